@@ -1,0 +1,30 @@
+# Looks for the CUDA toolkit and NCCL without requiring them, and says plainly what it found.
+# The CUDA backend is optional: without it the CPU backend still exercises run -> calibrate -> validate.
+option(FLEETSIM_CUDA "Build the CUDA backend when the CUDA toolkit is found" ON)
+
+set(FLEETSIM_HAVE_CUDA OFF)
+set(FLEETSIM_HAVE_NCCL OFF)
+if(FLEETSIM_CUDA)
+  find_program(FLEETSIM_NVCC nvcc HINTS /usr/local/cuda/bin ENV CUDA_HOME PATH_SUFFIXES bin)
+  if(FLEETSIM_NVCC)
+    execute_process(COMMAND ${FLEETSIM_NVCC} --version OUTPUT_VARIABLE _nvcc_out ERROR_QUIET)
+    string(REGEX MATCH "release [0-9]+\\.[0-9]+" _nvcc_release "${_nvcc_out}")
+    set(FLEETSIM_HAVE_CUDA ON)
+    get_filename_component(_cuda_root "${FLEETSIM_NVCC}" DIRECTORY)
+    get_filename_component(_cuda_root "${_cuda_root}" DIRECTORY)
+    find_path(FLEETSIM_NCCL_INCLUDE nccl.h HINTS ${_cuda_root}/include ENV NCCL_HOME PATH_SUFFIXES include)
+    find_library(FLEETSIM_NCCL_LIBRARY nccl HINTS ${_cuda_root}/lib64 ENV NCCL_HOME PATH_SUFFIXES lib lib64)
+    if(FLEETSIM_NCCL_INCLUDE AND FLEETSIM_NCCL_LIBRARY)
+      set(FLEETSIM_HAVE_NCCL ON)
+    endif()
+  endif()
+endif()
+
+if(NOT FLEETSIM_CUDA)
+  message(STATUS "fleetsim: CUDA backend OFF (disabled with -DFLEETSIM_CUDA=OFF)")
+elseif(NOT FLEETSIM_HAVE_CUDA)
+  message(STATUS "fleetsim: CUDA backend OFF (no nvcc found; the CPU backend is built)")
+else()
+  message(STATUS "fleetsim: CUDA toolkit found (nvcc ${_nvcc_release}); NCCL ${FLEETSIM_HAVE_NCCL}. "
+                 "realexec has no CUDA sources yet, so nothing CUDA is compiled in this build.")
+endif()

@@ -1,0 +1,105 @@
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "fleetsim/report.hpp"
+#include "fleetsim/units.hpp"
+
+namespace fleetsim {
+namespace {
+
+using nlohmann::ordered_json;
+
+ordered_json counts_json(const Counts& c) {
+  return {{"submitted", c.submitted}, {"completed", c.completed}, {"failed", c.failed},
+          {"running", c.running},     {"queued", c.queued}};
+}
+
+ordered_json latency_json(const LatencyStats& l) {
+  return {{"count", l.count}, {"mean", l.mean}, {"p50", l.p50}, {"p95", l.p95}, {"p99", l.p99}, {"max", l.max}};
+}
+
+std::string fmt(const char* format, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, value);
+  return buf;
+}
+
+std::string time_or_dash(const LatencyStats& l, double value) {
+  return l.count == 0 ? "-" : format_quantity(value, Dimension::time);
+}
+
+}  // namespace
+
+std::string summary_json(const Summary& s) {
+  ordered_json j;
+  j["scenario"] = s.scenario;
+  j["policy"] = s.policy;
+  j["seed"] = s.seed;
+  j["cluster"] = {{"nodes", s.nodes}, {"gpus", s.gpus}};
+  j["makespan_s"] = s.makespan_s;
+  j["end_s"] = s.end_s;
+  j["horizon_reached"] = s.horizon_reached;
+  j["tasks"] = counts_json(s.tasks);
+  j["workflows"] = counts_json(s.workflows);
+  j["latency_s"] = latency_json(s.latency_s);
+  j["gpu_utilization"] = s.gpu_utilization;
+  j["gpu_busy_s"] = s.gpu_busy_s;
+  j["bytes_transferred"] = s.bytes_transferred;
+  j["cost_usd"] = s.cost_usd;
+  j["events"] = s.events;
+  ordered_json tenants = ordered_json::array();
+  for (const TenantSummary& t : s.tenants) {
+    tenants.push_back({{"name", t.name}, {"workflows", counts_json(t.workflows)}, {"latency_s", latency_json(t.latency_s)}});
+  }
+  j["tenants"] = tenants;
+  ordered_json slos = ordered_json::array();
+  for (const SloResult& r : s.slos) {
+    slos.push_back({{"tenant", r.tenant}, {"metric", r.metric}, {"target_s", r.target_s}, {"actual_s", r.actual_s}, {"met", r.met}});
+  }
+  j["slos"] = slos;
+  return j.dump(2) + "\n";
+}
+
+void write_summary_text(std::ostream& out, const Scenario& scenario, const Summary& s) {
+  out << "scenario   " << s.scenario << "  (policy " << s.policy << ", seed " << s.seed << ")\n";
+  if (!scenario.description.empty()) out << "           " << scenario.description << "\n";
+  out << "cluster    " << s.nodes << " nodes, " << s.gpus << " GPUs:";
+  for (const NodeGroup& g : scenario.cluster.groups) out << " " << g.count << "x " << g.node.id;
+  out << "\n";
+  out << "makespan   " << format_quantity(s.makespan_s, Dimension::time);
+  if (s.horizon_reached) out << "  (stopped at the horizon, " << format_quantity(s.end_s, Dimension::time) << ")";
+  out << "\n";
+  out << "tasks      " << s.tasks.submitted << " submitted: " << s.tasks.completed << " completed, "
+      << s.tasks.failed << " failed, " << s.tasks.running << " running, " << s.tasks.queued << " queued\n";
+  out << "workflows  " << s.workflows.submitted << " submitted: " << s.workflows.completed << " completed, "
+      << s.workflows.failed << " failed, " << s.workflows.running << " running, " << s.workflows.queued
+      << " queued\n";
+  out << "GPU util   " << fmt("%.1f %%", 100.0 * s.gpu_utilization) << "   moved "
+      << format_quantity(s.bytes_transferred, Dimension::bytes) << " between GPUs   cost "
+      << fmt("$%.2f", s.cost_usd) << "\n\n";
+
+  char line[160];
+  std::snprintf(line, sizeof line, "%-18s %9s %10s %10s %10s %10s\n", "latency (workflow)", "completed",
+                "mean", "p50", "p95", "p99");
+  out << line;
+  auto row = [&](const std::string& name, const LatencyStats& l) {
+    std::snprintf(line, sizeof line, "%-18s %9llu %10s %10s %10s %10s\n", name.c_str(),
+                  static_cast<unsigned long long>(l.count), time_or_dash(l, l.mean).c_str(),
+                  time_or_dash(l, l.p50).c_str(), time_or_dash(l, l.p95).c_str(), time_or_dash(l, l.p99).c_str());
+    out << line;
+  };
+  if (s.tenants.size() > 1) {
+    for (const TenantSummary& t : s.tenants) row("  " + t.name, t.latency_s);
+  }
+  row("all", s.latency_s);
+  if (!s.slos.empty()) {
+    out << "\nSLOs\n";
+    for (const SloResult& r : s.slos) {
+      out << "  " << (r.met ? "met    " : "MISSED ") << (r.tenant.empty() ? "all" : r.tenant) << " " << r.metric
+          << " <= " << format_quantity(r.target_s, Dimension::time) << "  (actual "
+          << format_quantity(r.actual_s, Dimension::time) << ")\n";
+    }
+  }
+}
+
+}  // namespace fleetsim

@@ -1,0 +1,73 @@
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "fleetsim/report.hpp"
+
+namespace fleetsim {
+namespace {
+
+std::string gpu_list(const RunResult& run, const TaskRecord& t, char separator) {
+  std::string list;
+  for (std::uint32_t i = 0; i < t.gpu_count; ++i) {
+    if (i > 0) list += separator;
+    list += run.cluster.gpu_name(run.trace.gpus[t.gpu_begin + i]);
+  }
+  return list;
+}
+
+// Round-trip precision, and an empty field for times the task never reached.
+std::string time_field(double t) {
+  if (t == kNever) return "";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", t);
+  return buf;
+}
+
+std::string csv_quote(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+}  // namespace
+
+void write_trace_csv(std::ostream& out, const Scenario& sc, const RunResult& run) {
+  out << "instance,workflow,task,tenant,status,gpus,ready_s,start_s,compute_start_s,end_s,input_bytes,reason\n";
+  for (const TaskRecord& t : run.trace.tasks) {
+    const Workflow& wf = sc.workflows[t.workflow];
+    out << index(t.instance) << ',' << csv_quote(wf.id) << ',' << csv_quote(wf.tasks[t.task].name) << ','
+        << csv_quote(sc.tenants[index(t.tenant)].name) << ',' << task_status_name(t.status) << ','
+        << gpu_list(run, t, ' ') << ',' << time_field(t.ready_s) << ',' << time_field(t.start_s) << ','
+        << time_field(t.compute_start_s) << ',' << time_field(t.end_s) << ',' << time_field(t.input_bytes) << ','
+        << csv_quote(run.trace.reasons[t.reason]) << '\n';
+  }
+}
+
+void write_trace_json(std::ostream& out, const Scenario& sc, const RunResult& run) {
+  using nlohmann::ordered_json;
+  auto time_value = [](double t) { return t == kNever ? ordered_json(nullptr) : ordered_json(t); };
+  ordered_json tasks = ordered_json::array();
+  for (const TaskRecord& t : run.trace.tasks) {
+    const Workflow& wf = sc.workflows[t.workflow];
+    ordered_json gpus = ordered_json::array();
+    for (std::uint32_t i = 0; i < t.gpu_count; ++i) gpus.push_back(run.cluster.gpu_name(run.trace.gpus[t.gpu_begin + i]));
+    ordered_json row{{"instance", index(t.instance)},
+                     {"workflow", wf.id},
+                     {"task", wf.tasks[t.task].name},
+                     {"tenant", sc.tenants[index(t.tenant)].name},
+                     {"status", task_status_name(t.status)},
+                     {"gpus", gpus},
+                     {"ready_s", time_value(t.ready_s)},
+                     {"start_s", time_value(t.start_s)},
+                     {"compute_start_s", time_value(t.compute_start_s)},
+                     {"end_s", time_value(t.end_s)},
+                     {"input_bytes", t.input_bytes}};
+    if (t.reason != 0) row["reason"] = run.trace.reasons[t.reason];
+    tasks.push_back(std::move(row));
+  }
+  ordered_json doc{{"scenario", sc.name}, {"seed", run.summary.seed}, {"tasks", std::move(tasks)}};
+  out << doc.dump(1) << '\n';
+}
+
+}  // namespace fleetsim

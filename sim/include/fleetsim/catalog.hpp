@@ -1,0 +1,113 @@
+// The hardware and model catalog: GPU types, link types, node types, model weights and operator
+// profiles. The built-in catalog is models/hardware.json + models/operators.json compiled into the
+// library; scenarios may add entries from their own files. Every number carries its public source.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fleetsim {
+
+enum class Dtype : std::uint8_t { fp64, fp32, tf32, bf16, fp16, fp8, int8 };
+inline constexpr std::size_t kDtypeCount = 7;
+std::string_view dtype_name(Dtype dtype);
+std::optional<Dtype> parse_dtype(std::string_view name);
+
+struct GpuType {
+  std::string id;
+  std::string name;
+  double vram_bytes = 0;
+  double memory_bandwidth_Bps = 0;
+  std::array<double, kDtypeCount> peak_flop_per_s{};  // dense; 0 where the dtype is unsupported
+  double tdp_w = 0;
+  double idle_power_w = 0;
+  double launch_overhead_s = 0;
+  double price_usd_per_hour = 0;
+  std::string source;
+
+  // The peak used for a dtype: its own, else the nearest wider supported one (fp8 -> fp16 -> fp32),
+  // as frameworks upcast where a format is missing.
+  double peak_for(Dtype dtype) const;
+};
+
+enum class LinkKind : std::uint8_t { nvlink, pcie, infiniband, roce, ethernet };
+std::string_view link_kind_name(LinkKind kind);
+
+struct LinkType {
+  std::string id;
+  std::string name;
+  LinkKind kind = LinkKind::pcie;
+  double bandwidth_Bps = 0;  // per direction
+  double latency_s = 0;      // one hop
+  std::string source;
+};
+
+struct NodeType {
+  std::string id;
+  std::string name;
+  std::string gpu;        // GpuType id
+  int gpus = 0;
+  std::string gpu_link;   // LinkType id between GPUs of the node
+  std::string host_link;  // LinkType id between a GPU and the host / NICs
+  std::string nic;        // LinkType id of the node's network cards
+  int nics = 0;
+  double host_memory_bytes = 0;
+  std::string source;
+};
+
+struct ModelSpec {
+  std::string id;
+  std::string name;
+  double weights_bytes = 0;
+  std::string source;
+};
+
+struct OperatorSpec {
+  std::string id;
+  std::string name;
+  double flop = 0;
+  double bytes = 0;  // memory traffic per invocation
+  Dtype dtype = Dtype::bf16;
+  std::string source;
+};
+
+class Catalog {
+ public:
+  // The catalog compiled into fleetsim.
+  static const Catalog& builtin();
+
+  // Adds the entries of one catalog file (JSON text). Ids already present, unknown fields, bad
+  // values and references to missing entries are errors naming `file_name` and the field.
+  void add_json(std::string_view text, const std::string& file_name);
+  void add_file(const std::string& path);
+
+  const GpuType* gpu(std::string_view id) const;
+  const LinkType* link(std::string_view id) const;
+  const NodeType* node(std::string_view id) const;
+  const ModelSpec* model(std::string_view id) const;
+  const OperatorSpec* op(std::string_view id) const;
+
+  // Sorted by id, so listings and outputs are deterministic.
+  const std::map<std::string, GpuType, std::less<>>& gpus() const { return gpus_; }
+  const std::map<std::string, LinkType, std::less<>>& links() const { return links_; }
+  const std::map<std::string, NodeType, std::less<>>& nodes() const { return nodes_; }
+  const std::map<std::string, ModelSpec, std::less<>>& models() const { return models_; }
+  const std::map<std::string, OperatorSpec, std::less<>>& operators() const { return operators_; }
+
+ private:
+  std::map<std::string, GpuType, std::less<>> gpus_;
+  std::map<std::string, LinkType, std::less<>> links_;
+  std::map<std::string, NodeType, std::less<>> nodes_;
+  std::map<std::string, ModelSpec, std::less<>> models_;
+  std::map<std::string, OperatorSpec, std::less<>> operators_;
+};
+
+// Reads a whole text file; a missing or unreadable file is an InputError naming it.
+std::string read_text_file(const std::string& path);
+
+}  // namespace fleetsim

@@ -1,0 +1,137 @@
+// The scheduling policy boundary. A policy is told when something changed, sees a read-only view
+// of the cluster and the ready queue, and answers with decisions; the simulation validates and
+// applies them. Policies are listed in one registry table (policy/registry.cpp) with their parameters.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "fleetsim/catalog.hpp"
+#include "fleetsim/ids.hpp"
+
+namespace fleetsim {
+
+class Cluster;
+
+// A task whose inputs are all done, waiting for GPUs.
+struct ReadyTask {
+  TaskId task;
+  InstanceId instance;
+  TenantId tenant;
+  std::uint32_t gpus;         // gang size
+  double vram_per_gpu_bytes;  // weights share + working set
+  double ready_s;
+  double arrival_s;           // of its workflow instance
+  int priority;               // of its tenant; larger is more important
+};
+
+// What a policy may look at: the cluster's shape and which GPUs are free now.
+class ClusterView {
+ public:
+  ClusterView(const Cluster& cluster, std::span<const std::uint8_t> gpu_busy,
+              std::span<const double> free_vram_bytes, std::span<const std::uint32_t> free_gpus_per_node,
+              double now_s)
+      : cluster_(cluster), busy_(gpu_busy), free_vram_(free_vram_bytes),
+        free_per_node_(free_gpus_per_node), now_s_(now_s) {}
+
+  const Cluster& cluster() const { return cluster_; }
+  double now() const { return now_s_; }
+  bool is_free(GpuId gpu) const { return busy_[index(gpu)] == 0; }
+  double free_vram_bytes(GpuId gpu) const { return free_vram_[index(gpu)]; }
+  std::uint32_t free_gpus(NodeId node) const { return free_per_node_[index(node)]; }
+
+ private:
+  const Cluster& cluster_;
+  std::span<const std::uint8_t> busy_;
+  std::span<const double> free_vram_;
+  std::span<const std::uint32_t> free_per_node_;
+  double now_s_;
+};
+
+// The answer of one scheduling round. Storage is reused between rounds.
+class Decisions {
+ public:
+  struct Placement {
+    std::uint32_t ready_index;
+    std::uint32_t gpu_begin, gpu_count;  // into gpus()
+  };
+  struct Failure {
+    std::uint32_t ready_index;
+    std::string reason;
+  };
+
+  void place(std::size_t ready_index, std::span<const GpuId> gpus);
+  void fail(std::size_t ready_index, std::string reason);
+  void clear() {
+    placements_.clear();
+    failures_.clear();
+    gpus_.clear();
+  }
+
+  const std::vector<Placement>& placements() const { return placements_; }
+  const std::vector<Failure>& failures() const { return failures_; }
+  std::span<const GpuId> gpus(const Placement& p) const { return {gpus_.data() + p.gpu_begin, p.gpu_count}; }
+
+ private:
+  std::vector<Placement> placements_;
+  std::vector<Failure> failures_;
+  std::vector<GpuId> gpus_;
+};
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  // `ready` is in the order tasks became ready. Place, fail, or leave (hold) each of them.
+  virtual void schedule(const ClusterView& view, std::span<const ReadyTask> ready, Decisions& out) = 0;
+};
+
+// ---- The registry ----
+
+using ParamValue = std::variant<double, std::int64_t, bool, std::string>;
+enum class ParamType { number, integer, boolean, string };
+
+struct ParamInfo {
+  std::string name;
+  ParamType type;
+  ParamValue default_value;
+  std::string help;
+};
+
+// A policy's parameters: the scenario's values over the registry's defaults, types checked at load.
+class PolicyParams {
+ public:
+  void set(std::string name, ParamValue value) { values_[std::move(name)] = std::move(value); }
+  double number(std::string_view name) const;
+  std::int64_t integer(std::string_view name) const;
+  bool boolean(std::string_view name) const;
+  const std::string& string(std::string_view name) const;
+  const std::map<std::string, ParamValue, std::less<>>& values() const { return values_; }
+
+ private:
+  const ParamValue& at(std::string_view name) const;
+  std::map<std::string, ParamValue, std::less<>> values_;
+};
+
+struct PolicyInfo {
+  std::string name;
+  std::string summary;
+  std::string reference;
+  std::vector<ParamInfo> params;
+  std::unique_ptr<Policy> (*make)(const PolicyParams& params);
+};
+
+// Every policy, in the order of the registry table.
+const std::vector<PolicyInfo>& policy_registry();
+// nullptr when no policy has this name.
+const PolicyInfo* find_policy(std::string_view name);
+// "fifo, sjf, ..." for error messages.
+std::string policy_names();
+std::string_view param_type_name(ParamType type);
+
+}  // namespace fleetsim

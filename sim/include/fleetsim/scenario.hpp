@@ -1,0 +1,91 @@
+// A scenario: one what-if, runnable as is. Cluster + workload + policy + SLOs + seed + horizon.
+// Loading checks everything a simulation would trip over later (unknown references, cycles, a task
+// that fits no GPU) and throws one InputError listing every problem with its file and field.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fleetsim/catalog.hpp"
+#include "fleetsim/policy.hpp"
+#include "fleetsim/workflow.hpp"
+
+namespace fleetsim {
+
+// `count` nodes of one node type, with the catalog entries resolved and overrides applied.
+struct NodeGroup {
+  NodeType node;
+  GpuType gpu;
+  LinkType gpu_link;
+  LinkType host_link;
+  LinkType nic;
+  int count = 0;
+};
+
+enum class Topology { single_switch };
+
+struct ClusterSpec {
+  std::vector<NodeGroup> groups;
+  Topology topology = Topology::single_switch;
+};
+
+enum class ArrivalProcess { once, periodic, poisson, times };
+
+struct ArrivalSpec {
+  ArrivalProcess process = ArrivalProcess::once;
+  double start_s = 0;
+  double interval_s = 0;   // periodic
+  double rate_per_s = 0;   // poisson
+  std::int64_t count = 1;  // -1: until the horizon
+  std::vector<double> times_s;
+};
+
+struct Tenant {
+  std::string name;
+  int priority = 0;
+};
+
+// Arrivals of one workflow for one tenant.
+struct Stream {
+  std::uint32_t tenant = 0;
+  std::uint32_t workflow = 0;
+  ArrivalSpec arrival;
+};
+
+enum class SloMetric { latency_p50, latency_p95, latency_p99 };
+std::string_view slo_metric_name(SloMetric metric);
+
+struct Slo {
+  std::optional<std::uint32_t> tenant;  // none: every tenant together
+  SloMetric metric = SloMetric::latency_p95;
+  double target_s = 0;
+};
+
+struct PolicySpec {
+  std::string name = "fifo";
+  PolicyParams params;
+};
+
+struct Scenario {
+  std::string name;
+  std::string description;
+  std::string file;
+  std::uint64_t seed = 1;
+  double horizon_s = std::numeric_limits<double>::infinity();
+  Catalog catalog;
+  ClusterSpec cluster;
+  std::vector<Workflow> workflows;
+  std::vector<Tenant> tenants;
+  std::vector<Stream> streams;
+  PolicySpec policy;
+  std::vector<Slo> slos;
+};
+
+Scenario load_scenario(const std::string& path);
+// `base_dir` resolves relative paths of workflow and catalog files.
+Scenario parse_scenario(std::string_view json_text, const std::string& file_name, const std::string& base_dir);
+
+}  // namespace fleetsim

@@ -1,0 +1,68 @@
+// The numbers a run is judged by, computed from its trace: task and workflow counts (nothing is
+// lost: every task is completed, failed, running or queued at the end), end-to-end latency
+// percentiles overall and per tenant, GPU utilization, cost, and SLO attainment.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fleetsim/trace.hpp"
+
+namespace fleetsim {
+
+struct Scenario;
+class Cluster;
+
+struct Counts {
+  std::uint64_t submitted = 0, completed = 0, failed = 0, running = 0, queued = 0;
+};
+
+struct LatencyStats {
+  std::uint64_t count = 0;
+  double mean = 0, p50 = 0, p95 = 0, p99 = 0, max = 0;
+};
+
+struct TenantSummary {
+  std::string name;
+  Counts workflows;
+  LatencyStats latency_s;
+};
+
+struct SloResult {
+  std::string tenant;  // "" for all tenants
+  std::string metric;
+  double target_s = 0;
+  double actual_s = 0;
+  bool met = false;
+};
+
+struct Summary {
+  std::string scenario;
+  std::string policy;
+  std::uint64_t seed = 0;
+  std::uint32_t gpus = 0;
+  std::uint32_t nodes = 0;
+  double makespan_s = 0;   // time of the last task completion
+  double end_s = 0;        // when the run stopped: the makespan, or the horizon with work left
+  bool horizon_reached = false;
+  Counts tasks;
+  Counts workflows;
+  LatencyStats latency_s;  // workflow instance: arrival to last task completed
+  double gpu_utilization = 0;  // busy GPU-seconds / (GPUs x end_s)
+  double gpu_busy_s = 0;
+  double bytes_transferred = 0;
+  double cost_usd = 0;     // every GPU of the cluster rented until end_s
+  std::uint64_t events = 0;
+  std::vector<TenantSummary> tenants;
+  std::vector<SloResult> slos;
+};
+
+// Percentile by linear interpolation between closest ranks (the "type 7" definition); p in [0, 100].
+double percentile(std::vector<double> values, double p);
+LatencyStats latency_stats(std::vector<double> values);
+
+Summary summarize(const Scenario& scenario, const Cluster& cluster, const Trace& trace, double end_s,
+                  bool horizon_reached, std::uint64_t seed, std::uint64_t events);
+
+}  // namespace fleetsim

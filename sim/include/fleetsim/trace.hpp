@@ -1,0 +1,51 @@
+// The one record both the simulator and the real backends produce: for every task of every workflow
+// instance, where it ran, when it became ready, started, began computing and ended, and how it ended.
+// Simulated and measured traces of the same scenario can be diffed task by task.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fleetsim/ids.hpp"
+
+namespace fleetsim {
+
+enum class TaskStatus : std::uint8_t { queued, running, completed, failed };
+std::string_view task_status_name(TaskStatus status);
+
+inline constexpr double kNever = -1.0;  // a time the task did not reach
+
+struct TaskRecord {
+  InstanceId instance{};
+  std::uint32_t workflow = 0;  // index into Scenario::workflows
+  std::uint32_t task = 0;      // index into that workflow's tasks
+  TenantId tenant{};
+  TaskStatus status = TaskStatus::queued;
+  std::uint32_t gpu_begin = 0, gpu_count = 0;  // into Trace::gpus
+  double ready_s = kNever;
+  double start_s = kNever;          // placed on its GPUs; input transfers begin
+  double compute_start_s = kNever;  // inputs arrived
+  double end_s = kNever;
+  double input_bytes = 0;           // moved to it from other GPUs
+  std::uint32_t reason = 0;         // into Trace::reasons; 0 is "no reason"
+};
+
+struct InstanceRecord {
+  std::uint32_t workflow = 0;
+  TenantId tenant{};
+  double arrival_s = 0;
+  double end_s = kNever;  // when its last task completed
+  bool failed = false;
+};
+
+struct Trace {
+  std::vector<InstanceRecord> instances;
+  std::vector<TaskRecord> tasks;
+  std::vector<GpuId> gpus;
+  std::vector<std::string> reasons{""};
+
+  std::uint32_t add_reason(std::string reason);
+};
+
+}  // namespace fleetsim

@@ -1,0 +1,67 @@
+// A workflow: a DAG of tasks joined by edges that carry tensors. Tasks name the GPUs they need
+// (1, or a gang of k), the model whose weights must be resident, a VRAM working set and their work
+// (FLOP + bytes of memory traffic, or a count of a named operator profile from the catalog).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "fleetsim/catalog.hpp"
+
+namespace fleetsim {
+
+struct TaskSpec {
+  std::string name;
+  int gpus = 1;                  // gang size
+  std::string model;             // model id, "" when the task loads no weights
+  double weights_bytes = 0;      // whole model; a gang shards it evenly
+  double working_set_bytes = 0;  // per GPU of the gang
+  double flop = 0;               // whole task; a gang splits it evenly
+  double bytes = 0;              // memory traffic of the whole task
+  Dtype dtype = Dtype::bf16;
+  std::uint32_t launches = 1;    // kernel launches, each paying the GPU's launch overhead
+  std::string op;                // operator profile id when work came from one
+
+  // VRAM one GPU of the gang needs while the task runs.
+  double vram_per_gpu_bytes() const { return weights_bytes / gpus + working_set_bytes; }
+};
+
+struct EdgeSpec {
+  std::uint32_t from = 0;  // producer task index
+  std::uint32_t to = 0;    // consumer task index
+  double bytes = 0;        // tensor size
+};
+
+class Workflow {
+ public:
+  std::string id;    // key the scenario knows it by
+  std::string name;
+  std::string file;     // where it was defined
+  std::string pointer;  // JSON pointer of the definition in that file ("" for a whole file)
+  std::vector<TaskSpec> tasks;
+  std::vector<EdgeSpec> edges;
+
+  // Edge indices into / out of a task. Valid after finalize().
+  std::span<const std::uint32_t> inputs(std::uint32_t task) const {
+    return {in_edges_.data() + in_offsets_[task], in_offsets_[task + 1] - in_offsets_[task]};
+  }
+  std::span<const std::uint32_t> outputs(std::uint32_t task) const {
+    return {out_edges_.data() + out_offsets_[task], out_offsets_[task + 1] - out_offsets_[task]};
+  }
+  const std::vector<std::uint32_t>& topological_order() const { return topo_order_; }
+
+  // Builds the adjacency and the topological order. Throws InputError naming `file` when the edges
+  // form a cycle.
+  void finalize();
+
+ private:
+  std::vector<std::uint32_t> in_offsets_, in_edges_, out_offsets_, out_edges_, topo_order_;
+};
+
+// Loads a workflow file; operator and model references resolve against `catalog`.
+Workflow load_workflow(const std::string& path, const Catalog& catalog);
+Workflow parse_workflow(std::string_view json_text, const std::string& file_name, const Catalog& catalog);
+
+}  // namespace fleetsim

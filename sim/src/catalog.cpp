@@ -1,0 +1,252 @@
+#include "fleetsim/catalog.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include "catalog_readers.hpp"
+
+namespace fleetsim::embedded {
+std::string_view hardware_json();
+std::string_view operators_json();
+}  // namespace fleetsim::embedded
+
+namespace fleetsim {
+namespace {
+
+using detail::Json;
+using detail::Need;
+using detail::ObjectReader;
+using detail::Problems;
+
+constexpr std::array<std::string_view, kDtypeCount> kDtypeNames{"fp64", "fp32", "tf32", "bf16",
+                                                                 "fp16", "fp8",  "int8"};
+constexpr std::array<std::string_view, 5> kLinkKindNames{"nvlink", "pcie", "infiniband", "roce",
+                                                         "ethernet"};
+
+std::string read_source(ObjectReader& r, Need need) {
+  const std::optional<std::string> source = r.string("source", need);
+  if (source && source->empty()) {
+    r.problem("source", "expected the public source of this entry's numbers, found an empty string");
+  }
+  return source.value_or("");
+}
+
+}  // namespace
+
+namespace detail {
+
+// With a base entry every field is optional and defaults to the base's value (inline overrides).
+GpuType read_gpu(ObjectReader& r, const std::string& id, const GpuType* base) {
+  GpuType g = base != nullptr ? *base : GpuType{};
+  const Need need = base != nullptr ? Need::optional : Need::required;
+  g.id = id;
+  g.name = r.string("name", need).value_or(g.name.empty() ? id : g.name);
+  g.vram_bytes = r.quantity("vram", Dimension::bytes, need).value_or(g.vram_bytes);
+  g.memory_bandwidth_Bps = r.quantity("memory_bandwidth", Dimension::bandwidth, need).value_or(g.memory_bandwidth_Bps);
+  if (const Json* flops = r.field("peak_flops", need)) {
+    ObjectReader f(*flops, r.pointer("peak_flops"), r.problems());
+    for (std::size_t d = 0; d < kDtypeCount; ++d) {
+      g.peak_flop_per_s[d] = f.quantity(kDtypeNames[d], Dimension::flop_rate, Need::optional)
+                                 .value_or(base != nullptr ? g.peak_flop_per_s[d] : 0.0);
+    }
+    f.finish();
+  }
+  g.tdp_w = r.quantity("tdp", Dimension::power, need).value_or(g.tdp_w);
+  g.idle_power_w = r.quantity_or("idle_power", Dimension::power, g.idle_power_w);
+  g.launch_overhead_s = r.quantity_or("launch_overhead", Dimension::time, g.launch_overhead_s);
+  g.price_usd_per_hour = r.number("price_usd_per_hour", need).value_or(g.price_usd_per_hour);
+  const std::string source = read_source(r, need);
+  if (!source.empty()) g.source = source;
+  bool any_peak = false;
+  for (double p : g.peak_flop_per_s) any_peak = any_peak || p > 0;
+  if (r.ok() && !any_peak) r.problem("peak_flops", "expected at least one positive peak, such as \"bf16\": \"989 TFLOP/s\"");
+  if (r.ok() && g.vram_bytes <= 0) r.problem("vram", "expected a positive size");
+  if (r.ok() && g.memory_bandwidth_Bps <= 0) r.problem("memory_bandwidth", "expected a positive bandwidth");
+  return g;
+}
+
+NodeType read_node(ObjectReader& r, const std::string& id, const NodeType* base) {
+  NodeType n = base != nullptr ? *base : NodeType{};
+  const Need need = base != nullptr ? Need::optional : Need::required;
+  n.id = id;
+  n.name = r.string("name", need).value_or(n.name.empty() ? id : n.name);
+  n.gpu = r.string("gpu", need).value_or(n.gpu);
+  n.gpus = static_cast<int>(r.integer("gpus", need, 1, 1024).value_or(n.gpus));
+  n.gpu_link = r.string("gpu_link", need).value_or(n.gpu_link);
+  n.host_link = r.string("host_link", need).value_or(n.host_link);
+  n.nic = r.string("nic", need).value_or(n.nic);
+  n.nics = static_cast<int>(r.integer("nics", need, 1, 64).value_or(n.nics));
+  n.host_memory_bytes = r.quantity_or("host_memory", Dimension::bytes, n.host_memory_bytes);
+  const std::string source = read_source(r, need);
+  if (!source.empty()) n.source = source;
+  return n;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::read_gpu;
+using detail::read_node;
+
+LinkType read_link(ObjectReader& r, const std::string& id) {
+  LinkType l;
+  l.id = id;
+  l.name = r.string("name", Need::required).value_or(id);
+  if (auto kind = r.string("kind", Need::required)) {
+    bool found = false;
+    for (std::size_t k = 0; k < kLinkKindNames.size(); ++k) {
+      if (*kind == kLinkKindNames[k]) {
+        l.kind = static_cast<LinkKind>(k);
+        found = true;
+      }
+    }
+    if (!found) r.problem("kind", "expected one of nvlink, pcie, infiniband, roce, ethernet, found \"" + *kind + "\"");
+  }
+  l.bandwidth_Bps = r.quantity("bandwidth", Dimension::bandwidth, Need::required).value_or(0);
+  if (l.bandwidth_Bps <= 0 && r.field("bandwidth") != nullptr) r.problem("bandwidth", "expected a positive bandwidth");
+  l.latency_s = r.quantity("latency", Dimension::time, Need::required).value_or(0);
+  l.source = read_source(r, Need::required);
+  return l;
+}
+
+ModelSpec read_model(ObjectReader& r, const std::string& id) {
+  ModelSpec m;
+  m.id = id;
+  m.name = r.string("name", Need::required).value_or(id);
+  m.weights_bytes = r.quantity("weights", Dimension::bytes, Need::required).value_or(0);
+  m.source = read_source(r, Need::required);
+  return m;
+}
+
+OperatorSpec read_operator(ObjectReader& r, const std::string& id) {
+  OperatorSpec o;
+  o.id = id;
+  o.name = r.string("name", Need::required).value_or(id);
+  o.flop = r.quantity("flop", Dimension::flop, Need::required).value_or(0);
+  o.bytes = r.quantity("bytes", Dimension::bytes, Need::required).value_or(0);
+  if (auto dtype = r.string("dtype", Need::required)) {
+    if (auto d = parse_dtype(*dtype)) {
+      o.dtype = *d;
+    } else {
+      r.problem("dtype", "expected one of fp64, fp32, tf32, bf16, fp16, fp8, int8, found \"" + *dtype + "\"");
+    }
+  }
+  o.source = read_source(r, Need::required);
+  return o;
+}
+
+// Reads one section ("gpus": {id: entry, ...}) into `into`, rejecting ids already present.
+template <typename Entry, typename Read>
+void read_section(ObjectReader& top, std::string_view section, Read read,
+                  std::map<std::string, Entry, std::less<>>& into) {
+  const Json* entries = top.field(section);
+  if (entries == nullptr) return;
+  ObjectReader list(*entries, top.pointer(section), top.problems());
+  if (!list.ok()) return;
+  for (const auto& [id, value] : entries->items()) {
+    ObjectReader r(*list.field(id), list.pointer(id), top.problems());
+    if (!r.ok()) continue;
+    Entry entry = read(r, id);
+    r.finish();
+    if (into.count(id) != 0) {
+      top.problems().add(list.pointer(id), "duplicate id: \"" + id + "\" is already in the catalog");
+      continue;
+    }
+    into.emplace(id, std::move(entry));
+  }
+}
+
+}  // namespace
+
+std::string_view dtype_name(Dtype dtype) { return kDtypeNames[static_cast<std::size_t>(dtype)]; }
+
+std::optional<Dtype> parse_dtype(std::string_view name) {
+  for (std::size_t d = 0; d < kDtypeCount; ++d) {
+    if (kDtypeNames[d] == name) return static_cast<Dtype>(d);
+  }
+  return std::nullopt;
+}
+
+std::string_view link_kind_name(LinkKind kind) { return kLinkKindNames[static_cast<std::size_t>(kind)]; }
+
+double GpuType::peak_for(Dtype dtype) const {
+  // Upcast chain: where a format is unsupported, the next wider one runs it.
+  constexpr std::array<Dtype, kDtypeCount> wider{Dtype::fp64, Dtype::fp64, Dtype::fp32, Dtype::fp32,
+                                                 Dtype::fp32, Dtype::fp16, Dtype::fp16};
+  Dtype d = dtype;
+  for (std::size_t step = 0; step < kDtypeCount; ++step) {
+    const double peak = peak_flop_per_s[static_cast<std::size_t>(d)];
+    if (peak > 0) return peak;
+    d = wider[static_cast<std::size_t>(d)];
+  }
+  return 0.0;
+}
+
+void Catalog::add_json(std::string_view text, const std::string& file_name) {
+  Problems problems(file_name);
+  const Json doc = detail::parse_json(text, problems);
+  problems.throw_if_any();
+
+  Catalog merged = *this;  // all or nothing: a bad file leaves the catalog unchanged
+  ObjectReader top(doc, "", problems);
+  top.string("about", Need::optional);
+  read_section(top, "gpus", [](ObjectReader& r, const std::string& id) { return read_gpu(r, id, nullptr); }, merged.gpus_);
+  read_section(top, "links", read_link, merged.links_);
+  read_section(top, "nodes", [](ObjectReader& r, const std::string& id) { return read_node(r, id, nullptr); }, merged.nodes_);
+  read_section(top, "models", read_model, merged.models_);
+  read_section(top, "operators", read_operator, merged.operators_);
+  top.finish();
+
+  // References from node types, checked once every section is read.
+  for (const auto& [id, node] : merged.nodes_) {
+    if (nodes_.count(id) != 0) continue;  // checked when its own file was added
+    const std::string at = detail::child_pointer("/nodes", id);
+    auto require = [&](const std::string& ref, bool found, std::string_view field, std::string_view kind) {
+      if (!found) problems.add(detail::child_pointer(at, field), "unknown " + std::string(kind) + " \"" + ref + "\"");
+    };
+    require(node.gpu, merged.gpu(node.gpu) != nullptr, "gpu", "GPU type");
+    require(node.gpu_link, merged.link(node.gpu_link) != nullptr, "gpu_link", "link type");
+    require(node.host_link, merged.link(node.host_link) != nullptr, "host_link", "link type");
+    require(node.nic, merged.link(node.nic) != nullptr, "nic", "link type");
+  }
+  problems.throw_if_any();
+  *this = std::move(merged);
+}
+
+void Catalog::add_file(const std::string& path) { add_json(read_text_file(path), path); }
+
+const Catalog& Catalog::builtin() {
+  static const Catalog catalog = [] {
+    Catalog c;
+    c.add_json(embedded::hardware_json(), "models/hardware.json (built in)");
+    c.add_json(embedded::operators_json(), "models/operators.json (built in)");
+    return c;
+  }();
+  return catalog;
+}
+
+namespace {
+template <typename Map>
+const typename Map::mapped_type* find_in(const Map& map, std::string_view id) {
+  const auto it = map.find(id);
+  return it == map.end() ? nullptr : &it->second;
+}
+}  // namespace
+
+const GpuType* Catalog::gpu(std::string_view id) const { return find_in(gpus_, id); }
+const LinkType* Catalog::link(std::string_view id) const { return find_in(links_, id); }
+const NodeType* Catalog::node(std::string_view id) const { return find_in(nodes_, id); }
+const ModelSpec* Catalog::model(std::string_view id) const { return find_in(models_, id); }
+const OperatorSpec* Catalog::op(std::string_view id) const { return find_in(operators_, id); }
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError({Problem{path, "", "cannot open file for reading"}});
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw InputError({Problem{path, "", "error while reading file"}});
+  return text.str();
+}
+
+}  // namespace fleetsim

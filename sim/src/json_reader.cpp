@@ -1,0 +1,195 @@
+#include "json_reader.hpp"
+
+#include <cmath>
+
+namespace fleetsim::detail {
+
+std::string child_pointer(const std::string& parent, std::string_view key) {
+  std::string out = parent;
+  out += '/';
+  for (char c : key) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string child_pointer(const std::string& parent, std::size_t index) {
+  return parent + '/' + std::to_string(index);
+}
+
+std::string describe(const Json& value) {
+  switch (value.type()) {
+    case Json::value_t::null: return "null";
+    case Json::value_t::boolean: return value.get<bool>() ? "true" : "false";
+    case Json::value_t::string: {
+      std::string s = value.get<std::string>();
+      if (s.size() > 40) s = s.substr(0, 37) + "...";
+      return "\"" + s + "\"";
+    }
+    case Json::value_t::number_integer:
+    case Json::value_t::number_unsigned:
+    case Json::value_t::number_float: return "the number " + value.dump();
+    case Json::value_t::object: return "an object";
+    case Json::value_t::array: return "an array";
+    default: return "an unsupported value";
+  }
+}
+
+Json parse_json(std::string_view text, Problems& problems) {
+  try {
+    return Json::parse(text.begin(), text.end());
+  } catch (const Json::parse_error& e) {
+    // Report line and column: byte offsets are hard to find in an editor.
+    std::size_t line = 1, column = 1;
+    const std::size_t end = e.byte == 0 ? 0 : std::min<std::size_t>(e.byte - 1, text.size());
+    for (std::size_t i = 0; i < end; ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        column = 1;
+      } else {
+        ++column;
+      }
+    }
+    std::string what = e.what();
+    const auto colon = what.rfind(": ");
+    if (colon != std::string::npos) what = what.substr(colon + 2);
+    problems.add("", "malformed JSON at line " + std::to_string(line) + ", column " +
+                         std::to_string(column) + ": " + what);
+    return Json();
+  }
+}
+
+std::optional<double> read_quantity(const Json& value, Dimension dim, const std::string& pointer,
+                                    Problems& problems) {
+  if (!value.is_string()) {
+    problems.add(pointer, "expected " + std::string(dimension_example(dim)) + ", found " +
+                              describe(value) + (value.is_number() ? " (write the unit)" : ""));
+    return std::nullopt;
+  }
+  try {
+    return parse_quantity(value.get<std::string>(), dim);
+  } catch (const UnitError& e) {
+    problems.add(pointer, e.what());
+    return std::nullopt;
+  }
+}
+
+ObjectReader::ObjectReader(const Json& value, std::string pointer, Problems& problems)
+    : pointer_(std::move(pointer)), problems_(problems) {
+  if (value.is_object()) {
+    object_ = &value;
+  } else {
+    problems_.add(pointer_, "expected an object, found " + describe(value));
+  }
+}
+
+const Json* ObjectReader::field(std::string_view key, Need need) {
+  known_.emplace_back(key);
+  if (object_ == nullptr) return nullptr;
+  const auto it = object_->find(key);
+  if (it == object_->end()) {
+    if (need == Need::required) problems_.add(pointer(key), "missing required field");
+    return nullptr;
+  }
+  return &*it;
+}
+
+void ObjectReader::problem(std::string_view key, std::string message) {
+  problems_.add(pointer(key), std::move(message));
+}
+
+std::optional<double> ObjectReader::quantity(std::string_view key, Dimension dim, Need need) {
+  const Json* v = field(key, need);
+  if (v == nullptr) return std::nullopt;
+  return read_quantity(*v, dim, pointer(key), problems_);
+}
+
+double ObjectReader::quantity_or(std::string_view key, Dimension dim, double fallback) {
+  return quantity(key, dim, Need::optional).value_or(fallback);
+}
+
+std::optional<std::string> ObjectReader::string(std::string_view key, Need need) {
+  const Json* v = field(key, need);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_string()) {
+    problem(key, "expected a string, found " + describe(*v));
+    return std::nullopt;
+  }
+  return v->get<std::string>();
+}
+
+std::string ObjectReader::string_or(std::string_view key, std::string fallback) {
+  return string(key, Need::optional).value_or(std::move(fallback));
+}
+
+std::optional<std::int64_t> ObjectReader::integer(std::string_view key, Need need, std::int64_t min,
+                                                  std::int64_t max) {
+  const Json* v = field(key, need);
+  if (v == nullptr) return std::nullopt;
+  const std::string range = " from " + std::to_string(min) + " to " + std::to_string(max);
+  if (!v->is_number_integer()) {
+    problem(key, "expected an integer" + range + ", found " + describe(*v));
+    return std::nullopt;
+  }
+  // Unsigned values above int64 range would wrap; check before converting.
+  if (v->is_number_unsigned() && v->get<std::uint64_t>() > static_cast<std::uint64_t>(max)) {
+    problem(key, "expected an integer" + range + ", found " + describe(*v));
+    return std::nullopt;
+  }
+  const std::int64_t x = v->get<std::int64_t>();
+  if (x < min || x > max) {
+    problem(key, "expected an integer" + range + ", found " + describe(*v));
+    return std::nullopt;
+  }
+  return x;
+}
+
+std::int64_t ObjectReader::integer_or(std::string_view key, std::int64_t fallback, std::int64_t min,
+                                      std::int64_t max) {
+  return integer(key, Need::optional, min, max).value_or(fallback);
+}
+
+std::optional<double> ObjectReader::number(std::string_view key, Need need, double min, double max) {
+  const Json* v = field(key, need);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number() || !std::isfinite(v->get<double>()) || v->get<double>() < min ||
+      v->get<double>() > max) {
+    problem(key, "expected a number from " + Json(min).dump() + (max < 1e300 ? " to " + Json(max).dump() : "") +
+                     ", found " + describe(*v));
+    return std::nullopt;
+  }
+  return v->get<double>();
+}
+
+bool ObjectReader::boolean_or(std::string_view key, bool fallback) {
+  const Json* v = field(key, Need::optional);
+  if (v == nullptr) return fallback;
+  if (!v->is_boolean()) {
+    problem(key, "expected true or false, found " + describe(*v));
+    return fallback;
+  }
+  return v->get<bool>();
+}
+
+void ObjectReader::finish() {
+  if (object_ == nullptr) return;
+  for (const auto& [key, value] : object_->items()) {
+    bool known = false;
+    for (const std::string& k : known_) known = known || k == key;
+    if (known) continue;
+    std::string valid;
+    for (const std::string& k : known_) {
+      if (valid.find("\"" + k + "\"") != std::string::npos) continue;
+      valid += (valid.empty() ? "" : ", ") + ("\"" + k + "\"");
+    }
+    problems_.add(pointer(key), "unknown field (expected one of " + valid + ")");
+  }
+}
+
+}  // namespace fleetsim::detail

@@ -1,0 +1,13 @@
+// Readers shared by the loaders (private): one JSON value in, one checked model object out.
+#pragma once
+
+#include "fleetsim/workflow.hpp"
+#include "json_reader.hpp"
+
+namespace fleetsim::detail {
+
+// Reads a workflow object at `pointer`; problems are recorded, not thrown. Adjacency is not built.
+Workflow read_workflow(const Json& value, const std::string& pointer, Problems& problems,
+                       const Catalog& catalog);
+
+}  // namespace fleetsim::detail

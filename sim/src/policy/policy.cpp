@@ -1,0 +1,55 @@
+#include "fleetsim/policy.hpp"
+
+#include "fleetsim/error.hpp"
+
+namespace fleetsim {
+
+void Decisions::place(std::size_t ready_index, std::span<const GpuId> gpus) {
+  placements_.push_back(Placement{static_cast<std::uint32_t>(ready_index), static_cast<std::uint32_t>(gpus_.size()),
+                                  static_cast<std::uint32_t>(gpus.size())});
+  gpus_.insert(gpus_.end(), gpus.begin(), gpus.end());
+}
+
+void Decisions::fail(std::size_t ready_index, std::string reason) {
+  failures_.push_back(Failure{static_cast<std::uint32_t>(ready_index), std::move(reason)});
+}
+
+const ParamValue& PolicyParams::at(std::string_view name) const {
+  const auto it = values_.find(name);
+  FLEETSIM_CHECK(it != values_.end(), "policy parameter \"" + std::string(name) + "\" not set");
+  return it->second;
+}
+
+double PolicyParams::number(std::string_view name) const {
+  const ParamValue& v = at(name);
+  if (const auto* i = std::get_if<std::int64_t>(&v)) return static_cast<double>(*i);
+  return std::get<double>(v);
+}
+std::int64_t PolicyParams::integer(std::string_view name) const { return std::get<std::int64_t>(at(name)); }
+bool PolicyParams::boolean(std::string_view name) const { return std::get<bool>(at(name)); }
+const std::string& PolicyParams::string(std::string_view name) const { return std::get<std::string>(at(name)); }
+
+std::string_view param_type_name(ParamType type) {
+  switch (type) {
+    case ParamType::number: return "a number";
+    case ParamType::integer: return "an integer";
+    case ParamType::boolean: return "true or false";
+    case ParamType::string: return "a string";
+  }
+  return "?";
+}
+
+const PolicyInfo* find_policy(std::string_view name) {
+  for (const PolicyInfo& info : policy_registry()) {
+    if (info.name == name) return &info;
+  }
+  return nullptr;
+}
+
+std::string policy_names() {
+  std::string names;
+  for (const PolicyInfo& info : policy_registry()) names += (names.empty() ? "\"" : ", \"") + info.name + "\"";
+  return names;
+}
+
+}  // namespace fleetsim

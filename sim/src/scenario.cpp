@@ -1,0 +1,415 @@
+#include "fleetsim/scenario.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "catalog_readers.hpp"
+#include "loaders.hpp"
+
+namespace fleetsim {
+namespace {
+
+using detail::Json;
+using detail::Need;
+using detail::ObjectReader;
+using detail::Problems;
+
+std::string resolve(const std::string& base_dir, const std::string& path) {
+  const std::filesystem::path p(path);
+  if (p.is_absolute() || base_dir.empty()) return path;
+  return (std::filesystem::path(base_dir) / p).lexically_normal().string();
+}
+
+// Runs a loader of another file; its problems join this file's list instead of stopping the load.
+template <typename Load>
+auto absorbing(Problems& problems, Load load) -> std::optional<decltype(load())> {
+  try {
+    return load();
+  } catch (const InputError& e) {
+    problems.absorb(e);
+    return std::nullopt;
+  }
+}
+
+void read_cluster(ObjectReader& top, const Catalog& catalog, ClusterSpec& cluster) {
+  const Json* value = top.field("cluster", Need::required);
+  if (value == nullptr) return;
+  ObjectReader c(*value, top.pointer("cluster"), top.problems());
+  if (const Json* nodes = c.field("nodes", Need::required)) {
+    if (!nodes->is_array() || nodes->empty()) {
+      c.problem("nodes", "expected a non-empty array of node groups, found " + detail::describe(*nodes));
+    } else {
+      for (std::size_t i = 0; i < nodes->size(); ++i) {
+        ObjectReader g((*nodes)[i], detail::child_pointer(c.pointer("nodes"), i), top.problems());
+        if (!g.ok()) continue;
+        NodeGroup group;
+        group.count = static_cast<int>(g.integer("count", Need::required, 1, 100'000).value_or(0));
+        const auto type = g.string("type", Need::required);
+        const NodeType* node = type ? catalog.node(*type) : nullptr;
+        if (type && node == nullptr) g.problem("type", "unknown node type \"" + *type + "\" (see `fleetsim catalog`)");
+        if (node != nullptr) {
+          group.node = *node;
+          if (const Json* o = g.field("node_overrides")) {
+            ObjectReader r(*o, g.pointer("node_overrides"), top.problems());
+            if (r.ok()) group.node = detail::read_node(r, node->id, node);
+            r.finish();
+          }
+          const GpuType* gpu = catalog.gpu(group.node.gpu);
+          if (gpu == nullptr) g.problem("node_overrides", "unknown GPU type \"" + group.node.gpu + "\"");
+          if (gpu != nullptr) {
+            group.gpu = *gpu;
+            if (const Json* o = g.field("gpu_overrides")) {
+              ObjectReader r(*o, g.pointer("gpu_overrides"), top.problems());
+              if (r.ok()) group.gpu = detail::read_gpu(r, gpu->id, gpu);
+              r.finish();
+            }
+          }
+          auto link = [&](const std::string& id, LinkType& into) {
+            if (const LinkType* l = catalog.link(id)) {
+              into = *l;
+            } else {
+              g.problem("node_overrides", "unknown link type \"" + id + "\"");
+            }
+          };
+          link(group.node.gpu_link, group.gpu_link);
+          link(group.node.host_link, group.host_link);
+          link(group.node.nic, group.nic);
+        }
+        g.field("gpu_overrides");
+        g.field("node_overrides");
+        g.finish();
+        cluster.groups.push_back(std::move(group));
+      }
+    }
+  }
+  if (const Json* fabric = c.field("fabric")) {
+    ObjectReader f(*fabric, c.pointer("fabric"), top.problems());
+    const std::string topology = f.string_or("topology", "single-switch");
+    if (topology != "single-switch") {
+      f.problem("topology", "expected \"single-switch\", found \"" + topology + "\"");
+    }
+    f.finish();
+  }
+  c.finish();
+}
+
+void read_workflows(ObjectReader& top, const Catalog& catalog, const std::string& base_dir,
+                    std::vector<Workflow>& workflows) {
+  const Json* value = top.field("workflows", Need::required);
+  if (value == nullptr) return;
+  ObjectReader list(*value, top.pointer("workflows"), top.problems());
+  if (!list.ok()) return;
+  if (value->empty()) list.problem("", "expected at least one workflow");
+  for (const auto& [id, entry] : value->items()) {
+    const std::string at = list.pointer(id);
+    std::optional<Workflow> wf;
+    if (entry.is_string()) {
+      const std::string path = resolve(base_dir, entry.get<std::string>());
+      wf = absorbing(top.problems(), [&] { return load_workflow(path, catalog); });
+    } else if (entry.is_object()) {
+      wf = detail::read_workflow(entry, at, top.problems(), catalog);
+      if (top.problems().empty()) {
+        if (!absorbing(top.problems(), [&] { wf->finalize(); return true; })) wf.reset();
+      }
+    } else {
+      top.problems().add(at, "expected a workflow file path or an inline workflow object, found " +
+                                 detail::describe(entry));
+    }
+    if (wf) {
+      wf->id = id;
+      if (wf->name.empty()) wf->name = id;
+      workflows.push_back(std::move(*wf));
+    }
+  }
+}
+
+void read_tenants(ObjectReader& top, std::vector<Tenant>& tenants) {
+  if (const Json* value = top.field("tenants")) {
+    if (!value->is_array() || value->empty()) {
+      top.problem("tenants", "expected a non-empty array of tenants, found " + detail::describe(*value));
+    } else {
+      for (std::size_t i = 0; i < value->size(); ++i) {
+        ObjectReader t((*value)[i], detail::child_pointer(top.pointer("tenants"), i), top.problems());
+        Tenant tenant;
+        tenant.name = t.string("name", Need::required).value_or("");
+        tenant.priority = static_cast<int>(t.integer_or("priority", 0, -1000, 1000));
+        t.finish();
+        for (const Tenant& other : tenants) {
+          if (other.name == tenant.name) t.problem("name", "duplicate tenant \"" + tenant.name + "\"");
+        }
+        tenants.push_back(std::move(tenant));
+      }
+    }
+  }
+  if (tenants.empty()) tenants.push_back(Tenant{"default", 0});
+}
+
+std::optional<std::uint32_t> find_tenant(const std::vector<Tenant>& tenants, std::string_view name) {
+  for (std::uint32_t i = 0; i < tenants.size(); ++i) {
+    if (tenants[i].name == name) return i;
+  }
+  return std::nullopt;
+}
+
+std::string tenant_names(const std::vector<Tenant>& tenants) {
+  std::string names;
+  for (const Tenant& t : tenants) names += (names.empty() ? "\"" : ", \"") + t.name + "\"";
+  return names;
+}
+
+ArrivalSpec read_arrival(ObjectReader& s, bool has_horizon) {
+  ArrivalSpec a;
+  const Json* value = s.field("arrival", Need::required);
+  if (value == nullptr) return a;
+  ObjectReader r(*value, s.pointer("arrival"), s.problems());
+  const std::string process = r.string("process", Need::required).value_or("once");
+  a.start_s = r.quantity_or("start", Dimension::time, 0);
+  const bool until_horizon = r.field("count") == nullptr;
+  a.count = r.integer_or("count", -1, 0, 100'000'000);
+  if (process == "once") {
+    a.process = ArrivalProcess::once;
+    if (until_horizon) a.count = 1;
+  } else if (process == "periodic") {
+    a.process = ArrivalProcess::periodic;
+    a.interval_s = r.quantity("interval", Dimension::time, Need::required).value_or(1);
+    if (a.interval_s <= 0 && r.field("interval") != nullptr) r.problem("interval", "expected a positive duration");
+  } else if (process == "poisson") {
+    a.process = ArrivalProcess::poisson;
+    a.rate_per_s = r.quantity("rate", Dimension::rate, Need::required).value_or(1);
+    if (a.rate_per_s <= 0 && r.field("rate") != nullptr) r.problem("rate", "expected a positive rate");
+  } else if (process == "times") {
+    a.process = ArrivalProcess::times;
+    const Json* times = r.field("times", Need::required);
+    if (times != nullptr && !times->is_array()) {
+      r.problem("times", "expected an array of times such as [\"0 s\", \"1.5 s\"], found " + detail::describe(*times));
+    } else if (times != nullptr) {
+      for (std::size_t i = 0; i < times->size(); ++i) {
+        if (auto t = detail::read_quantity((*times)[i], Dimension::time,
+                                           detail::child_pointer(r.pointer("times"), i), s.problems())) {
+          a.times_s.push_back(*t);
+        }
+      }
+      std::sort(a.times_s.begin(), a.times_s.end());
+      if (!until_horizon) r.problem("count", "\"times\" arrivals take their count from the list");
+      a.count = static_cast<std::int64_t>(a.times_s.size());
+    }
+  } else {
+    r.problem("process", "expected one of \"once\", \"periodic\", \"poisson\", \"times\", found \"" + process + "\"");
+  }
+  if (until_horizon && !has_horizon && (a.process == ArrivalProcess::periodic || a.process == ArrivalProcess::poisson)) {
+    r.problem("count", "missing: without a count, arrivals go on until the horizon, and the scenario has no \"horizon\"");
+  }
+  r.finish();
+  return a;
+}
+
+void read_workload(ObjectReader& top, Scenario& sc) {
+  const Json* value = top.field("workload", Need::required);
+  if (value == nullptr) return;
+  if (!value->is_array() || value->empty()) {
+    top.problem("workload", "expected a non-empty array of arrival streams, found " + detail::describe(*value));
+    return;
+  }
+  for (std::size_t i = 0; i < value->size(); ++i) {
+    ObjectReader s((*value)[i], detail::child_pointer(top.pointer("workload"), i), top.problems());
+    if (!s.ok()) continue;
+    Stream stream;
+    if (auto tenant = s.string("tenant", sc.tenants.size() > 1 ? Need::required : Need::optional)) {
+      if (auto t = find_tenant(sc.tenants, *tenant)) {
+        stream.tenant = *t;
+      } else {
+        s.problem("tenant", "unknown tenant \"" + *tenant + "\" (expected one of " + tenant_names(sc.tenants) + ")");
+      }
+    }
+    if (auto wf = s.string("workflow", Need::required)) {
+      const auto it = std::find_if(sc.workflows.begin(), sc.workflows.end(),
+                                   [&](const Workflow& w) { return w.id == *wf; });
+      if (it == sc.workflows.end()) {
+        std::string names;
+        for (const Workflow& w : sc.workflows) names += (names.empty() ? "\"" : ", \"") + w.id + "\"";
+        s.problem("workflow", "unknown workflow \"" + *wf + "\" (expected one of " + names + ")");
+      } else {
+        stream.workflow = static_cast<std::uint32_t>(it - sc.workflows.begin());
+      }
+    }
+    stream.arrival = read_arrival(s, std::isfinite(sc.horizon_s));
+    s.finish();
+    sc.streams.push_back(std::move(stream));
+  }
+}
+
+void read_policy(ObjectReader& top, PolicySpec& policy) {
+  const Json* value = top.field("policy");
+  if (value == nullptr) {
+    policy.name = "fifo";
+  } else {
+    ObjectReader p(*value, top.pointer("policy"), top.problems());
+    policy.name = p.string("name", Need::required).value_or("fifo");
+    const Json* params = p.field("params");
+    p.finish();
+    const PolicyInfo* info = find_policy(policy.name);
+    if (info == nullptr) {
+      p.problem("name", "unknown policy \"" + policy.name + "\" (expected one of " + policy_names() + ")");
+      return;
+    }
+    ObjectReader r(params != nullptr ? *params : Json::object(), p.pointer("params"), top.problems());
+    for (const ParamInfo& param : info->params) {
+      const Json* v = r.field(param.name);
+      if (v == nullptr) continue;
+      const bool ok = (param.type == ParamType::number && v->is_number()) ||
+                      (param.type == ParamType::integer && v->is_number_integer()) ||
+                      (param.type == ParamType::boolean && v->is_boolean()) ||
+                      (param.type == ParamType::string && v->is_string());
+      if (!ok) {
+        r.problem(param.name, "expected " + std::string(param_type_name(param.type)) + " for policy \"" +
+                                  policy.name + "\", found " + detail::describe(*v));
+        continue;
+      }
+      switch (param.type) {
+        case ParamType::number: policy.params.set(param.name, v->get<double>()); break;
+        case ParamType::integer: policy.params.set(param.name, v->get<std::int64_t>()); break;
+        case ParamType::boolean: policy.params.set(param.name, v->get<bool>()); break;
+        case ParamType::string: policy.params.set(param.name, v->get<std::string>()); break;
+      }
+    }
+    r.finish();
+  }
+  if (const PolicyInfo* info = find_policy(policy.name)) {
+    for (const ParamInfo& param : info->params) {
+      if (policy.params.values().count(param.name) == 0) policy.params.set(param.name, param.default_value);
+    }
+  }
+}
+
+void read_slos(ObjectReader& top, Scenario& sc) {
+  const Json* value = top.field("slos");
+  if (value == nullptr) return;
+  if (!value->is_array()) {
+    top.problem("slos", "expected an array of SLOs, found " + detail::describe(*value));
+    return;
+  }
+  for (std::size_t i = 0; i < value->size(); ++i) {
+    ObjectReader r((*value)[i], detail::child_pointer(top.pointer("slos"), i), top.problems());
+    Slo slo;
+    if (auto tenant = r.string("tenant", Need::optional)) {
+      slo.tenant = find_tenant(sc.tenants, *tenant);
+      if (!slo.tenant) r.problem("tenant", "unknown tenant \"" + *tenant + "\" (expected one of " + tenant_names(sc.tenants) + ")");
+    }
+    const std::string metric = r.string("metric", Need::required).value_or("latency_p95");
+    bool found = false;
+    for (SloMetric m : {SloMetric::latency_p50, SloMetric::latency_p95, SloMetric::latency_p99}) {
+      if (metric == slo_metric_name(m)) {
+        slo.metric = m;
+        found = true;
+      }
+    }
+    if (!found) r.problem("metric", "expected one of \"latency_p50\", \"latency_p95\", \"latency_p99\", found \"" + metric + "\"");
+    slo.target_s = r.quantity("target", Dimension::time, Need::required).value_or(0);
+    r.finish();
+    sc.slos.push_back(slo);
+  }
+}
+
+// Impossible work is reported before the simulation starts: a task whose per-GPU VRAM exceeds every
+// GPU of the cluster, or a gang larger than the GPUs that could hold it.
+void check_feasible(const Scenario& sc, Problems& problems) {
+  std::vector<std::uint32_t> used(sc.workflows.size(), 0);
+  for (const Stream& s : sc.streams) used[s.workflow] = 1;
+  for (std::size_t w = 0; w < sc.workflows.size(); ++w) {
+    if (used[w] == 0) continue;
+    const Workflow& wf = sc.workflows[w];
+    for (std::size_t t = 0; t < wf.tasks.size(); ++t) {
+      const TaskSpec& task = wf.tasks[t];
+      const double need = task.vram_per_gpu_bytes();
+      double largest = 0;
+      std::int64_t fitting = 0, total = 0;
+      for (const NodeGroup& g : sc.cluster.groups) {
+        largest = std::max(largest, g.gpu.vram_bytes);
+        total += static_cast<std::int64_t>(g.count) * g.node.gpus;
+        if (g.gpu.vram_bytes >= need) fitting += static_cast<std::int64_t>(g.count) * g.node.gpus;
+      }
+      const std::string at = detail::child_pointer(wf.pointer + "/tasks", t);
+      if (need > largest) {
+        problems.absorb(InputError({Problem{
+            wf.file, at,
+            "task \"" + task.name + "\" needs " + format_quantity(need, Dimension::bytes) +
+                " of VRAM per GPU (weights " + format_quantity(task.weights_bytes / task.gpus, Dimension::bytes) +
+                " + working set " + format_quantity(task.working_set_bytes, Dimension::bytes) +
+                "), more than the largest GPU of scenario " + sc.file + " has (" +
+                format_quantity(largest, Dimension::bytes) + ")"}}));
+      } else if (task.gpus > fitting) {
+        problems.absorb(InputError({Problem{
+            wf.file, at,
+            "task \"" + task.name + "\" needs a gang of " + std::to_string(task.gpus) + " GPUs with " +
+                format_quantity(need, Dimension::bytes) + " of VRAM each, but the cluster of scenario " +
+                sc.file + " has " + std::to_string(fitting) + " such GPUs (" + std::to_string(total) +
+                " in all)"}}));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::string_view slo_metric_name(SloMetric metric) {
+  switch (metric) {
+    case SloMetric::latency_p50: return "latency_p50";
+    case SloMetric::latency_p95: return "latency_p95";
+    case SloMetric::latency_p99: return "latency_p99";
+  }
+  return "?";
+}
+
+Scenario parse_scenario(std::string_view json_text, const std::string& file_name, const std::string& base_dir) {
+  Problems problems(file_name);
+  const Json doc = detail::parse_json(json_text, problems);
+  problems.throw_if_any();
+
+  Scenario sc;
+  sc.file = file_name;
+  ObjectReader top(doc, "", problems);
+  if (!top.ok()) problems.throw_if_any();
+  sc.name = top.string("name", Need::required).value_or("");
+  sc.description = top.string_or("description", "");
+  sc.seed = static_cast<std::uint64_t>(
+      top.integer_or("seed", 1, 0, std::numeric_limits<std::int64_t>::max()));
+  sc.horizon_s = top.quantity("horizon", Dimension::time, Need::optional).value_or(sc.horizon_s);
+  if (sc.horizon_s <= 0) top.problem("horizon", "expected a positive duration");
+
+  sc.catalog = Catalog::builtin();
+  if (const Json* files = top.field("catalog")) {
+    if (!files->is_array()) {
+      top.problem("catalog", "expected an array of catalog file paths, found " + detail::describe(*files));
+    } else {
+      for (std::size_t i = 0; i < files->size(); ++i) {
+        if (!(*files)[i].is_string()) {
+          problems.add(detail::child_pointer(top.pointer("catalog"), i),
+                       "expected a file path, found " + detail::describe((*files)[i]));
+          continue;
+        }
+        const std::string path = resolve(base_dir, (*files)[i].get<std::string>());
+        absorbing(problems, [&] { sc.catalog.add_file(path); return true; });
+      }
+    }
+  }
+
+  read_cluster(top, sc.catalog, sc.cluster);
+  read_workflows(top, sc.catalog, base_dir, sc.workflows);
+  read_tenants(top, sc.tenants);
+  read_workload(top, sc);
+  read_policy(top, sc.policy);
+  read_slos(top, sc);
+  top.finish();
+  problems.throw_if_any();
+
+  check_feasible(sc, problems);
+  problems.throw_if_any();
+  return sc;
+}
+
+Scenario load_scenario(const std::string& path) {
+  const std::string base_dir = std::filesystem::path(path).parent_path().string();
+  return parse_scenario(read_text_file(path), path, base_dir);
+}
+
+}  // namespace fleetsim

@@ -1,0 +1,315 @@
+#include "fleetsim/simulation.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "fleetsim/compute.hpp"
+#include "fleetsim/engine.hpp"
+#include "fleetsim/rng.hpp"
+#include "fleetsim/units.hpp"
+
+namespace fleetsim {
+namespace {
+
+enum EventKind : std::uint32_t { kArrival, kTaskEnd, kSchedule };
+
+// Arrival times of one stream, bounded by its count and the horizon.
+std::vector<double> arrival_times(const ArrivalSpec& a, double horizon_s, Rng& rng) {
+  std::vector<double> times;
+  const auto more = [&](double t) {
+    return t <= horizon_s && (a.count < 0 || static_cast<std::int64_t>(times.size()) < a.count);
+  };
+  switch (a.process) {
+    case ArrivalProcess::once:
+      for (std::int64_t k = 0; k < a.count && a.start_s <= horizon_s; ++k) times.push_back(a.start_s);
+      break;
+    case ArrivalProcess::periodic:
+      for (double t = a.start_s; more(t); t = a.start_s + a.interval_s * static_cast<double>(times.size())) {
+        times.push_back(t);
+      }
+      break;
+    case ArrivalProcess::poisson:
+      for (double t = a.start_s + rng.exponential(a.rate_per_s); more(t); t += rng.exponential(a.rate_per_s)) {
+        times.push_back(t);
+      }
+      break;
+    case ArrivalProcess::times:
+      for (double t : a.times_s) {
+        if (t <= horizon_s) times.push_back(t);
+      }
+      break;
+  }
+  return times;
+}
+
+class Run {
+ public:
+  Run(const Scenario& scenario, std::uint64_t seed)
+      : sc_(scenario), seed_(seed), cluster_(scenario.cluster) {
+    const PolicyInfo* info = find_policy(sc_.policy.name);
+    FLEETSIM_CHECK(info != nullptr, "policy checked at load");
+    policy_ = info->make(sc_.policy.params);
+    const std::uint32_t gpus = cluster_.gpu_count();
+    gpu_busy_.assign(gpus, 0);
+    free_vram_.resize(gpus);
+    for (std::uint32_t g = 0; g < gpus; ++g) free_vram_[g] = cluster_.gpu_type(make_id<GpuId>(g)).vram_bytes;
+    for (std::uint32_t n = 0; n < cluster_.node_count(); ++n) {
+      free_per_node_.push_back(cluster_.gpus_in(make_id<NodeId>(n)));
+    }
+    create_instances();
+  }
+
+  RunResult execute() {
+    if (!trace_.instances.empty()) queue_.push(trace_.instances[0].arrival_s, kArrival, 0);
+    bool horizon_reached = false;
+    std::uint64_t events = 0;
+    while (!queue_.empty()) {
+      if (queue_.top().time_s > sc_.horizon_s) {
+        horizon_reached = true;
+        break;
+      }
+      const Event e = queue_.pop();
+      ++events;
+      switch (e.kind) {
+        case kArrival: on_arrival(e.subject); break;
+        case kTaskEnd: on_task_end(make_id<TaskId>(e.subject)); break;
+        case kSchedule: on_schedule(); break;
+        default: FLEETSIM_CHECK(false, "unknown event kind");
+      }
+      if (dirty_ && !schedule_pending_) {
+        queue_.push(queue_.now(), kSchedule, 0);
+        schedule_pending_ = true;
+      }
+    }
+    const double end_s = horizon_reached ? sc_.horizon_s : queue_.now();
+    Summary summary = summarize(sc_, cluster_, trace_, end_s, horizon_reached, seed_, events);
+    return RunResult{std::move(cluster_), std::move(trace_), std::move(summary)};
+  }
+
+ private:
+  // All arrivals are drawn up front, so the event loop allocates nothing per event.
+  void create_instances() {
+    struct Arrival {
+      double time_s;
+      std::uint32_t stream;
+    };
+    std::vector<Arrival> arrivals;
+    for (std::uint32_t s = 0; s < sc_.streams.size(); ++s) {
+      Rng rng(seed_, 0, "arrivals/" + std::to_string(s));
+      for (double t : arrival_times(sc_.streams[s].arrival, sc_.horizon_s, rng)) arrivals.push_back({t, s});
+    }
+    std::stable_sort(arrivals.begin(), arrivals.end(),
+                     [](const Arrival& a, const Arrival& b) { return a.time_s < b.time_s; });
+    std::size_t total_tasks = 0;
+    for (const Arrival& a : arrivals) total_tasks += sc_.workflows[sc_.streams[a.stream].workflow].tasks.size();
+    trace_.instances.reserve(arrivals.size());
+    trace_.tasks.reserve(total_tasks);
+    first_task_.reserve(arrivals.size());
+    remaining_.reserve(arrivals.size());
+    pending_inputs_.reserve(total_tasks);
+    for (const Arrival& a : arrivals) {
+      const Stream& s = sc_.streams[a.stream];
+      const Workflow& wf = sc_.workflows[s.workflow];
+      const InstanceId id = make_id<InstanceId>(trace_.instances.size());
+      trace_.instances.push_back(InstanceRecord{s.workflow, make_id<TenantId>(s.tenant), a.time_s, kNever, false});
+      first_task_.push_back(static_cast<std::uint32_t>(trace_.tasks.size()));
+      remaining_.push_back(static_cast<std::uint32_t>(wf.tasks.size()));
+      for (std::uint32_t t = 0; t < wf.tasks.size(); ++t) {
+        TaskRecord r;
+        r.instance = id;
+        r.workflow = s.workflow;
+        r.task = t;
+        r.tenant = make_id<TenantId>(s.tenant);
+        trace_.tasks.push_back(r);
+        pending_inputs_.push_back(static_cast<std::uint32_t>(wf.inputs(t).size()));
+      }
+    }
+  }
+
+  const TaskSpec& spec(const TaskRecord& r) const { return sc_.workflows[r.workflow].tasks[r.task]; }
+  TaskId task_id(std::uint32_t instance, std::uint32_t local) const {
+    return make_id<TaskId>(first_task_[instance] + local);
+  }
+
+  void on_arrival(std::uint32_t instance) {
+    const InstanceRecord& inst = trace_.instances[instance];
+    const Workflow& wf = sc_.workflows[inst.workflow];
+    for (std::uint32_t t = 0; t < wf.tasks.size(); ++t) {
+      if (wf.inputs(t).empty()) make_ready(task_id(instance, t));
+    }
+    if (instance + 1 < trace_.instances.size()) {
+      queue_.push(trace_.instances[instance + 1].arrival_s, kArrival, instance + 1);
+    }
+  }
+
+  void make_ready(TaskId id) {
+    TaskRecord& r = trace_.tasks[index(id)];
+    r.ready_s = queue_.now();
+    const TaskSpec& s = spec(r);
+    const InstanceRecord& inst = trace_.instances[index(r.instance)];
+    ready_.push_back(ReadyTask{id, r.instance, r.tenant, static_cast<std::uint32_t>(s.gpus),
+                               s.vram_per_gpu_bytes(), r.ready_s, inst.arrival_s,
+                               sc_.tenants[index(r.tenant)].priority});
+    dirty_ = true;
+  }
+
+  std::string task_label(TaskId id) const {
+    const TaskRecord& r = trace_.tasks[index(id)];
+    return "task \"" + spec(r).name + "\" of workflow \"" + sc_.workflows[r.workflow].id + "\" (instance " +
+           std::to_string(index(r.instance)) + ")";
+  }
+
+  [[noreturn]] void reject(TaskId id, const std::string& why) const {
+    throw PolicyError("policy \"" + sc_.policy.name + "\" placed " + task_label(id) + " " + why);
+  }
+
+  void on_schedule() {
+    schedule_pending_ = false;
+    dirty_ = false;
+    if (ready_.empty()) return;
+    decisions_.clear();
+    const ClusterView view(cluster_, gpu_busy_, free_vram_, free_per_node_, queue_.now());
+    policy_->schedule(view, ready_, decisions_);
+
+    decided_.assign(ready_.size(), 0);
+    auto claim = [&](std::uint32_t ready_index) {
+      if (ready_index >= ready_.size()) {
+        throw PolicyError("policy \"" + sc_.policy.name + "\" decided on ready index " +
+                          std::to_string(ready_index) + ", but only " + std::to_string(ready_.size()) +
+                          " tasks are ready");
+      }
+      if (decided_[ready_index] != 0) reject(ready_[ready_index].task, "twice in one round");
+      decided_[ready_index] = 1;
+      return ready_[ready_index].task;
+    };
+    for (const Decisions::Placement& p : decisions_.placements()) {
+      const TaskId id = claim(p.ready_index);
+      start_task(id, decisions_.gpus(p));
+    }
+    for (const Decisions::Failure& f : decisions_.failures()) {
+      const TaskId id = claim(f.ready_index);
+      fail_task(id, "policy \"" + sc_.policy.name + "\": " + f.reason);
+    }
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < ready_.size(); ++i) {
+      if (decided_[i] == 0) ready_[kept++] = ready_[i];
+    }
+    ready_.resize(kept);
+  }
+
+  void start_task(TaskId id, std::span<const GpuId> gpus) {
+    TaskRecord& r = trace_.tasks[index(id)];
+    const TaskSpec& s = spec(r);
+    if (gpus.size() != static_cast<std::size_t>(s.gpus)) {
+      reject(id, "on " + std::to_string(gpus.size()) + " GPUs; it needs " + std::to_string(s.gpus));
+    }
+    const double need = s.vram_per_gpu_bytes();
+    for (std::size_t i = 0; i < gpus.size(); ++i) {
+      const GpuId g = gpus[i];
+      if (index(g) >= cluster_.gpu_count()) reject(id, "on GPU " + std::to_string(index(g)) + ", which does not exist");
+      if (gpu_busy_[index(g)] != 0) reject(id, "on GPU " + cluster_.gpu_name(g) + ", which is busy");
+      if (free_vram_[index(g)] < need) {
+        reject(id, "on GPU " + cluster_.gpu_name(g) + ", which has " + format_quantity(free_vram_[index(g)], Dimension::bytes) +
+                       " of VRAM free; it needs " + format_quantity(need, Dimension::bytes));
+      }
+      gpu_busy_[index(g)] = 1;  // also catches the same GPU named twice
+      free_vram_[index(g)] -= need;
+      --free_per_node_[index(cluster_.node_of(g))];
+    }
+    r.status = TaskStatus::running;
+    r.start_s = queue_.now();
+    r.gpu_begin = static_cast<std::uint32_t>(trace_.gpus.size());
+    r.gpu_count = static_cast<std::uint32_t>(gpus.size());
+    trace_.gpus.insert(trace_.gpus.end(), gpus.begin(), gpus.end());
+
+    // Inputs move from each producer's first GPU to this task's first GPU, all at once.
+    const Workflow& wf = sc_.workflows[r.workflow];
+    double inputs_s = 0;
+    for (std::uint32_t e : wf.inputs(r.task)) {
+      const EdgeSpec& edge = wf.edges[e];
+      const TaskRecord& producer = trace_.tasks[index(task_id(index(r.instance), edge.from))];
+      const GpuId from = trace_.gpus[producer.gpu_begin];
+      if (from != gpus[0]) r.input_bytes += edge.bytes;
+      inputs_s = std::max(inputs_s, cluster_.transfer_time_s(from, gpus[0], edge.bytes));
+    }
+    // A gang splits the work evenly and finishes with its slowest member.
+    const double k = static_cast<double>(gpus.size());
+    double compute_s = 0;
+    for (GpuId g : gpus) {
+      compute_s = std::max(compute_s, estimate_compute(cluster_.gpu_type(g), s.flop / k, s.bytes / k, s.dtype,
+                                                       s.launches).total_s());
+    }
+    r.compute_start_s = r.start_s + inputs_s;
+    queue_.push(r.compute_start_s + compute_s, kTaskEnd, index(id));
+  }
+
+  void on_task_end(TaskId id) {
+    TaskRecord& r = trace_.tasks[index(id)];
+    r.status = TaskStatus::completed;
+    r.end_s = queue_.now();
+    const double need = spec(r).vram_per_gpu_bytes();
+    for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
+      const GpuId g = trace_.gpus[r.gpu_begin + i];
+      gpu_busy_[index(g)] = 0;
+      free_vram_[index(g)] += need;
+      ++free_per_node_[index(cluster_.node_of(g))];
+    }
+    const Workflow& wf = sc_.workflows[r.workflow];
+    const std::uint32_t instance = index(r.instance);
+    for (std::uint32_t e : wf.outputs(r.task)) {
+      const TaskId consumer = task_id(instance, wf.edges[e].to);
+      if (--pending_inputs_[index(consumer)] == 0 && trace_.tasks[index(consumer)].status == TaskStatus::queued) {
+        make_ready(consumer);
+      }
+    }
+    finish_one(instance);
+    dirty_ = true;
+  }
+
+  // Fails a task that has not started, and every task downstream of it.
+  void fail_task(TaskId id, const std::string& reason) {
+    TaskRecord& r = trace_.tasks[index(id)];
+    if (r.status != TaskStatus::queued) return;
+    r.status = TaskStatus::failed;
+    r.end_s = queue_.now();
+    r.reason = trace_.add_reason(reason);
+    const std::uint32_t instance = index(r.instance);
+    trace_.instances[instance].failed = true;
+    finish_one(instance);
+    const Workflow& wf = sc_.workflows[r.workflow];
+    const std::string downstream = "input from task \"" + wf.tasks[r.task].name + "\" failed";
+    for (std::uint32_t e : wf.outputs(r.task)) fail_task(task_id(instance, wf.edges[e].to), downstream);
+  }
+
+  void finish_one(std::uint32_t instance) {
+    if (--remaining_[instance] == 0) trace_.instances[instance].end_s = queue_.now();
+  }
+
+  const Scenario& sc_;
+  std::uint64_t seed_;
+  Cluster cluster_;
+  std::unique_ptr<Policy> policy_;
+  EventQueue queue_;
+  Trace trace_;
+
+  std::vector<std::uint32_t> first_task_;      // per instance: its first task's id
+  std::vector<std::uint32_t> remaining_;       // per instance: tasks not yet ended
+  std::vector<std::uint32_t> pending_inputs_;  // per task
+  std::vector<std::uint8_t> gpu_busy_;
+  std::vector<double> free_vram_;
+  std::vector<std::uint32_t> free_per_node_;
+  std::vector<ReadyTask> ready_;
+  std::vector<std::uint8_t> decided_;
+  Decisions decisions_;
+  bool dirty_ = false;
+  bool schedule_pending_ = false;
+};
+
+}  // namespace
+
+RunResult simulate(const Scenario& scenario, std::optional<std::uint64_t> seed) {
+  Run run(scenario, seed.value_or(scenario.seed));
+  return run.execute();
+}
+
+}  // namespace fleetsim

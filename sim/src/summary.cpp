@@ -1,0 +1,116 @@
+#include "fleetsim/summary.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "fleetsim/cluster.hpp"
+#include "fleetsim/scenario.hpp"
+
+namespace fleetsim {
+
+double percentile(std::vector<double> values, double p) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const double rank = p / 100.0 * static_cast<double>(values.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(rank));
+  const std::size_t hi = std::min(lo + 1, values.size() - 1);
+  return values[lo] + (rank - static_cast<double>(lo)) * (values[hi] - values[lo]);
+}
+
+LatencyStats latency_stats(std::vector<double> values) {
+  LatencyStats s;
+  s.count = values.size();
+  if (values.empty()) return s;
+  std::sort(values.begin(), values.end());
+  double sum = 0;
+  for (double v : values) sum += v;
+  s.mean = sum / static_cast<double>(values.size());
+  s.p50 = percentile(values, 50);
+  s.p95 = percentile(values, 95);
+  s.p99 = percentile(values, 99);
+  s.max = values.back();
+  return s;
+}
+
+namespace {
+
+void count(Counts& c, TaskStatus status) {
+  ++c.submitted;
+  switch (status) {
+    case TaskStatus::queued: ++c.queued; break;
+    case TaskStatus::running: ++c.running; break;
+    case TaskStatus::completed: ++c.completed; break;
+    case TaskStatus::failed: ++c.failed; break;
+  }
+}
+
+TaskStatus instance_status(const InstanceRecord& inst, bool any_started) {
+  if (inst.failed) return TaskStatus::failed;
+  if (inst.end_s != kNever) return TaskStatus::completed;
+  return any_started ? TaskStatus::running : TaskStatus::queued;
+}
+
+}  // namespace
+
+Summary summarize(const Scenario& scenario, const Cluster& cluster, const Trace& trace, double end_s,
+                  bool horizon_reached, std::uint64_t seed, std::uint64_t events) {
+  Summary s;
+  s.scenario = scenario.name;
+  s.policy = scenario.policy.name;
+  s.seed = seed;
+  s.gpus = cluster.gpu_count();
+  s.nodes = cluster.node_count();
+  s.end_s = end_s;
+  s.horizon_reached = horizon_reached;
+  s.events = events;
+
+  std::vector<std::uint8_t> started(trace.instances.size(), 0);
+  for (const TaskRecord& t : trace.tasks) {
+    count(s.tasks, t.status);
+    if (t.start_s != kNever) started[index(t.instance)] = 1;
+    if (t.status == TaskStatus::completed) s.makespan_s = std::max(s.makespan_s, t.end_s);
+    if (t.start_s != kNever) {
+      const double until = t.status == TaskStatus::completed ? t.end_s : end_s;
+      s.gpu_busy_s += (until - t.start_s) * t.gpu_count;
+    }
+    s.bytes_transferred += t.input_bytes;
+  }
+  if (s.gpus > 0 && end_s > 0) s.gpu_utilization = s.gpu_busy_s / (s.gpus * end_s);
+  for (std::uint32_t g = 0; g < cluster.gpu_count(); ++g) {
+    s.cost_usd += cluster.gpu_type(make_id<GpuId>(g)).price_usd_per_hour * end_s / 3600.0;
+  }
+
+  std::vector<std::vector<double>> per_tenant(scenario.tenants.size());
+  std::vector<double> all;
+  s.tenants.resize(scenario.tenants.size());
+  for (std::size_t i = 0; i < scenario.tenants.size(); ++i) s.tenants[i].name = scenario.tenants[i].name;
+  for (std::size_t i = 0; i < trace.instances.size(); ++i) {
+    const InstanceRecord& inst = trace.instances[i];
+    const TaskStatus status = instance_status(inst, started[i] != 0);
+    count(s.workflows, status);
+    count(s.tenants[index(inst.tenant)].workflows, status);
+    if (status == TaskStatus::completed) {
+      all.push_back(inst.end_s - inst.arrival_s);
+      per_tenant[index(inst.tenant)].push_back(inst.end_s - inst.arrival_s);
+    }
+  }
+  s.latency_s = latency_stats(all);
+  for (std::size_t i = 0; i < s.tenants.size(); ++i) s.tenants[i].latency_s = latency_stats(per_tenant[i]);
+
+  for (const Slo& slo : scenario.slos) {
+    SloResult r;
+    r.tenant = slo.tenant ? scenario.tenants[*slo.tenant].name : "";
+    r.metric = slo_metric_name(slo.metric);
+    r.target_s = slo.target_s;
+    const LatencyStats& stats = slo.tenant ? s.tenants[*slo.tenant].latency_s : s.latency_s;
+    r.actual_s = slo.metric == SloMetric::latency_p50 ? stats.p50
+                 : slo.metric == SloMetric::latency_p95 ? stats.p95
+                                                         : stats.p99;
+    // No completed workflow is no evidence the SLO holds.
+    r.met = stats.count > 0 && r.actual_s <= r.target_s;
+    s.slos.push_back(r);
+  }
+  return s;
+}
+
+}  // namespace fleetsim

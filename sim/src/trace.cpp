@@ -1,0 +1,23 @@
+#include "fleetsim/trace.hpp"
+
+namespace fleetsim {
+
+std::string_view task_status_name(TaskStatus status) {
+  switch (status) {
+    case TaskStatus::queued: return "queued";
+    case TaskStatus::running: return "running";
+    case TaskStatus::completed: return "completed";
+    case TaskStatus::failed: return "failed";
+  }
+  return "?";
+}
+
+std::uint32_t Trace::add_reason(std::string reason) {
+  for (std::uint32_t i = 0; i < reasons.size(); ++i) {
+    if (reasons[i] == reason) return i;
+  }
+  reasons.push_back(std::move(reason));
+  return static_cast<std::uint32_t>(reasons.size() - 1);
+}
+
+}  // namespace fleetsim

@@ -1,0 +1,200 @@
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/depth_first_search.hpp>
+#include <boost/graph/topological_sort.hpp>
+#include <map>
+
+#include "fleetsim/workflow.hpp"
+#include "loaders.hpp"
+
+namespace fleetsim {
+namespace detail {
+namespace {
+
+// Fills flop/bytes/dtype/launches from "work": {"flop", "bytes", "dtype"} or {"operator", "count"}.
+void read_work(ObjectReader& task_reader, TaskSpec& task, const Catalog& catalog) {
+  const Json* work = task_reader.field("work", Need::required);
+  if (work == nullptr) return;
+  ObjectReader w(*work, task_reader.pointer("work"), task_reader.problems());
+  if (!w.ok()) return;
+  const Json* op = w.field("operator");
+  const std::int64_t count = w.integer_or("count", 1, 1, 1'000'000);
+  if (op != nullptr) {
+    const auto id = w.string("operator", Need::required);
+    if (w.field("flop") != nullptr || w.field("bytes") != nullptr) {
+      w.problem("operator", "give either \"operator\" (with \"count\") or \"flop\" and \"bytes\", not both");
+    }
+    const OperatorSpec* spec = id ? catalog.op(*id) : nullptr;
+    if (id && spec == nullptr) w.problem("operator", "unknown operator profile \"" + *id + "\"");
+    if (spec != nullptr) {
+      task.op = spec->id;
+      task.flop = spec->flop * static_cast<double>(count);
+      task.bytes = spec->bytes * static_cast<double>(count);
+      task.dtype = spec->dtype;
+      task.launches = static_cast<std::uint32_t>(count);
+    }
+    if (w.field("dtype") != nullptr) {
+      if (auto d = parse_dtype(w.string("dtype", Need::optional).value_or(""))) {
+        task.dtype = *d;
+      } else {
+        w.problem("dtype", "expected one of fp64, fp32, tf32, bf16, fp16, fp8, int8");
+      }
+    }
+  } else {
+    task.flop = w.quantity("flop", Dimension::flop, Need::required).value_or(0);
+    task.bytes = w.quantity_or("bytes", Dimension::bytes, 0);
+    if (w.field("count") != nullptr) w.problem("count", "\"count\" goes with \"operator\"");
+    const std::string dtype = w.string_or("dtype", "bf16");
+    if (auto d = parse_dtype(dtype)) {
+      task.dtype = *d;
+    } else {
+      w.problem("dtype", "expected one of fp64, fp32, tf32, bf16, fp16, fp8, int8, found \"" + dtype + "\"");
+    }
+    task.launches = static_cast<std::uint32_t>(w.integer_or("launches", 1, 1, 1'000'000'000));
+  }
+  w.finish();
+}
+
+// "model": "catalog-id" or {"id": ..., "weights": ...}.
+void read_model(ObjectReader& task_reader, TaskSpec& task, const Catalog& catalog) {
+  const Json* model = task_reader.field("model");
+  if (model == nullptr) return;
+  if (model->is_string()) {
+    task.model = model->get<std::string>();
+    if (const ModelSpec* spec = catalog.model(task.model)) {
+      task.weights_bytes = spec->weights_bytes;
+    } else {
+      task_reader.problem("model", "unknown model \"" + task.model +
+                                       "\" (name a catalog model, or give {\"id\": ..., \"weights\": ...})");
+    }
+    return;
+  }
+  ObjectReader m(*model, task_reader.pointer("model"), task_reader.problems());
+  task.model = m.string("id", Need::required).value_or("");
+  task.weights_bytes = m.quantity("weights", Dimension::bytes, Need::required).value_or(0);
+  m.finish();
+}
+
+}  // namespace
+
+Workflow read_workflow(const Json& value, const std::string& pointer, Problems& problems,
+                       const Catalog& catalog) {
+  Workflow wf;
+  wf.file = problems.file();
+  wf.pointer = pointer;
+  ObjectReader top(value, pointer, problems);
+  wf.name = top.string_or("name", "");
+  top.string("description", Need::optional);
+
+  std::map<std::string, std::uint32_t, std::less<>> index_of;
+  if (const Json* tasks = top.field("tasks", Need::required)) {
+    if (!tasks->is_array() || tasks->empty()) {
+      top.problem("tasks", "expected a non-empty array of tasks, found " + describe(*tasks));
+    } else {
+      for (std::size_t i = 0; i < tasks->size(); ++i) {
+        ObjectReader r((*tasks)[i], child_pointer(top.pointer("tasks"), i), problems);
+        if (!r.ok()) continue;
+        TaskSpec t;
+        t.name = r.string("name", Need::required).value_or("task" + std::to_string(i));
+        t.gpus = static_cast<int>(r.integer_or("gpus", 1, 1, 65536));
+        read_model(r, t, catalog);
+        t.working_set_bytes = r.quantity_or("working_set", Dimension::bytes, 0);
+        read_work(r, t, catalog);
+        r.finish();
+        if (!index_of.emplace(t.name, static_cast<std::uint32_t>(wf.tasks.size())).second) {
+          r.problem("name", "duplicate task name \"" + t.name + "\"");
+        }
+        wf.tasks.push_back(std::move(t));
+      }
+    }
+  }
+
+  if (const Json* edges = top.field("edges")) {
+    if (!edges->is_array()) {
+      top.problem("edges", "expected an array of edges, found " + describe(*edges));
+    } else {
+      for (std::size_t i = 0; i < edges->size(); ++i) {
+        ObjectReader r((*edges)[i], child_pointer(top.pointer("edges"), i), problems);
+        if (!r.ok()) continue;
+        EdgeSpec e;
+        bool ok = true;
+        for (auto [key, slot] : {std::pair{"from", &e.from}, std::pair{"to", &e.to}}) {
+          const auto name = r.string(key, Need::required);
+          const auto it = name ? index_of.find(*name) : index_of.end();
+          if (name && it == index_of.end()) r.problem(key, "unknown task \"" + *name + "\"");
+          if (it == index_of.end()) {
+            ok = false;
+          } else {
+            *slot = it->second;
+          }
+        }
+        e.bytes = r.quantity_or("bytes", Dimension::bytes, 0);
+        r.finish();
+        if (ok && e.from == e.to) {
+          r.problem("to", "an edge from a task to itself is a cycle");
+          ok = false;
+        }
+        if (ok) wf.edges.push_back(e);
+      }
+    }
+  }
+  top.finish();
+  return wf;
+}
+
+}  // namespace detail
+
+void Workflow::finalize() {
+  const auto n = static_cast<std::uint32_t>(tasks.size());
+  auto build = [&](auto endpoint, std::vector<std::uint32_t>& offsets, std::vector<std::uint32_t>& list) {
+    offsets.assign(n + 1, 0);
+    for (const EdgeSpec& e : edges) ++offsets[endpoint(e) + 1];
+    for (std::uint32_t t = 0; t < n; ++t) offsets[t + 1] += offsets[t];
+    list.assign(edges.size(), 0);
+    std::vector<std::uint32_t> fill(offsets.begin(), offsets.end() - 1);
+    for (std::uint32_t i = 0; i < edges.size(); ++i) list[fill[endpoint(edges[i])]++] = i;
+  };
+  build([](const EdgeSpec& e) { return e.to; }, in_offsets_, in_edges_);
+  build([](const EdgeSpec& e) { return e.from; }, out_offsets_, out_edges_);
+
+  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
+  Graph g(n);
+  for (const EdgeSpec& e : edges) boost::add_edge(e.from, e.to, g);
+
+  // A depth-first search finds a back edge exactly when there is a cycle; name it for the user.
+  struct BackEdge {
+    std::uint32_t from, to;
+  };
+  struct CycleFinder : boost::default_dfs_visitor {
+    void back_edge(Graph::edge_descriptor e, const Graph& graph) const {
+      throw BackEdge{static_cast<std::uint32_t>(boost::source(e, graph)),
+                     static_cast<std::uint32_t>(boost::target(e, graph))};
+    }
+  };
+  try {
+    boost::depth_first_search(g, boost::visitor(CycleFinder{}));
+  } catch (const BackEdge& cycle) {
+    throw InputError({Problem{file, pointer + "/edges",
+                              "the edges form a cycle (task \"" + tasks[cycle.from].name +
+                                  "\" -> \"" + tasks[cycle.to].name +
+                                  "\" closes it); a workflow must be a DAG"}});
+  }
+  std::vector<std::uint32_t> reverse_order;
+  boost::topological_sort(g, std::back_inserter(reverse_order));
+  topo_order_.assign(reverse_order.rbegin(), reverse_order.rend());
+}
+
+Workflow parse_workflow(std::string_view json_text, const std::string& file_name, const Catalog& catalog) {
+  detail::Problems problems(file_name);
+  const detail::Json doc = detail::parse_json(json_text, problems);
+  problems.throw_if_any();
+  Workflow wf = detail::read_workflow(doc, "", problems, catalog);
+  problems.throw_if_any();
+  wf.finalize();
+  return wf;
+}
+
+Workflow load_workflow(const std::string& path, const Catalog& catalog) {
+  return parse_workflow(read_text_file(path), path, catalog);
+}
+
+}  // namespace fleetsim
