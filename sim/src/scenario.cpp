@@ -252,7 +252,8 @@ void read_policy(ObjectReader& top, PolicySpec& policy) {
       p.problem("name", "unknown policy \"" + policy.name + "\" (expected one of " + policy_names() + ")");
       return;
     }
-    ObjectReader r(params != nullptr ? *params : Json::object(), p.pointer("params"), top.problems());
+    static const Json kNoParams = Json::object();
+    ObjectReader r(params != nullptr ? *params : kNoParams, p.pointer("params"), top.problems());
     for (const ParamInfo& param : info->params) {
       const Json* v = r.field(param.name);
       if (v == nullptr) continue;

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The fleetsim command as a user meets it: exit codes, messages naming file and field, no partial
+# output on bad input, identical output for one seed.
+set -u
+fleetsim=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+check() {  # check DESCRIPTION COMMAND...
+  local what=$1
+  shift
+  if "$@"; then echo "ok   $what"; else echo "FAIL $what"; failures=$((failures + 1)); fi
+}
+
+"$fleetsim" catalog >"$tmp/catalog.txt"
+check "catalog lists the H100" grep -q "h100-sxm" "$tmp/catalog.txt"
+"$fleetsim" catalog --json >"$tmp/catalog.json"
+check "catalog --json carries sources" grep -q '"source"' "$tmp/catalog.json"
+
+"$fleetsim" simulate "$src/scenarios/default.json" >"$tmp/summary.txt"
+check "simulate exits 0" test $? -eq 0
+check "simulate prints a summary" grep -q "completed" "$tmp/summary.txt"
+
+"$fleetsim" simulate "$src/scenarios/default.json" --json --out "$tmp/run1" >"$tmp/a.json"
+"$fleetsim" simulate "$src/scenarios/default.json" --json --out "$tmp/run2" >"$tmp/b.json"
+check "--json has makespan_s" grep -q '"makespan_s"' "$tmp/a.json"
+check "same seed, same summary" cmp -s "$tmp/a.json" "$tmp/b.json"
+check "same seed, same trace" cmp -s "$tmp/run1/trace.csv" "$tmp/run2/trace.csv"
+check "--out writes the trace as JSON too" test -s "$tmp/run1/trace.json"
+"$fleetsim" simulate "$src/scenarios/default.json" --json --seed 7 >"$tmp/c.json"
+check "--seed changes the run" bash -c "! cmp -s '$tmp/a.json' '$tmp/c.json'"
+
+sed 's/"hgx-h100-8"/"hgx-h100-9"/' "$src/scenarios/default.json" >"$src/scenarios/.cli-test-bad.json"
+"$fleetsim" simulate "$src/scenarios/.cli-test-bad.json" --out "$tmp/bad" >"$tmp/bad.out" 2>"$tmp/bad.err"
+code=$?
+rm -f "$src/scenarios/.cli-test-bad.json"
+check "bad scenario exits 2" test $code -eq 2
+check "bad scenario names the file and field" grep -q '.cli-test-bad.json: /cluster/nodes/0/type: unknown node type "hgx-h100-9"' "$tmp/bad.err"
+check "bad scenario writes no output" test ! -e "$tmp/bad"
+check "bad scenario prints nothing on stdout" test ! -s "$tmp/bad.out"
+
+"$fleetsim" simulate "$tmp/missing.json" 2>"$tmp/missing.err"
+check "missing file exits 2" test $? -eq 2
+check "missing file is named" grep -q "missing.json: cannot open file" "$tmp/missing.err"
+
+"$fleetsim" simulate 2>/dev/null
+check "missing argument is a usage error" test $? -ne 0
+
+echo "cli: $failures failed"
+test $failures -eq 0

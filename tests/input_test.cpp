@@ -1,0 +1,213 @@
+// Every loader rejects bad input before a simulation starts, naming the file, the field (JSON
+// pointer) and what was expected.
+#include <catch2/catch.hpp>
+
+#include "fleetsim/error.hpp"
+#include "fleetsim/scenario.hpp"
+#include "helpers.hpp"
+
+using Catch::Contains;
+using fleetsim::Catalog;
+using fleetsim::InputError;
+using fleetsim::test::scenario_error;
+
+namespace {
+
+std::string catalog_error(const std::string& json) {
+  Catalog c;
+  try {
+    c.add_json(json, "cat.json");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string workflow_error(const std::string& json) {
+  try {
+    fleetsim::parse_workflow(json, "wf.json", Catalog::builtin());
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const char* kGpu = R"("g": {"name": "G", "vram": "10 GB", "memory_bandwidth": "1 TB/s",
+                            "peak_flops": {"bf16": "100 TFLOP/s"}, "tdp": "300 W",
+                            "price_usd_per_hour": 1, "source": "test"})";
+
+// A valid scenario over the test catalog with one replaceable part.
+std::string scenario_with(const std::string& cluster, const std::string& task = R"({"name": "t", "work": {"flop": "1 TFLOP"}})",
+                          const std::string& extra = "") {
+  return R"({"name": "s", "catalog": ["unit-catalog.json"], "cluster": )" + cluster +
+         R"(, "workflows": {"w": {"tasks": [)" + task +
+         R"(]}}, "workload": [{"workflow": "w", "arrival": {"process": "once"}}])" + extra + "}";
+}
+const std::string kOneNode = R"({"nodes": [{"type": "unit-node-2", "count": 1}]})";
+
+}  // namespace
+
+TEST_CASE("the built-in catalog has the required GPU types, each with a source", "[catalog]") {
+  const Catalog& c = Catalog::builtin();
+  for (const char* id : {"h100-sxm", "h200-sxm", "a100-sxm-80gb", "l40s", "rtx-4090", "b200"}) {
+    INFO(id);
+    const fleetsim::GpuType* g = c.gpu(id);
+    REQUIRE(g != nullptr);
+    CHECK(g->vram_bytes > 0);
+    CHECK(g->peak_for(fleetsim::Dtype::bf16) > 0);
+    CHECK(g->memory_bandwidth_Bps > 0);
+    CHECK(g->price_usd_per_hour > 0);
+    CHECK_FALSE(g->source.empty());
+  }
+  // Datasheet figures (dense): H100 SXM 989.4 TFLOP/s bf16, 3.35 TB/s, 80 GB.
+  CHECK(c.gpu("h100-sxm")->peak_for(fleetsim::Dtype::bf16) == Approx(989.4e12));
+  CHECK(c.gpu("h100-sxm")->memory_bandwidth_Bps == Approx(3.35e12));
+  for (const auto& [id, node] : c.nodes()) {
+    INFO(id);
+    CHECK(c.gpu(node.gpu) != nullptr);
+    CHECK_FALSE(node.source.empty());
+  }
+  for (const auto& [id, op] : c.operators()) CHECK_FALSE(op.source.empty());
+}
+
+TEST_CASE("a missing dtype runs at the next wider supported one", "[catalog]") {
+  const fleetsim::GpuType& a100 = *Catalog::builtin().gpu("a100-sxm-80gb");
+  CHECK(a100.peak_flop_per_s[static_cast<std::size_t>(fleetsim::Dtype::fp8)] == 0);
+  CHECK(a100.peak_for(fleetsim::Dtype::fp8) == a100.peak_for(fleetsim::Dtype::fp16));
+}
+
+TEST_CASE("catalog files are checked strictly", "[catalog][errors]") {
+  CHECK_THAT(catalog_error("{\"gpus\": {"), Contains("cat.json") && Contains("malformed JSON at line 1"));
+  CHECK_THAT(catalog_error(std::string("{\"gpus\": {") + kGpu + "}, \"gpu\": {}}"),
+             Contains("cat.json: /gpu: unknown field"));
+  std::string typo = std::string("{\"gpus\": {") + kGpu + "}}";
+  typo.replace(typo.find("\"tdp\""), 5, "\"tpd\"");
+  CHECK_THAT(catalog_error(typo), Contains("/gpus/g/tpd: unknown field") && Contains("/gpus/g/tdp: missing required field"));
+  std::string negative = std::string("{\"gpus\": {") + kGpu + "}}";
+  negative.replace(negative.find("10 GB"), 5, "-10 GB");
+  CHECK_THAT(catalog_error(negative), Contains("/gpus/g/vram: expected a size") && Contains("negative"));
+  std::string number = std::string("{\"gpus\": {") + kGpu + "}}";
+  number.replace(number.find("\"10 GB\""), 7, "10");
+  CHECK_THAT(catalog_error(number), Contains("/gpus/g/vram") && Contains("found the number 10 (write the unit)"));
+  std::string nosource = std::string("{\"gpus\": {") + kGpu + "}}";
+  nosource.replace(nosource.find("\"test\""), 6, "\"\"");
+  CHECK_THAT(catalog_error(nosource), Contains("/gpus/g/source: expected the public source"));
+  CHECK_THAT(catalog_error(R"({"nodes": {"n": {"name": "N", "gpu": "nope", "gpus": 8, "gpu_link": "l", "host_link": "l",
+                                "nic": "l", "nics": 1, "source": "x"}}})"),
+             Contains("/nodes/n/gpu: unknown GPU type \"nope\"") && Contains("/nodes/n/nic: unknown link type"));
+  CHECK_THAT(catalog_error(R"({"links": {"l": {"name": "L", "kind": "carrier-pigeon", "bandwidth": "1 GB/s", "latency": "1 s", "source": "x"}}})"),
+             Contains("/links/l/kind: expected one of nvlink"));
+}
+
+TEST_CASE("a catalog file may not redefine an id, and a failed file changes nothing", "[catalog][errors]") {
+  Catalog c;
+  c.add_json(std::string("{\"gpus\": {") + kGpu + "}}", "a.json");
+  CHECK_THROWS_WITH(c.add_json(std::string("{\"gpus\": {") + kGpu + "}}", "b.json"),
+                    Contains("b.json: /gpus/g: duplicate id"));
+  CHECK(c.gpus().size() == 1);
+}
+
+TEST_CASE("workflow files are checked strictly", "[workflow][errors]") {
+  CHECK_THAT(workflow_error(R"({"tasks": []})"), Contains("wf.json: /tasks: expected a non-empty array"));
+  CHECK_THAT(workflow_error(R"({"tasks": [{"name": "a", "work": {"flop": "1 TFLOP"}}, {"name": "a", "work": {"flop": "1 TFLOP"}}]})"),
+             Contains("/tasks/1/name: duplicate task name \"a\""));
+  CHECK_THAT(workflow_error(R"({"tasks": [{"name": "a", "work": {"operator": "nope"}}]})"),
+             Contains("/tasks/0/work/operator: unknown operator profile \"nope\""));
+  CHECK_THAT(workflow_error(R"({"tasks": [{"name": "a", "model": "nope", "work": {"flop": "1 TFLOP"}}]})"),
+             Contains("/tasks/0/model: unknown model \"nope\""));
+  CHECK_THAT(workflow_error(R"({"tasks": [{"name": "a", "gpus": 0, "work": {"flop": "1 TFLOP"}}]})"),
+             Contains("/tasks/0/gpus: expected an integer from 1"));
+  CHECK_THAT(workflow_error(R"({"tasks": [{"name": "a", "gpus": "2", "work": {"flop": "1 TFLOP"}}]})"),
+             Contains("/tasks/0/gpus: expected an integer") && Contains("found \"2\""));
+  CHECK_THAT(workflow_error(R"({"tasks": [{"name": "a", "work": {"flop": "1 TFLOP", "dtype": "fp4"}}]})"),
+             Contains("/tasks/0/work/dtype: expected one of"));
+  CHECK_THAT(workflow_error(R"({"tasks": [{"name": "a", "work": {"operator": "sdxl-vae-decode-1024", "flop": "1 TFLOP"}}]})"),
+             Contains("/tasks/0/work/operator: give either"));
+  CHECK_THAT(workflow_error(R"({"tasks": [{"name": "a", "work": {"flop": "1 TFLOP"}}], "edges": [{"from": "a", "to": "b"}]})"),
+             Contains("/edges/0/to: unknown task \"b\""));
+  CHECK_THAT(workflow_error(R"({"tasks": [{"name": "a", "work": {"flop": "1 TFLOP"}}], "edges": [{"from": "a", "to": "a"}]})"),
+             Contains("/edges/0/to: an edge from a task to itself is a cycle"));
+}
+
+TEST_CASE("a cycle in a workflow is named", "[workflow][errors]") {
+  const std::string msg = workflow_error(R"({"tasks": [{"name": "a", "work": {"flop": "1 TFLOP"}},
+      {"name": "b", "work": {"flop": "1 TFLOP"}}, {"name": "c", "work": {"flop": "1 TFLOP"}}],
+      "edges": [{"from": "a", "to": "b"}, {"from": "b", "to": "c"}, {"from": "c", "to": "a"}]})");
+  CHECK_THAT(msg, Contains("wf.json: /edges: the edges form a cycle") && Contains("a workflow must be a DAG"));
+}
+
+TEST_CASE("a workflow's topological order respects every edge", "[workflow]") {
+  const fleetsim::Workflow wf = fleetsim::parse_workflow(R"({"tasks": [
+      {"name": "d", "work": {"flop": "1 TFLOP"}}, {"name": "c", "work": {"flop": "1 TFLOP"}},
+      {"name": "b", "work": {"flop": "1 TFLOP"}}, {"name": "a", "work": {"flop": "1 TFLOP"}}],
+      "edges": [{"from": "a", "to": "b"}, {"from": "b", "to": "c"}, {"from": "a", "to": "c"}, {"from": "c", "to": "d"}]})",
+                                                         "wf.json", Catalog::builtin());
+  std::vector<std::size_t> position(wf.tasks.size());
+  for (std::size_t i = 0; i < wf.topological_order().size(); ++i) position[wf.topological_order()[i]] = i;
+  for (const fleetsim::EdgeSpec& e : wf.edges) CHECK(position[e.from] < position[e.to]);
+  CHECK(wf.inputs(1).size() == 2);   // c <- a, b
+  CHECK(wf.outputs(3).size() == 2);  // a -> b, c
+}
+
+TEST_CASE("scenarios are checked strictly", "[scenario][errors]") {
+  CHECK_THAT(scenario_error(scenario_with(R"({"nodes": [{"type": "dgx-9000", "count": 1}]})")),
+             Contains("bad.json: /cluster/nodes/0/type: unknown node type \"dgx-9000\""));
+  CHECK_THAT(scenario_error(scenario_with(R"({"nodes": [{"type": "unit-node-2", "count": -1}]})")),
+             Contains("/cluster/nodes/0/count: expected an integer from 1"));
+  CHECK_THAT(scenario_error(scenario_with(kOneNode, R"({"name": "t", "work": {"flop": "1 TFLOP"}})",
+                                          R"(, "policy": {"name": "best"})")),
+             Contains("/policy/name: unknown policy \"best\" (expected one of \"fifo\""));
+  CHECK_THAT(scenario_error(scenario_with(kOneNode, R"({"name": "t", "work": {"flop": "1 TFLOP"}})",
+                                          R"(, "policy": {"name": "fifo", "params": {"x": 1}})")),
+             Contains("/policy/params/x: unknown field"));
+  CHECK_THAT(scenario_error(scenario_with(kOneNode, R"({"name": "t", "work": {"flop": "1 TFLOP"}})",
+                                          R"(, "horizon": "soon")")),
+             Contains("/horizon: expected a duration"));
+  CHECK_THAT(scenario_error(scenario_with(kOneNode, R"({"name": "t", "work": {"flop": "1 TFLOP"}})",
+                                          R"(, "slos": [{"tenant": "ghost", "metric": "latency_p95", "target": "1 s"}])")),
+             Contains("/slos/0/tenant: unknown tenant \"ghost\""));
+  CHECK_THAT(scenario_error(R"({"name": "s", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+      "workflows": {"w": "no-such-workflow.json"}, "workload": [{"workflow": "w", "arrival": {"process": "once"}}]})"),
+             Contains("no-such-workflow.json: cannot open file"));
+  CHECK_THAT(scenario_error(R"({"name": "s", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+      "workload": [{"workflow": "v", "arrival": {"process": "poisson", "rate": "1 /s"}}]})"),
+             Contains("/workload/0/workflow: unknown workflow \"v\" (expected one of \"w\")") &&
+                 Contains("/workload/0/arrival/count: missing"));
+  CHECK_THAT(scenario_error("[1, 2]"), Contains("bad.json: expected an object, found an array"));
+}
+
+TEST_CASE("all problems of a scenario are reported together", "[scenario][errors]") {
+  const std::string msg = scenario_error(R"({"name": 3, "cluster": {"nodes": [{"type": "unit-node-2", "count": 1, "colour": "red"}]},
+      "catalog": ["unit-catalog.json"],
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "sometimes"}}]})");
+  CHECK_THAT(msg, Contains("/name: expected a string") && Contains("/cluster/nodes/0/colour: unknown field") &&
+                      Contains("/workload/0/arrival/process: expected one of"));
+}
+
+TEST_CASE("a task that fits no GPU is rejected before the simulation", "[scenario][errors]") {
+  const std::string msg = scenario_error(scenario_with(
+      kOneNode, R"({"name": "huge", "model": {"id": "m", "weights": "90 GB"}, "working_set": "20 GB", "work": {"flop": "1 TFLOP"}})"));
+  CHECK_THAT(msg, Contains("bad.json: /workflows/w/tasks/0: task \"huge\" needs 110 GB of VRAM per GPU") &&
+                      Contains("largest GPU") && Contains("(100 GB)"));
+  // The same model sharded over a gang of two fits.
+  CHECK(scenario_error(scenario_with(
+            kOneNode, R"({"name": "huge", "gpus": 2, "model": {"id": "m", "weights": "90 GB"}, "working_set": "20 GB", "work": {"flop": "1 TFLOP"}})")) == "");
+  CHECK_THAT(scenario_error(scenario_with(kOneNode, R"({"name": "wide", "gpus": 3, "work": {"flop": "1 TFLOP"}})")),
+             Contains("task \"wide\" needs a gang of 3 GPUs") && Contains("has 2 such GPUs"));
+}
+
+TEST_CASE("inline overrides change one field of a catalog entry", "[scenario]") {
+  const fleetsim::Scenario sc = fleetsim::test::unit_scenario(R"(
+      "cluster": {"nodes": [{"type": "unit-node-2", "count": 3, "gpu_overrides": {"vram": "40 GB"}, "node_overrides": {"gpus": 4}}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
+  REQUIRE(sc.cluster.groups.size() == 1);
+  CHECK(sc.cluster.groups[0].gpu.vram_bytes == 40e9);
+  CHECK(sc.cluster.groups[0].gpu.memory_bandwidth_Bps == 1e12);  // untouched
+  CHECK(sc.cluster.groups[0].node.gpus == 4);
+  CHECK(sc.cluster.groups[0].count == 3);
+  CHECK_THAT(scenario_error(scenario_with(R"({"nodes": [{"type": "unit-node-2", "count": 1, "gpu_overrides": {"vram": "lots"}}]})")),
+             Contains("/cluster/nodes/0/gpu_overrides/vram: expected a size"));
+}

@@ -1,0 +1,165 @@
+// End-to-end simulations whose results can be worked out by hand on the round-number test catalog:
+// unit-gpu runs bf16 at 100 TFLOP/s with 1 TB/s of memory bandwidth and no launch overhead;
+// GPUs of one node talk over 100 GB/s + 1 us; across nodes the route is PCIe (50 GB/s, 2 us),
+// NIC (25 GB/s, 3 us), NIC, PCIe: 25 GB/s and 10 us.
+#include <catch2/catch.hpp>
+#include <sstream>
+
+#include "fleetsim/report.hpp"
+#include "fleetsim/simulation.hpp"
+#include "helpers.hpp"
+
+using fleetsim::TaskStatus;
+using fleetsim::test::unit_scenario;
+
+namespace {
+
+std::string one_arrival(const std::string& tasks, const std::string& edges, const std::string& nodes) {
+  return R"("cluster": {"nodes": )" + nodes + R"(}, "workflows": {"w": {"tasks": )" + tasks + R"(, "edges": )" + edges +
+         R"(}}, "workload": [{"workflow": "w", "arrival": {"process": "once"}}])";
+}
+
+const fleetsim::TaskRecord& record(const fleetsim::RunResult& run, const std::string& name, const fleetsim::Scenario& sc) {
+  for (const fleetsim::TaskRecord& t : run.trace.tasks) {
+    if (sc.workflows[t.workflow].tasks[t.task].name == name) return t;
+  }
+  FAIL("no task " << name);
+  throw;
+}
+
+}  // namespace
+
+TEST_CASE("a chain on one GPU takes the sum of its task times", "[simulation]") {
+  // 100 TFLOP at 100 TFLOP/s = 1 s; 200 TFLOP = 2 s; 2 TB of traffic at 1 TB/s = 2 s (memory-bound,
+  // since 10 TFLOP take 0.1 s); 25 TFLOP in fp32 at 50 TFLOP/s = 0.5 s.
+  const auto sc = unit_scenario(one_arrival(
+      R"([{"name": "a", "work": {"flop": "100 TFLOP"}}, {"name": "b", "work": {"flop": "200 TFLOP"}},
+          {"name": "c", "work": {"flop": "10 TFLOP", "bytes": "2 TB"}}, {"name": "d", "work": {"flop": "25 TFLOP", "dtype": "fp32"}}])",
+      R"([{"from": "a", "to": "b", "bytes": "1 GB"}, {"from": "b", "to": "c"}, {"from": "c", "to": "d"}])",
+      R"([{"type": "unit-node-1", "count": 1}])"));
+  const auto run = fleetsim::simulate(sc);
+  CHECK(run.summary.makespan_s == Approx(5.5).epsilon(1e-12));
+  CHECK(run.summary.tasks.completed == 4);
+  CHECK(run.summary.gpu_utilization == Approx(1.0));
+  CHECK(run.summary.bytes_transferred == 0);  // everything stayed on one GPU
+  CHECK(run.summary.latency_s.p50 == Approx(5.5));
+  CHECK(record(run, "c", sc).start_s == Approx(3.0));
+}
+
+TEST_CASE("a fork on two GPUs takes the longer branch plus its transfer", "[simulation]") {
+  // a (1 s) on g0; then b (1 s) on g0 and c (2 s) on g1, which first receives 10 GB over NVLink:
+  // 1 us + 10 GB / 100 GB/s = 0.100001 s. Then d on g0 receives c's 5 GB from g1: 0.050001 s, runs 1 s.
+  const auto sc = unit_scenario(one_arrival(
+      R"([{"name": "a", "work": {"flop": "100 TFLOP"}}, {"name": "b", "work": {"flop": "100 TFLOP"}},
+          {"name": "c", "work": {"flop": "200 TFLOP"}}, {"name": "d", "work": {"flop": "100 TFLOP"}}])",
+      R"([{"from": "a", "to": "b", "bytes": "10 GB"}, {"from": "a", "to": "c", "bytes": "10 GB"},
+          {"from": "b", "to": "d", "bytes": "1 GB"}, {"from": "c", "to": "d", "bytes": "5 GB"}])",
+      R"([{"type": "unit-node-2", "count": 1}])"));
+  const auto run = fleetsim::simulate(sc);
+  const auto& c = record(run, "c", sc);
+  CHECK(run.trace.gpus[c.gpu_begin] != run.trace.gpus[record(run, "b", sc).gpu_begin]);
+  CHECK(c.compute_start_s - c.start_s == Approx(0.100001).epsilon(1e-12));
+  const double branch = 1.0 + 0.100001 + 2.0;
+  CHECK(record(run, "d", sc).start_s == Approx(branch).epsilon(1e-12));
+  CHECK(run.summary.makespan_s == Approx(branch + 0.050001 + 1.0).epsilon(1e-12));
+  CHECK(run.summary.bytes_transferred == Approx(15e9));
+}
+
+TEST_CASE("a transfer across nodes pays every hop", "[simulation]") {
+  // Two 1-GPU nodes; a gang-free fork forces c onto the other node: 10 us + 10 GB / 25 GB/s = 0.40001 s.
+  const auto sc = unit_scenario(one_arrival(
+      R"([{"name": "a", "work": {"flop": "100 TFLOP"}}, {"name": "b", "work": {"flop": "100 TFLOP"}},
+          {"name": "c", "work": {"flop": "100 TFLOP"}}])",
+      R"([{"from": "a", "to": "b"}, {"from": "a", "to": "c", "bytes": "10 GB"}])",
+      R"([{"type": "unit-node-1", "count": 2}])"));
+  const auto run = fleetsim::simulate(sc);
+  const auto& c = record(run, "c", sc);
+  CHECK(c.compute_start_s - c.start_s == Approx(0.40001).epsilon(1e-12));
+  CHECK(run.summary.makespan_s == Approx(2.40001).epsilon(1e-12));
+}
+
+TEST_CASE("a gang splits its work and prefers one node", "[simulation]") {
+  // 400 TFLOP over 2 GPUs = 2 s. Node 0 has one GPU, node 1 has two: the gang goes to node 1.
+  const auto sc = unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 1}, {"type": "unit-node-2", "count": 1}]},
+      "workflows": {"w": {"tasks": [{"name": "g", "gpus": 2, "work": {"flop": "400 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
+  const auto run = fleetsim::simulate(sc);
+  CHECK(run.summary.makespan_s == Approx(2.0));
+  const auto& g = run.trace.tasks[0];
+  REQUIRE(g.gpu_count == 2);
+  CHECK(run.cluster.gpu_name(run.trace.gpus[g.gpu_begin]) == "n1.g0");
+  CHECK(run.cluster.gpu_name(run.trace.gpus[g.gpu_begin + 1]) == "n1.g1");
+}
+
+TEST_CASE("FIFO blocks behind a gang that does not fit yet", "[simulation][policy]") {
+  // One 2-GPU node. t=0: a 1-GPU task of 3 s. t=1: a 2-GPU gang (1 s) arrives, then at t=1 a
+  // 1-GPU task. The single task must wait behind the gang although one GPU is free.
+  const auto sc = unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-2", "count": 1}]},
+      "workflows": {"long": {"tasks": [{"name": "l", "work": {"flop": "300 TFLOP"}}]},
+                    "gang": {"tasks": [{"name": "g", "gpus": 2, "work": {"flop": "200 TFLOP"}}]},
+                    "short": {"tasks": [{"name": "s", "work": {"flop": "100 TFLOP"}}]}},
+      "workload": [{"workflow": "long", "arrival": {"process": "times", "times": ["0 s"]}},
+                   {"workflow": "gang", "arrival": {"process": "times", "times": ["1 s"]}},
+                   {"workflow": "short", "arrival": {"process": "times", "times": ["1 s"]}}])");
+  const auto run = fleetsim::simulate(sc);
+  CHECK(record(run, "g", sc).start_s == Approx(3.0));
+  CHECK(record(run, "s", sc).start_s == Approx(4.0));
+  CHECK(run.summary.makespan_s == Approx(5.0));
+}
+
+TEST_CASE("at the horizon every task is counted once", "[simulation]") {
+  // Ten 1-s tasks on one GPU arriving at once; the horizon at 3.5 s leaves 3 done, 1 running, 6 queued.
+  const auto sc = unit_scenario(R"("horizon": "3.5 s", "cluster": {"nodes": [{"type": "unit-node-1", "count": 1}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "100 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once", "count": 10}}])");
+  const auto run = fleetsim::simulate(sc);
+  const auto& t = run.summary.tasks;
+  CHECK(run.summary.horizon_reached);
+  CHECK(t.submitted == 10);
+  CHECK(t.completed == 3);
+  CHECK(t.running == 1);
+  CHECK(t.queued == 6);
+  CHECK(t.completed + t.failed + t.running + t.queued == t.submitted);
+  CHECK(run.summary.gpu_utilization == Approx(1.0));
+  CHECK(run.summary.end_s == 3.5);
+}
+
+TEST_CASE("M/D/1: mean wait matches the Pollaczek-Khinchine formula", "[simulation][validation]") {
+  // Poisson arrivals (rate 0.5 /s) of single 1-s tasks on one GPU: rho = 0.5, and the mean wait in
+  // queue is Wq = rho * D / (2 (1 - rho)) = 0.5 s, so the mean latency is D + Wq = 1.5 s.
+  const auto sc = unit_scenario(R"("seed": 3, "cluster": {"nodes": [{"type": "unit-node-1", "count": 1}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "100 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "poisson", "rate": "0.5 /s", "count": 200000}}])");
+  const auto run = fleetsim::simulate(sc);
+  CHECK(run.summary.latency_s.mean == Approx(1.5).epsilon(0.02));
+  CHECK(run.summary.gpu_utilization == Approx(0.5).epsilon(0.02));
+}
+
+TEST_CASE("one seed gives identical output; another seed a different one", "[simulation][determinism]") {
+  const fleetsim::Scenario sc = fleetsim::load_scenario(fleetsim::test::source_dir() + "/scenarios/default.json");
+  auto outputs = [&](std::uint64_t seed) {
+    const auto run = fleetsim::simulate(sc, seed);
+    std::ostringstream trace;
+    fleetsim::write_trace_csv(trace, sc, run);
+    return fleetsim::summary_json(run.summary) + trace.str();
+  };
+  const std::string first = outputs(42);
+  CHECK(first == outputs(42));
+  CHECK(first != outputs(43));
+}
+
+TEST_CASE("the default scenario completes every task", "[simulation]") {
+  const fleetsim::Scenario sc = fleetsim::load_scenario(fleetsim::test::source_dir() + "/scenarios/default.json");
+  const auto run = fleetsim::simulate(sc);
+  CHECK(run.summary.tasks.submitted > 0);
+  CHECK(run.summary.tasks.completed == run.summary.tasks.submitted);
+  CHECK(run.summary.workflows.completed == run.summary.workflows.submitted);
+  CHECK_FALSE(run.summary.horizon_reached);
+}
+
+TEST_CASE("percentiles interpolate between closest ranks", "[summary]") {
+  CHECK(fleetsim::percentile({1, 2, 3, 4}, 50) == 2.5);
+  CHECK(fleetsim::percentile({5}, 99) == 5);
+  CHECK(fleetsim::percentile({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, 95) == Approx(10.5));
+  CHECK(fleetsim::percentile({}, 50) == 0);
+}

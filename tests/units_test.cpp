@@ -1,0 +1,53 @@
+#include <catch2/catch.hpp>
+
+#include "fleetsim/units.hpp"
+
+using fleetsim::Dimension;
+using fleetsim::parse_quantity;
+using fleetsim::UnitError;
+
+TEST_CASE("sizes parse in SI, binary and bit units", "[units]") {
+  CHECK(parse_quantity("80 GB", Dimension::bytes) == 80e9);
+  CHECK(parse_quantity("80 GiB", Dimension::bytes) == 80.0 * 1024 * 1024 * 1024);
+  CHECK(parse_quantity("512MB", Dimension::bytes) == 512e6);
+  CHECK(parse_quantity("  1.5 TiB ", Dimension::bytes) == 1.5 * 1099511627776.0);
+  CHECK(parse_quantity("8 Gb", Dimension::bytes) == 1e9);
+  CHECK(parse_quantity("0 B", Dimension::bytes) == 0.0);
+}
+
+TEST_CASE("bandwidths distinguish bytes from bits", "[units]") {
+  CHECK(parse_quantity("900 GB/s", Dimension::bandwidth) == 900e9);
+  CHECK(parse_quantity("400 Gb/s", Dimension::bandwidth) == 50e9);
+  CHECK(parse_quantity("3.35 TB/s", Dimension::bandwidth) == Approx(3.35e12));
+}
+
+TEST_CASE("compute, time, power and rates", "[units]") {
+  CHECK(parse_quantity("989 TFLOP/s", Dimension::flop_rate) == 989e12);
+  CHECK(parse_quantity("67 TFLOPS", Dimension::flop_rate) == 67e12);
+  CHECK(parse_quantity("1.2 PFLOP", Dimension::flop) == Approx(1.2e15));
+  CHECK(parse_quantity("2.5 ms", Dimension::time) == Approx(2.5e-3));
+  CHECK(parse_quantity("4 us", Dimension::time) == Approx(4e-6));
+  CHECK(parse_quantity("4 \xC2\xB5s", Dimension::time) == Approx(4e-6));
+  CHECK(parse_quantity("1 h", Dimension::time) == 3600.0);
+  CHECK(parse_quantity("700 W", Dimension::power) == 700.0);
+  CHECK(parse_quantity("120 /h", Dimension::rate) == Approx(120.0 / 3600.0));
+  CHECK(parse_quantity("3 Hz", Dimension::rate) == 3.0);
+}
+
+TEST_CASE("bad quantities are rejected with what was expected and found", "[units]") {
+  CHECK_THROWS_WITH(parse_quantity("80", Dimension::bytes), Catch::Contains("missing unit") && Catch::Contains("\"80\""));
+  CHECK_THROWS_WITH(parse_quantity("80 GB/s", Dimension::bytes), Catch::Contains("unknown unit \"GB/s\""));
+  CHECK_THROWS_WITH(parse_quantity("-1 GB", Dimension::bytes), Catch::Contains("negative"));
+  CHECK_THROWS_WITH(parse_quantity("GB", Dimension::bytes), Catch::Contains("no number"));
+  CHECK_THROWS_WITH(parse_quantity("1 TFLOP", Dimension::flop_rate), Catch::Contains("a compute rate"));
+  CHECK_THROWS_AS(parse_quantity("inf s", Dimension::time), UnitError);
+  CHECK_THROWS_AS(parse_quantity("1e400 s", Dimension::time), UnitError);
+  CHECK_THROWS_AS(parse_quantity("", Dimension::time), UnitError);
+}
+
+TEST_CASE("formatting picks a readable prefix", "[units]") {
+  CHECK(fleetsim::format_quantity(80e9, Dimension::bytes) == "80 GB");
+  CHECK(fleetsim::format_quantity(3.35e12, Dimension::bandwidth) == "3.35 TB/s");
+  CHECK(fleetsim::format_quantity(0.0125, Dimension::time) == "12.5 ms");
+  CHECK(fleetsim::format_quantity(989e12, Dimension::flop_rate) == "989 TFLOP/s");
+}
