@@ -61,11 +61,16 @@ int main(int argc, char** argv) {
   SimulateArgs sim;
   CLI::App* simulate = app.add_subcommand("simulate", "Simulate a scenario and print its summary");
   simulate->add_option("scenario", sim.scenario, "Scenario file (JSON)")->required();
-  simulate->add_option("--seed", sim.seed, "Random seed (default: the scenario's)");
+  simulate->add_option("--seed", sim.seed, "Random seed (default: the scenario's)")->check(CLI::NonNegativeNumber);
   simulate->add_option("--out", sim.out_dir, "Write summary.json, trace.csv and trace.json to this directory");
   simulate->add_flag("--json", sim.json, "Print the summary as JSON on stdout");
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; a usage error is invalid input like any other.
+    return app.exit(e) == 0 ? kOk : kBadInput;
+  }
 
   try {
     if (*catalog) {

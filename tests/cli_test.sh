@@ -45,7 +45,11 @@ check "missing file exits 2" test $? -eq 2
 check "missing file is named" grep -q "missing.json: cannot open file" "$tmp/missing.err"
 
 "$fleetsim" simulate 2>/dev/null
-check "missing argument is a usage error" test $? -ne 0
+check "missing argument exits 2" test $? -eq 2
+"$fleetsim" simulate "$src/scenarios/default.json" --seed -1 >/dev/null 2>&1
+check "a negative seed exits 2" test $? -eq 2
+"$fleetsim" --help >/dev/null
+check "--help exits 0" test $? -eq 0
 
 echo "cli: $failures failed"
 test $failures -eq 0

@@ -70,10 +70,15 @@ TEST_CASE("the built-in catalog has the required GPU types, each with a source",
   for (const auto& [id, op] : c.operators()) CHECK_FALSE(op.source.empty());
 }
 
-TEST_CASE("a missing dtype runs at the next wider supported one", "[catalog]") {
+TEST_CASE("a missing dtype runs at the next supported one of its chain", "[catalog]") {
   const fleetsim::GpuType& a100 = *Catalog::builtin().gpu("a100-sxm-80gb");
   CHECK(a100.peak_flop_per_s[static_cast<std::size_t>(fleetsim::Dtype::fp8)] == 0);
   CHECK(a100.peak_for(fleetsim::Dtype::fp8) == a100.peak_for(fleetsim::Dtype::fp16));
+  fleetsim::GpuType bf16_only;
+  bf16_only.peak_flop_per_s[static_cast<std::size_t>(fleetsim::Dtype::bf16)] = 7;
+  CHECK(bf16_only.peak_for(fleetsim::Dtype::fp8) == 7);
+  CHECK(bf16_only.peak_for(fleetsim::Dtype::fp16) == 7);
+  CHECK(bf16_only.peak_for(fleetsim::Dtype::fp32) == 0);
 }
 
 TEST_CASE("catalog files are checked strictly", "[catalog][errors]") {
@@ -210,4 +215,17 @@ TEST_CASE("inline overrides change one field of a catalog entry", "[scenario]") 
   CHECK(sc.cluster.groups[0].count == 3);
   CHECK_THAT(scenario_error(scenario_with(R"({"nodes": [{"type": "unit-node-2", "count": 1, "gpu_overrides": {"vram": "lots"}}]})")),
              Contains("/cluster/nodes/0/gpu_overrides/vram: expected a size"));
+}
+
+TEST_CASE("a task in a format no GPU of the cluster can run is rejected", "[scenario][errors]") {
+  const std::string msg = scenario_error(scenario_with(
+      R"({"nodes": [{"type": "unit-node-2", "count": 1, "gpu_overrides": {"peak_flops": {"bf16": "0 TFLOP/s", "fp32": "0 TFLOP/s", "int8": "1 TFLOP/s"}}}]})"));
+  CHECK_THAT(msg, Contains("/workflows/w/tasks/0: task \"t\" computes in bf16, which GPU type \"unit-gpu\"") &&
+                      Contains("cannot run"));
+}
+
+TEST_CASE("a broken workflow is reported once, not again by every stream using it", "[scenario][errors]") {
+  const std::string msg = scenario_error(scenario_with(kOneNode, R"({"name": "t", "work": {"flop": "lots"}})"));
+  CHECK_THAT(msg, Contains("/workflows/w/tasks/0/work/flop: expected an amount of work"));
+  CHECK_THAT(msg, !Contains("unknown workflow"));
 }

@@ -171,14 +171,21 @@ std::optional<Dtype> parse_dtype(std::string_view name) {
 std::string_view link_kind_name(LinkKind kind) { return kLinkKindNames[static_cast<std::size_t>(kind)]; }
 
 double GpuType::peak_for(Dtype dtype) const {
-  // Upcast chain: where a format is unsupported, the next wider one runs it.
-  constexpr std::array<Dtype, kDtypeCount> wider{Dtype::fp64, Dtype::fp64, Dtype::fp32, Dtype::fp32,
-                                                 Dtype::fp32, Dtype::fp16, Dtype::fp16};
-  Dtype d = dtype;
-  for (std::size_t step = 0; step < kDtypeCount; ++step) {
+  // Where a format is unsupported, the first supported one of its chain runs it: the other 16-bit
+  // format, then wider ones. A GPU with none of them cannot run the task (checked at load).
+  using D = Dtype;
+  static constexpr std::array<std::array<Dtype, 5>, kDtypeCount> chains{{
+      {D::fp64, D::fp32, D::fp32, D::fp32, D::fp32},  // fp64
+      {D::fp32, D::fp64, D::fp64, D::fp64, D::fp64},  // fp32
+      {D::tf32, D::fp32, D::fp64, D::fp64, D::fp64},  // tf32
+      {D::bf16, D::fp16, D::fp32, D::fp64, D::fp64},  // bf16
+      {D::fp16, D::bf16, D::fp32, D::fp64, D::fp64},  // fp16
+      {D::fp8, D::fp16, D::bf16, D::fp32, D::fp64},   // fp8
+      {D::int8, D::fp16, D::bf16, D::fp32, D::fp64},  // int8
+  }};
+  for (Dtype d : chains[static_cast<std::size_t>(dtype)]) {
     const double peak = peak_flop_per_s[static_cast<std::size_t>(d)];
     if (peak > 0) return peak;
-    d = wider[static_cast<std::size_t>(d)];
   }
   return 0.0;
 }

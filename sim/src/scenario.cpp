@@ -93,13 +93,15 @@ void read_cluster(ObjectReader& top, const Catalog& catalog, ClusterSpec& cluste
   c.finish();
 }
 
-void read_workflows(ObjectReader& top, const Catalog& catalog, const std::string& base_dir,
-                    std::vector<Workflow>& workflows) {
+// Returns the ids of workflows that failed to load, so references to them raise no second error.
+std::vector<std::string> read_workflows(ObjectReader& top, const Catalog& catalog, const std::string& base_dir,
+                                        std::vector<Workflow>& workflows) {
+  std::vector<std::string> broken;
   const Json* value = top.field("workflows", Need::required);
-  if (value == nullptr) return;
+  if (value == nullptr) return broken;
   ObjectReader list(*value, top.pointer("workflows"), top.problems());
-  if (!list.ok()) return;
-  if (value->empty()) list.problem("", "expected at least one workflow");
+  if (!list.ok()) return broken;
+  if (value->empty()) top.problem("workflows", "expected at least one workflow");
   for (const auto& [id, entry] : value->items()) {
     const std::string at = list.pointer(id);
     std::optional<Workflow> wf;
@@ -107,9 +109,13 @@ void read_workflows(ObjectReader& top, const Catalog& catalog, const std::string
       const std::string path = resolve(base_dir, entry.get<std::string>());
       wf = absorbing(top.problems(), [&] { return load_workflow(path, catalog); });
     } else if (entry.is_object()) {
-      wf = detail::read_workflow(entry, at, top.problems(), catalog);
-      if (top.problems().empty()) {
+      Problems own(top.problems().file());
+      wf = detail::read_workflow(entry, at, own, catalog);
+      if (own.empty()) {
         if (!absorbing(top.problems(), [&] { wf->finalize(); return true; })) wf.reset();
+      } else {
+        absorbing(top.problems(), [&] { own.throw_if_any(); return true; });
+        wf.reset();
       }
     } else {
       top.problems().add(at, "expected a workflow file path or an inline workflow object, found " +
@@ -119,8 +125,11 @@ void read_workflows(ObjectReader& top, const Catalog& catalog, const std::string
       wf->id = id;
       if (wf->name.empty()) wf->name = id;
       workflows.push_back(std::move(*wf));
+    } else {
+      broken.push_back(id);
     }
   }
+  return broken;
 }
 
 void read_tenants(ObjectReader& top, std::vector<Tenant>& tenants) {
@@ -203,7 +212,7 @@ ArrivalSpec read_arrival(ObjectReader& s, bool has_horizon) {
   return a;
 }
 
-void read_workload(ObjectReader& top, Scenario& sc) {
+void read_workload(ObjectReader& top, Scenario& sc, const std::vector<std::string>& broken_workflows) {
   const Json* value = top.field("workload", Need::required);
   if (value == nullptr) return;
   if (!value->is_array() || value->empty()) {
@@ -224,11 +233,12 @@ void read_workload(ObjectReader& top, Scenario& sc) {
     if (auto wf = s.string("workflow", Need::required)) {
       const auto it = std::find_if(sc.workflows.begin(), sc.workflows.end(),
                                    [&](const Workflow& w) { return w.id == *wf; });
-      if (it == sc.workflows.end()) {
+      const bool broken = std::find(broken_workflows.begin(), broken_workflows.end(), *wf) != broken_workflows.end();
+      if (it == sc.workflows.end() && !broken) {
         std::string names;
         for (const Workflow& w : sc.workflows) names += (names.empty() ? "\"" : ", \"") + w.id + "\"";
         s.problem("workflow", "unknown workflow \"" + *wf + "\" (expected one of " + names + ")");
-      } else {
+      } else if (!broken) {
         stream.workflow = static_cast<std::uint32_t>(it - sc.workflows.begin());
       }
     }
@@ -330,6 +340,14 @@ void check_feasible(const Scenario& sc, Problems& problems) {
         if (g.gpu.vram_bytes >= need) fitting += static_cast<std::int64_t>(g.count) * g.node.gpus;
       }
       const std::string at = detail::child_pointer(wf.pointer + "/tasks", t);
+      for (const NodeGroup& g : sc.cluster.groups) {
+        if (task.flop > 0 && g.gpu.peak_for(task.dtype) <= 0) {
+          problems.absorb(InputError({Problem{
+              wf.file, at, "task \"" + task.name + "\" computes in " + std::string(dtype_name(task.dtype)) +
+                               ", which GPU type \"" + g.gpu.id + "\" of scenario " + sc.file +
+                               " cannot run (its catalog entry has no peak for it or a wider format)"}}));
+        }
+      }
       if (need > largest) {
         problems.absorb(InputError({Problem{
             wf.file, at,
@@ -395,9 +413,9 @@ Scenario parse_scenario(std::string_view json_text, const std::string& file_name
   }
 
   read_cluster(top, sc.catalog, sc.cluster);
-  read_workflows(top, sc.catalog, base_dir, sc.workflows);
+  const std::vector<std::string> broken = read_workflows(top, sc.catalog, base_dir, sc.workflows);
   read_tenants(top, sc.tenants);
-  read_workload(top, sc);
+  read_workload(top, sc, broken);
   read_policy(top, sc.policy);
   read_slos(top, sc);
   top.finish();

@@ -34,8 +34,8 @@ std::vector<double> arrival_times(const ArrivalSpec& a, double horizon_s, Rng& r
       }
       break;
     case ArrivalProcess::times:
-      for (double t : a.times_s) {
-        if (t <= horizon_s) times.push_back(t);
+      for (double offset : a.times_s) {
+        if (a.start_s + offset <= horizon_s) times.push_back(a.start_s + offset);
       }
       break;
   }

@@ -119,9 +119,10 @@ double parse_quantity(std::string_view text, Dimension dim) {
 
   double number = 0.0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), number);
+  if (ec == std::errc::result_out_of_range) return fail("out of range");
   if (ec != std::errc{} || end == s.data()) return fail("no number");
   if (!std::isfinite(number)) return fail("not finite");
-  if (number < 0) return fail("must not be negative");
+  if (std::signbit(number)) return fail("must not be negative");
   const std::string_view unit = trim(s.substr(static_cast<std::size_t>(end - s.data())));
   if (unit.empty()) return fail("missing unit");
   double factor = 0.0;
@@ -156,7 +157,7 @@ std::string format_quantity(double value, Dimension dim) {
       return pick({{1, "FLOP/s"}, {1e9, "GFLOP/s"}, {1e12, "TFLOP/s"}, {1e15, "PFLOP/s"}});
     case Dimension::time:
       if (value == 0.0) return "0 s";
-      return pick({{1e-9, "ns"}, {1e-6, "us"}, {1e-3, "ms"}, {1, "s"}, {3600, "h"}});
+      return pick({{1e-9, "ns"}, {1e-6, "us"}, {1e-3, "ms"}, {1, "s"}, {60, "min"}, {3600, "h"}});
     case Dimension::power:
       return pick({{1, "W"}, {1e3, "kW"}, {1e6, "MW"}});
     case Dimension::rate:

@@ -20,7 +20,9 @@ void read_work(ObjectReader& task_reader, TaskSpec& task, const Catalog& catalog
   const std::int64_t count = w.integer_or("count", 1, 1, 1'000'000);
   if (op != nullptr) {
     const auto id = w.string("operator", Need::required);
-    if (w.field("flop") != nullptr || w.field("bytes") != nullptr) {
+    const bool has_flop = w.field("flop") != nullptr;
+    const bool has_bytes = w.field("bytes") != nullptr;
+    if (has_flop || has_bytes) {
       w.problem("operator", "give either \"operator\" (with \"count\") or \"flop\" and \"bytes\", not both");
     }
     const OperatorSpec* spec = id ? catalog.op(*id) : nullptr;

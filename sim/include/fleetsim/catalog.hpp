@@ -30,8 +30,9 @@ struct GpuType {
   double price_usd_per_hour = 0;
   std::string source;
 
-  // The peak used for a dtype: its own, else the nearest wider supported one (fp8 -> fp16 -> fp32),
-  // as frameworks upcast where a format is missing.
+  // The peak used for a dtype: its own, else the first supported one of fp8/int8 -> fp16 -> bf16 ->
+  // fp32 -> fp64 (bf16 and fp16 stand in for each other), as frameworks upcast where a format is
+  // missing; 0 when none is supported.
   double peak_for(Dtype dtype) const;
 };
 

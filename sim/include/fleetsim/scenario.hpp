@@ -40,7 +40,7 @@ struct ArrivalSpec {
   double interval_s = 0;   // periodic
   double rate_per_s = 0;   // poisson
   std::int64_t count = 1;  // -1: until the horizon
-  std::vector<double> times_s;
+  std::vector<double> times_s;  // times: offsets from start_s
 };
 
 struct Tenant {
