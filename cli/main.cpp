@@ -30,7 +30,7 @@ void write_file(const std::filesystem::path& path, const std::string& what,
 
 int run_simulate(const SimulateArgs& args) {
   const fleetsim::Scenario scenario = fleetsim::load_scenario(args.scenario);
-  const fleetsim::RunResult run = fleetsim::simulate(scenario, args.seed);
+  const fleetsim::RunResult run = fleetsim::simulate(scenario, {.seed = args.seed, .record_link_samples = !args.out_dir.empty()});
   if (!args.out_dir.empty()) {
     const std::filesystem::path dir(args.out_dir);
     std::filesystem::create_directories(dir);

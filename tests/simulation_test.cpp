@@ -1,7 +1,8 @@
 // End-to-end simulations whose results can be worked out by hand on the round-number test catalog:
-// unit-gpu runs bf16 at 100 TFLOP/s with 1 TB/s of memory bandwidth and no launch overhead;
-// GPUs of one node talk over 100 GB/s + 1 us; across nodes the route is PCIe (50 GB/s, 2 us),
-// NIC (25 GB/s, 3 us), NIC, PCIe: 25 GB/s and 10 us.
+// unit-gpu runs bf16 at 100 TFLOP/s with 1 TB/s of memory bandwidth and no launch overhead.
+// GPUs of one node talk through the NVSwitch: two NVLink hops of 100 GB/s and 1 us each. Across
+// nodes the route is GPU>PCIe switch>NIC>switch>NIC>PCIe switch>GPU: four PCIe hops (50 GB/s, 2 us)
+// and two NIC hops (25 GB/s, 3 us), so 25 GB/s and 14 us.
 #include <catch2/catch.hpp>
 #include <sstream>
 
@@ -48,7 +49,7 @@ TEST_CASE("a chain on one GPU takes the sum of its task times", "[simulation]") 
 
 TEST_CASE("a fork on two GPUs takes the longer branch plus its transfer", "[simulation]") {
   // a (1 s) on g0; then b (1 s) on g0 and c (2 s) on g1, which first receives 10 GB over NVLink:
-  // 1 us + 10 GB / 100 GB/s = 0.100001 s. Then d on g0 receives c's 5 GB from g1: 0.050001 s, runs 1 s.
+  // 2 us + 10 GB / 100 GB/s = 0.100002 s. Then d on g0 receives c's 5 GB from g1: 0.050002 s, runs 1 s.
   const auto sc = unit_scenario(one_arrival(
       R"([{"name": "a", "work": {"flop": "100 TFLOP"}}, {"name": "b", "work": {"flop": "100 TFLOP"}},
           {"name": "c", "work": {"flop": "200 TFLOP"}}, {"name": "d", "work": {"flop": "100 TFLOP"}}])",
@@ -58,15 +59,15 @@ TEST_CASE("a fork on two GPUs takes the longer branch plus its transfer", "[simu
   const auto run = fleetsim::simulate(sc);
   const auto& c = record(run, "c", sc);
   CHECK(run.trace.gpus[c.gpu_begin] != run.trace.gpus[record(run, "b", sc).gpu_begin]);
-  CHECK(c.compute_start_s - c.start_s == Approx(0.100001).epsilon(1e-12));
-  const double branch = 1.0 + 0.100001 + 2.0;
+  CHECK(c.compute_start_s - c.start_s == Approx(0.100002).epsilon(1e-12));
+  const double branch = 1.0 + 0.100002 + 2.0;
   CHECK(record(run, "d", sc).start_s == Approx(branch).epsilon(1e-12));
-  CHECK(run.summary.makespan_s == Approx(branch + 0.050001 + 1.0).epsilon(1e-12));
+  CHECK(run.summary.makespan_s == Approx(branch + 0.050002 + 1.0).epsilon(1e-12));
   CHECK(run.summary.bytes_transferred == Approx(15e9));
 }
 
 TEST_CASE("a transfer across nodes pays every hop", "[simulation]") {
-  // Two 1-GPU nodes; a gang-free fork forces c onto the other node: 10 us + 10 GB / 25 GB/s = 0.40001 s.
+  // Two 1-GPU nodes; the fork puts c on the other node: 14 us + 10 GB / 25 GB/s = 0.400014 s.
   const auto sc = unit_scenario(one_arrival(
       R"([{"name": "a", "work": {"flop": "100 TFLOP"}}, {"name": "b", "work": {"flop": "100 TFLOP"}},
           {"name": "c", "work": {"flop": "100 TFLOP"}}])",
@@ -74,8 +75,9 @@ TEST_CASE("a transfer across nodes pays every hop", "[simulation]") {
       R"([{"type": "unit-node-1", "count": 2}])"));
   const auto run = fleetsim::simulate(sc);
   const auto& c = record(run, "c", sc);
-  CHECK(c.compute_start_s - c.start_s == Approx(0.40001).epsilon(1e-12));
-  CHECK(run.summary.makespan_s == Approx(2.40001).epsilon(1e-12));
+  CHECK(c.compute_start_s - c.start_s == Approx(0.400014).epsilon(1e-12));
+  CHECK(run.summary.makespan_s == Approx(2.400014).epsilon(1e-12));
+  CHECK(run.summary.nic_bytes == Approx(2 * 10e9));  // out of one NIC, into the other
 }
 
 TEST_CASE("a gang splits its work and prefers one node", "[simulation]") {
@@ -138,7 +140,7 @@ TEST_CASE("M/D/1: mean wait matches the Pollaczek-Khinchine formula", "[simulati
 TEST_CASE("one seed gives identical output; another seed a different one", "[simulation][determinism]") {
   const fleetsim::Scenario sc = fleetsim::load_scenario(fleetsim::test::source_dir() + "/scenarios/default.json");
   auto outputs = [&](std::uint64_t seed) {
-    const auto run = fleetsim::simulate(sc, seed);
+    const auto run = fleetsim::simulate(sc, {.seed = seed});
     std::ostringstream trace;
     fleetsim::write_trace_csv(trace, sc, run);
     return fleetsim::summary_json(run.summary) + trace.str();

@@ -84,9 +84,32 @@ void read_cluster(ObjectReader& top, const Catalog& catalog, ClusterSpec& cluste
   }
   if (const Json* fabric = c.field("fabric")) {
     ObjectReader f(*fabric, c.pointer("fabric"), top.problems());
+    FabricSpec& spec = cluster.fabric;
     const std::string topology = f.string_or("topology", "single-switch");
-    if (topology != "single-switch") {
-      f.problem("topology", "expected \"single-switch\", found \"" + topology + "\"");
+    bool known = false;
+    for (FabricKind k : {FabricKind::single_switch, FabricKind::fat_tree, FabricKind::rail_optimized}) {
+      if (topology == fabric_kind_name(k)) {
+        spec.kind = k;
+        known = true;
+      }
+    }
+    if (!known) {
+      f.problem("topology", "expected one of \"single-switch\", \"fat-tree\", \"rail-optimized\", found \"" + topology + "\"");
+    }
+    if (auto link = f.string("link", Need::optional)) {
+      if (const LinkType* l = catalog.link(*link)) {
+        spec.link = *l;
+      } else {
+        f.problem("link", "unknown link type \"" + *link + "\" (see `fleetsim catalog`)");
+      }
+    }
+    spec.nodes_per_leaf = static_cast<int>(f.integer_or("nodes_per_leaf", 0, 0, 100'000));
+    spec.oversubscription = f.number("oversubscription", Need::optional, 1.0, 1000.0).value_or(1.0);
+    spec.spines = static_cast<int>(f.integer_or("spines", 0, 0, 100'000));
+    if (spec.kind == FabricKind::single_switch) {
+      for (const char* key : {"nodes_per_leaf", "oversubscription", "spines"}) {
+        if (f.field(key) != nullptr) f.problem(key, "only fat-tree and rail-optimized fabrics have leaves and spines");
+      }
     }
     f.finish();
   }
@@ -369,6 +392,15 @@ void check_feasible(const Scenario& sc, Problems& problems) {
 }
 
 }  // namespace
+
+std::string_view fabric_kind_name(FabricKind kind) {
+  switch (kind) {
+    case FabricKind::single_switch: return "single-switch";
+    case FabricKind::fat_tree: return "fat-tree";
+    case FabricKind::rail_optimized: return "rail-optimized";
+  }
+  return "?";
+}
 
 std::string_view slo_metric_name(SloMetric metric) {
   switch (metric) {

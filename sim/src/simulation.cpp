@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "fleetsim/collective.hpp"
 #include "fleetsim/compute.hpp"
 #include "fleetsim/engine.hpp"
 #include "fleetsim/rng.hpp"
@@ -11,7 +12,13 @@
 namespace fleetsim {
 namespace {
 
-enum EventKind : std::uint32_t { kArrival, kTaskEnd, kSchedule };
+// kComputeDone's subject is a task; kNetwork's is the wake-up generation (stale ones are skipped).
+enum EventKind : std::uint32_t { kArrival, kComputeDone, kNetwork, kSchedule };
+
+// What a task's pending flows are for.
+enum class Stage : std::uint8_t { inputs, collective };
+
+std::uint64_t mix_key(std::uint64_t a, std::uint64_t b) { return a * 0x9E3779B97F4A7C15ull ^ (b + (a >> 29)); }
 
 // Arrival times of one stream, bounded by its count and the horizon.
 std::vector<double> arrival_times(const ArrivalSpec& a, double horizon_s, Rng& rng) {
@@ -44,8 +51,13 @@ std::vector<double> arrival_times(const ArrivalSpec& a, double horizon_s, Rng& r
 
 class Run {
  public:
-  Run(const Scenario& scenario, std::uint64_t seed)
-      : sc_(scenario), seed_(seed), cluster_(scenario.cluster) {
+  Run(const Scenario& scenario, const RunOptions& options)
+      : sc_(scenario),
+        seed_(options.seed.value_or(scenario.seed)),
+        cluster_(scenario.cluster),
+        topology_(cluster_, scenario.cluster.fabric),
+        network_(topology_.capacities()) {
+    network_.record_samples(options.record_link_samples);
     const PolicyInfo* info = find_policy(sc_.policy.name);
     FLEETSIM_CHECK(info != nullptr, "policy checked at load");
     policy_ = info->make(sc_.policy.params);
@@ -72,18 +84,26 @@ class Run {
       ++events;
       switch (e.kind) {
         case kArrival: on_arrival(e.subject); break;
-        case kTaskEnd: on_task_end(make_id<TaskId>(e.subject)); break;
+        case kComputeDone: on_compute_done(make_id<TaskId>(e.subject)); break;
+        case kNetwork:
+          if (e.subject == network_generation_) on_network();
+          break;
         case kSchedule: on_schedule(); break;
         default: FLEETSIM_CHECK(false, "unknown event kind");
       }
+      if (network_dirty_) arm_network();
       if (dirty_ && !schedule_pending_) {
         queue_.push(queue_.now(), kSchedule, 0);
         schedule_pending_ = true;
       }
     }
     const double end_s = horizon_reached ? sc_.horizon_s : queue_.now();
-    Summary summary = summarize(sc_, cluster_, trace_, end_s, horizon_reached, seed_, events);
-    return RunResult{std::move(cluster_), std::move(trace_), std::move(summary)};
+    Summary summary = summarize(sc_, cluster_, topology_, trace_, network_.link_bytes(), end_s, horizon_reached,
+                                seed_, events);
+    std::vector<double> link_bytes = network_.link_bytes();
+    std::vector<LinkSample> samples = network_.samples();
+    return RunResult{std::move(cluster_), std::move(topology_), std::move(trace_), std::move(summary),
+                     std::move(link_bytes), std::move(samples)};
   }
 
  private:
@@ -107,6 +127,9 @@ class Run {
     first_task_.reserve(arrivals.size());
     remaining_.reserve(arrivals.size());
     pending_inputs_.reserve(total_tasks);
+    pending_flows_.assign(total_tasks, 0);
+    stage_.assign(total_tasks, Stage::inputs);
+    plan_of_.assign(total_tasks, 0);
     for (const Arrival& a : arrivals) {
       const Stream& s = sc_.streams[a.stream];
       const Workflow& wf = sc_.workflows[s.workflow];
@@ -224,29 +247,117 @@ class Run {
 
     // Inputs move from each producer's first GPU to this task's first GPU, all at once.
     const Workflow& wf = sc_.workflows[r.workflow];
-    double inputs_s = 0;
     for (std::uint32_t e : wf.inputs(r.task)) {
       const EdgeSpec& edge = wf.edges[e];
       const TaskRecord& producer = trace_.tasks[index(task_id(index(r.instance), edge.from))];
       const GpuId from = trace_.gpus[producer.gpu_begin];
-      if (from != gpus[0]) r.input_bytes += edge.bytes;
-      inputs_s = std::max(inputs_s, cluster_.transfer_time_s(from, gpus[0], edge.bytes));
+      if (from == gpus[0]) continue;
+      r.input_bytes += edge.bytes;
+      start_flow(id, topology_.gpu_vertex(from), topology_.gpu_vertex(gpus[0]), edge.bytes,
+                 mix_key(index(r.instance), e));
     }
-    // A gang splits the work evenly and finishes with its slowest member.
-    const double k = static_cast<double>(gpus.size());
-    double compute_s = 0;
-    for (GpuId g : gpus) {
-      compute_s = std::max(compute_s, estimate_compute(cluster_.gpu_type(g), s.flop / k, s.bytes / k, s.dtype,
-                                                       s.launches).total_s());
-    }
-    r.compute_start_s = r.start_s + inputs_s;
-    queue_.push(r.compute_start_s + compute_s, kTaskEnd, index(id));
+    stage_[index(id)] = Stage::inputs;
+    if (pending_flows_[index(id)] == 0) start_compute(id);
   }
 
-  void on_task_end(TaskId id) {
+  void start_flow(TaskId id, std::uint32_t from, std::uint32_t to, double bytes, std::uint64_t key) {
+    route_.clear();
+    topology_.route(from, to, key, route_);
+    network_.start(route_, bytes, topology_.latency_s(route_), index(id), queue_.now());
+    ++pending_flows_[index(id)];
+    network_dirty_ = true;
+  }
+
+  void start_compute(TaskId id) {
     TaskRecord& r = trace_.tasks[index(id)];
-    r.status = TaskStatus::completed;
-    r.end_s = queue_.now();
+    const TaskSpec& s = spec(r);
+    r.compute_start_s = queue_.now();
+    // A gang splits the work evenly and finishes with its slowest member.
+    const double k = static_cast<double>(r.gpu_count);
+    double compute_s = 0;
+    for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
+      const GpuType& type = cluster_.gpu_type(trace_.gpus[r.gpu_begin + i]);
+      compute_s = std::max(compute_s, estimate_compute(type, s.flop / k, s.bytes / k, s.dtype, s.launches).total_s());
+    }
+    queue_.push(r.compute_start_s + compute_s, kComputeDone, index(id));
+  }
+
+  void on_compute_done(TaskId id) {
+    TaskRecord& r = trace_.tasks[index(id)];
+    const TaskSpec& s = spec(r);
+    if (!s.collective || r.gpu_count < 2) {
+      end_task(id);
+      return;
+    }
+    r.comm_start_s = queue_.now();
+    const std::span<const GpuId> gang(trace_.gpus.data() + r.gpu_begin, r.gpu_count);
+    if (!algorithm_applies(cluster_, topology_, s.collective->op, s.collective->algo, gang)) {
+      abort_running(id, std::string(collective_algo_name(s.collective->algo)) + " cannot run " +
+                            std::string(collective_op_name(s.collective->op)) + " on the GPUs it was placed on");
+      return;
+    }
+    // Plans live only while their task runs; at most one per running task.
+    std::uint32_t slot;
+    if (!free_plans_.empty()) {
+      slot = free_plans_.back();
+      free_plans_.pop_back();
+    } else {
+      slot = static_cast<std::uint32_t>(plans_.size());
+      plans_.emplace_back();
+    }
+    plans_[slot].plan = plan_collective(cluster_, topology_, s.collective->op, s.collective->algo, gang, s.collective->bytes);
+    plans_[slot].step = 0;
+    plan_of_[index(id)] = slot;
+    stage_[index(id)] = Stage::collective;
+    start_collective_step(id);
+  }
+
+  // Starts the task's current collective step, or ends the task after the last one.
+  void start_collective_step(TaskId id) {
+    PlanState& ps = plans_[plan_of_[index(id)]];
+    if (ps.step == ps.plan.steps.size()) {
+      free_plans_.push_back(plan_of_[index(id)]);
+      end_task(id);
+      return;
+    }
+    for (const CollectiveFlow& f : ps.plan.steps[ps.step]) {
+      route_.clear();
+      topology_.route(f.from, f.to, (std::uint64_t{f.from} << 32) | f.to, route_);
+      network_.start(route_, f.bytes, f.latency_s, index(id), queue_.now());
+      ++pending_flows_[index(id)];
+    }
+    network_dirty_ = true;
+    ++ps.step;
+  }
+
+  void on_network() {
+    network_armed_ = false;
+    delivered_.clear();
+    network_.advance(queue_.now(), delivered_);
+    for (const FlowDelivery& d : delivered_) {
+      const TaskId id = make_id<TaskId>(static_cast<std::uint32_t>(d.tag));
+      if (--pending_flows_[index(id)] != 0) continue;
+      if (stage_[index(id)] == Stage::inputs) {
+        start_compute(id);
+      } else {
+        start_collective_step(id);
+      }
+    }
+    network_dirty_ = true;
+  }
+
+  // Keeps one pending wake-up for the network: at its next delivery, under a new generation.
+  void arm_network() {
+    network_dirty_ = false;
+    const double next = network_.next_time();
+    if (!std::isfinite(next) || (network_armed_ && next == network_armed_s_)) return;
+    ++network_generation_;
+    network_armed_ = true;
+    network_armed_s_ = next;
+    queue_.push(next, kNetwork, network_generation_);
+  }
+
+  void release_gpus(const TaskRecord& r) {
     const double need = spec(r).vram_per_gpu_bytes();
     for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
       const GpuId g = trace_.gpus[r.gpu_begin + i];
@@ -254,6 +365,14 @@ class Run {
       free_vram_[index(g)] += need;
       ++free_per_node_[index(cluster_.node_of(g))];
     }
+    dirty_ = true;
+  }
+
+  void end_task(TaskId id) {
+    TaskRecord& r = trace_.tasks[index(id)];
+    r.status = TaskStatus::completed;
+    r.end_s = queue_.now();
+    release_gpus(r);
     const Workflow& wf = sc_.workflows[r.workflow];
     const std::uint32_t instance = index(r.instance);
     for (std::uint32_t e : wf.outputs(r.task)) {
@@ -263,7 +382,14 @@ class Run {
       }
     }
     finish_one(instance);
-    dirty_ = true;
+  }
+
+  // A running task that cannot go on: its GPUs are freed and it fails, with everything downstream.
+  void abort_running(TaskId id, const std::string& reason) {
+    TaskRecord& r = trace_.tasks[index(id)];
+    release_gpus(r);
+    r.status = TaskStatus::queued;  // so fail_task takes it
+    fail_task(id, reason);
   }
 
   // Fails a task that has not started, and every task downstream of it.
@@ -285,9 +411,27 @@ class Run {
     if (--remaining_[instance] == 0) trace_.instances[instance].end_s = queue_.now();
   }
 
+  struct PlanState {
+    CollectivePlan plan;
+    std::size_t step = 0;  // the next step to start
+  };
+
   const Scenario& sc_;
   std::uint64_t seed_;
   Cluster cluster_;
+  Topology topology_;
+  Network network_;
+  std::vector<std::uint32_t> route_;
+  std::vector<FlowDelivery> delivered_;
+  std::uint32_t network_generation_ = 0;
+  bool network_armed_ = false;
+  bool network_dirty_ = false;
+  double network_armed_s_ = 0;
+  std::vector<std::uint32_t> pending_flows_;  // per task: flows not yet delivered
+  std::vector<Stage> stage_;                  // per task
+  std::vector<PlanState> plans_;
+  std::vector<std::uint32_t> free_plans_;
+  std::vector<std::uint32_t> plan_of_;        // per task: its plan's slot while its collective runs
   std::unique_ptr<Policy> policy_;
   EventQueue queue_;
   Trace trace_;
@@ -307,8 +451,8 @@ class Run {
 
 }  // namespace
 
-RunResult simulate(const Scenario& scenario, std::optional<std::uint64_t> seed) {
-  Run run(scenario, seed.value_or(scenario.seed));
+RunResult simulate(const Scenario& scenario, const RunOptions& options) {
+  Run run(scenario, options);
   return run.execute();
 }
 

@@ -5,6 +5,7 @@
 
 #include "fleetsim/cluster.hpp"
 #include "fleetsim/scenario.hpp"
+#include "fleetsim/topology.hpp"
 
 namespace fleetsim {
 
@@ -52,8 +53,9 @@ TaskStatus instance_status(const InstanceRecord& inst, bool any_started) {
 
 }  // namespace
 
-Summary summarize(const Scenario& scenario, const Cluster& cluster, const Trace& trace, double end_s,
-                  bool horizon_reached, std::uint64_t seed, std::uint64_t events) {
+Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topology& topology, const Trace& trace,
+                  const std::vector<double>& link_bytes, double end_s, bool horizon_reached, std::uint64_t seed,
+                  std::uint64_t events) {
   Summary s;
   s.scenario = scenario.name;
   s.policy = scenario.policy.name;
@@ -74,6 +76,14 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Trace&
       s.gpu_busy_s += (until - t.start_s) * t.gpu_count;
     }
     s.bytes_transferred += t.input_bytes;
+  }
+  for (std::size_t l = 0; l < link_bytes.size(); ++l) {
+    switch (topology.links()[l].cls) {
+      case LinkClass::gpu_link: s.gpu_link_bytes += link_bytes[l]; break;
+      case LinkClass::host_link: s.host_link_bytes += link_bytes[l]; break;
+      case LinkClass::nic: s.nic_bytes += link_bytes[l]; break;
+      case LinkClass::fabric: s.fabric_bytes += link_bytes[l]; break;
+    }
   }
   if (s.gpus > 0 && end_s > 0) s.gpu_utilization = s.gpu_busy_s / (s.gpus * end_s);
   for (std::uint32_t g = 0; g < cluster.gpu_count(); ++g) {

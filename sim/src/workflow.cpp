@@ -12,7 +12,8 @@ namespace {
 
 // Fills flop/bytes/dtype/launches from "work": {"flop", "bytes", "dtype"} or {"operator", "count"}.
 void read_work(ObjectReader& task_reader, TaskSpec& task, const Catalog& catalog) {
-  const Json* work = task_reader.field("work", Need::required);
+  // A task that only communicates needs no work.
+  const Json* work = task_reader.field("work", task.collective ? Need::optional : Need::required);
   if (work == nullptr) return;
   ObjectReader w(*work, task_reader.pointer("work"), task_reader.problems());
   if (!w.ok()) return;
@@ -76,6 +77,30 @@ void read_model(ObjectReader& task_reader, TaskSpec& task, const Catalog& catalo
   m.finish();
 }
 
+void read_collective(ObjectReader& task_reader, TaskSpec& task) {
+  const Json* value = task_reader.field("collective");
+  if (value == nullptr) return;
+  ObjectReader c(*value, task_reader.pointer("collective"), task_reader.problems());
+  if (!c.ok()) return;
+  CollectiveSpec spec;
+  if (auto op = c.string("op", Need::required)) {
+    if (auto parsed = parse_collective_op(*op)) {
+      spec.op = *parsed;
+    } else {
+      c.problem("op", "expected one of all-reduce, all-gather, reduce-scatter, broadcast, reduce, all-to-all, send-recv, found \"" + *op + "\"");
+    }
+  }
+  const std::string algo = c.string_or("algo", "auto");
+  if (auto parsed = parse_collective_algo(algo)) {
+    spec.algo = *parsed;
+  } else {
+    c.problem("algo", "expected one of auto, ring, tree, nvls, direct, found \"" + algo + "\"");
+  }
+  spec.bytes = c.quantity("bytes", Dimension::bytes, Need::required).value_or(0);
+  c.finish();
+  task.collective = spec;
+}
+
 }  // namespace
 
 Workflow read_workflow(const Json& value, const std::string& pointer, Problems& problems,
@@ -100,6 +125,7 @@ Workflow read_workflow(const Json& value, const std::string& pointer, Problems& 
         t.gpus = static_cast<int>(r.integer_or("gpus", 1, 1, 65536));
         read_model(r, t, catalog);
         t.working_set_bytes = r.quantity_or("working_set", Dimension::bytes, 0);
+        read_collective(r, t);
         read_work(r, t, catalog);
         r.finish();
         if (!index_of.emplace(t.name, static_cast<std::uint32_t>(wf.tasks.size())).second) {

@@ -36,12 +36,17 @@ class EventQueue {
 
   // Removes the earliest event and advances the clock to it.
   Event pop() {
-    Event first = heap_.front();
+    const Event first = heap_.front();
+    discard_top();
+    now_s_ = first.time_s;
+    return first;
+  }
+
+  // Removes the earliest event without advancing the clock (a superseded event).
+  void discard_top() {
     heap_.front() = heap_.back();
     heap_.pop_back();
     if (!heap_.empty()) sift_down(0);
-    now_s_ = first.time_s;
-    return first;
   }
 
  private:

@@ -25,11 +25,24 @@ struct NodeGroup {
   int count = 0;
 };
 
-enum class Topology { single_switch };
+enum class FabricKind { single_switch, fat_tree, rail_optimized };
+std::string_view fabric_kind_name(FabricKind kind);
+
+// How nodes' NICs are joined. single-switch: one switch for all NICs. fat-tree: nodes grouped
+// under leaf switches, leaves joined by spines. rail-optimized: NIC k of every node of a group
+// on leaf (group, k), leaves joined by spines. A leaf's uplink bandwidth is its downlink
+// bandwidth divided by the oversubscription ratio, spread over the spines.
+struct FabricSpec {
+  FabricKind kind = FabricKind::single_switch;
+  std::optional<LinkType> link;  // switch-to-switch links; default: the first node group's NIC type
+  int nodes_per_leaf = 0;        // 0: every node under one leaf
+  double oversubscription = 1.0;
+  int spines = 0;                // 0: one per uplink port (downlink ports / oversubscription)
+};
 
 struct ClusterSpec {
   std::vector<NodeGroup> groups;
-  Topology topology = Topology::single_switch;
+  FabricSpec fabric;
 };
 
 enum class ArrivalProcess { once, periodic, poisson, times };

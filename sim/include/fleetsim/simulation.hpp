@@ -6,19 +6,28 @@
 #include <optional>
 
 #include "fleetsim/cluster.hpp"
+#include "fleetsim/network.hpp"
 #include "fleetsim/scenario.hpp"
 #include "fleetsim/summary.hpp"
+#include "fleetsim/topology.hpp"
 #include "fleetsim/trace.hpp"
 
 namespace fleetsim {
 
-struct RunResult {
-  Cluster cluster;
-  Trace trace;
-  Summary summary;
+struct RunOptions {
+  std::optional<std::uint64_t> seed;  // the scenario's seed when absent
+  bool record_link_samples = false;   // every change of every link's load, for timelines
 };
 
-// Runs the scenario with its own seed, or with `seed` when given.
-RunResult simulate(const Scenario& scenario, std::optional<std::uint64_t> seed = std::nullopt);
+struct RunResult {
+  Cluster cluster;
+  Topology topology;
+  Trace trace;
+  Summary summary;
+  std::vector<double> link_bytes;        // per topology link
+  std::vector<LinkSample> link_samples;  // when recorded
+};
+
+RunResult simulate(const Scenario& scenario, const RunOptions& options = {});
 
 }  // namespace fleetsim

@@ -13,6 +13,7 @@ namespace fleetsim {
 
 struct Scenario;
 class Cluster;
+class Topology;
 
 struct Counts {
   std::uint64_t submitted = 0, completed = 0, failed = 0, running = 0, queued = 0;
@@ -51,7 +52,9 @@ struct Summary {
   LatencyStats latency_s;  // workflow instance: arrival to last task completed
   double gpu_utilization = 0;  // busy GPU-seconds / (GPUs x end_s)
   double gpu_busy_s = 0;
-  double bytes_transferred = 0;
+  double bytes_transferred = 0;  // edge tensors received from other GPUs
+  // Bytes carried, summed over the links of each class (a flow counts once per link it crosses).
+  double gpu_link_bytes = 0, host_link_bytes = 0, nic_bytes = 0, fabric_bytes = 0;
   double cost_usd = 0;     // every GPU of the cluster rented until end_s
   std::uint64_t events = 0;
   std::vector<TenantSummary> tenants;
@@ -62,7 +65,8 @@ struct Summary {
 double percentile(std::vector<double> values, double p);
 LatencyStats latency_stats(std::vector<double> values);
 
-Summary summarize(const Scenario& scenario, const Cluster& cluster, const Trace& trace, double end_s,
-                  bool horizon_reached, std::uint64_t seed, std::uint64_t events);
+Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topology& topology, const Trace& trace,
+                  const std::vector<double>& link_bytes, double end_s, bool horizon_reached, std::uint64_t seed,
+                  std::uint64_t events);
 
 }  // namespace fleetsim

@@ -26,6 +26,7 @@ struct TaskRecord {
   double ready_s = kNever;
   double start_s = kNever;          // placed on its GPUs; input transfers begin
   double compute_start_s = kNever;  // inputs arrived
+  double comm_start_s = kNever;     // compute done, the gang's collective began (collective tasks)
   double end_s = kNever;
   double input_bytes = 0;           // moved to it from other GPUs
   std::uint32_t reason = 0;         // into Trace::reasons; 0 is "no reason"

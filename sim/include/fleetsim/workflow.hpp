@@ -4,13 +4,22 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "fleetsim/catalog.hpp"
+#include "fleetsim/collective.hpp"
 
 namespace fleetsim {
+
+// A collective the task's gang runs after its compute (gradient all-reduce, activation exchange...).
+struct CollectiveSpec {
+  CollectiveOp op = CollectiveOp::all_reduce;
+  CollectiveAlgo algo = CollectiveAlgo::automatic;
+  double bytes = 0;  // nccl-tests' size convention
+};
 
 struct TaskSpec {
   std::string name;
@@ -23,6 +32,7 @@ struct TaskSpec {
   Dtype dtype = Dtype::bf16;
   std::uint32_t launches = 1;    // kernel launches, each paying the GPU's launch overhead
   std::string op;                // operator profile id when work came from one
+  std::optional<CollectiveSpec> collective;
 
   // VRAM one GPU of the gang needs while the task runs.
   double vram_per_gpu_bytes() const { return weights_bytes / gpus + working_set_bytes; }

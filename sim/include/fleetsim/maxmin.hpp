@@ -1,0 +1,27 @@
+// Max-min fair sharing of link capacities among flows, by progressive filling: all flows' rates
+// rise together; when a link saturates, the flows crossing it are frozen at the level reached;
+// the others go on rising. The result is the unique allocation in which no flow can get more
+// without taking from a flow that has no more than it. A pure function with its own tests.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace fleetsim {
+
+class MaxMinSolver {
+ public:
+  // Flow f crosses links flow_links[flow_offsets[f] .. flow_offsets[f+1]); links are indices into
+  // `capacity`. Every flow must cross at least one link. Writes one rate per flow into `rates`.
+  void solve(std::span<const double> capacity, std::span<const std::uint32_t> flow_offsets,
+             std::span<const std::uint32_t> flow_links, std::span<double> rates);
+
+ private:
+  std::vector<double> remaining_;
+  std::vector<std::uint32_t> unfrozen_on_link_;
+  std::vector<std::uint8_t> saturated_;
+  std::vector<std::uint32_t> active_links_, unfrozen_flows_;
+};
+
+}  // namespace fleetsim

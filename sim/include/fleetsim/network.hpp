@@ -1,0 +1,95 @@
+// The flow-level network model. A transfer is a flow of bytes over a route of directed links;
+// the links' capacities are shared max-min fairly among the flows crossing them, and a flow is
+// delivered its route's latency after its last byte left. When a flow starts or ends, rates are
+// recomputed only for the flows that share links with it, directly or through other flows.
+//
+// As a resource model it answers two questions: when does the next flow finish (next_time), and
+// advance to time t (advance), which reports the flows delivered by then.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+#include "fleetsim/engine.hpp"
+#include "fleetsim/maxmin.hpp"
+
+namespace fleetsim {
+
+struct FlowDelivery {
+  std::uint32_t flow;
+  std::uint64_t tag;  // the owner's label, given at start
+};
+
+// One change of a link's load: from `time_s` on, its flows carry `rate_Bps` in total.
+struct LinkSample {
+  double time_s;
+  std::uint32_t link;
+  double rate_Bps;
+};
+
+class Network {
+ public:
+  explicit Network(std::vector<double> link_capacity_Bps);
+
+  std::size_t link_count() const { return capacity_.size(); }
+  double capacity(std::uint32_t link) const { return capacity_[link]; }
+
+  // Starts a flow at `now`. An empty route or zero bytes means only the latency is paid.
+  std::uint32_t start(std::span<const std::uint32_t> route, double bytes, double latency_s, std::uint64_t tag,
+                      double now);
+  // When the next flow finishes sending or is delivered; infinity when none is in flight.
+  double next_time();
+  // Advances to `now` (not past next_time()) and appends the flows delivered by then.
+  void advance(double now, std::vector<FlowDelivery>& delivered);
+
+  std::size_t flows_in_flight() const { return in_flight_; }
+  double rate(std::uint32_t flow) const { return flows_[flow].rate_Bps; }
+  // Bytes each link has carried so far (settled at the last change of its flows).
+  const std::vector<double>& link_bytes() const { return link_bytes_; }
+  // Every change of a link's total rate, in time order; only when recording is on.
+  void record_samples(bool on) { recording_ = on; }
+  const std::vector<LinkSample>& samples() const { return samples_; }
+
+ private:
+  enum class Phase : std::uint8_t { free, sending, delivering };
+  struct Flow {
+    std::vector<std::uint32_t> route;  // kept between uses of the slot: no allocation in steady state
+    double remaining_bytes = 0;
+    double size_bytes = 0;
+    double rate_Bps = 0;
+    double updated_s = 0;
+    double latency_s = 0;
+    std::uint64_t tag = 0;
+    std::uint32_t version = 0;  // invalidates its pending events when its rate changes
+    Phase phase = Phase::free;
+  };
+
+  void settle(std::uint32_t flow, double now);
+  void detach(std::uint32_t flow);
+  void reshare(double now);  // recomputes the component(s) around links_touched_
+  void schedule(std::uint32_t flow, double time_s);
+
+  std::vector<double> capacity_;
+  std::vector<std::vector<std::uint32_t>> link_flows_;  // sending flows per link
+  std::vector<Flow> flows_;
+  std::vector<std::uint32_t> free_slots_;
+  EventQueue events_;  // kind = flow version, subject = flow
+  std::size_t in_flight_ = 0;
+
+  // Scratch for reshare().
+  std::vector<std::uint32_t> links_touched_;
+  std::vector<std::uint32_t> link_stamp_, flow_stamp_;
+  std::uint32_t stamp_ = 0;
+  std::vector<std::uint32_t> component_links_, component_flows_, local_link_;
+  std::vector<double> local_capacity_, local_rates_;
+  std::vector<std::uint32_t> local_offsets_, local_route_links_;
+  MaxMinSolver solver_;
+
+  std::vector<double> link_bytes_;
+  bool recording_ = false;
+  std::vector<LinkSample> samples_;
+};
+
+}  // namespace fleetsim

@@ -1,0 +1,73 @@
+// The cluster's network as a graph of vertices (GPUs, NVSwitches, PCIe switches, hosts, NICs,
+// leaf and spine switches) joined by directed links, built from the node types and the fabric
+// spec alone, so mixed node types and multi-tier fabrics need no code. Inside a node:
+//   GPU <-> NVSwitch over the node's gpu_link (NVLink nodes only; PCIe nodes go through PCIe),
+//   GPU <-> PCIe switch <-> host and NIC over the host_link (GPU i on switch i*nics/gpus),
+//   NIC <-> leaf (or the single switch) over the NIC's link type; leaf <-> spine over the fabric link.
+// Routes are lowest-latency paths (never through a GPU other than the ends); among equal ones,
+// one is picked by a stable hash of a flow key (ECMP), so the same flow always takes the same path.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "fleetsim/catalog.hpp"
+#include "fleetsim/ids.hpp"
+
+namespace fleetsim {
+
+class Cluster;
+struct FabricSpec;
+
+enum class LinkClass : std::uint8_t { gpu_link, host_link, nic, fabric };
+std::string_view link_class_name(LinkClass cls);
+
+struct TopoLink {
+  std::uint32_t from = 0, to = 0;  // vertices
+  double capacity_Bps = 0;
+  double latency_s = 0;
+  LinkClass cls = LinkClass::gpu_link;
+  LinkKind kind = LinkKind::pcie;
+};
+
+class Topology {
+ public:
+  Topology(const Cluster& cluster, const FabricSpec& fabric);
+  ~Topology();
+  Topology(Topology&&) noexcept;
+  Topology& operator=(Topology&&) noexcept;
+
+  std::uint32_t vertex_count() const { return static_cast<std::uint32_t>(vertex_names_.size()); }
+  std::uint32_t gpu_vertex(GpuId gpu) const { return index(gpu); }  // GPUs come first
+  std::uint32_t host_vertex(NodeId node) const { return host_vertex_[index(node)]; }
+  // The node's NVSwitch, or no value for a node without NVLink.
+  std::optional<std::uint32_t> nvswitch_vertex(NodeId node) const;
+
+  const std::vector<TopoLink>& links() const { return links_; }
+  std::vector<double> capacities() const;
+  const std::string& vertex_name(std::uint32_t v) const { return vertex_names_[v]; }
+  std::string link_name(std::uint32_t link) const;  // "n0.g1>n0.nvswitch"
+
+  // Appends the links of the route from `from` to `to` (vertices) to `out`; empty when from == to.
+  void route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out) const;
+  double latency_s(std::span<const std::uint32_t> route) const;
+  double bottleneck_Bps(std::span<const std::uint32_t> route) const;
+
+ private:
+  std::uint32_t add_vertex(std::string name);
+  void add_link_pair(std::uint32_t a, std::uint32_t b, double capacity_Bps, double latency_s, LinkClass cls, LinkKind kind);
+  const std::vector<std::uint64_t>& distances_to(std::uint32_t target) const;
+
+  std::vector<std::string> vertex_names_;
+  std::vector<std::uint8_t> is_gpu_;
+  std::vector<std::uint32_t> host_vertex_, nvswitch_vertex_;
+  std::vector<TopoLink> links_;
+  std::vector<std::vector<std::uint32_t>> out_links_;  // per vertex, in creation order
+  struct DistanceCache;
+  std::unique_ptr<DistanceCache> cache_;
+};
+
+}  // namespace fleetsim

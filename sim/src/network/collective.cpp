@@ -1,0 +1,344 @@
+#include "fleetsim/collective.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "fleetsim/cluster.hpp"
+#include "fleetsim/error.hpp"
+#include "fleetsim/network.hpp"
+#include "fleetsim/topology.hpp"
+
+namespace fleetsim {
+namespace {
+
+constexpr std::array kOpNames{"all-reduce", "all-gather", "reduce-scatter", "broadcast", "reduce", "all-to-all", "send-recv"};
+constexpr std::array kAlgoNames{"auto", "ring", "tree", "nvls", "direct"};
+
+std::uint64_t flow_key(std::uint32_t from, std::uint32_t to) { return (std::uint64_t{from} << 32) | to; }
+
+// The gang's GPUs grouped by node, nodes in order of first appearance, GPUs in rank order.
+std::vector<std::vector<GpuId>> by_node(const Cluster& cluster, std::span<const GpuId> gpus) {
+  std::vector<std::vector<GpuId>> groups;
+  std::vector<NodeId> nodes;
+  for (GpuId g : gpus) {
+    const NodeId n = cluster.node_of(g);
+    const auto it = std::find(nodes.begin(), nodes.end(), n);
+    if (it == nodes.end()) {
+      nodes.push_back(n);
+      groups.push_back({g});
+    } else {
+      groups[static_cast<std::size_t>(it - nodes.begin())].push_back(g);
+    }
+  }
+  return groups;
+}
+
+double route_latency(const Topology& topo, std::uint32_t from, std::uint32_t to, std::vector<std::uint32_t>& scratch) {
+  scratch.clear();
+  topo.route(from, to, flow_key(from, to), scratch);
+  return topo.latency_s(scratch);
+}
+
+// Rings, one per channel. Across nodes, channel c enters even nodes at their c-th GPU and leaves at
+// the one before it, odd nodes the other way round, so every inter-node hop joins GPUs (and NICs) of
+// the same local index: one rail per channel.
+std::vector<std::vector<GpuId>> rings(const Cluster& cluster, std::span<const GpuId> gpus) {
+  const auto nodes = by_node(cluster, gpus);
+  if (nodes.size() == 1) return {std::vector<GpuId>(gpus.begin(), gpus.end())};
+  std::size_t channels = std::numeric_limits<std::size_t>::max();
+  for (const auto& local : nodes) {
+    const auto nics = static_cast<std::size_t>(cluster.group(cluster.node_of(local[0])).node.nics);
+    channels = std::min({channels, local.size(), nics});
+  }
+  std::vector<std::vector<GpuId>> result;
+  for (std::size_t c = 0; c < channels; ++c) {
+    std::vector<GpuId> ring;
+    for (std::size_t k = 0; k < nodes.size(); ++k) {
+      const auto& local = nodes[k];
+      const std::size_t m = local.size();
+      std::vector<GpuId> order;
+      for (std::size_t i = 0; i < m; ++i) order.push_back(local[(c + i) % m]);
+      if (k % 2 == 1) std::reverse(order.begin(), order.end());
+      ring.insert(ring.end(), order.begin(), order.end());
+    }
+    result.push_back(std::move(ring));
+  }
+  return result;
+}
+
+void plan_ring(const Cluster& cluster, const Topology& topo, CollectivePlan& plan, std::span<const GpuId> gpus,
+               double bytes) {
+  const double n = static_cast<double>(gpus.size());
+  const auto all_rings = rings(cluster, gpus);
+  const double c = static_cast<double>(all_rings.size());
+  std::vector<std::uint32_t> scratch;
+  // One pipeline step costs the slowest hop's latency.
+  double alpha = 0;
+  for (const auto& ring : all_rings) {
+    for (std::size_t i = 0; i < ring.size(); ++i) {
+      alpha = std::max(alpha, route_latency(topo, topo.gpu_vertex(ring[i]), topo.gpu_vertex(ring[(i + 1) % ring.size()]), scratch));
+    }
+  }
+  double per_flow = 0, steps = 0;
+  bool chain = false;  // broadcast and reduce run along the ring from / to the root, not around it
+  switch (plan.op) {
+    case CollectiveOp::all_reduce: per_flow = 2 * (n - 1) / n * bytes / c; steps = 2 * (n - 1); break;
+    case CollectiveOp::all_gather:
+    case CollectiveOp::reduce_scatter: per_flow = (n - 1) / n * bytes / c; steps = n - 1; break;
+    case CollectiveOp::broadcast:
+    case CollectiveOp::reduce: per_flow = bytes / c; steps = n - 1; chain = true; break;
+    default: FLEETSIM_CHECK(false, "ring does not run this collective");
+  }
+  std::vector<CollectiveFlow> flows;
+  for (auto ring : all_rings) {
+    if (chain) std::rotate(ring.begin(), std::find(ring.begin(), ring.end(), gpus[0]), ring.end());
+    const std::size_t hops = chain ? ring.size() - 1 : ring.size();
+    for (std::size_t i = 0; i < hops; ++i) {
+      std::uint32_t from = topo.gpu_vertex(ring[i]), to = topo.gpu_vertex(ring[(i + 1) % ring.size()]);
+      if (plan.op == CollectiveOp::reduce) std::swap(from, to);
+      flows.push_back(CollectiveFlow{from, to, per_flow, steps * alpha});
+    }
+  }
+  plan.steps.push_back(std::move(flows));
+}
+
+// All-reduce: a chain inside each node (reduce up, broadcast down, pipelined) and, across nodes,
+// two binary trees, mirror images of each other, each carrying half the data.
+void plan_tree(const Cluster& cluster, const Topology& topo, CollectivePlan& plan, std::span<const GpuId> gpus,
+               double bytes) {
+  const auto nodes = by_node(cluster, gpus);
+  const std::size_t k = nodes.size();
+  std::vector<std::uint32_t> scratch;
+  struct Pair {
+    std::uint32_t a, b;
+    double bytes;
+  };
+  std::vector<Pair> links;  // each becomes two flows, one each way
+  double alpha_intra = 0, alpha_inter = 0;
+  std::size_t chain = 0;
+  for (const auto& local : nodes) {
+    chain = std::max(chain, local.size() - 1);
+    for (std::size_t i = 1; i < local.size(); ++i) {
+      const std::uint32_t a = topo.gpu_vertex(local[i - 1]), b = topo.gpu_vertex(local[i]);
+      alpha_intra = std::max(alpha_intra, route_latency(topo, a, b, scratch));
+      links.push_back({a, b, bytes});
+    }
+  }
+  std::size_t depth = 0;
+  if (k > 1) {
+    auto leader = [&](std::size_t node) { return topo.gpu_vertex(nodes[node][0]); };
+    for (int tree = 0; tree < 2; ++tree) {
+      for (std::size_t i = 1; i < k; ++i) {
+        // Tree 0 is the heap-ordered binary tree over nodes; tree 1 is the same over reversed indices.
+        const std::size_t child = tree == 0 ? i : k - 1 - i;
+        const std::size_t parent = tree == 0 ? (i - 1) / 2 : k - 1 - (i - 1) / 2;
+        alpha_inter = std::max(alpha_inter, route_latency(topo, leader(child), leader(parent), scratch));
+        links.push_back({leader(child), leader(parent), bytes / 2});
+      }
+    }
+    for (std::size_t i = k - 1; i > 0; i = (i - 1) / 2) ++depth;
+  }
+  const double latency = 2 * (static_cast<double>(chain) * alpha_intra + static_cast<double>(depth) * alpha_inter);
+  std::vector<CollectiveFlow> flows;
+  for (const Pair& p : links) {
+    flows.push_back(CollectiveFlow{p.a, p.b, p.bytes, latency});
+    flows.push_back(CollectiveFlow{p.b, p.a, p.bytes, latency});
+  }
+  plan.steps.push_back(std::move(flows));
+}
+
+// All-reduce with reduction in the NVSwitch: each GPU sends its data to the switch once and receives
+// the reduced result once. Across nodes: reduce-scatter in the switch, rail rings, all-gather.
+void plan_nvls(const Cluster& cluster, const Topology& topo, CollectivePlan& plan, std::span<const GpuId> gpus,
+               double bytes) {
+  const auto nodes = by_node(cluster, gpus);
+  const double m = static_cast<double>(nodes[0].size());
+  const double k = static_cast<double>(nodes.size());
+  std::vector<std::uint32_t> scratch;
+  auto switch_step = [&](double up_bytes, double down_bytes) {
+    std::vector<CollectiveFlow> flows;
+    for (const auto& local : nodes) {
+      const std::uint32_t sw = *topo.nvswitch_vertex(cluster.node_of(local[0]));
+      for (GpuId g : local) {
+        const std::uint32_t v = topo.gpu_vertex(g);
+        const double latency = route_latency(topo, v, sw, scratch) + route_latency(topo, sw, v, scratch);
+        flows.push_back(CollectiveFlow{v, sw, up_bytes, latency});
+        flows.push_back(CollectiveFlow{sw, v, down_bytes, latency});
+      }
+    }
+    return flows;
+  };
+  if (nodes.size() == 1) {
+    plan.steps.push_back(switch_step(bytes, bytes));
+    return;
+  }
+  plan.steps.push_back(switch_step(bytes, bytes / m));
+  std::vector<CollectiveFlow> rails;
+  for (std::size_t i = 0; i < nodes[0].size(); ++i) {
+    double alpha = 0;
+    for (std::size_t j = 0; j < nodes.size(); ++j) {
+      alpha = std::max(alpha, route_latency(topo, topo.gpu_vertex(nodes[j][i]),
+                                            topo.gpu_vertex(nodes[(j + 1) % nodes.size()][i]), scratch));
+    }
+    for (std::size_t j = 0; j < nodes.size(); ++j) {
+      rails.push_back(CollectiveFlow{topo.gpu_vertex(nodes[j][i]), topo.gpu_vertex(nodes[(j + 1) % nodes.size()][i]),
+                                     2 * (k - 1) / k * bytes / m, 2 * (k - 1) * alpha});
+    }
+  }
+  plan.steps.push_back(std::move(rails));
+  plan.steps.push_back(switch_step(bytes / m, bytes));
+}
+
+void plan_direct(const Topology& topo, CollectivePlan& plan, std::span<const GpuId> gpus, double bytes) {
+  std::vector<std::uint32_t> scratch;
+  std::vector<CollectiveFlow> flows;
+  const std::size_t n = gpus.size();
+  auto add = [&](GpuId a, GpuId b, double size) {
+    const std::uint32_t from = topo.gpu_vertex(a), to = topo.gpu_vertex(b);
+    flows.push_back(CollectiveFlow{from, to, size, route_latency(topo, from, to, scratch)});
+  };
+  if (plan.op == CollectiveOp::all_to_all) {
+    for (std::size_t i = 0; i < n; ++i) {
+      for (std::size_t j = 0; j < n; ++j) {
+        if (i != j) add(gpus[i], gpus[j], bytes / static_cast<double>(n));
+      }
+    }
+  } else {  // send/recv, as nccl-tests runs it: each rank sends to the next
+    for (std::size_t i = 0; i < n; ++i) add(gpus[i], gpus[(i + 1) % n], bytes);
+  }
+  plan.steps.push_back(std::move(flows));
+}
+
+}  // namespace
+
+std::string_view collective_op_name(CollectiveOp op) { return kOpNames[static_cast<std::size_t>(op)]; }
+std::string_view collective_algo_name(CollectiveAlgo algo) { return kAlgoNames[static_cast<std::size_t>(algo)]; }
+
+std::optional<CollectiveOp> parse_collective_op(std::string_view name) {
+  for (std::size_t i = 0; i < kOpNames.size(); ++i) {
+    if (name == kOpNames[i]) return static_cast<CollectiveOp>(i);
+  }
+  return std::nullopt;
+}
+
+std::optional<CollectiveAlgo> parse_collective_algo(std::string_view name) {
+  for (std::size_t i = 0; i < kAlgoNames.size(); ++i) {
+    if (name == kAlgoNames[i]) return static_cast<CollectiveAlgo>(i);
+  }
+  return std::nullopt;
+}
+
+double bus_bandwidth_factor(CollectiveOp op, std::size_t ranks) {
+  const double n = static_cast<double>(ranks);
+  switch (op) {
+    case CollectiveOp::all_reduce: return 2 * (n - 1) / n;
+    case CollectiveOp::all_gather:
+    case CollectiveOp::reduce_scatter:
+    case CollectiveOp::all_to_all: return (n - 1) / n;
+    case CollectiveOp::broadcast:
+    case CollectiveOp::reduce:
+    case CollectiveOp::send_recv: return 1.0;
+  }
+  return 1.0;
+}
+
+bool algorithm_applies(const Cluster& cluster, const Topology& topo, CollectiveOp op, CollectiveAlgo algo,
+                       std::span<const GpuId> gpus) {
+  const bool pairwise = op == CollectiveOp::all_to_all || op == CollectiveOp::send_recv;
+  switch (algo) {
+    case CollectiveAlgo::automatic: return true;
+    case CollectiveAlgo::ring: return !pairwise;
+    case CollectiveAlgo::direct: return pairwise;
+    case CollectiveAlgo::tree: return op == CollectiveOp::all_reduce;
+    case CollectiveAlgo::nvls: {
+      if (op != CollectiveOp::all_reduce) return false;
+      const auto nodes = by_node(cluster, gpus);
+      for (const auto& local : nodes) {
+        if (!topo.nvswitch_vertex(cluster.node_of(local[0])) || local.size() != nodes[0].size()) return false;
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+CollectivePlan plan_collective(const Cluster& cluster, const Topology& topo, CollectiveOp op, CollectiveAlgo algo,
+                               std::span<const GpuId> gpus, double bytes) {
+  if (gpus.empty()) throw std::invalid_argument("a collective needs at least one GPU");
+  if (algo == CollectiveAlgo::automatic) {
+    std::optional<CollectivePlan> best;
+    double best_s = 0;
+    for (CollectiveAlgo a : {CollectiveAlgo::ring, CollectiveAlgo::tree, CollectiveAlgo::nvls, CollectiveAlgo::direct}) {
+      if (!algorithm_applies(cluster, topo, op, a, gpus)) continue;
+      CollectivePlan p = plan_collective(cluster, topo, op, a, gpus, bytes);
+      const double t = analytical_time_s(topo, p);
+      if (!best || t < best_s) {
+        best = std::move(p);
+        best_s = t;
+      }
+    }
+    return std::move(*best);
+  }
+  if (!algorithm_applies(cluster, topo, op, algo, gpus)) {
+    throw std::invalid_argument(std::string(collective_algo_name(algo)) + " cannot run " +
+                                std::string(collective_op_name(op)) + " on these GPUs");
+  }
+  CollectivePlan plan{op, algo, {}};
+  if (gpus.size() == 1) return plan;  // nothing to exchange
+  switch (algo) {
+    case CollectiveAlgo::ring: plan_ring(cluster, topo, plan, gpus, bytes); break;
+    case CollectiveAlgo::tree: plan_tree(cluster, topo, plan, gpus, bytes); break;
+    case CollectiveAlgo::nvls: plan_nvls(cluster, topo, plan, gpus, bytes); break;
+    case CollectiveAlgo::direct: plan_direct(topo, plan, gpus, bytes); break;
+    case CollectiveAlgo::automatic: break;
+  }
+  return plan;
+}
+
+double analytical_time_s(const Topology& topo, const CollectivePlan& plan) {
+  std::vector<double> load(topo.links().size(), 0.0);
+  std::vector<std::uint32_t> route;
+  double total = 0;
+  for (const auto& step : plan.steps) {
+    std::fill(load.begin(), load.end(), 0.0);
+    double latency = 0, bandwidth_s = 0;
+    for (const CollectiveFlow& f : step) {
+      route.clear();
+      topo.route(f.from, f.to, flow_key(f.from, f.to), route);
+      for (std::uint32_t l : route) {
+        load[l] += f.bytes;
+        bandwidth_s = std::max(bandwidth_s, load[l] / topo.links()[l].capacity_Bps);
+      }
+      latency = std::max(latency, f.latency_s);
+    }
+    total += bandwidth_s + latency;
+  }
+  return total;
+}
+
+double simulated_time_s(const Topology& topo, const CollectivePlan& plan) {
+  Network net(topo.capacities());
+  std::vector<std::uint32_t> route;
+  std::vector<FlowDelivery> delivered;
+  double now = 0;
+  for (const auto& step : plan.steps) {
+    for (std::size_t i = 0; i < step.size(); ++i) {
+      route.clear();
+      topo.route(step[i].from, step[i].to, flow_key(step[i].from, step[i].to), route);
+      net.start(route, step[i].bytes, step[i].latency_s, i, now);
+    }
+    delivered.clear();
+    while (delivered.size() < step.size()) {
+      now = net.next_time();
+      FLEETSIM_CHECK(std::isfinite(now), "collective flows stalled");
+      net.advance(now, delivered);
+    }
+  }
+  return now;
+}
+
+}  // namespace fleetsim
