@@ -62,7 +62,10 @@ CollectivePlan plan_collective(const Cluster& cluster, const Topology& topo, Col
 // The alpha-beta time of a plan on an otherwise idle network.
 double analytical_time_s(const Topology& topo, const CollectivePlan& plan);
 
-// The plan run alone through the flow model (max-min sharing, step by step).
+// Plans started together at time 0 through the flow model (max-min sharing, each step by step),
+// so that collectives on shared links slow each other; returns each plan's finish time.
+std::vector<double> simulated_times_s(const Topology& topo, std::span<const CollectivePlan> plans);
+// One plan alone.
 double simulated_time_s(const Topology& topo, const CollectivePlan& plan);
 
 }  // namespace fleetsim

@@ -320,25 +320,41 @@ double analytical_time_s(const Topology& topo, const CollectivePlan& plan) {
   return total;
 }
 
-double simulated_time_s(const Topology& topo, const CollectivePlan& plan) {
+std::vector<double> simulated_times_s(const Topology& topo, std::span<const CollectivePlan> plans) {
   Network net(topo.capacities());
   std::vector<std::uint32_t> route;
   std::vector<FlowDelivery> delivered;
+  std::vector<std::size_t> step(plans.size(), 0), pending(plans.size(), 0);
+  std::vector<double> finish(plans.size(), 0.0);
   double now = 0;
-  for (const auto& step : plan.steps) {
-    for (std::size_t i = 0; i < step.size(); ++i) {
-      route.clear();
-      topo.route(step[i].from, step[i].to, flow_key(step[i].from, step[i].to), route);
-      net.start(route, step[i].bytes, step[i].latency_s, i, now);
+  auto start_step = [&](std::size_t p) {
+    while (step[p] < plans[p].steps.size() && plans[p].steps[step[p]].empty()) ++step[p];
+    if (step[p] == plans[p].steps.size()) {
+      finish[p] = now;
+      return;
     }
+    for (const CollectiveFlow& f : plans[p].steps[step[p]]) {
+      route.clear();
+      topo.route(f.from, f.to, flow_key(f.from, f.to), route);
+      net.start(route, f.bytes, f.latency_s, p, now);
+      ++pending[p];
+    }
+    ++step[p];
+  };
+  for (std::size_t p = 0; p < plans.size(); ++p) start_step(p);
+  while (net.flows_in_flight() > 0) {
+    now = net.next_time();
     delivered.clear();
-    while (delivered.size() < step.size()) {
-      now = net.next_time();
-      FLEETSIM_CHECK(std::isfinite(now), "collective flows stalled");
-      net.advance(now, delivered);
+    net.advance(now, delivered);
+    for (const FlowDelivery& d : delivered) {
+      if (--pending[d.tag] == 0) start_step(d.tag);
     }
   }
-  return now;
+  return finish;
+}
+
+double simulated_time_s(const Topology& topo, const CollectivePlan& plan) {
+  return simulated_times_s(topo, std::span<const CollectivePlan>(&plan, 1))[0];
 }
 
 }  // namespace fleetsim

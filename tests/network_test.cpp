@@ -1,0 +1,291 @@
+// The network model against closed forms: max-min fairness on textbook cases, the flow model's
+// timing of shared links, ring all-reduce against 2(n-1)/n * S/B + 2(n-1) * alpha, collectives that
+// share links, and the bandwidth an oversubscribed fat-tree leaves between leaves.
+#include <catch2/catch.hpp>
+#include <set>
+
+#include "fleetsim/cluster.hpp"
+#include "fleetsim/collective.hpp"
+#include "fleetsim/maxmin.hpp"
+#include "fleetsim/network.hpp"
+#include "fleetsim/topology.hpp"
+#include "helpers.hpp"
+
+using namespace fleetsim;
+
+namespace {
+
+std::vector<double> max_min(const std::vector<double>& capacity, const std::vector<std::vector<std::uint32_t>>& flows) {
+  std::vector<std::uint32_t> offsets{0}, links;
+  for (const auto& f : flows) {
+    links.insert(links.end(), f.begin(), f.end());
+    offsets.push_back(static_cast<std::uint32_t>(links.size()));
+  }
+  std::vector<double> rates(flows.size());
+  MaxMinSolver().solve(capacity, offsets, links, rates);
+  return rates;
+}
+
+// A cluster of `count` nodes of a catalog node type, on the given fabric.
+struct Built {
+  Scenario scenario;
+  Cluster cluster;
+  Topology topology;
+  explicit Built(Scenario sc) : scenario(std::move(sc)), cluster(scenario.cluster), topology(cluster, scenario.cluster.fabric) {}
+};
+
+Built build(const std::string& nodes, const std::string& fabric = R"({"topology": "single-switch"})") {
+  return Built(test::unit_scenario(R"("cluster": {"nodes": )" + nodes + R"(, "fabric": )" + fabric + R"(},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])"));
+}
+
+std::vector<GpuId> first_gpus(std::uint32_t n) {
+  std::vector<GpuId> g;
+  for (std::uint32_t i = 0; i < n; ++i) g.push_back(make_id<GpuId>(i));
+  return g;
+}
+
+std::vector<std::uint32_t> route(const Topology& t, std::uint32_t from, std::uint32_t to, std::uint64_t key = 0) {
+  std::vector<std::uint32_t> r;
+  t.route(from, to, key, r);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("max-min: flows sharing one link split it evenly", "[network][maxmin]") {
+  // One link of 12: three flows get 4 each.
+  CHECK(max_min({12}, {{0}, {0}, {0}}) == std::vector<double>{4, 4, 4});
+}
+
+TEST_CASE("max-min: a bottleneck elsewhere frees capacity for the others", "[network][maxmin]") {
+  // Links 0 (cap 10) and 1 (cap 1). Flow A crosses both and is held to 1 by link 1;
+  // flow B, on link 0 alone, takes the remaining 9.
+  const auto r = max_min({10, 1}, {{0, 1}, {0}});
+  CHECK(r[0] == Approx(1));
+  CHECK(r[1] == Approx(9));
+}
+
+TEST_CASE("max-min: the textbook line network", "[network][maxmin]") {
+  // Bertsekas & Gallager's example shape: links 0 and 1 of capacity 1 in a line; flow 0 crosses both,
+  // flows 1 and 2 one each. Every link is shared by two flows: all get 1/2.
+  CHECK(max_min({1, 1}, {{0, 1}, {0}, {1}}) == std::vector<double>{0.5, 0.5, 0.5});
+  // With link 1 at capacity 3: flow 0 is still held to 1/2 by link 0, so flow 2 gets 2.5.
+  const auto r = max_min({1, 3}, {{0, 1}, {0}, {1}});
+  CHECK(r[0] == Approx(0.5));
+  CHECK(r[1] == Approx(0.5));
+  CHECK(r[2] == Approx(2.5));
+}
+
+TEST_CASE("max-min: levels freeze in order", "[network][maxmin]") {
+  // Link 0 (cap 3) carries flows 0, 1, 2; link 1 (cap 10) carries flows 2, 3.
+  // Level 1: link 0 saturates at 1 each for flows 0, 1, 2; flow 3 then takes 10 - 1 = 9.
+  const auto r = max_min({3, 10}, {{0}, {0}, {0, 1}, {1}});
+  CHECK_THAT(r, Catch::Matchers::Approx(std::vector<double>{1, 1, 1, 9}));
+  // No link is over capacity and every flow has a saturated link (the max-min conditions).
+  CHECK(r[0] + r[1] + r[2] <= 3 + 1e-9);
+  CHECK(r[2] + r[3] <= 10 + 1e-9);
+}
+
+TEST_CASE("flows share a link until one finishes, then the other speeds up", "[network]") {
+  // One 1 GB/s link; flows of 1 GB and 2 GB start together with 1 ms of latency each.
+  // Both send at 0.5 GB/s; the first finishes sending at 2 s (delivered 2.001 s); the second has 1 GB
+  // left and sends it alone at 1 GB/s: done at 3 s, delivered 3.001 s.
+  Network net({1e9});
+  const std::uint32_t route[] = {0};
+  net.start(route, 1e9, 1e-3, 1, 0.0);
+  net.start(route, 2e9, 1e-3, 2, 0.0);
+  std::vector<FlowDelivery> done;
+  std::vector<std::pair<double, std::uint64_t>> seen;
+  while (net.flows_in_flight() > 0) {
+    const double t = net.next_time();
+    done.clear();
+    net.advance(t, done);
+    for (const auto& d : done) seen.emplace_back(t, d.tag);
+  }
+  REQUIRE(seen.size() == 2);
+  CHECK(seen[0].first == Approx(2.001));
+  CHECK(seen[0].second == 1);
+  CHECK(seen[1].first == Approx(3.001));
+  CHECK(seen[1].second == 2);
+  CHECK(net.link_bytes()[0] == Approx(3e9));
+}
+
+TEST_CASE("flows on disjoint links do not affect each other", "[network]") {
+  Network net({1e9, 2e9});
+  const std::uint32_t a[] = {0}, b[] = {1};
+  const auto fa = net.start(a, 1e9, 0, 1, 0.0);
+  const auto fb = net.start(b, 1e9, 0, 2, 0.0);
+  CHECK(net.rate(fa) == 1e9);
+  CHECK(net.rate(fb) == 2e9);
+  const auto fc = net.start(b, 1e9, 0, 3, 0.0);
+  CHECK(net.rate(fa) == 1e9);  // untouched by the change on link 1
+  CHECK(net.rate(fb) == 1e9);
+  CHECK(net.rate(fc) == 1e9);
+}
+
+TEST_CASE("routes: NVLink inside a node, every hop across nodes, nothing through a GPU", "[network][topology]") {
+  const Built b = build(R"([{"type": "unit-node-2", "count": 2}])");
+  const Topology& t = b.topology;
+  const auto inside = route(t, t.gpu_vertex(make_id<GpuId>(0)), t.gpu_vertex(make_id<GpuId>(1)));
+  CHECK(inside.size() == 2);
+  CHECK(t.link_name(inside[0]) == "n0.g0>n0.nvswitch");
+  CHECK(t.latency_s(inside) == Approx(2e-6));
+  CHECK(t.bottleneck_Bps(inside) == 100e9);
+  const auto across = route(t, t.gpu_vertex(make_id<GpuId>(0)), t.gpu_vertex(make_id<GpuId>(3)));
+  std::vector<std::string> names;
+  for (auto l : across) names.push_back(t.link_name(l));
+  CHECK(names == std::vector<std::string>{"n0.g0>n0.pcie0", "n0.pcie0>n0.nic0", "n0.nic0>switch", "switch>n1.nic0",
+                                          "n1.nic0>n1.pcie0", "n1.pcie0>n1.g1"});
+  CHECK(t.bottleneck_Bps(across) == 25e9);
+  // The host reaches a GPU over PCIe.
+  CHECK(route(t, t.host_vertex(make_id<NodeId>(1)), t.gpu_vertex(make_id<GpuId>(2))).size() == 2);
+}
+
+TEST_CASE("ECMP: one key, one path; many keys spread over the spines", "[network][topology]") {
+  const Built b = build(R"([{"type": "unit-node-1", "count": 4}])", R"({"topology": "fat-tree", "nodes_per_leaf": 2, "spines": 4})");
+  const Topology& t = b.topology;
+  const std::uint32_t from = t.gpu_vertex(make_id<GpuId>(0)), to = t.gpu_vertex(make_id<GpuId>(3));
+  CHECK(route(t, from, to, 7) == route(t, from, to, 7));
+  std::set<std::string> spines_used;
+  for (std::uint64_t key = 0; key < 64; ++key) {
+    for (auto l : route(t, from, to, key)) {
+      const std::string name = t.link_name(l);
+      if (name.rfind("leaf0>spine", 0) == 0) spines_used.insert(name);
+    }
+  }
+  CHECK(spines_used.size() == 4);
+}
+
+TEST_CASE("an oversubscribed fat-tree halves the bandwidth between leaves", "[network][topology]") {
+  // Four 1-NIC nodes (25 GB/s NICs), two per leaf. At 2:1, a leaf's 50 GB/s of downlinks get 25 GB/s of
+  // uplink (one spine): two flows leaving leaf 0 share it at 12.5 GB/s each, while a flow inside the
+  // leaf runs at the NIC's 25 GB/s.
+  const Built b = build(R"([{"type": "unit-node-1", "count": 4}])",
+                        R"({"topology": "fat-tree", "nodes_per_leaf": 2, "oversubscription": 2})");
+  const Topology& t = b.topology;
+  Network net(t.capacities());
+  auto gpu = [&](std::uint32_t i) { return t.gpu_vertex(make_id<GpuId>(i)); };
+  const auto cross1 = net.start(route(t, gpu(0), gpu(2)), 1e9, 0, 0, 0.0);
+  const auto cross2 = net.start(route(t, gpu(1), gpu(3)), 1e9, 0, 1, 0.0);
+  CHECK(net.rate(cross1) == Approx(12.5e9));
+  CHECK(net.rate(cross2) == Approx(12.5e9));
+  // Without oversubscription the same two flows each get their NIC's full rate.
+  const Built full = build(R"([{"type": "unit-node-1", "count": 4}])", R"({"topology": "fat-tree", "nodes_per_leaf": 2, "spines": 1})");
+  Network net2(full.topology.capacities());
+  auto gpu2 = [&](std::uint32_t i) { return full.topology.gpu_vertex(make_id<GpuId>(i)); };
+  const auto a = net2.start(route(full.topology, gpu2(0), gpu2(2)), 1e9, 0, 0, 0.0);
+  const auto c = net2.start(route(full.topology, gpu2(1), gpu2(3)), 1e9, 0, 1, 0.0);
+  CHECK(net2.rate(a) == Approx(25e9));
+  CHECK(net2.rate(c) == Approx(25e9));
+}
+
+TEST_CASE("rail-optimized: same-rail traffic stays on its leaf; cross-rail traffic changes rail inside the node", "[network][topology]") {
+  const Built b = build(R"([{"type": "unit-node-2", "count": 2, "node_overrides": {"nics": 2}}])", R"({"topology": "rail-optimized"})");
+  const Topology& t = b.topology;
+  auto names = [&](std::uint32_t from, std::uint32_t to) {
+    std::string s;
+    for (auto l : route(t, t.gpu_vertex(make_id<GpuId>(from)), t.gpu_vertex(make_id<GpuId>(to)))) s += t.link_name(l) + " ";
+    return s;
+  };
+  CHECK_THAT(names(0, 2), Catch::Contains("n0.nic0>leaf0.rail0") && Catch::Contains("leaf0.rail0>n1.nic0") && !Catch::Contains("spine"));
+  // To GPU 1 of the other node: through the host to NIC 1 (4 us of PCIe), cheaper than leaf>spine>leaf (6 us).
+  CHECK_THAT(names(0, 3), Catch::Contains("n0.host>n0.pcie1") && Catch::Contains("leaf0.rail1>n1.nic1") &&
+                              !Catch::Contains("spine"));
+}
+
+TEST_CASE("ring all-reduce on an 8-GPU H100 node matches the closed form", "[network][collective]") {
+  // Each hop GPU>NVSwitch>GPU: B = 450 GB/s (NVLink 4, per direction), alpha = 2 x 1 us.
+  const Built b(test::unit_scenario(R"("catalog": [], "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])"));
+  const auto gpus = first_gpus(8);
+  for (double S : {1e3, 1e6, 1e9}) {
+    INFO("S = " << S);
+    const auto plan = plan_collective(b.cluster, b.topology, CollectiveOp::all_reduce, CollectiveAlgo::ring, gpus, S);
+    const double closed = 2.0 * 7 / 8 * S / 450e9 + 2 * 7 * 2e-6;
+    CHECK(simulated_time_s(b.topology, plan) == Approx(closed).epsilon(0.01));
+    CHECK(analytical_time_s(b.topology, plan) == Approx(simulated_time_s(b.topology, plan)).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("ring all-reduce across nodes runs one channel per NIC rail", "[network][collective]") {
+  // Two 8-GPU H100 nodes, 8 NDR NICs each: 8 channels, each crossing nodes on its own rail at
+  // 50 GB/s, so B = 8 x 50 GB/s; alpha is the inter-node hop: 4 PCIe hops + 2 IB hops.
+  const Built b(test::unit_scenario(R"("catalog": [], "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 2}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])"));
+  const auto& pcie = *Catalog::builtin().link("pcie5-x16");
+  const auto& ndr = *Catalog::builtin().link("ib-ndr");
+  const double alpha = 4 * pcie.latency_s + 2 * ndr.latency_s;
+  const double B = 8 * ndr.bandwidth_Bps;
+  const double S = 4e9;
+  const auto plan = plan_collective(b.cluster, b.topology, CollectiveOp::all_reduce, CollectiveAlgo::ring, first_gpus(16), S);
+  CHECK(simulated_time_s(b.topology, plan) == Approx(2.0 * 15 / 16 * S / B + 2 * 15 * alpha).epsilon(0.01));
+  // Intra-node NVLink (450 GB/s per GPU) beats the 8 rails (400 GB/s per node): one node is faster.
+  const auto one_node = plan_collective(b.cluster, b.topology, CollectiveOp::all_reduce, CollectiveAlgo::ring, first_gpus(8), S);
+  CHECK(simulated_time_s(b.topology, one_node) < simulated_time_s(b.topology, plan));
+}
+
+TEST_CASE("two all-reduces on the same GPUs share the links and each takes the shared-bandwidth time", "[network][collective]") {
+  const Built b(test::unit_scenario(R"("catalog": [], "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])"));
+  const double S = 1e9;
+  const auto plan = plan_collective(b.cluster, b.topology, CollectiveOp::all_reduce, CollectiveAlgo::ring, first_gpus(8), S);
+  const std::vector<CollectivePlan> both{plan, plan};
+  const auto times = simulated_times_s(b.topology, both);
+  const double shared = 2.0 * 7 / 8 * S / (450e9 / 2) + 2 * 7 * 2e-6;  // each flow gets half of every NVLink
+  CHECK(times[0] == Approx(shared).epsilon(0.01));
+  CHECK(times[1] == Approx(shared).epsilon(0.01));
+  // A ring on GPUs 0-3 and another on 4-7 share no link: neither slows the other.
+  const std::vector<CollectivePlan> apart{
+      plan_collective(b.cluster, b.topology, CollectiveOp::all_reduce, CollectiveAlgo::ring, first_gpus(4), S),
+      plan_collective(b.cluster, b.topology, CollectiveOp::all_reduce, CollectiveAlgo::ring,
+                      std::vector<GpuId>{make_id<GpuId>(4), make_id<GpuId>(5), make_id<GpuId>(6), make_id<GpuId>(7)}, S)};
+  const auto apart_times = simulated_times_s(b.topology, apart);
+  CHECK(apart_times[0] == Approx(simulated_time_s(b.topology, apart[0])));
+  CHECK(apart_times[1] == Approx(apart_times[0]));
+}
+
+TEST_CASE("NVLS bus bandwidth exceeds the per-GPU link rate; ring's cannot", "[network][collective]") {
+  const Built b(test::unit_scenario(R"("catalog": [], "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])"));
+  const double S = 8e9;
+  auto busbw = [&](CollectiveAlgo algo) {
+    const auto plan = plan_collective(b.cluster, b.topology, CollectiveOp::all_reduce, algo, first_gpus(8), S);
+    return S / simulated_time_s(b.topology, plan) * bus_bandwidth_factor(CollectiveOp::all_reduce, 8);
+  };
+  CHECK(busbw(CollectiveAlgo::ring) <= 450e9);
+  CHECK(busbw(CollectiveAlgo::nvls) > 450e9);
+  CHECK(plan_collective(b.cluster, b.topology, CollectiveOp::all_reduce, CollectiveAlgo::automatic, first_gpus(8), S).algo ==
+        CollectiveAlgo::nvls);
+  // NVLS needs an NVSwitch.
+  const Built pcie = build(R"([{"type": "unit-node-2", "count": 1, "node_overrides": {"gpu_link": "unit-pcie"}}])");
+  CHECK_FALSE(algorithm_applies(pcie.cluster, pcie.topology, CollectiveOp::all_reduce, CollectiveAlgo::nvls, first_gpus(2)));
+}
+
+TEST_CASE("bus bandwidth factors are nccl-tests'", "[network][collective]") {
+  CHECK(bus_bandwidth_factor(CollectiveOp::all_reduce, 8) == Approx(1.75));
+  CHECK(bus_bandwidth_factor(CollectiveOp::all_gather, 8) == Approx(0.875));
+  CHECK(bus_bandwidth_factor(CollectiveOp::reduce_scatter, 4) == Approx(0.75));
+  CHECK(bus_bandwidth_factor(CollectiveOp::broadcast, 8) == 1.0);
+  CHECK(bus_bandwidth_factor(CollectiveOp::all_to_all, 2) == Approx(0.5));
+}
+
+TEST_CASE("every collective runs on a multi-node gang", "[network][collective]") {
+  const Built b = build(R"([{"type": "unit-node-2", "count": 2}])");
+  const auto gpus = first_gpus(4);
+  for (CollectiveOp op : {CollectiveOp::all_reduce, CollectiveOp::all_gather, CollectiveOp::reduce_scatter,
+                          CollectiveOp::broadcast, CollectiveOp::reduce, CollectiveOp::all_to_all, CollectiveOp::send_recv}) {
+    INFO(collective_op_name(op));
+    const auto plan = plan_collective(b.cluster, b.topology, op, CollectiveAlgo::automatic, gpus, 1e9);
+    const double t = simulated_time_s(b.topology, plan);
+    CHECK(t > 0);
+    CHECK(t >= analytical_time_s(b.topology, plan) * (1 - 1e-9));
+  }
+  CHECK_THROWS_AS(plan_collective(b.cluster, b.topology, CollectiveOp::all_gather, CollectiveAlgo::tree, gpus, 1e9),
+                  std::invalid_argument);
+}
