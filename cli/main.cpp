@@ -5,7 +5,10 @@
 #include <fstream>
 #include <iostream>
 
+#include "fleetsim/collective.hpp"
 #include "fleetsim/error.hpp"
+#include "fleetsim/topology.hpp"
+#include "fleetsim/units.hpp"
 #include "fleetsim/report.hpp"
 #include "fleetsim/simulation.hpp"
 
@@ -17,8 +20,77 @@ struct SimulateArgs {
   std::string scenario;
   std::optional<std::uint64_t> seed;
   std::string out_dir;
+  std::vector<std::string> sets;
   bool json = false;
 };
+
+struct CollectiveArgs {
+  std::string op = "all-reduce";
+  std::string cluster;
+  int gpus = 8;
+  std::string algo = "auto";
+  std::string min = "8";
+  std::string max = "8G";
+  double factor = 2;
+  bool json = false;
+};
+
+// "8", "64K", "8G" as nccl-tests reads them (binary multiples), or a size with a unit ("1 GB").
+double parse_size(const std::string& text) {
+  if (!text.empty() && std::string("KMG").find(text.back()) != std::string::npos) {
+    const double scale = text.back() == 'K' ? 1024.0 : text.back() == 'M' ? 1048576.0 : 1073741824.0;
+    return std::stod(text.substr(0, text.size() - 1)) * scale;
+  }
+  if (text.find_first_not_of("0123456789") == std::string::npos) return std::stod(text);
+  return fleetsim::parse_quantity(text, fleetsim::Dimension::bytes);
+}
+
+std::vector<fleetsim::ScenarioEdit> parse_sets(const std::vector<std::string>& sets) {
+  std::vector<fleetsim::ScenarioEdit> edits;
+  for (const std::string& s : sets) {
+    const auto eq = s.find('=');
+    if (eq == std::string::npos || s.empty() || s[0] != '/') {
+      throw fleetsim::InputError({fleetsim::Problem{"--set", "", "expected /json/pointer=value, found \"" + s + "\""}});
+    }
+    edits.push_back({s.substr(0, eq), s.substr(eq + 1)});
+  }
+  return edits;
+}
+
+int run_collective(const CollectiveArgs& args) {
+  const auto op = fleetsim::parse_collective_op(args.op);
+  const auto algo = fleetsim::parse_collective_algo(args.algo);
+  if (!op) throw fleetsim::InputError({fleetsim::Problem{"--op", "", "unknown collective \"" + args.op + "\" (expected all-reduce, all-gather, reduce-scatter, broadcast, reduce, all-to-all or send-recv)"}});
+  if (!algo) throw fleetsim::InputError({fleetsim::Problem{"--algo", "", "unknown algorithm \"" + args.algo + "\" (expected auto, ring, tree, nvls or direct)"}});
+  // A node type gets as many nodes as the GPUs need; anything else is a file.
+  fleetsim::ClusterSpec spec;
+  if (const fleetsim::NodeType* node = fleetsim::Catalog::builtin().node(args.cluster)) {
+    spec = fleetsim::cluster_of(args.cluster, std::max(1, (args.gpus + node->gpus - 1) / node->gpus));
+  } else if (std::filesystem::exists(args.cluster)) {
+    spec = fleetsim::load_cluster(args.cluster);
+  } else {
+    spec = fleetsim::cluster_of(args.cluster, 1);  // reports the unknown node type
+  }
+  const fleetsim::Cluster cluster(spec);
+  if (args.gpus < 1 || static_cast<std::uint32_t>(args.gpus) > cluster.gpu_count()) {
+    throw fleetsim::InputError({fleetsim::Problem{"--gpus", "", "expected 1 to " + std::to_string(cluster.gpu_count()) +
+                                                                    " GPUs for this cluster, found " + std::to_string(args.gpus)}});
+  }
+  const fleetsim::Topology topology(cluster, spec.fabric);
+  std::vector<fleetsim::GpuId> gpus;
+  for (int i = 0; i < args.gpus; ++i) gpus.push_back(fleetsim::make_id<fleetsim::GpuId>(i));
+  if (!fleetsim::algorithm_applies(cluster, topology, *op, *algo, gpus)) {
+    throw fleetsim::InputError({fleetsim::Problem{"--algo", "", args.algo + " cannot run " + args.op + " on these GPUs"}});
+  }
+  const auto points = fleetsim::sweep_collective(cluster, topology, *op, *algo, gpus, parse_size(args.min),
+                                                 parse_size(args.max), args.factor);
+  if (args.json) {
+    std::cout << fleetsim::collective_json(*op, gpus.size(), args.cluster, points);
+  } else {
+    fleetsim::write_collective_table(std::cout, *op, gpus.size(), args.cluster, points);
+  }
+  return kOk;
+}
 
 void write_file(const std::filesystem::path& path, const std::string& what,
                 const std::function<void(std::ostream&)>& write) {
@@ -29,7 +101,7 @@ void write_file(const std::filesystem::path& path, const std::string& what,
 }
 
 int run_simulate(const SimulateArgs& args) {
-  const fleetsim::Scenario scenario = fleetsim::load_scenario(args.scenario);
+  const fleetsim::Scenario scenario = fleetsim::load_scenario(args.scenario, parse_sets(args.sets));
   const fleetsim::RunResult run = fleetsim::simulate(scenario, {.seed = args.seed, .record_link_samples = !args.out_dir.empty()});
   if (!args.out_dir.empty()) {
     const std::filesystem::path dir(args.out_dir);
@@ -37,12 +109,16 @@ int run_simulate(const SimulateArgs& args) {
     write_file(dir / "summary.json", "the summary", [&](std::ostream& o) { o << fleetsim::summary_json(run.summary); });
     write_file(dir / "trace.csv", "the trace", [&](std::ostream& o) { fleetsim::write_trace_csv(o, scenario, run); });
     write_file(dir / "trace.json", "the trace", [&](std::ostream& o) { fleetsim::write_trace_json(o, scenario, run); });
+    write_file(dir / "links.csv", "the link totals", [&](std::ostream& o) { fleetsim::write_links_csv(o, run); });
+    write_file(dir / "link_timeline.csv", "the link timeline", [&](std::ostream& o) { fleetsim::write_link_timeline_csv(o, run); });
   }
   if (args.json) {
     std::cout << fleetsim::summary_json(run.summary);
   } else {
     fleetsim::write_summary_text(std::cout, scenario, run.summary);
-    if (!args.out_dir.empty()) std::cout << "\nwrote summary.json, trace.csv, trace.json to " << args.out_dir << "\n";
+    if (!args.out_dir.empty()) {
+      std::cout << "\nwrote summary.json, trace.csv, trace.json, links.csv, link_timeline.csv to " << args.out_dir << "\n";
+    }
   }
   return kOk;
 }
@@ -64,6 +140,18 @@ int main(int argc, char** argv) {
   simulate->add_option("--seed", sim.seed, "Random seed (default: the scenario's)")->check(CLI::NonNegativeNumber);
   simulate->add_option("--out", sim.out_dir, "Write summary.json, trace.csv and trace.json to this directory");
   simulate->add_flag("--json", sim.json, "Print the summary as JSON on stdout");
+  simulate->add_option("--set", sim.sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
+
+  CollectiveArgs coll;
+  CLI::App* collective = app.add_subcommand("collective", "Predict a collective's time and bandwidth, nccl-tests style");
+  collective->add_option("--op", coll.op, "all-reduce, all-gather, reduce-scatter, broadcast, reduce, all-to-all, send-recv")->capture_default_str();
+  collective->add_option("--cluster", coll.cluster, "A catalog node type (nodes added as --gpus needs) or a cluster/scenario file")->required();
+  collective->add_option("--gpus", coll.gpus, "Number of GPUs (ranks), the first ones of the cluster")->capture_default_str();
+  collective->add_option("--algo", coll.algo, "auto, ring, tree, nvls or direct")->capture_default_str();
+  collective->add_option("--min,-b", coll.min, "Smallest size (8, 64K, 1M, 8G as nccl-tests reads them)")->capture_default_str();
+  collective->add_option("--max,-e", coll.max, "Largest size")->capture_default_str();
+  collective->add_option("--factor,-f", coll.factor, "Size multiplier between rows")->capture_default_str();
+  collective->add_flag("--json", coll.json, "Print JSON instead of the table");
 
   try {
     app.parse(argc, argv);
@@ -83,6 +171,7 @@ int main(int argc, char** argv) {
       return kOk;
     }
     if (*simulate) return run_simulate(sim);
+    if (*collective) return run_collective(coll);
   } catch (const fleetsim::InputError& e) {
     std::cerr << "fleetsim: invalid input\n" << e.what() << "\n";
     return kBadInput;

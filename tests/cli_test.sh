@@ -51,5 +51,20 @@ check "a negative seed exits 2" test $? -eq 2
 "$fleetsim" --help >/dev/null
 check "--help exits 0" test $? -eq 0
 
+"$fleetsim" collective --op all-reduce --cluster hgx-h100-8 --gpus 8 --algo ring -b 1M -e 1G -f 1024 >"$tmp/coll.txt"
+check "collective prints an nccl-tests-style table" grep -q "busbw" "$tmp/coll.txt"
+check "collective prints one row per size" test "$(grep -vc '^#' "$tmp/coll.txt")" -eq 2
+"$fleetsim" collective --op all-reduce --cluster hgx-h100-9 --gpus 8 2>"$tmp/coll.err"
+check "collective on an unknown node type exits 2" test $? -eq 2
+check "collective names the unknown node type" grep -q 'unknown node type "hgx-h100-9"' "$tmp/coll.err"
+"$fleetsim" collective --op all-reduce --cluster l40s-pcie-8 --gpus 8 --algo nvls 2>/dev/null
+check "nvls on a PCIe box exits 2" test $? -eq 2
+
+"$fleetsim" simulate "$src/scenarios/llm-training.json" --json >"$tmp/ndr.json"
+"$fleetsim" simulate "$src/scenarios/llm-training.json" --json --set /cluster/nodes/0/node_overrides/nic=ib-hdr >"$tmp/hdr.json"
+check "--set changes the scenario" bash -c "! cmp -s '$tmp/ndr.json' '$tmp/hdr.json'"
+"$fleetsim" simulate "$src/scenarios/llm-training.json" --set /cluster/nodes/0/node_overrides/nic=ib-qdr 2>"$tmp/set.err"
+check "--set values are checked like the file" grep -q "unknown link type \"ib-qdr\"" "$tmp/set.err"
+
 echo "cli: $failures failed"
 test $failures -eq 0

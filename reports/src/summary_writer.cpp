@@ -45,6 +45,8 @@ std::string summary_json(const Summary& s) {
   j["gpu_utilization"] = s.gpu_utilization;
   j["gpu_busy_s"] = s.gpu_busy_s;
   j["bytes_transferred"] = s.bytes_transferred;
+  j["link_bytes"] = {{"gpu_link", s.gpu_link_bytes}, {"host_link", s.host_link_bytes}, {"nic", s.nic_bytes},
+                     {"fabric", s.fabric_bytes}};
   j["cost_usd"] = s.cost_usd;
   j["events"] = s.events;
   ordered_json tenants = ordered_json::array();
@@ -74,9 +76,11 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
   out << "workflows  " << s.workflows.submitted << " submitted: " << s.workflows.completed << " completed, "
       << s.workflows.failed << " failed, " << s.workflows.running << " running, " << s.workflows.queued
       << " queued\n";
-  out << "GPU util   " << fmt("%.1f %%", 100.0 * s.gpu_utilization) << "   moved "
-      << format_quantity(s.bytes_transferred, Dimension::bytes) << " between GPUs   cost "
-      << fmt("$%.2f", s.cost_usd) << "\n\n";
+  out << "GPU util   " << fmt("%.1f %%", 100.0 * s.gpu_utilization) << "   cost " << fmt("$%.2f", s.cost_usd) << "\n";
+  out << "network    edge tensors " << format_quantity(s.bytes_transferred, Dimension::bytes)
+      << "; carried by GPU links " << format_quantity(s.gpu_link_bytes, Dimension::bytes) << ", host links "
+      << format_quantity(s.host_link_bytes, Dimension::bytes) << ", NICs " << format_quantity(s.nic_bytes, Dimension::bytes)
+      << ", fabric " << format_quantity(s.fabric_bytes, Dimension::bytes) << "\n\n";
 
   char line[160];
   std::snprintf(line, sizeof line, "%-18s %9s %10s %10s %10s %10s\n", "latency (workflow)", "completed",

@@ -33,13 +33,13 @@ std::string csv_quote(const std::string& s) {
 }  // namespace
 
 void write_trace_csv(std::ostream& out, const Scenario& sc, const RunResult& run) {
-  out << "instance,workflow,task,tenant,status,gpus,ready_s,start_s,compute_start_s,end_s,input_bytes,reason\n";
+  out << "instance,workflow,task,tenant,status,gpus,ready_s,start_s,compute_start_s,comm_start_s,end_s,input_bytes,reason\n";
   for (const TaskRecord& t : run.trace.tasks) {
     const Workflow& wf = sc.workflows[t.workflow];
     out << index(t.instance) << ',' << csv_quote(wf.id) << ',' << csv_quote(wf.tasks[t.task].name) << ','
         << csv_quote(sc.tenants[index(t.tenant)].name) << ',' << task_status_name(t.status) << ','
         << gpu_list(run, t, ' ') << ',' << time_field(t.ready_s) << ',' << time_field(t.start_s) << ','
-        << time_field(t.compute_start_s) << ',' << time_field(t.end_s) << ',' << time_field(t.input_bytes) << ','
+        << time_field(t.compute_start_s) << ',' << time_field(t.comm_start_s) << ',' << time_field(t.end_s) << ',' << time_field(t.input_bytes) << ','
         << csv_quote(run.trace.reasons[t.reason]) << '\n';
   }
 }
@@ -61,6 +61,7 @@ void write_trace_json(std::ostream& out, const Scenario& sc, const RunResult& ru
                      {"ready_s", time_value(t.ready_s)},
                      {"start_s", time_value(t.start_s)},
                      {"compute_start_s", time_value(t.compute_start_s)},
+                     {"comm_start_s", time_value(t.comm_start_s)},
                      {"end_s", time_value(t.end_s)},
                      {"input_bytes", t.input_bytes}};
     if (t.reason != 0) row["reason"] = run.trace.reasons[t.reason];
@@ -68,6 +69,27 @@ void write_trace_json(std::ostream& out, const Scenario& sc, const RunResult& ru
   }
   ordered_json doc{{"scenario", sc.name}, {"seed", run.summary.seed}, {"tasks", std::move(tasks)}};
   out << doc.dump(1) << '\n';
+}
+
+void write_links_csv(std::ostream& out, const RunResult& run) {
+  out << "link,class,kind,capacity_Bps,bytes,mean_utilization\n";
+  const double end_s = run.summary.end_s;
+  for (std::uint32_t l = 0; l < run.topology.links().size(); ++l) {
+    const TopoLink& link = run.topology.links()[l];
+    const double bytes = run.link_bytes[l];
+    out << run.topology.link_name(l) << ',' << link_class_name(link.cls) << ',' << link_kind_name(link.kind) << ','
+        << time_field(link.capacity_Bps) << ',' << time_field(bytes) << ','
+        << time_field(end_s > 0 ? bytes / (link.capacity_Bps * end_s) : 0.0) << '\n';
+  }
+}
+
+void write_link_timeline_csv(std::ostream& out, const RunResult& run) {
+  out << "time_s,link,rate_Bps,utilization\n";
+  for (const LinkSample& s : run.link_samples) {
+    const double capacity = run.topology.links()[s.link].capacity_Bps;
+    out << time_field(s.time_s) << ',' << run.topology.link_name(s.link) << ',' << time_field(s.rate_Bps) << ','
+        << time_field(s.rate_Bps / capacity) << '\n';
+  }
 }
 
 }  // namespace fleetsim

@@ -31,16 +31,15 @@ auto absorbing(Problems& problems, Load load) -> std::optional<decltype(load())>
   }
 }
 
-void read_cluster(ObjectReader& top, const Catalog& catalog, ClusterSpec& cluster) {
-  const Json* value = top.field("cluster", Need::required);
-  if (value == nullptr) return;
-  ObjectReader c(*value, top.pointer("cluster"), top.problems());
+void read_cluster(const Json& value, const std::string& pointer, Problems& problems, const Catalog& catalog,
+                  ClusterSpec& cluster) {
+  ObjectReader c(value, pointer, problems);
   if (const Json* nodes = c.field("nodes", Need::required)) {
     if (!nodes->is_array() || nodes->empty()) {
       c.problem("nodes", "expected a non-empty array of node groups, found " + detail::describe(*nodes));
     } else {
       for (std::size_t i = 0; i < nodes->size(); ++i) {
-        ObjectReader g((*nodes)[i], detail::child_pointer(c.pointer("nodes"), i), top.problems());
+        ObjectReader g((*nodes)[i], detail::child_pointer(c.pointer("nodes"), i), problems);
         if (!g.ok()) continue;
         NodeGroup group;
         group.count = static_cast<int>(g.integer("count", Need::required, 1, 100'000).value_or(0));
@@ -50,7 +49,7 @@ void read_cluster(ObjectReader& top, const Catalog& catalog, ClusterSpec& cluste
         if (node != nullptr) {
           group.node = *node;
           if (const Json* o = g.field("node_overrides")) {
-            ObjectReader r(*o, g.pointer("node_overrides"), top.problems());
+            ObjectReader r(*o, g.pointer("node_overrides"), problems);
             if (r.ok()) group.node = detail::read_node(r, node->id, node);
             r.finish();
           }
@@ -59,7 +58,7 @@ void read_cluster(ObjectReader& top, const Catalog& catalog, ClusterSpec& cluste
           if (gpu != nullptr) {
             group.gpu = *gpu;
             if (const Json* o = g.field("gpu_overrides")) {
-              ObjectReader r(*o, g.pointer("gpu_overrides"), top.problems());
+              ObjectReader r(*o, g.pointer("gpu_overrides"), problems);
               if (r.ok()) group.gpu = detail::read_gpu(r, gpu->id, gpu);
               r.finish();
             }
@@ -83,7 +82,7 @@ void read_cluster(ObjectReader& top, const Catalog& catalog, ClusterSpec& cluste
     }
   }
   if (const Json* fabric = c.field("fabric")) {
-    ObjectReader f(*fabric, c.pointer("fabric"), top.problems());
+    ObjectReader f(*fabric, c.pointer("fabric"), problems);
     FabricSpec& spec = cluster.fabric;
     const std::string topology = f.string_or("topology", "single-switch");
     bool known = false;
@@ -411,9 +410,59 @@ std::string_view slo_metric_name(SloMetric metric) {
   return "?";
 }
 
-Scenario parse_scenario(std::string_view json_text, const std::string& file_name, const std::string& base_dir) {
+namespace {
+
+// Applies "--set POINTER=VALUE" edits to a parsed scenario; VALUE is JSON, or else a plain string.
+void apply_edits(Json& doc, std::span<const ScenarioEdit> edits, Problems& problems) {
+  for (const ScenarioEdit& e : edits) {
+    Json value = Json::parse(e.value, nullptr, false);
+    if (value.is_discarded()) value = e.value;
+    try {
+      doc[Json::json_pointer(e.pointer)] = std::move(value);
+    } catch (const Json::exception& ex) {
+      problems.add(e.pointer, std::string("cannot set this field (--set): ") + ex.what());
+    }
+  }
+}
+
+}  // namespace
+
+ClusterSpec load_cluster(const std::string& path) {
+  const std::string text = read_text_file(path);
+  Problems problems(path);
+  const Json doc = detail::parse_json(text, problems);
+  problems.throw_if_any();
+  if (doc.is_object() && doc.contains("cluster")) {
+    const Scenario sc = load_scenario(path);
+    return sc.cluster;
+  }
+  ClusterSpec cluster;
+  read_cluster(doc, "", problems, Catalog::builtin(), cluster);
+  problems.throw_if_any();
+  return cluster;
+}
+
+ClusterSpec cluster_of(const std::string& node_type, int count) {
+  const Catalog& catalog = Catalog::builtin();
+  if (catalog.node(node_type) == nullptr) {
+    std::string known;
+    for (const auto& [id, node] : catalog.nodes()) known += (known.empty() ? "" : ", ") + id;
+    throw InputError({Problem{"--cluster", "", "unknown node type \"" + node_type + "\" (expected one of " + known +
+                                                   ", or a cluster file)"}});
+  }
+  Problems problems("--cluster");
+  ClusterSpec cluster;
+  read_cluster(Json{{"nodes", Json::array({Json{{"type", node_type}, {"count", count}}})}}, "", problems, catalog, cluster);
+  problems.throw_if_any();
+  return cluster;
+}
+
+Scenario parse_scenario(std::string_view json_text, const std::string& file_name, const std::string& base_dir,
+                        std::span<const ScenarioEdit> edits) {
   Problems problems(file_name);
-  const Json doc = detail::parse_json(json_text, problems);
+  Json doc = detail::parse_json(json_text, problems);
+  problems.throw_if_any();
+  apply_edits(doc, edits, problems);
   problems.throw_if_any();
 
   Scenario sc;
@@ -444,7 +493,9 @@ Scenario parse_scenario(std::string_view json_text, const std::string& file_name
     }
   }
 
-  read_cluster(top, sc.catalog, sc.cluster);
+  if (const Json* cluster = top.field("cluster", Need::required)) {
+    read_cluster(*cluster, top.pointer("cluster"), problems, sc.catalog, sc.cluster);
+  }
   const std::vector<std::string> broken = read_workflows(top, sc.catalog, base_dir, sc.workflows);
   read_tenants(top, sc.tenants);
   read_workload(top, sc, broken);
@@ -458,9 +509,9 @@ Scenario parse_scenario(std::string_view json_text, const std::string& file_name
   return sc;
 }
 
-Scenario load_scenario(const std::string& path) {
+Scenario load_scenario(const std::string& path, std::span<const ScenarioEdit> edits) {
   const std::string base_dir = std::filesystem::path(path).parent_path().string();
-  return parse_scenario(read_text_file(path), path, base_dir);
+  return parse_scenario(read_text_file(path), path, base_dir, edits);
 }
 
 }  // namespace fleetsim

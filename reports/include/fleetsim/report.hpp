@@ -7,6 +7,7 @@
 #include <string>
 
 #include "fleetsim/catalog.hpp"
+#include "fleetsim/collective.hpp"
 #include "fleetsim/simulation.hpp"
 
 namespace fleetsim {
@@ -16,8 +17,18 @@ std::string summary_json(const Summary& summary);  // pretty-printed, ends with 
 
 void write_trace_csv(std::ostream& out, const Scenario& scenario, const RunResult& run);
 void write_trace_json(std::ostream& out, const Scenario& scenario, const RunResult& run);
+// Every link: class, capacity, bytes carried, mean utilization over the run.
+void write_links_csv(std::ostream& out, const RunResult& run);
+// Every change of a link's load (needs RunOptions::record_link_samples).
+void write_link_timeline_csv(std::ostream& out, const RunResult& run);
 
 void write_catalog_text(std::ostream& out, const Catalog& catalog);
+
+// nccl-tests' table layout: size, count, type, redop, root, time (us), algbw and busbw (GB/s = 1e9 B/s).
+void write_collective_table(std::ostream& out, CollectiveOp op, std::size_t ranks, const std::string& where,
+                            const std::vector<CollectivePoint>& points);
+std::string collective_json(CollectiveOp op, std::size_t ranks, const std::string& where,
+                            const std::vector<CollectivePoint>& points);
 std::string catalog_json(const Catalog& catalog);
 
 }  // namespace fleetsim

@@ -68,4 +68,19 @@ std::vector<double> simulated_times_s(const Topology& topo, std::span<const Coll
 // One plan alone.
 double simulated_time_s(const Topology& topo, const CollectivePlan& plan);
 
+// One row of an nccl-tests-style sweep: algbw = bytes / time; busbw = algbw * bus factor.
+struct CollectivePoint {
+  double bytes = 0;
+  CollectiveAlgo algo = CollectiveAlgo::ring;
+  double time_s = 0;          // flow model
+  double analytical_s = 0;    // alpha-beta
+  double algbw_Bps = 0;
+  double busbw_Bps = 0;
+};
+
+// Sizes from min_bytes to max_bytes, multiplied by `factor` each step (nccl-tests' -b, -e, -f).
+std::vector<CollectivePoint> sweep_collective(const Cluster& cluster, const Topology& topo, CollectiveOp op,
+                                              CollectiveAlgo algo, std::span<const GpuId> gpus, double min_bytes,
+                                              double max_bytes, double factor);
+
 }  // namespace fleetsim

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -97,8 +98,22 @@ struct Scenario {
   std::vector<Slo> slos;
 };
 
-Scenario load_scenario(const std::string& path);
+// A what-if edit applied before the scenario is read: the value at a JSON pointer replaced (or
+// created) with `value`, which is JSON text, or else taken as a plain string.
+struct ScenarioEdit {
+  std::string pointer;  // "/cluster/nodes/0/node_overrides/nic"
+  std::string value;    // "\"ib-hdr\"", "ib-hdr", "4", "{...}"
+};
+
+Scenario load_scenario(const std::string& path, std::span<const ScenarioEdit> edits = {});
 // `base_dir` resolves relative paths of workflow and catalog files.
-Scenario parse_scenario(std::string_view json_text, const std::string& file_name, const std::string& base_dir);
+Scenario parse_scenario(std::string_view json_text, const std::string& file_name, const std::string& base_dir,
+                        std::span<const ScenarioEdit> edits = {});
+
+// A cluster on its own: a file holding a scenario's "cluster" object (over the built-in catalog),
+// or a whole scenario file, whose cluster is taken.
+ClusterSpec load_cluster(const std::string& path);
+// `count` nodes of a built-in node type on one switch; an unknown type is an InputError listing the known ones.
+ClusterSpec cluster_of(const std::string& node_type, int count);
 
 }  // namespace fleetsim

@@ -357,4 +357,25 @@ double simulated_time_s(const Topology& topo, const CollectivePlan& plan) {
   return simulated_times_s(topo, std::span<const CollectivePlan>(&plan, 1))[0];
 }
 
+std::vector<CollectivePoint> sweep_collective(const Cluster& cluster, const Topology& topo, CollectiveOp op,
+                                              CollectiveAlgo algo, std::span<const GpuId> gpus, double min_bytes,
+                                              double max_bytes, double factor) {
+  if (!(factor > 1) || !(min_bytes > 0) || max_bytes < min_bytes) {
+    throw std::invalid_argument("a sweep needs 0 < min <= max and a factor above 1");
+  }
+  std::vector<CollectivePoint> points;
+  for (double bytes = min_bytes; bytes <= max_bytes * (1 + 1e-12); bytes *= factor) {
+    const CollectivePlan plan = plan_collective(cluster, topo, op, algo, gpus, bytes);
+    CollectivePoint p;
+    p.bytes = bytes;
+    p.algo = plan.algo;
+    p.time_s = simulated_time_s(topo, plan);
+    p.analytical_s = analytical_time_s(topo, plan);
+    p.algbw_Bps = p.time_s > 0 ? bytes / p.time_s : 0;
+    p.busbw_Bps = p.algbw_Bps * bus_bandwidth_factor(op, gpus.size());
+    points.push_back(p);
+  }
+  return points;
+}
+
 }  // namespace fleetsim
