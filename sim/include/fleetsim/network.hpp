@@ -12,7 +12,6 @@
 #include <span>
 #include <vector>
 
-#include "fleetsim/engine.hpp"
 #include "fleetsim/maxmin.hpp"
 
 namespace fleetsim {
@@ -40,7 +39,7 @@ class Network {
   std::uint32_t start(std::span<const std::uint32_t> route, double bytes, double latency_s, std::uint64_t tag,
                       double now);
   // When the next flow finishes sending or is delivered; infinity when none is in flight.
-  double next_time();
+  double next_time() const;
   // Advances to `now` (not past next_time()) and appends the flows delivered by then.
   void advance(double now, std::vector<FlowDelivery>& delivered);
 
@@ -62,20 +61,30 @@ class Network {
     double updated_s = 0;
     double latency_s = 0;
     std::uint64_t tag = 0;
-    std::uint32_t version = 0;  // invalidates its pending events when its rate changes
+    double due_s = 0;  // when it finishes sending, or is delivered
     Phase phase = Phase::free;
   };
 
   void settle(std::uint32_t flow, double now);
   void detach(std::uint32_t flow);
   void reshare(double now);  // recomputes the component(s) around links_touched_
-  void schedule(std::uint32_t flow, double time_s);
+  // Each flow in flight has exactly one entry in a heap ordered by (due_s, flow), so a rate
+  // change moves the entry instead of leaving stale ones behind.
+  void schedule(std::uint32_t flow, double due_s);
+  void unschedule(std::uint32_t flow);
+  bool earlier(std::uint32_t a, std::uint32_t b) const {
+    return flows_[a].due_s < flows_[b].due_s || (flows_[a].due_s == flows_[b].due_s && a < b);
+  }
+  void sift_up(std::size_t i);
+  void sift_down(std::size_t i);
 
   std::vector<double> capacity_;
   std::vector<std::vector<std::uint32_t>> link_flows_;  // sending flows per link
   std::vector<Flow> flows_;
   std::vector<std::uint32_t> free_slots_;
-  EventQueue events_;  // kind = flow version, subject = flow
+  std::vector<std::uint32_t> heap_;      // flows by due time
+  std::vector<std::uint32_t> heap_pos_;  // per flow: its index in heap_, or kNotQueued
+  static constexpr std::uint32_t kNotQueued = 0xFFFFFFFFu;
   std::size_t in_flight_ = 0;
 
   // Scratch for reshare().

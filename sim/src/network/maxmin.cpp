@@ -1,57 +1,75 @@
 #include "fleetsim/maxmin.hpp"
 
 #include <algorithm>
-#include <limits>
 
 #include "fleetsim/error.hpp"
 
 namespace fleetsim {
 
+// Progressive filling, bottleneck by bottleneck: the link whose fair share (capacity left over flows
+// left) is smallest saturates first, at exactly that share for each of its flows. Freezing them
+// can only raise the other links' shares, so a heap of links by share yields the bottlenecks in
+// order, in O(F * hops * log L) rather than a pass over every flow per level.
 void MaxMinSolver::solve(std::span<const double> capacity, std::span<const std::uint32_t> flow_offsets,
                          std::span<const std::uint32_t> flow_links, std::span<double> rates) {
   const std::size_t flows = rates.size();
+  const std::size_t links = capacity.size();
   FLEETSIM_CHECK(flow_offsets.size() == flows + 1, "flow_offsets must have one entry per flow plus one");
   remaining_.assign(capacity.begin(), capacity.end());
-  unfrozen_on_link_.assign(capacity.size(), 0);
-  saturated_.assign(capacity.size(), 0);
-  active_links_.clear();
-  unfrozen_flows_.clear();
+  unfrozen_on_link_.assign(links, 0);
+  version_.assign(links, 0);
+  queued_version_.assign(links, 0);
+  frozen_.assign(flows, 0);
   for (std::size_t f = 0; f < flows; ++f) {
     FLEETSIM_CHECK(flow_offsets[f + 1] > flow_offsets[f], "a flow must cross at least one link");
-    unfrozen_flows_.push_back(static_cast<std::uint32_t>(f));
-    for (std::uint32_t i = flow_offsets[f]; i < flow_offsets[f + 1]; ++i) {
-      if (unfrozen_on_link_[flow_links[i]]++ == 0) active_links_.push_back(flow_links[i]);
-    }
+    for (std::uint32_t i = flow_offsets[f]; i < flow_offsets[f + 1]; ++i) ++unfrozen_on_link_[flow_links[i]];
+  }
+  // The flows of each link, as offsets into one array.
+  link_offsets_.assign(links + 1, 0);
+  for (std::uint32_t l = 0; l < links; ++l) link_offsets_[l + 1] = link_offsets_[l] + unfrozen_on_link_[l];
+  link_flows_.resize(flow_links.size());
+  fill_.assign(link_offsets_.begin(), link_offsets_.end() - 1);
+  for (std::uint32_t f = 0; f < flows; ++f) {
+    for (std::uint32_t i = flow_offsets[f]; i < flow_offsets[f + 1]; ++i) link_flows_[fill_[flow_links[i]]++] = f;
   }
 
-  double level = 0.0;  // the rate every unfrozen flow has reached
-  while (!unfrozen_flows_.empty()) {
-    // The next link to saturate bounds how far every unfrozen flow can still rise.
-    double step = std::numeric_limits<double>::infinity();
-    for (std::uint32_t l : active_links_) step = std::min(step, remaining_[l] / unfrozen_on_link_[l]);
-    level += step;
-    for (std::uint32_t l : active_links_) {
-      remaining_[l] -= step * unfrozen_on_link_[l];
-      // A relative tolerance: capacities span from 1e6 to 1e12 bytes/s.
-      saturated_[l] = remaining_[l] <= 1e-9 * capacity[l] ? 1 : 0;
-    }
-    std::size_t kept = 0;
-    for (std::uint32_t f : unfrozen_flows_) {
-      bool bottlenecked = false;
-      for (std::uint32_t i = flow_offsets[f]; i < flow_offsets[f + 1]; ++i) {
-        bottlenecked = bottlenecked || saturated_[flow_links[i]] != 0;
+  heap_.clear();
+  auto push = [&](std::uint32_t l) {
+    heap_.push_back(Candidate{remaining_[l] / unfrozen_on_link_[l], l, version_[l]});
+    std::push_heap(heap_.begin(), heap_.end());
+  };
+  for (std::uint32_t l = 0; l < links; ++l) {
+    if (unfrozen_on_link_[l] > 0) push(l);
+  }
+  while (!heap_.empty()) {
+    std::pop_heap(heap_.begin(), heap_.end());
+    const Candidate c = heap_.back();
+    heap_.pop_back();
+    if (c.version != version_[c.link] || unfrozen_on_link_[c.link] == 0) continue;  // superseded
+    const double share = c.share;
+    for (std::uint32_t i = link_offsets_[c.link]; i < link_offsets_[c.link + 1]; ++i) {
+      const std::uint32_t f = link_flows_[i];
+      if (frozen_[f] != 0) continue;
+      frozen_[f] = 1;
+      rates[f] = share;
+      for (std::uint32_t j = flow_offsets[f]; j < flow_offsets[f + 1]; ++j) {
+        const std::uint32_t l = flow_links[j];
+        remaining_[l] = std::max(0.0, remaining_[l] - share);
+        --unfrozen_on_link_[l];
+        ++version_[l];
       }
-      if (!bottlenecked) {
-        unfrozen_flows_[kept++] = f;
-        continue;
-      }
-      rates[f] = level;
-      for (std::uint32_t i = flow_offsets[f]; i < flow_offsets[f + 1]; ++i) --unfrozen_on_link_[flow_links[i]];
     }
-    FLEETSIM_CHECK(kept < unfrozen_flows_.size(), "progressive filling made no progress");
-    unfrozen_flows_.resize(kept);
-    // Saturated links, and links whose flows are all frozen, are out of play.
-    std::erase_if(active_links_, [&](std::uint32_t l) { return saturated_[l] != 0 || unfrozen_on_link_[l] == 0; });
+    // Links that lost flows have a new, larger share.
+    for (std::uint32_t i = link_offsets_[c.link]; i < link_offsets_[c.link + 1]; ++i) {
+      const std::uint32_t f = link_flows_[i];
+      for (std::uint32_t j = flow_offsets[f]; j < flow_offsets[f + 1]; ++j) {
+        const std::uint32_t l = flow_links[j];
+        if (unfrozen_on_link_[l] > 0 && queued_version_[l] != version_[l]) {
+          queued_version_[l] = version_[l];
+          push(l);
+        }
+      }
+    }
   }
 }
 

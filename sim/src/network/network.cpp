@@ -24,6 +24,7 @@ std::uint32_t Network::start(std::span<const std::uint32_t> route, double bytes,
     id = static_cast<std::uint32_t>(flows_.size());
     flows_.emplace_back();
     flow_stamp_.push_back(0);
+    heap_pos_.push_back(kNotQueued);
   }
   Flow& f = flows_[id];
   f.route.assign(route.begin(), route.end());
@@ -33,7 +34,6 @@ std::uint32_t Network::start(std::span<const std::uint32_t> route, double bytes,
   f.updated_s = now;
   f.latency_s = latency_s;
   f.tag = tag;
-  ++f.version;
   ++in_flight_;
   if (route.empty() || bytes <= 0) {
     f.phase = Phase::delivering;
@@ -50,19 +50,60 @@ std::uint32_t Network::start(std::span<const std::uint32_t> route, double bytes,
   return id;
 }
 
-double Network::next_time() {
-  // Entries superseded by a rate change are dropped here, so the answer is a real event.
-  while (!events_.empty()) {
-    const Event& e = events_.top();
-    const Flow& f = flows_[e.subject];
-    if (e.kind == f.version && f.phase != Phase::free) return e.time_s;
-    events_.discard_top();
-  }
-  return std::numeric_limits<double>::infinity();
+double Network::next_time() const {
+  return heap_.empty() ? std::numeric_limits<double>::infinity() : flows_[heap_.front()].due_s;
 }
 
-void Network::schedule(std::uint32_t flow, double time_s) {
-  events_.push(time_s, flows_[flow].version, flow);
+void Network::sift_up(std::size_t i) {
+  const std::uint32_t moving = heap_[i];
+  while (i > 0) {
+    const std::size_t parent = (i - 1) / 2;
+    if (!earlier(moving, heap_[parent])) break;
+    heap_[i] = heap_[parent];
+    heap_pos_[heap_[i]] = static_cast<std::uint32_t>(i);
+    i = parent;
+  }
+  heap_[i] = moving;
+  heap_pos_[moving] = static_cast<std::uint32_t>(i);
+}
+
+void Network::sift_down(std::size_t i) {
+  const std::uint32_t moving = heap_[i];
+  for (;;) {
+    std::size_t child = 2 * i + 1;
+    if (child >= heap_.size()) break;
+    if (child + 1 < heap_.size() && earlier(heap_[child + 1], heap_[child])) ++child;
+    if (!earlier(heap_[child], moving)) break;
+    heap_[i] = heap_[child];
+    heap_pos_[heap_[i]] = static_cast<std::uint32_t>(i);
+    i = child;
+  }
+  heap_[i] = moving;
+  heap_pos_[moving] = static_cast<std::uint32_t>(i);
+}
+
+void Network::schedule(std::uint32_t flow, double due_s) {
+  flows_[flow].due_s = due_s;
+  if (heap_pos_[flow] == kNotQueued) {
+    heap_.push_back(flow);
+    sift_up(heap_.size() - 1);
+  } else {
+    const std::size_t i = heap_pos_[flow];
+    sift_up(i);
+    sift_down(heap_pos_[flow]);
+  }
+}
+
+void Network::unschedule(std::uint32_t flow) {
+  const std::size_t i = heap_pos_[flow];
+  heap_pos_[flow] = kNotQueued;
+  const std::uint32_t last = heap_.back();
+  heap_.pop_back();
+  if (last == flow) return;
+  heap_[i] = last;
+  heap_pos_[last] = static_cast<std::uint32_t>(i);
+  sift_up(i);
+  sift_down(heap_pos_[last]);
 }
 
 void Network::settle(std::uint32_t flow, double now) {
@@ -85,27 +126,25 @@ void Network::detach(std::uint32_t flow) {
 }
 
 void Network::advance(double now, std::vector<FlowDelivery>& delivered) {
-  while (!events_.empty() && events_.top().time_s <= now) {
-    const double t = events_.top().time_s;
+  while (!heap_.empty() && flows_[heap_.front()].due_s <= now) {
+    const double t = flows_[heap_.front()].due_s;
     // Everything due at this instant first, then one recomputation of the rates.
-    while (!events_.empty() && events_.top().time_s == t) {
-      const Event e = events_.pop();
-      Flow& f = flows_[e.subject];
-      if (e.kind != f.version || f.phase == Phase::free) continue;  // superseded
+    while (!heap_.empty() && flows_[heap_.front()].due_s == t) {
+      const std::uint32_t id = heap_.front();
+      Flow& f = flows_[id];
       if (f.phase == Phase::sending) {
-        settle(e.subject, t);
-        f.remaining_bytes = 0;  // its finish time was computed for exactly this
+        settle(id, t);
+        f.remaining_bytes = 0;  // its due time was computed for exactly this
         f.rate_Bps = 0;
-        detach(e.subject);
+        detach(id);
         f.phase = Phase::delivering;
-        ++f.version;
-        schedule(e.subject, t + f.latency_s);
+        schedule(id, t + f.latency_s);
       } else {
+        unschedule(id);
         f.phase = Phase::free;
-        ++f.version;
-        free_slots_.push_back(e.subject);
+        free_slots_.push_back(id);
         --in_flight_;
-        delivered.push_back(FlowDelivery{e.subject, f.tag});
+        delivered.push_back(FlowDelivery{id, f.tag});
       }
     }
     if (!links_touched_.empty()) reshare(t);
@@ -163,7 +202,6 @@ void Network::reshare(double now) {
     const std::uint32_t id = component_flows_[i];
     Flow& f = flows_[id];
     f.rate_Bps = local_rates_[i];
-    ++f.version;
     // Snap residues: a flow with (almost) nothing left finishes now, not in a storm of tiny events.
     const bool done = f.remaining_bytes <= 1e-9 * f.size_bytes;
     schedule(id, done ? now : now + f.remaining_bytes / f.rate_Bps);
