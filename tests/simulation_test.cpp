@@ -165,3 +165,50 @@ TEST_CASE("percentiles interpolate between closest ranks", "[summary]") {
   CHECK(fleetsim::percentile({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, 95) == Approx(10.5));
   CHECK(fleetsim::percentile({}, 50) == 0);
 }
+
+TEST_CASE("a gang's compute is followed by its collective, or overlaps it", "[simulation][network]") {
+  // One 8-GPU H100 node. 7915.2 TFLOP over 8 GPUs at 989.4 TFLOP/s = 1 s of compute, plus one 4 us
+  // kernel launch; then a ring all-reduce of 9 GB: 2 x 7/8 x 9 GB / 450 GB/s + 14 x 2 us = 35.028 ms.
+  auto run_with = [](const std::string& collective) {
+    const auto sc = unit_scenario(R"("catalog": [], "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+        "workflows": {"w": {"tasks": [{"name": "step", "gpus": 8, "work": {"flop": "7915.2 TFLOP"},
+                                       "collective": )" + collective + R"(}]}},
+        "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
+    return fleetsim::simulate(sc).trace.tasks[0];
+  };
+  const double compute = 1.0 + 4e-6;
+  const double comm = 2.0 * 7 / 8 * 9e9 / 450e9 + 14 * 2e-6;
+  const auto serial = run_with(R"({"op": "all-reduce", "bytes": "9 GB", "algo": "ring"})");
+  CHECK(serial.comm_start_s == Approx(compute));
+  CHECK(serial.end_s == Approx(compute + comm).epsilon(1e-9));
+  // Half the bytes on the wire: the bandwidth term halves.
+  const auto compressed = run_with(R"({"op": "all-reduce", "bytes": "9 GB", "algo": "ring", "compression": 0.5})");
+  CHECK(compressed.end_s == Approx(compute + comm - 2.0 * 7 / 8 * 4.5e9 / 450e9).epsilon(1e-9));
+  // Fully overlapped: the collective runs alongside the compute and hides behind it.
+  const auto overlapped = run_with(R"({"op": "all-reduce", "bytes": "9 GB", "algo": "ring", "overlap": 1})");
+  CHECK(overlapped.comm_start_s == Approx(0.0));
+  CHECK(overlapped.end_s == Approx(compute));
+  // Overlapping the last 1% of compute leaves 35.028 ms - 10 ms of communication exposed.
+  const auto partial = run_with(R"({"op": "all-reduce", "bytes": "9 GB", "algo": "ring", "overlap": 0.01})");
+  CHECK(partial.end_s == Approx(0.99 * compute + comm).epsilon(1e-9));
+}
+
+TEST_CASE("two jobs' collectives sharing a NIC slow each other as max-min predicts", "[simulation][network]") {
+  // Three unit nodes of 2 GPUs and 1 NIC (25 GB/s). Job A's 3-GPU gang takes n0.g0, n0.g1, n1.g0; job B's
+  // takes n1.g1, n2.g0, n2.g1. Each ring sends 2 x 2/3 x S into and out of node 1 through its one NIC.
+  // Alone, A's ring runs at 25 GB/s; with B beside it, each direction of that NIC is shared by two
+  // flows, so A's bandwidth term doubles. Latency: 4 ring steps x 14 us (the cross-node hop).
+  const std::string job = R"({"tasks": [{"name": "ar", "gpus": 3, "collective": {"op": "all-reduce", "bytes": "3 GB", "algo": "ring"}}]})";
+  auto end_of_a = [&](bool with_b) {
+    const auto sc = unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-2", "count": 3}]},
+        "workflows": {"a": )" + job + R"(, "b": )" + job + R"(},
+        "workload": [{"workflow": "a", "arrival": {"process": "once"}})" +
+                                  (with_b ? R"(, {"workflow": "b", "arrival": {"process": "once"}}])" : "]"));
+    const auto run = fleetsim::simulate(sc);
+    CHECK(run.summary.tasks.completed == (with_b ? 2u : 1u));
+    return run.trace.tasks[0].end_s;
+  };
+  const double bandwidth_term = 2.0 * 2 / 3 * 3e9 / 25e9;
+  CHECK(end_of_a(false) == Approx(bandwidth_term + 4 * 14e-6).epsilon(1e-6));
+  CHECK(end_of_a(true) == Approx(2 * bandwidth_term + 4 * 14e-6).epsilon(1e-6));
+}

@@ -12,8 +12,9 @@
 namespace fleetsim {
 namespace {
 
-// kComputeDone's subject is a task; kNetwork's is the wake-up generation (stale ones are skipped).
-enum EventKind : std::uint32_t { kArrival, kComputeDone, kNetwork, kSchedule };
+// kComputeDone's and kCommStart's subject is a task; kNetwork's is the wake-up generation (stale
+// ones are skipped).
+enum EventKind : std::uint32_t { kArrival, kComputeDone, kCommStart, kNetwork, kSchedule };
 
 // What a task's pending flows are for.
 enum class Stage : std::uint8_t { inputs, collective };
@@ -85,6 +86,7 @@ class Run {
       switch (e.kind) {
         case kArrival: on_arrival(e.subject); break;
         case kComputeDone: on_compute_done(make_id<TaskId>(e.subject)); break;
+        case kCommStart: start_collective(make_id<TaskId>(e.subject)); break;
         case kNetwork:
           if (e.subject == network_generation_) on_network();
           break;
@@ -130,6 +132,7 @@ class Run {
     pending_flows_.assign(total_tasks, 0);
     stage_.assign(total_tasks, Stage::inputs);
     plan_of_.assign(total_tasks, 0);
+    parts_left_.assign(total_tasks, 0);
     for (const Arrival& a : arrivals) {
       const Stream& s = sc_.streams[a.stream];
       const Workflow& wf = sc_.workflows[s.workflow];
@@ -280,15 +283,32 @@ class Run {
       compute_s = std::max(compute_s, estimate_compute(type, s.flop / k, s.bytes / k, s.dtype, s.launches).total_s());
     }
     queue_.push(r.compute_start_s + compute_s, kComputeDone, index(id));
+    // A task with a collective ends when both its compute and its collective are done. The
+    // collective starts when compute ends, or earlier by the overlapped fraction of the compute.
+    const bool communicates = s.collective && r.gpu_count > 1;
+    parts_left_[index(id)] = communicates ? 2 : 1;
+    if (communicates && s.collective->overlap > 0) {
+      queue_.push(r.compute_start_s + (1 - s.collective->overlap) * compute_s, kCommStart, index(id));
+    }
   }
 
   void on_compute_done(TaskId id) {
+    if (trace_.tasks[index(id)].status != TaskStatus::running) return;  // failed meanwhile
+    const TaskSpec& s = spec(trace_.tasks[index(id)]);
+    if (parts_left_[index(id)] == 2 && s.collective->overlap == 0) {
+      start_collective(id);
+      if (trace_.tasks[index(id)].status != TaskStatus::running) return;  // the collective could not run
+    }
+    finish_part(id);
+  }
+
+  void finish_part(TaskId id) {
+    if (--parts_left_[index(id)] == 0) end_task(id);
+  }
+
+  void start_collective(TaskId id) {
     TaskRecord& r = trace_.tasks[index(id)];
     const TaskSpec& s = spec(r);
-    if (!s.collective || r.gpu_count < 2) {
-      end_task(id);
-      return;
-    }
     r.comm_start_s = queue_.now();
     const std::span<const GpuId> gang(trace_.gpus.data() + r.gpu_begin, r.gpu_count);
     if (!algorithm_applies(cluster_, topology_, s.collective->op, s.collective->algo, gang)) {
@@ -305,7 +325,8 @@ class Run {
       slot = static_cast<std::uint32_t>(plans_.size());
       plans_.emplace_back();
     }
-    plans_[slot].plan = plan_collective(cluster_, topology_, s.collective->op, s.collective->algo, gang, s.collective->bytes);
+    plans_[slot].plan = plan_collective(cluster_, topology_, s.collective->op, s.collective->algo, gang,
+                                        s.collective->bytes * s.collective->compression);
     plans_[slot].step = 0;
     plan_of_[index(id)] = slot;
     stage_[index(id)] = Stage::collective;
@@ -317,7 +338,7 @@ class Run {
     PlanState& ps = plans_[plan_of_[index(id)]];
     if (ps.step == ps.plan.steps.size()) {
       free_plans_.push_back(plan_of_[index(id)]);
-      end_task(id);
+      finish_part(id);
       return;
     }
     for (const CollectiveFlow& f : ps.plan.steps[ps.step]) {
@@ -432,6 +453,7 @@ class Run {
   std::vector<PlanState> plans_;
   std::vector<std::uint32_t> free_plans_;
   std::vector<std::uint32_t> plan_of_;        // per task: its plan's slot while its collective runs
+  std::vector<std::uint8_t> parts_left_;      // per running task: compute and collective not yet done
   std::unique_ptr<Policy> policy_;
   EventQueue queue_;
   Trace trace_;

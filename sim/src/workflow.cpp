@@ -97,6 +97,8 @@ void read_collective(ObjectReader& task_reader, TaskSpec& task) {
     c.problem("algo", "expected one of auto, ring, tree, nvls, direct, found \"" + algo + "\"");
   }
   spec.bytes = c.quantity("bytes", Dimension::bytes, Need::required).value_or(0);
+  spec.compression = c.number("compression", Need::optional, 1e-6, 1.0).value_or(1.0);
+  spec.overlap = c.number("overlap", Need::optional, 0.0, 1.0).value_or(0.0);
   c.finish();
   task.collective = spec;
 }

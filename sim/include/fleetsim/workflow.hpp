@@ -18,7 +18,9 @@ namespace fleetsim {
 struct CollectiveSpec {
   CollectiveOp op = CollectiveOp::all_reduce;
   CollectiveAlgo algo = CollectiveAlgo::automatic;
-  double bytes = 0;  // nccl-tests' size convention
+  double bytes = 0;         // nccl-tests' size convention
+  double compression = 1;  // bytes actually sent per byte of data (gradient compression < 1)
+  double overlap = 0;      // fraction of the compute the collective may run alongside, 0 to 1
 };
 
 struct TaskSpec {
