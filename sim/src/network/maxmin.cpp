@@ -17,8 +17,6 @@ void MaxMinSolver::solve(std::span<const double> capacity, std::span<const std::
   FLEETSIM_CHECK(flow_offsets.size() == flows + 1, "flow_offsets must have one entry per flow plus one");
   remaining_.assign(capacity.begin(), capacity.end());
   unfrozen_on_link_.assign(links, 0);
-  version_.assign(links, 0);
-  queued_version_.assign(links, 0);
   frozen_.assign(flows, 0);
   for (std::size_t f = 0; f < flows; ++f) {
     FLEETSIM_CHECK(flow_offsets[f + 1] > flow_offsets[f], "a flow must cross at least one link");
@@ -33,20 +31,27 @@ void MaxMinSolver::solve(std::span<const double> capacity, std::span<const std::
     for (std::uint32_t i = flow_offsets[f]; i < flow_offsets[f + 1]; ++i) link_flows_[fill_[flow_links[i]]++] = f;
   }
 
+  // Keys are lower bounds: a link's share only rises as flows elsewhere freeze, so a popped key
+  // that has gone stale is pushed back with its current share; a fresh one is the true minimum.
   heap_.clear();
-  auto push = [&](std::uint32_t l) {
-    heap_.push_back(Candidate{remaining_[l] / unfrozen_on_link_[l], l, version_[l]});
+  auto push = [&](std::uint32_t l, double share) {
+    heap_.push_back(Candidate{share, l});
     std::push_heap(heap_.begin(), heap_.end());
   };
   for (std::uint32_t l = 0; l < links; ++l) {
-    if (unfrozen_on_link_[l] > 0) push(l);
+    if (unfrozen_on_link_[l] > 0) heap_.push_back(Candidate{remaining_[l] / unfrozen_on_link_[l], l});
   }
+  std::make_heap(heap_.begin(), heap_.end());
   while (!heap_.empty()) {
     std::pop_heap(heap_.begin(), heap_.end());
     const Candidate c = heap_.back();
     heap_.pop_back();
-    if (c.version != version_[c.link] || unfrozen_on_link_[c.link] == 0) continue;  // superseded
-    const double share = c.share;
+    if (unfrozen_on_link_[c.link] == 0) continue;  // all its flows froze elsewhere
+    const double share = remaining_[c.link] / unfrozen_on_link_[c.link];
+    if (share > c.share * (1 + 1e-12)) {
+      push(c.link, share);
+      continue;
+    }
     for (std::uint32_t i = link_offsets_[c.link]; i < link_offsets_[c.link + 1]; ++i) {
       const std::uint32_t f = link_flows_[i];
       if (frozen_[f] != 0) continue;
@@ -56,18 +61,6 @@ void MaxMinSolver::solve(std::span<const double> capacity, std::span<const std::
         const std::uint32_t l = flow_links[j];
         remaining_[l] = std::max(0.0, remaining_[l] - share);
         --unfrozen_on_link_[l];
-        ++version_[l];
-      }
-    }
-    // Links that lost flows have a new, larger share.
-    for (std::uint32_t i = link_offsets_[c.link]; i < link_offsets_[c.link + 1]; ++i) {
-      const std::uint32_t f = link_flows_[i];
-      for (std::uint32_t j = flow_offsets[f]; j < flow_offsets[f + 1]; ++j) {
-        const std::uint32_t l = flow_links[j];
-        if (unfrozen_on_link_[l] > 0 && queued_version_[l] != version_[l]) {
-          queued_version_[l] = version_[l];
-          push(l);
-        }
       }
     }
   }
