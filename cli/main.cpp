@@ -111,13 +111,14 @@ int run_simulate(const SimulateArgs& args) {
     write_file(dir / "trace.json", "the trace", [&](std::ostream& o) { fleetsim::write_trace_json(o, scenario, run); });
     write_file(dir / "links.csv", "the link totals", [&](std::ostream& o) { fleetsim::write_links_csv(o, run); });
     write_file(dir / "link_timeline.csv", "the link timeline", [&](std::ostream& o) { fleetsim::write_link_timeline_csv(o, run); });
+    write_file(dir / "vram_timeline.csv", "the VRAM timeline", [&](std::ostream& o) { fleetsim::write_vram_timeline_csv(o, run); });
   }
   if (args.json) {
     std::cout << fleetsim::summary_json(run.summary);
   } else {
     fleetsim::write_summary_text(std::cout, scenario, run.summary);
     if (!args.out_dir.empty()) {
-      std::cout << "\nwrote summary.json, trace.csv, trace.json, links.csv, link_timeline.csv to " << args.out_dir << "\n";
+      std::cout << "\nwrote summary.json, trace.csv, trace.json, links.csv, link_timeline.csv, vram_timeline.csv to " << args.out_dir << "\n";
     }
   }
   return kOk;

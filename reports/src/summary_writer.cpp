@@ -48,6 +48,10 @@ std::string summary_json(const Summary& s) {
   j["link_bytes"] = {{"gpu_link", s.gpu_link_bytes}, {"host_link", s.host_link_bytes}, {"nic", s.nic_bytes},
                      {"fabric", s.fabric_bytes}};
   j["cost_usd"] = s.cost_usd;
+  j["weights"] = {{"loads", s.weight_loads}, {"bytes_loaded", s.weight_bytes_loaded}, {"load_s", s.weight_load_s},
+                  {"evictions", s.evictions}};
+  j["vram_peak_utilization"] = s.vram_peak_utilization;
+  j["spilled_bytes"] = s.spilled_bytes;
   j["events"] = s.events;
   ordered_json tenants = ordered_json::array();
   for (const TenantSummary& t : s.tenants) {
@@ -80,7 +84,10 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
   out << "network    edge tensors " << format_quantity(s.bytes_transferred, Dimension::bytes)
       << "; carried by GPU links " << format_quantity(s.gpu_link_bytes, Dimension::bytes) << ", host links "
       << format_quantity(s.host_link_bytes, Dimension::bytes) << ", NICs " << format_quantity(s.nic_bytes, Dimension::bytes)
-      << ", fabric " << format_quantity(s.fabric_bytes, Dimension::bytes) << "\n\n";
+      << ", fabric " << format_quantity(s.fabric_bytes, Dimension::bytes) << "\n";
+  out << "weights    " << s.weight_loads << " loads (" << format_quantity(s.weight_bytes_loaded, Dimension::bytes) << ", "
+      << format_quantity(s.weight_load_s, Dimension::time) << " in all), " << s.evictions << " evictions; peak VRAM "
+      << fmt("%.0f %%", 100.0 * s.vram_peak_utilization) << " of a GPU\n\n";
 
   char line[160];
   std::snprintf(line, sizeof line, "%-18s %9s %10s %10s %10s %10s\n", "latency (workflow)", "completed",

@@ -83,6 +83,15 @@ void write_links_csv(std::ostream& out, const RunResult& run) {
   }
 }
 
+void write_vram_timeline_csv(std::ostream& out, const RunResult& run) {
+  out << "time_s,gpu,used_bytes,utilization\n";
+  for (const VramSample& s : run.vram_samples) {
+    const double capacity = run.cluster.gpu_type(s.gpu).vram_bytes;
+    out << time_field(s.time_s) << ',' << run.cluster.gpu_name(s.gpu) << ',' << time_field(s.used_bytes) << ','
+        << time_field(s.used_bytes / capacity) << '\n';
+  }
+}
+
 void write_link_timeline_csv(std::ostream& out, const RunResult& run) {
   out << "time_s,link,rate_Bps,utilization\n";
   for (const LinkSample& s : run.link_samples) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "fleetsim/collective.hpp"
 #include "fleetsim/compute.hpp"
@@ -18,6 +19,21 @@ enum EventKind : std::uint32_t { kArrival, kComputeDone, kCommStart, kNetwork, k
 
 // What a task's pending flows are for.
 enum class Stage : std::uint8_t { inputs, collective };
+
+// A flow's tag: what it carries, the edge (for inputs) and the task it belongs to.
+enum class FlowKind : std::uint8_t { input, weights, collective };
+std::uint64_t flow_tag(FlowKind kind, std::uint32_t edge, TaskId task) {
+  return (std::uint64_t{static_cast<std::uint8_t>(kind)} << 56) | (std::uint64_t{edge} << 32) | index(task);
+}
+FlowKind tag_kind(std::uint64_t tag) { return static_cast<FlowKind>(tag >> 56); }
+std::uint32_t tag_edge(std::uint64_t tag) { return static_cast<std::uint32_t>(tag >> 32) & 0xFFFFFFu; }
+TaskId tag_task(std::uint64_t tag) { return make_id<TaskId>(static_cast<std::uint32_t>(tag)); }
+
+std::vector<double> vram_capacities(const Cluster& cluster) {
+  std::vector<double> c;
+  for (std::uint32_t g = 0; g < cluster.gpu_count(); ++g) c.push_back(cluster.gpu_type(make_id<GpuId>(g)).vram_bytes);
+  return c;
+}
 
 std::uint64_t mix_key(std::uint64_t a, std::uint64_t b) { return a * 0x9E3779B97F4A7C15ull ^ (b + (a >> 29)); }
 
@@ -57,15 +73,27 @@ class Run {
         seed_(options.seed.value_or(scenario.seed)),
         cluster_(scenario.cluster),
         topology_(cluster_, scenario.cluster.fabric),
-        network_(topology_.capacities()) {
+        network_(topology_.capacities()),
+        memory_(vram_capacities(cluster_)) {
     network_.record_samples(options.record_link_samples);
+    memory_.record_samples(options.record_link_samples);
+    // Models are interned: GPUs' caches and policies compare small integers.
+    std::map<std::string, std::uint32_t, std::less<>> models;
+    for (const Workflow& wf : sc_.workflows) {
+      auto& ids = model_of_.emplace_back();
+      for (const TaskSpec& t : wf.tasks) {
+        if (t.model.empty() || t.weights_bytes <= 0) {
+          ids.push_back(kNoModel);
+        } else {
+          ids.push_back(models.emplace(t.model, static_cast<std::uint32_t>(models.size())).first->second);
+        }
+      }
+    }
     const PolicyInfo* info = find_policy(sc_.policy.name);
     FLEETSIM_CHECK(info != nullptr, "policy checked at load");
     policy_ = info->make(sc_.policy.params);
     const std::uint32_t gpus = cluster_.gpu_count();
     gpu_busy_.assign(gpus, 0);
-    free_vram_.resize(gpus);
-    for (std::uint32_t g = 0; g < gpus; ++g) free_vram_[g] = cluster_.gpu_type(make_id<GpuId>(g)).vram_bytes;
     for (std::uint32_t n = 0; n < cluster_.node_count(); ++n) {
       free_per_node_.push_back(cluster_.gpus_in(make_id<NodeId>(n)));
     }
@@ -103,9 +131,19 @@ class Run {
     Summary summary = summarize(sc_, cluster_, topology_, trace_, network_.link_bytes(), end_s, horizon_reached,
                                 seed_, events);
     std::vector<double> link_bytes = network_.link_bytes();
+    summary.weight_loads = weight_loads_;
+    summary.weight_load_s = weight_load_s_;
+    summary.weight_bytes_loaded = weight_bytes_loaded_;
+    summary.evictions = memory_.evictions();
+    summary.spilled_bytes = memory_.spilled_bytes();
+    for (std::uint32_t g = 0; g < cluster_.gpu_count(); ++g) {
+      const GpuId gpu = make_id<GpuId>(g);
+      summary.vram_peak_utilization = std::max(summary.vram_peak_utilization, memory_.peak_used(gpu) / memory_.capacity(gpu));
+    }
     std::vector<LinkSample> samples = network_.samples();
+    std::vector<VramSample> vram = memory_.samples();
     return RunResult{std::move(cluster_), std::move(topology_), std::move(trace_), std::move(summary),
-                     std::move(link_bytes), std::move(samples)};
+                     std::move(link_bytes), std::move(samples), std::move(vram)};
   }
 
  private:
@@ -129,6 +167,7 @@ class Run {
     first_task_.reserve(arrivals.size());
     remaining_.reserve(arrivals.size());
     pending_inputs_.reserve(total_tasks);
+    edge_held_.reserve(arrivals.size());
     pending_flows_.assign(total_tasks, 0);
     stage_.assign(total_tasks, Stage::inputs);
     plan_of_.assign(total_tasks, 0);
@@ -139,6 +178,8 @@ class Run {
       const InstanceId id = make_id<InstanceId>(trace_.instances.size());
       trace_.instances.push_back(InstanceRecord{s.workflow, make_id<TenantId>(s.tenant), a.time_s, kNever, false});
       first_task_.push_back(static_cast<std::uint32_t>(trace_.tasks.size()));
+      first_edge_.push_back(static_cast<std::uint32_t>(edge_held_.size()));
+      edge_held_.resize(edge_held_.size() + wf.edges.size(), 0.0);
       remaining_.push_back(static_cast<std::uint32_t>(wf.tasks.size()));
       for (std::uint32_t t = 0; t < wf.tasks.size(); ++t) {
         TaskRecord r;
@@ -174,8 +215,8 @@ class Run {
     const TaskSpec& s = spec(r);
     const InstanceRecord& inst = trace_.instances[index(r.instance)];
     ready_.push_back(ReadyTask{id, r.instance, r.tenant, static_cast<std::uint32_t>(s.gpus),
-                               s.vram_per_gpu_bytes(), r.ready_s, inst.arrival_s,
-                               sc_.tenants[index(r.tenant)].priority});
+                               model_of_[r.workflow][r.task], s.weights_bytes / s.gpus, s.working_set_bytes,
+                               r.ready_s, inst.arrival_s, sc_.tenants[index(r.tenant)].priority});
     dirty_ = true;
   }
 
@@ -194,7 +235,7 @@ class Run {
     dirty_ = false;
     if (ready_.empty()) return;
     decisions_.clear();
-    const ClusterView view(cluster_, gpu_busy_, free_vram_, free_per_node_, queue_.now());
+    const ClusterView view(cluster_, memory_, gpu_busy_, free_per_node_, queue_.now());
     policy_->schedule(view, ready_, decisions_);
 
     decided_.assign(ready_.size(), 0);
@@ -229,17 +270,18 @@ class Run {
     if (gpus.size() != static_cast<std::size_t>(s.gpus)) {
       reject(id, "on " + std::to_string(gpus.size()) + " GPUs; it needs " + std::to_string(s.gpus));
     }
-    const double need = s.vram_per_gpu_bytes();
+    const std::uint32_t model = model_of_[r.workflow][r.task];
+    const double weights = s.weights_bytes / s.gpus;
     for (std::size_t i = 0; i < gpus.size(); ++i) {
       const GpuId g = gpus[i];
       if (index(g) >= cluster_.gpu_count()) reject(id, "on GPU " + std::to_string(index(g)) + ", which does not exist");
       if (gpu_busy_[index(g)] != 0) reject(id, "on GPU " + cluster_.gpu_name(g) + ", which is busy");
-      if (free_vram_[index(g)] < need) {
-        reject(id, "on GPU " + cluster_.gpu_name(g) + ", which has " + format_quantity(free_vram_[index(g)], Dimension::bytes) +
-                       " of VRAM free; it needs " + format_quantity(need, Dimension::bytes));
+      const double need = memory_.need(g, model, weights, s.working_set_bytes);
+      if (need > memory_.available(g)) {
+        reject(id, "on GPU " + cluster_.gpu_name(g) + ", which has " + format_quantity(memory_.available(g), Dimension::bytes) +
+                       " of VRAM available; it needs " + format_quantity(need, Dimension::bytes));
       }
       gpu_busy_[index(g)] = 1;  // also catches the same GPU named twice
-      free_vram_[index(g)] -= need;
       --free_per_node_[index(cluster_.node_of(g))];
     }
     r.status = TaskStatus::running;
@@ -248,27 +290,53 @@ class Run {
     r.gpu_count = static_cast<std::uint32_t>(gpus.size());
     trace_.gpus.insert(trace_.gpus.end(), gpus.begin(), gpus.end());
 
-    // Inputs move from each producer's first GPU to this task's first GPU, all at once.
+    // Weights not resident are loaded, from a peer GPU of the node that holds them, else from host memory.
+    for (GpuId g : gpus) {
+      if (!memory_.admit(g, model, weights, s.working_set_bytes, queue_.now())) continue;
+      std::uint32_t source = topology_.host_vertex(cluster_.node_of(g));
+      const NodeId node = cluster_.node_of(g);
+      for (std::uint32_t p = index(cluster_.first_gpu(node)); p < index(cluster_.first_gpu(node)) + cluster_.gpus_in(node); ++p) {
+        if (p != index(g) && memory_.loaded(make_id<GpuId>(p), model)) {
+          source = topology_.gpu_vertex(make_id<GpuId>(p));
+          break;
+        }
+      }
+      ++weight_loads_;
+      weight_bytes_loaded_ += weights;
+      start_flow(id, source, topology_.gpu_vertex(g), weights, flow_tag(FlowKind::weights, 0, id), mix_key(index(g), model));
+    }
+    // Inputs move from each producer's first GPU to this task's first GPU, all at once. A tensor
+    // already on that GPU is read in place and released at once.
     const Workflow& wf = sc_.workflows[r.workflow];
     for (std::uint32_t e : wf.inputs(r.task)) {
       const EdgeSpec& edge = wf.edges[e];
       const TaskRecord& producer = trace_.tasks[index(task_id(index(r.instance), edge.from))];
       const GpuId from = trace_.gpus[producer.gpu_begin];
-      if (from == gpus[0]) continue;
+      if (from == gpus[0]) {
+        release_tensor(index(r.instance), e, from);
+        continue;
+      }
       r.input_bytes += edge.bytes;
       start_flow(id, topology_.gpu_vertex(from), topology_.gpu_vertex(gpus[0]), edge.bytes,
-                 mix_key(index(r.instance), e));
+                 flow_tag(FlowKind::input, e, id), mix_key(index(r.instance), e));
     }
     stage_[index(id)] = Stage::inputs;
     if (pending_flows_[index(id)] == 0) start_compute(id);
   }
 
-  void start_flow(TaskId id, std::uint32_t from, std::uint32_t to, double bytes, std::uint64_t key) {
+  void start_flow(TaskId id, std::uint32_t from, std::uint32_t to, double bytes, std::uint64_t tag, std::uint64_t key) {
     route_.clear();
     topology_.route(from, to, key, route_);
-    network_.start(route_, bytes, topology_.latency_s(route_), index(id), queue_.now());
+    network_.start(route_, bytes, topology_.latency_s(route_), tag, queue_.now());
     ++pending_flows_[index(id)];
     network_dirty_ = true;
+  }
+
+  // An edge's tensor has been read by its consumer: the producer's GPU lets it go.
+  void release_tensor(std::uint32_t instance, std::uint32_t edge, GpuId holder) {
+    double& held = edge_held_[first_edge_[instance] + edge];
+    if (held > 0) memory_.unhold(holder, held, queue_.now());
+    held = 0;
   }
 
   void start_compute(TaskId id) {
@@ -344,7 +412,7 @@ class Run {
     for (const CollectiveFlow& f : ps.plan.steps[ps.step]) {
       route_.clear();
       topology_.route(f.from, f.to, (std::uint64_t{f.from} << 32) | f.to, route_);
-      network_.start(route_, f.bytes, f.latency_s, index(id), queue_.now());
+      network_.start(route_, f.bytes, f.latency_s, flow_tag(FlowKind::collective, 0, id), queue_.now());
       ++pending_flows_[index(id)];
     }
     network_dirty_ = true;
@@ -356,7 +424,18 @@ class Run {
     delivered_.clear();
     network_.advance(queue_.now(), delivered_);
     for (const FlowDelivery& d : delivered_) {
-      const TaskId id = make_id<TaskId>(static_cast<std::uint32_t>(d.tag));
+      const TaskId id = tag_task(d.tag);
+      const TaskRecord& r = trace_.tasks[index(id)];
+      if (tag_kind(d.tag) == FlowKind::input) {
+        const EdgeSpec& edge = sc_.workflows[r.workflow].edges[tag_edge(d.tag)];
+        const TaskRecord& producer = trace_.tasks[index(task_id(index(r.instance), edge.from))];
+        release_tensor(index(r.instance), tag_edge(d.tag), trace_.gpus[producer.gpu_begin]);
+      } else if (tag_kind(d.tag) == FlowKind::weights) {
+        weight_load_s_ += queue_.now() - r.start_s;
+        for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
+          memory_.mark_loaded(trace_.gpus[r.gpu_begin + i], model_of_[r.workflow][r.task]);
+        }
+      }
       if (--pending_flows_[index(id)] != 0) continue;
       if (stage_[index(id)] == Stage::inputs) {
         start_compute(id);
@@ -379,11 +458,10 @@ class Run {
   }
 
   void release_gpus(const TaskRecord& r) {
-    const double need = spec(r).vram_per_gpu_bytes();
     for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
       const GpuId g = trace_.gpus[r.gpu_begin + i];
       gpu_busy_[index(g)] = 0;
-      free_vram_[index(g)] += need;
+      memory_.release(g, model_of_[r.workflow][r.task], spec(r).working_set_bytes, queue_.now());
       ++free_per_node_[index(cluster_.node_of(g))];
     }
     dirty_ = true;
@@ -396,6 +474,12 @@ class Run {
     release_gpus(r);
     const Workflow& wf = sc_.workflows[r.workflow];
     const std::uint32_t instance = index(r.instance);
+    // Outputs stay in this task's first GPU until their consumers have read them.
+    for (std::uint32_t e : wf.outputs(r.task)) {
+      if (wf.edges[e].bytes > 0) {
+        edge_held_[first_edge_[instance] + e] = memory_.hold(trace_.gpus[r.gpu_begin], wf.edges[e].bytes, queue_.now());
+      }
+    }
     for (std::uint32_t e : wf.outputs(r.task)) {
       const TaskId consumer = task_id(instance, wf.edges[e].to);
       if (--pending_inputs_[index(consumer)] == 0 && trace_.tasks[index(consumer)].status == TaskStatus::queued) {
@@ -422,6 +506,10 @@ class Run {
     r.reason = trace_.add_reason(reason);
     const std::uint32_t instance = index(r.instance);
     trace_.instances[instance].failed = true;
+    for (std::uint32_t e : sc_.workflows[r.workflow].inputs(r.task)) {
+      const TaskRecord& producer = trace_.tasks[index(task_id(instance, sc_.workflows[r.workflow].edges[e].from))];
+      if (producer.status == TaskStatus::completed) release_tensor(instance, e, trace_.gpus[producer.gpu_begin]);
+    }
     finish_one(instance);
     const Workflow& wf = sc_.workflows[r.workflow];
     const std::string downstream = "input from task \"" + wf.tasks[r.task].name + "\" failed";
@@ -442,6 +530,7 @@ class Run {
   Cluster cluster_;
   Topology topology_;
   Network network_;
+  GpuMemory memory_;
   std::vector<std::uint32_t> route_;
   std::vector<FlowDelivery> delivered_;
   std::uint32_t network_generation_ = 0;
@@ -462,7 +551,11 @@ class Run {
   std::vector<std::uint32_t> remaining_;       // per instance: tasks not yet ended
   std::vector<std::uint32_t> pending_inputs_;  // per task
   std::vector<std::uint8_t> gpu_busy_;
-  std::vector<double> free_vram_;
+  std::vector<std::vector<std::uint32_t>> model_of_;  // per workflow, per task: interned model
+  std::vector<std::uint32_t> first_edge_;             // per instance: offset into edge_held_
+  std::vector<double> edge_held_;                     // per instance edge: bytes held in the producer's VRAM
+  std::uint64_t weight_loads_ = 0;
+  double weight_load_s_ = 0, weight_bytes_loaded_ = 0;
   std::vector<std::uint32_t> free_per_node_;
   std::vector<ReadyTask> ready_;
   std::vector<std::uint8_t> decided_;

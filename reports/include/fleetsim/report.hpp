@@ -21,6 +21,8 @@ void write_trace_json(std::ostream& out, const Scenario& scenario, const RunResu
 void write_links_csv(std::ostream& out, const RunResult& run);
 // Every change of a link's load (needs RunOptions::record_link_samples).
 void write_link_timeline_csv(std::ostream& out, const RunResult& run);
+// Every change of a GPU's VRAM use (also needs record_link_samples).
+void write_vram_timeline_csv(std::ostream& out, const RunResult& run);
 
 void write_catalog_text(std::ostream& out, const Catalog& catalog);
 

@@ -14,6 +14,7 @@
 
 #include "fleetsim/catalog.hpp"
 #include "fleetsim/ids.hpp"
+#include "fleetsim/memory.hpp"
 
 namespace fleetsim {
 
@@ -25,31 +26,38 @@ struct ReadyTask {
   InstanceId instance;
   TenantId tenant;
   std::uint32_t gpus;         // gang size
-  double vram_per_gpu_bytes;  // weights share + working set
+  std::uint32_t model;        // interned model id, kNoModel when the task loads no weights
+  double weights_per_gpu_bytes;
+  double working_set_bytes;   // per GPU
   double ready_s;
   double arrival_s;           // of its workflow instance
   int priority;               // of its tenant; larger is more important
 };
 
-// What a policy may look at: the cluster's shape and which GPUs are free now.
+// What a policy may look at: the cluster's shape, which GPUs are free, their VRAM and which model
+// weights they hold.
 class ClusterView {
  public:
-  ClusterView(const Cluster& cluster, std::span<const std::uint8_t> gpu_busy,
-              std::span<const double> free_vram_bytes, std::span<const std::uint32_t> free_gpus_per_node,
-              double now_s)
-      : cluster_(cluster), busy_(gpu_busy), free_vram_(free_vram_bytes),
-        free_per_node_(free_gpus_per_node), now_s_(now_s) {}
+  ClusterView(const Cluster& cluster, const GpuMemory& memory, std::span<const std::uint8_t> gpu_busy,
+              std::span<const std::uint32_t> free_gpus_per_node, double now_s)
+      : cluster_(cluster), memory_(memory), busy_(gpu_busy), free_per_node_(free_gpus_per_node), now_s_(now_s) {}
 
   const Cluster& cluster() const { return cluster_; }
   double now() const { return now_s_; }
   bool is_free(GpuId gpu) const { return busy_[index(gpu)] == 0; }
-  double free_vram_bytes(GpuId gpu) const { return free_vram_[index(gpu)]; }
   std::uint32_t free_gpus(NodeId node) const { return free_per_node_[index(node)]; }
+  // VRAM a new task could use: capacity less working sets, held tensors and weights in use.
+  double available_vram_bytes(GpuId gpu) const { return memory_.available(gpu); }
+  bool resident(GpuId gpu, std::uint32_t model) const { return memory_.resident(gpu, model); }
+  // Whether the task's share fits this GPU's VRAM (its weights count only if not resident).
+  bool fits(GpuId gpu, const ReadyTask& task) const {
+    return memory_.need(gpu, task.model, task.weights_per_gpu_bytes, task.working_set_bytes) <= memory_.available(gpu);
+  }
 
  private:
   const Cluster& cluster_;
+  const GpuMemory& memory_;
   std::span<const std::uint8_t> busy_;
-  std::span<const double> free_vram_;
   std::span<const std::uint32_t> free_per_node_;
   double now_s_;
 };

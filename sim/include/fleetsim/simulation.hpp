@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "fleetsim/cluster.hpp"
+#include "fleetsim/memory.hpp"
 #include "fleetsim/network.hpp"
 #include "fleetsim/scenario.hpp"
 #include "fleetsim/summary.hpp"
@@ -16,7 +17,7 @@ namespace fleetsim {
 
 struct RunOptions {
   std::optional<std::uint64_t> seed;  // the scenario's seed when absent
-  bool record_link_samples = false;   // every change of every link's load, for timelines
+  bool record_link_samples = false;   // every change of every link's load and GPU's VRAM, for timelines
 };
 
 struct RunResult {
@@ -26,6 +27,7 @@ struct RunResult {
   Summary summary;
   std::vector<double> link_bytes;        // per topology link
   std::vector<LinkSample> link_samples;  // when recorded
+  std::vector<VramSample> vram_samples;  // when recorded
 };
 
 RunResult simulate(const Scenario& scenario, const RunOptions& options = {});

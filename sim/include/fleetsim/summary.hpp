@@ -56,6 +56,13 @@ struct Summary {
   // Bytes carried, summed over the links of each class (a flow counts once per link it crosses).
   double gpu_link_bytes = 0, host_link_bytes = 0, nic_bytes = 0, fabric_bytes = 0;
   double cost_usd = 0;     // every GPU of the cluster rented until end_s
+  // Model swapping: loads of weights not resident on a GPU, their bytes and summed durations.
+  std::uint64_t weight_loads = 0;
+  double weight_bytes_loaded = 0;
+  double weight_load_s = 0;
+  std::uint64_t evictions = 0;        // cached models dropped to make room
+  double spilled_bytes = 0;           // output tensors that did not fit in VRAM, kept in host memory
+  double vram_peak_utilization = 0;   // highest use / capacity of any GPU
   std::uint64_t events = 0;
   std::vector<TenantSummary> tenants;
   std::vector<SloResult> slos;

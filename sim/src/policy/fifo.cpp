@@ -14,7 +14,7 @@ void Fifo::schedule(const ClusterView& view, std::span<const ReadyTask> ready, D
 bool Fifo::place(const ClusterView& view, const ReadyTask& task, std::size_t ready_index, Decisions& out) {
   const Cluster& cluster = view.cluster();
   auto usable = [&](GpuId g) {
-    return taken_[index(g)] == 0 && view.is_free(g) && view.free_vram_bytes(g) >= task.vram_per_gpu_bytes;
+    return taken_[index(g)] == 0 && view.is_free(g) && view.fits(g, task);
   };
   auto collect = [&](NodeId node) {
     const std::uint32_t first = index(cluster.first_gpu(node));

@@ -1,0 +1,88 @@
+// VRAM of every GPU of a run: model weights kept resident as a cache (reference counted while a
+// task uses them, evicted least recently used otherwise), working sets of running tasks, and edge
+// tensors held in the producer's VRAM until every consumer has read them. Use never exceeds
+// capacity: a checked invariant on every change.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "fleetsim/ids.hpp"
+
+namespace fleetsim {
+
+inline constexpr std::uint32_t kNoModel = std::numeric_limits<std::uint32_t>::max();
+
+// One change of a GPU's VRAM use, for timelines.
+struct VramSample {
+  double time_s;
+  GpuId gpu;
+  double used_bytes;
+};
+
+class GpuMemory {
+ public:
+  explicit GpuMemory(std::vector<double> capacity_bytes);
+
+  double capacity(GpuId g) const { return gpus_[index(g)].capacity; }
+  double used(GpuId g) const;
+  bool resident(GpuId g, std::uint32_t model) const;
+  // Bytes a task could have on this GPU if every unreferenced cached model were evicted.
+  double available(GpuId g) const;
+  // What placing a task needs here: its working set, plus its weights unless already resident.
+  double need(GpuId g, std::uint32_t model, double weights_bytes, double working_set_bytes) const;
+
+  // Takes VRAM for a starting task: references its model (evicting least recently used unreferenced
+  // models to make room for a load) and allocates its working set. Returns true when the weights
+  // must be loaded. The caller has checked need() <= available().
+  bool admit(GpuId g, std::uint32_t model, double weights_bytes, double working_set_bytes, double now);
+  // Gives back a finished task's working set and its reference on the model (which stays cached).
+  void release(GpuId g, std::uint32_t model, double working_set_bytes, double now);
+
+  // An output tensor waiting for its consumers, in VRAM as far as unreferenced cached models can be
+  // evicted for it; the rest spills to host memory. Returns the bytes held in VRAM.
+  double hold(GpuId g, double bytes, double now);
+  void unhold(GpuId g, double bytes, double now);  // a consumer has read it
+
+  // Whether a resident model's weights have finished loading (a peer may copy them).
+  bool loaded(GpuId g, std::uint32_t model) const;
+  void mark_loaded(GpuId g, std::uint32_t model);
+
+  std::uint64_t evictions() const { return evictions_; }
+  double spilled_bytes() const { return spilled_; }
+  double peak_used(GpuId g) const { return gpus_[index(g)].peak; }
+  void record_samples(bool on) { recording_ = on; }
+  const std::vector<VramSample>& samples() const { return samples_; }
+
+ private:
+  struct Cached {
+    std::uint32_t model;
+    double bytes;
+    std::uint32_t refs;
+    std::uint64_t last_use;  // admission counter, for LRU
+    bool loaded;
+  };
+  struct Gpu {
+    double capacity = 0;
+    double working = 0;  // working sets of running tasks
+    double held = 0;     // output tensors not yet read by every consumer
+    double cached = 0;   // resident weights, referenced or not
+    double pinned = 0;   // resident weights some running task references
+    double peak = 0;
+    std::vector<Cached> models;
+  };
+
+  void changed(GpuId g, double now);
+  // Evicts least recently used unreferenced models until `bytes` are free; false if impossible.
+  bool make_room(Gpu& gpu, double bytes);
+
+  std::vector<Gpu> gpus_;
+  std::uint64_t clock_ = 0;
+  std::uint64_t evictions_ = 0;
+  double spilled_ = 0;
+  bool recording_ = false;
+  std::vector<VramSample> samples_;
+};
+
+}  // namespace fleetsim

@@ -1,0 +1,130 @@
+// VRAM: the weights cache (a resident model costs no load; eviction is least recently used; a
+// peer GPU of the node can serve a load), held edge tensors, and never above capacity.
+#include <catch2/catch.hpp>
+
+#include "fleetsim/memory.hpp"
+#include "fleetsim/simulation.hpp"
+#include "helpers.hpp"
+
+using namespace fleetsim;
+using fleetsim::test::unit_scenario;
+
+namespace {
+
+// A task named `name` of 1 s (100 TFLOP on the unit GPU) using model `model` of `weights`.
+std::string task(const std::string& name, const std::string& model, const std::string& weights, double seconds = 1) {
+  return R"({"name": ")" + name + R"(", "model": {"id": ")" + model + R"(", "weights": ")" + weights +
+         R"("}, "work": {"flop": ")" + std::to_string(static_cast<int>(seconds * 100)) + R"( TFLOP"}})";
+}
+
+std::string chain(const std::vector<std::string>& tasks) {
+  std::string t = "[", e = "[";
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    t += (i ? ", " : "") + tasks[i];
+    if (i > 0) e += std::string(i > 1 ? ", " : "") + R"({"from": "t)" + std::to_string(i - 1) + R"(", "to": "t)" + std::to_string(i) + R"("})";
+  }
+  return R"({"tasks": )" + t + R"(], "edges": )" + e + "]}";
+}
+
+}  // namespace
+
+TEST_CASE("LRU eviction keeps the most recently used models", "[memory]") {
+  GpuMemory m({100e9});
+  const GpuId g = make_id<GpuId>(0);
+  CHECK(m.admit(g, 0, 40e9, 0, 0));  // A loads
+  m.release(g, 0, 0, 0);
+  CHECK(m.admit(g, 1, 40e9, 0, 0));  // B loads
+  m.release(g, 1, 0, 0);
+  CHECK_FALSE(m.admit(g, 0, 40e9, 0, 0));  // A is resident: no load, and now the most recent
+  m.release(g, 0, 0, 0);
+  CHECK(m.admit(g, 2, 40e9, 0, 0));  // C needs room: B, least recently used, goes
+  CHECK(m.resident(g, 0));
+  CHECK_FALSE(m.resident(g, 1));
+  CHECK(m.evictions() == 1);
+  // A referenced model is never evicted: with C in use, D cannot displace it, only A.
+  CHECK(m.need(g, 3, 60e9, 0) == 60e9);
+  CHECK(m.available(g) == Approx(60e9));  // C pinned; A evictable
+  CHECK(m.admit(g, 3, 60e9, 0, 0));
+  CHECK(m.resident(g, 2));
+  CHECK_FALSE(m.resident(g, 0));
+  CHECK(m.used(g) == Approx(100e9));
+}
+
+TEST_CASE("held tensors and working sets count; what does not fit spills to host", "[memory]") {
+  GpuMemory m({100e9});
+  const GpuId g = make_id<GpuId>(0);
+  m.admit(g, kNoModel, 0, 30e9, 0);
+  CHECK(m.hold(g, 50e9, 0) == 50e9);
+  CHECK(m.available(g) == Approx(20e9));
+  CHECK(m.hold(g, 30e9, 0) == Approx(20e9));  // 10 GB do not fit
+  CHECK(m.spilled_bytes() == Approx(10e9));
+  m.unhold(g, 70e9, 0);
+  m.release(g, kNoModel, 30e9, 0);
+  CHECK(m.used(g) == 0);
+  CHECK(m.peak_used(g) == Approx(100e9));
+}
+
+TEST_CASE("a second use of a resident model pays no load", "[memory][simulation]") {
+  // The 10 GB load comes from host memory over two PCIe hops: 4 us + 10 GB / 50 GB/s = 0.200004 s.
+  const auto sc = unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 1}]},
+      "workflows": {"w": )" + chain({task("t0", "a", "10 GB"), task("t1", "a", "10 GB")}) + R"(},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
+  const auto run = simulate(sc);
+  CHECK(run.trace.tasks[0].compute_start_s - run.trace.tasks[0].start_s == Approx(0.200004).epsilon(1e-9));
+  CHECK(run.trace.tasks[1].compute_start_s == run.trace.tasks[1].start_s);
+  CHECK(run.summary.weight_loads == 1);
+  CHECK(run.summary.weight_bytes_loaded == 10e9);
+  CHECK(run.summary.weight_load_s == Approx(0.200004));
+  CHECK(run.summary.makespan_s == Approx(2.200004).epsilon(1e-9));
+}
+
+TEST_CASE("models swap in least-recently-used order", "[memory][simulation]") {
+  // 100 GB GPU, 40 GB models: A B A C A B. C evicts B (A was used more recently), so the third A
+  // is still resident; the last B must load again, evicting C. Loads: A, B, C, B. Each load is
+  // 4 us + 40 GB / 50 GB/s = 0.800004 s.
+  const auto sc = unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 1}]},
+      "workflows": {"w": )" + chain({task("t0", "a", "40 GB"), task("t1", "b", "40 GB"), task("t2", "a", "40 GB"),
+                                     task("t3", "c", "40 GB"), task("t4", "a", "40 GB"), task("t5", "b", "40 GB")}) + R"(},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
+  const auto run = simulate(sc);
+  std::vector<bool> loaded;
+  for (const auto& t : run.trace.tasks) loaded.push_back(t.compute_start_s > t.start_s);
+  CHECK(loaded == std::vector<bool>{true, true, false, true, false, true});
+  CHECK(run.summary.weight_loads == 4);
+  CHECK(run.summary.evictions == 2);
+  CHECK(run.summary.makespan_s == Approx(6 + 4 * 0.800004).epsilon(1e-9));
+}
+
+TEST_CASE("a load is served by a peer GPU of the node when one holds the weights", "[memory][simulation]") {
+  // Node of 2 GPUs. Instance 0: t0 (model a, 1 s) then t1 (model b, 10 s), both on g0. At 2 s
+  // instance 1 asks for model a: g0 is busy, so it runs on g1 and copies a from g0 over NVLink
+  // (2 us + 10 GB / 100 GB/s = 0.100002 s) instead of host PCIe (0.200004 s).
+  const auto sc = unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-2", "count": 1}]},
+      "workflows": {"w": )" + chain({task("t0", "a", "10 GB"), task("t1", "b", "10 GB", 10)}) + R"(,
+                    "v": {"tasks": [)" + task("u", "a", "10 GB") + R"(]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}},
+                   {"workflow": "v", "arrival": {"process": "times", "times": ["2 s"]}}])");
+  const auto run = simulate(sc);
+  const auto& u = run.trace.tasks[2];
+  CHECK(run.cluster.gpu_name(run.trace.gpus[u.gpu_begin]) == "n0.g1");
+  CHECK(u.compute_start_s - u.start_s == Approx(0.100002).epsilon(1e-9));
+}
+
+TEST_CASE("an output tensor occupies the producer's VRAM until its consumer has read it", "[memory][simulation]") {
+  // Fork on a 2-GPU node: p (1 s) on g0 writes 60 GB for c on g1 and 1 GB for d on g0... d runs first on g0.
+  // While c's 60 GB transfer runs (1 us x 2 + 60 GB / 100 GB/s = 0.600002 s), g0 holds the tensor.
+  const auto sc = unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-2", "count": 1}]},
+      "workflows": {"w": {"tasks": [{"name": "p", "work": {"flop": "100 TFLOP"}}, {"name": "d", "work": {"flop": "100 TFLOP"}},
+                                   {"name": "c", "work": {"flop": "100 TFLOP"}}],
+                         "edges": [{"from": "p", "to": "d", "bytes": "1 GB"}, {"from": "p", "to": "c", "bytes": "60 GB"}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
+  const auto run = simulate(sc, {.record_link_samples = true});
+  double g0_after_read = -1, g0_while_sending = -1;
+  for (const VramSample& s : run.vram_samples) {
+    if (s.gpu != make_id<GpuId>(0)) continue;
+    if (s.time_s == Approx(1.0)) g0_while_sending = s.used_bytes;  // last sample at 1 s wins
+    if (s.time_s == Approx(1.600002)) g0_after_read = s.used_bytes;
+  }
+  CHECK(g0_while_sending == Approx(60e9));  // d read its 1 GB in place at once
+  CHECK(g0_after_read == Approx(0));
+}
