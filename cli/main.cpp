@@ -36,13 +36,23 @@ struct CollectiveArgs {
 };
 
 // "8", "64K", "8G" as nccl-tests reads them (binary multiples), or a size with a unit ("1 GB").
-double parse_size(const std::string& text) {
-  if (!text.empty() && std::string("KMG").find(text.back()) != std::string::npos) {
-    const double scale = text.back() == 'K' ? 1024.0 : text.back() == 'M' ? 1048576.0 : 1073741824.0;
-    return std::stod(text.substr(0, text.size() - 1)) * scale;
+double parse_size(const std::string& option, const std::string& text) {
+  try {
+    double value = 0;
+    if (!text.empty() && std::string("KMG").find(text.back()) != std::string::npos &&
+        text.find_first_not_of("0123456789") == text.size() - 1 && text.size() > 1) {
+      const double scale = text.back() == 'K' ? 1024.0 : text.back() == 'M' ? 1048576.0 : 1073741824.0;
+      value = std::stod(text.substr(0, text.size() - 1)) * scale;
+    } else if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) {
+      value = std::stod(text);
+    } else {
+      value = fleetsim::parse_quantity(text, fleetsim::Dimension::bytes);
+    }
+    if (value <= 0) throw fleetsim::UnitError("expected a positive size, found \"" + text + "\"");
+    return value;
+  } catch (const fleetsim::UnitError& e) {
+    throw fleetsim::InputError({fleetsim::Problem{option, "", std::string(e.what()) + " (or 8, 64K, 1M, 8G as nccl-tests reads them)"}});
   }
-  if (text.find_first_not_of("0123456789") == std::string::npos) return std::stod(text);
-  return fleetsim::parse_quantity(text, fleetsim::Dimension::bytes);
 }
 
 std::vector<fleetsim::ScenarioEdit> parse_sets(const std::vector<std::string>& sets) {
@@ -82,8 +92,10 @@ int run_collective(const CollectiveArgs& args) {
   if (!fleetsim::algorithm_applies(cluster, topology, *op, *algo, gpus)) {
     throw fleetsim::InputError({fleetsim::Problem{"--algo", "", args.algo + " cannot run " + args.op + " on these GPUs"}});
   }
-  const auto points = fleetsim::sweep_collective(cluster, topology, *op, *algo, gpus, parse_size(args.min),
-                                                 parse_size(args.max), args.factor);
+  const double min = parse_size("--min", args.min), max = parse_size("--max", args.max);
+  if (max < min) throw fleetsim::InputError({fleetsim::Problem{"--max", "", "expected a size no smaller than --min"}});
+  if (!(args.factor > 1)) throw fleetsim::InputError({fleetsim::Problem{"--factor", "", "expected a number above 1"}});
+  const auto points = fleetsim::sweep_collective(cluster, topology, *op, *algo, gpus, min, max, args.factor);
   if (args.json) {
     std::cout << fleetsim::collective_json(*op, gpus.size(), args.cluster, points);
   } else {
@@ -139,7 +151,8 @@ int main(int argc, char** argv) {
   CLI::App* simulate = app.add_subcommand("simulate", "Simulate a scenario and print its summary");
   simulate->add_option("scenario", sim.scenario, "Scenario file (JSON)")->required();
   simulate->add_option("--seed", sim.seed, "Random seed (default: the scenario's)")->check(CLI::NonNegativeNumber);
-  simulate->add_option("--out", sim.out_dir, "Write summary.json, trace.csv and trace.json to this directory");
+  simulate->add_option("--out", sim.out_dir,
+                       "Write summary.json, trace.csv, trace.json, links.csv, link_timeline.csv and vram_timeline.csv here");
   simulate->add_flag("--json", sim.json, "Print the summary as JSON on stdout");
   simulate->add_option("--set", sim.sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
 

@@ -229,3 +229,13 @@ TEST_CASE("a broken workflow is reported once, not again by every stream using i
   CHECK_THAT(msg, Contains("/workflows/w/tasks/0/work/flop: expected an amount of work"));
   CHECK_THAT(msg, !Contains("unknown workflow"));
 }
+
+TEST_CASE("a collective's algorithm must be able to run its operation", "[workflow][errors]") {
+  CHECK_THAT(workflow_error(R"({"tasks": [{"name": "a", "gpus": 2, "collective": {"op": "all-gather", "bytes": "1 GB", "algo": "tree"}}]})"),
+             Contains("/tasks/0/collective/algo: tree cannot run all-gather"));
+  CHECK_THAT(workflow_error(R"({"tasks": [{"name": "a", "gpus": 2, "collective": {"op": "all-to-all", "bytes": "1 GB", "algo": "ring"}}]})"),
+             Contains("/tasks/0/collective/algo: ring cannot run all-to-all"));
+  CHECK_THAT(workflow_error(R"({"tasks": [{"name": "a", "gpus": 2, "collective": {"op": "all-reduce", "bytes": "1 GB", "overlap": 2}}]})"),
+             Contains("/tasks/0/collective/overlap: expected a number from 0 to 1"));
+  CHECK(workflow_error(R"({"tasks": [{"name": "a", "gpus": 2, "collective": {"op": "send-recv", "bytes": "1 GB", "algo": "direct"}}]})") == "");
+}

@@ -105,8 +105,8 @@ void read_cluster(const Json& value, const std::string& pointer, Problems& probl
     spec.nodes_per_leaf = static_cast<int>(f.integer_or("nodes_per_leaf", 0, 0, 100'000));
     spec.oversubscription = f.number("oversubscription", Need::optional, 1.0, 1000.0).value_or(1.0);
     spec.spines = static_cast<int>(f.integer_or("spines", 0, 0, 100'000));
-    if (spec.kind == FabricKind::single_switch) {
-      for (const char* key : {"nodes_per_leaf", "oversubscription", "spines"}) {
+    if (known && spec.kind == FabricKind::single_switch) {
+      for (const char* key : {"nodes_per_leaf", "oversubscription", "spines", "link"}) {
         if (f.field(key) != nullptr) f.problem(key, "only fat-tree and rail-optimized fabrics have leaves and spines");
       }
     }

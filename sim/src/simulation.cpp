@@ -128,6 +128,7 @@ class Run {
       }
     }
     const double end_s = horizon_reached ? sc_.horizon_s : queue_.now();
+    network_.settle_all(end_s);
     Summary summary = summarize(sc_, cluster_, topology_, trace_, network_.link_bytes(), end_s, horizon_reached,
                                 seed_, events);
     std::vector<double> link_bytes = network_.link_bytes();

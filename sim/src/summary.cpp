@@ -72,7 +72,7 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
     if (t.start_s != kNever) started[index(t.instance)] = 1;
     if (t.status == TaskStatus::completed) s.makespan_s = std::max(s.makespan_s, t.end_s);
     if (t.start_s != kNever) {
-      const double until = t.status == TaskStatus::completed ? t.end_s : end_s;
+      const double until = t.end_s != kNever ? t.end_s : end_s;
       s.gpu_busy_s += (until - t.start_s) * t.gpu_count;
     }
     s.bytes_transferred += t.input_bytes;

@@ -97,6 +97,13 @@ void read_collective(ObjectReader& task_reader, TaskSpec& task) {
     c.problem("algo", "expected one of auto, ring, tree, nvls, direct, found \"" + algo + "\"");
   }
   spec.bytes = c.quantity("bytes", Dimension::bytes, Need::required).value_or(0);
+  const bool pairwise = spec.op == CollectiveOp::all_to_all || spec.op == CollectiveOp::send_recv;
+  const bool fits = spec.algo == CollectiveAlgo::automatic || (spec.algo == CollectiveAlgo::direct) == pairwise;
+  const bool reduction_only = spec.algo == CollectiveAlgo::tree || spec.algo == CollectiveAlgo::nvls;
+  if (!fits || (reduction_only && spec.op != CollectiveOp::all_reduce)) {
+    c.problem("algo", std::string(collective_algo_name(spec.algo)) + " cannot run " + std::string(collective_op_name(spec.op)) +
+                          " (ring: all but all-to-all and send-recv; tree and nvls: all-reduce; direct: all-to-all and send-recv)");
+  }
   spec.compression = c.number("compression", Need::optional, 1e-6, 1.0).value_or(1.0);
   spec.overlap = c.number("overlap", Need::optional, 0.0, 1.0).value_or(0.0);
   c.finish();

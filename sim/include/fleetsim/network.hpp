@@ -45,8 +45,10 @@ class Network {
 
   std::size_t flows_in_flight() const { return in_flight_; }
   double rate(std::uint32_t flow) const { return flows_[flow].rate_Bps; }
-  // Bytes each link has carried so far (settled at the last change of its flows).
+  // Bytes each link has carried (settled at the last change of its flows, or by settle_all).
   const std::vector<double>& link_bytes() const { return link_bytes_; }
+  // Counts every sending flow's bytes up to `now`, as at the end of a run.
+  void settle_all(double now);
   // Every change of a link's total rate, in time order; only when recording is on.
   void record_samples(bool on) { recording_ = on; }
   const std::vector<LinkSample>& samples() const { return samples_; }
@@ -99,6 +101,7 @@ class Network {
   std::vector<double> link_bytes_;
   bool recording_ = false;
   std::vector<LinkSample> samples_;
+  std::vector<double> last_rate_;  // per link, the last recorded total
 };
 
 }  // namespace fleetsim

@@ -114,6 +114,12 @@ void Network::settle(std::uint32_t flow, double now) {
   f.updated_s = now;
 }
 
+void Network::settle_all(double now) {
+  for (std::uint32_t f = 0; f < flows_.size(); ++f) {
+    if (flows_[f].phase == Phase::sending) settle(f, now);
+  }
+}
+
 void Network::detach(std::uint32_t flow) {
   for (std::uint32_t l : flows_[flow].route) {
     auto& on_link = link_flows_[l];
@@ -207,9 +213,12 @@ void Network::reshare(double now) {
     schedule(id, done ? now : now + f.remaining_bytes / f.rate_Bps);
   }
   if (recording_) {
+    last_rate_.resize(capacity_.size(), 0.0);
     for (std::uint32_t l : component_links_) {
       double total = 0;
       for (std::uint32_t f : link_flows_[l]) total += flows_[f].rate_Bps;
+      if (total == last_rate_[l]) continue;
+      last_rate_[l] = total;
       samples_.push_back(LinkSample{now, l, total});
     }
   }

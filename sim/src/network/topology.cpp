@@ -40,8 +40,8 @@ struct Topology::DistanceCache {
 
 std::string_view link_class_name(LinkClass cls) {
   switch (cls) {
-    case LinkClass::gpu_link: return "gpu-link";
-    case LinkClass::host_link: return "host-link";
+    case LinkClass::gpu_link: return "gpu_link";
+    case LinkClass::host_link: return "host_link";
     case LinkClass::nic: return "nic";
     case LinkClass::fabric: return "fabric";
   }
@@ -142,10 +142,12 @@ Topology::Topology(const Cluster& cluster, const FabricSpec& fabric) : cache_(st
   }
   if (leaves.size() > 1) {
     const LinkType up = fabric.link.value_or(cluster.group(make_id<NodeId>(0)).nic);
+    // By default one spine per uplink port of the fabric link's speed.
     std::uint32_t spines = static_cast<std::uint32_t>(fabric.spines);
     if (spines == 0) {
       for (const Leaf& leaf : leaves) {
-        spines = std::max(spines, static_cast<std::uint32_t>(std::ceil(leaf.ports / fabric.oversubscription)));
+        const double ports = leaf.down_Bps / fabric.oversubscription / up.bandwidth_Bps;
+        spines = std::max(spines, static_cast<std::uint32_t>(std::ceil(ports * (1 - 1e-12))));
       }
     }
     std::vector<std::uint32_t> spine(spines);
