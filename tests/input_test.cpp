@@ -236,6 +236,6 @@ TEST_CASE("a collective's algorithm must be able to run its operation", "[workfl
   CHECK_THAT(workflow_error(R"({"tasks": [{"name": "a", "gpus": 2, "collective": {"op": "all-to-all", "bytes": "1 GB", "algo": "ring"}}]})"),
              Contains("/tasks/0/collective/algo: ring cannot run all-to-all"));
   CHECK_THAT(workflow_error(R"({"tasks": [{"name": "a", "gpus": 2, "collective": {"op": "all-reduce", "bytes": "1 GB", "overlap": 2}}]})"),
-             Contains("/tasks/0/collective/overlap: expected a number from 0 to 1"));
+             Contains("/tasks/0/collective/overlap: expected a number from 0.0 to 1.0"));
   CHECK(workflow_error(R"({"tasks": [{"name": "a", "gpus": 2, "collective": {"op": "send-recv", "bytes": "1 GB", "algo": "direct"}}]})") == "");
 }
