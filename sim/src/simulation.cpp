@@ -89,6 +89,7 @@ class Run {
         }
       }
     }
+    predict_workflows();
     const PolicyInfo* info = find_policy(sc_.policy.name);
     FLEETSIM_CHECK(info != nullptr, "policy checked at load");
     policy_ = info->make(sc_.policy.params);
@@ -194,6 +195,32 @@ class Run {
     }
   }
 
+  // Predictions policies order by: each task's mean roofline time over the cluster's GPUs, its
+  // upward rank (itself plus the longest path after it) and its workflow's total.
+  void predict_workflows() {
+    for (const Workflow& wf : sc_.workflows) {
+      std::vector<double> mean(wf.tasks.size(), 0.0);
+      for (std::size_t t = 0; t < wf.tasks.size(); ++t) {
+        const TaskSpec& s = wf.tasks[t];
+        for (std::uint32_t g = 0; g < cluster_.gpu_count(); ++g) {
+          mean[t] += estimate_compute(cluster_.gpu_type(make_id<GpuId>(g)), s.flop / s.gpus, s.bytes / s.gpus, s.dtype,
+                                      s.launches).total_s();
+        }
+        mean[t] /= cluster_.gpu_count();
+      }
+      auto& rank = rank_.emplace_back(wf.tasks.size(), 0.0);
+      const auto& topo = wf.topological_order();
+      for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
+        double after = 0;
+        for (std::uint32_t e : wf.outputs(*it)) after = std::max(after, rank[wf.edges[e].to]);
+        rank[*it] = mean[*it] + after;
+      }
+      double total = 0;
+      for (double m : mean) total += m;
+      job_s_.push_back(total);
+    }
+  }
+
   const TaskSpec& spec(const TaskRecord& r) const { return sc_.workflows[r.workflow].tasks[r.task]; }
   TaskId task_id(std::uint32_t instance, std::uint32_t local) const {
     return make_id<TaskId>(first_task_[instance] + local);
@@ -215,9 +242,22 @@ class Run {
     r.ready_s = queue_.now();
     const TaskSpec& s = spec(r);
     const InstanceRecord& inst = trace_.instances[index(r.instance)];
-    ready_.push_back(ReadyTask{id, r.instance, r.tenant, static_cast<std::uint32_t>(s.gpus),
+    // Where most of its input bytes are.
+    const Workflow& wf = sc_.workflows[r.workflow];
+    std::uint32_t input_gpu = kNoGpu;
+    double input_bytes = 0, most = -1;
+    for (std::uint32_t e : wf.inputs(r.task)) {
+      const TaskRecord& producer = trace_.tasks[index(task_id(index(r.instance), wf.edges[e].from))];
+      input_bytes += wf.edges[e].bytes;
+      if (wf.edges[e].bytes > most) {
+        most = wf.edges[e].bytes;
+        input_gpu = index(trace_.gpus[producer.gpu_begin]);
+      }
+    }
+    ready_.push_back(ReadyTask{id, r.instance, r.tenant, &s, static_cast<std::uint32_t>(s.gpus),
                                model_of_[r.workflow][r.task], s.weights_bytes / s.gpus, s.working_set_bytes,
-                               r.ready_s, inst.arrival_s, sc_.tenants[index(r.tenant)].priority});
+                               r.ready_s, inst.arrival_s, sc_.tenants[index(r.tenant)].priority,
+                               rank_[r.workflow][r.task], job_s_[r.workflow], input_gpu, input_bytes});
     dirty_ = true;
   }
 
@@ -553,6 +593,8 @@ class Run {
   std::vector<std::uint32_t> pending_inputs_;  // per task
   std::vector<std::uint8_t> gpu_busy_;
   std::vector<std::vector<std::uint32_t>> model_of_;  // per workflow, per task: interned model
+  std::vector<std::vector<double>> rank_;             // per workflow, per task: upward rank
+  std::vector<double> job_s_;                         // per workflow: predicted compute time
   std::vector<std::uint32_t> first_edge_;             // per instance: offset into edge_held_
   std::vector<double> edge_held_;                     // per instance edge: bytes held in the producer's VRAM
   std::uint64_t weight_loads_ = 0;

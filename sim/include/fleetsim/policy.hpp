@@ -19,12 +19,16 @@
 namespace fleetsim {
 
 class Cluster;
+struct TaskSpec;
+
+inline constexpr std::uint32_t kNoGpu = 0xFFFFFFFFu;
 
 // A task whose inputs are all done, waiting for GPUs.
 struct ReadyTask {
   TaskId task;
   InstanceId instance;
   TenantId tenant;
+  const TaskSpec* spec;
   std::uint32_t gpus;         // gang size
   std::uint32_t model;        // interned model id, kNoModel when the task loads no weights
   double weights_per_gpu_bytes;
@@ -32,6 +36,10 @@ struct ReadyTask {
   double ready_s;
   double arrival_s;           // of its workflow instance
   int priority;               // of its tenant; larger is more important
+  double rank_s;              // predicted time from this task's start to its workflow's end (critical path)
+  double job_s;               // predicted compute time of its whole workflow instance
+  std::uint32_t input_gpu;    // GPU holding most of its input bytes, kNoGpu when it has none
+  double input_bytes;         // from other tasks
 };
 
 // What a policy may look at: the cluster's shape, which GPUs are free, their VRAM and which model
@@ -48,11 +56,15 @@ class ClusterView {
   std::uint32_t free_gpus(NodeId node) const { return free_per_node_[index(node)]; }
   // VRAM a new task could use: capacity less working sets, held tensors and weights in use.
   double available_vram_bytes(GpuId gpu) const { return memory_.available(gpu); }
+  // VRAM free without evicting any cached model.
+  double unused_vram_bytes(GpuId gpu) const { return memory_.capacity(gpu) - memory_.used(gpu); }
   bool resident(GpuId gpu, std::uint32_t model) const { return memory_.resident(gpu, model); }
   // Whether the task's share fits this GPU's VRAM (its weights count only if not resident).
   bool fits(GpuId gpu, const ReadyTask& task) const {
     return memory_.need(gpu, task.model, task.weights_per_gpu_bytes, task.working_set_bytes) <= memory_.available(gpu);
   }
+  // The roofline compute time of the task's share on this GPU's type.
+  double compute_estimate_s(const ReadyTask& task, GpuId gpu) const;
 
  private:
   const Cluster& cluster_;

@@ -1,8 +1,17 @@
 #include "fleetsim/policy.hpp"
 
+#include "fleetsim/cluster.hpp"
+#include "fleetsim/compute.hpp"
 #include "fleetsim/error.hpp"
+#include "fleetsim/workflow.hpp"
 
 namespace fleetsim {
+
+double ClusterView::compute_estimate_s(const ReadyTask& task, GpuId gpu) const {
+  const TaskSpec& s = *task.spec;
+  const double k = static_cast<double>(s.gpus);
+  return estimate_compute(cluster_.gpu_type(gpu), s.flop / k, s.bytes / k, s.dtype, s.launches).total_s();
+}
 
 void Decisions::place(std::size_t ready_index, std::span<const GpuId> gpus) {
   placements_.push_back(Placement{static_cast<std::uint32_t>(ready_index), static_cast<std::uint32_t>(gpus_.size()),

@@ -1,16 +1,29 @@
 // The one table of scheduling policies: name, one-line summary, reference, parameters, factory.
-// Adding a policy means adding a row here; a duplicate name is caught by a test.
-#include "fifo.hpp"
+// Adding a policy means adding a row here; a test checks that names are unique.
+#include "list_policies.hpp"
 
 namespace fleetsim {
 
 const std::vector<PolicyInfo>& policy_registry() {
+  using namespace policies;
   static const std::vector<PolicyInfo> registry{
-      {"fifo",
-       "first in, first out on the lowest-numbered free GPUs; the oldest ready task blocks the rest",
-       "the baseline of every batch scheduler",
-       {},
-       [](const PolicyParams&) -> std::unique_ptr<Policy> { return std::make_unique<policies::Fifo>(); }},
+      {"fifo", "first in, first out on the lowest-numbered free GPUs; the oldest ready task blocks the rest",
+       "the baseline of every batch scheduler", {}, make_fifo},
+      {"sjf", "shortest predicted job (workflow instance) first; tasks that do not fit are skipped",
+       "Smith 1956; SJF can starve long jobs", {}, make_sjf},
+      {"priority", "highest tenant priority first; with backfill, lower-priority tasks may use GPUs the head cannot",
+       "strict priority queueing", {{"backfill", ParamType::boolean, false, "let tasks behind a blocked one go first"}},
+       make_priority},
+      {"least-loaded", "ready order; each task on the node with the most free GPUs (spreads load)",
+       "least-loaded placement", {}, make_least_loaded},
+      {"memory-aware", "ready order; prefer GPUs where the model's weights are resident, then best-fit VRAM",
+       "model affinity as in serving systems that cache weights", {}, make_memory_aware},
+      {"locality", "ready order; place a task on (or next to) the GPU holding most of its inputs",
+       "data locality, as in Hadoop/Spark delay-free locality placement", {}, make_locality},
+      {"critical-path", "the task with the longest remaining critical path of its workflow first",
+       "Kwok & Ahmad 1999 (critical-path list scheduling)", {}, make_critical_path},
+      {"heft", "upward rank order; each task on the free GPU where it finishes earliest (compute, inputs, weights)",
+       "Topcuoglu, Hariri & Wu 2002 (HEFT), online variant over free GPUs", {}, make_heft},
   };
   return registry;
 }

@@ -1,0 +1,45 @@
+// The shape most list schedulers share: consider ready tasks in some order, and give each the
+// cheapest GPUs that are free and can hold it, a gang inside one node when one node has room.
+// A policy says the order, the cost of a GPU for a task, and whether a task that cannot be
+// placed stops the round (head-of-line blocking) or lets later tasks go first.
+#pragma once
+
+#include <array>
+#include <vector>
+
+#include "fleetsim/policy.hpp"
+
+namespace fleetsim::policies {
+
+class Greedy : public Policy {
+ public:
+  // Compared lexicographically: the first element decides unless equal, then the next.
+  using Cost = std::array<double, 3>;
+
+  void schedule(const ClusterView& view, std::span<const ReadyTask> ready, Decisions& out) final;
+
+ protected:
+  // Indices into `ready`, in the order to consider them; on entry, the order they became ready.
+  virtual void order(const ClusterView& /*view*/, std::span<const ReadyTask> /*ready*/,
+                     std::vector<std::uint32_t>& /*order*/) {}
+  // Lower is better. The default, the GPU's number, packs work onto the first GPUs.
+  virtual Cost cost(const ClusterView& /*view*/, const ReadyTask& /*task*/, GpuId gpu) const {
+    return {static_cast<double>(index(gpu)), 0, 0};
+  }
+  virtual bool blocks() const { return false; }
+
+ private:
+  bool place(const ClusterView& view, const ReadyTask& task, std::size_t ready_index, Decisions& out);
+
+  struct Candidate {
+    Cost cost;
+    GpuId gpu;
+    bool operator<(const Candidate& o) const { return cost < o.cost || (cost == o.cost && index(gpu) < index(o.gpu)); }
+  };
+  std::vector<std::uint32_t> order_;
+  std::vector<std::uint8_t> taken_;  // GPUs placed on earlier in this round
+  std::vector<Candidate> candidates_;
+  std::vector<GpuId> chosen_;
+};
+
+}  // namespace fleetsim::policies

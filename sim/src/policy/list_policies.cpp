@@ -1,0 +1,105 @@
+#include "list_policies.hpp"
+
+#include <algorithm>
+
+#include "fleetsim/cluster.hpp"
+#include "fleetsim/workflow.hpp"
+#include "greedy.hpp"
+
+namespace fleetsim::policies {
+namespace {
+
+// Stable sorts keep the ready order among equals, so every policy is deterministic.
+template <typename Key>
+void sort_by(std::span<const ReadyTask> ready, std::vector<std::uint32_t>& order, Key key) {
+  std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return key(ready[a]) < key(ready[b]); });
+}
+
+class Fifo final : public Greedy {
+  bool blocks() const override { return true; }
+};
+
+class ShortestJobFirst final : public Greedy {
+  void order(const ClusterView&, std::span<const ReadyTask> ready, std::vector<std::uint32_t>& order) override {
+    sort_by(ready, order, [](const ReadyTask& t) { return t.job_s; });
+  }
+};
+
+class Priority final : public Greedy {
+ public:
+  explicit Priority(bool backfill) : backfill_(backfill) {}
+
+ private:
+  void order(const ClusterView&, std::span<const ReadyTask> ready, std::vector<std::uint32_t>& order) override {
+    sort_by(ready, order, [](const ReadyTask& t) { return -t.priority; });
+  }
+  bool blocks() const override { return !backfill_; }
+  bool backfill_;
+};
+
+class LeastLoaded final : public Greedy {
+  Cost cost(const ClusterView& view, const ReadyTask&, GpuId gpu) const override {
+    // The node with the most free GPUs first; within it, the lowest-numbered GPU.
+    return {-static_cast<double>(view.free_gpus(view.cluster().node_of(gpu))), static_cast<double>(index(gpu)), 0};
+  }
+};
+
+class MemoryAware final : public Greedy {
+  Cost cost(const ClusterView& view, const ReadyTask& task, GpuId gpu) const override {
+    // Model affinity first (no load at all), then the fewest cached bytes evicted, then best fit:
+    // the least VRAM left over.
+    const bool resident = task.model != kNoModel && view.resident(gpu, task.model);
+    const double need = resident ? task.working_set_bytes : task.weights_per_gpu_bytes + task.working_set_bytes;
+    const double evicted = std::max(0.0, need - view.unused_vram_bytes(gpu));
+    return {resident ? 0.0 : 1.0, evicted, view.available_vram_bytes(gpu) - need};
+  }
+};
+
+class Locality final : public Greedy {
+  Cost cost(const ClusterView& view, const ReadyTask& task, GpuId gpu) const override {
+    if (task.input_gpu == kNoGpu) return {0, static_cast<double>(index(gpu)), 0};
+    const GpuId input = make_id<GpuId>(task.input_gpu);
+    const double distance = gpu == input ? 0 : view.cluster().node_of(gpu) == view.cluster().node_of(input) ? 1 : 2;
+    return {distance, static_cast<double>(index(gpu)), 0};
+  }
+};
+
+class CriticalPath final : public Greedy {
+  void order(const ClusterView&, std::span<const ReadyTask> ready, std::vector<std::uint32_t>& order) override {
+    sort_by(ready, order, [](const ReadyTask& t) { return -t.rank_s; });
+  }
+};
+
+// Online HEFT: tasks by upward rank; each on the free GPU where it would finish earliest, counting
+// its compute on that GPU's type, its inputs' transfer and a weights load if the model is not there.
+class Heft final : public Greedy {
+  void order(const ClusterView&, std::span<const ReadyTask> ready, std::vector<std::uint32_t>& order) override {
+    sort_by(ready, order, [](const ReadyTask& t) { return -t.rank_s; });
+  }
+  Cost cost(const ClusterView& view, const ReadyTask& task, GpuId gpu) const override {
+    const Cluster& cluster = view.cluster();
+    const NodeGroup& group = cluster.group(cluster.node_of(gpu));
+    double finish = view.compute_estimate_s(task, gpu);
+    if (task.input_gpu != kNoGpu && task.input_gpu != index(gpu)) {
+      const bool same_node = cluster.node_of(make_id<GpuId>(task.input_gpu)) == cluster.node_of(gpu);
+      finish += task.input_bytes / (same_node ? group.gpu_link.bandwidth_Bps : group.nic.bandwidth_Bps);
+    }
+    if (task.model != kNoModel && !view.resident(gpu, task.model)) {
+      finish += task.weights_per_gpu_bytes / group.host_link.bandwidth_Bps;
+    }
+    return {finish, static_cast<double>(index(gpu)), 0};
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Policy> make_fifo(const PolicyParams&) { return std::make_unique<Fifo>(); }
+std::unique_ptr<Policy> make_sjf(const PolicyParams&) { return std::make_unique<ShortestJobFirst>(); }
+std::unique_ptr<Policy> make_priority(const PolicyParams& p) { return std::make_unique<Priority>(p.boolean("backfill")); }
+std::unique_ptr<Policy> make_least_loaded(const PolicyParams&) { return std::make_unique<LeastLoaded>(); }
+std::unique_ptr<Policy> make_memory_aware(const PolicyParams&) { return std::make_unique<MemoryAware>(); }
+std::unique_ptr<Policy> make_locality(const PolicyParams&) { return std::make_unique<Locality>(); }
+std::unique_ptr<Policy> make_critical_path(const PolicyParams&) { return std::make_unique<CriticalPath>(); }
+std::unique_ptr<Policy> make_heft(const PolicyParams&) { return std::make_unique<Heft>(); }
+
+}  // namespace fleetsim::policies
