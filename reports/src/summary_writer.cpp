@@ -39,6 +39,7 @@ std::string summary_json(const Summary& s) {
   j["makespan_s"] = s.makespan_s;
   j["end_s"] = s.end_s;
   j["horizon_reached"] = s.horizon_reached;
+  j["stalled"] = s.stalled;
   j["tasks"] = counts_json(s.tasks);
   j["workflows"] = counts_json(s.workflows);
   j["latency_s"] = latency_json(s.latency_s);
@@ -75,6 +76,10 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
   out << "makespan   " << format_quantity(s.makespan_s, Dimension::time);
   if (s.horizon_reached) out << "  (stopped at the horizon, " << format_quantity(s.end_s, Dimension::time) << ")";
   out << "\n";
+  if (s.stalled) {
+    out << "STALLED    the run ran out of events while " << s.tasks.queued
+        << " tasks waited: no GPU could ever take them (VRAM held by tensors their consumers cannot read?)\n";
+  }
   out << "tasks      " << s.tasks.submitted << " submitted: " << s.tasks.completed << " completed, "
       << s.tasks.failed << " failed, " << s.tasks.running << " running, " << s.tasks.queued << " queued\n";
   out << "workflows  " << s.workflows.submitted << " submitted: " << s.workflows.completed << " completed, "

@@ -20,7 +20,7 @@ enum EventKind : std::uint32_t { kArrival, kComputeDone, kCommStart, kNetwork, k
 // What a task's pending flows are for.
 enum class Stage : std::uint8_t { inputs, collective };
 
-// A flow's tag: what it carries, the edge (for inputs) and the task it belongs to.
+// A flow's tag: what it carries, the edge (inputs) or gang member (weights), and its task.
 enum class FlowKind : std::uint8_t { input, weights, collective };
 std::uint64_t flow_tag(FlowKind kind, std::uint32_t edge, TaskId task) {
   return (std::uint64_t{static_cast<std::uint8_t>(kind)} << 56) | (std::uint64_t{edge} << 32) | index(task);
@@ -77,15 +77,17 @@ class Run {
         memory_(vram_capacities(cluster_)) {
     network_.record_samples(options.record_link_samples);
     memory_.record_samples(options.record_link_samples);
-    // Models are interned: GPUs' caches and policies compare small integers.
-    std::map<std::string, std::uint32_t, std::less<>> models;
+    // Models are interned: GPUs' caches and policies compare small integers. A GPU holds one
+    // shard of a model, so the key is the model and the shard's size (the gang shards it evenly).
+    std::map<std::pair<std::string, double>, std::uint32_t> models;
     for (const Workflow& wf : sc_.workflows) {
       auto& ids = model_of_.emplace_back();
       for (const TaskSpec& t : wf.tasks) {
         if (t.model.empty() || t.weights_bytes <= 0) {
           ids.push_back(kNoModel);
         } else {
-          ids.push_back(models.emplace(t.model, static_cast<std::uint32_t>(models.size())).first->second);
+          const auto key = std::pair{t.model, t.weights_bytes / t.gpus};
+          ids.push_back(models.emplace(key, static_cast<std::uint32_t>(models.size())).first->second);
         }
       }
     }
@@ -129,10 +131,13 @@ class Run {
       }
     }
     const double end_s = horizon_reached ? sc_.horizon_s : queue_.now();
+    // Nothing left to happen, yet tasks wait: no placement will ever be made for them.
+    const bool stalled = !horizon_reached && !ready_.empty();
     network_.settle_all(end_s);
     Summary summary = summarize(sc_, cluster_, topology_, trace_, network_.link_bytes(), end_s, horizon_reached,
                                 seed_, events);
     std::vector<double> link_bytes = network_.link_bytes();
+    summary.stalled = stalled;
     summary.weight_loads = weight_loads_;
     summary.weight_load_s = weight_load_s_;
     summary.weight_bytes_loaded = weight_bytes_loaded_;
@@ -169,6 +174,8 @@ class Run {
     first_task_.reserve(arrivals.size());
     remaining_.reserve(arrivals.size());
     pending_inputs_.reserve(total_tasks);
+    work_scale_.reserve(total_tasks);
+    Rng sizes(seed_, 0, "task-sizes");
     edge_held_.reserve(arrivals.size());
     pending_flows_.assign(total_tasks, 0);
     stage_.assign(total_tasks, Stage::inputs);
@@ -191,6 +198,7 @@ class Run {
         r.tenant = make_id<TenantId>(s.tenant);
         trace_.tasks.push_back(r);
         pending_inputs_.push_back(static_cast<std::uint32_t>(wf.inputs(t).size()));
+        work_scale_.push_back(wf.tasks[t].size == TaskSpec::Size::exponential ? sizes.exponential(1.0) : 1.0);
       }
     }
   }
@@ -331,20 +339,29 @@ class Run {
     r.gpu_count = static_cast<std::uint32_t>(gpus.size());
     trace_.gpus.insert(trace_.gpus.end(), gpus.begin(), gpus.end());
 
-    // Weights not resident are loaded, from a peer GPU of the node that holds them, else from host memory.
-    for (GpuId g : gpus) {
+    // Weights not resident are loaded from host memory, or from a peer GPU of the node that holds
+    // them when its route is at least as fast.
+    for (std::uint32_t member = 0; member < gpus.size(); ++member) {
+      const GpuId g = gpus[member];
       if (!memory_.admit(g, model, weights, s.working_set_bytes, queue_.now())) continue;
-      std::uint32_t source = topology_.host_vertex(cluster_.node_of(g));
       const NodeId node = cluster_.node_of(g);
+      std::uint32_t source = topology_.host_vertex(node);
+      route_.clear();
+      topology_.route(source, topology_.gpu_vertex(g), 0, route_);
+      const double host_Bps = topology_.bottleneck_Bps(route_);
       for (std::uint32_t p = index(cluster_.first_gpu(node)); p < index(cluster_.first_gpu(node)) + cluster_.gpus_in(node); ++p) {
-        if (p != index(g) && memory_.loaded(make_id<GpuId>(p), model)) {
+        if (p == index(g) || !memory_.loaded(make_id<GpuId>(p), model)) continue;
+        route_.clear();
+        topology_.route(topology_.gpu_vertex(make_id<GpuId>(p)), topology_.gpu_vertex(g), 0, route_);
+        if (topology_.bottleneck_Bps(route_) >= host_Bps) {
           source = topology_.gpu_vertex(make_id<GpuId>(p));
           break;
         }
       }
       ++weight_loads_;
       weight_bytes_loaded_ += weights;
-      start_flow(id, source, topology_.gpu_vertex(g), weights, flow_tag(FlowKind::weights, 0, id), mix_key(index(g), model));
+      start_flow(id, source, topology_.gpu_vertex(g), weights, flow_tag(FlowKind::weights, member, id),
+                 mix_key(index(g), model));
     }
     // Inputs move from each producer's first GPU to this task's first GPU, all at once. A tensor
     // already on that GPU is read in place and released at once.
@@ -384,12 +401,12 @@ class Run {
     TaskRecord& r = trace_.tasks[index(id)];
     const TaskSpec& s = spec(r);
     r.compute_start_s = queue_.now();
-    // A gang splits the work evenly and finishes with its slowest member.
-    const double k = static_cast<double>(r.gpu_count);
+    // A gang splits this instance's work evenly and finishes with its slowest member.
+    const double share = work_scale_[index(id)] / static_cast<double>(r.gpu_count);
     double compute_s = 0;
     for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
       const GpuType& type = cluster_.gpu_type(trace_.gpus[r.gpu_begin + i]);
-      compute_s = std::max(compute_s, estimate_compute(type, s.flop / k, s.bytes / k, s.dtype, s.launches).total_s());
+      compute_s = std::max(compute_s, estimate_compute(type, s.flop * share, s.bytes * share, s.dtype, s.launches).total_s());
     }
     queue_.push(r.compute_start_s + compute_s, kComputeDone, index(id));
     // A task with a collective ends when both its compute and its collective are done. The
@@ -473,9 +490,7 @@ class Run {
         release_tensor(index(r.instance), tag_edge(d.tag), trace_.gpus[producer.gpu_begin]);
       } else if (tag_kind(d.tag) == FlowKind::weights) {
         weight_load_s_ += queue_.now() - r.start_s;
-        for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
-          memory_.mark_loaded(trace_.gpus[r.gpu_begin + i], model_of_[r.workflow][r.task]);
-        }
+        memory_.mark_loaded(trace_.gpus[r.gpu_begin + tag_edge(d.tag)], model_of_[r.workflow][r.task]);
       }
       if (--pending_flows_[index(id)] != 0) continue;
       if (stage_[index(id)] == Stage::inputs) {
@@ -591,6 +606,7 @@ class Run {
   std::vector<std::uint32_t> first_task_;      // per instance: its first task's id
   std::vector<std::uint32_t> remaining_;       // per instance: tasks not yet ended
   std::vector<std::uint32_t> pending_inputs_;  // per task
+  std::vector<double> work_scale_;             // per task: this instance's work over the spec's mean
   std::vector<std::uint8_t> gpu_busy_;
   std::vector<std::vector<std::uint32_t>> model_of_;  // per workflow, per task: interned model
   std::vector<std::vector<double>> rank_;             // per workflow, per task: upward rank

@@ -54,6 +54,12 @@ void read_work(ObjectReader& task_reader, TaskSpec& task, const Catalog& catalog
     }
     task.launches = static_cast<std::uint32_t>(w.integer_or("launches", 1, 1, 1'000'000'000));
   }
+  const std::string size = w.string_or("size", "fixed");
+  if (size == "exponential") {
+    task.size = TaskSpec::Size::exponential;
+  } else if (size != "fixed") {
+    w.problem("size", "expected \"fixed\" or \"exponential\", found \"" + size + "\"");
+  }
   w.finish();
 }
 

@@ -70,6 +70,7 @@ class GpuMemory {
     double cached = 0;   // resident weights, referenced or not
     double pinned = 0;   // resident weights some running task references
     double peak = 0;
+    double last_recorded = 0;
     std::vector<Cached> models;
   };
 

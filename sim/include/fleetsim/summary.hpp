@@ -47,6 +47,7 @@ struct Summary {
   double makespan_s = 0;   // time of the last task completion
   double end_s = 0;        // when the run stopped: the makespan, or the horizon with work left
   bool horizon_reached = false;
+  bool stalled = false;    // the run ran out of events with tasks still waiting for GPUs
   Counts tasks;
   Counts workflows;
   LatencyStats latency_s;  // workflow instance: arrival to last task completed

@@ -34,6 +34,9 @@ struct TaskSpec {
   Dtype dtype = Dtype::bf16;
   std::uint32_t launches = 1;    // kernel launches, each paying the GPU's launch overhead
   std::string op;                // operator profile id when work came from one
+  // How the work of one instance varies around the given amount (its mean): fixed, or drawn
+  // per instance from an exponential distribution (job sizes in queueing models).
+  enum class Size : std::uint8_t { fixed, exponential } size = Size::fixed;
   std::optional<CollectiveSpec> collective;
 
   // VRAM one GPU of the gang needs while the task runs.

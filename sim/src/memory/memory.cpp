@@ -115,7 +115,10 @@ void GpuMemory::changed(GpuId g, double now) {
   const double total = gpu.working + gpu.held + gpu.cached;
   FLEETSIM_CHECK(total <= gpu.capacity * (1 + 1e-9) + 1.0, "VRAM use above capacity");
   gpu.peak = std::max(gpu.peak, total);
-  if (recording_) samples_.push_back(VramSample{now, g, total});
+  if (recording_ && total != gpu.last_recorded) {
+    gpu.last_recorded = total;
+    samples_.push_back(VramSample{now, g, total});
+  }
 }
 
 }  // namespace fleetsim

@@ -1,0 +1,90 @@
+// Queueing theory as an outside truth: Poisson arrivals of single tasks with exponential work on c
+// GPUs is M/M/c, whose mean wait is Erlang C's; two non-preemptive priority classes on one GPU
+// follow Cobham's formula. Simulated means are checked against the 99% confidence interval of
+// batch means (20 batches after a warm-up), so the check can fail if the model is wrong.
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "fleetsim/simulation.hpp"
+#include "helpers.hpp"
+
+using namespace fleetsim;
+
+namespace {
+
+struct Estimate {
+  double mean, half_width;  // 99% confidence half-width from batch means
+};
+
+// Mean wait (start - arrival) of one tenant's instances, by batch means.
+Estimate mean_wait(const RunResult& run, std::optional<std::uint32_t> tenant = std::nullopt) {
+  std::vector<double> waits;
+  for (const TaskRecord& t : run.trace.tasks) {
+    if (tenant && index(t.tenant) != *tenant) continue;
+    if (t.start_s != kNever) waits.push_back(t.start_s - run.trace.instances[index(t.instance)].arrival_s);
+  }
+  const std::size_t warmup = waits.size() / 50, batches = 20;
+  const std::size_t per_batch = (waits.size() - warmup) / batches;
+  std::vector<double> means;
+  for (std::size_t b = 0; b < batches; ++b) {
+    double sum = 0;
+    for (std::size_t i = 0; i < per_batch; ++i) sum += waits[warmup + b * per_batch + i];
+    means.push_back(sum / per_batch);
+  }
+  double mean = 0;
+  for (double m : means) mean += m;
+  mean /= batches;
+  double var = 0;
+  for (double m : means) var += (m - mean) * (m - mean);
+  var /= batches - 1;
+  const double t99 = 2.861;  // Student t, 19 degrees of freedom, two-sided 99%
+  return {mean, t99 * std::sqrt(var / batches)};
+}
+
+double erlang_c_wait(int c, double lambda, double mu) {
+  const double a = lambda / mu;
+  double sum = 0, term = 1;
+  for (int k = 0; k < c; ++k) {
+    if (k > 0) term *= a / k;
+    sum += term;
+  }
+  const double top = term * a / c * c / (c - a);  // a^c / c! * c / (c - a)
+  return top / (sum + top) / (c * mu - lambda);
+}
+
+Scenario queue(int gpus, const std::string& workload, const std::string& tenants = "", std::uint64_t seed = 7) {
+  return test::unit_scenario(R"("seed": )" + std::to_string(seed) + R"(, "policy": {"name": "priority"},
+      "cluster": {"nodes": [{"type": "unit-node-1", "count": )" + std::to_string(gpus) + R"(}]},)" + tenants + R"(
+      "workflows": {"job": {"tasks": [{"name": "t", "work": {"flop": "100 TFLOP", "size": "exponential"}}]}},
+      "workload": )" + workload);
+}
+
+}  // namespace
+
+TEST_CASE("M/M/c with FIFO: mean wait matches Erlang C", "[validation][queueing]") {
+  // 2 GPUs, mean service 1 s (100 TFLOP at 100 TFLOP/s, exponential), utilizations 0.5, 0.8, 0.95.
+  for (const auto& [rho, arrivals] : {std::pair{0.5, 100000}, std::pair{0.8, 200000}, std::pair{0.95, 2000000}}) {
+    const double lambda = 2 * rho;
+    const Scenario sc = queue(2, R"([{"workflow": "job", "arrival": {"process": "poisson", "rate": ")" +
+                                     std::to_string(lambda) + R"( /s", "count": )" + std::to_string(arrivals) + "}}]");
+    const Estimate w = mean_wait(simulate(sc));
+    const double expected = erlang_c_wait(2, lambda, 1.0);
+    INFO("rho " << rho << ": simulated " << w.mean << " +- " << w.half_width << ", Erlang C " << expected);
+    CHECK(std::abs(w.mean - expected) <= w.half_width);
+    CHECK(w.half_width < 0.15 * expected);  // the interval is tight enough to mean something
+  }
+}
+
+TEST_CASE("M/M/1 with two non-preemptive priority classes matches Cobham's formula", "[validation][queueing]") {
+  // lambda_hi = 0.3, lambda_lo = 0.4, mu = 1: W0 = sum(lambda_i E[S^2] / 2) = 0.7;
+  // W_hi = W0 / (1 - 0.3) = 1.0; W_lo = W0 / ((1 - 0.3)(1 - 0.7)) = 3.333.
+  const Scenario sc = queue(1,
+                            R"([{"tenant": "hi", "workflow": "job", "arrival": {"process": "poisson", "rate": "0.3 /s", "count": 150000}},
+                                {"tenant": "lo", "workflow": "job", "arrival": {"process": "poisson", "rate": "0.4 /s", "count": 200000}}])",
+                            R"( "tenants": [{"name": "hi", "priority": 1}, {"name": "lo", "priority": 0}],)");
+  const auto run = simulate(sc);
+  const Estimate hi = mean_wait(run, 0), lo = mean_wait(run, 1);
+  INFO("hi " << hi.mean << " +- " << hi.half_width << "; lo " << lo.mean << " +- " << lo.half_width);
+  CHECK(std::abs(hi.mean - 1.0) <= hi.half_width);
+  CHECK(std::abs(lo.mean - 0.7 / (0.7 * 0.3)) <= lo.half_width);
+}
