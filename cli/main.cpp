@@ -1,11 +1,16 @@
 // fleetsim: the one command-line front end. Parse, call the libraries, print. Errors thrown by the
 // libraries become messages and exit codes here and nowhere else.
 #include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 
 #include "fleetsim/collective.hpp"
+#include "fleetsim/compare.hpp"
 #include "fleetsim/error.hpp"
 #include "fleetsim/topology.hpp"
 #include "fleetsim/units.hpp"
@@ -16,11 +21,29 @@ namespace {
 
 enum ExitCode { kOk = 0, kFailure = 1, kBadInput = 2, kBadPolicy = 3 };
 
+void write_file(const std::filesystem::path& path, const std::string& what,
+                const std::function<void(std::ostream&)>& write) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw std::runtime_error("cannot write " + what + " to " + path.string());
+  write(out);
+  if (!out) throw std::runtime_error("error while writing " + path.string());
+}
+
 struct SimulateArgs {
   std::string scenario;
   std::optional<std::uint64_t> seed;
   std::string out_dir;
   std::vector<std::string> sets;
+  bool json = false;
+};
+
+struct CompareArgs {
+  std::string scenario;
+  std::string policies;
+  unsigned seeds = 5;
+  unsigned threads = 0;
+  std::vector<std::string> sets;
+  std::string out_dir;
   bool json = false;
 };
 
@@ -67,6 +90,52 @@ std::vector<fleetsim::ScenarioEdit> parse_sets(const std::vector<std::string>& s
   return edits;
 }
 
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> parts;
+  std::string part;
+  for (char c : text + ",") {
+    if (c != ',') {
+      part += c;
+    } else if (!part.empty()) {
+      parts.push_back(part);
+      part.clear();
+    }
+  }
+  return parts;
+}
+
+int run_compare(const CompareArgs& args) {
+  const fleetsim::Scenario scenario = fleetsim::load_scenario(args.scenario, parse_sets(args.sets));
+  std::vector<std::string> policies = split_commas(args.policies);
+  if (policies.empty()) {
+    for (const fleetsim::PolicyInfo& p : fleetsim::policy_registry()) policies.push_back(p.name);
+  }
+  const unsigned threads = args.threads > 0 ? args.threads : std::max(1u, std::thread::hardware_concurrency());
+  // A progress line on a terminal only: logs and pipes stay clean.
+  const bool tty = isatty(fileno(stderr)) != 0;
+  const auto started = std::chrono::steady_clock::now();
+  const auto progress = [&](std::size_t done, std::size_t total) {
+    if (!tty) return;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const double eta = elapsed / static_cast<double>(done) * static_cast<double>(total - done);
+    std::fprintf(stderr, "\r  %zu/%zu runs, %.0f s left   ", done, total, eta);
+    if (done == total) std::fprintf(stderr, "\r%40s\r", "");
+  };
+  const auto results = fleetsim::compare_policies(scenario, policies, args.seeds, threads, progress);
+  if (!args.out_dir.empty()) {
+    const std::filesystem::path dir(args.out_dir);
+    std::filesystem::create_directories(dir);
+    write_file(dir / "comparison.csv", "the runs", [&](std::ostream& o) { fleetsim::write_comparison_csv(o, results); });
+    write_file(dir / "comparison.json", "the comparison", [&](std::ostream& o) { o << fleetsim::comparison_json(scenario.name, results); });
+  }
+  if (args.json) {
+    std::cout << fleetsim::comparison_json(scenario.name, results);
+  } else {
+    fleetsim::write_comparison_text(std::cout, scenario.name, args.seeds, results);
+  }
+  return kOk;
+}
+
 int run_collective(const CollectiveArgs& args) {
   const auto op = fleetsim::parse_collective_op(args.op);
   const auto algo = fleetsim::parse_collective_algo(args.algo);
@@ -102,14 +171,6 @@ int run_collective(const CollectiveArgs& args) {
     fleetsim::write_collective_table(std::cout, *op, gpus.size(), args.cluster, points);
   }
   return kOk;
-}
-
-void write_file(const std::filesystem::path& path, const std::string& what,
-                const std::function<void(std::ostream&)>& write) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw std::runtime_error("cannot write " + what + " to " + path.string());
-  write(out);
-  if (!out) throw std::runtime_error("error while writing " + path.string());
 }
 
 int run_simulate(const SimulateArgs& args) {
@@ -156,6 +217,20 @@ int main(int argc, char** argv) {
   simulate->add_flag("--json", sim.json, "Print the summary as JSON on stdout");
   simulate->add_option("--set", sim.sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
 
+  bool policies_json = false;
+  CLI::App* policies = app.add_subcommand("policies", "List the scheduling policies with their parameters");
+  policies->add_flag("--json", policies_json, "Print JSON");
+
+  CompareArgs cmp;
+  CLI::App* compare = app.add_subcommand("compare", "Run a scenario under several policies and seeds; mean and 95% CI per metric");
+  compare->add_option("scenario", cmp.scenario, "Scenario file (JSON)")->required();
+  compare->add_option("--policies", cmp.policies, "Comma-separated policy names (default: all)");
+  compare->add_option("--seeds", cmp.seeds, "Seeds per policy: the scenario's seed and the next ones")->capture_default_str()->check(CLI::PositiveNumber);
+  compare->add_option("--threads", cmp.threads, "Parallel runs (default: all cores)");
+  compare->add_option("--set", cmp.sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
+  compare->add_option("--out", cmp.out_dir, "Write comparison.csv (one row per run) and comparison.json here");
+  compare->add_flag("--json", cmp.json, "Print JSON instead of the table");
+
   CollectiveArgs coll;
   CLI::App* collective = app.add_subcommand("collective", "Predict a collective's time and bandwidth, nccl-tests style");
   collective->add_option("--op", coll.op, "all-reduce, all-gather, reduce-scatter, broadcast, reduce, all-to-all, send-recv")->capture_default_str();
@@ -186,6 +261,15 @@ int main(int argc, char** argv) {
     }
     if (*simulate) return run_simulate(sim);
     if (*collective) return run_collective(coll);
+    if (*compare) return run_compare(cmp);
+    if (*policies) {
+      if (policies_json) {
+        std::cout << fleetsim::policies_json();
+      } else {
+        fleetsim::write_policies_text(std::cout);
+      }
+      return kOk;
+    }
   } catch (const fleetsim::InputError& e) {
     std::cerr << "fleetsim: invalid input\n" << e.what() << "\n";
     return kBadInput;

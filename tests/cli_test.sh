@@ -66,5 +66,13 @@ check "--set changes the scenario" bash -c "! cmp -s '$tmp/ndr.json' '$tmp/hdr.j
 "$fleetsim" simulate "$src/scenarios/llm-training.json" --set /cluster/nodes/0/node_overrides/nic=ib-qdr 2>"$tmp/set.err"
 check "--set values are checked like the file" grep -q "unknown link type \"ib-qdr\"" "$tmp/set.err"
 
+"$fleetsim" policies --json >"$tmp/policies.json"
+check "policies --json lists memory-aware" grep -q '"memory-aware"' "$tmp/policies.json"
+"$fleetsim" compare "$src/scenarios/default.json" --policies fifo,memory-aware --seeds 2 --out "$tmp/cmp" >"$tmp/cmp.txt"
+check "compare prints one column per policy" grep -q "memory-aware" "$tmp/cmp.txt"
+check "compare writes one CSV row per run" test "$(wc -l <"$tmp/cmp/comparison.csv")" -eq 5
+"$fleetsim" compare "$src/scenarios/default.json" --policies fifo,best 2>"$tmp/cmp.err"
+check "compare with an unknown policy exits 2" test $? -eq 2
+
 echo "cli: $failures failed"
 test $failures -eq 0

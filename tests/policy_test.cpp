@@ -2,8 +2,10 @@
 // memory-aware avoids the reloads FIFO pays; priority and SJF reorder the queue; every registered
 // policy completes the shipped scenarios.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <set>
 
+#include "fleetsim/compare.hpp"
 #include "fleetsim/simulation.hpp"
 #include "helpers.hpp"
 
@@ -104,4 +106,26 @@ TEST_CASE("every policy completes every shipped scenario, deterministically", "[
       CHECK(simulate(with_policy(sc, info.name)).summary.makespan_s == a.makespan_s);
     }
   }
+}
+
+TEST_CASE("confidence intervals use Student's t", "[compare]") {
+  const MetricStats s = mean_ci95({1, 2, 3, 4, 5});
+  CHECK(s.mean == 3);
+  CHECK(s.ci95 == Approx(2.776 * std::sqrt(2.5 / 5)));  // t(0.975, 4) x sd / sqrt(n)
+  CHECK(mean_ci95({7}).ci95 == 0);
+}
+
+TEST_CASE("a comparison is the same on one thread and on several", "[compare][determinism]") {
+  const Scenario sc = load_scenario(test::source_dir() + "/scenarios/default.json");
+  const auto one = compare_policies(sc, {"fifo", "memory-aware"}, 3, 1);
+  const auto many = compare_policies(sc, {"fifo", "memory-aware"}, 3, 4);
+  REQUIRE(one.size() == 2);
+  for (std::size_t p = 0; p < one.size(); ++p) {
+    for (std::size_t k = 0; k < 3; ++k) {
+      CHECK(one[p].runs[k].seed == sc.seed + k);
+      CHECK(one[p].runs[k].makespan_s == many[p].runs[k].makespan_s);
+      CHECK(one[p].runs[k].latency_s.p95 == many[p].runs[k].latency_s.p95);
+    }
+  }
+  CHECK_THROWS_WITH(compare_policies(sc, {"fifo", "fastest"}, 1, 1), Catch::Contains("unknown policy \"fastest\""));
 }

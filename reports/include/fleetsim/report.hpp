@@ -8,6 +8,7 @@
 
 #include "fleetsim/catalog.hpp"
 #include "fleetsim/collective.hpp"
+#include "fleetsim/compare.hpp"
 #include "fleetsim/simulation.hpp"
 
 namespace fleetsim {
@@ -25,6 +26,15 @@ void write_link_timeline_csv(std::ostream& out, const RunResult& run);
 void write_vram_timeline_csv(std::ostream& out, const RunResult& run);
 
 void write_catalog_text(std::ostream& out, const Catalog& catalog);
+
+// A policy comparison: one row per metric, one column per policy, mean +- 95% CI half-width.
+void write_comparison_text(std::ostream& out, const std::string& scenario, unsigned seeds,
+                           const std::vector<PolicyRuns>& results);
+void write_comparison_csv(std::ostream& out, const std::vector<PolicyRuns>& results);  // one row per run
+std::string comparison_json(const std::string& scenario, const std::vector<PolicyRuns>& results);
+
+void write_policies_text(std::ostream& out);
+std::string policies_json();
 
 // nccl-tests' table layout: size, count, type, redop, root, time (us), algbw and busbw (GB/s = 1e9 B/s).
 void write_collective_table(std::ostream& out, CollectiveOp op, std::size_t ranks, const std::string& where,

@@ -1,0 +1,103 @@
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "fleetsim/report.hpp"
+
+namespace fleetsim {
+namespace {
+
+std::vector<double> values_of(const PolicyRuns& runs, const ComparedMetric& m) {
+  std::vector<double> v;
+  for (const Summary& s : runs.runs) v.push_back(m.read(s));
+  return v;
+}
+
+}  // namespace
+
+void write_comparison_text(std::ostream& out, const std::string& scenario, unsigned seeds,
+                           const std::vector<PolicyRuns>& results) {
+  out << "scenario " << scenario << ": " << results.size() << " policies x " << seeds
+      << " seeds; mean +- 95% confidence half-width\n\n";
+  char cell[64];
+  std::snprintf(cell, sizeof cell, "%-18s", "metric");
+  out << cell;
+  for (const PolicyRuns& r : results) {
+    std::snprintf(cell, sizeof cell, " %20s", r.policy.c_str());
+    out << cell;
+  }
+  out << "\n";
+  for (const ComparedMetric& m : compared_metrics()) {
+    const std::string label = m.unit.empty() ? m.name : m.name + " (" + m.unit + ")";
+    std::snprintf(cell, sizeof cell, "%-18s", label.c_str());
+    out << cell;
+    for (const PolicyRuns& r : results) {
+      const MetricStats s = mean_ci95(values_of(r, m));
+      char number[48];
+      if (seeds > 1) {
+        std::snprintf(number, sizeof number, "%.4g +- %.2g", s.mean, s.ci95);
+      } else {
+        std::snprintf(number, sizeof number, "%.4g", s.mean);
+      }
+      std::snprintf(cell, sizeof cell, " %20s", number);
+      out << cell;
+    }
+    out << "\n";
+  }
+}
+
+void write_comparison_csv(std::ostream& out, const std::vector<PolicyRuns>& results) {
+  out << "policy,seed";
+  for (const ComparedMetric& m : compared_metrics()) out << ',' << m.name;
+  out << '\n';
+  for (const PolicyRuns& r : results) {
+    for (const Summary& s : r.runs) {
+      out << r.policy << ',' << s.seed;
+      for (const ComparedMetric& m : compared_metrics()) {
+        char number[32];
+        std::snprintf(number, sizeof number, "%.17g", m.read(s));
+        out << ',' << number;
+      }
+      out << '\n';
+    }
+  }
+}
+
+std::string comparison_json(const std::string& scenario, const std::vector<PolicyRuns>& results) {
+  nlohmann::ordered_json policies = nlohmann::ordered_json::array();
+  for (const PolicyRuns& r : results) {
+    nlohmann::ordered_json metrics = nlohmann::ordered_json::object();
+    for (const ComparedMetric& m : compared_metrics()) {
+      const auto values = values_of(r, m);
+      const MetricStats s = mean_ci95(values);
+      metrics[m.name] = {{"unit", m.unit}, {"mean", s.mean}, {"ci95", s.ci95}, {"values", values}};
+    }
+    policies.push_back({{"policy", r.policy}, {"metrics", metrics}});
+  }
+  nlohmann::ordered_json doc{{"scenario", scenario}, {"policies", policies}};
+  return doc.dump(2) + "\n";
+}
+
+void write_policies_text(std::ostream& out) {
+  for (const PolicyInfo& p : policy_registry()) {
+    out << p.name << "\n    " << p.summary << "\n    reference: " << p.reference << "\n";
+    for (const ParamInfo& param : p.params) {
+      out << "    param " << param.name << " (" << param_type_name(param.type) << "): " << param.help << "\n";
+    }
+  }
+}
+
+std::string policies_json() {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const PolicyInfo& p : policy_registry()) {
+    nlohmann::ordered_json params = nlohmann::ordered_json::array();
+    for (const ParamInfo& param : p.params) {
+      nlohmann::ordered_json def;
+      std::visit([&](const auto& v) { def = v; }, param.default_value);
+      params.push_back({{"name", param.name}, {"type", param_type_name(param.type)}, {"default", def}, {"help", param.help}});
+    }
+    list.push_back({{"name", p.name}, {"summary", p.summary}, {"reference", p.reference}, {"params", params}});
+  }
+  return list.dump(2) + "\n";
+}
+
+}  // namespace fleetsim

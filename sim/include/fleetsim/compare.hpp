@@ -1,0 +1,42 @@
+// Runs one scenario under several policies and seeds, in parallel on local cores, and condenses
+// each metric to a mean with a 95% confidence interval (Student's t over the seeds).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "fleetsim/scenario.hpp"
+#include "fleetsim/summary.hpp"
+
+namespace fleetsim {
+
+struct MetricStats {
+  double mean = 0;
+  double ci95 = 0;  // half-width; 0 with a single seed
+};
+
+// Mean and 95% confidence half-width of a sample.
+MetricStats mean_ci95(const std::vector<double>& values);
+
+struct PolicyRuns {
+  std::string policy;
+  std::vector<Summary> runs;  // one per seed, in seed order
+};
+
+// The metrics a comparison reports, by name, in order: each reads one number from a summary.
+struct ComparedMetric {
+  std::string name;
+  std::string unit;  // "s", "%", "" ...
+  double (*read)(const Summary&);
+};
+const std::vector<ComparedMetric>& compared_metrics();
+
+// Every policy with its registry defaults (unknown names are an InputError listing the valid
+// ones), seeds scenario.seed, scenario.seed + 1, ... `progress` is called after each run.
+std::vector<PolicyRuns> compare_policies(const Scenario& scenario, const std::vector<std::string>& policies,
+                                         unsigned seeds, unsigned threads,
+                                         const std::function<void(std::size_t done, std::size_t total)>& progress = {});
+
+}  // namespace fleetsim

@@ -1,0 +1,110 @@
+#include "fleetsim/compare.hpp"
+
+#include <atomic>
+#include <cmath>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "fleetsim/error.hpp"
+#include "fleetsim/simulation.hpp"
+
+namespace fleetsim {
+
+MetricStats mean_ci95(const std::vector<double>& values) {
+  MetricStats s;
+  if (values.empty()) return s;
+  for (double v : values) s.mean += v;
+  s.mean /= static_cast<double>(values.size());
+  if (values.size() < 2) return s;
+  double var = 0;
+  for (double v : values) var += (v - s.mean) * (v - s.mean);
+  var /= static_cast<double>(values.size() - 1);
+  // Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom; the normal's beyond.
+  static constexpr double t95[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+                                   2.201,  2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+                                   2.080,  2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
+  const std::size_t df = values.size() - 1;
+  const double t = df <= 30 ? t95[df - 1] : 1.960;
+  s.ci95 = t * std::sqrt(var / static_cast<double>(values.size()));
+  return s;
+}
+
+const std::vector<ComparedMetric>& compared_metrics() {
+  static const std::vector<ComparedMetric> metrics{
+      {"makespan", "s", [](const Summary& s) { return s.makespan_s; }},
+      {"latency mean", "s", [](const Summary& s) { return s.latency_s.mean; }},
+      {"latency p50", "s", [](const Summary& s) { return s.latency_s.p50; }},
+      {"latency p95", "s", [](const Summary& s) { return s.latency_s.p95; }},
+      {"latency p99", "s", [](const Summary& s) { return s.latency_s.p99; }},
+      {"GPU utilization", "%", [](const Summary& s) { return 100 * s.gpu_utilization; }},
+      {"weight loads", "", [](const Summary& s) { return static_cast<double>(s.weight_loads); }},
+      {"weight load time", "s", [](const Summary& s) { return s.weight_load_s; }},
+      {"completed", "", [](const Summary& s) { return static_cast<double>(s.workflows.completed); }},
+      {"SLOs met", "%", [](const Summary& s) {
+         if (s.slos.empty()) return 100.0;
+         double met = 0;
+         for (const SloResult& r : s.slos) met += r.met ? 1 : 0;
+         return 100 * met / static_cast<double>(s.slos.size());
+       }},
+      {"cost", "$", [](const Summary& s) { return s.cost_usd; }},
+  };
+  return metrics;
+}
+
+std::vector<PolicyRuns> compare_policies(const Scenario& scenario, const std::vector<std::string>& policies,
+                                         unsigned seeds, unsigned threads,
+                                         const std::function<void(std::size_t, std::size_t)>& progress) {
+  std::vector<Scenario> variants;
+  std::vector<Problem> problems;
+  for (const std::string& name : policies) {
+    const PolicyInfo* info = find_policy(name);
+    if (info == nullptr) {
+      problems.push_back(Problem{"--policies", "", "unknown policy \"" + name + "\" (expected one of " + policy_names() + ")"});
+      continue;
+    }
+    Scenario sc = scenario;
+    sc.policy.name = name;
+    sc.policy.params = PolicyParams();
+    for (const ParamInfo& p : info->params) sc.policy.params.set(p.name, p.default_value);
+    variants.push_back(std::move(sc));
+  }
+  if (!problems.empty()) throw InputError(std::move(problems));
+  if (seeds == 0) throw InputError({Problem{"--seeds", "", "expected at least 1 seed"}});
+
+  std::vector<PolicyRuns> results(variants.size());
+  for (std::size_t p = 0; p < variants.size(); ++p) {
+    results[p].policy = variants[p].policy.name;
+    results[p].runs.resize(seeds);
+  }
+  // Runs are independent; each writes only its own slot, so the result is the same on any number of threads.
+  const std::size_t total = variants.size() * seeds;
+  std::atomic<std::size_t> next{0}, done{0};
+  std::mutex progress_mutex, error_mutex;
+  std::exception_ptr error;
+  auto worker = [&] {
+    for (std::size_t job = next++; job < total; job = next++) {
+      const std::size_t p = job / seeds, k = job % seeds;
+      try {
+        results[p].runs[k] = simulate(variants[p], {.seed = variants[p].seed + k}).summary;
+      } catch (...) {
+        const std::lock_guard lock(error_mutex);
+        if (!error) error = std::current_exception();
+      }
+      const std::size_t finished = ++done;
+      if (progress) {
+        const std::lock_guard lock(progress_mutex);
+        progress(finished, total);
+      }
+    }
+  };
+  const unsigned n = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(total)));
+  std::vector<std::thread> pool;
+  for (unsigned i = 1; i < n; ++i) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+  return results;
+}
+
+}  // namespace fleetsim
