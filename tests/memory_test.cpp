@@ -118,7 +118,9 @@ TEST_CASE("an output tensor occupies the producer's VRAM until its consumer has 
                                    {"name": "c", "work": {"flop": "100 TFLOP"}}],
                          "edges": [{"from": "p", "to": "d", "bytes": "1 GB"}, {"from": "p", "to": "c", "bytes": "60 GB"}]}},
       "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
-  const auto run = simulate(sc, {.record_link_samples = true});
+  RunOptions options;
+  options.record_link_samples = true;
+  const auto run = simulate(sc, options);
   double g0_after_read = -1, g0_while_sending = -1;
   for (const VramSample& s : run.vram_samples) {
     if (s.gpu != make_id<GpuId>(0)) continue;

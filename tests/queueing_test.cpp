@@ -23,22 +23,23 @@ Estimate mean_wait(const RunResult& run, std::optional<std::uint32_t> tenant = s
     if (tenant && index(t.tenant) != *tenant) continue;
     if (t.start_s != kNever) waits.push_back(t.start_s - run.trace.instances[index(t.instance)].arrival_s);
   }
-  const std::size_t warmup = waits.size() / 50, batches = 20;
+  const std::size_t warmup = waits.size() / 50;
+  constexpr std::size_t batches = 20;
   const std::size_t per_batch = (waits.size() - warmup) / batches;
   std::vector<double> means;
   for (std::size_t b = 0; b < batches; ++b) {
     double sum = 0;
     for (std::size_t i = 0; i < per_batch; ++i) sum += waits[warmup + b * per_batch + i];
-    means.push_back(sum / per_batch);
+    means.push_back(sum / static_cast<double>(per_batch));
   }
   double mean = 0;
   for (double m : means) mean += m;
-  mean /= batches;
+  mean /= static_cast<double>(batches);
   double var = 0;
   for (double m : means) var += (m - mean) * (m - mean);
-  var /= batches - 1;
+  var /= static_cast<double>(batches - 1);
   const double t99 = 2.861;  // Student t, 19 degrees of freedom, two-sided 99%
-  return {mean, t99 * std::sqrt(var / batches)};
+  return {mean, t99 * std::sqrt(var / static_cast<double>(batches))};
 }
 
 double erlang_c_wait(int c, double lambda, double mu) {
@@ -52,8 +53,8 @@ double erlang_c_wait(int c, double lambda, double mu) {
   return top / (sum + top) / (c * mu - lambda);
 }
 
-Scenario queue(int gpus, const std::string& workload, const std::string& tenants = "", std::uint64_t seed = 7) {
-  return test::unit_scenario(R"("seed": )" + std::to_string(seed) + R"(, "policy": {"name": "priority"},
+Scenario queue(const std::string& policy, int gpus, const std::string& workload, const std::string& tenants = "") {
+  return test::unit_scenario(R"("seed": 7, "policy": {"name": ")" + policy + R"("},
       "cluster": {"nodes": [{"type": "unit-node-1", "count": )" + std::to_string(gpus) + R"(}]},)" + tenants + R"(
       "workflows": {"job": {"tasks": [{"name": "t", "work": {"flop": "100 TFLOP", "size": "exponential"}}]}},
       "workload": )" + workload);
@@ -65,7 +66,7 @@ TEST_CASE("M/M/c with FIFO: mean wait matches Erlang C", "[validation][queueing]
   // 2 GPUs, mean service 1 s (100 TFLOP at 100 TFLOP/s, exponential), utilizations 0.5, 0.8, 0.95.
   for (const auto& [rho, arrivals] : {std::pair{0.5, 100000}, std::pair{0.8, 200000}, std::pair{0.95, 2000000}}) {
     const double lambda = 2 * rho;
-    const Scenario sc = queue(2, R"([{"workflow": "job", "arrival": {"process": "poisson", "rate": ")" +
+    const Scenario sc = queue("fifo", 2, R"([{"workflow": "job", "arrival": {"process": "poisson", "rate": ")" +
                                      std::to_string(lambda) + R"( /s", "count": )" + std::to_string(arrivals) + "}}]");
     const Estimate w = mean_wait(simulate(sc));
     const double expected = erlang_c_wait(2, lambda, 1.0);
@@ -78,7 +79,7 @@ TEST_CASE("M/M/c with FIFO: mean wait matches Erlang C", "[validation][queueing]
 TEST_CASE("M/M/1 with two non-preemptive priority classes matches Cobham's formula", "[validation][queueing]") {
   // lambda_hi = 0.3, lambda_lo = 0.4, mu = 1: W0 = sum(lambda_i E[S^2] / 2) = 0.7;
   // W_hi = W0 / (1 - 0.3) = 1.0; W_lo = W0 / ((1 - 0.3)(1 - 0.7)) = 3.333.
-  const Scenario sc = queue(1,
+  const Scenario sc = queue("priority", 1,
                             R"([{"tenant": "hi", "workflow": "job", "arrival": {"process": "poisson", "rate": "0.3 /s", "count": 150000}},
                                 {"tenant": "lo", "workflow": "job", "arrival": {"process": "poisson", "rate": "0.4 /s", "count": 200000}}])",
                             R"( "tenants": [{"name": "hi", "priority": 1}, {"name": "lo", "priority": 0}],)");

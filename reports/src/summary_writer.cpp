@@ -77,8 +77,8 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
   if (s.horizon_reached) out << "  (stopped at the horizon, " << format_quantity(s.end_s, Dimension::time) << ")";
   out << "\n";
   if (s.stalled) {
-    out << "STALLED    the run ran out of events while " << s.tasks.queued
-        << " tasks waited: no GPU could ever take them (VRAM held by tensors their consumers cannot read?)\n";
+    out << "STALLED    the run ran out of events while ready tasks waited: no GPU could ever take them\n"
+        << "           (VRAM held by output tensors whose consumers cannot fit?)\n";
   }
   out << "tasks      " << s.tasks.submitted << " submitted: " << s.tasks.completed << " completed, "
       << s.tasks.failed << " failed, " << s.tasks.running << " running, " << s.tasks.queued << " queued\n";

@@ -63,10 +63,13 @@ std::vector<PolicyRuns> compare_policies(const Scenario& scenario, const std::ve
       problems.push_back(Problem{"--policies", "", "unknown policy \"" + name + "\" (expected one of " + policy_names() + ")"});
       continue;
     }
+    // The scenario's own policy keeps its parameters; the others run with their defaults.
     Scenario sc = scenario;
-    sc.policy.name = name;
-    sc.policy.params = PolicyParams();
-    for (const ParamInfo& p : info->params) sc.policy.params.set(p.name, p.default_value);
+    if (sc.policy.name != name) {
+      sc.policy.name = name;
+      sc.policy.params = PolicyParams();
+      for (const ParamInfo& p : info->params) sc.policy.params.set(p.name, p.default_value);
+    }
     variants.push_back(std::move(sc));
   }
   if (!problems.empty()) throw InputError(std::move(problems));

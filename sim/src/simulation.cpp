@@ -393,7 +393,10 @@ class Run {
   // An edge's tensor has been read by its consumer: the producer's GPU lets it go.
   void release_tensor(std::uint32_t instance, std::uint32_t edge, GpuId holder) {
     double& held = edge_held_[first_edge_[instance] + edge];
-    if (held > 0) memory_.unhold(holder, held, queue_.now());
+    if (held > 0) {
+      memory_.unhold(holder, held, queue_.now());
+      dirty_ = true;  // the freed VRAM may let a waiting task start
+    }
     held = 0;
   }
 

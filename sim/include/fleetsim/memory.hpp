@@ -30,7 +30,8 @@ class GpuMemory {
   bool resident(GpuId g, std::uint32_t model) const;
   // Bytes a task could have on this GPU if every unreferenced cached model were evicted.
   double available(GpuId g) const;
-  // What placing a task needs here: its working set, plus its weights unless already resident.
+  // What placing a task needs of available(): its working set, plus its weights unless another
+  // running task already holds them here (resident but idle weights are counted in available()).
   double need(GpuId g, std::uint32_t model, double weights_bytes, double working_set_bytes) const;
 
   // Takes VRAM for a starting task: references its model (evicting least recently used unreferenced

@@ -29,7 +29,12 @@ double GpuMemory::available(GpuId g) const {
 }
 
 double GpuMemory::need(GpuId g, std::uint32_t model, double weights_bytes, double working_set_bytes) const {
-  if (model == kNoModel || resident(g, model)) return working_set_bytes;
+  // available() leaves out only referenced weights; a cached but unreferenced model is counted
+  // there as evictable, so using it takes its bytes out of what is available.
+  if (model == kNoModel) return working_set_bytes;
+  for (const Cached& c : gpus_[index(g)].models) {
+    if (c.model == model) return working_set_bytes + (c.refs > 0 ? 0.0 : c.bytes);
+  }
   return weights_bytes + working_set_bytes;
 }
 
