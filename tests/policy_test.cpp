@@ -129,3 +129,62 @@ TEST_CASE("a comparison is the same on one thread and on several", "[compare][de
   }
   CHECK_THROWS_WITH(compare_policies(sc, {"fifo", "fastest"}, 1, 1), Catch::Contains("unknown policy \"fastest\""));
 }
+
+TEST_CASE("gang-backfill lets a short task run before the blocked gang, never a long one", "[policy]") {
+  // One 2-GPU node. t=0: L (3 s) on g0. t=1: gang G (2 GPUs, 1 s) must wait for L until 3 s;
+  // S (1 s) ends by 2 s, before G's reservation, so it backfills onto g1 at 1 s; X (5 s) would
+  // delay G, so it waits for G. FIFO would hold S behind G.
+  const Scenario sc = unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-2", "count": 1}]},
+      "workflows": {"l": {"tasks": [{"name": "l", "work": {"flop": "300 TFLOP"}}]},
+                    "g": {"tasks": [{"name": "g", "gpus": 2, "work": {"flop": "200 TFLOP"}}]},
+                    "s": {"tasks": [{"name": "s", "work": {"flop": "100 TFLOP"}}]},
+                    "x": {"tasks": [{"name": "x", "work": {"flop": "500 TFLOP"}}]}},
+      "workload": [{"workflow": "l", "arrival": {"process": "times", "times": ["0 s"]}},
+                   {"workflow": "g", "arrival": {"process": "times", "times": ["1 s"]}},
+                   {"workflow": "s", "arrival": {"process": "times", "times": ["1 s"]}},
+                   {"workflow": "x", "arrival": {"process": "times", "times": ["1 s"]}}])");
+  auto starts = [](const RunResult& run) {
+    std::vector<double> s;
+    for (const auto& t : run.trace.tasks) s.push_back(t.start_s);
+    return s;
+  };
+  CHECK_THAT(starts(simulate(with_policy(sc, "gang-backfill"))), Catch::Matchers::Approx(std::vector<double>{0, 3, 1, 4}));
+  CHECK_THAT(starts(simulate(with_policy(sc, "fifo"))), Catch::Matchers::Approx(std::vector<double>{0, 3, 4, 4}));
+}
+
+TEST_CASE("drf serves the tenant holding the fewest GPUs; las the job with the least service", "[policy]") {
+  // Two GPUs. Tenant a runs a 10-s job and queues three 1-s jobs; tenant b queues one at 0.5 s.
+  // FIFO runs b's job after a's three (at 3 s); DRF, when the second GPU frees at 1 s, sees a holding
+  // one GPU and b none, and runs b's job.
+  const Scenario sc = unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 2}]},
+      "tenants": [{"name": "a"}, {"name": "b"}],
+      "workflows": {"long": {"tasks": [{"name": "long", "work": {"flop": "1000 TFLOP"}}]},
+                    "job": {"tasks": [{"name": "job", "work": {"flop": "100 TFLOP"}}]}},
+      "workload": [{"tenant": "a", "workflow": "long", "arrival": {"process": "times", "times": ["0 s"]}},
+                   {"tenant": "a", "workflow": "job", "arrival": {"process": "times", "times": ["0 s", "0.1 s", "0.2 s"]}},
+                   {"tenant": "b", "workflow": "job", "arrival": {"process": "times", "times": ["0.5 s"]}}])");
+  auto start_of_b = [](const RunResult& run) {
+    for (const auto& t : run.trace.tasks) {
+      if (index(t.tenant) == 1) return t.start_s;
+    }
+    return -1.0;
+  };
+  CHECK(start_of_b(simulate(with_policy(sc, "fifo"))) == Approx(3.0));
+  CHECK(start_of_b(simulate(with_policy(sc, "drf"))) == Approx(1.0));
+}
+
+TEST_CASE("las runs the job with the least attained service first", "[policy]") {
+  // Two GPUs. X holds g0 until 10 s. Chain A: a0 (1 s) on g1, then a1, a gang of 2, which must wait
+  // for X. Job J (1 s) arrives at 2 s. FIFO keeps J behind the older a1 until a1 has run (10-11 s);
+  // LAS sees A has had 1 GPU-second and J none, and runs J on the idle g1 at once.
+  const Scenario sc = unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-2", "count": 1}]},
+      "workflows": {"x": {"tasks": [{"name": "x", "work": {"flop": "1000 TFLOP"}}]},
+                    "a": {"tasks": [{"name": "a0", "work": {"flop": "100 TFLOP"}}, {"name": "a1", "gpus": 2, "work": {"flop": "200 TFLOP"}}],
+                          "edges": [{"from": "a0", "to": "a1"}]},
+                    "j": {"tasks": [{"name": "j", "work": {"flop": "100 TFLOP"}}]}},
+      "workload": [{"workflow": "x", "arrival": {"process": "times", "times": ["0 s"]}},
+                   {"workflow": "a", "arrival": {"process": "times", "times": ["0 s"]}},
+                   {"workflow": "j", "arrival": {"process": "times", "times": ["2 s"]}}])");
+  CHECK(simulate(with_policy(sc, "las")).trace.tasks[3].start_s == Approx(2.0));
+  CHECK(simulate(with_policy(sc, "fifo")).trace.tasks[3].start_s == Approx(11.0));
+}

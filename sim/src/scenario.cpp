@@ -164,6 +164,7 @@ void read_tenants(ObjectReader& top, std::vector<Tenant>& tenants) {
         Tenant tenant;
         tenant.name = t.string("name", Need::required).value_or("");
         tenant.priority = static_cast<int>(t.integer_or("priority", 0, -1000, 1000));
+        tenant.quota = t.number("quota", Need::optional, 1e-9, 1e9).value_or(1.0);
         t.finish();
         for (const Tenant& other : tenants) {
           if (other.name == tenant.name) t.problem("name", "duplicate tenant \"" + tenant.name + "\"");

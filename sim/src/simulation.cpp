@@ -97,6 +97,9 @@ class Run {
     policy_ = info->make(sc_.policy.params);
     const std::uint32_t gpus = cluster_.gpu_count();
     gpu_busy_.assign(gpus, 0);
+    gpu_free_at_.assign(gpus, 0.0);
+    tenant_gpus_.assign(sc_.tenants.size(), 0);
+    for (const Tenant& t : sc_.tenants) tenant_quota_.push_back(t.quota);
     for (std::uint32_t n = 0; n < cluster_.node_count(); ++n) {
       free_per_node_.push_back(cluster_.gpus_in(make_id<NodeId>(n)));
     }
@@ -170,6 +173,7 @@ class Run {
     std::size_t total_tasks = 0;
     for (const Arrival& a : arrivals) total_tasks += sc_.workflows[sc_.streams[a.stream].workflow].tasks.size();
     trace_.instances.reserve(arrivals.size());
+    attained_s_.assign(arrivals.size(), 0.0);
     trace_.tasks.reserve(total_tasks);
     first_task_.reserve(arrivals.size());
     remaining_.reserve(arrivals.size());
@@ -216,6 +220,7 @@ class Run {
         }
         mean[t] /= cluster_.gpu_count();
       }
+      mean_s_.push_back(mean);
       auto& rank = rank_.emplace_back(wf.tasks.size(), 0.0);
       const auto& topo = wf.topological_order();
       for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
@@ -284,7 +289,9 @@ class Run {
     dirty_ = false;
     if (ready_.empty()) return;
     decisions_.clear();
-    const ClusterView view(cluster_, memory_, gpu_busy_, free_per_node_, queue_.now());
+    const ClusterView view(cluster_, memory_,
+                           {gpu_busy_, free_per_node_, gpu_free_at_, tenant_gpus_, tenant_quota_, attained_s_},
+                           queue_.now());
     policy_->schedule(view, ready_, decisions_);
 
     decided_.assign(ready_.size(), 0);
@@ -331,10 +338,12 @@ class Run {
                        " of VRAM available; it needs " + format_quantity(need, Dimension::bytes));
       }
       gpu_busy_[index(g)] = 1;  // also catches the same GPU named twice
+      gpu_free_at_[index(g)] = queue_.now() + mean_s_[r.workflow][r.task];
       --free_per_node_[index(cluster_.node_of(g))];
     }
     r.status = TaskStatus::running;
     r.start_s = queue_.now();
+    tenant_gpus_[index(r.tenant)] += static_cast<std::uint32_t>(gpus.size());
     r.gpu_begin = static_cast<std::uint32_t>(trace_.gpus.size());
     r.gpu_count = static_cast<std::uint32_t>(gpus.size());
     trace_.gpus.insert(trace_.gpus.end(), gpus.begin(), gpus.end());
@@ -412,6 +421,7 @@ class Run {
       compute_s = std::max(compute_s, estimate_compute(type, s.flop * share, s.bytes * share, s.dtype, s.launches).total_s());
     }
     queue_.push(r.compute_start_s + compute_s, kComputeDone, index(id));
+    for (std::uint32_t i = 0; i < r.gpu_count; ++i) gpu_free_at_[index(trace_.gpus[r.gpu_begin + i])] = r.compute_start_s + compute_s;
     // A task with a collective ends when both its compute and its collective are done. The
     // collective starts when compute ends, or earlier by the overlapped fraction of the compute.
     const bool communicates = s.collective && r.gpu_count > 1;
@@ -517,9 +527,12 @@ class Run {
   }
 
   void release_gpus(const TaskRecord& r) {
+    tenant_gpus_[index(r.tenant)] -= r.gpu_count;
+    attained_s_[index(r.instance)] += (queue_.now() - r.start_s) * r.gpu_count;
     for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
       const GpuId g = trace_.gpus[r.gpu_begin + i];
       gpu_busy_[index(g)] = 0;
+      gpu_free_at_[index(g)] = queue_.now();
       memory_.release(g, model_of_[r.workflow][r.task], spec(r).working_set_bytes, queue_.now());
       ++free_per_node_[index(cluster_.node_of(g))];
     }
@@ -613,6 +626,11 @@ class Run {
   std::vector<std::uint8_t> gpu_busy_;
   std::vector<std::vector<std::uint32_t>> model_of_;  // per workflow, per task: interned model
   std::vector<std::vector<double>> rank_;             // per workflow, per task: upward rank
+  std::vector<std::vector<double>> mean_s_;           // per workflow, per task: mean predicted compute
+  std::vector<double> gpu_free_at_;                   // per GPU: predicted time it is free again
+  std::vector<std::uint32_t> tenant_gpus_;            // per tenant: GPUs held now
+  std::vector<double> tenant_quota_;
+  std::vector<double> attained_s_;                    // per instance: GPU-seconds received
   std::vector<double> job_s_;                         // per workflow: predicted compute time
   std::vector<std::uint32_t> first_edge_;             // per instance: offset into edge_held_
   std::vector<double> edge_held_;                     // per instance edge: bytes held in the producer's VRAM

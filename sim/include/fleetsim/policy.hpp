@@ -3,6 +3,7 @@
 // applies them. Policies are listed in one registry table (policy/registry.cpp) with their parameters.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -46,14 +47,30 @@ struct ReadyTask {
 // weights they hold.
 class ClusterView {
  public:
-  ClusterView(const Cluster& cluster, const GpuMemory& memory, std::span<const std::uint8_t> gpu_busy,
-              std::span<const std::uint32_t> free_gpus_per_node, double now_s)
-      : cluster_(cluster), memory_(memory), busy_(gpu_busy), free_per_node_(free_gpus_per_node), now_s_(now_s) {}
+  // Read-only windows on the run's live arrays.
+  struct State {
+    std::span<const std::uint8_t> gpu_busy;
+    std::span<const std::uint32_t> free_gpus_per_node;
+    std::span<const double> gpu_free_at_s;         // predicted time each GPU is free again (now when free)
+    std::span<const std::uint32_t> tenant_gpus;    // GPUs each tenant holds now
+    std::span<const double> tenant_quota;          // each tenant's share weight
+    std::span<const double> instance_attained_s;   // GPU-seconds each workflow instance has received
+  };
+
+  ClusterView(const Cluster& cluster, const GpuMemory& memory, State state, double now_s)
+      : cluster_(cluster), memory_(memory), state_(state), now_s_(now_s) {}
 
   const Cluster& cluster() const { return cluster_; }
   double now() const { return now_s_; }
-  bool is_free(GpuId gpu) const { return busy_[index(gpu)] == 0; }
-  std::uint32_t free_gpus(NodeId node) const { return free_per_node_[index(node)]; }
+  bool is_free(GpuId gpu) const { return state_.gpu_busy[index(gpu)] == 0; }
+  std::uint32_t free_gpus(NodeId node) const { return state_.free_gpus_per_node[index(node)]; }
+  // When the GPU is predicted to be free: now if it is; never earlier than now.
+  double free_at_s(GpuId gpu) const {
+    return is_free(gpu) ? now_s_ : std::max(now_s_, state_.gpu_free_at_s[index(gpu)]);
+  }
+  std::uint32_t tenant_gpus(TenantId tenant) const { return state_.tenant_gpus[index(tenant)]; }
+  double tenant_quota(TenantId tenant) const { return state_.tenant_quota[index(tenant)]; }
+  double attained_s(InstanceId instance) const { return state_.instance_attained_s[index(instance)]; }
   // VRAM a new task could use: capacity less working sets, held tensors and weights in use.
   double available_vram_bytes(GpuId gpu) const { return memory_.available(gpu); }
   // VRAM free without evicting any cached model.
@@ -69,8 +86,7 @@ class ClusterView {
  private:
   const Cluster& cluster_;
   const GpuMemory& memory_;
-  std::span<const std::uint8_t> busy_;
-  std::span<const std::uint32_t> free_per_node_;
+  State state_;
   double now_s_;
 };
 

@@ -60,6 +60,7 @@ struct ArrivalSpec {
 struct Tenant {
   std::string name;
   int priority = 0;
+  double quota = 1;  // share weight for fair-share policies
 };
 
 // Arrivals of one workflow for one tenant.

@@ -13,8 +13,12 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
   order_.resize(ready.size());
   std::iota(order_.begin(), order_.end(), 0u);
   order(view, ready, order_);
+  begin_round(view);
   for (std::uint32_t i : order_) {
-    if (!place(view, ready[i], i, out) && blocks()) break;
+    if (!allowed(view, ready[i])) continue;
+    if (place(view, ready[i], i, out)) continue;
+    if (blocks()) break;
+    blocked(view, ready[i]);
   }
 }
 

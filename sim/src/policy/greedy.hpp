@@ -27,6 +27,11 @@ class Greedy : public Policy {
     return {static_cast<double>(index(gpu)), 0, 0};
   }
   virtual bool blocks() const { return false; }
+  // Backfilling hooks: called at the start of each round; when a task cannot be placed (and the
+  // round goes on); and before placing each task, which may be held back.
+  virtual void begin_round(const ClusterView& /*view*/) {}
+  virtual void blocked(const ClusterView& /*view*/, const ReadyTask& /*task*/) {}
+  virtual bool allowed(const ClusterView& /*view*/, const ReadyTask& /*task*/) const { return true; }
 
  private:
   bool place(const ClusterView& view, const ReadyTask& task, std::size_t ready_index, Decisions& out);

@@ -24,6 +24,14 @@ const std::vector<PolicyInfo>& policy_registry() {
        "Kwok & Ahmad 1999 (critical-path list scheduling)", {}, make_critical_path},
       {"heft", "upward rank order; each task on the free GPU where it finishes earliest (compute, inputs, weights)",
        "Topcuoglu, Hariri & Wu 2002 (HEFT), online variant over free GPUs", {}, make_heft},
+      {"drf", "fair share across tenants: the tenant with the fewest GPUs for its quota goes first",
+       "Ghodsi et al. 2011 (DRF), over GPUs; tenant quota is the weight", {}, make_drf},
+      {"las", "least attained service: the workflow instance with the fewest GPU-seconds so far goes first",
+       "Gu et al. 2019 (Tiresias, 2D-LAS without queue discretization)", {}, make_las},
+      {"ftf", "finish-time fairness: the instance slowed most relative to running alone goes first",
+       "Mahajan et al. 2020 (Themis)", {}, make_ftf},
+      {"gang-backfill", "FIFO gangs with EASY backfilling: a reservation for the blocked head, later tasks only if done before it",
+       "Lifka 1995 (EASY backfilling)", {}, make_gang_backfill},
   };
   return registry;
 }
