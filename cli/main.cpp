@@ -185,13 +185,14 @@ int run_simulate(const SimulateArgs& args) {
     write_file(dir / "links.csv", "the link totals", [&](std::ostream& o) { fleetsim::write_links_csv(o, run); });
     write_file(dir / "link_timeline.csv", "the link timeline", [&](std::ostream& o) { fleetsim::write_link_timeline_csv(o, run); });
     write_file(dir / "vram_timeline.csv", "the VRAM timeline", [&](std::ostream& o) { fleetsim::write_vram_timeline_csv(o, run); });
+    write_file(dir / "trace.perfetto.json", "the Perfetto trace", [&](std::ostream& o) { fleetsim::write_perfetto_json(o, scenario, run); });
   }
   if (args.json) {
     std::cout << fleetsim::summary_json(run.summary);
   } else {
     fleetsim::write_summary_text(std::cout, scenario, run.summary);
     if (!args.out_dir.empty()) {
-      std::cout << "\nwrote summary.json, trace.csv, trace.json, links.csv, link_timeline.csv, vram_timeline.csv to " << args.out_dir << "\n";
+      std::cout << "\nwrote summary.json, trace.csv, trace.json, links.csv, link_timeline.csv, vram_timeline.csv, trace.perfetto.json to " << args.out_dir << "\n";
     }
   }
   return kOk;
@@ -213,7 +214,8 @@ int main(int argc, char** argv) {
   simulate->add_option("scenario", sim.scenario, "Scenario file (JSON)")->required();
   simulate->add_option("--seed", sim.seed, "Random seed (default: the scenario's)")->check(CLI::NonNegativeNumber);
   simulate->add_option("--out", sim.out_dir,
-                       "Write summary.json, trace.csv, trace.json, links.csv, link_timeline.csv and vram_timeline.csv here");
+                       "Write summary.json, trace.csv, trace.json, links.csv, link_timeline.csv, vram_timeline.csv "
+                       "and trace.perfetto.json (open in ui.perfetto.dev) here");
   simulate->add_flag("--json", sim.json, "Print the summary as JSON on stdout");
   simulate->add_option("--set", sim.sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
 

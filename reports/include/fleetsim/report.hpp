@@ -24,6 +24,9 @@ void write_links_csv(std::ostream& out, const RunResult& run);
 void write_link_timeline_csv(std::ostream& out, const RunResult& run);
 // Every change of a GPU's VRAM use (also needs record_link_samples).
 void write_vram_timeline_csv(std::ostream& out, const RunResult& run);
+// Chrome/Perfetto trace-event JSON (ui.perfetto.dev opens it): a track per GPU with each task's
+// phases, VRAM counters per GPU and load counters per link (counters need record_link_samples).
+void write_perfetto_json(std::ostream& out, const Scenario& scenario, const RunResult& run);
 
 void write_catalog_text(std::ostream& out, const Catalog& catalog);
 

@@ -1,0 +1,69 @@
+// Chrome / Perfetto trace-event JSON: one process per node with one thread per GPU (task slices:
+// inputs and weight loads, compute, collective), VRAM counters per GPU, and load counters for
+// every link that carried traffic. Times in microseconds, as the format wants.
+#include <nlohmann/json.hpp>
+
+#include "fleetsim/report.hpp"
+
+namespace fleetsim {
+
+void write_perfetto_json(std::ostream& out, const Scenario& sc, const RunResult& run) {
+  using nlohmann::ordered_json;
+  const Cluster& cluster = run.cluster;
+  ordered_json events = ordered_json::array();
+  auto us = [](double s) { return s * 1e6; };
+  const int network_pid = static_cast<int>(cluster.node_count());
+
+  for (std::uint32_t n = 0; n < cluster.node_count(); ++n) {
+    const NodeId node = make_id<NodeId>(n);
+    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", n},
+                      {"args", {{"name", "n" + std::to_string(n) + " (" + cluster.group(node).node.id + ")"}}}});
+    for (std::uint32_t i = 0; i < cluster.gpus_in(node); ++i) {
+      const GpuId g = make_id<GpuId>(index(cluster.first_gpu(node)) + i);
+      events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", n}, {"tid", index(g)},
+                        {"args", {{"name", cluster.gpu_name(g) + " (" + cluster.gpu_type(g).id + ")"}}}});
+    }
+  }
+  events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", network_pid}, {"args", {{"name", "network"}}}});
+
+  for (const TaskRecord& t : run.trace.tasks) {
+    if (t.start_s == kNever) continue;
+    const Workflow& wf = sc.workflows[t.workflow];
+    const std::string name = wf.id + "/" + wf.tasks[t.task].name;
+    const double end = t.end_s == kNever ? run.summary.end_s : t.end_s;
+    const ordered_json args{{"instance", index(t.instance)}, {"tenant", sc.tenants[index(t.tenant)].name},
+                            {"status", task_status_name(t.status)}};
+    // One slice per phase on every GPU of the gang.
+    struct Phase {
+      const char* label;
+      double from, to;
+    };
+    const double compute_start = t.compute_start_s == kNever ? end : t.compute_start_s;
+    const double comm_start = t.comm_start_s == kNever ? end : t.comm_start_s;
+    const Phase phases[] = {{"inputs+weights", t.start_s, compute_start},
+                            {"compute", compute_start, std::min(comm_start, end)},
+                            {"collective", comm_start, end}};
+    for (std::uint32_t i = 0; i < t.gpu_count; ++i) {
+      const GpuId g = run.trace.gpus[t.gpu_begin + i];
+      for (const Phase& p : phases) {
+        if (p.to <= p.from) continue;
+        events.push_back({{"ph", "X"}, {"name", name + " " + p.label}, {"cat", p.label},
+                          {"pid", index(cluster.node_of(g))}, {"tid", index(g)},
+                          {"ts", us(p.from)}, {"dur", us(p.to - p.from)}, {"args", args}});
+      }
+    }
+  }
+  for (const VramSample& s : run.vram_samples) {
+    events.push_back({{"ph", "C"}, {"name", "VRAM " + cluster.gpu_name(s.gpu) + " (GB)"},
+                      {"pid", index(cluster.node_of(s.gpu))}, {"ts", us(s.time_s)}, {"args", {{"GB", s.used_bytes / 1e9}}}});
+  }
+  for (const LinkSample& s : run.link_samples) {
+    events.push_back({{"ph", "C"}, {"name", run.topology.link_name(s.link) + " (GB/s)"}, {"pid", network_pid},
+                      {"ts", us(s.time_s)}, {"args", {{"GB/s", s.rate_Bps / 1e9}}}});
+  }
+  ordered_json doc{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"},
+                   {"otherData", {{"scenario", sc.name}, {"policy", run.summary.policy}, {"seed", run.summary.seed}}}};
+  out << doc.dump() << '\n';
+}
+
+}  // namespace fleetsim

@@ -1,0 +1,48 @@
+// Output formats: the Perfetto trace is well-formed trace-event JSON with a track per GPU, task
+// slices that match the trace, and counters.
+#include <catch2/catch.hpp>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "fleetsim/report.hpp"
+#include "helpers.hpp"
+
+using namespace fleetsim;
+
+TEST_CASE("the Perfetto trace is well-formed and matches the run", "[report]") {
+  const Scenario sc = load_scenario(test::source_dir() + "/scenarios/llm-training.json");
+  RunOptions options;
+  options.record_link_samples = true;
+  const RunResult run = simulate(sc, options);
+  std::ostringstream text;
+  write_perfetto_json(text, sc, run);
+  const nlohmann::json doc = nlohmann::json::parse(text.str());
+  REQUIRE(doc["traceEvents"].is_array());
+  std::map<std::string, int> phases;
+  double compute_us = 0;
+  int gpu_threads = 0;
+  for (const auto& e : doc["traceEvents"]) {
+    const std::string ph = e.at("ph");
+    ++phases[ph];
+    CHECK(e.at("pid").is_number_integer());
+    if (ph == "X") {
+      CHECK(e.at("tid").is_number_integer());
+      CHECK(e.at("ts").get<double>() >= 0);
+      CHECK(e.at("dur").get<double>() > 0);
+      if (e.at("cat") == "compute") compute_us += e.at("dur").get<double>();
+    } else if (ph == "C") {
+      CHECK(e.at("ts").get<double>() >= 0);
+      CHECK(e.at("args").is_object());
+    } else if (ph == "M" && e.at("name") == "thread_name") {
+      ++gpu_threads;
+    }
+  }
+  CHECK(gpu_threads == static_cast<int>(run.cluster.gpu_count()));
+  CHECK(phases["X"] > 0);
+  CHECK(phases["C"] > 0);
+  // Compute slices add up to the GPU-seconds of compute in the trace.
+  double expected_us = 0;
+  for (const TaskRecord& t : run.trace.tasks) expected_us += (t.comm_start_s - t.compute_start_s) * 1e6 * t.gpu_count;
+  CHECK(compute_us == Approx(expected_us));
+}
