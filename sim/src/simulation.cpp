@@ -7,6 +7,7 @@
 #include "fleetsim/collective.hpp"
 #include "fleetsim/compute.hpp"
 #include "fleetsim/engine.hpp"
+#include "fleetsim/invariants.hpp"
 #include "fleetsim/rng.hpp"
 #include "fleetsim/units.hpp"
 
@@ -648,7 +649,9 @@ class Run {
 
 RunResult simulate(const Scenario& scenario, const RunOptions& options) {
   Run run(scenario, options);
-  return run.execute();
+  RunResult result = run.execute();
+  check_invariants(scenario, result);
+  return result;
 }
 
 }  // namespace fleetsim

@@ -204,6 +204,14 @@ void Network::reshare(double now) {
   local_rates_.assign(component_flows_.size(), 0.0);
   if (!component_flows_.empty()) solver_.solve(local_capacity_, local_offsets_, local_route_links_, local_rates_);
 
+  // No link above capacity: the solver promises it; checking costs one pass over the routes.
+  local_load_.assign(component_links_.size(), 0.0);
+  for (std::size_t i = 0; i < component_flows_.size(); ++i) {
+    for (std::uint32_t k = local_offsets_[i]; k < local_offsets_[i + 1]; ++k) local_load_[local_route_links_[k]] += local_rates_[i];
+  }
+  for (std::size_t l = 0; l < component_links_.size(); ++l) {
+    FLEETSIM_CHECK(local_load_[l] <= local_capacity_[l] * (1 + 1e-9), "link above capacity");
+  }
   for (std::size_t i = 0; i < component_flows_.size(); ++i) {
     const std::uint32_t id = component_flows_[i];
     Flow& f = flows_[id];

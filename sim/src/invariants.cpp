@@ -1,0 +1,85 @@
+#include "fleetsim/invariants.hpp"
+
+#include <algorithm>
+
+#include "fleetsim/error.hpp"
+
+namespace fleetsim {
+namespace {
+
+std::string where(const Scenario& sc, const TaskRecord& t) {
+  const Workflow& wf = sc.workflows[t.workflow];
+  return "task \"" + wf.tasks[t.task].name + "\" of workflow \"" + wf.id + "\" (instance " +
+         std::to_string(index(t.instance)) + ")";
+}
+
+}  // namespace
+
+void check_invariants(const Scenario& sc, const RunResult& run) {
+  const Trace& trace = run.trace;
+  const double end = run.summary.end_s;
+  const double eps = 1e-9 * std::max(1.0, end);
+  Counts counts;
+  std::vector<std::vector<std::pair<double, double>>> busy(run.cluster.gpu_count());
+  std::vector<std::uint32_t> first_task(trace.instances.size(), 0);
+  for (std::size_t i = 0, t = 0; i < trace.instances.size(); ++i) {
+    first_task[i] = static_cast<std::uint32_t>(t);
+    t += sc.workflows[trace.instances[i].workflow].tasks.size();
+  }
+
+  for (const TaskRecord& t : trace.tasks) {
+    ++counts.submitted;
+    const std::string at = where(sc, t);
+    const bool started = t.start_s != kNever;
+    switch (t.status) {
+      case TaskStatus::queued:
+        ++counts.queued;
+        FLEETSIM_CHECK(!started && t.end_s == kNever, at + " is queued but has start or end times");
+        break;
+      case TaskStatus::running:
+        ++counts.running;
+        FLEETSIM_CHECK(started && t.end_s == kNever, at + " is running without a start or with an end");
+        break;
+      case TaskStatus::completed:
+        ++counts.completed;
+        FLEETSIM_CHECK(started && t.ready_s <= t.start_s && t.start_s <= t.compute_start_s &&
+                           t.compute_start_s <= t.end_s + eps && t.end_s <= end + eps,
+                       at + " completed with times out of order");
+        FLEETSIM_CHECK(t.comm_start_s == kNever || (t.comm_start_s >= t.compute_start_s - eps && t.comm_start_s <= t.end_s + eps),
+                       at + " has a collective outside its run");
+        break;
+      case TaskStatus::failed:
+        ++counts.failed;
+        FLEETSIM_CHECK(t.reason != 0 && t.end_s != kNever, at + " failed without a reason or an end");
+        break;
+    }
+    FLEETSIM_CHECK(started == (t.gpu_count > 0), at + " has GPUs without a start, or a start without GPUs");
+    if (started) {
+      const Workflow& wf = sc.workflows[t.workflow];
+      FLEETSIM_CHECK(t.gpu_count == static_cast<std::uint32_t>(wf.tasks[t.task].gpus), at + " ran on a gang of the wrong size");
+      for (std::uint32_t e : wf.inputs(t.task)) {
+        const TaskRecord& producer = trace.tasks[first_task[index(t.instance)] + wf.edges[e].from];
+        FLEETSIM_CHECK(producer.status == TaskStatus::completed && producer.end_s <= t.start_s + eps,
+                       at + " started before its input from \"" + wf.tasks[wf.edges[e].from].name + "\" was done");
+      }
+      const double until = t.end_s == kNever ? end : t.end_s;
+      for (std::uint32_t i = 0; i < t.gpu_count; ++i) busy[index(trace.gpus[t.gpu_begin + i])].emplace_back(t.start_s, until);
+    }
+  }
+  const Counts& s = run.summary.tasks;
+  FLEETSIM_CHECK(counts.submitted == s.submitted && counts.completed == s.completed && counts.failed == s.failed &&
+                     counts.running == s.running && counts.queued == s.queued,
+                 "the summary's task counts differ from the trace");
+
+  // One task at a time per GPU.
+  for (std::size_t g = 0; g < busy.size(); ++g) {
+    auto& spans = busy[g];
+    std::sort(spans.begin(), spans.end());
+    for (std::size_t i = 1; i < spans.size(); ++i) {
+      FLEETSIM_CHECK(spans[i].first >= spans[i - 1].second - eps,
+                     "GPU " + run.cluster.gpu_name(make_id<GpuId>(static_cast<std::uint32_t>(g))) + " ran two tasks at once");
+    }
+  }
+}
+
+}  // namespace fleetsim
