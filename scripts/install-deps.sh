@@ -13,6 +13,11 @@ packages=(
   libbenchmark-dev     # bench/
 )
 
+# --fuzz: also clang and its sanitizer runtime, for scripts/fuzz.sh.
+if [ "${1:-}" = "--fuzz" ]; then
+  packages+=(clang libclang-rt-14-dev)
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

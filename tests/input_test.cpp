@@ -239,3 +239,9 @@ TEST_CASE("a collective's algorithm must be able to run its operation", "[workfl
              Contains("/tasks/0/collective/overlap: expected a number from 0.0 to 1.0"));
   CHECK(workflow_error(R"({"tasks": [{"name": "a", "gpus": 2, "collective": {"op": "send-recv", "bytes": "1 GB", "algo": "direct"}}]})") == "");
 }
+
+TEST_CASE("a number too large for a double is malformed JSON, not a crash", "[workflow][errors]") {
+  // Found by the fuzzer.
+  CHECK_THAT(workflow_error(R"({"tasks": [{"name": "a", "gpus": 1e999, "work": {"flop": "1 TFLOP"}}]})"),
+             Contains("wf.json: malformed JSON: number overflow"));
+}

@@ -62,6 +62,13 @@ Json parse_json(std::string_view text, Problems& problems) {
     problems.add("", "malformed JSON at line " + std::to_string(line) + ", column " +
                          std::to_string(column) + ": " + what);
     return Json();
+  } catch (const Json::exception& e) {
+    // Found by fuzzing: a number too large for a double is out_of_range, not parse_error.
+    std::string what = e.what();
+    const auto bracket = what.find("] ");
+    if (bracket != std::string::npos) what = what.substr(bracket + 2);
+    problems.add("", "malformed JSON: " + what);
+    return Json();
   }
 }
 

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds the loaders' libFuzzer target with clang and runs it for a bounded time (default 60 s)
+# from a seed corpus of the shipped scenarios, workflows and catalog. Usage: bash scripts/fuzz.sh [SECONDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-60}
+command -v clang++ >/dev/null || { echo "fuzz: clang++ not found (apt-get install clang libclang-rt-14-dev)" >&2; exit 1; }
+CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLEETSIM_FUZZ=ON \
+  -DFLEETSIM_TESTS=OFF -DFLEETSIM_BENCH=OFF -DFLEETSIM_CUDA=OFF >/dev/null
+cmake --build build-fuzz --target fuzz_loaders -j"$(nproc)"
+
+# Seed corpus: each file prefixed with the byte that picks its loader (0 scenario, 1 workflow, 2 catalog, 3 units).
+corpus=build-fuzz/corpus
+rm -rf "$corpus" && mkdir -p "$corpus"
+i=0
+for f in scenarios/*.json; do { printf '\x00'; cat "$f"; } >"$corpus/s$i"; i=$((i + 1)); done
+for f in scenarios/workflows/*.json; do { printf '\x01'; cat "$f"; } >"$corpus/w$i"; i=$((i + 1)); done
+for f in models/*.json tests/data/*.json; do { printf '\x02'; cat "$f"; } >"$corpus/c$i"; i=$((i + 1)); done
+for u in "80 GiB" "400 Gb/s" "989 TFLOP/s" "2.5 ms" "0.5 /s"; do printf '\x03%s' "$u" >"$corpus/u$i"; i=$((i + 1)); done
+
+./build-fuzz/tests/fuzz/fuzz_loaders -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 "$corpus"

@@ -1,0 +1,39 @@
+// libFuzzer target for every input loader. The first byte picks the loader; the rest is the file.
+// A loader may throw InputError (that is its job) and nothing else: any other exception, crash,
+// hang or sanitizer report is a bug.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "fleetsim/catalog.hpp"
+#include "fleetsim/error.hpp"
+#include "fleetsim/scenario.hpp"
+#include "fleetsim/units.hpp"
+#include "fleetsim/workflow.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size == 0) return 0;
+  const std::string text(reinterpret_cast<const char*>(data + 1), size - 1);
+  try {
+    switch (data[0] % 4) {
+      case 0: fleetsim::parse_scenario(text, "fuzz.json", ""); break;
+      case 1: fleetsim::parse_workflow(text, "fuzz.json", fleetsim::Catalog::builtin()); break;
+      case 2: {
+        fleetsim::Catalog catalog;
+        catalog.add_json(text, "fuzz.json");
+        break;
+      }
+      case 3:
+        for (auto dim : {fleetsim::Dimension::bytes, fleetsim::Dimension::bandwidth, fleetsim::Dimension::flop_rate,
+                         fleetsim::Dimension::time, fleetsim::Dimension::rate}) {
+          try {
+            fleetsim::parse_quantity(text, dim);
+          } catch (const fleetsim::UnitError&) {
+          }
+        }
+        break;
+    }
+  } catch (const fleetsim::InputError&) {
+  }
+  return 0;
+}
