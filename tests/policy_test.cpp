@@ -97,7 +97,8 @@ TEST_CASE("priority serves the important tenant first; sjf the short job", "[pol
 }
 
 TEST_CASE("every policy completes every shipped scenario, deterministically", "[policy][simulation]") {
-  for (const char* file : {"/scenarios/default.json", "/scenarios/llm-training.json"}) {
+  for (const char* file : {"/scenarios/default.json", "/scenarios/llm-training.json", "/scenarios/inference-serving.json",
+                           "/scenarios/mixed.json"}) {
     const Scenario sc = load_scenario(test::source_dir() + file);
     for (const PolicyInfo& info : policy_registry()) {
       INFO(file << " with " << info.name);

@@ -422,7 +422,11 @@ class Run {
       compute_s = std::max(compute_s, estimate_compute(type, s.flop * share, s.bytes * share, s.dtype, s.launches).total_s());
     }
     queue_.push(r.compute_start_s + compute_s, kComputeDone, index(id));
-    for (std::uint32_t i = 0; i < r.gpu_count; ++i) gpu_free_at_[index(trace_.gpus[r.gpu_begin + i])] = r.compute_start_s + compute_s;
+    // Policies predict with the mean work, not this instance's draw.
+    const double predicted_s = compute_s / work_scale_[index(id)];
+    for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
+      gpu_free_at_[index(trace_.gpus[r.gpu_begin + i])] = r.compute_start_s + predicted_s;
+    }
     // A task with a collective ends when both its compute and its collective are done. The
     // collective starts when compute ends, or earlier by the overlapped fraction of the compute.
     const bool communicates = s.collective && r.gpu_count > 1;
