@@ -12,6 +12,7 @@
 #include "fleetsim/collective.hpp"
 #include "fleetsim/compare.hpp"
 #include "fleetsim/error.hpp"
+#include "fleetsim/import.hpp"
 #include "fleetsim/topology.hpp"
 #include "fleetsim/units.hpp"
 #include "fleetsim/report.hpp"
@@ -233,6 +234,14 @@ int main(int argc, char** argv) {
   compare->add_option("--out", cmp.out_dir, "Write comparison.csv (one row per run) and comparison.json here");
   compare->add_flag("--json", cmp.json, "Print JSON instead of the table");
 
+  std::string import_file, import_costs, import_out;
+  CLI::App* import = app.add_subcommand("import", "Convert a graph from another tool into a fleetsim workflow");
+  CLI::App* import_comfy = import->add_subcommand("comfyui", "A ComfyUI API-format prompt (Save (API Format))");
+  import->require_subcommand(1);
+  import_comfy->add_option("file", import_file, "ComfyUI prompt JSON")->required();
+  import_comfy->add_option("--node-costs", import_costs, "Costs for node types fleetsim does not know (JSON)");
+  import_comfy->add_option("--out", import_out, "Write the workflow here instead of stdout");
+
   CollectiveArgs coll;
   CLI::App* collective = app.add_subcommand("collective", "Predict a collective's time and bandwidth, nccl-tests style");
   collective->add_option("--op", coll.op, "all-reduce, all-gather, reduce-scatter, broadcast, reduce, all-to-all, send-recv")->capture_default_str();
@@ -264,6 +273,19 @@ int main(int argc, char** argv) {
     if (*simulate) return run_simulate(sim);
     if (*collective) return run_collective(coll);
     if (*compare) return run_compare(cmp);
+    if (*import_comfy) {
+      const std::string costs = import_costs.empty() ? "" : fleetsim::read_text_file(import_costs);
+      const fleetsim::Workflow wf = fleetsim::import_comfyui(fleetsim::read_text_file(import_file), import_file,
+                                                             fleetsim::Catalog::builtin(), costs, import_costs);
+      const std::string json = fleetsim::workflow_json(wf);
+      if (import_out.empty()) {
+        std::cout << json;
+      } else {
+        write_file(import_out, "the workflow", [&](std::ostream& o) { o << json; });
+        std::cout << "wrote " << wf.tasks.size() << " tasks and " << wf.edges.size() << " edges to " << import_out << "\n";
+      }
+      return kOk;
+    }
     if (*policies) {
       if (policies_json) {
         std::cout << fleetsim::policies_json();

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "catalog_readers.hpp"
+#include "fleetsim/import.hpp"
 #include "loaders.hpp"
 
 namespace fleetsim {
@@ -128,8 +129,26 @@ std::vector<std::string> read_workflows(ObjectReader& top, const Catalog& catalo
     const std::string at = list.pointer(id);
     std::optional<Workflow> wf;
     if (entry.is_string()) {
+      // A fleetsim workflow file, or a ComfyUI API-format prompt, told apart by its content.
       const std::string path = resolve(base_dir, entry.get<std::string>());
-      wf = absorbing(top.problems(), [&] { return load_workflow(path, catalog); });
+      wf = absorbing(top.problems(), [&] {
+        const std::string text = read_text_file(path);
+        return is_comfyui_prompt(text) ? import_comfyui(text, path, catalog) : parse_workflow(text, path, catalog);
+      });
+    } else if (entry.is_object() && entry.contains("comfyui")) {
+      // {"comfyui": "graph.json", "node_costs": "costs.json"}: costs for node types fleetsim does not know.
+      ObjectReader r(entry, at, top.problems());
+      const auto graph = r.string("comfyui", Need::required);
+      const auto costs = r.string("node_costs", Need::optional);
+      r.finish();
+      if (graph) {
+        wf = absorbing(top.problems(), [&] {
+          const std::string graph_path = resolve(base_dir, *graph);
+          const std::string costs_path = costs ? resolve(base_dir, *costs) : "";
+          return import_comfyui(read_text_file(graph_path), graph_path, catalog,
+                                costs ? read_text_file(costs_path) : "", costs_path);
+        });
+      }
     } else if (entry.is_object()) {
       Problems own(top.problems().file());
       wf = detail::read_workflow(entry, at, own, catalog);

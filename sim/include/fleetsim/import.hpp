@@ -1,0 +1,28 @@
+// Importers of graphs users already have. ComfyUI's API-format prompt (node id -> class_type and
+// inputs, links as [node id, output index]) becomes a fleetsim workflow: sampler, text-encode,
+// VAE and upscale nodes become tasks whose work is the catalog's operator profiles scaled by the
+// node's steps, resolution, batch and frames; loaders set the model of the tasks they feed; other
+// known nodes pass data through. Node types it does not know are listed in the error, and can be
+// given a cost in a node-costs file.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "fleetsim/catalog.hpp"
+#include "fleetsim/workflow.hpp"
+
+namespace fleetsim {
+
+// Whether JSON text looks like a ComfyUI API-format prompt (every top-level value has a class_type).
+bool is_comfyui_prompt(std::string_view json_text);
+
+// `node_costs_json` (may be empty) maps class types to {"flop", "bytes", "dtype", "model", "working_set"}
+// or {"free": true} for nodes that do no GPU work.
+Workflow import_comfyui(std::string_view json_text, const std::string& file_name, const Catalog& catalog,
+                        std::string_view node_costs_json = {}, const std::string& node_costs_file = {});
+
+// A workflow as fleetsim workflow JSON (explicit FLOP and bytes per task).
+std::string workflow_json(const Workflow& workflow);
+
+}  // namespace fleetsim

@@ -1,0 +1,414 @@
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <functional>
+#include <set>
+
+#include "fleetsim/import.hpp"
+#include "../json_reader.hpp"
+
+namespace fleetsim {
+namespace {
+
+using detail::Json;
+using detail::Problems;
+
+enum class Family { sd15, sdxl, flux, svd };
+enum class Role { source, pass, sink, sample, encode_text, decode, encode_image, upscale, custom };
+
+// Pixel size of what flows along a link (images and latents alike), with batch and video frames.
+struct Size {
+  double width = 1024, height = 1024, batch = 1, frames = 1;
+  double pixels() const { return width * height * batch * frames; }
+};
+
+struct Node {
+  std::string id;
+  std::string cls;
+  const Json* inputs = nullptr;
+  Role role = Role::pass;
+  std::optional<Family> family;
+  Size size;
+  int task = -1;  // index in the workflow when the node is a task
+  double output_bytes = 0;
+};
+
+const std::map<std::string, Role, std::less<>>& roles() {
+  static const std::map<std::string, Role, std::less<>> table{
+      {"CheckpointLoaderSimple", Role::source}, {"CheckpointLoader", Role::source}, {"UNETLoader", Role::source},
+      {"ImageOnlyCheckpointLoader", Role::source}, {"CLIPLoader", Role::source}, {"DualCLIPLoader", Role::source},
+      {"VAELoader", Role::source}, {"UpscaleModelLoader", Role::source}, {"LoadImage", Role::source},
+      {"EmptyLatentImage", Role::source}, {"EmptySD3LatentImage", Role::source},
+      {"LoraLoader", Role::pass}, {"LoraLoaderModelOnly", Role::pass}, {"ConditioningCombine", Role::pass},
+      {"ConditioningConcat", Role::pass}, {"ConditioningZeroOut", Role::pass}, {"FluxGuidance", Role::pass},
+      {"ModelSamplingFlux", Role::pass}, {"ModelSamplingDiscrete", Role::pass}, {"VideoLinearCFGGuidance", Role::pass},
+      {"SVD_img2vid_Conditioning", Role::pass}, {"LatentUpscale", Role::pass}, {"LatentUpscaleBy", Role::pass},
+      {"ImageScale", Role::pass}, {"ImageScaleBy", Role::pass}, {"RepeatLatentBatch", Role::pass},
+      {"SaveImage", Role::sink}, {"PreviewImage", Role::sink}, {"SaveAnimatedWEBP", Role::sink},
+      {"SaveAnimatedPNG", Role::sink},
+      {"KSampler", Role::sample}, {"KSamplerAdvanced", Role::sample}, {"SamplerCustom", Role::sample},
+      {"CLIPTextEncode", Role::encode_text}, {"CLIPTextEncodeSDXL", Role::encode_text}, {"CLIPTextEncodeFlux", Role::encode_text},
+      {"VAEDecode", Role::decode}, {"VAEDecodeTiled", Role::decode}, {"VAEEncode", Role::encode_image},
+      {"ImageUpscaleWithModel", Role::upscale},
+  };
+  return table;
+}
+
+std::optional<Family> family_from_name(std::string name) {
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (name.find("flux") != std::string::npos) return Family::flux;
+  if (name.find("svd") != std::string::npos) return Family::svd;
+  if (name.find("xl") != std::string::npos) return Family::sdxl;
+  if (name.find("1.5") != std::string::npos || name.find("1-5") != std::string::npos ||
+      name.find("sd15") != std::string::npos) {
+    return Family::sd15;
+  }
+  return std::nullopt;
+}
+
+bool is_link(const Json& v) { return v.is_array() && v.size() == 2 && (v[0].is_string() || v[0].is_number_integer()); }
+std::string link_source(const Json& v) { return v[0].is_string() ? v[0].get<std::string>() : std::to_string(v[0].get<long long>()); }
+
+double number_input(const Node& n, const char* key, double fallback) {
+  if (n.inputs == nullptr) return fallback;
+  const auto it = n.inputs->find(key);
+  return it != n.inputs->end() && it->is_number() ? it->get<double>() : fallback;
+}
+
+// Per family: the operator profiles and models a graph's tasks use, and its latent channels.
+struct FamilyProfile {
+  const char* sample_op;
+  double sample_ref_pixels, sample_ref_frames;
+  const char* encode_op;
+  const char* encode_model;
+  const char* decode_op;
+  double decode_ref_pixels;
+  const char* decode_model;
+  const char* model;
+  double latent_channels;
+  double conditioning_bytes;  // one prompt's embedding
+};
+
+const FamilyProfile& profile(Family f) {
+  static const FamilyProfile sd15{"sd15-unet-step-512", 512.0 * 512, 1, "clip-l-text-encode-77", "sd-1.5",
+                                  "sd15-vae-decode-512", 512.0 * 512, "sd-1.5", "sd-1.5", 4, 77 * 768 * 2};
+  static const FamilyProfile sdxl{"sdxl-unet-step-1024", 1024.0 * 1024, 1, "sdxl-text-encode", "sdxl-base-1.0",
+                                  "sdxl-vae-decode-1024", 1024.0 * 1024, "sdxl-base-1.0", "sdxl-base-1.0", 4, 77 * 2048 * 2};
+  static const FamilyProfile flux{"flux-dev-step-1024", 1024.0 * 1024, 1, "t5xxl-text-encode-512", "t5-v1_1-xxl-encoder",
+                                  "sdxl-vae-decode-1024", 1024.0 * 1024, "sdxl-vae", "flux.1-dev", 16, 512 * 4096 * 2};
+  static const FamilyProfile svd{"svd-xt-step-576x1024-25f", 576.0 * 1024, 25, "sdxl-text-encode", "sdxl-base-1.0",
+                                 "sdxl-vae-decode-1024", 1024.0 * 1024, "svd-xt", "svd-xt", 4, 1024 * 2};
+  switch (f) {
+    case Family::sd15: return sd15;
+    case Family::sdxl: return sdxl;
+    case Family::flux: return flux;
+    case Family::svd: return svd;
+  }
+  return sdxl;
+}
+
+}  // namespace
+
+bool is_comfyui_prompt(std::string_view json_text) {
+  const Json doc = Json::parse(json_text.begin(), json_text.end(), nullptr, false);
+  if (!doc.is_object() || doc.empty()) return false;
+  for (const auto& [id, node] : doc.items()) {
+    if (!node.is_object() || !node.contains("class_type")) return false;
+  }
+  return true;
+}
+
+Workflow import_comfyui(std::string_view json_text, const std::string& file_name, const Catalog& catalog,
+                        std::string_view node_costs_json, const std::string& node_costs_file) {
+  Problems problems(file_name);
+  const Json doc = detail::parse_json(json_text, problems);
+  problems.throw_if_any();
+  if (!doc.is_object() || doc.empty()) {
+    problems.add("", "expected a ComfyUI API-format prompt: an object of node id -> {\"class_type\", \"inputs\"} "
+                     "(in ComfyUI, use Save (API Format))");
+    problems.throw_if_any();
+  }
+  Json costs = Json::object();
+  if (!node_costs_json.empty()) {
+    Problems cost_problems(node_costs_file);
+    costs = detail::parse_json(node_costs_json, cost_problems);
+    if (!costs.is_object()) cost_problems.add("", "expected an object of class type -> cost");
+    cost_problems.throw_if_any();
+  }
+
+  std::map<std::string, Node, std::less<>> nodes;
+  for (const auto& [id, value] : doc.items()) {
+    const std::string at = detail::child_pointer("", id);
+    if (!value.is_object() || !value.contains("class_type") || !value["class_type"].is_string()) {
+      problems.add(at, "expected a node {\"class_type\": ..., \"inputs\": {...}}, found " + detail::describe(value));
+      continue;
+    }
+    Node n;
+    n.id = id;
+    n.cls = value["class_type"].get<std::string>();
+    if (value.contains("inputs")) {
+      if (value["inputs"].is_object()) {
+        n.inputs = &value["inputs"];
+      } else {
+        problems.add(at + "/inputs", "expected an object, found " + detail::describe(value["inputs"]));
+      }
+    }
+    nodes.emplace(id, std::move(n));
+  }
+  problems.throw_if_any();
+
+  // Links, and node types nobody knows.
+  std::map<std::string, std::vector<std::string>, std::less<>> unknown;
+  for (auto& [id, n] : nodes) {
+    if (const auto it = roles().find(n.cls); it != roles().end()) {
+      n.role = it->second;
+    } else if (costs.contains(n.cls)) {
+      n.role = costs[n.cls].value("free", false) ? Role::pass : Role::custom;
+    } else {
+      unknown[n.cls].push_back(id);
+    }
+    if (n.inputs == nullptr) continue;
+    for (const auto& [name, v] : n.inputs->items()) {
+      if (is_link(v) && nodes.count(link_source(v)) == 0) {
+        problems.add(detail::child_pointer(detail::child_pointer(detail::child_pointer("", id), "inputs"), name),
+                     "links to node \"" + link_source(v) + "\", which is not in the graph");
+      }
+    }
+  }
+  if (!unknown.empty()) {
+    std::string list;
+    for (const auto& [cls, ids] : unknown) {
+      list += "\n  " + cls + " (node" + (ids.size() > 1 ? "s " : " ");
+      for (std::size_t i = 0; i < ids.size(); ++i) list += (i ? ", " : "") + ids[i];
+      list += ")";
+    }
+    problems.add("", "unknown ComfyUI node types; give each a cost with a node-costs file "
+                     "({\"Type\": {\"flop\": ..., \"bytes\": ...}} or {\"Type\": {\"free\": true}}):" + list);
+  }
+  problems.throw_if_any();
+
+  // Depth-first topological order over links; a cycle is an error.
+  std::vector<Node*> order;
+  std::map<std::string, int, std::less<>> state;  // 1 visiting, 2 done
+  std::function<void(Node&)> visit = [&](Node& n) {
+    state[n.id] = 1;
+    if (n.inputs != nullptr) {
+      for (const auto& [name, v] : n.inputs->items()) {
+        if (!is_link(v)) continue;
+        Node& src = nodes.at(link_source(v));
+        if (state[src.id] == 1) {
+          problems.add(detail::child_pointer("", n.id), "links form a cycle through node \"" + src.id + "\"");
+          problems.throw_if_any();
+        }
+        if (state[src.id] == 0) visit(src);
+      }
+    }
+    state[n.id] = 2;
+    order.push_back(&n);
+  };
+  for (auto& [id, n] : nodes) {
+    if (state[id] == 0) visit(n);
+  }
+
+  auto linked = [&](const Node& n, const char* key) -> Node* {
+    if (n.inputs == nullptr) return nullptr;
+    const auto it = n.inputs->find(key);
+    return it != n.inputs->end() && is_link(*it) ? &nodes.at(link_source(*it)) : nullptr;
+  };
+
+  Workflow wf;
+  wf.file = file_name;
+  wf.name = "ComfyUI graph " + file_name;
+  auto op = [&](const char* id) -> const OperatorSpec& {
+    const OperatorSpec* spec = catalog.op(id);
+    if (spec == nullptr) throw InputError({Problem{file_name, "", std::string("the catalog lacks operator profile \"") + id + "\""}});
+    return *spec;
+  };
+  auto weights_of = [&](const std::string& model) {
+    const ModelSpec* m = catalog.model(model);
+    return m != nullptr ? m->weights_bytes : 0.0;
+  };
+
+  for (Node* n : order) {
+    // Family: the node's own checkpoint name, else the first input that has one.
+    if (n->inputs != nullptr) {
+      for (const char* key : {"ckpt_name", "unet_name", "clip_name", "clip_name1"}) {
+        if (n->inputs->contains(key) && (*n->inputs)[key].is_string()) {
+          if (auto f = family_from_name((*n->inputs)[key].get<std::string>())) n->family = f;
+        }
+      }
+      if (!n->family) {
+        for (const auto& [name, v] : n->inputs->items()) {
+          if (!is_link(v)) continue;
+          const Node& src = nodes.at(link_source(v));
+          if (src.family) {
+            n->family = src.family;
+            break;
+          }
+        }
+      }
+      // Size: from the data input, then the node's own parameters.
+      for (const char* key : {"latent_image", "samples", "image", "pixels", "latent"}) {
+        if (const Node* src = linked(*n, key)) {
+          n->size = src->size;
+          break;
+        }
+      }
+    }
+    Size& s = n->size;
+    if (n->cls == "EmptyLatentImage" || n->cls == "EmptySD3LatentImage" || n->cls == "LatentUpscale" || n->cls == "ImageScale") {
+      s.width = number_input(*n, "width", s.width);
+      s.height = number_input(*n, "height", s.height);
+      s.batch = number_input(*n, "batch_size", s.batch);
+    } else if (n->cls == "SVD_img2vid_Conditioning") {
+      s.width = number_input(*n, "width", 1024);
+      s.height = number_input(*n, "height", 576);
+      s.frames = number_input(*n, "video_frames", 25);
+      n->family = Family::svd;
+    } else if (n->cls == "LatentUpscaleBy" || n->cls == "ImageScaleBy") {
+      const double by = number_input(*n, "scale_by", 1);
+      s.width *= by;
+      s.height *= by;
+    } else if (n->cls == "RepeatLatentBatch") {
+      s.batch *= number_input(*n, "amount", 1);
+    }
+    if (n->role == Role::sample) {
+      // The video size comes in through the positive conditioning.
+      if (const Node* cond = linked(*n, "positive"); cond != nullptr && cond->family == Family::svd) {
+        s = cond->size;
+        n->family = Family::svd;
+      }
+    }
+
+    const Family family = n->family.value_or(Family::sdxl);
+    const FamilyProfile& p = profile(family);
+    const double latent_bytes = s.pixels() / 64 * p.latent_channels * 2;  // fp16, 8x down-sampled
+    const double image_bytes = s.pixels() * 3 * 4;                        // ComfyUI images are float32 RGB
+    TaskSpec t;
+    t.name = n->cls + "#" + n->id;
+    auto scaled = [&](const OperatorSpec& o, double times) {
+      t.flop = o.flop * times;
+      t.bytes = o.bytes * times;
+      t.dtype = o.dtype;
+      t.op = o.id;
+    };
+    switch (n->role) {
+      case Role::sample: {
+        const double steps = number_input(*n, "steps", 20);
+        const double last = std::min(steps, number_input(*n, "end_at_step", steps));
+        const double count = std::max(1.0, last - number_input(*n, "start_at_step", 0));
+        scaled(op(p.sample_op), count * s.pixels() / (p.sample_ref_pixels * p.sample_ref_frames));
+        t.launches = static_cast<std::uint32_t>(count);
+        t.model = p.model;
+        t.working_set_bytes = 2e9 + 4 * latent_bytes * 64;  // activations grow with resolution (approx.)
+        n->output_bytes = latent_bytes;
+        break;
+      }
+      case Role::encode_text:
+        scaled(op(p.encode_op), 1);
+        t.model = p.encode_model;
+        t.working_set_bytes = 1e9;
+        n->output_bytes = p.conditioning_bytes;
+        break;
+      case Role::decode:
+      case Role::encode_image:
+        // A VAE encoder costs about half its decoder (approx.).
+        scaled(op(p.decode_op), s.pixels() / p.decode_ref_pixels * (n->role == Role::decode ? 1.0 : 0.5));
+        t.model = p.decode_model;
+        t.working_set_bytes = 2e9 + 8 * image_bytes;
+        n->output_bytes = n->role == Role::decode ? image_bytes : latent_bytes;
+        break;
+      case Role::upscale:
+        scaled(op("realesrgan-x4-1024"), s.pixels() / (1024.0 * 1024));
+        t.model = "real-esrgan-x4plus";
+        t.working_set_bytes = 2e9 + 16 * image_bytes;
+        s.width *= 4;
+        s.height *= 4;
+        n->output_bytes = s.pixels() * 3 * 4;
+        break;
+      case Role::custom: {
+        const Json& c = costs[n->cls];
+        const std::string at = detail::child_pointer("", n->cls);
+        Problems cost_problems(node_costs_file);
+        detail::ObjectReader r(c, at, cost_problems);
+        r.boolean_or("free", false);
+        t.flop = r.quantity("flop", Dimension::flop, detail::Need::required).value_or(0);
+        t.bytes = r.quantity_or("bytes", Dimension::bytes, 0);
+        if (auto d = parse_dtype(r.string_or("dtype", "fp16"))) t.dtype = *d;
+        t.model = r.string_or("model", "");
+        t.working_set_bytes = r.quantity_or("working_set", Dimension::bytes, 1e9);
+        r.finish();
+        cost_problems.throw_if_any();
+        n->output_bytes = image_bytes;
+        break;
+      }
+      default:
+        continue;
+    }
+    t.weights_bytes = t.model.empty() ? 0 : weights_of(t.model);
+    n->task = static_cast<int>(wf.tasks.size());
+    wf.tasks.push_back(std::move(t));
+  }
+
+  // Edges: from each task back through pass-through nodes to the tasks that feed it.
+  for (Node* n : order) {
+    if (n->task < 0 || n->inputs == nullptr) continue;
+    std::set<int> producers;
+    std::vector<const Node*> stack;
+    std::set<std::string> seen;
+    for (const auto& [name, v] : n->inputs->items()) {
+      if (is_link(v)) stack.push_back(&nodes.at(link_source(v)));
+    }
+    while (!stack.empty()) {
+      const Node* src = stack.back();
+      stack.pop_back();
+      if (!seen.insert(src->id).second) continue;
+      if (src->task >= 0) {
+        producers.insert(src->task);
+        continue;
+      }
+      if (src->inputs == nullptr) continue;
+      for (const auto& [name, v] : src->inputs->items()) {
+        if (is_link(v)) stack.push_back(&nodes.at(link_source(v)));
+      }
+    }
+    for (int p : producers) {
+      const auto from = std::find_if(order.begin(), order.end(), [&](const Node* x) { return x->task == p; });
+      wf.edges.push_back(EdgeSpec{static_cast<std::uint32_t>(p), static_cast<std::uint32_t>(n->task), (*from)->output_bytes});
+    }
+  }
+  if (wf.tasks.empty()) {
+    problems.add("", "the graph has no node that does GPU work (sampler, text encode, VAE, upscale)");
+    problems.throw_if_any();
+  }
+  wf.finalize();
+  return wf;
+}
+
+std::string workflow_json(const Workflow& wf) {
+  nlohmann::ordered_json tasks = nlohmann::ordered_json::array();
+  auto bytes = [](double b) {
+    char text[48];
+    std::snprintf(text, sizeof text, "%.9g GB", b / 1e9);
+    return std::string(text);
+  };
+  for (const TaskSpec& t : wf.tasks) {
+    nlohmann::ordered_json task{{"name", t.name}};
+    if (t.gpus != 1) task["gpus"] = t.gpus;
+    if (!t.model.empty()) task["model"] = {{"id", t.model}, {"weights", bytes(t.weights_bytes)}};
+    if (t.working_set_bytes > 0) task["working_set"] = bytes(t.working_set_bytes);
+    char flop[48];
+    std::snprintf(flop, sizeof flop, "%.6g GFLOP", t.flop / 1e9);
+    task["work"] = {{"flop", flop}, {"bytes", bytes(t.bytes)}, {"dtype", dtype_name(t.dtype)}, {"launches", t.launches}};
+    tasks.push_back(std::move(task));
+  }
+  nlohmann::ordered_json edges = nlohmann::ordered_json::array();
+  for (const EdgeSpec& e : wf.edges) {
+    edges.push_back({{"from", wf.tasks[e.from].name}, {"to", wf.tasks[e.to].name}, {"bytes", bytes(e.bytes)}});
+  }
+  nlohmann::ordered_json doc{{"name", wf.name}, {"tasks", tasks}, {"edges", edges}};
+  return doc.dump(2) + "\n";
+}
+
+}  // namespace fleetsim

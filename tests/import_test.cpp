@@ -1,0 +1,86 @@
+// The ComfyUI importer: node types become tasks whose work is the catalog's operator profiles
+// scaled by steps, resolution and batch; unknown node types are listed; a costs file names them.
+#include <catch2/catch.hpp>
+
+#include "fleetsim/error.hpp"
+#include "fleetsim/import.hpp"
+#include "fleetsim/simulation.hpp"
+#include "helpers.hpp"
+
+using namespace fleetsim;
+using Catch::Contains;
+
+namespace {
+
+const TaskSpec& task(const Workflow& wf, const std::string& name) {
+  for (const TaskSpec& t : wf.tasks) {
+    if (t.name == name) return t;
+  }
+  FAIL("no task " << name);
+  throw;
+}
+
+std::string import_error(const std::string& json, const std::string& costs = "") {
+  try {
+    import_comfyui(json, "graph.json", Catalog::builtin(), costs, "costs.json");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("an SDXL hires-fix graph becomes six tasks with scaled work", "[import]") {
+  const std::string path = test::source_dir() + "/scenarios/comfyui/sdxl-hires-fix.json";
+  const std::string text = read_text_file(path);
+  REQUIRE(is_comfyui_prompt(text));
+  const Workflow wf = import_comfyui(text, path, Catalog::builtin());
+  CHECK(wf.tasks.size() == 6);  // 2 text encodes, 2 samplers, a VAE decode, an upscale
+  const double step = Catalog::builtin().op("sdxl-unet-step-1024")->flop;
+  // 30 steps at 1024x1024, batch 2; then 15 steps at 1.5x per side (2.25x the pixels), batch 2.
+  CHECK(task(wf, "KSampler#3").flop == Approx(30 * step * 2));
+  CHECK(task(wf, "KSampler#11").flop == Approx(15 * step * 2.25 * 2));
+  CHECK(task(wf, "KSampler#3").model == "sdxl-base-1.0");
+  CHECK(task(wf, "ImageUpscaleWithModel#13").model == "real-esrgan-x4plus");
+  CHECK(task(wf, "VAEDecode#8").flop == Approx(Catalog::builtin().op("sdxl-vae-decode-1024")->flop * 2.25 * 2));
+  // Both prompts feed both samplers; the first sampler's latent feeds the second through the upscale.
+  CHECK(wf.edges.size() == 7);
+  CHECK(wf.inputs(static_cast<std::uint32_t>(&task(wf, "KSampler#11") - wf.tasks.data())).size() == 3);
+}
+
+TEST_CASE("unknown ComfyUI node types are listed, and a costs file names them", "[import][errors]") {
+  const std::string graph = R"({
+    "1": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "v1-5-pruned.safetensors"}},
+    "2": {"class_type": "EmptyLatentImage", "inputs": {"width": 512, "height": 512, "batch_size": 1}},
+    "3": {"class_type": "KSampler", "inputs": {"steps": 20, "model": ["1", 0], "latent_image": ["2", 0]}},
+    "4": {"class_type": "MagicSharpen", "inputs": {"samples": ["3", 0]}},
+    "5": {"class_type": "MagicSharpen", "inputs": {"samples": ["4", 0]}},
+    "6": {"class_type": "Watermark", "inputs": {"samples": ["5", 0]}}})";
+  CHECK_THAT(import_error(graph), Contains("unknown ComfyUI node types") && Contains("MagicSharpen (nodes 4, 5)") &&
+                                      Contains("Watermark (node 6)"));
+  const std::string costs = R"({"MagicSharpen": {"flop": "2 TFLOP", "bytes": "1 GB"}, "Watermark": {"free": true}})";
+  const Workflow wf = import_comfyui(graph, "graph.json", Catalog::builtin(), costs, "costs.json");
+  CHECK(wf.tasks.size() == 3);  // the sampler and two sharpen passes; the watermark is free
+  CHECK(task(wf, "MagicSharpen#4").flop == 2e12);
+  CHECK(task(wf, "KSampler#3").flop == Approx(20 * Catalog::builtin().op("sd15-unet-step-512")->flop));
+  CHECK_THAT(import_error(graph, R"({"MagicSharpen": {"flops": "2 TFLOP"}, "Watermark": {"free": true}})"),
+             Contains("costs.json: /MagicSharpen/flops: unknown field"));
+}
+
+TEST_CASE("malformed ComfyUI graphs are rejected with the node named", "[import][errors]") {
+  CHECK_THAT(import_error(R"({"1": {"class_type": "KSampler", "inputs": {"model": ["9", 0]}}})"),
+             Contains("/1/inputs/model: links to node \"9\", which is not in the graph"));
+  CHECK_THAT(import_error(R"({"1": {"class_type": "VAEDecode", "inputs": {"samples": ["2", 0]}},
+                              "2": {"class_type": "VAEDecode", "inputs": {"samples": ["1", 0]}}})"),
+             Contains("links form a cycle"));
+  CHECK_THAT(import_error(R"({"1": {"class_type": "SaveImage", "inputs": {}}})"), Contains("no node that does GPU work"));
+  CHECK_THAT(import_error(R"({"nodes": [], "links": []})"), Contains("expected a node"));
+}
+
+TEST_CASE("a scenario runs ComfyUI graphs end to end", "[import][simulation]") {
+  const Scenario sc = load_scenario(test::source_dir() + "/scenarios/comfyui-studio.json");
+  const RunResult run = simulate(sc);
+  CHECK(run.summary.workflows.submitted == 600);
+  CHECK(run.summary.workflows.completed == 600);
+}
