@@ -45,6 +45,12 @@ TEST_CASE("a chain on one GPU takes the sum of its task times", "[simulation]") 
   CHECK(run.summary.bytes_transferred == 0);  // everything stayed on one GPU
   CHECK(run.summary.latency_s.p50 == Approx(5.5));
   CHECK(record(run, "c", sc).start_s == Approx(3.0));
+  // 5.5 s at the unit GPU's 500 W TDP; alone, so no wait, slowdown 1, one workflow in 5.5 s.
+  CHECK(run.summary.energy_j == Approx(2750));
+  CHECK(run.summary.tenants[0].mean_wait_s == 0);
+  CHECK(run.summary.tenants[0].mean_slowdown == Approx(1.0));
+  CHECK(run.summary.tenants[0].throughput_per_s == Approx(1 / 5.5));
+  CHECK(run.summary.fairness == 1);
 }
 
 TEST_CASE("a fork on two GPUs takes the longer branch plus its transfer", "[simulation]") {
@@ -124,6 +130,8 @@ TEST_CASE("at the horizon every task is counted once", "[simulation]") {
   CHECK(t.completed + t.failed + t.running + t.queued == t.submitted);
   CHECK(run.summary.gpu_utilization == Approx(1.0));
   CHECK(run.summary.end_s == 3.5);
+  // Tasks 2..4 waited 1, 2, 3 s before their start; the other six were never placed.
+  CHECK(run.summary.tenants[0].mean_wait_s == Approx((0 + 1 + 2 + 3) / 4.0));
 }
 
 TEST_CASE("M/D/1: mean wait matches the Pollaczek-Khinchine formula", "[simulation][validation]") {

@@ -52,11 +52,16 @@ std::string summary_json(const Summary& s) {
   j["weights"] = {{"loads", s.weight_loads}, {"bytes_loaded", s.weight_bytes_loaded}, {"load_s", s.weight_load_s},
                   {"evictions", s.evictions}};
   j["vram_peak_utilization"] = s.vram_peak_utilization;
+  j["vram_utilization"] = s.vram_utilization;
+  j["energy_j"] = s.energy_j;
+  j["fairness_jain"] = s.fairness;
   j["spilled_bytes"] = s.spilled_bytes;
   j["events"] = s.events;
   ordered_json tenants = ordered_json::array();
   for (const TenantSummary& t : s.tenants) {
-    tenants.push_back({{"name", t.name}, {"workflows", counts_json(t.workflows)}, {"latency_s", latency_json(t.latency_s)}});
+    tenants.push_back({{"name", t.name}, {"workflows", counts_json(t.workflows)}, {"latency_s", latency_json(t.latency_s)},
+                       {"mean_wait_s", t.mean_wait_s}, {"mean_slowdown", t.mean_slowdown},
+                       {"throughput_per_s", t.throughput_per_s}, {"gpu_s", t.gpu_s}});
   }
   j["tenants"] = tenants;
   ordered_json slos = ordered_json::array();
@@ -85,7 +90,9 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
   out << "workflows  " << s.workflows.submitted << " submitted: " << s.workflows.completed << " completed, "
       << s.workflows.failed << " failed, " << s.workflows.running << " running, " << s.workflows.queued
       << " queued\n";
-  out << "GPU util   " << fmt("%.1f %%", 100.0 * s.gpu_utilization) << "   cost " << fmt("$%.2f", s.cost_usd) << "\n";
+  out << "GPU util   " << fmt("%.1f %%", 100.0 * s.gpu_utilization) << "   VRAM util " << fmt("%.1f %%", 100.0 * s.vram_utilization)
+      << "   cost " << fmt("$%.2f", s.cost_usd) << "   energy " << fmt("%.3g kWh", s.energy_j / 3.6e6)
+      << "   fairness (Jain) " << fmt("%.2f", s.fairness) << "\n";
   out << "network    edge tensors " << format_quantity(s.bytes_transferred, Dimension::bytes)
       << "; carried by GPU links " << format_quantity(s.gpu_link_bytes, Dimension::bytes) << ", host links "
       << format_quantity(s.host_link_bytes, Dimension::bytes) << ", NICs " << format_quantity(s.nic_bytes, Dimension::bytes)
@@ -95,19 +102,19 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
       << fmt("%.0f %%", 100.0 * s.vram_peak_utilization) << " of a GPU\n\n";
 
   char line[160];
-  std::snprintf(line, sizeof line, "%-18s %9s %10s %10s %10s %10s\n", "latency (workflow)", "completed",
-                "mean", "p50", "p95", "p99");
+  std::snprintf(line, sizeof line, "%-18s %9s %10s %10s %10s %10s %10s %9s\n", "latency (workflow)", "completed",
+                "mean", "p50", "p95", "p99", "task wait", "slowdown");
   out << line;
-  auto row = [&](const std::string& name, const LatencyStats& l) {
-    std::snprintf(line, sizeof line, "%-18s %9llu %10s %10s %10s %10s\n", name.c_str(),
+  auto row = [&](const std::string& name, const LatencyStats& l, const TenantSummary* t) {
+    std::snprintf(line, sizeof line, "%-18s %9llu %10s %10s %10s %10s %10s %9s\n", name.c_str(),
                   static_cast<unsigned long long>(l.count), time_or_dash(l, l.mean).c_str(),
-                  time_or_dash(l, l.p50).c_str(), time_or_dash(l, l.p95).c_str(), time_or_dash(l, l.p99).c_str());
+                  time_or_dash(l, l.p50).c_str(), time_or_dash(l, l.p95).c_str(), time_or_dash(l, l.p99).c_str(),
+                  t != nullptr ? format_quantity(t->mean_wait_s, Dimension::time).c_str() : "",
+                  t != nullptr && l.count > 0 ? fmt("%.2fx", t->mean_slowdown).c_str() : "");
     out << line;
   };
-  if (s.tenants.size() > 1) {
-    for (const TenantSummary& t : s.tenants) row("  " + t.name, t.latency_s);
-  }
-  row("all", s.latency_s);
+  for (const TenantSummary& t : s.tenants) row("  " + t.name, t.latency_s, &t);
+  row("all", s.latency_s, nullptr);
   if (!s.slos.empty()) {
     out << "\nSLOs\n";
     for (const SloResult& r : s.slos) {

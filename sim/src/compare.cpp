@@ -47,6 +47,9 @@ const std::vector<ComparedMetric>& compared_metrics() {
          for (const SloResult& r : s.slos) met += r.met ? 1 : 0;
          return 100 * met / static_cast<double>(s.slos.size());
        }},
+      {"fairness (Jain)", "", [](const Summary& s) { return s.fairness; }},
+      {"VRAM utilization", "%", [](const Summary& s) { return 100 * s.vram_utilization; }},
+      {"energy", "kWh", [](const Summary& s) { return s.energy_j / 3.6e6; }},
       {"cost", "$", [](const Summary& s) { return s.cost_usd; }},
   };
   return metrics;

@@ -142,6 +142,24 @@ class Run {
                                 seed_, events);
     std::vector<double> link_bytes = network_.link_bytes();
     summary.stalled = stalled;
+    // Slowdown: latency over the workflow's critical path (its entry tasks' largest upward rank).
+    std::vector<double> slowdown_sum(sc_.tenants.size(), 0.0);
+    for (const InstanceRecord& inst : trace_.instances) {
+      if (inst.end_s == kNever || inst.failed) continue;
+      double ideal = 0;
+      for (double r : rank_[inst.workflow]) ideal = std::max(ideal, r);
+      if (ideal > 0) slowdown_sum[index(inst.tenant)] += (inst.end_s - inst.arrival_s) / ideal;
+    }
+    for (std::size_t t = 0; t < sc_.tenants.size(); ++t) {
+      const auto done = summary.tenants[t].workflows.completed;
+      summary.tenants[t].mean_slowdown = done > 0 ? slowdown_sum[t] / static_cast<double>(done) : 0;
+    }
+    double vram_used_s = 0, vram_capacity_s = 0;
+    for (std::uint32_t g = 0; g < cluster_.gpu_count(); ++g) {
+      vram_used_s += memory_.used_seconds(make_id<GpuId>(g), end_s);
+      vram_capacity_s += memory_.capacity(make_id<GpuId>(g)) * end_s;
+    }
+    summary.vram_utilization = vram_capacity_s > 0 ? vram_used_s / vram_capacity_s : 0;
     summary.weight_loads = weight_loads_;
     summary.weight_load_s = weight_load_s_;
     summary.weight_bytes_loaded = weight_bytes_loaded_;

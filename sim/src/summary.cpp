@@ -57,6 +57,7 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
                   const std::vector<double>& link_bytes, double end_s, bool horizon_reached, std::uint64_t seed,
                   std::uint64_t events) {
   Summary s;
+  s.tenants.resize(scenario.tenants.size());
   s.scenario = scenario.name;
   s.policy = scenario.policy.name;
   s.seed = seed;
@@ -90,9 +91,20 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
     s.cost_usd += cluster.gpu_type(make_id<GpuId>(g)).price_usd_per_hour * end_s / 3600.0;
   }
 
+  // Energy: each GPU at TDP while held by a task, at idle power otherwise.
+  std::vector<double> busy_per_gpu(cluster.gpu_count(), 0.0);
+  for (const TaskRecord& t : trace.tasks) {
+    if (t.start_s == kNever) continue;
+    const double held = (t.end_s != kNever ? t.end_s : end_s) - t.start_s;
+    for (std::uint32_t i = 0; i < t.gpu_count; ++i) busy_per_gpu[index(trace.gpus[t.gpu_begin + i])] += held;
+  }
+  for (std::uint32_t g = 0; g < cluster.gpu_count(); ++g) {
+    const GpuType& type = cluster.gpu_type(make_id<GpuId>(g));
+    s.energy_j += busy_per_gpu[g] * type.tdp_w + std::max(0.0, end_s - busy_per_gpu[g]) * type.idle_power_w;
+  }
+
   std::vector<std::vector<double>> per_tenant(scenario.tenants.size());
   std::vector<double> all;
-  s.tenants.resize(scenario.tenants.size());
   for (std::size_t i = 0; i < scenario.tenants.size(); ++i) s.tenants[i].name = scenario.tenants[i].name;
   for (std::size_t i = 0; i < trace.instances.size(); ++i) {
     const InstanceRecord& inst = trace.instances[i];
@@ -105,7 +117,24 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
     }
   }
   s.latency_s = latency_stats(all);
-  for (std::size_t i = 0; i < s.tenants.size(); ++i) s.tenants[i].latency_s = latency_stats(per_tenant[i]);
+  std::vector<double> waited(s.tenants.size(), 0.0), placed(s.tenants.size(), 0.0);
+  for (const TaskRecord& t : trace.tasks) {
+    if (t.start_s == kNever) continue;
+    waited[index(t.tenant)] += t.start_s - t.ready_s;
+    placed[index(t.tenant)] += 1;
+    s.tenants[index(t.tenant)].gpu_s += ((t.end_s != kNever ? t.end_s : end_s) - t.start_s) * t.gpu_count;
+  }
+  double sum = 0, sum_sq = 0;
+  for (std::size_t i = 0; i < s.tenants.size(); ++i) {
+    TenantSummary& ts = s.tenants[i];
+    ts.latency_s = latency_stats(per_tenant[i]);
+    ts.mean_wait_s = placed[i] > 0 ? waited[i] / placed[i] : 0;
+    ts.throughput_per_s = end_s > 0 ? static_cast<double>(ts.workflows.completed) / end_s : 0;
+    const double share = ts.gpu_s / scenario.tenants[i].quota;
+    sum += share;
+    sum_sq += share * share;
+  }
+  if (sum_sq > 0) s.fairness = sum * sum / (static_cast<double>(s.tenants.size()) * sum_sq);
 
   for (const Slo& slo : scenario.slos) {
     SloResult r;

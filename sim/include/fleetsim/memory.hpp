@@ -53,6 +53,11 @@ class GpuMemory {
   std::uint64_t evictions() const { return evictions_; }
   double spilled_bytes() const { return spilled_; }
   double peak_used(GpuId g) const { return gpus_[index(g)].peak; }
+  // The integral of use over time, in byte-seconds, up to `now`.
+  double used_seconds(GpuId g, double now) const {
+    const Gpu& gpu = gpus_[index(g)];
+    return gpu.used_integral + (gpu.working + gpu.held + gpu.cached) * (now - gpu.changed_s);
+  }
   void record_samples(bool on) { recording_ = on; }
   const std::vector<VramSample>& samples() const { return samples_; }
 
@@ -72,10 +77,13 @@ class GpuMemory {
     double pinned = 0;   // resident weights some running task references
     double peak = 0;
     double last_recorded = 0;
+    double used_integral = 0;  // byte-seconds up to changed_s
+    double changed_s = 0;
     std::vector<Cached> models;
   };
 
   void changed(GpuId g, double now);
+  void integrate(Gpu& gpu, double now);
   // Evicts least recently used unreferenced models until `bytes` are free; false if impossible.
   bool make_room(Gpu& gpu, double bytes);
 

@@ -28,6 +28,10 @@ struct TenantSummary {
   std::string name;
   Counts workflows;
   LatencyStats latency_s;
+  double mean_wait_s = 0;      // tasks' time from ready to placed, averaged over placed tasks
+  double mean_slowdown = 0;    // completed workflows' latency / their critical path run alone
+  double throughput_per_s = 0; // completed workflows per second of the run
+  double gpu_s = 0;            // GPU-seconds its tasks held
 };
 
 struct SloResult {
@@ -64,6 +68,9 @@ struct Summary {
   std::uint64_t evictions = 0;        // cached models dropped to make room
   double spilled_bytes = 0;           // output tensors that did not fit in VRAM, kept in host memory
   double vram_peak_utilization = 0;   // highest use / capacity of any GPU
+  double vram_utilization = 0;        // time-averaged use / capacity over all GPUs
+  double energy_j = 0;                // busy GPU-seconds at TDP plus idle GPU-seconds at idle power
+  double fairness = 1;                // Jain's index over tenants of GPU-seconds per unit of quota
   std::uint64_t events = 0;
   std::vector<TenantSummary> tenants;
   std::vector<SloResult> slos;

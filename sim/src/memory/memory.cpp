@@ -40,6 +40,7 @@ double GpuMemory::need(GpuId g, std::uint32_t model, double weights_bytes, doubl
 
 bool GpuMemory::admit(GpuId g, std::uint32_t model, double weights_bytes, double working_set_bytes, double now) {
   Gpu& gpu = gpus_[index(g)];
+  integrate(gpu, now);
   FLEETSIM_CHECK(need(g, model, weights_bytes, working_set_bytes) <= available(g) * (1 + 1e-12) + 1e-3,
                  "admitted a task that does not fit");
   bool load = false;
@@ -90,6 +91,7 @@ void GpuMemory::mark_loaded(GpuId g, std::uint32_t model) {
 
 void GpuMemory::release(GpuId g, std::uint32_t model, double working_set_bytes, double now) {
   Gpu& gpu = gpus_[index(g)];
+  integrate(gpu, now);
   gpu.working = std::max(0.0, gpu.working - working_set_bytes);
   if (model != kNoModel) {
     const auto it = std::find_if(gpu.models.begin(), gpu.models.end(), [&](const Cached& c) { return c.model == model; });
@@ -101,6 +103,7 @@ void GpuMemory::release(GpuId g, std::uint32_t model, double working_set_bytes, 
 
 double GpuMemory::hold(GpuId g, double bytes, double now) {
   Gpu& gpu = gpus_[index(g)];
+  integrate(gpu, now);
   make_room(gpu, bytes);
   const double in_vram = std::clamp(gpu.capacity - gpu.working - gpu.held - gpu.cached, 0.0, bytes);
   spilled_ += bytes - in_vram;
@@ -111,8 +114,14 @@ double GpuMemory::hold(GpuId g, double bytes, double now) {
 
 void GpuMemory::unhold(GpuId g, double bytes, double now) {
   Gpu& gpu = gpus_[index(g)];
+  integrate(gpu, now);
   gpu.held = std::max(0.0, gpu.held - bytes);
   changed(g, now);
+}
+
+void GpuMemory::integrate(Gpu& gpu, double now) {
+  gpu.used_integral += (gpu.working + gpu.held + gpu.cached) * (now - gpu.changed_s);
+  gpu.changed_s = now;
 }
 
 void GpuMemory::changed(GpuId g, double now) {
