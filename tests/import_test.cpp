@@ -75,7 +75,7 @@ TEST_CASE("malformed ComfyUI graphs are rejected with the node named", "[import]
                               "2": {"class_type": "VAEDecode", "inputs": {"samples": ["1", 0]}}})"),
              Contains("links form a cycle"));
   CHECK_THAT(import_error(R"({"1": {"class_type": "SaveImage", "inputs": {}}})"), Contains("no node that does GPU work"));
-  CHECK_THAT(import_error(R"({"nodes": [], "links": []})"), Contains("expected a node"));
+  CHECK_THAT(import_error(R"({"1": {"inputs": {}}})"), Contains("/1: expected a node"));
 }
 
 TEST_CASE("a scenario runs ComfyUI graphs end to end", "[import][simulation]") {
@@ -83,4 +83,23 @@ TEST_CASE("a scenario runs ComfyUI graphs end to end", "[import][simulation]") {
   const RunResult run = simulate(sc);
   CHECK(run.summary.workflows.submitted == 600);
   CHECK(run.summary.workflows.completed == 600);
+}
+
+TEST_CASE("a FLUX graph is costed as FLUX: T5 text encode, 16-channel latents", "[import]") {
+  const std::string path = test::source_dir() + "/scenarios/comfyui/flux-dev.json";
+  const Workflow wf = import_comfyui(read_text_file(path), path, Catalog::builtin());
+  const TaskSpec& encode = task(wf, "CLIPTextEncode#4");
+  CHECK(encode.model == "t5-v1_1-xxl-encoder");  // "t5xxl" must not read as SDXL
+  CHECK(encode.flop == Catalog::builtin().op("t5xxl-text-encode-512")->flop);
+  // 20 steps at 1024 x 768: three quarters of the 1024 x 1024 profile.
+  CHECK(task(wf, "KSampler#7").flop == Approx(20 * Catalog::builtin().op("flux-dev-step-1024")->flop * 0.75));
+  CHECK(task(wf, "KSampler#7").model == "flux.1-dev");
+}
+
+TEST_CASE("costs files and the UI format get clear errors", "[import][errors]") {
+  const std::string graph = R"({"1": {"class_type": "EmptyLatentImage", "inputs": {"width": 512, "height": 512, "batch_size": 1}},
+                                "2": {"class_type": "Blur", "inputs": {"samples": ["1", 0]}}})";
+  CHECK_THAT(import_error(graph, R"({"Blur": 5})"), Contains("costs.json: /Blur: expected {\"flop\": ..."));
+  CHECK_THAT(import_error(graph, R"({"Blur": {"flop": "1 TFLOP", "dtype": "fp17"}})"), Contains("/Blur/dtype: expected one of"));
+  CHECK_THAT(import_error(R"({"nodes": [{"id": 1}], "links": []})"), Contains("not the UI workflow"));
 }

@@ -89,3 +89,59 @@ TEST_CASE("M/M/1 with two non-preemptive priority classes matches Cobham's formu
   CHECK(std::abs(hi.mean - 1.0) <= hi.half_width);
   CHECK(std::abs(lo.mean - 0.7 / (0.7 * 0.3)) <= lo.half_width);
 }
+
+TEST_CASE("bursty arrivals keep their long-run rate and are over-dispersed", "[workload]") {
+  // On 1 s (10 /s), off 3 s (none): mean rate 10 x 1 / (1 + 3) = 2.5 /s.
+  const Scenario sc = queue("fifo", 1, R"([{"workflow": "job", "arrival": {"process": "bursty", "rate": "10 /s", "on": "1 s", "off": "3 s", "count": 50000}}])");
+  const auto run = simulate(sc);
+  const auto& inst = run.trace.instances;
+  const double span = inst.back().arrival_s - inst.front().arrival_s;
+  CHECK(static_cast<double>(inst.size()) / span == Approx(2.5).epsilon(0.03));
+  // Counts per 1-s window: a Poisson process has variance = mean; on/off bursts have far more.
+  std::vector<double> counts(static_cast<std::size_t>(span) + 1, 0.0);
+  for (const auto& i : inst) counts[static_cast<std::size_t>(i.arrival_s - inst.front().arrival_s)] += 1;
+  double mean = 0, var = 0;
+  for (double c : counts) mean += c;
+  mean /= static_cast<double>(counts.size());
+  for (double c : counts) var += (c - mean) * (c - mean);
+  var /= static_cast<double>(counts.size() - 1);
+  CHECK(var / mean > 3);
+}
+
+TEST_CASE("diurnal arrivals peak and trough as the cosine says", "[workload]") {
+  // Mean 1 /s, amplitude 0.5, period 1000 s, peak at 0: the rate is 1.5 /s near the peaks and
+  // 0.5 /s near the troughs; over whole periods the mean is 1 /s.
+  const Scenario sc = queue("fifo", 64, R"([{"workflow": "job", "arrival": {"process": "diurnal", "rate": "1 /s", "amplitude": 0.5, "period": "1000 s", "count": 100000}}])");
+  const auto run = simulate(sc);
+  double near_peak = 0, near_trough = 0;
+  for (const auto& i : run.trace.instances) {
+    const double phase = std::fmod(i.arrival_s, 1000.0);
+    if (phase < 50 || phase > 950) near_peak += 1;
+    if (phase > 450 && phase < 550) near_trough += 1;
+  }
+  // Average of 1 + 0.5 cos over +-50 s around a peak is 1 + 0.5 x sin(0.1 pi)/(0.1 pi) = 1.492.
+  const double avg_cos = std::sin(0.1 * M_PI) / (0.1 * M_PI);
+  CHECK(near_peak / near_trough == Approx((1 + 0.5 * avg_cos) / (1 - 0.5 * avg_cos)).epsilon(0.05));
+}
+
+TEST_CASE("a closed loop obeys the interactive response time law", "[workload][validation]") {
+  // N = 4 users, each: submit a 1-s job (exponential), wait, think 3 s (exponential), again. For any
+  // closed system, throughput X = N / (R + Z), with R the mean response time and Z the mean think time.
+  const Scenario sc = queue("fifo", 1, R"([{"workflow": "job", "arrival": {"process": "closed", "users": 4, "think": "3 s", "count": 20000}}])");
+  const auto run = simulate(sc);
+  const double R = run.summary.latency_s.mean;
+  const double X = static_cast<double>(run.summary.workflows.completed) / run.summary.end_s;
+  double think = 0;
+  std::size_t gaps = 0;
+  // Measured think time: from one workflow's end to the same user's next arrival.
+  std::vector<double> ends(run.trace.instances.size());
+  for (std::size_t i = 0; i + 1 < run.trace.instances.size(); ++i) {
+    if (i % 20000 == 19999) continue;  // the last workflow of a user has no successor
+    think += run.trace.instances[i + 1].arrival_s - run.trace.instances[i].end_s;
+    ++gaps;
+  }
+  const double Z = think / static_cast<double>(gaps);
+  CHECK(Z == Approx(3.0).epsilon(0.03));
+  CHECK(X * (R + Z) == Approx(4.0).epsilon(0.01));
+  CHECK(run.summary.workflows.completed == 80000);
+}

@@ -28,6 +28,10 @@ void check_invariants(const Scenario& sc, const RunResult& run) {
   }
 
   for (const TaskRecord& t : trace.tasks) {
+    if (trace.instances[index(t.instance)].arrival_s == kNever) {
+      FLEETSIM_CHECK(t.status == TaskStatus::queued && t.ready_s == kNever, "a task ran before its workflow came");
+      continue;
+    }
     ++counts.submitted;
     const std::string at = where(sc, t);
     const bool started = t.start_s != kNever;

@@ -244,10 +244,32 @@ ArrivalSpec read_arrival(ObjectReader& s, bool has_horizon) {
       if (!until_horizon) r.problem("count", "\"times\" arrivals take their count from the list");
       a.count = static_cast<std::int64_t>(a.times_s.size());
     }
+  } else if (process == "bursty") {
+    a.process = ArrivalProcess::bursty;
+    a.rate_per_s = r.quantity("rate", Dimension::rate, Need::required).value_or(1);
+    a.off_rate_per_s = r.quantity_or("off_rate", Dimension::rate, 0);
+    a.on_s = r.quantity("on", Dimension::time, Need::required).value_or(1);
+    a.off_s = r.quantity("off", Dimension::time, Need::required).value_or(1);
+    if (a.rate_per_s <= 0 || a.on_s <= 0 || a.off_s <= 0) r.problem("rate", "expected a positive rate and positive on and off periods");
+  } else if (process == "diurnal") {
+    a.process = ArrivalProcess::diurnal;
+    a.rate_per_s = r.quantity("rate", Dimension::rate, Need::required).value_or(1);
+    a.amplitude = r.number("amplitude", Need::required, 0.0, 1.0).value_or(0);
+    a.period_s = r.quantity_or("period", Dimension::time, 86400);
+    a.peak_s = r.quantity_or("peak", Dimension::time, 0);
+    if (a.rate_per_s <= 0 || a.period_s <= 0) r.problem("rate", "expected a positive rate and period");
+  } else if (process == "closed") {
+    a.process = ArrivalProcess::closed;
+    a.users = r.integer("users", Need::required, 1, 1'000'000).value_or(1);
+    a.think_s = r.quantity("think", Dimension::time, Need::required).value_or(0);
+    if (until_horizon) r.problem("count", "missing: a closed loop needs a count of workflows per user");
   } else {
-    r.problem("process", "expected one of \"once\", \"periodic\", \"poisson\", \"times\", found \"" + process + "\"");
+    r.problem("process", "expected one of \"once\", \"periodic\", \"poisson\", \"times\", \"bursty\", \"diurnal\", "
+                         "\"closed\", found \"" + process + "\"");
   }
-  if (until_horizon && !has_horizon && (a.process == ArrivalProcess::periodic || a.process == ArrivalProcess::poisson)) {
+  if (until_horizon && !has_horizon &&
+      (a.process == ArrivalProcess::periodic || a.process == ArrivalProcess::poisson ||
+       a.process == ArrivalProcess::bursty || a.process == ArrivalProcess::diurnal)) {
     r.problem("count", "missing: without a count, arrivals go on until the horizon, and the scenario has no \"horizon\"");
   }
   r.finish();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numbers>
 
 #include "fleetsim/collective.hpp"
 #include "fleetsim/compute.hpp"
@@ -63,6 +64,32 @@ std::vector<double> arrival_times(const ArrivalSpec& a, double horizon_s, Rng& r
         if (a.start_s + offset <= horizon_s) times.push_back(a.start_s + offset);
       }
       break;
+    case ArrivalProcess::bursty: {
+      // Alternate exponential on and off periods, a Poisson process at each period's rate.
+      double t = a.start_s;
+      for (bool on = true; more(t); on = !on) {
+        const double end = t + rng.exponential(1.0 / (on ? a.on_s : a.off_s));
+        const double rate = on ? a.rate_per_s : a.off_rate_per_s;
+        if (rate > 0) {
+          for (double next = t + rng.exponential(rate); next < end && more(next); next += rng.exponential(rate)) {
+            times.push_back(next);
+          }
+        }
+        t = end;
+      }
+      break;
+    }
+    case ArrivalProcess::diurnal: {
+      // Thinning: candidates at the peak rate, each kept with probability rate(t) / peak rate.
+      const double peak_rate = a.rate_per_s * (1 + a.amplitude);
+      for (double t = a.start_s + rng.exponential(peak_rate); more(t); t += rng.exponential(peak_rate)) {
+        const double rate = a.rate_per_s * (1 + a.amplitude * std::cos(2 * std::numbers::pi * (t - a.peak_s) / a.period_s));
+        if (rng.uniform() * peak_rate < rate) times.push_back(t);
+      }
+      break;
+    }
+    case ArrivalProcess::closed:
+      break;  // arrivals follow completions; see Run::create_instances
   }
   return times;
 }
@@ -92,6 +119,7 @@ class Run {
         }
       }
     }
+    think_rng_ = Rng(seed_, 0, "think-times");
     predict_workflows();
     const PolicyInfo* info = find_policy(sc_.policy.name);
     FLEETSIM_CHECK(info != nullptr, "policy checked at load");
@@ -108,7 +136,8 @@ class Run {
   }
 
   RunResult execute() {
-    if (!trace_.instances.empty()) queue_.push(trace_.instances[0].arrival_s, kArrival, 0);
+    if (open_instances_ > 0) queue_.push(trace_.instances[0].arrival_s, kArrival, 0);
+    start_closed_loops();
     bool horizon_reached = false;
     std::uint64_t events = 0;
     while (!queue_.empty()) {
@@ -189,6 +218,20 @@ class Run {
     }
     std::stable_sort(arrivals.begin(), arrivals.end(),
                      [](const Arrival& a, const Arrival& b) { return a.time_s < b.time_s; });
+    open_instances_ = static_cast<std::uint32_t>(arrivals.size());
+    // Closed-loop users: each user's workflows follow one another; arrival times are set when they
+    // come (kNever until then), after the open-loop instances.
+    next_in_loop_.assign(arrivals.size(), kNoInstance);
+    for (std::uint32_t s = 0; s < sc_.streams.size(); ++s) {
+      const ArrivalSpec& a = sc_.streams[s].arrival;
+      if (a.process != ArrivalProcess::closed) continue;
+      for (std::int64_t u = 0; u < a.users; ++u) {
+        for (std::int64_t k = 0; k < a.count; ++k) {
+          arrivals.push_back({kNever, s});
+          next_in_loop_.push_back(k + 1 < a.count ? static_cast<std::uint32_t>(arrivals.size()) : kNoInstance);
+        }
+      }
+    }
     std::size_t total_tasks = 0;
     for (const Arrival& a : arrivals) total_tasks += sc_.workflows[sc_.streams[a.stream].workflow].tasks.size();
     trace_.instances.reserve(arrivals.size());
@@ -209,6 +252,7 @@ class Run {
       const Workflow& wf = sc_.workflows[s.workflow];
       const InstanceId id = make_id<InstanceId>(trace_.instances.size());
       trace_.instances.push_back(InstanceRecord{s.workflow, make_id<TenantId>(s.tenant), a.time_s, kNever, false});
+      stream_of_.push_back(a.stream);
       first_task_.push_back(static_cast<std::uint32_t>(trace_.tasks.size()));
       first_edge_.push_back(static_cast<std::uint32_t>(edge_held_.size()));
       edge_held_.resize(edge_held_.size() + wf.edges.size(), 0.0);
@@ -259,13 +303,23 @@ class Run {
   }
 
   void on_arrival(std::uint32_t instance) {
-    const InstanceRecord& inst = trace_.instances[instance];
+    InstanceRecord& inst = trace_.instances[instance];
+    inst.arrival_s = queue_.now();  // closed-loop instances learn their arrival time here
     const Workflow& wf = sc_.workflows[inst.workflow];
     for (std::uint32_t t = 0; t < wf.tasks.size(); ++t) {
       if (wf.inputs(t).empty()) make_ready(task_id(instance, t));
     }
-    if (instance + 1 < trace_.instances.size()) {
+    if (instance + 1 < open_instances_) {
       queue_.push(trace_.instances[instance + 1].arrival_s, kArrival, instance + 1);
+    }
+  }
+
+  // Each closed-loop user's first workflow comes at the stream's start.
+  void start_closed_loops() {
+    for (std::uint32_t i = open_instances_; i < trace_.instances.size(); ++i) {
+      const bool first = i == open_instances_ || next_in_loop_[i - 1] != i;  // no predecessor points here
+      const ArrivalSpec& a = sc_.streams[stream_of_[i]].arrival;
+      if (first && a.start_s <= sc_.horizon_s) queue_.push(a.start_s, kArrival, i);
     }
   }
 
@@ -612,7 +666,14 @@ class Run {
   }
 
   void finish_one(std::uint32_t instance) {
-    if (--remaining_[instance] == 0) trace_.instances[instance].end_s = queue_.now();
+    if (--remaining_[instance] != 0) return;
+    trace_.instances[instance].end_s = queue_.now();
+    // A closed-loop user thinks, then submits its next workflow.
+    if (const std::uint32_t next = next_in_loop_[instance]; next != kNoInstance) {
+      const ArrivalSpec& a = sc_.streams[stream_of_[instance]].arrival;
+      const double at = queue_.now() + (a.think_s > 0 ? think_rng_.exponential(1.0 / a.think_s) : 0.0);
+      if (at <= sc_.horizon_s) queue_.push(at, kArrival, next);
+    }
   }
 
   struct PlanState {
@@ -642,6 +703,11 @@ class Run {
   EventQueue queue_;
   Trace trace_;
 
+  static constexpr std::uint32_t kNoInstance = 0xFFFFFFFFu;
+  std::uint32_t open_instances_ = 0;           // instances [0, this) arrive at drawn times, in order
+  std::vector<std::uint32_t> next_in_loop_;    // per instance: a closed-loop user's next one
+  std::vector<std::uint32_t> stream_of_;       // per instance
+  Rng think_rng_{0, 0, "think"};               // reseeded in the constructor
   std::vector<std::uint32_t> first_task_;      // per instance: its first task's id
   std::vector<std::uint32_t> remaining_;       // per instance: tasks not yet ended
   std::vector<std::uint32_t> pending_inputs_;  // per task

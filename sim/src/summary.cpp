@@ -67,8 +67,11 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
   s.horizon_reached = horizon_reached;
   s.events = events;
 
+  // Closed-loop workflows that never came (the horizon cut the loop) were never submitted.
+  auto arrived = [&](const TaskRecord& t) { return trace.instances[index(t.instance)].arrival_s != kNever; };
   std::vector<std::uint8_t> started(trace.instances.size(), 0);
   for (const TaskRecord& t : trace.tasks) {
+    if (!arrived(t)) continue;
     count(s.tasks, t.status);
     if (t.start_s != kNever) started[index(t.instance)] = 1;
     if (t.status == TaskStatus::completed) s.makespan_s = std::max(s.makespan_s, t.end_s);
@@ -108,6 +111,7 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
   for (std::size_t i = 0; i < scenario.tenants.size(); ++i) s.tenants[i].name = scenario.tenants[i].name;
   for (std::size_t i = 0; i < trace.instances.size(); ++i) {
     const InstanceRecord& inst = trace.instances[i];
+    if (inst.arrival_s == kNever) continue;
     const TaskStatus status = instance_status(inst, started[i] != 0);
     count(s.workflows, status);
     count(s.tenants[index(inst.tenant)].workflows, status);

@@ -46,13 +46,23 @@ struct ClusterSpec {
   FabricSpec fabric;
 };
 
-enum class ArrivalProcess { once, periodic, poisson, times };
+// once: `count` at start. periodic: every interval. poisson: exponential gaps at `rate`.
+// times: at listed offsets. bursty: a two-state Markov-modulated Poisson process (on and off
+// periods of exponential length, rate `rate` when on and `off_rate` when off). diurnal: Poisson
+// whose rate follows rate x (1 + amplitude x cos(2 pi (t - peak) / period)). closed: `users`
+// users, each submitting, waiting for the workflow to finish, thinking (exponential, mean `think`),
+// and submitting again; `count` is per user.
+enum class ArrivalProcess { once, periodic, poisson, times, bursty, diurnal, closed };
 
 struct ArrivalSpec {
   ArrivalProcess process = ArrivalProcess::once;
   double start_s = 0;
   double interval_s = 0;   // periodic
-  double rate_per_s = 0;   // poisson
+  double rate_per_s = 0;   // poisson, bursty (on), diurnal (mean)
+  double off_rate_per_s = 0, on_s = 0, off_s = 0;  // bursty
+  double amplitude = 0, period_s = 86400, peak_s = 0;  // diurnal
+  std::int64_t users = 0;  // closed
+  double think_s = 0;      // closed
   std::int64_t count = 1;  // -1: until the horizon
   std::vector<double> times_s;  // times: offsets from start_s
 };

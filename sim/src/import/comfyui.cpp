@@ -47,7 +47,10 @@ const std::map<std::string, Role, std::less<>>& roles() {
       {"ImageScale", Role::pass}, {"ImageScaleBy", Role::pass}, {"RepeatLatentBatch", Role::pass},
       {"SaveImage", Role::sink}, {"PreviewImage", Role::sink}, {"SaveAnimatedWEBP", Role::sink},
       {"SaveAnimatedPNG", Role::sink},
+      {"KSamplerSelect", Role::pass}, {"BasicScheduler", Role::pass}, {"BasicGuider", Role::pass},
+      {"CFGGuider", Role::pass}, {"RandomNoise", Role::pass}, {"CLIPSetLastLayer", Role::pass},
       {"KSampler", Role::sample}, {"KSamplerAdvanced", Role::sample}, {"SamplerCustom", Role::sample},
+      {"SamplerCustomAdvanced", Role::sample},
       {"CLIPTextEncode", Role::encode_text}, {"CLIPTextEncodeSDXL", Role::encode_text}, {"CLIPTextEncodeFlux", Role::encode_text},
       {"VAEDecode", Role::decode}, {"VAEDecodeTiled", Role::decode}, {"VAEEncode", Role::encode_image},
       {"ImageUpscaleWithModel", Role::upscale},
@@ -57,7 +60,8 @@ const std::map<std::string, Role, std::less<>>& roles() {
 
 std::optional<Family> family_from_name(std::string name) {
   std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (name.find("flux") != std::string::npos) return Family::flux;
+  // T5-XXL ("t5xxl") is FLUX's text encoder: look for it before "xl".
+  if (name.find("flux") != std::string::npos || name.find("t5") != std::string::npos) return Family::flux;
   if (name.find("svd") != std::string::npos) return Family::svd;
   if (name.find("xl") != std::string::npos) return Family::sdxl;
   if (name.find("1.5") != std::string::npos || name.find("1-5") != std::string::npos ||
@@ -124,16 +128,26 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
   Problems problems(file_name);
   const Json doc = detail::parse_json(json_text, problems);
   problems.throw_if_any();
-  if (!doc.is_object() || doc.empty()) {
-    problems.add("", "expected a ComfyUI API-format prompt: an object of node id -> {\"class_type\", \"inputs\"} "
-                     "(in ComfyUI, use Save (API Format))");
+  if (!doc.is_object() || doc.empty() || (doc.contains("nodes") && doc.contains("links"))) {
+    problems.add("", "expected a ComfyUI API-format prompt: an object of node id -> {\"class_type\", \"inputs\"}; "
+                     "this reads only the API format (in ComfyUI, use Save (API Format)), not the UI workflow with "
+                     "\"nodes\" and \"links\"");
     problems.throw_if_any();
   }
   Json costs = Json::object();
   if (!node_costs_json.empty()) {
     Problems cost_problems(node_costs_file);
     costs = detail::parse_json(node_costs_json, cost_problems);
-    if (!costs.is_object()) cost_problems.add("", "expected an object of class type -> cost");
+    if (!costs.is_object()) {
+      cost_problems.add("", "expected an object of class type -> cost");
+    } else {
+      for (const auto& [cls, cost] : costs.items()) {
+        if (!cost.is_object()) {
+          cost_problems.add(detail::child_pointer("", cls), "expected {\"flop\": ..., \"bytes\": ...} or {\"free\": true}, found " +
+                                                                detail::describe(cost));
+        }
+      }
+    }
     cost_problems.throw_if_any();
   }
 
@@ -188,6 +202,12 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
   }
   problems.throw_if_any();
 
+  auto linked = [&](const Node& n, const char* key) -> Node* {
+    if (n.inputs == nullptr) return nullptr;
+    const auto it = n.inputs->find(key);
+    return it != n.inputs->end() && is_link(*it) ? &nodes.at(link_source(*it)) : nullptr;
+  };
+
   // Depth-first topological order over links; a cycle is an error.
   std::vector<Node*> order;
   std::map<std::string, int, std::less<>> state;  // 1 visiting, 2 done
@@ -211,11 +231,6 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
     if (state[id] == 0) visit(n);
   }
 
-  auto linked = [&](const Node& n, const char* key) -> Node* {
-    if (n.inputs == nullptr) return nullptr;
-    const auto it = n.inputs->find(key);
-    return it != n.inputs->end() && is_link(*it) ? &nodes.at(link_source(*it)) : nullptr;
-  };
 
   Workflow wf;
   wf.file = file_name;
@@ -233,11 +248,17 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
   for (Node* n : order) {
     // Family: the node's own checkpoint name, else the first input that has one.
     if (n->inputs != nullptr) {
-      for (const char* key : {"ckpt_name", "unet_name", "clip_name", "clip_name1"}) {
+      // Either name of a dual loader, or its "type" ("flux"), can tell.
+      for (const char* key : {"ckpt_name", "unet_name", "clip_name", "clip_name1", "clip_name2", "type"}) {
         if (n->inputs->contains(key) && (*n->inputs)[key].is_string()) {
           if (auto f = family_from_name((*n->inputs)[key].get<std::string>())) n->family = f;
         }
       }
+      // Else from the inputs, the model-carrying ones first (a refiner's latent may come from another family).
+      auto inherit = [&](const char* key) {
+        if (const Node* src = linked(*n, key); src != nullptr && src->family && !n->family) n->family = src->family;
+      };
+      for (const char* key : {"model", "clip", "guider", "vae", "conditioning", "positive"}) inherit(key);
       if (!n->family) {
         for (const auto& [name, v] : n->inputs->items()) {
           if (!is_link(v)) continue;
@@ -295,7 +316,9 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
     };
     switch (n->role) {
       case Role::sample: {
-        const double steps = number_input(*n, "steps", 20);
+        // Steps: the sampler's own, or its scheduler's (SamplerCustom(Advanced) takes sigmas from one).
+        const Node* scheduler = linked(*n, "sigmas");
+        const double steps = number_input(*n, "steps", scheduler != nullptr ? number_input(*scheduler, "steps", 20) : 20);
         const double last = std::min(steps, number_input(*n, "end_at_step", steps));
         const double count = std::max(1.0, last - number_input(*n, "start_at_step", 0));
         scaled(op(p.sample_op), count * s.pixels() / (p.sample_ref_pixels * p.sample_ref_frames));
@@ -335,7 +358,12 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
         r.boolean_or("free", false);
         t.flop = r.quantity("flop", Dimension::flop, detail::Need::required).value_or(0);
         t.bytes = r.quantity_or("bytes", Dimension::bytes, 0);
-        if (auto d = parse_dtype(r.string_or("dtype", "fp16"))) t.dtype = *d;
+        const std::string dtype = r.string_or("dtype", "fp16");
+        if (auto d = parse_dtype(dtype)) {
+          t.dtype = *d;
+        } else {
+          r.problem("dtype", "expected one of fp64, fp32, tf32, bf16, fp16, fp8, int8, found \"" + dtype + "\"");
+        }
         t.model = r.string_or("model", "");
         t.working_set_bytes = r.quantity_or("working_set", Dimension::bytes, 1e9);
         r.finish();
