@@ -145,3 +145,29 @@ TEST_CASE("a closed loop obeys the interactive response time law", "[workload][v
   CHECK(X * (R + Z) == Approx(4.0).epsilon(0.01));
   CHECK(run.summary.workflows.completed == 80000);
 }
+
+TEST_CASE("a job trace replays with each job's GPUs and duration", "[workload]") {
+  // Durations are seconds on the reference GPU (unit-gpu, 100 TFLOP/s, no launch overhead).
+  const Scenario sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-2", "count": 1}]},
+      "tenants": [{"name": "a"}, {"name": "b"}],
+      "workflows": {"unused": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+      "workload": [{"trace": "jobs.csv"}])");
+  const auto run = simulate(sc);
+  REQUIRE(run.trace.tasks.size() == 3);
+  std::vector<double> durations, gpus;
+  for (const auto& t : run.trace.tasks) {
+    durations.push_back(t.end_s - t.compute_start_s);
+    gpus.push_back(t.gpu_count);
+  }
+  CHECK_THAT(durations, Catch::Matchers::Approx(std::vector<double>{10, 5, 1}));
+  CHECK(gpus == std::vector<double>{1, 2, 1});
+  // The 2-GPU job waits for the first job's GPU; FIFO holds the third behind it.
+  CHECK(run.trace.tasks[1].start_s == Approx(10));
+  CHECK(run.summary.tenants[1].workflows.completed == 1);
+  const std::string error = test::scenario_error(R"({"name": "x", "catalog": ["unit-catalog.json"],
+      "cluster": {"nodes": [{"type": "unit-node-2", "count": 1}]},
+      "workflows": {"unused": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+      "workload": [{"trace": "bad-jobs.csv"}]})");
+  CHECK_THAT(error, Catch::Contains("bad-jobs.csv: line 3, gpus: expected a whole number of GPUs") &&
+                        Catch::Contains("bad-jobs.csv: line 4, duration: expected seconds or a duration"));
+}

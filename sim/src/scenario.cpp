@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include "catalog_readers.hpp"
 #include "fleetsim/import.hpp"
@@ -120,11 +121,11 @@ void read_cluster(const Json& value, const std::string& pointer, Problems& probl
 std::vector<std::string> read_workflows(ObjectReader& top, const Catalog& catalog, const std::string& base_dir,
                                         std::vector<Workflow>& workflows) {
   std::vector<std::string> broken;
-  const Json* value = top.field("workflows", Need::required);
+  // Optional: a workload of job traces alone needs none.
+  const Json* value = top.field("workflows", Need::optional);
   if (value == nullptr) return broken;
   ObjectReader list(*value, top.pointer("workflows"), top.problems());
   if (!list.ok()) return broken;
-  if (value->empty()) top.problem("workflows", "expected at least one workflow");
   for (const auto& [id, entry] : value->items()) {
     const std::string at = list.pointer(id);
     std::optional<Workflow> wf;
@@ -276,7 +277,126 @@ ArrivalSpec read_arrival(ObjectReader& s, bool has_horizon) {
   return a;
 }
 
-void read_workload(ObjectReader& top, Scenario& sc, const std::vector<std::string>& broken_workflows) {
+// A job trace (CSV: submit_time, gpus, duration, and optionally tenant) replayed as arrivals of
+// single-task jobs: one synthetic workflow per gang size, whose work takes 1 s on the reference GPU
+// at its bf16 peak, scaled per job by its duration.
+void read_trace(ObjectReader& s, Scenario& sc, const std::string& base_dir) {
+  const std::string file = resolve(base_dir, s.string("trace", Need::required).value_or(""));
+  const std::optional<std::string> default_tenant = s.string("tenant", Need::optional);
+  const std::string reference = s.string_or("reference_gpu", sc.cluster.groups.empty() ? "" : sc.cluster.groups[0].gpu.id);
+  const GpuType* ref = sc.catalog.gpu(reference);
+  if (ref == nullptr) s.problem("reference_gpu", "unknown GPU type \"" + reference + "\"");
+  const std::string text = read_text_file(file);
+  Problems csv(file);
+  std::vector<std::string> header;
+  std::map<std::pair<std::uint32_t, int>, Stream> groups;  // (tenant, gpus) -> stream
+  std::size_t line_no = 0, begin = 0;
+  auto cells_of = [](const std::string& line) {
+    std::vector<std::string> cells;
+    std::string cell;
+    for (char c : line + ",") {
+      if (c == ',') {
+        while (!cell.empty() && (cell.back() == ' ' || cell.back() == '\r')) cell.pop_back();
+        std::size_t lead = cell.find_first_not_of(' ');
+        cells.push_back(lead == std::string::npos ? "" : cell.substr(lead));
+        cell.clear();
+      } else {
+        cell += c;
+      }
+    }
+    return cells;
+  };
+  auto column = [&](const char* name) -> int {
+    const auto it = std::find(header.begin(), header.end(), name);
+    return it == header.end() ? -1 : static_cast<int>(it - header.begin());
+  };
+  int c_submit = -1, c_gpus = -1, c_duration = -1, c_tenant = -1;
+  while (begin < text.size()) {
+    std::size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(begin, end - begin);
+    begin = end + 1;
+    ++line_no;
+    if (line.find_first_not_of(" \r") == std::string::npos || line[0] == '#') continue;
+    const auto cells = cells_of(line);
+    const std::string at = "line " + std::to_string(line_no);
+    if (header.empty()) {
+      header = cells;
+      c_submit = column("submit_time");
+      c_gpus = column("gpus");
+      c_duration = column("duration");
+      c_tenant = column("tenant");
+      if (c_submit < 0 || c_gpus < 0 || c_duration < 0) {
+        csv.add(at, "expected a header with columns submit_time, gpus, duration (and optionally tenant)");
+        break;
+      }
+      continue;
+    }
+    if (cells.size() != header.size()) {
+      csv.add(at, "expected " + std::to_string(header.size()) + " cells, found " + std::to_string(cells.size()));
+      continue;
+    }
+    auto seconds = [&](int c) -> std::optional<double> {
+      const std::string& v = cells[static_cast<std::size_t>(c)];
+      try {
+        if (v.find_first_not_of("0123456789.") == std::string::npos && !v.empty()) return std::stod(v);
+        return parse_quantity(v, Dimension::time);
+      } catch (const std::exception&) {
+        csv.add(at + ", " + header[static_cast<std::size_t>(c)], "expected seconds or a duration such as \"90 s\", found \"" + v + "\"");
+        return std::nullopt;
+      }
+    };
+    const auto submit = seconds(c_submit);
+    const auto duration = seconds(c_duration);
+    int gpus = 0;
+    const std::string& g = cells[static_cast<std::size_t>(c_gpus)];
+    if (g.empty() || g.find_first_not_of("0123456789") != std::string::npos || std::stoll(g) < 1 || std::stoll(g) > 65536) {
+      csv.add(at + ", gpus", "expected a whole number of GPUs from 1 to 65536, found \"" + g + "\"");
+    } else {
+      gpus = static_cast<int>(std::stoll(g));
+    }
+    std::optional<std::uint32_t> tenant;
+    const std::string tenant_name = c_tenant >= 0 ? cells[static_cast<std::size_t>(c_tenant)] : default_tenant.value_or(sc.tenants[0].name);
+    tenant = find_tenant(sc.tenants, tenant_name);
+    if (!tenant) csv.add(at + ", tenant", "unknown tenant \"" + tenant_name + "\" (expected one of " + tenant_names(sc.tenants) + ")");
+    if (!submit || !duration || gpus == 0 || !tenant) continue;
+    Stream& stream = groups[{*tenant, gpus}];
+    stream.tenant = *tenant;
+    stream.arrival.process = ArrivalProcess::times;
+    stream.arrival.times_s.push_back(*submit);
+    stream.arrival.work_scales.push_back(*duration);
+  }
+  if (header.empty() && csv.empty()) csv.add("", "expected a CSV header with submit_time, gpus, duration");
+  if (!csv.empty()) {
+    absorbing(s.problems(), [&] { csv.throw_if_any(); return true; });
+    return;
+  }
+  if (ref == nullptr) return;
+  for (auto& [key, stream] : groups) {
+    const std::string id = "trace/" + std::to_string(key.second) + "gpu";
+    auto it = std::find_if(sc.workflows.begin(), sc.workflows.end(), [&](const Workflow& w) { return w.id == id; });
+    if (it == sc.workflows.end()) {
+      Workflow wf;
+      wf.id = id;
+      wf.name = "trace job on " + std::to_string(key.second) + " GPUs";
+      wf.file = file;
+      TaskSpec t;
+      t.name = "job";
+      t.gpus = key.second;
+      t.flop = ref->peak_for(Dtype::bf16) * key.second;  // one second on each GPU of the gang
+      wf.tasks.push_back(t);
+      wf.finalize();
+      sc.workflows.push_back(std::move(wf));
+      it = sc.workflows.end() - 1;
+    }
+    stream.workflow = static_cast<std::uint32_t>(it - sc.workflows.begin());
+    stream.arrival.count = static_cast<std::int64_t>(stream.arrival.times_s.size());
+    sc.streams.push_back(std::move(stream));
+  }
+}
+
+void read_workload(ObjectReader& top, Scenario& sc, const std::vector<std::string>& broken_workflows,
+                   const std::string& base_dir) {
   const Json* value = top.field("workload", Need::required);
   if (value == nullptr) return;
   if (!value->is_array() || value->empty()) {
@@ -286,6 +406,11 @@ void read_workload(ObjectReader& top, Scenario& sc, const std::vector<std::strin
   for (std::size_t i = 0; i < value->size(); ++i) {
     ObjectReader s((*value)[i], detail::child_pointer(top.pointer("workload"), i), top.problems());
     if (!s.ok()) continue;
+    if ((*value)[i].contains("trace")) {
+      absorbing(top.problems(), [&] { read_trace(s, sc, base_dir); return true; });
+      s.finish();
+      continue;
+    }
     Stream stream;
     if (auto tenant = s.string("tenant", sc.tenants.size() > 1 ? Need::required : Need::optional)) {
       if (auto t = find_tenant(sc.tenants, *tenant)) {
@@ -540,7 +665,7 @@ Scenario parse_scenario(std::string_view json_text, const std::string& file_name
   }
   const std::vector<std::string> broken = read_workflows(top, sc.catalog, base_dir, sc.workflows);
   read_tenants(top, sc.tenants);
-  read_workload(top, sc, broken);
+  read_workload(top, sc, broken, base_dir);
   read_policy(top, sc.policy);
   read_slos(top, sc);
   top.finish();

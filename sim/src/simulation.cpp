@@ -210,11 +210,19 @@ class Run {
     struct Arrival {
       double time_s;
       std::uint32_t stream;
+      double scale = 1;  // this arrival's work over the workflow's (trace replay)
     };
     std::vector<Arrival> arrivals;
     for (std::uint32_t s = 0; s < sc_.streams.size(); ++s) {
+      const ArrivalSpec& a = sc_.streams[s].arrival;
+      if (!a.work_scales.empty()) {
+        for (std::size_t k = 0; k < a.times_s.size(); ++k) {
+          if (a.start_s + a.times_s[k] <= sc_.horizon_s) arrivals.push_back({a.start_s + a.times_s[k], s, a.work_scales[k]});
+        }
+        continue;
+      }
       Rng rng(seed_, 0, "arrivals/" + std::to_string(s));
-      for (double t : arrival_times(sc_.streams[s].arrival, sc_.horizon_s, rng)) arrivals.push_back({t, s});
+      for (double t : arrival_times(a, sc_.horizon_s, rng)) arrivals.push_back({t, s});
     }
     std::stable_sort(arrivals.begin(), arrivals.end(),
                      [](const Arrival& a, const Arrival& b) { return a.time_s < b.time_s; });
@@ -241,6 +249,7 @@ class Run {
     remaining_.reserve(arrivals.size());
     pending_inputs_.reserve(total_tasks);
     work_scale_.reserve(total_tasks);
+    known_scale_.reserve(total_tasks);
     Rng sizes(seed_, 0, "task-sizes");
     edge_held_.reserve(arrivals.size());
     pending_flows_.assign(total_tasks, 0);
@@ -265,7 +274,8 @@ class Run {
         r.tenant = make_id<TenantId>(s.tenant);
         trace_.tasks.push_back(r);
         pending_inputs_.push_back(static_cast<std::uint32_t>(wf.inputs(t).size()));
-        work_scale_.push_back(wf.tasks[t].size == TaskSpec::Size::exponential ? sizes.exponential(1.0) : 1.0);
+        known_scale_.push_back(a.scale);
+        work_scale_.push_back(a.scale * (wf.tasks[t].size == TaskSpec::Size::exponential ? sizes.exponential(1.0) : 1.0));
       }
     }
   }
@@ -343,7 +353,9 @@ class Run {
     ready_.push_back(ReadyTask{id, r.instance, r.tenant, &s, static_cast<std::uint32_t>(s.gpus),
                                model_of_[r.workflow][r.task], s.weights_bytes / s.gpus, s.working_set_bytes,
                                r.ready_s, inst.arrival_s, sc_.tenants[index(r.tenant)].priority,
-                               rank_[r.workflow][r.task], job_s_[r.workflow], input_gpu, input_bytes});
+                               rank_[r.workflow][r.task] * known_scale_[index(id)],
+                               job_s_[r.workflow] * known_scale_[index(id)], known_scale_[index(id)], input_gpu,
+                               input_bytes});
     dirty_ = true;
   }
 
@@ -411,7 +423,7 @@ class Run {
                        " of VRAM available; it needs " + format_quantity(need, Dimension::bytes));
       }
       gpu_busy_[index(g)] = 1;  // also catches the same GPU named twice
-      gpu_free_at_[index(g)] = queue_.now() + mean_s_[r.workflow][r.task];
+      gpu_free_at_[index(g)] = queue_.now() + mean_s_[r.workflow][r.task] * known_scale_[index(id)];
       --free_per_node_[index(cluster_.node_of(g))];
     }
     r.status = TaskStatus::running;
@@ -494,8 +506,8 @@ class Run {
       compute_s = std::max(compute_s, estimate_compute(type, s.flop * share, s.bytes * share, s.dtype, s.launches).total_s());
     }
     queue_.push(r.compute_start_s + compute_s, kComputeDone, index(id));
-    // Policies predict with the mean work, not this instance's draw.
-    const double predicted_s = compute_s / work_scale_[index(id)];
+    // Policies predict with the declared work (a trace job's duration), not a random draw.
+    const double predicted_s = compute_s * known_scale_[index(id)] / work_scale_[index(id)];
     for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
       gpu_free_at_[index(trace_.gpus[r.gpu_begin + i])] = r.compute_start_s + predicted_s;
     }
@@ -712,6 +724,7 @@ class Run {
   std::vector<std::uint32_t> remaining_;       // per instance: tasks not yet ended
   std::vector<std::uint32_t> pending_inputs_;  // per task
   std::vector<double> work_scale_;             // per task: this instance's work over the spec's mean
+  std::vector<double> known_scale_;            // per task: the part of it declared in advance (trace jobs)
   std::vector<std::uint8_t> gpu_busy_;
   std::vector<std::vector<std::uint32_t>> model_of_;  // per workflow, per task: interned model
   std::vector<std::vector<double>> rank_;             // per workflow, per task: upward rank

@@ -39,6 +39,7 @@ struct ReadyTask {
   int priority;               // of its tenant; larger is more important
   double rank_s;              // predicted time from this task's start to its workflow's end (critical path)
   double job_s;               // predicted compute time of its whole workflow instance
+  double known_scale;         // work declared for this instance over the workflow's (trace jobs); 1 otherwise
   std::uint32_t input_gpu;    // GPU holding most of its input bytes, kNoGpu when it has none
   double input_bytes;         // from other tasks
 };

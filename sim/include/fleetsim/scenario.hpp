@@ -65,6 +65,7 @@ struct ArrivalSpec {
   double think_s = 0;      // closed
   std::int64_t count = 1;  // -1: until the horizon
   std::vector<double> times_s;  // times: offsets from start_s
+  std::vector<double> work_scales;  // times: each arrival's work over the workflow's (trace replay); empty: 1
 };
 
 struct Tenant {

@@ -9,8 +9,8 @@ namespace fleetsim {
 
 double ClusterView::compute_estimate_s(const ReadyTask& task, GpuId gpu) const {
   const TaskSpec& s = *task.spec;
-  const double k = static_cast<double>(s.gpus);
-  return estimate_compute(cluster_.gpu_type(gpu), s.flop / k, s.bytes / k, s.dtype, s.launches).total_s();
+  const double share = task.known_scale / static_cast<double>(s.gpus);
+  return estimate_compute(cluster_.gpu_type(gpu), s.flop * share, s.bytes * share, s.dtype, s.launches).total_s();
 }
 
 void Decisions::place(std::size_t ready_index, std::span<const GpuId> gpus) {
