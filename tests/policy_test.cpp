@@ -188,4 +188,7 @@ TEST_CASE("las runs the job with the least attained service first", "[policy]") 
                    {"workflow": "j", "arrival": {"process": "times", "times": ["2 s"]}}])");
   CHECK(simulate(with_policy(sc, "las")).trace.tasks[3].start_s == Approx(2.0));
   CHECK(simulate(with_policy(sc, "fifo")).trace.tasks[3].start_s == Approx(11.0));
+  // Gittins over the job sizes {1, 5, 10} GPU-seconds: J (attained 0) has index max(1/3, 2/11, 3/16)
+  // = 1/3; A (attained 1, so 5 or 10) has max(1/8, 2/13) = 0.154: J goes first, as under LAS.
+  CHECK(simulate(with_policy(sc, "gittins")).trace.tasks[3].start_s == Approx(2.0));
 }

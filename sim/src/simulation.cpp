@@ -227,6 +227,13 @@ class Run {
     std::stable_sort(arrivals.begin(), arrivals.end(),
                      [](const Arrival& a, const Arrival& b) { return a.time_s < b.time_s; });
     open_instances_ = static_cast<std::uint32_t>(arrivals.size());
+    // The job-size distribution size-based policies rank by: GPU-seconds of each open-loop instance
+    // as predicted (declared sizes included), kept as at most 512 quantiles.
+    std::vector<double> sizes_gpu_s;
+    for (const Arrival& a : arrivals) sizes_gpu_s.push_back(job_gpu_s_[sc_.streams[a.stream].workflow] * a.scale);
+    std::sort(sizes_gpu_s.begin(), sizes_gpu_s.end());
+    const std::size_t keep = std::min<std::size_t>(sizes_gpu_s.size(), 512);
+    for (std::size_t q = 0; q < keep; ++q) job_sizes_.push_back(sizes_gpu_s[q * sizes_gpu_s.size() / keep]);
     // Closed-loop users: each user's workflows follow one another; arrival times are set when they
     // come (kNever until then), after the open-loop instances.
     next_in_loop_.assign(arrivals.size(), kNoInstance);
@@ -301,9 +308,13 @@ class Run {
         for (std::uint32_t e : wf.outputs(*it)) after = std::max(after, rank[wf.edges[e].to]);
         rank[*it] = mean[*it] + after;
       }
-      double total = 0;
-      for (double m : mean) total += m;
+      double total = 0, gpu_s = 0;
+      for (std::size_t t = 0; t < mean.size(); ++t) {
+        total += mean[t];
+        gpu_s += mean[t] * wf.tasks[t].gpus;
+      }
       job_s_.push_back(total);
+      job_gpu_s_.push_back(gpu_s);
     }
   }
 
@@ -375,7 +386,8 @@ class Run {
     if (ready_.empty()) return;
     decisions_.clear();
     const ClusterView view(cluster_, memory_,
-                           {gpu_busy_, free_per_node_, gpu_free_at_, tenant_gpus_, tenant_quota_, attained_s_},
+                           {gpu_busy_, free_per_node_, gpu_free_at_, tenant_gpus_, tenant_quota_, attained_s_,
+                            job_sizes_},
                            queue_.now());
     policy_->schedule(view, ready_, decisions_);
 
@@ -734,6 +746,8 @@ class Run {
   std::vector<double> tenant_quota_;
   std::vector<double> attained_s_;                    // per instance: GPU-seconds received
   std::vector<double> job_s_;                         // per workflow: predicted compute time
+  std::vector<double> job_gpu_s_;                     // per workflow: predicted GPU-seconds
+  std::vector<double> job_sizes_;                     // sorted quantiles of instances' predicted GPU-seconds
   std::vector<std::uint32_t> first_edge_;             // per instance: offset into edge_held_
   std::vector<double> edge_held_;                     // per instance edge: bytes held in the producer's VRAM
   std::uint64_t weight_loads_ = 0;

@@ -56,6 +56,7 @@ class ClusterView {
     std::span<const std::uint32_t> tenant_gpus;    // GPUs each tenant holds now
     std::span<const double> tenant_quota;          // each tenant's share weight
     std::span<const double> instance_attained_s;   // GPU-seconds each workflow instance has received
+    std::span<const double> job_sizes_gpu_s;       // sorted sample of the workload's predicted job sizes
   };
 
   ClusterView(const Cluster& cluster, const GpuMemory& memory, State state, double now_s)
@@ -72,6 +73,8 @@ class ClusterView {
   std::uint32_t tenant_gpus(TenantId tenant) const { return state_.tenant_gpus[index(tenant)]; }
   double tenant_quota(TenantId tenant) const { return state_.tenant_quota[index(tenant)]; }
   double attained_s(InstanceId instance) const { return state_.instance_attained_s[index(instance)]; }
+  // The distribution of job sizes (GPU-seconds), as a sorted sample of at most 512 quantiles.
+  std::span<const double> job_sizes_gpu_s() const { return state_.job_sizes_gpu_s; }
   // VRAM a new task could use: capacity less working sets, held tensors and weights in use.
   double available_vram_bytes(GpuId gpu) const { return memory_.available(gpu); }
   // VRAM free without evicting any cached model.

@@ -20,5 +20,6 @@ std::unique_ptr<Policy> make_drf(const PolicyParams& params);
 std::unique_ptr<Policy> make_las(const PolicyParams& params);
 std::unique_ptr<Policy> make_ftf(const PolicyParams& params);
 std::unique_ptr<Policy> make_gang_backfill(const PolicyParams& params);
+std::unique_ptr<Policy> make_gittins(const PolicyParams& params);
 
 }  // namespace fleetsim::policies

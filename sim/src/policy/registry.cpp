@@ -28,6 +28,8 @@ const std::vector<PolicyInfo>& policy_registry() {
        "Ghodsi et al. 2011 (DRF), over GPUs; tenant quota is the weight", {}, make_drf},
       {"las", "least attained service: the workflow instance with the fewest GPU-seconds so far goes first",
        "Gu et al. 2019 (Tiresias, 2D-LAS without queue discretization)", {}, make_las},
+      {"gittins", "highest Gittins index over the workload's job-size distribution, given each job's attained service",
+       "Gittins 1979; Aalto, Ayesta & Righter 2009 (Gittins in the M/G/1 queue)", {}, make_gittins},
       {"ftf", "finish-time fairness: the instance slowed most relative to running alone goes first",
        "Mahajan et al. 2020 (Themis)", {}, make_ftf},
       {"gang-backfill", "FIFO gangs with EASY backfilling: a reservation for the blocked head, later tasks only if done before it",
