@@ -35,6 +35,7 @@ std::string csv_quote(const std::string& s) {
 void write_trace_csv(std::ostream& out, const Scenario& sc, const RunResult& run) {
   out << "instance,workflow,task,tenant,status,gpus,ready_s,start_s,compute_start_s,comm_start_s,end_s,input_bytes,reason\n";
   for (const TaskRecord& t : run.trace.tasks) {
+    if (run.trace.instances[index(t.instance)].arrival_s == kNever) continue;  // a closed loop's, never came
     const Workflow& wf = sc.workflows[t.workflow];
     out << index(t.instance) << ',' << csv_quote(wf.id) << ',' << csv_quote(wf.tasks[t.task].name) << ','
         << csv_quote(sc.tenants[index(t.tenant)].name) << ',' << task_status_name(t.status) << ','
@@ -49,6 +50,7 @@ void write_trace_json(std::ostream& out, const Scenario& sc, const RunResult& ru
   auto time_value = [](double t) { return t == kNever ? ordered_json(nullptr) : ordered_json(t); };
   ordered_json tasks = ordered_json::array();
   for (const TaskRecord& t : run.trace.tasks) {
+    if (run.trace.instances[index(t.instance)].arrival_s == kNever) continue;
     const Workflow& wf = sc.workflows[t.workflow];
     ordered_json gpus = ordered_json::array();
     for (std::uint32_t i = 0; i < t.gpu_count; ++i) gpus.push_back(run.cluster.gpu_name(run.trace.gpus[t.gpu_begin + i]));

@@ -251,19 +251,25 @@ ArrivalSpec read_arrival(ObjectReader& s, bool has_horizon) {
     a.off_rate_per_s = r.quantity_or("off_rate", Dimension::rate, 0);
     a.on_s = r.quantity("on", Dimension::time, Need::required).value_or(1);
     a.off_s = r.quantity("off", Dimension::time, Need::required).value_or(1);
-    if (a.rate_per_s <= 0 || a.on_s <= 0 || a.off_s <= 0) r.problem("rate", "expected a positive rate and positive on and off periods");
+    if (a.rate_per_s <= 0 && r.field("rate") != nullptr) r.problem("rate", "expected a positive rate");
+    if (a.on_s <= 0 && r.field("on") != nullptr) r.problem("on", "expected a positive duration");
+    if (a.off_s <= 0 && r.field("off") != nullptr) r.problem("off", "expected a positive duration");
   } else if (process == "diurnal") {
     a.process = ArrivalProcess::diurnal;
     a.rate_per_s = r.quantity("rate", Dimension::rate, Need::required).value_or(1);
     a.amplitude = r.number("amplitude", Need::required, 0.0, 1.0).value_or(0);
     a.period_s = r.quantity_or("period", Dimension::time, 86400);
     a.peak_s = r.quantity_or("peak", Dimension::time, 0);
-    if (a.rate_per_s <= 0 || a.period_s <= 0) r.problem("rate", "expected a positive rate and period");
+    if (a.rate_per_s <= 0 && r.field("rate") != nullptr) r.problem("rate", "expected a positive rate");
+    if (a.period_s <= 0) r.problem("period", "expected a positive duration");
   } else if (process == "closed") {
     a.process = ArrivalProcess::closed;
     a.users = r.integer("users", Need::required, 1, 1'000'000).value_or(1);
     a.think_s = r.quantity("think", Dimension::time, Need::required).value_or(0);
     if (until_horizon) r.problem("count", "missing: a closed loop needs a count of workflows per user");
+    if (a.users * std::max<std::int64_t>(a.count, 0) > 10'000'000) {
+      r.problem("users", "expected users x count of at most 10,000,000 workflows");
+    }
   } else {
     r.problem("process", "expected one of \"once\", \"periodic\", \"poisson\", \"times\", \"bursty\", \"diurnal\", "
                          "\"closed\", found \"" + process + "\"");

@@ -119,7 +119,7 @@ class Run {
         }
       }
     }
-    think_rng_ = Rng(seed_, 0, "think-times");
+    for (std::size_t s = 0; s < sc_.streams.size(); ++s) think_rngs_.emplace_back(seed_, 0, "think/" + std::to_string(s));
     predict_workflows();
     const PolicyInfo* info = find_policy(sc_.policy.name);
     FLEETSIM_CHECK(info != nullptr, "policy checked at load");
@@ -177,6 +177,7 @@ class Run {
       if (inst.end_s == kNever || inst.failed) continue;
       double ideal = 0;
       for (double r : rank_[inst.workflow]) ideal = std::max(ideal, r);
+      ideal *= known_scale_[first_task_[static_cast<std::size_t>(&inst - trace_.instances.data())]];
       if (ideal > 0) slowdown_sum[index(inst.tenant)] += (inst.end_s - inst.arrival_s) / ideal;
     }
     for (std::size_t t = 0; t < sc_.tenants.size(); ++t) {
@@ -695,7 +696,8 @@ class Run {
     // A closed-loop user thinks, then submits its next workflow.
     if (const std::uint32_t next = next_in_loop_[instance]; next != kNoInstance) {
       const ArrivalSpec& a = sc_.streams[stream_of_[instance]].arrival;
-      const double at = queue_.now() + (a.think_s > 0 ? think_rng_.exponential(1.0 / a.think_s) : 0.0);
+      Rng& rng = think_rngs_[stream_of_[instance]];
+      const double at = queue_.now() + (a.think_s > 0 ? rng.exponential(1.0 / a.think_s) : 0.0);
       if (at <= sc_.horizon_s) queue_.push(at, kArrival, next);
     }
   }
@@ -731,7 +733,7 @@ class Run {
   std::uint32_t open_instances_ = 0;           // instances [0, this) arrive at drawn times, in order
   std::vector<std::uint32_t> next_in_loop_;    // per instance: a closed-loop user's next one
   std::vector<std::uint32_t> stream_of_;       // per instance
-  Rng think_rng_{0, 0, "think"};               // reseeded in the constructor
+  std::vector<Rng> think_rngs_;                // per stream: closed-loop think times
   std::vector<std::uint32_t> first_task_;      // per instance: its first task's id
   std::vector<std::uint32_t> remaining_;       // per instance: tasks not yet ended
   std::vector<std::uint32_t> pending_inputs_;  // per task

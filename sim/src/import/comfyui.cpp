@@ -178,7 +178,12 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
     if (const auto it = roles().find(n.cls); it != roles().end()) {
       n.role = it->second;
     } else if (costs.contains(n.cls)) {
-      n.role = costs[n.cls].value("free", false) ? Role::pass : Role::custom;
+      const Json& free = costs[n.cls].contains("free") ? costs[n.cls]["free"] : Json(false);
+      if (!free.is_boolean()) {
+        throw InputError({Problem{node_costs_file, detail::child_pointer(detail::child_pointer("", n.cls), "free"),
+                                  "expected true or false, found " + detail::describe(free)}});
+      }
+      n.role = free.get<bool>() ? Role::pass : Role::custom;
     } else {
       unknown[n.cls].push_back(id);
     }
