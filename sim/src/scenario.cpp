@@ -354,9 +354,14 @@ void read_trace(ObjectReader& s, Scenario& sc, const std::string& base_dir) {
     };
     const auto submit = seconds(c_submit);
     const auto duration = seconds(c_duration);
+    const bool positive = duration.has_value() && duration.value() > 0;
+    if (duration.has_value() && !positive) {
+      csv.add(at + ", duration", "expected a positive duration, found \"" + cells[static_cast<std::size_t>(c_duration)] + "\"");
+    }
     int gpus = 0;
     const std::string& g = cells[static_cast<std::size_t>(c_gpus)];
-    if (g.empty() || g.find_first_not_of("0123456789") != std::string::npos || std::stoll(g) < 1 || std::stoll(g) > 65536) {
+    if (g.empty() || g.size() > 5 || g.find_first_not_of("0123456789") != std::string::npos || std::stoll(g) < 1 ||
+        std::stoll(g) > 65536) {
       csv.add(at + ", gpus", "expected a whole number of GPUs from 1 to 65536, found \"" + g + "\"");
     } else {
       gpus = static_cast<int>(std::stoll(g));
@@ -365,7 +370,7 @@ void read_trace(ObjectReader& s, Scenario& sc, const std::string& base_dir) {
     const std::string tenant_name = c_tenant >= 0 ? cells[static_cast<std::size_t>(c_tenant)] : default_tenant.value_or(sc.tenants[0].name);
     tenant = find_tenant(sc.tenants, tenant_name);
     if (!tenant) csv.add(at + ", tenant", "unknown tenant \"" + tenant_name + "\" (expected one of " + tenant_names(sc.tenants) + ")");
-    if (!submit || !duration || gpus == 0 || !tenant) continue;
+    if (!submit || !positive || gpus == 0 || !tenant) continue;
     Stream& stream = groups[{*tenant, gpus}];
     stream.tenant = *tenant;
     stream.arrival.process = ArrivalProcess::times;

@@ -520,7 +520,12 @@ class Run {
     }
     queue_.push(r.compute_start_s + compute_s, kComputeDone, index(id));
     // Policies predict with the declared work (a trace job's duration), not a random draw.
-    const double predicted_s = compute_s * known_scale_[index(id)] / work_scale_[index(id)];
+    const double known = known_scale_[index(id)] / static_cast<double>(r.gpu_count);
+    double predicted_s = 0;
+    for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
+      const GpuType& type = cluster_.gpu_type(trace_.gpus[r.gpu_begin + i]);
+      predicted_s = std::max(predicted_s, estimate_compute(type, s.flop * known, s.bytes * known, s.dtype, s.launches).total_s());
+    }
     for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
       gpu_free_at_[index(trace_.gpus[r.gpu_begin + i])] = r.compute_start_s + predicted_s;
     }
