@@ -5,18 +5,19 @@ set -u
 fleetsim=$1
 dir=$2
 failures=0
+err=$(mktemp)
+trap 'rm -f "$err"' EXIT
 for input in "$dir"/*.json; do
   expected=$(cat "${input%.json}.expected")
-  out=$("$fleetsim" simulate "$input" 2>/tmp/rejected.$$ )
+  out=$("$fleetsim" simulate "$input" 2>"$err")
   code=$?
   if [ $code -ne 2 ]; then echo "FAIL $(basename "$input"): exit $code, expected 2"; failures=$((failures + 1)); continue; fi
-  if ! grep -qF -- "$(basename "$input"): " /tmp/rejected.$$ || ! grep -qF -- "$expected" /tmp/rejected.$$; then
-    echo "FAIL $(basename "$input"): message was:"; cat /tmp/rejected.$$; echo "expected to contain: $expected"
+  if ! grep -qF -- "$(basename "$input"): " "$err" || ! grep -qF -- "$expected" "$err"; then
+    echo "FAIL $(basename "$input"): message was:"; cat "$err"; echo "expected to contain: $expected"
     failures=$((failures + 1)); continue
   fi
   if [ -n "$out" ]; then echo "FAIL $(basename "$input"): printed on stdout"; failures=$((failures + 1)); continue; fi
   echo "ok   $(basename "$input")"
 done
-rm -f /tmp/rejected.$$
 echo "rejected: $failures failed"
 test $failures -eq 0
