@@ -35,6 +35,7 @@ struct SimulateArgs {
   std::optional<std::uint64_t> seed;
   std::string out_dir;
   std::vector<std::string> sets;
+  std::vector<std::string> plugins;
   bool json = false;
 };
 
@@ -44,6 +45,7 @@ struct CompareArgs {
   unsigned seeds = 5;
   unsigned threads = 0;
   std::vector<std::string> sets;
+  std::vector<std::string> plugins;
   std::string out_dir;
   bool json = false;
 };
@@ -106,6 +108,7 @@ std::vector<std::string> split_commas(const std::string& text) {
 }
 
 int run_compare(const CompareArgs& args) {
+  for (const std::string& plugin : args.plugins) fleetsim::load_policy_plugin(plugin);
   const fleetsim::Scenario scenario = fleetsim::load_scenario(args.scenario, parse_sets(args.sets));
   std::vector<std::string> policies = split_commas(args.policies);
   if (policies.empty()) {
@@ -175,6 +178,7 @@ int run_collective(const CollectiveArgs& args) {
 }
 
 int run_simulate(const SimulateArgs& args) {
+  for (const std::string& plugin : args.plugins) fleetsim::load_policy_plugin(plugin);
   const fleetsim::Scenario scenario = fleetsim::load_scenario(args.scenario, parse_sets(args.sets));
   const fleetsim::RunResult run = fleetsim::simulate(scenario, {.seed = args.seed, .record_link_samples = !args.out_dir.empty()});
   if (!args.out_dir.empty()) {
@@ -219,6 +223,7 @@ int main(int argc, char** argv) {
                        "and trace.perfetto.json (open in ui.perfetto.dev) here");
   simulate->add_flag("--json", sim.json, "Print the summary as JSON on stdout");
   simulate->add_option("--set", sim.sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
+  simulate->add_option("--policy-plugin", sim.plugins, "Load a policy from a shared library (repeatable)");
 
   bool policies_json = false;
   CLI::App* policies = app.add_subcommand("policies", "List the scheduling policies with their parameters");
@@ -231,6 +236,7 @@ int main(int argc, char** argv) {
   compare->add_option("--seeds", cmp.seeds, "Seeds per policy: the scenario's seed and the next ones")->capture_default_str()->check(CLI::PositiveNumber);
   compare->add_option("--threads", cmp.threads, "Parallel runs (default: all cores)");
   compare->add_option("--set", cmp.sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
+  compare->add_option("--policy-plugin", cmp.plugins, "Load a policy from a shared library (repeatable)");
   compare->add_option("--out", cmp.out_dir, "Write comparison.csv (one row per run) and comparison.json here");
   compare->add_flag("--json", cmp.json, "Print JSON instead of the table");
 

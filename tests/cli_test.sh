@@ -4,6 +4,7 @@
 set -u
 fleetsim=$1
 src=$2
+plugin=$3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
@@ -73,6 +74,16 @@ check "compare prints one column per policy" grep -q "memory-aware" "$tmp/cmp.tx
 check "compare writes one CSV row per run" test "$(wc -l <"$tmp/cmp/comparison.csv")" -eq 5
 "$fleetsim" compare "$src/scenarios/default.json" --policies fifo,best 2>"$tmp/cmp.err"
 check "compare with an unknown policy exits 2" test $? -eq 2
+
+"$fleetsim" simulate "$src/scenarios/default.json" --policy-plugin "$plugin" --set /policy/name=largest-first --json >"$tmp/plugin.json"
+check "a policy plugin runs" grep -q '"policy": "largest-first"' "$tmp/plugin.json"
+"$fleetsim" compare "$src/scenarios/default.json" --policy-plugin "$plugin" --policies fifo,largest-first --seeds 1 >"$tmp/plugin-cmp.txt"
+check "compare runs a plugin policy" grep -q "largest-first" "$tmp/plugin-cmp.txt"
+"$fleetsim" simulate "$src/scenarios/default.json" --policy-plugin "$tmp/none.so" 2>"$tmp/plugin.err"
+check "a missing plugin exits 2" test $? -eq 2
+check "a missing plugin is named" grep -q "none.so: cannot load the policy plugin" "$tmp/plugin.err"
+"$fleetsim" simulate "$src/scenarios/default.json" --policy-plugin "$plugin" --policy-plugin "$plugin" 2>"$tmp/plugin2.err"
+check "a policy registered twice is refused" grep -q 'already registered' "$tmp/plugin2.err"
 
 echo "cli: $failures failed"
 test $failures -eq 0

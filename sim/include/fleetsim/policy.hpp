@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <span>
@@ -166,8 +167,18 @@ struct PolicyInfo {
   std::unique_ptr<Policy> (*make)(const PolicyParams& params);
 };
 
-// Every policy, in the order of the registry table.
-const std::vector<PolicyInfo>& policy_registry();
+// Every policy: the registry table's, then those registered from plugins. Entries never move, so
+// pointers to them stay valid.
+const std::deque<PolicyInfo>& policy_registry();
+
+// Adds a policy (from a plugin); a name already taken is an InputError. Call before simulating:
+// the registry is not guarded against runs on other threads.
+void register_policy(PolicyInfo info, const std::string& origin);
+
+// Loads a shared library that defines
+//   extern "C" const fleetsim::PolicyInfo* fleetsim_policy_plugin();
+// and registers the policy it returns. Failures are InputErrors naming the file.
+void load_policy_plugin(const std::string& path);
 // nullptr when no policy has this name.
 const PolicyInfo* find_policy(std::string_view name);
 // "fifo, sjf, ..." for error messages.

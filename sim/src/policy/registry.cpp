@@ -1,12 +1,15 @@
 // The one table of scheduling policies: name, one-line summary, reference, parameters, factory.
 // Adding a policy means adding a row here; a test checks that names are unique.
+#include "fleetsim/error.hpp"
 #include "list_policies.hpp"
 
 namespace fleetsim {
 
-const std::vector<PolicyInfo>& policy_registry() {
+namespace {
+
+std::deque<PolicyInfo>& table() {
   using namespace policies;
-  static const std::vector<PolicyInfo> registry{
+  static std::deque<PolicyInfo> registry{
       {"fifo", "first in, first out on the lowest-numbered free GPUs; the oldest ready task blocks the rest",
        "the baseline of every batch scheduler", {}, make_fifo},
       {"sjf", "shortest predicted job (workflow instance) first; tasks that do not fit are skipped",
@@ -36,6 +39,20 @@ const std::vector<PolicyInfo>& policy_registry() {
        "Lifka 1995 (EASY backfilling)", {}, make_gang_backfill},
   };
   return registry;
+}
+
+}  // namespace
+
+const std::deque<PolicyInfo>& policy_registry() { return table(); }
+
+void register_policy(PolicyInfo info, const std::string& origin) {
+  if (find_policy(info.name) != nullptr) {
+    throw InputError({Problem{origin, "", "a policy named \"" + info.name + "\" is already registered"}});
+  }
+  if (info.name.empty() || info.make == nullptr) {
+    throw InputError({Problem{origin, "", "a policy needs a name and a factory"}});
+  }
+  table().push_back(std::move(info));
 }
 
 }  // namespace fleetsim
