@@ -247,6 +247,12 @@ int main(int argc, char** argv) {
   import_comfy->add_option("file", import_file, "ComfyUI prompt JSON")->required();
   import_comfy->add_option("--node-costs", import_costs, "Costs for node types fleetsim does not know (JSON)");
   import_comfy->add_option("--out", import_out, "Write the workflow here instead of stdout");
+  std::string wfc_file, wfc_out, wfc_reference = "h100-sxm";
+  CLI::App* import_wfc = import->add_subcommand("wfcommons", "A WfCommons WfFormat instance (schema 1.4 or 1.5)");
+  import_wfc->add_option("file", wfc_file, "WfFormat JSON")->required();
+  import_wfc->add_option("--reference-gpu", wfc_reference, "Catalog GPU on which a task's work takes its recorded runtime")
+      ->capture_default_str();
+  import_wfc->add_option("--out", wfc_out, "Write the workflow here instead of stdout");
 
   CollectiveArgs coll;
   CLI::App* collective = app.add_subcommand("collective", "Predict a collective's time and bandwidth, nccl-tests style");
@@ -279,6 +285,21 @@ int main(int argc, char** argv) {
     if (*simulate) return run_simulate(sim);
     if (*collective) return run_collective(coll);
     if (*compare) return run_compare(cmp);
+    if (*import_wfc) {
+      const fleetsim::GpuType* reference = fleetsim::Catalog::builtin().gpu(wfc_reference);
+      if (reference == nullptr) {
+        throw fleetsim::InputError({fleetsim::Problem{"--reference-gpu", "", "unknown GPU type \"" + wfc_reference + "\""}});
+      }
+      const fleetsim::Workflow wf = fleetsim::import_wfcommons(fleetsim::read_text_file(wfc_file), wfc_file, *reference);
+      const std::string json = fleetsim::workflow_json(wf);
+      if (wfc_out.empty()) {
+        std::cout << json;
+      } else {
+        write_file(wfc_out, "the workflow", [&](std::ostream& o) { o << json; });
+        std::cout << "wrote " << wf.tasks.size() << " tasks and " << wf.edges.size() << " edges to " << wfc_out << "\n";
+      }
+      return kOk;
+    }
     if (*import_comfy) {
       const std::string costs = import_costs.empty() ? "" : fleetsim::read_text_file(import_costs);
       const fleetsim::Workflow wf = fleetsim::import_comfyui(fleetsim::read_text_file(import_file), import_file,

@@ -103,3 +103,42 @@ TEST_CASE("costs files and the UI format get clear errors", "[import][errors]") 
   CHECK_THAT(import_error(graph, R"({"Blur": {"flop": "1 TFLOP", "dtype": "fp17"}})"), Contains("/Blur/dtype: expected one of"));
   CHECK_THAT(import_error(R"({"nodes": [{"id": 1}], "links": []})"), Contains("not the UI workflow"));
 }
+
+TEST_CASE("WfCommons instances (WfFormat 1.5 and 1.4) import with runtimes and file edges", "[import]") {
+  const GpuType& unit = *[] {
+    static Catalog c = [] {
+      Catalog catalog;
+      catalog.add_file(test::data_dir() + "/unit-catalog.json");
+      return catalog;
+    }();
+    return c.gpu("unit-gpu");
+  }();
+  const std::string path = test::source_dir() + "/scenarios/wfcommons/blast-like.json";
+  const std::string text = read_text_file(path);
+  REQUIRE(is_wfcommons_instance(text));
+  const Workflow wf = import_wfcommons(text, path, unit);
+  REQUIRE(wf.tasks.size() == 6);
+  CHECK(wf.tasks[1].flop == Approx(120 * 100e12));  // 120 s at the reference's 100 TFLOP/s
+  REQUIRE(wf.edges.size() == 8);
+  CHECK(wf.edges[0].bytes == 100e6);  // split -> search_01 carries part1.fa only
+  // On the unit GPU each task takes its recorded runtime: split, the longest search, merge, plus transfers.
+  const std::string v14 = read_text_file(test::data_dir() + "/wf14.json");
+  const Workflow chain = import_wfcommons(v14, "wf14.json", unit);
+  REQUIRE(chain.edges.size() == 1);
+  CHECK(chain.edges[0].bytes == 1e9);
+  CHECK(chain.tasks[1].flop == Approx(200e12));
+  CHECK_THROWS_WITH(import_wfcommons(R"({"schemaVersion": "1.5", "workflow": {"specification": {"tasks": [{"id": "a"}]}}})", "w.json", unit),
+                    Contains("w.json: /workflow/specification/tasks/0: task \"a\" has no runtime"));
+}
+
+TEST_CASE("a scenario runs a WfCommons instance end to end", "[import][simulation]") {
+  // Four 100-TFLOP/s GPUs on one NVSwitch node: the fork-join takes split + longest search + merge,
+  // plus its transfers: 5 + 120 + 6 s and a little.
+  const Scenario sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-2", "count": 1, "node_overrides": {"gpus": 4}}]},
+      "workflows": {"blast": ")" + test::source_dir() + R"(/scenarios/wfcommons/blast-like.json"},
+      "workload": [{"workflow": "blast", "arrival": {"process": "once"}}])");
+  const RunResult run = simulate(sc);
+  CHECK(run.summary.tasks.completed == 6);
+  CHECK(run.summary.makespan_s > 131.0);
+  CHECK(run.summary.makespan_s < 131.5);
+}

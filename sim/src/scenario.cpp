@@ -118,8 +118,8 @@ void read_cluster(const Json& value, const std::string& pointer, Problems& probl
 }
 
 // Returns the ids of workflows that failed to load, so references to them raise no second error.
-std::vector<std::string> read_workflows(ObjectReader& top, const Catalog& catalog, const std::string& base_dir,
-                                        std::vector<Workflow>& workflows) {
+std::vector<std::string> read_workflows(ObjectReader& top, const Catalog& catalog, const ClusterSpec& cluster,
+                                        const std::string& base_dir, std::vector<Workflow>& workflows) {
   std::vector<std::string> broken;
   // Optional: a workload of job traces alone needs none.
   const Json* value = top.field("workflows", Need::optional);
@@ -134,7 +134,10 @@ std::vector<std::string> read_workflows(ObjectReader& top, const Catalog& catalo
       const std::string path = resolve(base_dir, entry.get<std::string>());
       wf = absorbing(top.problems(), [&] {
         const std::string text = read_text_file(path);
-        return is_comfyui_prompt(text) ? import_comfyui(text, path, catalog) : parse_workflow(text, path, catalog);
+        if (is_comfyui_prompt(text)) return import_comfyui(text, path, catalog);
+        // WfCommons runtimes become work on the cluster's first GPU type.
+        if (is_wfcommons_instance(text) && !cluster.groups.empty()) return import_wfcommons(text, path, cluster.groups[0].gpu);
+        return parse_workflow(text, path, catalog);
       });
     } else if (entry.is_object() && entry.contains("comfyui")) {
       // {"comfyui": "graph.json", "node_costs": "costs.json"}: costs for node types fleetsim does not know.
@@ -674,7 +677,7 @@ Scenario parse_scenario(std::string_view json_text, const std::string& file_name
   if (const Json* cluster = top.field("cluster", Need::required)) {
     read_cluster(*cluster, top.pointer("cluster"), problems, sc.catalog, sc.cluster);
   }
-  const std::vector<std::string> broken = read_workflows(top, sc.catalog, base_dir, sc.workflows);
+  const std::vector<std::string> broken = read_workflows(top, sc.catalog, sc.cluster, base_dir, sc.workflows);
   read_tenants(top, sc.tenants);
   read_workload(top, sc, broken, base_dir);
   read_policy(top, sc.policy);

@@ -22,6 +22,13 @@ bool is_comfyui_prompt(std::string_view json_text);
 Workflow import_comfyui(std::string_view json_text, const std::string& file_name, const Catalog& catalog,
                         std::string_view node_costs_json = {}, const std::string& node_costs_file = {});
 
+// Whether JSON text looks like a WfCommons WfFormat instance ("schemaVersion" and "workflow").
+bool is_wfcommons_instance(std::string_view json_text);
+
+// A WfCommons instance (WfFormat 1.4 or 1.5): one single-GPU task per task, whose work takes its
+// recorded runtime on `reference` at its bf16 peak; edges carry the files a child reads from its parent.
+Workflow import_wfcommons(std::string_view json_text, const std::string& file_name, const GpuType& reference);
+
 // A workflow as fleetsim workflow JSON (explicit FLOP and bytes per task).
 std::string workflow_json(const Workflow& workflow);
 

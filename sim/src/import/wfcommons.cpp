@@ -1,0 +1,143 @@
+// WfCommons WfFormat (schema 1.4 and 1.5) instances: tasks with parents and files, and measured
+// runtimes. Each task becomes a single-GPU task whose work takes its recorded runtime on the
+// reference GPU (at its bf16 peak); an edge carries the files the parent writes and the child reads.
+#include <map>
+#include <set>
+
+#include "../json_reader.hpp"
+#include "fleetsim/import.hpp"
+
+namespace fleetsim {
+
+bool is_wfcommons_instance(std::string_view json_text) {
+  const detail::Json doc = detail::Json::parse(json_text.begin(), json_text.end(), nullptr, false);
+  return doc.is_object() && doc.contains("schemaVersion") && doc.contains("workflow");
+}
+
+Workflow import_wfcommons(std::string_view json_text, const std::string& file_name, const GpuType& reference) {
+  using detail::Json;
+  detail::Problems problems(file_name);
+  const Json doc = detail::parse_json(json_text, problems);
+  problems.throw_if_any();
+  auto fail = [&](const std::string& pointer, const std::string& message) {
+    problems.add(pointer, message);
+    problems.throw_if_any();
+  };
+  if (!doc.is_object() || !doc.contains("workflow") || !doc["workflow"].is_object()) {
+    fail("", "expected a WfFormat instance: an object with \"schemaVersion\" and \"workflow\"");
+  }
+  const std::string version = doc.value("schemaVersion", "");
+  const Json& w = doc["workflow"];
+
+  struct Raw {
+    std::string id, name;
+    double runtime_s = 0;
+    std::vector<std::string> parents;
+    std::set<std::string> inputs, outputs;
+  };
+  std::vector<Raw> raw;
+  std::map<std::string, double> file_bytes;
+  auto strings = [&](const Json& v, const std::string& at) {
+    std::vector<std::string> out;
+    if (v.is_null()) return out;
+    if (!v.is_array()) fail(at, "expected an array of ids, found " + detail::describe(v));
+    for (const Json& x : v) {
+      if (!x.is_string()) fail(at, "expected an array of ids, found " + detail::describe(x));
+      out.push_back(x.get<std::string>());
+    }
+    return out;
+  };
+  auto runtime_of = [&](const Json& t, const std::string& at) {
+    const auto it = t.find("runtimeInSeconds");
+    if (it == t.end() || !it->is_number() || it->get<double>() < 0) {
+      fail(at + "/runtimeInSeconds", "expected a non-negative number of seconds");
+    }
+    return it->get<double>();
+  };
+
+  if (w.contains("specification")) {  // 1.5: specification + execution
+    const Json& spec = w["specification"];
+    if (!spec.contains("tasks") || !spec["tasks"].is_array()) fail("/workflow/specification/tasks", "expected an array of tasks");
+    for (const Json& f : spec.value("files", Json::array())) {
+      if (f.is_object() && f.contains("id") && f.contains("sizeInBytes") && f["sizeInBytes"].is_number()) {
+        file_bytes[f["id"].get<std::string>()] = f["sizeInBytes"].get<double>();
+      }
+    }
+    std::map<std::string, double> runtimes;
+    const Json& exec = w.value("execution", Json::object());
+    const Json& exec_tasks = exec.value("tasks", Json::array());
+    for (std::size_t i = 0; i < exec_tasks.size(); ++i) {
+      const std::string at = "/workflow/execution/tasks/" + std::to_string(i);
+      if (!exec_tasks[i].is_object() || !exec_tasks[i].contains("id")) fail(at, "expected a task with an \"id\"");
+      runtimes[exec_tasks[i]["id"].get<std::string>()] = runtime_of(exec_tasks[i], at);
+    }
+    for (std::size_t i = 0; i < spec["tasks"].size(); ++i) {
+      const Json& t = spec["tasks"][i];
+      const std::string at = "/workflow/specification/tasks/" + std::to_string(i);
+      if (!t.is_object() || !t.contains("id") || !t["id"].is_string()) fail(at, "expected a task with a string \"id\"");
+      Raw r;
+      r.id = t["id"].get<std::string>();
+      r.name = t.value("name", r.id);
+      if (runtimes.count(r.id) == 0) fail(at, "task \"" + r.id + "\" has no runtime in /workflow/execution/tasks");
+      r.runtime_s = runtimes[r.id];
+      r.parents = strings(t.value("parents", Json::array()), at + "/parents");
+      for (const std::string& f : strings(t.value("inputFiles", Json::array()), at + "/inputFiles")) r.inputs.insert(f);
+      for (const std::string& f : strings(t.value("outputFiles", Json::array()), at + "/outputFiles")) r.outputs.insert(f);
+      raw.push_back(std::move(r));
+    }
+  } else {  // 1.4 and earlier: tasks carry runtimes and files
+    if (!w.contains("tasks") || !w["tasks"].is_array()) fail("/workflow/tasks", "expected an array of tasks");
+    for (std::size_t i = 0; i < w["tasks"].size(); ++i) {
+      const Json& t = w["tasks"][i];
+      const std::string at = "/workflow/tasks/" + std::to_string(i);
+      if (!t.is_object() || !t.contains("name") || !t["name"].is_string()) fail(at, "expected a task with a string \"name\"");
+      Raw r;
+      r.name = t["name"].get<std::string>();
+      r.id = t.value("id", r.name);
+      r.runtime_s = runtime_of(t, at);
+      r.parents = strings(t.value("parents", Json::array()), at + "/parents");
+      for (const Json& f : t.value("files", Json::array())) {
+        if (!f.is_object() || !f.contains("name")) continue;
+        const std::string name = f["name"].get<std::string>();
+        if (f.contains("sizeInBytes") && f["sizeInBytes"].is_number()) file_bytes[name] = f["sizeInBytes"].get<double>();
+        (f.value("link", "") == "output" ? r.outputs : r.inputs).insert(name);
+      }
+      raw.push_back(std::move(r));
+    }
+  }
+
+  // Parents may be named by id or by name.
+  std::map<std::string, std::uint32_t> index_of;
+  for (std::uint32_t i = 0; i < raw.size(); ++i) {
+    index_of[raw[i].id] = i;
+    index_of.emplace(raw[i].name, i);
+  }
+  Workflow wf;
+  wf.file = file_name;
+  wf.name = doc.value("name", "WfCommons instance") + " (WfFormat " + version + ")";
+  for (const Raw& r : raw) {
+    TaskSpec t;
+    t.name = r.id;
+    t.flop = r.runtime_s * reference.peak_for(Dtype::bf16);
+    t.dtype = Dtype::bf16;
+    wf.tasks.push_back(std::move(t));
+  }
+  std::set<std::pair<std::uint32_t, std::uint32_t>> seen;
+  for (std::uint32_t child = 0; child < raw.size(); ++child) {
+    for (const std::string& p : raw[child].parents) {
+      const auto it = index_of.find(p);
+      if (it == index_of.end()) fail("", "task \"" + raw[child].id + "\" names an unknown parent \"" + p + "\"");
+      if (!seen.insert({it->second, child}).second) continue;
+      double bytes = 0;
+      for (const std::string& f : raw[it->second].outputs) {
+        if (raw[child].inputs.count(f) != 0) bytes += file_bytes[f];
+      }
+      wf.edges.push_back(EdgeSpec{it->second, child, bytes});
+    }
+  }
+  if (wf.tasks.empty()) fail("", "the instance has no tasks");
+  wf.finalize();
+  return wf;
+}
+
+}  // namespace fleetsim
