@@ -130,3 +130,20 @@ TEST_CASE("an output tensor occupies the producer's VRAM until its consumer has 
   CHECK(g0_while_sending == Approx(60e9));  // d read its 1 GB in place at once
   CHECK(g0_after_read == Approx(0));
 }
+
+TEST_CASE("a run that can never place a task stalls, or fails it when told to", "[memory][simulation]") {
+  // One 100 GB GPU. p writes 70 GB for c, which needs 40 GB itself: c can only run where the 70 GB
+  // sit, and they leave only when c has read them. With "on_stall": "fail", c fails with a reason.
+  const std::string body = R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 1}]},
+      "workflows": {"w": {"tasks": [{"name": "p", "work": {"flop": "100 TFLOP"}},
+                                   {"name": "c", "working_set": "40 GB", "work": {"flop": "100 TFLOP"}}],
+                         "edges": [{"from": "p", "to": "c", "bytes": "70 GB"}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])";
+  const auto waiting = simulate(unit_scenario(body)).summary;
+  CHECK(waiting.stalled);
+  CHECK(waiting.tasks.queued == 1);
+  const auto run = simulate(unit_scenario(body + R"(, "memory": {"on_stall": "fail"})"));
+  CHECK_FALSE(run.summary.stalled);
+  CHECK(run.summary.tasks.failed == 1);
+  CHECK_THAT(run.trace.reasons[run.trace.tasks[1].reason], Catch::Contains("out of memory"));
+}

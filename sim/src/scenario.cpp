@@ -682,6 +682,16 @@ Scenario parse_scenario(std::string_view json_text, const std::string& file_name
   read_workload(top, sc, broken, base_dir);
   read_policy(top, sc.policy);
   read_slos(top, sc);
+  if (const Json* memory = top.field("memory")) {
+    ObjectReader m(*memory, top.pointer("memory"), problems);
+    const std::string on_stall = m.string_or("on_stall", "wait");
+    if (on_stall == "fail") {
+      sc.on_stall = Scenario::OnStall::fail;
+    } else if (on_stall != "wait") {
+      m.problem("on_stall", "expected \"wait\" or \"fail\", found \"" + on_stall + "\"");
+    }
+    m.finish();
+  }
   top.finish();
   problems.throw_if_any();
 

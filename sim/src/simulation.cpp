@@ -165,7 +165,16 @@ class Run {
     }
     const double end_s = horizon_reached ? sc_.horizon_s : queue_.now();
     // Nothing left to happen, yet tasks wait: no placement will ever be made for them.
-    const bool stalled = !horizon_reached && !ready_.empty();
+    bool stalled = !horizon_reached && !ready_.empty();
+    if (stalled && sc_.on_stall == Scenario::OnStall::fail) {
+      for (const ReadyTask& t : ready_) {
+        fail_task(t.task, "out of memory: no GPU can ever hold its " +
+                              format_quantity(t.weights_per_gpu_bytes + t.working_set_bytes, Dimension::bytes) +
+                              " (VRAM held by output tensors waiting for their consumers)");
+      }
+      ready_.clear();
+      stalled = false;
+    }
     network_.settle_all(end_s);
     Summary summary = summarize(sc_, cluster_, topology_, trace_, network_.link_bytes(), end_s, horizon_reached,
                                 seed_, events);

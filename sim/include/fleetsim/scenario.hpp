@@ -108,6 +108,9 @@ struct Scenario {
   std::vector<Stream> streams;
   PolicySpec policy;
   std::vector<Slo> slos;
+  // When the run can no longer place a waiting task (its VRAM held by tensors that wait for it):
+  // leave it queued and flag the run as stalled, or fail it with an out-of-memory reason.
+  enum class OnStall { wait, fail } on_stall = OnStall::wait;
 };
 
 // A what-if edit applied before the scenario is read: the value at a JSON pointer replaced (or
