@@ -93,6 +93,18 @@ std::vector<fleetsim::ScenarioEdit> parse_sets(const std::vector<std::string>& s
   return edits;
 }
 
+// An imported workflow on stdout, or written to `out` with a one-line report.
+int emit_workflow(const fleetsim::Workflow& wf, const std::string& out) {
+  const std::string json = fleetsim::workflow_json(wf);
+  if (out.empty()) {
+    std::cout << json;
+  } else {
+    write_file(out, "the workflow", [&](std::ostream& o) { o << json; });
+    std::cout << "wrote " << wf.tasks.size() << " tasks and " << wf.edges.size() << " edges to " << out << "\n";
+  }
+  return kOk;
+}
+
 std::vector<std::string> split_commas(const std::string& text) {
   std::vector<std::string> parts;
   std::string part;
@@ -290,28 +302,13 @@ int main(int argc, char** argv) {
       if (reference == nullptr) {
         throw fleetsim::InputError({fleetsim::Problem{"--reference-gpu", "", "unknown GPU type \"" + wfc_reference + "\""}});
       }
-      const fleetsim::Workflow wf = fleetsim::import_wfcommons(fleetsim::read_text_file(wfc_file), wfc_file, *reference);
-      const std::string json = fleetsim::workflow_json(wf);
-      if (wfc_out.empty()) {
-        std::cout << json;
-      } else {
-        write_file(wfc_out, "the workflow", [&](std::ostream& o) { o << json; });
-        std::cout << "wrote " << wf.tasks.size() << " tasks and " << wf.edges.size() << " edges to " << wfc_out << "\n";
-      }
-      return kOk;
+      return emit_workflow(fleetsim::import_wfcommons(fleetsim::read_text_file(wfc_file), wfc_file, *reference), wfc_out);
     }
     if (*import_comfy) {
       const std::string costs = import_costs.empty() ? "" : fleetsim::read_text_file(import_costs);
-      const fleetsim::Workflow wf = fleetsim::import_comfyui(fleetsim::read_text_file(import_file), import_file,
-                                                             fleetsim::Catalog::builtin(), costs, import_costs);
-      const std::string json = fleetsim::workflow_json(wf);
-      if (import_out.empty()) {
-        std::cout << json;
-      } else {
-        write_file(import_out, "the workflow", [&](std::ostream& o) { o << json; });
-        std::cout << "wrote " << wf.tasks.size() << " tasks and " << wf.edges.size() << " edges to " << import_out << "\n";
-      }
-      return kOk;
+      return emit_workflow(fleetsim::import_comfyui(fleetsim::read_text_file(import_file), import_file,
+                                                    fleetsim::Catalog::builtin(), costs, import_costs),
+                           import_out);
     }
     if (*policies) {
       if (policies_json) {

@@ -184,6 +184,20 @@ bool ObjectReader::boolean_or(std::string_view key, bool fallback) {
   return v->get<bool>();
 }
 
+std::size_t ObjectReader::choice(std::string_view key, std::initializer_list<std::string_view> options,
+                                 std::size_t fallback) {
+  const auto value = string(key, Need::optional);
+  if (!value) return fallback;
+  std::size_t i = 0;
+  std::string names;
+  for (std::string_view option : options) {
+    if (*value == option) return i;
+    names += (i++ == 0 ? "\"" : ", \"") + std::string(option) + "\"";
+  }
+  problem(key, "expected one of " + names + ", found \"" + *value + "\"");
+  return fallback;
+}
+
 void ObjectReader::finish() {
   if (object_ == nullptr) return;
   for (const auto& [key, value] : object_->items()) {

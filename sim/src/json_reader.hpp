@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -75,6 +76,8 @@ class ObjectReader {
   std::optional<double> number(std::string_view key, Need need, double min = 0.0,
                                double max = std::numeric_limits<double>::max());
   bool boolean_or(std::string_view key, bool fallback);
+  // One of a few names, as its index in `options`; `fallback` when absent or not one of them (reported).
+  std::size_t choice(std::string_view key, std::initializer_list<std::string_view> options, std::size_t fallback);
 
   // Records one problem at a field of this object.
   void problem(std::string_view key, std::string message);

@@ -684,12 +684,7 @@ Scenario parse_scenario(std::string_view json_text, const std::string& file_name
   read_slos(top, sc);
   if (const Json* memory = top.field("memory")) {
     ObjectReader m(*memory, top.pointer("memory"), problems);
-    const std::string on_stall = m.string_or("on_stall", "wait");
-    if (on_stall == "fail") {
-      sc.on_stall = Scenario::OnStall::fail;
-    } else if (on_stall != "wait") {
-      m.problem("on_stall", "expected \"wait\" or \"fail\", found \"" + on_stall + "\"");
-    }
+    sc.on_stall = static_cast<Scenario::OnStall>(m.choice("on_stall", {"wait", "fail"}, 0));
     m.finish();
   }
   top.finish();

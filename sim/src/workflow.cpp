@@ -54,12 +54,7 @@ void read_work(ObjectReader& task_reader, TaskSpec& task, const Catalog& catalog
     }
     task.launches = static_cast<std::uint32_t>(w.integer_or("launches", 1, 1, 1'000'000'000));
   }
-  const std::string size = w.string_or("size", "fixed");
-  if (size == "exponential") {
-    task.size = TaskSpec::Size::exponential;
-  } else if (size != "fixed") {
-    w.problem("size", "expected \"fixed\" or \"exponential\", found \"" + size + "\"");
-  }
+  task.size = static_cast<TaskSpec::Size>(w.choice("size", {"fixed", "exponential"}, 0));
   w.finish();
 }
 
