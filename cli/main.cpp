@@ -15,6 +15,7 @@
 #include "fleetsim/import.hpp"
 #include "fleetsim/topology.hpp"
 #include "fleetsim/units.hpp"
+#include "fleetsim/realexec.hpp"
 #include "fleetsim/report.hpp"
 #include "fleetsim/simulation.hpp"
 
@@ -36,6 +37,18 @@ struct SimulateArgs {
   std::string out_dir;
   std::vector<std::string> sets;
   std::vector<std::string> plugins;
+  bool json = false;
+};
+
+struct RunArgs {
+  std::string scenario;
+  std::string backend = "cpu";
+  std::optional<std::uint64_t> seed;
+  double work_scale = 1;
+  double max_seconds = 600;
+  std::string out_dir;
+  std::vector<std::string> sets;
+  bool dry_run = false;
   bool json = false;
 };
 
@@ -105,6 +118,17 @@ int emit_workflow(const fleetsim::Workflow& wf, const std::string& out) {
   return kOk;
 }
 
+// A progress line with an ETA on stderr, on a terminal only: logs and pipes stay clean.
+std::function<void(std::size_t, std::size_t)> progress_line(std::string unit) {
+  if (isatty(fileno(stderr)) == 0) return {};
+  return [unit = std::move(unit), started = std::chrono::steady_clock::now()](std::size_t done, std::size_t total) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const double eta = elapsed / static_cast<double>(done) * static_cast<double>(total - done);
+    std::fprintf(stderr, "\r  %zu/%zu %s, %.0f s left   ", done, total, unit.c_str(), eta);
+    if (done == total) std::fprintf(stderr, "\r%50s\r", "");
+  };
+}
+
 std::vector<std::string> split_commas(const std::string& text) {
   std::vector<std::string> parts;
   std::string part;
@@ -127,17 +151,7 @@ int run_compare(const CompareArgs& args) {
     for (const fleetsim::PolicyInfo& p : fleetsim::policy_registry()) policies.push_back(p.name);
   }
   const unsigned threads = args.threads > 0 ? args.threads : std::max(1u, std::thread::hardware_concurrency());
-  // A progress line on a terminal only: logs and pipes stay clean.
-  const bool tty = isatty(fileno(stderr)) != 0;
-  const auto started = std::chrono::steady_clock::now();
-  const auto progress = [&](std::size_t done, std::size_t total) {
-    if (!tty) return;
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    const double eta = elapsed / static_cast<double>(done) * static_cast<double>(total - done);
-    std::fprintf(stderr, "\r  %zu/%zu runs, %.0f s left   ", done, total, eta);
-    if (done == total) std::fprintf(stderr, "\r%40s\r", "");
-  };
-  const auto results = fleetsim::compare_policies(scenario, policies, args.seeds, threads, progress);
+  const auto results = fleetsim::compare_policies(scenario, policies, args.seeds, threads, progress_line("runs"));
   if (!args.out_dir.empty()) {
     const std::filesystem::path dir(args.out_dir);
     std::filesystem::create_directories(dir);
@@ -215,6 +229,51 @@ int run_simulate(const SimulateArgs& args) {
   return kOk;
 }
 
+int run_execute(const RunArgs& args) {
+  if (args.backend != "cpu" && args.backend != "cuda") {
+    throw fleetsim::InputError({fleetsim::Problem{"--backend", "", "expected cpu or cuda, found \"" + args.backend + "\""}});
+  }
+  if (!(args.work_scale > 0)) throw fleetsim::InputError({fleetsim::Problem{"--work-scale", "", "expected a positive number"}});
+  const fleetsim::Scenario scenario = fleetsim::scale_work(fleetsim::load_scenario(args.scenario, parse_sets(args.sets)), args.work_scale);
+  const fleetsim::RunResult plan = fleetsim::simulate(scenario, {.seed = args.seed});
+  if (args.dry_run) {
+    fleetsim::write_schedule_text(std::cout, scenario, plan);
+    return kOk;
+  }
+  if (args.backend == "cuda") {
+    throw std::runtime_error("this fleetsim was built without the CUDA backend (see realexec/README.md)");
+  }
+  const double estimate_s = fleetsim::cpu_seconds_estimate(scenario, plan);
+  if (estimate_s > args.max_seconds) {
+    char scale[32];
+    std::snprintf(scale, sizeof scale, "%.2g", args.work_scale * args.max_seconds / estimate_s);
+    throw fleetsim::InputError({fleetsim::Problem{args.scenario, "", "its work would keep one CPU core busy for about " +
+        fleetsim::format_quantity(estimate_s, fleetsim::Dimension::time) + " (above --max-seconds); run it with --work-scale " + scale + " or less"}});
+  }
+  const fleetsim::RunResult measured = fleetsim::execute_on_cpu(scenario, plan, {.progress = progress_line("tasks")});
+  const fleetsim::TraceDiff diff = fleetsim::diff_traces(plan.trace, measured.trace);
+  if (!args.out_dir.empty()) {
+    const std::filesystem::path dir(args.out_dir);
+    std::filesystem::create_directories(dir);
+    write_file(dir / "summary.json", "the summary", [&](std::ostream& o) { o << fleetsim::summary_json(measured.summary); });
+    write_file(dir / "trace.csv", "the measured trace", [&](std::ostream& o) { fleetsim::write_trace_csv(o, scenario, measured); });
+    write_file(dir / "trace.json", "the measured trace", [&](std::ostream& o) { fleetsim::write_trace_json(o, scenario, measured); });
+    write_file(dir / "predicted_trace.csv", "the plan", [&](std::ostream& o) { fleetsim::write_trace_csv(o, scenario, plan); });
+    write_file(dir / "task_errors.csv", "the task errors", [&](std::ostream& o) { fleetsim::write_trace_diff_csv(o, scenario, measured.trace, diff); });
+  }
+  if (args.json) {
+    std::cout << fleetsim::summary_json(measured.summary);
+    return kOk;
+  }
+  fleetsim::write_summary_text(std::cout, scenario, measured.summary);
+  std::cout << "\npredicted (simulated) against measured (backend " << args.backend << ")\n";
+  fleetsim::write_trace_diff_text(std::cout, diff);
+  if (!args.out_dir.empty()) {
+    std::cout << "\nwrote summary.json, trace.csv, trace.json, predicted_trace.csv, task_errors.csv to " << args.out_dir << "\n";
+  }
+  return kOk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -236,6 +295,18 @@ int main(int argc, char** argv) {
   simulate->add_flag("--json", sim.json, "Print the summary as JSON on stdout");
   simulate->add_option("--set", sim.sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
   simulate->add_option("--policy-plugin", sim.plugins, "Load a policy from a shared library (repeatable)");
+
+  RunArgs run;
+  CLI::App* execute = app.add_subcommand("run", "Run a scenario's tasks for real on local devices, as the simulator scheduled them");
+  execute->add_option("scenario", run.scenario, "Scenario file (JSON)")->required();
+  execute->add_option("--backend", run.backend, "cpu (every machine) or cuda")->capture_default_str();
+  execute->add_option("--seed", run.seed, "Random seed of the plan (default: the scenario's)")->check(CLI::NonNegativeNumber);
+  execute->add_option("--work-scale", run.work_scale, "Multiply every task's work, memory and tensors (shrinks GPU-sized scenarios)")->capture_default_str();
+  execute->add_option("--max-seconds", run.max_seconds, "Refuse a run whose work would take one core longer than this")->capture_default_str();
+  execute->add_option("--out", run.out_dir, "Write summary.json, trace.csv, trace.json (measured), predicted_trace.csv and task_errors.csv here");
+  execute->add_option("--set", run.sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
+  execute->add_flag("--dry-run", run.dry_run, "Print the schedule (each device's tasks in order) and run nothing");
+  execute->add_flag("--json", run.json, "Print the measured summary as JSON on stdout");
 
   bool policies_json = false;
   CLI::App* policies = app.add_subcommand("policies", "List the scheduling policies with their parameters");
@@ -296,6 +367,7 @@ int main(int argc, char** argv) {
     }
     if (*simulate) return run_simulate(sim);
     if (*collective) return run_collective(coll);
+    if (*execute) return run_execute(run);
     if (*compare) return run_compare(cmp);
     if (*import_wfc) {
       const fleetsim::GpuType* reference = fleetsim::Catalog::builtin().gpu(wfc_reference);

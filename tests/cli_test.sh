@@ -85,5 +85,20 @@ check "a missing plugin is named" grep -q "none.so: cannot load the policy plugi
 "$fleetsim" simulate "$src/scenarios/default.json" --policy-plugin "$plugin" --policy-plugin "$plugin" 2>"$tmp/plugin2.err"
 check "a policy registered twice is refused" grep -q 'already registered' "$tmp/plugin2.err"
 
+# Real execution on the CPU backend.
+"$fleetsim" run "$src/scenarios/cpu-validate.json" --dry-run >"$tmp/schedule.txt"
+check "run --dry-run prints each device's schedule" grep -q "n0.g1 (6 tasks)" "$tmp/schedule.txt"
+"$fleetsim" run "$src/scenarios/cpu-validate.json" --work-scale 0.05 --out "$tmp/real" >"$tmp/real.txt"
+check "run exits 0" test $? -eq 0
+check "run compares predicted with measured" grep -q "makespan            predicted" "$tmp/real.txt"
+check "run writes the measured trace" test "$(wc -l <"$tmp/real/trace.csv")" -eq 16
+check "run writes one error row per task" test "$(wc -l <"$tmp/real/task_errors.csv")" -eq 16
+"$fleetsim" run "$src/scenarios/cpu-validate.json" --work-scale 0 2>"$tmp/scale.err"
+check "run --work-scale 0 exits 2" test $? -eq 2
+"$fleetsim" run "$src/scenarios/default.json" 2>"$tmp/big.err"
+check "run refuses hours of work and says how to shrink it" grep -q "run it with --work-scale" "$tmp/big.err"
+"$fleetsim" run "$src/scenarios/cpu-validate.json" --backend cuda 2>"$tmp/cuda.err"
+check "run --backend cuda says it is not built" grep -q "without the CUDA backend" "$tmp/cuda.err"
+
 echo "cli: $failures failed"
 test $failures -eq 0

@@ -53,6 +53,7 @@ std::string catalog_json(const Catalog& c) {
     gpus[id] = {{"name", g.name}, {"vram_bytes", g.vram_bytes}, {"memory_bandwidth_Bps", g.memory_bandwidth_Bps},
                 {"peak_flop_per_s", peaks}, {"tdp_w", g.tdp_w}, {"idle_power_w", g.idle_power_w},
                 {"launch_overhead_s", g.launch_overhead_s}, {"price_usd_per_hour", g.price_usd_per_hour},
+                {"compute_and_memory", g.sequential_compute_and_memory ? "sequential" : "overlapped"},
                 {"source", g.source}};
   }
   j["gpus"] = gpus;

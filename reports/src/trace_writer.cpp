@@ -66,10 +66,20 @@ void write_trace_json(std::ostream& out, const Scenario& sc, const RunResult& ru
                      {"comm_start_s", time_value(t.comm_start_s)},
                      {"end_s", time_value(t.end_s)},
                      {"input_bytes", t.input_bytes}};
+    if (t.work_scale != 1) row["work_scale"] = t.work_scale;
     if (t.reason != 0) row["reason"] = run.trace.reasons[t.reason];
     tasks.push_back(std::move(row));
   }
-  ordered_json doc{{"scenario", sc.name}, {"seed", run.summary.seed}, {"tasks", std::move(tasks)}};
+  ordered_json loads = ordered_json::array();
+  for (const WeightLoad& w : run.trace.weight_loads) {
+    loads.push_back({{"task", index(w.task)},
+                     {"gpu", run.cluster.gpu_name(w.gpu)},
+                     {"from", w.peer ? run.cluster.gpu_name(*w.peer) : "host"},
+                     {"bytes", w.bytes},
+                     {"start_s", time_value(w.start_s)},
+                     {"end_s", time_value(w.end_s)}});
+  }
+  ordered_json doc{{"scenario", sc.name}, {"seed", run.summary.seed}, {"tasks", std::move(tasks)}, {"weight_loads", std::move(loads)}};
   out << doc.dump(1) << '\n';
 }
 

@@ -20,8 +20,8 @@ using detail::Problems;
 
 constexpr std::array<std::string_view, kDtypeCount> kDtypeNames{"fp64", "fp32", "tf32", "bf16",
                                                                  "fp16", "fp8",  "int8"};
-constexpr std::array<std::string_view, 5> kLinkKindNames{"nvlink", "pcie", "infiniband", "roce",
-                                                         "ethernet"};
+constexpr std::array<std::string_view, 6> kLinkKindNames{"nvlink", "pcie", "infiniband", "roce",
+                                                         "ethernet", "memory"};
 
 std::string read_source(ObjectReader& r, Need need) {
   const std::optional<std::string> source = r.string("source", need);
@@ -55,6 +55,8 @@ GpuType read_gpu(ObjectReader& r, const std::string& id, const GpuType* base) {
   g.idle_power_w = r.quantity_or("idle_power", Dimension::power, g.idle_power_w);
   g.launch_overhead_s = r.quantity_or("launch_overhead", Dimension::time, g.launch_overhead_s);
   g.price_usd_per_hour = r.number("price_usd_per_hour", need).value_or(g.price_usd_per_hour);
+  g.sequential_compute_and_memory =
+      r.choice("compute_and_memory", {"overlapped", "sequential"}, g.sequential_compute_and_memory ? 1 : 0) == 1;
   const std::string source = read_source(r, need);
   if (!source.empty()) g.source = source;
   bool any_peak = false;
@@ -101,7 +103,7 @@ LinkType read_link(ObjectReader& r, const std::string& id) {
         found = true;
       }
     }
-    if (!found) r.problem("kind", "expected one of nvlink, pcie, infiniband, roce, ethernet, found \"" + *kind + "\"");
+    if (!found) r.problem("kind", "expected one of nvlink, pcie, infiniband, roce, ethernet, memory, found \"" + *kind + "\"");
   }
   l.bandwidth_Bps = r.quantity("bandwidth", Dimension::bandwidth, Need::required).value_or(0);
   if (l.bandwidth_Bps <= 0 && r.field("bandwidth") != nullptr) r.problem("bandwidth", "expected a positive bandwidth");

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <numbers>
+#include <unordered_map>
 
 #include "fleetsim/collective.hpp"
 #include "fleetsim/compute.hpp"
@@ -199,9 +200,6 @@ class Run {
       vram_capacity_s += memory_.capacity(make_id<GpuId>(g)) * end_s;
     }
     summary.vram_utilization = vram_capacity_s > 0 ? vram_used_s / vram_capacity_s : 0;
-    summary.weight_loads = weight_loads_;
-    summary.weight_load_s = weight_load_s_;
-    summary.weight_bytes_loaded = weight_bytes_loaded_;
     summary.evictions = memory_.evictions();
     summary.spilled_bytes = memory_.spilled_bytes();
     for (std::uint32_t g = 0; g < cluster_.gpu_count(); ++g) {
@@ -265,7 +263,6 @@ class Run {
     first_task_.reserve(arrivals.size());
     remaining_.reserve(arrivals.size());
     pending_inputs_.reserve(total_tasks);
-    work_scale_.reserve(total_tasks);
     known_scale_.reserve(total_tasks);
     Rng sizes(seed_, 0, "task-sizes");
     edge_held_.reserve(arrivals.size());
@@ -289,10 +286,10 @@ class Run {
         r.workflow = s.workflow;
         r.task = t;
         r.tenant = make_id<TenantId>(s.tenant);
+        r.work_scale = a.scale * (wf.tasks[t].size == TaskSpec::Size::exponential ? sizes.exponential(1.0) : 1.0);
         trace_.tasks.push_back(r);
         pending_inputs_.push_back(static_cast<std::uint32_t>(wf.inputs(t).size()));
         known_scale_.push_back(a.scale);
-        work_scale_.push_back(a.scale * (wf.tasks[t].size == TaskSpec::Size::exponential ? sizes.exponential(1.0) : 1.0));
       }
     }
   }
@@ -474,8 +471,10 @@ class Run {
           break;
         }
       }
-      ++weight_loads_;
-      weight_bytes_loaded_ += weights;
+      pending_loads_[flow_tag(FlowKind::weights, member, id)] = static_cast<std::uint32_t>(trace_.weight_loads.size());
+      trace_.weight_loads.push_back({.task = id, .gpu = g,
+                                     .peer = source < cluster_.gpu_count() ? std::optional(make_id<GpuId>(source)) : std::nullopt,
+                                     .bytes = weights, .start_s = queue_.now()});
       start_flow(id, source, topology_.gpu_vertex(g), weights, flow_tag(FlowKind::weights, member, id),
                  mix_key(index(g), model));
     }
@@ -521,7 +520,7 @@ class Run {
     const TaskSpec& s = spec(r);
     r.compute_start_s = queue_.now();
     // A gang splits this instance's work evenly and finishes with its slowest member.
-    const double share = work_scale_[index(id)] / static_cast<double>(r.gpu_count);
+    const double share = r.work_scale / static_cast<double>(r.gpu_count);
     double compute_s = 0;
     for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
       const GpuType& type = cluster_.gpu_type(trace_.gpus[r.gpu_begin + i]);
@@ -618,7 +617,9 @@ class Run {
         const TaskRecord& producer = trace_.tasks[index(task_id(index(r.instance), edge.from))];
         release_tensor(index(r.instance), tag_edge(d.tag), trace_.gpus[producer.gpu_begin]);
       } else if (tag_kind(d.tag) == FlowKind::weights) {
-        weight_load_s_ += queue_.now() - r.start_s;
+        const auto load = pending_loads_.find(d.tag);
+        trace_.weight_loads[load->second].end_s = queue_.now();
+        pending_loads_.erase(load);
         memory_.mark_loaded(trace_.gpus[r.gpu_begin + tag_edge(d.tag)], model_of_[r.workflow][r.task]);
       }
       if (--pending_flows_[index(id)] != 0) continue;
@@ -751,7 +752,6 @@ class Run {
   std::vector<std::uint32_t> first_task_;      // per instance: its first task's id
   std::vector<std::uint32_t> remaining_;       // per instance: tasks not yet ended
   std::vector<std::uint32_t> pending_inputs_;  // per task
-  std::vector<double> work_scale_;             // per task: this instance's work over the spec's mean
   std::vector<double> known_scale_;            // per task: the part of it declared in advance (trace jobs)
   std::vector<std::uint8_t> gpu_busy_;
   std::vector<std::vector<std::uint32_t>> model_of_;  // per workflow, per task: interned model
@@ -766,8 +766,7 @@ class Run {
   std::vector<double> job_sizes_;                     // sorted quantiles of instances' predicted GPU-seconds
   std::vector<std::uint32_t> first_edge_;             // per instance: offset into edge_held_
   std::vector<double> edge_held_;                     // per instance edge: bytes held in the producer's VRAM
-  std::uint64_t weight_loads_ = 0;
-  double weight_load_s_ = 0, weight_bytes_loaded_ = 0;
+  std::unordered_map<std::uint64_t, std::uint32_t> pending_loads_;  // weights flow tag -> into trace_.weight_loads
   std::vector<std::uint32_t> free_per_node_;
   std::vector<ReadyTask> ready_;
   std::vector<std::uint8_t> decided_;

@@ -66,6 +66,11 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
   s.end_s = end_s;
   s.horizon_reached = horizon_reached;
   s.events = events;
+  for (const WeightLoad& load : trace.weight_loads) {
+    ++s.weight_loads;
+    s.weight_bytes_loaded += load.bytes;
+    if (load.end_s != kNever) s.weight_load_s += load.end_s - load.start_s;
+  }
 
   // Closed-loop workflows that never came (the horizon cut the loop) were never submitted.
   auto arrived = [&](const TaskRecord& t) { return trace.instances[index(t.instance)].arrival_s != kNever; };

@@ -10,6 +10,7 @@
 #include "fleetsim/collective.hpp"
 #include "fleetsim/compare.hpp"
 #include "fleetsim/simulation.hpp"
+#include "fleetsim/trace_diff.hpp"
 
 namespace fleetsim {
 
@@ -29,6 +30,12 @@ void write_vram_timeline_csv(std::ostream& out, const RunResult& run);
 void write_perfetto_json(std::ostream& out, const Scenario& scenario, const RunResult& run);
 
 void write_catalog_text(std::ostream& out, const Catalog& catalog);
+
+// A plan as a schedule: per GPU, its tasks in start order with predicted start and end.
+void write_schedule_text(std::ostream& out, const Scenario& scenario, const RunResult& plan);
+// Predicted against measured: task errors and makespans; per task as CSV.
+void write_trace_diff_text(std::ostream& out, const TraceDiff& diff);
+void write_trace_diff_csv(std::ostream& out, const Scenario& scenario, const Trace& measured, const TraceDiff& diff);
 
 // A policy comparison: one row per metric, one column per policy, mean +- 95% CI half-width.
 void write_comparison_text(std::ostream& out, const std::string& scenario, unsigned seeds,

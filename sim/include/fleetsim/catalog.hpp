@@ -28,6 +28,9 @@ struct GpuType {
   double idle_power_w = 0;
   double launch_overhead_s = 0;
   double price_usd_per_hour = 0;
+  // Whether a task's FLOP and memory traffic overlap (one fused kernel: the roofline's max) or run
+  // back to back (a CPU worker that runs a GEMM, then a streaming kernel: their sum).
+  bool sequential_compute_and_memory = false;
   std::string source;
 
   // The peak used for a dtype: its own, else the first supported one of fp8/int8 -> fp16 -> bf16 ->
@@ -36,7 +39,8 @@ struct GpuType {
   double peak_for(Dtype dtype) const;
 };
 
-enum class LinkKind : std::uint8_t { nvlink, pcie, infiniband, roce, ethernet };
+// memory: a copy through host memory between CPU-backend workers.
+enum class LinkKind : std::uint8_t { nvlink, pcie, infiniband, roce, ethernet, memory };
 std::string_view link_kind_name(LinkKind kind);
 
 struct LinkType {

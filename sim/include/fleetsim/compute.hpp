@@ -1,6 +1,6 @@
 // Compute time of a task on one GPU, from a roofline: launch overhead plus the larger of the
-// FLOP time at the dtype's peak and the memory-traffic time at the HBM bandwidth. The breakdown
-// says why a task took as long as it did.
+// FLOP time at the dtype's peak and the memory-traffic time at the HBM bandwidth (their sum on a
+// device that runs them back to back). The breakdown says why a task took as long as it did.
 #pragma once
 
 #include <algorithm>
@@ -14,7 +14,8 @@ struct ComputeEstimate {
   double launch_s = 0;
   double flop_s = 0;    // FLOP / peak
   double memory_s = 0;  // bytes / bandwidth
-  double total_s() const { return launch_s + std::max(flop_s, memory_s); }
+  bool sequential = false;
+  double total_s() const { return launch_s + (sequential ? flop_s + memory_s : std::max(flop_s, memory_s)); }
   bool memory_bound() const { return memory_s > flop_s; }
 };
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,19 @@ struct TaskRecord {
   double comm_start_s = kNever;     // compute done, the gang's collective began (collective tasks)
   double end_s = kNever;
   double input_bytes = 0;           // moved to it from other GPUs
+  double work_scale = 1;            // this instance's FLOP and bytes over the task's written amounts (drawn sizes, trace jobs)
   std::uint32_t reason = 0;         // into Trace::reasons; 0 is "no reason"
+};
+
+// A model's weights copied onto one GPU of a task because they were not resident there: from host
+// memory, or from a peer GPU of the node that had them.
+struct WeightLoad {
+  TaskId task{};
+  GpuId gpu{};
+  std::optional<GpuId> peer;  // the source GPU; none: host memory
+  double bytes = 0;
+  double start_s = kNever;
+  double end_s = kNever;
 };
 
 struct InstanceRecord {
@@ -44,6 +57,7 @@ struct Trace {
   std::vector<InstanceRecord> instances;
   std::vector<TaskRecord> tasks;
   std::vector<GpuId> gpus;
+  std::vector<WeightLoad> weight_loads;  // in the order they began
   std::vector<std::string> reasons{""};
 
   std::uint32_t add_reason(std::string reason);

@@ -1,0 +1,350 @@
+#include <algorithm>
+#include <barrier>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <exception>
+#include <latch>
+#include <mutex>
+#include <thread>
+#include <unistd.h>
+
+#include "fleetsim/compute.hpp"
+#include "fleetsim/cpu_kernels.hpp"
+#include "fleetsim/error.hpp"
+#include "fleetsim/realexec.hpp"
+#include "fleetsim/units.hpp"
+
+namespace fleetsim {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
+
+// Records when the last member of a gang reached the barrier, before any member goes on.
+struct Stamp {
+  const Clock::time_point* t0;
+  double* last_s;
+  void operator()() noexcept { *last_s = std::chrono::duration<double>(Clock::now() - *t0).count(); }
+};
+
+// One multi-GPU task's rendezvous: its members pass each phase together.
+struct Gang {
+  double last_s = 0;
+  std::barrier<Stamp> barrier;
+  Gang(std::ptrdiff_t members, const Clock::time_point* t0) : barrier(members, Stamp{t0, &last_s}) {}
+  double pass() {
+    barrier.arrive_and_wait();
+    return last_s;
+  }
+};
+
+// A device's memory, sized from the plan and written once before the clock starts.
+struct Device {
+  cpu::Scratch scratch;
+  std::vector<std::byte> outbox;    // edge tensors produced here, read by consumers on other devices
+  std::vector<std::byte> inbox;     // edge tensors copied in
+  std::vector<std::byte> weights;   // the resident model's weights
+  std::vector<float> collective;    // this member's buffer in a gang's collective
+  std::vector<std::uint32_t> order; // task records, in the plan's start order
+};
+
+class CpuRun {
+ public:
+  CpuRun(const Scenario& sc, const RunResult& plan, const ExecOptions& options)
+      : sc_(sc), plan_(plan), options_(options), trace_(plan.trace) {}
+
+  RunResult run() {
+    index_plan();
+    check_memory();
+    const auto workers = static_cast<std::uint32_t>(devices_.size());
+    const auto active = std::count_if(devices_.begin(), devices_.end(), [](const auto& d) { return d != nullptr; });
+    std::latch ready(active + 1);
+    std::latch go(1);
+    std::vector<std::jthread> threads;
+    threads.reserve(workers);
+    for (std::uint32_t g = 0; g < workers; ++g) {
+      if (!devices_[g]) continue;
+      threads.emplace_back([this, g, &ready, &go] {
+        allocate(g);
+        ready.count_down();
+        go.wait();
+        for (std::uint32_t rec : devices_[g]->order) run_task(g, rec);
+      });
+    }
+    ready.arrive_and_wait();
+    t0_ = Clock::now();
+    go.count_down();
+    threads.clear();  // joins
+    return result();
+  }
+
+ private:
+  double now() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
+
+  const TaskSpec& spec(std::uint32_t rec) const {
+    const TaskRecord& r = trace_.tasks[rec];
+    return sc_.workflows[r.workflow].tasks[r.task];
+  }
+  GpuId gpu(std::uint32_t rec, std::uint32_t member) const { return trace_.gpus[trace_.tasks[rec].gpu_begin + member]; }
+  std::uint32_t record_of(InstanceId instance, std::uint32_t task) const { return first_record_[index(instance)] + task; }
+
+  // Which device runs what, in which order; what each device must hold.
+  void index_plan() {
+    const std::size_t gpus = plan_.cluster.gpu_count();
+    devices_.resize(gpus);
+    first_record_.assign(trace_.instances.size(), kNone);
+    for (std::uint32_t rec = 0; rec < trace_.tasks.size(); ++rec) {
+      std::uint32_t& first = first_record_[index(trace_.tasks[rec].instance)];
+      first = std::min(first, rec);
+    }
+    loads_of_.assign(trace_.tasks.size(), {});
+    for (std::uint32_t i = 0; i < trace_.weight_loads.size(); ++i) loads_of_[index(trace_.weight_loads[i].task)].push_back(i);
+    gangs_.resize(trace_.tasks.size());
+    std::vector<std::uint32_t> replayed;
+    for (std::uint32_t rec = 0; rec < trace_.tasks.size(); ++rec) {
+      TaskRecord& r = trace_.tasks[rec];
+      if (r.status != TaskStatus::completed) continue;  // kept as the plan left it
+      replayed.push_back(rec);
+      r.ready_s = r.start_s = r.compute_start_s = r.comm_start_s = r.end_s = kNever;
+      r.status = TaskStatus::queued;
+    }
+    std::stable_sort(replayed.begin(), replayed.end(), [&](std::uint32_t a, std::uint32_t b) {
+      return plan_.trace.tasks[a].start_s < plan_.trace.tasks[b].start_s;
+    });
+    sizes_.resize(gpus);
+    for (std::uint32_t rec : replayed) {
+      const TaskRecord& r = trace_.tasks[rec];
+      const TaskSpec& s = spec(rec);
+      if (r.gpu_count > 1) gangs_[rec] = std::make_unique<Gang>(r.gpu_count, &t0_);
+      for (std::uint32_t m = 0; m < r.gpu_count; ++m) {
+        const std::uint32_t g = index(gpu(rec, m));
+        if (!devices_[g]) devices_[g] = std::make_unique<Device>();
+        devices_[g]->order.push_back(rec);
+        Sizes& z = sizes_[g];
+        z.weights = std::max(z.weights, s.weights_bytes / s.gpus);
+        if (s.collective && r.gpu_count > 1) z.collective = std::max(z.collective, collective_floats(s));
+      }
+      const Workflow& wf = sc_.workflows[r.workflow];
+      for (std::uint32_t e : wf.inputs(r.task)) {
+        const GpuId from = gpu(record_of(r.instance, wf.edges[e].from), 0);
+        if (from == gpu(rec, 0)) continue;
+        sizes_[index(from)].outbox = std::max(sizes_[index(from)].outbox, wf.edges[e].bytes);
+        sizes_[index(gpu(rec, 0))].inbox = std::max(sizes_[index(gpu(rec, 0))].inbox, wf.edges[e].bytes);
+      }
+    }
+    for (std::uint32_t i = 0; i < trace_.weight_loads.size(); ++i) {
+      trace_.weight_loads[i].start_s = trace_.weight_loads[i].end_s = kNever;  // measured, or never run
+      host_weights_ = std::max(host_weights_, trace_.weight_loads[i].bytes);
+    }
+    total_ = replayed.size();
+  }
+
+  static std::size_t collective_floats(const TaskSpec& s) {
+    return static_cast<std::size_t>(std::ceil(s.collective->bytes * s.collective->compression / sizeof(float)));
+  }
+
+  // Refuses a plan whose buffers would not fit in half of this machine's memory.
+  void check_memory() const {
+    double need = host_weights_;
+    for (std::size_t g = 0; g < devices_.size(); ++g) {
+      if (!devices_[g]) continue;
+      const Sizes& z = sizes_[g];
+      need += z.outbox + z.inbox + z.weights + 2.0 * sizeof(float) * static_cast<double>(z.collective) + 100e6;
+    }
+    const double physical = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+    if (need > physical / 2) {
+      throw InputError({Problem{sc_.file, "", "the CPU backend would need " + format_quantity(need, Dimension::bytes) +
+                                                  " of memory for this scenario's weights and tensors; this machine has " +
+                                                  format_quantity(physical, Dimension::bytes) +
+                                                  " (scale the work down, e.g. fleetsim run --work-scale 0.001)"}});
+    }
+  }
+
+  void allocate(std::uint32_t g) {
+    Device& d = *devices_[g];
+    const Sizes& z = sizes_[g];
+    d.outbox.assign(static_cast<std::size_t>(z.outbox), std::byte{1});
+    d.inbox.assign(static_cast<std::size_t>(z.inbox), std::byte{0});
+    d.weights.assign(static_cast<std::size_t>(z.weights), std::byte{0});
+    d.collective.assign(2 * z.collective, 1.0f);
+    std::call_once(host_once_, [&] { host_store_.assign(static_cast<std::size_t>(host_weights_), std::byte{1}); });
+  }
+  // Blocks until the task's instance has arrived and every producer has ended. Returns the reason
+  // the task cannot run ("" when it can) and its ready time.
+  std::pair<std::string, double> wait_ready(std::uint32_t rec) {
+    const TaskRecord& r = trace_.tasks[rec];
+    const Workflow& wf = sc_.workflows[r.workflow];
+    const double arrival_s = trace_.instances[index(r.instance)].arrival_s;
+    std::unique_lock lock(mutex_);
+    const auto arrival = t0_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrival_s));
+    changed_.wait_until(lock, arrival, [&] { return Clock::now() >= arrival; });
+    double ready_s = arrival_s;
+    std::string reason;
+    for (std::uint32_t e : wf.inputs(r.task)) {
+      const std::uint32_t producer = record_of(r.instance, wf.edges[e].from);
+      changed_.wait(lock, [&] { return ended_[producer]; });
+      ready_s = std::max(ready_s, trace_.tasks[producer].end_s);
+      if (trace_.tasks[producer].status != TaskStatus::completed) reason = "its producer " + wf.tasks[wf.edges[e].from].name + " did not complete";
+    }
+    return {reason, ready_s};
+  }
+
+  void run_task(std::uint32_t g, std::uint32_t rec) {
+    const TaskSpec& s = spec(rec);
+    std::uint32_t member = 0;
+    while (index(gpu(rec, member)) != g) ++member;
+    Gang* gang = gangs_[rec].get();
+    auto pass = [&] { return gang != nullptr ? gang->pass() : now(); };
+    Device& d = *devices_[g];
+
+    auto [failure, ready_s] = wait_ready(rec);
+    const double start_s = pass();
+    auto attempt = [&](auto&& work) {
+      if (!failure.empty()) return;
+      try {
+        work();
+      } catch (const std::exception& e) {
+        failure = "on " + plan_.cluster.gpu_name(make_id<GpuId>(g)) + ": " + e.what();
+      }
+    };
+    std::unique_ptr<std::byte[]> working_set;
+    attempt([&] {
+      working_set = std::make_unique_for_overwrite<std::byte[]>(static_cast<std::size_t>(s.working_set_bytes) + 1);
+      for (std::uint32_t i : loads_of_[rec]) {
+        WeightLoad& load = trace_.weight_loads[i];
+        if (index(load.gpu) != g) continue;
+        load.start_s = now();
+        const Device* peer = load.peer ? devices_[index(*load.peer)].get() : nullptr;
+        const bool from_peer = peer != nullptr && static_cast<double>(peer->weights.size()) >= load.bytes;  // else the peer ran nothing this big
+        const std::byte* from = from_peer ? peer->weights.data() : host_store_.data();
+        std::memcpy(d.weights.data(), from, static_cast<std::size_t>(load.bytes));
+        load.end_s = now();
+      }
+      if (member != 0) return;
+      const TaskRecord& r = trace_.tasks[rec];
+      const Workflow& wf = sc_.workflows[r.workflow];
+      for (std::uint32_t e : wf.inputs(r.task)) {
+        const GpuId from = gpu(record_of(r.instance, wf.edges[e].from), 0);
+        if (index(from) == g) continue;
+        std::memcpy(d.inbox.data(), devices_[index(from)]->outbox.data(), static_cast<std::size_t>(wf.edges[e].bytes));
+      }
+    });
+    const double compute_start_s = pass();
+    attempt([&] {
+      const double share = trace_.tasks[rec].work_scale / s.gpus, per_launch = 1.0 / std::max<std::uint32_t>(s.launches, 1);
+      for (std::uint32_t l = 0; l < std::max<std::uint32_t>(s.launches, 1); ++l) {
+        d.scratch.gemm(s.flop * share * per_launch, s.dtype);
+        d.scratch.stream(s.bytes * share * per_launch);
+      }
+    });
+    const bool communicates = s.collective && gang != nullptr;
+    const double comm_start_s = communicates ? pass() : kNever;
+    if (communicates) {
+      // Every member takes every step, even after a failure, so no member waits forever.
+      std::vector<float*> buffers;
+      for (std::uint32_t m = 0; m < trace_.tasks[rec].gpu_count; ++m) buffers.push_back(devices_[index(gpu(rec, m))]->collective.data());
+      cpu::collective(s.collective->op, buffers, collective_floats(s), member, [&] { gang->pass(); });
+    }
+    working_set.reset();
+    TaskRecord& r = trace_.tasks[rec];
+    if (!failure.empty()) {
+      std::lock_guard lock(mutex_);
+      r.status = TaskStatus::failed;
+      r.reason = trace_.add_reason(failure);
+    }
+    const double end_s = pass();  // after every member's failure is recorded
+    if (member != 0) return;
+    std::lock_guard lock(mutex_);
+    r.ready_s = ready_s;
+    r.start_s = start_s;
+    r.compute_start_s = compute_start_s;
+    r.comm_start_s = comm_start_s;
+    r.end_s = end_s;
+    if (r.status != TaskStatus::failed) r.status = TaskStatus::completed;
+    ended_[rec] = 1;
+    changed_.notify_all();
+    ++done_;
+    if (options_.progress) options_.progress(done_, total_);
+  }
+
+  RunResult result() {
+    RunResult out{.cluster = plan_.cluster, .topology = Topology(plan_.cluster, sc_.cluster.fabric), .trace = std::move(trace_),
+                  .summary = {}, .link_bytes = {}, .link_samples = {}, .vram_samples = {}};
+    double end_s = 0;
+    for (InstanceRecord& inst : out.trace.instances) inst.end_s = kNever;
+    std::vector<std::uint32_t> left(out.trace.instances.size(), 0);
+    for (const TaskRecord& r : out.trace.tasks) {
+      if (r.status != TaskStatus::completed) ++left[index(r.instance)];
+    }
+    for (const TaskRecord& r : out.trace.tasks) {
+      InstanceRecord& inst = out.trace.instances[index(r.instance)];
+      if (r.status == TaskStatus::failed) inst.failed = true;
+      if (r.end_s != kNever) end_s = std::max(end_s, r.end_s);
+      if (left[index(r.instance)] == 0) inst.end_s = std::max(inst.end_s, r.end_s);
+    }
+    out.link_bytes.assign(out.topology.links().size(), 0.0);
+    out.summary = summarize(sc_, out.cluster, out.topology, out.trace, out.link_bytes, end_s, false, plan_.summary.seed, 0);
+    return out;
+  }
+
+  struct Sizes {
+    double outbox = 0, inbox = 0, weights = 0;
+    std::size_t collective = 0;
+  };
+
+  const Scenario& sc_;
+  const RunResult& plan_;
+  const ExecOptions& options_;
+  Trace trace_;
+  Clock::time_point t0_;
+  std::vector<std::unique_ptr<Device>> devices_;  // per GPU of the plan; null when it runs nothing
+  std::vector<Sizes> sizes_;
+  std::vector<std::uint32_t> first_record_;
+  std::vector<std::vector<std::uint32_t>> loads_of_;
+  std::vector<std::unique_ptr<Gang>> gangs_;
+  double host_weights_ = 0;
+  std::vector<std::byte> host_store_;  // weights in host memory, the source of loads
+  std::once_flag host_once_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::uint8_t> ended_ = std::vector<std::uint8_t>(trace_.tasks.size(), 0);
+  std::size_t done_ = 0, total_ = 0;
+};
+
+}  // namespace
+
+RunResult execute_on_cpu(const Scenario& scenario, const RunResult& plan, const ExecOptions& options) {
+  return CpuRun(scenario, plan, options).run();
+}
+
+double cpu_seconds_estimate(const Scenario& scenario, const RunResult& plan) {
+  const GpuType& core = *Catalog::builtin().gpu("cpu-core");
+  std::vector<double> busy(plan.cluster.gpu_count(), 0.0);
+  for (const TaskRecord& r : plan.trace.tasks) {
+    if (r.status != TaskStatus::completed) continue;
+    const TaskSpec& s = scenario.workflows[r.workflow].tasks[r.task];
+    const double share = r.work_scale / s.gpus;
+    const double t = estimate_compute(core, s.flop * share, s.bytes * share, s.dtype, s.launches).total_s();
+    for (std::uint32_t m = 0; m < r.gpu_count; ++m) busy[index(plan.trace.gpus[r.gpu_begin + m])] += t;
+  }
+  return busy.empty() ? 0.0 : *std::max_element(busy.begin(), busy.end());
+}
+
+Scenario scale_work(Scenario scenario, double factor) {
+  for (Workflow& wf : scenario.workflows) {
+    for (TaskSpec& t : wf.tasks) {
+      t.weights_bytes *= factor;
+      t.working_set_bytes *= factor;
+      t.flop *= factor;
+      t.bytes *= factor;
+      if (t.collective) t.collective->bytes *= factor;
+    }
+    for (EdgeSpec& e : wf.edges) e.bytes *= factor;
+  }
+  return scenario;
+}
+
+}  // namespace fleetsim

@@ -1,0 +1,59 @@
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+
+#include "fleetsim/report.hpp"
+
+namespace fleetsim {
+namespace {
+
+std::string task_label(const Scenario& sc, const TaskRecord& r) {
+  return sc.workflows[r.workflow].id + "#" + std::to_string(index(r.instance)) + "/" + sc.workflows[r.workflow].tasks[r.task].name;
+}
+
+}  // namespace
+
+void write_schedule_text(std::ostream& out, const Scenario& sc, const RunResult& plan) {
+  std::vector<std::vector<std::uint32_t>> by_gpu(plan.cluster.gpu_count());
+  for (std::uint32_t i = 0; i < plan.trace.tasks.size(); ++i) {
+    const TaskRecord& r = plan.trace.tasks[i];
+    if (r.start_s == kNever) continue;
+    for (std::uint32_t m = 0; m < r.gpu_count; ++m) by_gpu[index(plan.trace.gpus[r.gpu_begin + m])].push_back(i);
+  }
+  char line[256];
+  for (std::uint32_t g = 0; g < by_gpu.size(); ++g) {
+    std::vector<std::uint32_t>& tasks = by_gpu[g];
+    if (tasks.empty()) continue;
+    std::stable_sort(tasks.begin(), tasks.end(),
+                     [&](std::uint32_t a, std::uint32_t b) { return plan.trace.tasks[a].start_s < plan.trace.tasks[b].start_s; });
+    out << plan.cluster.gpu_name(make_id<GpuId>(g)) << " (" << tasks.size() << " tasks)\n";
+    for (std::uint32_t i : tasks) {
+      const TaskRecord& r = plan.trace.tasks[i];
+      std::snprintf(line, sizeof line, "  %12.6f %12.6f  %-9s ", r.start_s, r.end_s, std::string(task_status_name(r.status)).c_str());
+      out << line << task_label(sc, r) << (r.gpu_count > 1 ? " (gang of " + std::to_string(r.gpu_count) + ")" : "") << '\n';
+    }
+  }
+}
+
+void write_trace_diff_text(std::ostream& out, const TraceDiff& diff) {
+  char line[256];
+  std::snprintf(line, sizeof line, "tasks compared      %zu\n", diff.tasks.size());
+  out << line;
+  std::snprintf(line, sizeof line, "task error          median %.1f%%  p90 %.1f%%  max %.1f%%  mean (MAPE) %.1f%%\n",
+                100 * diff.median_abs_error, 100 * diff.p90_abs_error, 100 * diff.max_abs_error, 100 * diff.mean_abs_error);
+  out << line;
+  std::snprintf(line, sizeof line, "makespan            predicted %.6g s  measured %.6g s  error %+.1f%%\n", diff.predicted_makespan_s,
+                diff.measured_makespan_s, 100 * diff.makespan_error());
+  out << line;
+}
+
+void write_trace_diff_csv(std::ostream& out, const Scenario& sc, const Trace& measured, const TraceDiff& diff) {
+  out << "task,predicted_s,measured_s,relative_error\n";
+  char line[128];
+  for (const TaskError& e : diff.tasks) {
+    std::snprintf(line, sizeof line, ",%.9g,%.9g,%.6f\n", e.predicted_s, e.measured_s, e.relative());
+    out << task_label(sc, measured.tasks[e.record]) << line;
+  }
+}
+
+}  // namespace fleetsim

@@ -1,0 +1,147 @@
+// Real execution on the CPU backend: the kernels compute what they claim, and a replayed plan runs
+// the same tasks on the same devices, in an order that respects every dependency and device.
+#include <catch2/catch.hpp>
+#include <barrier>
+#include <random>
+#include <thread>
+
+#include "fleetsim/cpu_kernels.hpp"
+#include "fleetsim/error.hpp"
+#include "fleetsim/realexec.hpp"
+#include "fleetsim/trace_diff.hpp"
+
+using namespace fleetsim;
+
+namespace {
+
+// Runs `op` over `ranks` threads on random buffers; returns the buffers before and after.
+std::pair<std::vector<std::vector<float>>, std::vector<std::vector<float>>> run_collective(CollectiveOp op, std::size_t ranks,
+                                                                                          std::size_t count) {
+  std::mt19937 rng(static_cast<unsigned>(ranks * 1000 + count));
+  std::uniform_real_distribution<float> value(-1, 1);
+  std::vector<std::vector<float>> buffers(ranks, std::vector<float>(2 * count));
+  for (auto& b : buffers) {
+    for (float& x : b) x = value(rng);
+  }
+  const auto before = buffers;
+  std::vector<float*> pointers;
+  for (auto& b : buffers) pointers.push_back(b.data());
+  std::barrier step(static_cast<std::ptrdiff_t>(ranks));
+  {
+    std::vector<std::jthread> threads;
+    for (std::size_t r = 0; r < ranks; ++r) {
+      threads.emplace_back([&, r] { cpu::collective(op, pointers, count, r, [&] { step.arrive_and_wait(); }); });
+    }
+  }
+  return {before, buffers};
+}
+
+const Scenario& validation_scenario() {
+  static const Scenario sc = scale_work(load_scenario(FLEETSIM_SOURCE_DIR "/scenarios/cpu-validate.json"), 0.05);
+  return sc;
+}
+
+}  // namespace
+
+TEST_CASE("the CPU backend's ring all-reduce leaves the element-wise sum in every buffer") {
+  for (std::size_t ranks : {2u, 3u, 4u}) {
+    for (std::size_t count : {1u, 7u, 1000u}) {
+      const auto [before, after] = run_collective(CollectiveOp::all_reduce, ranks, count);
+      for (std::size_t i = 0; i < count; ++i) {
+        double sum = 0;
+        for (const auto& b : before) sum += b[i];
+        for (const auto& a : after) REQUIRE(a[i] == Approx(sum).margin(1e-5));
+      }
+    }
+  }
+}
+
+TEST_CASE("the CPU backend's all-gather gives every rank every rank's chunk") {
+  const std::size_t ranks = 4, count = 100;
+  const auto [before, after] = run_collective(CollectiveOp::all_gather, ranks, count);
+  for (std::size_t r = 0; r < ranks; ++r) {
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::size_t owner = i * ranks / count;  // chunk k is [k count / ranks, (k+1) count / ranks)
+      REQUIRE(after[r][i] == before[owner][i]);
+    }
+  }
+}
+
+TEST_CASE("a replayed plan runs the same tasks on the same devices, respecting dependencies and devices") {
+  const Scenario& sc = validation_scenario();
+  const RunResult plan = simulate(sc);
+  std::size_t progress_calls = 0;
+  const RunResult measured = execute_on_cpu(sc, plan, {.progress = [&](std::size_t, std::size_t) { ++progress_calls; }});
+  REQUIRE(measured.trace.tasks.size() == plan.trace.tasks.size());
+  CHECK(progress_calls == plan.trace.tasks.size());
+  CHECK(measured.summary.tasks.completed == plan.summary.tasks.completed);
+  const Workflow& wf = sc.workflows[0];
+  for (std::size_t i = 0; i < measured.trace.tasks.size(); ++i) {
+    const TaskRecord& m = measured.trace.tasks[i];
+    const TaskRecord& p = plan.trace.tasks[i];
+    REQUIRE(m.status == TaskStatus::completed);
+    REQUIRE(m.gpu_count == p.gpu_count);
+    for (std::uint32_t k = 0; k < m.gpu_count; ++k) REQUIRE(measured.trace.gpus[m.gpu_begin + k] == plan.trace.gpus[p.gpu_begin + k]);
+    REQUIRE(m.ready_s <= m.start_s);
+    REQUIRE(m.start_s <= m.compute_start_s);
+    REQUIRE(m.compute_start_s < m.end_s);
+    REQUIRE(m.start_s >= measured.trace.instances[index(m.instance)].arrival_s);
+    // Producers ended before their consumers started.
+    for (std::uint32_t e : wf.inputs(m.task)) {
+      const TaskRecord& producer = measured.trace.tasks[i - m.task + wf.edges[e].from];
+      REQUIRE(producer.end_s <= m.start_s);
+    }
+    // No two tasks overlap on a device.
+    for (std::size_t j = 0; j < i; ++j) {
+      const TaskRecord& o = measured.trace.tasks[j];
+      bool shared = false;
+      for (std::uint32_t a = 0; a < m.gpu_count; ++a) {
+        for (std::uint32_t b = 0; b < o.gpu_count; ++b) shared = shared || measured.trace.gpus[m.gpu_begin + a] == measured.trace.gpus[o.gpu_begin + b];
+      }
+      if (shared) REQUIRE((o.end_s <= m.start_s || m.end_s <= o.start_s));
+    }
+  }
+  // The plan's weight loads were made again, inside their tasks' placement phase.
+  REQUIRE(measured.trace.weight_loads.size() == plan.trace.weight_loads.size());
+  CHECK(!plan.trace.weight_loads.empty());
+  for (const WeightLoad& load : measured.trace.weight_loads) {
+    const TaskRecord& r = measured.trace.tasks[index(load.task)];
+    REQUIRE(load.start_s >= r.start_s);
+    REQUIRE(load.end_s <= r.compute_start_s);
+  }
+  CHECK(measured.summary.weight_loads == plan.summary.weight_loads);
+  const TraceDiff diff = diff_traces(plan.trace, measured.trace);
+  CHECK(diff.tasks.size() == plan.trace.tasks.size());
+  CHECK(diff.measured_makespan_s > 0);
+}
+
+TEST_CASE("the CPU backend refuses a plan that would not fit in this machine's memory, naming the way out") {
+  const ScenarioEdit roomy{"/cluster/nodes/0/gpu_overrides", R"({"vram": "1 PB"})"};
+  const Scenario huge = scale_work(load_scenario(FLEETSIM_SOURCE_DIR "/scenarios/cpu-validate.json", {&roomy, 1}), 1e5);
+  const RunResult plan = simulate(huge);
+  REQUIRE_THROWS_WITH(execute_on_cpu(huge, plan), Catch::Contains("--work-scale"));
+  CHECK(cpu_seconds_estimate(huge, plan) > 1e4);
+}
+
+TEST_CASE("traces of different tasks cannot be compared") {
+  const RunResult a = simulate(validation_scenario());
+  Trace shorter = a.trace;
+  shorter.tasks.pop_back();
+  REQUIRE_THROWS_AS(diff_traces(a.trace, shorter), std::invalid_argument);
+  Trace moved = a.trace;
+  moved.gpus[moved.tasks[0].gpu_begin] = make_id<GpuId>(1 - index(moved.gpus[moved.tasks[0].gpu_begin]));
+  REQUIRE_THROWS_AS(diff_traces(a.trace, moved), std::invalid_argument);
+}
+
+TEST_CASE("scaling the work scales every size of a task and nothing else") {
+  const Scenario& base = load_scenario(FLEETSIM_SOURCE_DIR "/scenarios/cpu-validate.json");
+  const Scenario half = scale_work(base, 0.5);
+  const TaskSpec& a = base.workflows[0].tasks[3];
+  const TaskSpec& b = half.workflows[0].tasks[3];
+  CHECK(b.flop == a.flop / 2);
+  CHECK(b.bytes == a.bytes / 2);
+  CHECK(b.working_set_bytes == a.working_set_bytes / 2);
+  CHECK(b.collective->bytes == a.collective->bytes / 2);
+  CHECK(b.launches == a.launches);
+  CHECK(half.workflows[0].edges[0].bytes == base.workflows[0].edges[0].bytes / 2);
+}
