@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "fleetsim/collective.hpp"
 #include "fleetsim/compare.hpp"
@@ -15,6 +16,8 @@
 #include "fleetsim/import.hpp"
 #include "fleetsim/topology.hpp"
 #include "fleetsim/units.hpp"
+#include "fleetsim/calibrate.hpp"
+#include "fleetsim/profile.hpp"
 #include "fleetsim/realexec.hpp"
 #include "fleetsim/report.hpp"
 #include "fleetsim/simulation.hpp"
@@ -37,6 +40,7 @@ struct SimulateArgs {
   std::string out_dir;
   std::vector<std::string> sets;
   std::vector<std::string> plugins;
+  std::string profile;
   bool json = false;
 };
 
@@ -48,6 +52,8 @@ struct RunArgs {
   double max_seconds = 600;
   std::string out_dir;
   std::vector<std::string> sets;
+  std::string profile;
+  bool validate = false;  // a validation report: profile required, every file plus a scatter chart
   bool dry_run = false;
   bool json = false;
 };
@@ -59,6 +65,7 @@ struct CompareArgs {
   unsigned threads = 0;
   std::vector<std::string> sets;
   std::vector<std::string> plugins;
+  std::string profile;
   std::string out_dir;
   bool json = false;
 };
@@ -106,6 +113,15 @@ std::vector<fleetsim::ScenarioEdit> parse_sets(const std::vector<std::string>& s
   return edits;
 }
 
+// The scenario as every command reads it: edits applied, then a calibration profile if one is given.
+fleetsim::Scenario read_scenario(const std::string& path, const std::vector<std::string>& sets, const std::string& profile) {
+  fleetsim::Scenario scenario = fleetsim::load_scenario(path, parse_sets(sets));
+  if (!profile.empty() && fleetsim::apply_profile(scenario, fleetsim::load_profile(profile)) == 0) {
+    std::cerr << "fleetsim: note: " << profile << " calibrates no GPU or link type of " << path << "\n";
+  }
+  return scenario;
+}
+
 // An imported workflow on stdout, or written to `out` with a one-line report.
 int emit_workflow(const fleetsim::Workflow& wf, const std::string& out) {
   const std::string json = fleetsim::workflow_json(wf);
@@ -145,7 +161,7 @@ std::vector<std::string> split_commas(const std::string& text) {
 
 int run_compare(const CompareArgs& args) {
   for (const std::string& plugin : args.plugins) fleetsim::load_policy_plugin(plugin);
-  const fleetsim::Scenario scenario = fleetsim::load_scenario(args.scenario, parse_sets(args.sets));
+  const fleetsim::Scenario scenario = read_scenario(args.scenario, args.sets, args.profile);
   std::vector<std::string> policies = split_commas(args.policies);
   if (policies.empty()) {
     for (const fleetsim::PolicyInfo& p : fleetsim::policy_registry()) policies.push_back(p.name);
@@ -205,7 +221,7 @@ int run_collective(const CollectiveArgs& args) {
 
 int run_simulate(const SimulateArgs& args) {
   for (const std::string& plugin : args.plugins) fleetsim::load_policy_plugin(plugin);
-  const fleetsim::Scenario scenario = fleetsim::load_scenario(args.scenario, parse_sets(args.sets));
+  const fleetsim::Scenario scenario = read_scenario(args.scenario, args.sets, args.profile);
   const fleetsim::RunResult run = fleetsim::simulate(scenario, {.seed = args.seed, .record_link_samples = !args.out_dir.empty()});
   if (!args.out_dir.empty()) {
     const std::filesystem::path dir(args.out_dir);
@@ -234,7 +250,7 @@ int run_execute(const RunArgs& args) {
     throw fleetsim::InputError({fleetsim::Problem{"--backend", "", "expected cpu or cuda, found \"" + args.backend + "\""}});
   }
   if (!(args.work_scale > 0)) throw fleetsim::InputError({fleetsim::Problem{"--work-scale", "", "expected a positive number"}});
-  const fleetsim::Scenario scenario = fleetsim::scale_work(fleetsim::load_scenario(args.scenario, parse_sets(args.sets)), args.work_scale);
+  const fleetsim::Scenario scenario = fleetsim::scale_work(read_scenario(args.scenario, args.sets, args.profile), args.work_scale);
   const fleetsim::RunResult plan = fleetsim::simulate(scenario, {.seed = args.seed});
   if (args.dry_run) {
     fleetsim::write_schedule_text(std::cout, scenario, plan);
@@ -252,25 +268,60 @@ int run_execute(const RunArgs& args) {
   }
   const fleetsim::RunResult measured = fleetsim::execute_on_cpu(scenario, plan, {.progress = progress_line("tasks")});
   const fleetsim::TraceDiff diff = fleetsim::diff_traces(plan.trace, measured.trace);
+  std::ostringstream comparison;
+  comparison << "predicted (simulated" << (args.profile.empty() ? "" : ", profile " + args.profile) << ") against measured (backend "
+             << args.backend << ")\n";
+  fleetsim::write_trace_diff_text(comparison, diff);
+  std::vector<std::string> written;
   if (!args.out_dir.empty()) {
     const std::filesystem::path dir(args.out_dir);
     std::filesystem::create_directories(dir);
-    write_file(dir / "summary.json", "the summary", [&](std::ostream& o) { o << fleetsim::summary_json(measured.summary); });
-    write_file(dir / "trace.csv", "the measured trace", [&](std::ostream& o) { fleetsim::write_trace_csv(o, scenario, measured); });
-    write_file(dir / "trace.json", "the measured trace", [&](std::ostream& o) { fleetsim::write_trace_json(o, scenario, measured); });
-    write_file(dir / "predicted_trace.csv", "the plan", [&](std::ostream& o) { fleetsim::write_trace_csv(o, scenario, plan); });
-    write_file(dir / "task_errors.csv", "the task errors", [&](std::ostream& o) { fleetsim::write_trace_diff_csv(o, scenario, measured.trace, diff); });
+    auto write = [&](const std::string& name, const std::string& what, const std::function<void(std::ostream&)>& body) {
+      write_file(dir / name, what, body);
+      written.push_back(name);
+    };
+    write("summary.json", "the summary", [&](std::ostream& o) { o << fleetsim::summary_json(measured.summary); });
+    write("trace.csv", "the measured trace", [&](std::ostream& o) { fleetsim::write_trace_csv(o, scenario, measured); });
+    write("trace.json", "the measured trace", [&](std::ostream& o) { fleetsim::write_trace_json(o, scenario, measured); });
+    write("predicted_trace.csv", "the plan", [&](std::ostream& o) { fleetsim::write_trace_csv(o, scenario, plan); });
+    write("task_errors.csv", "the task errors", [&](std::ostream& o) { fleetsim::write_trace_diff_csv(o, scenario, measured.trace, diff); });
+    if (args.validate) {
+      write("validation.txt", "the validation table", [&](std::ostream& o) { o << comparison.str(); });
+      write("scatter.svg", "the scatter chart", [&](std::ostream& o) { fleetsim::write_trace_diff_svg(o, scenario.name + ": predicted against measured", diff); });
+    }
   }
   if (args.json) {
     std::cout << fleetsim::summary_json(measured.summary);
     return kOk;
   }
-  fleetsim::write_summary_text(std::cout, scenario, measured.summary);
-  std::cout << "\npredicted (simulated) against measured (backend " << args.backend << ")\n";
-  fleetsim::write_trace_diff_text(std::cout, diff);
-  if (!args.out_dir.empty()) {
-    std::cout << "\nwrote summary.json, trace.csv, trace.json, predicted_trace.csv, task_errors.csv to " << args.out_dir << "\n";
+  if (!args.validate) {
+    fleetsim::write_summary_text(std::cout, scenario, measured.summary);
+    std::cout << '\n';
   }
+  std::cout << comparison.str();
+  if (!written.empty()) {
+    std::cout << "\nwrote";
+    for (std::size_t i = 0; i < written.size(); ++i) std::cout << (i ? ", " : " ") << written[i];
+    std::cout << " to " << args.out_dir << "\n";
+  }
+  return kOk;
+}
+
+int run_calibrate(const std::string& backend, const std::string& out, int repeats, const std::string& command) {
+  if (backend != "cpu") {
+    throw fleetsim::InputError({fleetsim::Problem{"--backend", "", backend == "cuda" ? "this fleetsim was built without the CUDA backend"
+                                                                                    : "expected cpu or cuda, found \"" + backend + "\""}});
+  }
+  fleetsim::Profile profile = fleetsim::calibrate_cpu({.repeats = repeats, .progress = progress_line("points")});
+  profile.provenance.emplace_back("fleetsim", "0.1.0");
+  profile.provenance.emplace_back("command", command);
+  if (!out.empty()) {
+    const std::filesystem::path path(out);
+    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+    write_file(path, "the profile", [&](std::ostream& o) { o << fleetsim::profile_json(profile); });
+  }
+  fleetsim::write_profile_text(std::cout, profile);
+  if (!out.empty()) std::cout << "\nwrote " << out << "\n";
   return kOk;
 }
 
@@ -295,6 +346,7 @@ int main(int argc, char** argv) {
   simulate->add_flag("--json", sim.json, "Print the summary as JSON on stdout");
   simulate->add_option("--set", sim.sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
   simulate->add_option("--policy-plugin", sim.plugins, "Load a policy from a shared library (repeatable)");
+  simulate->add_option("--profile", sim.profile, "A calibration profile whose figures replace the catalog's (fleetsim calibrate)");
 
   RunArgs run;
   CLI::App* execute = app.add_subcommand("run", "Run a scenario's tasks for real on local devices, as the simulator scheduled them");
@@ -307,6 +359,27 @@ int main(int argc, char** argv) {
   execute->add_option("--set", run.sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
   execute->add_flag("--dry-run", run.dry_run, "Print the schedule (each device's tasks in order) and run nothing");
   execute->add_flag("--json", run.json, "Print the measured summary as JSON on stdout");
+  execute->add_option("--profile", run.profile, "A calibration profile whose figures replace the catalog's in the plan");
+
+  RunArgs val;
+  val.validate = true;
+  val.out_dir = "validation";
+  CLI::App* validate = app.add_subcommand("validate", "Run a scenario for real and in simulation with one schedule; report the prediction error");
+  validate->add_option("scenario", val.scenario, "Scenario file (JSON)")->required();
+  validate->add_option("--profile", val.profile, "Calibration profile of this machine (fleetsim calibrate --out)")->required();
+  validate->add_option("--backend", val.backend, "cpu (every machine) or cuda")->capture_default_str();
+  validate->add_option("--seed", val.seed, "Random seed of the plan (default: the scenario's)")->check(CLI::NonNegativeNumber);
+  validate->add_option("--work-scale", val.work_scale, "Multiply every task's work, memory and tensors")->capture_default_str();
+  validate->add_option("--max-seconds", val.max_seconds, "Refuse a run whose work would take one core longer than this")->capture_default_str();
+  validate->add_option("--out", val.out_dir, "Report directory: validation.txt, scatter.svg, task_errors.csv, both traces, summary.json")->capture_default_str();
+  validate->add_option("--set", val.sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
+
+  std::string cal_backend = "cpu", cal_out;
+  int cal_repeats = 5;
+  CLI::App* calibrate = app.add_subcommand("calibrate", "Measure this machine's devices with microbenchmarks; fit a profile for --profile");
+  calibrate->add_option("--backend", cal_backend, "cpu (every machine) or cuda")->capture_default_str();
+  calibrate->add_option("--out", cal_out, "Write the profile (JSON) here");
+  calibrate->add_option("--repeats", cal_repeats, "Timed runs per point (the median is kept)")->capture_default_str()->check(CLI::Range(1, 1000));
 
   bool policies_json = false;
   CLI::App* policies = app.add_subcommand("policies", "List the scheduling policies with their parameters");
@@ -320,6 +393,7 @@ int main(int argc, char** argv) {
   compare->add_option("--threads", cmp.threads, "Parallel runs (default: all cores)");
   compare->add_option("--set", cmp.sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
   compare->add_option("--policy-plugin", cmp.plugins, "Load a policy from a shared library (repeatable)");
+  compare->add_option("--profile", cmp.profile, "A calibration profile whose figures replace the catalog's (fleetsim calibrate)");
   compare->add_option("--out", cmp.out_dir, "Write comparison.csv (one row per run) and comparison.json here");
   compare->add_flag("--json", cmp.json, "Print JSON instead of the table");
 
@@ -368,6 +442,12 @@ int main(int argc, char** argv) {
     if (*simulate) return run_simulate(sim);
     if (*collective) return run_collective(coll);
     if (*execute) return run_execute(run);
+    if (*validate) return run_execute(val);
+    if (*calibrate) {
+      std::string command = "fleetsim";
+      for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+      return run_calibrate(cal_backend, cal_out, cal_repeats, command);
+    }
     if (*compare) return run_compare(cmp);
     if (*import_wfc) {
       const fleetsim::GpuType* reference = fleetsim::Catalog::builtin().gpu(wfc_reference);

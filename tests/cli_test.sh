@@ -100,5 +100,23 @@ check "run refuses hours of work and says how to shrink it" grep -q "run it with
 "$fleetsim" run "$src/scenarios/cpu-validate.json" --backend cuda 2>"$tmp/cuda.err"
 check "run --backend cuda says it is not built" grep -q "without the CUDA backend" "$tmp/cuda.err"
 
+# Calibration, then validation with the profile it wrote.
+"$fleetsim" calibrate --repeats 1 --out "$tmp/prof/cpu.json" >"$tmp/cal.txt"
+check "calibrate exits 0" test $? -eq 0
+check "calibrate fits the cpu-core device" grep -q "cpu-core: fp64" "$tmp/cal.txt"
+check "calibrate writes a profile with provenance" grep -q '"provenance"' "$tmp/prof/cpu.json"
+"$fleetsim" validate "$src/scenarios/cpu-validate.json" --profile "$tmp/prof/cpu.json" --work-scale 0.05 --out "$tmp/val" >"$tmp/val.txt"
+check "validate exits 0" test $? -eq 0
+check "validate prints the error table" grep -q "task error          median" "$tmp/val.txt"
+check "validate writes a scatter chart with one point per task" test "$(grep -c 'class="task"' "$tmp/val/scatter.svg")" -eq 15
+"$fleetsim" validate "$src/scenarios/cpu-validate.json" 2>"$tmp/noprof.err"
+check "validate needs a profile" test $? -eq 2
+echo '{"fleetsim_profile": 1, "provenance": {}, "gpus": {"cpu-core": {"launch_overhead": "soon"}}}' >"$tmp/bad-profile.json"
+"$fleetsim" simulate "$src/scenarios/cpu-validate.json" --profile "$tmp/bad-profile.json" >"$tmp/badprof.out" 2>"$tmp/badprof.err"
+check "a malformed profile is refused with its field named" grep -q "bad-profile.json: /gpus/cpu-core/launch_overhead" "$tmp/badprof.err"
+check "a malformed profile prints nothing on stdout" test ! -s "$tmp/badprof.out"
+"$fleetsim" calibrate --backend tpu 2>"$tmp/tpu.err"
+check "calibrate --backend tpu exits 2" test $? -eq 2
+
 echo "cli: $failures failed"
 test $failures -eq 0

@@ -289,3 +289,15 @@ TEST_CASE("every collective runs on a multi-node gang", "[network][collective]")
   CHECK_THROWS_AS(plan_collective(b.cluster, b.topology, CollectiveOp::all_gather, CollectiveAlgo::tree, gpus, 1e9),
                   std::invalid_argument);
 }
+
+TEST_CASE("links with zero latency still route, by the fewest hops") {
+  ClusterSpec spec = cluster_of("cpu-host", 1);
+  spec.groups[0].gpu_link.latency_s = 0;
+  spec.groups[0].host_link.latency_s = 0;
+  const Cluster cluster(spec);
+  const Topology topology(cluster, spec.fabric);
+  std::vector<std::uint32_t> route;
+  topology.route(topology.gpu_vertex(make_id<GpuId>(0)), topology.gpu_vertex(make_id<GpuId>(1)), 0, route);
+  CHECK(route.size() == 2);  // g0 > pcie0 > g1
+  CHECK(topology.latency_s(route) == 0);
+}

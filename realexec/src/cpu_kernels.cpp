@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 namespace fleetsim::cpu {
@@ -12,10 +13,11 @@ namespace {
 // Each streaming array is larger than a core's share of any current last-level cache.
 constexpr std::size_t kStreamFloats = std::size_t{1} << 22;  // 16 MiB per array
 
-template <typename Matrix>
+template <typename Scalar>
 struct Operands {
+  using Matrix = Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic>;
   Matrix a, b, c;
-  explicit Operands(int n) : a(Matrix::Constant(n, n, 0.5)), b(Matrix::Constant(n, n, 0.25)), c(Matrix::Zero(n, n)) {}
+  explicit Operands(int n) : a(Matrix::Constant(n, n, Scalar(0.5))), b(Matrix::Constant(n, n, Scalar(0.25))), c(Matrix::Zero(n, n)) {}
 
   void run(double flop) {
     const auto n = static_cast<double>(a.rows());
@@ -27,20 +29,23 @@ struct Operands {
   }
 };
 
-template <typename Matrix>
-void square(int n) {
-  Operands<Matrix> ops(n);
-  ops.c.noalias() = ops.a * ops.b;
+// Operands of the last size asked for, kept so that only the first call at a size allocates.
+template <typename Scalar>
+void square(std::optional<Operands<Scalar>>& ops, int n) {
+  if (!ops || ops->a.rows() != n) ops.emplace(n);
+  ops->c.noalias() = ops->a * ops->b;
 }
 
 }  // namespace
 
 struct Scratch::Impl {
-  Operands<Eigen::MatrixXf> f32{kGemmTile};
-  Operands<Eigen::MatrixXd> f64{kGemmTile};
+  Operands<float> f32{kGemmTile};
+  Operands<double> f64{kGemmTile};
   std::vector<float> a = std::vector<float>(kStreamFloats, 0.0f), b = std::vector<float>(kStreamFloats, 1.0f),
                      c = std::vector<float>(kStreamFloats, 2.0f);
   std::size_t cursor = 0;  // where the next triad begins
+  std::optional<Operands<float>> square32;
+  std::optional<Operands<double>> square64;
 };
 
 Scratch::Scratch() : impl_(std::make_unique<Impl>()) {}
@@ -57,9 +62,9 @@ void Scratch::gemm(double flop, Dtype dtype) {
 
 void Scratch::gemm_square(int n, Dtype dtype) {
   if (dtype == Dtype::fp64) {
-    square<Eigen::MatrixXd>(n);
+    square(impl_->square64, n);
   } else {
-    square<Eigen::MatrixXf>(n);
+    square(impl_->square32, n);
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include "fleetsim/catalog.hpp"
 #include "fleetsim/error.hpp"
+#include "fleetsim/profile.hpp"
 #include "fleetsim/scenario.hpp"
 #include "fleetsim/units.hpp"
 #include "fleetsim/workflow.hpp"
@@ -15,7 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   const std::string text(reinterpret_cast<const char*>(data + 1), size - 1);
   try {
-    switch (data[0] % 4) {
+    switch (data[0] % 5) {
       case 0: fleetsim::parse_scenario(text, "fuzz.json", ""); break;
       case 1: fleetsim::parse_workflow(text, "fuzz.json", fleetsim::Catalog::builtin()); break;
       case 2: {
@@ -32,6 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           }
         }
         break;
+      case 4: fleetsim::parse_profile(text, "fuzz.json"); break;
     }
   } catch (const fleetsim::InputError&) {
   }

@@ -24,7 +24,7 @@ class Scratch {
   // GEMMs totalling `flop` (2 per multiply-add): square tiles of kGemmTile, then one narrower
   // product for the remainder. fp64 runs in double precision, every other dtype in fp32.
   void gemm(double flop, Dtype dtype);
-  // A square GEMM of side n, for size sweeps.
+  // A square GEMM of side n, for size sweeps. The first call at a size allocates its operands.
   void gemm_square(int n, Dtype dtype);
   // Moves `bytes` through memory with the STREAM triad a = b + s*c (two reads and one write per
   // element, 12 bytes in fp32), walking on through arrays larger than the caches.

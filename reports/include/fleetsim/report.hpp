@@ -9,6 +9,7 @@
 #include "fleetsim/catalog.hpp"
 #include "fleetsim/collective.hpp"
 #include "fleetsim/compare.hpp"
+#include "fleetsim/profile.hpp"
 #include "fleetsim/simulation.hpp"
 #include "fleetsim/trace_diff.hpp"
 
@@ -36,6 +37,12 @@ void write_schedule_text(std::ostream& out, const Scenario& scenario, const RunR
 // Predicted against measured: task errors and makespans; per task as CSV.
 void write_trace_diff_text(std::ostream& out, const TraceDiff& diff);
 void write_trace_diff_csv(std::ostream& out, const Scenario& scenario, const Trace& measured, const TraceDiff& diff);
+// Predicted against measured task durations as a self-contained SVG scatter on log-log axes.
+void write_trace_diff_svg(std::ostream& out, const std::string& title, const TraceDiff& diff);
+
+// A calibration profile: the file `--profile` reads, and a readable table of its points and fits.
+std::string profile_json(const Profile& profile);
+void write_profile_text(std::ostream& out, const Profile& profile);
 
 // A policy comparison: one row per metric, one column per policy, mean +- 95% CI half-width.
 void write_comparison_text(std::ostream& out, const std::string& scenario, unsigned seeds,

@@ -16,8 +16,9 @@ namespace {
 
 constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
 
-// Latencies as integer picoseconds, so equal-cost paths compare exactly equal.
-std::uint64_t weight_of(double latency_s) { return static_cast<std::uint64_t>(std::llround(latency_s * 1e12)); }
+// Latencies as integer picoseconds, so equal-cost paths compare exactly equal, plus one per hop: of
+// equal-latency paths the shortest wins, and a walk over zero-latency links still makes progress.
+std::uint64_t weight_of(double latency_s) { return static_cast<std::uint64_t>(std::llround(latency_s * 1e12)) + 1; }
 
 std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
   std::uint64_t x = a ^ (b + 0x9E3779B97F4A7C15ull + (a << 6) + (a >> 2));

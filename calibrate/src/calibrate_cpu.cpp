@@ -1,0 +1,152 @@
+#include <Eigen/Core>
+#include <algorithm>
+#include <barrier>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <thread>
+
+#include "fleetsim/calibrate.hpp"
+#include "fleetsim/cpu_kernels.hpp"
+#include "fleetsim/fit.hpp"
+#include "fleetsim/units.hpp"
+
+namespace fleetsim {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median_of(std::vector<double> values) {
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2), values.end());
+  return values[values.size() / 2];
+}
+
+// One warm-up, then the median of `repeats` timed runs, each begun together with the other workers'.
+double median_seconds(int repeats, const std::function<void()>& run, std::barrier<>& sync) {
+  sync.arrive_and_wait();
+  run();
+  std::vector<double> times;
+  for (int i = 0; i < repeats; ++i) {
+    sync.arrive_and_wait();
+    const auto t0 = Clock::now();
+    run();
+    times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return median_of(std::move(times));
+}
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown CPU";
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return buf;
+}
+
+template <typename Fit>
+AlphaBeta fit_points(const std::vector<Measurement>& points, std::string_view kernel, Dtype dtype, Fit fit) {
+  std::vector<double> sizes, seconds;
+  for (const Measurement& m : points) {
+    if (m.kernel == kernel && m.dtype == dtype) {
+      sizes.push_back(m.size);
+      seconds.push_back(m.seconds);
+    }
+  }
+  return fit(sizes, seconds);
+}
+
+}  // namespace
+
+Profile calibrate_cpu(const CalibrateOptions& options) {
+  constexpr double kTile = 2.0 * cpu::Scratch::kGemmTile * cpu::Scratch::kGemmTile * cpu::Scratch::kGemmTile;
+  struct Point {
+    std::string kernel;
+    Dtype dtype;
+    double size;
+  };
+  std::vector<Point> plan;
+  for (Dtype d : {Dtype::fp32, Dtype::fp64}) {
+    for (double tiles : {1.0, 2.5, 4.0, 8.0, 16.5, 32.0}) plan.push_back({"gemm", d, tiles * kTile});
+    for (int n : {32, 64, 128, 256, 512, 1024}) plan.push_back({"gemm-square", d, static_cast<double>(n)});
+  }
+  // Sizes past the caches, where tasks' traffic, weights and tensors live; smaller ones would fit a
+  // cache's bandwidth, not memory's.
+  for (double mb : {32.0, 128.0, 256.0, 512.0}) plan.push_back({"stream", Dtype::fp32, mb * 1e6});
+  for (double mb : {8.0, 32.0, 128.0, 256.0}) plan.push_back({"memcpy", Dtype::fp32, mb * 1e6});
+  // A launch: one call of each kernel with next to no work (one GEMM column, one triad element).
+  plan.push_back({"launch", Dtype::fp32, 0});
+
+  Profile p;
+  // Every point runs on `workers` threads at once, started together, because that is how the backend
+  // runs a scenario: its devices share the machine's memory bandwidth, caches and clock boost, and a
+  // core measured alone is faster than one of two busy cores (on a 2-core VM, the validation graph's
+  // memory-bound tasks ran 15-30% slower than a lone-thread calibration predicted). Each thread keeps
+  // the median of its runs; the point records the median over threads.
+  const unsigned workers = options.workers > 0 ? options.workers : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::vector<double>> seconds(plan.size(), std::vector<double>(workers, 0.0));
+  std::barrier<> sync(static_cast<std::ptrdiff_t>(workers));
+  {
+    std::vector<std::jthread> threads;
+    for (unsigned w = 0; w < workers; ++w) {
+      threads.emplace_back([&, w] {
+        cpu::Scratch scratch;
+        std::vector<std::byte> from(256'000'000, std::byte{1}), to(256'000'000, std::byte{0});
+        for (std::size_t i = 0; i < plan.size(); ++i) {
+          const Point& pt = plan[i];
+          std::function<void()> run;
+          if (pt.kernel == "gemm") run = [&] { scratch.gemm(pt.size, pt.dtype); };
+          if (pt.kernel == "gemm-square") run = [&] { scratch.gemm_square(static_cast<int>(pt.size), pt.dtype); };
+          if (pt.kernel == "stream") run = [&] { scratch.stream(pt.size); };
+          if (pt.kernel == "memcpy") run = [&] { std::memcpy(to.data(), from.data(), static_cast<std::size_t>(pt.size)); };
+          if (pt.kernel == "launch") {
+            run = [&] {
+              scratch.gemm(2.0 * cpu::Scratch::kGemmTile * cpu::Scratch::kGemmTile, Dtype::fp32);
+              scratch.stream(3 * sizeof(float));
+            };
+          }
+          seconds[i][w] = median_seconds(options.repeats, run, sync);
+          if (w == 0 && options.progress) options.progress(i + 1, plan.size());
+        }
+      });
+    }
+  }
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    p.measurements.push_back({plan[i].kernel, plan[i].dtype, plan[i].size, median_of(seconds[i])});
+  }
+
+  // The model charges a task's FLOP and bytes at a rate with no fixed part (launches are measured on
+  // their own), so those fits go through the origin; a fixed part fitted here would be dropped by the
+  // model and leave its rate too high. Copies run over links, which do have a latency.
+  const AlphaBeta f32 = fit_points(p.measurements, "gemm", Dtype::fp32, fit_rate);
+  const AlphaBeta f64 = fit_points(p.measurements, "gemm", Dtype::fp64, fit_rate);
+  const AlphaBeta stream = fit_points(p.measurements, "stream", Dtype::fp32, fit_rate);
+  const AlphaBeta copy = fit_points(p.measurements, "memcpy", Dtype::fp32, fit_alpha_beta);
+  GpuCalibration core{.id = "cpu-core", .peak_flop_per_s = {}, .memory_bandwidth_Bps = stream.rate,
+                      .launch_overhead_s = p.measurements.back().seconds};
+  core.peak_flop_per_s[static_cast<std::size_t>(Dtype::fp32)] = f32.rate;
+  core.peak_flop_per_s[static_cast<std::size_t>(Dtype::fp64)] = f64.rate;
+  p.gpus.push_back(core);
+  p.links.push_back({.id = "host-memcpy", .bandwidth_Bps = copy.rate, .latency_s = copy.alpha_s});
+
+  p.provenance = {{"backend", "cpu"},
+                  {"device", cpu_model_name()},
+                  {"cores", std::to_string(std::thread::hardware_concurrency())},
+                  {"date", utc_now()},
+                  {"compiler", __VERSION__},
+                  {"eigen", std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
+                                std::to_string(EIGEN_MINOR_VERSION)},
+                  {"repeats", std::to_string(options.repeats)},
+                  {"workers", std::to_string(workers)}};
+  return p;
+}
+
+}  // namespace fleetsim

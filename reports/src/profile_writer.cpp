@@ -1,0 +1,88 @@
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "fleetsim/report.hpp"
+#include "fleetsim/units.hpp"
+
+namespace fleetsim {
+namespace {
+
+// Six significant digits in the base unit: exact enough to read back, and still a quantity.
+std::string quantity(double value, const char* unit) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.6g %s", value, unit);
+  return buf;
+}
+
+// What a measurement achieved, in the unit its kernel is judged by.
+std::string achieved(const Measurement& m) {
+  if (m.kernel == "gemm") return format_quantity(m.size / m.seconds, Dimension::flop_rate);
+  if (m.kernel == "launch") return std::string("-");
+  if (m.kernel == "gemm-square") return format_quantity(2 * m.size * m.size * m.size / m.seconds, Dimension::flop_rate);
+  return format_quantity(m.size / m.seconds, Dimension::bandwidth);
+}
+
+}  // namespace
+
+std::string profile_json(const Profile& p) {
+  using nlohmann::ordered_json;
+  ordered_json provenance = ordered_json::object();
+  for (const auto& [key, value] : p.provenance) provenance[key] = value;
+  ordered_json gpus = ordered_json::object();
+  for (const GpuCalibration& g : p.gpus) {
+    ordered_json entry = ordered_json::object(), peaks = ordered_json::object();
+    for (std::size_t d = 0; d < kDtypeCount; ++d) {
+      if (g.peak_flop_per_s[d]) peaks[std::string(dtype_name(static_cast<Dtype>(d)))] = quantity(*g.peak_flop_per_s[d], "FLOP/s");
+    }
+    if (!peaks.empty()) entry["peak_flops"] = peaks;
+    if (g.memory_bandwidth_Bps) entry["memory_bandwidth"] = quantity(*g.memory_bandwidth_Bps, "B/s");
+    if (g.launch_overhead_s) entry["launch_overhead"] = quantity(*g.launch_overhead_s, "s");
+    gpus[g.id] = entry;
+  }
+  ordered_json links = ordered_json::object();
+  for (const LinkCalibration& l : p.links) {
+    ordered_json entry = ordered_json::object();
+    if (l.bandwidth_Bps) entry["bandwidth"] = quantity(*l.bandwidth_Bps, "B/s");
+    if (l.latency_s) entry["latency"] = quantity(*l.latency_s, "s");
+    links[l.id] = entry;
+  }
+  ordered_json points = ordered_json::array();
+  for (const Measurement& m : p.measurements) {
+    points.push_back({{"kernel", m.kernel}, {"dtype", dtype_name(m.dtype)}, {"size", m.size}, {"seconds", m.seconds}});
+  }
+  ordered_json doc{{"fleetsim_profile", 1}, {"provenance", provenance}, {"gpus", gpus}, {"links", links}, {"measurements", points}};
+  return doc.dump(1) + "\n";
+}
+
+void write_profile_text(std::ostream& out, const Profile& p) {
+  for (const auto& [key, value] : p.provenance) out << key << std::string(key.size() < 10 ? 10 - key.size() : 1, ' ') << value << '\n';
+  out << "\nkernel        dtype   size          time        achieved\n";
+  char line[160];
+  for (const Measurement& m : p.measurements) {
+    const std::string size = m.kernel == "launch"    ? std::string("-")
+                             : m.kernel == "gemm-square" ? std::to_string(static_cast<int>(m.size)) + "^3"
+                             : m.kernel == "gemm"      ? format_quantity(m.size, Dimension::flop)
+                                                       : format_quantity(m.size, Dimension::bytes);
+    std::snprintf(line, sizeof line, "%-13s %-7s %-13s %-11s %s\n", m.kernel.c_str(), std::string(dtype_name(m.dtype)).c_str(), size.c_str(),
+                  format_quantity(m.seconds, Dimension::time).c_str(), achieved(m).c_str());
+    out << line;
+  }
+  out << "\nfitted (time = fixed cost + size / rate)\n";
+  for (const GpuCalibration& g : p.gpus) {
+    out << "  " << g.id << ":";
+    for (std::size_t d = 0; d < kDtypeCount; ++d) {
+      if (g.peak_flop_per_s[d]) out << ' ' << dtype_name(static_cast<Dtype>(d)) << ' ' << format_quantity(*g.peak_flop_per_s[d], Dimension::flop_rate);
+    }
+    if (g.memory_bandwidth_Bps) out << ", memory " << format_quantity(*g.memory_bandwidth_Bps, Dimension::bandwidth);
+    if (g.launch_overhead_s) out << ", launch " << format_quantity(*g.launch_overhead_s, Dimension::time);
+    out << '\n';
+  }
+  for (const LinkCalibration& l : p.links) {
+    out << "  " << l.id << ":";
+    if (l.bandwidth_Bps) out << ' ' << format_quantity(*l.bandwidth_Bps, Dimension::bandwidth);
+    if (l.latency_s) out << ", latency " << format_quantity(*l.latency_s, Dimension::time);
+    out << '\n';
+  }
+}
+
+}  // namespace fleetsim

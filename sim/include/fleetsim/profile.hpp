@@ -1,0 +1,53 @@
+// A calibration profile: figures measured on real devices (or read from outside measurements) that
+// replace the catalog's for the GPU and link types they name, with where and how they were measured.
+// `fleetsim calibrate` writes one; `--profile` applies it to a scenario.
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fleetsim/catalog.hpp"
+
+namespace fleetsim {
+
+struct Scenario;
+
+struct GpuCalibration {
+  std::string id;  // catalog GPU type
+  std::array<std::optional<double>, kDtypeCount> peak_flop_per_s;
+  std::optional<double> memory_bandwidth_Bps, launch_overhead_s;
+};
+
+struct LinkCalibration {
+  std::string id;  // catalog link type
+  std::optional<double> bandwidth_Bps, latency_s;
+};
+
+// One timed run of a microbenchmark: `size` is FLOP (gemm), a matrix side (gemm-square), bytes
+// (stream, memcpy) or 0 (launch: one call of each kernel with next to no work).
+struct Measurement {
+  std::string kernel;  // "gemm", "gemm-square", "stream", "memcpy", "launch"
+  Dtype dtype = Dtype::fp32;
+  double size = 0;
+  double seconds = 0;
+};
+
+struct Profile {
+  std::string file;
+  std::vector<std::pair<std::string, std::string>> provenance;  // device, date, command, versions...
+  std::vector<GpuCalibration> gpus;
+  std::vector<LinkCalibration> links;
+  std::vector<Measurement> measurements;  // the raw points the figures were fitted to
+};
+
+Profile load_profile(const std::string& path);
+Profile parse_profile(std::string_view json_text, const std::string& file_name);
+
+// Replaces the figures of every node group whose GPU type or link types the profile names. Returns
+// how many GPU and link entries of the scenario's cluster changed.
+std::size_t apply_profile(Scenario& scenario, const Profile& profile);
+
+}  // namespace fleetsim
