@@ -78,7 +78,12 @@ struct CollectiveArgs {
   std::string min = "8";
   std::string max = "8G";
   double factor = 2;
+  std::string profile;
   bool json = false;
+};
+
+struct NcclTestsArgs {
+  std::string file, node_type, op, algo = "ring", out;
 };
 
 // "8", "64K", "8G" as nccl-tests reads them (binary multiples), or a size with a unit ("1 GB").
@@ -116,7 +121,7 @@ std::vector<fleetsim::ScenarioEdit> parse_sets(const std::vector<std::string>& s
 // The scenario as every command reads it: edits applied, then a calibration profile if one is given.
 fleetsim::Scenario read_scenario(const std::string& path, const std::vector<std::string>& sets, const std::string& profile) {
   fleetsim::Scenario scenario = fleetsim::load_scenario(path, parse_sets(sets));
-  if (!profile.empty() && fleetsim::apply_profile(scenario, fleetsim::load_profile(profile)) == 0) {
+  if (!profile.empty() && fleetsim::apply_profile(scenario.cluster, fleetsim::load_profile(profile)) == 0) {
     std::cerr << "fleetsim: note: " << profile << " calibrates no GPU or link type of " << path << "\n";
   }
   return scenario;
@@ -196,6 +201,9 @@ int run_collective(const CollectiveArgs& args) {
   } else {
     spec = fleetsim::cluster_of(args.cluster, 1);  // reports the unknown node type
   }
+  if (!args.profile.empty() && fleetsim::apply_profile(spec, fleetsim::load_profile(args.profile)) == 0) {
+    std::cerr << "fleetsim: note: " << args.profile << " calibrates no GPU or link type of " << args.cluster << "\n";
+  }
   const fleetsim::Cluster cluster(spec);
   if (args.gpus < 1 || static_cast<std::uint32_t>(args.gpus) > cluster.gpu_count()) {
     throw fleetsim::InputError({fleetsim::Problem{"--gpus", "", "expected 1 to " + std::to_string(cluster.gpu_count()) +
@@ -215,6 +223,33 @@ int run_collective(const CollectiveArgs& args) {
     std::cout << fleetsim::collective_json(*op, gpus.size(), args.cluster, points);
   } else {
     fleetsim::write_collective_table(std::cout, *op, gpus.size(), args.cluster, points);
+  }
+  return kOk;
+}
+
+int run_import_nccl_tests(const NcclTestsArgs& args) {
+  const fleetsim::NcclTestsLog log = fleetsim::load_nccl_tests_log(args.file);
+  std::optional<fleetsim::CollectiveOp> op = log.op;
+  if (!args.op.empty()) {
+    op = fleetsim::parse_collective_op(args.op);
+    if (!op) throw fleetsim::InputError({fleetsim::Problem{"--op", "", "unknown collective \"" + args.op + "\""}});
+  }
+  if (!op) throw fleetsim::InputError({fleetsim::Problem{args.file, "", "the log does not name its test; say which collective ran with --op"}});
+  const auto algo = fleetsim::parse_collective_algo(args.algo);
+  if (!algo || *algo == fleetsim::CollectiveAlgo::automatic) {
+    throw fleetsim::InputError({fleetsim::Problem{"--algo", "", "expected ring, tree, nvls or direct (the algorithm NCCL ran), found \"" + args.algo + "\""}});
+  }
+  if (fleetsim::Catalog::builtin().node(args.node_type) == nullptr) {
+    throw fleetsim::InputError({fleetsim::Problem{"--node-type", "", "unknown node type \"" + args.node_type + "\" (fleetsim catalog lists them)"}});
+  }
+  fleetsim::NcclTestsFit fit = fleetsim::fit_nccl_tests(log, *op, *algo, args.node_type);
+  fleetsim::write_nccl_tests_fit_text(std::cout, log, *op, fit);
+  if (!args.out.empty()) {
+    fit.profile.provenance.emplace_back("fleetsim", "0.1.0");
+    const std::filesystem::path path(args.out);
+    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+    write_file(path, "the profile", [&](std::ostream& o) { o << fleetsim::profile_json(fit.profile); });
+    std::cout << "wrote " << args.out << "\n";
   }
   return kOk;
 }
@@ -404,6 +439,13 @@ int main(int argc, char** argv) {
   import_comfy->add_option("file", import_file, "ComfyUI prompt JSON")->required();
   import_comfy->add_option("--node-costs", import_costs, "Costs for node types fleetsim does not know (JSON)");
   import_comfy->add_option("--out", import_out, "Write the workflow here instead of stdout");
+  NcclTestsArgs nccl;
+  CLI::App* import_nccl = import->add_subcommand("nccl-tests", "An nccl-tests log (all_reduce_perf and friends), fitted to a node type's GPU link as a profile");
+  import_nccl->add_option("file", nccl.file, "The log as nccl-tests printed it")->required();
+  import_nccl->add_option("--node-type", nccl.node_type, "Catalog node type the run was made on (one node)")->required();
+  import_nccl->add_option("--op", nccl.op, "The collective, where the log does not name its test (older nccl-tests)");
+  import_nccl->add_option("--algo", nccl.algo, "The algorithm NCCL ran (set NCCL_ALGO when measuring): ring, tree, nvls or direct")->capture_default_str();
+  import_nccl->add_option("--out", nccl.out, "Write the profile here (for --profile)");
   std::string wfc_file, wfc_out, wfc_reference = "h100-sxm";
   CLI::App* import_wfc = import->add_subcommand("wfcommons", "A WfCommons WfFormat instance (schema 1.4 or 1.5)");
   import_wfc->add_option("file", wfc_file, "WfFormat JSON")->required();
@@ -421,6 +463,7 @@ int main(int argc, char** argv) {
   collective->add_option("--max,-e", coll.max, "Largest size")->capture_default_str();
   collective->add_option("--factor,-f", coll.factor, "Size multiplier between rows")->capture_default_str();
   collective->add_flag("--json", coll.json, "Print JSON instead of the table");
+  collective->add_option("--profile", coll.profile, "A calibration profile whose link figures replace the catalog's (fleetsim import nccl-tests)");
 
   try {
     app.parse(argc, argv);
@@ -449,6 +492,7 @@ int main(int argc, char** argv) {
       return run_calibrate(cal_backend, cal_out, cal_repeats, command);
     }
     if (*compare) return run_compare(cmp);
+    if (*import_nccl) return run_import_nccl_tests(nccl);
     if (*import_wfc) {
       const fleetsim::GpuType* reference = fleetsim::Catalog::builtin().gpu(wfc_reference);
       if (reference == nullptr) {

@@ -3,11 +3,14 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
+#include "fleetsim/cluster.hpp"
 #include "fleetsim/error.hpp"
 #include "fleetsim/fit.hpp"
+#include "fleetsim/nccl_tests.hpp"
 #include "fleetsim/profile.hpp"
 #include "fleetsim/report.hpp"
 #include "fleetsim/scenario.hpp"
+#include "fleetsim/topology.hpp"
 #include "helpers.hpp"
 
 using namespace fleetsim;
@@ -118,7 +121,7 @@ TEST_CASE("a profile replaces only the figures it names, on the types it names",
   Scenario sc = load_scenario(test::source_dir() + "/scenarios/cpu-validate.json");
   const GpuType before = sc.cluster.groups[0].gpu;
   const LinkType nic_before = sc.cluster.groups[0].nic;
-  CHECK(apply_profile(sc, example_profile()) == 3);  // the GPU type, and host-memcpy as GPU link and host link
+  CHECK(apply_profile(sc.cluster, example_profile()) == 3);  // the GPU type, and host-memcpy as GPU link and host link
   const GpuType& after = sc.cluster.groups[0].gpu;
   CHECK(after.peak_for(Dtype::fp32) == Approx(4.1e10));
   CHECK(after.peak_for(Dtype::fp64) == before.peak_for(Dtype::fp64));  // not in the profile
@@ -128,5 +131,122 @@ TEST_CASE("a profile replaces only the figures it names, on the types it names",
   CHECK(sc.cluster.groups[0].nic.bandwidth_Bps == nic_before.bandwidth_Bps);
 
   Scenario other = load_scenario(test::source_dir() + "/scenarios/default.json");
-  CHECK(apply_profile(other, example_profile()) == 0);
+  CHECK(apply_profile(other.cluster, example_profile()) == 0);
+}
+
+// nccl-tests logs: a recorded run read row by row, fitted, and the fit run back through the simulator.
+namespace {
+
+const std::string kNcclLog = test::source_dir() + "/tests/data/nccl-tests/all_reduce_8ranks.log";
+
+std::string nccl_error(const std::string& text) {
+  try {
+    parse_nccl_tests_log(text, "run.log");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+constexpr const char* kRankLine = "#  Rank  0 Group  0 Pid  1 on  host0 device  0 [0x00] Some GPU\n";
+
+}  // namespace
+
+TEST_CASE("a recorded nccl-tests log is read with every column", "[calibrate][nccl-tests]") {
+  const NcclTestsLog log = load_nccl_tests_log(kNcclLog);
+  CHECK(log.op == CollectiveOp::all_reduce);
+  CHECK(log.ranks == 8);
+  CHECK(log.hosts == std::vector<std::string>{"node0"});
+  REQUIRE(log.rows.size() == 11);
+  const NcclTestsRow& last = log.rows.back();
+  CHECK(last.bytes == 33554432);
+  CHECK(last.count == 8388608);
+  CHECK(last.type == "float");
+  CHECK(last.redop == "sum");
+  CHECK(last.root == -1);
+  CHECK(last.out_of_place.time_s == Approx(195.40e-6));
+  CHECK(last.in_place.busbw_Bps == Approx(300.52e9));
+  CHECK(last.out_of_place.wrong == 0);
+  REQUIRE(log.avg_busbw_Bps.has_value());
+  // The log's own figures obey nccl-tests' definitions: algbw = size / time, busbw = algbw x 2(n-1)/n.
+  for (const NcclTestsRow& r : log.rows) {
+    CHECK(r.bytes / r.out_of_place.time_s == Approx(r.out_of_place.algbw_Bps).epsilon(0.01));
+    if (r.out_of_place.algbw_Bps > 5e9) {  // two decimals in GB/s: smaller figures are too rounded to compare
+      CHECK(r.out_of_place.busbw_Bps / r.out_of_place.algbw_Bps == Approx(bus_bandwidth_factor(CollectiveOp::all_reduce, 8)).epsilon(0.01));
+    }
+  }
+}
+
+TEST_CASE("an nccl-tests fit, applied, makes the simulator reproduce the log's bus bandwidth", "[calibrate][nccl-tests]") {
+  const NcclTestsLog log = load_nccl_tests_log(kNcclLog);
+  const NcclTestsFit fit = fit_nccl_tests(log, CollectiveOp::all_reduce, CollectiveAlgo::ring, "hgx-h100-8");
+  CHECK(fit.link_id == "nvlink4");
+  REQUIRE(fit.profile.links.size() == 1);
+  CHECK(fit.profile.measurements.size() == 11);
+
+  ClusterSpec spec = cluster_of("hgx-h100-8", 1);
+  CHECK(apply_profile(spec, parse_profile(profile_json(fit.profile), "fit.json")) == 1);
+  const Cluster cluster(spec);
+  const Topology topology(cluster, spec.fabric);
+  std::vector<GpuId> gpus;
+  for (std::uint32_t i = 0; i < 8; ++i) gpus.push_back(make_id<GpuId>(i));
+  const auto points = sweep_collective(cluster, topology, CollectiveOp::all_reduce, CollectiveAlgo::ring, gpus, 32768, 33554432, 2);
+  REQUIRE(points.size() == log.rows.size());
+  // The flow model with the fitted link gives back the log's figures at both ends of the sweep...
+  CHECK(points.front().time_s == Approx(log.rows.front().out_of_place.time_s).epsilon(0.005));
+  CHECK(points.back().busbw_Bps == Approx(log.rows.back().out_of_place.busbw_Bps).epsilon(0.005));
+  // ...and, in between, stays within the error an alpha-beta model has across NCCL's protocol changes.
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    CHECK(std::abs(points[i].time_s - log.rows[i].out_of_place.time_s) / log.rows[i].out_of_place.time_s < 0.30);
+    CHECK(points[i].time_s == Approx(fit.rows[i].fitted_s).epsilon(0.005));
+  }
+}
+
+TEST_CASE("older nccl-tests layouts and MPI rank prefixes are read", "[calibrate][nccl-tests]") {
+  const std::string old_layout =
+      "# nThread 1 nGpus 2 minBytes 1048576 maxBytes 2097152 step: 2(factor) warmup iters: 5 iters: 20 validation: 1\n"
+      "#   Rank  0 Pid   11 on  hostA device  0 [0x00] Tesla V100-SXM2-16GB\n"
+      "#   Rank  1 Pid   12 on  hostA device  1 [0x00] Tesla V100-SXM2-16GB\n"
+      "#       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw  error\n"
+      "[0]      1048576        262144     float     sum[0]    40.00   26.21   26.21  0e+00    40.00   26.21   26.21  0e+00\n"
+      "      2097152        524288     float     sum    70.00   29.96   29.96    N/A    70.00   29.96   29.96    N/A\n";
+  const NcclTestsLog log = parse_nccl_tests_log(old_layout, "old.log");
+  CHECK_FALSE(log.op.has_value());
+  CHECK(log.ranks == 2);
+  CHECK(log.device == "Tesla V100-SXM2-16GB");
+  REQUIRE(log.rows.size() == 2);
+  CHECK(log.rows[0].root == -1);
+  CHECK(log.rows[0].out_of_place.wrong == 0);
+  CHECK(log.rows[1].in_place.wrong == -1);
+  CHECK(log.rows[1].out_of_place.time_s == Approx(70e-6));
+}
+
+TEST_CASE("malformed nccl-tests logs are refused with the line and column named", "[calibrate][nccl-tests]") {
+  const std::string row = "     1048576        262144     float     sum      -1    40.00   26.21   45.87      0    40.00   26.21   45.87      0\n";
+  CHECK_THAT(nccl_error(std::string(kRankLine) + "     1048576        262144     float     sum      -1    fast   26.21   45.87      0    40.00   26.21   45.87      0\n"),
+             Catch::Contains("run.log: line 2, column time: expected a number, found \"fast\""));
+  CHECK_THAT(nccl_error(std::string(kRankLine) + "     1048576        262144     float     sum      -1    40.00   26.21   45.87      3    40.00   26.21   45.87      0\n"),
+             Catch::Contains("line 2, column #wrong: 3 wrong elements (out-of-place)"));
+  CHECK_THAT(nccl_error(std::string(kRankLine) + "     1048576        262144     float     sum      -1    40.00   26.21\n"),
+             Catch::Contains("line 2: expected a result row of 12 or 13 columns"));
+  CHECK_THAT(nccl_error(kRankLine), Catch::Contains("run.log: expected nccl-tests result rows"));
+  CHECK_THAT(nccl_error(row), Catch::Contains("expected the \"# Using devices\" rank lines"));
+  CHECK_THAT(nccl_error(std::string("# Collective test starting: fancy_perf\n") + kRankLine + row), Catch::Contains("unknown test \"fancy_perf\""));
+  CHECK(nccl_error(std::string(kRankLine) + row).empty());
+}
+
+TEST_CASE("nccl-tests fits the model cannot represent are refused", "[calibrate][nccl-tests]") {
+  const std::string rows =
+      "     1048576        262144     float     sum      -1    40.00   26.21   45.87      0    40.00   26.21   45.87      0\n"
+      "     2097152        524288     float     sum      -1    70.00   29.96   52.43      0    70.00   29.96   52.43      0\n";
+  const std::string two_hosts = std::string(kRankLine) + "#  Rank  1 Group  0 Pid  2 on  host1 device  0 [0x00] Some GPU\n" + rows;
+  CHECK_THROWS_WITH(fit_nccl_tests(parse_nccl_tests_log(two_hosts, "two.log"), CollectiveOp::all_reduce, CollectiveAlgo::ring, "hgx-h100-8"),
+                    Catch::Contains("spans 2 hosts"));
+  std::string sixteen;
+  for (int r = 0; r < 16; ++r) sixteen += "#  Rank " + std::to_string(r) + " Group 0 Pid 1 on host0 device 0 [0x00] GPU\n";
+  CHECK_THROWS_WITH(fit_nccl_tests(parse_nccl_tests_log(sixteen + rows, "big.log"), CollectiveOp::all_reduce, CollectiveAlgo::ring, "hgx-h100-8"),
+                    Catch::Contains("16 ranks but a hgx-h100-8 node has 8 GPUs"));
+  CHECK_THROWS_WITH(fit_nccl_tests(parse_nccl_tests_log(std::string(kRankLine) + rows.substr(0, rows.find('\n') + 1), "one.log"),
+                                   CollectiveOp::all_reduce, CollectiveAlgo::ring, "hgx-h100-8"),
+                    Catch::Contains("two or more sizes"));
 }

@@ -118,5 +118,14 @@ check "a malformed profile prints nothing on stdout" test ! -s "$tmp/badprof.out
 "$fleetsim" calibrate --backend tpu 2>"$tmp/tpu.err"
 check "calibrate --backend tpu exits 2" test $? -eq 2
 
+# Outside measurements: an nccl-tests log becomes a profile that collective and simulate accept.
+"$fleetsim" import nccl-tests "$src/tests/data/nccl-tests/all_reduce_8ranks.log" --node-type hgx-h100-8 --out "$tmp/nccl.json" >"$tmp/nccl.txt"
+check "import nccl-tests exits 0" test $? -eq 0
+check "import nccl-tests names the fitted link" grep -q "fitted nvlink4: bandwidth" "$tmp/nccl.txt"
+"$fleetsim" collective --op all-reduce --cluster hgx-h100-8 --gpus 8 --algo ring -b 32M -e 32M --profile "$tmp/nccl.json" >"$tmp/ncclcoll.txt"
+check "collective --profile gives back the log's bus bandwidth" grep -qE "33554432 .* 300\.(4|5)[0-9]$" "$tmp/ncclcoll.txt"
+"$fleetsim" import nccl-tests "$src/tests/data/nccl-tests/all_reduce_8ranks.log" --node-type hgx-h100-8 --algo auto 2>"$tmp/ncclauto.err"
+check "import nccl-tests refuses --algo auto" test $? -eq 2
+
 echo "cli: $failures failed"
 test $failures -eq 0

@@ -85,4 +85,21 @@ void write_profile_text(std::ostream& out, const Profile& p) {
   }
 }
 
+void write_nccl_tests_fit_text(std::ostream& out, const NcclTestsLog& log, CollectiveOp op, const NcclTestsFit& fit) {
+  out << log.file << ": " << collective_op_name(op) << " on " << log.ranks << " ranks";
+  if (!log.device.empty()) out << " (" << log.device << ")";
+  out << ", " << log.rows.size() << " sizes\n\n";
+  out << "        size   measured     fitted   error   busbw measured   busbw fitted\n";
+  char line[160];
+  for (const NcclTestsFitRow& r : fit.rows) {
+    std::snprintf(line, sizeof line, "%12s %10s %10s %+6.1f%% %16s %14s\n", format_quantity(r.bytes, Dimension::bytes).c_str(),
+                  format_quantity(r.measured_s, Dimension::time).c_str(), format_quantity(r.fitted_s, Dimension::time).c_str(),
+                  100 * (r.fitted_s - r.measured_s) / r.measured_s, format_quantity(r.measured_busbw_Bps, Dimension::bandwidth).c_str(),
+                  format_quantity(r.fitted_busbw_Bps, Dimension::bandwidth).c_str());
+    out << line;
+  }
+  out << "\nfitted " << fit.link_id << ": bandwidth " << format_quantity(fit.bandwidth_Bps, Dimension::bandwidth) << ", latency "
+      << format_quantity(fit.latency_s, Dimension::time) << " (exact at the smallest and largest sizes)\n";
+}
+
 }  // namespace fleetsim

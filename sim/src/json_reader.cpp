@@ -186,6 +186,10 @@ bool ObjectReader::boolean_or(std::string_view key, bool fallback) {
 
 std::size_t ObjectReader::choice(std::string_view key, std::initializer_list<std::string_view> options,
                                  std::size_t fallback) {
+  return choice(key, std::span<const std::string_view>(options.begin(), options.size()), fallback);
+}
+
+std::size_t ObjectReader::choice(std::string_view key, std::span<const std::string_view> options, std::size_t fallback) {
   const auto value = string(key, Need::optional);
   if (!value) return fallback;
   std::size_t i = 0;

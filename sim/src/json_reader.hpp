@@ -7,6 +7,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -78,6 +79,7 @@ class ObjectReader {
   bool boolean_or(std::string_view key, bool fallback);
   // One of a few names, as its index in `options`; `fallback` when absent or not one of them (reported).
   std::size_t choice(std::string_view key, std::initializer_list<std::string_view> options, std::size_t fallback);
+  std::size_t choice(std::string_view key, std::span<const std::string_view> options, std::size_t fallback);
 
   // Records one problem at a field of this object.
   void problem(std::string_view key, std::string message);

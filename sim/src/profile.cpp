@@ -10,7 +10,9 @@ using detail::Json;
 using detail::Need;
 using detail::ObjectReader;
 
-constexpr std::string_view kKernels[] = {"gemm", "gemm-square", "stream", "memcpy", "launch"};
+constexpr std::string_view kKernels[] = {"gemm",       "gemm-square",    "stream",    "memcpy",     "launch",
+                                         "all-reduce", "all-gather",     "reduce-scatter", "broadcast", "reduce",
+                                         "all-to-all", "send-recv"};
 
 template <typename Entry, typename Read>
 std::vector<Entry> read_entries(ObjectReader& top, std::string_view key, Read read) {
@@ -82,7 +84,7 @@ Profile parse_profile(std::string_view json_text, const std::string& file_name) 
         ObjectReader r((*list)[i], detail::child_pointer(top.pointer("measurements"), i), problems);
         if (!r.ok()) continue;
         Measurement m;
-        m.kernel = kKernels[r.choice("kernel", {"gemm", "gemm-square", "stream", "memcpy", "launch"}, 0)];
+        m.kernel = kKernels[r.choice("kernel", kKernels, 0)];
         const std::string dtype = r.string_or("dtype", "fp32");
         if (auto d = parse_dtype(dtype)) m.dtype = *d;
         else r.problem("dtype", "expected a dtype such as fp32, found \"" + dtype + "\"");
@@ -100,7 +102,7 @@ Profile parse_profile(std::string_view json_text, const std::string& file_name) 
 
 Profile load_profile(const std::string& path) { return parse_profile(read_text_file(path), path); }
 
-std::size_t apply_profile(Scenario& scenario, const Profile& profile) {
+std::size_t apply_profile(ClusterSpec& cluster, const Profile& profile) {
   std::size_t changed = 0;
   auto calibrate_link = [&](LinkType& link) {
     for (const LinkCalibration& c : profile.links) {
@@ -111,7 +113,7 @@ std::size_t apply_profile(Scenario& scenario, const Profile& profile) {
       ++changed;
     }
   };
-  for (NodeGroup& group : scenario.cluster.groups) {
+  for (NodeGroup& group : cluster.groups) {
     for (const GpuCalibration& c : profile.gpus) {
       if (c.id != group.gpu.id) continue;
       for (std::size_t d = 0; d < kDtypeCount; ++d) {
@@ -126,7 +128,7 @@ std::size_t apply_profile(Scenario& scenario, const Profile& profile) {
     calibrate_link(group.host_link);
     calibrate_link(group.nic);
   }
-  if (scenario.cluster.fabric.link) calibrate_link(*scenario.cluster.fabric.link);
+  if (cluster.fabric.link) calibrate_link(*cluster.fabric.link);
   return changed;
 }
 

@@ -9,6 +9,7 @@
 #include "fleetsim/catalog.hpp"
 #include "fleetsim/collective.hpp"
 #include "fleetsim/compare.hpp"
+#include "fleetsim/nccl_tests.hpp"
 #include "fleetsim/profile.hpp"
 #include "fleetsim/simulation.hpp"
 #include "fleetsim/trace_diff.hpp"
@@ -43,6 +44,8 @@ void write_trace_diff_svg(std::ostream& out, const std::string& title, const Tra
 // A calibration profile: the file `--profile` reads, and a readable table of its points and fits.
 std::string profile_json(const Profile& profile);
 void write_profile_text(std::ostream& out, const Profile& profile);
+// An nccl-tests log against the calibrated model, size by size, and the fitted link.
+void write_nccl_tests_fit_text(std::ostream& out, const NcclTestsLog& log, CollectiveOp op, const NcclTestsFit& fit);
 
 // A policy comparison: one row per metric, one column per policy, mean +- 95% CI half-width.
 void write_comparison_text(std::ostream& out, const std::string& scenario, unsigned seeds,

@@ -13,7 +13,7 @@
 
 namespace fleetsim {
 
-struct Scenario;
+struct ClusterSpec;
 
 struct GpuCalibration {
   std::string id;  // catalog GPU type
@@ -27,9 +27,10 @@ struct LinkCalibration {
 };
 
 // One timed run of a microbenchmark: `size` is FLOP (gemm), a matrix side (gemm-square), bytes
-// (stream, memcpy) or 0 (launch: one call of each kernel with next to no work).
+// (stream, memcpy, and collectives as nccl-tests counts them) or 0 (launch: one call of each kernel
+// with next to no work).
 struct Measurement {
-  std::string kernel;  // "gemm", "gemm-square", "stream", "memcpy", "launch"
+  std::string kernel;  // "gemm", "gemm-square", "stream", "memcpy", "launch", or a collective ("all-reduce", ...)
   Dtype dtype = Dtype::fp32;
   double size = 0;
   double seconds = 0;
@@ -47,7 +48,7 @@ Profile load_profile(const std::string& path);
 Profile parse_profile(std::string_view json_text, const std::string& file_name);
 
 // Replaces the figures of every node group whose GPU type or link types the profile names. Returns
-// how many GPU and link entries of the scenario's cluster changed.
-std::size_t apply_profile(Scenario& scenario, const Profile& profile);
+// how many GPU and link entries of the cluster changed.
+std::size_t apply_profile(ClusterSpec& cluster, const Profile& profile);
 
 }  // namespace fleetsim

@@ -1,0 +1,231 @@
+#include "fleetsim/nccl_tests.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <sstream>
+
+#include "fleetsim/cluster.hpp"
+#include "fleetsim/error.hpp"
+#include "fleetsim/scenario.hpp"
+#include "fleetsim/topology.hpp"
+
+namespace fleetsim {
+namespace {
+
+std::vector<std::string> words(std::string_view line) {
+  std::vector<std::string> out;
+  std::istringstream in{std::string(line)};
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+// MPI launchers prefix output with the rank: "[0]" (sometimes several times on one line).
+std::string without_rank_prefixes(std::string_view line) {
+  std::string out;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    if (line[i] == '[') {
+      std::size_t j = i + 1;
+      while (j < line.size() && std::isdigit(static_cast<unsigned char>(line[j]))) ++j;
+      if (j > i + 1 && j < line.size() && line[j] == ']') {
+        out += ' ';
+        i = j;
+        continue;
+      }
+    }
+    out += line[i];
+  }
+  return out;
+}
+
+std::optional<CollectiveOp> op_of_test(std::string name) {
+  if (name.ends_with("_perf_mpi")) name.resize(name.size() - 4);
+  if (!name.ends_with("_perf")) return std::nullopt;
+  name.resize(name.size() - 5);
+  if (name == "alltoall") return CollectiveOp::all_to_all;
+  if (name == "sendrecv") return CollectiveOp::send_recv;
+  std::replace(name.begin(), name.end(), '_', '-');
+  return parse_collective_op(name);
+}
+
+class RowReader {
+ public:
+  RowReader(const std::vector<std::string>& cells, std::size_t line, const std::string& file, std::vector<Problem>& problems)
+      : cells_(cells), line_(line), file_(file), problems_(problems) {}
+
+  double number(std::size_t i, const char* column) {
+    double v = 0;
+    const std::string& cell = cells_[i];
+    const auto [end, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), v);
+    const bool negative_allowed = std::string_view(column) == "root";  // -1: no root
+    if (ec != std::errc() || end != cell.data() + cell.size() || (!(v >= 0) && !negative_allowed)) {
+      fail(column, "expected a number, found \"" + cell + "\"");
+      return 0;
+    }
+    return v;
+  }
+
+  void fail(const char* column, std::string message) {
+    problems_.push_back(Problem{file_, "line " + std::to_string(line_) + ", column " + column, std::move(message)});
+  }
+
+ private:
+  const std::vector<std::string>& cells_;
+  std::size_t line_;
+  const std::string& file_;
+  std::vector<Problem>& problems_;
+};
+
+}  // namespace
+
+NcclTestsLog parse_nccl_tests_log(std::string_view text, const std::string& file) {
+  NcclTestsLog log;
+  log.file = file;
+  std::vector<Problem> problems;
+  std::size_t line_no = 0;
+  for (std::size_t begin = 0; begin < text.size();) {
+    std::size_t end = text.find('\n', begin);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string line = without_rank_prefixes(text.substr(begin, end - begin));
+    begin = end + 1;
+    ++line_no;
+    const std::vector<std::string> w = words(line);
+    if (w.empty()) continue;
+    const bool comment = w[0] == "#";
+    const std::vector<std::string> rest(w.begin() + (comment ? 1 : 0), w.end());
+    if (rest.empty()) continue;
+    // Header lines carry the facts the rows need; both layouts print them with or without '#'.
+    if (rest.size() >= 3 && rest[0] == "nccl-tests" && rest[1] == "version") {
+      log.version = line.substr(line.find("version") + 8);
+      continue;
+    }
+    if (rest.size() >= 4 && rest[0] == "Collective" && rest[1] == "test" && rest[2] == "starting:") {
+      log.op = op_of_test(rest[3]);
+      if (!log.op) problems.push_back(Problem{file, "line " + std::to_string(line_no), "unknown test \"" + rest[3] + "\""});
+      continue;
+    }
+    if (rest[0] == "Rank") {
+      const auto on = std::find(rest.begin(), rest.end(), "on");
+      if (on != rest.end() && on + 1 != rest.end()) {
+        if (std::find(log.hosts.begin(), log.hosts.end(), *(on + 1)) == log.hosts.end()) log.hosts.push_back(*(on + 1));
+        const std::size_t bracket = line.find(']', line.find(" device "));
+        if (log.ranks == 0 && bracket != std::string::npos && line.find_first_not_of(' ', bracket + 1) != std::string::npos) {
+          log.device = line.substr(line.find_first_not_of(' ', bracket + 1));
+        }
+      }
+      ++log.ranks;
+      continue;
+    }
+    if (rest.size() >= 4 && rest[0] == "Avg" && rest[1] == "bus" && rest[2] == "bandwidth") {
+      double v = 0;
+      const std::string& cell = rest.back();
+      if (std::from_chars(cell.data(), cell.data() + cell.size(), v).ec == std::errc()) log.avg_busbw_Bps = v * 1e9;
+      continue;
+    }
+    if (comment || !std::isdigit(static_cast<unsigned char>(rest[0][0]))) continue;  // banners, column titles, NCCL INFO lines
+    // size count type redop [root] time algbw busbw #wrong time algbw busbw #wrong
+    if (rest.size() != 12 && rest.size() != 13) {
+      problems.push_back(Problem{file, "line " + std::to_string(line_no),
+                                 "expected a result row of 12 or 13 columns (size count type redop [root] then time algbw busbw #wrong "
+                                 "out-of-place and in-place), found " + std::to_string(rest.size())});
+      continue;
+    }
+    const std::size_t before = problems.size();
+    RowReader r(rest, line_no, file, problems);
+    NcclTestsRow row;
+    row.line = line_no;
+    row.bytes = r.number(0, "size");
+    row.count = static_cast<std::uint64_t>(r.number(1, "count"));
+    row.type = rest[2];
+    row.redop = rest[3];
+    std::size_t c = 4;
+    if (rest.size() == 13) row.root = static_cast<std::int64_t>(r.number(c++, "root"));
+    for (NcclTestsResult* result : {&row.out_of_place, &row.in_place}) {
+      const char* place = result == &row.out_of_place ? "(out-of-place)" : "(in-place)";
+      result->time_s = r.number(c++, "time") * 1e-6;
+      result->algbw_Bps = r.number(c++, "algbw") * 1e9;
+      result->busbw_Bps = r.number(c++, "busbw") * 1e9;
+      const std::string& wrong = rest[c++];
+      if (wrong != "N/A") result->wrong = static_cast<std::int64_t>(r.number(c - 1, "#wrong"));
+      if (result->wrong > 0) r.fail("#wrong", std::to_string(result->wrong) + " wrong elements " + place + ": the run failed validation");
+    }
+    if (problems.size() == before && !(row.out_of_place.time_s > 0)) r.fail("time", "expected a positive time");
+    if (problems.size() == before) log.rows.push_back(std::move(row));
+  }
+  if (problems.empty() && log.rows.empty()) problems.push_back(Problem{file, "", "expected nccl-tests result rows (size count type redop ...), found none"});
+  if (problems.empty() && log.ranks == 0) problems.push_back(Problem{file, "", "expected the \"# Using devices\" rank lines, found none"});
+  if (!problems.empty()) throw InputError(std::move(problems));
+  return log;
+}
+
+NcclTestsLog load_nccl_tests_log(const std::string& path) { return parse_nccl_tests_log(read_text_file(path), path); }
+
+NcclTestsFit fit_nccl_tests(const NcclTestsLog& log, CollectiveOp op, CollectiveAlgo algo, const std::string& node_type) {
+  auto refuse = [&](std::string message) { throw InputError({Problem{log.file, "", std::move(message)}}); };
+  if (log.hosts.size() > 1) {
+    refuse("the run spans " + std::to_string(log.hosts.size()) + " hosts; only single-node logs can be fitted so far (they calibrate the GPU link)");
+  }
+  std::vector<NcclTestsRow> rows = log.rows;
+  std::sort(rows.begin(), rows.end(), [](const NcclTestsRow& a, const NcclTestsRow& b) { return a.bytes < b.bytes; });
+  rows.erase(std::remove_if(rows.begin(), rows.end(), [](const NcclTestsRow& r) { return r.bytes <= 0; }), rows.end());
+  if (rows.size() < 2 || rows.front().bytes == rows.back().bytes) refuse("expected results at two or more sizes");
+
+  // The model's time is a * latency + b * bytes / bandwidth of the GPU link; a and b are read off the
+  // model by nudging the link. Latency is nudged by 1% only: routes follow latency, and a large
+  // change would send the collective over another path.
+  ClusterSpec spec = cluster_of(node_type, 1);
+  if (static_cast<std::size_t>(spec.groups.at(0).node.gpus) < log.ranks) {
+    refuse("the run has " + std::to_string(log.ranks) + " ranks but a " + node_type + " node has " +
+           std::to_string(spec.groups[0].node.gpus) + " GPUs");
+  }
+  const LinkType link = spec.groups[0].gpu_link;
+  auto model_time = [&](double latency, double bandwidth, double bytes) {
+    spec.groups[0].gpu_link.latency_s = latency;
+    spec.groups[0].gpu_link.bandwidth_Bps = bandwidth;
+    const Cluster cluster(spec);
+    const Topology topology(cluster, spec.fabric);
+    std::vector<GpuId> gpus;
+    for (std::size_t i = 0; i < log.ranks; ++i) gpus.push_back(make_id<GpuId>(static_cast<std::uint32_t>(i)));
+    if (!algorithm_applies(cluster, topology, op, algo, gpus)) {
+      refuse(std::string(collective_algo_name(algo)) + " cannot run " + std::string(collective_op_name(op)) + " on " +
+             std::to_string(log.ranks) + " GPUs of a " + node_type + " node");
+    }
+    return analytical_time_s(topology, plan_collective(cluster, topology, op, algo, gpus, bytes));
+  };
+  const double a = (model_time(1.01 * link.latency_s, 1e30, 1) - model_time(link.latency_s, 1e30, 1)) / (0.01 * link.latency_s);
+  const double b = model_time(link.latency_s, 1, 1e6) / 1e6;  // seconds per byte at 1 B/s: the latency part is negligible
+  if (!(a > 0) || !(b > 0)) refuse("the collective model has no latency or bandwidth term on " + link.id + " for this run");
+
+  // Exact at both ends: latency from the smallest size, bandwidth from the largest.
+  const NcclTestsRow& small = rows.front();
+  const NcclTestsRow& large = rows.back();
+  double latency = 0, bandwidth = 0;
+  // t_s = a L + b S_s / B and t_l = a L + b S_l / B.
+  const double per_byte = (large.out_of_place.time_s - small.out_of_place.time_s) / (large.bytes - small.bytes);  // b / B
+  if (!(per_byte > 0)) refuse("the largest size is not slower than the smallest; nothing to fit a bandwidth to");
+  bandwidth = b / per_byte;
+  latency = std::max(0.0, (small.out_of_place.time_s - per_byte * small.bytes) / a);
+
+  NcclTestsFit fit;
+  fit.link_id = link.id;
+  fit.latency_s = latency;
+  fit.bandwidth_Bps = bandwidth;
+  const double factor = bus_bandwidth_factor(op, log.ranks);
+  for (const NcclTestsRow& r : rows) {
+    const double t = a * latency + per_byte * r.bytes;
+    fit.rows.push_back({r.bytes, r.out_of_place.time_s, t, r.out_of_place.busbw_Bps, r.bytes / t * factor});
+  }
+  Profile& p = fit.profile;
+  p.file = log.file;
+  p.provenance = {{"source", "nccl-tests log " + log.file},
+                  {"collective", std::string(collective_op_name(op))},
+                  {"algorithm", std::string(collective_algo_name(algo))},
+                  {"ranks", std::to_string(log.ranks)},
+                  {"node type", node_type}};
+  if (!log.device.empty()) p.provenance.emplace_back("device", log.device);
+  if (!log.version.empty()) p.provenance.emplace_back("nccl-tests", log.version);
+  p.links.push_back({.id = fit.link_id, .bandwidth_Bps = bandwidth, .latency_s = latency});
+  for (const NcclTestsRow& r : rows) p.measurements.push_back({std::string(collective_op_name(op)), Dtype::fp32, r.bytes, r.out_of_place.time_s});
+  return fit;
+}
+
+}  // namespace fleetsim
