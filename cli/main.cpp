@@ -254,6 +254,34 @@ int run_import_nccl_tests(const NcclTestsArgs& args) {
   return kOk;
 }
 
+struct PlanArgs {
+  std::string file, out_dir;
+  unsigned threads = 0;
+  bool exhaustive = false, json = false;
+};
+
+int run_plan(const PlanArgs& args) {
+  const fleetsim::PlanSpec spec = fleetsim::load_plan(args.file);
+  const auto started = std::chrono::steady_clock::now();
+  const fleetsim::PlanResult result = fleetsim::run_plan(spec, {.threads = args.threads, .exhaustive = args.exhaustive, .progress = progress_line("points")});
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (!args.out_dir.empty()) {
+    const std::filesystem::path dir(args.out_dir);
+    std::filesystem::create_directories(dir);
+    write_file(dir / "plan.json", "the plan", [&](std::ostream& o) { o << fleetsim::plan_json(spec, result); });
+    write_file(dir / "plan.csv", "the points", [&](std::ostream& o) { fleetsim::write_plan_csv(o, result); });
+    write_file(dir / "plan.html", "the chart", [&](std::ostream& o) { fleetsim::write_plan_html(o, spec, result); });
+  }
+  if (args.json) {
+    std::cout << fleetsim::plan_json(spec, result);
+    return kOk;
+  }
+  fleetsim::write_plan_text(std::cout, spec, result);
+  std::printf("\n%zu points in %.1f s\n", result.points.size(), wall_s);
+  if (!args.out_dir.empty()) std::cout << "wrote plan.json, plan.csv, plan.html to " << args.out_dir << "\n";
+  return kOk;
+}
+
 int run_simulate(const SimulateArgs& args) {
   for (const std::string& plugin : args.plugins) fleetsim::load_policy_plugin(plugin);
   const fleetsim::Scenario scenario = read_scenario(args.scenario, args.sets, args.profile);
@@ -416,6 +444,14 @@ int main(int argc, char** argv) {
   calibrate->add_option("--out", cal_out, "Write the profile (JSON) here");
   calibrate->add_option("--repeats", cal_repeats, "Timed runs per point (the median is kept)")->capture_default_str()->check(CLI::Range(1, 1000));
 
+  PlanArgs plan;
+  CLI::App* plan_cmd = app.add_subcommand("plan", "Find the cheapest cluster that meets the SLOs, at today's load and grown loads");
+  plan_cmd->add_option("plan", plan.file, "Plan file (JSON): base scenario, search space, SLOs, load growth")->required();
+  plan_cmd->add_option("--threads", plan.threads, "Parallel searches (default: all cores)");
+  plan_cmd->add_option("--out", plan.out_dir, "Write plan.json, plan.csv and plan.html (frontier chart) here");
+  plan_cmd->add_flag("--exhaustive", plan.exhaustive, "Simulate every node count instead of bisecting (slower; checks the search)");
+  plan_cmd->add_flag("--json", plan.json, "Print JSON instead of the table");
+
   bool policies_json = false;
   CLI::App* policies = app.add_subcommand("policies", "List the scheduling policies with their parameters");
   policies->add_flag("--json", policies_json, "Print JSON");
@@ -492,6 +528,7 @@ int main(int argc, char** argv) {
       return run_calibrate(cal_backend, cal_out, cal_repeats, command);
     }
     if (*compare) return run_compare(cmp);
+    if (*plan_cmd) return run_plan(plan);
     if (*import_nccl) return run_import_nccl_tests(nccl);
     if (*import_wfc) {
       const fleetsim::GpuType* reference = fleetsim::Catalog::builtin().gpu(wfc_reference);

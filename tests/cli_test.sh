@@ -127,5 +127,16 @@ check "collective --profile gives back the log's bus bandwidth" grep -qE "335544
 "$fleetsim" import nccl-tests "$src/tests/data/nccl-tests/all_reduce_8ranks.log" --node-type hgx-h100-8 --algo auto 2>"$tmp/ncclauto.err"
 check "import nccl-tests refuses --algo auto" test $? -eq 2
 
+# Capacity planning on the shipped plan.
+"$fleetsim" plan "$src/scenarios/plans/comfyui-studio.json" --out "$tmp/plan" >"$tmp/plan.txt"
+check "plan exits 0" test $? -eq 0
+check "plan recommends a cluster at every load" test "$(grep -c '^load .* a month$' "$tmp/plan.txt")" -eq 3
+check "plan prints the frontiers" grep -q "Pareto frontier at load 2x" "$tmp/plan.txt"
+check "plan writes the chart" grep -q '<svg id="frontier"' "$tmp/plan/plan.html"
+check "plan writes one CSV row per point" test "$(wc -l <"$tmp/plan/plan.csv")" -eq "$(grep -c '"load"' "$tmp/plan/plan.json" | awk '{print $1 - 3 + 1}')"
+echo '{"base": "../comfyui-studio.json", "search": {"node_types": ["hgx-h100-8"], "nodes": {"min": 2, "max": 1}}}' >"$tmp/bad-plan.json"
+"$fleetsim" plan "$tmp/bad-plan.json" >"$tmp/badplan.out" 2>"$tmp/badplan.err"
+check "a bad plan exits 2 naming the field" grep -q "bad-plan.json: /search/nodes/max" "$tmp/badplan.err"
+
 echo "cli: $failures failed"
 test $failures -eq 0

@@ -40,6 +40,7 @@ std::string summary_json(const Summary& s) {
   j["end_s"] = s.end_s;
   j["horizon_reached"] = s.horizon_reached;
   j["stalled"] = s.stalled;
+  j["diverged"] = s.diverged;
   j["tasks"] = counts_json(s.tasks);
   j["workflows"] = counts_json(s.workflows);
   j["latency_s"] = latency_json(s.latency_s);
@@ -80,6 +81,7 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
   out << "\n";
   out << "makespan   " << format_quantity(s.makespan_s, Dimension::time);
   if (s.horizon_reached) out << "  (stopped at the horizon, " << format_quantity(s.end_s, Dimension::time) << ")";
+  if (s.diverged) out << "  (stopped early at " << format_quantity(s.end_s, Dimension::time) << ": the queue grew past its limit)";
   out << "\n";
   if (s.stalled) {
     out << "STALLED    the run ran out of events while ready tasks waited: no GPU could ever take them\n"

@@ -1,13 +1,10 @@
 #include "fleetsim/compare.hpp"
 
-#include <atomic>
 #include <cmath>
-#include <exception>
-#include <mutex>
-#include <thread>
 
 #include "fleetsim/error.hpp"
 #include "fleetsim/simulation.hpp"
+#include "parallel.hpp"
 
 namespace fleetsim {
 
@@ -55,6 +52,15 @@ const std::vector<ComparedMetric>& compared_metrics() {
   return metrics;
 }
 
+Scenario with_policy(Scenario scenario, const PolicyInfo& policy) {
+  if (scenario.policy.name != policy.name) {
+    scenario.policy.name = policy.name;
+    scenario.policy.params = PolicyParams();
+    for (const ParamInfo& p : policy.params) scenario.policy.params.set(p.name, p.default_value);
+  }
+  return scenario;
+}
+
 std::vector<PolicyRuns> compare_policies(const Scenario& scenario, const std::vector<std::string>& policies,
                                          unsigned seeds, unsigned threads,
                                          const std::function<void(std::size_t, std::size_t)>& progress) {
@@ -66,13 +72,7 @@ std::vector<PolicyRuns> compare_policies(const Scenario& scenario, const std::ve
       problems.push_back(Problem{"--policies", "", "unknown policy \"" + name + "\" (expected one of " + policy_names() + ")"});
       continue;
     }
-    // The scenario's own policy keeps its parameters; the others run with their defaults.
-    Scenario sc = scenario;
-    if (sc.policy.name != name) {
-      sc.policy.name = name;
-      sc.policy.params = PolicyParams();
-      for (const ParamInfo& p : info->params) sc.policy.params.set(p.name, p.default_value);
-    }
+    Scenario sc = with_policy(scenario, *info);
     variants.push_back(std::move(sc));
   }
   if (!problems.empty()) throw InputError(std::move(problems));
@@ -83,33 +83,13 @@ std::vector<PolicyRuns> compare_policies(const Scenario& scenario, const std::ve
     results[p].policy = variants[p].policy.name;
     results[p].runs.resize(seeds);
   }
-  // Runs are independent; each writes only its own slot, so the result is the same on any number of threads.
-  const std::size_t total = variants.size() * seeds;
-  std::atomic<std::size_t> next{0}, done{0};
-  std::mutex progress_mutex, error_mutex;
-  std::exception_ptr error;
-  auto worker = [&] {
-    for (std::size_t job = next++; job < total; job = next++) {
-      const std::size_t p = job / seeds, k = job % seeds;
-      try {
+  detail::parallel_for(
+      variants.size() * seeds, threads,
+      [&](std::size_t job) {
+        const std::size_t p = job / seeds, k = job % seeds;
         results[p].runs[k] = simulate(variants[p], {.seed = variants[p].seed + k}).summary;
-      } catch (...) {
-        const std::lock_guard lock(error_mutex);
-        if (!error) error = std::current_exception();
-      }
-      const std::size_t finished = ++done;
-      if (progress) {
-        const std::lock_guard lock(progress_mutex);
-        progress(finished, total);
-      }
-    }
-  };
-  const unsigned n = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(total)));
-  std::vector<std::thread> pool;
-  for (unsigned i = 1; i < n; ++i) pool.emplace_back(worker);
-  worker();
-  for (std::thread& t : pool) t.join();
-  if (error) std::rethrow_exception(error);
+      },
+      progress);
   return results;
 }
 

@@ -100,6 +100,7 @@ class Run {
   Run(const Scenario& scenario, const RunOptions& options)
       : sc_(scenario),
         seed_(options.seed.value_or(scenario.seed)),
+        max_in_flight_(options.max_in_flight),
         cluster_(scenario.cluster),
         topology_(cluster_, scenario.cluster.fabric),
         network_(topology_.capacities()),
@@ -139,9 +140,9 @@ class Run {
   RunResult execute() {
     if (open_instances_ > 0) queue_.push(trace_.instances[0].arrival_s, kArrival, 0);
     start_closed_loops();
-    bool horizon_reached = false;
+    bool horizon_reached = false, diverged = false;
     std::uint64_t events = 0;
-    while (!queue_.empty()) {
+    while (!queue_.empty() && !diverged) {
       if (queue_.top().time_s > sc_.horizon_s) {
         horizon_reached = true;
         break;
@@ -158,6 +159,7 @@ class Run {
         case kSchedule: on_schedule(); break;
         default: FLEETSIM_CHECK(false, "unknown event kind");
       }
+      diverged = max_in_flight_ > 0 && in_flight_ > max_in_flight_;
       if (network_dirty_) arm_network();
       if (dirty_ && !schedule_pending_) {
         queue_.push(queue_.now(), kSchedule, 0);
@@ -166,7 +168,7 @@ class Run {
     }
     const double end_s = horizon_reached ? sc_.horizon_s : queue_.now();
     // Nothing left to happen, yet tasks wait: no placement will ever be made for them.
-    bool stalled = !horizon_reached && !ready_.empty();
+    bool stalled = !horizon_reached && !diverged && !ready_.empty();
     if (stalled && sc_.on_stall == Scenario::OnStall::fail) {
       for (const ReadyTask& t : ready_) {
         fail_task(t.task, "out of memory: no GPU can ever hold its " +
@@ -181,6 +183,7 @@ class Run {
                                 seed_, events);
     std::vector<double> link_bytes = network_.link_bytes();
     summary.stalled = stalled;
+    summary.diverged = diverged;
     // Slowdown: latency over the workflow's critical path (its entry tasks' largest upward rank).
     std::vector<double> slowdown_sum(sc_.tenants.size(), 0.0);
     for (const InstanceRecord& inst : trace_.instances) {
@@ -333,6 +336,7 @@ class Run {
   void on_arrival(std::uint32_t instance) {
     InstanceRecord& inst = trace_.instances[instance];
     inst.arrival_s = queue_.now();  // closed-loop instances learn their arrival time here
+    ++in_flight_;
     const Workflow& wf = sc_.workflows[inst.workflow];
     for (std::uint32_t t = 0; t < wf.tasks.size(); ++t) {
       if (wf.inputs(t).empty()) make_ready(task_id(instance, t));
@@ -708,6 +712,7 @@ class Run {
   void finish_one(std::uint32_t instance) {
     if (--remaining_[instance] != 0) return;
     trace_.instances[instance].end_s = queue_.now();
+    --in_flight_;
     // A closed-loop user thinks, then submits its next workflow.
     if (const std::uint32_t next = next_in_loop_[instance]; next != kNoInstance) {
       const ArrivalSpec& a = sc_.streams[stream_of_[instance]].arrival;
@@ -724,6 +729,7 @@ class Run {
 
   const Scenario& sc_;
   std::uint64_t seed_;
+  std::uint64_t max_in_flight_;
   Cluster cluster_;
   Topology topology_;
   Network network_;
@@ -745,6 +751,7 @@ class Run {
   Trace trace_;
 
   static constexpr std::uint32_t kNoInstance = 0xFFFFFFFFu;
+  std::uint64_t in_flight_ = 0;                // instances arrived and not finished
   std::uint32_t open_instances_ = 0;           // instances [0, this) arrive at drawn times, in order
   std::vector<std::uint32_t> next_in_loop_;    // per instance: a closed-loop user's next one
   std::vector<std::uint32_t> stream_of_;       // per instance

@@ -10,6 +10,7 @@
 #include "fleetsim/collective.hpp"
 #include "fleetsim/compare.hpp"
 #include "fleetsim/nccl_tests.hpp"
+#include "fleetsim/plan.hpp"
 #include "fleetsim/profile.hpp"
 #include "fleetsim/simulation.hpp"
 #include "fleetsim/trace_diff.hpp"
@@ -46,6 +47,13 @@ std::string profile_json(const Profile& profile);
 void write_profile_text(std::ostream& out, const Profile& profile);
 // An nccl-tests log against the calibrated model, size by size, and the fitted link.
 void write_nccl_tests_fit_text(std::ostream& out, const NcclTestsLog& log, CollectiveOp op, const NcclTestsFit& fit);
+
+// A capacity plan: the recommendation per load, every point and the frontiers as text; the same as
+// JSON and CSV; and an HTML page with the frontier chart (SVG) and the table.
+void write_plan_text(std::ostream& out, const PlanSpec& spec, const PlanResult& result);
+std::string plan_json(const PlanSpec& spec, const PlanResult& result);
+void write_plan_csv(std::ostream& out, const PlanResult& result);
+void write_plan_html(std::ostream& out, const PlanSpec& spec, const PlanResult& result);
 
 // A policy comparison: one row per metric, one column per policy, mean +- 95% CI half-width.
 void write_comparison_text(std::ostream& out, const std::string& scenario, unsigned seeds,

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "fleetsim/policy.hpp"
 #include "fleetsim/scenario.hpp"
 #include "fleetsim/summary.hpp"
 
@@ -32,6 +33,9 @@ struct ComparedMetric {
   double (*read)(const Summary&);
 };
 const std::vector<ComparedMetric>& compared_metrics();
+
+// The scenario under `policy`: its own policy keeps its parameters, any other runs with its defaults.
+Scenario with_policy(Scenario scenario, const PolicyInfo& policy);
 
 // Every policy with its registry defaults, except the scenario's own, which keeps its parameters
 // (unknown names are an InputError listing the valid ones); seeds scenario.seed, scenario.seed + 1,

@@ -52,6 +52,7 @@ struct Summary {
   double end_s = 0;        // when the run stopped: the makespan, or the horizon with work left
   bool horizon_reached = false;
   bool stalled = false;    // the run ran out of events with tasks still waiting for GPUs
+  bool diverged = false;   // stopped early: more workflows in flight than RunOptions::max_in_flight
   Counts tasks;
   Counts workflows;
   LatencyStats latency_s;  // workflow instance: arrival to last task completed

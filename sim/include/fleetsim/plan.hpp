@@ -1,0 +1,87 @@
+// Capacity planning: the cheapest cluster that meets a scenario's SLOs, today and at grown loads.
+//
+// A plan file names a base scenario and a search space (node types, a node-count range, fabrics,
+// policies), the SLOs and the load-growth factors. Every (load, node type, fabric, policy) is a line
+// of candidate clusters ordered by node count; more nodes never make the SLOs harder to meet, so each
+// line is searched by bisection for its smallest passing count. A point runs several seeds and
+// passes when the upper end of each SLO metric's 95% confidence interval is within its target and
+// every workflow finished. A run whose queue grows past a bound stops early and fails. The cheapest
+// passing point per load is re-simulated with fresh seeds before it is recommended.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fleetsim/compare.hpp"
+#include "fleetsim/scenario.hpp"
+
+namespace fleetsim {
+
+struct PlanSpec {
+  std::string file;
+  std::string base;  // the base scenario's path, resolved against the plan file's folder
+  std::vector<std::string> node_types;
+  int min_nodes = 1, max_nodes = 1;
+  std::vector<std::string> fabrics;       // fabric objects as JSON text; empty: the base's
+  std::vector<std::string> policies;      // empty: the base's
+  std::string slos;                       // an SLO array as JSON text; empty: the base's
+  std::vector<double> load_growth{1.0};
+  unsigned seeds = 3;
+  unsigned confirm_seeds = 5;
+  std::uint64_t max_in_flight = 2000;     // workflows arrived and unfinished at which a run stops as diverging
+};
+
+PlanSpec load_plan(const std::string& path);
+PlanSpec parse_plan(std::string_view json_text, const std::string& file_name, const std::string& base_dir);
+
+// The scenario with its arrival rate multiplied by `factor`: Poisson, bursty and diurnal rates scale,
+// periodic intervals and explicit times shrink, `once` counts and closed-loop users scale (rounded,
+// at least 1). Workflows, cluster and everything else stay.
+Scenario scale_load(Scenario scenario, double factor);
+
+struct SloStats {
+  std::string name;  // "latency_p95" or "tenant-a latency_p99"
+  double target_s = 0;
+  MetricStats actual_s;
+};
+
+struct PlanPoint {
+  double load = 1;
+  std::string node_type;
+  int nodes = 0;
+  std::uint32_t gpus = 0;
+  std::string fabric;  // the fabric's topology name, with its index in the search when there are several
+  std::string policy;
+  double monthly_usd = 0;  // every GPU rented 730 hours at the catalog's hourly price
+  bool confirmation = false;  // a re-run of a recommended point with fresh seeds
+  unsigned seeds = 0;
+  MetricStats p95_s, p99_s, mean_s, utilization;
+  std::vector<SloStats> slos;
+  bool passes = false;
+  std::string verdict;  // "meets every SLO" or the first reason it does not
+};
+
+struct PlanRecommendation {
+  double load = 1;
+  std::optional<std::size_t> point;      // the cheapest passing point, in `points`
+  std::optional<std::size_t> confirmed;  // its confirmation run, in `points`
+  std::vector<std::size_t> frontier;     // points on the Pareto frontier of monthly cost against p95 latency
+};
+
+struct PlanResult {
+  std::vector<PlanPoint> points;  // every simulated point: by load, node type, fabric, policy, nodes; confirmations last
+  std::vector<PlanRecommendation> loads;
+};
+
+struct PlanOptions {
+  unsigned threads = 0;     // 0: every core
+  bool exhaustive = false;  // every node count of every line instead of bisection (a check of the search)
+  std::function<void(std::size_t done, std::size_t estimated_total)> progress;
+};
+
+PlanResult run_plan(const PlanSpec& spec, const PlanOptions& options = {});
+
+}  // namespace fleetsim

@@ -1,0 +1,392 @@
+#include "fleetsim/plan.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "../json_reader.hpp"
+#include "../parallel.hpp"
+#include "fleetsim/error.hpp"
+#include "fleetsim/policy.hpp"
+#include "fleetsim/simulation.hpp"
+
+namespace fleetsim {
+namespace {
+
+using detail::Json;
+using detail::Need;
+using detail::ObjectReader;
+
+constexpr double kHoursPerMonth = 730;
+constexpr std::uint64_t kConfirmSeedOffset = 1'000'000;  // confirmation seeds never repeat the search's
+
+std::vector<std::string> strings(ObjectReader& r, std::string_view key) {
+  std::vector<std::string> out;
+  const Json* list = r.field(key);
+  if (list == nullptr) return out;
+  if (!list->is_array() || list->empty()) {
+    r.problem(key, "expected a non-empty array of names, found " + detail::describe(*list));
+    return out;
+  }
+  for (std::size_t i = 0; i < list->size(); ++i) {
+    if (!(*list)[i].is_string()) {
+      r.problems().add(detail::child_pointer(r.pointer(key), i), "expected a name, found " + detail::describe((*list)[i]));
+    } else {
+      out.push_back((*list)[i].get<std::string>());
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+PlanSpec parse_plan(std::string_view json_text, const std::string& file_name, const std::string& base_dir) {
+  detail::Problems problems(file_name);
+  const Json doc = detail::parse_json(json_text, problems);
+  problems.throw_if_any();
+  ObjectReader top(doc, "", problems);
+  PlanSpec p;
+  p.file = file_name;
+  if (top.ok()) {
+    if (auto base = top.string("base", Need::required)) {
+      const std::filesystem::path path(*base);
+      p.base = path.is_absolute() || base_dir.empty() ? *base : (std::filesystem::path(base_dir) / path).string();
+      if (!std::filesystem::exists(p.base)) top.problem("base", "expected a scenario file, found no file at \"" + p.base + "\"");
+    }
+    if (const Json* search = top.field("search", Need::required)) {
+      ObjectReader s(*search, top.pointer("search"), problems);
+      if (s.ok()) {
+        p.node_types = strings(s, "node_types");
+        if (p.node_types.empty() && s.field("node_types") == nullptr) s.problem("node_types", "expected a list of catalog node types");
+        for (std::size_t i = 0; i < p.node_types.size(); ++i) {
+          if (Catalog::builtin().node(p.node_types[i]) == nullptr) {
+            problems.add(detail::child_pointer(s.pointer("node_types"), i), "unknown node type \"" + p.node_types[i] + "\" (fleetsim catalog lists them)");
+          }
+        }
+        if (const Json* nodes = s.field("nodes", Need::required)) {
+          ObjectReader n(*nodes, s.pointer("nodes"), problems);
+          p.min_nodes = static_cast<int>(n.integer("min", Need::required, 1, 100000).value_or(1));
+          p.max_nodes = static_cast<int>(n.integer("max", Need::required, 1, 100000).value_or(1));
+          if (p.max_nodes < p.min_nodes) n.problem("max", "expected at least min (" + std::to_string(p.min_nodes) + ")");
+          n.finish();
+        }
+        if (const Json* fabrics = s.field("fabrics")) {
+          if (!fabrics->is_array() || fabrics->empty()) s.problem("fabrics", "expected a non-empty array of fabric objects, found " + detail::describe(*fabrics));
+          for (std::size_t i = 0; fabrics->is_array() && i < fabrics->size(); ++i) {
+            if (!(*fabrics)[i].is_object()) {
+              problems.add(detail::child_pointer(s.pointer("fabrics"), i), "expected a fabric object, found " + detail::describe((*fabrics)[i]));
+            } else {
+              p.fabrics.push_back((*fabrics)[i].dump());
+            }
+          }
+        }
+        p.policies = strings(s, "policies");
+        for (std::size_t i = 0; i < p.policies.size(); ++i) {
+          if (find_policy(p.policies[i]) == nullptr) {
+            problems.add(detail::child_pointer(s.pointer("policies"), i), "unknown policy \"" + p.policies[i] + "\" (expected one of " + policy_names() + ")");
+          }
+        }
+        s.finish();
+      }
+    }
+    if (const Json* slos = top.field("slos")) {
+      if (!slos->is_array() || slos->empty()) top.problem("slos", "expected a non-empty array of SLOs, found " + detail::describe(*slos));
+      else p.slos = slos->dump();
+    }
+    if (const Json* growth = top.field("load_growth")) {
+      p.load_growth.clear();
+      if (!growth->is_array() || growth->empty()) top.problem("load_growth", "expected a non-empty array of factors, found " + detail::describe(*growth));
+      for (std::size_t i = 0; growth->is_array() && i < growth->size(); ++i) {
+        const Json& f = (*growth)[i];
+        if (!f.is_number() || !(f.get<double>() > 0)) {
+          problems.add(detail::child_pointer(top.pointer("load_growth"), i), "expected a positive factor such as 1.5, found " + detail::describe(f));
+        } else {
+          p.load_growth.push_back(f.get<double>());
+        }
+      }
+    }
+    p.seeds = static_cast<unsigned>(top.integer_or("seeds", 3, 1, 1000));
+    p.confirm_seeds = static_cast<unsigned>(top.integer_or("confirm_seeds", 5, 1, 1000));
+    p.max_in_flight = static_cast<std::uint64_t>(top.integer_or("max_in_flight", 2000, 1, std::numeric_limits<std::int64_t>::max()));
+    top.finish();
+  }
+  problems.throw_if_any();
+  return p;
+}
+
+PlanSpec load_plan(const std::string& path) {
+  return parse_plan(read_text_file(path), path, std::filesystem::path(path).parent_path().string());
+}
+
+Scenario scale_load(Scenario scenario, double factor) {
+  auto scaled_count = [&](std::int64_t n) { return std::max<std::int64_t>(1, std::llround(static_cast<double>(n) * factor)); };
+  for (Stream& s : scenario.streams) {
+    ArrivalSpec& a = s.arrival;
+    switch (a.process) {
+      case ArrivalProcess::once: a.count = a.count < 0 ? a.count : scaled_count(a.count); break;
+      case ArrivalProcess::periodic: a.interval_s /= factor; break;
+      case ArrivalProcess::poisson:
+      case ArrivalProcess::diurnal: a.rate_per_s *= factor; break;
+      case ArrivalProcess::bursty:
+        a.rate_per_s *= factor;
+        a.off_rate_per_s *= factor;
+        break;
+      case ArrivalProcess::times:
+        for (double& t : a.times_s) t /= factor;
+        break;
+      case ArrivalProcess::closed: a.users = scaled_count(a.users); break;
+    }
+  }
+  return scenario;
+}
+
+namespace {
+
+// One line of the search: everything but the node count.
+struct Line {
+  double load;
+  std::string node_type;
+  std::size_t fabric;  // index into the spec's fabrics (0 when the base's is kept)
+  std::string policy;
+};
+
+class Planner {
+ public:
+  Planner(const PlanSpec& spec, const PlanOptions& options) : spec_(spec), options_(options) {
+    const std::size_t fabrics = std::max<std::size_t>(1, spec.fabrics.size());
+    // The base's policy when the plan names none.
+    std::vector<std::string> policies = spec.policies;
+    if (policies.empty()) policies.push_back(load_point(spec.node_types.front(), spec.min_nodes, 0).policy.name);
+    for (double load : spec.load_growth) {
+      for (const std::string& type : spec.node_types) {
+        for (std::size_t f = 0; f < fabrics; ++f) {
+          for (const std::string& policy : policies) lines_.push_back({load, type, f, policy});
+        }
+      }
+    }
+  }
+
+  PlanResult run() {
+    const int range = spec_.max_nodes - spec_.min_nodes + 1;
+    const std::size_t per_line = options_.exhaustive ? static_cast<std::size_t>(range)
+                                                     : static_cast<std::size_t>(std::ceil(std::log2(range))) + 1;
+    estimated_ = lines_.size() * per_line + spec_.load_growth.size();
+    // Lines are independent; within a line the bisection is sequential.
+    std::vector<std::vector<PlanPoint>> per_line_points(lines_.size());
+    detail::parallel_for(lines_.size(), options_.threads, [&](std::size_t i) { per_line_points[i] = search(lines_[i]); });
+
+    const bool none_ran = std::all_of(per_line_points.begin(), per_line_points.end(), [](const std::vector<PlanPoint>& pts) {
+      return pts.size() == 1 && pts[0].verdict.starts_with("cannot run");
+    });
+    if (none_ran && first_error_) std::rethrow_exception(first_error_);
+    PlanResult result;
+    for (auto& pts : per_line_points) {
+      std::sort(pts.begin(), pts.end(), [](const PlanPoint& a, const PlanPoint& b) { return a.nodes < b.nodes; });
+      for (PlanPoint& p : pts) result.points.push_back(std::move(p));
+    }
+    recommend(result);
+    return result;
+  }
+
+ private:
+  Scenario load_point(const std::string& node_type, int nodes, std::size_t fabric) const {
+    std::vector<ScenarioEdit> edits;
+    edits.push_back({"/cluster/nodes", R"([{"type": ")" + node_type + R"(", "count": )" + std::to_string(nodes) + "}]"});
+    if (!spec_.fabrics.empty()) edits.push_back({"/cluster/fabric", spec_.fabrics[fabric]});
+    if (!spec_.slos.empty()) edits.push_back({"/slos", spec_.slos});
+    try {
+      return load_scenario(spec_.base, edits);
+    } catch (const InputError& e) {
+      // Name the plan as well as the base: the search's edits may be what the base refuses.
+      std::vector<Problem> problems = e.problems();
+      for (Problem& p : problems) p.message += " (with " + std::to_string(nodes) + " x " + node_type + " from " + spec_.file + ")";
+      throw InputError(std::move(problems));
+    }
+  }
+
+  PlanPoint evaluate(const Line& line, int nodes, unsigned seeds, std::uint64_t seed_offset) {
+    Scenario sc = scale_load(with_policy(load_point(line.node_type, nodes, line.fabric), *find_policy(line.policy)), line.load);
+    if (sc.slos.empty()) throw InputError({Problem{spec_.file, "/slos", "expected SLOs to plan for: none here and none in " + spec_.base}});
+    PlanPoint p;
+    p.load = line.load;
+    p.node_type = line.node_type;
+    p.nodes = nodes;
+    p.policy = line.policy;
+    p.seeds = seeds;
+    p.fabric = std::string(fabric_kind_name(sc.cluster.fabric.kind));
+    if (spec_.fabrics.size() > 1) p.fabric += "#" + std::to_string(line.fabric);
+    double usd_per_hour = 0;
+    for (const NodeGroup& g : sc.cluster.groups) {
+      p.gpus += static_cast<std::uint32_t>(g.node.gpus * g.count);
+      usd_per_hour += g.gpu.price_usd_per_hour * g.node.gpus * g.count;
+    }
+    p.monthly_usd = usd_per_hour * kHoursPerMonth;
+
+    std::vector<double> p95, p99, mean, util;
+    std::vector<std::vector<double>> slo_values(sc.slos.size());
+    std::string failure;
+    for (unsigned k = 0; k < seeds; ++k) {
+      const Summary s = simulate(sc, {.seed = sc.seed + seed_offset + k, .max_in_flight = spec_.max_in_flight}).summary;
+      p95.push_back(s.latency_s.p95);
+      p99.push_back(s.latency_s.p99);
+      mean.push_back(s.latency_s.mean);
+      util.push_back(s.gpu_utilization);
+      for (std::size_t i = 0; i < s.slos.size(); ++i) slo_values[i].push_back(s.slos[i].actual_s);
+      if (failure.empty()) {
+        const std::string seed = " (seed " + std::to_string(sc.seed + seed_offset + k) + ")";
+        if (s.diverged) {
+          failure = "queue grew past " + std::to_string(spec_.max_in_flight) + " workflows in flight" + seed;
+        } else if (s.stalled) {
+          failure = "stalled: tasks that no GPU can take" + seed;
+        } else if (s.workflows.failed > 0) {
+          failure = std::to_string(s.workflows.failed) + " workflows failed" + seed;
+        } else if (s.workflows.completed < s.workflows.submitted) {
+          failure = std::to_string(s.workflows.submitted - s.workflows.completed) + " workflows unfinished at the horizon" + seed;
+        }
+      }
+      if (s.diverged) break;  // the point fails; more seeds would only cost time
+    }
+    p.p95_s = mean_ci95(p95);
+    p.p99_s = mean_ci95(p99);
+    p.mean_s = mean_ci95(mean);
+    p.utilization = mean_ci95(util);
+    for (std::size_t i = 0; i < sc.slos.size(); ++i) {
+      const Slo& slo = sc.slos[i];
+      SloStats st;
+      st.name = (slo.tenant ? sc.tenants[*slo.tenant].name + " " : std::string()) + std::string(slo_metric_name(slo.metric));
+      st.target_s = slo.target_s;
+      st.actual_s = mean_ci95(slo_values[i]);
+      if (failure.empty() && st.actual_s.mean + st.actual_s.ci95 > st.target_s) {
+        failure = st.name + " " + format_quantity(st.actual_s.mean, Dimension::time) + " +- " +
+                  format_quantity(st.actual_s.ci95, Dimension::time) + " over its target " + format_quantity(st.target_s, Dimension::time);
+      }
+      p.slos.push_back(std::move(st));
+    }
+    p.passes = failure.empty();
+    p.verdict = p.passes ? "meets every SLO" : failure;
+    tick();
+    return p;
+  }
+
+  // A node type the workload cannot run on (a task that fits no GPU of it) fails its lines with the
+  // reason; the plan fails only if no line can run at all (then the input itself is wrong).
+  std::vector<PlanPoint> search(const Line& line) {
+    try {
+      return bisect(line);
+    } catch (const InputError& e) {
+      const std::lock_guard lock(progress_mutex_);
+      if (!first_error_) first_error_ = std::current_exception();
+      PlanPoint p;
+      p.load = line.load;
+      p.node_type = line.node_type;
+      p.policy = line.policy;
+      p.nodes = spec_.max_nodes;
+      p.verdict = "cannot run: " + (e.problems().empty() ? std::string(e.what()) : e.problems().front().message);
+      return {p};
+    }
+  }
+
+  std::vector<PlanPoint> bisect(const Line& line) {
+    std::vector<PlanPoint> points;
+    auto at = [&](int n) -> const PlanPoint& {
+      for (const PlanPoint& p : points) {
+        if (p.nodes == n) return p;
+      }
+      points.push_back(evaluate(line, n, spec_.seeds, 0));
+      return points.back();
+    };
+    if (options_.exhaustive) {
+      for (int n = spec_.min_nodes; n <= spec_.max_nodes; ++n) at(n);
+      return points;
+    }
+    // Smallest passing count in [lo, hi], knowing hi passes.
+    int lo = spec_.min_nodes, hi = spec_.max_nodes;
+    if (!at(hi).passes) return points;
+    while (lo < hi) {
+      const int mid = lo + (hi - lo) / 2;
+      if (at(mid).passes) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    return points;
+  }
+
+  void recommend(PlanResult& result) {
+    for (double load : spec_.load_growth) {
+      PlanRecommendation rec;
+      rec.load = load;
+      std::vector<std::size_t> candidates;
+      for (std::size_t i = 0; i < result.points.size(); ++i) {
+        if (result.points[i].load == load && result.points[i].passes) candidates.push_back(i);
+      }
+      // Cheapest first; then fewer GPUs, lower p95 and the search order.
+      std::stable_sort(candidates.begin(), candidates.end(), [&](std::size_t a, std::size_t b) {
+        const PlanPoint &x = result.points[a], &y = result.points[b];
+        return std::tie(x.monthly_usd, x.gpus, x.p95_s.mean) < std::tie(y.monthly_usd, y.gpus, y.p95_s.mean);
+      });
+      // Confirmed with fresh seeds; a point that fails its confirmation gives way to the next.
+      for (std::size_t c : candidates) {
+        const PlanPoint& chosen = result.points[c];
+        const Line line{chosen.load, chosen.node_type, fabric_index(chosen), chosen.policy};
+        PlanPoint check = evaluate(line, chosen.nodes, spec_.confirm_seeds, kConfirmSeedOffset);
+        check.confirmation = true;
+        result.points.push_back(std::move(check));
+        if (result.points.back().passes) {
+          rec.point = c;
+          rec.confirmed = result.points.size() - 1;
+          break;
+        }
+      }
+      // Pareto frontier of cost against p95 over the search's points that ran to the end.
+      std::vector<std::size_t> pts;
+      for (std::size_t i = 0; i < result.points.size(); ++i) {
+        const PlanPoint& p = result.points[i];
+        if (p.load == load && !p.confirmation && p.gpus > 0 && p.verdict.find("queue grew") == std::string::npos) pts.push_back(i);
+      }
+      std::sort(pts.begin(), pts.end(), [&](std::size_t a, std::size_t b) {
+        return std::tie(result.points[a].monthly_usd, result.points[a].p95_s.mean) <
+               std::tie(result.points[b].monthly_usd, result.points[b].p95_s.mean);
+      });
+      double best_p95 = std::numeric_limits<double>::infinity();
+      for (std::size_t i : pts) {
+        if (result.points[i].p95_s.mean < best_p95) {
+          rec.frontier.push_back(i);
+          best_p95 = result.points[i].p95_s.mean;
+        }
+      }
+      result.loads.push_back(std::move(rec));
+    }
+  }
+
+  std::size_t fabric_index(const PlanPoint& p) const {
+    const std::size_t hash = p.fabric.find('#');
+    return hash == std::string::npos ? 0 : std::stoul(p.fabric.substr(hash + 1));
+  }
+
+  void tick() {
+    const std::lock_guard lock(progress_mutex_);
+    ++done_;
+    if (options_.progress) options_.progress(done_, std::max(done_, estimated_));
+  }
+
+  const PlanSpec& spec_;
+  const PlanOptions& options_;
+  std::vector<Line> lines_;
+  std::mutex progress_mutex_;
+  std::size_t done_ = 0, estimated_ = 0;
+  std::exception_ptr first_error_;
+};
+
+}  // namespace
+
+PlanResult run_plan(const PlanSpec& spec, const PlanOptions& options) {
+  if (spec.node_types.empty()) throw InputError({Problem{spec.file, "/search/node_types", "expected at least one node type"}});
+  return Planner(spec, options).run();
+}
+
+}  // namespace fleetsim

@@ -1,0 +1,154 @@
+// Capacity planning: the bisection finds what an exhaustive sweep finds, results do not depend on
+// threads, load growth scales arrivals as stated, a run whose queue runs away stops early, and bad
+// plan files are refused with the field named.
+#include <catch2/catch.hpp>
+
+#include "fleetsim/error.hpp"
+#include "fleetsim/plan.hpp"
+#include "fleetsim/report.hpp"
+#include "fleetsim/simulation.hpp"
+#include "helpers.hpp"
+
+using namespace fleetsim;
+
+namespace {
+
+const std::string kScenarios = test::source_dir() + "/scenarios";
+
+PlanSpec small_plan() {
+  return parse_plan(R"({"base": "comfyui-studio.json",
+      "search": {"node_types": ["hgx-h100-8", "l40s-pcie-8"], "nodes": {"min": 1, "max": 6}, "policies": ["memory-aware"]},
+      "slos": [{"metric": "latency_p95", "target": "30 s"}],
+      "load_growth": [1, 2], "seeds": 2, "confirm_seeds": 3})",
+                    "small-plan.json", kScenarios);
+}
+
+std::string plan_error(const std::string& json) {
+  try {
+    parse_plan(json, "p.json", kScenarios);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("bisection finds the smallest passing cluster that an exhaustive sweep finds", "[plan]") {
+  const PlanSpec spec = small_plan();
+  const PlanResult fast = run_plan(spec, {.threads = 2});
+  const PlanResult all = run_plan(spec, {.threads = 2, .exhaustive = true});
+  // The exhaustive sweep also checks the premise: within a line, passing never turns into failing.
+  std::map<std::tuple<double, std::string>, int> smallest;
+  for (const PlanPoint& p : all.points) {
+    if (p.confirmation) continue;
+    auto key = std::make_tuple(p.load, p.node_type);
+    if (p.passes && !smallest.contains(key)) smallest[key] = p.nodes;
+    if (smallest.contains(key)) CHECK(p.passes);  // points come in node order within a line
+  }
+  for (const auto& [key, nodes] : smallest) {
+    const auto found = std::find_if(fast.points.begin(), fast.points.end(), [&](const PlanPoint& p) {
+      return !p.confirmation && std::make_tuple(p.load, p.node_type) == key && p.passes && p.nodes == nodes;
+    });
+    CHECK(found != fast.points.end());
+    for (const PlanPoint& p : fast.points) {
+      if (!p.confirmation && std::make_tuple(p.load, p.node_type) == key && p.nodes < nodes) CHECK_FALSE(p.passes);
+    }
+  }
+  REQUIRE(fast.loads.size() == 2);
+  CHECK(fast.points.size() < all.points.size());
+  for (std::size_t l = 0; l < 2; ++l) {
+    REQUIRE(fast.loads[l].point.has_value());
+    REQUIRE(all.loads[l].point.has_value());
+    const PlanPoint &a = fast.points[*fast.loads[l].point], &b = all.points[*all.loads[l].point];
+    CHECK(a.node_type == b.node_type);
+    CHECK(a.nodes == b.nodes);
+    CHECK(a.monthly_usd == b.monthly_usd);
+    CHECK(fast.points[*fast.loads[l].confirmed].confirmation);
+    CHECK(fast.points[*fast.loads[l].confirmed].passes);
+  }
+  // Twice the load needs at least as much hardware.
+  CHECK(fast.points[*fast.loads[1].point].monthly_usd >= fast.points[*fast.loads[0].point].monthly_usd);
+}
+
+TEST_CASE("a plan is the same on one thread and on four", "[plan]") {
+  const PlanSpec spec = small_plan();
+  CHECK(plan_json(spec, run_plan(spec, {.threads = 1})) == plan_json(spec, run_plan(spec, {.threads = 4})));
+}
+
+TEST_CASE("the Pareto frontier holds only points no other point beats on both cost and p95", "[plan]") {
+  const PlanSpec spec = small_plan();
+  const PlanResult r = run_plan(spec, {.threads = 2, .exhaustive = true});
+  for (const PlanRecommendation& rec : r.loads) {
+    REQUIRE_FALSE(rec.frontier.empty());
+    for (std::size_t i : rec.frontier) {
+      for (const PlanPoint& q : r.points) {
+        if (q.load != rec.load || q.confirmation || q.gpus == 0) continue;
+        const PlanPoint& p = r.points[i];
+        CHECK_FALSE((q.monthly_usd < p.monthly_usd && q.p95_s.mean <= p.p95_s.mean));
+      }
+    }
+  }
+}
+
+TEST_CASE("a node type the workload cannot run on fails its lines with the reason", "[plan]") {
+  PlanSpec spec = small_plan();
+  spec.node_types = {"rtx4090-pcie-8", "hgx-h100-8"};
+  spec.load_growth = {1};
+  const PlanResult r = run_plan(spec, {.threads = 1});
+  const auto rtx = std::find_if(r.points.begin(), r.points.end(), [](const PlanPoint& p) { return p.node_type == "rtx4090-pcie-8"; });
+  REQUIRE(rtx != r.points.end());
+  CHECK_FALSE(rtx->passes);
+  CHECK_THAT(rtx->verdict, Catch::Contains("cannot run") && Catch::Contains("VRAM"));
+  CHECK(r.points[*r.loads[0].point].node_type == "hgx-h100-8");
+  // Only impossible lines: the plan itself is wrong.
+  spec.node_types = {"rtx4090-pcie-8"};
+  CHECK_THROWS_AS(run_plan(spec, {.threads = 1}), InputError);
+}
+
+TEST_CASE("load growth scales each arrival process as stated", "[plan]") {
+  const Scenario sc = test::unit_scenario(R"("horizon": "1000 s", "cluster": {"nodes": [{"type": "unit-node-1", "count": 1}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "poisson", "rate": "0.5 /s"}},
+                   {"workflow": "w", "arrival": {"process": "periodic", "interval": "10 s"}},
+                   {"workflow": "w", "arrival": {"process": "once", "count": 3}},
+                   {"workflow": "w", "arrival": {"process": "times", "times": ["10 s", "20 s"]}}])");
+  const Scenario twice = scale_load(sc, 2);
+  CHECK(twice.streams[0].arrival.rate_per_s == Approx(1.0));
+  CHECK(twice.streams[1].arrival.interval_s == Approx(5.0));
+  CHECK(twice.streams[2].arrival.count == 6);
+  CHECK(twice.streams[3].arrival.times_s[1] == Approx(10.0));
+  const auto before = simulate(sc).summary.workflows.submitted, after = simulate(twice).summary.workflows.submitted;
+  // Poisson: about 500 then 1000; periodic 101 then 201; once 3 then 6; times 2 and 2.
+  CHECK(static_cast<double>(after) / static_cast<double>(before) == Approx(2.0).epsilon(0.08));
+}
+
+TEST_CASE("a run whose queue grows without bound stops early as diverged", "[plan][simulation]") {
+  // One GPU, 1-s tasks arriving at 2 /s: the queue grows by about one task a second.
+  const Scenario sc = test::unit_scenario(R"("horizon": "2000 s", "cluster": {"nodes": [{"type": "unit-node-1", "count": 1}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "100 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "poisson", "rate": "2 /s"}}])");
+  const Summary stopped = simulate(sc, {.max_in_flight = 100}).summary;
+  CHECK(stopped.diverged);
+  CHECK_FALSE(stopped.horizon_reached);
+  CHECK(stopped.end_s < 300);  // about 100 s; far before the horizon
+  CHECK(stopped.workflows.running + stopped.workflows.queued > 100);
+  const Summary full = simulate(sc).summary;
+  CHECK_FALSE(full.diverged);
+  CHECK(full.horizon_reached);
+}
+
+TEST_CASE("malformed plan files are refused with the field named", "[plan]") {
+  const std::string search = R"("search": {"node_types": ["hgx-h100-8"], "nodes": {"min": 1, "max": 2}})";
+  CHECK(plan_error(R"({"base": "comfyui-studio.json", )" + search + "}").empty());
+  CHECK_THAT(plan_error(R"({"base": "nowhere.json", )" + search + "}"), Catch::Contains("p.json: /base: expected a scenario file"));
+  CHECK_THAT(plan_error(R"({"base": "comfyui-studio.json", "search": {"node_types": ["dgx-9000"], "nodes": {"min": 1, "max": 2}}})"),
+             Catch::Contains("/search/node_types/0: unknown node type \"dgx-9000\""));
+  CHECK_THAT(plan_error(R"({"base": "comfyui-studio.json", "search": {"node_types": ["hgx-h100-8"], "nodes": {"min": 3, "max": 2}}})"),
+             Catch::Contains("/search/nodes/max: expected at least min"));
+  CHECK_THAT(plan_error(R"({"base": "comfyui-studio.json", "search": {"node_types": ["hgx-h100-8"], "nodes": {"min": 1, "max": 2}, "policies": ["lottery"]}})"),
+             Catch::Contains("/search/policies/0: unknown policy \"lottery\""));
+  CHECK_THAT(plan_error(R"({"base": "comfyui-studio.json", )" + search + R"(, "load_growth": [1, -2]})"), Catch::Contains("/load_growth/1"));
+  CHECK_THAT(plan_error(R"({"base": "comfyui-studio.json", )" + search + R"(, "budget": 5})"), Catch::Contains("/budget"));
+  CHECK_THAT(plan_error(R"({"base": "comfyui-studio.json"})"), Catch::Contains("/search"));
+}
