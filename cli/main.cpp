@@ -10,6 +10,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "distributed.hpp"
 #include "fleetsim/collective.hpp"
 #include "fleetsim/compare.hpp"
 #include "fleetsim/error.hpp"
@@ -263,8 +264,18 @@ struct PlanArgs {
 int run_plan(const PlanArgs& args) {
   const fleetsim::PlanSpec spec = fleetsim::load_plan(args.file);
   const auto started = std::chrono::steady_clock::now();
-  const fleetsim::PlanResult result = fleetsim::run_plan(spec, {.threads = args.threads, .exhaustive = args.exhaustive, .progress = progress_line("points")});
+  const Distributed mpi = start_distributed();
+  struct Stop {
+    ~Stop() { stop_distributed(); }
+  } stop;
+  const fleetsim::PlanResult result = fleetsim::run_plan(spec, {.threads = args.threads,
+                                                                .exhaustive = args.exhaustive,
+                                                                .progress = mpi.rank == 0 ? progress_line("points") : nullptr,
+                                                                .rank = mpi.rank,
+                                                                .ranks = mpi.ranks,
+                                                                .exchange = mpi.exchange});
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (mpi.rank != 0) return kOk;  // every rank holds the result; one writes it
   if (!args.out_dir.empty()) {
     const std::filesystem::path dir(args.out_dir);
     std::filesystem::create_directories(dir);
@@ -277,7 +288,7 @@ int run_plan(const PlanArgs& args) {
     return kOk;
   }
   fleetsim::write_plan_text(std::cout, spec, result);
-  std::printf("\n%zu points in %.1f s\n", result.points.size(), wall_s);
+  std::printf("\n%zu points in %.1f s%s\n", result.points.size(), wall_s, mpi.ranks > 1 ? (" on " + std::to_string(mpi.ranks) + " MPI ranks").c_str() : "");
   if (!args.out_dir.empty()) std::cout << "wrote plan.json, plan.csv, plan.html to " << args.out_dir << "\n";
   return kOk;
 }

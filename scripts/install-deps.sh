@@ -11,6 +11,7 @@ packages=(
   nlohmann-json3-dev   # every input and output format
   catch2               # tests (Debian ships v2)
   libbenchmark-dev     # bench/
+  libopenmpi-dev openmpi-bin  # fleetsim plan under mpirun (optional at build; installed so tests cover it)
 )
 
 # --fuzz: also clang and its sanitizer runtime, for scripts/fuzz.sh.

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <tuple>
 
 #include "../json_reader.hpp"
@@ -145,6 +146,46 @@ Scenario scale_load(Scenario scenario, double factor) {
 
 namespace {
 
+nlohmann::json stats_json(const MetricStats& m) { return {m.mean, m.ci95}; }
+MetricStats stats_from(const nlohmann::json& j) { return {j.at(0).get<double>(), j.at(1).get<double>()}; }
+
+// Points as every rank exchanges them: exact doubles (the shortest text that reads back the same).
+nlohmann::json points_json(const std::vector<PlanPoint>& points) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const PlanPoint& p : points) {
+    nlohmann::json slos = nlohmann::json::array();
+    for (const SloStats& s : p.slos) slos.push_back({s.name, s.target_s, stats_json(s.actual_s)});
+    out.push_back({p.load, p.node_type, p.nodes, p.gpus, p.fabric, p.policy, p.monthly_usd, p.confirmation, p.seeds,
+                   stats_json(p.p95_s), stats_json(p.p99_s), stats_json(p.mean_s), stats_json(p.utilization), slos, p.passes, p.verdict});
+  }
+  return out;
+}
+
+std::vector<PlanPoint> points_from_json(const nlohmann::json& list) {
+  std::vector<PlanPoint> out;
+  for (const nlohmann::json& j : list) {
+    PlanPoint p;
+    p.load = j.at(0).get<double>();
+    p.node_type = j.at(1).get<std::string>();
+    p.nodes = j.at(2).get<int>();
+    p.gpus = j.at(3).get<std::uint32_t>();
+    p.fabric = j.at(4).get<std::string>();
+    p.policy = j.at(5).get<std::string>();
+    p.monthly_usd = j.at(6).get<double>();
+    p.confirmation = j.at(7).get<bool>();
+    p.seeds = j.at(8).get<unsigned>();
+    p.p95_s = stats_from(j.at(9));
+    p.p99_s = stats_from(j.at(10));
+    p.mean_s = stats_from(j.at(11));
+    p.utilization = stats_from(j.at(12));
+    for (const nlohmann::json& s : j.at(13)) p.slos.push_back({s.at(0).get<std::string>(), s.at(1).get<double>(), stats_from(s.at(2))});
+    p.passes = j.at(14).get<bool>();
+    p.verdict = j.at(15).get<std::string>();
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
 // One line of the search: everything but the node count.
 struct Line {
   double load;
@@ -173,15 +214,29 @@ class Planner {
     const int range = spec_.max_nodes - spec_.min_nodes + 1;
     const std::size_t per_line = options_.exhaustive ? static_cast<std::size_t>(range)
                                                      : static_cast<std::size_t>(std::ceil(std::log2(range))) + 1;
-    estimated_ = lines_.size() * per_line + spec_.load_growth.size();
+    const unsigned ranks = std::max(1u, options_.ranks);
+    std::vector<std::size_t> mine;
+    for (std::size_t i = options_.rank; i < lines_.size(); i += ranks) mine.push_back(i);
+    estimated_ = mine.size() * per_line + spec_.load_growth.size();
     // Lines are independent; within a line the bisection is sequential.
     std::vector<std::vector<PlanPoint>> per_line_points(lines_.size());
-    detail::parallel_for(lines_.size(), options_.threads, [&](std::size_t i) { per_line_points[i] = search(lines_[i]); });
+    detail::parallel_for(mine.size(), options_.threads, [&](std::size_t k) { per_line_points[mine[k]] = search(lines_[mine[k]]); });
+    if (ranks > 1) {
+      FLEETSIM_CHECK(static_cast<bool>(options_.exchange), "a plan over several ranks needs an exchange");
+      nlohmann::json local = nlohmann::json::array();
+      for (std::size_t i : mine) local.push_back({{"line", i}, {"points", points_json(per_line_points[i])}});
+      for (const std::string& text : options_.exchange(local.dump())) {
+        for (const nlohmann::json& entry : nlohmann::json::parse(text)) {
+          per_line_points.at(entry.at("line").get<std::size_t>()) = points_from_json(entry.at("points"));
+        }
+      }
+    }
 
     const bool none_ran = std::all_of(per_line_points.begin(), per_line_points.end(), [](const std::vector<PlanPoint>& pts) {
       return pts.size() == 1 && pts[0].verdict.starts_with("cannot run");
     });
     if (none_ran && first_error_) std::rethrow_exception(first_error_);
+    if (none_ran) throw InputError({Problem{spec_.file, "", per_line_points.front().front().verdict}});  // another rank's lines
     PlanResult result;
     for (auto& pts : per_line_points) {
       std::sort(pts.begin(), pts.end(), [](const PlanPoint& a, const PlanPoint& b) { return a.nodes < b.nodes; });
