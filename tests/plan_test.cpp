@@ -152,3 +152,44 @@ TEST_CASE("malformed plan files are refused with the field named", "[plan]") {
   CHECK_THAT(plan_error(R"({"base": "comfyui-studio.json", )" + search + R"(, "budget": 5})"), Catch::Contains("/budget"));
   CHECK_THAT(plan_error(R"({"base": "comfyui-studio.json"})"), Catch::Contains("/search"));
 }
+
+TEST_CASE("throughput and attainment SLOs are evaluated as defined", "[plan][slo]") {
+  // Ten 1-s tasks on one GPU at t = 0 finish at 1, 2, ..., 10 s.
+  const Scenario sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 1}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "100 TFLOP"}}]}},
+      "tenants": [{"name": "a"}],
+      "workload": [{"tenant": "a", "workflow": "w", "arrival": {"process": "once", "count": 10}}],
+      "slos": [{"metric": "throughput", "target": "1 /s"},
+               {"tenant": "a", "metric": "throughput", "target": "1.1 /s"},
+               {"metric": "attainment", "within": "5.5 s", "target": 0.5},
+               {"metric": "attainment", "within": "5.5 s", "target": 0.6},
+               {"metric": "latency_p95", "target": "9.5 s"}])");
+  const Summary s = simulate(sc).summary;
+  REQUIRE(s.slos.size() == 5);
+  CHECK(s.slos[0].actual == Approx(1.0));  // 10 workflows in 10 s
+  CHECK(s.slos[0].met);
+  CHECK_FALSE(s.slos[1].met);
+  CHECK(s.slos[2].actual == Approx(0.5));  // 5 of 10 within 5.5 s
+  CHECK(s.slos[2].met);
+  CHECK_FALSE(s.slos[3].met);
+  CHECK(s.slos[4].actual == Approx(9.55));  // type-7 p95 of 1..10
+  CHECK_FALSE(s.slos[4].met);
+}
+
+TEST_CASE("malformed SLOs are refused with the field named", "[slo]") {
+  const auto error = [](const std::string& body) {
+    try {
+      test::unit_scenario(body);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string head = R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 1}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}], )";
+  CHECK_THAT(error(head + R"("slos": [{"metric": "attainment", "target": 0.9}])"), Catch::Contains("/slos/0/within"));
+  CHECK_THAT(error(head + R"("slos": [{"metric": "attainment", "within": "1 s", "target": 1.5}])"), Catch::Contains("/slos/0/target"));
+  CHECK_THAT(error(head + R"("slos": [{"metric": "throughput", "target": "3 s"}])"), Catch::Contains("/slos/0/target"));
+  CHECK_THAT(error(head + R"("slos": [{"metric": "goodput", "target": "3 s"}])"), Catch::Contains("/slos/0/metric"));
+}

@@ -15,11 +15,13 @@ std::string usd(double v) {
   return buf;
 }
 
-std::string time_ci(const MetricStats& m) {
-  // Seeds that agree to rounding show a 0 half-width, not a count of attoseconds.
-  const double ci = m.ci95 < 1e-9 * m.mean ? 0.0 : m.ci95;
-  return format_quantity(m.mean, Dimension::time) + " +- " + format_quantity(ci, Dimension::time);
+// Seeds that agree to rounding show a 0 half-width, not a count of attoseconds.
+std::string slo_ci(const std::string& metric, const MetricStats& m) {
+  const double ci = m.ci95 < 1e-9 * std::abs(m.mean) ? 0.0 : m.ci95;
+  return format_slo_value(metric, m.mean) + " +- " + format_slo_value(metric, ci);
 }
+
+std::string time_ci(const MetricStats& m) { return slo_ci("latency", m); }
 
 std::string configuration(const PlanPoint& p) {
   if (p.gpus == 0) return p.node_type + ", " + p.policy;  // could not run at all
@@ -47,8 +49,9 @@ void write_plan_text(std::ostream& out, const PlanSpec& spec, const PlanResult& 
     const PlanPoint& c = r.points[*rec.confirmed];
     out << configuration(p) << ", " << usd(p.monthly_usd) << " a month\n";
     for (std::size_t i = 0; i < p.slos.size(); ++i) {
-      out << "  " << p.slos[i].name << " " << time_ci(p.slos[i].actual_s) << " (target " << format_quantity(p.slos[i].target_s, Dimension::time)
-          << "); confirmed " << time_ci(c.slos[i].actual_s) << " over " << c.seeds << " fresh seeds\n";
+      const SloStats& s = p.slos[i];
+      out << "  " << s.name << " " << slo_ci(s.metric, s.actual) << " (target " << (s.at_least ? ">= " : "<= ") << format_slo_value(s.metric, s.target)
+          << "); confirmed " << slo_ci(s.metric, c.slos[i].actual) << " over " << c.seeds << " fresh seeds\n";
     }
   }
   out << "\n load  configuration                                            $/month   p95 latency              util   verdict\n";
@@ -75,7 +78,9 @@ std::string plan_json(const PlanSpec& spec, const PlanResult& r) {
   ordered_json points = ordered_json::array();
   for (const PlanPoint& p : r.points) {
     ordered_json slos = ordered_json::array();
-    for (const SloStats& s : p.slos) slos.push_back({{"name", s.name}, {"target_s", s.target_s}, {"actual_s", stats(s.actual_s)}});
+    for (const SloStats& s : p.slos) {
+      slos.push_back({{"name", s.name}, {"metric", s.metric}, {"target", s.target}, {"at_least", s.at_least}, {"actual", stats(s.actual)}});
+    }
     points.push_back({{"load", p.load},       {"node_type", p.node_type},  {"nodes", p.nodes},     {"gpus", p.gpus},
                       {"fabric", p.fabric},   {"policy", p.policy},        {"monthly_usd", p.monthly_usd},
                       {"confirmation", p.confirmation}, {"seeds", p.seeds}, {"latency_p95_s", stats(p.p95_s)},

@@ -7,6 +7,12 @@
 namespace fleetsim {
 namespace {
 
+std::string slo_text(const SloResult& r) {
+  std::string text = r.metric;
+  if (r.metric == "attainment") text += " within " + format_quantity(r.within_s, Dimension::time);
+  return text + (r.at_least ? " >= " : " <= ") + format_slo_value(r.metric, r.target) + "  (actual " + format_slo_value(r.metric, r.actual) + ")";
+}
+
 using nlohmann::ordered_json;
 
 ordered_json counts_json(const Counts& c) {
@@ -67,7 +73,9 @@ std::string summary_json(const Summary& s) {
   j["tenants"] = tenants;
   ordered_json slos = ordered_json::array();
   for (const SloResult& r : s.slos) {
-    slos.push_back({{"tenant", r.tenant}, {"metric", r.metric}, {"target_s", r.target_s}, {"actual_s", r.actual_s}, {"met", r.met}});
+    nlohmann::ordered_json slo{{"tenant", r.tenant}, {"metric", r.metric}, {"target", r.target}, {"actual", r.actual}, {"met", r.met}};
+    if (r.metric == "attainment") slo["within_s"] = r.within_s;
+    slos.push_back(slo);
   }
   j["slos"] = slos;
   return j.dump(2) + "\n";
@@ -120,9 +128,7 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
   if (!s.slos.empty()) {
     out << "\nSLOs\n";
     for (const SloResult& r : s.slos) {
-      out << "  " << (r.met ? "met    " : "MISSED ") << (r.tenant.empty() ? "all" : r.tenant) << " " << r.metric
-          << " <= " << format_quantity(r.target_s, Dimension::time) << "  (actual "
-          << format_quantity(r.actual_s, Dimension::time) << ")\n";
+      out << "  " << (r.met ? "met    " : "MISSED ") << (r.tenant.empty() ? "all" : r.tenant) << " " << slo_text(r) << "\n";
     }
   }
 }

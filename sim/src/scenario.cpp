@@ -509,16 +509,17 @@ void read_slos(ObjectReader& top, Scenario& sc) {
       slo.tenant = find_tenant(sc.tenants, *tenant);
       if (!slo.tenant) r.problem("tenant", "unknown tenant \"" + *tenant + "\" (expected one of " + tenant_names(sc.tenants) + ")");
     }
-    const std::string metric = r.string("metric", Need::required).value_or("latency_p95");
-    bool found = false;
-    for (SloMetric m : {SloMetric::latency_p50, SloMetric::latency_p95, SloMetric::latency_p99}) {
-      if (metric == slo_metric_name(m)) {
-        slo.metric = m;
-        found = true;
-      }
+    if (r.field("metric", Need::required) != nullptr) {
+      slo.metric = static_cast<SloMetric>(r.choice("metric", {"latency_p50", "latency_p95", "latency_p99", "throughput", "attainment"}, 1));
     }
-    if (!found) r.problem("metric", "expected one of \"latency_p50\", \"latency_p95\", \"latency_p99\", found \"" + metric + "\"");
-    slo.target_s = r.quantity("target", Dimension::time, Need::required).value_or(0);
+    switch (slo.metric) {
+      case SloMetric::throughput: slo.target = r.quantity("target", Dimension::rate, Need::required).value_or(0); break;
+      case SloMetric::attainment:
+        slo.within_s = r.quantity("within", Dimension::time, Need::required).value_or(0);
+        slo.target = r.number("target", Need::required, 0.0, 1.0).value_or(0);
+        break;
+      default: slo.target = r.quantity("target", Dimension::time, Need::required).value_or(0);
+    }
     r.finish();
     sc.slos.push_back(slo);
   }
@@ -587,6 +588,8 @@ std::string_view slo_metric_name(SloMetric metric) {
     case SloMetric::latency_p50: return "latency_p50";
     case SloMetric::latency_p95: return "latency_p95";
     case SloMetric::latency_p99: return "latency_p99";
+    case SloMetric::throughput: return "throughput";
+    case SloMetric::attainment: return "attainment";
   }
   return "?";
 }

@@ -2,12 +2,24 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "fleetsim/cluster.hpp"
 #include "fleetsim/scenario.hpp"
 #include "fleetsim/topology.hpp"
+#include "fleetsim/units.hpp"
 
 namespace fleetsim {
+
+std::string format_slo_value(const std::string& metric, double value) {
+  if (metric == "throughput") return format_quantity(value, Dimension::rate);
+  if (metric == "attainment") {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f%%", 100 * value);
+    return buf;
+  }
+  return format_quantity(value, Dimension::time);
+}
 
 double percentile(std::vector<double> values, double p) {
   if (values.empty()) return 0.0;
@@ -149,13 +161,28 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
     SloResult r;
     r.tenant = slo.tenant ? scenario.tenants[*slo.tenant].name : "";
     r.metric = slo_metric_name(slo.metric);
-    r.target_s = slo.target_s;
+    r.target = slo.target;
+    r.at_least = slo.at_least();
+    r.within_s = slo.within_s;
     const LatencyStats& stats = slo.tenant ? s.tenants[*slo.tenant].latency_s : s.latency_s;
-    r.actual_s = slo.metric == SloMetric::latency_p50 ? stats.p50
-                 : slo.metric == SloMetric::latency_p95 ? stats.p95
-                                                         : stats.p99;
+    switch (slo.metric) {
+      case SloMetric::latency_p50: r.actual = stats.p50; break;
+      case SloMetric::latency_p95: r.actual = stats.p95; break;
+      case SloMetric::latency_p99: r.actual = stats.p99; break;
+      case SloMetric::throughput: r.actual = slo.tenant ? s.tenants[*slo.tenant].throughput_per_s : (end_s > 0 ? static_cast<double>(s.workflows.completed) / end_s : 0); break;
+      case SloMetric::attainment: {
+        std::uint64_t submitted = 0, within = 0;
+        for (const InstanceRecord& inst : trace.instances) {
+          if (inst.arrival_s == kNever || (slo.tenant && index(inst.tenant) != *slo.tenant)) continue;
+          ++submitted;
+          if (inst.end_s != kNever && !inst.failed && inst.end_s - inst.arrival_s <= slo.within_s) ++within;
+        }
+        r.actual = submitted > 0 ? static_cast<double>(within) / static_cast<double>(submitted) : 0;
+        break;
+      }
+    }
     // No completed workflow is no evidence the SLO holds.
-    r.met = stats.count > 0 && r.actual_s <= r.target_s;
+    r.met = stats.count > 0 && (r.at_least ? r.actual >= r.target : r.actual <= r.target);
     s.slos.push_back(r);
   }
   return s;

@@ -43,9 +43,11 @@ PlanSpec parse_plan(std::string_view json_text, const std::string& file_name, co
 Scenario scale_load(Scenario scenario, double factor);
 
 struct SloStats {
-  std::string name;  // "latency_p95" or "tenant-a latency_p99"
-  double target_s = 0;
-  MetricStats actual_s;
+  std::string name;    // "latency_p95" or "tenant-a throughput"
+  std::string metric;  // "latency_p95", "throughput", "attainment"...
+  double target = 0;   // in the metric's unit
+  bool at_least = false;
+  MetricStats actual;
 };
 
 struct PlanPoint {

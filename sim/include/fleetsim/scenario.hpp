@@ -81,13 +81,18 @@ struct Stream {
   ArrivalSpec arrival;
 };
 
-enum class SloMetric { latency_p50, latency_p95, latency_p99 };
+// Latency percentiles (at most the target), throughput in completed workflows per second of the run
+// (at least), and attainment: the fraction of submitted workflows that completed within a latency
+// bound (at least).
+enum class SloMetric { latency_p50, latency_p95, latency_p99, throughput, attainment };
 std::string_view slo_metric_name(SloMetric metric);
 
 struct Slo {
   std::optional<std::uint32_t> tenant;  // none: every tenant together
   SloMetric metric = SloMetric::latency_p95;
-  double target_s = 0;
+  double target = 0;    // seconds, workflows per second, or a fraction, as the metric reads
+  double within_s = 0;  // attainment: the latency bound
+  bool at_least() const { return metric == SloMetric::throughput || metric == SloMetric::attainment; }
 };
 
 struct PolicySpec {

@@ -37,8 +37,10 @@ struct TenantSummary {
 struct SloResult {
   std::string tenant;  // "" for all tenants
   std::string metric;
-  double target_s = 0;
-  double actual_s = 0;
+  double target = 0;  // in the metric's unit: seconds, workflows per second, or a fraction
+  double actual = 0;
+  bool at_least = false;  // met when actual >= target (throughput, attainment), else actual <= target
+  double within_s = 0;    // attainment's latency bound
   bool met = false;
 };
 
@@ -76,6 +78,9 @@ struct Summary {
   std::vector<TenantSummary> tenants;
   std::vector<SloResult> slos;
 };
+
+// An SLO metric's value as text in its unit: "12.5 s", "2.5 /s", "95.0%".
+std::string format_slo_value(const std::string& metric, double value);
 
 // Percentile by linear interpolation between closest ranks (the "type 7" definition); p in [0, 100].
 double percentile(std::vector<double> values, double p);

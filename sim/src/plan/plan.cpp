@@ -154,7 +154,7 @@ nlohmann::json points_json(const std::vector<PlanPoint>& points) {
   nlohmann::json out = nlohmann::json::array();
   for (const PlanPoint& p : points) {
     nlohmann::json slos = nlohmann::json::array();
-    for (const SloStats& s : p.slos) slos.push_back({s.name, s.target_s, stats_json(s.actual_s)});
+    for (const SloStats& s : p.slos) slos.push_back({s.name, s.metric, s.target, s.at_least, stats_json(s.actual)});
     out.push_back({p.load, p.node_type, p.nodes, p.gpus, p.fabric, p.policy, p.monthly_usd, p.confirmation, p.seeds,
                    stats_json(p.p95_s), stats_json(p.p99_s), stats_json(p.mean_s), stats_json(p.utilization), slos, p.passes, p.verdict});
   }
@@ -178,7 +178,9 @@ std::vector<PlanPoint> points_from_json(const nlohmann::json& list) {
     p.p99_s = stats_from(j.at(10));
     p.mean_s = stats_from(j.at(11));
     p.utilization = stats_from(j.at(12));
-    for (const nlohmann::json& s : j.at(13)) p.slos.push_back({s.at(0).get<std::string>(), s.at(1).get<double>(), stats_from(s.at(2))});
+    for (const nlohmann::json& s : j.at(13)) {
+      p.slos.push_back({s.at(0).get<std::string>(), s.at(1).get<std::string>(), s.at(2).get<double>(), s.at(3).get<bool>(), stats_from(s.at(4))});
+    }
     p.passes = j.at(14).get<bool>();
     p.verdict = j.at(15).get<std::string>();
     out.push_back(std::move(p));
@@ -289,7 +291,7 @@ class Planner {
       p99.push_back(s.latency_s.p99);
       mean.push_back(s.latency_s.mean);
       util.push_back(s.gpu_utilization);
-      for (std::size_t i = 0; i < s.slos.size(); ++i) slo_values[i].push_back(s.slos[i].actual_s);
+      for (std::size_t i = 0; i < s.slos.size(); ++i) slo_values[i].push_back(s.slos[i].actual);
       if (failure.empty()) {
         const std::string seed = " (seed " + std::to_string(sc.seed + seed_offset + k) + ")";
         if (s.diverged) {
@@ -311,12 +313,17 @@ class Planner {
     for (std::size_t i = 0; i < sc.slos.size(); ++i) {
       const Slo& slo = sc.slos[i];
       SloStats st;
-      st.name = (slo.tenant ? sc.tenants[*slo.tenant].name + " " : std::string()) + std::string(slo_metric_name(slo.metric));
-      st.target_s = slo.target_s;
-      st.actual_s = mean_ci95(slo_values[i]);
-      if (failure.empty() && st.actual_s.mean + st.actual_s.ci95 > st.target_s) {
-        failure = st.name + " " + format_quantity(st.actual_s.mean, Dimension::time) + " +- " +
-                  format_quantity(st.actual_s.ci95, Dimension::time) + " over its target " + format_quantity(st.target_s, Dimension::time);
+      st.metric = std::string(slo_metric_name(slo.metric));
+      st.name = (slo.tenant ? sc.tenants[*slo.tenant].name + " " : std::string()) + st.metric;
+      if (slo.metric == SloMetric::attainment) st.name += " within " + format_quantity(slo.within_s, Dimension::time);
+      st.target = slo.target;
+      st.at_least = slo.at_least();
+      st.actual = mean_ci95(slo_values[i]);
+      // The confidence interval's far end must be on the right side of the target.
+      const bool misses = st.at_least ? st.actual.mean - st.actual.ci95 < st.target : st.actual.mean + st.actual.ci95 > st.target;
+      if (failure.empty() && misses) {
+        failure = st.name + " " + format_slo_value(st.metric, st.actual.mean) + " +- " + format_slo_value(st.metric, st.actual.ci95) +
+                  (st.at_least ? " under" : " over") + " its target " + format_slo_value(st.metric, st.target);
       }
       p.slos.push_back(std::move(st));
     }
