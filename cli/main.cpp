@@ -1,6 +1,7 @@
 // fleetsim: the one command-line front end. Parse, call the libraries, print. Errors thrown by the
 // libraries become messages and exit codes here and nowhere else.
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -255,6 +256,48 @@ int run_import_nccl_tests(const NcclTestsArgs& args) {
   return kOk;
 }
 
+struct TrainArgs {
+  std::string file, sweep;
+  bool json = false;
+};
+
+// "dp=1,8,64": the job once per value of one setting.
+int run_train(const TrainArgs& args) {
+  const fleetsim::TrainingJob job = fleetsim::load_training_job(args.file);
+  if (args.sweep.empty()) {
+    const fleetsim::TrainingStep step = fleetsim::simulate_training_step(job);
+    if (args.json) {
+      std::cout << fleetsim::training_json(job, step);
+    } else {
+      fleetsim::write_training_text(std::cout, job, step);
+    }
+    return kOk;
+  }
+  const std::size_t eq = args.sweep.find('=');
+  const std::string key = args.sweep.substr(0, eq);
+  if (eq == std::string::npos || (key != "dp" && key != "tp" && key != "pp" && key != "micro" && key != "global")) {
+    throw fleetsim::InputError({fleetsim::Problem{"--sweep", "", "expected dp=, tp=, pp=, micro= or global= and values such as dp=1,8,64, found \"" + args.sweep + "\""}});
+  }
+  std::vector<fleetsim::TrainingJob> jobs;
+  std::vector<fleetsim::TrainingStep> steps;
+  for (const std::string& text : split_commas(args.sweep.substr(eq + 1))) {
+    int value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size() || value < 1) {
+      throw fleetsim::InputError({fleetsim::Problem{"--sweep", "", "expected positive integers, found \"" + text + "\""}});
+    }
+    fleetsim::TrainingJob j = job;
+    (key == "dp" ? j.dp : key == "tp" ? j.tp : key == "pp" ? j.pp : key == "micro" ? j.micro_batch : j.global_batch) = value;
+    // With more replicas the global batch grows with them, so each replica keeps its work.
+    if (key == "dp") j.global_batch = job.global_batch / job.dp * value;
+    steps.push_back(fleetsim::simulate_training_step(j));
+    jobs.push_back(std::move(j));
+  }
+  if (jobs.empty()) throw fleetsim::InputError({fleetsim::Problem{"--sweep", "", "expected at least one value"}});
+  fleetsim::write_training_sweep_text(std::cout, key, jobs, steps);
+  return kOk;
+}
+
 struct PlanArgs {
   std::string file, out_dir;
   unsigned threads = 0;
@@ -455,6 +498,12 @@ int main(int argc, char** argv) {
   calibrate->add_option("--out", cal_out, "Write the profile (JSON) here");
   calibrate->add_option("--repeats", cal_repeats, "Timed runs per point (the median is kept)")->capture_default_str()->check(CLI::Range(1, 1000));
 
+  TrainArgs train;
+  CLI::App* train_cmd = app.add_subcommand("train", "One training iteration of a transformer under TP x PP x DP: time, MFU, bubble, memory per GPU");
+  train_cmd->add_option("job", train.file, "Training job file (JSON): cluster, model, parallelism, batch, schedule, recompute")->required();
+  train_cmd->add_option("--sweep", train.sweep, "One setting over several values, as a scaling table: dp=1,8,64 (global batch grows with dp), pp=, tp=, micro=, global=");
+  train_cmd->add_flag("--json", train.json, "Print JSON instead of the table");
+
   PlanArgs plan;
   CLI::App* plan_cmd = app.add_subcommand("plan", "Find the cheapest cluster that meets the SLOs, at today's load and grown loads");
   plan_cmd->add_option("plan", plan.file, "Plan file (JSON): base scenario, search space, SLOs, load growth")->required();
@@ -540,6 +589,7 @@ int main(int argc, char** argv) {
     }
     if (*compare) return run_compare(cmp);
     if (*plan_cmd) return run_plan(plan);
+    if (*train_cmd) return run_train(train);
     if (*import_nccl) return run_import_nccl_tests(nccl);
     if (*import_wfc) {
       const fleetsim::GpuType* reference = fleetsim::Catalog::builtin().gpu(wfc_reference);

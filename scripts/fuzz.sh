@@ -10,7 +10,7 @@ CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo 
 cmake --build build-fuzz --target fuzz_loaders -j"$(nproc)"
 
 # Seed corpus: each file prefixed with the byte that picks its loader (0 scenario, 1 workflow, 2 catalog, 3 units,
-# 4 calibration profile, 5 nccl-tests log).
+# 4 calibration profile, 5 nccl-tests log, 6 training job, 7 plan).
 corpus=build-fuzz/corpus
 rm -rf "$corpus" && mkdir -p "$corpus"
 i=0
@@ -20,6 +20,8 @@ for f in models/*.json tests/data/*.json; do { printf '\x02'; cat "$f"; } >"$cor
 { printf '\x04'; echo '{"fleetsim_profile": 1, "provenance": {"backend": "cpu"}, "gpus": {"cpu-core": {"peak_flops": {"fp32": "40 GFLOP/s"}, "memory_bandwidth": "30 GB/s"}}, "links": {"host-memcpy": {"bandwidth": "15 GB/s", "latency": "1 us"}}, "measurements": [{"kernel": "gemm", "dtype": "fp32", "size": 1e9, "seconds": 0.025}]}'; } >"$corpus/p$i"
 i=$((i + 1))
 for f in tests/data/nccl-tests/*.log; do { printf '\x05'; cat "$f"; } >"$corpus/n$i"; i=$((i + 1)); done
+for f in scenarios/training/*.json; do { printf '\x06'; cat "$f"; } >"$corpus/t$i"; i=$((i + 1)); done
+for f in scenarios/plans/*.json; do { printf '\x07'; cat "$f"; } >"$corpus/l$i"; i=$((i + 1)); done
 for u in "80 GiB" "400 Gb/s" "989 TFLOP/s" "2.5 ms" "0.5 /s"; do printf '\x03%s' "$u" >"$corpus/u$i"; i=$((i + 1)); done
 
 ./build-fuzz/tests/fuzz/fuzz_loaders -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 "$corpus"

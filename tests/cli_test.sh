@@ -138,5 +138,14 @@ echo '{"base": "../comfyui-studio.json", "search": {"node_types": ["hgx-h100-8"]
 "$fleetsim" plan "$tmp/bad-plan.json" >"$tmp/badplan.out" 2>"$tmp/badplan.err"
 check "a bad plan exits 2 naming the field" grep -q "bad-plan.json: /search/nodes/max" "$tmp/badplan.err"
 
+# A training iteration and a sweep.
+"$fleetsim" train "$src/scenarios/training/gpt-13b-hybrid.json" >"$tmp/train.txt"
+check "train exits 0" test $? -eq 0
+check "train prints each stage's memory" test "$(grep -cE '^ +[0-3] +10 ' "$tmp/train.txt")" -eq 4
+"$fleetsim" train "$src/scenarios/training/dp-1.3b.json" --sweep dp=1,8 >"$tmp/sweep.txt"
+check "train --sweep prints one row per value" test "$(wc -l <"$tmp/sweep.txt")" -eq 3
+"$fleetsim" train "$src/scenarios/training/dp-1.3b.json" --sweep dp=1,x 2>"$tmp/sweep.err"
+check "train --sweep refuses a bad value" test $? -eq 2
+
 echo "cli: $failures failed"
 test $failures -eq 0

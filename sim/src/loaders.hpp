@@ -1,6 +1,7 @@
 // Readers shared by the loaders (private): one JSON value in, one checked model object out.
 #pragma once
 
+#include "fleetsim/scenario.hpp"
 #include "fleetsim/workflow.hpp"
 #include "json_reader.hpp"
 
@@ -9,5 +10,9 @@ namespace fleetsim::detail {
 // Reads a workflow object at `pointer`; problems are recorded, not thrown. Adjacency is not built.
 Workflow read_workflow(const Json& value, const std::string& pointer, Problems& problems,
                        const Catalog& catalog);
+
+// Reads a cluster object (nodes, fabric) at `pointer` over `catalog`; problems are recorded, not thrown.
+void read_cluster(const Json& value, const std::string& pointer, Problems& problems, const Catalog& catalog,
+                  ClusterSpec& cluster);
 
 }  // namespace fleetsim::detail

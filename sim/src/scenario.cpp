@@ -33,6 +33,10 @@ auto absorbing(Problems& problems, Load load) -> std::optional<decltype(load())>
   }
 }
 
+}  // namespace
+
+namespace detail {
+
 void read_cluster(const Json& value, const std::string& pointer, Problems& problems, const Catalog& catalog,
                   ClusterSpec& cluster) {
   ObjectReader c(value, pointer, problems);
@@ -116,6 +120,10 @@ void read_cluster(const Json& value, const std::string& pointer, Problems& probl
   }
   c.finish();
 }
+
+}  // namespace detail
+
+namespace {
 
 // Returns the ids of workflows that failed to load, so references to them raise no second error.
 std::vector<std::string> read_workflows(ObjectReader& top, const Catalog& catalog, const ClusterSpec& cluster,
@@ -621,7 +629,7 @@ ClusterSpec load_cluster(const std::string& path) {
     return sc.cluster;
   }
   ClusterSpec cluster;
-  read_cluster(doc, "", problems, Catalog::builtin(), cluster);
+  detail::read_cluster(doc, "", problems, Catalog::builtin(), cluster);
   problems.throw_if_any();
   return cluster;
 }
@@ -636,7 +644,7 @@ ClusterSpec cluster_of(const std::string& node_type, int count) {
   }
   Problems problems("--cluster");
   ClusterSpec cluster;
-  read_cluster(Json{{"nodes", Json::array({Json{{"type", node_type}, {"count", count}}})}}, "", problems, catalog, cluster);
+  detail::read_cluster(Json{{"nodes", Json::array({Json{{"type", node_type}, {"count", count}}})}}, "", problems, catalog, cluster);
   problems.throw_if_any();
   return cluster;
 }
@@ -678,7 +686,7 @@ Scenario parse_scenario(std::string_view json_text, const std::string& file_name
   }
 
   if (const Json* cluster = top.field("cluster", Need::required)) {
-    read_cluster(*cluster, top.pointer("cluster"), problems, sc.catalog, sc.cluster);
+    detail::read_cluster(*cluster, top.pointer("cluster"), problems, sc.catalog, sc.cluster);
   }
   const std::vector<std::string> broken = read_workflows(top, sc.catalog, sc.cluster, base_dir, sc.workflows);
   read_tenants(top, sc.tenants);

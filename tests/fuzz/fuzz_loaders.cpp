@@ -8,8 +8,10 @@
 #include "fleetsim/catalog.hpp"
 #include "fleetsim/error.hpp"
 #include "fleetsim/nccl_tests.hpp"
+#include "fleetsim/plan.hpp"
 #include "fleetsim/profile.hpp"
 #include "fleetsim/scenario.hpp"
+#include "fleetsim/training.hpp"
 #include "fleetsim/units.hpp"
 #include "fleetsim/workflow.hpp"
 
@@ -17,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   const std::string text(reinterpret_cast<const char*>(data + 1), size - 1);
   try {
-    switch (data[0] % 6) {
+    switch (data[0] % 8) {
       case 0: fleetsim::parse_scenario(text, "fuzz.json", ""); break;
       case 1: fleetsim::parse_workflow(text, "fuzz.json", fleetsim::Catalog::builtin()); break;
       case 2: {
@@ -36,6 +38,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         break;
       case 4: fleetsim::parse_profile(text, "fuzz.json"); break;
       case 5: fleetsim::parse_nccl_tests_log(text, "fuzz.log"); break;
+      case 6: fleetsim::parse_training_job(text, "fuzz.json"); break;
+      case 7: fleetsim::parse_plan(text, "fuzz.json", "scenarios"); break;
     }
   } catch (const fleetsim::InputError&) {
   }

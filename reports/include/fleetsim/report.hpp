@@ -14,6 +14,7 @@
 #include "fleetsim/profile.hpp"
 #include "fleetsim/simulation.hpp"
 #include "fleetsim/trace_diff.hpp"
+#include "fleetsim/training.hpp"
 
 namespace fleetsim {
 
@@ -47,6 +48,13 @@ std::string profile_json(const Profile& profile);
 void write_profile_text(std::ostream& out, const Profile& profile);
 // An nccl-tests log against the calibrated model, size by size, and the fitted link.
 void write_nccl_tests_fit_text(std::ostream& out, const NcclTestsLog& log, CollectiveOp op, const NcclTestsFit& fit);
+
+// One training iteration: time, throughput, MFU, bubble, communication and memory per stage; a
+// sweep over one setting (dp, tp, pp, micro, global) as a scaling table.
+void write_training_text(std::ostream& out, const TrainingJob& job, const TrainingStep& step);
+std::string training_json(const TrainingJob& job, const TrainingStep& step);
+void write_training_sweep_text(std::ostream& out, const std::string& key, const std::vector<TrainingJob>& jobs,
+                               const std::vector<TrainingStep>& steps);
 
 // A capacity plan: the recommendation per load, every point and the frontiers as text; the same as
 // JSON and CSV; and an HTML page with the frontier chart (SVG) and the table.

@@ -1,0 +1,115 @@
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "fleetsim/report.hpp"
+#include "fleetsim/units.hpp"
+
+namespace fleetsim {
+namespace {
+
+std::string bytes(double v) { return format_quantity(v, Dimension::bytes); }
+std::string seconds(double v) { return format_quantity(v, Dimension::time); }
+
+std::string count(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, v >= 1e9 ? "%.3g B" : "%.3g M", v >= 1e9 ? v / 1e9 : v / 1e6);
+  return buf;
+}
+
+const char* schedule_name(PipelineSchedule s) { return s == PipelineSchedule::gpipe ? "gpipe" : "1f1b"; }
+const char* recompute_name(Recompute r) { return r == Recompute::none ? "none" : r == Recompute::selective ? "selective" : "full"; }
+
+}  // namespace
+
+void write_training_text(std::ostream& out, const TrainingJob& job, const TrainingStep& step) {
+  const TrainingCounts& c = step.counts;
+  const TransformerModel& m = job.model;
+  char line[256];
+  std::snprintf(line, sizeof line, "%s: %.3g B parameters (%d layers, hidden %d, %d heads, vocab %d, sequence %d)\n", job.name.c_str(),
+                c.parameters / 1e9, m.layers, m.hidden, m.heads, m.vocab, m.seq_len);
+  out << line;
+  std::snprintf(line, sizeof line, "  TP %d x PP %d x DP %d = %d GPUs; batch %d = %d micro-batches of %d per replica; %s, recompute %s%s\n\n",
+                job.tp, job.pp, job.dp, job.gpus(), job.global_batch, job.micro_batches(), job.micro_batch, schedule_name(job.schedule),
+                recompute_name(job.recompute), job.sequence_parallel ? ", sequence parallel" : "");
+  out << line;
+  out << "iteration      " << seconds(step.iteration_s) << "\n";
+  std::snprintf(line, sizeof line, "throughput     %.0f tokens/s\nMFU            %.1f%%\npipeline idle  %.1f%% (bubble, averaged over stages)\n",
+                step.tokens_per_s, 100 * step.mfu, 100 * step.bubble);
+  out << line;
+  out << "FLOP           " << format_quantity(c.model_flop, Dimension::flop) << " model, " << format_quantity(c.hardware_flop, Dimension::flop)
+      << " with recomputation\n";
+  out << "micro-batch    forward " << seconds(step.forward_s) << ", backward " << seconds(step.backward_s) << " (slowest stage; TP all-reduces "
+      << seconds(step.tp_comm_s) << ")\n";
+  out << "transfers      stage boundary " << seconds(step.pp_send_s) << " (" << bytes(c.pp_send_bytes) << "), DP all-reduce "
+      << seconds(step.dp_allreduce_s) << "\n\n";
+  out << "stage  layers  params/GPU   weights    grads      optimizer  activations  total/GPU   last backward\n";
+  for (std::size_t s = 0; s < c.stage_memory.size(); ++s) {
+    const StageMemory& mem = c.stage_memory[s];
+    std::snprintf(line, sizeof line, "%5zu  %6d  %10s  %-10s %-10s %-10s %-12s %-11s %s\n", s, m.layers / job.pp,
+                  count(c.stage_parameters[s]).c_str(), bytes(mem.weights).c_str(), bytes(mem.gradients).c_str(),
+                  bytes(mem.optimizer).c_str(), bytes(mem.activations).c_str(), bytes(mem.total()).c_str(), seconds(step.stage_end_s[s]).c_str());
+    out << line;
+  }
+  const Cluster cluster(job.cluster);
+  const double vram = cluster.gpu_type(make_id<GpuId>(0)).vram_bytes;
+  double peak = 0;
+  for (const StageMemory& mem : c.stage_memory) peak = std::max(peak, mem.total());
+  out << "\nlargest per-GPU need " << bytes(peak) << " of " << bytes(vram) << (peak > vram ? "  DOES NOT FIT" : "") << "\n";
+}
+
+std::string training_json(const TrainingJob& job, const TrainingStep& step) {
+  using nlohmann::ordered_json;
+  const TrainingCounts& c = step.counts;
+  ordered_json stages = ordered_json::array();
+  for (std::size_t s = 0; s < c.stage_memory.size(); ++s) {
+    const StageMemory& mem = c.stage_memory[s];
+    stages.push_back({{"parameters_per_gpu", c.stage_parameters[s]}, {"weights_bytes", mem.weights}, {"gradients_bytes", mem.gradients},
+                      {"optimizer_bytes", mem.optimizer}, {"activation_bytes", mem.activations}, {"total_bytes", mem.total()},
+                      {"dp_allreduce_bytes", c.dp_allreduce_bytes[s]}, {"last_backward_s", step.stage_end_s[s]}});
+  }
+  ordered_json doc{{"name", job.name},
+                   {"gpus", job.gpus()},
+                   {"tp", job.tp},
+                   {"pp", job.pp},
+                   {"dp", job.dp},
+                   {"micro_batches", job.micro_batches()},
+                   {"schedule", schedule_name(job.schedule)},
+                   {"recompute", recompute_name(job.recompute)},
+                   {"parameters", c.parameters},
+                   {"iteration_s", step.iteration_s},
+                   {"tokens_per_s", step.tokens_per_s},
+                   {"mfu", step.mfu},
+                   {"bubble", step.bubble},
+                   {"model_flop", c.model_flop},
+                   {"hardware_flop", c.hardware_flop},
+                   {"forward_s", step.forward_s},
+                   {"backward_s", step.backward_s},
+                   {"tp_comm_s", step.tp_comm_s},
+                   {"pp_send_s", step.pp_send_s},
+                   {"dp_allreduce_s", step.dp_allreduce_s},
+                   {"activation_bytes_per_layer", c.activation_bytes_per_layer},
+                   {"stages", stages}};
+  return doc.dump(1) + "\n";
+}
+
+void write_training_sweep_text(std::ostream& out, const std::string& key, const std::vector<TrainingJob>& jobs,
+                               const std::vector<TrainingStep>& steps) {
+  out << key << "    GPUs  micro-batches  iteration    tokens/s      speed-up  efficiency  bubble   MFU    memory/GPU\n";
+  char line[256];
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    const TrainingJob& j = jobs[i];
+    const TrainingStep& s = steps[i];
+    // Speed-up in tokens per second over the first row, efficiency per GPU.
+    const double speedup = s.tokens_per_s / steps[0].tokens_per_s;
+    const double efficiency = speedup / (static_cast<double>(j.gpus()) / jobs[0].gpus());
+    double peak = 0;
+    for (const StageMemory& mem : s.counts.stage_memory) peak = std::max(peak, mem.total());
+    const int value = key == "tp" ? j.tp : key == "pp" ? j.pp : key == "dp" ? j.dp : key == "micro" ? j.micro_batch : j.global_batch;
+    std::snprintf(line, sizeof line, "%-6d %5d  %13d  %-11s %-13.0f %7.2fx  %9.1f%%  %5.1f%%  %4.1f%%  %s\n", value, j.gpus(), j.micro_batches(),
+                  seconds(s.iteration_s).c_str(), s.tokens_per_s, speedup, 100 * efficiency, 100 * s.bubble, 100 * s.mfu, bytes(peak).c_str());
+    out << line;
+  }
+}
+
+}  // namespace fleetsim

@@ -1,0 +1,105 @@
+// One training iteration of a GPT-style transformer under tensor (TP), pipeline (PP) and data (DP)
+// parallelism, built from the model's dimensions:
+//   - FLOP per layer and token from the standard count (Narayanan et al., SC21): forward
+//     2 (4h^2 + 2hf) + 4sh per token, backward twice the forward, recomputation adding forward work;
+//     logits 2hV per token forward;
+//   - memory per GPU: 16 bytes per parameter for mixed-precision Adam (2 weights, 2 gradients, 12
+//     fp32 master weights and moments; the 12 divided by DP with a distributed optimizer) and
+//     activations per layer from Korthikanti et al. (MLSys 2023), times the micro-batches a stage
+//     holds (all m under GPipe, p - stage under 1F1B);
+//   - communication: TP all-reduces of b s h activations (2 per layer forward, 2 backward, 2 more
+//     when the whole layer is recomputed), PP sends of b s h between stages (split over the TP
+//     ranks), and the DP all-reduce of every GPU's gradients.
+// The pipeline schedule (GPipe or 1F1B) is then played out event by event: each stage runs its
+// forward and backward passes in schedule order, each waiting for its input from the neighbouring
+// stage, so the bubble comes out of the simulation rather than from a formula. Collective and
+// transfer times come from fleetsim's topology and collective model on the given cluster.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "fleetsim/catalog.hpp"
+#include "fleetsim/scenario.hpp"
+
+namespace fleetsim {
+
+enum class Recompute : std::uint8_t { none, selective, full };
+enum class PipelineSchedule : std::uint8_t { gpipe, one_f_one_b };
+
+struct TransformerModel {
+  int layers = 0, hidden = 0, heads = 0, ffn_hidden = 0, vocab = 0, seq_len = 0;  // ffn_hidden 0: 4 x hidden
+  int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
+  double layer_parameters() const;  // attention 4h^2 + 4h, MLP 2hf + f + h, two layer norms 4h
+  double parameters() const;        // layers, word and position embeddings, final layer norm
+};
+
+struct TrainingJob {
+  std::string name;
+  std::string file;
+  ClusterSpec cluster;
+  TransformerModel model;
+  int tp = 1, pp = 1, dp = 1;
+  bool sequence_parallel = false;
+  bool distributed_optimizer = false;  // optimizer state sharded over DP (ZeRO-1)
+  int global_batch = 1, micro_batch = 1;  // sequences
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  Recompute recompute = Recompute::none;
+  Dtype dtype = Dtype::bf16;
+  double compute_efficiency = 1.0;  // achieved / peak FLOP rate of the GEMMs (1: the datasheet's)
+
+  int gpus() const { return tp * pp * dp; }
+  int micro_batches() const { return global_batch / (dp * micro_batch); }
+};
+
+TrainingJob load_training_job(const std::string& path);
+TrainingJob parse_training_job(std::string_view json_text, const std::string& file_name);
+// Checks a job edited in code (a sweep): the same rules the loader applies. Throws InputError.
+void check_training_job(const TrainingJob& job);
+
+struct StageMemory {
+  double weights = 0, gradients = 0, optimizer = 0, activations = 0;  // bytes per GPU
+  double total() const { return weights + gradients + optimizer + activations; }
+};
+
+// The closed-form parts of one iteration.
+struct TrainingCounts {
+  double model_flop = 0;     // forward and backward of every sequence (what MFU counts)
+  double hardware_flop = 0;  // plus recomputation
+  double parameters = 0;
+  std::vector<double> stage_parameters;    // per GPU of each stage (its 1/tp share)
+  std::vector<StageMemory> stage_memory;   // per GPU of each stage
+  double activation_bytes_per_layer = 0;   // one micro-batch, one GPU
+  double tp_allreduce_bytes = 0;           // one TP all-reduce (b s h activations)
+  int tp_allreduces_per_layer = 0;         // per micro-batch, forward and backward
+  double pp_send_bytes = 0;                // one stage boundary, one micro-batch, one direction (all TP ranks)
+  std::vector<double> dp_allreduce_bytes;  // per GPU of each stage
+};
+TrainingCounts count_training(const TrainingJob& job);
+
+// One pass of one micro-batch on one stage, as simulated.
+struct PipelineOp {
+  int stage = 0, micro_batch = 0;
+  bool backward = false;
+  double start_s = 0, end_s = 0;
+};
+
+struct TrainingStep {
+  double iteration_s = 0;
+  double tokens_per_s = 0;
+  double mfu = 0;            // model FLOP / (iteration x GPUs x peak)
+  double bubble = 0;         // idle fraction of the pipeline before the DP all-reduce, averaged over stages
+  double forward_s = 0, backward_s = 0;  // one micro-batch on the slowest stage, TP communication included
+  double tp_comm_s = 0;      // TP all-reduce time per micro-batch forward + backward, slowest stage
+  double pp_send_s = 0;      // one boundary transfer
+  double dp_allreduce_s = 0; // the slowest stage's gradient all-reduce
+  std::vector<double> stage_end_s;  // each stage's last backward
+  std::vector<PipelineOp> ops;      // in the order they ran
+  TrainingCounts counts;
+};
+
+// Places the job on the first tp x pp x dp GPUs of its cluster, ranks ordered TP fastest, then DP,
+// then PP (Megatron's order: a TP group inside a node), and plays one iteration.
+TrainingStep simulate_training_step(const TrainingJob& job);
+
+}  // namespace fleetsim
