@@ -58,6 +58,9 @@ std::string summary_json(const Summary& s) {
   j["cost_usd"] = s.cost_usd;
   j["weights"] = {{"loads", s.weight_loads}, {"bytes_loaded", s.weight_bytes_loaded}, {"load_s", s.weight_load_s},
                   {"evictions", s.evictions}};
+  j["faults"] = {{"gpu_failures", s.gpu_failures}, {"tasks_stopped", s.tasks_stopped}, {"retries", s.retries},
+                 {"lost_gpu_s", s.lost_gpu_s}, {"availability", s.availability}, {"goodput", s.goodput},
+                 {"mean_recovery_s", s.mean_recovery_s}};
   j["vram_peak_utilization"] = s.vram_peak_utilization;
   j["vram_utilization"] = s.vram_utilization;
   j["energy_j"] = s.energy_j;
@@ -109,7 +112,13 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
       << ", fabric " << format_quantity(s.fabric_bytes, Dimension::bytes) << "\n";
   out << "weights    " << s.weight_loads << " loads (" << format_quantity(s.weight_bytes_loaded, Dimension::bytes) << ", "
       << format_quantity(s.weight_load_s, Dimension::time) << " in all), " << s.evictions << " evictions; peak VRAM "
-      << fmt("%.0f %%", 100.0 * s.vram_peak_utilization) << " of a GPU\n\n";
+      << fmt("%.0f %%", 100.0 * s.vram_peak_utilization) << " of a GPU\n";
+  if (s.gpu_failures > 0) {
+    out << "faults     " << s.gpu_failures << " GPU failures stopped " << s.tasks_stopped << " tasks (" << s.retries << " retried); "
+        << format_quantity(s.lost_gpu_s, Dimension::time) << " GPU-time lost; availability " << fmt("%.2f %%", 100.0 * s.availability)
+        << ", goodput " << fmt("%.2f %%", 100.0 * s.goodput) << ", mean recovery " << format_quantity(s.mean_recovery_s, Dimension::time) << "\n";
+  }
+  out << "\n";
 
   char line[160];
   std::snprintf(line, sizeof line, "%-18s %9s %10s %10s %10s %10s %10s %9s\n", "latency (workflow)", "completed",

@@ -1,8 +1,10 @@
 #include "fleetsim/scenario.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <map>
+#include <tuple>
 
 #include "catalog_readers.hpp"
 #include "fleetsim/import.hpp"
@@ -533,6 +535,80 @@ void read_slos(ObjectReader& top, Scenario& sc) {
   }
 }
 
+// "n3.g5" (a GPU) or "n3" (a node) of the cluster: first GPU index and count, or nullopt.
+std::optional<std::pair<std::uint32_t, std::uint32_t>> find_device(const ClusterSpec& cluster, const std::string& name, bool gpu) {
+  unsigned node = 0, local = 0;
+  int used = 0;
+  const bool parsed = gpu ? std::sscanf(name.c_str(), "n%u.g%u%n", &node, &local, &used) == 2 : std::sscanf(name.c_str(), "n%u%n", &node, &used) == 1;
+  if (!parsed || used != static_cast<int>(name.size())) return std::nullopt;
+  std::uint32_t first = 0, seen = 0;
+  for (const NodeGroup& g : cluster.groups) {
+    for (int k = 0; k < g.count; ++k, ++seen) {
+      if (seen == node) {
+        if (!gpu) return std::pair{first, static_cast<std::uint32_t>(g.node.gpus)};
+        if (local >= static_cast<unsigned>(g.node.gpus)) return std::nullopt;
+        return std::pair{first + local, 1u};
+      }
+      first += static_cast<std::uint32_t>(g.node.gpus);
+    }
+  }
+  return std::nullopt;
+}
+
+void read_faults(ObjectReader& top, Scenario& sc) {
+  const Json* value = top.field("faults");
+  if (value == nullptr) return;
+  ObjectReader f(*value, top.pointer("faults"), top.problems());
+  if (!f.ok()) return;
+  FaultSpec& spec = sc.faults;
+  if (const Json* events = f.field("events")) {
+    if (!events->is_array()) f.problem("events", "expected an array of failures, found " + detail::describe(*events));
+    for (std::size_t i = 0; events->is_array() && i < events->size(); ++i) {
+      ObjectReader e((*events)[i], detail::child_pointer(f.pointer("events"), i), top.problems());
+      if (!e.ok()) continue;
+      FaultEvent ev;
+      ev.at_s = e.quantity("at", Dimension::time, Need::required).value_or(0);
+      const auto gpu = e.string("gpu", Need::optional), node = e.string("node", Need::optional);
+      if (gpu.has_value() == node.has_value()) {
+        e.problem(gpu ? "node" : "gpu", "expected exactly one of \"gpu\" (such as \"n0.g1\") or \"node\" (such as \"n0\")");
+      } else if (const auto found = find_device(sc.cluster, gpu ? *gpu : *node, gpu.has_value())) {
+        std::tie(ev.gpu_first, ev.gpu_count) = *found;
+        ev.what = (gpu ? "GPU " : "node ") + (gpu ? *gpu : *node);
+      } else {
+        e.problem(gpu ? "gpu" : "node", "no " + std::string(gpu ? "GPU" : "node") + " \"" + (gpu ? *gpu : *node) + "\" in this cluster");
+      }
+      if (auto down = e.quantity("for", Dimension::time, Need::optional)) ev.down_s = *down;
+      e.finish();
+      spec.events.push_back(ev);
+    }
+  }
+  auto random = [&](std::string_view key, double& mtbf, double& mttr) {
+    if (const Json* r = f.field(key)) {
+      ObjectReader o(*r, f.pointer(key), top.problems());
+      mtbf = o.quantity("mtbf", Dimension::time, Need::required).value_or(0);
+      mttr = o.quantity("mttr", Dimension::time, Need::required).value_or(0);
+      if (mtbf <= 0 && o.ok()) o.problem("mtbf", "expected a positive time");
+      o.finish();
+    }
+  };
+  random("gpu", spec.gpu_mtbf_s, spec.gpu_mttr_s);
+  random("node", spec.node_mtbf_s, spec.node_mttr_s);
+  if (const Json* retry = f.field("retry")) {
+    ObjectReader r(*retry, f.pointer("retry"), top.problems());
+    spec.max_attempts = static_cast<int>(r.integer_or("max_attempts", 1, 1, 1000));
+    spec.backoff_s = r.quantity_or("backoff", Dimension::time, 0);
+    r.finish();
+  }
+  if (const Json* checkpoint = f.field("checkpoint")) {
+    ObjectReader c(*checkpoint, f.pointer("checkpoint"), top.problems());
+    spec.checkpoint_interval_s = c.quantity("interval", Dimension::time, Need::required).value_or(0);
+    if (spec.checkpoint_interval_s <= 0 && c.ok()) c.problem("interval", "expected a positive time");
+    spec.restore_s = c.quantity_or("restore", Dimension::time, 0);
+    c.finish();
+  }
+  f.finish();
+}
+
 // Impossible work is reported before the simulation starts: a task whose per-GPU VRAM exceeds every
 // GPU of the cluster, or a gang larger than the GPUs that could hold it.
 void check_feasible(const Scenario& sc, Problems& problems) {
@@ -693,6 +769,7 @@ Scenario parse_scenario(std::string_view json_text, const std::string& file_name
   read_workload(top, sc, broken, base_dir);
   read_policy(top, sc.policy);
   read_slos(top, sc);
+  read_faults(top, sc);
   if (const Json* memory = top.field("memory")) {
     ObjectReader m(*memory, top.pointer("memory"), problems);
     sc.on_stall = static_cast<Scenario::OnStall>(m.choice("on_stall", {"wait", "fail"}, 0));

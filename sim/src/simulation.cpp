@@ -18,7 +18,11 @@ namespace {
 
 // kComputeDone's and kCommStart's subject is a task; kNetwork's is the wake-up generation (stale
 // ones are skipped).
-enum EventKind : std::uint32_t { kArrival, kComputeDone, kCommStart, kNetwork, kSchedule };
+// kFault's and kRepair's subject indexes Scenario::faults.events (scripted) or, past them, a GPU
+// (random failures, kNodeBit set for the node of that GPU); kRetry's is a task. A task's events carry
+// its run number above the kind's low byte, so a stopped run's leftovers are recognised.
+enum EventKind : std::uint32_t { kArrival, kComputeDone, kCommStart, kNetwork, kSchedule, kFault, kRepair, kRetry };
+constexpr std::uint32_t kNodeBit = 0x80000000u;
 
 // What a task's pending flows are for.
 enum class Stage : std::uint8_t { inputs, collective };
@@ -101,6 +105,7 @@ class Run {
       : sc_(scenario),
         seed_(options.seed.value_or(scenario.seed)),
         max_in_flight_(options.max_in_flight),
+        faults_(scenario.faults.any()),
         cluster_(scenario.cluster),
         topology_(cluster_, scenario.cluster.fabric),
         network_(topology_.capacities()),
@@ -128,6 +133,9 @@ class Run {
     policy_ = info->make(sc_.policy.params);
     const std::uint32_t gpus = cluster_.gpu_count();
     gpu_busy_.assign(gpus, 0);
+    gpu_task_.assign(gpus, kNoTask);
+    gpu_down_.assign(gpus, 0);
+    down_since_.assign(gpus, 0.0);
     gpu_free_at_.assign(gpus, 0.0);
     tenant_gpus_.assign(sc_.tenants.size(), 0);
     for (const Tenant& t : sc_.tenants) tenant_quota_.push_back(t.quota);
@@ -139,20 +147,35 @@ class Run {
 
   RunResult execute() {
     if (open_instances_ > 0) queue_.push(trace_.instances[0].arrival_s, kArrival, 0);
+    schedule_faults();
     start_closed_loops();
     bool horizon_reached = false, diverged = false;
     std::uint64_t events = 0;
-    while (!queue_.empty() && !diverged) {
+    // Random failures never run out: once every workflow has ended, only they would be left.
+    unfinished_ = trace_.instances.size();
+    while (!queue_.empty() && !diverged && !(faults_ && unfinished_ == 0)) {
       if (queue_.top().time_s > sc_.horizon_s) {
         horizon_reached = true;
         break;
       }
       const Event e = queue_.pop();
       ++events;
-      switch (e.kind) {
+      const std::uint32_t run = e.kind >> 8;
+      switch (e.kind & 0xFFu) {
         case kArrival: on_arrival(e.subject); break;
-        case kComputeDone: on_compute_done(make_id<TaskId>(e.subject)); break;
-        case kCommStart: start_collective(make_id<TaskId>(e.subject)); break;
+        case kComputeDone:
+          if (!faults_ || run == run_[e.subject]) on_compute_done(make_id<TaskId>(e.subject));
+          break;
+        case kCommStart:
+          if ((!faults_ || run == run_[e.subject]) && trace_.tasks[e.subject].status == TaskStatus::running) {
+            start_collective(make_id<TaskId>(e.subject));
+          }
+          break;
+        case kFault: on_fault(e.subject); break;
+        case kRepair: on_repair(e.subject); break;
+        case kRetry:
+          if (run == run_[e.subject]) on_retry(make_id<TaskId>(e.subject));
+          break;
         case kNetwork:
           if (e.subject == network_generation_) on_network();
           break;
@@ -183,6 +206,16 @@ class Run {
                                 seed_, events);
     std::vector<double> link_bytes = network_.link_bytes();
     summary.stalled = stalled;
+    for (std::uint32_t g = 0; g < cluster_.gpu_count(); ++g) {
+      if (gpu_down_[g] != 0) down_gpu_s_ += end_s - down_since_[g];
+    }
+    summary.gpu_failures = gpu_failures_;
+    summary.tasks_stopped = tasks_stopped_;
+    summary.retries = retries_;
+    summary.lost_gpu_s = lost_gpu_s_;
+    summary.availability = end_s > 0 ? 1 - down_gpu_s_ / (cluster_.gpu_count() * end_s) : 1;
+    summary.goodput = summary.gpu_busy_s + lost_gpu_s_ > 0 ? summary.gpu_busy_s / (summary.gpu_busy_s + lost_gpu_s_) : 1;
+    summary.mean_recovery_s = recoveries_ > 0 ? recovery_s_ / static_cast<double>(recoveries_) : 0;
     summary.diverged = diverged;
     // Slowdown: latency over the workflow's critical path (its entry tasks' largest upward rank).
     std::vector<double> slowdown_sum(sc_.tenants.size(), 0.0);
@@ -270,8 +303,15 @@ class Run {
     Rng sizes(seed_, 0, "task-sizes");
     edge_held_.reserve(arrivals.size());
     pending_flows_.assign(total_tasks, 0);
+    if (faults_) {
+      run_.assign(total_tasks, 0);
+      attempts_.assign(total_tasks, 0);
+      progress_.assign(total_tasks, 0.0);
+      full_compute_s_.assign(total_tasks, 0.0);
+      stopped_at_.assign(total_tasks, kNever);
+    }
     stage_.assign(total_tasks, Stage::inputs);
-    plan_of_.assign(total_tasks, 0);
+    plan_of_.assign(total_tasks, kNoPlan);
     parts_left_.assign(total_tasks, 0);
     for (const Arrival& a : arrivals) {
       const Stream& s = sc_.streams[a.stream];
@@ -451,6 +491,12 @@ class Run {
     }
     r.status = TaskStatus::running;
     r.start_s = queue_.now();
+    for (GpuId g : gpus) gpu_task_[index(g)] = index(id);
+    if (faults_ && stopped_at_[index(id)] != kNever) {
+      recovery_s_ += queue_.now() - stopped_at_[index(id)];
+      ++recoveries_;
+      stopped_at_[index(id)] = kNever;
+    }
     tenant_gpus_[index(r.tenant)] += static_cast<std::uint32_t>(gpus.size());
     r.gpu_begin = static_cast<std::uint32_t>(trace_.gpus.size());
     r.gpu_count = static_cast<std::uint32_t>(gpus.size());
@@ -530,7 +576,12 @@ class Run {
       const GpuType& type = cluster_.gpu_type(trace_.gpus[r.gpu_begin + i]);
       compute_s = std::max(compute_s, estimate_compute(type, s.flop * share, s.bytes * share, s.dtype, s.launches).total_s());
     }
-    queue_.push(r.compute_start_s + compute_s, kComputeDone, index(id));
+    // A run resuming from a checkpoint restores it, then does what is left.
+    if (faults_) {
+      full_compute_s_[index(id)] = compute_s;
+      if (progress_[index(id)] > 0) compute_s = sc_.faults.restore_s + (1 - progress_[index(id)]) * compute_s;
+    }
+    queue_.push(r.compute_start_s + compute_s, task_event(kComputeDone, id), index(id));
     // Policies predict with the declared work (a trace job's duration), not a random draw.
     const double known = known_scale_[index(id)] / static_cast<double>(r.gpu_count);
     double predicted_s = 0;
@@ -546,7 +597,7 @@ class Run {
     const bool communicates = s.collective && r.gpu_count > 1;
     parts_left_[index(id)] = communicates ? 2 : 1;
     if (communicates && s.collective->overlap > 0) {
-      queue_.push(r.compute_start_s + (1 - s.collective->overlap) * compute_s, kCommStart, index(id));
+      queue_.push(r.compute_start_s + (1 - s.collective->overlap) * compute_s, task_event(kCommStart, id), index(id));
     }
   }
 
@@ -596,6 +647,7 @@ class Run {
     PlanState& ps = plans_[plan_of_[index(id)]];
     if (ps.step == ps.plan.steps.size()) {
       free_plans_.push_back(plan_of_[index(id)]);
+      plan_of_[index(id)] = kNoPlan;
       finish_part(id);
       return;
     }
@@ -647,12 +699,169 @@ class Run {
     queue_.push(next, kNetwork, network_generation_);
   }
 
+  std::uint32_t task_event(EventKind kind, TaskId id) const { return faults_ ? kind | (run_[index(id)] << 8) : kind; }
+
+  // Scripted failures, and each GPU's and node's first random one.
+  void schedule_faults() {
+    const FaultSpec& f = sc_.faults;
+    for (std::uint32_t i = 0; i < f.events.size(); ++i) {
+      if (f.events[i].at_s <= sc_.horizon_s) queue_.push(f.events[i].at_s, kFault, i);
+    }
+    if (f.gpu_mtbf_s <= 0 && f.node_mtbf_s <= 0) return;
+    const std::uint32_t gpus = cluster_.gpu_count();
+    for (std::uint32_t g = 0; g < gpus; ++g) fault_rngs_.emplace_back(seed_, 0, "faults/gpu/" + std::to_string(g));
+    for (std::uint32_t n = 0; n < cluster_.node_count(); ++n) fault_rngs_.emplace_back(seed_, 0, "faults/node/" + std::to_string(n));
+    for (std::uint32_t g = 0; f.gpu_mtbf_s > 0 && g < gpus; ++g) next_random_fault(g);
+    for (std::uint32_t n = 0; f.node_mtbf_s > 0 && n < cluster_.node_count(); ++n) {
+      next_random_fault(index(cluster_.first_gpu(make_id<NodeId>(n))) | kNodeBit);
+    }
+  }
+
+  // Random subjects: a GPU, or with kNodeBit the node of that GPU; scripted ones index the events.
+  std::uint32_t random_base() const { return static_cast<std::uint32_t>(sc_.faults.events.size()); }
+
+  Rng& fault_rng(std::uint32_t subject) {
+    const std::uint32_t g = subject & ~kNodeBit;
+    return (subject & kNodeBit) != 0 ? fault_rngs_[cluster_.gpu_count() + index(cluster_.node_of(make_id<GpuId>(g)))] : fault_rngs_[g];
+  }
+
+  void next_random_fault(std::uint32_t subject) {
+    const double mtbf = (subject & kNodeBit) != 0 ? sc_.faults.node_mtbf_s : sc_.faults.gpu_mtbf_s;
+    const double at = queue_.now() + fault_rng(subject).exponential(1 / mtbf);
+    if (at <= sc_.horizon_s) queue_.push(at, kFault, random_base() + subject);
+  }
+
+  // The GPUs a fault subject covers, what it is called, and how long it lasts.
+  struct Fault {
+    std::uint32_t first, count;
+    std::string what;
+    double down_s;
+  };
+  Fault fault_of(std::uint32_t subject, bool draw_repair) {
+    if (subject < random_base()) {
+      const FaultEvent& e = sc_.faults.events[subject];
+      return {e.gpu_first, e.gpu_count, e.what, e.down_s};
+    }
+    const std::uint32_t s = subject - random_base(), g = s & ~kNodeBit;
+    const bool node = (s & kNodeBit) != 0;
+    const double mttr = node ? sc_.faults.node_mttr_s : sc_.faults.gpu_mttr_s;
+    const double down = draw_repair ? (mttr > 0 ? fault_rng(s).exponential(1 / mttr) : 0.0) : 0.0;
+    if (!node) return {g, 1, "GPU " + cluster_.gpu_name(make_id<GpuId>(g)), down};
+    const NodeId n = cluster_.node_of(make_id<GpuId>(g));
+    return {index(cluster_.first_gpu(n)), cluster_.gpus_in(n), "node n" + std::to_string(index(n)), down};
+  }
+
+  void on_fault(std::uint32_t subject) {
+    const Fault f = fault_of(subject, true);
+    for (std::uint32_t g = f.first; g < f.first + f.count; ++g) {
+      if (gpu_down_[g] != 0) continue;
+      ++gpu_failures_;
+      if (gpu_task_[g] != kNoTask) stop_task(make_id<TaskId>(gpu_task_[g]), f.what + " failed");
+      // Nothing runs there until it is repaired; what its VRAM held is gone.
+      gpu_down_[g] = 1;
+      down_since_[g] = queue_.now();
+      gpu_busy_[g] = 1;
+      gpu_free_at_[g] = queue_.now() + f.down_s;
+      --free_per_node_[index(cluster_.node_of(make_id<GpuId>(g)))];
+      lose_tensors(make_id<GpuId>(g), f.what);
+      memory_.wipe(make_id<GpuId>(g), queue_.now());
+    }
+    if (std::isfinite(f.down_s) && queue_.now() + f.down_s <= sc_.horizon_s) queue_.push(queue_.now() + f.down_s, kRepair, subject);
+  }
+
+  void on_repair(std::uint32_t subject) {
+    const Fault f = fault_of(subject, false);
+    for (std::uint32_t g = f.first; g < f.first + f.count; ++g) {
+      if (gpu_down_[g] == 0) continue;
+      gpu_down_[g] = 0;
+      down_gpu_s_ += queue_.now() - down_since_[g];
+      gpu_busy_[g] = 0;
+      gpu_free_at_[g] = queue_.now();
+      ++free_per_node_[index(cluster_.node_of(make_id<GpuId>(g)))];
+    }
+    dirty_ = true;
+    if (subject >= random_base()) next_random_fault(subject - random_base());
+  }
+
+  // Output tensors held on a failed GPU are gone: consumers that have not read them cannot run.
+  // (No lineage: the producer is not run again.)
+  void lose_tensors(GpuId g, const std::string& what) {
+    for (std::uint32_t t = 0; t < trace_.tasks.size(); ++t) {
+      const TaskRecord& producer = trace_.tasks[t];
+      if (producer.status != TaskStatus::completed || trace_.gpus[producer.gpu_begin] != g) continue;
+      const std::uint32_t instance = index(producer.instance);
+      const Workflow& wf = sc_.workflows[producer.workflow];
+      for (std::uint32_t e : wf.outputs(producer.task)) {
+        if (edge_held_[first_edge_[instance] + e] <= 0) continue;
+        edge_held_[first_edge_[instance] + e] = 0;
+        const TaskId consumer = task_id(instance, wf.edges[e].to);
+        if (trace_.tasks[index(consumer)].status != TaskStatus::queued) continue;
+        std::erase_if(ready_, [&](const ReadyTask& r) { return r.task == consumer; });
+        fail_task(consumer, "its input from task \"" + wf.tasks[producer.task].name + "\" was lost when " + what + " failed");
+      }
+    }
+  }
+
+  // A failure stopped a running task: its transfers are dropped, its GPUs freed, and it runs again
+  // after the backoff, from its last checkpoint, while it has attempts left.
+  void stop_task(TaskId id, const std::string& what) {
+    TaskRecord& r = trace_.tasks[index(id)];
+    const double now = queue_.now();
+    const FaultSpec& f = sc_.faults;
+    ++tasks_stopped_;
+    dropped_.clear();
+    network_.cancel_if([&](std::uint64_t tag) { return tag_task(tag) == id; }, now, dropped_);
+    network_dirty_ = true;
+    std::vector<GpuId> unloaded;
+    for (std::uint64_t tag : dropped_) {
+      if (tag_kind(tag) != FlowKind::weights) continue;
+      const auto load = pending_loads_.find(tag);
+      trace_.weight_loads[load->second].end_s = now;  // partial: the bytes it moved were spent
+      pending_loads_.erase(load);
+      unloaded.push_back(trace_.gpus[r.gpu_begin + tag_edge(tag)]);
+    }
+    if (plan_of_[index(id)] != kNoPlan) {
+      free_plans_.push_back(plan_of_[index(id)]);
+      plan_of_[index(id)] = kNoPlan;
+    }
+    // Checkpoints: whole intervals of this run's compute are kept.
+    double saved_s = 0;
+    if (r.compute_start_s != kNever && f.checkpoint_interval_s > 0 && full_compute_s_[index(id)] > 0) {
+      const double resumed = progress_[index(id)] > 0 ? f.restore_s : 0;
+      const double computed = std::min(now - r.compute_start_s - resumed, (1 - progress_[index(id)]) * full_compute_s_[index(id)]);
+      saved_s = computed > 0 ? std::floor(computed / f.checkpoint_interval_s) * f.checkpoint_interval_s : 0;
+      progress_[index(id)] = std::min(progress_[index(id)] + saved_s / full_compute_s_[index(id)], 1.0);
+    }
+    lost_gpu_s_ += std::max(0.0, now - r.start_s - saved_s) * r.gpu_count;
+    release_gpus(r);
+    for (GpuId g : unloaded) memory_.drop_unloaded(g, model_of_[r.workflow][r.task], now);
+    ++run_[index(id)];
+    pending_flows_[index(id)] = 0;
+    parts_left_[index(id)] = 0;
+    r.status = TaskStatus::queued;
+    r.start_s = r.compute_start_s = r.comm_start_s = kNever;
+    r.gpu_count = 0;
+    r.input_bytes = 0;
+    stopped_at_[index(id)] = now;
+    if (++attempts_[index(id)] < static_cast<std::uint32_t>(f.max_attempts)) {
+      ++retries_;
+      queue_.push(now + f.backoff_s, task_event(kRetry, id), index(id));
+    } else {
+      fail_task(id, what + " (run " + std::to_string(attempts_[index(id)]) + " of " + std::to_string(f.max_attempts) + ")");
+    }
+  }
+
+  void on_retry(TaskId id) {
+    if (trace_.tasks[index(id)].status == TaskStatus::queued) make_ready(id);
+  }
+
   void release_gpus(const TaskRecord& r) {
     tenant_gpus_[index(r.tenant)] -= r.gpu_count;
     attained_s_[index(r.instance)] += (queue_.now() - r.start_s) * r.gpu_count;
     for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
       const GpuId g = trace_.gpus[r.gpu_begin + i];
       gpu_busy_[index(g)] = 0;
+      gpu_task_[index(g)] = kNoTask;
       gpu_free_at_[index(g)] = queue_.now();
       memory_.release(g, model_of_[r.workflow][r.task], spec(r).working_set_bytes, queue_.now());
       ++free_per_node_[index(cluster_.node_of(g))];
@@ -713,6 +922,7 @@ class Run {
     if (--remaining_[instance] != 0) return;
     trace_.instances[instance].end_s = queue_.now();
     --in_flight_;
+    --unfinished_;
     // A closed-loop user thinks, then submits its next workflow.
     if (const std::uint32_t next = next_in_loop_[instance]; next != kNoInstance) {
       const ArrivalSpec& a = sc_.streams[stream_of_[instance]].arrival;
@@ -730,6 +940,7 @@ class Run {
   const Scenario& sc_;
   std::uint64_t seed_;
   std::uint64_t max_in_flight_;
+  bool faults_;  // the scenario has failures: per-task run numbers and checkpoints are kept
   Cluster cluster_;
   Topology topology_;
   Network network_;
@@ -744,6 +955,7 @@ class Run {
   std::vector<Stage> stage_;                  // per task
   std::vector<PlanState> plans_;
   std::vector<std::uint32_t> free_plans_;
+  static constexpr std::uint32_t kNoPlan = 0xFFFFFFFFu;
   std::vector<std::uint32_t> plan_of_;        // per task: its plan's slot while its collective runs
   std::vector<std::uint8_t> parts_left_;      // per running task: compute and collective not yet done
   std::unique_ptr<Policy> policy_;
@@ -752,6 +964,21 @@ class Run {
 
   static constexpr std::uint32_t kNoInstance = 0xFFFFFFFFu;
   std::uint64_t in_flight_ = 0;                // instances arrived and not finished
+  std::uint64_t unfinished_ = 0;               // instances not yet ended
+  // Faults.
+  static constexpr std::uint32_t kNoTask = 0xFFFFFFFFu;
+  std::vector<std::uint32_t> gpu_task_;        // per GPU: the task running on it
+  std::vector<std::uint8_t> gpu_down_;         // per GPU: failed and not yet repaired
+  std::vector<double> down_since_;             // per GPU: when it went down
+  std::vector<Rng> fault_rngs_;                // per GPU, then per node: random failures and repairs
+  std::vector<std::uint32_t> run_;             // per task: its run number (a retry is a new run)
+  std::vector<std::uint32_t> attempts_;        // per task: runs stopped by failures
+  std::vector<double> progress_;               // per task: share of its compute saved by checkpoints
+  std::vector<double> full_compute_s_;         // per task: this run's compute time from scratch
+  std::vector<double> stopped_at_;             // per task: when a failure stopped it, until it starts again
+  std::vector<std::uint64_t> dropped_;         // scratch: tags of cancelled flows
+  std::uint64_t gpu_failures_ = 0, tasks_stopped_ = 0, retries_ = 0, recoveries_ = 0;
+  double lost_gpu_s_ = 0, down_gpu_s_ = 0, recovery_s_ = 0;
   std::uint32_t open_instances_ = 0;           // instances [0, this) arrive at drawn times, in order
   std::vector<std::uint32_t> next_in_loop_;    // per instance: a closed-loop user's next one
   std::vector<std::uint32_t> stream_of_;       // per instance

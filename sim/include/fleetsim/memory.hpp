@@ -46,6 +46,11 @@ class GpuMemory {
   double hold(GpuId g, double bytes, double now);
   void unhold(GpuId g, double bytes, double now);  // a consumer has read it
 
+  // A load that was stopped before it finished: the unreferenced, unloaded copy goes.
+  void drop_unloaded(GpuId g, std::uint32_t model, double now);
+  // The GPU failed: everything in its VRAM is gone (no task may be running on it).
+  void wipe(GpuId g, double now);
+
   // Whether a resident model's weights have finished loading (a peer may copy them).
   bool loaded(GpuId g, std::uint32_t model) const;
   void mark_loaded(GpuId g, std::uint32_t model);

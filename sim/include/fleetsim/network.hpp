@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <span>
 #include <vector>
@@ -42,6 +43,9 @@ class Network {
   double next_time() const;
   // Advances to `now` (not past next_time()) and appends the flows delivered by then.
   void advance(double now, std::vector<FlowDelivery>& delivered);
+  // Stops every flow in flight whose tag `drop` accepts, at `now` (bytes sent so far are counted),
+  // and appends their tags to `dropped`. The others' rates are recomputed.
+  void cancel_if(const std::function<bool(std::uint64_t tag)>& drop, double now, std::vector<std::uint64_t>& dropped);
 
   std::size_t flows_in_flight() const { return in_flight_; }
   double rate(std::uint32_t flow) const { return flows_[flow].rate_Bps; }

@@ -81,12 +81,12 @@ struct PlanResult {
 struct PlanOptions {
   unsigned threads = 0;     // 0: every core
   bool exhaustive = false;  // every node count of every line instead of bisection (a check of the search)
-  std::function<void(std::size_t done, std::size_t estimated_total)> progress;
+  std::function<void(std::size_t done, std::size_t estimated_total)> progress = {};
   // Several processes (MPI ranks): this one searches the lines whose index is `rank` modulo `ranks`;
   // `exchange` hands every process's text to every process, in rank order (an all-gather). Each then
   // holds every point, and the recommendations, computed alike everywhere, match a single process's.
   unsigned rank = 0, ranks = 1;
-  std::function<std::vector<std::string>(const std::string& mine)> exchange;
+  std::function<std::vector<std::string>(const std::string& mine)> exchange = {};
 };
 
 PlanResult run_plan(const PlanSpec& spec, const PlanOptions& options = {});

@@ -95,6 +95,27 @@ struct Slo {
   bool at_least() const { return metric == SloMetric::throughput || metric == SloMetric::attainment; }
 };
 
+// Failures of GPUs and nodes, scripted or random, and what happens to the tasks they hit. A failed
+// GPU loses its VRAM and runs nothing until it is repaired; a task running on it stops and is
+// retried (after a backoff) until its attempts run out, resuming from its last checkpoint.
+struct FaultEvent {
+  double at_s = 0;
+  std::uint32_t gpu_first = 0, gpu_count = 1;  // a GPU, or a node's GPUs
+  std::string what;                            // "GPU n0.g1" or "node n0", for reasons
+  double down_s = std::numeric_limits<double>::infinity();  // until repaired; infinity: for good
+};
+
+struct FaultSpec {
+  std::vector<FaultEvent> events;
+  double gpu_mtbf_s = 0, gpu_mttr_s = 0;    // random GPU failures (exponential); 0: none
+  double node_mtbf_s = 0, node_mttr_s = 0;  // random node failures
+  int max_attempts = 1;                     // runs of a task before it fails for good
+  double backoff_s = 0;                     // wait before a retry is ready
+  double checkpoint_interval_s = 0;         // of compute time; 0: no checkpoints
+  double restore_s = 0;                     // paid when resuming from a checkpoint
+  bool any() const { return !events.empty() || gpu_mtbf_s > 0 || node_mtbf_s > 0; }
+};
+
 struct PolicySpec {
   std::string name = "fifo";
   PolicyParams params;
@@ -116,6 +137,7 @@ struct Scenario {
   // When the run can no longer place a waiting task (its VRAM held by tensors that wait for it):
   // leave it queued and flag the run as stalled, or fail it with an out-of-memory reason.
   enum class OnStall { wait, fail } on_stall = OnStall::wait;
+  FaultSpec faults;
 };
 
 // A what-if edit applied before the scenario is read: the value at a JSON pointer replaced (or

@@ -16,7 +16,7 @@
 namespace fleetsim {
 
 struct RunOptions {
-  std::optional<std::uint64_t> seed;  // the scenario's seed when absent
+  std::optional<std::uint64_t> seed = {};  // the scenario's seed when absent
   bool record_link_samples = false;   // every change of every link's load and GPU's VRAM, for timelines
   // Stop early once more workflow instances than this have arrived and not finished (0: never): a
   // queue that grows without bound shows itself here long before the horizon. The summary says

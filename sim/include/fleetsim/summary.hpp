@@ -74,6 +74,11 @@ struct Summary {
   double vram_utilization = 0;        // time-averaged use / capacity over all GPUs
   double energy_j = 0;                // busy GPU-seconds at TDP plus idle GPU-seconds at idle power
   double fairness = 1;                // Jain's index over tenants of GPU-seconds per unit of quota
+  // Faults: GPU failures (a node's count once per GPU), tasks stopped by them, retries made; GPU-seconds
+  // of stopped runs not saved by a checkpoint; the share of GPU-time the GPUs were up; the share of
+  // held GPU-time whose work was kept; mean time from a stop to the task's next start.
+  std::uint64_t gpu_failures = 0, tasks_stopped = 0, retries = 0;
+  double lost_gpu_s = 0, availability = 1, goodput = 1, mean_recovery_s = 0;
   std::uint64_t events = 0;
   std::vector<TenantSummary> tenants;
   std::vector<SloResult> slos;

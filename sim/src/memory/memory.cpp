@@ -101,6 +101,28 @@ void GpuMemory::release(GpuId g, std::uint32_t model, double working_set_bytes, 
   changed(g, now);
 }
 
+void GpuMemory::drop_unloaded(GpuId g, std::uint32_t model, double now) {
+  Gpu& gpu = gpus_[index(g)];
+  const auto it = std::find_if(gpu.models.begin(), gpu.models.end(), [&](const Cached& c) { return c.model == model; });
+  if (it == gpu.models.end() || it->loaded || it->refs > 0) return;
+  integrate(gpu, now);
+  gpu.cached -= it->bytes;
+  gpu.models.erase(it);
+  changed(g, now);
+}
+
+void GpuMemory::wipe(GpuId g, double now) {
+  Gpu& gpu = gpus_[index(g)];
+  FLEETSIM_CHECK(gpu.working <= 1e-9 * gpu.capacity && gpu.pinned <= 1e-9 * gpu.capacity, "a failed GPU still runs a task");
+  integrate(gpu, now);
+  gpu.working = 0;
+  gpu.pinned = 0;
+  gpu.held = 0;
+  gpu.cached = 0;
+  gpu.models.clear();
+  changed(g, now);
+}
+
 double GpuMemory::hold(GpuId g, double bytes, double now) {
   Gpu& gpu = gpus_[index(g)];
   integrate(gpu, now);

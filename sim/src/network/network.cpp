@@ -157,6 +157,24 @@ void Network::advance(double now, std::vector<FlowDelivery>& delivered) {
   }
 }
 
+void Network::cancel_if(const std::function<bool(std::uint64_t)>& drop, double now, std::vector<std::uint64_t>& dropped) {
+  for (std::uint32_t id = 0; id < flows_.size(); ++id) {
+    Flow& f = flows_[id];
+    if (f.phase == Phase::free || !drop(f.tag)) continue;
+    if (f.phase == Phase::sending) {
+      settle(id, now);
+      detach(id);
+      f.rate_Bps = 0;
+    }
+    if (heap_pos_[id] != kNotQueued) unschedule(id);
+    f.phase = Phase::free;
+    free_slots_.push_back(id);
+    --in_flight_;
+    dropped.push_back(f.tag);
+  }
+  if (!links_touched_.empty()) reshare(now);
+}
+
 void Network::reshare(double now) {
   // Collect the component: links touched, their flows, those flows' links, and so on.
   if (++stamp_ == 0) {

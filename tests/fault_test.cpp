@@ -1,0 +1,151 @@
+// Failures: scripted ones give the delays worked out by hand; random ones over many seeds break no
+// invariant and lose no task; bad fault specs are refused with the field named.
+#include <catch2/catch.hpp>
+
+#include "fleetsim/error.hpp"
+#include "fleetsim/report.hpp"
+#include "fleetsim/simulation.hpp"
+#include "helpers.hpp"
+
+using namespace fleetsim;
+
+namespace {
+
+// One 10-s task (1000 TFLOP on a 100 TFLOP/s unit GPU) at t = 0; GPU n0.g0 fails at 4 s for 3 s.
+Scenario one_task(const std::string& node, const std::string& faults) {
+  return test::unit_scenario(R"("cluster": {"nodes": [{"type": ")" + node + R"(", "count": 1}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1000 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}],
+      "faults": )" + faults);
+}
+
+const std::string kFailAt4 = R"("events": [{"at": "4 s", "gpu": "n0.g0", "for": "3 s"}])";
+
+}  // namespace
+
+TEST_CASE("a task on a failed GPU fails when it has no attempts left", "[faults]") {
+  const RunResult run = simulate(one_task("unit-node-1", "{" + kFailAt4 + "}"));
+  const TaskRecord& t = run.trace.tasks[0];
+  CHECK(t.status == TaskStatus::failed);
+  CHECK(t.end_s == Approx(4.0));
+  CHECK(run.trace.reasons[t.reason] == "GPU n0.g0 failed (run 1 of 1)");
+  CHECK(run.summary.gpu_failures == 1);
+  CHECK(run.summary.tasks_stopped == 1);
+  CHECK(run.summary.lost_gpu_s == Approx(4.0));
+}
+
+TEST_CASE("a retried task waits for its backoff and a free GPU: the hand-computed delays", "[faults]") {
+  const std::string retry = R"(, "retry": {"max_attempts": 2, "backoff": "1 s"}})";
+  SECTION("one GPU: the retry waits for the repair at 7 s and ends at 17 s") {
+    const RunResult run = simulate(one_task("unit-node-1", "{" + kFailAt4 + retry));
+    const TaskRecord& t = run.trace.tasks[0];
+    CHECK(t.status == TaskStatus::completed);
+    CHECK(t.start_s == Approx(7.0));
+    CHECK(t.end_s == Approx(17.0));
+    const Summary& s = run.summary;
+    CHECK(s.retries == 1);
+    CHECK(s.lost_gpu_s == Approx(4.0));
+    CHECK(s.availability == Approx(1 - 3.0 / 17));
+    CHECK(s.goodput == Approx(10.0 / 14));
+    CHECK(s.mean_recovery_s == Approx(3.0));
+  }
+  SECTION("two GPUs: the retry runs on the other one after the backoff, ending at 15 s") {
+    const RunResult run = simulate(one_task("unit-node-2", "{" + kFailAt4 + retry));
+    CHECK(run.trace.tasks[0].start_s == Approx(5.0));
+    CHECK(run.trace.tasks[0].end_s == Approx(15.0));
+    CHECK(run.cluster.gpu_name(run.trace.gpus[run.trace.tasks[0].gpu_begin]) == "n0.g1");
+  }
+  SECTION("checkpoints every 2 s keep 4 s of work; restoring costs 0.5 s: it ends at 11.5 s") {
+    const RunResult run = simulate(one_task("unit-node-2", "{" + kFailAt4 + R"(, "retry": {"max_attempts": 2, "backoff": "1 s"},
+        "checkpoint": {"interval": "2 s", "restore": "0.5 s"}})"));
+    CHECK(run.trace.tasks[0].end_s == Approx(11.5));
+    CHECK(run.summary.lost_gpu_s == Approx(0.0).margin(1e-9));
+  }
+  SECTION("a failure at 5 s keeps only the checkpoint at 4 s: 1 s is lost") {
+    const RunResult run = simulate(one_task("unit-node-2", R"({"events": [{"at": "5 s", "gpu": "n0.g0"}],
+        "retry": {"max_attempts": 2}, "checkpoint": {"interval": "2 s"}})"));
+    CHECK(run.trace.tasks[0].start_s == Approx(5.0));
+    CHECK(run.trace.tasks[0].end_s == Approx(11.0));
+    CHECK(run.summary.lost_gpu_s == Approx(1.0));
+    CHECK(run.summary.availability == Approx(1 - 6.0 / 22));  // n0.g0 down from 5 s to the end, 11 s
+  }
+}
+
+TEST_CASE("a node failure stops a gang across its GPUs", "[faults]") {
+  const Scenario sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-2", "count": 2}]},
+      "workflows": {"w": {"tasks": [{"name": "g", "gpus": 2, "work": {"flop": "1000 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}],
+      "faults": {"events": [{"at": "2 s", "node": "n0", "for": "100 s"}], "retry": {"max_attempts": 3}})");
+  const RunResult run = simulate(sc);
+  const TaskRecord& t = run.trace.tasks[0];
+  CHECK(run.summary.gpu_failures == 2);
+  CHECK(t.status == TaskStatus::completed);
+  CHECK(t.start_s == Approx(2.0));  // at once on node n1
+  CHECK(t.end_s == Approx(7.0));    // 1000 TFLOP over two GPUs
+  CHECK(run.cluster.gpu_name(run.trace.gpus[t.gpu_begin]) == "n1.g0");
+}
+
+TEST_CASE("tensors held on a failed GPU are lost with it, and their consumers fail", "[faults]") {
+  // The 5-s task takes n0.g0; a (1 s) on n0.g1 leaves 1 GB there for b, a 2-GPU gang that must wait.
+  const Scenario sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-2", "count": 1}]},
+      "workflows": {"chain": {"tasks": [{"name": "a", "work": {"flop": "100 TFLOP"}}, {"name": "b", "gpus": 2, "work": {"flop": "100 TFLOP"}}],
+                              "edges": [{"from": "a", "to": "b", "bytes": "1 GB"}]},
+                    "long": {"tasks": [{"name": "l", "work": {"flop": "500 TFLOP"}}]}},
+      "workload": [{"workflow": "long", "arrival": {"process": "once"}}, {"workflow": "chain", "arrival": {"process": "once"}}],
+      "faults": {"events": [{"at": "2 s", "gpu": "n0.g1"}]})");
+  const RunResult run = simulate(sc);
+  const TaskRecord* b = nullptr;
+  for (const TaskRecord& t : run.trace.tasks) {
+    if (run.trace.tasks.size() == 3 && t.task == 1 && t.workflow == 0) b = &t;
+  }
+  REQUIRE(b != nullptr);
+  CHECK(b->status == TaskStatus::failed);
+  CHECK(b->end_s == Approx(2.0));
+  CHECK_THAT(run.trace.reasons[b->reason], Catch::Contains("input from task \"a\" was lost when GPU n0.g1 failed"));
+}
+
+TEST_CASE("random failures over 200 seeds break no invariant and lose no task", "[faults][property]") {
+  // The LLM training scenario (gangs, collectives, cross-node transfers) with a GPU failing every
+  // 5 min and a node every 30 min on average (a run lasts about 8 s), three attempts per task and checkpoints.
+  const std::vector<ScenarioEdit> edits{
+      {"/faults", R"({"gpu": {"mtbf": "5 min", "mttr": "1 s"}, "node": {"mtbf": "30 min", "mttr": "5 s"},
+                      "retry": {"max_attempts": 3, "backoff": "30 s"}, "checkpoint": {"interval": "20 s", "restore": "5 s"}})"}};
+  const Scenario sc = load_scenario(test::source_dir() + "/scenarios/llm-training.json", edits);
+  std::uint64_t stopped = 0, failed = 0;
+  for (std::uint64_t seed = 1; seed <= 200; ++seed) {
+    const Summary s = simulate(sc, {.seed = seed}).summary;  // the invariants are checked inside
+    CHECK(s.tasks.completed + s.tasks.failed + s.tasks.running + s.tasks.queued == s.tasks.submitted);
+    CHECK(s.availability >= 0);
+    CHECK(s.availability <= 1);
+    CHECK(s.goodput <= 1);
+    stopped += s.tasks_stopped;
+    failed += s.tasks.failed;
+  }
+  CHECK(stopped > 0);  // the failures did hit running tasks
+  INFO("tasks stopped " << stopped << ", failed for good " << failed);
+}
+
+TEST_CASE("a run with failures is the same for the same seed", "[faults]") {
+  const std::vector<ScenarioEdit> edits{{"/faults", R"({"gpu": {"mtbf": "1 h", "mttr": "5 min"}, "retry": {"max_attempts": 2}})"}};
+  const Scenario sc = load_scenario(test::source_dir() + "/scenarios/default.json", edits);
+  CHECK(summary_json(simulate(sc, {.seed = 9}).summary) == summary_json(simulate(sc, {.seed = 9}).summary));
+}
+
+TEST_CASE("malformed fault specs are refused with the field named", "[faults]") {
+  const auto error = [](const std::string& faults) {
+    try {
+      one_task("unit-node-1", faults);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error(R"({"events": [{"at": "1 s", "gpu": "n0.g0"}]})").empty());
+  CHECK_THAT(error(R"({"events": [{"at": "1 s", "gpu": "n0.g7"}]})"), Catch::Contains("/faults/events/0/gpu: no GPU \"n0.g7\""));
+  CHECK_THAT(error(R"({"events": [{"at": "1 s", "gpu": "n0.g0", "node": "n0"}]})"), Catch::Contains("expected exactly one of"));
+  CHECK_THAT(error(R"({"events": [{"gpu": "n0.g0"}]})"), Catch::Contains("/faults/events/0/at"));
+  CHECK_THAT(error(R"({"gpu": {"mttr": "1 h"}})"), Catch::Contains("/faults/gpu/mtbf"));
+  CHECK_THAT(error(R"({"retry": {"max_attempts": 0}})"), Catch::Contains("/faults/retry/max_attempts"));
+  CHECK_THAT(error(R"({"checkpoint": {"restore": "1 s"}})"), Catch::Contains("/faults/checkpoint/interval"));
+  CHECK_THAT(error(R"({"chaos": true})"), Catch::Contains("/faults/chaos"));
+}
