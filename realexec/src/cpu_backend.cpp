@@ -8,6 +8,7 @@
 #include <latch>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <unistd.h>
 
 #include "fleetsim/compute.hpp"
@@ -200,7 +201,10 @@ class CpuRun {
     auto pass = [&] { return gang != nullptr ? gang->pass() : now(); };
     Device& d = *devices_[g];
 
-    auto [failure, ready_s] = wait_ready(rec);
+    // Plain variables, not a structured binding: lambdas below capture them (clang 14 cannot).
+    std::string failure;
+    double ready_s = 0;
+    std::tie(failure, ready_s) = wait_ready(rec);
     const double start_s = pass();
     auto attempt = [&](auto&& work) {
       if (!failure.empty()) return;
