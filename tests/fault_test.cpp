@@ -1,4 +1,4 @@
-// Failures: scripted ones give the delays worked out by hand; random ones over many seeds break no
+// Failures and elasticity: scripted failures give the delays worked out by hand; random ones over many seeds break no
 // invariant and lose no task; bad fault specs are refused with the field named.
 #include <catch2/catch.hpp>
 
@@ -148,4 +148,91 @@ TEST_CASE("malformed fault specs are refused with the field named", "[faults]") 
   CHECK_THAT(error(R"({"retry": {"max_attempts": 0}})"), Catch::Contains("/faults/retry/max_attempts"));
   CHECK_THAT(error(R"({"checkpoint": {"restore": "1 s"}})"), Catch::Contains("/faults/checkpoint/interval"));
   CHECK_THAT(error(R"({"chaos": true})"), Catch::Contains("/faults/chaos"));
+}
+
+// Autoscaling: nodes come up after their provisioning delay, drain without stopping work, follow a
+// schedule, and only nodes on are billed.
+namespace {
+
+Scenario elastic(const std::string& workload, const std::string& autoscale, int nodes = 3) {
+  return test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-1", "count": )" + std::to_string(nodes) + R"(}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "10000 TFLOP"}}]}},
+      "workload": )" + workload + R"(, "autoscale": )" + autoscale);
+}
+
+}  // namespace
+
+TEST_CASE("an autoscaler brings nodes up after their provisioning delay and bills them from the decision", "[autoscale]") {
+  // Three 100-s tasks at 0 on one node of three: at 10 s the utilization policy wants 3 nodes; two
+  // are provisioned for 5 s and take the waiting tasks at 15 s.
+  const RunResult run = simulate(elastic(R"([{"workflow": "w", "arrival": {"process": "once", "count": 3}}])",
+                                         R"({"policy": "utilization", "target_utilization": 1, "interval": "10 s", "provisioning": "5 s"})"));
+  std::vector<double> starts;
+  for (const TaskRecord& t : run.trace.tasks) starts.push_back(t.start_s);
+  std::sort(starts.begin(), starts.end());
+  CHECK(starts == std::vector<double>{0, 15, 15});
+  CHECK(run.summary.makespan_s == Approx(115));
+  CHECK(run.summary.nodes_started == 2);
+  // Node 0 for 115 s, nodes 1 and 2 from the decision at 10 s: 325 node-seconds at $1 per GPU-hour.
+  CHECK(run.summary.node_s_on == Approx(325));
+  CHECK(run.summary.cost_usd == Approx(325.0 / 3600));
+}
+
+TEST_CASE("scaling in drains a node: its task runs to the end before the node goes off", "[autoscale]") {
+  // A 100-s task on each of two nodes at 0, one more at 150 s. After both end, the queue policy
+  // with an empty queue turns a node off; the third task runs on the node left.
+  const RunResult run = simulate(elastic(R"([{"workflow": "w", "arrival": {"process": "times", "times": ["0 s", "0 s", "150 s"]}}])",
+                                         R"({"policy": "queue", "target_wait": "1 min", "initial_nodes": 2, "interval": "20 s", "scale_in_window": "0 s"})",
+                                         2));
+  CHECK(run.summary.tasks.completed == 3);
+  CHECK(run.summary.nodes_stopped >= 1);
+  CHECK(run.summary.makespan_s == Approx(250));
+  // The decision at 100 s comes just after both tasks ended (they were queued first): one node goes
+  // off then, the other stays on to the end.
+  CHECK(run.summary.node_s_on == Approx(250 + 100));
+}
+
+TEST_CASE("a scheduled autoscaler follows its table", "[autoscale]") {
+  // One node until 50 s, then two: the second task waits for it.
+  const RunResult run = simulate(elastic(R"([{"workflow": "w", "arrival": {"process": "once", "count": 2}}])",
+                                         R"({"policy": "schedule", "schedule": [{"at": "0 s", "nodes": 1}, {"at": "50 s", "nodes": 2}],
+                                             "interval": "10 s", "period": "1000 s"})",
+                                         2));
+  std::vector<double> starts;
+  for (const TaskRecord& t : run.trace.tasks) starts.push_back(t.start_s);
+  std::sort(starts.begin(), starts.end());
+  CHECK(starts == std::vector<double>{0, 50});
+}
+
+TEST_CASE("malformed autoscaler specs are refused with the field named", "[autoscale]") {
+  const auto error = [](const std::string& autoscale) {
+    try {
+      elastic(R"([{"workflow": "w", "arrival": {"process": "once"}}])", autoscale);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error(R"({"policy": "utilization", "target_utilization": 0.7})").empty());
+  CHECK_THAT(error(R"({"policy": "magic"})"), Catch::Contains("/autoscale/policy"));
+  CHECK_THAT(error(R"({"policy": "schedule"})"), Catch::Contains("/autoscale/schedule"));
+  CHECK_THAT(error(R"({"policy": "queue"})"), Catch::Contains("/autoscale/target_wait"));
+  CHECK_THAT(error(R"({"policy": "utilization", "target_utilization": 0.7, "min_nodes": 9})"), Catch::Contains("/autoscale/min_nodes"));
+}
+
+TEST_CASE("autoscaling and random failures together break no invariant over 40 seeds", "[autoscale][faults][property]") {
+  const std::vector<ScenarioEdit> edits{
+      {"/horizon", "\"20 min\""},
+      {"/faults", R"({"gpu": {"mtbf": "30 min", "mttr": "2 min"}, "node": {"mtbf": "2 h", "mttr": "5 min"}, "retry": {"max_attempts": 2, "backoff": "5 s"}})"}};
+  const Scenario sc = load_scenario(test::source_dir() + "/scenarios/elastic-studio.json", edits);
+  std::uint64_t started = 0, failures = 0;
+  for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+    const Summary s = simulate(sc, {.seed = seed}).summary;
+    CHECK(s.tasks.completed + s.tasks.failed + s.tasks.running + s.tasks.queued == s.tasks.submitted);
+    CHECK(s.node_s_on <= 4 * s.end_s + 1e-6);
+    started += s.nodes_started;
+    failures += s.gpu_failures;
+  }
+  CHECK(started > 0);
+  CHECK(failures > 0);
 }

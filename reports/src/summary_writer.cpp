@@ -61,6 +61,7 @@ std::string summary_json(const Summary& s) {
   j["faults"] = {{"gpu_failures", s.gpu_failures}, {"tasks_stopped", s.tasks_stopped}, {"retries", s.retries},
                  {"lost_gpu_s", s.lost_gpu_s}, {"availability", s.availability}, {"goodput", s.goodput},
                  {"mean_recovery_s", s.mean_recovery_s}};
+  j["autoscale"] = {{"node_s_on", s.node_s_on}, {"nodes_started", s.nodes_started}, {"nodes_stopped", s.nodes_stopped}};
   j["vram_peak_utilization"] = s.vram_peak_utilization;
   j["vram_utilization"] = s.vram_utilization;
   j["energy_j"] = s.energy_j;
@@ -113,6 +114,10 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
   out << "weights    " << s.weight_loads << " loads (" << format_quantity(s.weight_bytes_loaded, Dimension::bytes) << ", "
       << format_quantity(s.weight_load_s, Dimension::time) << " in all), " << s.evictions << " evictions; peak VRAM "
       << fmt("%.0f %%", 100.0 * s.vram_peak_utilization) << " of a GPU\n";
+  if (s.node_s_on > 0) {
+    out << "autoscale  " << fmt("%.2f", s.end_s > 0 ? s.node_s_on / s.end_s : 0) << " nodes on on average ("
+        << fmt("%.1f", s.node_s_on / 3600) << " node-hours billed), " << s.nodes_started << " started, " << s.nodes_stopped << " stopped\n";
+  }
   if (s.gpu_failures > 0) {
     out << "faults     " << s.gpu_failures << " GPU failures stopped " << s.tasks_stopped << " tasks (" << s.retries << " retried); "
         << format_quantity(s.lost_gpu_s, Dimension::time) << " GPU-time lost; availability " << fmt("%.2f %%", 100.0 * s.availability)

@@ -609,6 +609,43 @@ void read_faults(ObjectReader& top, Scenario& sc) {
   f.finish();
 }
 
+void read_autoscale(ObjectReader& top, Scenario& sc) {
+  const Json* value = top.field("autoscale");
+  if (value == nullptr) return;
+  ObjectReader a(*value, top.pointer("autoscale"), top.problems());
+  if (!a.ok()) return;
+  AutoscaleSpec& spec = sc.autoscale;
+  int nodes = 0;
+  for (const NodeGroup& g : sc.cluster.groups) nodes += g.count;
+  spec.policy = static_cast<AutoscaleSpec::Policy>(a.choice("policy", {"none", "utilization", "queue", "schedule"}, 0));
+  if (a.field("policy", Need::required) == nullptr) return;
+  spec.min_nodes = static_cast<int>(a.integer_or("min_nodes", 1, 0, nodes));
+  spec.initial_nodes = static_cast<int>(a.integer_or("initial_nodes", spec.min_nodes, spec.min_nodes, nodes));
+  spec.interval_s = a.quantity_or("interval", Dimension::time, 60);
+  if (!(spec.interval_s > 0)) a.problem("interval", "expected a positive time");
+  spec.provisioning_s = a.quantity_or("provisioning", Dimension::time, 0);
+  spec.scale_in_window_s = a.quantity_or("scale_in_window", Dimension::time, 300);
+  // Every policy's settings are known fields, so `--set /autoscale/policy=none` keeps a file valid.
+  using P = AutoscaleSpec::Policy;
+  const auto need = [&](P p) { return spec.policy == p ? Need::required : Need::optional; };
+  spec.target_utilization = a.number("target_utilization", need(P::utilization), 0.0, 1.0).value_or(0.7);
+  if (!(spec.target_utilization > 0)) a.problem("target_utilization", "expected a fraction above 0, at most 1");
+  spec.target_wait_s = a.quantity("target_wait", Dimension::time, need(P::queue)).value_or(30);
+  spec.period_s = a.quantity_or("period", Dimension::time, 86400);
+  if (const Json* table = a.field("schedule", need(P::schedule))) {
+    if (!table->is_array() || table->empty()) a.problem("schedule", "expected a non-empty array of {at, nodes}");
+    for (std::size_t i = 0; table->is_array() && i < table->size(); ++i) {
+      ObjectReader e((*table)[i], detail::child_pointer(a.pointer("schedule"), i), top.problems());
+      const double at = e.quantity("at", Dimension::time, Need::required).value_or(0);
+      const int n = static_cast<int>(e.integer("nodes", Need::required, spec.min_nodes, nodes).value_or(spec.min_nodes));
+      e.finish();
+      spec.schedule.emplace_back(at, n);
+    }
+    std::sort(spec.schedule.begin(), spec.schedule.end());
+  }
+  a.finish();
+}
+
 // Impossible work is reported before the simulation starts: a task whose per-GPU VRAM exceeds every
 // GPU of the cluster, or a gang larger than the GPUs that could hold it.
 void check_feasible(const Scenario& sc, Problems& problems) {
@@ -770,6 +807,7 @@ Scenario parse_scenario(std::string_view json_text, const std::string& file_name
   read_policy(top, sc.policy);
   read_slos(top, sc);
   read_faults(top, sc);
+  read_autoscale(top, sc);
   if (const Json* memory = top.field("memory")) {
     ObjectReader m(*memory, top.pointer("memory"), problems);
     sc.on_stall = static_cast<Scenario::OnStall>(m.choice("on_stall", {"wait", "fail"}, 0));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <map>
 #include <numbers>
 #include <unordered_map>
@@ -21,7 +22,8 @@ namespace {
 // kFault's and kRepair's subject indexes Scenario::faults.events (scripted) or, past them, a GPU
 // (random failures, kNodeBit set for the node of that GPU); kRetry's is a task. A task's events carry
 // its run number above the kind's low byte, so a stopped run's leftovers are recognised.
-enum EventKind : std::uint32_t { kArrival, kComputeDone, kCommStart, kNetwork, kSchedule, kFault, kRepair, kRetry };
+// kAutoscale is the autoscaler's periodic decision; kNodeUp's subject is a node whose provisioning ends.
+enum EventKind : std::uint32_t { kArrival, kComputeDone, kCommStart, kNetwork, kSchedule, kFault, kRepair, kRetry, kAutoscale, kNodeUp };
 constexpr std::uint32_t kNodeBit = 0x80000000u;
 
 // What a task's pending flows are for.
@@ -106,6 +108,7 @@ class Run {
         seed_(options.seed.value_or(scenario.seed)),
         max_in_flight_(options.max_in_flight),
         faults_(scenario.faults.any()),
+        autoscale_(scenario.autoscale.on()),
         cluster_(scenario.cluster),
         topology_(cluster_, scenario.cluster.fabric),
         network_(topology_.capacities()),
@@ -135,6 +138,9 @@ class Run {
     gpu_busy_.assign(gpus, 0);
     gpu_task_.assign(gpus, kNoTask);
     gpu_down_.assign(gpus, 0);
+    gpu_off_.assign(gpus, 0);
+    node_state_.assign(cluster_.node_count(), NodeState::on);
+    billed_since_.assign(cluster_.node_count(), 0.0);
     down_since_.assign(gpus, 0.0);
     gpu_free_at_.assign(gpus, 0.0);
     tenant_gpus_.assign(sc_.tenants.size(), 0);
@@ -148,12 +154,13 @@ class Run {
   RunResult execute() {
     if (open_instances_ > 0) queue_.push(trace_.instances[0].arrival_s, kArrival, 0);
     schedule_faults();
+    start_autoscaler();
     start_closed_loops();
     bool horizon_reached = false, diverged = false;
     std::uint64_t events = 0;
     // Random failures never run out: once every workflow has ended, only they would be left.
     unfinished_ = trace_.instances.size();
-    while (!queue_.empty() && !diverged && !(faults_ && unfinished_ == 0)) {
+    while (!queue_.empty() && !diverged && !((faults_ || autoscale_) && unfinished_ == 0)) {
       if (queue_.top().time_s > sc_.horizon_s) {
         horizon_reached = true;
         break;
@@ -173,6 +180,8 @@ class Run {
           break;
         case kFault: on_fault(e.subject); break;
         case kRepair: on_repair(e.subject); break;
+        case kAutoscale: on_autoscale(); break;
+        case kNodeUp: on_node_up(e.subject); break;
         case kRetry:
           if (run == run_[e.subject]) on_retry(make_id<TaskId>(e.subject));
           break;
@@ -216,6 +225,18 @@ class Run {
     summary.availability = end_s > 0 ? 1 - down_gpu_s_ / (cluster_.gpu_count() * end_s) : 1;
     summary.goodput = summary.gpu_busy_s + lost_gpu_s_ > 0 ? summary.gpu_busy_s / (summary.gpu_busy_s + lost_gpu_s_) : 1;
     summary.mean_recovery_s = recoveries_ > 0 ? recovery_s_ / static_cast<double>(recoveries_) : 0;
+    if (autoscale_) {
+      // Only nodes on are billed (provisioning included).
+      summary.cost_usd = 0;
+      for (std::uint32_t n = 0; n < cluster_.node_count(); ++n) {
+        if (node_state_[n] != NodeState::off) billed_s_[n] += end_s - billed_since_[n];
+        const NodeId node = make_id<NodeId>(n);
+        summary.cost_usd += billed_s_[n] / 3600 * cluster_.gpu_type(cluster_.first_gpu(node)).price_usd_per_hour * cluster_.gpus_in(node);
+        summary.node_s_on += billed_s_[n];
+      }
+      summary.nodes_started = nodes_started_;
+      summary.nodes_stopped = nodes_stopped_;
+    }
     summary.diverged = diverged;
     // Slowdown: latency over the workflow's critical path (its entry tasks' largest upward rank).
     std::vector<double> slowdown_sum(sc_.tenants.size(), 0.0);
@@ -561,8 +582,9 @@ class Run {
     if (held > 0) {
       memory_.unhold(holder, held, queue_.now());
       dirty_ = true;  // the freed VRAM may let a waiting task start
+      held = 0;
+      if (autoscale_) drain_if_idle(index(holder));
     }
-    held = 0;
   }
 
   void start_compute(TaskId id) {
@@ -760,9 +782,8 @@ class Run {
       // Nothing runs there until it is repaired; what its VRAM held is gone.
       gpu_down_[g] = 1;
       down_since_[g] = queue_.now();
-      gpu_busy_[g] = 1;
+      refresh(g);
       gpu_free_at_[g] = queue_.now() + f.down_s;
-      --free_per_node_[index(cluster_.node_of(make_id<GpuId>(g)))];
       lose_tensors(make_id<GpuId>(g), f.what);
       memory_.wipe(make_id<GpuId>(g), queue_.now());
     }
@@ -775,11 +796,9 @@ class Run {
       if (gpu_down_[g] == 0) continue;
       gpu_down_[g] = 0;
       down_gpu_s_ += queue_.now() - down_since_[g];
-      gpu_busy_[g] = 0;
       gpu_free_at_[g] = queue_.now();
-      ++free_per_node_[index(cluster_.node_of(make_id<GpuId>(g)))];
+      refresh(g);
     }
-    dirty_ = true;
     if (subject >= random_base()) next_random_fault(subject - random_base());
   }
 
@@ -855,16 +874,174 @@ class Run {
     if (trace_.tasks[index(id)].status == TaskStatus::queued) make_ready(id);
   }
 
+  // A GPU is busy for the policy while a task runs on it, it is down, or its node is off.
+  void refresh(std::uint32_t g) {
+    const std::uint8_t busy = gpu_task_[g] != kNoTask || gpu_down_[g] != 0 || gpu_off_[g] != 0;
+    if (busy == gpu_busy_[g]) return;
+    gpu_busy_[g] = busy;
+    const std::uint32_t n = index(cluster_.node_of(make_id<GpuId>(g)));
+    if (busy != 0) {
+      --free_per_node_[n];
+    } else {
+      ++free_per_node_[n];
+      dirty_ = true;
+    }
+  }
+
+  // Nodes past `initial_nodes` start off; the first decision comes one interval in.
+  void start_autoscaler() {
+    if (!autoscale_) return;
+    billed_s_.assign(cluster_.node_count(), 0.0);
+    for (std::uint32_t n = static_cast<std::uint32_t>(sc_.autoscale.initial_nodes); n < cluster_.node_count(); ++n) {
+      node_state_[n] = NodeState::off;
+      for_gpus_of(n, [&](std::uint32_t g) {
+        gpu_off_[g] = 1;
+        refresh(g);
+      });
+    }
+    queue_.push(sc_.autoscale.interval_s, kAutoscale, 0);
+  }
+
+  template <typename F>
+  void for_gpus_of(std::uint32_t n, F f) {
+    const std::uint32_t first = index(cluster_.first_gpu(make_id<NodeId>(n)));
+    for (std::uint32_t g = first; g < first + cluster_.gpus_in(make_id<NodeId>(n)); ++g) f(g);
+  }
+
+  int nodes_on() const {
+    return static_cast<int>(std::count_if(node_state_.begin(), node_state_.end(),
+                                          [](NodeState s) { return s == NodeState::on || s == NodeState::provisioning; }));
+  }
+
+  int desired_nodes() {
+    const AutoscaleSpec& a = sc_.autoscale;
+    const int on = nodes_on(), per_node = static_cast<int>(cluster_.gpus_in(make_id<NodeId>(0)));
+    int want = on;
+    switch (a.policy) {
+      case AutoscaleSpec::Policy::utilization: {
+        double demand = 0;  // GPUs running tasks, and GPUs waiting tasks ask for
+        for (std::uint32_t t : gpu_task_) demand += t != kNoTask ? 1 : 0;
+        for (const ReadyTask& r : ready_) demand += r.gpus;
+        want = static_cast<int>(std::ceil(demand / (a.target_utilization * per_node) - 1e-9));
+        break;
+      }
+      case AutoscaleSpec::Policy::queue: {
+        double oldest = queue_.now();
+        for (const ReadyTask& r : ready_) oldest = std::min(oldest, r.ready_s);
+        std::uint32_t idle = 0;
+        for (std::uint32_t f : free_per_node_) idle += f;
+        if (queue_.now() - oldest > a.target_wait_s) want = on + 1;
+        else if (ready_.empty() && idle >= static_cast<std::uint32_t>(per_node)) want = on - 1;
+        break;
+      }
+      case AutoscaleSpec::Policy::schedule: {
+        const double t = std::fmod(queue_.now(), a.period_s);
+        want = a.schedule.back().second;  // the last entry holds until the first of the next period
+        for (const auto& [at, nodes] : a.schedule) {
+          if (at <= t) want = nodes;
+        }
+        break;
+      }
+      case AutoscaleSpec::Policy::none: break;
+    }
+    return std::clamp(want, a.min_nodes, static_cast<int>(cluster_.node_count()));
+  }
+
+  void on_autoscale() {
+    const double now = queue_.now();
+    wanted_.emplace_back(now, desired_nodes());
+    while (wanted_.front().first < now - sc_.autoscale.scale_in_window_s) wanted_.pop_front();
+    int want = wanted_.back().second;
+    const int on_now = nodes_on();
+    if (want < on_now) {  // the most wanted over the window, and never more than now
+      for (const auto& [at, n] : wanted_) want = std::max(want, std::min(n, on_now));
+    }
+    const auto count = static_cast<std::uint32_t>(node_state_.size());
+    for (int on = nodes_on(); on < want; ++on) {
+      // A draining node is the quickest to have back; else the first node that is off.
+      std::uint32_t n = 0;
+      while (n < count && node_state_[n] != NodeState::draining) ++n;
+      if (n < count) {
+        node_state_[n] = NodeState::on;
+        for_gpus_of(n, [&](std::uint32_t g) {
+          gpu_off_[g] = 0;
+          refresh(g);
+        });
+        continue;
+      }
+      n = 0;
+      while (n < count && node_state_[n] != NodeState::off) ++n;
+      node_state_[n] = NodeState::provisioning;
+      billed_since_[n] = queue_.now();
+      ++nodes_started_;
+      queue_.push(queue_.now() + sc_.autoscale.provisioning_s, kNodeUp, n);
+    }
+    for (int on = nodes_on(); on > want; --on) {
+      // The last node still provisioning, else the last node on, drains.
+      std::uint32_t n = count;
+      for (std::uint32_t k = count; k-- > 0;) {
+        if (node_state_[k] == NodeState::provisioning) {
+          n = k;
+          break;
+        }
+      }
+      if (n < count) {
+        node_state_[n] = NodeState::off;
+        billed_s_[n] += queue_.now() - billed_since_[n];
+        ++nodes_stopped_;
+        continue;
+      }
+      for (std::uint32_t k = count; k-- > 0;) {
+        if (node_state_[k] == NodeState::on) {
+          n = k;
+          break;
+        }
+      }
+      node_state_[n] = NodeState::draining;
+      for_gpus_of(n, [&](std::uint32_t g) { drain_if_idle(g); });
+    }
+    if (unfinished_ > 0 && queue_.now() + sc_.autoscale.interval_s <= sc_.horizon_s) {
+      queue_.push(queue_.now() + sc_.autoscale.interval_s, kAutoscale, 0);
+    }
+  }
+
+  void on_node_up(std::uint32_t n) {
+    if (node_state_[n] != NodeState::provisioning) return;  // turned off again before it came up
+    node_state_[n] = NodeState::on;
+    for_gpus_of(n, [&](std::uint32_t g) {
+      gpu_off_[g] = 0;
+      refresh(g);
+    });
+  }
+
+  // A draining node's GPU goes off once it runs nothing and holds no tensor a consumer waits for;
+  // the node is off (and no longer billed) when all of its GPUs are, with its VRAM emptied.
+  void drain_if_idle(std::uint32_t g) {
+    const std::uint32_t n = index(cluster_.node_of(make_id<GpuId>(g)));
+    if (node_state_[n] != NodeState::draining || gpu_task_[g] != kNoTask || memory_.held(make_id<GpuId>(g)) > 0) return;
+    gpu_off_[g] = 1;
+    refresh(g);
+    bool all_off = true;
+    for_gpus_of(n, [&](std::uint32_t k) { all_off = all_off && gpu_off_[k] != 0; });
+    if (!all_off) return;
+    node_state_[n] = NodeState::off;
+    billed_s_[n] += queue_.now() - billed_since_[n];
+    ++nodes_stopped_;
+    for_gpus_of(n, [&](std::uint32_t k) {
+      if (gpu_down_[k] == 0) memory_.wipe(make_id<GpuId>(k), queue_.now());
+    });
+  }
+
   void release_gpus(const TaskRecord& r) {
     tenant_gpus_[index(r.tenant)] -= r.gpu_count;
     attained_s_[index(r.instance)] += (queue_.now() - r.start_s) * r.gpu_count;
     for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
       const GpuId g = trace_.gpus[r.gpu_begin + i];
-      gpu_busy_[index(g)] = 0;
       gpu_task_[index(g)] = kNoTask;
       gpu_free_at_[index(g)] = queue_.now();
       memory_.release(g, model_of_[r.workflow][r.task], spec(r).working_set_bytes, queue_.now());
-      ++free_per_node_[index(cluster_.node_of(g))];
+      refresh(index(g));
+      if (autoscale_) drain_if_idle(index(g));
     }
     dirty_ = true;
   }
@@ -941,6 +1118,7 @@ class Run {
   std::uint64_t seed_;
   std::uint64_t max_in_flight_;
   bool faults_;  // the scenario has failures: per-task run numbers and checkpoints are kept
+  bool autoscale_;
   Cluster cluster_;
   Topology topology_;
   Network network_;
@@ -977,6 +1155,14 @@ class Run {
   std::vector<double> full_compute_s_;         // per task: this run's compute time from scratch
   std::vector<double> stopped_at_;             // per task: when a failure stopped it, until it starts again
   std::vector<std::uint64_t> dropped_;         // scratch: tags of cancelled flows
+  // Autoscaling.
+  enum class NodeState : std::uint8_t { on, off, provisioning, draining };
+  std::vector<std::uint8_t> gpu_off_;          // per GPU: its node is off, or draining and this GPU is idle
+  std::vector<NodeState> node_state_;
+  std::vector<double> billed_since_;           // per node: when it was last turned on
+  std::vector<double> billed_s_;               // per node: seconds on, before billed_since_
+  std::uint64_t nodes_started_ = 0, nodes_stopped_ = 0;
+  std::deque<std::pair<double, int>> wanted_;  // the autoscaler's recent decisions
   std::uint64_t gpu_failures_ = 0, tasks_stopped_ = 0, retries_ = 0, recoveries_ = 0;
   double lost_gpu_s_ = 0, down_gpu_s_ = 0, recovery_s_ = 0;
   std::uint32_t open_instances_ = 0;           // instances [0, this) arrive at drawn times, in order

@@ -57,6 +57,7 @@ class GpuMemory {
 
   std::uint64_t evictions() const { return evictions_; }
   double spilled_bytes() const { return spilled_; }
+  double held(GpuId g) const { return gpus_[index(g)].held; }
   double peak_used(GpuId g) const { return gpus_[index(g)].peak; }
   // The integral of use over time, in byte-seconds, up to `now`.
   double used_seconds(GpuId g, double now) const {

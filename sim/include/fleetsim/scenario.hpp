@@ -116,6 +116,27 @@ struct FaultSpec {
   bool any() const { return !events.empty() || gpu_mtbf_s > 0 || node_mtbf_s > 0; }
 };
 
+// An autoscaler over the cluster's nodes: the cluster lists the most nodes there can be; the
+// autoscaler keeps some of them on. Every `interval` it picks a node count: `utilization` so that
+// running and waiting tasks' GPUs fill `target_utilization` of the nodes on; `queue` one more node
+// while the oldest waiting task has waited over `target_wait`, one fewer when nothing waits and a
+// node's worth of GPUs is idle; `schedule` the count of the latest entry of a daily table. A node
+// turned on is billed from then and usable after `provisioning`, with empty VRAM; a node turned off
+// drains: it takes no new work and goes off as its tasks end. Only nodes on are billed. Scaling in
+// waits out `scale_in_window` (the most nodes wanted over it), so a dip does not churn nodes.
+struct AutoscaleSpec {
+  enum class Policy : std::uint8_t { none, utilization, queue, schedule } policy = Policy::none;
+  int min_nodes = 1, initial_nodes = 1;
+  double interval_s = 60;
+  double target_utilization = 0.7;
+  double target_wait_s = 30;
+  std::vector<std::pair<double, int>> schedule;  // (time of day, nodes), by time
+  double period_s = 86400;
+  double provisioning_s = 0;
+  double scale_in_window_s = 300;  // scale in only to the most nodes wanted over this past window
+  bool on() const { return policy != Policy::none; }
+};
+
 struct PolicySpec {
   std::string name = "fifo";
   PolicyParams params;
@@ -138,6 +159,7 @@ struct Scenario {
   // leave it queued and flag the run as stalled, or fail it with an out-of-memory reason.
   enum class OnStall { wait, fail } on_stall = OnStall::wait;
   FaultSpec faults;
+  AutoscaleSpec autoscale;
 };
 
 // A what-if edit applied before the scenario is read: the value at a JSON pointer replaced (or

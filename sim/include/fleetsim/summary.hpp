@@ -79,6 +79,9 @@ struct Summary {
   // held GPU-time whose work was kept; mean time from a stop to the task's next start.
   std::uint64_t gpu_failures = 0, tasks_stopped = 0, retries = 0;
   double lost_gpu_s = 0, availability = 1, goodput = 1, mean_recovery_s = 0;
+  // Autoscaling: node-seconds on (billed; cost_usd then counts only these), nodes started and stopped.
+  double node_s_on = 0;
+  std::uint64_t nodes_started = 0, nodes_stopped = 0;
   std::uint64_t events = 0;
   std::vector<TenantSummary> tenants;
   std::vector<SloResult> slos;
