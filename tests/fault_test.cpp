@@ -236,3 +236,50 @@ TEST_CASE("autoscaling and random failures together break no invariant over 40 s
   CHECK(started > 0);
   CHECK(failures > 0);
 }
+
+TEST_CASE("spot nodes cost their price factor and their preemptions stop tasks like failures", "[spot][faults]") {
+  // Two unit nodes, the second spot at a quarter of the price, preempted too rarely to matter: two
+  // 100-s tasks cost 100 s of one full-price and one quarter-price GPU.
+  const Scenario calm = test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 2}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "10000 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once", "count": 2}}],
+      "spot": {"nodes": 1, "price_factor": 0.25, "mtbp": "100000 h", "restock": "10 min"})");
+  const Summary s = simulate(calm).summary;
+  CHECK(s.makespan_s == Approx(100));
+  CHECK(s.cost_usd == Approx(100.0 / 3600 * 1.25));
+  CHECK(s.spot_preemptions == 0);
+
+  // The LLM training scenario with half its nodes spot, preempted every 20 s on average: tasks are
+  // stopped and retried, preemptions are not counted as failures, and every invariant holds.
+  const std::vector<ScenarioEdit> edits{
+      {"/spot", R"({"nodes": 2, "price_factor": 0.4, "mtbp": "20 s", "restock": "5 s"})"},
+      {"/faults", R"({"retry": {"max_attempts": 4, "backoff": "1 s"}})"}};
+  const Scenario sc = load_scenario(test::source_dir() + "/scenarios/llm-training.json", edits);
+  std::uint64_t preemptions = 0, stopped = 0;
+  for (std::uint64_t seed = 1; seed <= 30; ++seed) {
+    const RunResult run = simulate(sc, {.seed = seed});
+    CHECK(run.summary.gpu_failures == 0);
+    preemptions += run.summary.spot_preemptions;
+    stopped += run.summary.tasks_stopped;
+    for (const TaskRecord& t : run.trace.tasks) {
+      if (t.status == TaskStatus::failed) CHECK_THAT(run.trace.reasons[t.reason], Catch::Contains("was preempted") || Catch::Contains("input from task"));
+    }
+  }
+  CHECK(preemptions > 0);
+  CHECK(stopped > 0);
+}
+
+TEST_CASE("malformed spot specs are refused with the field named", "[spot]") {
+  const auto error = [](const std::string& spot) {
+    try {
+      one_task("unit-node-2", R"({}, "spot": )" + spot);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error(R"({"nodes": 1, "price_factor": 0.3, "mtbp": "1 h", "restock": "1 min"})").empty());
+  CHECK_THAT(error(R"({"nodes": 2, "price_factor": 0.3, "mtbp": "1 h", "restock": "1 min"})"), Catch::Contains("/spot/nodes"));
+  CHECK_THAT(error(R"({"nodes": 1, "price_factor": 1.3, "mtbp": "1 h", "restock": "1 min"})"), Catch::Contains("/spot/price_factor"));
+  CHECK_THAT(error(R"({"nodes": 1, "price_factor": 0.3, "restock": "1 min"})"), Catch::Contains("/spot/mtbp"));
+}

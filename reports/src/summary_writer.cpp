@@ -58,7 +58,7 @@ std::string summary_json(const Summary& s) {
   j["cost_usd"] = s.cost_usd;
   j["weights"] = {{"loads", s.weight_loads}, {"bytes_loaded", s.weight_bytes_loaded}, {"load_s", s.weight_load_s},
                   {"evictions", s.evictions}};
-  j["faults"] = {{"gpu_failures", s.gpu_failures}, {"tasks_stopped", s.tasks_stopped}, {"retries", s.retries},
+  j["faults"] = {{"gpu_failures", s.gpu_failures}, {"spot_preemptions", s.spot_preemptions}, {"tasks_stopped", s.tasks_stopped}, {"retries", s.retries},
                  {"lost_gpu_s", s.lost_gpu_s}, {"availability", s.availability}, {"goodput", s.goodput},
                  {"mean_recovery_s", s.mean_recovery_s}};
   j["autoscale"] = {{"node_s_on", s.node_s_on}, {"nodes_started", s.nodes_started}, {"nodes_stopped", s.nodes_stopped}};
@@ -118,8 +118,8 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
     out << "autoscale  " << fmt("%.2f", s.end_s > 0 ? s.node_s_on / s.end_s : 0) << " nodes on on average ("
         << fmt("%.1f", s.node_s_on / 3600) << " node-hours billed), " << s.nodes_started << " started, " << s.nodes_stopped << " stopped\n";
   }
-  if (s.gpu_failures > 0) {
-    out << "faults     " << s.gpu_failures << " GPU failures stopped " << s.tasks_stopped << " tasks (" << s.retries << " retried); "
+  if (s.gpu_failures > 0 || s.spot_preemptions > 0) {
+    out << "faults     " << s.gpu_failures << " GPU failures and " << s.spot_preemptions << " spot preemptions stopped " << s.tasks_stopped << " tasks (" << s.retries << " retried); "
         << format_quantity(s.lost_gpu_s, Dimension::time) << " GPU-time lost; availability " << fmt("%.2f %%", 100.0 * s.availability)
         << ", goodput " << fmt("%.2f %%", 100.0 * s.goodput) << ", mean recovery " << format_quantity(s.mean_recovery_s, Dimension::time) << "\n";
   }

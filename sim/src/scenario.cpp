@@ -609,6 +609,21 @@ void read_faults(ObjectReader& top, Scenario& sc) {
   f.finish();
 }
 
+void read_spot(ObjectReader& top, Scenario& sc) {
+  const Json* value = top.field("spot");
+  if (value == nullptr) return;
+  ObjectReader s(*value, top.pointer("spot"), top.problems());
+  if (!s.ok()) return;
+  int nodes = 0;
+  for (const NodeGroup& g : sc.cluster.groups) nodes += g.count;
+  sc.spot.nodes = static_cast<int>(s.integer("nodes", Need::required, 1, nodes).value_or(0));
+  sc.spot.price_factor = s.number("price_factor", Need::required, 0.0, 1.0).value_or(1);
+  sc.spot.mtbp_s = s.quantity("mtbp", Dimension::time, Need::required).value_or(0);
+  if (!(sc.spot.mtbp_s > 0) && s.field("mtbp") != nullptr) s.problem("mtbp", "expected a positive time");
+  sc.spot.restock_s = s.quantity("restock", Dimension::time, Need::required).value_or(0);
+  s.finish();
+}
+
 void read_autoscale(ObjectReader& top, Scenario& sc) {
   const Json* value = top.field("autoscale");
   if (value == nullptr) return;
@@ -807,6 +822,7 @@ Scenario parse_scenario(std::string_view json_text, const std::string& file_name
   read_policy(top, sc.policy);
   read_slos(top, sc);
   read_faults(top, sc);
+  read_spot(top, sc);
   read_autoscale(top, sc);
   if (const Json* memory = top.field("memory")) {
     ObjectReader m(*memory, top.pointer("memory"), problems);

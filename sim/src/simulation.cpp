@@ -20,11 +20,12 @@ namespace {
 // kComputeDone's and kCommStart's subject is a task; kNetwork's is the wake-up generation (stale
 // ones are skipped).
 // kFault's and kRepair's subject indexes Scenario::faults.events (scripted) or, past them, a GPU
-// (random failures, kNodeBit set for the node of that GPU); kRetry's is a task. A task's events carry
+// (random failures, kNodeBit set for the node of that GPU, kSpotBit too for a spot preemption);
+// kRetry's is a task. A task's events carry
 // its run number above the kind's low byte, so a stopped run's leftovers are recognised.
 // kAutoscale is the autoscaler's periodic decision; kNodeUp's subject is a node whose provisioning ends.
 enum EventKind : std::uint32_t { kArrival, kComputeDone, kCommStart, kNetwork, kSchedule, kFault, kRepair, kRetry, kAutoscale, kNodeUp };
-constexpr std::uint32_t kNodeBit = 0x80000000u;
+constexpr std::uint32_t kNodeBit = 0x80000000u, kSpotBit = 0x40000000u;
 
 // What a task's pending flows are for.
 enum class Stage : std::uint8_t { inputs, collective };
@@ -107,7 +108,7 @@ class Run {
       : sc_(scenario),
         seed_(options.seed.value_or(scenario.seed)),
         max_in_flight_(options.max_in_flight),
-        faults_(scenario.faults.any()),
+        faults_(scenario.faults.any() || scenario.spot.any()),
         autoscale_(scenario.autoscale.on()),
         cluster_(scenario.cluster),
         topology_(cluster_, scenario.cluster.fabric),
@@ -225,14 +226,20 @@ class Run {
     summary.availability = end_s > 0 ? 1 - down_gpu_s_ / (cluster_.gpu_count() * end_s) : 1;
     summary.goodput = summary.gpu_busy_s + lost_gpu_s_ > 0 ? summary.gpu_busy_s / (summary.gpu_busy_s + lost_gpu_s_) : 1;
     summary.mean_recovery_s = recoveries_ > 0 ? recovery_s_ / static_cast<double>(recoveries_) : 0;
-    if (autoscale_) {
-      // Only nodes on are billed (provisioning included).
+    summary.spot_preemptions = preemptions_;
+    if (autoscale_ || sc_.spot.any()) {
+      // With an autoscaler only nodes on are billed (provisioning included); spot nodes at their price.
       summary.cost_usd = 0;
       for (std::uint32_t n = 0; n < cluster_.node_count(); ++n) {
-        if (node_state_[n] != NodeState::off) billed_s_[n] += end_s - billed_since_[n];
+        double on_s = end_s;
+        if (autoscale_) {
+          if (node_state_[n] != NodeState::off) billed_s_[n] += end_s - billed_since_[n];
+          on_s = billed_s_[n];
+          summary.node_s_on += on_s;
+        }
         const NodeId node = make_id<NodeId>(n);
-        summary.cost_usd += billed_s_[n] / 3600 * cluster_.gpu_type(cluster_.first_gpu(node)).price_usd_per_hour * cluster_.gpus_in(node);
-        summary.node_s_on += billed_s_[n];
+        const double factor = n >= spot_first() ? sc_.spot.price_factor : 1.0;
+        summary.cost_usd += on_s / 3600 * cluster_.gpu_type(cluster_.first_gpu(node)).price_usd_per_hour * cluster_.gpus_in(node) * factor;
       }
       summary.nodes_started = nodes_started_;
       summary.nodes_stopped = nodes_stopped_;
@@ -729,62 +736,76 @@ class Run {
     for (std::uint32_t i = 0; i < f.events.size(); ++i) {
       if (f.events[i].at_s <= sc_.horizon_s) queue_.push(f.events[i].at_s, kFault, i);
     }
-    if (f.gpu_mtbf_s <= 0 && f.node_mtbf_s <= 0) return;
-    const std::uint32_t gpus = cluster_.gpu_count();
+    if (f.gpu_mtbf_s <= 0 && f.node_mtbf_s <= 0 && !sc_.spot.any()) return;
+    const std::uint32_t gpus = cluster_.gpu_count(), nodes = cluster_.node_count();
     for (std::uint32_t g = 0; g < gpus; ++g) fault_rngs_.emplace_back(seed_, 0, "faults/gpu/" + std::to_string(g));
-    for (std::uint32_t n = 0; n < cluster_.node_count(); ++n) fault_rngs_.emplace_back(seed_, 0, "faults/node/" + std::to_string(n));
+    for (std::uint32_t n = 0; n < nodes; ++n) fault_rngs_.emplace_back(seed_, 0, "faults/node/" + std::to_string(n));
+    for (std::uint32_t n = 0; n < nodes; ++n) fault_rngs_.emplace_back(seed_, 0, "spot/node/" + std::to_string(n));
     for (std::uint32_t g = 0; f.gpu_mtbf_s > 0 && g < gpus; ++g) next_random_fault(g);
-    for (std::uint32_t n = 0; f.node_mtbf_s > 0 && n < cluster_.node_count(); ++n) {
+    for (std::uint32_t n = 0; f.node_mtbf_s > 0 && n < nodes; ++n) {
       next_random_fault(index(cluster_.first_gpu(make_id<NodeId>(n))) | kNodeBit);
+    }
+    for (std::uint32_t n = spot_first(); n < nodes; ++n) {
+      next_random_fault(index(cluster_.first_gpu(make_id<NodeId>(n))) | kNodeBit | kSpotBit);
     }
   }
 
   // Random subjects: a GPU, or with kNodeBit the node of that GPU; scripted ones index the events.
   std::uint32_t random_base() const { return static_cast<std::uint32_t>(sc_.faults.events.size()); }
 
+  // Spot nodes are the last ones of the cluster.
+  std::uint32_t spot_first() const { return cluster_.node_count() - static_cast<std::uint32_t>(sc_.spot.nodes); }
+
   Rng& fault_rng(std::uint32_t subject) {
-    const std::uint32_t g = subject & ~kNodeBit;
-    return (subject & kNodeBit) != 0 ? fault_rngs_[cluster_.gpu_count() + index(cluster_.node_of(make_id<GpuId>(g)))] : fault_rngs_[g];
+    const std::uint32_t g = subject & ~(kNodeBit | kSpotBit);
+    if ((subject & kNodeBit) == 0) return fault_rngs_[g];
+    const std::uint32_t node = index(cluster_.node_of(make_id<GpuId>(g)));
+    return fault_rngs_[cluster_.gpu_count() + ((subject & kSpotBit) != 0 ? cluster_.node_count() : 0) + node];
   }
 
   void next_random_fault(std::uint32_t subject) {
-    const double mtbf = (subject & kNodeBit) != 0 ? sc_.faults.node_mtbf_s : sc_.faults.gpu_mtbf_s;
+    const double mtbf = (subject & kSpotBit) != 0   ? sc_.spot.mtbp_s
+                        : (subject & kNodeBit) != 0 ? sc_.faults.node_mtbf_s
+                                                    : sc_.faults.gpu_mtbf_s;
     const double at = queue_.now() + fault_rng(subject).exponential(1 / mtbf);
     if (at <= sc_.horizon_s) queue_.push(at, kFault, random_base() + subject);
   }
 
-  // The GPUs a fault subject covers, what it is called, and how long it lasts.
+  // The GPUs a fault subject covers, what happened ("GPU n0.g1 failed"), and how long it lasts.
   struct Fault {
     std::uint32_t first, count;
-    std::string what;
+    std::string event;
     double down_s;
+    bool preemption;
   };
   Fault fault_of(std::uint32_t subject, bool draw_repair) {
     if (subject < random_base()) {
       const FaultEvent& e = sc_.faults.events[subject];
-      return {e.gpu_first, e.gpu_count, e.what, e.down_s};
+      return {e.gpu_first, e.gpu_count, e.what + " failed", e.down_s, false};
     }
-    const std::uint32_t s = subject - random_base(), g = s & ~kNodeBit;
-    const bool node = (s & kNodeBit) != 0;
-    const double mttr = node ? sc_.faults.node_mttr_s : sc_.faults.gpu_mttr_s;
+    const std::uint32_t s = subject - random_base(), g = s & ~(kNodeBit | kSpotBit);
+    const bool node = (s & kNodeBit) != 0, spot = (s & kSpotBit) != 0;
+    const double mttr = spot ? sc_.spot.restock_s : node ? sc_.faults.node_mttr_s : sc_.faults.gpu_mttr_s;
     const double down = draw_repair ? (mttr > 0 ? fault_rng(s).exponential(1 / mttr) : 0.0) : 0.0;
-    if (!node) return {g, 1, "GPU " + cluster_.gpu_name(make_id<GpuId>(g)), down};
+    if (!node) return {g, 1, "GPU " + cluster_.gpu_name(make_id<GpuId>(g)) + " failed", down, false};
     const NodeId n = cluster_.node_of(make_id<GpuId>(g));
-    return {index(cluster_.first_gpu(n)), cluster_.gpus_in(n), "node n" + std::to_string(index(n)), down};
+    const std::string name = "node n" + std::to_string(index(n));
+    return {index(cluster_.first_gpu(n)), cluster_.gpus_in(n), spot ? "spot " + name + " was preempted" : name + " failed", down, spot};
   }
 
   void on_fault(std::uint32_t subject) {
     const Fault f = fault_of(subject, true);
+    if (f.preemption) ++preemptions_;
     for (std::uint32_t g = f.first; g < f.first + f.count; ++g) {
       if (gpu_down_[g] != 0) continue;
-      ++gpu_failures_;
-      if (gpu_task_[g] != kNoTask) stop_task(make_id<TaskId>(gpu_task_[g]), f.what + " failed");
+      if (!f.preemption) ++gpu_failures_;
+      if (gpu_task_[g] != kNoTask) stop_task(make_id<TaskId>(gpu_task_[g]), f.event);
       // Nothing runs there until it is repaired; what its VRAM held is gone.
       gpu_down_[g] = 1;
       down_since_[g] = queue_.now();
       refresh(g);
       gpu_free_at_[g] = queue_.now() + f.down_s;
-      lose_tensors(make_id<GpuId>(g), f.what);
+      lose_tensors(make_id<GpuId>(g), f.event);
       memory_.wipe(make_id<GpuId>(g), queue_.now());
     }
     if (std::isfinite(f.down_s) && queue_.now() + f.down_s <= sc_.horizon_s) queue_.push(queue_.now() + f.down_s, kRepair, subject);
@@ -804,7 +825,7 @@ class Run {
 
   // Output tensors held on a failed GPU are gone: consumers that have not read them cannot run.
   // (No lineage: the producer is not run again.)
-  void lose_tensors(GpuId g, const std::string& what) {
+  void lose_tensors(GpuId g, const std::string& event) {
     for (std::uint32_t t = 0; t < trace_.tasks.size(); ++t) {
       const TaskRecord& producer = trace_.tasks[t];
       if (producer.status != TaskStatus::completed || trace_.gpus[producer.gpu_begin] != g) continue;
@@ -816,7 +837,7 @@ class Run {
         const TaskId consumer = task_id(instance, wf.edges[e].to);
         if (trace_.tasks[index(consumer)].status != TaskStatus::queued) continue;
         std::erase_if(ready_, [&](const ReadyTask& r) { return r.task == consumer; });
-        fail_task(consumer, "its input from task \"" + wf.tasks[producer.task].name + "\" was lost when " + what + " failed");
+        fail_task(consumer, "its input from task \"" + wf.tasks[producer.task].name + "\" was lost when " + event);
       }
     }
   }
@@ -1163,7 +1184,7 @@ class Run {
   std::vector<double> billed_s_;               // per node: seconds on, before billed_since_
   std::uint64_t nodes_started_ = 0, nodes_stopped_ = 0;
   std::deque<std::pair<double, int>> wanted_;  // the autoscaler's recent decisions
-  std::uint64_t gpu_failures_ = 0, tasks_stopped_ = 0, retries_ = 0, recoveries_ = 0;
+  std::uint64_t gpu_failures_ = 0, preemptions_ = 0, tasks_stopped_ = 0, retries_ = 0, recoveries_ = 0;
   double lost_gpu_s_ = 0, down_gpu_s_ = 0, recovery_s_ = 0;
   std::uint32_t open_instances_ = 0;           // instances [0, this) arrive at drawn times, in order
   std::vector<std::uint32_t> next_in_loop_;    // per instance: a closed-loop user's next one

@@ -116,6 +116,17 @@ struct FaultSpec {
   bool any() const { return !events.empty() || gpu_mtbf_s > 0 || node_mtbf_s > 0; }
 };
 
+// Spot capacity: the last `nodes` nodes of the cluster cost `price_factor` of their price and are
+// preempted at random (exponential times with mean `mtbp` per node), coming back after a time with
+// mean `restock`. A preemption stops tasks as a node failure does (retries and checkpoints apply).
+struct SpotSpec {
+  int nodes = 0;
+  double price_factor = 1;
+  double mtbp_s = 0;
+  double restock_s = 0;
+  bool any() const { return nodes > 0; }
+};
+
 // An autoscaler over the cluster's nodes: the cluster lists the most nodes there can be; the
 // autoscaler keeps some of them on. Every `interval` it picks a node count: `utilization` so that
 // running and waiting tasks' GPUs fill `target_utilization` of the nodes on; `queue` one more node
@@ -159,6 +170,7 @@ struct Scenario {
   // leave it queued and flag the run as stalled, or fail it with an out-of-memory reason.
   enum class OnStall { wait, fail } on_stall = OnStall::wait;
   FaultSpec faults;
+  SpotSpec spot;
   AutoscaleSpec autoscale;
 };
 

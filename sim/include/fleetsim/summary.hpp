@@ -77,7 +77,7 @@ struct Summary {
   // Faults: GPU failures (a node's count once per GPU), tasks stopped by them, retries made; GPU-seconds
   // of stopped runs not saved by a checkpoint; the share of GPU-time the GPUs were up; the share of
   // held GPU-time whose work was kept; mean time from a stop to the task's next start.
-  std::uint64_t gpu_failures = 0, tasks_stopped = 0, retries = 0;
+  std::uint64_t gpu_failures = 0, spot_preemptions = 0, tasks_stopped = 0, retries = 0;
   double lost_gpu_s = 0, availability = 1, goodput = 1, mean_recovery_s = 0;
   // Autoscaling: node-seconds on (billed; cost_usd then counts only these), nodes started and stopped.
   double node_s_on = 0;
