@@ -220,6 +220,16 @@ TEST_CASE("malformed autoscaler specs are refused with the field named", "[autos
   CHECK_THAT(error(R"({"policy": "utilization", "target_utilization": 0.7, "min_nodes": 9})"), Catch::Contains("/autoscale/min_nodes"));
 }
 
+TEST_CASE("nodes that are off draw no idle power", "[autoscale]") {
+  const Scenario sc = load_scenario(test::source_dir() + "/scenarios/elastic-studio.json", std::vector<ScenarioEdit>{{"/horizon", "\"30 min\""}});
+  const Summary s = simulate(sc).summary;
+  const GpuType& h100 = *Catalog::builtin().gpu("h100-sxm");
+  REQUIRE(h100.idle_power_w > 0);
+  REQUIRE(s.node_s_on < 4 * s.end_s);  // some node was off some of the time
+  // Busy GPU-time at TDP, the rest of the time the nodes were on at idle power.
+  CHECK(s.energy_j == Approx(s.gpu_busy_s * h100.tdp_w + (8 * s.node_s_on - s.gpu_busy_s) * h100.idle_power_w).epsilon(1e-9));
+}
+
 TEST_CASE("autoscaling and random failures together break no invariant over 40 seeds", "[autoscale][faults][property]") {
   const std::vector<ScenarioEdit> edits{
       {"/horizon", "\"20 min\""},

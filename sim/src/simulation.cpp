@@ -232,12 +232,14 @@ class Run {
       summary.cost_usd = 0;
       for (std::uint32_t n = 0; n < cluster_.node_count(); ++n) {
         double on_s = end_s;
+        const NodeId node = make_id<NodeId>(n);
         if (autoscale_) {
           if (node_state_[n] != NodeState::off) billed_s_[n] += end_s - billed_since_[n];
           on_s = billed_s_[n];
           summary.node_s_on += on_s;
+          // A node that is off draws no idle power (its tasks ran while it was on).
+          summary.energy_j -= (end_s - on_s) * cluster_.gpus_in(node) * cluster_.gpu_type(cluster_.first_gpu(node)).idle_power_w;
         }
-        const NodeId node = make_id<NodeId>(n);
         const double factor = n >= spot_first() ? sc_.spot.price_factor : 1.0;
         summary.cost_usd += on_s / 3600 * cluster_.gpu_type(cluster_.first_gpu(node)).price_usd_per_hour * cluster_.gpus_in(node) * factor;
       }
