@@ -229,6 +229,14 @@ int run_collective(const CollectiveArgs& args) {
   return kOk;
 }
 
+// A profile written where --out says, with the fleetsim that made it in its provenance.
+void save_profile(fleetsim::Profile& profile, const std::string& out) {
+  profile.provenance.emplace_back("fleetsim", FLEETSIM_VERSION);
+  const std::filesystem::path path(out);
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+  write_file(path, "the profile", [&](std::ostream& o) { o << fleetsim::profile_json(profile); });
+}
+
 int run_import_nccl_tests(const NcclTestsArgs& args) {
   const fleetsim::NcclTestsLog log = fleetsim::load_nccl_tests_log(args.file);
   std::optional<fleetsim::CollectiveOp> op = log.op;
@@ -247,10 +255,7 @@ int run_import_nccl_tests(const NcclTestsArgs& args) {
   fleetsim::NcclTestsFit fit = fleetsim::fit_nccl_tests(log, *op, *algo, args.node_type);
   fleetsim::write_nccl_tests_fit_text(std::cout, log, *op, fit);
   if (!args.out.empty()) {
-    fit.profile.provenance.emplace_back("fleetsim", "0.1.0");
-    const std::filesystem::path path(args.out);
-    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-    write_file(path, "the profile", [&](std::ostream& o) { o << fleetsim::profile_json(fit.profile); });
+    save_profile(fit.profile, args.out);
     std::cout << "wrote " << args.out << "\n";
   }
   return kOk;
@@ -430,13 +435,8 @@ int run_calibrate(const std::string& backend, const std::string& out, int repeat
                                                                                     : "expected cpu or cuda, found \"" + backend + "\""}});
   }
   fleetsim::Profile profile = fleetsim::calibrate_cpu({.repeats = repeats, .progress = progress_line("points")});
-  profile.provenance.emplace_back("fleetsim", "0.1.0");
   profile.provenance.emplace_back("command", command);
-  if (!out.empty()) {
-    const std::filesystem::path path(out);
-    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-    write_file(path, "the profile", [&](std::ostream& o) { o << fleetsim::profile_json(profile); });
-  }
+  if (!out.empty()) save_profile(profile, out);
   fleetsim::write_profile_text(std::cout, profile);
   if (!out.empty()) std::cout << "\nwrote " << out << "\n";
   return kOk;
@@ -447,7 +447,7 @@ int run_calibrate(const std::string& backend, const std::string& out, int repeat
 int main(int argc, char** argv) {
   CLI::App app{"fleetsim: discrete-event simulator and capacity planner for GPU clusters"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "fleetsim 0.1.0");
+  app.set_version_flag("--version", "fleetsim " FLEETSIM_VERSION);
 
   bool catalog_json = false;
   CLI::App* catalog = app.add_subcommand("catalog", "List the hardware catalog: GPU, node and link types");

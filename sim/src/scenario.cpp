@@ -614,9 +614,7 @@ void read_spot(ObjectReader& top, Scenario& sc) {
   if (value == nullptr) return;
   ObjectReader s(*value, top.pointer("spot"), top.problems());
   if (!s.ok()) return;
-  int nodes = 0;
-  for (const NodeGroup& g : sc.cluster.groups) nodes += g.count;
-  sc.spot.nodes = static_cast<int>(s.integer("nodes", Need::required, 1, nodes).value_or(0));
+  sc.spot.nodes = static_cast<int>(s.integer("nodes", Need::required, 1, sc.cluster.node_count()).value_or(0));
   sc.spot.price_factor = s.number("price_factor", Need::required, 0.0, 1.0).value_or(1);
   sc.spot.mtbp_s = s.quantity("mtbp", Dimension::time, Need::required).value_or(0);
   if (!(sc.spot.mtbp_s > 0) && s.field("mtbp") != nullptr) s.problem("mtbp", "expected a positive time");
@@ -630,8 +628,7 @@ void read_autoscale(ObjectReader& top, Scenario& sc) {
   ObjectReader a(*value, top.pointer("autoscale"), top.problems());
   if (!a.ok()) return;
   AutoscaleSpec& spec = sc.autoscale;
-  int nodes = 0;
-  for (const NodeGroup& g : sc.cluster.groups) nodes += g.count;
+  const int nodes = sc.cluster.node_count();
   spec.policy = static_cast<AutoscaleSpec::Policy>(a.choice("policy", {"none", "utilization", "queue", "schedule"}, 0));
   if (a.field("policy", Need::required) == nullptr) return;
   spec.min_nodes = static_cast<int>(a.integer_or("min_nodes", 1, 0, nodes));

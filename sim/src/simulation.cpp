@@ -335,7 +335,6 @@ class Run {
     pending_flows_.assign(total_tasks, 0);
     if (faults_) {
       run_.assign(total_tasks, 0);
-      attempts_.assign(total_tasks, 0);
       progress_.assign(total_tasks, 0.0);
       full_compute_s_.assign(total_tasks, 0.0);
       stopped_at_.assign(total_tasks, kNever);
@@ -885,11 +884,12 @@ class Run {
     r.gpu_count = 0;
     r.input_bytes = 0;
     stopped_at_[index(id)] = now;
-    if (++attempts_[index(id)] < static_cast<std::uint32_t>(f.max_attempts)) {
+    // run_ counts the runs a failure has stopped.
+    if (run_[index(id)] < static_cast<std::uint32_t>(f.max_attempts)) {
       ++retries_;
       queue_.push(now + f.backoff_s, task_event(kRetry, id), index(id));
     } else {
-      fail_task(id, what + " (run " + std::to_string(attempts_[index(id)]) + " of " + std::to_string(f.max_attempts) + ")");
+      fail_task(id, what + " (run " + std::to_string(run_[index(id)]) + " of " + std::to_string(f.max_attempts) + ")");
     }
   }
 
@@ -917,12 +917,23 @@ class Run {
     billed_s_.assign(cluster_.node_count(), 0.0);
     for (std::uint32_t n = static_cast<std::uint32_t>(sc_.autoscale.initial_nodes); n < cluster_.node_count(); ++n) {
       node_state_[n] = NodeState::off;
-      for_gpus_of(n, [&](std::uint32_t g) {
-        gpu_off_[g] = 1;
-        refresh(g);
-      });
+      set_gpus_off(n, true);
     }
     queue_.push(sc_.autoscale.interval_s, kAutoscale, 0);
+  }
+
+  void set_gpus_off(std::uint32_t n, bool off) {
+    for_gpus_of(n, [&](std::uint32_t g) {
+      gpu_off_[g] = off ? 1 : 0;
+      refresh(g);
+    });
+  }
+
+  // The node stops being billed.
+  void turn_off(std::uint32_t n) {
+    node_state_[n] = NodeState::off;
+    billed_s_[n] += queue_.now() - billed_since_[n];
+    ++nodes_stopped_;
   }
 
   template <typename F>
@@ -986,10 +997,7 @@ class Run {
       while (n < count && node_state_[n] != NodeState::draining) ++n;
       if (n < count) {
         node_state_[n] = NodeState::on;
-        for_gpus_of(n, [&](std::uint32_t g) {
-          gpu_off_[g] = 0;
-          refresh(g);
-        });
+        set_gpus_off(n, false);
         continue;
       }
       n = 0;
@@ -1009,9 +1017,7 @@ class Run {
         }
       }
       if (n < count) {
-        node_state_[n] = NodeState::off;
-        billed_s_[n] += queue_.now() - billed_since_[n];
-        ++nodes_stopped_;
+        turn_off(n);
         continue;
       }
       for (std::uint32_t k = count; k-- > 0;) {
@@ -1031,10 +1037,7 @@ class Run {
   void on_node_up(std::uint32_t n) {
     if (node_state_[n] != NodeState::provisioning) return;  // turned off again before it came up
     node_state_[n] = NodeState::on;
-    for_gpus_of(n, [&](std::uint32_t g) {
-      gpu_off_[g] = 0;
-      refresh(g);
-    });
+    set_gpus_off(n, false);
   }
 
   // A draining node's GPU goes off once it runs nothing and holds no tensor a consumer waits for;
@@ -1047,9 +1050,7 @@ class Run {
     bool all_off = true;
     for_gpus_of(n, [&](std::uint32_t k) { all_off = all_off && gpu_off_[k] != 0; });
     if (!all_off) return;
-    node_state_[n] = NodeState::off;
-    billed_s_[n] += queue_.now() - billed_since_[n];
-    ++nodes_stopped_;
+    turn_off(n);
     for_gpus_of(n, [&](std::uint32_t k) {
       if (gpu_down_[k] == 0) memory_.wipe(make_id<GpuId>(k), queue_.now());
     });
@@ -1172,8 +1173,7 @@ class Run {
   std::vector<std::uint8_t> gpu_down_;         // per GPU: failed and not yet repaired
   std::vector<double> down_since_;             // per GPU: when it went down
   std::vector<Rng> fault_rngs_;                // per GPU, then per node: random failures and repairs
-  std::vector<std::uint32_t> run_;             // per task: its run number (a retry is a new run)
-  std::vector<std::uint32_t> attempts_;        // per task: runs stopped by failures
+  std::vector<std::uint32_t> run_;             // per task: runs stopped by failures, so the current run's number
   std::vector<double> progress_;               // per task: share of its compute saved by checkpoints
   std::vector<double> full_compute_s_;         // per task: this run's compute time from scratch
   std::vector<double> stopped_at_;             // per task: when a failure stopped it, until it starts again

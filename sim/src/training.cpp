@@ -20,6 +20,19 @@ constexpr double kActivationBytes = 2;  // 16-bit activations, as the memory for
 constexpr double kBytesPerParameter = 16;  // mixed-precision Adam: 2 weights, 2 gradients, 12 fp32 states
 constexpr double kOptimizerBytes = 12;
 
+// FLOP per token: a layer's forward (GEMMs 2(4h^2 + 2hf), attention scores and values 4sh), what
+// recomputation adds to a layer's backward, and the logits' forward 2hV.
+struct TokenFlop {
+  double layer, recompute, logits;
+};
+TokenFlop token_flop(const TrainingJob& job) {
+  const TransformerModel& m = job.model;
+  const double h = m.hidden, f = m.ffn(), s = m.seq_len;
+  const double layer = 2 * (4 * h * h + 2 * h * f) + 4 * s * h;
+  const double recompute = job.recompute == Recompute::full ? layer : job.recompute == Recompute::selective ? 4 * s * h : 0;
+  return {layer, recompute, 2 * h * m.vocab};
+}
+
 }  // namespace
 
 double TransformerModel::layer_parameters() const {
@@ -43,10 +56,8 @@ void check_training_job(const TrainingJob& job) {
   need(m.hidden % m.heads == 0, "/model/heads", "expected a divisor of the hidden size " + std::to_string(m.hidden));
   need(job.global_batch % (job.dp * job.micro_batch) == 0, "/batch/global",
        "expected a multiple of dp x micro (" + std::to_string(job.dp * job.micro_batch) + "), found " + std::to_string(job.global_batch));
-  std::uint32_t gpus = 0;
-  for (const NodeGroup& g : job.cluster.groups) gpus += static_cast<std::uint32_t>(g.node.gpus * g.count);
-  need(static_cast<std::uint32_t>(job.gpus()) <= gpus, "/parallel",
-       "tp x pp x dp = " + std::to_string(job.gpus()) + " GPUs, more than the cluster's " + std::to_string(gpus));
+  const int gpus = job.cluster.gpu_count();
+  need(job.gpus() <= gpus, "/parallel", "tp x pp x dp = " + std::to_string(job.gpus()) + " GPUs, more than the cluster's " + std::to_string(gpus));
   if (!problems.empty()) throw InputError(std::move(problems));
 }
 
@@ -104,18 +115,15 @@ TrainingJob load_training_job(const std::string& path) { return parse_training_j
 
 TrainingCounts count_training(const TrainingJob& job) {
   const TransformerModel& m = job.model;
-  const double h = m.hidden, f = m.ffn(), s = m.seq_len, a = m.heads, V = m.vocab, t = job.tp;
+  const double h = m.hidden, s = m.seq_len, a = m.heads, V = m.vocab, t = job.tp;
   const double b = job.micro_batch, B = job.global_batch, L = m.layers;
   TrainingCounts c;
   c.parameters = m.parameters();
 
-  // FLOP per token: a layer's GEMMs 2 x (4h^2 + 2hf), attention scores and values 4sh; logits 2hV.
-  const double layer_forward = 2 * (4 * h * h + 2 * h * f) + 4 * s * h;
-  const double logits_forward = 2 * h * V;
+  const TokenFlop flop = token_flop(job);
   const double tokens = B * s;
-  c.model_flop = 3 * tokens * (L * layer_forward + logits_forward);
-  const double recomputed = job.recompute == Recompute::full ? layer_forward : job.recompute == Recompute::selective ? 4 * s * h : 0;
-  c.hardware_flop = c.model_flop + tokens * L * recomputed;
+  c.model_flop = 3 * tokens * (L * flop.layer + flop.logits);
+  c.hardware_flop = c.model_flop + tokens * L * flop.recompute;
 
   // Activations of one layer for one micro-batch on one GPU (Korthikanti et al., table 2).
   const double sbh = s * b * h;
@@ -169,7 +177,7 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
   const TrainingCounts& c = step.counts;
   const TransformerModel& m = job.model;
   const int p = job.pp, mb = job.micro_batches(), layers_per_stage = m.layers / p;
-  const double h = m.hidden, s = m.seq_len, b = job.micro_batch, t = job.tp;
+  const double s = m.seq_len, b = job.micro_batch, t = job.tp;
 
   // Communication, from the topology: one TP all-reduce on stage 0's first group; the stage
   // boundary with every TP rank of every DP replica sending its share at once; the gradient
@@ -212,10 +220,9 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
   const GpuType& gpu = cluster.gpu_type(gpu_at(job, 0, 0, 0));
   const double rate = gpu.peak_for(job.dtype) * job.compute_efficiency;
   const double tokens = b * s;
-  const double layer_forward = tokens * (2 * (4 * h * h + 2 * h * m.ffn()) + 4 * s * h) / t;
-  const double recompute = job.recompute == Recompute::full ? layer_forward : job.recompute == Recompute::selective ? tokens * 4 * s * h / t : 0;
-  const double logits = tokens * 2 * h * m.vocab / t;
-  const int tp_forward = job.tp > 1 ? 2 : 0, tp_backward = job.tp > 1 ? (job.recompute == Recompute::full ? 4 : 2) : 0;
+  const TokenFlop flop = token_flop(job);
+  const double layer_forward = tokens * flop.layer / t, recompute = tokens * flop.recompute / t, logits = tokens * flop.logits / t;
+  const int tp_forward = job.tp > 1 ? 2 : 0, tp_backward = c.tp_allreduces_per_layer - tp_forward;
   std::vector<double> fwd(static_cast<std::size_t>(p)), bwd(static_cast<std::size_t>(p));
   for (int stage = 0; stage < p; ++stage) {
     const double extra = stage == p - 1 ? logits : 0;

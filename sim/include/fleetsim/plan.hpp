@@ -56,6 +56,7 @@ struct PlanPoint {
   int nodes = 0;
   std::uint32_t gpus = 0;
   std::string fabric;  // the fabric's topology name, with its index in the search when there are several
+  std::size_t fabric_index = 0;  // into PlanSpec::fabrics
   std::string policy;
   double monthly_usd = 0;  // every GPU rented 730 hours at the catalog's hourly price
   bool confirmation = false;  // a re-run of a recommended point with fresh seeds

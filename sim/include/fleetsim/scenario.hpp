@@ -44,6 +44,17 @@ struct FabricSpec {
 struct ClusterSpec {
   std::vector<NodeGroup> groups;
   FabricSpec fabric;
+
+  int node_count() const {
+    int n = 0;
+    for (const NodeGroup& g : groups) n += g.count;
+    return n;
+  }
+  int gpu_count() const {
+    int n = 0;
+    for (const NodeGroup& g : groups) n += g.count * g.node.gpus;
+    return n;
+  }
 };
 
 // once: `count` at start. periodic: every interval. poisson: exponential gaps at `rate`.

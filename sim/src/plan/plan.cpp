@@ -156,7 +156,8 @@ nlohmann::json points_json(const std::vector<PlanPoint>& points) {
     nlohmann::json slos = nlohmann::json::array();
     for (const SloStats& s : p.slos) slos.push_back({s.name, s.metric, s.target, s.at_least, stats_json(s.actual)});
     out.push_back({p.load, p.node_type, p.nodes, p.gpus, p.fabric, p.policy, p.monthly_usd, p.confirmation, p.seeds,
-                   stats_json(p.p95_s), stats_json(p.p99_s), stats_json(p.mean_s), stats_json(p.utilization), slos, p.passes, p.verdict});
+                   stats_json(p.p95_s), stats_json(p.p99_s), stats_json(p.mean_s), stats_json(p.utilization), slos, p.passes, p.verdict,
+                   p.fabric_index});
   }
   return out;
 }
@@ -183,6 +184,7 @@ std::vector<PlanPoint> points_from_json(const nlohmann::json& list) {
     }
     p.passes = j.at(14).get<bool>();
     p.verdict = j.at(15).get<std::string>();
+    p.fabric_index = j.at(16).get<std::size_t>();
     out.push_back(std::move(p));
   }
   return out;
@@ -275,11 +277,10 @@ class Planner {
     p.seeds = seeds;
     p.fabric = std::string(fabric_kind_name(sc.cluster.fabric.kind));
     if (spec_.fabrics.size() > 1) p.fabric += "#" + std::to_string(line.fabric);
+    p.fabric_index = line.fabric;
+    p.gpus = static_cast<std::uint32_t>(sc.cluster.gpu_count());
     double usd_per_hour = 0;
-    for (const NodeGroup& g : sc.cluster.groups) {
-      p.gpus += static_cast<std::uint32_t>(g.node.gpus * g.count);
-      usd_per_hour += g.gpu.price_usd_per_hour * g.node.gpus * g.count;
-    }
+    for (const NodeGroup& g : sc.cluster.groups) usd_per_hour += g.gpu.price_usd_per_hour * g.node.gpus * g.count;
     p.monthly_usd = usd_per_hour * kHoursPerMonth;
 
     std::vector<double> p95, p99, mean, util;
@@ -345,6 +346,7 @@ class Planner {
       p.load = line.load;
       p.node_type = line.node_type;
       p.policy = line.policy;
+      p.fabric_index = line.fabric;
       p.nodes = spec_.max_nodes;
       p.verdict = "cannot run: " + (e.problems().empty() ? std::string(e.what()) : e.problems().front().message);
       return {p};
@@ -394,7 +396,7 @@ class Planner {
       // Confirmed with fresh seeds; a point that fails its confirmation gives way to the next.
       for (std::size_t c : candidates) {
         const PlanPoint& chosen = result.points[c];
-        const Line line{chosen.load, chosen.node_type, fabric_index(chosen), chosen.policy};
+        const Line line{chosen.load, chosen.node_type, chosen.fabric_index, chosen.policy};
         PlanPoint check = evaluate(line, chosen.nodes, spec_.confirm_seeds, kConfirmSeedOffset);
         check.confirmation = true;
         result.points.push_back(std::move(check));
@@ -423,11 +425,6 @@ class Planner {
       }
       result.loads.push_back(std::move(rec));
     }
-  }
-
-  std::size_t fabric_index(const PlanPoint& p) const {
-    const std::size_t hash = p.fabric.find('#');
-    return hash == std::string::npos ? 0 : std::stoul(p.fabric.substr(hash + 1));
   }
 
   void tick() {
