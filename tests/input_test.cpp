@@ -201,6 +201,13 @@ TEST_CASE("a task that fits no GPU is rejected before the simulation", "[scenari
             kOneNode, R"({"name": "huge", "gpus": 2, "model": {"id": "m", "weights": "90 GB"}, "working_set": "20 GB", "work": {"flop": "1 TFLOP"}})")) == "");
   CHECK_THAT(scenario_error(scenario_with(kOneNode, R"({"name": "wide", "gpus": 3, "work": {"flop": "1 TFLOP"}})")),
              Contains("task \"wide\" needs a gang of 3 GPUs") && Contains("has 2 such GPUs"));
+  // Offloading up to half of a 40 GB working set to host memory makes 90 + 20 fit; a tenth does not.
+  const std::string big = R"({"name": "huge", "model": {"id": "m", "weights": "90 GB"}, "working_set": "20 GB", "work": {"flop": "1 TFLOP"}})";
+  CHECK(scenario_error(scenario_with(kOneNode, big, R"(, "memory": {"max_offload": 0.5})")) == "");
+  CHECK_THAT(scenario_error(scenario_with(kOneNode, big, R"(, "memory": {"max_offload": 0.1})")),
+             Contains("less the 2 GB memory.max_offload lets it keep in host memory"));
+  CHECK_THAT(scenario_error(scenario_with(kOneNode, big, R"(, "memory": {"max_offload": 1.5})")),
+             Contains("/memory/max_offload"));
 }
 
 TEST_CASE("inline overrides change one field of a catalog entry", "[scenario]") {

@@ -147,3 +147,37 @@ TEST_CASE("a run that can never place a task stalls, or fails it when told to", 
   CHECK(run.summary.tasks.failed == 1);
   CHECK_THAT(run.trace.reasons[run.trace.tasks[1].reason], Catch::Contains("out of memory"));
 }
+
+TEST_CASE("a task short of VRAM offloads part of its working set to host memory and pays the transfers", "[memory][simulation]") {
+  // As above: 70 GB of p's output sit on the 100 GB GPU until c reads them, and c needs 40 GB. With
+  // up to half its working set offloadable, c keeps 30 GB in VRAM and 10 GB in host memory; the 10 GB
+  // go out and back over the 50 GB/s host link (two 2 us hops), both directions at once: 0.2 s.
+  const std::string body = R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 1}]},
+      "workflows": {"w": {"tasks": [{"name": "p", "work": {"flop": "100 TFLOP"}},
+                                   {"name": "c", "working_set": "40 GB", "work": {"flop": "100 TFLOP"}}],
+                         "edges": [{"from": "p", "to": "c", "bytes": "70 GB"}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])";
+  const auto run = simulate(unit_scenario(body + R"(, "memory": {"max_offload": 0.5})"));
+  REQUIRE(run.summary.tasks.completed == 2);
+  const TaskRecord& c = run.trace.tasks[1];
+  CHECK(c.offload_bytes == Approx(10e9));
+  CHECK(c.start_s == Approx(run.trace.tasks[0].end_s));
+  CHECK(c.compute_start_s - c.start_s == Approx(10e9 / 50e9 + 4e-6).epsilon(1e-9));
+  CHECK(run.summary.offloaded_tasks == 1);
+  CHECK(run.summary.offload_bytes == Approx(10e9));
+  CHECK(run.summary.vram_peak_utilization == Approx(1.0));
+
+  // A fifth of the working set (8 GB) is not enough: c waits, as without offload.
+  const auto short_of = simulate(unit_scenario(body + R"(, "memory": {"max_offload": 0.2})")).summary;
+  CHECK(short_of.stalled);
+  CHECK(short_of.offloaded_tasks == 0);
+}
+
+TEST_CASE("a task that fits pays no offload even when offload is allowed", "[memory][simulation]") {
+  const std::string body = R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 1}]},
+      "workflows": {"w": {"tasks": [{"name": "a", "working_set": "60 GB", "work": {"flop": "100 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}], "memory": {"max_offload": 1})";
+  const auto run = simulate(unit_scenario(body));
+  CHECK(run.summary.offloaded_tasks == 0);
+  CHECK(run.trace.tasks[0].compute_start_s == run.trace.tasks[0].start_s);
+}

@@ -57,7 +57,7 @@ std::string summary_json(const Summary& s) {
                      {"fabric", s.fabric_bytes}};
   j["cost_usd"] = s.cost_usd;
   j["weights"] = {{"loads", s.weight_loads}, {"bytes_loaded", s.weight_bytes_loaded}, {"load_s", s.weight_load_s},
-                  {"evictions", s.evictions}};
+                  {"evictions", s.evictions}, {"offloaded_tasks", s.offloaded_tasks}, {"offload_bytes", s.offload_bytes}};
   j["faults"] = {{"gpu_failures", s.gpu_failures}, {"spot_preemptions", s.spot_preemptions}, {"tasks_stopped", s.tasks_stopped}, {"retries", s.retries},
                  {"lost_gpu_s", s.lost_gpu_s}, {"availability", s.availability}, {"goodput", s.goodput},
                  {"mean_recovery_s", s.mean_recovery_s}};
@@ -114,6 +114,10 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
   out << "weights    " << s.weight_loads << " loads (" << format_quantity(s.weight_bytes_loaded, Dimension::bytes) << ", "
       << format_quantity(s.weight_load_s, Dimension::time) << " in all), " << s.evictions << " evictions; peak VRAM "
       << fmt("%.0f %%", 100.0 * s.vram_peak_utilization) << " of a GPU\n";
+  if (s.offloaded_tasks > 0) {
+    out << "offload    " << s.offloaded_tasks << " tasks kept " << format_quantity(s.offload_bytes, Dimension::bytes)
+        << " of working sets in host memory for want of VRAM\n";
+  }
   if (s.node_s_on > 0) {
     out << "autoscale  " << fmt("%.2f", s.end_s > 0 ? s.node_s_on / s.end_s : 0) << " nodes on on average ("
         << fmt("%.1f", s.node_s_on / 3600) << " node-hours billed), " << s.nodes_started << " started, " << s.nodes_stopped << " stopped\n";

@@ -668,7 +668,7 @@ void check_feasible(const Scenario& sc, Problems& problems) {
     const Workflow& wf = sc.workflows[w];
     for (std::size_t t = 0; t < wf.tasks.size(); ++t) {
       const TaskSpec& task = wf.tasks[t];
-      const double need = task.vram_per_gpu_bytes();
+      const double need = task.weights_bytes / task.gpus + (1 - sc.max_offload) * task.working_set_bytes;
       double largest = 0;
       std::int64_t fitting = 0, total = 0;
       for (const NodeGroup& g : sc.cluster.groups) {
@@ -691,6 +691,9 @@ void check_feasible(const Scenario& sc, Problems& problems) {
             "task \"" + task.name + "\" needs " + format_quantity(need, Dimension::bytes) +
                 " of VRAM per GPU (weights " + format_quantity(task.weights_bytes / task.gpus, Dimension::bytes) +
                 " + working set " + format_quantity(task.working_set_bytes, Dimension::bytes) +
+                (sc.max_offload > 0 ? ", less the " + format_quantity(sc.max_offload * task.working_set_bytes, Dimension::bytes) +
+                                          " memory.max_offload lets it keep in host memory"
+                                    : std::string()) +
                 "), more than the largest GPU of scenario " + sc.file + " has (" +
                 format_quantity(largest, Dimension::bytes) + ")"}}));
       } else if (task.gpus > fitting) {
@@ -824,6 +827,7 @@ Scenario parse_scenario(std::string_view json_text, const std::string& file_name
   if (const Json* memory = top.field("memory")) {
     ObjectReader m(*memory, top.pointer("memory"), problems);
     sc.on_stall = static_cast<Scenario::OnStall>(m.choice("on_stall", {"wait", "fail"}, 0));
+    sc.max_offload = m.number("max_offload", Need::optional, 0.0, 1.0).value_or(0);
     m.finish();
   }
   top.finish();

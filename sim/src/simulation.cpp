@@ -30,8 +30,9 @@ constexpr std::uint32_t kNodeBit = 0x80000000u, kSpotBit = 0x40000000u;
 // What a task's pending flows are for.
 enum class Stage : std::uint8_t { inputs, collective };
 
-// A flow's tag: what it carries, the edge (inputs) or gang member (weights), and its task.
-enum class FlowKind : std::uint8_t { input, weights, collective };
+// A flow's tag: what it carries, the edge (inputs) or gang member (weights; offload: member * 2 +
+// direction), and its task.
+enum class FlowKind : std::uint8_t { input, weights, collective, offload };
 std::uint64_t flow_tag(FlowKind kind, std::uint32_t edge, TaskId task) {
   return (std::uint64_t{static_cast<std::uint8_t>(kind)} << 56) | (std::uint64_t{edge} << 32) | index(task);
 }
@@ -113,7 +114,7 @@ class Run {
         cluster_(scenario.cluster),
         topology_(cluster_, scenario.cluster.fabric),
         network_(topology_.capacities()),
-        memory_(vram_capacities(cluster_)) {
+        memory_(vram_capacities(cluster_), sc_.max_offload) {
     network_.record_samples(options.record_link_samples);
     memory_.record_samples(options.record_link_samples);
     // Models are interned: GPUs' caches and policies compare small integers. A GPU holds one
@@ -205,7 +206,7 @@ class Run {
     if (stalled && sc_.on_stall == Scenario::OnStall::fail) {
       for (const ReadyTask& t : ready_) {
         fail_task(t.task, "out of memory: no GPU can ever hold its " +
-                              format_quantity(t.weights_per_gpu_bytes + t.working_set_bytes, Dimension::bytes) +
+                              format_quantity(t.weights_per_gpu_bytes + (1 - sc_.max_offload) * t.working_set_bytes, Dimension::bytes) +
                               " (VRAM held by output tensors waiting for their consumers)");
       }
       ready_.clear();
@@ -509,8 +510,8 @@ class Run {
       const GpuId g = gpus[i];
       if (index(g) >= cluster_.gpu_count()) reject(id, "on GPU " + std::to_string(index(g)) + ", which does not exist");
       if (gpu_busy_[index(g)] != 0) reject(id, "on GPU " + cluster_.gpu_name(g) + ", which is busy");
-      const double need = memory_.need(g, model, weights, s.working_set_bytes);
-      if (need > memory_.available(g)) {
+      if (!memory_.fits(g, model, weights, s.working_set_bytes)) {
+        const double need = memory_.need(g, model, weights, (1 - sc_.max_offload) * s.working_set_bytes);
         reject(id, "on GPU " + cluster_.gpu_name(g) + ", which has " + format_quantity(memory_.available(g), Dimension::bytes) +
                        " of VRAM available; it needs " + format_quantity(need, Dimension::bytes));
       }
@@ -530,12 +531,22 @@ class Run {
     r.gpu_begin = static_cast<std::uint32_t>(trace_.gpus.size());
     r.gpu_count = static_cast<std::uint32_t>(gpus.size());
     trace_.gpus.insert(trace_.gpus.end(), gpus.begin(), gpus.end());
+    offloaded_.resize(trace_.gpus.size());
 
     // Weights not resident are loaded from host memory, or from a peer GPU of the node that holds
     // them when its route is at least as fast.
     for (std::uint32_t member = 0; member < gpus.size(); ++member) {
       const GpuId g = gpus[member];
-      if (!memory_.admit(g, model, weights, s.working_set_bytes, queue_.now())) continue;
+      // What does not fit of the working set goes to host memory: out and back over the host link.
+      const double offload = memory_.offload_bytes(g, model, weights, s.working_set_bytes);
+      offloaded_[r.gpu_begin + member] = offload;
+      if (offload > 0) {
+        r.offload_bytes += offload;
+        const std::uint32_t host = topology_.host_vertex(cluster_.node_of(g));
+        start_flow(id, topology_.gpu_vertex(g), host, offload, flow_tag(FlowKind::offload, member * 2, id), mix_key(index(g), index(id)));
+        start_flow(id, host, topology_.gpu_vertex(g), offload, flow_tag(FlowKind::offload, member * 2 + 1, id), mix_key(index(g), index(id)));
+      }
+      if (!memory_.admit(g, model, weights, s.working_set_bytes - offload, queue_.now())) continue;
       const NodeId node = cluster_.node_of(g);
       std::uint32_t source = topology_.host_vertex(node);
       route_.clear();
@@ -883,6 +894,7 @@ class Run {
     r.start_s = r.compute_start_s = r.comm_start_s = kNever;
     r.gpu_count = 0;
     r.input_bytes = 0;
+    r.offload_bytes = 0;
     stopped_at_[index(id)] = now;
     // run_ counts the runs a failure has stopped.
     if (run_[index(id)] < static_cast<std::uint32_t>(f.max_attempts)) {
@@ -1063,7 +1075,7 @@ class Run {
       const GpuId g = trace_.gpus[r.gpu_begin + i];
       gpu_task_[index(g)] = kNoTask;
       gpu_free_at_[index(g)] = queue_.now();
-      memory_.release(g, model_of_[r.workflow][r.task], spec(r).working_set_bytes, queue_.now());
+      memory_.release(g, model_of_[r.workflow][r.task], spec(r).working_set_bytes - offloaded_[r.gpu_begin + i], queue_.now());
       refresh(index(g));
       if (autoscale_) drain_if_idle(index(g));
     }
@@ -1209,6 +1221,7 @@ class Run {
   std::vector<double> job_sizes_;                     // sorted quantiles of instances' predicted GPU-seconds
   std::vector<std::uint32_t> first_edge_;             // per instance: offset into edge_held_
   std::vector<double> edge_held_;                     // per instance edge: bytes held in the producer's VRAM
+  std::vector<double> offloaded_;  // per entry of trace_.gpus: working-set bytes its task keeps in host memory
   std::unordered_map<std::uint64_t, std::uint32_t> pending_loads_;  // weights flow tag -> into trace_.weight_loads
   std::vector<std::uint32_t> free_per_node_;
   std::vector<ReadyTask> ready_;

@@ -97,6 +97,10 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
       s.gpu_busy_s += (until - t.start_s) * t.gpu_count;
     }
     s.bytes_transferred += t.input_bytes;
+    if (t.offload_bytes > 0) {
+      ++s.offloaded_tasks;
+      s.offload_bytes += t.offload_bytes;
+    }
   }
   for (std::size_t l = 0; l < link_bytes.size(); ++l) {
     switch (topology.links()[l].cls) {

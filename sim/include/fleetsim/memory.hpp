@@ -23,7 +23,9 @@ struct VramSample {
 
 class GpuMemory {
  public:
-  explicit GpuMemory(std::vector<double> capacity_bytes);
+  // Up to `offloadable` (0 to 1) of a task's working set may live in host memory when VRAM is
+  // short: activation offload, paid for in transfers by the caller.
+  explicit GpuMemory(std::vector<double> capacity_bytes, double offloadable = 0);
 
   double capacity(GpuId g) const { return gpus_[index(g)].capacity; }
   double used(GpuId g) const;
@@ -33,10 +35,16 @@ class GpuMemory {
   // What placing a task needs of available(): its working set, plus its weights unless another
   // running task already holds them here (resident but idle weights are counted in available()).
   double need(GpuId g, std::uint32_t model, double weights_bytes, double working_set_bytes) const;
+  // Whether a task fits with as much of its working set offloaded as allowed.
+  bool fits(GpuId g, std::uint32_t model, double weights_bytes, double working_set_bytes) const {
+    return need(g, model, weights_bytes, (1 - offloadable_) * working_set_bytes) <= available(g);
+  }
+  // The part of its working set a task placed here now keeps in host memory: what does not fit.
+  double offload_bytes(GpuId g, std::uint32_t model, double weights_bytes, double working_set_bytes) const;
 
   // Takes VRAM for a starting task: references its model (evicting least recently used unreferenced
-  // models to make room for a load) and allocates its working set. Returns true when the weights
-  // must be loaded. The caller has checked need() <= available().
+  // models to make room for a load) and allocates its working set (the part kept in VRAM). Returns
+  // true when the weights must be loaded. The caller has checked need() <= available().
   bool admit(GpuId g, std::uint32_t model, double weights_bytes, double working_set_bytes, double now);
   // Gives back a finished task's working set and its reference on the model (which stays cached).
   void release(GpuId g, std::uint32_t model, double working_set_bytes, double now);
@@ -94,6 +102,7 @@ class GpuMemory {
   bool make_room(Gpu& gpu, double bytes);
 
   std::vector<Gpu> gpus_;
+  double offloadable_ = 0;
   std::uint64_t clock_ = 0;
   std::uint64_t evictions_ = 0;
   double spilled_ = 0;

@@ -81,9 +81,10 @@ class ClusterView {
   // VRAM free without evicting any cached model.
   double unused_vram_bytes(GpuId gpu) const { return memory_.capacity(gpu) - memory_.used(gpu); }
   bool resident(GpuId gpu, std::uint32_t model) const { return memory_.resident(gpu, model); }
-  // Whether the task's share fits this GPU's VRAM (its weights count only if not resident).
+  // Whether the task's share fits this GPU's VRAM (its weights count only if not resident), with
+  // as much of its working set offloaded to host memory as the scenario allows.
   bool fits(GpuId gpu, const ReadyTask& task) const {
-    return memory_.need(gpu, task.model, task.weights_per_gpu_bytes, task.working_set_bytes) <= memory_.available(gpu);
+    return memory_.fits(gpu, task.model, task.weights_per_gpu_bytes, task.working_set_bytes);
   }
   // The roofline compute time of the task's share on this GPU's type.
   double compute_estimate_s(const ReadyTask& task, GpuId gpu) const;

@@ -180,6 +180,9 @@ struct Scenario {
   // When the run can no longer place a waiting task (its VRAM held by tensors that wait for it):
   // leave it queued and flag the run as stalled, or fail it with an out-of-memory reason.
   enum class OnStall { wait, fail } on_stall = OnStall::wait;
+  // The largest share (0 to 1) of a task's working set that may be offloaded to host memory when it
+  // does not fit in VRAM otherwise; the offloaded bytes cross the GPU's host link out and back.
+  double max_offload = 0;
   FaultSpec faults;
   SpotSpec spot;
   AutoscaleSpec autoscale;

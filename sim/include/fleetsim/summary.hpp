@@ -70,6 +70,8 @@ struct Summary {
   double weight_load_s = 0;
   std::uint64_t evictions = 0;        // cached models dropped to make room
   double spilled_bytes = 0;           // output tensors that did not fit in VRAM, kept in host memory
+  std::uint64_t offloaded_tasks = 0;  // runs that kept part of their working set in host memory
+  double offload_bytes = 0;           // those parts, summed (each crossed the host link out and back)
   double vram_peak_utilization = 0;   // highest use / capacity of any GPU
   double vram_utilization = 0;        // time-averaged use / capacity over all GPUs
   double energy_j = 0;                // busy GPU-seconds at TDP plus idle GPU-seconds at idle power

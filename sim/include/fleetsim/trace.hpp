@@ -30,6 +30,7 @@ struct TaskRecord {
   double comm_start_s = kNever;     // compute done, the gang's collective began (collective tasks)
   double end_s = kNever;
   double input_bytes = 0;           // moved to it from other GPUs
+  double offload_bytes = 0;         // of its working set kept in host memory (all its GPUs), for want of VRAM
   double work_scale = 1;            // this instance's FLOP and bytes over the task's written amounts (drawn sizes, trace jobs)
   std::uint32_t reason = 0;         // into Trace::reasons; 0 is "no reason"
 };

@@ -5,7 +5,7 @@
 
 namespace fleetsim {
 
-GpuMemory::GpuMemory(std::vector<double> capacity_bytes) {
+GpuMemory::GpuMemory(std::vector<double> capacity_bytes, double offloadable) : offloadable_(offloadable) {
   gpus_.resize(capacity_bytes.size());
   for (std::size_t g = 0; g < gpus_.size(); ++g) gpus_[g].capacity = capacity_bytes[g];
 }
@@ -36,6 +36,12 @@ double GpuMemory::need(GpuId g, std::uint32_t model, double weights_bytes, doubl
     if (c.model == model) return working_set_bytes + (c.refs > 0 ? 0.0 : c.bytes);
   }
   return weights_bytes + working_set_bytes;
+}
+
+double GpuMemory::offload_bytes(GpuId g, std::uint32_t model, double weights_bytes, double working_set_bytes) const {
+  if (offloadable_ <= 0) return 0;
+  const double shortfall = need(g, model, weights_bytes, working_set_bytes) - available(g);
+  return std::clamp(shortfall, 0.0, offloadable_ * working_set_bytes);
 }
 
 bool GpuMemory::admit(GpuId g, std::uint32_t model, double weights_bytes, double working_set_bytes, double now) {
