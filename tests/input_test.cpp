@@ -252,3 +252,13 @@ TEST_CASE("a number too large for a double is malformed JSON, not a crash", "[wo
   CHECK_THAT(workflow_error(R"({"tasks": [{"name": "a", "gpus": 1e999, "work": {"flop": "1 TFLOP"}}]})"),
              Contains("wf.json: malformed JSON: number overflow"));
 }
+
+TEST_CASE("cluster storage needs a positive bandwidth and nothing else unknown", "[scenario][errors]") {
+  const auto with_storage = [](const std::string& storage) {
+    return scenario_error(scenario_with(R"({"nodes": [{"type": "unit-node-2", "count": 1}], "storage": )" + storage + "}"));
+  };
+  CHECK(with_storage(R"({"bandwidth": "7 GB/s", "latency": "100 us"})") == "");
+  CHECK_THAT(with_storage(R"({"latency": "100 us"})"), Contains("/cluster/storage/bandwidth"));
+  CHECK_THAT(with_storage(R"({"bandwidth": "0 GB/s"})"), Contains("/cluster/storage/bandwidth: expected a bandwidth above 0"));
+  CHECK_THAT(with_storage(R"({"bandwidth": "7 GB/s", "iops": 5})"), Contains("/cluster/storage/iops: unknown field"));
+}

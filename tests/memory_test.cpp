@@ -181,3 +181,34 @@ TEST_CASE("a task that fits pays no offload even when offload is allowed", "[mem
   CHECK(run.summary.offloaded_tasks == 0);
   CHECK(run.trace.tasks[0].compute_start_s == run.trace.tasks[0].start_s);
 }
+
+TEST_CASE("weights come from storage the first time a node loads them, then from its host memory", "[memory][simulation]") {
+  // One 100 GB GPU; two 60 GB models cannot both stay. Storage reads at 10 GB/s (100 us), the host
+  // link at 50 GB/s (two 2 us hops). A at 0 s reads m from storage (6 s); B at 10 s evicts m and reads
+  // m2 from storage; A again at 20 s loads m from host memory, which kept it (1.2 s).
+  const std::string body = R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 1}],
+                                "storage": {"bandwidth": "10 GB/s", "latency": "100 us"}},
+      "workflows": {"a": {"tasks": [{"name": "t", "model": {"id": "m", "weights": "60 GB"}, "work": {"flop": "100 TFLOP"}}]},
+                    "b": {"tasks": [{"name": "t", "model": {"id": "m2", "weights": "60 GB"}, "work": {"flop": "100 TFLOP"}}]}},
+      "workload": [{"workflow": "a", "arrival": {"process": "times", "times": ["0 s", "20 s"]}},
+                   {"workflow": "b", "arrival": {"process": "times", "times": ["10 s"]}}])";
+  const auto run = simulate(unit_scenario(body));
+  REQUIRE(run.trace.weight_loads.size() == 3);
+  std::vector<std::pair<double, bool>> loads;
+  for (const WeightLoad& w : run.trace.weight_loads) loads.emplace_back(w.start_s, w.from_storage);
+  std::sort(loads.begin(), loads.end());
+  CHECK(loads[0].second);
+  CHECK(loads[1].second);
+  CHECK_FALSE(loads[2].second);
+  for (const WeightLoad& w : run.trace.weight_loads) {
+    const double expected = w.from_storage ? 60e9 / 10e9 + 100e-6 + 4e-6 : 60e9 / 50e9 + 4e-6;
+    CHECK(w.end_s - w.start_s == Approx(expected).epsilon(1e-9));
+  }
+  CHECK(run.summary.storage_reads == 2);
+  CHECK(run.summary.storage_bytes == Approx(120e9));
+  // Without storage every load comes from host memory.
+  const auto plain = simulate(unit_scenario(body.substr(0, body.find(",\n                                \"storage\"")) + "}," +
+                                            body.substr(body.find("\"workflows\""))));
+  CHECK(plain.summary.storage_reads == 0);
+  CHECK(plain.summary.weight_loads == 3);
+}

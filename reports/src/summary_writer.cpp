@@ -54,10 +54,10 @@ std::string summary_json(const Summary& s) {
   j["gpu_busy_s"] = s.gpu_busy_s;
   j["bytes_transferred"] = s.bytes_transferred;
   j["link_bytes"] = {{"gpu_link", s.gpu_link_bytes}, {"host_link", s.host_link_bytes}, {"nic", s.nic_bytes},
-                     {"fabric", s.fabric_bytes}};
+                     {"fabric", s.fabric_bytes}, {"storage", s.storage_bytes}};
   j["cost_usd"] = s.cost_usd;
   j["weights"] = {{"loads", s.weight_loads}, {"bytes_loaded", s.weight_bytes_loaded}, {"load_s", s.weight_load_s},
-                  {"evictions", s.evictions}, {"offloaded_tasks", s.offloaded_tasks}, {"offload_bytes", s.offload_bytes}};
+                  {"evictions", s.evictions}, {"storage_reads", s.storage_reads}, {"offloaded_tasks", s.offloaded_tasks}, {"offload_bytes", s.offload_bytes}};
   j["faults"] = {{"gpu_failures", s.gpu_failures}, {"spot_preemptions", s.spot_preemptions}, {"tasks_stopped", s.tasks_stopped}, {"retries", s.retries},
                  {"lost_gpu_s", s.lost_gpu_s}, {"availability", s.availability}, {"goodput", s.goodput},
                  {"mean_recovery_s", s.mean_recovery_s}};
@@ -110,9 +110,12 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
   out << "network    edge tensors " << format_quantity(s.bytes_transferred, Dimension::bytes)
       << "; carried by GPU links " << format_quantity(s.gpu_link_bytes, Dimension::bytes) << ", host links "
       << format_quantity(s.host_link_bytes, Dimension::bytes) << ", NICs " << format_quantity(s.nic_bytes, Dimension::bytes)
-      << ", fabric " << format_quantity(s.fabric_bytes, Dimension::bytes) << "\n";
+      << ", fabric " << format_quantity(s.fabric_bytes, Dimension::bytes);
+  if (s.storage_bytes > 0) out << ", storage " << format_quantity(s.storage_bytes, Dimension::bytes);
+  out << "\n";
   out << "weights    " << s.weight_loads << " loads (" << format_quantity(s.weight_bytes_loaded, Dimension::bytes) << ", "
-      << format_quantity(s.weight_load_s, Dimension::time) << " in all), " << s.evictions << " evictions; peak VRAM "
+      << format_quantity(s.weight_load_s, Dimension::time) << " in all" << (s.storage_reads > 0 ? ", " + std::to_string(s.storage_reads) + " from storage" : std::string())
+      << "), " << s.evictions << " evictions; peak VRAM "
       << fmt("%.0f %%", 100.0 * s.vram_peak_utilization) << " of a GPU\n";
   if (s.offloaded_tasks > 0) {
     out << "offload    " << s.offloaded_tasks << " tasks kept " << format_quantity(s.offload_bytes, Dimension::bytes)

@@ -74,7 +74,7 @@ void write_trace_json(std::ostream& out, const Scenario& sc, const RunResult& ru
   for (const WeightLoad& w : run.trace.weight_loads) {
     loads.push_back({{"task", index(w.task)},
                      {"gpu", run.cluster.gpu_name(w.gpu)},
-                     {"from", w.peer ? run.cluster.gpu_name(*w.peer) : "host"},
+                     {"from", w.peer ? run.cluster.gpu_name(*w.peer) : w.from_storage ? "storage" : "host"},
                      {"bytes", w.bytes},
                      {"start_s", time_value(w.start_s)},
                      {"end_s", time_value(w.end_s)}});

@@ -120,6 +120,15 @@ void read_cluster(const Json& value, const std::string& pointer, Problems& probl
     }
     f.finish();
   }
+  if (const Json* storage = c.field("storage")) {
+    ObjectReader s(*storage, c.pointer("storage"), problems);
+    StorageSpec spec;
+    spec.bandwidth_Bps = s.quantity("bandwidth", Dimension::bandwidth, Need::required).value_or(0);
+    spec.latency_s = s.quantity_or("latency", Dimension::time, 0);
+    if (s.field("bandwidth") != nullptr && spec.bandwidth_Bps <= 0) s.problem("bandwidth", "expected a bandwidth above 0");
+    cluster.storage = spec;
+    s.finish();
+  }
   c.finish();
 }
 

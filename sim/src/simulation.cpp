@@ -142,6 +142,7 @@ class Run {
     gpu_down_.assign(gpus, 0);
     gpu_off_.assign(gpus, 0);
     node_state_.assign(cluster_.node_count(), NodeState::on);
+    host_models_.resize(cluster_.node_count());
     billed_since_.assign(cluster_.node_count(), 0.0);
     down_since_.assign(gpus, 0.0);
     gpu_free_at_.assign(gpus, 0.0);
@@ -533,8 +534,9 @@ class Run {
     trace_.gpus.insert(trace_.gpus.end(), gpus.begin(), gpus.end());
     offloaded_.resize(trace_.gpus.size());
 
-    // Weights not resident are loaded from host memory, or from a peer GPU of the node that holds
-    // them when its route is at least as fast.
+    // Weights not resident are loaded from host memory (from the node's storage the first time, when
+    // the cluster has storage), or from a peer GPU of the node that holds them when its route is at
+    // least as fast.
     for (std::uint32_t member = 0; member < gpus.size(); ++member) {
       const GpuId g = gpus[member];
       // What does not fit of the working set goes to host memory: out and back over the host link.
@@ -549,6 +551,10 @@ class Run {
       if (!memory_.admit(g, model, weights, s.working_set_bytes - offload, queue_.now())) continue;
       const NodeId node = cluster_.node_of(g);
       std::uint32_t source = topology_.host_vertex(node);
+      const auto storage = topology_.storage_vertex(node);
+      if (storage && std::find(host_models_[index(node)].begin(), host_models_[index(node)].end(), model) == host_models_[index(node)].end()) {
+        source = *storage;
+      }
       route_.clear();
       topology_.route(source, topology_.gpu_vertex(g), 0, route_);
       const double host_Bps = topology_.bottleneck_Bps(route_);
@@ -564,6 +570,7 @@ class Run {
       pending_loads_[flow_tag(FlowKind::weights, member, id)] = static_cast<std::uint32_t>(trace_.weight_loads.size());
       trace_.weight_loads.push_back({.task = id, .gpu = g,
                                      .peer = source < cluster_.gpu_count() ? std::optional(make_id<GpuId>(source)) : std::nullopt,
+                                     .from_storage = storage && source == *storage,
                                      .bytes = weights, .start_s = queue_.now()});
       start_flow(id, source, topology_.gpu_vertex(g), weights, flow_tag(FlowKind::weights, member, id),
                  mix_key(index(g), model));
@@ -715,9 +722,15 @@ class Run {
         release_tensor(index(r.instance), tag_edge(d.tag), trace_.gpus[producer.gpu_begin]);
       } else if (tag_kind(d.tag) == FlowKind::weights) {
         const auto load = pending_loads_.find(d.tag);
-        trace_.weight_loads[load->second].end_s = queue_.now();
+        WeightLoad& w = trace_.weight_loads[load->second];
+        w.end_s = queue_.now();
         pending_loads_.erase(load);
-        memory_.mark_loaded(trace_.gpus[r.gpu_begin + tag_edge(d.tag)], model_of_[r.workflow][r.task]);
+        memory_.mark_loaded(w.gpu, model_of_[r.workflow][r.task]);
+        // Host memory keeps what was read from storage.
+        auto& host = host_models_[index(cluster_.node_of(w.gpu))];
+        if (w.from_storage && std::find(host.begin(), host.end(), model_of_[r.workflow][r.task]) == host.end()) {
+          host.push_back(model_of_[r.workflow][r.task]);
+        }
       }
       if (--pending_flows_[index(id)] != 0) continue;
       if (stage_[index(id)] == Stage::inputs) {
@@ -789,25 +802,27 @@ class Run {
     std::string event;
     double down_s;
     bool preemption;
+    bool node;  // the whole node went down: its host memory too
   };
   Fault fault_of(std::uint32_t subject, bool draw_repair) {
     if (subject < random_base()) {
       const FaultEvent& e = sc_.faults.events[subject];
-      return {e.gpu_first, e.gpu_count, e.what + " failed", e.down_s, false};
+      return {e.gpu_first, e.gpu_count, e.what + " failed", e.down_s, false, e.what.starts_with("node")};
     }
     const std::uint32_t s = subject - random_base(), g = s & ~(kNodeBit | kSpotBit);
     const bool node = (s & kNodeBit) != 0, spot = (s & kSpotBit) != 0;
     const double mttr = spot ? sc_.spot.restock_s : node ? sc_.faults.node_mttr_s : sc_.faults.gpu_mttr_s;
     const double down = draw_repair ? (mttr > 0 ? fault_rng(s).exponential(1 / mttr) : 0.0) : 0.0;
-    if (!node) return {g, 1, "GPU " + cluster_.gpu_name(make_id<GpuId>(g)) + " failed", down, false};
+    if (!node) return {g, 1, "GPU " + cluster_.gpu_name(make_id<GpuId>(g)) + " failed", down, false, false};
     const NodeId n = cluster_.node_of(make_id<GpuId>(g));
     const std::string name = "node n" + std::to_string(index(n));
-    return {index(cluster_.first_gpu(n)), cluster_.gpus_in(n), spot ? "spot " + name + " was preempted" : name + " failed", down, spot};
+    return {index(cluster_.first_gpu(n)), cluster_.gpus_in(n), spot ? "spot " + name + " was preempted" : name + " failed", down, spot, true};
   }
 
   void on_fault(std::uint32_t subject) {
     const Fault f = fault_of(subject, true);
     if (f.preemption) ++preemptions_;
+    if (f.node) host_models_[index(cluster_.node_of(make_id<GpuId>(f.first)))].clear();
     for (std::uint32_t g = f.first; g < f.first + f.count; ++g) {
       if (gpu_down_[g] != 0) continue;
       if (!f.preemption) ++gpu_failures_;
@@ -944,6 +959,7 @@ class Run {
   // The node stops being billed.
   void turn_off(std::uint32_t n) {
     node_state_[n] = NodeState::off;
+    host_models_[n].clear();
     billed_s_[n] += queue_.now() - billed_since_[n];
     ++nodes_stopped_;
   }
@@ -1221,6 +1237,7 @@ class Run {
   std::vector<double> job_sizes_;                     // sorted quantiles of instances' predicted GPU-seconds
   std::vector<std::uint32_t> first_edge_;             // per instance: offset into edge_held_
   std::vector<double> edge_held_;                     // per instance edge: bytes held in the producer's VRAM
+  std::vector<std::vector<std::uint32_t>> host_models_;  // per node: models its host memory holds (read from storage)
   std::vector<double> offloaded_;  // per entry of trace_.gpus: working-set bytes its task keeps in host memory
   std::unordered_map<std::uint64_t, std::uint32_t> pending_loads_;  // weights flow tag -> into trace_.weight_loads
   std::vector<std::uint32_t> free_per_node_;

@@ -80,6 +80,7 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
   s.events = events;
   for (const WeightLoad& load : trace.weight_loads) {
     ++s.weight_loads;
+    if (load.from_storage) ++s.storage_reads;
     s.weight_bytes_loaded += load.bytes;
     if (load.end_s != kNever) s.weight_load_s += load.end_s - load.start_s;
   }
@@ -108,6 +109,7 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
       case LinkClass::host_link: s.host_link_bytes += link_bytes[l]; break;
       case LinkClass::nic: s.nic_bytes += link_bytes[l]; break;
       case LinkClass::fabric: s.fabric_bytes += link_bytes[l]; break;
+      case LinkClass::storage: s.storage_bytes += link_bytes[l]; break;
     }
   }
   if (s.gpus > 0 && end_s > 0) s.gpu_utilization = s.gpu_busy_s / (s.gpus * end_s);

@@ -41,9 +41,17 @@ struct FabricSpec {
   int spines = 0;                // 0: one per uplink port (downlink ports / oversubscription)
 };
 
+// Each node's local storage, where model weights start: the first load of a model on a node reads
+// it from there into host memory (which keeps it), over a link of this bandwidth and latency.
+struct StorageSpec {
+  double bandwidth_Bps = 0;
+  double latency_s = 0;
+};
+
 struct ClusterSpec {
   std::vector<NodeGroup> groups;
   FabricSpec fabric;
+  std::optional<StorageSpec> storage;  // none: weights start in host memory
 
   int node_count() const {
     int n = 0;

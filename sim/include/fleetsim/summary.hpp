@@ -62,12 +62,13 @@ struct Summary {
   double gpu_busy_s = 0;
   double bytes_transferred = 0;  // edge tensors received from other GPUs
   // Bytes carried, summed over the links of each class (a flow counts once per link it crosses).
-  double gpu_link_bytes = 0, host_link_bytes = 0, nic_bytes = 0, fabric_bytes = 0;
+  double gpu_link_bytes = 0, host_link_bytes = 0, nic_bytes = 0, fabric_bytes = 0, storage_bytes = 0;
   double cost_usd = 0;     // every GPU of the cluster rented until end_s
   // Model swapping: loads of weights not resident on a GPU, their bytes and summed durations.
   std::uint64_t weight_loads = 0;
   double weight_bytes_loaded = 0;
   double weight_load_s = 0;
+  std::uint64_t storage_reads = 0;   // of those, loads read from a node's storage (not yet in its host memory)
   std::uint64_t evictions = 0;        // cached models dropped to make room
   double spilled_bytes = 0;           // output tensors that did not fit in VRAM, kept in host memory
   std::uint64_t offloaded_tasks = 0;  // runs that kept part of their working set in host memory

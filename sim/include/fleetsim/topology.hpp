@@ -22,7 +22,7 @@ namespace fleetsim {
 class Cluster;
 struct FabricSpec;
 
-enum class LinkClass : std::uint8_t { gpu_link, host_link, nic, fabric };
+enum class LinkClass : std::uint8_t { gpu_link, host_link, nic, fabric, storage };
 std::string_view link_class_name(LinkClass cls);
 
 struct TopoLink {
@@ -45,6 +45,8 @@ class Topology {
   std::uint32_t host_vertex(NodeId node) const { return host_vertex_[index(node)]; }
   // The node's NVSwitch, or no value for a node without NVLink.
   std::optional<std::uint32_t> nvswitch_vertex(NodeId node) const;
+  // The node's local storage (linked to its host), or no value when the cluster has none.
+  std::optional<std::uint32_t> storage_vertex(NodeId node) const;
 
   const std::vector<TopoLink>& links() const { return links_; }
   std::vector<double> capacities() const;
@@ -63,7 +65,7 @@ class Topology {
 
   std::vector<std::string> vertex_names_;
   std::vector<std::uint8_t> is_gpu_;
-  std::vector<std::uint32_t> host_vertex_, nvswitch_vertex_;
+  std::vector<std::uint32_t> host_vertex_, nvswitch_vertex_, storage_vertex_;
   std::vector<TopoLink> links_;
   std::vector<std::vector<std::uint32_t>> out_links_;  // per vertex, in creation order
   struct DistanceCache;

@@ -41,6 +41,7 @@ struct WeightLoad {
   TaskId task{};
   GpuId gpu{};
   std::optional<GpuId> peer;  // the source GPU; none: host memory
+  bool from_storage = false;  // read from the node's storage, not yet in host memory
   double bytes = 0;
   double start_s = kNever;
   double end_s = kNever;

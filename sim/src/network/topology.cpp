@@ -45,6 +45,7 @@ std::string_view link_class_name(LinkClass cls) {
     case LinkClass::host_link: return "host_link";
     case LinkClass::nic: return "nic";
     case LinkClass::fabric: return "fabric";
+    case LinkClass::storage: return "storage";
   }
   return "?";
 }
@@ -81,6 +82,12 @@ Topology::Topology(const Cluster& cluster, const FabricSpec& fabric) : cache_(st
     const std::string prefix = "n" + std::to_string(n) + ".";
     host_vertex_.push_back(add_vertex(prefix + "host"));
     nvswitch_vertex_.push_back(kNone);
+    storage_vertex_.push_back(kNone);
+    if (const auto& storage = cluster.spec().storage) {
+      storage_vertex_.back() = add_vertex(prefix + "storage");
+      add_link_pair(storage_vertex_.back(), host_vertex_.back(), storage->bandwidth_Bps, storage->latency_s,
+                    LinkClass::storage, LinkKind::pcie);
+    }
     if (grp.gpu_link.kind == LinkKind::nvlink) {
       nvswitch_vertex_.back() = add_vertex(prefix + "nvswitch");
     }
@@ -162,6 +169,12 @@ Topology::Topology(const Cluster& cluster, const FabricSpec& fabric) : cache_(st
   Graph& g = cache_->graph;
   g = Graph(vertex_count());
   for (const TopoLink& l : links_) boost::add_edge(l.from, l.to, weight_of(l.latency_s), g);
+}
+
+std::optional<std::uint32_t> Topology::storage_vertex(NodeId node) const {
+  const std::uint32_t v = storage_vertex_[index(node)];
+  if (v == kNone) return std::nullopt;
+  return v;
 }
 
 std::optional<std::uint32_t> Topology::nvswitch_vertex(NodeId node) const {
