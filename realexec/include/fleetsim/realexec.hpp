@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <stdexcept>
 #include <string>
 
 #include "fleetsim/simulation.hpp"
@@ -11,7 +12,7 @@
 namespace fleetsim {
 
 struct ExecOptions {
-  // Called from worker threads after each task ends, with the tasks ended so far and in all.
+  // Called from a backend thread after each task ends, with the tasks ended so far and in all.
   std::function<void(std::size_t done, std::size_t total)> progress;
 };
 
@@ -26,6 +27,27 @@ struct ExecOptions {
 // (Eigen), memory traffic as a streaming triad, edge tensors and weights are copied between
 // workers' buffers, and collectives are real reductions across the gang's buffers.
 RunResult execute_on_cpu(const Scenario& scenario, const RunResult& plan, const ExecOptions& options = {});
+
+// A device could not do what the backend asked outside any one task (setting up, or a fault found
+// when the run ends): the message names the device and the CUDA, cuBLAS or NCCL error.
+class DeviceError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Whether execute_on_cuda can run here: this build has the CUDA backend and this machine a CUDA
+// device. When it cannot, `why` (if given) says which is missing.
+bool cuda_available(std::string* why = nullptr);
+
+// CUDA backend: the same replay on local GPUs (docs/run.md). The plan's devices that run work take
+// the local GPUs round-robin, in index order; each has its own stream. FLOP run as cuBLAS GEMMs in
+// the task's dtype, memory traffic as a triad kernel, working sets are stream-ordered allocations,
+// weights are copied from pinned host memory or the peer GPU, edge tensors by peer copies, and a
+// gang's collective runs on NCCL (or, without NCCL or with two members on one GPU, as peer copies
+// and a reduction kernel). Times come from CUDA events. A failure inside a task fails that task,
+// naming it, its device and the CUDA error; anything else throws DeviceError. Throws DeviceError
+// at once when cuda_available() is false.
+RunResult execute_on_cuda(const Scenario& scenario, const RunResult& plan, const ExecOptions& options = {});
 
 // Seconds the plan's busiest device would compute on one CPU core at the catalog's nominal
 // cpu-core figures: a warning before a run that would take hours.

@@ -1,0 +1,52 @@
+// CUDA kernels and cuBLAS GEMMs that the CUDA backend launches, with CPU twins for the tests. The
+// host-side launchers are plain C++ declarations: a translation unit that calls them needs neither
+// nvcc nor the CUDA headers. A stream and a cuBLAS handle travel as the opaque pointers that
+// cudaStream_t and cublasHandle_t are.
+//
+// Every launcher only enqueues work on its stream and returns the launch's status code: a
+// cudaError_t (gemm: a cublasStatus_t) as an int, 0 on success. The caller turns a non-zero code
+// into an error naming its task and device.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+struct CUstream_st;    // cudaStream_t is CUstream_st*
+struct cublasContext;  // cublasHandle_t is cublasContext*
+
+namespace fleetsim::gpu {
+
+using Stream = CUstream_st*;
+using Blas = cublasContext*;
+
+// Element types of GEMM operands. tf32 is fp32 storage with TF32 tensor-core products; f16 and
+// bf16 accumulate in fp32.
+enum class Element : std::uint8_t { f64, f32, tf32, f16, bf16 };
+std::size_t element_bytes(Element e);
+
+// x[i] = value for i < count, converted to the element type.
+int fill(void* x, Element e, double value, std::size_t count, Stream stream);
+// STREAM triad a = b + scalar * c over count floats: 12 bytes of memory traffic per element.
+int triad(float* a, const float* b, const float* c, float scalar, std::size_t count, Stream stream);
+// dst[i] += src[i]: the reduction step of collectives done as copies (no NCCL).
+int accumulate(float* dst, const float* src, std::size_t count, Stream stream);
+// Row-wise softmax of a rows x cols row-major matrix (max-subtracted, as attention does).
+int softmax_rows(const float* in, float* out, int rows, int cols, Stream stream);
+// Row-wise layer normalization without scale and shift: (x - mean) / sqrt(var + epsilon).
+int layernorm_rows(const float* in, float* out, int rows, int cols, float epsilon, Stream stream);
+// C (m x n) = A (m x k) * B (k x n), column-major with leading dimensions m, k and m, on the
+// handle's stream. Returns a cublasStatus_t code.
+int gemm(Blas blas, Element e, int m, int n, int k, const void* a, const void* b, void* c);
+// 2 m n k: the FLOP of one gemm (one multiply-add is two).
+inline double gemm_flop(double m, double n, double k) { return 2 * m * n * k; }
+
+// The same computations on the CPU, in double precision where it matters, for correctness tests.
+namespace reference {
+void triad(float* a, const float* b, const float* c, float scalar, std::size_t count);
+void accumulate(float* dst, const float* src, std::size_t count);
+void softmax_rows(const float* in, float* out, int rows, int cols);
+void layernorm_rows(const float* in, float* out, int rows, int cols, float epsilon);
+void gemm(int m, int n, int k, const float* a, const float* b, float* c);
+}  // namespace reference
+
+}  // namespace fleetsim::gpu
