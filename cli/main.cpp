@@ -1,6 +1,7 @@
 // fleetsim: the one command-line front end. Parse, call the libraries, print. Errors thrown by the
 // libraries become messages and exit codes here and nowhere else.
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -28,6 +29,8 @@ namespace {
 
 enum ExitCode { kOk = 0, kFailure = 1, kBadInput = 2, kBadPolicy = 3 };
 
+bool quiet = false;  // --quiet: no progress lines or notes on stderr
+
 void write_file(const std::filesystem::path& path, const std::string& what,
                 const std::function<void(std::ostream&)>& write) {
   std::ofstream out(path, std::ios::binary);
@@ -40,6 +43,7 @@ struct SimulateArgs {
   std::string scenario;
   std::optional<std::uint64_t> seed;
   std::string out_dir;
+  std::string report;
   std::vector<std::string> sets;
   std::vector<std::string> plugins;
   std::string profile;
@@ -55,6 +59,7 @@ struct RunArgs {
   std::string out_dir;
   std::vector<std::string> sets;
   std::string profile;
+  std::string report;
   bool validate = false;  // a validation report: profile required, every file plus a scatter chart
   bool dry_run = false;
   bool json = false;
@@ -69,6 +74,7 @@ struct CompareArgs {
   std::vector<std::string> plugins;
   std::string profile;
   std::string out_dir;
+  std::string report;
   bool json = false;
 };
 
@@ -123,7 +129,7 @@ std::vector<fleetsim::ScenarioEdit> parse_sets(const std::vector<std::string>& s
 // The scenario as every command reads it: edits applied, then a calibration profile if one is given.
 fleetsim::Scenario read_scenario(const std::string& path, const std::vector<std::string>& sets, const std::string& profile) {
   fleetsim::Scenario scenario = fleetsim::load_scenario(path, parse_sets(sets));
-  if (!profile.empty() && fleetsim::apply_profile(scenario.cluster, fleetsim::load_profile(profile)) == 0) {
+  if (!profile.empty() && fleetsim::apply_profile(scenario.cluster, fleetsim::load_profile(profile)) == 0 && !quiet) {
     std::cerr << "fleetsim: note: " << profile << " calibrates no GPU or link type of " << path << "\n";
   }
   return scenario;
@@ -143,7 +149,7 @@ int emit_workflow(const fleetsim::Workflow& wf, const std::string& out) {
 
 // A progress line with an ETA on stderr, on a terminal only: logs and pipes stay clean.
 std::function<void(std::size_t, std::size_t)> progress_line(std::string unit) {
-  if (isatty(fileno(stderr)) == 0) return {};
+  if (quiet || isatty(fileno(stderr)) == 0) return {};
   return [unit = std::move(unit), started = std::chrono::steady_clock::now()](std::size_t done, std::size_t total) {
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     const double eta = elapsed / static_cast<double>(done) * static_cast<double>(total - done);
@@ -180,6 +186,10 @@ int run_compare(const CompareArgs& args) {
     std::filesystem::create_directories(dir);
     write_file(dir / "comparison.csv", "the runs", [&](std::ostream& o) { fleetsim::write_comparison_csv(o, results); });
     write_file(dir / "comparison.json", "the comparison", [&](std::ostream& o) { o << fleetsim::comparison_json(scenario.name, results); });
+    write_file(dir / "report.html", "the report", [&](std::ostream& o) { fleetsim::write_comparison_html(o, scenario.name, results); });
+  }
+  if (!args.report.empty()) {
+    write_file(args.report, "the report", [&](std::ostream& o) { fleetsim::write_comparison_html(o, scenario.name, results); });
   }
   if (args.json) {
     std::cout << fleetsim::comparison_json(scenario.name, results);
@@ -304,7 +314,7 @@ int run_train(const TrainArgs& args) {
 }
 
 struct PlanArgs {
-  std::string file, out_dir;
+  std::string file, out_dir, report;
   unsigned threads = 0;
   bool exhaustive = false, json = false;
 };
@@ -331,6 +341,7 @@ int run_plan(const PlanArgs& args) {
     write_file(dir / "plan.csv", "the points", [&](std::ostream& o) { fleetsim::write_plan_csv(o, result); });
     write_file(dir / "plan.html", "the chart", [&](std::ostream& o) { fleetsim::write_plan_html(o, spec, result); });
   }
+  if (!args.report.empty()) write_file(args.report, "the report", [&](std::ostream& o) { fleetsim::write_plan_html(o, spec, result); });
   if (args.json) {
     std::cout << fleetsim::plan_json(spec, result);
     return kOk;
@@ -341,13 +352,66 @@ int run_plan(const PlanArgs& args) {
   return kOk;
 }
 
+// What `fleetsim report RUN_DIR` needs to make the run again: the simulation is deterministic, so
+// the same scenario, edits, profile, plugins and seed give the same run.
+std::string run_manifest(const SimulateArgs& args, std::uint64_t seed) {
+  const auto absolute = [](const std::string& p) { return p.empty() ? p : std::filesystem::absolute(p).lexically_normal().string(); };
+  nlohmann::ordered_json plugins = nlohmann::ordered_json::array();
+  for (const std::string& p : args.plugins) plugins.push_back(absolute(p));
+  const nlohmann::ordered_json j{{"command", "simulate"}, {"scenario", absolute(args.scenario)}, {"set", args.sets}, {"seed", seed},
+                                 {"profile", absolute(args.profile)}, {"policy_plugins", plugins}};
+  return j.dump(1) + "\n";
+}
+
+// A run directory's report, made again from its run.json.
+int run_report(const std::string& run_dir, std::string out) {
+  const std::filesystem::path manifest = std::filesystem::path(run_dir) / "run.json";
+  const auto bad = [&](const std::string& pointer, const std::string& why) {
+    return fleetsim::InputError({fleetsim::Problem{manifest.string(), pointer, why}});
+  };
+  if (!std::filesystem::exists(manifest)) throw bad("", "not found: `fleetsim simulate SCENARIO --out DIR` writes it");
+  const nlohmann::json j = nlohmann::json::parse(fleetsim::read_text_file(manifest.string()), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) throw bad("", "expected a JSON object");
+  SimulateArgs args;
+  const auto text = [&](const char* key, std::string& into) {
+    if (!j.contains(key) || !j[key].is_string()) throw bad(std::string("/") + key, "expected a string");
+    into = j[key].get<std::string>();
+  };
+  const auto texts = [&](const char* key, std::vector<std::string>& into) {
+    if (!j.contains(key) || !j[key].is_array()) throw bad(std::string("/") + key, "expected an array of strings");
+    for (const auto& v : j[key]) {
+      if (!v.is_string()) throw bad(std::string("/") + key, "expected an array of strings");
+      into.push_back(v.get<std::string>());
+    }
+  };
+  text("scenario", args.scenario);
+  text("profile", args.profile);
+  texts("set", args.sets);
+  texts("policy_plugins", args.plugins);
+  if (!j.contains("seed") || !j["seed"].is_number_unsigned()) throw bad("/seed", "expected a non-negative integer");
+  args.seed = j["seed"].get<std::uint64_t>();
+  for (const std::string& plugin : args.plugins) fleetsim::load_policy_plugin(plugin);
+  const fleetsim::Scenario scenario = read_scenario(args.scenario, args.sets, args.profile);
+  const fleetsim::RunResult run = fleetsim::simulate(scenario, {.seed = args.seed, .record_link_samples = true});
+  if (out.empty()) out = (std::filesystem::path(run_dir) / "report.html").string();
+  write_file(out, "the report", [&](std::ostream& o) { fleetsim::write_run_report_html(o, scenario, run); });
+  std::cout << "wrote " << out << "\n";
+  return kOk;
+}
+
 int run_simulate(const SimulateArgs& args) {
   for (const std::string& plugin : args.plugins) fleetsim::load_policy_plugin(plugin);
   const fleetsim::Scenario scenario = read_scenario(args.scenario, args.sets, args.profile);
-  const fleetsim::RunResult run = fleetsim::simulate(scenario, {.seed = args.seed, .record_link_samples = !args.out_dir.empty()});
+  const bool timelines = !args.out_dir.empty() || !args.report.empty();
+  const fleetsim::RunResult run = fleetsim::simulate(scenario, {.seed = args.seed, .record_link_samples = timelines});
+  if (!args.report.empty()) {
+    write_file(args.report, "the report", [&](std::ostream& o) { fleetsim::write_run_report_html(o, scenario, run); });
+  }
   if (!args.out_dir.empty()) {
     const std::filesystem::path dir(args.out_dir);
     std::filesystem::create_directories(dir);
+    write_file(dir / "run.json", "how the run was made", [&](std::ostream& o) { o << run_manifest(args, run.summary.seed); });
+    write_file(dir / "report.html", "the report", [&](std::ostream& o) { fleetsim::write_run_report_html(o, scenario, run); });
     write_file(dir / "summary.json", "the summary", [&](std::ostream& o) { o << fleetsim::summary_json(run.summary); });
     write_file(dir / "trace.csv", "the trace", [&](std::ostream& o) { fleetsim::write_trace_csv(o, scenario, run); });
     write_file(dir / "trace.json", "the trace", [&](std::ostream& o) { fleetsim::write_trace_json(o, scenario, run); });
@@ -361,7 +425,8 @@ int run_simulate(const SimulateArgs& args) {
   } else {
     fleetsim::write_summary_text(std::cout, scenario, run.summary);
     if (!args.out_dir.empty()) {
-      std::cout << "\nwrote summary.json, trace.csv, trace.json, links.csv, link_timeline.csv, vram_timeline.csv, trace.perfetto.json to " << args.out_dir << "\n";
+      std::cout << "\nwrote summary.json, trace.csv, trace.json, links.csv, link_timeline.csv, vram_timeline.csv, trace.perfetto.json, report.html, run.json to "
+                << args.out_dir << "\n";
     }
   }
   return kOk;
@@ -409,7 +474,11 @@ int run_execute(const RunArgs& args) {
     if (args.validate) {
       write("validation.txt", "the validation table", [&](std::ostream& o) { o << comparison.str(); });
       write("scatter.svg", "the scatter chart", [&](std::ostream& o) { fleetsim::write_trace_diff_svg(o, scenario.name + ": predicted against measured", diff); });
+      write("report.html", "the report", [&](std::ostream& o) { fleetsim::write_validation_html(o, "fleetsim validate: " + scenario.name, comparison.str(), diff); });
     }
+  }
+  if (!args.report.empty()) {
+    write_file(args.report, "the report", [&](std::ostream& o) { fleetsim::write_validation_html(o, "fleetsim " + std::string(args.validate ? "validate" : "run") + ": " + scenario.name, comparison.str(), diff); });
   }
   if (args.json) {
     std::cout << fleetsim::summary_json(measured.summary);
@@ -447,6 +516,7 @@ int main(int argc, char** argv) {
   CLI::App app{"fleetsim: discrete-event simulator and capacity planner for GPU clusters"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "fleetsim " FLEETSIM_VERSION);
+  app.add_flag("--quiet,-q", quiet, "No progress lines or notes on stderr");
 
   bool catalog_json = false;
   CLI::App* catalog = app.add_subcommand("catalog", "List the hardware catalog: GPU, node and link types");
@@ -460,6 +530,7 @@ int main(int argc, char** argv) {
                        "Write summary.json, trace.csv, trace.json, links.csv, link_timeline.csv, vram_timeline.csv "
                        "and trace.perfetto.json (open in ui.perfetto.dev) here");
   simulate->add_flag("--json", sim.json, "Print the summary as JSON on stdout");
+  simulate->add_option("--report", sim.report, "Write an HTML report (Gantt chart, utilization, VRAM, queue, latency CDF, link heatmap) here");
   simulate->add_option("--set", sim.sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
   simulate->add_option("--policy-plugin", sim.plugins, "Load a policy from a shared library (repeatable)");
   simulate->add_option("--profile", sim.profile, "A calibration profile whose figures replace the catalog's (fleetsim calibrate)");
@@ -475,6 +546,7 @@ int main(int argc, char** argv) {
   execute->add_option("--set", run.sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
   execute->add_flag("--dry-run", run.dry_run, "Print the schedule (each device's tasks in order) and run nothing");
   execute->add_flag("--json", run.json, "Print the measured summary as JSON on stdout");
+  execute->add_option("--report", run.report, "Write an HTML page: predicted against measured (scatter) and the error table");
   execute->add_option("--profile", run.profile, "A calibration profile whose figures replace the catalog's in the plan");
 
   RunArgs val;
@@ -489,6 +561,7 @@ int main(int argc, char** argv) {
   validate->add_option("--max-seconds", val.max_seconds, "Refuse a run whose work would take one core longer than this")->capture_default_str();
   validate->add_option("--out", val.out_dir, "Report directory: validation.txt, scatter.svg, task_errors.csv, both traces, summary.json")->capture_default_str();
   validate->add_option("--set", val.sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
+  validate->add_option("--report", val.report, "Write the HTML report (scatter chart and error table) here too");
 
   std::string cal_backend = "cpu", cal_out;
   int cal_repeats = 5;
@@ -510,6 +583,7 @@ int main(int argc, char** argv) {
   plan_cmd->add_option("--out", plan.out_dir, "Write plan.json, plan.csv and plan.html (frontier chart) here");
   plan_cmd->add_flag("--exhaustive", plan.exhaustive, "Simulate every node count instead of bisecting (slower; checks the search)");
   plan_cmd->add_flag("--json", plan.json, "Print JSON instead of the table");
+  plan_cmd->add_option("--report", plan.report, "Write the HTML report (frontier chart and every point) here");
 
   bool policies_json = false;
   CLI::App* policies = app.add_subcommand("policies", "List the scheduling policies with their parameters");
@@ -526,6 +600,12 @@ int main(int argc, char** argv) {
   compare->add_option("--profile", cmp.profile, "A calibration profile whose figures replace the catalog's (fleetsim calibrate)");
   compare->add_option("--out", cmp.out_dir, "Write comparison.csv (one row per run) and comparison.json here");
   compare->add_flag("--json", cmp.json, "Print JSON instead of the table");
+  compare->add_option("--report", cmp.report, "Write an HTML report (each metric per policy with its confidence interval) here");
+
+  std::string report_dir, report_out;
+  CLI::App* report = app.add_subcommand("report", "Make the HTML report of a run directory (fleetsim simulate --out) again");
+  report->add_option("run_dir", report_dir, "A directory written by fleetsim simulate --out")->required();
+  report->add_option("--out", report_out, "Write the report here (default: RUN_DIR/report.html)");
 
   std::string import_file, import_costs, import_out;
   CLI::App* import = app.add_subcommand("import", "Convert a graph from another tool into a fleetsim workflow");
@@ -587,6 +667,7 @@ int main(int argc, char** argv) {
       return run_calibrate(cal_backend, cal_out, cal_repeats, command);
     }
     if (*compare) return run_compare(cmp);
+    if (*report) return run_report(report_dir, report_out);
     if (*plan_cmd) return run_plan(plan);
     if (*train_cmd) return run_train(train);
     if (*import_nccl) return run_import_nccl_tests(nccl);

@@ -12,6 +12,7 @@ packages=(
   catch2               # tests (Debian ships v2)
   libbenchmark-dev     # bench/
   libopenmpi-dev openmpi-bin  # fleetsim plan under mpirun (optional at build; installed so tests cover it)
+  chromium             # tests: the HTML reports rendered headless
 )
 
 # --fuzz: also clang and its sanitizer runtime, for scripts/fuzz.sh.

@@ -28,6 +28,18 @@ check "simulate prints a summary" grep -q "completed" "$tmp/summary.txt"
 check "--json has makespan_s" grep -q '"makespan_s"' "$tmp/a.json"
 check "same seed, same summary" cmp -s "$tmp/a.json" "$tmp/b.json"
 check "same seed, same trace" cmp -s "$tmp/run1/trace.csv" "$tmp/run2/trace.csv"
+check "same seed, same report" cmp -s "$tmp/run1/report.html" "$tmp/run2/report.html"
+for chart in gantt utilization queue vram latency-cdf links; do
+  check "the report has the $chart chart" grep -q "id=\"$chart\"" "$tmp/run1/report.html"
+done
+"$fleetsim" report "$tmp/run1" --out "$tmp/again.html" >/dev/null
+check "report RUN_DIR makes the same report again" cmp -s "$tmp/run1/report.html" "$tmp/again.html"
+echo '{"scenario": 5}' >"$tmp/run2/run.json"
+"$fleetsim" report "$tmp/run2" 2>"$tmp/report-err.txt"
+check "report of a broken run.json exits 2" test $? -eq 2
+check "report names the file and field" grep -q "run2/run.json: /scenario: expected a string" "$tmp/report-err.txt"
+"$fleetsim" report "$tmp/nowhere" 2>"$tmp/report-err.txt"
+check "report of a directory without run.json exits 2" test $? -eq 2
 check "--out writes the trace as JSON too" test -s "$tmp/run1/trace.json"
 "$fleetsim" simulate "$src/scenarios/default.json" --json --seed 7 >"$tmp/c.json"
 check "--seed changes the run" bash -c "! cmp -s '$tmp/a.json' '$tmp/c.json'"
@@ -114,7 +126,8 @@ check "calibrate writes a profile with provenance" grep -q '"provenance"' "$tmp/
 "$fleetsim" validate "$src/scenarios/cpu-validate.json" --profile "$tmp/prof/cpu.json" --work-scale 0.05 --out "$tmp/val" >"$tmp/val.txt"
 check "validate exits 0" test $? -eq 0
 check "validate prints the error table" grep -q "task error          median" "$tmp/val.txt"
-check "validate writes a scatter chart with one point per task" test "$(grep -c 'class="task"' "$tmp/val/scatter.svg")" -eq 15
+check "validate writes a scatter chart with one point per task" test "$(grep -c '<circle class="mark"' "$tmp/val/scatter.svg")" -eq 15
+check "validate writes its HTML report" grep -q 'id="scatter"' "$tmp/val/report.html"
 "$fleetsim" validate "$src/scenarios/cpu-validate.json" 2>"$tmp/noprof.err"
 check "validate needs a profile" test $? -eq 2
 echo '{"fleetsim_profile": 1, "provenance": {}, "gpus": {"cpu-core": {"launch_overhead": "soon"}}}' >"$tmp/bad-profile.json"
@@ -138,7 +151,7 @@ check "import nccl-tests refuses --algo auto" test $? -eq 2
 check "plan exits 0" test $? -eq 0
 check "plan recommends a cluster at every load" test "$(grep -c '^load .* a month$' "$tmp/plan.txt")" -eq 3
 check "plan prints the frontiers" grep -q "Pareto frontier at load 2x" "$tmp/plan.txt"
-check "plan writes the chart" grep -q '<svg id="frontier"' "$tmp/plan/plan.html"
+check "plan writes the chart" grep -q 'id="frontier"' "$tmp/plan/plan.html"
 check "plan writes one CSV row per point" test "$(wc -l <"$tmp/plan/plan.csv")" -eq "$(grep -c '"load"' "$tmp/plan/plan.json" | awk '{print $1 - 3 + 1}')"
 echo '{"base": "../comfyui-studio.json", "search": {"node_types": ["hgx-h100-8"], "nodes": {"min": 2, "max": 1}}}' >"$tmp/bad-plan.json"
 "$fleetsim" plan "$tmp/bad-plan.json" >"$tmp/badplan.out" 2>"$tmp/badplan.err"

@@ -5,6 +5,7 @@
 
 #include "fleetsim/report.hpp"
 #include "fleetsim/units.hpp"
+#include "svg_chart.hpp"
 
 namespace fleetsim {
 namespace {
@@ -111,68 +112,42 @@ void write_plan_csv(std::ostream& out, const PlanResult& r) {
 }
 
 void write_plan_html(std::ostream& out, const PlanSpec& spec, const PlanResult& r) {
-  constexpr double kW = 640, kH = 400, kPad = 70;
-  static constexpr const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
   double max_cost = 1, max_p95 = 1e-3;
+  const auto charted = [](const PlanPoint& p) { return !p.confirmation && p.verdict.find("queue grew") == std::string::npos; };
   for (const PlanPoint& p : r.points) {
-    if (p.confirmation || p.verdict.find("queue grew") != std::string::npos) continue;
+    if (!charted(p)) continue;
     max_cost = std::max(max_cost, p.monthly_usd);
     max_p95 = std::max(max_p95, p.p95_s.mean);
   }
-  auto x = [&](double cost) { return cost / (max_cost * 1.05) * kW; };
-  auto y = [&](double p95) { return kH - p95 / (max_p95 * 1.1) * kH; };
-  char buf[512];
-  out << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>fleetsim plan: " << spec.file << "</title>\n"
-      << "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left}</style>\n"
-      << "</head><body>\n<h1>Capacity plan</h1>\n<p>" << spec.file << " over " << spec.base << "</p>\n";
-  std::snprintf(buf, sizeof buf, "<svg id=\"frontier\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" font-size=\"12\">\n<g transform=\"translate(%g,20)\">\n",
-                kW + 2 * kPad, kH + 80, kPad);
-  out << buf;
-  std::snprintf(buf, sizeof buf, "<rect width=\"%g\" height=\"%g\" fill=\"none\" stroke=\"#888\"/>\n", kW, kH);
-  out << buf;
-  for (int t = 0; t <= 4; ++t) {
-    const double cost = max_cost * 1.05 * t / 4, p95 = max_p95 * 1.1 * t / 4;
-    std::snprintf(buf, sizeof buf,
-                  "<text x=\"%.1f\" y=\"%g\" text-anchor=\"middle\">%s</text><text x=\"-6\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", x(cost),
-                  kH + 16, usd(cost).c_str(), y(p95) + 4, format_quantity(p95, Dimension::time).c_str());
-    out << buf;
-  }
-  std::snprintf(buf, sizeof buf,
-                "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">monthly cost</text>\n<text transform=\"translate(-56,%g) rotate(-90)\" text-anchor=\"middle\">p95 latency</text>\n",
-                kW / 2, kH + 36, kH / 2);
-  out << buf;
+  html::page_begin(out, "Capacity plan: " + spec.file);
+  out << "<p>" << html::escape(spec.file) << " over " << html::escape(spec.base) << "</p>\n";
+  html::SvgChart chart("frontier", "Monthly cost against p95 latency (filled: meets every SLO; ringed: recommended; lines: Pareto frontiers)",
+                       {.lo = 0, .hi = max_cost * 1.05, .label = "monthly cost", .format = usd},
+                       {.lo = 0, .hi = max_p95 * 1.1, .label = "p95 latency", .format = [](double v) { return format_quantity(v, Dimension::time); }},
+                       640, 400);
+  std::vector<std::pair<std::string, const char*>> legend;
   for (std::size_t l = 0; l < r.loads.size(); ++l) {
     const PlanRecommendation& rec = r.loads[l];
-    const char* color = kColors[l % 6];
-    std::string path;
-    for (std::size_t i : rec.frontier) {
-      std::snprintf(buf, sizeof buf, "%s%.1f,%.1f", path.empty() ? "" : " ", x(r.points[i].monthly_usd), y(r.points[i].p95_s.mean));
-      path += buf;
-    }
-    std::snprintf(buf, sizeof buf, "<polyline class=\"frontier\" points=\"%s\" fill=\"none\" stroke=\"%s\"/>\n", path.c_str(), color);
-    out << buf;
+    const char* color = html::color(l);
+    std::vector<std::pair<double, double>> frontier;
+    for (std::size_t i : rec.frontier) frontier.emplace_back(r.points[i].monthly_usd, r.points[i].p95_s.mean);
+    chart.polyline(frontier, color, "Pareto frontier, load " + load_name(rec.load));
     for (const PlanPoint& p : r.points) {
-      if (p.load != rec.load || p.confirmation || p.verdict.find("queue grew") != std::string::npos) continue;
-      std::snprintf(buf, sizeof buf, "<circle class=\"point\" cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\" stroke=\"%s\"><title>%s: %s</title></circle>\n",
-                    x(p.monthly_usd), y(p.p95_s.mean), p.passes ? color : "white", color, configuration(p).c_str(), p.verdict.c_str());
-      out << buf;
+      if (p.load != rec.load || !charted(p)) continue;
+      chart.circle(p.monthly_usd, p.p95_s.mean, 4, color, p.passes, configuration(p) + ": " + p.verdict);
     }
-    if (rec.point) {
-      const PlanPoint& p = r.points[*rec.point];
-      std::snprintf(buf, sizeof buf, "<circle class=\"recommended\" cx=\"%.1f\" cy=\"%.1f\" r=\"9\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\"/>\n",
-                    x(p.monthly_usd), y(p.p95_s.mean), color);
-      out << buf;
-    }
-    std::snprintf(buf, sizeof buf, "<text x=\"%g\" y=\"%zu\" fill=\"%s\">load %s</text>\n", kW - 80, 16 + 16 * l, color, load_name(rec.load).c_str());
-    out << buf;
+    if (rec.point) chart.circle(r.points[*rec.point].monthly_usd, r.points[*rec.point].p95_s.mean, 9, color, false, "recommended");
+    legend.emplace_back("load " + load_name(rec.load), color);
   }
-  out << "</g></svg>\n<p>Filled: meets every SLO; hollow: does not; ringed: recommended; lines: Pareto frontiers.</p>\n";
+  chart.legend(legend);
+  chart.write(out);
   out << "<table><tr><th>load</th><th>configuration</th><th>$/month</th><th>p95 latency</th><th>verdict</th></tr>\n";
   for (const PlanPoint& p : r.points) {
-    out << "<tr><td>" << load_name(p.load) << "</td><td>" << configuration(p) << "</td><td>" << usd(p.monthly_usd) << "</td><td>" << time_ci(p.p95_s)
-        << "</td><td>" << (p.confirmation ? "confirmation: " : "") << p.verdict << "</td></tr>\n";
+    out << "<tr><td>" << load_name(p.load) << "</td><td>" << html::escape(configuration(p)) << "</td><td>" << usd(p.monthly_usd) << "</td><td>"
+        << time_ci(p.p95_s) << "</td><td>" << (p.confirmation ? "confirmation: " : "") << html::escape(p.verdict) << "</td></tr>\n";
   }
-  out << "</table>\n</body></html>\n";
+  out << "</table>\n";
+  html::page_end(out);
 }
 
 }  // namespace fleetsim

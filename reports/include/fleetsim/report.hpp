@@ -63,6 +63,15 @@ std::string plan_json(const PlanSpec& spec, const PlanResult& result);
 void write_plan_csv(std::ostream& out, const PlanResult& result);
 void write_plan_html(std::ostream& out, const PlanSpec& spec, const PlanResult& result);
 
+// One self-contained HTML page per result, charts as inline SVG, no network needed. A run: summary,
+// per-GPU Gantt chart, GPU utilization, queue length and VRAM over time, latency CDF per tenant and
+// a link-utilization heatmap (timelines need RunOptions::record_link_samples). A comparison: each
+// metric's mean and 95% confidence interval per policy.
+void write_run_report_html(std::ostream& out, const Scenario& scenario, const RunResult& run);
+void write_comparison_html(std::ostream& out, const std::string& scenario, const std::vector<PolicyRuns>& results);
+// A validation: the predicted-vs-measured scatter and the error table (as write_trace_diff_text gives it).
+void write_validation_html(std::ostream& out, const std::string& title, const std::string& table, const TraceDiff& diff);
+
 // A policy comparison: one row per metric, one column per policy, mean +- 95% CI half-width.
 void write_comparison_text(std::ostream& out, const std::string& scenario, unsigned seeds,
                            const std::vector<PolicyRuns>& results);

@@ -1,0 +1,380 @@
+// The HTML reports: one self-contained page per run, comparison, plan or validation, with inline
+// SVG charts (svg_chart.hpp).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "fleetsim/report.hpp"
+#include "fleetsim/units.hpp"
+#include "svg_chart.hpp"
+
+namespace fleetsim {
+namespace {
+
+constexpr std::size_t kBins = 200;          // time bins of the over-time charts
+constexpr std::uint32_t kGanttRows = 64;    // GPUs drawn in the Gantt chart
+constexpr std::size_t kGanttMarks = 40000;  // task and load bars drawn at most
+constexpr std::size_t kHeatmapLinks = 24;   // busiest links in the heatmap
+constexpr std::size_t kHeatmapBins = 100;
+
+std::string seconds(double s) { return format_quantity(s, Dimension::time); }
+
+html::Axis time_axis(double end_s) {
+  return {.lo = 0, .hi = std::max(end_s, 1e-9), .label = "simulated time", .format = seconds};
+}
+
+html::Axis percent_axis(std::string label) {
+  return {.lo = 0, .hi = 100, .label = std::move(label), .format = [](double v) {
+            char b[16];
+            std::snprintf(b, sizeof b, "%.0f %%", v);
+            return std::string(b);
+          }};
+}
+
+// Time-weighted means of a piecewise-constant quantity over even bins of [0, end): add(t0, t1, v)
+// adds v over [t0, t1).
+class Bins {
+ public:
+  Bins(double end_s, std::size_t bins) : width_(std::max(end_s, 1e-9) / static_cast<double>(bins)), sum_(bins, 0.0) {}
+  void add(double t0, double t1, double v) {
+    if (t1 <= t0 || v == 0) return;
+    const std::size_t n = sum_.size();
+    const std::size_t first = std::min(n - 1, static_cast<std::size_t>(t0 / width_));
+    for (std::size_t b = first; b < n; ++b) {
+      const double lo = static_cast<double>(b) * width_, hi = lo + width_;
+      if (lo >= t1) break;
+      sum_[b] += v * (std::min(t1, hi) - std::max(t0, lo));
+    }
+  }
+  double mean(std::size_t b) const { return sum_[b] / width_; }
+  double mid(std::size_t b) const { return (static_cast<double>(b) + 0.5) * width_; }
+  std::size_t size() const { return sum_.size(); }
+  std::vector<std::pair<double, double>> series(double scale) const {
+    std::vector<std::pair<double, double>> s;
+    for (std::size_t b = 0; b < size(); ++b) s.emplace_back(mid(b), mean(b) * scale);
+    return s;
+  }
+
+ private:
+  double width_;
+  std::vector<double> sum_;
+};
+
+void row(std::ostream& out, std::string_view name, const std::string& value) {
+  out << "<tr><th>" << html::escape(name) << "</th><td>" << html::escape(value) << "</td></tr>\n";
+}
+
+std::string pct(double fraction) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f %%", 100 * fraction);
+  return b;
+}
+
+void summary_table(std::ostream& out, const Summary& s) {
+  out << "<table>\n";
+  row(out, "makespan", seconds(s.makespan_s));
+  row(out, "workflows", std::to_string(s.workflows.completed) + " completed, " + std::to_string(s.workflows.failed) + " failed, " +
+                            std::to_string(s.workflows.running) + " running, " + std::to_string(s.workflows.queued) + " queued");
+  row(out, "tasks", std::to_string(s.tasks.completed) + " completed of " + std::to_string(s.tasks.submitted));
+  row(out, "GPU utilization", pct(s.gpu_utilization));
+  row(out, "VRAM utilization", pct(s.vram_utilization) + " (peak " + pct(s.vram_peak_utilization) + " of a GPU)");
+  row(out, "weight loads", std::to_string(s.weight_loads) + " (" + format_quantity(s.weight_bytes_loaded, Dimension::bytes) + ", " +
+                               seconds(s.weight_load_s) + " in all), " + std::to_string(s.evictions) + " evictions");
+  char b[64];
+  std::snprintf(b, sizeof b, "$%.2f", s.cost_usd);
+  row(out, "cost", b);
+  std::snprintf(b, sizeof b, "%.3g kWh", s.energy_j / 3.6e6);
+  row(out, "energy", b);
+  std::snprintf(b, sizeof b, "%.3f", s.fairness);
+  row(out, "fairness (Jain)", b);
+  out << "</table>\n<table><tr><th>tenant</th><th>completed</th><th>mean</th><th>p50</th><th>p95</th><th>p99</th><th>task wait</th></tr>\n";
+  for (const TenantSummary& t : s.tenants) {
+    out << "<tr><td>" << html::escape(t.name) << "</td><td class=\"n\">" << t.workflows.completed << "</td><td class=\"n\">"
+        << seconds(t.latency_s.mean) << "</td><td class=\"n\">" << seconds(t.latency_s.p50) << "</td><td class=\"n\">" << seconds(t.latency_s.p95)
+        << "</td><td class=\"n\">" << seconds(t.latency_s.p99) << "</td><td class=\"n\">" << seconds(t.mean_wait_s) << "</td></tr>\n";
+  }
+  out << "</table>\n";
+  if (!s.slos.empty()) {
+    out << "<table><tr><th>SLO</th><th>target</th><th>actual</th><th></th></tr>\n";
+    for (const SloResult& slo : s.slos) {
+      out << "<tr><td>" << html::escape((slo.tenant.empty() ? "all" : slo.tenant) + " " + slo.metric) << "</td><td>"
+          << (slo.at_least ? "&ge; " : "&le; ") << html::escape(format_slo_value(slo.metric, slo.target)) << "</td><td>"
+          << html::escape(format_slo_value(slo.metric, slo.actual)) << "</td><td>" << (slo.met ? "met" : "<b>missed</b>") << "</td></tr>\n";
+    }
+    out << "</table>\n";
+  }
+}
+
+void gantt(std::ostream& out, const Scenario& sc, const RunResult& run) {
+  const Trace& trace = run.trace;
+  const double end = run.summary.end_s;
+  const std::uint32_t rows = std::min(run.cluster.gpu_count(), kGanttRows);
+  html::Axis y{.lo = 0, .hi = static_cast<double>(rows), .label = "GPU"};
+  const std::uint32_t every = rows <= 32 ? 1 : rows / 16;
+  for (std::uint32_t g = 0; g < rows; g += every) y.ticks.emplace_back(rows - g - 0.5, run.cluster.gpu_name(make_id<GpuId>(g)));
+  html::SvgChart chart("gantt", "Tasks on GPUs (colour: tenant; darker: collective; grey: weight loads)", time_axis(end), y, 720,
+                       std::max(120.0, 14.0 * rows));
+  std::size_t marks = 0;
+  for (const TaskRecord& t : trace.tasks) {
+    if (t.start_s == kNever || marks >= kGanttMarks) continue;
+    const double until = t.end_s != kNever ? t.end_s : end;
+    const std::string tip = sc.workflows[t.workflow].tasks[t.task].name + " (" + sc.workflows[t.workflow].id + " #" +
+                            std::to_string(index(t.instance)) + ", " + sc.tenants[index(t.tenant)].name + "): " + seconds(t.start_s) + " to " +
+                            seconds(until);
+    for (std::uint32_t i = 0; i < t.gpu_count; ++i) {
+      const std::uint32_t g = index(trace.gpus[t.gpu_begin + i]);
+      if (g >= rows) continue;
+      chart.rect(t.start_s, until, rows - g - 0.9, rows - g - 0.1, html::color(index(t.tenant)), tip);
+      // The gang's collective, darker.
+      if (t.comm_start_s != kNever) chart.rect(t.comm_start_s, until, rows - g - 0.9, rows - g - 0.1, "#000", "collective of " + tip, 0.3);
+      ++marks;
+    }
+  }
+  for (const WeightLoad& w : trace.weight_loads) {
+    const std::uint32_t g = index(w.gpu);
+    if (g >= rows || marks >= kGanttMarks) continue;
+    chart.rect(w.start_s, w.end_s != kNever ? w.end_s : end, rows - g - 0.9, rows - g - 0.6, "#555",
+               "weight load " + format_quantity(w.bytes, Dimension::bytes));
+    ++marks;
+  }
+  std::vector<std::pair<std::string, const char*>> legend;
+  for (std::size_t t = 0; t < sc.tenants.size() && t < 10; ++t) legend.emplace_back(sc.tenants[t].name, html::color(t));
+  chart.legend(legend);
+  chart.write(out);
+  if (run.cluster.gpu_count() > rows || marks >= kGanttMarks) {
+    out << "<p class=\"note\">Shown: the first " << rows << " of " << run.cluster.gpu_count() << " GPUs"
+        << (marks >= kGanttMarks ? ", the first " + std::to_string(kGanttMarks) + " bars" : std::string()) << ".</p>\n";
+  }
+}
+
+void utilization_and_queue(std::ostream& out, const RunResult& run) {
+  const double end = run.summary.end_s;
+  Bins busy(end, kBins), waiting(end, kBins);
+  for (const TaskRecord& t : run.trace.tasks) {
+    if (t.ready_s == kNever) continue;
+    const double start = t.start_s != kNever ? t.start_s : end;
+    waiting.add(t.ready_s, start, 1);
+    if (t.start_s != kNever) busy.add(t.start_s, t.end_s != kNever ? t.end_s : end, t.gpu_count);
+  }
+  html::SvgChart util("utilization", "GPUs busy (share of the cluster, time-averaged per bin)", time_axis(end), percent_axis("GPUs busy"));
+  const auto series = busy.series(100.0 / std::max<std::uint32_t>(run.cluster.gpu_count(), 1));
+  util.polyline(series, html::color(0), "GPUs busy");
+  util.write(out);
+
+  double most = 1;
+  for (std::size_t b = 0; b < waiting.size(); ++b) most = std::max(most, waiting.mean(b));
+  html::SvgChart queue("queue", "Ready tasks waiting for GPUs (time-averaged per bin)", time_axis(end),
+                       {.lo = 0, .hi = 4 * std::ceil(most * 1.1 / 4), .label = "tasks waiting"});
+  queue.polyline(waiting.series(1), html::color(3), "tasks waiting");
+  queue.write(out);
+}
+
+void vram(std::ostream& out, const RunResult& run) {
+  if (run.vram_samples.empty()) {
+    out << "<p class=\"note\">No VRAM timeline: the run did not record samples.</p>\n";
+    return;
+  }
+  const double end = run.summary.end_s;
+  const std::uint32_t gpus = run.cluster.gpu_count();
+  Bins mean(end, kBins);
+  std::vector<double> peak(kBins, 0.0), used(gpus, 0.0), since(gpus, 0.0);
+  const double width = std::max(end, 1e-9) / kBins;
+  auto capacity = [&](std::uint32_t g) { return run.cluster.gpu_type(make_id<GpuId>(g)).vram_bytes; };
+  // A bin's peak: the fullest GPU at the bin's start or at any change within it.
+  const auto fullest = [&] {
+    double f = 0;
+    for (std::uint32_t g = 0; g < gpus; ++g) f = std::max(f, used[g] / capacity(g));
+    return f;
+  };
+  std::size_t bin = 0;
+  for (const VramSample& s : run.vram_samples) {
+    const auto b = std::min<std::size_t>(kBins - 1, static_cast<std::size_t>(s.time_s / width));
+    for (; bin < b; ++bin) peak[bin + 1] = fullest();
+    const std::uint32_t g = index(s.gpu);
+    mean.add(since[g], s.time_s, used[g] / capacity(g));
+    used[g] = s.used_bytes;
+    since[g] = s.time_s;
+    peak[b] = std::max(peak[b], used[g] / capacity(g));
+  }
+  for (; bin + 1 < kBins; ++bin) peak[bin + 1] = fullest();
+  for (std::uint32_t g = 0; g < gpus; ++g) mean.add(since[g], end, used[g] / capacity(g));
+  std::vector<std::pair<double, double>> peaks;
+  for (std::size_t b = 0; b < kBins; ++b) peaks.emplace_back(mean.mid(b), 100 * peak[b]);
+  html::SvgChart chart("vram", "VRAM in use: mean over GPUs, and the fullest GPU's peak per bin", time_axis(end), percent_axis("VRAM used"));
+  chart.polyline(mean.series(100.0 / gpus), html::color(2), "mean over GPUs");
+  chart.polyline(peaks, html::color(4), "fullest GPU (at the bin's start or a change within it)");
+  chart.legend({{"mean", html::color(2)}, {"peak", html::color(4)}});
+  chart.write(out);
+}
+
+void latency_cdf(std::ostream& out, const Scenario& sc, const RunResult& run) {
+  std::vector<std::vector<double>> latencies(sc.tenants.size());
+  double lo = 1e300, hi = 0;
+  for (const InstanceRecord& i : run.trace.instances) {
+    if (i.end_s == kNever || i.failed || i.arrival_s == kNever) continue;
+    const double l = std::max(i.end_s - i.arrival_s, 1e-9);
+    latencies[index(i.tenant)].push_back(l);
+    lo = std::min(lo, l);
+    hi = std::max(hi, l);
+  }
+  if (hi == 0) {
+    out << "<p class=\"note\">No workflow completed: no latency distribution.</p>\n";
+    return;
+  }
+  const bool log = hi / lo > 50;
+  html::Axis x{.lo = log ? std::pow(10.0, std::floor(std::log10(lo))) : 0, .hi = log ? std::pow(10.0, std::ceil(std::log10(hi))) : hi * 1.05,
+               .label = "workflow latency (arrival to last task)", .format = seconds, .log = log};
+  html::SvgChart chart("latency-cdf", "Workflow latency, cumulative distribution per tenant", x,
+                       {.lo = 0, .hi = 1, .label = "fraction of completed workflows"});
+  std::vector<std::pair<std::string, const char*>> legend;
+  for (std::size_t t = 0; t < latencies.size(); ++t) {
+    auto& v = latencies[t];
+    if (v.empty()) continue;
+    std::sort(v.begin(), v.end());
+    std::vector<std::pair<double, double>> points{{v.front(), 0.0}};
+    const std::size_t step = std::max<std::size_t>(1, v.size() / 400);
+    for (std::size_t k = 0; k < v.size(); k += step) points.emplace_back(v[k], static_cast<double>(k + 1) / static_cast<double>(v.size()));
+    points.emplace_back(v.back(), 1.0);
+    chart.polyline(points, html::color(t), sc.tenants[t].name);
+    legend.emplace_back(sc.tenants[t].name, html::color(t));
+  }
+  chart.legend(legend);
+  chart.write(out);
+}
+
+void link_heatmap(std::ostream& out, const RunResult& run) {
+  if (run.link_samples.empty()) {
+    out << "<p class=\"note\">No link timeline: no transfer crossed a link, or the run did not record samples.</p>\n";
+    return;
+  }
+  const auto& links = run.topology.links();
+  std::vector<std::uint32_t> busiest;
+  for (std::uint32_t l = 0; l < links.size(); ++l) {
+    if (run.link_bytes[l] > 0) busiest.push_back(l);
+  }
+  std::stable_sort(busiest.begin(), busiest.end(), [&](std::uint32_t a, std::uint32_t b) { return run.link_bytes[a] > run.link_bytes[b]; });
+  if (busiest.size() > kHeatmapLinks) busiest.resize(kHeatmapLinks);
+  std::vector<std::int32_t> row_of(links.size(), -1);
+  for (std::size_t r = 0; r < busiest.size(); ++r) row_of[busiest[r]] = static_cast<std::int32_t>(r);
+  const double end = run.summary.end_s;
+  std::vector<Bins> bins(busiest.size(), Bins(end, kHeatmapBins));
+  std::vector<double> rate(links.size(), 0.0), since(links.size(), 0.0);
+  for (const LinkSample& s : run.link_samples) {
+    if (row_of[s.link] < 0) continue;
+    bins[row_of[s.link]].add(since[s.link], s.time_s, rate[s.link] / links[s.link].capacity_Bps);
+    rate[s.link] = s.rate_Bps;
+    since[s.link] = s.time_s;
+  }
+  const auto rows = static_cast<double>(busiest.size());
+  html::Axis y{.lo = 0, .hi = rows, .label = "link"};
+  for (std::size_t r = 0; r < busiest.size(); ++r) {
+    bins[r].add(since[busiest[r]], end, rate[busiest[r]] / links[busiest[r]].capacity_Bps);
+    y.ticks.emplace_back(rows - static_cast<double>(r) - 0.5, run.topology.link_name(busiest[r]));
+  }
+  html::SvgChart chart("links", "Link utilization over time (the " + std::to_string(busiest.size()) + " links that carried the most bytes; darker: busier)",
+                       time_axis(end), y, 720, std::max(100.0, 14.0 * rows));
+  const double width = std::max(end, 1e-9) / kHeatmapBins;
+  for (std::size_t r = 0; r < busiest.size(); ++r) {
+    for (std::size_t b = 0; b < kHeatmapBins; ++b) {
+      const double u = std::clamp(bins[r].mean(b), 0.0, 1.0);
+      if (u <= 0) continue;
+      chart.rect(static_cast<double>(b) * width, static_cast<double>(b + 1) * width, rows - static_cast<double>(r) - 1, rows - static_cast<double>(r),
+                 "#08519c", run.topology.link_name(busiest[r]) + ": " + pct(u), std::max(u, 0.04));
+    }
+  }
+  chart.write(out);
+}
+
+// Predicted against measured task durations on log-log axes, with y = x and +-10 % guides.
+html::SvgChart trace_diff_chart(const std::string& title, const TraceDiff& diff) {
+  double lo = 1e300, hi = 0;
+  for (const TaskError& e : diff.tasks) {
+    lo = std::min({lo, e.predicted_s, e.measured_s});
+    hi = std::max({hi, e.predicted_s, e.measured_s});
+  }
+  if (diff.tasks.empty() || !(lo > 0)) lo = 1e-3, hi = 1;
+  // Whole decades around the points.
+  const double d_lo = std::pow(10.0, std::floor(std::log10(lo)));
+  const double d_hi = std::max(std::pow(10.0, std::ceil(std::log10(hi))), d_lo * 10);
+  const auto decade = [](double v) {
+    char b[16];
+    std::snprintf(b, sizeof b, "1e%d", static_cast<int>(std::lround(std::log10(v))));
+    return std::string(b);
+  };
+  char subtitle[160];
+  std::snprintf(subtitle, sizeof subtitle, "%s: %zu tasks, median error %.1f%%, makespan error %+.1f%%; dashed: +-10%%", title.c_str(),
+                diff.tasks.size(), 100 * diff.median_abs_error, 100 * diff.makespan_error());
+  html::SvgChart chart("scatter", subtitle, {.lo = d_lo, .hi = d_hi, .label = "measured task duration (s)", .format = decade, .log = true},
+                       {.lo = d_lo, .hi = d_hi, .label = "predicted (s)", .format = decade, .log = true}, 420, 420);
+  chart.guide(d_lo, d_lo, d_hi, d_hi, "#444", false);
+  chart.guide(d_lo, d_lo * 1.1, d_hi / 1.1, d_hi, "#aaa", true);
+  chart.guide(d_lo * 1.1, d_lo, d_hi, d_hi / 1.1, "#aaa", true);
+  for (const TaskError& e : diff.tasks) {
+    char tip[96];
+    std::snprintf(tip, sizeof tip, "measured %.4g s, predicted %.4g s (%+.1f%%)", e.measured_s, e.predicted_s, 100 * e.relative());
+    chart.circle(e.measured_s, e.predicted_s, 3.5, html::color(0), true, tip);
+  }
+  return chart;
+}
+
+}  // namespace
+
+void write_trace_diff_svg(std::ostream& out, const std::string& title, const TraceDiff& diff) { trace_diff_chart(title, diff).write(out); }
+
+void write_validation_html(std::ostream& out, const std::string& title, const std::string& table, const TraceDiff& diff) {
+  html::page_begin(out, title);
+  trace_diff_chart("predicted against measured", diff).write(out);
+  out << "<pre>" << html::escape(table) << "</pre>\n";
+  html::page_end(out);
+}
+
+void write_run_report_html(std::ostream& out, const Scenario& scenario, const RunResult& run) {
+  html::page_begin(out, "fleetsim run: " + scenario.name);
+  out << "<p>" << html::escape(scenario.description) << "</p>\n<p>Policy <b>" << html::escape(run.summary.policy) << "</b>, seed "
+      << run.summary.seed << "; " << run.cluster.node_count() << " nodes, " << run.cluster.gpu_count() << " GPUs.</p>\n";
+  out << "<h2>Summary</h2>\n";
+  summary_table(out, run.summary);
+  out << "<h2>GPUs</h2>\n";
+  gantt(out, scenario, run);
+  utilization_and_queue(out, run);
+  vram(out, run);
+  out << "<h2>Latency</h2>\n";
+  latency_cdf(out, scenario, run);
+  out << "<h2>Network</h2>\n";
+  link_heatmap(out, run);
+  html::page_end(out);
+}
+
+void write_comparison_html(std::ostream& out, const std::string& scenario, const std::vector<PolicyRuns>& results) {
+  html::page_begin(out, "fleetsim compare: " + scenario);
+  const std::size_t seeds = results.empty() ? 0 : results.front().runs.size();
+  out << "<p>" << results.size() << " policies, " << seeds << " seeds each: bars are means, whiskers 95% confidence intervals (Student's t).</p>\n";
+  html::Axis x{.lo = 0, .hi = static_cast<double>(results.size()), .label = "policy"};
+  for (std::size_t p = 0; p < results.size(); ++p) x.ticks.emplace_back(static_cast<double>(p) + 0.5, results[p].policy);
+  for (const ComparedMetric& m : compared_metrics()) {
+    std::vector<MetricStats> stats;
+    double top = 0;
+    for (const PolicyRuns& r : results) {
+      std::vector<double> v;
+      for (const Summary& s : r.runs) v.push_back(m.read(s));
+      stats.push_back(mean_ci95(v));
+      top = std::max(top, stats.back().mean + stats.back().ci95);
+    }
+    if (top <= 0) top = 1;
+    std::string id = "compare-" + m.name;
+    std::replace_if(id.begin(), id.end(), [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); }, '-');
+    const std::string label = m.unit.empty() ? m.name : m.name + " (" + m.unit + ")";
+    html::SvgChart chart(id, label, x, {.lo = 0, .hi = top * 1.1, .label = label}, 720, 180);
+    for (std::size_t p = 0; p < results.size(); ++p) {
+      char tip[128];
+      std::snprintf(tip, sizeof tip, "%s: %.4g +- %.2g", results[p].policy.c_str(), stats[p].mean, stats[p].ci95);
+      chart.rect(static_cast<double>(p) + 0.2, static_cast<double>(p) + 0.8, 0, stats[p].mean, html::color(p), tip);
+      if (stats[p].ci95 > 0) chart.error_bar(static_cast<double>(p) + 0.5, stats[p].mean - stats[p].ci95, stats[p].mean + stats[p].ci95, "#222");
+    }
+    chart.write(out);
+  }
+  html::page_end(out);
+}
+
+}  // namespace fleetsim
