@@ -96,12 +96,45 @@ TEST_CASE("a FLUX graph is costed as FLUX: T5 text encode, 16-channel latents", 
   CHECK(task(wf, "KSampler#7").model == "flux.1-dev");
 }
 
-TEST_CASE("costs files and the UI format get clear errors", "[import][errors]") {
+TEST_CASE("costs files get clear errors", "[import][errors]") {
   const std::string graph = R"({"1": {"class_type": "EmptyLatentImage", "inputs": {"width": 512, "height": 512, "batch_size": 1}},
                                 "2": {"class_type": "Blur", "inputs": {"samples": ["1", 0]}}})";
   CHECK_THAT(import_error(graph, R"({"Blur": 5})"), Contains("costs.json: /Blur: expected {\"flop\": ..."));
   CHECK_THAT(import_error(graph, R"({"Blur": {"flop": "1 TFLOP", "dtype": "fp17"}})"), Contains("/Blur/dtype: expected one of"));
-  CHECK_THAT(import_error(R"({"nodes": [{"id": 1}], "links": []})"), Contains("not the UI workflow"));
+}
+
+TEST_CASE("the UI workflow format imports to the same workflow as the API format", "[import]") {
+  const std::string api_path = test::source_dir() + "/scenarios/comfyui/sdxl-hires-fix.json";
+  const std::string ui_path = test::source_dir() + "/scenarios/comfyui/sdxl-hires-fix.ui.json";
+  const std::string ui_text = read_text_file(ui_path);
+  REQUIRE(is_comfyui_prompt(ui_text));
+  const Workflow api = import_comfyui(read_text_file(api_path), api_path, Catalog::builtin());
+  const Workflow ui = import_comfyui(ui_text, ui_path, Catalog::builtin());
+  // Widget values by position (the sampler's seed control value skipped), links by slot; the muted
+  // preview node is left out.
+  REQUIRE(ui.tasks.size() == api.tasks.size());
+  for (const TaskSpec& t : api.tasks) {
+    CHECK(task(ui, t.name).flop == t.flop);
+    CHECK(task(ui, t.name).bytes == t.bytes);
+    CHECK(task(ui, t.name).model == t.model);
+  }
+  REQUIRE(ui.edges.size() == api.edges.size());
+  for (std::size_t e = 0; e < api.edges.size(); ++e) {
+    CHECK(ui.tasks[ui.edges[e].from].name == api.tasks[api.edges[e].from].name);
+    CHECK(ui.tasks[ui.edges[e].to].name == api.tasks[api.edges[e].to].name);
+    CHECK(ui.edges[e].bytes == api.edges[e].bytes);
+  }
+}
+
+TEST_CASE("a malformed UI workflow is reported with its pointers", "[import][errors]") {
+  CHECK_THAT(import_error(R"({"nodes": [{"id": 1}], "links": []})"), Contains("graph.json: /nodes/0: expected a node with an integer \"id\" and a string \"type\""));
+  CHECK_THAT(import_error(R"({"nodes": [{"id": 1, "type": "VAEDecode", "inputs": [{"name": "samples", "link": 9}]}], "links": []})"),
+             Contains("/nodes/0/inputs/0/link: link 9 is not in \"links\""));
+  CHECK_THAT(import_error(R"({"nodes": [], "links": [[1, 2]]})"), Contains("/links/0: expected a link [id, source node"));
+  CHECK_THAT(import_error(R"({"nodes": [{"id": 1, "type": "EmptyLatentImage", "widgets_values": 5}], "links": []})"),
+             Contains("/nodes/0/widgets_values: expected an array or an object"));
+  CHECK_THAT(import_error(R"({"nodes": [{"id": 1, "type": "EmptyLatentImage"}, {"id": 1, "type": "SaveImage"}], "links": []})"),
+             Contains("/nodes/1/id: node id 1 appears twice"));
 }
 
 TEST_CASE("WfCommons instances (WfFormat 1.5 and 1.4) import with runtimes and file edges", "[import]") {

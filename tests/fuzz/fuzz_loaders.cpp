@@ -3,10 +3,14 @@
 // hang or sanitizer report is a bug.
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <unistd.h>
 
 #include "fleetsim/catalog.hpp"
 #include "fleetsim/error.hpp"
+#include "fleetsim/import.hpp"
 #include "fleetsim/nccl_tests.hpp"
 #include "fleetsim/plan.hpp"
 #include "fleetsim/profile.hpp"
@@ -19,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   const std::string text(reinterpret_cast<const char*>(data + 1), size - 1);
   try {
-    switch (data[0] % 8) {
+    switch (data[0] % 11) {
       case 0: fleetsim::parse_scenario(text, "fuzz.json", ""); break;
       case 1: fleetsim::parse_workflow(text, "fuzz.json", fleetsim::Catalog::builtin()); break;
       case 2: {
@@ -40,6 +44,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 5: fleetsim::parse_nccl_tests_log(text, "fuzz.log"); break;
       case 6: fleetsim::parse_training_job(text, "fuzz.json"); break;
       case 7: fleetsim::parse_plan(text, "fuzz.json", "scenarios"); break;
+      case 8: fleetsim::import_comfyui(text, "fuzz.json", fleetsim::Catalog::builtin()); break;
+      case 9: fleetsim::import_wfcommons(text, "fuzz.json", *fleetsim::Catalog::builtin().gpu("h100-sxm")); break;
+      case 10: {  // a job trace CSV, read through a scenario that replays it
+        static const std::string dir = std::filesystem::temp_directory_path() / ("fleetsim-fuzz-" + std::to_string(getpid()));
+        std::filesystem::create_directories(dir);
+        std::ofstream(dir + "/jobs.csv", std::ios::binary) << text;
+        fleetsim::parse_scenario(R"({"name": "f", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+                                    "workload": [{"trace": "jobs.csv", "reference_gpu": "h100-sxm"}]})",
+                                 "fuzz.json", dir);
+        break;
+      }
     }
   } catch (const fleetsim::InputError&) {
   }

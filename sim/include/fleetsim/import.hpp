@@ -1,5 +1,6 @@
 // Importers of graphs users already have. ComfyUI's API-format prompt (node id -> class_type and
-// inputs, links as [node id, output index]) becomes a fleetsim workflow: sampler, text-encode,
+// inputs, links as [node id, output index]), or its UI workflow (nodes and links arrays, read as the
+// API format it stands for), becomes a fleetsim workflow: sampler, text-encode,
 // VAE and upscale nodes become tasks whose work is the catalog's operator profiles scaled by the
 // node's steps, resolution, batch and frames; loaders set the model of the tasks they feed; other
 // known nodes pass data through. Node types it does not know are listed in the error, and can be
@@ -14,7 +15,8 @@
 
 namespace fleetsim {
 
-// Whether JSON text looks like a ComfyUI API-format prompt (every top-level value has a class_type).
+// Whether JSON text looks like a ComfyUI graph: an API-format prompt (every top-level value has a
+// class_type) or a UI workflow ("nodes" and "links" arrays).
 bool is_comfyui_prompt(std::string_view json_text);
 
 // `node_costs_json` (may be empty) maps class types to {"flop", "bytes", "dtype", "model", "working_set"}

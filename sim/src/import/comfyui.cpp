@@ -7,6 +7,7 @@
 
 #include "fleetsim/import.hpp"
 #include "../json_reader.hpp"
+#include "comfyui_ui.hpp"
 
 namespace fleetsim {
 namespace {
@@ -116,6 +117,7 @@ const FamilyProfile& profile(Family f) {
 
 bool is_comfyui_prompt(std::string_view json_text) {
   const Json doc = Json::parse(json_text.begin(), json_text.end(), nullptr, false);
+  if (detail::is_comfyui_ui_workflow(doc)) return true;
   if (!doc.is_object() || doc.empty()) return false;
   for (const auto& [id, node] : doc.items()) {
     if (!node.is_object() || !node.contains("class_type")) return false;
@@ -126,12 +128,15 @@ bool is_comfyui_prompt(std::string_view json_text) {
 Workflow import_comfyui(std::string_view json_text, const std::string& file_name, const Catalog& catalog,
                         std::string_view node_costs_json, const std::string& node_costs_file) {
   Problems problems(file_name);
-  const Json doc = detail::parse_json(json_text, problems);
+  Json doc = detail::parse_json(json_text, problems);
   problems.throw_if_any();
-  if (!doc.is_object() || doc.empty() || (doc.contains("nodes") && doc.contains("links"))) {
-    problems.add("", "expected a ComfyUI API-format prompt: an object of node id -> {\"class_type\", \"inputs\"}; "
-                     "this reads only the API format (in ComfyUI, use Save (API Format)), not the UI workflow with "
-                     "\"nodes\" and \"links\"");
+  if (detail::is_comfyui_ui_workflow(doc)) {
+    doc = detail::comfyui_ui_to_api(doc, problems);
+    problems.throw_if_any();
+  }
+  if (!doc.is_object() || doc.empty()) {
+    problems.add("", "expected a ComfyUI graph: an API-format prompt (an object of node id -> {\"class_type\", \"inputs\"}, "
+                     "Save (API Format) in ComfyUI) or a UI workflow (an object with \"nodes\" and \"links\" arrays, Save)");
     problems.throw_if_any();
   }
   Json costs = Json::object();

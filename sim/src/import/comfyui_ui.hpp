@@ -1,0 +1,17 @@
+// ComfyUI's UI workflow format (what Save writes: "nodes" and "links" arrays, widget values by
+// position) turned into the API format the importer reads (node id -> class_type and named inputs).
+#pragma once
+
+#include "../json_reader.hpp"
+
+namespace fleetsim::detail {
+
+// Whether the document is a UI workflow: an object with "nodes" and "links" arrays.
+bool is_comfyui_ui_workflow(const Json& doc);
+
+// The API-format prompt of a UI workflow. Links become [source id, output slot] inputs; widget
+// values are named from the known node types' widget order (other types keep only their links);
+// muted and bypassed nodes are left out. Structural problems are added with their UI pointers.
+Json comfyui_ui_to_api(const Json& ui, Problems& problems);
+
+}  // namespace fleetsim::detail
