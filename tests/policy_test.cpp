@@ -209,3 +209,117 @@ TEST_CASE("gittins serves the job likely to finish soonest given its attained se
   CHECK(j_start(simulate(with_policy(sc, "gittins"))) == Approx(2.0));
   CHECK(j_start(simulate(with_policy(sc, "fifo"))) == Approx(12.0));
 }
+
+namespace {
+
+// One GPU; a 10 s batch task at 0 s, then a 2 s task of a more important tenant at 3 s.
+std::string preemption_scenario(const std::string& second_tenant, const std::string& extra = "") {
+  return R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 1}]},
+      "tenants": [{"name": "batch", "priority": 0}, )" + second_tenant + R"(],
+      "workflows": {"long": {"tasks": [{"name": "l", "work": {"flop": "1000 TFLOP"}}]},
+                    "short": {"tasks": [{"name": "s", "work": {"flop": "200 TFLOP"}}]}},
+      "workload": [{"tenant": "batch", "workflow": "long", "arrival": {"process": "times", "times": ["0 s"]}},
+                   {"tenant": "urgent", "workflow": "short", "arrival": {"process": "times", "times": ["3 s"]}}],
+      "policy": {"name": "priority", "params": {"preempt": true}})" + extra;
+}
+
+const TaskRecord& task_of(const RunResult& run, std::uint32_t instance) {
+  for (const auto& t : run.trace.tasks) {
+    if (index(t.instance) == instance) return t;
+  }
+  FAIL("no instance " << instance);
+  throw;
+}
+
+}  // namespace
+
+TEST_CASE("preemptive priority stops a lower-priority task at once and runs it again after", "[policy][preemption]") {
+  // Without preemption the urgent task waits until 10 s. With it, the batch task stops at 3 s, the
+  // urgent one runs 3-5 s, and the batch task starts over at 5 s (15 s), or, with a checkpoint every
+  // second (restore 0.5 s), resumes its last 7 s at 5 s: 5 + 0.5 + 7 = 12.5 s.
+  const std::string urgent = R"({"name": "urgent", "priority": 5})";
+  const auto waits = simulate(unit_scenario(preemption_scenario(urgent) + R"(, "policy": {"name": "priority"})"));
+  CHECK(task_of(waits, 1).start_s == Approx(10.0).epsilon(1e-6));
+
+  const auto run = simulate(unit_scenario(preemption_scenario(urgent)), {.record_link_samples = true});
+  CHECK(task_of(run, 1).start_s == Approx(3.0).epsilon(1e-6));
+  CHECK(task_of(run, 1).end_s == Approx(5.0).epsilon(1e-6));
+  CHECK(task_of(run, 0).start_s == Approx(5.0).epsilon(1e-6));
+  CHECK(task_of(run, 0).end_s == Approx(15.0).epsilon(1e-6));
+  CHECK(run.summary.tasks_preempted == 1);
+  CHECK(run.summary.tasks.completed == 2);
+  CHECK(run.summary.lost_gpu_s == Approx(3.0).epsilon(1e-6));
+  // The audit log: placed, preempted (with the reason), placed, placed again.
+  REQUIRE(run.trace.decisions.size() == 4);
+  CHECK(run.trace.decisions[1].kind == DecisionKind::preempted);
+  CHECK(run.trace.decisions[1].time_s == Approx(3.0).epsilon(1e-6));
+  CHECK_THAT(run.trace.reasons[run.trace.decisions[1].reason], Catch::Contains("priority 5"));
+  CHECK(run.trace.decisions[3].kind == DecisionKind::placed);
+
+  const auto resumed = simulate(unit_scenario(preemption_scenario(urgent, R"(, "faults": {"checkpoint": {"interval": "1 s", "restore": "0.5 s"}})")));
+  CHECK(task_of(resumed, 0).end_s == Approx(12.5).epsilon(1e-6));
+  CHECK(resumed.summary.tasks_stopped == 0);  // a preemption is not a failure
+}
+
+TEST_CASE("at equal priority an interactive task preempts a batch one, never the reverse", "[policy][preemption]") {
+  const auto run = simulate(unit_scenario(preemption_scenario(R"({"name": "urgent", "class": "interactive"})")));
+  CHECK(task_of(run, 1).start_s == Approx(3.0).epsilon(1e-6));
+  CHECK(run.summary.tasks_preempted == 1);
+  // Same class, same priority: no preemption.
+  const auto peers = simulate(unit_scenario(preemption_scenario(R"({"name": "urgent"})")));
+  CHECK(peers.summary.tasks_preempted == 0);
+  CHECK(task_of(peers, 1).start_s == Approx(10.0).epsilon(1e-6));
+}
+
+TEST_CASE("interactive and batch classes are reported apart, and SLOs can name a class", "[policy][summary]") {
+  const auto run = simulate(unit_scenario(preemption_scenario(R"({"name": "urgent", "class": "interactive"})",
+                                                              R"(, "slos": [{"class": "interactive", "metric": "latency_p95", "target": "3 s"},
+                                                                           {"class": "batch", "metric": "latency_p95", "target": "3 s"}])")));
+  REQUIRE(run.summary.classes.size() == 2);
+  CHECK(run.summary.classes[0].name == "batch");
+  CHECK(run.summary.classes[0].latency_s.p95 == Approx(15.0).epsilon(1e-6));
+  CHECK(run.summary.classes[1].name == "interactive");
+  CHECK(run.summary.classes[1].latency_s.p95 == Approx(2.0).epsilon(1e-6));
+  REQUIRE(run.summary.slos.size() == 2);
+  CHECK(run.summary.slos[0].met);
+  CHECK_FALSE(run.summary.slos[1].met);
+  // Without interactive tenants there is no class breakdown.
+  CHECK(simulate(unit_scenario(preemption_scenario(R"({"name": "urgent"})"))).summary.classes.empty());
+}
+
+TEST_CASE("a pinned tenant runs only on its nodes; an exclusive tenant's nodes run nobody else", "[policy][pinning]") {
+  // Three 2-GPU nodes. "a" is pinned to n2; "b" keeps n0 for itself; "c" may go anywhere but n0.
+  const Scenario sc = unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-2", "count": 3}]},
+      "tenants": [{"name": "a", "nodes": ["n2"]}, {"name": "b", "nodes": ["n0"], "exclusive": true}, {"name": "c"}],
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "100 TFLOP"}}]}},
+      "workload": [{"tenant": "a", "workflow": "w", "arrival": {"process": "periodic", "interval": "0.1 s", "count": 20}},
+                   {"tenant": "b", "workflow": "w", "arrival": {"process": "periodic", "interval": "0.1 s", "count": 20}},
+                   {"tenant": "c", "workflow": "w", "arrival": {"process": "periodic", "interval": "0.1 s", "count": 20}}])");
+  for (const char* policy : {"fifo", "least-loaded", "memory-aware", "heft", "drf"}) {
+    INFO(policy);
+    const auto run = simulate(with_policy(sc, policy));
+    CHECK(run.summary.tasks.completed == 60);
+    for (const TaskRecord& t : run.trace.tasks) {
+      const std::uint32_t node = index(run.cluster.node_of(run.trace.gpus[t.gpu_begin]));
+      if (index(t.tenant) == 0) CHECK(node == 2);
+      if (index(t.tenant) == 1) CHECK(node == 0);
+      if (index(t.tenant) == 2) CHECK(node != 0);
+    }
+  }
+}
+
+TEST_CASE("pinning mistakes are reported before the run", "[policy][pinning][errors]") {
+  const auto error = [](const std::string& tenants, const std::string& gang = "1") {
+    return fleetsim::test::scenario_error(R"({"name": "s", "catalog": ["unit-catalog.json"],
+        "cluster": {"nodes": [{"type": "unit-node-2", "count": 2}]}, "tenants": )" + tenants + R"(,
+        "workflows": {"w": {"tasks": [{"name": "t", "gpus": )" + gang + R"(, "work": {"flop": "1 TFLOP"}}]}},
+        "workload": [{"tenant": "a", "workflow": "w", "arrival": {"process": "once"}}]})");
+  };
+  CHECK(error(R"([{"name": "a", "nodes": ["n1"]}])") == "");
+  CHECK_THAT(error(R"([{"name": "a", "nodes": ["n7"]}])"), Catch::Contains("/tenants/0/nodes/0: expected a node of the cluster, \"n0\" to \"n1\""));
+  CHECK_THAT(error(R"([{"name": "a", "exclusive": true}])"), Catch::Contains("/tenants/0/exclusive: an exclusive tenant needs \"nodes\""));
+  CHECK_THAT(error(R"([{"name": "a", "nodes": ["n0"], "exclusive": true}, {"name": "b", "nodes": ["n0"], "exclusive": true}])"),
+             Catch::Contains("/tenants/1/nodes: node n0 is already kept by exclusive tenant \"a\""));
+  CHECK_THAT(error(R"([{"name": "a", "nodes": ["n1"]}])", "3"), Catch::Contains("tenant \"a\" may use 2 GPUs that can hold task \"t\""));
+  CHECK_THAT(error(R"([{"name": "a", "class": "urgent"}])"), Catch::Contains("/tenants/0/class: expected one of"));
+}

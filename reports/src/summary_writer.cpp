@@ -59,6 +59,7 @@ std::string summary_json(const Summary& s) {
   j["weights"] = {{"loads", s.weight_loads}, {"bytes_loaded", s.weight_bytes_loaded}, {"load_s", s.weight_load_s},
                   {"evictions", s.evictions}, {"storage_reads", s.storage_reads}, {"offloaded_tasks", s.offloaded_tasks}, {"offload_bytes", s.offload_bytes}};
   j["faults"] = {{"gpu_failures", s.gpu_failures}, {"spot_preemptions", s.spot_preemptions}, {"tasks_stopped", s.tasks_stopped}, {"retries", s.retries},
+                 {"tasks_preempted", s.tasks_preempted},
                  {"lost_gpu_s", s.lost_gpu_s}, {"availability", s.availability}, {"goodput", s.goodput},
                  {"mean_recovery_s", s.mean_recovery_s}};
   j["autoscale"] = {{"node_s_on", s.node_s_on}, {"nodes_started", s.nodes_started}, {"nodes_stopped", s.nodes_stopped}};
@@ -68,16 +69,22 @@ std::string summary_json(const Summary& s) {
   j["fairness_jain"] = s.fairness;
   j["spilled_bytes"] = s.spilled_bytes;
   j["events"] = s.events;
-  ordered_json tenants = ordered_json::array();
-  for (const TenantSummary& t : s.tenants) {
-    tenants.push_back({{"name", t.name}, {"workflows", counts_json(t.workflows)}, {"latency_s", latency_json(t.latency_s)},
-                       {"mean_wait_s", t.mean_wait_s}, {"mean_slowdown", t.mean_slowdown},
-                       {"throughput_per_s", t.throughput_per_s}, {"gpu_s", t.gpu_s}});
-  }
-  j["tenants"] = tenants;
+  const auto groups = [](const std::vector<TenantSummary>& list, bool slowdown) {
+    ordered_json a = ordered_json::array();
+    for (const TenantSummary& t : list) {
+      ordered_json g{{"name", t.name}, {"workflows", counts_json(t.workflows)}, {"latency_s", latency_json(t.latency_s)}, {"mean_wait_s", t.mean_wait_s}};
+      if (slowdown) g["mean_slowdown"] = t.mean_slowdown;
+      g["throughput_per_s"] = t.throughput_per_s;
+      g["gpu_s"] = t.gpu_s;
+      a.push_back(std::move(g));
+    }
+    return a;
+  };
+  j["tenants"] = groups(s.tenants, true);
+  j["classes"] = groups(s.classes, false);
   ordered_json slos = ordered_json::array();
   for (const SloResult& r : s.slos) {
-    nlohmann::ordered_json slo{{"tenant", r.tenant}, {"metric", r.metric}, {"target", r.target}, {"actual", r.actual}, {"met", r.met}};
+    nlohmann::ordered_json slo{{"tenant", r.tenant}, {"class", r.work_class}, {"metric", r.metric}, {"target", r.target}, {"actual", r.actual}, {"met", r.met}};
     if (r.metric == "attainment") slo["within_s"] = r.within_s;
     slos.push_back(slo);
   }
@@ -130,6 +137,10 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
         << format_quantity(s.lost_gpu_s, Dimension::time) << " GPU-time lost; availability " << fmt("%.2f %%", 100.0 * s.availability)
         << ", goodput " << fmt("%.2f %%", 100.0 * s.goodput) << ", mean recovery " << format_quantity(s.mean_recovery_s, Dimension::time) << "\n";
   }
+  if (s.tasks_preempted > 0) {
+    out << "preempted  " << s.tasks_preempted << " task runs stopped by the policy to make room (each ready again at once); "
+        << format_quantity(s.lost_gpu_s, Dimension::time) << " GPU-time lost to stops in all\n";
+  }
   out << "\n";
 
   char line[160];
@@ -145,11 +156,13 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
     out << line;
   };
   for (const TenantSummary& t : s.tenants) row("  " + t.name, t.latency_s, &t);
+  for (const TenantSummary& c : s.classes) row("class " + c.name, c.latency_s, nullptr);
   row("all", s.latency_s, nullptr);
   if (!s.slos.empty()) {
     out << "\nSLOs\n";
     for (const SloResult& r : s.slos) {
-      out << "  " << (r.met ? "met    " : "MISSED ") << (r.tenant.empty() ? "all" : r.tenant) << " " << slo_text(r) << "\n";
+      const std::string scope = !r.tenant.empty() ? r.tenant : !r.work_class.empty() ? r.work_class + " (class)" : "all";
+      out << "  " << (r.met ? "met    " : "MISSED ") << scope << " " << slo_text(r) << "\n";
     }
   }
 }

@@ -104,6 +104,19 @@ void write_vram_timeline_csv(std::ostream& out, const RunResult& run) {
   }
 }
 
+void write_decisions_csv(std::ostream& out, const Scenario& sc, const RunResult& run) {
+  out << "time_s,decision,instance,workflow,task,tenant,gpus,reason\n";
+  for (const Decision& d : run.trace.decisions) {
+    const TaskRecord& t = run.trace.tasks[index(d.task)];
+    const Workflow& wf = sc.workflows[t.workflow];
+    std::string gpus;
+    for (std::uint32_t i = 0; i < d.gpu_count; ++i) gpus += (i > 0 ? ";" : "") + run.cluster.gpu_name(run.trace.gpus[d.gpu_begin + i]);
+    out << time_field(d.time_s) << ',' << decision_kind_name(d.kind) << ',' << index(t.instance) << ',' << csv_quote(wf.id) << ','
+        << csv_quote(wf.tasks[t.task].name) << ',' << csv_quote(sc.tenants[index(t.tenant)].name) << ',' << gpus << ','
+        << csv_quote(run.trace.reasons[d.reason]) << '\n';
+  }
+}
+
 void write_link_timeline_csv(std::ostream& out, const RunResult& run) {
   out << "time_s,link,rate_Bps,utilization\n";
   for (const LinkSample& s : run.link_samples) {

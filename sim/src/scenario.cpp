@@ -1,6 +1,7 @@
 #include "fleetsim/scenario.hpp"
 
 #include <algorithm>
+#include <utility>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -196,7 +197,9 @@ std::vector<std::string> read_workflows(ObjectReader& top, const Catalog& catalo
   return broken;
 }
 
-void read_tenants(ObjectReader& top, std::vector<Tenant>& tenants) {
+std::optional<std::pair<std::uint32_t, std::uint32_t>> find_device(const ClusterSpec& cluster, const std::string& name, bool gpu);
+
+void read_tenants(ObjectReader& top, const ClusterSpec& cluster, std::vector<Tenant>& tenants) {
   if (const Json* value = top.field("tenants")) {
     if (!value->is_array() || value->empty()) {
       top.problem("tenants", "expected a non-empty array of tenants, found " + detail::describe(*value));
@@ -207,7 +210,35 @@ void read_tenants(ObjectReader& top, std::vector<Tenant>& tenants) {
         tenant.name = t.string("name", Need::required).value_or("");
         tenant.priority = static_cast<int>(t.integer_or("priority", 0, -1000, 1000));
         tenant.quota = t.number("quota", Need::optional, 1e-9, 1e9).value_or(1.0);
+        tenant.work_class = static_cast<WorkClass>(t.choice("class", {"batch", "interactive"}, 0));
+        if (const Json* nodes = t.field("nodes")) {
+          if (!nodes->is_array() || nodes->empty()) t.problem("nodes", "expected a non-empty array of node names (\"n0\"), found " + detail::describe(*nodes));
+          for (std::size_t k = 0; nodes->is_array() && k < nodes->size(); ++k) {
+            const Json& n = (*nodes)[k];
+            const auto node = n.is_string() ? find_device(cluster, n.get<std::string>(), false) : std::nullopt;
+            const std::string at = detail::child_pointer(t.pointer("nodes"), k);
+            if (!node) {
+              t.problems().add(at, "expected a node of the cluster, \"n0\" to \"n" + std::to_string(cluster.node_count() - 1) + "\", found " + detail::describe(n));
+              continue;
+            }
+            const auto index = static_cast<std::uint32_t>(std::stoul(n.get<std::string>().substr(1)));  // "n3", checked above
+            if (std::find(tenant.nodes.begin(), tenant.nodes.end(), index) != tenant.nodes.end()) {
+              t.problems().add(at, "node " + n.get<std::string>() + " is listed twice");
+            }
+            tenant.nodes.push_back(index);
+          }
+        }
+        tenant.exclusive = t.boolean_or("exclusive", false);
+        if (tenant.exclusive && tenant.nodes.empty()) t.problem("exclusive", "an exclusive tenant needs \"nodes\" to keep for itself");
         t.finish();
+        for (const Tenant& other : tenants) {
+          if (!tenant.exclusive || !other.exclusive) continue;
+          for (std::uint32_t n : tenant.nodes) {
+            if (std::find(other.nodes.begin(), other.nodes.end(), n) != other.nodes.end()) {
+              t.problem("nodes", "node n" + std::to_string(n) + " is already kept by exclusive tenant \"" + other.name + "\"");
+            }
+          }
+        }
         for (const Tenant& other : tenants) {
           if (other.name == tenant.name) t.problem("name", "duplicate tenant \"" + tenant.name + "\"");
         }
@@ -215,7 +246,7 @@ void read_tenants(ObjectReader& top, std::vector<Tenant>& tenants) {
       }
     }
   }
-  if (tenants.empty()) tenants.push_back(Tenant{"default", 0});
+  if (tenants.empty()) tenants.emplace_back().name = "default";
 }
 
 std::optional<std::uint32_t> find_tenant(const std::vector<Tenant>& tenants, std::string_view name) {
@@ -528,6 +559,10 @@ void read_slos(ObjectReader& top, Scenario& sc) {
       slo.tenant = find_tenant(sc.tenants, *tenant);
       if (!slo.tenant) r.problem("tenant", "unknown tenant \"" + *tenant + "\" (expected one of " + tenant_names(sc.tenants) + ")");
     }
+    if (r.field("class") != nullptr) {
+      slo.work_class = static_cast<WorkClass>(r.choice("class", {"batch", "interactive"}, 0));
+      if (slo.tenant) r.problem("class", "an SLO is for a tenant or for a class, not both");
+    }
     if (r.field("metric", Need::required) != nullptr) {
       slo.metric = static_cast<SloMetric>(r.choice("metric", {"latency_p50", "latency_p95", "latency_p99", "throughput", "attainment"}, 1));
     }
@@ -667,6 +702,34 @@ void read_autoscale(ObjectReader& top, Scenario& sc) {
   a.finish();
 }
 
+// A tenant pinned to nodes (or kept off others' exclusive nodes) must have room there for every
+// task it submits.
+void check_pinned_feasible(const Scenario& sc, Problems& problems) {
+  if (std::all_of(sc.tenants.begin(), sc.tenants.end(), [](const Tenant& t) { return t.nodes.empty(); })) return;
+  const auto nodes = static_cast<std::uint32_t>(sc.cluster.node_count());
+  const std::vector<std::uint8_t> allowed = tenant_node_allowed(sc.tenants, nodes);
+  std::vector<std::uint8_t> checked(sc.tenants.size() * sc.workflows.size(), 0);
+  for (const Stream& s : sc.streams) {
+    if (std::exchange(checked[s.tenant * sc.workflows.size() + s.workflow], 1) != 0) continue;
+    const Workflow& wf = sc.workflows[s.workflow];
+    for (const TaskSpec& task : wf.tasks) {
+      const double need = task.weights_bytes / task.gpus + (1 - sc.max_offload) * task.working_set_bytes;
+      std::int64_t fitting = 0;
+      std::uint32_t n = 0;
+      for (const NodeGroup& g : sc.cluster.groups) {
+        for (int c = 0; c < g.count; ++c, ++n) {
+          if (allowed[s.tenant * nodes + n] != 0 && g.gpu.vram_bytes >= need) fitting += g.node.gpus;
+        }
+      }
+      if (fitting < task.gpus) {
+        problems.add("/tenants", "tenant \"" + sc.tenants[s.tenant].name + "\" may use " + std::to_string(fitting) +
+                                     " GPUs that can hold task \"" + task.name + "\" of workflow \"" + wf.id + "\", which needs " +
+                                     std::to_string(task.gpus) + " (its \"nodes\", less nodes kept by exclusive tenants)");
+      }
+    }
+  }
+}
+
 // Impossible work is reported before the simulation starts: a task whose per-GPU VRAM exceeds every
 // GPU of the cluster, or a gang larger than the GPUs that could hold it.
 void check_feasible(const Scenario& sc, Problems& problems) {
@@ -715,9 +778,28 @@ void check_feasible(const Scenario& sc, Problems& problems) {
       }
     }
   }
+  check_pinned_feasible(sc, problems);
 }
 
 }  // namespace
+
+std::vector<std::uint8_t> tenant_node_allowed(const std::vector<Tenant>& tenants, std::uint32_t nodes) {
+  std::vector<std::uint8_t> allowed(tenants.size() * nodes, 1);
+  for (std::size_t t = 0; t < tenants.size(); ++t) {
+    if (!tenants[t].nodes.empty()) {
+      for (std::uint32_t n = 0; n < nodes; ++n) allowed[t * nodes + n] = 0;
+      for (std::uint32_t n : tenants[t].nodes) allowed[t * nodes + n] = 1;
+    }
+    if (!tenants[t].exclusive) continue;
+    for (std::size_t other = 0; other < tenants.size(); ++other) {
+      if (other == t) continue;
+      for (std::uint32_t n : tenants[t].nodes) allowed[other * nodes + n] = 0;
+    }
+  }
+  return allowed;
+}
+
+std::string_view work_class_name(WorkClass c) { return c == WorkClass::interactive ? "interactive" : "batch"; }
 
 std::string_view fabric_kind_name(FabricKind kind) {
   switch (kind) {
@@ -826,7 +908,7 @@ Scenario parse_scenario(std::string_view json_text, const std::string& file_name
     detail::read_cluster(*cluster, top.pointer("cluster"), problems, sc.catalog, sc.cluster);
   }
   const std::vector<std::string> broken = read_workflows(top, sc.catalog, sc.cluster, base_dir, sc.workflows);
-  read_tenants(top, sc.tenants);
+  read_tenants(top, sc.cluster, sc.tenants);
   read_workload(top, sc, broken, base_dir);
   read_policy(top, sc.policy);
   read_slos(top, sc);

@@ -117,6 +117,7 @@ class Run {
         memory_(vram_capacities(cluster_), sc_.max_offload) {
     network_.record_samples(options.record_link_samples);
     memory_.record_samples(options.record_link_samples);
+    record_decisions_ = options.record_link_samples;
     // Models are interned: GPUs' caches and policies compare small integers. A GPU holds one
     // shard of a model, so the key is the model and the shard's size (the gang shards it evenly).
     std::map<std::pair<std::string, double>, std::uint32_t> models;
@@ -136,9 +137,13 @@ class Run {
     const PolicyInfo* info = find_policy(sc_.policy.name);
     FLEETSIM_CHECK(info != nullptr, "policy checked at load");
     policy_ = info->make(sc_.policy.params);
+    faults_ = faults_ || policy_->may_preempt();  // a preempted task is stopped as a failure stops it
     const std::uint32_t gpus = cluster_.gpu_count();
     gpu_busy_.assign(gpus, 0);
     gpu_task_.assign(gpus, kNoTask);
+    gpu_rank_.assign(gpus, ClusterView::kNoRank);
+    gpu_started_.assign(gpus, 0.0);
+    tenant_node_allowed_ = tenant_node_allowed(sc_.tenants, cluster_.node_count());
     gpu_down_.assign(gpus, 0);
     gpu_off_.assign(gpus, 0);
     node_state_.assign(cluster_.node_count(), NodeState::on);
@@ -223,6 +228,7 @@ class Run {
     }
     summary.gpu_failures = gpu_failures_;
     summary.tasks_stopped = tasks_stopped_;
+    summary.tasks_preempted = tasks_preempted_;
     summary.retries = retries_;
     summary.lost_gpu_s = lost_gpu_s_;
     summary.availability = end_s > 0 ? 1 - down_gpu_s_ / (cluster_.gpu_count() * end_s) : 1;
@@ -337,6 +343,7 @@ class Run {
     pending_flows_.assign(total_tasks, 0);
     if (faults_) {
       run_.assign(total_tasks, 0);
+      preempted_runs_.assign(total_tasks, 0);
       progress_.assign(total_tasks, 0.0);
       full_compute_s_.assign(total_tasks, 0.0);
       stopped_at_.assign(total_tasks, kNever);
@@ -446,7 +453,7 @@ class Run {
     ready_.push_back(ReadyTask{id, r.instance, r.tenant, &s, static_cast<std::uint32_t>(s.gpus),
                                model_of_[r.workflow][r.task], s.weights_bytes / s.gpus, s.working_set_bytes,
                                r.ready_s, inst.arrival_s, sc_.tenants[index(r.tenant)].priority,
-                               rank_[r.workflow][r.task] * known_scale_[index(id)],
+                               sc_.tenants[index(r.tenant)].work_class == WorkClass::interactive, rank_[r.workflow][r.task] * known_scale_[index(id)],
                                job_s_[r.workflow] * known_scale_[index(id)], known_scale_[index(id)], input_gpu,
                                input_bytes});
     dirty_ = true;
@@ -469,7 +476,7 @@ class Run {
     decisions_.clear();
     const ClusterView view(cluster_, memory_,
                            {gpu_busy_, free_per_node_, gpu_free_at_, tenant_gpus_, tenant_quota_, attained_s_,
-                            job_sizes_},
+                            job_sizes_, tenant_node_allowed_, gpu_rank_, gpu_started_},
                            queue_.now());
     policy_->schedule(view, ready_, decisions_);
 
@@ -487,9 +494,11 @@ class Run {
     for (const Decisions::Placement& p : decisions_.placements()) {
       const TaskId id = claim(p.ready_index);
       start_task(id, decisions_.gpus(p));
+      record_decision(DecisionKind::placed, id, {});
     }
     for (const Decisions::Failure& f : decisions_.failures()) {
       const TaskId id = claim(f.ready_index);
+      record_decision(DecisionKind::failed, id, f.reason);
       fail_task(id, "policy \"" + sc_.policy.name + "\": " + f.reason);
     }
     std::size_t kept = 0;
@@ -497,6 +506,31 @@ class Run {
       if (decided_[i] == 0) ready_[kept++] = ready_[i];
     }
     ready_.resize(kept);
+    // Last, so that the stopped tasks join the ready queue after this round's bookkeeping.
+    for (const Decisions::Preemption& p : decisions_.preemptions()) {
+      const std::string by = "policy \"" + sc_.policy.name + "\" preempted ";
+      if (!policy_->may_preempt()) throw PolicyError(by + "a task, but it does not declare that it may preempt");
+      if (index(p.gpu) >= cluster_.gpu_count()) throw PolicyError(by + "GPU " + std::to_string(index(p.gpu)) + ", which does not exist");
+      if (gpu_task_[index(p.gpu)] == kNoTask) {
+        // A GPU of a gang stopped earlier in this loop (or named twice) is already free.
+        if (std::find(freed_.begin(), freed_.end(), p.gpu) != freed_.end()) continue;
+        throw PolicyError(by + "GPU " + cluster_.gpu_name(p.gpu) + ", which runs nothing");
+      }
+      const TaskId victim = make_id<TaskId>(gpu_task_[index(p.gpu)]);
+      const TaskRecord& v = trace_.tasks[index(victim)];
+      freed_.insert(freed_.end(), trace_.gpus.begin() + v.gpu_begin, trace_.gpus.begin() + v.gpu_begin + v.gpu_count);
+      record_decision(DecisionKind::preempted, victim, p.reason);
+      stop_task(victim, "preempted: " + p.reason, /*preempted=*/true);
+    }
+    freed_.clear();
+  }
+
+  void record_decision(DecisionKind kind, TaskId id, const std::string& reason) {
+    if (!record_decisions_) return;
+    const TaskRecord& r = trace_.tasks[index(id)];
+    const bool has_gpus = r.status == TaskStatus::running;
+    trace_.decisions.push_back({queue_.now(), kind, id, has_gpus ? r.gpu_begin : 0, has_gpus ? r.gpu_count : 0,
+                                reason.empty() ? 0 : trace_.add_reason(reason)});
   }
 
   void start_task(TaskId id, std::span<const GpuId> gpus) {
@@ -512,7 +546,7 @@ class Run {
       if (index(g) >= cluster_.gpu_count()) reject(id, "on GPU " + std::to_string(index(g)) + ", which does not exist");
       if (gpu_busy_[index(g)] != 0) reject(id, "on GPU " + cluster_.gpu_name(g) + ", which is busy");
       if (!memory_.fits(g, model, weights, s.working_set_bytes)) {
-        const double need = memory_.need(g, model, weights, (1 - sc_.max_offload) * s.working_set_bytes);
+        const double need = memory_.least_need(g, model, weights, s.working_set_bytes);
         reject(id, "on GPU " + cluster_.gpu_name(g) + ", which has " + format_quantity(memory_.available(g), Dimension::bytes) +
                        " of VRAM available; it needs " + format_quantity(need, Dimension::bytes));
       }
@@ -522,7 +556,15 @@ class Run {
     }
     r.status = TaskStatus::running;
     r.start_s = queue_.now();
-    for (GpuId g : gpus) gpu_task_[index(g)] = index(id);
+    const Tenant& tenant = sc_.tenants[index(r.tenant)];
+    for (GpuId g : gpus) {
+      gpu_task_[index(g)] = index(id);
+      gpu_rank_[index(g)] = ClusterView::rank_of(tenant.priority, tenant.work_class == WorkClass::interactive);
+      gpu_started_[index(g)] = queue_.now();
+      if (tenant_node_allowed_[index(r.tenant) * cluster_.node_count() + index(cluster_.node_of(g))] == 0) {
+        reject(id, "on GPU " + cluster_.gpu_name(g) + ", a node tenant \"" + tenant.name + "\" may not use (pinned nodes, or kept by an exclusive tenant)");
+      }
+    }
     if (faults_ && stopped_at_[index(id)] != kNever) {
       recovery_s_ += queue_.now() - stopped_at_[index(id)];
       ++recoveries_;
@@ -871,11 +913,19 @@ class Run {
 
   // A failure stopped a running task: its transfers are dropped, its GPUs freed, and it runs again
   // after the backoff, from its last checkpoint, while it has attempts left.
-  void stop_task(TaskId id, const std::string& what) {
+  // A failure stopped a running task, or the policy preempted it. A preempted task is ready again at
+  // once and its run does not count against the retry attempts.
+  void stop_task(TaskId id, const std::string& what, bool preempted = false) {
     TaskRecord& r = trace_.tasks[index(id)];
     const double now = queue_.now();
     const FaultSpec& f = sc_.faults;
-    ++tasks_stopped_;
+    if (preempted) {
+      ++tasks_preempted_;
+      ++preempted_runs_[index(id)];
+    } else {
+      ++tasks_stopped_;
+      record_decision(DecisionKind::stopped, id, what);
+    }
     dropped_.clear();
     network_.cancel_if([&](std::uint64_t tag) { return tag_task(tag) == id; }, now, dropped_);
     network_dirty_ = true;
@@ -911,12 +961,14 @@ class Run {
     r.input_bytes = 0;
     r.offload_bytes = 0;
     stopped_at_[index(id)] = now;
-    // run_ counts the runs a failure has stopped.
-    if (run_[index(id)] < static_cast<std::uint32_t>(f.max_attempts)) {
+    // run_ counts the runs a failure or a preemption has stopped.
+    if (preempted) {
+      queue_.push(now, task_event(kRetry, id), index(id));
+    } else if (run_[index(id)] - preempted_runs_[index(id)] < static_cast<std::uint32_t>(f.max_attempts)) {
       ++retries_;
       queue_.push(now + f.backoff_s, task_event(kRetry, id), index(id));
     } else {
-      fail_task(id, what + " (run " + std::to_string(run_[index(id)]) + " of " + std::to_string(f.max_attempts) + ")");
+      fail_task(id, what + " (run " + std::to_string(run_[index(id)] - preempted_runs_[index(id)]) + " of " + std::to_string(f.max_attempts) + ")");
     }
   }
 
@@ -1090,6 +1142,7 @@ class Run {
     for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
       const GpuId g = trace_.gpus[r.gpu_begin + i];
       gpu_task_[index(g)] = kNoTask;
+      gpu_rank_[index(g)] = ClusterView::kNoRank;
       gpu_free_at_[index(g)] = queue_.now();
       memory_.release(g, model_of_[r.workflow][r.task], spec(r).working_set_bytes - offloaded_[r.gpu_begin + i], queue_.now());
       refresh(index(g));
@@ -1214,7 +1267,13 @@ class Run {
   std::vector<double> billed_s_;               // per node: seconds on, before billed_since_
   std::uint64_t nodes_started_ = 0, nodes_stopped_ = 0;
   std::deque<std::pair<double, int>> wanted_;  // the autoscaler's recent decisions
-  std::uint64_t gpu_failures_ = 0, preemptions_ = 0, tasks_stopped_ = 0, retries_ = 0, recoveries_ = 0;
+  std::uint64_t gpu_failures_ = 0, preemptions_ = 0, tasks_stopped_ = 0, tasks_preempted_ = 0, retries_ = 0, recoveries_ = 0;
+  std::vector<std::uint32_t> preempted_runs_;  // per task: runs a preemption stopped (not counted as attempts)
+  std::vector<std::int32_t> gpu_rank_;         // preemption rank of the task on each GPU (ClusterView::kNoRank: none)
+  std::vector<double> gpu_started_;            // when that task started
+  std::vector<std::uint8_t> tenant_node_allowed_;
+  std::vector<GpuId> freed_;                   // GPUs freed by this round's preemptions
+  bool record_decisions_ = false;
   double lost_gpu_s_ = 0, down_gpu_s_ = 0, recovery_s_ = 0;
   std::uint32_t open_instances_ = 0;           // instances [0, this) arrive at drawn times, in order
   std::vector<std::uint32_t> next_in_loop_;    // per instance: a closed-loop user's next one

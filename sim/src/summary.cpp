@@ -163,23 +163,54 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
   }
   if (sum_sq > 0) s.fairness = sum * sum / (static_cast<double>(s.tenants.size()) * sum_sq);
 
+  // Per class: the tenants of each class together.
+  const auto class_of = [&](TenantId t) { return static_cast<std::size_t>(scenario.tenants[index(t)].work_class); };
+  const bool classes = std::any_of(scenario.tenants.begin(), scenario.tenants.end(), [](const Tenant& t) { return t.work_class == WorkClass::interactive; });
+  std::vector<std::vector<double>> per_class(2);
+  std::vector<TenantSummary> by_class(2);
+  by_class[0].name = work_class_name(WorkClass::batch);
+  by_class[1].name = work_class_name(WorkClass::interactive);
+  for (std::size_t i = 0; i < trace.instances.size(); ++i) {
+    const InstanceRecord& inst = trace.instances[i];
+    if (inst.arrival_s == kNever) continue;
+    const TaskStatus status = instance_status(inst, started[i] != 0);
+    count(by_class[class_of(inst.tenant)].workflows, status);
+    if (status == TaskStatus::completed) per_class[class_of(inst.tenant)].push_back(inst.end_s - inst.arrival_s);
+  }
+  std::vector<double> class_waited(2, 0.0), class_placed(2, 0.0);
+  for (std::size_t i = 0; i < s.tenants.size(); ++i) {
+    const std::size_t c = static_cast<std::size_t>(scenario.tenants[i].work_class);
+    class_waited[c] += waited[i];
+    class_placed[c] += placed[i];
+    by_class[c].gpu_s += s.tenants[i].gpu_s;
+  }
+  for (std::size_t c = 0; c < 2; ++c) {
+    by_class[c].latency_s = latency_stats(per_class[c]);
+    by_class[c].mean_wait_s = class_placed[c] > 0 ? class_waited[c] / class_placed[c] : 0;
+    by_class[c].throughput_per_s = end_s > 0 ? static_cast<double>(by_class[c].workflows.completed) / end_s : 0;
+  }
+  if (classes) s.classes = by_class;
+
   for (const Slo& slo : scenario.slos) {
     SloResult r;
     r.tenant = slo.tenant ? scenario.tenants[*slo.tenant].name : "";
+    r.work_class = slo.work_class ? std::string(work_class_name(*slo.work_class)) : "";
+    const TenantSummary* scope = slo.tenant ? &s.tenants[*slo.tenant] : slo.work_class ? &by_class[static_cast<std::size_t>(*slo.work_class)] : nullptr;
     r.metric = slo_metric_name(slo.metric);
     r.target = slo.target;
     r.at_least = slo.at_least();
     r.within_s = slo.within_s;
-    const LatencyStats& stats = slo.tenant ? s.tenants[*slo.tenant].latency_s : s.latency_s;
+    const LatencyStats& stats = scope != nullptr ? scope->latency_s : s.latency_s;
     switch (slo.metric) {
       case SloMetric::latency_p50: r.actual = stats.p50; break;
       case SloMetric::latency_p95: r.actual = stats.p95; break;
       case SloMetric::latency_p99: r.actual = stats.p99; break;
-      case SloMetric::throughput: r.actual = slo.tenant ? s.tenants[*slo.tenant].throughput_per_s : (end_s > 0 ? static_cast<double>(s.workflows.completed) / end_s : 0); break;
+      case SloMetric::throughput: r.actual = scope != nullptr ? scope->throughput_per_s : (end_s > 0 ? static_cast<double>(s.workflows.completed) / end_s : 0); break;
       case SloMetric::attainment: {
         std::uint64_t submitted = 0, within = 0;
         for (const InstanceRecord& inst : trace.instances) {
           if (inst.arrival_s == kNever || (slo.tenant && index(inst.tenant) != *slo.tenant)) continue;
+          if (slo.work_class && scenario.tenants[index(inst.tenant)].work_class != *slo.work_class) continue;
           ++submitted;
           if (inst.end_s != kNever && !inst.failed && inst.end_s - inst.arrival_s <= slo.within_s) ++within;
         }

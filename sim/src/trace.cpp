@@ -12,6 +12,16 @@ std::string_view task_status_name(TaskStatus status) {
   return "?";
 }
 
+std::string_view decision_kind_name(DecisionKind kind) {
+  switch (kind) {
+    case DecisionKind::placed: return "placed";
+    case DecisionKind::preempted: return "preempted";
+    case DecisionKind::failed: return "failed";
+    case DecisionKind::stopped: return "stopped";
+  }
+  return "?";
+}
+
 std::uint32_t Trace::add_reason(std::string reason) {
   for (std::uint32_t i = 0; i < reasons.size(); ++i) {
     if (reasons[i] == reason) return i;

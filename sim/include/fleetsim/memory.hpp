@@ -35,9 +35,12 @@ class GpuMemory {
   // What placing a task needs of available(): its working set, plus its weights unless another
   // running task already holds them here (resident but idle weights are counted in available()).
   double need(GpuId g, std::uint32_t model, double weights_bytes, double working_set_bytes) const;
-  // Whether a task fits with as much of its working set offloaded as allowed.
+  // need() with as much of the working set offloaded as allowed: the least a task can start with.
+  double least_need(GpuId g, std::uint32_t model, double weights_bytes, double working_set_bytes) const {
+    return need(g, model, weights_bytes, (1 - offloadable_) * working_set_bytes);
+  }
   bool fits(GpuId g, std::uint32_t model, double weights_bytes, double working_set_bytes) const {
-    return need(g, model, weights_bytes, (1 - offloadable_) * working_set_bytes) <= available(g);
+    return least_need(g, model, weights_bytes, working_set_bytes) <= available(g);
   }
   // The part of its working set a task placed here now keeps in host memory: what does not fit.
   double offload_bytes(GpuId g, std::uint32_t model, double weights_bytes, double working_set_bytes) const;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <map>
 #include <memory>
 #include <span>
@@ -38,6 +39,7 @@ struct ReadyTask {
   double ready_s;
   double arrival_s;           // of its workflow instance
   int priority;               // of its tenant; larger is more important
+  bool interactive;           // its tenant's class is interactive
   double rank_s;              // predicted time from this task's start to its workflow's end (critical path)
   double job_s;               // predicted compute time of its whole workflow instance
   double known_scale;         // work declared for this instance over the workflow's (trace jobs); 1 otherwise
@@ -58,7 +60,13 @@ class ClusterView {
     std::span<const double> tenant_quota;          // each tenant's share weight
     std::span<const double> instance_attained_s;   // GPU-seconds each workflow instance has received
     std::span<const double> job_sizes_gpu_s;       // sorted sample of the workload's predicted job sizes
+    std::span<const std::uint8_t> tenant_node_allowed;  // tenants x nodes: pinning and exclusive nodes
+    std::span<const std::int32_t> gpu_rank;        // what runs on each GPU: its preemption rank (kNoRank when nothing)
+    std::span<const double> gpu_started_s;         // when that task started
   };
+  static constexpr std::int32_t kNoRank = std::numeric_limits<std::int32_t>::max();
+  // Preemption rank of a task: its tenant's priority, interactive above batch at equal priority.
+  static std::int32_t rank_of(int priority, bool interactive) { return 2 * priority + (interactive ? 1 : 0); }
 
   ClusterView(const Cluster& cluster, const GpuMemory& memory, State state, double now_s)
       : cluster_(cluster), memory_(memory), state_(state), now_s_(now_s) {}
@@ -72,6 +80,12 @@ class ClusterView {
     return is_free(gpu) ? now_s_ : std::max(now_s_, state_.gpu_free_at_s[index(gpu)]);
   }
   std::uint32_t tenant_gpus(TenantId tenant) const { return state_.tenant_gpus[index(tenant)]; }
+  // Whether the tenant may run on this GPU's node (its pinned nodes, none kept by another tenant).
+  bool allowed(TenantId tenant, GpuId gpu) const;
+  // The preemption rank of the task running on a busy GPU (kNoRank when none runs there: free, down
+  // or off), and when it started.
+  std::int32_t running_rank(GpuId gpu) const { return state_.gpu_rank[index(gpu)]; }
+  double running_since_s(GpuId gpu) const { return state_.gpu_started_s[index(gpu)]; }
   double tenant_quota(TenantId tenant) const { return state_.tenant_quota[index(tenant)]; }
   double attained_s(InstanceId instance) const { return state_.instance_attained_s[index(instance)]; }
   // The distribution of job sizes (GPU-seconds), as a sorted sample of at most 512 quantiles.
@@ -85,6 +99,11 @@ class ClusterView {
   // as much of its working set offloaded to host memory as the scenario allows.
   bool fits(GpuId gpu, const ReadyTask& task) const {
     return memory_.fits(gpu, task.model, task.weights_per_gpu_bytes, task.working_set_bytes);
+  }
+  // Whether the task's share would fit once the task running there has gone: only held tensors stay
+  // (the running task's working set and weights leave, idle cached models can be evicted).
+  bool fits_when_free(GpuId gpu, const ReadyTask& task) const {
+    return memory_.least_need(gpu, task.model, task.weights_per_gpu_bytes, task.working_set_bytes) <= memory_.capacity(gpu) - memory_.held(gpu);
   }
   // The roofline compute time of the task's share on this GPU's type.
   double compute_estimate_s(const ReadyTask& task, GpuId gpu) const;
@@ -110,27 +129,39 @@ class Decisions {
 
   void place(std::size_t ready_index, std::span<const GpuId> gpus);
   void fail(std::size_t ready_index, std::string reason);
+  // Stops the task running on this GPU (all its gang) so that its GPUs come free; it is ready again
+  // at once and resumes from its last checkpoint, if the scenario keeps checkpoints.
+  void preempt(GpuId gpu, std::string reason) { preemptions_.push_back({gpu, std::move(reason)}); }
   void clear() {
     placements_.clear();
     failures_.clear();
+    preemptions_.clear();
     gpus_.clear();
   }
+  struct Preemption {
+    GpuId gpu;
+    std::string reason;
+  };
 
   const std::vector<Placement>& placements() const { return placements_; }
   const std::vector<Failure>& failures() const { return failures_; }
+  const std::vector<Preemption>& preemptions() const { return preemptions_; }
   std::span<const GpuId> gpus(const Placement& p) const { return {gpus_.data() + p.gpu_begin, p.gpu_count}; }
 
  private:
   std::vector<Placement> placements_;
   std::vector<Failure> failures_;
+  std::vector<Preemption> preemptions_;
   std::vector<GpuId> gpus_;
 };
 
 class Policy {
  public:
   virtual ~Policy() = default;
-  // `ready` is in the order tasks became ready. Place, fail, or leave (hold) each of them.
+  // `ready` is in the order tasks became ready. Place, fail, or leave (hold) each of them; preempt
+  // running tasks (only a policy whose may_preempt() says so).
   virtual void schedule(const ClusterView& view, std::span<const ReadyTask> ready, Decisions& out) = 0;
+  virtual bool may_preempt() const { return false; }
 };
 
 // ---- The registry ----

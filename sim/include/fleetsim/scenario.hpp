@@ -87,11 +87,23 @@ struct ArrivalSpec {
   std::vector<double> work_scales;  // times: each arrival's work over the workflow's (trace replay); empty: 1
 };
 
+// Interactive work waits for answers (chat, a designer at a UI); batch work waits for throughput.
+// Reported apart; a preemptive policy lets interactive work displace batch work of equal priority.
+enum class WorkClass : std::uint8_t { batch, interactive };
+std::string_view work_class_name(WorkClass c);
+
 struct Tenant {
   std::string name;
   int priority = 0;
   double quota = 1;  // share weight for fair-share policies
+  WorkClass work_class = WorkClass::batch;
+  std::vector<std::uint32_t> nodes;  // pinned: its tasks run only on these nodes (empty: anywhere)
+  bool exclusive = false;            // its nodes run no other tenant's tasks
 };
+
+// Whether each tenant may run on each node (row-major, tenants x nodes): among its pinned nodes, and
+// not kept by another, exclusive tenant.
+std::vector<std::uint8_t> tenant_node_allowed(const std::vector<Tenant>& tenants, std::uint32_t nodes);
 
 // Arrivals of one workflow for one tenant.
 struct Stream {
@@ -107,7 +119,8 @@ enum class SloMetric { latency_p50, latency_p95, latency_p99, throughput, attain
 std::string_view slo_metric_name(SloMetric metric);
 
 struct Slo {
-  std::optional<std::uint32_t> tenant;  // none: every tenant together
+  std::optional<std::uint32_t> tenant;  // none: every tenant together (or every tenant of the class)
+  std::optional<WorkClass> work_class;  // none: every class
   SloMetric metric = SloMetric::latency_p95;
   double target = 0;    // seconds, workflows per second, or a fraction, as the metric reads
   double within_s = 0;  // attainment: the latency bound

@@ -35,7 +35,8 @@ struct TenantSummary {
 };
 
 struct SloResult {
-  std::string tenant;  // "" for all tenants
+  std::string tenant;  // "" for all tenants (or all of a class)
+  std::string work_class;  // "" for every class
   std::string metric;
   double target = 0;  // in the metric's unit: seconds, workflows per second, or a fraction
   double actual = 0;
@@ -81,12 +82,15 @@ struct Summary {
   // of stopped runs not saved by a checkpoint; the share of GPU-time the GPUs were up; the share of
   // held GPU-time whose work was kept; mean time from a stop to the task's next start.
   std::uint64_t gpu_failures = 0, spot_preemptions = 0, tasks_stopped = 0, retries = 0;
+  std::uint64_t tasks_preempted = 0;  // by the policy (each run again at once)
   double lost_gpu_s = 0, availability = 1, goodput = 1, mean_recovery_s = 0;
   // Autoscaling: node-seconds on (billed; cost_usd then counts only these), nodes started and stopped.
   double node_s_on = 0;
   std::uint64_t nodes_started = 0, nodes_stopped = 0;
   std::uint64_t events = 0;
   std::vector<TenantSummary> tenants;
+  // Per work class (batch, interactive), when the scenario has interactive tenants; mean_slowdown unset.
+  std::vector<TenantSummary> classes;
   std::vector<SloResult> slos;
 };
 

@@ -47,6 +47,19 @@ struct WeightLoad {
   double end_s = kNever;
 };
 
+// One scheduling decision, for the audit log (recorded with the timelines): a task placed on GPUs,
+// preempted by the policy, failed by the policy, or stopped by a failure.
+enum class DecisionKind : std::uint8_t { placed, preempted, failed, stopped };
+std::string_view decision_kind_name(DecisionKind kind);
+
+struct Decision {
+  double time_s = 0;
+  DecisionKind kind = DecisionKind::placed;
+  TaskId task{};
+  std::uint32_t gpu_begin = 0, gpu_count = 0;  // into Trace::gpus: where it was placed or ran
+  std::uint32_t reason = 0;                    // into Trace::reasons
+};
+
 struct InstanceRecord {
   std::uint32_t workflow = 0;
   TenantId tenant{};
@@ -60,6 +73,7 @@ struct Trace {
   std::vector<TaskRecord> tasks;
   std::vector<GpuId> gpus;
   std::vector<WeightLoad> weight_loads;  // in the order they began
+  std::vector<Decision> decisions;       // in time order; empty unless recorded
   std::vector<std::string> reasons{""};
 
   std::uint32_t add_reason(std::string reason);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <string>
+#include <tuple>
 
 #include "fleetsim/cluster.hpp"
 
@@ -17,6 +19,7 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
   for (std::uint32_t i : order_) {
     if (!allowed(view, ready[i])) continue;
     if (place(view, ready[i], i, out)) continue;
+    if (preempts() && make_room(view, ready[i], out)) continue;
     if (blocks()) break;
     blocked(view, ready[i]);
   }
@@ -24,7 +27,7 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
 
 bool Greedy::place(const ClusterView& view, const ReadyTask& task, std::size_t ready_index, Decisions& out) {
   const Cluster& cluster = view.cluster();
-  auto usable = [&](GpuId g) { return taken_[index(g)] == 0 && view.is_free(g) && view.fits(g, task); };
+  auto usable = [&](GpuId g) { return taken_[index(g)] == 0 && view.is_free(g) && view.allowed(task.tenant, g) && view.fits(g, task); };
   auto gather = [&](NodeId node) {
     const std::uint32_t first = index(cluster.first_gpu(node));
     for (std::uint32_t g = first; g < first + cluster.gpus_in(node); ++g) {
@@ -71,6 +74,53 @@ bool Greedy::place(const ClusterView& view, const ReadyTask& task, std::size_t r
   }
   for (GpuId g : chosen_) taken_[index(g)] = 1;
   out.place(ready_index, chosen_);
+  return true;
+}
+
+bool Greedy::make_room(const ClusterView& view, const ReadyTask& task, Decisions& out) {
+  const Cluster& cluster = view.cluster();
+  const std::int32_t rank = ClusterView::rank_of(task.priority, task.interactive);
+  // Per node: its free GPUs that fit, then GPUs running lower-ranked tasks (lowest rank first, then the
+  // latest started: the least work lost), until the gang has enough. The node preempting the fewest
+  // GPUs wins.
+  struct Option {
+    bool victim;
+    std::int32_t rank;
+    double started_s;
+    GpuId gpu;
+    bool operator<(const Option& o) const {
+      return std::tuple(victim, rank, -started_s, index(gpu)) < std::tuple(o.victim, o.rank, -o.started_s, index(o.gpu));
+    }
+  };
+  std::vector<Option> options, best;
+  std::size_t best_victims = std::numeric_limits<std::size_t>::max();
+  for (std::uint32_t n = 0; n < cluster.node_count(); ++n) {
+    options.clear();
+    const std::uint32_t first = index(cluster.first_gpu(make_id<NodeId>(n)));
+    for (std::uint32_t g = first; g < first + cluster.gpus_in(make_id<NodeId>(n)); ++g) {
+      const GpuId gpu = make_id<GpuId>(g);
+      if (taken_[g] != 0 || !view.allowed(task.tenant, gpu)) continue;
+      if (view.is_free(gpu)) {
+        if (view.fits(gpu, task)) options.push_back({false, 0, 0, gpu});
+      } else if (view.running_rank(gpu) < rank && view.fits_when_free(gpu, task)) {
+        options.push_back({true, view.running_rank(gpu), view.running_since_s(gpu), gpu});
+      }
+    }
+    if (options.size() < task.gpus) continue;
+    std::sort(options.begin(), options.end());
+    options.resize(task.gpus);
+    const auto victims = static_cast<std::size_t>(std::count_if(options.begin(), options.end(), [](const Option& o) { return o.victim; }));
+    if (victims > 0 && victims < best_victims) {
+      best_victims = victims;
+      best = options;
+    }
+  }
+  if (best.empty()) return false;
+  const std::string reason = "for a task of priority " + std::to_string(task.priority) + (task.interactive ? ", interactive" : "");
+  for (const Option& o : best) {
+    taken_[index(o.gpu)] = 1;  // kept for this task: nothing else starts there this round
+    if (o.victim) out.preempt(o.gpu, reason);
+  }
   return true;
 }
 

@@ -17,6 +17,7 @@ class Greedy : public Policy {
   using Cost = std::array<double, 3>;
 
   void schedule(const ClusterView& view, std::span<const ReadyTask> ready, Decisions& out) final;
+  bool may_preempt() const final { return preempts(); }
 
  protected:
   // Indices into `ready`, in the order to consider them; on entry, the order they became ready.
@@ -27,6 +28,9 @@ class Greedy : public Policy {
     return {static_cast<double>(index(gpu)), 0, 0};
   }
   virtual bool blocks() const { return false; }
+  // Whether a task that cannot be placed may preempt running tasks of a lower rank (tenant priority,
+  // then interactive over batch) to make room in one node; it is placed in the next round.
+  virtual bool preempts() const { return false; }
   // Backfilling hooks: called at the start of each round; when a task cannot be placed (and the
   // round goes on); and before placing each task, which may be held back.
   virtual void begin_round(const ClusterView& /*view*/) {}
@@ -35,6 +39,7 @@ class Greedy : public Policy {
 
  private:
   bool place(const ClusterView& view, const ReadyTask& task, std::size_t ready_index, Decisions& out);
+  bool make_room(const ClusterView& view, const ReadyTask& task, Decisions& out);
 
   struct Candidate {
     Cost cost;

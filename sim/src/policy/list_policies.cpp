@@ -27,14 +27,15 @@ class ShortestJobFirst final : public Greedy {
 
 class Priority final : public Greedy {
  public:
-  explicit Priority(bool backfill) : backfill_(backfill) {}
+  Priority(bool backfill, bool preempt) : backfill_(backfill), preempt_(preempt) {}
 
  private:
   void order(const ClusterView&, std::span<const ReadyTask> ready, std::vector<std::uint32_t>& order) override {
-    sort_by(ready, order, [](const ReadyTask& t) { return -t.priority; });
+    sort_by(ready, order, [](const ReadyTask& t) { return -ClusterView::rank_of(t.priority, t.interactive); });
   }
   bool blocks() const override { return !backfill_; }
-  bool backfill_;
+  bool preempts() const override { return preempt_; }
+  bool backfill_, preempt_;
 };
 
 class LeastLoaded final : public Greedy {
@@ -192,7 +193,7 @@ std::unique_ptr<Policy> make_gang_backfill(const PolicyParams&) { return std::ma
 
 std::unique_ptr<Policy> make_fifo(const PolicyParams&) { return std::make_unique<Fifo>(); }
 std::unique_ptr<Policy> make_sjf(const PolicyParams&) { return std::make_unique<ShortestJobFirst>(); }
-std::unique_ptr<Policy> make_priority(const PolicyParams& p) { return std::make_unique<Priority>(p.boolean("backfill")); }
+std::unique_ptr<Policy> make_priority(const PolicyParams& p) { return std::make_unique<Priority>(p.boolean("backfill"), p.boolean("preempt")); }
 std::unique_ptr<Policy> make_least_loaded(const PolicyParams&) { return std::make_unique<LeastLoaded>(); }
 std::unique_ptr<Policy> make_memory_aware(const PolicyParams&) { return std::make_unique<MemoryAware>(); }
 std::unique_ptr<Policy> make_locality(const PolicyParams&) { return std::make_unique<Locality>(); }

@@ -7,6 +7,10 @@
 
 namespace fleetsim {
 
+bool ClusterView::allowed(TenantId tenant, GpuId gpu) const {
+  return state_.tenant_node_allowed[index(tenant) * cluster_.node_count() + index(cluster_.node_of(gpu))] != 0;
+}
+
 double ClusterView::compute_estimate_s(const ReadyTask& task, GpuId gpu) const {
   const TaskSpec& s = *task.spec;
   const double share = task.known_scale / static_cast<double>(s.gpus);

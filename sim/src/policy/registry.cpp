@@ -14,8 +14,10 @@ std::deque<PolicyInfo>& table() {
        "the baseline of every batch scheduler", {}, make_fifo},
       {"sjf", "shortest predicted job (workflow instance) first; tasks that do not fit are skipped",
        "Smith 1956; SJF can starve long jobs", {}, make_sjf},
-      {"priority", "highest tenant priority first; with backfill, lower-priority tasks may use GPUs the head cannot",
-       "strict priority queueing", {{"backfill", ParamType::boolean, false, "let tasks behind a blocked one go first"}},
+      {"priority", "highest tenant priority first (interactive before batch at equal priority); with backfill, lower-priority tasks "
+                   "may use GPUs the head cannot; with preempt, a task that cannot be placed stops lower-ranked running tasks",
+       "strict priority queueing; preemptive priority", {{"backfill", ParamType::boolean, false, "let tasks behind a blocked one go first"},
+                                                          {"preempt", ParamType::boolean, false, "stop lower-priority (or, at equal priority, batch) running tasks in one node to make room"}},
        make_priority},
       {"least-loaded", "ready order; each task on the node with the most free GPUs (spreads load)",
        "least-loaded placement", {}, make_least_loaded},
