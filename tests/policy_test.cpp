@@ -98,7 +98,7 @@ TEST_CASE("priority serves the important tenant first; sjf the short job", "[pol
 
 TEST_CASE("every policy completes every shipped scenario, deterministically", "[policy][simulation]") {
   for (const char* file : {"/scenarios/default.json", "/scenarios/llm-training.json", "/scenarios/inference-serving.json",
-                           "/scenarios/mixed.json"}) {
+                           "/scenarios/mixed.json", "/scenarios/serving-batching.json"}) {
     const Scenario sc = load_scenario(test::source_dir() + file);
     for (const PolicyInfo& info : policy_registry()) {
       INFO(file << " with " << info.name);
@@ -322,4 +322,57 @@ TEST_CASE("pinning mistakes are reported before the run", "[policy][pinning][err
              Catch::Contains("/tenants/1/nodes: node n0 is already kept by exclusive tenant \"a\""));
   CHECK_THAT(error(R"([{"name": "a", "nodes": ["n1"]}])", "3"), Catch::Contains("tenant \"a\" may use 2 GPUs that can hold task \"t\""));
   CHECK_THAT(error(R"([{"name": "a", "class": "urgent"}])"), Catch::Contains("/tenants/0/class: expected one of"));
+}
+
+TEST_CASE("batching runs waiting instances of a task together, holding the first up to max_wait", "[policy][batching]") {
+  // A memory-bound step on one GPU: 1 TFLOP (10 ms at 100 TFLOP/s) and 100 GB of weight reads (100 ms
+  // at 1 TB/s), shared by a batch. Arrivals at 0, 10, 20, 30, 40 ms and 1 s; batches of up to 4.
+  const auto scenario = [](const std::string& batching) {
+    return unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 1}]},
+        "workflows": {"decode": {"tasks": [{"name": "step", "work": {"flop": "1 TFLOP", "bytes": "100 GB"}, "batching": )" + batching + R"(}]}},
+        "workload": [{"workflow": "decode", "arrival": {"process": "times", "times": ["0 s", "10 ms", "20 ms", "30 ms", "40 ms", "1 s"]}}])");
+  };
+  const auto ends = [](const RunResult& run) {
+    std::vector<double> e;
+    for (const TaskRecord& t : run.trace.tasks) e.push_back(t.end_s);
+    return e;
+  };
+  // Held: the fourth arrival fills a batch at 30 ms, which takes max(4 x 10 ms, 100 ms) = 100 ms; the fifth
+  // waits its 50 ms, then for the GPU, and runs alone from 130 ms; the last waits 50 ms alone.
+  const auto run = simulate(scenario(R"({"max_size": 4, "max_wait": "50 ms", "shared_bytes": 1})"), {.record_link_samples = true});
+  const std::vector<double> expected{0.13, 0.13, 0.13, 0.13, 0.23, 1.15};
+  const auto got = ends(run);
+  REQUIRE(got.size() == expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(expected[i]).epsilon(1e-9));
+  CHECK(run.summary.batches == 1);
+  CHECK(run.summary.batched_tasks == 4);
+  CHECK(run.trace.tasks[1].start_s == Approx(0.03));
+  CHECK_THAT(run.trace.reasons[run.trace.decisions[1].reason], Catch::Contains("batched with"));
+
+  // No wait: whatever is ready when the GPU frees is batched. The first runs alone (0-100 ms), the next
+  // four together (100-200 ms).
+  const auto eager = simulate(scenario(R"({"max_size": 4, "shared_bytes": 1})"));
+  const std::vector<double> eager_expected{0.1, 0.2, 0.2, 0.2, 0.2, 1.1};
+  for (std::size_t i = 0; i < eager_expected.size(); ++i) CHECK(ends(eager)[i] == Approx(eager_expected[i]).epsilon(1e-9));
+
+  // Nothing shared: a batch of n reads n times the bytes and saves nothing.
+  const auto unshared = simulate(scenario(R"({"max_size": 4})"));
+  CHECK(ends(unshared)[4] == Approx(0.5).epsilon(1e-9));
+}
+
+TEST_CASE("batching is refused on gangs, and its fields are checked", "[policy][batching][errors]") {
+  const auto error = [](const std::string& task) {
+    return fleetsim::test::scenario_error(R"({"name": "s", "catalog": ["unit-catalog.json"],
+        "cluster": {"nodes": [{"type": "unit-node-2", "count": 1}]},
+        "workflows": {"w": {"tasks": [)" + task + R"(]}},
+        "workload": [{"workflow": "w", "arrival": {"process": "once"}}]})");
+  };
+  CHECK_THAT(error(R"({"name": "t", "gpus": 2, "work": {"flop": "1 TFLOP"}, "batching": {"max_size": 4}})"),
+             Catch::Contains("/workflows/w/tasks/0/batching: only single-GPU tasks are batched"));
+  CHECK_THAT(error(R"({"name": "t", "work": {"flop": "1 TFLOP"}, "batching": {"max_size": 0}})"), Catch::Contains("/batching/max_size"));
+  CHECK(error(R"({"name": "t", "work": {"flop": "1 TFLOP"}, "batching": {"max_size": 1}})") == "");  // 1: no batching
+  CHECK_THAT(error(R"({"name": "t", "work": {"flop": "1 TFLOP"}, "batching": {"max_size": 4, "shared_bytes": 2}})"),
+             Catch::Contains("/batching/shared_bytes"));
+  CHECK_THAT(error(R"({"name": "t", "work": {"flop": "1 TFLOP"}, "batching": {"max_size": 4, "max_wait": 5}})"),
+             Catch::Contains("/batching/max_wait"));
 }

@@ -32,6 +32,10 @@ std::string random_workflow(Gen& g, int max_gang) {
     if (g.chance(50)) t += R"(, "working_set": ")" + std::to_string(g.between(1, 30)) + R"( GB")";
     t += R"(, "work": {"flop": ")" + std::to_string(g.between(1, 300)) + R"( TFLOP", "bytes": ")" + std::to_string(g.between(0, 500)) +
          R"( GB")" + (g.chance(30) ? R"(, "size": "exponential")" : "") + "}";
+    if (gpus == 1 && g.chance(25)) {
+      t += R"(, "batching": {"max_size": )" + std::to_string(g.between(2, 8)) + R"(, "max_wait": ")" + (g.chance(50) ? "0 s" : "0.5 s") +
+           R"(", "shared_bytes": 0.5})";
+    }
     if (gpus > 1 && g.chance(60)) {
       t += R"(, "collective": {"op": ")" + g.pick(std::vector<std::string>{"all-reduce", "all-gather", "broadcast", "all-to-all"}) +
            R"(", "bytes": ")" + std::to_string(g.between(1, 20)) + R"( GB", "overlap": )" + (g.chance(50) ? "0.5" : "0") + "}";
@@ -74,17 +78,23 @@ std::string random_scenario(std::uint64_t seed) {
   }
   std::vector<std::string> policies;
   for (const PolicyInfo& p : policy_registry()) policies.push_back(p.name);
+  std::string policy = R"({"name": ")" + g.pick(policies) + R"("})";
+  if (g.chance(25)) policy = R"({"name": "priority", "params": {"preempt": true, "backfill": )" + std::string(g.chance(50) ? "true" : "false") + "}}";
+  const std::string memory = g.chance(30) ? R"( "memory": {"max_offload": 0.5},)" : "";
+  const std::string storage = g.chance(30) ? R"(, "storage": {"bandwidth": "20 GB/s", "latency": "50 us"})" : "";
+  const std::string tenant_a = g.chance(20) ? R"({"name": "a", "quota": 2, "nodes": ["n0"]})" : R"({"name": "a", "quota": 2})";
+  const std::string tenant_b = g.chance(40) ? R"({"name": "b", "priority": 1, "class": "interactive"})" : R"({"name": "b", "priority": 1})";
   return R"({"name": "random", "seed": )" + std::to_string(seed) + R"(, "catalog": ["unit-catalog.json"],)" +
-         (g.chance(30) ? R"( "horizon": "20 s",)" : "") + R"( "policy": {"name": ")" + g.pick(policies) + R"("},
-      "cluster": {"nodes": [)" + nodes + R"(], "fabric": )" + fabric + R"(},
-      "tenants": [{"name": "a", "quota": 2}, {"name": "b", "priority": 1}],
+         (g.chance(30) ? R"( "horizon": "20 s",)" : "") + memory + R"( "policy": )" + policy + R"(,
+      "cluster": {"nodes": [)" + nodes + R"(], "fabric": )" + fabric + storage + R"(},
+      "tenants": [)" + tenant_a + ", " + tenant_b + R"(],
       "workflows": {)" + workflows + R"(}, "workload": [)" + workload + "]}";
 }
 
 }  // namespace
 
 TEST_CASE("random scenarios keep every invariant and are deterministic", "[property]") {
-  int simulated = 0, rejected = 0;
+  int simulated = 0, rejected = 0, batched = 0, preempted = 0, offloaded = 0;
   for (std::uint64_t seed = 1; seed <= 200; ++seed) {
     const std::string json = random_scenario(seed);
     INFO("seed " << seed << "\n" << json);
@@ -102,7 +112,14 @@ TEST_CASE("random scenarios keep every invariant and are deterministic", "[prope
     REQUIRE(t.completed + t.failed + t.running + t.queued == t.submitted);
     if (!a.summary.horizon_reached && !a.summary.stalled) REQUIRE(t.completed + t.failed == t.submitted);
     ++simulated;
+    batched += a.summary.batches > 0;
+    preempted += a.summary.tasks_preempted > 0;
+    offloaded += a.summary.offloaded_tasks > 0;
   }
-  INFO(simulated << " simulated, " << rejected << " rejected");
+  INFO(simulated << " simulated, " << rejected << " rejected; " << batched << " with batches, " << preempted
+                 << " with preemptions, " << offloaded << " with offload");
   CHECK(simulated >= 150);
+  // The features under test were exercised, not just generated.
+  CHECK(batched >= 10);
+  CHECK(preempted >= 3);
 }

@@ -57,7 +57,7 @@ std::string summary_json(const Summary& s) {
                      {"fabric", s.fabric_bytes}, {"storage", s.storage_bytes}};
   j["cost_usd"] = s.cost_usd;
   j["weights"] = {{"loads", s.weight_loads}, {"bytes_loaded", s.weight_bytes_loaded}, {"load_s", s.weight_load_s},
-                  {"evictions", s.evictions}, {"storage_reads", s.storage_reads}, {"offloaded_tasks", s.offloaded_tasks}, {"offload_bytes", s.offload_bytes}};
+                  {"evictions", s.evictions}, {"storage_reads", s.storage_reads}, {"batches", s.batches}, {"batched_tasks", s.batched_tasks}, {"offloaded_tasks", s.offloaded_tasks}, {"offload_bytes", s.offload_bytes}};
   j["faults"] = {{"gpu_failures", s.gpu_failures}, {"spot_preemptions", s.spot_preemptions}, {"tasks_stopped", s.tasks_stopped}, {"retries", s.retries},
                  {"tasks_preempted", s.tasks_preempted},
                  {"lost_gpu_s", s.lost_gpu_s}, {"availability", s.availability}, {"goodput", s.goodput},
@@ -124,6 +124,10 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
       << format_quantity(s.weight_load_s, Dimension::time) << " in all" << (s.storage_reads > 0 ? ", " + std::to_string(s.storage_reads) + " from storage" : std::string())
       << "), " << s.evictions << " evictions; peak VRAM "
       << fmt("%.0f %%", 100.0 * s.vram_peak_utilization) << " of a GPU\n";
+  if (s.batches > 0) {
+    out << "batching   " << s.batched_tasks << " tasks ran in " << s.batches << " batches ("
+        << fmt("%.2f", static_cast<double>(s.batched_tasks) / static_cast<double>(s.batches)) << " per batch)\n";
+  }
   if (s.offloaded_tasks > 0) {
     out << "offload    " << s.offloaded_tasks << " tasks kept " << format_quantity(s.offload_bytes, Dimension::bytes)
         << " of working sets in host memory for want of VRAM\n";

@@ -67,6 +67,15 @@ void check_invariants(const Scenario& sc, const RunResult& run) {
                        at + " started before its input from \"" + wf.tasks[wf.edges[e].from].name + "\" was done");
       }
       const double until = t.end_s == kNever ? end : t.end_s;
+      // A batch shares its leader's GPU and ends with it; only the leader occupies the GPU.
+      const auto self = static_cast<std::uint32_t>(&t - trace.tasks.data());
+      if (t.batched_with != 0 && t.batched_with != self + 1) {
+        const TaskRecord& leader = trace.tasks[t.batched_with - 1];
+        FLEETSIM_CHECK(leader.batched_with == t.batched_with && trace.gpus[leader.gpu_begin] == trace.gpus[t.gpu_begin] &&
+                           leader.end_s == t.end_s && leader.compute_start_s == t.compute_start_s,
+                       at + " was batched but did not share its leader's GPU and times");
+        continue;
+      }
       for (std::uint32_t i = 0; i < t.gpu_count; ++i) busy[index(trace.gpus[t.gpu_begin + i])].emplace_back(t.start_s, until);
     }
   }

@@ -24,7 +24,8 @@ namespace {
 // kRetry's is a task. A task's events carry
 // its run number above the kind's low byte, so a stopped run's leftovers are recognised.
 // kAutoscale is the autoscaler's periodic decision; kNodeUp's subject is a node whose provisioning ends.
-enum EventKind : std::uint32_t { kArrival, kComputeDone, kCommStart, kNetwork, kSchedule, kFault, kRepair, kRetry, kAutoscale, kNodeUp };
+// kBatchRelease's subject is a batching key whose held tasks have waited max_wait.
+enum EventKind : std::uint32_t { kArrival, kComputeDone, kCommStart, kNetwork, kSchedule, kFault, kRepair, kRetry, kAutoscale, kNodeUp, kBatchRelease };
 constexpr std::uint32_t kNodeBit = 0x80000000u, kSpotBit = 0x40000000u;
 
 // What a task's pending flows are for.
@@ -148,6 +149,11 @@ class Run {
     gpu_off_.assign(gpus, 0);
     node_state_.assign(cluster_.node_count(), NodeState::on);
     host_models_.resize(cluster_.node_count());
+    for (const Workflow& wf : sc_.workflows) {
+      batch_key_base_.push_back(static_cast<std::uint32_t>(held_.size()));
+      held_.resize(held_.size() + wf.tasks.size());
+    }
+    hold_deadline_.assign(held_.size(), 0.0);
     billed_since_.assign(cluster_.node_count(), 0.0);
     down_since_.assign(gpus, 0.0);
     gpu_free_at_.assign(gpus, 0.0);
@@ -190,6 +196,9 @@ class Run {
         case kRepair: on_repair(e.subject); break;
         case kAutoscale: on_autoscale(); break;
         case kNodeUp: on_node_up(e.subject); break;
+        case kBatchRelease:
+          if (!held_[e.subject].empty() && queue_.now() >= hold_deadline_[e.subject]) release_held(e.subject);
+          break;
         case kRetry:
           if (run == run_[e.subject]) on_retry(make_id<TaskId>(e.subject));
           break;
@@ -341,6 +350,7 @@ class Run {
     Rng sizes(seed_, 0, "task-sizes");
     edge_held_.reserve(arrivals.size());
     pending_flows_.assign(total_tasks, 0);
+    batch_of_.assign(total_tasks, kNoBatch);
     if (faults_) {
       run_.assign(total_tasks, 0);
       preempted_runs_.assign(total_tasks, 0);
@@ -450,12 +460,34 @@ class Run {
         input_gpu = index(trace_.gpus[producer.gpu_begin]);
       }
     }
-    ready_.push_back(ReadyTask{id, r.instance, r.tenant, &s, static_cast<std::uint32_t>(s.gpus),
-                               model_of_[r.workflow][r.task], s.weights_bytes / s.gpus, s.working_set_bytes,
-                               r.ready_s, inst.arrival_s, sc_.tenants[index(r.tenant)].priority,
-                               sc_.tenants[index(r.tenant)].work_class == WorkClass::interactive, rank_[r.workflow][r.task] * known_scale_[index(id)],
-                               job_s_[r.workflow] * known_scale_[index(id)], known_scale_[index(id)], input_gpu,
-                               input_bytes});
+    const ReadyTask ready{id, r.instance, r.tenant, &s, static_cast<std::uint32_t>(s.gpus),
+                          model_of_[r.workflow][r.task], s.weights_bytes / s.gpus, s.working_set_bytes,
+                          r.ready_s, inst.arrival_s, sc_.tenants[index(r.tenant)].priority,
+                          sc_.tenants[index(r.tenant)].work_class == WorkClass::interactive, rank_[r.workflow][r.task] * known_scale_[index(id)],
+                          job_s_[r.workflow] * known_scale_[index(id)], known_scale_[index(id)], input_gpu,
+                          input_bytes};
+    // A batchable task waits out of the policy's sight until its batch is full or its first member
+    // has waited max_wait.
+    if (s.batching && s.batching->max_wait_s > 0) {
+      const std::uint32_t key = batch_key(r);
+      held_[key].push_back(ready);
+      if (held_[key].size() >= s.batching->max_size) {
+        release_held(key);
+      } else if (held_[key].size() == 1) {
+        hold_deadline_[key] = queue_.now() + s.batching->max_wait_s;
+        queue_.push(hold_deadline_[key], kBatchRelease, key);
+      }
+      return;
+    }
+    ready_.push_back(ready);
+    dirty_ = true;
+  }
+
+  std::uint32_t batch_key(const TaskRecord& r) const { return batch_key_base_[r.workflow] + r.task; }
+
+  void release_held(std::uint32_t key) {
+    ready_.insert(ready_.end(), held_[key].begin(), held_[key].end());
+    held_[key].clear();
     dirty_ = true;
   }
 
@@ -500,6 +532,10 @@ class Run {
       const TaskId id = claim(f.ready_index);
       record_decision(DecisionKind::failed, id, f.reason);
       fail_task(id, "policy \"" + sc_.policy.name + "\": " + f.reason);
+    }
+    for (const Decisions::Placement& p : decisions_.placements()) {
+      const TaskId leader = ready_[p.ready_index].task;
+      if (spec(trace_.tasks[index(leader)]).batching && trace_.tasks[index(leader)].status == TaskStatus::running) form_batch(leader);
     }
     std::size_t kept = 0;
     for (std::size_t i = 0; i < ready_.size(); ++i) {
@@ -617,23 +653,121 @@ class Run {
       start_flow(id, source, topology_.gpu_vertex(g), weights, flow_tag(FlowKind::weights, member, id),
                  mix_key(index(g), model));
     }
-    // Inputs move from each producer's first GPU to this task's first GPU, all at once. A tensor
-    // already on that GPU is read in place and released at once.
+    start_inputs(id, gpus[0]);
+    stage_[index(id)] = Stage::inputs;
+    if (pending_flows_[index(id)] == 0 && !s.batching) start_compute(id);
+  }
+
+  // Batching: the ready tasks of the leader's batching key that the policy left this round join it on
+  // its GPU, in ready order, as many as max_size allows and the GPU's VRAM holds. Each reads its own
+  // inputs; the batch computes once every member has them, and all members end together.
+  void form_batch(TaskId leader) {
+    const TaskRecord& lead = trace_.tasks[index(leader)];
+    const TaskSpec& s = spec(lead);
+    const GpuId g = trace_.gpus[lead.gpu_begin];
+    const std::uint32_t key = batch_key(lead);
+    std::uint32_t slot;
+    if (!free_batches_.empty()) {
+      slot = free_batches_.back();
+      free_batches_.pop_back();
+    } else {
+      slot = static_cast<std::uint32_t>(batches_.size());
+      batches_.emplace_back();
+    }
+    Batch& b = batches_[slot];
+    b.members.assign(1, leader);
+    batch_of_[index(leader)] = slot;
+    const std::uint32_t model = model_of_[lead.workflow][lead.task];
+    const double weights = s.weights_bytes;
+    for (std::size_t i = 0; i < ready_.size() && b.members.size() < s.batching->max_size; ++i) {
+      const TaskId f = ready_[i].task;
+      TaskRecord& r = trace_.tasks[index(f)];
+      if (decided_[i] != 0 || batch_key(r) != key) continue;
+      if (tenant_node_allowed_[index(r.tenant) * cluster_.node_count() + index(cluster_.node_of(g))] == 0) continue;
+      if (!memory_.fits(g, model, weights, s.working_set_bytes)) break;
+      decided_[i] = 1;
+      r.status = TaskStatus::running;
+      r.start_s = queue_.now();
+      r.gpu_begin = static_cast<std::uint32_t>(trace_.gpus.size());
+      r.gpu_count = 1;
+      r.batched_with = index(leader) + 1;
+      trace_.gpus.push_back(g);
+      offloaded_.resize(trace_.gpus.size());
+      offloaded_.back() = memory_.offload_bytes(g, model, weights, s.working_set_bytes);
+      memory_.admit(g, model, weights, s.working_set_bytes - offloaded_.back(), queue_.now());
+      tenant_gpus_[index(r.tenant)] += 1;
+      if (faults_ && stopped_at_[index(f)] != kNever) {
+        recovery_s_ += queue_.now() - stopped_at_[index(f)];
+        ++recoveries_;
+        stopped_at_[index(f)] = kNever;
+      }
+      batch_of_[index(f)] = slot;
+      b.members.push_back(f);
+      record_decision(DecisionKind::placed, f, "batched with task \"" + s.name + "\"");
+      start_inputs(f, g);
+      stage_[index(f)] = Stage::inputs;
+    }
+    if (b.members.size() > 1) trace_.tasks[index(leader)].batched_with = index(leader) + 1;
+    // Members whose inputs are still on their way hold the batch back.
+    b.waiting = static_cast<std::uint32_t>(std::count_if(b.members.begin(), b.members.end(), [&](TaskId m) { return pending_flows_[index(m)] > 0; }));
+    if (b.waiting == 0) start_batch(slot);
+  }
+
+  // A member's inputs have arrived.
+  void member_ready(TaskId id) {
+    Batch& b = batches_[batch_of_[index(id)]];
+    if (--b.waiting == 0) start_batch(batch_of_[index(id)]);
+  }
+
+  // n members do n times the FLOP; the shared part of the bytes is read once.
+  void start_batch(std::uint32_t slot) {
+    const Batch& b = batches_[slot];
+    const TaskRecord& lead = trace_.tasks[index(b.members.front())];
+    const TaskSpec& s = spec(lead);
+    double scales = 0, largest = 0;
+    for (TaskId m : b.members) {
+      scales += trace_.tasks[index(m)].work_scale;
+      largest = std::max(largest, trace_.tasks[index(m)].work_scale);
+    }
+    const double bytes = s.bytes * (s.batching->shared_bytes * largest + (1 - s.batching->shared_bytes) * scales);
+    const GpuId g = trace_.gpus[lead.gpu_begin];
+    const double compute_s = estimate_compute(cluster_.gpu_type(g), s.flop * scales, bytes, s.dtype, s.launches).total_s();
+    for (TaskId m : b.members) {
+      TaskRecord& r = trace_.tasks[index(m)];
+      r.compute_start_s = queue_.now();
+      parts_left_[index(m)] = 1;
+      if (faults_) full_compute_s_[index(m)] = compute_s;
+    }
+    // One event for the batch: the leader's end ends its followers first.
+    queue_.push(queue_.now() + compute_s, task_event(kComputeDone, b.members.front()), index(b.members.front()));
+    gpu_free_at_[index(g)] = queue_.now() + compute_s;
+  }
+
+  // A batch ends, or one of its members is stopped (then all are): its members go their own way.
+  void dissolve_batch(TaskId member) {
+    const std::uint32_t slot = batch_of_[index(member)];
+    if (slot == kNoBatch) return;
+    for (TaskId m : batches_[slot].members) batch_of_[index(m)] = kNoBatch;
+    free_batches_.push_back(slot);
+  }
+
+  // Inputs move from each producer's first GPU to `to`, all at once. A tensor already there is read
+  // in place and released at once.
+  void start_inputs(TaskId id, GpuId to) {
+    TaskRecord& r = trace_.tasks[index(id)];
     const Workflow& wf = sc_.workflows[r.workflow];
     for (std::uint32_t e : wf.inputs(r.task)) {
       const EdgeSpec& edge = wf.edges[e];
       const TaskRecord& producer = trace_.tasks[index(task_id(index(r.instance), edge.from))];
       const GpuId from = trace_.gpus[producer.gpu_begin];
-      if (from == gpus[0]) {
+      if (from == to) {
         release_tensor(index(r.instance), e, from);
         continue;
       }
       r.input_bytes += edge.bytes;
-      start_flow(id, topology_.gpu_vertex(from), topology_.gpu_vertex(gpus[0]), edge.bytes,
+      start_flow(id, topology_.gpu_vertex(from), topology_.gpu_vertex(to), edge.bytes,
                  flow_tag(FlowKind::input, e, id), mix_key(index(r.instance), e));
     }
-    stage_[index(id)] = Stage::inputs;
-    if (pending_flows_[index(id)] == 0) start_compute(id);
   }
 
   void start_flow(TaskId id, std::uint32_t from, std::uint32_t to, double bytes, std::uint64_t tag, std::uint64_t key) {
@@ -693,6 +827,11 @@ class Run {
 
   void on_compute_done(TaskId id) {
     if (trace_.tasks[index(id)].status != TaskStatus::running) return;  // failed meanwhile
+    if (batch_of_[index(id)] != kNoBatch) {
+      const std::vector<TaskId> members = batches_[batch_of_[index(id)]].members;
+      dissolve_batch(id);
+      for (std::size_t i = 1; i < members.size(); ++i) end_task(members[i]);
+    }
     const TaskSpec& s = spec(trace_.tasks[index(id)]);
     if (parts_left_[index(id)] == 2 && s.collective->overlap == 0) {
       start_collective(id);
@@ -775,7 +914,9 @@ class Run {
         }
       }
       if (--pending_flows_[index(id)] != 0) continue;
-      if (stage_[index(id)] == Stage::inputs) {
+      if (stage_[index(id)] == Stage::inputs && batch_of_[index(id)] != kNoBatch) {
+        member_ready(id);
+      } else if (stage_[index(id)] == Stage::inputs) {
         start_compute(id);
       } else {
         start_collective_step(id);
@@ -906,6 +1047,7 @@ class Run {
         const TaskId consumer = task_id(instance, wf.edges[e].to);
         if (trace_.tasks[index(consumer)].status != TaskStatus::queued) continue;
         std::erase_if(ready_, [&](const ReadyTask& r) { return r.task == consumer; });
+        for (auto& held : held_) std::erase_if(held, [&](const ReadyTask& r) { return r.task == consumer; });
         fail_task(consumer, "its input from task \"" + wf.tasks[producer.task].name + "\" was lost when " + event);
       }
     }
@@ -916,6 +1058,13 @@ class Run {
   // A failure stopped a running task, or the policy preempted it. A preempted task is ready again at
   // once and its run does not count against the retry attempts.
   void stop_task(TaskId id, const std::string& what, bool preempted = false) {
+    // A batch stops whole: its followers first, so the leader frees the GPU last.
+    if (batch_of_[index(id)] != kNoBatch) {
+      const std::vector<TaskId> members = batches_[batch_of_[index(id)]].members;
+      dissolve_batch(id);
+      for (std::size_t i = members.size(); i-- > 0;) stop_task(members[i], what, preempted);
+      return;
+    }
     TaskRecord& r = trace_.tasks[index(id)];
     const double now = queue_.now();
     const FaultSpec& f = sc_.faults;
@@ -960,6 +1109,7 @@ class Run {
     r.gpu_count = 0;
     r.input_bytes = 0;
     r.offload_bytes = 0;
+    r.batched_with = 0;
     stopped_at_[index(id)] = now;
     // run_ counts the runs a failure or a preemption has stopped.
     if (preempted) {
@@ -1139,6 +1289,13 @@ class Run {
   void release_gpus(const TaskRecord& r) {
     tenant_gpus_[index(r.tenant)] -= r.gpu_count;
     attained_s_[index(r.instance)] += (queue_.now() - r.start_s) * r.gpu_count;
+    // A batch's follower gives back its VRAM; the GPU is the leader's to free.
+    const auto self = static_cast<std::uint32_t>(&r - trace_.tasks.data());
+    if (r.batched_with != 0 && r.batched_with != self + 1) {
+      const GpuId g = trace_.gpus[r.gpu_begin];
+      memory_.release(g, model_of_[r.workflow][r.task], spec(r).working_set_bytes - offloaded_[r.gpu_begin], queue_.now());
+      return;
+    }
     for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
       const GpuId g = trace_.gpus[r.gpu_begin + i];
       gpu_task_[index(g)] = kNoTask;
@@ -1297,6 +1454,18 @@ class Run {
   std::vector<std::uint32_t> first_edge_;             // per instance: offset into edge_held_
   std::vector<double> edge_held_;                     // per instance edge: bytes held in the producer's VRAM
   std::vector<std::vector<std::uint32_t>> host_models_;  // per node: models its host memory holds (read from storage)
+  // Batching: a key per (workflow, task); tasks held until their batch fills or max_wait passes;
+  // batches being formed or running (a slot per batch, reused), and each task's slot.
+  static constexpr std::uint32_t kNoBatch = std::numeric_limits<std::uint32_t>::max();
+  struct Batch {
+    std::vector<TaskId> members;  // the leader first
+    std::uint32_t waiting = 0;    // members whose inputs have not all arrived
+  };
+  std::vector<std::uint32_t> batch_key_base_;
+  std::vector<std::vector<ReadyTask>> held_;
+  std::vector<double> hold_deadline_;
+  std::vector<Batch> batches_;
+  std::vector<std::uint32_t> free_batches_, batch_of_;
   std::vector<double> offloaded_;  // per entry of trace_.gpus: working-set bytes its task keeps in host memory
   std::unordered_map<std::uint64_t, std::uint32_t> pending_loads_;  // weights flow tag -> into trace_.weight_loads
   std::vector<std::uint32_t> free_per_node_;

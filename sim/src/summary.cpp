@@ -88,6 +88,12 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
   // Closed-loop workflows that never came (the horizon cut the loop) were never submitted.
   auto arrived = [&](const TaskRecord& t) { return trace.instances[index(t.instance)].arrival_s != kNever; };
   std::vector<std::uint8_t> started(trace.instances.size(), 0);
+  // The members of a batch share their GPU's time evenly.
+  std::vector<std::uint32_t> batch_size(trace.tasks.size(), 0);
+  for (const TaskRecord& t : trace.tasks) {
+    if (t.batched_with != 0) ++batch_size[t.batched_with - 1];
+  }
+  const auto gpu_share = [&](const TaskRecord& t) { return t.batched_with != 0 ? 1.0 / batch_size[t.batched_with - 1] : 1.0; };
   for (const TaskRecord& t : trace.tasks) {
     if (!arrived(t)) continue;
     count(s.tasks, t.status);
@@ -95,9 +101,13 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
     if (t.status == TaskStatus::completed) s.makespan_s = std::max(s.makespan_s, t.end_s);
     if (t.start_s != kNever) {
       const double until = t.end_s != kNever ? t.end_s : end_s;
-      s.gpu_busy_s += (until - t.start_s) * t.gpu_count;
+      s.gpu_busy_s += (until - t.start_s) * t.gpu_count * gpu_share(t);
     }
     s.bytes_transferred += t.input_bytes;
+    if (t.batched_with != 0 && t.status == TaskStatus::completed) {
+      ++s.batched_tasks;
+      if (t.batched_with == static_cast<std::uint32_t>(&t - trace.tasks.data()) + 1) ++s.batches;
+    }
     if (t.offload_bytes > 0) {
       ++s.offloaded_tasks;
       s.offload_bytes += t.offload_bytes;
@@ -121,7 +131,7 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
   std::vector<double> busy_per_gpu(cluster.gpu_count(), 0.0);
   for (const TaskRecord& t : trace.tasks) {
     if (t.start_s == kNever) continue;
-    const double held = (t.end_s != kNever ? t.end_s : end_s) - t.start_s;
+    const double held = ((t.end_s != kNever ? t.end_s : end_s) - t.start_s) * gpu_share(t);
     for (std::uint32_t i = 0; i < t.gpu_count; ++i) busy_per_gpu[index(trace.gpus[t.gpu_begin + i])] += held;
   }
   for (std::uint32_t g = 0; g < cluster.gpu_count(); ++g) {
@@ -149,7 +159,7 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
     if (t.start_s == kNever) continue;
     waited[index(t.tenant)] += t.start_s - t.ready_s;
     placed[index(t.tenant)] += 1;
-    s.tenants[index(t.tenant)].gpu_s += ((t.end_s != kNever ? t.end_s : end_s) - t.start_s) * t.gpu_count;
+    s.tenants[index(t.tenant)].gpu_s += ((t.end_s != kNever ? t.end_s : end_s) - t.start_s) * t.gpu_count * gpu_share(t);
   }
   double sum = 0, sum_sq = 0;
   for (std::size_t i = 0; i < s.tenants.size(); ++i) {

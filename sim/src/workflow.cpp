@@ -111,6 +111,20 @@ void read_collective(ObjectReader& task_reader, TaskSpec& task) {
   task.collective = spec;
 }
 
+void read_batching(ObjectReader& task_reader, TaskSpec& task) {
+  const Json* value = task_reader.field("batching");
+  if (value == nullptr) return;
+  ObjectReader b(*value, task_reader.pointer("batching"), task_reader.problems());
+  if (!b.ok()) return;
+  BatchingSpec spec;
+  spec.max_size = static_cast<std::uint32_t>(b.integer("max_size", Need::required, 1, 65536).value_or(1));
+  spec.max_wait_s = b.quantity_or("max_wait", Dimension::time, 0);
+  spec.shared_bytes = b.number("shared_bytes", Need::optional, 0.0, 1.0).value_or(0.0);
+  b.finish();
+  if (task.gpus != 1) task_reader.problem("batching", "only single-GPU tasks are batched; this one needs a gang of " + std::to_string(task.gpus));
+  if (spec.max_size > 1) task.batching = spec;  // 1: no batching
+}
+
 }  // namespace
 
 Workflow read_workflow(const Json& value, const std::string& pointer, Problems& problems,
@@ -137,6 +151,7 @@ Workflow read_workflow(const Json& value, const std::string& pointer, Problems& 
         t.working_set_bytes = r.quantity_or("working_set", Dimension::bytes, 0);
         read_collective(r, t);
         read_work(r, t, catalog);
+        read_batching(r, t);
         r.finish();
         if (!index_of.emplace(t.name, static_cast<std::uint32_t>(wf.tasks.size())).second) {
           r.problem("name", "duplicate task name \"" + t.name + "\"");

@@ -72,6 +72,8 @@ struct Summary {
   std::uint64_t storage_reads = 0;   // of those, loads read from a node's storage (not yet in its host memory)
   std::uint64_t evictions = 0;        // cached models dropped to make room
   double spilled_bytes = 0;           // output tensors that did not fit in VRAM, kept in host memory
+  std::uint64_t batches = 0;          // batches of two or more tasks run together (serving-style batching)
+  std::uint64_t batched_tasks = 0;    // tasks that ran in them
   std::uint64_t offloaded_tasks = 0;  // runs that kept part of their working set in host memory
   double offload_bytes = 0;           // those parts, summed (each crossed the host link out and back)
   double vram_peak_utilization = 0;   // highest use / capacity of any GPU

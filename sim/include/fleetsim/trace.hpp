@@ -31,6 +31,7 @@ struct TaskRecord {
   double end_s = kNever;
   double input_bytes = 0;           // moved to it from other GPUs
   double offload_bytes = 0;         // of its working set kept in host memory (all its GPUs), for want of VRAM
+  std::uint32_t batched_with = 0;   // 1 + the task index of its batch's leader (itself, if it led one); 0: ran alone
   double work_scale = 1;            // this instance's FLOP and bytes over the task's written amounts (drawn sizes, trace jobs)
   std::uint32_t reason = 0;         // into Trace::reasons; 0 is "no reason"
 };

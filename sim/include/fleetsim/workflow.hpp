@@ -23,6 +23,15 @@ struct CollectiveSpec {
   double overlap = 0;      // fraction of the compute the collective may run alongside, 0 to 1
 };
 
+// Serving-style batching: ready instances of the same task run together on one GPU, up to
+// `max_size`, the first one held up to `max_wait` for others to arrive. A batch of n does n times
+// the FLOP but reads the shared part of the bytes (the weights) once.
+struct BatchingSpec {
+  std::uint32_t max_size = 1;
+  double max_wait_s = 0;
+  double shared_bytes = 0;  // fraction of the task's bytes a batch reads once, 0 to 1
+};
+
 struct TaskSpec {
   std::string name;
   int gpus = 1;                  // gang size
@@ -38,6 +47,7 @@ struct TaskSpec {
   // per instance from an exponential distribution (job sizes in queueing models).
   enum class Size : std::uint8_t { fixed, exponential } size = Size::fixed;
   std::optional<CollectiveSpec> collective;
+  std::optional<BatchingSpec> batching;
 
   // VRAM one GPU of the gang needs while the task runs.
   double vram_per_gpu_bytes() const { return weights_bytes / gpus + working_set_bytes; }
