@@ -24,7 +24,7 @@ class MaxMinSolver {
     // std::push_heap keeps the largest on top: invert, so the smallest share (then lowest link) wins.
     bool operator<(const Candidate& o) const { return share > o.share || (share == o.share && link > o.link); }
   };
-  std::vector<double> remaining_;
+  std::vector<double> remaining_, bound_, demand_;
   std::vector<std::uint32_t> unfrozen_on_link_;
   std::vector<std::uint8_t> frozen_;
   std::vector<std::uint32_t> link_offsets_, link_flows_, fill_;

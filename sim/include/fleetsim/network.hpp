@@ -1,7 +1,10 @@
 // The flow-level network model. A transfer is a flow of bytes over a route of directed links;
 // the links' capacities are shared max-min fairly among the flows crossing them, and a flow is
 // delivered its route's latency after its last byte left. When a flow starts or ends, rates are
-// recomputed only for the flows that share links with it, directly or through other flows.
+// recomputed only for the flows whose rates can change: the solver re-levels a growing set of flows
+// (with every other flow's rate held) until every flow has a bottleneck, a saturated link on which
+// no flow gets more, which characterizes the max-min allocation, so the result is the allocation a
+// solve from scratch gives. Flows started at one instant are solved together.
 //
 // As a resource model it answers two questions: when does the next flow finish (next_time), and
 // advance to time t (advance), which reports the flows delivered by then.
@@ -40,7 +43,7 @@ class Network {
   std::uint32_t start(std::span<const std::uint32_t> route, double bytes, double latency_s, std::uint64_t tag,
                       double now);
   // When the next flow finishes sending or is delivered; infinity when none is in flight.
-  double next_time() const;
+  double next_time();
   // Advances to `now` (not past next_time()) and appends the flows delivered by then.
   void advance(double now, std::vector<FlowDelivery>& delivered);
   // Stops every flow in flight whose tag `drop` accepts, at `now` (bytes sent so far are counted),
@@ -48,7 +51,10 @@ class Network {
   void cancel_if(const std::function<bool(std::uint64_t tag)>& drop, double now, std::vector<std::uint64_t>& dropped);
 
   std::size_t flows_in_flight() const { return in_flight_; }
-  double rate(std::uint32_t flow) const { return flows_[flow].rate_Bps; }
+  double rate(std::uint32_t flow) {
+    flush();
+    return rate_[flow];
+  }
   // Bytes each link has carried (settled at the last change of its flows, or by settle_all).
   const std::vector<double>& link_bytes() const { return link_bytes_; }
   // Counts every sending flow's bytes up to `now`, as at the end of a run.
@@ -63,7 +69,6 @@ class Network {
     std::vector<std::uint32_t> route;  // kept between uses of the slot: no allocation in steady state
     double remaining_bytes = 0;
     double size_bytes = 0;
-    double rate_Bps = 0;
     double updated_s = 0;
     double latency_s = 0;
     std::uint64_t tag = 0;
@@ -73,7 +78,22 @@ class Network {
 
   void settle(std::uint32_t flow, double now);
   void detach(std::uint32_t flow);
-  void reshare(double now);  // recomputes the component(s) around links_touched_
+  void flush();              // solves the flows started at pending_s_
+  void reshare(double now);  // new rates after the changes on links_touched_ and new_flows_
+  bool reshare_incremental(double now);  // false: gave up, nothing scheduled
+  void reshare_component(double now);    // recomputes the component(s) around links_touched_
+  // Incremental re-levelling: the set of flows being re-solved, and the state of links under the
+  // current rates (cached until a flow of the link changes rate, arrives or leaves).
+  void join(std::uint32_t flow, double now);
+  void solve_set();
+  bool has_bottleneck(std::uint32_t flow);
+  struct LinkState {
+    double load_Bps = 0;
+    double max_rate_Bps = 0;
+  };
+  const LinkState& link_state(std::uint32_t link);
+  bool saturated(std::uint32_t link, const LinkState& s) const { return s.load_Bps >= capacity_[link] * (1 - kTolerance); }
+  static constexpr double kTolerance = 1e-10;
   // Each flow in flight has exactly one entry in a heap ordered by (due_s, flow), so a rate
   // change moves the entry instead of leaving stale ones behind.
   void schedule(std::uint32_t flow, double due_s);
@@ -87,11 +107,16 @@ class Network {
   std::vector<double> capacity_;
   std::vector<std::vector<std::uint32_t>> link_flows_;  // sending flows per link
   std::vector<Flow> flows_;
+  std::vector<double> rate_;  // per flow, apart from the rest: the solver's hot loops read only these
   std::vector<std::uint32_t> free_slots_;
   std::vector<std::uint32_t> heap_;      // flows by due time
   std::vector<std::uint32_t> heap_pos_;  // per flow: its index in heap_, or kNotQueued
   static constexpr std::uint32_t kNotQueued = 0xFFFFFFFFu;
   std::size_t in_flight_ = 0;
+  std::size_t sending_ = 0;
+  bool pending_ = false;  // flows started at pending_s_ not yet solved
+  double pending_s_ = 0;
+  std::vector<std::uint32_t> new_flows_;
 
   // Scratch for reshare().
   std::vector<std::uint32_t> links_touched_;
@@ -101,6 +126,12 @@ class Network {
   std::vector<double> local_capacity_, local_rates_, local_load_;
   std::vector<std::uint32_t> local_offsets_, local_route_links_;
   MaxMinSolver solver_;
+  std::vector<std::uint32_t> set_, seed_links_, changed_links_;
+  std::vector<double> set_old_rate_, set_prev_rate_;
+  std::vector<std::uint64_t> in_set_, checked_, changed_mark_;  // stamps
+  std::vector<LinkState> link_state_;
+  std::vector<std::uint8_t> link_state_valid_;
+  std::uint64_t set_stamp_ = 0, check_stamp_ = 0, changed_stamp_ = 0;
 
   std::vector<double> link_bytes_;
   bool recording_ = false;

@@ -31,6 +31,20 @@ void MaxMinSolver::solve(std::span<const double> capacity, std::span<const std::
     for (std::uint32_t i = flow_offsets[f]; i < flow_offsets[f + 1]; ++i) link_flows_[fill_[flow_links[i]]++] = f;
   }
 
+  // Alone, a flow would get the least capacity of its route, and it never gets more. A link whose
+  // flows' bounds add up to less than its capacity can never saturate, so it never freezes a flow
+  // and needs no place in the heap: on fabrics with headroom most links are such.
+  bound_.resize(flows);
+  for (std::size_t f = 0; f < flows; ++f) {
+    double b = capacity[flow_links[flow_offsets[f]]];
+    for (std::uint32_t i = flow_offsets[f] + 1; i < flow_offsets[f + 1]; ++i) b = std::min(b, capacity[flow_links[i]]);
+    bound_[f] = b;
+  }
+  demand_.assign(links, 0.0);
+  for (std::size_t f = 0; f < flows; ++f) {
+    for (std::uint32_t i = flow_offsets[f]; i < flow_offsets[f + 1]; ++i) demand_[flow_links[i]] += bound_[f];
+  }
+
   // Keys are lower bounds: a link's share only rises as flows elsewhere freeze, so a popped key
   // that has gone stale is pushed back with its current share; a fresh one is the true minimum.
   heap_.clear();
@@ -39,7 +53,7 @@ void MaxMinSolver::solve(std::span<const double> capacity, std::span<const std::
     std::push_heap(heap_.begin(), heap_.end());
   };
   for (std::uint32_t l = 0; l < links; ++l) {
-    if (unfrozen_on_link_[l] > 0) heap_.push_back(Candidate{remaining_[l] / unfrozen_on_link_[l], l});
+    if (unfrozen_on_link_[l] > 0 && demand_[l] >= capacity[l] * (1 - 1e-12)) heap_.push_back(Candidate{remaining_[l] / unfrozen_on_link_[l], l});
   }
   std::make_heap(heap_.begin(), heap_.end());
   while (!heap_.empty()) {

@@ -10,12 +10,16 @@ Network::Network(std::vector<double> link_capacity_Bps)
     : capacity_(std::move(link_capacity_Bps)),
       link_flows_(capacity_.size()),
       link_stamp_(capacity_.size(), 0),
+      changed_mark_(capacity_.size(), 0),
+      link_state_(capacity_.size()),
+      link_state_valid_(capacity_.size(), 0),
       link_bytes_(capacity_.size(), 0.0) {
   for (double c : capacity_) FLEETSIM_CHECK(c > 0, "link capacity must be positive");
 }
 
 std::uint32_t Network::start(std::span<const std::uint32_t> route, double bytes, double latency_s,
                              std::uint64_t tag, double now) {
+  if (pending_ && now != pending_s_) flush();
   std::uint32_t id;
   if (!free_slots_.empty()) {
     id = free_slots_.back();
@@ -25,12 +29,15 @@ std::uint32_t Network::start(std::span<const std::uint32_t> route, double bytes,
     flows_.emplace_back();
     flow_stamp_.push_back(0);
     heap_pos_.push_back(kNotQueued);
+    in_set_.push_back(0);
+    checked_.push_back(0);
+    rate_.push_back(0);
   }
   Flow& f = flows_[id];
   f.route.assign(route.begin(), route.end());
   f.remaining_bytes = bytes;
   f.size_bytes = bytes;
-  f.rate_Bps = 0;
+  rate_[id] = 0;
   f.updated_s = now;
   f.latency_s = latency_s;
   f.tag = tag;
@@ -41,16 +48,28 @@ std::uint32_t Network::start(std::span<const std::uint32_t> route, double bytes,
     return id;
   }
   f.phase = Phase::sending;
+  ++sending_;
   for (std::uint32_t l : f.route) {
     FLEETSIM_CHECK(l < capacity_.size(), "route names a link that does not exist");
     link_flows_[l].push_back(id);
+    link_state_valid_[l] = 0;
     links_touched_.push_back(l);
   }
-  reshare(now);
+  // Solved when next asked, together with every other flow started at this instant.
+  new_flows_.push_back(id);
+  pending_ = true;
+  pending_s_ = now;
   return id;
 }
 
-double Network::next_time() const {
+void Network::flush() {
+  if (!pending_) return;
+  pending_ = false;
+  reshare(pending_s_);
+}
+
+double Network::next_time() {
+  flush();
   return heap_.empty() ? std::numeric_limits<double>::infinity() : flows_[heap_.front()].due_s;
 }
 
@@ -108,13 +127,14 @@ void Network::unschedule(std::uint32_t flow) {
 
 void Network::settle(std::uint32_t flow, double now) {
   Flow& f = flows_[flow];
-  const double sent = std::min(f.remaining_bytes, f.rate_Bps * (now - f.updated_s));
+  const double sent = std::min(f.remaining_bytes, rate_[flow] * (now - f.updated_s));
   f.remaining_bytes -= sent;
   for (std::uint32_t l : f.route) link_bytes_[l] += sent;
   f.updated_s = now;
 }
 
 void Network::settle_all(double now) {
+  flush();
   for (std::uint32_t f = 0; f < flows_.size(); ++f) {
     if (flows_[f].phase == Phase::sending) settle(f, now);
   }
@@ -127,11 +147,14 @@ void Network::detach(std::uint32_t flow) {
     FLEETSIM_CHECK(it != on_link.end(), "flow missing from its link");
     *it = on_link.back();
     on_link.pop_back();
+    link_state_valid_[l] = 0;
     links_touched_.push_back(l);
   }
+  --sending_;
 }
 
 void Network::advance(double now, std::vector<FlowDelivery>& delivered) {
+  flush();
   while (!heap_.empty() && flows_[heap_.front()].due_s <= now) {
     const double t = flows_[heap_.front()].due_s;
     // Everything due at this instant first, then one recomputation of the rates.
@@ -141,7 +164,7 @@ void Network::advance(double now, std::vector<FlowDelivery>& delivered) {
       if (f.phase == Phase::sending) {
         settle(id, t);
         f.remaining_bytes = 0;  // its due time was computed for exactly this
-        f.rate_Bps = 0;
+        rate_[id] = 0;
         detach(id);
         f.phase = Phase::delivering;
         schedule(id, t + f.latency_s);
@@ -158,13 +181,14 @@ void Network::advance(double now, std::vector<FlowDelivery>& delivered) {
 }
 
 void Network::cancel_if(const std::function<bool(std::uint64_t)>& drop, double now, std::vector<std::uint64_t>& dropped) {
+  flush();
   for (std::uint32_t id = 0; id < flows_.size(); ++id) {
     Flow& f = flows_[id];
     if (f.phase == Phase::free || !drop(f.tag)) continue;
     if (f.phase == Phase::sending) {
       settle(id, now);
       detach(id);
-      f.rate_Bps = 0;
+      rate_[id] = 0;
     }
     if (heap_pos_[id] != kNotQueued) unschedule(id);
     f.phase = Phase::free;
@@ -176,6 +200,199 @@ void Network::cancel_if(const std::function<bool(std::uint64_t)>& drop, double n
 }
 
 void Network::reshare(double now) {
+  seed_links_.assign(links_touched_.begin(), links_touched_.end());
+  if (reshare_incremental(now)) {
+    new_flows_.clear();
+    return;
+  }
+  links_touched_.assign(seed_links_.begin(), seed_links_.end());
+  new_flows_.clear();
+  reshare_component(now);
+}
+
+void Network::join(std::uint32_t flow, double now) {
+  settle(flow, now);  // at the rate it had
+  in_set_[flow] = set_stamp_;
+  set_.push_back(flow);
+  set_old_rate_.push_back(rate_[flow]);
+  set_prev_rate_.push_back(rate_[flow]);
+}
+
+const Network::LinkState& Network::link_state(std::uint32_t link) {
+  LinkState& s = link_state_[link];
+  if (link_state_valid_[link] != 0) return s;
+  link_state_valid_[link] = 1;
+  s = LinkState{};
+  for (std::uint32_t f : link_flows_[link]) {
+    const double r = rate_[f];
+    s.load_Bps += r;
+    s.max_rate_Bps = std::max(s.max_rate_Bps, r);
+  }
+  return s;
+}
+
+// A flow's bottleneck: a saturated link of its route on which no flow gets more than it. A feasible
+// allocation in which every flow has one is the max-min fair allocation.
+bool Network::has_bottleneck(std::uint32_t flow) {
+  const double r = rate_[flow];
+  for (std::uint32_t l : flows_[flow].route) {
+    const LinkState& s = link_state(l);
+    if (saturated(l, s) && r >= s.max_rate_Bps * (1 - kTolerance)) return true;
+  }
+  return false;
+}
+
+// Max-min over the flows of set_, with every other flow's rate held: each link offers what the
+// others leave of it.
+void Network::solve_set() {
+  if (++stamp_ == 0) {
+    std::fill(link_stamp_.begin(), link_stamp_.end(), 0);
+    std::fill(flow_stamp_.begin(), flow_stamp_.end(), 0);
+    stamp_ = 1;
+  }
+  local_link_.resize(capacity_.size());
+  component_links_.clear();
+  local_capacity_.clear();
+  local_offsets_.assign(1, 0);
+  local_route_links_.clear();
+  for (std::uint32_t f : set_) {
+    for (std::uint32_t l : flows_[f].route) {
+      if (link_stamp_[l] != stamp_) {
+        link_stamp_[l] = stamp_;
+        local_link_[l] = static_cast<std::uint32_t>(component_links_.size());
+        component_links_.push_back(l);
+        double left = capacity_[l];
+        for (std::uint32_t g : link_flows_[l]) {
+          if (in_set_[g] != set_stamp_) left -= rate_[g];
+        }
+        local_capacity_.push_back(std::max(0.0, left));
+      }
+      local_route_links_.push_back(local_link_[l]);
+    }
+    local_offsets_.push_back(static_cast<std::uint32_t>(local_route_links_.size()));
+  }
+  if (set_.size() == 1) {  // alone, a flow gets the least any link of its route offers
+    rate_[set_[0]] = *std::min_element(local_capacity_.begin(), local_capacity_.end());
+    return;
+  }
+  local_rates_.assign(set_.size(), 0.0);
+  solver_.solve(local_capacity_, local_offsets_, local_route_links_, local_rates_);
+  for (std::size_t i = 0; i < set_.size(); ++i) rate_[set_[i]] = local_rates_[i];
+}
+
+// Starts from the new flows and the links that lost flows; re-solves the set of flows whose rates
+// may change, holding the others, and grows the set with every flow that is left without a
+// bottleneck (its rate must change) or that takes more than a set flow on that flow's saturated
+// links (it must give some up), until no flow needs to join. Gives up, leaving the rest to a solve
+// of the whole component, when the set's solves have cost about as much as that would.
+bool Network::reshare_incremental(double now) {
+  ++set_stamp_;
+  set_.clear();
+  set_old_rate_.clear();
+  set_prev_rate_.clear();
+  for (std::uint32_t f : new_flows_) {
+    if (flows_[f].phase == Phase::sending && in_set_[f] != set_stamp_) join(f, now);
+  }
+  ++changed_stamp_;
+  changed_links_.clear();
+  for (std::uint32_t l : links_touched_) {
+    if (changed_mark_[l] == changed_stamp_) continue;
+    changed_mark_[l] = changed_stamp_;
+    changed_links_.push_back(l);
+  }
+  links_touched_.clear();
+  bool solved = set_.empty();
+  std::size_t work = 0;
+  const std::size_t budget = sending_ + 16;
+  for (;;) {
+    // Who must join: flows on changed links left without a bottleneck, and flows taking more than
+    // a set flow on its saturated links when that flow has no bottleneck.
+    ++check_stamp_;
+    const std::size_t before = set_.size();
+    bool stuck = false;
+    for (std::uint32_t l : changed_links_) {
+      for (std::uint32_t g : link_flows_[l]) {
+        if (in_set_[g] == set_stamp_ || checked_[g] == check_stamp_) continue;
+        checked_[g] = check_stamp_;
+        if (!has_bottleneck(g)) join(g, now);
+      }
+    }
+    if (solved) {
+      for (std::size_t i = 0; i < before; ++i) {
+        const std::uint32_t f = set_[i];
+        if (has_bottleneck(f)) continue;
+        const double r = rate_[f];
+        const std::size_t joined = set_.size();
+        for (std::uint32_t l : flows_[f].route) {
+          if (!saturated(l, link_state(l))) continue;
+          for (std::uint32_t g : link_flows_[l]) {
+            if (in_set_[g] != set_stamp_ && rate_[g] > r * (1 + kTolerance)) join(g, now);
+          }
+        }
+        if (set_.size() == joined) stuck = true;
+      }
+    }
+    if (set_.size() == before) {
+      if (solved && !stuck) break;
+      if (solved) return false;  // rounding left a flow without a bottleneck and nobody to blame
+    }
+    work += set_.size();
+    if (work > budget) return false;
+    solve_set();
+    solved = true;
+    ++changed_stamp_;
+    changed_links_.clear();
+    for (std::size_t i = 0; i < set_.size(); ++i) {
+      const std::uint32_t f = set_[i];
+      if (rate_[f] == set_prev_rate_[i]) continue;
+      set_prev_rate_[i] = rate_[f];
+      for (std::uint32_t l : flows_[f].route) {
+        link_state_valid_[l] = 0;
+        if (changed_mark_[l] == changed_stamp_) continue;
+        changed_mark_[l] = changed_stamp_;
+        changed_links_.push_back(l);
+      }
+    }
+  }
+
+  // No link above capacity: the solver promises it; checking costs one pass over the set's links.
+  for (std::uint32_t f : set_) {
+    for (std::uint32_t l : flows_[f].route) {
+      FLEETSIM_CHECK(link_state(l).load_Bps <= capacity_[l] * (1 + 1e-9), "link above capacity");
+    }
+  }
+  ++changed_stamp_;
+  for (std::size_t i = 0; i < set_.size(); ++i) {
+    const std::uint32_t id = set_[i];
+    Flow& f = flows_[id];
+    if (rate_[id] == set_old_rate_[i] && heap_pos_[id] != kNotQueued) continue;  // keeps its due time
+    // Snap residues: a flow with (almost) nothing left finishes now, not in a storm of tiny events.
+    const bool done = f.remaining_bytes <= 1e-9 * f.size_bytes;
+    schedule(id, done ? now : now + f.remaining_bytes / rate_[id]);
+    if (recording_) {
+      for (std::uint32_t l : f.route) {
+        if (changed_mark_[l] == changed_stamp_) continue;
+        changed_mark_[l] = changed_stamp_;
+        seed_links_.push_back(l);
+      }
+    }
+  }
+  if (recording_) {
+    last_rate_.resize(capacity_.size(), 0.0);
+    for (std::uint32_t l : seed_links_) {
+      if (changed_mark_[l] == changed_stamp_ + 1) continue;  // listed twice
+      changed_mark_[l] = changed_stamp_ + 1;
+      const double total = link_state(l).load_Bps;
+      if (total == last_rate_[l]) continue;
+      last_rate_[l] = total;
+      samples_.push_back(LinkSample{now, l, total});
+    }
+    ++changed_stamp_;
+  }
+  return true;
+}
+
+void Network::reshare_component(double now) {
   // Collect the component: links touched, their flows, those flows' links, and so on.
   if (++stamp_ == 0) {
     std::fill(link_stamp_.begin(), link_stamp_.end(), 0);
@@ -233,16 +450,17 @@ void Network::reshare(double now) {
   for (std::size_t i = 0; i < component_flows_.size(); ++i) {
     const std::uint32_t id = component_flows_[i];
     Flow& f = flows_[id];
-    f.rate_Bps = local_rates_[i];
+    rate_[id] = local_rates_[i];
     // Snap residues: a flow with (almost) nothing left finishes now, not in a storm of tiny events.
     const bool done = f.remaining_bytes <= 1e-9 * f.size_bytes;
-    schedule(id, done ? now : now + f.remaining_bytes / f.rate_Bps);
+    schedule(id, done ? now : now + f.remaining_bytes / rate_[id]);
   }
+  for (std::uint32_t l : component_links_) link_state_valid_[l] = 0;
   if (recording_) {
     last_rate_.resize(capacity_.size(), 0.0);
     for (std::uint32_t l : component_links_) {
       double total = 0;
-      for (std::uint32_t f : link_flows_[l]) total += flows_[f].rate_Bps;
+      for (std::uint32_t f : link_flows_[l]) total += rate_[f];
       if (total == last_rate_[l]) continue;
       last_rate_[l] = total;
       samples_.push_back(LinkSample{now, l, total});
