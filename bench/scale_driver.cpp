@@ -1,0 +1,213 @@
+// Whole simulations at scale: tasks per second, events per second and peak memory on clusters of
+// 1k to 100k GPUs (8-GPU H100 nodes, fat-tree 2:1, 16 nodes per leaf), and how wall time grows with
+// tasks and with GPUs (the exponent of a least-squares line through log-log points).
+//
+// Workloads are built as scenario text in memory and parsed by the library, loading excluded from
+// the timings. "compute" is a one-task workflow (1 GPU, no edges); "network" is a two-task chain
+// whose 64 MB tensor crosses the fabric whenever the consumer lands on another GPU. Arrivals are
+// Poisson at half the cluster's capacity, so tasks rarely wait for GPUs (no contention). Each run
+// is a child process, so its peak resident memory (getrusage) is its own.
+//
+//   fleetsim_scale            the whole table (a few minutes on one core)
+//   fleetsim_scale --quick    a smaller table, for a quick look
+//   fleetsim_scale --target   the issue's target: 10M tasks on 102,400 GPUs
+//   fleetsim_scale GPUS TASKS [compute|network]   one run
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "fleetsim/scenario.hpp"
+#include "fleetsim/simulation.hpp"
+
+namespace {
+
+struct Point {
+  std::int64_t gpus = 0, tasks = 0;
+  bool network = false;
+  double wall_s = 0, events = 0, peak_bytes = 0, base_bytes = 0, makespan_s = 0, transferred_bytes = 0;
+  std::int64_t completed = 0;
+};
+
+double peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) * 1024.0;  // kilobytes on Linux
+}
+
+std::string scenario_text(std::int64_t gpus, std::int64_t instances, bool network, double rate_per_s) {
+  const std::int64_t nodes = (gpus + 7) / 8;
+  const std::string workflow =
+      network ? R"({"tasks": [{"name": "a", "work": {"flop": "50 TFLOP"}}, {"name": "b", "work": {"flop": "50 TFLOP"}}],
+                   "edges": [{"from": "a", "to": "b", "bytes": "64 MB"}]})"
+              : R"({"tasks": [{"name": "t", "work": {"flop": "100 TFLOP"}}]})";
+  char rate[64];
+  std::snprintf(rate, sizeof rate, "%.17g /s", rate_per_s);
+  return std::string(R"({"name": "scale", "seed": 1,
+    "cluster": {"nodes": [{"type": "hgx-h100-8", "count": )") +
+         std::to_string(nodes) + R"(}],
+                "fabric": {"topology": "fat-tree", "nodes_per_leaf": 16, "oversubscription": 2}},
+    "workflows": {"w": )" + workflow + R"(},
+    "workload": [{"workflow": "w", "arrival": {"process": "poisson", "rate": ")" + rate + R"(", "count": )" +
+         std::to_string(instances) + R"(}}],
+    "policy": {"name": "fifo"}})";
+}
+
+// One run, in this process.
+Point run_here(std::int64_t gpus, std::int64_t tasks, bool network) {
+  const std::int64_t per_instance = network ? 2 : 1;
+  // A single instance first, alone on the cluster, gives the time one instance's GPUs are busy.
+  const fleetsim::Scenario probe = fleetsim::parse_scenario(scenario_text(8, 1, network, 1.0), "scale.json", ".");
+  const double busy_s = fleetsim::simulate(probe).summary.makespan_s;
+  // Half the cluster's capacity: each instance keeps about `per_instance` GPU-busy spans of busy_s / per_instance.
+  const double rate = 0.5 * static_cast<double>(gpus) / busy_s;
+  const fleetsim::Scenario sc =
+      fleetsim::parse_scenario(scenario_text(gpus, tasks / per_instance, network, rate), "scale.json", ".");
+  Point p;
+  p.gpus = gpus;
+  p.tasks = tasks;
+  p.network = network;
+  p.base_bytes = peak_rss_bytes();
+  const auto t0 = std::chrono::steady_clock::now();
+  const fleetsim::RunResult run = fleetsim::simulate(sc);
+  p.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  p.peak_bytes = peak_rss_bytes();
+  p.events = static_cast<double>(run.summary.events);
+  p.completed = static_cast<std::int64_t>(run.summary.tasks.completed);
+  p.makespan_s = run.summary.makespan_s;
+  p.transferred_bytes = run.summary.bytes_transferred;
+  return p;
+}
+
+// One run, in a child process, so that its peak memory is its own.
+Point run_child(std::int64_t gpus, std::int64_t tasks, bool network) {
+  int fd[2];
+  if (pipe(fd) != 0) std::abort();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fd[0]);
+    Point p = run_here(gpus, tasks, network);
+    if (write(fd[1], &p, sizeof p) != static_cast<ssize_t>(sizeof p)) _exit(1);
+    _exit(0);
+  }
+  close(fd[1]);
+  Point p;
+  const ssize_t got = read(fd[0], &p, sizeof p);
+  close(fd[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (got != static_cast<ssize_t>(sizeof p) || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::fprintf(stderr, "run of %lld tasks on %lld GPUs failed\n", static_cast<long long>(tasks),
+                 static_cast<long long>(gpus));
+    std::exit(1);
+  }
+  return p;
+}
+
+void print_header() {
+  std::printf("%8s %10s %8s %9s %11s %11s %10s %12s %11s %10s\n", "gpus", "tasks", "traffic", "wall_s", "tasks/s",
+              "events/s", "peak_MiB", "B/task", "B/GPU", "moved_GB");
+}
+
+void print(const Point& p) {
+  std::printf("%8lld %10lld %8s %9.3f %11.0f %11.0f %10.0f %12.0f %11.0f %10.1f\n", static_cast<long long>(p.gpus),
+              static_cast<long long>(p.tasks), p.network ? "network" : "compute", p.wall_s,
+              static_cast<double>(p.tasks) / p.wall_s, p.events / p.wall_s, p.peak_bytes / 1048576.0,
+              p.peak_bytes / static_cast<double>(p.tasks), p.peak_bytes / static_cast<double>(p.gpus),
+              p.transferred_bytes / 1e9);
+  if (p.completed != p.tasks) std::printf("         (only %lld tasks completed)\n", static_cast<long long>(p.completed));
+  std::fflush(stdout);
+}
+
+// Least-squares slope of log(y) over log(x).
+double exponent(const std::vector<double>& x, const std::vector<double>& y) {
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  const double n = static_cast<double>(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double lx = std::log(x[i]), ly = std::log(y[i]);
+    sx += lx, sy += ly, sxx += lx * lx, sxy += lx * ly;
+  }
+  return (n * sxy - sx * sy) / (n * sxx - sx * sx);
+}
+
+// Peak memory = a + b * tasks + c * gpus, least squares (normal equations, Cramer's rule).
+void memory_fit(const std::vector<Point>& pts) {
+  double m[3][3] = {}, v[3] = {};
+  for (const Point& p : pts) {
+    const double row[3] = {1, static_cast<double>(p.tasks), static_cast<double>(p.gpus)};
+    for (int i = 0; i < 3; ++i) {
+      for (int j = 0; j < 3; ++j) m[i][j] += row[i] * row[j];
+      v[i] += row[i] * p.peak_bytes;
+    }
+  }
+  auto det = [](const double a[3][3]) {
+    return a[0][0] * (a[1][1] * a[2][2] - a[1][2] * a[2][1]) - a[0][1] * (a[1][0] * a[2][2] - a[1][2] * a[2][0]) +
+           a[0][2] * (a[1][0] * a[2][1] - a[1][1] * a[2][0]);
+  };
+  const double d = det(m);
+  double coef[3];
+  for (int k = 0; k < 3; ++k) {
+    double mk[3][3];
+    std::memcpy(mk, m, sizeof m);
+    for (int i = 0; i < 3; ++i) mk[i][k] = v[i];
+    coef[k] = det(mk) / d;
+  }
+  std::printf("peak memory ~ %.0f MiB + %.0f B per task + %.0f B per GPU (least squares over the compute runs)\n",
+              coef[0] / 1048576.0, coef[1], coef[2]);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 3) {
+    const std::int64_t gpus = std::atoll(argv[1]), tasks = std::atoll(argv[2]);
+    const bool network = argc >= 4 && std::strcmp(argv[3], "network") == 0;
+    print_header();
+    print(run_here(gpus, tasks, network));
+    return 0;
+  }
+  const bool quick = argc == 2 && std::strcmp(argv[1], "--quick") == 0;
+  const bool target = argc == 2 && std::strcmp(argv[1], "--target") == 0;
+  print_header();
+  if (target) {
+    print(run_child(102'400, 10'000'000, false));
+    return 0;
+  }
+  const std::int64_t k = quick ? 10 : 1;  // quick: a tenth of the tasks, at most 10k GPUs
+  std::vector<Point> compute;
+
+  std::printf("-- tasks grow, 1,024 GPUs\n");
+  std::vector<double> tx, ty;
+  for (std::int64_t tasks : {250'000, 500'000, 1'000'000, 2'000'000}) {
+    const Point p = run_child(1'024, tasks / k, false);
+    print(p);
+    compute.push_back(p);
+    tx.push_back(static_cast<double>(p.tasks));
+    ty.push_back(p.wall_s);
+  }
+  const std::int64_t fixed_tasks = 100'000 / k;
+  std::printf("-- GPUs grow, %lld tasks\n", static_cast<long long>(fixed_tasks));
+  std::vector<double> gx, gy;
+  for (std::int64_t gpus : {1'024, 10'240, 102'400}) {
+    if (quick && gpus > 10'240) continue;
+    const Point p = run_child(gpus, fixed_tasks, false);
+    print(p);
+    compute.push_back(p);
+    gx.push_back(static_cast<double>(p.gpus));
+    gy.push_back(p.wall_s);
+  }
+  std::printf("-- with network traffic (two-task chains, 64 MB edges)\n");
+  print(run_child(1'024, 1'000'000 / k, true));
+  print(run_child(10'240, fixed_tasks, true));
+  std::printf("wall time ~ tasks^%.2f (1,024 GPUs); ~ GPUs^%.2f (%lld tasks)\n", exponent(tx, ty), exponent(gx, gy),
+              static_cast<long long>(fixed_tasks));
+  memory_fit(compute);
+  return 0;
+}
