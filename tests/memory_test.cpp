@@ -212,3 +212,47 @@ TEST_CASE("weights come from storage the first time a node loads them, then from
   CHECK(plain.summary.storage_reads == 0);
   CHECK(plain.summary.weight_loads == 3);
 }
+
+TEST_CASE("MIG splits a GPU into instances with their share of compute and VRAM and no peer-to-peer", "[memory][mig]") {
+  // One 100 GB, 100 TFLOP/s GPU as two instances: 50 GB and 50 TFLOP/s each. p1 and p2 (100 TFLOP each)
+  // run side by side in 2 s; c reads 10 GB from each, the one from the other instance staged through host
+  // memory over the 50 GB/s host link (up two 2 us hops, down two): 0.2 s + 8 us.
+  const auto run = simulate(unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 1, "mig": {"slices": 2}}]},
+      "workflows": {"w": {"tasks": [{"name": "p1", "work": {"flop": "100 TFLOP"}}, {"name": "p2", "work": {"flop": "100 TFLOP"}},
+                                   {"name": "c", "working_set": "45 GB", "work": {"flop": "1 TFLOP"}}],
+                         "edges": [{"from": "p1", "to": "c", "bytes": "1 GB"}, {"from": "p2", "to": "c", "bytes": "10 GB"}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])"));
+  REQUIRE(run.cluster.gpu_count() == 2);
+  CHECK(run.cluster.gpu_name(make_id<GpuId>(1)) == "n0.g0.m1");
+  CHECK(run.cluster.gpu_type(make_id<GpuId>(0)).vram_bytes == Approx(50e9));
+  const auto& t = run.trace.tasks;
+  CHECK(t[0].end_s == Approx(2.0));
+  CHECK(t[1].end_s == Approx(2.0));
+  CHECK(index(run.trace.gpus[t[0].gpu_begin]) != index(run.trace.gpus[t[1].gpu_begin]));
+  CHECK(t[2].compute_start_s - t[2].start_s == Approx(10e9 / 50e9 + 8e-6).epsilon(1e-9));
+  // Each instance costs its share: the two together cost what the GPU does.
+  CHECK(run.summary.cost_usd == Approx(1.0 * run.summary.end_s / 3600).epsilon(1e-9));
+}
+
+TEST_CASE("MIG settings and instance names are checked", "[memory][mig][errors]") {
+  const auto error = [](const std::string& mig, const std::string& faults = "") {
+    return fleetsim::test::scenario_error(R"({"name": "s", "catalog": ["unit-catalog.json"],
+        "cluster": {"nodes": [{"type": "unit-node-2", "count": 1, "mig": )" + mig + R"(}]},
+        "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+        "workload": [{"workflow": "w", "arrival": {"process": "once"}}])" + faults + "}");
+  };
+  CHECK(error(R"({"slices": 7, "vram": "10 GB"})") == "");
+  CHECK_THAT(error(R"({"slices": 8})"), Catch::Contains("/cluster/nodes/0/mig/slices"));
+  CHECK_THAT(error(R"({"slices": 4, "vram": "30 GB"})"), Catch::Contains("/cluster/nodes/0/mig/vram: 4 slices of 30 GB exceed the GPU's 100 GB"));
+  // A failure names a whole GPU (all its instances) or one instance.
+  const Scenario whole = unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-2", "count": 1, "mig": {"slices": 3}}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}],
+      "faults": {"events": [{"at": "1 s", "gpu": "n0.g1"}, {"at": "2 s", "gpu": "n0.g0.m2"}]})");
+  REQUIRE(whole.faults.events.size() == 2);
+  CHECK(whole.faults.events[0].gpu_first == 3);
+  CHECK(whole.faults.events[0].gpu_count == 3);
+  CHECK(whole.faults.events[1].gpu_first == 2);
+  CHECK(whole.faults.events[1].gpu_count == 1);
+  CHECK_THAT(error(R"({"slices": 2})", R"(, "faults": {"events": [{"at": "1 s", "gpu": "n0.g0.m2"}]})"), Catch::Contains("no GPU \"n0.g0.m2\""));
+}

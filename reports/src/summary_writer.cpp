@@ -96,7 +96,10 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
   out << "scenario   " << s.scenario << "  (policy " << s.policy << ", seed " << s.seed << ")\n";
   if (!scenario.description.empty()) out << "           " << scenario.description << "\n";
   out << "cluster    " << s.nodes << " nodes, " << s.gpus << " GPUs:";
-  for (const NodeGroup& g : scenario.cluster.groups) out << " " << g.count << "x " << g.node.id;
+  for (const NodeGroup& g : scenario.cluster.groups) {
+    out << " " << g.count << "x " << g.node.id;
+    if (g.mig_slices > 1) out << " (MIG: " << g.mig_slices << " instances per GPU)";
+  }
   out << "\n";
   out << "makespan   " << format_quantity(s.makespan_s, Dimension::time);
   if (s.horizon_reached) out << "  (stopped at the horizon, " << format_quantity(s.end_s, Dimension::time) << ")";

@@ -16,7 +16,10 @@ Cluster::Cluster(const ClusterSpec& spec) : spec_(spec) {
 
 std::string Cluster::gpu_name(GpuId gpu) const {
   const NodeId node = node_of(gpu);
-  return "n" + std::to_string(index(node)) + ".g" + std::to_string(index(gpu) - index(first_gpu(node)));
+  const std::uint32_t local = index(gpu) - index(first_gpu(node));
+  const auto slices = static_cast<std::uint32_t>(group(node).mig_slices);
+  const std::string name = "n" + std::to_string(index(node)) + ".g" + std::to_string(local / slices);
+  return slices == 1 ? name : name + ".m" + std::to_string(local % slices);
 }
 
 }  // namespace fleetsim

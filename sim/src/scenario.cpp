@@ -38,6 +38,34 @@ auto absorbing(Problems& problems, Load load) -> std::optional<decltype(load())>
 
 }  // namespace
 
+namespace {
+
+// MIG: every GPU of the group becomes `slices` instances, each with an even share of its compute,
+// memory bandwidth, power and price, and `vram` (default an even share) of its memory.
+void read_mig(const Json& value, const std::string& pointer, Problems& problems, NodeGroup& group) {
+  ObjectReader m(value, pointer, problems);
+  if (!m.ok()) return;
+  const auto slices = static_cast<int>(m.integer("slices", Need::required, 1, 7).value_or(1));
+  const double vram = m.quantity_or("vram", Dimension::bytes, group.gpu.vram_bytes / slices);
+  if (vram * slices > group.gpu.vram_bytes * (1 + 1e-9)) {
+    m.problem("vram", std::to_string(slices) + " slices of " + format_quantity(vram, Dimension::bytes) + " exceed the GPU's " +
+                          format_quantity(group.gpu.vram_bytes, Dimension::bytes));
+  }
+  m.finish();
+  GpuType& g = group.gpu;
+  const double share = 1.0 / slices;
+  for (double& peak : g.peak_flop_per_s) peak *= share;
+  g.memory_bandwidth_Bps *= share;
+  g.tdp_w *= share;
+  g.idle_power_w *= share;
+  g.price_usd_per_hour *= share;
+  g.vram_bytes = vram;
+  group.node.gpus *= slices;
+  group.mig_slices = slices;
+}
+
+}  // namespace
+
 namespace detail {
 
 void read_cluster(const Json& value, const std::string& pointer, Problems& problems, const Catalog& catalog,
@@ -82,9 +110,11 @@ void read_cluster(const Json& value, const std::string& pointer, Problems& probl
           link(group.node.gpu_link, group.gpu_link);
           link(group.node.host_link, group.host_link);
           link(group.node.nic, group.nic);
+          if (const Json* m = g.field("mig")) read_mig(*m, g.pointer("mig"), problems, group);
         }
         g.field("gpu_overrides");
         g.field("node_overrides");
+        g.field("mig");
         g.finish();
         cluster.groups.push_back(std::move(group));
       }
@@ -579,19 +609,30 @@ void read_slos(ObjectReader& top, Scenario& sc) {
   }
 }
 
-// "n3.g5" (a GPU) or "n3" (a node) of the cluster: first GPU index and count, or nullopt.
+// "n3.g5" (a GPU: with MIG, all its instances), "n3.g5.m2" (one MIG instance) or "n3" (a node) of the
+// cluster: first GPU index and count, or nullopt.
 std::optional<std::pair<std::uint32_t, std::uint32_t>> find_device(const ClusterSpec& cluster, const std::string& name, bool gpu) {
-  unsigned node = 0, local = 0;
+  unsigned node = 0, local = 0, slice = 0;
   int used = 0;
-  const bool parsed = gpu ? std::sscanf(name.c_str(), "n%u.g%u%n", &node, &local, &used) == 2 : std::sscanf(name.c_str(), "n%u%n", &node, &used) == 1;
+  bool one_slice = false;
+  bool parsed = false;
+  if (!gpu) {
+    parsed = std::sscanf(name.c_str(), "n%u%n", &node, &used) == 1;
+  } else if (std::sscanf(name.c_str(), "n%u.g%u.m%u%n", &node, &local, &slice, &used) == 3) {
+    parsed = one_slice = true;
+  } else {
+    parsed = std::sscanf(name.c_str(), "n%u.g%u%n", &node, &local, &used) == 2;
+  }
   if (!parsed || used != static_cast<int>(name.size())) return std::nullopt;
   std::uint32_t first = 0, seen = 0;
   for (const NodeGroup& g : cluster.groups) {
     for (int k = 0; k < g.count; ++k, ++seen) {
       if (seen == node) {
         if (!gpu) return std::pair{first, static_cast<std::uint32_t>(g.node.gpus)};
-        if (local >= static_cast<unsigned>(g.node.gpus)) return std::nullopt;
-        return std::pair{first + local, 1u};
+        const auto slices = static_cast<unsigned>(g.mig_slices);
+        if (local >= static_cast<unsigned>(g.node.gpus) / slices || (one_slice && (slices == 1 || slice >= slices))) return std::nullopt;
+        if (one_slice) return std::pair{first + local * slices + slice, 1u};
+        return std::pair{first + local * slices, slices};
       }
       first += static_cast<std::uint32_t>(g.node.gpus);
     }

@@ -24,7 +24,7 @@ class Cluster {
   const GpuType& gpu_type(GpuId gpu) const { return group(node_of(gpu)).gpu; }
   const ClusterSpec& spec() const { return spec_; }
 
-  // "n3.g5": GPU 5 of node 3.
+  // "n3.g5": GPU 5 of node 3; "n3.g5.m2": its MIG instance 2.
   std::string gpu_name(GpuId gpu) const;
 
  private:

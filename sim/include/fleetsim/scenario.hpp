@@ -18,12 +18,13 @@ namespace fleetsim {
 
 // `count` nodes of one node type, with the catalog entries resolved and overrides applied.
 struct NodeGroup {
-  NodeType node;
-  GpuType gpu;
+  NodeType node;  // with MIG, node.gpus counts slices
+  GpuType gpu;    // with MIG, one slice: a share of the GPU's compute, bandwidth, power and price
   LinkType gpu_link;
   LinkType host_link;
   LinkType nic;
   int count = 0;
+  int mig_slices = 1;  // each physical GPU split into this many MIG instances (1: not split)
 };
 
 enum class FabricKind { single_switch, fat_tree, rail_optimized };

@@ -60,6 +60,7 @@ class Topology {
 
  private:
   std::uint32_t add_vertex(std::string name);
+  void add_link(std::uint32_t from, std::uint32_t to, double capacity_Bps, double latency_s, LinkClass cls, LinkKind kind);
   void add_link_pair(std::uint32_t a, std::uint32_t b, double capacity_Bps, double latency_s, LinkClass cls, LinkKind kind);
   const std::vector<std::uint64_t>& distances_to(std::uint32_t target) const;
 

@@ -61,12 +61,15 @@ std::uint32_t Topology::add_vertex(std::string name) {
   return static_cast<std::uint32_t>(vertex_names_.size() - 1);
 }
 
+void Topology::add_link(std::uint32_t from, std::uint32_t to, double capacity_Bps, double latency_s, LinkClass cls, LinkKind kind) {
+  out_links_[from].push_back(static_cast<std::uint32_t>(links_.size()));
+  links_.push_back(TopoLink{from, to, capacity_Bps, latency_s, cls, kind});
+}
+
 void Topology::add_link_pair(std::uint32_t a, std::uint32_t b, double capacity_Bps, double latency_s, LinkClass cls,
                              LinkKind kind) {
-  for (auto [from, to] : {std::pair{a, b}, std::pair{b, a}}) {
-    out_links_[from].push_back(static_cast<std::uint32_t>(links_.size()));
-    links_.push_back(TopoLink{from, to, capacity_Bps, latency_s, cls, kind});
-  }
+  add_link(a, b, capacity_Bps, latency_s, cls, kind);
+  add_link(b, a, capacity_Bps, latency_s, cls, kind);
 }
 
 Topology::Topology(const Cluster& cluster, const FabricSpec& fabric) : cache_(std::make_unique<DistanceCache>()) {
@@ -88,7 +91,8 @@ Topology::Topology(const Cluster& cluster, const FabricSpec& fabric) : cache_(st
       add_link_pair(storage_vertex_.back(), host_vertex_.back(), storage->bandwidth_Bps, storage->latency_s,
                     LinkClass::storage, LinkKind::pcie);
     }
-    if (grp.gpu_link.kind == LinkKind::nvlink) {
+    // MIG instances have no peer-to-peer over NVLink: their traffic goes through PCIe.
+    if (grp.gpu_link.kind == LinkKind::nvlink && grp.mig_slices == 1) {
       nvswitch_vertex_.back() = add_vertex(prefix + "nvswitch");
     }
     const int nics = grp.node.nics;
@@ -103,8 +107,25 @@ Topology::Topology(const Cluster& cluster, const FabricSpec& fabric) : cache_(st
                     grp.host_link.kind);
       node_nics[n].push_back(nic);
     }
+    // MIG instances have no peer-to-peer, not even within their GPU: everything they send or receive
+    // is staged in host memory. A physical GPU's instances share its PCIe link, one way up to the host
+    // (two hops of latency) and one way down, through a port per direction.
+    const int slices = grp.mig_slices;
+    std::uint32_t up = 0, down = 0;
     for (int i = 0; i < gpus; ++i) {
       const std::uint32_t gpu = index(cluster.first_gpu(node)) + static_cast<std::uint32_t>(i);
+      if (slices > 1) {
+        if (i % slices == 0) {
+          const std::string name = prefix + "g" + std::to_string(i / slices);
+          up = add_vertex(name + ".up");
+          down = add_vertex(name + ".down");
+          add_link(up, host_vertex_.back(), grp.host_link.bandwidth_Bps, 2 * grp.host_link.latency_s, LinkClass::host_link, grp.host_link.kind);
+          add_link(host_vertex_.back(), down, grp.host_link.bandwidth_Bps, 2 * grp.host_link.latency_s, LinkClass::host_link, grp.host_link.kind);
+        }
+        add_link(gpu, up, grp.host_link.bandwidth_Bps, 0, LinkClass::host_link, grp.host_link.kind);
+        add_link(down, gpu, grp.host_link.bandwidth_Bps, 0, LinkClass::host_link, grp.host_link.kind);
+        continue;
+      }
       add_link_pair(gpu, pcie[static_cast<std::size_t>(i * nics / gpus)], grp.host_link.bandwidth_Bps,
                     grp.host_link.latency_s, LinkClass::host_link, grp.host_link.kind);
       if (nvswitch_vertex_.back() != kNone) {
