@@ -92,6 +92,7 @@ struct CollectiveArgs {
 
 struct NcclTestsArgs {
   std::string file, node_type, op, algo = "ring", out;
+  bool json = false;
 };
 
 // "8", "64K", "8G" as nccl-tests reads them (binary multiples), or a size with a unit ("1 GB").
@@ -263,11 +264,13 @@ int run_import_nccl_tests(const NcclTestsArgs& args) {
     throw fleetsim::InputError({fleetsim::Problem{"--node-type", "", "unknown node type \"" + args.node_type + "\" (fleetsim catalog lists them)"}});
   }
   fleetsim::NcclTestsFit fit = fleetsim::fit_nccl_tests(log, *op, *algo, args.node_type);
-  fleetsim::write_nccl_tests_fit_text(std::cout, log, *op, fit);
-  if (!args.out.empty()) {
-    save_profile(fit.profile, args.out);
-    std::cout << "wrote " << args.out << "\n";
+  if (!args.out.empty()) save_profile(fit.profile, args.out);
+  if (args.json) {
+    std::cout << fleetsim::profile_json(fit.profile);
+    return kOk;
   }
+  fleetsim::write_nccl_tests_fit_text(std::cout, log, *op, fit);
+  if (!args.out.empty()) std::cout << "wrote " << args.out << "\n";
   return kOk;
 }
 
@@ -482,7 +485,7 @@ int run_execute(const RunArgs& args) {
     write_file(args.report, "the report", [&](std::ostream& o) { fleetsim::write_validation_html(o, "fleetsim " + std::string(args.validate ? "validate" : "run") + ": " + scenario.name, comparison.str(), diff); });
   }
   if (args.json) {
-    std::cout << fleetsim::summary_json(measured.summary);
+    std::cout << (args.validate ? fleetsim::trace_diff_json(diff) : fleetsim::summary_json(measured.summary));
     return kOk;
   }
   if (!args.validate) {
@@ -498,7 +501,7 @@ int run_execute(const RunArgs& args) {
   return kOk;
 }
 
-int run_calibrate(const std::string& backend, const std::string& out, int repeats, const std::string& command) {
+int run_calibrate(const std::string& backend, const std::string& out, int repeats, const std::string& command, bool json) {
   if (backend != "cpu") {
     throw fleetsim::InputError({fleetsim::Problem{"--backend", "", backend == "cuda" ? "calibration on the CUDA backend is not written yet; only cpu is"
                                                                                     : "expected cpu or cuda, found \"" + backend + "\""}});
@@ -506,6 +509,10 @@ int run_calibrate(const std::string& backend, const std::string& out, int repeat
   fleetsim::Profile profile = fleetsim::calibrate_cpu({.repeats = repeats, .progress = progress_line("points")});
   profile.provenance.emplace_back("command", command);
   if (!out.empty()) save_profile(profile, out);
+  if (json) {
+    std::cout << fleetsim::profile_json(profile);
+    return kOk;
+  }
   fleetsim::write_profile_text(std::cout, profile);
   if (!out.empty()) std::cout << "\nwrote " << out << "\n";
   return kOk;
@@ -563,13 +570,16 @@ int main(int argc, char** argv) {
   validate->add_option("--out", val.out_dir, "Report directory: validation.txt, scatter.svg, task_errors.csv, both traces, summary.json")->capture_default_str();
   validate->add_option("--set", val.sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
   validate->add_option("--report", val.report, "Write the HTML report (scatter chart and error table) here too");
+  validate->add_flag("--json", val.json, "Print the errors (per task and makespan) as JSON instead of the table");
 
   std::string cal_backend = "cpu", cal_out;
   int cal_repeats = 5;
+  bool cal_json = false;
   CLI::App* calibrate = app.add_subcommand("calibrate", "Measure this machine's devices with microbenchmarks; fit a profile for --profile");
   calibrate->add_option("--backend", cal_backend, "cpu (every machine) or cuda")->capture_default_str();
   calibrate->add_option("--out", cal_out, "Write the profile (JSON) here");
   calibrate->add_option("--repeats", cal_repeats, "Timed runs per point (the median is kept)")->capture_default_str()->check(CLI::Range(1, 1000));
+  calibrate->add_flag("--json", cal_json, "Print the profile as JSON instead of the table");
 
   TrainArgs train;
   CLI::App* train_cmd = app.add_subcommand("train", "One training iteration of a transformer under TP x PP x DP: time, MFU, bubble, memory per GPU");
@@ -622,6 +632,7 @@ int main(int argc, char** argv) {
   import_nccl->add_option("--op", nccl.op, "The collective, where the log does not name its test (older nccl-tests)");
   import_nccl->add_option("--algo", nccl.algo, "The algorithm NCCL ran (set NCCL_ALGO when measuring): ring, tree, nvls or direct")->capture_default_str();
   import_nccl->add_option("--out", nccl.out, "Write the profile here (for --profile)");
+  import_nccl->add_flag("--json", nccl.json, "Print the fitted profile as JSON instead of the table");
   std::string wfc_file, wfc_out, wfc_reference = "h100-sxm";
   CLI::App* import_wfc = import->add_subcommand("wfcommons", "A WfCommons WfFormat instance (schema 1.4 or 1.5)");
   import_wfc->add_option("file", wfc_file, "WfFormat JSON")->required();
@@ -665,7 +676,7 @@ int main(int argc, char** argv) {
     if (*calibrate) {
       std::string command = "fleetsim";
       for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
-      return run_calibrate(cal_backend, cal_out, cal_repeats, command);
+      return run_calibrate(cal_backend, cal_out, cal_repeats, command, cal_json);
     }
     if (*compare) return run_compare(cmp);
     if (*report) return run_report(report_dir, report_out);

@@ -125,6 +125,12 @@ check "calibrate fits the cpu-core device" grep -q "cpu-core: fp64" "$tmp/cal.tx
 check "calibrate writes a profile with provenance" grep -q '"provenance"' "$tmp/prof/cpu.json"
 "$fleetsim" validate "$src/scenarios/cpu-validate.json" --profile "$tmp/prof/cpu.json" --work-scale 0.05 --out "$tmp/val" >"$tmp/val.txt"
 check "validate exits 0" test $? -eq 0
+"$fleetsim" --quiet validate "$src/scenarios/cpu-validate.json" --profile "$tmp/prof/cpu.json" --work-scale 0.05 --out "$tmp/val2" --json >"$tmp/val.json"
+check "validate --json has the makespan error" grep -q '"makespan_error"' "$tmp/val.json"
+"$fleetsim" --quiet calibrate --repeats 1 --json >"$tmp/cal.json"
+check "calibrate --json prints a profile" grep -q '"fleetsim_profile"' "$tmp/cal.json"
+"$fleetsim" import nccl-tests "$src/tests/data/nccl-tests/all_reduce_8ranks.log" --node-type hgx-h100-8 --json >"$tmp/nccl.json"
+check "import nccl-tests --json prints a profile" grep -q '"fleetsim_profile"' "$tmp/nccl.json"
 check "validate prints the error table" grep -q "task error          median" "$tmp/val.txt"
 check "validate writes a scatter chart with one point per task" test "$(grep -c '<circle class="mark"' "$tmp/val/scatter.svg")" -eq 15
 check "validate writes its HTML report" grep -q 'id="scatter"' "$tmp/val/report.html"

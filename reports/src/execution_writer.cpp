@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <numeric>
 
+#include <nlohmann/json.hpp>
+
 #include "fleetsim/report.hpp"
 
 namespace fleetsim {
@@ -55,6 +57,23 @@ void write_trace_diff_csv(std::ostream& out, const Scenario& sc, const Trace& me
     std::snprintf(line, sizeof line, ",%.9g,%.9g,%.6f\n", e.predicted_s, e.measured_s, e.relative());
     out << task_label(sc, measured.tasks[e.record]) << line;
   }
+}
+
+std::string trace_diff_json(const TraceDiff& diff) {
+  nlohmann::ordered_json tasks = nlohmann::ordered_json::array();
+  for (const TaskError& e : diff.tasks) {
+    tasks.push_back({{"record", e.record}, {"predicted_s", e.predicted_s}, {"measured_s", e.measured_s}, {"relative_error", e.relative()}});
+  }
+  const nlohmann::ordered_json j{{"tasks_compared", diff.tasks.size()},
+                                 {"median_abs_error", diff.median_abs_error},
+                                 {"p90_abs_error", diff.p90_abs_error},
+                                 {"max_abs_error", diff.max_abs_error},
+                                 {"mape", diff.mean_abs_error},
+                                 {"predicted_makespan_s", diff.predicted_makespan_s},
+                                 {"measured_makespan_s", diff.measured_makespan_s},
+                                 {"makespan_error", diff.makespan_error()},
+                                 {"tasks", tasks}};
+  return j.dump(1) + "\n";
 }
 
 }  // namespace fleetsim

@@ -42,6 +42,7 @@ void write_catalog_text(std::ostream& out, const Catalog& catalog);
 void write_schedule_text(std::ostream& out, const Scenario& scenario, const RunResult& plan);
 // Predicted against measured: task errors and makespans; per task as CSV.
 void write_trace_diff_text(std::ostream& out, const TraceDiff& diff);
+std::string trace_diff_json(const TraceDiff& diff);  // the errors' summary and every task's pair
 void write_trace_diff_csv(std::ostream& out, const Scenario& scenario, const Trace& measured, const TraceDiff& diff);
 // Predicted against measured task durations as a self-contained SVG scatter on log-log axes.
 void write_trace_diff_svg(std::ostream& out, const std::string& title, const TraceDiff& diff);
