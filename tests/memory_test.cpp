@@ -256,3 +256,18 @@ TEST_CASE("MIG settings and instance names are checked", "[memory][mig][errors]"
   CHECK(whole.faults.events[1].gpu_count == 1);
   CHECK_THAT(error(R"({"slices": 2})", R"(, "faults": {"events": [{"at": "1 s", "gpu": "n0.g0.m2"}]})"), Catch::Contains("no GPU \"n0.g0.m2\""));
 }
+
+TEST_CASE("a tenant with private GPUs shares no GPU's MIG instances with another tenant", "[memory][mig][pinning]") {
+  const auto run = [](bool isolated) {
+    return simulate(unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 1, "mig": {"slices": 2}}]},
+        "tenants": [{"name": "a", "private_gpus": )" + std::string(isolated ? "true" : "false") + R"(}, {"name": "b"}],
+        "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "100 TFLOP"}}]}},
+        "workload": [{"tenant": "a", "workflow": "w", "arrival": {"process": "once"}},
+                     {"tenant": "b", "workflow": "w", "arrival": {"process": "once"}}])"));
+  };
+  // Shared: both instances busy at once, both done at 2 s. Private: b waits for a's instance to free the GPU.
+  CHECK(run(false).summary.makespan_s == Approx(2.0));
+  const auto isolated = run(true);
+  CHECK(isolated.summary.makespan_s == Approx(4.0));
+  CHECK(isolated.trace.tasks[1].start_s == Approx(2.0));
+}

@@ -259,6 +259,7 @@ void read_tenants(ObjectReader& top, const ClusterSpec& cluster, std::vector<Ten
           }
         }
         tenant.exclusive = t.boolean_or("exclusive", false);
+        tenant.private_gpus = t.boolean_or("private_gpus", false);
         if (tenant.exclusive && tenant.nodes.empty()) t.problem("exclusive", "an exclusive tenant needs \"nodes\" to keep for itself");
         t.finish();
         for (const Tenant& other : tenants) {

@@ -144,6 +144,8 @@ class Run {
     gpu_task_.assign(gpus, kNoTask);
     gpu_rank_.assign(gpus, ClusterView::kNoRank);
     gpu_started_.assign(gpus, 0.0);
+    gpu_tenant_.assign(gpus, -1);
+    for (const Tenant& t : sc_.tenants) tenant_private_.push_back(t.private_gpus ? 1 : 0);
     tenant_node_allowed_ = tenant_node_allowed(sc_.tenants, cluster_.node_count());
     gpu_down_.assign(gpus, 0);
     gpu_off_.assign(gpus, 0);
@@ -491,6 +493,13 @@ class Run {
     dirty_ = true;
   }
 
+  ClusterView view() const {
+    return ClusterView(cluster_, memory_,
+                       {gpu_busy_, free_per_node_, gpu_free_at_, tenant_gpus_, tenant_quota_, attained_s_, job_sizes_,
+                        tenant_node_allowed_, gpu_rank_, gpu_started_, gpu_tenant_, tenant_private_},
+                       queue_.now());
+  }
+
   std::string task_label(TaskId id) const {
     const TaskRecord& r = trace_.tasks[index(id)];
     return "task \"" + spec(r).name + "\" of workflow \"" + sc_.workflows[r.workflow].id + "\" (instance " +
@@ -506,11 +515,7 @@ class Run {
     dirty_ = false;
     if (ready_.empty()) return;
     decisions_.clear();
-    const ClusterView view(cluster_, memory_,
-                           {gpu_busy_, free_per_node_, gpu_free_at_, tenant_gpus_, tenant_quota_, attained_s_,
-                            job_sizes_, tenant_node_allowed_, gpu_rank_, gpu_started_},
-                           queue_.now());
-    policy_->schedule(view, ready_, decisions_);
+    policy_->schedule(view(), ready_, decisions_);
 
     decided_.assign(ready_.size(), 0);
     auto claim = [&](std::uint32_t ready_index) {
@@ -594,12 +599,16 @@ class Run {
     r.start_s = queue_.now();
     const Tenant& tenant = sc_.tenants[index(r.tenant)];
     for (GpuId g : gpus) {
+      if (!view().allowed(r.tenant, g)) {
+        reject(id, "on GPU " + cluster_.gpu_name(g) + ", which tenant \"" + tenant.name +
+                       "\" may not use (pinned nodes, nodes kept by an exclusive tenant, or a GPU shared with another tenant where one wants private GPUs)");
+      }
+    }
+    for (GpuId g : gpus) {
       gpu_task_[index(g)] = index(id);
       gpu_rank_[index(g)] = ClusterView::rank_of(tenant.priority, tenant.work_class == WorkClass::interactive);
       gpu_started_[index(g)] = queue_.now();
-      if (tenant_node_allowed_[index(r.tenant) * cluster_.node_count() + index(cluster_.node_of(g))] == 0) {
-        reject(id, "on GPU " + cluster_.gpu_name(g) + ", a node tenant \"" + tenant.name + "\" may not use (pinned nodes, or kept by an exclusive tenant)");
-      }
+      gpu_tenant_[index(g)] = static_cast<std::int32_t>(index(r.tenant));
     }
     if (faults_ && stopped_at_[index(id)] != kNever) {
       recovery_s_ += queue_.now() - stopped_at_[index(id)];
@@ -683,7 +692,7 @@ class Run {
       const TaskId f = ready_[i].task;
       TaskRecord& r = trace_.tasks[index(f)];
       if (decided_[i] != 0 || batch_key(r) != key) continue;
-      if (tenant_node_allowed_[index(r.tenant) * cluster_.node_count() + index(cluster_.node_of(g))] == 0) continue;
+      if (!view().allowed(r.tenant, g) || (r.tenant != lead.tenant && (tenant_private_[index(r.tenant)] != 0 || tenant_private_[index(lead.tenant)] != 0))) continue;
       if (!memory_.fits(g, model, weights, s.working_set_bytes)) break;
       decided_[i] = 1;
       r.status = TaskStatus::running;
@@ -1300,6 +1309,7 @@ class Run {
       const GpuId g = trace_.gpus[r.gpu_begin + i];
       gpu_task_[index(g)] = kNoTask;
       gpu_rank_[index(g)] = ClusterView::kNoRank;
+      gpu_tenant_[index(g)] = -1;
       gpu_free_at_[index(g)] = queue_.now();
       memory_.release(g, model_of_[r.workflow][r.task], spec(r).working_set_bytes - offloaded_[r.gpu_begin + i], queue_.now());
       refresh(index(g));
@@ -1428,6 +1438,8 @@ class Run {
   std::vector<std::uint32_t> preempted_runs_;  // per task: runs a preemption stopped (not counted as attempts)
   std::vector<std::int32_t> gpu_rank_;         // preemption rank of the task on each GPU (ClusterView::kNoRank: none)
   std::vector<double> gpu_started_;            // when that task started
+  std::vector<std::int32_t> gpu_tenant_;       // tenant of the task on each GPU (-1: none)
+  std::vector<std::uint8_t> tenant_private_;   // tenants whose GPUs (with MIG: physical GPUs) are their own
   std::vector<std::uint8_t> tenant_node_allowed_;
   std::vector<GpuId> freed_;                   // GPUs freed by this round's preemptions
   bool record_decisions_ = false;

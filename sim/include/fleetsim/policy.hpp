@@ -63,6 +63,8 @@ class ClusterView {
     std::span<const std::uint8_t> tenant_node_allowed;  // tenants x nodes: pinning and exclusive nodes
     std::span<const std::int32_t> gpu_rank;        // what runs on each GPU: its preemption rank (kNoRank when nothing)
     std::span<const double> gpu_started_s;         // when that task started
+    std::span<const std::int32_t> gpu_tenant;      // tenant of the task on each GPU (-1: none)
+    std::span<const std::uint8_t> tenant_private;  // tenants that share no physical GPU (MIG instances) with others
   };
   static constexpr std::int32_t kNoRank = std::numeric_limits<std::int32_t>::max();
   // Preemption rank of a task: its tenant's priority, interactive above batch at equal priority.
@@ -80,8 +82,11 @@ class ClusterView {
     return is_free(gpu) ? now_s_ : std::max(now_s_, state_.gpu_free_at_s[index(gpu)]);
   }
   std::uint32_t tenant_gpus(TenantId tenant) const { return state_.tenant_gpus[index(tenant)]; }
-  // Whether the tenant may run on this GPU's node (its pinned nodes, none kept by another tenant).
-  bool allowed(TenantId tenant, GpuId gpu) const;
+  // Whether the tenant may run on this GPU: its node is among its pinned nodes and not kept by another
+  // tenant, and, with MIG, no instance of the same physical GPU runs another tenant's task where either
+  // tenant wants private GPUs.
+  // `placed` (optional, per GPU, -1 where none) adds the tenants a policy has placed in this round.
+  bool allowed(TenantId tenant, GpuId gpu, std::span<const std::int32_t> placed = {}) const;
   // The preemption rank of the task running on a busy GPU (kNoRank when none runs there: free, down
   // or off), and when it started.
   std::int32_t running_rank(GpuId gpu) const { return state_.gpu_rank[index(gpu)]; }

@@ -100,6 +100,7 @@ struct Tenant {
   WorkClass work_class = WorkClass::batch;
   std::vector<std::uint32_t> nodes;  // pinned: its tasks run only on these nodes (empty: anywhere)
   bool exclusive = false;            // its nodes run no other tenant's tasks
+  bool private_gpus = false;         // with MIG: no instance of a GPU it uses runs another tenant's task
 };
 
 // Whether each tenant may run on each node (row-major, tenants x nodes): among its pinned nodes, and

@@ -12,6 +12,7 @@ namespace fleetsim::policies {
 
 void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready, Decisions& out) {
   taken_.assign(view.cluster().gpu_count(), 0);
+  taken_by_.assign(view.cluster().gpu_count(), -1);
   order_.resize(ready.size());
   std::iota(order_.begin(), order_.end(), 0u);
   order(view, ready, order_);
@@ -27,7 +28,7 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
 
 bool Greedy::place(const ClusterView& view, const ReadyTask& task, std::size_t ready_index, Decisions& out) {
   const Cluster& cluster = view.cluster();
-  auto usable = [&](GpuId g) { return taken_[index(g)] == 0 && view.is_free(g) && view.allowed(task.tenant, g) && view.fits(g, task); };
+  auto usable = [&](GpuId g) { return taken_[index(g)] == 0 && view.is_free(g) && view.allowed(task.tenant, g, taken_by_) && view.fits(g, task); };
   auto gather = [&](NodeId node) {
     const std::uint32_t first = index(cluster.first_gpu(node));
     for (std::uint32_t g = first; g < first + cluster.gpus_in(node); ++g) {
@@ -72,7 +73,10 @@ bool Greedy::place(const ClusterView& view, const ReadyTask& task, std::size_t r
     cheapest(k);
     for (std::size_t i = 0; i < k; ++i) chosen_.push_back(candidates_[i].gpu);
   }
-  for (GpuId g : chosen_) taken_[index(g)] = 1;
+  for (GpuId g : chosen_) {
+    taken_[index(g)] = 1;
+    taken_by_[index(g)] = static_cast<std::int32_t>(index(task.tenant));
+  }
   out.place(ready_index, chosen_);
   return true;
 }
@@ -99,7 +103,7 @@ bool Greedy::make_room(const ClusterView& view, const ReadyTask& task, Decisions
     const std::uint32_t first = index(cluster.first_gpu(make_id<NodeId>(n)));
     for (std::uint32_t g = first; g < first + cluster.gpus_in(make_id<NodeId>(n)); ++g) {
       const GpuId gpu = make_id<GpuId>(g);
-      if (taken_[g] != 0 || !view.allowed(task.tenant, gpu)) continue;
+      if (taken_[g] != 0 || !view.allowed(task.tenant, gpu, taken_by_)) continue;
       if (view.is_free(gpu)) {
         if (view.fits(gpu, task)) options.push_back({false, 0, 0, gpu});
       } else if (view.running_rank(gpu) < rank && view.fits_when_free(gpu, task)) {
@@ -119,6 +123,7 @@ bool Greedy::make_room(const ClusterView& view, const ReadyTask& task, Decisions
   const std::string reason = "for a task of priority " + std::to_string(task.priority) + (task.interactive ? ", interactive" : "");
   for (const Option& o : best) {
     taken_[index(o.gpu)] = 1;  // kept for this task: nothing else starts there this round
+    taken_by_[index(o.gpu)] = static_cast<std::int32_t>(index(task.tenant));
     if (o.victim) out.preempt(o.gpu, reason);
   }
   return true;

@@ -47,7 +47,8 @@ class Greedy : public Policy {
     bool operator<(const Candidate& o) const { return cost < o.cost || (cost == o.cost && index(gpu) < index(o.gpu)); }
   };
   std::vector<std::uint32_t> order_;
-  std::vector<std::uint8_t> taken_;  // GPUs placed on earlier in this round
+  std::vector<std::uint8_t> taken_;        // GPUs placed on earlier in this round
+  std::vector<std::int32_t> taken_by_;     // and the tenant placed there (-1: none)
   std::vector<Candidate> candidates_;
   std::vector<GpuId> chosen_;
 };

@@ -7,8 +7,20 @@
 
 namespace fleetsim {
 
-bool ClusterView::allowed(TenantId tenant, GpuId gpu) const {
-  return state_.tenant_node_allowed[index(tenant) * cluster_.node_count() + index(cluster_.node_of(gpu))] != 0;
+bool ClusterView::allowed(TenantId tenant, GpuId gpu, std::span<const std::int32_t> placed) const {
+  const NodeId node = cluster_.node_of(gpu);
+  if (state_.tenant_node_allowed[index(tenant) * cluster_.node_count() + index(node)] == 0) return false;
+  const auto slices = static_cast<std::uint32_t>(cluster_.group(node).mig_slices);
+  if (slices == 1) return true;
+  const std::uint32_t first = index(cluster_.first_gpu(node)) + (index(gpu) - index(cluster_.first_gpu(node))) / slices * slices;
+  const auto conflicts = [&](std::int32_t other) {
+    return other >= 0 && static_cast<std::uint32_t>(other) != index(tenant) &&
+           (state_.tenant_private[index(tenant)] != 0 || state_.tenant_private[static_cast<std::uint32_t>(other)] != 0);
+  };
+  for (std::uint32_t s = first; s < first + slices; ++s) {
+    if (conflicts(state_.gpu_tenant[s]) || (!placed.empty() && conflicts(placed[s]))) return false;
+  }
+  return true;
 }
 
 double ClusterView::compute_estimate_s(const ReadyTask& task, GpuId gpu) const {
