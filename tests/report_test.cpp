@@ -21,7 +21,7 @@ TEST_CASE("the Perfetto trace is well-formed and matches the run", "[report]") {
   REQUIRE(doc["traceEvents"].is_array());
   std::map<std::string, int> phases;
   double compute_us = 0;
-  int gpu_threads = 0;
+  int gpu_threads = 0, loads = 0, queue_samples = 0;
   for (const auto& e : doc["traceEvents"]) {
     const std::string ph = e.at("ph");
     ++phases[ph];
@@ -31,14 +31,19 @@ TEST_CASE("the Perfetto trace is well-formed and matches the run", "[report]") {
       CHECK(e.at("ts").get<double>() >= 0);
       CHECK(e.at("dur").get<double>() > 0);
       if (e.at("cat") == "compute") compute_us += e.at("dur").get<double>();
+      if (e.at("cat") == "weight load") ++loads;
     } else if (ph == "C") {
       CHECK(e.at("ts").get<double>() >= 0);
       CHECK(e.at("args").is_object());
+      if (e.at("name") == "ready tasks waiting") ++queue_samples;
     } else if (ph == "M" && e.at("name") == "thread_name") {
       ++gpu_threads;
     }
   }
   CHECK(gpu_threads == static_cast<int>(run.cluster.gpu_count()));
+  CHECK(loads == static_cast<int>(run.trace.weight_loads.size()));
+  CHECK(loads > 0);
+  CHECK(queue_samples > 0);
   CHECK(phases["X"] > 0);
   CHECK(phases["C"] > 0);
   // Compute slices add up to the GPU-seconds of compute in the trace.

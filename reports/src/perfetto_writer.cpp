@@ -1,6 +1,8 @@
 // Chrome / Perfetto trace-event JSON: one process per node with one thread per GPU (task slices:
-// inputs and weight loads, compute, collective), VRAM counters per GPU, and load counters for
-// every link that carried traffic. Times in microseconds, as the format wants.
+// inputs and weight loads, compute, collective; each weight load nested in its task's first phase),
+// VRAM counters per GPU, load counters for every link that carried traffic, and the number of ready
+// tasks waiting. Times in microseconds, as the format wants.
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "fleetsim/report.hpp"
@@ -25,6 +27,8 @@ void write_perfetto_json(std::ostream& out, const Scenario& sc, const RunResult&
     }
   }
   events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", network_pid}, {"args", {{"name", "network"}}}});
+  const int scheduler_pid = network_pid + 1;
+  events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", scheduler_pid}, {"args", {{"name", "scheduler"}}}});
 
   for (const TaskRecord& t : run.trace.tasks) {
     if (t.start_s == kNever) continue;
@@ -52,6 +56,27 @@ void write_perfetto_json(std::ostream& out, const Scenario& sc, const RunResult&
                           {"ts", us(p.from)}, {"dur", us(p.to - p.from)}, {"args", args}});
       }
     }
+  }
+  for (const WeightLoad& w : run.trace.weight_loads) {
+    const double end = w.end_s == kNever ? run.summary.end_s : w.end_s;
+    if (end <= w.start_s) continue;
+    events.push_back({{"ph", "X"}, {"name", "weight load"}, {"cat", "weight load"}, {"pid", index(cluster.node_of(w.gpu))},
+                      {"tid", index(w.gpu)}, {"ts", us(w.start_s)}, {"dur", us(end - w.start_s)},
+                      {"args", {{"GB", w.bytes / 1e9}, {"from", w.peer ? cluster.gpu_name(*w.peer) : w.from_storage ? "storage" : "host"}}}});
+  }
+  // Ready tasks waiting for GPUs: +1 when a task becomes ready, -1 when it starts (or the run ends).
+  std::vector<std::pair<double, int>> queue;
+  for (const TaskRecord& t : run.trace.tasks) {
+    if (t.ready_s == kNever) continue;
+    queue.emplace_back(t.ready_s, 1);
+    queue.emplace_back(t.start_s != kNever ? t.start_s : run.summary.end_s, -1);
+  }
+  std::sort(queue.begin(), queue.end());
+  int waiting = 0;
+  for (std::size_t i = 0; i < queue.size(); ++i) {
+    waiting += queue[i].second;
+    if (i + 1 < queue.size() && queue[i + 1].first == queue[i].first) continue;  // one sample per instant
+    events.push_back({{"ph", "C"}, {"name", "ready tasks waiting"}, {"pid", scheduler_pid}, {"ts", us(queue[i].first)}, {"args", {{"tasks", waiting}}}});
   }
   for (const VramSample& s : run.vram_samples) {
     events.push_back({{"ph", "C"}, {"name", "VRAM " + cluster.gpu_name(s.gpu) + " (GB)"},
