@@ -406,7 +406,7 @@ int run_simulate(const SimulateArgs& args) {
   for (const std::string& plugin : args.plugins) fleetsim::load_policy_plugin(plugin);
   const fleetsim::Scenario scenario = read_scenario(args.scenario, args.sets, args.profile);
   const bool timelines = !args.out_dir.empty() || !args.report.empty();
-  const fleetsim::RunResult run = fleetsim::simulate(scenario, {.seed = args.seed, .record_link_samples = timelines});
+  const fleetsim::RunResult run = fleetsim::simulate(scenario, {.seed = args.seed, .record_link_samples = timelines, .progress = progress_line("workflows")});
   if (!args.report.empty()) {
     write_file(args.report, "the report", [&](std::ostream& o) { fleetsim::write_run_report_html(o, scenario, run); });
   }

@@ -116,6 +116,7 @@ class Run {
         topology_(cluster_, scenario.cluster.fabric),
         network_(topology_.capacities()),
         memory_(vram_capacities(cluster_), sc_.max_offload) {
+    progress_cb_ = options.progress;
     network_.record_samples(options.record_link_samples);
     memory_.record_samples(options.record_link_samples);
     record_decisions_ = options.record_link_samples;
@@ -182,7 +183,7 @@ class Run {
         break;
       }
       const Event e = queue_.pop();
-      ++events;
+      if ((++events & 0xFFFFu) == 0 && progress_cb_) progress_cb_(trace_.instances.size() - unfinished_, trace_.instances.size());
       const std::uint32_t run = e.kind >> 8;
       switch (e.kind & 0xFFu) {
         case kArrival: on_arrival(e.subject); break;
@@ -1415,6 +1416,7 @@ class Run {
   static constexpr std::uint32_t kNoInstance = 0xFFFFFFFFu;
   std::uint64_t in_flight_ = 0;                // instances arrived and not finished
   std::uint64_t unfinished_ = 0;               // instances not yet ended
+  std::function<void(std::size_t, std::size_t)> progress_cb_;
   // Faults.
   static constexpr std::uint32_t kNoTask = 0xFFFFFFFFu;
   std::vector<std::uint32_t> gpu_task_;        // per GPU: the task running on it

@@ -2,6 +2,8 @@
 // A Simulation owns all of its state, so several run side by side on threads.
 #pragma once
 
+#include <functional>
+
 #include <cstdint>
 #include <optional>
 
@@ -22,6 +24,8 @@ struct RunOptions {
   // queue that grows without bound shows itself here long before the horizon. The summary says
   // `diverged`, and what was left counts as running or queued.
   std::uint64_t max_in_flight = 0;
+  // Called now and then (every 2^16 events) with the workflow instances ended so far and in all.
+  std::function<void(std::size_t done, std::size_t total)> progress = {};
 };
 
 struct RunResult {
