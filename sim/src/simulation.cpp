@@ -162,8 +162,10 @@ class Run {
     gpu_free_at_.assign(gpus, 0.0);
     tenant_gpus_.assign(sc_.tenants.size(), 0);
     for (const Tenant& t : sc_.tenants) tenant_quota_.push_back(t.quota);
+    free_nodes_.assign((cluster_.node_count() + 63) / 64, 0);
     for (std::uint32_t n = 0; n < cluster_.node_count(); ++n) {
-      free_per_node_.push_back(cluster_.gpus_in(make_id<NodeId>(n)));
+      free_per_node_.push_back(0);
+      add_free(n, static_cast<int>(cluster_.gpus_in(make_id<NodeId>(n))));
     }
     create_instances();
   }
@@ -496,7 +498,7 @@ class Run {
 
   ClusterView view() const {
     return ClusterView(cluster_, memory_,
-                       {gpu_busy_, free_per_node_, gpu_free_at_, tenant_gpus_, tenant_quota_, attained_s_, job_sizes_,
+                       {gpu_busy_, free_per_node_, free_nodes_, gpu_free_at_, tenant_gpus_, tenant_quota_, attained_s_, job_sizes_,
                         tenant_node_allowed_, gpu_rank_, gpu_started_, gpu_tenant_, tenant_private_},
                        queue_.now());
   }
@@ -594,7 +596,7 @@ class Run {
       }
       gpu_busy_[index(g)] = 1;  // also catches the same GPU named twice
       gpu_free_at_[index(g)] = queue_.now() + mean_s_[r.workflow][r.task] * known_scale_[index(id)];
-      --free_per_node_[index(cluster_.node_of(g))];
+      add_free(index(cluster_.node_of(g)), -1);
     }
     r.status = TaskStatus::running;
     r.start_s = queue_.now();
@@ -1143,9 +1145,9 @@ class Run {
     gpu_busy_[g] = busy;
     const std::uint32_t n = index(cluster_.node_of(make_id<GpuId>(g)));
     if (busy != 0) {
-      --free_per_node_[n];
+      add_free(n, -1);
     } else {
-      ++free_per_node_[n];
+      add_free(n, +1);
       dirty_ = true;
     }
   }
@@ -1483,6 +1485,16 @@ class Run {
   std::vector<double> offloaded_;  // per entry of trace_.gpus: working-set bytes its task keeps in host memory
   std::unordered_map<std::uint64_t, std::uint32_t> pending_loads_;  // weights flow tag -> into trace_.weight_loads
   std::vector<std::uint32_t> free_per_node_;
+  std::vector<std::uint64_t> free_nodes_;  // bit per node: it has a free GPU (policies skip full nodes)
+
+  void add_free(std::uint32_t n, int delta) {
+    free_per_node_[n] += static_cast<std::uint32_t>(delta);
+    if (free_per_node_[n] > 0) {
+      free_nodes_[n / 64] |= std::uint64_t{1} << (n % 64);
+    } else {
+      free_nodes_[n / 64] &= ~(std::uint64_t{1} << (n % 64));
+    }
+  }
   std::vector<ReadyTask> ready_;
   std::vector<std::uint8_t> decided_;
   Decisions decisions_;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <deque>
 #include <limits>
@@ -55,6 +56,7 @@ class ClusterView {
   struct State {
     std::span<const std::uint8_t> gpu_busy;
     std::span<const std::uint32_t> free_gpus_per_node;
+    std::span<const std::uint64_t> nodes_with_free_gpus;  // a bit per node
     std::span<const double> gpu_free_at_s;         // predicted time each GPU is free again (now when free)
     std::span<const std::uint32_t> tenant_gpus;    // GPUs each tenant holds now
     std::span<const double> tenant_quota;          // each tenant's share weight
@@ -77,6 +79,16 @@ class ClusterView {
   double now() const { return now_s_; }
   bool is_free(GpuId gpu) const { return state_.gpu_busy[index(gpu)] == 0; }
   std::uint32_t free_gpus(NodeId node) const { return state_.free_gpus_per_node[index(node)]; }
+  // The first node numbered `from` or higher with a free GPU; node_count() when there is none.
+  std::uint32_t next_node_with_free(std::uint32_t from) const {
+    const auto words = state_.nodes_with_free_gpus;
+    for (std::size_t w = from / 64; w < words.size(); ++w) {
+      std::uint64_t bits = words[w];
+      if (w == from / 64) bits &= ~std::uint64_t{0} << (from % 64);
+      if (bits != 0) return static_cast<std::uint32_t>(w * 64 + static_cast<std::size_t>(std::countr_zero(bits)));
+    }
+    return static_cast<std::uint32_t>(words.size() * 64);
+  }
   // When the GPU is predicted to be free: now if it is; never earlier than now.
   double free_at_s(GpuId gpu) const {
     return is_free(gpu) ? now_s_ : std::max(now_s_, state_.gpu_free_at_s[index(gpu)]);

@@ -218,7 +218,9 @@ std::string Topology::link_name(std::uint32_t link) const {
 const std::vector<std::uint64_t>& Topology::distances_to(std::uint32_t target) const {
   auto& cache = cache_->to_target;
   if (const auto it = cache.find(target); it != cache.end()) return it->second;
-  if (cache.size() >= 4096) cache.clear();  // bounded memory on large clusters
+  // Bounded memory on large clusters: at most 1 GiB of distance tables (about 4,000 targets on 10k GPUs).
+  const std::size_t most = std::max<std::size_t>(64, (std::size_t{1} << 30) / (sizeof(std::uint64_t) * vertex_count()));
+  if (cache.size() >= most) cache.clear();
 
   // Distances to `target` are distances from it on the reversed graph. GPUs forward nothing: an
   // edge into a GPU other than the target is removed, so no path passes through one.

@@ -10,9 +10,21 @@
 
 namespace fleetsim::policies {
 
+void Greedy::take(GpuId g, TenantId tenant) {
+  taken_[index(g)] = round_;
+  taken_by_[index(g)] = static_cast<std::int32_t>(index(tenant));
+  taken_list_.push_back(g);
+}
+
 void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready, Decisions& out) {
-  taken_.assign(view.cluster().gpu_count(), 0);
-  taken_by_.assign(view.cluster().gpu_count(), -1);
+  // Round stamps instead of clearing per-GPU arrays: a round costs what it places, not the cluster's size.
+  if (taken_.size() != view.cluster().gpu_count()) {
+    taken_.assign(view.cluster().gpu_count(), 0);
+    taken_by_.assign(view.cluster().gpu_count(), -1);
+  }
+  for (GpuId g : taken_list_) taken_by_[index(g)] = -1;
+  taken_list_.clear();
+  ++round_;
   order_.resize(ready.size());
   std::iota(order_.begin(), order_.end(), 0u);
   order(view, ready, order_);
@@ -28,7 +40,7 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
 
 bool Greedy::place(const ClusterView& view, const ReadyTask& task, std::size_t ready_index, Decisions& out) {
   const Cluster& cluster = view.cluster();
-  auto usable = [&](GpuId g) { return taken_[index(g)] == 0 && view.is_free(g) && view.allowed(task.tenant, g, taken_by_) && view.fits(g, task); };
+  auto usable = [&](GpuId g) { return !taken(g) && view.is_free(g) && view.allowed(task.tenant, g, taken_by_) && view.fits(g, task); };
   auto gather = [&](NodeId node) {
     const std::uint32_t first = index(cluster.first_gpu(node));
     for (std::uint32_t g = first; g < first + cluster.gpus_in(node); ++g) {
@@ -46,12 +58,14 @@ bool Greedy::place(const ClusterView& view, const ReadyTask& task, std::size_t r
     return total;
   };
 
-  // One node with room for the whole gang first: NVLink inside a node beats the network.
+  // One node with room for the whole gang first: NVLink inside a node beats the network. When the
+  // cost is the GPU's number, the first node (in number order) with room is the cheapest.
   const std::size_t k = task.gpus;
   const double inf = std::numeric_limits<double>::infinity();
+  const std::uint32_t nodes = cluster.node_count();
   Cost best{inf, inf, inf};
   chosen_.clear();
-  for (std::uint32_t n = 0; n < cluster.node_count(); ++n) {
+  for (std::uint32_t n = view.next_node_with_free(0); n < nodes; n = view.next_node_with_free(n + 1)) {
     const NodeId node = make_id<NodeId>(n);
     if (view.free_gpus(node) < k) continue;
     candidates_.clear();
@@ -62,21 +76,17 @@ bool Greedy::place(const ClusterView& view, const ReadyTask& task, std::size_t r
       best = total;
       chosen_.clear();
       for (std::size_t i = 0; i < k; ++i) chosen_.push_back(candidates_[i].gpu);
+      if (cost_is_gpu_number()) break;
     }
   }
   if (chosen_.empty()) {
     candidates_.clear();
-    for (std::uint32_t n = 0; n < cluster.node_count(); ++n) {
-      if (view.free_gpus(make_id<NodeId>(n)) > 0) gather(make_id<NodeId>(n));
-    }
+    for (std::uint32_t n = view.next_node_with_free(0); n < nodes; n = view.next_node_with_free(n + 1)) gather(make_id<NodeId>(n));
     if (candidates_.size() < k) return false;
     cheapest(k);
     for (std::size_t i = 0; i < k; ++i) chosen_.push_back(candidates_[i].gpu);
   }
-  for (GpuId g : chosen_) {
-    taken_[index(g)] = 1;
-    taken_by_[index(g)] = static_cast<std::int32_t>(index(task.tenant));
-  }
+  for (GpuId g : chosen_) take(g, task.tenant);
   out.place(ready_index, chosen_);
   return true;
 }
@@ -103,7 +113,7 @@ bool Greedy::make_room(const ClusterView& view, const ReadyTask& task, Decisions
     const std::uint32_t first = index(cluster.first_gpu(make_id<NodeId>(n)));
     for (std::uint32_t g = first; g < first + cluster.gpus_in(make_id<NodeId>(n)); ++g) {
       const GpuId gpu = make_id<GpuId>(g);
-      if (taken_[g] != 0 || !view.allowed(task.tenant, gpu, taken_by_)) continue;
+      if (taken(gpu) || !view.allowed(task.tenant, gpu, taken_by_)) continue;
       if (view.is_free(gpu)) {
         if (view.fits(gpu, task)) options.push_back({false, 0, 0, gpu});
       } else if (view.running_rank(gpu) < rank && view.fits_when_free(gpu, task)) {
@@ -122,8 +132,7 @@ bool Greedy::make_room(const ClusterView& view, const ReadyTask& task, Decisions
   if (best.empty()) return false;
   const std::string reason = "for a task of priority " + std::to_string(task.priority) + (task.interactive ? ", interactive" : "");
   for (const Option& o : best) {
-    taken_[index(o.gpu)] = 1;  // kept for this task: nothing else starts there this round
-    taken_by_[index(o.gpu)] = static_cast<std::int32_t>(index(task.tenant));
+    take(o.gpu, task.tenant);  // kept for this task: nothing else starts there this round
     if (o.victim) out.preempt(o.gpu, reason);
   }
   return true;

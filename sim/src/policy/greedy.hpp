@@ -23,10 +23,12 @@ class Greedy : public Policy {
   // Indices into `ready`, in the order to consider them; on entry, the order they became ready.
   virtual void order(const ClusterView& /*view*/, std::span<const ReadyTask> /*ready*/,
                      std::vector<std::uint32_t>& /*order*/) {}
-  // Lower is better. The default, the GPU's number, packs work onto the first GPUs.
+  // Lower is better. The default, the GPU's number, packs work onto the first GPUs. A policy that
+  // overrides it must say so in cost_is_gpu_number(), which lets the loop stop at the first fit.
   virtual Cost cost(const ClusterView& /*view*/, const ReadyTask& /*task*/, GpuId gpu) const {
     return {static_cast<double>(index(gpu)), 0, 0};
   }
+  virtual bool cost_is_gpu_number() const { return true; }
   virtual bool blocks() const { return false; }
   // Whether a task that cannot be placed may preempt running tasks of a lower rank (tenant priority,
   // then interactive over batch) to make room in one node; it is placed in the next round.
@@ -47,8 +49,13 @@ class Greedy : public Policy {
     bool operator<(const Candidate& o) const { return cost < o.cost || (cost == o.cost && index(gpu) < index(o.gpu)); }
   };
   std::vector<std::uint32_t> order_;
-  std::vector<std::uint8_t> taken_;        // GPUs placed on earlier in this round
+  bool taken(GpuId g) const { return taken_[index(g)] == round_; }
+  void take(GpuId g, TenantId tenant);
+
+  std::vector<std::uint32_t> taken_;       // GPUs placed on earlier in this round: == round_
   std::vector<std::int32_t> taken_by_;     // and the tenant placed there (-1: none)
+  std::vector<GpuId> taken_list_;          // to clear taken_by_ after the round
+  std::uint32_t round_ = 0;
   std::vector<Candidate> candidates_;
   std::vector<GpuId> chosen_;
 };

@@ -39,6 +39,7 @@ class Priority final : public Greedy {
 };
 
 class LeastLoaded final : public Greedy {
+  bool cost_is_gpu_number() const override { return false; }
   Cost cost(const ClusterView& view, const ReadyTask&, GpuId gpu) const override {
     // The node with the most free GPUs first; within it, the lowest-numbered GPU.
     return {-static_cast<double>(view.free_gpus(view.cluster().node_of(gpu))), static_cast<double>(index(gpu)), 0};
@@ -46,6 +47,7 @@ class LeastLoaded final : public Greedy {
 };
 
 class MemoryAware final : public Greedy {
+  bool cost_is_gpu_number() const override { return false; }
   Cost cost(const ClusterView& view, const ReadyTask& task, GpuId gpu) const override {
     // Model affinity first (no load at all), then the fewest cached bytes evicted, then best fit:
     // the least VRAM left over.
@@ -57,6 +59,7 @@ class MemoryAware final : public Greedy {
 };
 
 class Locality final : public Greedy {
+  bool cost_is_gpu_number() const override { return false; }
   Cost cost(const ClusterView& view, const ReadyTask& task, GpuId gpu) const override {
     if (task.input_gpu == kNoGpu) return {0, static_cast<double>(index(gpu)), 0};
     const GpuId input = make_id<GpuId>(task.input_gpu);
@@ -74,6 +77,7 @@ class CriticalPath final : public Greedy {
 // Online HEFT: tasks by upward rank; each on the free GPU where it would finish earliest, counting
 // its compute on that GPU's type, its inputs' transfer and a weights load if the model is not there.
 class Heft final : public Greedy {
+  bool cost_is_gpu_number() const override { return false; }
   void order(const ClusterView&, std::span<const ReadyTask> ready, std::vector<std::uint32_t>& order) override {
     sort_by(ready, order, [](const ReadyTask& t) { return -t.rank_s; });
   }
