@@ -15,6 +15,7 @@
 #include "fleetsim/cpu_kernels.hpp"
 #include "fleetsim/error.hpp"
 #include "fleetsim/realexec.hpp"
+#include "replay.hpp"
 #include "fleetsim/units.hpp"
 
 namespace fleetsim {
@@ -126,7 +127,7 @@ class CpuRun {
         devices_[g]->order.push_back(rec);
         Sizes& z = sizes_[g];
         z.weights = std::max(z.weights, s.weights_bytes / s.gpus);
-        if (s.collective && r.gpu_count > 1) z.collective = std::max(z.collective, collective_floats(s));
+        if (s.collective && r.gpu_count > 1) z.collective = std::max(z.collective, replay::collective_floats(s));
       }
       const Workflow& wf = sc_.workflows[r.workflow];
       for (std::uint32_t e : wf.inputs(r.task)) {
@@ -143,9 +144,7 @@ class CpuRun {
     total_ = replayed.size();
   }
 
-  static std::size_t collective_floats(const TaskSpec& s) {
-    return static_cast<std::size_t>(std::ceil(s.collective->bytes * s.collective->compression / sizeof(float)));
-  }
+
 
   // Refuses a plan whose buffers would not fit in half of this machine's memory.
   void check_memory() const {
@@ -250,7 +249,7 @@ class CpuRun {
       // Every member takes every step, even after a failure, so no member waits forever.
       std::vector<float*> buffers;
       for (std::uint32_t m = 0; m < trace_.tasks[rec].gpu_count; ++m) buffers.push_back(devices_[index(gpu(rec, m))]->collective.data());
-      cpu::collective(s.collective->op, buffers, collective_floats(s), member, [&] { gang->pass(); });
+      cpu::collective(s.collective->op, buffers, replay::collective_floats(s), member, [&] { gang->pass(); });
     }
     working_set.reset();
     TaskRecord& r = trace_.tasks[rec];
@@ -274,25 +273,8 @@ class CpuRun {
     if (options_.progress) options_.progress(done_, total_);
   }
 
-  RunResult result() {
-    RunResult out{.cluster = plan_.cluster, .topology = Topology(plan_.cluster, sc_.cluster.fabric), .trace = std::move(trace_),
-                  .summary = {}, .link_bytes = {}, .link_samples = {}, .vram_samples = {}};
-    double end_s = 0;
-    for (InstanceRecord& inst : out.trace.instances) inst.end_s = kNever;
-    std::vector<std::uint32_t> left(out.trace.instances.size(), 0);
-    for (const TaskRecord& r : out.trace.tasks) {
-      if (r.status != TaskStatus::completed) ++left[index(r.instance)];
-    }
-    for (const TaskRecord& r : out.trace.tasks) {
-      InstanceRecord& inst = out.trace.instances[index(r.instance)];
-      if (r.status == TaskStatus::failed) inst.failed = true;
-      if (r.end_s != kNever) end_s = std::max(end_s, r.end_s);
-      if (left[index(r.instance)] == 0) inst.end_s = std::max(inst.end_s, r.end_s);
-    }
-    out.link_bytes.assign(out.topology.links().size(), 0.0);
-    out.summary = summarize(sc_, out.cluster, out.topology, out.trace, out.link_bytes, end_s, false, plan_.summary.seed, 0);
-    return out;
-  }
+  RunResult result() { return replay::measured_result(sc_, plan_, std::move(trace_)); }
+
 
   struct Sizes {
     double outbox = 0, inbox = 0, weights = 0;

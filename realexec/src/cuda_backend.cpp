@@ -27,6 +27,7 @@
 #include "fleetsim/error.hpp"
 #include "fleetsim/kernels.hpp"
 #include "fleetsim/realexec.hpp"
+#include "replay.hpp"
 #include "fleetsim/units.hpp"
 
 namespace fleetsim {
@@ -263,7 +264,7 @@ class CudaRun {
         d.order.push_back(rec);
         d.weights_bytes = std::max(d.weights_bytes, s.weights_bytes / s.gpus);
         if (s.flop > 0) d.elements[static_cast<std::size_t>(element_of(s.dtype))] = true;
-        if (s.collective && r.gpu_count > 1) d.collective_floats = std::max(d.collective_floats, collective_floats(s));
+        if (s.collective && r.gpu_count > 1) d.collective_floats = std::max(d.collective_floats, replay::collective_floats(s));
       }
       const Workflow& wf = sc_.workflows[r.workflow];
       for (std::uint32_t e : wf.inputs(r.task)) {
@@ -305,9 +306,7 @@ class CudaRun {
     total_ = replayed_.size();
   }
 
-  static std::size_t collective_floats(const TaskSpec& s) {
-    return static_cast<std::size_t>(std::ceil(s.collective->bytes * s.collective->compression / sizeof(float)));
-  }
+
 
   // Pinned host memory holds the largest weight load; refuse one larger than half this machine's memory.
   void check_host_memory() const {
@@ -546,7 +545,7 @@ class CudaRun {
   // of the buffer (and a reduction kernel), with the gang meeting between steps.
   void copy_collective(std::uint32_t rec, std::uint32_t member, Gang& gang, Device& d, std::string& failure, const std::string& where) {
     const TaskSpec& s = spec(rec);
-    const std::size_t k = trace_.tasks[rec].gpu_count, count = collective_floats(s), rank = member;
+    const std::size_t k = trace_.tasks[rec].gpu_count, count = replay::collective_floats(s), rank = member;
     auto peer = [&](std::size_t m) -> Device& { return *devices_[index(gpu(rec, static_cast<std::uint32_t>(m)))]; };
     Device& left = peer((rank + k - 1) % k);
     float* mine = d.collective;
@@ -703,7 +702,7 @@ class CudaRun {
 #if defined(FLEETSIM_HAVE_NCCL)
       if (gang->nccl) {
         try {
-          nccl_collective(s.collective->op, (*gang->comms)[member], d.collective, collective_floats(s), static_cast<int>(member),
+          nccl_collective(s.collective->op, (*gang->comms)[member], d.collective, replay::collective_floats(s), static_cast<int>(member),
                           static_cast<int>(trace_.tasks[rec].gpu_count), d.stream, where);
         } catch (const std::exception& e) {
           if (failure.empty()) failure = e.what();
@@ -834,25 +833,8 @@ class CudaRun {
     }
   }
 
-  RunResult result() {
-    RunResult out{.cluster = plan_.cluster, .topology = Topology(plan_.cluster, sc_.cluster.fabric), .trace = std::move(trace_),
-                  .summary = {}, .link_bytes = {}, .link_samples = {}, .vram_samples = {}};
-    double end_s = 0;
-    for (InstanceRecord& inst : out.trace.instances) inst.end_s = kNever;
-    std::vector<std::uint32_t> left(out.trace.instances.size(), 0);
-    for (const TaskRecord& r : out.trace.tasks) {
-      if (r.status != TaskStatus::completed) ++left[index(r.instance)];
-    }
-    for (const TaskRecord& r : out.trace.tasks) {
-      InstanceRecord& inst = out.trace.instances[index(r.instance)];
-      if (r.status == TaskStatus::failed) inst.failed = true;
-      if (r.end_s != kNever) end_s = std::max(end_s, r.end_s);
-      if (left[index(r.instance)] == 0) inst.end_s = std::max(inst.end_s, r.end_s);
-    }
-    out.link_bytes.assign(out.topology.links().size(), 0.0);
-    out.summary = summarize(sc_, out.cluster, out.topology, out.trace, out.link_bytes, end_s, false, plan_.summary.seed, 0);
-    return out;
-  }
+  RunResult result() { return replay::measured_result(sc_, plan_, std::move(trace_)); }
+
 
   // Everything set up is given back; errors here are ignored, as the run's outcome is already known.
   void release() noexcept {
