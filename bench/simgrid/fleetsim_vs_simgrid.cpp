@@ -267,12 +267,6 @@ SimgridResult run_simgrid(const fleetsim::Workflow& wf, const fleetsim::Cluster&
   r.makespan_s = sg4::Engine::get_clock();
   r.activities = all.size();
   for (const sg4::ActivityPtr& a : all) r.unfinished += a->get_state() != sg4::Activity::State::FINISHED;
-  if (const char* dump = std::getenv("FLEETSIM_SIMGRID_DUMP")) {
-    if (FILE* f = std::fopen(dump, "w")) {
-      for (std::uint32_t t = 0; t < n; ++t) std::fprintf(f, "%u,%.12f,%.12f\n", t, exec[t]->get_start_time(), exec[t]->get_finish_time());
-      std::fclose(f);
-    }
-  }
   return r;
 }
 
@@ -420,14 +414,6 @@ int main(int argc, char** argv) try {
       for (int i = 0; i < reps; ++i) {
         const SimgridResult r = run_simgrid_in_child(wf, run->cluster, run->topology, replay, routes, o.latency, o.simgrid_cfg);
         if (r.wall_s < best.wall_s) best = r;
-      }
-      if (const char* dump = std::getenv("FLEETSIM_DUMP")) {
-        if (FILE* f = std::fopen(dump, "w")) {
-          for (const fleetsim::TaskRecord& t : run->trace.tasks) {
-            std::fprintf(f, "%u,%u,%.12f,%.12f,%.12f,%.12f\n", t.task, replay.gpu[t.task], t.ready_s, t.start_s, t.compute_start_s, t.end_s);
-          }
-          std::fclose(f);
-        }
       }
       // SimGrid against itself with every task's FLOP changed by a relative +-sensitivity (about a
       // nanosecond per task): how far rounding-size differences carry on this DAG, the floor for any agreement.
