@@ -23,7 +23,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
 
 // Records when the last member of a gang reached the barrier, before any member goes on.
 struct Stamp {
@@ -91,31 +90,15 @@ class CpuRun {
     return sc_.workflows[r.workflow].tasks[r.task];
   }
   GpuId gpu(std::uint32_t rec, std::uint32_t member) const { return trace_.gpus[trace_.tasks[rec].gpu_begin + member]; }
-  std::uint32_t record_of(InstanceId instance, std::uint32_t task) const { return first_record_[index(instance)] + task; }
+  std::uint32_t record_of(InstanceId instance, std::uint32_t task) const { return plan_index_.record_of(instance, task); }
 
   // Which device runs what, in which order; what each device must hold.
   void index_plan() {
     const std::size_t gpus = plan_.cluster.gpu_count();
     devices_.resize(gpus);
-    first_record_.assign(trace_.instances.size(), kNone);
-    for (std::uint32_t rec = 0; rec < trace_.tasks.size(); ++rec) {
-      std::uint32_t& first = first_record_[index(trace_.tasks[rec].instance)];
-      first = std::min(first, rec);
-    }
-    loads_of_.assign(trace_.tasks.size(), {});
-    for (std::uint32_t i = 0; i < trace_.weight_loads.size(); ++i) loads_of_[index(trace_.weight_loads[i].task)].push_back(i);
+    plan_index_ = replay::index_plan(plan_, trace_);
+    const std::vector<std::uint32_t>& replayed = plan_index_.replayed;
     gangs_.resize(trace_.tasks.size());
-    std::vector<std::uint32_t> replayed;
-    for (std::uint32_t rec = 0; rec < trace_.tasks.size(); ++rec) {
-      TaskRecord& r = trace_.tasks[rec];
-      if (r.status != TaskStatus::completed) continue;  // kept as the plan left it
-      replayed.push_back(rec);
-      r.ready_s = r.start_s = r.compute_start_s = r.comm_start_s = r.end_s = kNever;
-      r.status = TaskStatus::queued;
-    }
-    std::stable_sort(replayed.begin(), replayed.end(), [&](std::uint32_t a, std::uint32_t b) {
-      return plan_.trace.tasks[a].start_s < plan_.trace.tasks[b].start_s;
-    });
     sizes_.resize(gpus);
     for (std::uint32_t rec : replayed) {
       const TaskRecord& r = trace_.tasks[rec];
@@ -216,7 +199,7 @@ class CpuRun {
     std::unique_ptr<std::byte[]> working_set;
     attempt([&] {
       working_set = std::make_unique_for_overwrite<std::byte[]>(static_cast<std::size_t>(s.working_set_bytes) + 1);
-      for (std::uint32_t i : loads_of_[rec]) {
+      for (std::uint32_t i : plan_index_.loads_of[rec]) {
         WeightLoad& load = trace_.weight_loads[i];
         if (index(load.gpu) != g) continue;
         load.start_s = now();
@@ -288,8 +271,7 @@ class CpuRun {
   Clock::time_point t0_;
   std::vector<std::unique_ptr<Device>> devices_;  // per GPU of the plan; null when it runs nothing
   std::vector<Sizes> sizes_;
-  std::vector<std::uint32_t> first_record_;
-  std::vector<std::vector<std::uint32_t>> loads_of_;
+  replay::PlanIndex plan_index_;
   std::vector<std::unique_ptr<Gang>> gangs_;
   double host_weights_ = 0;
   std::vector<std::byte> host_store_;  // weights in host memory, the source of loads

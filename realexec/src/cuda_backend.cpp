@@ -35,7 +35,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
 constexpr int kGemmTile = 4096;                                  // square GEMMs of this side, then one for the remainder
 constexpr std::size_t kStreamFloats = std::size_t{1} << 24;      // 64 MiB per triad array, above any GPU's L2
 constexpr std::size_t kBlasWorkspace = std::size_t{32} << 20;    // cuBLAS workspace per device, given up front
@@ -220,7 +219,7 @@ class CudaRun {
     return sc_.workflows[r.workflow].tasks[r.task];
   }
   GpuId gpu(std::uint32_t rec, std::uint32_t member) const { return trace_.gpus[trace_.tasks[rec].gpu_begin + member]; }
-  std::uint32_t record_of(InstanceId instance, std::uint32_t task) const { return first_record_[index(instance)] + task; }
+  std::uint32_t record_of(InstanceId instance, std::uint32_t task) const { return plan_index_.record_of(instance, task); }
   cudaEvent_t& mark(std::uint32_t rec, std::uint32_t member, Mark m) { return marks_[trace_.tasks[rec].gpu_begin + member][m]; }
   std::string task_name(std::uint32_t rec) const {
     const TaskRecord& r = trace_.tasks[rec];
@@ -231,24 +230,9 @@ class CudaRun {
   void index_plan(int local_gpus) {
     const std::size_t gpus = plan_.cluster.gpu_count();
     devices_.resize(gpus);
-    first_record_.assign(trace_.instances.size(), kNone);
-    for (std::uint32_t rec = 0; rec < trace_.tasks.size(); ++rec) {
-      std::uint32_t& first = first_record_[index(trace_.tasks[rec].instance)];
-      first = std::min(first, rec);
-    }
-    loads_of_.assign(trace_.tasks.size(), {});
-    for (std::uint32_t i = 0; i < trace_.weight_loads.size(); ++i) loads_of_[index(trace_.weight_loads[i].task)].push_back(i);
+    plan_index_ = replay::index_plan(plan_, trace_);
+    replayed_ = plan_index_.replayed;
     gangs_.resize(trace_.tasks.size());
-    for (std::uint32_t rec = 0; rec < trace_.tasks.size(); ++rec) {
-      TaskRecord& r = trace_.tasks[rec];
-      if (r.status != TaskStatus::completed) continue;  // kept as the plan left it
-      replayed_.push_back(rec);
-      r.ready_s = r.start_s = r.compute_start_s = r.comm_start_s = r.end_s = kNever;
-      r.status = TaskStatus::queued;
-    }
-    std::stable_sort(replayed_.begin(), replayed_.end(), [&](std::uint32_t a, std::uint32_t b) {
-      return plan_.trace.tasks[a].start_s < plan_.trace.tasks[b].start_s;
-    });
     for (std::uint32_t rec : replayed_) {
       for (std::uint32_t m = 0; m < trace_.tasks[rec].gpu_count; ++m) {
         if (!devices_[index(gpu(rec, m))]) devices_[index(gpu(rec, m))] = std::make_unique<Device>();
@@ -403,7 +387,7 @@ class CudaRun {
         FLEETSIM_CUDA(d.name, cudaSetDevice(d.gpu));
         for (cudaEvent_t& e : marks_[trace_.tasks[rec].gpu_begin + m]) FLEETSIM_CUDA(d.name, cudaEventCreate(&e));
       }
-      for (std::uint32_t i : loads_of_[rec]) {
+      for (std::uint32_t i : plan_index_.loads_of[rec]) {
         const Device& d = *devices_[index(trace_.weight_loads[i].gpu)];
         FLEETSIM_CUDA(d.name, cudaSetDevice(d.gpu));
         for (cudaEvent_t& e : load_marks_[i]) FLEETSIM_CUDA(d.name, cudaEventCreate(&e));
@@ -659,7 +643,7 @@ class CudaRun {
       const auto n = static_cast<std::size_t>(s.working_set_bytes) + 1;
       FLEETSIM_CUDA(where + ": allocating its working set of " + format_quantity(static_cast<double>(n), Dimension::bytes),
                     cudaMallocAsync(&working_set, n, d.stream));
-      for (std::uint32_t i : loads_of_[rec]) {
+      for (std::uint32_t i : plan_index_.loads_of[rec]) {
         const WeightLoad& load = trace_.weight_loads[i];
         if (index(load.gpu) != g) continue;
         const Device* peer = load.peer ? devices_[index(*load.peer)].get() : nullptr;
@@ -803,7 +787,7 @@ class CudaRun {
         if (communicates) r.comm_start_s = std::max(r.comm_start_s, time_of(d, mark(rec, m, kComputed)));
         r.end_s = std::max(r.end_s, time_of(d, mark(rec, m, kDone)));
       }
-      for (std::uint32_t i : loads_of_[rec]) {
+      for (std::uint32_t i : plan_index_.loads_of[rec]) {
         if (loaded_[i] == 0) continue;  // its task failed before the load
         WeightLoad& load = trace_.weight_loads[i];
         const Device& d = *devices_[index(load.gpu)];
@@ -821,7 +805,7 @@ class CudaRun {
       for (std::uint32_t e : wf.inputs(r.task)) r.ready_s = std::max(r.ready_s, trace_.tasks[record_of(r.instance, wf.edges[e].from)].end_s);
       r.start_s = std::max(r.start_s, r.ready_s);
       r.compute_start_s = std::max(r.compute_start_s, r.start_s);
-      for (std::uint32_t i : loads_of_[rec]) {
+      for (std::uint32_t i : plan_index_.loads_of[rec]) {
         WeightLoad& load = trace_.weight_loads[i];
         if (loaded_[i] == 0) continue;
         load.start_s = std::max(load.start_s, r.start_s);
@@ -890,8 +874,7 @@ class CudaRun {
   std::vector<LocalGpu> locals_;
   std::vector<std::unique_ptr<Device>> devices_;  // per GPU of the plan; null when it runs nothing
   std::vector<std::uint32_t> replayed_;           // the records run, in the plan's start order
-  std::vector<std::uint32_t> first_record_;
-  std::vector<std::vector<std::uint32_t>> loads_of_;
+  replay::PlanIndex plan_index_;
   std::vector<std::unique_ptr<Gang>> gangs_;
   std::vector<std::array<cudaEvent_t, kMarks>> marks_;      // per Trace::gpus slot: one member of one task
   std::vector<std::array<cudaEvent_t, 2>> load_marks_;      // per weight load: start, end

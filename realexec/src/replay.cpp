@@ -1,10 +1,33 @@
 #include "replay.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "fleetsim/summary.hpp"
 
 namespace fleetsim::replay {
+
+PlanIndex index_plan(const RunResult& plan, Trace& trace) {
+  PlanIndex ix;
+  ix.first_record.assign(trace.instances.size(), std::numeric_limits<std::uint32_t>::max());
+  for (std::uint32_t rec = 0; rec < trace.tasks.size(); ++rec) {
+    std::uint32_t& first = ix.first_record[index(trace.tasks[rec].instance)];
+    first = std::min(first, rec);
+  }
+  ix.loads_of.assign(trace.tasks.size(), {});
+  for (std::uint32_t i = 0; i < trace.weight_loads.size(); ++i) ix.loads_of[index(trace.weight_loads[i].task)].push_back(i);
+  for (std::uint32_t rec = 0; rec < trace.tasks.size(); ++rec) {
+    TaskRecord& r = trace.tasks[rec];
+    if (r.status != TaskStatus::completed) continue;  // kept as the plan left it
+    ix.replayed.push_back(rec);
+    r.ready_s = r.start_s = r.compute_start_s = r.comm_start_s = r.end_s = kNever;
+    r.status = TaskStatus::queued;
+  }
+  std::stable_sort(ix.replayed.begin(), ix.replayed.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return plan.trace.tasks[a].start_s < plan.trace.tasks[b].start_s;
+  });
+  return ix;
+}
 
 RunResult measured_result(const Scenario& scenario, const RunResult& plan, Trace trace) {
   RunResult out{.cluster = plan.cluster, .topology = Topology(plan.cluster, scenario.cluster.fabric), .trace = std::move(trace),

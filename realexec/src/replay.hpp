@@ -14,6 +14,17 @@ inline std::size_t collective_floats(const TaskSpec& s) {
   return static_cast<std::size_t>(std::ceil(s.collective->bytes * s.collective->compression / sizeof(float)));
 }
 
+// How a plan is replayed: each instance's first task record, each task's weight loads, and the
+// tasks the plan completed (the only ones replayed) in the plan's start order. Those tasks' records in
+// `trace` are reset to queued with no times; the others keep the plan's status and reason.
+struct PlanIndex {
+  std::vector<std::uint32_t> first_record;               // per instance
+  std::vector<std::vector<std::uint32_t>> loads_of;      // per task: into trace.weight_loads
+  std::vector<std::uint32_t> replayed;                   // task records, in the plan's start order
+  std::uint32_t record_of(InstanceId instance, std::uint32_t task) const { return first_record[index(instance)] + task; }
+};
+PlanIndex index_plan(const RunResult& plan, Trace& trace);
+
 // The plan's cluster and topology with the measured trace: instance ends and failures from their
 // tasks, and the summary of the measured run (no link traffic is recorded).
 RunResult measured_result(const Scenario& scenario, const RunResult& plan, Trace trace);
