@@ -422,6 +422,7 @@ int run_simulate(const SimulateArgs& args) {
     write_file(dir / "link_timeline.csv", "the link timeline", [&](std::ostream& o) { fleetsim::write_link_timeline_csv(o, run); });
     write_file(dir / "vram_timeline.csv", "the VRAM timeline", [&](std::ostream& o) { fleetsim::write_vram_timeline_csv(o, run); });
     write_file(dir / "decisions.csv", "the decisions", [&](std::ostream& o) { fleetsim::write_decisions_csv(o, scenario, run); });
+    write_file(dir / "cost_timeline.csv", "the cost timeline", [&](std::ostream& o) { fleetsim::write_cost_timeline_csv(o, run); });
     write_file(dir / "trace.perfetto.json", "the Perfetto trace", [&](std::ostream& o) { fleetsim::write_perfetto_json(o, scenario, run); });
   }
   if (args.json) {
@@ -429,7 +430,7 @@ int run_simulate(const SimulateArgs& args) {
   } else {
     fleetsim::write_summary_text(std::cout, scenario, run.summary);
     if (!args.out_dir.empty()) {
-      std::cout << "\nwrote summary.json, trace.csv, trace.json, decisions.csv, links.csv, link_timeline.csv, vram_timeline.csv, trace.perfetto.json, report.html, run.json to "
+      std::cout << "\nwrote summary.json, trace.csv, trace.json, decisions.csv, links.csv, link_timeline.csv, vram_timeline.csv, cost_timeline.csv, trace.perfetto.json, report.html, run.json to "
                 << args.out_dir << "\n";
     }
   }

@@ -29,7 +29,7 @@ check "--json has makespan_s" grep -q '"makespan_s"' "$tmp/a.json"
 check "same seed, same summary" cmp -s "$tmp/a.json" "$tmp/b.json"
 check "same seed, same trace" cmp -s "$tmp/run1/trace.csv" "$tmp/run2/trace.csv"
 check "same seed, same report" cmp -s "$tmp/run1/report.html" "$tmp/run2/report.html"
-for chart in gantt utilization queue vram latency-cdf links; do
+for chart in gantt utilization queue vram cost latency-cdf links; do
   check "the report has the $chart chart" grep -q "id=\"$chart\"" "$tmp/run1/report.html"
 done
 "$fleetsim" report "$tmp/run1" --out "$tmp/again.html" >/dev/null

@@ -176,6 +176,23 @@ TEST_CASE("an autoscaler brings nodes up after their provisioning delay and bill
   // Node 0 for 115 s, nodes 1 and 2 from the decision at 10 s: 325 node-seconds at $1 per GPU-hour.
   CHECK(run.summary.node_s_on == Approx(325));
   CHECK(run.summary.cost_usd == Approx(325.0 / 3600));
+
+  // The billing rate over time: $1/h from 0 (one 1-GPU node), $3/h from the decision at 10 s, and the
+  // rate integrated to the end is the summary's cost.
+  const RunResult recorded = simulate(elastic(R"([{"workflow": "w", "arrival": {"process": "once", "count": 3}}])",
+                                              R"({"policy": "utilization", "target_utilization": 1, "interval": "10 s", "provisioning": "5 s"})"),
+                                      {.record_link_samples = true});
+  REQUIRE(recorded.cost_samples.size() >= 2);
+  CHECK(recorded.cost_samples[0].time_s == 0);
+  CHECK(recorded.cost_samples[0].usd_per_hour == Approx(1));
+  CHECK(recorded.cost_samples[1].time_s == Approx(10));
+  CHECK(recorded.cost_samples[1].usd_per_hour == Approx(3));
+  double usd = 0;
+  for (std::size_t i = 0; i < recorded.cost_samples.size(); ++i) {
+    const double until = i + 1 < recorded.cost_samples.size() ? recorded.cost_samples[i + 1].time_s : recorded.summary.end_s;
+    usd += recorded.cost_samples[i].usd_per_hour * (until - recorded.cost_samples[i].time_s) / 3600;
+  }
+  CHECK(usd == Approx(recorded.summary.cost_usd).epsilon(1e-12));
 }
 
 TEST_CASE("scaling in drains a node: its task runs to the end before the node goes off", "[autoscale]") {

@@ -31,7 +31,7 @@ render() {
 }
 
 "$fleetsim" --quiet simulate "$src/scenarios/default.json" --report "$tmp/run.html" >/dev/null
-check "run report: Gantt, utilization, queue, VRAM, latency CDF and link heatmap render" render "$tmp/run.html" 6
+check "run report: Gantt, utilization, queue, VRAM, cost, latency CDF and link heatmap render" render "$tmp/run.html" 7
 "$fleetsim" --quiet compare "$src/scenarios/default.json" --seeds 2 --policies fifo,sjf --report "$tmp/compare.html" >/dev/null
 check "comparison report: a chart per metric renders" render "$tmp/compare.html" 10
 "$fleetsim" --quiet plan "$src/scenarios/plans/comfyui-studio.json" --report "$tmp/plan.html" >/dev/null

@@ -208,6 +208,30 @@ void vram(std::ostream& out, const RunResult& run) {
   chart.write(out);
 }
 
+// The billing rate as a step line, with the cost accrued in the title.
+void cost_over_time(std::ostream& out, const RunResult& run) {
+  if (run.cost_samples.empty()) return;
+  const double end = run.summary.end_s;
+  std::vector<std::pair<double, double>> steps;
+  double top = 1e-9;
+  for (std::size_t i = 0; i < run.cost_samples.size(); ++i) {
+    const CostSample& c = run.cost_samples[i];
+    if (i > 0) steps.emplace_back(c.time_s, run.cost_samples[i - 1].usd_per_hour);
+    steps.emplace_back(c.time_s, c.usd_per_hour);
+    top = std::max(top, c.usd_per_hour);
+  }
+  steps.emplace_back(end, run.cost_samples.back().usd_per_hour);
+  char title[96];
+  std::snprintf(title, sizeof title, "Billing rate over time ($%.2f in all)", run.summary.cost_usd);
+  html::SvgChart chart("cost", title, time_axis(end), {.lo = 0, .hi = top * 1.1, .label = "$ per hour", .format = [](double v) {
+                                                         char b[24];
+                                                         std::snprintf(b, sizeof b, "$%.0f", v);
+                                                         return std::string(b);
+                                                       }});
+  chart.polyline(steps, html::color(5), "billing rate");
+  chart.write(out);
+}
+
 void latency_cdf(std::ostream& out, const Scenario& sc, const RunResult& run) {
   std::vector<std::vector<double>> latencies(sc.tenants.size());
   double lo = 1e300, hi = 0;
@@ -339,6 +363,7 @@ void write_run_report_html(std::ostream& out, const Scenario& scenario, const Ru
   gantt(out, scenario, run);
   utilization_and_queue(out, run);
   vram(out, run);
+  cost_over_time(out, run);
   out << "<h2>Latency</h2>\n";
   latency_cdf(out, scenario, run);
   out << "<h2>Network</h2>\n";

@@ -117,6 +117,20 @@ void write_decisions_csv(std::ostream& out, const Scenario& sc, const RunResult&
   }
 }
 
+void write_cost_timeline_csv(std::ostream& out, const RunResult& run) {
+  out << "time_s,usd_per_hour,cumulative_usd\n";
+  double total = 0;
+  for (std::size_t i = 0; i < run.cost_samples.size(); ++i) {
+    const CostSample& c = run.cost_samples[i];
+    if (i > 0) total += run.cost_samples[i - 1].usd_per_hour * (c.time_s - run.cost_samples[i - 1].time_s) / 3600;
+    out << time_field(c.time_s) << ',' << time_field(c.usd_per_hour) << ',' << time_field(total) << '\n';
+  }
+  if (!run.cost_samples.empty()) {
+    total += run.cost_samples.back().usd_per_hour * (run.summary.end_s - run.cost_samples.back().time_s) / 3600;
+    out << time_field(run.summary.end_s) << ',' << time_field(run.cost_samples.back().usd_per_hour) << ',' << time_field(total) << '\n';
+  }
+}
+
 void write_link_timeline_csv(std::ostream& out, const RunResult& run) {
   out << "time_s,link,rate_Bps,utilization\n";
   for (const LinkSample& s : run.link_samples) {

@@ -297,7 +297,7 @@ class Run {
     std::vector<LinkSample> samples = network_.samples();
     std::vector<VramSample> vram = memory_.samples();
     return RunResult{std::move(cluster_), std::move(topology_), std::move(trace_), std::move(summary),
-                     std::move(link_bytes), std::move(samples), std::move(vram)};
+                     std::move(link_bytes), std::move(samples), std::move(vram), std::move(cost_samples_)};
   }
 
  private:
@@ -1153,7 +1153,28 @@ class Run {
   }
 
   // Nodes past `initial_nodes` start off; the first decision comes one interval in.
+  // Hourly price of a node (spot nodes at their factor).
+  double node_rate(std::uint32_t n) const {
+    const NodeId node = make_id<NodeId>(n);
+    const double factor = n >= spot_first() ? sc_.spot.price_factor : 1.0;
+    return cluster_.gpu_type(cluster_.first_gpu(node)).price_usd_per_hour * cluster_.gpus_in(node) * factor;
+  }
+
+  void bill(double delta_usd_per_hour) {
+    billing_rate_ += delta_usd_per_hour;
+    if (!record_decisions_) return;
+    if (!cost_samples_.empty() && cost_samples_.back().time_s == queue_.now()) {
+      cost_samples_.back().usd_per_hour = billing_rate_;
+    } else {
+      cost_samples_.push_back({queue_.now(), billing_rate_});
+    }
+  }
+
   void start_autoscaler() {
+    for (std::uint32_t n = 0; n < cluster_.node_count(); ++n) {
+      if (!autoscale_ || n < static_cast<std::uint32_t>(sc_.autoscale.initial_nodes)) bill(node_rate(n));
+    }
+    if (cost_samples_.empty() && record_decisions_) cost_samples_.push_back({0.0, 0.0});
     if (!autoscale_) return;
     billed_s_.assign(cluster_.node_count(), 0.0);
     for (std::uint32_t n = static_cast<std::uint32_t>(sc_.autoscale.initial_nodes); n < cluster_.node_count(); ++n) {
@@ -1175,6 +1196,7 @@ class Run {
     node_state_[n] = NodeState::off;
     host_models_[n].clear();
     billed_s_[n] += queue_.now() - billed_since_[n];
+    bill(-node_rate(n));
     ++nodes_stopped_;
   }
 
@@ -1246,6 +1268,7 @@ class Run {
       while (n < count && node_state_[n] != NodeState::off) ++n;
       node_state_[n] = NodeState::provisioning;
       billed_since_[n] = queue_.now();
+      bill(node_rate(n));
       ++nodes_started_;
       queue_.push(queue_.now() + sc_.autoscale.provisioning_s, kNodeUp, n);
     }
@@ -1419,6 +1442,8 @@ class Run {
   std::uint64_t in_flight_ = 0;                // instances arrived and not finished
   std::uint64_t unfinished_ = 0;               // instances not yet ended
   std::function<void(std::size_t, std::size_t)> progress_cb_;
+  double billing_rate_ = 0;                    // $ per hour of the nodes billed now
+  std::vector<CostSample> cost_samples_;
   // Faults.
   static constexpr std::uint32_t kNoTask = 0xFFFFFFFFu;
   std::vector<std::uint32_t> gpu_task_;        // per GPU: the task running on it

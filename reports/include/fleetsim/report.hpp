@@ -30,6 +30,8 @@ void write_link_timeline_csv(std::ostream& out, const RunResult& run);
 // The scheduling decisions in time order, an audit log: placed (with the GPUs), preempted, failed
 // by the policy, stopped by a failure, with the reason (also needs record_link_samples).
 void write_decisions_csv(std::ostream& out, const Scenario& scenario, const RunResult& run);
+// The billing rate at every change and the cost accrued, ending at the run's end (needs record_link_samples).
+void write_cost_timeline_csv(std::ostream& out, const RunResult& run);
 // Every change of a GPU's VRAM use (also needs record_link_samples).
 void write_vram_timeline_csv(std::ostream& out, const RunResult& run);
 // Chrome/Perfetto trace-event JSON (ui.perfetto.dev opens it): a track per GPU with each task's

@@ -28,6 +28,13 @@ struct RunOptions {
   std::function<void(std::size_t done, std::size_t total)> progress = {};
 };
 
+// The cluster's billing rate from `time_s` on: the nodes billed then, at their hourly prices (spot
+// nodes at their factor; with an autoscaler, only nodes on or provisioning).
+struct CostSample {
+  double time_s;
+  double usd_per_hour;
+};
+
 struct RunResult {
   Cluster cluster;
   Topology topology;
@@ -36,6 +43,7 @@ struct RunResult {
   std::vector<double> link_bytes;        // per topology link
   std::vector<LinkSample> link_samples;  // when recorded
   std::vector<VramSample> vram_samples;  // when recorded
+  std::vector<CostSample> cost_samples = {};  // when recorded: at the start and at every change
 };
 
 RunResult simulate(const Scenario& scenario, const RunOptions& options = {});
