@@ -142,9 +142,11 @@ void gantt(std::ostream& out, const Scenario& sc, const RunResult& run) {
   for (std::size_t t = 0; t < sc.tenants.size() && t < 10; ++t) legend.emplace_back(sc.tenants[t].name, html::color(t));
   chart.legend(legend);
   chart.write(out);
-  if (run.cluster.gpu_count() > rows || marks >= kGanttMarks) {
-    out << "<p class=\"note\">Shown: the first " << rows << " of " << run.cluster.gpu_count() << " GPUs"
-        << (marks >= kGanttMarks ? ", the first " + std::to_string(kGanttMarks) + " bars" : std::string()) << ".</p>\n";
+  if (run.cluster.gpu_count() > rows) {
+    out << "<p class=\"note\">Shown: the first " << rows << " of " << run.cluster.gpu_count() << " GPUs.</p>\n";
+  }
+  if (marks >= kGanttMarks) {
+    out << "<p class=\"note\">Shown: the first " << kGanttMarks << " bars (tasks in the order they were created); later ones are left out.</p>\n";
   }
 }
 
