@@ -755,7 +755,7 @@ void check_pinned_feasible(const Scenario& sc, Problems& problems) {
     if (std::exchange(checked[s.tenant * sc.workflows.size() + s.workflow], 1) != 0) continue;
     const Workflow& wf = sc.workflows[s.workflow];
     for (const TaskSpec& task : wf.tasks) {
-      const double need = task.weights_bytes / task.gpus + (1 - sc.max_offload) * task.working_set_bytes;
+      const double need = task.vram_per_gpu_bytes(sc.max_offload);
       std::int64_t fitting = 0;
       std::uint32_t n = 0;
       for (const NodeGroup& g : sc.cluster.groups) {
@@ -782,7 +782,7 @@ void check_feasible(const Scenario& sc, Problems& problems) {
     const Workflow& wf = sc.workflows[w];
     for (std::size_t t = 0; t < wf.tasks.size(); ++t) {
       const TaskSpec& task = wf.tasks[t];
-      const double need = task.weights_bytes / task.gpus + (1 - sc.max_offload) * task.working_set_bytes;
+      const double need = task.vram_per_gpu_bytes(sc.max_offload);
       double largest = 0;
       std::int64_t fitting = 0, total = 0;
       for (const NodeGroup& g : sc.cluster.groups) {

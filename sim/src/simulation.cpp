@@ -226,7 +226,7 @@ class Run {
     if (stalled && sc_.on_stall == Scenario::OnStall::fail) {
       for (const ReadyTask& t : ready_) {
         fail_task(t.task, "out of memory: no GPU can ever hold its " +
-                              format_quantity(t.weights_per_gpu_bytes + (1 - sc_.max_offload) * t.working_set_bytes, Dimension::bytes) +
+                              format_quantity(t.spec->vram_per_gpu_bytes(sc_.max_offload), Dimension::bytes) +
                               " (VRAM held by output tensors waiting for their consumers)");
       }
       ready_.clear();
@@ -715,7 +715,7 @@ class Run {
       }
       batch_of_[index(f)] = slot;
       b.members.push_back(f);
-      record_decision(DecisionKind::placed, f, "batched with task \"" + s.name + "\"");
+      if (record_decisions_) record_decision(DecisionKind::placed, f, "batched with task \"" + s.name + "\"");
       start_inputs(f, g);
       stage_[index(f)] = Stage::inputs;
     }
@@ -839,10 +839,10 @@ class Run {
 
   void on_compute_done(TaskId id) {
     if (trace_.tasks[index(id)].status != TaskStatus::running) return;  // failed meanwhile
-    if (batch_of_[index(id)] != kNoBatch) {
-      const std::vector<TaskId> members = batches_[batch_of_[index(id)]].members;
+    // The slot is not reused before the next scheduling round, so its members stay readable.
+    if (const std::uint32_t slot = batch_of_[index(id)]; slot != kNoBatch) {
       dissolve_batch(id);
-      for (std::size_t i = 1; i < members.size(); ++i) end_task(members[i]);
+      for (std::size_t i = 1; i < batches_[slot].members.size(); ++i) end_task(batches_[slot].members[i]);
     }
     const TaskSpec& s = spec(trace_.tasks[index(id)]);
     if (parts_left_[index(id)] == 2 && s.collective->overlap == 0) {
@@ -1071,10 +1071,9 @@ class Run {
   // once and its run does not count against the retry attempts.
   void stop_task(TaskId id, const std::string& what, bool preempted = false) {
     // A batch stops whole: its followers first, so the leader frees the GPU last.
-    if (batch_of_[index(id)] != kNoBatch) {
-      const std::vector<TaskId> members = batches_[batch_of_[index(id)]].members;
+    if (const std::uint32_t slot = batch_of_[index(id)]; slot != kNoBatch) {
       dissolve_batch(id);
-      for (std::size_t i = members.size(); i-- > 0;) stop_task(members[i], what, preempted);
+      for (std::size_t i = batches_[slot].members.size(); i-- > 0;) stop_task(batches_[slot].members[i], what, preempted);
       return;
     }
     TaskRecord& r = trace_.tasks[index(id)];

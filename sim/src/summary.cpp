@@ -174,22 +174,22 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
   if (sum_sq > 0) s.fairness = sum * sum / (static_cast<double>(s.tenants.size()) * sum_sq);
 
   // Per class: the tenants of each class together.
-  const auto class_of = [&](TenantId t) { return static_cast<std::size_t>(scenario.tenants[index(t)].work_class); };
   const bool classes = std::any_of(scenario.tenants.begin(), scenario.tenants.end(), [](const Tenant& t) { return t.work_class == WorkClass::interactive; });
   std::vector<std::vector<double>> per_class(2);
   std::vector<TenantSummary> by_class(2);
   by_class[0].name = work_class_name(WorkClass::batch);
   by_class[1].name = work_class_name(WorkClass::interactive);
-  for (std::size_t i = 0; i < trace.instances.size(); ++i) {
-    const InstanceRecord& inst = trace.instances[i];
-    if (inst.arrival_s == kNever) continue;
-    const TaskStatus status = instance_status(inst, started[i] != 0);
-    count(by_class[class_of(inst.tenant)].workflows, status);
-    if (status == TaskStatus::completed) per_class[class_of(inst.tenant)].push_back(inst.end_s - inst.arrival_s);
-  }
   std::vector<double> class_waited(2, 0.0), class_placed(2, 0.0);
   for (std::size_t i = 0; i < s.tenants.size(); ++i) {
-    const std::size_t c = static_cast<std::size_t>(scenario.tenants[i].work_class);
+    const auto c = static_cast<std::size_t>(scenario.tenants[i].work_class);
+    per_class[c].insert(per_class[c].end(), per_tenant[i].begin(), per_tenant[i].end());
+    Counts& w = by_class[c].workflows;
+    const Counts& t = s.tenants[i].workflows;
+    w.submitted += t.submitted;
+    w.completed += t.completed;
+    w.failed += t.failed;
+    w.running += t.running;
+    w.queued += t.queued;
     class_waited[c] += waited[i];
     class_placed[c] += placed[i];
     by_class[c].gpu_s += s.tenants[i].gpu_s;

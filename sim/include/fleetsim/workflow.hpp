@@ -49,8 +49,9 @@ struct TaskSpec {
   std::optional<CollectiveSpec> collective;
   std::optional<BatchingSpec> batching;
 
-  // VRAM one GPU of the gang needs while the task runs.
-  double vram_per_gpu_bytes() const { return weights_bytes / gpus + working_set_bytes; }
+  // VRAM one GPU of the gang needs while the task runs; the least it can start with when up to
+  // `offloadable` of its working set may stay in host memory.
+  double vram_per_gpu_bytes(double offloadable = 0) const { return weights_bytes / gpus + (1 - offloadable) * working_set_bytes; }
 };
 
 struct EdgeSpec {
