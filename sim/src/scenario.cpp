@@ -64,6 +64,16 @@ void read_mig(const Json& value, const std::string& pointer, Problems& problems,
   group.mig_slices = slices;
 }
 
+// Time slicing: up to `tasks` tasks share each GPU in turns, losing `interference` of the GPU's
+// throughput per extra task.
+void read_time_slicing(const Json& value, const std::string& pointer, Problems& problems, NodeGroup& group) {
+  ObjectReader t(value, pointer, problems);
+  if (!t.ok()) return;
+  group.time_sliced_tasks = static_cast<int>(t.integer("tasks", Need::required, 2, 64).value_or(1));
+  group.interference = t.number("interference", Need::optional, 0.0, 1.0).value_or(0.0);
+  t.finish();
+}
+
 }  // namespace
 
 namespace detail {
@@ -111,10 +121,12 @@ void read_cluster(const Json& value, const std::string& pointer, Problems& probl
           link(group.node.host_link, group.host_link);
           link(group.node.nic, group.nic);
           if (const Json* m = g.field("mig")) read_mig(*m, g.pointer("mig"), problems, group);
+          if (const Json* t = g.field("time_slicing")) read_time_slicing(*t, g.pointer("time_slicing"), problems, group);
         }
         g.field("gpu_overrides");
         g.field("node_overrides");
         g.field("mig");
+        g.field("time_slicing");
         g.finish();
         cluster.groups.push_back(std::move(group));
       }

@@ -13,6 +13,7 @@
 #include "fleetsim/invariants.hpp"
 #include "fleetsim/rng.hpp"
 #include "fleetsim/units.hpp"
+#include "shared_compute.hpp"
 
 namespace fleetsim {
 namespace {
@@ -45,6 +46,16 @@ std::vector<double> vram_capacities(const Cluster& cluster) {
   std::vector<double> c;
   for (std::uint32_t g = 0; g < cluster.gpu_count(); ++g) c.push_back(cluster.gpu_type(make_id<GpuId>(g)).vram_bytes);
   return c;
+}
+
+// Per GPU: its interference where it is time-sliced, else SharedCompute::kExclusive.
+std::vector<double> interference(const Cluster& cluster) {
+  std::vector<double> f;
+  for (std::uint32_t g = 0; g < cluster.gpu_count(); ++g) {
+    const NodeGroup& group = cluster.group(cluster.node_of(make_id<GpuId>(g)));
+    f.push_back(group.time_sliced_tasks > 1 ? group.interference : SharedCompute::kExclusive);
+  }
+  return f;
 }
 
 std::uint64_t mix_key(std::uint64_t a, std::uint64_t b) { return a * 0x9E3779B97F4A7C15ull ^ (b + (a >> 29)); }
@@ -115,7 +126,8 @@ class Run {
         cluster_(scenario.cluster),
         topology_(cluster_, scenario.cluster.fabric),
         network_(topology_.capacities()),
-        memory_(vram_capacities(cluster_), sc_.max_offload) {
+        memory_(vram_capacities(cluster_), sc_.max_offload),
+        shared_(interference(cluster_)) {
     progress_cb_ = options.progress;
     network_.record_samples(options.record_link_samples);
     memory_.record_samples(options.record_link_samples);
@@ -142,7 +154,10 @@ class Run {
     faults_ = faults_ || policy_->may_preempt();  // a preempted task is stopped as a failure stops it
     const std::uint32_t gpus = cluster_.gpu_count();
     gpu_busy_.assign(gpus, 0);
-    gpu_task_.assign(gpus, kNoTask);
+    gpu_tasks_.resize(gpus);
+    for (std::uint32_t g = 0; g < gpus; ++g) {
+      slots_.push_back(static_cast<std::uint8_t>(cluster_.group(cluster_.node_of(make_id<GpuId>(g))).time_sliced_tasks));
+    }
     gpu_rank_.assign(gpus, ClusterView::kNoRank);
     gpu_started_.assign(gpus, 0.0);
     gpu_tenant_.assign(gpus, -1);
@@ -176,6 +191,7 @@ class Run {
     start_autoscaler();
     start_closed_loops();
     bool horizon_reached = false, diverged = false;
+    double last_s = 0;
     std::uint64_t events = 0;
     // Random failures never run out: once every workflow has ended, only they would be left.
     unfinished_ = trace_.instances.size();
@@ -187,13 +203,14 @@ class Run {
       const Event e = queue_.pop();
       if ((++events & 0xFFFFu) == 0 && progress_cb_) progress_cb_(trace_.instances.size() - unfinished_, trace_.instances.size());
       const std::uint32_t run = e.kind >> 8;
+      bool live = true;  // stale events (see task_event) are skipped and do not extend the run
       switch (e.kind & 0xFFu) {
         case kArrival: on_arrival(e.subject); break;
         case kComputeDone:
-          if (!faults_ || run == run_[e.subject]) on_compute_done(make_id<TaskId>(e.subject));
+          if ((live = current(run, e.subject))) on_compute_done(make_id<TaskId>(e.subject));
           break;
         case kCommStart:
-          if ((!faults_ || run == run_[e.subject]) && trace_.tasks[e.subject].status == TaskStatus::running) {
+          if ((live = current(run, e.subject) && trace_.tasks[e.subject].status == TaskStatus::running)) {
             start_collective(make_id<TaskId>(e.subject));
           }
           break;
@@ -202,17 +219,18 @@ class Run {
         case kAutoscale: on_autoscale(); break;
         case kNodeUp: on_node_up(e.subject); break;
         case kBatchRelease:
-          if (!held_[e.subject].empty() && queue_.now() >= hold_deadline_[e.subject]) release_held(e.subject);
+          if ((live = !held_[e.subject].empty() && queue_.now() >= hold_deadline_[e.subject])) release_held(e.subject);
           break;
         case kRetry:
-          if (run == run_[e.subject]) on_retry(make_id<TaskId>(e.subject));
+          if ((live = current(run, e.subject))) on_retry(make_id<TaskId>(e.subject));
           break;
         case kNetwork:
-          if (e.subject == network_generation_) on_network();
+          if ((live = e.subject == network_generation_)) on_network();
           break;
         case kSchedule: on_schedule(); break;
         default: FLEETSIM_CHECK(false, "unknown event kind");
       }
+      if (live) last_s = e.time_s;
       diverged = max_in_flight_ > 0 && in_flight_ > max_in_flight_;
       if (network_dirty_) arm_network();
       if (dirty_ && !schedule_pending_) {
@@ -220,7 +238,7 @@ class Run {
         schedule_pending_ = true;
       }
     }
-    const double end_s = horizon_reached ? sc_.horizon_s : queue_.now();
+    const double end_s = horizon_reached ? sc_.horizon_s : last_s;
     // Nothing left to happen, yet tasks wait: no placement will ever be made for them.
     bool stalled = !horizon_reached && !diverged && !ready_.empty();
     if (stalled && sc_.on_stall == Scenario::OnStall::fail) {
@@ -356,6 +374,7 @@ class Run {
     edge_held_.reserve(arrivals.size());
     pending_flows_.assign(total_tasks, 0);
     batch_of_.assign(total_tasks, kNoBatch);
+    if (faults_ || shared_.any()) stamp_.assign(total_tasks, 0);
     if (faults_) {
       run_.assign(total_tasks, 0);
       preempted_runs_.assign(total_tasks, 0);
@@ -555,18 +574,23 @@ class Run {
       const std::string by = "policy \"" + sc_.policy.name + "\" preempted ";
       if (!policy_->may_preempt()) throw PolicyError(by + "a task, but it does not declare that it may preempt");
       if (index(p.gpu) >= cluster_.gpu_count()) throw PolicyError(by + "GPU " + std::to_string(index(p.gpu)) + ", which does not exist");
-      if (gpu_task_[index(p.gpu)] == kNoTask) {
+      if (gpu_tasks_[index(p.gpu)].empty()) {
         // A GPU of a gang stopped earlier in this loop (or named twice) is already free.
         if (std::find(freed_.begin(), freed_.end(), p.gpu) != freed_.end()) continue;
         throw PolicyError(by + "GPU " + cluster_.gpu_name(p.gpu) + ", which runs nothing");
       }
-      const TaskId victim = make_id<TaskId>(gpu_task_[index(p.gpu)]);
-      const TaskRecord& v = trace_.tasks[index(victim)];
-      freed_.insert(freed_.end(), trace_.gpus.begin() + v.gpu_begin, trace_.gpus.begin() + v.gpu_begin + v.gpu_count);
-      record_decision(DecisionKind::preempted, victim, p.reason);
-      stop_task(victim, "preempted: " + p.reason, /*preempted=*/true);
+      // Every task on the GPU (several where it is time-sliced) is stopped.
+      while (!gpu_tasks_[index(p.gpu)].empty()) {
+        const TaskId victim = make_id<TaskId>(gpu_tasks_[index(p.gpu)].front());
+        const TaskRecord& v = trace_.tasks[index(victim)];
+        freed_.insert(freed_.end(), trace_.gpus.begin() + v.gpu_begin, trace_.gpus.begin() + v.gpu_begin + v.gpu_count);
+        record_decision(DecisionKind::preempted, victim, p.reason);
+        stop_task(victim, "preempted: " + p.reason, /*preempted=*/true);
+      }
     }
     freed_.clear();
+    // A time-sliced GPU may take more tasks than one per round: another round, at once.
+    if (shared_.any() && !decisions_.placements().empty() && !ready_.empty()) dirty_ = true;
   }
 
   void record_decision(DecisionKind kind, TaskId id, const std::string& reason) {
@@ -589,14 +613,15 @@ class Run {
       const GpuId g = gpus[i];
       if (index(g) >= cluster_.gpu_count()) reject(id, "on GPU " + std::to_string(index(g)) + ", which does not exist");
       if (gpu_busy_[index(g)] != 0) reject(id, "on GPU " + cluster_.gpu_name(g) + ", which is busy");
+      if (std::find(gpus.begin(), gpus.begin() + static_cast<std::ptrdiff_t>(i), g) != gpus.begin() + static_cast<std::ptrdiff_t>(i)) {
+        reject(id, "on GPU " + cluster_.gpu_name(g) + " twice");
+      }
       if (!memory_.fits(g, model, weights, s.working_set_bytes)) {
         const double need = memory_.least_need(g, model, weights, s.working_set_bytes);
         reject(id, "on GPU " + cluster_.gpu_name(g) + ", which has " + format_quantity(memory_.available(g), Dimension::bytes) +
                        " of VRAM available; it needs " + format_quantity(need, Dimension::bytes));
       }
-      gpu_busy_[index(g)] = 1;  // also catches the same GPU named twice
       gpu_free_at_[index(g)] = queue_.now() + mean_s_[r.workflow][r.task] * known_scale_[index(id)];
-      add_free(index(cluster_.node_of(g)), -1);
     }
     r.status = TaskStatus::running;
     r.start_s = queue_.now();
@@ -608,10 +633,8 @@ class Run {
       }
     }
     for (GpuId g : gpus) {
-      gpu_task_[index(g)] = index(id);
-      gpu_rank_[index(g)] = ClusterView::rank_of(tenant.priority, tenant.work_class == WorkClass::interactive);
-      gpu_started_[index(g)] = queue_.now();
-      gpu_tenant_[index(g)] = static_cast<std::int32_t>(index(r.tenant));
+      gpu_tasks_[index(g)].push_back(index(id));
+      occupied(index(g));
     }
     if (faults_ && stopped_at_[index(id)] != kNever) {
       recovery_s_ += queue_.now() - stopped_at_[index(id)];
@@ -750,8 +773,8 @@ class Run {
       parts_left_[index(m)] = 1;
       if (faults_) full_compute_s_[index(m)] = compute_s;
     }
-    // One event for the batch: the leader's end ends its followers first.
-    queue_.push(queue_.now() + compute_s, task_event(kComputeDone, b.members.front()), index(b.members.front()));
+    // One compute for the batch: the leader's end ends its followers first.
+    run_compute(b.members.front(), compute_s);
     gpu_free_at_[index(g)] = queue_.now() + compute_s;
   }
 
@@ -817,7 +840,6 @@ class Run {
       full_compute_s_[index(id)] = compute_s;
       if (progress_[index(id)] > 0) compute_s = sc_.faults.restore_s + (1 - progress_[index(id)]) * compute_s;
     }
-    queue_.push(r.compute_start_s + compute_s, task_event(kComputeDone, id), index(id));
     // Policies predict with the declared work (a trace job's duration), not a random draw.
     const double known = known_scale_[index(id)] / static_cast<double>(r.gpu_count);
     double predicted_s = 0;
@@ -832,13 +854,49 @@ class Run {
     // collective starts when compute ends, or earlier by the overlapped fraction of the compute.
     const bool communicates = s.collective && r.gpu_count > 1;
     parts_left_[index(id)] = communicates ? 2 : 1;
-    if (communicates && s.collective->overlap > 0) {
-      queue_.push(r.compute_start_s + (1 - s.collective->overlap) * compute_s, task_event(kCommStart, id), index(id));
+    run_compute(id, compute_s);
+  }
+
+  // The task computes for compute_s from now. On time-sliced GPUs it shares them with the tasks
+  // computing there, so its end, and theirs, move whenever those tasks change.
+  void run_compute(TaskId id, double compute_s) {
+    const TaskRecord& r = trace_.tasks[index(id)];
+    const std::span<const GpuId> gpus(trace_.gpus.data() + r.gpu_begin, r.gpu_count);
+    if (shared_.any() && std::any_of(gpus.begin(), gpus.end(), [&](GpuId g) { return shared_.shared(g); })) {
+      shared_.start(index(id), gpus, compute_s, queue_.now(), changed_);
+      repace(changed_);
+      return;
+    }
+    queue_.push(queue_.now() + compute_s, task_event(kComputeDone, id), index(id));
+    if (const double overlap = overlap_of(id); overlap > 0) {
+      queue_.push(queue_.now() + (1 - overlap) * compute_s, task_event(kCommStart, id), index(id));
+    }
+  }
+
+  // The share of the task's compute its collective overlaps (0: it follows the compute).
+  double overlap_of(TaskId id) const {
+    const TaskSpec& s = spec(trace_.tasks[index(id)]);
+    return parts_left_[index(id)] == 2 && trace_.tasks[index(id)].comm_start_s == kNever ? s.collective->overlap : 0;
+  }
+
+  // These tasks' paces changed: their pending compute ends (and collective starts) are stale.
+  void repace(const std::vector<std::uint32_t>& tasks) {
+    for (std::uint32_t t : tasks) {
+      const TaskId id = make_id<TaskId>(t);
+      ++stamp_[t];
+      queue_.push(shared_.reaches_s(t, 0), task_event(kComputeDone, id), t);
+      if (const double overlap = overlap_of(id); overlap > 0) {
+        queue_.push(shared_.reaches_s(t, overlap * shared_.work_s(t)), task_event(kCommStart, id), t);
+      }
     }
   }
 
   void on_compute_done(TaskId id) {
     if (trace_.tasks[index(id)].status != TaskStatus::running) return;  // failed meanwhile
+    if (shared_.computing(index(id))) {
+      shared_.stop(index(id), queue_.now(), changed_);
+      repace(changed_);
+    }
     // The slot is not reused before the next scheduling round, so its members stay readable.
     if (const std::uint32_t slot = batch_of_[index(id)]; slot != kNoBatch) {
       dissolve_batch(id);
@@ -948,7 +1006,13 @@ class Run {
     queue_.push(next, kNetwork, network_generation_);
   }
 
-  std::uint32_t task_event(EventKind kind, TaskId id) const { return faults_ ? kind | (run_[index(id)] << 8) : kind; }
+  // A task's events carry its stamp, which moves when they go stale: when a failure or a preemption
+  // stops the task, or when co-runners on a time-sliced GPU change its pace.
+  static constexpr std::uint32_t kStampMask = 0xFFFFFFu;
+  std::uint32_t task_event(EventKind kind, TaskId id) const {
+    return stamp_.empty() ? kind : kind | ((stamp_[index(id)] & kStampMask) << 8);
+  }
+  bool current(std::uint32_t stamp, std::uint32_t task) const { return stamp_.empty() || stamp == (stamp_[task] & kStampMask); }
 
   // Scripted failures, and each GPU's and node's first random one.
   void schedule_faults() {
@@ -1021,7 +1085,7 @@ class Run {
     for (std::uint32_t g = f.first; g < f.first + f.count; ++g) {
       if (gpu_down_[g] != 0) continue;
       if (!f.preemption) ++gpu_failures_;
-      if (gpu_task_[g] != kNoTask) stop_task(make_id<TaskId>(gpu_task_[g]), f.event);
+      while (!gpu_tasks_[g].empty()) stop_task(make_id<TaskId>(gpu_tasks_[g].front()), f.event);
       // Nothing runs there until it is repaired; what its VRAM held is gone.
       gpu_down_[g] = 1;
       down_since_[g] = queue_.now();
@@ -1105,7 +1169,8 @@ class Run {
     double saved_s = 0;
     if (r.compute_start_s != kNever && f.checkpoint_interval_s > 0 && full_compute_s_[index(id)] > 0) {
       const double resumed = progress_[index(id)] > 0 ? f.restore_s : 0;
-      const double computed = std::min(now - r.compute_start_s - resumed, (1 - progress_[index(id)]) * full_compute_s_[index(id)]);
+      const double elapsed = shared_.computing(index(id)) ? shared_.done_s(index(id), now) : now - r.compute_start_s;
+      const double computed = std::min(elapsed - resumed, (1 - progress_[index(id)]) * full_compute_s_[index(id)]);
       saved_s = computed > 0 ? std::floor(computed / f.checkpoint_interval_s) * f.checkpoint_interval_s : 0;
       progress_[index(id)] = std::min(progress_[index(id)] + saved_s / full_compute_s_[index(id)], 1.0);
     }
@@ -1113,6 +1178,7 @@ class Run {
     release_gpus(r);
     for (GpuId g : unloaded) memory_.drop_unloaded(g, model_of_[r.workflow][r.task], now);
     ++run_[index(id)];
+    ++stamp_[index(id)];
     pending_flows_[index(id)] = 0;
     parts_left_[index(id)] = 0;
     r.status = TaskStatus::queued;
@@ -1137,9 +1203,10 @@ class Run {
     if (trace_.tasks[index(id)].status == TaskStatus::queued) make_ready(id);
   }
 
-  // A GPU is busy for the policy while a task runs on it, it is down, or its node is off.
+  // A GPU is busy for the policy while it runs all the tasks it can (one, unless time-sliced), it is
+  // down, or its node is off.
   void refresh(std::uint32_t g) {
-    const std::uint8_t busy = gpu_task_[g] != kNoTask || gpu_down_[g] != 0 || gpu_off_[g] != 0;
+    const std::uint8_t busy = gpu_tasks_[g].size() >= slots_[g] || gpu_down_[g] != 0 || gpu_off_[g] != 0;
     if (busy == gpu_busy_[g]) return;
     gpu_busy_[g] = busy;
     const std::uint32_t n = index(cluster_.node_of(make_id<GpuId>(g)));
@@ -1217,7 +1284,7 @@ class Run {
     switch (a.policy) {
       case AutoscaleSpec::Policy::utilization: {
         double demand = 0;  // GPUs running tasks, and GPUs waiting tasks ask for
-        for (std::uint32_t t : gpu_task_) demand += t != kNoTask ? 1 : 0;
+        for (const auto& tasks : gpu_tasks_) demand += tasks.empty() ? 0 : 1;
         for (const ReadyTask& r : ready_) demand += r.gpus;
         want = static_cast<int>(std::ceil(demand / (a.target_utilization * per_node) - 1e-9));
         break;
@@ -1308,7 +1375,7 @@ class Run {
   // the node is off (and no longer billed) when all of its GPUs are, with its VRAM emptied.
   void drain_if_idle(std::uint32_t g) {
     const std::uint32_t n = index(cluster_.node_of(make_id<GpuId>(g)));
-    if (node_state_[n] != NodeState::draining || gpu_task_[g] != kNoTask || memory_.held(make_id<GpuId>(g)) > 0) return;
+    if (node_state_[n] != NodeState::draining || !gpu_tasks_[g].empty() || memory_.held(make_id<GpuId>(g)) > 0) return;
     gpu_off_[g] = 1;
     refresh(g);
     bool all_off = true;
@@ -1318,6 +1385,23 @@ class Run {
     for_gpus_of(n, [&](std::uint32_t k) {
       if (gpu_down_[k] == 0) memory_.wipe(make_id<GpuId>(k), queue_.now());
     });
+  }
+
+  // What policies see of a GPU's tasks: the highest preemption rank, the latest start, the first
+  // task's tenant (co-runners never conflict: each was allowed beside the others).
+  void occupied(std::uint32_t g) {
+    gpu_rank_[g] = ClusterView::kNoRank;
+    gpu_tenant_[g] = -1;
+    for (std::uint32_t t : gpu_tasks_[g]) {
+      const TaskRecord& r = trace_.tasks[t];
+      const Tenant& tenant = sc_.tenants[index(r.tenant)];
+      const std::int32_t rank = ClusterView::rank_of(tenant.priority, tenant.work_class == WorkClass::interactive);
+      const bool first = t == gpu_tasks_[g].front();
+      gpu_rank_[g] = first ? rank : std::max(gpu_rank_[g], rank);
+      gpu_started_[g] = first ? r.start_s : std::max(gpu_started_[g], r.start_s);
+      if (first) gpu_tenant_[g] = static_cast<std::int32_t>(index(r.tenant));
+    }
+    refresh(g);
   }
 
   void release_gpus(const TaskRecord& r) {
@@ -1330,14 +1414,16 @@ class Run {
       memory_.release(g, model_of_[r.workflow][r.task], spec(r).working_set_bytes - offloaded_[r.gpu_begin], queue_.now());
       return;
     }
+    if (shared_.computing(self)) {
+      shared_.stop(self, queue_.now(), changed_);
+      repace(changed_);
+    }
     for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
       const GpuId g = trace_.gpus[r.gpu_begin + i];
-      gpu_task_[index(g)] = kNoTask;
-      gpu_rank_[index(g)] = ClusterView::kNoRank;
-      gpu_tenant_[index(g)] = -1;
+      std::erase(gpu_tasks_[index(g)], self);
+      occupied(index(g));
       gpu_free_at_[index(g)] = queue_.now();
       memory_.release(g, model_of_[r.workflow][r.task], spec(r).working_set_bytes - offloaded_[r.gpu_begin + i], queue_.now());
-      refresh(index(g));
       if (autoscale_) drain_if_idle(index(g));
     }
     dirty_ = true;
@@ -1445,7 +1531,11 @@ class Run {
   std::vector<CostSample> cost_samples_;
   // Faults.
   static constexpr std::uint32_t kNoTask = 0xFFFFFFFFu;
-  std::vector<std::uint32_t> gpu_task_;        // per GPU: the task running on it
+  std::vector<std::vector<std::uint32_t>> gpu_tasks_;  // per GPU: the tasks running on it
+  std::vector<std::uint8_t> slots_;            // per GPU: how many tasks it may run at once
+  SharedCompute shared_;                       // the pace of tasks on time-sliced GPUs
+  std::vector<std::uint32_t> changed_;         // scratch: tasks whose pace changed
+  std::vector<std::uint32_t> stamp_;           // per task: its events' stamp (see task_event)
   std::vector<std::uint8_t> gpu_down_;         // per GPU: failed and not yet repaired
   std::vector<double> down_since_;             // per GPU: when it went down
   std::vector<Rng> fault_rngs_;                // per GPU, then per node: random failures and repairs

@@ -25,6 +25,10 @@ struct NodeGroup {
   LinkType nic;
   int count = 0;
   int mig_slices = 1;  // each physical GPU split into this many MIG instances (1: not split)
+  // Time slicing: each GPU (or MIG instance) runs up to this many tasks at once, taking turns; each
+  // extra task costs this share of the GPU's throughput (1 task: exclusive; see docs/simulate.md).
+  int time_sliced_tasks = 1;
+  double interference = 0;
 };
 
 enum class FabricKind { single_switch, fat_tree, rail_optimized };
