@@ -179,8 +179,9 @@ TEST_CASE("flows on disjoint links do not affect each other", "[network]") {
 }
 
 TEST_CASE("incremental re-levelling gives the from-scratch max-min allocation after every change", "[network][maxmin]") {
-  // Random links and routes; flows start in batches, finish, or are cancelled, and after each
-  // change every flow's rate must be what the solver gives on all flows in flight. Capacities
+  // Random links and routes; flows start in batches, finish, are cancelled or move to another route
+  // (as when a link fails), and after each change every flow's rate must be what the solver gives on
+  // all flows in flight. Capacities
   // come from a few round values, so equal fair shares (ties) are common; the larger cases
   // chain flows into one component, where the incremental solver may hand over to the full one.
   for (std::uint64_t seed = 1; seed <= 40; ++seed) {
@@ -197,17 +198,21 @@ TEST_CASE("incremental re-levelling gives the from-scratch max-min allocation af
     std::vector<std::uint64_t> dropped;
     double now = 0;
     std::uint64_t next_tag = 0;
+    const auto random_route = [&] {
+      std::vector<std::uint32_t> r;
+      const std::size_t hops = 1 + rng.next() % 4;
+      while (r.size() < hops) {
+        const auto l = static_cast<std::uint32_t>(rng.next() % links);
+        if (std::find(r.begin(), r.end(), l) == r.end()) r.push_back(l);
+      }
+      return r;
+    };
     for (int step = 0; step < 300; ++step) {
       const double u = rng.uniform();
       if (in_flight.size() < target && u < 0.55) {
         const std::size_t batch = 1 + rng.next() % 4;
         for (std::size_t k = 0; k < batch; ++k) {
-          std::vector<std::uint32_t> r;
-          const std::size_t hops = 1 + rng.next() % 4;
-          while (r.size() < hops) {
-            const auto l = static_cast<std::uint32_t>(rng.next() % links);
-            if (std::find(r.begin(), r.end(), l) == r.end()) r.push_back(l);
-          }
+          const std::vector<std::uint32_t> r = random_route();
           const double bytes = 1e6 * static_cast<double>(1 + rng.next() % 1000);
           // A tag indexes route_of, so deliveries and drops name their routes.
           slot_of.push_back(net.start(r, bytes, 0, next_tag, now));
@@ -219,6 +224,10 @@ TEST_CASE("incremental re-levelling gives the from-scratch max-min allocation af
         dropped.clear();
         net.cancel_if([&](std::uint64_t tag) { return tag % 5 == k; }, now, dropped);
         for (std::uint64_t t : dropped) in_flight.erase(std::find(in_flight.begin(), in_flight.end(), t));
+      } else if (u < 0.65 && !in_flight.empty()) {
+        const std::uint64_t moved = in_flight[rng.next() % in_flight.size()];
+        route_of[moved] = random_route();
+        net.reroute(slot_of[moved], route_of[moved], 0, now);
       } else if (!in_flight.empty()) {
         now = net.next_time();
         delivered.clear();

@@ -699,9 +699,10 @@ void read_faults(ObjectReader& top, Scenario& sc, bool cluster_ok) {
   auto random = [&](std::string_view key, double& mtbf, double& mttr) {
     if (const Json* r = f.field(key)) {
       ObjectReader o(*r, f.pointer(key), top.problems());
-      mtbf = o.quantity("mtbf", Dimension::time, Need::required).value_or(0);
+      const std::optional<double> between = o.quantity("mtbf", Dimension::time, Need::required);
+      mtbf = between.value_or(0);
       mttr = o.quantity("mttr", Dimension::time, Need::required).value_or(0);
-      if (mtbf <= 0 && o.ok()) o.problem("mtbf", "expected a positive time");
+      if (between && *between <= 0) o.problem("mtbf", "expected a positive time");  // a bad or missing one is reported already
       o.finish();
     }
   };
