@@ -59,7 +59,7 @@ std::string summary_json(const Summary& s) {
   j["weights"] = {{"loads", s.weight_loads}, {"bytes_loaded", s.weight_bytes_loaded}, {"load_s", s.weight_load_s},
                   {"evictions", s.evictions}, {"storage_reads", s.storage_reads}, {"batches", s.batches}, {"batched_tasks", s.batched_tasks}, {"offloaded_tasks", s.offloaded_tasks}, {"offload_bytes", s.offload_bytes}};
   j["faults"] = {{"gpu_failures", s.gpu_failures}, {"spot_preemptions", s.spot_preemptions}, {"tasks_stopped", s.tasks_stopped}, {"retries", s.retries},
-                 {"tasks_preempted", s.tasks_preempted},
+                 {"tasks_preempted", s.tasks_preempted}, {"link_failures", s.link_failures}, {"flows_rerouted", s.flows_rerouted},
                  {"lost_gpu_s", s.lost_gpu_s}, {"availability", s.availability}, {"goodput", s.goodput},
                  {"mean_recovery_s", s.mean_recovery_s}};
   j["autoscale"] = {{"node_s_on", s.node_s_on}, {"nodes_started", s.nodes_started}, {"nodes_stopped", s.nodes_stopped}};
@@ -143,6 +143,10 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
     out << "faults     " << s.gpu_failures << " GPU failures and " << s.spot_preemptions << " spot preemptions stopped " << s.tasks_stopped << " tasks (" << s.retries << " retried); "
         << format_quantity(s.lost_gpu_s, Dimension::time) << " GPU-time lost; availability " << fmt("%.2f %%", 100.0 * s.availability)
         << ", goodput " << fmt("%.2f %%", 100.0 * s.goodput) << ", mean recovery " << format_quantity(s.mean_recovery_s, Dimension::time) << "\n";
+  }
+  if (s.link_failures > 0) {
+    out << "links      " << s.link_failures << " link failures; " << s.flows_rerouted << " flows rerouted around them"
+        << (s.gpu_failures > 0 || s.spot_preemptions > 0 ? "" : "; " + std::to_string(s.tasks_stopped) + " tasks stopped (" + std::to_string(s.retries) + " retried)") << "\n";
   }
   if (s.tasks_preempted > 0) {
     out << "preempted  " << s.tasks_preempted << " task runs stopped by the policy to make room (each ready again at once); "

@@ -21,13 +21,13 @@ namespace {
 // kComputeDone's and kCommStart's subject is a task; kNetwork's is the wake-up generation (stale
 // ones are skipped).
 // kFault's and kRepair's subject indexes Scenario::faults.events (scripted) or, past them, a GPU
-// (random failures, kNodeBit set for the node of that GPU, kSpotBit too for a spot preemption);
-// kRetry's is a task. A task's events carry
+// (random failures, kNodeBit set for the node of that GPU, kSpotBit too for a spot preemption), or
+// with kLinkBit a cable (its index in Run::cables_); kRetry's is a task. A task's events carry
 // its run number above the kind's low byte, so a stopped run's leftovers are recognised.
 // kAutoscale is the autoscaler's periodic decision; kNodeUp's subject is a node whose provisioning ends.
 // kBatchRelease's subject is a batching key whose held tasks have waited max_wait.
 enum EventKind : std::uint32_t { kArrival, kComputeDone, kCommStart, kNetwork, kSchedule, kFault, kRepair, kRetry, kAutoscale, kNodeUp, kBatchRelease };
-constexpr std::uint32_t kNodeBit = 0x80000000u, kSpotBit = 0x40000000u;
+constexpr std::uint32_t kNodeBit = 0x80000000u, kSpotBit = 0x40000000u, kLinkBit = 0x20000000u;
 
 // What a task's pending flows are for.
 enum class Stage : std::uint8_t { inputs, collective };
@@ -231,6 +231,7 @@ class Run {
         default: FLEETSIM_CHECK(false, "unknown event kind");
       }
       if (live) last_s = e.time_s;
+      if (!stranded_.empty()) stop_stranded();
       diverged = max_in_flight_ > 0 && in_flight_ > max_in_flight_;
       if (network_dirty_) arm_network();
       if (dirty_ && !schedule_pending_) {
@@ -259,6 +260,8 @@ class Run {
       if (gpu_down_[g] != 0) down_gpu_s_ += end_s - down_since_[g];
     }
     summary.gpu_failures = gpu_failures_;
+    summary.link_failures = link_failures_;
+    summary.flows_rerouted = flows_rerouted_;
     summary.tasks_stopped = tasks_stopped_;
     summary.tasks_preempted = tasks_preempted_;
     summary.retries = retries_;
@@ -807,8 +810,11 @@ class Run {
 
   void start_flow(TaskId id, std::uint32_t from, std::uint32_t to, double bytes, std::uint64_t tag, std::uint64_t key) {
     route_.clear();
-    topology_.route(from, to, key, route_);
-    network_.start(route_, bytes, topology_.latency_s(route_), tag, queue_.now());
+    if (topology_.try_route(from, to, key, route_)) {
+      network_.start(route_, bytes, topology_.latency_s(route_), tag, queue_.now());
+    } else {
+      strand(id, from, to, bytes, 0, tag);
+    }
     ++pending_flows_[index(id)];
     network_dirty_ = true;
   }
@@ -924,6 +930,11 @@ class Run {
                             std::string(collective_op_name(s.collective->op)) + " on the GPUs it was placed on");
       return;
     }
+    // Plans are made over the links up now; a gang that failed cables have split cannot run it.
+    if (const auto cut = split_gang(gang)) {
+      stop_task(id, "link failures left no route from GPU " + cluster_.gpu_name(gang[0]) + " to GPU " + cluster_.gpu_name(*cut));
+      return;
+    }
     // Plans live only while their task runs; at most one per running task.
     std::uint32_t slot;
     if (!free_plans_.empty()) {
@@ -952,8 +963,11 @@ class Run {
     }
     for (const CollectiveFlow& f : ps.plan.steps[ps.step]) {
       route_.clear();
-      topology_.route(f.from, f.to, (std::uint64_t{f.from} << 32) | f.to, route_);
-      network_.start(route_, f.bytes, f.latency_s, flow_tag(FlowKind::collective, 0, id), queue_.now());
+      if (topology_.try_route(f.from, f.to, (std::uint64_t{f.from} << 32) | f.to, route_)) {
+        network_.start(route_, f.bytes, f.latency_s, flow_tag(FlowKind::collective, 0, id), queue_.now());
+      } else {
+        strand(id, f.from, f.to, f.bytes, f.latency_s, flow_tag(FlowKind::collective, 0, id));
+      }
       ++pending_flows_[index(id)];
     }
     network_dirty_ = true;
@@ -1020,6 +1034,7 @@ class Run {
     for (std::uint32_t i = 0; i < f.events.size(); ++i) {
       if (f.events[i].at_s <= sc_.horizon_s) queue_.push(f.events[i].at_s, kFault, i);
     }
+    schedule_link_faults();
     if (f.gpu_mtbf_s <= 0 && f.node_mtbf_s <= 0 && !sc_.spot.any()) return;
     const std::uint32_t gpus = cluster_.gpu_count(), nodes = cluster_.node_count();
     for (std::uint32_t g = 0; g < gpus; ++g) fault_rngs_.emplace_back(seed_, 0, "faults/gpu/" + std::to_string(g));
@@ -1041,6 +1056,7 @@ class Run {
   std::uint32_t spot_first() const { return cluster_.node_count() - static_cast<std::uint32_t>(sc_.spot.nodes); }
 
   Rng& fault_rng(std::uint32_t subject) {
+    if ((subject & kLinkBit) != 0) return link_rngs_[subject & ~kLinkBit];
     const std::uint32_t g = subject & ~(kNodeBit | kSpotBit);
     if ((subject & kNodeBit) == 0) return fault_rngs_[g];
     const std::uint32_t node = index(cluster_.node_of(make_id<GpuId>(g)));
@@ -1048,7 +1064,8 @@ class Run {
   }
 
   void next_random_fault(std::uint32_t subject) {
-    const double mtbf = (subject & kSpotBit) != 0   ? sc_.spot.mtbp_s
+    const double mtbf = (subject & kLinkBit) != 0   ? sc_.faults.link_mtbf_s
+                        : (subject & kSpotBit) != 0 ? sc_.spot.mtbp_s
                         : (subject & kNodeBit) != 0 ? sc_.faults.node_mtbf_s
                                                     : sc_.faults.gpu_mtbf_s;
     const double at = queue_.now() + fault_rng(subject).exponential(1 / mtbf);
@@ -1079,6 +1096,10 @@ class Run {
   }
 
   void on_fault(std::uint32_t subject) {
+    if (const auto link = link_of(subject)) {
+      fail_link(subject, *link);
+      return;
+    }
     const Fault f = fault_of(subject, true);
     if (f.preemption) ++preemptions_;
     if (f.node) host_models_[index(cluster_.node_of(make_id<GpuId>(f.first)))].clear();
@@ -1098,6 +1119,10 @@ class Run {
   }
 
   void on_repair(std::uint32_t subject) {
+    if (const auto link = link_of(subject)) {
+      repair_link(subject, *link);
+      return;
+    }
     const Fault f = fault_of(subject, false);
     for (std::uint32_t g = f.first; g < f.first + f.count; ++g) {
       if (gpu_down_[g] == 0) continue;
@@ -1107,6 +1132,105 @@ class Run {
       refresh(g);
     }
     if (subject >= random_base()) next_random_fault(subject - random_base());
+  }
+
+  // Link failures. A cable fails both ways: routes leave it out until it is repaired, its sending
+  // flows are rerouted (a transport reconnect: the bytes left go on over the new route, whose latency
+  // is paid once more on delivery), and a task with a flow that no route is left for is stopped as a
+  // failure stops it. Flows delivering (all bytes sent) finish as they were.
+
+  // Every cable once (the direction created first), for random failures.
+  void schedule_link_faults() {
+    if (sc_.faults.link_mtbf_s <= 0) return;
+    for (std::uint32_t l = 0; l < topology_.links().size(); ++l) {
+      const auto back = topology_.reverse_link(l);
+      if (topology_.is_cable(l) && back && *back > l) cables_.push_back(l);
+    }
+    for (std::uint32_t c = 0; c < cables_.size(); ++c) {
+      link_rngs_.emplace_back(seed_, 0, "faults/link/" + topology_.link_name(cables_[c]));
+      next_random_fault(kLinkBit | c);
+    }
+  }
+
+  // The cable a fault subject names, if it names one.
+  std::optional<std::uint32_t> link_of(std::uint32_t subject) const {
+    if (subject < random_base()) return sc_.faults.events[subject].link;
+    const std::uint32_t s = subject - random_base();
+    if ((s & kLinkBit) == 0) return std::nullopt;
+    return cables_[s & ~kLinkBit];
+  }
+
+  void fail_link(std::uint32_t subject, std::uint32_t link) {
+    const double down_s = subject < random_base() ? sc_.faults.events[subject].down_s
+                          : sc_.faults.link_mttr_s > 0 ? fault_rng(subject - random_base()).exponential(1 / sc_.faults.link_mttr_s)
+                                                       : 0.0;
+    if (!topology_.link_down(link)) {
+      ++link_failures_;
+      const std::string event = "link " + topology_.link_name(link) + " failed";
+      for (std::uint32_t l : {link, *topology_.reverse_link(link)}) topology_.set_link_down(l, true);
+      for (std::uint32_t l : {link, *topology_.reverse_link(link)}) {
+        reroute_flows_on(l, event);
+        network_.set_link_down(l, true);
+      }
+      network_dirty_ = true;
+    }
+    if (std::isfinite(down_s) && queue_.now() + down_s <= sc_.horizon_s) queue_.push(queue_.now() + down_s, kRepair, subject);
+  }
+
+  void repair_link(std::uint32_t subject, std::uint32_t link) {
+    for (std::uint32_t l : {link, *topology_.reverse_link(link)}) {
+      topology_.set_link_down(l, false);
+      network_.set_link_down(l, false);
+    }
+    if (subject >= random_base()) next_random_fault(subject - random_base());
+  }
+
+  // Moves the flows sending over a failed link to routes around it; a flow with none left strands its task.
+  void reroute_flows_on(std::uint32_t link, const std::string& event) {
+    flows_on_link_.clear();
+    network_.sending_on(link, flows_on_link_);
+    for (std::uint32_t flow : flows_on_link_) {
+      const std::span<const std::uint32_t> old = network_.route(flow);
+      const std::uint32_t from = topology_.links()[old.front()].from, to = topology_.links()[old.back()].to;
+      route_.clear();
+      if (!topology_.try_route(from, to, mix_key(network_.tag(flow), from), route_)) {
+        const TaskId task = tag_task(network_.tag(flow));
+        network_.strand(flow, queue_.now());
+        stranded_.push_back({task, run_[index(task)], event + ": no route left from " + topology_.vertex_name(from) + " to " + topology_.vertex_name(to)});
+        continue;
+      }
+      // Whatever the flow's latency held beyond its route's (a collective's own) is kept.
+      const double new_s = topology_.latency_s(route_);
+      network_.reroute(flow, route_, network_.latency_s(flow) - topology_.latency_s(old) + 2 * new_s, queue_.now());
+      ++flows_rerouted_;
+    }
+  }
+
+  // A flow that no route can carry: its task is stopped after the current event, when nothing of it is half done.
+  void strand(TaskId id, std::uint32_t from, std::uint32_t to, double bytes, double latency_s, std::uint64_t tag) {
+    network_.start_stranded(bytes, latency_s, tag, queue_.now());
+    stranded_.push_back({id, run_[index(id)], "link failures left no route from " + topology_.vertex_name(from) + " to " +
+                                                 topology_.vertex_name(to)});
+  }
+
+  void stop_stranded() {
+    std::vector<Stranded> stranded;
+    stranded.swap(stranded_);
+    for (const Stranded& s : stranded) {
+      if (trace_.tasks[index(s.task)].status == TaskStatus::running && run_[index(s.task)] == s.run) stop_task(s.task, s.reason);
+    }
+  }
+
+  // A GPU of the gang that failed links have cut off from its first one, if any.
+  std::optional<GpuId> split_gang(std::span<const GpuId> gang) const {
+    if (!topology_.any_link_down()) return std::nullopt;
+    for (GpuId g : gang.subspan(1)) {
+      if (!topology_.reachable(topology_.gpu_vertex(gang[0]), topology_.gpu_vertex(g)) ||
+          !topology_.reachable(topology_.gpu_vertex(g), topology_.gpu_vertex(gang[0]))) {
+        return g;
+      }
+    }
+    return std::nullopt;
   }
 
   // Output tensors held on a failed GPU are gone: consumers that have not read them cannot run.
@@ -1544,6 +1668,16 @@ class Run {
   std::vector<double> full_compute_s_;         // per task: this run's compute time from scratch
   std::vector<double> stopped_at_;             // per task: when a failure stopped it, until it starts again
   std::vector<std::uint64_t> dropped_;         // scratch: tags of cancelled flows
+  std::vector<std::uint32_t> cables_;          // random link failures: each cable's first direction
+  std::vector<Rng> link_rngs_;                 // per cable
+  std::vector<std::uint32_t> flows_on_link_;   // scratch
+  struct Stranded {
+    TaskId task;
+    std::uint32_t run;   // the run it was stranded in
+    std::string reason;
+  };
+  std::vector<Stranded> stranded_;             // tasks with a flow no route can carry, stopped after the event
+  std::uint64_t link_failures_ = 0, flows_rerouted_ = 0;
   // Autoscaling.
   enum class NodeState : std::uint8_t { on, off, provisioning, draining };
   std::vector<std::uint8_t> gpu_off_;          // per GPU: its node is off, or draining and this GPU is idle
