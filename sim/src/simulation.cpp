@@ -23,7 +23,7 @@ namespace {
 // kFault's and kRepair's subject indexes Scenario::faults.events (scripted) or, past them, a GPU
 // (random failures, kNodeBit set for the node of that GPU, kSpotBit too for a spot preemption), or
 // with kLinkBit a cable (its index in Run::cables_); kRetry's is a task. A task's events carry
-// its run number above the kind's low byte, so a stopped run's leftovers are recognised.
+// its stamp above the kind's low byte, so stale ones are recognised (see task_event).
 // kAutoscale is the autoscaler's periodic decision; kNodeUp's subject is a node whose provisioning ends.
 // kBatchRelease's subject is a batching key whose held tasks have waited max_wait.
 enum EventKind : std::uint32_t { kArrival, kComputeDone, kCommStart, kNetwork, kSchedule, kFault, kRepair, kRetry, kAutoscale, kNodeUp, kBatchRelease };
