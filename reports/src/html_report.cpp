@@ -7,6 +7,7 @@
 
 #include "fleetsim/report.hpp"
 #include "fleetsim/units.hpp"
+#include "gpu_lanes.hpp"
 #include "svg_chart.hpp"
 
 namespace fleetsim {
@@ -115,6 +116,13 @@ void gantt(std::ostream& out, const Scenario& sc, const RunResult& run) {
   for (std::uint32_t g = 0; g < rows; g += every) y.ticks.emplace_back(rows - g - 0.5, run.cluster.gpu_name(make_id<GpuId>(g)));
   html::SvgChart chart("gantt", "Tasks on GPUs (colour: tenant; darker: collective; grey: weight loads)", time_axis(end), y, 720,
                        std::max(120.0, 14.0 * rows));
+  // Tasks sharing a GPU at once split its row into lanes.
+  const GpuLanes lanes = gpu_lanes(trace, run.cluster.gpu_count(), end);
+  const auto band = [&](std::uint32_t entry) {
+    const std::uint32_t g = index(trace.gpus[entry]);
+    const double height = 0.8 / lanes.per_gpu[g], top = rows - g - 0.1 - lanes.lane[entry] * height;
+    return std::pair{top - height, top};
+  };
   std::size_t marks = 0;
   for (const TaskRecord& t : trace.tasks) {
     if (t.start_s == kNever || marks >= kGanttMarks) continue;
@@ -125,9 +133,10 @@ void gantt(std::ostream& out, const Scenario& sc, const RunResult& run) {
     for (std::uint32_t i = 0; i < t.gpu_count; ++i) {
       const std::uint32_t g = index(trace.gpus[t.gpu_begin + i]);
       if (g >= rows) continue;
-      chart.rect(t.start_s, until, rows - g - 0.9, rows - g - 0.1, html::color(index(t.tenant)), tip);
+      const auto [lo, hi] = band(t.gpu_begin + i);
+      chart.rect(t.start_s, until, lo, hi, html::color(index(t.tenant)), tip);
       // The gang's collective, darker.
-      if (t.comm_start_s != kNever) chart.rect(t.comm_start_s, until, rows - g - 0.9, rows - g - 0.1, "#000", "collective of " + tip, 0.3);
+      if (t.comm_start_s != kNever) chart.rect(t.comm_start_s, until, lo, hi, "#000", "collective of " + tip, 0.3);
       ++marks;
     }
   }

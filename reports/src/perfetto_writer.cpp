@@ -6,41 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "fleetsim/report.hpp"
+#include "gpu_lanes.hpp"
 
 namespace fleetsim {
-namespace {
-
-// Tasks holding a GPU at once (a batch, co-runners on a time-sliced GPU) each get a lane of the GPU's
-// track: a track's slices must nest, not overlap. Per entry of trace.gpus: its lane, 0 for most.
-std::vector<std::uint32_t> gpu_lanes(const Trace& trace, std::uint32_t gpus, double end_s) {
-  std::vector<std::uint32_t> lane(trace.gpus.size(), 0);
-  struct Hold {
-    double from, to;
-    std::uint32_t entry;
-  };
-  std::vector<std::vector<Hold>> holds(gpus);
-  for (const TaskRecord& t : trace.tasks) {
-    if (t.start_s == kNever) continue;
-    for (std::uint32_t i = 0; i < t.gpu_count; ++i) {
-      holds[index(trace.gpus[t.gpu_begin + i])].push_back({t.start_s, t.end_s == kNever ? end_s : t.end_s, t.gpu_begin + i});
-    }
-  }
-  std::vector<double> busy_until;  // per lane of this GPU
-  for (auto& h : holds) {
-    std::sort(h.begin(), h.end(), [](const Hold& a, const Hold& b) { return a.from < b.from || (a.from == b.from && a.entry < b.entry); });
-    busy_until.clear();
-    for (const Hold& x : h) {
-      std::uint32_t l = 0;
-      while (l < busy_until.size() && busy_until[l] > x.from) ++l;
-      if (l == busy_until.size()) busy_until.push_back(0);
-      busy_until[l] = x.to;
-      lane[x.entry] = l;
-    }
-  }
-  return lane;
-}
-
-}  // namespace
 
 void write_perfetto_json(std::ostream& out, const Scenario& sc, const RunResult& run) {
   using nlohmann::ordered_json;
@@ -60,10 +28,10 @@ void write_perfetto_json(std::ostream& out, const Scenario& sc, const RunResult&
     }
   }
   // Lane k > 0 of GPU g is thread k * gpus + g, named when first used.
-  const std::vector<std::uint32_t> lane = gpu_lanes(run.trace, cluster.gpu_count(), run.summary.end_s);
-  std::uint32_t lanes = 1;
-  for (std::uint32_t l : lane) lanes = std::max(lanes, l + 1);
-  std::vector<std::uint8_t> named(std::size_t{lanes} * cluster.gpu_count(), 0);
+  const GpuLanes lanes = gpu_lanes(run.trace, cluster.gpu_count(), run.summary.end_s);
+  const std::vector<std::uint32_t>& lane = lanes.lane;
+  const std::uint32_t most = *std::max_element(lanes.per_gpu.begin(), lanes.per_gpu.end());
+  std::vector<std::uint8_t> named(std::size_t{most} * cluster.gpu_count(), 0);
   auto tid = [&](std::uint32_t entry) {
     const GpuId g = run.trace.gpus[entry];
     const std::size_t t = std::size_t{lane[entry]} * cluster.gpu_count() + index(g);
