@@ -101,7 +101,7 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
     if (t.status == TaskStatus::completed) s.makespan_s = std::max(s.makespan_s, t.end_s);
     if (t.start_s != kNever) {
       const double until = t.end_s != kNever ? t.end_s : end_s;
-      s.gpu_busy_s += (until - t.start_s) * t.gpu_count * gpu_share(t);
+      s.gpu_busy_s += (until - gang_start_s(t)) * t.gpu_count * gpu_share(t);
     }
     s.bytes_transferred += t.input_bytes;
     if (t.batched_with != 0 && t.status == TaskStatus::completed) {
@@ -113,6 +113,12 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
       s.offload_bytes += t.offload_bytes;
     }
   }
+  // Elastic tasks held other gangs before their resizes.
+  for (const LeftGang& left : trace.left_gangs) {
+    s.gpu_busy_s += (left.end_s - left.start_s) * left.gpu_count;
+    s.tenants[index(trace.tasks[index(left.task)].tenant)].gpu_s += (left.end_s - left.start_s) * left.gpu_count;
+  }
+  s.resizes = trace.left_gangs.size();
   for (std::size_t l = 0; l < link_bytes.size(); ++l) {
     switch (topology.links()[l].cls) {
       case LinkClass::gpu_link: s.gpu_link_bytes += link_bytes[l]; break;
@@ -131,8 +137,12 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
   std::vector<double> busy_per_gpu(cluster.gpu_count(), 0.0);
   for (const TaskRecord& t : trace.tasks) {
     if (t.start_s == kNever) continue;
-    const double held = ((t.end_s != kNever ? t.end_s : end_s) - t.start_s) * gpu_share(t);
+    const double held = ((t.end_s != kNever ? t.end_s : end_s) - gang_start_s(t)) * gpu_share(t);
     for (std::uint32_t i = 0; i < t.gpu_count; ++i) busy_per_gpu[index(trace.gpus[t.gpu_begin + i])] += held;
+  }
+  // Elastic tasks held other gangs before their resizes.
+  for (const LeftGang& left : trace.left_gangs) {
+    for (std::uint32_t i = 0; i < left.gpu_count; ++i) busy_per_gpu[index(trace.gpus[left.gpu_begin + i])] += left.end_s - left.start_s;
   }
   for (std::uint32_t g = 0; g < cluster.gpu_count(); ++g) {
     const GpuType& type = cluster.gpu_type(make_id<GpuId>(g));
@@ -159,7 +169,7 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
     if (t.start_s == kNever) continue;
     waited[index(t.tenant)] += t.start_s - t.ready_s;
     placed[index(t.tenant)] += 1;
-    s.tenants[index(t.tenant)].gpu_s += ((t.end_s != kNever ? t.end_s : end_s) - t.start_s) * t.gpu_count * gpu_share(t);
+    s.tenants[index(t.tenant)].gpu_s += ((t.end_s != kNever ? t.end_s : end_s) - gang_start_s(t)) * t.gpu_count * gpu_share(t);
   }
   double sum = 0, sum_sq = 0;
   for (std::size_t i = 0; i < s.tenants.size(); ++i) {
