@@ -62,6 +62,7 @@ TEST_CASE("an elastic job grows when GPUs free up: the hand-computed end", "[ela
   CHECK(run.trace.left_gangs[0].start_s == Approx(0.0));
   CHECK(run.trace.left_gangs[0].end_s == Approx(10.0));
   CHECK(run.summary.resizes == 1);
+  CHECK(run.summary.restart_gpu_s == Approx(8.0));  // 2 s on 4 GPUs
   CHECK(run.summary.gpu_busy_s == Approx(138.0));
   CHECK(run.summary.gpu_utilization == Approx(1.0));
   // A resize is not a failure, a stop or a retry.
@@ -107,6 +108,7 @@ TEST_CASE("an elastic job gives GPUs back to a waiting gang, then grows again: t
   CHECK(run.trace.left_gangs[1].start_s == Approx(10.0));
   CHECK(run.trace.left_gangs[1].end_s == Approx(20.0));
   CHECK(run.summary.resizes == 2);
+  CHECK(run.summary.restart_gpu_s == Approx(2.0 * 2 + 2.0 * 4));
   bool shrank = false;
   for (const Decision& d : run.trace.decisions) {
     if (d.kind == DecisionKind::resized && d.gpu_count == 2) {
@@ -153,4 +155,41 @@ TEST_CASE("malformed elastic specs are refused with the field named", "[elastic]
              Catch::Contains("/workflows/w/tasks/0/elastic/grow"));
   CHECK_THAT(error("{" + work + R"(, "batching": {"max_size": 4}, "elastic": {"min_gpus": 1, "restart": "1 s"}})"),
              Catch::Contains("/workflows/w/tasks/0/elastic") && Catch::Contains("batched task cannot be elastic"));
+}
+
+TEST_CASE("an elastic job keeps its GPUs when the waiting task would wait less than its restart", "[elastic]") {
+  // With a 20-s restart: at 10 s the gang would have the job's GPUs at 25 s, 15 s away, less than
+  // the restart, so the job does not shrink; the gang runs 25 to 35 s.
+  const Scenario sc = elastic_node(kGang2, kGangAt10, R"({"min_gpus": 1, "restart": "20 s", "min_interval": "5 s"})");
+  const RunResult run = simulate(sc);
+  CHECK(run.summary.resizes == 0);
+  CHECK(task_of(sc, run, "other").start_s == Approx(25.0));
+}
+
+TEST_CASE("elastic training with random failures over 200 seeds: invariants, the minimum interval, determinism", "[elastic][faults][property]") {
+  // The elastic training scenario with a GPU failing every 2 h and a node every 12 h on average (a run
+  // lasts 6 h), three attempts per task and checkpoints; the invariants are checked inside simulate().
+  const std::vector<ScenarioEdit> edits{
+      {"/faults", R"({"gpu": {"mtbf": "2 h", "mttr": "10 min"}, "node": {"mtbf": "12 h", "mttr": "30 min"},
+                      "retry": {"max_attempts": 3, "backoff": "1 min"}, "checkpoint": {"interval": "5 min", "restore": "1 min"}})"}};
+  const Scenario sc = load_scenario(test::source_dir() + "/scenarios/elastic-training.json", edits);
+  double min_interval_s = 0;
+  for (const Workflow& wf : sc.workflows) {
+    if (wf.id == "train-7b") min_interval_s = wf.tasks[0].elastic->min_interval_s;
+  }
+  REQUIRE(min_interval_s == Approx(600.0));
+  std::uint64_t resizes = 0, stopped = 0;
+  for (std::uint64_t seed = 1; seed <= 200; ++seed) {
+    INFO("seed " << seed);
+    const RunResult run = simulate(sc, {.seed = seed});
+    const Summary& s = run.summary;
+    REQUIRE(s.tasks.completed + s.tasks.failed + s.tasks.running + s.tasks.queued == s.tasks.submitted);
+    REQUIRE(s.goodput <= 1);
+    for (const LeftGang& left : run.trace.left_gangs) REQUIRE(left.end_s - left.start_s >= min_interval_s - 1e-6);
+    resizes += s.resizes;
+    stopped += s.tasks_stopped;
+    if (seed % 50 == 0) REQUIRE(summary_json(s) == summary_json(simulate(sc, {.seed = seed}).summary));
+  }
+  CHECK(resizes > 0);
+  CHECK(stopped > 0);
 }

@@ -62,7 +62,7 @@ std::string summary_json(const Summary& s) {
                  {"tasks_preempted", s.tasks_preempted},
                  {"lost_gpu_s", s.lost_gpu_s}, {"availability", s.availability}, {"goodput", s.goodput},
                  {"mean_recovery_s", s.mean_recovery_s}};
-  j["elastic"] = {{"resizes", s.resizes}};
+  j["elastic"] = {{"resizes", s.resizes}, {"restart_gpu_s", s.restart_gpu_s}};
   j["autoscale"] = {{"node_s_on", s.node_s_on}, {"nodes_started", s.nodes_started}, {"nodes_stopped", s.nodes_stopped}};
   j["vram_peak_utilization"] = s.vram_peak_utilization;
   j["vram_utilization"] = s.vram_utilization;
@@ -146,7 +146,8 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
         << ", goodput " << fmt("%.2f %%", 100.0 * s.goodput) << ", mean recovery " << format_quantity(s.mean_recovery_s, Dimension::time) << "\n";
   }
   if (s.resizes > 0) {
-    out << "elastic    " << s.resizes << " resizes of elastic tasks (each a restart that kept the work done)\n";
+    out << "elastic    " << s.resizes << " resizes of elastic tasks (each a restart that kept the work done); "
+        << format_quantity(s.restart_gpu_s, Dimension::time) << " GPU-time restarting\n";
   }
   if (s.tasks_preempted > 0) {
     out << "preempted  " << s.tasks_preempted << " task runs stopped by the policy to make room (each ready again at once); "

@@ -245,6 +245,7 @@ class Run {
     summary.gpu_failures = gpu_failures_;
     summary.tasks_stopped = tasks_stopped_;
     summary.tasks_preempted = tasks_preempted_;
+    summary.restart_gpu_s = restart_gpu_s_;
     summary.retries = retries_;
     summary.lost_gpu_s = lost_gpu_s_;
     summary.availability = end_s > 0 ? 1 - down_gpu_s_ / (cluster_.gpu_count() * end_s) : 1;
@@ -1181,7 +1182,9 @@ class Run {
   double resume_cost_s(TaskId id) {
     if (restart_pending_[index(id)] != 0) {
       restart_pending_[index(id)] = 0;
-      return spec(trace_.tasks[index(id)]).elastic->restart_s;
+      const double restart_s = spec(trace_.tasks[index(id)]).elastic->restart_s;
+      restart_gpu_s_ += restart_s * trace_.tasks[index(id)].gpu_count;
+      return restart_s;
     }
     return progress_[index(id)] > 0 ? sc_.faults.restore_s : 0.0;
   }
@@ -1272,17 +1275,35 @@ class Run {
     resize_elastic(id, gang, "grew from " + std::to_string(before) + " to " + std::to_string(gang.size()) + " GPUs onto free ones");
   }
 
+  // When the waiting task would have the GPUs it lacks without a resize: when the lacking-th of the
+  // busy GPUs it may use is predicted free (never, if too few are up).
+  double predicted_wait_s(const ReadyTask& waiting, std::uint32_t lacking) const {
+    const ClusterView v = view();
+    std::vector<double> free_at;
+    for (std::uint32_t g = 0; g < cluster_.gpu_count(); ++g) {
+      if (gpu_task_[g] != kNoTask && v.allowed(waiting.tenant, make_id<GpuId>(g))) free_at.push_back(gpu_free_at_[g]);
+    }
+    if (free_at.size() < lacking) return std::numeric_limits<double>::infinity();
+    std::nth_element(free_at.begin(), free_at.begin() + (lacking - 1), free_at.end());
+    return std::max(0.0, free_at[lacking - 1] - queue_.now());
+  }
+
   // Running elastic tasks give back GPUs the waiting task may use, as many as it lacks: the tasks
   // with the most GPUs above their minimum first (ties: the later task), each its last gang members.
+  // A task gives GPUs back only when the waiting task would otherwise wait longer than its restart.
   void shrink_elastic_for(const ReadyTask& waiting) {
     const std::uint32_t free = free_gpus_for(waiting);
     if (free >= waiting.gpus) return;  // it waits for something else (VRAM, quota, the policy's choice)
     std::uint32_t lacking = waiting.gpus - free;
+    const double wait_s = predicted_wait_s(waiting, lacking);
     const ClusterView v = view();
     std::vector<TaskId> order;
     for (TaskId id : elastic_running_) {
       const TaskRecord& r = trace_.tasks[index(id)];
-      if (r.gpu_count > static_cast<std::uint32_t>(spec(r).elastic->min_gpus) && resizable(id)) order.push_back(id);
+      if (r.gpu_count > static_cast<std::uint32_t>(spec(r).elastic->min_gpus) && resizable(id) &&
+          wait_s > spec(r).elastic->restart_s) {
+        order.push_back(id);
+      }
     }
     const auto above_min = [&](TaskId id) {
       const TaskRecord& r = trace_.tasks[index(id)];
@@ -1771,6 +1792,7 @@ class Run {
   std::vector<std::uint8_t> elastic_listed_;    // per task: in elastic_running_
   std::vector<double> resume_s_;                // per task: restore or restart its run paid before computing
   std::vector<std::uint8_t> restart_pending_;   // per task: resized, its restart not yet begun
+  double restart_gpu_s_ = 0;                    // GPU-time elastic tasks' gangs spent restarting
   std::vector<ReadyTask> ready_;
   std::vector<std::uint8_t> decided_;
   Decisions decisions_;

@@ -86,6 +86,7 @@ struct Summary {
   std::uint64_t gpu_failures = 0, spot_preemptions = 0, tasks_stopped = 0, retries = 0;
   std::uint64_t tasks_preempted = 0;  // by the policy (each run again at once)
   std::uint64_t resizes = 0;          // elastic tasks moved onto a larger or smaller gang
+  double restart_gpu_s = 0;           // GPU-time their new gangs spent restarting (busy, not computing)
   double lost_gpu_s = 0, availability = 1, goodput = 1, mean_recovery_s = 0;
   // Autoscaling: node-seconds on (billed; cost_usd then counts only these), nodes started and stopped.
   double node_s_on = 0;
