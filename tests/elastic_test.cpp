@@ -121,14 +121,19 @@ TEST_CASE("an elastic job gives GPUs back to a waiting gang, then grows again: t
 }
 
 TEST_CASE("an elastic job is not resized within its minimum interval", "[elastic]") {
-  // With min_interval 15 s the job may not shrink at 10 s: the gang waits for the job's end at
-  // 25 s and runs to 35 s; no resize happens.
+  // min_interval 15 s. t = 10: the gang arrives, but the job started at 0 may not shrink before 15.
+  // t = 15: it has done 15/25 = 0.6; it shrinks to 2 GPUs: 2 s + 0.4 x 50 s = 22 s. The gang runs 15 to 25.
+  // t = 25: the gang ends, but the job resized at 15 may not grow before 30.
+  // t = 30: it has computed 30 - 15 - 2 = 13 s of 50 (0.26; 0.86 in all); it grows to 4: 2 s + 0.14 x 25 s = 5.5 s.
+  // It ends at 35.5 s.
   const Scenario sc = elastic_node(kGang2, kGangAt10, R"({"min_gpus": 1, "restart": "2 s", "min_interval": "15 s"})");
   const RunResult run = simulate(sc);
-  CHECK(run.summary.resizes == 0);
-  CHECK(task_of(sc, run, "train").end_s == Approx(25.0));
-  CHECK(task_of(sc, run, "other").start_s == Approx(25.0));
-  CHECK(task_of(sc, run, "other").end_s == Approx(35.0));
+  CHECK(run.summary.resizes == 2);
+  CHECK(task_of(sc, run, "other").start_s == Approx(15.0));
+  CHECK(task_of(sc, run, "other").end_s == Approx(25.0));
+  CHECK(task_of(sc, run, "train").resized_s == Approx(30.0));
+  CHECK(task_of(sc, run, "train").end_s == Approx(35.5));
+  for (const LeftGang& left : run.trace.left_gangs) CHECK(left.end_s - left.start_s >= 15.0 - 1e-9);
 }
 
 TEST_CASE("malformed elastic specs are refused with the field named", "[elastic]") {

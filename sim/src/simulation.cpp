@@ -368,6 +368,7 @@ class Run {
       resume_s_.assign(total_tasks, 0.0);
       restart_pending_.assign(total_tasks, 0);
       elastic_listed_.assign(total_tasks, 0);
+      wake_s_.assign(total_tasks, kNever);
     }
     stage_.assign(total_tasks, Stage::inputs);
     plan_of_.assign(total_tasks, kNoPlan);
@@ -850,6 +851,7 @@ class Run {
     // collective starts when compute ends, or earlier by the overlapped fraction of the compute.
     const bool communicates = s.collective && r.gpu_count > 1;
     parts_left_[index(id)] = communicates ? 2 : 1;
+    if (s.elastic) dirty_ = true;  // it can be resized from now on: a round looks at it
     if (communicates && s.collective->overlap > 0) {
       queue_.push(r.compute_start_s + (1 - s.collective->overlap) * compute_s, task_event(kCommStart, id), index(id));
     }
@@ -1242,6 +1244,20 @@ class Run {
     } else {
       shrink_elastic_for(ready_.front());
     }
+    for (TaskId id : elastic_running_) wake_when_resizable(id);
+  }
+
+  // A task that could grow (nothing waits) or give GPUs back (something waits) but for its
+  // min_interval gets a scheduling round when the interval has passed, as nothing else may cause one.
+  void wake_when_resizable(TaskId id) {
+    const TaskRecord& r = trace_.tasks[index(id)];
+    const ElasticSpec& e = *spec(r).elastic;
+    const bool could = ready_.empty() ? r.gpu_count < static_cast<std::uint32_t>(spec(r).gpus)
+                                      : r.gpu_count > static_cast<std::uint32_t>(e.min_gpus);
+    const double at = gang_start_s(r) + e.min_interval_s;
+    if (!could || r.compute_start_s == kNever || at <= queue_.now() || at == wake_s_[index(id)] || at > sc_.horizon_s) return;
+    wake_s_[index(id)] = at;
+    queue_.push(at, kSchedule, 0);
   }
 
   // Onto free GPUs the task's share fits without offload: on its own nodes first, then in GPU order.
@@ -1793,6 +1809,7 @@ class Run {
   std::vector<double> resume_s_;                // per task: restore or restart its run paid before computing
   std::vector<std::uint8_t> restart_pending_;   // per task: resized, its restart not yet begun
   double restart_gpu_s_ = 0;                    // GPU-time elastic tasks' gangs spent restarting
+  std::vector<double> wake_s_;                  // per task: the round asked for when its min_interval passes
   std::vector<ReadyTask> ready_;
   std::vector<std::uint8_t> decided_;
   Decisions decisions_;
