@@ -198,3 +198,24 @@ TEST_CASE("elastic training with random failures over 200 seeds: invariants, the
   CHECK(resizes > 0);
   CHECK(stopped > 0);
 }
+
+TEST_CASE("an elastic run is the same twice, resizes and decisions included", "[elastic]") {
+  const Scenario sc = load_scenario(test::source_dir() + "/scenarios/elastic-training.json");
+  const RunResult a = simulate(sc, {.record_link_samples = true});
+  const RunResult b = simulate(sc, {.record_link_samples = true});
+  REQUIRE(a.summary.resizes > 0);
+  CHECK(summary_json(a.summary) == summary_json(b.summary));
+  REQUIRE(a.trace.decisions.size() == b.trace.decisions.size());
+  for (std::size_t i = 0; i < a.trace.decisions.size(); ++i) {
+    const Decision &x = a.trace.decisions[i], &y = b.trace.decisions[i];
+    REQUIRE((x.time_s == y.time_s && x.kind == y.kind && x.task == y.task && x.gpu_count == y.gpu_count &&
+             a.trace.reasons[x.reason] == b.trace.reasons[y.reason]));
+  }
+  REQUIRE(a.trace.left_gangs.size() == b.trace.left_gangs.size());
+  for (std::size_t i = 0; i < a.trace.left_gangs.size(); ++i) {
+    CHECK(a.trace.left_gangs[i].end_s == b.trace.left_gangs[i].end_s);
+    CHECK(std::equal(a.trace.gpus.begin() + a.trace.left_gangs[i].gpu_begin,
+                     a.trace.gpus.begin() + a.trace.left_gangs[i].gpu_begin + a.trace.left_gangs[i].gpu_count,
+                     b.trace.gpus.begin() + b.trace.left_gangs[i].gpu_begin));
+  }
+}

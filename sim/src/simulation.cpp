@@ -1280,7 +1280,8 @@ class Run {
       }
       return false;
     };
-    std::vector<GpuId> gang(trace_.gpus.begin() + r.gpu_begin, trace_.gpus.begin() + r.gpu_begin + r.gpu_count);
+    std::vector<GpuId>& gang = elastic_gang_;
+    gang.assign(trace_.gpus.begin() + r.gpu_begin, trace_.gpus.begin() + r.gpu_begin + r.gpu_count);
     const std::size_t before = gang.size();
     for (const bool near : {true, false}) {
       for (std::uint32_t g = 0; g < cluster_.gpu_count() && gang.size() < static_cast<std::size_t>(s.gpus); ++g) {
@@ -1293,9 +1294,10 @@ class Run {
 
   // When the waiting task would have the GPUs it lacks without a resize: when the lacking-th of the
   // busy GPUs it may use is predicted free (never, if too few are up).
-  double predicted_wait_s(const ReadyTask& waiting, std::uint32_t lacking) const {
+  double predicted_wait_s(const ReadyTask& waiting, std::uint32_t lacking) {
     const ClusterView v = view();
-    std::vector<double> free_at;
+    std::vector<double>& free_at = elastic_free_at_;
+    free_at.clear();
     for (std::uint32_t g = 0; g < cluster_.gpu_count(); ++g) {
       if (gpu_task_[g] != kNoTask && v.allowed(waiting.tenant, make_id<GpuId>(g))) free_at.push_back(gpu_free_at_[g]);
     }
@@ -1313,7 +1315,8 @@ class Run {
     std::uint32_t lacking = waiting.gpus - free;
     const double wait_s = predicted_wait_s(waiting, lacking);
     const ClusterView v = view();
-    std::vector<TaskId> order;
+    std::vector<TaskId>& order = elastic_order_;
+    order.clear();
     for (TaskId id : elastic_running_) {
       const TaskRecord& r = trace_.tasks[index(id)];
       if (r.gpu_count > static_cast<std::uint32_t>(spec(r).elastic->min_gpus) && resizable(id) &&
@@ -1328,11 +1331,11 @@ class Run {
     std::stable_sort(order.begin(), order.end(), [&](TaskId a, TaskId b) {
       return above_min(a) != above_min(b) ? above_min(a) > above_min(b) : index(a) > index(b);
     });
-    const std::string why = "gave GPUs back for waiting " + task_label(waiting.task);
     for (TaskId id : order) {
       if (lacking == 0) break;
       const TaskRecord& r = trace_.tasks[index(id)];
-      std::vector<GpuId> gang(trace_.gpus.begin() + r.gpu_begin, trace_.gpus.begin() + r.gpu_begin + r.gpu_count);
+      std::vector<GpuId>& gang = elastic_gang_;
+      gang.assign(trace_.gpus.begin() + r.gpu_begin, trace_.gpus.begin() + r.gpu_begin + r.gpu_count);
       std::uint32_t give = std::min(lacking, above_min(id));
       const std::size_t before = gang.size();
       for (std::size_t i = gang.size(); i-- > 0 && give > 0;) {
@@ -1342,7 +1345,8 @@ class Run {
         --lacking;
       }
       if (gang.size() == before) continue;
-      resize_elastic(id, gang, "shrank from " + std::to_string(before) + " to " + std::to_string(gang.size()) + " GPUs: " + why);
+      resize_elastic(id, gang, "shrank from " + std::to_string(before) + " to " + std::to_string(gang.size()) +
+                                   " GPUs: gave GPUs back for waiting " + task_label(waiting.task));
     }
   }
 
@@ -1810,6 +1814,9 @@ class Run {
   std::vector<std::uint8_t> restart_pending_;   // per task: resized, its restart not yet begun
   double restart_gpu_s_ = 0;                    // GPU-time elastic tasks' gangs spent restarting
   std::vector<double> wake_s_;                  // per task: the round asked for when its min_interval passes
+  std::vector<GpuId> elastic_gang_;             // scratch: a resized task's new gang
+  std::vector<TaskId> elastic_order_;           // scratch: tasks that may give GPUs back, in order
+  std::vector<double> elastic_free_at_;         // scratch: when busy GPUs are predicted free
   std::vector<ReadyTask> ready_;
   std::vector<std::uint8_t> decided_;
   Decisions decisions_;
