@@ -219,3 +219,24 @@ TEST_CASE("an elastic run is the same twice, resizes and decisions included", "[
                      b.trace.gpus.begin() + b.trace.left_gangs[i].gpu_begin));
   }
 }
+
+TEST_CASE("a resize uses no retry attempt: a failure after one is retried", "[elastic][faults]") {
+  // As in the growth case, the job grows to 4 GPUs at 10 s, with 0.1 of its work kept. At 20 s GPU n0.g0
+  // fails for 100 s. With two attempts, the failure leaves one: the job is ready again after the 1-s
+  // backoff and, with three GPUs free, runs on them from 21 s: 0.9 x 100/3 s = 30 s (no checkpoint
+  // interval, so only the work kept at the resize counts; restoring costs nothing). It ends at 51 s.
+  Scenario sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-4", "count": 1}]},
+      "workflows": {"other": )" + kGang3 + R"(,
+                    "train": {"tasks": [{"name": "t", "gpus": 4, "work": {"flop": "10000 TFLOP"}, "elastic": )" + kElastic + R"(}]}},
+      "workload": )" + kBothAtZero + R"(,
+      "faults": {"events": [{"at": "20 s", "gpu": "n0.g0", "for": "100 s"}], "retry": {"max_attempts": 2, "backoff": "1 s"}})");
+  const RunResult run = simulate(sc);
+  const TaskRecord& job = task_of(sc, run, "train");
+  REQUIRE(job.status == TaskStatus::completed);
+  CHECK(run.summary.resizes == 1);
+  CHECK(run.summary.tasks_stopped == 1);
+  CHECK(run.summary.retries == 1);
+  CHECK(job.start_s == Approx(21.0));
+  CHECK(job.gpu_count == 3);
+  CHECK(job.end_s == Approx(51.0));
+}

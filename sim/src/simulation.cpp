@@ -1364,6 +1364,7 @@ class Run {
     trace_.left_gangs.push_back({id, gang_start_s(r), now, r.gpu_begin, r.gpu_count});
     attained_s_[index(r.instance)] += (now - gang_start_s(r)) * r.gpu_count;
     ++run_[index(id)];  // the old run's compute and collective events are stale
+    ++preempted_runs_[index(id)];  // and, as a preemption's, its end uses no retry attempt
     const std::uint32_t old_begin = r.gpu_begin, old_count = r.gpu_count;
     const auto old_member = [&](GpuId g) {
       for (std::uint32_t i = 0; i < old_count; ++i) {
@@ -1750,7 +1751,7 @@ class Run {
   std::uint64_t nodes_started_ = 0, nodes_stopped_ = 0;
   std::deque<std::pair<double, int>> wanted_;  // the autoscaler's recent decisions
   std::uint64_t gpu_failures_ = 0, preemptions_ = 0, tasks_stopped_ = 0, tasks_preempted_ = 0, retries_ = 0, recoveries_ = 0;
-  std::vector<std::uint32_t> preempted_runs_;  // per task: runs a preemption stopped (not counted as attempts)
+  std::vector<std::uint32_t> preempted_runs_;  // per task: runs a preemption or an elastic resize ended (not counted as attempts)
   std::vector<std::int32_t> gpu_rank_;         // preemption rank of the task on each GPU (ClusterView::kNoRank: none)
   std::vector<double> gpu_started_;            // when that task started
   std::vector<std::int32_t> gpu_tenant_;       // tenant of the task on each GPU (-1: none)
