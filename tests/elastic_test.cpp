@@ -240,3 +240,15 @@ TEST_CASE("a resize uses no retry attempt: a failure after one is retried", "[el
   CHECK(job.gpu_count == 3);
   CHECK(job.end_s == Approx(51.0));
 }
+
+TEST_CASE("an elastic task on time-sliced GPUs is not resized", "[elastic]") {
+  // The growth case on a node whose GPUs each take two tasks: the job computes on a time-sliced GPU,
+  // so it keeps the gang it was placed on and still ends, with every invariant kept.
+  const Scenario sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-4", "count": 1, "time_slicing": {"tasks": 2}}]},
+      "workflows": {"other": )" + kGang3 + R"(,
+                    "train": {"tasks": [{"name": "t", "gpus": 4, "work": {"flop": "10000 TFLOP"}, "elastic": )" + kElastic + R"(}]}},
+      "workload": )" + kBothAtZero);
+  const RunResult run = simulate(sc);
+  CHECK(run.summary.resizes == 0);
+  CHECK(task_of(sc, run, "train").status == TaskStatus::completed);
+}

@@ -1,6 +1,7 @@
 // Failures and elasticity: scripted failures give the delays worked out by hand; random ones over many seeds break no
 // invariant and lose no task; bad fault specs are refused with the field named.
 #include <catch2/catch.hpp>
+#include <sstream>
 
 #include "fleetsim/error.hpp"
 #include "fleetsim/report.hpp"
@@ -104,14 +105,130 @@ TEST_CASE("tensors held on a failed GPU are lost with it, and their consumers fa
   CHECK_THAT(run.trace.reasons[b->reason], Catch::Contains("input from task \"a\" was lost when GPU n0.g1 failed"));
 }
 
+// Link failures on two 1-GPU nodes, each on its own leaf, the leaves joined by two spines. a (1 s)
+// runs on n0.g0; then b on n0.g0 and c on n1.g0, which first reads a's 10 GB over
+// GPU>PCIe>NIC>leaf0>spine>leaf1>NIC>PCIe>GPU: four PCIe hops (2 us), two NIC hops and two spine
+// hops (3 us), so 20 us of latency; each spine port gets 25 GB/s / 2 spines = 12.5 GB/s, so the
+// 10 GB take 0.8 s, and c computes from 1.80002 s to 2.80002 s.
+namespace {
+
+Scenario two_leaves(const std::string& b_flop, const std::string& faults) {
+  return test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 2}],
+                                "fabric": {"topology": "fat-tree", "nodes_per_leaf": 1, "spines": 2}},
+      "workflows": {"w": {"tasks": [{"name": "a", "work": {"flop": "100 TFLOP"}}, {"name": "b", "work": {"flop": ")" + b_flop + R"("}},
+                                    {"name": "c", "work": {"flop": "100 TFLOP"}}],
+                          "edges": [{"from": "a", "to": "b"}, {"from": "a", "to": "c", "bytes": "10 GB"}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}],
+      "faults": )" + faults);
+}
+
+const TaskRecord& task_named(const RunResult& run, const Scenario& sc, const std::string& name) {
+  for (const TaskRecord& t : run.trace.tasks) {
+    if (sc.workflows[t.workflow].tasks[t.task].name == name) return t;
+  }
+  FAIL("no task " << name);
+  throw;
+}
+
+double bytes_on(const RunResult& run, const std::string& link) {
+  return run.link_bytes[*run.topology.find_link(link)];
+}
+
+}  // namespace
+
+TEST_CASE("a transfer whose spine link fails mid-way goes on over the other spine", "[faults][network]") {
+  // Which spine a's 10 GB take is ECMP's choice: a run without failures shows it.
+  const Scenario calm = two_leaves("100 TFLOP", "{}");
+  const RunResult before = simulate(calm);
+  REQUIRE(task_named(before, calm, "c").compute_start_s == Approx(1.80002).epsilon(1e-12));
+  const bool via0 = bytes_on(before, "leaf0>spine0") > 0;
+  const std::string used = via0 ? "0" : "1", other = via0 ? "1" : "0";
+  REQUIRE(bytes_on(before, "leaf0>spine" + used) == Approx(10e9));
+
+  // The used spine's cable fails at 1.4 s (named from the spine's side: a cable fails both ways). By
+  // then 0.4 s * 12.5 GB/s = 5 GB have crossed it; the other 5 GB go over the other spine at the same
+  // 12.5 GB/s: the last byte leaves at 1.8 s, and delivery pays the new route's 20 us twice (the
+  // reconnect, then the route): c computes from 1.80004 s and ends at 2.80004 s.
+  const Scenario sc = two_leaves("100 TFLOP", R"({"events": [{"at": "1.4 s", "link": "spine)" + used + R"(>leaf0", "for": "10 s"}]})");
+  const RunResult run = simulate(sc);
+  const TaskRecord& c = task_named(run, sc, "c");
+  CHECK(c.status == TaskStatus::completed);
+  CHECK(c.compute_start_s == Approx(1.80004).epsilon(1e-12));
+  CHECK(c.end_s == Approx(2.80004).epsilon(1e-12));
+  CHECK(bytes_on(run, "leaf0>spine" + used) == Approx(5e9));
+  CHECK(bytes_on(run, "leaf0>spine" + other) == Approx(5e9));
+  CHECK(bytes_on(run, "spine" + other + ">leaf1") == Approx(5e9));
+  CHECK(run.summary.link_failures == 1);
+  CHECK(run.summary.flows_rerouted == 1);
+  CHECK(run.summary.tasks_stopped == 0);
+  CHECK(run.summary.gpu_failures == 0);
+  CHECK(run.summary.availability == 1);  // GPU availability: no GPU went down
+  std::ostringstream text;
+  write_summary_text(text, sc, run.summary);
+  CHECK_THAT(text.str(), Catch::Contains("links      1 link failures; 1 flows rerouted around them; 0 tasks stopped (0 retried)"));
+  CHECK_THAT(summary_json(run.summary), Catch::Contains("\"flows_rerouted\": 1") && Catch::Contains("\"link_failures\": 1"));
+}
+
+TEST_CASE("a transfer with no route left stops its task, which runs again after the repair", "[faults][network]") {
+  // Node n1 has one NIC: when its cable to leaf1 fails at 1.4 s, nothing reaches n1.g0. b takes 3 s
+  // here (1 s to 4 s), so the retry has only n1.g0.
+  const std::string cut = R"("events": [{"at": "1.4 s", "link": "leaf1>n1.nic0", "for": "1 s"}])";
+  SECTION("retried after a 2-s backoff, at 3.4 s, with the cable back since 2.4 s: c ends at 5.20002 s") {
+    const Scenario sc = two_leaves("300 TFLOP", "{" + cut + R"(, "retry": {"max_attempts": 2, "backoff": "2 s"}})");
+    const RunResult run = simulate(sc);
+    const TaskRecord& c = task_named(run, sc, "c");
+    CHECK(c.status == TaskStatus::completed);
+    CHECK(run.cluster.gpu_name(run.trace.gpus[c.gpu_begin]) == "n1.g0");
+    CHECK(c.start_s == Approx(3.4));
+    // 10 GB again from the start at 12.5 GB/s, plus 20 us: compute from 4.20002 s to 5.20002 s.
+    CHECK(c.end_s == Approx(5.20002).epsilon(1e-12));
+    CHECK(run.summary.makespan_s == Approx(5.20002).epsilon(1e-12));
+    CHECK(run.summary.tasks_stopped == 1);
+    CHECK(run.summary.retries == 1);
+    CHECK(run.summary.lost_gpu_s == Approx(0.4));  // c held n1.g0 from 1 s to 1.4 s
+    CHECK(run.summary.link_failures == 1);
+    CHECK(run.summary.flows_rerouted == 0);
+    // The cable carried 0.4 s * 12.5 GB/s = 5 GB of the first try, then the whole 10 GB.
+    CHECK(bytes_on(run, "leaf1>n1.nic0") == Approx(15e9));
+  }
+  SECTION("no attempts left: c fails with the link named") {
+    const Scenario sc = two_leaves("300 TFLOP", "{" + cut + "}");
+    const RunResult run = simulate(sc);
+    const TaskRecord& c = task_named(run, sc, "c");
+    CHECK(c.status == TaskStatus::failed);
+    CHECK(c.end_s == Approx(1.4));
+    CHECK(run.trace.reasons[c.reason] == "link leaf1>n1.nic0 failed: no route left from n0.g0 to n1.g0 (run 1 of 1)");
+  }
+  SECTION("retried at once while the cable is still down: the new transfer has no route, and c fails on its second run") {
+    const Scenario sc = two_leaves("300 TFLOP", "{" + cut + R"(, "retry": {"max_attempts": 2}})");
+    const RunResult run = simulate(sc);
+    const TaskRecord& c = task_named(run, sc, "c");
+    CHECK(c.status == TaskStatus::failed);
+    CHECK(c.end_s == Approx(1.4));
+    CHECK(run.trace.reasons[c.reason] == "link failures left no route from n0.g0 to n1.g0 (run 2 of 2)");
+    CHECK(run.summary.tasks_stopped == 2);
+  }
+}
+
+TEST_CASE("random link failures give the same run for the same seed, and a different one for another", "[faults][network][determinism]") {
+  const std::vector<ScenarioEdit> edits{{"/faults", R"({"link": {"mtbf": "1 min", "mttr": "2 s"}, "retry": {"max_attempts": 3, "backoff": "1 s"}})"}};
+  const Scenario sc = load_scenario(test::source_dir() + "/scenarios/llm-training.json", edits);
+  const RunResult one = simulate(sc, {.seed = 5});
+  CHECK(one.summary.link_failures > 0);
+  CHECK(summary_json(one.summary) == summary_json(simulate(sc, {.seed = 5}).summary));
+  CHECK(summary_json(one.summary) != summary_json(simulate(sc, {.seed = 6}).summary));
+}
+
 TEST_CASE("random failures over 200 seeds break no invariant and lose no task", "[faults][property]") {
   // The LLM training scenario (gangs, collectives, cross-node transfers) with a GPU failing every
-  // 5 min and a node every 30 min on average (a run lasts about 8 s), three attempts per task and checkpoints.
+  // 5 min, a node every 30 min and a cable every 2 min on average (a run lasts about 8 s), three
+  // attempts per task and checkpoints.
   const std::vector<ScenarioEdit> edits{
       {"/faults", R"({"gpu": {"mtbf": "5 min", "mttr": "1 s"}, "node": {"mtbf": "30 min", "mttr": "5 s"},
+                      "link": {"mtbf": "2 min", "mttr": "1 s"},
                       "retry": {"max_attempts": 3, "backoff": "30 s"}, "checkpoint": {"interval": "20 s", "restore": "5 s"}})"}};
   const Scenario sc = load_scenario(test::source_dir() + "/scenarios/llm-training.json", edits);
-  std::uint64_t stopped = 0, failed = 0;
+  std::uint64_t stopped = 0, failed = 0, link_failures = 0, rerouted = 0;
   for (std::uint64_t seed = 1; seed <= 200; ++seed) {
     const Summary s = simulate(sc, {.seed = seed}).summary;  // the invariants are checked inside
     CHECK(s.tasks.completed + s.tasks.failed + s.tasks.running + s.tasks.queued == s.tasks.submitted);
@@ -120,8 +237,12 @@ TEST_CASE("random failures over 200 seeds break no invariant and lose no task", 
     CHECK(s.goodput <= 1);
     stopped += s.tasks_stopped;
     failed += s.tasks.failed;
+    link_failures += s.link_failures;
+    rerouted += s.flows_rerouted;
   }
   CHECK(stopped > 0);  // the failures did hit running tasks
+  CHECK(link_failures > 0);
+  CHECK(rerouted > 0);  // and cables failed under flows
   INFO("tasks stopped " << stopped << ", failed for good " << failed);
 }
 
@@ -148,6 +269,13 @@ TEST_CASE("malformed fault specs are refused with the field named", "[faults]") 
   CHECK_THAT(error(R"({"retry": {"max_attempts": 0}})"), Catch::Contains("/faults/retry/max_attempts"));
   CHECK_THAT(error(R"({"checkpoint": {"restore": "1 s"}})"), Catch::Contains("/faults/checkpoint/interval"));
   CHECK_THAT(error(R"({"chaos": true})"), Catch::Contains("/faults/chaos"));
+  CHECK(error(R"({"events": [{"at": "1 s", "link": "switch>n0.nic0"}]})").empty());
+  CHECK(error(R"({"events": [{"at": "1 s", "link": "n0.nic0>switch", "for": "2 s"}], "link": {"mtbf": "1 h", "mttr": "1 min"}})").empty());
+  CHECK_THAT(error(R"({"events": [{"at": "1 s", "link": "leaf0>spine0"}]})"), Catch::Contains("/faults/events/0/link: no link \"leaf0>spine0\""));
+  CHECK_THAT(error(R"({"events": [{"at": "1 s", "link": "n0.g0>n0.pcie0"}]})"), Catch::Contains("/faults/events/0/link: expected a NIC or fabric link"));
+  CHECK_THAT(error(R"({"events": [{"at": "1 s", "link": "n0.nic0>switch", "gpu": "n0.g0"}]})"), Catch::Contains("expected exactly one of"));
+  CHECK_THAT(error(R"({"link": {"mtbf": "0 s", "mttr": "1 s"}})"), Catch::Contains("/faults/link/mtbf: expected a positive time"));
+  CHECK_THAT(error(R"({"link": {"mtbf": "1 h"}})"), Catch::Contains("/faults/link/mttr"));
 }
 
 // Autoscaling: nodes come up after their provisioning delay, drain without stopping work, follow a

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "fleetsim/cluster.hpp"
+#include "fleetsim/error.hpp"
 #include "fleetsim/collective.hpp"
 #include "fleetsim/maxmin.hpp"
 #include "fleetsim/network.hpp"
@@ -113,6 +114,57 @@ TEST_CASE("flows share a link until one finishes, then the other speeds up", "[n
   CHECK(net.link_bytes()[0] == Approx(3e9));
 }
 
+TEST_CASE("a rerouted flow sends what it has left over its new route, then pays that route's latency", "[network][faults]") {
+  // Two links: 1 GB/s (0) and 0.5 GB/s (1). A 2 GB flow starts on link 0 with 1 ms of latency, and at
+  // 1 s (1 GB sent) moves to link 1 with 5 ms: its last 1 GB takes 2 s there, so it is delivered at
+  // 3.005 s. A second flow on link 0 (1 GB) gets all of it from 1 s on: done at 1.5 s, delivered 1.5 s.
+  Network net({1e9, 1e9 / 2});
+  const std::uint32_t first[] = {0}, detour[] = {1};
+  const auto moved = net.start(first, 2e9, 1e-3, 1, 0.0);
+  std::vector<FlowDelivery> done;
+  net.advance(0.5, done);  // alone on link 0 until 1 s: 1 GB/s
+  CHECK(net.rate(moved) == Approx(1e9));
+  std::vector<std::uint32_t> on_link;
+  net.sending_on(0, on_link);
+  CHECK(on_link == std::vector<std::uint32_t>{moved});
+  net.reroute(moved, detour, 5e-3, 1.0);
+  net.set_link_down(0, true);
+  CHECK(net.rate(moved) == Approx(0.5e9));
+  std::vector<std::pair<double, std::uint64_t>> seen;
+  while (net.flows_in_flight() > 0) {
+    const double t = net.next_time();
+    done.clear();
+    net.advance(t, done);
+    for (const auto& d : done) seen.emplace_back(t, d.tag);
+  }
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0].first == Approx(3.005).epsilon(1e-12));
+  CHECK(net.link_bytes()[0] == Approx(1e9));  // what it sent before the move
+  CHECK(net.link_bytes()[1] == Approx(1e9));
+  // A link that is down takes no new flow.
+  CHECK_THROWS_AS(net.start(first, 1e9, 0, 2, 3.005), InternalError);
+}
+
+TEST_CASE("a stranded flow moves nothing until it is cancelled, and frees its link's share", "[network][faults]") {
+  // Two 1 GB flows share a 1 GB/s link; at 0.5 s (0.25 GB each sent) one is stranded: the other gets the
+  // whole link for its last 0.75 GB and is done at 1.25 s.
+  Network net({1e9});
+  const std::uint32_t route[] = {0};
+  const auto kept = net.start(route, 1e9, 0, 1, 0.0);
+  const auto cut = net.start(route, 1e9, 0, 2, 0.0);
+  CHECK(net.rate(kept) == Approx(0.5e9));
+  net.strand(cut, 0.5);
+  CHECK(net.rate(kept) == Approx(1e9));
+  CHECK(net.next_time() == Approx(1.25));
+  CHECK(net.flows_in_flight() == 2);
+  std::vector<std::uint64_t> dropped;
+  net.cancel_if([](std::uint64_t tag) { return tag == 2; }, 0.6, dropped);
+  CHECK(dropped == std::vector<std::uint64_t>{2});
+  CHECK(net.flows_in_flight() == 1);
+  net.settle_all(0.6);
+  CHECK(net.link_bytes()[0] == Approx(0.5e9 + 0.1e9));  // 0.25 GB each, then kept's 0.1 GB by 0.6 s
+}
+
 TEST_CASE("flows on disjoint links do not affect each other", "[network]") {
   Network net({1e9, 2e9});
   const std::uint32_t a[] = {0}, b[] = {1};
@@ -127,8 +179,9 @@ TEST_CASE("flows on disjoint links do not affect each other", "[network]") {
 }
 
 TEST_CASE("incremental re-levelling gives the from-scratch max-min allocation after every change", "[network][maxmin]") {
-  // Random links and routes; flows start in batches, finish, or are cancelled, and after each
-  // change every flow's rate must be what the solver gives on all flows in flight. Capacities
+  // Random links and routes; flows start in batches, finish, are cancelled or move to another route
+  // (as when a link fails), and after each change every flow's rate must be what the solver gives on
+  // all flows in flight. Capacities
   // come from a few round values, so equal fair shares (ties) are common; the larger cases
   // chain flows into one component, where the incremental solver may hand over to the full one.
   for (std::uint64_t seed = 1; seed <= 40; ++seed) {
@@ -145,17 +198,21 @@ TEST_CASE("incremental re-levelling gives the from-scratch max-min allocation af
     std::vector<std::uint64_t> dropped;
     double now = 0;
     std::uint64_t next_tag = 0;
+    const auto random_route = [&] {
+      std::vector<std::uint32_t> r;
+      const std::size_t hops = 1 + rng.next() % 4;
+      while (r.size() < hops) {
+        const auto l = static_cast<std::uint32_t>(rng.next() % links);
+        if (std::find(r.begin(), r.end(), l) == r.end()) r.push_back(l);
+      }
+      return r;
+    };
     for (int step = 0; step < 300; ++step) {
       const double u = rng.uniform();
       if (in_flight.size() < target && u < 0.55) {
         const std::size_t batch = 1 + rng.next() % 4;
         for (std::size_t k = 0; k < batch; ++k) {
-          std::vector<std::uint32_t> r;
-          const std::size_t hops = 1 + rng.next() % 4;
-          while (r.size() < hops) {
-            const auto l = static_cast<std::uint32_t>(rng.next() % links);
-            if (std::find(r.begin(), r.end(), l) == r.end()) r.push_back(l);
-          }
+          const std::vector<std::uint32_t> r = random_route();
           const double bytes = 1e6 * static_cast<double>(1 + rng.next() % 1000);
           // A tag indexes route_of, so deliveries and drops name their routes.
           slot_of.push_back(net.start(r, bytes, 0, next_tag, now));
@@ -167,6 +224,10 @@ TEST_CASE("incremental re-levelling gives the from-scratch max-min allocation af
         dropped.clear();
         net.cancel_if([&](std::uint64_t tag) { return tag % 5 == k; }, now, dropped);
         for (std::uint64_t t : dropped) in_flight.erase(std::find(in_flight.begin(), in_flight.end(), t));
+      } else if (u < 0.65 && !in_flight.empty()) {
+        const std::uint64_t moved = in_flight[rng.next() % in_flight.size()];
+        route_of[moved] = random_route();
+        net.reroute(slot_of[moved], route_of[moved], 0, now);
       } else if (!in_flight.empty()) {
         now = net.next_time();
         delivered.clear();
@@ -218,6 +279,45 @@ TEST_CASE("ECMP: one key, one path; many keys spread over the spines", "[network
     }
   }
   CHECK(spines_used.size() == 4);
+}
+
+TEST_CASE("routes leave out down links: the other spines first, none when every path is cut", "[network][topology][faults]") {
+  Built b = build(R"([{"type": "unit-node-1", "count": 4}])", R"({"topology": "fat-tree", "nodes_per_leaf": 2, "spines": 2})");
+  Topology& t = b.topology;
+  const std::uint32_t from = t.gpu_vertex(make_id<GpuId>(0)), to = t.gpu_vertex(make_id<GpuId>(3));
+  const auto cable = [&](const std::string& name, bool down) {
+    const auto link = t.find_link(name);
+    REQUIRE(link);
+    REQUIRE(t.is_cable(*link));
+    t.set_link_down(*link, down);
+    t.set_link_down(*t.reverse_link(*link), down);
+  };
+  const auto spines_used = [&] {
+    std::set<std::string> used;
+    for (std::uint64_t key = 0; key < 64; ++key) {
+      for (auto l : route(t, from, to, key)) {
+        if (t.link_name(l).rfind("leaf0>spine", 0) == 0) used.insert(t.link_name(l));
+      }
+    }
+    return used;
+  };
+  CHECK(spines_used() == std::set<std::string>{"leaf0>spine0", "leaf0>spine1"});
+  cable("spine0>leaf0", true);
+  CHECK(t.any_link_down());
+  CHECK(spines_used() == std::set<std::string>{"leaf0>spine1"});
+  CHECK(route(t, from, to, 1).size() == 8);  // still the shortest: GPU, PCIe, NIC, leaf, spine, leaf, NIC, PCIe
+  cable("leaf0>spine1", true);
+  std::vector<std::uint32_t> none;
+  CHECK_FALSE(t.try_route(from, to, 0, none));
+  CHECK(none.empty());
+  CHECK_FALSE(t.reachable(to, from));
+  CHECK(t.reachable(from, t.gpu_vertex(make_id<GpuId>(1))));  // the same leaf: no spine needed
+  cable("leaf0>spine0", false);
+  CHECK(spines_used() == std::set<std::string>{"leaf0>spine0"});
+  // Links inside a node are no cables; unknown names are not found.
+  CHECK_FALSE(t.is_cable(*t.find_link("n0.g0>n0.pcie0")));
+  CHECK_FALSE(t.find_link("leaf0>spine9"));
+  CHECK_FALSE(t.find_link("leaf0"));
 }
 
 TEST_CASE("an oversubscribed fat-tree halves the bandwidth between leaves", "[network][topology]") {

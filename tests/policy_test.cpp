@@ -98,7 +98,7 @@ TEST_CASE("priority serves the important tenant first; sjf the short job", "[pol
 
 TEST_CASE("every policy completes every shipped scenario, deterministically", "[policy][simulation]") {
   for (const char* file : {"/scenarios/default.json", "/scenarios/llm-training.json", "/scenarios/inference-serving.json",
-                           "/scenarios/mixed.json", "/scenarios/serving-batching.json"}) {
+                           "/scenarios/mixed.json", "/scenarios/serving-batching.json", "/scenarios/studio.json"}) {
     const Scenario sc = load_scenario(test::source_dir() + file);
     for (const PolicyInfo& info : policy_registry()) {
       INFO(file << " with " << info.name);

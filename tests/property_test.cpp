@@ -88,17 +88,43 @@ std::string random_scenario(std::uint64_t seed) {
   const std::string storage = g.chance(30) ? R"(, "storage": {"bandwidth": "20 GB/s", "latency": "50 us"})" : "";
   const std::string tenant_a = g.chance(20) ? R"({"name": "a", "quota": 2, "nodes": ["n0"]})" : R"({"name": "a", "quota": 2})";
   const std::string tenant_b = g.chance(40) ? R"({"name": "b", "priority": 1, "class": "interactive"})" : R"({"name": "b", "priority": 1})";
+  // Drawn last, so the draws above stay what they were for each seed.
+  if (g.chance(25)) {
+    const std::string slicing = R"(, "time_slicing": {"tasks": )" + std::to_string(g.between(2, 3)) + R"(, "interference": 0.1})";
+    for (std::size_t at = nodes.find('}'); at != std::string::npos; at = nodes.find('}', at + slicing.size() + 1)) nodes.insert(at, slicing);
+  }
+  const std::string faults = g.chance(20) ? R"(, "faults": {"gpu": {"mtbf": "30 s", "mttr": "2 s"}, "retry": {"max_attempts": 3, "backoff": "1 s"},
+                                                         "checkpoint": {"interval": "1 s", "restore": "0.2 s"}})"
+                                          : "";
   return R"({"name": "random", "seed": )" + std::to_string(seed) + R"(, "catalog": ["unit-catalog.json"],)" +
          (g.chance(30) ? R"( "horizon": "20 s",)" : "") + memory + R"( "policy": )" + policy + R"(,
       "cluster": {"nodes": [)" + nodes + R"(], "fabric": )" + fabric + storage + R"(},
       "tenants": [)" + tenant_a + ", " + tenant_b + R"(],
-      "workflows": {)" + workflows + R"(}, "workload": [)" + workload + "]}";
+      "workflows": {)" + workflows + R"(}, "workload": [)" + workload + "]" + faults + "}";
+}
+
+// Whether two tasks, not batched together, ran on one GPU at once: time slicing at work.
+bool co_ran(const RunResult& run) {
+  std::vector<std::vector<std::pair<double, double>>> spans(run.cluster.gpu_count());
+  for (const TaskRecord& t : run.trace.tasks) {
+    if (t.start_s == kNever || t.batched_with != 0) continue;
+    for (std::uint32_t i = 0; i < t.gpu_count; ++i) {
+      spans[index(run.trace.gpus[t.gpu_begin + i])].emplace_back(t.start_s, t.end_s == kNever ? run.summary.end_s : t.end_s);
+    }
+  }
+  for (auto& s : spans) {
+    std::sort(s.begin(), s.end());
+    for (std::size_t i = 1; i < s.size(); ++i) {
+      if (s[i].first < s[i - 1].second - 1e-9) return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
 
 TEST_CASE("random scenarios keep every invariant and are deterministic", "[property]") {
-  int simulated = 0, rejected = 0, batched = 0, preempted = 0, offloaded = 0, resized = 0;
+  int simulated = 0, rejected = 0, batched = 0, preempted = 0, offloaded = 0, shared = 0, stopped = 0, resized = 0;
   for (std::uint64_t seed = 1; seed <= 200; ++seed) {
     const std::string json = random_scenario(seed);
     INFO("seed " << seed << "\n" << json);
@@ -119,13 +145,19 @@ TEST_CASE("random scenarios keep every invariant and are deterministic", "[prope
     batched += a.summary.batches > 0;
     preempted += a.summary.tasks_preempted > 0;
     offloaded += a.summary.offloaded_tasks > 0;
+    stopped += a.summary.tasks_stopped > 0;
+    shared += co_ran(a);
     resized += a.summary.resizes > 0;
   }
   INFO(simulated << " simulated, " << rejected << " rejected; " << batched << " with batches, " << preempted
-                 << " with preemptions, " << offloaded << " with offload, " << resized << " with elastic resizes");
+                 << " with preemptions, " << offloaded << " with offload, " << shared << " with tasks sharing a GPU, " << stopped
+                 << " with tasks stopped by failures, "
+                 << resized << " with elastic resizes");
   CHECK(simulated >= 150);
   // The features under test were exercised, not just generated.
   CHECK(batched >= 10);
   CHECK(preempted >= 3);
+  CHECK(shared >= 10);
+  CHECK(stopped >= 10);
   CHECK(resized >= 5);
 }

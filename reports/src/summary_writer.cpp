@@ -59,7 +59,7 @@ std::string summary_json(const Summary& s) {
   j["weights"] = {{"loads", s.weight_loads}, {"bytes_loaded", s.weight_bytes_loaded}, {"load_s", s.weight_load_s},
                   {"evictions", s.evictions}, {"storage_reads", s.storage_reads}, {"batches", s.batches}, {"batched_tasks", s.batched_tasks}, {"offloaded_tasks", s.offloaded_tasks}, {"offload_bytes", s.offload_bytes}};
   j["faults"] = {{"gpu_failures", s.gpu_failures}, {"spot_preemptions", s.spot_preemptions}, {"tasks_stopped", s.tasks_stopped}, {"retries", s.retries},
-                 {"tasks_preempted", s.tasks_preempted},
+                 {"tasks_preempted", s.tasks_preempted}, {"link_failures", s.link_failures}, {"flows_rerouted", s.flows_rerouted},
                  {"lost_gpu_s", s.lost_gpu_s}, {"availability", s.availability}, {"goodput", s.goodput},
                  {"mean_recovery_s", s.mean_recovery_s}};
   j["elastic"] = {{"resizes", s.resizes}, {"restart_gpu_s", s.restart_gpu_s}};
@@ -148,6 +148,10 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
   if (s.resizes > 0) {
     out << "elastic    " << s.resizes << " resizes of elastic tasks (each a restart that kept the work done); "
         << format_quantity(s.restart_gpu_s, Dimension::time) << " GPU-time restarting\n";
+  }
+  if (s.link_failures > 0) {
+    out << "links      " << s.link_failures << " link failures; " << s.flows_rerouted << " flows rerouted around them"
+        << (s.gpu_failures > 0 || s.spot_preemptions > 0 ? "" : "; " + std::to_string(s.tasks_stopped) + " tasks stopped (" + std::to_string(s.retries) + " retried)") << "\n";
   }
   if (s.tasks_preempted > 0) {
     out << "preempted  " << s.tasks_preempted << " task runs stopped by the policy to make room (each ready again at once); "

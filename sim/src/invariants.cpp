@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "fleetsim/cluster.hpp"
 #include "fleetsim/error.hpp"
 
 namespace fleetsim {
@@ -96,13 +97,22 @@ void check_invariants(const Scenario& sc, const RunResult& run) {
                      counts.running == s.running && counts.queued == s.queued,
                  "the summary's task counts differ from the trace");
 
-  // One task at a time per GPU.
+  // No more tasks at once on a GPU than it may run: one, unless it is time-sliced.
+  std::vector<std::pair<double, int>> marks;
   for (std::size_t g = 0; g < busy.size(); ++g) {
-    auto& spans = busy[g];
-    std::sort(spans.begin(), spans.end());
-    for (std::size_t i = 1; i < spans.size(); ++i) {
-      FLEETSIM_CHECK(spans[i].first >= spans[i - 1].second - eps,
-                     "GPU " + run.cluster.gpu_name(make_id<GpuId>(static_cast<std::uint32_t>(g))) + " ran two tasks at once");
+    const GpuId gpu = make_id<GpuId>(static_cast<std::uint32_t>(g));
+    const int slots = run.cluster.group(run.cluster.node_of(gpu)).time_sliced_tasks;
+    marks.clear();
+    for (const auto& [from, until] : busy[g]) {
+      marks.emplace_back(from, +1);
+      marks.emplace_back(until - eps, -1);  // a task may start as another ends
+    }
+    std::sort(marks.begin(), marks.end());
+    int running = 0;
+    for (const auto& mark : marks) {
+      running += mark.second;
+      FLEETSIM_CHECK(running <= slots, "GPU " + run.cluster.gpu_name(gpu) + " ran " + std::to_string(running) +
+                                           " tasks at once; it may run " + std::to_string(slots));
     }
   }
 }

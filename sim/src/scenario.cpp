@@ -8,7 +8,9 @@
 #include <tuple>
 
 #include "catalog_readers.hpp"
+#include "fleetsim/cluster.hpp"
 #include "fleetsim/import.hpp"
+#include "fleetsim/topology.hpp"
 #include "loaders.hpp"
 
 namespace fleetsim {
@@ -64,6 +66,16 @@ void read_mig(const Json& value, const std::string& pointer, Problems& problems,
   group.mig_slices = slices;
 }
 
+// Time slicing: up to `tasks` tasks share each GPU in turns, losing `interference` of the GPU's
+// throughput per extra task.
+void read_time_slicing(const Json& value, const std::string& pointer, Problems& problems, NodeGroup& group) {
+  ObjectReader t(value, pointer, problems);
+  if (!t.ok()) return;
+  group.time_sliced_tasks = static_cast<int>(t.integer("tasks", Need::required, 2, 64).value_or(1));
+  group.interference = t.number("interference", Need::optional, 0.0, 1.0).value_or(0.0);
+  t.finish();
+}
+
 }  // namespace
 
 namespace detail {
@@ -111,10 +123,12 @@ void read_cluster(const Json& value, const std::string& pointer, Problems& probl
           link(group.node.host_link, group.host_link);
           link(group.node.nic, group.nic);
           if (const Json* m = g.field("mig")) read_mig(*m, g.pointer("mig"), problems, group);
+          if (const Json* t = g.field("time_slicing")) read_time_slicing(*t, g.pointer("time_slicing"), problems, group);
         }
         g.field("gpu_overrides");
         g.field("node_overrides");
         g.field("mig");
+        g.field("time_slicing");
         g.finish();
         cluster.groups.push_back(std::move(group));
       }
@@ -641,12 +655,29 @@ std::optional<std::pair<std::uint32_t, std::uint32_t>> find_device(const Cluster
   return std::nullopt;
 }
 
-void read_faults(ObjectReader& top, Scenario& sc) {
+// A cable of the cluster's fabric named as the topology names links ("leaf0>spine1", either way round).
+void read_link_fault(ObjectReader& e, const Topology& topology, const std::string& name, FaultEvent& ev) {
+  const std::optional<std::uint32_t> link = topology.find_link(name);
+  if (!link) {
+    e.problem("link", "no link \"" + name + "\" in this cluster (links are named \"from>to\" as in link_bytes, such as \"leaf0>spine1\" or \"n0.nic0>switch\")");
+  } else if (!topology.is_cable(*link)) {
+    e.problem("link", "expected a NIC or fabric link (NIC to switch or leaf, leaf to spine), found \"" + name +
+                          "\" inside a node; links inside a node fail with their GPU or node");
+  } else {
+    ev.link = link;
+    ev.gpu_count = 0;
+    ev.what = "link " + name;
+  }
+}
+
+void read_faults(ObjectReader& top, Scenario& sc, bool cluster_ok) {
   const Json* value = top.field("faults");
   if (value == nullptr) return;
   ObjectReader f(*value, top.pointer("faults"), top.problems());
   if (!f.ok()) return;
   FaultSpec& spec = sc.faults;
+  std::optional<Cluster> cluster;  // built for the first link fault
+  std::optional<Topology> topology;
   if (const Json* events = f.field("events")) {
     if (!events->is_array()) f.problem("events", "expected an array of failures, found " + detail::describe(*events));
     for (std::size_t i = 0; events->is_array() && i < events->size(); ++i) {
@@ -655,8 +686,17 @@ void read_faults(ObjectReader& top, Scenario& sc) {
       FaultEvent ev;
       ev.at_s = e.quantity("at", Dimension::time, Need::required).value_or(0);
       const auto gpu = e.string("gpu", Need::optional), node = e.string("node", Need::optional);
-      if (gpu.has_value() == node.has_value()) {
-        e.problem(gpu ? "node" : "gpu", "expected exactly one of \"gpu\" (such as \"n0.g1\") or \"node\" (such as \"n0\")");
+      const auto link = e.string("link", Need::optional);
+      const int named = int{gpu.has_value()} + int{node.has_value()} + int{link.has_value()};
+      if (named != 1) {
+        e.problem(gpu ? (node ? "node" : "link") : node ? "link" : "gpu",
+                  "expected exactly one of \"gpu\" (such as \"n0.g1\"), \"node\" (such as \"n0\") or \"link\" (such as \"leaf0>spine1\")");
+      } else if (link) {
+        if (cluster_ok && !topology) {
+          cluster.emplace(sc.cluster);
+          topology.emplace(*cluster, sc.cluster.fabric);
+        }
+        if (topology) read_link_fault(e, *topology, *link, ev);
       } else if (const auto found = find_device(sc.cluster, gpu ? *gpu : *node, gpu.has_value())) {
         std::tie(ev.gpu_first, ev.gpu_count) = *found;
         ev.what = (gpu ? "GPU " : "node ") + (gpu ? *gpu : *node);
@@ -671,14 +711,16 @@ void read_faults(ObjectReader& top, Scenario& sc) {
   auto random = [&](std::string_view key, double& mtbf, double& mttr) {
     if (const Json* r = f.field(key)) {
       ObjectReader o(*r, f.pointer(key), top.problems());
-      mtbf = o.quantity("mtbf", Dimension::time, Need::required).value_or(0);
+      const std::optional<double> between = o.quantity("mtbf", Dimension::time, Need::required);
+      mtbf = between.value_or(0);
       mttr = o.quantity("mttr", Dimension::time, Need::required).value_or(0);
-      if (mtbf <= 0 && o.ok()) o.problem("mtbf", "expected a positive time");
+      if (between && *between <= 0) o.problem("mtbf", "expected a positive time");  // a bad or missing one is reported already
       o.finish();
     }
   };
   random("gpu", spec.gpu_mtbf_s, spec.gpu_mttr_s);
   random("node", spec.node_mtbf_s, spec.node_mttr_s);
+  random("link", spec.link_mtbf_s, spec.link_mttr_s);
   if (const Json* retry = f.field("retry")) {
     ObjectReader r(*retry, f.pointer("retry"), top.problems());
     spec.max_attempts = static_cast<int>(r.integer_or("max_attempts", 1, 1, 1000));
@@ -949,12 +991,13 @@ Scenario parse_scenario(std::string_view json_text, const std::string& file_name
   if (const Json* cluster = top.field("cluster", Need::required)) {
     detail::read_cluster(*cluster, top.pointer("cluster"), problems, sc.catalog, sc.cluster);
   }
+  const bool cluster_ok = problems.empty();  // only a well-formed cluster has links to name
   const std::vector<std::string> broken = read_workflows(top, sc.catalog, sc.cluster, base_dir, sc.workflows);
   read_tenants(top, sc.cluster, sc.tenants);
   read_workload(top, sc, broken, base_dir);
   read_policy(top, sc.policy);
   read_slos(top, sc);
-  read_faults(top, sc);
+  read_faults(top, sc, cluster_ok);
   read_spot(top, sc);
   read_autoscale(top, sc);
   if (const Json* memory = top.field("memory")) {

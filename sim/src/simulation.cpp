@@ -13,6 +13,7 @@
 #include "fleetsim/invariants.hpp"
 #include "fleetsim/rng.hpp"
 #include "fleetsim/units.hpp"
+#include "shared_compute.hpp"
 
 namespace fleetsim {
 namespace {
@@ -20,13 +21,13 @@ namespace {
 // kComputeDone's and kCommStart's subject is a task; kNetwork's is the wake-up generation (stale
 // ones are skipped).
 // kFault's and kRepair's subject indexes Scenario::faults.events (scripted) or, past them, a GPU
-// (random failures, kNodeBit set for the node of that GPU, kSpotBit too for a spot preemption);
-// kRetry's is a task. A task's events carry
-// its run number above the kind's low byte, so a stopped run's leftovers are recognised.
+// (random failures, kNodeBit set for the node of that GPU, kSpotBit too for a spot preemption), or
+// with kLinkBit a cable (its index in Run::cables_); kRetry's is a task. A task's events carry
+// its stamp above the kind's low byte, so stale ones are recognised (see task_event).
 // kAutoscale is the autoscaler's periodic decision; kNodeUp's subject is a node whose provisioning ends.
 // kBatchRelease's subject is a batching key whose held tasks have waited max_wait.
 enum EventKind : std::uint32_t { kArrival, kComputeDone, kCommStart, kNetwork, kSchedule, kFault, kRepair, kRetry, kAutoscale, kNodeUp, kBatchRelease };
-constexpr std::uint32_t kNodeBit = 0x80000000u, kSpotBit = 0x40000000u;
+constexpr std::uint32_t kNodeBit = 0x80000000u, kSpotBit = 0x40000000u, kLinkBit = 0x20000000u;
 
 // What a task's pending flows are for.
 enum class Stage : std::uint8_t { inputs, collective };
@@ -45,6 +46,16 @@ std::vector<double> vram_capacities(const Cluster& cluster) {
   std::vector<double> c;
   for (std::uint32_t g = 0; g < cluster.gpu_count(); ++g) c.push_back(cluster.gpu_type(make_id<GpuId>(g)).vram_bytes);
   return c;
+}
+
+// Per GPU: its interference where it is time-sliced, else SharedCompute::kExclusive.
+std::vector<double> interference(const Cluster& cluster) {
+  std::vector<double> f;
+  for (std::uint32_t g = 0; g < cluster.gpu_count(); ++g) {
+    const NodeGroup& group = cluster.group(cluster.node_of(make_id<GpuId>(g)));
+    f.push_back(group.time_sliced_tasks > 1 ? group.interference : SharedCompute::kExclusive);
+  }
+  return f;
 }
 
 std::uint64_t mix_key(std::uint64_t a, std::uint64_t b) { return a * 0x9E3779B97F4A7C15ull ^ (b + (a >> 29)); }
@@ -115,7 +126,8 @@ class Run {
         cluster_(scenario.cluster),
         topology_(cluster_, scenario.cluster.fabric),
         network_(topology_.capacities()),
-        memory_(vram_capacities(cluster_), sc_.max_offload) {
+        memory_(vram_capacities(cluster_), sc_.max_offload),
+        shared_(interference(cluster_)) {
     progress_cb_ = options.progress;
     network_.record_samples(options.record_link_samples);
     memory_.record_samples(options.record_link_samples);
@@ -144,7 +156,10 @@ class Run {
     faults_ = faults_ || elastic_;  // a resize restarts a run, keeping its progress as a checkpoint does
     const std::uint32_t gpus = cluster_.gpu_count();
     gpu_busy_.assign(gpus, 0);
-    gpu_task_.assign(gpus, kNoTask);
+    gpu_tasks_.resize(gpus);
+    for (std::uint32_t g = 0; g < gpus; ++g) {
+      slots_.push_back(static_cast<std::uint8_t>(cluster_.group(cluster_.node_of(make_id<GpuId>(g))).time_sliced_tasks));
+    }
     gpu_rank_.assign(gpus, ClusterView::kNoRank);
     gpu_started_.assign(gpus, 0.0);
     gpu_tenant_.assign(gpus, -1);
@@ -178,6 +193,7 @@ class Run {
     start_autoscaler();
     start_closed_loops();
     bool horizon_reached = false, diverged = false;
+    double last_s = 0;
     std::uint64_t events = 0;
     // Random failures never run out: once every workflow has ended, only they would be left.
     unfinished_ = trace_.instances.size();
@@ -189,13 +205,14 @@ class Run {
       const Event e = queue_.pop();
       if ((++events & 0xFFFFu) == 0 && progress_cb_) progress_cb_(trace_.instances.size() - unfinished_, trace_.instances.size());
       const std::uint32_t run = e.kind >> 8;
+      bool live = true;  // stale events (see task_event) are skipped and do not extend the run
       switch (e.kind & 0xFFu) {
         case kArrival: on_arrival(e.subject); break;
         case kComputeDone:
-          if (!faults_ || run == run_[e.subject]) on_compute_done(make_id<TaskId>(e.subject));
+          if ((live = current(run, e.subject))) on_compute_done(make_id<TaskId>(e.subject));
           break;
         case kCommStart:
-          if ((!faults_ || run == run_[e.subject]) && trace_.tasks[e.subject].status == TaskStatus::running) {
+          if ((live = current(run, e.subject) && trace_.tasks[e.subject].status == TaskStatus::running)) {
             start_collective(make_id<TaskId>(e.subject));
           }
           break;
@@ -204,17 +221,19 @@ class Run {
         case kAutoscale: on_autoscale(); break;
         case kNodeUp: on_node_up(e.subject); break;
         case kBatchRelease:
-          if (!held_[e.subject].empty() && queue_.now() >= hold_deadline_[e.subject]) release_held(e.subject);
+          if ((live = !held_[e.subject].empty() && queue_.now() >= hold_deadline_[e.subject])) release_held(e.subject);
           break;
         case kRetry:
-          if (run == run_[e.subject]) on_retry(make_id<TaskId>(e.subject));
+          if ((live = current(run, e.subject))) on_retry(make_id<TaskId>(e.subject));
           break;
         case kNetwork:
-          if (e.subject == network_generation_) on_network();
+          if ((live = e.subject == network_generation_)) on_network();
           break;
         case kSchedule: on_schedule(); break;
         default: FLEETSIM_CHECK(false, "unknown event kind");
       }
+      if (live) last_s = e.time_s;
+      if (!stranded_.empty()) stop_stranded();
       diverged = max_in_flight_ > 0 && in_flight_ > max_in_flight_;
       if (network_dirty_) arm_network();
       if (dirty_ && !schedule_pending_) {
@@ -222,7 +241,7 @@ class Run {
         schedule_pending_ = true;
       }
     }
-    const double end_s = horizon_reached ? sc_.horizon_s : queue_.now();
+    const double end_s = horizon_reached ? sc_.horizon_s : last_s;
     // Nothing left to happen, yet tasks wait: no placement will ever be made for them.
     bool stalled = !horizon_reached && !diverged && !ready_.empty();
     if (stalled && sc_.on_stall == Scenario::OnStall::fail) {
@@ -243,6 +262,8 @@ class Run {
       if (gpu_down_[g] != 0) down_gpu_s_ += end_s - down_since_[g];
     }
     summary.gpu_failures = gpu_failures_;
+    summary.link_failures = link_failures_;
+    summary.flows_rerouted = flows_rerouted_;
     summary.tasks_stopped = tasks_stopped_;
     summary.tasks_preempted = tasks_preempted_;
     summary.restart_gpu_s = restart_gpu_s_;
@@ -359,6 +380,7 @@ class Run {
     edge_held_.reserve(arrivals.size());
     pending_flows_.assign(total_tasks, 0);
     batch_of_.assign(total_tasks, kNoBatch);
+    if (faults_ || shared_.any()) stamp_.assign(total_tasks, 0);
     if (faults_) {
       run_.assign(total_tasks, 0);
       preempted_runs_.assign(total_tasks, 0);
@@ -566,18 +588,23 @@ class Run {
       const std::string by = "policy \"" + sc_.policy.name + "\" preempted ";
       if (!policy_->may_preempt()) throw PolicyError(by + "a task, but it does not declare that it may preempt");
       if (index(p.gpu) >= cluster_.gpu_count()) throw PolicyError(by + "GPU " + std::to_string(index(p.gpu)) + ", which does not exist");
-      if (gpu_task_[index(p.gpu)] == kNoTask) {
+      if (gpu_tasks_[index(p.gpu)].empty()) {
         // A GPU of a gang stopped earlier in this loop (or named twice) is already free.
         if (std::find(freed_.begin(), freed_.end(), p.gpu) != freed_.end()) continue;
         throw PolicyError(by + "GPU " + cluster_.gpu_name(p.gpu) + ", which runs nothing");
       }
-      const TaskId victim = make_id<TaskId>(gpu_task_[index(p.gpu)]);
-      const TaskRecord& v = trace_.tasks[index(victim)];
-      freed_.insert(freed_.end(), trace_.gpus.begin() + v.gpu_begin, trace_.gpus.begin() + v.gpu_begin + v.gpu_count);
-      record_decision(DecisionKind::preempted, victim, p.reason);
-      stop_task(victim, "preempted: " + p.reason, /*preempted=*/true);
+      // Every task on the GPU (several where it is time-sliced) is stopped.
+      while (!gpu_tasks_[index(p.gpu)].empty()) {
+        const TaskId victim = make_id<TaskId>(gpu_tasks_[index(p.gpu)].front());
+        const TaskRecord& v = trace_.tasks[index(victim)];
+        freed_.insert(freed_.end(), trace_.gpus.begin() + v.gpu_begin, trace_.gpus.begin() + v.gpu_begin + v.gpu_count);
+        record_decision(DecisionKind::preempted, victim, p.reason);
+        stop_task(victim, "preempted: " + p.reason, /*preempted=*/true);
+      }
     }
     freed_.clear();
+    // A time-sliced GPU may take more tasks than one per round: another round, at once.
+    if (shared_.any() && !decisions_.placements().empty() && !ready_.empty()) dirty_ = true;
     if (elastic_) rebalance_elastic();
   }
 
@@ -602,14 +629,15 @@ class Run {
       const GpuId g = gpus[i];
       if (index(g) >= cluster_.gpu_count()) reject(id, "on GPU " + std::to_string(index(g)) + ", which does not exist");
       if (gpu_busy_[index(g)] != 0) reject(id, "on GPU " + cluster_.gpu_name(g) + ", which is busy");
+      if (std::find(gpus.begin(), gpus.begin() + static_cast<std::ptrdiff_t>(i), g) != gpus.begin() + static_cast<std::ptrdiff_t>(i)) {
+        reject(id, "on GPU " + cluster_.gpu_name(g) + " twice");
+      }
       if (!memory_.fits(g, model, weights, s.working_set_bytes)) {
         const double need = memory_.least_need(g, model, weights, s.working_set_bytes);
         reject(id, "on GPU " + cluster_.gpu_name(g) + ", which has " + format_quantity(memory_.available(g), Dimension::bytes) +
                        " of VRAM available; it needs " + format_quantity(need, Dimension::bytes));
       }
-      gpu_busy_[index(g)] = 1;  // also catches the same GPU named twice
       gpu_free_at_[index(g)] = queue_.now() + mean_s_[r.workflow][r.task] * known_scale_[index(id)];
-      add_free(index(cluster_.node_of(g)), -1);
     }
     r.status = TaskStatus::running;
     r.start_s = queue_.now();
@@ -621,10 +649,8 @@ class Run {
       }
     }
     for (GpuId g : gpus) {
-      gpu_task_[index(g)] = index(id);
-      gpu_rank_[index(g)] = ClusterView::rank_of(tenant.priority, tenant.work_class == WorkClass::interactive);
-      gpu_started_[index(g)] = queue_.now();
-      gpu_tenant_[index(g)] = static_cast<std::int32_t>(index(r.tenant));
+      gpu_tasks_[index(g)].push_back(index(id));
+      occupied(index(g));
     }
     if (faults_ && stopped_at_[index(id)] != kNever) {
       recovery_s_ += queue_.now() - stopped_at_[index(id)];
@@ -768,8 +794,8 @@ class Run {
       parts_left_[index(m)] = 1;
       if (faults_) full_compute_s_[index(m)] = compute_s;
     }
-    // One event for the batch: the leader's end ends its followers first.
-    queue_.push(queue_.now() + compute_s, task_event(kComputeDone, b.members.front()), index(b.members.front()));
+    // One compute for the batch: the leader's end ends its followers first.
+    run_compute(b.members.front(), compute_s);
     gpu_free_at_[index(g)] = queue_.now() + compute_s;
   }
 
@@ -802,8 +828,11 @@ class Run {
 
   void start_flow(TaskId id, std::uint32_t from, std::uint32_t to, double bytes, std::uint64_t tag, std::uint64_t key) {
     route_.clear();
-    topology_.route(from, to, key, route_);
-    network_.start(route_, bytes, topology_.latency_s(route_), tag, queue_.now());
+    if (topology_.try_route(from, to, key, route_)) {
+      network_.start(route_, bytes, topology_.latency_s(route_), tag, queue_.now());
+    } else {
+      strand(id, from, to, bytes, 0, tag);
+    }
     ++pending_flows_[index(id)];
     network_dirty_ = true;
   }
@@ -836,7 +865,6 @@ class Run {
       resume_s_[index(id)] = resume_cost_s(id);
       compute_s = resume_s_[index(id)] + (1 - progress_[index(id)]) * compute_s;
     }
-    queue_.push(r.compute_start_s + compute_s, task_event(kComputeDone, id), index(id));
     // Policies predict with the declared work (a trace job's duration), not a random draw.
     const double known = known_scale_[index(id)] / static_cast<double>(r.gpu_count);
     double predicted_s = 0;
@@ -852,13 +880,49 @@ class Run {
     const bool communicates = s.collective && r.gpu_count > 1;
     parts_left_[index(id)] = communicates ? 2 : 1;
     if (s.elastic) dirty_ = true;  // it can be resized from now on: a round looks at it
-    if (communicates && s.collective->overlap > 0) {
-      queue_.push(r.compute_start_s + (1 - s.collective->overlap) * compute_s, task_event(kCommStart, id), index(id));
+    run_compute(id, compute_s);
+  }
+
+  // The task computes for compute_s from now. On time-sliced GPUs it shares them with the tasks
+  // computing there, so its end, and theirs, move whenever those tasks change.
+  void run_compute(TaskId id, double compute_s) {
+    const TaskRecord& r = trace_.tasks[index(id)];
+    const std::span<const GpuId> gpus(trace_.gpus.data() + r.gpu_begin, r.gpu_count);
+    if (shared_.any() && std::any_of(gpus.begin(), gpus.end(), [&](GpuId g) { return shared_.shared(g); })) {
+      shared_.start(index(id), gpus, compute_s, queue_.now(), changed_);
+      repace(changed_);
+      return;
+    }
+    queue_.push(queue_.now() + compute_s, task_event(kComputeDone, id), index(id));
+    if (const double overlap = overlap_of(id); overlap > 0) {
+      queue_.push(queue_.now() + (1 - overlap) * compute_s, task_event(kCommStart, id), index(id));
+    }
+  }
+
+  // The share of the task's compute its collective overlaps (0: it follows the compute).
+  double overlap_of(TaskId id) const {
+    const TaskSpec& s = spec(trace_.tasks[index(id)]);
+    return parts_left_[index(id)] == 2 && trace_.tasks[index(id)].comm_start_s == kNever ? s.collective->overlap : 0;
+  }
+
+  // These tasks' paces changed: their pending compute ends (and collective starts) are stale.
+  void repace(const std::vector<std::uint32_t>& tasks) {
+    for (std::uint32_t t : tasks) {
+      const TaskId id = make_id<TaskId>(t);
+      ++stamp_[t];
+      queue_.push(shared_.reaches_s(t, 0), task_event(kComputeDone, id), t);
+      if (const double overlap = overlap_of(id); overlap > 0) {
+        queue_.push(shared_.reaches_s(t, overlap * shared_.work_s(t)), task_event(kCommStart, id), t);
+      }
     }
   }
 
   void on_compute_done(TaskId id) {
     if (trace_.tasks[index(id)].status != TaskStatus::running) return;  // failed meanwhile
+    if (shared_.computing(index(id))) {
+      shared_.stop(index(id), queue_.now(), changed_);
+      repace(changed_);
+    }
     // The slot is not reused before the next scheduling round, so its members stay readable.
     if (const std::uint32_t slot = batch_of_[index(id)]; slot != kNoBatch) {
       dissolve_batch(id);
@@ -884,6 +948,11 @@ class Run {
     if (!algorithm_applies(cluster_, topology_, s.collective->op, s.collective->algo, gang)) {
       abort_running(id, std::string(collective_algo_name(s.collective->algo)) + " cannot run " +
                             std::string(collective_op_name(s.collective->op)) + " on the GPUs it was placed on");
+      return;
+    }
+    // Plans are made over the links up now; a gang that failed cables have split cannot run it.
+    if (const auto cut = split_gang(gang)) {
+      stop_task(id, "link failures left no route from GPU " + cluster_.gpu_name(gang[0]) + " to GPU " + cluster_.gpu_name(*cut));
       return;
     }
     // Plans live only while their task runs; at most one per running task.
@@ -914,8 +983,11 @@ class Run {
     }
     for (const CollectiveFlow& f : ps.plan.steps[ps.step]) {
       route_.clear();
-      topology_.route(f.from, f.to, (std::uint64_t{f.from} << 32) | f.to, route_);
-      network_.start(route_, f.bytes, f.latency_s, flow_tag(FlowKind::collective, 0, id), queue_.now());
+      if (topology_.try_route(f.from, f.to, (std::uint64_t{f.from} << 32) | f.to, route_)) {
+        network_.start(route_, f.bytes, f.latency_s, flow_tag(FlowKind::collective, 0, id), queue_.now());
+      } else {
+        strand(id, f.from, f.to, f.bytes, f.latency_s, flow_tag(FlowKind::collective, 0, id));
+      }
       ++pending_flows_[index(id)];
     }
     network_dirty_ = true;
@@ -968,7 +1040,13 @@ class Run {
     queue_.push(next, kNetwork, network_generation_);
   }
 
-  std::uint32_t task_event(EventKind kind, TaskId id) const { return faults_ ? kind | (run_[index(id)] << 8) : kind; }
+  // A task's events carry its stamp, which moves when they go stale: when a failure or a preemption
+  // stops the task, or when co-runners on a time-sliced GPU change its pace.
+  static constexpr std::uint32_t kStampMask = 0xFFFFFFu;
+  std::uint32_t task_event(EventKind kind, TaskId id) const {
+    return stamp_.empty() ? kind : kind | ((stamp_[index(id)] & kStampMask) << 8);
+  }
+  bool current(std::uint32_t stamp, std::uint32_t task) const { return stamp_.empty() || stamp == (stamp_[task] & kStampMask); }
 
   // Scripted failures, and each GPU's and node's first random one.
   void schedule_faults() {
@@ -976,6 +1054,7 @@ class Run {
     for (std::uint32_t i = 0; i < f.events.size(); ++i) {
       if (f.events[i].at_s <= sc_.horizon_s) queue_.push(f.events[i].at_s, kFault, i);
     }
+    schedule_link_faults();
     if (f.gpu_mtbf_s <= 0 && f.node_mtbf_s <= 0 && !sc_.spot.any()) return;
     const std::uint32_t gpus = cluster_.gpu_count(), nodes = cluster_.node_count();
     for (std::uint32_t g = 0; g < gpus; ++g) fault_rngs_.emplace_back(seed_, 0, "faults/gpu/" + std::to_string(g));
@@ -997,6 +1076,7 @@ class Run {
   std::uint32_t spot_first() const { return cluster_.node_count() - static_cast<std::uint32_t>(sc_.spot.nodes); }
 
   Rng& fault_rng(std::uint32_t subject) {
+    if ((subject & kLinkBit) != 0) return link_rngs_[subject & ~kLinkBit];
     const std::uint32_t g = subject & ~(kNodeBit | kSpotBit);
     if ((subject & kNodeBit) == 0) return fault_rngs_[g];
     const std::uint32_t node = index(cluster_.node_of(make_id<GpuId>(g)));
@@ -1004,7 +1084,8 @@ class Run {
   }
 
   void next_random_fault(std::uint32_t subject) {
-    const double mtbf = (subject & kSpotBit) != 0   ? sc_.spot.mtbp_s
+    const double mtbf = (subject & kLinkBit) != 0   ? sc_.faults.link_mtbf_s
+                        : (subject & kSpotBit) != 0 ? sc_.spot.mtbp_s
                         : (subject & kNodeBit) != 0 ? sc_.faults.node_mtbf_s
                                                     : sc_.faults.gpu_mtbf_s;
     const double at = queue_.now() + fault_rng(subject).exponential(1 / mtbf);
@@ -1035,13 +1116,17 @@ class Run {
   }
 
   void on_fault(std::uint32_t subject) {
+    if (const auto link = link_of(subject)) {
+      fail_link(subject, *link);
+      return;
+    }
     const Fault f = fault_of(subject, true);
     if (f.preemption) ++preemptions_;
     if (f.node) host_models_[index(cluster_.node_of(make_id<GpuId>(f.first)))].clear();
     for (std::uint32_t g = f.first; g < f.first + f.count; ++g) {
       if (gpu_down_[g] != 0) continue;
       if (!f.preemption) ++gpu_failures_;
-      if (gpu_task_[g] != kNoTask) stop_task(make_id<TaskId>(gpu_task_[g]), f.event);
+      while (!gpu_tasks_[g].empty()) stop_task(make_id<TaskId>(gpu_tasks_[g].front()), f.event);
       // Nothing runs there until it is repaired; what its VRAM held is gone.
       gpu_down_[g] = 1;
       down_since_[g] = queue_.now();
@@ -1054,6 +1139,10 @@ class Run {
   }
 
   void on_repair(std::uint32_t subject) {
+    if (const auto link = link_of(subject)) {
+      repair_link(subject, *link);
+      return;
+    }
     const Fault f = fault_of(subject, false);
     for (std::uint32_t g = f.first; g < f.first + f.count; ++g) {
       if (gpu_down_[g] == 0) continue;
@@ -1063,6 +1152,105 @@ class Run {
       refresh(g);
     }
     if (subject >= random_base()) next_random_fault(subject - random_base());
+  }
+
+  // Link failures. A cable fails both ways: routes leave it out until it is repaired, its sending
+  // flows are rerouted (a transport reconnect: the bytes left go on over the new route, whose latency
+  // is paid once more on delivery), and a task with a flow that no route is left for is stopped as a
+  // failure stops it. Flows delivering (all bytes sent) finish as they were.
+
+  // Every cable once (the direction created first), for random failures.
+  void schedule_link_faults() {
+    if (sc_.faults.link_mtbf_s <= 0) return;
+    for (std::uint32_t l = 0; l < topology_.links().size(); ++l) {
+      const auto back = topology_.reverse_link(l);
+      if (topology_.is_cable(l) && back && *back > l) cables_.push_back(l);
+    }
+    for (std::uint32_t c = 0; c < cables_.size(); ++c) {
+      link_rngs_.emplace_back(seed_, 0, "faults/link/" + topology_.link_name(cables_[c]));
+      next_random_fault(kLinkBit | c);
+    }
+  }
+
+  // The cable a fault subject names, if it names one.
+  std::optional<std::uint32_t> link_of(std::uint32_t subject) const {
+    if (subject < random_base()) return sc_.faults.events[subject].link;
+    const std::uint32_t s = subject - random_base();
+    if ((s & kLinkBit) == 0) return std::nullopt;
+    return cables_[s & ~kLinkBit];
+  }
+
+  void fail_link(std::uint32_t subject, std::uint32_t link) {
+    const double down_s = subject < random_base() ? sc_.faults.events[subject].down_s
+                          : sc_.faults.link_mttr_s > 0 ? fault_rng(subject - random_base()).exponential(1 / sc_.faults.link_mttr_s)
+                                                       : 0.0;
+    if (!topology_.link_down(link)) {
+      ++link_failures_;
+      const std::string event = "link " + topology_.link_name(link) + " failed";
+      for (std::uint32_t l : {link, *topology_.reverse_link(link)}) topology_.set_link_down(l, true);
+      for (std::uint32_t l : {link, *topology_.reverse_link(link)}) {
+        reroute_flows_on(l, event);
+        network_.set_link_down(l, true);
+      }
+      network_dirty_ = true;
+    }
+    if (std::isfinite(down_s) && queue_.now() + down_s <= sc_.horizon_s) queue_.push(queue_.now() + down_s, kRepair, subject);
+  }
+
+  void repair_link(std::uint32_t subject, std::uint32_t link) {
+    for (std::uint32_t l : {link, *topology_.reverse_link(link)}) {
+      topology_.set_link_down(l, false);
+      network_.set_link_down(l, false);
+    }
+    if (subject >= random_base()) next_random_fault(subject - random_base());
+  }
+
+  // Moves the flows sending over a failed link to routes around it; a flow with none left strands its task.
+  void reroute_flows_on(std::uint32_t link, const std::string& event) {
+    flows_on_link_.clear();
+    network_.sending_on(link, flows_on_link_);
+    for (std::uint32_t flow : flows_on_link_) {
+      const std::span<const std::uint32_t> old = network_.route(flow);
+      const std::uint32_t from = topology_.links()[old.front()].from, to = topology_.links()[old.back()].to;
+      route_.clear();
+      if (!topology_.try_route(from, to, mix_key(network_.tag(flow), from), route_)) {
+        const TaskId task = tag_task(network_.tag(flow));
+        network_.strand(flow, queue_.now());
+        stranded_.push_back({task, run_[index(task)], event + ": no route left from " + topology_.vertex_name(from) + " to " + topology_.vertex_name(to)});
+        continue;
+      }
+      // Whatever the flow's latency held beyond its route's (a collective's own) is kept.
+      const double new_s = topology_.latency_s(route_);
+      network_.reroute(flow, route_, network_.latency_s(flow) - topology_.latency_s(old) + 2 * new_s, queue_.now());
+      ++flows_rerouted_;
+    }
+  }
+
+  // A flow that no route can carry: its task is stopped after the current event, when nothing of it is half done.
+  void strand(TaskId id, std::uint32_t from, std::uint32_t to, double bytes, double latency_s, std::uint64_t tag) {
+    network_.start_stranded(bytes, latency_s, tag, queue_.now());
+    stranded_.push_back({id, run_[index(id)], "link failures left no route from " + topology_.vertex_name(from) + " to " +
+                                                 topology_.vertex_name(to)});
+  }
+
+  void stop_stranded() {
+    std::vector<Stranded> stranded;
+    stranded.swap(stranded_);
+    for (const Stranded& s : stranded) {
+      if (trace_.tasks[index(s.task)].status == TaskStatus::running && run_[index(s.task)] == s.run) stop_task(s.task, s.reason);
+    }
+  }
+
+  // A GPU of the gang that failed links have cut off from its first one, if any.
+  std::optional<GpuId> split_gang(std::span<const GpuId> gang) const {
+    if (!topology_.any_link_down()) return std::nullopt;
+    for (GpuId g : gang.subspan(1)) {
+      if (!topology_.reachable(topology_.gpu_vertex(gang[0]), topology_.gpu_vertex(g)) ||
+          !topology_.reachable(topology_.gpu_vertex(g), topology_.gpu_vertex(gang[0]))) {
+        return g;
+      }
+    }
+    return std::nullopt;
   }
 
   // Output tensors held on a failed GPU are gone: consumers that have not read them cannot run.
@@ -1125,7 +1313,8 @@ class Run {
     double saved_s = 0;
     if (r.compute_start_s != kNever && f.checkpoint_interval_s > 0 && full_compute_s_[index(id)] > 0) {
       const double resumed = resume_s_[index(id)];
-      const double computed = std::min(now - r.compute_start_s - resumed, (1 - progress_[index(id)]) * full_compute_s_[index(id)]);
+      const double elapsed = shared_.computing(index(id)) ? shared_.done_s(index(id), now) : now - r.compute_start_s;
+      const double computed = std::min(elapsed - resumed, (1 - progress_[index(id)]) * full_compute_s_[index(id)]);
       saved_s = computed > 0 ? std::floor(computed / f.checkpoint_interval_s) * f.checkpoint_interval_s : 0;
       progress_[index(id)] = std::min(progress_[index(id)] + saved_s / full_compute_s_[index(id)], 1.0);
     }
@@ -1133,6 +1322,7 @@ class Run {
     release_gpus(r);
     for (GpuId g : unloaded) memory_.drop_unloaded(g, model_of_[r.workflow][r.task], now);
     ++run_[index(id)];
+    ++stamp_[index(id)];
     pending_flows_[index(id)] = 0;
     parts_left_[index(id)] = 0;
     r.status = TaskStatus::queued;
@@ -1222,11 +1412,12 @@ class Run {
     }
   }
 
-  // Computing (its inputs and weights in, its collective not begun), and past its min_interval.
+  // Computing (its inputs and weights in, its collective not begun), not on time-sliced GPUs, and past
+  // its min_interval.
   bool resizable(TaskId id) const {
     const TaskRecord& r = trace_.tasks[index(id)];
     return r.status == TaskStatus::running && r.compute_start_s != kNever && r.comm_start_s == kNever &&
-           pending_flows_[index(id)] == 0 && plan_of_[index(id)] == kNoPlan &&
+           pending_flows_[index(id)] == 0 && plan_of_[index(id)] == kNoPlan && !shared_.computing(index(id)) &&
            queue_.now() - gang_start_s(r) >= spec(r).elastic->min_interval_s;
   }
 
@@ -1270,7 +1461,8 @@ class Run {
     const ClusterView v = view();
     const auto usable = [&](std::uint32_t g) {
       const GpuId gpu = make_id<GpuId>(g);
-      return gpu_busy_[g] == 0 && v.allowed(r.tenant, gpu) && memory_.fits(gpu, model, weights, s.working_set_bytes) &&
+      return gpu_tasks_[g].empty() && gpu_busy_[g] == 0 && !shared_.shared(gpu) && v.allowed(r.tenant, gpu) &&
+             memory_.fits(gpu, model, weights, s.working_set_bytes) &&
              memory_.offload_bytes(gpu, model, weights, s.working_set_bytes) == 0;
     };
     const auto own_node = [&](std::uint32_t g) {
@@ -1299,7 +1491,7 @@ class Run {
     std::vector<double>& free_at = elastic_free_at_;
     free_at.clear();
     for (std::uint32_t g = 0; g < cluster_.gpu_count(); ++g) {
-      if (gpu_task_[g] != kNoTask && v.allowed(waiting.tenant, make_id<GpuId>(g))) free_at.push_back(gpu_free_at_[g]);
+      if (!gpu_tasks_[g].empty() && v.allowed(waiting.tenant, make_id<GpuId>(g))) free_at.push_back(gpu_free_at_[g]);
     }
     if (free_at.size() < lacking) return std::numeric_limits<double>::infinity();
     std::nth_element(free_at.begin(), free_at.begin() + (lacking - 1), free_at.end());
@@ -1363,8 +1555,9 @@ class Run {
     }
     trace_.left_gangs.push_back({id, gang_start_s(r), now, r.gpu_begin, r.gpu_count});
     attained_s_[index(r.instance)] += (now - gang_start_s(r)) * r.gpu_count;
-    ++run_[index(id)];  // the old run's compute and collective events are stale
-    ++preempted_runs_[index(id)];  // and, as a preemption's, its end uses no retry attempt
+    ++run_[index(id)];             // a new run, whose end, as a preemption's, uses no retry attempt
+    ++preempted_runs_[index(id)];
+    ++stamp_[index(id)];           // the old run's compute and collective events are stale
     const std::uint32_t old_begin = r.gpu_begin, old_count = r.gpu_count;
     const auto old_member = [&](GpuId g) {
       for (std::uint32_t i = 0; i < old_count; ++i) {
@@ -1404,30 +1597,24 @@ class Run {
 
   // A GPU an elastic task leaves at a resize, as release_gpus frees each GPU of a gang.
   void give_back_gpu(const TaskRecord& r, GpuId g, double offloaded_bytes) {
-    gpu_task_[index(g)] = kNoTask;
-    gpu_rank_[index(g)] = ClusterView::kNoRank;
-    gpu_tenant_[index(g)] = -1;
+    std::erase(gpu_tasks_[index(g)], static_cast<std::uint32_t>(&r - trace_.tasks.data()));
+    occupied(index(g));
     gpu_free_at_[index(g)] = queue_.now();
     memory_.release(g, model_of_[r.workflow][r.task], spec(r).working_set_bytes - offloaded_bytes, queue_.now());
-    refresh(index(g));
     if (autoscale_) drain_if_idle(index(g));
   }
 
   // A free GPU an elastic task takes at a resize, as start_task takes each GPU of a gang.
   void claim_gpu(TaskId id, GpuId g) {
-    const TaskRecord& r = trace_.tasks[index(id)];
-    const Tenant& tenant = sc_.tenants[index(r.tenant)];
-    FLEETSIM_CHECK(gpu_busy_[index(g)] == 0, "an elastic task grows only onto free GPUs");
-    gpu_task_[index(g)] = index(id);
-    gpu_rank_[index(g)] = ClusterView::rank_of(tenant.priority, tenant.work_class == WorkClass::interactive);
-    gpu_started_[index(g)] = r.start_s;
-    gpu_tenant_[index(g)] = static_cast<std::int32_t>(index(r.tenant));
-    refresh(index(g));
+    FLEETSIM_CHECK(gpu_tasks_[index(g)].empty(), "an elastic task grows only onto idle GPUs");
+    gpu_tasks_[index(g)].push_back(index(id));
+    occupied(index(g));
   }
 
-  // A GPU is busy for the policy while a task runs on it, it is down, or its node is off.
+  // A GPU is busy for the policy while it runs all the tasks it can (one, unless time-sliced), it is
+  // down, or its node is off.
   void refresh(std::uint32_t g) {
-    const std::uint8_t busy = gpu_task_[g] != kNoTask || gpu_down_[g] != 0 || gpu_off_[g] != 0;
+    const std::uint8_t busy = gpu_tasks_[g].size() >= slots_[g] || gpu_down_[g] != 0 || gpu_off_[g] != 0;
     if (busy == gpu_busy_[g]) return;
     gpu_busy_[g] = busy;
     const std::uint32_t n = index(cluster_.node_of(make_id<GpuId>(g)));
@@ -1505,7 +1692,7 @@ class Run {
     switch (a.policy) {
       case AutoscaleSpec::Policy::utilization: {
         double demand = 0;  // GPUs running tasks, and GPUs waiting tasks ask for
-        for (std::uint32_t t : gpu_task_) demand += t != kNoTask ? 1 : 0;
+        for (const auto& tasks : gpu_tasks_) demand += tasks.empty() ? 0 : 1;
         for (const ReadyTask& r : ready_) demand += r.gpus;
         want = static_cast<int>(std::ceil(demand / (a.target_utilization * per_node) - 1e-9));
         break;
@@ -1596,7 +1783,7 @@ class Run {
   // the node is off (and no longer billed) when all of its GPUs are, with its VRAM emptied.
   void drain_if_idle(std::uint32_t g) {
     const std::uint32_t n = index(cluster_.node_of(make_id<GpuId>(g)));
-    if (node_state_[n] != NodeState::draining || gpu_task_[g] != kNoTask || memory_.held(make_id<GpuId>(g)) > 0) return;
+    if (node_state_[n] != NodeState::draining || !gpu_tasks_[g].empty() || memory_.held(make_id<GpuId>(g)) > 0) return;
     gpu_off_[g] = 1;
     refresh(g);
     bool all_off = true;
@@ -1606,6 +1793,23 @@ class Run {
     for_gpus_of(n, [&](std::uint32_t k) {
       if (gpu_down_[k] == 0) memory_.wipe(make_id<GpuId>(k), queue_.now());
     });
+  }
+
+  // What policies see of a GPU's tasks: the highest preemption rank, the latest start, the first
+  // task's tenant (co-runners never conflict: each was allowed beside the others).
+  void occupied(std::uint32_t g) {
+    gpu_rank_[g] = ClusterView::kNoRank;
+    gpu_tenant_[g] = -1;
+    for (std::uint32_t t : gpu_tasks_[g]) {
+      const TaskRecord& r = trace_.tasks[t];
+      const Tenant& tenant = sc_.tenants[index(r.tenant)];
+      const std::int32_t rank = ClusterView::rank_of(tenant.priority, tenant.work_class == WorkClass::interactive);
+      const bool first = t == gpu_tasks_[g].front();
+      gpu_rank_[g] = first ? rank : std::max(gpu_rank_[g], rank);
+      gpu_started_[g] = first ? r.start_s : std::max(gpu_started_[g], r.start_s);
+      if (first) gpu_tenant_[g] = static_cast<std::int32_t>(index(r.tenant));
+    }
+    refresh(g);
   }
 
   void release_gpus(const TaskRecord& r) {
@@ -1618,14 +1822,16 @@ class Run {
       memory_.release(g, model_of_[r.workflow][r.task], spec(r).working_set_bytes - offloaded_[r.gpu_begin], queue_.now());
       return;
     }
+    if (shared_.computing(self)) {
+      shared_.stop(self, queue_.now(), changed_);
+      repace(changed_);
+    }
     for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
       const GpuId g = trace_.gpus[r.gpu_begin + i];
-      gpu_task_[index(g)] = kNoTask;
-      gpu_rank_[index(g)] = ClusterView::kNoRank;
-      gpu_tenant_[index(g)] = -1;
+      std::erase(gpu_tasks_[index(g)], self);
+      occupied(index(g));
       gpu_free_at_[index(g)] = queue_.now();
       memory_.release(g, model_of_[r.workflow][r.task], spec(r).working_set_bytes - offloaded_[r.gpu_begin + i], queue_.now());
-      refresh(index(g));
       if (autoscale_) drain_if_idle(index(g));
     }
     dirty_ = true;
@@ -1733,7 +1939,11 @@ class Run {
   std::vector<CostSample> cost_samples_;
   // Faults.
   static constexpr std::uint32_t kNoTask = 0xFFFFFFFFu;
-  std::vector<std::uint32_t> gpu_task_;        // per GPU: the task running on it
+  std::vector<std::vector<std::uint32_t>> gpu_tasks_;  // per GPU: the tasks running on it
+  std::vector<std::uint8_t> slots_;            // per GPU: how many tasks it may run at once
+  SharedCompute shared_;                       // the pace of tasks on time-sliced GPUs
+  std::vector<std::uint32_t> changed_;         // scratch: tasks whose pace changed
+  std::vector<std::uint32_t> stamp_;           // per task: its events' stamp (see task_event)
   std::vector<std::uint8_t> gpu_down_;         // per GPU: failed and not yet repaired
   std::vector<double> down_since_;             // per GPU: when it went down
   std::vector<Rng> fault_rngs_;                // per GPU, then per node: random failures and repairs
@@ -1742,6 +1952,16 @@ class Run {
   std::vector<double> full_compute_s_;         // per task: this run's compute time from scratch
   std::vector<double> stopped_at_;             // per task: when a failure stopped it, until it starts again
   std::vector<std::uint64_t> dropped_;         // scratch: tags of cancelled flows
+  std::vector<std::uint32_t> cables_;          // random link failures: each cable's first direction
+  std::vector<Rng> link_rngs_;                 // per cable
+  std::vector<std::uint32_t> flows_on_link_;   // scratch
+  struct Stranded {
+    TaskId task;
+    std::uint32_t run;   // the run it was stranded in
+    std::string reason;
+  };
+  std::vector<Stranded> stranded_;             // tasks with a flow no route can carry, stopped after the event
+  std::uint64_t link_failures_ = 0, flows_rerouted_ = 0;
   // Autoscaling.
   enum class NodeState : std::uint8_t { on, off, provisioning, draining };
   std::vector<std::uint8_t> gpu_off_;          // per GPU: its node is off, or draining and this GPU is idle

@@ -63,6 +63,79 @@ TaskStatus instance_status(const InstanceRecord& inst, bool any_started) {
   return any_started ? TaskStatus::running : TaskStatus::queued;
 }
 
+// GPU time. A GPU is busy while it holds a task; tasks holding it together (a batch, co-runners on a
+// time-sliced GPU) share that time evenly. Fills each task's GPU-seconds and each GPU's busy seconds.
+void share_gpu_time(const Cluster& cluster, const Trace& trace, double end_s, std::vector<double>& task_gpu_s,
+                    std::vector<double>& busy_per_gpu) {
+  task_gpu_s.assign(trace.tasks.size(), 0.0);
+  busy_per_gpu.assign(cluster.gpu_count(), 0.0);
+  const auto& groups = cluster.spec().groups;
+  const bool sliced = std::any_of(groups.begin(), groups.end(), [](const NodeGroup& g) { return g.time_sliced_tasks > 1; });
+  if (!sliced) {
+    // One task per GPU, or a batch whose members share its span: the closed form, in one pass.
+    std::vector<std::uint32_t> batch_size(trace.tasks.size(), 0);
+    for (const TaskRecord& t : trace.tasks) {
+      if (t.batched_with != 0) ++batch_size[t.batched_with - 1];
+    }
+    for (std::size_t k = 0; k < trace.tasks.size(); ++k) {
+      const TaskRecord& t = trace.tasks[k];
+      if (t.start_s == kNever) continue;
+      const double held = ((t.end_s != kNever ? t.end_s : end_s) - gang_start_s(t)) / (t.batched_with != 0 ? batch_size[t.batched_with - 1] : 1);
+      task_gpu_s[k] = held * t.gpu_count;
+      for (std::uint32_t i = 0; i < t.gpu_count; ++i) busy_per_gpu[index(trace.gpus[t.gpu_begin + i])] += held;
+    }
+    // Elastic tasks held other gangs before their resizes.
+    for (const LeftGang& left : trace.left_gangs) {
+      task_gpu_s[index(left.task)] += (left.end_s - left.start_s) * left.gpu_count;
+      for (std::uint32_t i = 0; i < left.gpu_count; ++i) busy_per_gpu[index(trace.gpus[left.gpu_begin + i])] += left.end_s - left.start_s;
+    }
+    return;
+  }
+  // A sweep over each GPU's starts and ends.
+  struct Change {
+    double time_s;
+    int delta;
+    std::uint32_t task;
+    bool operator<(const Change& o) const { return time_s < o.time_s || (time_s == o.time_s && delta < o.delta); }
+  };
+  std::vector<std::vector<Change>> changes(cluster.gpu_count());
+  for (std::size_t k = 0; k < trace.tasks.size(); ++k) {
+    const TaskRecord& t = trace.tasks[k];
+    if (t.start_s == kNever) continue;
+    for (std::uint32_t i = 0; i < t.gpu_count; ++i) {
+      auto& c = changes[index(trace.gpus[t.gpu_begin + i])];
+      c.push_back({gang_start_s(t), +1, static_cast<std::uint32_t>(k)});
+      c.push_back({t.end_s != kNever ? t.end_s : end_s, -1, static_cast<std::uint32_t>(k)});
+    }
+  }
+  for (const LeftGang& left : trace.left_gangs) {
+    for (std::uint32_t i = 0; i < left.gpu_count; ++i) {
+      auto& c = changes[index(trace.gpus[left.gpu_begin + i])];
+      c.push_back({left.start_s, +1, index(left.task)});
+      c.push_back({left.end_s, -1, index(left.task)});
+    }
+  }
+  std::vector<std::uint32_t> holding;
+  for (std::size_t g = 0; g < changes.size(); ++g) {
+    std::sort(changes[g].begin(), changes[g].end());
+    holding.clear();
+    double since = 0;
+    for (const Change& c : changes[g]) {
+      if (!holding.empty()) {
+        const double dt = c.time_s - since;
+        busy_per_gpu[g] += dt;
+        for (std::uint32_t k : holding) task_gpu_s[k] += dt / static_cast<double>(holding.size());
+      }
+      since = c.time_s;
+      if (c.delta > 0) {
+        holding.push_back(c.task);
+      } else {
+        std::erase(holding, c.task);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topology& topology, const Trace& trace,
@@ -88,21 +161,14 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
   // Closed-loop workflows that never came (the horizon cut the loop) were never submitted.
   auto arrived = [&](const TaskRecord& t) { return trace.instances[index(t.instance)].arrival_s != kNever; };
   std::vector<std::uint8_t> started(trace.instances.size(), 0);
-  // The members of a batch share their GPU's time evenly.
-  std::vector<std::uint32_t> batch_size(trace.tasks.size(), 0);
-  for (const TaskRecord& t : trace.tasks) {
-    if (t.batched_with != 0) ++batch_size[t.batched_with - 1];
-  }
-  const auto gpu_share = [&](const TaskRecord& t) { return t.batched_with != 0 ? 1.0 / batch_size[t.batched_with - 1] : 1.0; };
+  std::vector<double> task_gpu_s, busy_per_gpu;
+  share_gpu_time(cluster, trace, end_s, task_gpu_s, busy_per_gpu);
   for (const TaskRecord& t : trace.tasks) {
     if (!arrived(t)) continue;
     count(s.tasks, t.status);
     if (t.start_s != kNever) started[index(t.instance)] = 1;
     if (t.status == TaskStatus::completed) s.makespan_s = std::max(s.makespan_s, t.end_s);
-    if (t.start_s != kNever) {
-      const double until = t.end_s != kNever ? t.end_s : end_s;
-      s.gpu_busy_s += (until - gang_start_s(t)) * t.gpu_count * gpu_share(t);
-    }
+    s.gpu_busy_s += task_gpu_s[static_cast<std::size_t>(&t - trace.tasks.data())];
     s.bytes_transferred += t.input_bytes;
     if (t.batched_with != 0 && t.status == TaskStatus::completed) {
       ++s.batched_tasks;
@@ -112,11 +178,6 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
       ++s.offloaded_tasks;
       s.offload_bytes += t.offload_bytes;
     }
-  }
-  // Elastic tasks held other gangs before their resizes.
-  for (const LeftGang& left : trace.left_gangs) {
-    s.gpu_busy_s += (left.end_s - left.start_s) * left.gpu_count;
-    s.tenants[index(trace.tasks[index(left.task)].tenant)].gpu_s += (left.end_s - left.start_s) * left.gpu_count;
   }
   s.resizes = trace.left_gangs.size();
   for (std::size_t l = 0; l < link_bytes.size(); ++l) {
@@ -134,16 +195,6 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
   }
 
   // Energy: each GPU at TDP while held by a task, at idle power otherwise.
-  std::vector<double> busy_per_gpu(cluster.gpu_count(), 0.0);
-  for (const TaskRecord& t : trace.tasks) {
-    if (t.start_s == kNever) continue;
-    const double held = ((t.end_s != kNever ? t.end_s : end_s) - gang_start_s(t)) * gpu_share(t);
-    for (std::uint32_t i = 0; i < t.gpu_count; ++i) busy_per_gpu[index(trace.gpus[t.gpu_begin + i])] += held;
-  }
-  // Elastic tasks held other gangs before their resizes.
-  for (const LeftGang& left : trace.left_gangs) {
-    for (std::uint32_t i = 0; i < left.gpu_count; ++i) busy_per_gpu[index(trace.gpus[left.gpu_begin + i])] += left.end_s - left.start_s;
-  }
   for (std::uint32_t g = 0; g < cluster.gpu_count(); ++g) {
     const GpuType& type = cluster.gpu_type(make_id<GpuId>(g));
     s.energy_j += busy_per_gpu[g] * type.tdp_w + std::max(0.0, end_s - busy_per_gpu[g]) * type.idle_power_w;
@@ -169,7 +220,7 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
     if (t.start_s == kNever) continue;
     waited[index(t.tenant)] += t.start_s - t.ready_s;
     placed[index(t.tenant)] += 1;
-    s.tenants[index(t.tenant)].gpu_s += ((t.end_s != kNever ? t.end_s : end_s) - gang_start_s(t)) * t.gpu_count * gpu_share(t);
+    s.tenants[index(t.tenant)].gpu_s += task_gpu_s[static_cast<std::size_t>(&t - trace.tasks.data())];
   }
   double sum = 0, sum_sq = 0;
   for (std::size_t i = 0; i < s.tenants.size(); ++i) {

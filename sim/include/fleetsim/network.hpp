@@ -8,6 +8,10 @@
 //
 // As a resource model it answers two questions: when does the next flow finish (next_time), and
 // advance to time t (advance), which reports the flows delivered by then.
+//
+// When a link fails, its sending flows are rerouted (what they have left goes on over the new route)
+// or, when no route is left, stranded: in flight, moving nothing, until their owner cancels them. A
+// link marked down must carry no flow; start and reroute check it.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +48,21 @@ class Network {
                       double now);
   // When the next flow finishes sending or is delivered; infinity when none is in flight.
   double next_time();
+  // Starts a flow that no route can carry: in flight, moving nothing, until cancelled.
+  std::uint32_t start_stranded(double bytes, double latency_s, std::uint64_t tag, double now);
+  // Moves a sending flow to `route` at `now`: the bytes it has left go on from there, and it is
+  // delivered `latency_s` after its last byte.
+  void reroute(std::uint32_t flow, std::span<const std::uint32_t> route, double latency_s, double now);
+  // Takes a sending flow off its route at `now` (bytes sent so far are counted): it moves nothing more.
+  void strand(std::uint32_t flow, double now);
+  // Appends the flows sending over `link` now, in id order.
+  void sending_on(std::uint32_t link, std::vector<std::uint32_t>& out) const;
+  std::span<const std::uint32_t> route(std::uint32_t flow) const { return flows_[flow].route; }
+  double latency_s(std::uint32_t flow) const { return flows_[flow].latency_s; }
+  std::uint64_t tag(std::uint32_t flow) const { return flows_[flow].tag; }
+  // A link marked down must have no sending flow, and no flow may start or be rerouted over it.
+  void set_link_down(std::uint32_t link, bool down);
+
   // Advances to `now` (not past next_time()) and appends the flows delivered by then.
   void advance(double now, std::vector<FlowDelivery>& delivered);
   // Stops every flow in flight whose tag `drop` accepts, at `now` (bytes sent so far are counted),
@@ -64,7 +83,7 @@ class Network {
   const std::vector<LinkSample>& samples() const { return samples_; }
 
  private:
-  enum class Phase : std::uint8_t { free, sending, delivering };
+  enum class Phase : std::uint8_t { free, sending, delivering, stranded };
   struct Flow {
     std::vector<std::uint32_t> route;  // kept between uses of the slot: no allocation in steady state
     double remaining_bytes = 0;
@@ -76,7 +95,9 @@ class Network {
     Phase phase = Phase::free;
   };
 
+  std::uint32_t new_slot();
   void settle(std::uint32_t flow, double now);
+  void attach(std::uint32_t flow, double now);  // onto its route's links, to be solved with the flows of `now`
   void detach(std::uint32_t flow);
   void flush();              // solves the flows started at pending_s_
   void reshare(double now);  // new rates after the changes on links_touched_ and new_flows_
@@ -105,6 +126,7 @@ class Network {
   void sift_down(std::size_t i);
 
   std::vector<double> capacity_;
+  std::vector<std::uint8_t> link_down_;
   std::vector<std::vector<std::uint32_t>> link_flows_;  // sending flows per link
   std::vector<Flow> flows_;
   std::vector<double> rate_;  // per flow, apart from the rest: the solver's hot loops read only these

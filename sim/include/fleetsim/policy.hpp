@@ -77,7 +77,12 @@ class ClusterView {
 
   const Cluster& cluster() const { return cluster_; }
   double now() const { return now_s_; }
+  // Free: it can take a task now. A time-sliced GPU is free while it runs fewer tasks than it may;
+  // idle: free and running nothing.
   bool is_free(GpuId gpu) const { return state_.gpu_busy[index(gpu)] == 0; }
+  bool is_idle(GpuId gpu) const { return is_free(gpu) && state_.gpu_rank[index(gpu)] == kNoRank; }
+  // Whether any GPU of the cluster is time-sliced (may run several tasks at once).
+  bool any_time_sliced() const;
   std::uint32_t free_gpus(NodeId node) const { return state_.free_gpus_per_node[index(node)]; }
   // The first node numbered `from` or higher with a free GPU; node_count() when there is none.
   std::uint32_t next_node_with_free(std::uint32_t from) const {
@@ -95,8 +100,8 @@ class ClusterView {
   }
   std::uint32_t tenant_gpus(TenantId tenant) const { return state_.tenant_gpus[index(tenant)]; }
   // Whether the tenant may run on this GPU: its node is among its pinned nodes and not kept by another
-  // tenant, and, with MIG, no instance of the same physical GPU runs another tenant's task where either
-  // tenant wants private GPUs.
+  // tenant, and, with MIG or time slicing, the same physical GPU runs no other tenant's task where
+  // either tenant wants private GPUs.
   // `placed` (optional, per GPU, -1 where none) adds the tenants a policy has placed in this round.
   bool allowed(TenantId tenant, GpuId gpu, std::span<const std::int32_t> placed = {}) const;
   // The preemption rank of the task running on a busy GPU (kNoRank when none runs there: free, down

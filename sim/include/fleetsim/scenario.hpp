@@ -25,6 +25,10 @@ struct NodeGroup {
   LinkType nic;
   int count = 0;
   int mig_slices = 1;  // each physical GPU split into this many MIG instances (1: not split)
+  // Time slicing: each GPU (or MIG instance) runs up to this many tasks at once, taking turns; each
+  // extra task costs this share of the GPU's throughput (1 task: exclusive; see docs/simulate.md).
+  int time_sliced_tasks = 1;
+  double interference = 0;
 };
 
 enum class FabricKind { single_switch, fat_tree, rail_optimized };
@@ -129,13 +133,16 @@ struct Slo {
   bool at_least() const { return metric == SloMetric::throughput || metric == SloMetric::attainment; }
 };
 
-// Failures of GPUs and nodes, scripted or random, and what happens to the tasks they hit. A failed
-// GPU loses its VRAM and runs nothing until it is repaired; a task running on it stops and is
-// retried (after a backoff) until its attempts run out, resuming from its last checkpoint.
+// Failures of GPUs, nodes and the fabric's cables, scripted or random, and what happens to the tasks
+// they hit. A failed GPU loses its VRAM and runs nothing until it is repaired; a task running on it
+// stops and is retried (after a backoff) until its attempts run out, resuming from its last
+// checkpoint. A failed cable carries nothing until it is repaired: flows on it are rerouted, and a
+// task whose flow has no route left is stopped as a failure stops it.
 struct FaultEvent {
   double at_s = 0;
-  std::uint32_t gpu_first = 0, gpu_count = 1;  // a GPU, or a node's GPUs
-  std::string what;                            // "GPU n0.g1" or "node n0", for reasons
+  std::uint32_t gpu_first = 0, gpu_count = 1;  // a GPU, or a node's GPUs (none for a link)
+  std::optional<std::uint32_t> link;           // a cable: the topology's link as named (both directions fail)
+  std::string what;                            // "GPU n0.g1", "node n0" or "link leaf0>spine1", for reasons
   double down_s = std::numeric_limits<double>::infinity();  // until repaired; infinity: for good
 };
 
@@ -143,11 +150,12 @@ struct FaultSpec {
   std::vector<FaultEvent> events;
   double gpu_mtbf_s = 0, gpu_mttr_s = 0;    // random GPU failures (exponential); 0: none
   double node_mtbf_s = 0, node_mttr_s = 0;  // random node failures
+  double link_mtbf_s = 0, link_mttr_s = 0;  // random failures of each cable (NIC and fabric links)
   int max_attempts = 1;                     // runs of a task before it fails for good
   double backoff_s = 0;                     // wait before a retry is ready
   double checkpoint_interval_s = 0;         // of compute time; 0: no checkpoints
   double restore_s = 0;                     // paid when resuming from a checkpoint
-  bool any() const { return !events.empty() || gpu_mtbf_s > 0 || node_mtbf_s > 0; }
+  bool any() const { return !events.empty() || gpu_mtbf_s > 0 || node_mtbf_s > 0 || link_mtbf_s > 0; }
 };
 
 // Spot capacity: the last `nodes` nodes of the cluster cost `price_factor` of their price and are

@@ -85,6 +85,9 @@ struct Summary {
   // held GPU-time whose work was kept; mean time from a stop to the task's next start.
   std::uint64_t gpu_failures = 0, spot_preemptions = 0, tasks_stopped = 0, retries = 0;
   std::uint64_t tasks_preempted = 0;  // by the policy (each run again at once)
+  // Link faults: cables that failed (both directions count once), and sending flows moved to a new
+  // route when a link of theirs failed.
+  std::uint64_t link_failures = 0, flows_rerouted = 0;
   std::uint64_t resizes = 0;          // elastic tasks moved onto a larger or smaller gang
   double restart_gpu_s = 0;           // GPU-time their new gangs spent restarting (busy, not computing)
   double lost_gpu_s = 0, availability = 1, goodput = 1, mean_recovery_s = 0;

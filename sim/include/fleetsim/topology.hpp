@@ -6,12 +6,15 @@
 //   NIC <-> leaf (or the single switch) over the NIC's link type; leaf <-> spine over the fabric link.
 // Routes are lowest-latency paths (never through a GPU other than the ends); among equal ones,
 // one is picked by a stable hash of a flow key (ECMP), so the same flow always takes the same path.
+// A link marked down (a failed cable) is left out of every route until it is marked up again.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fleetsim/catalog.hpp"
@@ -52,9 +55,23 @@ class Topology {
   std::vector<double> capacities() const;
   const std::string& vertex_name(std::uint32_t v) const { return vertex_names_[v]; }
   std::string link_name(std::uint32_t link) const;  // "n0.g1>n0.nvswitch"
+  std::optional<std::uint32_t> find_link(std::string_view name) const;  // by link_name
+  // The link the other way between the same two vertices (every link but a MIG port's has one).
+  std::optional<std::uint32_t> reverse_link(std::uint32_t link) const;
+  // A cable of the fabric: NIC <-> leaf (or switch), leaf <-> spine. Only cables fail on their own;
+  // links inside a node fail with their GPU or node.
+  bool is_cable(std::uint32_t link) const { return links_[link].cls == LinkClass::nic || links_[link].cls == LinkClass::fabric; }
+
+  // Down links carry no route. Changing one forgets the cached distances.
+  void set_link_down(std::uint32_t link, bool down);
+  bool link_down(std::uint32_t link) const { return link_down_[link] != 0; }
+  bool any_link_down() const { return links_down_ > 0; }
 
   // Appends the links of the route from `from` to `to` (vertices) to `out`; empty when from == to.
   void route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out) const;
+  // As route, but false (and nothing appended) when down links leave no path.
+  bool try_route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out) const;
+  bool reachable(std::uint32_t from, std::uint32_t to) const;
   double latency_s(std::span<const std::uint32_t> route) const;
   double bottleneck_Bps(std::span<const std::uint32_t> route) const;
 
@@ -69,6 +86,8 @@ class Topology {
   std::vector<std::uint32_t> host_vertex_, nvswitch_vertex_, storage_vertex_;
   std::vector<TopoLink> links_;
   std::vector<std::vector<std::uint32_t>> out_links_;  // per vertex, in creation order
+  std::vector<std::uint8_t> link_down_;                 // per link
+  std::uint32_t links_down_ = 0;
   struct DistanceCache;
   std::unique_ptr<DistanceCache> cache_;
 };

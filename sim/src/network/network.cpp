@@ -8,6 +8,7 @@ namespace fleetsim {
 
 Network::Network(std::vector<double> link_capacity_Bps)
     : capacity_(std::move(link_capacity_Bps)),
+      link_down_(capacity_.size(), 0),
       link_flows_(capacity_.size()),
       link_stamp_(capacity_.size(), 0),
       changed_mark_(capacity_.size(), 0),
@@ -17,22 +18,26 @@ Network::Network(std::vector<double> link_capacity_Bps)
   for (double c : capacity_) FLEETSIM_CHECK(c > 0, "link capacity must be positive");
 }
 
+std::uint32_t Network::new_slot() {
+  if (!free_slots_.empty()) {
+    const std::uint32_t id = free_slots_.back();
+    free_slots_.pop_back();
+    return id;
+  }
+  const auto id = static_cast<std::uint32_t>(flows_.size());
+  flows_.emplace_back();
+  flow_stamp_.push_back(0);
+  heap_pos_.push_back(kNotQueued);
+  in_set_.push_back(0);
+  checked_.push_back(0);
+  rate_.push_back(0);
+  return id;
+}
+
 std::uint32_t Network::start(std::span<const std::uint32_t> route, double bytes, double latency_s,
                              std::uint64_t tag, double now) {
   if (pending_ && now != pending_s_) flush();
-  std::uint32_t id;
-  if (!free_slots_.empty()) {
-    id = free_slots_.back();
-    free_slots_.pop_back();
-  } else {
-    id = static_cast<std::uint32_t>(flows_.size());
-    flows_.emplace_back();
-    flow_stamp_.push_back(0);
-    heap_pos_.push_back(kNotQueued);
-    in_set_.push_back(0);
-    checked_.push_back(0);
-    rate_.push_back(0);
-  }
+  const std::uint32_t id = new_slot();
   Flow& f = flows_[id];
   f.route.assign(route.begin(), route.end());
   f.remaining_bytes = bytes;
@@ -47,19 +52,77 @@ std::uint32_t Network::start(std::span<const std::uint32_t> route, double bytes,
     schedule(id, now + latency_s);
     return id;
   }
+  attach(id, now);
+  return id;
+}
+
+std::uint32_t Network::start_stranded(double bytes, double latency_s, std::uint64_t tag, double now) {
+  const std::uint32_t id = new_slot();
+  Flow& f = flows_[id];
+  f.route.clear();
+  f.remaining_bytes = f.size_bytes = bytes;
+  rate_[id] = 0;
+  f.updated_s = now;
+  f.latency_s = latency_s;
+  f.tag = tag;
+  f.phase = Phase::stranded;
+  ++in_flight_;
+  return id;
+}
+
+void Network::attach(std::uint32_t flow, double now) {
+  Flow& f = flows_[flow];
   f.phase = Phase::sending;
   ++sending_;
   for (std::uint32_t l : f.route) {
     FLEETSIM_CHECK(l < capacity_.size(), "route names a link that does not exist");
-    link_flows_[l].push_back(id);
+    FLEETSIM_CHECK(link_down_[l] == 0, "a flow was routed over a link that is down");
+    link_flows_[l].push_back(flow);
     link_state_valid_[l] = 0;
     links_touched_.push_back(l);
   }
   // Solved when next asked, together with every other flow started at this instant.
-  new_flows_.push_back(id);
+  new_flows_.push_back(flow);
   pending_ = true;
   pending_s_ = now;
-  return id;
+}
+
+void Network::reroute(std::uint32_t flow, std::span<const std::uint32_t> route, double latency_s, double now) {
+  if (pending_ && now != pending_s_) flush();
+  Flow& f = flows_[flow];
+  FLEETSIM_CHECK(f.phase == Phase::sending && !route.empty(), "only a sending flow is rerouted, and over some link");
+  settle(flow, now);
+  detach(flow);
+  if (heap_pos_[flow] != kNotQueued) unschedule(flow);
+  rate_[flow] = 0;
+  f.route.assign(route.begin(), route.end());
+  f.latency_s = latency_s;
+  attach(flow, now);
+}
+
+void Network::strand(std::uint32_t flow, double now) {
+  if (pending_ && now != pending_s_) flush();
+  Flow& f = flows_[flow];
+  FLEETSIM_CHECK(f.phase == Phase::sending, "only a sending flow is stranded");
+  settle(flow, now);
+  detach(flow);
+  if (heap_pos_[flow] != kNotQueued) unschedule(flow);
+  rate_[flow] = 0;
+  f.route.clear();
+  f.phase = Phase::stranded;
+  pending_ = true;  // the others' rates are recomputed with the next solve
+  pending_s_ = now;
+}
+
+void Network::sending_on(std::uint32_t link, std::vector<std::uint32_t>& out) const {
+  const std::size_t first = out.size();
+  out.insert(out.end(), link_flows_[link].begin(), link_flows_[link].end());
+  std::sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end());
+}
+
+void Network::set_link_down(std::uint32_t link, bool down) {
+  FLEETSIM_CHECK(!down || link_flows_[link].empty(), "a link went down with flows still on it");
+  link_down_[link] = down ? 1 : 0;
 }
 
 void Network::flush() {

@@ -27,8 +27,10 @@ std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
   return x ^ (x >> 31);
 }
 
+// Each edge carries its weight and its link's index, so routes can leave out links that are down.
 using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, boost::no_property,
-                                    boost::property<boost::edge_weight_t, std::uint64_t>>;
+                                    boost::property<boost::edge_weight_t, std::uint64_t,
+                                                    boost::property<boost::edge_index_t, std::uint32_t>>>;
 
 }  // namespace
 
@@ -189,7 +191,10 @@ Topology::Topology(const Cluster& cluster, const FabricSpec& fabric) : cache_(st
 
   Graph& g = cache_->graph;
   g = Graph(vertex_count());
-  for (const TopoLink& l : links_) boost::add_edge(l.from, l.to, weight_of(l.latency_s), g);
+  for (std::uint32_t l = 0; l < links_.size(); ++l) {
+    boost::add_edge(links_[l].from, links_[l].to, Graph::edge_property_type(weight_of(links_[l].latency_s), l), g);
+  }
+  link_down_.assign(links_.size(), 0);
 }
 
 std::optional<std::uint32_t> Topology::storage_vertex(NodeId node) const {
@@ -215,6 +220,32 @@ std::string Topology::link_name(std::uint32_t link) const {
   return vertex_names_[links_[link].from] + ">" + vertex_names_[links_[link].to];
 }
 
+std::optional<std::uint32_t> Topology::find_link(std::string_view name) const {
+  const std::size_t sep = name.find('>');
+  if (sep == std::string_view::npos) return std::nullopt;
+  for (std::uint32_t v = 0; v < vertex_count(); ++v) {
+    if (vertex_names_[v] != name.substr(0, sep)) continue;
+    for (std::uint32_t l : out_links_[v]) {
+      if (vertex_names_[links_[l].to] == name.substr(sep + 1)) return l;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::uint32_t> Topology::reverse_link(std::uint32_t link) const {
+  for (std::uint32_t l : out_links_[links_[link].to]) {
+    if (links_[l].to == links_[link].from) return l;
+  }
+  return std::nullopt;
+}
+
+void Topology::set_link_down(std::uint32_t link, bool down) {
+  if (link_down_[link] == static_cast<std::uint8_t>(down)) return;
+  link_down_[link] = down ? 1 : 0;
+  links_down_ = down ? links_down_ + 1 : links_down_ - 1;
+  cache_->to_target.clear();
+}
+
 const std::vector<std::uint64_t>& Topology::distances_to(std::uint32_t target) const {
   auto& cache = cache_->to_target;
   if (const auto it = cache.find(target); it != cache.end()) return it->second;
@@ -223,20 +254,23 @@ const std::vector<std::uint64_t>& Topology::distances_to(std::uint32_t target) c
   if (cache.size() >= most) cache.clear();
 
   // Distances to `target` are distances from it on the reversed graph. GPUs forward nothing: an
-  // edge into a GPU other than the target is removed, so no path passes through one.
+  // edge into a GPU other than the target is removed, so no path passes through one. Down links are
+  // removed too.
   const auto reversed = boost::make_reverse_graph(cache_->graph);
   using Reversed = decltype(reversed);
   struct NoTransitGpu {
     const std::vector<std::uint8_t>* is_gpu = nullptr;
+    const std::vector<std::uint8_t>* down = nullptr;
     std::uint32_t target = 0;
     const Reversed* graph = nullptr;
     bool operator()(const typename boost::graph_traits<Reversed>::edge_descriptor& e) const {
+      if ((*down)[boost::get(boost::edge_index, *graph, e)] != 0) return false;
       // A reversed edge leaving GPU u stands for an original edge entering u: allowed only into the target.
       const auto u = static_cast<std::uint32_t>(boost::source(e, *graph));
       return (*is_gpu)[u] == 0 || u == target;
     }
   };
-  const boost::filtered_graph<Reversed, NoTransitGpu> allowed(reversed, NoTransitGpu{&is_gpu_, target, &reversed});
+  const boost::filtered_graph<Reversed, NoTransitGpu> allowed(reversed, NoTransitGpu{&is_gpu_, &link_down_, target, &reversed});
   std::vector<std::uint64_t> dist(vertex_count());
   boost::dijkstra_shortest_paths(
       allowed, target,
@@ -246,17 +280,24 @@ const std::vector<std::uint64_t>& Topology::distances_to(std::uint32_t target) c
 }
 
 void Topology::route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out) const {
-  if (from == to) return;
+  FLEETSIM_CHECK(try_route(from, to, key, out), "no route from " + vertex_names_[from] + " to " + vertex_names_[to]);
+}
+
+bool Topology::reachable(std::uint32_t from, std::uint32_t to) const {
+  return from == to || distances_to(to)[from] != std::numeric_limits<std::uint64_t>::max();
+}
+
+bool Topology::try_route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out) const {
+  if (from == to) return true;
   const std::vector<std::uint64_t>& dist = distances_to(to);
-  FLEETSIM_CHECK(dist[from] != std::numeric_limits<std::uint64_t>::max(),
-                 "no route from " + vertex_names_[from] + " to " + vertex_names_[to]);
+  if (dist[from] == std::numeric_limits<std::uint64_t>::max()) return false;
   std::uint32_t at = from;
   std::uint32_t candidates[64];
   while (at != to) {
     std::uint32_t n = 0;
     for (std::uint32_t l : out_links_[at]) {
       const TopoLink& link = links_[l];
-      if (is_gpu_[link.to] != 0 && link.to != to) continue;
+      if ((is_gpu_[link.to] != 0 && link.to != to) || link_down_[l] != 0) continue;
       if (dist[link.to] != std::numeric_limits<std::uint64_t>::max() &&
           dist[link.to] + weight_of(link.latency_s) == dist[at] && n < 64) {
         candidates[n++] = l;
@@ -267,6 +308,7 @@ void Topology::route(std::uint32_t from, std::uint32_t to, std::uint64_t key, st
     out.push_back(chosen);
     at = links_[chosen].to;
   }
+  return true;
 }
 
 double Topology::latency_s(std::span<const std::uint32_t> route) const {

@@ -29,18 +29,22 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
   std::iota(order_.begin(), order_.end(), 0u);
   order(view, ready, order_);
   begin_round(view);
+  // Time-sliced GPUs take a second task only when no idle GPUs can hold this one.
+  const bool time_sliced = view.any_time_sliced();
   for (std::uint32_t i : order_) {
     if (!allowed(view, ready[i])) continue;
-    if (place(view, ready[i], i, out)) continue;
+    if (place(view, ready[i], i, true, out) || (time_sliced && place(view, ready[i], i, false, out))) continue;
     if (preempts() && make_room(view, ready[i], out)) continue;
     if (blocks()) break;
     blocked(view, ready[i]);
   }
 }
 
-bool Greedy::place(const ClusterView& view, const ReadyTask& task, std::size_t ready_index, Decisions& out) {
+bool Greedy::place(const ClusterView& view, const ReadyTask& task, std::size_t ready_index, bool idle_only, Decisions& out) {
   const Cluster& cluster = view.cluster();
-  auto usable = [&](GpuId g) { return !taken(g) && view.is_free(g) && view.allowed(task.tenant, g, taken_by_) && view.fits(g, task); };
+  auto usable = [&](GpuId g) {
+    return !taken(g) && (idle_only ? view.is_idle(g) : view.is_free(g)) && view.allowed(task.tenant, g, taken_by_) && view.fits(g, task);
+  };
   auto gather = [&](NodeId node) {
     const std::uint32_t first = index(cluster.first_gpu(node));
     for (std::uint32_t g = first; g < first + cluster.gpus_in(node); ++g) {

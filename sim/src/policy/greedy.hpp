@@ -40,7 +40,8 @@ class Greedy : public Policy {
   virtual bool allowed(const ClusterView& /*view*/, const ReadyTask& /*task*/) const { return true; }
 
  private:
-  bool place(const ClusterView& view, const ReadyTask& task, std::size_t ready_index, Decisions& out);
+  // With idle_only, only GPUs that run nothing; else time-sliced GPUs with a task slot left too.
+  bool place(const ClusterView& view, const ReadyTask& task, std::size_t ready_index, bool idle_only, Decisions& out);
   bool make_room(const ClusterView& view, const ReadyTask& task, Decisions& out);
 
   struct Candidate {

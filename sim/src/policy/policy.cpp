@@ -11,7 +11,7 @@ bool ClusterView::allowed(TenantId tenant, GpuId gpu, std::span<const std::int32
   const NodeId node = cluster_.node_of(gpu);
   if (state_.tenant_node_allowed[index(tenant) * cluster_.node_count() + index(node)] == 0) return false;
   const auto slices = static_cast<std::uint32_t>(cluster_.group(node).mig_slices);
-  if (slices == 1) return true;
+  if (slices == 1 && cluster_.group(node).time_sliced_tasks == 1) return true;
   const std::uint32_t first = index(cluster_.first_gpu(node)) + (index(gpu) - index(cluster_.first_gpu(node))) / slices * slices;
   const auto conflicts = [&](std::int32_t other) {
     return other >= 0 && static_cast<std::uint32_t>(other) != index(tenant) &&
@@ -21,6 +21,11 @@ bool ClusterView::allowed(TenantId tenant, GpuId gpu, std::span<const std::int32
     if (conflicts(state_.gpu_tenant[s]) || (!placed.empty() && conflicts(placed[s]))) return false;
   }
   return true;
+}
+
+bool ClusterView::any_time_sliced() const {
+  const auto& groups = cluster_.spec().groups;
+  return std::any_of(groups.begin(), groups.end(), [](const NodeGroup& g) { return g.time_sliced_tasks > 1; });
 }
 
 double ClusterView::compute_estimate_s(const ReadyTask& task, GpuId gpu) const {
