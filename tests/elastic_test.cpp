@@ -4,6 +4,8 @@
 // specs are refused with the field named; runs are deterministic and keep every invariant.
 #include <catch2/catch.hpp>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "fleetsim/error.hpp"
 #include "fleetsim/report.hpp"
@@ -251,4 +253,30 @@ TEST_CASE("an elastic task on time-sliced GPUs is not resized", "[elastic]") {
   const RunResult run = simulate(sc);
   CHECK(run.summary.resizes == 0);
   CHECK(task_of(sc, run, "train").status == TaskStatus::completed);
+}
+
+TEST_CASE("a resized task's gangs follow one another on the Perfetto tracks, with no extra lanes", "[elastic][report]") {
+  const Scenario sc = elastic_node(kGang3, kBothAtZero, kElastic);
+  const RunResult run = simulate(sc);
+  REQUIRE(run.summary.resizes == 1);
+  std::ostringstream text;
+  write_perfetto_json(text, sc, run);
+  const nlohmann::json doc = nlohmann::json::parse(text.str());
+  std::map<std::int64_t, std::vector<std::pair<double, double>>> slices;  // per thread
+  int threads = 0, before_resize = 0;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e.at("ph") == "M" && e.at("name") == "thread_name") ++threads;
+    if (e.at("ph") != "X" || e.at("pid") != 0) continue;  // GPU tracks only (node 0)
+    slices[e.at("tid").get<std::int64_t>()].emplace_back(e.at("ts").get<double>(), e.at("ts").get<double>() + e.at("dur").get<double>());
+    before_resize += e.at("name").get<std::string>().ends_with("until resized");
+  }
+  CHECK(threads == 4);        // one lane per GPU: the gangs never overlap
+  CHECK(before_resize == 1);  // the 1-GPU gang, 0 to 10 s
+  for (auto& [tid, s] : slices) {
+    std::sort(s.begin(), s.end());
+    for (std::size_t i = 1; i < s.size(); ++i) {
+      INFO("thread " << tid);
+      CHECK((s[i].first >= s[i - 1].second - 1e-6 || s[i].second <= s[i - 1].second + 1e-6));
+    }
+  }
 }

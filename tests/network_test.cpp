@@ -17,6 +17,19 @@ using namespace fleetsim;
 
 namespace {
 
+// Runs the network until every flow is delivered: (time, tag) of each delivery.
+std::vector<std::pair<double, std::uint64_t>> deliveries(Network& net) {
+  std::vector<std::pair<double, std::uint64_t>> seen;
+  std::vector<FlowDelivery> done;
+  while (net.flows_in_flight() > 0) {
+    const double t = net.next_time();
+    done.clear();
+    net.advance(t, done);
+    for (const auto& d : done) seen.emplace_back(t, d.tag);
+  }
+  return seen;
+}
+
 std::vector<double> max_min(const std::vector<double>& capacity, const std::vector<std::vector<std::uint32_t>>& flows) {
   std::vector<std::uint32_t> offsets{0}, links;
   for (const auto& f : flows) {
@@ -98,14 +111,7 @@ TEST_CASE("flows share a link until one finishes, then the other speeds up", "[n
   const std::uint32_t route[] = {0};
   net.start(route, 1e9, 1e-3, 1, 0.0);
   net.start(route, 2e9, 1e-3, 2, 0.0);
-  std::vector<FlowDelivery> done;
-  std::vector<std::pair<double, std::uint64_t>> seen;
-  while (net.flows_in_flight() > 0) {
-    const double t = net.next_time();
-    done.clear();
-    net.advance(t, done);
-    for (const auto& d : done) seen.emplace_back(t, d.tag);
-  }
+  const auto seen = deliveries(net);
   REQUIRE(seen.size() == 2);
   CHECK(seen[0].first == Approx(2.001));
   CHECK(seen[0].second == 1);
@@ -130,13 +136,7 @@ TEST_CASE("a rerouted flow sends what it has left over its new route, then pays 
   net.reroute(moved, detour, 5e-3, 1.0);
   net.set_link_down(0, true);
   CHECK(net.rate(moved) == Approx(0.5e9));
-  std::vector<std::pair<double, std::uint64_t>> seen;
-  while (net.flows_in_flight() > 0) {
-    const double t = net.next_time();
-    done.clear();
-    net.advance(t, done);
-    for (const auto& d : done) seen.emplace_back(t, d.tag);
-  }
+  const auto seen = deliveries(net);
   REQUIRE(seen.size() == 1);
   CHECK(seen[0].first == Approx(3.005).epsilon(1e-12));
   CHECK(net.link_bytes()[0] == Approx(1e9));  // what it sent before the move

@@ -54,3 +54,32 @@ TEST_CASE("the Perfetto trace is well-formed and matches the run", "[report]") {
   }
   CHECK(compute_us == Approx(expected_us));
 }
+
+TEST_CASE("tasks sharing a GPU get lanes of its track, so no slices overlap", "[report][time-slicing]") {
+  // Two tasks share a time-sliced GPU (and a third follows): two lanes, each a proper nesting of slices.
+  const Scenario sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 1, "time_slicing": {"tasks": 2}}]},
+      "workflows": {"w": {"tasks": [{"name": "a", "model": {"id": "m", "weights": "1 GB"}, "work": {"flop": "100 TFLOP"}},
+                                   {"name": "b", "model": {"id": "n", "weights": "1 GB"}, "work": {"flop": "200 TFLOP"}},
+                                   {"name": "c", "work": {"flop": "100 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
+  const RunResult run = simulate(sc);
+  std::ostringstream text;
+  write_perfetto_json(text, sc, run);
+  const nlohmann::json doc = nlohmann::json::parse(text.str());
+  std::map<std::int64_t, std::vector<std::pair<double, double>>> slices;  // per thread
+  int threads = 0;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e.at("ph") == "M" && e.at("name") == "thread_name") ++threads;
+    if (e.at("ph") == "X") slices[e.at("tid").get<std::int64_t>()].emplace_back(e.at("ts").get<double>(), e.at("ts").get<double>() + e.at("dur").get<double>());
+  }
+  CHECK(threads == 2);
+  CHECK(slices.size() == 2);
+  for (auto& [tid, s] : slices) {
+    std::sort(s.begin(), s.end());
+    // Each slice ends before the next starts, or holds it whole.
+    for (std::size_t i = 1; i < s.size(); ++i) {
+      INFO("thread " << tid);
+      CHECK((s[i].first >= s[i - 1].second - 1e-6 || s[i].second <= s[i - 1].second + 1e-6));
+    }
+  }
+}

@@ -8,6 +8,42 @@
 #include "fleetsim/report.hpp"
 
 namespace fleetsim {
+namespace {
+
+// Tasks holding a GPU at once (a batch, co-runners on a time-sliced GPU) each get a lane of the GPU's
+// track: a track's slices must nest, not overlap. Per entry of trace.gpus: its lane, 0 for most.
+std::vector<std::uint32_t> gpu_lanes(const Trace& trace, std::uint32_t gpus, double end_s) {
+  std::vector<std::uint32_t> lane(trace.gpus.size(), 0);
+  struct Hold {
+    double from, to;
+    std::uint32_t entry;
+  };
+  std::vector<std::vector<Hold>> holds(gpus);
+  for (const TaskRecord& t : trace.tasks) {
+    if (t.start_s == kNever) continue;
+    for (std::uint32_t i = 0; i < t.gpu_count; ++i) {
+      holds[index(trace.gpus[t.gpu_begin + i])].push_back({gang_start_s(t), t.end_s == kNever ? end_s : t.end_s, t.gpu_begin + i});
+    }
+  }
+  for (const LeftGang& left : trace.left_gangs) {  // elastic tasks' gangs before their resizes
+    for (std::uint32_t i = 0; i < left.gpu_count; ++i) holds[index(trace.gpus[left.gpu_begin + i])].push_back({left.start_s, left.end_s, left.gpu_begin + i});
+  }
+  std::vector<double> busy_until;  // per lane of this GPU
+  for (auto& h : holds) {
+    std::sort(h.begin(), h.end(), [](const Hold& a, const Hold& b) { return a.from < b.from || (a.from == b.from && a.entry < b.entry); });
+    busy_until.clear();
+    for (const Hold& x : h) {
+      std::uint32_t l = 0;
+      while (l < busy_until.size() && busy_until[l] > x.from) ++l;
+      if (l == busy_until.size()) busy_until.push_back(0);
+      busy_until[l] = x.to;
+      lane[x.entry] = l;
+    }
+  }
+  return lane;
+}
+
+}  // namespace
 
 void write_perfetto_json(std::ostream& out, const Scenario& sc, const RunResult& run) {
   using nlohmann::ordered_json;
@@ -26,6 +62,21 @@ void write_perfetto_json(std::ostream& out, const Scenario& sc, const RunResult&
                         {"args", {{"name", cluster.gpu_name(g) + " (" + cluster.gpu_type(g).id + ")"}}}});
     }
   }
+  // Lane k > 0 of GPU g is thread k * gpus + g, named when first used.
+  const std::vector<std::uint32_t> lane = gpu_lanes(run.trace, cluster.gpu_count(), run.summary.end_s);
+  std::uint32_t lanes = 1;
+  for (std::uint32_t l : lane) lanes = std::max(lanes, l + 1);
+  std::vector<std::uint8_t> named(std::size_t{lanes} * cluster.gpu_count(), 0);
+  auto tid = [&](std::uint32_t entry) {
+    const GpuId g = run.trace.gpus[entry];
+    const std::size_t t = std::size_t{lane[entry]} * cluster.gpu_count() + index(g);
+    if (lane[entry] > 0 && named[t] == 0) {
+      named[t] = 1;
+      events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", index(cluster.node_of(g))}, {"tid", t},
+                        {"args", {{"name", cluster.gpu_name(g) + " (shared, lane " + std::to_string(lane[entry]) + ")"}}}});
+    }
+    return t;
+  };
   events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", network_pid}, {"args", {{"name", "network"}}}});
   const int scheduler_pid = network_pid + 1;
   events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", scheduler_pid}, {"args", {{"name", "scheduler"}}}});
@@ -52,7 +103,7 @@ void write_perfetto_json(std::ostream& out, const Scenario& sc, const RunResult&
       for (const Phase& p : phases) {
         if (p.to <= p.from) continue;
         events.push_back({{"ph", "X"}, {"name", name + " " + p.label}, {"cat", p.label},
-                          {"pid", index(cluster.node_of(g))}, {"tid", index(g)},
+                          {"pid", index(cluster.node_of(g))}, {"tid", tid(t.gpu_begin + i)},
                           {"ts", us(p.from)}, {"dur", us(p.to - p.from)}, {"args", args}});
       }
     }
@@ -64,15 +115,20 @@ void write_perfetto_json(std::ostream& out, const Scenario& sc, const RunResult&
     for (std::uint32_t i = 0; i < left.gpu_count && left.end_s > left.start_s; ++i) {
       const GpuId g = run.trace.gpus[left.gpu_begin + i];
       events.push_back({{"ph", "X"}, {"name", wf.id + "/" + wf.tasks[t.task].name + " until resized"}, {"cat", "compute"},
-                        {"pid", index(cluster.node_of(g))}, {"tid", index(g)}, {"ts", us(left.start_s)}, {"dur", us(left.end_s - left.start_s)},
+                        {"pid", index(cluster.node_of(g))}, {"tid", tid(left.gpu_begin + i)}, {"ts", us(left.start_s)}, {"dur", us(left.end_s - left.start_s)},
                         {"args", {{"instance", index(t.instance)}, {"gang", left.gpu_count}}}});
     }
   }
   for (const WeightLoad& w : run.trace.weight_loads) {
     const double end = w.end_s == kNever ? run.summary.end_s : w.end_s;
     if (end <= w.start_s) continue;
+    // On its task's lane of the GPU, inside the task's first phase.
+    const TaskRecord& t = run.trace.tasks[index(w.task)];
+    std::uint32_t entry = t.gpu_begin;
+    while (entry + 1 < t.gpu_begin + t.gpu_count && run.trace.gpus[entry] != w.gpu) ++entry;
+    const bool same_run = t.start_s != kNever && t.gpu_count > 0 && run.trace.gpus[entry] == w.gpu;
     events.push_back({{"ph", "X"}, {"name", "weight load"}, {"cat", "weight load"}, {"pid", index(cluster.node_of(w.gpu))},
-                      {"tid", index(w.gpu)}, {"ts", us(w.start_s)}, {"dur", us(end - w.start_s)},
+                      {"tid", same_run ? tid(entry) : std::size_t{index(w.gpu)}}, {"ts", us(w.start_s)}, {"dur", us(end - w.start_s)},
                       {"args", {{"GB", w.bytes / 1e9}, {"from", w.peer ? cluster.gpu_name(*w.peer) : w.from_storage ? "storage" : "host"}}}});
   }
   // Ready tasks waiting for GPUs: +1 when a task becomes ready, -1 when it starts (or the run ends).

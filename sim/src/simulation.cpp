@@ -426,9 +426,10 @@ class Run {
       std::vector<double> mean(wf.tasks.size(), 0.0);
       for (std::size_t t = 0; t < wf.tasks.size(); ++t) {
         const TaskSpec& s = wf.tasks[t];
-        for (std::uint32_t g = 0; g < cluster_.gpu_count(); ++g) {
-          mean[t] += estimate_compute(cluster_.gpu_type(make_id<GpuId>(g)), s.flop / s.gpus, s.bytes / s.gpus, s.dtype,
-                                      s.launches).total_s();
+        // A node group's GPUs are all of one type: one estimate per group, weighted by its GPUs.
+        for (const NodeGroup& group : cluster_.spec().groups) {
+          mean[t] += static_cast<double>(group.count) * group.node.gpus *
+                     estimate_compute(group.gpu, s.flop / s.gpus, s.bytes / s.gpus, s.dtype, s.launches).total_s();
         }
         mean[t] /= cluster_.gpu_count();
       }

@@ -87,6 +87,7 @@ class Topology {
   std::vector<TopoLink> links_;
   std::vector<std::vector<std::uint32_t>> out_links_;  // per vertex, in creation order
   std::vector<std::uint8_t> link_down_;                 // per link
+  std::vector<std::uint64_t> link_weight_;              // per link: its latency as the route search's integer weight
   std::uint32_t links_down_ = 0;
   struct DistanceCache;
   std::unique_ptr<DistanceCache> cache_;

@@ -192,7 +192,8 @@ Topology::Topology(const Cluster& cluster, const FabricSpec& fabric) : cache_(st
   Graph& g = cache_->graph;
   g = Graph(vertex_count());
   for (std::uint32_t l = 0; l < links_.size(); ++l) {
-    boost::add_edge(links_[l].from, links_[l].to, Graph::edge_property_type(weight_of(links_[l].latency_s), l), g);
+    link_weight_.push_back(weight_of(links_[l].latency_s));
+    boost::add_edge(links_[l].from, links_[l].to, Graph::edge_property_type(link_weight_[l], l), g);
   }
   link_down_.assign(links_.size(), 0);
 }
@@ -299,7 +300,7 @@ bool Topology::try_route(std::uint32_t from, std::uint32_t to, std::uint64_t key
       const TopoLink& link = links_[l];
       if ((is_gpu_[link.to] != 0 && link.to != to) || link_down_[l] != 0) continue;
       if (dist[link.to] != std::numeric_limits<std::uint64_t>::max() &&
-          dist[link.to] + weight_of(link.latency_s) == dist[at] && n < 64) {
+          dist[link.to] + link_weight_[l] == dist[at] && n < 64) {
         candidates[n++] = l;
       }
     }
