@@ -1,5 +1,5 @@
 // Property test: random scenarios (clusters, fabrics, DAGs with gangs, models, tensors and
-// collectives, arrival processes, policies, horizons) over many seeds. Every run must pass the
+// collectives, elastic gangs, arrival processes, policies, horizons) over many seeds. Every run must pass the
 // invariants simulate() checks (nothing lost, no GPU double-booked, VRAM and links within
 // capacity, time forwards) and give the same result twice.
 #include <catch2/catch.hpp>
@@ -39,6 +39,10 @@ std::string random_workflow(Gen& g, int max_gang) {
     if (gpus > 1 && g.chance(60)) {
       t += R"(, "collective": {"op": ")" + g.pick(std::vector<std::string>{"all-reduce", "all-gather", "broadcast", "all-to-all"}) +
            R"(", "bytes": ")" + std::to_string(g.between(1, 20)) + R"( GB", "overlap": )" + (g.chance(50) ? "0.5" : "0") + "}";
+    }
+    if (gpus > 1 && g.chance(40)) {
+      t += R"(, "elastic": {"min_gpus": )" + std::to_string(g.between(1, gpus)) + R"(, "restart": ")" + std::to_string(g.between(0, 2)) +
+           R"( s", "min_interval": ")" + std::to_string(g.between(0, 5)) + R"( s"})";
     }
     tasks += (i ? ", " : "") + t + "}";
     for (int j = 0; j < i; ++j) {
@@ -120,7 +124,7 @@ bool co_ran(const RunResult& run) {
 }  // namespace
 
 TEST_CASE("random scenarios keep every invariant and are deterministic", "[property]") {
-  int simulated = 0, rejected = 0, batched = 0, preempted = 0, offloaded = 0, shared = 0, stopped = 0;
+  int simulated = 0, rejected = 0, batched = 0, preempted = 0, offloaded = 0, shared = 0, stopped = 0, resized = 0;
   for (std::uint64_t seed = 1; seed <= 200; ++seed) {
     const std::string json = random_scenario(seed);
     INFO("seed " << seed << "\n" << json);
@@ -143,14 +147,17 @@ TEST_CASE("random scenarios keep every invariant and are deterministic", "[prope
     offloaded += a.summary.offloaded_tasks > 0;
     stopped += a.summary.tasks_stopped > 0;
     shared += co_ran(a);
+    resized += a.summary.resizes > 0;
   }
   INFO(simulated << " simulated, " << rejected << " rejected; " << batched << " with batches, " << preempted
                  << " with preemptions, " << offloaded << " with offload, " << shared << " with tasks sharing a GPU, " << stopped
-                 << " with tasks stopped by failures");
+                 << " with tasks stopped by failures, "
+                 << resized << " with elastic resizes");
   CHECK(simulated >= 150);
   // The features under test were exercised, not just generated.
   CHECK(batched >= 10);
   CHECK(preempted >= 3);
   CHECK(shared >= 10);
   CHECK(stopped >= 10);
+  CHECK(resized >= 5);
 }

@@ -14,7 +14,12 @@ GpuLanes gpu_lanes(const Trace& trace, std::uint32_t gpus, double end_s) {
   for (const TaskRecord& t : trace.tasks) {
     if (t.start_s == kNever) continue;
     for (std::uint32_t i = 0; i < t.gpu_count; ++i) {
-      holds[index(trace.gpus[t.gpu_begin + i])].push_back({t.start_s, t.end_s == kNever ? end_s : t.end_s, t.gpu_begin + i});
+      holds[index(trace.gpus[t.gpu_begin + i])].push_back({gang_start_s(t), t.end_s == kNever ? end_s : t.end_s, t.gpu_begin + i});
+    }
+  }
+  for (const LeftGang& left : trace.left_gangs) {  // elastic tasks' gangs before their resizes
+    for (std::uint32_t i = 0; i < left.gpu_count; ++i) {
+      holds[index(trace.gpus[left.gpu_begin + i])].push_back({left.start_s, left.end_s, left.gpu_begin + i});
     }
   }
   std::vector<double> busy_until;  // per lane of one GPU

@@ -134,9 +134,23 @@ void gantt(std::ostream& out, const Scenario& sc, const RunResult& run) {
       const std::uint32_t g = index(trace.gpus[t.gpu_begin + i]);
       if (g >= rows) continue;
       const auto [lo, hi] = band(t.gpu_begin + i);
-      chart.rect(t.start_s, until, lo, hi, html::color(index(t.tenant)), tip);
+      chart.rect(gang_start_s(t), until, lo, hi, html::color(index(t.tenant)), tip);
       // The gang's collective, darker.
       if (t.comm_start_s != kNever) chart.rect(t.comm_start_s, until, lo, hi, "#000", "collective of " + tip, 0.3);
+      ++marks;
+    }
+  }
+  // Elastic tasks' gangs before each resize.
+  for (const LeftGang& left : trace.left_gangs) {
+    const TaskRecord& t = trace.tasks[index(left.task)];
+    const std::string tip = sc.workflows[t.workflow].tasks[t.task].name + " (" + sc.workflows[t.workflow].id + " #" +
+                            std::to_string(index(t.instance)) + ", " + sc.tenants[index(t.tenant)].name + ") on " +
+                            std::to_string(left.gpu_count) + " GPUs until resized: " + seconds(left.start_s) + " to " + seconds(left.end_s);
+    for (std::uint32_t i = 0; i < left.gpu_count && marks < kGanttMarks; ++i) {
+      const std::uint32_t g = index(trace.gpus[left.gpu_begin + i]);
+      if (g >= rows) continue;
+      const auto [lo, hi] = band(left.gpu_begin + i);
+      chart.rect(left.start_s, left.end_s, lo, hi, html::color(index(t.tenant)), tip);
       ++marks;
     }
   }
@@ -166,8 +180,9 @@ void utilization_and_queue(std::ostream& out, const RunResult& run) {
     if (t.ready_s == kNever) continue;
     const double start = t.start_s != kNever ? t.start_s : end;
     waiting.add(t.ready_s, start, 1);
-    if (t.start_s != kNever) busy.add(t.start_s, t.end_s != kNever ? t.end_s : end, t.gpu_count);
+    if (t.start_s != kNever) busy.add(gang_start_s(t), t.end_s != kNever ? t.end_s : end, t.gpu_count);
   }
+  for (const LeftGang& left : run.trace.left_gangs) busy.add(left.start_s, left.end_s, left.gpu_count);
   html::SvgChart util("utilization", "GPUs busy (share of the cluster, time-averaged per bin)", time_axis(end), percent_axis("GPUs busy"));
   const auto series = busy.series(100.0 / std::max<std::uint32_t>(run.cluster.gpu_count(), 1));
   util.polyline(series, html::color(0), "GPUs busy");

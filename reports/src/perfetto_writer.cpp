@@ -60,7 +60,7 @@ void write_perfetto_json(std::ostream& out, const Scenario& sc, const RunResult&
     };
     const double compute_start = t.compute_start_s == kNever ? end : t.compute_start_s;
     const double comm_start = t.comm_start_s == kNever ? end : t.comm_start_s;
-    const Phase phases[] = {{"inputs+weights", t.start_s, compute_start},
+    const Phase phases[] = {{t.resized_s != kNever ? "restart+weights" : "inputs+weights", gang_start_s(t), compute_start},
                             {"compute", compute_start, std::min(comm_start, end)},
                             {"collective", comm_start, end}};
     for (std::uint32_t i = 0; i < t.gpu_count; ++i) {
@@ -71,6 +71,17 @@ void write_perfetto_json(std::ostream& out, const Scenario& sc, const RunResult&
                           {"pid", index(cluster.node_of(g))}, {"tid", tid(t.gpu_begin + i)},
                           {"ts", us(p.from)}, {"dur", us(p.to - p.from)}, {"args", args}});
       }
+    }
+  }
+  // Elastic tasks' gangs before each resize: one slice per GPU.
+  for (const LeftGang& left : run.trace.left_gangs) {
+    const TaskRecord& t = run.trace.tasks[index(left.task)];
+    const Workflow& wf = sc.workflows[t.workflow];
+    for (std::uint32_t i = 0; i < left.gpu_count && left.end_s > left.start_s; ++i) {
+      const GpuId g = run.trace.gpus[left.gpu_begin + i];
+      events.push_back({{"ph", "X"}, {"name", wf.id + "/" + wf.tasks[t.task].name + " until resized"}, {"cat", "compute"},
+                        {"pid", index(cluster.node_of(g))}, {"tid", tid(left.gpu_begin + i)}, {"ts", us(left.start_s)}, {"dur", us(left.end_s - left.start_s)},
+                        {"args", {{"instance", index(t.instance)}, {"gang", left.gpu_count}}}});
     }
   }
   for (const WeightLoad& w : run.trace.weight_loads) {

@@ -62,6 +62,7 @@ std::string summary_json(const Summary& s) {
                  {"tasks_preempted", s.tasks_preempted}, {"link_failures", s.link_failures}, {"flows_rerouted", s.flows_rerouted},
                  {"lost_gpu_s", s.lost_gpu_s}, {"availability", s.availability}, {"goodput", s.goodput},
                  {"mean_recovery_s", s.mean_recovery_s}};
+  j["elastic"] = {{"resizes", s.resizes}, {"restart_gpu_s", s.restart_gpu_s}};
   j["autoscale"] = {{"node_s_on", s.node_s_on}, {"nodes_started", s.nodes_started}, {"nodes_stopped", s.nodes_stopped}};
   j["vram_peak_utilization"] = s.vram_peak_utilization;
   j["vram_utilization"] = s.vram_utilization;
@@ -143,6 +144,10 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
     out << "faults     " << s.gpu_failures << " GPU failures and " << s.spot_preemptions << " spot preemptions stopped " << s.tasks_stopped << " tasks (" << s.retries << " retried); "
         << format_quantity(s.lost_gpu_s, Dimension::time) << " GPU-time lost; availability " << fmt("%.2f %%", 100.0 * s.availability)
         << ", goodput " << fmt("%.2f %%", 100.0 * s.goodput) << ", mean recovery " << format_quantity(s.mean_recovery_s, Dimension::time) << "\n";
+  }
+  if (s.resizes > 0) {
+    out << "elastic    " << s.resizes << " resizes of elastic tasks (each a restart that kept the work done); "
+        << format_quantity(s.restart_gpu_s, Dimension::time) << " GPU-time restarting\n";
   }
   if (s.link_failures > 0) {
     out << "links      " << s.link_failures << " link failures; " << s.flows_rerouted << " flows rerouted around them"

@@ -61,7 +61,9 @@ void check_invariants(const Scenario& sc, const RunResult& run) {
     FLEETSIM_CHECK(started == (t.gpu_count > 0), at + " has GPUs without a start, or a start without GPUs");
     if (started) {
       const Workflow& wf = sc.workflows[t.workflow];
-      FLEETSIM_CHECK(t.gpu_count == static_cast<std::uint32_t>(wf.tasks[t.task].gpus), at + " ran on a gang of the wrong size");
+      const TaskSpec& spec = wf.tasks[t.task];
+      const auto smallest = static_cast<std::uint32_t>(spec.elastic ? spec.elastic->min_gpus : spec.gpus);
+      FLEETSIM_CHECK(t.gpu_count >= smallest && t.gpu_count <= static_cast<std::uint32_t>(spec.gpus), at + " ran on a gang of the wrong size");
       for (std::uint32_t e : wf.inputs(t.task)) {
         const TaskRecord& producer = trace.tasks[first_task[index(t.instance)] + wf.edges[e].from];
         FLEETSIM_CHECK(producer.status == TaskStatus::completed && producer.end_s <= t.start_s + eps,
@@ -77,8 +79,18 @@ void check_invariants(const Scenario& sc, const RunResult& run) {
                        at + " was batched but did not share its leader's GPU and times");
         continue;
       }
-      for (std::uint32_t i = 0; i < t.gpu_count; ++i) busy[index(trace.gpus[t.gpu_begin + i])].emplace_back(t.start_s, until);
+      FLEETSIM_CHECK(t.resized_s == kNever || (spec.elastic && t.resized_s >= t.start_s && t.resized_s <= until + eps),
+                     at + " was resized but is not elastic, or outside its run");
+      for (std::uint32_t i = 0; i < t.gpu_count; ++i) busy[index(trace.gpus[t.gpu_begin + i])].emplace_back(gang_start_s(t), until);
     }
+  }
+  // The gangs elastic tasks held before their resizes occupy their GPUs too.
+  for (const LeftGang& left : trace.left_gangs) {
+    const TaskSpec& spec = sc.workflows[trace.tasks[index(left.task)].workflow].tasks[trace.tasks[index(left.task)].task];
+    FLEETSIM_CHECK(spec.elastic && left.gpu_count >= static_cast<std::uint32_t>(spec.elastic->min_gpus) &&
+                       left.gpu_count <= static_cast<std::uint32_t>(spec.gpus) && left.start_s <= left.end_s + eps,
+                   where(sc, trace.tasks[index(left.task)]) + " held a gang it could not have been resized from");
+    for (std::uint32_t i = 0; i < left.gpu_count; ++i) busy[index(trace.gpus[left.gpu_begin + i])].emplace_back(left.start_s, left.end_s);
   }
   const Counts& s = run.summary.tasks;
   FLEETSIM_CHECK(counts.submitted == s.submitted && counts.completed == s.completed && counts.failed == s.failed &&

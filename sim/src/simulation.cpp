@@ -152,6 +152,8 @@ class Run {
     FLEETSIM_CHECK(info != nullptr, "policy checked at load");
     policy_ = info->make(sc_.policy.params);
     faults_ = faults_ || policy_->may_preempt();  // a preempted task is stopped as a failure stops it
+    elastic_ = has_elastic_tasks();
+    faults_ = faults_ || elastic_;  // a resize restarts a run, keeping its progress as a checkpoint does
     const std::uint32_t gpus = cluster_.gpu_count();
     gpu_busy_.assign(gpus, 0);
     gpu_tasks_.resize(gpus);
@@ -264,6 +266,7 @@ class Run {
     summary.flows_rerouted = flows_rerouted_;
     summary.tasks_stopped = tasks_stopped_;
     summary.tasks_preempted = tasks_preempted_;
+    summary.restart_gpu_s = restart_gpu_s_;
     summary.retries = retries_;
     summary.lost_gpu_s = lost_gpu_s_;
     summary.availability = end_s > 0 ? 1 - down_gpu_s_ / (cluster_.gpu_count() * end_s) : 1;
@@ -384,6 +387,10 @@ class Run {
       progress_.assign(total_tasks, 0.0);
       full_compute_s_.assign(total_tasks, 0.0);
       stopped_at_.assign(total_tasks, kNever);
+      resume_s_.assign(total_tasks, 0.0);
+      restart_pending_.assign(total_tasks, 0);
+      elastic_listed_.assign(total_tasks, 0);
+      wake_s_.assign(total_tasks, kNever);
     }
     stage_.assign(total_tasks, Stage::inputs);
     plan_of_.assign(total_tasks, kNoPlan);
@@ -539,7 +546,11 @@ class Run {
   void on_schedule() {
     schedule_pending_ = false;
     dirty_ = false;
-    if (ready_.empty()) return;
+    if (ready_.empty()) {
+      if (elastic_) rebalance_elastic();
+      return;
+    }
+    if (elastic_) size_elastic_ready();
     decisions_.clear();
     policy_->schedule(view(), ready_, decisions_);
 
@@ -595,6 +606,7 @@ class Run {
     freed_.clear();
     // A time-sliced GPU may take more tasks than one per round: another round, at once.
     if (shared_.any() && !decisions_.placements().empty() && !ready_.empty()) dirty_ = true;
+    if (elastic_) rebalance_elastic();
   }
 
   void record_decision(DecisionKind kind, TaskId id, const std::string& reason) {
@@ -608,8 +620,9 @@ class Run {
   void start_task(TaskId id, std::span<const GpuId> gpus) {
     TaskRecord& r = trace_.tasks[index(id)];
     const TaskSpec& s = spec(r);
-    if (gpus.size() != static_cast<std::size_t>(s.gpus)) {
-      reject(id, "on " + std::to_string(gpus.size()) + " GPUs; it needs " + std::to_string(s.gpus));
+    if (!gang_size_fits(s, gpus.size())) {
+      reject(id, "on " + std::to_string(gpus.size()) + " GPUs; it needs " + std::to_string(s.gpus) +
+                     (s.elastic ? " or, elastic, at least " + std::to_string(s.elastic->min_gpus) : ""));
     }
     const std::uint32_t model = model_of_[r.workflow][r.task];
     const double weights = s.weights_bytes / s.gpus;
@@ -650,10 +663,9 @@ class Run {
     r.gpu_count = static_cast<std::uint32_t>(gpus.size());
     trace_.gpus.insert(trace_.gpus.end(), gpus.begin(), gpus.end());
     offloaded_.resize(trace_.gpus.size());
+    if (s.elastic) list_elastic(id);
 
-    // Weights not resident are loaded from host memory (from the node's storage the first time, when
-    // the cluster has storage), or from a peer GPU of the node that holds them when its route is at
-    // least as fast.
+    // Weights not resident are loaded (load_weights).
     for (std::uint32_t member = 0; member < gpus.size(); ++member) {
       const GpuId g = gpus[member];
       // What does not fit of the working set goes to host memory: out and back over the host link.
@@ -665,36 +677,42 @@ class Run {
         start_flow(id, topology_.gpu_vertex(g), host, offload, flow_tag(FlowKind::offload, member * 2, id), mix_key(index(g), index(id)));
         start_flow(id, host, topology_.gpu_vertex(g), offload, flow_tag(FlowKind::offload, member * 2 + 1, id), mix_key(index(g), index(id)));
       }
-      if (!memory_.admit(g, model, weights, s.working_set_bytes - offload, queue_.now())) continue;
-      const NodeId node = cluster_.node_of(g);
-      std::uint32_t source = topology_.host_vertex(node);
-      const auto storage = topology_.storage_vertex(node);
-      if (storage && std::find(host_models_[index(node)].begin(), host_models_[index(node)].end(), model) == host_models_[index(node)].end()) {
-        source = *storage;
-      }
-      route_.clear();
-      topology_.route(source, topology_.gpu_vertex(g), 0, route_);
-      const double host_Bps = topology_.bottleneck_Bps(route_);
-      for (std::uint32_t p = index(cluster_.first_gpu(node)); p < index(cluster_.first_gpu(node)) + cluster_.gpus_in(node); ++p) {
-        if (p == index(g) || !memory_.loaded(make_id<GpuId>(p), model)) continue;
-        route_.clear();
-        topology_.route(topology_.gpu_vertex(make_id<GpuId>(p)), topology_.gpu_vertex(g), 0, route_);
-        if (topology_.bottleneck_Bps(route_) >= host_Bps) {
-          source = topology_.gpu_vertex(make_id<GpuId>(p));
-          break;
-        }
-      }
-      pending_loads_[flow_tag(FlowKind::weights, member, id)] = static_cast<std::uint32_t>(trace_.weight_loads.size());
-      trace_.weight_loads.push_back({.task = id, .gpu = g,
-                                     .peer = source < cluster_.gpu_count() ? std::optional(make_id<GpuId>(source)) : std::nullopt,
-                                     .from_storage = storage && source == *storage,
-                                     .bytes = weights, .start_s = queue_.now()});
-      start_flow(id, source, topology_.gpu_vertex(g), weights, flow_tag(FlowKind::weights, member, id),
-                 mix_key(index(g), model));
+      if (memory_.admit(g, model, weights, s.working_set_bytes - offload, queue_.now())) load_weights(id, member, g, model, weights);
     }
     start_inputs(id, gpus[0]);
     stage_[index(id)] = Stage::inputs;
     if (pending_flows_[index(id)] == 0 && !s.batching) start_compute(id);
+  }
+
+  // Weights not resident on `g` (member `member` of the task's gang) are loaded from host memory (from
+  // the node's storage the first time, when the cluster has storage), or from a peer GPU of the node
+  // that holds them when its route is at least as fast.
+  void load_weights(TaskId id, std::uint32_t member, GpuId g, std::uint32_t model, double weights) {
+    const NodeId node = cluster_.node_of(g);
+    std::uint32_t source = topology_.host_vertex(node);
+    const auto storage = topology_.storage_vertex(node);
+    if (storage && std::find(host_models_[index(node)].begin(), host_models_[index(node)].end(), model) == host_models_[index(node)].end()) {
+      source = *storage;
+    }
+    route_.clear();
+    topology_.route(source, topology_.gpu_vertex(g), 0, route_);
+    const double host_Bps = topology_.bottleneck_Bps(route_);
+    for (std::uint32_t p = index(cluster_.first_gpu(node)); p < index(cluster_.first_gpu(node)) + cluster_.gpus_in(node); ++p) {
+      if (p == index(g) || !memory_.loaded(make_id<GpuId>(p), model)) continue;
+      route_.clear();
+      topology_.route(topology_.gpu_vertex(make_id<GpuId>(p)), topology_.gpu_vertex(g), 0, route_);
+      if (topology_.bottleneck_Bps(route_) >= host_Bps) {
+        source = topology_.gpu_vertex(make_id<GpuId>(p));
+        break;
+      }
+    }
+    pending_loads_[flow_tag(FlowKind::weights, member, id)] = static_cast<std::uint32_t>(trace_.weight_loads.size());
+    trace_.weight_loads.push_back({.task = id, .gpu = g,
+                                   .peer = source < cluster_.gpu_count() ? std::optional(make_id<GpuId>(source)) : std::nullopt,
+                                   .from_storage = storage && source == *storage,
+                                   .bytes = weights, .start_s = queue_.now()});
+    start_flow(id, source, topology_.gpu_vertex(g), weights, flow_tag(FlowKind::weights, member, id),
+               mix_key(index(g), model));
   }
 
   // Batching: the ready tasks of the leader's batching key that the policy left this round join it on
@@ -845,7 +863,8 @@ class Run {
     // A run resuming from a checkpoint restores it, then does what is left.
     if (faults_) {
       full_compute_s_[index(id)] = compute_s;
-      if (progress_[index(id)] > 0) compute_s = sc_.faults.restore_s + (1 - progress_[index(id)]) * compute_s;
+      resume_s_[index(id)] = resume_cost_s(id);
+      compute_s = resume_s_[index(id)] + (1 - progress_[index(id)]) * compute_s;
     }
     // Policies predict with the declared work (a trace job's duration), not a random draw.
     const double known = known_scale_[index(id)] / static_cast<double>(r.gpu_count);
@@ -861,6 +880,7 @@ class Run {
     // collective starts when compute ends, or earlier by the overlapped fraction of the compute.
     const bool communicates = s.collective && r.gpu_count > 1;
     parts_left_[index(id)] = communicates ? 2 : 1;
+    if (s.elastic) dirty_ = true;  // it can be resized from now on: a round looks at it
     run_compute(id, compute_s);
   }
 
@@ -1293,13 +1313,13 @@ class Run {
     // Checkpoints: whole intervals of this run's compute are kept.
     double saved_s = 0;
     if (r.compute_start_s != kNever && f.checkpoint_interval_s > 0 && full_compute_s_[index(id)] > 0) {
-      const double resumed = progress_[index(id)] > 0 ? f.restore_s : 0;
+      const double resumed = resume_s_[index(id)];
       const double elapsed = shared_.computing(index(id)) ? shared_.done_s(index(id), now) : now - r.compute_start_s;
       const double computed = std::min(elapsed - resumed, (1 - progress_[index(id)]) * full_compute_s_[index(id)]);
       saved_s = computed > 0 ? std::floor(computed / f.checkpoint_interval_s) * f.checkpoint_interval_s : 0;
       progress_[index(id)] = std::min(progress_[index(id)] + saved_s / full_compute_s_[index(id)], 1.0);
     }
-    lost_gpu_s_ += std::max(0.0, now - r.start_s - saved_s) * r.gpu_count;
+    lost_gpu_s_ += std::max(0.0, now - gang_start_s(r) - saved_s) * r.gpu_count;
     release_gpus(r);
     for (GpuId g : unloaded) memory_.drop_unloaded(g, model_of_[r.workflow][r.task], now);
     ++run_[index(id)];
@@ -1307,7 +1327,8 @@ class Run {
     pending_flows_[index(id)] = 0;
     parts_left_[index(id)] = 0;
     r.status = TaskStatus::queued;
-    r.start_s = r.compute_start_s = r.comm_start_s = kNever;
+    r.start_s = r.compute_start_s = r.comm_start_s = r.resized_s = kNever;
+    restart_pending_[index(id)] = 0;
     r.gpu_count = 0;
     r.input_bytes = 0;
     r.offload_bytes = 0;
@@ -1326,6 +1347,269 @@ class Run {
 
   void on_retry(TaskId id) {
     if (trace_.tasks[index(id)].status == TaskStatus::queued) make_ready(id);
+  }
+
+  // ---- Elastic tasks ----
+  // An elastic task runs on any degree from its min_gpus to its gpus. At the end of each scheduling
+  // round: while tasks the policy left wait, running elastic tasks above their minimum give GPUs back
+  // for the oldest waiting one; when none waits, they grow onto free GPUs. A task is resized at most
+  // once per its min_interval (from its start or last resize) and only while it computes (not while
+  // loading weights, reading inputs or in its collective). A resize keeps the work done, moves the
+  // task to its new gang and pays the restart before computing what is left.
+
+  bool has_elastic_tasks() const {
+    for (const Workflow& wf : sc_.workflows) {
+      for (const TaskSpec& t : wf.tasks) {
+        if (t.elastic) return true;
+      }
+    }
+    return false;
+  }
+
+  static bool gang_size_fits(const TaskSpec& s, std::size_t gpus) {
+    const auto smallest = static_cast<std::size_t>(s.elastic ? s.elastic->min_gpus : s.gpus);
+    return gpus >= smallest && gpus <= static_cast<std::size_t>(s.gpus);
+  }
+
+  // The restore (failure checkpoints) or restart (elastic resize) this run pays before computing.
+  double resume_cost_s(TaskId id) {
+    if (restart_pending_[index(id)] != 0) {
+      restart_pending_[index(id)] = 0;
+      const double restart_s = spec(trace_.tasks[index(id)]).elastic->restart_s;
+      restart_gpu_s_ += restart_s * trace_.tasks[index(id)].gpu_count;
+      return restart_s;
+    }
+    return progress_[index(id)] > 0 ? sc_.faults.restore_s : 0.0;
+  }
+
+  void list_elastic(TaskId id) {
+    if (elastic_listed_[index(id)] != 0) return;
+    elastic_listed_[index(id)] = 1;
+    elastic_running_.push_back(id);
+  }
+
+  // GPUs free now that the task could start on: its tenant may use them and its share fits VRAM.
+  std::uint32_t free_gpus_for(const ReadyTask& t) const {
+    const ClusterView v = view();
+    std::uint32_t free = 0;
+    for (std::uint32_t g = 0; g < cluster_.gpu_count(); ++g) {
+      const GpuId gpu = make_id<GpuId>(g);
+      if (gpu_busy_[g] == 0 && v.allowed(t.tenant, gpu) && v.fits(gpu, t)) ++free;
+    }
+    return free;
+  }
+
+  // An elastic task asks the policy for as many GPUs as are free for it once the tasks ahead of it in
+  // the ready queue have their gangs, within its range.
+  void size_elastic_ready() {
+    std::uint32_t ahead = 0;
+    for (ReadyTask& t : ready_) {
+      if (t.spec->elastic) {
+        const std::uint32_t free = free_gpus_for(t);
+        t.gpus = std::clamp(free > ahead ? free - ahead : 0u, static_cast<std::uint32_t>(t.spec->elastic->min_gpus),
+                            static_cast<std::uint32_t>(t.spec->gpus));
+      }
+      ahead += t.gpus;
+    }
+  }
+
+  // Computing (its inputs and weights in, its collective not begun), not on time-sliced GPUs, and past
+  // its min_interval.
+  bool resizable(TaskId id) const {
+    const TaskRecord& r = trace_.tasks[index(id)];
+    return r.status == TaskStatus::running && r.compute_start_s != kNever && r.comm_start_s == kNever &&
+           pending_flows_[index(id)] == 0 && plan_of_[index(id)] == kNoPlan && !shared_.computing(index(id)) &&
+           queue_.now() - gang_start_s(r) >= spec(r).elastic->min_interval_s;
+  }
+
+  void rebalance_elastic() {
+    // Tasks that ended or were stopped leave the list; the rest in task order, for determinism.
+    std::erase_if(elastic_running_, [&](TaskId id) {
+      const bool gone = trace_.tasks[index(id)].status != TaskStatus::running;
+      if (gone) elastic_listed_[index(id)] = 0;
+      return gone;
+    });
+    if (elastic_running_.empty()) return;
+    std::sort(elastic_running_.begin(), elastic_running_.end());
+    if (ready_.empty()) {
+      for (TaskId id : elastic_running_) grow_elastic(id);
+    } else {
+      shrink_elastic_for(ready_.front());
+    }
+    for (TaskId id : elastic_running_) wake_when_resizable(id);
+  }
+
+  // A task that could grow (nothing waits) or give GPUs back (something waits) but for its
+  // min_interval gets a scheduling round when the interval has passed, as nothing else may cause one.
+  void wake_when_resizable(TaskId id) {
+    const TaskRecord& r = trace_.tasks[index(id)];
+    const ElasticSpec& e = *spec(r).elastic;
+    const bool could = ready_.empty() ? r.gpu_count < static_cast<std::uint32_t>(spec(r).gpus)
+                                      : r.gpu_count > static_cast<std::uint32_t>(e.min_gpus);
+    const double at = gang_start_s(r) + e.min_interval_s;
+    if (!could || r.compute_start_s == kNever || at <= queue_.now() || at == wake_s_[index(id)] || at > sc_.horizon_s) return;
+    wake_s_[index(id)] = at;
+    queue_.push(at, kSchedule, 0);
+  }
+
+  // Onto free GPUs the task's share fits without offload: on its own nodes first, then in GPU order.
+  void grow_elastic(TaskId id) {
+    const TaskRecord& r = trace_.tasks[index(id)];
+    const TaskSpec& s = spec(r);
+    if (r.gpu_count >= static_cast<std::uint32_t>(s.gpus) || !resizable(id)) return;
+    const std::uint32_t model = model_of_[r.workflow][r.task];
+    const double weights = s.weights_bytes / s.gpus;
+    const ClusterView v = view();
+    const auto usable = [&](std::uint32_t g) {
+      const GpuId gpu = make_id<GpuId>(g);
+      return gpu_tasks_[g].empty() && gpu_busy_[g] == 0 && !shared_.shared(gpu) && v.allowed(r.tenant, gpu) &&
+             memory_.fits(gpu, model, weights, s.working_set_bytes) &&
+             memory_.offload_bytes(gpu, model, weights, s.working_set_bytes) == 0;
+    };
+    const auto own_node = [&](std::uint32_t g) {
+      const NodeId node = cluster_.node_of(make_id<GpuId>(g));
+      for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
+        if (cluster_.node_of(trace_.gpus[r.gpu_begin + i]) == node) return true;
+      }
+      return false;
+    };
+    std::vector<GpuId>& gang = elastic_gang_;
+    gang.assign(trace_.gpus.begin() + r.gpu_begin, trace_.gpus.begin() + r.gpu_begin + r.gpu_count);
+    const std::size_t before = gang.size();
+    for (const bool near : {true, false}) {
+      for (std::uint32_t g = 0; g < cluster_.gpu_count() && gang.size() < static_cast<std::size_t>(s.gpus); ++g) {
+        if (own_node(g) == near && usable(g)) gang.push_back(make_id<GpuId>(g));
+      }
+    }
+    if (gang.size() == before) return;
+    resize_elastic(id, gang, "grew from " + std::to_string(before) + " to " + std::to_string(gang.size()) + " GPUs onto free ones");
+  }
+
+  // When the waiting task would have the GPUs it lacks without a resize: when the lacking-th of the
+  // busy GPUs it may use is predicted free (never, if too few are up).
+  double predicted_wait_s(const ReadyTask& waiting, std::uint32_t lacking) {
+    const ClusterView v = view();
+    std::vector<double>& free_at = elastic_free_at_;
+    free_at.clear();
+    for (std::uint32_t g = 0; g < cluster_.gpu_count(); ++g) {
+      if (!gpu_tasks_[g].empty() && v.allowed(waiting.tenant, make_id<GpuId>(g))) free_at.push_back(gpu_free_at_[g]);
+    }
+    if (free_at.size() < lacking) return std::numeric_limits<double>::infinity();
+    std::nth_element(free_at.begin(), free_at.begin() + (lacking - 1), free_at.end());
+    return std::max(0.0, free_at[lacking - 1] - queue_.now());
+  }
+
+  // Running elastic tasks give back GPUs the waiting task may use, as many as it lacks: the tasks
+  // with the most GPUs above their minimum first (ties: the later task), each its last gang members.
+  // A task gives GPUs back only when the waiting task would otherwise wait longer than its restart.
+  void shrink_elastic_for(const ReadyTask& waiting) {
+    const std::uint32_t free = free_gpus_for(waiting);
+    if (free >= waiting.gpus) return;  // it waits for something else (VRAM, quota, the policy's choice)
+    std::uint32_t lacking = waiting.gpus - free;
+    const double wait_s = predicted_wait_s(waiting, lacking);
+    const ClusterView v = view();
+    std::vector<TaskId>& order = elastic_order_;
+    order.clear();
+    for (TaskId id : elastic_running_) {
+      const TaskRecord& r = trace_.tasks[index(id)];
+      if (r.gpu_count > static_cast<std::uint32_t>(spec(r).elastic->min_gpus) && resizable(id) &&
+          wait_s > spec(r).elastic->restart_s) {
+        order.push_back(id);
+      }
+    }
+    const auto above_min = [&](TaskId id) {
+      const TaskRecord& r = trace_.tasks[index(id)];
+      return r.gpu_count - static_cast<std::uint32_t>(spec(r).elastic->min_gpus);
+    };
+    std::stable_sort(order.begin(), order.end(), [&](TaskId a, TaskId b) {
+      return above_min(a) != above_min(b) ? above_min(a) > above_min(b) : index(a) > index(b);
+    });
+    for (TaskId id : order) {
+      if (lacking == 0) break;
+      const TaskRecord& r = trace_.tasks[index(id)];
+      std::vector<GpuId>& gang = elastic_gang_;
+      gang.assign(trace_.gpus.begin() + r.gpu_begin, trace_.gpus.begin() + r.gpu_begin + r.gpu_count);
+      std::uint32_t give = std::min(lacking, above_min(id));
+      const std::size_t before = gang.size();
+      for (std::size_t i = gang.size(); i-- > 0 && give > 0;) {
+        if (!v.allowed(waiting.tenant, gang[i])) continue;
+        gang.erase(gang.begin() + static_cast<std::ptrdiff_t>(i));
+        --give;
+        --lacking;
+      }
+      if (gang.size() == before) continue;
+      resize_elastic(id, gang, "shrank from " + std::to_string(before) + " to " + std::to_string(gang.size()) +
+                                   " GPUs: gave GPUs back for waiting " + task_label(waiting.task));
+    }
+  }
+
+  // Moves a computing elastic task onto `gang` (GPUs it keeps, in their order, then new ones). The
+  // work done is kept; it computes what is left at the new degree after its restart (and after the
+  // weights reach new GPUs). Not a stop: no attempt is used and nothing counts as lost.
+  void resize_elastic(TaskId id, const std::vector<GpuId>& gang, const std::string& why) {
+    TaskRecord& r = trace_.tasks[index(id)];
+    const TaskSpec& s = spec(r);
+    const double now = queue_.now();
+    const double computed_s = now - r.compute_start_s - resume_s_[index(id)];
+    if (computed_s > 0 && full_compute_s_[index(id)] > 0) {
+      progress_[index(id)] = std::min(1.0, progress_[index(id)] + computed_s / full_compute_s_[index(id)]);
+    }
+    trace_.left_gangs.push_back({id, gang_start_s(r), now, r.gpu_begin, r.gpu_count});
+    attained_s_[index(r.instance)] += (now - gang_start_s(r)) * r.gpu_count;
+    ++run_[index(id)];             // a new run, whose end, as a preemption's, uses no retry attempt
+    ++preempted_runs_[index(id)];
+    ++stamp_[index(id)];           // the old run's compute and collective events are stale
+    const std::uint32_t old_begin = r.gpu_begin, old_count = r.gpu_count;
+    const auto old_member = [&](GpuId g) {
+      for (std::uint32_t i = 0; i < old_count; ++i) {
+        if (trace_.gpus[old_begin + i] == g) return i;
+      }
+      return old_count;
+    };
+    r.gpu_begin = static_cast<std::uint32_t>(trace_.gpus.size());
+    r.gpu_count = static_cast<std::uint32_t>(gang.size());
+    trace_.gpus.insert(trace_.gpus.end(), gang.begin(), gang.end());
+    offloaded_.resize(trace_.gpus.size(), 0.0);
+    for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
+      if (const std::uint32_t m = old_member(gang[i]); m < old_count) offloaded_[r.gpu_begin + i] = offloaded_[old_begin + m];
+    }
+    for (std::uint32_t i = 0; i < old_count; ++i) {
+      const GpuId g = trace_.gpus[old_begin + i];
+      if (std::find(gang.begin(), gang.end(), g) == gang.end()) give_back_gpu(r, g, offloaded_[old_begin + i]);
+    }
+    const std::uint32_t model = model_of_[r.workflow][r.task];
+    const double weights = s.weights_bytes / s.gpus;
+    for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
+      if (old_member(gang[i]) < old_count) continue;
+      claim_gpu(id, gang[i]);
+      if (memory_.admit(gang[i], model, weights, s.working_set_bytes, now)) load_weights(id, i, gang[i], model, weights);
+    }
+    tenant_gpus_[index(r.tenant)] += r.gpu_count;
+    tenant_gpus_[index(r.tenant)] -= old_count;
+    r.resized_s = now;
+    r.compute_start_s = r.comm_start_s = kNever;
+    parts_left_[index(id)] = 0;
+    restart_pending_[index(id)] = 1;
+    record_decision(DecisionKind::resized, id, why);
+    dirty_ = true;
+    stage_[index(id)] = Stage::inputs;
+    if (pending_flows_[index(id)] == 0) start_compute(id);
+  }
+
+  // A GPU an elastic task leaves at a resize, as release_gpus frees each GPU of a gang.
+  void give_back_gpu(const TaskRecord& r, GpuId g, double offloaded_bytes) {
+    std::erase(gpu_tasks_[index(g)], static_cast<std::uint32_t>(&r - trace_.tasks.data()));
+    occupied(index(g));
+    gpu_free_at_[index(g)] = queue_.now();
+    memory_.release(g, model_of_[r.workflow][r.task], spec(r).working_set_bytes - offloaded_bytes, queue_.now());
+    if (autoscale_) drain_if_idle(index(g));
+  }
+
+  // A free GPU an elastic task takes at a resize, as start_task takes each GPU of a gang.
+  void claim_gpu(TaskId id, GpuId g) {
+    FLEETSIM_CHECK(gpu_tasks_[index(g)].empty(), "an elastic task grows only onto idle GPUs");
+    gpu_tasks_[index(g)].push_back(index(id));
+    occupied(index(g));
   }
 
   // A GPU is busy for the policy while it runs all the tasks it can (one, unless time-sliced), it is
@@ -1531,7 +1815,7 @@ class Run {
 
   void release_gpus(const TaskRecord& r) {
     tenant_gpus_[index(r.tenant)] -= r.gpu_count;
-    attained_s_[index(r.instance)] += (queue_.now() - r.start_s) * r.gpu_count;
+    attained_s_[index(r.instance)] += (queue_.now() - gang_start_s(r)) * r.gpu_count;
     // A batch's follower gives back its VRAM; the GPU is the leader's to free.
     const auto self = static_cast<std::uint32_t>(&r - trace_.tasks.data());
     if (r.batched_with != 0 && r.batched_with != self + 1) {
@@ -1688,7 +1972,7 @@ class Run {
   std::uint64_t nodes_started_ = 0, nodes_stopped_ = 0;
   std::deque<std::pair<double, int>> wanted_;  // the autoscaler's recent decisions
   std::uint64_t gpu_failures_ = 0, preemptions_ = 0, tasks_stopped_ = 0, tasks_preempted_ = 0, retries_ = 0, recoveries_ = 0;
-  std::vector<std::uint32_t> preempted_runs_;  // per task: runs a preemption stopped (not counted as attempts)
+  std::vector<std::uint32_t> preempted_runs_;  // per task: runs a preemption or an elastic resize ended (not counted as attempts)
   std::vector<std::int32_t> gpu_rank_;         // preemption rank of the task on each GPU (ClusterView::kNoRank: none)
   std::vector<double> gpu_started_;            // when that task started
   std::vector<std::int32_t> gpu_tenant_;       // tenant of the task on each GPU (-1: none)
@@ -1744,6 +2028,17 @@ class Run {
       free_nodes_[n / 64] &= ~(std::uint64_t{1} << (n % 64));
     }
   }
+  // Elastic tasks.
+  bool elastic_ = false;                        // the scenario has elastic tasks
+  std::vector<TaskId> elastic_running_;         // placed elastic tasks (some may have ended since)
+  std::vector<std::uint8_t> elastic_listed_;    // per task: in elastic_running_
+  std::vector<double> resume_s_;                // per task: restore or restart its run paid before computing
+  std::vector<std::uint8_t> restart_pending_;   // per task: resized, its restart not yet begun
+  double restart_gpu_s_ = 0;                    // GPU-time elastic tasks' gangs spent restarting
+  std::vector<double> wake_s_;                  // per task: the round asked for when its min_interval passes
+  std::vector<GpuId> elastic_gang_;             // scratch: a resized task's new gang
+  std::vector<TaskId> elastic_order_;           // scratch: tasks that may give GPUs back, in order
+  std::vector<double> elastic_free_at_;         // scratch: when busy GPUs are predicted free
   std::vector<ReadyTask> ready_;
   std::vector<std::uint8_t> decided_;
   Decisions decisions_;

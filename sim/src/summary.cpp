@@ -80,9 +80,14 @@ void share_gpu_time(const Cluster& cluster, const Trace& trace, double end_s, st
     for (std::size_t k = 0; k < trace.tasks.size(); ++k) {
       const TaskRecord& t = trace.tasks[k];
       if (t.start_s == kNever) continue;
-      const double held = ((t.end_s != kNever ? t.end_s : end_s) - t.start_s) / (t.batched_with != 0 ? batch_size[t.batched_with - 1] : 1);
+      const double held = ((t.end_s != kNever ? t.end_s : end_s) - gang_start_s(t)) / (t.batched_with != 0 ? batch_size[t.batched_with - 1] : 1);
       task_gpu_s[k] = held * t.gpu_count;
       for (std::uint32_t i = 0; i < t.gpu_count; ++i) busy_per_gpu[index(trace.gpus[t.gpu_begin + i])] += held;
+    }
+    // Elastic tasks held other gangs before their resizes.
+    for (const LeftGang& left : trace.left_gangs) {
+      task_gpu_s[index(left.task)] += (left.end_s - left.start_s) * left.gpu_count;
+      for (std::uint32_t i = 0; i < left.gpu_count; ++i) busy_per_gpu[index(trace.gpus[left.gpu_begin + i])] += left.end_s - left.start_s;
     }
     return;
   }
@@ -99,8 +104,15 @@ void share_gpu_time(const Cluster& cluster, const Trace& trace, double end_s, st
     if (t.start_s == kNever) continue;
     for (std::uint32_t i = 0; i < t.gpu_count; ++i) {
       auto& c = changes[index(trace.gpus[t.gpu_begin + i])];
-      c.push_back({t.start_s, +1, static_cast<std::uint32_t>(k)});
+      c.push_back({gang_start_s(t), +1, static_cast<std::uint32_t>(k)});
       c.push_back({t.end_s != kNever ? t.end_s : end_s, -1, static_cast<std::uint32_t>(k)});
+    }
+  }
+  for (const LeftGang& left : trace.left_gangs) {
+    for (std::uint32_t i = 0; i < left.gpu_count; ++i) {
+      auto& c = changes[index(trace.gpus[left.gpu_begin + i])];
+      c.push_back({left.start_s, +1, index(left.task)});
+      c.push_back({left.end_s, -1, index(left.task)});
     }
   }
   std::vector<std::uint32_t> holding;
@@ -167,6 +179,7 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
       s.offload_bytes += t.offload_bytes;
     }
   }
+  s.resizes = trace.left_gangs.size();
   for (std::size_t l = 0; l < link_bytes.size(); ++l) {
     switch (topology.links()[l].cls) {
       case LinkClass::gpu_link: s.gpu_link_bytes += link_bytes[l]; break;

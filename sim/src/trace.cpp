@@ -18,6 +18,7 @@ std::string_view decision_kind_name(DecisionKind kind) {
     case DecisionKind::preempted: return "preempted";
     case DecisionKind::failed: return "failed";
     case DecisionKind::stopped: return "stopped";
+    case DecisionKind::resized: return "resized";
   }
   return "?";
 }

@@ -125,6 +125,27 @@ void read_batching(ObjectReader& task_reader, TaskSpec& task) {
   if (spec.max_size > 1) task.batching = spec;  // 1: no batching
 }
 
+// "elastic": {"min_gpus": k, "restart": "30 s", "min_interval": "5 min"}; `gpus` is the largest degree.
+void read_elastic(ObjectReader& task_reader, TaskSpec& task) {
+  const Json* value = task_reader.field("elastic");
+  if (value == nullptr) return;
+  ObjectReader e(*value, task_reader.pointer("elastic"), task_reader.problems());
+  if (!e.ok()) return;
+  ElasticSpec spec;
+  const auto min_gpus = e.integer("min_gpus", Need::required, 1, 65536);
+  spec.restart_s = e.quantity("restart", Dimension::time, Need::required).value_or(0);
+  // By default at most a tenth of a job's time goes to restarts caused by resizing.
+  spec.min_interval_s = e.quantity_or("min_interval", Dimension::time, 10 * spec.restart_s);
+  e.finish();
+  if (min_gpus && *min_gpus > task.gpus) {
+    e.problem("min_gpus", "expected at most the task's \"gpus\" (" + std::to_string(task.gpus) +
+                              ", its largest data-parallel degree), found " + std::to_string(*min_gpus));
+  }
+  if (task.batching) task_reader.problem("elastic", "a batched task cannot be elastic (batches run on one GPU)");
+  spec.min_gpus = static_cast<int>(min_gpus.value_or(1));
+  task.elastic = spec;
+}
+
 }  // namespace
 
 Workflow read_workflow(const Json& value, const std::string& pointer, Problems& problems,
@@ -152,6 +173,7 @@ Workflow read_workflow(const Json& value, const std::string& pointer, Problems& 
         read_collective(r, t);
         read_work(r, t, catalog);
         read_batching(r, t);
+        read_elastic(r, t);
         r.finish();
         if (!index_of.emplace(t.name, static_cast<std::uint32_t>(wf.tasks.size())).second) {
           r.problem("name", "duplicate task name \"" + t.name + "\"");

@@ -33,7 +33,7 @@ struct ReadyTask {
   InstanceId instance;
   TenantId tenant;
   const TaskSpec* spec;
-  std::uint32_t gpus;         // gang size
+  std::uint32_t gpus;         // gang size (an elastic task's: the GPUs free for it now, within its range)
   std::uint32_t model;        // interned model id, kNoModel when the task loads no weights
   double weights_per_gpu_bytes;
   double working_set_bytes;   // per GPU

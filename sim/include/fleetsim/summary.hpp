@@ -88,6 +88,8 @@ struct Summary {
   // Link faults: cables that failed (both directions count once), and sending flows moved to a new
   // route when a link of theirs failed.
   std::uint64_t link_failures = 0, flows_rerouted = 0;
+  std::uint64_t resizes = 0;          // elastic tasks moved onto a larger or smaller gang
+  double restart_gpu_s = 0;           // GPU-time their new gangs spent restarting (busy, not computing)
   double lost_gpu_s = 0, availability = 1, goodput = 1, mean_recovery_s = 0;
   // Autoscaling: node-seconds on (billed; cost_usd then counts only these), nodes started and stopped.
   double node_s_on = 0;

@@ -34,6 +34,17 @@ struct TaskRecord {
   std::uint32_t batched_with = 0;   // 1 + the task index of its batch's leader (itself, if it led one); 0: ran alone
   double work_scale = 1;            // this instance's FLOP and bytes over the task's written amounts (drawn sizes, trace jobs)
   std::uint32_t reason = 0;         // into Trace::reasons; 0 is "no reason"
+  double resized_s = kNever;        // an elastic task's last resize: its gang (gpu_begin, gpu_count) holds its GPUs from then
+};
+
+// When the task's current gang took its GPUs: its start, or its last resize.
+inline double gang_start_s(const TaskRecord& t) { return t.resized_s != kNever ? t.resized_s : t.start_s; }
+
+// A gang an elastic task left when it was resized: the GPUs it held from start_s to end_s.
+struct LeftGang {
+  TaskId task{};
+  double start_s = 0, end_s = 0;
+  std::uint32_t gpu_begin = 0, gpu_count = 0;  // into Trace::gpus
 };
 
 // A model's weights copied onto one GPU of a task because they were not resident there: from host
@@ -49,8 +60,9 @@ struct WeightLoad {
 };
 
 // One scheduling decision, for the audit log (recorded with the timelines): a task placed on GPUs,
-// preempted by the policy, failed by the policy, or stopped by a failure.
-enum class DecisionKind : std::uint8_t { placed, preempted, failed, stopped };
+// preempted by the policy, failed by the policy, stopped by a failure, or (elastic tasks) resized onto
+// a new gang.
+enum class DecisionKind : std::uint8_t { placed, preempted, failed, stopped, resized };
 std::string_view decision_kind_name(DecisionKind kind);
 
 struct Decision {
@@ -75,6 +87,7 @@ struct Trace {
   std::vector<GpuId> gpus;
   std::vector<WeightLoad> weight_loads;  // in the order they began
   std::vector<Decision> decisions;       // in time order; empty unless recorded
+  std::vector<LeftGang> left_gangs;      // in time order: elastic tasks' gangs before each resize
   std::vector<std::string> reasons{""};
 
   std::uint32_t add_reason(std::string reason);

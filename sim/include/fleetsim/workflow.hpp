@@ -32,6 +32,16 @@ struct BatchingSpec {
   double shared_bytes = 0;  // fraction of the task's bytes a batch reads once, 0 to 1
 };
 
+// Elastic data-parallel training (Pollux/Sia-style): the task runs on any degree from `min_gpus` to
+// its `gpus`, grows onto GPUs that free up and shrinks to give GPUs to waiting tasks. Each resize
+// keeps the work done (a checkpoint at the resize) and costs `restart_s` before computing goes on;
+// a task is resized at most once per `min_interval_s` (counted from its start or last resize).
+struct ElasticSpec {
+  int min_gpus = 1;
+  double restart_s = 0;
+  double min_interval_s = 0;
+};
+
 struct TaskSpec {
   std::string name;
   int gpus = 1;                  // gang size
@@ -48,6 +58,7 @@ struct TaskSpec {
   enum class Size : std::uint8_t { fixed, exponential } size = Size::fixed;
   std::optional<CollectiveSpec> collective;
   std::optional<BatchingSpec> batching;
+  std::optional<ElasticSpec> elastic;
 
   // VRAM one GPU of the gang needs while the task runs; the least it can start with when up to
   // `offloadable` of its working set may stay in host memory.
