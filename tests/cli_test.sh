@@ -142,6 +142,15 @@ check "a malformed profile is refused with its field named" grep -q "bad-profile
 check "a malformed profile prints nothing on stdout" test ! -s "$tmp/badprof.out"
 "$fleetsim" calibrate --backend tpu 2>"$tmp/tpu.err"
 check "calibrate --backend tpu exits 2" test $? -eq 2
+"$fleetsim" calibrate --gpu-type h100-sxm 2>"$tmp/cpugpu.err"
+check "calibrate --gpu-type on the CPU backend exits 2" test $? -eq 2
+if [ "$cuda_rc" -ne 0 ]; then  # no GPU here: scripts/gpu-build.sh runs the CUDA calibration where there is one
+  "$fleetsim" calibrate --backend cuda --repeats 1 >"$tmp/calcuda.txt" 2>"$tmp/calcuda.err"
+  calcuda_rc=$?
+  check "calibrate --backend cuda exits 1 and says why it cannot run here" \
+    bash -c "test $calcuda_rc -eq 1 && grep -q 'calibration on the CUDA backend cannot run here' '$tmp/calcuda.err'"
+  check "calibrate --backend cuda prints nothing on stdout where it cannot run" test ! -s "$tmp/calcuda.txt"
+fi
 
 # Outside measurements: an nccl-tests log becomes a profile that collective and simulate accept.
 "$fleetsim" import nccl-tests "$src/tests/data/nccl-tests/all_reduce_8ranks.log" --node-type hgx-h100-8 --out "$tmp/nccl.json" >"$tmp/nccl.txt"
