@@ -442,6 +442,11 @@ int run_execute(const RunArgs& args) {
     throw fleetsim::InputError({fleetsim::Problem{"--backend", "", "expected cpu or cuda, found \"" + args.backend + "\""}});
   }
   if (!(args.work_scale > 0)) throw fleetsim::InputError({fleetsim::Problem{"--work-scale", "", "expected a positive number"}});
+  if (args.backend == "cuda" && launcher_ranks() > 1) {
+    // Before anything runs: N processes each replaying the whole plan on their node would measure nothing meaningful.
+    throw fleetsim::DeviceError("multi-node runs of the CUDA backend (one MPI rank per node, NCCL across ranks) are not written yet; this is one of " +
+                                std::to_string(launcher_ranks()) + " processes mpirun started. Run on one node without mpirun (docs/run.md)");
+  }
   const fleetsim::Scenario scenario = fleetsim::scale_work(read_scenario(args.scenario, args.sets, args.profile), args.work_scale);
   const fleetsim::RunResult plan = fleetsim::simulate(scenario, {.seed = args.seed});
   if (args.dry_run) {
