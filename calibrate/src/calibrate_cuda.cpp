@@ -229,8 +229,6 @@ class CudaCalibration {
   }
 
  private:
-  Gpu& first() { return *gpus_.front(); }
-
   // Names, compute capabilities and versions; the catalog entries the profile calibrates.
   void describe_devices(int count, Profile& p) {
     std::string devices;
@@ -299,35 +297,35 @@ class CudaCalibration {
   // GEMMs on local GPU 0 in each dtype: whole 4096^3 tiles, as the backend runs task FLOP ("gemm",
   // fitted), and squares of growing side for the efficiency-versus-size curve ("gemm-square").
   void add_gemm_points() {
-    Gpu& g = first();
+    Gpu* g = gpus_.front().get();  // captured by value: the points run after this returns
     const std::size_t elements = static_cast<std::size_t>(kLargestSquare) * kLargestSquare;
-    void* a = g.allocate(elements * sizeof(double), "GEMM operands");
-    void* b = g.allocate(elements * sizeof(double), "GEMM operands");
-    void* c = g.allocate(elements * sizeof(double), "GEMM operands");
-    (void)g.blas();  // the handle and its workspace now, not inside a timed sample
+    void* a = g->allocate(elements * sizeof(double), "GEMM operands");
+    void* b = g->allocate(elements * sizeof(double), "GEMM operands");
+    void* c = g->allocate(elements * sizeof(double), "GEMM operands");
+    (void)g->blas();  // the handle and its workspace now, not inside a timed sample
     for (const ElementDtype t : kGemmTypes) {
       // Filled before each dtype's points run, in that dtype.
-      auto prepare = [&g, a, b, t, elements] {
-        g.select();
-        FLEETSIM_CUDA(g.name(), kernel(gpu::fill(a, t.element, 0.5, elements, g.stream())));
-        FLEETSIM_CUDA(g.name(), kernel(gpu::fill(b, t.element, 0.25, elements, g.stream())));
+      auto prepare = [g, a, b, t, elements] {
+        g->select();
+        FLEETSIM_CUDA(g->name(), kernel(gpu::fill(a, t.element, 0.5, elements, g->stream())));
+        FLEETSIM_CUDA(g->name(), kernel(gpu::fill(b, t.element, 0.25, elements, g->stream())));
       };
       for (int tiles : {1, 2, 4, 8}) {
         const double flop = tiles * gpu::gemm_flop(kGemmTile, kGemmTile, kGemmTile);
-        points_.push_back({measurement("gemm", t.dtype, flop), [this, &g, a, b, c, t, tiles, prepare] {
+        points_.push_back({measurement("gemm", t.dtype, flop), [this, g, a, b, c, t, tiles, prepare] {
                              prepare();
                              const std::string what = std::to_string(tiles) + " GEMM tiles";
-                             return tiles * g.time_ops(options_.repeats, tiles, [&] {
-                               FLEETSIM_CUDA(g.name() + ": " + what, blas(gpu::gemm(g.blas(), t.element, kGemmTile, kGemmTile, kGemmTile, a, b, c)));
+                             return tiles * g->time_ops(options_.repeats, tiles, [&] {
+                               FLEETSIM_CUDA(g->name() + ": " + what, blas(gpu::gemm(g->blas(), t.element, kGemmTile, kGemmTile, kGemmTile, a, b, c)));
                              }, what);
                            }});
       }
       for (int side : {256, 512, 1024, 2048, 4096, 8192}) {
-        points_.push_back({measurement("gemm-square", t.dtype, side), [this, &g, a, b, c, t, side, prepare] {
+        points_.push_back({measurement("gemm-square", t.dtype, side), [this, g, a, b, c, t, side, prepare] {
                              prepare();
                              const std::string what = "a " + std::to_string(side) + "^3 GEMM";
-                             return g.time_ops(options_.repeats, 1, [&] {
-                               FLEETSIM_CUDA(g.name() + ": " + what, blas(gpu::gemm(g.blas(), t.element, side, side, side, a, b, c)));
+                             return g->time_ops(options_.repeats, 1, [&] {
+                               FLEETSIM_CUDA(g->name() + ": " + what, blas(gpu::gemm(g->blas(), t.element, side, side, side, a, b, c)));
                              }, what);
                            }});
       }
@@ -336,16 +334,16 @@ class CudaCalibration {
 
   // The triad over arrays past the L2 cache: 12 bytes of traffic per element.
   void add_triad_points() {
-    Gpu& g = first();
-    auto* a = static_cast<float*>(g.allocate(kLargestTriad * sizeof(float), "triad arrays"));
-    auto* b = static_cast<float*>(g.allocate(kLargestTriad * sizeof(float), "triad arrays"));
-    auto* c = static_cast<float*>(g.allocate(kLargestTriad * sizeof(float), "triad arrays"));
-    FLEETSIM_CUDA(g.name(), kernel(gpu::fill(b, gpu::Element::f32, 1.0, kLargestTriad, g.stream())));
-    FLEETSIM_CUDA(g.name(), kernel(gpu::fill(c, gpu::Element::f32, 2.0, kLargestTriad, g.stream())));
+    Gpu* g = gpus_.front().get();  // captured by value: the points run after this returns
+    auto* a = static_cast<float*>(g->allocate(kLargestTriad * sizeof(float), "triad arrays"));
+    auto* b = static_cast<float*>(g->allocate(kLargestTriad * sizeof(float), "triad arrays"));
+    auto* c = static_cast<float*>(g->allocate(kLargestTriad * sizeof(float), "triad arrays"));
+    FLEETSIM_CUDA(g->name(), kernel(gpu::fill(b, gpu::Element::f32, 1.0, kLargestTriad, g->stream())));
+    FLEETSIM_CUDA(g->name(), kernel(gpu::fill(c, gpu::Element::f32, 2.0, kLargestTriad, g->stream())));
     for (std::size_t n : sizes_between(kLargestTriad / 8, kLargestTriad, 2)) {
-      points_.push_back({measurement("stream", Dtype::fp32, static_cast<double>(12 * n)), [this, &g, a, b, c, n] {
-                           return g.time_ops(options_.repeats, 1, [&] {
-                             FLEETSIM_CUDA(g.name() + ": the triad", kernel(gpu::triad(a, b, c, 3.0f, n, g.stream())));
+      points_.push_back({measurement("stream", Dtype::fp32, static_cast<double>(12 * n)), [this, g, a, b, c, n] {
+                           return g->time_ops(options_.repeats, 1, [&] {
+                             FLEETSIM_CUDA(g->name() + ": the triad", kernel(gpu::triad(a, b, c, 3.0f, n, g->stream())));
                            }, "the triad");
                          }});
     }
@@ -353,30 +351,30 @@ class CudaCalibration {
 
   // Back-to-back launches of a one-element fill kernel: what each launch costs the GPU's queue.
   void add_launch_points() {
-    Gpu& g = first();
-    void* x = g.allocate(sizeof(float), "the launch probe");
-    points_.push_back({measurement("launch", Dtype::fp32, 0), [this, &g, x] {
-                         return g.time_ops(options_.repeats, kLaunchesPerSample, [&] {
-                           FLEETSIM_CUDA(g.name() + ": an empty launch", kernel(gpu::fill(x, gpu::Element::f32, 0.0, 1, g.stream())));
+    Gpu* g = gpus_.front().get();  // captured by value: the points run after this returns
+    void* x = g->allocate(sizeof(float), "the launch probe");
+    points_.push_back({measurement("launch", Dtype::fp32, 0), [this, g, x] {
+                         return g->time_ops(options_.repeats, kLaunchesPerSample, [&] {
+                           FLEETSIM_CUDA(g->name() + ": an empty launch", kernel(gpu::fill(x, gpu::Element::f32, 0.0, 1, g->stream())));
                          }, "launches");
                        }});
   }
 
   // Pinned host memory to and from local GPU 0, one copy per sample, so the fixed cost stays visible.
   void add_host_copy_points() {
-    Gpu& g = first();
-    pinned_ = std::make_unique<PinnedBuffer>(kLargestCopy, g.name());
-    void* device = g.allocate(kLargestCopy, "host copies");
+    Gpu* g = gpus_.front().get();  // captured by value: the points run after this returns
+    pinned_ = std::make_unique<PinnedBuffer>(kLargestCopy, g->name());
+    void* device = g->allocate(kLargestCopy, "host copies");
     void* host = pinned_->data();
     for (std::size_t bytes : sizes_between(std::size_t{4} << 10, kLargestCopy, 4)) {
-      points_.push_back({measurement("memcpy-h2d", Dtype::fp32, static_cast<double>(bytes), "host->0"), [this, &g, device, host, bytes] {
-                           return g.time_ops(options_.repeats, 1, [&] {
-                             FLEETSIM_CUDA(g.name() + ": a host-to-device copy", cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, g.stream()));
+      points_.push_back({measurement("memcpy-h2d", Dtype::fp32, static_cast<double>(bytes), "host->0"), [this, g, device, host, bytes] {
+                           return g->time_ops(options_.repeats, 1, [&] {
+                             FLEETSIM_CUDA(g->name() + ": a host-to-device copy", cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, g->stream()));
                            }, "host-to-device copies");
                          }});
-      points_.push_back({measurement("memcpy-d2h", Dtype::fp32, static_cast<double>(bytes), "0->host"), [this, &g, device, host, bytes] {
-                           return g.time_ops(options_.repeats, 1, [&] {
-                             FLEETSIM_CUDA(g.name() + ": a device-to-host copy", cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, g.stream()));
+      points_.push_back({measurement("memcpy-d2h", Dtype::fp32, static_cast<double>(bytes), "0->host"), [this, g, device, host, bytes] {
+                           return g->time_ops(options_.repeats, 1, [&] {
+                             FLEETSIM_CUDA(g->name() + ": a device-to-host copy", cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, g->stream()));
                            }, "device-to-host copies");
                          }});
     }
@@ -392,12 +390,12 @@ class CudaCalibration {
     for (std::size_t from = 0; from < gpus_.size(); ++from) {
       for (std::size_t to = 0; to < gpus_.size(); ++to) {
         if (from == to) continue;
-        Gpu& src = *gpus_[from];
-        const Gpu& dst = *gpus_[to];
+        Gpu* src = gpus_[from].get();  // captured by value: the points run after this returns
+        const Gpu* dst = gpus_[to].get();
         const std::string pair = std::to_string(from) + "->" + std::to_string(to);
         int can = 0, can_back = 0;
-        FLEETSIM_CUDA(src.name(), cudaDeviceCanAccessPeer(&can, src.ordinal(), dst.ordinal()));
-        FLEETSIM_CUDA(dst.name(), cudaDeviceCanAccessPeer(&can_back, dst.ordinal(), src.ordinal()));
+        FLEETSIM_CUDA(src->name(), cudaDeviceCanAccessPeer(&can, src->ordinal(), dst->ordinal()));
+        FLEETSIM_CUDA(dst->name(), cudaDeviceCanAccessPeer(&can_back, dst->ordinal(), src->ordinal()));
         for (bool access : {false, true}) {
           if (access && (can == 0 || can_back == 0)) {
             without_peer_access_ += (without_peer_access_.empty() ? "" : ", ") + pair;
@@ -409,13 +407,13 @@ class CudaCalibration {
             void* to_buffer = buffers[to];
             const void* from_buffer = buffers[from];
             points_.push_back({measurement(access ? "peer-copy" : "peer-copy-no-access", Dtype::fp32, static_cast<double>(bytes), pair),
-                               [this, &src, &dst, to_buffer, from_buffer, bytes, access, first_of_pair, last_of_pair] {
-                                 if (access && first_of_pair) set_peer_access(src, dst, true);
-                                 const double s = src.time_ops(options_.repeats, 1, [&] {
-                                   FLEETSIM_CUDA(src.name() + ": a copy to " + dst.name(),
-                                                 cudaMemcpyPeerAsync(to_buffer, dst.ordinal(), from_buffer, src.ordinal(), bytes, src.stream()));
+                               [this, src, dst, to_buffer, from_buffer, bytes, access, first_of_pair, last_of_pair] {
+                                 if (access && first_of_pair) set_peer_access(*src, *dst, true);
+                                 const double s = src->time_ops(options_.repeats, 1, [&] {
+                                   FLEETSIM_CUDA(src->name() + ": a copy to " + dst->name(),
+                                                 cudaMemcpyPeerAsync(to_buffer, dst->ordinal(), from_buffer, src->ordinal(), bytes, src->stream()));
                                  }, "peer copies");
-                                 if (access && last_of_pair) set_peer_access(src, dst, false);
+                                 if (access && last_of_pair) set_peer_access(*src, *dst, false);
                                  return s;
                                }});
           }
