@@ -253,6 +253,9 @@ class CudaCalibration {
     }
     target_.gpus = static_cast<std::size_t>(count);
     target_.node_type = options_.node_type.empty() ? node_type_for(target_.gpu_type, target_.gpus) : options_.node_type;
+    if (!target_.node_type.empty() && Catalog::builtin().node(target_.node_type) == nullptr) {  // before minutes of measuring
+      throw InputError({Problem{"--node-type", "", "unknown node type \"" + target_.node_type + "\" (fleetsim catalog lists them)"}});
+    }
     int driver = 0, runtime = 0, cublas_major = 0, cublas_minor = 0, cublas_patch = 0;
     FLEETSIM_CUDA(std::string("reading the CUDA driver version"), cudaDriverGetVersion(&driver));
     FLEETSIM_CUDA(std::string("reading the CUDA runtime version"), cudaRuntimeGetVersion(&runtime));
