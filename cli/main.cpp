@@ -442,6 +442,11 @@ int run_execute(const RunArgs& args) {
     throw fleetsim::InputError({fleetsim::Problem{"--backend", "", "expected cpu or cuda, found \"" + args.backend + "\""}});
   }
   if (!(args.work_scale > 0)) throw fleetsim::InputError({fleetsim::Problem{"--work-scale", "", "expected a positive number"}});
+  if (args.backend == "cuda" && launcher_ranks() > 1) {
+    // Before anything runs: N processes each replaying the whole plan on their node would measure nothing meaningful.
+    throw fleetsim::DeviceError("multi-node runs of the CUDA backend (one MPI rank per node, NCCL across ranks) are not written yet; this is one of " +
+                                std::to_string(launcher_ranks()) + " processes mpirun started. Run on one node without mpirun (docs/run.md)");
+  }
   const fleetsim::Scenario scenario = fleetsim::scale_work(read_scenario(args.scenario, args.sets, args.profile), args.work_scale);
   const fleetsim::RunResult plan = fleetsim::simulate(scenario, {.seed = args.seed});
   if (args.dry_run) {
@@ -502,20 +507,35 @@ int run_execute(const RunArgs& args) {
   return kOk;
 }
 
-int run_calibrate(const std::string& backend, const std::string& out, int repeats, const std::string& command, bool json) {
-  if (backend != "cpu") {
-    throw fleetsim::InputError({fleetsim::Problem{"--backend", "", backend == "cuda" ? "calibration on the CUDA backend is not written yet; only cpu is"
-                                                                                    : "expected cpu or cuda, found \"" + backend + "\""}});
+struct CalibrateArgs {
+  std::string backend = "cpu", out, gpu_type, node_type;
+  int repeats = 5;
+  bool json = false;
+};
+
+fleetsim::Profile measure_profile(const CalibrateArgs& args) {
+  if (args.backend == "cpu") {
+    if (!args.gpu_type.empty() || !args.node_type.empty()) {
+      throw fleetsim::InputError({fleetsim::Problem{"--gpu-type", "", "--gpu-type and --node-type are for --backend cuda; the CPU backend calibrates cpu-core"}});
+    }
+    return fleetsim::calibrate_cpu({.repeats = args.repeats, .progress = progress_line("points")});
   }
-  fleetsim::Profile profile = fleetsim::calibrate_cpu({.repeats = repeats, .progress = progress_line("points")});
+  if (args.backend == "cuda") {
+    return fleetsim::calibrate_cuda({.repeats = args.repeats, .gpu_type = args.gpu_type, .node_type = args.node_type, .progress = progress_line("points")});
+  }
+  throw fleetsim::InputError({fleetsim::Problem{"--backend", "", "expected cpu or cuda, found \"" + args.backend + "\""}});
+}
+
+int run_calibrate(const CalibrateArgs& args, const std::string& command) {
+  fleetsim::Profile profile = measure_profile(args);
   profile.provenance.emplace_back("command", command);
-  if (!out.empty()) save_profile(profile, out);
-  if (json) {
+  if (!args.out.empty()) save_profile(profile, args.out);
+  if (args.json) {
     std::cout << fleetsim::profile_json(profile);
     return kOk;
   }
   fleetsim::write_profile_text(std::cout, profile);
-  if (!out.empty()) std::cout << "\nwrote " << out << "\n";
+  if (!args.out.empty()) std::cout << "\nwrote " << args.out << "\n";
   return kOk;
 }
 
@@ -573,14 +593,14 @@ int main(int argc, char** argv) {
   validate->add_option("--report", val.report, "Write the HTML report (scatter chart and error table) here too");
   validate->add_flag("--json", val.json, "Print the errors (per task and makespan) as JSON instead of the table");
 
-  std::string cal_backend = "cpu", cal_out;
-  int cal_repeats = 5;
-  bool cal_json = false;
+  CalibrateArgs cal;
   CLI::App* calibrate = app.add_subcommand("calibrate", "Measure this machine's devices with microbenchmarks; fit a profile for --profile");
-  calibrate->add_option("--backend", cal_backend, "cpu (every machine) or cuda")->capture_default_str();
-  calibrate->add_option("--out", cal_out, "Write the profile (JSON) here");
-  calibrate->add_option("--repeats", cal_repeats, "Timed runs per point (the median is kept)")->capture_default_str()->check(CLI::Range(1, 1000));
-  calibrate->add_flag("--json", cal_json, "Print the profile as JSON instead of the table");
+  calibrate->add_option("--backend", cal.backend, "cpu (every machine) or cuda")->capture_default_str();
+  calibrate->add_option("--out", cal.out, "Write the profile (JSON) here");
+  calibrate->add_option("--repeats", cal.repeats, "Timed runs per point (the median is kept)")->capture_default_str()->check(CLI::Range(1, 1000));
+  calibrate->add_option("--gpu-type", cal.gpu_type, "cuda: the catalog GPU type to calibrate (default: read off local GPU 0's name)");
+  calibrate->add_option("--node-type", cal.node_type, "cuda: the catalog node type whose links are calibrated (default: the smallest that holds the GPUs)");
+  calibrate->add_flag("--json", cal.json, "Print the profile as JSON instead of the table");
 
   TrainArgs train;
   CLI::App* train_cmd = app.add_subcommand("train", "One training iteration of a transformer under TP x PP x DP: time, MFU, bubble, memory per GPU");
@@ -677,7 +697,7 @@ int main(int argc, char** argv) {
     if (*calibrate) {
       std::string command = "fleetsim";
       for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
-      return run_calibrate(cal_backend, cal_out, cal_repeats, command, cal_json);
+      return run_calibrate(cal, command);
     }
     if (*compare) return run_compare(cmp);
     if (*report) return run_report(report_dir, report_out);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# One command on a GPU machine: configures fleetsim with the CUDA backend in build-gpu/, builds it and
-# runs every test, the GPU tests included. Uses the packages scripts/gpu-deps.sh gathered in .deps/
+# One command on a GPU machine: configures fleetsim with the CUDA backend in build-gpu/, builds it,
+# runs every test (the GPU tests included), calibrates the local GPUs (fleetsim calibrate --backend
+# cuda -> build-gpu/profiles/cuda.json) and validates a run with that profile (build-gpu/validation/). Uses the packages scripts/gpu-deps.sh gathered in .deps/
 # when they are there (unpacking .deps/debs with dpkg-deb, or ar and tar, when .deps/root is missing),
 # else the system's. Needs CMake >= 3.20, a C++20 compiler, nvcc and (for NCCL collectives) NCCL;
 # CUDA_HOME or nvcc on PATH, NCCL_HOME if NCCL is not under CUDA's root.
@@ -56,5 +57,17 @@ if ctest --test-dir "$build" -R '^gpu$' 2>&1 | grep -q "Skipped"; then
   "$build/tests/fleetsim_gpu_tests" || true
   echo "gpu-build: the GPU tests were skipped: no usable CUDA device here" >&2
   [ "$status" -ne 0 ] || status=3
+  exit "$status"
+fi
+# The CUDA calibration and a validation run with its profile, on this machine's GPUs.
+"$build/fleetsim" calibrate --backend cuda --out "$build/profiles/cuda.json" || { echo "gpu-build: fleetsim calibrate --backend cuda failed" >&2; [ "$status" -ne 0 ] || status=4; }
+# The validation graph on the calibrated node type, its work scaled up to milliseconds per task on a GPU.
+node=$(grep -o '"node type": "[^"]*"' "$build/profiles/cuda.json" 2>/dev/null | cut -d'"' -f4 || true)
+if [ -n "$node" ] && [ "$node" != none ]; then
+  "$build/fleetsim" validate scenarios/cpu-validate.json --backend cuda --profile "$build/profiles/cuda.json" \
+    --set "/cluster/nodes/0/type=$node" --work-scale 20 --out "$build/validation" ||
+    { echo "gpu-build: fleetsim validate --backend cuda failed" >&2; [ "$status" -ne 0 ] || status=5; }
+elif [ -f "$build/profiles/cuda.json" ]; then
+  echo "gpu-build: the profile names no catalog node type; validation skipped (calibrate with --node-type)" >&2
 fi
 exit "$status"

@@ -70,8 +70,8 @@ Profile example_profile() {
   core.peak_flop_per_s[static_cast<std::size_t>(Dtype::fp32)] = 4.1e10;
   p.gpus.push_back(core);
   p.links.push_back({.id = "host-memcpy", .bandwidth_Bps = 1.2e10, .latency_s = 1e-6});
-  p.measurements.push_back({"gemm", Dtype::fp32, 3.3e7, 8e-4});
-  p.measurements.push_back({"stream", Dtype::fp32, 1.28e8, 3.6e-3});
+  p.measurements.push_back({"gemm", Dtype::fp32, 3.3e7, 8e-4, ""});
+  p.measurements.push_back({"stream", Dtype::fp32, 1.28e8, 3.6e-3, ""});
   return p;
 }
 

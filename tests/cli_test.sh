@@ -118,6 +118,11 @@ else
     bash -c "test $cuda_rc -eq 1 && grep -q 'the CUDA backend cannot run here' '$tmp/cuda.err'"
 fi
 
+OMPI_COMM_WORLD_SIZE=2 "$fleetsim" run "$src/scenarios/cpu-validate.json" --work-scale 0.05 --backend cuda >"$tmp/cudampi.txt" 2>"$tmp/cudampi.err"
+mpi_rc=$?
+check "run --backend cuda under mpirun with several ranks exits 1 saying multi-node runs are not written yet" \
+  bash -c "test $mpi_rc -eq 1 && grep -q 'multi-node runs of the CUDA backend' '$tmp/cudampi.err'"
+
 # Calibration, then validation with the profile it wrote.
 "$fleetsim" calibrate --repeats 1 --out "$tmp/prof/cpu.json" >"$tmp/cal.txt"
 check "calibrate exits 0" test $? -eq 0
@@ -142,6 +147,15 @@ check "a malformed profile is refused with its field named" grep -q "bad-profile
 check "a malformed profile prints nothing on stdout" test ! -s "$tmp/badprof.out"
 "$fleetsim" calibrate --backend tpu 2>"$tmp/tpu.err"
 check "calibrate --backend tpu exits 2" test $? -eq 2
+"$fleetsim" calibrate --gpu-type h100-sxm 2>"$tmp/cpugpu.err"
+check "calibrate --gpu-type on the CPU backend exits 2" test $? -eq 2
+if [ "$cuda_rc" -ne 0 ]; then  # no GPU here: scripts/gpu-build.sh runs the CUDA calibration where there is one
+  "$fleetsim" calibrate --backend cuda --repeats 1 >"$tmp/calcuda.txt" 2>"$tmp/calcuda.err"
+  calcuda_rc=$?
+  check "calibrate --backend cuda exits 1 and says why it cannot run here" \
+    bash -c "test $calcuda_rc -eq 1 && grep -q 'calibration on the CUDA backend cannot run here' '$tmp/calcuda.err'"
+  check "calibrate --backend cuda prints nothing on stdout where it cannot run" test ! -s "$tmp/calcuda.txt"
+fi
 
 # Outside measurements: an nccl-tests log becomes a profile that collective and simulate accept.
 "$fleetsim" import nccl-tests "$src/tests/data/nccl-tests/all_reduce_8ranks.log" --node-type hgx-h100-8 --out "$tmp/nccl.json" >"$tmp/nccl.txt"

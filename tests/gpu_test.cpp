@@ -1,6 +1,6 @@
 // The CUDA backend on a real GPU: each kernel against its CPU twin, cuBLAS GEMMs in every element
 // type against a CPU product, and a replayed plan with the same tasks on the same devices as the
-// CPU backend's test. Without a CUDA device the program says so and exits 77, which CTest reports
+// CPU backend's test, and the CUDA calibration's sweeps and profile. Without a CUDA device the program says so and exits 77, which CTest reports
 // as skipped.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
@@ -16,6 +16,7 @@
 #include <random>
 #include <vector>
 
+#include "fleetsim/calibrate.hpp"
 #include "fleetsim/kernels.hpp"
 #include "fleetsim/realexec.hpp"
 #include "fleetsim/trace_diff.hpp"
@@ -228,6 +229,54 @@ TEST_CASE("a working set larger than the GPU fails its task, naming the task, th
     if (r.task == 3) CHECK(reason.find("did not complete") != std::string::npos);
     if (r.task == 1) CHECK(r.status == TaskStatus::completed);
   }
+}
+
+TEST_CASE("the CUDA calibration measures every sweep and fits a profile with its provenance") {
+  int count = 0;
+  ok(cudaGetDeviceCount(&count));
+  cudaDeviceProp prop{};
+  ok(cudaGetDeviceProperties(&prop, 0));
+  // A GPU the catalog does not name is calibrated as an H100 here: the sweeps are what is tested.
+  const std::string gpu_type = catalog_gpu_of_device(prop.name).value_or("h100-sxm");
+  std::size_t last_done = 0, total = 0;
+  const Profile p = calibrate_cuda({.repeats = 1, .gpu_type = gpu_type, .node_type = "", .progress = [&](std::size_t done, std::size_t all) {
+                                      last_done = done;
+                                      total = all;
+                                    }});
+  CHECK(last_done == total);
+  auto has = [&](const std::string& key) {
+    return std::any_of(p.provenance.begin(), p.provenance.end(), [&](const auto& kv) { return kv.first == key && !kv.second.empty(); });
+  };
+  for (const char* key : {"backend", "device", "compute capability", "devices", "driver", "runtime", "cublas", "nccl", "date", "gpu type"}) {
+    INFO(key);
+    CHECK(has(key));
+  }
+  auto measured = [&](const std::string& kernel) {
+    return std::count_if(p.measurements.begin(), p.measurements.end(), [&](const Measurement& m) { return m.kernel == kernel && m.seconds > 0; });
+  };
+  CHECK(measured("gemm") == 4 * 5);  // 4 tile counts in 5 dtypes
+  CHECK(measured("gemm-square") == 6 * 5);
+  CHECK(measured("stream") == 4);
+  CHECK(measured("launch") == 1);
+  CHECK(measured("memcpy-h2d") == measured("memcpy-d2h"));
+  CHECK(measured("memcpy-h2d") > 2);
+  if (count > 1) {
+    CHECK(measured("peer-copy-no-access") > 0);
+#if defined(FLEETSIM_TEST_NCCL)
+    CHECK(measured("all-reduce") > 2);
+#endif
+  }
+  REQUIRE(p.gpus.size() == 1);
+  const GpuCalibration& g = p.gpus[0];
+  CHECK(g.id == gpu_type);
+  // Within what any GPU of this decade can do: a fit gone wrong is off by orders of magnitude.
+  const double bf16 = g.peak_flop_per_s[static_cast<std::size_t>(Dtype::bf16)].value_or(0);
+  CHECK(bf16 > 1e12);
+  CHECK(bf16 < 2e16);
+  CHECK(g.memory_bandwidth_Bps.value_or(0) > 1e11);
+  CHECK(g.memory_bandwidth_Bps.value_or(0) < 2e13);
+  CHECK(g.launch_overhead_s.value_or(0) > 1e-8);
+  CHECK(g.launch_overhead_s.value_or(1) < 1e-3);
 }
 
 int main(int argc, char** argv) {

@@ -3,7 +3,6 @@
 #include <barrier>
 #include <chrono>
 #include <cstring>
-#include <ctime>
 #include <fstream>
 #include <thread>
 
@@ -11,16 +10,15 @@
 #include "fleetsim/cpu_kernels.hpp"
 #include "fleetsim/fit.hpp"
 #include "fleetsim/units.hpp"
+#include "measure.hpp"
 
 namespace fleetsim {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double median_of(std::vector<double> values) {
-  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2), values.end());
-  return values[values.size() / 2];
-}
+using measure::fit_points;
+using measure::median_of;
+using measure::utc_now;
 
 // One warm-up, then the median of `repeats` timed runs, each begun together with the other workers'.
 double median_seconds(int repeats, const std::function<void()>& run, std::barrier<>& sync) {
@@ -43,25 +41,6 @@ std::string cpu_model_name() {
     if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
   }
   return "unknown CPU";
-}
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return buf;
-}
-
-template <typename Fit>
-AlphaBeta fit_points(const std::vector<Measurement>& points, std::string_view kernel, Dtype dtype, Fit fit) {
-  std::vector<double> sizes, seconds;
-  for (const Measurement& m : points) {
-    if (m.kernel == kernel && m.dtype == dtype) {
-      sizes.push_back(m.size);
-      seconds.push_back(m.seconds);
-    }
-  }
-  return fit(sizes, seconds);
 }
 
 }  // namespace
@@ -120,7 +99,7 @@ Profile calibrate_cpu(const CalibrateOptions& options) {
     }
   }
   for (std::size_t i = 0; i < plan.size(); ++i) {
-    p.measurements.push_back({plan[i].kernel, plan[i].dtype, plan[i].size, median_of(seconds[i])});
+    p.measurements.push_back({plan[i].kernel, plan[i].dtype, plan[i].size, median_of(seconds[i]), ""});
   }
 
   // The model charges a task's FLOP and bytes at a rate with no fixed part (launches are measured on

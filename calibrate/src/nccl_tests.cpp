@@ -157,6 +157,11 @@ NcclTestsLog parse_nccl_tests_log(std::string_view text, const std::string& file
   return log;
 }
 
+NcclTestsResult nccl_tests_result(CollectiveOp op, std::size_t ranks, double bytes, double time_s) {
+  const double algbw_Bps = bytes / time_s;
+  return {.time_s = time_s, .algbw_Bps = algbw_Bps, .busbw_Bps = algbw_Bps * bus_bandwidth_factor(op, ranks), .wrong = -1};
+}
+
 NcclTestsLog load_nccl_tests_log(const std::string& path) { return parse_nccl_tests_log(read_text_file(path), path); }
 
 NcclTestsFit fit_nccl_tests(const NcclTestsLog& log, CollectiveOp op, CollectiveAlgo algo, const std::string& node_type) {
@@ -224,7 +229,7 @@ NcclTestsFit fit_nccl_tests(const NcclTestsLog& log, CollectiveOp op, Collective
   if (!log.device.empty()) p.provenance.emplace_back("device", log.device);
   if (!log.version.empty()) p.provenance.emplace_back("nccl-tests", log.version);
   p.links.push_back({.id = fit.link_id, .bandwidth_Bps = bandwidth, .latency_s = latency});
-  for (const NcclTestsRow& r : rows) p.measurements.push_back({std::string(collective_op_name(op)), Dtype::fp32, r.bytes, r.out_of_place.time_s});
+  for (const NcclTestsRow& r : rows) p.measurements.push_back({std::string(collective_op_name(op)), Dtype::fp32, r.bytes, r.out_of_place.time_s, ""});
   return fit;
 }
 

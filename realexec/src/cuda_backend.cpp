@@ -26,6 +26,7 @@
 
 #include "fleetsim/error.hpp"
 #include "fleetsim/kernels.hpp"
+#include "fleetsim/ranks.hpp"
 #include "fleetsim/realexec.hpp"
 #include "replay.hpp"
 #include "fleetsim/units.hpp"
@@ -775,26 +776,25 @@ class CudaRun {
       FLEETSIM_CUDA(d.name + ": reading the run's events", cudaEventElapsedTime(&ms, l.start, e));
       return l.offset_s + static_cast<double>(ms) / 1e3;
     };
+    // Each member's phase boundaries, merged as a multi-node run's ranks are (ranks.hpp): a phase
+    // ends for the task when its last member ends it.
+    auto communicates = [&](std::uint32_t rec) { return spec(rec).collective && gangs_[rec]; };
+    RankReport report;
     for (std::uint32_t rec : replayed_) {
-      TaskRecord& r = trace_.tasks[rec];
-      const bool communicates = spec(rec).collective && gangs_[rec];
-      r.start_s = r.compute_start_s = r.end_s = 0;
-      r.comm_start_s = communicates ? 0 : kNever;
-      for (std::uint32_t m = 0; m < r.gpu_count; ++m) {
+      for (std::uint32_t m = 0; m < trace_.tasks[rec].gpu_count; ++m) {
         const Device& d = *devices_[index(gpu(rec, m))];
-        r.start_s = std::max(r.start_s, time_of(d, mark(rec, m, kArrived)));
-        r.compute_start_s = std::max(r.compute_start_s, time_of(d, mark(rec, m, kLoaded)));
-        if (communicates) r.comm_start_s = std::max(r.comm_start_s, time_of(d, mark(rec, m, kComputed)));
-        r.end_s = std::max(r.end_s, time_of(d, mark(rec, m, kDone)));
+        report.members.push_back({.record = rec, .member = m, .arrived_s = time_of(d, mark(rec, m, kArrived)),
+                                  .loaded_s = time_of(d, mark(rec, m, kLoaded)),
+                                  .computed_s = communicates(rec) ? time_of(d, mark(rec, m, kComputed)) : 0.0,  // recorded only then
+                                  .done_s = time_of(d, mark(rec, m, kDone)), .failure = {}});  // failures are in the trace already
       }
       for (std::uint32_t i : plan_index_.loads_of[rec]) {
         if (loaded_[i] == 0) continue;  // its task failed before the load
-        WeightLoad& load = trace_.weight_loads[i];
-        const Device& d = *devices_[index(load.gpu)];
-        load.start_s = time_of(d, load_marks_[i][0]);
-        load.end_s = time_of(d, load_marks_[i][1]);
+        const Device& d = *devices_[index(trace_.weight_loads[i].gpu)];
+        report.loads.push_back({.load = i, .start_s = time_of(d, load_marks_[i][0]), .end_s = time_of(d, load_marks_[i][1])});
       }
     }
+    merge_rank_reports(trace_, std::span(&report, 1), communicates);
     // Ready at arrival or at the last producer's end. The GPUs' clocks are aligned to the host's
     // within microseconds; a task cannot start before it was ready, so its start is held there,
     // and its later times with it. Records are visited in the plan's start order, producers first.

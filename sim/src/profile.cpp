@@ -12,7 +12,8 @@ using detail::ObjectReader;
 
 constexpr std::string_view kKernels[] = {"gemm",       "gemm-square",    "stream",    "memcpy",     "launch",
                                          "all-reduce", "all-gather",     "reduce-scatter", "broadcast", "reduce",
-                                         "all-to-all", "send-recv"};
+                                         "all-to-all", "send-recv",      "memcpy-h2d", "memcpy-d2h", "peer-copy",
+                                         "peer-copy-no-access"};
 
 template <typename Entry, typename Read>
 std::vector<Entry> read_entries(ObjectReader& top, std::string_view key, Read read) {
@@ -90,6 +91,7 @@ Profile parse_profile(std::string_view json_text, const std::string& file_name) 
         else r.problem("dtype", "expected a dtype such as fp32, found \"" + dtype + "\"");
         m.size = r.number("size", Need::required).value_or(0);
         m.seconds = r.number("seconds", Need::required).value_or(0);
+        m.devices = r.string_or("devices", "");
         r.finish();
         p.measurements.push_back(std::move(m));
       }

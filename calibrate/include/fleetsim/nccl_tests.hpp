@@ -21,6 +21,11 @@ struct NcclTestsResult {
   std::int64_t wrong = -1;  // -1: not checked (N/A, validation off)
 };
 
+// One timed run as nccl-tests reports it: algbw = bytes / time, busbw = algbw * the op's bus
+// bandwidth factor on `ranks` ranks (bus_bandwidth_factor, collective.hpp). `bytes` follows
+// nccl-tests' size column (all-gather: the gathered output; reduce-scatter: the input).
+NcclTestsResult nccl_tests_result(CollectiveOp op, std::size_t ranks, double bytes, double time_s);
+
 // One size of the sweep, as the log's columns give it.
 struct NcclTestsRow {
   std::size_t line = 0;

@@ -27,13 +27,17 @@ struct LinkCalibration {
 };
 
 // One timed run of a microbenchmark: `size` is FLOP (gemm), a matrix side (gemm-square), bytes
-// (stream, memcpy, and collectives as nccl-tests counts them) or 0 (launch: one call of each kernel
-// with next to no work).
+// (stream, the copies, and collectives as nccl-tests counts them) or 0 (launch: one call of each
+// kernel with next to no work).
 struct Measurement {
-  std::string kernel;  // "gemm", "gemm-square", "stream", "memcpy", "launch", or a collective ("all-reduce", ...)
+  // "gemm", "gemm-square", "stream", "memcpy", "launch", a collective ("all-reduce", ...), or a CUDA
+  // copy: "memcpy-h2d", "memcpy-d2h" (pinned host memory), "peer-copy" (peer access enabled),
+  // "peer-copy-no-access" (not enabled: the driver picks the path).
+  std::string kernel;
   Dtype dtype = Dtype::fp32;
   double size = 0;
   double seconds = 0;
+  std::string devices;  // where it ran, when that matters: "0->1" for a copy between local GPUs 0 and 1
 };
 
 struct Profile {
