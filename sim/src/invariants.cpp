@@ -34,40 +34,41 @@ void check_invariants(const Scenario& sc, const RunResult& run) {
       continue;
     }
     ++counts.submitted;
-    const std::string at = where(sc, t);
+    // Named only when a check fails: building the name for every task would cost more than the checks.
+    const auto at = [&] { return where(sc, t); };
     const bool started = t.start_s != kNever;
     switch (t.status) {
       case TaskStatus::queued:
         ++counts.queued;
-        FLEETSIM_CHECK(!started && t.end_s == kNever, at + " is queued but has start or end times");
+        FLEETSIM_CHECK(!started && t.end_s == kNever, at() + " is queued but has start or end times");
         break;
       case TaskStatus::running:
         ++counts.running;
-        FLEETSIM_CHECK(started && t.end_s == kNever, at + " is running without a start or with an end");
+        FLEETSIM_CHECK(started && t.end_s == kNever, at() + " is running without a start or with an end");
         break;
       case TaskStatus::completed:
         ++counts.completed;
         FLEETSIM_CHECK(started && t.ready_s <= t.start_s && t.start_s <= t.compute_start_s &&
                            t.compute_start_s <= t.end_s + eps && t.end_s <= end + eps,
-                       at + " completed with times out of order");
+                       at() + " completed with times out of order");
         FLEETSIM_CHECK(t.comm_start_s == kNever || (t.comm_start_s >= t.compute_start_s - eps && t.comm_start_s <= t.end_s + eps),
-                       at + " has a collective outside its run");
+                       at() + " has a collective outside its run");
         break;
       case TaskStatus::failed:
         ++counts.failed;
-        FLEETSIM_CHECK(t.reason != 0 && t.end_s != kNever, at + " failed without a reason or an end");
+        FLEETSIM_CHECK(t.reason != 0 && t.end_s != kNever, at() + " failed without a reason or an end");
         break;
     }
-    FLEETSIM_CHECK(started == (t.gpu_count > 0), at + " has GPUs without a start, or a start without GPUs");
+    FLEETSIM_CHECK(started == (t.gpu_count > 0), at() + " has GPUs without a start, or a start without GPUs");
     if (started) {
       const Workflow& wf = sc.workflows[t.workflow];
       const TaskSpec& spec = wf.tasks[t.task];
       const auto smallest = static_cast<std::uint32_t>(spec.elastic ? spec.elastic->min_gpus : spec.gpus);
-      FLEETSIM_CHECK(t.gpu_count >= smallest && t.gpu_count <= static_cast<std::uint32_t>(spec.gpus), at + " ran on a gang of the wrong size");
+      FLEETSIM_CHECK(t.gpu_count >= smallest && t.gpu_count <= static_cast<std::uint32_t>(spec.gpus), at() + " ran on a gang of the wrong size");
       for (std::uint32_t e : wf.inputs(t.task)) {
         const TaskRecord& producer = trace.tasks[first_task[index(t.instance)] + wf.edges[e].from];
         FLEETSIM_CHECK(producer.status == TaskStatus::completed && producer.end_s <= t.start_s + eps,
-                       at + " started before its input from \"" + wf.tasks[wf.edges[e].from].name + "\" was done");
+                       at() + " started before its input from \"" + wf.tasks[wf.edges[e].from].name + "\" was done");
       }
       const double until = t.end_s == kNever ? end : t.end_s;
       // A batch shares its leader's GPU and ends with it; only the leader occupies the GPU.
@@ -76,11 +77,11 @@ void check_invariants(const Scenario& sc, const RunResult& run) {
         const TaskRecord& leader = trace.tasks[t.batched_with - 1];
         FLEETSIM_CHECK(leader.batched_with == t.batched_with && trace.gpus[leader.gpu_begin] == trace.gpus[t.gpu_begin] &&
                            leader.end_s == t.end_s && leader.compute_start_s == t.compute_start_s,
-                       at + " was batched but did not share its leader's GPU and times");
+                       at() + " was batched but did not share its leader's GPU and times");
         continue;
       }
       FLEETSIM_CHECK(t.resized_s == kNever || (spec.elastic && t.resized_s >= t.start_s && t.resized_s <= until + eps),
-                     at + " was resized but is not elastic, or outside its run");
+                     at() + " was resized but is not elastic, or outside its run");
       for (std::uint32_t i = 0; i < t.gpu_count; ++i) busy[index(trace.gpus[t.gpu_begin + i])].emplace_back(gang_start_s(t), until);
     }
   }
