@@ -2,6 +2,7 @@
 // memory-aware avoids the reloads FIFO pays; priority and SJF reorder the queue; every registered
 // policy completes the shipped scenarios.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -375,4 +376,24 @@ TEST_CASE("batching is refused on gangs, and its fields are checked", "[policy][
              Catch::Contains("/batching/shared_bytes"));
   CHECK_THAT(error(R"({"name": "t", "work": {"flop": "1 TFLOP"}, "batching": {"max_size": 4, "max_wait": 5}})"),
              Catch::Contains("/batching/max_wait"));
+}
+
+TEST_CASE("a comparison of several tenants reports each tenant's p95 and wait", "[compare]") {
+  const Scenario sc = load_scenario(test::source_dir() + "/scenarios/default.json");
+  const auto results = compare_policies(sc, {"fifo"}, 1, 1);
+  const Summary& run = results.front().runs.front();
+  const auto metrics = compared_metrics(results);
+  const auto find = [&](const std::string& name) {
+    const auto it = std::find_if(metrics.begin(), metrics.end(), [&](const ComparedMetric& m) { return m.name == name; });
+    REQUIRE(it != metrics.end());
+    return it->read(run);
+  };
+  REQUIRE(run.tenants.size() == 2);
+  CHECK(find("design latency p95") == run.tenants[0].latency_s.p95);
+  CHECK(find("marketing task wait") == run.tenants[1].mean_wait_s);
+  CHECK(find("marketing latency p95") > 0);
+  // One tenant: the cluster's metrics alone.
+  Summary alone = run;
+  alone.tenants.resize(1);
+  CHECK(compared_metrics(alone).size() == metrics.size() - 4);
 }

@@ -1,6 +1,9 @@
+#include <algorithm>
 #include <cstdio>
+#include <iomanip>
 #include <nlohmann/json.hpp>
 
+#include "csv.hpp"
 #include "fleetsim/report.hpp"
 
 namespace fleetsim {
@@ -12,24 +15,26 @@ std::vector<double> values_of(const PolicyRuns& runs, const ComparedMetric& m) {
   return v;
 }
 
+std::string label_of(const ComparedMetric& m) { return m.unit.empty() ? m.name : m.name + " (" + m.unit + ")"; }
+
 }  // namespace
 
 void write_comparison_text(std::ostream& out, const std::string& scenario, unsigned seeds,
                            const std::vector<PolicyRuns>& results) {
   out << "scenario " << scenario << ": " << results.size() << " policies x " << seeds
       << " seeds; mean +- 95% confidence half-width\n\n";
+  const std::vector<ComparedMetric> metrics = compared_metrics(results);
+  int width = 18;
+  for (const ComparedMetric& m : metrics) width = std::max(width, static_cast<int>(label_of(m).size()));
   char cell[64];
-  std::snprintf(cell, sizeof cell, "%-18s", "metric");
-  out << cell;
+  out << std::left << std::setw(width) << "metric" << std::right;
   for (const PolicyRuns& r : results) {
     std::snprintf(cell, sizeof cell, " %20s", r.policy.c_str());
     out << cell;
   }
   out << "\n";
-  for (const ComparedMetric& m : compared_metrics()) {
-    const std::string label = m.unit.empty() ? m.name : m.name + " (" + m.unit + ")";
-    std::snprintf(cell, sizeof cell, "%-18s", label.c_str());
-    out << cell;
+  for (const ComparedMetric& m : metrics) {
+    out << std::left << std::setw(width) << label_of(m) << std::right;
     for (const PolicyRuns& r : results) {
       const MetricStats s = mean_ci95(values_of(r, m));
       char number[48];
@@ -46,13 +51,14 @@ void write_comparison_text(std::ostream& out, const std::string& scenario, unsig
 }
 
 void write_comparison_csv(std::ostream& out, const std::vector<PolicyRuns>& results) {
+  const std::vector<ComparedMetric> metrics = compared_metrics(results);
   out << "policy,seed";
-  for (const ComparedMetric& m : compared_metrics()) out << ',' << m.name;
+  for (const ComparedMetric& m : metrics) out << ',' << csv_quote(m.name);
   out << '\n';
   for (const PolicyRuns& r : results) {
     for (const Summary& s : r.runs) {
       out << r.policy << ',' << s.seed;
-      for (const ComparedMetric& m : compared_metrics()) {
+      for (const ComparedMetric& m : metrics) {
         char number[32];
         std::snprintf(number, sizeof number, "%.17g", m.read(s));
         out << ',' << number;
@@ -66,7 +72,7 @@ std::string comparison_json(const std::string& scenario, const std::vector<Polic
   nlohmann::ordered_json policies = nlohmann::ordered_json::array();
   for (const PolicyRuns& r : results) {
     nlohmann::ordered_json metrics = nlohmann::ordered_json::object();
-    for (const ComparedMetric& m : compared_metrics()) {
+    for (const ComparedMetric& m : compared_metrics(results)) {
       const auto values = values_of(r, m);
       const MetricStats s = mean_ci95(values);
       metrics[m.name] = {{"unit", m.unit}, {"mean", s.mean}, {"ci95", s.ci95}, {"values", values}};

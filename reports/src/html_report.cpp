@@ -403,7 +403,7 @@ void write_comparison_html(std::ostream& out, const std::string& scenario, const
   out << "<p>" << results.size() << " policies, " << seeds << " seeds each: bars are means, whiskers 95% confidence intervals (Student's t).</p>\n";
   html::Axis x{.lo = 0, .hi = static_cast<double>(results.size()), .label = "policy"};
   for (std::size_t p = 0; p < results.size(); ++p) x.ticks.emplace_back(static_cast<double>(p) + 0.5, results[p].policy);
-  for (const ComparedMetric& m : compared_metrics()) {
+  for (const ComparedMetric& m : compared_metrics(results)) {
     std::vector<MetricStats> stats;
     double top = 0;
     for (const PolicyRuns& r : results) {

@@ -1,6 +1,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "csv.hpp"
 #include "fleetsim/report.hpp"
 
 namespace fleetsim {
@@ -21,13 +22,6 @@ std::string time_field(double t) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.17g", t);
   return buf;
-}
-
-std::string csv_quote(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
 }
 
 }  // namespace

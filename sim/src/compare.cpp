@@ -27,8 +27,8 @@ MetricStats mean_ci95(const std::vector<double>& values) {
   return s;
 }
 
-const std::vector<ComparedMetric>& compared_metrics() {
-  static const std::vector<ComparedMetric> metrics{
+std::vector<ComparedMetric> compared_metrics(const Summary& example) {
+  std::vector<ComparedMetric> metrics{
       {"makespan", "s", [](const Summary& s) { return s.makespan_s; }},
       {"latency mean", "s", [](const Summary& s) { return s.latency_s.mean; }},
       {"latency p50", "s", [](const Summary& s) { return s.latency_s.p50; }},
@@ -49,7 +49,19 @@ const std::vector<ComparedMetric>& compared_metrics() {
       {"energy", "kWh", [](const Summary& s) { return s.energy_j / 3.6e6; }},
       {"cost", "$", [](const Summary& s) { return s.cost_usd; }},
   };
+  // Per tenant: who pays for a policy's choices is what a multi-tenant comparison is about.
+  if (example.tenants.size() > 1) {
+    for (std::size_t t = 0; t < example.tenants.size(); ++t) {
+      const std::string& name = example.tenants[t].name;
+      metrics.push_back({name + " latency p95", "s", [t](const Summary& s) { return s.tenants[t].latency_s.p95; }});
+      metrics.push_back({name + " task wait", "s", [t](const Summary& s) { return s.tenants[t].mean_wait_s; }});
+    }
+  }
   return metrics;
+}
+
+std::vector<ComparedMetric> compared_metrics(const std::vector<PolicyRuns>& results) {
+  return compared_metrics(results.empty() || results.front().runs.empty() ? Summary{} : results.front().runs.front());
 }
 
 Scenario with_policy(Scenario scenario, const PolicyInfo& policy) {

@@ -30,9 +30,13 @@ struct PolicyRuns {
 struct ComparedMetric {
   std::string name;
   std::string unit;  // "s", "%", "" ...
-  double (*read)(const Summary&);
+  std::function<double(const Summary&)> read;
 };
-const std::vector<ComparedMetric>& compared_metrics();
+// The cluster's metrics, then, where the scenario has several tenants, each tenant's p95 latency and
+// mean task wait (the tenants of `example`, any summary of the scenario).
+std::vector<ComparedMetric> compared_metrics(const Summary& example);
+// Those of the runs compared (the cluster's alone when there are none).
+std::vector<ComparedMetric> compared_metrics(const std::vector<PolicyRuns>& results);
 
 // The scenario under `policy`: its own policy keeps its parameters, any other runs with its defaults.
 Scenario with_policy(Scenario scenario, const PolicyInfo& policy);
