@@ -361,6 +361,34 @@ TEST_CASE("batching runs waiting instances of a task together, holding the first
   CHECK(ends(unshared)[4] == Approx(0.5).epsilon(1e-9));
 }
 
+TEST_CASE("tasks of one model and operator batch together across workflows", "[policy][batching]") {
+  // Two workflows decode with the same model and operator (1 TFLOP, 100 GB of shared weight reads per
+  // step): a chat request of 1 step and a summary of 2 steps arrive together and run as one batch. Its
+  // FLOP add up (3 TFLOP, 30 ms) and the largest member's bytes are read once (200 GB, 200 ms), so both end
+  // at 200 ms; alone they would take 100 and 200 ms one after the other (ends at 100 and 300 ms).
+  const auto run = [](const std::string& summary_op) {
+    return simulate(unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 1}]},
+        "workflows": {"chat": {"tasks": [{"name": "decode", "model": {"id": "m", "weights": "1 GB"},
+                                          "work": {"operator": "unit-decode-step", "count": 1},
+                                          "batching": {"max_size": 4, "max_wait": "10 ms", "shared_bytes": 1}}]},
+                      "summary": {"tasks": [{"name": "decode", "model": {"id": "m", "weights": "1 GB"},
+                                             "work": )" + summary_op + R"(,
+                                             "batching": {"max_size": 4, "max_wait": "10 ms", "shared_bytes": 1}}]}},
+        "workload": [{"workflow": "chat", "arrival": {"process": "once"}}, {"workflow": "summary", "arrival": {"process": "once"}}])"));
+  };
+  // (First each waits its 10 ms max_wait for a fuller batch, then the weights' 1 GB load over the 50 GB/s
+  // host link takes 20 ms plus 4 us of latency.)
+  const double load_s = 0.01 + 1e9 / 50e9 + 4e-6;
+  const auto together = run(R"({"operator": "unit-decode-step", "count": 2})");
+  CHECK(together.summary.batches == 1);
+  CHECK(together.trace.tasks[0].end_s == Approx(load_s + 0.2).epsilon(1e-9));
+  CHECK(together.trace.tasks[1].end_s == Approx(load_s + 0.2).epsilon(1e-9));
+  // The same work given as FLOP and bytes (no operator) is not known to be the same kernel: no batch.
+  const auto apart = run(R"({"flop": "2 TFLOP", "bytes": "200 GB"})");
+  CHECK(apart.summary.batches == 0);
+  CHECK(std::max(apart.trace.tasks[0].end_s, apart.trace.tasks[1].end_s) == Approx(load_s + 0.3).epsilon(1e-9));
+}
+
 TEST_CASE("batching is refused on gangs, and its fields are checked", "[policy][batching][errors]") {
   const auto error = [](const std::string& task) {
     return fleetsim::test::scenario_error(R"({"name": "s", "catalog": ["unit-catalog.json"],

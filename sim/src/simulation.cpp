@@ -4,6 +4,7 @@
 #include <cmath>
 #include <deque>
 #include <map>
+#include <tuple>
 #include <numbers>
 #include <unordered_map>
 
@@ -169,10 +170,7 @@ class Run {
     gpu_off_.assign(gpus, 0);
     node_state_.assign(cluster_.node_count(), NodeState::on);
     host_models_.resize(cluster_.node_count());
-    for (const Workflow& wf : sc_.workflows) {
-      batch_key_base_.push_back(static_cast<std::uint32_t>(held_.size()));
-      held_.resize(held_.size() + wf.tasks.size());
-    }
+    assign_batch_keys();
     hold_deadline_.assign(held_.size(), 0.0);
     billed_since_.assign(cluster_.node_count(), 0.0);
     down_since_.assign(gpus, 0.0);
@@ -518,7 +516,31 @@ class Run {
     dirty_ = true;
   }
 
-  std::uint32_t batch_key(const TaskRecord& r) const { return batch_key_base_[r.workflow] + r.task; }
+  std::uint32_t batch_key(const TaskRecord& r) const { return batch_key_of_[r.workflow][r.task]; }
+
+  // Tasks that may share a batch: those of one model and one operator profile with the same batching
+  // settings, whichever workflow they belong to (a serving engine batches requests, not graphs); a
+  // task without an operator profile batches only with instances of itself.
+  void assign_batch_keys() {
+    std::map<std::tuple<std::uint32_t, std::string, std::uint32_t, double, double>, std::uint32_t> shared;
+    std::uint32_t keys = 0;
+    for (std::size_t w = 0; w < sc_.workflows.size(); ++w) {
+      auto& of = batch_key_of_.emplace_back();
+      for (std::size_t t = 0; t < sc_.workflows[w].tasks.size(); ++t) {
+        const TaskSpec& s = sc_.workflows[w].tasks[t];
+        const std::uint32_t model = model_of_[w][t];
+        if (!s.batching || s.op.empty() || model == kNoModel) {
+          of.push_back(keys++);
+          continue;
+        }
+        const auto key = std::tuple{model, s.op, s.batching->max_size, s.batching->max_wait_s, s.batching->shared_bytes};
+        const auto [it, added] = shared.emplace(key, keys);
+        if (added) ++keys;
+        of.push_back(it->second);
+      }
+    }
+    held_.resize(keys);
+  }
 
   void release_held(std::uint32_t key) {
     ready_.insert(ready_.end(), held_[key].begin(), held_[key].end());
@@ -741,7 +763,8 @@ class Run {
       TaskRecord& r = trace_.tasks[index(f)];
       if (decided_[i] != 0 || batch_key(r) != key) continue;
       if (!view().allowed(r.tenant, g) || (r.tenant != lead.tenant && (tenant_private_[index(r.tenant)] != 0 || tenant_private_[index(lead.tenant)] != 0))) continue;
-      if (!memory_.fits(g, model, weights, s.working_set_bytes)) break;
+      const double working_set = spec(r).working_set_bytes;  // members of other workflows may need more or less
+      if (!memory_.fits(g, model, weights, working_set)) break;
       decided_[i] = 1;
       r.status = TaskStatus::running;
       r.start_s = queue_.now();
@@ -750,8 +773,8 @@ class Run {
       r.batched_with = index(leader) + 1;
       trace_.gpus.push_back(g);
       offloaded_.resize(trace_.gpus.size());
-      offloaded_.back() = memory_.offload_bytes(g, model, weights, s.working_set_bytes);
-      memory_.admit(g, model, weights, s.working_set_bytes - offloaded_.back(), queue_.now());
+      offloaded_.back() = memory_.offload_bytes(g, model, weights, working_set);
+      memory_.admit(g, model, weights, working_set - offloaded_.back(), queue_.now());
       tenant_gpus_[index(r.tenant)] += 1;
       if (faults_ && stopped_at_[index(f)] != kNever) {
         recovery_s_ += queue_.now() - stopped_at_[index(f)];
@@ -776,19 +799,22 @@ class Run {
     if (--b.waiting == 0) start_batch(batch_of_[index(id)]);
   }
 
-  // n members do n times the FLOP; the shared part of the bytes is read once.
+  // The members' FLOP add up; of their bytes, the shared part is read once (the largest member's),
+  // the rest by each member.
   void start_batch(std::uint32_t slot) {
     const Batch& b = batches_[slot];
     const TaskRecord& lead = trace_.tasks[index(b.members.front())];
     const TaskSpec& s = spec(lead);
-    double scales = 0, largest = 0;
+    double flop = 0, own_bytes = 0, largest_bytes = 0;
     for (TaskId m : b.members) {
-      scales += trace_.tasks[index(m)].work_scale;
-      largest = std::max(largest, trace_.tasks[index(m)].work_scale);
+      const TaskRecord& r = trace_.tasks[index(m)];
+      flop += spec(r).flop * r.work_scale;
+      own_bytes += spec(r).bytes * r.work_scale;
+      largest_bytes = std::max(largest_bytes, spec(r).bytes * r.work_scale);
     }
-    const double bytes = s.bytes * (s.batching->shared_bytes * largest + (1 - s.batching->shared_bytes) * scales);
+    const double bytes = s.batching->shared_bytes * largest_bytes + (1 - s.batching->shared_bytes) * own_bytes;
     const GpuId g = trace_.gpus[lead.gpu_begin];
-    const double compute_s = estimate_compute(cluster_.gpu_type(g), s.flop * scales, bytes, s.dtype, s.launches).total_s();
+    const double compute_s = estimate_compute(cluster_.gpu_type(g), flop, bytes, s.dtype, s.launches).total_s();
     for (TaskId m : b.members) {
       TaskRecord& r = trace_.tasks[index(m)];
       r.compute_start_s = queue_.now();
@@ -2003,14 +2029,14 @@ class Run {
   std::vector<std::uint32_t> first_edge_;             // per instance: offset into edge_held_
   std::vector<double> edge_held_;                     // per instance edge: bytes held in the producer's VRAM
   std::vector<std::vector<std::uint32_t>> host_models_;  // per node: models its host memory holds (read from storage)
-  // Batching: a key per (workflow, task); tasks held until their batch fills or max_wait passes;
+  // Batching: a key per (model, operator, settings), or per (workflow, task); tasks held until their batch fills or max_wait passes;
   // batches being formed or running (a slot per batch, reused), and each task's slot.
   static constexpr std::uint32_t kNoBatch = std::numeric_limits<std::uint32_t>::max();
   struct Batch {
     std::vector<TaskId> members;  // the leader first
     std::uint32_t waiting = 0;    // members whose inputs have not all arrived
   };
-  std::vector<std::uint32_t> batch_key_base_;
+  std::vector<std::vector<std::uint32_t>> batch_key_of_;  // per workflow, per task
   std::vector<std::vector<ReadyTask>> held_;
   std::vector<double> hold_deadline_;
   std::vector<Batch> batches_;
