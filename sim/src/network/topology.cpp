@@ -262,16 +262,17 @@ const std::vector<std::uint64_t>& Topology::distances_to(std::uint32_t target) c
   struct NoTransitGpu {
     const std::vector<std::uint8_t>* is_gpu = nullptr;
     const std::vector<std::uint8_t>* down = nullptr;
+    bool any_down = false;  // most of the time none is: skip the edge's index lookup
     std::uint32_t target = 0;
     const Reversed* graph = nullptr;
     bool operator()(const typename boost::graph_traits<Reversed>::edge_descriptor& e) const {
-      if ((*down)[boost::get(boost::edge_index, *graph, e)] != 0) return false;
+      if (any_down && (*down)[boost::get(boost::edge_index, *graph, e)] != 0) return false;
       // A reversed edge leaving GPU u stands for an original edge entering u: allowed only into the target.
       const auto u = static_cast<std::uint32_t>(boost::source(e, *graph));
       return (*is_gpu)[u] == 0 || u == target;
     }
   };
-  const boost::filtered_graph<Reversed, NoTransitGpu> allowed(reversed, NoTransitGpu{&is_gpu_, &link_down_, target, &reversed});
+  const boost::filtered_graph<Reversed, NoTransitGpu> allowed(reversed, NoTransitGpu{&is_gpu_, &link_down_, links_down_ > 0, target, &reversed});
   std::vector<std::uint64_t> dist(vertex_count());
   boost::dijkstra_shortest_paths(
       allowed, target,
