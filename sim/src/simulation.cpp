@@ -4,8 +4,8 @@
 #include <cmath>
 #include <deque>
 #include <map>
-#include <tuple>
 #include <numbers>
+#include <tuple>
 #include <unordered_map>
 
 #include "fleetsim/collective.hpp"
