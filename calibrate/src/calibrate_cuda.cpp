@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "fleetsim/calibrate.hpp"
+#include "fleetsim/cuda_check.hpp"
 #include "fleetsim/error.hpp"
 #include "fleetsim/kernels.hpp"
 #include "fleetsim/realexec.hpp"
@@ -25,30 +26,8 @@
 namespace fleetsim {
 namespace {
 
-// Throws DeviceError naming where the call was made, the call and the error; the thread's last-error
-// state is cleared so a later launch does not report this failure again.
-void check(cudaError_t e, const char* call, const std::string& where) {
-  if (e == cudaSuccess) return;
-  (void)cudaGetLastError();
-  throw DeviceError(where + ": " + call + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
-}
-void check(cublasStatus_t s, const char* call, const std::string& where) {
-  if (s == CUBLAS_STATUS_SUCCESS) return;
-  (void)cudaGetLastError();
-  throw DeviceError(where + ": " + call + " failed: " + cublasGetStatusName(s) + " (" + cublasGetStatusString(s) + ")");
-}
-#if defined(FLEETSIM_HAVE_NCCL)
-void check(ncclResult_t r, const char* call, const std::string& where) {
-  if (r == ncclSuccess) return;
-  const char* last = ncclGetLastError(nullptr);
-  throw DeviceError(where + ": " + call + " failed: " + ncclGetErrorString(r) + (last != nullptr && *last ? std::string(" (") + last + ")" : ""));
-}
-#endif
-// The kernels library returns codes as ints (its header carries no CUDA types).
-cudaError_t kernel(int code) { return static_cast<cudaError_t>(code); }
-cublasStatus_t blas(int code) { return static_cast<cublasStatus_t>(code); }
-
-#define FLEETSIM_CUDA(where, call) check((call), #call, (where))
+using cuda::blas;
+using cuda::kernel;
 
 constexpr int kGemmTile = 4096;                           // the backend's GEMM tile (cuda_backend.cpp)
 constexpr int kLargestSquare = 8192;                       // gemm-square sides go up to this

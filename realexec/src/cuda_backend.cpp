@@ -24,6 +24,7 @@
 #include <tuple>
 #include <unistd.h>
 
+#include "fleetsim/cuda_check.hpp"
 #include "fleetsim/error.hpp"
 #include "fleetsim/kernels.hpp"
 #include "fleetsim/ranks.hpp"
@@ -40,31 +41,8 @@ constexpr int kGemmTile = 4096;                                  // square GEMMs
 constexpr std::size_t kStreamFloats = std::size_t{1} << 24;      // 64 MiB per triad array, above any GPU's L2
 constexpr std::size_t kBlasWorkspace = std::size_t{32} << 20;    // cuBLAS workspace per device, given up front
 
-// Throws DeviceError naming where the call was made, the call and the error. The thread's
-// last-error state is cleared, so a later kernel launch does not report this failure again.
-void check(cudaError_t e, const char* call, const std::string& where) {
-  if (e == cudaSuccess) return;
-  (void)cudaGetLastError();
-  throw DeviceError(where + ": " + call + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
-}
-void check(cublasStatus_t s, const char* call, const std::string& where) {
-  if (s == CUBLAS_STATUS_SUCCESS) return;
-  (void)cudaGetLastError();
-  throw DeviceError(where + ": " + call + " failed: " + cublasGetStatusName(s) + " (" + cublasGetStatusString(s) + ")");
-}
-#if defined(FLEETSIM_HAVE_NCCL)
-void check(ncclResult_t r, const char* call, const std::string& where) {
-  if (r == ncclSuccess) return;
-  const char* last = ncclGetLastError(nullptr);
-  throw DeviceError(where + ": " + call + " failed: " + ncclGetErrorString(r) + (last != nullptr && *last ? std::string(" (") + last + ")" : ""));
-}
-#endif
-// The kernels library returns codes as ints (its header carries no CUDA types).
-cudaError_t kernel(int code) { return static_cast<cudaError_t>(code); }
-cublasStatus_t blas(int code) { return static_cast<cublasStatus_t>(code); }
-
-// Every CUDA, cuBLAS and NCCL call goes through this: `where` names the task or the device.
-#define FLEETSIM_CUDA(where, call) check((call), #call, (where))
+using cuda::blas;
+using cuda::kernel;
 
 gpu::Element element_of(Dtype dtype) {
   switch (dtype) {

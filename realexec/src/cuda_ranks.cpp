@@ -6,6 +6,7 @@
 #include <chrono>
 #include <numeric>
 
+#include "fleetsim/cuda_check.hpp"
 #include "fleetsim/realexec.hpp"
 
 namespace fleetsim::ranks {
@@ -18,19 +19,7 @@ void check_mpi(int code, const char* call, const std::string& where) {
   MPI_Error_string(code, text, &length);
   throw DeviceError(where + ": " + call + " failed: " + std::string(text, static_cast<std::size_t>(length)));
 }
-void check_nccl(ncclResult_t r, const char* call, const std::string& where) {
-  if (r == ncclSuccess) return;
-  const char* last = ncclGetLastError(nullptr);
-  throw DeviceError(where + ": " + call + " failed: " + ncclGetErrorString(r) + (last != nullptr && *last ? std::string(" (") + last + ")" : ""));
-}
-void check_cuda(cudaError_t e, const char* call, const std::string& where) {
-  if (e == cudaSuccess) return;
-  (void)cudaGetLastError();
-  throw DeviceError(where + ": " + call + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
-}
 #define FLEETSIM_MPI(where, call) check_mpi((call), #call, (where))
-#define FLEETSIM_NCCL(where, call) check_nccl((call), #call, (where))
-#define FLEETSIM_CUDA(where, call) check_cuda((call), #call, (where))
 
 }  // namespace
 
@@ -46,17 +35,17 @@ World mpi_world() {
 
 std::vector<ncclComm_t> join_communicator(int root, int members, const std::vector<LocalMember>& local, const std::string& where) {
   ncclUniqueId id{};
-  if (mpi_world().rank == root) FLEETSIM_NCCL(where, ncclGetUniqueId(&id));
+  if (mpi_world().rank == root) FLEETSIM_CUDA(where, ncclGetUniqueId(&id));
   FLEETSIM_MPI(where, MPI_Bcast(&id, sizeof id, MPI_BYTE, root, MPI_COMM_WORLD));
   std::vector<ncclComm_t> comms(local.size(), nullptr);
   if (local.empty()) return comms;
   // Several members on one rank join from one thread: inside a group, or the first would wait for the others.
-  FLEETSIM_NCCL(where, ncclGroupStart());
+  FLEETSIM_CUDA(where, ncclGroupStart());
   for (std::size_t i = 0; i < local.size(); ++i) {
     FLEETSIM_CUDA(where, cudaSetDevice(local[i].cuda_ordinal));
-    FLEETSIM_NCCL(where, ncclCommInitRank(&comms[i], members, id, local[i].comm_rank));
+    FLEETSIM_CUDA(where, ncclCommInitRank(&comms[i], members, id, local[i].comm_rank));
   }
-  FLEETSIM_NCCL(where, ncclGroupEnd());
+  FLEETSIM_CUDA(where, ncclGroupEnd());
   return comms;
 }
 
