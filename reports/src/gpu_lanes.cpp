@@ -39,4 +39,13 @@ GpuLanes gpu_lanes(const Trace& trace, std::uint32_t gpus, double end_s) {
   return out;
 }
 
+std::optional<std::uint32_t> load_entry(const Trace& trace, const WeightLoad& load) {
+  const TaskRecord& t = trace.tasks[index(load.task)];
+  if (t.start_s == kNever) return std::nullopt;
+  for (std::uint32_t entry = t.gpu_begin; entry < t.gpu_begin + t.gpu_count; ++entry) {
+    if (trace.gpus[entry] == load.gpu) return entry;
+  }
+  return std::nullopt;
+}
+
 }  // namespace fleetsim

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "fleetsim/trace.hpp"
@@ -16,5 +17,9 @@ struct GpuLanes {
 
 // Each task takes the lowest lane free when it starts; a task running at end_s holds its lane to it.
 GpuLanes gpu_lanes(const Trace& trace, std::uint32_t gpus, double end_s);
+
+// The entry of Trace::gpus where the load's task holds the load's GPU, so the load is drawn on the
+// task's lane; none when the task's last run is elsewhere (the load belonged to a stopped run).
+std::optional<std::uint32_t> load_entry(const Trace& trace, const WeightLoad& load);
 
 }  // namespace fleetsim

@@ -157,7 +157,10 @@ void gantt(std::ostream& out, const Scenario& sc, const RunResult& run) {
   for (const WeightLoad& w : trace.weight_loads) {
     const std::uint32_t g = index(w.gpu);
     if (g >= rows || marks >= kGanttMarks) continue;
-    chart.rect(w.start_s, w.end_s != kNever ? w.end_s : end, rows - g - 0.9, rows - g - 0.6, "#555",
+    // The lower part of its task's lane (of the whole row when the load belonged to a stopped run).
+    const auto entry = load_entry(trace, w);
+    const auto [lo, hi] = entry ? band(*entry) : std::pair{rows - g - 0.9, rows - g - 0.1};
+    chart.rect(w.start_s, w.end_s != kNever ? w.end_s : end, lo, lo + 0.375 * (hi - lo), "#555",
                "weight load " + format_quantity(w.bytes, Dimension::bytes));
     ++marks;
   }

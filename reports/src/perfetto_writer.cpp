@@ -88,12 +88,9 @@ void write_perfetto_json(std::ostream& out, const Scenario& sc, const RunResult&
     const double end = w.end_s == kNever ? run.summary.end_s : w.end_s;
     if (end <= w.start_s) continue;
     // On its task's lane of the GPU, inside the task's first phase.
-    const TaskRecord& t = run.trace.tasks[index(w.task)];
-    std::uint32_t entry = t.gpu_begin;
-    while (entry + 1 < t.gpu_begin + t.gpu_count && run.trace.gpus[entry] != w.gpu) ++entry;
-    const bool same_run = t.start_s != kNever && t.gpu_count > 0 && run.trace.gpus[entry] == w.gpu;
+    const auto entry = load_entry(run.trace, w);
     events.push_back({{"ph", "X"}, {"name", "weight load"}, {"cat", "weight load"}, {"pid", index(cluster.node_of(w.gpu))},
-                      {"tid", same_run ? tid(entry) : std::size_t{index(w.gpu)}}, {"ts", us(w.start_s)}, {"dur", us(end - w.start_s)},
+                      {"tid", entry ? tid(*entry) : std::size_t{index(w.gpu)}}, {"ts", us(w.start_s)}, {"dur", us(end - w.start_s)},
                       {"args", {{"GB", w.bytes / 1e9}, {"from", w.peer ? cluster.gpu_name(*w.peer) : w.from_storage ? "storage" : "host"}}}});
   }
   // Ready tasks waiting for GPUs: +1 when a task becomes ready, -1 when it starts (or the run ends).

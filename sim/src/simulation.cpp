@@ -59,6 +59,18 @@ std::vector<double> interference(const Cluster& cluster) {
   return f;
 }
 
+// A slot of `pool` given back earlier (its index in `free`), or a new one.
+template <typename T>
+std::uint32_t take_slot(std::vector<T>& pool, std::vector<std::uint32_t>& free) {
+  if (free.empty()) {
+    pool.emplace_back();
+    return static_cast<std::uint32_t>(pool.size() - 1);
+  }
+  const std::uint32_t slot = free.back();
+  free.pop_back();
+  return slot;
+}
+
 std::uint64_t mix_key(std::uint64_t a, std::uint64_t b) { return a * 0x9E3779B97F4A7C15ull ^ (b + (a >> 29)); }
 
 // Arrival times of one stream, bounded by its count and the horizon.
@@ -745,14 +757,7 @@ class Run {
     const TaskSpec& s = spec(lead);
     const GpuId g = trace_.gpus[lead.gpu_begin];
     const std::uint32_t key = batch_key(lead);
-    std::uint32_t slot;
-    if (!free_batches_.empty()) {
-      slot = free_batches_.back();
-      free_batches_.pop_back();
-    } else {
-      slot = static_cast<std::uint32_t>(batches_.size());
-      batches_.emplace_back();
-    }
+    const std::uint32_t slot = take_slot(batches_, free_batches_);
     Batch& b = batches_[slot];
     b.members.assign(1, leader);
     batch_of_[index(leader)] = slot;
@@ -983,14 +988,7 @@ class Run {
       return;
     }
     // Plans live only while their task runs; at most one per running task.
-    std::uint32_t slot;
-    if (!free_plans_.empty()) {
-      slot = free_plans_.back();
-      free_plans_.pop_back();
-    } else {
-      slot = static_cast<std::uint32_t>(plans_.size());
-      plans_.emplace_back();
-    }
+    const std::uint32_t slot = take_slot(plans_, free_plans_);
     plans_[slot].plan = plan_collective(cluster_, topology_, s.collective->op, s.collective->algo, gang,
                                         s.collective->bytes * s.collective->compression);
     plans_[slot].step = 0;
