@@ -320,6 +320,67 @@ TEST_CASE("routes leave out down links: the other spines first, none when every 
   CHECK_FALSE(t.find_link("leaf0"));
 }
 
+TEST_CASE("every route is a lowest-latency path, as an exhaustive search finds it", "[network][topology]") {
+  // Floyd-Warshall with only non-GPU vertices as intermediates (GPUs forward nothing), against the
+  // routes the topology walks from its tables, on fabrics with NVSwitch, PCIe-only and MIG nodes,
+  // rails, local storage and spines, before and after a cable fails.
+  const auto check = [](Topology& t, std::uint32_t gpus, const char* what) {
+    INFO(what);
+    const std::uint32_t n = t.vertex_count();
+    constexpr std::uint64_t inf = ~std::uint64_t{0} / 4;
+    const auto weight = [&](std::uint32_t l) { return static_cast<std::uint64_t>(std::llround(t.links()[l].latency_s * 1e12)) + 1; };
+    std::vector<bool> gpu(n, false);  // GPUs are the first vertices
+    for (std::uint32_t g = 0; g < gpus; ++g) gpu[t.gpu_vertex(make_id<GpuId>(g))] = true;
+    std::vector<std::uint64_t> d(std::size_t{n} * n, inf);
+    for (std::uint32_t v = 0; v < n; ++v) d[std::size_t{v} * n + v] = 0;
+    for (std::uint32_t l = 0; l < t.links().size(); ++l) {
+      if (t.link_down(l)) continue;
+      auto& e = d[std::size_t{t.links()[l].from} * n + t.links()[l].to];
+      e = std::min(e, weight(l));
+    }
+    for (std::uint32_t k = 0; k < n; ++k) {
+      if (gpu[k]) continue;
+      for (std::uint32_t i = 0; i < n; ++i) {
+        for (std::uint32_t j = 0; j < n; ++j) {
+          d[std::size_t{i} * n + j] = std::min(d[std::size_t{i} * n + j], d[std::size_t{i} * n + k] + d[std::size_t{k} * n + j]);
+        }
+      }
+    }
+    std::size_t pairs = 0;
+    for (std::uint32_t from = 0; from < n; ++from) {
+      for (std::uint32_t to = 0; to < n; ++to) {
+        if (from == to || (gpu[from] && gpu[to] && (from + to) % 3 != 0)) continue;  // a third of the GPU pairs
+        const std::uint64_t best = d[std::size_t{from} * n + to];
+        std::vector<std::uint32_t> r;
+        REQUIRE(t.try_route(from, to, from * 31 + to, r) == (best < inf));
+        CHECK(t.reachable(from, to) == (best < inf));
+        if (best >= inf) continue;
+        std::uint64_t total = 0;
+        std::uint32_t at = from;
+        for (std::uint32_t l : r) {
+          REQUIRE(t.links()[l].from == at);
+          CHECK_FALSE(t.link_down(l));
+          total += weight(l);
+          at = t.links()[l].to;
+        }
+        CHECK(at == to);
+        CHECK(total == best);
+        ++pairs;
+      }
+    }
+    CHECK(pairs > 100);
+  };
+  Built mixed = build(R"([{"type": "hgx-h100-8", "count": 2}, {"type": "l40s-pcie-8", "count": 2},
+                          {"type": "unit-node-2", "count": 2, "mig": {"slices": 2}}])",
+                      R"({"topology": "fat-tree", "nodes_per_leaf": 2, "spines": 2}, "storage": {"bandwidth": "7 GB/s", "latency": "100 us"})");
+  check(mixed.topology, mixed.cluster.gpu_count(), "fat-tree of H100, L40S and MIG nodes with storage");
+  Topology& t = mixed.topology;
+  for (const char* cable : {"leaf0>spine0", "spine0>leaf0", "n4.nic0>leaf2", "leaf2>n4.nic0"}) t.set_link_down(*t.find_link(cable), true);
+  check(t, mixed.cluster.gpu_count(), "the same with a spine cable and a MIG node's only NIC cable down");
+  Built rails = build(R"([{"type": "hgx-h100-8", "count": 3}])", R"({"topology": "rail-optimized", "nodes_per_leaf": 2})");
+  check(rails.topology, rails.cluster.gpu_count(), "rail-optimized H100 nodes");
+}
+
 TEST_CASE("an oversubscribed fat-tree halves the bandwidth between leaves", "[network][topology]") {
   // Four 1-NIC nodes (25 GB/s NICs), two per leaf. At 2:1, a leaf's 50 GB/s of downlinks get 25 GB/s of
   // uplink (one spine): two flows leaving leaf 0 share it at 12.5 GB/s each, while a flow inside the

@@ -76,20 +76,36 @@ class Topology {
   double bottleneck_Bps(std::span<const std::uint32_t> route) const;
 
  private:
-  std::uint32_t add_vertex(std::string name);
+  std::uint32_t add_vertex(std::string name, std::uint32_t node);  // node: its node's index, or kNone
   void add_link(std::uint32_t from, std::uint32_t to, double capacity_Bps, double latency_s, LinkClass cls, LinkKind kind);
   void add_link_pair(std::uint32_t a, std::uint32_t b, double capacity_Bps, double latency_s, LinkClass cls, LinkKind kind);
-  const std::vector<std::uint64_t>& distances_to(std::uint32_t target) const;
+  static constexpr std::uint32_t kNone = 0xFFFFFFFFu;
+  static constexpr std::uint64_t kUnreachable = ~std::uint64_t{0};
+  struct DistanceCache;
+  struct NodeTarget;
+  // Distances (picoseconds, plus one per hop) to one target, from any vertex.
+  struct Distances {
+    const Topology* topology;
+    std::uint32_t target;
+    const std::vector<std::uint64_t>* full;  // every vertex's, for a target outside the nodes
+    const NodeTarget* node;                  // else: the target's table inside its node, and the ways in
+    std::uint64_t from(std::uint32_t v) const;
+  };
+  Distances distances_to(std::uint32_t target) const;
+  const std::vector<std::uint64_t>& full_distances_to(std::uint32_t target) const;
+  void search_to(std::uint32_t target, std::uint32_t node, std::vector<std::uint64_t>& dist) const;
 
   std::vector<std::string> vertex_names_;
   std::vector<std::uint8_t> is_gpu_;
   std::vector<std::uint32_t> host_vertex_, nvswitch_vertex_, storage_vertex_;
+  std::vector<std::uint32_t> vertex_node_;    // per vertex: its node, or kNone for the fabric's switches
+  std::vector<std::uint32_t> local_index_;    // per vertex: its place among its node's vertices
+  std::vector<std::uint32_t> node_offsets_, node_members_;  // each node's vertices
   std::vector<TopoLink> links_;
   std::vector<std::vector<std::uint32_t>> out_links_;  // per vertex, in creation order
   std::vector<std::uint8_t> link_down_;                 // per link
   std::vector<std::uint64_t> link_weight_;              // per link: its latency as the route search's integer weight
   std::uint32_t links_down_ = 0;
-  struct DistanceCache;
   std::unique_ptr<DistanceCache> cache_;
 };
 

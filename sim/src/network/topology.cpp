@@ -1,9 +1,6 @@
 #include "fleetsim/topology.hpp"
 
-#include <boost/graph/adjacency_list.hpp>
-#include <boost/graph/dijkstra_shortest_paths.hpp>
-#include <boost/graph/filtered_graph.hpp>
-#include <boost/graph/reverse_graph.hpp>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <unordered_map>
@@ -13,8 +10,6 @@
 
 namespace fleetsim {
 namespace {
-
-constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
 
 // Latencies as integer picoseconds, so equal-cost paths compare exactly equal, plus one per hop: of
 // equal-latency paths the shortest wins, and a walk over zero-latency links still makes progress.
@@ -27,18 +22,29 @@ std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
   return x ^ (x >> 31);
 }
 
-// Each edge carries its weight and its link's index, so routes can leave out links that are down.
-using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, boost::no_property,
-                                    boost::property<boost::edge_weight_t, std::uint64_t,
-                                                    boost::property<boost::edge_index_t, std::uint32_t>>>;
-
 }  // namespace
 
-// Distances (picoseconds) from every vertex to recently asked targets. Lookups only, so the
-// unordered map's order never shows in any output.
+// Distances (picoseconds) to recently asked targets, for route walks. A target inside a node is
+// reached from outside only over the node's ways in (links from outside into it), so its distances
+// need one search inside the node plus the distances to the few outside ends of those ways in
+// (leaf or single switch), which every target of every node shares: one full search per switch
+// rather than one per target. Lookups only, so the unordered maps' order never shows in any output.
+struct Topology::NodeTarget {
+  struct WayIn {
+    const std::vector<std::uint64_t>* to_outside_end = nullptr;  // full distances to the link's outside end
+    std::uint64_t then = 0;                                      // the link's weight + from its inside end
+  };
+  std::vector<std::uint64_t> inside;  // per vertex of the node (by local index), over paths staying inside
+  std::vector<WayIn> ways_in;
+};
+
 struct Topology::DistanceCache {
-  Graph graph;
-  std::unordered_map<std::uint32_t, std::vector<std::uint64_t>> to_target;
+  // The links into each vertex, as one array with offsets (the searches run on the reversed graph).
+  std::vector<std::uint32_t> in_offsets, in_links;
+  std::unordered_map<std::uint32_t, std::vector<std::uint64_t>> full;  // every vertex's distance
+  std::unordered_map<std::uint32_t, NodeTarget> node_target;
+  std::size_t bytes = 0;
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> heap;  // search scratch
 };
 
 std::string_view link_class_name(LinkClass cls) {
@@ -56,8 +62,9 @@ Topology::~Topology() = default;
 Topology::Topology(Topology&&) noexcept = default;
 Topology& Topology::operator=(Topology&&) noexcept = default;
 
-std::uint32_t Topology::add_vertex(std::string name) {
+std::uint32_t Topology::add_vertex(std::string name, std::uint32_t node) {
   vertex_names_.push_back(std::move(name));
+  vertex_node_.push_back(node);
   is_gpu_.push_back(0);
   out_links_.emplace_back();
   return static_cast<std::uint32_t>(vertex_names_.size() - 1);
@@ -76,7 +83,7 @@ void Topology::add_link_pair(std::uint32_t a, std::uint32_t b, double capacity_B
 
 Topology::Topology(const Cluster& cluster, const FabricSpec& fabric) : cache_(std::make_unique<DistanceCache>()) {
   for (std::uint32_t g = 0; g < cluster.gpu_count(); ++g) {
-    add_vertex(cluster.gpu_name(make_id<GpuId>(g)));
+    add_vertex(cluster.gpu_name(make_id<GpuId>(g)), kNone);  // its node is set with the node's other vertices
     is_gpu_.back() = 1;
   }
   // Inside each node.
@@ -85,26 +92,26 @@ Topology::Topology(const Cluster& cluster, const FabricSpec& fabric) : cache_(st
     const NodeId node = make_id<NodeId>(n);
     const NodeGroup& grp = cluster.group(node);
     const std::string prefix = "n" + std::to_string(n) + ".";
-    host_vertex_.push_back(add_vertex(prefix + "host"));
+    host_vertex_.push_back(add_vertex(prefix + "host", n));
     nvswitch_vertex_.push_back(kNone);
     storage_vertex_.push_back(kNone);
     if (const auto& storage = cluster.spec().storage) {
-      storage_vertex_.back() = add_vertex(prefix + "storage");
+      storage_vertex_.back() = add_vertex(prefix + "storage", n);
       add_link_pair(storage_vertex_.back(), host_vertex_.back(), storage->bandwidth_Bps, storage->latency_s,
                     LinkClass::storage, LinkKind::pcie);
     }
     // MIG instances have no peer-to-peer over NVLink: their traffic goes through PCIe.
     if (grp.gpu_link.kind == LinkKind::nvlink && grp.mig_slices == 1) {
-      nvswitch_vertex_.back() = add_vertex(prefix + "nvswitch");
+      nvswitch_vertex_.back() = add_vertex(prefix + "nvswitch", n);
     }
     const int nics = grp.node.nics;
     const int gpus = grp.node.gpus;
     std::vector<std::uint32_t> pcie(static_cast<std::size_t>(nics));
     for (int j = 0; j < nics; ++j) {
-      pcie[j] = add_vertex(prefix + "pcie" + std::to_string(j));
+      pcie[j] = add_vertex(prefix + "pcie" + std::to_string(j), n);
       add_link_pair(pcie[j], host_vertex_.back(), grp.host_link.bandwidth_Bps, grp.host_link.latency_s,
                     LinkClass::host_link, grp.host_link.kind);
-      const std::uint32_t nic = add_vertex(prefix + "nic" + std::to_string(j));
+      const std::uint32_t nic = add_vertex(prefix + "nic" + std::to_string(j), n);
       add_link_pair(nic, pcie[j], grp.host_link.bandwidth_Bps, grp.host_link.latency_s, LinkClass::host_link,
                     grp.host_link.kind);
       node_nics[n].push_back(nic);
@@ -116,11 +123,12 @@ Topology::Topology(const Cluster& cluster, const FabricSpec& fabric) : cache_(st
     std::uint32_t up = 0, down = 0;
     for (int i = 0; i < gpus; ++i) {
       const std::uint32_t gpu = index(cluster.first_gpu(node)) + static_cast<std::uint32_t>(i);
+      vertex_node_[gpu] = n;
       if (slices > 1) {
         if (i % slices == 0) {
           const std::string name = prefix + "g" + std::to_string(i / slices);
-          up = add_vertex(name + ".up");
-          down = add_vertex(name + ".down");
+          up = add_vertex(name + ".up", n);
+          down = add_vertex(name + ".down", n);
           add_link(up, host_vertex_.back(), grp.host_link.bandwidth_Bps, 2 * grp.host_link.latency_s, LinkClass::host_link, grp.host_link.kind);
           add_link(host_vertex_.back(), down, grp.host_link.bandwidth_Bps, 2 * grp.host_link.latency_s, LinkClass::host_link, grp.host_link.kind);
         }
@@ -159,7 +167,7 @@ Topology::Topology(const Cluster& cluster, const FabricSpec& fabric) : cache_(st
       std::string name = fabric.kind == FabricKind::single_switch ? "switch"
                          : rails ? "leaf" + std::to_string(g) + ".rail" + std::to_string(r)
                                  : "leaf" + std::to_string(g);
-      leaves.push_back(Leaf{add_vertex(std::move(name))});
+      leaves.push_back(Leaf{add_vertex(std::move(name), kNone)});
     }
   }
   for (std::uint32_t n = 0; n < nodes; ++n) {
@@ -182,20 +190,31 @@ Topology::Topology(const Cluster& cluster, const FabricSpec& fabric) : cache_(st
       }
     }
     std::vector<std::uint32_t> spine(spines);
-    for (std::uint32_t s = 0; s < spines; ++s) spine[s] = add_vertex("spine" + std::to_string(s));
+    for (std::uint32_t s = 0; s < spines; ++s) spine[s] = add_vertex("spine" + std::to_string(s), kNone);
     for (const Leaf& leaf : leaves) {
       const double uplink = leaf.down_Bps / fabric.oversubscription / spines;
       for (std::uint32_t s : spine) add_link_pair(leaf.vertex, s, uplink, up.latency_s, LinkClass::fabric, up.kind);
     }
   }
 
-  Graph& g = cache_->graph;
-  g = Graph(vertex_count());
-  for (std::uint32_t l = 0; l < links_.size(); ++l) {
-    link_weight_.push_back(weight_of(links_[l].latency_s));
-    boost::add_edge(links_[l].from, links_[l].to, Graph::edge_property_type(link_weight_[l], l), g);
-  }
+  link_weight_.reserve(links_.size());
+  for (const TopoLink& l : links_) link_weight_.push_back(weight_of(l.latency_s));
   link_down_.assign(links_.size(), 0);
+  // Each node's vertices, numbered from 0 for the searches inside it.
+  node_offsets_.assign(cluster.node_count() + 1, 0);
+  for (std::uint32_t n : vertex_node_) {
+    if (n != kNone) ++node_offsets_[n + 1];
+  }
+  for (std::uint32_t n = 0; n < cluster.node_count(); ++n) node_offsets_[n + 1] += node_offsets_[n];
+  node_members_.resize(node_offsets_.back());
+  local_index_.assign(vertex_count(), kNone);
+  std::vector<std::uint32_t> fill(node_offsets_.begin(), node_offsets_.end() - 1);
+  for (std::uint32_t v = 0; v < vertex_count(); ++v) {
+    const std::uint32_t n = vertex_node_[v];
+    if (n == kNone) continue;
+    local_index_[v] = fill[n] - node_offsets_[n];
+    node_members_[fill[n]++] = v;
+  }
 }
 
 std::optional<std::uint32_t> Topology::storage_vertex(NodeId node) const {
@@ -244,41 +263,99 @@ void Topology::set_link_down(std::uint32_t link, bool down) {
   if (link_down_[link] == static_cast<std::uint8_t>(down)) return;
   link_down_[link] = down ? 1 : 0;
   links_down_ = down ? links_down_ + 1 : links_down_ - 1;
-  cache_->to_target.clear();
+  cache_->full.clear();
+  cache_->node_target.clear();
+  cache_->bytes = 0;
 }
 
-const std::vector<std::uint64_t>& Topology::distances_to(std::uint32_t target) const {
-  auto& cache = cache_->to_target;
-  if (const auto it = cache.find(target); it != cache.end()) return it->second;
-  // Bounded memory on large clusters: at most 1 GiB of distance tables (about 4,000 targets on 10k GPUs).
-  const std::size_t most = std::max<std::size_t>(64, (std::size_t{1} << 30) / (sizeof(std::uint64_t) * vertex_count()));
-  if (cache.size() >= most) cache.clear();
-
-  // Distances to `target` are distances from it on the reversed graph. GPUs forward nothing: an
-  // edge into a GPU other than the target is removed, so no path passes through one. Down links are
-  // removed too.
-  const auto reversed = boost::make_reverse_graph(cache_->graph);
-  using Reversed = decltype(reversed);
-  struct NoTransitGpu {
-    const std::vector<std::uint8_t>* is_gpu = nullptr;
-    const std::vector<std::uint8_t>* down = nullptr;
-    bool any_down = false;  // most of the time none is: skip the edge's index lookup
-    std::uint32_t target = 0;
-    const Reversed* graph = nullptr;
-    bool operator()(const typename boost::graph_traits<Reversed>::edge_descriptor& e) const {
-      if (any_down && (*down)[boost::get(boost::edge_index, *graph, e)] != 0) return false;
-      // A reversed edge leaving GPU u stands for an original edge entering u: allowed only into the target.
-      const auto u = static_cast<std::uint32_t>(boost::source(e, *graph));
-      return (*is_gpu)[u] == 0 || u == target;
+// Shortest distances to `target` on the reversed graph, from every vertex (node == kNone) or from the
+// vertices of `node` over the links inside it (dist by local index). GPUs forward nothing: a path
+// enters a GPU only at the target. Down links are left out.
+void Topology::search_to(std::uint32_t target, std::uint32_t node, std::vector<std::uint64_t>& dist) const {
+  DistanceCache& c = *cache_;
+  if (c.in_offsets.empty()) {  // the links into each vertex, built at the first search
+    c.in_offsets.assign(vertex_count() + 1, 0);
+    for (const TopoLink& l : links_) ++c.in_offsets[l.to + 1];
+    for (std::uint32_t v = 0; v < vertex_count(); ++v) c.in_offsets[v + 1] += c.in_offsets[v];
+    c.in_links.resize(links_.size());
+    std::vector<std::uint32_t> fill(c.in_offsets.begin(), c.in_offsets.end() - 1);
+    for (std::uint32_t l = 0; l < links_.size(); ++l) c.in_links[fill[links_[l].to]++] = l;
+  }
+  const auto slot = [&](std::uint32_t v) { return node == kNone ? v : local_index_[v]; };
+  dist.assign(node == kNone ? vertex_count() : node_offsets_[node + 1] - node_offsets_[node], kUnreachable);
+  auto& heap = c.heap;
+  heap.clear();
+  const auto later = [](const auto& a, const auto& b) { return a.first > b.first; };
+  dist[slot(target)] = 0;
+  heap.emplace_back(0, target);
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), later);
+    const auto [d, v] = heap.back();
+    heap.pop_back();
+    if (d != dist[slot(v)] || (is_gpu_[v] != 0 && v != target)) continue;  // stale, or a GPU that forwards nothing
+    for (std::uint32_t i = c.in_offsets[v]; i < c.in_offsets[v + 1]; ++i) {
+      const std::uint32_t l = c.in_links[i];
+      const std::uint32_t u = links_[l].from;
+      if (link_down_[l] != 0 || (node != kNone && vertex_node_[u] != node)) continue;
+      const std::uint64_t through = d + link_weight_[l];
+      if (through < dist[slot(u)]) {
+        dist[slot(u)] = through;
+        heap.emplace_back(through, u);
+        std::push_heap(heap.begin(), heap.end(), later);
+      }
     }
-  };
-  const boost::filtered_graph<Reversed, NoTransitGpu> allowed(reversed, NoTransitGpu{&is_gpu_, &link_down_, links_down_ > 0, target, &reversed});
-  std::vector<std::uint64_t> dist(vertex_count());
-  boost::dijkstra_shortest_paths(
-      allowed, target,
-      boost::distance_map(boost::make_iterator_property_map(dist.begin(), boost::get(boost::vertex_index, allowed)))
-          .distance_inf(std::numeric_limits<std::uint64_t>::max()));
-  return cache.emplace(target, std::move(dist)).first->second;
+  }
+}
+
+const std::vector<std::uint64_t>& Topology::full_distances_to(std::uint32_t target) const {
+  DistanceCache& c = *cache_;
+  if (const auto it = c.full.find(target); it != c.full.end()) return it->second;
+  std::vector<std::uint64_t>& dist = c.full[target];
+  search_to(target, kNone, dist);
+  c.bytes += dist.size() * sizeof(std::uint64_t);
+  return dist;
+}
+
+Topology::Distances Topology::distances_to(std::uint32_t target) const {
+  DistanceCache& c = *cache_;
+  // Bounded memory on large clusters: past 1 GiB of tables, start again (tables are rebuilt when asked).
+  if (c.bytes > (std::size_t{1} << 30)) {
+    c.full.clear();
+    c.node_target.clear();
+    c.bytes = 0;
+  }
+  const std::uint32_t node = vertex_node_[target];
+  if (node == kNone) return Distances{this, target, &full_distances_to(target), nullptr};
+  auto [it, added] = c.node_target.try_emplace(target);
+  NodeTarget& t = it->second;
+  if (added) {
+    search_to(target, node, t.inside);
+    // The ways in: links from outside the node to one of its vertices that reaches the target inside.
+    for (std::uint32_t i = node_offsets_[node]; i < node_offsets_[node + 1]; ++i) {
+      const std::uint32_t v = node_members_[i];
+      if (t.inside[local_index_[v]] == kUnreachable) continue;
+        for (std::uint32_t k = c.in_offsets[v]; k < c.in_offsets[v + 1]; ++k) {
+        const std::uint32_t l = c.in_links[k];
+        if (link_down_[l] != 0 || vertex_node_[links_[l].from] == node) continue;
+        t.ways_in.push_back({&full_distances_to(links_[l].from), link_weight_[l] + t.inside[local_index_[v]]});
+      }
+    }
+    c.bytes += t.inside.size() * sizeof(std::uint64_t) + t.ways_in.size() * sizeof(NodeTarget::WayIn);
+  }
+  return Distances{this, target, nullptr, &t};
+}
+
+// From inside the target's node: the best of staying inside and going out and back in; from
+// outside: the best way in.
+std::uint64_t Topology::Distances::from(std::uint32_t v) const {
+  if (full != nullptr) return (*full)[v];
+  std::uint64_t best = topology->vertex_node_[v] == topology->vertex_node_[target] ? node->inside[topology->local_index_[v]]
+                                                                                    : kUnreachable;
+  for (const NodeTarget::WayIn& w : node->ways_in) {
+    const std::uint64_t out = (*w.to_outside_end)[v];
+    if (out != kUnreachable) best = std::min(best, out + w.then);
+  }
+  return best;
 }
 
 void Topology::route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out) const {
@@ -286,29 +363,33 @@ void Topology::route(std::uint32_t from, std::uint32_t to, std::uint64_t key, st
 }
 
 bool Topology::reachable(std::uint32_t from, std::uint32_t to) const {
-  return from == to || distances_to(to)[from] != std::numeric_limits<std::uint64_t>::max();
+  return from == to || distances_to(to).from(from) != kUnreachable;
 }
 
 bool Topology::try_route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out) const {
   if (from == to) return true;
-  const std::vector<std::uint64_t>& dist = distances_to(to);
-  if (dist[from] == std::numeric_limits<std::uint64_t>::max()) return false;
+  const Distances dist = distances_to(to);
+  std::uint64_t here = dist.from(from);
+  if (here == kUnreachable) return false;
   std::uint32_t at = from;
   std::uint32_t candidates[64];
+  std::uint64_t remaining[64];
   while (at != to) {
     std::uint32_t n = 0;
     for (std::uint32_t l : out_links_[at]) {
       const TopoLink& link = links_[l];
-      if ((is_gpu_[link.to] != 0 && link.to != to) || link_down_[l] != 0) continue;
-      if (dist[link.to] != std::numeric_limits<std::uint64_t>::max() &&
-          dist[link.to] + link_weight_[l] == dist[at] && n < 64) {
+      if ((is_gpu_[link.to] != 0 && link.to != to) || link_down_[l] != 0 || link_weight_[l] > here) continue;
+      const std::uint64_t next = dist.from(link.to);
+      if (next != kUnreachable && next + link_weight_[l] == here && n < 64) {
+        remaining[n] = next;
         candidates[n++] = l;
       }
     }
     FLEETSIM_CHECK(n > 0, "route walk found no next hop");
-    const std::uint32_t chosen = candidates[n == 1 ? 0 : mix(key, at) % n];
-    out.push_back(chosen);
-    at = links_[chosen].to;
+    const std::uint32_t pick = n == 1 ? 0 : static_cast<std::uint32_t>(mix(key, at) % n);
+    out.push_back(candidates[pick]);
+    at = links_[candidates[pick]].to;
+    here = remaining[pick];
   }
   return true;
 }
