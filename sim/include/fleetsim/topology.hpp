@@ -94,6 +94,7 @@ class Topology {
   Distances distances_to(std::uint32_t target) const;
   const std::vector<std::uint64_t>& full_distances_to(std::uint32_t target) const;
   void search_to(std::uint32_t target, std::uint32_t node, std::vector<std::uint64_t>& dist) const;
+  void forget_distances() const;
 
   std::vector<std::string> vertex_names_;
   std::vector<std::uint8_t> is_gpu_;

@@ -32,10 +32,11 @@ std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
 struct Topology::NodeTarget {
   struct WayIn {
     const std::vector<std::uint64_t>* to_outside_end = nullptr;  // full distances to the link's outside end
-    std::uint64_t then = 0;                                      // the link's weight + from its inside end
+    std::uint64_t then = 0;  // the least, over the links from that end, of the link's weight + from its inside end
   };
   std::vector<std::uint64_t> inside;  // per vertex of the node (by local index), over paths staying inside
   std::vector<WayIn> ways_in;
+  std::vector<std::uint64_t> every;  // every vertex's distance, where the tables fit (else empty)
 };
 
 struct Topology::DistanceCache {
@@ -43,7 +44,7 @@ struct Topology::DistanceCache {
   std::vector<std::uint32_t> in_offsets, in_links;
   std::unordered_map<std::uint32_t, std::vector<std::uint64_t>> full;  // every vertex's distance
   std::unordered_map<std::uint32_t, NodeTarget> node_target;
-  std::size_t bytes = 0;
+  std::size_t bytes = 0, tabled_bytes = 0;  // all tables; those of NodeTarget::every
   std::vector<std::pair<std::uint64_t, std::uint32_t>> heap;  // search scratch
 };
 
@@ -263,9 +264,13 @@ void Topology::set_link_down(std::uint32_t link, bool down) {
   if (link_down_[link] == static_cast<std::uint8_t>(down)) return;
   link_down_[link] = down ? 1 : 0;
   links_down_ = down ? links_down_ + 1 : links_down_ - 1;
+  forget_distances();
+}
+
+void Topology::forget_distances() const {
   cache_->full.clear();
   cache_->node_target.clear();
-  cache_->bytes = 0;
+  cache_->bytes = cache_->tabled_bytes = 0;
 }
 
 // Shortest distances to `target` on the reversed graph, from every vertex (node == kNone) or from the
@@ -319,11 +324,7 @@ const std::vector<std::uint64_t>& Topology::full_distances_to(std::uint32_t targ
 Topology::Distances Topology::distances_to(std::uint32_t target) const {
   DistanceCache& c = *cache_;
   // Bounded memory on large clusters: past 1 GiB of tables, start again (tables are rebuilt when asked).
-  if (c.bytes > (std::size_t{1} << 30)) {
-    c.full.clear();
-    c.node_target.clear();
-    c.bytes = 0;
-  }
+  if (c.bytes > (std::size_t{1} << 30)) forget_distances();
   const std::uint32_t node = vertex_node_[target];
   if (node == kNone) return Distances{this, target, &full_distances_to(target), nullptr};
   auto [it, added] = c.node_target.try_emplace(target);
@@ -337,12 +338,30 @@ Topology::Distances Topology::distances_to(std::uint32_t target) const {
         for (std::uint32_t k = c.in_offsets[v]; k < c.in_offsets[v + 1]; ++k) {
         const std::uint32_t l = c.in_links[k];
         if (link_down_[l] != 0 || vertex_node_[links_[l].from] == node) continue;
-        t.ways_in.push_back({&full_distances_to(links_[l].from), link_weight_[l] + t.inside[local_index_[v]]});
+        const std::vector<std::uint64_t>* outside_end = &full_distances_to(links_[l].from);
+        const std::uint64_t then = link_weight_[l] + t.inside[local_index_[v]];
+        // Ways in from one switch (a node's NICs on one leaf) count once, at their best.
+        const auto same = std::find_if(t.ways_in.begin(), t.ways_in.end(), [&](const auto& w) { return w.to_outside_end == outside_end; });
+        if (same == t.ways_in.end()) {
+          t.ways_in.push_back({outside_end, then});
+        } else {
+          same->then = std::min(same->then, then);
+        }
       }
     }
     c.bytes += t.inside.size() * sizeof(std::uint64_t) + t.ways_in.size() * sizeof(NodeTarget::WayIn);
+    // A route walk asks for many vertices' distances (a switch has a link to every NIC), so
+    // every vertex's is worked out once where a table per target fits: on all but the largest clusters.
+    const std::size_t table = vertex_count() * sizeof(std::uint64_t);
+    if (c.tabled_bytes + table <= (std::size_t{256} << 20)) {
+      const Distances parts{this, target, nullptr, &t};
+      t.every.resize(vertex_count());
+      for (std::uint32_t v = 0; v < vertex_count(); ++v) t.every[v] = parts.from(v);
+      c.tabled_bytes += table;
+      c.bytes += table;
+    }
   }
-  return Distances{this, target, nullptr, &t};
+  return t.every.empty() ? Distances{this, target, nullptr, &t} : Distances{this, target, &t.every, nullptr};
 }
 
 // From inside the target's node: the best of staying inside and going out and back in; from
