@@ -379,6 +379,13 @@ TEST_CASE("every route is a lowest-latency path, as an exhaustive search finds i
   check(t, mixed.cluster.gpu_count(), "the same with a spine cable and a MIG node's only NIC cable down");
   Built rails = build(R"([{"type": "hgx-h100-8", "count": 3}])", R"({"topology": "rail-optimized", "nodes_per_leaf": 2})");
   check(rails.topology, rails.cluster.gpu_count(), "rail-optimized H100 nodes");
+  // Cut a rail leaf off the spines: it is reached only through the nodes (in on one rail, out on another).
+  Topology& r = rails.topology;
+  for (std::uint32_t l = 0; l < r.links().size(); ++l) {
+    const std::string name = r.link_name(l);
+    if (name.rfind("leaf0.rail0>spine", 0) == 0 || (name.rfind("spine", 0) == 0 && name.ends_with(">leaf0.rail0"))) r.set_link_down(l, true);
+  }
+  check(r, rails.cluster.gpu_count(), "the same with rail 0 of the first leaf group off the spines");
 }
 
 TEST_CASE("an oversubscribed fat-tree halves the bandwidth between leaves", "[network][topology]") {

@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "fleetsim/catalog.hpp"
@@ -86,14 +87,15 @@ class Topology {
   // Distances (picoseconds, plus one per hop) to one target, from any vertex.
   struct Distances {
     const Topology* topology;
-    std::uint32_t target;
-    const std::vector<std::uint64_t>* full;  // every vertex's, for a target outside the nodes
-    const NodeTarget* node;                  // else: the target's table inside its node, and the ways in
+    const NodeTarget* target;
+    const std::vector<std::uint64_t>* every = nullptr;  // every vertex's, where worked out in advance
     std::uint64_t from(std::uint32_t v) const;
   };
   Distances distances_to(std::uint32_t target) const;
-  const std::vector<std::uint64_t>& full_distances_to(std::uint32_t target) const;
-  void search_to(std::uint32_t target, std::uint32_t node, std::vector<std::uint64_t>& dist) const;
+  void prepare_distances() const;
+  void search_inside(std::uint32_t node, const std::vector<std::pair<std::uint32_t, std::uint64_t>>& seeds,
+                     std::vector<std::uint64_t>& dist) const;
+  void tabulate(NodeTarget& target) const;
   void forget_distances() const;
 
   std::vector<std::string> vertex_names_;
@@ -102,6 +104,7 @@ class Topology {
   std::vector<std::uint32_t> vertex_node_;    // per vertex: its node, or kNone for the fabric's switches
   std::vector<std::uint32_t> local_index_;    // per vertex: its place among its node's vertices
   std::vector<std::uint32_t> node_offsets_, node_members_;  // each node's vertices
+  std::vector<std::uint32_t> switches_, switch_index_;      // the fabric's switches; per vertex, its place there or kNone
   std::vector<TopoLink> links_;
   std::vector<std::vector<std::uint32_t>> out_links_;  // per vertex, in creation order
   std::vector<std::uint8_t> link_down_;                 // per link

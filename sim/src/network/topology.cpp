@@ -24,27 +24,34 @@ std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
 
 }  // namespace
 
-// Distances (picoseconds) to recently asked targets, for route walks. A target inside a node is
-// reached from outside only over the node's ways in (links from outside into it), so its distances
-// need one search inside the node plus the distances to the few outside ends of those ways in
-// (leaf or single switch), which every target of every node shares: one full search per switch
-// rather than one per target. Lookups only, so the unordered maps' order never shows in any output.
+// Distances (picoseconds) for route walks, in two levels. Nodes meet only at switches (leaves,
+// spines, the single switch): a path between vertices of two nodes leaves the first over one of its
+// ways out (node -> switch link) and enters the second over one of its ways in (switch -> node link)
+// for the last time. So the distance from x in node M to t in node N is the least, over M's ways out
+// and N's ways in, of: inside M from x to the way out, the switch-to-switch distance, inside N from
+// the way in to t (and, where M = N, the path that stays inside). The switch-to-switch distances come
+// from a graph of switches alone, in which a path through a node (in over one way, out over another,
+// as between rails) is one edge. Every search is then over one node or over the switches: none over
+// the whole topology.
 struct Topology::NodeTarget {
-  struct WayIn {
-    const std::vector<std::uint64_t>* to_outside_end = nullptr;  // full distances to the link's outside end
-    std::uint64_t then = 0;  // the least, over the links from that end, of the link's weight + from its inside end
-  };
+  std::uint32_t node = kNone;         // the target's node, or kNone for a switch
   std::vector<std::uint64_t> inside;  // per vertex of the node (by local index), over paths staying inside
-  std::vector<WayIn> ways_in;
-  std::vector<std::uint64_t> every;  // every vertex's distance, where the tables fit (else empty)
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> ways_in;  // (switch, least link weight + inside to the target)
+  std::vector<std::uint64_t> every;   // every vertex's distance, once worth keeping (else empty)
+  std::uint32_t walks = 0;            // route walks to the target so far
 };
 
 struct Topology::DistanceCache {
+  bool ready = false;
   // The links into each vertex, as one array with offsets (the searches run on the reversed graph).
   std::vector<std::uint32_t> in_offsets, in_links;
-  std::unordered_map<std::uint32_t, std::vector<std::uint64_t>> full;  // every vertex's distance
-  std::unordered_map<std::uint32_t, NodeTarget> node_target;
-  std::size_t bytes = 0, tabled_bytes = 0;  // all tables; those of NodeTarget::every
+  // Per node: the switches its ways out lead to, and for each, per vertex of the node (local index),
+  // the least distance inside the node to a way out to that switch plus the way out.
+  std::vector<std::vector<std::uint32_t>> exit_switch;
+  std::vector<std::vector<std::uint64_t>> exit_cost;
+  std::vector<std::uint64_t> between;  // switch by switch (switch index order)
+  std::vector<std::unique_ptr<NodeTarget>> targets;  // per vertex, once asked for
+  std::size_t tabled_bytes = 0;  // of NodeTarget::every
   std::vector<std::pair<std::uint64_t, std::uint32_t>> heap;  // search scratch
 };
 
@@ -216,6 +223,17 @@ Topology::Topology(const Cluster& cluster, const FabricSpec& fabric) : cache_(st
     local_index_[v] = fill[n] - node_offsets_[n];
     node_members_[fill[n]++] = v;
   }
+  switch_index_.assign(vertex_count(), kNone);
+  for (std::uint32_t v = 0; v < vertex_count(); ++v) {
+    if (vertex_node_[v] != kNone) continue;
+    switch_index_[v] = static_cast<std::uint32_t>(switches_.size());
+    switches_.push_back(v);
+  }
+  // The route search counts on it: nodes are joined only through switches.
+  for (const TopoLink& l : links_) {
+    FLEETSIM_CHECK(vertex_node_[l.from] == vertex_node_[l.to] || vertex_node_[l.from] == kNone || vertex_node_[l.to] == kNone,
+                   "a link joins two nodes directly");
+  }
 }
 
 std::optional<std::uint32_t> Topology::storage_vertex(NodeId node) const {
@@ -268,17 +286,65 @@ void Topology::set_link_down(std::uint32_t link, bool down) {
 }
 
 void Topology::forget_distances() const {
-  cache_->full.clear();
-  cache_->node_target.clear();
-  cache_->bytes = cache_->tabled_bytes = 0;
+  DistanceCache& c = *cache_;
+  c.ready = false;
+  c.targets.clear();
+  c.tabled_bytes = 0;
 }
 
-// Shortest distances to `target` on the reversed graph, from every vertex (node == kNone) or from the
-// vertices of `node` over the links inside it (dist by local index). GPUs forward nothing: a path
-// enters a GPU only at the target. Down links are left out.
-void Topology::search_to(std::uint32_t target, std::uint32_t node, std::vector<std::uint64_t>& dist) const {
+namespace {
+
+std::uint64_t plus(std::uint64_t a, std::uint64_t b) {  // unreachable stays unreachable
+  constexpr std::uint64_t never = ~std::uint64_t{0};
+  return a == never || b == never ? never : a + b;
+}
+
+using Seeds = std::vector<std::pair<std::uint32_t, std::uint64_t>>;  // (vertex, starting distance)
+
+// Dijkstra from one or more seeds, with a reusable heap; `relax(v, d, offer)` offers v's neighbours.
+template <typename Dist, typename Relax>
+void dijkstra(std::vector<std::pair<std::uint64_t, std::uint32_t>>& heap, const Seeds& seeds, Dist&& dist, Relax&& relax) {
+  const auto later = [](const auto& a, const auto& b) { return a.first > b.first; };
+  heap.clear();
+  const auto offer = [&](std::uint32_t u, std::uint64_t d) {
+    if (d >= dist(u)) return;
+    dist(u) = d;
+    heap.emplace_back(d, u);
+    std::push_heap(heap.begin(), heap.end(), later);
+  };
+  for (const auto& [v, d] : seeds) offer(v, d);
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), later);
+    const auto [d, v] = heap.back();
+    heap.pop_back();
+    if (d == dist(v)) relax(v, d, offer);
+  }
+}
+
+}  // namespace
+
+// Distances inside `node` (by local index, over its own links) to the nearest seed, each seed counting
+// from its starting distance. GPUs forward nothing: a path enters a GPU only where it ends (a seed).
+// Down links are left out.
+void Topology::search_inside(std::uint32_t node, const Seeds& seeds, std::vector<std::uint64_t>& dist) const {
+  const DistanceCache& c = *cache_;
+  dist.assign(node_offsets_[node + 1] - node_offsets_[node], kUnreachable);
+  dijkstra(cache_->heap, seeds, [&](std::uint32_t v) -> std::uint64_t& { return dist[local_index_[v]]; },
+           [&](std::uint32_t v, std::uint64_t d, auto&& offer) {
+             if (is_gpu_[v] != 0 && std::none_of(seeds.begin(), seeds.end(), [&](const auto& s) { return s.first == v; })) return;
+             for (std::uint32_t i = c.in_offsets[v]; i < c.in_offsets[v + 1]; ++i) {
+               const std::uint32_t l = c.in_links[i];
+               if (link_down_[l] == 0 && vertex_node_[links_[l].from] == node) offer(links_[l].from, d + link_weight_[l]);
+             }
+           });
+}
+
+// The links into each vertex, every node's ways out, and the switch-to-switch distances.
+void Topology::prepare_distances() const {
   DistanceCache& c = *cache_;
-  if (c.in_offsets.empty()) {  // the links into each vertex, built at the first search
+  if (c.ready) return;
+  c.ready = true;
+  if (c.in_offsets.empty()) {
     c.in_offsets.assign(vertex_count() + 1, 0);
     for (const TopoLink& l : links_) ++c.in_offsets[l.to + 1];
     for (std::uint32_t v = 0; v < vertex_count(); ++v) c.in_offsets[v + 1] += c.in_offsets[v];
@@ -286,93 +352,139 @@ void Topology::search_to(std::uint32_t target, std::uint32_t node, std::vector<s
     std::vector<std::uint32_t> fill(c.in_offsets.begin(), c.in_offsets.end() - 1);
     for (std::uint32_t l = 0; l < links_.size(); ++l) c.in_links[fill[links_[l].to]++] = l;
   }
-  const auto slot = [&](std::uint32_t v) { return node == kNone ? v : local_index_[v]; };
-  dist.assign(node == kNone ? vertex_count() : node_offsets_[node + 1] - node_offsets_[node], kUnreachable);
-  auto& heap = c.heap;
-  heap.clear();
-  const auto later = [](const auto& a, const auto& b) { return a.first > b.first; };
-  dist[slot(target)] = 0;
-  heap.emplace_back(0, target);
-  while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), later);
-    const auto [d, v] = heap.back();
-    heap.pop_back();
-    if (d != dist[slot(v)] || (is_gpu_[v] != 0 && v != target)) continue;  // stale, or a GPU that forwards nothing
-    for (std::uint32_t i = c.in_offsets[v]; i < c.in_offsets[v + 1]; ++i) {
-      const std::uint32_t l = c.in_links[i];
-      const std::uint32_t u = links_[l].from;
-      if (link_down_[l] != 0 || (node != kNone && vertex_node_[u] != node)) continue;
-      const std::uint64_t through = d + link_weight_[l];
-      if (through < dist[slot(u)]) {
-        dist[slot(u)] = through;
-        heap.emplace_back(through, u);
-        std::push_heap(heap.begin(), heap.end(), later);
+  // Per node and switch it has ways out to: one search, seeded at the ways out to that switch.
+  const std::uint32_t nodes = static_cast<std::uint32_t>(node_offsets_.size()) - 1;
+  c.exit_switch.assign(nodes, {});
+  c.exit_cost.assign(nodes, {});
+  std::vector<Seeds> seeds;
+  std::vector<std::uint64_t> inside;
+  for (std::uint32_t n = 0; n < nodes; ++n) {
+    auto& to = c.exit_switch[n];
+    seeds.clear();
+    for (std::uint32_t i = node_offsets_[n]; i < node_offsets_[n + 1]; ++i) {
+      for (std::uint32_t l : out_links_[node_members_[i]]) {
+        const std::uint32_t u = switch_index_[links_[l].to];
+        if (link_down_[l] != 0 || u == kNone) continue;
+        const auto k = static_cast<std::size_t>(std::find(to.begin(), to.end(), u) - to.begin());
+        if (k == to.size()) {
+          to.push_back(u);
+          seeds.emplace_back();
+        }
+        seeds[k].emplace_back(node_members_[i], link_weight_[l]);
+      }
+    }
+    for (const Seeds& way_out : seeds) {
+      search_inside(n, way_out, inside);
+      c.exit_cost[n].insert(c.exit_cost[n].end(), inside.begin(), inside.end());
+    }
+  }
+  // The graph of switches: their own links, and one edge per (way in, switch out) through a node.
+  const std::uint32_t switches = static_cast<std::uint32_t>(switches_.size());
+  std::unordered_map<std::uint64_t, std::uint64_t> edges;
+  const auto edge = [&](std::uint32_t a, std::uint32_t b, std::uint64_t w) {
+    if (a == b || w == kUnreachable) return;
+    auto [it, added] = edges.try_emplace(std::uint64_t{a} * switches + b, w);
+    if (!added) it->second = std::min(it->second, w);
+  };
+  for (std::uint32_t l = 0; l < links_.size(); ++l) {
+    const std::uint32_t a = switch_index_[links_[l].from], b = switch_index_[links_[l].to];
+    if (link_down_[l] != 0) continue;
+    if (a != kNone && b != kNone) {
+      edge(a, b, link_weight_[l]);
+    } else if (a != kNone) {  // a way in: on through the node to each switch it leaves for
+      const std::uint32_t n = vertex_node_[links_[l].to];
+      const std::uint32_t size = node_offsets_[n + 1] - node_offsets_[n];
+      for (std::size_t k = 0; k < c.exit_switch[n].size(); ++k) {
+        edge(a, c.exit_switch[n][k], plus(link_weight_[l], c.exit_cost[n][k * size + local_index_[links_[l].to]]));
       }
     }
   }
-}
-
-const std::vector<std::uint64_t>& Topology::full_distances_to(std::uint32_t target) const {
-  DistanceCache& c = *cache_;
-  if (const auto it = c.full.find(target); it != c.full.end()) return it->second;
-  std::vector<std::uint64_t>& dist = c.full[target];
-  search_to(target, kNone, dist);
-  c.bytes += dist.size() * sizeof(std::uint64_t);
-  return dist;
+  std::vector<std::uint32_t> offsets(switches + 1, 0), to;
+  std::vector<std::uint64_t> weight;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> sorted(edges.begin(), edges.end());
+  std::sort(sorted.begin(), sorted.end());
+  for (const auto& [key, w] : sorted) ++offsets[key / switches + 1];
+  for (std::uint32_t a = 0; a < switches; ++a) offsets[a + 1] += offsets[a];
+  for (const auto& [key, w] : sorted) {
+    to.push_back(static_cast<std::uint32_t>(key % switches));
+    weight.push_back(w);
+  }
+  c.between.assign(std::size_t{switches} * switches, kUnreachable);
+  for (std::uint32_t a = 0; a < switches; ++a) {
+    std::uint64_t* row = c.between.data() + std::size_t{a} * switches;
+    dijkstra(c.heap, Seeds{{a, 0}}, [&](std::uint32_t v) -> std::uint64_t& { return row[v]; }, [&](std::uint32_t v, std::uint64_t d, auto&& offer) {
+      for (std::uint32_t i = offsets[v]; i < offsets[v + 1]; ++i) offer(to[i], d + weight[i]);
+    });
+  }
 }
 
 Topology::Distances Topology::distances_to(std::uint32_t target) const {
+  prepare_distances();
   DistanceCache& c = *cache_;
-  // Bounded memory on large clusters: past 1 GiB of tables, start again (tables are rebuilt when asked).
-  if (c.bytes > (std::size_t{1} << 30)) forget_distances();
-  const std::uint32_t node = vertex_node_[target];
-  if (node == kNone) return Distances{this, target, &full_distances_to(target), nullptr};
-  auto [it, added] = c.node_target.try_emplace(target);
-  NodeTarget& t = it->second;
-  if (added) {
-    search_to(target, node, t.inside);
-    // The ways in: links from outside the node to one of its vertices that reaches the target inside.
-    for (std::uint32_t i = node_offsets_[node]; i < node_offsets_[node + 1]; ++i) {
-      const std::uint32_t v = node_members_[i];
-      if (t.inside[local_index_[v]] == kUnreachable) continue;
-        for (std::uint32_t k = c.in_offsets[v]; k < c.in_offsets[v + 1]; ++k) {
+  if (c.targets.empty()) c.targets.resize(vertex_count());
+  const bool added = c.targets[target] == nullptr;
+  if (added) c.targets[target] = std::make_unique<NodeTarget>();
+  NodeTarget& t = *c.targets[target];
+  if (!added) {
+    if (t.every.empty()) tabulate(t);
+    return t.every.empty() ? Distances{this, &t} : Distances{this, nullptr, &t.every};
+  }
+  t.node = vertex_node_[target];
+  if (t.node == kNone) {
+    t.ways_in.emplace_back(switch_index_[target], 0);
+  } else {
+    search_inside(t.node, Seeds{{target, 0}}, t.inside);
+    for (std::uint32_t i = node_offsets_[t.node]; i < node_offsets_[t.node + 1]; ++i) {
+      const std::uint32_t e = node_members_[i];
+      for (std::uint32_t k = c.in_offsets[e]; k < c.in_offsets[e + 1]; ++k) {
         const std::uint32_t l = c.in_links[k];
-        if (link_down_[l] != 0 || vertex_node_[links_[l].from] == node) continue;
-        const std::vector<std::uint64_t>* outside_end = &full_distances_to(links_[l].from);
-        const std::uint64_t then = link_weight_[l] + t.inside[local_index_[v]];
+        const std::uint32_t u = switch_index_[links_[l].from];
+        const std::uint64_t then = plus(link_weight_[l], t.inside[local_index_[e]]);
+        if (link_down_[l] != 0 || u == kNone || then == kUnreachable) continue;
         // Ways in from one switch (a node's NICs on one leaf) count once, at their best.
-        const auto same = std::find_if(t.ways_in.begin(), t.ways_in.end(), [&](const auto& w) { return w.to_outside_end == outside_end; });
+        const auto same = std::find_if(t.ways_in.begin(), t.ways_in.end(), [&](const auto& w) { return w.first == u; });
         if (same == t.ways_in.end()) {
-          t.ways_in.push_back({outside_end, then});
+          t.ways_in.emplace_back(u, then);
         } else {
-          same->then = std::min(same->then, then);
+          same->second = std::min(same->second, then);
         }
       }
     }
-    c.bytes += t.inside.size() * sizeof(std::uint64_t) + t.ways_in.size() * sizeof(NodeTarget::WayIn);
-    // A route walk asks for many vertices' distances (a switch has a link to every NIC), so
-    // every vertex's is worked out once where a table per target fits: on all but the largest clusters.
-    const std::size_t table = vertex_count() * sizeof(std::uint64_t);
-    if (c.tabled_bytes + table <= (std::size_t{256} << 20)) {
-      const Distances parts{this, target, nullptr, &t};
-      t.every.resize(vertex_count());
-      for (std::uint32_t v = 0; v < vertex_count(); ++v) t.every[v] = parts.from(v);
-      c.tabled_bytes += table;
-      c.bytes += table;
-    }
   }
-  return t.every.empty() ? Distances{this, target, nullptr, &t} : Distances{this, target, &t.every, nullptr};
+  tabulate(t);
+  return t.every.empty() ? Distances{this, &t} : Distances{this, nullptr, &t.every};
 }
 
-// From inside the target's node: the best of staying inside and going out and back in; from
-// outside: the best way in.
+// A route walk asks for a few thousand distances at most (a leaf has a link to each of its NICs), so
+// once the walks to a target have asked for about as many as there are vertices, every vertex's
+// distance is worked out and kept, while such tables take less than 256 MiB.
+void Topology::tabulate(NodeTarget& t) const {
+  constexpr std::uint32_t kAskedPerWalk = 2048;
+  DistanceCache& c = *cache_;
+  const std::size_t table = vertex_count() * sizeof(std::uint64_t);
+  if (std::uint64_t{++t.walks} * kAskedPerWalk < vertex_count() || c.tabled_bytes + table > (std::size_t{256} << 20)) return;
+  const Distances parts{this, &t};
+  t.every.resize(vertex_count());
+  for (std::uint32_t v = 0; v < vertex_count(); ++v) t.every[v] = parts.from(v);
+  c.tabled_bytes += table;
+}
+
 std::uint64_t Topology::Distances::from(std::uint32_t v) const {
-  if (full != nullptr) return (*full)[v];
-  std::uint64_t best = topology->vertex_node_[v] == topology->vertex_node_[target] ? node->inside[topology->local_index_[v]]
-                                                                                    : kUnreachable;
-  for (const NodeTarget::WayIn& w : node->ways_in) {
-    const std::uint64_t out = (*w.to_outside_end)[v];
-    if (out != kUnreachable) best = std::min(best, out + w.then);
+  if (every != nullptr) return (*every)[v];
+  const Topology& topo = *topology;
+  const DistanceCache& c = *topo.cache_;
+  const std::size_t switches = topo.switches_.size();
+  const auto via_switch = [&](std::uint32_t s, std::uint64_t first) {
+    std::uint64_t best = kUnreachable;
+    for (const auto& [u, then] : target->ways_in) best = std::min(best, plus(first, plus(c.between[s * switches + u], then)));
+    return best;
+  };
+  if (topo.switch_index_[v] != kNone) return via_switch(topo.switch_index_[v], 0);
+  const std::uint32_t n = topo.vertex_node_[v], x = topo.local_index_[v];
+  const std::uint32_t size = topo.node_offsets_[n + 1] - topo.node_offsets_[n];
+  std::uint64_t best = n == target->node ? target->inside[x] : kUnreachable;
+  for (std::size_t k = 0; k < c.exit_switch[n].size(); ++k) {
+    best = std::min(best, via_switch(c.exit_switch[n][k], c.exit_cost[n][k * size + x]));
   }
   return best;
 }
