@@ -1,7 +1,8 @@
 // Multi-node replay on the CUDA backend, one MPI rank per node (docs/run.md#several-nodes-mpirun): which
 // rank runs which of the plan's GPUs, and how the phase times each rank measured become one trace on
-// rank 0. Pure functions, tested without MPI or a GPU; the MPI and NCCL calls that move these values
-// between ranks are in src/cuda_ranks.cpp, built where CUDA, NCCL and MPI are all found.
+// rank 0. The pure functions are tested without MPI or a GPU; the MPI calls that move their values between
+// ranks (namespace ranks, below) are built where MPI is found, and tested under mpirun; without MPI, one
+// process is the whole world. The NCCL calls are in src/cuda_ranks.cpp.
 #pragma once
 
 #include <cstdint>
@@ -49,5 +50,24 @@ RankReport decode_rank_report(std::string_view bytes);
 // member's failure fails the record with the failure of the lowest member that has one. Weight loads
 // take their times. Records and loads not named keep their fields.
 void merge_rank_reports(Trace& trace, std::span<const RankReport> reports, const std::function<bool(std::uint32_t record)>& communicates);
+
+namespace ranks {
+
+// This process's place in MPI_COMM_WORLD; {0, 1} when MPI has not been initialized (no mpirun).
+struct World {
+  int rank = 0, size = 1;
+};
+World mpi_world();
+
+// Seconds on this rank's steady clock right after every rank has left an MPI barrier: the epoch that
+// every rank's times are measured from. Ranks leave the barrier within its latency (microseconds on
+// InfiniBand), which bounds how far apart their clocks are.
+double common_epoch_s();
+
+// Every rank's report, in rank order, on rank 0; an empty list on the other ranks. Throws DeviceError
+// naming the MPI error.
+std::vector<RankReport> gather_reports(const RankReport& mine);
+
+}  // namespace ranks
 
 }  // namespace fleetsim
