@@ -377,6 +377,10 @@ TEST_CASE("every route is a lowest-latency path, as an exhaustive search finds i
   Topology& t = mixed.topology;
   for (const char* cable : {"leaf0>spine0", "spine0>leaf0", "n4.nic0>leaf2", "leaf2>n4.nic0"}) t.set_link_down(*t.find_link(cable), true);
   check(t, mixed.cluster.gpu_count(), "the same with a spine cable and a MIG node's only NIC cable down");
+  for (const char* cable : {"leaf0>spine0", "spine0>leaf0", "n4.nic0>leaf2", "leaf2>n4.nic0"}) t.set_link_down(*t.find_link(cable), false);
+  check(t, mixed.cluster.gpu_count(), "the same with those cables repaired");
+  Built single = build(R"([{"type": "hgx-h100-8", "count": 2}, {"type": "l40s-pcie-8", "count": 1}])");
+  check(single.topology, single.cluster.gpu_count(), "one switch");
   Built rails = build(R"([{"type": "hgx-h100-8", "count": 3}])", R"({"topology": "rail-optimized", "nodes_per_leaf": 2})");
   check(rails.topology, rails.cluster.gpu_count(), "rail-optimized H100 nodes");
   // Cut a rail leaf off the spines: it is reached only through the nodes (in on one rail, out on another).

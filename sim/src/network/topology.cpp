@@ -229,10 +229,14 @@ Topology::Topology(const Cluster& cluster, const FabricSpec& fabric) : cache_(st
     switch_index_[v] = static_cast<std::uint32_t>(switches_.size());
     switches_.push_back(v);
   }
-  // The route search counts on it: nodes are joined only through switches.
+  // The route search counts on these: every GPU is in a node, nodes are joined only through switches,
+  // and no GPU is linked to a switch (it would be a way out of its node, and GPUs forward nothing).
+  for (std::uint32_t g = 0; g < cluster.gpu_count(); ++g) FLEETSIM_CHECK(vertex_node_[g] != kNone, "a GPU outside every node");
   for (const TopoLink& l : links_) {
     FLEETSIM_CHECK(vertex_node_[l.from] == vertex_node_[l.to] || vertex_node_[l.from] == kNone || vertex_node_[l.to] == kNone,
                    "a link joins two nodes directly");
+    FLEETSIM_CHECK(!((is_gpu_[l.from] != 0 && vertex_node_[l.to] == kNone) || (is_gpu_[l.to] != 0 && vertex_node_[l.from] == kNone)),
+                   "a link joins a GPU to a switch");
   }
 }
 
@@ -343,7 +347,6 @@ void Topology::search_inside(std::uint32_t node, const Seeds& seeds, std::vector
 void Topology::prepare_distances() const {
   DistanceCache& c = *cache_;
   if (c.ready) return;
-  c.ready = true;
   if (c.in_offsets.empty()) {
     c.in_offsets.assign(vertex_count() + 1, 0);
     for (const TopoLink& l : links_) ++c.in_offsets[l.to + 1];
@@ -416,6 +419,7 @@ void Topology::prepare_distances() const {
       for (std::uint32_t i = offsets[v]; i < offsets[v + 1]; ++i) offer(to[i], d + weight[i]);
     });
   }
+  c.ready = true;
 }
 
 Topology::Distances Topology::distances_to(std::uint32_t target) const {
