@@ -1,17 +1,19 @@
 // Whole simulations at scale: tasks per second, events per second and peak memory on clusters of
-// 1k to 100k GPUs (8-GPU H100 nodes, fat-tree 2:1, 16 nodes per leaf), and how wall time grows with
-// tasks and with GPUs (the exponent of a least-squares line through log-log points).
+// 1k to 100k GPUs (8-GPU H100 nodes, fat-tree 2:1, 16 nodes per leaf; or rail-optimized, a leaf per rail
+// for every 16 nodes), and how wall time grows with tasks and with GPUs (the exponent of a least-squares
+// line through log-log points).
 //
 // Workloads are built as scenario text in memory and parsed by the library, loading excluded from
 // the timings. "compute" is a one-task workflow (1 GPU, no edges); "network" is a two-task chain
 // whose 64 MB tensor crosses the fabric whenever the consumer lands on another GPU. Arrivals are
-// Poisson at half the cluster's capacity, so tasks rarely wait for GPUs (no contention). Each run
+// Poisson at half the cluster's capacity, so tasks rarely wait for GPUs (no contention). "rails" is
+// "network" on the rail-optimized fabric. Each run
 // is a child process, so its peak resident memory (getrusage) is its own.
 //
 //   fleetsim_scale            the whole table (a few minutes on one core)
 //   fleetsim_scale --quick    a smaller table, for a quick look
 //   fleetsim_scale --target   the issue's target: 10M tasks on 102,400 GPUs
-//   fleetsim_scale GPUS TASKS [compute|network]   one run
+//   fleetsim_scale GPUS TASKS [compute|network|rails]   one run
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -31,7 +33,7 @@ namespace {
 
 struct Point {
   std::int64_t gpus = 0, tasks = 0;
-  bool network = false;
+  bool network = false, rails = false;
   double wall_s = 0, events = 0, peak_bytes = 0, base_bytes = 0, makespan_s = 0, transferred_bytes = 0;
   std::int64_t completed = 0;
 };
@@ -42,7 +44,7 @@ double peak_rss_bytes() {
   return static_cast<double>(u.ru_maxrss) * 1024.0;  // kilobytes on Linux
 }
 
-std::string scenario_text(std::int64_t gpus, std::int64_t instances, bool network, double rate_per_s) {
+std::string scenario_text(std::int64_t gpus, std::int64_t instances, bool network, bool rails, double rate_per_s) {
   const std::int64_t nodes = (gpus + 7) / 8;
   const std::string workflow =
       network ? R"({"tasks": [{"name": "a", "work": {"flop": "50 TFLOP"}}, {"name": "b", "work": {"flop": "50 TFLOP"}}],
@@ -53,7 +55,8 @@ std::string scenario_text(std::int64_t gpus, std::int64_t instances, bool networ
   return std::string(R"({"name": "scale", "seed": 1,
     "cluster": {"nodes": [{"type": "hgx-h100-8", "count": )") +
          std::to_string(nodes) + R"(}],
-                "fabric": {"topology": "fat-tree", "nodes_per_leaf": 16, "oversubscription": 2}},
+                "fabric": )" + (rails ? R"({"topology": "rail-optimized", "nodes_per_leaf": 16})"
+                               : R"({"topology": "fat-tree", "nodes_per_leaf": 16, "oversubscription": 2})") + R"(},
     "workflows": {"w": )" + workflow + R"(},
     "workload": [{"workflow": "w", "arrival": {"process": "poisson", "rate": ")" + rate + R"(", "count": )" +
          std::to_string(instances) + R"(}}],
@@ -61,19 +64,20 @@ std::string scenario_text(std::int64_t gpus, std::int64_t instances, bool networ
 }
 
 // One run, in this process.
-Point run_here(std::int64_t gpus, std::int64_t tasks, bool network) {
+Point run_here(std::int64_t gpus, std::int64_t tasks, bool network, bool rails = false) {
   const std::int64_t per_instance = network ? 2 : 1;
   // A single instance first, alone on the cluster, gives the time one instance's GPUs are busy.
-  const fleetsim::Scenario probe = fleetsim::parse_scenario(scenario_text(8, 1, network, 1.0), "scale.json", ".");
+  const fleetsim::Scenario probe = fleetsim::parse_scenario(scenario_text(8, 1, network, rails, 1.0), "scale.json", ".");
   const double busy_s = fleetsim::simulate(probe).summary.makespan_s;
   // Half the cluster's capacity: each instance keeps about `per_instance` GPU-busy spans of busy_s / per_instance.
   const double rate = 0.5 * static_cast<double>(gpus) / busy_s;
   const fleetsim::Scenario sc =
-      fleetsim::parse_scenario(scenario_text(gpus, tasks / per_instance, network, rate), "scale.json", ".");
+      fleetsim::parse_scenario(scenario_text(gpus, tasks / per_instance, network, rails, rate), "scale.json", ".");
   Point p;
   p.gpus = gpus;
   p.tasks = tasks;
   p.network = network;
+  p.rails = rails;
   p.base_bytes = peak_rss_bytes();
   const auto t0 = std::chrono::steady_clock::now();
   const fleetsim::RunResult run = fleetsim::simulate(sc);
@@ -118,7 +122,7 @@ void print_header() {
 
 void print(const Point& p) {
   std::printf("%8lld %10lld %8s %9.3f %11.0f %11.0f %10.0f %12.0f %11.0f %10.1f\n", static_cast<long long>(p.gpus),
-              static_cast<long long>(p.tasks), p.network ? "network" : "compute", p.wall_s,
+              static_cast<long long>(p.tasks), p.rails ? "rails" : p.network ? "network" : "compute", p.wall_s,
               static_cast<double>(p.tasks) / p.wall_s, p.events / p.wall_s, p.peak_bytes / 1048576.0,
               p.peak_bytes / static_cast<double>(p.tasks), p.peak_bytes / static_cast<double>(p.gpus),
               p.transferred_bytes / 1e9);
@@ -168,9 +172,10 @@ void memory_fit(const std::vector<Point>& pts) {
 int main(int argc, char** argv) {
   if (argc >= 3) {
     const std::int64_t gpus = std::atoll(argv[1]), tasks = std::atoll(argv[2]);
-    const bool network = argc >= 4 && std::strcmp(argv[3], "network") == 0;
+    const bool rails = argc >= 4 && std::strcmp(argv[3], "rails") == 0;
+    const bool network = rails || (argc >= 4 && std::strcmp(argv[3], "network") == 0);
     print_header();
-    print(run_here(gpus, tasks, network));
+    print(run_here(gpus, tasks, network, rails));
     return 0;
   }
   const bool quick = argc == 2 && std::strcmp(argv[1], "--quick") == 0;

@@ -97,6 +97,7 @@ class Topology {
                      std::vector<std::uint64_t>& dist) const;
   void tabulate(NodeTarget& target) const;
   void forget_distances() const;
+  void forget_targets() const;
 
   std::vector<std::string> vertex_names_;
   std::vector<std::uint8_t> is_gpu_;

@@ -36,7 +36,7 @@ std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
 struct Topology::NodeTarget {
   std::uint32_t node = kNone;         // the target's node, or kNone for a switch
   std::vector<std::uint64_t> inside;  // per vertex of the node (by local index), over paths staying inside
-  std::vector<std::pair<std::uint32_t, std::uint64_t>> ways_in;  // (switch, least link weight + inside to the target)
+  std::vector<std::uint64_t> from_switch;  // per switch (switch index order): its distance to the target
   std::vector<std::uint64_t> every;   // every vertex's distance, once worth keeping (else empty)
   std::uint32_t walks = 0;            // route walks to the target so far
 };
@@ -51,7 +51,7 @@ struct Topology::DistanceCache {
   std::vector<std::vector<std::uint64_t>> exit_cost;
   std::vector<std::uint64_t> between;  // switch by switch (switch index order)
   std::vector<std::unique_ptr<NodeTarget>> targets;  // per vertex, once asked for
-  std::size_t tabled_bytes = 0;  // of NodeTarget::every
+  std::size_t bytes = 0, tabled_bytes = 0;  // of every NodeTarget; of their `every` tables
   std::vector<std::pair<std::uint64_t, std::uint32_t>> heap;  // search scratch
 };
 
@@ -290,10 +290,14 @@ void Topology::set_link_down(std::uint32_t link, bool down) {
 }
 
 void Topology::forget_distances() const {
+  cache_->ready = false;
+  forget_targets();
+}
+
+void Topology::forget_targets() const {
   DistanceCache& c = *cache_;
-  c.ready = false;
   c.targets.clear();
-  c.tabled_bytes = 0;
+  c.bytes = c.tabled_bytes = 0;
 }
 
 namespace {
@@ -425,6 +429,7 @@ void Topology::prepare_distances() const {
 Topology::Distances Topology::distances_to(std::uint32_t target) const {
   prepare_distances();
   DistanceCache& c = *cache_;
+  if (c.bytes > (std::size_t{512} << 20)) forget_targets();  // bounded memory: tables are rebuilt when asked for
   if (c.targets.empty()) c.targets.resize(vertex_count());
   const bool added = c.targets[target] == nullptr;
   if (added) c.targets[target] = std::make_unique<NodeTarget>();
@@ -433,9 +438,11 @@ Topology::Distances Topology::distances_to(std::uint32_t target) const {
     if (t.every.empty()) tabulate(t);
     return t.every.empty() ? Distances{this, &t} : Distances{this, nullptr, &t.every};
   }
+  // The ways in: (switch, least link weight + distance inside to the target); a switch target is its own.
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> ways_in;
   t.node = vertex_node_[target];
   if (t.node == kNone) {
-    t.ways_in.emplace_back(switch_index_[target], 0);
+    ways_in.emplace_back(switch_index_[target], 0);
   } else {
     search_inside(t.node, Seeds{{target, 0}}, t.inside);
     for (std::uint32_t i = node_offsets_[t.node]; i < node_offsets_[t.node + 1]; ++i) {
@@ -446,15 +453,22 @@ Topology::Distances Topology::distances_to(std::uint32_t target) const {
         const std::uint64_t then = plus(link_weight_[l], t.inside[local_index_[e]]);
         if (link_down_[l] != 0 || u == kNone || then == kUnreachable) continue;
         // Ways in from one switch (a node's NICs on one leaf) count once, at their best.
-        const auto same = std::find_if(t.ways_in.begin(), t.ways_in.end(), [&](const auto& w) { return w.first == u; });
-        if (same == t.ways_in.end()) {
-          t.ways_in.emplace_back(u, then);
+        const auto same = std::find_if(ways_in.begin(), ways_in.end(), [&](const auto& w) { return w.first == u; });
+        if (same == ways_in.end()) {
+          ways_in.emplace_back(u, then);
         } else {
           same->second = std::min(same->second, then);
         }
       }
     }
   }
+  // Every switch's distance, over its best way in: a walk then reads one number per switch it asks about.
+  const std::size_t switches = switches_.size();
+  t.from_switch.assign(switches, kUnreachable);
+  for (std::size_t s = 0; s < switches; ++s) {
+    for (const auto& [u, then] : ways_in) t.from_switch[s] = std::min(t.from_switch[s], plus(c.between[s * switches + u], then));
+  }
+  c.bytes += (t.inside.size() + t.from_switch.size()) * sizeof(std::uint64_t);
   tabulate(t);
   return t.every.empty() ? Distances{this, &t} : Distances{this, nullptr, &t.every};
 }
@@ -471,24 +485,19 @@ void Topology::tabulate(NodeTarget& t) const {
   t.every.resize(vertex_count());
   for (std::uint32_t v = 0; v < vertex_count(); ++v) t.every[v] = parts.from(v);
   c.tabled_bytes += table;
+  c.bytes += table;
 }
 
 std::uint64_t Topology::Distances::from(std::uint32_t v) const {
   if (every != nullptr) return (*every)[v];
   const Topology& topo = *topology;
   const DistanceCache& c = *topo.cache_;
-  const std::size_t switches = topo.switches_.size();
-  const auto via_switch = [&](std::uint32_t s, std::uint64_t first) {
-    std::uint64_t best = kUnreachable;
-    for (const auto& [u, then] : target->ways_in) best = std::min(best, plus(first, plus(c.between[s * switches + u], then)));
-    return best;
-  };
-  if (topo.switch_index_[v] != kNone) return via_switch(topo.switch_index_[v], 0);
+  if (topo.switch_index_[v] != kNone) return target->from_switch[topo.switch_index_[v]];
   const std::uint32_t n = topo.vertex_node_[v], x = topo.local_index_[v];
   const std::uint32_t size = topo.node_offsets_[n + 1] - topo.node_offsets_[n];
   std::uint64_t best = n == target->node ? target->inside[x] : kUnreachable;
   for (std::size_t k = 0; k < c.exit_switch[n].size(); ++k) {
-    best = std::min(best, via_switch(c.exit_switch[n][k], c.exit_cost[n][k * size + x]));
+    best = std::min(best, plus(c.exit_cost[n][k * size + x], target->from_switch[c.exit_switch[n][k]]));
   }
   return best;
 }
