@@ -91,13 +91,13 @@ Point run_here(std::int64_t gpus, std::int64_t tasks, bool network, bool rails =
 }
 
 // One run, in a child process, so that its peak memory is its own.
-Point run_child(std::int64_t gpus, std::int64_t tasks, bool network) {
+Point run_child(std::int64_t gpus, std::int64_t tasks, bool network, bool rails = false) {
   int fd[2];
   if (pipe(fd) != 0) std::abort();
   const pid_t pid = fork();
   if (pid == 0) {
     close(fd[0]);
-    Point p = run_here(gpus, tasks, network);
+    Point p = run_here(gpus, tasks, network, rails);
     if (write(fd[1], &p, sizeof p) != static_cast<ssize_t>(sizeof p)) _exit(1);
     _exit(0);
   }
@@ -208,9 +208,10 @@ int main(int argc, char** argv) {
     gx.push_back(static_cast<double>(p.gpus));
     gy.push_back(p.wall_s);
   }
-  std::printf("-- with network traffic (two-task chains, 64 MB edges)\n");
+  std::printf("-- with network traffic (two-task chains, 64 MB edges; rails: on a rail-optimized fabric)\n");
   print(run_child(1'024, 1'000'000 / k, true));
   print(run_child(10'240, fixed_tasks, true));
+  print(run_child(10'240, fixed_tasks, true, true));
   std::printf("wall time ~ tasks^%.2f (1,024 GPUs); ~ GPUs^%.2f (%lld tasks)\n", exponent(tx, ty), exponent(gx, gy),
               static_cast<long long>(fixed_tasks));
   memory_fit(compute);
