@@ -14,7 +14,12 @@ struct Distributed {
 
 // Joins the MPI job when mpirun started this process among several; otherwise one process.
 Distributed start_distributed();
+// Leaves the MPI job. After an error it does not: a rank that ends without MPI_Finalize makes mpirun
+// stop the others, where finalizing would leave them waiting for it.
 void stop_distributed();
+struct StopDistributed {
+  ~StopDistributed() { stop_distributed(); }
+};
 
 // The number of processes a launcher started, from its environment (1 without one).
 unsigned launcher_ranks();

@@ -1,5 +1,6 @@
 #include <mpi.h>
 
+#include <exception>
 #include <numeric>
 
 #include "distributed.hpp"
@@ -31,6 +32,6 @@ Distributed start_distributed() {
 }
 
 void stop_distributed() {
-  if (joined) MPI_Finalize();
+  if (joined && std::uncaught_exceptions() == 0) MPI_Finalize();
   joined = false;
 }

@@ -5,7 +5,7 @@
 Distributed start_distributed() {
   if (launcher_ranks() > 1) {
     std::cerr << "fleetsim: note: built without MPI, so each of the " << launcher_ranks()
-              << " processes mpirun started runs the whole plan on its own\n";
+              << " processes mpirun started works alone\n";
   }
   return {};
 }

@@ -326,9 +326,7 @@ int run_plan(const PlanArgs& args) {
   const fleetsim::PlanSpec spec = fleetsim::load_plan(args.file);
   const auto started = std::chrono::steady_clock::now();
   const Distributed mpi = start_distributed();
-  struct Stop {
-    ~Stop() { stop_distributed(); }
-  } stop;
+  const StopDistributed stop;
   const fleetsim::PlanResult result = fleetsim::run_plan(spec, {.threads = args.threads,
                                                                 .exhaustive = args.exhaustive,
                                                                 .progress = mpi.rank == 0 ? progress_line("points") : nullptr,
@@ -444,8 +442,15 @@ int run_execute(const RunArgs& args) {
   if (!(args.work_scale > 0)) throw fleetsim::InputError({fleetsim::Problem{"--work-scale", "", "expected a positive number"}});
   if (args.backend == "cuda" && launcher_ranks() > 1) {
     // Before anything runs: N processes each replaying the whole plan on their node would measure nothing meaningful.
-    throw fleetsim::DeviceError("multi-node runs of the CUDA backend (one MPI rank per node, NCCL across ranks) are not written yet; this is one of " +
+    throw fleetsim::DeviceError("runs of the CUDA backend over several processes (one MPI rank per GPU, NCCL across ranks) are not written yet; this is one of " +
                                 std::to_string(launcher_ranks()) + " processes mpirun started. Run on one node without mpirun (docs/run.md)");
+  }
+  // Under mpirun each process runs one device of the plan; rank 0 gathers the run and writes it.
+  const Distributed mpi = start_distributed();
+  const StopDistributed stop;
+  if (launcher_ranks() > 1 && mpi.ranks == 1) {
+    throw fleetsim::DeviceError("this fleetsim was built without MPI, so it cannot spread a run over the " + std::to_string(launcher_ranks()) +
+                                " processes mpirun started; run it without mpirun");
   }
   const fleetsim::Scenario scenario = fleetsim::scale_work(read_scenario(args.scenario, args.sets, args.profile), args.work_scale);
   const fleetsim::RunResult plan = fleetsim::simulate(scenario, {.seed = args.seed});
@@ -461,8 +466,9 @@ int run_execute(const RunArgs& args) {
     throw fleetsim::InputError({fleetsim::Problem{args.scenario, "", "its work would keep one CPU core busy for about " +
         fleetsim::format_quantity(estimate_s, fleetsim::Dimension::time) + " (above --max-seconds); run it with --work-scale " + scale + " or less"}});
   }
-  const fleetsim::ExecOptions options{.progress = progress_line("tasks")};
+  const fleetsim::ExecOptions options{.progress = mpi.rank == 0 ? progress_line("tasks") : nullptr};
   const fleetsim::RunResult measured = cuda ? fleetsim::execute_on_cuda(scenario, plan, options) : fleetsim::execute_on_cpu(scenario, plan, options);
+  if (mpi.rank != 0) return kOk;  // rank 0 holds the whole measured run
   const fleetsim::TraceDiff diff = fleetsim::diff_traces(plan.trace, measured.trace);
   std::ostringstream comparison;
   comparison << "predicted (simulated" << (args.profile.empty() ? "" : ", profile " + args.profile) << ") against measured (backend "

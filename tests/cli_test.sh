@@ -120,8 +120,8 @@ fi
 
 OMPI_COMM_WORLD_SIZE=2 "$fleetsim" run "$src/scenarios/cpu-validate.json" --work-scale 0.05 --backend cuda >"$tmp/cudampi.txt" 2>"$tmp/cudampi.err"
 mpi_rc=$?
-check "run --backend cuda under mpirun with several ranks exits 1 saying multi-node runs are not written yet" \
-  bash -c "test $mpi_rc -eq 1 && grep -q 'multi-node runs of the CUDA backend' '$tmp/cudampi.err'"
+check "run --backend cuda under mpirun with several ranks exits 1 saying such runs are not written yet" \
+  bash -c "test $mpi_rc -eq 1 && grep -q 'runs of the CUDA backend over several processes' '$tmp/cudampi.err'"
 
 # Calibration, then validation with the profile it wrote.
 "$fleetsim" calibrate --repeats 1 --out "$tmp/prof/cpu.json" >"$tmp/cal.txt"

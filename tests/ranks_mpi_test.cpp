@@ -1,12 +1,15 @@
-// The ranks' epoch and gather over real MPI, run under mpirun with several ranks (tests/CMakeLists.txt).
-// Each rank reports made-up phase times for its member of three gangs that span every rank, and one
-// weight load; rank 0 gathers the reports, checks each is what its rank sent, merges them and checks
-// that a phase ends with its last member and that the lowest failing member names the failure.
-// Exit 0 when all holds, 1 with a message when not.
+// The ranks' epoch, gather and transport over real MPI, run under mpirun with three ranks on one machine
+// (tests/CMakeLists.txt). Each rank reports made-up phase times for its member of three gangs that span
+// every rank, and one weight load; rank 0 gathers the reports, checks each is what its rank sent, merges
+// them and checks that a phase ends with its last member and that the lowest failing member names the
+// failure. Then the transport: meetings, every collective against the values it must leave, and
+// messages received in another order than sent. Exit 0 when all holds, 1 with a message when not.
 #include <mpi.h>
 
 #include <cstdio>
+#include <numeric>
 #include <string>
+#include <vector>
 
 #include "fleetsim/ranks.hpp"
 
@@ -38,6 +41,88 @@ void expect(bool ok, const std::string& what) {
   ++failures;
 }
 
+// Every collective over the gang of all ranks (member k = rank k) and one over ranks {last, 0}, in that
+// member order; each checked against the values it must leave. Member k's data: 100 k + i.
+void check_transport(const ranks::World& w) {
+  const std::vector<std::vector<int>> groups{[&] {
+                                               std::vector<int> all(static_cast<std::size_t>(w.size));
+                                               std::iota(all.begin(), all.end(), 0);
+                                               return all;
+                                             }(),
+                                             {w.size - 1, 0}};
+  ranks::Transport transport(groups);
+  expect(transport.max_tag() >= 32767, "MPI allows at least 32767 tags");
+  const ranks::Transport::Meeting m = transport.meet(0, w.rank, w.rank == 1);
+  expect(m.last_s == w.size - 1 && m.any_failed, "a meeting gives every member the last arrival and any failure");
+
+  const std::size_t count = 10, k = static_cast<std::size_t>(w.size), me = static_cast<std::size_t>(w.rank);
+  auto chunk_begin = [&](std::size_t j) { return j * count / k; };
+  auto data = [](std::size_t member, std::size_t i) { return static_cast<float>(100 * member + i); };
+  std::vector<float> b(2 * count);
+  auto fill = [&] {
+    for (std::size_t i = 0; i < count; ++i) b[i] = data(me, i);
+    std::fill(b.begin() + count, b.end(), -1.0f);
+  };
+  auto sum = [&](std::size_t i) {
+    float total = 0;
+    for (std::size_t j = 0; j < k; ++j) total += data(j, i);
+    return total;
+  };
+  auto check = [&](CollectiveOp op, const std::function<bool(std::size_t i)>& holds) {
+    bool ok = true;
+    for (std::size_t i = 0; i < 2 * count; ++i) ok = ok && holds(i);
+    expect(ok, std::string(collective_op_name(op)) + " leaves what it must on rank " + std::to_string(w.rank));
+  };
+  auto run = [&](CollectiveOp op) {
+    fill();
+    transport.collective(0, op, b.data(), count);
+  };
+  run(CollectiveOp::all_reduce);
+  check(CollectiveOp::all_reduce, [&](std::size_t i) { return i >= count || b[i] == sum(i); });
+  run(CollectiveOp::all_gather);
+  check(CollectiveOp::all_gather, [&](std::size_t i) {
+    std::size_t owner = 0;
+    while (owner + 1 < k && chunk_begin(owner + 1) <= i) ++owner;
+    return i >= count || b[i] == data(owner, i);
+  });
+  run(CollectiveOp::reduce_scatter);
+  check(CollectiveOp::reduce_scatter, [&](std::size_t i) {
+    const std::size_t mine = chunk_begin(me + 1) - chunk_begin(me);
+    return i < count || i - count >= mine || b[i] == sum(chunk_begin(me) + i - count);
+  });
+  run(CollectiveOp::broadcast);
+  check(CollectiveOp::broadcast, [&](std::size_t i) { return i >= count || b[i] == data(0, i); });
+  run(CollectiveOp::reduce);
+  check(CollectiveOp::reduce, [&](std::size_t i) { return i >= count || b[i] == (me == 0 ? sum(i) : data(me, i)); });
+  run(CollectiveOp::all_to_all);
+  check(CollectiveOp::all_to_all, [&](std::size_t i) {
+    const std::size_t c = count / k;  // equal chunks: chunk j of member r lands in chunk r of member j
+    return i < count || i - count >= k * c || b[i] == data((i - count) / c, me * c + (i - count) % c);
+  });
+  run(CollectiveOp::send_recv);
+  check(CollectiveOp::send_recv, [&](std::size_t i) { return i < count || b[i] == (me == 0 ? -1.0f : data(me - 1, i - count)); });
+  if (w.rank == 0 || w.rank == w.size - 1) {
+    fill();
+    transport.collective(1, CollectiveOp::send_recv, b.data(), count);  // member 0 is the last rank: it sends to rank 0
+    const bool ok = w.rank != 0 || b[count + 3] == data(k - 1, 3);
+    expect(ok, "a group's members are in the order given, not rank order");
+  }
+
+  // Each rank sends two tensors to the next, which takes the second first.
+  const int to = (w.rank + 1) % w.size, from = (w.rank + w.size - 1) % w.size;
+  const std::vector<char> first(1000, static_cast<char>('a' + w.rank)), second(3, static_cast<char>('A' + w.rank));
+  transport.send(to, 5, first.data(), first.size());
+  transport.send(to, 7, second.data(), second.size());
+  transport.send(to, 9, nullptr, 0);
+  std::vector<char> got_second(3), got_first(1000);
+  transport.receive(from, 9, nullptr, 0);
+  transport.receive(from, 7, got_second.data(), got_second.size());
+  transport.receive(from, 5, got_first.data(), got_first.size());
+  transport.finish();
+  expect(got_first == std::vector<char>(1000, static_cast<char>('a' + from)) && got_second == std::vector<char>(3, static_cast<char>('A' + from)),
+         "tensors arrive intact whatever order they are taken in");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -46,6 +131,9 @@ int main(int argc, char** argv) {
   try {
     const ranks::World w = ranks::mpi_world();
     const double epoch = ranks::common_epoch_s();
+    std::vector<double> epochs(static_cast<std::size_t>(w.size));
+    MPI_Allgather(&epoch, 1, MPI_DOUBLE, epochs.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD);
+    for (double e : epochs) expect(e == epoch, "ranks on one machine share one epoch");
     const std::vector<RankReport> reports = ranks::gather_reports(report_of(w.rank));
     if (w.rank != 0) {
       expect(reports.empty(), "a rank other than 0 receives no reports");
@@ -72,6 +160,8 @@ int main(int argc, char** argv) {
       for (int k = 0; k < w.size; ++k) expect(trace.weight_loads[static_cast<std::size_t>(k)].end_s == 10.5 + k, "rank " + std::to_string(k) + "'s weight load keeps its times");
       if (failures == 0) std::printf("ok   %d ranks: reports gathered intact on rank 0 and merged\n", w.size);
     }
+    check_transport(w);
+    if (failures == 0) std::printf("ok   rank %d: meetings, collectives and tensors between ranks\n", w.rank);
   } catch (const std::exception& e) {
     std::printf("FAIL %s\n", e.what());
     ++failures;

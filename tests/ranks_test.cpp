@@ -1,6 +1,7 @@
-// Multi-node CUDA replay, the parts without MPI or a GPU: one rank per node that runs work, and the
+// A replay over several processes, the parts without MPI: one rank per device that runs work, and the
 // ranks' measured phase times merged into one trace (a phase ends when its last member ends it).
 #include <catch2/catch.hpp>
+#include <set>
 
 #include "fleetsim/ranks.hpp"
 #include "fleetsim/realexec.hpp"
@@ -29,32 +30,30 @@ Trace small_trace() {
 
 }  // namespace
 
-TEST_CASE("each node that runs work is one rank, in node order", "[realexec][ranks]") {
+TEST_CASE("each device that runs work is one rank, in device order", "[realexec][ranks]") {
   RunResult plan = two_node_plan();
   REQUIRE(plan.cluster.node_count() == 2);
   REQUIRE(plan.cluster.gpu_count() == 4);
-  // Wherever the policy put the work, move one completed task's first member onto node 1.
-  bool moved = false;
+  // Wherever the policy put the work, move every lone task onto device 3, leaving 2 idle.
+  std::set<std::uint32_t> used;
   for (TaskRecord& r : plan.trace.tasks) {
-    if (r.status == TaskStatus::completed && r.gpu_count == 1 && !moved) {
-      plan.trace.gpus[r.gpu_begin] = make_id<GpuId>(3);
-      moved = true;
-    }
+    if (r.status == TaskStatus::completed && r.gpu_count == 1) plan.trace.gpus[r.gpu_begin] = make_id<GpuId>(3);
+    for (std::uint32_t m = 0; r.status == TaskStatus::completed && m < r.gpu_count; ++m) used.insert(index(plan.trace.gpus[r.gpu_begin + m]));
   }
-  REQUIRE(moved);
-  const std::vector<int> ranks = rank_of_each_gpu(plan, 2);
+  REQUIRE(used.contains(3));
+  REQUIRE(!used.contains(2));
+  const std::vector<int> ranks = rank_of_each_gpu(plan, static_cast<unsigned>(used.size()));
   REQUIRE(ranks.size() == 4);
-  CHECK(ranks[index(plan.cluster.first_gpu(make_id<NodeId>(0)))] == 0);
-  CHECK(ranks[3] == 1);
-  CHECK(ranks[2] == 1);  // a GPU of a working node belongs to its node's rank even if it runs nothing
-  CHECK_THROWS_WITH(rank_of_each_gpu(plan, 3), Catch::Contains("mpirun -np 2"));
+  int next = 0;
+  for (std::uint32_t g = 0; g < 4; ++g) CHECK(ranks[g] == (used.contains(g) ? next++ : -1));
+  CHECK_THROWS_WITH(rank_of_each_gpu(plan, 4), Catch::Contains("mpirun -np " + std::to_string(used.size())));
   CHECK_THROWS_AS(rank_of_each_gpu(plan, 1), DeviceError);
 }
 
-TEST_CASE("a one-node plan is one rank, and its idle nodes none", "[realexec][ranks]") {
+TEST_CASE("a plan's idle devices get no rank", "[realexec][ranks]") {
   const RunResult plan = simulate(load_scenario(test::source_dir() + "/scenarios/cpu-validate.json"));
-  const std::vector<int> ranks = rank_of_each_gpu(plan, 1);
-  for (int r : ranks) CHECK(r == 0);
+  const std::vector<int> ranks = rank_of_each_gpu(plan, 2);
+  CHECK(ranks == std::vector<int>{0, 1});
 }
 
 TEST_CASE("ranks' reports travel as bytes and come back the same", "[realexec][ranks]") {

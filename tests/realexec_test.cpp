@@ -9,6 +9,7 @@
 #include "fleetsim/error.hpp"
 #include "fleetsim/realexec.hpp"
 #include "fleetsim/trace_diff.hpp"
+#include "replay_check.hpp"
 
 using namespace fleetsim;
 
@@ -72,47 +73,35 @@ TEST_CASE("a replayed plan runs the same tasks on the same devices, respecting d
   const RunResult plan = simulate(sc);
   std::size_t progress_calls = 0;
   const RunResult measured = execute_on_cpu(sc, plan, {.progress = [&](std::size_t, std::size_t) { ++progress_calls; }});
-  REQUIRE(measured.trace.tasks.size() == plan.trace.tasks.size());
+  CHECK(test::replay_problems(sc, plan, measured) == std::vector<std::string>{});
   CHECK(progress_calls == plan.trace.tasks.size());
   CHECK(measured.summary.tasks.completed == plan.summary.tasks.completed);
-  const Workflow& wf = sc.workflows[0];
-  for (std::size_t i = 0; i < measured.trace.tasks.size(); ++i) {
-    const TaskRecord& m = measured.trace.tasks[i];
-    const TaskRecord& p = plan.trace.tasks[i];
-    REQUIRE(m.status == TaskStatus::completed);
-    REQUIRE(m.gpu_count == p.gpu_count);
-    for (std::uint32_t k = 0; k < m.gpu_count; ++k) REQUIRE(measured.trace.gpus[m.gpu_begin + k] == plan.trace.gpus[p.gpu_begin + k]);
-    REQUIRE(m.ready_s <= m.start_s);
-    REQUIRE(m.start_s <= m.compute_start_s);
-    REQUIRE(m.compute_start_s < m.end_s);
-    REQUIRE(m.start_s >= measured.trace.instances[index(m.instance)].arrival_s);
-    // Producers ended before their consumers started.
-    for (std::uint32_t e : wf.inputs(m.task)) {
-      const TaskRecord& producer = measured.trace.tasks[i - m.task + wf.edges[e].from];
-      REQUIRE(producer.end_s <= m.start_s);
-    }
-    // No two tasks overlap on a device.
-    for (std::size_t j = 0; j < i; ++j) {
-      const TaskRecord& o = measured.trace.tasks[j];
-      bool shared = false;
-      for (std::uint32_t a = 0; a < m.gpu_count; ++a) {
-        for (std::uint32_t b = 0; b < o.gpu_count; ++b) shared = shared || measured.trace.gpus[m.gpu_begin + a] == measured.trace.gpus[o.gpu_begin + b];
-      }
-      if (shared) REQUIRE((o.end_s <= m.start_s || m.end_s <= o.start_s));
-    }
-  }
-  // The plan's weight loads were made again, inside their tasks' placement phase.
-  REQUIRE(measured.trace.weight_loads.size() == plan.trace.weight_loads.size());
   CHECK(!plan.trace.weight_loads.empty());
-  for (const WeightLoad& load : measured.trace.weight_loads) {
-    const TaskRecord& r = measured.trace.tasks[index(load.task)];
-    REQUIRE(load.start_s >= r.start_s);
-    REQUIRE(load.end_s <= r.compute_start_s);
-  }
   CHECK(measured.summary.weight_loads == plan.summary.weight_loads);
   const TraceDiff diff = diff_traces(plan.trace, measured.trace);
   CHECK(diff.tasks.size() == plan.trace.tasks.size());
   CHECK(diff.measured_makespan_s > 0);
+}
+
+TEST_CASE("the replay check finds a task moved to another device, a phase out of order and a missing load") {
+  const Scenario& sc = validation_scenario();
+  const RunResult plan = simulate(sc);
+  RunResult measured = execute_on_cpu(sc, plan);
+  REQUIRE(test::replay_problems(sc, plan, measured).empty());
+  // Each change is made, checked and undone.
+  auto found = [&](auto& field, auto value) {
+    const auto kept = field;
+    field = value;
+    const bool any = !test::replay_problems(sc, plan, measured).empty();
+    field = kept;
+    return any;
+  };
+  Trace& t = measured.trace;
+  const TaskRecord& lone = *std::find_if(t.tasks.begin(), t.tasks.end(), [](const TaskRecord& r) { return r.gpu_count == 1; });
+  CHECK(found(t.gpus[lone.gpu_begin], make_id<GpuId>(1 - index(t.gpus[lone.gpu_begin]))));
+  CHECK(found(t.tasks.back().start_s, t.tasks.back().ready_s - 1e-3));
+  CHECK(found(t.weight_loads.front().start_s, kNever));
+  CHECK(found(t.tasks.front().status, TaskStatus::failed));
 }
 
 TEST_CASE("the CPU backend refuses a plan that would not fit in this machine's memory, naming the way out") {

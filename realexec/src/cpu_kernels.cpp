@@ -19,10 +19,13 @@ struct Operands {
   Matrix a, b, c;
   explicit Operands(int n) : a(Matrix::Constant(n, n, Scalar(0.5))), b(Matrix::Constant(n, n, Scalar(0.25))), c(Matrix::Zero(n, n)) {}
 
-  void run(double flop) {
+  void run(double flop, const std::function<void()>& between) {
     const auto n = static_cast<double>(a.rows());
     const double tile = 2 * n * n * n;
-    for (double done = tile; done <= flop; done += tile) c.noalias() = a * b;
+    for (double done = tile; done <= flop; done += tile) {
+      c.noalias() = a * b;
+      if (between) between();
+    }
     // The remainder as an n x n x k product: 2 n^2 k FLOP.
     const auto k = static_cast<Eigen::Index>(std::llround(std::fmod(flop, tile) / (2 * n * n)));
     if (k > 0) c.leftCols(k).noalias() = a * b.leftCols(k);
@@ -46,17 +49,20 @@ struct Scratch::Impl {
   std::size_t cursor = 0;  // where the next triad begins
   std::optional<Operands<float>> square32;
   std::optional<Operands<double>> square64;
+  std::function<void()> between;
 };
 
 Scratch::Scratch() : impl_(std::make_unique<Impl>()) {}
 Scratch::~Scratch() = default;
 
+void Scratch::between_tiles(std::function<void()> hook) { impl_->between = std::move(hook); }
+
 void Scratch::gemm(double flop, Dtype dtype) {
   if (!(flop > 0)) return;
   if (dtype == Dtype::fp64) {
-    impl_->f64.run(flop);
+    impl_->f64.run(flop, impl_->between);
   } else {
-    impl_->f32.run(flop);
+    impl_->f32.run(flop, impl_->between);
   }
 }
 
@@ -82,6 +88,7 @@ void Scratch::stream(double bytes) {
     for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
     m.cursor += n;
     left -= n;
+    if (m.between) m.between();
   }
 }
 

@@ -773,26 +773,7 @@ class CudaRun {
       }
     }
     merge_rank_reports(trace_, std::span(&report, 1), communicates);
-    // Ready at arrival or at the last producer's end. The GPUs' clocks are aligned to the host's
-    // within microseconds; a task cannot start before it was ready, so its start is held there,
-    // and its later times with it. Records are visited in the plan's start order, producers first.
-    for (std::uint32_t rec : replayed_) {
-      TaskRecord& r = trace_.tasks[rec];
-      const Workflow& wf = sc_.workflows[r.workflow];
-      r.ready_s = trace_.instances[index(r.instance)].arrival_s;
-      for (std::uint32_t e : wf.inputs(r.task)) r.ready_s = std::max(r.ready_s, trace_.tasks[record_of(r.instance, wf.edges[e].from)].end_s);
-      r.start_s = std::max(r.start_s, r.ready_s);
-      r.compute_start_s = std::max(r.compute_start_s, r.start_s);
-      for (std::uint32_t i : plan_index_.loads_of[rec]) {
-        WeightLoad& load = trace_.weight_loads[i];
-        if (loaded_[i] == 0) continue;
-        load.start_s = std::max(load.start_s, r.start_s);
-        load.end_s = std::max(load.end_s, load.start_s);
-        r.compute_start_s = std::max(r.compute_start_s, load.end_s);
-      }
-      if (r.comm_start_s != kNever) r.comm_start_s = std::max(r.comm_start_s, r.compute_start_s);
-      r.end_s = std::max(r.end_s, std::max(r.compute_start_s, r.comm_start_s));
-    }
+    replay::order_phases(sc_, plan_index_, trace_);  // the GPUs' clocks agree with the host's to within microseconds
   }
 
   RunResult result() { return replay::measured_result(sc_, plan_, std::move(trace_)); }

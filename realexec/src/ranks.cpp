@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 #include <set>
 #include <stdexcept>
 
@@ -51,21 +50,18 @@ class Reader {
 }  // namespace
 
 std::vector<int> rank_of_each_gpu(const RunResult& plan, unsigned ranks) {
-  std::set<std::uint32_t> working_nodes;  // ordered: ranks follow node index
+  std::vector<int> out(plan.cluster.gpu_count(), -1);
   for (const TaskRecord& r : plan.trace.tasks) {
     if (r.status != TaskStatus::completed) continue;  // the replay runs only these
-    for (std::uint32_t m = 0; m < r.gpu_count; ++m) working_nodes.insert(index(plan.cluster.node_of(plan.trace.gpus[r.gpu_begin + m])));
+    for (std::uint32_t m = 0; m < r.gpu_count; ++m) out[index(plan.trace.gpus[r.gpu_begin + m])] = 0;
   }
-  if (working_nodes.size() != ranks) {
-    throw DeviceError("the plan runs work on " + std::to_string(working_nodes.size()) + " node(s) but " + std::to_string(ranks) +
-                      " MPI rank(s) were started; start one rank per node (mpirun -np " + std::to_string(working_nodes.size()) + ")");
+  int working = 0;
+  for (int& rank : out) {
+    if (rank == 0) rank = working++;  // in GPU index order
   }
-  std::map<std::uint32_t, int> rank_of_node;
-  for (std::uint32_t node : working_nodes) rank_of_node.emplace(node, static_cast<int>(rank_of_node.size()));
-  std::vector<int> out(plan.cluster.gpu_count(), -1);
-  for (std::uint32_t g = 0; g < out.size(); ++g) {
-    const auto it = rank_of_node.find(index(plan.cluster.node_of(make_id<GpuId>(g))));
-    if (it != rank_of_node.end()) out[g] = it->second;
+  if (static_cast<unsigned>(working) != ranks) {
+    throw DeviceError("the plan runs work on " + std::to_string(working) + " device(s) but " + std::to_string(ranks) +
+                      " MPI rank(s) were started; start one rank per device (mpirun -np " + std::to_string(working) + ")");
   }
   return out;
 }

@@ -29,6 +29,26 @@ PlanIndex index_plan(const RunResult& plan, Trace& trace) {
   return ix;
 }
 
+void order_phases(const Scenario& scenario, const PlanIndex& plan, Trace& trace) {
+  for (std::uint32_t rec : plan.replayed) {  // in the plan's start order: producers first
+    TaskRecord& r = trace.tasks[rec];
+    const Workflow& wf = scenario.workflows[r.workflow];
+    r.ready_s = trace.instances[index(r.instance)].arrival_s;
+    for (std::uint32_t e : wf.inputs(r.task)) r.ready_s = std::max(r.ready_s, trace.tasks[plan.record_of(r.instance, wf.edges[e].from)].end_s);
+    r.start_s = std::max(r.start_s, r.ready_s);
+    r.compute_start_s = std::max(r.compute_start_s, r.start_s);
+    for (std::uint32_t i : plan.loads_of[rec]) {
+      WeightLoad& load = trace.weight_loads[i];
+      if (load.start_s == kNever) continue;
+      load.start_s = std::max(load.start_s, r.start_s);
+      load.end_s = std::max(load.end_s, load.start_s);
+      r.compute_start_s = std::max(r.compute_start_s, load.end_s);
+    }
+    if (r.comm_start_s != kNever) r.comm_start_s = std::max(r.comm_start_s, r.compute_start_s);
+    r.end_s = std::max(r.end_s, std::max(r.compute_start_s, r.comm_start_s));
+  }
+}
+
 RunResult measured_result(const Scenario& scenario, const RunResult& plan, Trace trace) {
   RunResult out{.cluster = plan.cluster, .topology = Topology(plan.cluster, scenario.cluster.fabric), .trace = std::move(trace),
                 .summary = {}, .link_bytes = {}, .link_samples = {}, .vram_samples = {}};

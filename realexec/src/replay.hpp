@@ -25,6 +25,12 @@ struct PlanIndex {
 };
 PlanIndex index_plan(const RunResult& plan, Trace& trace);
 
+// For times merged from members measured on different clocks (ranks.hpp; GPUs' event clocks): each
+// replayed task is ready at its instance's arrival or its last producer's end, and no phase is put
+// before the one it follows (a task cannot start before it was ready; clocks agree only to within
+// microseconds). Weight loads not made (start kNever) are left alone.
+void order_phases(const Scenario& scenario, const PlanIndex& plan, Trace& trace);
+
 // The plan's cluster and topology with the measured trace: instance ends and failures from their
 // tasks, and the summary of the measured run (no link traffic is recorded).
 RunResult measured_result(const Scenario& scenario, const RunResult& plan, Trace trace);

@@ -29,6 +29,9 @@ class Scratch {
   // Moves `bytes` through memory with the STREAM triad a = b + s*c (two reads and one write per
   // element, 12 bytes in fp32), walking on through arrays larger than the caches.
   void stream(double bytes);
+  // Called after each GEMM tile and each pass over the streaming arrays (a millisecond or so): a
+  // rank of a multi-process run lets its sends move on while it computes.
+  void between_tiles(std::function<void()> hook);
 
   static constexpr int kGemmTile = 256;
 

@@ -1,27 +1,29 @@
-// Multi-node replay on the CUDA backend, one MPI rank per node (docs/run.md#several-nodes-mpirun): which
-// rank runs which of the plan's GPUs, and how the phase times each rank measured become one trace on
-// rank 0. The pure functions are tested without MPI or a GPU; the MPI calls that move their values between
-// ranks (namespace ranks, below) are built where MPI is found, and tested under mpirun; without MPI, one
-// process is the whole world. The NCCL calls are in src/cuda_ranks.cpp.
+// A replay spread over several processes, one MPI rank per device of the plan that runs work
+// (docs/run.md#several-processes-mpirun): which rank runs which device, how the ranks meet and pass
+// tensors, and how the phase times each rank measured become one trace on rank 0. The pure functions
+// are tested without MPI; the MPI calls (namespace ranks, below) are built where MPI is found and tested
+// under mpirun; without MPI, one process is the whole world. The NCCL calls are in src/cuda_ranks.cpp.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "fleetsim/collective.hpp"
 #include "fleetsim/simulation.hpp"
 
 namespace fleetsim {
 
-// The rank that runs each of the plan's GPUs (-1: it runs nothing): the nodes on which the plan completed
-// work, in index order, take ranks 0, 1, ... Throws DeviceError when `ranks` is not that node count.
+// The rank that runs each of the plan's GPUs (-1: it runs nothing): the GPUs on which the plan completed
+// work, in index order, take ranks 0, 1, ... Throws DeviceError when `ranks` is not that GPU count.
 std::vector<int> rank_of_each_gpu(const RunResult& plan, unsigned ranks);
 
 // One gang member's phase boundaries for one task record, in seconds since the ranks' common epoch
-// (an MPI_Barrier, then each rank's own clock; docs/run.md says how far apart the clocks can be).
+// (ranks::common_epoch_s).
 struct MemberTimes {
   std::uint32_t record = 0, member = 0;  // into Trace::tasks; index in the task's gang
   double arrived_s = 0, loaded_s = 0, computed_s = 0, done_s = 0;
@@ -59,14 +61,56 @@ struct World {
 };
 World mpi_world();
 
-// Seconds on this rank's steady clock right after every rank has left an MPI barrier: the epoch that
-// every rank's times are measured from. Ranks leave the barrier within its latency (microseconds on
-// InfiniBand), which bounds how far apart their clocks are.
+// Seconds on this rank's steady clock when every rank has left an MPI barrier: the epoch that every
+// rank's times are measured from. Ranks on one machine share one reading, so their times compare
+// exactly; machines differ by how far apart their first ranks left the barrier (microseconds on
+// InfiniBand).
 double common_epoch_s();
 
 // Every rank's report, in rank order, on rank 0; an empty list on the other ranks. Throws DeviceError
 // naming the MPI error.
 std::vector<RankReport> gather_reports(const RankReport& mine);
+
+// How the ranks of one replay meet and pass tensors. Built on a duplicate of MPI_COMM_WORLD, so its tags
+// are its own. Every call that fails throws DeviceError naming the MPI error.
+class Transport {
+ public:
+  // `groups`: the ranks of every gang that spans ranks, each in member order, the same list in the same
+  // order on every rank (each becomes a communicator; every rank takes part in making each).
+  explicit Transport(std::span<const std::vector<int>> groups);
+  ~Transport();
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  // The largest message tag this MPI allows (at least 32767).
+  int max_tag() const;
+
+  // The members of `group` meet: each gives the time it arrived and whether it failed, and every member
+  // learns the latest arrival and whether any failed.
+  struct Meeting {
+    double last_s = 0;
+    bool any_failed = false;
+  };
+  Meeting meet(std::size_t group, double arrived_s, bool failed);
+
+  // A gang's collective over its members' buffers, each 2 x `count` floats as for cpu::collective: the
+  // data, then room to receive. all-reduce leaves the element-wise sum in every member's first `count`.
+  void collective(std::size_t group, CollectiveOp op, float* buffer, std::size_t count);
+
+  // Starts sending `bytes` to rank `to` and returns; the bytes must stay as they are until finish().
+  // Messages with the same destination and tag arrive in the order they were sent.
+  void send(int to, int tag, const void* data, std::size_t bytes);
+  // Waits for the message with this tag from rank `from`, whatever else has arrived before it.
+  void receive(int from, int tag, void* data, std::size_t bytes);
+  // Lets sends in flight move on (MPI moves a large message only while its sender is inside MPI).
+  void progress();
+  // Waits until every send has been delivered.
+  void finish();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace ranks
 
