@@ -1,8 +1,8 @@
-// The NCCL side of a multi-node CUDA replay (one MPI rank per node), as nccl-tests makes it: a
+// The NCCL side of a CUDA replay over several processes (one MPI rank per GPU), as nccl-tests makes it: a
 // communicator's unique id made on one rank and broadcast over MPI, each member joining with
 // ncclCommInitRank. Built where CUDA, NCCL and MPI are all found (the MPI side is in ranks.hpp). Not
 // yet called by execute_on_cuda: the cross-rank replay that would use it is not written
-// (docs/run.md#several-nodes-mpirun).
+// (docs/run.md#several-processes-mpirun).
 #pragma once
 
 #include <nccl.h>

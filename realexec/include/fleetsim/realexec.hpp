@@ -26,6 +26,11 @@ struct ExecOptions {
 // CPU backend: each device is a worker thread with its own memory. FLOP run as fp32/fp64 GEMMs
 // (Eigen), memory traffic as a streaming triad, edge tensors and weights are copied between
 // workers' buffers, and collectives are real reductions across the gang's buffers.
+//
+// Under mpirun (MPI initialized, more than one rank) each rank runs one device of the plan (ranks.hpp:
+// the world size must be the number of devices that run work); tensors and collectives between devices
+// go over MPI. Every rank must call it; rank 0 returns the whole measured run, the others only their own
+// device's tasks.
 RunResult execute_on_cpu(const Scenario& scenario, const RunResult& plan, const ExecOptions& options = {});
 
 // A device could not do what the backend asked outside any one task (setting up, or a fault found
