@@ -4,12 +4,9 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <exception>
 #include <latch>
-#include <map>
 #include <mutex>
-#include <set>
 #include <thread>
 #include <tuple>
 #include <unistd.h>
@@ -19,13 +16,33 @@
 #include "fleetsim/error.hpp"
 #include "fleetsim/ranks.hpp"
 #include "fleetsim/realexec.hpp"
-#include "replay.hpp"
 #include "fleetsim/units.hpp"
+#include "rank_replay.hpp"
+#include "replay.hpp"
 
 namespace fleetsim {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// A task's work on one worker: `launches` calls of the GEMM and the triad.
+void run_work(cpu::Scratch& scratch, double flop, double bytes, Dtype dtype, std::uint32_t launches) {
+  const std::uint32_t n = std::max<std::uint32_t>(launches, 1);
+  for (std::uint32_t l = 0; l < n; ++l) {
+    scratch.gemm(flop / n, dtype);
+    scratch.stream(bytes / n);
+  }
+}
+
+// Refuses a plan whose buffers would not fit in half of this machine's memory.
+void check_fits(const std::string& file, double need) {
+  const double physical = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  if (need > physical / 2) {
+    throw InputError({Problem{file, "", "the CPU backend would need " + format_quantity(need, Dimension::bytes) +
+                                            " of memory for this scenario's weights and tensors; this machine has " +
+                                            format_quantity(physical, Dimension::bytes) + " (scale the work down, e.g. fleetsim run --work-scale 0.001)"}});
+  }
+}
 
 
 // Records when the last member of a gang reached the barrier, before any member goes on.
@@ -64,7 +81,6 @@ class CpuRun {
   RunResult run() {
     index_plan();
     check_memory();
-    if (transport_) return run_as_rank();
     const auto workers = static_cast<std::uint32_t>(devices_.size());
     const auto active = std::count_if(devices_.begin(), devices_.end(), [](const auto& d) { return d != nullptr; });
     std::latch ready(active + 1);
@@ -90,31 +106,6 @@ class CpuRun {
  private:
   double now() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
 
-  // One process of several (mpirun): this rank's one device runs on this thread, from the ranks'
-  // common epoch; rank 0 gathers every member's times and returns the whole measured run.
-  RunResult run_as_rank() {
-    const auto g = static_cast<std::uint32_t>(std::find(rank_of_.begin(), rank_of_.end(), me_) - rank_of_.begin());
-    allocate(g);
-    devices_[g]->scratch.between_tiles([this] { transport_->progress(); });
-    warm_up(g);
-    t0_ = Clock::time_point(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(ranks::common_epoch_s())));
-    for (std::uint32_t rec : devices_[g]->order) run_task(g, rec);
-    transport_->finish();
-    for (std::uint32_t i = 0; i < trace_.weight_loads.size(); ++i) {
-      const WeightLoad& load = trace_.weight_loads[i];
-      if (load.start_s != kNever) report_.loads.push_back({.load = i, .start_s = load.start_s, .end_s = load.end_s});
-    }
-    const std::vector<RankReport> reports = ranks::gather_reports(report_);
-    if (me_ != 0) return result();  // this rank's own tasks only; rank 0 holds the run
-    for (std::uint32_t rec : plan_index_.replayed) trace_.tasks[rec].status = TaskStatus::queued;  // the members' reports say
-    merge_rank_reports(trace_, reports, [&](std::uint32_t rec) { return group_of_.contains(rec) && spec(rec).collective; });
-    for (std::uint32_t rec : plan_index_.replayed) {
-      if (trace_.tasks[rec].status != TaskStatus::failed) trace_.tasks[rec].status = TaskStatus::completed;
-    }
-    replay::order_phases(sc_, plan_index_, trace_);
-    return result();
-  }
-
   const TaskSpec& spec(std::uint32_t rec) const {
     const TaskRecord& r = trace_.tasks[rec];
     return sc_.workflows[r.workflow].tasks[r.task];
@@ -127,31 +118,15 @@ class CpuRun {
     const std::size_t gpus = plan_.cluster.gpu_count();
     devices_.resize(gpus);
     plan_index_ = replay::index_plan(plan_, trace_);
-    const ranks::World world = ranks::mpi_world();
-    if (world.size > 1) {
-      rank_of_ = rank_of_each_gpu(plan_, static_cast<unsigned>(world.size));
-      me_ = world.rank;
-    }
-    std::map<std::vector<int>, std::size_t> group_index;  // one communicator per set of ranks, in member order
-    std::vector<std::vector<int>> groups;
     const std::vector<std::uint32_t>& replayed = plan_index_.replayed;
     gangs_.resize(trace_.tasks.size());
     sizes_.resize(gpus);
     for (std::uint32_t rec : replayed) {
       const TaskRecord& r = trace_.tasks[rec];
       const TaskSpec& s = spec(rec);
-      if (r.gpu_count > 1 && rank_of_.empty()) gangs_[rec] = std::make_unique<Gang>(r.gpu_count, &t0_);
-      if (r.gpu_count > 1 && !rank_of_.empty()) {
-        std::vector<int> members;
-        for (std::uint32_t m = 0; m < r.gpu_count; ++m) members.push_back(rank_of_[index(gpu(rec, m))]);
-        const auto [at, added] = group_index.emplace(members, groups.size());
-        if (added) groups.push_back(std::move(members));
-        group_of_.emplace(rec, at->second);
-      }
-      if (mine(index(gpu(rec, 0)))) ++total_;
+      if (r.gpu_count > 1) gangs_[rec] = std::make_unique<Gang>(r.gpu_count, &t0_);
       for (std::uint32_t m = 0; m < r.gpu_count; ++m) {
         const std::uint32_t g = index(gpu(rec, m));
-        if (!mine(g)) continue;
         if (!devices_[g]) devices_[g] = std::make_unique<Device>();
         devices_[g]->order.push_back(rec);
         Sizes& z = sizes_[g];
@@ -162,60 +137,19 @@ class CpuRun {
       for (std::uint32_t e : wf.inputs(r.task)) {
         const GpuId from = gpu(record_of(r.instance, wf.edges[e].from), 0);
         if (from == gpu(rec, 0)) continue;
-        if (!rank_of_.empty() && rank_of_[index(from)] != rank_of_[index(gpu(rec, 0))]) tag_of_.emplace(std::pair(rec, e), 2 * static_cast<int>(tag_of_.size()));
         sizes_[index(from)].outbox = std::max(sizes_[index(from)].outbox, wf.edges[e].bytes);
         sizes_[index(gpu(rec, 0))].inbox = std::max(sizes_[index(gpu(rec, 0))].inbox, wf.edges[e].bytes);
       }
     }
     for (std::uint32_t i = 0; i < trace_.weight_loads.size(); ++i) {
       trace_.weight_loads[i].start_s = trace_.weight_loads[i].end_s = kNever;  // measured, or never run
-      if (mine(index(trace_.weight_loads[i].gpu))) host_weights_ = std::max(host_weights_, trace_.weight_loads[i].bytes);
+      host_weights_ = std::max(host_weights_, trace_.weight_loads[i].bytes);
     }
-    if (rank_of_.empty()) return;
-    transport_ = std::make_unique<ranks::Transport>(groups);
-    if (2 * tag_of_.size() + 1 > static_cast<std::size_t>(transport_->max_tag())) {
-      throw DeviceError(std::to_string(tag_of_.size()) + " tensors cross between ranks, more than this MPI's message tags can tell apart (" +
-                        std::to_string(transport_->max_tag()) + " tags, two per tensor)");
-    }
+    total_ = replayed.size();
   }
 
-  // Before the clock: each communicator's first meeting and first collective of each kind and size, and
-  // one tensor of the largest size each way between ranks that pass tensors, as the single-process run
-  // has every buffer written before it starts. Every member warms up a collective at the same task, in
-  // plan order, so the ranks cannot wait on each other in a circle.
-  void warm_up(std::uint32_t g) {
-    Device& d = *devices_[g];
-    std::set<std::size_t> met;
-    std::set<std::tuple<std::size_t, CollectiveOp, std::size_t>> ran;
-    for (std::uint32_t rec : d.order) {
-      const auto group = group_of_.find(rec);
-      if (group == group_of_.end()) continue;
-      if (met.insert(group->second).second) transport_->meet(group->second, 0, false);
-      const TaskSpec& s = spec(rec);
-      if (s.collective && ran.emplace(group->second, s.collective->op, replay::collective_floats(s)).second) {
-        transport_->collective(group->second, s.collective->op, d.collective.data(), replay::collective_floats(s));
-      }
-    }
-    std::map<int, double> to, from;  // largest tensor per rank it goes to / comes from
-    for (const auto& [edge, tag] : tag_of_) {
-      const TaskRecord& r = trace_.tasks[edge.first];
-      const Workflow& wf = sc_.workflows[r.workflow];
-      const std::uint32_t producer = index(gpu(record_of(r.instance, wf.edges[edge.second].from), 0)), consumer = index(gpu(edge.first, 0));
-      const double bytes = wf.edges[edge.second].bytes;
-      if (producer == g) to[rank_of_[consumer]] = std::max(to[rank_of_[consumer]], bytes);
-      if (consumer == g) from[rank_of_[producer]] = std::max(from[rank_of_[producer]], bytes);
-    }
-    const int warm_tag = 2 * static_cast<int>(tag_of_.size());
-    for (const auto& [rank, bytes] : to) transport_->send(rank, warm_tag, d.outbox.data(), static_cast<std::size_t>(bytes));
-    for (const auto& [rank, bytes] : from) transport_->receive(rank, warm_tag, d.inbox.data(), static_cast<std::size_t>(bytes));
-    transport_->finish();
-  }
-
-  bool mine(std::uint32_t g) const { return rank_of_.empty() || rank_of_[g] == me_; }
 
 
-
-  // Refuses a plan whose buffers would not fit in half of this machine's memory.
   void check_memory() const {
     double need = host_weights_;
     for (std::size_t g = 0; g < devices_.size(); ++g) {
@@ -223,13 +157,7 @@ class CpuRun {
       const Sizes& z = sizes_[g];
       need += z.outbox + z.inbox + z.weights + 2.0 * sizeof(float) * static_cast<double>(z.collective) + 100e6;
     }
-    const double physical = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
-    if (need > physical / 2) {
-      throw InputError({Problem{sc_.file, "", "the CPU backend would need " + format_quantity(need, Dimension::bytes) +
-                                                  " of memory for this scenario's weights and tensors; this machine has " +
-                                                  format_quantity(physical, Dimension::bytes) +
-                                                  " (scale the work down, e.g. fleetsim run --work-scale 0.001)"}});
-    }
+    check_fits(sc_.file, need);
   }
 
   void allocate(std::uint32_t g) {
@@ -242,10 +170,8 @@ class CpuRun {
     std::call_once(host_once_, [&] { host_store_.assign(static_cast<std::size_t>(host_weights_), std::byte{1}); });
   }
   // Blocks until the task's instance has arrived and every producer has ended. Returns the reason
-  // the task cannot run ("" when it can) and its ready time. A producer on another rank says when it
-  // ended, and whether it completed, to the task's first member only; the others learn it at the
-  // first meeting.
-  std::pair<std::string, double> wait_ready(std::uint32_t rec, std::uint32_t member) {
+  // the task cannot run ("" when it can) and its ready time.
+  std::pair<std::string, double> wait_ready(std::uint32_t rec) {
     const TaskRecord& r = trace_.tasks[rec];
     const Workflow& wf = sc_.workflows[r.workflow];
     const double arrival_s = trace_.instances[index(r.instance)].arrival_s;
@@ -256,21 +182,9 @@ class CpuRun {
     std::string reason;
     for (std::uint32_t e : wf.inputs(r.task)) {
       const std::uint32_t producer = record_of(r.instance, wf.edges[e].from);
-      bool completed = true;
-      if (const auto tag = tag_of_.find(std::pair(rec, e)); tag != tag_of_.end()) {
-        if (member != 0) continue;
-        EdgeNote note{};
-        lock.unlock();
-        transport_->receive(rank_of_[index(gpu(producer, 0))], tag->second, &note, sizeof note);
-        lock.lock();
-        ready_s = std::max(ready_s, note.end_s);
-        completed = note.completed != 0;
-      } else if (rank_of_.empty() || member == 0) {  // another member's producers may be on other ranks
-        changed_.wait(lock, [&] { return ended_[producer]; });
-        ready_s = std::max(ready_s, trace_.tasks[producer].end_s);
-        completed = trace_.tasks[producer].status == TaskStatus::completed;
-      }
-      if (!completed) reason = "its producer " + wf.tasks[wf.edges[e].from].name + " did not complete";
+      changed_.wait(lock, [&] { return ended_[producer]; });
+      ready_s = std::max(ready_s, trace_.tasks[producer].end_s);
+      if (trace_.tasks[producer].status != TaskStatus::completed) reason = "its producer " + wf.tasks[wf.edges[e].from].name + " did not complete";
     }
     return {reason, ready_s};
   }
@@ -280,25 +194,14 @@ class CpuRun {
     std::uint32_t member = 0;
     while (index(gpu(rec, member)) != g) ++member;
     Gang* gang = gangs_[rec].get();
-    const auto group = group_of_.find(rec);  // the gang's communicator when it spans ranks
-    const bool spans_ranks = group != group_of_.end();
+    auto pass = [&] { return gang != nullptr ? gang->pass() : now(); };
     Device& d = *devices_[g];
 
     // Plain variables, not a structured binding: lambdas below capture them (clang 14 cannot).
     std::string failure;
     double ready_s = 0;
-    bool any_failed = false;  // whether a member on another rank had failed at the last meeting
-    auto pass = [&] {
-      if (spans_ranks) {
-        const ranks::Transport::Meeting m = transport_->meet(group->second, now(), !failure.empty());
-        any_failed = m.any_failed;
-        return m.last_s;
-      }
-      return gang != nullptr ? gang->pass() : now();
-    };
-    std::tie(failure, ready_s) = wait_ready(rec, member);
+    std::tie(failure, ready_s) = wait_ready(rec);
     const double start_s = pass();
-    if (any_failed && failure.empty()) failure = "another member of its gang could not start";
     auto attempt = [&](auto&& work) {
       if (!failure.empty()) return;
       try {
@@ -325,24 +228,18 @@ class CpuRun {
       const Workflow& wf = sc_.workflows[r.workflow];
       for (std::uint32_t e : wf.inputs(r.task)) {
         const GpuId from = gpu(record_of(r.instance, wf.edges[e].from), 0);
-        if (index(from) == g || tag_of_.contains(std::pair(rec, e))) continue;
+        if (index(from) == g) continue;
         std::memcpy(d.inbox.data(), devices_[index(from)]->outbox.data(), static_cast<std::size_t>(wf.edges[e].bytes));
       }
     });
-    receive_inputs(rec, member, d);
     const double compute_start_s = pass();
     attempt([&] {
-      const double share = trace_.tasks[rec].work_scale / s.gpus, per_launch = 1.0 / std::max<std::uint32_t>(s.launches, 1);
-      for (std::uint32_t l = 0; l < std::max<std::uint32_t>(s.launches, 1); ++l) {
-        d.scratch.gemm(s.flop * share * per_launch, s.dtype);
-        d.scratch.stream(s.bytes * share * per_launch);
-      }
+      const double share = trace_.tasks[rec].work_scale / s.gpus;
+      run_work(d.scratch, s.flop * share, s.bytes * share, s.dtype, s.launches);
     });
-    const bool communicates = s.collective && (gang != nullptr || spans_ranks);
+    const bool communicates = s.collective && gang != nullptr;
     const double comm_start_s = communicates ? pass() : kNever;
-    if (communicates && spans_ranks) {
-      transport_->collective(group->second, s.collective->op, d.collective.data(), replay::collective_floats(s));
-    } else if (communicates) {
+    if (communicates) {
       // Every member takes every step, even after a failure, so no member waits forever.
       std::vector<float*> buffers;
       for (std::uint32_t m = 0; m < trace_.tasks[rec].gpu_count; ++m) buffers.push_back(devices_[index(gpu(rec, m))]->collective.data());
@@ -356,58 +253,18 @@ class CpuRun {
       r.reason = trace_.add_reason(failure);
     }
     const double end_s = pass();  // after every member's failure is recorded
-    if (transport_) {
-      report_.members.push_back({.record = rec, .member = member, .arrived_s = start_s, .loaded_s = compute_start_s,
-                                 .computed_s = communicates ? comm_start_s : 0.0, .done_s = end_s, .failure = failure});
-    }
     if (member != 0) return;
-    {
-      std::lock_guard lock(mutex_);
-      r.ready_s = ready_s;
-      r.start_s = start_s;
-      r.compute_start_s = compute_start_s;
-      r.comm_start_s = comm_start_s;
-      r.end_s = end_s;
-      if (any_failed && r.status != TaskStatus::failed) {
-        r.status = TaskStatus::failed;
-        r.reason = trace_.add_reason("a member of its gang failed on another rank");  // rank 0 puts the member's own reason
-      }
-      if (r.status != TaskStatus::failed) r.status = TaskStatus::completed;
-      ended_[rec] = 1;
-      changed_.notify_all();
-      ++done_;
-      if (options_.progress) options_.progress(done_, total_);
-    }
-    send_outputs(rec, d);
-  }
-
-  // Tensors from producers on other ranks, received even when the task fails, so every send is matched.
-  void receive_inputs(std::uint32_t rec, std::uint32_t member, Device& d) {
-    if (!transport_ || member != 0) return;
-    const TaskRecord& r = trace_.tasks[rec];
-    const Workflow& wf = sc_.workflows[r.workflow];
-    for (std::uint32_t e : wf.inputs(r.task)) {
-      const auto tag = tag_of_.find(std::pair(rec, e));
-      if (tag == tag_of_.end()) continue;
-      const int from = rank_of_[index(gpu(record_of(r.instance, wf.edges[e].from), 0))];
-      transport_->receive(from, tag->second + 1, d.inbox.data(), static_cast<std::size_t>(wf.edges[e].bytes));
-    }
-  }
-
-  // To each consumer on another rank: when this task ended and whether it completed, then the tensor.
-  void send_outputs(std::uint32_t rec, const Device& d) {
-    if (!transport_) return;
-    const TaskRecord& r = trace_.tasks[rec];
-    const Workflow& wf = sc_.workflows[r.workflow];
-    for (std::uint32_t e : wf.outputs(r.task)) {
-      const std::uint32_t consumer = record_of(r.instance, wf.edges[e].to);
-      const auto tag = tag_of_.find(std::pair(consumer, e));
-      if (tag == tag_of_.end()) continue;  // same rank, or a consumer the plan did not run
-      const int to = rank_of_[index(gpu(consumer, 0))];
-      notes_.push_back({.end_s = r.end_s, .completed = r.status == TaskStatus::completed ? 1U : 0U});
-      transport_->send(to, tag->second, &notes_.back(), sizeof(EdgeNote));
-      transport_->send(to, tag->second + 1, d.outbox.data(), static_cast<std::size_t>(wf.edges[e].bytes));
-    }
+    std::lock_guard lock(mutex_);
+    r.ready_s = ready_s;
+    r.start_s = start_s;
+    r.compute_start_s = compute_start_s;
+    r.comm_start_s = comm_start_s;
+    r.end_s = end_s;
+    if (r.status != TaskStatus::failed) r.status = TaskStatus::completed;
+    ended_[rec] = 1;
+    changed_.notify_all();
+    ++done_;
+    if (options_.progress) options_.progress(done_, total_);
   }
 
   RunResult result() { return replay::measured_result(sc_, plan_, std::move(trace_)); }
@@ -416,11 +273,6 @@ class CpuRun {
   struct Sizes {
     double outbox = 0, inbox = 0, weights = 0;
     std::size_t collective = 0;
-  };
-  // What a producer tells a consumer on another rank before the tensor itself.
-  struct EdgeNote {
-    double end_s = 0;
-    std::uint64_t completed = 0;
   };
 
   const Scenario& sc_;
@@ -439,19 +291,49 @@ class CpuRun {
   std::condition_variable changed_;
   std::vector<std::uint8_t> ended_ = std::vector<std::uint8_t>(trace_.tasks.size(), 0);
   std::size_t done_ = 0, total_ = 0;
-  // Several processes (mpirun): one device each; empty / null in one process.
-  std::vector<int> rank_of_;  // per GPU of the plan
-  int me_ = 0;
-  std::unique_ptr<ranks::Transport> transport_;
-  std::map<std::uint32_t, std::size_t> group_of_;                        // task record -> its gang's communicator
-  std::map<std::pair<std::uint32_t, std::uint32_t>, int> tag_of_;       // (consumer record, edge) crossing ranks -> its tag
-  std::deque<EdgeNote> notes_;                                            // sent; kept until the sends are done
-  RankReport report_;
+};
+
+// One worker as the device of one rank of several (rank_replay.hpp): the same kernels and copies as a
+// worker thread; tensors and collectives go over MPI.
+class CpuRankDevice final : public replay::RankDevice {
+ public:
+  explicit CpuRankDevice(std::string file) : file_(std::move(file)) {}
+
+  void set_up(const replay::Buffers& z, std::span<const std::vector<int>>, ranks::Transport& transport) override {
+    check_fits(file_, z.outbox + z.inbox + z.weights + z.host_weights + 2.0 * sizeof(float) * static_cast<double>(z.collective_floats) + 100e6);
+    transport_ = &transport;
+    outbox_.assign(static_cast<std::size_t>(z.outbox), std::byte{1});
+    inbox_.assign(static_cast<std::size_t>(z.inbox), std::byte{0});
+    weights_.assign(static_cast<std::size_t>(z.weights), std::byte{0});
+    host_.assign(static_cast<std::size_t>(z.host_weights), std::byte{1});
+    collective_.assign(2 * z.collective_floats, 1.0f);
+    scratch_.between_tiles([&transport] { transport.progress(); });
+  }
+  void hold_working_set(double bytes) override { working_set_ = std::make_unique_for_overwrite<std::byte[]>(static_cast<std::size_t>(bytes) + 1); }
+  void release_working_set() override { working_set_.reset(); }
+  void load_weights(double bytes) override { std::memcpy(weights_.data(), host_.data(), static_cast<std::size_t>(bytes)); }
+  void compute(double flop, double bytes, Dtype dtype, std::uint32_t launches) override { run_work(scratch_, flop, bytes, dtype, launches); }
+  void collective(std::size_t group, CollectiveOp op, std::size_t count) override { transport_->collective(group, op, collective_.data(), count); }
+  const void* outgoing(double) override { return outbox_.data(); }
+  void* incoming(double) override { return inbox_.data(); }
+  void arrived(double) override {}
+
+ private:
+  std::string file_;
+  ranks::Transport* transport_ = nullptr;
+  cpu::Scratch scratch_;
+  std::vector<std::byte> outbox_, inbox_, weights_, host_;
+  std::vector<float> collective_;
+  std::unique_ptr<std::byte[]> working_set_;
 };
 
 }  // namespace
 
 RunResult execute_on_cpu(const Scenario& scenario, const RunResult& plan, const ExecOptions& options) {
+  if (ranks::mpi_world().size > 1) {
+    CpuRankDevice device(scenario.file);
+    return replay::execute_as_rank(scenario, plan, options, device);
+  }
   return CpuRun(scenario, plan, options).run();
 }
 
