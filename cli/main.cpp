@@ -440,10 +440,8 @@ int run_execute(const RunArgs& args) {
     throw fleetsim::InputError({fleetsim::Problem{"--backend", "", "expected cpu or cuda, found \"" + args.backend + "\""}});
   }
   if (!(args.work_scale > 0)) throw fleetsim::InputError({fleetsim::Problem{"--work-scale", "", "expected a positive number"}});
-  if (args.backend == "cuda" && launcher_ranks() > 1) {
-    // Before anything runs: N processes each replaying the whole plan on their node would measure nothing meaningful.
-    throw fleetsim::DeviceError("runs of the CUDA backend over several processes (one MPI rank per GPU, NCCL across ranks) are not written yet; this is one of " +
-                                std::to_string(launcher_ranks()) + " processes mpirun started. Run on one node without mpirun (docs/run.md)");
+  if (std::string why; args.backend == "cuda" && !fleetsim::cuda_available(&why)) {
+    throw fleetsim::DeviceError("the CUDA backend cannot run here: " + why);  // before planning, and before joining mpirun's ranks
   }
   // Under mpirun each process runs one device of the plan; rank 0 gathers the run and writes it.
   const Distributed mpi = start_distributed();

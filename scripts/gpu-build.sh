@@ -51,6 +51,7 @@ grep -q "FLEETSIM_NVCC:FILEPATH=.*nvcc" "$build/CMakeCache.txt" || echo "gpu-bui
 jobs=${JOBS:-$(nproc)}  # JOBS=1 on a shared machine
 cmake --build "$build" -j"$jobs"
 status=0
+# Where MPI is found, the run_mpi test among them runs the CUDA backend over 2 MPI ranks too.
 ctest --test-dir "$build" --output-on-failure -j"$jobs" || status=$?
 # The GPU tests report "skipped" where no device is visible: on a GPU machine that is a failure.
 if ctest --test-dir "$build" -R '^gpu$' 2>&1 | grep -q "Skipped"; then

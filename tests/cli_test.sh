@@ -118,11 +118,6 @@ else
     bash -c "test $cuda_rc -eq 1 && grep -q 'the CUDA backend cannot run here' '$tmp/cuda.err'"
 fi
 
-OMPI_COMM_WORLD_SIZE=2 "$fleetsim" run "$src/scenarios/cpu-validate.json" --work-scale 0.05 --backend cuda >"$tmp/cudampi.txt" 2>"$tmp/cudampi.err"
-mpi_rc=$?
-check "run --backend cuda under mpirun with several ranks exits 1 saying such runs are not written yet" \
-  bash -c "test $mpi_rc -eq 1 && grep -q 'runs of the CUDA backend over several processes' '$tmp/cudampi.err'"
-
 # Calibration, then validation with the profile it wrote.
 "$fleetsim" calibrate --repeats 1 --out "$tmp/prof/cpu.json" >"$tmp/cal.txt"
 check "calibrate exits 0" test $? -eq 0

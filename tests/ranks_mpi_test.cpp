@@ -6,6 +6,7 @@
 // messages received in another order than sent. Exit 0 when all holds, 1 with a message when not.
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <numeric>
 #include <string>
@@ -134,6 +135,12 @@ int main(int argc, char** argv) {
     std::vector<double> epochs(static_cast<std::size_t>(w.size));
     MPI_Allgather(&epoch, 1, MPI_DOUBLE, epochs.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD);
     for (double e : epochs) expect(e == epoch, "ranks on one machine share one epoch");
+    const ranks::World machine = ranks::on_this_machine();
+    std::vector<int> places(static_cast<std::size_t>(w.size));
+    MPI_Allgather(&machine.rank, 1, MPI_INT, places.data(), 1, MPI_INT, MPI_COMM_WORLD);
+    std::sort(places.begin(), places.end());
+    for (int k = 0; k < w.size; ++k) expect(places[static_cast<std::size_t>(k)] == k && machine.size == w.size, "every rank has its own place on this machine");
+    expect(ranks::everywhere(true) && !ranks::everywhere(w.rank != 1), "everywhere holds only when it holds on every rank");
     const std::vector<RankReport> reports = ranks::gather_reports(report_of(w.rank));
     if (w.rank != 0) {
       expect(reports.empty(), "a rank other than 0 receives no reports");

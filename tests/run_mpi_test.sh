@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # fleetsim run on 2 MPI ranks (one per device of the scenario): rank 0 alone prints and writes the run,
-# with every task of the plan; a rank count other than the device count is refused with the one to use.
+# with every task of the plan; a rank count other than the device count is refused with the one to use; and
+# the CUDA backend under mpirun runs, or says why it cannot.
 set -u
 mpiexec=$1
 fleetsim=$2
@@ -28,5 +29,16 @@ if [ "$rc" = 1 ] && grep -q 'mpirun -np 2' "$tmp/three.err"; then
   echo "ok   3 ranks for 2 devices exit 1 naming mpirun -np 2"
 else
   echo "FAIL 3 ranks for 2 devices: exit $rc"; cat "$tmp/three.err"; fail=1
+fi
+# The CUDA backend the same way: one GPU per rank where there are GPUs (ranks share them round-robin), else
+# every rank stops before planning, saying why.
+"$mpiexec" --oversubscribe -np 2 "$fleetsim" -q run "$scenario" --backend cuda --work-scale 20 --out "$tmp/cuda" >"$tmp/cuda.txt" 2>"$tmp/cuda.err"
+rc=$?
+if [ "$rc" = 0 ] && [ "$(grep -c ',completed,' "$tmp/cuda/trace.csv")" = 15 ]; then
+  echo "ok   --backend cuda on 2 ranks completes all 15 tasks"
+elif [ "$rc" = 1 ] && grep -q 'the CUDA backend cannot run here' "$tmp/cuda.err"; then
+  echo "ok   --backend cuda on 2 ranks exits 1 where it cannot run, saying why"
+else
+  echo "FAIL --backend cuda on 2 ranks: exit $rc"; cat "$tmp/cuda.txt" "$tmp/cuda.err"; fail=1
 fi
 exit $fail

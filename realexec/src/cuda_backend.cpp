@@ -8,6 +8,9 @@
 #if defined(FLEETSIM_HAVE_NCCL)
 #include <nccl.h>
 #endif
+#if defined(FLEETSIM_NCCL_OVER_MPI)
+#include "cuda_ranks.hpp"
+#endif
 
 #include <algorithm>
 #include <array>
@@ -22,6 +25,7 @@
 #include <mutex>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <unistd.h>
 
 #include "fleetsim/cuda_check.hpp"
@@ -31,6 +35,7 @@
 #include "fleetsim/realexec.hpp"
 #include "replay.hpp"
 #include "fleetsim/units.hpp"
+#include "rank_replay.hpp"
 
 namespace fleetsim {
 namespace {
@@ -108,6 +113,109 @@ void* device_alloc(double bytes, const std::string& what, const Device& d) {
                     " (scale the work down, e.g. fleetsim run --work-scale 0.1)",
                 cudaMalloc(&p, n));
   return p;
+}
+
+// GEMMs totalling `flop`: tiles of kGemmTile^3, then an n x n x k product for the remainder (or a
+// cube when the remainder is under one n x n x 1 product).
+void gemm(Device& d, double flop, gpu::Element e, const std::string& where) {
+  if (!(flop > 0)) return;
+  const double n = kGemmTile, tile = gpu::gemm_flop(n, n, n);
+  for (double done = tile; done <= flop; done += tile) FLEETSIM_CUDA(where, blas(gpu::gemm(d.blas, e, kGemmTile, kGemmTile, kGemmTile, d.a, d.b, d.c)));
+  const double rest = std::fmod(flop, tile);
+  if (rest >= gpu::gemm_flop(n, n, 1)) {
+    const auto k = static_cast<int>(std::llround(rest / gpu::gemm_flop(n, n, 1)));
+    FLEETSIM_CUDA(where, blas(gpu::gemm(d.blas, e, kGemmTile, kGemmTile, std::min(k, kGemmTile), d.a, d.b, d.c)));
+  } else {
+    const auto side = static_cast<int>(std::llround(std::cbrt(rest / 2)));
+    if (side > 0) FLEETSIM_CUDA(where, blas(gpu::gemm(d.blas, e, side, side, side, d.a, d.b, d.c)));
+  }
+}
+
+// `bytes` of memory traffic as triads walking on through the arrays.
+void stream(Device& d, double bytes, const std::string& where) {
+  if (!(bytes > 0)) return;
+  auto left = static_cast<std::size_t>(std::llround(bytes / (3 * sizeof(float))));
+  while (left > 0) {
+    if (d.cursor == kStreamFloats) d.cursor = 0;
+    const std::size_t n = std::min(left, kStreamFloats - d.cursor);
+    FLEETSIM_CUDA(where, kernel(gpu::triad(d.sa + d.cursor, d.sb + d.cursor, d.sc + d.cursor, 3.0f, n, d.stream)));
+    d.cursor += n;
+    left -= n;
+  }
+}
+
+// Freed working sets stay in the GPU's pool instead of going back to the driver at each synchronization.
+void keep_freed_memory(int ordinal, const std::string& where) {
+  cudaMemPool_t pool = nullptr;
+  FLEETSIM_CUDA(where, cudaDeviceGetDefaultMemPool(&pool, ordinal));
+  std::uint64_t keep = std::numeric_limits<std::uint64_t>::max();
+  FLEETSIM_CUDA(where, cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+}
+
+// Everything set_up_device made, given back; errors are ignored, as the run's outcome is already known.
+void release_device(Device& d) noexcept {
+  (void)cudaSetDevice(d.gpu);
+  for (cudaEvent_t e : d.steps) (void)cudaEventDestroy(e);
+  d.steps.clear();
+  for (void* p : {d.workspace, d.a, d.b, d.c, static_cast<void*>(d.sa), static_cast<void*>(d.sb), static_cast<void*>(d.sc), d.outbox, d.inbox,
+                  d.weights, static_cast<void*>(d.collective)}) {
+    if (p != nullptr) (void)cudaFree(p);
+  }
+  if (d.blas != nullptr) (void)cublasDestroy(d.blas);
+  if (d.stream != nullptr) (void)cudaStreamDestroy(d.stream);
+  d = Device{};
+}
+
+// One device's stream, cuBLAS handle and workspace and its buffers, allocated and written before the
+// clock starts; then a warm-up of every GEMM type and the triad it will run, so no task pays for lazy loading.
+void set_up_device(Device& d) {
+  keep_freed_memory(d.gpu, d.name);
+  FLEETSIM_CUDA(d.name, cudaSetDevice(d.gpu));
+  FLEETSIM_CUDA(d.name, cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking));
+  FLEETSIM_CUDA(d.name, cublasCreate(&d.blas));
+  FLEETSIM_CUDA(d.name, cublasSetStream(d.blas, d.stream));
+  d.workspace = device_alloc(static_cast<double>(kBlasWorkspace), "cuBLAS workspace", d);
+  FLEETSIM_CUDA(d.name, cublasSetWorkspace(d.blas, d.workspace, kBlasWorkspace));
+  std::size_t widest = 0;
+  for (std::size_t e = 0; e < d.elements.size(); ++e) {
+    if (d.elements[e]) widest = std::max(widest, gpu::element_bytes(static_cast<gpu::Element>(e)));
+  }
+  const double tile_elements = static_cast<double>(kGemmTile) * kGemmTile;
+  if (widest > 0) {
+    d.a = device_alloc(tile_elements * static_cast<double>(widest), "GEMM operands", d);
+    d.b = device_alloc(tile_elements * static_cast<double>(widest), "GEMM operands", d);
+    d.c = device_alloc(tile_elements * static_cast<double>(widest), "GEMM operands", d);
+  }
+  const double stream_bytes = static_cast<double>(kStreamFloats * sizeof(float));
+  d.sa = static_cast<float*>(device_alloc(stream_bytes, "triad arrays", d));
+  d.sb = static_cast<float*>(device_alloc(stream_bytes, "triad arrays", d));
+  d.sc = static_cast<float*>(device_alloc(stream_bytes, "triad arrays", d));
+  d.outbox = device_alloc(d.outbox_bytes, "edge tensors out", d);
+  d.inbox = device_alloc(d.inbox_bytes, "edge tensors in", d);
+  d.weights = device_alloc(d.weights_bytes, "weights", d);
+  d.collective = static_cast<float*>(device_alloc(2.0 * sizeof(float) * static_cast<double>(d.collective_floats), "collective buffers", d));
+  // Written once, so nothing in the run reads uninitialized memory or pays for first touch.
+  FLEETSIM_CUDA(d.name, cudaMemsetAsync(d.outbox, 1, static_cast<std::size_t>(d.outbox_bytes) + 1, d.stream));
+  FLEETSIM_CUDA(d.name, cudaMemsetAsync(d.inbox, 0, static_cast<std::size_t>(d.inbox_bytes) + 1, d.stream));
+  FLEETSIM_CUDA(d.name, cudaMemsetAsync(d.weights, 0, static_cast<std::size_t>(d.weights_bytes) + 1, d.stream));
+  FLEETSIM_CUDA(d.name, kernel(gpu::fill(d.collective, gpu::Element::f32, 1.0, 2 * d.collective_floats, d.stream)));
+  FLEETSIM_CUDA(d.name, kernel(gpu::fill(d.sa, gpu::Element::f32, 0.0, kStreamFloats, d.stream)));
+  FLEETSIM_CUDA(d.name, kernel(gpu::fill(d.sb, gpu::Element::f32, 1.0, kStreamFloats, d.stream)));
+  FLEETSIM_CUDA(d.name, kernel(gpu::fill(d.sc, gpu::Element::f32, 2.0, kStreamFloats, d.stream)));
+  for (std::size_t e = 0; e < d.elements.size(); ++e) {
+    if (!d.elements[e]) continue;
+    const auto element = static_cast<gpu::Element>(e);
+    const auto n = static_cast<std::size_t>(tile_elements);
+    FLEETSIM_CUDA(d.name, kernel(gpu::fill(d.a, element, 0.5, n, d.stream)));
+    FLEETSIM_CUDA(d.name, kernel(gpu::fill(d.b, element, 0.25, n, d.stream)));
+    FLEETSIM_CUDA(d.name, blas(gpu::gemm(d.blas, element, kGemmTile, kGemmTile, kGemmTile, d.a, d.b, d.c)));
+    FLEETSIM_CUDA(d.name, blas(gpu::gemm(d.blas, element, kGemmTile, kGemmTile, 64, d.a, d.b, d.c)));
+    FLEETSIM_CUDA(d.name, blas(gpu::gemm(d.blas, element, 64, 64, 64, d.a, d.b, d.c)));
+  }
+  FLEETSIM_CUDA(d.name, kernel(gpu::triad(d.sa, d.sb, d.sc, 3.0f, kStreamFloats, d.stream)));
+  void* scratch = nullptr;  // the first stream-ordered allocation sets up the pool
+  FLEETSIM_CUDA(d.name, cudaMallocAsync(&scratch, 1, d.stream));
+  FLEETSIM_CUDA(d.name, cudaFreeAsync(scratch, d.stream));
 }
 
 #if defined(FLEETSIM_HAVE_NCCL)
@@ -289,11 +397,6 @@ class CudaRun {
       FLEETSIM_CUDA(where, cudaSetDevice(l.ordinal));
       FLEETSIM_CUDA(where, cudaStreamCreateWithFlags(&l.clock, cudaStreamNonBlocking));
       FLEETSIM_CUDA(where, cudaEventCreate(&l.start));
-      // Freed working sets stay in the pool instead of going back to the driver at each synchronization.
-      cudaMemPool_t pool = nullptr;
-      FLEETSIM_CUDA(where, cudaDeviceGetDefaultMemPool(&pool, l.ordinal));
-      std::uint64_t keep = std::numeric_limits<std::uint64_t>::max();
-      FLEETSIM_CUDA(where, cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
       for (const LocalGpu& peer : locals_) {
         int can = 0;
         if (peer.ordinal == l.ordinal) continue;
@@ -311,54 +414,7 @@ class CudaRun {
       std::memset(host_store_, 1, n);
     }
     for (auto& dp : devices_) {
-      if (!dp) continue;
-      Device& d = *dp;
-      FLEETSIM_CUDA(d.name, cudaSetDevice(d.gpu));
-      FLEETSIM_CUDA(d.name, cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking));
-      FLEETSIM_CUDA(d.name, cublasCreate(&d.blas));
-      FLEETSIM_CUDA(d.name, cublasSetStream(d.blas, d.stream));
-      d.workspace = device_alloc(static_cast<double>(kBlasWorkspace), "cuBLAS workspace", d);
-      FLEETSIM_CUDA(d.name, cublasSetWorkspace(d.blas, d.workspace, kBlasWorkspace));
-      std::size_t widest = 0;
-      for (std::size_t e = 0; e < d.elements.size(); ++e) {
-        if (d.elements[e]) widest = std::max(widest, gpu::element_bytes(static_cast<gpu::Element>(e)));
-      }
-      const double tile_elements = static_cast<double>(kGemmTile) * kGemmTile;
-      if (widest > 0) {
-        d.a = device_alloc(tile_elements * static_cast<double>(widest), "GEMM operands", d);
-        d.b = device_alloc(tile_elements * static_cast<double>(widest), "GEMM operands", d);
-        d.c = device_alloc(tile_elements * static_cast<double>(widest), "GEMM operands", d);
-      }
-      const double stream_bytes = static_cast<double>(kStreamFloats * sizeof(float));
-      d.sa = static_cast<float*>(device_alloc(stream_bytes, "triad arrays", d));
-      d.sb = static_cast<float*>(device_alloc(stream_bytes, "triad arrays", d));
-      d.sc = static_cast<float*>(device_alloc(stream_bytes, "triad arrays", d));
-      d.outbox = device_alloc(d.outbox_bytes, "edge tensors out", d);
-      d.inbox = device_alloc(d.inbox_bytes, "edge tensors in", d);
-      d.weights = device_alloc(d.weights_bytes, "weights", d);
-      d.collective = static_cast<float*>(device_alloc(2.0 * sizeof(float) * static_cast<double>(d.collective_floats), "collective buffers", d));
-      // Written once, so nothing in the run reads uninitialized memory or pays for first touch.
-      FLEETSIM_CUDA(d.name, cudaMemsetAsync(d.outbox, 1, static_cast<std::size_t>(d.outbox_bytes) + 1, d.stream));
-      FLEETSIM_CUDA(d.name, cudaMemsetAsync(d.inbox, 0, static_cast<std::size_t>(d.inbox_bytes) + 1, d.stream));
-      FLEETSIM_CUDA(d.name, cudaMemsetAsync(d.weights, 0, static_cast<std::size_t>(d.weights_bytes) + 1, d.stream));
-      FLEETSIM_CUDA(d.name, kernel(gpu::fill(d.collective, gpu::Element::f32, 1.0, 2 * d.collective_floats, d.stream)));
-      FLEETSIM_CUDA(d.name, kernel(gpu::fill(d.sa, gpu::Element::f32, 0.0, kStreamFloats, d.stream)));
-      FLEETSIM_CUDA(d.name, kernel(gpu::fill(d.sb, gpu::Element::f32, 1.0, kStreamFloats, d.stream)));
-      FLEETSIM_CUDA(d.name, kernel(gpu::fill(d.sc, gpu::Element::f32, 2.0, kStreamFloats, d.stream)));
-      for (std::size_t e = 0; e < d.elements.size(); ++e) {
-        if (!d.elements[e]) continue;
-        const auto element = static_cast<gpu::Element>(e);
-        const auto n = static_cast<std::size_t>(tile_elements);
-        FLEETSIM_CUDA(d.name, kernel(gpu::fill(d.a, element, 0.5, n, d.stream)));
-        FLEETSIM_CUDA(d.name, kernel(gpu::fill(d.b, element, 0.25, n, d.stream)));
-        FLEETSIM_CUDA(d.name, blas(gpu::gemm(d.blas, element, kGemmTile, kGemmTile, kGemmTile, d.a, d.b, d.c)));
-        FLEETSIM_CUDA(d.name, blas(gpu::gemm(d.blas, element, kGemmTile, kGemmTile, 64, d.a, d.b, d.c)));
-        FLEETSIM_CUDA(d.name, blas(gpu::gemm(d.blas, element, 64, 64, 64, d.a, d.b, d.c)));
-      }
-      FLEETSIM_CUDA(d.name, kernel(gpu::triad(d.sa, d.sb, d.sc, 3.0f, kStreamFloats, d.stream)));
-      void* scratch = nullptr;  // the first stream-ordered allocation sets up the pool
-      FLEETSIM_CUDA(d.name, cudaMallocAsync(&scratch, 1, d.stream));
-      FLEETSIM_CUDA(d.name, cudaFreeAsync(scratch, d.stream));
+      if (dp) set_up_device(*dp);
     }
     for (std::uint32_t rec : replayed_) {
       for (std::uint32_t m = 0; m < trace_.tasks[rec].gpu_count; ++m) {
@@ -473,35 +529,6 @@ class CudaRun {
       }
     }
     gang.barrier.arrive_and_wait();
-  }
-
-  // GEMMs totalling `flop`: tiles of kGemmTile^3, then an n x n x k product for the remainder (or a
-  // cube when the remainder is under one n x n x 1 product).
-  void gemm(Device& d, double flop, gpu::Element e, const std::string& where) {
-    if (!(flop > 0)) return;
-    const double n = kGemmTile, tile = gpu::gemm_flop(n, n, n);
-    for (double done = tile; done <= flop; done += tile) FLEETSIM_CUDA(where, blas(gpu::gemm(d.blas, e, kGemmTile, kGemmTile, kGemmTile, d.a, d.b, d.c)));
-    const double rest = std::fmod(flop, tile);
-    if (rest >= gpu::gemm_flop(n, n, 1)) {
-      const auto k = static_cast<int>(std::llround(rest / gpu::gemm_flop(n, n, 1)));
-      FLEETSIM_CUDA(where, blas(gpu::gemm(d.blas, e, kGemmTile, kGemmTile, std::min(k, kGemmTile), d.a, d.b, d.c)));
-    } else {
-      const auto side = static_cast<int>(std::llround(std::cbrt(rest / 2)));
-      if (side > 0) FLEETSIM_CUDA(where, blas(gpu::gemm(d.blas, e, side, side, side, d.a, d.b, d.c)));
-    }
-  }
-
-  // `bytes` of memory traffic as triads walking on through the arrays.
-  void stream(Device& d, double bytes, const std::string& where) {
-    if (!(bytes > 0)) return;
-    auto left = static_cast<std::size_t>(std::llround(bytes / (3 * sizeof(float))));
-    while (left > 0) {
-      if (d.cursor == kStreamFloats) d.cursor = 0;
-      const std::size_t n = std::min(left, kStreamFloats - d.cursor);
-      FLEETSIM_CUDA(where, kernel(gpu::triad(d.sa + d.cursor, d.sb + d.cursor, d.sc + d.cursor, 3.0f, n, d.stream)));
-      d.cursor += n;
-      left -= n;
-    }
   }
 
   // A collective without NCCL: the CPU backend's ring steps, each a peer copy into the receive half
@@ -805,16 +832,7 @@ class CudaRun {
       for (cudaEvent_t& e : pair) destroy(e);
     }
     for (auto& dp : devices_) {
-      if (!dp) continue;
-      Device& d = *dp;
-      (void)cudaSetDevice(d.gpu);
-      for (cudaEvent_t& e : d.steps) destroy(e);
-      for (void* p : {d.workspace, d.a, d.b, d.c, static_cast<void*>(d.sa), static_cast<void*>(d.sb), static_cast<void*>(d.sc), d.outbox,
-                      d.inbox, d.weights, static_cast<void*>(d.collective)}) {
-        if (p != nullptr) (void)cudaFree(p);
-      }
-      if (d.blas != nullptr) (void)cublasDestroy(d.blas);
-      if (d.stream != nullptr) (void)cudaStreamDestroy(d.stream);
+      if (dp) release_device(*dp);
     }
     for (LocalGpu& l : locals_) {
       (void)cudaSetDevice(l.ordinal);
@@ -850,6 +868,152 @@ class CudaRun {
   std::size_t total_ = 0;
 };
 
+// One GPU as the device of one rank of several (rank_replay.hpp). Each call waits for the GPU, so the
+// replay times it on the host clock, microseconds later than CUDA events would. Tensors to other ranks
+// go through pinned host memory: a device-to-host copy, an MPI message, a host-to-device copy (the message
+// carries a host buffer written once, as the content is not what is measured). A gang's collective runs on
+// NCCL where every rank has a GPU of its own (NCCL refuses two ranks on one GPU), else through host memory
+// over MPI.
+class CudaRankDevice final : public replay::RankDevice {
+ public:
+  CudaRankDevice(int ordinal, std::string name) {
+    d_.gpu = ordinal;
+    d_.name = std::move(name);
+  }
+  CudaRankDevice(const CudaRankDevice&) = delete;
+  CudaRankDevice& operator=(const CudaRankDevice&) = delete;
+  ~CudaRankDevice() override {
+    (void)cudaSetDevice(d_.gpu);
+    if (d_.stream != nullptr) (void)cudaStreamSynchronize(d_.stream);
+#if defined(FLEETSIM_NCCL_OVER_MPI)
+    for (ncclComm_t c : comms_) {
+      if (c != nullptr) (void)ncclCommDestroy(c);
+    }
+#endif
+    release_device(d_);
+    for (void* p : {send_, sink_, receive_, staging_, host_weights_}) {
+      if (p != nullptr) (void)cudaFreeHost(p);
+    }
+    (void)cudaGetLastError();
+  }
+
+  void set_up(const replay::Buffers& z, std::span<const std::vector<int>> groups, ranks::Transport& transport) override {
+    transport_ = &transport;
+    d_.outbox_bytes = z.outbox;
+    d_.inbox_bytes = z.inbox;
+    d_.weights_bytes = z.weights;
+    d_.collective_floats = z.collective_floats;
+    for (Dtype t : z.dtypes) d_.elements[static_cast<std::size_t>(element_of(t))] = true;
+    set_up_device(d_);
+    send_ = pinned(z.outbox, "tensors out");
+    sink_ = pinned(z.outbox, "tensors out");
+    receive_ = pinned(z.inbox, "tensors in");
+    host_weights_ = pinned(z.host_weights, "weight loads");
+    staging_ = pinned(2.0 * sizeof(float) * static_cast<double>(z.collective_floats), "collectives over MPI");
+    wait();
+    const int me = ranks::mpi_world().rank;
+    for (const std::vector<int>& members : groups) {
+      const auto at = std::find(members.begin(), members.end(), me);
+      member_.push_back(at == members.end() ? -1 : static_cast<int>(at - members.begin()));
+      size_.push_back(static_cast<int>(members.size()));
+    }
+#if defined(FLEETSIM_NCCL_OVER_MPI)
+    int gpus = 0;
+    FLEETSIM_CUDA(d_.name, cudaGetDeviceCount(&gpus));
+    nccl_ = ranks::everywhere(ranks::on_this_machine().size <= gpus);
+    for (std::size_t i = 0; nccl_ && i < groups.size(); ++i) {  // every rank makes every communicator, in order
+      std::vector<ranks::LocalMember> local;
+      if (member_[i] >= 0) local.push_back({.comm_rank = member_[i], .cuda_ordinal = d_.gpu});
+      const std::vector<ncclComm_t> made = ranks::join_communicator(groups[i].front(), size_[i], local, d_.name + ": a gang's NCCL communicator");
+      comms_.push_back(made.empty() ? nullptr : made.front());
+    }
+#endif
+  }
+
+  void hold_working_set(double bytes) override {
+    const auto n = static_cast<std::size_t>(bytes) + 1;
+    FLEETSIM_CUDA(d_.name + ": allocating a working set of " + format_quantity(static_cast<double>(n), Dimension::bytes),
+                  cudaMallocAsync(&working_set_, n, d_.stream));
+    wait();
+  }
+  void release_working_set() override {
+    if (working_set_ == nullptr) return;
+    void* p = std::exchange(working_set_, nullptr);
+    FLEETSIM_CUDA(d_.name, cudaFreeAsync(p, d_.stream));
+    wait();
+  }
+  void load_weights(double bytes) override {
+    FLEETSIM_CUDA(d_.name + ": loading weights from host memory",
+                  cudaMemcpyAsync(d_.weights, host_weights_, static_cast<std::size_t>(bytes), cudaMemcpyHostToDevice, d_.stream));
+    wait();
+  }
+  void compute(double flop, double bytes, Dtype dtype, std::uint32_t launches) override {
+    const std::uint32_t n = std::max<std::uint32_t>(launches, 1);
+    for (std::uint32_t l = 0; l < n; ++l) {
+      gemm(d_, flop / n, element_of(dtype), d_.name);
+      stream(d_, bytes / n, d_.name);
+    }
+    wait();
+  }
+  void collective(std::size_t group, CollectiveOp op, std::size_t count) override {
+#if defined(FLEETSIM_NCCL_OVER_MPI)
+    if (nccl_) {
+      nccl_collective(op, comms_.at(group), d_.collective, count, member_.at(group), size_.at(group), d_.stream, d_.name);
+      wait();
+      return;
+    }
+#endif
+    const std::size_t n = 2 * count * sizeof(float);
+    FLEETSIM_CUDA(d_.name, cudaMemcpyAsync(staging_, d_.collective, n, cudaMemcpyDeviceToHost, d_.stream));
+    wait();
+    transport_->collective(group, op, static_cast<float*>(staging_), count);
+    FLEETSIM_CUDA(d_.name, cudaMemcpyAsync(d_.collective, staging_, n, cudaMemcpyHostToDevice, d_.stream));
+    wait();
+  }
+  const void* outgoing(double bytes) override {
+    FLEETSIM_CUDA(d_.name + ": copying a tensor out", cudaMemcpyAsync(sink_, d_.outbox, static_cast<std::size_t>(bytes), cudaMemcpyDeviceToHost, d_.stream));
+    wait();
+    return send_;
+  }
+  void* incoming(double) override { return receive_; }
+  void arrived(double bytes) override {
+    FLEETSIM_CUDA(d_.name + ": copying a tensor in", cudaMemcpyAsync(d_.inbox, receive_, static_cast<std::size_t>(bytes), cudaMemcpyHostToDevice, d_.stream));
+    wait();
+  }
+
+ private:
+  void* pinned(double bytes, const std::string& what) {
+    void* p = nullptr;
+    const auto n = static_cast<std::size_t>(bytes) + 1;
+    FLEETSIM_CUDA(d_.name + ": pinning " + format_quantity(static_cast<double>(n), Dimension::bytes) + " of host memory for " + what,
+                  cudaHostAlloc(&p, n, cudaHostAllocDefault));
+    std::memset(p, 1, n);
+    return p;
+  }
+  // Waits for the GPU, letting the rank's sends move on meanwhile.
+  void wait() {
+    for (;;) {
+      const cudaError_t e = cudaStreamQuery(d_.stream);
+      if (e != cudaErrorNotReady) {
+        FLEETSIM_CUDA(d_.name, e);
+        return;
+      }
+      transport_->progress();
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+
+  Device d_;
+  ranks::Transport* transport_ = nullptr;
+  void *send_ = nullptr, *sink_ = nullptr, *receive_ = nullptr, *staging_ = nullptr, *host_weights_ = nullptr;  // pinned
+  void* working_set_ = nullptr;
+  std::vector<int> member_, size_;  // per group: this rank's member index (-1: none), the member count
+#if defined(FLEETSIM_NCCL_OVER_MPI)
+  bool nccl_ = false;
+  std::vector<ncclComm_t> comms_;  // per group; null where this rank is not a member
+#endif
+};
+
 }  // namespace
 
 bool cuda_available(std::string* why) {
@@ -869,6 +1033,13 @@ bool cuda_available(std::string* why) {
 RunResult execute_on_cuda(const Scenario& scenario, const RunResult& plan, const ExecOptions& options) {
   std::string why;
   if (!cuda_available(&why)) throw DeviceError("the CUDA backend cannot run here: " + why);
+  if (ranks::mpi_world().size > 1) {  // one rank per device: the ranks on a machine take its GPUs round-robin
+    int count = 0;
+    FLEETSIM_CUDA(std::string("finding CUDA devices"), cudaGetDeviceCount(&count));
+    const int ordinal = ranks::on_this_machine().rank % count;
+    CudaRankDevice device(ordinal, "local GPU " + std::to_string(ordinal) + " of rank " + std::to_string(ranks::mpi_world().rank));
+    return replay::execute_as_rank(scenario, plan, options, device);
+  }
   return CudaRun(scenario, plan, options).run();
 }
 

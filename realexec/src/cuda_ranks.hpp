@@ -1,8 +1,7 @@
 // The NCCL side of a CUDA replay over several processes (one MPI rank per GPU), as nccl-tests makes it: a
 // communicator's unique id made on one rank and broadcast over MPI, each member joining with
-// ncclCommInitRank. Built where CUDA, NCCL and MPI are all found (the MPI side is in ranks.hpp). Not
-// yet called by execute_on_cuda: the cross-rank replay that would use it is not written
-// (docs/run.md#several-processes-mpirun).
+// ncclCommInitRank. Built where CUDA, NCCL and MPI are all found (the MPI side is in ranks.hpp); used by
+// the CUDA backend's device of a multi-process replay (docs/run.md#several-processes-mpirun).
 #pragma once
 
 #include <nccl.h>

@@ -8,6 +8,10 @@ namespace fleetsim::ranks {
 
 World mpi_world() { return {}; }
 
+World on_this_machine() { return {}; }
+
+bool everywhere(bool mine) { return mine; }
+
 double common_epoch_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 std::vector<RankReport> gather_reports(const RankReport& mine) { return {mine}; }

@@ -21,6 +21,25 @@ World mpi_world() {
   return w;
 }
 
+World on_this_machine() {
+  if (mpi_world().size == 1) return {};
+  const std::string where = "finding the ranks on this machine";
+  MPI_Comm machine = MPI_COMM_NULL;
+  FLEETSIM_MPI(where, MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &machine));
+  World w;
+  FLEETSIM_MPI(where, MPI_Comm_rank(machine, &w.rank));
+  FLEETSIM_MPI(where, MPI_Comm_size(machine, &w.size));
+  FLEETSIM_MPI(where, MPI_Comm_free(&machine));
+  return w;
+}
+
+bool everywhere(bool mine) {
+  if (mpi_world().size == 1) return mine;
+  int in = mine ? 1 : 0, all = 0;
+  FLEETSIM_MPI(std::string("asking every rank"), MPI_Allreduce(&in, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD));
+  return all != 0;
+}
+
 double common_epoch_s() {
   auto now = [] { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
   if (mpi_world().size == 1) return now();

@@ -99,6 +99,7 @@ class RankRun {
       if (gpu(rec, 0) == mine_) ++total_;
       sizes_.weights = std::max(sizes_.weights, s.weights_bytes / s.gpus);
       if (s.collective && r.gpu_count > 1) sizes_.collective_floats = std::max(sizes_.collective_floats, collective_floats(s));
+      if (s.flop > 0 && std::find(sizes_.dtypes.begin(), sizes_.dtypes.end(), s.dtype) == sizes_.dtypes.end()) sizes_.dtypes.push_back(s.dtype);
     }
     for (WeightLoad& load : trace_.weight_loads) {
       load.start_s = load.end_s = kNever;  // measured, or never run

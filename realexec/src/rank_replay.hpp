@@ -13,11 +13,13 @@
 
 namespace fleetsim::replay {
 
-// What one device must hold, from the plan: the largest tensor it sends and receives, its weights, the
-// largest weight load from host memory, and its collective buffer (2 x floats: the data, then room to receive).
+// What one device must hold and run, from the plan: the largest tensor it sends and receives, its weights,
+// the largest weight load from host memory, its collective buffer (2 x floats: the data, then room to
+// receive), and the element types of its GEMMs.
 struct Buffers {
   double outbox = 0, inbox = 0, weights = 0, host_weights = 0;
   std::size_t collective_floats = 0;
+  std::vector<Dtype> dtypes;  // the element types its tasks' FLOP run in
 };
 
 // One rank's device as the replay drives it. Each call returns once its work is done, so the replay

@@ -61,6 +61,12 @@ struct World {
 };
 World mpi_world();
 
+// This rank's place among the ranks on its machine (those that share memory); {0, 1} without MPI.
+World on_this_machine();
+
+// Whether `mine` holds on every rank (`mine` itself without MPI).
+bool everywhere(bool mine);
+
 // Seconds on this rank's steady clock when every rank has left an MPI barrier: the epoch that every
 // rank's times are measured from. Ranks on one machine share one reading, so their times compare
 // exactly; machines differ by how far apart their first ranks left the barrier (microseconds on
