@@ -10,7 +10,8 @@ CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo 
 cmake --build build-fuzz --target fuzz_loaders -j"$(nproc)"
 
 # Seed corpus: each file prefixed with the byte that picks its loader (0 scenario, 1 workflow, 2 catalog, 3 units,
-# 4 calibration profile, 5 nccl-tests log, 6 training job, 7 plan, 8 ComfyUI graph, 9 WfCommons instance, 10 job trace CSV).
+# 4 calibration profile, 5 nccl-tests log, 6 training job, 7 plan, 8 ComfyUI graph, 9 WfCommons instance, 10 job trace CSV,
+# 11 a rank's report of measured times).
 corpus=build-fuzz/corpus
 rm -rf "$corpus" && mkdir -p "$corpus"
 i=0
@@ -25,6 +26,13 @@ for f in scenarios/plans/*.json; do { printf '\x07'; cat "$f"; } >"$corpus/l$i";
 for f in scenarios/comfyui/*.json; do { printf '\x08'; cat "$f"; } >"$corpus/g$i"; i=$((i + 1)); done
 for f in scenarios/wfcommons/*.json; do { printf '\x09'; cat "$f"; } >"$corpus/f$i"; i=$((i + 1)); done
 for f in scenarios/traces/*.csv tests/data/*.csv; do { printf '\x0a'; cat "$f"; } >"$corpus/j$i"; i=$((i + 1)); done
+# A rank's report: one member's times and failure, one weight load (tests/ranks_test.cpp has its layout).
+python3 -c "
+import struct, sys
+out = struct.pack('<Q', 1) + struct.pack('<II', 7, 1) + struct.pack('<4d', 0.5, 0.75, 1.0, 1.25) + struct.pack('<Q', 4) + b'oops'
+out += struct.pack('<Q', 1) + struct.pack('<I', 3) + struct.pack('<2d', 0.5, 0.625)
+sys.stdout.buffer.write(b'\x0b' + out)" >"$corpus/r$i"
+i=$((i + 1))
 for u in "80 GiB" "400 Gb/s" "989 TFLOP/s" "2.5 ms" "0.5 /s"; do printf '\x03%s' "$u" >"$corpus/u$i"; i=$((i + 1)); done
 
 ./build-fuzz/tests/fuzz/fuzz_loaders -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 "$corpus"

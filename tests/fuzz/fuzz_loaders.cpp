@@ -1,4 +1,5 @@
-// libFuzzer target for every input loader. The first byte picks the loader; the rest is the file.
+// libFuzzer target for every input loader. The first byte picks the loader; the rest is the file (or,
+// for the last, the bytes another MPI rank sent).
 // A loader may throw InputError (that is its job) and nothing else: any other exception, crash,
 // hang or sanitizer report is a bug.
 #include <cstddef>
@@ -14,6 +15,7 @@
 #include "fleetsim/nccl_tests.hpp"
 #include "fleetsim/plan.hpp"
 #include "fleetsim/profile.hpp"
+#include "fleetsim/ranks.hpp"
 #include "fleetsim/scenario.hpp"
 #include "fleetsim/training.hpp"
 #include "fleetsim/units.hpp"
@@ -23,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   const std::string text(reinterpret_cast<const char*>(data + 1), size - 1);
   try {
-    switch (data[0] % 11) {
+    switch (data[0] % 12) {
       case 0: fleetsim::parse_scenario(text, "fuzz.json", ""); break;
       case 1: fleetsim::parse_workflow(text, "fuzz.json", fleetsim::Catalog::builtin()); break;
       case 2: {
@@ -55,6 +57,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                  "fuzz.json", dir);
         break;
       }
+      case 11:  // a rank's report of measured times, as another MPI rank sent it
+        try {
+          fleetsim::decode_rank_report(text);
+        } catch (const std::invalid_argument&) {
+        }
+        break;
     }
   } catch (const fleetsim::InputError&) {
   }
