@@ -453,7 +453,7 @@ int run_execute(const RunArgs& args) {
   const fleetsim::Scenario scenario = fleetsim::scale_work(read_scenario(args.scenario, args.sets, args.profile), args.work_scale);
   const fleetsim::RunResult plan = fleetsim::simulate(scenario, {.seed = args.seed});
   if (args.dry_run) {
-    fleetsim::write_schedule_text(std::cout, scenario, plan);
+    if (mpi.rank == 0) fleetsim::write_schedule_text(std::cout, scenario, plan);
     return kOk;
   }
   const bool cuda = args.backend == "cuda";

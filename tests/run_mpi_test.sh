@@ -23,6 +23,12 @@ if [ "$(grep -c ',completed,' "$tmp/run/trace.csv")" = 15 ] && cmp -s <(cut -d, 
 else
   echo "FAIL the measured trace differs from the plan in tasks or devices"; fail=1
 fi
+"$mpiexec" --oversubscribe -np 2 "$fleetsim" -q run "$scenario" --dry-run >"$tmp/dry.txt" 2>&1
+if [ "$(grep -c '^n0.g0 ' "$tmp/dry.txt")" = 1 ]; then
+  echo "ok   --dry-run prints the schedule once"
+else
+  echo "FAIL --dry-run on 2 ranks should print the schedule once"; cat "$tmp/dry.txt"; fail=1
+fi
 "$mpiexec" --oversubscribe -np 3 "$fleetsim" -q run "$scenario" --work-scale 0.05 >"$tmp/three.txt" 2>"$tmp/three.err"
 rc=$?
 if [ "$rc" = 1 ] && grep -q 'mpirun -np 2' "$tmp/three.err"; then
