@@ -221,7 +221,8 @@ class RankRun {
     r.compute_start_s = compute_start_s;
     r.comm_start_s = comm_start_s;
     r.end_s = end_s;
-    r.status = failure.empty() && !any_failed ? TaskStatus::completed : TaskStatus::failed;  // rank 0 gives the member's reason
+    r.status = failure.empty() && !any_failed ? TaskStatus::completed : TaskStatus::failed;
+    if (r.status == TaskStatus::failed) r.reason = trace_.add_reason(failure.empty() ? "a member of its gang failed" : failure);  // rank 0 merges the lowest member's
     if (options_.progress) options_.progress(++done_, total_);
     send_outputs(rec);
   }
