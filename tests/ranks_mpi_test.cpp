@@ -141,6 +141,10 @@ int main(int argc, char** argv) {
     std::sort(places.begin(), places.end());
     for (int k = 0; k < w.size; ++k) expect(places[static_cast<std::size_t>(k)] == k && machine.size == w.size, "every rank has its own place on this machine");
     expect(ranks::everywhere(true) && !ranks::everywhere(w.rank != 1), "everywhere holds only when it holds on every rank");
+    const std::vector<std::string> gathered = ranks::gather_on_machine(std::string(static_cast<std::size_t>(w.rank) + 1, 'x'));
+    bool intact = gathered.size() == static_cast<std::size_t>(w.size);
+    for (std::size_t k = 0; intact && k < gathered.size(); ++k) intact = gathered[k] == std::string(k + 1, 'x');
+    expect(intact, "each rank's text is gathered on every rank of the machine, in order");
     const std::vector<RankReport> reports = ranks::gather_reports(report_of(w.rank));
     if (w.rank != 0) {
       expect(reports.empty(), "a rank other than 0 receives no reports");

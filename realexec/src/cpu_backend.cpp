@@ -117,7 +117,7 @@ class CpuRun {
   void index_plan() {
     const std::size_t gpus = plan_.cluster.gpu_count();
     devices_.resize(gpus);
-    plan_index_ = replay::index_plan(plan_, trace_);
+    plan_index_ = replay::index_plan(sc_, plan_, trace_);
     const std::vector<std::uint32_t>& replayed = plan_index_.replayed;
     gangs_.resize(trace_.tasks.size());
     sizes_.resize(gpus);
@@ -300,7 +300,15 @@ class CpuRankDevice final : public replay::RankDevice {
   explicit CpuRankDevice(std::string file) : file_(std::move(file)) {}
 
   void set_up(const replay::Buffers& z, std::span<const std::vector<int>>, ranks::Transport& transport) override {
-    check_fits(file_, z.outbox + z.inbox + z.weights + z.host_weights + 2.0 * sizeof(float) * static_cast<double>(z.collective_floats) + 100e6);
+    // Every rank on this machine adds up what all of them need (each the same sum, so all refuse together).
+    const double mine = z.outbox + z.inbox + z.weights + z.host_weights + 2.0 * sizeof(float) * static_cast<double>(z.collective_floats) + 100e6;
+    double need = 0;
+    for (const std::string& bytes : ranks::gather_on_machine(std::string(reinterpret_cast<const char*>(&mine), sizeof mine))) {
+      double each = 0;
+      std::memcpy(&each, bytes.data(), sizeof each);
+      need += each;
+    }
+    check_fits(file_, need);
     transport_ = &transport;
     outbox_.assign(static_cast<std::size_t>(z.outbox), std::byte{1});
     inbox_.assign(static_cast<std::size_t>(z.inbox), std::byte{0});

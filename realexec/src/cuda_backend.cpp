@@ -19,10 +19,12 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
+#include <exception>
 #include <latch>
 #include <limits>
 #include <map>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -169,8 +171,8 @@ void release_device(Device& d) noexcept {
 // One device's stream, cuBLAS handle and workspace and its buffers, allocated and written before the
 // clock starts; then a warm-up of every GEMM type and the triad it will run, so no task pays for lazy loading.
 void set_up_device(Device& d) {
-  keep_freed_memory(d.gpu, d.name);
   FLEETSIM_CUDA(d.name, cudaSetDevice(d.gpu));
+  keep_freed_memory(d.gpu, d.name);
   FLEETSIM_CUDA(d.name, cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking));
   FLEETSIM_CUDA(d.name, cublasCreate(&d.blas));
   FLEETSIM_CUDA(d.name, cublasSetStream(d.blas, d.stream));
@@ -317,7 +319,7 @@ class CudaRun {
   void index_plan(int local_gpus) {
     const std::size_t gpus = plan_.cluster.gpu_count();
     devices_.resize(gpus);
-    plan_index_ = replay::index_plan(plan_, trace_);
+    plan_index_ = replay::index_plan(sc_, plan_, trace_);
     replayed_ = plan_index_.replayed;
     gangs_.resize(trace_.tasks.size());
     for (std::uint32_t rec : replayed_) {
@@ -883,13 +885,16 @@ class CudaRankDevice final : public replay::RankDevice {
   CudaRankDevice(const CudaRankDevice&) = delete;
   CudaRankDevice& operator=(const CudaRankDevice&) = delete;
   ~CudaRankDevice() override {
+    // After an error the other ranks may never reach this rank's collectives again: abort the
+    // communicators rather than wait for them, so this rank can exit and mpirun stop the job.
+    const bool failing = std::uncaught_exceptions() > 0;
     (void)cudaSetDevice(d_.gpu);
-    if (d_.stream != nullptr) (void)cudaStreamSynchronize(d_.stream);
 #if defined(FLEETSIM_NCCL_OVER_MPI)
     for (ncclComm_t c : comms_) {
-      if (c != nullptr) (void)ncclCommDestroy(c);
+      if (c != nullptr) (void)(failing ? ncclCommAbort(c) : ncclCommDestroy(c));
     }
 #endif
+    if (d_.stream != nullptr && !failing) (void)cudaStreamSynchronize(d_.stream);
     release_device(d_);
     for (void* p : {send_, sink_, receive_, staging_, host_weights_}) {
       if (p != nullptr) (void)cudaFreeHost(p);
@@ -918,9 +923,12 @@ class CudaRankDevice final : public replay::RankDevice {
       size_.push_back(static_cast<int>(members.size()));
     }
 #if defined(FLEETSIM_NCCL_OVER_MPI)
-    int gpus = 0;
-    FLEETSIM_CUDA(d_.name, cudaGetDeviceCount(&gpus));
-    nccl_ = ranks::everywhere(ranks::on_this_machine().size <= gpus);
+    // NCCL takes one rank per GPU: compare the GPUs' PCI addresses (ranks may each see only their own GPU).
+    char bus[32] = {};
+    FLEETSIM_CUDA(d_.name, cudaDeviceGetPCIBusId(bus, sizeof bus, d_.gpu));
+    std::vector<std::string> buses = ranks::gather_on_machine(bus);
+    std::sort(buses.begin(), buses.end());
+    nccl_ = ranks::everywhere(std::adjacent_find(buses.begin(), buses.end()) == buses.end());
     for (std::size_t i = 0; nccl_ && i < groups.size(); ++i) {  // every rank makes every communicator, in order
       std::vector<ranks::LocalMember> local;
       if (member_[i] >= 0) local.push_back({.comm_rank = member_[i], .cuda_ordinal = d_.gpu});
@@ -990,7 +998,7 @@ class CudaRankDevice final : public replay::RankDevice {
     std::memset(p, 1, n);
     return p;
   }
-  // Waits for the GPU, letting the rank's sends move on meanwhile.
+  // Waits for the GPU, letting the rank's sends move on meanwhile; an NCCL failure (a peer gone) stops it.
   void wait() {
     for (;;) {
       const cudaError_t e = cudaStreamQuery(d_.stream);
@@ -998,6 +1006,13 @@ class CudaRankDevice final : public replay::RankDevice {
         FLEETSIM_CUDA(d_.name, e);
         return;
       }
+#if defined(FLEETSIM_NCCL_OVER_MPI)
+      for (ncclComm_t c : comms_) {
+        ncclResult_t async = ncclSuccess;
+        if (c != nullptr) FLEETSIM_CUDA(d_.name + ": a gang's NCCL communicator", ncclCommGetAsyncError(c, &async));
+        FLEETSIM_CUDA(d_.name + ": a gang's NCCL communicator", async);
+      }
+#endif
       transport_->progress();
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }

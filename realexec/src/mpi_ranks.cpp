@@ -1,4 +1,4 @@
-// The MPI side of a multi-node replay (ranks.hpp), built where MPI is found.
+// The MPI side of a multi-process replay (ranks.hpp), built where MPI is found.
 #include <mpi.h>
 
 #include <algorithm>
@@ -21,11 +21,21 @@ World mpi_world() {
   return w;
 }
 
+namespace {
+
+// The ranks on this machine, as a communicator the caller frees.
+MPI_Comm machine_comm(const std::string& where) {
+  MPI_Comm machine = MPI_COMM_NULL;
+  FLEETSIM_MPI(where, MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &machine));
+  return machine;
+}
+
+}  // namespace
+
 World on_this_machine() {
   if (mpi_world().size == 1) return {};
   const std::string where = "finding the ranks on this machine";
-  MPI_Comm machine = MPI_COMM_NULL;
-  FLEETSIM_MPI(where, MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &machine));
+  MPI_Comm machine = machine_comm(where);
   World w;
   FLEETSIM_MPI(where, MPI_Comm_rank(machine, &w.rank));
   FLEETSIM_MPI(where, MPI_Comm_size(machine, &w.size));
@@ -40,13 +50,30 @@ bool everywhere(bool mine) {
   return all != 0;
 }
 
+std::vector<std::string> gather_on_machine(const std::string& mine) {
+  if (mpi_world().size == 1) return {mine};
+  const std::string where = "gathering from the ranks on this machine";
+  MPI_Comm machine = machine_comm(where);
+  int size = 1;
+  FLEETSIM_MPI(where, MPI_Comm_size(machine, &size));
+  int length = static_cast<int>(mine.size());
+  std::vector<int> lengths(static_cast<std::size_t>(size)), offsets(static_cast<std::size_t>(size), 0);
+  FLEETSIM_MPI(where, MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, machine));
+  std::partial_sum(lengths.begin(), lengths.end() - 1, offsets.begin() + 1);
+  std::string all(static_cast<std::size_t>(offsets.back() + lengths.back()), '\0');
+  FLEETSIM_MPI(where, MPI_Allgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, machine));
+  FLEETSIM_MPI(where, MPI_Comm_free(&machine));
+  std::vector<std::string> out;
+  for (std::size_t r = 0; r < lengths.size(); ++r) out.push_back(all.substr(static_cast<std::size_t>(offsets[r]), static_cast<std::size_t>(lengths[r])));
+  return out;
+}
+
 double common_epoch_s() {
   auto now = [] { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
   if (mpi_world().size == 1) return now();
   const std::string where = "aligning the ranks' clocks";
   // Ranks on one machine read one steady clock, so they take their first rank's reading and agree exactly.
-  MPI_Comm machine = MPI_COMM_NULL;
-  FLEETSIM_MPI(where, MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &machine));
+  MPI_Comm machine = machine_comm(where);
   FLEETSIM_MPI(where, MPI_Barrier(MPI_COMM_WORLD));
   double epoch = now();
   FLEETSIM_MPI(where, MPI_Bcast(&epoch, 1, MPI_DOUBLE, 0, machine));
@@ -100,6 +127,8 @@ struct Transport::Impl {
 Transport::Transport(std::span<const std::vector<int>> groups) : impl_(std::make_unique<Impl>()) {
   const std::string where = "setting up the ranks' communicators";
   FLEETSIM_MPI(where, MPI_Comm_dup(MPI_COMM_WORLD, &impl_->world));
+  // Errors come back as codes, so they throw DeviceError (the gangs' communicators inherit it).
+  FLEETSIM_MPI(where, MPI_Comm_set_errhandler(impl_->world, MPI_ERRORS_RETURN));
   void* tag_ub = nullptr;
   int found = 0;
   FLEETSIM_MPI(where, MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &found));
@@ -198,10 +227,12 @@ void Transport::receive(int from, int tag, void* data, std::size_t bytes) {
 }
 
 void Transport::progress() {
-  if (impl_->sends.empty()) return;
+  std::vector<MPI_Request>& sends = impl_->sends;
+  if (sends.empty()) return;
   int done = 0;
-  FLEETSIM_MPI(std::string("sending tensors"), MPI_Testall(static_cast<int>(impl_->sends.size()), impl_->sends.data(), &done, MPI_STATUSES_IGNORE));
-  if (done != 0) impl_->sends.clear();
+  std::vector<int> which(sends.size());
+  FLEETSIM_MPI(std::string("sending tensors"), MPI_Testsome(static_cast<int>(sends.size()), sends.data(), &done, which.data(), MPI_STATUSES_IGNORE));
+  std::erase(sends, MPI_REQUEST_NULL);  // the sends that completed
 }
 
 void Transport::finish() {

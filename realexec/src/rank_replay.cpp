@@ -70,7 +70,7 @@ class RankRun {
   // This rank's device and its tasks, the gangs' rank sets, the tensors that cross ranks and their tags,
   // and what this device must hold.
   void index_plan() {
-    plan_index_ = replay::index_plan(plan_, trace_);
+    plan_index_ = replay::index_plan(sc_, plan_, trace_);
     const ranks::World world = ranks::mpi_world();
     me_ = world.rank;
     rank_of_ = rank_of_each_gpu(plan_, static_cast<unsigned>(world.size));
@@ -147,7 +147,12 @@ class RankRun {
     const TaskRecord& r = trace_.tasks[rec];
     const Workflow& wf = sc_.workflows[r.workflow];
     const double arrival_s = trace_.instances[index(r.instance)].arrival_s;
-    std::this_thread::sleep_until(t0_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrival_s)));
+    // Waiting, in slices, so that this rank's sends still move on (MPI moves them only inside a call).
+    const auto arrival = t0_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrival_s));
+    for (auto t = Clock::now(); t < arrival; t = Clock::now()) {
+      transport_->progress();
+      std::this_thread::sleep_for(std::min<Clock::duration>(arrival - t, std::chrono::milliseconds(1)));
+    }
     double ready_s = arrival_s;
     std::string reason;
     if (member != 0) return {reason, ready_s};
@@ -197,9 +202,9 @@ class RankRun {
       for (std::uint32_t i : plan_index_.loads_of[rec]) {
         WeightLoad& load = trace_.weight_loads[i];
         if (index(load.gpu) != mine_) continue;
-        load.start_s = now();
+        const double begin_s = now();
         device_.load_weights(load.bytes);  // from host memory: a peer device is another rank
-        load.end_s = now();
+        std::tie(load.start_s, load.end_s) = std::pair(begin_s, now());  // only a load made has times
       }
     });
     receive_inputs(rec, member, attempt);
@@ -211,7 +216,11 @@ class RankRun {
     const bool communicates = gang && s.collective;
     const double comm_start_s = communicates ? pass() : kNever;
     if (communicates) device_.collective(group->second, s.collective->op, collective_floats(s));  // even after a failure: every member takes part
-    attempt([&] { device_.release_working_set(); });
+    try {  // even after a failure, so a failed task does not keep its memory
+      device_.release_working_set();
+    } catch (const std::exception& e) {
+      if (failure.empty()) failure = where + e.what();
+    }
     const double end_s = pass();
     report_.members.push_back({.record = rec, .member = member, .arrived_s = start_s, .loaded_s = compute_start_s,
                                .computed_s = communicates ? comm_start_s : 0.0, .done_s = end_s, .failure = failure});

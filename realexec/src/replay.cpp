@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <limits>
+#include <tuple>
+#include <vector>
 
 #include "fleetsim/summary.hpp"
 
 namespace fleetsim::replay {
 
-PlanIndex index_plan(const RunResult& plan, Trace& trace) {
+PlanIndex index_plan(const Scenario& scenario, const RunResult& plan, Trace& trace) {
   PlanIndex ix;
   ix.first_record.assign(trace.instances.size(), std::numeric_limits<std::uint32_t>::max());
   for (std::uint32_t rec = 0; rec < trace.tasks.size(); ++rec) {
@@ -23,9 +25,18 @@ PlanIndex index_plan(const RunResult& plan, Trace& trace) {
     r.ready_s = r.start_s = r.compute_start_s = r.comm_start_s = r.end_s = kNever;
     r.status = TaskStatus::queued;
   }
-  std::stable_sort(ix.replayed.begin(), ix.replayed.end(), [&](std::uint32_t a, std::uint32_t b) {
-    return plan.trace.tasks[a].start_s < plan.trace.tasks[b].start_s;
-  });
+  // Every rank and thread must see one order that puts producers before consumers.
+  std::vector<std::vector<std::uint32_t>> topo_position(scenario.workflows.size());
+  for (std::size_t w = 0; w < scenario.workflows.size(); ++w) {
+    const std::vector<std::uint32_t>& order = scenario.workflows[w].topological_order();
+    topo_position[w].resize(order.size());
+    for (std::uint32_t i = 0; i < order.size(); ++i) topo_position[w][order[i]] = i;
+  }
+  auto key = [&](std::uint32_t rec) {
+    const TaskRecord& r = plan.trace.tasks[rec];
+    return std::tuple(r.start_s, topo_position[r.workflow][r.task], rec);
+  };
+  std::sort(ix.replayed.begin(), ix.replayed.end(), [&](std::uint32_t a, std::uint32_t b) { return key(a) < key(b); });
   return ix;
 }
 

@@ -15,15 +15,17 @@ inline std::size_t collective_floats(const TaskSpec& s) {
 }
 
 // How a plan is replayed: each instance's first task record, each task's weight loads, and the
-// tasks the plan completed (the only ones replayed) in the plan's start order. Those tasks' records in
-// `trace` are reset to queued with no times; the others keep the plan's status and reason.
+// tasks the plan completed (the only ones replayed) in the plan's start order, ties broken by position in
+// the workflow's topological order (a task of no duration can start with its consumer), then by record.
+// Those tasks' records in `trace` are reset to queued with no times; the others keep the plan's status
+// and reason.
 struct PlanIndex {
   std::vector<std::uint32_t> first_record;               // per instance
   std::vector<std::vector<std::uint32_t>> loads_of;      // per task: into trace.weight_loads
   std::vector<std::uint32_t> replayed;                   // task records, in the plan's start order
   std::uint32_t record_of(InstanceId instance, std::uint32_t task) const { return first_record[index(instance)] + task; }
 };
-PlanIndex index_plan(const RunResult& plan, Trace& trace);
+PlanIndex index_plan(const Scenario& scenario, const RunResult& plan, Trace& trace);
 
 // For times merged from members measured on different clocks (ranks.hpp; GPUs' event clocks): each
 // replayed task is ready at its instance's arrival or its last producer's end, and no phase is put

@@ -53,6 +53,9 @@ RankReport decode_rank_report(std::string_view bytes);
 // take their times. Records and loads not named keep their fields.
 void merge_rank_reports(Trace& trace, std::span<const RankReport> reports, const std::function<bool(std::uint32_t record)>& communicates);
 
+// The MPI side. An MPI error throws DeviceError naming it where MPI returns errors: always on the
+// transport's own communicators, and on MPI_COMM_WORLD where its handler is MPI_ERRORS_RETURN; under
+// MPI's default handler (fleetsim's command line keeps it) an error there stops the whole job.
 namespace ranks {
 
 // This process's place in MPI_COMM_WORLD; {0, 1} when MPI has not been initialized (no mpirun).
@@ -66,6 +69,9 @@ World on_this_machine();
 
 // Whether `mine` holds on every rank (`mine` itself without MPI).
 bool everywhere(bool mine);
+
+// Every rank's text on this machine, in its order on the machine (an all-gather among them).
+std::vector<std::string> gather_on_machine(const std::string& mine);
 
 // Seconds on this rank's steady clock when every rank has left an MPI barrier: the epoch that every
 // rank's times are measured from. Ranks on one machine share one reading, so their times compare
