@@ -30,8 +30,8 @@ class RankDevice {
   virtual ~RankDevice() = default;
   // Before the clock: buffers of these sizes written once; `groups` are the gangs' ranks as
   // ranks::Transport has them (a collective names one by index), for a device with communicators of
-  // its own to make them; `progress` lets the rank's sends move on and should be called about every
-  // millisecond of a long computation.
+  // its own to make them. The device may run collectives over `transport`, and calls its progress()
+  // about every millisecond of a long computation or wait, so the rank's sends move on.
   virtual void set_up(const Buffers& sizes, std::span<const std::vector<int>> groups, ranks::Transport& transport) = 0;
   virtual void hold_working_set(double bytes) = 0;  // until release_working_set
   virtual void release_working_set() = 0;
