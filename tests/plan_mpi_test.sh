@@ -6,8 +6,6 @@ fleetsim=$2
 plan=$3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-# Open MPI refuses root unless told, and in containers its shared-memory single-copy path may be denied.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 "$fleetsim" plan "$plan" --json --threads 1 >"$tmp/one.json" || { echo "FAIL one process"; exit 1; }
 "$mpiexec" --oversubscribe -np 2 "$fleetsim" plan "$plan" --json --threads 1 >"$tmp/two.json" 2>"$tmp/two.err" || {
   echo "FAIL mpirun -np 2"; cat "$tmp/two.err"; exit 1; }

@@ -8,8 +8,6 @@ fleetsim=$2
 scenario=$3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-# Open MPI refuses root unless told, and in containers its shared-memory single-copy path may be denied.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 fail=0
 "$mpiexec" --oversubscribe -np 2 "$fleetsim" -q run "$scenario" --work-scale 0.05 --out "$tmp/run" >"$tmp/two.txt" 2>"$tmp/two.err" || {
   echo "FAIL mpirun -np 2 fleetsim run"; cat "$tmp/two.err"; exit 1; }

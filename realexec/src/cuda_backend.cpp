@@ -930,10 +930,7 @@ class CudaRankDevice final : public replay::RankDevice {
     std::sort(buses.begin(), buses.end());
     nccl_ = ranks::everywhere(std::adjacent_find(buses.begin(), buses.end()) == buses.end());
     for (std::size_t i = 0; nccl_ && i < groups.size(); ++i) {  // every rank makes every communicator, in order
-      std::vector<ranks::LocalMember> local;
-      if (member_[i] >= 0) local.push_back({.comm_rank = member_[i], .cuda_ordinal = d_.gpu});
-      const std::vector<ncclComm_t> made = ranks::join_communicator(groups[i].front(), size_[i], local, d_.name + ": a gang's NCCL communicator");
-      comms_.push_back(made.empty() ? nullptr : made.front());
+      comms_.push_back(ranks::join_communicator(groups[i].front(), size_[i], member_[i], d_.gpu, d_.name + ": a gang's NCCL communicator"));
     }
 #endif
   }

@@ -8,20 +8,15 @@
 
 namespace fleetsim::ranks {
 
-std::vector<ncclComm_t> join_communicator(int root, int members, const std::vector<LocalMember>& local, const std::string& where) {
+ncclComm_t join_communicator(int root, int members, int comm_rank, int cuda_ordinal, const std::string& where) {
   ncclUniqueId id{};
   if (mpi_world().rank == root) FLEETSIM_CUDA(where, ncclGetUniqueId(&id));
   FLEETSIM_MPI(where, MPI_Bcast(&id, sizeof id, MPI_BYTE, root, MPI_COMM_WORLD));
-  std::vector<ncclComm_t> comms(local.size(), nullptr);
-  if (local.empty()) return comms;
-  // Several members on one rank join from one thread: inside a group, or the first would wait for the others.
-  FLEETSIM_CUDA(where, ncclGroupStart());
-  for (std::size_t i = 0; i < local.size(); ++i) {
-    FLEETSIM_CUDA(where, cudaSetDevice(local[i].cuda_ordinal));
-    FLEETSIM_CUDA(where, ncclCommInitRank(&comms[i], members, id, local[i].comm_rank));
-  }
-  FLEETSIM_CUDA(where, ncclGroupEnd());
-  return comms;
+  if (comm_rank < 0) return nullptr;
+  ncclComm_t comm = nullptr;
+  FLEETSIM_CUDA(where, cudaSetDevice(cuda_ordinal));
+  FLEETSIM_CUDA(where, ncclCommInitRank(&comm, members, id, comm_rank));
+  return comm;
 }
 
 }  // namespace fleetsim::ranks

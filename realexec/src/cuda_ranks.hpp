@@ -7,24 +7,15 @@
 #include <nccl.h>
 
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "fleetsim/ranks.hpp"
 
 namespace fleetsim::ranks {
 
-// One member of a communicator that lives on this rank: its rank in the communicator and the local
-// GPU it runs on.
-struct LocalMember {
-  int comm_rank = 0;
-  int cuda_ordinal = 0;
-};
-
 // Every world rank calls this for every communicator, in the same order (the broadcast is collective
-// over MPI_COMM_WORLD). `root` (a world rank) makes the unique id; members on this rank join with it.
-// Returns this rank's communicators, one per local member, in the order given. Throws DeviceError
-// naming `where` and the MPI or NCCL error.
-std::vector<ncclComm_t> join_communicator(int root, int members, const std::vector<LocalMember>& local, const std::string& where);
+// over MPI_COMM_WORLD). `root` (a world rank) makes the unique id; this rank joins as member
+// `comm_rank` on local GPU `cuda_ordinal`, or not at all when `comm_rank` is -1 (then it returns null).
+// Throws DeviceError naming `where` and the MPI or NCCL error.
+ncclComm_t join_communicator(int root, int members, int comm_rank, int cuda_ordinal, const std::string& where);
 
 }  // namespace fleetsim::ranks

@@ -121,6 +121,7 @@ struct Transport::Impl {
   MPI_Comm world = MPI_COMM_NULL;   // this replay's own copy, so its tags meet nothing else
   std::vector<MPI_Comm> groups;     // MPI_COMM_NULL where this rank is not a member
   std::vector<MPI_Request> sends;
+  std::vector<int> completed;  // MPI_Testsome's indices, kept so progress() allocates nothing
   int max_tag = 32767;
 };
 
@@ -230,8 +231,8 @@ void Transport::progress() {
   std::vector<MPI_Request>& sends = impl_->sends;
   if (sends.empty()) return;
   int done = 0;
-  std::vector<int> which(sends.size());
-  FLEETSIM_MPI(std::string("sending tensors"), MPI_Testsome(static_cast<int>(sends.size()), sends.data(), &done, which.data(), MPI_STATUSES_IGNORE));
+  impl_->completed.resize(sends.size());
+  FLEETSIM_MPI("sending tensors", MPI_Testsome(static_cast<int>(sends.size()), sends.data(), &done, impl_->completed.data(), MPI_STATUSES_IGNORE));
   std::erase(sends, MPI_REQUEST_NULL);  // the sends that completed
 }
 
