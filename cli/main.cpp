@@ -14,6 +14,7 @@
 
 #include "distributed.hpp"
 #include "fleetsim/collective.hpp"
+#include "fleetsim/nccl.hpp"
 #include "fleetsim/compare.hpp"
 #include "fleetsim/error.hpp"
 #include "fleetsim/import.hpp"
@@ -80,9 +81,14 @@ struct CompareArgs {
 
 struct CollectiveArgs {
   std::string op = "all-reduce";
+  bool op_given = false;
   std::string cluster;
   int gpus = 8;
+  bool gpus_given = false;
   std::string algo = "auto";
+  std::string proto = "auto";
+  std::string nccl;
+  std::string measured;
   std::string min = "8";
   std::string max = "8G";
   double factor = 2;
@@ -91,7 +97,7 @@ struct CollectiveArgs {
 };
 
 struct NcclTestsArgs {
-  std::string file, node_type, op, algo = "ring", out;
+  std::string file, node_type, op, algo = "auto", out;
   bool json = false;
 };
 
@@ -201,14 +207,30 @@ int run_compare(const CompareArgs& args) {
 }
 
 int run_collective(const CollectiveArgs& args) {
-  const auto op = fleetsim::parse_collective_op(args.op);
+  auto bad = [](const std::string& option, std::string message) { return fleetsim::InputError({fleetsim::Problem{option, "", std::move(message)}}); };
+  auto op = fleetsim::parse_collective_op(args.op);
   const auto algo = fleetsim::parse_collective_algo(args.algo);
-  if (!op) throw fleetsim::InputError({fleetsim::Problem{"--op", "", "unknown collective \"" + args.op + "\" (expected all-reduce, all-gather, reduce-scatter, broadcast, reduce, all-to-all or send-recv)"}});
-  if (!algo) throw fleetsim::InputError({fleetsim::Problem{"--algo", "", "unknown algorithm \"" + args.algo + "\" (expected auto, ring, tree, nvls or direct)"}});
+  const auto proto = fleetsim::parse_collective_proto(args.proto);
+  if (!op) throw bad("--op", "unknown collective \"" + args.op + "\" (expected all-reduce, all-gather, reduce-scatter, broadcast, reduce, all-to-all or send-recv)");
+  if (!algo) throw bad("--algo", "unknown algorithm \"" + args.algo + "\" (expected auto, ring, tree, nvls, nvls-tree, pat or direct)");
+  if (!proto) throw bad("--proto", "unknown protocol \"" + args.proto + "\" (expected auto, LL, LL128 or Simple)");
+  int ranks = args.gpus;
+  std::optional<fleetsim::MeasuredCollective> measured;
+  if (!args.measured.empty()) {
+    measured = fleetsim::load_measured_collective(args.measured);
+    if (measured->op && args.op_given && *measured->op != *op) {
+      throw bad("--op", args.op + " was asked for, but " + args.measured + " measures " + std::string(fleetsim::collective_op_name(*measured->op)));
+    }
+    if (measured->op) op = measured->op;
+    if (measured->ranks > 0 && args.gpus_given && static_cast<std::size_t>(args.gpus) != measured->ranks) {
+      throw bad("--gpus", std::to_string(args.gpus) + " GPUs were asked for, but " + args.measured + " ran on " + std::to_string(measured->ranks));
+    }
+    if (measured->ranks > 0) ranks = static_cast<int>(measured->ranks);
+  }
   // A node type gets as many nodes as the GPUs need; anything else is a file.
   fleetsim::ClusterSpec spec;
   if (const fleetsim::NodeType* node = fleetsim::Catalog::builtin().node(args.cluster)) {
-    spec = fleetsim::cluster_of(args.cluster, std::max(1, (args.gpus + node->gpus - 1) / node->gpus));
+    spec = fleetsim::cluster_of(args.cluster, std::max(1, (ranks + node->gpus - 1) / node->gpus));
   } else if (std::filesystem::exists(args.cluster)) {
     spec = fleetsim::load_cluster(args.cluster);
   } else {
@@ -217,25 +239,46 @@ int run_collective(const CollectiveArgs& args) {
   if (!args.profile.empty() && fleetsim::apply_profile(spec, fleetsim::load_profile(args.profile)) == 0) {
     std::cerr << "fleetsim: note: " << args.profile << " calibrates no GPU or link type of " << args.cluster << "\n";
   }
+  const auto constants = args.nccl.empty() ? fleetsim::builtin_nccl_constants()
+                                           : fleetsim::parse_nccl_constants(fleetsim::read_text_file(args.nccl), args.nccl);
   const fleetsim::Cluster cluster(spec);
-  if (args.gpus < 1 || static_cast<std::uint32_t>(args.gpus) > cluster.gpu_count()) {
-    throw fleetsim::InputError({fleetsim::Problem{"--gpus", "", "expected 1 to " + std::to_string(cluster.gpu_count()) +
-                                                                    " GPUs for this cluster, found " + std::to_string(args.gpus)}});
+  if (ranks < 1 || static_cast<std::uint32_t>(ranks) > cluster.gpu_count()) {
+    throw bad("--gpus", "expected 1 to " + std::to_string(cluster.gpu_count()) + " GPUs for this cluster, found " + std::to_string(ranks));
   }
   const fleetsim::Topology topology(cluster, spec.fabric);
   std::vector<fleetsim::GpuId> gpus;
-  for (int i = 0; i < args.gpus; ++i) gpus.push_back(fleetsim::make_id<fleetsim::GpuId>(i));
-  if (!fleetsim::algorithm_applies(cluster, topology, *op, *algo, gpus)) {
-    throw fleetsim::InputError({fleetsim::Problem{"--algo", "", args.algo + " cannot run " + args.op + " on these GPUs"}});
-  }
-  const double min = parse_size("--min", args.min), max = parse_size("--max", args.max);
-  if (max < min) throw fleetsim::InputError({fleetsim::Problem{"--max", "", "expected a size no smaller than --min"}});
-  if (!(args.factor > 1)) throw fleetsim::InputError({fleetsim::Problem{"--factor", "", "expected a number above 1"}});
-  const auto points = fleetsim::sweep_collective(cluster, topology, *op, *algo, gpus, min, max, args.factor);
-  if (args.json) {
-    std::cout << fleetsim::collective_json(*op, gpus.size(), args.cluster, points);
+  for (int i = 0; i < ranks; ++i) gpus.push_back(fleetsim::make_id<fleetsim::GpuId>(i));
+  std::vector<std::string> notes;
+  if (const auto comm = fleetsim::nccl_comm(cluster, gpus)) {
+    const fleetsim::NcclModel model(*comm, constants);
+    notes.push_back(model.describe());
+    for (const std::string& a : model.assumptions()) notes.push_back("assumed: " + a);
   } else {
-    fleetsim::write_collective_table(std::cout, *op, gpus.size(), args.cluster, points);
+    notes.push_back("not GPUs that NCCL runs: the collective follows the links alone (each flow at link speed, route latency per step)");
+  }
+  auto refused = [&](const std::invalid_argument& e) { return bad(args.proto != "auto" ? "--proto" : "--algo", e.what()); };
+  std::vector<fleetsim::CollectivePoint> points;
+  try {
+    if (measured) {
+      for (const auto& [bytes, seconds] : measured->rows) {
+        points.push_back(fleetsim::collective_point(cluster, topology, *op, *algo, gpus, bytes, *proto, constants));
+      }
+    } else {
+      const double min = parse_size("--min", args.min), max = parse_size("--max", args.max);
+      if (max < min) throw bad("--max", "expected a size no smaller than --min");
+      if (!(args.factor > 1)) throw bad("--factor", "expected a number above 1");
+      if (std::log(max / min) / std::log(args.factor) > 10000) throw bad("--factor", "expected at most 10,000 sizes between --min and --max");
+      points = fleetsim::sweep_collective(cluster, topology, *op, *algo, gpus, min, max, args.factor, *proto, constants);
+    }
+  } catch (const std::invalid_argument& e) {
+    throw refused(e);
+  }
+  if (args.json) {
+    std::cout << fleetsim::collective_json(*op, gpus.size(), args.cluster, points, notes, measured ? &*measured : nullptr);
+  } else if (measured) {
+    fleetsim::write_collective_comparison(std::cout, *op, gpus.size(), args.cluster, points, *measured, notes);
+  } else {
+    fleetsim::write_collective_table(std::cout, *op, gpus.size(), args.cluster, points, notes);
   }
   return kOk;
 }
@@ -257,8 +300,8 @@ int run_import_nccl_tests(const NcclTestsArgs& args) {
   }
   if (!op) throw fleetsim::InputError({fleetsim::Problem{args.file, "", "the log does not name its test; say which collective ran with --op"}});
   const auto algo = fleetsim::parse_collective_algo(args.algo);
-  if (!algo || *algo == fleetsim::CollectiveAlgo::automatic) {
-    throw fleetsim::InputError({fleetsim::Problem{"--algo", "", "expected ring, tree, nvls or direct (the algorithm NCCL ran), found \"" + args.algo + "\""}});
+  if (!algo) {
+    throw fleetsim::InputError({fleetsim::Problem{"--algo", "", "expected auto (NCCL's choice), ring, tree, nvls, nvls-tree, pat or direct, found \"" + args.algo + "\""}});
   }
   if (fleetsim::Catalog::builtin().node(args.node_type) == nullptr) {
     throw fleetsim::InputError({fleetsim::Problem{"--node-type", "", "unknown node type \"" + args.node_type + "\" (fleetsim catalog lists them)"}});
@@ -655,7 +698,7 @@ int main(int argc, char** argv) {
   import_nccl->add_option("file", nccl.file, "The log as nccl-tests printed it")->required();
   import_nccl->add_option("--node-type", nccl.node_type, "Catalog node type the run was made on (one node)")->required();
   import_nccl->add_option("--op", nccl.op, "The collective, where the log does not name its test (older nccl-tests)");
-  import_nccl->add_option("--algo", nccl.algo, "The algorithm NCCL ran (set NCCL_ALGO when measuring): ring, tree, nvls or direct")->capture_default_str();
+  import_nccl->add_option("--algo", nccl.algo, "The algorithm NCCL ran: auto (NCCL's own choice, NCCL_ALGO unset), ring, tree, nvls, nvls-tree, pat or direct")->capture_default_str();
   import_nccl->add_option("--out", nccl.out, "Write the profile here (for --profile)");
   import_nccl->add_flag("--json", nccl.json, "Print the fitted profile as JSON instead of the table");
   std::string wfc_file, wfc_out, wfc_reference = "h100-sxm";
@@ -670,7 +713,11 @@ int main(int argc, char** argv) {
   collective->add_option("--op", coll.op, "all-reduce, all-gather, reduce-scatter, broadcast, reduce, all-to-all, send-recv")->capture_default_str();
   collective->add_option("--cluster", coll.cluster, "A catalog node type (nodes added as --gpus needs) or a cluster/scenario file")->required();
   collective->add_option("--gpus", coll.gpus, "Number of GPUs (ranks), the first ones of the cluster")->capture_default_str();
-  collective->add_option("--algo", coll.algo, "auto, ring, tree, nvls or direct")->capture_default_str();
+  collective->add_option("--algo", coll.algo, "auto (NCCL's choice), ring, tree, nvls, nvls-tree, pat or direct")->capture_default_str();
+  collective->add_option("--proto", coll.proto, "auto (NCCL's choice), LL, LL128 or Simple")->capture_default_str();
+  collective->add_option("--measured", coll.measured,
+                         "An nccl-tests log (or a CSV of bytes,time_us): predict at its sizes, beside its times, with the error per row");
+  collective->add_option("--nccl", coll.nccl, "NCCL model constants in place of the built-in models/nccl.json (same shape)");
   collective->add_option("--min,-b", coll.min, "Smallest size (8, 64K, 1M, 8G as nccl-tests reads them)")->capture_default_str();
   collective->add_option("--max,-e", coll.max, "Largest size")->capture_default_str();
   collective->add_option("--factor,-f", coll.factor, "Size multiplier between rows")->capture_default_str();
@@ -695,7 +742,11 @@ int main(int argc, char** argv) {
       return kOk;
     }
     if (*simulate) return run_simulate(sim);
-    if (*collective) return run_collective(coll);
+    if (*collective) {
+      coll.op_given = collective->count("--op") > 0;
+      coll.gpus_given = collective->count("--gpus") > 0;
+      return run_collective(coll);
+    }
     if (*execute) return run_execute(run);
     if (*validate) return run_execute(val);
     if (*calibrate) {

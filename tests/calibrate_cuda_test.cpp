@@ -128,8 +128,9 @@ TEST_CASE("the GPU link is fitted from the all-reduce sweep exactly as import nc
   fit_cuda_profile(p, {.gpu_type = "h100-sxm", .node_type = "hgx-h100-8", .gpus = 8, .nccl_algo = CollectiveAlgo::ring});
   const LinkCalibration* nvlink = link(p, "nvlink4");
   REQUIRE(nvlink != nullptr);
-  CHECK(*nvlink->bandwidth_Bps == Approx(imported.bandwidth_Bps));
-  CHECK(*nvlink->latency_s == Approx(imported.latency_s));
+  CHECK(*nvlink->collective_bandwidth_scale == Approx(imported.bandwidth_scale));
+  CHECK(*nvlink->collective_latency_scale == Approx(imported.latency_scale));
+  CHECK_FALSE(nvlink->bandwidth_Bps.has_value());
   CHECK(provenance(p, "gpu link fit").find("all-reduce over 8 GPUs") != std::string::npos);
 }
 

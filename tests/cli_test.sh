@@ -153,13 +153,23 @@ if [ "$cuda_rc" -ne 0 ]; then  # no GPU here: scripts/gpu-build.sh runs the CUDA
 fi
 
 # Outside measurements: an nccl-tests log becomes a profile that collective and simulate accept.
-"$fleetsim" import nccl-tests "$src/tests/data/nccl-tests/all_reduce_8ranks.log" --node-type hgx-h100-8 --out "$tmp/nccl.json" >"$tmp/nccl.txt"
+"$fleetsim" import nccl-tests "$src/tests/data/nccl-tests/all_reduce_8ranks.log" --node-type hgx-h100-8 --algo ring --out "$tmp/nccl.json" >"$tmp/nccl.txt"
 check "import nccl-tests exits 0" test $? -eq 0
-check "import nccl-tests names the fitted link" grep -q "fitted nvlink4: bandwidth" "$tmp/nccl.txt"
+check "import nccl-tests names the fitted link" grep -q "fitted nvlink4: collective latency x" "$tmp/nccl.txt"
 "$fleetsim" collective --op all-reduce --cluster hgx-h100-8 --gpus 8 --algo ring -b 32M -e 32M --profile "$tmp/nccl.json" >"$tmp/ncclcoll.txt"
 check "collective --profile gives back the log's bus bandwidth" grep -qE "33554432 .* 300\.(4|5)[0-9]$" "$tmp/ncclcoll.txt"
-"$fleetsim" import nccl-tests "$src/tests/data/nccl-tests/all_reduce_8ranks.log" --node-type hgx-h100-8 --algo auto 2>"$tmp/ncclauto.err"
-check "import nccl-tests refuses --algo auto" test $? -eq 2
+"$fleetsim" import nccl-tests "$src/tests/data/nccl-tests/all_reduce_8ranks.log" --node-type hgx-h100-8 >"$tmp/ncclauto.txt"
+check "import nccl-tests fits NCCL's own choice by default" grep -q "fitted nvlink4" "$tmp/ncclauto.txt"
+# Predictions beside a log's measured rows.
+"$fleetsim" collective --cluster hgx-h100-8 --measured "$src/tests/data/nccl-tests/all_reduce_8ranks.log" >"$tmp/measured.txt"
+check "collective --measured exits 0" test $? -eq 0
+check "collective --measured prints a row per measured size" test "$(grep -vc '^#' "$tmp/measured.txt")" -eq 11
+check "collective --measured prints the median error" grep -q "^# median |error| [0-9.]*% over 11 sizes" "$tmp/measured.txt"
+"$fleetsim" collective --cluster hgx-h100-8 --gpus 4 --measured "$src/tests/data/nccl-tests/all_reduce_8ranks.log" 2>"$tmp/measured.err"
+check "collective --measured refuses a rank count other than the log's" bash -c "test $? -eq 2 && grep -q 'ran on 8' '$tmp/measured.err'"
+printf 'bytes,time_us\n1048576,30\n1048576,31\n' >"$tmp/twice.csv"
+"$fleetsim" collective --cluster hgx-h100-8 --measured "$tmp/twice.csv" 2>"$tmp/twice.err"
+check "collective --measured refuses a size measured twice" bash -c "test $? -eq 2 && grep -q 'appears twice' '$tmp/twice.err'"
 
 # Capacity planning on the shipped plan.
 "$fleetsim" plan "$src/scenarios/plans/comfyui-studio.json" --out "$tmp/plan" >"$tmp/plan.txt"

@@ -6,8 +6,10 @@
 #include <catch2/catch.hpp>
 #include <sstream>
 
+#include "fleetsim/cluster.hpp"
 #include "fleetsim/report.hpp"
 #include "fleetsim/simulation.hpp"
+#include "fleetsim/topology.hpp"
 #include "helpers.hpp"
 
 using fleetsim::TaskStatus;
@@ -176,7 +178,7 @@ TEST_CASE("percentiles interpolate between closest ranks", "[summary]") {
 
 TEST_CASE("a gang's compute is followed by its collective, or overlaps it", "[simulation][network]") {
   // One 8-GPU H100 node. 7915.2 TFLOP over 8 GPUs at 989.4 TFLOP/s = 1 s of compute, plus one 4 us
-  // kernel launch; then a ring all-reduce of 9 GB: 2 x 7/8 x 9 GB / 450 GB/s + 14 x 2 us = 35.028 ms.
+  // kernel launch; then a ring all-reduce of 9 GB, as the collective model times it alone.
   auto run_with = [](const std::string& collective) {
     const auto sc = unit_scenario(R"("catalog": [], "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
         "workflows": {"w": {"tasks": [{"name": "step", "gpus": 8, "work": {"flop": "7915.2 TFLOP"},
@@ -184,19 +186,28 @@ TEST_CASE("a gang's compute is followed by its collective, or overlaps it", "[si
         "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
     return fleetsim::simulate(sc).trace.tasks[0];
   };
+  const fleetsim::ClusterSpec spec = fleetsim::cluster_of("hgx-h100-8", 1);
+  const fleetsim::Cluster cluster(spec);
+  const fleetsim::Topology topology(cluster, spec.fabric);
+  std::vector<fleetsim::GpuId> gang;
+  for (std::uint32_t i = 0; i < 8; ++i) gang.push_back(fleetsim::make_id<fleetsim::GpuId>(i));
+  auto alone = [&](double bytes) {
+    return fleetsim::analytical_time_s(topology, fleetsim::plan_collective(cluster, topology, fleetsim::CollectiveOp::all_reduce,
+                                                                           fleetsim::CollectiveAlgo::ring, gang, bytes));
+  };
   const double compute = 1.0 + 4e-6;
-  const double comm = 2.0 * 7 / 8 * 9e9 / 450e9 + 14 * 2e-6;
+  const double comm = alone(9e9);
   const auto serial = run_with(R"({"op": "all-reduce", "bytes": "9 GB", "algo": "ring"})");
   CHECK(serial.comm_start_s == Approx(compute));
   CHECK(serial.end_s == Approx(compute + comm).epsilon(1e-9));
-  // Half the bytes on the wire: the bandwidth term halves.
+  // Half the bytes on the wire.
   const auto compressed = run_with(R"({"op": "all-reduce", "bytes": "9 GB", "algo": "ring", "compression": 0.5})");
-  CHECK(compressed.end_s == Approx(compute + comm - 2.0 * 7 / 8 * 4.5e9 / 450e9).epsilon(1e-9));
+  CHECK(compressed.end_s == Approx(compute + alone(4.5e9)).epsilon(1e-9));
   // Fully overlapped: the collective runs alongside the compute and hides behind it.
   const auto overlapped = run_with(R"({"op": "all-reduce", "bytes": "9 GB", "algo": "ring", "overlap": 1})");
   CHECK(overlapped.comm_start_s == Approx(0.0));
   CHECK(overlapped.end_s == Approx(compute));
-  // Overlapping the last 1% of compute leaves 35.028 ms - 10 ms of communication exposed.
+  // Overlapping the last 1% of compute leaves the rest of the communication exposed.
   const auto partial = run_with(R"({"op": "all-reduce", "bytes": "9 GB", "algo": "ring", "overlap": 0.01})");
   CHECK(partial.end_s == Approx(0.99 * compute + comm).epsilon(1e-9));
 }

@@ -100,7 +100,7 @@ bool fit_gpu_link_from_nccl(Profile& p, const CudaFitTarget& target) {
   }
   if (log.rows.size() < 2) return false;
   const NcclTestsFit fit = fit_nccl_tests(log, CollectiveOp::all_reduce, *target.nccl_algo, target.node_type);
-  p.links.push_back({.id = fit.link_id, .bandwidth_Bps = fit.bandwidth_Bps, .latency_s = fit.latency_s});
+  p.links.push_back(fit.profile.links.front());
   p.provenance.emplace_back("gpu link fit", fit.link_id + " from all-reduce over " + std::to_string(target.gpus) + " GPUs (NCCL, " +
                                                 std::string(collective_algo_name(*target.nccl_algo)) +
                                                 "; exact at the smallest size's time and the largest size's bus bandwidth)");

@@ -6,8 +6,8 @@
 
 #include "fleetsim/cluster.hpp"
 #include "fleetsim/error.hpp"
+#include "fleetsim/nccl.hpp"
 #include "fleetsim/scenario.hpp"
-#include "fleetsim/topology.hpp"
 
 namespace fleetsim {
 namespace {
@@ -164,6 +164,58 @@ NcclTestsResult nccl_tests_result(CollectiveOp op, std::size_t ranks, double byt
 
 NcclTestsLog load_nccl_tests_log(const std::string& path) { return parse_nccl_tests_log(read_text_file(path), path); }
 
+MeasuredCollective parse_measured_collective(std::string_view text, const std::string& file) {
+  MeasuredCollective m;
+  m.file = file;
+  std::size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string_view::npos && text.substr(first).starts_with("bytes")) {
+    std::vector<Problem> problems;
+    std::istringstream in{std::string(text)};
+    std::string line;
+    std::size_t number = 0;
+    bool header = false;
+    while (std::getline(in, line)) {
+      ++number;
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line.find_first_not_of(" \t") == std::string::npos) continue;
+      auto at = [&](const char* column) { return "line " + std::to_string(number) + (column[0] ? std::string(", column ") + column : ""); };
+      if (!header) {
+        header = true;
+        if (line != "bytes,time_us") problems.push_back({file, at(""), "expected the header \"bytes,time_us\", found \"" + line + "\""});
+        continue;
+      }
+      const std::size_t comma = line.find(',');
+      if (comma == std::string::npos || line.find(',', comma + 1) != std::string::npos) {
+        problems.push_back({file, at(""), "expected two numbers separated by a comma, found \"" + line + "\""});
+        continue;
+      }
+      const std::vector<std::string> cells{line.substr(0, comma), line.substr(comma + 1)};
+      RowReader r(cells, number, file, problems);
+      const std::size_t before = problems.size();
+      const double bytes = r.number(0, "bytes"), us = r.number(1, "time_us");
+      if (problems.size() == before && !(bytes > 0)) r.fail("bytes", "expected a positive size");
+      if (problems.size() == before && !(us > 0)) r.fail("time_us", "expected a positive time");
+      if (problems.size() == before) m.rows.emplace_back(bytes, us * 1e-6);
+    }
+    if (problems.empty() && m.rows.empty()) problems.push_back({file, "", "expected rows of bytes,time_us, found none"});
+    if (!problems.empty()) throw InputError(std::move(problems));
+  } else {
+    const NcclTestsLog log = parse_nccl_tests_log(text, file);
+    m.op = log.op;
+    m.ranks = log.ranks;
+    for (const NcclTestsRow& r : log.rows) m.rows.emplace_back(r.bytes, r.out_of_place.time_s);
+  }
+  std::sort(m.rows.begin(), m.rows.end());
+  for (std::size_t i = 1; i < m.rows.size(); ++i) {
+    if (m.rows[i].first == m.rows[i - 1].first) {
+      throw InputError({Problem{file, "", "the size " + std::to_string(static_cast<long long>(m.rows[i].first)) + " B appears twice"}});
+    }
+  }
+  return m;
+}
+
+MeasuredCollective load_measured_collective(const std::string& path) { return parse_measured_collective(read_text_file(path), path); }
+
 NcclTestsFit fit_nccl_tests(const NcclTestsLog& log, CollectiveOp op, CollectiveAlgo algo, const std::string& node_type) {
   auto refuse = [&](std::string message) { throw InputError({Problem{log.file, "", std::move(message)}}); };
   if (log.hosts.size() > 1) {
@@ -174,49 +226,48 @@ NcclTestsFit fit_nccl_tests(const NcclTestsLog& log, CollectiveOp op, Collective
   rows.erase(std::remove_if(rows.begin(), rows.end(), [](const NcclTestsRow& r) { return r.bytes <= 0; }), rows.end());
   if (rows.size() < 2 || rows.front().bytes == rows.back().bytes) refuse("expected results at two or more sizes");
 
-  // The model's time is a * latency + b * bytes / bandwidth of the GPU link; a and b are read off the
-  // model by nudging the link. Latency is nudged by 1% only: routes follow latency, and a large
-  // change would send the collective over another path.
-  ClusterSpec spec = cluster_of(node_type, 1);
+  const ClusterSpec spec = cluster_of(node_type, 1);
   if (static_cast<std::size_t>(spec.groups.at(0).node.gpus) < log.ranks) {
     refuse("the run has " + std::to_string(log.ranks) + " ranks but a " + node_type + " node has " +
            std::to_string(spec.groups[0].node.gpus) + " GPUs");
   }
-  const LinkType link = spec.groups[0].gpu_link;
-  auto model_time = [&](double latency, double bandwidth, double bytes) {
-    spec.groups[0].gpu_link.latency_s = latency;
-    spec.groups[0].gpu_link.bandwidth_Bps = bandwidth;
-    const Cluster cluster(spec);
-    const Topology topology(cluster, spec.fabric);
-    std::vector<GpuId> gpus;
-    for (std::size_t i = 0; i < log.ranks; ++i) gpus.push_back(make_id<GpuId>(static_cast<std::uint32_t>(i)));
-    if (!algorithm_applies(cluster, topology, op, algo, gpus)) {
+  const Cluster cluster(spec);
+  std::vector<GpuId> gpus;
+  for (std::size_t i = 0; i < log.ranks; ++i) gpus.push_back(make_id<GpuId>(static_cast<std::uint32_t>(i)));
+  const auto comm = nccl_comm(cluster, gpus);
+  if (!comm) refuse("a " + node_type + " node's GPU (" + spec.groups[0].gpu.id + ") names no architecture NCCL's model covers");
+  const NcclModel model(*comm);
+  // The model's latency and transfer time at each size, unscaled.
+  auto parts = [&](double bytes) {
+    const auto e = model.estimate(op, bytes, algo);
+    if (!e) {
       refuse(std::string(collective_algo_name(algo)) + " cannot run " + std::string(collective_op_name(op)) + " on " +
              std::to_string(log.ranks) + " GPUs of a " + node_type + " node");
     }
-    return analytical_time_s(topology, plan_collective(cluster, topology, op, algo, gpus, bytes));
+    return std::pair{e->latency_s, e->transfer_s};
   };
-  const double a = (model_time(1.01 * link.latency_s, 1e30, 1) - model_time(link.latency_s, 1e30, 1)) / (0.01 * link.latency_s);
-  const double b = model_time(link.latency_s, 1, 1e6) / 1e6;  // seconds per byte at 1 B/s: the latency part is negligible
-  if (!(a > 0) || !(b > 0)) refuse("the collective model has no latency or bandwidth term on " + link.id + " for this run");
-
-  // Exact at both ends: latency from the smallest size, bandwidth from the largest.
+  // t = a L + b X at both ends: a scales the latency, 1/b the bandwidth.
   const NcclTestsRow& small = rows.front();
   const NcclTestsRow& large = rows.back();
-  double latency = 0, bandwidth = 0;
-  // t_s = a L + b S_s / B and t_l = a L + b S_l / B.
-  const double per_byte = (large.out_of_place.time_s - small.out_of_place.time_s) / (large.bytes - small.bytes);  // b / B
-  if (!(per_byte > 0)) refuse("the largest size is not slower than the smallest; nothing to fit a bandwidth to");
-  bandwidth = b / per_byte;
-  latency = std::max(0.0, (small.out_of_place.time_s - per_byte * small.bytes) / a);
+  const auto [ls, xs] = parts(small.bytes);
+  const auto [ll, xl] = parts(large.bytes);
+  const double det = ls * xl - ll * xs;
+  double a = det != 0 ? (small.out_of_place.time_s * xl - large.out_of_place.time_s * xs) / det : 0;
+  double b = det != 0 ? (ls * large.out_of_place.time_s - ll * small.out_of_place.time_s) / det : 0;
+  if (!(a >= 0)) {  // the smallest size is faster than any latency would allow: bandwidth alone
+    a = 0;
+    b = large.out_of_place.time_s / xl;
+  }
+  if (!(b > 0)) refuse("the largest size is not slower than the smallest; nothing to fit a bandwidth to");
 
   NcclTestsFit fit;
-  fit.link_id = link.id;
-  fit.latency_s = latency;
-  fit.bandwidth_Bps = bandwidth;
+  fit.link_id = spec.groups[0].gpu_link.id;
+  fit.latency_scale = a;
+  fit.bandwidth_scale = 1 / b;
   const double factor = bus_bandwidth_factor(op, log.ranks);
   for (const NcclTestsRow& r : rows) {
-    const double t = a * latency + per_byte * r.bytes;
+    const auto [l, x] = parts(r.bytes);
+    const double t = a * l + b * x;
     fit.rows.push_back({r.bytes, r.out_of_place.time_s, t, r.out_of_place.busbw_Bps, r.bytes / t * factor});
   }
   Profile& p = fit.profile;
@@ -228,7 +279,8 @@ NcclTestsFit fit_nccl_tests(const NcclTestsLog& log, CollectiveOp op, Collective
                   {"node type", node_type}};
   if (!log.device.empty()) p.provenance.emplace_back("device", log.device);
   if (!log.version.empty()) p.provenance.emplace_back("nccl-tests", log.version);
-  p.links.push_back({.id = fit.link_id, .bandwidth_Bps = bandwidth, .latency_s = latency});
+  p.links.push_back({.id = fit.link_id, .bandwidth_Bps = {}, .latency_s = {}, .collective_latency_scale = a,
+                     .collective_bandwidth_scale = 1 / b});
   for (const NcclTestsRow& r : rows) p.measurements.push_back({std::string(collective_op_name(op)), Dtype::fp32, r.bytes, r.out_of_place.time_s, ""});
   return fit;
 }

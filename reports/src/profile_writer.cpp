@@ -44,6 +44,8 @@ std::string profile_json(const Profile& p) {
     ordered_json entry = ordered_json::object();
     if (l.bandwidth_Bps) entry["bandwidth"] = quantity(*l.bandwidth_Bps, "B/s");
     if (l.latency_s) entry["latency"] = quantity(*l.latency_s, "s");
+    if (l.collective_latency_scale) entry["collective_latency_scale"] = *l.collective_latency_scale;
+    if (l.collective_bandwidth_scale) entry["collective_bandwidth_scale"] = *l.collective_bandwidth_scale;
     links[l.id] = entry;
   }
   ordered_json points = ordered_json::array();
@@ -83,6 +85,8 @@ void write_profile_text(std::ostream& out, const Profile& p) {
     out << "  " << l.id << ":";
     if (l.bandwidth_Bps) out << ' ' << format_quantity(*l.bandwidth_Bps, Dimension::bandwidth);
     if (l.latency_s) out << ", latency " << format_quantity(*l.latency_s, Dimension::time);
+    if (l.collective_latency_scale) out << " collectives: latency x" << *l.collective_latency_scale;
+    if (l.collective_bandwidth_scale) out << ", bandwidth x" << *l.collective_bandwidth_scale;
     out << '\n';
   }
 }
@@ -100,8 +104,9 @@ void write_nccl_tests_fit_text(std::ostream& out, const NcclTestsLog& log, Colle
                   format_quantity(r.fitted_busbw_Bps, Dimension::bandwidth).c_str());
     out << line;
   }
-  out << "\nfitted " << fit.link_id << ": bandwidth " << format_quantity(fit.bandwidth_Bps, Dimension::bandwidth) << ", latency "
-      << format_quantity(fit.latency_s, Dimension::time) << " (exact at the smallest and largest sizes)\n";
+  char scales[160];
+  std::snprintf(scales, sizeof scales, ": collective latency x%.3f, bandwidth x%.3f of the model's", fit.latency_scale, fit.bandwidth_scale);
+  out << "\nfitted " << fit.link_id << scales << " (exact at the smallest and largest sizes)\n";
 }
 
 }  // namespace fleetsim

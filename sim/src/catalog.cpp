@@ -22,6 +22,7 @@ constexpr std::array<std::string_view, kDtypeCount> kDtypeNames{"fp64", "fp32", 
                                                                  "fp16", "fp8",  "int8"};
 constexpr std::array<std::string_view, 6> kLinkKindNames{"nvlink", "pcie", "infiniband", "roce",
                                                          "ethernet", "memory"};
+constexpr std::array<std::string_view, 6> kGpuArchNames{"unknown", "volta", "ampere", "ada", "hopper", "blackwell"};
 
 std::string read_source(ObjectReader& r, Need need) {
   const std::optional<std::string> source = r.string("source", need);
@@ -41,6 +42,7 @@ GpuType read_gpu(ObjectReader& r, const std::string& id, const GpuType* base) {
   const Need need = base != nullptr ? Need::optional : Need::required;
   g.id = id;
   g.name = r.string("name", need).value_or(g.name.empty() ? id : g.name);
+  g.arch = static_cast<GpuArch>(r.choice("arch", kGpuArchNames, static_cast<std::size_t>(g.arch)));
   g.vram_bytes = r.quantity("vram", Dimension::bytes, need).value_or(g.vram_bytes);
   g.memory_bandwidth_Bps = r.quantity("memory_bandwidth", Dimension::bandwidth, need).value_or(g.memory_bandwidth_Bps);
   if (const Json* flops = r.field("peak_flops", need)) {
@@ -79,6 +81,8 @@ NodeType read_node(ObjectReader& r, const std::string& id, const NodeType* base)
   n.nic = r.string("nic", need).value_or(n.nic);
   n.nics = static_cast<int>(r.integer("nics", need, 1, 64).value_or(n.nics));
   n.host_memory_bytes = r.quantity_or("host_memory", Dimension::bytes, n.host_memory_bytes);
+  n.cpu = static_cast<CpuVendor>(r.choice("cpu", {"intel", "amd"}, static_cast<std::size_t>(n.cpu)));
+  n.nvls = r.boolean_or("nvls", n.nvls);
   const std::string source = read_source(r, need);
   if (!source.empty()) n.source = source;
   return n;
@@ -108,6 +112,8 @@ LinkType read_link(ObjectReader& r, const std::string& id) {
   l.bandwidth_Bps = r.quantity("bandwidth", Dimension::bandwidth, Need::required).value_or(0);
   if (l.bandwidth_Bps <= 0 && r.field("bandwidth") != nullptr) r.problem("bandwidth", "expected a positive bandwidth");
   l.latency_s = r.quantity("latency", Dimension::time, Need::required).value_or(0);
+  l.nccl_bandwidth_Bps = r.quantity_or("nccl_bandwidth", Dimension::bandwidth, 0.0);
+  if (l.nccl_bandwidth_Bps < 0) r.problem("nccl_bandwidth", "expected a positive bandwidth");
   l.source = read_source(r, Need::required);
   return l;
 }
@@ -171,6 +177,7 @@ std::optional<Dtype> parse_dtype(std::string_view name) {
 }
 
 std::string_view link_kind_name(LinkKind kind) { return kLinkKindNames[static_cast<std::size_t>(kind)]; }
+std::string_view gpu_arch_name(GpuArch arch) { return kGpuArchNames[static_cast<std::size_t>(arch)]; }
 
 double GpuType::peak_for(Dtype dtype) const {
   // Where a format is unsupported, the first supported one of its chain runs it: the other 16-bit

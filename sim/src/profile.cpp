@@ -75,7 +75,9 @@ Profile parse_profile(std::string_view json_text, const std::string& file_name) 
     });
     p.links = read_entries<LinkCalibration>(top, "links", [](ObjectReader& r, const std::string& id) {
       LinkCalibration l{.id = id, .bandwidth_Bps = r.quantity("bandwidth", Dimension::bandwidth, Need::optional),
-                        .latency_s = r.quantity("latency", Dimension::time, Need::optional)};
+                        .latency_s = r.quantity("latency", Dimension::time, Need::optional),
+                        .collective_latency_scale = r.number("collective_latency_scale", Need::optional, 0.0, 1e6),
+                        .collective_bandwidth_scale = r.number("collective_bandwidth_scale", Need::optional, 1e-6, 1e6)};
       if (l.bandwidth_Bps && *l.bandwidth_Bps <= 0) r.problem("bandwidth", "expected a positive bandwidth");
       return l;
     });
@@ -109,8 +111,13 @@ std::size_t apply_profile(ClusterSpec& cluster, const Profile& profile) {
   auto calibrate_link = [&](LinkType& link) {
     for (const LinkCalibration& c : profile.links) {
       if (c.id != link.id) continue;
-      if (c.bandwidth_Bps) link.bandwidth_Bps = *c.bandwidth_Bps;
+      if (c.bandwidth_Bps) {
+        link.nccl_bandwidth_Bps *= *c.bandwidth_Bps / link.bandwidth_Bps;  // NCCL's view moves with the link
+        link.bandwidth_Bps = *c.bandwidth_Bps;
+      }
       if (c.latency_s) link.latency_s = *c.latency_s;
+      if (c.collective_latency_scale) link.collective_latency_scale = *c.collective_latency_scale;
+      if (c.collective_bandwidth_scale) link.collective_bandwidth_scale = *c.collective_bandwidth_scale;
       link.source = "calibrated: " + profile.file;
       ++changed;
     }

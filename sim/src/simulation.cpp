@@ -1009,7 +1009,7 @@ class Run {
     for (const CollectiveFlow& f : ps.plan.steps[ps.step]) {
       route_.clear();
       if (topology_.try_route(f.from, f.to, (std::uint64_t{f.from} << 32) | f.to, route_)) {
-        network_.start(route_, f.bytes, f.latency_s, flow_tag(FlowKind::collective, 0, id), queue_.now());
+        network_.start(route_, f.bytes, f.latency_s, flow_tag(FlowKind::collective, 0, id), queue_.now(), f.cap_Bps);
       } else {
         strand(id, f.from, f.to, f.bytes, f.latency_s, flow_tag(FlowKind::collective, 0, id));
       }

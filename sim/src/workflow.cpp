@@ -95,15 +95,20 @@ void read_collective(ObjectReader& task_reader, TaskSpec& task) {
   if (auto parsed = parse_collective_algo(algo)) {
     spec.algo = *parsed;
   } else {
-    c.problem("algo", "expected one of auto, ring, tree, nvls, direct, found \"" + algo + "\"");
+    c.problem("algo", "expected one of auto, ring, tree, nvls, nvls-tree, pat, direct, found \"" + algo + "\"");
   }
   spec.bytes = c.quantity("bytes", Dimension::bytes, Need::required).value_or(0);
   const bool pairwise = spec.op == CollectiveOp::all_to_all || spec.op == CollectiveOp::send_recv;
   const bool fits = spec.algo == CollectiveAlgo::automatic || (spec.algo == CollectiveAlgo::direct) == pairwise;
-  const bool reduction_only = spec.algo == CollectiveAlgo::tree || spec.algo == CollectiveAlgo::nvls;
-  if (!fits || (reduction_only && spec.op != CollectiveOp::all_reduce)) {
+  const bool reduction_only = spec.algo == CollectiveAlgo::tree || spec.algo == CollectiveAlgo::nvls_tree;
+  const bool gather_only = spec.algo == CollectiveAlgo::pat;
+  const bool gathers = spec.op == CollectiveOp::all_gather || spec.op == CollectiveOp::reduce_scatter;
+  const bool nvls_ops = spec.op == CollectiveOp::all_reduce || gathers;
+  if (!fits || (reduction_only && spec.op != CollectiveOp::all_reduce) || (gather_only && !gathers) ||
+      (spec.algo == CollectiveAlgo::nvls && !nvls_ops)) {
     c.problem("algo", std::string(collective_algo_name(spec.algo)) + " cannot run " + std::string(collective_op_name(spec.op)) +
-                          " (ring: all but all-to-all and send-recv; tree and nvls: all-reduce; direct: all-to-all and send-recv)");
+                          " (ring: all but all-to-all and send-recv; tree and nvls-tree: all-reduce; nvls: all-reduce, "
+                          "all-gather, reduce-scatter; pat: all-gather, reduce-scatter; direct: all-to-all and send-recv)");
   }
   spec.compression = c.number("compression", Need::optional, 1e-6, 1.0).value_or(1.0);
   spec.overlap = c.number("overlap", Need::optional, 0.0, 1.0).value_or(0.0);

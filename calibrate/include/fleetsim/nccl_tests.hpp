@@ -54,6 +54,19 @@ struct NcclTestsLog {
 NcclTestsLog parse_nccl_tests_log(std::string_view text, const std::string& file);
 NcclTestsLog load_nccl_tests_log(const std::string& path);
 
+// Measured times of one collective at several sizes: an nccl-tests log (its out-of-place times), or
+// a CSV whose header is "bytes,time_us" with one row per size, for measurements taken otherwise.
+struct MeasuredCollective {
+  std::string file;
+  std::optional<CollectiveOp> op;  // where the file names it
+  std::size_t ranks = 0;           // 0: the file does not say
+  std::vector<std::pair<double, double>> rows;  // bytes (nccl-tests' size), seconds; by size
+};
+// Strict: a malformed row, a non-positive size or time, or a repeated size is an InputError naming
+// the file and line.
+MeasuredCollective parse_measured_collective(std::string_view text, const std::string& file);
+MeasuredCollective load_measured_collective(const std::string& path);
+
 // What the fit found, per row, against the log.
 struct NcclTestsFitRow {
   double bytes = 0;
@@ -62,19 +75,19 @@ struct NcclTestsFitRow {
 };
 
 struct NcclTestsFit {
-  Profile profile;  // one link calibration, the measurements, provenance
+  Profile profile;  // one link calibration (the collective scales), the measurements, provenance
   std::string link_id;
-  double latency_s = 0, bandwidth_Bps = 0;  // of the link class
+  double latency_scale = 1, bandwidth_scale = 1;  // of the collective model's achieved time on the link
   std::vector<NcclTestsFitRow> rows;
 };
 
-// Fits the log to `node_type`'s GPU link as fleetsim's collective model runs `op` with `algo` on the
-// log's ranks inside one node: the model's time is a*latency + b*bytes/bandwidth for coefficients a
-// and b read off the model itself, so the fitted latency makes the smallest size's time exact and the
-// fitted bandwidth the largest size's (its bus bandwidth, where NCCL's curve flattens). Sizes in
-// between carry the protocol changes (LL, LL128, Simple) that an alpha-beta model does not have; their
+// Fits the log to `node_type`'s GPU link as fleetsim's collective model (fleetsim/nccl.hpp) runs `op`
+// with `algo` on the log's ranks inside one node: with NCCL's choice per size held, the model's time
+// is latency_scale * L + S / (bandwidth_scale * B), and the two scales make the smallest size's time
+// and the largest size's (its bus bandwidth, where NCCL's curve flattens) exact. The other sizes'
 // error is in `rows`. Throws InputError for logs the model cannot represent (ranks over the node's
-// GPUs, several hosts, an op the algorithm cannot run, fewer than two sizes).
+// GPUs, several hosts, a GPU NCCL's model does not cover, an op the algorithm cannot run, fewer than
+// two sizes).
 NcclTestsFit fit_nccl_tests(const NcclTestsLog& log, CollectiveOp op, CollectiveAlgo algo, const std::string& node_type);
 
 }  // namespace fleetsim

@@ -87,11 +87,25 @@ std::string comparison_json(const std::string& scenario, const std::vector<Polic
 void write_policies_text(std::ostream& out);
 std::string policies_json();
 
-// nccl-tests' table layout: size, count, type, redop, root, time (us), algbw and busbw (GB/s = 1e9 B/s).
+// nccl-tests' table layout: size, count, type, redop, root, then the algorithm, protocol and channels
+// chosen, the time (us) and NCCL's own estimate, algbw and busbw (GB/s = 1e9 B/s). `notes` are printed
+// as comment lines (what the model sees and what it assumes).
 void write_collective_table(std::ostream& out, CollectiveOp op, std::size_t ranks, const std::string& where,
-                            const std::vector<CollectivePoint>& points);
-std::string collective_json(CollectiveOp op, std::size_t ranks, const std::string& where,
-                            const std::vector<CollectivePoint>& points);
+                            const std::vector<CollectivePoint>& points, const std::vector<std::string>& notes);
+// How far predictions are from measurements (points and measured rows size by size).
+struct CollectiveErrors {
+  std::size_t sizes = 0;
+  double median_abs = 0;
+  double worst = 0;  // signed, the largest in magnitude
+  double worst_bytes = 0;
+};
+CollectiveErrors collective_errors(const std::vector<CollectivePoint>& points, const MeasuredCollective& measured);
+// The prediction beside each measured row, the error per row, and the median and worst |error|.
+void write_collective_comparison(std::ostream& out, CollectiveOp op, std::size_t ranks, const std::string& where,
+                                 const std::vector<CollectivePoint>& points, const MeasuredCollective& measured,
+                                 const std::vector<std::string>& notes);
+std::string collective_json(CollectiveOp op, std::size_t ranks, const std::string& where, const std::vector<CollectivePoint>& points,
+                            const std::vector<std::string>& notes, const MeasuredCollective* measured = nullptr);
 std::string catalog_json(const Catalog& catalog);
 
 }  // namespace fleetsim

@@ -18,9 +18,15 @@ inline constexpr std::size_t kDtypeCount = 7;
 std::string_view dtype_name(Dtype dtype);
 std::optional<Dtype> parse_dtype(std::string_view name);
 
+// The GPU generation, which decides what NCCL's cost model assumes of a GPU (its per-architecture
+// constants). unknown: a GPU that NCCL does not run (CPU workers, AMD): collectives follow the links.
+enum class GpuArch : std::uint8_t { unknown, volta, ampere, ada, hopper, blackwell };
+std::string_view gpu_arch_name(GpuArch arch);
+
 struct GpuType {
   std::string id;
   std::string name;
+  GpuArch arch = GpuArch::unknown;
   double vram_bytes = 0;
   double memory_bandwidth_Bps = 0;
   std::array<double, kDtypeCount> peak_flop_per_s{};  // dense; 0 where the dtype is unsupported
@@ -49,8 +55,20 @@ struct LinkType {
   LinkKind kind = LinkKind::pcie;
   double bandwidth_Bps = 0;  // per direction
   double latency_s = 0;      // one hop
+  // What NCCL's topology detection credits a GPU with over this link (its NVLinks together at NCCL's
+  // per-link figure, PCIe lanes x rate / 80, a NIC's line rate): the input of NCCL's cost model. A
+  // calibrated bandwidth scales it by the same factor.
+  double nccl_bandwidth_Bps = 0;
+  // Measured corrections of NCCL's time for collectives over this link (a calibration profile's,
+  // fitted to an nccl-tests log): its latency and bandwidth scale the model's. 1: none.
+  double collective_latency_scale = 1;
+  double collective_bandwidth_scale = 1;
   std::string source;
+
+  double nccl_Bps() const { return nccl_bandwidth_Bps > 0 ? nccl_bandwidth_Bps : bandwidth_Bps; }
 };
+
+enum class CpuVendor : std::uint8_t { intel, amd };
 
 struct NodeType {
   std::string id;
@@ -62,6 +80,8 @@ struct NodeType {
   std::string nic;        // LinkType id of the node's network cards
   int nics = 0;
   double host_memory_bytes = 0;
+  CpuVendor cpu = CpuVendor::intel;  // NCCL's network overhead and LL bandwidth depend on it
+  bool nvls = true;  // NCCL may reduce in the NVSwitch (Hopper and later; off where multicast is not offered)
   std::string source;
 };
 

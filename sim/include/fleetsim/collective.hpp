@@ -1,19 +1,27 @@
-// Collectives over a gang of GPUs, expressed as flows on the topology, as NCCL runs them:
-//   ring  — every collective; one ring per channel (one channel per NIC across nodes), node orders
-//           alternating so that each inter-node hop stays on one rail; each GPU sends its whole
-//           share of the data to its ring neighbour as one pipelined flow;
-//   tree  — all-reduce: a chain inside each node and a double binary tree across nodes, reduce
-//           and broadcast pipelined;
-//   nvls  — all-reduce on NVSwitch nodes: reduction in the switch (NVLink SHARP); across nodes,
-//           an in-switch reduce-scatter, rail rings between nodes, an in-switch all-gather;
-//   direct — all-to-all (every pair) and send/recv.
+// Collectives over a gang of GPUs, expressed as flows on the topology, as NCCL runs them.
+//
+// On GPUs that NCCL runs (a known architecture), NCCL's own cost model (fleetsim/nccl.hpp) picks the
+// algorithm, protocol and channels and gives the time the choice achieves; the plan's flows then
+// take the shape of that algorithm, each capped at the rate that makes an idle network reproduce that
+// time, so collectives and transfers sharing links slow each other through the flow model:
+//   ring      — one ring per NIC rail across nodes (node orders alternating so each inter-node hop
+//               stays on one rail), inside a node one ring; each GPU sends its share to its neighbour;
+//   tree      — all-reduce: a chain inside each node and a double binary tree across nodes;
+//   nvls      — all-reduce (one node): reduction in the NVSwitch (NVLink SHARP);
+//   nvls-tree — all-reduce across nodes: in-switch reduce-scatter, rail rings, in-switch all-gather;
+//   pat       — all-gather and reduce-scatter with one GPU per node (flows shaped as a ring);
+//   direct    — all-to-all (every pair) and send/recv.
+// Elsewhere (CPU workers, GPUs NCCL does not run) the plan follows the links alone: each flow at link
+// speed, paying its route's latency per step, and `auto` picks the least alpha-beta time.
 // A plan is a sequence of steps; the flows of a step run together, the next starts when all have
-// been delivered. The analytical estimate (alpha-beta) of a step is its most loaded link's bytes over
-// capacity plus its largest latency; uncontended, symmetric plans take exactly that in the flow model.
+// been delivered. The analytical time of a step is its most loaded link's bytes over capacity or its
+// slowest flow at its cap, plus its largest latency; an idle network gives exactly that.
 // Sizes follow nccl-tests: all-gather's size is the gathered output, reduce-scatter's the input.
 #pragma once
 
 #include <cstdint>
+#include <limits>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -27,12 +35,16 @@ class Cluster;
 class Topology;
 
 enum class CollectiveOp : std::uint8_t { all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, send_recv };
-enum class CollectiveAlgo : std::uint8_t { automatic, ring, tree, nvls, direct };
+enum class CollectiveAlgo : std::uint8_t { automatic, ring, tree, nvls, nvls_tree, pat, direct };
+// NCCL's protocols: LL (8-byte stores with flags), LL128 (128-byte lines), Simple (bulk copies).
+enum class CollectiveProto : std::uint8_t { automatic, ll, ll128, simple };
 
 std::string_view collective_op_name(CollectiveOp op);
 std::optional<CollectiveOp> parse_collective_op(std::string_view name);
 std::string_view collective_algo_name(CollectiveAlgo algo);
 std::optional<CollectiveAlgo> parse_collective_algo(std::string_view name);
+std::string_view collective_proto_name(CollectiveProto proto);  // "LL", "LL128", "Simple"
+std::optional<CollectiveProto> parse_collective_proto(std::string_view name);  // case-insensitive
 
 // nccl-tests' bus bandwidth factor: busbw = algbw * factor (2(n-1)/n for all-reduce, ...).
 double bus_bandwidth_factor(CollectiveOp op, std::size_t ranks);
@@ -41,23 +53,31 @@ struct CollectiveFlow {
   std::uint32_t from, to;  // topology vertices
   double bytes;
   double latency_s;  // paid once, after its last byte (pipeline fill of all its steps)
+  double cap_Bps = std::numeric_limits<double>::infinity();  // the most the protocol moves it at
 };
+
+struct NcclConstants;
 
 struct CollectivePlan {
   CollectiveOp op;
   CollectiveAlgo algo;
+  CollectiveProto proto = CollectiveProto::automatic;  // automatic: planned on the links alone
+  int channels = 0;
+  double nccl_s = 0;  // NCCL's own estimate of the time, which it chose by (0 on the links alone)
   std::vector<std::vector<CollectiveFlow>> steps;
 };
 
-// Whether `algo` can run `op` on these GPUs (nvls needs every GPU on an NVSwitch node).
+// Whether `algo` can run `op` on these GPUs (with NCCL: whether NCCL has an entry for it).
 bool algorithm_applies(const Cluster& cluster, const Topology& topo, CollectiveOp op, CollectiveAlgo algo,
                        std::span<const GpuId> gpus);
 
-// The plan of `op` on `gpus` (in rank order) for `bytes`. `automatic` picks the applicable algorithm
-// with the lowest analytical time, as NCCL's tuner does. Throws std::invalid_argument when the
-// algorithm does not apply.
+// The plan of `op` on `gpus` (in rank order) for `bytes`, restricted to `algo` and `proto` unless
+// they are automatic. `nccl`: constants in place of models/nccl.json. Throws std::invalid_argument
+// when nothing allowed can run it.
 CollectivePlan plan_collective(const Cluster& cluster, const Topology& topo, CollectiveOp op, CollectiveAlgo algo,
-                               std::span<const GpuId> gpus, double bytes);
+                               std::span<const GpuId> gpus, double bytes,
+                               CollectiveProto proto = CollectiveProto::automatic,
+                               const std::shared_ptr<const NcclConstants>& nccl = nullptr);
 
 // The alpha-beta time of a plan on an otherwise idle network.
 double analytical_time_s(const Topology& topo, const CollectivePlan& plan);
@@ -72,8 +92,11 @@ double simulated_time_s(const Topology& topo, const CollectivePlan& plan);
 struct CollectivePoint {
   double bytes = 0;
   CollectiveAlgo algo = CollectiveAlgo::ring;
+  CollectiveProto proto = CollectiveProto::automatic;
+  int channels = 0;
   double time_s = 0;          // flow model
   double analytical_s = 0;    // alpha-beta
+  double nccl_s = 0;          // NCCL's own estimate (0 on the links alone)
   double algbw_Bps = 0;
   double busbw_Bps = 0;
 };
@@ -81,6 +104,13 @@ struct CollectivePoint {
 // Sizes from min_bytes to max_bytes, multiplied by `factor` each step (nccl-tests' -b, -e, -f).
 std::vector<CollectivePoint> sweep_collective(const Cluster& cluster, const Topology& topo, CollectiveOp op,
                                               CollectiveAlgo algo, std::span<const GpuId> gpus, double min_bytes,
-                                              double max_bytes, double factor);
+                                              double max_bytes, double factor,
+                                              CollectiveProto proto = CollectiveProto::automatic,
+                                              const std::shared_ptr<const NcclConstants>& nccl = nullptr);
+// One point at `bytes`.
+CollectivePoint collective_point(const Cluster& cluster, const Topology& topo, CollectiveOp op, CollectiveAlgo algo,
+                                 std::span<const GpuId> gpus, double bytes,
+                                 CollectiveProto proto = CollectiveProto::automatic,
+                                 const std::shared_ptr<const NcclConstants>& nccl = nullptr);
 
 }  // namespace fleetsim

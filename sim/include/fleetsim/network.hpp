@@ -1,6 +1,7 @@
 // The flow-level network model. A transfer is a flow of bytes over a route of directed links;
 // the links' capacities are shared max-min fairly among the flows crossing them, and a flow is
-// delivered its route's latency after its last byte left. When a flow starts or ends, rates are
+// delivered its route's latency after its last byte left. A flow may carry a cap of its own (the rate
+// its sender can drive, such as a protocol's), which acts as a private link of that capacity. When a flow starts or ends, rates are
 // recomputed only for the flows whose rates can change: the solver re-levels a growing set of flows
 // (with every other flow's rate held) until every flow has a bottleneck, a saturated link on which
 // no flow gets more, which characterizes the max-min allocation, so the result is the allocation a
@@ -43,9 +44,10 @@ class Network {
   std::size_t link_count() const { return capacity_.size(); }
   double capacity(std::uint32_t link) const { return capacity_[link]; }
 
-  // Starts a flow at `now`. An empty route or zero bytes means only the latency is paid.
+  // Starts a flow at `now`, moving at most `cap_Bps`. An empty route or zero bytes means only the
+  // latency is paid.
   std::uint32_t start(std::span<const std::uint32_t> route, double bytes, double latency_s, std::uint64_t tag,
-                      double now);
+                      double now, double cap_Bps = std::numeric_limits<double>::infinity());
   // When the next flow finishes sending or is delivered; infinity when none is in flight.
   double next_time();
   // Starts a flow that no route can carry: in flight, moving nothing, until cancelled.
@@ -59,6 +61,7 @@ class Network {
   void sending_on(std::uint32_t link, std::vector<std::uint32_t>& out) const;
   std::span<const std::uint32_t> route(std::uint32_t flow) const { return flows_[flow].route; }
   double latency_s(std::uint32_t flow) const { return flows_[flow].latency_s; }
+  double cap_Bps(std::uint32_t flow) const { return flows_[flow].cap_Bps; }
   std::uint64_t tag(std::uint32_t flow) const { return flows_[flow].tag; }
   // A link marked down must have no sending flow, and no flow may start or be rerouted over it.
   void set_link_down(std::uint32_t link, bool down);
@@ -90,6 +93,7 @@ class Network {
     double size_bytes = 0;
     double updated_s = 0;
     double latency_s = 0;
+    double cap_Bps = std::numeric_limits<double>::infinity();
     std::uint64_t tag = 0;
     double due_s = 0;  // when it finishes sending, or is delivered
     Phase phase = Phase::free;
@@ -103,6 +107,7 @@ class Network {
   void reshare(double now);  // new rates after the changes on links_touched_ and new_flows_
   bool reshare_incremental(double now);  // false: gave up, nothing scheduled
   void reshare_component(double now);    // recomputes the component(s) around links_touched_
+  void add_cap_link(std::uint32_t flow);
   // Incremental re-levelling: the set of flows being re-solved, and the state of links under the
   // current rates (cached until a flow of the link changes rate, arrives or leaves).
   void join(std::uint32_t flow, double now);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -9,6 +10,7 @@
 
 #include "fleetsim/cluster.hpp"
 #include "fleetsim/error.hpp"
+#include "fleetsim/nccl.hpp"
 #include "fleetsim/network.hpp"
 #include "fleetsim/topology.hpp"
 
@@ -16,7 +18,8 @@ namespace fleetsim {
 namespace {
 
 constexpr std::array kOpNames{"all-reduce", "all-gather", "reduce-scatter", "broadcast", "reduce", "all-to-all", "send-recv"};
-constexpr std::array kAlgoNames{"auto", "ring", "tree", "nvls", "direct"};
+constexpr std::array kAlgoNames{"auto", "ring", "tree", "nvls", "nvls-tree", "pat", "direct"};
+constexpr std::array kProtoNames{"auto", "LL", "LL128", "Simple"};
 
 std::uint64_t flow_key(std::uint32_t from, std::uint32_t to) { return (std::uint64_t{from} << 32) | to; }
 
@@ -91,7 +94,7 @@ void plan_ring(const Cluster& cluster, const Topology& topo, CollectivePlan& pla
     case CollectiveOp::reduce_scatter: per_flow = (n - 1) / n * bytes / c; steps = n - 1; break;
     case CollectiveOp::broadcast:
     case CollectiveOp::reduce: per_flow = bytes / c; steps = n - 1; chain = true; break;
-    default: FLEETSIM_CHECK(false, "ring does not run this collective");
+    default: FLEETSIM_CHECK(false, "a ring does not run this collective");
   }
   std::vector<CollectiveFlow> flows;
   for (auto ring : all_rings) {
@@ -213,10 +216,88 @@ void plan_direct(const Topology& topo, CollectivePlan& plan, std::span<const Gpu
   plan.steps.push_back(std::move(flows));
 }
 
+// The alpha-beta time of one step: its most loaded link, or its slowest flow at its cap, plus its
+// largest latency.
+double step_time_s(const Topology& topo, const std::vector<CollectiveFlow>& step, std::vector<double>& load,
+                   std::vector<std::uint32_t>& route, bool with_latency) {
+  std::fill(load.begin(), load.end(), 0.0);
+  double latency = 0, bandwidth_s = 0;
+  for (const CollectiveFlow& f : step) {
+    route.clear();
+    topo.route(f.from, f.to, flow_key(f.from, f.to), route);
+    for (std::uint32_t l : route) {
+      load[l] += f.bytes;
+      bandwidth_s = std::max(bandwidth_s, load[l] / topo.links()[l].capacity_Bps);
+    }
+    bandwidth_s = std::max(bandwidth_s, f.bytes / f.cap_Bps);
+    latency = std::max(latency, f.latency_s);
+  }
+  return bandwidth_s + (with_latency ? latency : 0.0);
+}
+
+// Shapes NCCL's estimate onto the plan's flows: the transfer time is shared among the steps as their
+// links' times are, each flow capped so that alone it takes its step's share, and the latency is paid
+// once, after the last step.
+void fit_to(const Topology& topo, CollectivePlan& plan, const NcclEstimate& e) {
+  std::vector<double> load(topo.links().size(), 0.0), link_s;
+  std::vector<std::uint32_t> route;
+  double total = 0;
+  for (const auto& step : plan.steps) {
+    link_s.push_back(step_time_s(topo, step, load, route, false));
+    total += link_s.back();
+  }
+  for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+    const double share = total > 0 ? e.transfer_s * link_s[i] / total : 0;
+    for (CollectiveFlow& f : plan.steps[i]) {
+      f.latency_s = i + 1 == plan.steps.size() ? e.latency_s : 0.0;
+      if (share > 0 && f.bytes > 0) f.cap_Bps = f.bytes / share;
+    }
+  }
+}
+
+bool pairwise(CollectiveOp op) { return op == CollectiveOp::all_to_all || op == CollectiveOp::send_recv; }
+
+// On the links alone: which algorithms run which collectives.
+bool links_apply(const Cluster& cluster, const Topology& topo, CollectiveOp op, CollectiveAlgo algo,
+                 std::span<const GpuId> gpus) {
+  switch (algo) {
+    case CollectiveAlgo::automatic: return true;
+    case CollectiveAlgo::ring: return !pairwise(op);
+    case CollectiveAlgo::direct: return pairwise(op);
+    case CollectiveAlgo::tree: return op == CollectiveOp::all_reduce;
+    case CollectiveAlgo::nvls: {
+      if (op != CollectiveOp::all_reduce) return false;
+      const auto nodes = by_node(cluster, gpus);
+      for (const auto& local : nodes) {
+        if (!topo.nvswitch_vertex(cluster.node_of(local[0])) || local.size() != nodes[0].size()) return false;
+      }
+      return true;
+    }
+    case CollectiveAlgo::nvls_tree:
+    case CollectiveAlgo::pat: return false;
+  }
+  return false;
+}
+
+// The flows of `algo`'s shape.
+void add_flows(const Cluster& cluster, const Topology& topo, CollectivePlan& plan, CollectiveAlgo algo,
+               std::span<const GpuId> gpus, double bytes) {
+  switch (algo) {
+    case CollectiveAlgo::ring:
+    case CollectiveAlgo::pat: plan_ring(cluster, topo, plan, gpus, bytes); break;
+    case CollectiveAlgo::tree: plan_tree(cluster, topo, plan, gpus, bytes); break;
+    case CollectiveAlgo::nvls:
+    case CollectiveAlgo::nvls_tree: plan_nvls(cluster, topo, plan, gpus, bytes); break;
+    case CollectiveAlgo::direct: plan_direct(topo, plan, gpus, bytes); break;
+    case CollectiveAlgo::automatic: break;
+  }
+}
+
 }  // namespace
 
 std::string_view collective_op_name(CollectiveOp op) { return kOpNames[static_cast<std::size_t>(op)]; }
 std::string_view collective_algo_name(CollectiveAlgo algo) { return kAlgoNames[static_cast<std::size_t>(algo)]; }
+std::string_view collective_proto_name(CollectiveProto proto) { return kProtoNames[static_cast<std::size_t>(proto)]; }
 
 std::optional<CollectiveOp> parse_collective_op(std::string_view name) {
   for (std::size_t i = 0; i < kOpNames.size(); ++i) {
@@ -228,6 +309,17 @@ std::optional<CollectiveOp> parse_collective_op(std::string_view name) {
 std::optional<CollectiveAlgo> parse_collective_algo(std::string_view name) {
   for (std::size_t i = 0; i < kAlgoNames.size(); ++i) {
     if (name == kAlgoNames[i]) return static_cast<CollectiveAlgo>(i);
+  }
+  return std::nullopt;
+}
+
+std::optional<CollectiveProto> parse_collective_proto(std::string_view name) {
+  for (std::size_t i = 0; i < kProtoNames.size(); ++i) {
+    const std::string_view known = kProtoNames[i];
+    if (name.size() == known.size() &&
+        std::equal(name.begin(), name.end(), known.begin(), [](char a, char b) { return std::tolower(a) == std::tolower(b); })) {
+      return static_cast<CollectiveProto>(i);
+    }
   }
   return std::nullopt;
 }
@@ -248,32 +340,37 @@ double bus_bandwidth_factor(CollectiveOp op, std::size_t ranks) {
 
 bool algorithm_applies(const Cluster& cluster, const Topology& topo, CollectiveOp op, CollectiveAlgo algo,
                        std::span<const GpuId> gpus) {
-  const bool pairwise = op == CollectiveOp::all_to_all || op == CollectiveOp::send_recv;
-  switch (algo) {
-    case CollectiveAlgo::automatic: return true;
-    case CollectiveAlgo::ring: return !pairwise;
-    case CollectiveAlgo::direct: return pairwise;
-    case CollectiveAlgo::tree: return op == CollectiveOp::all_reduce;
-    case CollectiveAlgo::nvls: {
-      if (op != CollectiveOp::all_reduce) return false;
-      const auto nodes = by_node(cluster, gpus);
-      for (const auto& local : nodes) {
-        if (!topo.nvswitch_vertex(cluster.node_of(local[0])) || local.size() != nodes[0].size()) return false;
-      }
-      return true;
-    }
+  if (algo == CollectiveAlgo::automatic) return true;
+  if (const auto comm = nccl_comm(cluster, gpus)) {
+    return comm->ranks <= 1 ? links_apply(cluster, topo, op, algo, gpus) : NcclModel(*comm).estimate(op, 1, algo).has_value();
   }
-  return false;
+  return links_apply(cluster, topo, op, algo, gpus);
 }
 
 CollectivePlan plan_collective(const Cluster& cluster, const Topology& topo, CollectiveOp op, CollectiveAlgo algo,
-                               std::span<const GpuId> gpus, double bytes) {
+                               std::span<const GpuId> gpus, double bytes, CollectiveProto proto,
+                               const std::shared_ptr<const NcclConstants>& nccl) {
   if (gpus.empty()) throw std::invalid_argument("a collective needs at least one GPU");
+  auto refuse = [&] {
+    std::string what = std::string(collective_algo_name(algo));
+    if (proto != CollectiveProto::automatic) what += " with " + std::string(collective_proto_name(proto));
+    throw std::invalid_argument(what + " cannot run " + std::string(collective_op_name(op)) + " on these GPUs");
+  };
+  if (const auto comm = nccl_comm(cluster, gpus); comm && gpus.size() > 1) {
+    const NcclModel model(*comm, nccl ? nccl : builtin_nccl_constants());
+    const auto e = model.estimate(op, bytes, algo, proto);
+    if (!e) refuse();
+    CollectivePlan plan{op, e->algo, e->proto, e->channels, e->nccl_s, {}};
+    add_flows(cluster, topo, plan, e->algo, gpus, bytes);
+    fit_to(topo, plan, *e);
+    return plan;
+  }
+  if (proto != CollectiveProto::automatic) refuse();
   if (algo == CollectiveAlgo::automatic) {
     std::optional<CollectivePlan> best;
     double best_s = 0;
     for (CollectiveAlgo a : {CollectiveAlgo::ring, CollectiveAlgo::tree, CollectiveAlgo::nvls, CollectiveAlgo::direct}) {
-      if (!algorithm_applies(cluster, topo, op, a, gpus)) continue;
+      if (!links_apply(cluster, topo, op, a, gpus)) continue;
       CollectivePlan p = plan_collective(cluster, topo, op, a, gpus, bytes);
       const double t = analytical_time_s(topo, p);
       if (!best || t < best_s) {
@@ -283,19 +380,10 @@ CollectivePlan plan_collective(const Cluster& cluster, const Topology& topo, Col
     }
     return std::move(*best);
   }
-  if (!algorithm_applies(cluster, topo, op, algo, gpus)) {
-    throw std::invalid_argument(std::string(collective_algo_name(algo)) + " cannot run " +
-                                std::string(collective_op_name(op)) + " on these GPUs");
-  }
-  CollectivePlan plan{op, algo, {}};
+  if (!links_apply(cluster, topo, op, algo, gpus)) refuse();
+  CollectivePlan plan{op, algo, CollectiveProto::automatic, 0, 0, {}};
   if (gpus.size() == 1) return plan;  // nothing to exchange
-  switch (algo) {
-    case CollectiveAlgo::ring: plan_ring(cluster, topo, plan, gpus, bytes); break;
-    case CollectiveAlgo::tree: plan_tree(cluster, topo, plan, gpus, bytes); break;
-    case CollectiveAlgo::nvls: plan_nvls(cluster, topo, plan, gpus, bytes); break;
-    case CollectiveAlgo::direct: plan_direct(topo, plan, gpus, bytes); break;
-    case CollectiveAlgo::automatic: break;
-  }
+  add_flows(cluster, topo, plan, algo, gpus, bytes);
   return plan;
 }
 
@@ -303,20 +391,7 @@ double analytical_time_s(const Topology& topo, const CollectivePlan& plan) {
   std::vector<double> load(topo.links().size(), 0.0);
   std::vector<std::uint32_t> route;
   double total = 0;
-  for (const auto& step : plan.steps) {
-    std::fill(load.begin(), load.end(), 0.0);
-    double latency = 0, bandwidth_s = 0;
-    for (const CollectiveFlow& f : step) {
-      route.clear();
-      topo.route(f.from, f.to, flow_key(f.from, f.to), route);
-      for (std::uint32_t l : route) {
-        load[l] += f.bytes;
-        bandwidth_s = std::max(bandwidth_s, load[l] / topo.links()[l].capacity_Bps);
-      }
-      latency = std::max(latency, f.latency_s);
-    }
-    total += bandwidth_s + latency;
-  }
+  for (const auto& step : plan.steps) total += step_time_s(topo, step, load, route, true);
   return total;
 }
 
@@ -336,7 +411,7 @@ std::vector<double> simulated_times_s(const Topology& topo, std::span<const Coll
     for (const CollectiveFlow& f : plans[p].steps[step[p]]) {
       route.clear();
       topo.route(f.from, f.to, flow_key(f.from, f.to), route);
-      net.start(route, f.bytes, f.latency_s, p, now);
+      net.start(route, f.bytes, f.latency_s, p, now, f.cap_Bps);
       ++pending[p];
     }
     ++step[p];
@@ -357,23 +432,33 @@ double simulated_time_s(const Topology& topo, const CollectivePlan& plan) {
   return simulated_times_s(topo, std::span<const CollectivePlan>(&plan, 1))[0];
 }
 
+CollectivePoint collective_point(const Cluster& cluster, const Topology& topo, CollectiveOp op, CollectiveAlgo algo,
+                                 std::span<const GpuId> gpus, double bytes, CollectiveProto proto,
+                                 const std::shared_ptr<const NcclConstants>& nccl) {
+  const CollectivePlan plan = plan_collective(cluster, topo, op, algo, gpus, bytes, proto, nccl);
+  CollectivePoint p;
+  p.bytes = bytes;
+  p.algo = plan.algo;
+  p.proto = plan.proto;
+  p.channels = plan.channels;
+  p.time_s = simulated_time_s(topo, plan);
+  p.analytical_s = analytical_time_s(topo, plan);
+  p.nccl_s = plan.nccl_s;
+  p.algbw_Bps = p.time_s > 0 ? bytes / p.time_s : 0;
+  p.busbw_Bps = p.algbw_Bps * bus_bandwidth_factor(op, gpus.size());
+  return p;
+}
+
 std::vector<CollectivePoint> sweep_collective(const Cluster& cluster, const Topology& topo, CollectiveOp op,
                                               CollectiveAlgo algo, std::span<const GpuId> gpus, double min_bytes,
-                                              double max_bytes, double factor) {
+                                              double max_bytes, double factor, CollectiveProto proto,
+                                              const std::shared_ptr<const NcclConstants>& nccl) {
   if (!(factor > 1) || !(min_bytes > 0) || max_bytes < min_bytes) {
     throw std::invalid_argument("a sweep needs 0 < min <= max and a factor above 1");
   }
   std::vector<CollectivePoint> points;
   for (double bytes = min_bytes; bytes <= max_bytes * (1 + 1e-12); bytes *= factor) {
-    const CollectivePlan plan = plan_collective(cluster, topo, op, algo, gpus, bytes);
-    CollectivePoint p;
-    p.bytes = bytes;
-    p.algo = plan.algo;
-    p.time_s = simulated_time_s(topo, plan);
-    p.analytical_s = analytical_time_s(topo, plan);
-    p.algbw_Bps = p.time_s > 0 ? bytes / p.time_s : 0;
-    p.busbw_Bps = p.algbw_Bps * bus_bandwidth_factor(op, gpus.size());
-    points.push_back(p);
+    points.push_back(collective_point(cluster, topo, op, algo, gpus, bytes, proto, nccl));
   }
   return points;
 }

@@ -35,7 +35,8 @@ std::uint32_t Network::new_slot() {
 }
 
 std::uint32_t Network::start(std::span<const std::uint32_t> route, double bytes, double latency_s,
-                             std::uint64_t tag, double now) {
+                             std::uint64_t tag, double now, double cap_Bps) {
+  FLEETSIM_CHECK(cap_Bps > 0, "a flow's cap must be positive");
   if (pending_ && now != pending_s_) flush();
   const std::uint32_t id = new_slot();
   Flow& f = flows_[id];
@@ -45,6 +46,7 @@ std::uint32_t Network::start(std::span<const std::uint32_t> route, double bytes,
   rate_[id] = 0;
   f.updated_s = now;
   f.latency_s = latency_s;
+  f.cap_Bps = cap_Bps;
   f.tag = tag;
   ++in_flight_;
   if (route.empty() || bytes <= 0) {
@@ -64,6 +66,7 @@ std::uint32_t Network::start_stranded(double bytes, double latency_s, std::uint6
   rate_[id] = 0;
   f.updated_s = now;
   f.latency_s = latency_s;
+  f.cap_Bps = std::numeric_limits<double>::infinity();
   f.tag = tag;
   f.phase = Phase::stranded;
   ++in_flight_;
@@ -298,6 +301,7 @@ const Network::LinkState& Network::link_state(std::uint32_t link) {
 // allocation in which every flow has one is the max-min fair allocation.
 bool Network::has_bottleneck(std::uint32_t flow) {
   const double r = rate_[flow];
+  if (r >= flows_[flow].cap_Bps * (1 - kTolerance)) return true;  // its own cap
   for (std::uint32_t l : flows_[flow].route) {
     const LinkState& s = link_state(l);
     if (saturated(l, s) && r >= s.max_rate_Bps * (1 - kTolerance)) return true;
@@ -322,7 +326,7 @@ void Network::solve_set() {
     for (std::uint32_t l : flows_[f].route) {
       if (link_stamp_[l] != stamp_) {
         link_stamp_[l] = stamp_;
-        local_link_[l] = static_cast<std::uint32_t>(component_links_.size());
+        local_link_[l] = static_cast<std::uint32_t>(local_capacity_.size());
         component_links_.push_back(l);
         double left = capacity_[l];
         for (std::uint32_t g : link_flows_[l]) {
@@ -332,9 +336,10 @@ void Network::solve_set() {
       }
       local_route_links_.push_back(local_link_[l]);
     }
+    add_cap_link(f);
     local_offsets_.push_back(static_cast<std::uint32_t>(local_route_links_.size()));
   }
-  if (set_.size() == 1) {  // alone, a flow gets the least any link of its route offers
+  if (set_.size() == 1) {  // alone, a flow gets the least any link of its route (or its cap) offers
     rate_[set_[0]] = *std::min_element(local_capacity_.begin(), local_capacity_.end());
     return;
   }
@@ -455,6 +460,14 @@ bool Network::reshare_incremental(double now) {
   return true;
 }
 
+// A capped flow crosses a private link of its cap's capacity in the local problem.
+void Network::add_cap_link(std::uint32_t flow) {
+  const double cap = flows_[flow].cap_Bps;
+  if (cap == std::numeric_limits<double>::infinity()) return;
+  local_route_links_.push_back(static_cast<std::uint32_t>(local_capacity_.size()));
+  local_capacity_.push_back(cap);
+}
+
 void Network::reshare_component(double now) {
   // Collect the component: links touched, their flows, those flows' links, and so on.
   if (++stamp_ == 0) {
@@ -497,17 +510,18 @@ void Network::reshare_component(double now) {
   for (std::uint32_t f : component_flows_) {
     settle(f, now);
     for (std::uint32_t l : flows_[f].route) local_route_links_.push_back(local_link_[l]);
+    add_cap_link(f);
     local_offsets_.push_back(static_cast<std::uint32_t>(local_route_links_.size()));
   }
   local_rates_.assign(component_flows_.size(), 0.0);
   if (!component_flows_.empty()) solver_.solve(local_capacity_, local_offsets_, local_route_links_, local_rates_);
 
   // No link above capacity: the solver promises it; checking costs one pass over the routes.
-  local_load_.assign(component_links_.size(), 0.0);
+  local_load_.assign(local_capacity_.size(), 0.0);
   for (std::size_t i = 0; i < component_flows_.size(); ++i) {
     for (std::uint32_t k = local_offsets_[i]; k < local_offsets_[i + 1]; ++k) local_load_[local_route_links_[k]] += local_rates_[i];
   }
-  for (std::size_t l = 0; l < component_links_.size(); ++l) {
+  for (std::size_t l = 0; l < local_capacity_.size(); ++l) {
     FLEETSIM_CHECK(local_load_[l] <= local_capacity_[l] * (1 + 1e-9), "link above capacity");
   }
   for (std::size_t i = 0; i < component_flows_.size(); ++i) {
