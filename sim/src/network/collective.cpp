@@ -110,7 +110,7 @@ void plan_ring(const Cluster& cluster, const Topology& topo, CollectivePlan& pla
 }
 
 // All-reduce: a chain inside each node (reduce up, broadcast down, pipelined) and, across nodes,
-// two binary trees, mirror images of each other, each carrying half the data.
+// per channel two binary trees, mirror images of each other, each carrying half the channel's data.
 void plan_tree(const Cluster& cluster, const Topology& topo, CollectivePlan& plan, std::span<const GpuId> gpus,
                double bytes) {
   const auto nodes = by_node(cluster, gpus);
@@ -133,14 +133,23 @@ void plan_tree(const Cluster& cluster, const Topology& topo, CollectivePlan& pla
   }
   std::size_t depth = 0;
   if (k > 1) {
-    auto leader = [&](std::size_t node) { return topo.gpu_vertex(nodes[node][0]); };
-    for (int tree = 0; tree < 2; ++tree) {
-      for (std::size_t i = 1; i < k; ++i) {
-        // Tree 0 is the heap-ordered binary tree over nodes; tree 1 is the same over reversed indices.
-        const std::size_t child = tree == 0 ? i : k - 1 - i;
-        const std::size_t parent = tree == 0 ? (i - 1) / 2 : k - 1 - (i - 1) / 2;
-        alpha_inter = std::max(alpha_inter, route_latency(topo, leader(child), leader(parent), scratch));
-        links.push_back({leader(child), leader(parent), bytes / 2});
+    // One pair of trees per channel, as rings have: channel c joins the c-th GPU of every node, so
+    // each channel crosses nodes on its own NIC rail.
+    std::size_t channels = std::numeric_limits<std::size_t>::max();
+    for (const auto& local : nodes) {
+      channels = std::min({channels, local.size(), static_cast<std::size_t>(cluster.group(cluster.node_of(local[0])).node.nics)});
+    }
+    const double per_tree = bytes / 2 / static_cast<double>(channels);
+    for (std::size_t c = 0; c < channels; ++c) {
+      auto leader = [&](std::size_t node) { return topo.gpu_vertex(nodes[node][c]); };
+      for (int tree = 0; tree < 2; ++tree) {
+        for (std::size_t i = 1; i < k; ++i) {
+          // Tree 0 is the heap-ordered binary tree over nodes; tree 1 is the same over reversed indices.
+          const std::size_t child = tree == 0 ? i : k - 1 - i;
+          const std::size_t parent = tree == 0 ? (i - 1) / 2 : k - 1 - (i - 1) / 2;
+          alpha_inter = std::max(alpha_inter, route_latency(topo, leader(child), leader(parent), scratch));
+          links.push_back({leader(child), leader(parent), per_tree});
+        }
       }
     }
     for (std::size_t i = k - 1; i > 0; i = (i - 1) / 2) ++depth;
@@ -362,6 +371,12 @@ CollectivePlan plan_collective(const Cluster& cluster, const Topology& topo, Col
     if (!e) refuse();
     CollectivePlan plan{op, e->algo, e->proto, e->channels, e->nccl_s, {}};
     add_flows(cluster, topo, plan, e->algo, gpus, bytes);
+    // NCCL pipelines an algorithm's phases (NVLS tree: reduce in the switch, between nodes, gather in
+    // the switch) chunk by chunk, so every link works at once: one step.
+    for (std::size_t i = 1; i < plan.steps.size(); ++i) {
+      plan.steps[0].insert(plan.steps[0].end(), plan.steps[i].begin(), plan.steps[i].end());
+    }
+    plan.steps.resize(std::min<std::size_t>(plan.steps.size(), 1));
     fit_to(topo, plan, *e);
     return plan;
   }

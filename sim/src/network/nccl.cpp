@@ -609,7 +609,7 @@ std::string NcclModel::describe() const {
   std::string s = "NCCL model (" + k_->version.substr(0, k_->version.find(' ', 5)) + "): " + std::to_string(comm_.ranks) + " ranks on " +
                   std::to_string(comm_.nodes) + (comm_.nodes == 1 ? " node" : " nodes") + ", " + std::string(gpu_arch_name(comm_.arch)) +
                   ", " + (comm_.nvlink ? "NVLink " : "PCIe ") + gbps(comm_.intra_GBps) + " GB/s per GPU" + (comm_.nvls ? ", NVLS" : "");
-  if (comm_.nodes > 1) s += ", " + std::to_string(comm_.rails) + " NICs of " + gbps(comm_.nic_GBps) + " GB/s per node";
+  if (comm_.nodes > 1) s += ", " + std::to_string(comm_.rails) + (comm_.rails == 1 ? " NIC of " : " NICs of ") + gbps(comm_.nic_GBps) + " GB/s per node";
   s += "; channels x GB/s:" + graph_text("ring", ring_).substr(1) + graph_text("tree", tree_) + graph_text("nvls", nvls_);
   return s;
 }
@@ -619,7 +619,7 @@ std::vector<std::string> NcclModel::assumptions() const {
   if (comm_.ranks <= 1) return out;
   if (comm_.arch != GpuArch::ampere && comm_.arch != GpuArch::hopper) {
     out.push_back("no NCCL measurements on " + std::string(gpu_arch_name(comm_.arch)) +
-                  " GPUs were used: times are NCCL's own model, uncorrected");
+                  " GPUs were used: times are NCCL's own model, uncorrected (send/recv and all-to-all: a guessed latency at NCCL's link bandwidth)");
   }
   if (!comm_.nvlink) out.push_back("point-to-point over PCIe at 80% of NCCL's PCIe bandwidth is a guess");
   if (comm_.nodes > 1 && comm_.net == LinkKind::ethernet) {
