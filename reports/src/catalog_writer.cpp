@@ -9,12 +9,13 @@ namespace fleetsim {
 void write_catalog_text(std::ostream& out, const Catalog& c) {
   char line[256];
   out << "GPU types\n";
-  std::snprintf(line, sizeof line, "  %-15s %-34s %9s %11s %13s %13s %7s %7s\n", "id", "name", "VRAM", "HBM BW",
+  std::snprintf(line, sizeof line, "  %-15s %-34s %-9s %9s %11s %13s %13s %7s %7s\n", "id", "name", "arch", "VRAM", "HBM BW",
                 "BF16 dense", "FP8 dense", "TDP", "$/h");
   out << line;
   for (const auto& [id, g] : c.gpus()) {
     const double fp8 = g.peak_flop_per_s[static_cast<std::size_t>(Dtype::fp8)];
-    std::snprintf(line, sizeof line, "  %-15s %-34.34s %9s %11s %13s %13s %7s %7.2f\n", id.c_str(), g.name.c_str(),
+    std::snprintf(line, sizeof line, "  %-15s %-34.34s %-9s %9s %11s %13s %13s %7s %7.2f\n", id.c_str(), g.name.c_str(),
+                  g.arch == GpuArch::unknown ? "-" : std::string(gpu_arch_name(g.arch)).c_str(),
                   format_quantity(g.vram_bytes, Dimension::bytes).c_str(),
                   format_quantity(g.memory_bandwidth_Bps, Dimension::bandwidth).c_str(),
                   format_quantity(g.peak_for(Dtype::bf16), Dimension::flop_rate).c_str(),
@@ -50,7 +51,7 @@ std::string catalog_json(const Catalog& c) {
     for (std::size_t d = 0; d < kDtypeCount; ++d) {
       if (g.peak_flop_per_s[d] > 0) peaks[std::string(dtype_name(static_cast<Dtype>(d)))] = g.peak_flop_per_s[d];
     }
-    gpus[id] = {{"name", g.name}, {"vram_bytes", g.vram_bytes}, {"memory_bandwidth_Bps", g.memory_bandwidth_Bps},
+    gpus[id] = {{"name", g.name}, {"arch", gpu_arch_name(g.arch)}, {"vram_bytes", g.vram_bytes}, {"memory_bandwidth_Bps", g.memory_bandwidth_Bps},
                 {"peak_flop_per_s", peaks}, {"tdp_w", g.tdp_w}, {"idle_power_w", g.idle_power_w},
                 {"launch_overhead_s", g.launch_overhead_s}, {"price_usd_per_hour", g.price_usd_per_hour},
                 {"compute_and_memory", g.sequential_compute_and_memory ? "sequential" : "overlapped"},
@@ -60,14 +61,15 @@ std::string catalog_json(const Catalog& c) {
   ordered_json links = ordered_json::object();
   for (const auto& [id, l] : c.links()) {
     links[id] = {{"name", l.name}, {"kind", link_kind_name(l.kind)}, {"bandwidth_Bps", l.bandwidth_Bps},
-                 {"latency_s", l.latency_s}, {"source", l.source}};
+                 {"nccl_bandwidth_Bps", l.nccl_Bps()}, {"latency_s", l.latency_s}, {"source", l.source}};
   }
   j["links"] = links;
   ordered_json nodes = ordered_json::object();
   for (const auto& [id, n] : c.nodes()) {
     nodes[id] = {{"name", n.name}, {"gpu", n.gpu}, {"gpus", n.gpus}, {"gpu_link", n.gpu_link},
                  {"host_link", n.host_link}, {"nic", n.nic}, {"nics", n.nics},
-                 {"host_memory_bytes", n.host_memory_bytes}, {"source", n.source}};
+                 {"host_memory_bytes", n.host_memory_bytes}, {"cpu", n.cpu == CpuVendor::amd ? "amd" : "intel"},
+                 {"nvls", n.nvls}, {"source", n.source}};
   }
   j["nodes"] = nodes;
   ordered_json models = ordered_json::object();

@@ -1,5 +1,5 @@
 // libFuzzer target for every input loader. The first byte picks the loader; the rest is the file (or,
-// for the last, the bytes another MPI rank sent).
+// for loader 11, the bytes another MPI rank sent).
 // A loader may throw InputError (that is its job) and nothing else: any other exception, crash,
 // hang or sanitizer report is a bug.
 #include <cstddef>
@@ -12,6 +12,7 @@
 #include "fleetsim/catalog.hpp"
 #include "fleetsim/error.hpp"
 #include "fleetsim/import.hpp"
+#include "fleetsim/nccl.hpp"
 #include "fleetsim/nccl_tests.hpp"
 #include "fleetsim/plan.hpp"
 #include "fleetsim/profile.hpp"
@@ -25,7 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   const std::string text(reinterpret_cast<const char*>(data + 1), size - 1);
   try {
-    switch (data[0] % 12) {
+    switch (data[0] % 14) {
       case 0: fleetsim::parse_scenario(text, "fuzz.json", ""); break;
       case 1: fleetsim::parse_workflow(text, "fuzz.json", fleetsim::Catalog::builtin()); break;
       case 2: {
@@ -63,6 +64,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         } catch (const std::invalid_argument&) {
         }
         break;
+      case 12: fleetsim::parse_nccl_constants(text, "fuzz.json"); break;
+      case 13: fleetsim::parse_measured_collective(text, "fuzz.csv"); break;
     }
   } catch (const fleetsim::InputError&) {
   }
