@@ -14,6 +14,7 @@
 
 #include "distributed.hpp"
 #include "fleetsim/collective.hpp"
+#include "fleetsim/kernel_model.hpp"
 #include "fleetsim/nccl.hpp"
 #include "fleetsim/compare.hpp"
 #include "fleetsim/error.hpp"
@@ -93,6 +94,11 @@ struct CollectiveArgs {
   std::string max = "8G";
   double factor = 2;
   std::string profile;
+  bool json = false;
+};
+
+struct KernelsArgs {
+  std::string gpu, gemm, dtype = "bf16", measured, constants, fit;
   bool json = false;
 };
 
@@ -279,6 +285,67 @@ int run_collective(const CollectiveArgs& args) {
     fleetsim::write_collective_comparison(std::cout, *op, gpus.size(), args.cluster, points, *measured, notes);
   } else {
     fleetsim::write_collective_table(std::cout, *op, gpus.size(), args.cluster, points, notes);
+  }
+  return kOk;
+}
+
+int run_kernels(const KernelsArgs& args) {
+  auto bad = [](const std::string& option, std::string message) { return fleetsim::InputError({fleetsim::Problem{option, "", std::move(message)}}); };
+  const fleetsim::GpuType* gpu = fleetsim::Catalog::builtin().gpu(args.gpu);
+  if (gpu == nullptr) {
+    std::string known;
+    for (const auto& [id, g] : fleetsim::Catalog::builtin().gpus()) known += (known.empty() ? "" : ", ") + id;
+    throw bad("--gpu", "unknown GPU type \"" + args.gpu + "\" (expected one of " + known + ")");
+  }
+  const auto dtype = fleetsim::parse_dtype(args.dtype);
+  if (!dtype) throw bad("--dtype", "expected fp64, fp32, tf32, bf16, fp16, fp8 or int8, found \"" + args.dtype + "\"");
+  if (gpu->peak_for(*dtype) <= 0) throw bad("--dtype", args.gpu + " has no peak for " + args.dtype);
+  auto constants = args.constants.empty() ? fleetsim::builtin_kernel_constants()
+                                          : fleetsim::parse_kernel_constants(fleetsim::read_text_file(args.constants), args.constants);
+  if (!args.fit.empty()) {
+    if (args.measured.empty()) throw bad("--fit", "needs --measured FILE, the kernels to fit to");
+    constants = fleetsim::fit_kernel_constants(*gpu, *dtype, fleetsim::load_measured_kernels(args.measured), *constants,
+                                               "fitted to " + args.measured + " by fleetsim kernels --fit (" + args.gpu + ", " + args.dtype + ")");
+    write_file(args.fit, "the fitted constants", [&](std::ostream& o) { o << fleetsim::kernel_constants_json(*constants); });
+  }
+  const fleetsim::KernelModel model(*gpu, constants);
+  std::vector<std::string> notes;
+  if (!model.measured()) notes.push_back("assumed: no kernel measurements on " + std::string(fleetsim::gpu_arch_name(gpu->arch)) + " GPUs were used: Ampere's constants stand in");
+  if (args.measured.empty() == args.gemm.empty()) throw bad("--gemm", "expected one of --gemm M,N,K or --measured FILE");
+  if (!args.gemm.empty()) {
+    fleetsim::KernelCall call;
+    double dims[3] = {0, 0, 0};
+    std::stringstream in(args.gemm);
+    std::string cell;
+    int i = 0;
+    for (; i < 3 && std::getline(in, cell, ','); ++i) {
+      try {
+        std::size_t used = 0;
+        dims[i] = std::stod(cell, &used);
+        if (used != cell.size() || !(dims[i] >= 1) || dims[i] > 1e9) i = 99;
+      } catch (const std::exception&) {
+        i = 99;
+      }
+    }
+    if (i != 3 || std::getline(in, cell, ',')) throw bad("--gemm", "expected three sizes from 1 to 1e9, M,N,K, such as 4096,4096,4096, found \"" + args.gemm + "\"");
+    call.m = dims[0];
+    call.n = dims[1];
+    call.k = dims[2];
+    const fleetsim::KernelEstimate e = model.estimate(call, *dtype);
+    if (args.json) {
+      std::cout << fleetsim::kernel_estimate_json(*gpu, call, *dtype, e);
+    } else {
+      fleetsim::write_kernel_estimate(std::cout, *gpu, call, *dtype, e, notes);
+    }
+    return kOk;
+  }
+  const auto measured = fleetsim::load_measured_kernels(args.measured);
+  std::vector<fleetsim::KernelEstimate> predicted;
+  for (const auto& m : measured) predicted.push_back(model.estimate(m.call, *dtype));
+  if (args.json) {
+    std::cout << fleetsim::kernel_comparison_json(*gpu, measured, predicted, notes);
+  } else {
+    fleetsim::write_kernel_comparison(std::cout, *gpu, measured, predicted, notes);
   }
   return kOk;
 }
@@ -708,6 +775,16 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   import_wfc->add_option("--out", wfc_out, "Write the workflow here instead of stdout");
 
+  KernelsArgs kern;
+  CLI::App* kernels = app.add_subcommand("kernels", "Time one kernel on a GPU type, or check the kernel-time model against measured kernels");
+  kernels->add_option("--gpu", kern.gpu, "A catalog GPU type, such as h100-sxm")->required();
+  kernels->add_option("--gemm", kern.gemm, "A GEMM's M,N,K, such as 4096,4096,4096: its time and why");
+  kernels->add_option("--dtype", kern.dtype, "The data type: fp64, fp32, tf32, bf16, fp16, fp8 or int8")->capture_default_str();
+  kernels->add_option("--measured", kern.measured, "A CSV of measured kernels (name,kernel,m,n,k,time_us): the error by class and operation");
+  kernels->add_option("--kernels", kern.constants, "Kernel-model constants in place of the built-in models/kernels.json (same shape)");
+  kernels->add_option("--fit", kern.fit, "Fit the GPU architecture's constants to --measured and write them (models/kernels.json's shape) here");
+  kernels->add_flag("--json", kern.json, "Print JSON instead of text");
+
   CollectiveArgs coll;
   CLI::App* collective = app.add_subcommand("collective", "Predict a collective's time and bandwidth, nccl-tests style");
   collective->add_option("--op", coll.op, "all-reduce, all-gather, reduce-scatter, broadcast, reduce, all-to-all, send-recv")->capture_default_str();
@@ -742,6 +819,7 @@ int main(int argc, char** argv) {
       return kOk;
     }
     if (*simulate) return run_simulate(sim);
+    if (*kernels) return run_kernels(kern);
     if (*collective) {
       coll.op_given = collective->count("--op") > 0;
       coll.gpus_given = collective->count("--gpus") > 0;

@@ -43,6 +43,8 @@ GpuType read_gpu(ObjectReader& r, const std::string& id, const GpuType* base) {
   g.id = id;
   g.name = r.string("name", need).value_or(g.name.empty() ? id : g.name);
   g.arch = static_cast<GpuArch>(r.choice("arch", kGpuArchNames, static_cast<std::size_t>(g.arch)));
+  g.sms = static_cast<int>(r.integer_or("sms", g.sms, 1, 100000));
+  g.l2_bytes = r.quantity_or("l2_cache", Dimension::bytes, g.l2_bytes);
   g.vram_bytes = r.quantity("vram", Dimension::bytes, need).value_or(g.vram_bytes);
   g.memory_bandwidth_Bps = r.quantity("memory_bandwidth", Dimension::bandwidth, need).value_or(g.memory_bandwidth_Bps);
   if (const Json* flops = r.field("peak_flops", need)) {

@@ -9,6 +9,8 @@
 #include "fleetsim/catalog.hpp"
 #include "fleetsim/collective.hpp"
 #include "fleetsim/compare.hpp"
+#include "fleetsim/kernel_model.hpp"
+#include "fleetsim/measured_kernels.hpp"
 #include "fleetsim/nccl_tests.hpp"
 #include "fleetsim/plan.hpp"
 #include "fleetsim/profile.hpp"
@@ -92,6 +94,17 @@ std::string policies_json();
 // as comment lines (what the model sees and what it assumes).
 void write_collective_table(std::ostream& out, CollectiveOp op, std::size_t ranks, const std::string& where,
                             const std::vector<CollectivePoint>& points, const std::vector<std::string>& notes);
+// One kernel's estimate and its breakdown.
+void write_kernel_estimate(std::ostream& out, const GpuType& gpu, const KernelCall& call, Dtype dtype, const KernelEstimate& e,
+                           const std::vector<std::string>& notes);
+std::string kernel_estimate_json(const GpuType& gpu, const KernelCall& call, Dtype dtype, const KernelEstimate& e);
+// Predicted against measured kernels: median, p90, median signed error (bias) and worst, by class and by
+// operation (the measured name's last part).
+void write_kernel_comparison(std::ostream& out, const GpuType& gpu, const std::vector<MeasuredKernel>& measured,
+                             const std::vector<KernelEstimate>& predicted, const std::vector<std::string>& notes);
+std::string kernel_comparison_json(const GpuType& gpu, const std::vector<MeasuredKernel>& measured, const std::vector<KernelEstimate>& predicted,
+                                   const std::vector<std::string>& notes);
+
 // How far predictions are from measurements (points and measured rows size by size).
 struct CollectiveErrors {
   std::size_t sizes = 0;

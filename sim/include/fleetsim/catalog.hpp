@@ -27,6 +27,8 @@ struct GpuType {
   std::string id;
   std::string name;
   GpuArch arch = GpuArch::unknown;
+  int sms = 0;  // streaming multiprocessors (compute units): the kernel model tiles work over them; 0: unknown
+  double l2_bytes = 0;  // last-level cache: a kernel whose data fits reads it from there (0: none)
   double vram_bytes = 0;
   double memory_bandwidth_Bps = 0;
   std::array<double, kDtypeCount> peak_flop_per_s{};  // dense; 0 where the dtype is unsupported

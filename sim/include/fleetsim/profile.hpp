@@ -25,7 +25,7 @@ struct LinkCalibration {
   std::string id;  // catalog link type
   std::optional<double> bandwidth_Bps, latency_s;
   // Corrections of the collective model's latency and bandwidth on this link (fleetsim/nccl.hpp).
-  std::optional<double> collective_latency_scale, collective_bandwidth_scale;
+  std::optional<double> collective_latency_scale{}, collective_bandwidth_scale{};
 };
 
 // One timed run of a microbenchmark: `size` is FLOP (gemm), a matrix side (gemm-square), bytes

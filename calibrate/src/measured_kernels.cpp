@@ -1,0 +1,75 @@
+#include "fleetsim/measured_kernels.hpp"
+
+#include <charconv>
+#include <sstream>
+
+#include "fleetsim/error.hpp"
+
+namespace fleetsim {
+
+std::vector<MeasuredKernel> parse_measured_kernels(std::string_view text, const std::string& file) {
+  std::vector<MeasuredKernel> out;
+  std::vector<Problem> problems;
+  std::istringstream in{std::string(text)};
+  std::string line;
+  std::size_t number = 0;
+  bool header = false, batched = false;
+  while (std::getline(in, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    const std::string at = "line " + std::to_string(number);
+    if (!header) {
+      header = true;
+      batched = line == "name,kernel,m,n,k,batch,time_us";
+      if (line != "name,kernel,m,n,k,time_us" && !batched) {
+        problems.push_back({file, at, "expected the header \"name,kernel,m,n,k,time_us\" or \"name,kernel,m,n,k,batch,time_us\", found \"" + line + "\""});
+      }
+      continue;
+    }
+    std::vector<std::string> cells;
+    std::stringstream row(line);
+    for (std::string cell; std::getline(row, cell, ',');) cells.push_back(cell);
+    const std::size_t columns = batched ? 7 : 6;
+    if (cells.size() != columns) {
+      problems.push_back({file, at, "expected " + std::to_string(columns) + " columns, found " + std::to_string(cells.size())});
+      continue;
+    }
+    MeasuredKernel m;
+    m.name = cells[0];
+    const auto cls = parse_kernel_class(cells[1]);
+    if (!cls || *cls == KernelClass::memory || (*cls == KernelClass::attention && !batched)) {
+      problems.push_back({file, at + ", column kernel",
+                          "expected gemm, norm, add, activation, gated-activation, rope, softmax, embedding, or attention (with the batch column), found \"" + cells[1] + "\""});
+      continue;
+    }
+    m.call.cls = *cls;
+    m.call.name = m.name;
+    const std::vector<const char*> names = batched ? std::vector<const char*>{"m", "n", "k", "batch", "time_us"} : std::vector<const char*>{"m", "n", "k", "time_us"};
+    std::vector<double> values(names.size(), 0.0);
+    bool good = true;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      const std::string& cell = cells[i + 2];
+      const auto [end, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), values[i]);
+      const bool zero_ok = i == 2 && *cls != KernelClass::gemm && *cls != KernelClass::attention;
+      if (ec != std::errc() || end != cell.data() + cell.size() || !(values[i] > 0 || (zero_ok && values[i] == 0))) {
+        problems.push_back({file, at + ", column " + names[i], std::string("expected a ") + (zero_ok ? "non-negative" : "positive") + " number, found \"" + cell + "\""});
+        good = false;
+      }
+    }
+    if (!good) continue;
+    m.call.m = values[0];
+    m.call.n = values[1];
+    m.call.k = values[2];
+    if (batched) m.call.batch = values[3];
+    m.time_s = values.back() * 1e-6;
+    out.push_back(std::move(m));
+  }
+  if (problems.empty() && out.empty()) problems.push_back({file, "", "expected rows of name,kernel,m,n,k,time_us, found none"});
+  if (!problems.empty()) throw InputError(std::move(problems));
+  return out;
+}
+
+std::vector<MeasuredKernel> load_measured_kernels(const std::string& path) { return parse_measured_kernels(read_text_file(path), path); }
+
+}  // namespace fleetsim

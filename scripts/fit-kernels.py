@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Fits the A100 and H100 sections of models/kernels.json to Vidur's per-operation profiles.
+
+    python3 scripts/fit-kernels.py [--fleetsim build/fleetsim] [--write]
+
+Runs `fleetsim kernels --gpu G --measured calibrate/data/vidur/compute/G.csv --fit OUT` (the fit is
+fleetsim's own, fit_kernel_constants) and prints the fitted figures; --write puts the numbers into
+models/kernels.json, keeping its sources and layout (rebuild afterwards: the file is compiled in).
+Standard library only.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FITS = [("ampere", "a100-sxm-80gb", "a100"), ("hopper", "h100-sxm", "h100")]
+
+
+def fit(fleetsim, gpu, data):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "fit.json")
+        report = subprocess.run([fleetsim, "kernels", "--gpu", gpu, "--dtype", "fp16", "--measured",
+                                 os.path.join("calibrate", "data", "vidur", "compute", data + ".csv"), "--fit", out],
+                                check=True, capture_output=True, text=True, cwd=ROOT).stdout
+        return json.load(open(out)), report
+
+
+def round_all(x):
+    if isinstance(x, float):
+        return float("%.4g" % x)
+    if isinstance(x, list):
+        return [round_all(v) for v in x]
+    if isinstance(x, dict):
+        return {k: round_all(v) for k, v in x.items()}
+    return x
+
+
+def write_back(path, arch, section):
+    """Replaces the numbers of one architecture's section, keeping its source and the file's layout."""
+    text = open(path).read()
+    start = text.index('"%s": {' % arch, text.index('"architectures"'))
+    end = text.index('"attention_fixed_us"', start)
+    block = text[start:end]
+    block = re.sub(r'"gemm_tile_efficiency": \[[^\]]*\]', '"gemm_tile_efficiency": %s' % json.dumps(section["gemm_tile_efficiency"]), block)
+    for key in ("gemm_k_overhead", "gemm_memory_efficiency", "gemm_fixed_us"):
+        block = re.sub(r'"%s": [0-9.e+-]+' % key, '"%s": %s' % (key, json.dumps(section[key])), block)
+    for cls, m in section["memory_bound"].items():
+        block = re.sub(r'"%s": \{[^}]*\}' % re.escape(cls), '"%s": %s' % (cls, json.dumps(m)), block)
+    open(path, "w").write(text[:start] + block + text[end:])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--fleetsim", default=os.path.join(ROOT, "build", "fleetsim"))
+    parser.add_argument("--write", action="store_true", help="write the fitted numbers into models/kernels.json")
+    args = parser.parse_args()
+    models = os.path.join(ROOT, "models", "kernels.json")
+    for arch, gpu, data in FITS:
+        fitted, report = fit(args.fleetsim, gpu, data)
+        section = round_all(fitted["architectures"][arch])
+        # Classes the profiles do not measure take the activation figures, as the file's source says.
+        for cls in ("softmax", "embedding", "memory"):
+            section["memory_bound"][cls] = section["memory_bound"]["activation"]
+        print("%s (%s):" % (arch, gpu))
+        print("  gemm tiles %s, k overhead %s, memory efficiency %s, fixed %s us" %
+              (section["gemm_tile_efficiency"], section["gemm_k_overhead"], section["gemm_memory_efficiency"], section["gemm_fixed_us"]))
+        for cls, m in section["memory_bound"].items():
+            print("  %-17s %s" % (cls, m))
+        print("\n".join("  " + line for line in report.splitlines() if line and not line.startswith("#")))
+        if args.write:
+            write_back(models, arch, section)
+    if args.write:
+        print("wrote", models)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+// How long one GPU kernel takes, from its shape: the kernel-time model that layer-level model profiles
+// are timed with.
+//
+// A GEMM is tiled as cuBLAS tiles it: each candidate tile shape (with split-K where the tiles are too
+// few to fill the GPU) runs in waves of one tile per SM, each tile at a per-SM rate that depends on
+// its shape; the fastest candidate is taken, and never faster than moving its operands through HBM.
+// Memory-bound kernels (norms, activations, elementwise, rotary embeddings, softmax, embeddings,
+// optimizer steps) move their bytes at the share of HBM bandwidth their class achieves. Attention runs
+// at a FlashAttention-class fraction of peak, or at HBM speed where reading the KV cache dominates.
+// Every kernel pays a fixed cost. The constants (models/kernels.json) are per GPU architecture, with
+// their sources; each estimate says which bound it hit.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fleetsim/catalog.hpp"
+
+namespace fleetsim {
+
+enum class KernelClass : std::uint8_t {
+  gemm,              // m x k times k x n
+  attention,         // batch x heads of (m queries over n keys), head dimension k
+  norm,              // LayerNorm / RMSNorm of m rows of n
+  add,               // elementwise binary (residual add): reads 2 m x n, writes m x n
+  activation,        // elementwise unary (GELU, SiLU): m x n in, m x n out
+  gated_activation,  // SwiGLU / GEGLU: m x 2n in, m x n out
+  rope,              // rotary embedding of m rows of n (queries and keys), in place
+  softmax,           // m rows of n, read and written
+  embedding,         // gather m rows of n from a table
+  memory,            // any other memory-bound kernel: bytes given
+};
+std::string_view kernel_class_name(KernelClass cls);
+std::optional<KernelClass> parse_kernel_class(std::string_view name);
+
+// One kernel call (or `count` identical ones). Dimensions as KernelClass says; bytes only for `memory`.
+struct KernelCall {
+  KernelClass cls = KernelClass::gemm;
+  double m = 0, n = 0, k = 0;
+  double batch = 1;     // attention: batch x query heads; gemm: a batched GEMM's count
+  double groups = 1;    // attention: query heads per key/value head (GQA)
+  bool causal = false;  // attention
+  double bytes = 0;     // memory
+  double count = 1;
+  std::string name;     // what it is in the model ("qkv", "mlp.down", ...)
+};
+
+// The estimate and why: the compute-bound time (tiles at their rate), the memory-bound time (bytes
+// through HBM), and the fixed cost.
+struct KernelEstimate {
+  double compute_s = 0;
+  double memory_s = 0;
+  double fixed_s = 0;
+  double time_s() const { return fixed_s + (compute_s > memory_s ? compute_s : memory_s); }
+  bool memory_bound() const { return memory_s >= compute_s; }
+};
+
+// The constants of models/kernels.json, per GPU architecture.
+inline constexpr std::size_t kMemoryKernelClasses = 8;  // norm .. memory, in KernelClass order
+// A memory-bound class: its bytes move at `efficiency` of HBM bandwidth (l2_speedup times faster for
+// the share that fits in the GPU's L2 cache, where the previous kernel left it), and no faster than
+// rows allow: each row is one CTA moving its bytes at row_GBps, rows_per_sm at once on each SM
+// (row_GBps 0: no limit).
+struct MemoryKernelConstants {
+  double efficiency = 1;
+  double fixed_us = 0;
+  double row_GBps = 0;
+  double rows_per_sm = 1;
+  double l2_speedup = 1;
+};
+struct KernelArchConstants {
+  std::string source;
+  std::vector<double> tile_efficiency;  // per tile shape of KernelConstants::tiles
+  double k_overhead = 0;                // a tile's prologue and epilogue, in K elements
+  double gemm_memory_efficiency = 1;
+  double gemm_fixed_us = 0;
+  std::array<MemoryKernelConstants, kMemoryKernelClasses> memory{};
+  double attention_efficiency = 1;
+  double attention_key_overhead = 0;  // a query block's prologue and epilogue, in keys
+  double attention_fixed_us = 0;
+};
+struct KernelConstants {
+  std::string about, gemm_source;
+  std::vector<std::array<double, 2>> tiles;  // (rows, columns) of the output a CTA computes
+  std::vector<double> split_k;
+  double split_k_min_k = 0;
+  double attention_block = 128;  // query rows per CTA
+  KernelArchConstants ampere, hopper, fallback;
+  // The section an architecture uses (architectures without their own use `fallback`).
+  const KernelArchConstants& of(GpuArch arch) const;
+  KernelArchConstants& of(GpuArch arch);
+};
+// The constants as JSON of the shape parse_kernel_constants reads.
+std::string kernel_constants_json(const KernelConstants& k);
+std::shared_ptr<const KernelConstants> builtin_kernel_constants();
+// Strict: unknown fields, wrong shapes and non-positive figures are errors naming `file` and the field.
+std::shared_ptr<const KernelConstants> parse_kernel_constants(std::string_view text, const std::string& file);
+
+class KernelModel {
+ public:
+  explicit KernelModel(const GpuType& gpu, std::shared_ptr<const KernelConstants> constants = builtin_kernel_constants());
+  // One call (count ignored); the element size is the dtype's.
+  KernelEstimate estimate(const KernelCall& call, Dtype dtype) const;
+  // Calls in sequence, each `count` times.
+  double time_s(const std::vector<KernelCall>& calls, Dtype dtype) const;
+  // The constants are measured for this GPU's architecture (false: another architecture's, a guess).
+  bool measured() const;
+
+ private:
+  KernelEstimate gemm(double m, double n, double k, double batch, Dtype dtype) const;
+  GpuType gpu_;
+  std::shared_ptr<const KernelConstants> k_;
+  const KernelArchConstants* arch_ = nullptr;  // the GPU architecture's, within k_
+};
+
+double dtype_bytes(Dtype dtype);
+
+}  // namespace fleetsim

@@ -1,0 +1,275 @@
+#include "fleetsim/kernel_model.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+
+#include "../json_reader.hpp"
+
+namespace fleetsim::embedded {
+std::string_view kernels_json();
+}  // namespace fleetsim::embedded
+
+namespace fleetsim {
+
+namespace {
+constexpr std::array<std::string_view, 10> kClassNames{"gemm", "attention", "norm", "add", "activation", "gated-activation",
+                                                       "rope", "softmax", "embedding", "memory"};
+std::size_t memory_index(KernelClass cls) { return static_cast<std::size_t>(cls) - static_cast<std::size_t>(KernelClass::norm); }
+}  // namespace
+
+const KernelArchConstants& KernelConstants::of(GpuArch arch) const {
+  return arch == GpuArch::ampere ? ampere : arch == GpuArch::hopper ? hopper : fallback;
+}
+KernelArchConstants& KernelConstants::of(GpuArch arch) {
+  return arch == GpuArch::ampere ? ampere : arch == GpuArch::hopper ? hopper : fallback;
+}
+
+namespace {
+
+using detail::Json;
+using detail::Need;
+using detail::ObjectReader;
+using detail::Problems;
+
+std::vector<double> read_numbers(ObjectReader& r, std::string_view key, std::size_t count, double min) {
+  std::vector<double> out;
+  const Json* v = r.field(key, Need::required);
+  if (v == nullptr) return out;
+  bool good = v->is_array() && (count == 0 ? !v->empty() : v->size() == count);
+  if (good) {
+    for (const Json& x : *v) good = good && x.is_number() && std::isfinite(x.get<double>()) && x.get<double>() >= min;
+  }
+  if (!good) {
+    r.problem(key, "expected an array of " + (count == 0 ? std::string("one or more") : std::to_string(count)) + " numbers of at least " +
+                       Json(min).dump() + ", found " + detail::describe(*v));
+    return out;
+  }
+  for (const Json& x : *v) out.push_back(x.get<double>());
+  return out;
+}
+
+KernelArchConstants read_arch(ObjectReader& a, std::size_t tiles) {
+  KernelArchConstants k;
+  k.source = a.string("source", Need::required).value_or("");
+  k.tile_efficiency = read_numbers(a, "gemm_tile_efficiency", tiles, 1e-6);
+  k.k_overhead = a.number("gemm_k_overhead", Need::required, 0, 1e6).value_or(0);
+  k.gemm_memory_efficiency = a.number("gemm_memory_efficiency", Need::required, 1e-6, 2).value_or(1);
+  k.gemm_fixed_us = a.number("gemm_fixed_us", Need::required, 0, 1e6).value_or(0);
+  if (const Json* v = a.field("memory_bound", Need::required)) {
+    ObjectReader m(*v, a.pointer("memory_bound"), a.problems());
+    if (m.ok()) {
+      for (std::size_t c = 0; c < kMemoryKernelClasses; ++c) {
+        const std::string_view name = kClassNames[c + 2];
+        if (const Json* cv = m.field(name, Need::required)) {
+          ObjectReader r(*cv, m.pointer(name), a.problems());
+          if (!r.ok()) continue;
+          MemoryKernelConstants& mc = k.memory[c];
+          mc.efficiency = r.number("efficiency", Need::required, 1e-6, 2).value_or(1);
+          mc.fixed_us = r.number("fixed_us", Need::required, 0, 1e6).value_or(0);
+          mc.row_GBps = r.number("row_GBps", Need::required, 0, 1e6).value_or(0);
+          mc.rows_per_sm = r.number("rows_per_sm", Need::required, 1e-3, 1e6).value_or(1);
+          mc.l2_speedup = r.number("l2_speedup", Need::required, 1, 100).value_or(1);
+          r.finish();
+        }
+      }
+      m.finish();
+    }
+  }
+  k.attention_efficiency = a.number("attention_efficiency", Need::required, 1e-6, 1).value_or(1);
+  k.attention_key_overhead = a.number("attention_key_overhead", Need::required, 0, 1e6).value_or(0);
+  k.attention_fixed_us = a.number("attention_fixed_us", Need::required, 0, 1e6).value_or(0);
+  a.finish();
+  return k;
+}
+
+std::shared_ptr<const KernelConstants> read_constants(const Json& doc, Problems& problems) {
+  auto k = std::make_shared<KernelConstants>();
+  ObjectReader top(doc, "", problems);
+  if (!top.ok()) return k;
+  k->about = top.string("about", Need::optional).value_or("");
+  if (const Json* g = top.field("gemm", Need::required)) {
+    ObjectReader r(*g, top.pointer("gemm"), problems);
+    if (r.ok()) {
+      k->gemm_source = r.string("source", Need::required).value_or("");
+      if (const Json* tiles = r.field("tiles", Need::required)) {
+        bool good = tiles->is_array() && !tiles->empty();
+        for (std::size_t i = 0; good && i < tiles->size(); ++i) {
+          const Json& t = (*tiles)[i];
+          good = t.is_array() && t.size() == 2 && t[0].is_number() && t[1].is_number() && t[0].get<double>() >= 1 && t[1].get<double>() >= 1;
+          if (good) k->tiles.push_back({t[0].get<double>(), t[1].get<double>()});
+        }
+        if (!good) r.problem("tiles", "expected an array of [rows, columns] pairs of at least 1");
+      }
+      k->split_k = read_numbers(r, "split_k", 0, 1);
+      k->split_k_min_k = r.number("split_k_min_k", Need::required, 1).value_or(1);
+      r.finish();
+    }
+  }
+  k->attention_block = top.number("attention_block", Need::required, 1, 4096).value_or(128);
+  if (const Json* archs = top.field("architectures", Need::required)) {
+    ObjectReader r(*archs, top.pointer("architectures"), problems);
+    if (r.ok()) {
+      for (const auto& [name, into] : {std::pair{"ampere", &k->ampere}, std::pair{"hopper", &k->hopper}, std::pair{"default", &k->fallback}}) {
+        if (const Json* v = r.field(name, Need::required)) {
+          ObjectReader a(*v, r.pointer(name), problems);
+          if (a.ok()) *into = read_arch(a, k->tiles.size());
+        }
+      }
+      r.finish();
+    }
+  }
+  top.finish();
+  return k;
+}
+
+}  // namespace
+
+std::string kernel_constants_json(const KernelConstants& k) {
+  Json doc = Json::object();
+  doc["about"] = k.about;
+  Json tiles = Json::array();
+  for (const auto& t : k.tiles) tiles.push_back({t[0], t[1]});
+  doc["gemm"] = {{"source", k.gemm_source}, {"tiles", tiles}, {"split_k", k.split_k}, {"split_k_min_k", k.split_k_min_k}};
+  doc["attention_block"] = k.attention_block;
+  Json archs = Json::object();
+  for (const auto& [name, a] : {std::pair{"ampere", &k.ampere}, std::pair{"hopper", &k.hopper}, std::pair{"default", &k.fallback}}) {
+    Json memory = Json::object();
+    for (std::size_t c = 0; c < kMemoryKernelClasses; ++c) {
+      const MemoryKernelConstants& m = a->memory[c];
+      memory[std::string(kClassNames[c + 2])] = {{"efficiency", m.efficiency}, {"fixed_us", m.fixed_us}, {"row_GBps", m.row_GBps},
+                                                  {"rows_per_sm", m.rows_per_sm}, {"l2_speedup", m.l2_speedup}};
+    }
+    archs[name] = {{"source", a->source},
+                   {"gemm_tile_efficiency", a->tile_efficiency},
+                   {"gemm_k_overhead", a->k_overhead},
+                   {"gemm_memory_efficiency", a->gemm_memory_efficiency},
+                   {"gemm_fixed_us", a->gemm_fixed_us},
+                   {"memory_bound", memory},
+                   {"attention_efficiency", a->attention_efficiency},
+                   {"attention_key_overhead", a->attention_key_overhead},
+                   {"attention_fixed_us", a->attention_fixed_us}};
+  }
+  doc["architectures"] = archs;
+  return doc.dump(2) + "\n";
+}
+
+std::string_view kernel_class_name(KernelClass cls) { return kClassNames[static_cast<std::size_t>(cls)]; }
+
+std::optional<KernelClass> parse_kernel_class(std::string_view name) {
+  for (std::size_t i = 0; i < kClassNames.size(); ++i) {
+    if (kClassNames[i] == name) return static_cast<KernelClass>(i);
+  }
+  return std::nullopt;
+}
+
+double dtype_bytes(Dtype dtype) {
+  switch (dtype) {
+    case Dtype::fp64: return 8;
+    case Dtype::fp32:
+    case Dtype::tf32: return 4;
+    case Dtype::bf16:
+    case Dtype::fp16: return 2;
+    case Dtype::fp8:
+    case Dtype::int8: return 1;
+  }
+  return 2;
+}
+
+std::shared_ptr<const KernelConstants> parse_kernel_constants(std::string_view text, const std::string& file) {
+  Problems problems(file);
+  const Json doc = detail::parse_json(text, problems);
+  problems.throw_if_any();
+  auto k = read_constants(doc, problems);
+  problems.throw_if_any();
+  return k;
+}
+
+std::shared_ptr<const KernelConstants> builtin_kernel_constants() {
+  static const std::shared_ptr<const KernelConstants> k = parse_kernel_constants(embedded::kernels_json(), "models/kernels.json (built in)");
+  return k;
+}
+
+KernelModel::KernelModel(const GpuType& gpu, std::shared_ptr<const KernelConstants> constants)
+    : gpu_(gpu), k_(std::move(constants)), arch_(&k_->of(gpu.arch)) {}
+
+bool KernelModel::measured() const { return arch_ != &k_->fallback; }
+
+// Each candidate tile shape, and split-K where its tiles cannot fill the SMs: waves of one tile per SM,
+// a tile's work (its K plus the prologue and epilogue) at the SM's share of peak times the shape's
+// efficiency. The fastest candidate is cuBLAS's pick; operands through HBM bound it from below.
+KernelEstimate KernelModel::gemm(double m, double n, double k, double batch, Dtype dtype) const {
+  KernelEstimate e;
+  e.fixed_s = arch_->gemm_fixed_us * 1e-6;
+  if (m <= 0 || n <= 0 || k <= 0) return e;
+  const double sms = std::max(1, gpu_.sms);
+  const double element = dtype_bytes(dtype);
+  const double per_sm = gpu_.peak_for(dtype) / sms;
+  const double bw = gpu_.memory_bandwidth_Bps * arch_->gemm_memory_efficiency;
+  e.memory_s = batch * element * (m * k + k * n + m * n) / bw;
+  double best = std::numeric_limits<double>::infinity();
+  for (std::size_t t = 0; t < k_->tiles.size(); ++t) {
+    const auto [tm, tn] = k_->tiles[t];
+    const double tiles = batch * std::ceil(m / tm) * std::ceil(n / tn);
+    const double rate = per_sm * arch_->tile_efficiency[t];
+    for (double s : k_->split_k) {
+      if (s > 1 && (tiles * s > 2 * sms || k / s < k_->split_k_min_k)) break;
+      const double waves = std::ceil(tiles * s / sms);
+      double time = waves * 2 * tm * tn * (std::ceil(k / s) + arch_->k_overhead) / rate;
+      if (s > 1) time += 4 * batch * m * n * s / bw;  // partial sums written and reduced in fp32
+      best = std::min(best, time);
+    }
+  }
+  e.compute_s = best;
+  return e;
+}
+
+KernelEstimate KernelModel::estimate(const KernelCall& c, Dtype dtype) const {
+  const double element = dtype_bytes(dtype);
+  const double bw = gpu_.memory_bandwidth_Bps;
+  KernelEstimate e;
+  switch (c.cls) {
+    case KernelClass::gemm: return gemm(c.m, c.n, c.k, c.batch, dtype);
+    case KernelClass::attention: {
+      // FlashAttention: query blocks of attention_block rows per CTA, in waves over the SMs; QK^T and
+      // PV are 4 m n k FLOP per head, about half with a causal mask over a square.
+      e.fixed_s = arch_->attention_fixed_us * 1e-6;
+      const double sms = std::max(1, gpu_.sms);
+      const double block = k_->attention_block;
+      const double keys = c.causal ? std::max(c.n - c.m / 2, c.n / 2) : c.n;
+      const double waves = std::ceil(c.batch * std::ceil(c.m / block) / sms);
+      e.compute_s = waves * 4 * std::min(block, c.m) * (keys + arch_->attention_key_overhead) * c.k /
+                    (gpu_.peak_for(dtype) / sms * arch_->attention_efficiency);
+      e.memory_s = element * (2 * c.batch * c.m * c.k + 2 * c.batch / std::max(1.0, c.groups) * c.n * c.k) / bw;
+      return e;
+    }
+    case KernelClass::memory: e.memory_s = c.bytes; break;
+    case KernelClass::norm: e.memory_s = element * (2 * c.m * c.n + c.n); break;
+    case KernelClass::add:
+    case KernelClass::gated_activation: e.memory_s = element * 3 * c.m * c.n; break;
+    case KernelClass::activation:
+    case KernelClass::rope:
+    case KernelClass::softmax:
+    case KernelClass::embedding: e.memory_s = element * 2 * c.m * c.n; break;
+  }
+  const MemoryKernelConstants& mc = arch_->memory[memory_index(c.cls)];
+  const double bytes = e.memory_s;
+  const double in_l2 = bytes > 0 && gpu_.l2_bytes > 0 ? std::min(1.0, gpu_.l2_bytes / bytes) : 0.0;
+  e.memory_s = bytes / (bw * mc.efficiency) * (1 - in_l2 + in_l2 / mc.l2_speedup);
+  // Row by row: a CTA per row, rows_per_sm of them at once on each SM, each at row_GBps.
+  if (mc.row_GBps > 0 && c.m >= 1 && c.cls != KernelClass::memory) {
+    const double waves = std::ceil(c.m / (std::max(1, gpu_.sms) * mc.rows_per_sm));
+    e.compute_s = waves * bytes / c.m / (mc.row_GBps * 1e9);
+  }
+  e.fixed_s = mc.fixed_us * 1e-6;
+  return e;
+}
+
+double KernelModel::time_s(const std::vector<KernelCall>& calls, Dtype dtype) const {
+  double t = 0;
+  for (const KernelCall& c : calls) t += c.count * estimate(c, dtype).time_s();
+  return t;
+}
+
+}  // namespace fleetsim

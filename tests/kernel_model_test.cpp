@@ -1,0 +1,181 @@
+// The kernel-time model: hand-worked cases on constants chosen for round numbers, the fit recovering
+// known constants, and the validation against Vidur's per-operation profiles pinned (rows of
+// reports/compute.md).
+#include <catch2/catch.hpp>
+
+#include "fleetsim/error.hpp"
+#include "fleetsim/kernel_model.hpp"
+#include "fleetsim/measured_kernels.hpp"
+#include "helpers.hpp"
+
+using namespace fleetsim;
+
+namespace {
+
+// A GPU of 100 SMs at 100 TFLOP/s (1 TFLOP/s per SM) and 1 TB/s, no L2; one 128 x 128 tile shape at
+// half the SM's rate, no K overhead, no fixed costs; every memory class at full bandwidth.
+GpuType round_gpu() {
+  GpuType g;
+  g.id = "round";
+  g.arch = GpuArch::hopper;
+  g.sms = 100;
+  g.memory_bandwidth_Bps = 1e12;
+  g.peak_flop_per_s[static_cast<std::size_t>(Dtype::bf16)] = 100e12;
+  return g;
+}
+
+std::shared_ptr<KernelConstants> round_constants() {
+  auto k = std::make_shared<KernelConstants>();
+  k->tiles = {{128, 128}};
+  k->split_k = {1, 2, 4};
+  k->split_k_min_k = 256;
+  k->attention_block = 128;
+  KernelArchConstants& a = k->hopper;
+  a.tile_efficiency = {0.5};
+  a.gemm_memory_efficiency = 1;
+  a.attention_efficiency = 0.5;
+  return k;
+}
+
+}  // namespace
+
+TEST_CASE("GEMMs run in waves of tiles, split K when tiles are few, and never beat HBM", "[kernels]") {
+  const GpuType gpu = round_gpu();
+  const KernelModel model(gpu, round_constants());
+  auto gemm = [&](double m, double n, double k) { return model.estimate({.cls = KernelClass::gemm, .m = m, .n = n, .k = k}, Dtype::bf16); };
+  // 1280 x 1280: 10 x 10 = 100 tiles, one wave; a tile's 2 x 128 x 128 x 1024 FLOP at 0.5 TFLOP/s = 67.1 us.
+  const KernelEstimate one = gemm(1280, 1280, 1024);
+  CHECK(one.compute_s == Approx(2.0 * 128 * 128 * 1024 / 0.5e12));
+  CHECK_FALSE(one.memory_bound());
+  // One more row of tiles (110) needs a second wave: twice the time for 10% more work.
+  CHECK(gemm(1408, 1280, 1024).compute_s == Approx(2 * one.compute_s));
+  // One tile with a long K: split 4 ways (4 CTAs, one wave), plus writing and reducing the fp32 partials.
+  const KernelEstimate split = gemm(128, 128, 65536);
+  CHECK(split.compute_s == Approx(2.0 * 128 * 128 * 16384 / 0.5e12 + 4.0 * 128 * 128 * 4 / 1e12));
+  // A vector times a matrix, with skinny 16 x 128 tiles added (also at half rate): 32 tiles split 4
+  // ways (8.4 us of tile work) cannot beat reading the 4096 x 4096 bf16 matrix from HBM (32 MiB at 1 TB/s).
+  auto skinny = round_constants();
+  skinny->tiles.push_back({16, 128});
+  skinny->hopper.tile_efficiency.push_back(0.5);
+  const KernelEstimate gemv = KernelModel(gpu, skinny).estimate({.cls = KernelClass::gemm, .m = 1, .n = 4096, .k = 4096}, Dtype::bf16);
+  CHECK(gemv.memory_bound());
+  CHECK(gemv.memory_s == Approx(2.0 * (4096 + 4096.0 * 4096 + 4096) / 1e12));
+}
+
+TEST_CASE("memory-bound kernels move their bytes at their class's share of HBM, row by row", "[kernels]") {
+  const GpuType gpu = round_gpu();
+  auto k = round_constants();
+  MemoryKernelConstants& norm = k->hopper.memory[static_cast<std::size_t>(KernelClass::norm) - static_cast<std::size_t>(KernelClass::norm)];
+  norm = {.efficiency = 0.5, .fixed_us = 2, .row_GBps = 10, .rows_per_sm = 2, .l2_speedup = 1};
+  const KernelModel model(gpu, k);
+  // 4096 rows of 4096 bf16: reads and writes 2 x 4096 x 4096 + 4096 elements = 67.1 MB at 0.5 TB/s.
+  const KernelEstimate big = model.estimate({.cls = KernelClass::norm, .m = 4096, .n = 4096}, Dtype::bf16);
+  CHECK(big.memory_s == Approx(2.0 * (2.0 * 4096 * 4096 + 4096) / 0.5e12));
+  CHECK(big.fixed_s == Approx(2e-6));
+  // One row: a single CTA moves its 16 KiB at 10 GB/s (1.64 us), more than the bandwidth share allows.
+  const KernelEstimate row = model.estimate({.cls = KernelClass::norm, .m = 1, .n = 4096}, Dtype::bf16);
+  CHECK(row.compute_s == Approx(2.0 * (2.0 * 4096 + 4096) / 10e9));
+  CHECK(row.time_s() == Approx(2e-6 + row.compute_s));
+  // With an L2 that holds half the bytes, twice as fast there: 3/4 of the time.
+  GpuType cached = gpu;
+  cached.l2_bytes = big.memory_s * 0.5e12 / 2;
+  norm.l2_speedup = 2;
+  CHECK(KernelModel(cached, k).estimate({.cls = KernelClass::norm, .m = 4096, .n = 4096}, Dtype::bf16).memory_s ==
+        Approx(0.75 * big.memory_s));
+}
+
+TEST_CASE("attention runs query blocks in waves at its share of peak; decoding reads the KV cache", "[kernels]") {
+  const GpuType gpu = round_gpu();
+  const KernelModel model(gpu, round_constants());
+  // 100 heads x 1 query block of 128 over 4096 keys, head dimension 128: one wave, each block
+  // 4 x 128 x 4096 x 128 FLOP at 0.5 TFLOP/s.
+  const KernelEstimate prefill = model.estimate({.cls = KernelClass::attention, .m = 128, .n = 4096, .k = 128, .batch = 100}, Dtype::bf16);
+  CHECK(prefill.compute_s == Approx(4.0 * 128 * 4096 * 128 / 0.5e12));
+  // Causal over a square: each block sees about half the keys.
+  const KernelEstimate causal =
+      model.estimate({.cls = KernelClass::attention, .m = 4096, .n = 4096, .k = 128, .batch = 1, .causal = true}, Dtype::bf16);
+  CHECK(causal.compute_s == Approx(4.0 * 128 * 2048 * 128 / 0.5e12));
+  // One query token per head over 32k cached keys with 8 query heads per KV head: reading K and V.
+  const KernelEstimate decode =
+      model.estimate({.cls = KernelClass::attention, .m = 1, .n = 32768, .k = 128, .batch = 64, .groups = 8}, Dtype::bf16);
+  CHECK(decode.memory_bound());
+  CHECK(decode.memory_s == Approx(2.0 * (2 * 64 * 128 + 2.0 * 64 / 8 * 32768 * 128) / 1e12));
+}
+
+TEST_CASE("the kernel fit recovers the constants that made the measurements", "[kernels][calibrate]") {
+  const GpuType gpu = round_gpu();
+  auto truth = round_constants();
+  truth->tiles = {{256, 128}, {128, 128}, {64, 64}};
+  truth->hopper.tile_efficiency = {0.8, 0.8 * 0.5, 0.8 * 0.125};  // e_max x (area / largest)^1
+  truth->hopper.k_overhead = 64;
+  truth->hopper.gemm_memory_efficiency = 0.9;
+  truth->hopper.gemm_fixed_us = 4;
+  const KernelModel model(gpu, truth);
+  std::vector<MeasuredKernel> measured;
+  for (double m : {1.0, 16.0, 128.0, 512.0, 2048.0, 8192.0}) {
+    for (double n : {1024.0, 4096.0, 12288.0}) {
+      for (double k : {1024.0, 4096.0}) {
+        MeasuredKernel row;
+        row.call = {.cls = KernelClass::gemm, .m = m, .n = n, .k = k};
+        row.time_s = model.estimate(row.call, Dtype::bf16).time_s();
+        measured.push_back(row);
+      }
+    }
+  }
+  KernelConstants start = *truth;
+  start.hopper.tile_efficiency = {0.6, 0.6, 0.6};
+  start.hopper.k_overhead = 0;
+  start.hopper.gemm_memory_efficiency = 0.7;
+  start.hopper.gemm_fixed_us = 1;
+  const auto fitted = fit_kernel_constants(gpu, Dtype::bf16, measured, start, "test");
+  const KernelModel refit(gpu, fitted);
+  for (const MeasuredKernel& row : measured) CHECK(refit.estimate(row.call, Dtype::bf16).time_s() == Approx(row.time_s).epsilon(0.03));
+  CHECK(fitted->hopper.tile_efficiency[0] == Approx(0.8).epsilon(0.05));
+  CHECK(fitted->hopper.source == "test");
+}
+
+TEST_CASE("the kernel model against Vidur's per-operation profiles (rows of reports/compute.md)", "[kernels][validation]") {
+  for (const auto& [gpu_id, file] : {std::pair{"a100-sxm-80gb", "a100"}, std::pair{"h100-sxm", "h100"}}) {
+    const GpuType& gpu = *Catalog::builtin().gpu(gpu_id);
+    const KernelModel model(gpu);
+    const auto measured = load_measured_kernels(test::source_dir() + "/calibrate/data/vidur/compute/" + file + ".csv");
+    std::map<KernelClass, std::vector<double>> errors;
+    for (const MeasuredKernel& m : measured) {
+      errors[m.call.cls].push_back(std::abs(model.estimate(m.call, Dtype::fp16).time_s() / m.time_s - 1));
+    }
+    for (auto& [cls, e] : errors) {
+      INFO(gpu_id << " " << kernel_class_name(cls) << " (" << e.size() << " rows)");
+      std::nth_element(e.begin(), e.begin() + static_cast<std::ptrdiff_t>(e.size() / 2), e.end());
+      CHECK(e[e.size() / 2] <= 0.10);  // the target: median |error| within 10% per class
+    }
+  }
+  // A row: Llama-2-7B's MLP up-projection (11008 x 2 gated outputs) over 4096 tokens on one H100.
+  const KernelModel h100(*Catalog::builtin().gpu("h100-sxm"));
+  CHECK(h100.estimate({.cls = KernelClass::gemm, .m = 4096, .n = 22016, .k = 4096}, Dtype::fp16).time_s() == Approx(987e-6).epsilon(0.10));
+}
+
+TEST_CASE("measured kernels and kernel constants are read strictly", "[kernels][input]") {
+  auto error_of = [](const std::string& text) {
+    try {
+      parse_measured_kernels(text, "k.csv");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error_of("name,kernel,m,n,k,time_us\na,gemm,1,2,3,4\nb,norm,1,2,0,4\n").empty());
+  CHECK(error_of("name,kernel,m,n,k,batch,time_us\na,attention,128,128,64,8,10\n").empty());
+  CHECK_THAT(error_of("name,kernel,m,n,k\n"), Catch::Contains("expected the header"));
+  CHECK_THAT(error_of("name,kernel,m,n,k,time_us\na,gemm,1,2,0,4\n"), Catch::Contains("line 2, column k"));
+  CHECK_THAT(error_of("name,kernel,m,n,k,time_us\na,attention,1,2,3,4\n"), Catch::Contains("batch column"));
+  CHECK_THAT(error_of("name,kernel,m,n,k,time_us\na,conv,1,2,3,4\n"), Catch::Contains("column kernel"));
+  CHECK_THAT(error_of("name,kernel,m,n,k,time_us\n"), Catch::Contains("found none"));
+  const std::string text = read_text_file(test::source_dir() + "/models/kernels.json");
+  std::string broken = text;
+  broken.replace(broken.find("\"attention_block\": 128"), 22, "\"attention_block\": 0");
+  CHECK_THROWS_WITH(parse_kernel_constants(broken, "k.json"), Catch::Contains("/attention_block"));
+  // What the constants writer writes, the reader reads back the same.
+  const auto builtin = builtin_kernel_constants();
+  const auto again = parse_kernel_constants(kernel_constants_json(*builtin), "again.json");
+  CHECK(kernel_constants_json(*again) == kernel_constants_json(*builtin));
+}
