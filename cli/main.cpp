@@ -15,6 +15,7 @@
 #include "distributed.hpp"
 #include "fleetsim/collective.hpp"
 #include "fleetsim/kernel_model.hpp"
+#include "fleetsim/model_profile.hpp"
 #include "fleetsim/nccl.hpp"
 #include "fleetsim/compare.hpp"
 #include "fleetsim/error.hpp"
@@ -98,7 +99,7 @@ struct CollectiveArgs {
 };
 
 struct KernelsArgs {
-  std::string gpu, gemm, dtype = "bf16", measured, constants, fit;
+  std::string gpu, gemm, dtype = "bf16", measured, constants, fit, model, shape, runtime;
   bool json = false;
 };
 
@@ -289,6 +290,34 @@ int run_collective(const CollectiveArgs& args) {
   return kOk;
 }
 
+// "width=1024,height=1024,batch=2": a model step's shape.
+fleetsim::StepShape parse_step_shape(const std::string& text) {
+  fleetsim::StepShape shape;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    double value = 0;
+    bool good = eq != std::string::npos;
+    try {
+      std::size_t used = 0;
+      value = good ? std::stod(item.substr(eq + 1), &used) : 0;
+      good = good && used == item.size() - eq - 1 && value >= 0 && value <= 1e7;
+    } catch (const std::exception&) {
+      good = false;
+    }
+    double* field = key == "batch" ? &shape.batch : key == "width" ? &shape.width : key == "height" ? &shape.height
+                  : key == "frames" ? &shape.frames : key == "tokens" ? &shape.tokens : key == "context" ? &shape.context : nullptr;
+    if (field == nullptr || !good) {
+      throw fleetsim::InputError({fleetsim::Problem{"--shape", "", "expected key=value pairs of batch, width, height, frames, tokens, context "
+                                                                 "(numbers from 0 to 1e7), such as width=1024,height=1024,batch=2; found \"" + item + "\""}});
+    }
+    *field = value;
+  }
+  return shape;
+}
+
 int run_kernels(const KernelsArgs& args) {
   auto bad = [](const std::string& option, std::string message) { return fleetsim::InputError({fleetsim::Problem{option, "", std::move(message)}}); };
   const fleetsim::GpuType* gpu = fleetsim::Catalog::builtin().gpu(args.gpu);
@@ -311,7 +340,31 @@ int run_kernels(const KernelsArgs& args) {
   const fleetsim::KernelModel model(*gpu, constants);
   std::vector<std::string> notes;
   if (!model.measured()) notes.push_back("assumed: no kernel measurements on " + std::string(fleetsim::gpu_arch_name(gpu->arch)) + " GPUs were used: Ampere's constants stand in");
-  if (args.measured.empty() == args.gemm.empty()) throw bad("--gemm", "expected one of --gemm M,N,K or --measured FILE");
+  if (!args.model.empty()) {
+    const fleetsim::Architecture* arch = fleetsim::Catalog::builtin().architecture(args.model);
+    if (arch == nullptr) {
+      std::string known;
+      for (const auto& [id, a] : fleetsim::Catalog::builtin().architectures()) known += (known.empty() ? "" : ", ") + id;
+      throw bad("--model", "unknown architecture \"" + args.model + "\" (expected one of " + known + ")");
+    }
+    fleetsim::StepShape shape = parse_step_shape(args.shape);
+    if (args.runtime.empty()) {
+      shape.runtime = fleetsim::default_runtime(*arch);
+      notes.push_back("assumed: runs " + std::string(fleetsim::runtime_name(shape.runtime)) + " (--runtime says otherwise)");
+    } else if (auto runtime = fleetsim::parse_runtime(args.runtime)) {
+      shape.runtime = *runtime;
+    } else {
+      throw bad("--runtime", "expected eager or compiled, found \"" + args.runtime + "\"");
+    }
+    const fleetsim::StepEstimate step = fleetsim::estimate_step(*arch, shape, model, *dtype);
+    if (args.json) {
+      std::cout << fleetsim::model_step_json(*gpu, *arch, shape, *dtype, step);
+    } else {
+      fleetsim::write_model_step(std::cout, *gpu, *arch, shape, *dtype, step, notes);
+    }
+    return kOk;
+  }
+  if (args.measured.empty() == args.gemm.empty()) throw bad("--gemm", "expected one of --gemm M,N,K, --measured FILE or --model ARCHITECTURE");
   if (!args.gemm.empty()) {
     fleetsim::KernelCall call;
     double dims[3] = {0, 0, 0};
@@ -782,6 +835,9 @@ int main(int argc, char** argv) {
   kernels->add_option("--dtype", kern.dtype, "The data type: fp64, fp32, tf32, bf16, fp16, fp8 or int8")->capture_default_str();
   kernels->add_option("--measured", kern.measured, "A CSV of measured kernels (name,kernel,m,n,k,time_us): the error by class and operation");
   kernels->add_option("--kernels", kern.constants, "Kernel-model constants in place of the built-in models/kernels.json (same shape)");
+  kernels->add_option("--model", kern.model, "An architecture (fleetsim catalog lists them): one step's kernels and their time");
+  kernels->add_option("--shape", kern.shape, "The step's shape for --model: batch, width, height, frames, tokens, context, as width=1024,height=1024,batch=2");
+  kernels->add_option("--runtime", kern.runtime, "How --model runs: eager (PyTorch, as ComfyUI runs it) or compiled (fused kernels, CUDA graphs); default by model");
   kernels->add_option("--fit", kern.fit, "Fit the GPU architecture's constants to --measured and write them (models/kernels.json's shape) here");
   kernels->add_flag("--json", kern.json, "Print JSON instead of text");
 

@@ -4,8 +4,9 @@
     python3 scripts/compute-report.py [--fleetsim build/fleetsim] [--out reports/compute.md]
 
 Runs `fleetsim kernels --measured` on Vidur's per-operation profiles (calibrate/data/vidur/compute) and on
-published attention benchmarks (calibrate/data/attention), and `fleetsim kernels --gemm` on square GEMMs for
-every catalog GPU. Standard library only.
+published attention benchmarks (calibrate/data/attention), `fleetsim kernels --model` on the catalog's model
+architectures at common shapes, and `fleetsim kernels --gemm` on square GEMMs for every catalog GPU.
+Standard library only.
 """
 import argparse
 import json
@@ -17,7 +18,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SETS = [  # (title, GPU type, file, fitted to it)
     ("Vidur, A100 SXM 80GB, fp16", "a100-sxm-80gb", "calibrate/data/vidur/compute/a100.csv", True),
     ("Vidur, H100 SXM, fp16", "h100-sxm", "calibrate/data/vidur/compute/h100.csv", True),
-    ("Triton FlashAttention-2 (PyTorch benchmark suite), H100 SXM, fp16", "h100-sxm", "calibrate/data/attention/h100_fa2_triton.csv", True),
+    ("FlashAttention-2 and PyTorch SDPA (published), H100 SXM, fp16", "h100-sxm", "calibrate/data/attention/h100_fa2_sdpa.csv", True),
 ]
 
 
@@ -70,7 +71,7 @@ def main():
         ops = {}
         for r in rows:
             ops.setdefault(r["name"].split("/")[-1], []).append(r)
-        if len(ops) < len(rows):
+        if "vidur" in path:
             w("\nBy operation (Vidur's names), split by size (m, tokens):\n")
             w("| operation | m <= 64 | 64 < m <= 512 | m > 512 | all |")
             w("|---|---:|---:|---:|---:|")
@@ -81,12 +82,50 @@ def main():
                     cells.append("%s (%d)" % (pct(quantile(e, 0.5)), len(e)) if e else "-")
                 w("| %s | %s |" % (op, " | ".join(cells)))
         else:
+            sources = {}
+            for r in rows:
+                sources.setdefault(r["name"].split("/")[0], []).append(r)
+            w("\nBy source (the `README.md` beside the file says where each comes from):\n")
+            w("| source | rows | median \\|error\\| | bias |")
+            w("|---|---:|---:|---:|")
+            for src, rs in sources.items():
+                w("| %s | %d | %s | %s |" % (src, len(rs), pct(quantile([abs(r["error"]) for r in rs], 0.5)),
+                                           spct(quantile([r["error"] for r in rs], 0.5))))
             w("\n| kernel | measured (us) | predicted (us) | error |")
             w("|---|---:|---:|---:|")
             for r in rows:
                 w("| %s | %.1f | %.1f | %s |" % (r["name"], r["measured_s"] * 1e6, r["time_s"] * 1e6, spct(r["error"])))
         worst = sorted(rows, key=lambda r: -abs(r["error"]))[:5]
         w("\nWorst rows: " + "; ".join("%s m=%d n=%d k=%d %s" % (r["name"], r["m"], r["n"], r["k"], spct(r["error"])) for r in worst) + ".\n")
+
+    w("## Model steps\n")
+    w("`fleetsim kernels --gpu GPU --model ARCHITECTURE --shape SHAPE [--runtime compiled]`: one step's kernels "
+      "(`sim/src/compute/model_profile.cpp`) timed by the model above. *Eager* is PyTorch as ComfyUI runs it (a kernel per "
+      "operator, NCHW activations around cuDNN's convolutions, 10 us of host time per launch); *compiled* fuses the "
+      "elementwise work and launches from a graph. Milliseconds per step; in brackets the achieved share of the dense "
+      "peak. These are predictions: none of these steps was measured here or fitted to.\n")
+    steps = [("sd15-unet", "batch=2,width=512,height=512", "SD 1.5 UNet, 512x512, with its negative prompt"),
+             ("sdxl-unet", "batch=2,width=1024,height=1024", "SDXL UNet, 1024x1024, with its negative prompt"),
+             ("flux-dit", "batch=1,width=1024,height=1024,context=256", "FLUX.1 DiT, 1024x1024, 256 text tokens"),
+             ("sd35-large-mmdit", "batch=2,width=1024,height=1024", "SD 3.5 Large MMDiT, 1024x1024, with its negative prompt"),
+             ("wan21-14b-dit", "batch=1,width=1280,height=720,frames=81", "Wan 2.1 14B, 81 frames at 1280x720"),
+             ("sd-vae-decoder", "batch=1,width=1024,height=1024", "SD/SDXL VAE decode, 1024x1024"),
+             ("real-esrgan-x4", "batch=1,width=1024,height=1024", "Real-ESRGAN x4 of a 1024x1024 image"),
+             ("t5-xxl-encoder", "tokens=256", "T5-XXL encoder, 256 tokens"),
+             ("llama-3-8b", "batch=32,tokens=1,context=2048", "Llama-3-8B decode, 32 sequences at 2k context")]
+    gpus = (("a100-sxm-80gb", "A100"), ("h100-sxm", "H100"))
+    w("| step | TFLOP | " + " | ".join("%s eager | %s compiled" % (name, name) for _, name in gpus) + " |")
+    w("|---|---:|" + "---:|---:|" * len(gpus))
+    for arch, shape, title in steps:
+        cells, flop = [], 0
+        for gpu, _ in gpus:
+            for runtime in ("eager", "compiled"):
+                e = fleetsim(args.fleetsim, "kernels", "--gpu", gpu, "--model", arch, "--shape", shape, "--runtime", runtime)
+                flop = e["flop"]
+                peak = 312e12 if gpu.startswith("a100") else 989e12
+                cells.append("%.3g (%.0f%%)" % (e["time_s"] * 1e3, 100 * e["flop"] / e["time_s"] / peak))
+        w("| %s | %.3g | %s |" % (title, flop / 1e12, " | ".join(cells)))
+    w("")
 
     w("## Where the model is weakest\n")
     w("- Kernels of a few rows (m <= 64): their time is a few microseconds of fixed cost and one CTA's pace per row, which "
@@ -96,8 +135,15 @@ def main():
       "heuristics are not public; the model takes the fastest of its candidates, which the real pick is not always.")
     w("- The L2 term (the share of a memory-bound kernel's bytes that fits in the L2 cache moves faster) is a smooth "
       "stand-in for a sharp effect.")
-    w("- Attention on A100, and every constant for Volta, Ada and Blackwell GPUs: no measurement of them was used; "
-      "`fleetsim kernels` says so where it applies them.\n")
+    w("- Convolutions run at the GEMM tiles' efficiency as implicit GEMMs; no convolution timing was found to test "
+      "that against. The NCHW transposes eager PyTorch adds around them are modelled as copies.")
+    w("- GroupNorm's statistics (one CTA per sample and group) take a per-CTA pace derived from four published eager "
+      "GroupNorm+SiLU timings on Hopper (sglang pull requests 26045 and 23938; see `models/kernels.json`); Ampere takes the "
+      "same pace, a guess.")
+    w("- The host's 10 us per eager launch is an estimate from per-op dispatch measurements (4-8 us) plus the model code "
+      "around each kernel; it decides small steps (text encoders, SD 1.5 on H100) and hardly matters for large ones.")
+    w("- Attention on A100 (its level from maintainers' and users' reports, its shape from H100), and every constant for "
+      "Volta, Ada and Blackwell GPUs: no measurement of them was fitted; `fleetsim kernels` says so where it applies them.\n")
 
     w("## Square GEMMs on every catalog GPU\n")
     w("`fleetsim kernels --gpu GPU --gemm N,N,N` (bf16): achieved TFLOP/s and the share of the dense peak.\n")

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Fits the A100 and H100 sections of models/kernels.json to Vidur's per-operation profiles.
+"""Fits the A100 and H100 sections of models/kernels.json to Vidur's per-operation profiles, and the H100
+attention constants to published FlashAttention-2 and SDPA timings.
 
     python3 scripts/fit-kernels.py [--fleetsim build/fleetsim] [--write]
 
-Runs `fleetsim kernels --gpu G --measured calibrate/data/vidur/compute/G.csv --fit OUT` (the fit is
-fleetsim's own, fit_kernel_constants) and prints the fitted figures; --write puts the numbers into
-models/kernels.json, keeping its sources and layout (rebuild afterwards: the file is compiled in).
-Standard library only.
+Runs `fleetsim kernels --gpu G --measured FILE --fit OUT` (the fit is fleetsim's own, fit_kernel_constants)
+on calibrate/data/vidur/compute/G.csv and, for H100, calibrate/data/attention/h100_fa2_sdpa.csv, and prints
+the fitted figures; --write puts the numbers into models/kernels.json, keeping its sources and layout
+(rebuild afterwards: the file is compiled in). Standard library only.
 """
 import argparse
 import json
@@ -17,14 +18,17 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FITS = [("ampere", "a100-sxm-80gb", "a100"), ("hopper", "h100-sxm", "h100")]
+FITS = [  # (architecture, GPU type, Vidur's set, attention set or None)
+    ("ampere", "a100-sxm-80gb", "calibrate/data/vidur/compute/a100.csv", None),
+    ("hopper", "h100-sxm", "calibrate/data/vidur/compute/h100.csv", "calibrate/data/attention/h100_fa2_sdpa.csv"),
+]
+ATTENTION = ("attention_efficiency", "attention_key_overhead", "attention_head_overhead")
 
 
 def fit(fleetsim, gpu, data):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "fit.json")
-        report = subprocess.run([fleetsim, "kernels", "--gpu", gpu, "--dtype", "fp16", "--measured",
-                                 os.path.join("calibrate", "data", "vidur", "compute", data + ".csv"), "--fit", out],
+        report = subprocess.run([fleetsim, "kernels", "--gpu", gpu, "--dtype", "fp16", "--measured", data, "--fit", out],
                                 check=True, capture_output=True, text=True, cwd=ROOT).stdout
         return json.load(open(out)), report
 
@@ -50,6 +54,8 @@ def write_back(path, arch, section):
         block = re.sub(r'"%s": [0-9.e+-]+' % key, '"%s": %s' % (key, json.dumps(section[key])), block)
     for cls, m in section["memory_bound"].items():
         block = re.sub(r'"%s": \{[^}]*\}' % re.escape(cls), '"%s": %s' % (cls, json.dumps(m)), block)
+    for key in ATTENTION:
+        block = re.sub(r'"%s": [0-9.e+-]+' % key, '"%s": %s' % (key, json.dumps(section[key])), block)
     open(path, "w").write(text[:start] + block + text[end:])
 
 
@@ -59,15 +65,23 @@ def main():
     parser.add_argument("--write", action="store_true", help="write the fitted numbers into models/kernels.json")
     args = parser.parse_args()
     models = os.path.join(ROOT, "models", "kernels.json")
-    for arch, gpu, data in FITS:
+    for arch, gpu, data, attention in FITS:
         fitted, report = fit(args.fleetsim, gpu, data)
         section = round_all(fitted["architectures"][arch])
-        # Classes the profiles do not measure take the activation figures, as the file's source says.
+        if attention:
+            fitted_attention, attention_report = fit(args.fleetsim, gpu, attention)
+            for key in ATTENTION:
+                section[key] = round_all(fitted_attention["architectures"][arch][key])
+            report += attention_report
+        # Classes the profiles do not measure take the activation figures, as the file's source says;
+        # GroupNorm's statistics (reduction) keep the figures derived in the file's source.
         for cls in ("softmax", "embedding", "memory"):
             section["memory_bound"][cls] = section["memory_bound"]["activation"]
+        del section["memory_bound"]["reduction"]
         print("%s (%s):" % (arch, gpu))
         print("  gemm tiles %s, k overhead %s, memory efficiency %s, fixed %s us" %
               (section["gemm_tile_efficiency"], section["gemm_k_overhead"], section["gemm_memory_efficiency"], section["gemm_fixed_us"]))
+        print("  attention %s" % ", ".join("%s %s" % (k, section[k]) for k in ATTENTION))
         for cls, m in section["memory_bound"].items():
             print("  %-17s %s" % (cls, m))
         print("\n".join("  " + line for line in report.splitlines() if line and not line.startswith("#")))

@@ -4,6 +4,7 @@
 
 #include "fleetsim/error.hpp"
 #include "fleetsim/import.hpp"
+#include "fleetsim/model_profile.hpp"
 #include "fleetsim/simulation.hpp"
 #include "helpers.hpp"
 
@@ -31,19 +32,37 @@ std::string import_error(const std::string& json, const std::string& costs = "")
 
 }  // namespace
 
-TEST_CASE("an SDXL hires-fix graph becomes six tasks with scaled work", "[import]") {
+TEST_CASE("an SDXL hires-fix graph becomes six tasks, model steps at the graph's sizes", "[import]") {
   const std::string path = test::source_dir() + "/scenarios/comfyui/sdxl-hires-fix.json";
   const std::string text = read_text_file(path);
   REQUIRE(is_comfyui_prompt(text));
   const Workflow wf = import_comfyui(text, path, Catalog::builtin());
   CHECK(wf.tasks.size() == 6);  // 2 text encodes, 2 samplers, a VAE decode, an upscale
-  const double step = Catalog::builtin().op("sdxl-unet-step-1024")->flop;
-  // 30 steps at 1024x1024, batch 2; then 15 steps at 1.5x per side (2.25x the pixels), batch 2.
-  CHECK(task(wf, "KSampler#3").flop == Approx(30 * step * 2));
-  CHECK(task(wf, "KSampler#11").flop == Approx(15 * step * 2.25 * 2));
-  CHECK(task(wf, "KSampler#3").model == "sdxl-base-1.0");
+  // 30 steps at 1024x1024 over a batch of 2 latents, each with its negative prompt (cfg 7): batch 4;
+  // then 15 steps at 1.5x per side.
+  const TaskSpec& base = task(wf, "KSampler#3");
+  const TaskSpec& hires = task(wf, "KSampler#11");
+  REQUIRE(base.architecture);
+  CHECK(base.architecture->id == "sdxl-unet");
+  CHECK(base.steps == 30);
+  CHECK(base.shape.batch == 4);
+  CHECK(base.shape.width == 1024);
+  CHECK(base.shape.context == 77);  // a short prompt: one CLIP chunk
+  CHECK(base.shape.runtime == Runtime::eager);
+  CHECK(base.dtype == Dtype::fp16);
+  CHECK(base.flop == Approx(30 * kernels_flop(step_kernels(*base.architecture, base.shape))));
+  CHECK(hires.steps == 15);
+  CHECK(hires.shape.width == 1536);
+  // 2.25x the pixels is more than 2.25x the work per step: self-attention grows with their square.
+  CHECK(hires.flop / 15 > 2.3 * base.flop / 30);
+  CHECK(base.model == "sdxl-base-1.0");
   CHECK(task(wf, "ImageUpscaleWithModel#13").model == "real-esrgan-x4plus");
-  CHECK(task(wf, "VAEDecode#8").flop == Approx(Catalog::builtin().op("sdxl-vae-decode-1024")->flop * 2.25 * 2));
+  CHECK(task(wf, "ImageUpscaleWithModel#13").shape.width == 1536);  // the decoded image it upscales
+  const TaskSpec& decode = task(wf, "VAEDecode#8");
+  CHECK(decode.architecture->id == "sd-vae-decoder");
+  CHECK(decode.shape.batch == 2);
+  CHECK(decode.dtype == Dtype::bf16);
+  CHECK(task(wf, "CLIPTextEncode#6").architecture->id == "clip-g-text");
   // Both prompts feed both samplers; the first sampler's latent feeds the second through the upscale.
   CHECK(wf.edges.size() == 7);
   CHECK(wf.inputs(static_cast<std::uint32_t>(&task(wf, "KSampler#11") - wf.tasks.data())).size() == 3);
@@ -63,7 +82,8 @@ TEST_CASE("unknown ComfyUI node types are listed, and a costs file names them", 
   const Workflow wf = import_comfyui(graph, "graph.json", Catalog::builtin(), costs, "costs.json");
   CHECK(wf.tasks.size() == 3);  // the sampler and two sharpen passes; the watermark is free
   CHECK(task(wf, "MagicSharpen#4").flop == 2e12);
-  CHECK(task(wf, "KSampler#3").flop == Approx(20 * Catalog::builtin().op("sd15-unet-step-512")->flop));
+  CHECK(task(wf, "KSampler#3").architecture->id == "sd15-unet");
+  CHECK(task(wf, "KSampler#3").shape.batch == 2);  // no cfg given: ComfyUI's default 8, with the negative prompt
   CHECK_THAT(import_error(graph, R"({"MagicSharpen": {"flops": "2 TFLOP"}, "Watermark": {"free": true}})"),
              Contains("costs.json: /MagicSharpen/flops: unknown field"));
 }
@@ -85,15 +105,23 @@ TEST_CASE("a scenario runs ComfyUI graphs end to end", "[import][simulation]") {
   CHECK(run.summary.workflows.completed == 600);
 }
 
-TEST_CASE("a FLUX graph is costed as FLUX: T5 text encode, 16-channel latents", "[import]") {
+TEST_CASE("a FLUX graph is costed as FLUX: T5 text encode, no negative prompt at cfg 1", "[import]") {
   const std::string path = test::source_dir() + "/scenarios/comfyui/flux-dev.json";
   const Workflow wf = import_comfyui(read_text_file(path), path, Catalog::builtin());
   const TaskSpec& encode = task(wf, "CLIPTextEncode#4");
   CHECK(encode.model == "t5-v1_1-xxl-encoder");  // "t5xxl" must not read as SDXL
-  CHECK(encode.flop == Catalog::builtin().op("t5xxl-text-encode-512")->flop);
-  // 20 steps at 1024 x 768: three quarters of the 1024 x 1024 profile.
-  CHECK(task(wf, "KSampler#7").flop == Approx(20 * Catalog::builtin().op("flux-dev-step-1024")->flop * 0.75));
-  CHECK(task(wf, "KSampler#7").model == "flux.1-dev");
+  CHECK(encode.architecture->id == "t5-xxl-encoder");
+  CHECK(encode.shape.tokens == 256);  // ComfyUI pads T5's tokens to 256
+  const TaskSpec& sample = task(wf, "KSampler#7");
+  CHECK(sample.model == "flux.1-dev");
+  CHECK(sample.architecture->id == "flux-dit");
+  CHECK(sample.steps == 20);
+  CHECK(sample.shape.batch == 1);  // cfg 1: the negative prompt is skipped
+  CHECK(sample.shape.width == 1024);
+  CHECK(sample.shape.height == 768);
+  CHECK(sample.shape.context == 256);
+  CHECK(sample.dtype == Dtype::bf16);
+  CHECK(task(wf, "VAEDecode#8").architecture->id == "flux-vae-decoder");
 }
 
 TEST_CASE("costs files get clear errors", "[import][errors]") {

@@ -60,6 +60,10 @@ TEST_CASE("GEMMs run in waves of tiles, split K when tiles are few, and never be
   const KernelEstimate gemv = KernelModel(gpu, skinny).estimate({.cls = KernelClass::gemm, .m = 1, .n = 4096, .k = 4096}, Dtype::bf16);
   CHECK(gemv.memory_bound());
   CHECK(gemv.memory_s == Approx(2.0 * (4096 + 4096.0 * 4096 + 4096) / 1e12));
+  // A 3x3 convolution as an implicit GEMM reads its input once, not once per tap: 1M pixels x 64
+  // channels in, 64 out, K = 576; 9 taps.
+  const KernelEstimate conv = model.estimate({.cls = KernelClass::gemm, .m = 1 << 20, .n = 64, .k = 576, .taps = 9}, Dtype::bf16);
+  CHECK(conv.memory_s == Approx(2.0 * ((1 << 20) * 64.0 + 576.0 * 64 + (1 << 20) * 64.0) / 1e12));
 }
 
 TEST_CASE("memory-bound kernels move their bytes at their class's share of HBM, row by row", "[kernels]") {
@@ -84,17 +88,24 @@ TEST_CASE("memory-bound kernels move their bytes at their class's share of HBM, 
         Approx(0.75 * big.memory_s));
 }
 
-TEST_CASE("attention runs query blocks in waves at its share of peak; decoding reads the KV cache", "[kernels]") {
+TEST_CASE("attention runs query blocks in waves at its share of peak, decoding reads the KV cache", "[kernels]") {
   const GpuType gpu = round_gpu();
   const KernelModel model(gpu, round_constants());
   // 100 heads x 1 query block of 128 over 4096 keys, head dimension 128: one wave, each block
   // 4 x 128 x 4096 x 128 FLOP at 0.5 TFLOP/s.
   const KernelEstimate prefill = model.estimate({.cls = KernelClass::attention, .m = 128, .n = 4096, .k = 128, .batch = 100}, Dtype::bf16);
   CHECK(prefill.compute_s == Approx(4.0 * 128 * 4096 * 128 / 0.5e12));
-  // Causal over a square: each block sees about half the keys.
+  // Causal over a square: a block sees the keys up to its last query, on average half of them and
+  // half a block more (the diagonal block is computed whole).
   const KernelEstimate causal =
       model.estimate({.cls = KernelClass::attention, .m = 4096, .n = 4096, .k = 128, .batch = 1, .causal = true}, Dtype::bf16);
-  CHECK(causal.compute_s == Approx(4.0 * 128 * 2048 * 128 / 0.5e12));
+  CHECK(causal.compute_s == Approx(4.0 * 128 * (2048 + 64) * 128 / 0.5e12));
+  // Per-key softmax work worth 32 head-dimension units: head dimension 64 runs at 64 / 96 of the rate.
+  auto softmax = round_constants();
+  softmax->hopper.attention_head_overhead = 32;
+  const KernelEstimate small_heads =
+      KernelModel(gpu, softmax).estimate({.cls = KernelClass::attention, .m = 128, .n = 4096, .k = 64, .batch = 100}, Dtype::bf16);
+  CHECK(small_heads.compute_s == Approx(4.0 * 128 * 4096 * (64 + 32) / 0.5e12));
   // One query token per head over 32k cached keys with 8 query heads per KV head: reading K and V.
   const KernelEstimate decode =
       model.estimate({.cls = KernelClass::attention, .m = 1, .n = 32768, .k = 128, .batch = 64, .groups = 8}, Dtype::bf16);
@@ -122,7 +133,24 @@ TEST_CASE("the kernel fit recovers the constants that made the measurements", "[
       }
     }
   }
+  // Attention at head dimensions 64 and 128 over 512 to 8k keys, causal and not.
+  truth->hopper.attention_key_overhead = 100;
+  truth->hopper.attention_head_overhead = 16;
+  const KernelModel with_attention(gpu, truth);
+  for (double d : {64.0, 128.0}) {
+    for (double s : {512.0, 2048.0, 8192.0}) {
+      for (bool causal : {false, true}) {
+        MeasuredKernel row;
+        row.call = {.cls = KernelClass::attention, .m = s, .n = s, .k = d, .batch = 16384 / s * 16, .causal = causal};
+        row.time_s = with_attention.estimate(row.call, Dtype::bf16).time_s();
+        measured.push_back(row);
+      }
+    }
+  }
   KernelConstants start = *truth;
+  start.hopper.attention_efficiency = 0.3;
+  start.hopper.attention_key_overhead = 0;
+  start.hopper.attention_head_overhead = 0;
   start.hopper.tile_efficiency = {0.6, 0.6, 0.6};
   start.hopper.k_overhead = 0;
   start.hopper.gemm_memory_efficiency = 0.7;
@@ -131,6 +159,8 @@ TEST_CASE("the kernel fit recovers the constants that made the measurements", "[
   const KernelModel refit(gpu, fitted);
   for (const MeasuredKernel& row : measured) CHECK(refit.estimate(row.call, Dtype::bf16).time_s() == Approx(row.time_s).epsilon(0.03));
   CHECK(fitted->hopper.tile_efficiency[0] == Approx(0.8).epsilon(0.05));
+  CHECK(fitted->hopper.attention_efficiency == Approx(0.5).epsilon(0.05));
+  CHECK(fitted->hopper.attention_head_overhead == Approx(16).epsilon(0.1));
   CHECK(fitted->hopper.source == "test");
 }
 
@@ -154,6 +184,19 @@ TEST_CASE("the kernel model against Vidur's per-operation profiles (rows of repo
   CHECK(h100.estimate({.cls = KernelClass::gemm, .m = 4096, .n = 22016, .k = 4096}, Dtype::fp16).time_s() == Approx(987e-6).epsilon(0.10));
 }
 
+TEST_CASE("the attention constants against published FlashAttention-2 and SDPA timings on H100 (rows of reports/compute.md)", "[kernels][validation]") {
+  const KernelModel h100(*Catalog::builtin().gpu("h100-sxm"));
+  const auto measured = load_measured_kernels(test::source_dir() + "/calibrate/data/attention/h100_fa2_sdpa.csv");
+  std::vector<double> errors;
+  for (const MeasuredKernel& m : measured) errors.push_back(std::abs(h100.estimate(m.call, Dtype::fp16).time_s() / m.time_s - 1));
+  std::nth_element(errors.begin(), errors.begin() + static_cast<std::ptrdiff_t>(errors.size() / 2), errors.end());
+  CHECK(errors[errors.size() / 2] <= 0.10);
+  // FLUX.1's attention at 1024x1024 (24 heads, 4608 tokens, head dimension 128): PyTorch's SDPA at
+  // 329.5 TFLOP/s (tritonbench pull request 97), 0.792 ms.
+  CHECK(h100.estimate({.cls = KernelClass::attention, .m = 4608, .n = 4608, .k = 128, .batch = 24}, Dtype::bf16).time_s() ==
+        Approx(791.9e-6).epsilon(0.05));
+}
+
 TEST_CASE("measured kernels and kernel constants are read strictly", "[kernels][input]") {
   auto error_of = [](const std::string& text) {
     try {
@@ -164,7 +207,7 @@ TEST_CASE("measured kernels and kernel constants are read strictly", "[kernels][
     return std::string();
   };
   CHECK(error_of("name,kernel,m,n,k,time_us\na,gemm,1,2,3,4\nb,norm,1,2,0,4\n").empty());
-  CHECK(error_of("name,kernel,m,n,k,batch,time_us\na,attention,128,128,64,8,10\n").empty());
+  CHECK(error_of("name,kernel,m,n,k,batch,time_us\na,attention,128,128,64,8,10\nb,attention-causal,128,128,64,8,6\n").empty());
   CHECK_THAT(error_of("name,kernel,m,n,k\n"), Catch::Contains("expected the header"));
   CHECK_THAT(error_of("name,kernel,m,n,k,time_us\na,gemm,1,2,0,4\n"), Catch::Contains("line 2, column k"));
   CHECK_THAT(error_of("name,kernel,m,n,k,time_us\na,attention,1,2,3,4\n"), Catch::Contains("batch column"));

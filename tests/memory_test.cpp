@@ -50,7 +50,7 @@ TEST_CASE("LRU eviction keeps the most recently used models", "[memory]") {
   CHECK(m.used(g) == Approx(100e9));
 }
 
-TEST_CASE("held tensors and working sets count; what does not fit spills to host", "[memory]") {
+TEST_CASE("held tensors and working sets count, what does not fit spills to host", "[memory]") {
   GpuMemory m({100e9});
   const GpuId g = make_id<GpuId>(0);
   m.admit(g, kNoModel, 0, 30e9, 0);

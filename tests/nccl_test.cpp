@@ -139,7 +139,7 @@ TEST_CASE("on an idle network the flow model times every algorithm as the model 
   }
 }
 
-TEST_CASE("two all-reduces sharing NVLinks slow each other; on separate GPUs they do not", "[nccl][network]") {
+TEST_CASE("two all-reduces sharing NVLinks slow each other, on separate GPUs they do not", "[nccl][network]") {
   const Box b("hgx-h100-8", 1);
   const double S = 1e9;
   const auto ring = plan_collective(b.cluster, b.topology, CollectiveOp::all_reduce, CollectiveAlgo::ring, first(8), S);

@@ -297,7 +297,7 @@ TEST_CASE("routes: NVLink inside a node, every hop across nodes, nothing through
   CHECK(route(t, t.host_vertex(make_id<NodeId>(1)), t.gpu_vertex(make_id<GpuId>(2))).size() == 2);
 }
 
-TEST_CASE("ECMP: one key, one path; many keys spread over the spines", "[network][topology]") {
+TEST_CASE("ECMP: one key, one path, many keys spread over the spines", "[network][topology]") {
   const Built b = build(R"([{"type": "unit-node-1", "count": 4}])", R"({"topology": "fat-tree", "nodes_per_leaf": 2, "spines": 4})");
   const Topology& t = b.topology;
   const std::uint32_t from = t.gpu_vertex(make_id<GpuId>(0)), to = t.gpu_vertex(make_id<GpuId>(3));
@@ -446,7 +446,7 @@ TEST_CASE("an oversubscribed fat-tree halves the bandwidth between leaves", "[ne
   CHECK(net2.rate(c) == Approx(25e9));
 }
 
-TEST_CASE("rail-optimized: same-rail traffic stays on its leaf; cross-rail traffic changes rail inside the node", "[network][topology]") {
+TEST_CASE("rail-optimized: same-rail traffic stays on its leaf, cross-rail traffic changes rail inside the node", "[network][topology]") {
   const Built b = build(R"([{"type": "unit-node-2", "count": 2, "node_overrides": {"nics": 2}}])", R"({"topology": "rail-optimized"})");
   const Topology& t = b.topology;
   auto names = [&](std::uint32_t from, std::uint32_t to) {
@@ -542,7 +542,7 @@ TEST_CASE("two all-reduces on the same GPUs share the links and each takes the s
   CHECK(apart_times[1] == Approx(apart_times[0]));
 }
 
-TEST_CASE("NVLS bus bandwidth exceeds the per-GPU link rate; ring's cannot", "[network][collective]") {
+TEST_CASE("NVLS bus bandwidth exceeds the per-GPU link rate, ring's cannot", "[network][collective]") {
   const Built b(test::unit_scenario(R"("catalog": [], "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
       "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
       "workload": [{"workflow": "w", "arrival": {"process": "once"}}])"));

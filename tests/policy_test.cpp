@@ -70,7 +70,7 @@ TEST_CASE("memory-aware keeps each model on its own GPU where FIFO swaps", "[pol
   CHECK(aware.latency_s.mean < fifo.latency_s.mean);
 }
 
-TEST_CASE("priority serves the important tenant first; sjf the short job", "[policy]") {
+TEST_CASE("priority serves the important tenant first, sjf the short job", "[policy]") {
   // One GPU busy until 1 s; meanwhile a long job (low priority) and a short one (high priority) queue.
   const Scenario sc = unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 1}]},
       "tenants": [{"name": "batch", "priority": 0}, {"name": "interactive", "priority": 5}],
@@ -154,7 +154,7 @@ TEST_CASE("gang-backfill lets a short task run before the blocked gang, never a 
   CHECK_THAT(starts(simulate(with_policy(sc, "fifo"))), Catch::Matchers::Approx(std::vector<double>{0, 3, 4, 4}));
 }
 
-TEST_CASE("drf serves the tenant holding the fewest GPUs; las the job with the least service", "[policy]") {
+TEST_CASE("drf serves the tenant holding the fewest GPUs, las the job with the least service", "[policy]") {
   // Two GPUs. Tenant a runs a 10-s job and queues three 1-s jobs; tenant b queues one at 0.5 s.
   // FIFO runs b's job after a's three (at 3 s); DRF, when the second GPU frees at 1 s, sees a holding
   // one GPU and b none, and runs b's job.
@@ -288,7 +288,7 @@ TEST_CASE("interactive and batch classes are reported apart, and SLOs can name a
   CHECK(simulate(unit_scenario(preemption_scenario(R"({"name": "urgent"})"))).summary.classes.empty());
 }
 
-TEST_CASE("a pinned tenant runs only on its nodes; an exclusive tenant's nodes run nobody else", "[policy][pinning]") {
+TEST_CASE("a pinned tenant runs only on its nodes, an exclusive tenant's nodes run nobody else", "[policy][pinning]") {
   // Three 2-GPU nodes. "a" is pinned to n2; "b" keeps n0 for itself; "c" may go anywhere but n0.
   const Scenario sc = unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-2", "count": 3}]},
       "tenants": [{"name": "a", "nodes": ["n2"]}, {"name": "b", "nodes": ["n0"], "exclusive": true}, {"name": "c"}],

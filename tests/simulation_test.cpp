@@ -147,7 +147,7 @@ TEST_CASE("M/D/1: mean wait matches the Pollaczek-Khinchine formula", "[simulati
   CHECK(run.summary.gpu_utilization == Approx(0.5).epsilon(0.02));
 }
 
-TEST_CASE("one seed gives identical output; another seed a different one", "[simulation][determinism]") {
+TEST_CASE("one seed gives identical output, another seed a different one", "[simulation][determinism]") {
   const fleetsim::Scenario sc = fleetsim::load_scenario(fleetsim::test::source_dir() + "/scenarios/default.json");
   auto outputs = [&](std::uint64_t seed) {
     const auto run = fleetsim::simulate(sc, {.seed = seed});

@@ -65,7 +65,7 @@ TEST_CASE("two tasks share a time-sliced GPU in turns, paying the interference",
   CHECK(r.summary.tenants[0].gpu_s == Approx(3.2));
 }
 
-TEST_CASE("a time-sliced GPU runs no more tasks than its slots; idle GPUs are used first", "[time-slicing]") {
+TEST_CASE("a time-sliced GPU runs no more tasks than its slots, idle GPUs are used first", "[time-slicing]") {
   // Three 1-s tasks, one GPU with two slots, no interference: two share it and end at 2 s, the third
   // waits for a slot and ends at 3 s.
   const RunResult one = run("unit-node-1", R"({"tasks": 2})", {1, 1, 1});
@@ -114,7 +114,7 @@ TEST_CASE("a tenant with private GPUs does not share a time-sliced GPU", "[time-
   CHECK(second_start(true) == Approx(1.0));
 }
 
-TEST_CASE("a failure on a time-sliced GPU stops every co-runner; checkpoints keep the solo work done", "[time-slicing][faults]") {
+TEST_CASE("a failure on a time-sliced GPU stops every co-runner, checkpoints keep the solo work done", "[time-slicing][faults]") {
   // Two 10-s tasks share the GPU at half pace (no interference). The GPU fails at 4 s for 1 s: each has
   // done 2 s of solo work, checkpointed every 1 s, so both keep 2 s. At 5 s both resume with 8 s left
   // plus a 0.5-s restore, at half pace again: 8.5 / 0.5 = 17 s, ending at 22 s.

@@ -159,6 +159,25 @@ std::shared_ptr<const KernelConstants> fit_kernel_constants(const GpuType& gpu, 
         x0, 1500);
     apply(x, arch.memory[c]);
   }
+  // Attention: the share of peak (0..1), the key overhead of a query block and the softmax's per-key
+  // work in head-dimension units; the fixed cost stays.
+  if (const auto rows = rows_of(KernelClass::attention); !rows.empty()) {
+    auto apply = [](const std::vector<double>& x, KernelArchConstants& a) {
+      a.attention_efficiency = sigmoid(x[0]);
+      a.attention_key_overhead = std::exp(x[1]) - 1;
+      a.attention_head_overhead = std::exp(x[2]) - 1;
+    };
+    const std::vector<double> x0{logit(std::clamp(arch.attention_efficiency, 0.01, 0.99)), std::log(arch.attention_key_overhead + 1),
+                                 std::log(arch.attention_head_overhead + 1)};
+    const auto x = nelder_mead(
+        [&](const std::vector<double>& v) {
+          auto trial = std::make_shared<KernelConstants>(*fitted);
+          apply(v, trial->of(gpu.arch));
+          return loss(gpu, dtype, rows, trial);
+        },
+        x0, 1500);
+    apply(x, arch);
+  }
   return fitted;
 }
 

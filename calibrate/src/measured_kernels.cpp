@@ -37,13 +37,17 @@ std::vector<MeasuredKernel> parse_measured_kernels(std::string_view text, const 
     }
     MeasuredKernel m;
     m.name = cells[0];
-    const auto cls = parse_kernel_class(cells[1]);
+    // "attention-causal": attention under a causal mask.
+    const bool causal = cells[1] == "attention-causal";
+    const auto cls = causal ? std::optional{KernelClass::attention} : parse_kernel_class(cells[1]);
     if (!cls || *cls == KernelClass::memory || (*cls == KernelClass::attention && !batched)) {
       problems.push_back({file, at + ", column kernel",
-                          "expected gemm, norm, add, activation, gated-activation, rope, softmax, embedding, or attention (with the batch column), found \"" + cells[1] + "\""});
+                          "expected gemm, norm, add, activation, gated-activation, rope, softmax, embedding, or attention or attention-causal "
+                          "(with the batch column), found \"" + cells[1] + "\""});
       continue;
     }
     m.call.cls = *cls;
+    m.call.causal = causal;
     m.call.name = m.name;
     const std::vector<const char*> names = batched ? std::vector<const char*>{"m", "n", "k", "batch", "time_us"} : std::vector<const char*>{"m", "n", "k", "time_us"};
     std::vector<double> values(names.size(), 0.0);

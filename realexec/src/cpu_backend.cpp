@@ -348,11 +348,12 @@ RunResult execute_on_cpu(const Scenario& scenario, const RunResult& plan, const 
 double cpu_seconds_estimate(const Scenario& scenario, const RunResult& plan) {
   const GpuType& core = *Catalog::builtin().gpu("cpu-core");
   std::vector<double> busy(plan.cluster.gpu_count(), 0.0);
+  const ComputeModel compute;
   for (const TaskRecord& r : plan.trace.tasks) {
     if (r.status != TaskStatus::completed) continue;
     const TaskSpec& s = scenario.workflows[r.workflow].tasks[r.task];
     const double share = r.work_scale / s.gpus;
-    const double t = estimate_compute(core, s.flop * share, s.bytes * share, s.dtype, s.launches).total_s();
+    const double t = compute.of(s, core, share).total_s();
     for (std::uint32_t m = 0; m < r.gpu_count; ++m) busy[index(plan.trace.gpus[r.gpu_begin + m])] += t;
   }
   return busy.empty() ? 0.0 : *std::max_element(busy.begin(), busy.end());

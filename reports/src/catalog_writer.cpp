@@ -1,6 +1,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "fleetsim/model_profile.hpp"
 #include "fleetsim/report.hpp"
 #include "fleetsim/units.hpp"
 
@@ -38,8 +39,13 @@ void write_catalog_text(std::ostream& out, const Catalog& c) {
                   format_quantity(l.latency_s, Dimension::time).c_str(), l.name.c_str());
     out << line;
   }
+  out << "\nArchitectures (layer-level profiles; fleetsim kernels --model ID times a step)\n";
+  for (const auto& [id, a] : c.architectures()) {
+    std::snprintf(line, sizeof line, "  %-19s %-12s %s\n", id.c_str(), a->family.c_str(), a->name.c_str());
+    out << line;
+  }
   out << "\nModels: " << c.models().size() << ", operator profiles: " << c.operators().size()
-      << " (fleetsim catalog --json lists them all)\n";
+      << " (fleetsim catalog --json lists them all, and each architecture's kernels at a reference shape)\n";
 }
 
 std::string catalog_json(const Catalog& c) {
@@ -82,6 +88,31 @@ std::string catalog_json(const Catalog& c) {
     ops[id] = {{"name", o.name}, {"flop", o.flop}, {"bytes", o.bytes}, {"dtype", dtype_name(o.dtype)}, {"source", o.source}};
   }
   j["operators"] = ops;
+  ordered_json archs = ordered_json::object();
+  for (const auto& [id, a] : c.architectures()) {
+    ordered_json arch{{"name", a->name}, {"family", a->family}};
+    for (const auto& [key, v] : a->numbers) arch[key] = v;
+    for (const auto& [key, v] : a->lists) arch[key] = v;
+    arch["source"] = a->source;
+    const StepShape s = reference_shape(*a);
+    const auto calls = step_kernels(*a, s);
+    ordered_json kernels = ordered_json::array();
+    for (const KernelCall& k : calls) {
+      ordered_json call{{"name", k.name}, {"class", kernel_class_name(k.cls)}, {"m", k.m}, {"n", k.n}};
+      if (k.cls == KernelClass::gemm || k.cls == KernelClass::attention) call["k"] = k.k;
+      if (k.batch != 1) call["batch"] = k.batch;
+      if (k.taps != 1) call["taps"] = k.taps;
+      if (k.causal) call["causal"] = true;
+      if (k.count != 1) call["count"] = k.count;
+      kernels.push_back(std::move(call));
+    }
+    arch["profile"] = {{"shape", {{"batch", s.batch}, {"width", s.width}, {"height", s.height}, {"frames", s.frames}, {"tokens", s.tokens}, {"context", s.context}}},
+                       {"runtime", runtime_name(s.runtime)},
+                       {"flop", kernels_flop(calls)},
+                       {"kernels", kernels}};
+    archs[id] = std::move(arch);
+  }
+  j["architectures"] = archs;
   return j.dump(2) + "\n";
 }
 

@@ -114,6 +114,95 @@ std::string kernel_comparison_json(const GpuType& gpu, const std::vector<Measure
   return doc.dump(1) + "\n";
 }
 
+namespace {
+
+// Where a step's time goes, by kernel class and by layer (the kernel name's first part).
+struct StepTotals {
+  std::map<std::string, std::pair<double, int>> by_class, by_layer;  // time, calls
+};
+
+StepTotals totals(const StepEstimate& step) {
+  StepTotals t;
+  for (std::size_t i = 0; i < step.calls.size(); ++i) {
+    const KernelCall& call = step.calls[i];
+    const double time = step.kernels[i].time_s() * call.count;
+    auto& c = t.by_class[std::string(kernel_class_name(call.cls))];
+    c.first += time;
+    c.second += static_cast<int>(call.count);
+    auto& l = t.by_layer[call.name.substr(0, call.name.find('.'))];
+    l.first += time;
+    l.second += static_cast<int>(call.count);
+  }
+  if (step.host_wait_s > 0) t.by_class["(waiting for the host)"] = {step.host_wait_s, 0};
+  return t;
+}
+
+double kernel_count(const StepEstimate& step) {
+  double n = 0;
+  for (const KernelCall& c : step.calls) n += c.count;
+  return n;
+}
+
+std::string shape_text(const StepShape& s) {
+  char text[240];
+  std::snprintf(text, sizeof text, "batch %g, %gx%g pixels, %g frames, %g tokens, context %g; %s", s.batch, s.width, s.height, s.frames, s.tokens,
+                s.context, std::string(runtime_name(s.runtime)).c_str());
+  return text;
+}
+
+}  // namespace
+
+void write_model_step(std::ostream& out, const GpuType& gpu, const Architecture& arch, const StepShape& shape, Dtype dtype, const StepEstimate& step,
+                      const std::vector<std::string>& notes) {
+  const StepTotals t = totals(step);
+  const double flop = kernels_flop(step.calls);
+  out << "# fleetsim kernels: one step of " << arch.id << " (" << arch.name << ") on " << gpu.id << ", " << dtype_name(dtype) << "\n";
+  out << "# " << shape_text(shape) << "\n";
+  for (const std::string& n : notes) out << "# " << n << "\n";
+  char line[200];
+  std::snprintf(line, sizeof line, "time      %s (%.0f kernels)\n", format_quantity(step.time_s, Dimension::time).c_str(), kernel_count(step));
+  out << line;
+  out << "FLOP      " << format_quantity(flop, Dimension::flop) << ", achieved " << format_quantity(step.time_s > 0 ? flop / step.time_s : 0, Dimension::flop_rate)
+      << " of " << format_quantity(gpu.peak_for(dtype), Dimension::flop_rate) << " peak\n";
+  out << "bound     compute " << format_quantity(step.compute_bound_s, Dimension::time) << ", memory " << format_quantity(step.memory_bound_s, Dimension::time)
+      << ", fixed costs " << format_quantity(step.fixed_s, Dimension::time) << ", waiting for the host " << format_quantity(step.host_wait_s, Dimension::time)
+      << "\n\n";
+  auto table = [&](const char* title, const std::map<std::string, std::pair<double, int>>& rows) {
+    std::snprintf(line, sizeof line, "%-24s %8s %12s %7s\n", title, "kernels", "time", "share");
+    out << line;
+    std::vector<std::pair<std::string, std::pair<double, int>>> sorted(rows.begin(), rows.end());
+    std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+    for (const auto& [key, v] : sorted) {
+      std::snprintf(line, sizeof line, "%-24s %8d %12s %6.1f%%\n", key.c_str(), v.second, format_quantity(v.first, Dimension::time).c_str(),
+                    step.time_s > 0 ? 100 * v.first / step.time_s : 0.0);
+      out << line;
+    }
+  };
+  table("kernel class", t.by_class);
+  out << "\n";
+  table("layer", t.by_layer);
+}
+
+std::string model_step_json(const GpuType& gpu, const Architecture& arch, const StepShape& shape, Dtype dtype, const StepEstimate& step) {
+  const StepTotals t = totals(step);
+  nlohmann::ordered_json classes = nlohmann::ordered_json::object();
+  for (const auto& [key, v] : t.by_class) classes[key] = {{"time_s", v.first}, {"kernels", v.second}};
+  nlohmann::ordered_json doc{{"gpu", gpu.id},
+                             {"architecture", arch.id},
+                             {"dtype", dtype_name(dtype)},
+                             {"runtime", runtime_name(shape.runtime)},
+                             {"shape", {{"batch", shape.batch}, {"width", shape.width}, {"height", shape.height}, {"frames", shape.frames}, {"tokens", shape.tokens}, {"context", shape.context}}},
+                             {"time_s", step.time_s},
+                             {"flop", kernels_flop(step.calls)},
+                             {"kernels", kernel_count(step)},
+                             {"compute_bound_s", step.compute_bound_s},
+                             {"memory_bound_s", step.memory_bound_s},
+                             {"fixed_s", step.fixed_s},
+                             {"host_wait_s", step.host_wait_s},
+                             {"classes", classes}};
+  return doc.dump(2) + "\n";
+}
+
 std::string kernel_estimate_json(const GpuType& gpu, const KernelCall& call, Dtype dtype, const KernelEstimate& e) {
   nlohmann::ordered_json doc{{"gpu", gpu.id}, {"kernel", kernel_class_name(call.cls)}, {"dtype", dtype_name(dtype)},
                              {"m", call.m}, {"n", call.n}, {"k", call.k}, {"time_s", e.time_s()}, {"compute_s", e.compute_s},

@@ -4,10 +4,12 @@
 #include <sstream>
 
 #include "catalog_readers.hpp"
+#include "fleetsim/model_profile.hpp"
 
 namespace fleetsim::embedded {
 std::string_view hardware_json();
 std::string_view operators_json();
+std::string_view architectures_json();
 }  // namespace fleetsim::embedded
 
 namespace fleetsim {
@@ -146,6 +148,60 @@ OperatorSpec read_operator(ObjectReader& r, const std::string& id) {
   return o;
 }
 
+// An architecture: name, family and source, then the numbers and lists its family needs or allows.
+std::shared_ptr<const Architecture> read_architecture(ObjectReader& r, const std::string& id) {
+  auto a = std::make_shared<Architecture>();
+  a->id = id;
+  a->name = r.string("name", Need::required).value_or(id);
+  a->source = read_source(r, Need::required);
+  a->family = r.string("family", Need::required).value_or("");
+  const ArchitectureFields* fields = architecture_fields(a->family);
+  if (fields == nullptr) {
+    std::string known;
+    for (std::string_view f : architecture_families()) known += (known.empty() ? "" : ", ") + std::string(f);
+    if (r.field("family") != nullptr) r.problem("family", "expected one of " + known + ", found \"" + a->family + "\"");
+    return a;
+  }
+  // Counts of layers and blocks bound the kernels a step lists: at most 1000 each.
+  auto most = [](std::string_view key) {
+    for (std::string_view count : {"layers", "blocks", "double_blocks", "single_blocks", "layers_per_block", "mid_depth"}) {
+      if (key == count) return 1e3;
+    }
+    return 1e9;
+  };
+  for (std::string_view key : fields->numbers) {
+    if (auto v = r.number(key, Need::required, 0.0, most(key))) a->numbers.emplace(key, *v);
+  }
+  for (std::string_view key : fields->optional_numbers) {
+    if (auto v = r.number(key, Need::optional, 0.0, most(key))) a->numbers.emplace(key, *v);
+  }
+  for (std::string_view key : fields->lists) {
+    const Json* v = r.field(key, Need::required);
+    if (v == nullptr) continue;
+    // Levels of a UNet or a VAE: at most 16, each at most 1e9 channels or 1000 transformer blocks deep.
+    const double top = key == "depth" ? 1e3 : 1e9;
+    bool good = v->is_array() && !v->empty() && v->size() <= 16;
+    for (std::size_t i = 0; good && i < v->size(); ++i) good = (*v)[i].is_number() && (*v)[i].get<double>() >= 0 && (*v)[i].get<double>() <= top;
+    if (!good) {
+      r.problem(key, "expected an array of 1 to 16 numbers from 0 to " + std::string(key == "depth" ? "1000" : "1e9") + ", found " + detail::describe(*v));
+      continue;
+    }
+    std::vector<double>& list = a->lists[std::string(key)];
+    for (const Json& x : *v) list.push_back(x.get<double>());
+  }
+  if (a->family == "unet" && a->lists.count("channels") != 0 && a->lists.count("depth") != 0 &&
+      a->lists["channels"].size() != a->lists["depth"].size()) {
+    r.problem("depth", "expected one transformer depth per level of \"channels\"");
+  }
+  if (a->family == "unet" && a->numbers.count("heads") == 0 && a->numbers.count("head_dim") == 0) {
+    r.problem("head_dim", "expected \"head_dim\" or \"heads\"");
+  }
+  for (std::string_view key : {"hidden", "heads", "layers", "channels"}) {
+    if (a->numbers.count(std::string(key)) != 0 && a->numbers[std::string(key)] <= 0) r.problem(key, "expected a positive number");
+  }
+  return a;
+}
+
 // Reads one section ("gpus": {id: entry, ...}) into `into`, rejecting ids already present.
 template <typename Entry, typename Read>
 void read_section(ObjectReader& top, std::string_view section, Read read,
@@ -214,6 +270,7 @@ void Catalog::add_json(std::string_view text, const std::string& file_name) {
   read_section(top, "nodes", [](ObjectReader& r, const std::string& id) { return read_node(r, id, nullptr); }, merged.nodes_);
   read_section(top, "models", read_model, merged.models_);
   read_section(top, "operators", read_operator, merged.operators_);
+  read_section(top, "architectures", read_architecture, merged.architectures_);
   top.finish();
 
   // References from node types, checked once every section is read.
@@ -239,6 +296,7 @@ const Catalog& Catalog::builtin() {
     Catalog c;
     c.add_json(embedded::hardware_json(), "models/hardware.json (built in)");
     c.add_json(embedded::operators_json(), "models/operators.json (built in)");
+    c.add_json(embedded::architectures_json(), "models/architectures.json (built in)");
     return c;
   }();
   return catalog;
@@ -257,6 +315,10 @@ const LinkType* Catalog::link(std::string_view id) const { return find_in(links_
 const NodeType* Catalog::node(std::string_view id) const { return find_in(nodes_, id); }
 const ModelSpec* Catalog::model(std::string_view id) const { return find_in(models_, id); }
 const OperatorSpec* Catalog::op(std::string_view id) const { return find_in(operators_, id); }
+const Architecture* Catalog::architecture(std::string_view id) const {
+  const auto it = architectures_.find(id);
+  return it == architectures_.end() ? nullptr : it->second.get();
+}
 
 std::string read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -1,5 +1,9 @@
 #include "fleetsim/compute.hpp"
 
+#include "fleetsim/kernel_model.hpp"
+#include "fleetsim/model_profile.hpp"
+#include "fleetsim/workflow.hpp"
+
 namespace fleetsim {
 
 ComputeEstimate estimate_compute(const GpuType& gpu, double flop, double bytes, Dtype dtype,
@@ -10,6 +14,41 @@ ComputeEstimate estimate_compute(const GpuType& gpu, double flop, double bytes, 
   e.flop_s = flop > 0 ? flop / peak : 0.0;
   e.memory_s = bytes > 0 ? bytes / gpu.memory_bandwidth_Bps : 0.0;
   e.sequential = gpu.sequential_compute_and_memory;
+  return e;
+}
+
+ComputeModel::ComputeModel(std::shared_ptr<const KernelConstants> kernels)
+    : kernels_(kernels ? std::move(kernels) : builtin_kernel_constants()) {}
+
+ComputeEstimate ComputeModel::step(const TaskSpec& task, const GpuType& gpu, double batch_factor) const {
+  const auto key = std::make_tuple(&task, &gpu, batch_factor);
+  if (const auto it = steps_.find(key); it != steps_.end()) return it->second;
+  StepShape shape = task.shape;
+  shape.batch *= batch_factor;
+  const StepEstimate step = estimate_step(*task.architecture, shape, KernelModel(gpu, kernels_), task.dtype);
+  ComputeEstimate e;
+  e.sequential = true;  // kernels run one after another
+  e.launch_s = step.fixed_s + step.host_wait_s;
+  e.flop_s = step.compute_bound_s;
+  e.memory_s = step.memory_bound_s;
+  return steps_.emplace(key, e).first->second;
+}
+
+ComputeEstimate ComputeModel::of(const TaskSpec& task, const GpuType& gpu, double share) const {
+  if (!task.architecture) return estimate_compute(gpu, task.flop * share, task.bytes * share, task.dtype, task.launches);
+  ComputeEstimate e = step(task, gpu, 1);
+  const double times = task.steps * share;
+  e.launch_s *= times;
+  e.flop_s *= times;
+  e.memory_s *= times;
+  return e;
+}
+
+ComputeEstimate ComputeModel::batched(const TaskSpec& task, const GpuType& gpu, double members) const {
+  ComputeEstimate e = step(task, gpu, members);
+  e.launch_s *= task.steps;
+  e.flop_s *= task.steps;
+  e.memory_s *= task.steps;
   return e;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <deque>
 #include <map>
 #include <numbers>
@@ -438,8 +439,7 @@ class Run {
         const TaskSpec& s = wf.tasks[t];
         // A node group's GPUs are all of one type: one estimate per group, weighted by its GPUs.
         for (const NodeGroup& group : cluster_.spec().groups) {
-          mean[t] += static_cast<double>(group.count) * group.node.gpus *
-                     estimate_compute(group.gpu, s.flop / s.gpus, s.bytes / s.gpus, s.dtype, s.launches).total_s();
+          mean[t] += static_cast<double>(group.count) * group.node.gpus * compute_.of(s, group.gpu, 1.0 / s.gpus).total_s();
         }
         mean[t] /= cluster_.gpu_count();
       }
@@ -530,9 +530,20 @@ class Run {
 
   std::uint32_t batch_key(const TaskRecord& r) const { return batch_key_of_[r.workflow][r.task]; }
 
-  // Tasks that may share a batch: those of one model and one operator profile with the same batching
-  // settings, whichever workflow they belong to (a serving engine batches requests, not graphs); a
-  // task without an operator profile batches only with instances of itself.
+  // What makes tasks' work the same but for its amount: one operator profile, or one model step at one
+  // shape but its batch ("" for work given as FLOP and bytes).
+  static std::string work_identity(const TaskSpec& s) {
+    if (!s.op.empty() || !s.architecture) return s.op;
+    const StepShape& a = s.shape;
+    char text[256];
+    std::snprintf(text, sizeof text, "%s/%g/%g/%g/%g/%g/%g/%s/%s", s.architecture->id.c_str(), a.width, a.height, a.frames, a.tokens, a.context,
+                  s.steps, std::string(dtype_name(s.dtype)).c_str(), std::string(runtime_name(a.runtime)).c_str());
+    return text;
+  }
+
+  // Tasks that may share a batch: those of one model and one operator profile or model step with the
+  // same batching settings, whichever workflow they belong to (a serving engine batches requests, not
+  // graphs); a task whose work is FLOP and bytes batches only with instances of itself.
   void assign_batch_keys() {
     std::map<std::tuple<std::uint32_t, std::string, std::uint32_t, double, double>, std::uint32_t> shared;
     std::uint32_t keys = 0;
@@ -541,11 +552,12 @@ class Run {
       for (std::size_t t = 0; t < sc_.workflows[w].tasks.size(); ++t) {
         const TaskSpec& s = sc_.workflows[w].tasks[t];
         const std::uint32_t model = model_of_[w][t];
-        if (!s.batching || s.op.empty() || model == kNoModel) {
+        const std::string work = work_identity(s);
+        if (!s.batching || work.empty() || model == kNoModel) {
           of.push_back(keys++);
           continue;
         }
-        const auto key = std::tuple{model, s.op, s.batching->max_size, s.batching->max_wait_s, s.batching->shared_bytes};
+        const auto key = std::tuple{model, work, s.batching->max_size, s.batching->max_wait_s, s.batching->shared_bytes};
         const auto [it, added] = shared.emplace(key, keys);
         if (added) ++keys;
         of.push_back(it->second);
@@ -561,7 +573,7 @@ class Run {
   }
 
   ClusterView view() const {
-    return ClusterView(cluster_, memory_,
+    return ClusterView(cluster_, memory_, compute_,
                        {gpu_busy_, free_per_node_, free_nodes_, gpu_free_at_, tenant_gpus_, tenant_quota_, attained_s_, job_sizes_,
                         tenant_node_allowed_, gpu_rank_, gpu_started_, gpu_tenant_, tenant_private_},
                        queue_.now());
@@ -819,7 +831,9 @@ class Run {
     }
     const double bytes = s.batching->shared_bytes * largest_bytes + (1 - s.batching->shared_bytes) * own_bytes;
     const GpuId g = trace_.gpus[lead.gpu_begin];
-    const double compute_s = estimate_compute(cluster_.gpu_type(g), flop, bytes, s.dtype, s.launches).total_s();
+    // A model step runs once at the batch's size; other work adds up, sharing the bytes it shares.
+    const double compute_s = s.architecture ? compute_.batched(s, cluster_.gpu_type(g), flop / s.flop).total_s()
+                                            : estimate_compute(cluster_.gpu_type(g), flop, bytes, s.dtype, s.launches).total_s();
     for (TaskId m : b.members) {
       TaskRecord& r = trace_.tasks[index(m)];
       r.compute_start_s = queue_.now();
@@ -889,7 +903,7 @@ class Run {
     double compute_s = 0;
     for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
       const GpuType& type = cluster_.gpu_type(trace_.gpus[r.gpu_begin + i]);
-      compute_s = std::max(compute_s, estimate_compute(type, s.flop * share, s.bytes * share, s.dtype, s.launches).total_s());
+      compute_s = std::max(compute_s, compute_.of(s, type, share).total_s());
     }
     // A run resuming from a checkpoint restores it, then does what is left.
     if (faults_) {
@@ -902,7 +916,7 @@ class Run {
     double predicted_s = 0;
     for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
       const GpuType& type = cluster_.gpu_type(trace_.gpus[r.gpu_begin + i]);
-      predicted_s = std::max(predicted_s, estimate_compute(type, s.flop * known, s.bytes * known, s.dtype, s.launches).total_s());
+      predicted_s = std::max(predicted_s, compute_.of(s, type, known).total_s());
     }
     for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
       gpu_free_at_[index(trace_.gpus[r.gpu_begin + i])] = r.compute_start_s + predicted_s;
@@ -1939,6 +1953,7 @@ class Run {
   Topology topology_;
   Network network_;
   GpuMemory memory_;
+  ComputeModel compute_;  // task compute times, model steps timed once per GPU type
   std::vector<std::uint32_t> route_;
   std::vector<FlowDelivery> delivered_;
   std::uint32_t network_generation_ = 0;

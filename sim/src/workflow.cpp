@@ -7,16 +7,69 @@
 #include "loaders.hpp"
 
 namespace fleetsim {
+void set_model_step(TaskSpec& task, std::shared_ptr<const Architecture> architecture, const StepShape& shape, double steps) {
+  const auto calls = step_kernels(*architecture, shape);
+  task.architecture = std::move(architecture);
+  task.shape = shape;
+  task.steps = steps;
+  task.flop = steps * kernels_flop(calls);
+  task.bytes = steps * kernels_bytes(calls, task.dtype);  // as the roofline of a step would count them
+  task.launches = static_cast<std::uint32_t>(std::min(1e9, steps * static_cast<double>(calls.size())));
+}
+
 namespace detail {
 namespace {
 
-// Fills flop/bytes/dtype/launches from "work": {"flop", "bytes", "dtype"} or {"operator", "count"}.
+// A model step: {"architecture", "steps", "runtime", and the shape: batch, width, height, frames, tokens, context}.
+void read_model_step(ObjectReader& w, TaskSpec& task, const Catalog& catalog) {
+  const auto id = w.string("architecture", Need::required);
+  const auto found = id ? catalog.architectures().find(*id) : catalog.architectures().end();
+  if (id && found == catalog.architectures().end()) {
+    std::string known;
+    for (const auto& [name, a] : catalog.architectures()) known += (known.empty() ? "" : ", ") + name;
+    w.problem("architecture", "unknown architecture \"" + *id + "\" (expected one of " + known + ")");
+  }
+  StepShape& s = task.shape;
+  s.batch = w.number("batch", Need::optional, 1, 1e6).value_or(1);
+  s.width = w.number("width", Need::optional, 0, 1e5).value_or(0);
+  s.height = w.number("height", Need::optional, 0, 1e5).value_or(0);
+  s.frames = w.number("frames", Need::optional, 1, 1e5).value_or(1);
+  s.tokens = w.number("tokens", Need::optional, 0, 1e7).value_or(0);
+  s.context = w.number("context", Need::optional, 0, 1e8).value_or(0);
+  task.steps = w.number("steps", Need::optional, 1e-6, 1e6).value_or(1);
+  const std::string dtype = w.string_or("dtype", "bf16");
+  if (auto d = parse_dtype(dtype)) {
+    task.dtype = *d;
+  } else {
+    w.problem("dtype", "expected one of fp64, fp32, tf32, bf16, fp16, fp8, int8, found \"" + dtype + "\"");
+  }
+  const auto runtime = w.string("runtime", Need::optional);
+  if (runtime && !parse_runtime(*runtime)) w.problem("runtime", "expected eager or compiled, found \"" + *runtime + "\"");
+  if (found == catalog.architectures().end()) return;
+  const Architecture& a = *found->second;
+  s.runtime = runtime && parse_runtime(*runtime) ? *parse_runtime(*runtime) : default_runtime(a);
+  const bool image = a.family == "unet" || a.family == "dit" || a.family == "vae-decoder" || a.family == "rrdb";
+  if (image && (s.width <= 0 || s.height <= 0)) w.problem(s.width <= 0 ? "width" : "height", "a " + a.family + " step needs the image's width and height in pixels");
+  if (a.family == "transformer" && s.tokens <= 0) w.problem("tokens", "a transformer step needs the tokens it processes");
+  if (!w.problems().empty()) return;  // the file is rejected: no kernels for a shape with holes
+  set_model_step(task, found->second, s, task.steps);
+}
+
+// Fills flop/bytes/dtype/launches from "work": {"flop", "bytes", "dtype"}, {"operator", "count"} or a
+// model step {"architecture", "steps", shape}.
 void read_work(ObjectReader& task_reader, TaskSpec& task, const Catalog& catalog) {
   // A task that only communicates needs no work.
   const Json* work = task_reader.field("work", task.collective ? Need::optional : Need::required);
   if (work == nullptr) return;
   ObjectReader w(*work, task_reader.pointer("work"), task_reader.problems());
   if (!w.ok()) return;
+  if (w.field("architecture") != nullptr) {
+    if (w.field("operator") != nullptr || w.field("flop") != nullptr) w.problem("architecture", "give one of \"architecture\", \"operator\" or \"flop\"");
+    read_model_step(w, task, catalog);
+    task.size = static_cast<TaskSpec::Size>(w.choice("size", {"fixed", "exponential"}, 0));
+    w.finish();
+    return;
+  }
   const Json* op = w.field("operator");
   const std::int64_t count = w.integer_or("count", 1, 1, 1'000'000);
   if (op != nullptr) {

@@ -11,6 +11,7 @@
 #include "fleetsim/compare.hpp"
 #include "fleetsim/kernel_model.hpp"
 #include "fleetsim/measured_kernels.hpp"
+#include "fleetsim/model_profile.hpp"
 #include "fleetsim/nccl_tests.hpp"
 #include "fleetsim/plan.hpp"
 #include "fleetsim/profile.hpp"
@@ -98,6 +99,11 @@ void write_collective_table(std::ostream& out, CollectiveOp op, std::size_t rank
 void write_kernel_estimate(std::ostream& out, const GpuType& gpu, const KernelCall& call, Dtype dtype, const KernelEstimate& e,
                            const std::vector<std::string>& notes);
 std::string kernel_estimate_json(const GpuType& gpu, const KernelCall& call, Dtype dtype, const KernelEstimate& e);
+// One model step on a GPU type: its time, where it goes by kernel class and by layer, FLOP and the
+// achieved share of peak.
+void write_model_step(std::ostream& out, const GpuType& gpu, const Architecture& arch, const StepShape& shape, Dtype dtype, const StepEstimate& step,
+                      const std::vector<std::string>& notes);
+std::string model_step_json(const GpuType& gpu, const Architecture& arch, const StepShape& shape, Dtype dtype, const StepEstimate& step);
 // Predicted against measured kernels: median, p90, median signed error (bias) and worst, by class and by
 // operation (the measured name's last part).
 void write_kernel_comparison(std::ostream& out, const GpuType& gpu, const std::vector<MeasuredKernel>& measured,

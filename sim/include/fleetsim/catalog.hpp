@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -103,6 +104,8 @@ struct OperatorSpec {
   std::string source;
 };
 
+struct Architecture;
+
 class Catalog {
  public:
   // The catalog compiled into fleetsim.
@@ -118,6 +121,7 @@ class Catalog {
   const NodeType* node(std::string_view id) const;
   const ModelSpec* model(std::string_view id) const;
   const OperatorSpec* op(std::string_view id) const;
+  const Architecture* architecture(std::string_view id) const;
 
   // Sorted by id, so listings and outputs are deterministic.
   const std::map<std::string, GpuType, std::less<>>& gpus() const { return gpus_; }
@@ -125,6 +129,7 @@ class Catalog {
   const std::map<std::string, NodeType, std::less<>>& nodes() const { return nodes_; }
   const std::map<std::string, ModelSpec, std::less<>>& models() const { return models_; }
   const std::map<std::string, OperatorSpec, std::less<>>& operators() const { return operators_; }
+  const std::map<std::string, std::shared_ptr<const Architecture>, std::less<>>& architectures() const { return architectures_; }
 
  private:
   std::map<std::string, GpuType, std::less<>> gpus_;
@@ -132,6 +137,7 @@ class Catalog {
   std::map<std::string, NodeType, std::less<>> nodes_;
   std::map<std::string, ModelSpec, std::less<>> models_;
   std::map<std::string, OperatorSpec, std::less<>> operators_;
+  std::map<std::string, std::shared_ptr<const Architecture>, std::less<>> architectures_;
 };
 
 // Reads a whole text file; a missing or unreadable file is an InputError naming it.

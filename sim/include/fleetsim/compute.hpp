@@ -1,14 +1,22 @@
-// Compute time of a task on one GPU, from a roofline: launch overhead plus the larger of the
-// FLOP time at the dtype's peak and the memory-traffic time at the HBM bandwidth (their sum on a
-// device that runs them back to back). The breakdown says why a task took as long as it did.
+// Compute time of a task on one GPU. A task that names a model step runs that step's kernels through
+// the kernel-time model (fleetsim/kernel_model.hpp): their fixed costs, compute-bound and memory-bound
+// times, back to back. Any other task is a roofline: launch overhead plus the larger of the FLOP time at
+// the dtype's peak and the memory-traffic time at the HBM bandwidth (their sum on a device that runs
+// them back to back). The breakdown says why a task took as long as it did.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <tuple>
 
 #include "fleetsim/catalog.hpp"
 
 namespace fleetsim {
+
+struct TaskSpec;
+struct KernelConstants;
 
 struct ComputeEstimate {
   double launch_s = 0;
@@ -21,5 +29,21 @@ struct ComputeEstimate {
 
 ComputeEstimate estimate_compute(const GpuType& gpu, double flop, double bytes, Dtype dtype,
                                  std::uint32_t launches);
+
+// Task compute times for one run: `share` of a task's work on a GPU type (a gang's member does
+// 1 / gang of it), a model step's kernels timed once per (task, GPU type, batch) and kept. Not for
+// sharing between threads: each run has its own.
+class ComputeModel {
+ public:
+  explicit ComputeModel(std::shared_ptr<const KernelConstants> kernels = nullptr);
+  ComputeEstimate of(const TaskSpec& task, const GpuType& gpu, double share = 1) const;
+  // `members` instances of a model-step task run as one batch: the step at members times its batch.
+  ComputeEstimate batched(const TaskSpec& task, const GpuType& gpu, double members) const;
+
+ private:
+  ComputeEstimate step(const TaskSpec& task, const GpuType& gpu, double batch_factor) const;
+  std::shared_ptr<const KernelConstants> kernels_;
+  mutable std::map<std::tuple<const TaskSpec*, const GpuType*, double>, ComputeEstimate> steps_;
+};
 
 }  // namespace fleetsim

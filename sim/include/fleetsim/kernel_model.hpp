@@ -33,19 +33,20 @@ enum class KernelClass : std::uint8_t {
   rope,              // rotary embedding of m rows of n (queries and keys), in place
   softmax,           // m rows of n, read and written
   embedding,         // gather m rows of n from a table
-  memory,            // any other memory-bound kernel: bytes given
+  reduction,         // m rows of n reduced to m values, a CTA per row (GroupNorm's statistics)
+  memory,            // any other memory-bound kernel: m x n elements read and written in all (0: a launch)
 };
 std::string_view kernel_class_name(KernelClass cls);
 std::optional<KernelClass> parse_kernel_class(std::string_view name);
 
-// One kernel call (or `count` identical ones). Dimensions as KernelClass says; bytes only for `memory`.
+// One kernel call (or `count` identical ones). Dimensions as KernelClass says.
 struct KernelCall {
   KernelClass cls = KernelClass::gemm;
   double m = 0, n = 0, k = 0;
   double batch = 1;     // attention: batch x query heads; gemm: a batched GEMM's count
+  double taps = 1;      // gemm: a convolution's kernel taps (k x k), each a column block of K over the one input
   double groups = 1;    // attention: query heads per key/value head (GQA)
   bool causal = false;  // attention
-  double bytes = 0;     // memory
   double count = 1;
   std::string name;     // what it is in the model ("qkv", "mlp.down", ...)
 };
@@ -61,7 +62,7 @@ struct KernelEstimate {
 };
 
 // The constants of models/kernels.json, per GPU architecture.
-inline constexpr std::size_t kMemoryKernelClasses = 8;  // norm .. memory, in KernelClass order
+inline constexpr std::size_t kMemoryKernelClasses = 9;  // norm .. memory, in KernelClass order
 // A memory-bound class: its bytes move at `efficiency` of HBM bandwidth (l2_speedup times faster for
 // the share that fits in the GPU's L2 cache, where the previous kernel left it), and no faster than
 // rows allow: each row is one CTA moving its bytes at row_GBps, rows_per_sm at once on each SM
@@ -81,7 +82,8 @@ struct KernelArchConstants {
   double gemm_fixed_us = 0;
   std::array<MemoryKernelConstants, kMemoryKernelClasses> memory{};
   double attention_efficiency = 1;
-  double attention_key_overhead = 0;  // a query block's prologue and epilogue, in keys
+  double attention_key_overhead = 0;   // a query block's prologue and epilogue, in keys
+  double attention_head_overhead = 0;  // per-key softmax work, in head-dimension units
   double attention_fixed_us = 0;
 };
 struct KernelConstants {
@@ -90,6 +92,10 @@ struct KernelConstants {
   std::vector<double> split_k;
   double split_k_min_k = 0;
   double attention_block = 128;  // query rows per CTA
+  // Host time to launch one kernel from eager PyTorch: Python, module calls, the dispatcher, the
+  // launch itself. A compiled step (CUDA graphs) pays none of it.
+  double eager_dispatch_us = 0;
+  std::string host_source;
   KernelArchConstants ampere, hopper, fallback;
   // The section an architecture uses (architectures without their own use `fallback`).
   const KernelArchConstants& of(GpuArch arch) const;
@@ -110,9 +116,10 @@ class KernelModel {
   double time_s(const std::vector<KernelCall>& calls, Dtype dtype) const;
   // The constants are measured for this GPU's architecture (false: another architecture's, a guess).
   bool measured() const;
+  const KernelConstants& constants() const { return *k_; }
 
  private:
-  KernelEstimate gemm(double m, double n, double k, double batch, Dtype dtype) const;
+  KernelEstimate gemm(double m, double n, double k, double batch, double taps, Dtype dtype) const;
   GpuType gpu_;
   std::shared_ptr<const KernelConstants> k_;
   const KernelArchConstants* arch_ = nullptr;  // the GPU architecture's, within k_

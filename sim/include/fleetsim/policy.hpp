@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "fleetsim/catalog.hpp"
+#include "fleetsim/compute.hpp"
 #include "fleetsim/ids.hpp"
 #include "fleetsim/memory.hpp"
 
@@ -72,8 +73,8 @@ class ClusterView {
   // Preemption rank of a task: its tenant's priority, interactive above batch at equal priority.
   static std::int32_t rank_of(int priority, bool interactive) { return 2 * priority + (interactive ? 1 : 0); }
 
-  ClusterView(const Cluster& cluster, const GpuMemory& memory, State state, double now_s)
-      : cluster_(cluster), memory_(memory), state_(state), now_s_(now_s) {}
+  ClusterView(const Cluster& cluster, const GpuMemory& memory, const ComputeModel& compute, State state, double now_s)
+      : cluster_(cluster), memory_(memory), compute_(compute), state_(state), now_s_(now_s) {}
 
   const Cluster& cluster() const { return cluster_; }
   double now() const { return now_s_; }
@@ -133,6 +134,7 @@ class ClusterView {
  private:
   const Cluster& cluster_;
   const GpuMemory& memory_;
+  const ComputeModel& compute_;
   State state_;
   double now_s_;
 };

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "fleetsim/catalog.hpp"
 #include "fleetsim/collective.hpp"
+#include "fleetsim/model_profile.hpp"
 
 namespace fleetsim {
 
@@ -53,6 +55,11 @@ struct TaskSpec {
   Dtype dtype = Dtype::bf16;
   std::uint32_t launches = 1;    // kernel launches, each paying the GPU's launch overhead
   std::string op;                // operator profile id when work came from one
+  // A model step's kernels (layer-level profile), `steps` times, in place of the roofline of flop and
+  // bytes (which then hold the steps' totals, for reports).
+  std::shared_ptr<const Architecture> architecture;
+  StepShape shape;
+  double steps = 0;
   // How the work of one instance varies around the given amount (its mean): fixed, or drawn
   // per instance from an exponential distribution (job sizes in queueing models).
   enum class Size : std::uint8_t { fixed, exponential } size = Size::fixed;
@@ -96,6 +103,10 @@ class Workflow {
  private:
   std::vector<std::uint32_t> in_offsets_, in_edges_, out_offsets_, out_edges_, topo_order_;
 };
+
+// Makes `task` `steps` steps of a model at `shape` (its dtype stays): flop, bytes and launches become
+// the totals of the steps' kernels, for reports; the step's time comes from the kernels themselves.
+void set_model_step(TaskSpec& task, std::shared_ptr<const Architecture> architecture, const StepShape& shape, double steps);
 
 // Loads a workflow file; operator and model references resolve against `catalog`.
 Workflow load_workflow(const std::string& path, const Catalog& catalog);

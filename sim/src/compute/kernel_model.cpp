@@ -14,8 +14,8 @@ std::string_view kernels_json();
 namespace fleetsim {
 
 namespace {
-constexpr std::array<std::string_view, 10> kClassNames{"gemm", "attention", "norm", "add", "activation", "gated-activation",
-                                                       "rope", "softmax", "embedding", "memory"};
+constexpr std::array<std::string_view, 11> kClassNames{"gemm", "attention", "norm", "add", "activation", "gated-activation",
+                                                       "rope", "softmax", "embedding", "reduction", "memory"};
 std::size_t memory_index(KernelClass cls) { return static_cast<std::size_t>(cls) - static_cast<std::size_t>(KernelClass::norm); }
 }  // namespace
 
@@ -79,6 +79,7 @@ KernelArchConstants read_arch(ObjectReader& a, std::size_t tiles) {
   }
   k.attention_efficiency = a.number("attention_efficiency", Need::required, 1e-6, 1).value_or(1);
   k.attention_key_overhead = a.number("attention_key_overhead", Need::required, 0, 1e6).value_or(0);
+  k.attention_head_overhead = a.number("attention_head_overhead", Need::required, 0, 1e4).value_or(0);
   k.attention_fixed_us = a.number("attention_fixed_us", Need::required, 0, 1e6).value_or(0);
   a.finish();
   return k;
@@ -108,6 +109,14 @@ std::shared_ptr<const KernelConstants> read_constants(const Json& doc, Problems&
     }
   }
   k->attention_block = top.number("attention_block", Need::required, 1, 4096).value_or(128);
+  if (const Json* h = top.field("host", Need::required)) {
+    ObjectReader r(*h, top.pointer("host"), problems);
+    if (r.ok()) {
+      k->host_source = r.string("source", Need::required).value_or("");
+      k->eager_dispatch_us = r.number("eager_dispatch_us", Need::required, 0, 1e4).value_or(0);
+      r.finish();
+    }
+  }
   if (const Json* archs = top.field("architectures", Need::required)) {
     ObjectReader r(*archs, top.pointer("architectures"), problems);
     if (r.ok()) {
@@ -133,6 +142,7 @@ std::string kernel_constants_json(const KernelConstants& k) {
   for (const auto& t : k.tiles) tiles.push_back({t[0], t[1]});
   doc["gemm"] = {{"source", k.gemm_source}, {"tiles", tiles}, {"split_k", k.split_k}, {"split_k_min_k", k.split_k_min_k}};
   doc["attention_block"] = k.attention_block;
+  doc["host"] = {{"source", k.host_source}, {"eager_dispatch_us", k.eager_dispatch_us}};
   Json archs = Json::object();
   for (const auto& [name, a] : {std::pair{"ampere", &k.ampere}, std::pair{"hopper", &k.hopper}, std::pair{"default", &k.fallback}}) {
     Json memory = Json::object();
@@ -149,6 +159,7 @@ std::string kernel_constants_json(const KernelConstants& k) {
                    {"memory_bound", memory},
                    {"attention_efficiency", a->attention_efficiency},
                    {"attention_key_overhead", a->attention_key_overhead},
+                   {"attention_head_overhead", a->attention_head_overhead},
                    {"attention_fixed_us", a->attention_fixed_us}};
   }
   doc["architectures"] = archs;
@@ -198,8 +209,9 @@ bool KernelModel::measured() const { return arch_ != &k_->fallback; }
 
 // Each candidate tile shape, and split-K where its tiles cannot fill the SMs: waves of one tile per SM,
 // a tile's work (its K plus the prologue and epilogue) at the SM's share of peak times the shape's
-// efficiency. The fastest candidate is cuBLAS's pick; operands through HBM bound it from below.
-KernelEstimate KernelModel::gemm(double m, double n, double k, double batch, Dtype dtype) const {
+// efficiency. The fastest candidate is cuBLAS's pick; operands through HBM bound it from below (a
+// convolution's input once, not once per tap: an implicit GEMM gathers its columns on chip).
+KernelEstimate KernelModel::gemm(double m, double n, double k, double batch, double taps, Dtype dtype) const {
   KernelEstimate e;
   e.fixed_s = arch_->gemm_fixed_us * 1e-6;
   if (m <= 0 || n <= 0 || k <= 0) return e;
@@ -207,7 +219,7 @@ KernelEstimate KernelModel::gemm(double m, double n, double k, double batch, Dty
   const double element = dtype_bytes(dtype);
   const double per_sm = gpu_.peak_for(dtype) / sms;
   const double bw = gpu_.memory_bandwidth_Bps * arch_->gemm_memory_efficiency;
-  e.memory_s = batch * element * (m * k + k * n + m * n) / bw;
+  e.memory_s = batch * element * (m * k / taps + k * n + m * n) / bw;
   double best = std::numeric_limits<double>::infinity();
   for (std::size_t t = 0; t < k_->tiles.size(); ++t) {
     const auto [tm, tn] = k_->tiles[t];
@@ -230,21 +242,25 @@ KernelEstimate KernelModel::estimate(const KernelCall& c, Dtype dtype) const {
   const double bw = gpu_.memory_bandwidth_Bps;
   KernelEstimate e;
   switch (c.cls) {
-    case KernelClass::gemm: return gemm(c.m, c.n, c.k, c.batch, dtype);
+    case KernelClass::gemm: return gemm(c.m, c.n, c.k, c.batch, c.taps, dtype);
     case KernelClass::attention: {
       // FlashAttention: query blocks of attention_block rows per CTA, in waves over the SMs; QK^T and
-      // PV are 4 m n k FLOP per head, about half with a causal mask over a square.
+      // PV are 4 m n k FLOP per head. Each block also pays a prologue and epilogue (key_overhead keys)
+      // and, per key, softmax work that does not shrink with the head dimension (head_overhead, in
+      // head-dimension units). Causal: a block sees the keys up to its last query, the diagonal key
+      // block whole.
       e.fixed_s = arch_->attention_fixed_us * 1e-6;
       const double sms = std::max(1, gpu_.sms);
-      const double block = k_->attention_block;
-      const double keys = c.causal ? std::max(c.n - c.m / 2, c.n / 2) : c.n;
+      const double block = std::min(k_->attention_block, c.m);
+      const double keys = c.causal ? std::min(c.n, c.n - c.m / 2 + block / 2) : c.n;
       const double waves = std::ceil(c.batch * std::ceil(c.m / block) / sms);
-      e.compute_s = waves * 4 * std::min(block, c.m) * (keys + arch_->attention_key_overhead) * c.k /
-                    (gpu_.peak_for(dtype) / sms * arch_->attention_efficiency);
+      const double rate = gpu_.peak_for(dtype) / sms * arch_->attention_efficiency;
+      e.compute_s = waves * 4 * block * (keys + arch_->attention_key_overhead) * (c.k + arch_->attention_head_overhead) / rate;
       e.memory_s = element * (2 * c.batch * c.m * c.k + 2 * c.batch / std::max(1.0, c.groups) * c.n * c.k) / bw;
       return e;
     }
-    case KernelClass::memory: e.memory_s = c.bytes; break;
+    case KernelClass::memory: e.memory_s = element * c.m * c.n; break;
+    case KernelClass::reduction: e.memory_s = element * (c.m * c.n + c.m); break;
     case KernelClass::norm: e.memory_s = element * (2 * c.m * c.n + c.n); break;
     case KernelClass::add:
     case KernelClass::gated_activation: e.memory_s = element * 3 * c.m * c.n; break;

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -72,6 +73,21 @@ std::optional<Family> family_from_name(std::string name) {
   return std::nullopt;
 }
 
+// Tokens of a prompt as a text encoder pads it: about 4 tokens per 3 words (a guess for English
+// prompts), plus start and end; CLIP in chunks of 77, T5 to at least its minimum.
+double prompt_tokens(const std::string& text, double min_tokens) {
+  double words = 0;
+  bool in_word = false;
+  for (unsigned char c : text) {
+    const bool letter = std::isspace(c) == 0;
+    words += letter && !in_word ? 1 : 0;
+    in_word = letter;
+  }
+  const double tokens = std::ceil(words * 4 / 3) + 2;
+  if (min_tokens == 77) return 77 * std::max(1.0, std::ceil((tokens - 2) / 75));
+  return std::max(min_tokens, tokens);
+}
+
 bool is_link(const Json& v) { return v.is_array() && v.size() == 2 && (v[0].is_string() || v[0].is_number_integer()); }
 std::string link_source(const Json& v) { return v[0].is_string() ? v[0].get<std::string>() : std::to_string(v[0].get<long long>()); }
 
@@ -81,7 +97,8 @@ double number_input(const Node& n, const char* key, double fallback) {
   return it != n.inputs->end() && it->is_number() ? it->get<double>() : fallback;
 }
 
-// Per family: the operator profiles and models a graph's tasks use, and its latent channels.
+// Per family: the models a graph's tasks use, the architectures their layer-level profiles come from
+// (none: the operator profiles, scaled by pixels), and its latent channels.
 struct FamilyProfile {
   const char* sample_op;
   double sample_ref_pixels, sample_ref_frames;
@@ -93,15 +110,25 @@ struct FamilyProfile {
   const char* model;
   double latent_channels;
   double conditioning_bytes;  // one prompt's embedding
+  const char* sample_arch = nullptr;
+  const char* encode_arch = nullptr;
+  const char* decode_arch = nullptr;
+  Dtype dtype = Dtype::fp16;  // ComfyUI's default for the family's diffusion model on A100/H100-class GPUs
+  double min_text_tokens = 77;  // what the text encoder pads a prompt to
 };
 
 const FamilyProfile& profile(Family f) {
+  // SDXL's text encode runs CLIP-G (CLIP-L beside it, a sixth of its FLOP, is left out); FLUX's runs
+  // T5-XXL, which ComfyUI pads to 256 tokens.
   static const FamilyProfile sd15{"sd15-unet-step-512", 512.0 * 512, 1, "clip-l-text-encode-77", "sd-1.5",
-                                  "sd15-vae-decode-512", 512.0 * 512, "sd-1.5", "sd-1.5", 4, 77 * 768 * 2};
+                                  "sd15-vae-decode-512", 512.0 * 512, "sd-1.5", "sd-1.5", 4, 77 * 768 * 2,
+                                  "sd15-unet", "clip-l-text", "sd-vae-decoder"};
   static const FamilyProfile sdxl{"sdxl-unet-step-1024", 1024.0 * 1024, 1, "sdxl-text-encode", "sdxl-base-1.0",
-                                  "sdxl-vae-decode-1024", 1024.0 * 1024, "sdxl-base-1.0", "sdxl-base-1.0", 4, 77 * 2048 * 2};
+                                  "sdxl-vae-decode-1024", 1024.0 * 1024, "sdxl-base-1.0", "sdxl-base-1.0", 4, 77 * 2048 * 2,
+                                  "sdxl-unet", "clip-g-text", "sd-vae-decoder"};
   static const FamilyProfile flux{"flux-dev-step-1024", 1024.0 * 1024, 1, "t5xxl-text-encode-512", "t5-v1_1-xxl-encoder",
-                                  "sdxl-vae-decode-1024", 1024.0 * 1024, "sdxl-vae", "flux.1-dev", 16, 512 * 4096 * 2};
+                                  "sdxl-vae-decode-1024", 1024.0 * 1024, "sdxl-vae", "flux.1-dev", 16, 256 * 4096 * 2,
+                                  "flux-dit", "t5-xxl-encoder", "flux-vae-decoder", Dtype::bf16, 256};
   static const FamilyProfile svd{"svd-xt-step-576x1024-25f", 576.0 * 1024, 25, "sdxl-text-encode", "sdxl-base-1.0",
                                  "sdxl-vae-decode-1024", 1024.0 * 1024, "svd-xt", "svd-xt", 4, 1024 * 2};
   switch (f) {
@@ -250,6 +277,26 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
     if (spec == nullptr) throw InputError({Problem{file_name, "", std::string("the catalog lacks operator profile \"") + id + "\""}});
     return *spec;
   };
+  auto arch = [&](const char* id) {
+    const auto it = catalog.architectures().find(id);
+    if (it == catalog.architectures().end()) throw InputError({Problem{file_name, "", std::string("the catalog lacks architecture \"") + id + "\""}});
+    return it->second;
+  };
+  // The prompt a sampler or text encoder works from: its own text, or the text encoder's its
+  // conditioning comes from, through guidance and other pass-through nodes ("" when none is found).
+  std::function<std::string(const Node&, int)> prompt_from = [&](const Node& n, int depth) -> std::string {
+    if (n.inputs == nullptr || depth > 32) return "";
+    for (const char* key : {"text", "text_g", "t5xxl"}) {
+      if (const auto it = n.inputs->find(key); it != n.inputs->end() && it->is_string()) return it->get<std::string>();
+    }
+    for (const char* key : {"positive", "guider", "conditioning"}) {
+      if (const Node* src = linked(n, key)) {
+        if (std::string text = prompt_from(*src, depth + 1); !text.empty()) return text;
+      }
+    }
+    return "";
+  };
+  auto prompt_of = [&](const Node& n) { return prompt_from(n, 0); };
   auto weights_of = [&](const std::string& model) {
     const ModelSpec* m = catalog.model(model);
     return m != nullptr ? m->weights_bytes : 0.0;
@@ -331,29 +378,52 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
         const double steps = number_input(*n, "steps", scheduler != nullptr ? number_input(*scheduler, "steps", 20) : 20);
         const double last = std::min(steps, number_input(*n, "end_at_step", steps));
         const double count = std::max(1.0, last - number_input(*n, "start_at_step", 0));
-        scaled(op(p.sample_op), count * s.pixels() / (p.sample_ref_pixels * p.sample_ref_frames));
-        t.launches = static_cast<std::uint32_t>(count);
+        if (p.sample_arch != nullptr) {
+          // ComfyUI runs the positive and negative prompts as one batch of two, unless cfg is 1
+          // (FLUX-dev's guidance is distilled), when it skips the negative.
+          const Node* guider = linked(*n, "guider");
+          const double cfg = number_input(*n, "cfg", guider == nullptr ? (family == Family::flux ? 1.0 : 8.0)
+                                                     : guider->cls == "BasicGuider" ? 1.0 : number_input(*guider, "cfg", 8.0));
+          const StepShape shape{.batch = s.batch * (std::abs(cfg - 1) < 1e-9 ? 1 : 2), .width = s.width, .height = s.height,
+                                .frames = s.frames, .context = prompt_tokens(prompt_of(*n), p.min_text_tokens)};
+          t.dtype = p.dtype;
+          set_model_step(t, arch(p.sample_arch), shape, count);
+        } else {
+          scaled(op(p.sample_op), count * s.pixels() / (p.sample_ref_pixels * p.sample_ref_frames));
+          t.launches = static_cast<std::uint32_t>(count);
+        }
         t.model = p.model;
         t.working_set_bytes = 2e9 + 4 * latent_bytes * 64;  // activations grow with resolution (approx.)
         n->output_bytes = latent_bytes;
         break;
       }
       case Role::encode_text:
-        scaled(op(p.encode_op), 1);
+        if (p.encode_arch != nullptr) {
+          t.dtype = Dtype::fp16;
+          set_model_step(t, arch(p.encode_arch), StepShape{.tokens = prompt_tokens(prompt_of(*n), p.min_text_tokens)}, 1);
+        } else {
+          scaled(op(p.encode_op), 1);
+        }
         t.model = p.encode_model;
         t.working_set_bytes = 1e9;
         n->output_bytes = p.conditioning_bytes;
         break;
       case Role::decode:
       case Role::encode_image:
-        // A VAE encoder costs about half its decoder (approx.).
-        scaled(op(p.decode_op), s.pixels() / p.decode_ref_pixels * (n->role == Role::decode ? 1.0 : 0.5));
+        if (n->role == Role::decode && p.decode_arch != nullptr) {
+          t.dtype = Dtype::bf16;  // ComfyUI's VAE dtype where bf16 runs
+          set_model_step(t, arch(p.decode_arch), StepShape{.batch = s.batch * s.frames, .width = s.width, .height = s.height}, 1);
+        } else {
+          // A VAE encoder costs about half its decoder (approx.).
+          scaled(op(p.decode_op), s.pixels() / p.decode_ref_pixels * (n->role == Role::decode ? 1.0 : 0.5));
+        }
         t.model = p.decode_model;
         t.working_set_bytes = 2e9 + 8 * image_bytes;
         n->output_bytes = n->role == Role::decode ? image_bytes : latent_bytes;
         break;
       case Role::upscale:
-        scaled(op("realesrgan-x4-1024"), s.pixels() / (1024.0 * 1024));
+        t.dtype = Dtype::fp16;
+        set_model_step(t, arch("real-esrgan-x4"), StepShape{.batch = s.batch * s.frames, .width = s.width, .height = s.height}, 1);
         t.model = "real-esrgan-x4plus";
         t.working_set_bytes = 2e9 + 16 * image_bytes;
         s.width *= 4;
@@ -436,9 +506,22 @@ std::string workflow_json(const Workflow& wf) {
     if (t.gpus != 1) task["gpus"] = t.gpus;
     if (!t.model.empty()) task["model"] = {{"id", t.model}, {"weights", bytes(t.weights_bytes)}};
     if (t.working_set_bytes > 0) task["working_set"] = bytes(t.working_set_bytes);
-    char flop[48];
-    std::snprintf(flop, sizeof flop, "%.6g GFLOP", t.flop / 1e9);
-    task["work"] = {{"flop", flop}, {"bytes", bytes(t.bytes)}, {"dtype", dtype_name(t.dtype)}, {"launches", t.launches}};
+    if (t.architecture) {
+      const StepShape& s = t.shape;
+      nlohmann::ordered_json work{{"architecture", t.architecture->id}, {"steps", t.steps}, {"batch", s.batch}};
+      if (s.width > 0) work["width"] = s.width;
+      if (s.height > 0) work["height"] = s.height;
+      if (s.frames != 1) work["frames"] = s.frames;
+      if (s.tokens > 0) work["tokens"] = s.tokens;
+      if (s.context > 0) work["context"] = s.context;
+      work["dtype"] = dtype_name(t.dtype);
+      work["runtime"] = runtime_name(s.runtime);
+      task["work"] = std::move(work);
+    } else {
+      char flop[48];
+      std::snprintf(flop, sizeof flop, "%.6g GFLOP", t.flop / 1e9);
+      task["work"] = {{"flop", flop}, {"bytes", bytes(t.bytes)}, {"dtype", dtype_name(t.dtype)}, {"launches", t.launches}};
+    }
     tasks.push_back(std::move(task));
   }
   nlohmann::ordered_json edges = nlohmann::ordered_json::array();

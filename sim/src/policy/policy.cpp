@@ -31,7 +31,7 @@ bool ClusterView::any_time_sliced() const {
 double ClusterView::compute_estimate_s(const ReadyTask& task, GpuId gpu) const {
   const TaskSpec& s = *task.spec;
   const double share = task.known_scale / static_cast<double>(task.gpus);  // an elastic task's degree this round
-  return estimate_compute(cluster_.gpu_type(gpu), s.flop * share, s.bytes * share, s.dtype, s.launches).total_s();
+  return compute_.of(s, cluster_.gpu_type(gpu), share).total_s();
 }
 
 void Decisions::place(std::size_t ready_index, std::span<const GpuId> gpus) {

@@ -1,0 +1,91 @@
+// Layer-level model profiles: a model's architecture (the catalog's `architectures`, from the model's
+// published configuration) and the kernels one step of it runs at a given shape: the GEMMs of its linear
+// layers and convolutions (as implicit GEMMs), its attentions, and its memory-bound norms, activations,
+// residual adds and layout copies. The kernel-time model (fleetsim/kernel_model.hpp) times them on a GPU
+// type, and estimate_step adds the host that launches them.
+//
+// Families: `transformer` (decoder LLMs, and the CLIP and T5 text encoders), `unet` (Stable Diffusion
+// 1.x, 2.x, XL and its refiner), `dit` (FLUX, SD3, HunyuanVideo: joint double-stream and single-stream
+// blocks; Wan: blocks with cross-attention to the text), `vae-decoder`, and `rrdb` (Real-ESRGAN).
+//
+// How a step runs matters as much as what it computes. Eager PyTorch (ComfyUI, diffusers) launches a
+// kernel per operator: elementwise work unfused, activations in NCHW around cuDNN's NHWC convolutions,
+// copies where the code permutes or concatenates, and a host that spends time on every launch. A
+// compiled step (torch.compile, TensorRT, vLLM's and Megatron's fused kernels, CUDA graphs) fuses the
+// elementwise work into its neighbours and launches from a graph.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fleetsim/kernel_model.hpp"
+
+namespace fleetsim {
+
+struct Architecture {
+  std::string id, name, family, source;
+  std::map<std::string, double, std::less<>> numbers;                // layers, hidden, heads...
+  std::map<std::string, std::vector<double>, std::less<>> lists;     // channels, transformer depths...
+  double number(std::string_view key, double fallback) const;
+  const std::vector<double>& list(std::string_view key) const;
+};
+
+// The numbers and lists a family needs, and the ones it may have (checked when the catalog is read).
+struct ArchitectureFields {
+  std::vector<std::string_view> numbers, optional_numbers, lists;
+};
+// No value for an unknown family.
+const ArchitectureFields* architecture_fields(std::string_view family);
+std::vector<std::string_view> architecture_families();
+
+enum class Runtime : std::uint8_t { eager, compiled };
+std::string_view runtime_name(Runtime runtime);
+std::optional<Runtime> parse_runtime(std::string_view name);
+// The runtime a model runs under when nobody says: LLMs (a transformer with a vocabulary) compiled, as
+// vLLM, TensorRT-LLM and Megatron run them; everything else eager, as ComfyUI and diffusers do.
+Runtime default_runtime(const Architecture& architecture);
+
+// What one step works on and how it runs. Image and video models: the output's pixels and frames (the
+// VAE's factors make the latent; an upscaler: the input image's pixels) and the text tokens they attend
+// to (`context`; 0: the architecture's default); LLMs: new tokens per sequence over `context` tokens
+// already cached; text encoders: the text length.
+struct StepShape {
+  double batch = 1;              // images, videos or sequences (classifier-free guidance doubles it)
+  double width = 0, height = 0;  // pixels
+  double frames = 1;
+  double tokens = 0;
+  double context = 0;            // text tokens of a diffusion model, cached tokens of an LLM
+  bool training = false;         // logits for every token (a training step), not the last only
+  Runtime runtime = Runtime::eager;
+};
+
+// The shape the catalog lists an architecture's profile at: one 1024x1024 image (an upscaler's input
+// 512x512), 512 text tokens, an LLM's 2048-token prompt; the architecture's default runtime.
+StepShape reference_shape(const Architecture& architecture);
+
+// The kernels of one forward step, in launch order.
+std::vector<KernelCall> step_kernels(const Architecture& architecture, const StepShape& shape);
+
+// One step on a GPU: its kernels back to back, launched by a host that spends `eager_dispatch_us`
+// (models/kernels.json) on each in eager mode and runs ahead of the GPU, which waits where the host
+// falls behind (short kernels); compiled steps launch from a graph.
+struct StepEstimate {
+  std::vector<KernelCall> calls;
+  std::vector<KernelEstimate> kernels;  // one per call
+  double time_s = 0;
+  double compute_bound_s = 0, memory_bound_s = 0;  // kernels' time beyond their fixed costs
+  double fixed_s = 0;                              // the kernels' fixed costs
+  double host_wait_s = 0;                          // the GPU idle, waiting for launches
+};
+StepEstimate estimate_step(const Architecture& architecture, const StepShape& shape, const KernelModel& model, Dtype dtype);
+
+// FLOP of the calls (2 m n k per GEMM, 4 m n k per attention head, less the causal half) and the
+// bytes the memory-bound ones move: for reports and utilisation.
+double kernels_flop(const std::vector<KernelCall>& calls);
+double kernels_bytes(const std::vector<KernelCall>& calls, Dtype dtype);
+
+}  // namespace fleetsim

@@ -1,0 +1,538 @@
+#include "fleetsim/model_profile.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "fleetsim/error.hpp"
+
+namespace fleetsim {
+
+double Architecture::number(std::string_view key, double fallback) const {
+  const auto it = numbers.find(key);
+  return it == numbers.end() ? fallback : it->second;
+}
+
+const std::vector<double>& Architecture::list(std::string_view key) const {
+  const auto it = lists.find(key);
+  FLEETSIM_CHECK(it != lists.end(), "architecture " + id + " has no list " + std::string(key) + " (checked at load)");
+  return it->second;
+}
+
+std::string_view runtime_name(Runtime runtime) { return runtime == Runtime::eager ? "eager" : "compiled"; }
+
+std::optional<Runtime> parse_runtime(std::string_view name) {
+  if (name == "eager") return Runtime::eager;
+  if (name == "compiled") return Runtime::compiled;
+  return std::nullopt;
+}
+
+Runtime default_runtime(const Architecture& a) {
+  return a.family == "transformer" && a.number("vocab", 0) > 0 ? Runtime::compiled : Runtime::eager;
+}
+
+namespace {
+
+const std::map<std::string_view, ArchitectureFields>& families() {
+  static const std::map<std::string_view, ArchitectureFields> f{
+      {"transformer", {{"layers", "hidden", "heads", "ffn"}, {"kv_heads", "gated", "vocab", "causal", "rope"}, {}}},
+      {"unet",
+       {{"mid_depth", "context_dim", "context_tokens", "layers_per_block", "latent_channels", "vae_factor"},
+        {"head_dim", "heads", "time_dim", "linear_projection"},
+        {"channels", "depth"}}},
+      {"dit",
+       {{"hidden", "heads", "double_blocks", "single_blocks", "mlp_ratio", "patch", "latent_channels", "vae_factor", "text_tokens",
+         "text_dim"},
+        {"cross_attention", "ffn", "temporal_factor", "temporal_patch", "rope", "qk_norm"},
+        {}}},
+      {"vae-decoder", {{"latent_channels", "layers_per_block", "vae_factor"}, {"temporal_factor"}, {"channels"}}},
+      {"rrdb", {{"blocks", "features", "growth", "scale"}, {}, {}}},
+  };
+  return f;
+}
+
+// Appends a family's kernels in launch order. The helpers say what eager PyTorch launches for a layer
+// and what is left of it when compiled: elementwise work fused into a neighbour, no layout copies.
+class Builder {
+ public:
+  Builder(std::vector<KernelCall>& out, Runtime runtime) : out_(out), eager_(runtime == Runtime::eager) {}
+  bool eager() const { return eager_; }
+
+  void gemm(const std::string& name, double m, double n, double k) { push({.cls = KernelClass::gemm, .m = m, .n = n, .k = k, .name = name}); }
+  // A k x k convolution with stride s onto an output of b x h x w pixels, as an implicit GEMM. Eager
+  // PyTorch keeps activations in NCHW, which cuDNN's tensor-core kernels transpose to NHWC and back, and
+  // adds the bias in a kernel of its own; compiled, the step runs channels-last with the bias fused.
+  void conv(const std::string& name, double b, double h, double w, double cin, double cout, double k, double s = 1) {
+    copy(name + ".to_nhwc", b * h * w * s * s, cin);
+    push({.cls = KernelClass::gemm, .m = b * h * w, .n = cout, .k = cin * k * k, .taps = k * k, .name = name});
+    copy(name + ".to_nchw", b * h * w, cout);
+    unfused(name + ".bias", b * h * w, cout);
+  }
+  // GroupNorm (32 groups) of b samples of px pixels x c channels, then SiLU if `silu`. Eager PyTorch
+  // reduces each (sample, group) with one CTA, computes the affine factors, normalizes, then runs the
+  // SiLU; compiled, one norm with the SiLU fused.
+  void group_norm(const std::string& name, double b, double px, double c, bool silu) {
+    if (eager_) {
+      push({.cls = KernelClass::reduction, .m = b * 32, .n = c / 32 * px, .name = name + ".stats"});
+      small(name + ".factors", 1);
+      push({.cls = KernelClass::activation, .m = b * px, .n = c, .name = name});
+      if (silu) act(name + ".silu", b * px, c);
+    } else {
+      norm(name, b * px, c);
+    }
+  }
+  void norm(const std::string& name, double rows, double width) { push({.cls = KernelClass::norm, .m = rows, .n = width, .name = name}); }
+  void act(const std::string& name, double rows, double width) { push({.cls = KernelClass::activation, .m = rows, .n = width, .name = name}); }
+  void add(const std::string& name, double rows, double width) { push({.cls = KernelClass::add, .m = rows, .n = width, .name = name}); }
+  // Rotary embedding of the queries and the keys: a kernel each in eager code, one fused when compiled.
+  void rope(const std::string& name, double rows, double width) {
+    if (eager_) {
+      push({.cls = KernelClass::rope, .m = rows, .n = width, .count = 2, .name = name});
+    } else {
+      push({.cls = KernelClass::rope, .m = rows, .n = 2 * width, .name = name});
+    }
+  }
+  // A gated activation of rows x width (GEGLU, SwiGLU): eager, the activation then the product.
+  void gated(const std::string& name, double rows, double width) {
+    if (eager_) {
+      act(name, rows, width);
+      add(name + ".mul", rows, width);
+    } else {
+      push({.cls = KernelClass::gated_activation, .m = rows, .n = width, .name = name});
+    }
+  }
+  // An elementwise kernel eager PyTorch runs on its own and a compiler fuses into a neighbour (a bias
+  // or a broadcast add, an activation after a convolution, adaLN's x (1 + scale) + shift after its norm).
+  void unfused(const std::string& name, double rows, double width) {
+    if (eager_) act(name, rows, width);
+  }
+  // A copy that only moves data: a permute made contiguous, a concatenation. Compiled code writes the
+  // data where its consumer wants it.
+  void copy(const std::string& name, double rows, double width, double count = 1) {
+    if (eager_) push({.cls = KernelClass::activation, .m = rows, .n = width, .count = count, .name = name});
+  }
+  // Nearest 2x upsampling onto b x h x w pixels of c channels: reads a quarter of what it writes.
+  void upsample(const std::string& name, double b, double h, double w, double c) {
+    push({.cls = KernelClass::memory, .m = b * h * w, .n = 1.25 * c, .name = name});
+  }
+  // Kernels too small to matter but for their launches: embeddings of the timestep, factors of the
+  // modulation, the sampler's arithmetic on the latent.
+  void small(const std::string& name, double count) { push({.cls = KernelClass::memory, .count = count, .name = name}); }
+  void attention(const std::string& name, double heads, double queries, double keys, double head_dim, bool causal = false, double groups = 1) {
+    push({.cls = KernelClass::attention, .m = queries, .n = keys, .k = head_dim, .batch = heads, .groups = groups, .causal = causal, .name = name});
+  }
+
+ private:
+  void push(KernelCall call) { out_.push_back(std::move(call)); }
+  std::vector<KernelCall>& out_;
+  bool eager_;
+};
+
+// A decoder (or, with causal 0, encoder) transformer: per layer a norm, the QKV projection (separate
+// q, k and v projections in the eager code of text encoders, one fused where compiled), rotary
+// embedding, attention over the cached and new tokens, the output projection, a residual add, a norm,
+// the MLP (gated or not) and an add; then a norm and the vocabulary projection.
+void transformer(const Architecture& a, const StepShape& s, Builder& b) {
+  const double h = a.number("hidden", 0), heads = a.number("heads", 0), kv = a.number("kv_heads", heads), ffn = a.number("ffn", 0);
+  const double hd = h / heads, vocab = a.number("vocab", 0);
+  const bool causal = a.number("causal", 1) != 0, rope = a.number("rope", 1) != 0, gated = a.number("gated", 0) != 0;
+  const double tokens = std::max(1.0, s.tokens), m = s.batch * tokens;
+  if (vocab > 0) b.norm("embedding", m, h);  // a gather: reads and writes a row per token
+  for (double layer = 0; layer < a.number("layers", 0); ++layer) {
+    b.norm("attn.norm", m, h);
+    if (b.eager()) {
+      b.gemm("attn.q", m, heads * hd, h);
+      b.gemm("attn.k", m, kv * hd, h);
+      b.gemm("attn.v", m, kv * hd, h);
+    } else {
+      b.gemm("attn.qkv", m, (heads + 2 * kv) * hd, h);
+    }
+    if (rope) b.rope("attn.rope", m, heads * hd);
+    b.attention("attn", s.batch * heads, tokens, s.context + tokens, hd, causal, heads / kv);
+    b.gemm("attn.out", m, h, heads * hd);
+    b.add("attn.residual", m, h);
+    b.norm("mlp.norm", m, h);
+    if (gated && b.eager()) {
+      b.gemm("mlp.gate", m, ffn, h);
+      b.gemm("mlp.up", m, ffn, h);
+    } else {
+      b.gemm("mlp.up", m, (gated ? 2 : 1) * ffn, h);
+    }
+    if (gated) b.gated("mlp.act", m, ffn);
+    else b.act("mlp.act", m, ffn);
+    b.gemm("mlp.down", m, h, ffn);
+    b.add("mlp.residual", m, h);
+  }
+  b.norm("final.norm", m, h);
+  if (vocab > 0) b.gemm("lm_head", s.training ? m : s.batch, vocab, h);
+}
+
+// A Stable Diffusion UNet as ComfyUI's openaimodel runs it: ResNet blocks and, where a level's depth is
+// above 0, spatial transformers of self-attention, cross-attention to the text and a GEGLU
+// feed-forward (separate q, k and v projections); down, a middle, and up with the skips concatenated.
+void unet(const Architecture& a, const StepShape& s, Builder& b) {
+  const auto& channels = a.list("channels");
+  const auto& depth = a.list("depth");
+  const double f = a.number("vae_factor", 8), lat = a.number("latent_channels", 4);
+  const double h0 = std::ceil(s.height / f), w0 = std::ceil(s.width / f), n = s.batch;
+  const double ctx_dim = a.number("context_dim", 0), ctx = s.context > 0 ? s.context : a.number("context_tokens", 77);
+  const double temb = a.number("time_dim", 4 * channels.front());
+  const bool linear_projection = a.number("linear_projection", 1) != 0;
+  auto heads_of = [&](double c) { return a.number("heads", 0) > 0 ? a.number("heads", 0) : c / a.number("head_dim", 64); };
+  auto resnet = [&](double cin, double cout, double h, double w) {
+    const double px = n * h * w;
+    b.group_norm("resnet.norm1", n, h * w, cin, true);
+    b.conv("resnet.conv1", n, h, w, cin, cout, 3);
+    b.small("resnet.time", 1);  // SiLU of the embedding
+    b.gemm("resnet.time", n, cout, temb);
+    b.unfused("resnet.time_add", px, cout);
+    b.group_norm("resnet.norm2", n, h * w, cout, true);
+    b.conv("resnet.conv2", n, h, w, cout, cout, 3);
+    if (cin != cout) b.conv("resnet.shortcut", n, h, w, cin, cout, 1);
+    b.add("resnet.residual", px, cout);
+  };
+  auto transformer2d = [&](double c, double h, double w, double blocks) {
+    if (blocks <= 0) return;
+    const double tok = h * w, m = n * tok, heads = heads_of(c), hd = c / heads;
+    b.group_norm("attn.groupnorm", n, tok, c, false);
+    if (linear_projection) {
+      b.copy("attn.to_tokens", m, c);
+      b.gemm("attn.proj_in", m, c, c);
+    } else {
+      b.conv("attn.proj_in", n, h, w, c, c, 1);
+      b.copy("attn.to_tokens", m, c);
+    }
+    for (double i = 0; i < blocks; ++i) {
+      b.norm("attn.norm1", m, c);
+      b.gemm("attn.self.q", m, c, c);
+      b.gemm("attn.self.k", m, c, c);
+      b.gemm("attn.self.v", m, c, c);
+      b.attention("attn.self", n * heads, tok, tok, hd);
+      b.gemm("attn.self.out", m, c, c);
+      b.add("attn.self.residual", m, c);
+      b.norm("attn.norm2", m, c);
+      b.gemm("attn.cross.q", m, c, c);
+      b.gemm("attn.cross.k", n * ctx, c, ctx_dim);
+      b.gemm("attn.cross.v", n * ctx, c, ctx_dim);
+      b.attention("attn.cross", n * heads, tok, ctx, hd);
+      b.gemm("attn.cross.out", m, c, c);
+      b.add("attn.cross.residual", m, c);
+      b.norm("attn.norm3", m, c);
+      b.gemm("attn.ff.in", m, 8 * c, c);
+      b.gated("attn.ff.geglu", m, 4 * c);
+      b.gemm("attn.ff.out", m, c, 4 * c);
+      b.add("attn.ff.residual", m, c);
+    }
+    if (linear_projection) {
+      b.gemm("attn.proj_out", m, c, c);
+      b.copy("attn.to_pixels", m, c);
+    } else {
+      b.copy("attn.to_pixels", m, c);
+      b.conv("attn.proj_out", n, h, w, c, c, 1);
+    }
+    b.add("attn.residual", m, c);
+  };
+  b.small("step", 30);  // timestep and size embeddings, the sampler's and guidance's arithmetic
+  b.gemm("time.embed1", n, temb, channels.front());
+  b.gemm("time.embed2", n, temb, temb);
+  b.conv("conv_in", n, h0, w0, lat, channels.front(), 3);
+  std::vector<double> skips{channels.front()};
+  double c_in = channels.front(), h = h0, w = w0;
+  const double per_block = a.number("layers_per_block", 2);
+  for (std::size_t i = 0; i < channels.size(); ++i) {
+    for (double j = 0; j < per_block; ++j) {
+      resnet(c_in, channels[i], h, w);
+      transformer2d(channels[i], h, w, depth[i]);
+      c_in = channels[i];
+      skips.push_back(c_in);
+    }
+    if (i + 1 < channels.size()) {
+      h = std::ceil(h / 2);
+      w = std::ceil(w / 2);
+      b.conv("downsample", n, h, w, c_in, c_in, 3, 2);
+      skips.push_back(c_in);
+    }
+  }
+  resnet(c_in, c_in, h, w);
+  transformer2d(c_in, h, w, a.number("mid_depth", 0));
+  resnet(c_in, c_in, h, w);
+  for (std::size_t r = channels.size(); r-- > 0;) {
+    for (double j = 0; j <= per_block; ++j) {
+      const double skip = skips.back();
+      skips.pop_back();
+      b.copy("up.concat", n * h * w, c_in + skip);
+      resnet(c_in + skip, channels[r], h, w);
+      transformer2d(channels[r], h, w, depth[r]);
+      c_in = channels[r];
+    }
+    if (r > 0) {
+      h *= 2;
+      w *= 2;
+      b.upsample("upsample.interpolate", n, h, w, c_in);
+      b.conv("upsample", n, h, w, c_in, c_in, 3);
+    }
+  }
+  b.group_norm("norm_out", n, h * w, c_in, true);
+  b.conv("conv_out", n, h, w, c_in, lat, 3);
+}
+
+// A diffusion transformer over patches of the latent, as ComfyUI runs FLUX, SD3, HunyuanVideo and Wan:
+// double-stream blocks (image and text each with their own weights and adaLN modulation, attending
+// jointly), single-stream blocks over both, or, with cross_attention, blocks over the image alone that
+// attend to the text (Wan, with separate q, k and v projections).
+void dit(const Architecture& a, const StepShape& s, Builder& b) {
+  const double h = a.number("hidden", 0), heads = a.number("heads", 0), hd = h / heads;
+  const double f = a.number("vae_factor", 8), p = a.number("patch", 2), lat = a.number("latent_channels", 16);
+  const double tf = a.number("temporal_factor", 1), tp = a.number("temporal_patch", 1);
+  const double latent_frames = s.frames > 1 ? std::floor((s.frames - 1) / tf) + 1 : 1;
+  const double img = std::ceil(latent_frames / tp) * std::ceil(s.height / f / p) * std::ceil(s.width / f / p);
+  const double txt = s.context > 0 ? s.context : a.number("text_tokens", 0), n = s.batch, all = img + txt;
+  const double mlp = a.number("ffn", a.number("mlp_ratio", 4) * h);
+  const bool cross = a.number("cross_attention", 0) != 0, rope = a.number("rope", 1) != 0, qk_norm = a.number("qk_norm", 1) != 0;
+  auto qk_norms = [&](const char* name, double tokens) {
+    if (qk_norm) b.norm(name, n * tokens * heads, hd * 2);  // queries and keys, per head
+  };
+  b.small("step", 40);  // timestep, guidance and position embeddings, the sampler's arithmetic
+  b.copy("patchify", n * img, lat * p * p * tp);
+  b.gemm("patch_embed", n * img, h, lat * p * p * tp);
+  b.gemm("text_embed", n * txt, h, a.number("text_dim", 0));
+  b.gemm("time_embed", n, h, 256);
+  b.gemm("time_embed", n, h, h);
+  for (double i = 0; i < a.number("double_blocks", 0); ++i) {
+    for (double tokens : {img, txt}) {
+      b.small("double.modulation", 1);
+      b.gemm("double.modulation", n, 6 * h, h);
+      b.norm("double.norm1", n * tokens, h);
+      b.unfused("double.modulate1", n * tokens, h);
+      b.gemm("double.qkv", n * tokens, 3 * h, h);
+      qk_norms("double.qk_norm", tokens);
+    }
+    b.copy("double.join", n * all, h, 3);  // text and image queries, keys and values concatenated
+    if (rope) b.rope("double.rope", n * all, h);
+    b.attention("double.attn", n * heads, all, all, hd);
+    for (double tokens : {img, txt}) {
+      b.gemm("double.out", n * tokens, h, h);
+      b.add("double.residual1", n * tokens, h);
+      b.norm("double.norm2", n * tokens, h);
+      b.unfused("double.modulate2", n * tokens, h);
+      b.gemm("double.mlp.in", n * tokens, mlp, h);
+      b.act("double.mlp.act", n * tokens, mlp);
+      b.gemm("double.mlp.out", n * tokens, h, mlp);
+      b.add("double.residual2", n * tokens, h);
+    }
+  }
+  const double singles = a.number("single_blocks", 0);
+  if (singles > 0 && !cross) b.copy("single.join", n * all, h);
+  for (double i = 0; i < singles; ++i) {
+    const double tokens = cross ? img : all, m = n * tokens;
+    b.small("single.modulation", 1);
+    if (!cross) b.gemm("single.modulation", n, 3 * h, h);  // Wan's blocks add learned modulation: no GEMM
+    b.norm("single.norm1", m, h);
+    b.unfused("single.modulate1", m, h);
+    if (cross) {
+      b.gemm("single.q", m, h, h);
+      b.gemm("single.k", m, h, h);
+      b.gemm("single.v", m, h, h);
+      qk_norms("single.qk_norm", tokens);
+      if (rope) b.rope("single.rope", m, h);
+      b.attention("single.attn", n * heads, tokens, tokens, hd);
+      b.gemm("single.out", m, h, h);
+      b.add("single.residual1", m, h);
+      b.norm("single.norm3", m, h);
+      b.gemm("single.cross.q", m, h, h);
+      b.gemm("single.cross.k", n * txt, h, h);
+      b.gemm("single.cross.v", n * txt, h, h);
+      if (qk_norm) b.norm("single.cross.qk_norm", n * (tokens + txt) * heads, hd);
+      b.attention("single.cross", n * heads, tokens, txt, hd);
+      b.gemm("single.cross.out", m, h, h);
+      b.add("single.residual2", m, h);
+      b.norm("single.norm2", m, h);
+      b.unfused("single.modulate2", m, h);
+      b.gemm("single.mlp.in", m, mlp, h);
+      b.act("single.mlp.act", m, mlp);
+      b.gemm("single.mlp.out", m, h, mlp);
+      b.add("single.residual3", m, h);
+    } else {
+      // FLUX's single block: QKV and the MLP input in one projection, the attention output and the
+      // MLP's activation concatenated into one output projection.
+      b.gemm("single.qkv_mlp", m, 3 * h + mlp, h);
+      qk_norms("single.qk_norm", tokens);
+      if (rope) b.rope("single.rope", m, h);
+      b.attention("single.attn", n * heads, tokens, tokens, hd);
+      b.act("single.mlp.act", m, mlp);
+      b.copy("single.join", m, h + mlp);
+      b.gemm("single.out", m, h, h + mlp);
+      b.add("single.residual", m, h);
+    }
+  }
+  b.norm("final.norm", n * img, h);
+  b.unfused("final.modulate", n * img, h);
+  b.gemm("final.proj", n * img, lat * p * p * tp, h);
+  b.copy("unpatchify", n * img, lat * p * p * tp);
+}
+
+// A VAE decoder (ComfyUI's, as in Stable Diffusion and FLUX): a convolution in, a middle of two ResNet
+// blocks around a one-head attention (q, k and v as 1x1 convolutions), then per level ResNet blocks and
+// a 2x upsampling, and a convolution out to RGB. Video frames decode as a batch of images.
+void vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
+  auto channels = a.list("channels");
+  std::reverse(channels.begin(), channels.end());
+  const double f = a.number("vae_factor", 8), tf = a.number("temporal_factor", 1);
+  const double frames = s.frames > 1 ? std::floor((s.frames - 1) / tf) + 1 : 1;
+  const double n = s.batch * frames;
+  double h = std::ceil(s.height / f), w = std::ceil(s.width / f);
+  auto resnet = [&](double cin, double cout) {
+    b.group_norm("resnet.norm1", n, h * w, cin, true);
+    b.conv("resnet.conv1", n, h, w, cin, cout, 3);
+    b.group_norm("resnet.norm2", n, h * w, cout, true);
+    b.conv("resnet.conv2", n, h, w, cout, cout, 3);
+    if (cin != cout) b.conv("resnet.shortcut", n, h, w, cin, cout, 1);
+    b.add("resnet.residual", n * h * w, cout);
+  };
+  double c = channels.front();
+  b.conv("conv_in", n, h, w, a.number("latent_channels", 4), c, 3);
+  resnet(c, c);
+  b.group_norm("mid.attn.norm", n, h * w, c, false);
+  for (const char* name : {"mid.attn.q", "mid.attn.k", "mid.attn.v"}) b.conv(name, n, h, w, c, c, 1);
+  b.copy("mid.attn.to_tokens", n * h * w, c, 3);
+  b.attention("mid.attn", n, h * w, h * w, c);
+  b.copy("mid.attn.to_pixels", n * h * w, c);
+  b.conv("mid.attn.out", n, h, w, c, c, 1);
+  b.add("mid.attn.residual", n * h * w, c);
+  resnet(c, c);
+  for (std::size_t i = 0; i < channels.size(); ++i) {
+    for (double j = 0; j <= a.number("layers_per_block", 2); ++j) {
+      resnet(c, channels[i]);
+      c = channels[i];
+    }
+    if (i + 1 < channels.size()) {
+      h *= 2;
+      w *= 2;
+      b.upsample("upsample.interpolate", n, h, w, c);
+      b.conv("upsample", n, h, w, c, c, 3);
+    }
+  }
+  b.group_norm("norm_out", n, h * w, c, true);
+  b.conv("conv_out", n, h, w, c, 3, 3);
+}
+
+// Real-ESRGAN's RRDBNet: a convolution in, residual-in-residual dense blocks (three dense blocks of five
+// convolutions each over the concatenation of the block's input and what came before, growing by
+// `growth` channels, LeakyReLU after each but the last, scaled residuals), a trunk convolution, two
+// nearest 2x upsamplings with convolutions, and two convolutions out; width x height is the image being
+// upscaled.
+void rrdb(const Architecture& a, const StepShape& s, Builder& b) {
+  const double nf = a.number("features", 64), gc = a.number("growth", 32), n = s.batch;
+  double h = s.height, w = s.width;
+  b.conv("conv_first", n, h, w, 3, nf, 3);
+  for (double i = 0; i < a.number("blocks", 23); ++i) {
+    for (int dense = 0; dense < 3; ++dense) {
+      for (int j = 0; j < 5; ++j) {
+        if (j > 0) b.copy("dense.concat", n * h * w, nf + j * gc);
+        b.conv("dense.conv", n, h, w, nf + j * gc, j == 4 ? nf : gc, 3);
+        if (j < 4) b.unfused("dense.lrelu", n * h * w, gc);
+      }
+      b.unfused("dense.scale", n * h * w, nf);
+      b.add("dense.residual", n * h * w, nf);
+    }
+    b.unfused("rrdb.scale", n * h * w, nf);
+    b.add("rrdb.residual", n * h * w, nf);
+  }
+  b.conv("trunk", n, h, w, nf, nf, 3);
+  b.add("trunk.residual", n * h * w, nf);
+  for (int up = 0; up < 2; ++up) {
+    h *= 2;
+    w *= 2;
+    b.upsample("upsample.interpolate", n, h, w, nf);
+    b.conv("upsample", n, h, w, nf, nf, 3);
+    b.unfused("upsample.lrelu", n * h * w, nf);
+  }
+  b.conv("conv_hr", n, h, w, nf, nf, 3);
+  b.unfused("conv_hr.lrelu", n * h * w, nf);
+  b.conv("conv_last", n, h, w, nf, 3, 3);
+}
+
+}  // namespace
+
+const ArchitectureFields* architecture_fields(std::string_view family) {
+  const auto it = families().find(family);
+  return it == families().end() ? nullptr : &it->second;
+}
+
+std::vector<std::string_view> architecture_families() {
+  std::vector<std::string_view> out;
+  for (const auto& [name, fields] : families()) out.push_back(name);
+  return out;
+}
+
+StepShape reference_shape(const Architecture& a) {
+  StepShape s;
+  s.runtime = default_runtime(a);
+  if (a.family == "transformer") {
+    s.tokens = a.number("vocab", 0) > 0 ? 2048 : 512;
+  } else {
+    s.width = s.height = a.family == "rrdb" ? 512 : 1024;
+  }
+  return s;
+}
+
+std::vector<KernelCall> step_kernels(const Architecture& a, const StepShape& s) {
+  std::vector<KernelCall> calls;
+  Builder b(calls, s.runtime);
+  if (a.family == "transformer") transformer(a, s, b);
+  else if (a.family == "unet") unet(a, s, b);
+  else if (a.family == "dit") dit(a, s, b);
+  else if (a.family == "vae-decoder") vae_decoder(a, s, b);
+  else if (a.family == "rrdb") rrdb(a, s, b);
+  else FLEETSIM_CHECK(false, "unknown architecture family " + a.family + " (checked at load)");
+  return calls;
+}
+
+StepEstimate estimate_step(const Architecture& a, const StepShape& s, const KernelModel& model, Dtype dtype) {
+  StepEstimate r;
+  r.calls = step_kernels(a, s);
+  r.kernels.reserve(r.calls.size());
+  const double dispatch = s.runtime == Runtime::eager ? model.constants().eager_dispatch_us * 1e-6 : 0.0;
+  double host = 0, gpu = 0;  // when the host has launched the last kernel, when the GPU finishes it
+  for (const KernelCall& c : r.calls) {
+    const KernelEstimate& e = r.kernels.emplace_back(model.estimate(c, dtype));
+    const double t = e.time_s(), rest = c.count - 1;
+    r.fixed_s += c.count * e.fixed_s;
+    (e.memory_bound() ? r.memory_bound_s : r.compute_bound_s) += c.count * (t - e.fixed_s);
+    // The first of `count` launches starts when both the host has launched it and the GPU is free; the
+    // others follow back to back unless the host launches more slowly than they run.
+    host += dispatch;
+    gpu = std::max(std::max(gpu, host) + t + rest * t, host + rest * dispatch + t);
+    host += rest * dispatch;
+  }
+  r.time_s = gpu;
+  if (dispatch > 0) r.host_wait_s = std::max(0.0, gpu - r.fixed_s - r.compute_bound_s - r.memory_bound_s);
+  return r;
+}
+
+double kernels_bytes(const std::vector<KernelCall>& calls, Dtype dtype) {
+  const double e = dtype_bytes(dtype);
+  double bytes = 0;
+  for (const KernelCall& c : calls) {
+    switch (c.cls) {
+      case KernelClass::gemm: bytes += c.count * c.batch * e * (c.m * c.k / c.taps + c.k * c.n + c.m * c.n); break;
+      case KernelClass::attention: bytes += c.count * e * (2 * c.batch * c.m * c.k + 2 * c.batch / std::max(1.0, c.groups) * c.n * c.k); break;
+      case KernelClass::memory: bytes += c.count * e * c.m * c.n; break;
+      case KernelClass::reduction: bytes += c.count * e * (c.m * c.n + c.m); break;
+      case KernelClass::add:
+      case KernelClass::gated_activation: bytes += c.count * e * 3 * c.m * c.n; break;
+      default: bytes += c.count * e * 2 * c.m * c.n; break;
+    }
+  }
+  return bytes;
+}
+
+double kernels_flop(const std::vector<KernelCall>& calls) {
+  double flop = 0;
+  for (const KernelCall& c : calls) {
+    if (c.cls == KernelClass::gemm) flop += c.count * 2 * c.m * c.n * c.k * c.batch;
+    if (c.cls == KernelClass::attention) flop += c.count * 4 * c.batch * c.m * (c.causal ? std::max(c.n - c.m / 2, c.n / 2) : c.n) * c.k;
+  }
+  return flop;
+}
+
+}  // namespace fleetsim

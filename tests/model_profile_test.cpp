@@ -1,0 +1,153 @@
+#include <catch2/catch.hpp>
+
+#include "fleetsim/catalog.hpp"
+#include "fleetsim/error.hpp"
+#include "fleetsim/model_profile.hpp"
+#include "fleetsim/simulation.hpp"
+#include "helpers.hpp"
+
+using namespace fleetsim;
+
+namespace {
+
+const Architecture& arch(const char* id) {
+  const Architecture* a = Catalog::builtin().architecture(id);
+  REQUIRE(a != nullptr);
+  return *a;
+}
+
+double count_kernels(const std::vector<KernelCall>& calls) {
+  double n = 0;
+  for (const KernelCall& c : calls) n += c.count;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("model profiles count the FLOP their published configurations imply", "[profiles]") {
+  // SD 1.5's UNet at 512x512 with classifier-free guidance (batch 2): 1.68 TFLOP in NVIDIA's TensorRT
+  // Stable Diffusion talk, 1.78 in onnx-tool's profile (which counts elementwise work as well).
+  const double sd15 = kernels_flop(step_kernels(arch("sd15-unet"), {.batch = 2, .width = 512, .height = 512}));
+  CHECK(sd15 == Approx(1.68e12).epsilon(0.06));
+  // FLUX.1: 19 double-stream blocks over 4096 image + 512 text tokens and 38 single-stream blocks over
+  // both, hidden 3072: 12 h^2 multiply-adds per token per block in its projections and MLPs, plus
+  // 24 heads of attention over 4608 tokens, head dimension 128.
+  const double h = 3072, tokens = 4096 + 512;
+  const double flux = 2 * 12 * h * h * tokens * 57 + 4 * 24 * tokens * tokens * 128 * 57;
+  const double modulation_and_embeddings = 0.005 * flux;  // per image, not per token: under 0.5%
+  CHECK(kernels_flop(step_kernels(arch("flux-dit"), {.width = 1024, .height = 1024})) == Approx(flux).margin(modulation_and_embeddings));
+  // Llama-3-8B prefill of 2048 tokens with every token's logits: 2 FLOP per parameter per token
+  // (8.03e9 parameters less the 128256 x 4096 input embedding, which is a lookup), plus causal
+  // attention: 4 x 32 heads x 128 x (2048^2 / 2) per layer, 32 layers.
+  const double llama = 2 * (8.03e9 - 128256.0 * 4096) * 2048 + 32 * 4.0 * 32 * 128 * 2048 * 1024;
+  CHECK(kernels_flop(step_kernels(arch("llama-3-8b"), {.tokens = 2048, .training = true})) == Approx(llama).epsilon(0.01));
+}
+
+TEST_CASE("eager PyTorch launches more kernels than a compiled step and waits on its host", "[profiles]") {
+  const KernelModel h100(*Catalog::builtin().gpu("h100-sxm"));
+  for (const char* id : {"sdxl-unet", "flux-dit", "sd-vae-decoder", "real-esrgan-x4", "clip-l-text"}) {
+    INFO(id);
+    const StepShape shape{.batch = 1, .width = 512, .height = 512, .tokens = 77};
+    StepShape fused = shape;
+    fused.runtime = Runtime::compiled;
+    const StepEstimate eager = estimate_step(arch(id), shape, h100, Dtype::bf16);
+    const StepEstimate compiled = estimate_step(arch(id), fused, h100, Dtype::bf16);
+    CHECK(count_kernels(eager.calls) > count_kernels(compiled.calls));
+    CHECK(eager.time_s > compiled.time_s);
+    CHECK(compiled.host_wait_s == 0);
+    // The same GEMMs and attention either way: layout copies and unfused elementwise work do no FLOP.
+    CHECK(kernels_flop(eager.calls) == Approx(kernels_flop(compiled.calls)));
+  }
+  // CLIP-L over 77 tokens is a few microseconds of work per kernel: the host's 10 us per launch decides.
+  const StepEstimate clip = estimate_step(arch("clip-l-text"), {.tokens = 77}, h100, Dtype::bf16);
+  CHECK(clip.host_wait_s > clip.compute_bound_s + clip.memory_bound_s);
+}
+
+TEST_CASE("a step's kernels run back to back behind a host that launches them", "[profiles]") {
+  const GpuType& gpu = *Catalog::builtin().gpu("a100-sxm-80gb");
+  const StepShape shape{.batch = 2, .width = 512, .height = 512};
+  const Architecture& sd15 = arch("sd15-unet");
+  // Without host time, the step is its kernels' sum.
+  auto constants = std::make_shared<KernelConstants>(*builtin_kernel_constants());
+  constants->eager_dispatch_us = 0;
+  const KernelModel free_host(gpu, constants);
+  const StepEstimate alone = estimate_step(sd15, shape, free_host, Dtype::fp16);
+  double sum = 0;
+  for (std::size_t i = 0; i < alone.calls.size(); ++i) sum += alone.calls[i].count * alone.kernels[i].time_s();
+  CHECK(alone.time_s == Approx(sum));
+  CHECK(alone.time_s == Approx(alone.fixed_s + alone.compute_bound_s + alone.memory_bound_s));
+  // With a host far slower than any kernel (1 s a launch), the GPU waits for every launch: the step is
+  // the launches plus the last kernel.
+  constants->eager_dispatch_us = 1e6;
+  const StepEstimate slow = estimate_step(sd15, shape, KernelModel(gpu, constants), Dtype::fp16);
+  CHECK(slow.time_s == Approx(count_kernels(slow.calls) * 1.0 + slow.kernels.back().time_s()));
+  CHECK(slow.host_wait_s == Approx(slow.time_s - sum));
+}
+
+TEST_CASE("a workflow task that names a model step runs its kernels, steps times", "[profiles][simulation]") {
+  const auto sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+      "workflows": {"w": {"tasks": [{"name": "denoise", "work": {"architecture": "sdxl-unet", "steps": 30, "batch": 2,
+                                                                  "width": 1024, "height": 1024, "dtype": "fp16"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
+  const TaskSpec& task = sc.workflows[0].tasks[0];
+  CHECK(task.shape.runtime == Runtime::eager);  // a UNet runs as ComfyUI runs it unless told
+  const RunResult run = simulate(sc);
+  const TaskRecord& r = run.trace.tasks[0];
+  const StepEstimate step = estimate_step(arch("sdxl-unet"), task.shape, KernelModel(*Catalog::builtin().gpu("h100-sxm")), Dtype::fp16);
+  CHECK(r.end_s - r.compute_start_s == Approx(30 * step.time_s));
+  CHECK(task.flop == Approx(30 * kernels_flop(step.calls)));
+}
+
+TEST_CASE("model steps and architectures are read strictly", "[profiles][input]") {
+  auto with_work = [](const std::string& work) {
+    return test::scenario_error(R"({"name": "x", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+        "workflows": {"w": {"tasks": [{"name": "t", "work": )" + work + R"(}]}},
+        "workload": [{"workflow": "w", "arrival": {"process": "once"}}]})");
+  };
+  CHECK(with_work(R"({"architecture": "flux-dit", "width": 1024, "height": 1024, "runtime": "compiled"})").empty());
+  CHECK_THAT(with_work(R"({"architecture": "flux-2"})"), Catch::Contains("/workflows/w/tasks/0/work/architecture") &&
+                                                            Catch::Contains("unknown architecture \"flux-2\"") && Catch::Contains("sdxl-unet"));
+  CHECK_THAT(with_work(R"({"architecture": "flux-dit", "width": 1024})"), Catch::Contains("work/height") && Catch::Contains("width and height"));
+  CHECK_THAT(with_work(R"({"architecture": "llama-3-8b"})"), Catch::Contains("work/tokens"));
+  CHECK_THAT(with_work(R"({"architecture": "flux-dit", "width": 1024, "height": 1024, "runtime": "jit"})"),
+             Catch::Contains("work/runtime") && Catch::Contains("eager or compiled"));
+  CHECK_THAT(with_work(R"({"architecture": "flux-dit", "operator": "sdxl-text-encode", "width": 1, "height": 1})"),
+             Catch::Contains("give one of"));
+
+  auto catalog_error = [](const std::string& entry) {
+    Catalog c;
+    try {
+      c.add_json(R"({"architectures": {"mine": )" + entry + "}}", "mine.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string transformer = R"("name": "m", "source": "made up", "family": "transformer", "hidden": 64, "heads": 4, "ffn": 256)";
+  CHECK(catalog_error("{" + transformer + R"(, "layers": 2})").empty());
+  CHECK_THAT(catalog_error("{" + transformer + R"(, "layers": 1e6})"), Catch::Contains("/architectures/mine/layers"));
+  CHECK_THAT(catalog_error("{" + transformer + "}"), Catch::Contains("layers"));
+  CHECK_THAT(catalog_error(R"({"name": "m", "source": "s", "family": "gan"})"), Catch::Contains("family") && Catch::Contains("unet"));
+  CHECK_THAT(catalog_error(R"({"name": "u", "source": "s", "family": "unet", "channels": [320, 640], "depth": [1], "mid_depth": 1,
+                               "head_dim": 64, "context_dim": 768, "context_tokens": 77, "layers_per_block": 2, "latent_channels": 4, "vae_factor": 8})"),
+             Catch::Contains("one transformer depth per level"));
+}
+
+TEST_CASE("eager GroupNorm + SiLU against published Hopper timings (the reduction class's source)", "[profiles][validation]") {
+  // PyTorch's GroupNorm: statistics with one CTA per (sample, group), the affine factors, the
+  // normalization, then a separate SiLU. Measured by sglang (pull requests 26045 and 23938), bf16, 32 groups.
+  struct Case {
+    const char* gpu;
+    double channels, pixels, measured_s;
+  };
+  for (const Case& c : {Case{"h100-sxm", 512, 8 * 45 * 80, 452e-6}, Case{"h100-sxm", 512, 16 * 90 * 160, 3468e-6},
+                        Case{"h100-sxm", 512, 16 * 180 * 320, 13711e-6}, Case{"h200-sxm", 128, 20 * 256 * 256, 4717e-6}}) {
+    const KernelModel model(*Catalog::builtin().gpu(c.gpu));
+    const std::vector<KernelCall> calls{{.cls = KernelClass::reduction, .m = 32, .n = c.channels / 32 * c.pixels},
+                                        {.cls = KernelClass::memory},
+                                        {.cls = KernelClass::activation, .m = c.pixels, .n = c.channels},
+                                        {.cls = KernelClass::activation, .m = c.pixels, .n = c.channels}};
+    INFO(c.gpu << " " << c.channels << " x " << c.pixels);
+    CHECK(model.time_s(calls, Dtype::bf16) == Approx(c.measured_s).epsilon(0.10));
+  }
+}
