@@ -5,7 +5,9 @@
 #include <map>
 #include <tuple>
 
+#include "fleetsim/catalog.hpp"
 #include "fleetsim/error.hpp"
+#include "fleetsim/kernel_model.hpp"
 #include "fleetsim/training.hpp"
 #include "helpers.hpp"
 
@@ -26,7 +28,7 @@ TrainingJob gpt3(int tp = 8, int pp = 8, int dp = 16) {
 TrainingJob small(int pp, int global, PipelineSchedule schedule) {
   TrainingJob job = parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
       "model": {"layers": 16, "hidden": 2048, "heads": 16, "vocab": 1, "seq_len": 2048},
-      "parallel": {"pp": 4}, "batch": {"global": 16, "micro": 1}})",
+      "parallel": {"pp": 4}, "batch": {"global": 16, "micro": 1}, "compute_efficiency": 0.5})",
                                        "small.json");
   job.pp = pp;
   job.global_batch = global;
@@ -169,4 +171,95 @@ TEST_CASE("malformed training jobs are refused with the field named", "[training
   CHECK_THAT(job_error("{" + cluster + ", " + model + R"(, "parallel": {}, "schedule": "zigzag"})"), Catch::Contains("/schedule"));
   CHECK_THAT(job_error("{" + cluster + ", " + model + R"(, "parallel": {}, "optimiser": "adam"})"), Catch::Contains("/optimiser"));
   CHECK_THAT(job_error("{" + cluster + R"(, "parallel": {}})"), Catch::Contains("/model"));
+  CHECK_THAT(job_error("{" + cluster + ", " + model + R"(, "parallel": {}, "attention": "sparse"})"), Catch::Contains("/attention"));
+  CHECK_THAT(job_error("{" + cluster + ", " + model + R"(, "parallel": {"dp_overlap": 1}})"), Catch::Contains("/parallel/dp_overlap"));
+  CHECK_THAT(job_error("{" + cluster + ", " + model + R"(, "parallel": {}, "compute_efficiency": 0})"), Catch::Contains("/compute_efficiency"));
+}
+
+namespace {
+
+// A 4096-wide layer (Llama-2-7B's shape, GPT MLP) on H100s, one micro-batch of 2 x 2048 tokens.
+TrainingJob layer_job(int tp, const std::string& extra = "") {
+  return parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+      "model": {"layers": 32, "hidden": 4096, "heads": 32, "vocab": 32000, "seq_len": 2048},
+      "parallel": {"tp": )" + std::to_string(tp) + R"(}, "batch": {"global": 2, "micro": 2})" + extra + "}",
+                            "layer.json");
+}
+
+}  // namespace
+
+TEST_CASE("training passes are the kernel model's GEMMs, attention and memory-bound kernels", "[training]") {
+  const TrainingJob job = layer_job(1);
+  const TrainingStep step = simulate_training_step(job);
+  const KernelModel model(*Catalog::builtin().gpu("h100-sxm"));
+  auto gemm = [&](double m, double n, double k) { return model.estimate({.cls = KernelClass::gemm, .m = m, .n = n, .k = k}, Dtype::bf16).time_s(); };
+  // Hand-listed: per layer QKV 4096 -> 12288, out 4096 -> 4096, MLP 4096 -> 16384 -> 4096, over 4096
+  // tokens; the logits 4096 -> 32000 on the last (only) stage.
+  const double t = 4096, layer = gemm(t, 12288, 4096) + gemm(t, 4096, 4096) + gemm(t, 16384, 4096) + gemm(t, 4096, 16384);
+  CHECK(step.forward_kernels.gemm_s == Approx(32 * layer + gemm(t, 32000, 4096)).epsilon(1e-9));
+  // Backward: each GEMM's data gradient (same FLOP) and weight gradient (K = the tokens).
+  const double backward = gemm(t, 4096, 12288) + gemm(4096, 12288, t) + gemm(t, 4096, 4096) + gemm(4096, 4096, t) + gemm(t, 4096, 16384) +
+                          gemm(4096, 16384, t) + gemm(t, 16384, 4096) + gemm(16384, 4096, t);
+  CHECK(step.backward_kernels.gemm_s == Approx(32 * backward + gemm(t, 4096, 32000) + gemm(4096, 32000, t)).epsilon(1e-9));
+  CHECK(step.backward_kernels.gemm_s == Approx(2 * step.forward_kernels.gemm_s).epsilon(0.15));
+  // FlashAttention: 32 causal heads x 2 sequences; the backward 2.5x the FLOP at the rate
+  // models/kernels.json gives it.
+  const KernelCall fa{.cls = KernelClass::attention, .m = 2048, .n = 2048, .k = 128, .batch = 64, .causal = true};
+  KernelCall fa_backward = fa;
+  fa_backward.backward = true;
+  CHECK(step.forward_kernels.attention_s == Approx(32 * model.estimate(fa, Dtype::bf16).time_s()).epsilon(1e-9));
+  CHECK(step.backward_kernels.attention_s == Approx(32 * model.estimate(fa_backward, Dtype::bf16).time_s()).epsilon(1e-9));
+  const KernelEstimate f = model.estimate(fa, Dtype::bf16), b = model.estimate(fa_backward, Dtype::bf16);
+  CHECK(b.compute_s / f.compute_s == Approx(2.5 / model.constants().attention_backward_rate_causal));
+  // The pass is the kernels back to back; one stage, no TP: nothing else.
+  CHECK(step.forward_s == Approx(step.forward_kernels.total()));
+  CHECK(step.backward_s == Approx(step.backward_kernels.total()));
+  CHECK(step.forward_kernels.memory_s > 0);
+  CHECK(step.forward_kernels.memory_s < 0.2 * step.forward_s);
+  // Iteration: one forward and backward, then the optimizer step over all 6.7 B parameters.
+  CHECK(step.iteration_s == Approx(step.forward_s + step.backward_s + step.optimizer_s));
+  CHECK(step.optimizer_s > 34 * step.counts.parameters / 3.35e12);  // 34 bytes each, no faster than HBM
+}
+
+TEST_CASE("TP splits the GEMMs, recomputation and unfused attention cost what they re-run", "[training]") {
+  const TrainingStep one = simulate_training_step(layer_job(1)), two = simulate_training_step(layer_job(2));
+  CHECK(two.forward_kernels.gemm_s == Approx(one.forward_kernels.gemm_s / 2).epsilon(0.1));
+  CHECK(two.forward_kernels.attention_s == Approx(one.forward_kernels.attention_s / 2).epsilon(0.1));
+  CHECK(two.tp_comm_s > 0);
+  CHECK(two.forward_s > two.forward_kernels.total());  // TP all-reduces are exposed
+  const TrainingStep selective = simulate_training_step(layer_job(1, R"(, "recompute": "selective")"));
+  const TrainingStep full = simulate_training_step(layer_job(1, R"(, "recompute": "full")"));
+  CHECK(selective.backward_s == Approx(one.backward_s));  // FlashAttention recomputes the scores anyway
+  // Full recomputation re-runs every layer's forward (all but the logits and embedding) in the backward.
+  CHECK(full.backward_s - one.backward_s > 0.9 * one.forward_s);
+  CHECK(full.backward_s - one.backward_s < one.forward_s);
+  const TrainingStep unfused = simulate_training_step(layer_job(1, R"(, "attention": "unfused")"));
+  const TrainingStep unfused_selective = simulate_training_step(layer_job(1, R"(, "attention": "unfused", "recompute": "selective")"));
+  CHECK(unfused.forward_kernels.attention_s == 0);
+  CHECK(unfused.forward_s > one.forward_s);  // scores and probabilities through HBM at 2048 tokens
+  CHECK(unfused_selective.backward_s > unfused.backward_s);
+}
+
+TEST_CASE("compute_efficiency overrides the kernel model, DP overlap hides the gradient all-reduce", "[training]") {
+  const TrainingJob job = layer_job(1, R"(, "compute_efficiency": 0.5)");
+  const TrainingStep step = simulate_training_step(job);
+  const TrainingCounts c = count_training(job);
+  const double peak = Catalog::builtin().gpu("h100-sxm")->peak_for(Dtype::bf16);
+  CHECK(step.forward_s + step.backward_s == Approx(c.hardware_flop / (0.5 * peak)).epsilon(1e-9));
+  CHECK(step.kernel_model_iteration_s == Approx(simulate_training_step(layer_job(1)).iteration_s));
+
+  auto dp8 = [](const std::string& overlap) {
+    TrainingJob j = layer_job(1, R"(, "recompute": "full")");
+    j.dp = 8;
+    j.global_batch = 16 * 8;
+    j.dp_overlap = overlap == "yes";
+    return simulate_training_step(j);
+  };
+  const TrainingStep exposed = dp8("no"), hidden = dp8("yes");
+  REQUIRE(exposed.dp_allreduce_s > 0);
+  CHECK(exposed.iteration_s == Approx(exposed.stage_end_s[0] + exposed.dp_allreduce_s + exposed.optimizer_s));
+  // Beside the last backward: what the backward does not cover stays exposed.
+  CHECK(hidden.iteration_s == Approx(std::max(hidden.stage_end_s[0], hidden.stage_end_s[0] - hidden.backward_s + hidden.dp_allreduce_s) +
+                                     hidden.optimizer_s));
+  CHECK(hidden.iteration_s < exposed.iteration_s);
 }

@@ -19,6 +19,7 @@ std::string count(double v) {
 
 const char* schedule_name(PipelineSchedule s) { return s == PipelineSchedule::gpipe ? "gpipe" : "1f1b"; }
 const char* recompute_name(Recompute r) { return r == Recompute::none ? "none" : r == Recompute::selective ? "selective" : "full"; }
+const char* attention_name(AttentionKernel a) { return a == AttentionKernel::flash ? "FlashAttention" : "unfused"; }
 
 }  // namespace
 
@@ -29,9 +30,18 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
   std::snprintf(line, sizeof line, "%s: %.3g B parameters (%d layers, hidden %d, %d heads, vocab %d, sequence %d)\n", job.name.c_str(),
                 c.parameters / 1e9, m.layers, m.hidden, m.heads, m.vocab, m.seq_len);
   out << line;
-  std::snprintf(line, sizeof line, "  TP %d x PP %d x DP %d = %d GPUs; batch %d = %d micro-batches of %d per replica; %s, recompute %s%s\n\n",
+  std::snprintf(line, sizeof line, "  TP %d x PP %d x DP %d = %d GPUs; batch %d = %d micro-batches of %d per replica; %s, recompute %s%s%s\n",
                 job.tp, job.pp, job.dp, job.gpus(), job.global_batch, job.micro_batches(), job.micro_batch, schedule_name(job.schedule),
-                recompute_name(job.recompute), job.sequence_parallel ? ", sequence parallel" : "");
+                recompute_name(job.recompute), job.sequence_parallel ? ", sequence parallel" : "", job.dp_overlap ? ", DP overlapped" : "");
+  out << line;
+  if (job.compute_efficiency) {
+    std::snprintf(line, sizeof line, "  compute: FLOP at %.3g of the datasheet peak (compute_efficiency); the kernel model would give %s\n\n",
+                  *job.compute_efficiency, seconds(step.kernel_model_iteration_s).c_str());
+  } else {
+    std::snprintf(line, sizeof line, "  compute: the kernel model (%s attention, %s)\n\n", attention_name(job.attention),
+                  KernelModel(Cluster(job.cluster).gpu_type(make_id<GpuId>(0))).measured() ? "constants measured for this GPU's architecture"
+                                                                                           : "another architecture's constants: a guess");
+  }
   out << line;
   out << "iteration      " << seconds(step.iteration_s) << "\n";
   std::snprintf(line, sizeof line, "throughput     %.0f tokens/s\nMFU            %.1f%%\npipeline idle  %.1f%% (bubble, averaged over stages)\n",
@@ -41,8 +51,14 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
       << " with recomputation\n";
   out << "micro-batch    forward " << seconds(step.forward_s) << ", backward " << seconds(step.backward_s) << " (slowest stage; TP all-reduces "
       << seconds(step.tp_comm_s) << ")\n";
+  if (!job.compute_efficiency) {
+    const PassTime& f = step.forward_kernels;
+    const PassTime& b = step.backward_kernels;
+    out << "kernels        GEMMs " << seconds(f.gemm_s + b.gemm_s) << ", attention " << seconds(f.attention_s + b.attention_s) << ", memory-bound "
+        << seconds(f.memory_s + b.memory_s) << " (forward and backward); optimizer step " << seconds(step.optimizer_s) << "\n";
+  }
   out << "transfers      stage boundary " << seconds(step.pp_send_s) << " (" << bytes(c.pp_send_bytes) << "), DP all-reduce "
-      << seconds(step.dp_allreduce_s) << "\n\n";
+      << seconds(step.dp_allreduce_s) << (job.dp_overlap ? " (beside the last backward)" : "") << "\n\n";
   out << "stage  layers  params/GPU   weights    grads      optimizer  activations  total/GPU   last backward\n";
   for (std::size_t s = 0; s < c.stage_memory.size(); ++s) {
     const StageMemory& mem = c.stage_memory[s];
@@ -76,6 +92,10 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
                    {"micro_batches", job.micro_batches()},
                    {"schedule", schedule_name(job.schedule)},
                    {"recompute", recompute_name(job.recompute)},
+                   {"attention", attention_name(job.attention)},
+                   {"dp_overlap", job.dp_overlap},
+                   {"compute", job.compute_efficiency ? ordered_json{{"efficiency", *job.compute_efficiency}, {"kernel_model_iteration_s", step.kernel_model_iteration_s}}
+                                                      : ordered_json{{"kernel_model", true}}},
                    {"parameters", c.parameters},
                    {"iteration_s", step.iteration_s},
                    {"tokens_per_s", step.tokens_per_s},
@@ -88,6 +108,10 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
                    {"tp_comm_s", step.tp_comm_s},
                    {"pp_send_s", step.pp_send_s},
                    {"dp_allreduce_s", step.dp_allreduce_s},
+                   {"optimizer_s", step.optimizer_s},
+                   {"kernels_s", {{"gemm", step.forward_kernels.gemm_s + step.backward_kernels.gemm_s},
+                                  {"attention", step.forward_kernels.attention_s + step.backward_kernels.attention_s},
+                                  {"memory", step.forward_kernels.memory_s + step.backward_kernels.memory_s}}},
                    {"activation_bytes_per_layer", c.activation_bytes_per_layer},
                    {"stages", stages}};
   return doc.dump(1) + "\n";

@@ -6,6 +6,7 @@
 #include "fleetsim/cluster.hpp"
 #include "fleetsim/collective.hpp"
 #include "fleetsim/error.hpp"
+#include "fleetsim/kernel_model.hpp"
 #include "fleetsim/topology.hpp"
 #include "loaders.hpp"
 
@@ -89,6 +90,7 @@ TrainingJob parse_training_job(std::string_view json_text, const std::string& fi
       job.dp = static_cast<int>(r.integer_or("dp", 1, 1, 1 << 20));
       job.sequence_parallel = r.boolean_or("sequence_parallel", false);
       job.distributed_optimizer = r.boolean_or("distributed_optimizer", false);
+      job.dp_overlap = r.boolean_or("dp_overlap", false);
       r.finish();
     }
     if (const Json* batch = top.field("batch", Need::required)) {
@@ -99,11 +101,12 @@ TrainingJob parse_training_job(std::string_view json_text, const std::string& fi
     }
     job.schedule = top.choice("schedule", {"gpipe", "1f1b"}, 1) == 0 ? PipelineSchedule::gpipe : PipelineSchedule::one_f_one_b;
     job.recompute = static_cast<Recompute>(top.choice("recompute", {"none", "selective", "full"}, 0));
+    job.attention = static_cast<AttentionKernel>(top.choice("attention", {"flash", "unfused"}, 0));
     const std::string dtype = top.string_or("dtype", "bf16");
     if (auto d = parse_dtype(dtype)) job.dtype = *d;
     else top.problem("dtype", "expected a dtype such as bf16, found \"" + dtype + "\"");
-    job.compute_efficiency = top.number("compute_efficiency", Need::optional, 0.0, 1.0).value_or(1.0);
-    if (!(job.compute_efficiency > 0)) top.problem("compute_efficiency", "expected a fraction above 0, at most 1");
+    job.compute_efficiency = top.number("compute_efficiency", Need::optional, 0.0, 1.0);
+    if (job.compute_efficiency && !(*job.compute_efficiency > 0)) top.problem("compute_efficiency", "expected a fraction above 0, at most 1");
     top.finish();
   }
   problems.throw_if_any();
@@ -161,6 +164,133 @@ TrainingCounts count_training(const TrainingJob& job) {
 
 namespace {
 
+// The kernels of one micro-batch's forward and backward pass on one GPU of a stage, as Megatron-LM
+// runs a GPT layer (fused QKV projection, bias-GeLU and bias-dropout-add fusions, column- then
+// row-parallel GEMMs split over the TP ranks; with sequence parallelism the norms and dropouts on a
+// 1/tp share of the tokens).
+struct PassKernels {
+  std::vector<KernelCall> forward, backward;
+};
+
+void gemm(std::vector<KernelCall>& out, const char* name, double m, double n, double k, double batch = 1) {
+  out.push_back({.cls = KernelClass::gemm, .m = m, .n = n, .k = k, .batch = batch, .name = name});
+}
+void memory_op(std::vector<KernelCall>& out, KernelClass cls, const char* name, double rows, double width) {
+  out.push_back({.cls = cls, .m = rows, .n = width, .name = name});
+}
+// A linear layer's backward: the data gradient, then the weight gradient (reduced over the tokens).
+void gemm_backward(std::vector<KernelCall>& out, const char* name, double tokens, double n, double k) {
+  gemm(out, name, tokens, k, n);
+  gemm(out, name, k, n, tokens);
+}
+
+// Core attention of one layer: FlashAttention (its backward recomputes the scores), or Megatron's
+// unfused path of batched GEMMs, a fused scale-mask-softmax and a dropout.
+void core_attention(const TrainingJob& job, std::vector<KernelCall>& out, bool backward) {
+  const TransformerModel& m = job.model;
+  const double heads = static_cast<double>(m.heads) / job.tp, d = static_cast<double>(m.hidden) / m.heads, s = m.seq_len;
+  const double batch = job.micro_batch * heads;
+  if (job.attention == AttentionKernel::flash) {
+    out.push_back({.cls = KernelClass::attention, .m = s, .n = s, .k = d, .batch = batch, .causal = true, .backward = backward, .name = "attention"});
+  } else if (!backward) {
+    gemm(out, "attention.scores", s, s, d, batch);
+    memory_op(out, KernelClass::softmax, "attention.softmax", batch * s, s);
+    memory_op(out, KernelClass::activation, "attention.dropout", batch * s, s);
+    gemm(out, "attention.values", s, d, s, batch);
+  } else {
+    gemm(out, "attention.values", s, s, d, batch);  // gradient of the probabilities
+    gemm(out, "attention.values", s, d, s, batch);  // of the values
+    memory_op(out, KernelClass::activation, "attention.dropout", batch * s, s);
+    memory_op(out, KernelClass::add, "attention.softmax", batch * s, s);  // reads y and dy
+    gemm(out, "attention.scores", s, d, s, batch);  // of the queries
+    gemm(out, "attention.scores", s, d, s, batch);  // of the keys
+  }
+}
+
+void layer_forward(const TrainingJob& job, std::vector<KernelCall>& out) {
+  const TransformerModel& m = job.model;
+  const double t = job.tp, h = m.hidden, f = m.ffn(), tokens = static_cast<double>(job.micro_batch) * m.seq_len;
+  const double rows = job.sequence_parallel ? tokens / t : tokens;
+  memory_op(out, KernelClass::norm, "attention.norm", rows, h);
+  gemm(out, "attention.qkv", tokens, 3 * h / t, h);
+  core_attention(job, out, false);
+  gemm(out, "attention.out", tokens, h, h / t);
+  memory_op(out, KernelClass::add, "attention.bias-dropout-add", rows, h);
+  memory_op(out, KernelClass::norm, "mlp.norm", rows, h);
+  gemm(out, "mlp.fc1", tokens, f / t, h);
+  memory_op(out, KernelClass::activation, "mlp.bias-gelu", tokens, f / t);
+  gemm(out, "mlp.fc2", tokens, h, f / t);
+  memory_op(out, KernelClass::add, "mlp.bias-dropout-add", rows, h);
+}
+
+void layer_backward(const TrainingJob& job, std::vector<KernelCall>& out) {
+  const TransformerModel& m = job.model;
+  const double t = job.tp, h = m.hidden, f = m.ffn(), tokens = static_cast<double>(job.micro_batch) * m.seq_len;
+  const double rows = job.sequence_parallel ? tokens / t : tokens;
+  if (job.recompute == Recompute::full) {
+    layer_forward(job, out);
+  } else if (job.recompute == Recompute::selective && job.attention == AttentionKernel::unfused) {
+    std::vector<KernelCall> core;
+    core_attention(job, core, false);
+    out.insert(out.end(), core.begin(), core.end() - 1);  // the scores, softmax and dropout again
+  }
+  memory_op(out, KernelClass::activation, "mlp.bias-dropout-add", rows, h);
+  gemm_backward(out, "mlp.fc2", tokens, h, f / t);
+  memory_op(out, KernelClass::add, "mlp.bias-gelu", tokens, f / t);  // reads x and dy
+  gemm_backward(out, "mlp.fc1", tokens, f / t, h);
+  memory_op(out, KernelClass::add, "mlp.norm", rows, h);
+  memory_op(out, KernelClass::activation, "attention.bias-dropout-add", rows, h);
+  gemm_backward(out, "attention.out", tokens, h, h / t);
+  core_attention(job, out, true);
+  gemm_backward(out, "attention.qkv", tokens, 3 * h / t, h);
+  memory_op(out, KernelClass::add, "attention.norm", rows, h);
+}
+
+PassKernels stage_kernels(const TrainingJob& job, int stage) {
+  const TransformerModel& m = job.model;
+  const double t = job.tp, h = m.hidden, tokens = static_cast<double>(job.micro_batch) * m.seq_len;
+  const double rows = job.sequence_parallel ? tokens / t : tokens;
+  PassKernels k;
+  std::vector<KernelCall> forward, backward;
+  layer_forward(job, forward);
+  layer_backward(job, backward);
+  const double layers = static_cast<double>(m.layers) / job.pp;
+  for (KernelCall& c : forward) c.count = layers;
+  for (KernelCall& c : backward) c.count = layers;
+  if (stage == 0) {
+    memory_op(k.forward, KernelClass::embedding, "embedding", tokens, h);
+    memory_op(backward, KernelClass::activation, "embedding", tokens, h);  // gradients added into the table
+  }
+  k.forward.insert(k.forward.end(), forward.begin(), forward.end());
+  k.backward = std::move(backward);
+  if (stage == job.pp - 1) {
+    const double vocab = m.vocab / t;
+    memory_op(k.forward, KernelClass::norm, "final.norm", rows, h);
+    gemm(k.forward, "logits", tokens, vocab, h);
+    memory_op(k.forward, KernelClass::softmax, "cross-entropy", tokens, vocab);
+    std::vector<KernelCall> head;
+    memory_op(head, KernelClass::activation, "cross-entropy", tokens, vocab);
+    gemm_backward(head, "logits", tokens, vocab, h);
+    memory_op(head, KernelClass::add, "final.norm", rows, h);
+    k.backward.insert(k.backward.begin(), head.begin(), head.end());
+  }
+  return k;
+}
+
+PassTime pass_time(const KernelModel& model, const std::vector<KernelCall>& calls, Dtype dtype) {
+  PassTime p;
+  for (const KernelCall& c : calls) {
+    const double time = c.count * model.estimate(c, dtype).time_s();
+    (c.cls == KernelClass::gemm ? p.gemm_s : c.cls == KernelClass::attention ? p.attention_s : p.memory_s) += time;
+  }
+  return p;
+}
+
+// Bytes per parameter of the optimizer step: Adam reading the fp32 weight, gradient and two moments
+// and writing three of them back plus the 16-bit weight (30), after a pass over the gradients for
+// their norm (4).
+constexpr double kOptimizerStepBytes = 34;
+
 // GPU of (tp rank, dp rank, stage): TP fastest, then DP, then PP.
 GpuId gpu_at(const TrainingJob& job, int tp_rank, int dp_rank, int stage) {
   return make_id<GpuId>(static_cast<std::uint32_t>(tp_rank + job.tp * (dp_rank + job.dp * stage)));
@@ -216,21 +346,40 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
     for (std::size_t i = 0; i < times.size(); ++i) dp_s[i / static_cast<std::size_t>(job.tp)] = std::max(dp_s[i / static_cast<std::size_t>(job.tp)], times[i]);
   }
 
-  // Compute per micro-batch and stage, at the achieved GEMM rate; TP all-reduces are blocking.
+  // Compute per micro-batch and stage: the kernel model, or FLOP at a given share of peak. TP
+  // all-reduces are blocking.
   const GpuType& gpu = cluster.gpu_type(gpu_at(job, 0, 0, 0));
-  const double rate = gpu.peak_for(job.dtype) * job.compute_efficiency;
+  const KernelModel kernels(gpu);
   const double tokens = b * s;
   const TokenFlop flop = token_flop(job);
   const double layer_forward = tokens * flop.layer / t, recompute = tokens * flop.recompute / t, logits = tokens * flop.logits / t;
   const int tp_forward = job.tp > 1 ? 2 : 0, tp_backward = c.tp_allreduces_per_layer - tp_forward;
-  std::vector<double> fwd(static_cast<std::size_t>(p)), bwd(static_cast<std::size_t>(p));
+  std::vector<double> fwd(static_cast<std::size_t>(p)), bwd(static_cast<std::size_t>(p)), optimizer(static_cast<std::size_t>(p));
   for (int stage = 0; stage < p; ++stage) {
-    const double extra = stage == p - 1 ? logits : 0;
-    fwd[stage] = (layers_per_stage * layer_forward + extra) / rate + layers_per_stage * tp_forward * tp_allreduce_s;
-    bwd[stage] = (layers_per_stage * (2 * layer_forward + recompute) + 2 * extra) / rate + layers_per_stage * tp_backward * tp_allreduce_s;
+    double fwd_compute = 0, bwd_compute = 0;
+    if (job.compute_efficiency) {
+      const double rate = gpu.peak_for(job.dtype) * *job.compute_efficiency, extra = stage == p - 1 ? logits : 0;
+      fwd_compute = (layers_per_stage * layer_forward + extra) / rate;
+      bwd_compute = (layers_per_stage * (2 * layer_forward + recompute) + 2 * extra) / rate;
+    } else {
+      const PassKernels pass = stage_kernels(job, stage);
+      const PassTime f = pass_time(kernels, pass.forward, job.dtype), bk = pass_time(kernels, pass.backward, job.dtype);
+      fwd_compute = f.total();
+      bwd_compute = bk.total();
+      if (fwd_compute + bwd_compute > step.forward_kernels.total() + step.backward_kernels.total()) {
+        step.forward_kernels = f;
+        step.backward_kernels = bk;
+      }
+      const double params = c.stage_parameters[static_cast<std::size_t>(stage)] / (job.distributed_optimizer ? job.dp : 1);
+      const KernelCall adam{.cls = KernelClass::memory, .m = params, .n = kOptimizerStepBytes / dtype_bytes(job.dtype), .name = "optimizer"};
+      optimizer[stage] = kernels.estimate(adam, job.dtype).time_s();
+    }
+    fwd[stage] = fwd_compute + layers_per_stage * tp_forward * tp_allreduce_s;
+    bwd[stage] = bwd_compute + layers_per_stage * tp_backward * tp_allreduce_s;
   }
   step.forward_s = *std::max_element(fwd.begin(), fwd.end());
   step.backward_s = *std::max_element(bwd.begin(), bwd.end());
+  step.optimizer_s = *std::max_element(optimizer.begin(), optimizer.end());
   step.tp_comm_s = layers_per_stage * (tp_forward + tp_backward) * tp_allreduce_s;
   step.pp_send_s = send_s;
 
@@ -257,6 +406,7 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
   auto bwd_end = fwd_end;
   std::vector<std::size_t> next(static_cast<std::size_t>(p), 0);
   std::vector<double> free_at(static_cast<std::size_t>(p), 0.0), busy(static_cast<std::size_t>(p), 0.0);
+  std::vector<double> last_backward_start(static_cast<std::size_t>(p), 0.0);
   for (std::size_t done = 0, total = static_cast<std::size_t>(2 * p * mb); done < total; ++done) {
     int best = -1;
     double best_start = 0;
@@ -281,19 +431,27 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
     (backward ? bwd_end : fwd_end)[best][i] = best_start + duration;
     free_at[best] = best_start + duration;
     busy[best] += duration;
+    if (backward) last_backward_start[best] = best_start;
     step.ops.push_back({best, i, backward, best_start, best_start + duration});
   }
   const double pipeline_s = *std::max_element(free_at.begin(), free_at.end());
   double idle = 0;
   for (int stage = 0; stage < p; ++stage) {
     step.stage_end_s.push_back(free_at[stage]);
-    step.iteration_s = std::max(step.iteration_s, free_at[stage] + dp_s[stage]);
+    // The gradients' reduction after the last backward, or beside it (dp_overlap); then the optimizer.
+    const double reduced = job.dp_overlap ? std::max(free_at[stage], last_backward_start[stage] + dp_s[stage]) : free_at[stage] + dp_s[stage];
+    step.iteration_s = std::max(step.iteration_s, reduced + optimizer[stage]);
     idle += 1 - busy[stage] / pipeline_s;
   }
   step.bubble = idle / p;
   step.dp_allreduce_s = *std::max_element(dp_s.begin(), dp_s.end());
   step.tokens_per_s = job.global_batch * s / step.iteration_s;
   step.mfu = c.model_flop / (step.iteration_s * job.gpus() * gpu.peak_for(job.dtype));
+  if (job.compute_efficiency) {
+    TrainingJob modelled = job;
+    modelled.compute_efficiency.reset();
+    step.kernel_model_iteration_s = simulate_training_step(modelled).iteration_s;
+  }
   return step;
 }
 

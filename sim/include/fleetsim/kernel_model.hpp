@@ -47,6 +47,7 @@ struct KernelCall {
   double taps = 1;      // gemm: a convolution's kernel taps (k x k), each a column block of K over the one input
   double groups = 1;    // attention: query heads per key/value head (GQA)
   bool causal = false;  // attention
+  bool backward = false;  // attention: the backward pass (dQ, dK, dV), as FlashAttention-2 runs it
   double count = 1;
   std::string name;     // what it is in the model ("qkv", "mlp.down", ...)
 };
@@ -92,6 +93,10 @@ struct KernelConstants {
   std::vector<double> split_k;
   double split_k_min_k = 0;
   double attention_block = 128;  // query rows per CTA
+  // The attention backward pass: its FLOP over the forward's, and its achieved rate over the forward's
+  // (causal and not).
+  double attention_backward_flop = 2.5, attention_backward_rate = 1, attention_backward_rate_causal = 1;
+  std::string attention_backward_source;
   // Host time to launch one kernel from eager PyTorch: Python, module calls, the dispatcher, the
   // launch itself. A compiled step (CUDA graphs) pays none of it.
   double eager_dispatch_us = 0;

@@ -10,12 +10,20 @@
 //   - communication: TP all-reduces of b s h activations (2 per layer forward, 2 backward, 2 more
 //     when the whole layer is recomputed), PP sends of b s h between stages (split over the TP
 //     ranks), and the DP all-reduce of every GPU's gradients.
+// Compute is timed kernel by kernel (fleetsim/kernel_model.hpp) from the layer as Megatron-LM runs it:
+// per layer the fused QKV, attention-output and MLP GEMMs split over the TP ranks (each backward GEMM
+// twice: data and weight gradients), FlashAttention's forward and backward (or, unfused, the batched
+// GEMMs and softmax of Megatron's core attention), and the memory-bound LayerNorms, bias-GeLU and
+// bias-dropout-add; the embedding on the first stage, the logits and cross-entropy on the last;
+// recomputation re-runs its share of the forward in the backward pass; the optimizer step after the
+// gradients are reduced. A given `compute_efficiency` replaces all that with FLOP / (peak x efficiency).
 // The pipeline schedule (GPipe or 1F1B) is then played out event by event: each stage runs its
 // forward and backward passes in schedule order, each waiting for its input from the neighbouring
 // stage, so the bubble comes out of the simulation rather than from a formula. Collective and
 // transfer times come from fleetsim's topology and collective model on the given cluster.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +34,7 @@ namespace fleetsim {
 
 enum class Recompute : std::uint8_t { none, selective, full };
 enum class PipelineSchedule : std::uint8_t { gpipe, one_f_one_b };
+enum class AttentionKernel : std::uint8_t { flash, unfused };
 
 struct TransformerModel {
   int layers = 0, hidden = 0, heads = 0, ffn_hidden = 0, vocab = 0, seq_len = 0;  // ffn_hidden 0: 4 x hidden
@@ -42,11 +51,16 @@ struct TrainingJob {
   int tp = 1, pp = 1, dp = 1;
   bool sequence_parallel = false;
   bool distributed_optimizer = false;  // optimizer state sharded over DP (ZeRO-1)
+  // The DP gradient reduction overlaps the last micro-batch's backward pass (Megatron-LM's
+  // --overlap-grad-reduce; off by default there, as here).
+  bool dp_overlap = false;
   int global_batch = 1, micro_batch = 1;  // sequences
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   Recompute recompute = Recompute::none;
   Dtype dtype = Dtype::bf16;
-  double compute_efficiency = 1.0;  // achieved / peak FLOP rate of the GEMMs (1: the datasheet's)
+  AttentionKernel attention = AttentionKernel::flash;
+  // Achieved / peak FLOP rate for all the compute, in place of the kernel model (none: the kernel model).
+  std::optional<double> compute_efficiency;
 
   int gpus() const { return tp * pp * dp; }
   int micro_batches() const { return global_batch / (dp * micro_batch); }
@@ -77,6 +91,12 @@ struct TrainingCounts {
 };
 TrainingCounts count_training(const TrainingJob& job);
 
+// Kernel time of one micro-batch on one stage, by kind of kernel, TP communication not included.
+struct PassTime {
+  double gemm_s = 0, attention_s = 0, memory_s = 0;
+  double total() const { return gemm_s + attention_s + memory_s; }
+};
+
 // One pass of one micro-batch on one stage, as simulated.
 struct PipelineOp {
   int stage = 0, micro_batch = 0;
@@ -93,6 +113,9 @@ struct TrainingStep {
   double tp_comm_s = 0;      // TP all-reduce time per micro-batch forward + backward, slowest stage
   double pp_send_s = 0;      // one boundary transfer
   double dp_allreduce_s = 0; // the slowest stage's gradient all-reduce
+  double optimizer_s = 0;    // the optimizer step after it, slowest stage
+  PassTime forward_kernels, backward_kernels;  // the slowest stage's (zero under compute_efficiency)
+  double kernel_model_iteration_s = 0;  // under a given compute_efficiency: the iteration without it
   std::vector<double> stage_end_s;  // each stage's last backward
   std::vector<PipelineOp> ops;      // in the order they ran
   TrainingCounts counts;

@@ -109,6 +109,16 @@ std::shared_ptr<const KernelConstants> read_constants(const Json& doc, Problems&
     }
   }
   k->attention_block = top.number("attention_block", Need::required, 1, 4096).value_or(128);
+  if (const Json* b = top.field("attention_backward", Need::required)) {
+    ObjectReader r(*b, top.pointer("attention_backward"), problems);
+    if (r.ok()) {
+      k->attention_backward_source = r.string("source", Need::required).value_or("");
+      k->attention_backward_flop = r.number("flop_factor", Need::required, 1, 100).value_or(2.5);
+      k->attention_backward_rate = r.number("rate", Need::required, 1e-3, 10).value_or(1);
+      k->attention_backward_rate_causal = r.number("rate_causal", Need::required, 1e-3, 10).value_or(1);
+      r.finish();
+    }
+  }
   if (const Json* h = top.field("host", Need::required)) {
     ObjectReader r(*h, top.pointer("host"), problems);
     if (r.ok()) {
@@ -142,6 +152,8 @@ std::string kernel_constants_json(const KernelConstants& k) {
   for (const auto& t : k.tiles) tiles.push_back({t[0], t[1]});
   doc["gemm"] = {{"source", k.gemm_source}, {"tiles", tiles}, {"split_k", k.split_k}, {"split_k_min_k", k.split_k_min_k}};
   doc["attention_block"] = k.attention_block;
+  doc["attention_backward"] = {{"source", k.attention_backward_source}, {"flop_factor", k.attention_backward_flop},
+                               {"rate", k.attention_backward_rate}, {"rate_causal", k.attention_backward_rate_causal}};
   doc["host"] = {{"source", k.host_source}, {"eager_dispatch_us", k.eager_dispatch_us}};
   Json archs = Json::object();
   for (const auto& [name, a] : {std::pair{"ampere", &k.ampere}, std::pair{"hopper", &k.hopper}, std::pair{"default", &k.fallback}}) {
@@ -257,6 +269,10 @@ KernelEstimate KernelModel::estimate(const KernelCall& c, Dtype dtype) const {
       const double rate = gpu_.peak_for(dtype) / sms * arch_->attention_efficiency;
       e.compute_s = waves * 4 * block * (keys + arch_->attention_key_overhead) * (c.k + arch_->attention_head_overhead) / rate;
       e.memory_s = element * (2 * c.batch * c.m * c.k + 2 * c.batch / std::max(1.0, c.groups) * c.n * c.k) / bw;
+      if (c.backward) {  // the same blocks, more products at their own rate; twice the tensors moved
+        e.compute_s *= k_->attention_backward_flop / (c.causal ? k_->attention_backward_rate_causal : k_->attention_backward_rate);
+        e.memory_s *= 2;
+      }
       return e;
     }
     case KernelClass::memory: e.memory_s = element * c.m * c.n; break;

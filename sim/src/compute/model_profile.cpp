@@ -530,7 +530,9 @@ double kernels_flop(const std::vector<KernelCall>& calls) {
   double flop = 0;
   for (const KernelCall& c : calls) {
     if (c.cls == KernelClass::gemm) flop += c.count * 2 * c.m * c.n * c.k * c.batch;
-    if (c.cls == KernelClass::attention) flop += c.count * 4 * c.batch * c.m * (c.causal ? std::max(c.n - c.m / 2, c.n / 2) : c.n) * c.k;
+    if (c.cls == KernelClass::attention) {
+      flop += c.count * 4 * c.batch * c.m * (c.causal ? std::max(c.n - c.m / 2, c.n / 2) : c.n) * c.k * (c.backward ? 2.5 : 1);  // FlashAttention-2 backward: 5 products to 2
+    }
   }
   return flop;
 }
