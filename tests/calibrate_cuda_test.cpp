@@ -1,12 +1,14 @@
 // The CUDA calibration's parts that need no GPU: naming the catalog entries of a machine's GPUs, the
 // nccl-tests figures of a timed collective, and the fits of CUDA-like measurements into a profile
 // that the simulator reads back unchanged.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 
 #include "fleetsim/calibrate.hpp"
 #include "fleetsim/cluster.hpp"
 #include "fleetsim/error.hpp"
+#include "fleetsim/kernel_model.hpp"
 #include "fleetsim/nccl_tests.hpp"
 #include "fleetsim/report.hpp"
 #include "fleetsim/scenario.hpp"
@@ -184,4 +186,45 @@ TEST_CASE("a CUDA profile reads back unchanged and calibrates the scenario's GPU
   CHECK(apply_profile(spec, back) >= 2);  // the GPU type and the host link
   CHECK(spec.groups[0].gpu.peak_flop_per_s[static_cast<std::size_t>(Dtype::bf16)] == Approx(kBf16_flops).epsilon(1e-5));
   CHECK(spec.groups[0].gpu.memory_bandwidth_Bps == Approx(kMemory_Bps).epsilon(1e-5));
+}
+
+TEST_CASE("a CUDA profile refines the kernel model: measured squares and triads set its scales, and replaced peaks do not count twice",
+          "[calibrate][cuda][kernels]") {
+  // An H100 whose large bf16 squares run 20% slower than the public constants predict, and whose
+  // triads 10% faster.
+  const GpuType& catalog = *Catalog::builtin().gpu("h100-sxm");
+  const KernelModel model(catalog);
+  auto square = [&](const KernelModel& m, double side) {
+    return m.estimate({.cls = KernelClass::gemm, .m = side, .n = side, .k = side}, Dtype::bf16).time_s();
+  };
+  auto triad = [&](const KernelModel& m, double bytes) {
+    return m.estimate({.cls = KernelClass::add, .m = bytes / (3 * 4 * 1024), .n = 1024}, Dtype::fp32).time_s();
+  };
+  Profile p = synthetic_h100_measurements();
+  p.measurements.erase(std::remove_if(p.measurements.begin(), p.measurements.end(), [](const Measurement& m) { return m.kernel == "stream"; }),
+                       p.measurements.end());
+  for (double side : {2048.0, 4096.0, 8192.0}) p.measurements.push_back({"gemm-square", Dtype::bf16, side, 1.25 * square(model, side), ""});
+  for (double bytes : {4e8, 8e8, 1.6e9}) p.measurements.push_back({"stream", Dtype::fp32, bytes, triad(model, bytes) / 1.1, ""});
+  fit_cuda_profile(p, {.gpu_type = "h100-sxm", .node_type = "", .gpus = 1, .nccl_algo = {}});
+  const Profile back = parse_profile(profile_json(p), "cuda.json");
+  REQUIRE(back.gpus.size() == 1);
+  CHECK(*back.gpus[0].kernel_compute_scale == Approx(0.8));
+  CHECK(*back.gpus[0].kernel_memory_scale == Approx(1.1));
+
+  // Applied, the roofline takes the measured peaks, and the kernel model predicts what was measured.
+  ClusterSpec spec = cluster_of("hgx-h100-8", 1);
+  apply_profile(spec, back);
+  const GpuType& calibrated = spec.groups[0].gpu;
+  CHECK(calibrated.peak_for(Dtype::bf16) == Approx(kBf16_flops).epsilon(1e-5));
+  const KernelModel refined(calibrated);
+  CHECK(square(refined, 8192) == Approx(1.25 * square(model, 8192)).epsilon(0.01));
+  CHECK(triad(refined, 1.6e9) == Approx(triad(model, 1.6e9) / 1.1).epsilon(0.01));
+  // Without the scales, only the measured peaks: the kernel model stays where its constants put it.
+  Profile peaks_only = back;
+  peaks_only.gpus[0].kernel_compute_scale.reset();
+  peaks_only.gpus[0].kernel_memory_scale.reset();
+  ClusterSpec plain = cluster_of("hgx-h100-8", 1);
+  apply_profile(plain, peaks_only);
+  CHECK(square(KernelModel(plain.groups[0].gpu), 8192) == Approx(square(model, 8192)).epsilon(1e-9));
+  CHECK(triad(KernelModel(plain.groups[0].gpu), 1.6e9) == Approx(triad(model, 1.6e9)).epsilon(1e-9));
 }

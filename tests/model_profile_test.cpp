@@ -96,6 +96,12 @@ TEST_CASE("a workflow task that names a model step runs its kernels, steps times
   const StepEstimate step = estimate_step(arch("sdxl-unet"), task.shape, KernelModel(*Catalog::builtin().gpu("h100-sxm")), Dtype::fp16);
   CHECK(r.end_s - r.compute_start_s == Approx(30 * step.time_s));
   CHECK(task.flop == Approx(30 * kernels_flop(step.calls)));
+  // The trace says why: the kernels by bound, and the fixed part (fixed costs and the host's wait).
+  CHECK(r.compute_bound_s == Approx(30 * step.compute_bound_s));
+  CHECK(r.memory_bound_s == Approx(30 * step.memory_bound_s));
+  CHECK(r.fixed_s == Approx(30 * (step.fixed_s + step.host_wait_s)));
+  CHECK(r.compute_bound_s + r.memory_bound_s + r.fixed_s == Approx(r.end_s - r.compute_start_s));
+  CHECK(r.memory_bound_s > 0.1 * r.compute_bound_s);  // an eager UNet: GroupNorms, copies, elementwise
 }
 
 TEST_CASE("model steps and architectures are read strictly", "[profiles][input]") {

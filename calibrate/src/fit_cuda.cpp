@@ -9,6 +9,7 @@
 #include "fleetsim/catalog.hpp"
 #include "fleetsim/error.hpp"
 #include "fleetsim/fit.hpp"
+#include "fleetsim/kernel_model.hpp"
 #include "fleetsim/nccl_tests.hpp"
 #include "fleetsim/units.hpp"
 #include "measure.hpp"
@@ -54,8 +55,30 @@ bool matches(const std::string& name, const NameRule& rule) {
 // The dtypes the CUDA backend runs as cuBLAS GEMMs of their own type (fp8 and int8 run as bf16).
 constexpr Dtype kGemmDtypes[] = {Dtype::fp64, Dtype::fp32, Dtype::tf32, Dtype::bf16, Dtype::fp16};
 
+// How far the kernel-time model's public constants are from this GPU: the median of its predicted
+// over the measured time, for bf16 squares large enough to be compute-bound (2048 and up) and for
+// triads well beyond the L2 cache (a triad is the add class: two arrays read, one written).
+void fit_kernel_model(const std::vector<Measurement>& measurements, GpuCalibration& gpu) {
+  const GpuType* type = Catalog::builtin().gpu(gpu.id);
+  if (type == nullptr) return;
+  const KernelModel model(*type);
+  std::vector<double> compute, memory;
+  for (const Measurement& m : measurements) {
+    if (m.seconds <= 0) continue;
+    if (m.kernel == "gemm-square" && m.dtype == Dtype::bf16 && m.size >= 2048) {
+      compute.push_back(model.estimate({.cls = KernelClass::gemm, .m = m.size, .n = m.size, .k = m.size}, Dtype::bf16).time_s() / m.seconds);
+    }
+    if (m.kernel == "stream" && m.size >= 8 * type->l2_bytes) {
+      const double rows = m.size / (3 * dtype_bytes(Dtype::fp32) * 1024);
+      memory.push_back(model.estimate({.cls = KernelClass::add, .m = rows, .n = 1024}, Dtype::fp32).time_s() / m.seconds);
+    }
+  }
+  if (!compute.empty()) gpu.kernel_compute_scale = measure::median_of(compute);
+  if (!memory.empty()) gpu.kernel_memory_scale = measure::median_of(memory);
+}
+
 void fit_gpu(Profile& p, const std::string& gpu_type) {
-  GpuCalibration gpu{.id = gpu_type, .peak_flop_per_s = {}, .memory_bandwidth_Bps = {}, .launch_overhead_s = {}};
+  GpuCalibration gpu{.id = gpu_type, .peak_flop_per_s = {}, .memory_bandwidth_Bps = {}, .launch_overhead_s = {}, .kernel_compute_scale = {}, .kernel_memory_scale = {}};
   // As on the CPU: task FLOP and bytes are charged with no fixed part (launches are measured on their
   // own), so those fits go through the origin.
   for (Dtype d : kGemmDtypes) {
@@ -66,6 +89,7 @@ void fit_gpu(Profile& p, const std::string& gpu_type) {
   if (!stream.sizes.empty()) gpu.memory_bandwidth_Bps = fit_rate(stream.sizes, stream.seconds).rate;
   const measure::Points launch = measure::points_of(p.measurements, "launch", Dtype::fp32);
   if (!launch.seconds.empty()) gpu.launch_overhead_s = measure::median_of(launch.seconds);
+  fit_kernel_model(p.measurements, gpu);
   p.gpus.push_back(gpu);
 }
 

@@ -107,6 +107,13 @@ void summary_table(std::ostream& out, const Summary& s) {
   }
 }
 
+// Why a task's compute takes what it takes, for its bar's tooltip.
+std::string compute_parts(const TaskRecord& t) {
+  if (t.compute_bound_s + t.memory_bound_s + t.fixed_s <= 0) return "";
+  return "; compute " + seconds(t.compute_bound_s) + " compute-bound, " + seconds(t.memory_bound_s) + " memory-bound, " + seconds(t.fixed_s) +
+         " launches and host";
+}
+
 void gantt(std::ostream& out, const Scenario& sc, const RunResult& run) {
   const Trace& trace = run.trace;
   const double end = run.summary.end_s;
@@ -129,7 +136,7 @@ void gantt(std::ostream& out, const Scenario& sc, const RunResult& run) {
     const double until = t.end_s != kNever ? t.end_s : end;
     const std::string tip = sc.workflows[t.workflow].tasks[t.task].name + " (" + sc.workflows[t.workflow].id + " #" +
                             std::to_string(index(t.instance)) + ", " + sc.tenants[index(t.tenant)].name + "): " + seconds(t.start_s) + " to " +
-                            seconds(until);
+                            seconds(until) + compute_parts(t);
     for (std::uint32_t i = 0; i < t.gpu_count; ++i) {
       const std::uint32_t g = index(trace.gpus[t.gpu_begin + i]);
       if (g >= rows) continue;

@@ -51,8 +51,12 @@ void write_perfetto_json(std::ostream& out, const Scenario& sc, const RunResult&
     const Workflow& wf = sc.workflows[t.workflow];
     const std::string name = wf.id + "/" + wf.tasks[t.task].name;
     const double end = t.end_s == kNever ? run.summary.end_s : t.end_s;
-    const ordered_json args{{"instance", index(t.instance)}, {"tenant", sc.tenants[index(t.tenant)].name},
-                            {"status", task_status_name(t.status)}};
+    ordered_json args{{"instance", index(t.instance)}, {"tenant", sc.tenants[index(t.tenant)].name}, {"status", task_status_name(t.status)}};
+    if (t.compute_bound_s + t.memory_bound_s + t.fixed_s > 0) {  // why the compute takes what it takes
+      args["compute_bound_s"] = t.compute_bound_s;
+      args["memory_bound_s"] = t.memory_bound_s;
+      args["fixed_s"] = t.fixed_s;
+    }
     // One slice per phase on every GPU of the gang.
     struct Phase {
       const char* label;

@@ -37,6 +37,8 @@ std::string profile_json(const Profile& p) {
     if (!peaks.empty()) entry["peak_flops"] = peaks;
     if (g.memory_bandwidth_Bps) entry["memory_bandwidth"] = quantity(*g.memory_bandwidth_Bps, "B/s");
     if (g.launch_overhead_s) entry["launch_overhead"] = quantity(*g.launch_overhead_s, "s");
+    if (g.kernel_compute_scale) entry["kernel_compute_scale"] = *g.kernel_compute_scale;
+    if (g.kernel_memory_scale) entry["kernel_memory_scale"] = *g.kernel_memory_scale;
     gpus[g.id] = entry;
   }
   ordered_json links = ordered_json::object();
@@ -79,6 +81,8 @@ void write_profile_text(std::ostream& out, const Profile& p) {
     }
     if (g.memory_bandwidth_Bps) out << ", memory " << format_quantity(*g.memory_bandwidth_Bps, Dimension::bandwidth);
     if (g.launch_overhead_s) out << ", launch " << format_quantity(*g.launch_overhead_s, Dimension::time);
+    if (g.kernel_compute_scale) out << ", kernel model's compute x" << *g.kernel_compute_scale;
+    if (g.kernel_memory_scale) out << ", kernel model's memory x" << *g.kernel_memory_scale;
     out << '\n';
   }
   for (const LinkCalibration& l : p.links) {

@@ -24,10 +24,19 @@ std::string time_field(double t) {
   return buf;
 }
 
+bool predicted(const TaskRecord& t) { return t.compute_bound_s + t.memory_bound_s + t.fixed_s > 0; }
+
+// The compute estimate's parts, or empty fields where there is none (a measured run).
+std::string parts_fields(const TaskRecord& t) {
+  if (!predicted(t)) return ",,,";
+  return time_field(t.compute_bound_s) + ',' + time_field(t.memory_bound_s) + ',' + time_field(t.fixed_s) + ',';
+}
+
 }  // namespace
 
 void write_trace_csv(std::ostream& out, const Scenario& sc, const RunResult& run) {
-  out << "instance,workflow,task,tenant,status,gpus,ready_s,start_s,compute_start_s,comm_start_s,end_s,input_bytes,reason\n";
+  out << "instance,workflow,task,tenant,status,gpus,ready_s,start_s,compute_start_s,comm_start_s,end_s,input_bytes,"
+         "compute_bound_s,memory_bound_s,fixed_s,reason\n";
   for (const TaskRecord& t : run.trace.tasks) {
     if (run.trace.instances[index(t.instance)].arrival_s == kNever) continue;  // a closed loop's, never came
     const Workflow& wf = sc.workflows[t.workflow];
@@ -35,7 +44,7 @@ void write_trace_csv(std::ostream& out, const Scenario& sc, const RunResult& run
         << csv_quote(sc.tenants[index(t.tenant)].name) << ',' << task_status_name(t.status) << ','
         << gpu_list(run, t, ' ') << ',' << time_field(t.ready_s) << ',' << time_field(t.start_s) << ','
         << time_field(t.compute_start_s) << ',' << time_field(t.comm_start_s) << ',' << time_field(t.end_s) << ',' << time_field(t.input_bytes) << ','
-        << csv_quote(run.trace.reasons[t.reason]) << '\n';
+        << parts_fields(t) << csv_quote(run.trace.reasons[t.reason]) << '\n';
   }
 }
 
@@ -60,6 +69,9 @@ void write_trace_json(std::ostream& out, const Scenario& sc, const RunResult& ru
                      {"comm_start_s", time_value(t.comm_start_s)},
                      {"end_s", time_value(t.end_s)},
                      {"input_bytes", t.input_bytes}};
+    if (predicted(t)) {
+      row["compute_parts_s"] = {{"compute_bound", t.compute_bound_s}, {"memory_bound", t.memory_bound_s}, {"fixed", t.fixed_s}};
+    }
     if (t.work_scale != 1) row["work_scale"] = t.work_scale;
     if (t.reason != 0) row["reason"] = run.trace.reasons[t.reason];
     tasks.push_back(std::move(row));

@@ -59,7 +59,7 @@ Profile parse_profile(std::string_view json_text, const std::string& file_name) 
       }
     }
     p.gpus = read_entries<GpuCalibration>(top, "gpus", [](ObjectReader& r, const std::string& id) {
-      GpuCalibration g{.id = id, .peak_flop_per_s = {}, .memory_bandwidth_Bps = {}, .launch_overhead_s = {}};
+      GpuCalibration g{.id = id, .peak_flop_per_s = {}, .memory_bandwidth_Bps = {}, .launch_overhead_s = {}, .kernel_compute_scale = {}, .kernel_memory_scale = {}};
       if (const Json* flops = r.field("peak_flops")) {
         ObjectReader f(*flops, r.pointer("peak_flops"), r.problems());
         for (std::size_t d = 0; d < kDtypeCount; ++d) {
@@ -71,6 +71,8 @@ Profile parse_profile(std::string_view json_text, const std::string& file_name) 
       g.memory_bandwidth_Bps = r.quantity("memory_bandwidth", Dimension::bandwidth, Need::optional);
       if (g.memory_bandwidth_Bps && *g.memory_bandwidth_Bps <= 0) r.problem("memory_bandwidth", "expected a positive bandwidth");
       g.launch_overhead_s = r.quantity("launch_overhead", Dimension::time, Need::optional);
+      g.kernel_compute_scale = r.number("kernel_compute_scale", Need::optional, 1e-3, 1e3);
+      g.kernel_memory_scale = r.number("kernel_memory_scale", Need::optional, 1e-3, 1e3);
       return g;
     });
     p.links = read_entries<LinkCalibration>(top, "links", [](ObjectReader& r, const std::string& id) {
@@ -125,10 +127,20 @@ std::size_t apply_profile(ClusterSpec& cluster, const Profile& profile) {
   for (NodeGroup& group : cluster.groups) {
     for (const GpuCalibration& c : profile.gpus) {
       if (c.id != group.gpu.id) continue;
+      // The roofline takes the measured rates; the kernel model keeps the figures its constants were
+      // fitted against, times the profile's refinement of it.
+      GpuType& gpu = group.gpu;
+      const GpuType before = gpu;
       for (std::size_t d = 0; d < kDtypeCount; ++d) {
-        if (c.peak_flop_per_s[d]) group.gpu.peak_flop_per_s[d] = *c.peak_flop_per_s[d];
+        if (c.peak_flop_per_s[d]) gpu.peak_flop_per_s[d] = *c.peak_flop_per_s[d];
       }
-      if (c.memory_bandwidth_Bps) group.gpu.memory_bandwidth_Bps = *c.memory_bandwidth_Bps;
+      if (c.memory_bandwidth_Bps) gpu.memory_bandwidth_Bps = *c.memory_bandwidth_Bps;
+      for (std::size_t d = 0; d < kDtypeCount; ++d) {
+        const Dtype dtype = static_cast<Dtype>(d);
+        if (gpu.peak_for(dtype) > 0) gpu.kernel_compute_scale[d] *= before.peak_for(dtype) / gpu.peak_for(dtype) * c.kernel_compute_scale.value_or(1);
+      }
+      if (c.memory_bandwidth_Bps) gpu.kernel_memory_scale *= before.memory_bandwidth_Bps / gpu.memory_bandwidth_Bps;
+      gpu.kernel_memory_scale *= c.kernel_memory_scale.value_or(1);
       if (c.launch_overhead_s) group.gpu.launch_overhead_s = *c.launch_overhead_s;
       group.gpu.source = "calibrated: " + profile.file;
       ++changed;

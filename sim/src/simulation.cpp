@@ -832,11 +832,13 @@ class Run {
     const double bytes = s.batching->shared_bytes * largest_bytes + (1 - s.batching->shared_bytes) * own_bytes;
     const GpuId g = trace_.gpus[lead.gpu_begin];
     // A model step runs once at the batch's size; other work adds up, sharing the bytes it shares.
-    const double compute_s = s.architecture ? compute_.batched(s, cluster_.gpu_type(g), flop / s.flop).total_s()
-                                            : estimate_compute(cluster_.gpu_type(g), flop, bytes, s.dtype, s.launches).total_s();
+    const ComputeEstimate estimate = s.architecture ? compute_.batched(s, cluster_.gpu_type(g), flop / s.flop)
+                                                    : estimate_compute(cluster_.gpu_type(g), flop, bytes, s.dtype, s.launches);
+    const double compute_s = estimate.total_s();
     for (TaskId m : b.members) {
       TaskRecord& r = trace_.tasks[index(m)];
       r.compute_start_s = queue_.now();
+      record_parts(r, estimate);
       parts_left_[index(m)] = 1;
       if (faults_) full_compute_s_[index(m)] = compute_s;
     }
@@ -894,6 +896,12 @@ class Run {
     }
   }
 
+  static void record_parts(TaskRecord& r, const ComputeEstimate& e) {
+    r.compute_bound_s = e.compute_part_s();
+    r.memory_bound_s = e.memory_part_s();
+    r.fixed_s = e.launch_s;
+  }
+
   void start_compute(TaskId id) {
     TaskRecord& r = trace_.tasks[index(id)];
     const TaskSpec& s = spec(r);
@@ -902,8 +910,9 @@ class Run {
     const double share = r.work_scale / static_cast<double>(r.gpu_count);
     double compute_s = 0;
     for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
-      const GpuType& type = cluster_.gpu_type(trace_.gpus[r.gpu_begin + i]);
-      compute_s = std::max(compute_s, compute_.of(s, type, share).total_s());
+      const ComputeEstimate e = compute_.of(s, cluster_.gpu_type(trace_.gpus[r.gpu_begin + i]), share);
+      if (i == 0 || e.total_s() > compute_s) record_parts(r, e);
+      compute_s = std::max(compute_s, e.total_s());
     }
     // A run resuming from a checkpoint restores it, then does what is left.
     if (faults_) {

@@ -12,6 +12,8 @@
 #include "fleetsim/catalog.hpp"
 #include "fleetsim/error.hpp"
 #include "fleetsim/import.hpp"
+#include "fleetsim/kernel_model.hpp"
+#include "fleetsim/measured_kernels.hpp"
 #include "fleetsim/nccl.hpp"
 #include "fleetsim/nccl_tests.hpp"
 #include "fleetsim/plan.hpp"
@@ -26,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   const std::string text(reinterpret_cast<const char*>(data + 1), size - 1);
   try {
-    switch (data[0] % 14) {
+    switch (data[0] % 16) {
       case 0: fleetsim::parse_scenario(text, "fuzz.json", ""); break;
       case 1: fleetsim::parse_workflow(text, "fuzz.json", fleetsim::Catalog::builtin()); break;
       case 2: {
@@ -66,6 +68,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         break;
       case 12: fleetsim::parse_nccl_constants(text, "fuzz.json"); break;
       case 13: fleetsim::parse_measured_collective(text, "fuzz.csv"); break;
+      case 14: fleetsim::parse_kernel_constants(text, "fuzz.json"); break;
+      case 15: fleetsim::parse_measured_kernels(text, "fuzz.csv"); break;
     }
   } catch (const fleetsim::InputError&) {
   }

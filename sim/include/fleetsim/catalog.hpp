@@ -37,6 +37,11 @@ struct GpuType {
   double idle_power_w = 0;
   double launch_overhead_s = 0;
   double price_usd_per_hour = 0;
+  // A calibration's correction of the kernel-time model's rates on this GPU, per dtype and for memory
+  // (1: the public constants as they are). A profile that replaces the peaks with measured rates also
+  // folds the change in here, so the kernel model keeps its own figures (fleetsim/profile.hpp).
+  std::array<double, kDtypeCount> kernel_compute_scale{1, 1, 1, 1, 1, 1, 1};
+  double kernel_memory_scale = 1;
   // Whether a task's FLOP and memory traffic overlap (one fused kernel: the roofline's max) or run
   // back to back (a CPU worker that runs a GEMM, then a streaming kernel: their sum).
   bool sequential_compute_and_memory = false;

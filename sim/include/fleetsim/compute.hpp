@@ -25,6 +25,9 @@ struct ComputeEstimate {
   bool sequential = false;
   double total_s() const { return launch_s + (sequential ? flop_s + memory_s : std::max(flop_s, memory_s)); }
   bool memory_bound() const { return memory_s > flop_s; }
+  // total_s() in parts: time bound by compute, time bound by memory, and the fixed part (launch_s).
+  double compute_part_s() const { return sequential || !memory_bound() ? flop_s : 0; }
+  double memory_part_s() const { return sequential || memory_bound() ? memory_s : 0; }
 };
 
 ComputeEstimate estimate_compute(const GpuType& gpu, double flop, double bytes, Dtype dtype,

@@ -19,6 +19,9 @@ struct GpuCalibration {
   std::string id;  // catalog GPU type
   std::array<std::optional<double>, kDtypeCount> peak_flop_per_s;
   std::optional<double> memory_bandwidth_Bps, launch_overhead_s;
+  // The kernel-time model's rates on this GPU over what its public constants give (fitted to the
+  // measured GEMMs and triad): a refinement of that model, not a replacement.
+  std::optional<double> kernel_compute_scale, kernel_memory_scale;
 };
 
 struct LinkCalibration {

@@ -35,6 +35,9 @@ struct TaskRecord {
   double work_scale = 1;            // this instance's FLOP and bytes over the task's written amounts (drawn sizes, trace jobs)
   std::uint32_t reason = 0;         // into Trace::reasons; 0 is "no reason"
   double resized_s = kNever;        // an elastic task's last resize: its gang (gpu_begin, gpu_count) holds its GPUs from then
+  // Why its compute takes what it takes, on its slowest GPU, for all its work (a model step's kernels
+  // by bound; fixed: launches and the host's dispatch). Zero where nothing was predicted (a measured run).
+  double compute_bound_s = 0, memory_bound_s = 0, fixed_s = 0;
 };
 
 // When the task's current gang took its GPUs: its start, or its last resize.

@@ -229,8 +229,8 @@ KernelEstimate KernelModel::gemm(double m, double n, double k, double batch, dou
   if (m <= 0 || n <= 0 || k <= 0) return e;
   const double sms = std::max(1, gpu_.sms);
   const double element = dtype_bytes(dtype);
-  const double per_sm = gpu_.peak_for(dtype) / sms;
-  const double bw = gpu_.memory_bandwidth_Bps * arch_->gemm_memory_efficiency;
+  const double per_sm = gpu_.peak_for(dtype) * gpu_.kernel_compute_scale[static_cast<std::size_t>(dtype)] / sms;
+  const double bw = gpu_.memory_bandwidth_Bps * gpu_.kernel_memory_scale * arch_->gemm_memory_efficiency;
   e.memory_s = batch * element * (m * k / taps + k * n + m * n) / bw;
   double best = std::numeric_limits<double>::infinity();
   for (std::size_t t = 0; t < k_->tiles.size(); ++t) {
@@ -251,7 +251,7 @@ KernelEstimate KernelModel::gemm(double m, double n, double k, double batch, dou
 
 KernelEstimate KernelModel::estimate(const KernelCall& c, Dtype dtype) const {
   const double element = dtype_bytes(dtype);
-  const double bw = gpu_.memory_bandwidth_Bps;
+  const double bw = gpu_.memory_bandwidth_Bps * gpu_.kernel_memory_scale;
   KernelEstimate e;
   switch (c.cls) {
     case KernelClass::gemm: return gemm(c.m, c.n, c.k, c.batch, c.taps, dtype);
@@ -266,7 +266,7 @@ KernelEstimate KernelModel::estimate(const KernelCall& c, Dtype dtype) const {
       const double block = std::min(k_->attention_block, c.m);
       const double keys = c.causal ? std::min(c.n, c.n - c.m / 2 + block / 2) : c.n;
       const double waves = std::ceil(c.batch * std::ceil(c.m / block) / sms);
-      const double rate = gpu_.peak_for(dtype) / sms * arch_->attention_efficiency;
+      const double rate = gpu_.peak_for(dtype) * gpu_.kernel_compute_scale[static_cast<std::size_t>(dtype)] / sms * arch_->attention_efficiency;
       e.compute_s = waves * 4 * block * (keys + arch_->attention_key_overhead) * (c.k + arch_->attention_head_overhead) / rate;
       e.memory_s = element * (2 * c.batch * c.m * c.k + 2 * c.batch / std::max(1.0, c.groups) * c.n * c.k) / bw;
       if (c.backward) {  // the same blocks, more products at their own rate; twice the tensors moved
