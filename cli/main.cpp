@@ -146,6 +146,11 @@ fleetsim::Scenario read_scenario(const std::string& path, const std::vector<std:
   if (!profile.empty() && fleetsim::apply_profile(scenario.cluster, fleetsim::load_profile(profile)) == 0 && !quiet) {
     std::cerr << "fleetsim: note: " << profile << " calibrates no GPU or link type of " << path << "\n";
   }
+  for (const fleetsim::Workflow& wf : scenario.workflows) {
+    if (quiet || wf.assumptions.empty()) continue;
+    std::cerr << "fleetsim: note: workflow " << wf.id << " imported from " << wf.file << " assumes:\n";
+    for (const std::string& a : wf.assumptions) std::cerr << "  " << a << "\n";
+  }
   return scenario;
 }
 
@@ -157,6 +162,10 @@ int emit_workflow(const fleetsim::Workflow& wf, const std::string& out) {
   } else {
     write_file(out, "the workflow", [&](std::ostream& o) { o << json; });
     std::cout << "wrote " << wf.tasks.size() << " tasks and " << wf.edges.size() << " edges to " << out << "\n";
+  }
+  if (!quiet && !wf.assumptions.empty()) {
+    std::cerr << "fleetsim: note: what the import assumed (check it):\n";
+    for (const std::string& a : wf.assumptions) std::cerr << "  " << a << "\n";
   }
   return kOk;
 }

@@ -1,5 +1,6 @@
-// The ComfyUI importer: node types become tasks whose work is the catalog's operator profiles
-// scaled by steps, resolution and batch; unknown node types are listed; a costs file names them.
+// The ComfyUI importer: node types become tasks, model steps at the graph's shapes (operator profiles
+// where no architecture fits); what it assumed is listed; unknown node types are listed; a costs file
+// names them.
 #include <catch2/catch.hpp>
 
 #include "fleetsim/error.hpp"
@@ -122,6 +123,36 @@ TEST_CASE("a FLUX graph is costed as FLUX: T5 text encode, no negative prompt at
   CHECK(sample.shape.context == 256);
   CHECK(sample.dtype == Dtype::bf16);
   CHECK(task(wf, "VAEDecode#8").architecture->id == "flux-vae-decoder");
+}
+
+TEST_CASE("the import says what it assumed: families with their evidence, defaults, unmodelled families", "[import]") {
+  const std::string path = test::source_dir() + "/scenarios/comfyui/flux-dev.json";
+  const Workflow flux = import_comfyui(read_text_file(path), path, Catalog::builtin());
+  REQUIRE(flux.assumptions.size() == flux.tasks.size() + 1);
+  CHECK_THAT(flux.assumptions[1], Contains("KSampler#7: flux-dit, 20 steps, 1024x768") && Contains("FLUX.1 from \"flux1-dev.safetensors\" (UNETLoader#1)"));
+  CHECK_THAT(flux.assumptions.back(), Contains("no GPU work") && Contains("FluxGuidance") && Contains("UNETLoader"));
+
+  // A Wan 2.2 graph: its loaders name families the importer has no profile for. UMT5 is not FLUX's
+  // T5, and no 1024x1024 default is silent.
+  const Workflow wan = import_comfyui(R"({
+      "1": {"class_type": "UNETLoader", "inputs": {"unet_name": "wan2.2_t2v_high_noise_14B_fp8_scaled.safetensors"}},
+      "2": {"class_type": "CLIPLoader", "inputs": {"clip_name": "umt5_xxl_fp8_e4m3fn_scaled.safetensors", "type": "wan"}},
+      "3": {"class_type": "CLIPTextEncode", "inputs": {"text": "a cat", "clip": ["2", 0]}},
+      "4": {"class_type": "KSampler", "inputs": {"model": ["1", 0], "positive": ["3", 0], "negative": ["3", 0], "steps": 20, "cfg": 5}}})",
+                                      "wan.json", Catalog::builtin());
+  CHECK(task(wan, "CLIPTextEncode#3").architecture->id != "t5-xxl-encoder");
+  CHECK_THAT(wan.assumptions[0], Contains("umt5") && Contains("a guess"));
+  CHECK_THAT(wan.assumptions[1], Contains("KSampler#4") && Contains("is a wan model, which the importer has no profile for") &&
+                                     Contains("size 1024x1024 assumed: no node sets it"));
+
+  // No loader names a family: the default is said to be one.
+  const Workflow plain = import_comfyui(R"({
+      "1": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "my_model.safetensors"}},
+      "2": {"class_type": "EmptyLatentImage", "inputs": {"width": 768, "height": 768, "batch_size": 1}},
+      "3": {"class_type": "KSampler", "inputs": {"model": ["1", 0], "latent_image": ["2", 0], "steps": 25, "cfg": 7}}})",
+                                        "plain.json", Catalog::builtin());
+  CHECK_THAT(plain.assumptions[0], Contains("no loader names the model family: SDXL assumed"));
+  CHECK_THAT(plain.assumptions[0], !Contains("assumed: no node sets it"));
 }
 
 TEST_CASE("costs files get clear errors", "[import][errors]") {

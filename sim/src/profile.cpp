@@ -141,8 +141,8 @@ std::size_t apply_profile(ClusterSpec& cluster, const Profile& profile) {
       }
       if (c.memory_bandwidth_Bps) gpu.kernel_memory_scale *= before.memory_bandwidth_Bps / gpu.memory_bandwidth_Bps;
       gpu.kernel_memory_scale *= c.kernel_memory_scale.value_or(1);
-      if (c.launch_overhead_s) group.gpu.launch_overhead_s = *c.launch_overhead_s;
-      group.gpu.source = "calibrated: " + profile.file;
+      if (c.launch_overhead_s) gpu.launch_overhead_s = *c.launch_overhead_s;
+      gpu.source = "calibrated: " + profile.file;
       ++changed;
     }
     calibrate_link(group.gpu_link);

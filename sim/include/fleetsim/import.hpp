@@ -1,10 +1,11 @@
 // Importers of graphs users already have. ComfyUI's API-format prompt (node id -> class_type and
 // inputs, links as [node id, output index]), or its UI workflow (nodes and links arrays, read as the
 // API format it stands for), becomes a fleetsim workflow: sampler, text-encode,
-// VAE and upscale nodes become tasks whose work is the catalog's operator profiles scaled by the
-// node's steps, resolution, batch and frames; loaders set the model of the tasks they feed; other
-// known nodes pass data through. Node types it does not know are listed in the error, and can be
-// given a cost in a node-costs file.
+// VAE and upscale nodes become tasks whose work is a model step of the family's architecture at the
+// node's steps, resolution, batch and prompt length (operator profiles where no architecture fits);
+// loaders set the model of the tasks they feed; other known nodes pass data through. What it assumed
+// is listed in the workflow's `assumptions`. Node types it does not know are listed in the error,
+// and can be given a cost in a node-costs file.
 #pragma once
 
 #include <string>

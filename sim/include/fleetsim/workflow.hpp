@@ -86,6 +86,9 @@ class Workflow {
   std::string pointer;  // JSON pointer of the definition in that file ("" for a whole file)
   std::vector<TaskSpec> tasks;
   std::vector<EdgeSpec> edges;
+  // What an importer assumed where its input said nothing (a model family, a default resolution),
+  // and what it passed over, one line each: for the user to see, never silent.
+  std::vector<std::string> assumptions;
 
   // Edge indices into / out of a task. Valid after finalize().
   std::span<const std::uint32_t> inputs(std::uint32_t task) const {

@@ -22,6 +22,7 @@ enum class Role { source, pass, sink, sample, encode_text, decode, encode_image,
 // Pixel size of what flows along a link (images and latents alike), with batch and video frames.
 struct Size {
   double width = 1024, height = 1024, batch = 1, frames = 1;
+  bool given = false;  // false: no node of the graph set it, the default stands
   double pixels() const { return width * height * batch * frames; }
 };
 
@@ -31,6 +32,8 @@ struct Node {
   const Json* inputs = nullptr;
   Role role = Role::pass;
   std::optional<Family> family;
+  std::string family_evidence;  // how the family was told: a file name, or the node it came from
+  std::string unmodelled;       // a family its file name shows that the importer has no profile for
   Size size;
   int task = -1;  // index in the workflow when the node is a task
   double output_bytes = 0;
@@ -60,8 +63,25 @@ const std::map<std::string, Role, std::less<>>& roles() {
   return table;
 }
 
-std::optional<Family> family_from_name(std::string name) {
-  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+std::string lowercase(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return text;
+}
+
+// Families a file name can show that the importer has no model for: their graphs are costed as
+// another family's, and the import says so.
+std::optional<std::string> unmodelled_family(const std::string& file_name) {
+  const std::string name = lowercase(file_name);
+  for (const char* family : {"wan", "umt5", "hunyuan", "ltx", "mochi", "sd3", "qwen", "hidream", "cosmos", "kontext"}) {
+    if (name.find(family) != std::string::npos) return family;
+  }
+  if (name.find("v2-1") != std::string::npos || name.find("sd21") != std::string::npos || name.find("sd_2") != std::string::npos) return "sd2";
+  return std::nullopt;
+}
+
+std::optional<Family> family_from_name(const std::string& file_name) {
+  if (unmodelled_family(file_name)) return std::nullopt;
+  const std::string name = lowercase(file_name);
   // T5-XXL ("t5xxl") is FLUX's text encoder: look for it before "xl".
   if (name.find("flux") != std::string::npos || name.find("t5") != std::string::npos) return Family::flux;
   if (name.find("svd") != std::string::npos) return Family::svd;
@@ -86,6 +106,37 @@ double prompt_tokens(const std::string& text, double min_tokens) {
   const double tokens = std::ceil(words * 4 / 3) + 2;
   if (min_tokens == 77) return 77 * std::max(1.0, std::ceil((tokens - 2) / 75));
   return std::max(min_tokens, tokens);
+}
+
+const char* family_label(Family f) {
+  switch (f) {
+    case Family::sd15: return "SD 1.5";
+    case Family::sdxl: return "SDXL";
+    case Family::flux: return "FLUX.1";
+    case Family::svd: return "Stable Video Diffusion";
+  }
+  return "?";
+}
+
+std::string number_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// What a task's work was taken to be, in words: the model step and its shape, or the operator.
+std::string work_text(const TaskSpec& t) {
+  if (t.architecture) {
+    const StepShape& s = t.shape;
+    std::string text = t.architecture->id + (t.steps == 1 ? "" : ", " + number_text(t.steps) + " steps");
+    if (s.width > 0) text += ", " + number_text(s.width) + "x" + number_text(s.height);
+    if (s.frames > 1) text += "x" + number_text(s.frames) + " frames";
+    if (s.batch != 1) text += ", batch " + number_text(s.batch);
+    if (s.tokens > 0) text += ", " + number_text(s.tokens) + " tokens";
+    if (s.context > 0) text += ", " + number_text(s.context) + " text tokens";
+    return text;
+  }
+  return t.op.empty() ? "the node-costs file's FLOP and bytes" : "operator profile " + t.op;
 }
 
 bool is_link(const Json& v) { return v.is_array() && v.size() == 2 && (v[0].is_string() || v[0].is_number_integer()); }
@@ -307,24 +358,28 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
     if (n->inputs != nullptr) {
       // Either name of a dual loader, or its "type" ("flux"), can tell.
       for (const char* key : {"ckpt_name", "unet_name", "clip_name", "clip_name1", "clip_name2", "type"}) {
-        if (n->inputs->contains(key) && (*n->inputs)[key].is_string()) {
-          if (auto f = family_from_name((*n->inputs)[key].get<std::string>())) n->family = f;
+        if (!n->inputs->contains(key) || !(*n->inputs)[key].is_string()) continue;
+        const std::string name = (*n->inputs)[key].get<std::string>();
+        if (auto u = unmodelled_family(name); u && n->unmodelled.empty()) {
+          n->unmodelled = *u;
+          n->family_evidence = "\"" + name + "\" (" + n->cls + "#" + n->id + ")";
+        } else if (auto f = family_from_name(name); f && n->unmodelled.empty()) {
+          n->family = f;
+          n->family_evidence = "\"" + name + "\" (" + n->cls + "#" + n->id + ")";
         }
       }
       // Else from the inputs, the model-carrying ones first (a refiner's latent may come from another family).
-      auto inherit = [&](const char* key) {
-        if (const Node* src = linked(*n, key); src != nullptr && src->family && !n->family) n->family = src->family;
+      auto inherit = [&](const Node& src) {
+        if (n->family || !n->unmodelled.empty() || (!src.family && src.unmodelled.empty())) return;
+        n->family = src.family;
+        n->unmodelled = src.unmodelled;
+        n->family_evidence = src.family_evidence;
       };
-      for (const char* key : {"model", "clip", "guider", "vae", "conditioning", "positive"}) inherit(key);
-      if (!n->family) {
-        for (const auto& [name, v] : n->inputs->items()) {
-          if (!is_link(v)) continue;
-          const Node& src = nodes.at(link_source(v));
-          if (src.family) {
-            n->family = src.family;
-            break;
-          }
-        }
+      for (const char* key : {"model", "clip", "guider", "vae", "conditioning", "positive"}) {
+        if (const Node* src = linked(*n, key)) inherit(*src);
+      }
+      for (const auto& [name, v] : n->inputs->items()) {
+        if (is_link(v)) inherit(nodes.at(link_source(v)));
       }
       // Size: from the data input, then the node's own parameters.
       for (const char* key : {"latent_image", "samples", "image", "pixels", "latent"}) {
@@ -339,11 +394,14 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
       s.width = number_input(*n, "width", s.width);
       s.height = number_input(*n, "height", s.height);
       s.batch = number_input(*n, "batch_size", s.batch);
+      s.given = s.given || n->cls != "LatentUpscale";
     } else if (n->cls == "SVD_img2vid_Conditioning") {
       s.width = number_input(*n, "width", 1024);
       s.height = number_input(*n, "height", 576);
       s.frames = number_input(*n, "video_frames", 25);
+      s.given = true;
       n->family = Family::svd;
+      n->family_evidence = n->cls;
     } else if (n->cls == "LatentUpscaleBy" || n->cls == "ImageScaleBy") {
       const double by = number_input(*n, "scale_by", 1);
       s.width *= by;
@@ -356,6 +414,7 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
       if (const Node* cond = linked(*n, "positive"); cond != nullptr && cond->family == Family::svd) {
         s = cond->size;
         n->family = Family::svd;
+        n->family_evidence = cond->family_evidence;
       }
     }
 
@@ -455,6 +514,22 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
         continue;
     }
     t.weights_bytes = t.model.empty() ? 0 : weights_of(t.model);
+    // What was assumed, in words, for the user to check.
+    std::string note = t.name + ": " + work_text(t);
+    if (n->role != Role::custom && n->role != Role::upscale) {
+      if (!n->unmodelled.empty()) {
+        note += "; " + n->family_evidence + " is a " + n->unmodelled + " model, which the importer has no profile for: costed as " +
+                family_label(family) + ", a guess";
+      } else if (n->family) {
+        note += "; " + std::string(family_label(family)) + " from " + n->family_evidence;
+      } else {
+        note += "; no loader names the model family: " + std::string(family_label(family)) + " assumed";
+      }
+    }
+    if (n->role != Role::custom && n->role != Role::encode_text && !s.given) {
+      note += "; size " + number_text(s.width) + "x" + number_text(s.height) + " assumed: no node sets it";
+    }
+    wf.assumptions.push_back(std::move(note));
     n->task = static_cast<int>(wf.tasks.size());
     wf.tasks.push_back(std::move(t));
   }
@@ -485,6 +560,15 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
       const auto from = std::find_if(order.begin(), order.end(), [&](const Node* x) { return x->task == p; });
       wf.edges.push_back(EdgeSpec{static_cast<std::uint32_t>(p), static_cast<std::uint32_t>(n->task), (*from)->output_bytes});
     }
+  }
+  std::set<std::string> no_work;
+  for (const auto& [id, n] : nodes) {
+    if (n.task < 0) no_work.insert(n.cls);
+  }
+  if (!no_work.empty()) {
+    std::string list;
+    for (const std::string& cls : no_work) list += (list.empty() ? "" : ", ") + cls;
+    wf.assumptions.push_back("no GPU work (loaders, plumbing, outputs): " + list);
   }
   if (wf.tasks.empty()) {
     problems.add("", "the graph has no node that does GPU work (sampler, text encode, VAE, upscale)");
