@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <utility>
 
 #include "distributed.hpp"
 #include "fleetsim/collective.hpp"
@@ -717,11 +718,21 @@ int run_calibrate(const CalibrateArgs& args, const std::string& command) {
 
 }  // namespace
 
+// A seed as the random generators take it, with a range error that says so.
+const CLI::Validator kSeed(
+    [](const std::string& text) {
+      const bool digits = !text.empty() && text.size() <= 20 && text.find_first_not_of("0123456789") == std::string::npos;
+      return digits && (text.size() < 20 || text <= "18446744073709551615") ? std::string()
+                                                                          : "must be an integer from 0 to 2^64-1, found \"" + text + "\"";
+    },
+    "SEED");
+
 int main(int argc, char** argv) {
   CLI::App app{"fleetsim: discrete-event simulator and capacity planner for GPU clusters"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "fleetsim " FLEETSIM_VERSION);
   app.add_flag("--quiet,-q", quiet, "No progress lines or notes on stderr");
+  app.fallthrough();  // --quiet after the command too
 
   bool catalog_json = false;
   CLI::App* catalog = app.add_subcommand("catalog", "List the hardware catalog: GPU, node and link types");
@@ -730,7 +741,7 @@ int main(int argc, char** argv) {
   SimulateArgs sim;
   CLI::App* simulate = app.add_subcommand("simulate", "Simulate a scenario and print its summary");
   simulate->add_option("scenario", sim.scenario, "Scenario file (JSON)")->required();
-  simulate->add_option("--seed", sim.seed, "Random seed (default: the scenario's)")->check(CLI::NonNegativeNumber);
+  simulate->add_option("--seed", sim.seed, "Random seed (default: the scenario's)")->check(kSeed);
   simulate->add_option("--out", sim.out_dir,
                        "Write summary.json, trace.csv, trace.json, links.csv, link_timeline.csv, vram_timeline.csv "
                        "and trace.perfetto.json (open in ui.perfetto.dev) here");
@@ -744,7 +755,7 @@ int main(int argc, char** argv) {
   CLI::App* execute = app.add_subcommand("run", "Run a scenario's tasks for real on local devices, as the simulator scheduled them");
   execute->add_option("scenario", run.scenario, "Scenario file (JSON)")->required();
   execute->add_option("--backend", run.backend, "cpu (every machine) or cuda")->capture_default_str();
-  execute->add_option("--seed", run.seed, "Random seed of the plan (default: the scenario's)")->check(CLI::NonNegativeNumber);
+  execute->add_option("--seed", run.seed, "Random seed of the plan (default: the scenario's)")->check(kSeed);
   execute->add_option("--work-scale", run.work_scale, "Multiply every task's work, memory and tensors (shrinks GPU-sized scenarios)")->capture_default_str();
   execute->add_option("--max-seconds", run.max_seconds, "Refuse a run whose work would take one core longer than this")->capture_default_str();
   execute->add_option("--out", run.out_dir, "Write summary.json, trace.csv, trace.json (measured), predicted_trace.csv and task_errors.csv here");
@@ -761,7 +772,7 @@ int main(int argc, char** argv) {
   validate->add_option("scenario", val.scenario, "Scenario file (JSON)")->required();
   validate->add_option("--profile", val.profile, "Calibration profile of this machine (fleetsim calibrate --out)")->required();
   validate->add_option("--backend", val.backend, "cpu (every machine) or cuda")->capture_default_str();
-  validate->add_option("--seed", val.seed, "Random seed of the plan (default: the scenario's)")->check(CLI::NonNegativeNumber);
+  validate->add_option("--seed", val.seed, "Random seed of the plan (default: the scenario's)")->check(kSeed);
   validate->add_option("--work-scale", val.work_scale, "Multiply every task's work, memory and tensors")->capture_default_str();
   validate->add_option("--max-seconds", val.max_seconds, "Refuse a run whose work would take one core longer than this")->capture_default_str();
   validate->add_option("--out", val.out_dir, "Report directory: validation.txt, scatter.svg, task_errors.csv, both traces, summary.json")->capture_default_str();
@@ -866,6 +877,17 @@ int main(int argc, char** argv) {
   collective->add_flag("--json", coll.json, "Print JSON instead of the table");
   collective->add_option("--profile", coll.profile, "A calibration profile whose link figures replace the catalog's (fleetsim import nccl-tests)");
 
+  // An unknown command is named, with the ones there are.
+  const std::function<bool(const CLI::App*)> every = [](const CLI::App*) { return true; };
+  const auto all_commands = std::as_const(app).get_subcommands(every);
+  const bool known = argc < 2 || argv[1][0] == '-' ||
+                     std::any_of(all_commands.begin(), all_commands.end(), [&](const CLI::App* c) { return c->check_name(argv[1]); });
+  if (!known) {
+    std::string commands;
+    for (const CLI::App* c : all_commands) commands += (commands.empty() ? "" : ", ") + c->get_name();
+    std::cerr << "fleetsim: unknown command \"" << argv[1] << "\" (commands: " << commands << ")\n";
+    return kBadInput;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -59,8 +59,18 @@ check "missing file is named" grep -q "missing.json: cannot open file" "$tmp/mis
 
 "$fleetsim" simulate 2>/dev/null
 check "missing argument exits 2" test $? -eq 2
-"$fleetsim" simulate "$src/scenarios/default.json" --seed -1 >/dev/null 2>&1
+"$fleetsim" simulate "$src/scenarios/default.json" --seed -1 >/dev/null 2>"$tmp/seed.err"
 check "a negative seed exits 2" test $? -eq 2
+check "a bad seed says the range" grep -q -- "--seed: must be an integer from 0 to 2^64-1" "$tmp/seed.err"
+"$fleetsim" simulate "$src/scenarios/default.json" --seed 99999999999999999999 >/dev/null 2>&1
+check "a seed beyond 64 bits exits 2, not clamped" test $? -eq 2
+"$fleetsim" simulat "$src/scenarios/default.json" 2>"$tmp/cmd.err"
+check "an unknown command exits 2" test $? -eq 2
+check "an unknown command is named, with the commands" grep -q 'unknown command "simulat" (commands: catalog, simulate' "$tmp/cmd.err"
+"$fleetsim" simulate "$src/scenarios/comfyui-studio.json" --quiet >/dev/null 2>"$tmp/quiet.err"
+check "--quiet after the command silences the import notes" test ! -s "$tmp/quiet.err"
+"$fleetsim" simulate "$src/scenarios/comfyui-studio.json" >/dev/null 2>"$tmp/notes.err"
+check "a scenario's ComfyUI graph says what it assumed" grep -q "KSampler#3: sdxl-unet, 30 steps, 1024x1024" "$tmp/notes.err"
 "$fleetsim" --help >/dev/null
 check "--help exits 0" test $? -eq 0
 
