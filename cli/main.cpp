@@ -45,6 +45,7 @@ void write_file(const std::filesystem::path& path, const std::string& what,
 
 struct SimulateArgs {
   std::string scenario;
+  std::string cluster;  // NODE_TYPE[:COUNT]: `scenario` is one workflow, run once on that cluster
   std::optional<std::uint64_t> seed;
   std::string out_dir;
   std::string report;
@@ -141,9 +142,32 @@ std::vector<fleetsim::ScenarioEdit> parse_sets(const std::vector<std::string>& s
   return edits;
 }
 
+// One workflow (a ComfyUI graph, a WfCommons instance or a fleetsim workflow) arriving once on
+// COUNT nodes of a catalog node type: the scenario behind `simulate FILE --cluster NODE[:COUNT]`.
+fleetsim::Scenario one_run_scenario(const std::string& workflow, const std::string& cluster, const std::vector<fleetsim::ScenarioEdit>& edits) {
+  const auto colon = cluster.find(':');
+  const std::string type = cluster.substr(0, colon);
+  int count = 1;
+  if (colon != std::string::npos) {
+    const std::string n = cluster.substr(colon + 1);
+    const auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), count);
+    if (ec != std::errc() || end != n.data() + n.size() || count < 1) {
+      throw fleetsim::InputError({fleetsim::Problem{"--cluster", "", "expected NODE_TYPE or NODE_TYPE:COUNT with a count of 1 or more, found \"" + cluster + "\""}});
+    }
+  }
+  fleetsim::cluster_of(type, count);  // an unknown node type is named here, with the known ones
+  const std::filesystem::path path = std::filesystem::absolute(workflow);
+  const nlohmann::json doc{{"name", path.stem().string()},
+                           {"cluster", {{"nodes", {{{"type", type}, {"count", count}}}}}},
+                           {"workflows", {{path.stem().string(), path.string()}}},
+                           {"workload", {{{"workflow", path.stem().string()}, {"arrival", {{"process", "once"}}}}}}};
+  return fleetsim::parse_scenario(doc.dump(), workflow + " on " + cluster, path.parent_path().string(), edits);
+}
+
 // The scenario as every command reads it: edits applied, then a calibration profile if one is given.
-fleetsim::Scenario read_scenario(const std::string& path, const std::vector<std::string>& sets, const std::string& profile) {
-  fleetsim::Scenario scenario = fleetsim::load_scenario(path, parse_sets(sets));
+fleetsim::Scenario read_scenario(const std::string& path, const std::vector<std::string>& sets, const std::string& profile,
+                                 const std::string& cluster = "") {
+  fleetsim::Scenario scenario = cluster.empty() ? fleetsim::load_scenario(path, parse_sets(sets)) : one_run_scenario(path, cluster, parse_sets(sets));
   if (!profile.empty() && fleetsim::apply_profile(scenario.cluster, fleetsim::load_profile(profile)) == 0 && !quiet) {
     std::cerr << "fleetsim: note: " << profile << " calibrates no GPU or link type of " << path << "\n";
   }
@@ -575,7 +599,7 @@ int run_report(const std::string& run_dir, std::string out) {
 
 int run_simulate(const SimulateArgs& args) {
   for (const std::string& plugin : args.plugins) fleetsim::load_policy_plugin(plugin);
-  const fleetsim::Scenario scenario = read_scenario(args.scenario, args.sets, args.profile);
+  const fleetsim::Scenario scenario = read_scenario(args.scenario, args.sets, args.profile, args.cluster);
   const bool timelines = !args.out_dir.empty() || !args.report.empty();
   const fleetsim::RunResult run = fleetsim::simulate(scenario, {.seed = args.seed, .record_link_samples = timelines, .progress = progress_line("workflows")});
   if (!args.report.empty()) {
@@ -600,6 +624,7 @@ int run_simulate(const SimulateArgs& args) {
     std::cout << fleetsim::summary_json(run.summary);
   } else {
     fleetsim::write_summary_text(std::cout, scenario, run.summary);
+    if (!args.cluster.empty()) fleetsim::write_task_breakdown_text(std::cout, scenario, run);
     if (!args.out_dir.empty()) {
       std::cout << "\nwrote summary.json, trace.csv, trace.json, decisions.csv, links.csv, link_timeline.csv, vram_timeline.csv, cost_timeline.csv, trace.perfetto.json, report.html, run.json to "
                 << args.out_dir << "\n";
@@ -740,7 +765,8 @@ int main(int argc, char** argv) {
 
   SimulateArgs sim;
   CLI::App* simulate = app.add_subcommand("simulate", "Simulate a scenario and print its summary");
-  simulate->add_option("scenario", sim.scenario, "Scenario file (JSON)")->required();
+  simulate->add_option("scenario", sim.scenario, "Scenario file (JSON), or with --cluster one workflow or ComfyUI graph")->required();
+  simulate->add_option("--cluster", sim.cluster, "Run the file as one workflow arriving once on this cluster: NODE_TYPE[:COUNT], as hgx-h100-8:2; prints each task's times and why");
   simulate->add_option("--seed", sim.seed, "Random seed (default: the scenario's)")->check(kSeed);
   simulate->add_option("--out", sim.out_dir,
                        "Write summary.json, trace.csv, trace.json, links.csv, link_timeline.csv, vram_timeline.csv "

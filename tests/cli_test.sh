@@ -69,6 +69,11 @@ check "an unknown command exits 2" test $? -eq 2
 check "an unknown command is named, with the commands" grep -q 'unknown command "simulat" (commands: catalog, simulate' "$tmp/cmd.err"
 "$fleetsim" simulate "$src/scenarios/comfyui-studio.json" --quiet >/dev/null 2>"$tmp/quiet.err"
 check "--quiet after the command silences the import notes" test ! -s "$tmp/quiet.err"
+"$fleetsim" -q simulate "$src/scenarios/comfyui/sdxl-hires-fix.json" --cluster hgx-h100-8 >"$tmp/one.txt"
+check "a graph on a cluster runs once" grep -q "workflows  1 submitted: 1 completed" "$tmp/one.txt"
+check "a graph on a cluster prints each task's breakdown" grep -Eq "^KSampler#3 +n0.g0 .*\(.*s, .*s, .*s\)" "$tmp/one.txt"
+"$fleetsim" simulate "$src/scenarios/comfyui/sdxl-hires-fix.json" --cluster hgx-h100-8:0 2>"$tmp/one.err" >/dev/null
+check "a bad --cluster count exits 2 and says the form" grep -q "expected NODE_TYPE or NODE_TYPE:COUNT" "$tmp/one.err"
 "$fleetsim" simulate "$src/scenarios/comfyui-studio.json" >/dev/null 2>"$tmp/notes.err"
 check "a scenario's ComfyUI graph says what it assumed" grep -q "KSampler#3: sdxl-unet, 30 steps, 1024x1024" "$tmp/notes.err"
 "$fleetsim" --help >/dev/null

@@ -3,6 +3,7 @@
 
 #include "csv.hpp"
 #include "fleetsim/report.hpp"
+#include "fleetsim/units.hpp"
 
 namespace fleetsim {
 namespace {
@@ -143,6 +144,26 @@ void write_link_timeline_csv(std::ostream& out, const RunResult& run) {
     const double capacity = run.topology.links()[s.link].capacity_Bps;
     out << time_field(s.time_s) << ',' << run.topology.link_name(s.link) << ',' << time_field(s.rate_Bps) << ','
         << time_field(s.rate_Bps / capacity) << '\n';
+  }
+}
+
+void write_task_breakdown_text(std::ostream& out, const Scenario& sc, const RunResult& run) {
+  auto time = [](double t) { return t == kNever ? std::string("-") : format_quantity(t, Dimension::time); };
+  auto span = [&](double from, double to) { return from == kNever || to == kNever ? std::string("-") : time(to - from); };
+  out << "\ntask                           GPUs                start      queued     in+weights compute    (compute-bound, memory-bound, fixed)  collective end\n";
+  char line[512];
+  for (const TaskRecord& t : run.trace.tasks) {
+    if (run.trace.instances[index(t.instance)].arrival_s == kNever) continue;
+    const Workflow& wf = sc.workflows[t.workflow];
+    const double compute_end = t.comm_start_s != kNever ? t.comm_start_s : t.end_s;
+    const std::string parts = predicted(t) ? "(" + time(t.compute_bound_s) + ", " + time(t.memory_bound_s) + ", " + time(t.fixed_s) + ")" : "";
+    std::string name = wf.tasks[t.task].name;
+    if (sc.workflows.size() > 1 || run.trace.instances.size() > 1) name = wf.id + "#" + std::to_string(index(t.instance)) + "/" + name;
+    std::snprintf(line, sizeof line, "%-30s %-19s %-10s %-10s %-10s %-10s %-37s %-10s %s%s\n", name.c_str(), gpu_list(run, t, ' ').c_str(),
+                  time(t.start_s).c_str(), span(t.ready_s, t.start_s).c_str(), span(t.start_s, t.compute_start_s).c_str(),
+                  span(t.compute_start_s, compute_end).c_str(), parts.c_str(), span(t.comm_start_s, t.end_s).c_str(), time(t.end_s).c_str(),
+                  t.status == TaskStatus::completed ? "" : ("  " + std::string(task_status_name(t.status))).c_str());
+    out << line;
   }
 }
 

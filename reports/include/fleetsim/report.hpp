@@ -22,6 +22,9 @@
 namespace fleetsim {
 
 void write_summary_text(std::ostream& out, const Scenario& scenario, const Summary& summary);
+// Each task of the run: where and when it ran, what it waited for, and its compute split into
+// compute-bound, memory-bound and fixed time. For a run of a few workflows.
+void write_task_breakdown_text(std::ostream& out, const Scenario& scenario, const RunResult& run);
 std::string summary_json(const Summary& summary);  // pretty-printed, ends with a newline
 
 void write_trace_csv(std::ostream& out, const Scenario& scenario, const RunResult& run);
