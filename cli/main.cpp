@@ -514,13 +514,14 @@ int run_train(const TrainArgs& args) {
 }
 
 struct PlanArgs {
-  std::string file, out_dir, report;
+  std::string file, out_dir, report, profile;
   unsigned threads = 0;
   bool exhaustive = false, json = false;
 };
 
 int run_plan(const PlanArgs& args) {
   const fleetsim::PlanSpec spec = fleetsim::load_plan(args.file);
+  const std::optional<fleetsim::Profile> profile = args.profile.empty() ? std::nullopt : std::optional(fleetsim::load_profile(args.profile));
   const auto started = std::chrono::steady_clock::now();
   const Distributed mpi = start_distributed();
   const StopDistributed stop;
@@ -529,7 +530,8 @@ int run_plan(const PlanArgs& args) {
                                                                 .progress = mpi.rank == 0 ? progress_line("points") : nullptr,
                                                                 .rank = mpi.rank,
                                                                 .ranks = mpi.ranks,
-                                                                .exchange = mpi.exchange});
+                                                                .exchange = mpi.exchange,
+                                                                .profile = profile ? &*profile : nullptr});
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (mpi.rank != 0) return kOk;  // every rank holds the result; one writes it
   if (!args.out_dir.empty()) {
@@ -829,6 +831,7 @@ int main(int argc, char** argv) {
   plan_cmd->add_flag("--exhaustive", plan.exhaustive, "Simulate every node count instead of bisecting (slower; checks the search)");
   plan_cmd->add_flag("--json", plan.json, "Print JSON instead of the table");
   plan_cmd->add_option("--report", plan.report, "Write the HTML report (frontier chart and every point) here");
+  plan_cmd->add_option("--profile", plan.profile, "A calibration profile whose figures replace the catalog's in every candidate (fleetsim calibrate)");
 
   bool policies_json = false;
   CLI::App* policies = app.add_subcommand("policies", "List the scheduling policies with their parameters");

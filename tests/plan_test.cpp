@@ -1,10 +1,13 @@
 // Capacity planning: the bisection finds what an exhaustive sweep finds, results do not depend on
 // threads, load growth scales arrivals as stated, a run whose queue runs away stops early, and bad
 // plan files are refused with the field named.
+#include <filesystem>
+#include <fstream>
 #include <catch2/catch.hpp>
 
 #include "fleetsim/error.hpp"
 #include "fleetsim/plan.hpp"
+#include "fleetsim/profile.hpp"
 #include "fleetsim/report.hpp"
 #include "fleetsim/simulation.hpp"
 #include "helpers.hpp"
@@ -192,4 +195,39 @@ TEST_CASE("malformed SLOs are refused with the field named", "[slo]") {
   CHECK_THAT(error(head + R"("slos": [{"metric": "attainment", "within": "1 s", "target": 1.5}])"), Catch::Contains("/slos/0/target"));
   CHECK_THAT(error(head + R"("slos": [{"metric": "throughput", "target": "3 s"}])"), Catch::Contains("/slos/0/target"));
   CHECK_THAT(error(head + R"("slos": [{"metric": "goodput", "target": "3 s"}])"), Catch::Contains("/slos/0/metric"));
+}
+
+TEST_CASE("candidates keep the base's settings for their node type, and a profile applies to every one", "[plan]") {
+  // The studio's base with its H100s derated to a quarter of their compute: the same plan must buy more.
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "fleetsim-plan-derated";
+  std::filesystem::create_directories(dir);
+  std::string base = read_text_file(kScenarios + "/comfyui-studio.json");
+  const std::string plain_nodes = R"("nodes": [{"type": "hgx-h100-8", "count": 1}])";
+  REQUIRE(base.find(plain_nodes) != std::string::npos);
+  base.replace(base.find(plain_nodes), plain_nodes.size(),
+               R"("nodes": [{"type": "hgx-h100-8", "count": 1, "gpu_overrides": {"peak_flops": {"bf16": "247 TFLOP/s", "fp16": "247 TFLOP/s"}}}])");
+  for (const char* graph : {"comfyui/sdxl-hires-fix.json", "comfyui/flux-dev.json"}) {
+    base.replace(base.find(graph), std::string(graph).size(), kScenarios + "/" + graph);
+  }
+  {
+    std::ofstream out(dir / "derated.json");
+    out << base;
+  }
+  const std::string search = R"("search": {"node_types": ["hgx-h100-8"], "nodes": {"min": 1, "max": 8}}, "seeds": 2, "confirm_seeds": 2})";
+  const PlanResult plain = run_plan(parse_plan(R"({"base": "comfyui-studio.json", )" + search, "p.json", kScenarios), {.threads = 2});
+  const PlanResult derated = run_plan(parse_plan(R"({"base": "derated.json", )" + search, "p.json", dir.string()), {.threads = 2});
+  auto recommended = [](const PlanResult& r) {
+    REQUIRE(r.loads.size() == 1);
+    REQUIRE(r.loads[0].point);
+    return r.points[*r.loads[0].point].nodes;
+  };
+  INFO("plain " << recommended(plain) << ", derated " << recommended(derated));
+  CHECK(recommended(derated) > recommended(plain));
+
+  // The same derating as a calibration profile, given to the plan instead of written in the base.
+  const Profile profile = parse_profile(R"({"fleetsim_profile": 1, "provenance": {"backend": "cuda"},
+      "gpus": {"h100-sxm": {"kernel_compute_scale": 0.25}}})", "slow.json");
+  const PlanResult profiled = run_plan(parse_plan(R"({"base": "comfyui-studio.json", )" + search, "p.json", kScenarios), {.threads = 2, .profile = &profile});
+  CHECK(recommended(profiled) > recommended(plain));
+  std::filesystem::remove_all(dir);
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "fleetsim/compare.hpp"
+#include "fleetsim/profile.hpp"
 #include "fleetsim/scenario.hpp"
 
 namespace fleetsim {
@@ -88,6 +89,8 @@ struct PlanOptions {
   // holds every point, and the recommendations, computed alike everywhere, match a single process's.
   unsigned rank = 0, ranks = 1;
   std::function<std::vector<std::string>(const std::string& mine)> exchange = {};
+  // A calibration profile applied to every candidate cluster, as `simulate --profile` applies it.
+  const Profile* profile = nullptr;
 };
 
 PlanResult run_plan(const PlanSpec& spec, const PlanOptions& options = {});

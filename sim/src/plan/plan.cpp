@@ -201,6 +201,16 @@ struct Line {
 class Planner {
  public:
   Planner(const PlanSpec& spec, const PlanOptions& options) : spec_(spec), options_(options) {
+    // A candidate of a node type the base's cluster has keeps that group's settings (overrides, MIG,
+    // time-slicing): the base says what those nodes are.
+    const Json base = Json::parse(read_text_file(spec.base), nullptr, false);
+    if (const Json* nodes = base.is_object() && base.contains("cluster") && base["cluster"].is_object() && base["cluster"].contains("nodes")
+                                ? &base["cluster"]["nodes"] : nullptr;
+        nodes != nullptr && nodes->is_array()) {
+      for (const Json& group : *nodes) {
+        if (group.is_object() && group.contains("type") && group["type"].is_string()) base_groups_.emplace(group["type"].get<std::string>(), group);
+      }
+    }
     const std::size_t fabrics = std::max<std::size_t>(1, spec.fabrics.size());
     // The base's policy when the plan names none.
     std::vector<std::string> policies = spec.policies;
@@ -253,11 +263,16 @@ class Planner {
  private:
   Scenario load_point(const std::string& node_type, int nodes, std::size_t fabric) const {
     std::vector<ScenarioEdit> edits;
-    edits.push_back({"/cluster/nodes", R"([{"type": ")" + node_type + R"(", "count": )" + std::to_string(nodes) + "}]"});
+    Json group = Json{{"type", node_type}};
+    if (const auto it = base_groups_.find(node_type); it != base_groups_.end()) group = it->second;
+    group["count"] = nodes;
+    edits.push_back({"/cluster/nodes", Json::array({group}).dump()});
     if (!spec_.fabrics.empty()) edits.push_back({"/cluster/fabric", spec_.fabrics[fabric]});
     if (!spec_.slos.empty()) edits.push_back({"/slos", spec_.slos});
     try {
-      return load_scenario(spec_.base, edits);
+      Scenario sc = load_scenario(spec_.base, edits);
+      if (options_.profile != nullptr) apply_profile(sc.cluster, *options_.profile);
+      return sc;
     } catch (const InputError& e) {
       // Name the plan as well as the base: the search's edits may be what the base refuses.
       std::vector<Problem> problems = e.problems();
@@ -434,6 +449,7 @@ class Planner {
   }
 
   const PlanSpec& spec_;
+  std::map<std::string, Json, std::less<>> base_groups_;  // the base's node groups by type
   const PlanOptions& options_;
   std::vector<Line> lines_;
   std::mutex progress_mutex_;
