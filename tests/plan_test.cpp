@@ -3,6 +3,8 @@
 // plan files are refused with the field named.
 #include <filesystem>
 #include <fstream>
+#include <utility>
+#include <vector>
 #include <catch2/catch.hpp>
 
 #include "fleetsim/error.hpp"
@@ -33,6 +35,23 @@ std::string plan_error(const std::string& json) {
     return e.what();
   }
   return "";
+}
+
+// The studio's base scenario with its graphs at absolute paths and each (old, new) text replaced,
+// written as base.json into a fresh folder of the temporary directory, which is returned.
+std::filesystem::path studio_base(const std::string& folder, const std::vector<std::pair<std::string, std::string>>& replacements) {
+  std::string base = read_text_file(kScenarios + "/comfyui-studio.json");
+  for (const char* graph : {"comfyui/sdxl-hires-fix.json", "comfyui/flux-dev.json"}) {
+    base.replace(base.find(graph), std::string(graph).size(), kScenarios + "/" + graph);
+  }
+  for (const auto& [from, to] : replacements) {
+    REQUIRE(base.find(from) != std::string::npos);
+    base.replace(base.find(from), from.size(), to);
+  }
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / folder;
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "base.json") << base;
+  return dir;
 }
 
 }  // namespace
@@ -199,23 +218,11 @@ TEST_CASE("malformed SLOs are refused with the field named", "[slo]") {
 
 TEST_CASE("candidates keep the base's settings for their node type, and a profile applies to every one", "[plan]") {
   // The studio's base with its H100s derated to a quarter of their compute: the same plan must buy more.
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "fleetsim-plan-derated";
-  std::filesystem::create_directories(dir);
-  std::string base = read_text_file(kScenarios + "/comfyui-studio.json");
-  const std::string plain_nodes = R"("nodes": [{"type": "hgx-h100-8", "count": 1}])";
-  REQUIRE(base.find(plain_nodes) != std::string::npos);
-  base.replace(base.find(plain_nodes), plain_nodes.size(),
-               R"("nodes": [{"type": "hgx-h100-8", "count": 1, "gpu_overrides": {"peak_flops": {"bf16": "247 TFLOP/s", "fp16": "247 TFLOP/s"}}}])");
-  for (const char* graph : {"comfyui/sdxl-hires-fix.json", "comfyui/flux-dev.json"}) {
-    base.replace(base.find(graph), std::string(graph).size(), kScenarios + "/" + graph);
-  }
-  {
-    std::ofstream out(dir / "derated.json");
-    out << base;
-  }
+  const std::filesystem::path dir = studio_base("fleetsim-plan-derated", {{R"("nodes": [{"type": "hgx-h100-8", "count": 1}])",
+      R"("nodes": [{"type": "hgx-h100-8", "count": 1, "gpu_overrides": {"peak_flops": {"bf16": "247 TFLOP/s", "fp16": "247 TFLOP/s"}}}])"}});
   const std::string search = R"("search": {"node_types": ["hgx-h100-8"], "nodes": {"min": 1, "max": 8}}, "seeds": 2, "confirm_seeds": 2})";
   const PlanResult plain = run_plan(parse_plan(R"({"base": "comfyui-studio.json", )" + search, "p.json", kScenarios), {.threads = 2});
-  const PlanResult derated = run_plan(parse_plan(R"({"base": "derated.json", )" + search, "p.json", dir.string()), {.threads = 2});
+  const PlanResult derated = run_plan(parse_plan(R"({"base": "base.json", )" + search, "p.json", dir.string()), {.threads = 2});
   auto recommended = [](const PlanResult& r) {
     REQUIRE(r.loads.size() == 1);
     REQUIRE(r.loads[0].point);
@@ -233,19 +240,9 @@ TEST_CASE("candidates keep the base's settings for their node type, and a profil
 }
 
 TEST_CASE("open arrivals up to the horizon leave work in flight, which fails a point only if the queue grows", "[plan]") {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "fleetsim-plan-open";
-  std::filesystem::create_directories(dir);
-  std::string base = read_text_file(kScenarios + "/comfyui-studio.json");
-  for (const char* graph : {"comfyui/sdxl-hires-fix.json", "comfyui/flux-dev.json"}) {
-    base.replace(base.find(graph), std::string(graph).size(), kScenarios + "/" + graph);
-  }
-  for (const char* count : {R"(, "count": 400)", R"(, "count": 200)"}) base.erase(base.find(count), std::string(count).size());
-  base.replace(base.find(R"("horizon": "1 h")"), 16, R"("horizon": "10 min")");
-  {
-    std::ofstream out(dir / "open.json");
-    out << base;
-  }
-  const PlanResult r = run_plan(parse_plan(R"({"base": "open.json", "search": {"node_types": ["hgx-h100-8"], "nodes": {"min": 1, "max": 6}},
+  const std::filesystem::path dir = studio_base("fleetsim-plan-open", {{R"(, "count": 400)", ""}, {R"(, "count": 200)", ""},
+                                                                        {R"("horizon": "1 h")", R"("horizon": "10 min")"}});
+  const PlanResult r = run_plan(parse_plan(R"({"base": "base.json", "search": {"node_types": ["hgx-h100-8"], "nodes": {"min": 1, "max": 6}},
       "seeds": 2, "confirm_seeds": 2})", "p.json", dir.string()), {.threads = 2, .exhaustive = true});
   bool some_pass = false, some_fail = false;
   for (const PlanPoint& p : r.points) {
