@@ -97,7 +97,8 @@ TEST_CASE("priority serves the important tenant first, sjf the short job", "[pol
   }
 }
 
-TEST_CASE("every policy completes every shipped scenario, deterministically", "[policy][simulation]") {
+// Determinism: the golden test checks every shipped scenario's event sequence under every policy.
+TEST_CASE("every policy completes every shipped scenario", "[policy][simulation]") {
   for (const char* file : {"/scenarios/default.json", "/scenarios/llm-training.json", "/scenarios/inference-serving.json",
                            "/scenarios/mixed.json", "/scenarios/serving-batching.json", "/scenarios/studio.json"}) {
     const Scenario sc = load_scenario(test::source_dir() + file);
@@ -105,7 +106,6 @@ TEST_CASE("every policy completes every shipped scenario, deterministically", "[
       INFO(file << " with " << info.name);
       const auto a = simulate(with_policy(sc, info.name)).summary;
       CHECK(a.tasks.completed == a.tasks.submitted);
-      CHECK(simulate(with_policy(sc, info.name)).summary.makespan_s == a.makespan_s);
     }
   }
 }

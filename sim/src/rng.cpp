@@ -27,6 +27,8 @@ std::uint64_t stream_seed(std::uint64_t seed, std::uint64_t run, std::string_vie
   return splitmix64(splitmix64(splitmix64(seed) ^ run) ^ fnv1a(stream));
 }
 
+std::uint64_t hash_combine(std::uint64_t hash, std::uint64_t value) { return splitmix64(hash ^ splitmix64(value)); }
+
 double Rng::exponential(double rate) {
   // 1 - u lies in (0, 1], so the log is finite.
   return -std::log1p(-uniform()) / rate;

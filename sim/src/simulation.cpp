@@ -1,6 +1,7 @@
 #include "fleetsim/simulation.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <deque>
@@ -214,6 +215,7 @@ class Run {
         break;
       }
       const Event e = queue_.pop();
+      event_digest_ = hash_combine(hash_combine(hash_combine(event_digest_, std::bit_cast<std::uint64_t>(e.time_s)), e.kind), e.subject);
       if ((++events & 0xFFFFu) == 0 && progress_cb_) progress_cb_(trace_.instances.size() - unfinished_, trace_.instances.size());
       const std::uint32_t run = e.kind >> 8;
       bool live = true;  // stale events (see task_event) are skipped and do not extend the run
@@ -332,7 +334,7 @@ class Run {
     std::vector<LinkSample> samples = network_.samples();
     std::vector<VramSample> vram = memory_.samples();
     return RunResult{std::move(cluster_), std::move(topology_), std::move(trace_), std::move(summary),
-                     std::move(link_bytes), std::move(samples), std::move(vram), std::move(cost_samples_)};
+                     std::move(link_bytes), std::move(samples), std::move(vram), std::move(cost_samples_), event_digest_};
   }
 
  private:
@@ -1955,6 +1957,7 @@ class Run {
 
   const Scenario& sc_;
   std::uint64_t seed_;
+  std::uint64_t event_digest_ = 0;
   std::uint64_t max_in_flight_;
   bool faults_;  // the scenario has failures: per-task run numbers and checkpoints are kept
   bool autoscale_;

@@ -44,6 +44,8 @@ struct RunResult {
   std::vector<LinkSample> link_samples;  // when recorded
   std::vector<VramSample> vram_samples;  // when recorded
   std::vector<CostSample> cost_samples = {};  // when recorded: at the start and at every change
+  // A hash of every event popped, in order (time, kind, subject): a refactor that keeps it keeps the run.
+  std::uint64_t event_digest = 0;
 };
 
 RunResult simulate(const Scenario& scenario, const RunOptions& options = {});
