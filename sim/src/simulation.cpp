@@ -16,20 +16,17 @@
 #include "fleetsim/invariants.hpp"
 #include "fleetsim/rng.hpp"
 #include "fleetsim/units.hpp"
+#include "run/events.hpp"
+#include "run/workload.hpp"
 #include "shared_compute.hpp"
 
 namespace fleetsim {
 namespace {
 
-// kComputeDone's and kCommStart's subject is a task; kNetwork's is the wake-up generation (stale
-// ones are skipped).
+using namespace run;  // event kinds
 // kFault's and kRepair's subject indexes Scenario::faults.events (scripted) or, past them, a GPU
 // (random failures, kNodeBit set for the node of that GPU, kSpotBit too for a spot preemption), or
-// with kLinkBit a cable (its index in Run::cables_); kRetry's is a task. A task's events carry
-// its stamp above the kind's low byte, so stale ones are recognised (see task_event).
-// kAutoscale is the autoscaler's periodic decision; kNodeUp's subject is a node whose provisioning ends.
-// kBatchRelease's subject is a batching key whose held tasks have waited max_wait.
-enum EventKind : std::uint32_t { kArrival, kComputeDone, kCommStart, kNetwork, kSchedule, kFault, kRepair, kRetry, kAutoscale, kNodeUp, kBatchRelease };
+// with kLinkBit a cable (its index in Run::cables_).
 constexpr std::uint32_t kNodeBit = 0x80000000u, kSpotBit = 0x40000000u, kLinkBit = 0x20000000u;
 
 // What a task's pending flows are for.
@@ -75,61 +72,6 @@ std::uint32_t take_slot(std::vector<T>& pool, std::vector<std::uint32_t>& free) 
 
 std::uint64_t mix_key(std::uint64_t a, std::uint64_t b) { return a * 0x9E3779B97F4A7C15ull ^ (b + (a >> 29)); }
 
-// Arrival times of one stream, bounded by its count and the horizon.
-std::vector<double> arrival_times(const ArrivalSpec& a, double horizon_s, Rng& rng) {
-  std::vector<double> times;
-  const auto more = [&](double t) {
-    return t <= horizon_s && (a.count < 0 || static_cast<std::int64_t>(times.size()) < a.count);
-  };
-  switch (a.process) {
-    case ArrivalProcess::once:
-      for (std::int64_t k = 0; k < a.count && a.start_s <= horizon_s; ++k) times.push_back(a.start_s);
-      break;
-    case ArrivalProcess::periodic:
-      for (double t = a.start_s; more(t); t = a.start_s + a.interval_s * static_cast<double>(times.size())) {
-        times.push_back(t);
-      }
-      break;
-    case ArrivalProcess::poisson:
-      for (double t = a.start_s + rng.exponential(a.rate_per_s); more(t); t += rng.exponential(a.rate_per_s)) {
-        times.push_back(t);
-      }
-      break;
-    case ArrivalProcess::times:
-      for (double offset : a.times_s) {
-        if (a.start_s + offset <= horizon_s) times.push_back(a.start_s + offset);
-      }
-      break;
-    case ArrivalProcess::bursty: {
-      // Alternate exponential on and off periods, a Poisson process at each period's rate.
-      double t = a.start_s;
-      for (bool on = true; more(t); on = !on) {
-        const double end = t + rng.exponential(1.0 / (on ? a.on_s : a.off_s));
-        const double rate = on ? a.rate_per_s : a.off_rate_per_s;
-        if (rate > 0) {
-          for (double next = t + rng.exponential(rate); next < end && more(next); next += rng.exponential(rate)) {
-            times.push_back(next);
-          }
-        }
-        t = end;
-      }
-      break;
-    }
-    case ArrivalProcess::diurnal: {
-      // Thinning: candidates at the peak rate, each kept with probability rate(t) / peak rate.
-      const double peak_rate = a.rate_per_s * (1 + a.amplitude);
-      for (double t = a.start_s + rng.exponential(peak_rate); more(t); t += rng.exponential(peak_rate)) {
-        const double rate = a.rate_per_s * (1 + a.amplitude * std::cos(2 * std::numbers::pi * (t - a.peak_s) / a.period_s));
-        if (rng.uniform() * peak_rate < rate) times.push_back(t);
-      }
-      break;
-    }
-    case ArrivalProcess::closed:
-      break;  // arrivals follow completions; see Run::create_instances
-  }
-  return times;
-}
-
 class Run {
  public:
   Run(const Scenario& scenario, const RunOptions& options)
@@ -161,7 +103,6 @@ class Run {
         }
       }
     }
-    for (std::size_t s = 0; s < sc_.streams.size(); ++s) think_rngs_.emplace_back(seed_, 0, "think/" + std::to_string(s));
     predict_workflows();
     const PolicyInfo* info = find_policy(sc_.policy.name);
     FLEETSIM_CHECK(info != nullptr, "policy checked at load");
@@ -196,31 +137,31 @@ class Run {
       free_per_node_.push_back(0);
       add_free(n, static_cast<int>(cluster_.gpus_in(make_id<NodeId>(n))));
     }
-    create_instances();
+    workload_.emplace(sc_, seed_, job_gpu_s_, queue_, trace_);
+    size_task_state();
   }
 
   RunResult execute() {
-    if (open_instances_ > 0) queue_.push(trace_.instances[0].arrival_s, kArrival, 0);
+    workload_->start_open_loops();
     schedule_faults();
     start_autoscaler();
-    start_closed_loops();
+    workload_->start_closed_loops();
     bool horizon_reached = false, diverged = false;
     double last_s = 0;
     std::uint64_t events = 0;
     // Random failures never run out: once every workflow has ended, only they would be left.
-    unfinished_ = trace_.instances.size();
-    while (!queue_.empty() && !diverged && !((faults_ || autoscale_) && unfinished_ == 0)) {
+    while (!queue_.empty() && !diverged && !((faults_ || autoscale_) && workload_->unfinished() == 0)) {
       if (queue_.top().time_s > sc_.horizon_s) {
         horizon_reached = true;
         break;
       }
       const Event e = queue_.pop();
       event_digest_ = hash_combine(hash_combine(hash_combine(event_digest_, std::bit_cast<std::uint64_t>(e.time_s)), e.kind), e.subject);
-      if ((++events & 0xFFFFu) == 0 && progress_cb_) progress_cb_(trace_.instances.size() - unfinished_, trace_.instances.size());
+      if ((++events & 0xFFFFu) == 0 && progress_cb_) progress_cb_(trace_.instances.size() - workload_->unfinished(), trace_.instances.size());
       const std::uint32_t run = e.kind >> 8;
       bool live = true;  // stale events (see task_event) are skipped and do not extend the run
       switch (e.kind & 0xFFu) {
-        case kArrival: on_arrival(e.subject); break;
+        case kArrival: workload_->arrive(e.subject, [this](TaskId id) { make_ready(id); }); break;
         case kComputeDone:
           if ((live = current(run, e.subject))) on_compute_done(make_id<TaskId>(e.subject));
           break;
@@ -247,7 +188,7 @@ class Run {
       }
       if (live) last_s = e.time_s;
       if (!stranded_.empty()) stop_stranded();
-      diverged = max_in_flight_ > 0 && in_flight_ > max_in_flight_;
+      diverged = max_in_flight_ > 0 && workload_->in_flight() > max_in_flight_;
       if (network_dirty_) arm_network();
       if (dirty_ && !schedule_pending_) {
         queue_.push(queue_.now(), kSchedule, 0);
@@ -312,7 +253,7 @@ class Run {
       if (inst.end_s == kNever || inst.failed) continue;
       double ideal = 0;
       for (double r : rank_[inst.workflow]) ideal = std::max(ideal, r);
-      ideal *= known_scale_[first_task_[static_cast<std::size_t>(&inst - trace_.instances.data())]];
+      ideal *= workload_->known_scale(make_id<InstanceId>(&inst - trace_.instances.data()));
       if (ideal > 0) slowdown_sum[index(inst.tenant)] += (inst.end_s - inst.arrival_s) / ideal;
     }
     for (std::size_t t = 0; t < sc_.tenants.size(); ++t) {
@@ -338,59 +279,12 @@ class Run {
   }
 
  private:
-  // All arrivals are drawn up front, so the event loop allocates nothing per event.
-  void create_instances() {
-    struct Arrival {
-      double time_s;
-      std::uint32_t stream;
-      double scale = 1;  // this arrival's work over the workflow's (trace replay)
-    };
-    std::vector<Arrival> arrivals;
-    for (std::uint32_t s = 0; s < sc_.streams.size(); ++s) {
-      const ArrivalSpec& a = sc_.streams[s].arrival;
-      if (!a.work_scales.empty()) {
-        for (std::size_t k = 0; k < a.times_s.size(); ++k) {
-          if (a.start_s + a.times_s[k] <= sc_.horizon_s) arrivals.push_back({a.start_s + a.times_s[k], s, a.work_scales[k]});
-        }
-        continue;
-      }
-      Rng rng(seed_, 0, "arrivals/" + std::to_string(s));
-      for (double t : arrival_times(a, sc_.horizon_s, rng)) arrivals.push_back({t, s});
-    }
-    std::stable_sort(arrivals.begin(), arrivals.end(),
-                     [](const Arrival& a, const Arrival& b) { return a.time_s < b.time_s; });
-    open_instances_ = static_cast<std::uint32_t>(arrivals.size());
-    // The job-size distribution size-based policies rank by: GPU-seconds of each open-loop instance
-    // as predicted (declared sizes included), kept as at most 512 quantiles.
-    std::vector<double> sizes_gpu_s;
-    for (const Arrival& a : arrivals) sizes_gpu_s.push_back(job_gpu_s_[sc_.streams[a.stream].workflow] * a.scale);
-    std::sort(sizes_gpu_s.begin(), sizes_gpu_s.end());
-    const std::size_t keep = std::min<std::size_t>(sizes_gpu_s.size(), 512);
-    for (std::size_t q = 0; q < keep; ++q) job_sizes_.push_back(sizes_gpu_s[q * sizes_gpu_s.size() / keep]);
-    // Closed-loop users: each user's workflows follow one another; arrival times are set when they
-    // come (kNever until then), after the open-loop instances.
-    next_in_loop_.assign(arrivals.size(), kNoInstance);
-    for (std::uint32_t s = 0; s < sc_.streams.size(); ++s) {
-      const ArrivalSpec& a = sc_.streams[s].arrival;
-      if (a.process != ArrivalProcess::closed) continue;
-      for (std::int64_t u = 0; u < a.users; ++u) {
-        for (std::int64_t k = 0; k < a.count; ++k) {
-          arrivals.push_back({kNever, s});
-          next_in_loop_.push_back(k + 1 < a.count ? static_cast<std::uint32_t>(arrivals.size()) : kNoInstance);
-        }
-      }
-    }
-    std::size_t total_tasks = 0;
-    for (const Arrival& a : arrivals) total_tasks += sc_.workflows[sc_.streams[a.stream].workflow].tasks.size();
-    trace_.instances.reserve(arrivals.size());
-    attained_s_.assign(arrivals.size(), 0.0);
-    trace_.tasks.reserve(total_tasks);
-    first_task_.reserve(arrivals.size());
-    remaining_.reserve(arrivals.size());
+  // Per-task and per-instance state, sized once the workload has drawn every instance.
+  void size_task_state() {
+    const std::size_t total_tasks = trace_.tasks.size();
+    attained_s_.assign(trace_.instances.size(), 0.0);
     pending_inputs_.reserve(total_tasks);
-    known_scale_.reserve(total_tasks);
-    Rng sizes(seed_, 0, "task-sizes");
-    edge_held_.reserve(arrivals.size());
+    edge_held_.reserve(trace_.instances.size());
     pending_flows_.assign(total_tasks, 0);
     batch_of_.assign(total_tasks, kNoBatch);
     if (faults_ || shared_.any()) stamp_.assign(total_tasks, 0);
@@ -408,27 +302,11 @@ class Run {
     stage_.assign(total_tasks, Stage::inputs);
     plan_of_.assign(total_tasks, kNoPlan);
     parts_left_.assign(total_tasks, 0);
-    for (const Arrival& a : arrivals) {
-      const Stream& s = sc_.streams[a.stream];
-      const Workflow& wf = sc_.workflows[s.workflow];
-      const InstanceId id = make_id<InstanceId>(trace_.instances.size());
-      trace_.instances.push_back(InstanceRecord{s.workflow, make_id<TenantId>(s.tenant), a.time_s, kNever, false});
-      stream_of_.push_back(a.stream);
-      first_task_.push_back(static_cast<std::uint32_t>(trace_.tasks.size()));
+    for (const InstanceRecord& inst : trace_.instances) {
+      const Workflow& wf = sc_.workflows[inst.workflow];
       first_edge_.push_back(static_cast<std::uint32_t>(edge_held_.size()));
       edge_held_.resize(edge_held_.size() + wf.edges.size(), 0.0);
-      remaining_.push_back(static_cast<std::uint32_t>(wf.tasks.size()));
-      for (std::uint32_t t = 0; t < wf.tasks.size(); ++t) {
-        TaskRecord r;
-        r.instance = id;
-        r.workflow = s.workflow;
-        r.task = t;
-        r.tenant = make_id<TenantId>(s.tenant);
-        r.work_scale = a.scale * (wf.tasks[t].size == TaskSpec::Size::exponential ? sizes.exponential(1.0) : 1.0);
-        trace_.tasks.push_back(r);
-        pending_inputs_.push_back(static_cast<std::uint32_t>(wf.inputs(t).size()));
-        known_scale_.push_back(a.scale);
-      }
+      for (std::uint32_t t = 0; t < wf.tasks.size(); ++t) pending_inputs_.push_back(static_cast<std::uint32_t>(wf.inputs(t).size()));
     }
   }
 
@@ -464,31 +342,8 @@ class Run {
   }
 
   const TaskSpec& spec(const TaskRecord& r) const { return sc_.workflows[r.workflow].tasks[r.task]; }
-  TaskId task_id(std::uint32_t instance, std::uint32_t local) const {
-    return make_id<TaskId>(first_task_[instance] + local);
-  }
-
-  void on_arrival(std::uint32_t instance) {
-    InstanceRecord& inst = trace_.instances[instance];
-    inst.arrival_s = queue_.now();  // closed-loop instances learn their arrival time here
-    ++in_flight_;
-    const Workflow& wf = sc_.workflows[inst.workflow];
-    for (std::uint32_t t = 0; t < wf.tasks.size(); ++t) {
-      if (wf.inputs(t).empty()) make_ready(task_id(instance, t));
-    }
-    if (instance + 1 < open_instances_) {
-      queue_.push(trace_.instances[instance + 1].arrival_s, kArrival, instance + 1);
-    }
-  }
-
-  // Each closed-loop user's first workflow comes at the stream's start.
-  void start_closed_loops() {
-    for (std::uint32_t i = open_instances_; i < trace_.instances.size(); ++i) {
-      const bool first = i == open_instances_ || next_in_loop_[i - 1] != i;  // no predecessor points here
-      const ArrivalSpec& a = sc_.streams[stream_of_[i]].arrival;
-      if (first && a.start_s <= sc_.horizon_s) queue_.push(a.start_s, kArrival, i);
-    }
-  }
+  TaskId task_id(std::uint32_t instance, std::uint32_t local) const { return workload_->task_id(instance, local); }
+  double known_scale(TaskId id) const { return workload_->known_scale(trace_.tasks[index(id)].instance); }
 
   void make_ready(TaskId id) {
     TaskRecord& r = trace_.tasks[index(id)];
@@ -510,8 +365,8 @@ class Run {
     const ReadyTask ready{id, r.instance, r.tenant, &s, static_cast<std::uint32_t>(s.gpus),
                           model_of_[r.workflow][r.task], s.weights_bytes / s.gpus, s.working_set_bytes,
                           r.ready_s, inst.arrival_s, sc_.tenants[index(r.tenant)].priority,
-                          sc_.tenants[index(r.tenant)].work_class == WorkClass::interactive, rank_[r.workflow][r.task] * known_scale_[index(id)],
-                          job_s_[r.workflow] * known_scale_[index(id)], known_scale_[index(id)], input_gpu,
+                          sc_.tenants[index(r.tenant)].work_class == WorkClass::interactive, rank_[r.workflow][r.task] * known_scale(id),
+                          job_s_[r.workflow] * known_scale(id), known_scale(id), input_gpu,
                           input_bytes};
     // A batchable task waits out of the policy's sight until its batch is full or its first member
     // has waited max_wait.
@@ -576,7 +431,7 @@ class Run {
 
   ClusterView view() const {
     return ClusterView(cluster_, memory_, compute_,
-                       {gpu_busy_, free_per_node_, free_nodes_, gpu_free_at_, tenant_gpus_, tenant_quota_, attained_s_, job_sizes_,
+                       {gpu_busy_, free_per_node_, free_nodes_, gpu_free_at_, tenant_gpus_, tenant_quota_, attained_s_, workload_->job_sizes(),
                         tenant_node_allowed_, gpu_rank_, gpu_started_, gpu_tenant_, tenant_private_},
                        queue_.now());
   }
@@ -686,7 +541,7 @@ class Run {
         reject(id, "on GPU " + cluster_.gpu_name(g) + ", which has " + format_quantity(memory_.available(g), Dimension::bytes) +
                        " of VRAM available; it needs " + format_quantity(need, Dimension::bytes));
       }
-      gpu_free_at_[index(g)] = queue_.now() + mean_s_[r.workflow][r.task] * known_scale_[index(id)];
+      gpu_free_at_[index(g)] = queue_.now() + mean_s_[r.workflow][r.task] * known_scale(id);
     }
     r.status = TaskStatus::running;
     r.start_s = queue_.now();
@@ -923,7 +778,7 @@ class Run {
       compute_s = resume_s_[index(id)] + (1 - progress_[index(id)]) * compute_s;
     }
     // Policies predict with the declared work (a trace job's duration), not a random draw.
-    const double known = known_scale_[index(id)] / static_cast<double>(r.gpu_count);
+    const double known = known_scale(id) / static_cast<double>(r.gpu_count);
     double predicted_s = 0;
     for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
       const GpuType& type = cluster_.gpu_type(trace_.gpus[r.gpu_begin + i]);
@@ -1818,7 +1673,7 @@ class Run {
       node_state_[n] = NodeState::draining;
       for_gpus_of(n, [&](std::uint32_t g) { drain_if_idle(g); });
     }
-    if (unfinished_ > 0 && queue_.now() + sc_.autoscale.interval_s <= sc_.horizon_s) {
+    if (workload_->unfinished() > 0 && queue_.now() + sc_.autoscale.interval_s <= sc_.horizon_s) {
       queue_.push(queue_.now() + sc_.autoscale.interval_s, kAutoscale, 0);
     }
   }
@@ -1906,7 +1761,7 @@ class Run {
         make_ready(consumer);
       }
     }
-    finish_one(instance);
+    workload_->task_ended(instance);
   }
 
   // A running task that cannot go on: its GPUs are freed and it fails, with everything downstream.
@@ -1930,24 +1785,10 @@ class Run {
       const TaskRecord& producer = trace_.tasks[index(task_id(instance, sc_.workflows[r.workflow].edges[e].from))];
       if (producer.status == TaskStatus::completed) release_tensor(instance, e, trace_.gpus[producer.gpu_begin]);
     }
-    finish_one(instance);
+    workload_->task_ended(instance);
     const Workflow& wf = sc_.workflows[r.workflow];
     const std::string downstream = "input from task \"" + wf.tasks[r.task].name + "\" failed";
     for (std::uint32_t e : wf.outputs(r.task)) fail_task(task_id(instance, wf.edges[e].to), downstream);
-  }
-
-  void finish_one(std::uint32_t instance) {
-    if (--remaining_[instance] != 0) return;
-    trace_.instances[instance].end_s = queue_.now();
-    --in_flight_;
-    --unfinished_;
-    // A closed-loop user thinks, then submits its next workflow.
-    if (const std::uint32_t next = next_in_loop_[instance]; next != kNoInstance) {
-      const ArrivalSpec& a = sc_.streams[stream_of_[instance]].arrival;
-      Rng& rng = think_rngs_[stream_of_[instance]];
-      const double at = queue_.now() + (a.think_s > 0 ? rng.exponential(1.0 / a.think_s) : 0.0);
-      if (at <= sc_.horizon_s) queue_.push(at, kArrival, next);
-    }
   }
 
   struct PlanState {
@@ -1982,10 +1823,8 @@ class Run {
   std::unique_ptr<Policy> policy_;
   EventQueue queue_;
   Trace trace_;
+  std::optional<run::Workload> workload_;  // made once predictions exist
 
-  static constexpr std::uint32_t kNoInstance = 0xFFFFFFFFu;
-  std::uint64_t in_flight_ = 0;                // instances arrived and not finished
-  std::uint64_t unfinished_ = 0;               // instances not yet ended
   std::function<void(std::size_t, std::size_t)> progress_cb_;
   double billing_rate_ = 0;                    // $ per hour of the nodes billed now
   std::vector<CostSample> cost_samples_;
@@ -2032,14 +1871,7 @@ class Run {
   std::vector<GpuId> freed_;                   // GPUs freed by this round's preemptions
   bool record_decisions_ = false;
   double lost_gpu_s_ = 0, down_gpu_s_ = 0, recovery_s_ = 0;
-  std::uint32_t open_instances_ = 0;           // instances [0, this) arrive at drawn times, in order
-  std::vector<std::uint32_t> next_in_loop_;    // per instance: a closed-loop user's next one
-  std::vector<std::uint32_t> stream_of_;       // per instance
-  std::vector<Rng> think_rngs_;                // per stream: closed-loop think times
-  std::vector<std::uint32_t> first_task_;      // per instance: its first task's id
-  std::vector<std::uint32_t> remaining_;       // per instance: tasks not yet ended
   std::vector<std::uint32_t> pending_inputs_;  // per task
-  std::vector<double> known_scale_;            // per task: the part of it declared in advance (trace jobs)
   std::vector<std::uint8_t> gpu_busy_;
   std::vector<std::vector<std::uint32_t>> model_of_;  // per workflow, per task: interned model
   std::vector<std::vector<double>> rank_;             // per workflow, per task: upward rank
@@ -2050,7 +1882,6 @@ class Run {
   std::vector<double> attained_s_;                    // per instance: GPU-seconds received
   std::vector<double> job_s_;                         // per workflow: predicted compute time
   std::vector<double> job_gpu_s_;                     // per workflow: predicted GPU-seconds
-  std::vector<double> job_sizes_;                     // sorted quantiles of instances' predicted GPU-seconds
   std::vector<std::uint32_t> first_edge_;             // per instance: offset into edge_held_
   std::vector<double> edge_held_;                     // per instance edge: bytes held in the producer's VRAM
   std::vector<std::vector<std::uint32_t>> host_models_;  // per node: models its host memory holds (read from storage)

@@ -1,0 +1,30 @@
+// The kinds of event a run schedules, and what each one's subject names.
+#pragma once
+
+#include <cstdint>
+
+namespace fleetsim::run {
+
+// kArrival: an instance arrives (subject: the instance).
+// kComputeDone, kCommStart, kRetry: a task's compute ends, its overlapped collective starts, it runs
+//   again after a failure (subject: the task; the kind carries the task's stamp, see Tasks::event).
+// kNetwork: the network's next delivery (subject: the wake-up generation; stale ones are skipped).
+// kSchedule: a scheduling round.
+// kFault, kRepair: a fault source fails or is repaired (subject: the source, see Faults).
+// kAutoscale: the autoscaler's periodic decision; kNodeUp: a node's provisioning ends (subject: the node).
+// kBatchRelease: a batching key's held tasks have waited max_wait (subject: the key).
+enum EventKind : std::uint32_t {
+  kArrival,
+  kComputeDone,
+  kCommStart,
+  kNetwork,
+  kSchedule,
+  kFault,
+  kRepair,
+  kRetry,
+  kAutoscale,
+  kNodeUp,
+  kBatchRelease
+};
+
+}  // namespace fleetsim::run
