@@ -17,6 +17,7 @@
 #include "fleetsim/rng.hpp"
 #include "fleetsim/units.hpp"
 #include "run/events.hpp"
+#include "run/occupancy.hpp"
 #include "run/workload.hpp"
 #include "shared_compute.hpp"
 
@@ -84,6 +85,7 @@ class Run {
         topology_(cluster_, scenario.cluster.fabric),
         network_(topology_.capacities()),
         memory_(vram_capacities(cluster_), sc_.max_offload),
+        occupancy_(scenario, cluster_, trace_, dirty_),
         shared_(interference(cluster_)) {
     progress_cb_ = options.progress;
     network_.record_samples(options.record_link_samples);
@@ -111,32 +113,12 @@ class Run {
     elastic_ = has_elastic_tasks();
     faults_ = faults_ || elastic_;  // a resize restarts a run, keeping its progress as a checkpoint does
     const std::uint32_t gpus = cluster_.gpu_count();
-    gpu_busy_.assign(gpus, 0);
-    gpu_tasks_.resize(gpus);
-    for (std::uint32_t g = 0; g < gpus; ++g) {
-      slots_.push_back(static_cast<std::uint8_t>(cluster_.group(cluster_.node_of(make_id<GpuId>(g))).time_sliced_tasks));
-    }
-    gpu_rank_.assign(gpus, ClusterView::kNoRank);
-    gpu_started_.assign(gpus, 0.0);
-    gpu_tenant_.assign(gpus, -1);
-    for (const Tenant& t : sc_.tenants) tenant_private_.push_back(t.private_gpus ? 1 : 0);
-    tenant_node_allowed_ = tenant_node_allowed(sc_.tenants, cluster_.node_count());
-    gpu_down_.assign(gpus, 0);
-    gpu_off_.assign(gpus, 0);
     node_state_.assign(cluster_.node_count(), NodeState::on);
     host_models_.resize(cluster_.node_count());
     assign_batch_keys();
     hold_deadline_.assign(held_.size(), 0.0);
     billed_since_.assign(cluster_.node_count(), 0.0);
     down_since_.assign(gpus, 0.0);
-    gpu_free_at_.assign(gpus, 0.0);
-    tenant_gpus_.assign(sc_.tenants.size(), 0);
-    for (const Tenant& t : sc_.tenants) tenant_quota_.push_back(t.quota);
-    free_nodes_.assign((cluster_.node_count() + 63) / 64, 0);
-    for (std::uint32_t n = 0; n < cluster_.node_count(); ++n) {
-      free_per_node_.push_back(0);
-      add_free(n, static_cast<int>(cluster_.gpus_in(make_id<NodeId>(n))));
-    }
     workload_.emplace(sc_, seed_, job_gpu_s_, queue_, trace_);
     size_task_state();
   }
@@ -213,7 +195,7 @@ class Run {
     std::vector<double> link_bytes = network_.link_bytes();
     summary.stalled = stalled;
     for (std::uint32_t g = 0; g < cluster_.gpu_count(); ++g) {
-      if (gpu_down_[g] != 0) down_gpu_s_ += end_s - down_since_[g];
+      if (occupancy_.down(g)) down_gpu_s_ += end_s - down_since_[g];
     }
     summary.gpu_failures = gpu_failures_;
     summary.link_failures = link_failures_;
@@ -282,7 +264,7 @@ class Run {
   // Per-task and per-instance state, sized once the workload has drawn every instance.
   void size_task_state() {
     const std::size_t total_tasks = trace_.tasks.size();
-    attained_s_.assign(trace_.instances.size(), 0.0);
+    occupancy_.size_instances(trace_.instances.size());
     pending_inputs_.reserve(total_tasks);
     edge_held_.reserve(trace_.instances.size());
     pending_flows_.assign(total_tasks, 0);
@@ -430,10 +412,7 @@ class Run {
   }
 
   ClusterView view() const {
-    return ClusterView(cluster_, memory_, compute_,
-                       {gpu_busy_, free_per_node_, free_nodes_, gpu_free_at_, tenant_gpus_, tenant_quota_, attained_s_, workload_->job_sizes(),
-                        tenant_node_allowed_, gpu_rank_, gpu_started_, gpu_tenant_, tenant_private_},
-                       queue_.now());
+    return occupancy_.view(memory_, compute_, workload_->job_sizes(), queue_.now());
   }
 
   std::string task_label(TaskId id) const {
@@ -492,14 +471,14 @@ class Run {
       const std::string by = "policy \"" + sc_.policy.name + "\" preempted ";
       if (!policy_->may_preempt()) throw PolicyError(by + "a task, but it does not declare that it may preempt");
       if (index(p.gpu) >= cluster_.gpu_count()) throw PolicyError(by + "GPU " + std::to_string(index(p.gpu)) + ", which does not exist");
-      if (gpu_tasks_[index(p.gpu)].empty()) {
+      if (occupancy_.tasks_on(index(p.gpu)).empty()) {
         // A GPU of a gang stopped earlier in this loop (or named twice) is already free.
         if (std::find(freed_.begin(), freed_.end(), p.gpu) != freed_.end()) continue;
         throw PolicyError(by + "GPU " + cluster_.gpu_name(p.gpu) + ", which runs nothing");
       }
       // Every task on the GPU (several where it is time-sliced) is stopped.
-      while (!gpu_tasks_[index(p.gpu)].empty()) {
-        const TaskId victim = make_id<TaskId>(gpu_tasks_[index(p.gpu)].front());
+      while (!occupancy_.tasks_on(index(p.gpu)).empty()) {
+        const TaskId victim = make_id<TaskId>(occupancy_.tasks_on(index(p.gpu)).front());
         const TaskRecord& v = trace_.tasks[index(victim)];
         freed_.insert(freed_.end(), trace_.gpus.begin() + v.gpu_begin, trace_.gpus.begin() + v.gpu_begin + v.gpu_count);
         record_decision(DecisionKind::preempted, victim, p.reason);
@@ -532,7 +511,7 @@ class Run {
     for (std::size_t i = 0; i < gpus.size(); ++i) {
       const GpuId g = gpus[i];
       if (index(g) >= cluster_.gpu_count()) reject(id, "on GPU " + std::to_string(index(g)) + ", which does not exist");
-      if (gpu_busy_[index(g)] != 0) reject(id, "on GPU " + cluster_.gpu_name(g) + ", which is busy");
+      if (occupancy_.busy(index(g))) reject(id, "on GPU " + cluster_.gpu_name(g) + ", which is busy");
       if (std::find(gpus.begin(), gpus.begin() + static_cast<std::ptrdiff_t>(i), g) != gpus.begin() + static_cast<std::ptrdiff_t>(i)) {
         reject(id, "on GPU " + cluster_.gpu_name(g) + " twice");
       }
@@ -541,7 +520,7 @@ class Run {
         reject(id, "on GPU " + cluster_.gpu_name(g) + ", which has " + format_quantity(memory_.available(g), Dimension::bytes) +
                        " of VRAM available; it needs " + format_quantity(need, Dimension::bytes));
       }
-      gpu_free_at_[index(g)] = queue_.now() + mean_s_[r.workflow][r.task] * known_scale(id);
+      occupancy_.set_free_at(index(g), queue_.now() + mean_s_[r.workflow][r.task] * known_scale(id));
     }
     r.status = TaskStatus::running;
     r.start_s = queue_.now();
@@ -553,15 +532,14 @@ class Run {
       }
     }
     for (GpuId g : gpus) {
-      gpu_tasks_[index(g)].push_back(index(id));
-      occupied(index(g));
+      occupancy_.add_task(index(g), index(id));
     }
     if (faults_ && stopped_at_[index(id)] != kNever) {
       recovery_s_ += queue_.now() - stopped_at_[index(id)];
       ++recoveries_;
       stopped_at_[index(id)] = kNever;
     }
-    tenant_gpus_[index(r.tenant)] += static_cast<std::uint32_t>(gpus.size());
+    occupancy_.add_tenant_gpus(r.tenant, static_cast<std::int64_t>(gpus.size()));
     r.gpu_begin = static_cast<std::uint32_t>(trace_.gpus.size());
     r.gpu_count = static_cast<std::uint32_t>(gpus.size());
     trace_.gpus.insert(trace_.gpus.end(), gpus.begin(), gpus.end());
@@ -636,7 +614,7 @@ class Run {
       const TaskId f = ready_[i].task;
       TaskRecord& r = trace_.tasks[index(f)];
       if (decided_[i] != 0 || batch_key(r) != key) continue;
-      if (!view().allowed(r.tenant, g) || (r.tenant != lead.tenant && (tenant_private_[index(r.tenant)] != 0 || tenant_private_[index(lead.tenant)] != 0))) continue;
+      if (!view().allowed(r.tenant, g) || (r.tenant != lead.tenant && (occupancy_.private_tenant(r.tenant) || occupancy_.private_tenant(lead.tenant)))) continue;
       const double working_set = spec(r).working_set_bytes;  // members of other workflows may need more or less
       if (!memory_.fits(g, model, weights, working_set)) break;
       decided_[i] = 1;
@@ -649,7 +627,7 @@ class Run {
       offloaded_.resize(trace_.gpus.size());
       offloaded_.back() = memory_.offload_bytes(g, model, weights, working_set);
       memory_.admit(g, model, weights, working_set - offloaded_.back(), queue_.now());
-      tenant_gpus_[index(r.tenant)] += 1;
+      occupancy_.add_tenant_gpus(r.tenant, 1);
       if (faults_ && stopped_at_[index(f)] != kNever) {
         recovery_s_ += queue_.now() - stopped_at_[index(f)];
         ++recoveries_;
@@ -701,7 +679,7 @@ class Run {
     }
     // One compute for the batch: the leader's end ends its followers first.
     run_compute(b.members.front(), compute_s);
-    gpu_free_at_[index(g)] = queue_.now() + compute_s;
+    occupancy_.set_free_at(index(g), queue_.now() + compute_s);
   }
 
   // A batch ends, or one of its members is stopped (then all are): its members go their own way.
@@ -785,7 +763,7 @@ class Run {
       predicted_s = std::max(predicted_s, compute_.of(s, type, known).total_s());
     }
     for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
-      gpu_free_at_[index(trace_.gpus[r.gpu_begin + i])] = r.compute_start_s + predicted_s;
+      occupancy_.set_free_at(index(trace_.gpus[r.gpu_begin + i]), r.compute_start_s + predicted_s);
     }
     // A task with a collective ends when both its compute and its collective are done. The
     // collective starts when compute ends, or earlier by the overlapped fraction of the compute.
@@ -1029,14 +1007,13 @@ class Run {
     if (f.preemption) ++preemptions_;
     if (f.node) host_models_[index(cluster_.node_of(make_id<GpuId>(f.first)))].clear();
     for (std::uint32_t g = f.first; g < f.first + f.count; ++g) {
-      if (gpu_down_[g] != 0) continue;
+      if (occupancy_.down(g)) continue;
       if (!f.preemption) ++gpu_failures_;
-      while (!gpu_tasks_[g].empty()) stop_task(make_id<TaskId>(gpu_tasks_[g].front()), f.event);
+      while (!occupancy_.tasks_on(g).empty()) stop_task(make_id<TaskId>(occupancy_.tasks_on(g).front()), f.event);
       // Nothing runs there until it is repaired; what its VRAM held is gone.
-      gpu_down_[g] = 1;
+      occupancy_.set_down(g, true);
       down_since_[g] = queue_.now();
-      refresh(g);
-      gpu_free_at_[g] = queue_.now() + f.down_s;
+      occupancy_.set_free_at(g, queue_.now() + f.down_s);
       lose_tensors(make_id<GpuId>(g), f.event);
       memory_.wipe(make_id<GpuId>(g), queue_.now());
     }
@@ -1050,11 +1027,10 @@ class Run {
     }
     const Fault f = fault_of(subject, false);
     for (std::uint32_t g = f.first; g < f.first + f.count; ++g) {
-      if (gpu_down_[g] == 0) continue;
-      gpu_down_[g] = 0;
+      if (!occupancy_.down(g)) continue;
       down_gpu_s_ += queue_.now() - down_since_[g];
-      gpu_free_at_[g] = queue_.now();
-      refresh(g);
+      occupancy_.set_free_at(g, queue_.now());
+      occupancy_.set_down(g, false);
     }
     if (subject >= random_base()) next_random_fault(subject - random_base());
   }
@@ -1298,7 +1274,7 @@ class Run {
     std::uint32_t free = 0;
     for (std::uint32_t g = 0; g < cluster_.gpu_count(); ++g) {
       const GpuId gpu = make_id<GpuId>(g);
-      if (gpu_busy_[g] == 0 && v.allowed(t.tenant, gpu) && v.fits(gpu, t)) ++free;
+      if (!occupancy_.busy(g) && v.allowed(t.tenant, gpu) && v.fits(gpu, t)) ++free;
     }
     return free;
   }
@@ -1366,7 +1342,7 @@ class Run {
     const ClusterView v = view();
     const auto usable = [&](std::uint32_t g) {
       const GpuId gpu = make_id<GpuId>(g);
-      return gpu_tasks_[g].empty() && gpu_busy_[g] == 0 && !shared_.shared(gpu) && v.allowed(r.tenant, gpu) &&
+      return occupancy_.tasks_on(g).empty() && !occupancy_.busy(g) && !shared_.shared(gpu) && v.allowed(r.tenant, gpu) &&
              memory_.fits(gpu, model, weights, s.working_set_bytes) &&
              memory_.offload_bytes(gpu, model, weights, s.working_set_bytes) == 0;
     };
@@ -1396,7 +1372,7 @@ class Run {
     std::vector<double>& free_at = elastic_free_at_;
     free_at.clear();
     for (std::uint32_t g = 0; g < cluster_.gpu_count(); ++g) {
-      if (!gpu_tasks_[g].empty() && v.allowed(waiting.tenant, make_id<GpuId>(g))) free_at.push_back(gpu_free_at_[g]);
+      if (!occupancy_.tasks_on(g).empty() && v.allowed(waiting.tenant, make_id<GpuId>(g))) free_at.push_back(occupancy_.free_at_s(g));
     }
     if (free_at.size() < lacking) return std::numeric_limits<double>::infinity();
     std::nth_element(free_at.begin(), free_at.begin() + (lacking - 1), free_at.end());
@@ -1459,7 +1435,7 @@ class Run {
       progress_[index(id)] = std::min(1.0, progress_[index(id)] + computed_s / full_compute_s_[index(id)]);
     }
     trace_.left_gangs.push_back({id, gang_start_s(r), now, r.gpu_begin, r.gpu_count});
-    attained_s_[index(r.instance)] += (now - gang_start_s(r)) * r.gpu_count;
+    occupancy_.attain(r.instance, (now - gang_start_s(r)) * r.gpu_count);
     ++run_[index(id)];             // a new run, whose end, as a preemption's, uses no retry attempt
     ++preempted_runs_[index(id)];
     ++stamp_[index(id)];           // the old run's compute and collective events are stale
@@ -1488,8 +1464,7 @@ class Run {
       claim_gpu(id, gang[i]);
       if (memory_.admit(gang[i], model, weights, s.working_set_bytes, now)) load_weights(id, i, gang[i], model, weights);
     }
-    tenant_gpus_[index(r.tenant)] += r.gpu_count;
-    tenant_gpus_[index(r.tenant)] -= old_count;
+    occupancy_.add_tenant_gpus(r.tenant, static_cast<std::int64_t>(r.gpu_count) - old_count);
     r.resized_s = now;
     r.compute_start_s = r.comm_start_s = kNever;
     parts_left_[index(id)] = 0;
@@ -1502,33 +1477,16 @@ class Run {
 
   // A GPU an elastic task leaves at a resize, as release_gpus frees each GPU of a gang.
   void give_back_gpu(const TaskRecord& r, GpuId g, double offloaded_bytes) {
-    std::erase(gpu_tasks_[index(g)], static_cast<std::uint32_t>(&r - trace_.tasks.data()));
-    occupied(index(g));
-    gpu_free_at_[index(g)] = queue_.now();
+    occupancy_.remove_task(index(g), static_cast<std::uint32_t>(&r - trace_.tasks.data()));
+    occupancy_.set_free_at(index(g), queue_.now());
     memory_.release(g, model_of_[r.workflow][r.task], spec(r).working_set_bytes - offloaded_bytes, queue_.now());
     if (autoscale_) drain_if_idle(index(g));
   }
 
   // A free GPU an elastic task takes at a resize, as start_task takes each GPU of a gang.
   void claim_gpu(TaskId id, GpuId g) {
-    FLEETSIM_CHECK(gpu_tasks_[index(g)].empty(), "an elastic task grows only onto idle GPUs");
-    gpu_tasks_[index(g)].push_back(index(id));
-    occupied(index(g));
-  }
-
-  // A GPU is busy for the policy while it runs all the tasks it can (one, unless time-sliced), it is
-  // down, or its node is off.
-  void refresh(std::uint32_t g) {
-    const std::uint8_t busy = gpu_tasks_[g].size() >= slots_[g] || gpu_down_[g] != 0 || gpu_off_[g] != 0;
-    if (busy == gpu_busy_[g]) return;
-    gpu_busy_[g] = busy;
-    const std::uint32_t n = index(cluster_.node_of(make_id<GpuId>(g)));
-    if (busy != 0) {
-      add_free(n, -1);
-    } else {
-      add_free(n, +1);
-      dirty_ = true;
-    }
+    FLEETSIM_CHECK(occupancy_.tasks_on(index(g)).empty(), "an elastic task grows only onto idle GPUs");
+    occupancy_.add_task(index(g), index(id));
   }
 
   // Nodes past `initial_nodes` start off; the first decision comes one interval in.
@@ -1565,8 +1523,7 @@ class Run {
 
   void set_gpus_off(std::uint32_t n, bool off) {
     for_gpus_of(n, [&](std::uint32_t g) {
-      gpu_off_[g] = off ? 1 : 0;
-      refresh(g);
+      occupancy_.set_off(g, off);
     });
   }
 
@@ -1597,7 +1554,7 @@ class Run {
     switch (a.policy) {
       case AutoscaleSpec::Policy::utilization: {
         double demand = 0;  // GPUs running tasks, and GPUs waiting tasks ask for
-        for (const auto& tasks : gpu_tasks_) demand += tasks.empty() ? 0 : 1;
+        demand += occupancy_.gpus_running();
         for (const ReadyTask& r : ready_) demand += r.gpus;
         want = static_cast<int>(std::ceil(demand / (a.target_utilization * per_node) - 1e-9));
         break;
@@ -1605,8 +1562,7 @@ class Run {
       case AutoscaleSpec::Policy::queue: {
         double oldest = queue_.now();
         for (const ReadyTask& r : ready_) oldest = std::min(oldest, r.ready_s);
-        std::uint32_t idle = 0;
-        for (std::uint32_t f : free_per_node_) idle += f;
+        const std::uint32_t idle = occupancy_.free_gpus();
         if (queue_.now() - oldest > a.target_wait_s) want = on + 1;
         else if (ready_.empty() && idle >= static_cast<std::uint32_t>(per_node)) want = on - 1;
         break;
@@ -1688,38 +1644,20 @@ class Run {
   // the node is off (and no longer billed) when all of its GPUs are, with its VRAM emptied.
   void drain_if_idle(std::uint32_t g) {
     const std::uint32_t n = index(cluster_.node_of(make_id<GpuId>(g)));
-    if (node_state_[n] != NodeState::draining || !gpu_tasks_[g].empty() || memory_.held(make_id<GpuId>(g)) > 0) return;
-    gpu_off_[g] = 1;
-    refresh(g);
+    if (node_state_[n] != NodeState::draining || !occupancy_.tasks_on(g).empty() || memory_.held(make_id<GpuId>(g)) > 0) return;
+    occupancy_.set_off(g, true);
     bool all_off = true;
-    for_gpus_of(n, [&](std::uint32_t k) { all_off = all_off && gpu_off_[k] != 0; });
+    for_gpus_of(n, [&](std::uint32_t k) { all_off = all_off && occupancy_.off(k); });
     if (!all_off) return;
     turn_off(n);
     for_gpus_of(n, [&](std::uint32_t k) {
-      if (gpu_down_[k] == 0) memory_.wipe(make_id<GpuId>(k), queue_.now());
+      if (!occupancy_.down(k)) memory_.wipe(make_id<GpuId>(k), queue_.now());
     });
   }
 
-  // What policies see of a GPU's tasks: the highest preemption rank, the latest start, the first
-  // task's tenant (co-runners never conflict: each was allowed beside the others).
-  void occupied(std::uint32_t g) {
-    gpu_rank_[g] = ClusterView::kNoRank;
-    gpu_tenant_[g] = -1;
-    for (std::uint32_t t : gpu_tasks_[g]) {
-      const TaskRecord& r = trace_.tasks[t];
-      const Tenant& tenant = sc_.tenants[index(r.tenant)];
-      const std::int32_t rank = ClusterView::rank_of(tenant.priority, tenant.work_class == WorkClass::interactive);
-      const bool first = t == gpu_tasks_[g].front();
-      gpu_rank_[g] = first ? rank : std::max(gpu_rank_[g], rank);
-      gpu_started_[g] = first ? r.start_s : std::max(gpu_started_[g], r.start_s);
-      if (first) gpu_tenant_[g] = static_cast<std::int32_t>(index(r.tenant));
-    }
-    refresh(g);
-  }
-
   void release_gpus(const TaskRecord& r) {
-    tenant_gpus_[index(r.tenant)] -= r.gpu_count;
-    attained_s_[index(r.instance)] += (queue_.now() - gang_start_s(r)) * r.gpu_count;
+    occupancy_.add_tenant_gpus(r.tenant, -static_cast<std::int64_t>(r.gpu_count));
+    occupancy_.attain(r.instance, (queue_.now() - gang_start_s(r)) * r.gpu_count);
     // A batch's follower gives back its VRAM; the GPU is the leader's to free.
     const auto self = static_cast<std::uint32_t>(&r - trace_.tasks.data());
     if (r.batched_with != 0 && r.batched_with != self + 1) {
@@ -1733,9 +1671,8 @@ class Run {
     }
     for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
       const GpuId g = trace_.gpus[r.gpu_begin + i];
-      std::erase(gpu_tasks_[index(g)], self);
-      occupied(index(g));
-      gpu_free_at_[index(g)] = queue_.now();
+      occupancy_.remove_task(index(g), self);
+      occupancy_.set_free_at(index(g), queue_.now());
       memory_.release(g, model_of_[r.workflow][r.task], spec(r).working_set_bytes - offloaded_[r.gpu_begin + i], queue_.now());
       if (autoscale_) drain_if_idle(index(g));
     }
@@ -1824,18 +1761,16 @@ class Run {
   EventQueue queue_;
   Trace trace_;
   std::optional<run::Workload> workload_;  // made once predictions exist
+  run::Occupancy occupancy_;
 
   std::function<void(std::size_t, std::size_t)> progress_cb_;
   double billing_rate_ = 0;                    // $ per hour of the nodes billed now
   std::vector<CostSample> cost_samples_;
   // Faults.
   static constexpr std::uint32_t kNoTask = 0xFFFFFFFFu;
-  std::vector<std::vector<std::uint32_t>> gpu_tasks_;  // per GPU: the tasks running on it
-  std::vector<std::uint8_t> slots_;            // per GPU: how many tasks it may run at once
   SharedCompute shared_;                       // the pace of tasks on time-sliced GPUs
   std::vector<std::uint32_t> changed_;         // scratch: tasks whose pace changed
   std::vector<std::uint32_t> stamp_;           // per task: its events' stamp (see task_event)
-  std::vector<std::uint8_t> gpu_down_;         // per GPU: failed and not yet repaired
   std::vector<double> down_since_;             // per GPU: when it went down
   std::vector<Rng> fault_rngs_;                // per GPU, then per node: random failures and repairs
   std::vector<std::uint32_t> run_;             // per task: runs stopped by failures, so the current run's number
@@ -1855,7 +1790,6 @@ class Run {
   std::uint64_t link_failures_ = 0, flows_rerouted_ = 0;
   // Autoscaling.
   enum class NodeState : std::uint8_t { on, off, provisioning, draining };
-  std::vector<std::uint8_t> gpu_off_;          // per GPU: its node is off, or draining and this GPU is idle
   std::vector<NodeState> node_state_;
   std::vector<double> billed_since_;           // per node: when it was last turned on
   std::vector<double> billed_s_;               // per node: seconds on, before billed_since_
@@ -1863,23 +1797,13 @@ class Run {
   std::deque<std::pair<double, int>> wanted_;  // the autoscaler's recent decisions
   std::uint64_t gpu_failures_ = 0, preemptions_ = 0, tasks_stopped_ = 0, tasks_preempted_ = 0, retries_ = 0, recoveries_ = 0;
   std::vector<std::uint32_t> preempted_runs_;  // per task: runs a preemption or an elastic resize ended (not counted as attempts)
-  std::vector<std::int32_t> gpu_rank_;         // preemption rank of the task on each GPU (ClusterView::kNoRank: none)
-  std::vector<double> gpu_started_;            // when that task started
-  std::vector<std::int32_t> gpu_tenant_;       // tenant of the task on each GPU (-1: none)
-  std::vector<std::uint8_t> tenant_private_;   // tenants whose GPUs (with MIG: physical GPUs) are their own
-  std::vector<std::uint8_t> tenant_node_allowed_;
   std::vector<GpuId> freed_;                   // GPUs freed by this round's preemptions
   bool record_decisions_ = false;
   double lost_gpu_s_ = 0, down_gpu_s_ = 0, recovery_s_ = 0;
   std::vector<std::uint32_t> pending_inputs_;  // per task
-  std::vector<std::uint8_t> gpu_busy_;
   std::vector<std::vector<std::uint32_t>> model_of_;  // per workflow, per task: interned model
   std::vector<std::vector<double>> rank_;             // per workflow, per task: upward rank
   std::vector<std::vector<double>> mean_s_;           // per workflow, per task: mean predicted compute
-  std::vector<double> gpu_free_at_;                   // per GPU: predicted time it is free again
-  std::vector<std::uint32_t> tenant_gpus_;            // per tenant: GPUs held now
-  std::vector<double> tenant_quota_;
-  std::vector<double> attained_s_;                    // per instance: GPU-seconds received
   std::vector<double> job_s_;                         // per workflow: predicted compute time
   std::vector<double> job_gpu_s_;                     // per workflow: predicted GPU-seconds
   std::vector<std::uint32_t> first_edge_;             // per instance: offset into edge_held_
@@ -1899,17 +1823,7 @@ class Run {
   std::vector<std::uint32_t> free_batches_, batch_of_;
   std::vector<double> offloaded_;  // per entry of trace_.gpus: working-set bytes its task keeps in host memory
   std::unordered_map<std::uint64_t, std::uint32_t> pending_loads_;  // weights flow tag -> into trace_.weight_loads
-  std::vector<std::uint32_t> free_per_node_;
-  std::vector<std::uint64_t> free_nodes_;  // bit per node: it has a free GPU (policies skip full nodes)
 
-  void add_free(std::uint32_t n, int delta) {
-    free_per_node_[n] += static_cast<std::uint32_t>(delta);
-    if (free_per_node_[n] > 0) {
-      free_nodes_[n / 64] |= std::uint64_t{1} << (n % 64);
-    } else {
-      free_nodes_[n / 64] &= ~(std::uint64_t{1} << (n % 64));
-    }
-  }
   // Elastic tasks.
   bool elastic_ = false;                        // the scenario has elastic tasks
   std::vector<TaskId> elastic_running_;         // placed elastic tasks (some may have ended since)

@@ -85,7 +85,7 @@ class ClusterView {
   // Whether any GPU of the cluster is time-sliced (may run several tasks at once).
   bool any_time_sliced() const;
   std::uint32_t free_gpus(NodeId node) const { return state_.free_gpus_per_node[index(node)]; }
-  // The first node numbered `from` or higher with a free GPU; node_count() when there is none.
+  // The first node numbered `from` or higher with a free GPU; node_count() or more when there is none.
   std::uint32_t next_node_with_free(std::uint32_t from) const {
     const auto words = state_.nodes_with_free_gpus;
     for (std::size_t w = from / 64; w < words.size(); ++w) {

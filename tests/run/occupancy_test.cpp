@@ -1,0 +1,97 @@
+// The occupancy component alone: when a GPU is busy for the policy, what the policy's view shows, and
+// that a GPU turning free asks for a scheduling round.
+#include <catch2/catch.hpp>
+
+#include "../helpers.hpp"
+#include "fleetsim/cluster.hpp"
+#include "run/occupancy.hpp"
+
+using namespace fleetsim;
+
+namespace {
+
+// Two nodes of two GPUs; the second node's GPUs take two tasks at once.
+struct Fixture {
+  Fixture()
+      : sc(test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-2", "count": 1},
+                                                         {"type": "unit-node-2", "count": 1, "time_slicing": {"tasks": 2}}]},
+          "tenants": [{"name": "a"}, {"name": "b", "private_gpus": true}],
+          "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+          "workload": [{"workflow": "w", "tenant": "a", "arrival": {"process": "once", "count": 2}},
+                       {"workflow": "w", "tenant": "b", "arrival": {"process": "once"}}])")),
+        cluster(sc.cluster),
+        memory(std::vector<double>(4, 1e12), 0),
+        occupancy(sc, cluster, trace, round_wanted) {
+    for (std::uint32_t i = 0; i < 3; ++i) {
+      TaskRecord r;
+      r.instance = make_id<InstanceId>(i);
+      r.tenant = make_id<TenantId>(i < 2 ? 0 : 1);
+      r.start_s = i;
+      trace.tasks.push_back(r);
+    }
+    occupancy.size_instances(3);
+  }
+  ClusterView view() const { return occupancy.view(memory, compute, {}, 5.0); }
+
+  Scenario sc;
+  Cluster cluster;
+  Trace trace;
+  GpuMemory memory;
+  ComputeModel compute;
+  bool round_wanted = false;
+  run::Occupancy occupancy;
+};
+
+}  // namespace
+
+TEST_CASE("a GPU is busy when its slots are full, it is down or its node is off", "[run][occupancy]") {
+  Fixture f;
+  CHECK(f.occupancy.free_gpus() == 4);
+  f.occupancy.add_task(0, 0);
+  CHECK(f.occupancy.busy(0));
+  f.occupancy.add_task(2, 0);
+  CHECK_FALSE(f.occupancy.busy(2));  // time-sliced: one slot left
+  f.occupancy.add_task(2, 1);
+  CHECK(f.occupancy.busy(2));
+  CHECK(f.occupancy.gpus_running() == 2);
+  CHECK(f.occupancy.free_gpus() == 2);
+  CHECK(f.view().free_gpus(make_id<NodeId>(0)) == 1);
+  CHECK(f.view().next_node_with_free(0) == 0);
+  f.occupancy.set_down(1, true);
+  CHECK(f.occupancy.busy(1));
+  CHECK(f.view().next_node_with_free(0) == 1);  // node 0 has no free GPU left
+  f.occupancy.set_off(3, true);
+  CHECK(f.view().next_node_with_free(0) >= 2);  // none: past the last node
+}
+
+TEST_CASE("a GPU turning free asks for a scheduling round", "[run][occupancy]") {
+  Fixture f;
+  f.occupancy.add_task(0, 0);
+  CHECK_FALSE(f.round_wanted);
+  f.occupancy.remove_task(0, 0);
+  CHECK(f.round_wanted);
+  f.round_wanted = false;
+  f.occupancy.set_down(1, true);
+  CHECK_FALSE(f.round_wanted);
+  f.occupancy.set_down(1, false);
+  CHECK(f.round_wanted);
+}
+
+TEST_CASE("the policy's view shows what runs where, who holds what and what each instance had", "[run][occupancy]") {
+  Fixture f;
+  f.occupancy.add_task(2, 0);
+  f.occupancy.add_task(2, 1);  // started later: the view's start is the latest
+  f.occupancy.add_tenant_gpus(make_id<TenantId>(0), 2);
+  f.occupancy.attain(make_id<InstanceId>(1), 3.5);
+  f.occupancy.set_free_at(2, 9.0);
+  const ClusterView v = f.view();
+  CHECK(v.running_since_s(make_id<GpuId>(2)) == 1.0);
+  CHECK(v.running_rank(make_id<GpuId>(0)) == ClusterView::kNoRank);
+  CHECK(v.tenant_gpus(make_id<TenantId>(0)) == 2);
+  CHECK(v.attained_s(make_id<InstanceId>(1)) == 3.5);
+  CHECK(v.free_at_s(make_id<GpuId>(2)) == 9.0);
+  CHECK(v.free_at_s(make_id<GpuId>(0)) == 5.0);  // free: now
+  CHECK(f.occupancy.private_tenant(make_id<TenantId>(1)));
+  CHECK_FALSE(v.allowed(make_id<TenantId>(1), make_id<GpuId>(2)));  // shares a GPU with tenant a
+  CHECK(v.allowed(make_id<TenantId>(1), make_id<GpuId>(3)));
+}
