@@ -17,6 +17,8 @@
 #include "fleetsim/rng.hpp"
 #include "fleetsim/units.hpp"
 #include "run/events.hpp"
+#include "run/autoscaler.hpp"
+#include "run/billing.hpp"
 #include "run/occupancy.hpp"
 #include "run/workload.hpp"
 #include "shared_compute.hpp"
@@ -80,12 +82,12 @@ class Run {
         seed_(options.seed.value_or(scenario.seed)),
         max_in_flight_(options.max_in_flight),
         faults_(scenario.faults.any() || scenario.spot.any()),
-        autoscale_(scenario.autoscale.on()),
         cluster_(scenario.cluster),
         topology_(cluster_, scenario.cluster.fabric),
         network_(topology_.capacities()),
         memory_(vram_capacities(cluster_), sc_.max_offload),
         occupancy_(scenario, cluster_, trace_, dirty_),
+        billing_(scenario, cluster_, queue_, options.record_link_samples),
         shared_(interference(cluster_)) {
     progress_cb_ = options.progress;
     network_.record_samples(options.record_link_samples);
@@ -113,26 +115,30 @@ class Run {
     elastic_ = has_elastic_tasks();
     faults_ = faults_ || elastic_;  // a resize restarts a run, keeping its progress as a checkpoint does
     const std::uint32_t gpus = cluster_.gpu_count();
-    node_state_.assign(cluster_.node_count(), NodeState::on);
     host_models_.resize(cluster_.node_count());
     assign_batch_keys();
     hold_deadline_.assign(held_.size(), 0.0);
-    billed_since_.assign(cluster_.node_count(), 0.0);
     down_since_.assign(gpus, 0.0);
     workload_.emplace(sc_, seed_, job_gpu_s_, queue_, trace_);
+    if (sc_.autoscale.on()) {
+      // A node going off loses what its host memory held.
+      autoscaler_.emplace(sc_, cluster_, queue_, occupancy_, memory_, billing_, *workload_, ready_,
+                          [this](std::uint32_t n) { host_models_[n].clear(); });
+      listeners_.push_back(&*autoscaler_);
+    }
     size_task_state();
   }
 
   RunResult execute() {
     workload_->start_open_loops();
     schedule_faults();
-    start_autoscaler();
+    start_billing();
     workload_->start_closed_loops();
     bool horizon_reached = false, diverged = false;
     double last_s = 0;
     std::uint64_t events = 0;
     // Random failures never run out: once every workflow has ended, only they would be left.
-    while (!queue_.empty() && !diverged && !((faults_ || autoscale_) && workload_->unfinished() == 0)) {
+    while (!queue_.empty() && !diverged && !((faults_ || autoscaler_) && workload_->unfinished() == 0)) {
       if (queue_.top().time_s > sc_.horizon_s) {
         horizon_reached = true;
         break;
@@ -154,8 +160,8 @@ class Run {
           break;
         case kFault: on_fault(e.subject); break;
         case kRepair: on_repair(e.subject); break;
-        case kAutoscale: on_autoscale(); break;
-        case kNodeUp: on_node_up(e.subject); break;
+        case kAutoscale: autoscaler_->on_decide(); break;
+        case kNodeUp: autoscaler_->on_node_up(e.subject); break;
         case kBatchRelease:
           if ((live = !held_[e.subject].empty() && queue_.now() >= hold_deadline_[e.subject])) release_held(e.subject);
           break;
@@ -209,24 +215,13 @@ class Run {
     summary.goodput = summary.gpu_busy_s + lost_gpu_s_ > 0 ? summary.gpu_busy_s / (summary.gpu_busy_s + lost_gpu_s_) : 1;
     summary.mean_recovery_s = recoveries_ > 0 ? recovery_s_ / static_cast<double>(recoveries_) : 0;
     summary.spot_preemptions = preemptions_;
-    if (autoscale_ || sc_.spot.any()) {
+    if (autoscaler_) autoscaler_->summarize(end_s, summary);
+    if (autoscaler_ || sc_.spot.any()) {
       // With an autoscaler only nodes on are billed (provisioning included); spot nodes at their price.
       summary.cost_usd = 0;
       for (std::uint32_t n = 0; n < cluster_.node_count(); ++n) {
-        double on_s = end_s;
-        const NodeId node = make_id<NodeId>(n);
-        if (autoscale_) {
-          if (node_state_[n] != NodeState::off) billed_s_[n] += end_s - billed_since_[n];
-          on_s = billed_s_[n];
-          summary.node_s_on += on_s;
-          // A node that is off draws no idle power (its tasks ran while it was on).
-          summary.energy_j -= (end_s - on_s) * cluster_.gpus_in(node) * cluster_.gpu_type(cluster_.first_gpu(node)).idle_power_w;
-        }
-        const double factor = n >= spot_first() ? sc_.spot.price_factor : 1.0;
-        summary.cost_usd += on_s / 3600 * cluster_.gpu_type(cluster_.first_gpu(node)).price_usd_per_hour * cluster_.gpus_in(node) * factor;
+        summary.cost_usd += billing_.cost_usd(n, autoscaler_ ? autoscaler_->billed_s(n) : end_s);
       }
-      summary.nodes_started = nodes_started_;
-      summary.nodes_stopped = nodes_stopped_;
     }
     summary.diverged = diverged;
     // Slowdown: latency over the workflow's critical path (its entry tasks' largest upward rank).
@@ -257,7 +252,7 @@ class Run {
     std::vector<LinkSample> samples = network_.samples();
     std::vector<VramSample> vram = memory_.samples();
     return RunResult{std::move(cluster_), std::move(topology_), std::move(trace_), std::move(summary),
-                     std::move(link_bytes), std::move(samples), std::move(vram), std::move(cost_samples_), event_digest_};
+                     std::move(link_bytes), std::move(samples), std::move(vram), billing_.take_samples(), event_digest_};
   }
 
  private:
@@ -727,7 +722,7 @@ class Run {
       memory_.unhold(holder, held, queue_.now());
       dirty_ = true;  // the freed VRAM may let a waiting task start
       held = 0;
-      if (autoscale_) drain_if_idle(index(holder));
+      released(index(holder));
     }
   }
 
@@ -947,7 +942,7 @@ class Run {
     for (std::uint32_t n = 0; f.node_mtbf_s > 0 && n < nodes; ++n) {
       next_random_fault(index(cluster_.first_gpu(make_id<NodeId>(n))) | kNodeBit);
     }
-    for (std::uint32_t n = spot_first(); n < nodes; ++n) {
+    for (std::uint32_t n = billing_.spot_first(); n < nodes; ++n) {
       next_random_fault(index(cluster_.first_gpu(make_id<NodeId>(n))) | kNodeBit | kSpotBit);
     }
   }
@@ -955,8 +950,6 @@ class Run {
   // Random subjects: a GPU, or with kNodeBit the node of that GPU; scripted ones index the events.
   std::uint32_t random_base() const { return static_cast<std::uint32_t>(sc_.faults.events.size()); }
 
-  // Spot nodes are the last ones of the cluster.
-  std::uint32_t spot_first() const { return cluster_.node_count() - static_cast<std::uint32_t>(sc_.spot.nodes); }
 
   Rng& fault_rng(std::uint32_t subject) {
     if ((subject & kLinkBit) != 0) return link_rngs_[subject & ~kLinkBit];
@@ -1480,7 +1473,7 @@ class Run {
     occupancy_.remove_task(index(g), static_cast<std::uint32_t>(&r - trace_.tasks.data()));
     occupancy_.set_free_at(index(g), queue_.now());
     memory_.release(g, model_of_[r.workflow][r.task], spec(r).working_set_bytes - offloaded_bytes, queue_.now());
-    if (autoscale_) drain_if_idle(index(g));
+    released(index(g));
   }
 
   // A free GPU an elastic task takes at a resize, as start_task takes each GPU of a gang.
@@ -1489,170 +1482,18 @@ class Run {
     occupancy_.add_task(index(g), index(id));
   }
 
-  // Nodes past `initial_nodes` start off; the first decision comes one interval in.
-  // Hourly price of a node (spot nodes at their factor).
-  double node_rate(std::uint32_t n) const {
-    const NodeId node = make_id<NodeId>(n);
-    const double factor = n >= spot_first() ? sc_.spot.price_factor : 1.0;
-    return cluster_.gpu_type(cluster_.first_gpu(node)).price_usd_per_hour * cluster_.gpus_in(node) * factor;
-  }
-
-  void bill(double delta_usd_per_hour) {
-    billing_rate_ += delta_usd_per_hour;
-    if (!record_decisions_) return;
-    if (!cost_samples_.empty() && cost_samples_.back().time_s == queue_.now()) {
-      cost_samples_.back().usd_per_hour = billing_rate_;
-    } else {
-      cost_samples_.push_back({queue_.now(), billing_rate_});
-    }
-  }
-
-  void start_autoscaler() {
+  // Nodes are billed from the start, but those an autoscaler starts off.
+  void start_billing() {
     for (std::uint32_t n = 0; n < cluster_.node_count(); ++n) {
-      if (!autoscale_ || n < static_cast<std::uint32_t>(sc_.autoscale.initial_nodes)) bill(node_rate(n));
+      if (!autoscaler_ || n < static_cast<std::uint32_t>(sc_.autoscale.initial_nodes)) billing_.start(n);
     }
-    if (cost_samples_.empty() && record_decisions_) cost_samples_.push_back({0.0, 0.0});
-    if (!autoscale_) return;
-    billed_s_.assign(cluster_.node_count(), 0.0);
-    for (std::uint32_t n = static_cast<std::uint32_t>(sc_.autoscale.initial_nodes); n < cluster_.node_count(); ++n) {
-      node_state_[n] = NodeState::off;
-      set_gpus_off(n, true);
-    }
-    queue_.push(sc_.autoscale.interval_s, kAutoscale, 0);
+    billing_.open_timeline();
+    if (autoscaler_) autoscaler_->start();
   }
 
-  void set_gpus_off(std::uint32_t n, bool off) {
-    for_gpus_of(n, [&](std::uint32_t g) {
-      occupancy_.set_off(g, off);
-    });
-  }
-
-  // The node stops being billed.
-  void turn_off(std::uint32_t n) {
-    node_state_[n] = NodeState::off;
-    host_models_[n].clear();
-    billed_s_[n] += queue_.now() - billed_since_[n];
-    bill(-node_rate(n));
-    ++nodes_stopped_;
-  }
-
-  template <typename F>
-  void for_gpus_of(std::uint32_t n, F f) {
-    const std::uint32_t first = index(cluster_.first_gpu(make_id<NodeId>(n)));
-    for (std::uint32_t g = first; g < first + cluster_.gpus_in(make_id<NodeId>(n)); ++g) f(g);
-  }
-
-  int nodes_on() const {
-    return static_cast<int>(std::count_if(node_state_.begin(), node_state_.end(),
-                                          [](NodeState s) { return s == NodeState::on || s == NodeState::provisioning; }));
-  }
-
-  int desired_nodes() {
-    const AutoscaleSpec& a = sc_.autoscale;
-    const int on = nodes_on(), per_node = static_cast<int>(cluster_.gpus_in(make_id<NodeId>(0)));
-    int want = on;
-    switch (a.policy) {
-      case AutoscaleSpec::Policy::utilization: {
-        double demand = 0;  // GPUs running tasks, and GPUs waiting tasks ask for
-        demand += occupancy_.gpus_running();
-        for (const ReadyTask& r : ready_) demand += r.gpus;
-        want = static_cast<int>(std::ceil(demand / (a.target_utilization * per_node) - 1e-9));
-        break;
-      }
-      case AutoscaleSpec::Policy::queue: {
-        double oldest = queue_.now();
-        for (const ReadyTask& r : ready_) oldest = std::min(oldest, r.ready_s);
-        const std::uint32_t idle = occupancy_.free_gpus();
-        if (queue_.now() - oldest > a.target_wait_s) want = on + 1;
-        else if (ready_.empty() && idle >= static_cast<std::uint32_t>(per_node)) want = on - 1;
-        break;
-      }
-      case AutoscaleSpec::Policy::schedule: {
-        const double t = std::fmod(queue_.now(), a.period_s);
-        want = a.schedule.back().second;  // the last entry holds until the first of the next period
-        for (const auto& [at, nodes] : a.schedule) {
-          if (at <= t) want = nodes;
-        }
-        break;
-      }
-      case AutoscaleSpec::Policy::none: break;
-    }
-    return std::clamp(want, a.min_nodes, static_cast<int>(cluster_.node_count()));
-  }
-
-  void on_autoscale() {
-    const double now = queue_.now();
-    wanted_.emplace_back(now, desired_nodes());
-    while (wanted_.front().first < now - sc_.autoscale.scale_in_window_s) wanted_.pop_front();
-    int want = wanted_.back().second;
-    const int on_now = nodes_on();
-    if (want < on_now) {  // the most wanted over the window, and never more than now
-      for (const auto& [at, n] : wanted_) want = std::max(want, std::min(n, on_now));
-    }
-    const auto count = static_cast<std::uint32_t>(node_state_.size());
-    for (int on = nodes_on(); on < want; ++on) {
-      // A draining node is the quickest to have back; else the first node that is off.
-      std::uint32_t n = 0;
-      while (n < count && node_state_[n] != NodeState::draining) ++n;
-      if (n < count) {
-        node_state_[n] = NodeState::on;
-        set_gpus_off(n, false);
-        continue;
-      }
-      n = 0;
-      while (n < count && node_state_[n] != NodeState::off) ++n;
-      node_state_[n] = NodeState::provisioning;
-      billed_since_[n] = queue_.now();
-      bill(node_rate(n));
-      ++nodes_started_;
-      queue_.push(queue_.now() + sc_.autoscale.provisioning_s, kNodeUp, n);
-    }
-    for (int on = nodes_on(); on > want; --on) {
-      // The last node still provisioning, else the last node on, drains.
-      std::uint32_t n = count;
-      for (std::uint32_t k = count; k-- > 0;) {
-        if (node_state_[k] == NodeState::provisioning) {
-          n = k;
-          break;
-        }
-      }
-      if (n < count) {
-        turn_off(n);
-        continue;
-      }
-      for (std::uint32_t k = count; k-- > 0;) {
-        if (node_state_[k] == NodeState::on) {
-          n = k;
-          break;
-        }
-      }
-      node_state_[n] = NodeState::draining;
-      for_gpus_of(n, [&](std::uint32_t g) { drain_if_idle(g); });
-    }
-    if (workload_->unfinished() > 0 && queue_.now() + sc_.autoscale.interval_s <= sc_.horizon_s) {
-      queue_.push(queue_.now() + sc_.autoscale.interval_s, kAutoscale, 0);
-    }
-  }
-
-  void on_node_up(std::uint32_t n) {
-    if (node_state_[n] != NodeState::provisioning) return;  // turned off again before it came up
-    node_state_[n] = NodeState::on;
-    set_gpus_off(n, false);
-  }
-
-  // A draining node's GPU goes off once it runs nothing and holds no tensor a consumer waits for;
-  // the node is off (and no longer billed) when all of its GPUs are, with its VRAM emptied.
-  void drain_if_idle(std::uint32_t g) {
-    const std::uint32_t n = index(cluster_.node_of(make_id<GpuId>(g)));
-    if (node_state_[n] != NodeState::draining || !occupancy_.tasks_on(g).empty() || memory_.held(make_id<GpuId>(g)) > 0) return;
-    occupancy_.set_off(g, true);
-    bool all_off = true;
-    for_gpus_of(n, [&](std::uint32_t k) { all_off = all_off && occupancy_.off(k); });
-    if (!all_off) return;
-    turn_off(n);
-    for_gpus_of(n, [&](std::uint32_t k) {
-      if (!occupancy_.down(k)) memory_.wipe(make_id<GpuId>(k), queue_.now());
-    });
+  // Something left the GPU (a task, or a tensor it held): the features listening are told.
+  void released(std::uint32_t g) {
+    for (run::RunListener* l : listeners_) l->gpu_released(g);
   }
 
   void release_gpus(const TaskRecord& r) {
@@ -1674,7 +1515,7 @@ class Run {
       occupancy_.remove_task(index(g), self);
       occupancy_.set_free_at(index(g), queue_.now());
       memory_.release(g, model_of_[r.workflow][r.task], spec(r).working_set_bytes - offloaded_[r.gpu_begin + i], queue_.now());
-      if (autoscale_) drain_if_idle(index(g));
+      released(index(g));
     }
     dirty_ = true;
   }
@@ -1738,7 +1579,6 @@ class Run {
   std::uint64_t event_digest_ = 0;
   std::uint64_t max_in_flight_;
   bool faults_;  // the scenario has failures: per-task run numbers and checkpoints are kept
-  bool autoscale_;
   Cluster cluster_;
   Topology topology_;
   Network network_;
@@ -1762,10 +1602,11 @@ class Run {
   Trace trace_;
   std::optional<run::Workload> workload_;  // made once predictions exist
   run::Occupancy occupancy_;
+  run::Billing billing_;
+  std::optional<run::Autoscaler> autoscaler_;
+  std::vector<run::RunListener*> listeners_;  // the optional features attached
 
   std::function<void(std::size_t, std::size_t)> progress_cb_;
-  double billing_rate_ = 0;                    // $ per hour of the nodes billed now
-  std::vector<CostSample> cost_samples_;
   // Faults.
   static constexpr std::uint32_t kNoTask = 0xFFFFFFFFu;
   SharedCompute shared_;                       // the pace of tasks on time-sliced GPUs
@@ -1789,12 +1630,6 @@ class Run {
   std::vector<Stranded> stranded_;             // tasks with a flow no route can carry, stopped after the event
   std::uint64_t link_failures_ = 0, flows_rerouted_ = 0;
   // Autoscaling.
-  enum class NodeState : std::uint8_t { on, off, provisioning, draining };
-  std::vector<NodeState> node_state_;
-  std::vector<double> billed_since_;           // per node: when it was last turned on
-  std::vector<double> billed_s_;               // per node: seconds on, before billed_since_
-  std::uint64_t nodes_started_ = 0, nodes_stopped_ = 0;
-  std::deque<std::pair<double, int>> wanted_;  // the autoscaler's recent decisions
   std::uint64_t gpu_failures_ = 0, preemptions_ = 0, tasks_stopped_ = 0, tasks_preempted_ = 0, retries_ = 0, recoveries_ = 0;
   std::vector<std::uint32_t> preempted_runs_;  // per task: runs a preemption or an elastic resize ended (not counted as attempts)
   std::vector<GpuId> freed_;                   // GPUs freed by this round's preemptions

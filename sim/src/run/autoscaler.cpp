@@ -1,0 +1,168 @@
+#include "autoscaler.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "events.hpp"
+
+namespace fleetsim::run {
+
+Autoscaler::Autoscaler(const Scenario& sc, const Cluster& cluster, EventQueue& queue, Occupancy& occupancy, GpuMemory& memory,
+                       Billing& billing, const Workload& workload, const std::vector<ReadyTask>& ready,
+                       std::function<void(std::uint32_t node)> node_off)
+    : sc_(sc),
+      cluster_(cluster),
+      queue_(queue),
+      occupancy_(occupancy),
+      memory_(memory),
+      billing_(billing),
+      workload_(workload),
+      ready_(ready),
+      node_off_(std::move(node_off)),
+      node_state_(cluster.node_count(), NodeState::on),
+      billed_since_(cluster.node_count(), 0.0),
+      billed_s_(cluster.node_count(), 0.0) {}
+
+void Autoscaler::start() {
+  for (std::uint32_t n = static_cast<std::uint32_t>(sc_.autoscale.initial_nodes); n < cluster_.node_count(); ++n) {
+    node_state_[n] = NodeState::off;
+    set_gpus_off(n, true);
+  }
+  queue_.push(sc_.autoscale.interval_s, kAutoscale, 0);
+}
+
+void Autoscaler::set_gpus_off(std::uint32_t n, bool off) {
+  for_gpus_of(n, [&](std::uint32_t g) { occupancy_.set_off(g, off); });
+}
+
+// The node stops being billed.
+void Autoscaler::turn_off(std::uint32_t n) {
+  node_state_[n] = NodeState::off;
+  node_off_(n);
+  billed_s_[n] += queue_.now() - billed_since_[n];
+  billing_.stop(n);
+  ++nodes_stopped_;
+}
+
+int Autoscaler::nodes_on() const {
+  return static_cast<int>(std::count_if(node_state_.begin(), node_state_.end(),
+                                        [](NodeState s) { return s == NodeState::on || s == NodeState::provisioning; }));
+}
+
+int Autoscaler::desired_nodes() const {
+  const AutoscaleSpec& a = sc_.autoscale;
+  const int on = nodes_on(), per_node = static_cast<int>(cluster_.gpus_in(make_id<NodeId>(0)));
+  int want = on;
+  switch (a.policy) {
+    case AutoscaleSpec::Policy::utilization: {
+      double demand = occupancy_.gpus_running();  // GPUs running tasks, and GPUs waiting tasks ask for
+      for (const ReadyTask& r : ready_) demand += r.gpus;
+      want = static_cast<int>(std::ceil(demand / (a.target_utilization * per_node) - 1e-9));
+      break;
+    }
+    case AutoscaleSpec::Policy::queue: {
+      double oldest = queue_.now();
+      for (const ReadyTask& r : ready_) oldest = std::min(oldest, r.ready_s);
+      if (queue_.now() - oldest > a.target_wait_s) want = on + 1;
+      else if (ready_.empty() && occupancy_.free_gpus() >= static_cast<std::uint32_t>(per_node)) want = on - 1;
+      break;
+    }
+    case AutoscaleSpec::Policy::schedule: {
+      const double t = std::fmod(queue_.now(), a.period_s);
+      want = a.schedule.back().second;  // the last entry holds until the first of the next period
+      for (const auto& [at, nodes] : a.schedule) {
+        if (at <= t) want = nodes;
+      }
+      break;
+    }
+    case AutoscaleSpec::Policy::none: break;
+  }
+  return std::clamp(want, a.min_nodes, static_cast<int>(cluster_.node_count()));
+}
+
+void Autoscaler::on_decide() {
+  const double now = queue_.now();
+  wanted_.emplace_back(now, desired_nodes());
+  while (wanted_.front().first < now - sc_.autoscale.scale_in_window_s) wanted_.pop_front();
+  int want = wanted_.back().second;
+  const int on_now = nodes_on();
+  if (want < on_now) {  // the most wanted over the window, and never more than now
+    for (const auto& [at, n] : wanted_) want = std::max(want, std::min(n, on_now));
+  }
+  const auto count = static_cast<std::uint32_t>(node_state_.size());
+  for (int on = nodes_on(); on < want; ++on) {
+    // A draining node is the quickest to have back; else the first node that is off.
+    std::uint32_t n = 0;
+    while (n < count && node_state_[n] != NodeState::draining) ++n;
+    if (n < count) {
+      node_state_[n] = NodeState::on;
+      set_gpus_off(n, false);
+      continue;
+    }
+    n = 0;
+    while (n < count && node_state_[n] != NodeState::off) ++n;
+    node_state_[n] = NodeState::provisioning;
+    billed_since_[n] = now;
+    billing_.start(n);
+    ++nodes_started_;
+    queue_.push(now + sc_.autoscale.provisioning_s, kNodeUp, n);
+  }
+  for (int on = nodes_on(); on > want; --on) {
+    // The last node still provisioning, else the last node on, drains.
+    std::uint32_t n = count;
+    for (std::uint32_t k = count; k-- > 0;) {
+      if (node_state_[k] == NodeState::provisioning) {
+        n = k;
+        break;
+      }
+    }
+    if (n < count) {
+      turn_off(n);
+      continue;
+    }
+    for (std::uint32_t k = count; k-- > 0;) {
+      if (node_state_[k] == NodeState::on) {
+        n = k;
+        break;
+      }
+    }
+    node_state_[n] = NodeState::draining;
+    for_gpus_of(n, [&](std::uint32_t g) { gpu_released(g); });
+  }
+  if (workload_.unfinished() > 0 && now + sc_.autoscale.interval_s <= sc_.horizon_s) {
+    queue_.push(now + sc_.autoscale.interval_s, kAutoscale, 0);
+  }
+}
+
+void Autoscaler::on_node_up(std::uint32_t n) {
+  if (node_state_[n] != NodeState::provisioning) return;  // turned off again before it came up
+  node_state_[n] = NodeState::on;
+  set_gpus_off(n, false);
+}
+
+void Autoscaler::gpu_released(std::uint32_t g) {
+  const std::uint32_t n = index(cluster_.node_of(make_id<GpuId>(g)));
+  if (node_state_[n] != NodeState::draining || !occupancy_.tasks_on(g).empty() || memory_.held(make_id<GpuId>(g)) > 0) return;
+  occupancy_.set_off(g, true);
+  bool all_off = true;
+  for_gpus_of(n, [&](std::uint32_t k) { all_off = all_off && occupancy_.off(k); });
+  if (!all_off) return;
+  turn_off(n);
+  for_gpus_of(n, [&](std::uint32_t k) {
+    if (!occupancy_.down(k)) memory_.wipe(make_id<GpuId>(k), queue_.now());
+  });
+}
+
+void Autoscaler::summarize(double end_s, Summary& summary) {
+  for (std::uint32_t n = 0; n < cluster_.node_count(); ++n) {
+    const NodeId node = make_id<NodeId>(n);
+    if (node_state_[n] != NodeState::off) billed_s_[n] += end_s - billed_since_[n];
+    summary.node_s_on += billed_s_[n];
+    // A node that is off draws no idle power (its tasks ran while it was on).
+    summary.energy_j -= (end_s - billed_s_[n]) * cluster_.gpus_in(node) * cluster_.gpu_type(cluster_.first_gpu(node)).idle_power_w;
+  }
+  summary.nodes_started = nodes_started_;
+  summary.nodes_stopped = nodes_stopped_;
+}
+
+}  // namespace fleetsim::run

@@ -1,0 +1,94 @@
+// The autoscaler and billing components alone, driven by hand: nodes start off, come up after their
+// provisioning, drain only once idle, and are billed while on.
+#include <catch2/catch.hpp>
+
+#include "../helpers.hpp"
+#include "fleetsim/cluster.hpp"
+#include "run/autoscaler.hpp"
+#include "run/events.hpp"
+
+using namespace fleetsim;
+
+namespace {
+
+// Three 1-GPU nodes at $1 per GPU-hour; a schedule wants 3 nodes from 10 s and 1 from 50 s.
+struct Fixture {
+  Fixture()
+      : sc(test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 3}]},
+          "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+          "workload": [{"workflow": "w", "arrival": {"process": "once"}}],
+          "autoscale": {"policy": "schedule", "schedule": [{"at": "0 s", "nodes": 1}, {"at": "10 s", "nodes": 3}, {"at": "50 s", "nodes": 1}],
+                        "interval": "10 s", "period": "1000 s", "provisioning": "5 s", "scale_in_window": "0 s"})")),
+        cluster(sc.cluster),
+        memory(std::vector<double>(3, 1e12), 0),
+        occupancy(sc, cluster, trace, round_wanted),
+        billing(sc, cluster, queue, true),
+        workload(sc, sc.seed, {1.0}, queue, trace),
+        autoscaler(sc, cluster, queue, occupancy, memory, billing, workload, ready,
+                   [this](std::uint32_t n) { nodes_off.push_back(n); }) {
+    billing.start(0);  // the node on from the start
+    billing.open_timeline();
+    autoscaler.start();
+  }
+  // Runs events until `until_s`, the autoscaler's own ones handled as a run would.
+  void run_until(double until_s) {
+    while (!queue.empty() && queue.top().time_s <= until_s) {
+      const Event e = queue.pop();
+      if (e.kind == run::kAutoscale) autoscaler.on_decide();
+      if (e.kind == run::kNodeUp) autoscaler.on_node_up(e.subject);
+    }
+  }
+
+  Scenario sc;
+  Cluster cluster;
+  Trace trace;
+  EventQueue queue;
+  GpuMemory memory;
+  bool round_wanted = false;
+  run::Occupancy occupancy;
+  run::Billing billing;
+  run::Workload workload;
+  std::vector<ReadyTask> ready;
+  std::vector<std::uint32_t> nodes_off;
+  run::Autoscaler autoscaler;
+};
+
+}  // namespace
+
+TEST_CASE("an autoscaler's nodes come up after provisioning and are billed from the decision", "[run][autoscale]") {
+  Fixture f;
+  CHECK_FALSE(f.occupancy.off(0));
+  CHECK(f.occupancy.off(1));
+  CHECK(f.occupancy.off(2));
+  f.run_until(10);
+  CHECK(f.occupancy.off(1));  // provisioning
+  f.run_until(15);
+  CHECK_FALSE(f.occupancy.off(1));
+  CHECK_FALSE(f.occupancy.off(2));
+  const auto samples = f.billing.take_samples();
+  REQUIRE(samples.size() == 2);
+  CHECK(samples[0].usd_per_hour == 1);
+  CHECK(samples[1].time_s == 10);
+  CHECK(samples[1].usd_per_hour == 3);
+}
+
+TEST_CASE("a draining node goes off only when its GPUs run nothing", "[run][autoscale]") {
+  Fixture f;
+  f.trace.tasks.push_back(TaskRecord{});
+  f.run_until(15);
+  f.occupancy.add_task(2, 0);  // node 2 runs a task
+  f.run_until(50);             // one node wanted: nodes 2 then 1 drain (the last ones on)
+  CHECK(f.nodes_off == std::vector<std::uint32_t>{1});
+  CHECK_FALSE(f.occupancy.off(2));
+  f.queue.push(60, run::kSchedule, 0);
+  f.run_until(60);
+  f.occupancy.remove_task(2, 0);
+  f.autoscaler.gpu_released(2);
+  CHECK(f.nodes_off == std::vector<std::uint32_t>{1, 2});
+  CHECK(f.occupancy.off(2));
+  Summary summary;
+  f.autoscaler.summarize(100, summary);
+  CHECK(summary.nodes_started == 2);
+  CHECK(summary.nodes_stopped == 2);
+  CHECK(summary.node_s_on == Approx(100 + 40 + 50));  // node 0 throughout; node 1 10-50 s; node 2 10-60 s
+}
