@@ -19,6 +19,7 @@
 #include "run/events.hpp"
 #include "run/autoscaler.hpp"
 #include "run/billing.hpp"
+#include "run/faults.hpp"
 #include "run/occupancy.hpp"
 #include "run/workload.hpp"
 #include "shared_compute.hpp"
@@ -27,10 +28,6 @@ namespace fleetsim {
 namespace {
 
 using namespace run;  // event kinds
-// kFault's and kRepair's subject indexes Scenario::faults.events (scripted) or, past them, a GPU
-// (random failures, kNodeBit set for the node of that GPU, kSpotBit too for a spot preemption), or
-// with kLinkBit a cable (its index in Run::cables_).
-constexpr std::uint32_t kNodeBit = 0x80000000u, kSpotBit = 0x40000000u, kLinkBit = 0x20000000u;
 
 // What a task's pending flows are for.
 enum class Stage : std::uint8_t { inputs, collective };
@@ -81,13 +78,14 @@ class Run {
       : sc_(scenario),
         seed_(options.seed.value_or(scenario.seed)),
         max_in_flight_(options.max_in_flight),
-        faults_(scenario.faults.any() || scenario.spot.any()),
+        restartable_(scenario.faults.any() || scenario.spot.any()),
         cluster_(scenario.cluster),
         topology_(cluster_, scenario.cluster.fabric),
         network_(topology_.capacities()),
         memory_(vram_capacities(cluster_), sc_.max_offload),
         occupancy_(scenario, cluster_, trace_, dirty_),
         billing_(scenario, cluster_, queue_, options.record_link_samples),
+        faults_(scenario, cluster_, topology_, occupancy_, seed_, queue_),
         shared_(interference(cluster_)) {
     progress_cb_ = options.progress;
     network_.record_samples(options.record_link_samples);
@@ -111,14 +109,12 @@ class Run {
     const PolicyInfo* info = find_policy(sc_.policy.name);
     FLEETSIM_CHECK(info != nullptr, "policy checked at load");
     policy_ = info->make(sc_.policy.params);
-    faults_ = faults_ || policy_->may_preempt();  // a preempted task is stopped as a failure stops it
+    restartable_ = restartable_ || policy_->may_preempt();  // a preempted task is stopped as a failure stops it
     elastic_ = has_elastic_tasks();
-    faults_ = faults_ || elastic_;  // a resize restarts a run, keeping its progress as a checkpoint does
-    const std::uint32_t gpus = cluster_.gpu_count();
+    restartable_ = restartable_ || elastic_;  // a resize restarts a run, keeping its progress as a checkpoint does
     host_models_.resize(cluster_.node_count());
     assign_batch_keys();
     hold_deadline_.assign(held_.size(), 0.0);
-    down_since_.assign(gpus, 0.0);
     workload_.emplace(sc_, seed_, job_gpu_s_, queue_, trace_);
     if (sc_.autoscale.on()) {
       // A node going off loses what its host memory held.
@@ -131,14 +127,14 @@ class Run {
 
   RunResult execute() {
     workload_->start_open_loops();
-    schedule_faults();
+    faults_.start();
     start_billing();
     workload_->start_closed_loops();
     bool horizon_reached = false, diverged = false;
     double last_s = 0;
     std::uint64_t events = 0;
     // Random failures never run out: once every workflow has ended, only they would be left.
-    while (!queue_.empty() && !diverged && !((faults_ || autoscaler_) && workload_->unfinished() == 0)) {
+    while (!queue_.empty() && !diverged && !((restartable_ || autoscaler_) && workload_->unfinished() == 0)) {
       if (queue_.top().time_s > sc_.horizon_s) {
         horizon_reached = true;
         break;
@@ -200,21 +196,15 @@ class Run {
                                 seed_, events);
     std::vector<double> link_bytes = network_.link_bytes();
     summary.stalled = stalled;
-    for (std::uint32_t g = 0; g < cluster_.gpu_count(); ++g) {
-      if (occupancy_.down(g)) down_gpu_s_ += end_s - down_since_[g];
-    }
-    summary.gpu_failures = gpu_failures_;
-    summary.link_failures = link_failures_;
+    faults_.summarize(end_s, summary);
     summary.flows_rerouted = flows_rerouted_;
     summary.tasks_stopped = tasks_stopped_;
     summary.tasks_preempted = tasks_preempted_;
     summary.restart_gpu_s = restart_gpu_s_;
     summary.retries = retries_;
     summary.lost_gpu_s = lost_gpu_s_;
-    summary.availability = end_s > 0 ? 1 - down_gpu_s_ / (cluster_.gpu_count() * end_s) : 1;
     summary.goodput = summary.gpu_busy_s + lost_gpu_s_ > 0 ? summary.gpu_busy_s / (summary.gpu_busy_s + lost_gpu_s_) : 1;
     summary.mean_recovery_s = recoveries_ > 0 ? recovery_s_ / static_cast<double>(recoveries_) : 0;
-    summary.spot_preemptions = preemptions_;
     if (autoscaler_) autoscaler_->summarize(end_s, summary);
     if (autoscaler_ || sc_.spot.any()) {
       // With an autoscaler only nodes on are billed (provisioning included); spot nodes at their price.
@@ -264,8 +254,8 @@ class Run {
     edge_held_.reserve(trace_.instances.size());
     pending_flows_.assign(total_tasks, 0);
     batch_of_.assign(total_tasks, kNoBatch);
-    if (faults_ || shared_.any()) stamp_.assign(total_tasks, 0);
-    if (faults_) {
+    if (restartable_ || shared_.any()) stamp_.assign(total_tasks, 0);
+    if (restartable_) {
       run_.assign(total_tasks, 0);
       preempted_runs_.assign(total_tasks, 0);
       progress_.assign(total_tasks, 0.0);
@@ -529,7 +519,7 @@ class Run {
     for (GpuId g : gpus) {
       occupancy_.add_task(index(g), index(id));
     }
-    if (faults_ && stopped_at_[index(id)] != kNever) {
+    if (restartable_ && stopped_at_[index(id)] != kNever) {
       recovery_s_ += queue_.now() - stopped_at_[index(id)];
       ++recoveries_;
       stopped_at_[index(id)] = kNever;
@@ -623,7 +613,7 @@ class Run {
       offloaded_.back() = memory_.offload_bytes(g, model, weights, working_set);
       memory_.admit(g, model, weights, working_set - offloaded_.back(), queue_.now());
       occupancy_.add_tenant_gpus(r.tenant, 1);
-      if (faults_ && stopped_at_[index(f)] != kNever) {
+      if (restartable_ && stopped_at_[index(f)] != kNever) {
         recovery_s_ += queue_.now() - stopped_at_[index(f)];
         ++recoveries_;
         stopped_at_[index(f)] = kNever;
@@ -670,7 +660,7 @@ class Run {
       r.compute_start_s = queue_.now();
       record_parts(r, estimate);
       parts_left_[index(m)] = 1;
-      if (faults_) full_compute_s_[index(m)] = compute_s;
+      if (restartable_) full_compute_s_[index(m)] = compute_s;
     }
     // One compute for the batch: the leader's end ends its followers first.
     run_compute(b.members.front(), compute_s);
@@ -745,7 +735,7 @@ class Run {
       compute_s = std::max(compute_s, e.total_s());
     }
     // A run resuming from a checkpoint restores it, then does what is left.
-    if (faults_) {
+    if (restartable_) {
       full_compute_s_[index(id)] = compute_s;
       resume_s_[index(id)] = resume_cost_s(id);
       compute_s = resume_s_[index(id)] + (1 - progress_[index(id)]) * compute_s;
@@ -926,157 +916,58 @@ class Run {
   }
   bool current(std::uint32_t stamp, std::uint32_t task) const { return stamp_.empty() || stamp == (stamp_[task] & kStampMask); }
 
-  // Scripted failures, and each GPU's and node's first random one.
-  void schedule_faults() {
-    const FaultSpec& f = sc_.faults;
-    for (std::uint32_t i = 0; i < f.events.size(); ++i) {
-      if (f.events[i].at_s <= sc_.horizon_s) queue_.push(f.events[i].at_s, kFault, i);
-    }
-    schedule_link_faults();
-    if (f.gpu_mtbf_s <= 0 && f.node_mtbf_s <= 0 && !sc_.spot.any()) return;
-    const std::uint32_t gpus = cluster_.gpu_count(), nodes = cluster_.node_count();
-    for (std::uint32_t g = 0; g < gpus; ++g) fault_rngs_.emplace_back(seed_, 0, "faults/gpu/" + std::to_string(g));
-    for (std::uint32_t n = 0; n < nodes; ++n) fault_rngs_.emplace_back(seed_, 0, "faults/node/" + std::to_string(n));
-    for (std::uint32_t n = 0; n < nodes; ++n) fault_rngs_.emplace_back(seed_, 0, "spot/node/" + std::to_string(n));
-    for (std::uint32_t g = 0; f.gpu_mtbf_s > 0 && g < gpus; ++g) next_random_fault(g);
-    for (std::uint32_t n = 0; f.node_mtbf_s > 0 && n < nodes; ++n) {
-      next_random_fault(index(cluster_.first_gpu(make_id<NodeId>(n))) | kNodeBit);
-    }
-    for (std::uint32_t n = billing_.spot_first(); n < nodes; ++n) {
-      next_random_fault(index(cluster_.first_gpu(make_id<NodeId>(n))) | kNodeBit | kSpotBit);
-    }
-  }
-
-  // Random subjects: a GPU, or with kNodeBit the node of that GPU; scripted ones index the events.
-  std::uint32_t random_base() const { return static_cast<std::uint32_t>(sc_.faults.events.size()); }
-
-
-  Rng& fault_rng(std::uint32_t subject) {
-    if ((subject & kLinkBit) != 0) return link_rngs_[subject & ~kLinkBit];
-    const std::uint32_t g = subject & ~(kNodeBit | kSpotBit);
-    if ((subject & kNodeBit) == 0) return fault_rngs_[g];
-    const std::uint32_t node = index(cluster_.node_of(make_id<GpuId>(g)));
-    return fault_rngs_[cluster_.gpu_count() + ((subject & kSpotBit) != 0 ? cluster_.node_count() : 0) + node];
-  }
-
-  void next_random_fault(std::uint32_t subject) {
-    const double mtbf = (subject & kLinkBit) != 0   ? sc_.faults.link_mtbf_s
-                        : (subject & kSpotBit) != 0 ? sc_.spot.mtbp_s
-                        : (subject & kNodeBit) != 0 ? sc_.faults.node_mtbf_s
-                                                    : sc_.faults.gpu_mtbf_s;
-    const double at = queue_.now() + fault_rng(subject).exponential(1 / mtbf);
-    if (at <= sc_.horizon_s) queue_.push(at, kFault, random_base() + subject);
-  }
-
-  // The GPUs a fault subject covers, what happened ("GPU n0.g1 failed"), and how long it lasts.
-  struct Fault {
-    std::uint32_t first, count;
-    std::string event;
-    double down_s;
-    bool preemption;
-    bool node;  // the whole node went down: its host memory too
-  };
-  Fault fault_of(std::uint32_t subject, bool draw_repair) {
-    if (subject < random_base()) {
-      const FaultEvent& e = sc_.faults.events[subject];
-      return {e.gpu_first, e.gpu_count, e.what + " failed", e.down_s, false, e.what.starts_with("node")};
-    }
-    const std::uint32_t s = subject - random_base(), g = s & ~(kNodeBit | kSpotBit);
-    const bool node = (s & kNodeBit) != 0, spot = (s & kSpotBit) != 0;
-    const double mttr = spot ? sc_.spot.restock_s : node ? sc_.faults.node_mttr_s : sc_.faults.gpu_mttr_s;
-    const double down = draw_repair ? (mttr > 0 ? fault_rng(s).exponential(1 / mttr) : 0.0) : 0.0;
-    if (!node) return {g, 1, "GPU " + cluster_.gpu_name(make_id<GpuId>(g)) + " failed", down, false, false};
-    const NodeId n = cluster_.node_of(make_id<GpuId>(g));
-    const std::string name = "node n" + std::to_string(index(n));
-    return {index(cluster_.first_gpu(n)), cluster_.gpus_in(n), spot ? "spot " + name + " was preempted" : name + " failed", down, spot, true};
-  }
-
+  // A failure stops every task on its GPUs; nothing runs there until it is repaired, and what their
+  // VRAM held is gone (host memory too, when a whole node fails).
   void on_fault(std::uint32_t subject) {
-    if (const auto link = link_of(subject)) {
-      fail_link(subject, *link);
-      return;
+    const run::Fault f = faults_.fail(subject);
+    if (f.link) {
+      fail_link(*f.link);
+    } else {
+      if (f.node) host_models_[index(cluster_.node_of(make_id<GpuId>(f.first_gpu)))].clear();
+      for (std::uint32_t g = f.first_gpu; g < f.first_gpu + f.gpus; ++g) {
+        if (occupancy_.down(g)) continue;
+        faults_.gpu_down(g, f.preemption);
+        while (!occupancy_.tasks_on(g).empty()) stop_task(make_id<TaskId>(occupancy_.tasks_on(g).front()), f.event);
+        occupancy_.set_down(g, true);
+        occupancy_.set_free_at(g, queue_.now() + f.down_s);
+        lose_tensors(make_id<GpuId>(g), f.event);
+        memory_.wipe(make_id<GpuId>(g), queue_.now());
+      }
     }
-    const Fault f = fault_of(subject, true);
-    if (f.preemption) ++preemptions_;
-    if (f.node) host_models_[index(cluster_.node_of(make_id<GpuId>(f.first)))].clear();
-    for (std::uint32_t g = f.first; g < f.first + f.count; ++g) {
-      if (occupancy_.down(g)) continue;
-      if (!f.preemption) ++gpu_failures_;
-      while (!occupancy_.tasks_on(g).empty()) stop_task(make_id<TaskId>(occupancy_.tasks_on(g).front()), f.event);
-      // Nothing runs there until it is repaired; what its VRAM held is gone.
-      occupancy_.set_down(g, true);
-      down_since_[g] = queue_.now();
-      occupancy_.set_free_at(g, queue_.now() + f.down_s);
-      lose_tensors(make_id<GpuId>(g), f.event);
-      memory_.wipe(make_id<GpuId>(g), queue_.now());
-    }
-    if (std::isfinite(f.down_s) && queue_.now() + f.down_s <= sc_.horizon_s) queue_.push(queue_.now() + f.down_s, kRepair, subject);
+    faults_.schedule_repair(subject, f.down_s);
   }
 
   void on_repair(std::uint32_t subject) {
-    if (const auto link = link_of(subject)) {
-      repair_link(subject, *link);
-      return;
+    const run::Fault f = faults_.repair(subject);
+    if (f.link) {
+      for (std::uint32_t l : {*f.link, *topology_.reverse_link(*f.link)}) {
+        topology_.set_link_down(l, false);
+        network_.set_link_down(l, false);
+      }
     }
-    const Fault f = fault_of(subject, false);
-    for (std::uint32_t g = f.first; g < f.first + f.count; ++g) {
+    for (std::uint32_t g = f.first_gpu; g < f.first_gpu + f.gpus; ++g) {
       if (!occupancy_.down(g)) continue;
-      down_gpu_s_ += queue_.now() - down_since_[g];
+      faults_.gpu_up(g);
       occupancy_.set_free_at(g, queue_.now());
       occupancy_.set_down(g, false);
     }
-    if (subject >= random_base()) next_random_fault(subject - random_base());
+    faults_.schedule_next(subject);
   }
 
   // Link failures. A cable fails both ways: routes leave it out until it is repaired, its sending
   // flows are rerouted (a transport reconnect: the bytes left go on over the new route, whose latency
   // is paid once more on delivery), and a task with a flow that no route is left for is stopped as a
   // failure stops it. Flows delivering (all bytes sent) finish as they were.
-
-  // Every cable once (the direction created first), for random failures.
-  void schedule_link_faults() {
-    if (sc_.faults.link_mtbf_s <= 0) return;
-    for (std::uint32_t l = 0; l < topology_.links().size(); ++l) {
-      const auto back = topology_.reverse_link(l);
-      if (topology_.is_cable(l) && back && *back > l) cables_.push_back(l);
-    }
-    for (std::uint32_t c = 0; c < cables_.size(); ++c) {
-      link_rngs_.emplace_back(seed_, 0, "faults/link/" + topology_.link_name(cables_[c]));
-      next_random_fault(kLinkBit | c);
-    }
-  }
-
-  // The cable a fault subject names, if it names one.
-  std::optional<std::uint32_t> link_of(std::uint32_t subject) const {
-    if (subject < random_base()) return sc_.faults.events[subject].link;
-    const std::uint32_t s = subject - random_base();
-    if ((s & kLinkBit) == 0) return std::nullopt;
-    return cables_[s & ~kLinkBit];
-  }
-
-  void fail_link(std::uint32_t subject, std::uint32_t link) {
-    const double down_s = subject < random_base() ? sc_.faults.events[subject].down_s
-                          : sc_.faults.link_mttr_s > 0 ? fault_rng(subject - random_base()).exponential(1 / sc_.faults.link_mttr_s)
-                                                       : 0.0;
-    if (!topology_.link_down(link)) {
-      ++link_failures_;
-      const std::string event = "link " + topology_.link_name(link) + " failed";
-      for (std::uint32_t l : {link, *topology_.reverse_link(link)}) topology_.set_link_down(l, true);
-      for (std::uint32_t l : {link, *topology_.reverse_link(link)}) {
-        reroute_flows_on(l, event);
-        network_.set_link_down(l, true);
-      }
-      network_dirty_ = true;
-    }
-    if (std::isfinite(down_s) && queue_.now() + down_s <= sc_.horizon_s) queue_.push(queue_.now() + down_s, kRepair, subject);
-  }
-
-  void repair_link(std::uint32_t subject, std::uint32_t link) {
+  void fail_link(std::uint32_t link) {
+    if (topology_.link_down(link)) return;
+    faults_.link_down();
+    const std::string event = "link " + topology_.link_name(link) + " failed";
+    for (std::uint32_t l : {link, *topology_.reverse_link(link)}) topology_.set_link_down(l, true);
     for (std::uint32_t l : {link, *topology_.reverse_link(link)}) {
-      topology_.set_link_down(l, false);
-      network_.set_link_down(l, false);
+      reroute_flows_on(l, event);
+      network_.set_link_down(l, true);
     }
-    if (subject >= random_base()) next_random_fault(subject - random_base());
+    network_dirty_ = true;
   }
 
   // Moves the flows sending over a failed link to routes around it; a flow with none left strands its task.
@@ -1578,7 +1469,7 @@ class Run {
   std::uint64_t seed_;
   std::uint64_t event_digest_ = 0;
   std::uint64_t max_in_flight_;
-  bool faults_;  // the scenario has failures: per-task run numbers and checkpoints are kept
+  bool restartable_;  // runs may be stopped (failures, preemption, resizes): per-task run numbers and checkpoints are kept
   Cluster cluster_;
   Topology topology_;
   Network network_;
@@ -1603,6 +1494,7 @@ class Run {
   std::optional<run::Workload> workload_;  // made once predictions exist
   run::Occupancy occupancy_;
   run::Billing billing_;
+  run::Faults faults_;
   std::optional<run::Autoscaler> autoscaler_;
   std::vector<run::RunListener*> listeners_;  // the optional features attached
 
@@ -1612,15 +1504,11 @@ class Run {
   SharedCompute shared_;                       // the pace of tasks on time-sliced GPUs
   std::vector<std::uint32_t> changed_;         // scratch: tasks whose pace changed
   std::vector<std::uint32_t> stamp_;           // per task: its events' stamp (see task_event)
-  std::vector<double> down_since_;             // per GPU: when it went down
-  std::vector<Rng> fault_rngs_;                // per GPU, then per node: random failures and repairs
   std::vector<std::uint32_t> run_;             // per task: runs stopped by failures, so the current run's number
   std::vector<double> progress_;               // per task: share of its compute saved by checkpoints
   std::vector<double> full_compute_s_;         // per task: this run's compute time from scratch
   std::vector<double> stopped_at_;             // per task: when a failure stopped it, until it starts again
   std::vector<std::uint64_t> dropped_;         // scratch: tags of cancelled flows
-  std::vector<std::uint32_t> cables_;          // random link failures: each cable's first direction
-  std::vector<Rng> link_rngs_;                 // per cable
   std::vector<std::uint32_t> flows_on_link_;   // scratch
   struct Stranded {
     TaskId task;
@@ -1628,13 +1516,13 @@ class Run {
     std::string reason;
   };
   std::vector<Stranded> stranded_;             // tasks with a flow no route can carry, stopped after the event
-  std::uint64_t link_failures_ = 0, flows_rerouted_ = 0;
+  std::uint64_t flows_rerouted_ = 0;
   // Autoscaling.
-  std::uint64_t gpu_failures_ = 0, preemptions_ = 0, tasks_stopped_ = 0, tasks_preempted_ = 0, retries_ = 0, recoveries_ = 0;
+  std::uint64_t tasks_stopped_ = 0, tasks_preempted_ = 0, retries_ = 0, recoveries_ = 0;
   std::vector<std::uint32_t> preempted_runs_;  // per task: runs a preemption or an elastic resize ended (not counted as attempts)
   std::vector<GpuId> freed_;                   // GPUs freed by this round's preemptions
   bool record_decisions_ = false;
-  double lost_gpu_s_ = 0, down_gpu_s_ = 0, recovery_s_ = 0;
+  double lost_gpu_s_ = 0, recovery_s_ = 0;
   std::vector<std::uint32_t> pending_inputs_;  // per task
   std::vector<std::vector<std::uint32_t>> model_of_;  // per workflow, per task: interned model
   std::vector<std::vector<double>> rank_;             // per workflow, per task: upward rank
