@@ -21,6 +21,7 @@
 #include "run/billing.hpp"
 #include "run/faults.hpp"
 #include "run/occupancy.hpp"
+#include "run/predictions.hpp"
 #include "run/workload.hpp"
 #include "shared_compute.hpp"
 
@@ -86,26 +87,12 @@ class Run {
         occupancy_(scenario, cluster_, trace_, dirty_),
         billing_(scenario, cluster_, queue_, options.record_link_samples),
         faults_(scenario, cluster_, topology_, occupancy_, seed_, queue_),
+        predicted_(scenario, cluster_, compute_),
         shared_(interference(cluster_)) {
     progress_cb_ = options.progress;
     network_.record_samples(options.record_link_samples);
     memory_.record_samples(options.record_link_samples);
     record_decisions_ = options.record_link_samples;
-    // Models are interned: GPUs' caches and policies compare small integers. A GPU holds one
-    // shard of a model, so the key is the model and the shard's size (the gang shards it evenly).
-    std::map<std::pair<std::string, double>, std::uint32_t> models;
-    for (const Workflow& wf : sc_.workflows) {
-      auto& ids = model_of_.emplace_back();
-      for (const TaskSpec& t : wf.tasks) {
-        if (t.model.empty() || t.weights_bytes <= 0) {
-          ids.push_back(kNoModel);
-        } else {
-          const auto key = std::pair{t.model, t.weights_bytes / t.gpus};
-          ids.push_back(models.emplace(key, static_cast<std::uint32_t>(models.size())).first->second);
-        }
-      }
-    }
-    predict_workflows();
     const PolicyInfo* info = find_policy(sc_.policy.name);
     FLEETSIM_CHECK(info != nullptr, "policy checked at load");
     policy_ = info->make(sc_.policy.params);
@@ -115,7 +102,7 @@ class Run {
     host_models_.resize(cluster_.node_count());
     assign_batch_keys();
     hold_deadline_.assign(held_.size(), 0.0);
-    workload_.emplace(sc_, seed_, job_gpu_s_, queue_, trace_);
+    workload_.emplace(sc_, seed_, predicted_.job_gpu_s(), queue_, trace_);
     if (sc_.autoscale.on()) {
       // A node going off loses what its host memory held.
       autoscaler_.emplace(sc_, cluster_, queue_, occupancy_, memory_, billing_, *workload_, ready_,
@@ -142,9 +129,9 @@ class Run {
       const Event e = queue_.pop();
       event_digest_ = hash_combine(hash_combine(hash_combine(event_digest_, std::bit_cast<std::uint64_t>(e.time_s)), e.kind), e.subject);
       if ((++events & 0xFFFFu) == 0 && progress_cb_) progress_cb_(trace_.instances.size() - workload_->unfinished(), trace_.instances.size());
-      const std::uint32_t run = e.kind >> 8;
+      const std::uint32_t run = stamp_of(e);
       bool live = true;  // stale events (see task_event) are skipped and do not extend the run
-      switch (e.kind & 0xFFu) {
+      switch (kind_of(e)) {
         case kArrival: workload_->arrive(e.subject, [this](TaskId id) { make_ready(id); }); break;
         case kComputeDone:
           if ((live = current(run, e.subject))) on_compute_done(make_id<TaskId>(e.subject));
@@ -218,9 +205,7 @@ class Run {
     std::vector<double> slowdown_sum(sc_.tenants.size(), 0.0);
     for (const InstanceRecord& inst : trace_.instances) {
       if (inst.end_s == kNever || inst.failed) continue;
-      double ideal = 0;
-      for (double r : rank_[inst.workflow]) ideal = std::max(ideal, r);
-      ideal *= workload_->known_scale(make_id<InstanceId>(&inst - trace_.instances.data()));
+      const double ideal = predicted_.critical_path_s(inst.workflow) * workload_->known_scale(make_id<InstanceId>(&inst - trace_.instances.data()));
       if (ideal > 0) slowdown_sum[index(inst.tenant)] += (inst.end_s - inst.arrival_s) / ideal;
     }
     for (std::size_t t = 0; t < sc_.tenants.size(); ++t) {
@@ -277,37 +262,6 @@ class Run {
     }
   }
 
-  // Predictions policies order by: each task's mean roofline time over the cluster's GPUs, its
-  // upward rank (itself plus the longest path after it) and its workflow's total.
-  void predict_workflows() {
-    for (const Workflow& wf : sc_.workflows) {
-      std::vector<double> mean(wf.tasks.size(), 0.0);
-      for (std::size_t t = 0; t < wf.tasks.size(); ++t) {
-        const TaskSpec& s = wf.tasks[t];
-        // A node group's GPUs are all of one type: one estimate per group, weighted by its GPUs.
-        for (const NodeGroup& group : cluster_.spec().groups) {
-          mean[t] += static_cast<double>(group.count) * group.node.gpus * compute_.of(s, group.gpu, 1.0 / s.gpus).total_s();
-        }
-        mean[t] /= cluster_.gpu_count();
-      }
-      mean_s_.push_back(mean);
-      auto& rank = rank_.emplace_back(wf.tasks.size(), 0.0);
-      const auto& topo = wf.topological_order();
-      for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
-        double after = 0;
-        for (std::uint32_t e : wf.outputs(*it)) after = std::max(after, rank[wf.edges[e].to]);
-        rank[*it] = mean[*it] + after;
-      }
-      double total = 0, gpu_s = 0;
-      for (std::size_t t = 0; t < mean.size(); ++t) {
-        total += mean[t];
-        gpu_s += mean[t] * wf.tasks[t].gpus;
-      }
-      job_s_.push_back(total);
-      job_gpu_s_.push_back(gpu_s);
-    }
-  }
-
   const TaskSpec& spec(const TaskRecord& r) const { return sc_.workflows[r.workflow].tasks[r.task]; }
   TaskId task_id(std::uint32_t instance, std::uint32_t local) const { return workload_->task_id(instance, local); }
   double known_scale(TaskId id) const { return workload_->known_scale(trace_.tasks[index(id)].instance); }
@@ -330,10 +284,10 @@ class Run {
       }
     }
     const ReadyTask ready{id, r.instance, r.tenant, &s, static_cast<std::uint32_t>(s.gpus),
-                          model_of_[r.workflow][r.task], s.weights_bytes / s.gpus, s.working_set_bytes,
+                          predicted_.model(r.workflow, r.task), s.weights_bytes / s.gpus, s.working_set_bytes,
                           r.ready_s, inst.arrival_s, sc_.tenants[index(r.tenant)].priority,
-                          sc_.tenants[index(r.tenant)].work_class == WorkClass::interactive, rank_[r.workflow][r.task] * known_scale(id),
-                          job_s_[r.workflow] * known_scale(id), known_scale(id), input_gpu,
+                          sc_.tenants[index(r.tenant)].work_class == WorkClass::interactive, predicted_.rank_s(r.workflow, r.task) * known_scale(id),
+                          predicted_.job_s(r.workflow) * known_scale(id), known_scale(id), input_gpu,
                           input_bytes};
     // A batchable task waits out of the policy's sight until its batch is full or its first member
     // has waited max_wait.
@@ -371,11 +325,11 @@ class Run {
   void assign_batch_keys() {
     std::map<std::tuple<std::uint32_t, std::string, std::uint32_t, double, double>, std::uint32_t> shared;
     std::uint32_t keys = 0;
-    for (std::size_t w = 0; w < sc_.workflows.size(); ++w) {
+    for (std::uint32_t w = 0; w < sc_.workflows.size(); ++w) {
       auto& of = batch_key_of_.emplace_back();
-      for (std::size_t t = 0; t < sc_.workflows[w].tasks.size(); ++t) {
+      for (std::uint32_t t = 0; t < sc_.workflows[w].tasks.size(); ++t) {
         const TaskSpec& s = sc_.workflows[w].tasks[t];
-        const std::uint32_t model = model_of_[w][t];
+        const std::uint32_t model = predicted_.model(w, t);
         const std::string work = work_identity(s);
         if (!s.batching || work.empty() || model == kNoModel) {
           of.push_back(keys++);
@@ -491,7 +445,7 @@ class Run {
       reject(id, "on " + std::to_string(gpus.size()) + " GPUs; it needs " + std::to_string(s.gpus) +
                      (s.elastic ? " or, elastic, at least " + std::to_string(s.elastic->min_gpus) : ""));
     }
-    const std::uint32_t model = model_of_[r.workflow][r.task];
+    const std::uint32_t model = predicted_.model(r.workflow, r.task);
     const double weights = s.weights_bytes / s.gpus;
     for (std::size_t i = 0; i < gpus.size(); ++i) {
       const GpuId g = gpus[i];
@@ -505,7 +459,7 @@ class Run {
         reject(id, "on GPU " + cluster_.gpu_name(g) + ", which has " + format_quantity(memory_.available(g), Dimension::bytes) +
                        " of VRAM available; it needs " + format_quantity(need, Dimension::bytes));
       }
-      occupancy_.set_free_at(index(g), queue_.now() + mean_s_[r.workflow][r.task] * known_scale(id));
+      occupancy_.set_free_at(index(g), queue_.now() + predicted_.mean_s(r.workflow, r.task) * known_scale(id));
     }
     r.status = TaskStatus::running;
     r.start_s = queue_.now();
@@ -593,7 +547,7 @@ class Run {
     Batch& b = batches_[slot];
     b.members.assign(1, leader);
     batch_of_[index(leader)] = slot;
-    const std::uint32_t model = model_of_[lead.workflow][lead.task];
+    const std::uint32_t model = predicted_.model(lead.workflow, lead.task);
     const double weights = s.weights_bytes;
     for (std::size_t i = 0; i < ready_.size() && b.members.size() < s.batching->max_size; ++i) {
       const TaskId f = ready_[i].task;
@@ -878,11 +832,11 @@ class Run {
         WeightLoad& w = trace_.weight_loads[load->second];
         w.end_s = queue_.now();
         pending_loads_.erase(load);
-        memory_.mark_loaded(w.gpu, model_of_[r.workflow][r.task]);
+        memory_.mark_loaded(w.gpu, predicted_.model(r.workflow, r.task));
         // Host memory keeps what was read from storage.
         auto& host = host_models_[index(cluster_.node_of(w.gpu))];
-        if (w.from_storage && std::find(host.begin(), host.end(), model_of_[r.workflow][r.task]) == host.end()) {
-          host.push_back(model_of_[r.workflow][r.task]);
+        if (w.from_storage && std::find(host.begin(), host.end(), predicted_.model(r.workflow, r.task)) == host.end()) {
+          host.push_back(predicted_.model(r.workflow, r.task));
         }
       }
       if (--pending_flows_[index(id)] != 0) continue;
@@ -908,13 +862,9 @@ class Run {
     queue_.push(next, kNetwork, network_generation_);
   }
 
-  // A task's events carry its stamp, which moves when they go stale: when a failure or a preemption
-  // stops the task, or when co-runners on a time-sliced GPU change its pace.
-  static constexpr std::uint32_t kStampMask = 0xFFFFFFu;
-  std::uint32_t task_event(EventKind kind, TaskId id) const {
-    return stamp_.empty() ? kind : kind | ((stamp_[index(id)] & kStampMask) << 8);
-  }
-  bool current(std::uint32_t stamp, std::uint32_t task) const { return stamp_.empty() || stamp == (stamp_[task] & kStampMask); }
+  // A task's events carry its stamp (run/events.hpp) where stamps are kept.
+  std::uint32_t task_event(EventKind kind, TaskId id) const { return stamp_.empty() ? kind : stamped(kind, stamp_[index(id)]); }
+  bool current(std::uint32_t stamp, std::uint32_t task) const { return stamp_.empty() || stamp == (stamp_[task] & run::kStampMask); }
 
   // A failure stops every task on its GPUs; nothing runs there until it is repaired, and what their
   // VRAM held is gone (host memory too, when a whole node fails).
@@ -1085,7 +1035,7 @@ class Run {
     }
     lost_gpu_s_ += std::max(0.0, now - gang_start_s(r) - saved_s) * r.gpu_count;
     release_gpus(r);
-    for (GpuId g : unloaded) memory_.drop_unloaded(g, model_of_[r.workflow][r.task], now);
+    for (GpuId g : unloaded) memory_.drop_unloaded(g, predicted_.model(r.workflow, r.task), now);
     ++run_[index(id)];
     ++stamp_[index(id)];
     pending_flows_[index(id)] = 0;
@@ -1221,7 +1171,7 @@ class Run {
     const TaskRecord& r = trace_.tasks[index(id)];
     const TaskSpec& s = spec(r);
     if (r.gpu_count >= static_cast<std::uint32_t>(s.gpus) || !resizable(id)) return;
-    const std::uint32_t model = model_of_[r.workflow][r.task];
+    const std::uint32_t model = predicted_.model(r.workflow, r.task);
     const double weights = s.weights_bytes / s.gpus;
     const ClusterView v = view();
     const auto usable = [&](std::uint32_t g) {
@@ -1341,7 +1291,7 @@ class Run {
       const GpuId g = trace_.gpus[old_begin + i];
       if (std::find(gang.begin(), gang.end(), g) == gang.end()) give_back_gpu(r, g, offloaded_[old_begin + i]);
     }
-    const std::uint32_t model = model_of_[r.workflow][r.task];
+    const std::uint32_t model = predicted_.model(r.workflow, r.task);
     const double weights = s.weights_bytes / s.gpus;
     for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
       if (old_member(gang[i]) < old_count) continue;
@@ -1363,7 +1313,7 @@ class Run {
   void give_back_gpu(const TaskRecord& r, GpuId g, double offloaded_bytes) {
     occupancy_.remove_task(index(g), static_cast<std::uint32_t>(&r - trace_.tasks.data()));
     occupancy_.set_free_at(index(g), queue_.now());
-    memory_.release(g, model_of_[r.workflow][r.task], spec(r).working_set_bytes - offloaded_bytes, queue_.now());
+    memory_.release(g, predicted_.model(r.workflow, r.task), spec(r).working_set_bytes - offloaded_bytes, queue_.now());
     released(index(g));
   }
 
@@ -1394,7 +1344,7 @@ class Run {
     const auto self = static_cast<std::uint32_t>(&r - trace_.tasks.data());
     if (r.batched_with != 0 && r.batched_with != self + 1) {
       const GpuId g = trace_.gpus[r.gpu_begin];
-      memory_.release(g, model_of_[r.workflow][r.task], spec(r).working_set_bytes - offloaded_[r.gpu_begin], queue_.now());
+      memory_.release(g, predicted_.model(r.workflow, r.task), spec(r).working_set_bytes - offloaded_[r.gpu_begin], queue_.now());
       return;
     }
     if (shared_.computing(self)) {
@@ -1405,7 +1355,7 @@ class Run {
       const GpuId g = trace_.gpus[r.gpu_begin + i];
       occupancy_.remove_task(index(g), self);
       occupancy_.set_free_at(index(g), queue_.now());
-      memory_.release(g, model_of_[r.workflow][r.task], spec(r).working_set_bytes - offloaded_[r.gpu_begin + i], queue_.now());
+      memory_.release(g, predicted_.model(r.workflow, r.task), spec(r).working_set_bytes - offloaded_[r.gpu_begin + i], queue_.now());
       released(index(g));
     }
     dirty_ = true;
@@ -1495,6 +1445,7 @@ class Run {
   run::Occupancy occupancy_;
   run::Billing billing_;
   run::Faults faults_;
+  run::Predictions predicted_;
   std::optional<run::Autoscaler> autoscaler_;
   std::vector<run::RunListener*> listeners_;  // the optional features attached
 
@@ -1524,11 +1475,6 @@ class Run {
   bool record_decisions_ = false;
   double lost_gpu_s_ = 0, recovery_s_ = 0;
   std::vector<std::uint32_t> pending_inputs_;  // per task
-  std::vector<std::vector<std::uint32_t>> model_of_;  // per workflow, per task: interned model
-  std::vector<std::vector<double>> rank_;             // per workflow, per task: upward rank
-  std::vector<std::vector<double>> mean_s_;           // per workflow, per task: mean predicted compute
-  std::vector<double> job_s_;                         // per workflow: predicted compute time
-  std::vector<double> job_gpu_s_;                     // per workflow: predicted GPU-seconds
   std::vector<std::uint32_t> first_edge_;             // per instance: offset into edge_held_
   std::vector<double> edge_held_;                     // per instance edge: bytes held in the producer's VRAM
   std::vector<std::vector<std::uint32_t>> host_models_;  // per node: models its host memory holds (read from storage)

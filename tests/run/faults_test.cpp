@@ -15,13 +15,13 @@ namespace {
 
 // Two 2-GPU nodes under a two-spine fat-tree, the second one spot.
 struct Fixture {
-  explicit Fixture(const std::string& faults)
+  explicit Fixture(const std::string& faults_json)
       : sc(test::unit_scenario(R"("horizon": "1 h", "cluster": {"nodes": [{"type": "unit-node-2", "count": 2}],
                                 "fabric": {"topology": "fat-tree", "nodes_per_leaf": 1, "spines": 2}},
           "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
           "workload": [{"workflow": "w", "arrival": {"process": "once"}}],
           "spot": {"nodes": 1, "price_factor": 0.5, "mtbp": "10 min", "restock": "1 min"},
-          "faults": )" + faults)),
+          "faults": )" + faults_json)),
         cluster(sc.cluster),
         topology(cluster, sc.cluster.fabric),
         occupancy(sc, cluster, trace, round_wanted),

@@ -11,11 +11,11 @@ using namespace fleetsim;
 namespace {
 
 struct Fixture {
-  explicit Fixture(const std::string& workload)
+  explicit Fixture(const std::string& workload_json)
       : sc(test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 1}]},
           "workflows": {"pair": {"tasks": [{"name": "a", "work": {"flop": "1 TFLOP"}}, {"name": "b", "work": {"flop": "1 TFLOP"}}],
                                  "edges": [{"from": "a", "to": "b", "bytes": "1 MB"}]}},
-          "workload": )" + workload)),
+          "workload": )" + workload_json)),
         workload(sc, sc.seed, std::vector<double>(sc.workflows.size(), 1.0), queue, trace) {}
   Scenario sc;
   EventQueue queue;

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "fleetsim/engine.hpp"
+
 namespace fleetsim::run {
 
 // kArrival: an instance arrives (subject: the instance).
@@ -26,5 +28,12 @@ enum EventKind : std::uint32_t {
   kNodeUp,
   kBatchRelease
 };
+
+// A task's events carry its stamp (24 bits) above the kind's low byte; the task moves its stamp on
+// when they go stale (a stop, a resize, co-runners changing its pace), so stale ones are skipped.
+inline constexpr std::uint32_t kStampMask = 0xFFFFFFu;
+constexpr std::uint32_t stamped(EventKind kind, std::uint32_t stamp) { return kind | ((stamp & kStampMask) << 8); }
+constexpr EventKind kind_of(const Event& e) { return static_cast<EventKind>(e.kind & 0xFFu); }
+constexpr std::uint32_t stamp_of(const Event& e) { return e.kind >> 8; }
 
 }  // namespace fleetsim::run
