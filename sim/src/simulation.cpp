@@ -18,6 +18,7 @@
 #include "fleetsim/units.hpp"
 #include "run/events.hpp"
 #include "run/autoscaler.hpp"
+#include "run/batching.hpp"
 #include "run/billing.hpp"
 #include "run/faults.hpp"
 #include "run/occupancy.hpp"
@@ -88,6 +89,7 @@ class Run {
         billing_(scenario, cluster_, queue_, options.record_link_samples),
         faults_(scenario, cluster_, topology_, occupancy_, seed_, queue_),
         predicted_(scenario, cluster_, compute_),
+        batching_(scenario, predicted_, queue_, dirty_),
         shared_(interference(cluster_)) {
     progress_cb_ = options.progress;
     network_.record_samples(options.record_link_samples);
@@ -100,8 +102,6 @@ class Run {
     elastic_ = has_elastic_tasks();
     restartable_ = restartable_ || elastic_;  // a resize restarts a run, keeping its progress as a checkpoint does
     host_models_.resize(cluster_.node_count());
-    assign_batch_keys();
-    hold_deadline_.assign(held_.size(), 0.0);
     workload_.emplace(sc_, seed_, predicted_.job_gpu_s(), queue_, trace_);
     if (sc_.autoscale.on()) {
       // A node going off loses what its host memory held.
@@ -146,7 +146,7 @@ class Run {
         case kAutoscale: autoscaler_->on_decide(); break;
         case kNodeUp: autoscaler_->on_node_up(e.subject); break;
         case kBatchRelease:
-          if ((live = !held_[e.subject].empty() && queue_.now() >= hold_deadline_[e.subject])) release_held(e.subject);
+          live = batching_.release_due(e.subject, ready_);
           break;
         case kRetry:
           if ((live = current(run, e.subject))) on_retry(make_id<TaskId>(e.subject));
@@ -238,7 +238,7 @@ class Run {
     pending_inputs_.reserve(total_tasks);
     edge_held_.reserve(trace_.instances.size());
     pending_flows_.assign(total_tasks, 0);
-    batch_of_.assign(total_tasks, kNoBatch);
+    batching_.size_tasks(total_tasks);
     if (restartable_ || shared_.any()) stamp_.assign(total_tasks, 0);
     if (restartable_) {
       run_.assign(total_tasks, 0);
@@ -289,64 +289,9 @@ class Run {
                           sc_.tenants[index(r.tenant)].work_class == WorkClass::interactive, predicted_.rank_s(r.workflow, r.task) * known_scale(id),
                           predicted_.job_s(r.workflow) * known_scale(id), known_scale(id), input_gpu,
                           input_bytes};
-    // A batchable task waits out of the policy's sight until its batch is full or its first member
-    // has waited max_wait.
-    if (s.batching && s.batching->max_wait_s > 0) {
-      const std::uint32_t key = batch_key(r);
-      held_[key].push_back(ready);
-      if (held_[key].size() >= s.batching->max_size) {
-        release_held(key);
-      } else if (held_[key].size() == 1) {
-        hold_deadline_[key] = queue_.now() + s.batching->max_wait_s;
-        queue_.push(hold_deadline_[key], kBatchRelease, key);
-      }
-      return;
-    }
+    // A batchable task may wait out of the policy's sight until its batch is full.
+    if (batching_.hold(batching_.key(r), ready, ready_)) return;
     ready_.push_back(ready);
-    dirty_ = true;
-  }
-
-  std::uint32_t batch_key(const TaskRecord& r) const { return batch_key_of_[r.workflow][r.task]; }
-
-  // What makes tasks' work the same but for its amount: one operator profile, or one model step at one
-  // shape but its batch ("" for work given as FLOP and bytes).
-  static std::string work_identity(const TaskSpec& s) {
-    if (!s.op.empty() || !s.architecture) return s.op;
-    const StepShape& a = s.shape;
-    char text[256];
-    std::snprintf(text, sizeof text, "%s/%g/%g/%g/%g/%g/%g/%s/%s", s.architecture->id.c_str(), a.width, a.height, a.frames, a.tokens, a.context,
-                  s.steps, std::string(dtype_name(s.dtype)).c_str(), std::string(runtime_name(a.runtime)).c_str());
-    return text;
-  }
-
-  // Tasks that may share a batch: those of one model and one operator profile or model step with the
-  // same batching settings, whichever workflow they belong to (a serving engine batches requests, not
-  // graphs); a task whose work is FLOP and bytes batches only with instances of itself.
-  void assign_batch_keys() {
-    std::map<std::tuple<std::uint32_t, std::string, std::uint32_t, double, double>, std::uint32_t> shared;
-    std::uint32_t keys = 0;
-    for (std::uint32_t w = 0; w < sc_.workflows.size(); ++w) {
-      auto& of = batch_key_of_.emplace_back();
-      for (std::uint32_t t = 0; t < sc_.workflows[w].tasks.size(); ++t) {
-        const TaskSpec& s = sc_.workflows[w].tasks[t];
-        const std::uint32_t model = predicted_.model(w, t);
-        const std::string work = work_identity(s);
-        if (!s.batching || work.empty() || model == kNoModel) {
-          of.push_back(keys++);
-          continue;
-        }
-        const auto key = std::tuple{model, work, s.batching->max_size, s.batching->max_wait_s, s.batching->shared_bytes};
-        const auto [it, added] = shared.emplace(key, keys);
-        if (added) ++keys;
-        of.push_back(it->second);
-      }
-    }
-    held_.resize(keys);
-  }
-
-  void release_held(std::uint32_t key) {
-    ready_.insert(ready_.end(), held_[key].begin(), held_[key].end());
-    held_[key].clear();
     dirty_ = true;
   }
 
@@ -542,17 +487,14 @@ class Run {
     const TaskRecord& lead = trace_.tasks[index(leader)];
     const TaskSpec& s = spec(lead);
     const GpuId g = trace_.gpus[lead.gpu_begin];
-    const std::uint32_t key = batch_key(lead);
-    const std::uint32_t slot = take_slot(batches_, free_batches_);
-    Batch& b = batches_[slot];
-    b.members.assign(1, leader);
-    batch_of_[index(leader)] = slot;
+    const std::uint32_t key = batching_.key(lead);
+    const std::uint32_t slot = batching_.open(leader);
     const std::uint32_t model = predicted_.model(lead.workflow, lead.task);
     const double weights = s.weights_bytes;
-    for (std::size_t i = 0; i < ready_.size() && b.members.size() < s.batching->max_size; ++i) {
+    for (std::size_t i = 0; i < ready_.size() && batching_.members(slot).size() < s.batching->max_size; ++i) {
       const TaskId f = ready_[i].task;
       TaskRecord& r = trace_.tasks[index(f)];
-      if (decided_[i] != 0 || batch_key(r) != key) continue;
+      if (decided_[i] != 0 || batching_.key(r) != key) continue;
       if (!view().allowed(r.tenant, g) || (r.tenant != lead.tenant && (occupancy_.private_tenant(r.tenant) || occupancy_.private_tenant(lead.tenant)))) continue;
       const double working_set = spec(r).working_set_bytes;  // members of other workflows may need more or less
       if (!memory_.fits(g, model, weights, working_set)) break;
@@ -572,32 +514,32 @@ class Run {
         ++recoveries_;
         stopped_at_[index(f)] = kNever;
       }
-      batch_of_[index(f)] = slot;
-      b.members.push_back(f);
+      batching_.join(slot, f);
       if (record_decisions_) record_decision(DecisionKind::placed, f, "batched with task \"" + s.name + "\"");
       start_inputs(f, g);
       stage_[index(f)] = Stage::inputs;
     }
-    if (b.members.size() > 1) trace_.tasks[index(leader)].batched_with = index(leader) + 1;
+    const std::vector<TaskId>& members = batching_.members(slot);
+    if (members.size() > 1) trace_.tasks[index(leader)].batched_with = index(leader) + 1;
     // Members whose inputs are still on their way hold the batch back.
-    b.waiting = static_cast<std::uint32_t>(std::count_if(b.members.begin(), b.members.end(), [&](TaskId m) { return pending_flows_[index(m)] > 0; }));
-    if (b.waiting == 0) start_batch(slot);
+    const auto waiting = static_cast<std::uint32_t>(std::count_if(members.begin(), members.end(), [&](TaskId m) { return pending_flows_[index(m)] > 0; }));
+    batching_.set_waiting(slot, waiting);
+    if (waiting == 0) start_batch(slot);
   }
 
   // A member's inputs have arrived.
   void member_ready(TaskId id) {
-    Batch& b = batches_[batch_of_[index(id)]];
-    if (--b.waiting == 0) start_batch(batch_of_[index(id)]);
+    if (const std::uint32_t slot = batching_.batch_of(id); batching_.member_ready(slot)) start_batch(slot);
   }
 
   // The members' FLOP add up; of their bytes, the shared part is read once (the largest member's),
   // the rest by each member.
   void start_batch(std::uint32_t slot) {
-    const Batch& b = batches_[slot];
-    const TaskRecord& lead = trace_.tasks[index(b.members.front())];
+    const std::vector<TaskId>& members = batching_.members(slot);
+    const TaskRecord& lead = trace_.tasks[index(members.front())];
     const TaskSpec& s = spec(lead);
     double flop = 0, own_bytes = 0, largest_bytes = 0;
-    for (TaskId m : b.members) {
+    for (TaskId m : members) {
       const TaskRecord& r = trace_.tasks[index(m)];
       flop += spec(r).flop * r.work_scale;
       own_bytes += spec(r).bytes * r.work_scale;
@@ -609,7 +551,7 @@ class Run {
     const ComputeEstimate estimate = s.architecture ? compute_.batched(s, cluster_.gpu_type(g), flop / s.flop)
                                                     : estimate_compute(cluster_.gpu_type(g), flop, bytes, s.dtype, s.launches);
     const double compute_s = estimate.total_s();
-    for (TaskId m : b.members) {
+    for (TaskId m : members) {
       TaskRecord& r = trace_.tasks[index(m)];
       r.compute_start_s = queue_.now();
       record_parts(r, estimate);
@@ -617,16 +559,8 @@ class Run {
       if (restartable_) full_compute_s_[index(m)] = compute_s;
     }
     // One compute for the batch: the leader's end ends its followers first.
-    run_compute(b.members.front(), compute_s);
+    run_compute(members.front(), compute_s);
     occupancy_.set_free_at(index(g), queue_.now() + compute_s);
-  }
-
-  // A batch ends, or one of its members is stopped (then all are): its members go their own way.
-  void dissolve_batch(TaskId member) {
-    const std::uint32_t slot = batch_of_[index(member)];
-    if (slot == kNoBatch) return;
-    for (TaskId m : batches_[slot].members) batch_of_[index(m)] = kNoBatch;
-    free_batches_.push_back(slot);
   }
 
   // Inputs move from each producer's first GPU to `to`, all at once. A tensor already there is read
@@ -752,10 +686,9 @@ class Run {
       shared_.stop(index(id), queue_.now(), changed_);
       repace(changed_);
     }
-    // The slot is not reused before the next scheduling round, so its members stay readable.
-    if (const std::uint32_t slot = batch_of_[index(id)]; slot != kNoBatch) {
-      dissolve_batch(id);
-      for (std::size_t i = 1; i < batches_[slot].members.size(); ++i) end_task(batches_[slot].members[i]);
+    if (const std::uint32_t slot = batching_.batch_of(id); slot != run::Batching::kNone) {
+      batching_.dissolve(id);
+      for (std::size_t i = 1; i < batching_.members(slot).size(); ++i) end_task(batching_.members(slot)[i]);
     }
     const TaskSpec& s = spec(trace_.tasks[index(id)]);
     if (parts_left_[index(id)] == 2 && s.collective->overlap == 0) {
@@ -840,7 +773,7 @@ class Run {
         }
       }
       if (--pending_flows_[index(id)] != 0) continue;
-      if (stage_[index(id)] == Stage::inputs && batch_of_[index(id)] != kNoBatch) {
+      if (stage_[index(id)] == Stage::inputs && batching_.batch_of(id) != run::Batching::kNone) {
         member_ready(id);
       } else if (stage_[index(id)] == Stage::inputs) {
         start_compute(id);
@@ -982,7 +915,7 @@ class Run {
         const TaskId consumer = task_id(instance, wf.edges[e].to);
         if (trace_.tasks[index(consumer)].status != TaskStatus::queued) continue;
         std::erase_if(ready_, [&](const ReadyTask& r) { return r.task == consumer; });
-        for (auto& held : held_) std::erase_if(held, [&](const ReadyTask& r) { return r.task == consumer; });
+        batching_.forget(consumer);
         fail_task(consumer, "its input from task \"" + wf.tasks[producer.task].name + "\" was lost when " + event);
       }
     }
@@ -994,9 +927,9 @@ class Run {
   // once and its run does not count against the retry attempts.
   void stop_task(TaskId id, const std::string& what, bool preempted = false) {
     // A batch stops whole: its followers first, so the leader frees the GPU last.
-    if (const std::uint32_t slot = batch_of_[index(id)]; slot != kNoBatch) {
-      dissolve_batch(id);
-      for (std::size_t i = batches_[slot].members.size(); i-- > 0;) stop_task(batches_[slot].members[i], what, preempted);
+    if (const std::uint32_t slot = batching_.batch_of(id); slot != run::Batching::kNone) {
+      batching_.dissolve(id);
+      for (std::size_t i = batching_.members(slot).size(); i-- > 0;) stop_task(batching_.members(slot)[i], what, preempted);
       return;
     }
     TaskRecord& r = trace_.tasks[index(id)];
@@ -1446,6 +1379,7 @@ class Run {
   run::Billing billing_;
   run::Faults faults_;
   run::Predictions predicted_;
+  run::Batching batching_;
   std::optional<run::Autoscaler> autoscaler_;
   std::vector<run::RunListener*> listeners_;  // the optional features attached
 
@@ -1478,18 +1412,6 @@ class Run {
   std::vector<std::uint32_t> first_edge_;             // per instance: offset into edge_held_
   std::vector<double> edge_held_;                     // per instance edge: bytes held in the producer's VRAM
   std::vector<std::vector<std::uint32_t>> host_models_;  // per node: models its host memory holds (read from storage)
-  // Batching: a key per (model, operator, settings), or per (workflow, task); tasks held until their batch fills or max_wait passes;
-  // batches being formed or running (a slot per batch, reused), and each task's slot.
-  static constexpr std::uint32_t kNoBatch = std::numeric_limits<std::uint32_t>::max();
-  struct Batch {
-    std::vector<TaskId> members;  // the leader first
-    std::uint32_t waiting = 0;    // members whose inputs have not all arrived
-  };
-  std::vector<std::vector<std::uint32_t>> batch_key_of_;  // per workflow, per task
-  std::vector<std::vector<ReadyTask>> held_;
-  std::vector<double> hold_deadline_;
-  std::vector<Batch> batches_;
-  std::vector<std::uint32_t> free_batches_, batch_of_;
   std::vector<double> offloaded_;  // per entry of trace_.gpus: working-set bytes its task keeps in host memory
   std::unordered_map<std::uint64_t, std::uint32_t> pending_loads_;  // weights flow tag -> into trace_.weight_loads
 

@@ -1,0 +1,70 @@
+// Batching: which tasks may share a batch (one key per model and operator profile or model step with
+// the same batching settings, whichever workflow they belong to: a serving engine batches requests,
+// not graphs), tasks held out of the policy's sight until their batch fills or its first member has
+// waited max_wait, and the batches formed: a slot per batch, reused, the leader first.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fleetsim/engine.hpp"
+#include "fleetsim/policy.hpp"
+#include "fleetsim/scenario.hpp"
+#include "fleetsim/trace.hpp"
+#include "predictions.hpp"
+
+namespace fleetsim::run {
+
+class Batching {
+ public:
+  static constexpr std::uint32_t kNone = 0xFFFFFFFFu;
+
+  // `round_wanted` is set when held tasks join the ready queue.
+  Batching(const Scenario& scenario, const Predictions& predicted, EventQueue& queue, bool& round_wanted);
+  void size_tasks(std::size_t tasks) { batch_of_.assign(tasks, kNone); }
+
+  std::uint32_t key(const TaskRecord& r) const { return key_of_[r.workflow][r.task]; }
+
+  // A ready task that batches with a wait: held until its batch is full (then all join `ready`) or
+  // until the first one held has waited max_wait. False: not held, it is ready now.
+  bool hold(std::uint32_t key, const ReadyTask& task, std::vector<ReadyTask>& ready);
+  // kBatchRelease: the key's held tasks join `ready` if they are still held and their wait is over.
+  bool release_due(std::uint32_t key, std::vector<ReadyTask>& ready);
+  // The task is no longer waiting (it failed): it leaves any hold.
+  void forget(TaskId task);
+
+  // Batches: a new one led by `leader`, a member joining, and the batch a task is in (kNone if none).
+  std::uint32_t open(TaskId leader);
+  void join(std::uint32_t batch, TaskId member);
+  std::uint32_t batch_of(TaskId task) const { return batch_of_[index(task)]; }
+  const std::vector<TaskId>& members(std::uint32_t batch) const { return batches_[batch].members; }
+  // Members whose inputs have not all arrived hold the batch back; true when the last one has them.
+  void set_waiting(std::uint32_t batch, std::uint32_t members) { batches_[batch].waiting = members; }
+  bool member_ready(std::uint32_t batch) { return --batches_[batch].waiting == 0; }
+  // The batch ends, or one of its members is stopped (then all are): its members go their own way.
+  // The slot is not reused before the next scheduling round, so its members stay readable.
+  void dissolve(TaskId member);
+
+  // What makes tasks' work the same but for its amount: one operator profile, or one model step at
+  // one shape but its batch ("" for work given as FLOP and bytes).
+  static std::string work_identity(const TaskSpec& spec);
+
+ private:
+  struct Batch {
+    std::vector<TaskId> members;  // the leader first
+    std::uint32_t waiting = 0;    // members whose inputs have not all arrived
+  };
+
+  void release(std::uint32_t key, std::vector<ReadyTask>& ready);
+
+  EventQueue& queue_;
+  bool& round_wanted_;
+  std::vector<std::vector<std::uint32_t>> key_of_;  // per workflow, per task
+  std::vector<std::vector<ReadyTask>> held_;        // per key
+  std::vector<double> hold_deadline_;               // per key
+  std::vector<Batch> batches_;
+  std::vector<std::uint32_t> free_batches_, batch_of_;
+};
+
+}  // namespace fleetsim::run
