@@ -7,23 +7,26 @@
 
 #include "fleetsim/report.hpp"
 #include "gpu_lanes.hpp"
+#include "json_stream.hpp"
 
 namespace fleetsim {
 
 void write_perfetto_json(std::ostream& out, const Scenario& sc, const RunResult& run) {
   using nlohmann::ordered_json;
   const Cluster& cluster = run.cluster;
-  ordered_json events = ordered_json::array();
+  // Events are written as they are made: a large run's trace never exists whole as a JSON tree.
+  out << "{\"traceEvents\":";
+  JsonArrayStream events(out);
   auto us = [](double s) { return s * 1e6; };
   const int network_pid = static_cast<int>(cluster.node_count());
 
   for (std::uint32_t n = 0; n < cluster.node_count(); ++n) {
     const NodeId node = make_id<NodeId>(n);
-    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", n},
+    events.add({{"ph", "M"}, {"name", "process_name"}, {"pid", n},
                       {"args", {{"name", "n" + std::to_string(n) + " (" + cluster.group(node).node.id + ")"}}}});
     for (std::uint32_t i = 0; i < cluster.gpus_in(node); ++i) {
       const GpuId g = make_id<GpuId>(index(cluster.first_gpu(node)) + i);
-      events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", n}, {"tid", index(g)},
+      events.add({{"ph", "M"}, {"name", "thread_name"}, {"pid", n}, {"tid", index(g)},
                         {"args", {{"name", cluster.gpu_name(g) + " (" + cluster.gpu_type(g).id + ")"}}}});
     }
   }
@@ -37,14 +40,14 @@ void write_perfetto_json(std::ostream& out, const Scenario& sc, const RunResult&
     const std::size_t t = std::size_t{lane[entry]} * cluster.gpu_count() + index(g);
     if (lane[entry] > 0 && named[t] == 0) {
       named[t] = 1;
-      events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", index(cluster.node_of(g))}, {"tid", t},
+      events.add({{"ph", "M"}, {"name", "thread_name"}, {"pid", index(cluster.node_of(g))}, {"tid", t},
                         {"args", {{"name", cluster.gpu_name(g) + " (shared, lane " + std::to_string(lane[entry]) + ")"}}}});
     }
     return t;
   };
-  events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", network_pid}, {"args", {{"name", "network"}}}});
+  events.add({{"ph", "M"}, {"name", "process_name"}, {"pid", network_pid}, {"args", {{"name", "network"}}}});
   const int scheduler_pid = network_pid + 1;
-  events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", scheduler_pid}, {"args", {{"name", "scheduler"}}}});
+  events.add({{"ph", "M"}, {"name", "process_name"}, {"pid", scheduler_pid}, {"args", {{"name", "scheduler"}}}});
 
   for (const TaskRecord& t : run.trace.tasks) {
     if (t.start_s == kNever) continue;
@@ -71,7 +74,7 @@ void write_perfetto_json(std::ostream& out, const Scenario& sc, const RunResult&
       const GpuId g = run.trace.gpus[t.gpu_begin + i];
       for (const Phase& p : phases) {
         if (p.to <= p.from) continue;
-        events.push_back({{"ph", "X"}, {"name", name + " " + p.label}, {"cat", p.label},
+        events.add({{"ph", "X"}, {"name", name + " " + p.label}, {"cat", p.label},
                           {"pid", index(cluster.node_of(g))}, {"tid", tid(t.gpu_begin + i)},
                           {"ts", us(p.from)}, {"dur", us(p.to - p.from)}, {"args", args}});
       }
@@ -83,7 +86,7 @@ void write_perfetto_json(std::ostream& out, const Scenario& sc, const RunResult&
     const Workflow& wf = sc.workflows[t.workflow];
     for (std::uint32_t i = 0; i < left.gpu_count && left.end_s > left.start_s; ++i) {
       const GpuId g = run.trace.gpus[left.gpu_begin + i];
-      events.push_back({{"ph", "X"}, {"name", wf.id + "/" + wf.tasks[t.task].name + " until resized"}, {"cat", "compute"},
+      events.add({{"ph", "X"}, {"name", wf.id + "/" + wf.tasks[t.task].name + " until resized"}, {"cat", "compute"},
                         {"pid", index(cluster.node_of(g))}, {"tid", tid(left.gpu_begin + i)}, {"ts", us(left.start_s)}, {"dur", us(left.end_s - left.start_s)},
                         {"args", {{"instance", index(t.instance)}, {"gang", left.gpu_count}}}});
     }
@@ -93,7 +96,7 @@ void write_perfetto_json(std::ostream& out, const Scenario& sc, const RunResult&
     if (end <= w.start_s) continue;
     // On its task's lane of the GPU, inside the task's first phase.
     const auto entry = load_entry(run.trace, w);
-    events.push_back({{"ph", "X"}, {"name", "weight load"}, {"cat", "weight load"}, {"pid", index(cluster.node_of(w.gpu))},
+    events.add({{"ph", "X"}, {"name", "weight load"}, {"cat", "weight load"}, {"pid", index(cluster.node_of(w.gpu))},
                       {"tid", entry ? tid(*entry) : std::size_t{index(w.gpu)}}, {"ts", us(w.start_s)}, {"dur", us(end - w.start_s)},
                       {"args", {{"GB", w.bytes / 1e9}, {"from", w.peer ? cluster.gpu_name(*w.peer) : w.from_storage ? "storage" : "host"}}}});
   }
@@ -109,19 +112,19 @@ void write_perfetto_json(std::ostream& out, const Scenario& sc, const RunResult&
   for (std::size_t i = 0; i < queue.size(); ++i) {
     waiting += queue[i].second;
     if (i + 1 < queue.size() && queue[i + 1].first == queue[i].first) continue;  // one sample per instant
-    events.push_back({{"ph", "C"}, {"name", "ready tasks waiting"}, {"pid", scheduler_pid}, {"ts", us(queue[i].first)}, {"args", {{"tasks", waiting}}}});
+    events.add({{"ph", "C"}, {"name", "ready tasks waiting"}, {"pid", scheduler_pid}, {"ts", us(queue[i].first)}, {"args", {{"tasks", waiting}}}});
   }
   for (const VramSample& s : run.vram_samples) {
-    events.push_back({{"ph", "C"}, {"name", "VRAM " + cluster.gpu_name(s.gpu) + " (GB)"},
+    events.add({{"ph", "C"}, {"name", "VRAM " + cluster.gpu_name(s.gpu) + " (GB)"},
                       {"pid", index(cluster.node_of(s.gpu))}, {"ts", us(s.time_s)}, {"args", {{"GB", s.used_bytes / 1e9}}}});
   }
   for (const LinkSample& s : run.link_samples) {
-    events.push_back({{"ph", "C"}, {"name", run.topology.link_name(s.link) + " (GB/s)"}, {"pid", network_pid},
+    events.add({{"ph", "C"}, {"name", run.topology.link_name(s.link) + " (GB/s)"}, {"pid", network_pid},
                       {"ts", us(s.time_s)}, {"args", {{"GB/s", s.rate_Bps / 1e9}}}});
   }
-  ordered_json doc{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"},
-                   {"otherData", {{"scenario", sc.name}, {"policy", run.summary.policy}, {"seed", run.summary.seed}}}};
-  out << doc.dump() << '\n';
+  events.close();
+  const ordered_json rest{{"displayTimeUnit", "ms"}, {"otherData", {{"scenario", sc.name}, {"policy", run.summary.policy}, {"seed", run.summary.seed}}}};
+  out << ',' << rest.dump().substr(1) << '\n';  // its members after traceEvents
 }
 
 }  // namespace fleetsim

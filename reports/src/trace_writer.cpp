@@ -1,9 +1,11 @@
+#include <charconv>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "csv.hpp"
 #include "fleetsim/report.hpp"
 #include "fleetsim/units.hpp"
+#include "json_stream.hpp"
 
 namespace fleetsim {
 namespace {
@@ -17,12 +19,13 @@ std::string gpu_list(const RunResult& run, const TaskRecord& t, char separator) 
   return list;
 }
 
-// Round-trip precision, and an empty field for times the task never reached.
+// Round-trip precision, and an empty field for times the task never reached. std::to_chars with a
+// precision writes what printf's "%.17g" writes, several times faster.
 std::string time_field(double t) {
   if (t == kNever) return "";
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", t);
-  return buf;
+  const auto end = std::to_chars(buf, buf + sizeof buf, t, std::chars_format::general, 17).ptr;
+  return std::string(buf, end);
 }
 
 bool predicted(const TaskRecord& t) { return t.compute_bound_s + t.memory_bound_s + t.fixed_s > 0; }
@@ -52,7 +55,11 @@ void write_trace_csv(std::ostream& out, const Scenario& sc, const RunResult& run
 void write_trace_json(std::ostream& out, const Scenario& sc, const RunResult& run) {
   using nlohmann::ordered_json;
   auto time_value = [](double t) { return t == kNever ? ordered_json(nullptr) : ordered_json(t); };
-  ordered_json tasks = ordered_json::array();
+  // Written as it goes, one task at a time: a large run's trace never exists whole as a JSON tree.
+  std::string head = ordered_json{{"scenario", sc.name}, {"seed", run.summary.seed}}.dump(1);
+  head.resize(head.size() - 2);  // its closing "\n}"
+  out << head << ",\n \"tasks\": ";
+  JsonArrayStream tasks(out, 1, 1);
   for (const TaskRecord& t : run.trace.tasks) {
     if (run.trace.instances[index(t.instance)].arrival_s == kNever) continue;
     const Workflow& wf = sc.workflows[t.workflow];
@@ -75,19 +82,21 @@ void write_trace_json(std::ostream& out, const Scenario& sc, const RunResult& ru
     }
     if (t.work_scale != 1) row["work_scale"] = t.work_scale;
     if (t.reason != 0) row["reason"] = run.trace.reasons[t.reason];
-    tasks.push_back(std::move(row));
+    tasks.add(row);
   }
-  ordered_json loads = ordered_json::array();
+  tasks.close();
+  out << ",\n \"weight_loads\": ";
+  JsonArrayStream loads(out, 1, 1);
   for (const WeightLoad& w : run.trace.weight_loads) {
-    loads.push_back({{"task", index(w.task)},
+    loads.add({{"task", index(w.task)},
                      {"gpu", run.cluster.gpu_name(w.gpu)},
                      {"from", w.peer ? run.cluster.gpu_name(*w.peer) : w.from_storage ? "storage" : "host"},
                      {"bytes", w.bytes},
                      {"start_s", time_value(w.start_s)},
                      {"end_s", time_value(w.end_s)}});
   }
-  ordered_json doc{{"scenario", sc.name}, {"seed", run.summary.seed}, {"tasks", std::move(tasks)}, {"weight_loads", std::move(loads)}};
-  out << doc.dump(1) << '\n';
+  loads.close();
+  out << "\n}\n";
 }
 
 void write_links_csv(std::ostream& out, const RunResult& run) {

@@ -1,0 +1,49 @@
+// A JSON array written element by element, byte for byte as nlohmann's dump() of the whole array would
+// have written it, so that a large document never exists in memory as one tree.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+
+namespace fleetsim {
+
+class JsonArrayStream {
+ public:
+  // indent < 0: compact, as dump(); else as dump(indent), for an array nested `depth` levels deep.
+  JsonArrayStream(std::ostream& out, int indent = -1, int depth = 0)
+      : out_(out), indent_(indent), element_indent_(indent < 0 ? 0 : static_cast<std::size_t>(indent * (depth + 1)), ' '),
+        close_indent_(indent < 0 ? 0 : static_cast<std::size_t>(indent * depth), ' ') {}
+
+  void add(const nlohmann::ordered_json& element) {
+    out_ << (count_++ == 0 ? "[" : ",");
+    if (indent_ < 0) {
+      out_ << element.dump();
+      return;
+    }
+    // JSON strings escape their newlines, so every newline of the dump starts a line to indent.
+    std::string text = element.dump(indent_);
+    out_ << '\n' << element_indent_;
+    for (char c : text) {
+      out_ << c;
+      if (c == '\n') out_ << element_indent_;
+    }
+  }
+
+  void close() {
+    if (count_ == 0) {
+      out_ << "[]";
+    } else {
+      if (indent_ >= 0) out_ << '\n' << close_indent_;
+      out_ << ']';
+    }
+  }
+
+ private:
+  std::ostream& out_;
+  int indent_;
+  std::string element_indent_, close_indent_;
+  std::size_t count_ = 0;
+};
+
+}  // namespace fleetsim
