@@ -22,12 +22,14 @@ class JsonArrayStream {
       return;
     }
     // JSON strings escape their newlines, so every newline of the dump starts a line to indent.
-    std::string text = element.dump(indent_);
+    const std::string text = element.dump(indent_);
     out_ << '\n' << element_indent_;
-    for (char c : text) {
-      out_ << c;
-      if (c == '\n') out_ << element_indent_;
+    std::size_t from = 0;
+    for (std::size_t nl = text.find('\n'); nl != std::string::npos; from = nl + 1, nl = text.find('\n', from)) {
+      out_.write(text.data() + from, static_cast<std::streamsize>(nl + 1 - from));
+      out_ << element_indent_;
     }
+    out_.write(text.data() + from, static_cast<std::streamsize>(text.size() - from));
   }
 
   void close() {
