@@ -21,6 +21,7 @@
 #include "run/batching.hpp"
 #include "run/billing.hpp"
 #include "run/faults.hpp"
+#include "run/flows.hpp"
 #include "run/occupancy.hpp"
 #include "run/predictions.hpp"
 #include "run/workload.hpp"
@@ -33,16 +34,6 @@ using namespace run;  // event kinds
 
 // What a task's pending flows are for.
 enum class Stage : std::uint8_t { inputs, collective };
-
-// A flow's tag: what it carries, the edge (inputs) or gang member (weights; offload: member * 2 +
-// direction), and its task.
-enum class FlowKind : std::uint8_t { input, weights, collective, offload };
-std::uint64_t flow_tag(FlowKind kind, std::uint32_t edge, TaskId task) {
-  return (std::uint64_t{static_cast<std::uint8_t>(kind)} << 56) | (std::uint64_t{edge} << 32) | index(task);
-}
-FlowKind tag_kind(std::uint64_t tag) { return static_cast<FlowKind>(tag >> 56); }
-std::uint32_t tag_edge(std::uint64_t tag) { return static_cast<std::uint32_t>(tag >> 32) & 0xFFFFFFu; }
-TaskId tag_task(std::uint64_t tag) { return make_id<TaskId>(static_cast<std::uint32_t>(tag)); }
 
 std::vector<double> vram_capacities(const Cluster& cluster) {
   std::vector<double> c;
@@ -72,8 +63,6 @@ std::uint32_t take_slot(std::vector<T>& pool, std::vector<std::uint32_t>& free) 
   return slot;
 }
 
-std::uint64_t mix_key(std::uint64_t a, std::uint64_t b) { return a * 0x9E3779B97F4A7C15ull ^ (b + (a >> 29)); }
-
 class Run {
  public:
   Run(const Scenario& scenario, const RunOptions& options)
@@ -84,6 +73,7 @@ class Run {
         cluster_(scenario.cluster),
         topology_(cluster_, scenario.cluster.fabric),
         network_(topology_.capacities()),
+        flows_(topology_, network_, queue_),
         memory_(vram_capacities(cluster_), sc_.max_offload),
         occupancy_(scenario, cluster_, trace_, dirty_),
         billing_(scenario, cluster_, queue_, options.record_link_samples),
@@ -152,7 +142,7 @@ class Run {
           if ((live = current(run, e.subject))) on_retry(make_id<TaskId>(e.subject));
           break;
         case kNetwork:
-          if ((live = e.subject == network_generation_)) on_network();
+          if ((live = flows_.wake(e.subject))) on_network();
           break;
         case kSchedule: on_schedule(); break;
         default: FLEETSIM_CHECK(false, "unknown event kind");
@@ -160,7 +150,7 @@ class Run {
       if (live) last_s = e.time_s;
       if (!stranded_.empty()) stop_stranded();
       diverged = max_in_flight_ > 0 && workload_->in_flight() > max_in_flight_;
-      if (network_dirty_) arm_network();
+      flows_.arm();
       if (dirty_ && !schedule_pending_) {
         queue_.push(queue_.now(), kSchedule, 0);
         schedule_pending_ = true;
@@ -184,7 +174,7 @@ class Run {
     std::vector<double> link_bytes = network_.link_bytes();
     summary.stalled = stalled;
     faults_.summarize(end_s, summary);
-    summary.flows_rerouted = flows_rerouted_;
+    summary.flows_rerouted = flows_.rerouted();
     summary.tasks_stopped = tasks_stopped_;
     summary.tasks_preempted = tasks_preempted_;
     summary.restart_gpu_s = restart_gpu_s_;
@@ -439,8 +429,8 @@ class Run {
       if (offload > 0) {
         r.offload_bytes += offload;
         const std::uint32_t host = topology_.host_vertex(cluster_.node_of(g));
-        start_flow(id, topology_.gpu_vertex(g), host, offload, flow_tag(FlowKind::offload, member * 2, id), mix_key(index(g), index(id)));
-        start_flow(id, host, topology_.gpu_vertex(g), offload, flow_tag(FlowKind::offload, member * 2 + 1, id), mix_key(index(g), index(id)));
+        start_flow(id, topology_.gpu_vertex(g), host, offload, FlowTag{FlowKind::offload, member * 2, id}, route_key(index(g), index(id)));
+        start_flow(id, host, topology_.gpu_vertex(g), offload, FlowTag{FlowKind::offload, member * 2 + 1, id}, route_key(index(g), index(id)));
       }
       if (memory_.admit(g, model, weights, s.working_set_bytes - offload, queue_.now())) load_weights(id, member, g, model, weights);
     }
@@ -471,13 +461,13 @@ class Run {
         break;
       }
     }
-    pending_loads_[flow_tag(FlowKind::weights, member, id)] = static_cast<std::uint32_t>(trace_.weight_loads.size());
+    pending_loads_[FlowTag{FlowKind::weights, member, id}.packed()] = static_cast<std::uint32_t>(trace_.weight_loads.size());
     trace_.weight_loads.push_back({.task = id, .gpu = g,
                                    .peer = source < cluster_.gpu_count() ? std::optional(make_id<GpuId>(source)) : std::nullopt,
                                    .from_storage = storage && source == *storage,
                                    .bytes = weights, .start_s = queue_.now()});
-    start_flow(id, source, topology_.gpu_vertex(g), weights, flow_tag(FlowKind::weights, member, id),
-               mix_key(index(g), model));
+    start_flow(id, source, topology_.gpu_vertex(g), weights, FlowTag{FlowKind::weights, member, id},
+               route_key(index(g), model));
   }
 
   // Batching: the ready tasks of the leader's batching key that the policy left this round join it on
@@ -578,19 +568,13 @@ class Run {
       }
       r.input_bytes += edge.bytes;
       start_flow(id, topology_.gpu_vertex(from), topology_.gpu_vertex(to), edge.bytes,
-                 flow_tag(FlowKind::input, e, id), mix_key(index(r.instance), e));
+                 FlowTag{FlowKind::input, e, id}, route_key(index(r.instance), e));
     }
   }
 
-  void start_flow(TaskId id, std::uint32_t from, std::uint32_t to, double bytes, std::uint64_t tag, std::uint64_t key) {
-    route_.clear();
-    if (topology_.try_route(from, to, key, route_)) {
-      network_.start(route_, bytes, topology_.latency_s(route_), tag, queue_.now());
-    } else {
-      strand(id, from, to, bytes, 0, tag);
-    }
+  void start_flow(TaskId id, std::uint32_t from, std::uint32_t to, double bytes, FlowTag tag, std::uint64_t key) {
+    if (!flows_.start(tag, from, to, bytes, key)) strand(id, from, to);
     ++pending_flows_[index(id)];
-    network_dirty_ = true;
   }
 
   // An edge's tensor has been read by its consumer: the producer's GPU lets it go.
@@ -737,30 +721,26 @@ class Run {
       return;
     }
     for (const CollectiveFlow& f : ps.plan.steps[ps.step]) {
-      route_.clear();
-      if (topology_.try_route(f.from, f.to, (std::uint64_t{f.from} << 32) | f.to, route_)) {
-        network_.start(route_, f.bytes, f.latency_s, flow_tag(FlowKind::collective, 0, id), queue_.now(), f.cap_Bps);
-      } else {
-        strand(id, f.from, f.to, f.bytes, f.latency_s, flow_tag(FlowKind::collective, 0, id));
-      }
+      const FlowTag tag{FlowKind::collective, 0, id};
+      if (!flows_.start(tag, f.from, f.to, f.bytes, (std::uint64_t{f.from} << 32) | f.to, f.latency_s, f.cap_Bps)) strand(id, f.from, f.to);
       ++pending_flows_[index(id)];
     }
-    network_dirty_ = true;
+    flows_.changed();
     ++ps.step;
   }
 
+  // The flows delivered now: a read input releases its tensor, loaded weights are resident, and a task
+  // whose last flow of a stage arrived goes on.
   void on_network() {
-    network_armed_ = false;
-    delivered_.clear();
-    network_.advance(queue_.now(), delivered_);
-    for (const FlowDelivery& d : delivered_) {
-      const TaskId id = tag_task(d.tag);
+    for (const FlowDelivery& d : flows_.delivered()) {
+      const FlowTag tag = FlowTag::of(d.tag);
+      const TaskId id = tag.task;
       const TaskRecord& r = trace_.tasks[index(id)];
-      if (tag_kind(d.tag) == FlowKind::input) {
-        const EdgeSpec& edge = sc_.workflows[r.workflow].edges[tag_edge(d.tag)];
+      if (tag.kind == FlowKind::input) {
+        const EdgeSpec& edge = sc_.workflows[r.workflow].edges[tag.part];
         const TaskRecord& producer = trace_.tasks[index(task_id(index(r.instance), edge.from))];
-        release_tensor(index(r.instance), tag_edge(d.tag), trace_.gpus[producer.gpu_begin]);
-      } else if (tag_kind(d.tag) == FlowKind::weights) {
+        release_tensor(index(r.instance), tag.part, trace_.gpus[producer.gpu_begin]);
+      } else if (tag.kind == FlowKind::weights) {
         const auto load = pending_loads_.find(d.tag);
         WeightLoad& w = trace_.weight_loads[load->second];
         w.end_s = queue_.now();
@@ -781,18 +761,6 @@ class Run {
         start_collective_step(id);
       }
     }
-    network_dirty_ = true;
-  }
-
-  // Keeps one pending wake-up for the network: at its next delivery, under a new generation.
-  void arm_network() {
-    network_dirty_ = false;
-    const double next = network_.next_time();
-    if (!std::isfinite(next) || (network_armed_ && next == network_armed_s_)) return;
-    ++network_generation_;
-    network_armed_ = true;
-    network_armed_s_ = next;
-    queue_.push(next, kNetwork, network_generation_);
   }
 
   // A task's events carry its stamp (run/events.hpp) where stamps are kept.
@@ -850,33 +818,20 @@ class Run {
       reroute_flows_on(l, event);
       network_.set_link_down(l, true);
     }
-    network_dirty_ = true;
+    flows_.changed();
   }
 
   // Moves the flows sending over a failed link to routes around it; a flow with none left strands its task.
   void reroute_flows_on(std::uint32_t link, const std::string& event) {
-    flows_on_link_.clear();
-    network_.sending_on(link, flows_on_link_);
-    for (std::uint32_t flow : flows_on_link_) {
-      const std::span<const std::uint32_t> old = network_.route(flow);
-      const std::uint32_t from = topology_.links()[old.front()].from, to = topology_.links()[old.back()].to;
-      route_.clear();
-      if (!topology_.try_route(from, to, mix_key(network_.tag(flow), from), route_)) {
-        const TaskId task = tag_task(network_.tag(flow));
-        network_.strand(flow, queue_.now());
-        stranded_.push_back({task, run_[index(task)], event + ": no route left from " + topology_.vertex_name(from) + " to " + topology_.vertex_name(to)});
-        continue;
-      }
-      // Whatever the flow's latency held beyond its route's (a collective's own) is kept.
-      const double new_s = topology_.latency_s(route_);
-      network_.reroute(flow, route_, network_.latency_s(flow) - topology_.latency_s(old) + 2 * new_s, queue_.now());
-      ++flows_rerouted_;
+    for (const run::Flows::Moved& m : flows_.reroute_off(link)) {
+      if (!m.stranded) continue;
+      stranded_.push_back({m.tag.task, run_[index(m.tag.task)],
+                           event + ": no route left from " + topology_.vertex_name(m.from) + " to " + topology_.vertex_name(m.to)});
     }
   }
 
   // A flow that no route can carry: its task is stopped after the current event, when nothing of it is half done.
-  void strand(TaskId id, std::uint32_t from, std::uint32_t to, double bytes, double latency_s, std::uint64_t tag) {
-    network_.start_stranded(bytes, latency_s, tag, queue_.now());
+  void strand(TaskId id, std::uint32_t from, std::uint32_t to) {
     stranded_.push_back({id, run_[index(id)], "link failures left no route from " + topology_.vertex_name(from) + " to " +
                                                  topology_.vertex_name(to)});
   }
@@ -943,15 +898,15 @@ class Run {
       record_decision(DecisionKind::stopped, id, what);
     }
     dropped_.clear();
-    network_.cancel_if([&](std::uint64_t tag) { return tag_task(tag) == id; }, now, dropped_);
-    network_dirty_ = true;
+    network_.cancel_if([&](std::uint64_t tag) { return FlowTag::of(tag).task == id; }, now, dropped_);
+    flows_.changed();
     std::vector<GpuId> unloaded;
     for (std::uint64_t tag : dropped_) {
-      if (tag_kind(tag) != FlowKind::weights) continue;
+      if (FlowTag::of(tag).kind != FlowKind::weights) continue;
       const auto load = pending_loads_.find(tag);
       trace_.weight_loads[load->second].end_s = now;  // partial: the bytes it moved were spent
       pending_loads_.erase(load);
-      unloaded.push_back(trace_.gpus[r.gpu_begin + tag_edge(tag)]);
+      unloaded.push_back(trace_.gpus[r.gpu_begin + FlowTag::of(tag).part]);
     }
     if (plan_of_[index(id)] != kNoPlan) {
       free_plans_.push_back(plan_of_[index(id)]);
@@ -1356,14 +1311,10 @@ class Run {
   Cluster cluster_;
   Topology topology_;
   Network network_;
+  run::Flows flows_;
   GpuMemory memory_;
   ComputeModel compute_;  // task compute times, model steps timed once per GPU type
   std::vector<std::uint32_t> route_;
-  std::vector<FlowDelivery> delivered_;
-  std::uint32_t network_generation_ = 0;
-  bool network_armed_ = false;
-  bool network_dirty_ = false;
-  double network_armed_s_ = 0;
   std::vector<std::uint32_t> pending_flows_;  // per task: flows not yet delivered
   std::vector<Stage> stage_;                  // per task
   std::vector<PlanState> plans_;
@@ -1394,14 +1345,12 @@ class Run {
   std::vector<double> full_compute_s_;         // per task: this run's compute time from scratch
   std::vector<double> stopped_at_;             // per task: when a failure stopped it, until it starts again
   std::vector<std::uint64_t> dropped_;         // scratch: tags of cancelled flows
-  std::vector<std::uint32_t> flows_on_link_;   // scratch
   struct Stranded {
     TaskId task;
     std::uint32_t run;   // the run it was stranded in
     std::string reason;
   };
   std::vector<Stranded> stranded_;             // tasks with a flow no route can carry, stopped after the event
-  std::uint64_t flows_rerouted_ = 0;
   // Autoscaling.
   std::uint64_t tasks_stopped_ = 0, tasks_preempted_ = 0, retries_ = 0, recoveries_ = 0;
   std::vector<std::uint32_t> preempted_runs_;  // per task: runs a preemption or an elastic resize ended (not counted as attempts)

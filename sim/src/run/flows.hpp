@@ -1,0 +1,81 @@
+// The network as a run drives it: flows started over the routes the topology picks, tagged with what
+// they carry and for which task; one pending wake-up event at the next delivery (a new generation
+// supersedes the last, so stale wake-ups are skipped); and flows moved off a failed link.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "fleetsim/engine.hpp"
+#include "fleetsim/ids.hpp"
+#include "fleetsim/network.hpp"
+#include "fleetsim/topology.hpp"
+
+namespace fleetsim::run {
+
+// What a flow carries: a task's input edge, a gang member's weights, a collective step, or a member's
+// offloaded working set (part: member * 2 + direction).
+enum class FlowKind : std::uint8_t { input, weights, collective, offload };
+
+struct FlowTag {
+  FlowKind kind;
+  std::uint32_t part;  // the edge (inputs), the gang member (weights, offload), 0 (collectives); 24 bits
+  TaskId task;
+
+  std::uint64_t packed() const {
+    return (std::uint64_t{static_cast<std::uint8_t>(kind)} << 56) | (std::uint64_t{part} << 32) | index(task);
+  }
+  static FlowTag of(std::uint64_t packed) {
+    return {static_cast<FlowKind>(packed >> 56), static_cast<std::uint32_t>(packed >> 32) & 0xFFFFFFu,
+            make_id<TaskId>(static_cast<std::uint32_t>(packed))};
+  }
+};
+
+// A key that spreads flows over equal-cost routes.
+inline std::uint64_t route_key(std::uint64_t a, std::uint64_t b) { return a * 0x9E3779B97F4A7C15ull ^ (b + (a >> 29)); }
+
+class Flows {
+ public:
+  Flows(Topology& topology, Network& network, EventQueue& queue) : topology_(topology), network_(network), queue_(queue) {}
+
+  // Starts a flow over the route `key` picks among equal ones, paying the route's latency (or
+  // `latency_s`, a collective step's own). False where link failures left no route: the flow is
+  // stranded (in flight, never delivered) and its task must be stopped.
+  bool start(FlowTag tag, std::uint32_t from, std::uint32_t to, double bytes, std::uint64_t key,
+             std::optional<double> latency_s = std::nullopt, double cap_Bps = std::numeric_limits<double>::infinity());
+  // The flows in flight changed: the wake-up is moved after the current event (arm).
+  void changed() { dirty_ = true; }
+  void arm();
+  // kNetwork: whether this wake-up is current; if so, the flows delivered by now.
+  bool wake(std::uint32_t generation);
+  const std::vector<FlowDelivery>& delivered() const { return delivered_; }
+
+  // A flow moved off a failed link, or stranded where no route is left.
+  struct Moved {
+    FlowTag tag;
+    std::uint32_t from, to;
+    bool stranded;
+  };
+  // Moves the flows sending over `link` to routes around it (a reconnect: the bytes left go on over the
+  // new route, whose latency is paid once more on delivery).
+  const std::vector<Moved>& reroute_off(std::uint32_t link);
+  std::uint64_t rerouted() const { return rerouted_; }
+
+ private:
+  Topology& topology_;
+  Network& network_;
+  EventQueue& queue_;
+  std::vector<std::uint32_t> route_;  // scratch
+  std::vector<FlowDelivery> delivered_;
+  std::vector<std::uint32_t> on_link_;  // scratch
+  std::vector<Moved> moved_;
+  std::uint32_t generation_ = 0;
+  bool armed_ = false, dirty_ = false;
+  double armed_s_ = 0;
+  std::uint64_t rerouted_ = 0;
+};
+
+}  // namespace fleetsim::run
