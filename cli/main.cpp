@@ -35,13 +35,6 @@ enum ExitCode { kOk = 0, kFailure = 1, kBadInput = 2, kBadPolicy = 3 };
 
 bool quiet = false;  // --quiet: no progress lines or notes on stderr
 
-void write_file(const std::filesystem::path& path, const std::string& what,
-                const std::function<void(std::ostream&)>& write) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw std::runtime_error("cannot write " + what + " to " + path.string());
-  write(out);
-  if (!out) throw std::runtime_error("error while writing " + path.string());
-}
 
 struct SimulateArgs {
   std::string scenario;
@@ -185,7 +178,7 @@ int emit_workflow(const fleetsim::Workflow& wf, const std::string& out) {
   if (out.empty()) {
     std::cout << json;
   } else {
-    write_file(out, "the workflow", [&](std::ostream& o) { o << json; });
+    fleetsim::write_output_file(out, "the workflow", [&](std::ostream& o) { o << json; });
     std::cout << "wrote " << wf.tasks.size() << " tasks and " << wf.edges.size() << " edges to " << out << "\n";
   }
   if (!quiet && !wf.assumptions.empty()) {
@@ -232,12 +225,12 @@ int run_compare(const CompareArgs& args) {
   if (!args.out_dir.empty()) {
     const std::filesystem::path dir(args.out_dir);
     std::filesystem::create_directories(dir);
-    write_file(dir / "comparison.csv", "the runs", [&](std::ostream& o) { fleetsim::write_comparison_csv(o, results); });
-    write_file(dir / "comparison.json", "the comparison", [&](std::ostream& o) { o << fleetsim::comparison_json(scenario.name, results); });
-    write_file(dir / "report.html", "the report", [&](std::ostream& o) { fleetsim::write_comparison_html(o, scenario.name, results); });
+    fleetsim::write_output_file(dir / "comparison.csv", "the runs", [&](std::ostream& o) { fleetsim::write_comparison_csv(o, results); });
+    fleetsim::write_output_file(dir / "comparison.json", "the comparison", [&](std::ostream& o) { o << fleetsim::comparison_json(scenario.name, results); });
+    fleetsim::write_output_file(dir / "report.html", "the report", [&](std::ostream& o) { fleetsim::write_comparison_html(o, scenario.name, results); });
   }
   if (!args.report.empty()) {
-    write_file(args.report, "the report", [&](std::ostream& o) { fleetsim::write_comparison_html(o, scenario.name, results); });
+    fleetsim::write_output_file(args.report, "the report", [&](std::ostream& o) { fleetsim::write_comparison_html(o, scenario.name, results); });
   }
   if (args.json) {
     std::cout << fleetsim::comparison_json(scenario.name, results);
@@ -369,7 +362,7 @@ int run_kernels(const KernelsArgs& args) {
     if (args.measured.empty()) throw bad("--fit", "needs --measured FILE, the kernels to fit to");
     constants = fleetsim::fit_kernel_constants(*gpu, *dtype, fleetsim::load_measured_kernels(args.measured), *constants,
                                                "fitted to " + args.measured + " by fleetsim kernels --fit (" + args.gpu + ", " + args.dtype + ")");
-    write_file(args.fit, "the fitted constants", [&](std::ostream& o) { o << fleetsim::kernel_constants_json(*constants); });
+    fleetsim::write_output_file(args.fit, "the fitted constants", [&](std::ostream& o) { o << fleetsim::kernel_constants_json(*constants); });
   }
   const fleetsim::KernelModel model(*gpu, constants);
   std::vector<std::string> notes;
@@ -442,7 +435,7 @@ void save_profile(fleetsim::Profile& profile, const std::string& out) {
   profile.provenance.emplace_back("fleetsim", FLEETSIM_VERSION);
   const std::filesystem::path path(out);
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-  write_file(path, "the profile", [&](std::ostream& o) { o << fleetsim::profile_json(profile); });
+  fleetsim::write_output_file(path, "the profile", [&](std::ostream& o) { o << fleetsim::profile_json(profile); });
 }
 
 int run_import_nccl_tests(const NcclTestsArgs& args) {
@@ -537,11 +530,11 @@ int run_plan(const PlanArgs& args) {
   if (!args.out_dir.empty()) {
     const std::filesystem::path dir(args.out_dir);
     std::filesystem::create_directories(dir);
-    write_file(dir / "plan.json", "the plan", [&](std::ostream& o) { o << fleetsim::plan_json(spec, result); });
-    write_file(dir / "plan.csv", "the points", [&](std::ostream& o) { fleetsim::write_plan_csv(o, result); });
-    write_file(dir / "plan.html", "the chart", [&](std::ostream& o) { fleetsim::write_plan_html(o, spec, result); });
+    fleetsim::write_output_file(dir / "plan.json", "the plan", [&](std::ostream& o) { o << fleetsim::plan_json(spec, result); });
+    fleetsim::write_output_file(dir / "plan.csv", "the points", [&](std::ostream& o) { fleetsim::write_plan_csv(o, result); });
+    fleetsim::write_output_file(dir / "plan.html", "the chart", [&](std::ostream& o) { fleetsim::write_plan_html(o, spec, result); });
   }
-  if (!args.report.empty()) write_file(args.report, "the report", [&](std::ostream& o) { fleetsim::write_plan_html(o, spec, result); });
+  if (!args.report.empty()) fleetsim::write_output_file(args.report, "the report", [&](std::ostream& o) { fleetsim::write_plan_html(o, spec, result); });
   if (args.json) {
     std::cout << fleetsim::plan_json(spec, result);
     return kOk;
@@ -594,7 +587,7 @@ int run_report(const std::string& run_dir, std::string out) {
   const fleetsim::Scenario scenario = read_scenario(args.scenario, args.sets, args.profile);
   const fleetsim::RunResult run = fleetsim::simulate(scenario, {.seed = args.seed, .record_link_samples = true});
   if (out.empty()) out = (std::filesystem::path(run_dir) / "report.html").string();
-  write_file(out, "the report", [&](std::ostream& o) { fleetsim::write_run_report_html(o, scenario, run); });
+  fleetsim::write_output_file(out, "the report", [&](std::ostream& o) { fleetsim::write_run_report_html(o, scenario, run); });
   std::cout << "wrote " << out << "\n";
   return kOk;
 }
@@ -605,31 +598,19 @@ int run_simulate(const SimulateArgs& args) {
   const bool timelines = !args.out_dir.empty() || !args.report.empty();
   const fleetsim::RunResult run = fleetsim::simulate(scenario, {.seed = args.seed, .record_link_samples = timelines, .progress = progress_line("workflows")});
   if (!args.report.empty()) {
-    write_file(args.report, "the report", [&](std::ostream& o) { fleetsim::write_run_report_html(o, scenario, run); });
+    fleetsim::write_output_file(args.report, "the report", [&](std::ostream& o) { fleetsim::write_run_report_html(o, scenario, run); });
   }
-  if (!args.out_dir.empty()) {
-    const std::filesystem::path dir(args.out_dir);
-    std::filesystem::create_directories(dir);
-    write_file(dir / "run.json", "how the run was made", [&](std::ostream& o) { o << run_manifest(args, run.summary.seed); });
-    write_file(dir / "report.html", "the report", [&](std::ostream& o) { fleetsim::write_run_report_html(o, scenario, run); });
-    write_file(dir / "summary.json", "the summary", [&](std::ostream& o) { o << fleetsim::summary_json(run.summary); });
-    write_file(dir / "trace.csv", "the trace", [&](std::ostream& o) { fleetsim::write_trace_csv(o, scenario, run); });
-    write_file(dir / "trace.json", "the trace", [&](std::ostream& o) { fleetsim::write_trace_json(o, scenario, run); });
-    write_file(dir / "links.csv", "the link totals", [&](std::ostream& o) { fleetsim::write_links_csv(o, run); });
-    write_file(dir / "link_timeline.csv", "the link timeline", [&](std::ostream& o) { fleetsim::write_link_timeline_csv(o, run); });
-    write_file(dir / "vram_timeline.csv", "the VRAM timeline", [&](std::ostream& o) { fleetsim::write_vram_timeline_csv(o, run); });
-    write_file(dir / "decisions.csv", "the decisions", [&](std::ostream& o) { fleetsim::write_decisions_csv(o, scenario, run); });
-    write_file(dir / "cost_timeline.csv", "the cost timeline", [&](std::ostream& o) { fleetsim::write_cost_timeline_csv(o, run); });
-    write_file(dir / "trace.perfetto.json", "the Perfetto trace", [&](std::ostream& o) { fleetsim::write_perfetto_json(o, scenario, run); });
-  }
+  std::vector<std::string> written;
+  if (!args.out_dir.empty()) written = fleetsim::write_run_directory(args.out_dir, scenario, run, run_manifest(args, run.summary.seed));
   if (args.json) {
     std::cout << fleetsim::summary_json(run.summary);
   } else {
     fleetsim::write_summary_text(std::cout, scenario, run.summary);
     if (!args.cluster.empty()) fleetsim::write_task_breakdown_text(std::cout, scenario, run);
-    if (!args.out_dir.empty()) {
-      std::cout << "\nwrote summary.json, trace.csv, trace.json, decisions.csv, links.csv, link_timeline.csv, vram_timeline.csv, cost_timeline.csv, trace.perfetto.json, report.html, run.json to "
-                << args.out_dir << "\n";
+    if (!written.empty()) {
+      std::cout << "\nwrote ";
+      for (std::size_t i = 0; i < written.size(); ++i) std::cout << (i > 0 ? ", " : "") << written[i];
+      std::cout << " to " << args.out_dir << "\n";
     }
   }
   return kOk;
@@ -677,7 +658,7 @@ int run_execute(const RunArgs& args) {
     const std::filesystem::path dir(args.out_dir);
     std::filesystem::create_directories(dir);
     auto write = [&](const std::string& name, const std::string& what, const std::function<void(std::ostream&)>& body) {
-      write_file(dir / name, what, body);
+      fleetsim::write_output_file(dir / name, what, body);
       written.push_back(name);
     };
     write("summary.json", "the summary", [&](std::ostream& o) { o << fleetsim::summary_json(measured.summary); });
@@ -692,7 +673,7 @@ int run_execute(const RunArgs& args) {
     }
   }
   if (!args.report.empty()) {
-    write_file(args.report, "the report", [&](std::ostream& o) { fleetsim::write_validation_html(o, "fleetsim " + std::string(args.validate ? "validate" : "run") + ": " + scenario.name, comparison.str(), diff); });
+    fleetsim::write_output_file(args.report, "the report", [&](std::ostream& o) { fleetsim::write_validation_html(o, "fleetsim " + std::string(args.validate ? "validate" : "run") + ": " + scenario.name, comparison.str(), diff); });
   }
   if (args.json) {
     std::cout << (args.validate ? fleetsim::trace_diff_json(diff) : fleetsim::summary_json(measured.summary));

@@ -3,6 +3,8 @@
 // run gives the same bytes.
 #pragma once
 
+#include <filesystem>
+#include <functional>
 #include <ostream>
 #include <string>
 
@@ -20,6 +22,14 @@
 #include "fleetsim/training.hpp"
 
 namespace fleetsim {
+
+// Writes a file through `write`; an error naming `what` and the path where it cannot be written.
+void write_output_file(const std::filesystem::path& path, const std::string& what, const std::function<void(std::ostream&)>& write);
+// A run directory, as `fleetsim simulate --out` makes it: summary.json, trace.csv, trace.json, decisions.csv,
+// links.csv, link_timeline.csv, vram_timeline.csv, cost_timeline.csv, trace.perfetto.json, report.html,
+// and `manifest` (how the run was made) as run.json. Returns the names written, in that order.
+std::vector<std::string> write_run_directory(const std::filesystem::path& dir, const Scenario& scenario, const RunResult& run,
+                                             const std::string& manifest);
 
 void write_summary_text(std::ostream& out, const Scenario& scenario, const Summary& summary);
 // Each task of the run: where and when it ran, what it waited for, and its compute split into

@@ -49,7 +49,7 @@ struct KernelCall {
   bool causal = false;  // attention
   bool backward = false;  // attention: the backward pass (dQ, dK, dV), as FlashAttention-2 runs it
   double count = 1;
-  std::string name;     // what it is in the model ("qkv", "mlp.down", ...)
+  std::string name = {};  // what it is in the model ("qkv", "mlp.down", ...)
 };
 
 // The estimate and why: the compute-bound time (tiles at their rate), the memory-bound time (bytes

@@ -21,7 +21,7 @@ struct GpuCalibration {
   std::optional<double> memory_bandwidth_Bps, launch_overhead_s;
   // The kernel-time model's rates on this GPU over what its public constants give (fitted to the
   // measured GEMMs and triad): a refinement of that model, not a replacement.
-  std::optional<double> kernel_compute_scale, kernel_memory_scale;
+  std::optional<double> kernel_compute_scale = std::nullopt, kernel_memory_scale = std::nullopt;
 };
 
 struct LinkCalibration {
