@@ -20,6 +20,7 @@
 #include "run/autoscaler.hpp"
 #include "run/batching.hpp"
 #include "run/billing.hpp"
+#include "run/elastic.hpp"
 #include "run/faults.hpp"
 #include "run/flows.hpp"
 #include "run/occupancy.hpp"
@@ -63,7 +64,7 @@ std::uint32_t take_slot(std::vector<T>& pool, std::vector<std::uint32_t>& free) 
   return slot;
 }
 
-class Run {
+class Run : public run::ElasticHost {
  public:
   Run(const Scenario& scenario, const RunOptions& options)
       : sc_(scenario),
@@ -89,8 +90,7 @@ class Run {
     FLEETSIM_CHECK(info != nullptr, "policy checked at load");
     policy_ = info->make(sc_.policy.params);
     restartable_ = restartable_ || policy_->may_preempt();  // a preempted task is stopped as a failure stops it
-    elastic_ = has_elastic_tasks();
-    restartable_ = restartable_ || elastic_;  // a resize restarts a run, keeping its progress as a checkpoint does
+    restartable_ = restartable_ || run::Elastic::any(sc_);  // a resize restarts a run, keeping its progress as a checkpoint does
     host_models_.resize(cluster_.node_count());
     workload_.emplace(sc_, seed_, predicted_.job_gpu_s(), queue_, trace_);
     if (sc_.autoscale.on()) {
@@ -98,6 +98,10 @@ class Run {
       autoscaler_.emplace(sc_, cluster_, queue_, occupancy_, memory_, billing_, *workload_, ready_,
                           [this](std::uint32_t n) { host_models_[n].clear(); });
       listeners_.push_back(&*autoscaler_);
+    }
+    if (run::Elastic::any(sc_)) {
+      elastic_.emplace(sc_, cluster_, trace_, occupancy_, memory_, shared_, predicted_, queue_, *this);
+      listeners_.push_back(&*elastic_);
     }
     size_task_state();
   }
@@ -229,6 +233,7 @@ class Run {
     edge_held_.reserve(trace_.instances.size());
     pending_flows_.assign(total_tasks, 0);
     batching_.size_tasks(total_tasks);
+    if (elastic_) elastic_->size_tasks(total_tasks);
     if (restartable_ || shared_.any()) stamp_.assign(total_tasks, 0);
     if (restartable_) {
       run_.assign(total_tasks, 0);
@@ -238,8 +243,6 @@ class Run {
       stopped_at_.assign(total_tasks, kNever);
       resume_s_.assign(total_tasks, 0.0);
       restart_pending_.assign(total_tasks, 0);
-      elastic_listed_.assign(total_tasks, 0);
-      wake_s_.assign(total_tasks, kNever);
     }
     stage_.assign(total_tasks, Stage::inputs);
     plan_of_.assign(total_tasks, kNoPlan);
@@ -285,7 +288,18 @@ class Run {
     dirty_ = true;
   }
 
-  ClusterView view() const {
+  // What the elastic component asks of the run.
+  bool computing_alone(TaskId id) const override {
+    return pending_flows_[index(id)] == 0 && plan_of_[index(id)] == kNoPlan && !shared_.computing(index(id));
+  }
+  void resize(TaskId id, const std::vector<GpuId>& gang, const std::string& why) override { resize_elastic(id, gang, why); }
+  std::string label(TaskId id) const override { return task_label(id); }
+
+  void round_ends() {
+    for (run::RunListener* l : listeners_) l->round_ends(ready_);
+  }
+
+  ClusterView view() const override {
     return occupancy_.view(memory_, compute_, workload_->job_sizes(), queue_.now());
   }
 
@@ -303,10 +317,10 @@ class Run {
     schedule_pending_ = false;
     dirty_ = false;
     if (ready_.empty()) {
-      if (elastic_) rebalance_elastic();
+      round_ends();
       return;
     }
-    if (elastic_) size_elastic_ready();
+    for (run::RunListener* l : listeners_) l->round_begins(ready_);
     decisions_.clear();
     policy_->schedule(view(), ready_, decisions_);
 
@@ -362,7 +376,7 @@ class Run {
     freed_.clear();
     // A time-sliced GPU may take more tasks than one per round: another round, at once.
     if (shared_.any() && !decisions_.placements().empty() && !ready_.empty()) dirty_ = true;
-    if (elastic_) rebalance_elastic();
+    round_ends();
   }
 
   void record_decision(DecisionKind kind, TaskId id, const std::string& reason) {
@@ -418,7 +432,7 @@ class Run {
     r.gpu_count = static_cast<std::uint32_t>(gpus.size());
     trace_.gpus.insert(trace_.gpus.end(), gpus.begin(), gpus.end());
     offloaded_.resize(trace_.gpus.size());
-    if (s.elastic) list_elastic(id);
+    for (run::RunListener* l : listeners_) l->task_started(id);
 
     // Weights not resident are loaded (load_weights).
     for (std::uint32_t member = 0; member < gpus.size(); ++member) {
@@ -951,22 +965,8 @@ class Run {
     if (trace_.tasks[index(id)].status == TaskStatus::queued) make_ready(id);
   }
 
-  // ---- Elastic tasks ----
-  // An elastic task runs on any degree from its min_gpus to its gpus. At the end of each scheduling
-  // round: while tasks the policy left wait, running elastic tasks above their minimum give GPUs back
-  // for the oldest waiting one; when none waits, they grow onto free GPUs. A task is resized at most
-  // once per its min_interval (from its start or last resize) and only while it computes (not while
-  // loading weights, reading inputs or in its collective). A resize keeps the work done, moves the
-  // task to its new gang and pays the restart before computing what is left.
-
-  bool has_elastic_tasks() const {
-    for (const Workflow& wf : sc_.workflows) {
-      for (const TaskSpec& t : wf.tasks) {
-        if (t.elastic) return true;
-      }
-    }
-    return false;
-  }
+  // Elastic tasks: run/elastic decides when and onto which GPUs; a resize keeps the work done, moves
+  // the task to its new gang and pays the restart before computing what is left.
 
   static bool gang_size_fits(const TaskSpec& s, std::size_t gpus) {
     const auto smallest = static_cast<std::size_t>(s.elastic ? s.elastic->min_gpus : s.gpus);
@@ -982,167 +982,6 @@ class Run {
       return restart_s;
     }
     return progress_[index(id)] > 0 ? sc_.faults.restore_s : 0.0;
-  }
-
-  void list_elastic(TaskId id) {
-    if (elastic_listed_[index(id)] != 0) return;
-    elastic_listed_[index(id)] = 1;
-    elastic_running_.push_back(id);
-  }
-
-  // GPUs free now that the task could start on: its tenant may use them and its share fits VRAM.
-  std::uint32_t free_gpus_for(const ReadyTask& t) const {
-    const ClusterView v = view();
-    std::uint32_t free = 0;
-    for (std::uint32_t g = 0; g < cluster_.gpu_count(); ++g) {
-      const GpuId gpu = make_id<GpuId>(g);
-      if (!occupancy_.busy(g) && v.allowed(t.tenant, gpu) && v.fits(gpu, t)) ++free;
-    }
-    return free;
-  }
-
-  // An elastic task asks the policy for as many GPUs as are free for it once the tasks ahead of it in
-  // the ready queue have their gangs, within its range.
-  void size_elastic_ready() {
-    std::uint32_t ahead = 0;
-    for (ReadyTask& t : ready_) {
-      if (t.spec->elastic) {
-        const std::uint32_t free = free_gpus_for(t);
-        t.gpus = std::clamp(free > ahead ? free - ahead : 0u, static_cast<std::uint32_t>(t.spec->elastic->min_gpus),
-                            static_cast<std::uint32_t>(t.spec->gpus));
-      }
-      ahead += t.gpus;
-    }
-  }
-
-  // Computing (its inputs and weights in, its collective not begun), not on time-sliced GPUs, and past
-  // its min_interval.
-  bool resizable(TaskId id) const {
-    const TaskRecord& r = trace_.tasks[index(id)];
-    return r.status == TaskStatus::running && r.compute_start_s != kNever && r.comm_start_s == kNever &&
-           pending_flows_[index(id)] == 0 && plan_of_[index(id)] == kNoPlan && !shared_.computing(index(id)) &&
-           queue_.now() - gang_start_s(r) >= spec(r).elastic->min_interval_s;
-  }
-
-  void rebalance_elastic() {
-    // Tasks that ended or were stopped leave the list; the rest in task order, for determinism.
-    std::erase_if(elastic_running_, [&](TaskId id) {
-      const bool gone = trace_.tasks[index(id)].status != TaskStatus::running;
-      if (gone) elastic_listed_[index(id)] = 0;
-      return gone;
-    });
-    if (elastic_running_.empty()) return;
-    std::sort(elastic_running_.begin(), elastic_running_.end());
-    if (ready_.empty()) {
-      for (TaskId id : elastic_running_) grow_elastic(id);
-    } else {
-      shrink_elastic_for(ready_.front());
-    }
-    for (TaskId id : elastic_running_) wake_when_resizable(id);
-  }
-
-  // A task that could grow (nothing waits) or give GPUs back (something waits) but for its
-  // min_interval gets a scheduling round when the interval has passed, as nothing else may cause one.
-  void wake_when_resizable(TaskId id) {
-    const TaskRecord& r = trace_.tasks[index(id)];
-    const ElasticSpec& e = *spec(r).elastic;
-    const bool could = ready_.empty() ? r.gpu_count < static_cast<std::uint32_t>(spec(r).gpus)
-                                      : r.gpu_count > static_cast<std::uint32_t>(e.min_gpus);
-    const double at = gang_start_s(r) + e.min_interval_s;
-    if (!could || r.compute_start_s == kNever || at <= queue_.now() || at == wake_s_[index(id)] || at > sc_.horizon_s) return;
-    wake_s_[index(id)] = at;
-    queue_.push(at, kSchedule, 0);
-  }
-
-  // Onto free GPUs the task's share fits without offload: on its own nodes first, then in GPU order.
-  void grow_elastic(TaskId id) {
-    const TaskRecord& r = trace_.tasks[index(id)];
-    const TaskSpec& s = spec(r);
-    if (r.gpu_count >= static_cast<std::uint32_t>(s.gpus) || !resizable(id)) return;
-    const std::uint32_t model = predicted_.model(r.workflow, r.task);
-    const double weights = s.weights_bytes / s.gpus;
-    const ClusterView v = view();
-    const auto usable = [&](std::uint32_t g) {
-      const GpuId gpu = make_id<GpuId>(g);
-      return occupancy_.tasks_on(g).empty() && !occupancy_.busy(g) && !shared_.shared(gpu) && v.allowed(r.tenant, gpu) &&
-             memory_.fits(gpu, model, weights, s.working_set_bytes) &&
-             memory_.offload_bytes(gpu, model, weights, s.working_set_bytes) == 0;
-    };
-    const auto own_node = [&](std::uint32_t g) {
-      const NodeId node = cluster_.node_of(make_id<GpuId>(g));
-      for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
-        if (cluster_.node_of(trace_.gpus[r.gpu_begin + i]) == node) return true;
-      }
-      return false;
-    };
-    std::vector<GpuId>& gang = elastic_gang_;
-    gang.assign(trace_.gpus.begin() + r.gpu_begin, trace_.gpus.begin() + r.gpu_begin + r.gpu_count);
-    const std::size_t before = gang.size();
-    for (const bool near : {true, false}) {
-      for (std::uint32_t g = 0; g < cluster_.gpu_count() && gang.size() < static_cast<std::size_t>(s.gpus); ++g) {
-        if (own_node(g) == near && usable(g)) gang.push_back(make_id<GpuId>(g));
-      }
-    }
-    if (gang.size() == before) return;
-    resize_elastic(id, gang, "grew from " + std::to_string(before) + " to " + std::to_string(gang.size()) + " GPUs onto free ones");
-  }
-
-  // When the waiting task would have the GPUs it lacks without a resize: when the lacking-th of the
-  // busy GPUs it may use is predicted free (never, if too few are up).
-  double predicted_wait_s(const ReadyTask& waiting, std::uint32_t lacking) {
-    const ClusterView v = view();
-    std::vector<double>& free_at = elastic_free_at_;
-    free_at.clear();
-    for (std::uint32_t g = 0; g < cluster_.gpu_count(); ++g) {
-      if (!occupancy_.tasks_on(g).empty() && v.allowed(waiting.tenant, make_id<GpuId>(g))) free_at.push_back(occupancy_.free_at_s(g));
-    }
-    if (free_at.size() < lacking) return std::numeric_limits<double>::infinity();
-    std::nth_element(free_at.begin(), free_at.begin() + (lacking - 1), free_at.end());
-    return std::max(0.0, free_at[lacking - 1] - queue_.now());
-  }
-
-  // Running elastic tasks give back GPUs the waiting task may use, as many as it lacks: the tasks
-  // with the most GPUs above their minimum first (ties: the later task), each its last gang members.
-  // A task gives GPUs back only when the waiting task would otherwise wait longer than its restart.
-  void shrink_elastic_for(const ReadyTask& waiting) {
-    const std::uint32_t free = free_gpus_for(waiting);
-    if (free >= waiting.gpus) return;  // it waits for something else (VRAM, quota, the policy's choice)
-    std::uint32_t lacking = waiting.gpus - free;
-    const double wait_s = predicted_wait_s(waiting, lacking);
-    const ClusterView v = view();
-    std::vector<TaskId>& order = elastic_order_;
-    order.clear();
-    for (TaskId id : elastic_running_) {
-      const TaskRecord& r = trace_.tasks[index(id)];
-      if (r.gpu_count > static_cast<std::uint32_t>(spec(r).elastic->min_gpus) && resizable(id) &&
-          wait_s > spec(r).elastic->restart_s) {
-        order.push_back(id);
-      }
-    }
-    const auto above_min = [&](TaskId id) {
-      const TaskRecord& r = trace_.tasks[index(id)];
-      return r.gpu_count - static_cast<std::uint32_t>(spec(r).elastic->min_gpus);
-    };
-    std::stable_sort(order.begin(), order.end(), [&](TaskId a, TaskId b) {
-      return above_min(a) != above_min(b) ? above_min(a) > above_min(b) : index(a) > index(b);
-    });
-    for (TaskId id : order) {
-      if (lacking == 0) break;
-      const TaskRecord& r = trace_.tasks[index(id)];
-      std::vector<GpuId>& gang = elastic_gang_;
-      gang.assign(trace_.gpus.begin() + r.gpu_begin, trace_.gpus.begin() + r.gpu_begin + r.gpu_count);
-      std::uint32_t give = std::min(lacking, above_min(id));
-      const std::size_t before = gang.size();
-      for (std::size_t i = gang.size(); i-- > 0 && give > 0;) {
-        if (!v.allowed(waiting.tenant, gang[i])) continue;
-        gang.erase(gang.begin() + static_cast<std::ptrdiff_t>(i));
-        --give;
-        --lacking;
-      }
-      if (gang.size() == before) continue;
-      resize_elastic(id, gang, "shrank from " + std::to_string(before) + " to " + std::to_string(gang.size()) +
-                                   " GPUs: gave GPUs back for waiting " + task_label(waiting.task));
-    }
   }
 
   // Moves a computing elastic task onto `gang` (GPUs it keeps, in their order, then new ones). The
@@ -1332,6 +1171,7 @@ class Run {
   run::Predictions predicted_;
   run::Batching batching_;
   std::optional<run::Autoscaler> autoscaler_;
+  std::optional<run::Elastic> elastic_;
   std::vector<run::RunListener*> listeners_;  // the optional features attached
 
   std::function<void(std::size_t, std::size_t)> progress_cb_;
@@ -1365,16 +1205,9 @@ class Run {
   std::unordered_map<std::uint64_t, std::uint32_t> pending_loads_;  // weights flow tag -> into trace_.weight_loads
 
   // Elastic tasks.
-  bool elastic_ = false;                        // the scenario has elastic tasks
-  std::vector<TaskId> elastic_running_;         // placed elastic tasks (some may have ended since)
-  std::vector<std::uint8_t> elastic_listed_;    // per task: in elastic_running_
   std::vector<double> resume_s_;                // per task: restore or restart its run paid before computing
   std::vector<std::uint8_t> restart_pending_;   // per task: resized, its restart not yet begun
   double restart_gpu_s_ = 0;                    // GPU-time elastic tasks' gangs spent restarting
-  std::vector<double> wake_s_;                  // per task: the round asked for when its min_interval passes
-  std::vector<GpuId> elastic_gang_;             // scratch: a resized task's new gang
-  std::vector<TaskId> elastic_order_;           // scratch: tasks that may give GPUs back, in order
-  std::vector<double> elastic_free_at_;         // scratch: when busy GPUs are predicted free
   std::vector<ReadyTask> ready_;
   std::vector<std::uint8_t> decided_;
   Decisions decisions_;

@@ -3,6 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
+
+#include "fleetsim/ids.hpp"
+#include "fleetsim/policy.hpp"
 
 namespace fleetsim::run {
 
@@ -11,6 +15,12 @@ class RunListener {
   virtual ~RunListener() = default;
   // Something left the GPU: a task's share of it, or an output tensor it held for a consumer.
   virtual void gpu_released(std::uint32_t /*gpu*/) {}
+  // A task was placed on its GPUs.
+  virtual void task_started(TaskId /*task*/) {}
+  // A scheduling round: before the policy sees the ready queue (which a listener may adjust), and after
+  // its decisions were carried out (the tasks left waiting).
+  virtual void round_begins(std::vector<ReadyTask>& /*ready*/) {}
+  virtual void round_ends(const std::vector<ReadyTask>& /*ready*/) {}
 };
 
 }  // namespace fleetsim::run
