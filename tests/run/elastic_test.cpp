@@ -33,8 +33,8 @@ struct Fixture : run::ElasticHost {
   }
   ClusterView view() const override { return occupancy.view(memory, compute, {}, queue.now()); }
   bool computing_alone(TaskId) const override { return true; }
-  void resize(TaskId task, const std::vector<GpuId>& gang, const std::string& why) override {
-    resized.push_back({task, gang, why});
+  void resize(TaskId task, const std::vector<GpuId>& new_gang, const std::string& why) override {
+    resized.push_back({task, new_gang, why});
   }
   std::string label(TaskId task) const override { return "task " + std::to_string(index(task)); }
 
