@@ -3,11 +3,6 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <cstdio>
-#include <deque>
-#include <map>
-#include <numbers>
-#include <tuple>
 #include <unordered_map>
 
 #include "fleetsim/collective.hpp"
@@ -16,11 +11,11 @@
 #include "fleetsim/invariants.hpp"
 #include "fleetsim/rng.hpp"
 #include "fleetsim/units.hpp"
-#include "run/events.hpp"
 #include "run/autoscaler.hpp"
 #include "run/batching.hpp"
 #include "run/billing.hpp"
 #include "run/elastic.hpp"
+#include "run/events.hpp"
 #include "run/faults.hpp"
 #include "run/flows.hpp"
 #include "run/occupancy.hpp"
@@ -1036,7 +1031,8 @@ class Run : public run::ElasticHost {
     if (pending_flows_[index(id)] == 0) start_compute(id);
   }
 
-  // A GPU an elastic task leaves at a resize, as release_gpus frees each GPU of a gang.
+  // One GPU of the task's gang is free again: at the task's end or stop (release_gpus), or when an
+  // elastic task leaves it at a resize.
   void give_back_gpu(const TaskRecord& r, GpuId g, double offloaded_bytes) {
     occupancy_.remove_task(index(g), static_cast<std::uint32_t>(&r - trace_.tasks.data()));
     occupancy_.set_free_at(index(g), queue_.now());
@@ -1078,13 +1074,7 @@ class Run : public run::ElasticHost {
       shared_.stop(self, queue_.now(), changed_);
       repace(changed_);
     }
-    for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
-      const GpuId g = trace_.gpus[r.gpu_begin + i];
-      occupancy_.remove_task(index(g), self);
-      occupancy_.set_free_at(index(g), queue_.now());
-      memory_.release(g, predicted_.model(r.workflow, r.task), spec(r).working_set_bytes - offloaded_[r.gpu_begin + i], queue_.now());
-      released(index(g));
-    }
+    for (std::uint32_t i = 0; i < r.gpu_count; ++i) give_back_gpu(r, trace_.gpus[r.gpu_begin + i], offloaded_[r.gpu_begin + i]);
     dirty_ = true;
   }
 
