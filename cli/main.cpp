@@ -752,8 +752,8 @@ int main(int argc, char** argv) {
   simulate->add_option("--cluster", sim.cluster, "Run the file as one workflow arriving once on this cluster: NODE_TYPE[:COUNT], as hgx-h100-8:2; prints each task's times and why");
   simulate->add_option("--seed", sim.seed, "Random seed (default: the scenario's)")->check(kSeed);
   simulate->add_option("--out", sim.out_dir,
-                       "Write summary.json, trace.csv, trace.json, links.csv, link_timeline.csv, vram_timeline.csv "
-                       "and trace.perfetto.json (open in ui.perfetto.dev) here");
+                       "Write the run directory here: summary.json, the trace (CSV, JSON, and trace.perfetto.json for ui.perfetto.dev), "
+                       "decisions, link, VRAM and cost timelines, report.html and run.json");
   simulate->add_flag("--json", sim.json, "Print the summary as JSON on stdout");
   simulate->add_option("--report", sim.report, "Write an HTML report (Gantt chart, utilization, VRAM, queue, latency CDF, link heatmap) here");
   simulate->add_option("--set", sim.sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
