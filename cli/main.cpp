@@ -9,7 +9,9 @@
 #include <unistd.h>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <memory>
 #include <sstream>
 #include <utility>
 
@@ -735,6 +737,252 @@ const CLI::Validator kSeed(
     },
     "SEED");
 
+namespace {
+
+// Each subcommand registers its options and what it runs; main runs the one parsed. Arguments live in
+// the command's closure, so they outlive parsing.
+struct Commands {
+  std::vector<std::pair<const CLI::App*, std::function<int()>>> list;
+  void add(const CLI::App* command, std::function<int()> run) { list.emplace_back(command, std::move(run)); }
+};
+
+void add_catalog(CLI::App& app, Commands& commands) {
+  auto json = std::make_shared<bool>(false);
+  CLI::App* catalog = app.add_subcommand("catalog", "List the hardware catalog: GPU, node and link types");
+  catalog->add_flag("--json", *json, "Print the whole catalog as JSON, with sources");
+  commands.add(catalog, [json] {
+    const fleetsim::Catalog& c = fleetsim::Catalog::builtin();
+    if (*json) {
+      std::cout << fleetsim::catalog_json(c);
+    } else {
+      fleetsim::write_catalog_text(std::cout, c);
+    }
+    return kOk;
+  });
+}
+
+void add_simulate(CLI::App& app, Commands& commands) {
+  auto sim = std::make_shared<SimulateArgs>();
+  CLI::App* simulate = app.add_subcommand("simulate", "Simulate a scenario and print its summary");
+  simulate->add_option("scenario", sim->scenario, "Scenario file (JSON), or with --cluster one workflow or ComfyUI graph")->required();
+  simulate->add_option("--cluster", sim->cluster, "Run the file as one workflow arriving once on this cluster: NODE_TYPE[:COUNT], as hgx-h100-8:2; prints each task's times and why");
+  simulate->add_option("--seed", sim->seed, "Random seed (default: the scenario's)")->check(kSeed);
+  simulate->add_option("--out", sim->out_dir,
+                       "Write the run directory here: summary.json, the trace (CSV, JSON, and trace.perfetto.json for ui.perfetto.dev), "
+                       "decisions, link, VRAM and cost timelines, report.html and run.json");
+  simulate->add_flag("--json", sim->json, "Print the summary as JSON on stdout");
+  simulate->add_option("--report", sim->report, "Write an HTML report (Gantt chart, utilization, VRAM, queue, latency CDF, link heatmap) here");
+  simulate->add_option("--set", sim->sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
+  simulate->add_option("--policy-plugin", sim->plugins, "Load a policy from a shared library (repeatable)");
+  simulate->add_option("--profile", sim->profile, "A calibration profile whose figures replace the catalog's (fleetsim calibrate)");
+  commands.add(simulate, [sim] { return run_simulate(*sim); });
+}
+
+void add_run(CLI::App& app, Commands& commands) {
+  auto run = std::make_shared<RunArgs>();
+  CLI::App* execute = app.add_subcommand("run", "Run a scenario's tasks for real on local devices, as the simulator scheduled them");
+  execute->add_option("scenario", run->scenario, "Scenario file (JSON)")->required();
+  execute->add_option("--backend", run->backend, "cpu (every machine) or cuda")->capture_default_str();
+  execute->add_option("--seed", run->seed, "Random seed of the plan (default: the scenario's)")->check(kSeed);
+  execute->add_option("--work-scale", run->work_scale, "Multiply every task's work, memory and tensors (shrinks GPU-sized scenarios)")->capture_default_str();
+  execute->add_option("--max-seconds", run->max_seconds, "Refuse a run whose work would take one core longer than this")->capture_default_str();
+  execute->add_option("--out", run->out_dir, "Write summary.json, trace.csv, trace.json (measured), predicted_trace.csv and task_errors.csv here");
+  execute->add_option("--set", run->sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
+  execute->add_flag("--dry-run", run->dry_run, "Print the schedule (each device's tasks in order) and run nothing");
+  execute->add_flag("--json", run->json, "Print the measured summary as JSON on stdout");
+  execute->add_option("--report", run->report, "Write an HTML page: predicted against measured (scatter) and the error table");
+  execute->add_option("--profile", run->profile, "A calibration profile whose figures replace the catalog's in the plan");
+  commands.add(execute, [run] { return run_execute(*run); });
+}
+
+void add_validate(CLI::App& app, Commands& commands) {
+  auto val = std::make_shared<RunArgs>();
+  val->validate = true;
+  val->out_dir = "validation";
+  CLI::App* validate = app.add_subcommand("validate", "Run a scenario for real and in simulation with one schedule; report the prediction error");
+  validate->add_option("scenario", val->scenario, "Scenario file (JSON)")->required();
+  validate->add_option("--profile", val->profile, "Calibration profile of this machine (fleetsim calibrate --out)")->required();
+  validate->add_option("--backend", val->backend, "cpu (every machine) or cuda")->capture_default_str();
+  validate->add_option("--seed", val->seed, "Random seed of the plan (default: the scenario's)")->check(kSeed);
+  validate->add_option("--work-scale", val->work_scale, "Multiply every task's work, memory and tensors")->capture_default_str();
+  validate->add_option("--max-seconds", val->max_seconds, "Refuse a run whose work would take one core longer than this")->capture_default_str();
+  validate->add_option("--out", val->out_dir, "Report directory: validation.txt, scatter.svg, task_errors.csv, both traces, summary.json")->capture_default_str();
+  validate->add_option("--set", val->sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
+  validate->add_option("--report", val->report, "Write the HTML report (scatter chart and error table) here too");
+  validate->add_flag("--json", val->json, "Print the errors (per task and makespan) as JSON instead of the table");
+  commands.add(validate, [val] { return run_execute(*val); });
+}
+
+void add_calibrate(CLI::App& app, Commands& commands, const std::string& command_line) {
+  auto cal = std::make_shared<CalibrateArgs>();
+  CLI::App* calibrate = app.add_subcommand("calibrate", "Measure this machine's devices with microbenchmarks; fit a profile for --profile");
+  calibrate->add_option("--backend", cal->backend, "cpu (every machine) or cuda")->capture_default_str();
+  calibrate->add_option("--out", cal->out, "Write the profile (JSON) here");
+  calibrate->add_option("--repeats", cal->repeats, "Timed runs per point (the median is kept)")->capture_default_str()->check(CLI::Range(1, 1000));
+  calibrate->add_option("--gpu-type", cal->gpu_type, "cuda: the catalog GPU type to calibrate (default: read off local GPU 0's name)");
+  calibrate->add_option("--node-type", cal->node_type, "cuda: the catalog node type whose links are calibrated (default: the smallest that holds the GPUs)");
+  calibrate->add_flag("--json", cal->json, "Print the profile as JSON instead of the table");
+  commands.add(calibrate, [cal, command_line] { return run_calibrate(*cal, command_line); });
+}
+
+void add_train(CLI::App& app, Commands& commands) {
+  auto train = std::make_shared<TrainArgs>();
+  CLI::App* train_cmd = app.add_subcommand("train", "One training iteration of a transformer under TP x PP x DP: time, MFU, bubble, memory per GPU");
+  train_cmd->add_option("job", train->file, "Training job file (JSON): cluster, model, parallelism, batch, schedule, recompute")->required();
+  train_cmd->add_option("--sweep", train->sweep, "One setting over several values, as a scaling table: dp=1,8,64 (global batch grows with dp), pp=, tp=, micro=, global=");
+  train_cmd->add_flag("--json", train->json, "Print JSON instead of the table");
+  commands.add(train_cmd, [train] { return run_train(*train); });
+}
+
+void add_plan(CLI::App& app, Commands& commands) {
+  auto plan = std::make_shared<PlanArgs>();
+  CLI::App* plan_cmd = app.add_subcommand("plan", "Find the cheapest cluster that meets the SLOs, at today's load and grown loads");
+  plan_cmd->add_option("plan", plan->file, "Plan file (JSON): base scenario, search space, SLOs, load growth")->required();
+  plan_cmd->add_option("--threads", plan->threads, "Parallel searches (default: all cores)");
+  plan_cmd->add_option("--out", plan->out_dir, "Write plan.json, plan.csv and plan.html (frontier chart) here");
+  plan_cmd->add_flag("--exhaustive", plan->exhaustive, "Simulate every node count instead of bisecting (slower; checks the search)");
+  plan_cmd->add_flag("--json", plan->json, "Print JSON instead of the table");
+  plan_cmd->add_option("--report", plan->report, "Write the HTML report (frontier chart and every point) here");
+  plan_cmd->add_option("--profile", plan->profile, "A calibration profile whose figures replace the catalog's in every candidate (fleetsim calibrate)");
+  commands.add(plan_cmd, [plan] { return run_plan(*plan); });
+}
+
+void add_policies(CLI::App& app, Commands& commands) {
+  auto json = std::make_shared<bool>(false);
+  CLI::App* policies = app.add_subcommand("policies", "List the scheduling policies with their parameters");
+  policies->add_flag("--json", *json, "Print JSON");
+  commands.add(policies, [json] {
+    if (*json) {
+      std::cout << fleetsim::policies_json();
+    } else {
+      fleetsim::write_policies_text(std::cout);
+    }
+    return kOk;
+  });
+}
+
+void add_compare(CLI::App& app, Commands& commands) {
+  auto cmp = std::make_shared<CompareArgs>();
+  CLI::App* compare = app.add_subcommand("compare", "Run a scenario under several policies and seeds; mean and 95% CI per metric");
+  compare->add_option("scenario", cmp->scenario, "Scenario file (JSON)")->required();
+  compare->add_option("--policies", cmp->policies, "Comma-separated policy names (default: all)");
+  compare->add_option("--seeds", cmp->seeds, "Seeds per policy: the scenario's seed and the next ones")->capture_default_str()->check(CLI::PositiveNumber);
+  compare->add_option("--threads", cmp->threads, "Parallel runs (default: all cores)");
+  compare->add_option("--set", cmp->sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
+  compare->add_option("--policy-plugin", cmp->plugins, "Load a policy from a shared library (repeatable)");
+  compare->add_option("--profile", cmp->profile, "A calibration profile whose figures replace the catalog's (fleetsim calibrate)");
+  compare->add_option("--out", cmp->out_dir, "Write comparison.csv (one row per run) and comparison.json here");
+  compare->add_flag("--json", cmp->json, "Print JSON instead of the table");
+  compare->add_option("--report", cmp->report, "Write an HTML report (each metric per policy with its confidence interval) here");
+  commands.add(compare, [cmp] { return run_compare(*cmp); });
+}
+
+void add_report(CLI::App& app, Commands& commands) {
+  auto dir = std::make_shared<std::string>(), out = std::make_shared<std::string>();
+  CLI::App* report = app.add_subcommand("report", "Make the HTML report of a run directory (fleetsim simulate --out) again");
+  report->add_option("run_dir", *dir, "A directory written by fleetsim simulate --out")->required();
+  report->add_option("--out", *out, "Write the report here (default: RUN_DIR/report.html)");
+  commands.add(report, [dir, out] { return run_report(*dir, *out); });
+}
+
+void add_import(CLI::App& app, Commands& commands) {
+  CLI::App* import = app.add_subcommand("import", "Convert a graph from another tool into a fleetsim workflow");
+  import->require_subcommand(1);
+
+  struct ComfyArgs {
+    std::string file, costs, out;
+  };
+  auto comfy = std::make_shared<ComfyArgs>();
+  CLI::App* import_comfy = import->add_subcommand("comfyui", "A ComfyUI API-format prompt (Save (API Format))");
+  import_comfy->add_option("file", comfy->file, "ComfyUI prompt JSON")->required();
+  import_comfy->add_option("--node-costs", comfy->costs, "Costs for node types fleetsim does not know (JSON)");
+  import_comfy->add_option("--out", comfy->out, "Write the workflow here instead of stdout");
+  commands.add(import_comfy, [comfy] {
+    const std::string costs = comfy->costs.empty() ? "" : fleetsim::read_text_file(comfy->costs);
+    return emit_workflow(fleetsim::import_comfyui(fleetsim::read_text_file(comfy->file), comfy->file, fleetsim::Catalog::builtin(), costs, comfy->costs),
+                         comfy->out);
+  });
+
+  auto nccl = std::make_shared<NcclTestsArgs>();
+  CLI::App* import_nccl = import->add_subcommand("nccl-tests", "An nccl-tests log (all_reduce_perf and friends), fitted to a node type's GPU link as a profile");
+  import_nccl->add_option("file", nccl->file, "The log as nccl-tests printed it")->required();
+  import_nccl->add_option("--node-type", nccl->node_type, "Catalog node type the run was made on (one node)")->required();
+  import_nccl->add_option("--op", nccl->op, "The collective, where the log does not name its test (older nccl-tests)");
+  import_nccl->add_option("--algo", nccl->algo, "The algorithm NCCL ran: auto (NCCL's own choice, NCCL_ALGO unset), ring, tree, nvls, nvls-tree, pat or direct")->capture_default_str();
+  import_nccl->add_option("--out", nccl->out, "Write the profile here (for --profile)");
+  import_nccl->add_flag("--json", nccl->json, "Print the fitted profile as JSON instead of the table");
+  commands.add(import_nccl, [nccl] { return run_import_nccl_tests(*nccl); });
+
+  struct WfcArgs {
+    std::string file, out, reference = "h100-sxm";
+  };
+  auto wfc = std::make_shared<WfcArgs>();
+  CLI::App* import_wfc = import->add_subcommand("wfcommons", "A WfCommons WfFormat instance (schema 1.4 or 1.5)");
+  import_wfc->add_option("file", wfc->file, "WfFormat JSON")->required();
+  import_wfc->add_option("--reference-gpu", wfc->reference, "Catalog GPU on which a task's work takes its recorded runtime")->capture_default_str();
+  import_wfc->add_option("--out", wfc->out, "Write the workflow here instead of stdout");
+  commands.add(import_wfc, [wfc] {
+    const fleetsim::GpuType* reference = fleetsim::Catalog::builtin().gpu(wfc->reference);
+    if (reference == nullptr) {
+      throw fleetsim::InputError({fleetsim::Problem{"--reference-gpu", "", "unknown GPU type \"" + wfc->reference + "\""}});
+    }
+    return emit_workflow(fleetsim::import_wfcommons(fleetsim::read_text_file(wfc->file), wfc->file, *reference), wfc->out);
+  });
+}
+
+void add_kernels(CLI::App& app, Commands& commands) {
+  auto kern = std::make_shared<KernelsArgs>();
+  CLI::App* kernels = app.add_subcommand("kernels", "Time one kernel on a GPU type, or check the kernel-time model against measured kernels");
+  kernels->add_option("--gpu", kern->gpu, "A catalog GPU type, such as h100-sxm")->required();
+  kernels->add_option("--gemm", kern->gemm, "A GEMM's M,N,K, such as 4096,4096,4096: its time and why");
+  kernels->add_option("--dtype", kern->dtype, "The data type: fp64, fp32, tf32, bf16, fp16, fp8 or int8")->capture_default_str();
+  kernels->add_option("--measured", kern->measured, "A CSV of measured kernels (name,kernel,m,n,k,time_us): the error by class and operation");
+  kernels->add_option("--kernels", kern->constants, "Kernel-model constants in place of the built-in models/kernels.json (same shape)");
+  kernels->add_option("--model", kern->model, "An architecture (fleetsim catalog lists them): one step's kernels and their time");
+  kernels->add_option("--shape", kern->shape, "The step's shape for --model: batch, width, height, frames, tokens, context, as width=1024,height=1024,batch=2");
+  kernels->add_option("--runtime", kern->runtime, "How --model runs: eager (PyTorch, as ComfyUI runs it) or compiled (fused kernels, CUDA graphs); default by model");
+  kernels->add_option("--fit", kern->fit, "Fit the GPU architecture's constants to --measured and write them (models/kernels.json's shape) here");
+  kernels->add_flag("--json", kern->json, "Print JSON instead of text");
+  commands.add(kernels, [kern] { return run_kernels(*kern); });
+}
+
+void add_collective(CLI::App& app, Commands& commands) {
+  auto coll = std::make_shared<CollectiveArgs>();
+  CLI::App* collective = app.add_subcommand("collective", "Predict a collective's time and bandwidth, nccl-tests style");
+  collective->add_option("--op", coll->op, "all-reduce, all-gather, reduce-scatter, broadcast, reduce, all-to-all, send-recv")->capture_default_str();
+  collective->add_option("--cluster", coll->cluster, "A catalog node type (nodes added as --gpus needs) or a cluster/scenario file")->required();
+  collective->add_option("--gpus", coll->gpus, "Number of GPUs (ranks), the first ones of the cluster")->capture_default_str();
+  collective->add_option("--algo", coll->algo, "auto (NCCL's choice), ring, tree, nvls, nvls-tree, pat or direct")->capture_default_str();
+  collective->add_option("--proto", coll->proto, "auto (NCCL's choice), LL, LL128 or Simple")->capture_default_str();
+  collective->add_option("--measured", coll->measured,
+                         "An nccl-tests log (or a CSV of bytes,time_us): predict at its sizes, beside its times, with the error per row");
+  collective->add_option("--nccl", coll->nccl, "NCCL model constants in place of the built-in models/nccl.json (same shape)");
+  collective->add_option("--min,-b", coll->min, "Smallest size (8, 64K, 1M, 8G as nccl-tests reads them)")->capture_default_str();
+  collective->add_option("--max,-e", coll->max, "Largest size")->capture_default_str();
+  collective->add_option("--factor,-f", coll->factor, "Size multiplier between rows")->capture_default_str();
+  collective->add_flag("--json", coll->json, "Print JSON instead of the table");
+  collective->add_option("--profile", coll->profile, "A calibration profile whose link figures replace the catalog's (fleetsim import nccl-tests)");
+  commands.add(collective, [coll, collective] {
+    coll->op_given = collective->count("--op") > 0;
+    coll->gpus_given = collective->count("--gpus") > 0;
+    return run_collective(*coll);
+  });
+}
+
+// An unknown command is named, with the ones there are.
+bool known_command(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return true;
+  const std::function<bool(const CLI::App*)> every = [](const CLI::App*) { return true; };
+  const auto all = app.get_subcommands(every);
+  if (std::any_of(all.begin(), all.end(), [&](const CLI::App* c) { return c->check_name(argv[1]); })) return true;
+  std::string names;
+  for (const CLI::App* c : all) names += (names.empty() ? "" : ", ") + c->get_name();
+  std::cerr << "fleetsim: unknown command \"" << argv[1] << "\" (commands: " << names << ")\n";
+  return false;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"fleetsim: discrete-event simulator and capacity planner for GPU clusters"};
   app.require_subcommand(1);
@@ -742,162 +990,24 @@ int main(int argc, char** argv) {
   app.add_flag("--quiet,-q", quiet, "No progress lines or notes on stderr");
   app.fallthrough();  // --quiet after the command too
 
-  bool catalog_json = false;
-  CLI::App* catalog = app.add_subcommand("catalog", "List the hardware catalog: GPU, node and link types");
-  catalog->add_flag("--json", catalog_json, "Print the whole catalog as JSON, with sources");
+  std::string command_line = "fleetsim";
+  for (int i = 1; i < argc; ++i) command_line += std::string(" ") + argv[i];
+  Commands commands;
+  add_catalog(app, commands);
+  add_simulate(app, commands);
+  add_run(app, commands);
+  add_validate(app, commands);
+  add_calibrate(app, commands, command_line);
+  add_train(app, commands);
+  add_plan(app, commands);
+  add_policies(app, commands);
+  add_compare(app, commands);
+  add_report(app, commands);
+  add_import(app, commands);
+  add_kernels(app, commands);
+  add_collective(app, commands);
 
-  SimulateArgs sim;
-  CLI::App* simulate = app.add_subcommand("simulate", "Simulate a scenario and print its summary");
-  simulate->add_option("scenario", sim.scenario, "Scenario file (JSON), or with --cluster one workflow or ComfyUI graph")->required();
-  simulate->add_option("--cluster", sim.cluster, "Run the file as one workflow arriving once on this cluster: NODE_TYPE[:COUNT], as hgx-h100-8:2; prints each task's times and why");
-  simulate->add_option("--seed", sim.seed, "Random seed (default: the scenario's)")->check(kSeed);
-  simulate->add_option("--out", sim.out_dir,
-                       "Write the run directory here: summary.json, the trace (CSV, JSON, and trace.perfetto.json for ui.perfetto.dev), "
-                       "decisions, link, VRAM and cost timelines, report.html and run.json");
-  simulate->add_flag("--json", sim.json, "Print the summary as JSON on stdout");
-  simulate->add_option("--report", sim.report, "Write an HTML report (Gantt chart, utilization, VRAM, queue, latency CDF, link heatmap) here");
-  simulate->add_option("--set", sim.sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
-  simulate->add_option("--policy-plugin", sim.plugins, "Load a policy from a shared library (repeatable)");
-  simulate->add_option("--profile", sim.profile, "A calibration profile whose figures replace the catalog's (fleetsim calibrate)");
-
-  RunArgs run;
-  CLI::App* execute = app.add_subcommand("run", "Run a scenario's tasks for real on local devices, as the simulator scheduled them");
-  execute->add_option("scenario", run.scenario, "Scenario file (JSON)")->required();
-  execute->add_option("--backend", run.backend, "cpu (every machine) or cuda")->capture_default_str();
-  execute->add_option("--seed", run.seed, "Random seed of the plan (default: the scenario's)")->check(kSeed);
-  execute->add_option("--work-scale", run.work_scale, "Multiply every task's work, memory and tensors (shrinks GPU-sized scenarios)")->capture_default_str();
-  execute->add_option("--max-seconds", run.max_seconds, "Refuse a run whose work would take one core longer than this")->capture_default_str();
-  execute->add_option("--out", run.out_dir, "Write summary.json, trace.csv, trace.json (measured), predicted_trace.csv and task_errors.csv here");
-  execute->add_option("--set", run.sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
-  execute->add_flag("--dry-run", run.dry_run, "Print the schedule (each device's tasks in order) and run nothing");
-  execute->add_flag("--json", run.json, "Print the measured summary as JSON on stdout");
-  execute->add_option("--report", run.report, "Write an HTML page: predicted against measured (scatter) and the error table");
-  execute->add_option("--profile", run.profile, "A calibration profile whose figures replace the catalog's in the plan");
-
-  RunArgs val;
-  val.validate = true;
-  val.out_dir = "validation";
-  CLI::App* validate = app.add_subcommand("validate", "Run a scenario for real and in simulation with one schedule; report the prediction error");
-  validate->add_option("scenario", val.scenario, "Scenario file (JSON)")->required();
-  validate->add_option("--profile", val.profile, "Calibration profile of this machine (fleetsim calibrate --out)")->required();
-  validate->add_option("--backend", val.backend, "cpu (every machine) or cuda")->capture_default_str();
-  validate->add_option("--seed", val.seed, "Random seed of the plan (default: the scenario's)")->check(kSeed);
-  validate->add_option("--work-scale", val.work_scale, "Multiply every task's work, memory and tensors")->capture_default_str();
-  validate->add_option("--max-seconds", val.max_seconds, "Refuse a run whose work would take one core longer than this")->capture_default_str();
-  validate->add_option("--out", val.out_dir, "Report directory: validation.txt, scatter.svg, task_errors.csv, both traces, summary.json")->capture_default_str();
-  validate->add_option("--set", val.sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
-  validate->add_option("--report", val.report, "Write the HTML report (scatter chart and error table) here too");
-  validate->add_flag("--json", val.json, "Print the errors (per task and makespan) as JSON instead of the table");
-
-  CalibrateArgs cal;
-  CLI::App* calibrate = app.add_subcommand("calibrate", "Measure this machine's devices with microbenchmarks; fit a profile for --profile");
-  calibrate->add_option("--backend", cal.backend, "cpu (every machine) or cuda")->capture_default_str();
-  calibrate->add_option("--out", cal.out, "Write the profile (JSON) here");
-  calibrate->add_option("--repeats", cal.repeats, "Timed runs per point (the median is kept)")->capture_default_str()->check(CLI::Range(1, 1000));
-  calibrate->add_option("--gpu-type", cal.gpu_type, "cuda: the catalog GPU type to calibrate (default: read off local GPU 0's name)");
-  calibrate->add_option("--node-type", cal.node_type, "cuda: the catalog node type whose links are calibrated (default: the smallest that holds the GPUs)");
-  calibrate->add_flag("--json", cal.json, "Print the profile as JSON instead of the table");
-
-  TrainArgs train;
-  CLI::App* train_cmd = app.add_subcommand("train", "One training iteration of a transformer under TP x PP x DP: time, MFU, bubble, memory per GPU");
-  train_cmd->add_option("job", train.file, "Training job file (JSON): cluster, model, parallelism, batch, schedule, recompute")->required();
-  train_cmd->add_option("--sweep", train.sweep, "One setting over several values, as a scaling table: dp=1,8,64 (global batch grows with dp), pp=, tp=, micro=, global=");
-  train_cmd->add_flag("--json", train.json, "Print JSON instead of the table");
-
-  PlanArgs plan;
-  CLI::App* plan_cmd = app.add_subcommand("plan", "Find the cheapest cluster that meets the SLOs, at today's load and grown loads");
-  plan_cmd->add_option("plan", plan.file, "Plan file (JSON): base scenario, search space, SLOs, load growth")->required();
-  plan_cmd->add_option("--threads", plan.threads, "Parallel searches (default: all cores)");
-  plan_cmd->add_option("--out", plan.out_dir, "Write plan.json, plan.csv and plan.html (frontier chart) here");
-  plan_cmd->add_flag("--exhaustive", plan.exhaustive, "Simulate every node count instead of bisecting (slower; checks the search)");
-  plan_cmd->add_flag("--json", plan.json, "Print JSON instead of the table");
-  plan_cmd->add_option("--report", plan.report, "Write the HTML report (frontier chart and every point) here");
-  plan_cmd->add_option("--profile", plan.profile, "A calibration profile whose figures replace the catalog's in every candidate (fleetsim calibrate)");
-
-  bool policies_json = false;
-  CLI::App* policies = app.add_subcommand("policies", "List the scheduling policies with their parameters");
-  policies->add_flag("--json", policies_json, "Print JSON");
-
-  CompareArgs cmp;
-  CLI::App* compare = app.add_subcommand("compare", "Run a scenario under several policies and seeds; mean and 95% CI per metric");
-  compare->add_option("scenario", cmp.scenario, "Scenario file (JSON)")->required();
-  compare->add_option("--policies", cmp.policies, "Comma-separated policy names (default: all)");
-  compare->add_option("--seeds", cmp.seeds, "Seeds per policy: the scenario's seed and the next ones")->capture_default_str()->check(CLI::PositiveNumber);
-  compare->add_option("--threads", cmp.threads, "Parallel runs (default: all cores)");
-  compare->add_option("--set", cmp.sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
-  compare->add_option("--policy-plugin", cmp.plugins, "Load a policy from a shared library (repeatable)");
-  compare->add_option("--profile", cmp.profile, "A calibration profile whose figures replace the catalog's (fleetsim calibrate)");
-  compare->add_option("--out", cmp.out_dir, "Write comparison.csv (one row per run) and comparison.json here");
-  compare->add_flag("--json", cmp.json, "Print JSON instead of the table");
-  compare->add_option("--report", cmp.report, "Write an HTML report (each metric per policy with its confidence interval) here");
-
-  std::string report_dir, report_out;
-  CLI::App* report = app.add_subcommand("report", "Make the HTML report of a run directory (fleetsim simulate --out) again");
-  report->add_option("run_dir", report_dir, "A directory written by fleetsim simulate --out")->required();
-  report->add_option("--out", report_out, "Write the report here (default: RUN_DIR/report.html)");
-
-  std::string import_file, import_costs, import_out;
-  CLI::App* import = app.add_subcommand("import", "Convert a graph from another tool into a fleetsim workflow");
-  CLI::App* import_comfy = import->add_subcommand("comfyui", "A ComfyUI API-format prompt (Save (API Format))");
-  import->require_subcommand(1);
-  import_comfy->add_option("file", import_file, "ComfyUI prompt JSON")->required();
-  import_comfy->add_option("--node-costs", import_costs, "Costs for node types fleetsim does not know (JSON)");
-  import_comfy->add_option("--out", import_out, "Write the workflow here instead of stdout");
-  NcclTestsArgs nccl;
-  CLI::App* import_nccl = import->add_subcommand("nccl-tests", "An nccl-tests log (all_reduce_perf and friends), fitted to a node type's GPU link as a profile");
-  import_nccl->add_option("file", nccl.file, "The log as nccl-tests printed it")->required();
-  import_nccl->add_option("--node-type", nccl.node_type, "Catalog node type the run was made on (one node)")->required();
-  import_nccl->add_option("--op", nccl.op, "The collective, where the log does not name its test (older nccl-tests)");
-  import_nccl->add_option("--algo", nccl.algo, "The algorithm NCCL ran: auto (NCCL's own choice, NCCL_ALGO unset), ring, tree, nvls, nvls-tree, pat or direct")->capture_default_str();
-  import_nccl->add_option("--out", nccl.out, "Write the profile here (for --profile)");
-  import_nccl->add_flag("--json", nccl.json, "Print the fitted profile as JSON instead of the table");
-  std::string wfc_file, wfc_out, wfc_reference = "h100-sxm";
-  CLI::App* import_wfc = import->add_subcommand("wfcommons", "A WfCommons WfFormat instance (schema 1.4 or 1.5)");
-  import_wfc->add_option("file", wfc_file, "WfFormat JSON")->required();
-  import_wfc->add_option("--reference-gpu", wfc_reference, "Catalog GPU on which a task's work takes its recorded runtime")
-      ->capture_default_str();
-  import_wfc->add_option("--out", wfc_out, "Write the workflow here instead of stdout");
-
-  KernelsArgs kern;
-  CLI::App* kernels = app.add_subcommand("kernels", "Time one kernel on a GPU type, or check the kernel-time model against measured kernels");
-  kernels->add_option("--gpu", kern.gpu, "A catalog GPU type, such as h100-sxm")->required();
-  kernels->add_option("--gemm", kern.gemm, "A GEMM's M,N,K, such as 4096,4096,4096: its time and why");
-  kernels->add_option("--dtype", kern.dtype, "The data type: fp64, fp32, tf32, bf16, fp16, fp8 or int8")->capture_default_str();
-  kernels->add_option("--measured", kern.measured, "A CSV of measured kernels (name,kernel,m,n,k,time_us): the error by class and operation");
-  kernels->add_option("--kernels", kern.constants, "Kernel-model constants in place of the built-in models/kernels.json (same shape)");
-  kernels->add_option("--model", kern.model, "An architecture (fleetsim catalog lists them): one step's kernels and their time");
-  kernels->add_option("--shape", kern.shape, "The step's shape for --model: batch, width, height, frames, tokens, context, as width=1024,height=1024,batch=2");
-  kernels->add_option("--runtime", kern.runtime, "How --model runs: eager (PyTorch, as ComfyUI runs it) or compiled (fused kernels, CUDA graphs); default by model");
-  kernels->add_option("--fit", kern.fit, "Fit the GPU architecture's constants to --measured and write them (models/kernels.json's shape) here");
-  kernels->add_flag("--json", kern.json, "Print JSON instead of text");
-
-  CollectiveArgs coll;
-  CLI::App* collective = app.add_subcommand("collective", "Predict a collective's time and bandwidth, nccl-tests style");
-  collective->add_option("--op", coll.op, "all-reduce, all-gather, reduce-scatter, broadcast, reduce, all-to-all, send-recv")->capture_default_str();
-  collective->add_option("--cluster", coll.cluster, "A catalog node type (nodes added as --gpus needs) or a cluster/scenario file")->required();
-  collective->add_option("--gpus", coll.gpus, "Number of GPUs (ranks), the first ones of the cluster")->capture_default_str();
-  collective->add_option("--algo", coll.algo, "auto (NCCL's choice), ring, tree, nvls, nvls-tree, pat or direct")->capture_default_str();
-  collective->add_option("--proto", coll.proto, "auto (NCCL's choice), LL, LL128 or Simple")->capture_default_str();
-  collective->add_option("--measured", coll.measured,
-                         "An nccl-tests log (or a CSV of bytes,time_us): predict at its sizes, beside its times, with the error per row");
-  collective->add_option("--nccl", coll.nccl, "NCCL model constants in place of the built-in models/nccl.json (same shape)");
-  collective->add_option("--min,-b", coll.min, "Smallest size (8, 64K, 1M, 8G as nccl-tests reads them)")->capture_default_str();
-  collective->add_option("--max,-e", coll.max, "Largest size")->capture_default_str();
-  collective->add_option("--factor,-f", coll.factor, "Size multiplier between rows")->capture_default_str();
-  collective->add_flag("--json", coll.json, "Print JSON instead of the table");
-  collective->add_option("--profile", coll.profile, "A calibration profile whose link figures replace the catalog's (fleetsim import nccl-tests)");
-
-  // An unknown command is named, with the ones there are.
-  const std::function<bool(const CLI::App*)> every = [](const CLI::App*) { return true; };
-  const auto all_commands = std::as_const(app).get_subcommands(every);
-  const bool known = argc < 2 || argv[1][0] == '-' ||
-                     std::any_of(all_commands.begin(), all_commands.end(), [&](const CLI::App* c) { return c->check_name(argv[1]); });
-  if (!known) {
-    std::string commands;
-    for (const CLI::App* c : all_commands) commands += (commands.empty() ? "" : ", ") + c->get_name();
-    std::cerr << "fleetsim: unknown command \"" << argv[1] << "\" (commands: " << commands << ")\n";
-    return kBadInput;
-  }
+  if (!known_command(app, argc, argv)) return kBadInput;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -906,54 +1016,8 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (*catalog) {
-      const fleetsim::Catalog& c = fleetsim::Catalog::builtin();
-      if (catalog_json) {
-        std::cout << fleetsim::catalog_json(c);
-      } else {
-        fleetsim::write_catalog_text(std::cout, c);
-      }
-      return kOk;
-    }
-    if (*simulate) return run_simulate(sim);
-    if (*kernels) return run_kernels(kern);
-    if (*collective) {
-      coll.op_given = collective->count("--op") > 0;
-      coll.gpus_given = collective->count("--gpus") > 0;
-      return run_collective(coll);
-    }
-    if (*execute) return run_execute(run);
-    if (*validate) return run_execute(val);
-    if (*calibrate) {
-      std::string command = "fleetsim";
-      for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
-      return run_calibrate(cal, command);
-    }
-    if (*compare) return run_compare(cmp);
-    if (*report) return run_report(report_dir, report_out);
-    if (*plan_cmd) return run_plan(plan);
-    if (*train_cmd) return run_train(train);
-    if (*import_nccl) return run_import_nccl_tests(nccl);
-    if (*import_wfc) {
-      const fleetsim::GpuType* reference = fleetsim::Catalog::builtin().gpu(wfc_reference);
-      if (reference == nullptr) {
-        throw fleetsim::InputError({fleetsim::Problem{"--reference-gpu", "", "unknown GPU type \"" + wfc_reference + "\""}});
-      }
-      return emit_workflow(fleetsim::import_wfcommons(fleetsim::read_text_file(wfc_file), wfc_file, *reference), wfc_out);
-    }
-    if (*import_comfy) {
-      const std::string costs = import_costs.empty() ? "" : fleetsim::read_text_file(import_costs);
-      return emit_workflow(fleetsim::import_comfyui(fleetsim::read_text_file(import_file), import_file,
-                                                    fleetsim::Catalog::builtin(), costs, import_costs),
-                           import_out);
-    }
-    if (*policies) {
-      if (policies_json) {
-        std::cout << fleetsim::policies_json();
-      } else {
-        fleetsim::write_policies_text(std::cout);
-      }
-      return kOk;
+    for (const auto& [command, run] : commands.list) {
+      if (command->parsed()) return run();
     }
   } catch (const fleetsim::InputError& e) {
     std::cerr << "fleetsim: invalid input\n" << e.what() << "\n";
