@@ -9,7 +9,7 @@ namespace fleetsim::run {
 
 // kArrival: an instance arrives (subject: the instance).
 // kComputeDone, kCommStart, kRetry: a task's compute ends, its overlapped collective starts, it runs
-//   again after a failure (subject: the task; the kind carries the task's stamp, see Tasks::event).
+//   again after a failure (subject: the task; the kind carries the task's stamp, see stamped() below).
 // kNetwork: the network's next delivery (subject: the wake-up generation; stale ones are skipped).
 // kSchedule: a scheduling round.
 // kFault, kRepair: a fault source fails or is repaired (subject: the source, see Faults).
