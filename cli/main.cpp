@@ -893,8 +893,8 @@ void add_import(CLI::App& app, Commands& commands) {
     std::string file, costs, out;
   };
   auto comfy = std::make_shared<ComfyArgs>();
-  CLI::App* import_comfy = import->add_subcommand("comfyui", "A ComfyUI API-format prompt (Save (API Format))");
-  import_comfy->add_option("file", comfy->file, "ComfyUI prompt JSON")->required();
+  CLI::App* import_comfy = import->add_subcommand("comfyui", "A ComfyUI graph: the API format (Save (API Format)) or the UI workflow (Save)");
+  import_comfy->add_option("file", comfy->file, "ComfyUI graph JSON")->required();
   import_comfy->add_option("--node-costs", comfy->costs, "Costs for node types fleetsim does not know (JSON)");
   import_comfy->add_option("--out", comfy->out, "Write the workflow here instead of stdout");
   commands.add(import_comfy, [comfy] {
