@@ -1165,11 +1165,10 @@ class Run : public run::ElasticHost {
   std::vector<run::RunListener*> listeners_;  // the optional features attached
 
   std::function<void(std::size_t, std::size_t)> progress_cb_;
-  // Faults.
-  static constexpr std::uint32_t kNoTask = 0xFFFFFFFFu;
   SharedCompute shared_;                       // the pace of tasks on time-sliced GPUs
   std::vector<std::uint32_t> changed_;         // scratch: tasks whose pace changed
   std::vector<std::uint32_t> stamp_;           // per task: its events' stamp (see task_event)
+  // Recovery: runs stopped by failures, preemption or resizes, their checkpoints and retries.
   std::vector<std::uint32_t> run_;             // per task: runs stopped by failures, so the current run's number
   std::vector<double> progress_;               // per task: share of its compute saved by checkpoints
   std::vector<double> full_compute_s_;         // per task: this run's compute time from scratch
@@ -1181,26 +1180,25 @@ class Run : public run::ElasticHost {
     std::string reason;
   };
   std::vector<Stranded> stranded_;             // tasks with a flow no route can carry, stopped after the event
-  // Autoscaling.
   std::uint64_t tasks_stopped_ = 0, tasks_preempted_ = 0, retries_ = 0, recoveries_ = 0;
   std::vector<std::uint32_t> preempted_runs_;  // per task: runs a preemption or an elastic resize ended (not counted as attempts)
   std::vector<GpuId> freed_;                   // GPUs freed by this round's preemptions
-  bool record_decisions_ = false;
   double lost_gpu_s_ = 0, recovery_s_ = 0;
+  std::vector<double> resume_s_;                // per task: restore or restart its run paid before computing
+  std::vector<std::uint8_t> restart_pending_;   // per task: resized, its restart not yet begun
+  double restart_gpu_s_ = 0;                    // GPU-time elastic tasks' gangs spent restarting
+  // Tasks: inputs, edge tensors, weights and offload.
   std::vector<std::uint32_t> pending_inputs_;  // per task
   std::vector<std::uint32_t> first_edge_;             // per instance: offset into edge_held_
   std::vector<double> edge_held_;                     // per instance edge: bytes held in the producer's VRAM
   std::vector<std::vector<std::uint32_t>> host_models_;  // per node: models its host memory holds (read from storage)
   std::vector<double> offloaded_;  // per entry of trace_.gpus: working-set bytes its task keeps in host memory
   std::unordered_map<std::uint64_t, std::uint32_t> pending_loads_;  // weights flow tag -> into trace_.weight_loads
-
-  // Elastic tasks.
-  std::vector<double> resume_s_;                // per task: restore or restart its run paid before computing
-  std::vector<std::uint8_t> restart_pending_;   // per task: resized, its restart not yet begun
-  double restart_gpu_s_ = 0;                    // GPU-time elastic tasks' gangs spent restarting
+  // The policy round: the ready queue, this round's decisions, and whether a round is wanted.
   std::vector<ReadyTask> ready_;
   std::vector<std::uint8_t> decided_;
   Decisions decisions_;
+  bool record_decisions_ = false;
   bool dirty_ = false;
   bool schedule_pending_ = false;
 };
