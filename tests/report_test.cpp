@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "../reports/src/json_stream.hpp"
 #include "fleetsim/report.hpp"
 #include "helpers.hpp"
 
@@ -81,5 +82,34 @@ TEST_CASE("tasks sharing a GPU get lanes of its track, so no slices overlap", "[
       INFO("thread " << tid);
       CHECK((s[i].first >= s[i - 1].second - 1e-6 || s[i].second <= s[i - 1].second + 1e-6));
     }
+  }
+}
+
+TEST_CASE("a JSON array written element by element is the dump of the whole array", "[report][json]") {
+  using nlohmann::ordered_json;
+  const ordered_json elements = ordered_json::array({ordered_json{{"a", 1}, {"b", {1.5, nullptr}}, {"c", "two\nlines \"quoted\""}},
+                                                     ordered_json::array(), ordered_json::object(), 2.0, "x"});
+  for (const int indent : {-1, 1, 2}) {
+    INFO("indent " << indent);
+    for (const std::size_t count : {std::size_t{0}, std::size_t{1}, elements.size()}) {
+      ordered_json whole = ordered_json::array();
+      std::ostringstream streamed;
+      JsonArrayStream array(streamed, indent);
+      for (std::size_t i = 0; i < count; ++i) {
+        whole.push_back(elements[i]);
+        array.add(elements[i]);
+      }
+      array.close();
+      CHECK(streamed.str() == whole.dump(indent));
+    }
+    // Nested one level, as a document's member.
+    ordered_json doc{{"items", elements}};
+    std::ostringstream streamed;
+    streamed << (indent < 0 ? "{\"items\":" : "{\n" + std::string(static_cast<std::size_t>(indent), ' ') + "\"items\": ");
+    JsonArrayStream array(streamed, indent, 1);
+    for (const auto& e : elements) array.add(e);
+    array.close();
+    streamed << (indent < 0 ? "}" : "\n}");
+    CHECK(streamed.str() == doc.dump(indent));
   }
 }
