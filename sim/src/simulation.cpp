@@ -20,6 +20,7 @@
 #include "run/flows.hpp"
 #include "run/occupancy.hpp"
 #include "run/predictions.hpp"
+#include "run/slots.hpp"
 #include "run/workload.hpp"
 #include "shared_compute.hpp"
 
@@ -45,18 +46,6 @@ std::vector<double> interference(const Cluster& cluster) {
     f.push_back(group.time_sliced_tasks > 1 ? group.interference : SharedCompute::kExclusive);
   }
   return f;
-}
-
-// A slot of `pool` given back earlier (its index in `free`), or a new one.
-template <typename T>
-std::uint32_t take_slot(std::vector<T>& pool, std::vector<std::uint32_t>& free) {
-  if (free.empty()) {
-    pool.emplace_back();
-    return static_cast<std::uint32_t>(pool.size() - 1);
-  }
-  const std::uint32_t slot = free.back();
-  free.pop_back();
-  return slot;
 }
 
 class Run : public run::ElasticHost {

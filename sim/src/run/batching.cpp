@@ -7,6 +7,7 @@
 
 #include "events.hpp"
 #include "fleetsim/memory.hpp"
+#include "slots.hpp"
 
 namespace fleetsim::run {
 
@@ -74,14 +75,7 @@ void Batching::forget(TaskId task) {
 }
 
 std::uint32_t Batching::open(TaskId leader) {
-  std::uint32_t slot;
-  if (free_batches_.empty()) {
-    batches_.emplace_back();
-    slot = static_cast<std::uint32_t>(batches_.size() - 1);
-  } else {
-    slot = free_batches_.back();
-    free_batches_.pop_back();
-  }
+  const std::uint32_t slot = take_slot(batches_, free_batches_);
   batches_[slot].members.assign(1, leader);
   batch_of_[index(leader)] = slot;
   return slot;

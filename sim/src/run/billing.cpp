@@ -9,10 +9,11 @@ Billing::Billing(const Scenario& sc, const Cluster& cluster, const EventQueue& q
       record_(record_samples),
       spot_first_(cluster.node_count() - static_cast<std::uint32_t>(sc.spot.nodes)) {}
 
+double Billing::price_factor(std::uint32_t n) const { return spot(n) ? sc_.spot.price_factor : 1.0; }
+
 double Billing::node_rate(std::uint32_t n) const {
   const NodeId node = make_id<NodeId>(n);
-  const double factor = spot(n) ? sc_.spot.price_factor : 1.0;
-  return cluster_.gpu_type(cluster_.first_gpu(node)).price_usd_per_hour * cluster_.gpus_in(node) * factor;
+  return cluster_.gpu_type(cluster_.first_gpu(node)).price_usd_per_hour * cluster_.gpus_in(node) * price_factor(n);
 }
 
 void Billing::open_timeline() {
@@ -21,8 +22,7 @@ void Billing::open_timeline() {
 
 double Billing::cost_usd(std::uint32_t n, double on_s) const {
   const NodeId node = make_id<NodeId>(n);
-  const double factor = spot(n) ? sc_.spot.price_factor : 1.0;
-  return on_s / 3600 * cluster_.gpu_type(cluster_.first_gpu(node)).price_usd_per_hour * cluster_.gpus_in(node) * factor;
+  return on_s / 3600 * cluster_.gpu_type(cluster_.first_gpu(node)).price_usd_per_hour * cluster_.gpus_in(node) * price_factor(n);
 }
 
 void Billing::add(double delta_usd_per_hour) {

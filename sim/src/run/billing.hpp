@@ -32,6 +32,7 @@ class Billing {
 
  private:
   void add(double delta_usd_per_hour);
+  double price_factor(std::uint32_t node) const;  // spot nodes' factor, else 1
 
   const Scenario& sc_;
   const Cluster& cluster_;
