@@ -20,6 +20,7 @@
 #include "run/flows.hpp"
 #include "run/occupancy.hpp"
 #include "run/predictions.hpp"
+#include "run/recovery.hpp"
 #include "run/slots.hpp"
 #include "run/workload.hpp"
 #include "shared_compute.hpp"
@@ -63,6 +64,7 @@ class Run : public run::ElasticHost {
         occupancy_(scenario, cluster_, trace_, dirty_),
         billing_(scenario, cluster_, queue_, options.record_link_samples),
         faults_(scenario, cluster_, topology_, occupancy_, seed_, queue_),
+        recovery_(scenario.faults),
         predicted_(scenario, cluster_, compute_),
         batching_(scenario, predicted_, queue_, dirty_),
         shared_(interference(cluster_)) {
@@ -163,13 +165,7 @@ class Run : public run::ElasticHost {
     summary.stalled = stalled;
     faults_.summarize(end_s, summary);
     summary.flows_rerouted = flows_.rerouted();
-    summary.tasks_stopped = tasks_stopped_;
-    summary.tasks_preempted = tasks_preempted_;
-    summary.restart_gpu_s = restart_gpu_s_;
-    summary.retries = retries_;
-    summary.lost_gpu_s = lost_gpu_s_;
-    summary.goodput = summary.gpu_busy_s + lost_gpu_s_ > 0 ? summary.gpu_busy_s / (summary.gpu_busy_s + lost_gpu_s_) : 1;
-    summary.mean_recovery_s = recoveries_ > 0 ? recovery_s_ / static_cast<double>(recoveries_) : 0;
+    recovery_.summarize(summary);
     if (autoscaler_) autoscaler_->summarize(end_s, summary);
     if (autoscaler_ || sc_.spot.any()) {
       // With an autoscaler only nodes on are billed (provisioning included); spot nodes at their price.
@@ -219,15 +215,7 @@ class Run : public run::ElasticHost {
     batching_.size_tasks(total_tasks);
     if (elastic_) elastic_->size_tasks(total_tasks);
     if (restartable_ || shared_.any()) stamp_.assign(total_tasks, 0);
-    if (restartable_) {
-      run_.assign(total_tasks, 0);
-      preempted_runs_.assign(total_tasks, 0);
-      progress_.assign(total_tasks, 0.0);
-      full_compute_s_.assign(total_tasks, 0.0);
-      stopped_at_.assign(total_tasks, kNever);
-      resume_s_.assign(total_tasks, 0.0);
-      restart_pending_.assign(total_tasks, 0);
-    }
+    recovery_.size_tasks(total_tasks, restartable_);
     stage_.assign(total_tasks, Stage::inputs);
     plan_of_.assign(total_tasks, kNoPlan);
     parts_left_.assign(total_tasks, 0);
@@ -406,11 +394,7 @@ class Run : public run::ElasticHost {
     for (GpuId g : gpus) {
       occupancy_.add_task(index(g), index(id));
     }
-    if (restartable_ && stopped_at_[index(id)] != kNever) {
-      recovery_s_ += queue_.now() - stopped_at_[index(id)];
-      ++recoveries_;
-      stopped_at_[index(id)] = kNever;
-    }
+    recovery_.started(id, queue_.now());
     occupancy_.add_tenant_gpus(r.tenant, static_cast<std::int64_t>(gpus.size()));
     r.gpu_begin = static_cast<std::uint32_t>(trace_.gpus.size());
     r.gpu_count = static_cast<std::uint32_t>(gpus.size());
@@ -497,11 +481,7 @@ class Run : public run::ElasticHost {
       offloaded_.back() = memory_.offload_bytes(g, model, weights, working_set);
       memory_.admit(g, model, weights, working_set - offloaded_.back(), queue_.now());
       occupancy_.add_tenant_gpus(r.tenant, 1);
-      if (restartable_ && stopped_at_[index(f)] != kNever) {
-        recovery_s_ += queue_.now() - stopped_at_[index(f)];
-        ++recoveries_;
-        stopped_at_[index(f)] = kNever;
-      }
+      recovery_.started(f, queue_.now());
       batching_.join(slot, f);
       if (record_decisions_) record_decision(DecisionKind::placed, f, "batched with task \"" + s.name + "\"");
       start_inputs(f, g);
@@ -544,7 +524,7 @@ class Run : public run::ElasticHost {
       r.compute_start_s = queue_.now();
       record_parts(r, estimate);
       parts_left_[index(m)] = 1;
-      if (restartable_) full_compute_s_[index(m)] = compute_s;
+      if (recovery_.on()) recovery_.set_full_compute(m, compute_s);
     }
     // One compute for the batch: the leader's end ends its followers first.
     run_compute(members.front(), compute_s);
@@ -605,11 +585,7 @@ class Run : public run::ElasticHost {
       compute_s = std::max(compute_s, e.total_s());
     }
     // A run resuming from a checkpoint restores it, then does what is left.
-    if (restartable_) {
-      full_compute_s_[index(id)] = compute_s;
-      resume_s_[index(id)] = resume_cost_s(id);
-      compute_s = resume_s_[index(id)] + (1 - progress_[index(id)]) * compute_s;
-    }
+    if (recovery_.on()) compute_s = recovery_.begin_compute(id, compute_s, s.elastic ? s.elastic->restart_s : 0, r.gpu_count);
     // Policies predict with the declared work (a trace job's duration), not a random draw.
     const double known = known_scale(id) / static_cast<double>(r.gpu_count);
     double predicted_s = 0;
@@ -823,14 +799,14 @@ class Run : public run::ElasticHost {
   void reroute_flows_on(std::uint32_t link, const std::string& event) {
     for (const run::Flows::Moved& m : flows_.reroute_off(link)) {
       if (!m.stranded) continue;
-      stranded_.push_back({m.tag.task, run_[index(m.tag.task)],
+      stranded_.push_back({m.tag.task, recovery_.run(m.tag.task),
                            event + ": no route left from " + topology_.vertex_name(m.from) + " to " + topology_.vertex_name(m.to)});
     }
   }
 
   // A flow that no route can carry: its task is stopped after the current event, when nothing of it is half done.
   void strand(TaskId id, std::uint32_t from, std::uint32_t to) {
-    stranded_.push_back({id, run_[index(id)], "link failures left no route from " + topology_.vertex_name(from) + " to " +
+    stranded_.push_back({id, recovery_.run(id), "link failures left no route from " + topology_.vertex_name(from) + " to " +
                                                  topology_.vertex_name(to)});
   }
 
@@ -838,7 +814,7 @@ class Run : public run::ElasticHost {
     std::vector<Stranded> stranded;
     stranded.swap(stranded_);
     for (const Stranded& s : stranded) {
-      if (trace_.tasks[index(s.task)].status == TaskStatus::running && run_[index(s.task)] == s.run) stop_task(s.task, s.reason);
+      if (trace_.tasks[index(s.task)].status == TaskStatus::running && recovery_.run(s.task) == s.run) stop_task(s.task, s.reason);
     }
   }
 
@@ -887,14 +863,7 @@ class Run : public run::ElasticHost {
     }
     TaskRecord& r = trace_.tasks[index(id)];
     const double now = queue_.now();
-    const FaultSpec& f = sc_.faults;
-    if (preempted) {
-      ++tasks_preempted_;
-      ++preempted_runs_[index(id)];
-    } else {
-      ++tasks_stopped_;
-      record_decision(DecisionKind::stopped, id, what);
-    }
+    if (!preempted) record_decision(DecisionKind::stopped, id, what);
     dropped_.clear();
     network_.cancel_if([&](std::uint64_t tag) { return FlowTag::of(tag).task == id; }, now, dropped_);
     flows_.changed();
@@ -910,38 +879,26 @@ class Run : public run::ElasticHost {
       free_plans_.push_back(plan_of_[index(id)]);
       plan_of_[index(id)] = kNoPlan;
     }
-    // Checkpoints: whole intervals of this run's compute are kept.
     double saved_s = 0;
-    if (r.compute_start_s != kNever && f.checkpoint_interval_s > 0 && full_compute_s_[index(id)] > 0) {
-      const double resumed = resume_s_[index(id)];
-      const double elapsed = shared_.computing(index(id)) ? shared_.done_s(index(id), now) : now - r.compute_start_s;
-      const double computed = std::min(elapsed - resumed, (1 - progress_[index(id)]) * full_compute_s_[index(id)]);
-      saved_s = computed > 0 ? std::floor(computed / f.checkpoint_interval_s) * f.checkpoint_interval_s : 0;
-      progress_[index(id)] = std::min(progress_[index(id)] + saved_s / full_compute_s_[index(id)], 1.0);
+    if (r.compute_start_s != kNever && recovery_.checkpoints()) {
+      saved_s = recovery_.checkpoint(id, shared_.computing(index(id)) ? shared_.done_s(index(id), now) : now - r.compute_start_s);
     }
-    lost_gpu_s_ += std::max(0.0, now - gang_start_s(r) - saved_s) * r.gpu_count;
+    const double lost_gpu_s = std::max(0.0, now - gang_start_s(r) - saved_s) * r.gpu_count;
     release_gpus(r);
     for (GpuId g : unloaded) memory_.drop_unloaded(g, predicted_.model(r.workflow, r.task), now);
-    ++run_[index(id)];
     ++stamp_[index(id)];
     pending_flows_[index(id)] = 0;
     parts_left_[index(id)] = 0;
     r.status = TaskStatus::queued;
     r.start_s = r.compute_start_s = r.comm_start_s = r.resized_s = kNever;
-    restart_pending_[index(id)] = 0;
     r.gpu_count = 0;
     r.input_bytes = 0;
     r.offload_bytes = 0;
     r.batched_with = 0;
-    stopped_at_[index(id)] = now;
-    // run_ counts the runs a failure or a preemption has stopped.
-    if (preempted) {
-      queue_.push(now, task_event(kRetry, id), index(id));
-    } else if (run_[index(id)] - preempted_runs_[index(id)] < static_cast<std::uint32_t>(f.max_attempts)) {
-      ++retries_;
-      queue_.push(now + f.backoff_s, task_event(kRetry, id), index(id));
+    if (const std::optional<double> again_s = recovery_.stopped(id, now, preempted, lost_gpu_s)) {
+      queue_.push(*again_s, task_event(kRetry, id), index(id));
     } else {
-      fail_task(id, what + " (run " + std::to_string(run_[index(id)] - preempted_runs_[index(id)]) + " of " + std::to_string(f.max_attempts) + ")");
+      fail_task(id, what + " " + recovery_.attempts(id));
     }
   }
 
@@ -957,17 +914,6 @@ class Run : public run::ElasticHost {
     return gpus >= smallest && gpus <= static_cast<std::size_t>(s.gpus);
   }
 
-  // The restore (failure checkpoints) or restart (elastic resize) this run pays before computing.
-  double resume_cost_s(TaskId id) {
-    if (restart_pending_[index(id)] != 0) {
-      restart_pending_[index(id)] = 0;
-      const double restart_s = spec(trace_.tasks[index(id)]).elastic->restart_s;
-      restart_gpu_s_ += restart_s * trace_.tasks[index(id)].gpu_count;
-      return restart_s;
-    }
-    return progress_[index(id)] > 0 ? sc_.faults.restore_s : 0.0;
-  }
-
   // Moves a computing elastic task onto `gang` (GPUs it keeps, in their order, then new ones). The
   // work done is kept; it computes what is left at the new degree after its restart (and after the
   // weights reach new GPUs). Not a stop: no attempt is used and nothing counts as lost.
@@ -975,15 +921,10 @@ class Run : public run::ElasticHost {
     TaskRecord& r = trace_.tasks[index(id)];
     const TaskSpec& s = spec(r);
     const double now = queue_.now();
-    const double computed_s = now - r.compute_start_s - resume_s_[index(id)];
-    if (computed_s > 0 && full_compute_s_[index(id)] > 0) {
-      progress_[index(id)] = std::min(1.0, progress_[index(id)] + computed_s / full_compute_s_[index(id)]);
-    }
+    recovery_.resized(id, now - r.compute_start_s);  // a new run, whose end, as a preemption's, uses no retry attempt
     trace_.left_gangs.push_back({id, gang_start_s(r), now, r.gpu_begin, r.gpu_count});
     occupancy_.attain(r.instance, (now - gang_start_s(r)) * r.gpu_count);
-    ++run_[index(id)];             // a new run, whose end, as a preemption's, uses no retry attempt
-    ++preempted_runs_[index(id)];
-    ++stamp_[index(id)];           // the old run's compute and collective events are stale
+    ++stamp_[index(id)];  // the old run's compute and collective events are stale
     const std::uint32_t old_begin = r.gpu_begin, old_count = r.gpu_count;
     const auto old_member = [&](GpuId g) {
       for (std::uint32_t i = 0; i < old_count; ++i) {
@@ -1013,7 +954,6 @@ class Run : public run::ElasticHost {
     r.resized_s = now;
     r.compute_start_s = r.comm_start_s = kNever;
     parts_left_[index(id)] = 0;
-    restart_pending_[index(id)] = 1;
     record_decision(DecisionKind::resized, id, why);
     dirty_ = true;
     stage_[index(id)] = Stage::inputs;
@@ -1147,6 +1087,7 @@ class Run : public run::ElasticHost {
   run::Occupancy occupancy_;
   run::Billing billing_;
   run::Faults faults_;
+  run::Recovery recovery_;  // runs stopped by failures, preemption or resizes; checkpoints, retries
   run::Predictions predicted_;
   run::Batching batching_;
   std::optional<run::Autoscaler> autoscaler_;
@@ -1157,11 +1098,6 @@ class Run : public run::ElasticHost {
   SharedCompute shared_;                       // the pace of tasks on time-sliced GPUs
   std::vector<std::uint32_t> changed_;         // scratch: tasks whose pace changed
   std::vector<std::uint32_t> stamp_;           // per task: its events' stamp (see task_event)
-  // Recovery: runs stopped by failures, preemption or resizes, their checkpoints and retries.
-  std::vector<std::uint32_t> run_;             // per task: runs stopped by failures, so the current run's number
-  std::vector<double> progress_;               // per task: share of its compute saved by checkpoints
-  std::vector<double> full_compute_s_;         // per task: this run's compute time from scratch
-  std::vector<double> stopped_at_;             // per task: when a failure stopped it, until it starts again
   std::vector<std::uint64_t> dropped_;         // scratch: tags of cancelled flows
   struct Stranded {
     TaskId task;
@@ -1169,13 +1105,7 @@ class Run : public run::ElasticHost {
     std::string reason;
   };
   std::vector<Stranded> stranded_;             // tasks with a flow no route can carry, stopped after the event
-  std::uint64_t tasks_stopped_ = 0, tasks_preempted_ = 0, retries_ = 0, recoveries_ = 0;
-  std::vector<std::uint32_t> preempted_runs_;  // per task: runs a preemption or an elastic resize ended (not counted as attempts)
   std::vector<GpuId> freed_;                   // GPUs freed by this round's preemptions
-  double lost_gpu_s_ = 0, recovery_s_ = 0;
-  std::vector<double> resume_s_;                // per task: restore or restart its run paid before computing
-  std::vector<std::uint8_t> restart_pending_;   // per task: resized, its restart not yet begun
-  double restart_gpu_s_ = 0;                    // GPU-time elastic tasks' gangs spent restarting
   // Tasks: inputs, edge tensors, weights and offload.
   std::vector<std::uint32_t> pending_inputs_;  // per task
   std::vector<std::uint32_t> first_edge_;             // per instance: offset into edge_held_

@@ -1,0 +1,95 @@
+#include "recovery.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "fleetsim/engine.hpp"
+
+namespace fleetsim::run {
+
+void Recovery::size_tasks(std::size_t tasks, bool restartable) {
+  if (!restartable) return;
+  run_.assign(tasks, 0);
+  preempted_runs_.assign(tasks, 0);
+  progress_.assign(tasks, 0.0);
+  full_compute_s_.assign(tasks, 0.0);
+  resume_s_.assign(tasks, 0.0);
+  stopped_at_.assign(tasks, kNever);
+  restart_pending_.assign(tasks, 0);
+}
+
+void Recovery::started(TaskId task, double now_s) {
+  if (!on() || stopped_at_[index(task)] == kNever) return;
+  recovery_s_ += now_s - stopped_at_[index(task)];
+  ++recoveries_;
+  stopped_at_[index(task)] = kNever;
+}
+
+double Recovery::begin_compute(TaskId task, double full_s, double restart_s, std::uint32_t gpus) {
+  const std::uint32_t t = index(task);
+  full_compute_s_[t] = full_s;
+  if (restart_pending_[t] != 0) {
+    restart_pending_[t] = 0;
+    restart_gpu_s_ += restart_s * gpus;
+    resume_s_[t] = restart_s;
+  } else {
+    resume_s_[t] = progress_[t] > 0 ? faults_.restore_s : 0.0;
+  }
+  return resume_s_[t] + (1 - progress_[t]) * full_s;
+}
+
+double Recovery::checkpoint(TaskId task, double elapsed_s) {
+  const std::uint32_t t = index(task);
+  if (!checkpoints() || full_compute_s_[t] <= 0) return 0;
+  const double interval = faults_.checkpoint_interval_s;
+  const double computed = std::min(elapsed_s - resume_s_[t], (1 - progress_[t]) * full_compute_s_[t]);
+  const double saved_s = computed > 0 ? std::floor(computed / interval) * interval : 0;
+  progress_[t] = std::min(progress_[t] + saved_s / full_compute_s_[t], 1.0);
+  return saved_s;
+}
+
+std::optional<double> Recovery::stopped(TaskId task, double now_s, bool preempted, double lost_gpu_s) {
+  const std::uint32_t t = index(task);
+  if (preempted) {
+    ++tasks_preempted_;
+    ++preempted_runs_[t];
+  } else {
+    ++tasks_stopped_;
+  }
+  lost_gpu_s_ += lost_gpu_s;
+  ++run_[t];
+  restart_pending_[t] = 0;
+  stopped_at_[t] = now_s;
+  if (preempted) return now_s;
+  if (run_[t] - preempted_runs_[t] < static_cast<std::uint32_t>(faults_.max_attempts)) {
+    ++retries_;
+    return now_s + faults_.backoff_s;
+  }
+  return std::nullopt;
+}
+
+std::string Recovery::attempts(TaskId task) const {
+  return "(run " + std::to_string(run_[index(task)] - preempted_runs_[index(task)]) + " of " +
+         std::to_string(faults_.max_attempts) + ")";
+}
+
+void Recovery::resized(TaskId task, double elapsed_s) {
+  const std::uint32_t t = index(task);
+  const double computed_s = elapsed_s - resume_s_[t];
+  if (computed_s > 0 && full_compute_s_[t] > 0) progress_[t] = std::min(1.0, progress_[t] + computed_s / full_compute_s_[t]);
+  ++run_[t];
+  ++preempted_runs_[t];
+  restart_pending_[t] = 1;
+}
+
+void Recovery::summarize(Summary& summary) const {
+  summary.tasks_stopped = tasks_stopped_;
+  summary.tasks_preempted = tasks_preempted_;
+  summary.restart_gpu_s = restart_gpu_s_;
+  summary.retries = retries_;
+  summary.lost_gpu_s = lost_gpu_s_;
+  summary.goodput = summary.gpu_busy_s + lost_gpu_s_ > 0 ? summary.gpu_busy_s / (summary.gpu_busy_s + lost_gpu_s_) : 1;
+  summary.mean_recovery_s = recoveries_ > 0 ? recovery_s_ / static_cast<double>(recoveries_) : 0;
+}
+
+}  // namespace fleetsim::run

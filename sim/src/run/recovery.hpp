@@ -1,0 +1,64 @@
+// The runs of a task that failures, preemptions and elastic resizes stop. Each stop ends a run: a
+// failure's counts against the retry attempts, a preemption's or a resize's does not. Whole checkpoint
+// intervals of a run's compute are kept; the next run pays a restore (or, after a resize, the task's
+// restart) and computes what is left. Also keeps the summary's recovery figures.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fleetsim/ids.hpp"
+#include "fleetsim/scenario.hpp"
+#include "fleetsim/summary.hpp"
+
+namespace fleetsim::run {
+
+class Recovery {
+ public:
+  explicit Recovery(const FaultSpec& faults) : faults_(faults) {}  // kept by reference
+  // Keeps per-task state only where runs may be stopped.
+  void size_tasks(std::size_t tasks, bool restartable);
+  bool on() const { return !run_.empty(); }
+  bool checkpoints() const { return faults_.checkpoint_interval_s > 0; }
+
+  // The task's current run (0 for its first): a stop ends it.
+  std::uint32_t run(TaskId task) const { return run_[index(task)]; }
+
+  // The task is placed again: the time since it was stopped was spent recovering.
+  void started(TaskId task, double now_s);
+  // The task begins computing; `full_s` is its compute from scratch on its gang of `gpus`. Returns what it
+  // computes: the restore or restart it pays first, then the share not saved by checkpoints.
+  double begin_compute(TaskId task, double full_s, double restart_s, std::uint32_t gpus);
+  // A batch member computes `full_s` (batches are not resumed from checkpoints).
+  void set_full_compute(TaskId task, double full_s) { full_compute_s_[index(task)] = full_s; }
+
+  // The task is stopped `elapsed_s` after its compute began: the whole checkpoint intervals of what it
+  // computed are saved. Returns the compute seconds saved.
+  double checkpoint(TaskId task, double elapsed_s);
+  // The task is stopped; `lost_gpu_s` of its GPU time bought nothing. When it runs again: at once after a
+  // preemption, after the backoff while a failed task has attempts left; nothing when it has none.
+  std::optional<double> stopped(TaskId task, double now_s, bool preempted, double lost_gpu_s);
+  // "(run 3 of 3)": which attempt a failure ended.
+  std::string attempts(TaskId task) const;
+  // An elastic resize ends the run `elapsed_s` after its compute began; the next pays the task's restart.
+  void resized(TaskId task, double elapsed_s);
+
+  // Tasks stopped, preempted, retries, lost and restart GPU time, goodput (of summary.gpu_busy_s), recovery time.
+  void summarize(Summary& summary) const;
+
+ private:
+  const FaultSpec& faults_;
+  std::vector<std::uint32_t> run_;             // per task: runs stopped, so the current run's number
+  std::vector<std::uint32_t> preempted_runs_;  // per task: runs a preemption or a resize ended (not attempts)
+  std::vector<double> progress_;               // per task: share of its compute saved by checkpoints
+  std::vector<double> full_compute_s_;         // per task: this run's compute time from scratch
+  std::vector<double> resume_s_;               // per task: restore or restart its run paid before computing
+  std::vector<double> stopped_at_;             // per task: when it was stopped, until it starts again
+  std::vector<std::uint8_t> restart_pending_;  // per task: resized, its restart not yet paid
+  std::uint64_t tasks_stopped_ = 0, tasks_preempted_ = 0, retries_ = 0, recoveries_ = 0;
+  double lost_gpu_s_ = 0, recovery_s_ = 0, restart_gpu_s_ = 0;
+};
+
+}  // namespace fleetsim::run
