@@ -14,6 +14,7 @@
 #include "run/autoscaler.hpp"
 #include "run/batching.hpp"
 #include "run/billing.hpp"
+#include "run/collectives.hpp"
 #include "run/elastic.hpp"
 #include "run/events.hpp"
 #include "run/faults.hpp"
@@ -60,6 +61,7 @@ class Run : public run::ElasticHost {
         topology_(cluster_, scenario.cluster.fabric),
         network_(topology_.capacities()),
         flows_(topology_, network_, queue_),
+        collectives_(cluster_, topology_),
         memory_(vram_capacities(cluster_), sc_.max_offload),
         occupancy_(scenario, cluster_, trace_, dirty_),
         billing_(scenario, cluster_, queue_, options.record_link_samples),
@@ -217,7 +219,7 @@ class Run : public run::ElasticHost {
     if (restartable_ || shared_.any()) stamp_.assign(total_tasks, 0);
     recovery_.size_tasks(total_tasks, restartable_);
     stage_.assign(total_tasks, Stage::inputs);
-    plan_of_.assign(total_tasks, kNoPlan);
+    collectives_.size_tasks(total_tasks);
     parts_left_.assign(total_tasks, 0);
     for (const InstanceRecord& inst : trace_.instances) {
       const Workflow& wf = sc_.workflows[inst.workflow];
@@ -262,7 +264,7 @@ class Run : public run::ElasticHost {
 
   // What the elastic component asks of the run.
   bool computing_alone(TaskId id) const override {
-    return pending_flows_[index(id)] == 0 && plan_of_[index(id)] == kNoPlan && !shared_.computing(index(id));
+    return pending_flows_[index(id)] == 0 && !collectives_.running(id) && !shared_.computing(index(id));
   }
   void resize(TaskId id, const std::vector<GpuId>& gang, const std::string& why) override { resize_elastic(id, gang, why); }
   std::string label(TaskId id) const override { return task_label(id); }
@@ -665,42 +667,31 @@ class Run : public run::ElasticHost {
     const TaskSpec& s = spec(r);
     r.comm_start_s = queue_.now();
     const std::span<const GpuId> gang(trace_.gpus.data() + r.gpu_begin, r.gpu_count);
-    if (!algorithm_applies(cluster_, topology_, s.collective->op, s.collective->algo, gang)) {
-      abort_running(id, std::string(collective_algo_name(s.collective->algo)) + " cannot run " +
-                            std::string(collective_op_name(s.collective->op)) + " on the GPUs it was placed on");
+    if (const auto blocked = collectives_.begin(id, *s.collective, gang)) {
+      if (blocked->cut) {
+        stop_task(id, blocked->reason);
+      } else {
+        abort_running(id, blocked->reason);
+      }
       return;
     }
-    // Plans are made over the links up now; a gang that failed cables have split cannot run it.
-    if (const auto cut = split_gang(gang)) {
-      stop_task(id, "link failures left no route from GPU " + cluster_.gpu_name(gang[0]) + " to GPU " + cluster_.gpu_name(*cut));
-      return;
-    }
-    // Plans live only while their task runs; at most one per running task.
-    const std::uint32_t slot = take_slot(plans_, free_plans_);
-    plans_[slot].plan = plan_collective(cluster_, topology_, s.collective->op, s.collective->algo, gang,
-                                        s.collective->bytes * s.collective->compression);
-    plans_[slot].step = 0;
-    plan_of_[index(id)] = slot;
     stage_[index(id)] = Stage::collective;
     start_collective_step(id);
   }
 
   // Starts the task's current collective step, or ends the task after the last one.
   void start_collective_step(TaskId id) {
-    PlanState& ps = plans_[plan_of_[index(id)]];
-    if (ps.step == ps.plan.steps.size()) {
-      free_plans_.push_back(plan_of_[index(id)]);
-      plan_of_[index(id)] = kNoPlan;
+    const std::vector<CollectiveFlow>* step = collectives_.next_step(id);
+    if (step == nullptr) {
       finish_part(id);
       return;
     }
-    for (const CollectiveFlow& f : ps.plan.steps[ps.step]) {
+    for (const CollectiveFlow& f : *step) {
       const FlowTag tag{FlowKind::collective, 0, id};
       if (!flows_.start(tag, f.from, f.to, f.bytes, (std::uint64_t{f.from} << 32) | f.to, f.latency_s, f.cap_Bps)) strand(id, f.from, f.to);
       ++pending_flows_[index(id)];
     }
     flows_.changed();
-    ++ps.step;
   }
 
   // The flows delivered now: a read input releases its tensor, loaded weights are resident, and a task
@@ -818,18 +809,6 @@ class Run : public run::ElasticHost {
     }
   }
 
-  // A GPU of the gang that failed links have cut off from its first one, if any.
-  std::optional<GpuId> split_gang(std::span<const GpuId> gang) const {
-    if (!topology_.any_link_down()) return std::nullopt;
-    for (GpuId g : gang.subspan(1)) {
-      if (!topology_.reachable(topology_.gpu_vertex(gang[0]), topology_.gpu_vertex(g)) ||
-          !topology_.reachable(topology_.gpu_vertex(g), topology_.gpu_vertex(gang[0]))) {
-        return g;
-      }
-    }
-    return std::nullopt;
-  }
-
   // Output tensors held on a failed GPU are gone: consumers that have not read them cannot run.
   // (No lineage: the producer is not run again.)
   void lose_tensors(GpuId g, const std::string& event) {
@@ -875,10 +854,7 @@ class Run : public run::ElasticHost {
       pending_loads_.erase(load);
       unloaded.push_back(trace_.gpus[r.gpu_begin + FlowTag::of(tag).part]);
     }
-    if (plan_of_[index(id)] != kNoPlan) {
-      free_plans_.push_back(plan_of_[index(id)]);
-      plan_of_[index(id)] = kNoPlan;
-    }
+    collectives_.drop(id);
     double saved_s = 0;
     if (r.compute_start_s != kNever && recovery_.checkpoints()) {
       saved_s = recovery_.checkpoint(id, shared_.computing(index(id)) ? shared_.done_s(index(id), now) : now - r.compute_start_s);
@@ -1056,11 +1032,6 @@ class Run : public run::ElasticHost {
     for (std::uint32_t e : wf.outputs(r.task)) fail_task(task_id(instance, wf.edges[e].to), downstream);
   }
 
-  struct PlanState {
-    CollectivePlan plan;
-    std::size_t step = 0;  // the next step to start
-  };
-
   const Scenario& sc_;
   std::uint64_t seed_;
   std::uint64_t event_digest_ = 0;
@@ -1070,15 +1041,12 @@ class Run : public run::ElasticHost {
   Topology topology_;
   Network network_;
   run::Flows flows_;
+  run::Collectives collectives_;
   GpuMemory memory_;
   ComputeModel compute_;  // task compute times, model steps timed once per GPU type
   std::vector<std::uint32_t> route_;
   std::vector<std::uint32_t> pending_flows_;  // per task: flows not yet delivered
   std::vector<Stage> stage_;                  // per task
-  std::vector<PlanState> plans_;
-  std::vector<std::uint32_t> free_plans_;
-  static constexpr std::uint32_t kNoPlan = 0xFFFFFFFFu;
-  std::vector<std::uint32_t> plan_of_;        // per task: its plan's slot while its collective runs
   std::vector<std::uint8_t> parts_left_;      // per running task: compute and collective not yet done
   std::unique_ptr<Policy> policy_;
   EventQueue queue_;

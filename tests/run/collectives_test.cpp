@@ -1,0 +1,88 @@
+// The collectives component alone: a plan is played step by step and given back after its last step;
+// a collective whose algorithm does not apply, or whose gang failed links have split, does not start.
+#include <catch2/catch.hpp>
+
+#include "../helpers.hpp"
+#include "fleetsim/cluster.hpp"
+#include "run/collectives.hpp"
+
+using namespace fleetsim;
+
+namespace {
+
+// Two 1-GPU nodes under one switch: a gang across them talks over the NICs.
+struct Fixture {
+  Fixture()
+      : sc(test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 2}]},
+          "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+          "workload": [{"workflow": "w", "arrival": {"process": "once"}}])")),
+        cluster(sc.cluster),
+        topology(cluster, sc.cluster.fabric),
+        collectives(cluster, topology) {
+    collectives.size_tasks(4);
+    all_reduce.bytes = 64e6;
+  }
+  Scenario sc;
+  Cluster cluster;
+  Topology topology;
+  run::Collectives collectives;
+  CollectiveSpec all_reduce;
+  const std::vector<GpuId> gang{make_id<GpuId>(0), make_id<GpuId>(1)};
+};
+
+const TaskId kA = make_id<TaskId>(0), kB = make_id<TaskId>(1);
+
+}  // namespace
+
+TEST_CASE("a collective is played step by step and its plan given back after the last", "[run][collectives]") {
+  Fixture f;
+  const CollectivePlan plan = plan_collective(f.cluster, f.topology, f.all_reduce.op, f.all_reduce.algo, f.gang, f.all_reduce.bytes);
+  REQUIRE(!plan.steps.empty());
+  CHECK_FALSE(f.collectives.begin(kA, f.all_reduce, f.gang));
+  CHECK_FALSE(f.collectives.begin(kB, f.all_reduce, f.gang));  // two at once, each with its own plan
+  for (std::size_t step = 0; step < plan.steps.size(); ++step) {
+    const std::vector<CollectiveFlow>* flows = f.collectives.next_step(kA);
+    REQUIRE(flows != nullptr);
+    CHECK(flows->size() == plan.steps[step].size());
+  }
+  CHECK(f.collectives.running(kA));
+  CHECK(f.collectives.next_step(kA) == nullptr);  // after the last step
+  CHECK_FALSE(f.collectives.running(kA));
+  CHECK(f.collectives.running(kB));
+  f.collectives.drop(kB);  // stopped mid-collective
+  CHECK_FALSE(f.collectives.running(kB));
+}
+
+TEST_CASE("compression shrinks the bytes a collective plans", "[run][collectives]") {
+  Fixture f;
+  f.all_reduce.compression = 0.25;
+  CHECK_FALSE(f.collectives.begin(kA, f.all_reduce, f.gang));
+  const CollectivePlan full = plan_collective(f.cluster, f.topology, f.all_reduce.op, f.all_reduce.algo, f.gang, f.all_reduce.bytes);
+  const std::vector<CollectiveFlow>* first = f.collectives.next_step(kA);
+  REQUIRE(first != nullptr);
+  REQUIRE(first->size() == full.steps[0].size());
+  CHECK(first->front().bytes == Approx(0.25 * full.steps[0].front().bytes));
+}
+
+TEST_CASE("a collective whose algorithm does not apply, or whose gang is cut off, does not start", "[run][collectives]") {
+  Fixture f;
+  CollectiveSpec direct = f.all_reduce;
+  direct.algo = CollectiveAlgo::direct;  // point-to-point exchanges only: no all-reduce
+  REQUIRE_FALSE(algorithm_applies(f.cluster, f.topology, direct.op, direct.algo, f.gang));
+  const auto blocked = f.collectives.begin(kA, direct, f.gang);
+  REQUIRE(blocked);
+  CHECK_FALSE(blocked->cut);
+  CHECK(blocked->reason == "direct cannot run all-reduce on the GPUs it was placed on");
+  CHECK_FALSE(f.collectives.running(kA));
+
+  // Node n1's NIC cable fails both ways: its GPU is cut off from the gang's first.
+  for (std::uint32_t l = 0; l < f.topology.links().size(); ++l) {
+    const std::string name = f.topology.link_name(l);
+    if (name.find("n1.") != std::string::npos && name.find("nic") != std::string::npos) f.topology.set_link_down(l, true);
+  }
+  REQUIRE(f.topology.any_link_down());
+  const auto cut = f.collectives.begin(kB, f.all_reduce, f.gang);
+  REQUIRE(cut);
+  CHECK(cut->cut);
+  CHECK(cut->reason == "link failures left no route from GPU " + f.cluster.gpu_name(f.gang[0]) + " to GPU " + f.cluster.gpu_name(f.gang[1]));
+}
