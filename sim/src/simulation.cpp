@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <unordered_map>
 
 #include "fleetsim/collective.hpp"
 #include "fleetsim/compute.hpp"
@@ -23,6 +22,7 @@
 #include "run/predictions.hpp"
 #include "run/recovery.hpp"
 #include "run/slots.hpp"
+#include "run/weight_loads.hpp"
 #include "run/workload.hpp"
 #include "shared_compute.hpp"
 
@@ -63,6 +63,7 @@ class Run : public run::ElasticHost {
         flows_(topology_, network_, queue_),
         collectives_(cluster_, topology_),
         memory_(vram_capacities(cluster_), sc_.max_offload),
+        weights_(cluster_, topology_, memory_, trace_),
         occupancy_(scenario, cluster_, trace_, dirty_),
         billing_(scenario, cluster_, queue_, options.record_link_samples),
         faults_(scenario, cluster_, topology_, occupancy_, seed_, queue_),
@@ -79,12 +80,11 @@ class Run : public run::ElasticHost {
     policy_ = info->make(sc_.policy.params);
     restartable_ = restartable_ || policy_->may_preempt();  // a preempted task is stopped as a failure stops it
     restartable_ = restartable_ || run::Elastic::any(sc_);  // a resize restarts a run, keeping its progress as a checkpoint does
-    host_models_.resize(cluster_.node_count());
     workload_.emplace(sc_, seed_, predicted_.job_gpu_s(), queue_, trace_);
     if (sc_.autoscale.on()) {
       // A node going off loses what its host memory held.
       autoscaler_.emplace(sc_, cluster_, queue_, occupancy_, memory_, billing_, *workload_, ready_,
-                          [this](std::uint32_t n) { host_models_[n].clear(); });
+                          [this](std::uint32_t n) { weights_.host_lost(make_id<NodeId>(n)); });
       listeners_.push_back(&*autoscaler_);
     }
     if (run::Elastic::any(sc_)) {
@@ -423,35 +423,11 @@ class Run : public run::ElasticHost {
     if (pending_flows_[index(id)] == 0 && !s.batching) start_compute(id);
   }
 
-  // Weights not resident on `g` (member `member` of the task's gang) are loaded from host memory (from
-  // the node's storage the first time, when the cluster has storage), or from a peer GPU of the node
-  // that holds them when its route is at least as fast.
+  // Weights not resident on `g` (member `member` of the task's gang) are loaded (see WeightLoads).
   void load_weights(TaskId id, std::uint32_t member, GpuId g, std::uint32_t model, double weights) {
-    const NodeId node = cluster_.node_of(g);
-    std::uint32_t source = topology_.host_vertex(node);
-    const auto storage = topology_.storage_vertex(node);
-    if (storage && std::find(host_models_[index(node)].begin(), host_models_[index(node)].end(), model) == host_models_[index(node)].end()) {
-      source = *storage;
-    }
-    route_.clear();
-    topology_.route(source, topology_.gpu_vertex(g), 0, route_);
-    const double host_Bps = topology_.bottleneck_Bps(route_);
-    for (std::uint32_t p = index(cluster_.first_gpu(node)); p < index(cluster_.first_gpu(node)) + cluster_.gpus_in(node); ++p) {
-      if (p == index(g) || !memory_.loaded(make_id<GpuId>(p), model)) continue;
-      route_.clear();
-      topology_.route(topology_.gpu_vertex(make_id<GpuId>(p)), topology_.gpu_vertex(g), 0, route_);
-      if (topology_.bottleneck_Bps(route_) >= host_Bps) {
-        source = topology_.gpu_vertex(make_id<GpuId>(p));
-        break;
-      }
-    }
-    pending_loads_[FlowTag{FlowKind::weights, member, id}.packed()] = static_cast<std::uint32_t>(trace_.weight_loads.size());
-    trace_.weight_loads.push_back({.task = id, .gpu = g,
-                                   .peer = source < cluster_.gpu_count() ? std::optional(make_id<GpuId>(source)) : std::nullopt,
-                                   .from_storage = storage && source == *storage,
-                                   .bytes = weights, .start_s = queue_.now()});
-    start_flow(id, source, topology_.gpu_vertex(g), weights, FlowTag{FlowKind::weights, member, id},
-               route_key(index(g), model));
+    const FlowTag tag{FlowKind::weights, member, id};
+    const std::uint32_t source = weights_.begin(tag.packed(), id, g, model, weights, queue_.now());
+    start_flow(id, source, topology_.gpu_vertex(g), weights, tag, route_key(index(g), model));
   }
 
   // Batching: the ready tasks of the leader's batching key that the policy left this round join it on
@@ -706,16 +682,7 @@ class Run : public run::ElasticHost {
         const TaskRecord& producer = trace_.tasks[index(task_id(index(r.instance), edge.from))];
         release_tensor(index(r.instance), tag.part, trace_.gpus[producer.gpu_begin]);
       } else if (tag.kind == FlowKind::weights) {
-        const auto load = pending_loads_.find(d.tag);
-        WeightLoad& w = trace_.weight_loads[load->second];
-        w.end_s = queue_.now();
-        pending_loads_.erase(load);
-        memory_.mark_loaded(w.gpu, predicted_.model(r.workflow, r.task));
-        // Host memory keeps what was read from storage.
-        auto& host = host_models_[index(cluster_.node_of(w.gpu))];
-        if (w.from_storage && std::find(host.begin(), host.end(), predicted_.model(r.workflow, r.task)) == host.end()) {
-          host.push_back(predicted_.model(r.workflow, r.task));
-        }
+        weights_.delivered(d.tag, predicted_.model(r.workflow, r.task), queue_.now());
       }
       if (--pending_flows_[index(id)] != 0) continue;
       if (stage_[index(id)] == Stage::inputs && batching_.batch_of(id) != run::Batching::kNone) {
@@ -739,7 +706,7 @@ class Run : public run::ElasticHost {
     if (f.link) {
       fail_link(*f.link);
     } else {
-      if (f.node) host_models_[index(cluster_.node_of(make_id<GpuId>(f.first_gpu)))].clear();
+      if (f.node) weights_.host_lost(cluster_.node_of(make_id<GpuId>(f.first_gpu)));
       for (std::uint32_t g = f.first_gpu; g < f.first_gpu + f.gpus; ++g) {
         if (occupancy_.down(g)) continue;
         faults_.gpu_down(g, f.preemption);
@@ -848,11 +815,7 @@ class Run : public run::ElasticHost {
     flows_.changed();
     std::vector<GpuId> unloaded;
     for (std::uint64_t tag : dropped_) {
-      if (FlowTag::of(tag).kind != FlowKind::weights) continue;
-      const auto load = pending_loads_.find(tag);
-      trace_.weight_loads[load->second].end_s = now;  // partial: the bytes it moved were spent
-      pending_loads_.erase(load);
-      unloaded.push_back(trace_.gpus[r.gpu_begin + FlowTag::of(tag).part]);
+      if (FlowTag::of(tag).kind == FlowKind::weights) unloaded.push_back(weights_.cancelled(tag, now));
     }
     collectives_.drop(id);
     double saved_s = 0;
@@ -1043,8 +1006,8 @@ class Run : public run::ElasticHost {
   run::Flows flows_;
   run::Collectives collectives_;
   GpuMemory memory_;
+  run::WeightLoads weights_;
   ComputeModel compute_;  // task compute times, model steps timed once per GPU type
-  std::vector<std::uint32_t> route_;
   std::vector<std::uint32_t> pending_flows_;  // per task: flows not yet delivered
   std::vector<Stage> stage_;                  // per task
   std::vector<std::uint8_t> parts_left_;      // per running task: compute and collective not yet done
@@ -1078,9 +1041,7 @@ class Run : public run::ElasticHost {
   std::vector<std::uint32_t> pending_inputs_;  // per task
   std::vector<std::uint32_t> first_edge_;             // per instance: offset into edge_held_
   std::vector<double> edge_held_;                     // per instance edge: bytes held in the producer's VRAM
-  std::vector<std::vector<std::uint32_t>> host_models_;  // per node: models its host memory holds (read from storage)
   std::vector<double> offloaded_;  // per entry of trace_.gpus: working-set bytes its task keeps in host memory
-  std::unordered_map<std::uint64_t, std::uint32_t> pending_loads_;  // weights flow tag -> into trace_.weight_loads
   // The policy round: the ready queue, this round's decisions, and whether a round is wanted.
   std::vector<ReadyTask> ready_;
   std::vector<std::uint8_t> decided_;
