@@ -19,6 +19,7 @@
 #include "run/faults.hpp"
 #include "run/flows.hpp"
 #include "run/occupancy.hpp"
+#include "run/policy_round.hpp"
 #include "run/predictions.hpp"
 #include "run/recovery.hpp"
 #include "run/slots.hpp"
@@ -50,7 +51,7 @@ std::vector<double> interference(const Cluster& cluster) {
   return f;
 }
 
-class Run : public run::ElasticHost {
+class Run : public run::ElasticHost, public run::RoundHost {
  public:
   Run(const Scenario& scenario, const RunOptions& options)
       : sc_(scenario),
@@ -70,20 +71,17 @@ class Run : public run::ElasticHost {
         recovery_(scenario.faults),
         predicted_(scenario, cluster_, compute_),
         batching_(scenario, predicted_, queue_, dirty_),
+        round_(scenario, run::PolicyRound::make_policy(scenario), cluster_, occupancy_, memory_, predicted_, trace_, queue_, options.record_link_samples),
         shared_(interference(cluster_)) {
     progress_cb_ = options.progress;
     network_.record_samples(options.record_link_samples);
     memory_.record_samples(options.record_link_samples);
-    record_decisions_ = options.record_link_samples;
-    const PolicyInfo* info = find_policy(sc_.policy.name);
-    FLEETSIM_CHECK(info != nullptr, "policy checked at load");
-    policy_ = info->make(sc_.policy.params);
-    restartable_ = restartable_ || policy_->may_preempt();  // a preempted task is stopped as a failure stops it
+    restartable_ = restartable_ || round_.may_preempt();  // a preempted task is stopped as a failure stops it
     restartable_ = restartable_ || run::Elastic::any(sc_);  // a resize restarts a run, keeping its progress as a checkpoint does
     workload_.emplace(sc_, seed_, predicted_.job_gpu_s(), queue_, trace_);
     if (sc_.autoscale.on()) {
       // A node going off loses what its host memory held.
-      autoscaler_.emplace(sc_, cluster_, queue_, occupancy_, memory_, billing_, *workload_, ready_,
+      autoscaler_.emplace(sc_, cluster_, queue_, occupancy_, memory_, billing_, *workload_, round_.ready(),
                           [this](std::uint32_t n) { weights_.host_lost(make_id<NodeId>(n)); });
       listeners_.push_back(&*autoscaler_);
     }
@@ -128,7 +126,7 @@ class Run : public run::ElasticHost {
         case kAutoscale: autoscaler_->on_decide(); break;
         case kNodeUp: autoscaler_->on_node_up(e.subject); break;
         case kBatchRelease:
-          live = batching_.release_due(e.subject, ready_);
+          live = batching_.release_due(e.subject, round_.ready());
           break;
         case kRetry:
           if ((live = current(run, e.subject))) on_retry(make_id<TaskId>(e.subject));
@@ -150,14 +148,14 @@ class Run : public run::ElasticHost {
     }
     const double end_s = horizon_reached ? sc_.horizon_s : last_s;
     // Nothing left to happen, yet tasks wait: no placement will ever be made for them.
-    bool stalled = !horizon_reached && !diverged && !ready_.empty();
+    bool stalled = !horizon_reached && !diverged && !round_.ready().empty();
     if (stalled && sc_.on_stall == Scenario::OnStall::fail) {
-      for (const ReadyTask& t : ready_) {
+      for (const ReadyTask& t : round_.ready()) {
         fail_task(t.task, "out of memory: no GPU can ever hold its " +
                               format_quantity(t.spec->vram_per_gpu_bytes(sc_.max_offload), Dimension::bytes) +
                               " (VRAM held by output tensors waiting for their consumers)");
       }
-      ready_.clear();
+      round_.ready().clear();
       stalled = false;
     }
     network_.settle_all(end_s);
@@ -257,8 +255,8 @@ class Run : public run::ElasticHost {
                           predicted_.job_s(r.workflow) * known_scale(id), known_scale(id), input_gpu,
                           input_bytes};
     // A batchable task may wait out of the policy's sight until its batch is full.
-    if (batching_.hold(batching_.key(r), ready, ready_)) return;
-    ready_.push_back(ready);
+    if (batching_.hold(batching_.key(r), ready, round_.ready())) return;
+    round_.ready().push_back(ready);
     dirty_ = true;
   }
 
@@ -267,133 +265,34 @@ class Run : public run::ElasticHost {
     return pending_flows_[index(id)] == 0 && !collectives_.running(id) && !shared_.computing(index(id));
   }
   void resize(TaskId id, const std::vector<GpuId>& gang, const std::string& why) override { resize_elastic(id, gang, why); }
-  std::string label(TaskId id) const override { return task_label(id); }
-
-  void round_ends() {
-    for (run::RunListener* l : listeners_) l->round_ends(ready_);
-  }
+  std::string label(TaskId id) const override { return round_.label(id); }
 
   ClusterView view() const override {
     return occupancy_.view(memory_, compute_, workload_->job_sizes(), queue_.now());
   }
 
-  std::string task_label(TaskId id) const {
-    const TaskRecord& r = trace_.tasks[index(id)];
-    return "task \"" + spec(r).name + "\" of workflow \"" + sc_.workflows[r.workflow].id + "\" (instance " +
-           std::to_string(index(r.instance)) + ")";
-  }
-
-  [[noreturn]] void reject(TaskId id, const std::string& why) const {
-    throw PolicyError("policy \"" + sc_.policy.name + "\" placed " + task_label(id) + " " + why);
-  }
-
+  // A scheduling round (run/policy_round checks the policy's decisions and calls back start, fail,
+  // preempt and fill_batch).
   void on_schedule() {
     schedule_pending_ = false;
     dirty_ = false;
-    if (ready_.empty()) {
-      round_ends();
-      return;
-    }
-    for (run::RunListener* l : listeners_) l->round_begins(ready_);
-    decisions_.clear();
-    policy_->schedule(view(), ready_, decisions_);
-
-    decided_.assign(ready_.size(), 0);
-    auto claim = [&](std::uint32_t ready_index) {
-      if (ready_index >= ready_.size()) {
-        throw PolicyError("policy \"" + sc_.policy.name + "\" decided on ready index " +
-                          std::to_string(ready_index) + ", but only " + std::to_string(ready_.size()) +
-                          " tasks are ready");
-      }
-      if (decided_[ready_index] != 0) reject(ready_[ready_index].task, "twice in one round");
-      decided_[ready_index] = 1;
-      return ready_[ready_index].task;
-    };
-    for (const Decisions::Placement& p : decisions_.placements()) {
-      const TaskId id = claim(p.ready_index);
-      start_task(id, decisions_.gpus(p));
-      record_decision(DecisionKind::placed, id, {});
-    }
-    for (const Decisions::Failure& f : decisions_.failures()) {
-      const TaskId id = claim(f.ready_index);
-      record_decision(DecisionKind::failed, id, f.reason);
-      fail_task(id, "policy \"" + sc_.policy.name + "\": " + f.reason);
-    }
-    for (const Decisions::Placement& p : decisions_.placements()) {
-      const TaskId leader = ready_[p.ready_index].task;
-      if (spec(trace_.tasks[index(leader)]).batching && trace_.tasks[index(leader)].status == TaskStatus::running) form_batch(leader);
-    }
-    std::size_t kept = 0;
-    for (std::size_t i = 0; i < ready_.size(); ++i) {
-      if (decided_[i] == 0) ready_[kept++] = ready_[i];
-    }
-    ready_.resize(kept);
-    // Last, so that the stopped tasks join the ready queue after this round's bookkeeping.
-    for (const Decisions::Preemption& p : decisions_.preemptions()) {
-      const std::string by = "policy \"" + sc_.policy.name + "\" preempted ";
-      if (!policy_->may_preempt()) throw PolicyError(by + "a task, but it does not declare that it may preempt");
-      if (index(p.gpu) >= cluster_.gpu_count()) throw PolicyError(by + "GPU " + std::to_string(index(p.gpu)) + ", which does not exist");
-      if (occupancy_.tasks_on(index(p.gpu)).empty()) {
-        // A GPU of a gang stopped earlier in this loop (or named twice) is already free.
-        if (std::find(freed_.begin(), freed_.end(), p.gpu) != freed_.end()) continue;
-        throw PolicyError(by + "GPU " + cluster_.gpu_name(p.gpu) + ", which runs nothing");
-      }
-      // Every task on the GPU (several where it is time-sliced) is stopped.
-      while (!occupancy_.tasks_on(index(p.gpu)).empty()) {
-        const TaskId victim = make_id<TaskId>(occupancy_.tasks_on(index(p.gpu)).front());
-        const TaskRecord& v = trace_.tasks[index(victim)];
-        freed_.insert(freed_.end(), trace_.gpus.begin() + v.gpu_begin, trace_.gpus.begin() + v.gpu_begin + v.gpu_count);
-        record_decision(DecisionKind::preempted, victim, p.reason);
-        stop_task(victim, "preempted: " + p.reason, /*preempted=*/true);
-      }
-    }
-    freed_.clear();
     // A time-sliced GPU may take more tasks than one per round: another round, at once.
-    if (shared_.any() && !decisions_.placements().empty() && !ready_.empty()) dirty_ = true;
-    round_ends();
+    if (round_.play(*this, listeners_) && shared_.any()) dirty_ = true;
   }
-
-  void record_decision(DecisionKind kind, TaskId id, const std::string& reason) {
-    if (!record_decisions_) return;
-    const TaskRecord& r = trace_.tasks[index(id)];
-    const bool has_gpus = r.status == TaskStatus::running;
-    trace_.decisions.push_back({queue_.now(), kind, id, has_gpus ? r.gpu_begin : 0, has_gpus ? r.gpu_count : 0,
-                                reason.empty() ? 0 : trace_.add_reason(reason)});
-  }
+  void start(TaskId id, std::span<const GpuId> gpus) override { start_task(id, gpus); }
+  void fail(TaskId id, const std::string& reason) override { fail_task(id, reason); }
+  void preempt(TaskId id, const std::string& reason) override { stop_task(id, "preempted: " + reason, /*preempted=*/true); }
+  void fill_batch(TaskId leader) override { form_batch(leader); }
 
   void start_task(TaskId id, std::span<const GpuId> gpus) {
     TaskRecord& r = trace_.tasks[index(id)];
     const TaskSpec& s = spec(r);
-    if (!gang_size_fits(s, gpus.size())) {
-      reject(id, "on " + std::to_string(gpus.size()) + " GPUs; it needs " + std::to_string(s.gpus) +
-                     (s.elastic ? " or, elastic, at least " + std::to_string(s.elastic->min_gpus) : ""));
-    }
     const std::uint32_t model = predicted_.model(r.workflow, r.task);
     const double weights = s.weights_bytes / s.gpus;
-    for (std::size_t i = 0; i < gpus.size(); ++i) {
-      const GpuId g = gpus[i];
-      if (index(g) >= cluster_.gpu_count()) reject(id, "on GPU " + std::to_string(index(g)) + ", which does not exist");
-      if (occupancy_.busy(index(g))) reject(id, "on GPU " + cluster_.gpu_name(g) + ", which is busy");
-      if (std::find(gpus.begin(), gpus.begin() + static_cast<std::ptrdiff_t>(i), g) != gpus.begin() + static_cast<std::ptrdiff_t>(i)) {
-        reject(id, "on GPU " + cluster_.gpu_name(g) + " twice");
-      }
-      if (!memory_.fits(g, model, weights, s.working_set_bytes)) {
-        const double need = memory_.least_need(g, model, weights, s.working_set_bytes);
-        reject(id, "on GPU " + cluster_.gpu_name(g) + ", which has " + format_quantity(memory_.available(g), Dimension::bytes) +
-                       " of VRAM available; it needs " + format_quantity(need, Dimension::bytes));
-      }
-      occupancy_.set_free_at(index(g), queue_.now() + predicted_.mean_s(r.workflow, r.task) * known_scale(id));
-    }
     r.status = TaskStatus::running;
     r.start_s = queue_.now();
-    const Tenant& tenant = sc_.tenants[index(r.tenant)];
     for (GpuId g : gpus) {
-      if (!view().allowed(r.tenant, g)) {
-        reject(id, "on GPU " + cluster_.gpu_name(g) + ", which tenant \"" + tenant.name +
-                       "\" may not use (pinned nodes, nodes kept by an exclusive tenant, or a GPU shared with another tenant where one wants private GPUs)");
-      }
-    }
-    for (GpuId g : gpus) {
+      occupancy_.set_free_at(index(g), queue_.now() + predicted_.mean_s(r.workflow, r.task) * known_scale(id));
       occupancy_.add_task(index(g), index(id));
     }
     recovery_.started(id, queue_.now());
@@ -441,14 +340,14 @@ class Run : public run::ElasticHost {
     const std::uint32_t slot = batching_.open(leader);
     const std::uint32_t model = predicted_.model(lead.workflow, lead.task);
     const double weights = s.weights_bytes;
-    for (std::size_t i = 0; i < ready_.size() && batching_.members(slot).size() < s.batching->max_size; ++i) {
-      const TaskId f = ready_[i].task;
+    for (std::size_t i = 0; i < round_.ready().size() && batching_.members(slot).size() < s.batching->max_size; ++i) {
+      const TaskId f = round_.ready()[i].task;
       TaskRecord& r = trace_.tasks[index(f)];
-      if (decided_[i] != 0 || batching_.key(r) != key) continue;
+      if (round_.decided(i) || batching_.key(r) != key) continue;
       if (!view().allowed(r.tenant, g) || (r.tenant != lead.tenant && (occupancy_.private_tenant(r.tenant) || occupancy_.private_tenant(lead.tenant)))) continue;
       const double working_set = spec(r).working_set_bytes;  // members of other workflows may need more or less
       if (!memory_.fits(g, model, weights, working_set)) break;
-      decided_[i] = 1;
+      round_.decide(i);
       r.status = TaskStatus::running;
       r.start_s = queue_.now();
       r.gpu_begin = static_cast<std::uint32_t>(trace_.gpus.size());
@@ -461,7 +360,7 @@ class Run : public run::ElasticHost {
       occupancy_.add_tenant_gpus(r.tenant, 1);
       recovery_.started(f, queue_.now());
       batching_.join(slot, f);
-      if (record_decisions_) record_decision(DecisionKind::placed, f, "batched with task \"" + s.name + "\"");
+      if (round_.recording()) round_.record(DecisionKind::placed, f, "batched with task \"" + s.name + "\"");
       start_inputs(f, g);
       stage_[index(f)] = Stage::inputs;
     }
@@ -789,7 +688,7 @@ class Run : public run::ElasticHost {
         edge_held_[first_edge_[instance] + e] = 0;
         const TaskId consumer = task_id(instance, wf.edges[e].to);
         if (trace_.tasks[index(consumer)].status != TaskStatus::queued) continue;
-        std::erase_if(ready_, [&](const ReadyTask& r) { return r.task == consumer; });
+        std::erase_if(round_.ready(), [&](const ReadyTask& r) { return r.task == consumer; });
         batching_.forget(consumer);
         fail_task(consumer, "its input from task \"" + wf.tasks[producer.task].name + "\" was lost when " + event);
       }
@@ -809,7 +708,7 @@ class Run : public run::ElasticHost {
     }
     TaskRecord& r = trace_.tasks[index(id)];
     const double now = queue_.now();
-    if (!preempted) record_decision(DecisionKind::stopped, id, what);
+    if (!preempted) round_.record(DecisionKind::stopped, id, what);
     dropped_.clear();
     network_.cancel_if([&](std::uint64_t tag) { return FlowTag::of(tag).task == id; }, now, dropped_);
     flows_.changed();
@@ -848,10 +747,7 @@ class Run : public run::ElasticHost {
   // Elastic tasks: run/elastic decides when and onto which GPUs; a resize keeps the work done, moves
   // the task to its new gang and pays the restart before computing what is left.
 
-  static bool gang_size_fits(const TaskSpec& s, std::size_t gpus) {
-    const auto smallest = static_cast<std::size_t>(s.elastic ? s.elastic->min_gpus : s.gpus);
-    return gpus >= smallest && gpus <= static_cast<std::size_t>(s.gpus);
-  }
+
 
   // Moves a computing elastic task onto `gang` (GPUs it keeps, in their order, then new ones). The
   // work done is kept; it computes what is left at the new degree after its restart (and after the
@@ -893,7 +789,7 @@ class Run : public run::ElasticHost {
     r.resized_s = now;
     r.compute_start_s = r.comm_start_s = kNever;
     parts_left_[index(id)] = 0;
-    record_decision(DecisionKind::resized, id, why);
+    round_.record(DecisionKind::resized, id, why);
     dirty_ = true;
     stage_[index(id)] = Stage::inputs;
     if (pending_flows_[index(id)] == 0) start_compute(id);
@@ -1011,7 +907,6 @@ class Run : public run::ElasticHost {
   std::vector<std::uint32_t> pending_flows_;  // per task: flows not yet delivered
   std::vector<Stage> stage_;                  // per task
   std::vector<std::uint8_t> parts_left_;      // per running task: compute and collective not yet done
-  std::unique_ptr<Policy> policy_;
   EventQueue queue_;
   Trace trace_;
   std::optional<run::Workload> workload_;  // made once predictions exist
@@ -1021,6 +916,7 @@ class Run : public run::ElasticHost {
   run::Recovery recovery_;  // runs stopped by failures, preemption or resizes; checkpoints, retries
   run::Predictions predicted_;
   run::Batching batching_;
+  run::PolicyRound round_;
   std::optional<run::Autoscaler> autoscaler_;
   std::optional<run::Elastic> elastic_;
   std::vector<run::RunListener*> listeners_;  // the optional features attached
@@ -1036,18 +932,12 @@ class Run : public run::ElasticHost {
     std::string reason;
   };
   std::vector<Stranded> stranded_;             // tasks with a flow no route can carry, stopped after the event
-  std::vector<GpuId> freed_;                   // GPUs freed by this round's preemptions
   // Tasks: inputs, edge tensors, weights and offload.
   std::vector<std::uint32_t> pending_inputs_;  // per task
   std::vector<std::uint32_t> first_edge_;             // per instance: offset into edge_held_
   std::vector<double> edge_held_;                     // per instance edge: bytes held in the producer's VRAM
   std::vector<double> offloaded_;  // per entry of trace_.gpus: working-set bytes its task keeps in host memory
-  // The policy round: the ready queue, this round's decisions, and whether a round is wanted.
-  std::vector<ReadyTask> ready_;
-  std::vector<std::uint8_t> decided_;
-  Decisions decisions_;
-  bool record_decisions_ = false;
-  bool dirty_ = false;
+  bool dirty_ = false;  // a round is wanted
   bool schedule_pending_ = false;
 };
 

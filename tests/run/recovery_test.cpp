@@ -37,7 +37,7 @@ TEST_CASE("a run stopped mid-compute keeps its whole checkpoint intervals and th
   CHECK(recovery.checkpoint(kTask, 1) == 0);
 }
 
-TEST_CASE("failures use the retry attempts; preemptions do not", "[run][recovery]") {
+TEST_CASE("failures use the retry attempts, preemptions do not", "[run][recovery]") {
   const FaultSpec f = faults(2, 0, 0, 1);
   run::Recovery recovery(f);
   recovery.size_tasks(2, true);
@@ -69,7 +69,7 @@ TEST_CASE("a resize keeps the work done and the next run pays the task's restart
   CHECK(s.restart_gpu_s == Approx(2 * 3 * 2));
 }
 
-TEST_CASE("recovery time runs from a stop to the next start; goodput counts lost GPU time", "[run][recovery]") {
+TEST_CASE("recovery time runs from a stop to the next start, goodput counts lost GPU time", "[run][recovery]") {
   const FaultSpec f = faults(3, 0, 0, 0);
   run::Recovery recovery(f);
   recovery.size_tasks(2, true);

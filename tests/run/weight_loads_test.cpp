@@ -38,7 +38,7 @@ constexpr std::uint32_t kModel = 7, kOther = 8;
 
 }  // namespace
 
-TEST_CASE("a node reads a model from storage once; host memory keeps it until the node loses it", "[run][weights]") {
+TEST_CASE("a node reads a model from storage once, host memory keeps it until the node loses it", "[run][weights]") {
   Fixture f;
   REQUIRE(f.admit(f.g0, kModel));
   CHECK(f.loads.begin(1, f.task, f.g0, kModel, 10e9, 2.0) == *f.topology.storage_vertex(f.node));
