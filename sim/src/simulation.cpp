@@ -23,6 +23,7 @@
 #include "run/predictions.hpp"
 #include "run/recovery.hpp"
 #include "run/slots.hpp"
+#include "run/tensors.hpp"
 #include "run/weight_loads.hpp"
 #include "run/workload.hpp"
 #include "shared_compute.hpp"
@@ -67,9 +68,14 @@ class Run : public run::ElasticHost, public run::RoundHost {
         weights_(cluster_, topology_, memory_, trace_),
         occupancy_(scenario, cluster_, trace_, dirty_),
         billing_(scenario, cluster_, queue_, options.record_link_samples),
+        predicted_(scenario, cluster_, compute_),
+        workload_(sc_, seed_, predicted_.job_gpu_s(), queue_, trace_),
+        tensors_(scenario, trace_, workload_, memory_, [this](GpuId g) {
+          dirty_ = true;  // the freed VRAM may let a waiting task start
+          released(index(g));
+        }),
         faults_(scenario, cluster_, topology_, occupancy_, seed_, queue_),
         recovery_(scenario.faults),
-        predicted_(scenario, cluster_, compute_),
         batching_(scenario, predicted_, queue_, dirty_),
         round_(scenario, run::PolicyRound::make_policy(scenario), cluster_, occupancy_, memory_, predicted_, trace_, queue_, options.record_link_samples),
         shared_(interference(cluster_)) {
@@ -78,10 +84,9 @@ class Run : public run::ElasticHost, public run::RoundHost {
     memory_.record_samples(options.record_link_samples);
     restartable_ = restartable_ || round_.may_preempt();  // a preempted task is stopped as a failure stops it
     restartable_ = restartable_ || run::Elastic::any(sc_);  // a resize restarts a run, keeping its progress as a checkpoint does
-    workload_.emplace(sc_, seed_, predicted_.job_gpu_s(), queue_, trace_);
     if (sc_.autoscale.on()) {
       // A node going off loses what its host memory held.
-      autoscaler_.emplace(sc_, cluster_, queue_, occupancy_, memory_, billing_, *workload_, round_.ready(),
+      autoscaler_.emplace(sc_, cluster_, queue_, occupancy_, memory_, billing_, workload_, round_.ready(),
                           [this](std::uint32_t n) { weights_.host_lost(make_id<NodeId>(n)); });
       listeners_.push_back(&*autoscaler_);
     }
@@ -93,26 +98,26 @@ class Run : public run::ElasticHost, public run::RoundHost {
   }
 
   RunResult execute() {
-    workload_->start_open_loops();
+    workload_.start_open_loops();
     faults_.start();
     start_billing();
-    workload_->start_closed_loops();
+    workload_.start_closed_loops();
     bool horizon_reached = false, diverged = false;
     double last_s = 0;
     std::uint64_t events = 0;
     // Random failures never run out: once every workflow has ended, only they would be left.
-    while (!queue_.empty() && !diverged && !((restartable_ || autoscaler_) && workload_->unfinished() == 0)) {
+    while (!queue_.empty() && !diverged && !((restartable_ || autoscaler_) && workload_.unfinished() == 0)) {
       if (queue_.top().time_s > sc_.horizon_s) {
         horizon_reached = true;
         break;
       }
       const Event e = queue_.pop();
       event_digest_ = hash_combine(hash_combine(hash_combine(event_digest_, std::bit_cast<std::uint64_t>(e.time_s)), e.kind), e.subject);
-      if ((++events & 0xFFFFu) == 0 && progress_cb_) progress_cb_(trace_.instances.size() - workload_->unfinished(), trace_.instances.size());
+      if ((++events & 0xFFFFu) == 0 && progress_cb_) progress_cb_(trace_.instances.size() - workload_.unfinished(), trace_.instances.size());
       const std::uint32_t run = stamp_of(e);
       bool live = true;  // stale events (see task_event) are skipped and do not extend the run
       switch (kind_of(e)) {
-        case kArrival: workload_->arrive(e.subject, [this](TaskId id) { make_ready(id); }); break;
+        case kArrival: workload_.arrive(e.subject, [this](TaskId id) { make_ready(id); }); break;
         case kComputeDone:
           if ((live = current(run, e.subject))) on_compute_done(make_id<TaskId>(e.subject));
           break;
@@ -139,7 +144,7 @@ class Run : public run::ElasticHost, public run::RoundHost {
       }
       if (live) last_s = e.time_s;
       if (!stranded_.empty()) stop_stranded();
-      diverged = max_in_flight_ > 0 && workload_->in_flight() > max_in_flight_;
+      diverged = max_in_flight_ > 0 && workload_.in_flight() > max_in_flight_;
       flows_.arm();
       if (dirty_ && !schedule_pending_) {
         queue_.push(queue_.now(), kSchedule, 0);
@@ -179,7 +184,7 @@ class Run : public run::ElasticHost, public run::RoundHost {
     std::vector<double> slowdown_sum(sc_.tenants.size(), 0.0);
     for (const InstanceRecord& inst : trace_.instances) {
       if (inst.end_s == kNever || inst.failed) continue;
-      const double ideal = predicted_.critical_path_s(inst.workflow) * workload_->known_scale(make_id<InstanceId>(&inst - trace_.instances.data()));
+      const double ideal = predicted_.critical_path_s(inst.workflow) * workload_.known_scale(make_id<InstanceId>(&inst - trace_.instances.data()));
       if (ideal > 0) slowdown_sum[index(inst.tenant)] += (inst.end_s - inst.arrival_s) / ideal;
     }
     for (std::size_t t = 0; t < sc_.tenants.size(); ++t) {
@@ -209,8 +214,6 @@ class Run : public run::ElasticHost, public run::RoundHost {
   void size_task_state() {
     const std::size_t total_tasks = trace_.tasks.size();
     occupancy_.size_instances(trace_.instances.size());
-    pending_inputs_.reserve(total_tasks);
-    edge_held_.reserve(trace_.instances.size());
     pending_flows_.assign(total_tasks, 0);
     batching_.size_tasks(total_tasks);
     if (elastic_) elastic_->size_tasks(total_tasks);
@@ -219,17 +222,11 @@ class Run : public run::ElasticHost, public run::RoundHost {
     stage_.assign(total_tasks, Stage::inputs);
     collectives_.size_tasks(total_tasks);
     parts_left_.assign(total_tasks, 0);
-    for (const InstanceRecord& inst : trace_.instances) {
-      const Workflow& wf = sc_.workflows[inst.workflow];
-      first_edge_.push_back(static_cast<std::uint32_t>(edge_held_.size()));
-      edge_held_.resize(edge_held_.size() + wf.edges.size(), 0.0);
-      for (std::uint32_t t = 0; t < wf.tasks.size(); ++t) pending_inputs_.push_back(static_cast<std::uint32_t>(wf.inputs(t).size()));
-    }
   }
 
   const TaskSpec& spec(const TaskRecord& r) const { return sc_.workflows[r.workflow].tasks[r.task]; }
-  TaskId task_id(std::uint32_t instance, std::uint32_t local) const { return workload_->task_id(instance, local); }
-  double known_scale(TaskId id) const { return workload_->known_scale(trace_.tasks[index(id)].instance); }
+  TaskId task_id(std::uint32_t instance, std::uint32_t local) const { return workload_.task_id(instance, local); }
+  double known_scale(TaskId id) const { return workload_.known_scale(trace_.tasks[index(id)].instance); }
 
   void make_ready(TaskId id) {
     TaskRecord& r = trace_.tasks[index(id)];
@@ -241,11 +238,10 @@ class Run : public run::ElasticHost, public run::RoundHost {
     std::uint32_t input_gpu = kNoGpu;
     double input_bytes = 0, most = -1;
     for (std::uint32_t e : wf.inputs(r.task)) {
-      const TaskRecord& producer = trace_.tasks[index(task_id(index(r.instance), wf.edges[e].from))];
       input_bytes += wf.edges[e].bytes;
       if (wf.edges[e].bytes > most) {
         most = wf.edges[e].bytes;
-        input_gpu = index(trace_.gpus[producer.gpu_begin]);
+        input_gpu = index(tensors_.holder(index(r.instance), e));
       }
     }
     const ReadyTask ready{id, r.instance, r.tenant, &s, static_cast<std::uint32_t>(s.gpus),
@@ -268,7 +264,7 @@ class Run : public run::ElasticHost, public run::RoundHost {
   std::string label(TaskId id) const override { return round_.label(id); }
 
   ClusterView view() const override {
-    return occupancy_.view(memory_, compute_, workload_->job_sizes(), queue_.now());
+    return occupancy_.view(memory_, compute_, workload_.job_sizes(), queue_.now());
   }
 
   // A scheduling round (run/policy_round checks the policy's decisions and calls back start, fail,
@@ -415,10 +411,9 @@ class Run : public run::ElasticHost, public run::RoundHost {
     const Workflow& wf = sc_.workflows[r.workflow];
     for (std::uint32_t e : wf.inputs(r.task)) {
       const EdgeSpec& edge = wf.edges[e];
-      const TaskRecord& producer = trace_.tasks[index(task_id(index(r.instance), edge.from))];
-      const GpuId from = trace_.gpus[producer.gpu_begin];
+      const GpuId from = tensors_.holder(index(r.instance), e);
       if (from == to) {
-        release_tensor(index(r.instance), e, from);
+        tensors_.release(index(r.instance), e, queue_.now());
         continue;
       }
       r.input_bytes += edge.bytes;
@@ -432,16 +427,7 @@ class Run : public run::ElasticHost, public run::RoundHost {
     ++pending_flows_[index(id)];
   }
 
-  // An edge's tensor has been read by its consumer: the producer's GPU lets it go.
-  void release_tensor(std::uint32_t instance, std::uint32_t edge, GpuId holder) {
-    double& held = edge_held_[first_edge_[instance] + edge];
-    if (held > 0) {
-      memory_.unhold(holder, held, queue_.now());
-      dirty_ = true;  // the freed VRAM may let a waiting task start
-      held = 0;
-      released(index(holder));
-    }
-  }
+
 
   static void record_parts(TaskRecord& r, const ComputeEstimate& e) {
     r.compute_bound_s = e.compute_part_s();
@@ -577,9 +563,7 @@ class Run : public run::ElasticHost, public run::RoundHost {
       const TaskId id = tag.task;
       const TaskRecord& r = trace_.tasks[index(id)];
       if (tag.kind == FlowKind::input) {
-        const EdgeSpec& edge = sc_.workflows[r.workflow].edges[tag.part];
-        const TaskRecord& producer = trace_.tasks[index(task_id(index(r.instance), edge.from))];
-        release_tensor(index(r.instance), tag.part, trace_.gpus[producer.gpu_begin]);
+        tensors_.release(index(r.instance), tag.part, queue_.now());
       } else if (tag.kind == FlowKind::weights) {
         weights_.delivered(d.tag, predicted_.model(r.workflow, r.task), queue_.now());
       }
@@ -678,21 +662,11 @@ class Run : public run::ElasticHost, public run::RoundHost {
   // Output tensors held on a failed GPU are gone: consumers that have not read them cannot run.
   // (No lineage: the producer is not run again.)
   void lose_tensors(GpuId g, const std::string& event) {
-    for (std::uint32_t t = 0; t < trace_.tasks.size(); ++t) {
-      const TaskRecord& producer = trace_.tasks[t];
-      if (producer.status != TaskStatus::completed || trace_.gpus[producer.gpu_begin] != g) continue;
-      const std::uint32_t instance = index(producer.instance);
-      const Workflow& wf = sc_.workflows[producer.workflow];
-      for (std::uint32_t e : wf.outputs(producer.task)) {
-        if (edge_held_[first_edge_[instance] + e] <= 0) continue;
-        edge_held_[first_edge_[instance] + e] = 0;
-        const TaskId consumer = task_id(instance, wf.edges[e].to);
-        if (trace_.tasks[index(consumer)].status != TaskStatus::queued) continue;
-        std::erase_if(round_.ready(), [&](const ReadyTask& r) { return r.task == consumer; });
-        batching_.forget(consumer);
-        fail_task(consumer, "its input from task \"" + wf.tasks[producer.task].name + "\" was lost when " + event);
-      }
-    }
+    tensors_.lose(g, [&](TaskId consumer, TaskId producer) {
+      std::erase_if(round_.ready(), [&](const ReadyTask& r) { return r.task == consumer; });
+      batching_.forget(consumer);
+      fail_task(consumer, "its input from task \"" + spec(trace_.tasks[index(producer)]).name + "\" was lost when " + event);
+    });
   }
 
   // A failure stopped a running task: its transfers are dropped, its GPUs freed, and it runs again
@@ -847,21 +821,8 @@ class Run : public run::ElasticHost, public run::RoundHost {
     r.status = TaskStatus::completed;
     r.end_s = queue_.now();
     release_gpus(r);
-    const Workflow& wf = sc_.workflows[r.workflow];
-    const std::uint32_t instance = index(r.instance);
-    // Outputs stay in this task's first GPU until their consumers have read them.
-    for (std::uint32_t e : wf.outputs(r.task)) {
-      if (wf.edges[e].bytes > 0) {
-        edge_held_[first_edge_[instance] + e] = memory_.hold(trace_.gpus[r.gpu_begin], wf.edges[e].bytes, queue_.now());
-      }
-    }
-    for (std::uint32_t e : wf.outputs(r.task)) {
-      const TaskId consumer = task_id(instance, wf.edges[e].to);
-      if (--pending_inputs_[index(consumer)] == 0 && trace_.tasks[index(consumer)].status == TaskStatus::queued) {
-        make_ready(consumer);
-      }
-    }
-    workload_->task_ended(instance);
+    for (TaskId consumer : tensors_.produced(id, queue_.now())) make_ready(consumer);
+    workload_.task_ended(index(r.instance));
   }
 
   // A running task that cannot go on: its GPUs are freed and it fails, with everything downstream.
@@ -881,11 +842,8 @@ class Run : public run::ElasticHost, public run::RoundHost {
     r.reason = trace_.add_reason(reason);
     const std::uint32_t instance = index(r.instance);
     trace_.instances[instance].failed = true;
-    for (std::uint32_t e : sc_.workflows[r.workflow].inputs(r.task)) {
-      const TaskRecord& producer = trace_.tasks[index(task_id(instance, sc_.workflows[r.workflow].edges[e].from))];
-      if (producer.status == TaskStatus::completed) release_tensor(instance, e, trace_.gpus[producer.gpu_begin]);
-    }
-    workload_->task_ended(instance);
+    tensors_.release_inputs(id, queue_.now());
+    workload_.task_ended(instance);
     const Workflow& wf = sc_.workflows[r.workflow];
     const std::string downstream = "input from task \"" + wf.tasks[r.task].name + "\" failed";
     for (std::uint32_t e : wf.outputs(r.task)) fail_task(task_id(instance, wf.edges[e].to), downstream);
@@ -909,12 +867,13 @@ class Run : public run::ElasticHost, public run::RoundHost {
   std::vector<std::uint8_t> parts_left_;      // per running task: compute and collective not yet done
   EventQueue queue_;
   Trace trace_;
-  std::optional<run::Workload> workload_;  // made once predictions exist
   run::Occupancy occupancy_;
   run::Billing billing_;
+  run::Predictions predicted_;
+  run::Workload workload_;
+  run::Tensors tensors_;
   run::Faults faults_;
   run::Recovery recovery_;  // runs stopped by failures, preemption or resizes; checkpoints, retries
-  run::Predictions predicted_;
   run::Batching batching_;
   run::PolicyRound round_;
   std::optional<run::Autoscaler> autoscaler_;
@@ -932,10 +891,6 @@ class Run : public run::ElasticHost, public run::RoundHost {
     std::string reason;
   };
   std::vector<Stranded> stranded_;             // tasks with a flow no route can carry, stopped after the event
-  // Tasks: inputs, edge tensors, weights and offload.
-  std::vector<std::uint32_t> pending_inputs_;  // per task
-  std::vector<std::uint32_t> first_edge_;             // per instance: offset into edge_held_
-  std::vector<double> edge_held_;                     // per instance edge: bytes held in the producer's VRAM
   std::vector<double> offloaded_;  // per entry of trace_.gpus: working-set bytes its task keeps in host memory
   bool dirty_ = false;  // a round is wanted
   bool schedule_pending_ = false;
