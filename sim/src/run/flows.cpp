@@ -62,4 +62,9 @@ const std::vector<Flows::Moved>& Flows::reroute_off(std::uint32_t link) {
   return moved_;
 }
 
+void Flows::cancel(TaskId task, double now_s, std::vector<std::uint64_t>& dropped) {
+  network_.cancel_if([&](std::uint64_t tag) { return FlowTag::of(tag).task == task; }, now_s, dropped);
+  changed();
+}
+
 }  // namespace fleetsim::run

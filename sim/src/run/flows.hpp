@@ -52,6 +52,8 @@ class Flows {
   // kNetwork: whether this wake-up is current; if so, the flows delivered by now.
   bool wake(std::uint32_t generation);
   const std::vector<FlowDelivery>& delivered() const { return delivered_; }
+  // The task was stopped: its flows are cancelled; `dropped` gets their tags.
+  void cancel(TaskId task, double now_s, std::vector<std::uint64_t>& dropped);
 
   // A flow moved off a failed link, or stranded where no route is left.
   struct Moved {

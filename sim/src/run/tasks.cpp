@@ -1,0 +1,583 @@
+#include "tasks.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace fleetsim::run {
+namespace {
+
+// Per GPU: its interference where it is time-sliced, else SharedCompute::kExclusive.
+std::vector<double> interference(const Cluster& cluster) {
+  std::vector<double> f;
+  for (std::uint32_t g = 0; g < cluster.gpu_count(); ++g) {
+    const NodeGroup& group = cluster.group(cluster.node_of(make_id<GpuId>(g)));
+    f.push_back(group.time_sliced_tasks > 1 ? group.interference : SharedCompute::kExclusive);
+  }
+  return f;
+}
+
+void record_parts(TaskRecord& r, const ComputeEstimate& e) {
+  r.compute_bound_s = e.compute_part_s();
+  r.memory_bound_s = e.memory_part_s();
+  r.fixed_s = e.launch_s;
+}
+
+}  // namespace
+
+Tasks::Tasks(const Scenario& scenario, const Cluster& cluster, const Topology& topology, GpuMemory& memory,
+             const ComputeModel& compute, Flows& flows, Occupancy& occupancy, const Predictions& predicted, Workload& workload,
+             Batching& batching, PolicyRound& round, EventQueue& queue, Trace& trace, const std::vector<RunListener*>& listeners,
+             bool& round_wanted, bool restartable)
+    : sc_(scenario),
+      cluster_(cluster),
+      topology_(topology),
+      memory_(memory),
+      compute_(compute),
+      flows_(flows),
+      occupancy_(occupancy),
+      predicted_(predicted),
+      workload_(workload),
+      batching_(batching),
+      round_(round),
+      queue_(queue),
+      trace_(trace),
+      listeners_(listeners),
+      round_wanted_(round_wanted),
+      collectives_(cluster, topology),
+      weights_(cluster, topology, memory, trace),
+      tensors_(scenario, trace, workload, memory, [this](GpuId g) {
+        round_wanted_ = true;  // the freed VRAM may let a waiting task start
+        released(index(g));
+      }),
+      recovery_(scenario.faults),
+      shared_(interference(cluster)) {
+  const std::size_t tasks = trace_.tasks.size();
+  pending_flows_.assign(tasks, 0);
+  stage_.assign(tasks, Stage::inputs);
+  parts_left_.assign(tasks, 0);
+  if (restartable || shared_.any()) stamp_.assign(tasks, 0);
+  recovery_.size_tasks(tasks, restartable);
+  collectives_.size_tasks(tasks);
+}
+
+std::string Tasks::no_route(std::uint32_t from, std::uint32_t to) const {
+  return "link failures left no route from " + topology_.vertex_name(from) + " to " + topology_.vertex_name(to);
+}
+
+void Tasks::make_ready(TaskId id) {
+  TaskRecord& r = trace_.tasks[index(id)];
+  r.ready_s = queue_.now();
+  const TaskSpec& s = spec(r);
+  const InstanceRecord& inst = trace_.instances[index(r.instance)];
+  // Where most of its input bytes are.
+  const Workflow& wf = sc_.workflows[r.workflow];
+  std::uint32_t input_gpu = kNoGpu;
+  double input_bytes = 0, most = -1;
+  for (std::uint32_t e : wf.inputs(r.task)) {
+    input_bytes += wf.edges[e].bytes;
+    if (wf.edges[e].bytes > most) {
+      most = wf.edges[e].bytes;
+      input_gpu = index(tensors_.holder(index(r.instance), e));
+    }
+  }
+  const ReadyTask ready{id, r.instance, r.tenant, &s, static_cast<std::uint32_t>(s.gpus),
+                        predicted_.model(r.workflow, r.task), s.weights_bytes / s.gpus, s.working_set_bytes,
+                        r.ready_s, inst.arrival_s, sc_.tenants[index(r.tenant)].priority,
+                        sc_.tenants[index(r.tenant)].work_class == WorkClass::interactive, predicted_.rank_s(r.workflow, r.task) * known_scale(id),
+                        predicted_.job_s(r.workflow) * known_scale(id), known_scale(id), input_gpu,
+                        input_bytes};
+  // A batchable task may wait out of the policy's sight until its batch is full.
+  if (batching_.hold(batching_.key(r), ready, round_.ready())) return;
+  round_.ready().push_back(ready);
+  round_wanted_ = true;
+}
+
+bool Tasks::computing_alone(TaskId id) const {
+  return pending_flows_[index(id)] == 0 && !collectives_.running(id) && !shared_.computing(index(id));
+}
+
+ClusterView Tasks::view() const {
+  return occupancy_.view(memory_, compute_, workload_.job_sizes(), queue_.now());
+}
+
+void Tasks::start_task(TaskId id, std::span<const GpuId> gpus) {
+  TaskRecord& r = trace_.tasks[index(id)];
+  const TaskSpec& s = spec(r);
+  const std::uint32_t model = predicted_.model(r.workflow, r.task);
+  const double weights = s.weights_bytes / s.gpus;
+  r.status = TaskStatus::running;
+  r.start_s = queue_.now();
+  for (GpuId g : gpus) {
+    occupancy_.set_free_at(index(g), queue_.now() + predicted_.mean_s(r.workflow, r.task) * known_scale(id));
+    occupancy_.add_task(index(g), index(id));
+  }
+  recovery_.started(id, queue_.now());
+  occupancy_.add_tenant_gpus(r.tenant, static_cast<std::int64_t>(gpus.size()));
+  r.gpu_begin = static_cast<std::uint32_t>(trace_.gpus.size());
+  r.gpu_count = static_cast<std::uint32_t>(gpus.size());
+  trace_.gpus.insert(trace_.gpus.end(), gpus.begin(), gpus.end());
+  offloaded_.resize(trace_.gpus.size());
+  for (RunListener* l : listeners_) l->task_started(id);
+
+  // Weights not resident are loaded (load_weights).
+  for (std::uint32_t member = 0; member < gpus.size(); ++member) {
+    const GpuId g = gpus[member];
+    // What does not fit of the working set goes to host memory: out and back over the host link.
+    const double offload = memory_.offload_bytes(g, model, weights, s.working_set_bytes);
+    offloaded_[r.gpu_begin + member] = offload;
+    if (offload > 0) {
+      r.offload_bytes += offload;
+      const std::uint32_t host = topology_.host_vertex(cluster_.node_of(g));
+      start_flow(id, topology_.gpu_vertex(g), host, offload, FlowTag{FlowKind::offload, member * 2, id}, route_key(index(g), index(id)));
+      start_flow(id, host, topology_.gpu_vertex(g), offload, FlowTag{FlowKind::offload, member * 2 + 1, id}, route_key(index(g), index(id)));
+    }
+    if (memory_.admit(g, model, weights, s.working_set_bytes - offload, queue_.now())) load_weights(id, member, g, model, weights);
+  }
+  start_inputs(id, gpus[0]);
+  stage_[index(id)] = Stage::inputs;
+  if (pending_flows_[index(id)] == 0 && !s.batching) start_compute(id);
+}
+
+// Weights not resident on `g` (member `member` of the task's gang) are loaded (see WeightLoads).
+void Tasks::load_weights(TaskId id, std::uint32_t member, GpuId g, std::uint32_t model, double weights) {
+  const FlowTag tag{FlowKind::weights, member, id};
+  const std::uint32_t source = weights_.begin(tag.packed(), id, g, model, weights, queue_.now());
+  start_flow(id, source, topology_.gpu_vertex(g), weights, tag, route_key(index(g), model));
+}
+
+// Batching: the ready tasks of the leader's batching key that the policy left this round join it on
+// its GPU, in ready order, as many as max_size allows and the GPU's VRAM holds. Each reads its own
+// inputs; the batch computes once every member has them, and all members end together.
+void Tasks::fill_batch(TaskId leader) {
+  const TaskRecord& lead = trace_.tasks[index(leader)];
+  const TaskSpec& s = spec(lead);
+  const GpuId g = trace_.gpus[lead.gpu_begin];
+  const std::uint32_t key = batching_.key(lead);
+  const std::uint32_t slot = batching_.open(leader);
+  const std::uint32_t model = predicted_.model(lead.workflow, lead.task);
+  const double weights = s.weights_bytes;
+  for (std::size_t i = 0; i < round_.ready().size() && batching_.members(slot).size() < s.batching->max_size; ++i) {
+    const TaskId f = round_.ready()[i].task;
+    TaskRecord& r = trace_.tasks[index(f)];
+    if (round_.decided(i) || batching_.key(r) != key) continue;
+    if (!view().allowed(r.tenant, g) || (r.tenant != lead.tenant && (occupancy_.private_tenant(r.tenant) || occupancy_.private_tenant(lead.tenant)))) continue;
+    const double working_set = spec(r).working_set_bytes;  // members of other workflows may need more or less
+    if (!memory_.fits(g, model, weights, working_set)) break;
+    round_.decide(i);
+    r.status = TaskStatus::running;
+    r.start_s = queue_.now();
+    r.gpu_begin = static_cast<std::uint32_t>(trace_.gpus.size());
+    r.gpu_count = 1;
+    r.batched_with = index(leader) + 1;
+    trace_.gpus.push_back(g);
+    offloaded_.resize(trace_.gpus.size());
+    offloaded_.back() = memory_.offload_bytes(g, model, weights, working_set);
+    memory_.admit(g, model, weights, working_set - offloaded_.back(), queue_.now());
+    occupancy_.add_tenant_gpus(r.tenant, 1);
+    recovery_.started(f, queue_.now());
+    batching_.join(slot, f);
+    if (round_.recording()) round_.record(DecisionKind::placed, f, "batched with task \"" + s.name + "\"");
+    start_inputs(f, g);
+    stage_[index(f)] = Stage::inputs;
+  }
+  const std::vector<TaskId>& members = batching_.members(slot);
+  if (members.size() > 1) trace_.tasks[index(leader)].batched_with = index(leader) + 1;
+  // Members whose inputs are still on their way hold the batch back.
+  const auto waiting = static_cast<std::uint32_t>(std::count_if(members.begin(), members.end(), [&](TaskId m) { return pending_flows_[index(m)] > 0; }));
+  batching_.set_waiting(slot, waiting);
+  if (waiting == 0) start_batch(slot);
+}
+
+// A member's inputs have arrived.
+void Tasks::member_ready(TaskId id) {
+  if (const std::uint32_t slot = batching_.batch_of(id); batching_.member_ready(slot)) start_batch(slot);
+}
+
+// The members' FLOP add up; of their bytes, the shared part is read once (the largest member's),
+// the rest by each member.
+void Tasks::start_batch(std::uint32_t slot) {
+  const std::vector<TaskId>& members = batching_.members(slot);
+  const TaskRecord& lead = trace_.tasks[index(members.front())];
+  const TaskSpec& s = spec(lead);
+  double flop = 0, own_bytes = 0, largest_bytes = 0;
+  for (TaskId m : members) {
+    const TaskRecord& r = trace_.tasks[index(m)];
+    flop += spec(r).flop * r.work_scale;
+    own_bytes += spec(r).bytes * r.work_scale;
+    largest_bytes = std::max(largest_bytes, spec(r).bytes * r.work_scale);
+  }
+  const double bytes = s.batching->shared_bytes * largest_bytes + (1 - s.batching->shared_bytes) * own_bytes;
+  const GpuId g = trace_.gpus[lead.gpu_begin];
+  // A model step runs once at the batch's size; other work adds up, sharing the bytes it shares.
+  const ComputeEstimate estimate = s.architecture ? compute_.batched(s, cluster_.gpu_type(g), flop / s.flop)
+                                                  : estimate_compute(cluster_.gpu_type(g), flop, bytes, s.dtype, s.launches);
+  const double compute_s = estimate.total_s();
+  for (TaskId m : members) {
+    TaskRecord& r = trace_.tasks[index(m)];
+    r.compute_start_s = queue_.now();
+    record_parts(r, estimate);
+    parts_left_[index(m)] = 1;
+    if (recovery_.on()) recovery_.set_full_compute(m, compute_s);
+  }
+  // One compute for the batch: the leader's end ends its followers first.
+  run_compute(members.front(), compute_s);
+  occupancy_.set_free_at(index(g), queue_.now() + compute_s);
+}
+
+// Inputs move from each producer's first GPU to `to`, all at once. A tensor already there is read
+// in place and released at once.
+void Tasks::start_inputs(TaskId id, GpuId to) {
+  TaskRecord& r = trace_.tasks[index(id)];
+  const Workflow& wf = sc_.workflows[r.workflow];
+  for (std::uint32_t e : wf.inputs(r.task)) {
+    const EdgeSpec& edge = wf.edges[e];
+    const GpuId from = tensors_.holder(index(r.instance), e);
+    if (from == to) {
+      tensors_.release(index(r.instance), e, queue_.now());
+      continue;
+    }
+    r.input_bytes += edge.bytes;
+    start_flow(id, topology_.gpu_vertex(from), topology_.gpu_vertex(to), edge.bytes,
+               FlowTag{FlowKind::input, e, id}, route_key(index(r.instance), e));
+  }
+}
+
+void Tasks::start_flow(TaskId id, std::uint32_t from, std::uint32_t to, double bytes, FlowTag tag, std::uint64_t key) {
+  if (!flows_.start(tag, from, to, bytes, key)) strand(id, no_route(from, to));
+  ++pending_flows_[index(id)];
+}
+
+void Tasks::start_compute(TaskId id) {
+  TaskRecord& r = trace_.tasks[index(id)];
+  const TaskSpec& s = spec(r);
+  r.compute_start_s = queue_.now();
+  // A gang splits this instance's work evenly and finishes with its slowest member.
+  const double share = r.work_scale / static_cast<double>(r.gpu_count);
+  double compute_s = 0;
+  for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
+    const ComputeEstimate e = compute_.of(s, cluster_.gpu_type(trace_.gpus[r.gpu_begin + i]), share);
+    if (i == 0 || e.total_s() > compute_s) record_parts(r, e);
+    compute_s = std::max(compute_s, e.total_s());
+  }
+  // A run resuming from a checkpoint restores it, then does what is left.
+  if (recovery_.on()) compute_s = recovery_.begin_compute(id, compute_s, s.elastic ? s.elastic->restart_s : 0, r.gpu_count);
+  // Policies predict with the declared work (a trace job's duration), not a random draw.
+  const double known = known_scale(id) / static_cast<double>(r.gpu_count);
+  double predicted_s = 0;
+  for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
+    const GpuType& type = cluster_.gpu_type(trace_.gpus[r.gpu_begin + i]);
+    predicted_s = std::max(predicted_s, compute_.of(s, type, known).total_s());
+  }
+  for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
+    occupancy_.set_free_at(index(trace_.gpus[r.gpu_begin + i]), r.compute_start_s + predicted_s);
+  }
+  // A task with a collective ends when both its compute and its collective are done. The
+  // collective starts when compute ends, or earlier by the overlapped fraction of the compute.
+  const bool communicates = s.collective && r.gpu_count > 1;
+  parts_left_[index(id)] = communicates ? 2 : 1;
+  if (s.elastic) round_wanted_ = true;  // it can be resized from now on: a round looks at it
+  run_compute(id, compute_s);
+}
+
+// The task computes for compute_s from now. On time-sliced GPUs it shares them with the tasks
+// computing there, so its end, and theirs, move whenever those tasks change.
+void Tasks::run_compute(TaskId id, double compute_s) {
+  const TaskRecord& r = trace_.tasks[index(id)];
+  const std::span<const GpuId> gpus(trace_.gpus.data() + r.gpu_begin, r.gpu_count);
+  if (shared_.any() && std::any_of(gpus.begin(), gpus.end(), [&](GpuId g) { return shared_.shared(g); })) {
+    shared_.start(index(id), gpus, compute_s, queue_.now(), changed_);
+    repace(changed_);
+    return;
+  }
+  queue_.push(queue_.now() + compute_s, task_event(kComputeDone, id), index(id));
+  if (const double overlap = overlap_of(id); overlap > 0) {
+    queue_.push(queue_.now() + (1 - overlap) * compute_s, task_event(kCommStart, id), index(id));
+  }
+}
+
+// The share of the task's compute its collective overlaps (0: it follows the compute).
+double Tasks::overlap_of(TaskId id) const {
+  const TaskSpec& s = spec(trace_.tasks[index(id)]);
+  return parts_left_[index(id)] == 2 && trace_.tasks[index(id)].comm_start_s == kNever ? s.collective->overlap : 0;
+}
+
+// These tasks' paces changed: their pending compute ends (and collective starts) are stale.
+void Tasks::repace(const std::vector<std::uint32_t>& tasks) {
+  for (std::uint32_t t : tasks) {
+    const TaskId id = make_id<TaskId>(t);
+    ++stamp_[t];
+    queue_.push(shared_.reaches_s(t, 0), task_event(kComputeDone, id), t);
+    if (const double overlap = overlap_of(id); overlap > 0) {
+      queue_.push(shared_.reaches_s(t, overlap * shared_.work_s(t)), task_event(kCommStart, id), t);
+    }
+  }
+}
+
+void Tasks::on_compute_done(TaskId id) {
+  if (trace_.tasks[index(id)].status != TaskStatus::running) return;  // failed meanwhile
+  if (shared_.computing(index(id))) {
+    shared_.stop(index(id), queue_.now(), changed_);
+    repace(changed_);
+  }
+  if (const std::uint32_t slot = batching_.batch_of(id); slot != Batching::kNone) {
+    batching_.dissolve(id);
+    for (std::size_t i = 1; i < batching_.members(slot).size(); ++i) end_task(batching_.members(slot)[i]);
+  }
+  const TaskSpec& s = spec(trace_.tasks[index(id)]);
+  if (parts_left_[index(id)] == 2 && s.collective->overlap == 0) {
+    on_collective_start(id);
+    if (trace_.tasks[index(id)].status != TaskStatus::running) return;  // the collective could not run
+  }
+  finish_part(id);
+}
+
+void Tasks::finish_part(TaskId id) {
+  if (--parts_left_[index(id)] == 0) end_task(id);
+}
+
+void Tasks::on_collective_start(TaskId id) {
+  TaskRecord& r = trace_.tasks[index(id)];
+  const TaskSpec& s = spec(r);
+  r.comm_start_s = queue_.now();
+  const std::span<const GpuId> gang(trace_.gpus.data() + r.gpu_begin, r.gpu_count);
+  if (const auto blocked = collectives_.begin(id, *s.collective, gang)) {
+    if (blocked->cut) {
+      stop_task(id, blocked->reason);
+    } else {
+      abort_running(id, blocked->reason);
+    }
+    return;
+  }
+  stage_[index(id)] = Stage::collective;
+  start_collective_step(id);
+}
+
+// Starts the task's current collective step, or ends the task after the last one.
+void Tasks::start_collective_step(TaskId id) {
+  const std::vector<CollectiveFlow>* step = collectives_.next_step(id);
+  if (step == nullptr) {
+    finish_part(id);
+    return;
+  }
+  for (const CollectiveFlow& f : *step) {
+    const FlowTag tag{FlowKind::collective, 0, id};
+    if (!flows_.start(tag, f.from, f.to, f.bytes, (std::uint64_t{f.from} << 32) | f.to, f.latency_s, f.cap_Bps)) strand(id, no_route(f.from, f.to));
+    ++pending_flows_[index(id)];
+  }
+  flows_.changed();
+}
+
+// The flows delivered now: a read input releases its tensor, loaded weights are resident, and a task
+// whose last flow of a stage arrived goes on.
+void Tasks::on_network() {
+  for (const FlowDelivery& d : flows_.delivered()) {
+    const FlowTag tag = FlowTag::of(d.tag);
+    const TaskId id = tag.task;
+    const TaskRecord& r = trace_.tasks[index(id)];
+    if (tag.kind == FlowKind::input) {
+      tensors_.release(index(r.instance), tag.part, queue_.now());
+    } else if (tag.kind == FlowKind::weights) {
+      weights_.delivered(d.tag, predicted_.model(r.workflow, r.task), queue_.now());
+    }
+    if (--pending_flows_[index(id)] != 0) continue;
+    if (stage_[index(id)] == Stage::inputs && batching_.batch_of(id) != Batching::kNone) {
+      member_ready(id);
+    } else if (stage_[index(id)] == Stage::inputs) {
+      start_compute(id);
+    } else {
+      start_collective_step(id);
+    }
+  }
+}
+
+// A task's events carry its stamp (run/events.hpp) where stamps are kept.
+std::uint32_t Tasks::task_event(EventKind kind, TaskId id) const { return stamp_.empty() ? kind : stamped(kind, stamp_[index(id)]); }
+
+bool Tasks::current(std::uint32_t stamp, std::uint32_t task) const { return stamp_.empty() || stamp == (stamp_[task] & kStampMask); }
+
+void Tasks::strand(TaskId id, std::string why) { stranded_.push_back({id, recovery_.run(id), std::move(why)}); }
+
+void Tasks::stop_stranded() {
+  if (stranded_.empty()) return;
+  std::vector<Stranded> stranded;
+  stranded.swap(stranded_);
+  for (const Stranded& s : stranded) {
+    if (trace_.tasks[index(s.task)].status == TaskStatus::running && recovery_.run(s.task) == s.run) stop_task(s.task, s.reason);
+  }
+}
+
+// Output tensors held on a failed GPU are gone: consumers that have not read them cannot run.
+// (No lineage: the producer is not run again.)
+void Tasks::lose_tensors(GpuId g, const std::string& event) {
+  tensors_.lose(g, [&](TaskId consumer, TaskId producer) {
+    std::erase_if(round_.ready(), [&](const ReadyTask& r) { return r.task == consumer; });
+    batching_.forget(consumer);
+    fail_task(consumer, "its input from task \"" + spec(trace_.tasks[index(producer)]).name + "\" was lost when " + event);
+  });
+}
+
+// A failure stopped a running task, or the policy preempted it: its transfers are dropped, its GPUs
+// freed, and it runs again from its last checkpoint: after the backoff while it has attempts left, or
+// (preempted) at once, without using an attempt.
+void Tasks::stop_task(TaskId id, const std::string& what, bool preempted) {
+  // A batch stops whole: its followers first, so the leader frees the GPU last.
+  if (const std::uint32_t slot = batching_.batch_of(id); slot != Batching::kNone) {
+    batching_.dissolve(id);
+    for (std::size_t i = batching_.members(slot).size(); i-- > 0;) stop_task(batching_.members(slot)[i], what, preempted);
+    return;
+  }
+  TaskRecord& r = trace_.tasks[index(id)];
+  const double now = queue_.now();
+  if (!preempted) round_.record(DecisionKind::stopped, id, what);
+  dropped_.clear();
+  flows_.cancel(id, now, dropped_);
+  std::vector<GpuId> unloaded;
+  for (std::uint64_t tag : dropped_) {
+    if (FlowTag::of(tag).kind == FlowKind::weights) unloaded.push_back(weights_.cancelled(tag, now));
+  }
+  collectives_.drop(id);
+  double saved_s = 0;
+  if (r.compute_start_s != kNever && recovery_.checkpoints()) {
+    saved_s = recovery_.checkpoint(id, shared_.computing(index(id)) ? shared_.done_s(index(id), now) : now - r.compute_start_s);
+  }
+  const double lost_gpu_s = std::max(0.0, now - gang_start_s(r) - saved_s) * r.gpu_count;
+  release_gpus(r);
+  for (GpuId g : unloaded) memory_.drop_unloaded(g, predicted_.model(r.workflow, r.task), now);
+  ++stamp_[index(id)];
+  pending_flows_[index(id)] = 0;
+  parts_left_[index(id)] = 0;
+  r.status = TaskStatus::queued;
+  r.start_s = r.compute_start_s = r.comm_start_s = r.resized_s = kNever;
+  r.gpu_count = 0;
+  r.input_bytes = 0;
+  r.offload_bytes = 0;
+  r.batched_with = 0;
+  if (const std::optional<double> again_s = recovery_.stopped(id, now, preempted, lost_gpu_s)) {
+    queue_.push(*again_s, task_event(kRetry, id), index(id));
+  } else {
+    fail_task(id, what + " " + recovery_.attempts(id));
+  }
+}
+
+void Tasks::on_retry(TaskId id) {
+  if (trace_.tasks[index(id)].status == TaskStatus::queued) make_ready(id);
+}
+
+// Moves a computing elastic task onto `gang` (GPUs it keeps, in their order, then new ones). The
+// work done is kept; it computes what is left at the new degree after its restart (and after the
+// weights reach new GPUs). Not a stop: no attempt is used and nothing counts as lost.
+void Tasks::resize(TaskId id, const std::vector<GpuId>& gang, const std::string& why) {
+  TaskRecord& r = trace_.tasks[index(id)];
+  const TaskSpec& s = spec(r);
+  const double now = queue_.now();
+  recovery_.resized(id, now - r.compute_start_s);  // a new run, whose end, as a preemption's, uses no retry attempt
+  trace_.left_gangs.push_back({id, gang_start_s(r), now, r.gpu_begin, r.gpu_count});
+  occupancy_.attain(r.instance, (now - gang_start_s(r)) * r.gpu_count);
+  ++stamp_[index(id)];  // the old run's compute and collective events are stale
+  const std::uint32_t old_begin = r.gpu_begin, old_count = r.gpu_count;
+  const auto old_member = [&](GpuId g) {
+    for (std::uint32_t i = 0; i < old_count; ++i) {
+      if (trace_.gpus[old_begin + i] == g) return i;
+    }
+    return old_count;
+  };
+  r.gpu_begin = static_cast<std::uint32_t>(trace_.gpus.size());
+  r.gpu_count = static_cast<std::uint32_t>(gang.size());
+  trace_.gpus.insert(trace_.gpus.end(), gang.begin(), gang.end());
+  offloaded_.resize(trace_.gpus.size(), 0.0);
+  for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
+    if (const std::uint32_t m = old_member(gang[i]); m < old_count) offloaded_[r.gpu_begin + i] = offloaded_[old_begin + m];
+  }
+  for (std::uint32_t i = 0; i < old_count; ++i) {
+    const GpuId g = trace_.gpus[old_begin + i];
+    if (std::find(gang.begin(), gang.end(), g) == gang.end()) give_back_gpu(r, g, offloaded_[old_begin + i]);
+  }
+  const std::uint32_t model = predicted_.model(r.workflow, r.task);
+  const double weights = s.weights_bytes / s.gpus;
+  for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
+    if (old_member(gang[i]) < old_count) continue;
+    claim_gpu(id, gang[i]);
+    if (memory_.admit(gang[i], model, weights, s.working_set_bytes, now)) load_weights(id, i, gang[i], model, weights);
+  }
+  occupancy_.add_tenant_gpus(r.tenant, static_cast<std::int64_t>(r.gpu_count) - old_count);
+  r.resized_s = now;
+  r.compute_start_s = r.comm_start_s = kNever;
+  parts_left_[index(id)] = 0;
+  round_.record(DecisionKind::resized, id, why);
+  round_wanted_ = true;
+  stage_[index(id)] = Stage::inputs;
+  if (pending_flows_[index(id)] == 0) start_compute(id);
+}
+
+// One GPU of the task's gang is free again: at the task's end or stop (release_gpus), or when an
+// elastic task leaves it at a resize.
+void Tasks::give_back_gpu(const TaskRecord& r, GpuId g, double offloaded_bytes) {
+  occupancy_.remove_task(index(g), static_cast<std::uint32_t>(&r - trace_.tasks.data()));
+  occupancy_.set_free_at(index(g), queue_.now());
+  memory_.release(g, predicted_.model(r.workflow, r.task), spec(r).working_set_bytes - offloaded_bytes, queue_.now());
+  released(index(g));
+}
+
+// A free GPU an elastic task takes at a resize, as start_task takes each GPU of a gang.
+void Tasks::claim_gpu(TaskId id, GpuId g) {
+  FLEETSIM_CHECK(occupancy_.tasks_on(index(g)).empty(), "an elastic task grows only onto idle GPUs");
+  occupancy_.add_task(index(g), index(id));
+}
+
+// Something left the GPU (a task, or a tensor it held): the features listening are told.
+void Tasks::released(std::uint32_t g) {
+  for (RunListener* l : listeners_) l->gpu_released(g);
+}
+
+void Tasks::release_gpus(const TaskRecord& r) {
+  occupancy_.add_tenant_gpus(r.tenant, -static_cast<std::int64_t>(r.gpu_count));
+  occupancy_.attain(r.instance, (queue_.now() - gang_start_s(r)) * r.gpu_count);
+  // A batch's follower gives back its VRAM; the GPU is the leader's to free.
+  const auto self = static_cast<std::uint32_t>(&r - trace_.tasks.data());
+  if (r.batched_with != 0 && r.batched_with != self + 1) {
+    const GpuId g = trace_.gpus[r.gpu_begin];
+    memory_.release(g, predicted_.model(r.workflow, r.task), spec(r).working_set_bytes - offloaded_[r.gpu_begin], queue_.now());
+    return;
+  }
+  if (shared_.computing(self)) {
+    shared_.stop(self, queue_.now(), changed_);
+    repace(changed_);
+  }
+  for (std::uint32_t i = 0; i < r.gpu_count; ++i) give_back_gpu(r, trace_.gpus[r.gpu_begin + i], offloaded_[r.gpu_begin + i]);
+  round_wanted_ = true;
+}
+
+void Tasks::end_task(TaskId id) {
+  TaskRecord& r = trace_.tasks[index(id)];
+  r.status = TaskStatus::completed;
+  r.end_s = queue_.now();
+  release_gpus(r);
+  for (TaskId consumer : tensors_.produced(id, queue_.now())) make_ready(consumer);
+  workload_.task_ended(index(r.instance));
+}
+
+// A running task that cannot go on: its GPUs are freed and it fails, with everything downstream.
+void Tasks::abort_running(TaskId id, const std::string& reason) {
+  TaskRecord& r = trace_.tasks[index(id)];
+  release_gpus(r);
+  r.status = TaskStatus::queued;  // so fail_task takes it
+  fail_task(id, reason);
+}
+
+// Fails a task that has not started, and every task downstream of it.
+void Tasks::fail_task(TaskId id, const std::string& reason) {
+  TaskRecord& r = trace_.tasks[index(id)];
+  if (r.status != TaskStatus::queued) return;
+  r.status = TaskStatus::failed;
+  r.end_s = queue_.now();
+  r.reason = trace_.add_reason(reason);
+  const std::uint32_t instance = index(r.instance);
+  trace_.instances[instance].failed = true;
+  tensors_.release_inputs(id, queue_.now());
+  workload_.task_ended(instance);
+  const Workflow& wf = sc_.workflows[r.workflow];
+  const std::string downstream = "input from task \"" + wf.tasks[r.task].name + "\" failed";
+  for (std::uint32_t e : wf.outputs(r.task)) fail_task(workload_.task_id(instance, wf.edges[e].to), downstream);
+}
+
+}  // namespace fleetsim::run

@@ -1,0 +1,145 @@
+// The task lifecycle: ready (its inputs produced), placed by a policy round (or joining a batch, or
+// resized by the elastic component), reading its inputs and loading its weights, computing (on
+// time-sliced GPUs at a pace shared with the tasks there), running its collective, then ended or
+// failed, with everything downstream of a failure. Failures, preemptions and flows no route can carry
+// stop a running task (run/recovery keeps its runs and checkpoints). Owns the per-task state and the
+// parts only the lifecycle uses: collectives, weight loads, edge tensors, recovery, shared compute.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "../shared_compute.hpp"
+#include "batching.hpp"
+#include "collectives.hpp"
+#include "elastic.hpp"
+#include "events.hpp"
+#include "flows.hpp"
+#include "fleetsim/cluster.hpp"
+#include "fleetsim/compute.hpp"
+#include "fleetsim/engine.hpp"
+#include "fleetsim/memory.hpp"
+#include "fleetsim/scenario.hpp"
+#include "fleetsim/summary.hpp"
+#include "fleetsim/topology.hpp"
+#include "fleetsim/trace.hpp"
+#include "listener.hpp"
+#include "occupancy.hpp"
+#include "policy_round.hpp"
+#include "predictions.hpp"
+#include "recovery.hpp"
+#include "tensors.hpp"
+#include "weight_loads.hpp"
+#include "workload.hpp"
+
+namespace fleetsim::run {
+
+class Tasks : public ElasticHost, public RoundHost {
+ public:
+  // `restartable`: runs may be stopped (failures, preemption, resizes). `round_wanted` is set whenever
+  // something may let a waiting task start; `listeners` hear of starts and of GPUs released.
+  Tasks(const Scenario& scenario, const Cluster& cluster, const Topology& topology, GpuMemory& memory, const ComputeModel& compute,
+        Flows& flows, Occupancy& occupancy, const Predictions& predicted, Workload& workload, Batching& batching,
+        PolicyRound& round, EventQueue& queue, Trace& trace, const std::vector<RunListener*>& listeners, bool& round_wanted,
+        bool restartable);
+
+  // The task's inputs are all produced (or it is retried): it joins the ready queue, or its batch's hold.
+  void make_ready(TaskId task);
+
+  // Task events (run/events.hpp): whether the event's stamp is the task's current one (else it is stale).
+  bool current(std::uint32_t stamp, std::uint32_t task) const;
+  void on_compute_done(TaskId task);
+  void on_collective_start(TaskId task);  // an overlapped collective starts before the compute ends
+  void on_retry(TaskId task);
+  void on_network();  // the flows just delivered
+
+  // Failures. A running task is stopped; a task with a flow no route can carry is stopped after the
+  // current event, when nothing of it is half done; a failed GPU's output tensors are lost.
+  void stop(TaskId task, const std::string& why) { stop_task(task, why); }
+  void strand(TaskId task, std::string why);
+  void stop_stranded();
+  void lose_tensors(GpuId gpu, const std::string& event);
+  void host_memory_lost(NodeId node) { weights_.host_lost(node); }
+
+  const SharedCompute& shared() const { return shared_; }
+  void summarize(Summary& summary) const { recovery_.summarize(summary); }
+
+  // RoundHost and ElasticHost: carrying out the decisions of a policy round and of the elastic component.
+  ClusterView view() const override;
+  void start(TaskId task, std::span<const GpuId> gpus) override { start_task(task, gpus); }
+  void fail(TaskId task, const std::string& reason) override { fail_task(task, reason); }
+  void preempt(TaskId task, const std::string& reason) override { stop_task(task, "preempted: " + reason, /*preempted=*/true); }
+  void fill_batch(TaskId leader) override;
+  bool computing_alone(TaskId task) const override;
+  void resize(TaskId task, const std::vector<GpuId>& gang, const std::string& why) override;
+  std::string label(TaskId task) const override { return round_.label(task); }
+
+ private:
+  // What a task's pending flows are for.
+  enum class Stage : std::uint8_t { inputs, collective };
+
+  const TaskSpec& spec(const TaskRecord& r) const { return sc_.workflows[r.workflow].tasks[r.task]; }
+  double known_scale(TaskId task) const { return workload_.known_scale(trace_.tasks[index(task)].instance); }
+  std::uint32_t task_event(EventKind kind, TaskId task) const;
+  std::string no_route(std::uint32_t from, std::uint32_t to) const;
+
+  void start_task(TaskId task, std::span<const GpuId> gpus);
+  void load_weights(TaskId task, std::uint32_t member, GpuId g, std::uint32_t model, double weights);
+  void member_ready(TaskId task);
+  void start_batch(std::uint32_t slot);
+  void start_inputs(TaskId task, GpuId to);
+  void start_flow(TaskId task, std::uint32_t from, std::uint32_t to, double bytes, FlowTag tag, std::uint64_t key);
+  void start_compute(TaskId task);
+  void run_compute(TaskId task, double compute_s);
+  double overlap_of(TaskId task) const;
+  void repace(const std::vector<std::uint32_t>& tasks);
+  void finish_part(TaskId task);
+  void start_collective_step(TaskId task);
+  void stop_task(TaskId task, const std::string& what, bool preempted = false);
+  void give_back_gpu(const TaskRecord& r, GpuId g, double offloaded_bytes);
+  void claim_gpu(TaskId task, GpuId g);
+  void released(std::uint32_t gpu);
+  void release_gpus(const TaskRecord& r);
+  void end_task(TaskId task);
+  void abort_running(TaskId task, const std::string& reason);
+  void fail_task(TaskId task, const std::string& reason);
+
+  const Scenario& sc_;
+  const Cluster& cluster_;
+  const Topology& topology_;
+  GpuMemory& memory_;
+  const ComputeModel& compute_;
+  Flows& flows_;
+  Occupancy& occupancy_;
+  const Predictions& predicted_;
+  Workload& workload_;
+  Batching& batching_;
+  PolicyRound& round_;
+  EventQueue& queue_;
+  Trace& trace_;
+  const std::vector<RunListener*>& listeners_;
+  bool& round_wanted_;
+
+  Collectives collectives_;
+  WeightLoads weights_;
+  Tensors tensors_;
+  Recovery recovery_;
+  SharedCompute shared_;                      // the pace of tasks on time-sliced GPUs
+  std::vector<std::uint32_t> pending_flows_;  // per task: flows not yet delivered
+  std::vector<Stage> stage_;                  // per task
+  std::vector<std::uint8_t> parts_left_;      // per running task: compute and collective not yet done
+  std::vector<std::uint32_t> stamp_;          // per task: its events' stamp (see task_event)
+  std::vector<double> offloaded_;             // per entry of trace_.gpus: working-set bytes its task keeps in host memory
+  struct Stranded {
+    TaskId task;
+    std::uint32_t run;  // the run it was stranded in
+    std::string reason;
+  };
+  std::vector<Stranded> stranded_;       // tasks with a flow no route can carry, stopped after the event
+  std::vector<std::uint32_t> changed_;   // scratch: tasks whose pace changed
+  std::vector<std::uint64_t> dropped_;   // scratch: tags of cancelled flows
+};
+
+}  // namespace fleetsim::run
