@@ -50,7 +50,7 @@ class Run {
         predicted_(scenario, cluster_, compute_),
         workload_(sc_, seed_, predicted_.job_gpu_s(), queue_, trace_),
         faults_(scenario, cluster_, topology_, occupancy_, seed_, queue_),
-        batching_(scenario, predicted_, queue_, round_wanted_),
+        batching_(scenario, cluster_, trace_, predicted_, compute_, occupancy_, memory_, queue_, round_wanted_),
         round_(scenario, PolicyRound::make_policy(scenario), cluster_, occupancy_, memory_, predicted_, trace_, queue_,
                options.record_link_samples),
         // Runs may be stopped: by failures and spot preemptions, by a preempting policy, by an elastic

@@ -1,5 +1,6 @@
 // The batching component alone: keys shared by tasks of one model and operator across workflows,
-// tasks held until their batch fills or max_wait passes, and batch slots reused.
+// tasks held until their batch fills or max_wait passes, batches formed from the round's leftovers and
+// computed as one, and batch slots reused.
 #include <catch2/catch.hpp>
 
 #include "../helpers.hpp"
@@ -11,7 +12,15 @@ using namespace fleetsim;
 
 namespace {
 
-struct Fixture {
+// Places the first ready task on GPU 0.
+class PlaceFirst : public Policy {
+ public:
+  void schedule(const ClusterView&, std::span<const ReadyTask> ready, Decisions& out) override {
+    if (!ready.empty()) out.place(0, std::vector<GpuId>{make_id<GpuId>(0)});
+  }
+};
+
+struct Fixture : run::RoundHost, run::BatchHost {
   Fixture()
       : sc(test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 1}]},
           "workflows": {"chat": {"tasks": [{"name": "decode", "model": {"id": "m", "weights": "1 GB"},
@@ -24,9 +33,40 @@ struct Fixture {
           "workload": [{"workflow": "chat", "arrival": {"process": "once"}}])")),
         cluster(sc.cluster),
         predicted(sc, cluster, compute),
-        batching(sc, predicted, queue, round_wanted) {
+        memory({80e9}),
+        occupancy(sc, cluster, trace, round_wanted),
+        round(sc, std::make_unique<PlaceFirst>(), cluster, occupancy, memory, predicted, trace, queue, true),
+        batching(sc, cluster, trace, predicted, compute, occupancy, memory, queue, round_wanted) {
     batching.size_tasks(8);
+    // Tasks 0, 2 and 4 decode "chat", 1 decodes "summary" (twice the steps), 3 is "summary"'s FLOP task.
+    for (auto [workflow, task] : {std::pair{0u, 0u}, {1u, 0u}, {0u, 0u}, {1u, 1u}, {0u, 0u}}) trace.tasks.push_back(record(workflow, task));
+    occupancy.size_instances(1);
   }
+
+  // The run's side, in brief.
+  ClusterView view() const override { return occupancy.view(memory, compute, {}, 0); }
+  void start(TaskId task, std::span<const GpuId> gpus) override {
+    place(task, gpus[0]);
+    occupancy.add_task(index(gpus[0]), index(task));
+  }
+  void fail(TaskId, const std::string&) override {}
+  void preempt(TaskId, const std::string&) override {}
+  void fill_batch(TaskId leader) override { batching.fill(leader, round, *this); }
+  void place_member(TaskId member, TaskId, GpuId gpu) override { place(member, gpu); }
+  void send_inputs(TaskId member, GpuId) override { sent.push_back(member); }
+  bool inputs_pending(TaskId member) const override { return member == waiting_for_inputs; }
+  void compute_batch(const std::vector<TaskId>& members, const ComputeEstimate& estimate) override {
+    computed = members;
+    batch_s = estimate.total_s();
+  }
+  void place(TaskId task, GpuId gpu) {
+    TaskRecord& r = trace.tasks[index(task)];
+    r.status = TaskStatus::running;
+    r.gpu_begin = static_cast<std::uint32_t>(trace.gpus.size());
+    r.gpu_count = 1;
+    trace.gpus.push_back(gpu);
+  }
+
   TaskRecord record(std::uint32_t workflow, std::uint32_t task) const {
     TaskRecord r;
     r.workflow = workflow;
@@ -46,7 +86,14 @@ struct Fixture {
   run::Predictions predicted;
   EventQueue queue;
   bool round_wanted = false;
+  Trace trace;
+  GpuMemory memory;
+  run::Occupancy occupancy;
+  run::PolicyRound round;
   run::Batching batching;
+  std::vector<TaskId> sent, computed;
+  TaskId waiting_for_inputs = make_id<TaskId>(99);
+  double batch_s = 0;
 };
 
 }  // namespace
@@ -85,11 +132,35 @@ TEST_CASE("a batch's slot is reused once it is dissolved", "[run][batching]") {
   f.batching.join(a, make_id<TaskId>(1));
   CHECK(f.batching.members(a).size() == 2);
   CHECK(f.batching.batch_of(make_id<TaskId>(1)) == a);
-  f.batching.set_waiting(a, 2);
-  CHECK_FALSE(f.batching.member_ready(a));
-  CHECK(f.batching.member_ready(a));
   f.batching.dissolve(make_id<TaskId>(1));
   CHECK(f.batching.batch_of(make_id<TaskId>(0)) == run::Batching::kNone);
   CHECK(f.batching.members(a).size() == 2);  // readable until reused
   CHECK(f.batching.open(make_id<TaskId>(5)) == a);
+}
+
+TEST_CASE("the tasks of the leader's key that the round left join its batch, which computes once all have their inputs", "[run][batching]") {
+  Fixture f;
+  f.waiting_for_inputs = make_id<TaskId>(2);
+  for (std::uint32_t t = 0; t < 5; ++t) {
+    const TaskRecord& r = f.trace.tasks[t];
+    f.round.ready().push_back(f.ready_task(t, r.workflow, r.task));
+  }
+  f.round.play(f, {});
+  const std::vector<TaskId> batch{make_id<TaskId>(0), make_id<TaskId>(1), make_id<TaskId>(2)};
+  CHECK(f.batching.members(f.batching.batch_of(make_id<TaskId>(0))) == batch);  // max_size 3: task 4 waits
+  CHECK(f.sent == std::vector<TaskId>{make_id<TaskId>(1), make_id<TaskId>(2)});
+  REQUIRE(f.round.ready().size() == 2);  // the FLOP task (another key) and the one the batch had no room for
+  CHECK(index(f.round.ready()[0].task) == 3);
+  CHECK(index(f.round.ready()[1].task) == 4);
+  REQUIRE(f.trace.decisions.size() == 3);
+  CHECK(f.trace.reasons[f.trace.decisions[2].reason] == "batched with task \"decode\"");
+  CHECK(f.computed.empty());  // task 2's inputs are on their way
+  f.batching.member_ready(make_id<TaskId>(2), f);
+  CHECK(f.computed == batch);
+  // Nothing shared (shared_bytes 0) and no launch overhead in the unit operator: the members' work adds up.
+  const GpuType& gpu = f.cluster.gpu_type(make_id<GpuId>(0));
+  const double leader_s = f.compute.of(f.sc.workflows[0].tasks[0], gpu).total_s();
+  const double summary_s = f.compute.of(f.sc.workflows[1].tasks[0], gpu).total_s();
+  CHECK(summary_s == Approx(2 * leader_s));
+  CHECK(f.batch_s == Approx(2 * leader_s + summary_s));
 }

@@ -12,8 +12,18 @@
 namespace fleetsim::run {
 
 // A task whose work is FLOP and bytes batches only with instances of itself.
-Batching::Batching(const Scenario& sc, const Predictions& predicted, EventQueue& queue, bool& round_wanted)
-    : queue_(queue), round_wanted_(round_wanted) {
+Batching::Batching(const Scenario& sc, const Cluster& cluster, const Trace& trace, const Predictions& predicted,
+                   const ComputeModel& compute, const Occupancy& occupancy, const GpuMemory& memory, EventQueue& queue,
+                   bool& round_wanted)
+    : sc_(sc),
+      cluster_(cluster),
+      trace_(trace),
+      predicted_(predicted),
+      compute_(compute),
+      occupancy_(occupancy),
+      memory_(memory),
+      queue_(queue),
+      round_wanted_(round_wanted) {
   std::map<std::tuple<std::uint32_t, std::string, std::uint32_t, double, double>, std::uint32_t> shared;
   std::uint32_t keys = 0;
   for (std::uint32_t w = 0; w < sc.workflows.size(); ++w) {
@@ -91,6 +101,62 @@ void Batching::dissolve(TaskId member) {
   if (slot == kNone) return;
   for (TaskId m : batches_[slot].members) batch_of_[index(m)] = kNone;
   free_batches_.push_back(slot);
+}
+
+const TaskSpec& Batching::spec(TaskId task) const {
+  const TaskRecord& r = trace_.tasks[index(task)];
+  return sc_.workflows[r.workflow].tasks[r.task];
+}
+
+void Batching::fill(TaskId leader, PolicyRound& round, BatchHost& host) {
+  const TaskRecord& lead = trace_.tasks[index(leader)];
+  const TaskSpec& s = spec(leader);
+  const GpuId g = trace_.gpus[lead.gpu_begin];
+  const std::uint32_t k = key(lead);
+  const std::uint32_t slot = open(leader);
+  const std::uint32_t model = predicted_.model(lead.workflow, lead.task);
+  const double weights = s.weights_bytes;
+  std::vector<ReadyTask>& ready = round.ready();
+  for (std::size_t i = 0; i < ready.size() && members(slot).size() < s.batching->max_size; ++i) {
+    const TaskId f = ready[i].task;
+    const TaskRecord& r = trace_.tasks[index(f)];
+    if (round.decided(i) || key(r) != k) continue;
+    if (!host.view().allowed(r.tenant, g) || (r.tenant != lead.tenant && (occupancy_.private_tenant(r.tenant) || occupancy_.private_tenant(lead.tenant)))) continue;
+    // Members of other workflows may need more or less working set.
+    if (!memory_.fits(g, model, weights, spec(f).working_set_bytes)) break;
+    round.decide(i);
+    host.place_member(f, leader, g);
+    join(slot, f);
+    if (round.recording()) round.record(DecisionKind::placed, f, "batched with task \"" + s.name + "\"");
+    host.send_inputs(f, g);
+  }
+  // Members whose inputs are still on their way hold the batch back.
+  const std::vector<TaskId>& joined = members(slot);
+  const auto waiting = static_cast<std::uint32_t>(std::count_if(joined.begin(), joined.end(), [&](TaskId m) { return host.inputs_pending(m); }));
+  batches_[slot].waiting = waiting;
+  if (waiting == 0) start(slot, host);
+}
+
+void Batching::member_ready(TaskId member, BatchHost& host) {
+  if (const std::uint32_t slot = batch_of(member); --batches_[slot].waiting == 0) start(slot, host);
+}
+
+// The members' FLOP add up; of their bytes, the shared part is read once (the largest member's), the
+// rest by each member. A model step runs once at the batch's size.
+void Batching::start(std::uint32_t batch, BatchHost& host) {
+  const std::vector<TaskId>& joined = members(batch);
+  const TaskRecord& lead = trace_.tasks[index(joined.front())];
+  const TaskSpec& s = spec(joined.front());
+  double flop = 0, own_bytes = 0, largest_bytes = 0;
+  for (TaskId m : joined) {
+    const TaskRecord& r = trace_.tasks[index(m)];
+    flop += spec(m).flop * r.work_scale;
+    own_bytes += spec(m).bytes * r.work_scale;
+    largest_bytes = std::max(largest_bytes, spec(m).bytes * r.work_scale);
+  }
+  const double bytes = s.batching->shared_bytes * largest_bytes + (1 - s.batching->shared_bytes) * own_bytes;
+  const GpuType& gpu = cluster_.gpu_type(trace_.gpus[lead.gpu_begin]);
+  host.compute_batch(joined, s.architecture ? compute_.batched(s, gpu, flop / s.flop) : estimate_compute(gpu, flop, bytes, s.dtype, s.launches));
 }
 
 }  // namespace fleetsim::run

@@ -148,69 +148,34 @@ void Tasks::load_weights(TaskId id, std::uint32_t member, GpuId g, std::uint32_t
 // Batching: the ready tasks of the leader's batching key that the policy left this round join it on
 // its GPU, in ready order, as many as max_size allows and the GPU's VRAM holds. Each reads its own
 // inputs; the batch computes once every member has them, and all members end together.
-void Tasks::fill_batch(TaskId leader) {
-  const TaskRecord& lead = trace_.tasks[index(leader)];
-  const TaskSpec& s = spec(lead);
-  const GpuId g = trace_.gpus[lead.gpu_begin];
-  const std::uint32_t key = batching_.key(lead);
-  const std::uint32_t slot = batching_.open(leader);
-  const std::uint32_t model = predicted_.model(lead.workflow, lead.task);
-  const double weights = s.weights_bytes;
-  for (std::size_t i = 0; i < round_.ready().size() && batching_.members(slot).size() < s.batching->max_size; ++i) {
-    const TaskId f = round_.ready()[i].task;
-    TaskRecord& r = trace_.tasks[index(f)];
-    if (round_.decided(i) || batching_.key(r) != key) continue;
-    if (!view().allowed(r.tenant, g) || (r.tenant != lead.tenant && (occupancy_.private_tenant(r.tenant) || occupancy_.private_tenant(lead.tenant)))) continue;
-    const double working_set = spec(r).working_set_bytes;  // members of other workflows may need more or less
-    if (!memory_.fits(g, model, weights, working_set)) break;
-    round_.decide(i);
-    r.status = TaskStatus::running;
-    r.start_s = queue_.now();
-    r.gpu_begin = static_cast<std::uint32_t>(trace_.gpus.size());
-    r.gpu_count = 1;
-    r.batched_with = index(leader) + 1;
-    trace_.gpus.push_back(g);
-    offloaded_.resize(trace_.gpus.size());
-    offloaded_.back() = memory_.offload_bytes(g, model, weights, working_set);
-    memory_.admit(g, model, weights, working_set - offloaded_.back(), queue_.now());
-    occupancy_.add_tenant_gpus(r.tenant, 1);
-    recovery_.started(f, queue_.now());
-    batching_.join(slot, f);
-    if (round_.recording()) round_.record(DecisionKind::placed, f, "batched with task \"" + s.name + "\"");
-    start_inputs(f, g);
-    stage_[index(f)] = Stage::inputs;
-  }
-  const std::vector<TaskId>& members = batching_.members(slot);
-  if (members.size() > 1) trace_.tasks[index(leader)].batched_with = index(leader) + 1;
-  // Members whose inputs are still on their way hold the batch back.
-  const auto waiting = static_cast<std::uint32_t>(std::count_if(members.begin(), members.end(), [&](TaskId m) { return pending_flows_[index(m)] > 0; }));
-  batching_.set_waiting(slot, waiting);
-  if (waiting == 0) start_batch(slot);
+void Tasks::fill_batch(TaskId leader) { batching_.fill(leader, round_, *this); }
+
+void Tasks::place_member(TaskId member, TaskId leader, GpuId g) {
+  TaskRecord& r = trace_.tasks[index(member)];
+  const double weights = spec(trace_.tasks[index(leader)]).weights_bytes, working_set = spec(r).working_set_bytes;
+  const std::uint32_t model = predicted_.model(r.workflow, r.task);
+  r.status = TaskStatus::running;
+  r.start_s = queue_.now();
+  r.gpu_begin = static_cast<std::uint32_t>(trace_.gpus.size());
+  r.gpu_count = 1;
+  r.batched_with = index(leader) + 1;
+  trace_.tasks[index(leader)].batched_with = index(leader) + 1;
+  trace_.gpus.push_back(g);
+  offloaded_.resize(trace_.gpus.size());
+  offloaded_.back() = memory_.offload_bytes(g, model, weights, working_set);
+  memory_.admit(g, model, weights, working_set - offloaded_.back(), queue_.now());
+  occupancy_.add_tenant_gpus(r.tenant, 1);
+  recovery_.started(member, queue_.now());
 }
 
-// A member's inputs have arrived.
-void Tasks::member_ready(TaskId id) {
-  if (const std::uint32_t slot = batching_.batch_of(id); batching_.member_ready(slot)) start_batch(slot);
+void Tasks::send_inputs(TaskId member, GpuId g) {
+  start_inputs(member, g);
+  stage_[index(member)] = Stage::inputs;
 }
 
-// The members' FLOP add up; of their bytes, the shared part is read once (the largest member's),
-// the rest by each member.
-void Tasks::start_batch(std::uint32_t slot) {
-  const std::vector<TaskId>& members = batching_.members(slot);
-  const TaskRecord& lead = trace_.tasks[index(members.front())];
-  const TaskSpec& s = spec(lead);
-  double flop = 0, own_bytes = 0, largest_bytes = 0;
-  for (TaskId m : members) {
-    const TaskRecord& r = trace_.tasks[index(m)];
-    flop += spec(r).flop * r.work_scale;
-    own_bytes += spec(r).bytes * r.work_scale;
-    largest_bytes = std::max(largest_bytes, spec(r).bytes * r.work_scale);
-  }
-  const double bytes = s.batching->shared_bytes * largest_bytes + (1 - s.batching->shared_bytes) * own_bytes;
-  const GpuId g = trace_.gpus[lead.gpu_begin];
-  // A model step runs once at the batch's size; other work adds up, sharing the bytes it shares.
-  const ComputeEstimate estimate = s.architecture ? compute_.batched(s, cluster_.gpu_type(g), flop / s.flop)
-                                                  : estimate_compute(cluster_.gpu_type(g), flop, bytes, s.dtype, s.launches);
+bool Tasks::inputs_pending(TaskId member) const { return pending_flows_[index(member)] > 0; }
+
+void Tasks::compute_batch(const std::vector<TaskId>& members, const ComputeEstimate& estimate) {
   const double compute_s = estimate.total_s();
   for (TaskId m : members) {
     TaskRecord& r = trace_.tasks[index(m)];
@@ -221,7 +186,7 @@ void Tasks::start_batch(std::uint32_t slot) {
   }
   // One compute for the batch: the leader's end ends its followers first.
   run_compute(members.front(), compute_s);
-  occupancy_.set_free_at(index(g), queue_.now() + compute_s);
+  occupancy_.set_free_at(index(trace_.gpus[trace_.tasks[index(members.front())].gpu_begin]), queue_.now() + compute_s);
 }
 
 // Inputs move from each producer's first GPU to `to`, all at once. A tensor already there is read
@@ -381,7 +346,7 @@ void Tasks::on_network() {
     }
     if (--pending_flows_[index(id)] != 0) continue;
     if (stage_[index(id)] == Stage::inputs && batching_.batch_of(id) != Batching::kNone) {
-      member_ready(id);
+      batching_.member_ready(id, *this);
     } else if (stage_[index(id)] == Stage::inputs) {
       start_compute(id);
     } else {

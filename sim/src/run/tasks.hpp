@@ -36,7 +36,7 @@
 
 namespace fleetsim::run {
 
-class Tasks : public ElasticHost, public RoundHost {
+class Tasks : public ElasticHost, public RoundHost, public BatchHost {
  public:
   // `restartable`: runs may be stopped (failures, preemption, resizes). `round_wanted` is set whenever
   // something may let a waiting task start; `listeners` hear of starts and of GPUs released.
@@ -66,12 +66,17 @@ class Tasks : public ElasticHost, public RoundHost {
   const SharedCompute& shared() const { return shared_; }
   void summarize(Summary& summary) const { recovery_.summarize(summary); }
 
-  // RoundHost and ElasticHost: carrying out the decisions of a policy round and of the elastic component.
+  // RoundHost, BatchHost and ElasticHost: carrying out the decisions of a policy round, of batching
+  // and of the elastic component.
   ClusterView view() const override;
   void start(TaskId task, std::span<const GpuId> gpus) override { start_task(task, gpus); }
   void fail(TaskId task, const std::string& reason) override { fail_task(task, reason); }
   void preempt(TaskId task, const std::string& reason) override { stop_task(task, "preempted: " + reason, /*preempted=*/true); }
   void fill_batch(TaskId leader) override;
+  void place_member(TaskId member, TaskId leader, GpuId gpu) override;
+  void send_inputs(TaskId member, GpuId gpu) override;
+  bool inputs_pending(TaskId member) const override;
+  void compute_batch(const std::vector<TaskId>& members, const ComputeEstimate& estimate) override;
   bool computing_alone(TaskId task) const override;
   void resize(TaskId task, const std::vector<GpuId>& gang, const std::string& why) override;
   std::string label(TaskId task) const override { return round_.label(task); }
@@ -87,8 +92,6 @@ class Tasks : public ElasticHost, public RoundHost {
 
   void start_task(TaskId task, std::span<const GpuId> gpus);
   void load_weights(TaskId task, std::uint32_t member, GpuId g, std::uint32_t model, double weights);
-  void member_ready(TaskId task);
-  void start_batch(std::uint32_t slot);
   void start_inputs(TaskId task, GpuId to);
   void start_flow(TaskId task, std::uint32_t from, std::uint32_t to, double bytes, FlowTag tag, std::uint64_t key);
   void start_compute(TaskId task);
