@@ -4,26 +4,6 @@
 #include <cmath>
 
 namespace fleetsim::run {
-namespace {
-
-// Per GPU: its interference where it is time-sliced, else SharedCompute::kExclusive.
-std::vector<double> interference(const Cluster& cluster) {
-  std::vector<double> f;
-  for (std::uint32_t g = 0; g < cluster.gpu_count(); ++g) {
-    const NodeGroup& group = cluster.group(cluster.node_of(make_id<GpuId>(g)));
-    f.push_back(group.time_sliced_tasks > 1 ? group.interference : SharedCompute::kExclusive);
-  }
-  return f;
-}
-
-void record_parts(TaskRecord& r, const ComputeEstimate& e) {
-  r.compute_bound_s = e.compute_part_s();
-  r.memory_bound_s = e.memory_part_s();
-  r.fixed_s = e.launch_s;
-}
-
-}  // namespace
-
 Tasks::Tasks(const Scenario& scenario, const Cluster& cluster, const Topology& topology, GpuMemory& memory,
              const ComputeModel& compute, Flows& flows, Occupancy& occupancy, const Predictions& predicted, Workload& workload,
              Batching& batching, PolicyRound& round, EventQueue& queue, Trace& trace, const std::vector<RunListener*>& listeners,
@@ -50,12 +30,10 @@ Tasks::Tasks(const Scenario& scenario, const Cluster& cluster, const Topology& t
         released(index(g));
       }),
       recovery_(scenario.faults),
-      shared_(interference(cluster)) {
+      computing_(scenario, cluster, compute, trace, occupancy, recovery_, queue, restartable) {
   const std::size_t tasks = trace_.tasks.size();
   pending_flows_.assign(tasks, 0);
   stage_.assign(tasks, Stage::inputs);
-  parts_left_.assign(tasks, 0);
-  if (restartable || shared_.any()) stamp_.assign(tasks, 0);
   recovery_.size_tasks(tasks, restartable);
   collectives_.size_tasks(tasks);
 }
@@ -93,7 +71,7 @@ void Tasks::make_ready(TaskId id) {
 }
 
 bool Tasks::computing_alone(TaskId id) const {
-  return pending_flows_[index(id)] == 0 && !collectives_.running(id) && !shared_.computing(index(id));
+  return pending_flows_[index(id)] == 0 && !collectives_.running(id) && !computing_.sharing(id);
 }
 
 ClusterView Tasks::view() const {
@@ -176,17 +154,7 @@ void Tasks::send_inputs(TaskId member, GpuId g) {
 bool Tasks::inputs_pending(TaskId member) const { return pending_flows_[index(member)] > 0; }
 
 void Tasks::compute_batch(const std::vector<TaskId>& members, const ComputeEstimate& estimate) {
-  const double compute_s = estimate.total_s();
-  for (TaskId m : members) {
-    TaskRecord& r = trace_.tasks[index(m)];
-    r.compute_start_s = queue_.now();
-    record_parts(r, estimate);
-    parts_left_[index(m)] = 1;
-    if (recovery_.on()) recovery_.set_full_compute(m, compute_s);
-  }
-  // One compute for the batch: the leader's end ends its followers first.
-  run_compute(members.front(), compute_s);
-  occupancy_.set_free_at(index(trace_.gpus[trace_.tasks[index(members.front())].gpu_begin]), queue_.now() + compute_s);
+  computing_.start_batch(members, estimate);  // the leader's end ends its followers first
 }
 
 // Inputs move from each producer's first GPU to `to`, all at once. A tensor already there is read
@@ -213,91 +181,22 @@ void Tasks::start_flow(TaskId id, std::uint32_t from, std::uint32_t to, double b
 }
 
 void Tasks::start_compute(TaskId id) {
-  TaskRecord& r = trace_.tasks[index(id)];
-  const TaskSpec& s = spec(r);
-  r.compute_start_s = queue_.now();
-  // A gang splits this instance's work evenly and finishes with its slowest member.
-  const double share = r.work_scale / static_cast<double>(r.gpu_count);
-  double compute_s = 0;
-  for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
-    const ComputeEstimate e = compute_.of(s, cluster_.gpu_type(trace_.gpus[r.gpu_begin + i]), share);
-    if (i == 0 || e.total_s() > compute_s) record_parts(r, e);
-    compute_s = std::max(compute_s, e.total_s());
-  }
-  // A run resuming from a checkpoint restores it, then does what is left.
-  if (recovery_.on()) compute_s = recovery_.begin_compute(id, compute_s, s.elastic ? s.elastic->restart_s : 0, r.gpu_count);
-  // Policies predict with the declared work (a trace job's duration), not a random draw.
-  const double known = known_scale(id) / static_cast<double>(r.gpu_count);
-  double predicted_s = 0;
-  for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
-    const GpuType& type = cluster_.gpu_type(trace_.gpus[r.gpu_begin + i]);
-    predicted_s = std::max(predicted_s, compute_.of(s, type, known).total_s());
-  }
-  for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
-    occupancy_.set_free_at(index(trace_.gpus[r.gpu_begin + i]), r.compute_start_s + predicted_s);
-  }
-  // A task with a collective ends when both its compute and its collective are done. The
-  // collective starts when compute ends, or earlier by the overlapped fraction of the compute.
-  const bool communicates = s.collective && r.gpu_count > 1;
-  parts_left_[index(id)] = communicates ? 2 : 1;
-  if (s.elastic) round_wanted_ = true;  // it can be resized from now on: a round looks at it
-  run_compute(id, compute_s);
-}
-
-// The task computes for compute_s from now. On time-sliced GPUs it shares them with the tasks
-// computing there, so its end, and theirs, move whenever those tasks change.
-void Tasks::run_compute(TaskId id, double compute_s) {
-  const TaskRecord& r = trace_.tasks[index(id)];
-  const std::span<const GpuId> gpus(trace_.gpus.data() + r.gpu_begin, r.gpu_count);
-  if (shared_.any() && std::any_of(gpus.begin(), gpus.end(), [&](GpuId g) { return shared_.shared(g); })) {
-    shared_.start(index(id), gpus, compute_s, queue_.now(), changed_);
-    repace(changed_);
-    return;
-  }
-  queue_.push(queue_.now() + compute_s, task_event(kComputeDone, id), index(id));
-  if (const double overlap = overlap_of(id); overlap > 0) {
-    queue_.push(queue_.now() + (1 - overlap) * compute_s, task_event(kCommStart, id), index(id));
-  }
-}
-
-// The share of the task's compute its collective overlaps (0: it follows the compute).
-double Tasks::overlap_of(TaskId id) const {
-  const TaskSpec& s = spec(trace_.tasks[index(id)]);
-  return parts_left_[index(id)] == 2 && trace_.tasks[index(id)].comm_start_s == kNever ? s.collective->overlap : 0;
-}
-
-// These tasks' paces changed: their pending compute ends (and collective starts) are stale.
-void Tasks::repace(const std::vector<std::uint32_t>& tasks) {
-  for (std::uint32_t t : tasks) {
-    const TaskId id = make_id<TaskId>(t);
-    ++stamp_[t];
-    queue_.push(shared_.reaches_s(t, 0), task_event(kComputeDone, id), t);
-    if (const double overlap = overlap_of(id); overlap > 0) {
-      queue_.push(shared_.reaches_s(t, overlap * shared_.work_s(t)), task_event(kCommStart, id), t);
-    }
-  }
+  computing_.start(id, known_scale(id));
+  if (spec(trace_.tasks[index(id)]).elastic) round_wanted_ = true;  // it can be resized from now on: a round looks at it
 }
 
 void Tasks::on_compute_done(TaskId id) {
   if (trace_.tasks[index(id)].status != TaskStatus::running) return;  // failed meanwhile
-  if (shared_.computing(index(id))) {
-    shared_.stop(index(id), queue_.now(), changed_);
-    repace(changed_);
-  }
+  const bool collective_follows = computing_.compute_done(id);
   if (const std::uint32_t slot = batching_.batch_of(id); slot != Batching::kNone) {
     batching_.dissolve(id);
     for (std::size_t i = 1; i < batching_.members(slot).size(); ++i) end_task(batching_.members(slot)[i]);
   }
-  const TaskSpec& s = spec(trace_.tasks[index(id)]);
-  if (parts_left_[index(id)] == 2 && s.collective->overlap == 0) {
+  if (collective_follows) {
     on_collective_start(id);
     if (trace_.tasks[index(id)].status != TaskStatus::running) return;  // the collective could not run
   }
-  finish_part(id);
-}
-
-void Tasks::finish_part(TaskId id) {
-  if (--parts_left_[index(id)] == 0) end_task(id);
+  if (computing_.part_done(id)) end_task(id);
 }
 
 void Tasks::on_collective_start(TaskId id) {
@@ -321,7 +220,7 @@ void Tasks::on_collective_start(TaskId id) {
 void Tasks::start_collective_step(TaskId id) {
   const std::vector<CollectiveFlow>* step = collectives_.next_step(id);
   if (step == nullptr) {
-    finish_part(id);
+    if (computing_.part_done(id)) end_task(id);
     return;
   }
   for (const CollectiveFlow& f : *step) {
@@ -354,11 +253,6 @@ void Tasks::on_network() {
     }
   }
 }
-
-// A task's events carry its stamp (run/events.hpp) where stamps are kept.
-std::uint32_t Tasks::task_event(EventKind kind, TaskId id) const { return stamp_.empty() ? kind : stamped(kind, stamp_[index(id)]); }
-
-bool Tasks::current(std::uint32_t stamp, std::uint32_t task) const { return stamp_.empty() || stamp == (stamp_[task] & kStampMask); }
 
 void Tasks::strand(TaskId id, std::string why) { stranded_.push_back({id, recovery_.run(id), std::move(why)}); }
 
@@ -403,14 +297,13 @@ void Tasks::stop_task(TaskId id, const std::string& what, bool preempted) {
   collectives_.drop(id);
   double saved_s = 0;
   if (r.compute_start_s != kNever && recovery_.checkpoints()) {
-    saved_s = recovery_.checkpoint(id, shared_.computing(index(id)) ? shared_.done_s(index(id), now) : now - r.compute_start_s);
+    saved_s = recovery_.checkpoint(id, computing_.computed_s(id, now));
   }
   const double lost_gpu_s = std::max(0.0, now - gang_start_s(r) - saved_s) * r.gpu_count;
   release_gpus(r);
   for (GpuId g : unloaded) memory_.drop_unloaded(g, predicted_.model(r.workflow, r.task), now);
-  ++stamp_[index(id)];
+  computing_.end_run(id);
   pending_flows_[index(id)] = 0;
-  parts_left_[index(id)] = 0;
   r.status = TaskStatus::queued;
   r.start_s = r.compute_start_s = r.comm_start_s = r.resized_s = kNever;
   r.gpu_count = 0;
@@ -418,7 +311,7 @@ void Tasks::stop_task(TaskId id, const std::string& what, bool preempted) {
   r.offload_bytes = 0;
   r.batched_with = 0;
   if (const std::optional<double> again_s = recovery_.stopped(id, now, preempted, lost_gpu_s)) {
-    queue_.push(*again_s, task_event(kRetry, id), index(id));
+    queue_.push(*again_s, computing_.event(kRetry, id), index(id));
   } else {
     fail_task(id, what + " " + recovery_.attempts(id));
   }
@@ -438,7 +331,7 @@ void Tasks::resize(TaskId id, const std::vector<GpuId>& gang, const std::string&
   recovery_.resized(id, now - r.compute_start_s);  // a new run, whose end, as a preemption's, uses no retry attempt
   trace_.left_gangs.push_back({id, gang_start_s(r), now, r.gpu_begin, r.gpu_count});
   occupancy_.attain(r.instance, (now - gang_start_s(r)) * r.gpu_count);
-  ++stamp_[index(id)];  // the old run's compute and collective events are stale
+  computing_.end_run(id);  // the old run's compute and collective events are stale
   const std::uint32_t old_begin = r.gpu_begin, old_count = r.gpu_count;
   const auto old_member = [&](GpuId g) {
     for (std::uint32_t i = 0; i < old_count; ++i) {
@@ -467,7 +360,6 @@ void Tasks::resize(TaskId id, const std::vector<GpuId>& gang, const std::string&
   occupancy_.add_tenant_gpus(r.tenant, static_cast<std::int64_t>(r.gpu_count) - old_count);
   r.resized_s = now;
   r.compute_start_s = r.comm_start_s = kNever;
-  parts_left_[index(id)] = 0;
   round_.record(DecisionKind::resized, id, why);
   round_wanted_ = true;
   stage_[index(id)] = Stage::inputs;
@@ -504,10 +396,7 @@ void Tasks::release_gpus(const TaskRecord& r) {
     memory_.release(g, predicted_.model(r.workflow, r.task), spec(r).working_set_bytes - offloaded_[r.gpu_begin], queue_.now());
     return;
   }
-  if (shared_.computing(self)) {
-    shared_.stop(self, queue_.now(), changed_);
-    repace(changed_);
-  }
+  computing_.leave(make_id<TaskId>(self));
   for (std::uint32_t i = 0; i < r.gpu_count; ++i) give_back_gpu(r, trace_.gpus[r.gpu_begin + i], offloaded_[r.gpu_begin + i]);
   round_wanted_ = true;
 }

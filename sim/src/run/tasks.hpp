@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "../shared_compute.hpp"
 #include "batching.hpp"
 #include "collectives.hpp"
+#include "computing.hpp"
 #include "elastic.hpp"
 #include "events.hpp"
 #include "flows.hpp"
@@ -49,7 +49,7 @@ class Tasks : public ElasticHost, public RoundHost, public BatchHost {
   void make_ready(TaskId task);
 
   // Task events (run/events.hpp): whether the event's stamp is the task's current one (else it is stale).
-  bool current(std::uint32_t stamp, std::uint32_t task) const;
+  bool current(std::uint32_t stamp, std::uint32_t task) const { return computing_.current(stamp, task); }
   void on_compute_done(TaskId task);
   void on_collective_start(TaskId task);  // an overlapped collective starts before the compute ends
   void on_retry(TaskId task);
@@ -63,7 +63,7 @@ class Tasks : public ElasticHost, public RoundHost, public BatchHost {
   void lose_tensors(GpuId gpu, const std::string& event);
   void host_memory_lost(NodeId node) { weights_.host_lost(node); }
 
-  const SharedCompute& shared() const { return shared_; }
+  const SharedCompute& shared() const { return computing_.shared(); }
   void summarize(Summary& summary) const { recovery_.summarize(summary); }
 
   // RoundHost, BatchHost and ElasticHost: carrying out the decisions of a policy round, of batching
@@ -87,7 +87,6 @@ class Tasks : public ElasticHost, public RoundHost, public BatchHost {
 
   const TaskSpec& spec(const TaskRecord& r) const { return sc_.workflows[r.workflow].tasks[r.task]; }
   double known_scale(TaskId task) const { return workload_.known_scale(trace_.tasks[index(task)].instance); }
-  std::uint32_t task_event(EventKind kind, TaskId task) const;
   std::string no_route(std::uint32_t from, std::uint32_t to) const;
 
   void start_task(TaskId task, std::span<const GpuId> gpus);
@@ -95,10 +94,6 @@ class Tasks : public ElasticHost, public RoundHost, public BatchHost {
   void start_inputs(TaskId task, GpuId to);
   void start_flow(TaskId task, std::uint32_t from, std::uint32_t to, double bytes, FlowTag tag, std::uint64_t key);
   void start_compute(TaskId task);
-  void run_compute(TaskId task, double compute_s);
-  double overlap_of(TaskId task) const;
-  void repace(const std::vector<std::uint32_t>& tasks);
-  void finish_part(TaskId task);
   void start_collective_step(TaskId task);
   void stop_task(TaskId task, const std::string& what, bool preempted = false);
   void give_back_gpu(const TaskRecord& r, GpuId g, double offloaded_bytes);
@@ -129,11 +124,9 @@ class Tasks : public ElasticHost, public RoundHost, public BatchHost {
   WeightLoads weights_;
   Tensors tensors_;
   Recovery recovery_;
-  SharedCompute shared_;                      // the pace of tasks on time-sliced GPUs
+  Computing computing_;
   std::vector<std::uint32_t> pending_flows_;  // per task: flows not yet delivered
   std::vector<Stage> stage_;                  // per task
-  std::vector<std::uint8_t> parts_left_;      // per running task: compute and collective not yet done
-  std::vector<std::uint32_t> stamp_;          // per task: its events' stamp (see task_event)
   std::vector<double> offloaded_;             // per entry of trace_.gpus: working-set bytes its task keeps in host memory
   struct Stranded {
     TaskId task;
@@ -141,7 +134,6 @@ class Tasks : public ElasticHost, public RoundHost, public BatchHost {
     std::string reason;
   };
   std::vector<Stranded> stranded_;       // tasks with a flow no route can carry, stopped after the event
-  std::vector<std::uint32_t> changed_;   // scratch: tasks whose pace changed
   std::vector<std::uint64_t> dropped_;   // scratch: tags of cancelled flows
 };
 

@@ -1,0 +1,132 @@
+#include "computing.hpp"
+
+#include <algorithm>
+
+namespace fleetsim::run {
+namespace {
+
+// Per GPU: its interference where it is time-sliced, else SharedCompute::kExclusive.
+std::vector<double> interference(const Cluster& cluster) {
+  std::vector<double> f;
+  for (std::uint32_t g = 0; g < cluster.gpu_count(); ++g) {
+    const NodeGroup& group = cluster.group(cluster.node_of(make_id<GpuId>(g)));
+    f.push_back(group.time_sliced_tasks > 1 ? group.interference : SharedCompute::kExclusive);
+  }
+  return f;
+}
+
+void record_parts(TaskRecord& r, const ComputeEstimate& e) {
+  r.compute_bound_s = e.compute_part_s();
+  r.memory_bound_s = e.memory_part_s();
+  r.fixed_s = e.launch_s;
+}
+
+}  // namespace
+
+Computing::Computing(const Scenario& scenario, const Cluster& cluster, const ComputeModel& compute, Trace& trace,
+                     Occupancy& occupancy, Recovery& recovery, EventQueue& queue, bool restartable)
+    : sc_(scenario),
+      cluster_(cluster),
+      compute_(compute),
+      trace_(trace),
+      occupancy_(occupancy),
+      recovery_(recovery),
+      queue_(queue),
+      shared_(interference(cluster)) {
+  parts_left_.assign(trace_.tasks.size(), 0);
+  if (restartable || shared_.any()) stamp_.assign(trace_.tasks.size(), 0);
+}
+
+void Computing::start(TaskId id, double known_scale) {
+  TaskRecord& r = trace_.tasks[index(id)];
+  const TaskSpec& s = sc_.workflows[r.workflow].tasks[r.task];
+  r.compute_start_s = queue_.now();
+  const double share = r.work_scale / static_cast<double>(r.gpu_count);
+  double compute_s = 0;
+  for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
+    const ComputeEstimate e = compute_.of(s, cluster_.gpu_type(trace_.gpus[r.gpu_begin + i]), share);
+    if (i == 0 || e.total_s() > compute_s) record_parts(r, e);
+    compute_s = std::max(compute_s, e.total_s());
+  }
+  if (recovery_.on()) compute_s = recovery_.begin_compute(id, compute_s, s.elastic ? s.elastic->restart_s : 0, r.gpu_count);
+  // Policies predict with the declared work (a trace job's duration), not a random draw.
+  const double known = known_scale / static_cast<double>(r.gpu_count);
+  double predicted_s = 0;
+  for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
+    const GpuType& type = cluster_.gpu_type(trace_.gpus[r.gpu_begin + i]);
+    predicted_s = std::max(predicted_s, compute_.of(s, type, known).total_s());
+  }
+  for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
+    occupancy_.set_free_at(index(trace_.gpus[r.gpu_begin + i]), r.compute_start_s + predicted_s);
+  }
+  parts_left_[index(id)] = s.collective && r.gpu_count > 1 ? 2 : 1;
+  run(id, compute_s);
+}
+
+void Computing::start_batch(const std::vector<TaskId>& members, const ComputeEstimate& estimate) {
+  const double compute_s = estimate.total_s();
+  for (TaskId m : members) {
+    TaskRecord& r = trace_.tasks[index(m)];
+    r.compute_start_s = queue_.now();
+    record_parts(r, estimate);
+    parts_left_[index(m)] = 1;
+    if (recovery_.on()) recovery_.set_full_compute(m, compute_s);
+  }
+  run(members.front(), compute_s);
+  occupancy_.set_free_at(index(trace_.gpus[trace_.tasks[index(members.front())].gpu_begin]), queue_.now() + compute_s);
+}
+
+void Computing::run(TaskId id, double compute_s) {
+  const TaskRecord& r = trace_.tasks[index(id)];
+  const std::span<const GpuId> gpus(trace_.gpus.data() + r.gpu_begin, r.gpu_count);
+  if (shared_.any() && std::any_of(gpus.begin(), gpus.end(), [&](GpuId g) { return shared_.shared(g); })) {
+    shared_.start(index(id), gpus, compute_s, queue_.now(), changed_);
+    repace(changed_);
+    return;
+  }
+  queue_.push(queue_.now() + compute_s, event(kComputeDone, id), index(id));
+  if (const double overlap = overlap_of(id); overlap > 0) {
+    queue_.push(queue_.now() + (1 - overlap) * compute_s, event(kCommStart, id), index(id));
+  }
+}
+
+// The share of the task's compute its collective overlaps (0: it follows the compute).
+double Computing::overlap_of(TaskId id) const {
+  const TaskRecord& r = trace_.tasks[index(id)];
+  return parts_left_[index(id)] == 2 && r.comm_start_s == kNever ? sc_.workflows[r.workflow].tasks[r.task].collective->overlap : 0;
+}
+
+// These tasks' paces changed: their pending compute ends (and collective starts) are stale.
+void Computing::repace(const std::vector<std::uint32_t>& tasks) {
+  for (std::uint32_t t : tasks) {
+    const TaskId id = make_id<TaskId>(t);
+    ++stamp_[t];
+    queue_.push(shared_.reaches_s(t, 0), event(kComputeDone, id), t);
+    if (const double overlap = overlap_of(id); overlap > 0) {
+      queue_.push(shared_.reaches_s(t, overlap * shared_.work_s(t)), event(kCommStart, id), t);
+    }
+  }
+}
+
+bool Computing::compute_done(TaskId id) {
+  leave(id);
+  const TaskRecord& r = trace_.tasks[index(id)];
+  return parts_left_[index(id)] == 2 && sc_.workflows[r.workflow].tasks[r.task].collective->overlap == 0;
+}
+
+double Computing::computed_s(TaskId id, double now_s) const {
+  return shared_.computing(index(id)) ? shared_.done_s(index(id), now_s) : now_s - trace_.tasks[index(id)].compute_start_s;
+}
+
+void Computing::leave(TaskId id) {
+  if (!shared_.computing(index(id))) return;
+  shared_.stop(index(id), queue_.now(), changed_);
+  repace(changed_);
+}
+
+void Computing::end_run(TaskId id) {
+  ++stamp_[index(id)];
+  parts_left_[index(id)] = 0;
+}
+
+}  // namespace fleetsim::run

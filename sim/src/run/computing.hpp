@@ -1,0 +1,72 @@
+// When each running task's compute ends. A gang splits its instance's work evenly and ends with its
+// slowest member; a run resuming from a checkpoint pays its restore (after a resize, its restart) and
+// computes what is left. On time-sliced GPUs a task shares each GPU with the tasks computing there, so
+// its end, and theirs, move whenever those tasks change: a task's events carry its stamp
+// (run/events.hpp), which moves on when they go stale. A task with a collective ends when both its
+// compute and its collective are done; the collective starts when the compute ends, or earlier by the
+// share of the compute it overlaps.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "../shared_compute.hpp"
+#include "events.hpp"
+#include "fleetsim/cluster.hpp"
+#include "fleetsim/compute.hpp"
+#include "fleetsim/engine.hpp"
+#include "fleetsim/scenario.hpp"
+#include "fleetsim/trace.hpp"
+#include "occupancy.hpp"
+#include "recovery.hpp"
+
+namespace fleetsim::run {
+
+class Computing {
+ public:
+  // `restartable`: runs may be stopped, so task events carry stamps even where no GPU is time-sliced.
+  Computing(const Scenario& scenario, const Cluster& cluster, const ComputeModel& compute, Trace& trace, Occupancy& occupancy,
+            Recovery& recovery, EventQueue& queue, bool restartable);
+
+  const SharedCompute& shared() const { return shared_; }
+  // A task event of this kind for the task's current run; whether an event's stamp is current.
+  std::uint32_t event(EventKind kind, TaskId task) const { return stamp_.empty() ? kind : stamped(kind, stamp_[index(task)]); }
+  bool current(std::uint32_t stamp, std::uint32_t task) const { return stamp_.empty() || stamp == (stamp_[task] & kStampMask); }
+
+  // The task's compute begins now on its gang. `known_scale`: the part of its work declared in advance,
+  // by which policies predict when its GPUs are free.
+  void start(TaskId task, double known_scale);
+  // A batch computes as one: its members' estimate, ended with the leader's.
+  void start_batch(const std::vector<TaskId>& members, const ComputeEstimate& estimate);
+  // kComputeDone. Returns whether the task's collective, which follows its compute, starts now.
+  bool compute_done(TaskId task);
+  // One part of the task (its compute, its collective) is done; true when it was the last.
+  bool part_done(TaskId task) { return --parts_left_[index(task)] == 0; }
+
+  // Whether the task computes on time-sliced GPUs now; the compute seconds it has done since its compute began.
+  bool sharing(TaskId task) const { return shared_.computing(index(task)); }
+  double computed_s(TaskId task, double now_s) const;
+  // The task leaves its GPUs: the tasks sharing them go on at their new pace.
+  void leave(TaskId task);
+  // The task's run ended (stopped, resized): its pending compute and collective events are stale.
+  void end_run(TaskId task);
+
+ private:
+  void run(TaskId task, double compute_s);
+  double overlap_of(TaskId task) const;
+  void repace(const std::vector<std::uint32_t>& tasks);
+
+  const Scenario& sc_;
+  const Cluster& cluster_;
+  const ComputeModel& compute_;
+  Trace& trace_;
+  Occupancy& occupancy_;
+  Recovery& recovery_;
+  EventQueue& queue_;
+  SharedCompute shared_;                   // the pace of tasks on time-sliced GPUs
+  std::vector<std::uint8_t> parts_left_;   // per running task: compute and collective not yet done
+  std::vector<std::uint32_t> stamp_;       // per task: its events' stamp (none kept where nothing goes stale)
+  std::vector<std::uint32_t> changed_;     // scratch: tasks whose pace changed
+};
+
+}  // namespace fleetsim::run
