@@ -455,9 +455,12 @@ TEST_CASE("rail-optimized: same-rail traffic stays on its leaf, cross-rail traff
     return s;
   };
   CHECK_THAT(names(0, 2), Catch::Contains("n0.nic0>leaf0.rail0") && Catch::Contains("leaf0.rail0>n1.nic0") && !Catch::Contains("spine"));
-  // To GPU 1 of the other node: through the host to NIC 1 (4 us of PCIe), cheaper than leaf>spine>leaf (6 us).
-  CHECK_THAT(names(0, 3), Catch::Contains("n0.host>n0.pcie1") && Catch::Contains("leaf0.rail1>n1.nic1") &&
-                              !Catch::Contains("spine"));
+  // To GPU 1 of the other node: through a host to the other rail (4 us of PCIe), cheaper than
+  // leaf>spine>leaf (6 us). The rail changes in either node: the two routes cost the same.
+  const std::string cross = names(0, 3);
+  CHECK_THAT(cross, !Catch::Contains("spine"));
+  CHECK_THAT(cross, (Catch::Contains("n0.host>n0.pcie1") && Catch::Contains("leaf0.rail1>n1.nic1")) ||
+                        (Catch::Contains("leaf0.rail0>n1.nic0") && Catch::Contains("n1.host>n1.pcie1")));
 }
 
 TEST_CASE("ring all-reduce on an 8-GPU H100 node is timed as NCCL's model times it", "[network][collective][nccl]") {

@@ -7,12 +7,11 @@
 #include <random>
 #include <string_view>
 
+#include "fleetsim/hash.hpp"
+
 namespace fleetsim {
 
 std::uint64_t stream_seed(std::uint64_t seed, std::uint64_t run, std::string_view stream);
-
-// The one hash mixer: folds a value into a running hash (SplitMix64's finalizer over both).
-std::uint64_t hash_combine(std::uint64_t hash, std::uint64_t value);
 
 class Rng {
  public:

@@ -7,6 +7,7 @@
 
 #include "fleetsim/cluster.hpp"
 #include "fleetsim/error.hpp"
+#include "fleetsim/hash.hpp"
 
 namespace fleetsim {
 namespace {
@@ -14,13 +15,6 @@ namespace {
 // Latencies as integer picoseconds, so equal-cost paths compare exactly equal, plus one per hop: of
 // equal-latency paths the shortest wins, and a walk over zero-latency links still makes progress.
 std::uint64_t weight_of(double latency_s) { return static_cast<std::uint64_t>(std::llround(latency_s * 1e12)) + 1; }
-
-std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
-  std::uint64_t x = a ^ (b + 0x9E3779B97F4A7C15ull + (a << 6) + (a >> 2));
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 }  // namespace
 
@@ -530,7 +524,7 @@ bool Topology::try_route(std::uint32_t from, std::uint32_t to, std::uint64_t key
       }
     }
     FLEETSIM_CHECK(n > 0, "route walk found no next hop");
-    const std::uint32_t pick = n == 1 ? 0 : static_cast<std::uint32_t>(mix(key, at) % n);
+    const std::uint32_t pick = n == 1 ? 0 : static_cast<std::uint32_t>(hash_combine(key, at) % n);
     out.push_back(candidates[pick]);
     at = links_[candidates[pick]].to;
     here = remaining[pick];

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fleetsim/engine.hpp"
+#include "fleetsim/hash.hpp"
 #include "fleetsim/ids.hpp"
 #include "fleetsim/network.hpp"
 #include "fleetsim/topology.hpp"
@@ -35,7 +36,7 @@ struct FlowTag {
 };
 
 // A key that spreads flows over equal-cost routes.
-inline std::uint64_t route_key(std::uint64_t a, std::uint64_t b) { return a * 0x9E3779B97F4A7C15ull ^ (b + (a >> 29)); }
+inline std::uint64_t route_key(std::uint64_t a, std::uint64_t b) { return hash_combine(a, b); }
 
 class Flows {
  public:
