@@ -172,21 +172,11 @@ class CpuRun {
   // Blocks until the task's instance has arrived and every producer has ended. Returns the reason
   // the task cannot run ("" when it can) and its ready time.
   std::pair<std::string, double> wait_ready(std::uint32_t rec) {
-    const TaskRecord& r = trace_.tasks[rec];
-    const Workflow& wf = sc_.workflows[r.workflow];
-    const double arrival_s = trace_.instances[index(r.instance)].arrival_s;
+    double ready_s = trace_.instances[index(trace_.tasks[rec].instance)].arrival_s;
     std::unique_lock lock(mutex_);
-    const auto arrival = t0_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrival_s));
-    changed_.wait_until(lock, arrival, [&] { return Clock::now() >= arrival; });
-    double ready_s = arrival_s;
-    std::string reason;
-    for (std::uint32_t e : wf.inputs(r.task)) {
-      const std::uint32_t producer = record_of(r.instance, wf.edges[e].from);
-      changed_.wait(lock, [&] { return ended_[producer]; });
-      ready_s = std::max(ready_s, trace_.tasks[producer].end_s);
-      if (trace_.tasks[producer].status != TaskStatus::completed) reason = "its producer " + wf.tasks[wf.edges[e].from].name + " did not complete";
-    }
-    return {reason, ready_s};
+    std::string reason = replay::wait_for_inputs(sc_, trace_, plan_index_, rec, t0_, lock, changed_, ended_,
+                                                 [&](std::uint32_t p) { ready_s = std::max(ready_s, trace_.tasks[p].end_s); });
+    return {std::move(reason), ready_s};
   }
 
   void run_task(std::uint32_t g, std::uint32_t rec) {

@@ -500,21 +500,11 @@ class CudaRun {
   // Blocks until the task's instance has arrived and every producer is enqueued. Returns the reason
   // the task cannot run ("" when it can) and its producers' records.
   std::pair<std::string, std::vector<std::uint32_t>> wait_ready(std::uint32_t rec) {
-    const TaskRecord& r = trace_.tasks[rec];
-    const Workflow& wf = sc_.workflows[r.workflow];
-    const double arrival_s = trace_.instances[index(r.instance)].arrival_s;
-    std::unique_lock lock(mutex_);
-    const auto arrival = t0_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrival_s));
-    changed_.wait_until(lock, arrival, [&] { return Clock::now() >= arrival; });
-    std::string reason;
     std::vector<std::uint32_t> producers;
-    for (std::uint32_t e : wf.inputs(r.task)) {
-      const std::uint32_t producer = record_of(r.instance, wf.edges[e].from);
-      changed_.wait(lock, [&] { return ended_[producer] != 0; });
-      producers.push_back(producer);
-      if (trace_.tasks[producer].status != TaskStatus::completed) reason = "its producer " + wf.tasks[wf.edges[e].from].name + " did not complete";
-    }
-    return {reason, producers};
+    std::unique_lock lock(mutex_);
+    std::string reason = replay::wait_for_inputs(sc_, trace_, plan_index_, rec, t0_, lock, changed_, ended_,
+                                                 [&](std::uint32_t p) { producers.push_back(p); });
+    return {std::move(reason), std::move(producers)};
   }
 
   // Every member's stream waits for every other member's `mine`; the host barriers only make sure

@@ -80,4 +80,23 @@ RunResult measured_result(const Scenario& scenario, const RunResult& plan, Trace
   return out;
 }
 
+std::string wait_for_inputs(const Scenario& sc, const Trace& trace, const PlanIndex& plan, std::uint32_t rec,
+                            std::chrono::steady_clock::time_point t0, std::unique_lock<std::mutex>& lock,
+                            std::condition_variable& changed, const std::vector<std::uint8_t>& ended,
+                            const std::function<void(std::uint32_t)>& producer) {
+  using Clock = std::chrono::steady_clock;
+  const TaskRecord& r = trace.tasks[rec];
+  const Workflow& wf = sc.workflows[r.workflow];
+  const auto arrival = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(trace.instances[index(r.instance)].arrival_s));
+  changed.wait_until(lock, arrival, [&] { return Clock::now() >= arrival; });
+  std::string reason;
+  for (std::uint32_t e : wf.inputs(r.task)) {
+    const std::uint32_t p = plan.record_of(r.instance, wf.edges[e].from);
+    changed.wait(lock, [&] { return ended[p] != 0; });
+    producer(p);
+    if (trace.tasks[p].status != TaskStatus::completed) reason = "its producer " + wf.tasks[wf.edges[e].from].name + " did not complete";
+  }
+  return reason;
+}
+
 }  // namespace fleetsim::replay

@@ -2,8 +2,13 @@
 // result with its summary, in the simulator's schema.
 #pragma once
 
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstddef>
+#include <functional>
+#include <mutex>
+#include <string>
 
 #include "fleetsim/simulation.hpp"
 
@@ -26,6 +31,14 @@ struct PlanIndex {
   std::uint32_t record_of(InstanceId instance, std::uint32_t task) const { return first_record[index(instance)] + task; }
 };
 PlanIndex index_plan(const Scenario& scenario, const RunResult& plan, Trace& trace);
+
+// Blocks on `lock` (woken through `changed`) until the instance of task record `rec` has arrived (`t0`
+// plus its arrival time) and each of its producers has `ended`; `producer` is called for each, in input
+// order. Returns why the task cannot run: a producer that did not complete ("" when none).
+std::string wait_for_inputs(const Scenario& scenario, const Trace& trace, const PlanIndex& plan, std::uint32_t rec,
+                            std::chrono::steady_clock::time_point t0, std::unique_lock<std::mutex>& lock,
+                            std::condition_variable& changed, const std::vector<std::uint8_t>& ended,
+                            const std::function<void(std::uint32_t producer)>& producer);
 
 // For times merged from members measured on different clocks (ranks.hpp; GPUs' event clocks): each
 // replayed task is ready at its instance's arrival or its last producer's end, and no phase is put
