@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
+#include <string_view>
 
 namespace fleetsim {
 
@@ -30,6 +31,13 @@ class JsonArrayStream {
       out_ << element_indent_;
     }
     out_.write(text.data() + from, static_cast<std::streamsize>(text.size() - from));
+  }
+
+  // An element already written at this array's element depth: JsonWriter(indent, depth + 1).
+  void add_text(std::string_view element) {
+    out_ << (count_++ == 0 ? "[" : ",");
+    if (indent_ >= 0) out_ << '\n' << element_indent_;
+    out_ << element;
   }
 
   void close() {

@@ -8,6 +8,7 @@
 #include "fleetsim/report.hpp"
 #include "gpu_lanes.hpp"
 #include "json_stream.hpp"
+#include "json_writer.hpp"
 
 namespace fleetsim {
 
@@ -46,6 +47,20 @@ void write_perfetto_json(std::ostream& out, const Scenario& sc, const RunResult&
     return t;
   };
   events.add({{"ph", "M"}, {"name", "process_name"}, {"pid", network_pid}, {"args", {{"name", "network"}}}});
+  // The many events below are written without a JSON tree each (json_writer.hpp).
+  JsonWriter event, args;
+  // A slice ("X") or a counter ("C", no category, thread or duration).
+  auto add = [&](const char* ph, std::string_view name, const char* cat, std::size_t pid, std::optional<std::size_t> thread,
+                 double ts_us, std::optional<double> dur_us, std::string_view args_json) {
+    event.clear();
+    event.begin_object().key("ph").value(ph).key("name").value(name);
+    if (cat != nullptr) event.key("cat").value(cat);
+    event.key("pid").value(pid);
+    if (thread) event.key("tid").value(*thread);
+    event.key("ts").value(ts_us);
+    if (dur_us) event.key("dur").value(*dur_us);
+    events.add_text(event.key("args").raw(args_json).end_object().text());
+  };
   const int scheduler_pid = network_pid + 1;
   events.add({{"ph", "M"}, {"name", "process_name"}, {"pid", scheduler_pid}, {"args", {{"name", "scheduler"}}}});
 
@@ -54,12 +69,13 @@ void write_perfetto_json(std::ostream& out, const Scenario& sc, const RunResult&
     const Workflow& wf = sc.workflows[t.workflow];
     const std::string name = wf.id + "/" + wf.tasks[t.task].name;
     const double end = t.end_s == kNever ? run.summary.end_s : t.end_s;
-    ordered_json args{{"instance", index(t.instance)}, {"tenant", sc.tenants[index(t.tenant)].name}, {"status", task_status_name(t.status)}};
+    args.clear();
+    args.begin_object().key("instance").value(index(t.instance)).key("tenant").value(sc.tenants[index(t.tenant)].name);
+    args.key("status").value(task_status_name(t.status));
     if (t.compute_bound_s + t.memory_bound_s + t.fixed_s > 0) {  // why the compute takes what it takes
-      args["compute_bound_s"] = t.compute_bound_s;
-      args["memory_bound_s"] = t.memory_bound_s;
-      args["fixed_s"] = t.fixed_s;
+      args.key("compute_bound_s").value(t.compute_bound_s).key("memory_bound_s").value(t.memory_bound_s).key("fixed_s").value(t.fixed_s);
     }
+    args.end_object();
     // One slice per phase on every GPU of the gang.
     struct Phase {
       const char* label;
@@ -74,9 +90,8 @@ void write_perfetto_json(std::ostream& out, const Scenario& sc, const RunResult&
       const GpuId g = run.trace.gpus[t.gpu_begin + i];
       for (const Phase& p : phases) {
         if (p.to <= p.from) continue;
-        events.add({{"ph", "X"}, {"name", name + " " + p.label}, {"cat", p.label},
-                          {"pid", index(cluster.node_of(g))}, {"tid", tid(t.gpu_begin + i)},
-                          {"ts", us(p.from)}, {"dur", us(p.to - p.from)}, {"args", args}});
+        const std::size_t thread = tid(t.gpu_begin + i);  // may name the lane first
+        add("X", name + " " + p.label, p.label, index(cluster.node_of(g)), thread, us(p.from), us(p.to - p.from), args.text());
       }
     }
   }
@@ -86,9 +101,11 @@ void write_perfetto_json(std::ostream& out, const Scenario& sc, const RunResult&
     const Workflow& wf = sc.workflows[t.workflow];
     for (std::uint32_t i = 0; i < left.gpu_count && left.end_s > left.start_s; ++i) {
       const GpuId g = run.trace.gpus[left.gpu_begin + i];
-      events.add({{"ph", "X"}, {"name", wf.id + "/" + wf.tasks[t.task].name + " until resized"}, {"cat", "compute"},
-                        {"pid", index(cluster.node_of(g))}, {"tid", tid(left.gpu_begin + i)}, {"ts", us(left.start_s)}, {"dur", us(left.end_s - left.start_s)},
-                        {"args", {{"instance", index(t.instance)}, {"gang", left.gpu_count}}}});
+      const std::size_t thread = tid(left.gpu_begin + i);
+      args.clear();
+      args.begin_object().key("instance").value(index(t.instance)).key("gang").value(left.gpu_count).end_object();
+      add("X", wf.id + "/" + wf.tasks[t.task].name + " until resized", "compute", index(cluster.node_of(g)), thread, us(left.start_s),
+          us(left.end_s - left.start_s), args.text());
     }
   }
   for (const WeightLoad& w : run.trace.weight_loads) {
@@ -96,9 +113,11 @@ void write_perfetto_json(std::ostream& out, const Scenario& sc, const RunResult&
     if (end <= w.start_s) continue;
     // On its task's lane of the GPU, inside the task's first phase.
     const auto entry = load_entry(run.trace, w);
-    events.add({{"ph", "X"}, {"name", "weight load"}, {"cat", "weight load"}, {"pid", index(cluster.node_of(w.gpu))},
-                      {"tid", entry ? tid(*entry) : std::size_t{index(w.gpu)}}, {"ts", us(w.start_s)}, {"dur", us(end - w.start_s)},
-                      {"args", {{"GB", w.bytes / 1e9}, {"from", w.peer ? cluster.gpu_name(*w.peer) : w.from_storage ? "storage" : "host"}}}});
+    const std::size_t thread = entry ? tid(*entry) : std::size_t{index(w.gpu)};
+    args.clear();
+    args.begin_object().key("GB").value(w.bytes / 1e9);
+    args.key("from").value(w.peer ? cluster.gpu_name(*w.peer) : w.from_storage ? "storage" : "host").end_object();
+    add("X", "weight load", "weight load", index(cluster.node_of(w.gpu)), thread, us(w.start_s), us(end - w.start_s), args.text());
   }
   // Ready tasks waiting for GPUs: +1 when a task becomes ready, -1 when it starts (or the run ends).
   std::vector<std::pair<double, int>> queue;
@@ -112,15 +131,19 @@ void write_perfetto_json(std::ostream& out, const Scenario& sc, const RunResult&
   for (std::size_t i = 0; i < queue.size(); ++i) {
     waiting += queue[i].second;
     if (i + 1 < queue.size() && queue[i + 1].first == queue[i].first) continue;  // one sample per instant
-    events.add({{"ph", "C"}, {"name", "ready tasks waiting"}, {"pid", scheduler_pid}, {"ts", us(queue[i].first)}, {"args", {{"tasks", waiting}}}});
+    args.clear();
+    add("C", "ready tasks waiting", nullptr, scheduler_pid, std::nullopt, us(queue[i].first), std::nullopt,
+        args.begin_object().key("tasks").value(waiting).end_object().text());
   }
   for (const VramSample& s : run.vram_samples) {
-    events.add({{"ph", "C"}, {"name", "VRAM " + cluster.gpu_name(s.gpu) + " (GB)"},
-                      {"pid", index(cluster.node_of(s.gpu))}, {"ts", us(s.time_s)}, {"args", {{"GB", s.used_bytes / 1e9}}}});
+    args.clear();
+    add("C", "VRAM " + cluster.gpu_name(s.gpu) + " (GB)", nullptr, index(cluster.node_of(s.gpu)), std::nullopt, us(s.time_s), std::nullopt,
+        args.begin_object().key("GB").value(s.used_bytes / 1e9).end_object().text());
   }
   for (const LinkSample& s : run.link_samples) {
-    events.add({{"ph", "C"}, {"name", run.topology.link_name(s.link) + " (GB/s)"}, {"pid", network_pid},
-                      {"ts", us(s.time_s)}, {"args", {{"GB/s", s.rate_Bps / 1e9}}}});
+    args.clear();
+    add("C", run.topology.link_name(s.link) + " (GB/s)", nullptr, network_pid, std::nullopt, us(s.time_s), std::nullopt,
+        args.begin_object().key("GB/s").value(s.rate_Bps / 1e9).end_object().text());
   }
   events.close();
   const ordered_json rest{{"displayTimeUnit", "ms"}, {"otherData", {{"scenario", sc.name}, {"policy", run.summary.policy}, {"seed", run.summary.seed}}}};

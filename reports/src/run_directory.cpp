@@ -1,6 +1,10 @@
 // The run directory `fleetsim simulate --out` writes: every table, trace and timeline of one run, its
 // report, and how it was made.
+#include <algorithm>
+#include <atomic>
+#include <exception>
 #include <fstream>
+#include <thread>
 
 #include "fleetsim/report.hpp"
 
@@ -16,22 +20,46 @@ void write_output_file(const std::filesystem::path& path, const std::string& wha
 std::vector<std::string> write_run_directory(const std::filesystem::path& dir, const Scenario& scenario, const RunResult& run,
                                              const std::string& manifest) {
   std::filesystem::create_directories(dir);
-  std::vector<std::string> written;
-  const auto file = [&](const char* name, const std::string& what, const std::function<void(std::ostream&)>& write) {
-    write_output_file(dir / name, what, write);
-    written.push_back(name);
+  struct File {
+    const char* name;
+    const char* what;
+    std::function<void(std::ostream&)> write;
   };
-  file("summary.json", "the summary", [&](std::ostream& o) { o << summary_json(run.summary); });
-  file("trace.csv", "the trace", [&](std::ostream& o) { write_trace_csv(o, scenario, run); });
-  file("trace.json", "the trace", [&](std::ostream& o) { write_trace_json(o, scenario, run); });
-  file("decisions.csv", "the decisions", [&](std::ostream& o) { write_decisions_csv(o, scenario, run); });
-  file("links.csv", "the link totals", [&](std::ostream& o) { write_links_csv(o, run); });
-  file("link_timeline.csv", "the link timeline", [&](std::ostream& o) { write_link_timeline_csv(o, run); });
-  file("vram_timeline.csv", "the VRAM timeline", [&](std::ostream& o) { write_vram_timeline_csv(o, run); });
-  file("cost_timeline.csv", "the cost timeline", [&](std::ostream& o) { write_cost_timeline_csv(o, run); });
-  file("trace.perfetto.json", "the Perfetto trace", [&](std::ostream& o) { write_perfetto_json(o, scenario, run); });
-  file("report.html", "the report", [&](std::ostream& o) { write_run_report_html(o, scenario, run); });
-  file("run.json", "how the run was made", [&](std::ostream& o) { o << manifest; });
+  const std::vector<File> files{
+      {"summary.json", "the summary", [&](std::ostream& o) { o << summary_json(run.summary); }},
+      {"trace.csv", "the trace", [&](std::ostream& o) { write_trace_csv(o, scenario, run); }},
+      {"trace.json", "the trace", [&](std::ostream& o) { write_trace_json(o, scenario, run); }},
+      {"decisions.csv", "the decisions", [&](std::ostream& o) { write_decisions_csv(o, scenario, run); }},
+      {"links.csv", "the link totals", [&](std::ostream& o) { write_links_csv(o, run); }},
+      {"link_timeline.csv", "the link timeline", [&](std::ostream& o) { write_link_timeline_csv(o, run); }},
+      {"vram_timeline.csv", "the VRAM timeline", [&](std::ostream& o) { write_vram_timeline_csv(o, run); }},
+      {"cost_timeline.csv", "the cost timeline", [&](std::ostream& o) { write_cost_timeline_csv(o, run); }},
+      {"trace.perfetto.json", "the Perfetto trace", [&](std::ostream& o) { write_perfetto_json(o, scenario, run); }},
+      {"report.html", "the report", [&](std::ostream& o) { write_run_report_html(o, scenario, run); }},
+      {"run.json", "how the run was made", [&](std::ostream& o) { o << manifest; }}};
+  // The writers only read the run: the files are written side by side, one per hardware thread. Each
+  // file's bytes do not depend on which thread wrote it.
+  std::atomic<std::size_t> next{0};
+  std::vector<std::exception_ptr> errors(files.size());
+  const auto work = [&] {
+    for (std::size_t f; (f = next++) < files.size();) {
+      try {
+        write_output_file(dir / files[f].name, files[f].what, files[f].write);
+      } catch (...) {
+        errors[f] = std::current_exception();
+      }
+    }
+  };
+  {
+    std::vector<std::jthread> helpers(std::clamp(std::thread::hardware_concurrency(), 1u, 4u) - 1);
+    for (std::jthread& h : helpers) h = std::jthread(work);
+    work();
+  }
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  std::vector<std::string> written;
+  for (const File& f : files) written.emplace_back(f.name);
   return written;
 }
 

@@ -6,6 +6,7 @@
 #include "fleetsim/report.hpp"
 #include "fleetsim/units.hpp"
 #include "json_stream.hpp"
+#include "json_writer.hpp"
 
 namespace fleetsim {
 namespace {
@@ -21,34 +22,57 @@ std::string gpu_list(const RunResult& run, const TaskRecord& t, char separator) 
 
 // Round-trip precision, and an empty field for times the task never reached. std::to_chars with a
 // precision writes what printf's "%.17g" writes, several times faster.
-std::string time_field(double t) {
-  if (t == kNever) return "";
+void put_time(std::string& row, double t) {
+  if (t == kNever) return;
   char buf[32];
-  const auto end = std::to_chars(buf, buf + sizeof buf, t, std::chars_format::general, 17).ptr;
-  return std::string(buf, end);
+  row.append(buf, std::to_chars(buf, buf + sizeof buf, t, std::chars_format::general, 17).ptr);
+}
+std::string time_field(double t) {
+  std::string field;
+  put_time(field, t);
+  return field;
+}
+void put_field(std::string& row, const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) {
+    row += s;
+  } else {
+    row += csv_quote(s);
+  }
 }
 
 bool predicted(const TaskRecord& t) { return t.compute_bound_s + t.memory_bound_s + t.fixed_s > 0; }
 
-// The compute estimate's parts, or empty fields where there is none (a measured run).
-std::string parts_fields(const TaskRecord& t) {
-  if (!predicted(t)) return ",,,";
-  return time_field(t.compute_bound_s) + ',' + time_field(t.memory_bound_s) + ',' + time_field(t.fixed_s) + ',';
-}
 
 }  // namespace
 
 void write_trace_csv(std::ostream& out, const Scenario& sc, const RunResult& run) {
   out << "instance,workflow,task,tenant,status,gpus,ready_s,start_s,compute_start_s,comm_start_s,end_s,input_bytes,"
          "compute_bound_s,memory_bound_s,fixed_s,reason\n";
+  std::string row;  // one write per row
   for (const TaskRecord& t : run.trace.tasks) {
     if (run.trace.instances[index(t.instance)].arrival_s == kNever) continue;  // a closed loop's, never came
     const Workflow& wf = sc.workflows[t.workflow];
-    out << index(t.instance) << ',' << csv_quote(wf.id) << ',' << csv_quote(wf.tasks[t.task].name) << ','
-        << csv_quote(sc.tenants[index(t.tenant)].name) << ',' << task_status_name(t.status) << ','
-        << gpu_list(run, t, ' ') << ',' << time_field(t.ready_s) << ',' << time_field(t.start_s) << ','
-        << time_field(t.compute_start_s) << ',' << time_field(t.comm_start_s) << ',' << time_field(t.end_s) << ',' << time_field(t.input_bytes) << ','
-        << parts_fields(t) << csv_quote(run.trace.reasons[t.reason]) << '\n';
+    row.clear();
+    char buf[16];
+    row.append(buf, std::to_chars(buf, buf + sizeof buf, index(t.instance)).ptr) += ',';
+    put_field(row, wf.id);
+    row += ',';
+    put_field(row, wf.tasks[t.task].name);
+    row += ',';
+    put_field(row, sc.tenants[index(t.tenant)].name);
+    (row += ',') += task_status_name(t.status);
+    for (std::uint32_t i = 0; i < t.gpu_count; ++i) (row += i == 0 ? ',' : ' ') += run.cluster.gpu_name(run.trace.gpus[t.gpu_begin + i]);
+    if (t.gpu_count == 0) row += ',';
+    for (const double v : {t.ready_s, t.start_s, t.compute_start_s, t.comm_start_s, t.end_s, t.input_bytes}) put_time(row += ',', v);
+    // The compute estimate's parts, or empty fields where there is none (a measured run).
+    if (predicted(t)) {
+      for (const double v : {t.compute_bound_s, t.memory_bound_s, t.fixed_s}) put_time(row += ',', v);
+    } else {
+      row += ",,,";
+    }
+    put_field(row += ',', run.trace.reasons[t.reason]);
+    row += '\n';
+    out.write(row.data(), static_cast<std::streamsize>(row.size()));
   }
 }
 
@@ -60,29 +84,37 @@ void write_trace_json(std::ostream& out, const Scenario& sc, const RunResult& ru
   head.resize(head.size() - 2);  // its closing "\n}"
   out << head << ",\n \"tasks\": ";
   JsonArrayStream tasks(out, 1, 1);
+  JsonWriter row(1, 2);
+  auto time = [&](const char* key, double t) {
+    row.key(key);
+    if (t == kNever) {
+      row.null();
+    } else {
+      row.value(t);
+    }
+  };
   for (const TaskRecord& t : run.trace.tasks) {
     if (run.trace.instances[index(t.instance)].arrival_s == kNever) continue;
     const Workflow& wf = sc.workflows[t.workflow];
-    ordered_json gpus = ordered_json::array();
-    for (std::uint32_t i = 0; i < t.gpu_count; ++i) gpus.push_back(run.cluster.gpu_name(run.trace.gpus[t.gpu_begin + i]));
-    ordered_json row{{"instance", index(t.instance)},
-                     {"workflow", wf.id},
-                     {"task", wf.tasks[t.task].name},
-                     {"tenant", sc.tenants[index(t.tenant)].name},
-                     {"status", task_status_name(t.status)},
-                     {"gpus", gpus},
-                     {"ready_s", time_value(t.ready_s)},
-                     {"start_s", time_value(t.start_s)},
-                     {"compute_start_s", time_value(t.compute_start_s)},
-                     {"comm_start_s", time_value(t.comm_start_s)},
-                     {"end_s", time_value(t.end_s)},
-                     {"input_bytes", t.input_bytes}};
+    row.clear();
+    row.begin_object().key("instance").value(index(t.instance)).key("workflow").value(wf.id).key("task").value(wf.tasks[t.task].name);
+    row.key("tenant").value(sc.tenants[index(t.tenant)].name).key("status").value(task_status_name(t.status));
+    row.key("gpus").begin_array();
+    for (std::uint32_t i = 0; i < t.gpu_count; ++i) row.value(run.cluster.gpu_name(run.trace.gpus[t.gpu_begin + i]));
+    row.end_array();
+    time("ready_s", t.ready_s);
+    time("start_s", t.start_s);
+    time("compute_start_s", t.compute_start_s);
+    time("comm_start_s", t.comm_start_s);
+    time("end_s", t.end_s);
+    row.key("input_bytes").value(t.input_bytes);
     if (predicted(t)) {
-      row["compute_parts_s"] = {{"compute_bound", t.compute_bound_s}, {"memory_bound", t.memory_bound_s}, {"fixed", t.fixed_s}};
+      row.key("compute_parts_s").begin_object().key("compute_bound").value(t.compute_bound_s);
+      row.key("memory_bound").value(t.memory_bound_s).key("fixed").value(t.fixed_s).end_object();
     }
-    if (t.work_scale != 1) row["work_scale"] = t.work_scale;
-    if (t.reason != 0) row["reason"] = run.trace.reasons[t.reason];
-    tasks.add(row);
+    if (t.work_scale != 1) row.key("work_scale").value(t.work_scale);
+    if (t.reason != 0) row.key("reason").value(run.trace.reasons[t.reason]);
+    tasks.add_text(row.end_object().text());
   }
   tasks.close();
   out << ",\n \"weight_loads\": ";
@@ -122,14 +154,24 @@ void write_vram_timeline_csv(std::ostream& out, const RunResult& run) {
 
 void write_decisions_csv(std::ostream& out, const Scenario& sc, const RunResult& run) {
   out << "time_s,decision,instance,workflow,task,tenant,gpus,reason\n";
+  std::string row;  // one write per row
   for (const Decision& d : run.trace.decisions) {
     const TaskRecord& t = run.trace.tasks[index(d.task)];
     const Workflow& wf = sc.workflows[t.workflow];
-    std::string gpus;
-    for (std::uint32_t i = 0; i < d.gpu_count; ++i) gpus += (i > 0 ? ";" : "") + run.cluster.gpu_name(run.trace.gpus[d.gpu_begin + i]);
-    out << time_field(d.time_s) << ',' << decision_kind_name(d.kind) << ',' << index(t.instance) << ',' << csv_quote(wf.id) << ','
-        << csv_quote(wf.tasks[t.task].name) << ',' << csv_quote(sc.tenants[index(t.tenant)].name) << ',' << gpus << ','
-        << csv_quote(run.trace.reasons[d.reason]) << '\n';
+    row.clear();
+    put_time(row, d.time_s);
+    (row += ',') += decision_kind_name(d.kind);
+    char buf[16];
+    row += ',';
+    row.append(buf, std::to_chars(buf, buf + sizeof buf, index(t.instance)).ptr);
+    put_field(row += ',', wf.id);
+    put_field(row += ',', wf.tasks[t.task].name);
+    put_field(row += ',', sc.tenants[index(t.tenant)].name);
+    row += ',';
+    for (std::uint32_t i = 0; i < d.gpu_count; ++i) (i > 0 ? row += ';' : row) += run.cluster.gpu_name(run.trace.gpus[d.gpu_begin + i]);
+    put_field(row += ',', run.trace.reasons[d.reason]);
+    row += '\n';
+    out.write(row.data(), static_cast<std::streamsize>(row.size()));
   }
 }
 
