@@ -1,11 +1,16 @@
 // Output formats: the Perfetto trace is well-formed trace-event JSON with a track per GPU, task
 // slices that match the trace, and counters.
+#include <bit>
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 
 #include "../reports/src/json_stream.hpp"
+#include "../reports/src/json_writer.hpp"
 #include "fleetsim/report.hpp"
 #include "helpers.hpp"
 
@@ -112,4 +117,70 @@ TEST_CASE("a JSON array written element by element is the dump of the whole arra
     streamed << (indent < 0 ? "}" : "\n}");
     CHECK(streamed.str() == doc.dump(indent));
   }
+}
+
+namespace {
+
+// Writes `v` through JsonWriter, as a value at `depth`.
+void write_value(JsonWriter& w, const nlohmann::ordered_json& v) {
+  switch (v.type()) {
+    case nlohmann::json::value_t::object:
+      w.begin_object();
+      for (const auto& [k, e] : v.items()) write_value(w.key(k), e);
+      w.end_object();
+      break;
+    case nlohmann::json::value_t::array:
+      w.begin_array();
+      for (const auto& e : v) write_value(w, e);
+      w.end_array();
+      break;
+    case nlohmann::json::value_t::string: w.value(v.get<std::string>()); break;
+    case nlohmann::json::value_t::number_float: w.value(v.get<double>()); break;
+    case nlohmann::json::value_t::number_unsigned: w.value(v.get<std::uint64_t>()); break;
+    case nlohmann::json::value_t::number_integer: w.value(v.get<std::int64_t>()); break;
+    default: w.null();
+  }
+}
+
+}  // namespace
+
+TEST_CASE("JsonWriter writes what nlohmann's dump writes, numbers and escapes included", "[report][json]") {
+  using nlohmann::ordered_json;
+  // Numbers across the whole range, both signs, integers held as doubles, and the shortest round trips.
+  std::mt19937_64 rng(7);
+  ordered_json numbers = ordered_json::array({0.0, -0.0, 1.0, 0.1, 1e-7, 4e-06, 123456789012345680.0, 1e21, 5e-324,
+                                              std::numeric_limits<double>::max(), -2.5, 100.0, 1.0 / 3});
+  for (int i = 0; i < 2000; ++i) {
+    const double mantissa = std::uniform_real_distribution<double>(-1, 1)(rng);
+    numbers.push_back(std::ldexp(mantissa, std::uniform_int_distribution<int>(-1060, 1020)(rng)));
+    numbers.push_back(std::bit_cast<double>(rng() & 0x7FEFFFFFFFFFFFFFull));  // any finite bit pattern
+  }
+  const ordered_json doc{{"numbers", numbers},
+                         {"ints", {0, -1, 42, std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::uint64_t>::max()}},
+                         {"text", {"plain", "quote \" and back\\slash", "tab\tnew\nline\rcr\bbs\fff", std::string("nul\0and\x1f", 9), "café 温度"}},
+                         {"nested", {{"empty_object", ordered_json::object()}, {"empty_array", ordered_json::array()}, {"null", nullptr}}}};
+  for (const int indent : {-1, 1, 2}) {
+    INFO("indent " << indent);
+    JsonWriter w(indent);
+    write_value(w, doc);
+    CHECK(w.text() == doc.dump(indent));
+  }
+  // Not finite: null, as dump() writes it.
+  JsonWriter w;
+  w.begin_array().value(std::numeric_limits<double>::quiet_NaN()).value(std::numeric_limits<double>::infinity()).end_array();
+  CHECK(w.text() == "[null,null]");
+  // A value nested in an indented document, streamed into its array.
+  const ordered_json rows = ordered_json::array({ordered_json{{"a", 1.5}, {"b", {1, 2}}}, ordered_json{{"a", nullptr}, {"b", ordered_json::array()}}});
+  const ordered_json whole{{"rows", rows}};
+  std::ostringstream streamed;
+  streamed << "{\n \"rows\": ";
+  JsonArrayStream array(streamed, 1, 1);
+  for (const auto& r : rows) {
+    JsonWriter row(1, 2);
+    write_value(row, r);
+    array.add_text(row.text());
+  }
+  array.close();
+  streamed << "\n}";
+  CHECK(streamed.str() == whole.dump(1));
 }
