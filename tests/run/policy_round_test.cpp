@@ -215,3 +215,15 @@ TEST_CASE("preemptions: only by a policy that declares them, of GPUs that run so
     CHECK(f.error_of_round() == "policy \"fifo\" preempted GPU n0.g0, which runs nothing");
   }
 }
+
+TEST_CASE("an elastic resize is checked as a placement: its new GPUs idle, its own kept", "[run][round]") {
+  Fixture f([](std::span<const ReadyTask>, Decisions& out) { out.place(0, std::vector<GpuId>{g0}); });
+  f.make_ready(0);
+  f.round.play(f, f.listeners);  // task 0 runs on g0
+  // Task 2 (a pair) keeps g1 and would grow onto g0, which runs task 0: a bug in whoever decided it.
+  const std::vector<GpuId> gang{g1, g0}, kept{g1};
+  CHECK_THROWS_WITH(f.round.check_resize(make_id<TaskId>(2), gang, kept, f.view()),
+                    Catch::Contains("the elastic component resized task \"pair\" of workflow \"w\" (instance 0) on GPU n0.g0, which is busy"));
+  // Onto its own GPUs only: nothing to object to.
+  CHECK_NOTHROW(f.round.check_resize(make_id<TaskId>(0), std::vector<GpuId>{g0}, std::vector<GpuId>{g0}, f.view()));
+}

@@ -95,34 +95,49 @@ TaskId PolicyRound::claim(std::uint32_t ready_index) {
 }
 
 void PolicyRound::check_placement(TaskId task, std::span<const GpuId> gpus, const ClusterView& view) const {
+  if (const std::string why = placement_problem(task, gpus, {}, view); !why.empty()) reject(task, why);
+}
+
+void PolicyRound::check_resize(TaskId task, std::span<const GpuId> gang, std::span<const GpuId> kept, const ClusterView& view) const {
+  const std::string why = placement_problem(task, gang, kept, view);
+  FLEETSIM_CHECK(why.empty(), "the elastic component resized " + label(task) + " " + why);
+}
+
+std::string PolicyRound::placement_problem(TaskId task, std::span<const GpuId> gpus, std::span<const GpuId> kept,
+                                           const ClusterView& view) const {
   const TaskSpec& s = spec(task);
   const auto smallest = static_cast<std::size_t>(s.elastic ? s.elastic->min_gpus : s.gpus);
   if (gpus.size() < smallest || gpus.size() > static_cast<std::size_t>(s.gpus)) {
-    reject(task, "on " + std::to_string(gpus.size()) + " GPUs; it needs " + std::to_string(s.gpus) +
-                     (s.elastic ? " or, elastic, at least " + std::to_string(s.elastic->min_gpus) : ""));
+    return "on " + std::to_string(gpus.size()) + " GPUs; it needs " + std::to_string(s.gpus) +
+           (s.elastic ? " or, elastic, at least " + std::to_string(s.elastic->min_gpus) : "");
   }
   const TaskRecord& r = trace_.tasks[index(task)];
   const std::uint32_t model = predicted_.model(r.workflow, r.task);
   const double weights = s.weights_bytes / s.gpus;
+  const auto keeps = [&](GpuId g) { return std::find(kept.begin(), kept.end(), g) != kept.end(); };
   for (std::size_t i = 0; i < gpus.size(); ++i) {
     const GpuId g = gpus[i];
-    if (index(g) >= cluster_.gpu_count()) reject(task, "on GPU " + std::to_string(index(g)) + ", which does not exist");
-    if (occupancy_.busy(index(g))) reject(task, "on GPU " + cluster_.gpu_name(g) + ", which is busy");
-    if (std::find(gpus.begin(), gpus.begin() + static_cast<std::ptrdiff_t>(i), g) != gpus.begin() + static_cast<std::ptrdiff_t>(i)) {
-      reject(task, "on GPU " + cluster_.gpu_name(g) + " twice");
+    if (index(g) >= cluster_.gpu_count()) return "on GPU " + std::to_string(index(g)) + ", which does not exist";
+    // A task placed by a round may share a time-sliced GPU with a free slot; a resize grows onto idle GPUs only.
+    if (!keeps(g) && (kept.empty() ? occupancy_.busy(index(g)) : !occupancy_.tasks_on(index(g)).empty())) {
+      return "on GPU " + cluster_.gpu_name(g) + ", which is busy";
     }
-    if (!memory_.fits(g, model, weights, s.working_set_bytes)) {
+    if (std::find(gpus.begin(), gpus.begin() + static_cast<std::ptrdiff_t>(i), g) != gpus.begin() + static_cast<std::ptrdiff_t>(i)) {
+      return "on GPU " + cluster_.gpu_name(g) + " twice";
+    }
+    if (!keeps(g) && !memory_.fits(g, model, weights, s.working_set_bytes)) {
       const double need = memory_.least_need(g, model, weights, s.working_set_bytes);
-      reject(task, "on GPU " + cluster_.gpu_name(g) + ", which has " + format_quantity(memory_.available(g), Dimension::bytes) +
-                       " of VRAM available; it needs " + format_quantity(need, Dimension::bytes));
+      return "on GPU " + cluster_.gpu_name(g) + ", which has " + format_quantity(memory_.available(g), Dimension::bytes) +
+             " of VRAM available; it needs " + format_quantity(need, Dimension::bytes);
     }
   }
   for (GpuId g : gpus) {
-    if (!view.allowed(r.tenant, g)) {
-      reject(task, "on GPU " + cluster_.gpu_name(g) + ", which tenant \"" + sc_.tenants[index(r.tenant)].name +
-                       "\" may not use (pinned nodes, nodes kept by an exclusive tenant, or a GPU shared with another tenant where one wants private GPUs)");
+    if (!keeps(g) && !view.allowed(r.tenant, g)) {
+      return "on GPU " + cluster_.gpu_name(g) + ", which tenant \"" + sc_.tenants[index(r.tenant)].name +
+             "\" may not use (pinned nodes, nodes kept by an exclusive tenant, or a GPU shared with another tenant where one wants private GPUs)";
     }
   }
+  return "";
 }
 
 void PolicyRound::carry_out_preemptions(RoundHost& host) {

@@ -59,6 +59,10 @@ class PolicyRound {
   bool recording() const { return record_decisions_; }
   void record(DecisionKind kind, TaskId task, const std::string& reason);
 
+  // An elastic resize onto `gang`, keeping the GPUs in `kept`: checked as a placement, its new GPUs idle.
+  // A failed check is a bug in the elastic component, an internal error.
+  void check_resize(TaskId task, std::span<const GpuId> gang, std::span<const GpuId> kept, const ClusterView& view) const;
+
   // "task "t" of workflow "w" (instance 3)".
   std::string label(TaskId task) const;
 
@@ -66,6 +70,8 @@ class PolicyRound {
   const TaskSpec& spec(TaskId task) const;
   TaskId claim(std::uint32_t ready_index);
   void check_placement(TaskId task, std::span<const GpuId> gpus, const ClusterView& view) const;
+  // Why placing the task on `gpus` breaks a rule ("" when it does not); GPUs in `kept` are already its own.
+  std::string placement_problem(TaskId task, std::span<const GpuId> gpus, std::span<const GpuId> kept, const ClusterView& view) const;
   void carry_out_preemptions(RoundHost& host);
   [[noreturn]] void reject(TaskId task, const std::string& why) const;
 

@@ -328,6 +328,7 @@ void Tasks::resize(TaskId id, const std::vector<GpuId>& gang, const std::string&
   TaskRecord& r = trace_.tasks[index(id)];
   const TaskSpec& s = spec(r);
   const double now = queue_.now();
+  round_.check_resize(id, gang, std::span<const GpuId>(trace_.gpus.data() + r.gpu_begin, r.gpu_count), view());
   recovery_.resized(id, now - r.compute_start_s);  // a new run, whose end, as a preemption's, uses no retry attempt
   trace_.left_gangs.push_back({id, gang_start_s(r), now, r.gpu_begin, r.gpu_count});
   occupancy_.attain(r.instance, (now - gang_start_s(r)) * r.gpu_count);
@@ -376,10 +377,7 @@ void Tasks::give_back_gpu(const TaskRecord& r, GpuId g, double offloaded_bytes) 
 }
 
 // A free GPU an elastic task takes at a resize, as start_task takes each GPU of a gang.
-void Tasks::claim_gpu(TaskId id, GpuId g) {
-  FLEETSIM_CHECK(occupancy_.tasks_on(index(g)).empty(), "an elastic task grows only onto idle GPUs");
-  occupancy_.add_task(index(g), index(id));
-}
+void Tasks::claim_gpu(TaskId id, GpuId g) { occupancy_.add_task(index(g), index(id)); }
 
 // Something left the GPU (a task, or a tensor it held): the features listening are told.
 void Tasks::released(std::uint32_t g) {
