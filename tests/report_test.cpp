@@ -184,3 +184,25 @@ TEST_CASE("JsonWriter writes what nlohmann's dump writes, numbers and escapes in
   streamed << "\n}";
   CHECK(streamed.str() == whole.dump(1));
 }
+
+TEST_CASE("the report's Gantt chart draws each bar of a small run and bins the busy time of a large one", "[report]") {
+  auto report_of = [](int tasks) {
+    const Scenario sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-2", "count": 1}]},
+        "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+        "workload": [{"workflow": "w", "arrival": {"process": "poisson", "rate": "150 /s", "count": )" + std::to_string(tasks) + "}}]");
+    std::ostringstream html;
+    write_run_report_html(html, sc, simulate(sc));
+    const std::string page = html.str();
+    const std::size_t from = page.find("id=\"gantt\""), to = page.find("</svg>", from);
+    REQUIRE(from != std::string::npos);
+    std::size_t rects = 0;
+    for (std::size_t at = page.find("<rect", from); at < to; at = page.find("<rect", at + 1)) ++rects;
+    return std::pair{page, rects};
+  };
+  const auto [small, small_rects] = report_of(100);
+  CHECK_THAT(small, Catch::Contains("Tasks on GPUs"));
+  CHECK(small_rects >= 100);  // a bar per task
+  const auto [large, large_rects] = report_of(50000);
+  CHECK_THAT(large, Catch::Contains("GPUs busy over time") && Catch::Contains("50000 task and weight-load bars of this run are too many"));
+  CHECK(large_rects < 2 * 200 + 50);  // at most a cell per GPU and time bin, plus the frame and legend
+}

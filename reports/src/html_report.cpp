@@ -114,6 +114,45 @@ std::string compute_parts(const TaskRecord& t) {
          " launches and host";
 }
 
+// The Gantt chart of a run with more bars than a page can hold: per GPU row and time bin, the share of
+// the time its tasks held the GPU (darker: busier; time-sliced tasks add up, capped at fully busy).
+void binned_gantt(std::ostream& out, html::SvgChart& chart, const RunResult& run, std::uint32_t rows, std::size_t bars) {
+  const Trace& trace = run.trace;
+  const double end = run.summary.end_s;
+  std::vector<Bins> busy(rows, Bins(end, kBins));
+  for (const TaskRecord& t : trace.tasks) {
+    // A batch holds its GPU once: its leader's time.
+    const auto self = static_cast<std::uint32_t>(&t - trace.tasks.data());
+    if (t.start_s == kNever || (t.batched_with != 0 && t.batched_with != self + 1)) continue;
+    const double until = t.end_s != kNever ? t.end_s : end;
+    for (std::uint32_t i = 0; i < t.gpu_count; ++i) {
+      if (const std::uint32_t g = index(trace.gpus[t.gpu_begin + i]); g < rows) busy[g].add(gang_start_s(t), until, 1);
+    }
+  }
+  for (const LeftGang& left : trace.left_gangs) {
+    for (std::uint32_t i = 0; i < left.gpu_count; ++i) {
+      if (const std::uint32_t g = index(trace.gpus[left.gpu_begin + i]); g < rows) busy[g].add(left.start_s, left.end_s, 1);
+    }
+  }
+  const double width = std::max(end, 1e-9) / static_cast<double>(kBins);
+  for (std::uint32_t g = 0; g < rows; ++g) {
+    for (std::size_t b = 0; b < kBins; ++b) {
+      const double share = std::min(1.0, busy[g].mean(b));
+      if (share <= 0) continue;
+      const double from = static_cast<double>(b) * width;
+      chart.rect(from, from + width, rows - g - 0.9, rows - g - 0.1, html::color(0),
+                 run.cluster.gpu_name(make_id<GpuId>(g)) + ": " + pct(share) + " busy, " + seconds(from) + " to " + seconds(from + width),
+                 0.15 + 0.85 * share);
+    }
+  }
+  chart.write(out);
+  out << "<p class=\"note\">Shown: each GPU's share of time busy in " << kBins << " time bins (darker: busier); the "
+      << bars << " task and weight-load bars of " << (run.cluster.gpu_count() > rows ? "these GPUs" : "this run")
+      << " are too many to draw one by one (at most " << kGanttMarks << ").";
+  if (run.cluster.gpu_count() > rows) out << " The first " << rows << " of " << run.cluster.gpu_count() << " GPUs.";
+  out << "</p>\n";
+}
+
 void gantt(std::ostream& out, const Scenario& sc, const RunResult& run) {
   const Trace& trace = run.trace;
   const double end = run.summary.end_s;
@@ -121,8 +160,17 @@ void gantt(std::ostream& out, const Scenario& sc, const RunResult& run) {
   html::Axis y{.lo = 0, .hi = static_cast<double>(rows), .label = "GPU"};
   const std::uint32_t every = rows <= 32 ? 1 : rows / 16;
   for (std::uint32_t g = 0; g < rows; g += every) y.ticks.emplace_back(rows - g - 0.5, run.cluster.gpu_name(make_id<GpuId>(g)));
-  html::SvgChart chart("gantt", "Tasks on GPUs (colour: tenant; darker: collective; grey: weight loads)", time_axis(end), y, 720,
-                       std::max(120.0, 14.0 * rows));
+  const double height_px = std::max(120.0, 14.0 * rows);
+  // Too many bars to draw (a large run): each GPU's row shows its share of time busy per time bin.
+  std::size_t bars = 0;
+  for (const GpuId g : trace.gpus) bars += index(g) < rows;
+  for (const WeightLoad& w : trace.weight_loads) bars += index(w.gpu) < rows;
+  if (bars > kGanttMarks) {
+    html::SvgChart chart("gantt", "GPUs busy over time (darker: busier)", time_axis(end), y, 720, height_px);
+    binned_gantt(out, chart, run, rows, bars);
+    return;
+  }
+  html::SvgChart chart("gantt", "Tasks on GPUs (colour: tenant; darker: collective; grey: weight loads)", time_axis(end), y, 720, height_px);
   // Tasks sharing a GPU at once split its row into lanes.
   const GpuLanes lanes = gpu_lanes(trace, run.cluster.gpu_count(), end);
   const auto band = [&](std::uint32_t entry) {
