@@ -156,11 +156,20 @@ void write_decisions_csv(std::ostream& out, const Scenario& sc, const RunResult&
   out << "time_s,decision,instance,workflow,task,tenant,gpus,reason\n";
   std::string row;  // one write per row
   for (const Decision& d : run.trace.decisions) {
-    const TaskRecord& t = run.trace.tasks[index(d.task)];
-    const Workflow& wf = sc.workflows[t.workflow];
     row.clear();
     put_time(row, d.time_s);
     (row += ',') += decision_kind_name(d.kind);
+    if (d.node) {  // the autoscaler's: no task, the node's GPUs
+      row += ",,,,,";
+      const std::uint32_t first = index(run.cluster.first_gpu(*d.node));
+      for (std::uint32_t g = first; g < first + run.cluster.gpus_in(*d.node); ++g) (g > first ? row += ';' : row) += run.cluster.gpu_name(make_id<GpuId>(g));
+      put_field(row += ',', run.trace.reasons[d.reason]);
+      row += '\n';
+      out.write(row.data(), static_cast<std::streamsize>(row.size()));
+      continue;
+    }
+    const TaskRecord& t = run.trace.tasks[index(d.task)];
+    const Workflow& wf = sc.workflows[t.workflow];
     char buf[16];
     row += ',';
     row.append(buf, std::to_chars(buf, buf + sizeof buf, index(t.instance)).ptr);

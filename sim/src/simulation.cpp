@@ -64,7 +64,7 @@ class Run {
     batching_.size_tasks(trace_.tasks.size());
     if (sc_.autoscale.on()) {
       // A node going off loses what its host memory held.
-      autoscaler_.emplace(sc_, cluster_, queue_, occupancy_, memory_, billing_, workload_, round_.ready(),
+      autoscaler_.emplace(sc_, cluster_, queue_, occupancy_, memory_, billing_, workload_, round_,
                           [this](std::uint32_t n) { tasks_.host_memory_lost(make_id<NodeId>(n)); });
       listeners_.push_back(&*autoscaler_);
     }

@@ -19,6 +19,10 @@ std::string_view decision_kind_name(DecisionKind kind) {
     case DecisionKind::failed: return "failed";
     case DecisionKind::stopped: return "stopped";
     case DecisionKind::resized: return "resized";
+    case DecisionKind::node_started: return "node-started";
+    case DecisionKind::node_kept: return "node-kept";
+    case DecisionKind::node_draining: return "node-draining";
+    case DecisionKind::node_off: return "node-off";
   }
   return "?";
 }

@@ -24,7 +24,9 @@ struct Fixture {
         occupancy(sc, cluster, trace, round_wanted),
         billing(sc, cluster, queue, true),
         workload(sc, sc.seed, {1.0}, queue, trace),
-        autoscaler(sc, cluster, queue, occupancy, memory, billing, workload, ready,
+        predicted(sc, cluster, compute),
+        round(sc, run::PolicyRound::make_policy(sc), cluster, occupancy, memory, predicted, trace, queue, /*record_decisions=*/true),
+        autoscaler(sc, cluster, queue, occupancy, memory, billing, workload, round,
                    [this](std::uint32_t n) { nodes_off.push_back(n); }) {
     billing.start(0);  // the node on from the start
     billing.open_timeline();
@@ -48,7 +50,9 @@ struct Fixture {
   run::Occupancy occupancy;
   run::Billing billing;
   run::Workload workload;
-  std::vector<ReadyTask> ready;
+  ComputeModel compute;
+  run::Predictions predicted;
+  run::PolicyRound round;
   std::vector<std::uint32_t> nodes_off;
   run::Autoscaler autoscaler;
 };
@@ -91,4 +95,19 @@ TEST_CASE("a draining node goes off only when its GPUs run nothing", "[run][auto
   CHECK(summary.nodes_started == 2);
   CHECK(summary.nodes_stopped == 2);
   CHECK(summary.node_s_on == Approx(100 + 40 + 50));  // node 0 throughout; node 1 10-50 s; node 2 10-60 s
+}
+
+TEST_CASE("the autoscaler's decisions go in the run's decision log, with their reasons", "[run][autoscale]") {
+  Fixture f;
+  f.run_until(60);  // 3 nodes wanted from 10 s, 1 from 50 s
+  std::vector<std::pair<std::string, std::uint32_t>> log;
+  for (const Decision& d : f.trace.decisions) {
+    REQUIRE(d.node);
+    log.emplace_back(decision_kind_name(d.kind), index(*d.node));
+  }
+  const std::vector<std::pair<std::string, std::uint32_t>> expected{
+      {"node-started", 1}, {"node-started", 2}, {"node-draining", 2}, {"node-off", 2}, {"node-draining", 1}, {"node-off", 1}};
+  CHECK(log == expected);
+  CHECK(f.trace.reasons[f.trace.decisions[0].reason] == "the autoscaler wants 3 nodes on; 1 is on or provisioning");
+  CHECK_THAT(f.trace.reasons[f.trace.decisions[3].reason], Catch::StartsWith("drained"));
 }

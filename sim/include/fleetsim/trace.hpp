@@ -65,7 +65,9 @@ struct WeightLoad {
 // One scheduling decision, for the audit log (recorded with the timelines): a task placed on GPUs,
 // preempted by the policy, failed by the policy, stopped by a failure, or (elastic tasks) resized onto
 // a new gang.
-enum class DecisionKind : std::uint8_t { placed, preempted, failed, stopped, resized };
+// Node decisions are the autoscaler's: a node starts provisioning, a draining node is kept, a node
+// drains, a node goes off.
+enum class DecisionKind : std::uint8_t { placed, preempted, failed, stopped, resized, node_started, node_kept, node_draining, node_off };
 std::string_view decision_kind_name(DecisionKind kind);
 
 struct Decision {
@@ -74,6 +76,7 @@ struct Decision {
   TaskId task{};
   std::uint32_t gpu_begin = 0, gpu_count = 0;  // into Trace::gpus: where it was placed or ran
   std::uint32_t reason = 0;                    // into Trace::reasons
+  std::optional<NodeId> node = std::nullopt;   // a node decision's node (then `task` means nothing)
 };
 
 struct InstanceRecord {

@@ -8,8 +8,7 @@
 namespace fleetsim::run {
 
 Autoscaler::Autoscaler(const Scenario& sc, const Cluster& cluster, EventQueue& queue, Occupancy& occupancy, GpuMemory& memory,
-                       Billing& billing, const Workload& workload, const std::vector<ReadyTask>& ready,
-                       std::function<void(std::uint32_t node)> node_off)
+                       Billing& billing, const Workload& workload, PolicyRound& round, std::function<void(std::uint32_t node)> node_off)
     : sc_(sc),
       cluster_(cluster),
       queue_(queue),
@@ -17,7 +16,8 @@ Autoscaler::Autoscaler(const Scenario& sc, const Cluster& cluster, EventQueue& q
       memory_(memory),
       billing_(billing),
       workload_(workload),
-      ready_(ready),
+      round_(round),
+      ready_(round.ready()),
       node_off_(std::move(node_off)),
       node_state_(cluster.node_count(), NodeState::on),
       billed_since_(cluster.node_count(), 0.0),
@@ -36,7 +36,8 @@ void Autoscaler::set_gpus_off(std::uint32_t n, bool off) {
 }
 
 // The node stops being billed.
-void Autoscaler::turn_off(std::uint32_t n) {
+void Autoscaler::turn_off(std::uint32_t n, const std::string& why) {
+  record(DecisionKind::node_off, n, why);
   node_state_[n] = NodeState::off;
   node_off_(n);
   billed_s_[n] += queue_.now() - billed_since_[n];
@@ -90,17 +91,21 @@ void Autoscaler::on_decide() {
     for (const auto& [at, n] : wanted_) want = std::max(want, std::min(n, on_now));
   }
   const auto count = static_cast<std::uint32_t>(node_state_.size());
+  const std::string why = "the autoscaler wants " + std::to_string(want) + (want == 1 ? " node" : " nodes") + " on; " +
+                          std::to_string(on_now) + (on_now == 1 ? " is" : " are") + " on or provisioning";
   for (int on = nodes_on(); on < want; ++on) {
     // A draining node is the quickest to have back; else the first node that is off.
     std::uint32_t n = 0;
     while (n < count && node_state_[n] != NodeState::draining) ++n;
     if (n < count) {
+      record(DecisionKind::node_kept, n, why);
       node_state_[n] = NodeState::on;
       set_gpus_off(n, false);
       continue;
     }
     n = 0;
     while (n < count && node_state_[n] != NodeState::off) ++n;
+    record(DecisionKind::node_started, n, why);
     node_state_[n] = NodeState::provisioning;
     billed_since_[n] = now;
     billing_.start(n);
@@ -117,7 +122,7 @@ void Autoscaler::on_decide() {
       }
     }
     if (n < count) {
-      turn_off(n);
+      turn_off(n, why + " (called off while provisioning)");
       continue;
     }
     for (std::uint32_t k = count; k-- > 0;) {
@@ -126,6 +131,7 @@ void Autoscaler::on_decide() {
         break;
       }
     }
+    record(DecisionKind::node_draining, n, why);
     node_state_[n] = NodeState::draining;
     for_gpus_of(n, [&](std::uint32_t g) { gpu_released(g); });
   }
@@ -147,7 +153,7 @@ void Autoscaler::gpu_released(std::uint32_t g) {
   bool all_off = true;
   for_gpus_of(n, [&](std::uint32_t k) { all_off = all_off && occupancy_.off(k); });
   if (!all_off) return;
-  turn_off(n);
+  turn_off(n, "drained: its GPUs run nothing and hold nothing a task waits for");
   for_gpus_of(n, [&](std::uint32_t k) {
     if (!occupancy_.down(k)) memory_.wipe(make_id<GpuId>(k), queue_.now());
   });

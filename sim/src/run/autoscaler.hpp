@@ -1,7 +1,8 @@
 // The autoscaler: every interval it decides how many nodes should be on (by utilization, queue wait
 // or a schedule), provisions nodes that are off, and drains nodes it no longer wants. A draining
 // node's GPU goes off once it runs nothing and holds no tensor a consumer waits for; the node is off
-// (and no longer billed) when all of its GPUs are, with its VRAM emptied.
+// (and no longer billed) when all of its GPUs are, with its VRAM emptied. Each of these decisions goes
+// in the run's decision log.
 #pragma once
 
 #include <cstdint>
@@ -14,16 +15,17 @@
 #include "fleetsim/policy.hpp"
 #include "listener.hpp"
 #include "occupancy.hpp"
+#include "policy_round.hpp"
 #include "workload.hpp"
 
 namespace fleetsim::run {
 
 class Autoscaler : public RunListener {
  public:
-  // `node_off` is told when a node goes off: its host memory is gone.
+  // It sees the round's ready queue and records its decisions in the round's log. `node_off` is told
+  // when a node goes off: its host memory is gone.
   Autoscaler(const Scenario& scenario, const Cluster& cluster, EventQueue& queue, Occupancy& occupancy, GpuMemory& memory,
-             Billing& billing, const Workload& workload, const std::vector<ReadyTask>& ready,
-             std::function<void(std::uint32_t node)> node_off);
+             Billing& billing, const Workload& workload, PolicyRound& round, std::function<void(std::uint32_t node)> node_off);
 
   // Nodes past `initial_nodes` start off; the first decision comes one interval in.
   void start();
@@ -40,7 +42,8 @@ class Autoscaler : public RunListener {
   int nodes_on() const;
   int desired_nodes() const;
   void set_gpus_off(std::uint32_t node, bool off);
-  void turn_off(std::uint32_t node);
+  void turn_off(std::uint32_t node, const std::string& why);
+  void record(DecisionKind kind, std::uint32_t node, const std::string& why) { round_.record_node(kind, make_id<NodeId>(node), why); }
   template <typename F>
   void for_gpus_of(std::uint32_t node, F f) const {
     const std::uint32_t first = index(cluster_.first_gpu(make_id<NodeId>(node)));
@@ -54,6 +57,7 @@ class Autoscaler : public RunListener {
   GpuMemory& memory_;
   Billing& billing_;
   const Workload& workload_;
+  PolicyRound& round_;
   const std::vector<ReadyTask>& ready_;
   std::function<void(std::uint32_t)> node_off_;
   std::vector<NodeState> node_state_;

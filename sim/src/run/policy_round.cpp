@@ -48,6 +48,11 @@ void PolicyRound::record(DecisionKind kind, TaskId task, const std::string& reas
                               reason.empty() ? 0 : trace_.add_reason(reason)});
 }
 
+void PolicyRound::record_node(DecisionKind kind, NodeId node, const std::string& reason) {
+  if (!record_decisions_) return;
+  trace_.decisions.push_back({queue_.now(), kind, TaskId{}, 0, 0, reason.empty() ? 0 : trace_.add_reason(reason), node});
+}
+
 bool PolicyRound::play(RoundHost& host, const std::vector<RunListener*>& listeners) {
   bool placed_and_waiting = false;
   if (!ready_.empty()) {

@@ -58,6 +58,7 @@ class PolicyRound {
   // The decision log (kept when the run records timelines).
   bool recording() const { return record_decisions_; }
   void record(DecisionKind kind, TaskId task, const std::string& reason);
+  void record_node(DecisionKind kind, NodeId node, const std::string& reason);
 
   // An elastic resize onto `gang`, keeping the GPUs in `kept`: checked as a placement, its new GPUs idle.
   // A failed check is a bug in the elastic component, an internal error.
