@@ -169,5 +169,35 @@ TEST_CASE("a job trace replays with each job's GPUs and duration", "[workload]")
       "workflows": {"unused": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
       "workload": [{"trace": "bad-jobs.csv"}]})");
   CHECK_THAT(error, Catch::Contains("bad-jobs.csv: line 3, gpus: expected a whole number of GPUs") &&
-                        Catch::Contains("bad-jobs.csv: line 4, duration: expected seconds or a duration"));
+                        Catch::Contains("bad-jobs.csv: line 4, duration: expected seconds (at least 0) or a duration"));
+}
+
+TEST_CASE("a job trace takes numbers in any standard form and summarizes repeated errors", "[workload][input]") {
+  const Scenario sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-2", "count": 1}]},
+      "workflows": {"unused": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+      "workload": [{"trace": "exponent-jobs.csv"}])");
+  const auto run = simulate(sc);
+  REQUIRE(run.trace.tasks.size() == 3);
+  std::vector<double> durations, gpus, arrivals;
+  for (const auto& t : run.trace.tasks) {
+    durations.push_back(t.end_s - t.compute_start_s);
+    gpus.push_back(t.gpu_count);
+    arrivals.push_back(run.trace.instances[index(t.instance)].arrival_s);
+  }
+  CHECK_THAT(durations, Catch::Matchers::Approx(std::vector<double>{10, 5, 1}));
+  CHECK(gpus == std::vector<double>{1, 2, 1});
+  CHECK_THAT(arrivals, Catch::Matchers::Approx(std::vector<double>{0, 2.5, 3}));
+
+  const std::string error = test::scenario_error(R"({"name": "x", "catalog": ["unit-catalog.json"],
+      "cluster": {"nodes": [{"type": "unit-node-2", "count": 1}]},
+      "workflows": {"unused": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+      "workload": [{"trace": "many-bad-jobs.csv"}]})");
+  // Five of the 40 bad gpus cells are listed, the rest counted; the one negative duration is listed.
+  CHECK_THAT(error, Catch::Contains("many-bad-jobs.csv: line 3, gpus: expected a whole number of GPUs from 1 to 65536, found \"x0\"") &&
+                        Catch::Contains("line 7, gpus") && !Catch::Contains("line 8, gpus") &&
+                        Catch::Contains("and 35 more like the above: gpus cells that are not a whole number from 1 to 65536") &&
+                        Catch::Contains("line 43, duration: expected seconds (at least 0) or a duration such as \"90 s\", found \"-3\""));
+  std::size_t lines = 0;
+  for (char c : error) lines += c == '\n';
+  CHECK(lines < 12);
 }

@@ -2,6 +2,7 @@
 // file and JSON pointer, unknown fields are errors, and quantities go through the one unit parser.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
@@ -26,18 +27,35 @@ class Problems {
   void add(std::string pointer, std::string message) {
     list_.push_back(Problem{file_, std::move(pointer), std::move(message)});
   }
+  // A problem that may repeat on many rows of a file (a column of bad cells): the first kListed of a
+  // `kind` are listed, the others counted in one line at the end.
+  static constexpr std::size_t kListed = 5;
+  void add_repeated(const std::string& kind, std::string pointer, std::string message) {
+    auto it = std::find_if(repeats_.begin(), repeats_.end(), [&](const Repeat& r) { return r.kind == kind; });
+    if (it == repeats_.end()) it = repeats_.insert(repeats_.end(), Repeat{kind, 0});
+    if (++it->count <= kListed) add(std::move(pointer), std::move(message));
+  }
   bool empty() const { return list_.empty(); }
   // Takes over the problems of an error thrown while loading another file.
   void absorb(const InputError& error) {
     list_.insert(list_.end(), error.problems().begin(), error.problems().end());
   }
   void throw_if_any() {
+    for (const Repeat& r : repeats_) {
+      if (r.count > kListed) add("", "and " + std::to_string(r.count - kListed) + " more like the above: " + r.kind);
+    }
+    repeats_.clear();
     if (!list_.empty()) throw InputError(std::move(list_));
   }
 
  private:
+  struct Repeat {
+    std::string kind;
+    std::size_t count;
+  };
   std::string file_;
   std::vector<Problem> list_;
+  std::vector<Repeat> repeats_;
 };
 
 std::string child_pointer(const std::string& parent, std::string_view key);

@@ -1,11 +1,13 @@
 #include "fleetsim/scenario.hpp"
 
 #include <algorithm>
-#include <utility>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <tuple>
+#include <utility>
 
 #include "catalog_readers.hpp"
 #include "fleetsim/cluster.hpp"
@@ -381,6 +383,14 @@ ArrivalSpec read_arrival(ObjectReader& s, bool has_horizon) {
   return a;
 }
 
+// The whole cell as a finite number in any standard form (std::from_chars: "82.2", "2.24e+06"), if it is one.
+std::optional<double> plain_number(std::string_view cell) {
+  double x = 0;
+  const auto [end, error] = std::from_chars(cell.data(), cell.data() + cell.size(), x);
+  if (cell.empty() || error != std::errc() || end != cell.data() + cell.size() || !std::isfinite(x)) return std::nullopt;
+  return x;
+}
+
 // A job trace (CSV: submit_time, gpus, duration, and optionally tenant) replayed as arrivals of
 // single-task jobs: one synthetic workflow per gang size, whose work takes 1 s on the reference GPU
 // at its bf16 peak, scaled per job by its duration.
@@ -437,37 +447,48 @@ void read_trace(ObjectReader& s, Scenario& sc, const std::string& base_dir) {
       continue;
     }
     if (cells.size() != header.size()) {
-      csv.add(at, "expected " + std::to_string(header.size()) + " cells, found " + std::to_string(cells.size()));
+      csv.add_repeated("rows with the wrong number of cells", at,
+                       "expected " + std::to_string(header.size()) + " cells, found " + std::to_string(cells.size()));
       continue;
     }
+    // Numbers in any standard form ("82.2", "2.24e+06"), or a duration with its unit.
     auto seconds = [&](int c) -> std::optional<double> {
       const std::string& v = cells[static_cast<std::size_t>(c)];
-      try {
-        if (v.find_first_not_of("0123456789.") == std::string::npos && !v.empty()) return std::stod(v);
-        return parse_quantity(v, Dimension::time);
-      } catch (const std::exception&) {
-        csv.add(at + ", " + header[static_cast<std::size_t>(c)], "expected seconds or a duration such as \"90 s\", found \"" + v + "\"");
-        return std::nullopt;
+      if (const std::optional<double> x = plain_number(v)) {
+        if (*x >= 0) return x;
+      } else {
+        try {
+          return parse_quantity(v, Dimension::time);
+        } catch (const std::exception&) {
+        }
       }
+      const std::string& name = header[static_cast<std::size_t>(c)];
+      csv.add_repeated(name + " cells that are not seconds", at + ", " + name,
+                       "expected seconds (at least 0) or a duration such as \"90 s\", found \"" + v + "\"");
+      return std::nullopt;
     };
     const auto submit = seconds(c_submit);
     const auto duration = seconds(c_duration);
     const bool positive = duration.has_value() && duration.value() > 0;
     if (duration.has_value() && !positive) {
-      csv.add(at + ", duration", "expected a positive duration, found \"" + cells[static_cast<std::size_t>(c_duration)] + "\"");
+      csv.add_repeated("durations of 0", at + ", duration", "expected a positive duration, found \"" + cells[static_cast<std::size_t>(c_duration)] + "\"");
     }
+    // A whole number, also when written as one ("8.0", "8e0").
     int gpus = 0;
     const std::string& g = cells[static_cast<std::size_t>(c_gpus)];
-    if (g.empty() || g.size() > 5 || g.find_first_not_of("0123456789") != std::string::npos || std::stoll(g) < 1 ||
-        std::stoll(g) > 65536) {
-      csv.add(at + ", gpus", "expected a whole number of GPUs from 1 to 65536, found \"" + g + "\"");
+    if (const std::optional<double> x = plain_number(g); x && *x >= 1 && *x <= 65536 && *x == std::floor(*x)) {
+      gpus = static_cast<int>(*x);
     } else {
-      gpus = static_cast<int>(std::stoll(g));
+      csv.add_repeated("gpus cells that are not a whole number from 1 to 65536", at + ", gpus",
+                       "expected a whole number of GPUs from 1 to 65536, found \"" + g + "\"");
     }
     std::optional<std::uint32_t> tenant;
     const std::string tenant_name = c_tenant >= 0 ? cells[static_cast<std::size_t>(c_tenant)] : default_tenant.value_or(sc.tenants[0].name);
     tenant = find_tenant(sc.tenants, tenant_name);
-    if (!tenant) csv.add(at + ", tenant", "unknown tenant \"" + tenant_name + "\" (expected one of " + tenant_names(sc.tenants) + ")");
+    if (!tenant) {
+      csv.add_repeated("unknown tenants", at + ", tenant",
+                       "unknown tenant \"" + tenant_name + "\" (expected one of " + tenant_names(sc.tenants) + ")");
+    }
     if (!submit || !positive || gpus == 0 || !tenant) continue;
     Stream& stream = groups[{*tenant, gpus}];
     stream.tenant = *tenant;
