@@ -1,9 +1,9 @@
 #include "tasks.hpp"
 
 #include <algorithm>
-#include <cmath>
 
 namespace fleetsim::run {
+
 Tasks::Tasks(const Scenario& scenario, const Cluster& cluster, const Topology& topology, GpuMemory& memory,
              const ComputeModel& compute, Flows& flows, Occupancy& occupancy, const Predictions& predicted, Workload& workload,
              Batching& batching, PolicyRound& round, EventQueue& queue, Trace& trace, const std::vector<RunListener*>& listeners,
@@ -123,9 +123,7 @@ void Tasks::load_weights(TaskId id, std::uint32_t member, GpuId g, std::uint32_t
   start_flow(id, source, topology_.gpu_vertex(g), weights, tag, route_key(index(g), model));
 }
 
-// Batching: the ready tasks of the leader's batching key that the policy left this round join it on
-// its GPU, in ready order, as many as max_size allows and the GPU's VRAM holds. Each reads its own
-// inputs; the batch computes once every member has them, and all members end together.
+// Batching forms the batch (run/batching); its members join through place_member and send_inputs.
 void Tasks::fill_batch(TaskId leader) { batching_.fill(leader, round_, *this); }
 
 void Tasks::place_member(TaskId member, TaskId leader, GpuId g) {
@@ -355,7 +353,7 @@ void Tasks::resize(TaskId id, const std::vector<GpuId>& gang, const std::string&
   const double weights = s.weights_bytes / s.gpus;
   for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
     if (old_member(gang[i]) < old_count) continue;
-    claim_gpu(id, gang[i]);
+    occupancy_.add_task(index(gang[i]), index(id));  // an idle GPU (PolicyRound::check_resize)
     if (memory_.admit(gang[i], model, weights, s.working_set_bytes, now)) load_weights(id, i, gang[i], model, weights);
   }
   occupancy_.add_tenant_gpus(r.tenant, static_cast<std::int64_t>(r.gpu_count) - old_count);
@@ -375,9 +373,6 @@ void Tasks::give_back_gpu(const TaskRecord& r, GpuId g, double offloaded_bytes) 
   memory_.release(g, predicted_.model(r.workflow, r.task), spec(r).working_set_bytes - offloaded_bytes, queue_.now());
   released(index(g));
 }
-
-// A free GPU an elastic task takes at a resize, as start_task takes each GPU of a gang.
-void Tasks::claim_gpu(TaskId id, GpuId g) { occupancy_.add_task(index(g), index(id)); }
 
 // Something left the GPU (a task, or a tensor it held): the features listening are told.
 void Tasks::released(std::uint32_t g) {

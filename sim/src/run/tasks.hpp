@@ -97,7 +97,6 @@ class Tasks : public ElasticHost, public RoundHost, public BatchHost {
   void start_collective_step(TaskId task);
   void stop_task(TaskId task, const std::string& what, bool preempted = false);
   void give_back_gpu(const TaskRecord& r, GpuId g, double offloaded_bytes);
-  void claim_gpu(TaskId task, GpuId g);
   void released(std::uint32_t gpu);
   void release_gpus(const TaskRecord& r);
   void end_task(TaskId task);
