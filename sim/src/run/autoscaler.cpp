@@ -91,8 +91,10 @@ void Autoscaler::on_decide() {
     for (const auto& [at, n] : wanted_) want = std::max(want, std::min(n, on_now));
   }
   const auto count = static_cast<std::uint32_t>(node_state_.size());
-  const std::string why = "the autoscaler wants " + std::to_string(want) + (want == 1 ? " node" : " nodes") + " on; " +
-                          std::to_string(on_now) + (on_now == 1 ? " is" : " are") + " on or provisioning";
+  // The reason for the decision log, written only where the log is kept.
+  const std::string why = !round_.recording() ? std::string()
+                                              : "the autoscaler wants " + std::to_string(want) + (want == 1 ? " node" : " nodes") + " on; " +
+                                                    std::to_string(on_now) + (on_now == 1 ? " is" : " are") + " on or provisioning";
   for (int on = nodes_on(); on < want; ++on) {
     // A draining node is the quickest to have back; else the first node that is off.
     std::uint32_t n = 0;
