@@ -913,6 +913,35 @@ void add_import(CLI::App& app, Commands& commands) {
   import_nccl->add_flag("--json", nccl->json, "Print the fitted profile as JSON instead of the table");
   commands.add(import_nccl, [nccl] { return run_import_nccl_tests(*nccl); });
 
+  struct TraceArgs {
+    std::string format, file, out, tenant = "vc";
+  };
+  auto trace = std::make_shared<TraceArgs>();
+  CLI::App* import_trace = import->add_subcommand("trace", "A public cluster job log, as the job-trace CSV a scenario's workload replays");
+  import_trace->add_option("--format", trace->format, "The log's format: philly (Microsoft Philly's cluster_job_log JSON)")
+      ->required()
+      ->check(CLI::IsMember({"philly"}));
+  import_trace->add_option("file", trace->file, "The log")->required();
+  import_trace->add_option("--tenant", trace->tenant, "What names a job's tenant: vc (its virtual cluster), user, or none")
+      ->check(CLI::IsMember({"vc", "user", "none"}))
+      ->capture_default_str();
+  import_trace->add_option("--out", trace->out, "Write the CSV here instead of stdout");
+  commands.add(import_trace, [trace] {
+    const auto tenant = trace->tenant == "vc" ? fleetsim::PhillyTenant::vc : trace->tenant == "user" ? fleetsim::PhillyTenant::user : fleetsim::PhillyTenant::none;
+    const fleetsim::TraceImport imported = fleetsim::import_philly_trace(fleetsim::read_text_file(trace->file), trace->file, tenant);
+    if (trace->out.empty()) {
+      std::cout << imported.csv;
+    } else {
+      fleetsim::write_output_file(trace->out, "the trace", [&](std::ostream& o) { o << imported.csv; });
+      std::cout << "wrote " << imported.jobs << " jobs to " << trace->out << "\n";
+    }
+    if (!quiet) {
+      std::cerr << "fleetsim: note: what the import kept, dropped and assumed:\n";
+      for (const std::string& n : imported.notes) std::cerr << "  " << n << "\n";
+    }
+    return kOk;
+  });
+
   struct WfcArgs {
     std::string file, out, reference = "h100-sxm";
   };

@@ -144,6 +144,12 @@ check "validate exits 0" test $? -eq 0
 check "validate --json has the makespan error" grep -q '"makespan_error"' "$tmp/val.json"
 "$fleetsim" --quiet calibrate --repeats 1 --json >"$tmp/cal.json"
 check "calibrate --json prints a profile" grep -q '"fleetsim_profile"' "$tmp/cal.json"
+"$fleetsim" import trace --format philly "$src/tests/data/philly-sample.json" --out "$tmp/philly.csv" >"$tmp/philly.txt" 2>"$tmp/philly.err"
+check "import trace writes the kept jobs" grep -q "wrote 3 jobs" "$tmp/philly.txt"
+check "import trace says what it dropped" grep -q "dropped 2: no attempt with a start and an end time" "$tmp/philly.err"
+check "import trace writes the CSV header" grep -qx "submit_time,tenant,gpus,duration" "$tmp/philly.csv"
+"$fleetsim" import trace --format alibaba "$src/tests/data/philly-sample.json" >/dev/null 2>&1
+check "import trace refuses an unknown format" test $? -ne 0
 "$fleetsim" import nccl-tests "$src/tests/data/nccl-tests/all_reduce_8ranks.log" --node-type hgx-h100-8 --json >"$tmp/nccl.json"
 check "import nccl-tests --json prints a profile" grep -q '"fleetsim_profile"' "$tmp/nccl.json"
 check "validate prints the error table" grep -q "task error          median" "$tmp/val.txt"

@@ -1,11 +1,14 @@
 // The ComfyUI importer: node types become tasks, model steps at the graph's shapes (operator profiles
 // where no architecture fits); what it assumed is listed; unknown node types are listed; a costs file
-// names them.
+// names them. Philly's job log becomes a job-trace CSV.
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <filesystem>
 
 #include "fleetsim/error.hpp"
 #include "fleetsim/import.hpp"
 #include "fleetsim/model_profile.hpp"
+#include "fleetsim/report.hpp"
 #include "fleetsim/simulation.hpp"
 #include "helpers.hpp"
 
@@ -233,4 +236,61 @@ TEST_CASE("a scenario runs a WfCommons instance end to end", "[import][simulatio
   CHECK(run.summary.tasks.completed == 6);
   CHECK(run.summary.makespan_s > 131.0);
   CHECK(run.summary.makespan_s < 131.5);
+}
+
+TEST_CASE("Philly's job log becomes a job-trace CSV that replays, with what was dropped said", "[import][trace]") {
+  const std::string file = test::source_dir() + "/tests/data/philly-sample.json";
+  const TraceImport imported = import_philly_trace(read_text_file(file), file);
+  // Sorted by submission; the 8-GPU job's gang is its last attempt's two machines, its time that attempt's.
+  CHECK(imported.csv == "submit_time,tenant,gpus,duration\n0,vc-b,8,1800\n359,vc-a,2,3600\n122400,vc-b,1,30\n");
+  CHECK(imported.jobs == 3);
+  const auto said = [&](const std::string& text) {
+    return std::any_of(imported.notes.begin(), imported.notes.end(), [&](const std::string& n) { return n.find(text) != std::string::npos; });
+  };
+  CHECK(said("kept 3 of 6 jobs"));
+  CHECK(said("dropped 2: no attempt with a start and an end time"));
+  CHECK(said("dropped 1: no GPUs in its last attempt"));
+  CHECK(said("\"vc-a\", \"vc-b\""));
+  CHECK(import_philly_trace(read_text_file(file), file, PhillyTenant::none).csv.starts_with("submit_time,gpus,duration\n0,8,1800\n"));
+  CHECK(import_philly_trace(read_text_file(file), file, PhillyTenant::user).csv.find(",u2,8,1800") != std::string::npos);
+
+  // The CSV replays: each job on its gang for its duration.
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "fleetsim-philly-test";
+  std::filesystem::create_directories(dir);
+  write_output_file(dir / "jobs.csv", "the trace", [&](std::ostream& o) { o << imported.csv; });
+  const Scenario sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-4", "count": 2}]},
+      "tenants": [{"name": "vc-a"}, {"name": "vc-b"}],
+      "workflows": {"unused": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+      "workload": [{"trace": ")" + (dir / "jobs.csv").string() + R"("}])");
+  const RunResult run = simulate(sc);
+  std::filesystem::remove_all(dir);
+  REQUIRE(run.trace.tasks.size() == 3);
+  std::vector<double> gpus, durations;
+  for (const TaskRecord& t : run.trace.tasks) {
+    gpus.push_back(t.gpu_count);
+    durations.push_back(t.end_s - t.compute_start_s);
+  }
+  std::sort(gpus.begin(), gpus.end());
+  std::sort(durations.begin(), durations.end());
+  CHECK(gpus == std::vector<double>{1, 2, 8});
+  CHECK_THAT(durations, Catch::Matchers::Approx(std::vector<double>{30, 1800, 3600}));
+}
+
+TEST_CASE("a malformed Philly log is rejected with the job's pointer, repeated problems counted", "[import][trace][input]") {
+  auto error_of = [](const std::string& json) {
+    try {
+      import_philly_trace(json, "log.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK_THAT(error_of(R"({"jobs": []})"), Catch::Contains("log.json: expected Philly's cluster job log: an array of jobs"));
+  CHECK_THAT(error_of(R"([{"vc": "a", "submitted_time": "yesterday", "attempts": []}])"),
+             Catch::Contains("log.json: /0/submitted_time: expected a time such as \"2017-10-03 14:05:59\", found \"yesterday\""));
+  std::string many = "[";
+  for (int i = 0; i < 12; ++i) many += std::string(i > 0 ? "," : "") + "7";
+  const std::string error = error_of(many + "]");
+  CHECK_THAT(error, Catch::Contains("/4: expected a job object") && !Catch::Contains("/5: expected") &&
+                        Catch::Contains("and 7 more like the above: jobs that are not objects"));
 }

@@ -10,6 +10,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fleetsim/catalog.hpp"
 #include "fleetsim/workflow.hpp"
@@ -31,6 +32,20 @@ bool is_wfcommons_instance(std::string_view json_text);
 // A WfCommons instance (WfFormat 1.4 or 1.5): one single-GPU task per task, whose work takes its
 // recorded runtime on `reference` at its bf16 peak; edges carry the files a child reads from its parent.
 Workflow import_wfcommons(std::string_view json_text, const std::string& file_name, const GpuType& reference);
+
+// A public cluster job log as fleetsim's job-trace CSV (see the scenario's "trace" workload), with
+// what the conversion kept, dropped and assumed, in words.
+struct TraceImport {
+  std::string csv;
+  std::size_t jobs = 0;  // rows of the CSV
+  std::vector<std::string> notes;
+};
+// Which Philly field names a job's tenant: its virtual cluster, its user, or none (no tenant column).
+enum class PhillyTenant { vc, user, none };
+// Microsoft Philly's cluster_job_log (JSON): each job that ran becomes a row with its submission time,
+// the GPUs of its last attempt and that attempt's run time. Malformed jobs are InputErrors naming the
+// file and the job's pointer (repeated ones summarized).
+TraceImport import_philly_trace(std::string_view json_text, const std::string& file_name, PhillyTenant tenant = PhillyTenant::vc);
 
 // A workflow as fleetsim workflow JSON (explicit FLOP and bytes per task).
 std::string workflow_json(const Workflow& workflow);
