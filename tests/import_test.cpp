@@ -294,3 +294,20 @@ TEST_CASE("a malformed Philly log is rejected with the job's pointer, repeated p
   CHECK_THAT(error, Catch::Contains("/4: expected a job object") && !Catch::Contains("/5: expected") &&
                         Catch::Contains("and 7 more like the above: jobs that are not objects"));
 }
+
+TEST_CASE("a scenario replays Philly's job log directly, its virtual clusters as tenants", "[import][trace]") {
+  const std::string head = R"("cluster": {"nodes": [{"type": "unit-node-4", "count": 2}]},
+      "workflows": {"unused": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},)";
+  const RunResult run = simulate(test::unit_scenario(head + R"("tenants": [{"name": "vc-a"}, {"name": "vc-b"}],
+      "workload": [{"trace": "philly-sample.json", "format": "philly"}])"));
+  REQUIRE(run.trace.tasks.size() == 3);
+  CHECK(run.summary.tenants[0].workflows.completed == 1);  // vc-a
+  CHECK(run.summary.tenants[1].workflows.completed == 2);  // vc-b
+  // One tenant for every job.
+  CHECK(simulate(test::unit_scenario(head + R"("workload": [{"trace": "philly-sample.json", "format": "philly", "tenant": "default"}])"))
+            .summary.workflows.completed == 3);
+  // A virtual cluster the scenario does not list.
+  CHECK_THAT(test::scenario_error(R"({"name": "x", "catalog": ["unit-catalog.json"],)" + head +
+                                  R"("tenants": [{"name": "vc-a"}], "workload": [{"trace": "philly-sample.json", "format": "philly"}]})"),
+             Contains("philly-sample.json (converted from Philly's job log): line 2, tenant: unknown tenant \"vc-b\""));
+}

@@ -400,8 +400,11 @@ void read_trace(ObjectReader& s, Scenario& sc, const std::string& base_dir) {
   const std::string reference = s.string_or("reference_gpu", sc.cluster.groups.empty() ? "" : sc.cluster.groups[0].gpu.id);
   const GpuType* ref = sc.catalog.gpu(reference);
   if (ref == nullptr) s.problem("reference_gpu", "unknown GPU type \"" + reference + "\"");
-  const std::string text = read_text_file(file);
-  Problems csv(file);
+  // A public log is converted as `fleetsim import trace` converts it; its rows are then the CSV's.
+  const bool philly = s.choice("format", {"csv", "philly"}, 0) == 1;
+  const std::string text = philly ? import_philly_trace(read_text_file(file), file, default_tenant ? PhillyTenant::none : PhillyTenant::vc).csv
+                                  : read_text_file(file);
+  Problems csv(philly ? file + " (converted from Philly's job log)" : file);
   std::vector<std::string> header;
   std::map<std::pair<std::uint32_t, int>, Stream> groups;  // (tenant, gpus) -> stream
   std::size_t line_no = 0, begin = 0;
