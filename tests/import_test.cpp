@@ -293,6 +293,11 @@ TEST_CASE("a malformed Philly log is rejected with the job's pointer, repeated p
   const std::string error = error_of(many + "]");
   CHECK_THAT(error, Catch::Contains("/4: expected a job object") && !Catch::Contains("/5: expected") &&
                         Catch::Contains("and 7 more like the above: jobs that are not objects"));
+  // Fields of the wrong type are not a crash: a job whose vc is not text keeps the tenant "unknown", and odd attempts are skipped.
+  const TraceImport odd = import_philly_trace(R"([{"vc": 5, "status": 3, "submitted_time": "2017-10-03 14:05:59", "attempts": [7,
+      {"start_time": "2017-10-03 14:06:10", "end_time": "2017-10-03 15:06:10", "detail": [{"gpus": ["g0"]}, 4, {"gpus": 2}]}]},
+      {"submitted_time": "2017-10-03 14:05:59", "attempts": "none"}])", "odd.json");
+  CHECK(odd.csv == "submit_time,tenant,gpus,duration\n0,unknown,1,3600\n");
 }
 
 TEST_CASE("a scenario replays Philly's job log directly, its virtual clusters as tenants", "[import][trace]") {

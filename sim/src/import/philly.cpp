@@ -37,6 +37,12 @@ std::optional<double> log_time(const detail::Json& v) {
   return static_cast<double>(days_from_civil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d))) * 86400.0 + h * 3600.0 + mi * 60.0 + se;
 }
 
+// A job's text field, or `fallback` where it is missing or not text.
+std::string text_of(const detail::Json& job, const char* key, const char* fallback) {
+  const auto it = job.find(key);
+  return it != job.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
 }  // namespace
 
 TraceImport import_philly_trace(std::string_view json_text, const std::string& file_name, PhillyTenant tenant) {
@@ -63,25 +69,28 @@ TraceImport import_philly_trace(std::string_view json_text, const std::string& f
       problems.add_repeated("jobs that are not objects", at, "expected a job object, found " + detail::describe(job));
       continue;
     }
-    const std::optional<double> submitted = log_time(job.value("submitted_time", Json()));
+    const Json submitted_time = job.contains("submitted_time") ? job["submitted_time"] : Json();
+    const std::optional<double> submitted = log_time(submitted_time);
     if (!submitted) {
       problems.add_repeated("jobs without a submitted_time", at + "/submitted_time",
-                            "expected a time such as \"2017-10-03 14:05:59\", found " + detail::describe(job.value("submitted_time", Json())));
+                            "expected a time such as \"2017-10-03 14:05:59\", found " + detail::describe(submitted_time));
       continue;
     }
     // The last attempt that ran to an end: its GPUs and its run time stand for the job.
-    const Json attempts = job.value("attempts", Json::array());
+    const Json attempts = job.contains("attempts") && job["attempts"].is_array() ? job["attempts"] : Json::array();
     const Json* last = nullptr;
     for (const Json& a : attempts) {
-      if (a.is_object() && log_time(a.value("start_time", Json())) && log_time(a.value("end_time", Json()))) last = &a;
+      if (a.is_object() && a.contains("start_time") && a.contains("end_time") && log_time(a["start_time"]) && log_time(a["end_time"])) last = &a;
     }
     if (last == nullptr) {
       ++dropped["no attempt with a start and an end time (never ran, or still running when the log was cut)"];
       continue;
     }
     std::size_t gpus = 0;
-    for (const Json& machine : last->value("detail", Json::array())) {
-      if (machine.is_object() && machine.contains("gpus") && machine["gpus"].is_array()) gpus += machine["gpus"].size();
+    if (last->contains("detail") && (*last)["detail"].is_array()) {
+      for (const Json& machine : (*last)["detail"]) {
+        if (machine.is_object() && machine.contains("gpus") && machine["gpus"].is_array()) gpus += machine["gpus"].size();
+      }
     }
     const double duration_s = *log_time((*last)["end_time"]) - *log_time((*last)["start_time"]);
     if (gpus == 0) {
@@ -93,8 +102,8 @@ TraceImport import_philly_trace(std::string_view json_text, const std::string& f
       continue;
     }
     const std::string key = tenant == PhillyTenant::vc ? "vc" : "user";
-    rows.push_back({*submitted, tenant == PhillyTenant::none ? "" : job.value(key, std::string("unknown")), gpus, duration_s});
-    ++statuses[job.value("status", std::string("unknown"))];
+    rows.push_back({*submitted, tenant == PhillyTenant::none ? "" : text_of(job, key.c_str(), "unknown"), gpus, duration_s});
+    ++statuses[text_of(job, "status", "unknown")];
   }
   problems.throw_if_any();
 
