@@ -62,6 +62,8 @@ TraceImport import_philly_trace(std::string_view json_text, const std::string& f
   };
   std::vector<Row> rows;
   std::map<std::string, std::size_t> dropped, statuses;
+  const char* tenant_key = tenant == PhillyTenant::vc ? "vc" : "user";
+  const Json none, no_attempts = Json::array();
   for (std::size_t j = 0; j < doc.size(); ++j) {
     const Json& job = doc[j];
     const std::string at = "/" + std::to_string(j);
@@ -69,7 +71,7 @@ TraceImport import_philly_trace(std::string_view json_text, const std::string& f
       problems.add_repeated("jobs that are not objects", at, "expected a job object, found " + detail::describe(job));
       continue;
     }
-    const Json submitted_time = job.contains("submitted_time") ? job["submitted_time"] : Json();
+    const Json& submitted_time = job.contains("submitted_time") ? job["submitted_time"] : none;
     const std::optional<double> submitted = log_time(submitted_time);
     if (!submitted) {
       problems.add_repeated("jobs without a submitted_time", at + "/submitted_time",
@@ -77,7 +79,7 @@ TraceImport import_philly_trace(std::string_view json_text, const std::string& f
       continue;
     }
     // The last attempt that ran to an end: its GPUs and its run time stand for the job.
-    const Json attempts = job.contains("attempts") && job["attempts"].is_array() ? job["attempts"] : Json::array();
+    const Json& attempts = job.contains("attempts") && job["attempts"].is_array() ? job["attempts"] : no_attempts;
     const Json* last = nullptr;
     for (const Json& a : attempts) {
       if (a.is_object() && a.contains("start_time") && a.contains("end_time") && log_time(a["start_time"]) && log_time(a["end_time"])) last = &a;
@@ -101,8 +103,7 @@ TraceImport import_philly_trace(std::string_view json_text, const std::string& f
       ++dropped["a last attempt that ended when it started (or before)"];
       continue;
     }
-    const std::string key = tenant == PhillyTenant::vc ? "vc" : "user";
-    rows.push_back({*submitted, tenant == PhillyTenant::none ? "" : text_of(job, key.c_str(), "unknown"), gpus, duration_s});
+    rows.push_back({*submitted, tenant == PhillyTenant::none ? "" : text_of(job, tenant_key, "unknown"), gpus, duration_s});
     ++statuses[text_of(job, "status", "unknown")];
   }
   problems.throw_if_any();
