@@ -191,26 +191,6 @@ TEST_CASE("las runs the job with the least attained service first", "[policy]") 
   CHECK(simulate(with_policy(sc, "fifo")).trace.tasks[3].start_s == Approx(11.0));
 }
 
-TEST_CASE("gittins serves the job likely to finish soonest given its attained service", "[policy]") {
-  // Two GPUs. X (50 s) holds g0. Workflow A: a0 (1 s), then a1 (1 s) and a2 (10 s) in parallel, on g1.
-  // J (1 s) arrives at 1.5 s. At 2 s a1 ends: a2 (ready since 1 s) and J compete for g1.
-  // Job sizes {1, 12, 50} GPU-seconds. J, with nothing attained, has Gittins index 1/3 (it may be the
-  // 1-s job); A, with 2 attained, can only be the 12-s or 50-s job: index max(0.5/10, 1/29) = 0.05.
-  // Gittins runs J at 2 s; FIFO runs the older a2 and leaves J until 12 s.
-  const Scenario sc = unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-2", "count": 1}]},
-      "workflows": {"x": {"tasks": [{"name": "x", "work": {"flop": "5000 TFLOP"}}]},
-                    "a": {"tasks": [{"name": "a0", "work": {"flop": "100 TFLOP"}}, {"name": "a1", "work": {"flop": "100 TFLOP"}},
-                                   {"name": "a2", "work": {"flop": "1000 TFLOP"}}],
-                          "edges": [{"from": "a0", "to": "a1"}, {"from": "a0", "to": "a2"}]},
-                    "j": {"tasks": [{"name": "j", "work": {"flop": "100 TFLOP"}}]}},
-      "workload": [{"workflow": "x", "arrival": {"process": "times", "times": ["0 s"]}},
-                   {"workflow": "a", "arrival": {"process": "times", "times": ["0 s"]}},
-                   {"workflow": "j", "arrival": {"process": "times", "times": ["1.5 s"]}}])");
-  const auto j_start = [](const RunResult& run) { return run.trace.tasks[4].start_s; };
-  CHECK(j_start(simulate(with_policy(sc, "gittins"))) == Approx(2.0));
-  CHECK(j_start(simulate(with_policy(sc, "fifo"))) == Approx(12.0));
-}
-
 namespace {
 
 // One GPU; a 10 s batch task at 0 s, then a 2 s task of a more important tenant at 3 s.

@@ -17,7 +17,7 @@ GpuLanes gpu_lanes(const Trace& trace, std::uint32_t gpus, double end_s) {
       holds[index(trace.gpus[t.gpu_begin + i])].push_back({gang_start_s(t), t.end_s == kNever ? end_s : t.end_s, t.gpu_begin + i});
     }
   }
-  for (const LeftGang& left : trace.left_gangs) {  // elastic tasks' gangs before their resizes
+  for (const LeftGang& left : trace.left_gangs) {  // gangs before a resize or a stop
     for (std::uint32_t i = 0; i < left.gpu_count; ++i) {
       holds[index(trace.gpus[left.gpu_begin + i])].push_back({left.start_s, left.end_s, left.gpu_begin + i});
     }

@@ -195,12 +195,12 @@ void gantt(std::ostream& out, const Scenario& sc, const RunResult& run) {
       ++marks;
     }
   }
-  // Elastic tasks' gangs before each resize.
+  // Gangs before a resize or a stop.
   for (const LeftGang& left : trace.left_gangs) {
     const TaskRecord& t = trace.tasks[index(left.task)];
     const std::string tip = sc.workflows[t.workflow].tasks[t.task].name + " (" + sc.workflows[t.workflow].id + " #" +
                             std::to_string(index(t.instance)) + ", " + sc.tenants[index(t.tenant)].name + ") on " +
-                            std::to_string(left.gpu_count) + " GPUs until resized: " + seconds(left.start_s) + " to " + seconds(left.end_s);
+                            std::to_string(left.gpu_count) + " GPUs until " + (left.stopped ? "stopped" : "resized") + ": " + seconds(left.start_s) + " to " + seconds(left.end_s);
     for (std::uint32_t i = 0; i < left.gpu_count && marks < kGanttMarks; ++i) {
       const std::uint32_t g = index(trace.gpus[left.gpu_begin + i]);
       if (g >= rows) continue;

@@ -95,7 +95,7 @@ void write_perfetto_json(std::ostream& out, const Scenario& sc, const RunResult&
       }
     }
   }
-  // Elastic tasks' gangs before each resize: one slice per GPU.
+  // Gangs before a resize or a stop: one slice per GPU.
   for (const LeftGang& left : run.trace.left_gangs) {
     const TaskRecord& t = run.trace.tasks[index(left.task)];
     const Workflow& wf = sc.workflows[t.workflow];
@@ -104,7 +104,7 @@ void write_perfetto_json(std::ostream& out, const Scenario& sc, const RunResult&
       const std::size_t thread = tid(left.gpu_begin + i);
       args.clear();
       args.begin_object().key("instance").value(index(t.instance)).key("gang").value(left.gpu_count).end_object();
-      add("X", wf.id + "/" + wf.tasks[t.task].name + " until resized", "compute", index(cluster.node_of(g)), thread, us(left.start_s),
+      add("X", wf.id + "/" + wf.tasks[t.task].name + (left.stopped ? " until stopped" : " until resized"), "compute", index(cluster.node_of(g)), thread, us(left.start_s),
           us(left.end_s - left.start_s), args.text());
     }
   }

@@ -85,10 +85,11 @@ void check_invariants(const Scenario& sc, const RunResult& run) {
       for (std::uint32_t i = 0; i < t.gpu_count; ++i) busy[index(trace.gpus[t.gpu_begin + i])].emplace_back(gang_start_s(t), until);
     }
   }
-  // The gangs elastic tasks held before their resizes occupy their GPUs too.
+  // The gangs tasks held before a resize (elastic tasks) or a stop occupy their GPUs too.
   for (const LeftGang& left : trace.left_gangs) {
     const TaskSpec& spec = sc.workflows[trace.tasks[index(left.task)].workflow].tasks[trace.tasks[index(left.task)].task];
-    FLEETSIM_CHECK(spec.elastic && left.gpu_count >= static_cast<std::uint32_t>(spec.elastic->min_gpus) &&
+    const auto smallest = static_cast<std::uint32_t>(spec.elastic ? spec.elastic->min_gpus : spec.gpus);
+    FLEETSIM_CHECK((spec.elastic || left.stopped) && left.gpu_count >= smallest &&
                        left.gpu_count <= static_cast<std::uint32_t>(spec.gpus) && left.start_s <= left.end_s + eps,
                    where(sc, trace.tasks[index(left.task)]) + " held a gang it could not have been resized from");
     for (std::uint32_t i = 0; i < left.gpu_count; ++i) busy[index(trace.gpus[left.gpu_begin + i])].emplace_back(left.start_s, left.end_s);

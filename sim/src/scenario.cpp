@@ -606,6 +606,18 @@ void read_policy(ObjectReader& top, PolicySpec& policy) {
       }
     }
     r.finish();
+    for (const ParamInfo& param : info->params) {
+      if (policy.params.values().count(param.name) == 0) policy.params.set(param.name, param.default_value);
+    }
+    // Values a type cannot rule out (a list in a string, a negative time) are checked by making the policy.
+    if (r.ok()) {
+      try {
+        info->make(policy.params);
+      } catch (const InputError& e) {
+        for (const Problem& problem : e.problems()) r.problem(problem.pointer, problem.message + " for policy \"" + policy.name + "\"");
+      }
+    }
+    return;
   }
   if (const PolicyInfo* info = find_policy(policy.name)) {
     for (const ParamInfo& param : info->params) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 
 #include "fleetsim/engine.hpp"
 #include "fleetsim/invariants.hpp"
@@ -133,6 +134,10 @@ class Run {
       case kNodeUp: autoscaler_->on_node_up(e.subject); return true;
       case kBatchRelease: return batching_.release_due(e.subject, round_.ready());
       case kSchedule: on_schedule(); return true;
+      case kPolicyWake:
+        if (e.subject != wake_generation_) return false;
+        round_wanted_ = true;
+        return true;
     }
     FLEETSIM_CHECK(false, "unknown event kind");
   }
@@ -143,6 +148,9 @@ class Run {
     round_wanted_ = false;
     // A time-sliced GPU may take more tasks than one per round: another round, at once.
     if (round_.play(tasks_, listeners_) && tasks_.shared().any()) round_wanted_ = true;
+    // Only the latest round's wish stands: an earlier wake-up goes stale.
+    ++wake_generation_;
+    if (const double at_s = round_.wake_at_s(); std::isfinite(at_s) && at_s > queue_.now()) queue_.push(at_s, kPolicyWake, wake_generation_);
   }
 
   // A failure stops every task on its GPUs; nothing runs there until it is repaired, and what their
@@ -289,6 +297,7 @@ class Run {
   Trace trace_;
   bool round_wanted_ = false;   // something may let a waiting task start: a round is wanted
   bool round_pending_ = false;  // a kSchedule event is queued
+  std::uint32_t wake_generation_ = 0;  // of the policy's latest wake-up (kPolicyWake)
   std::vector<RunListener*> listeners_;  // the optional features attached
   Flows flows_;
   GpuMemory memory_;

@@ -84,7 +84,7 @@ void share_gpu_time(const Cluster& cluster, const Trace& trace, double end_s, st
       task_gpu_s[k] = held * t.gpu_count;
       for (std::uint32_t i = 0; i < t.gpu_count; ++i) busy_per_gpu[index(trace.gpus[t.gpu_begin + i])] += held;
     }
-    // Elastic tasks held other gangs before their resizes.
+    // Gangs held before a resize or a stop.
     for (const LeftGang& left : trace.left_gangs) {
       task_gpu_s[index(left.task)] += (left.end_s - left.start_s) * left.gpu_count;
       for (std::uint32_t i = 0; i < left.gpu_count; ++i) busy_per_gpu[index(trace.gpus[left.gpu_begin + i])] += left.end_s - left.start_s;
@@ -179,7 +179,7 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
       s.offload_bytes += t.offload_bytes;
     }
   }
-  s.resizes = trace.left_gangs.size();
+  s.resizes = static_cast<std::uint64_t>(std::count_if(trace.left_gangs.begin(), trace.left_gangs.end(), [](const LeftGang& l) { return !l.stopped; }));
   for (std::size_t l = 0; l < link_bytes.size(); ++l) {
     switch (topology.links()[l].cls) {
       case LinkClass::gpu_link: s.gpu_link_bytes += link_bytes[l]; break;

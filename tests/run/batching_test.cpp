@@ -50,7 +50,7 @@ struct Fixture : run::RoundHost, run::BatchHost {
     occupancy.add_task(index(gpus[0]), index(task));
   }
   void fail(TaskId, const std::string&) override {}
-  void preempt(TaskId, const std::string&) override {}
+  void preempt(TaskId, const Decisions::Preemption&) override {}
   void fill_batch(TaskId leader) override { batching.fill(leader, round, *this); }
   void place_member(TaskId member, TaskId, GpuId gpu) override { place(member, gpu); }
   void send_inputs(TaskId member, GpuId) override { sent.push_back(member); }

@@ -69,10 +69,10 @@ struct Fixture : run::RoundHost, run::RunListener {
     started.push_back(index(task));
   }
   void fail(TaskId task, const std::string& reason) override { failed.emplace_back(index(task), reason); }
-  void preempt(TaskId task, const std::string& reason) override {
+  void preempt(TaskId task, const Decisions::Preemption& how) override {
     const TaskRecord& r = trace.tasks[index(task)];
     for (std::uint32_t i = 0; i < r.gpu_count; ++i) occupancy.remove_task(index(trace.gpus[r.gpu_begin + i]), index(task));
-    preempted.emplace_back(index(task), reason);
+    preempted.emplace_back(index(task), how.reason);
   }
   void fill_batch(TaskId) override {}
   // RunListener: the ready queue each round saw.

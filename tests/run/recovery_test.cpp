@@ -79,7 +79,7 @@ TEST_CASE("recovery time runs from a stop to the next start, goodput counts lost
   recovery.stopped(kTask, 20, false, 10);
   recovery.started(kTask, 26);
   Summary s;
-  s.gpu_busy_s = 120;
+  s.gpu_busy_s = 160;  // held GPU time, the stopped runs' included
   recovery.summarize(s);
   CHECK(s.mean_recovery_s == Approx(5));
   CHECK(s.lost_gpu_s == Approx(40));

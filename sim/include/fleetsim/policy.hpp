@@ -49,6 +49,16 @@ struct ReadyTask {
   double input_bytes;         // from other tasks
 };
 
+// A task holding GPUs now (a batch's members count as their leader).
+struct RunningTask {
+  TaskId task;
+  InstanceId instance;
+  GpuId first_gpu;     // preempting this GPU stops the whole gang
+  std::uint32_t gpus;
+  double started_s;    // when its gang started (or was last resized)
+  double ready_s;      // when it last became ready (joined the queue)
+};
+
 // What a policy may look at: the cluster's shape, which GPUs are free, their VRAM and which model
 // weights they hold.
 class ClusterView {
@@ -68,6 +78,7 @@ class ClusterView {
     std::span<const double> gpu_started_s;         // when that task started
     std::span<const std::int32_t> gpu_tenant;      // tenant of the task on each GPU (-1: none)
     std::span<const std::uint8_t> tenant_private;  // tenants that share no physical GPU (MIG instances) with others
+    std::span<const RunningTask> running;          // in no particular order
   };
   static constexpr std::int32_t kNoRank = std::numeric_limits<std::int32_t>::max();
   // Preemption rank of a task: its tenant's priority, interactive above batch at equal priority.
@@ -85,6 +96,7 @@ class ClusterView {
   // Whether any GPU of the cluster is time-sliced (may run several tasks at once).
   bool any_time_sliced() const;
   std::uint32_t free_gpus(NodeId node) const { return state_.free_gpus_per_node[index(node)]; }
+  std::uint32_t free_gpu_count() const;
   // The first node numbered `from` or higher with a free GPU; node_count() or more when there is none.
   std::uint32_t next_node_with_free(std::uint32_t from) const {
     const auto words = state_.nodes_with_free_gpus;
@@ -110,7 +122,11 @@ class ClusterView {
   std::int32_t running_rank(GpuId gpu) const { return state_.gpu_rank[index(gpu)]; }
   double running_since_s(GpuId gpu) const { return state_.gpu_started_s[index(gpu)]; }
   double tenant_quota(TenantId tenant) const { return state_.tenant_quota[index(tenant)]; }
+  // GPU-seconds the instance has received from tasks that have released their GPUs.
   double attained_s(InstanceId instance) const { return state_.instance_attained_s[index(instance)]; }
+  // The tasks running now; with attained_now_s, what their instance has received up to now.
+  std::span<const RunningTask> running() const { return state_.running; }
+  double attained_now_s(const RunningTask& t) const { return attained_s(t.instance) + (now_s_ - t.started_s) * t.gpus; }
   // The distribution of job sizes (GPU-seconds), as a sorted sample of at most 512 quantiles.
   std::span<const double> job_sizes_gpu_s() const { return state_.job_sizes_gpu_s; }
   // VRAM a new task could use: capacity less working sets, held tensors and weights in use.
@@ -155,21 +171,31 @@ class Decisions {
   void fail(std::size_t ready_index, std::string reason);
   // Stops the task running on this GPU (all its gang) so that its GPUs come free; it is ready again
   // at once and resumes from its last checkpoint, if the scenario keeps checkpoints.
-  void preempt(GpuId gpu, std::string reason) { preemptions_.push_back({gpu, std::move(reason)}); }
+  void preempt(GpuId gpu, std::string reason) { preemptions_.push_back({gpu, std::move(reason), false, 0}); }
+  // Preempts as a deep-learning scheduler does, at an iteration boundary: the task saves all it has
+  // computed as it stops, and pays `restore_s` to load it back when it runs again.
+  void suspend(GpuId gpu, std::string reason, double restore_s) { preemptions_.push_back({gpu, std::move(reason), true, restore_s}); }
+  // Asks for a round at this time even if nothing else happens then (a running job crossing a
+  // priority threshold). The earliest asked in a round counts; each round asks anew.
+  void wake_at(double at_s) { wake_at_s_ = std::min(wake_at_s_, at_s); }
   void clear() {
     placements_.clear();
     failures_.clear();
     preemptions_.clear();
     gpus_.clear();
+    wake_at_s_ = std::numeric_limits<double>::infinity();
   }
   struct Preemption {
     GpuId gpu;
     std::string reason;
+    bool suspend;      // saves everything computed
+    double restore_s;  // paid when it runs again (suspend only)
   };
 
   const std::vector<Placement>& placements() const { return placements_; }
   const std::vector<Failure>& failures() const { return failures_; }
   const std::vector<Preemption>& preemptions() const { return preemptions_; }
+  double wake_at_s() const { return wake_at_s_; }
   std::span<const GpuId> gpus(const Placement& p) const { return {gpus_.data() + p.gpu_begin, p.gpu_count}; }
 
  private:
@@ -177,6 +203,7 @@ class Decisions {
   std::vector<Failure> failures_;
   std::vector<Preemption> preemptions_;
   std::vector<GpuId> gpus_;
+  double wake_at_s_ = std::numeric_limits<double>::infinity();
 };
 
 class Policy {

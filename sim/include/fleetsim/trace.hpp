@@ -43,11 +43,13 @@ struct TaskRecord {
 // When the task's current gang took its GPUs: its start, or its last resize.
 inline double gang_start_s(const TaskRecord& t) { return t.resized_s != kNever ? t.resized_s : t.start_s; }
 
-// A gang an elastic task left when it was resized: the GPUs it held from start_s to end_s.
+// A gang a task left before its last run: an elastic task's when it was resized, or any task's when a
+// failure or a preemption stopped its run (`stopped`). The GPUs it held from start_s to end_s count as busy.
 struct LeftGang {
   TaskId task{};
   double start_s = 0, end_s = 0;
   std::uint32_t gpu_begin = 0, gpu_count = 0;  // into Trace::gpus
+  bool stopped = false;
 };
 
 // A model's weights copied onto one GPU of a task because they were not resident there: from host

@@ -28,13 +28,16 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
   order_.resize(ready.size());
   std::iota(order_.begin(), order_.end(), 0u);
   order(view, ready, order_);
-  begin_round(view);
+  begin_round(view, ready, out);
   // Time-sliced GPUs take a second task only when no idle GPUs can hold this one.
   const bool time_sliced = view.any_time_sliced();
   for (std::uint32_t i : order_) {
     if (!allowed(view, ready[i])) continue;
-    if (place(view, ready[i], i, true, out) || (time_sliced && place(view, ready[i], i, false, out))) continue;
-    if (preempts() && make_room(view, ready[i], out)) continue;
+    if (place(view, ready[i], i, true, out) || (time_sliced && place(view, ready[i], i, false, out))) {
+      placed(view, ready[i], out);
+      continue;
+    }
+    if (makes_room() && make_room(view, ready[i], out)) continue;
     if (blocks()) break;
     blocked(view, ready[i]);
   }

@@ -17,7 +17,7 @@ class Greedy : public Policy {
   using Cost = std::array<double, 3>;
 
   void schedule(const ClusterView& view, std::span<const ReadyTask> ready, Decisions& out) final;
-  bool may_preempt() const final { return preempts(); }
+  bool may_preempt() const final { return preempts() || makes_room(); }
 
  protected:
   // Indices into `ready`, in the order to consider them; on entry, the order they became ready.
@@ -32,10 +32,14 @@ class Greedy : public Policy {
   virtual bool blocks() const { return false; }
   // Whether a task that cannot be placed may preempt running tasks of a lower rank (tenant priority,
   // then interactive over batch) to make room in one node; it is placed in the next round.
+  virtual bool makes_room() const { return false; }
+  // Whether begin_round may preempt running tasks.
   virtual bool preempts() const { return false; }
-  // Backfilling hooks: called at the start of each round; when a task cannot be placed (and the
-  // round goes on); and before placing each task, which may be held back.
-  virtual void begin_round(const ClusterView& /*view*/) {}
+  // Hooks: called at the start of each round, after order() (it may preempt, and ask for a wake-up);
+  // when a task cannot be placed (and the round goes on); before placing each task, which may be
+  // held back; and after placing one.
+  virtual void begin_round(const ClusterView& /*view*/, std::span<const ReadyTask> /*ready*/, Decisions& /*out*/) {}
+  virtual void placed(const ClusterView& /*view*/, const ReadyTask& /*task*/, Decisions& /*out*/) {}
   virtual void blocked(const ClusterView& /*view*/, const ReadyTask& /*task*/) {}
   virtual bool allowed(const ClusterView& /*view*/, const ReadyTask& /*task*/) const { return true; }
 

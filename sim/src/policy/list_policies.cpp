@@ -34,7 +34,7 @@ class Priority final : public Greedy {
     sort_by(ready, order, [](const ReadyTask& t) { return -ClusterView::rank_of(t.priority, t.interactive); });
   }
   bool blocks() const override { return !backfill_; }
-  bool preempts() const override { return preempt_; }
+  bool makes_room() const override { return preempt_; }
   bool backfill_, preempt_;
 };
 
@@ -104,14 +104,6 @@ class Drf final : public Greedy {
   }
 };
 
-// Least attained service (Tiresias' 2D-LAS): the workflow instance that has received the fewest
-// GPU-seconds goes first, so short jobs finish quickly without knowing job sizes.
-class LeastAttained final : public Greedy {
-  void order(const ClusterView& view, std::span<const ReadyTask> ready, std::vector<std::uint32_t>& order) override {
-    sort_by(ready, order, [&](const ReadyTask& t) { return view.attained_s(t.instance); });
-  }
-};
-
 // Finish-time fairness (Themis): the instance whose predicted finish time, shared, is the largest
 // multiple of its run time alone goes first: rho = (waited so far + remaining) / alone.
 class FinishTimeFair final : public Greedy {
@@ -127,7 +119,7 @@ class FinishTimeFair final : public Greedy {
 // reservation at the earliest time enough GPUs are predicted free; later tasks may start now only
 // if they are predicted to finish before it, so the head is never delayed (up to prediction error).
 class GangBackfill final : public Greedy {
-  void begin_round(const ClusterView&) override { reserved_ = false; }
+  void begin_round(const ClusterView&, std::span<const ReadyTask>, Decisions&) override { reserved_ = false; }
   void blocked(const ClusterView& view, const ReadyTask& task) override {
     if (reserved_) return;
     reserved_ = true;
@@ -156,42 +148,9 @@ class GangBackfill final : public Greedy {
   std::vector<double> free_at_;
 };
 
-// Gittins index over the workload's job-size distribution S (GPU-seconds): a job that has received
-// a has index sup over d of P(S - a <= d | S > a) / E[min(S - a, d) | S > a], the best rate at which
-// serving it can complete it. Highest first. With a known size it is shortest-remaining first; with
-// a heavy tail it favours jobs that have received little, like LAS.
-class Gittins final : public Greedy {
-  void order(const ClusterView& view, std::span<const ReadyTask> ready, std::vector<std::uint32_t>& order) override {
-    const std::span<const double> x = view.job_sizes_gpu_s();
-    index_.resize(ready.size());
-    for (std::size_t r = 0; r < ready.size(); ++r) index_[r] = gittins(x, view.attained_s(ready[r].instance));
-    std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return index_[a] > index_[b]; });
-  }
-
-  static double gittins(std::span<const double> x, double attained) {
-    const auto first = std::upper_bound(x.begin(), x.end(), attained);
-    const auto n = static_cast<double>(x.end() - first);
-    if (n == 0) return 0;  // older than every job seen: no information; last
-    // For d = x_j - a: completions = j - k + 1, expected service x n = sum_{i<=j}(x_i - a) + (rest)(x_j - a).
-    double best = 0, sum = 0, done = 0;
-    for (auto it = first; it != x.end(); ++it) {
-      sum += *it - attained;
-      done += 1;
-      const double service = sum + (n - done) * (*it - attained);
-      if (service > 0) best = std::max(best, done / service);
-    }
-    return best;
-  }
-
-  std::vector<double> index_;
-};
-
 }  // namespace
 
-std::unique_ptr<Policy> make_gittins(const PolicyParams&) { return std::make_unique<Gittins>(); }
-
 std::unique_ptr<Policy> make_drf(const PolicyParams&) { return std::make_unique<Drf>(); }
-std::unique_ptr<Policy> make_las(const PolicyParams&) { return std::make_unique<LeastAttained>(); }
 std::unique_ptr<Policy> make_ftf(const PolicyParams&) { return std::make_unique<FinishTimeFair>(); }
 std::unique_ptr<Policy> make_gang_backfill(const PolicyParams&) { return std::make_unique<GangBackfill>(); }
 

@@ -17,9 +17,7 @@ std::unique_ptr<Policy> make_locality(const PolicyParams& params);
 std::unique_ptr<Policy> make_critical_path(const PolicyParams& params);
 std::unique_ptr<Policy> make_heft(const PolicyParams& params);
 std::unique_ptr<Policy> make_drf(const PolicyParams& params);
-std::unique_ptr<Policy> make_las(const PolicyParams& params);
 std::unique_ptr<Policy> make_ftf(const PolicyParams& params);
 std::unique_ptr<Policy> make_gang_backfill(const PolicyParams& params);
-std::unique_ptr<Policy> make_gittins(const PolicyParams& params);
 
 }  // namespace fleetsim::policies

@@ -28,6 +28,12 @@ bool ClusterView::any_time_sliced() const {
   return std::any_of(groups.begin(), groups.end(), [](const NodeGroup& g) { return g.time_sliced_tasks > 1; });
 }
 
+std::uint32_t ClusterView::free_gpu_count() const {
+  std::uint32_t free = 0;
+  for (std::uint32_t f : state_.free_gpus_per_node) free += f;
+  return free;
+}
+
 double ClusterView::compute_estimate_s(const ReadyTask& task, GpuId gpu) const {
   const TaskSpec& s = *task.spec;
   const double share = task.known_scale / static_cast<double>(task.gpus);  // an elastic task's degree this round

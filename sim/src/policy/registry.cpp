@@ -2,10 +2,22 @@
 // Adding a policy means adding a row here; a test checks that names are unique.
 #include "fleetsim/error.hpp"
 #include "list_policies.hpp"
+#include "tiresias.hpp"
 
 namespace fleetsim {
 
 namespace {
+
+std::vector<ParamInfo> tiresias_params(bool gittins) {
+  std::vector<ParamInfo> params{
+      {"thresholds", ParamType::string, std::string("3250, 7200"),
+       "GPU-seconds received at which a job moves down a queue (increasing, comma-separated); the published simulator's"},
+      {"starvation", ParamType::number, 0.0, "a job that waited this many times as long as it last ran goes back to queue 0; 0: never"},
+      {"preempt", ParamType::boolean, true, "suspend running jobs of lower queues for waiting jobs of higher ones"},
+      {"restore", ParamType::number, 0.0, "seconds a suspended job spends restoring its checkpoint when it runs again"}};
+  if (gittins) params.push_back({"quantum", ParamType::number, 3250.0, "GPU-seconds of service the index looks ahead; 0: the best over all"});
+  return params;
+}
 
 std::deque<PolicyInfo>& table() {
   using namespace policies;
@@ -31,10 +43,11 @@ std::deque<PolicyInfo>& table() {
        "Topcuoglu, Hariri & Wu 2002 (HEFT), online variant over free GPUs", {}, make_heft},
       {"drf", "fair share across tenants: the tenant with the fewest GPUs for its quota goes first",
        "Ghodsi et al. 2011 (DRF), over GPUs; tenant quota is the weight", {}, make_drf},
-      {"las", "least attained service: the workflow instance with the fewest GPU-seconds so far goes first",
-       "Gu et al. 2019 (Tiresias, 2D-LAS without queue discretization)", {}, make_las},
-      {"gittins", "highest Gittins index over the workload's job-size distribution, given each job's attained service",
-       "Gittins 1979; Aalto, Ayesta & Righter 2009 (Gittins in the M/G/1 queue)", {}, make_gittins},
+      {"las", "Tiresias' discretized 2D-LAS: queues by GPU-seconds received, FIFO within a queue; jobs of higher queues suspend "
+              "those of lower ones",
+       "Gu et al. 2019 (Tiresias), as in its published simulator (dlas-gpu)", tiresias_params(false), make_las},
+      {"gittins", "Tiresias-G: the queues of las, ordered within each by the Gittins index over the workload's job sizes; preemptive",
+       "Gu et al. 2019 (Tiresias, dlas-gpu-gittins); Gittins 1979; Aalto, Ayesta & Righter 2009", tiresias_params(true), make_gittins},
       {"ftf", "finish-time fairness: the instance slowed most relative to running alone goes first",
        "Mahajan et al. 2020 (Themis)", {}, make_ftf},
       {"gang-backfill", "FIFO gangs with EASY backfilling: a reservation for the blocked head, later tasks only if done before it",

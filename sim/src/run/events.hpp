@@ -15,6 +15,7 @@ namespace fleetsim::run {
 // kFault, kRepair: a fault source fails or is repaired (subject: the source, see Faults).
 // kAutoscale: the autoscaler's periodic decision; kNodeUp: a node's provisioning ends (subject: the node).
 // kBatchRelease: a batching key's held tasks have waited max_wait (subject: the key).
+// kPolicyWake: the time a policy asked for a round at (subject: the wake-up generation; stale ones are skipped).
 enum EventKind : std::uint32_t {
   kArrival,
   kComputeDone,
@@ -26,7 +27,8 @@ enum EventKind : std::uint32_t {
   kRetry,
   kAutoscale,
   kNodeUp,
-  kBatchRelease
+  kBatchRelease,
+  kPolicyWake
 };
 
 // A task's events carry its stamp (24 bits) above the kind's low byte; the task moves its stamp on

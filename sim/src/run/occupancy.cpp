@@ -35,7 +35,7 @@ ClusterView Occupancy::view(const GpuMemory& memory, const ComputeModel& compute
                             double now_s) const {
   return ClusterView(cluster_, memory, compute,
                      {gpu_busy_, free_per_node_, free_nodes_, gpu_free_at_, tenant_gpus_, tenant_quota_, attained_s_, job_sizes,
-                      tenant_node_allowed_, gpu_rank_, gpu_started_, gpu_tenant_, tenant_private_},
+                      tenant_node_allowed_, gpu_rank_, gpu_started_, gpu_tenant_, tenant_private_, running_},
                      now_s);
 }
 
@@ -47,6 +47,27 @@ void Occupancy::add_task(std::uint32_t gpu, std::uint32_t task) {
 void Occupancy::remove_task(std::uint32_t gpu, std::uint32_t task) {
   std::erase(gpu_tasks_[gpu], task);
   occupied(gpu);
+}
+
+void Occupancy::set_running(const RunningTask& task) {
+  const std::uint32_t t = index(task.task);
+  if (t >= running_slot_.size()) running_slot_.resize(t + 1, kNotRunning);
+  if (running_slot_[t] == kNotRunning) {
+    running_slot_[t] = static_cast<std::uint32_t>(running_.size());
+    running_.push_back(task);
+  } else {
+    running_[running_slot_[t]] = task;
+  }
+}
+
+void Occupancy::stop_running(TaskId task) {
+  const std::uint32_t t = index(task);
+  if (t >= running_slot_.size() || running_slot_[t] == kNotRunning) return;
+  const std::uint32_t slot = running_slot_[t];
+  running_slot_[index(running_.back().task)] = slot;
+  running_[slot] = running_.back();
+  running_.pop_back();
+  running_slot_[t] = kNotRunning;
 }
 
 void Occupancy::set_down(std::uint32_t gpu, bool down) {

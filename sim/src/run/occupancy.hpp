@@ -40,6 +40,9 @@ class Occupancy {
   // GPUs a tenant holds now; GPU-seconds an instance has received.
   void add_tenant_gpus(TenantId tenant, std::int64_t gpus) { tenant_gpus_[index(tenant)] += static_cast<std::uint32_t>(gpus); }
   void attain(InstanceId instance, double gpu_s) { attained_s_[index(instance)] += gpu_s; }
+  // The tasks holding GPUs now, as policies see them: a task's entry is replaced when it is resized.
+  void set_running(const RunningTask& task);
+  void stop_running(TaskId task);
   // Whether the tenant's GPUs (with MIG: physical GPUs) are its own.
   bool private_tenant(TenantId tenant) const { return tenant_private_[index(tenant)] != 0; }
   // Free GPUs over the whole cluster; GPUs running at least one task.
@@ -69,6 +72,9 @@ class Occupancy {
   std::vector<std::uint8_t> tenant_private_;
   std::vector<std::uint8_t> tenant_node_allowed_;
   std::vector<double> attained_s_;
+  std::vector<RunningTask> running_;
+  std::vector<std::uint32_t> running_slot_;  // per task: its entry in running_, kNotRunning when none
+  static constexpr std::uint32_t kNotRunning = 0xFFFFFFFFu;
 };
 
 }  // namespace fleetsim::run

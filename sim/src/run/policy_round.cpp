@@ -55,9 +55,9 @@ void PolicyRound::record_node(DecisionKind kind, NodeId node, const std::string&
 
 bool PolicyRound::play(RoundHost& host, const std::vector<RunListener*>& listeners) {
   bool placed_and_waiting = false;
+  decisions_.clear();
   if (!ready_.empty()) {
     for (RunListener* l : listeners) l->round_begins(ready_);
-    decisions_.clear();
     const ClusterView view = host.view();
     policy_->schedule(view, ready_, decisions_);
     decided_.assign(ready_.size(), 0);
@@ -161,7 +161,7 @@ void PolicyRound::carry_out_preemptions(RoundHost& host) {
       const TaskRecord& v = trace_.tasks[index(victim)];
       freed_.insert(freed_.end(), trace_.gpus.begin() + v.gpu_begin, trace_.gpus.begin() + v.gpu_begin + v.gpu_count);
       record(DecisionKind::preempted, victim, p.reason);
-      host.preempt(victim, p.reason);
+      host.preempt(victim, p);
     }
   }
   freed_.clear();

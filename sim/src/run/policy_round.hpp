@@ -31,7 +31,7 @@ class RoundHost {
   virtual ClusterView view() const = 0;
   virtual void start(TaskId task, std::span<const GpuId> gpus) = 0;
   virtual void fail(TaskId task, const std::string& reason) = 0;
-  virtual void preempt(TaskId task, const std::string& reason) = 0;
+  virtual void preempt(TaskId task, const Decisions::Preemption& how) = 0;
   // A batching task the policy placed: ready tasks of its key may join it (see decided()).
   virtual void fill_batch(TaskId leader) = 0;
 };
@@ -63,6 +63,9 @@ class PolicyRound {
   // An elastic resize onto `gang`, keeping the GPUs in `kept`: checked as a placement, its new GPUs idle.
   // A failed check is a bug in the elastic component, an internal error.
   void check_resize(TaskId task, std::span<const GpuId> gang, std::span<const GpuId> kept, const ClusterView& view) const;
+
+  // The time the last round's policy asked to be woken at (infinity: none).
+  double wake_at_s() const { return decisions_.wake_at_s(); }
 
   // "task "t" of workflow "w" (instance 3)".
   std::string label(TaskId task) const;

@@ -14,6 +14,7 @@ void Recovery::size_tasks(std::size_t tasks, bool restartable) {
   progress_.assign(tasks, 0.0);
   full_compute_s_.assign(tasks, 0.0);
   resume_s_.assign(tasks, 0.0);
+  restore_s_.assign(tasks, faults_.restore_s);
   stopped_at_.assign(tasks, kNever);
   restart_pending_.assign(tasks, 0);
 }
@@ -33,7 +34,7 @@ double Recovery::begin_compute(TaskId task, double full_s, double restart_s, std
     restart_gpu_s_ += restart_s * gpus;
     resume_s_[t] = restart_s;
   } else {
-    resume_s_[t] = progress_[t] > 0 ? faults_.restore_s : 0.0;
+    resume_s_[t] = progress_[t] > 0 ? restore_s_[t] : 0.0;
   }
   return resume_s_[t] + (1 - progress_[t]) * full_s;
 }
@@ -45,6 +46,16 @@ double Recovery::checkpoint(TaskId task, double elapsed_s) {
   const double computed = std::min(elapsed_s - resume_s_[t], (1 - progress_[t]) * full_compute_s_[t]);
   const double saved_s = computed > 0 ? std::floor(computed / interval) * interval : 0;
   progress_[t] = std::min(progress_[t] + saved_s / full_compute_s_[t], 1.0);
+  if (saved_s > 0) restore_s_[t] = faults_.restore_s;
+  return saved_s;
+}
+
+double Recovery::suspend(TaskId task, double elapsed_s, double restore_s) {
+  const std::uint32_t t = index(task);
+  if (full_compute_s_[t] <= 0) return 0;
+  const double saved_s = std::clamp(elapsed_s - resume_s_[t], 0.0, (1 - progress_[t]) * full_compute_s_[t]);
+  progress_[t] = std::min(progress_[t] + saved_s / full_compute_s_[t], 1.0);
+  if (saved_s > 0) restore_s_[t] = restore_s;
   return saved_s;
 }
 
@@ -88,7 +99,8 @@ void Recovery::summarize(Summary& summary) const {
   summary.restart_gpu_s = restart_gpu_s_;
   summary.retries = retries_;
   summary.lost_gpu_s = lost_gpu_s_;
-  summary.goodput = summary.gpu_busy_s + lost_gpu_s_ > 0 ? summary.gpu_busy_s / (summary.gpu_busy_s + lost_gpu_s_) : 1;
+  // Busy GPU time includes the stopped runs': goodput is the share whose work was kept.
+  summary.goodput = summary.gpu_busy_s > 0 ? std::max(0.0, summary.gpu_busy_s - lost_gpu_s_) / summary.gpu_busy_s : 1;
   summary.mean_recovery_s = recoveries_ > 0 ? recovery_s_ / static_cast<double>(recoveries_) : 0;
 }
 

@@ -37,6 +37,9 @@ class Recovery {
   // The task is stopped `elapsed_s` after its compute began: the whole checkpoint intervals of what it
   // computed are saved. Returns the compute seconds saved.
   double checkpoint(TaskId task, double elapsed_s);
+  // The task is suspended `elapsed_s` after its compute began: all it computed is saved, and its next
+  // run pays `restore_s` first. Returns the compute seconds saved.
+  double suspend(TaskId task, double elapsed_s, double restore_s);
   // The task is stopped; `lost_gpu_s` of its GPU time bought nothing. When it runs again: at once after a
   // preemption, after the backoff while a failed task has attempts left; nothing when it has none.
   std::optional<double> stopped(TaskId task, double now_s, bool preempted, double lost_gpu_s);
@@ -55,6 +58,7 @@ class Recovery {
   std::vector<double> progress_;               // per task: share of its compute saved by checkpoints
   std::vector<double> full_compute_s_;         // per task: this run's compute time from scratch
   std::vector<double> resume_s_;               // per task: restore or restart its run paid before computing
+  std::vector<double> restore_s_;              // per task: what restoring its saved progress costs
   std::vector<double> stopped_at_;             // per task: when it was stopped, until it starts again
   std::vector<std::uint8_t> restart_pending_;  // per task: resized, its restart not yet paid
   std::uint64_t tasks_stopped_ = 0, tasks_preempted_ = 0, retries_ = 0, recoveries_ = 0;

@@ -95,6 +95,7 @@ void Tasks::start_task(TaskId id, std::span<const GpuId> gpus) {
   r.gpu_count = static_cast<std::uint32_t>(gpus.size());
   trace_.gpus.insert(trace_.gpus.end(), gpus.begin(), gpus.end());
   offloaded_.resize(trace_.gpus.size());
+  occupancy_.set_running({id, r.instance, gpus[0], r.gpu_count, r.start_s, r.ready_s});
   for (RunListener* l : listeners_) l->task_started(id);
 
   // Weights not resident are loaded (load_weights).
@@ -276,15 +277,16 @@ void Tasks::lose_tensors(GpuId g, const std::string& event) {
 // A failure stopped a running task, or the policy preempted it: its transfers are dropped, its GPUs
 // freed, and it runs again from its last checkpoint: after the backoff while it has attempts left, or
 // (preempted) at once, without using an attempt.
-void Tasks::stop_task(TaskId id, const std::string& what, bool preempted) {
+void Tasks::stop_task(TaskId id, const std::string& what, Stop how, double restore_s) {
   // A batch stops whole: its followers first, so the leader frees the GPU last.
   if (const std::uint32_t slot = batching_.batch_of(id); slot != Batching::kNone) {
     batching_.dissolve(id);
-    for (std::size_t i = batching_.members(slot).size(); i-- > 0;) stop_task(batching_.members(slot)[i], what, preempted);
+    for (std::size_t i = batching_.members(slot).size(); i-- > 0;) stop_task(batching_.members(slot)[i], what, how, restore_s);
     return;
   }
   TaskRecord& r = trace_.tasks[index(id)];
   const double now = queue_.now();
+  const bool preempted = how != Stop::failed;
   if (!preempted) round_.record(DecisionKind::stopped, id, what);
   dropped_.clear();
   flows_.cancel(id, now, dropped_);
@@ -294,10 +296,14 @@ void Tasks::stop_task(TaskId id, const std::string& what, bool preempted) {
   }
   collectives_.drop(id);
   double saved_s = 0;
-  if (r.compute_start_s != kNever && recovery_.checkpoints()) {
+  if (how == Stop::suspended) {
+    saved_s = recovery_.suspend(id, r.compute_start_s != kNever ? computing_.computed_s(id, now) : 0, restore_s);
+  } else if (r.compute_start_s != kNever && recovery_.checkpoints()) {
     saved_s = recovery_.checkpoint(id, computing_.computed_s(id, now));
   }
   const double lost_gpu_s = std::max(0.0, now - gang_start_s(r) - saved_s) * r.gpu_count;
+  // The stopped run held its GPUs (a batch's members share its leader's; their runs are not kept).
+  if (r.batched_with == 0) trace_.left_gangs.push_back({id, gang_start_s(r), now, r.gpu_begin, r.gpu_count, true});
   release_gpus(r);
   for (GpuId g : unloaded) memory_.drop_unloaded(g, predicted_.model(r.workflow, r.task), now);
   computing_.end_run(id);
@@ -358,6 +364,7 @@ void Tasks::resize(TaskId id, const std::vector<GpuId>& gang, const std::string&
   }
   occupancy_.add_tenant_gpus(r.tenant, static_cast<std::int64_t>(r.gpu_count) - old_count);
   r.resized_s = now;
+  occupancy_.set_running({id, r.instance, gang[0], r.gpu_count, now, r.ready_s});
   r.compute_start_s = r.comm_start_s = kNever;
   round_.record(DecisionKind::resized, id, why);
   round_wanted_ = true;
@@ -390,6 +397,7 @@ void Tasks::release_gpus(const TaskRecord& r) {
     return;
   }
   computing_.leave(make_id<TaskId>(self));
+  occupancy_.stop_running(make_id<TaskId>(self));
   for (std::uint32_t i = 0; i < r.gpu_count; ++i) give_back_gpu(r, trace_.gpus[r.gpu_begin + i], offloaded_[r.gpu_begin + i]);
   round_wanted_ = true;
 }

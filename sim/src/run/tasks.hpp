@@ -71,7 +71,9 @@ class Tasks : public ElasticHost, public RoundHost, public BatchHost {
   ClusterView view() const override;
   void start(TaskId task, std::span<const GpuId> gpus) override { start_task(task, gpus); }
   void fail(TaskId task, const std::string& reason) override { fail_task(task, reason); }
-  void preempt(TaskId task, const std::string& reason) override { stop_task(task, "preempted: " + reason, /*preempted=*/true); }
+  void preempt(TaskId task, const Decisions::Preemption& how) override {
+    stop_task(task, "preempted: " + how.reason, how.suspend ? Stop::suspended : Stop::preempted, how.restore_s);
+  }
   void fill_batch(TaskId leader) override;
   void place_member(TaskId member, TaskId leader, GpuId gpu) override;
   void send_inputs(TaskId member, GpuId gpu) override;
@@ -95,7 +97,10 @@ class Tasks : public ElasticHost, public RoundHost, public BatchHost {
   void start_flow(TaskId task, std::uint32_t from, std::uint32_t to, double bytes, FlowTag tag, std::uint64_t key);
   void start_compute(TaskId task);
   void start_collective_step(TaskId task);
-  void stop_task(TaskId task, const std::string& what, bool preempted = false);
+  // A failure's stop uses a retry attempt; a preemption's does not, and a suspension saves all the
+  // task computed (it pays `restore_s` when it runs again).
+  enum class Stop { failed, preempted, suspended };
+  void stop_task(TaskId task, const std::string& what, Stop how = Stop::failed, double restore_s = 0);
   void give_back_gpu(const TaskRecord& r, GpuId g, double offloaded_bytes);
   void released(std::uint32_t gpu);
   void release_gpus(const TaskRecord& r);

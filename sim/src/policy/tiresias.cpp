@@ -1,0 +1,226 @@
+#include "tiresias.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "fleetsim/error.hpp"
+#include "greedy.hpp"
+
+namespace fleetsim::policies {
+namespace {
+
+// A job's priority falls as it receives service (GPUs x seconds, the "two dimensions"): it starts in
+// queue 0 and moves down a queue as its attained service passes each threshold. Queues go in order;
+// within one, LAS keeps running jobs ahead of waiting ones and then goes by the time each became
+// ready (so it never preempts inside a queue), and Gittins goes by the job's Gittins index. Every round walks running
+// and waiting jobs in that order, counting GPUs: the jobs that fit in the cluster's GPUs should run;
+// running jobs that do not are suspended (they keep their work and pay `restore` to resume), and
+// waiting jobs that do are placed as GPUs free up. A job that waited `starvation` times as long as it
+// last ran goes back to queue 0 (its service counted from then on).
+class Tiresias final : public Greedy {
+ public:
+  struct Settings {
+    bool gittins;
+    std::vector<double> thresholds_gpu_s;  // increasing; one queue more than thresholds
+    double quantum_gpu_s;                  // Gittins' service quantum; 0: the best over all quanta
+    double starvation;                     // 0: never promote
+    bool preempt;
+    double restore_s;
+  };
+  explicit Tiresias(Settings settings) : s_(std::move(settings)) {}
+
+ private:
+  struct Job {
+    std::uint32_t queue;
+    double index;     // Gittins index (0 under LAS)
+    bool waiting;     // ready, not running
+    double ready_s;   // joined its queue
+    std::uint32_t gpus;
+    std::uint32_t ref;  // into ready, or into view.running()
+  };
+
+  bool preempts() const override { return s_.preempt; }
+
+  void order(const ClusterView& view, std::span<const ReadyTask> ready, std::vector<std::uint32_t>& order) override {
+    ++round_;
+    jobs_.clear();
+    for (std::uint32_t i = 0; i < ready.size(); ++i) {
+      const ReadyTask& t = ready[i];
+      double service = view.attained_s(t.instance) - promoted_at(t.instance);
+      // Promotion: waited `starvation` times as long as it ran since it was last in queue 0. It joins
+      // the back of queue 0.
+      if (s_.starvation > 0 && queue_of(service) > 0 && view.now() - t.ready_s >= s_.starvation * service / t.gpus) {
+        if (index(t.instance) >= promoted_.size()) promoted_.resize(index(t.instance) + 1);
+        promoted_[index(t.instance)] = {view.attained_s(t.instance), view.now()};
+        service = 0;
+      }
+      const double joined_s = index(t.instance) < promoted_.size() ? std::max(t.ready_s, promoted_[index(t.instance)].at_s) : t.ready_s;
+      jobs_.push_back({queue_of(service), gittins(view, service), true, joined_s, t.gpus, i});
+    }
+    const std::span<const RunningTask> running = view.running();
+    for (std::uint32_t j = 0; j < running.size(); ++j) {
+      const RunningTask& r = running[j];
+      const double service = view.attained_now_s(r) - promoted_at(r.instance);
+      jobs_.push_back({queue_of(service), gittins(view, service), false, r.ready_s, r.gpus, j});
+    }
+    std::sort(jobs_.begin(), jobs_.end(), [&](const Job& a, const Job& b) {
+      if (a.queue != b.queue) return a.queue < b.queue;
+      if (s_.gittins && a.index != b.index) return a.index > b.index;
+      if (!s_.gittins && a.waiting != b.waiting) return !a.waiting;
+      if (a.ready_s != b.ready_s) return a.ready_s < b.ready_s;
+      if (a.waiting != b.waiting) return !a.waiting;
+      return a.ref < b.ref;
+    });
+    order.clear();
+    for (const Job& j : jobs_) {
+      if (j.waiting) order.push_back(j.ref);
+    }
+  }
+
+  void begin_round(const ClusterView& view, std::span<const ReadyTask> ready, Decisions& out) override {
+    // Without preemption running jobs keep their GPUs: only the free ones are handed out.
+    std::uint32_t budget = view.free_gpu_count();
+    if (s_.preempt) {
+      for (const RunningTask& r : view.running()) budget += r.gpus;
+    }
+    const std::span<const RunningTask> running = view.running();
+    bool held_back = false;
+    for (const Job& j : jobs_) {
+      if (!j.waiting && !s_.preempt) continue;
+      if (j.gpus <= budget) {
+        budget -= j.gpus;
+        if (j.waiting) mark_allowed(ready[j.ref].task);
+      } else if (!j.waiting) {
+        out.suspend(running[j.ref].first_gpu, "a job of a higher-priority queue needs its GPUs (this job is in queue " + std::to_string(j.queue) + ")", s_.restore_s);
+      } else {
+        held_back = true;
+      }
+    }
+    held_back_ = held_back;
+    if (held_back) ask_to_wake(view, ready, out);
+  }
+
+  // A task that starts now while others wait: a round is wanted when it passes its threshold.
+  void placed(const ClusterView& view, const ReadyTask& t, Decisions& out) override {
+    const double service = view.attained_s(t.instance) - promoted_at(t.instance);
+    const std::uint32_t q = queue_of(service);
+    if (held_back_ && q < s_.thresholds_gpu_s.size()) out.wake_at(view.now() + (s_.thresholds_gpu_s[q] - service) / t.gpus);
+  }
+
+  bool allowed(const ClusterView&, const ReadyTask& task) const override {
+    return index(task.task) < allowed_round_.size() && allowed_round_[index(task.task)] == round_;
+  }
+
+  // While jobs are held back, the order changes when a running job passes a threshold (see also
+  // placed()), or a held job's promotion comes due: a round is wanted then. A task allowed but not
+  // placed (it does not fit) asks nothing: its service does not grow.
+  void ask_to_wake(const ClusterView& view, std::span<const ReadyTask> ready, Decisions& out) const {
+    const std::span<const RunningTask> running = view.running();
+    for (const Job& j : jobs_) {
+      if (!j.waiting) {
+        const double service = view.attained_now_s(running[j.ref]) - promoted_at(running[j.ref].instance);
+        if (j.queue < s_.thresholds_gpu_s.size()) out.wake_at(view.now() + (s_.thresholds_gpu_s[j.queue] - service) / j.gpus);
+      } else if (s_.starvation > 0 && j.queue > 0 && !allowed(view, ready[j.ref])) {
+        const double service = view.attained_s(ready[j.ref].instance) - promoted_at(ready[j.ref].instance);
+        out.wake_at(ready[j.ref].ready_s + s_.starvation * service / j.gpus);
+      }
+    }
+  }
+
+  std::uint32_t queue_of(double service_gpu_s) const {
+    // A hair of tolerance, so that a wake-up at a threshold finds the job past it despite rounding.
+    const double at = service_gpu_s + 1e-9 * std::max(1.0, std::abs(service_gpu_s));
+    return static_cast<std::uint32_t>(std::upper_bound(s_.thresholds_gpu_s.begin(), s_.thresholds_gpu_s.end(), at) - s_.thresholds_gpu_s.begin());
+  }
+
+  double promoted_at(InstanceId instance) const {
+    return index(instance) < promoted_.size() ? promoted_[index(instance)].service_gpu_s : 0.0;
+  }
+
+  void mark_allowed(TaskId task) {
+    if (index(task) >= allowed_round_.size()) allowed_round_.resize(index(task) + 1, 0);
+    allowed_round_[index(task)] = round_;
+  }
+
+  // The Gittins index of a job that has received `a`, over the workload's job sizes S: with quantum
+  // d, P(S - a <= d | S > a) / E[min(S - a, d) | S > a], the rate at which d more service completes
+  // it; without one, the best such rate over all d.
+  double gittins(const ClusterView& view, double a) {
+    if (!s_.gittins) return 0;
+    const std::span<const double> x = view.job_sizes_gpu_s();
+    if (prefix_.size() != x.size() + 1) {
+      prefix_.assign(1, 0.0);
+      for (double v : x) prefix_.push_back(prefix_.back() + v);
+    }
+    const auto k = static_cast<std::size_t>(std::upper_bound(x.begin(), x.end(), a) - x.begin());
+    const auto n = static_cast<double>(x.size() - k);
+    if (n == 0) return 0;  // past every size seen: nothing known; last
+    // Service given to the n jobs above a, each served min(S - a, d): those done within d, plus d for the rest.
+    const auto served = [&](std::size_t m, double d) { return prefix_[m] - prefix_[k] - static_cast<double>(m - k) * a + static_cast<double>(x.size() - m) * d; };
+    if (s_.quantum_gpu_s > 0) {
+      const auto m = static_cast<std::size_t>(std::upper_bound(x.begin(), x.end(), a + s_.quantum_gpu_s) - x.begin());
+      const double service = served(m, s_.quantum_gpu_s);
+      return service > 0 ? static_cast<double>(m - k) / service : 0;
+    }
+    double best = 0;
+    for (std::size_t m = k + 1; m <= x.size(); ++m) {
+      const double service = served(m, x[m - 1] - a);
+      if (service > 0) best = std::max(best, static_cast<double>(m - k) / service);
+    }
+    return best;
+  }
+
+  Settings s_;
+  std::vector<Job> jobs_;
+  std::vector<double> prefix_;             // prefix sums of the job-size sample
+  struct Promotion {
+    double service_gpu_s = 0;  // attained service when it was last promoted: counted from there on
+    double at_s = 0;
+  };
+  std::vector<Promotion> promoted_;        // per instance
+  std::vector<std::uint32_t> allowed_round_;  // per task: == round_ when it should run this round
+  std::uint32_t round_ = 0;
+  bool held_back_ = false;  // this round holds a ready task back
+};
+
+// "3250, 7200": increasing positive GPU-seconds.
+std::vector<double> parse_thresholds(const std::string& text) {
+  std::vector<double> out;
+  std::size_t at = 0;
+  while (at <= text.size() && !text.empty()) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    std::size_t b = at, e = comma;
+    while (b < e && text[b] == ' ') ++b;
+    while (e > b && text[e - 1] == ' ') --e;
+    double v = 0;
+    const auto [end, ec] = std::from_chars(text.data() + b, text.data() + e, v);
+    if (ec != std::errc() || end != text.data() + e || b == e || !(v > 0) || !std::isfinite(v) || (!out.empty() && v <= out.back())) {
+      throw InputError({Problem{"", "thresholds", "expected increasing positive GPU-seconds separated by commas (\"3250, 7200\"), found \"" + text + "\""}});
+    }
+    out.push_back(v);
+    at = comma + 1;
+  }
+  return out;
+}
+
+Tiresias::Settings settings(const PolicyParams& p, bool gittins) {
+  Tiresias::Settings s{gittins, parse_thresholds(p.string("thresholds")), gittins ? p.number("quantum") : 0.0,
+                       p.number("starvation"), p.boolean("preempt"), p.number("restore")};
+  const auto non_negative = [](double v, const char* name) {
+    if (!(v >= 0) || !std::isfinite(v)) throw InputError({Problem{"", name, "expected a number of at least 0, found " + std::to_string(v)}});
+  };
+  non_negative(s.quantum_gpu_s, "quantum");
+  non_negative(s.starvation, "starvation");
+  non_negative(s.restore_s, "restore");
+  return s;
+}
+
+}  // namespace
+
+std::unique_ptr<Policy> make_las(const PolicyParams& p) { return std::make_unique<Tiresias>(settings(p, false)); }
+std::unique_ptr<Policy> make_gittins(const PolicyParams& p) { return std::make_unique<Tiresias>(settings(p, true)); }
+
+}  // namespace fleetsim::policies

@@ -1,0 +1,155 @@
+// Tiresias' policies against cases whose outcome follows from the paper's rules: discretized LAS
+// suspends a long job for short ones and beats FIFO on mean completion time; Gittins orders a queue
+// by the chance of finishing soon and so differs from LAS; starving jobs are promoted; a suspended
+// job keeps its work and pays its restore; bad parameters are named.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "fleetsim/compare.hpp"
+#include "fleetsim/simulation.hpp"
+#include "helpers.hpp"
+
+using namespace fleetsim;
+using fleetsim::test::unit_scenario;
+
+namespace {
+
+// One unit GPU (100 TFLOP/s: 100 TFLOP take 1 s); `jobs` are workflows and their arrival times.
+Scenario one_gpu(const std::string& policy, const std::string& workflows, const std::string& workload) {
+  return unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 1}]}, "workflows": {)" + workflows +
+                       R"(}, "workload": [)" + workload + R"(], "policy": )" + policy);
+}
+
+std::string job(const std::string& name, int seconds) {
+  return "\"" + name + R"(": {"tasks": [{"name": ")" + name + R"(", "work": {"flop": ")" + std::to_string(seconds * 100) + R"( TFLOP"}}]})";
+}
+
+std::string arrivals(const std::string& name, const std::string& times) {
+  return R"({"workflow": ")" + name + R"(", "arrival": {"process": "times", "times": [)" + times + "]}}";
+}
+
+double end_of(const RunResult& run, std::size_t instance) { return run.trace.instances.at(instance).end_s; }
+
+double mean_jct(const RunResult& run) {
+  double sum = 0;
+  for (const InstanceRecord& i : run.trace.instances) sum += i.end_s - i.arrival_s;
+  return sum / static_cast<double>(run.trace.instances.size());
+}
+
+}  // namespace
+
+TEST_CASE("las suspends a long job that passed its queue's threshold and beats fifo on mean completion time", "[policy][tiresias]") {
+  // L (10 s) at 0, S1 and S2 (1 s) at 1 s and 2 s. FIFO: L ends at 10, S1 at 11, S2 at 12. LAS with
+  // one threshold at 3 GPU-seconds: L moves to queue 1 at 3 s and is suspended for S1 (3-4) and S2
+  // (4-5); it resumes with its 3 s kept and ends at 12 (12.5 with a 0.5-s restore).
+  const std::string workflows = job("long", 10) + ", " + job("short", 1);
+  const std::string workload = arrivals("long", R"("0 s")") + ", " + arrivals("short", R"("1 s", "2 s")");
+  const RunResult fifo = simulate(one_gpu(R"({"name": "fifo"})", workflows, workload));
+  const RunResult las = simulate(one_gpu(R"({"name": "las", "params": {"thresholds": "3"}})", workflows, workload));
+  const RunResult restoring = simulate(one_gpu(R"({"name": "las", "params": {"thresholds": "3", "restore": 0.5}})", workflows, workload));
+
+  CHECK(end_of(fifo, 0) == Approx(10));
+  CHECK(end_of(fifo, 2) == Approx(12));
+  CHECK(end_of(las, 1) == Approx(4));
+  CHECK(end_of(las, 2) == Approx(5));
+  CHECK(end_of(las, 0) == Approx(12));
+  CHECK(end_of(restoring, 0) == Approx(12.5));
+  CHECK(las.summary.tasks_preempted == 1);
+  CHECK(las.summary.lost_gpu_s == Approx(0));
+  CHECK(mean_jct(las) == Approx((12.0 + 3 + 3) / 3));
+  CHECK(mean_jct(fifo) == Approx(10));
+
+  // Without preemption the long job keeps its GPU: LAS's order alone cannot help here.
+  const RunResult held = simulate(one_gpu(R"({"name": "las", "params": {"thresholds": "3", "preempt": false}})", workflows, workload));
+  CHECK(end_of(held, 0) == Approx(10));
+  CHECK(held.summary.tasks_preempted == 0);
+}
+
+TEST_CASE("gittins suspends a job unlikely to finish soon, where las keeps it", "[policy][tiresias]") {
+  // A (4 s) at 0, B (1 s) at 1 s; job sizes {1, 4} GPU-seconds; one queue. At 1 s B, with nothing
+  // received, finishes within a 1-GPU-second quantum with probability 1/2: index 1/2 / E[min(S, 1)] =
+  // 0.5. A has received 1 and can only be the 4-s job: it cannot finish within the quantum, index 0.
+  // Gittins suspends A for B (B ends at 2, A at 5); LAS keeps a running job ahead within its queue
+  // (A ends at 4, B at 5).
+  const std::string workflows = job("a", 4) + ", " + job("b", 1);
+  const std::string workload = arrivals("a", R"("0 s")") + ", " + arrivals("b", R"("1 s")");
+  const RunResult gittins = simulate(one_gpu(R"({"name": "gittins", "params": {"thresholds": "1000", "quantum": 1}})", workflows, workload));
+  const RunResult las = simulate(one_gpu(R"({"name": "las", "params": {"thresholds": "1000"}})", workflows, workload));
+  CHECK(end_of(gittins, 1) == Approx(2));
+  CHECK(end_of(gittins, 0) == Approx(5));
+  CHECK(end_of(las, 0) == Approx(4));
+  CHECK(end_of(las, 1) == Approx(5));
+}
+
+TEST_CASE("a starving job goes back to the end of the first queue", "[policy][tiresias]") {
+  // L (10 s) at 0, then a 1-s job every second from 1 s to 20 s. L passes the 2-GPU-second threshold
+  // at 2 s and is suspended; the short jobs, always in queue 0, hold the GPU (each runs the second
+  // after it arrives) until 22 s, when L runs its last 8 s. With starvation 1, L goes back to the end
+  // of queue 0 once it has waited as long as it last ran (2 s): at 4 s it runs again (5-7), is
+  // suspended at 7 s, promoted at 9 s, runs 12-14, promoted at 16 s, runs 21-23, promoted at 25 s
+  // behind the last short jobs, and runs its last 2 s from 28 s.
+  std::string times;
+  for (int t = 1; t <= 20; ++t) times += (t > 1 ? ", " : "") + std::string("\"") + std::to_string(t) + " s\"";
+  const std::string workflows = job("long", 10) + ", " + job("short", 1);
+  const std::string workload = arrivals("long", R"("0 s")") + ", " + arrivals("short", times);
+  const RunResult starving = simulate(one_gpu(R"({"name": "las", "params": {"thresholds": "2"}})", workflows, workload));
+  const RunResult promoted = simulate(one_gpu(R"({"name": "las", "params": {"thresholds": "2", "starvation": 1}})", workflows, workload));
+  CHECK(starving.summary.tasks_preempted == 1);
+  CHECK(starving.trace.tasks[0].start_s == Approx(22));
+  CHECK(end_of(starving, 0) == Approx(30));
+  CHECK(promoted.summary.tasks_preempted == 4);
+  CHECK(promoted.trace.tasks[0].start_s == Approx(28));
+  CHECK(end_of(promoted, 0) == Approx(30));
+}
+
+TEST_CASE("on a heavy-tailed trace las and gittins differ from fifo and from each other", "[policy][tiresias][compare]") {
+  // 300 jobs of 1-4 GPUs with Pareto (alpha 1.1) durations on 8 GPUs, arriving faster than FIFO
+  // clears them. Preemptive LAS and Gittins both cut the mean completion time; their orders differ.
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "fleetsim-tiresias-test";
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream csv(dir / "heavy.csv");
+    csv << "submit_time,gpus,duration\n";
+    std::mt19937_64 rng(7);
+    double t = 0;
+    for (int i = 0; i < 300; ++i) {
+      const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+      t += -std::log(1 - u) * 40;
+      const double v = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+      const double duration = std::min(30.0 / std::pow(1 - v, 1 / 1.1), 50000.0);
+      csv << t << "," << (1u << (rng() % 3)) << "," << duration << "\n";
+    }
+  }
+  const std::string json = R"({"name": "heavy", "catalog": [")" + test::data_dir() + R"(/unit-catalog.json"],
+      "cluster": {"nodes": [{"type": "unit-node-4", "count": 2}]},
+      "workload": [{"trace": "heavy.csv", "reference_gpu": "unit-gpu"}],
+      "policy": {"name": "fifo"}})";
+  const Scenario sc = parse_scenario(json, (dir / "heavy.json").string(), dir.string());
+  const std::vector<PolicyRuns> results = compare_policies(sc, {"fifo", "las", "gittins"}, 1, 1, {});
+  REQUIRE(results.size() == 3);
+  const auto mean_of = [&](std::size_t p) { return mean_jct(simulate(with_policy(sc, *find_policy(results[p].policy)))); };
+  const double fifo = mean_of(0), las = mean_of(1), gittins = mean_of(2);
+  INFO("mean JCT fifo " << fifo << " s, las " << las << " s, gittins " << gittins << " s");
+  CHECK(las < 0.8 * fifo);
+  CHECK(gittins < 0.8 * fifo);
+  CHECK(std::abs(las - gittins) > 1e-3 * fifo);
+  CHECK(results[1].runs.front().tasks_preempted > 0);
+  CHECK(results[2].runs.front().tasks_preempted > 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("tiresias parameters that no type rules out are named at load", "[policy][tiresias][input]") {
+  const auto error = [](const std::string& params) {
+    return test::scenario_error(R"({"name": "x", "catalog": ["unit-catalog.json"], "cluster": {"nodes": [{"type": "unit-node-1", "count": 1}]},
+        "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+        "workload": [{"workflow": "w", "arrival": {"process": "times", "times": ["0 s"]}}],
+        "policy": {"name": "gittins", "params": )" + params + "}}");
+  };
+  CHECK(error(R"({"thresholds": "3250, 7200", "quantum": 100})").empty());
+  CHECK_THAT(error(R"({"thresholds": "7200, 3250"})"), Catch::Contains("/policy/params/thresholds") && Catch::Contains("increasing positive GPU-seconds"));
+  CHECK_THAT(error(R"({"thresholds": "a lot"})"), Catch::Contains("found \"a lot\""));
+  CHECK_THAT(error(R"({"restore": -1})"), Catch::Contains("/policy/params/restore") && Catch::Contains("at least 0"));
+  CHECK_THAT(error(R"({"quantum": -5})"), Catch::Contains("/policy/params/quantum"));
+}
