@@ -573,55 +573,49 @@ void read_workload(ObjectReader& top, Scenario& sc, const std::vector<std::strin
 void read_policy(ObjectReader& top, PolicySpec& policy) {
   const Json* value = top.field("policy");
   if (value == nullptr) {
-    policy.name = "fifo";
-  } else {
-    ObjectReader p(*value, top.pointer("policy"), top.problems());
-    policy.name = p.string("name", Need::required).value_or("fifo");
-    const Json* params = p.field("params");
-    p.finish();
-    const PolicyInfo* info = find_policy(policy.name);
-    if (info == nullptr) {
-      p.problem("name", "unknown policy \"" + policy.name + "\" (expected one of " + policy_names() + ")");
-      return;
-    }
-    static const Json kNoParams = Json::object();
-    ObjectReader r(params != nullptr ? *params : kNoParams, p.pointer("params"), top.problems());
-    for (const ParamInfo& param : info->params) {
-      const Json* v = r.field(param.name);
-      if (v == nullptr) continue;
-      const bool ok = (param.type == ParamType::number && v->is_number()) ||
-                      (param.type == ParamType::integer && v->is_number_integer()) ||
-                      (param.type == ParamType::boolean && v->is_boolean()) ||
-                      (param.type == ParamType::string && v->is_string());
-      if (!ok) {
-        r.problem(param.name, "expected " + std::string(param_type_name(param.type)) + " for policy \"" +
-                                  policy.name + "\", found " + detail::describe(*v));
-        continue;
-      }
-      switch (param.type) {
-        case ParamType::number: policy.params.set(param.name, v->get<double>()); break;
-        case ParamType::integer: policy.params.set(param.name, v->get<std::int64_t>()); break;
-        case ParamType::boolean: policy.params.set(param.name, v->get<bool>()); break;
-        case ParamType::string: policy.params.set(param.name, v->get<std::string>()); break;
-      }
-    }
-    r.finish();
-    for (const ParamInfo& param : info->params) {
-      if (policy.params.values().count(param.name) == 0) policy.params.set(param.name, param.default_value);
-    }
-    // Values a type cannot rule out (a list in a string, a negative time) are checked by making the policy.
-    if (r.ok()) {
-      try {
-        info->make(policy.params);
-      } catch (const InputError& e) {
-        for (const Problem& problem : e.problems()) r.problem(problem.pointer, problem.message + " for policy \"" + policy.name + "\"");
-      }
-    }
+    policy.name = "fifo";  // it has no parameters
     return;
   }
-  if (const PolicyInfo* info = find_policy(policy.name)) {
-    for (const ParamInfo& param : info->params) {
-      if (policy.params.values().count(param.name) == 0) policy.params.set(param.name, param.default_value);
+  ObjectReader p(*value, top.pointer("policy"), top.problems());
+  policy.name = p.string("name", Need::required).value_or("fifo");
+  const Json* params = p.field("params");
+  p.finish();
+  const PolicyInfo* info = find_policy(policy.name);
+  if (info == nullptr) {
+    p.problem("name", "unknown policy \"" + policy.name + "\" (expected one of " + policy_names() + ")");
+    return;
+  }
+  static const Json kNoParams = Json::object();
+  ObjectReader r(params != nullptr ? *params : kNoParams, p.pointer("params"), top.problems());
+  for (const ParamInfo& param : info->params) {
+    const Json* v = r.field(param.name);
+    if (v == nullptr) continue;
+    const bool ok = (param.type == ParamType::number && v->is_number()) ||
+                    (param.type == ParamType::integer && v->is_number_integer()) ||
+                    (param.type == ParamType::boolean && v->is_boolean()) ||
+                    (param.type == ParamType::string && v->is_string());
+    if (!ok) {
+      r.problem(param.name, "expected " + std::string(param_type_name(param.type)) + " for policy \"" +
+                              policy.name + "\", found " + detail::describe(*v));
+      continue;
+    }
+    switch (param.type) {
+      case ParamType::number: policy.params.set(param.name, v->get<double>()); break;
+      case ParamType::integer: policy.params.set(param.name, v->get<std::int64_t>()); break;
+      case ParamType::boolean: policy.params.set(param.name, v->get<bool>()); break;
+      case ParamType::string: policy.params.set(param.name, v->get<std::string>()); break;
+    }
+  }
+  r.finish();
+  for (const ParamInfo& param : info->params) {
+    if (policy.params.values().count(param.name) == 0) policy.params.set(param.name, param.default_value);
+  }
+  // Values a type cannot rule out (a list in a string, a negative time) are checked by making the policy.
+  if (r.ok()) {
+    try {
+      info->make(policy.params);
+    } catch (const InputError& e) {
+      for (const Problem& problem : e.problems()) r.problem(problem.pointer, problem.message + " for policy \"" + policy.name + "\"");
     }
   }
 }

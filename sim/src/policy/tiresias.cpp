@@ -35,6 +35,7 @@ class Tiresias final : public Greedy {
  private:
   struct Job {
     std::uint32_t queue;
+    double service_gpu_s;  // received since it was last promoted
     double index;     // Gittins index (0 under LAS)
     bool waiting;     // ready, not running
     double ready_s;   // joined its queue
@@ -58,13 +59,13 @@ class Tiresias final : public Greedy {
         service = 0;
       }
       const double joined_s = index(t.instance) < promoted_.size() ? std::max(t.ready_s, promoted_[index(t.instance)].at_s) : t.ready_s;
-      jobs_.push_back({queue_of(service), gittins(view, service), true, joined_s, t.gpus, i});
+      jobs_.push_back({queue_of(service), service, gittins(view, service), true, joined_s, t.gpus, i});
     }
     const std::span<const RunningTask> running = view.running();
     for (std::uint32_t j = 0; j < running.size(); ++j) {
       const RunningTask& r = running[j];
       const double service = view.attained_now_s(r) - promoted_at(r.instance);
-      jobs_.push_back({queue_of(service), gittins(view, service), false, r.ready_s, r.gpus, j});
+      jobs_.push_back({queue_of(service), service, gittins(view, service), false, r.ready_s, r.gpus, j});
     }
     std::sort(jobs_.begin(), jobs_.end(), [&](const Job& a, const Job& b) {
       if (a.queue != b.queue) return a.queue < b.queue;
@@ -82,11 +83,11 @@ class Tiresias final : public Greedy {
 
   void begin_round(const ClusterView& view, std::span<const ReadyTask> ready, Decisions& out) override {
     // Without preemption running jobs keep their GPUs: only the free ones are handed out.
+    const std::span<const RunningTask> running = view.running();
     std::uint32_t budget = view.free_gpu_count();
     if (s_.preempt) {
-      for (const RunningTask& r : view.running()) budget += r.gpus;
+      for (const RunningTask& r : running) budget += r.gpus;
     }
-    const std::span<const RunningTask> running = view.running();
     bool held_back = false;
     for (const Job& j : jobs_) {
       if (!j.waiting && !s_.preempt) continue;
@@ -105,9 +106,7 @@ class Tiresias final : public Greedy {
 
   // A task that starts now while others wait: a round is wanted when it passes its threshold.
   void placed(const ClusterView& view, const ReadyTask& t, Decisions& out) override {
-    const double service = view.attained_s(t.instance) - promoted_at(t.instance);
-    const std::uint32_t q = queue_of(service);
-    if (held_back_ && q < s_.thresholds_gpu_s.size()) out.wake_at(view.now() + (s_.thresholds_gpu_s[q] - service) / t.gpus);
+    if (held_back_) wake_at_threshold(view, view.attained_s(t.instance) - promoted_at(t.instance), t.gpus, out);
   }
 
   bool allowed(const ClusterView&, const ReadyTask& task) const override {
@@ -118,16 +117,19 @@ class Tiresias final : public Greedy {
   // placed()), or a held job's promotion comes due: a round is wanted then. A task allowed but not
   // placed (it does not fit) asks nothing: its service does not grow.
   void ask_to_wake(const ClusterView& view, std::span<const ReadyTask> ready, Decisions& out) const {
-    const std::span<const RunningTask> running = view.running();
     for (const Job& j : jobs_) {
       if (!j.waiting) {
-        const double service = view.attained_now_s(running[j.ref]) - promoted_at(running[j.ref].instance);
-        if (j.queue < s_.thresholds_gpu_s.size()) out.wake_at(view.now() + (s_.thresholds_gpu_s[j.queue] - service) / j.gpus);
+        wake_at_threshold(view, j.service_gpu_s, j.gpus, out);
       } else if (s_.starvation > 0 && j.queue > 0 && !allowed(view, ready[j.ref])) {
-        const double service = view.attained_s(ready[j.ref].instance) - promoted_at(ready[j.ref].instance);
-        out.wake_at(ready[j.ref].ready_s + s_.starvation * service / j.gpus);
+        out.wake_at(ready[j.ref].ready_s + s_.starvation * j.service_gpu_s / j.gpus);
       }
     }
+  }
+
+  // When a job running on `gpus` with this service passes its queue's threshold (none in the last queue).
+  void wake_at_threshold(const ClusterView& view, double service_gpu_s, std::uint32_t gpus, Decisions& out) const {
+    const std::uint32_t q = queue_of(service_gpu_s);
+    if (q < s_.thresholds_gpu_s.size()) out.wake_at(view.now() + (s_.thresholds_gpu_s[q] - service_gpu_s) / gpus);
   }
 
   std::uint32_t queue_of(double service_gpu_s) const {

@@ -39,24 +39,28 @@ double Recovery::begin_compute(TaskId task, double full_s, double restart_s, std
   return resume_s_[t] + (1 - progress_[t]) * full_s;
 }
 
+double Recovery::computed_s(std::uint32_t t, double elapsed_s) const {
+  return std::clamp(elapsed_s - resume_s_[t], 0.0, (1 - progress_[t]) * full_compute_s_[t]);
+}
+
+double Recovery::save(std::uint32_t t, double saved_s, double restore_s) {
+  if (saved_s <= 0) return 0;
+  progress_[t] = std::min(progress_[t] + saved_s / full_compute_s_[t], 1.0);
+  restore_s_[t] = restore_s;
+  return saved_s;
+}
+
 double Recovery::checkpoint(TaskId task, double elapsed_s) {
   const std::uint32_t t = index(task);
   if (!checkpoints() || full_compute_s_[t] <= 0) return 0;
   const double interval = faults_.checkpoint_interval_s;
-  const double computed = std::min(elapsed_s - resume_s_[t], (1 - progress_[t]) * full_compute_s_[t]);
-  const double saved_s = computed > 0 ? std::floor(computed / interval) * interval : 0;
-  progress_[t] = std::min(progress_[t] + saved_s / full_compute_s_[t], 1.0);
-  if (saved_s > 0) restore_s_[t] = faults_.restore_s;
-  return saved_s;
+  return save(t, std::floor(computed_s(t, elapsed_s) / interval) * interval, faults_.restore_s);
 }
 
 double Recovery::suspend(TaskId task, double elapsed_s, double restore_s) {
   const std::uint32_t t = index(task);
   if (full_compute_s_[t] <= 0) return 0;
-  const double saved_s = std::clamp(elapsed_s - resume_s_[t], 0.0, (1 - progress_[t]) * full_compute_s_[t]);
-  progress_[t] = std::min(progress_[t] + saved_s / full_compute_s_[t], 1.0);
-  if (saved_s > 0) restore_s_[t] = restore_s;
-  return saved_s;
+  return save(t, computed_s(t, elapsed_s), restore_s);
 }
 
 std::optional<double> Recovery::stopped(TaskId task, double now_s, bool preempted, double lost_gpu_s) {

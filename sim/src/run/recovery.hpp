@@ -52,6 +52,11 @@ class Recovery {
   void summarize(Summary& summary) const;
 
  private:
+  // What the task's current run computed `elapsed_s` after its compute began, up to what it had left.
+  double computed_s(std::uint32_t t, double elapsed_s) const;
+  // Adds `saved_s` of compute to the task's saved progress; resuming from it costs `restore_s`.
+  double save(std::uint32_t t, double saved_s, double restore_s);
+
   const FaultSpec& faults_;
   std::vector<std::uint32_t> run_;             // per task: runs stopped, so the current run's number
   std::vector<std::uint32_t> preempted_runs_;  // per task: runs a preemption or a resize ended (not attempts)
