@@ -146,6 +146,7 @@ class ClusterView {
   }
   // The roofline compute time of the task's share on this GPU's type.
   double compute_estimate_s(const ReadyTask& task, GpuId gpu) const;
+  double compute_estimate_s(const ReadyTask& task, const GpuType& gpu) const;
 
  private:
   const Cluster& cluster_;
@@ -213,6 +214,9 @@ class Policy {
   // running tasks (only a policy whose may_preempt() says so).
   virtual void schedule(const ClusterView& view, std::span<const ReadyTask> ready, Decisions& out) = 0;
   virtual bool may_preempt() const { return false; }
+  // Whether a round with no GPU free decides nothing (the policy only places tasks, on free GPUs, and
+  // keeps no state that depends on when rounds happen): the run then skips its rounds until one is.
+  virtual bool idle_when_full() const { return false; }
 };
 
 // ---- The registry ----

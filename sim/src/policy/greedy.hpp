@@ -18,6 +18,7 @@ class Greedy : public Policy {
 
   void schedule(const ClusterView& view, std::span<const ReadyTask> ready, Decisions& out) final;
   bool may_preempt() const final { return preempts() || makes_room(); }
+  bool idle_when_full() const override { return !may_preempt(); }
 
  protected:
   // Indices into `ready`, in the order to consider them; on entry, the order they became ready.
@@ -36,12 +37,12 @@ class Greedy : public Policy {
   // Whether begin_round may preempt running tasks.
   virtual bool preempts() const { return false; }
   // Hooks: called at the start of each round, after order() (it may preempt, and ask for a wake-up);
-  // when a task cannot be placed (and the round goes on); before placing each task, which may be
-  // held back; and after placing one.
+  // before placing each task, in order, which may be held back; after placing one; and when one
+  // allowed cannot be placed (and the round goes on).
   virtual void begin_round(const ClusterView& /*view*/, std::span<const ReadyTask> /*ready*/, Decisions& /*out*/) {}
+  virtual bool allowed(const ClusterView& /*view*/, const ReadyTask& /*task*/) { return true; }
   virtual void placed(const ClusterView& /*view*/, const ReadyTask& /*task*/, Decisions& /*out*/) {}
   virtual void blocked(const ClusterView& /*view*/, const ReadyTask& /*task*/) {}
-  virtual bool allowed(const ClusterView& /*view*/, const ReadyTask& /*task*/) const { return true; }
 
  private:
   // With idle_only, only GPUs that run nothing; else time-sliced GPUs with a task slot left too.

@@ -115,44 +115,10 @@ class FinishTimeFair final : public Greedy {
   }
 };
 
-// Gang scheduling with EASY backfilling: FIFO, and when the oldest task cannot start, it gets a
-// reservation at the earliest time enough GPUs are predicted free; later tasks may start now only
-// if they are predicted to finish before it, so the head is never delayed (up to prediction error).
-class GangBackfill final : public Greedy {
-  void begin_round(const ClusterView&, std::span<const ReadyTask>, Decisions&) override { reserved_ = false; }
-  void blocked(const ClusterView& view, const ReadyTask& task) override {
-    if (reserved_) return;
-    reserved_ = true;
-    free_at_.clear();
-    for (std::uint32_t g = 0; g < view.cluster().gpu_count(); ++g) {
-      const GpuId gpu = make_id<GpuId>(g);
-      if (view.cluster().gpu_type(gpu).vram_bytes >= task.weights_per_gpu_bytes + task.working_set_bytes) {
-        free_at_.push_back(view.free_at_s(gpu));
-      }
-    }
-    std::sort(free_at_.begin(), free_at_.end());
-    shadow_s_ = free_at_.size() >= task.gpus ? free_at_[task.gpus - 1] : view.now();
-  }
-  bool allowed(const ClusterView& view, const ReadyTask& task) const override {
-    if (!reserved_) return true;
-    // Its slowest possible GPU bounds its run time.
-    double longest = 0;
-    for (std::uint32_t g = 0; g < view.cluster().gpu_count(); ++g) {
-      longest = std::max(longest, view.compute_estimate_s(task, make_id<GpuId>(g)));
-    }
-    return view.now() + longest <= shadow_s_;
-  }
-
-  bool reserved_ = false;
-  double shadow_s_ = 0;
-  std::vector<double> free_at_;
-};
-
 }  // namespace
 
 std::unique_ptr<Policy> make_drf(const PolicyParams&) { return std::make_unique<Drf>(); }
 std::unique_ptr<Policy> make_ftf(const PolicyParams&) { return std::make_unique<FinishTimeFair>(); }
-std::unique_ptr<Policy> make_gang_backfill(const PolicyParams&) { return std::make_unique<GangBackfill>(); }
 
 std::unique_ptr<Policy> make_fifo(const PolicyParams&) { return std::make_unique<Fifo>(); }
 std::unique_ptr<Policy> make_sjf(const PolicyParams&) { return std::make_unique<ShortestJobFirst>(); }

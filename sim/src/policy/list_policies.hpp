@@ -18,6 +18,5 @@ std::unique_ptr<Policy> make_critical_path(const PolicyParams& params);
 std::unique_ptr<Policy> make_heft(const PolicyParams& params);
 std::unique_ptr<Policy> make_drf(const PolicyParams& params);
 std::unique_ptr<Policy> make_ftf(const PolicyParams& params);
-std::unique_ptr<Policy> make_gang_backfill(const PolicyParams& params);
 
 }  // namespace fleetsim::policies

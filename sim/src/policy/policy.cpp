@@ -35,9 +35,12 @@ std::uint32_t ClusterView::free_gpu_count() const {
 }
 
 double ClusterView::compute_estimate_s(const ReadyTask& task, GpuId gpu) const {
-  const TaskSpec& s = *task.spec;
+  return compute_estimate_s(task, cluster_.gpu_type(gpu));
+}
+
+double ClusterView::compute_estimate_s(const ReadyTask& task, const GpuType& gpu) const {
   const double share = task.known_scale / static_cast<double>(task.gpus);  // an elastic task's degree this round
-  return compute_.of(s, cluster_.gpu_type(gpu), share).total_s();
+  return compute_.of(*task.spec, gpu, share).total_s();
 }
 
 void Decisions::place(std::size_t ready_index, std::span<const GpuId> gpus) {

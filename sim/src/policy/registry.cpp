@@ -1,6 +1,7 @@
 // The one table of scheduling policies: name, one-line summary, reference, parameters, factory.
 // Adding a policy means adding a row here; a test checks that names are unique.
 #include "fleetsim/error.hpp"
+#include "backfill.hpp"
 #include "list_policies.hpp"
 #include "tiresias.hpp"
 
@@ -17,6 +18,11 @@ std::vector<ParamInfo> tiresias_params(bool gittins) {
       {"restore", ParamType::number, 0.0, "seconds a suspended job spends restoring its checkpoint when it runs again"}};
   if (gittins) params.push_back({"quantum", ParamType::number, 3250.0, "GPU-seconds of service the index looks ahead; 0: the best over all"});
   return params;
+}
+
+ParamInfo overestimate_param() {
+  return {"overestimate", ParamType::number, 1.0,
+          "each task's run-time estimate is its predicted time times a factor drawn from [1, overestimate] (1: exact)"};
 }
 
 std::deque<PolicyInfo>& table() {
@@ -50,8 +56,15 @@ std::deque<PolicyInfo>& table() {
        "Gu et al. 2019 (Tiresias, dlas-gpu-gittins); Gittins 1979; Aalto, Ayesta & Righter 2009", tiresias_params(true), make_gittins},
       {"ftf", "finish-time fairness: the instance slowed most relative to running alone goes first",
        "Mahajan et al. 2020 (Themis)", {}, make_ftf},
-      {"gang-backfill", "FIFO gangs with EASY backfilling: a reservation for the blocked head, later tasks only if done before it",
-       "Lifka 1995 (EASY backfilling)", {}, make_gang_backfill},
+      {"gang-backfill", "FIFO gangs with EASY backfilling over run-time estimates: the blocked head gets a reservation; later tasks "
+                        "start if they end before it or use GPUs it does not need",
+       "Lifka 1995 (EASY); Mu'alem & Feitelson 2001", {overestimate_param()}, make_easy_backfill},
+      {"conservative-backfill", "FIFO gangs with conservative backfilling: every waiting task (up to depth) gets a reservation; a "
+                                "later task starts only if it delays none",
+       "Mu'alem & Feitelson 2001; Slurm's sched/backfill (bf_max_job_test)",
+       {{"depth", ParamType::integer, std::int64_t{100}, "waiting tasks looked at and given reservations per round (Slurm's bf_max_job_test)"},
+        overestimate_param()},
+       make_conservative_backfill},
   };
   return registry;
 }

@@ -44,6 +44,7 @@ class Tiresias final : public Greedy {
   };
 
   bool preempts() const override { return s_.preempt; }
+  bool idle_when_full() const override { return false; }  // promotions happen at rounds
 
   void order(const ClusterView& view, std::span<const ReadyTask> ready, std::vector<std::uint32_t>& order) override {
     ++round_;
@@ -109,7 +110,8 @@ class Tiresias final : public Greedy {
     if (held_back_) wake_at_threshold(view, view.attained_s(t.instance) - promoted_at(t.instance), t.gpus, out);
   }
 
-  bool allowed(const ClusterView&, const ReadyTask& task) const override {
+  bool allowed(const ClusterView&, const ReadyTask& task) override { return marked_allowed(task); }
+  bool marked_allowed(const ReadyTask& task) const {
     return index(task.task) < allowed_round_.size() && allowed_round_[index(task.task)] == round_;
   }
 
@@ -120,7 +122,7 @@ class Tiresias final : public Greedy {
     for (const Job& j : jobs_) {
       if (!j.waiting) {
         wake_at_threshold(view, j.service_gpu_s, j.gpus, out);
-      } else if (s_.starvation > 0 && j.queue > 0 && !allowed(view, ready[j.ref])) {
+      } else if (s_.starvation > 0 && j.queue > 0 && !marked_allowed(ready[j.ref])) {
         out.wake_at(ready[j.ref].ready_s + s_.starvation * j.service_gpu_s / j.gpus);
       }
     }

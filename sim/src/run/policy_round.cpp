@@ -56,8 +56,10 @@ void PolicyRound::record_node(DecisionKind kind, NodeId node, const std::string&
 bool PolicyRound::play(RoundHost& host, const std::vector<RunListener*>& listeners) {
   bool placed_and_waiting = false;
   decisions_.clear();
-  if (!ready_.empty()) {
-    for (RunListener* l : listeners) l->round_begins(ready_);
+  // With every GPU busy, most policies could only hold every task: their part of the round is skipped.
+  const bool idle = policy_->idle_when_full() && occupancy_.free_gpus() == 0;
+  if (!ready_.empty()) for (RunListener* l : listeners) l->round_begins(ready_);
+  if (!ready_.empty() && !idle) {
     const ClusterView view = host.view();
     policy_->schedule(view, ready_, decisions_);
     decided_.assign(ready_.size(), 0);
@@ -76,11 +78,13 @@ bool PolicyRound::play(RoundHost& host, const std::vector<RunListener*>& listene
       const TaskId leader = ready_[p.ready_index].task;
       if (spec(leader).batching && trace_.tasks[index(leader)].status == TaskStatus::running) host.fill_batch(leader);
     }
-    std::size_t kept = 0;
-    for (std::size_t i = 0; i < ready_.size(); ++i) {
-      if (decided_[i] == 0) ready_[kept++] = ready_[i];
+    if (!decisions_.placements().empty() || !decisions_.failures().empty()) {
+      std::size_t kept = 0;
+      for (std::size_t i = 0; i < ready_.size(); ++i) {
+        if (decided_[i] == 0) ready_[kept++] = ready_[i];
+      }
+      ready_.resize(kept);
     }
-    ready_.resize(kept);
     // Last, so that the stopped tasks join the ready queue after this round's bookkeeping.
     carry_out_preemptions(host);
     placed_and_waiting = !decisions_.placements().empty() && !ready_.empty();
