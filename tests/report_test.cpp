@@ -11,6 +11,7 @@
 
 #include "../reports/src/json_stream.hpp"
 #include "../reports/src/json_writer.hpp"
+#include "../reports/src/readable.hpp"
 #include "fleetsim/report.hpp"
 #include "helpers.hpp"
 
@@ -205,4 +206,17 @@ TEST_CASE("the report's Gantt chart draws each bar of a small run and bins the b
   const auto [large, large_rects] = report_of(50000);
   CHECK_THAT(large, Catch::Contains("GPUs busy over time") && Catch::Contains("50000 task and weight-load bars of this run are too many"));
   CHECK(large_rects < 2 * 200 + 50);  // at most a cell per GPU and time bin, plus the frame and legend
+}
+
+TEST_CASE("tables print numbers without exponents and times in a unit that suits them", "[report]") {
+  CHECK(fleetsim::readable(20860.4, 4) == "20860");
+  CHECK(fleetsim::readable(5.7941, 4) == "5.794");
+  CHECK(fleetsim::readable(181.2, 2) == "181");
+  CHECK(fleetsim::readable(-2.5e6, 3) == "-2500000");
+  CHECK(fleetsim::readable(0.00012, 2) == "0.00012");
+  CHECK(fleetsim::readable(0, 4) == "0");
+  CHECK(std::string(fleetsim::time_unit_for(999).name) == "s");
+  CHECK(std::string(fleetsim::time_unit_for(3901).name) == "min");
+  CHECK(fleetsim::time_unit_for(20860).seconds == 3600);
+  CHECK(std::string(fleetsim::time_unit_for(100 * 3600).name) == "days");
 }

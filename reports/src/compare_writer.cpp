@@ -1,9 +1,11 @@
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iomanip>
 #include <nlohmann/json.hpp>
 
 #include "csv.hpp"
+#include "readable.hpp"
 #include "fleetsim/report.hpp"
 
 namespace fleetsim {
@@ -15,7 +17,21 @@ std::vector<double> values_of(const PolicyRuns& runs, const ComparedMetric& m) {
   return v;
 }
 
-std::string label_of(const ComparedMetric& m) { return m.unit.empty() ? m.name : m.name + " (" + m.unit + ")"; }
+// Times in the unit that suits the row's largest mean, so that no cell needs an exponent.
+struct RowUnit {
+  std::string unit;
+  double scale = 1;
+};
+
+RowUnit row_unit(const ComparedMetric& m, const std::vector<PolicyRuns>& results) {
+  if (m.unit != "s") return {m.unit, 1};
+  double largest = 0;
+  for (const PolicyRuns& r : results) largest = std::max(largest, std::abs(mean_ci95(values_of(r, m)).mean));
+  const TimeUnit unit = time_unit_for(largest);
+  return {unit.name, unit.seconds};
+}
+
+std::string label_of(const ComparedMetric& m, const std::string& unit) { return unit.empty() ? m.name : m.name + " (" + unit + ")"; }
 
 }  // namespace
 
@@ -24,8 +40,12 @@ void write_comparison_text(std::ostream& out, const std::string& scenario, unsig
   out << "scenario " << scenario << ": " << results.size() << " policies x " << seeds
       << " seeds; mean +- 95% confidence half-width\n\n";
   const std::vector<ComparedMetric> metrics = compared_metrics(results);
+  std::vector<RowUnit> units;
   int width = 18;
-  for (const ComparedMetric& m : metrics) width = std::max(width, static_cast<int>(label_of(m).size()));
+  for (const ComparedMetric& m : metrics) {
+    units.push_back(row_unit(m, results));
+    width = std::max(width, static_cast<int>(label_of(m, units.back().unit).size()));
+  }
   char cell[64];
   out << std::left << std::setw(width) << "metric" << std::right;
   for (const PolicyRuns& r : results) {
@@ -33,17 +53,14 @@ void write_comparison_text(std::ostream& out, const std::string& scenario, unsig
     out << cell;
   }
   out << "\n";
-  for (const ComparedMetric& m : metrics) {
-    out << std::left << std::setw(width) << label_of(m) << std::right;
+  for (std::size_t i = 0; i < metrics.size(); ++i) {
+    const ComparedMetric& m = metrics[i];
+    out << std::left << std::setw(width) << label_of(m, units[i].unit) << std::right;
     for (const PolicyRuns& r : results) {
       const MetricStats s = mean_ci95(values_of(r, m));
-      char number[48];
-      if (seeds > 1) {
-        std::snprintf(number, sizeof number, "%.4g +- %.2g", s.mean, s.ci95);
-      } else {
-        std::snprintf(number, sizeof number, "%.4g", s.mean);
-      }
-      std::snprintf(cell, sizeof cell, " %20s", number);
+      std::string number = readable(s.mean / units[i].scale, 4);
+      if (seeds > 1) number += " +- " + readable(s.ci95 / units[i].scale, 2);
+      std::snprintf(cell, sizeof cell, " %20s", number.c_str());
       out << cell;
     }
     out << "\n";

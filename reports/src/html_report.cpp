@@ -8,6 +8,7 @@
 #include "fleetsim/report.hpp"
 #include "fleetsim/units.hpp"
 #include "gpu_lanes.hpp"
+#include "readable.hpp"
 #include "svg_chart.hpp"
 
 namespace fleetsim {
@@ -473,13 +474,15 @@ void write_comparison_html(std::ostream& out, const std::string& scenario, const
     if (top <= 0) top = 1;
     std::string id = "compare-" + m.name;
     std::replace_if(id.begin(), id.end(), [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); }, '-');
-    const std::string label = m.unit.empty() ? m.name : m.name + " (" + m.unit + ")";
-    html::SvgChart chart(id, label, x, {.lo = 0, .hi = top * 1.1, .label = label}, 720, 180);
+    // Times in the unit that suits the largest bar.
+    const TimeUnit unit = m.unit == "s" ? time_unit_for(top) : TimeUnit{m.unit.c_str(), 1};
+    const std::string label = m.unit.empty() ? m.name : m.name + " (" + unit.name + ")";
+    html::SvgChart chart(id, label, x, {.lo = 0, .hi = top * 1.1 / unit.seconds, .label = label}, 720, 180);
     for (std::size_t p = 0; p < results.size(); ++p) {
-      char tip[128];
-      std::snprintf(tip, sizeof tip, "%s: %.4g +- %.2g", results[p].policy.c_str(), stats[p].mean, stats[p].ci95);
-      chart.rect(static_cast<double>(p) + 0.2, static_cast<double>(p) + 0.8, 0, stats[p].mean, html::color(p), tip);
-      if (stats[p].ci95 > 0) chart.error_bar(static_cast<double>(p) + 0.5, stats[p].mean - stats[p].ci95, stats[p].mean + stats[p].ci95, "#222");
+      const double mean = stats[p].mean / unit.seconds, ci95 = stats[p].ci95 / unit.seconds;
+      const std::string tip = results[p].policy + ": " + readable(mean, 4) + " +- " + readable(ci95, 2);
+      chart.rect(static_cast<double>(p) + 0.2, static_cast<double>(p) + 0.8, 0, mean, html::color(p), tip);
+      if (ci95 > 0) chart.error_bar(static_cast<double>(p) + 0.5, mean - ci95, mean + ci95, "#222");
     }
     chart.write(out);
   }

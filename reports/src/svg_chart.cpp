@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "readable.hpp"
+
 namespace fleetsim::html {
 namespace {
 
@@ -15,11 +17,7 @@ std::string num(double v) {
   return buf;
 }
 
-std::string default_format(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
+std::string default_format(double v) { return readable(v, 6); }
 
 std::vector<std::pair<double, std::string>> ticks_of(const Axis& a) {
   if (!a.ticks.empty()) return a.ticks;
