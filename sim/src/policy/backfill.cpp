@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <span>
 #include <vector>
 
 #include "fleetsim/cluster.hpp"
@@ -19,12 +20,19 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // run out, less what reservations hold.
 class Profile {
  public:
-  void reset(double now_s, std::uint32_t free_now, std::vector<std::pair<double, std::uint32_t>>& releases) {
-    std::sort(releases.begin(), releases.end());
+  struct Release {
+    double at_s;  // estimated; earlier than now means now
+    std::uint32_t gpus;
+    TaskId task;
+    bool operator<(const Release& o) const { return at_s < o.at_s || (at_s == o.at_s && index(task) < index(o.task)); }
+  };
+
+  // `releases` in time order.
+  void reset(double now_s, std::uint32_t free_now, std::span<const Release> releases) {
     steps_.assign(1, Step{now_s, static_cast<std::int64_t>(free_now)});
-    for (const auto& [at_s, gpus] : releases) {
-      if (at_s > steps_.back().at_s) steps_.push_back(Step{at_s, steps_.back().free});
-      steps_.back().free += gpus;
+    for (const Release& r : releases) {
+      if (r.at_s > steps_.back().at_s) steps_.push_back(Step{r.at_s, steps_.back().free});
+      steps_.back().free += r.gpus;
     }
     room_.clear();
   }
@@ -104,14 +112,32 @@ class Backfill final : public Greedy {
 
  private:
   void begin_round(const ClusterView& view, std::span<const ReadyTask>, Decisions&) override {
-    releases_.clear();
-    for (const RunningTask& r : view.running()) {
-      const double predicted_s = view.free_at_s(r.first_gpu) - r.started_s;
-      releases_.emplace_back(std::max(view.now(), r.started_s + predicted_s * factor(r.task)), r.gpus);
-    }
+    update_releases(view);
     profile_.reset(view.now(), view.free_gpu_count(), releases_);
     reserved_ = 0;
     considered_ = 0;
+  }
+
+  // The running tasks' estimated ends, kept in time order from round to round: only tasks that started,
+  // or whose prediction moved, since the last round are sorted in. A round costs what changed, not a
+  // sort of every running task.
+  void update_releases(const ClusterView& view) {
+    ++round_;
+    fresh_.clear();
+    for (const RunningTask& r : view.running()) {
+      const double predicted_s = view.free_at_s(r.first_gpu) - r.started_s;
+      const double end_s = r.started_s + predicted_s * factor(r.task);
+      const std::uint32_t t = index(r.task);
+      if (t >= seen_.size()) seen_.resize(t + 1, Seen{kNeverSeen, 0});
+      if (seen_[t].round != round_ - 1 || seen_[t].end_s != end_s) fresh_.push_back({end_s, r.gpus, r.task});
+      seen_[t] = Seen{round_, end_s};
+    }
+    std::erase_if(releases_, [&](const Profile::Release& r) { return seen_[index(r.task)].round != round_ || seen_[index(r.task)].end_s != r.at_s; });
+    // A task whose end moved was in releases_ with its old end: the erase dropped it, fresh_ has its new one.
+    std::sort(fresh_.begin(), fresh_.end());
+    const auto kept = static_cast<std::ptrdiff_t>(releases_.size());
+    releases_.insert(releases_.end(), fresh_.begin(), fresh_.end());
+    std::inplace_merge(releases_.begin(), releases_.begin() + kept, releases_.end());
   }
 
   bool allowed(const ClusterView& view, const ReadyTask& task) override {
@@ -154,7 +180,14 @@ class Backfill final : public Greedy {
   std::size_t reservations_, depth_;
   double overestimate_;
   Profile profile_;
-  std::vector<std::pair<double, std::uint32_t>> releases_;
+  std::vector<Profile::Release> releases_, fresh_;
+  static constexpr std::uint64_t kNeverSeen = ~std::uint64_t{0};
+  struct Seen {
+    std::uint64_t round;  // the last round it was seen running
+    double end_s;         // and its estimated end then
+  };
+  std::vector<Seen> seen_;  // per task
+  std::uint64_t round_ = 0;
   std::size_t reserved_ = 0, considered_ = 0;
   double estimate_s_ = 0;  // of the task allowed last
 };

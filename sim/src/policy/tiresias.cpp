@@ -41,14 +41,49 @@ class Tiresias final : public Greedy {
     double ready_s;   // joined its queue
     std::uint32_t gpus;
     std::uint32_t ref;  // into ready, or into view.running()
+    TaskId task;
+    std::uint64_t version;  // waiting jobs: which of the task's keys this is (see waiting_)
   };
 
   bool preempts() const override { return s_.preempt; }
   bool idle_when_full() const override { return false; }  // promotions happen at rounds
 
+  // The walk's order: queue, then (Gittins) the index, highest first, or (LAS) running before waiting;
+  // then the time it joined its queue; waiting jobs in ready order.
+  bool before(const Job& a, const Job& b) const {
+    if (a.queue != b.queue) return a.queue < b.queue;
+    if (s_.gittins && a.index != b.index) return a.index > b.index;
+    if (!s_.gittins && a.waiting != b.waiting) return !a.waiting;
+    if (a.ready_s != b.ready_s) return a.ready_s < b.ready_s;
+    if (a.waiting != b.waiting) return !a.waiting;
+    return a.ref < b.ref;
+  }
+
   void order(const ClusterView& view, std::span<const ReadyTask> ready, std::vector<std::uint32_t>& order) override {
     ++round_;
-    jobs_.clear();
+    update_waiting(view, ready);
+    running_.clear();
+    const std::span<const RunningTask> running = view.running();
+    for (std::uint32_t j = 0; j < running.size(); ++j) {
+      const RunningTask& r = running[j];
+      const double service = view.attained_now_s(r) - promoted_at(r.instance);
+      running_.push_back({queue_of(service), service, gittins(view, service), false, r.ready_s, r.gpus, j, r.task, 0});
+    }
+    const auto cmp = [this](const Job& a, const Job& b) { return before(a, b); };
+    std::sort(running_.begin(), running_.end(), cmp);
+    jobs_.resize(running_.size() + waiting_.size());
+    std::merge(running_.begin(), running_.end(), waiting_.begin(), waiting_.end(), jobs_.begin(), cmp);
+    order.clear();
+    for (const Job& j : jobs_) {
+      if (j.waiting) order.push_back(j.ref);
+    }
+  }
+
+  // The waiting jobs in walk order, kept from round to round: a waiting job's service does not grow, so
+  // only jobs new to the queue (or promoted) are sorted in; a round costs what changed, not a sort of
+  // the whole queue.
+  void update_waiting(const ClusterView& view, std::span<const ReadyTask> ready) {
+    fresh_.clear();
     for (std::uint32_t i = 0; i < ready.size(); ++i) {
       const ReadyTask& t = ready[i];
       double service = view.attained_s(t.instance) - promoted_at(t.instance);
@@ -60,26 +95,28 @@ class Tiresias final : public Greedy {
         service = 0;
       }
       const double joined_s = index(t.instance) < promoted_.size() ? std::max(t.ready_s, promoted_[index(t.instance)].at_s) : t.ready_s;
-      jobs_.push_back({queue_of(service), service, gittins(view, service), true, joined_s, t.gpus, i});
+      const std::uint32_t task = index(t.task);
+      if (task >= keys_.size()) keys_.resize(task + 1, Key{});
+      Key& k = keys_[task];
+      k.ref = i;
+      if (k.version != 0 && k.round + 1 == round_ && k.service_gpu_s == service && k.joined_s == joined_s && k.gpus == t.gpus) {
+        k.round = round_;
+        continue;
+      }
+      k = Key{round_, ++versions_, service, joined_s, t.gpus, i};
+      fresh_.push_back({queue_of(service), service, gittins(view, service), true, joined_s, t.gpus, i, t.task, k.version});
     }
-    const std::span<const RunningTask> running = view.running();
-    for (std::uint32_t j = 0; j < running.size(); ++j) {
-      const RunningTask& r = running[j];
-      const double service = view.attained_now_s(r) - promoted_at(r.instance);
-      jobs_.push_back({queue_of(service), service, gittins(view, service), false, r.ready_s, r.gpus, j});
-    }
-    std::sort(jobs_.begin(), jobs_.end(), [&](const Job& a, const Job& b) {
-      if (a.queue != b.queue) return a.queue < b.queue;
-      if (s_.gittins && a.index != b.index) return a.index > b.index;
-      if (!s_.gittins && a.waiting != b.waiting) return !a.waiting;
-      if (a.ready_s != b.ready_s) return a.ready_s < b.ready_s;
-      if (a.waiting != b.waiting) return !a.waiting;
-      return a.ref < b.ref;
+    // Jobs placed, and keys replaced, leave; ready indices are this round's (their order is unchanged).
+    std::erase_if(waiting_, [&](const Job& j) {
+      const Key& k = keys_[index(j.task)];
+      return k.round != round_ || k.version != j.version;
     });
-    order.clear();
-    for (const Job& j : jobs_) {
-      if (j.waiting) order.push_back(j.ref);
-    }
+    for (Job& j : waiting_) j.ref = keys_[index(j.task)].ref;
+    const auto cmp = [this](const Job& a, const Job& b) { return before(a, b); };
+    std::sort(fresh_.begin(), fresh_.end(), cmp);
+    const auto kept = static_cast<std::ptrdiff_t>(waiting_.size());
+    waiting_.insert(waiting_.end(), fresh_.begin(), fresh_.end());
+    std::inplace_merge(waiting_.begin(), waiting_.begin() + kept, waiting_.end(), cmp);
   }
 
   void begin_round(const ClusterView& view, std::span<const ReadyTask> ready, Decisions& out) override {
@@ -178,15 +215,25 @@ class Tiresias final : public Greedy {
   }
 
   Settings s_;
-  std::vector<Job> jobs_;
+  std::vector<Job> jobs_;                  // this round's walk: running_ and waiting_ merged
+  std::vector<Job> running_, waiting_, fresh_;
+  struct Key {
+    std::uint64_t round = 0;    // the last round the task was waiting
+    std::uint64_t version = 0;  // of its job in waiting_
+    double service_gpu_s = 0, joined_s = 0;
+    std::uint32_t gpus = 0;
+    std::uint32_t ref = 0;      // its index in this round's ready queue
+  };
+  std::vector<Key> keys_;  // per task
+  std::uint64_t versions_ = 0;
   std::vector<double> prefix_;             // prefix sums of the job-size sample
   struct Promotion {
     double service_gpu_s = 0;  // attained service when it was last promoted: counted from there on
     double at_s = 0;
   };
   std::vector<Promotion> promoted_;        // per instance
-  std::vector<std::uint32_t> allowed_round_;  // per task: == round_ when it should run this round
-  std::uint32_t round_ = 0;
+  std::vector<std::uint64_t> allowed_round_;  // per task: == round_ when it should run this round
+  std::uint64_t round_ = 0;
   bool held_back_ = false;  // this round holds a ready task back
 };
 
