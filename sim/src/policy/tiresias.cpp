@@ -42,47 +42,29 @@ class Tiresias final : public Greedy {
     std::uint32_t gpus;
     std::uint32_t ref;  // into ready, or into view.running()
     TaskId task;
-    std::uint64_t version;  // waiting jobs: which of the task's keys this is (see waiting_)
+    std::uint64_t version;  // which of the task's keys this is (see keys_)
   };
 
   bool preempts() const override { return s_.preempt; }
   bool idle_when_full() const override { return false; }  // promotions happen at rounds
 
   // The walk's order: queue, then (Gittins) the index, highest first, or (LAS) running before waiting;
-  // then the time it joined its queue; waiting jobs in ready order.
+  // then the time it joined its queue; waiting jobs in ready order, running ones by task number.
   bool before(const Job& a, const Job& b) const {
     if (a.queue != b.queue) return a.queue < b.queue;
     if (s_.gittins && a.index != b.index) return a.index > b.index;
     if (!s_.gittins && a.waiting != b.waiting) return !a.waiting;
     if (a.ready_s != b.ready_s) return a.ready_s < b.ready_s;
     if (a.waiting != b.waiting) return !a.waiting;
-    return a.ref < b.ref;
+    return a.waiting ? a.ref < b.ref : index(a.task) < index(b.task);
   }
 
+  // jobs_ holds every job in walk order, kept from round to round: a job whose place cannot have moved
+  // (a waiting job's service does not grow; a running job's LAS queue changes only at a threshold) keeps
+  // it, and only the others are sorted in. A round costs what changed, not a sort of the whole queue
+  // (under Gittins every running job's index moves: those are sorted every round).
   void order(const ClusterView& view, std::span<const ReadyTask> ready, std::vector<std::uint32_t>& order) override {
     ++round_;
-    update_waiting(view, ready);
-    running_.clear();
-    const std::span<const RunningTask> running = view.running();
-    for (std::uint32_t j = 0; j < running.size(); ++j) {
-      const RunningTask& r = running[j];
-      const double service = view.attained_now_s(r) - promoted_at(r.instance);
-      running_.push_back({queue_of(service), service, gittins(view, service), false, r.ready_s, r.gpus, j, r.task, 0});
-    }
-    const auto cmp = [this](const Job& a, const Job& b) { return before(a, b); };
-    std::sort(running_.begin(), running_.end(), cmp);
-    jobs_.resize(running_.size() + waiting_.size());
-    std::merge(running_.begin(), running_.end(), waiting_.begin(), waiting_.end(), jobs_.begin(), cmp);
-    order.clear();
-    for (const Job& j : jobs_) {
-      if (j.waiting) order.push_back(j.ref);
-    }
-  }
-
-  // The waiting jobs in walk order, kept from round to round: a waiting job's service does not grow, so
-  // only jobs new to the queue (or promoted) are sorted in; a round costs what changed, not a sort of
-  // the whole queue.
-  void update_waiting(const ClusterView& view, std::span<const ReadyTask> ready) {
     fresh_.clear();
     for (std::uint32_t i = 0; i < ready.size(); ++i) {
       const ReadyTask& t = ready[i];
@@ -95,28 +77,62 @@ class Tiresias final : public Greedy {
         service = 0;
       }
       const double joined_s = index(t.instance) < promoted_.size() ? std::max(t.ready_s, promoted_[index(t.instance)].at_s) : t.ready_s;
-      const std::uint32_t task = index(t.task);
-      if (task >= keys_.size()) keys_.resize(task + 1, Key{});
-      Key& k = keys_[task];
-      k.ref = i;
-      if (k.version != 0 && k.round + 1 == round_ && k.service_gpu_s == service && k.joined_s == joined_s && k.gpus == t.gpus) {
-        k.round = round_;
-        continue;
-      }
-      k = Key{round_, ++versions_, service, joined_s, t.gpus, i};
-      fresh_.push_back({queue_of(service), service, gittins(view, service), true, joined_s, t.gpus, i, t.task, k.version});
+      Key& k = key(t.task);
+      const bool same = k.job.waiting && k.job.service_gpu_s == service && k.job.ready_s == joined_s && k.job.gpus == t.gpus;
+      keep_or_renew(k, same, {queue_of(service), service, 0, true, joined_s, t.gpus, i, t.task, 0}, view);
     }
-    // Jobs placed, and keys replaced, leave; ready indices are this round's (their order is unchanged).
-    std::erase_if(waiting_, [&](const Job& j) {
+    const std::span<const RunningTask> running = view.running();
+    for (std::uint32_t j = 0; j < running.size(); ++j) {
+      const RunningTask& r = running[j];
+      const double service = view.attained_now_s(r) - promoted_at(r.instance);
+      const std::uint32_t queue = queue_of(service);
+      Key& k = key(r.task);
+      const bool same = !s_.gittins && !k.job.waiting && k.job.queue == queue && k.job.ready_s == r.ready_s && k.job.gpus == r.gpus;
+      keep_or_renew(k, same, {queue, service, 0, false, r.ready_s, r.gpus, j, r.task, 0}, view);
+    }
+    // Jobs that left (placed, ended, suspended) or moved go; the rest take this round's ready index
+    // and service (neither moves a job against its neighbours); the moved and new are merged in.
+    std::erase_if(jobs_, [&](const Job& j) {
       const Key& k = keys_[index(j.task)];
-      return k.round != round_ || k.version != j.version;
+      return k.round != round_ || k.job.version != j.version;
     });
-    for (Job& j : waiting_) j.ref = keys_[index(j.task)].ref;
+    for (Job& j : jobs_) {
+      const Job& now = keys_[index(j.task)].job;
+      j.ref = now.ref;
+      j.service_gpu_s = now.service_gpu_s;
+    }
     const auto cmp = [this](const Job& a, const Job& b) { return before(a, b); };
     std::sort(fresh_.begin(), fresh_.end(), cmp);
-    const auto kept = static_cast<std::ptrdiff_t>(waiting_.size());
-    waiting_.insert(waiting_.end(), fresh_.begin(), fresh_.end());
-    std::inplace_merge(waiting_.begin(), waiting_.begin() + kept, waiting_.end(), cmp);
+    const auto kept = static_cast<std::ptrdiff_t>(jobs_.size());
+    jobs_.insert(jobs_.end(), fresh_.begin(), fresh_.end());
+    std::inplace_merge(jobs_.begin(), jobs_.begin() + kept, jobs_.end(), cmp);
+    order.clear();
+    for (const Job& j : jobs_) {
+      if (j.waiting) order.push_back(j.ref);
+    }
+  }
+
+  struct Key {
+    std::uint64_t round = 0;  // the last round the task was a job (waiting or running)
+    Job job{};                // as of that round; job.version 0: never
+  };
+  Key& key(TaskId task) {
+    if (index(task) >= keys_.size()) keys_.resize(index(task) + 1);
+    return keys_[index(task)];
+  }
+
+  // The task's job this round: its place in jobs_ kept when `same` held last round too, else a new
+  // version to sort in.
+  void keep_or_renew(Key& k, bool same, Job job, const ClusterView& view) {
+    if (k.job.version != 0 && k.round + 1 == round_ && same) {
+      job.index = k.job.index;
+      job.version = k.job.version;
+    } else {
+      job.index = gittins(view, job.service_gpu_s);
+      job.version = ++versions_;
+      fresh_.push_back(job);
+    }
+    k = Key{round_, job};
   }
 
   void begin_round(const ClusterView& view, std::span<const ReadyTask> ready, Decisions& out) override {
@@ -215,16 +231,9 @@ class Tiresias final : public Greedy {
   }
 
   Settings s_;
-  std::vector<Job> jobs_;                  // this round's walk: running_ and waiting_ merged
-  std::vector<Job> running_, waiting_, fresh_;
-  struct Key {
-    std::uint64_t round = 0;    // the last round the task was waiting
-    std::uint64_t version = 0;  // of its job in waiting_
-    double service_gpu_s = 0, joined_s = 0;
-    std::uint32_t gpus = 0;
-    std::uint32_t ref = 0;      // its index in this round's ready queue
-  };
-  std::vector<Key> keys_;  // per task
+  std::vector<Job> jobs_;   // every job, in walk order
+  std::vector<Job> fresh_;  // new or moved this round
+  std::vector<Key> keys_;   // per task
   std::uint64_t versions_ = 0;
   std::vector<double> prefix_;             // prefix sums of the job-size sample
   struct Promotion {
