@@ -914,21 +914,62 @@ void add_import(CLI::App& app, Commands& commands) {
   commands.add(import_nccl, [nccl] { return run_import_nccl_tests(*nccl); });
 
   struct TraceArgs {
-    std::string format, file, out, tenant = "vc";
+    std::string format, file, out, tenant = "vc", columns, from, to, tenants;
+    std::size_t min_gpus = 1;
   };
   auto trace = std::make_shared<TraceArgs>();
   CLI::App* import_trace = import->add_subcommand("trace", "A public cluster job log, as the job-trace CSV a scenario's workload replays");
-  import_trace->add_option("--format", trace->format, "The log's format: philly (Microsoft Philly's cluster_job_log JSON)")
-      ->required()
-      ->check(CLI::IsMember({"philly"}));
+  std::vector<std::string> trace_formats{"philly", "csv"};
+  std::string format_help = "The log's format: philly (Microsoft Philly's cluster_job_log JSON), csv (any job log in CSV, columns named by --columns)";
+  for (const fleetsim::JobLogFormat& f : fleetsim::job_log_formats()) {
+    trace_formats.push_back(f.name);
+    format_help += ", " + f.name + " (" + f.log + ")";
+  }
+  import_trace->add_option("--format", trace->format, format_help)->required()->check(CLI::IsMember(trace_formats));
   import_trace->add_option("file", trace->file, "The log")->required();
-  import_trace->add_option("--tenant", trace->tenant, "What names a job's tenant: vc (its virtual cluster), user, or none")
+  import_trace->add_option("--tenant", trace->tenant, "philly: what names a job's tenant: vc (its virtual cluster), user, or none")
       ->check(CLI::IsMember({"vc", "user", "none"}))
       ->capture_default_str();
+  import_trace->add_option("--columns", trace->columns,
+                           "Which column is which, as KEY=COLUMN,...: submit, gpus, and duration or start and end; optionally tenant, status, "
+                           "share=COLUMN/UNIT (the share of each GPU asked, in that unit) and job (rows that are one job's tasks). "
+                           "Needed with --format csv; with a named log it changes that log's mapping");
+  import_trace->add_option("--from", trace->from, "Keep jobs submitted at least this long after the log's first job (\"7 d\", \"3600 s\")");
+  import_trace->add_option("--to", trace->to, "Keep jobs submitted less than this long after the log's first job");
+  import_trace->add_option("--tenants", trace->tenants, "Keep only these tenants (comma-separated)");
+  import_trace->add_option("--min-gpus", trace->min_gpus, "Keep only jobs of at least this many GPUs")->check(CLI::PositiveNumber)->capture_default_str();
   import_trace->add_option("--out", trace->out, "Write the CSV here instead of stdout");
   commands.add(import_trace, [trace] {
-    const auto tenant = trace->tenant == "vc" ? fleetsim::PhillyTenant::vc : trace->tenant == "user" ? fleetsim::PhillyTenant::user : fleetsim::PhillyTenant::none;
-    const fleetsim::TraceImport imported = fleetsim::import_philly_trace(fleetsim::read_text_file(trace->file), trace->file, tenant);
+    fleetsim::TraceFilter filter;
+    const auto seconds = [](const std::string& text, const char* option) {
+      try {
+        return fleetsim::parse_quantity(text.find_first_not_of("0123456789.") == std::string::npos ? text + " s" : text, fleetsim::Dimension::time);
+      } catch (const std::exception&) {
+        throw fleetsim::InputError({fleetsim::Problem{option, "", "expected a duration such as \"7 d\" or \"3600 s\", found \"" + text + "\""}});
+      }
+    };
+    if (!trace->from.empty()) filter.from_s = seconds(trace->from, "--from");
+    if (!trace->to.empty()) filter.to_s = seconds(trace->to, "--to");
+    for (std::size_t b = 0; !trace->tenants.empty() && b <= trace->tenants.size();) {
+      const std::size_t e = std::min(trace->tenants.find(',', b), trace->tenants.size());
+      filter.tenants.push_back(trace->tenants.substr(b, e - b));
+      b = e + 1;
+    }
+    filter.min_gpus = trace->min_gpus;
+    const std::string text = fleetsim::read_text_file(trace->file);
+    fleetsim::TraceImport imported;
+    if (trace->format == "philly") {
+      const auto tenant = trace->tenant == "vc" ? fleetsim::PhillyTenant::vc : trace->tenant == "user" ? fleetsim::PhillyTenant::user : fleetsim::PhillyTenant::none;
+      imported = fleetsim::import_philly_trace(text, trace->file, tenant, filter);
+    } else {
+      const fleetsim::JobLogFormat* known = fleetsim::find_job_log_format(trace->format);
+      if (known == nullptr && trace->columns.empty()) {
+        throw fleetsim::InputError({fleetsim::Problem{"--columns", "", "--format csv needs --columns, e.g. submit=submit_time,gpus=gpu_num,duration=duration"}});
+      }
+      const fleetsim::JobCsvColumns columns =
+          known == nullptr ? fleetsim::parse_job_csv_columns(trace->columns) : fleetsim::parse_job_csv_columns(trace->columns, known->mapping());
+      imported = fleetsim::import_job_csv(text, trace->file, columns, filter);
+    }
     if (trace->out.empty()) {
       std::cout << imported.csv;
     } else {

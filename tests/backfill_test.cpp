@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <unistd.h>
 
 #include "fleetsim/simulation.hpp"
 #include "helpers.hpp"
@@ -17,8 +18,15 @@ namespace {
 
 // Jobs "submit,gpus,duration" on `nodes` four-GPU unit nodes under `policy`.
 RunResult replay(const std::string& policy, int nodes, const std::string& rows) {
-  const std::filesystem::path file = std::filesystem::temp_directory_path() / "fleetsim-backfill-test.csv";
+  // A file of its own: test cases run in parallel processes.
+  static int calls = 0;
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / ("fleetsim-backfill-" + std::to_string(getpid()) + "-" + std::to_string(++calls) + ".csv");
   std::ofstream(file) << "submit_time,gpus,duration\n" << rows;
+  struct Remove {
+    std::filesystem::path file;
+    ~Remove() { std::filesystem::remove(file); }
+  } remove{file};
   return simulate(unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-4", "count": )" + std::to_string(nodes) +
                                 R"(}]}, "workload": [{"trace": ")" + file.string() + R"("}], "policy": )" + policy));
 }

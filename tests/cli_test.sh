@@ -148,6 +148,19 @@ check "calibrate --json prints a profile" grep -q '"fleetsim_profile"' "$tmp/cal
 check "import trace writes the kept jobs" grep -q "wrote 3 jobs" "$tmp/philly.txt"
 check "import trace says what it dropped" grep -q "dropped 2: no attempt with a start and an end time" "$tmp/philly.err"
 check "import trace writes the CSV header" grep -qx "submit_time,tenant,gpus,duration" "$tmp/philly.csv"
+"$fleetsim" import trace --format philly "$src/tests/data/philly-sample.json" --to "1 h" --min-gpus 2 --tenants vc-a,vc-b >"$tmp/philly-window.csv" 2>"$tmp/philly-window.err"
+check "import trace keeps a window" test "$(grep -c , "$tmp/philly-window.csv")" -eq 3
+check "import trace says what it filtered out" grep -q "filtered out 1: submitted after the window" "$tmp/philly-window.err"
+printf 'id,gpu_num,submit_time,duration\n1,4,2020-07-01 08:00:00,60\n2,1,2020-07-01 08:10:00,5\n' >"$tmp/jobs-log.csv"
+"$fleetsim" --quiet import trace --format csv "$tmp/jobs-log.csv" --columns submit=submit_time,gpus=gpu_num,duration=duration >"$tmp/generic.csv"
+check "import trace reads a job CSV through a column mapping" grep -qx "600,1,5" "$tmp/generic.csv"
+"$fleetsim" import trace --format helios "$src/tests/data/job-logs/helios-sample.csv" --out "$tmp/helios.csv" 2>"$tmp/helios.err"
+check "import trace reads a named log's columns" grep -qx "60,vcA,8,3600" "$tmp/helios.csv"
+check "import trace counts the kept jobs by status" grep -q "kept by final status: COMPLETED 1, FAILED 1" "$tmp/helios.err"
+"$fleetsim" import trace --format csv "$tmp/jobs-log.csv" >/dev/null 2>"$tmp/generic.err"
+check "import trace --format csv asks for --columns" grep -q "needs --columns" "$tmp/generic.err"
+"$fleetsim" import trace --format philly "$src/tests/data/philly-sample.json" --from soon >/dev/null 2>"$tmp/from.err"
+check "import trace names a bad --from" grep -q -- "--from" "$tmp/from.err"
 "$fleetsim" import trace --format alibaba "$src/tests/data/philly-sample.json" >/dev/null 2>&1
 check "import trace refuses an unknown format" test $? -ne 0
 "$fleetsim" import nccl-tests "$src/tests/data/nccl-tests/all_reduce_8ranks.log" --node-type hgx-h100-8 --json >"$tmp/nccl.json"

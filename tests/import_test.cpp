@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <functional>
 
 #include "fleetsim/error.hpp"
 #include "fleetsim/import.hpp"
@@ -314,5 +315,127 @@ TEST_CASE("a scenario replays Philly's job log directly, its virtual clusters as
   // A virtual cluster the scenario does not list.
   CHECK_THAT(test::scenario_error(R"({"name": "x", "catalog": ["unit-catalog.json"],)" + head +
                                   R"("tenants": [{"name": "vc-a"}], "workload": [{"trace": "philly-sample.json", "format": "philly"}]})"),
-             Contains("philly-sample.json (converted from Philly's job log): line 2, tenant: unknown tenant \"vc-b\""));
+             Contains("philly-sample.json (converted from the philly log): line 2, tenant: unknown tenant \"vc-b\""));
+}
+
+TEST_CASE("a job log in CSV becomes a job-trace CSV through a column mapping, with what was dropped said", "[import][trace]") {
+  // Start and end times as dates (a space or a T), a quoted cell with a comma, a 0-GPU job and one that never ran.
+  const std::string log =
+      "job_id,user,vc,gpu_num,submit_time,start_time,end_time,state\n"
+      "1,\"smith, j\",vcA,8,2020-07-01 08:00:00,2020-07-01 08:00:10,2020-07-01 09:00:10,COMPLETED\n"
+      "2,doe,vcB,0,2020-07-01 08:01:00,2020-07-01 08:01:00,2020-07-01 08:02:00,COMPLETED\n"
+      "3,doe,vcB,1,2020-07-01 08:02:00,,,CANCELLED\n"
+      "4,lee,vcA,2.0,2020-07-01T07:59:00,2020-07-01T08:30:00,2020-07-01T08:30:30,COMPLETED\n";
+  const JobCsvColumns columns = parse_job_csv_columns("submit=submit_time,gpus=gpu_num,start=start_time,end=end_time,tenant=vc");
+  const TraceImport imported = import_job_csv(log, "helios.csv", columns);
+  CHECK(imported.csv == "submit_time,tenant,gpus,duration\n0,vcA,2,30\n60,vcA,8,3600\n");
+  const auto said = [&](const std::string& text) {
+    return std::any_of(imported.notes.begin(), imported.notes.end(), [&](const std::string& n) { return n.find(text) != std::string::npos; });
+  };
+  CHECK(said("kept 2 of 4 jobs"));
+  CHECK(said("dropped 1: no GPUs"));
+  CHECK(said("dropped 1: no run time"));
+  // Seconds in any number form, a duration column, no tenant column.
+  CHECK(import_job_csv("submit,gpus,duration\n1.5e3,4,2.24e+06\n1000,1,10\n", "j.csv", parse_job_csv_columns("submit=submit,gpus=gpus,duration=duration")).csv ==
+        "submit_time,gpus,duration\n0,1,10\n500,4,2240000\n");
+}
+
+TEST_CASE("an import keeps a time window, some tenants, or large jobs only, and says what it filtered out", "[import][trace]") {
+  const std::string file = test::source_dir() + "/tests/data/philly-sample.json";
+  const std::string log = read_text_file(file);
+  // The kept jobs were submitted 0 s, 359 s and 122,400 s after the first.
+  TraceFilter late;
+  late.from_s = 3600;
+  const TraceImport after = import_philly_trace(log, file, PhillyTenant::vc, late);
+  CHECK(after.csv == "submit_time,tenant,gpus,duration\n0,vc-b,1,30\n");
+  CHECK(std::find(after.notes.begin(), after.notes.end(), "filtered out 2: submitted before the window") != after.notes.end());
+  TraceFilter early;
+  early.to_s = 3600;
+  CHECK(import_philly_trace(log, file, PhillyTenant::vc, early).csv == "submit_time,tenant,gpus,duration\n0,vc-b,8,1800\n359,vc-a,2,3600\n");
+  TraceFilter vc_a;
+  vc_a.tenants = {"vc-a"};
+  CHECK(import_philly_trace(log, file, PhillyTenant::vc, vc_a).csv == "submit_time,tenant,gpus,duration\n0,vc-a,2,3600\n");
+  TraceFilter large;
+  large.min_gpus = 2;
+  const TraceImport big = import_philly_trace(log, file, PhillyTenant::vc, large);
+  CHECK(big.jobs == 2);
+  CHECK(std::find(big.notes.begin(), big.notes.end(), "filtered out 1: fewer GPUs than the minimum") != big.notes.end());
+}
+
+TEST_CASE("a malformed job CSV or column mapping is rejected naming the line, the column and the expectation", "[import][trace][input]") {
+  auto error_of = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK_THAT(error_of([] { parse_job_csv_columns("submit=a,gpus=b"); }), Catch::Contains("--columns") && Catch::Contains("duration=COLUMN, or as start=COLUMN and end=COLUMN"));
+  CHECK_THAT(error_of([] { parse_job_csv_columns("submit=a,gpus=b,duration=c,start=d,end=e"); }), Catch::Contains("(not both)"));
+  CHECK_THAT(error_of([] { parse_job_csv_columns("submit=a,gpu=b,duration=c"); }), Catch::Contains("KEY one of submit, gpus") && Catch::Contains("\"gpu=b\""));
+  const JobCsvColumns columns = parse_job_csv_columns("submit=submit,gpus=gpus,duration=duration");
+  CHECK_THAT(error_of([&] { import_job_csv("x,y\n1,2\n", "log.csv", columns); }),
+             Catch::Contains("log.csv: line 1: expected a column \"submit\" (as the column mapping names it); the header has x, y"));
+  CHECK_THAT(error_of([&] { import_job_csv("", "log.csv", columns); }), Catch::Contains("expected a header row"));
+  std::string bad = "submit,gpus,duration\n";
+  for (int i = 0; i < 8; ++i) bad += "1,many,10\n";
+  bad += "yesterday,1,10\n1,1,long\n1,1\n";
+  const std::string error = error_of([&] { import_job_csv(bad, "log.csv", columns); });
+  CHECK_THAT(error, Catch::Contains("log.csv: line 2, gpus: expected a count of GPUs from 0 to 65536, found \"many\""));
+  CHECK_THAT(error, Catch::Contains("and 3 more like the above: gpus cells that are not a count of GPUs"));
+  CHECK_THAT(error, Catch::Contains("line 10, submit: expected seconds or a time such as \"2020-07-01 08:00:00\", found \"yesterday\""));
+  CHECK_THAT(error, Catch::Contains("line 11, duration: expected seconds, 0 or more, found \"long\""));
+  CHECK_THAT(error, Catch::Contains("line 12: expected 3 cells, found 2"));
+}
+
+TEST_CASE("the named job logs import with their own columns: Helios, Acme, Alibaba GPU 2023, PAI 2020", "[import][trace]") {
+  const std::string dir = test::source_dir() + "/tests/data/job-logs/";
+  const auto import = [&](const char* format, const char* file) {
+    const JobLogFormat* log = find_job_log_format(format);
+    REQUIRE(log != nullptr);
+    return import_job_csv(read_text_file(dir + file), file, log->mapping());
+  };
+  const auto said = [](const TraceImport& imported, const std::string& text) {
+    return std::any_of(imported.notes.begin(), imported.notes.end(), [&](const std::string& n) { return n.find(text) != std::string::npos; });
+  };
+  // Helios: the duration column, vc as tenant; a 0-GPU job and a cancelled one that never ran are dropped.
+  const TraceImport helios = import("helios", "helios-sample.csv");
+  CHECK(helios.csv == "submit_time,tenant,gpus,duration\n0,vcB,1,30\n60,vcA,8,3600\n");
+  CHECK(said(helios, "kept 2 of 4 jobs"));
+  CHECK(said(helios, "kept by final status: COMPLETED 1, FAILED 1"));
+  // Acme: times with UTC offsets (+08:00 and Z) are one clock.
+  CHECK(import("acme", "acme-sample.csv").csv == "submit_time,gpus,duration\n0,8,3600\n30,1,60\n");
+  // Alibaba 2023: half a GPU is replayed on a whole one, and said; a pending pod never ran.
+  const TraceImport pods = import("alibaba-gpu2023", "alibaba-gpu2023-sample.csv");
+  CHECK(pods.csv == "submit_time,gpus,duration\n0,1,900\n20,8,12899950\n40,2,300\n");
+  CHECK(said(pods, "1 jobs asked for a fraction of a GPU (shared GPUs); each is replayed on whole GPUs, rounded up, which asks 0.25 "
+                   "GPU-hours where they asked 0.125"));
+  CHECK(said(pods, "dropped 1: no run time"));
+  CHECK(said(pods, "assumed: a pod still running when the trace was cut"));
+  // PAI 2020's task table, without a header: job1's worker instances (2 x 50%) and its parameter server
+  // (no GPU) are one 1-GPU job from the first task's start (90 s) to the last task's end (410 s).
+  const TraceImport pai = import("pai2020", "pai2020-task-sample.csv");
+  CHECK(pai.csv == "submit_time,gpus,duration\n0,1,320\n110,1,60\n");
+  CHECK(said(pai, "the log's 5 rows are the tasks of 4 jobs"));
+  CHECK(said(pai, "kept 2 of 4 jobs"));
+  CHECK(said(pai, "dropped 1: no GPUs"));
+  // A mapping given over a named log changes only the keys it names.
+  const JobCsvColumns by_start = parse_job_csv_columns("start=start_time,end=end_time", find_job_log_format("helios")->mapping());
+  CHECK(by_start.duration.empty());
+  CHECK(import_job_csv(read_text_file(dir + "helios-sample.csv"), "h.csv", by_start).csv == "submit_time,tenant,gpus,duration\n0,vcB,1,30\n60,vcA,8,3600\n");
+  CHECK(find_job_log_format("slurm") == nullptr);
+}
+
+TEST_CASE("a scenario replays a named job log directly", "[import][trace]") {
+  const std::string head = R"("cluster": {"nodes": [{"type": "unit-node-4", "count": 2}]},
+      "workflows": {"unused": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},)";
+  const RunResult run = simulate(test::unit_scenario(head + R"("tenants": [{"name": "vcA"}, {"name": "vcB"}],
+      "workload": [{"trace": "job-logs/helios-sample.csv", "format": "helios"}])"));
+  CHECK(run.summary.workflows.completed == 2);
+  CHECK(simulate(test::unit_scenario(head + R"("workload": [{"trace": "job-logs/pai2020-task-sample.csv", "format": "pai2020"}])"))
+            .summary.workflows.completed == 2);
+  CHECK_THAT(test::scenario_error(R"({"name": "x", "catalog": ["unit-catalog.json"],)" + head +
+                                  R"("workload": [{"trace": "job-logs/helios-sample.csv", "format": "slurm"}]})"),
+             Contains("format") && Contains("helios"));
 }

@@ -13,6 +13,7 @@
 #include "fleetsim/cluster.hpp"
 #include "fleetsim/import.hpp"
 #include "fleetsim/topology.hpp"
+#include "import/job_log.hpp"
 #include "loaders.hpp"
 
 namespace fleetsim {
@@ -383,14 +384,6 @@ ArrivalSpec read_arrival(ObjectReader& s, bool has_horizon) {
   return a;
 }
 
-// The whole cell as a finite number in any standard form (std::from_chars: "82.2", "2.24e+06"), if it is one.
-std::optional<double> plain_number(std::string_view cell) {
-  double x = 0;
-  const auto [end, error] = std::from_chars(cell.data(), cell.data() + cell.size(), x);
-  if (cell.empty() || error != std::errc() || end != cell.data() + cell.size() || !std::isfinite(x)) return std::nullopt;
-  return x;
-}
-
 // A job trace (CSV: submit_time, gpus, duration, and optionally tenant) replayed as arrivals of
 // single-task jobs: one synthetic workflow per gang size, whose work takes 1 s on the reference GPU
 // at its bf16 peak, scaled per job by its duration.
@@ -401,28 +394,21 @@ void read_trace(ObjectReader& s, Scenario& sc, const std::string& base_dir) {
   const GpuType* ref = sc.catalog.gpu(reference);
   if (ref == nullptr) s.problem("reference_gpu", "unknown GPU type \"" + reference + "\"");
   // A public log is converted as `fleetsim import trace` converts it; its rows are then the CSV's.
-  const bool philly = s.choice("format", {"csv", "philly"}, 0) == 1;
-  const std::string text = philly ? import_philly_trace(read_text_file(file), file, default_tenant ? PhillyTenant::none : PhillyTenant::vc).csv
-                                  : read_text_file(file);
-  Problems csv(philly ? file + " (converted from Philly's job log)" : file);
+  std::vector<std::string_view> formats{"csv", "philly"};
+  for (const JobLogFormat& f : job_log_formats()) formats.push_back(f.name);
+  const std::string_view format = formats[s.choice("format", formats, 0)];
+  std::string text = read_text_file(file);
+  if (format == "philly") {
+    text = import_philly_trace(text, file, default_tenant ? PhillyTenant::none : PhillyTenant::vc).csv;
+  } else if (const JobLogFormat* log = find_job_log_format(format)) {
+    JobCsvColumns columns = log->mapping();
+    if (default_tenant) columns.tenant.clear();
+    text = import_job_csv(text, file, columns).csv;
+  }
+  Problems csv(format == "csv" ? file : file + " (converted from the " + std::string(format) + " log)");
   std::vector<std::string> header;
   std::map<std::pair<std::uint32_t, int>, Stream> groups;  // (tenant, gpus) -> stream
   std::size_t line_no = 0, begin = 0;
-  auto cells_of = [](const std::string& line) {
-    std::vector<std::string> cells;
-    std::string cell;
-    for (char c : line + ",") {
-      if (c == ',') {
-        while (!cell.empty() && (cell.back() == ' ' || cell.back() == '\r')) cell.pop_back();
-        std::size_t lead = cell.find_first_not_of(' ');
-        cells.push_back(lead == std::string::npos ? "" : cell.substr(lead));
-        cell.clear();
-      } else {
-        cell += c;
-      }
-    }
-    return cells;
-  };
   auto column = [&](const char* name) -> int {
     const auto it = std::find(header.begin(), header.end(), name);
     return it == header.end() ? -1 : static_cast<int>(it - header.begin());
@@ -435,7 +421,7 @@ void read_trace(ObjectReader& s, Scenario& sc, const std::string& base_dir) {
     begin = end + 1;
     ++line_no;
     if (line.find_first_not_of(" \r") == std::string::npos || line[0] == '#') continue;
-    const auto cells = cells_of(line);
+    const auto cells = detail::csv_cells(line);
     const std::string at = "line " + std::to_string(line_no);
     if (header.empty()) {
       header = cells;
@@ -457,7 +443,7 @@ void read_trace(ObjectReader& s, Scenario& sc, const std::string& base_dir) {
     // Numbers in any standard form ("82.2", "2.24e+06"), or a duration with its unit.
     auto seconds = [&](int c) -> std::optional<double> {
       const std::string& v = cells[static_cast<std::size_t>(c)];
-      if (const std::optional<double> x = plain_number(v)) {
+      if (const std::optional<double> x = detail::plain_number(v)) {
         if (*x >= 0) return x;
       } else {
         try {
@@ -479,7 +465,7 @@ void read_trace(ObjectReader& s, Scenario& sc, const std::string& base_dir) {
     // A whole number, also when written as one ("8.0", "8e0").
     int gpus = 0;
     const std::string& g = cells[static_cast<std::size_t>(c_gpus)];
-    if (const std::optional<double> x = plain_number(g); x && *x >= 1 && *x <= 65536 && *x == std::floor(*x)) {
+    if (const std::optional<double> x = detail::plain_number(g); x && *x >= 1 && *x <= 65536 && *x == std::floor(*x)) {
       gpus = static_cast<int>(*x);
     } else {
       csv.add_repeated("gpus cells that are not a whole number from 1 to 65536", at + ", gpus",
