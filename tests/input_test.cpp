@@ -70,6 +70,36 @@ TEST_CASE("the built-in catalog has the required GPU types, each with a source",
   for (const auto& [id, op] : c.operators()) CHECK_FALSE(op.source.empty());
 }
 
+TEST_CASE("the catalog has the GPUs of public cluster traces and older clusters, with their datasheet figures", "[catalog]") {
+  const Catalog& c = Catalog::builtin();
+  for (const char* id : {"v100-sxm2-16gb", "v100-sxm2-32gb", "v100-pcie-16gb", "v100-pcie-32gb", "p100-sxm2", "p100-pcie-16gb", "p100-pcie-12gb",
+                         "p40", "t4", "a10", "a10g", "l4", "a40", "a800-sxm-80gb", "h800-sxm", "h20", "mi250x-gcd"}) {
+    INFO(id);
+    const fleetsim::GpuType* g = c.gpu(id);
+    REQUIRE(g != nullptr);
+    CHECK(g->price_usd_per_hour > 0);
+    CHECK(g->peak_for(fleetsim::Dtype::bf16) > 0);
+    CHECK_FALSE(g->source.empty());
+  }
+  // Volta has no bf16: it runs at the fp16 tensor peak (V100 SXM2 datasheet: 125 TFLOP/s). The P40 has no
+  // usable fp16: it runs at its fp32 peak (12 TFLOP/s).
+  CHECK(c.gpu("v100-sxm2-32gb")->peak_for(fleetsim::Dtype::bf16) == Approx(125e12));
+  CHECK(c.gpu("p40")->peak_for(fleetsim::Dtype::bf16) == Approx(12e12));
+  CHECK(c.gpu("t4")->peak_for(fleetsim::Dtype::fp8) == Approx(65e12));  // no fp8: int8 is not a float format
+  CHECK(fleetsim::gpu_arch_name(c.gpu("t4")->arch) == "turing");
+  CHECK(fleetsim::gpu_arch_name(c.gpu("p100-pcie-12gb")->arch) == "pascal");
+  CHECK(c.gpu("h800-sxm")->peak_for(fleetsim::Dtype::fp64) == Approx(1e12));
+  // The A800 and H800 differ from the A100 and H100 by their NVLink: 400 GB/s both ways, 200 per direction.
+  CHECK(c.link(c.node("hgx-a800-8")->gpu_link)->bandwidth_Bps == Approx(200e9));
+  CHECK(c.link(c.node("hgx-h800-8")->gpu_link)->bandwidth_Bps == Approx(200e9));
+  for (const auto& [id, node] : c.nodes()) {
+    INFO(id);
+    CHECK(c.link(node.gpu_link) != nullptr);
+    CHECK(c.link(node.host_link) != nullptr);
+    CHECK(c.link(node.nic) != nullptr);
+  }
+}
+
 TEST_CASE("a missing dtype runs at the next supported one of its chain", "[catalog]") {
   const fleetsim::GpuType& a100 = *Catalog::builtin().gpu("a100-sxm-80gb");
   CHECK(a100.peak_flop_per_s[static_cast<std::size_t>(fleetsim::Dtype::fp8)] == 0);

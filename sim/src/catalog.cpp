@@ -24,7 +24,7 @@ constexpr std::array<std::string_view, kDtypeCount> kDtypeNames{"fp64", "fp32", 
                                                                  "fp16", "fp8",  "int8"};
 constexpr std::array<std::string_view, 6> kLinkKindNames{"nvlink", "pcie", "infiniband", "roce",
                                                          "ethernet", "memory"};
-constexpr std::array<std::string_view, 6> kGpuArchNames{"unknown", "volta", "ampere", "ada", "hopper", "blackwell"};
+constexpr std::array<std::string_view, 8> kGpuArchNames{"unknown", "volta", "ampere", "ada", "hopper", "blackwell", "pascal", "turing"};
 
 std::string read_source(ObjectReader& r, Need need) {
   const std::optional<std::string> source = r.string("source", need);

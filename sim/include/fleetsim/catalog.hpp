@@ -21,7 +21,7 @@ std::optional<Dtype> parse_dtype(std::string_view name);
 
 // The GPU generation, which decides what NCCL's cost model assumes of a GPU (its per-architecture
 // constants). unknown: a GPU that NCCL does not run (CPU workers, AMD): collectives follow the links.
-enum class GpuArch : std::uint8_t { unknown, volta, ampere, ada, hopper, blackwell };
+enum class GpuArch : std::uint8_t { unknown, volta, ampere, ada, hopper, blackwell, pascal, turing };
 std::string_view gpu_arch_name(GpuArch arch);
 
 struct GpuType {

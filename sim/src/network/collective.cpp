@@ -278,7 +278,8 @@ bool links_apply(const Cluster& cluster, const Topology& topo, CollectiveOp op, 
       if (op != CollectiveOp::all_reduce) return false;
       const auto nodes = by_node(cluster, gpus);
       for (const auto& local : nodes) {
-        if (!topo.nvswitch_vertex(cluster.node_of(local[0])) || local.size() != nodes[0].size()) return false;
+        const NodeId node = cluster.node_of(local[0]);
+        if (!topo.nvswitch_vertex(node) || !cluster.group(node).node.nvls || local.size() != nodes[0].size()) return false;
       }
       return true;
     }

@@ -212,7 +212,9 @@ constexpr double kTiny = 1e-6;
 
 int compute_capability(GpuArch arch) {
   switch (arch) {
+    case GpuArch::pascal: return 60;
     case GpuArch::volta: return 70;
+    case GpuArch::turing: return 75;
     case GpuArch::ampere: return 80;
     case GpuArch::ada: return 89;
     case GpuArch::hopper: return 90;
