@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
     if (r.wall_s < 0) {
       std::printf("%-14s %9s  (did not finish within %d s)\n", policy.c_str(), "-", o.limit_s);
     } else {
-      std::printf("%-14s %9.2f %10.0f %11.0f %9.0f %12.3g %12.3g %6.2f %10llu\n", policy.c_str(), r.wall_s,
+      std::printf("%-14s %9.2f %10.0f %11.0f %9.0f %12.2f %12.2f %6.2f %10llu\n", policy.c_str(), r.wall_s,
                   static_cast<double>(r.completed) / r.wall_s, static_cast<double>(r.events) / r.wall_s, r.peak_bytes / 1048576.0,
                   r.mean_jct_s / 3600, r.p95_jct_s / 3600, r.utilization, static_cast<unsigned long long>(r.preempted));
       if (r.completed != static_cast<std::uint64_t>(o.jobs)) std::printf("               (only %llu jobs completed)\n", static_cast<unsigned long long>(r.completed));
