@@ -28,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   const std::string text(reinterpret_cast<const char*>(data + 1), size - 1);
   try {
-    switch (data[0] % 16) {
+    switch (data[0] % 18) {
       case 0: fleetsim::parse_scenario(text, "fuzz.json", ""); break;
       case 1: fleetsim::parse_workflow(text, "fuzz.json", fleetsim::Catalog::builtin()); break;
       case 2: {
@@ -70,6 +70,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 13: fleetsim::parse_measured_collective(text, "fuzz.csv"); break;
       case 14: fleetsim::parse_kernel_constants(text, "fuzz.json"); break;
       case 15: fleetsim::parse_measured_kernels(text, "fuzz.csv"); break;
+      case 16: fleetsim::import_philly_trace(text, "fuzz.json"); break;
+      case 17:  // a cluster job log in CSV, read as every named log and through a mapping with every key
+        for (const fleetsim::JobLogFormat& f : fleetsim::job_log_formats()) {
+          try {
+            fleetsim::import_job_csv(text, "fuzz.csv", f.mapping());
+          } catch (const fleetsim::InputError&) {
+          }
+        }
+        fleetsim::import_job_csv(text, "fuzz.csv",
+                                 fleetsim::parse_job_csv_columns("job=a,submit=b,gpus=c,share=d/1000,start=e,end=f,tenant=g,status=h"));
+        break;
     }
   } catch (const fleetsim::InputError&) {
   }

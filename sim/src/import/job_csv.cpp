@@ -228,8 +228,8 @@ TraceImport import_job_csv(std::string_view text, const std::string& file_name, 
       ++dropped["more than 65,536 GPUs in all"];
     } else if (!job.ran) {
       ++dropped["no run time (never ran, or still running when the log was cut)"];
-    } else if (run_s <= 0) {
-      ++dropped["a run time of 0 or less"];
+    } else if (!(run_s > 0) || !std::isfinite(run_s)) {
+      ++dropped["a run time of 0 or less (or past any number)"];
     } else {
       if (gpus > job.gpus + 1e-6) {
         ++rounded;
