@@ -267,8 +267,8 @@ int run_collective(const CollectiveArgs& args) {
   fleetsim::ClusterSpec spec;
   if (const fleetsim::NodeType* node = fleetsim::Catalog::builtin().node(args.cluster)) {
     spec = fleetsim::cluster_of(args.cluster, std::max(1, (ranks + node->gpus - 1) / node->gpus));
-  } else if (std::filesystem::exists(args.cluster)) {
-    spec = fleetsim::load_cluster(args.cluster);
+  } else if (std::filesystem::exists(args.cluster) || args.cluster.find('/') != std::string::npos || args.cluster.ends_with(".json")) {
+    spec = fleetsim::load_cluster(args.cluster);  // a file, or what looks like one: a missing one says so
   } else {
     spec = fleetsim::cluster_of(args.cluster, 1);  // reports the unknown node type
   }

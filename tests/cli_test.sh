@@ -55,7 +55,17 @@ check "bad scenario prints nothing on stdout" test ! -s "$tmp/bad.out"
 
 "$fleetsim" simulate "$tmp/missing.json" 2>"$tmp/missing.err"
 check "missing file exits 2" test $? -eq 2
-check "missing file is named" grep -q "missing.json: cannot open file" "$tmp/missing.err"
+mkfifo "$tmp/fifo.json"
+timeout 20 "$fleetsim" simulate "$tmp/fifo.json" >/dev/null 2>"$tmp/fifo.err"
+check "a FIFO is refused, not waited on" test $? -eq 2
+check "a FIFO is named as one" grep -q "fifo.json: is not a regular file (a FIFO)" "$tmp/fifo.err"
+"$fleetsim" simulate "$tmp" >/dev/null 2>"$tmp/dir.err"
+check "a directory is named as one" grep -q ": is a directory, expected a file" "$tmp/dir.err"
+"$fleetsim" simulate /dev/zero >/dev/null 2>"$tmp/zero.err"
+check "a device is refused" grep -q "/dev/zero: is not a regular file (a device)" "$tmp/zero.err"
+"$fleetsim" collective --op all-reduce --cluster "$tmp/no-cluster.json" --gpus 8 >/dev/null 2>"$tmp/nocluster.err"
+check "a missing --cluster file is named as missing" grep -q "no-cluster.json: cannot read it: No such file or directory" "$tmp/nocluster.err"
+check "missing file is named" grep -q "missing.json: cannot read it: No such file or directory" "$tmp/missing.err"
 
 "$fleetsim" simulate 2>/dev/null
 check "missing argument exits 2" test $? -eq 2

@@ -1,5 +1,8 @@
 #include "fleetsim/catalog.hpp"
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -321,8 +324,23 @@ const Architecture* Catalog::architecture(std::string_view id) const {
 }
 
 std::string read_text_file(const std::string& path) {
+  const auto refuse = [&](const std::string& why) { throw InputError({Problem{path, "", why}}); };
+  std::error_code error;
+  const std::filesystem::file_status status = std::filesystem::status(path, error);
+  if (error) refuse("cannot read it: " + error.message());
+  if (std::filesystem::is_directory(status)) refuse("is a directory, expected a file");
+  if (!std::filesystem::is_regular_file(status)) {
+    refuse(std::string("is not a regular file (") +
+           (std::filesystem::is_fifo(status) ? "a FIFO" : std::filesystem::is_character_file(status) || std::filesystem::is_block_file(status) ? "a device" : "a socket or other special file") +
+           "); fleetsim reads only regular files");
+  }
+  const std::uintmax_t size = std::filesystem::file_size(path, error);
+  if (!error && size > kMaxInputFileBytes) {
+    refuse("is " + format_quantity(static_cast<double>(size), Dimension::bytes) + ", over the " +
+           format_quantity(static_cast<double>(kMaxInputFileBytes), Dimension::bytes) + " that fleetsim reads");
+  }
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError({Problem{path, "", "cannot open file for reading"}});
+  if (!in) refuse(std::string("cannot open it for reading: ") + std::strerror(errno));
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) throw InputError({Problem{path, "", "error while reading file"}});

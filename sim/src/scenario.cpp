@@ -41,6 +41,16 @@ auto absorbing(Problems& problems, Load load) -> std::optional<decltype(load())>
   }
 }
 
+// A file the scenario names at `pointer`: when it cannot be read, the problem is that field's, with
+// the file's path and the reason.
+std::string read_named_file(const Problems& scenario, const std::string& pointer, const std::string& path) {
+  try {
+    return read_text_file(path);
+  } catch (const InputError& e) {
+    throw InputError({Problem{scenario.file(), pointer, "cannot use \"" + path + "\": " + e.problems().front().message}});
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -200,7 +210,7 @@ std::vector<std::string> read_workflows(ObjectReader& top, const Catalog& catalo
       // A fleetsim workflow file, or a ComfyUI API-format prompt, told apart by its content.
       const std::string path = resolve(base_dir, entry.get<std::string>());
       wf = absorbing(top.problems(), [&] {
-        const std::string text = read_text_file(path);
+        const std::string text = read_named_file(top.problems(), at, path);
         if (is_comfyui_prompt(text)) return import_comfyui(text, path, catalog);
         // WfCommons runtimes become work on the cluster's first GPU type.
         if (is_wfcommons_instance(text) && !cluster.groups.empty()) return import_wfcommons(text, path, cluster.groups[0].gpu);
@@ -216,8 +226,8 @@ std::vector<std::string> read_workflows(ObjectReader& top, const Catalog& catalo
         wf = absorbing(top.problems(), [&] {
           const std::string graph_path = resolve(base_dir, *graph);
           const std::string costs_path = costs ? resolve(base_dir, *costs) : "";
-          return import_comfyui(read_text_file(graph_path), graph_path, catalog,
-                                costs ? read_text_file(costs_path) : "", costs_path);
+          return import_comfyui(read_named_file(top.problems(), r.pointer("comfyui"), graph_path), graph_path, catalog,
+                                costs ? read_named_file(top.problems(), r.pointer("node_costs"), costs_path) : "", costs_path);
         });
       }
     } else if (entry.is_object()) {
@@ -397,7 +407,7 @@ void read_trace(ObjectReader& s, Scenario& sc, const std::string& base_dir) {
   std::vector<std::string_view> formats{"csv", "philly"};
   for (const JobLogFormat& f : job_log_formats()) formats.push_back(f.name);
   const std::string_view format = formats[s.choice("format", formats, 0)];
-  std::string text = read_text_file(file);
+  std::string text = read_named_file(s.problems(), s.pointer("trace"), file);
   if (format == "philly") {
     text = import_philly_trace(text, file, default_tenant ? PhillyTenant::none : PhillyTenant::vc).csv;
   } else if (const JobLogFormat* log = find_job_log_format(format)) {
@@ -999,7 +1009,10 @@ Scenario parse_scenario(std::string_view json_text, const std::string& file_name
           continue;
         }
         const std::string path = resolve(base_dir, (*files)[i].get<std::string>());
-        absorbing(problems, [&] { sc.catalog.add_file(path); return true; });
+        absorbing(problems, [&] {
+          sc.catalog.add_json(read_named_file(problems, detail::child_pointer(top.pointer("catalog"), i), path), path);
+          return true;
+        });
       }
     }
   }

@@ -145,7 +145,11 @@ class Catalog {
   std::map<std::string, std::shared_ptr<const Architecture>, std::less<>> architectures_;
 };
 
-// Reads a whole text file; a missing or unreadable file is an InputError naming it.
+// The largest input file fleetsim reads (2 GiB): a larger one is refused before it is read.
+inline constexpr std::uintmax_t kMaxInputFileBytes = std::uintmax_t{2} << 30;
+// Reads a whole text file. A missing or unreadable file, a directory, anything but a regular file (a
+// FIFO, a device) and a file over kMaxInputFileBytes are InputErrors naming it and saying why (the
+// operating system's reason where it gave one), refused before anything is read.
 std::string read_text_file(const std::string& path);
 
 }  // namespace fleetsim
