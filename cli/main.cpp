@@ -761,6 +761,15 @@ void add_catalog(CLI::App& app, Commands& commands) {
   });
 }
 
+// --max-events N: the scenario's "max_events", as an edit made after the --set ones.
+void add_max_events(CLI::App& command, std::vector<std::string>& sets) {
+  command
+      .add_option_function<std::uint64_t>(
+          "--max-events", [&sets](std::uint64_t n) { sets.push_back("/max_events=" + std::to_string(n)); },
+          "Stop a run that pops more events than this, with an error (default: the scenario's max_events, 1,000,000,000)")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 62));
+}
+
 void add_simulate(CLI::App& app, Commands& commands) {
   auto sim = std::make_shared<SimulateArgs>();
   CLI::App* simulate = app.add_subcommand("simulate", "Simulate a scenario and print its summary");
@@ -775,6 +784,7 @@ void add_simulate(CLI::App& app, Commands& commands) {
   simulate->add_option("--set", sim->sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
   simulate->add_option("--policy-plugin", sim->plugins, "Load a policy from a shared library (repeatable)");
   simulate->add_option("--profile", sim->profile, "A calibration profile whose figures replace the catalog's (fleetsim calibrate)");
+  add_max_events(*simulate, sim->sets);
   commands.add(simulate, [sim] { return run_simulate(*sim); });
 }
 
@@ -865,7 +875,9 @@ void add_compare(CLI::App& app, Commands& commands) {
   auto cmp = std::make_shared<CompareArgs>();
   CLI::App* compare = app.add_subcommand("compare", "Run a scenario under several policies and seeds; mean and 95% CI per metric");
   compare->add_option("scenario", cmp->scenario, "Scenario file (JSON)")->required();
-  compare->add_option("--policies", cmp->policies, "Comma-separated policy names (default: all)");
+  compare->add_option("--policies", cmp->policies, "Comma-separated policy names (default: all)")
+      ->check(CLI::Validator([](const std::string& text) { return text.find_first_not_of(", ") == std::string::npos ? "expected one or more policy names" : ""; },
+                             "NAMES"));
   compare->add_option("--seeds", cmp->seeds, "Seeds per policy: the scenario's seed and the next ones")->capture_default_str()->check(CLI::PositiveNumber);
   compare->add_option("--threads", cmp->threads, "Parallel runs (default: all cores)");
   compare->add_option("--set", cmp->sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
@@ -874,6 +886,7 @@ void add_compare(CLI::App& app, Commands& commands) {
   compare->add_option("--out", cmp->out_dir, "Write comparison.csv (one row per run) and comparison.json here");
   compare->add_flag("--json", cmp->json, "Print JSON instead of the table");
   compare->add_option("--report", cmp->report, "Write an HTML report (each metric per policy with its confidence interval) here");
+  add_max_events(*compare, cmp->sets);
   commands.add(compare, [cmp] { return run_compare(*cmp); });
 }
 

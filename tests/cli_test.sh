@@ -65,6 +65,8 @@ check "a directory is named as one" grep -q ": is a directory, expected a file" 
 check "a device is refused" grep -q "/dev/zero: is not a regular file (a device)" "$tmp/zero.err"
 "$fleetsim" collective --op all-reduce --cluster "$tmp/no-cluster.json" --gpus 8 >/dev/null 2>"$tmp/nocluster.err"
 check "a missing --cluster file is named as missing" grep -q "no-cluster.json: cannot read it: No such file or directory" "$tmp/nocluster.err"
+"$fleetsim" compare "$src/scenarios/default.json" --policies "" >/dev/null 2>"$tmp/nopolicies.err"
+check "compare --policies \"\" is refused, not read as all" grep -q -- "--policies: expected one or more policy names" "$tmp/nopolicies.err"
 check "missing file is named" grep -q "missing.json: cannot read it: No such file or directory" "$tmp/missing.err"
 
 "$fleetsim" simulate 2>/dev/null

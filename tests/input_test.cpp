@@ -292,3 +292,40 @@ TEST_CASE("cluster storage needs a positive bandwidth and nothing else unknown",
   CHECK_THAT(with_storage(R"({"bandwidth": "0 GB/s"})"), Contains("/cluster/storage/bandwidth: expected a bandwidth above 0"));
   CHECK_THAT(with_storage(R"({"bandwidth": "7 GB/s", "iops": 5})"), Contains("/cluster/storage/iops: unknown field"));
 }
+
+TEST_CASE("edits made with --set are bounded: an array grows by one at most, and a pointer must lead somewhere", "[input]") {
+  const std::string scenario = scenario_with(kOneNode, R"({"name": "t", "work": {"flop": "1 TFLOP"}})", R"(, "tenants": [{"name": "a"}], "seed": 1)");
+  const auto error_of = [&](std::vector<fleetsim::ScenarioEdit> edits) {
+    try {
+      fleetsim::parse_scenario(scenario, "s.json", fleetsim::test::data_dir(), edits);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  // A million-element index once allocated a million nulls (std::bad_alloc at larger ones).
+  CHECK_THAT(error_of({{"/tenants/1000000", R"({"name": "z"})"}}),
+             Contains("s.json: /tenants/1000000: cannot set this field (--set): /tenants has 1 elements: index 1000000 is past its end"));
+  CHECK_THAT(error_of({{"/cluster/nodes/99999999999/count", "1"}}), Contains("index 99999999999 is past its end"));
+  CHECK_THAT(error_of({{"/seed/x", "1"}}), Contains("/seed is the number 1, which has no field \"x\""));
+  CHECK_THAT(error_of({{"/tenants/01", "{}"}}), Contains("/tenants is an array: expected an index from 0 to 1 (or -)"));
+  CHECK_THAT(error_of({{"/a~2b", "1"}}), Contains("a ~ in a pointer must be ~0 or ~1"));
+  // Appending at the end, by index or "-", and changing in place work.
+  const fleetsim::Scenario appended = fleetsim::parse_scenario(scenario, "s.json", fleetsim::test::data_dir(), std::vector<fleetsim::ScenarioEdit>{{"/tenants/1", R"({"name": "b"})"}, {"/tenants/-", R"({"name": "c"})"}, {"/seed", "9"}, {"/workload/0/tenant", "a"}});
+  CHECK(appended.tenants.size() == 3);
+  CHECK(appended.seed == 9);
+}
+
+TEST_CASE("arrivals a stream's rate implies until the horizon are bounded before any is made", "[input]") {
+  const std::string wf = R"({"name": "t", "work": {"flop": "1 TFLOP"}})";
+  const auto with_arrival = [&](const std::string& arrival) {
+    return scenario_error(R"({"name": "s", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "horizon": "1 h",
+      "workflows": {"w": {"tasks": [)" + wf + R"(]}}, "workload": [{"workflow": "w", "arrival": )" + arrival + "}]}");
+  };
+  CHECK_THAT(with_arrival(R"({"process": "periodic", "interval": "1 ns"})"),
+             Contains("/workload/0/arrival/interval: would make up to 3.6 x 10^12 arrivals before the horizon, over the 100,000,000"));
+  CHECK_THAT(with_arrival(R"({"process": "poisson", "rate": "1e9 /s"})"), Contains("/workload/0/arrival/rate: would make up to"));
+  CHECK_THAT(with_arrival(R"({"process": "diurnal", "rate": "30000 /s", "amplitude": 0.5})"), Contains("/workload/0/arrival/rate"));
+  CHECK(with_arrival(R"({"process": "poisson", "rate": "1e9 /s", "count": 10})").empty());  // a count bounds it
+  CHECK(with_arrival(R"({"process": "poisson", "rate": "10 /s"})").empty());
+}

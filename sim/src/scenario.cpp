@@ -320,7 +320,19 @@ std::string tenant_names(const std::vector<Tenant>& tenants) {
   return names;
 }
 
-ArrivalSpec read_arrival(ObjectReader& s, bool has_horizon) {
+// A large count as "3.6 x 10^12".
+std::string about(double n) {
+  const int exponent = static_cast<int>(std::floor(std::log10(n)));
+  char text[48];
+  std::snprintf(text, sizeof text, "%.2g x 10^%d", n / std::pow(10.0, exponent), exponent);
+  return text;
+}
+
+// The most arrivals one stream may make: its count, or what its rate implies until the horizon.
+constexpr std::int64_t kMaxArrivals = 100'000'000;
+
+ArrivalSpec read_arrival(ObjectReader& s, double horizon_s) {
+  const bool has_horizon = std::isfinite(horizon_s);
   ArrivalSpec a;
   const Json* value = s.field("arrival", Need::required);
   if (value == nullptr) return a;
@@ -328,7 +340,7 @@ ArrivalSpec read_arrival(ObjectReader& s, bool has_horizon) {
   const std::string process = r.string("process", Need::required).value_or("once");
   a.start_s = r.quantity_or("start", Dimension::time, 0);
   const bool until_horizon = r.field("count") == nullptr;
-  a.count = r.integer_or("count", -1, 0, 100'000'000);
+  a.count = r.integer_or("count", -1, 0, kMaxArrivals);
   if (process == "once") {
     a.process = ArrivalProcess::once;
     if (until_horizon) a.count = 1;
@@ -389,6 +401,17 @@ ArrivalSpec read_arrival(ObjectReader& s, bool has_horizon) {
       (a.process == ArrivalProcess::periodic || a.process == ArrivalProcess::poisson ||
        a.process == ArrivalProcess::bursty || a.process == ArrivalProcess::diurnal)) {
     r.problem("count", "missing: without a count, arrivals go on until the horizon, and the scenario has no \"horizon\"");
+  }
+  // Until the horizon, the busiest rate the process reaches bounds how many arrivals it makes.
+  const double peak_rate = a.process == ArrivalProcess::periodic ? 1 / a.interval_s
+                           : a.process == ArrivalProcess::poisson ? a.rate_per_s
+                           : a.process == ArrivalProcess::bursty  ? std::max(a.rate_per_s, a.off_rate_per_s)
+                           : a.process == ArrivalProcess::diurnal ? a.rate_per_s * (1 + a.amplitude)
+                                                                  : 0;
+  const double implied = peak_rate * (horizon_s - a.start_s);
+  if (until_horizon && has_horizon && r.ok() && implied > static_cast<double>(kMaxArrivals)) {
+    r.problem(a.process == ArrivalProcess::periodic ? "interval" : "rate",
+              "would make up to " + about(implied) + " arrivals before the horizon, over the 100,000,000 a stream may have: give a count, a slower rate or an earlier horizon");
   }
   r.finish();
   return a;
@@ -560,7 +583,7 @@ void read_workload(ObjectReader& top, Scenario& sc, const std::vector<std::strin
         stream.workflow = static_cast<std::uint32_t>(it - sc.workflows.begin());
       }
     }
-    stream.arrival = read_arrival(s, std::isfinite(sc.horizon_s));
+    stream.arrival = read_arrival(s, sc.horizon_s);
     s.finish();
     sc.streams.push_back(std::move(stream));
   }
@@ -933,16 +956,59 @@ std::string_view slo_metric_name(SloMetric metric) {
 
 namespace {
 
+// Where an edit's pointer leads in `doc`, made as it goes: missing object members are added, and an
+// array grows by one at its end (index == size, or "-"), never more: "/tenants/1000000" in a list of
+// three is a problem, not a million nulls. nullptr (with a problem added) where the pointer cannot lead.
+Json* edit_target(Json& doc, const std::string& pointer, Problems& problems) {
+  const auto bad = [&](const std::string& why) {
+    problems.add(pointer, "cannot set this field (--set): " + why);
+    return nullptr;
+  };
+  if (pointer.empty()) return &doc;
+  if (pointer[0] != '/') return bad("expected a JSON pointer starting with /, such as /cluster/nodes/0/count");
+  Json* node = &doc;
+  std::string at;
+  for (std::size_t b = 1; b <= pointer.size();) {
+    const std::size_t e = std::min(pointer.find('/', b), pointer.size());
+    std::string token = pointer.substr(b, e - b);
+    b = e + 1;
+    for (std::size_t t = 0; (t = token.find('~', t)) != std::string::npos; ++t) {  // ~1 is "/", ~0 is "~"
+      if (t + 1 >= token.size() || (token[t + 1] != '0' && token[t + 1] != '1')) return bad("a ~ in a pointer must be ~0 or ~1");
+      token.replace(t, 2, token[t + 1] == '1' ? "/" : "~");
+    }
+    const bool index_like = !token.empty() && (token == "-" || token.find_first_not_of("0123456789") == std::string::npos);
+    if (node->is_null()) *node = token == "0" || token == "-" ? Json::array() : Json::object();
+    if (node->is_object()) {
+      node = &(*node)[token];
+    } else if (node->is_array()) {
+      const std::size_t size = node->size();
+      if (!index_like || (token.size() > 1 && token[0] == '0')) {
+        return bad((at.empty() ? std::string("the document") : at) + " is an array: expected an index from 0 to " + std::to_string(size) +
+                   " (or -) where \"" + token + "\" is");
+      }
+      if (token == "-" || (token.size() <= 9 && std::stoul(token) == size)) {
+        node->push_back(nullptr);
+        node = &node->back();
+      } else if (token.size() <= 9 && std::stoul(token) < size) {
+        node = &(*node)[std::stoul(token)];
+      } else {
+        return bad((at.empty() ? std::string("the document") : at) + " has " + std::to_string(size) + " elements: index " + token +
+                   " is past its end (an edit may change one of them or add one at " + std::to_string(size) + " or -)");
+      }
+    } else {
+      return bad(at + " is " + detail::describe(*node) + ", which has no field \"" + token + "\"");
+    }
+    at += "/" + token;
+  }
+  return node;
+}
+
 // Applies "--set POINTER=VALUE" edits to a parsed scenario; VALUE is JSON, or else a plain string.
 void apply_edits(Json& doc, std::span<const ScenarioEdit> edits, Problems& problems) {
   for (const ScenarioEdit& e : edits) {
     Json value = Json::parse(e.value, nullptr, false);
     if (value.is_discarded()) value = e.value;
-    try {
-      doc[Json::json_pointer(e.pointer)] = std::move(value);
-    } catch (const Json::exception& ex) {
-      problems.add(e.pointer, std::string("cannot set this field (--set): ") + ex.what());
-    }
+    if (Json* target = edit_target(doc, e.pointer, problems)) *target = std::move(value);
   }
 }
 
@@ -996,6 +1062,7 @@ Scenario parse_scenario(std::string_view json_text, const std::string& file_name
       top.integer_or("seed", 1, 0, std::numeric_limits<std::int64_t>::max()));
   sc.horizon_s = top.quantity("horizon", Dimension::time, Need::optional).value_or(sc.horizon_s);
   if (sc.horizon_s <= 0) top.problem("horizon", "expected a positive duration");
+  sc.max_events = static_cast<std::uint64_t>(top.integer_or("max_events", static_cast<std::int64_t>(sc.max_events), 1, std::int64_t{1} << 62));
 
   sc.catalog = Catalog::builtin();
   if (const Json* files = top.field("catalog")) {

@@ -90,6 +90,7 @@ class Run {
         horizon_reached = true;
         break;
       }
+      if (events == sc_.max_events) stop_runaway(events);
       const Event e = queue_.pop();
       event_digest_ = hash_combine(hash_combine(hash_combine(event_digest_, std::bit_cast<std::uint64_t>(e.time_s)), e.kind), e.subject);
       if ((++events & 0xFFFFu) == 0 && progress_) progress_(trace_.instances.size() - workload_.unfinished(), trace_.instances.size());
@@ -106,6 +107,15 @@ class Run {
   }
 
  private:
+  [[noreturn]] void stop_runaway(std::uint64_t events) const {
+    throw InputError({Problem{sc_.file.empty() ? "scenario " + sc_.name : sc_.file, "/max_events",
+                              "the run was stopped after " + std::to_string(events) + " events, at " +
+                                  format_quantity(queue_.now(), Dimension::time) + " of simulated time with " +
+                                  std::to_string(workload_.unfinished()) + " workflows unfinished: it may never end (faults or "
+                                  "arrivals faster than any work?). If it is meant to be this long, raise \"max_events\" "
+                                  "(--max-events)"}});
+  }
+
   // Hands the event to its component. False for a stale event (see run/events.hpp), which does not
   // extend the run.
   bool dispatch(const Event& e) {
