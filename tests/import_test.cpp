@@ -439,3 +439,25 @@ TEST_CASE("a scenario replays a named job log directly", "[import][trace]") {
                                   R"("workload": [{"trace": "job-logs/helios-sample.csv", "format": "slurm"}]})"),
              Contains("format") && Contains("helios"));
 }
+
+TEST_CASE("a ComfyUI graph with a chain of 100,000 pass-through nodes imports (no recursion as deep as the chain)", "[import][comfyui]") {
+  // Keys sort the sampler first, so the walk from it goes down the whole chain before anything else.
+  const auto graph = [](int chain) {
+    std::string g = R"({"z999999": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "sd_xl_base_1.0.safetensors"}})";
+    std::string prev = "z999999";
+    for (int i = chain; i >= 1; --i) {
+      const std::string id = "z" + std::to_string(100000 + i);
+      g += ", \"" + id + R"(": {"class_type": "LoraLoaderModelOnly", "inputs": {"model": [")" + prev +
+           R"(", 0], "lora_name": "x.safetensors", "strength_model": 1.0}})";
+      prev = id;
+    }
+    return g + R"(, "e": {"class_type": "EmptyLatentImage", "inputs": {"width": 1024, "height": 1024, "batch_size": 1}},
+      "t": {"class_type": "CLIPTextEncode", "inputs": {"text": "a cat", "clip": ["z999999", 1]}},
+      "a": {"class_type": "KSampler", "inputs": {"model": [")" + prev + R"(", 0], "positive": ["t", 0], "negative": ["t", 0],
+            "latent_image": ["e", 0], "steps": 20, "cfg": 7, "seed": 1, "sampler_name": "euler", "scheduler": "normal", "denoise": 1}}})";
+  };
+  const Workflow shallow = import_comfyui(graph(1), "short.json", Catalog::builtin());
+  const Workflow deep = import_comfyui(graph(100000), "long.json", Catalog::builtin());
+  CHECK(deep.tasks.size() == shallow.tasks.size());
+  CHECK(deep.edges.size() == shallow.edges.size());
+}

@@ -329,3 +329,12 @@ TEST_CASE("arrivals a stream's rate implies until the horizon are bounded before
   CHECK(with_arrival(R"({"process": "poisson", "rate": "1e9 /s", "count": 10})").empty());  // a count bounds it
   CHECK(with_arrival(R"({"process": "poisson", "rate": "10 /s"})").empty());
 }
+
+TEST_CASE("a thousand duplicate tenants are reported in a few lines, not half a million", "[input]") {
+  std::string tenants = R"(, "tenants": [)";
+  for (int i = 0; i < 1000; ++i) tenants += std::string(i > 0 ? ", " : "") + R"({"name": "a"})";
+  const std::string error = scenario_error(scenario_with(kOneNode, R"({"name": "t", "work": {"flop": "1 TFLOP"}})", tenants + "]"));
+  CHECK_THAT(error, Contains("/tenants/1/name: duplicate tenant \"a\""));
+  CHECK_THAT(error, Contains("and 994 more like the above: duplicate tenant names"));
+  CHECK(std::count(error.begin(), error.end(), '\n') < 20);
+}

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <tuple>
 #include <utility>
 
@@ -261,6 +262,7 @@ void read_tenants(ObjectReader& top, const ClusterSpec& cluster, std::vector<Ten
     if (!value->is_array() || value->empty()) {
       top.problem("tenants", "expected a non-empty array of tenants, found " + detail::describe(*value));
     } else {
+      std::set<std::string> names;
       for (std::size_t i = 0; i < value->size(); ++i) {
         ObjectReader t((*value)[i], detail::child_pointer(top.pointer("tenants"), i), top.problems());
         Tenant tenant;
@@ -297,8 +299,9 @@ void read_tenants(ObjectReader& top, const ClusterSpec& cluster, std::vector<Ten
             }
           }
         }
-        for (const Tenant& other : tenants) {
-          if (other.name == tenant.name) t.problem("name", "duplicate tenant \"" + tenant.name + "\"");
+        // Each repeat once (not once per earlier namesake), and a thousand of them summarized.
+        if (!names.insert(tenant.name).second) {
+          t.problems().add_repeated("duplicate tenant names", t.pointer("name"), "duplicate tenant \"" + tenant.name + "\"");
         }
         tenants.push_back(std::move(tenant));
       }

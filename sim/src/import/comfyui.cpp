@@ -282,7 +282,9 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
     std::string list;
     for (const auto& [cls, ids] : unknown) {
       list += "\n  " + cls + " (node" + (ids.size() > 1 ? "s " : " ");
-      for (std::size_t i = 0; i < ids.size(); ++i) list += (i ? ", " : "") + ids[i];
+      // Ten ids say where; a graph of thousands of them needs no more.
+      for (std::size_t i = 0; i < std::min<std::size_t>(ids.size(), 10); ++i) list += (i ? ", " : "") + ids[i];
+      if (ids.size() > 10) list += " and " + std::to_string(ids.size() - 10) + " more";
       list += ")";
     }
     problems.add("", "unknown ComfyUI node types; give each a cost with a node-costs file "
@@ -296,29 +298,45 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
     return it != n.inputs->end() && is_link(*it) ? &nodes.at(link_source(*it)) : nullptr;
   };
 
-  // Depth-first topological order over links; a cycle is an error.
+  // Depth-first topological order over links, with a stack of its own (a chain of 100,000 nodes is no
+  // deeper for it); a cycle is an error.
   std::vector<Node*> order;
   std::map<std::string, int, std::less<>> state;  // 1 visiting, 2 done
-  std::function<void(Node&)> visit = [&](Node& n) {
+  struct Frame {
+    Node* node;
+    std::vector<Node*> sources;  // the nodes its links come from, in input order
+    std::size_t next = 0;
+  };
+  std::vector<Frame> stack;
+  const auto enter = [&](Node& n) {
     state[n.id] = 1;
+    Frame frame{&n, {}};
     if (n.inputs != nullptr) {
       for (const auto& [name, v] : n.inputs->items()) {
-        if (!is_link(v)) continue;
-        Node& src = nodes.at(link_source(v));
-        if (state[src.id] == 1) {
-          problems.add(detail::child_pointer("", n.id), "links form a cycle through node \"" + src.id + "\"");
-          problems.throw_if_any();
-        }
-        if (state[src.id] == 0) visit(src);
+        if (is_link(v)) frame.sources.push_back(&nodes.at(link_source(v)));
       }
     }
-    state[n.id] = 2;
-    order.push_back(&n);
+    stack.push_back(std::move(frame));
   };
-  for (auto& [id, n] : nodes) {
-    if (state[id] == 0) visit(n);
+  for (auto& [id, root] : nodes) {
+    if (state[id] != 0) continue;
+    enter(root);
+    while (!stack.empty()) {
+      Frame& top = stack.back();
+      if (top.next == top.sources.size()) {
+        state[top.node->id] = 2;
+        order.push_back(top.node);
+        stack.pop_back();
+        continue;
+      }
+      Node& src = *top.sources[top.next++];
+      if (state[src.id] == 1) {
+        problems.add(detail::child_pointer("", top.node->id), "links form a cycle through node \"" + src.id + "\"");
+        problems.throw_if_any();
+      }
+      if (state[src.id] == 0) enter(src);
+    }
   }
-
 
   Workflow wf;
   wf.file = file_name;
