@@ -461,3 +461,27 @@ TEST_CASE("a ComfyUI graph with a chain of 100,000 pass-through nodes imports (n
   CHECK(deep.tasks.size() == shallow.tasks.size());
   CHECK(deep.edges.size() == shallow.edges.size());
 }
+
+TEST_CASE("ComfyUI widgets outside ComfyUI's own range are errors at their pointers, not negative or runaway work", "[import][comfyui]") {
+  const auto graph = [](const std::string& steps, const std::string& width, const std::string& batch) {
+    return R"({"1": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "sd_xl_base_1.0.safetensors"}},
+      "2": {"class_type": "EmptyLatentImage", "inputs": {"width": )" + width + R"(, "height": 1024, "batch_size": )" + batch + R"(}},
+      "3": {"class_type": "CLIPTextEncode", "inputs": {"text": "a cat", "clip": ["1", 1]}},
+      "4": {"class_type": "KSampler", "inputs": {"model": ["1", 0], "positive": ["3", 0], "negative": ["3", 0], "latent_image": ["2", 0],
+            "steps": )" + steps + R"(, "cfg": 7, "seed": 1, "sampler_name": "euler", "scheduler": "normal", "denoise": 1}}})";
+  };
+  const auto error_of = [](const std::string& text) {
+    try {
+      import_comfyui(text, "g.json", Catalog::builtin());
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error_of(graph("20", "1024", "1")).empty());
+  CHECK_THAT(error_of(graph("-30", "1024", "1")), Contains("g.json: /4/inputs/steps: expected a number from 1 to 10000 (ComfyUI's own range), found the number -30"));
+  CHECK_THAT(error_of(graph("1e12", "1024", "1")), Contains("/4/inputs/steps: expected a number from 1 to 10000"));
+  CHECK_THAT(error_of(graph("20", "0", "1")), Contains("/2/inputs/width: expected a number from 16 to 16384"));
+  CHECK_THAT(error_of(graph("20", "1e308", "1")), Contains("/2/inputs/width"));
+  CHECK_THAT(error_of(graph("20", "1024", "-1")), Contains("/2/inputs/batch_size: expected a number from 1 to 4096"));
+}

@@ -142,10 +142,33 @@ std::string work_text(const TaskSpec& t) {
 bool is_link(const Json& v) { return v.is_array() && v.size() == 2 && (v[0].is_string() || v[0].is_number_integer()); }
 std::string link_source(const Json& v) { return v[0].is_string() ? v[0].get<std::string>() : std::to_string(v[0].get<long long>()); }
 
-double number_input(const Node& n, const char* key, double fallback) {
+// ComfyUI's own bounds on the widgets read here (its nodes.py: MAX_RESOLUTION 16384, batch_size up to
+// 4096, steps up to 10000, cfg up to 100, scale_by 0.01 to 8, RepeatLatentBatch amount up to 64).
+struct WidgetBounds {
+  std::string_view key;
+  double lowest, highest;
+};
+constexpr WidgetBounds kWidgetBounds[] = {
+    {"width", 16, 16384},      {"height", 16, 16384},         {"batch_size", 1, 4096}, {"steps", 1, 10000},
+    {"start_at_step", 0, 10000}, {"end_at_step", 0, 10000}, {"cfg", 0, 100},         {"scale_by", 0.01, 8},
+    {"amount", 1, 64},         {"video_frames", 1, 4096}};
+
+// A node's number widget, or `fallback` where it has none (or a link feeds it); a value outside
+// ComfyUI's own range is a problem at its pointer (and `fallback` stands in, to go on checking).
+double number_input(const Node& n, const char* key, double fallback, detail::Problems& problems) {
   if (n.inputs == nullptr) return fallback;
   const auto it = n.inputs->find(key);
-  return it != n.inputs->end() && it->is_number() ? it->get<double>() : fallback;
+  if (it == n.inputs->end() || !it->is_number()) return fallback;
+  const double x = it->get<double>();
+  for (const WidgetBounds& b : kWidgetBounds) {
+    if (b.key == key && !(x >= b.lowest && x <= b.highest)) {
+      problems.add(detail::child_pointer(detail::child_pointer(detail::child_pointer("", n.id), "inputs"), key),
+                   "expected a number from " + number_text(b.lowest) + " to " + number_text(b.highest) + " (ComfyUI's own range), found " +
+                       detail::describe(*it));
+      return fallback;
+    }
+  }
+  return x;
 }
 
 // Per family: the models a graph's tasks use, the architectures their layer-level profiles come from
@@ -292,6 +315,7 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
   }
   problems.throw_if_any();
 
+  const auto number = [&](const Node& n, const char* key, double fallback) { return number_input(n, key, fallback, problems); };
   auto linked = [&](const Node& n, const char* key) -> Node* {
     if (n.inputs == nullptr) return nullptr;
     const auto it = n.inputs->find(key);
@@ -409,23 +433,23 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
     }
     Size& s = n->size;
     if (n->cls == "EmptyLatentImage" || n->cls == "EmptySD3LatentImage" || n->cls == "LatentUpscale" || n->cls == "ImageScale") {
-      s.width = number_input(*n, "width", s.width);
-      s.height = number_input(*n, "height", s.height);
-      s.batch = number_input(*n, "batch_size", s.batch);
+      s.width = number(*n, "width", s.width);
+      s.height = number(*n, "height", s.height);
+      s.batch = number(*n, "batch_size", s.batch);
       s.given = s.given || n->cls != "LatentUpscale";
     } else if (n->cls == "SVD_img2vid_Conditioning") {
-      s.width = number_input(*n, "width", 1024);
-      s.height = number_input(*n, "height", 576);
-      s.frames = number_input(*n, "video_frames", 25);
+      s.width = number(*n, "width", 1024);
+      s.height = number(*n, "height", 576);
+      s.frames = number(*n, "video_frames", 25);
       s.given = true;
       n->family = Family::svd;
       n->family_evidence = n->cls;
     } else if (n->cls == "LatentUpscaleBy" || n->cls == "ImageScaleBy") {
-      const double by = number_input(*n, "scale_by", 1);
+      const double by = number(*n, "scale_by", 1);
       s.width *= by;
       s.height *= by;
     } else if (n->cls == "RepeatLatentBatch") {
-      s.batch *= number_input(*n, "amount", 1);
+      s.batch *= number(*n, "amount", 1);
     }
     if (n->role == Role::sample) {
       // The video size comes in through the positive conditioning.
@@ -452,15 +476,15 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
       case Role::sample: {
         // Steps: the sampler's own, or its scheduler's (SamplerCustom(Advanced) takes sigmas from one).
         const Node* scheduler = linked(*n, "sigmas");
-        const double steps = number_input(*n, "steps", scheduler != nullptr ? number_input(*scheduler, "steps", 20) : 20);
-        const double last = std::min(steps, number_input(*n, "end_at_step", steps));
-        const double count = std::max(1.0, last - number_input(*n, "start_at_step", 0));
+        const double steps = number(*n, "steps", scheduler != nullptr ? number(*scheduler, "steps", 20) : 20);
+        const double last = std::min(steps, number(*n, "end_at_step", steps));
+        const double count = std::max(1.0, last - number(*n, "start_at_step", 0));
         if (p.sample_arch != nullptr) {
           // ComfyUI runs the positive and negative prompts as one batch of two, unless cfg is 1
           // (FLUX-dev's guidance is distilled), when it skips the negative.
           const Node* guider = linked(*n, "guider");
-          const double cfg = number_input(*n, "cfg", guider == nullptr ? (family == Family::flux ? 1.0 : 8.0)
-                                                     : guider->cls == "BasicGuider" ? 1.0 : number_input(*guider, "cfg", 8.0));
+          const double cfg = number(*n, "cfg", guider == nullptr ? (family == Family::flux ? 1.0 : 8.0)
+                                                     : guider->cls == "BasicGuider" ? 1.0 : number(*guider, "cfg", 8.0));
           const StepShape shape{.batch = s.batch * (std::abs(cfg - 1) < 1e-9 ? 1 : 2), .width = s.width, .height = s.height,
                                 .frames = s.frames, .context = prompt_tokens(prompt_of(*n), p.min_text_tokens)};
           t.dtype = p.dtype;
@@ -551,6 +575,8 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
     n->task = static_cast<int>(wf.tasks.size());
     wf.tasks.push_back(std::move(t));
   }
+
+  problems.throw_if_any();  // widgets out of ComfyUI's range
 
   // Edges: from each task back through pass-through nodes to the tasks that feed it.
   for (Node* n : order) {
