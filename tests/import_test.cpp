@@ -485,3 +485,24 @@ TEST_CASE("ComfyUI widgets outside ComfyUI's own range are errors at their point
   CHECK_THAT(error_of(graph("20", "1e308", "1")), Contains("/2/inputs/width"));
   CHECK_THAT(error_of(graph("20", "1024", "-1")), Contains("/2/inputs/batch_size: expected a number from 1 to 4096"));
 }
+
+TEST_CASE("a WfCommons instance with a negative file size or a repeated task id is rejected at its pointer", "[import][wfcommons]") {
+  const auto error_of = [](const std::string& text) {
+    try {
+      import_wfcommons(text, "wf.json", *Catalog::builtin().gpu("h100-sxm"));
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const auto instance = [](const std::string& size, const std::string& second_id) {
+    return R"({"schemaVersion": "1.5", "workflow": {"specification": {
+        "tasks": [{"id": "a", "parents": [], "outputFiles": ["f"]}, {"id": ")" + second_id + R"(", "parents": ["a"], "inputFiles": ["f"]}],
+        "files": [{"id": "f", "sizeInBytes": )" + size + R"(}]},
+      "execution": {"tasks": [{"id": "a", "runtimeInSeconds": 1}, {"id": "b", "runtimeInSeconds": 2}]}}})";
+  };
+  CHECK(error_of(instance("1000", "b")).empty());
+  CHECK_THAT(error_of(instance("-93800000000", "b")),
+             Contains("wf.json: /workflow/specification/files/0/sizeInBytes: expected a non-negative number of bytes, found the number -93800000000"));
+  CHECK_THAT(error_of(instance("1000", "a")), Contains("wf.json: /workflow/specification/tasks/1: duplicate task id \"a\" (task 0 has it too)"));
+}

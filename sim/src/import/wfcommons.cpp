@@ -1,6 +1,7 @@
 // WfCommons WfFormat (schema 1.4 and 1.5) instances: tasks with parents and files, and measured
 // runtimes. Each task becomes a single-GPU task whose work takes its recorded runtime on the
 // reference GPU (at its bf16 peak); an edge carries the files the parent writes and the child reads.
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -47,6 +48,16 @@ Workflow import_wfcommons(std::string_view json_text, const std::string& file_na
     }
     return out;
   };
+  // A file's size: a non-negative number of bytes where it is given (a negative one was once simulated as
+  // "edge tensors -93.8 GB").
+  auto record_size = [&](const Json& f, const std::string& name, const std::string& at) {
+    const auto it = f.find("sizeInBytes");
+    if (it == f.end()) return;
+    if (!it->is_number() || !(it->get<double>() >= 0) || !std::isfinite(it->get<double>())) {
+      fail(at + "/sizeInBytes", "expected a non-negative number of bytes, found " + detail::describe(*it));
+    }
+    file_bytes[name] = it->get<double>();
+  };
   auto runtime_of = [&](const Json& t, const std::string& at) {
     const auto it = t.find("runtimeInSeconds");
     if (it == t.end() || !it->is_number() || it->get<double>() < 0) {
@@ -58,17 +69,17 @@ Workflow import_wfcommons(std::string_view json_text, const std::string& file_na
   if (w.contains("specification")) {  // 1.5: specification + execution
     const Json& spec = w["specification"];
     if (!spec.contains("tasks") || !spec["tasks"].is_array()) fail("/workflow/specification/tasks", "expected an array of tasks");
-    for (const Json& f : spec.value("files", Json::array())) {
-      if (f.is_object() && f.contains("id") && f.contains("sizeInBytes") && f["sizeInBytes"].is_number()) {
-        file_bytes[f["id"].get<std::string>()] = f["sizeInBytes"].get<double>();
-      }
+    const Json files = spec.value("files", Json::array());
+    for (std::size_t i = 0; files.is_array() && i < files.size(); ++i) {
+      const Json& f = files[i];
+      if (f.is_object() && f.contains("id") && f["id"].is_string()) record_size(f, f["id"].get<std::string>(), "/workflow/specification/files/" + std::to_string(i));
     }
     std::map<std::string, double> runtimes;
     const Json& exec = w.value("execution", Json::object());
     const Json& exec_tasks = exec.value("tasks", Json::array());
     for (std::size_t i = 0; i < exec_tasks.size(); ++i) {
       const std::string at = "/workflow/execution/tasks/" + std::to_string(i);
-      if (!exec_tasks[i].is_object() || !exec_tasks[i].contains("id")) fail(at, "expected a task with an \"id\"");
+      if (!exec_tasks[i].is_object() || !exec_tasks[i].contains("id") || !exec_tasks[i]["id"].is_string()) fail(at, "expected a task with a string \"id\"");
       runtimes[exec_tasks[i]["id"].get<std::string>()] = runtime_of(exec_tasks[i], at);
     }
     for (std::size_t i = 0; i < spec["tasks"].size(); ++i) {
@@ -96,22 +107,27 @@ Workflow import_wfcommons(std::string_view json_text, const std::string& file_na
       r.id = t.value("id", r.name);
       r.runtime_s = runtime_of(t, at);
       r.parents = strings(t.value("parents", Json::array()), at + "/parents");
-      for (const Json& f : t.value("files", Json::array())) {
-        if (!f.is_object() || !f.contains("name")) continue;
+      const Json files = t.value("files", Json::array());
+      for (std::size_t k = 0; files.is_array() && k < files.size(); ++k) {
+        const Json& f = files[k];
+        if (!f.is_object() || !f.contains("name") || !f["name"].is_string()) continue;
         const std::string name = f["name"].get<std::string>();
-        if (f.contains("sizeInBytes") && f["sizeInBytes"].is_number()) file_bytes[name] = f["sizeInBytes"].get<double>();
-        (f.value("link", "") == "output" ? r.outputs : r.inputs).insert(name);
+        record_size(f, name, at + "/files/" + std::to_string(k));
+        (f.contains("link") && f["link"] == "output" ? r.outputs : r.inputs).insert(name);
       }
       raw.push_back(std::move(r));
     }
   }
 
-  // Parents may be named by id or by name.
+  // Parents may be named by id or by name; ids are unique.
   std::map<std::string, std::uint32_t> index_of;
   for (std::uint32_t i = 0; i < raw.size(); ++i) {
-    index_of[raw[i].id] = i;
-    index_of.emplace(raw[i].name, i);
+    if (!index_of.emplace(raw[i].id, i).second) {
+      fail(std::string(w.contains("specification") ? "/workflow/specification/tasks/" : "/workflow/tasks/") + std::to_string(i),
+           "duplicate task id \"" + raw[i].id + "\" (task " + std::to_string(index_of[raw[i].id]) + " has it too)");
+    }
   }
+  for (std::uint32_t i = 0; i < raw.size(); ++i) index_of.emplace(raw[i].name, i);
   Workflow wf;
   wf.file = file_name;
   wf.name = doc.value("name", "WfCommons instance") + " (WfFormat " + version + ")";
