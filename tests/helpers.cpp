@@ -12,6 +12,10 @@ Scenario unit_scenario(const std::string& body) {
   return parse_scenario(json, "unit.json", data_dir());
 }
 
+Scenario builtin_scenario(const std::string& body) {
+  return parse_scenario(R"({"name": "builtin", )" + body + "}", "builtin.json", data_dir());
+}
+
 std::string scenario_error(const std::string& json) {
   try {
     parse_scenario(json, "bad.json", data_dir());

@@ -506,3 +506,19 @@ TEST_CASE("a WfCommons instance with a negative file size or a repeated task id 
              Contains("wf.json: /workflow/specification/files/0/sizeInBytes: expected a non-negative number of bytes, found the number -93800000000"));
   CHECK_THAT(error_of(instance("1000", "a")), Contains("wf.json: /workflow/specification/tasks/1: duplicate task id \"a\" (task 0 has it too)"));
 }
+
+TEST_CASE("a CSV header that names a column twice is an error, not a guess at which one counts", "[import][trace]") {
+  const JobCsvColumns columns = parse_job_csv_columns("submit=submit,gpus=gpus,duration=duration");
+  try {
+    import_job_csv("submit,gpus,gpus,duration\n0,1,2,10\n", "log.csv", columns);
+    FAIL("accepted");
+  } catch (const InputError& e) {
+    CHECK_THAT(e.what(), Contains("log.csv: line 1: the column \"gpus\" is named twice in the header: name each column once"));
+  }
+}
+
+TEST_CASE("a scenario's job trace whose header names a column twice is refused", "[import][trace]") {
+  CHECK_THAT(test::scenario_error(R"({"name": "x", "catalog": ["unit-catalog.json"], "cluster": {"nodes": [{"type": "unit-node-4", "count": 1}]},
+      "workload": [{"trace": "twice-jobs.csv"}]})"),
+             Contains("twice-jobs.csv: line 1: the column \"gpus\" is named twice in the header"));
+}

@@ -338,3 +338,11 @@ TEST_CASE("a thousand duplicate tenants are reported in a few lines, not half a 
   CHECK_THAT(error, Contains("and 994 more like the above: duplicate tenant names"));
   CHECK(std::count(error.begin(), error.end(), '\n') < 20);
 }
+
+TEST_CASE("a key given twice in one JSON object is an error at its pointer, not a silent last-one-wins", "[input]") {
+  CHECK_THAT(scenario_error(R"({"name": "s", "catalog": ["unit-catalog.json"], "cluster": {"nodes": [{"type": "unit-node-2", "count": 1, "count": 2}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}}, "workload": [{"workflow": "w", "arrival": {"process": "once"}}]})"),
+             Contains("bad.json: /cluster/nodes/0/count: the key \"count\" is given twice in one object (JSON keeps only the last): give it once"));
+  // The same key in different objects is no repeat.
+  CHECK(scenario_error(scenario_with(kOneNode, R"({"name": "t", "work": {"flop": "1 TFLOP"}})", R"(, "tenants": [{"name": "a"}])")).empty());
+}

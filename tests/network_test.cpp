@@ -467,7 +467,7 @@ TEST_CASE("ring all-reduce on an 8-GPU H100 node is timed as NCCL's model times 
   // NCCL's search on 8 H100s (NVLink 18 x 20.6 = 370.8 GB/s): 6 ring channels of 60 GB/s, duplicated
   // to 12 of 30. Its table for ring all-reduce (tuning.cc): Simple 8.4 + 14 steps x 3.4 us = 56 us at
   // 12 x 30 x 8/14 GB/s; LL 6.6 + 14 x 0.6 = 15 us at min(141, 360 x 0.5) x 8/14 GB/s.
-  const Built b(test::unit_scenario(R"("catalog": [], "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+  const Built b(test::builtin_scenario(R"("cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
       "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
       "workload": [{"workflow": "w", "arrival": {"process": "once"}}])"));
   const auto gpus = first_gpus(8);
@@ -493,7 +493,7 @@ TEST_CASE("ring all-reduce across nodes runs one channel per NIC rail", "[networ
   // gives 8 channels of 48 GB/s, one per rail. Its table (tuning.cc) for Simple: 8.4 us + 28 NVLink
   // steps x max(3.4, 3 x 1 us network overhead) + 2 network steps x 14 us = 131.6 us, x1.4 for the ring
   // plateau across nodes; 8 x 48 x 16/30 GB/s.
-  const Built b(test::unit_scenario(R"("catalog": [], "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 2}]},
+  const Built b(test::builtin_scenario(R"("cluster": {"nodes": [{"type": "hgx-h100-8", "count": 2}]},
       "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
       "workload": [{"workflow": "w", "arrival": {"process": "once"}}])"));
   const double S = 4e9;
@@ -525,7 +525,7 @@ TEST_CASE("ring all-reduce across nodes runs one channel per NIC rail", "[networ
 }
 
 TEST_CASE("two all-reduces on the same GPUs share the links and each takes the shared-bandwidth time", "[network][collective]") {
-  const Built b(test::unit_scenario(R"("catalog": [], "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+  const Built b(test::builtin_scenario(R"("cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
       "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
       "workload": [{"workflow": "w", "arrival": {"process": "once"}}])"));
   const double S = 1e9;
@@ -546,7 +546,7 @@ TEST_CASE("two all-reduces on the same GPUs share the links and each takes the s
 }
 
 TEST_CASE("NVLS bus bandwidth exceeds the per-GPU link rate, ring's cannot", "[network][collective]") {
-  const Built b(test::unit_scenario(R"("catalog": [], "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+  const Built b(test::builtin_scenario(R"("cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
       "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
       "workload": [{"workflow": "w", "arrival": {"process": "once"}}])"));
   const double S = 8e9;

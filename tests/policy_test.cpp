@@ -194,14 +194,15 @@ TEST_CASE("las runs the job with the least attained service first", "[policy]") 
 namespace {
 
 // One GPU; a 10 s batch task at 0 s, then a 2 s task of a more important tenant at 3 s.
-std::string preemption_scenario(const std::string& second_tenant, const std::string& extra = "") {
+std::string preemption_scenario(const std::string& second_tenant, const std::string& extra = "",
+                                const std::string& policy = R"({"name": "priority", "params": {"preempt": true}})") {
   return R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 1}]},
       "tenants": [{"name": "batch", "priority": 0}, )" + second_tenant + R"(],
       "workflows": {"long": {"tasks": [{"name": "l", "work": {"flop": "1000 TFLOP"}}]},
                     "short": {"tasks": [{"name": "s", "work": {"flop": "200 TFLOP"}}]}},
       "workload": [{"tenant": "batch", "workflow": "long", "arrival": {"process": "times", "times": ["0 s"]}},
                    {"tenant": "urgent", "workflow": "short", "arrival": {"process": "times", "times": ["3 s"]}}],
-      "policy": {"name": "priority", "params": {"preempt": true}})" + extra;
+      "policy": )" + policy + extra;
 }
 
 const TaskRecord& task_of(const RunResult& run, std::uint32_t instance) {
@@ -219,7 +220,7 @@ TEST_CASE("preemptive priority stops a lower-priority task at once and runs it a
   // urgent one runs 3-5 s, and the batch task starts over at 5 s (15 s), or, with a checkpoint every
   // second (restore 0.5 s), resumes its last 7 s at 5 s: 5 + 0.5 + 7 = 12.5 s.
   const std::string urgent = R"({"name": "urgent", "priority": 5})";
-  const auto waits = simulate(unit_scenario(preemption_scenario(urgent) + R"(, "policy": {"name": "priority"})"));
+  const auto waits = simulate(unit_scenario(preemption_scenario(urgent, "", R"({"name": "priority"})")));
   CHECK(task_of(waits, 1).start_s == Approx(10.0).epsilon(1e-6));
 
   const auto run = simulate(unit_scenario(preemption_scenario(urgent)), {.record_link_samples = true});

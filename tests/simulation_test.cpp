@@ -180,7 +180,7 @@ TEST_CASE("a gang's compute is followed by its collective, or overlaps it", "[si
   // One 8-GPU H100 node. 7915.2 TFLOP over 8 GPUs at 989.4 TFLOP/s = 1 s of compute, plus one 4 us
   // kernel launch; then a ring all-reduce of 9 GB, as the collective model times it alone.
   auto run_with = [](const std::string& collective) {
-    const auto sc = unit_scenario(R"("catalog": [], "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+    const auto sc = fleetsim::test::builtin_scenario(R"("cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
         "workflows": {"w": {"tasks": [{"name": "step", "gpus": 8, "work": {"flop": "7915.2 TFLOP"},
                                        "collective": )" + collective + R"(}]}},
         "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");

@@ -1,6 +1,8 @@
 #include "json_reader.hpp"
 
 #include <cmath>
+#include <functional>
+#include <set>
 
 namespace fleetsim::detail {
 
@@ -41,9 +43,61 @@ std::string describe(const Json& value) {
   }
 }
 
+namespace {
+
+// Finds keys given twice in one object (JSON keeps the last one silently): the parser's events, with
+// the path to where it is.
+class DuplicateKeys {
+ public:
+  explicit DuplicateKeys(Problems& problems) : problems_(problems) {}
+  bool operator()(int /*depth*/, Json::parse_event_t event, Json& parsed) {
+    switch (event) {
+      case Json::parse_event_t::object_start: frames_.push_back(Frame{false}); break;
+      case Json::parse_event_t::array_start: frames_.push_back(Frame{true}); break;
+      case Json::parse_event_t::key: {
+        Frame& top = frames_.back();
+        top.key = parsed.get<std::string>();
+        if (!top.keys.insert(top.key).second) {
+          problems_.add_repeated("keys given twice", pointer(),
+                                 "the key \"" + top.key + "\" is given twice in one object (JSON keeps only the last): give it once");
+        }
+        break;
+      }
+      case Json::parse_event_t::object_end:
+      case Json::parse_event_t::array_end:
+        frames_.pop_back();
+        next_element();
+        break;
+      case Json::parse_event_t::value: next_element(); break;
+    }
+    return true;
+  }
+
+ private:
+  struct Frame {
+    bool array;
+    std::size_t index = 0;
+    std::string key;
+    std::set<std::string, std::less<>> keys;
+  };
+  void next_element() {
+    if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
+  }
+  std::string pointer() const {
+    std::string out;
+    for (const Frame& f : frames_) out = f.array ? child_pointer(out, f.index) : child_pointer(out, f.key);
+    return out;
+  }
+  Problems& problems_;
+  std::vector<Frame> frames_;
+};
+
+}  // namespace
+
 Json parse_json(std::string_view text, Problems& problems) {
   try {
-    return Json::parse(text.begin(), text.end());
+    DuplicateKeys duplicates(problems);
+    return Json::parse(text.begin(), text.end(), std::ref(duplicates));
   } catch (const Json::parse_error& e) {
     // Report line and column: byte offsets are hard to find in an editor.
     std::size_t line = 1, column = 1;

@@ -461,6 +461,10 @@ void read_trace(ObjectReader& s, Scenario& sc, const std::string& base_dir) {
     const std::string at = "line " + std::to_string(line_no);
     if (header.empty()) {
       header = cells;
+      if (const auto twice = detail::repeated_column(header)) {
+        csv.add(at, "the column \"" + *twice + "\" is named twice in the header: name each column once");
+        break;
+      }
       c_submit = column("submit_time");
       c_gpus = column("gpus");
       c_duration = column("duration");

@@ -116,6 +116,10 @@ TraceImport import_job_csv(std::string_view text, const std::string& file_name, 
   std::size_t rows = 0, line_no = 0;
   int c_submit = -1, c_gpus = -1, c_duration = -1, c_start = -1, c_end = -1, c_tenant = -1, c_status = -1, c_share = -1, c_job = -1;
   const auto find_columns = [&](const std::string& at) {
+    if (const auto twice = detail::repeated_column(header)) {
+      problems.add(at, "the column \"" + *twice + "\" is named twice in the header: name each column once");
+      problems.throw_if_any();
+    }
     const auto column = [&](const std::string& name) -> int {
       if (name.empty()) return -1;
       const auto it = std::find(header.begin(), header.end(), name);

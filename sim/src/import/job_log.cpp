@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <tuple>
 
 namespace fleetsim::detail {
@@ -109,6 +110,14 @@ std::vector<std::string> csv_cells(std::string_view line) {
   }
   finish();
   return cells;
+}
+
+std::optional<std::string> repeated_column(const std::vector<std::string>& header) {
+  std::set<std::string_view> seen;
+  for (const std::string& name : header) {
+    if (!seen.insert(name).second) return name;
+  }
+  return std::nullopt;
 }
 
 TraceImport write_job_trace(std::vector<LoggedJob> jobs, const TraceFilter& filter, bool with_tenant, std::size_t logged,

@@ -36,6 +36,9 @@ std::optional<double> log_time(std::string_view text);
 // cell removed (a quoted cell may hold commas; "" inside is one quote).
 std::vector<std::string> csv_cells(std::string_view line);
 
+// The first column name a CSV header gives twice (which of the two a reader took would be a guess).
+std::optional<std::string> repeated_column(const std::vector<std::string>& header);
+
 // The jobs, in submission order, that pass the filter (its window counted from the first job's
 // submission), as the job-trace CSV (times from the first kept job), with notes on what was kept and
 // dropped (`dropped`: jobs the importer dropped already, by reason; `logged`: the jobs the log has).
