@@ -2,9 +2,11 @@
 // libraries become messages and exit codes here and nowhere else.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 #include <unistd.h>
 #include <filesystem>
@@ -1066,6 +1068,21 @@ bool known_command(const CLI::App& app, int argc, char** argv) {
 
 }  // namespace
 
+namespace {
+
+// A command's exit code, unless what it printed did not reach stdout (a full disk, a closed pipe):
+// then a failure, said on stderr, so a script never takes a cut-off table or JSON for a whole one.
+int written(int code) {
+  std::cout.flush();
+  if (!std::cout.good() || std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::cerr << "fleetsim: could not write the output to stdout" << (errno != 0 ? std::string(": ") + std::strerror(errno) : std::string()) << "\n";
+    return kFailure;
+  }
+  return code;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"fleetsim: discrete-event simulator and capacity planner for GPU clusters"};
   app.require_subcommand(1);
@@ -1100,7 +1117,7 @@ int main(int argc, char** argv) {
 
   try {
     for (const auto& [command, run] : commands.list) {
-      if (command->parsed()) return run();
+      if (command->parsed()) return written(run());
     }
   } catch (const fleetsim::InputError& e) {
     std::cerr << "fleetsim: invalid input\n" << e.what() << "\n";

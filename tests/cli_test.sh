@@ -67,6 +67,12 @@ check "a device is refused" grep -q "/dev/zero: is not a regular file (a device)
 check "a missing --cluster file is named as missing" grep -q "no-cluster.json: cannot read it: No such file or directory" "$tmp/nocluster.err"
 "$fleetsim" compare "$src/scenarios/default.json" --policies "" >/dev/null 2>"$tmp/nopolicies.err"
 check "compare --policies \"\" is refused, not read as all" grep -q -- "--policies: expected one or more policy names" "$tmp/nopolicies.err"
+"$fleetsim" catalog --json >/dev/full 2>"$tmp/full.err"
+check "output to a full disk exits non-zero" test $? -ne 0
+check "output to a full disk says so" grep -q "could not write the output to stdout" "$tmp/full.err"
+( trap '' XFSZ; ulimit -f 100; "$fleetsim" simulate "$src/scenarios/default.json" --out "$tmp/cut" >/dev/null 2>"$tmp/cut.err" )
+check "--out that cannot be written whole fails" grep -q "nothing was written to $tmp/cut: error while writing" "$tmp/cut.err"
+check "--out that cannot be written whole leaves nothing" test -z "$(ls -A "$tmp" | grep -e '^cut$' -e partial)"
 check "missing file is named" grep -q "missing.json: cannot read it: No such file or directory" "$tmp/missing.err"
 
 "$fleetsim" simulate 2>/dev/null

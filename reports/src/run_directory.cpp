@@ -2,9 +2,13 @@
 // report, and how it was made.
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <exception>
 #include <fstream>
 #include <thread>
+
+#include <unistd.h>
 
 #include "fleetsim/report.hpp"
 
@@ -12,14 +16,30 @@ namespace fleetsim {
 
 void write_output_file(const std::filesystem::path& path, const std::string& what, const std::function<void(std::ostream&)>& write) {
   std::ofstream out(path, std::ios::binary);
-  if (!out) throw std::runtime_error("cannot write " + what + " to " + path.string());
+  if (!out) throw std::runtime_error("cannot write " + what + " to " + path.string() + ": " + std::strerror(errno));
   write(out);
-  if (!out) throw std::runtime_error("error while writing " + path.string());
+  out.flush();
+  if (!out) throw std::runtime_error("error while writing " + what + " to " + path.string() + ": " + std::strerror(errno));
 }
 
-std::vector<std::string> write_run_directory(const std::filesystem::path& dir, const Scenario& scenario, const RunResult& run,
+std::vector<std::string> write_run_directory(const std::filesystem::path& out_dir, const Scenario& scenario, const RunResult& run,
                                              const std::string& manifest) {
-  std::filesystem::create_directories(dir);
+  // All or nothing: the files are written into a directory beside the target and moved in only once
+  // every one of them is whole, so a full disk leaves no half run behind.
+  std::filesystem::path target = out_dir.lexically_normal();
+  if (!target.has_filename()) target = target.parent_path();
+  const std::filesystem::path parent = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  std::filesystem::create_directories(parent);
+  const std::filesystem::path dir = parent / ("." + target.filename().string() + ".partial-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directory(dir);
+  struct Cleanup {
+    std::filesystem::path dir;
+    ~Cleanup() {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+    }
+  } cleanup{dir};
   struct File {
     const char* name;
     const char* what;
@@ -56,10 +76,21 @@ std::vector<std::string> write_run_directory(const std::filesystem::path& dir, c
     work();
   }
   for (const std::exception_ptr& e : errors) {
-    if (e) std::rethrow_exception(e);
+    if (!e) continue;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      throw std::runtime_error("nothing was written to " + target.string() + ": " + x.what());
+    }
   }
+  // A new directory takes the place whole; into an existing one each file is moved over its old self.
   std::vector<std::string> written;
   for (const File& f : files) written.emplace_back(f.name);
+  if (!std::filesystem::exists(target)) {
+    std::filesystem::rename(dir, target);
+  } else {
+    for (const std::string& name : written) std::filesystem::rename(dir / name, target / name);
+  }
   return written;
 }
 
