@@ -12,7 +12,7 @@ cmake --build build-fuzz --target fuzz_loaders -j"$(nproc)"
 # Seed corpus: each file prefixed with the byte that picks its loader (0 scenario, 1 workflow, 2 catalog, 3 units,
 # 4 calibration profile, 5 nccl-tests log, 6 training job, 7 plan, 8 ComfyUI graph, 9 WfCommons instance, 10 job trace CSV,
 # 11 a rank's report of measured times, 12 NCCL model constants, 13 measured collective times, 14 kernel-model
-# constants, 15 measured kernel times, 16 Philly's job log, 17 a cluster job log in CSV).
+# constants, 15 measured kernel times, 16 Philly's job log, 17 a cluster job log in CSV, 18 a --set edit).
 corpus=build-fuzz/corpus
 rm -rf "$corpus" && mkdir -p "$corpus"
 i=0
@@ -43,6 +43,9 @@ for f in calibrate/data/vidur/compute/*.csv calibrate/data/attention/*.csv; do {
 { printf '\x10'; cat tests/data/philly-sample.json; } >"$corpus/y$i"
 i=$((i + 1))
 for f in tests/data/job-logs/*.csv; do { printf '\x11'; cat "$f"; } >"$corpus/z$i"; i=$((i + 1)); done
+for e in '/tenants/1={"name": "b"}' '/tenants/-={"name": "c"}' '/cluster/nodes/0/count=2' '/seed=5' '/horizon=1 h' '/cluster/fabric/topology=fat-tree'; do
+  printf '\x12%s' "$e" >"$corpus/e$i"; i=$((i + 1))
+done
 for u in "80 GiB" "400 Gb/s" "989 TFLOP/s" "2.5 ms" "0.5 /s"; do printf '\x03%s' "$u" >"$corpus/u$i"; i=$((i + 1)); done
 
 ./build-fuzz/tests/fuzz/fuzz_loaders -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 "$corpus"

@@ -15,11 +15,24 @@
 namespace fleetsim {
 
 void write_output_file(const std::filesystem::path& path, const std::string& what, const std::function<void(std::ostream&)>& write) {
-  std::ofstream out(path, std::ios::binary);
+  // Written beside its place and renamed into it once whole: a failed write leaves no half file (and
+  // an older file of that name as it was).
+  struct Partial {
+    std::filesystem::path path;
+    bool kept = false;
+    ~Partial() {
+      std::error_code ignored;
+      if (!kept) std::filesystem::remove(path, ignored);
+    }
+  } partial{path.string() + ".partial-" + std::to_string(::getpid())};
+  std::ofstream out(partial.path, std::ios::binary);
   if (!out) throw std::runtime_error("cannot write " + what + " to " + path.string() + ": " + std::strerror(errno));
   write(out);
   out.flush();
   if (!out) throw std::runtime_error("error while writing " + what + " to " + path.string() + ": " + std::strerror(errno));
+  out.close();
+  std::filesystem::rename(partial.path, path);
+  partial.kept = true;
 }
 
 std::vector<std::string> write_run_directory(const std::filesystem::path& out_dir, const Scenario& scenario, const RunResult& run,

@@ -28,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   const std::string text(reinterpret_cast<const char*>(data + 1), size - 1);
   try {
-    switch (data[0] % 18) {
+    switch (data[0] % 19) {
       case 0: fleetsim::parse_scenario(text, "fuzz.json", ""); break;
       case 1: fleetsim::parse_workflow(text, "fuzz.json", fleetsim::Catalog::builtin()); break;
       case 2: {
@@ -81,6 +81,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         fleetsim::import_job_csv(text, "fuzz.csv",
                                  fleetsim::parse_job_csv_columns("job=a,submit=b,gpus=c,share=d/1000,start=e,end=f,tenant=g,status=h"));
         break;
+      case 18: {  // a --set edit, POINTER=VALUE, on a small valid scenario
+        const std::size_t eq = text.find('=');
+        const std::vector<fleetsim::ScenarioEdit> edits{{text.substr(0, eq), eq == std::string::npos ? "" : text.substr(eq + 1)}};
+        fleetsim::parse_scenario(R"({"name": "f", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "tenants": [{"name": "a"}],
+                                    "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+                                    "workload": [{"workflow": "w", "arrival": {"process": "once"}}]})",
+                                 "fuzz.json", "", edits);
+        break;
+      }
     }
   } catch (const fleetsim::InputError&) {
   }

@@ -23,7 +23,8 @@
 
 namespace fleetsim {
 
-// Writes a file through `write`; an error naming `what` and the path where it cannot be written.
+// Writes a file through `write`, all or nothing (beside it first, then renamed into place); an error
+// naming `what`, the path and the reason where it cannot be written.
 void write_output_file(const std::filesystem::path& path, const std::string& what, const std::function<void(std::ostream&)>& write);
 // A run directory, as `fleetsim simulate --out` makes it: summary.json, trace.csv, trace.json, decisions.csv,
 // links.csv, link_timeline.csv, vram_timeline.csv, cost_timeline.csv, trace.perfetto.json, report.html,
