@@ -46,6 +46,7 @@ for f in tests/data/job-logs/*.csv; do { printf '\x11'; cat "$f"; } >"$corpus/z$
 for e in '/tenants/1={"name": "b"}' '/tenants/-={"name": "c"}' '/cluster/nodes/0/count=2' '/seed=5' '/horizon=1 h' '/cluster/fabric/topology=fat-tree'; do
   printf '\x12%s' "$e" >"$corpus/e$i"; i=$((i + 1))
 done
+for f in tests/fuzz/regressions/*; do [ "$(basename "$f")" = README.md ] || cp "$f" "$corpus/regression-$(basename "$f")"; done
 for u in "80 GiB" "400 Gb/s" "989 TFLOP/s" "2.5 ms" "0.5 /s"; do printf '\x03%s' "$u" >"$corpus/u$i"; i=$((i + 1)); done
 
 ./build-fuzz/tests/fuzz/fuzz_loaders -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 "$corpus"
