@@ -150,6 +150,12 @@ else
   check "run --backend cuda exits 1 and says why it cannot run here" \
     bash -c "test $cuda_rc -eq 1 && grep -q 'the CUDA backend cannot run here' '$tmp/cuda.err'"
 fi
+if [ -f "$(dirname "$fleetsim")/libfleetsim_cuda.so" ]; then  # built with CUDA: the backend's library must open
+  check "the CUDA backend's library opens (its fleetsim symbols all resolve against the binary)" \
+    bash -c "! grep -q 'cannot open the CUDA backend' '$tmp/cuda.err'"
+fi
+check "fleetsim itself loads no CUDA library (only the CUDA backend's library does)" \
+  bash -c "! ldd '$fleetsim' | grep -q 'libcudart\|libcublas\|libnccl'"
 
 # Calibration, then validation with the profile it wrote.
 "$fleetsim" calibrate --repeats 1 --out "$tmp/prof/cpu.json" >"$tmp/cal.txt"

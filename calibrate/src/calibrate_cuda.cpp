@@ -18,6 +18,7 @@
 
 #include "fleetsim/calibrate.hpp"
 #include "fleetsim/cuda_check.hpp"
+#include "fleetsim/cuda_plugin.hpp"
 #include "fleetsim/error.hpp"
 #include "fleetsim/kernels.hpp"
 #include "fleetsim/realexec.hpp"
@@ -543,12 +544,11 @@ class CudaCalibration {
 };
 
 }  // namespace
-
-Profile calibrate_cuda(const CudaCalibrateOptions& options) {
-  std::string why;
-  if (!cuda_available(&why)) throw DeviceError("calibration on the CUDA backend cannot run here: " + why);
-  if (options.repeats < 1) throw InputError({Problem{"--repeats", "", "expected at least 1"}});
-  return CudaCalibration(options).run();
-}
-
 }  // namespace fleetsim
+
+// The library's entry point (fleetsim/cuda_plugin.hpp); calibrate_cuda() has checked the options.
+extern "C" void fleetsim_cuda_calibrate(const fleetsim::CudaCalibrateOptions* options, fleetsim::Profile* out) {
+  std::string why;
+  if (!fleetsim_cuda_available(&why)) throw fleetsim::DeviceError("calibration on the CUDA backend cannot run here: " + why);
+  *out = fleetsim::CudaCalibration(*options).run();
+}

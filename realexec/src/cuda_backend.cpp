@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "fleetsim/cuda_check.hpp"
+#include "fleetsim/cuda_plugin.hpp"
 #include "fleetsim/error.hpp"
 #include "fleetsim/kernels.hpp"
 #include "fleetsim/ranks.hpp"
@@ -1016,9 +1017,7 @@ class CudaRankDevice final : public replay::RankDevice {
 #endif
 };
 
-}  // namespace
-
-bool cuda_available(std::string* why) {
+bool device_available(std::string* why) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   (void)cudaGetLastError();
@@ -1032,9 +1031,9 @@ bool cuda_available(std::string* why) {
   return true;
 }
 
-RunResult execute_on_cuda(const Scenario& scenario, const RunResult& plan, const ExecOptions& options) {
+RunResult execute(const Scenario& scenario, const RunResult& plan, const ExecOptions& options) {
   std::string why;
-  if (!cuda_available(&why)) throw DeviceError("the CUDA backend cannot run here: " + why);
+  if (!device_available(&why)) throw DeviceError("the CUDA backend cannot run here: " + why);
   if (ranks::mpi_world().size > 1) {  // one rank per device: the ranks on a machine take its GPUs round-robin
     int count = 0;
     FLEETSIM_CUDA(std::string("finding CUDA devices"), cudaGetDeviceCount(&count));
@@ -1045,4 +1044,13 @@ RunResult execute_on_cuda(const Scenario& scenario, const RunResult& plan, const
   return CudaRun(scenario, plan, options).run();
 }
 
+}  // namespace
 }  // namespace fleetsim
+
+// The library's entry points (fleetsim/cuda_plugin.hpp).
+extern "C" bool fleetsim_cuda_available(std::string* why) { return fleetsim::device_available(why); }
+
+extern "C" void fleetsim_cuda_execute(const fleetsim::Scenario* scenario, const fleetsim::RunResult* plan,
+                                      const fleetsim::ExecOptions* options, std::optional<fleetsim::RunResult>* out) {
+  out->emplace(fleetsim::execute(*scenario, *plan, *options));
+}
