@@ -35,6 +35,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "dags.hpp"
@@ -46,6 +47,10 @@ using fleetsim::bench::DagKind;
 namespace {
 
 enum class LatencyMode { links, after };
+// eager: every SimGrid activity created before the run, started by its dependencies (SimGrid 3.32
+// cleans such activities up with a scan of a list of them all: quadratic); lazy: each created when it
+// can start, the style SimGrid recommends for large DAGs.
+enum class Style { lazy, eager };
 
 struct Options {
   std::vector<std::uint32_t> sizes{100, 1000, 10000};
@@ -53,6 +58,7 @@ struct Options {
   std::string node_type = "hgx-h100-8";
   int nodes = 0;  // 0: grows with the DAG (2 nodes at 100 tasks, doubling per factor 10)
   LatencyMode latency = LatencyMode::links;
+  Style style = Style::lazy;
   int reps = 3;   // best of, for DAGs up to 10k tasks
   double check = -1;  // exit 1 when a relative makespan difference exceeds this
   std::uint64_t seed = 1;
@@ -150,9 +156,51 @@ Routes routes_of(const fleetsim::Topology& topo, const fleetsim::Workflow& wf, c
   return routes;
 }
 
+// The replay's SimGrid activities and their dependencies as plain data, so that they can be created
+// all before the run (eager) or each when it can start (lazy).
+struct ActivityGraph {
+  enum class Kind : std::uint8_t { exec, comm };
+  struct Activity {
+    Kind kind;
+    sg4::Host* host;  // an Exec's host, a Comm's source
+    sg4::Host* to;    // a Comm's destination
+    double amount;    // FLOP or bytes
+  };
+  std::vector<Activity> activities;
+  std::vector<std::vector<std::uint32_t>> successors;
+  std::vector<std::uint32_t> predecessors;  // how many each depends on
+  std::vector<std::uint32_t> ids;           // each one's index, for Activity::set_data
+
+  std::uint32_t size() const { return static_cast<std::uint32_t>(activities.size()); }
+  std::uint32_t add(Kind kind, sg4::Host* host, sg4::Host* to, double amount) {
+    const std::uint32_t id = size();
+    activities.push_back({kind, host, to, amount});
+    successors.emplace_back();
+    predecessors.push_back(0);
+    ids.push_back(id);
+    return id;
+  }
+  void depend(std::uint32_t before, std::uint32_t after) {
+    successors[before].push_back(after);
+    ++predecessors[after];
+  }
+  sg4::ActivityPtr create(std::uint32_t id) const {
+    const Activity& a = activities[id];
+    if (a.kind == Kind::exec) {
+      sg4::ExecPtr e = sg4::Exec::init();
+      e->set_flops_amount(a.amount)->set_host(a.host);
+      return e;
+    }
+    sg4::CommPtr c = sg4::Comm::sendto_init(a.host, a.to);
+    c->set_payload_size(static_cast<std::uint64_t>(a.amount));
+    return c;
+  }
+};
+
 SimgridResult run_simgrid(const fleetsim::Workflow& wf, const fleetsim::Cluster& cluster,
                           const fleetsim::Topology& topo, const Replay& replay, const Routes& routes,
-                          LatencyMode latency, const std::vector<std::string>& extra_cfg, double flop_scale) {
+                          const Options& o, double flop_scale) {
+  const LatencyMode latency = o.latency;
   int argc = 1;
   char name[] = "fleetsim_vs_simgrid";
   char* argv[] = {name, nullptr};
@@ -165,7 +213,7 @@ SimgridResult run_simgrid(const fleetsim::Workflow& wf, const fleetsim::Cluster&
   sg4::Engine::set_config("network/weight-S:0");
   sg4::Engine::set_config("network/TCP-gamma:0");
   sg4::Engine::set_config("network/crosstraffic:0");
-  for (const std::string& c : extra_cfg) sg4::Engine::set_config(c);
+  for (const std::string& c : o.simgrid_cfg) sg4::Engine::set_config(c);
 
   const auto t0 = std::chrono::steady_clock::now();
   auto* zone = sg4::create_full_zone("fleetsim");
@@ -201,64 +249,86 @@ SimgridResult run_simgrid(const fleetsim::Workflow& wf, const fleetsim::Cluster&
   }
   zone->seal();
 
+  // The replay as activities and dependencies; tasks' Execs first.
+  ActivityGraph graph;
   const std::uint32_t n = static_cast<std::uint32_t>(wf.tasks.size());
-  std::vector<sg4::ExecPtr> exec(n);
-  for (std::uint32_t t = 0; t < n; ++t) {
-    exec[t] = sg4::Exec::init();
-    exec[t]->set_flops_amount(wf.tasks[t].flop * flop_scale)->set_host(hosts[replay.gpu[t]]);
-  }
-  std::vector<sg4::ActivityPtr> all(exec.begin(), exec.end());
+  for (std::uint32_t t = 0; t < n; ++t) graph.add(ActivityGraph::Kind::exec, hosts[replay.gpu[t]], nullptr, wf.tasks[t].flop * flop_scale);
   std::vector<std::uint32_t> prev(n, UINT32_MAX);
   for (const auto& order : replay.gpu_order) {
     for (std::size_t i = 1; i < order.size(); ++i) prev[order[i]] = order[i - 1];
   }
-  std::vector<sg4::ExecPtr> gate;
-  std::vector<std::pair<sg4::CommPtr, sg4::CommPtr>> inputs;  // (transfer, its arrival)
+  std::vector<std::uint32_t> gate;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> inputs;  // (transfer, its arrival)
   for (std::uint32_t c = 0; c < n; ++c) {
     // The task is placed when its producers and the previous task on its GPU have ended.
     gate.clear();
     inputs.clear();
-    if (prev[c] != UINT32_MAX) gate.push_back(exec[prev[c]]);
+    if (prev[c] != UINT32_MAX) gate.push_back(prev[c]);
     for (std::uint32_t e : wf.inputs(c)) {
       const fleetsim::EdgeSpec& edge = wf.edges[e];
-      const sg4::ExecPtr& producer = exec[edge.from];
-      if (std::find(gate.begin(), gate.end(), producer) == gate.end()) gate.push_back(producer);
+      if (std::find(gate.begin(), gate.end(), edge.from) == gate.end()) gate.push_back(edge.from);
       const std::uint32_t a = replay.gpu[edge.from], b = replay.gpu[c];
       if (a == b) continue;  // read in place
-      sg4::CommPtr comm = sg4::Comm::sendto_init(hosts[a], hosts[b]);
-      comm->set_payload_size(static_cast<std::uint64_t>(edge.bytes));
-      sg4::CommPtr arrival = comm;
+      const std::uint32_t comm = graph.add(ActivityGraph::Kind::comm, hosts[a], hosts[b], edge.bytes);
+      std::uint32_t arrival = comm;
       const double lat = topo.latency_s(routes.by_pair.at({a, b}));
       if (latency == LatencyMode::after && lat > 0) {
         const auto& [src, dst] = delay_hosts.at(lat);
-        sg4::CommPtr delay = sg4::Comm::sendto_init(src, dst);
-        delay->set_payload_size(0);
-        comm->add_successor(delay);
-        all.push_back(delay);
-        arrival = delay;
+        arrival = graph.add(ActivityGraph::Kind::comm, src, dst, 0);
+        graph.depend(comm, arrival);
       }
-      all.push_back(comm);
       inputs.emplace_back(comm, arrival);
     }
     if (inputs.empty()) {
-      for (const sg4::ExecPtr& g : gate) g->add_successor(exec[c]);
+      for (std::uint32_t g : gate) graph.depend(g, c);
       continue;
     }
-    std::vector<sg4::ExecPtr> starters(gate);
+    std::vector<std::uint32_t> starters(gate);
     if (gate.size() * inputs.size() > 64) {
       // Many inputs behind many gates: one zero-FLOP placement step instead of gates x inputs edges.
-      sg4::ExecPtr place = sg4::Exec::init();
-      place->set_flops_amount(0)->set_host(hosts[replay.gpu[c]]);
-      for (const sg4::ExecPtr& g : gate) g->add_successor(place);
-      all.push_back(place);
+      const std::uint32_t place = graph.add(ActivityGraph::Kind::exec, hosts[replay.gpu[c]], nullptr, 0);
+      for (std::uint32_t g : gate) graph.depend(g, place);
       starters.assign(1, place);
     }
     for (auto& [comm, arrival] : inputs) {
-      for (const sg4::ExecPtr& s : starters) s->add_successor(comm);
-      arrival->add_successor(exec[c]);
+      for (std::uint32_t s : starters) graph.depend(s, comm);
+      graph.depend(arrival, c);
     }
   }
-  for (const sg4::ActivityPtr& a : all) a->vetoable_start();
+  std::vector<sg4::ActivityPtr> all(graph.size());
+  // Lazy style: how many activities each still waits for, and where each SimGrid activity is in the graph.
+  std::vector<std::uint32_t> waiting = graph.predecessors;
+  std::unordered_map<const sg4::Activity*, std::uint32_t> ids;
+  if (o.style == Style::eager) {
+    for (std::uint32_t a = 0; a < graph.size(); ++a) all[a] = graph.create(a);
+    for (std::uint32_t a = 0; a < graph.size(); ++a) {
+      for (std::uint32_t b : graph.successors[a]) {
+        if (auto* exec = dynamic_cast<sg4::Exec*>(all[a].get())) {
+          exec->add_successor(all[b]);
+        } else {
+          static_cast<sg4::Comm*>(all[a].get())->add_successor(all[b]);
+        }
+      }
+    }
+    for (const sg4::ActivityPtr& a : all) a->vetoable_start();
+  } else {
+    const auto start = [&all, &graph, &ids](std::uint32_t a) {
+      all[a] = graph.create(a);
+      ids.emplace(all[a].get(), a);
+      all[a]->start();
+    };
+    // Each activity is created and started when the last one it depends on has finished.
+    sg4::Activity::on_completion_cb([&graph, &waiting, &ids, start](const sg4::Activity& done) {
+      const auto it = ids.find(&done);
+      if (it == ids.end() || done.get_state() != sg4::Activity::State::FINISHED) return;
+      for (std::uint32_t b : graph.successors[it->second]) {
+        if (--waiting[b] == 0) start(b);
+      }
+    });
+    for (std::uint32_t a = 0; a < graph.size(); ++a) {
+      if (waiting[a] == 0) start(a);
+    }
+  }
   const auto t1 = std::chrono::steady_clock::now();
   engine.run();
   SimgridResult r;
@@ -266,15 +336,14 @@ SimgridResult run_simgrid(const fleetsim::Workflow& wf, const fleetsim::Cluster&
   r.wall_s = seconds_since(t0);
   r.makespan_s = sg4::Engine::get_clock();
   r.activities = all.size();
-  for (const sg4::ActivityPtr& a : all) r.unfinished += a->get_state() != sg4::Activity::State::FINISHED;
+  for (const sg4::ActivityPtr& a : all) r.unfinished += a == nullptr || a->get_state() != sg4::Activity::State::FINISHED;
   return r;
 }
 
 // SimGrid allows one Engine per process: each run is a child process that reports through a pipe.
 SimgridResult run_simgrid_in_child(const fleetsim::Workflow& wf, const fleetsim::Cluster& cluster,
                                    const fleetsim::Topology& topo, const Replay& replay, const Routes& routes,
-                                   LatencyMode latency, const std::vector<std::string>& extra_cfg,
-                                   double flop_scale = 1) {
+                                   const Options& o, double flop_scale = 1) {
   int fds[2];
   if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
   std::fflush(nullptr);
@@ -285,7 +354,7 @@ SimgridResult run_simgrid_in_child(const fleetsim::Workflow& wf, const fleetsim:
     int status = 0;
     SimgridResult r;
     try {
-      r = run_simgrid(wf, cluster, topo, replay, routes, latency, extra_cfg, flop_scale);
+      r = run_simgrid(wf, cluster, topo, replay, routes, o, flop_scale);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "SimGrid run failed: %s\n", e.what());
       status = 1;
@@ -350,6 +419,10 @@ Options parse(int argc, char** argv) {
       const std::string v = value();
       if (v != "links" && v != "after") throw std::invalid_argument("--latency is links or after");
       o.latency = v == "links" ? LatencyMode::links : LatencyMode::after;
+    } else if (a == "--simgrid-style") {
+      const std::string v = value();
+      if (v != "lazy" && v != "eager") throw std::invalid_argument("--simgrid-style is lazy or eager");
+      o.style = v == "lazy" ? Style::lazy : Style::eager;
     } else if (a == "--reps") {
       o.reps = std::max(1, std::stoi(value()));
     } else if (a == "--check") {
@@ -363,7 +436,7 @@ Options parse(int argc, char** argv) {
     } else {
       throw std::invalid_argument(
           "usage: fleetsim_vs_simgrid [--sizes 100,1000,10000] [--kinds layered,fork-join,chains] "
-          "[--node-type hgx-h100-8] [--nodes N] [--latency links|after] [--reps 3] [--check 0.01] [--sensitivity 1e-6] [--seed 1] [--cfg simgrid/key:value]...");
+          "[--node-type hgx-h100-8] [--nodes N] [--latency links|after] [--simgrid-style lazy|eager] [--reps 3] [--check 0.01] [--sensitivity 1e-6] [--seed 1] [--cfg simgrid/key:value]...");
     }
   }
   return o;
@@ -412,7 +485,7 @@ int main(int argc, char** argv) try {
       SimgridResult best;
       best.wall_s = INFINITY;
       for (int i = 0; i < reps; ++i) {
-        const SimgridResult r = run_simgrid_in_child(wf, run->cluster, run->topology, replay, routes, o.latency, o.simgrid_cfg);
+        const SimgridResult r = run_simgrid_in_child(wf, run->cluster, run->topology, replay, routes, o);
         if (r.wall_s < best.wall_s) best = r;
       }
       // SimGrid against itself with every task's FLOP changed by a relative +-sensitivity (about a
@@ -421,8 +494,8 @@ int main(int argc, char** argv) try {
       const bool self_check = o.sensitivity > 0 && size <= 10000;  // two more SimGrid runs: small DAGs only
       if (self_check) {
         for (double sign : {1.0, -1.0}) {
-          const SimgridResult p = run_simgrid_in_child(wf, run->cluster, run->topology, replay, routes, o.latency,
-                                                       o.simgrid_cfg, 1 + sign * o.sensitivity);
+          const SimgridResult p = run_simgrid_in_child(wf, run->cluster, run->topology, replay, routes, o,
+                                                       1 + sign * o.sensitivity);
           spread = std::max(spread, std::abs(p.makespan_s - best.makespan_s) / best.makespan_s);
         }
       }

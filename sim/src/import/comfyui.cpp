@@ -582,14 +582,14 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
   for (Node* n : order) {
     if (n->task < 0 || n->inputs == nullptr) continue;
     std::set<int> producers;
-    std::vector<const Node*> stack;
+    std::vector<const Node*> to_visit;
     std::set<std::string> seen;
     for (const auto& [name, v] : n->inputs->items()) {
-      if (is_link(v)) stack.push_back(&nodes.at(link_source(v)));
+      if (is_link(v)) to_visit.push_back(&nodes.at(link_source(v)));
     }
-    while (!stack.empty()) {
-      const Node* src = stack.back();
-      stack.pop_back();
+    while (!to_visit.empty()) {
+      const Node* src = to_visit.back();
+      to_visit.pop_back();
       if (!seen.insert(src->id).second) continue;
       if (src->task >= 0) {
         producers.insert(src->task);
@@ -597,7 +597,7 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
       }
       if (src->inputs == nullptr) continue;
       for (const auto& [name, v] : src->inputs->items()) {
-        if (is_link(v)) stack.push_back(&nodes.at(link_source(v)));
+        if (is_link(v)) to_visit.push_back(&nodes.at(link_source(v)));
       }
     }
     for (int p : producers) {
