@@ -18,11 +18,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -167,19 +169,50 @@ void memory_fit(const std::vector<Point>& pts) {
               coef[0] / 1048576.0, coef[1], coef[2]);
 }
 
+constexpr const char* kUsage =
+    "usage: fleetsim_scale [--quick | --target | GPUS TASKS [compute|network|rails]]\n"
+    "  (no argument)  the whole table: tasks grow on 1,024 GPUs, GPUs grow, with network traffic (a few minutes on one core)\n"
+    "  --quick        a smaller table, for a quick look\n"
+    "  --target       10,000,000 tasks on 102,400 GPUs\n"
+    "  GPUS TASKS     one run; compute (default): one-task workflows; network: two-task chains with 64 MB tensors;\n"
+    "                 rails: network on a rail-optimized fabric\n";
+
+// A whole number from 1 up, or nothing.
+std::optional<std::int64_t> count_of(const char* text) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || v < 1) return std::nullopt;
+  return v;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc >= 3) {
-    const std::int64_t gpus = std::atoll(argv[1]), tasks = std::atoll(argv[2]);
-    const bool rails = argc >= 4 && std::strcmp(argv[3], "rails") == 0;
-    const bool network = rails || (argc >= 4 && std::strcmp(argv[3], "network") == 0);
-    print_header();
-    print(run_here(gpus, tasks, network, rails));
+  const auto is = [&](int i, const char* word) { return argc > i && std::strcmp(argv[i], word) == 0; };
+  if (is(1, "--help") || is(1, "-h")) {
+    std::fputs(kUsage, stdout);
     return 0;
   }
-  const bool quick = argc == 2 && std::strcmp(argv[1], "--quick") == 0;
-  const bool target = argc == 2 && std::strcmp(argv[1], "--target") == 0;
+  if (argc >= 3) {
+    const auto gpus = count_of(argv[1]), tasks = count_of(argv[2]);
+    const bool kind_known = argc == 3 || (argc == 4 && (is(3, "compute") || is(3, "network") || is(3, "rails")));
+    if (!gpus || !tasks || !kind_known) {
+      std::fprintf(stderr, "fleetsim_scale: expected GPUS and TASKS as whole numbers from 1 and then compute, network or rails\n%s", kUsage);
+      return 2;
+    }
+    const bool rails = is(3, "rails");
+    const bool network = rails || is(3, "network");
+    print_header();
+    print(run_here(*gpus, *tasks, network, rails));
+    return 0;
+  }
+  const bool quick = is(1, "--quick");
+  const bool target = is(1, "--target");
+  if (argc == 2 && !quick && !target) {
+    std::fprintf(stderr, "fleetsim_scale: unknown argument \"%s\"\n%s", argv[1], kUsage);
+    return 2;
+  }
   print_header();
   if (target) {
     print(run_child(102'400, 10'000'000, false));

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <cerrno>
 #include <charconv>
+#include <limits>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -730,14 +731,21 @@ int run_calibrate(const CalibrateArgs& args, const std::string& command) {
 
 }  // namespace
 
-// A seed as the random generators take it, with a range error that says so.
-const CLI::Validator kSeed(
-    [](const std::string& text) {
-      const bool digits = !text.empty() && text.size() <= 20 && text.find_first_not_of("0123456789") == std::string::npos;
-      return digits && (text.size() < 20 || text <= "18446744073709551615") ? std::string()
-                                                                          : "must be an integer from 0 to 2^64-1, found \"" + text + "\"";
-    },
-    "SEED");
+// A whole number from `lo` to `hi` (`hi_text` names it, as "2^64-1"), with a range error that says
+// so: "must be an integer from 1 to 1000, found \"0\"".
+CLI::Validator integer_from(std::uint64_t lo, std::uint64_t hi, const std::string& hi_text, const std::string& name) {
+  return CLI::Validator(
+      [=](const std::string& text) {
+        std::uint64_t v = 0;
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), v);
+        const bool ok = error == std::errc() && end == text.data() + text.size() && v >= lo && v <= hi;
+        return ok ? std::string() : "must be an integer from " + std::to_string(lo) + " to " + hi_text + ", found \"" + text + "\"";
+      },
+      name);
+}
+
+// A seed as the random generators take it.
+const CLI::Validator kSeed = integer_from(0, std::numeric_limits<std::uint64_t>::max(), "2^64-1", "SEED");
 
 namespace {
 
@@ -769,7 +777,7 @@ void add_max_events(CLI::App& command, std::vector<std::string>& sets) {
       .add_option_function<std::uint64_t>(
           "--max-events", [&sets](std::uint64_t n) { sets.push_back("/max_events=" + std::to_string(n)); },
           "Stop a run that pops more events than this, with an error (default: the scenario's max_events, 1,000,000,000)")
-      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 62));
+      ->check(integer_from(1, std::uint64_t{1} << 62, "2^62", "N"));
 }
 
 void add_simulate(CLI::App& app, Commands& commands) {
@@ -830,7 +838,7 @@ void add_calibrate(CLI::App& app, Commands& commands, const std::string& command
   CLI::App* calibrate = app.add_subcommand("calibrate", "Measure this machine's devices with microbenchmarks; fit a profile for --profile");
   calibrate->add_option("--backend", cal->backend, "cpu (every machine) or cuda")->capture_default_str();
   calibrate->add_option("--out", cal->out, "Write the profile (JSON) here");
-  calibrate->add_option("--repeats", cal->repeats, "Timed runs per point (the median is kept)")->capture_default_str()->check(CLI::Range(1, 1000));
+  calibrate->add_option("--repeats", cal->repeats, "Timed runs per point (the median is kept)")->capture_default_str()->check(integer_from(1, 1000, "1000", "N"));
   calibrate->add_option("--gpu-type", cal->gpu_type, "cuda: the catalog GPU type to calibrate (default: read off local GPU 0's name)");
   calibrate->add_option("--node-type", cal->node_type, "cuda: the catalog node type whose links are calibrated (default: the smallest that holds the GPUs)");
   calibrate->add_flag("--json", cal->json, "Print the profile as JSON instead of the table");
@@ -880,7 +888,7 @@ void add_compare(CLI::App& app, Commands& commands) {
   compare->add_option("--policies", cmp->policies, "Comma-separated policy names (default: all)")
       ->check(CLI::Validator([](const std::string& text) { return text.find_first_not_of(", ") == std::string::npos ? "expected one or more policy names" : ""; },
                              "NAMES"));
-  compare->add_option("--seeds", cmp->seeds, "Seeds per policy: the scenario's seed and the next ones")->capture_default_str()->check(CLI::PositiveNumber);
+  compare->add_option("--seeds", cmp->seeds, "Seeds per policy: the scenario's seed and the next ones")->capture_default_str()->check(integer_from(1, 100000, "100000", "N"));
   compare->add_option("--threads", cmp->threads, "Parallel runs (default: all cores)");
   compare->add_option("--set", cmp->sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
   compare->add_option("--policy-plugin", cmp->plugins, "Load a policy from a shared library (repeatable)");
@@ -952,7 +960,7 @@ void add_import(CLI::App& app, Commands& commands) {
   import_trace->add_option("--from", trace->from, "Keep jobs submitted at least this long after the log's first job (\"7 d\", \"3600 s\")");
   import_trace->add_option("--to", trace->to, "Keep jobs submitted less than this long after the log's first job");
   import_trace->add_option("--tenants", trace->tenants, "Keep only these tenants (comma-separated)");
-  import_trace->add_option("--min-gpus", trace->min_gpus, "Keep only jobs of at least this many GPUs")->check(CLI::PositiveNumber)->capture_default_str();
+  import_trace->add_option("--min-gpus", trace->min_gpus, "Keep only jobs of at least this many GPUs")->check(integer_from(1, 1000000, "1000000", "GPUS"))->capture_default_str();
   import_trace->add_option("--out", trace->out, "Write the CSV here instead of stdout");
   commands.add(import_trace, [trace] {
     fleetsim::TraceFilter filter;

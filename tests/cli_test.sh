@@ -82,6 +82,16 @@ check "a negative seed exits 2" test $? -eq 2
 check "a bad seed says the range" grep -q -- "--seed: must be an integer from 0 to 2^64-1" "$tmp/seed.err"
 "$fleetsim" simulate "$src/scenarios/default.json" --seed 99999999999999999999 >/dev/null 2>&1
 check "a seed beyond 64 bits exits 2, not clamped" test $? -eq 2
+"$fleetsim" compare "$src/scenarios/default.json" --seeds 0 >/dev/null 2>"$tmp/seeds.err"
+check "compare --seeds 0 says the range in words" grep -qx -- '--seeds: must be an integer from 1 to 100000, found "0"' "$tmp/seeds.err"
+"$fleetsim" simulate "$src/scenarios/default.json" --max-events 0 >/dev/null 2>"$tmp/maxev.err"
+check "--max-events 0 says the range in words" grep -qx -- '--max-events: must be an integer from 1 to 2^62, found "0"' "$tmp/maxev.err"
+scale_driver="$(dirname "$fleetsim")/fleetsim_scale"
+if [ -x "$scale_driver" ]; then  # built with bench/ (Google Benchmark found)
+  "$scale_driver" --bogus >/dev/null 2>"$tmp/scale.err"
+  scale_rc=$?
+  check "fleetsim_scale refuses an unknown argument with its usage" bash -c "test $scale_rc -eq 2 && grep -q '^usage: fleetsim_scale' '$tmp/scale.err'"
+fi
 "$fleetsim" simulat "$src/scenarios/default.json" 2>"$tmp/cmd.err"
 check "an unknown command exits 2" test $? -eq 2
 check "an unknown command is named, with the commands" grep -q 'unknown command "simulat" (commands: catalog, simulate' "$tmp/cmd.err"
