@@ -56,7 +56,7 @@ mkdir -p "$(dirname "$report")"
   echo
   echo "## hgx-h100-8, single switch"
   echo
-  echo "SimGrid creates each activity when the ones it depends on have finished (\`--simgrid-style lazy\`, SimGrid's recommended style for large DAGs):"
+  echo "SimGrid creates each activity when the ones it depends on have finished (\`--simgrid-style lazy\`, as a SimGrid user would write a large DAG):"
   echo
   cat "$table"
   echo

@@ -16,8 +16,9 @@
 // links and paying each route's latency after the bytes, as a zero-byte message over a private link.
 //
 // Timed: fleetsim, the simulate() call (cluster, topology and run; the scenario is built in memory
-// beforehand). SimGrid, building the platform (hosts, links, routes) and the activities, and
-// Engine::run(); the Engine's construction and configuration are not timed. Each SimGrid run is a
+// beforehand). SimGrid, building the platform (hosts, links, routes), the activities' dependency graph
+// (and, eager style, the activities), and Engine::run(); the Engine's construction and configuration
+// are not timed. Each SimGrid run is a
 // fork()ed child, as SimGrid allows one Engine per process.
 #include <simgrid/s4u.hpp>
 #include <sys/wait.h>
@@ -49,7 +50,7 @@ namespace {
 enum class LatencyMode { links, after };
 // eager: every SimGrid activity created before the run, started by its dependencies (SimGrid 3.32
 // cleans such activities up with a scan of a list of them all: quadratic); lazy: each created when it
-// can start, the style SimGrid recommends for large DAGs.
+// can start, as a SimGrid user would write a large DAG.
 enum class Style { lazy, eager };
 
 struct Options {
