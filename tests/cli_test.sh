@@ -110,6 +110,10 @@ check "--help exits 0" test $? -eq 0
 "$fleetsim" collective --op all-reduce --cluster hgx-h100-8 --gpus 8 --algo ring -b 1M -e 1G -f 1024 >"$tmp/coll.txt"
 check "collective prints an nccl-tests-style table" grep -q "busbw" "$tmp/coll.txt"
 check "collective prints one row per size" test "$(grep -vc '^#' "$tmp/coll.txt")" -eq 2
+"$fleetsim" collective --op all-reduce --cluster hgx-h100-8 --gpus 8 -b 1M -e 1G -f 1.0000000001 >"$tmp/coll-f.txt" 2>"$tmp/coll-f.err"
+coll_f_rc=$?
+check "collective refuses a factor that would plan 10^11 sizes, saying the limit" \
+  bash -c "test $coll_f_rc -eq 2 && grep -q -- '--factor: expected at most 10,000 sizes between --min and --max' '$tmp/coll-f.err' && test ! -s '$tmp/coll-f.txt'"
 "$fleetsim" collective --op all-reduce --cluster hgx-h100-9 --gpus 8 2>"$tmp/coll.err"
 check "collective on an unknown node type exits 2" test $? -eq 2
 check "collective names the unknown node type" grep -q 'unknown node type "hgx-h100-9"' "$tmp/coll.err"
