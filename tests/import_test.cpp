@@ -189,6 +189,47 @@ TEST_CASE("the UI workflow format imports to the same workflow as the API format
   }
 }
 
+TEST_CASE("a UI workflow's editor-only nodes are seen through as ComfyUI runs the graph", "[import]") {
+  // Checkpoint -> Reroute -> bypassed LoRA -> KSampler, whose steps come from a PrimitiveNode (5, not
+  // the widget's stale 20); a Note and a MarkdownNote beside; a muted LoRA feeds nothing.
+  const std::string ui = R"({"nodes": [
+      {"id": 1, "type": "CheckpointLoaderSimple", "mode": 0, "inputs": [], "widgets_values": ["sd_xl_base_1.0.safetensors"]},
+      {"id": 2, "type": "Reroute", "mode": 0, "inputs": [{"name": "", "type": "*", "link": 1}]},
+      {"id": 3, "type": "LoraLoaderModelOnly", "mode": 4, "inputs": [{"name": "model", "type": "MODEL", "link": 2}], "widgets_values": ["x.safetensors", 1.0]},
+      {"id": 4, "type": "PrimitiveNode", "mode": 0, "inputs": [], "widgets_values": [5, "fixed"]},
+      {"id": 5, "type": "EmptyLatentImage", "mode": 0, "inputs": [], "widgets_values": [1024, 1024, 1]},
+      {"id": 6, "type": "CLIPTextEncode", "mode": 0, "inputs": [{"name": "clip", "type": "CLIP", "link": 4}], "widgets_values": ["a cat"]},
+      {"id": 7, "type": "KSampler", "mode": 0, "inputs": [{"name": "model", "type": "MODEL", "link": 3}, {"name": "positive", "type": "CONDITIONING", "link": 5},
+        {"name": "negative", "type": "CONDITIONING", "link": 6}, {"name": "latent_image", "type": "LATENT", "link": 7},
+        {"name": "steps", "type": "INT", "link": 8, "widget": {"name": "steps"}}], "widgets_values": [1, "fixed", 20, 7, "euler", "normal", 1]},
+      {"id": 8, "type": "Note", "mode": 0, "widgets_values": ["remember the refiner"]},
+      {"id": 9, "type": "MarkdownNote", "mode": 0, "widgets_values": ["# notes"]},
+      {"id": 10, "type": "LoraLoaderModelOnly", "mode": 2, "inputs": [{"name": "model", "type": "MODEL", "link": 9}], "widgets_values": ["y.safetensors", 1.0]},
+      {"id": 11, "type": "VAEDecode", "mode": 0, "inputs": [{"name": "samples", "type": "LATENT", "link": 10}, {"name": "vae", "type": "VAE", "link": 11}]}],
+    "links": [[1, 1, 0, 2, 0, "MODEL"], [2, 2, 0, 3, 0, "MODEL"], [3, 3, 0, 7, 0, "MODEL"], [4, 1, 1, 6, 0, "CLIP"],
+              [5, 6, 0, 7, 1, "CONDITIONING"], [6, 6, 0, 7, 2, "CONDITIONING"], [7, 5, 0, 7, 3, "LATENT"], [8, 4, 0, 7, 4, "INT"],
+              [9, 1, 0, 10, 0, "MODEL"], [10, 7, 0, 11, 0, "LATENT"], [11, 1, 2, 11, 1, "VAE"]]})";
+  const Workflow wf = import_comfyui(ui, "saved.json", Catalog::builtin());
+  REQUIRE(wf.tasks.size() == 3);  // text encode, sample, decode
+  const auto sampler = std::find_if(wf.tasks.begin(), wf.tasks.end(), [](const TaskSpec& t) { return t.steps > 1; });
+  REQUIRE(sampler != wf.tasks.end());
+  CHECK(sampler->steps == 5);
+  CHECK_THAT(sampler->model, Contains("sdxl"));  // the family reached the sampler through the Reroute and the bypassed LoRA
+  for (const std::string& a : wf.assumptions) CHECK_THAT(a, !Contains("Note") && !Contains("PrimitiveNode") && !Contains("Reroute"));
+
+  // In the API format, ComfyUI's primitive nodes give their value to the inputs linked to them.
+  const Workflow api = import_comfyui(R"({"1": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "sd_xl_base_1.0.safetensors"}},
+      "2": {"class_type": "EmptyLatentImage", "inputs": {"width": 1024, "height": 1024, "batch_size": 1}},
+      "3": {"class_type": "CLIPTextEncode", "inputs": {"text": ["9", 0], "clip": ["1", 1]}},
+      "4": {"class_type": "KSampler", "inputs": {"model": ["1", 0], "positive": ["3", 0], "negative": ["3", 0], "latent_image": ["2", 0],
+            "steps": ["8", 0], "cfg": 7, "seed": 1, "sampler_name": "euler", "scheduler": "normal", "denoise": 1}},
+      "8": {"class_type": "PrimitiveInt", "inputs": {"value": 12}},
+      "9": {"class_type": "PrimitiveStringMultiline", "inputs": {"value": "a cat"}}})", "api.json", Catalog::builtin());
+  const auto api_sampler = std::find_if(api.tasks.begin(), api.tasks.end(), [](const TaskSpec& t) { return t.steps > 1; });
+  REQUIRE(api_sampler != api.tasks.end());
+  CHECK(api_sampler->steps == 12);
+}
+
 TEST_CASE("a malformed UI workflow is reported with its pointers", "[import][errors]") {
   CHECK_THAT(import_error(R"({"nodes": [{"id": 1}], "links": []})"), Contains("graph.json: /nodes/0: expected a node with an integer \"id\" and a string \"type\""));
   CHECK_THAT(import_error(R"({"nodes": [{"id": 1, "type": "VAEDecode", "inputs": [{"name": "samples", "link": 9}]}], "links": []})"),

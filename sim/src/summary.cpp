@@ -21,13 +21,22 @@ std::string format_slo_value(const std::string& metric, double value) {
   return format_quantity(value, Dimension::time);
 }
 
-double percentile(std::vector<double> values, double p) {
+namespace {
+
+// The p-th percentile of sorted values, interpolated between ranks.
+double percentile_of_sorted(const std::vector<double>& values, double p) {
   if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
   const double rank = p / 100.0 * static_cast<double>(values.size() - 1);
   const auto lo = static_cast<std::size_t>(std::floor(rank));
   const std::size_t hi = std::min(lo + 1, values.size() - 1);
   return values[lo] + (rank - static_cast<double>(lo)) * (values[hi] - values[lo]);
+}
+
+}  // namespace
+
+double percentile(std::vector<double> values, double p) {
+  std::sort(values.begin(), values.end());
+  return percentile_of_sorted(values, p);
 }
 
 LatencyStats latency_stats(std::vector<double> values) {
@@ -38,9 +47,9 @@ LatencyStats latency_stats(std::vector<double> values) {
   double sum = 0;
   for (double v : values) sum += v;
   s.mean = sum / static_cast<double>(values.size());
-  s.p50 = percentile(values, 50);
-  s.p95 = percentile(values, 95);
-  s.p99 = percentile(values, 99);
+  s.p50 = percentile_of_sorted(values, 50);
+  s.p95 = percentile_of_sorted(values, 95);
+  s.p99 = percentile_of_sorted(values, 99);
   s.max = values.back();
   return s;
 }

@@ -54,6 +54,8 @@ const std::map<std::string, Role, std::less<>>& roles() {
       {"SaveAnimatedPNG", Role::sink},
       {"KSamplerSelect", Role::pass}, {"BasicScheduler", Role::pass}, {"BasicGuider", Role::pass},
       {"CFGGuider", Role::pass}, {"RandomNoise", Role::pass}, {"CLIPSetLastLayer", Role::pass},
+      {"PrimitiveInt", Role::pass}, {"PrimitiveFloat", Role::pass}, {"PrimitiveBoolean", Role::pass},
+      {"PrimitiveString", Role::pass}, {"PrimitiveStringMultiline", Role::pass},
       {"KSampler", Role::sample}, {"KSamplerAdvanced", Role::sample}, {"SamplerCustom", Role::sample},
       {"SamplerCustomAdvanced", Role::sample},
       {"CLIPTextEncode", Role::encode_text}, {"CLIPTextEncodeSDXL", Role::encode_text}, {"CLIPTextEncodeFlux", Role::encode_text},
@@ -141,6 +143,29 @@ std::string work_text(const TaskSpec& t) {
 
 bool is_link(const Json& v) { return v.is_array() && v.size() == 2 && (v[0].is_string() || v[0].is_number_integer()); }
 std::string link_source(const Json& v) { return v[0].is_string() ? v[0].get<std::string>() : std::to_string(v[0].get<long long>()); }
+
+// ComfyUI's primitive nodes (comfy_extras/nodes_primitive.py) output the one "value" they are given.
+bool is_primitive(std::string_view cls) {
+  return cls == "PrimitiveInt" || cls == "PrimitiveFloat" || cls == "PrimitiveBoolean" || cls == "PrimitiveString" ||
+         cls == "PrimitiveStringMultiline";
+}
+
+// An input linked to a primitive node takes its value, so that a sampler's steps set there count.
+void inline_primitives(Json& doc) {
+  for (auto& [id, node] : doc.items()) {
+    if (!node.is_object() || !node.contains("inputs") || !node["inputs"].is_object()) continue;
+    for (auto& [name, v] : node["inputs"].items()) {
+      if (!is_link(v)) continue;
+      const auto src = doc.find(link_source(v));
+      if (src == doc.end() || !src->is_object() || !src->contains("class_type") || !(*src)["class_type"].is_string() ||
+          !is_primitive((*src)["class_type"].get<std::string>()) || !src->contains("inputs") || !(*src)["inputs"].is_object()) {
+        continue;
+      }
+      const Json& inputs = (*src)["inputs"];
+      if (const auto value = inputs.find("value"); value != inputs.end() && !is_link(*value)) v = *value;
+    }
+  }
+}
 
 // ComfyUI's own bounds on the widgets read here (its nodes.py: MAX_RESOLUTION 16384, batch_size up to
 // 4096, steps up to 10000, cfg up to 100, scale_by 0.01 to 8, RepeatLatentBatch amount up to 64).
@@ -235,6 +260,7 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
     doc = detail::comfyui_ui_to_api(doc, problems);
     problems.throw_if_any();
   }
+  if (doc.is_object()) inline_primitives(doc);
   if (!doc.is_object() || doc.empty()) {
     problems.add("", "expected a ComfyUI graph: an API-format prompt (an object of node id -> {\"class_type\", \"inputs\"}, "
                      "Save (API Format) in ComfyUI) or a UI workflow (an object with \"nodes\" and \"links\" arrays, Save)");

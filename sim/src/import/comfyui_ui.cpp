@@ -1,6 +1,7 @@
 #include "comfyui_ui.hpp"
 
 #include <map>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -44,6 +45,11 @@ const std::map<std::string, std::vector<std::string>, std::less<>>& widget_names
       {"CFGGuider", {"cfg"}},
       {"VAEDecodeTiled", {"tile_size", "overlap", "temporal_size", "temporal_overlap"}},
       {"SaveImage", {"filename_prefix"}},
+      {"PrimitiveInt", {"value", ""}},
+      {"PrimitiveFloat", {"value"}},
+      {"PrimitiveBoolean", {"value"}},
+      {"PrimitiveString", {"value"}},
+      {"PrimitiveStringMultiline", {"value"}},
       {"SaveAnimatedWEBP", {"filename_prefix", "fps", "lossless", "quality", "method"}},
   };
   return names;
@@ -57,23 +63,46 @@ bool is_comfyui_ui_workflow(const Json& doc) {
   return doc.is_object() && doc.contains("nodes") && doc["nodes"].is_array() && doc.contains("links") && doc["links"].is_array();
 }
 
+namespace {
+
+// What a link carries from its source, once UI-only nodes are seen through.
+struct UiLink {
+  std::int64_t source = 0;
+  std::int64_t slot = 0;
+  std::string type;  // the link's data type ("MODEL", "INT", "*")
+};
+
+struct UiNode {
+  std::string type;
+  int mode = 0;
+  const Json* json = nullptr;
+  std::vector<std::pair<std::string, std::optional<std::int64_t>>> inputs;  // (type, link) per input slot
+};
+
+// Nodes that exist only in the editor: notes are text, a PrimitiveNode holds the value of the widgets
+// it is linked to, a Reroute forwards its one input. ComfyUI never runs them.
+bool ui_only(const std::string& type) { return type == "Note" || type == "MarkdownNote" || type == "PrimitiveNode" || type == "Reroute"; }
+
+}  // namespace
+
 Json comfyui_ui_to_api(const Json& ui, Problems& problems) {
-  // Link id -> [source node id, source slot].
-  std::map<std::int64_t, Json> sources;
-  const Json& links = ui["links"];
-  for (std::size_t i = 0; i < links.size(); ++i) {
-    const Json& l = links[i];
+  std::map<std::int64_t, UiLink> links;
+  const Json& link_list = ui["links"];
+  for (std::size_t i = 0; i < link_list.size(); ++i) {
+    const Json& l = link_list[i];
     const bool ok = l.is_array() && l.size() >= 5 && l[0].is_number_integer() && l[1].is_number_integer() && l[2].is_number_integer();
     if (!ok) {
       problems.add(child_pointer("/links", i), "expected a link [id, source node, source slot, target node, target slot, type], found " + describe(l));
       continue;
     }
-    sources[l[0].get<std::int64_t>()] = Json::array({std::to_string(l[1].get<std::int64_t>()), l[2].get<std::int64_t>()});
+    links[l[0].get<std::int64_t>()] = UiLink{l[1].get<std::int64_t>(), l[2].get<std::int64_t>(),
+                                            l.size() > 5 && l[5].is_string() ? l[5].get<std::string>() : "*"};
   }
 
-  Json api = Json::object();
+  // The nodes, by id, with their input slots' types and links.
   const Json& nodes = ui["nodes"];
-  std::set<std::string> left_out;  // muted and bypassed nodes
+  std::map<std::int64_t, UiNode> by_id;
+  std::vector<std::int64_t> order;  // the ids of well-formed nodes, in file order
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const Json& n = nodes[i];
     const std::string at = child_pointer("/nodes", i);
@@ -81,15 +110,90 @@ Json comfyui_ui_to_api(const Json& ui, Problems& problems) {
       problems.add(at, "expected a node with an integer \"id\" and a string \"type\", found " + describe(n));
       continue;
     }
-    const std::string id = std::to_string(n["id"].get<std::int64_t>());
-    if (n.contains("mode") && n["mode"].is_number_integer() && (n["mode"] == kModeMuted || n["mode"] == kModeBypassed)) {
-      left_out.insert(id);
+    const std::int64_t id = n["id"].get<std::int64_t>();
+    UiNode node;
+    node.type = n["type"].get<std::string>();
+    node.mode = n.contains("mode") && n["mode"].is_number_integer() ? n["mode"].get<int>() : 0;
+    node.json = &n;
+    if (n.contains("inputs")) {
+      const Json& slots = n["inputs"];
+      if (!slots.is_array()) {
+        problems.add(at + "/inputs", "expected an array of input slots, found " + describe(slots));
+      } else {
+        for (std::size_t k = 0; k < slots.size(); ++k) {
+          const Json& slot = slots[k];
+          const std::string slot_at = child_pointer(at + "/inputs", k);
+          if (!slot.is_object() || !slot.contains("name") || !slot["name"].is_string()) {
+            problems.add(slot_at, "expected an input slot with a \"name\", found " + describe(slot));
+            node.inputs.emplace_back("", std::nullopt);
+            continue;
+          }
+          std::optional<std::int64_t> link;
+          if (slot.contains("link") && !slot["link"].is_null()) {
+            if (!slot["link"].is_number_integer()) {
+              problems.add(slot_at + "/link", "expected a link id or null, found " + describe(slot["link"]));
+            } else if (!links.contains(slot["link"].get<std::int64_t>())) {
+              problems.add(slot_at + "/link", "link " + std::to_string(slot["link"].get<std::int64_t>()) + " is not in \"links\"");
+            } else {
+              link = slot["link"].get<std::int64_t>();
+            }
+          }
+          node.inputs.emplace_back(slot.contains("type") && slot["type"].is_string() ? slot["type"].get<std::string>() : "*", link);
+        }
+      }
+    }
+    if (!by_id.emplace(id, std::move(node)).second) {
+      problems.add(at + "/id", "node id " + std::to_string(id) + " appears twice");
       continue;
     }
-    if (api.contains(id)) {
-      problems.add(at + "/id", "node id " + id + " appears twice");
-      continue;
+    order.push_back(id);
+  }
+
+  // What an input linked by `link` receives, as ComfyUI runs the graph: through Reroutes and bypassed
+  // nodes (which pass on their input of the link's type) to a running node's output ([id, slot]), or
+  // a PrimitiveNode's value; nothing from a muted node, or a bypassed one with no input of that type.
+  const auto resolve = [&](std::int64_t link, const std::string& at) -> std::optional<Json> {
+    for (std::size_t steps = 0; steps <= links.size(); ++steps) {
+      const UiLink& l = links.at(link);
+      const auto src = by_id.find(l.source);
+      if (src == by_id.end()) return Json::array({std::to_string(l.source), l.slot});  // reported as a dangling link later
+      const UiNode& n = src->second;
+      if (n.mode == kModeMuted) return std::nullopt;
+      if (n.type == "PrimitiveNode") {
+        const Json* values = n.json->contains("widgets_values") ? &(*n.json)["widgets_values"] : nullptr;
+        if (values != nullptr && values->is_array() && !values->empty()) return (*values)[0];
+        return std::nullopt;
+      }
+      std::optional<std::int64_t> next;
+      if (n.type == "Reroute") {
+        if (!n.inputs.empty()) next = n.inputs[0].second;
+      } else if (n.mode == kModeBypassed) {
+        for (const auto& [type, in] : n.inputs) {
+          if (in && (type == l.type || l.type == "*" || type == "*")) {
+            next = in;
+            break;
+          }
+        }
+      } else {
+        return Json::array({std::to_string(l.source), l.slot});
+      }
+      if (!next) return std::nullopt;
+      link = *next;
     }
+    problems.add(at, "links form a cycle through Reroute or bypassed nodes");
+    return std::nullopt;
+  };
+
+  Json api = Json::object();
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const Json& n = nodes[i];
+    if (!n.is_object() || !n.contains("id") || !n["id"].is_number_integer()) continue;
+    const std::int64_t id_number = n["id"].get<std::int64_t>();
+    const auto found = by_id.find(id_number);
+    if (found == by_id.end() || found->second.json != &n) continue;  // malformed, or the second of an id
+    const UiNode& node = found->second;
+    if (ui_only(node.type) || node.mode == kModeMuted || node.mode == kModeBypassed) continue;
+    const std::string at = child_pointer("/nodes", i);
     Json inputs = Json::object();
     // Widget values first, so that a widget turned into a linked input takes its link below.
     if (n.contains("widgets_values")) {
@@ -101,50 +205,22 @@ Json comfyui_ui_to_api(const Json& ui, Problems& problems) {
         } else {
           problems.add(at + "/widgets_values", "expected an array or an object, found " + describe(values));
         }
-      } else if (const auto known = widget_names().find(n["type"].get<std::string>()); known != widget_names().end()) {
+      } else if (const auto known = widget_names().find(node.type); known != widget_names().end()) {
         for (std::size_t k = 0; k < values.size() && k < known->second.size(); ++k) {
           if (!known->second[k].empty()) inputs[known->second[k]] = values[k];
         }
       }
     }
-    if (n.contains("inputs")) {
-      const Json& slots = n["inputs"];
-      if (!slots.is_array()) {
-        problems.add(at + "/inputs", "expected an array of input slots, found " + describe(slots));
+    for (std::size_t k = 0; k < node.inputs.size(); ++k) {
+      if (!node.inputs[k].second) continue;  // not connected
+      const std::string name = n["inputs"][k]["name"].get<std::string>();
+      if (std::optional<Json> value = resolve(*node.inputs[k].second, child_pointer(at + "/inputs", k) + "/link")) {
+        inputs[name] = std::move(*value);
       } else {
-        for (std::size_t k = 0; k < slots.size(); ++k) {
-          const Json& slot = slots[k];
-          const std::string slot_at = child_pointer(at + "/inputs", k);
-          if (!slot.is_object() || !slot.contains("name") || !slot["name"].is_string()) {
-            problems.add(slot_at, "expected an input slot with a \"name\", found " + describe(slot));
-            continue;
-          }
-          if (!slot.contains("link") || slot["link"].is_null()) continue;  // not connected
-          if (!slot["link"].is_number_integer()) {
-            problems.add(slot_at + "/link", "expected a link id or null, found " + describe(slot["link"]));
-            continue;
-          }
-          const auto source = sources.find(slot["link"].get<std::int64_t>());
-          if (source == sources.end()) {
-            problems.add(slot_at + "/link", "link " + std::to_string(slot["link"].get<std::int64_t>()) + " is not in \"links\"");
-            continue;
-          }
-          inputs[slot["name"].get<std::string>()] = source->second;
-        }
+        inputs.erase(name);  // fed by a muted node: ComfyUI runs the node without it
       }
     }
-    api[id] = Json{{"class_type", n["type"]}, {"inputs", std::move(inputs)}};
-  }
-  // Inputs from left-out (muted, bypassed) nodes are dropped, as ComfyUI drops muted nodes.
-  for (auto& [id, node] : api.items()) {
-    Json& inputs = node["inputs"];
-    for (auto it = inputs.begin(); it != inputs.end();) {
-      if (it->is_array() && it->size() == 2 && (*it)[0].is_string() && left_out.contains((*it)[0].get<std::string>())) {
-        it = inputs.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    api[std::to_string(id_number)] = Json{{"class_type", node.type}, {"inputs", std::move(inputs)}};
   }
   return api;
 }
