@@ -80,12 +80,6 @@ void Occupancy::set_off(std::uint32_t gpu, bool off) {
   refresh(gpu);
 }
 
-std::uint32_t Occupancy::free_gpus() const {
-  std::uint32_t free = 0;
-  for (std::uint32_t f : free_per_node_) free += f;
-  return free;
-}
-
 std::uint32_t Occupancy::gpus_running() const {
   return static_cast<std::uint32_t>(std::count_if(gpu_tasks_.begin(), gpu_tasks_.end(), [](const auto& t) { return !t.empty(); }));
 }
@@ -122,6 +116,7 @@ void Occupancy::refresh(std::uint32_t g) {
 
 void Occupancy::add_free(std::uint32_t n, int delta) {
   free_per_node_[n] += static_cast<std::uint32_t>(delta);
+  free_total_ += static_cast<std::uint32_t>(delta);
   if (free_per_node_[n] > 0) {
     free_nodes_[n / 64] |= std::uint64_t{1} << (n % 64);
   } else {

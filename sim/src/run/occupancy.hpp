@@ -46,7 +46,7 @@ class Occupancy {
   // Whether the tenant's GPUs (with MIG: physical GPUs) are its own.
   bool private_tenant(TenantId tenant) const { return tenant_private_[index(tenant)] != 0; }
   // Free GPUs over the whole cluster; GPUs running at least one task.
-  std::uint32_t free_gpus() const;
+  std::uint32_t free_gpus() const { return free_total_; }
   std::uint32_t gpus_running() const;
 
  private:
@@ -66,6 +66,7 @@ class Occupancy {
   std::vector<std::int32_t> gpu_tenant_;   // tenant of the first task there (-1: none)
   std::vector<double> gpu_free_at_;
   std::vector<std::uint32_t> free_per_node_;
+  std::uint32_t free_total_ = 0;           // the sum of free_per_node_, asked for every round
   std::vector<std::uint64_t> free_nodes_;  // bit per node: it has a free GPU (policies skip full nodes)
   std::vector<std::uint32_t> tenant_gpus_;
   std::vector<double> tenant_quota_;
