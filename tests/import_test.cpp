@@ -28,7 +28,7 @@ const TaskSpec& task(const Workflow& wf, const std::string& name) {
 
 std::string import_error(const std::string& json, const std::string& costs = "") {
   try {
-    import_comfyui(json, "graph.json", Catalog::builtin(), costs, "costs.json");
+    import_comfyui(json, "graph.json", Catalog::builtin(), {.node_costs_json = costs, .node_costs_file = "costs.json", .strict = true});
   } catch (const InputError& e) {
     return e.what();
   }
@@ -83,8 +83,14 @@ TEST_CASE("unknown ComfyUI node types are listed, and a costs file names them", 
     "6": {"class_type": "Watermark", "inputs": {"samples": ["5", 0]}}})";
   CHECK_THAT(import_error(graph), Contains("unknown ComfyUI node types") && Contains("MagicSharpen (nodes 4, 5)") &&
                                       Contains("Watermark (node 6)"));
+  // Not strict: they pass data through, and the import says it guessed so.
+  const Workflow guessed = import_comfyui(graph, "graph.json", Catalog::builtin());
+  CHECK(guessed.tasks.size() == 1);  // the sampler
+  REQUIRE_FALSE(guessed.assumptions.empty());
+  CHECK_THAT(guessed.assumptions[0], Contains("unknown node types passed through as if they did no GPU work, a guess") &&
+                                         Contains("MagicSharpen (nodes 4, 5)") && Contains("Watermark (node 6)"));
   const std::string costs = R"({"MagicSharpen": {"flop": "2 TFLOP", "bytes": "1 GB"}, "Watermark": {"free": true}})";
-  const Workflow wf = import_comfyui(graph, "graph.json", Catalog::builtin(), costs, "costs.json");
+  const Workflow wf = import_comfyui(graph, "graph.json", Catalog::builtin(), {.node_costs_json = costs, .node_costs_file = "costs.json"});
   CHECK(wf.tasks.size() == 3);  // the sampler and two sharpen passes; the watermark is free
   CHECK(task(wf, "MagicSharpen#4").flop == 2e12);
   CHECK(task(wf, "KSampler#3").architecture->id == "sd15-unet");

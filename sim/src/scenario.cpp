@@ -227,8 +227,9 @@ std::vector<std::string> read_workflows(ObjectReader& top, const Catalog& catalo
         wf = absorbing(top.problems(), [&] {
           const std::string graph_path = resolve(base_dir, *graph);
           const std::string costs_path = costs ? resolve(base_dir, *costs) : "";
+          const std::string costs_text = costs ? read_named_file(top.problems(), r.pointer("node_costs"), costs_path) : "";
           return import_comfyui(read_named_file(top.problems(), r.pointer("comfyui"), graph_path), graph_path, catalog,
-                                costs ? read_named_file(top.problems(), r.pointer("node_costs"), costs_path) : "", costs_path);
+                                {.node_costs_json = costs_text, .node_costs_file = costs_path});
         });
       }
     } else if (entry.is_object()) {

@@ -4,8 +4,8 @@
 // VAE and upscale nodes become tasks whose work is a model step of the family's architecture at the
 // node's steps, resolution, batch and prompt length (operator profiles where no architecture fits);
 // loaders set the model of the tasks they feed; other known nodes pass data through. What it assumed
-// is listed in the workflow's `assumptions`. Node types it does not know are listed in the error,
-// and can be given a cost in a node-costs file.
+// is listed in the workflow's `assumptions`. Node types it does not know pass data through, listed
+// as a guess (or, strict, refused); a node-costs file gives them a cost.
 #pragma once
 
 #include <limits>
@@ -22,10 +22,18 @@ namespace fleetsim {
 // class_type) or a UI workflow ("nodes" and "links" arrays).
 bool is_comfyui_prompt(std::string_view json_text);
 
-// `node_costs_json` (may be empty) maps class types to {"flop", "bytes", "dtype", "model", "working_set"}
-// or {"free": true} for nodes that do no GPU work.
+struct ComfyUiOptions {
+  // Maps class types to {"flop", "bytes", "dtype", "model", "working_set"}, or {"free": true} for nodes
+  // that do no GPU work; empty: none.
+  std::string_view node_costs_json;
+  std::string node_costs_file;
+  // Node types neither known nor in the costs file: an error when strict, else passed through as if
+  // they did no GPU work, and listed among the assumptions as a guess.
+  bool strict = false;
+};
+
 Workflow import_comfyui(std::string_view json_text, const std::string& file_name, const Catalog& catalog,
-                        std::string_view node_costs_json = {}, const std::string& node_costs_file = {});
+                        const ComfyUiOptions& options = {});
 
 // Whether JSON text looks like a WfCommons WfFormat instance ("schemaVersion" and "workflow").
 bool is_wfcommons_instance(std::string_view json_text);

@@ -252,7 +252,9 @@ bool is_comfyui_prompt(std::string_view json_text) {
 }
 
 Workflow import_comfyui(std::string_view json_text, const std::string& file_name, const Catalog& catalog,
-                        std::string_view node_costs_json, const std::string& node_costs_file) {
+                        const ComfyUiOptions& options) {
+  const std::string_view node_costs_json = options.node_costs_json;
+  const std::string& node_costs_file = options.node_costs_file;
   Problems problems(file_name);
   Json doc = detail::parse_json(json_text, problems);
   problems.throw_if_any();
@@ -327,6 +329,7 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
       }
     }
   }
+  std::string unknown_note;
   if (!unknown.empty()) {
     std::string list;
     for (const auto& [cls, ids] : unknown) {
@@ -336,8 +339,14 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
       if (ids.size() > 10) list += " and " + std::to_string(ids.size() - 10) + " more";
       list += ")";
     }
-    problems.add("", "unknown ComfyUI node types; give each a cost with a node-costs file "
-                     "({\"Type\": {\"flop\": ..., \"bytes\": ...}} or {\"Type\": {\"free\": true}}):" + list);
+    if (options.strict) {
+      problems.add("", "unknown ComfyUI node types; give each a cost with a node-costs file "
+                       "({\"Type\": {\"flop\": ..., \"bytes\": ...}} or {\"Type\": {\"free\": true}}):" + list);
+    } else {
+      // They keep Role::pass: their inputs flow through to whatever reads them.
+      unknown_note = "unknown node types passed through as if they did no GPU work, a guess (a node-costs file gives them a cost; "
+                     "--strict refuses them):" + list;
+    }
   }
   problems.throw_if_any();
 
@@ -390,6 +399,7 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
 
   Workflow wf;
   wf.file = file_name;
+  if (!unknown_note.empty()) wf.assumptions.push_back(unknown_note);
   wf.name = "ComfyUI graph " + file_name;
   auto op = [&](const char* id) -> const OperatorSpec& {
     const OperatorSpec* spec = catalog.op(id);
