@@ -331,9 +331,11 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
   }
   std::string unknown_note;
   if (!unknown.empty()) {
+    // Strict, an error's list; else one of the assumptions, its list a level deeper than they are.
+    const std::string indent = options.strict ? "\n  " : "\n    ";
     std::string list;
     for (const auto& [cls, ids] : unknown) {
-      list += "\n  " + cls + " (node" + (ids.size() > 1 ? "s " : " ");
+      list += indent + cls + " (node" + (ids.size() > 1 ? "s " : " ");
       // Ten ids say where; a graph of thousands of them needs no more.
       for (std::size_t i = 0; i < std::min<std::size_t>(ids.size(), 10); ++i) list += (i ? ", " : "") + ids[i];
       if (ids.size() > 10) list += " and " + std::to_string(ids.size() - 10) + " more";
