@@ -124,8 +124,18 @@ Result run_child(const Options& o, const std::string& trace, const std::string& 
 
 }  // namespace
 
+constexpr const char* kUsage =
+    "usage: fleetsim_traces [--jobs N] [--gpus G (a multiple of 8)] [--load R (0.9)] [--limit S (600)] [--policies a,b] [--seed K]\n"
+    "  a synthetic Philly-shaped job trace replayed under each policy (default: every one), one row each\n";
+
 int main(int argc, char** argv) {
   Options o;
+  if (argc % 2 == 0) {  // a lone word: --help, or an option without its value
+    const bool help = std::strcmp(argv[argc - 1], "--help") == 0 || std::strcmp(argv[argc - 1], "-h") == 0;
+    if (!help) std::fprintf(stderr, "fleetsim_traces: %s needs a value\n", argv[argc - 1]);
+    std::fputs(kUsage, help ? stdout : stderr);
+    return help ? 0 : 2;
+  }
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string key = argv[i], value = argv[i + 1];
     if (key == "--jobs") o.jobs = std::atoll(value.c_str());
@@ -140,7 +150,7 @@ int main(int argc, char** argv) {
         o.policies.push_back(value.substr(b, e - b));
       }
     } else {
-      std::fprintf(stderr, "unknown option %s\n", key.c_str());
+      std::fprintf(stderr, "fleetsim_traces: unknown option %s\n%s", key.c_str(), kUsage);
       return 2;
     }
   }

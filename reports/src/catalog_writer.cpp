@@ -76,6 +76,7 @@ std::string catalog_json(const Catalog& c) {
                  {"host_link", n.host_link}, {"nic", n.nic}, {"nics", n.nics},
                  {"host_memory_bytes", n.host_memory_bytes}, {"cpu", n.cpu == CpuVendor::amd ? "amd" : "intel"},
                  {"nvls", n.nvls}, {"source", n.source}};
+    if (n.memory_bus_Bps > 0) nodes[id]["memory_bus_Bps"] = n.memory_bus_Bps;
   }
   j["nodes"] = nodes;
   ordered_json models = ordered_json::object();

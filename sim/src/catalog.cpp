@@ -88,6 +88,8 @@ NodeType read_node(ObjectReader& r, const std::string& id, const NodeType* base)
   n.nic = r.string("nic", need).value_or(n.nic);
   n.nics = static_cast<int>(r.integer("nics", need, 1, 64).value_or(n.nics));
   n.host_memory_bytes = r.quantity_or("host_memory", Dimension::bytes, n.host_memory_bytes);
+  n.memory_bus_Bps = r.quantity_or("memory_bus", Dimension::bandwidth, n.memory_bus_Bps);
+  if (n.memory_bus_Bps < 0) r.problem("memory_bus", "expected a bandwidth of at least 0");
   n.cpu = static_cast<CpuVendor>(r.choice("cpu", {"intel", "amd"}, static_cast<std::size_t>(n.cpu)));
   n.nvls = r.boolean_or("nvls", n.nvls);
   const std::string source = read_source(r, need);

@@ -88,6 +88,9 @@ struct NodeType {
   std::string nic;        // LinkType id of the node's network cards
   int nics = 0;
   double host_memory_bytes = 0;
+  // Memory bandwidth the node's devices share (CPU workers on one machine's memory), bytes/s; 0: each
+  // device has its own (GPUs and their HBM). See sim/src/memory_bus.hpp.
+  double memory_bus_Bps = 0;
   CpuVendor cpu = CpuVendor::intel;  // NCCL's network overhead and LL bandwidth depend on it
   bool nvls = true;  // NCCL may reduce in the NVSwitch (Hopper and later; off where multicast is not offered)
   std::string source;

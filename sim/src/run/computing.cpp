@@ -15,6 +15,13 @@ std::vector<double> interference(const Cluster& cluster) {
   return f;
 }
 
+// Per node: the memory bandwidth its devices share, 0 where each has its own.
+std::vector<double> memory_buses(const Cluster& cluster) {
+  std::vector<double> bus;
+  for (std::uint32_t n = 0; n < cluster.node_count(); ++n) bus.push_back(cluster.group(make_id<NodeId>(n)).node.memory_bus_Bps);
+  return bus;
+}
+
 void record_parts(TaskRecord& r, const ComputeEstimate& e) {
   r.compute_bound_s = e.compute_part_s();
   r.memory_bound_s = e.memory_part_s();
@@ -32,9 +39,10 @@ Computing::Computing(const Scenario& scenario, const Cluster& cluster, const Com
       occupancy_(occupancy),
       recovery_(recovery),
       queue_(queue),
-      shared_(interference(cluster)) {
+      shared_(interference(cluster)),
+      bus_(memory_buses(cluster)) {
   parts_left_.assign(trace_.tasks.size(), 0);
-  if (restartable || shared_.any()) stamp_.assign(trace_.tasks.size(), 0);
+  if (restartable || shared_.any() || bus_.any()) stamp_.assign(trace_.tasks.size(), 0);
 }
 
 void Computing::start(TaskId id, double known_scale) {
@@ -43,9 +51,13 @@ void Computing::start(TaskId id, double known_scale) {
   r.compute_start_s = queue_.now();
   const double share = r.work_scale / static_cast<double>(r.gpu_count);
   double compute_s = 0;
+  ComputeEstimate slowest;
   for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
     const ComputeEstimate e = compute_.of(s, cluster_.gpu_type(trace_.gpus[r.gpu_begin + i]), share);
-    if (i == 0 || e.total_s() > compute_s) record_parts(r, e);
+    if (i == 0 || e.total_s() > compute_s) {
+      record_parts(r, e);
+      slowest = e;
+    }
     compute_s = std::max(compute_s, e.total_s());
   }
   if (recovery_.on()) compute_s = recovery_.begin_compute(id, compute_s, s.elastic ? s.elastic->restart_s : 0, r.gpu_count);
@@ -60,7 +72,7 @@ void Computing::start(TaskId id, double known_scale) {
     occupancy_.set_free_at(index(trace_.gpus[r.gpu_begin + i]), r.compute_start_s + predicted_s);
   }
   parts_left_[index(id)] = s.collective && r.gpu_count > 1 ? 2 : 1;
-  run(id, compute_s);
+  run(id, compute_s, slowest);
 }
 
 void Computing::start_batch(const std::vector<TaskId>& members, const ComputeEstimate& estimate) {
@@ -72,15 +84,26 @@ void Computing::start_batch(const std::vector<TaskId>& members, const ComputeEst
     parts_left_[index(m)] = 1;
     if (recovery_.on()) recovery_.set_full_compute(m, compute_s);
   }
-  run(members.front(), compute_s);
+  run(members.front(), compute_s, estimate);
   occupancy_.set_free_at(index(trace_.gpus[trace_.tasks[index(members.front())].gpu_begin]), queue_.now() + compute_s);
 }
 
-void Computing::run(TaskId id, double compute_s) {
+void Computing::run(TaskId id, double compute_s, const ComputeEstimate& per_device) {
   const TaskRecord& r = trace_.tasks[index(id)];
   const std::span<const GpuId> gpus(trace_.gpus.data() + r.gpu_begin, r.gpu_count);
   if (shared_.any() && std::any_of(gpus.begin(), gpus.end(), [&](GpuId g) { return shared_.shared(g); })) {
     shared_.start(index(id), gpus, compute_s, queue_.now(), changed_);
+    repace(changed_);
+    return;
+  }
+  if (bus_.any() && std::any_of(gpus.begin(), gpus.end(), [&](GpuId g) { return bus_.on(cluster_.node_of(g)); })) {
+    nodes_.clear();
+    for (GpuId g : gpus) nodes_.push_back(cluster_.node_of(g));
+    // What is not the estimate's core (a restore, a restart) is fixed time, as its launches are.
+    const double core_s = per_device.total_s() - per_device.launch_s;
+    const double bytes = per_device.memory_s * cluster_.gpu_type(gpus[0]).memory_bandwidth_Bps;
+    bus_.start(index(id), nodes_, {.launch_s = std::max(0.0, compute_s - core_s), .core_s = std::min(core_s, compute_s), .bytes = bytes},
+               queue_.now(), changed_);
     repace(changed_);
     return;
   }
@@ -101,9 +124,9 @@ void Computing::repace(const std::vector<std::uint32_t>& tasks) {
   for (std::uint32_t t : tasks) {
     const TaskId id = make_id<TaskId>(t);
     ++stamp_[t];
-    queue_.push(shared_.reaches_s(t, 0), event(kComputeDone, id), t);
+    queue_.push(reaches_s(t, 0), event(kComputeDone, id), t);
     if (const double overlap = overlap_of(id); overlap > 0) {
-      queue_.push(shared_.reaches_s(t, overlap * shared_.work_s(t)), event(kCommStart, id), t);
+      queue_.push(reaches_s(t, overlap * work_s(t)), event(kCommStart, id), t);
     }
   }
 }
@@ -115,12 +138,19 @@ bool Computing::compute_done(TaskId id) {
 }
 
 double Computing::computed_s(TaskId id, double now_s) const {
-  return shared_.computing(index(id)) ? shared_.done_s(index(id), now_s) : now_s - trace_.tasks[index(id)].compute_start_s;
+  if (shared_.computing(index(id))) return shared_.done_s(index(id), now_s);
+  if (bus_.computing(index(id))) return bus_.done_s(index(id), now_s);
+  return now_s - trace_.tasks[index(id)].compute_start_s;
 }
 
 void Computing::leave(TaskId id) {
-  if (!shared_.computing(index(id))) return;
-  shared_.stop(index(id), queue_.now(), changed_);
+  if (shared_.computing(index(id))) {
+    shared_.stop(index(id), queue_.now(), changed_);
+  } else if (bus_.computing(index(id))) {
+    bus_.stop(index(id), queue_.now(), changed_);
+  } else {
+    return;
+  }
   repace(changed_);
 }
 

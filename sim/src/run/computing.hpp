@@ -4,12 +4,14 @@
 // its end, and theirs, move whenever those tasks change: a task's events carry its stamp
 // (run/events.hpp), which moves on when they go stale. A task with a collective ends when both its
 // compute and its collective are done; the collective starts when the compute ends, or earlier by the
-// share of the compute it overlaps.
+// share of the compute it overlaps. On a node whose devices share a memory bus, the tasks computing
+// there share its bandwidth, so their ends move the same way.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "../memory_bus.hpp"
 #include "../shared_compute.hpp"
 #include "events.hpp"
 #include "fleetsim/cluster.hpp"
@@ -43,8 +45,9 @@ class Computing {
   // One part of the task (its compute, its collective) is done; true when it was the last.
   bool part_done(TaskId task) { return --parts_left_[index(task)] == 0; }
 
-  // Whether the task computes on time-sliced GPUs now; the compute seconds it has done since its compute began.
-  bool sharing(TaskId task) const { return shared_.computing(index(task)); }
+  // Whether the task computes on time-sliced GPUs or a shared memory bus now; the compute seconds it
+  // has done since its compute began (solo seconds where it shares).
+  bool sharing(TaskId task) const { return shared_.computing(index(task)) || bus_.computing(index(task)); }
   double computed_s(TaskId task, double now_s) const;
   // The task leaves its GPUs: the tasks sharing them go on at their new pace.
   void leave(TaskId task);
@@ -52,9 +55,14 @@ class Computing {
   void end_run(TaskId task);
 
  private:
-  void run(TaskId task, double compute_s);
+  void run(TaskId task, double compute_s, const ComputeEstimate& per_device);
   double overlap_of(TaskId task) const;
   void repace(const std::vector<std::uint32_t>& tasks);
+  // Where a sharing task's pace is kept: time-sliced GPUs or the memory bus.
+  double work_s(std::uint32_t task) const { return shared_.computing(task) ? shared_.work_s(task) : bus_.work_s(task); }
+  double reaches_s(std::uint32_t task, double left_s) const {
+    return shared_.computing(task) ? shared_.reaches_s(task, left_s) : bus_.reaches_s(task, left_s);
+  }
 
   const Scenario& sc_;
   const Cluster& cluster_;
@@ -64,9 +72,11 @@ class Computing {
   Recovery& recovery_;
   EventQueue& queue_;
   SharedCompute shared_;                   // the pace of tasks on time-sliced GPUs
+  MemoryBus bus_;                          // the pace of tasks on nodes whose devices share memory bandwidth
   std::vector<std::uint8_t> parts_left_;   // per running task: compute and collective not yet done
   std::vector<std::uint32_t> stamp_;       // per task: its events' stamp (none kept where nothing goes stale)
   std::vector<std::uint32_t> changed_;     // scratch: tasks whose pace changed
+  std::vector<NodeId> nodes_;              // scratch: a task's devices' nodes
 };
 
 }  // namespace fleetsim::run

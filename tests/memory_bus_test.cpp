@@ -1,0 +1,93 @@
+// A node's memory bus shared by its devices (sim/src/memory_bus.hpp). Times worked out by hand on the
+// unit GPU (100 TFLOP/s, 1 TB/s of its own memory bandwidth, no launch overhead).
+#include <catch2/catch.hpp>
+
+#include "../sim/src/memory_bus.hpp"
+#include "fleetsim/simulation.hpp"
+#include "helpers.hpp"
+
+using namespace fleetsim;
+using Catch::Matchers::Contains;
+using fleetsim::test::scenario_error;
+using fleetsim::test::unit_scenario;
+
+namespace {
+
+// Tasks given as work fields, all arriving at t = 0, on a unit-node-2 whose devices share `bus`.
+RunResult run(const std::string& bus, const std::vector<std::string>& works) {
+  std::string tasks;
+  for (std::size_t i = 0; i < works.size(); ++i) {
+    tasks += std::string(i ? ", " : "") + R"({"name": "t)" + std::to_string(i) + R"(", "work": )" + works[i] + "}";
+  }
+  return simulate(unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-2", "count": 1, "node_overrides": {"memory_bus": ")" + bus +
+                                R"("}}]}, "workflows": {"w": {"tasks": [)" + tasks + R"(]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])"));
+}
+
+const std::string kStream = R"({"flop": "1 TFLOP", "bytes": "1 TB"})";  // 1 s alone (memory-bound), drawing 1 TB/s
+const std::string kGemm = R"({"flop": "100 TFLOP", "bytes": "200 GB"})";  // 1 s alone, drawing 0.2 TB/s
+
+}  // namespace
+
+TEST_CASE("two streams on a bus as wide as one device's bandwidth each get half", "[memory-bus]") {
+  const RunResult r = run("1 TB/s", {kStream, kStream});
+  REQUIRE(r.trace.tasks.size() == 2);
+  CHECK(r.trace.tasks[0].start_s == 0.0);
+  CHECK(r.trace.tasks[1].start_s == 0.0);
+  CHECK(r.trace.tasks[0].end_s == Approx(2.0));
+  CHECK(r.trace.tasks[1].end_s == Approx(2.0));
+  // A bus as wide as both devices' bandwidth slows neither.
+  const RunResult wide = run("2 TB/s", {kStream, kStream});
+  CHECK(wide.trace.tasks[0].end_s == Approx(1.0));
+  CHECK(wide.trace.tasks[1].end_s == Approx(1.0));
+}
+
+TEST_CASE("a GEMM beside a stream takes what it draws and the stream the rest", "[memory-bus]") {
+  // Bus 1 TB/s: the GEMM draws 0.2 TB/s, below an even share, and keeps its pace (ends at 1 s); the
+  // stream gets 0.8 TB/s, doing 0.8 s of its 1 s of work by then, and the last 0.2 s alone: 1.2 s.
+  const RunResult r = run("1 TB/s", {kGemm, kStream});
+  CHECK(r.trace.tasks[0].end_s == Approx(1.0));
+  CHECK(r.trace.tasks[1].end_s == Approx(1.2));
+  // A bus of 1.2 TB/s carries both draws whole: neither slows.
+  const RunResult enough = run("1.2 TB/s", {kGemm, kStream});
+  CHECK(enough.trace.tasks[0].end_s == Approx(1.0));
+  CHECK(enough.trace.tasks[1].end_s == Approx(1.0));
+}
+
+TEST_CASE("the bus shares max-min among the devices drawing on it", "[memory-bus]") {
+  MemoryBus bus({1e12});
+  std::vector<std::uint32_t> changed;
+  const NodeId n = make_id<NodeId>(0);
+  const std::vector<NodeId> one{n}, two{n, n};
+  // A 1-s stream alone draws 1 TB/s; at 0.5 s a gang of two 1-s streams joins (two devices): three
+  // devices share 1 TB/s evenly, a third each, so every one goes at a third of its solo pace.
+  bus.start(1, one, {.launch_s = 0, .core_s = 1, .bytes = 1e12}, 0.0, changed);
+  CHECK(changed == std::vector<std::uint32_t>{1});
+  CHECK(bus.rate_Bps(1) == Approx(1e12));
+  bus.start(2, two, {.launch_s = 0, .core_s = 1, .bytes = 1e12}, 0.5, changed);
+  CHECK(changed == std::vector<std::uint32_t>{1, 2});
+  CHECK(bus.rate_Bps(1) == Approx(1e12 / 3));
+  CHECK(bus.rate_Bps(2) == Approx(1e12 / 3));
+  // Task 1 did 0.5 s alone, then goes at a third: its last 0.5 s take 1.5 s, ending at 2 s.
+  CHECK(bus.reaches_s(1, 0) == Approx(2.0));
+  bus.stop(1, 2.0, changed);
+  CHECK(changed == std::vector<std::uint32_t>{2});
+  // The gang did 0.5 s of its 1 s by then; alone its two devices get half each: 0.5 s more at half pace.
+  CHECK(bus.rate_Bps(2) == Approx(5e11));
+  CHECK(bus.done_s(2, 2.0) == Approx(0.5));
+  CHECK(bus.reaches_s(2, 0) == Approx(3.0));
+  // A launch-bound task draws nothing and keeps its pace beside anything.
+  bus.start(3, one, {.launch_s = 1, .core_s = 0, .bytes = 0}, 2.0, changed);
+  CHECK(bus.reaches_s(3, 0) == Approx(3.0));
+}
+
+TEST_CASE("a node type whose devices share a memory bus cannot be time-sliced", "[memory-bus][errors]") {
+  const std::string error = scenario_error(R"({"name": "s", "catalog": ["unit-catalog.json"],
+      "cluster": {"nodes": [{"type": "unit-node-2", "count": 1, "node_overrides": {"memory_bus": "1 TB/s"}, "time_slicing": {"tasks": 2}}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}}, "workload": [{"workflow": "w"}]})");
+  CHECK_THAT(error, Contains("bad.json: /cluster/nodes/0/time_slicing: a node type whose devices share a memory bus"));
+  CHECK_THAT(scenario_error(R"({"name": "s", "catalog": ["unit-catalog.json"],
+      "cluster": {"nodes": [{"type": "unit-node-2", "count": 1, "node_overrides": {"memory_bus": "-1 TB/s"}}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}}, "workload": [{"workflow": "w"}]})"),
+             Contains("/cluster/nodes/0/node_overrides/memory_bus"));
+}
