@@ -134,6 +134,24 @@ TEST_CASE("a profile replaces only the figures it names, on the types it names",
   CHECK(apply_profile(other.cluster, example_profile()) == 0);
 }
 
+TEST_CASE("a profile's shared memory bandwidth becomes the node's memory bus, and read back", "[calibrate][memory-bus]") {
+  Profile p = example_profile();
+  p.gpus[0].shared_memory_bandwidth_Bps = 5e10;
+  const Profile q = parse_profile(profile_json(p), "round.json");
+  REQUIRE(q.gpus.size() == 1);
+  CHECK(*q.gpus[0].shared_memory_bandwidth_Bps == Approx(5e10));
+  Scenario sc = load_scenario(test::source_dir() + "/scenarios/cpu-validate.json");
+  CHECK(sc.cluster.groups[0].node.memory_bus_Bps == 0);  // the catalog's cpu-host has none
+  apply_profile(sc.cluster, q);
+  CHECK(sc.cluster.groups[0].node.memory_bus_Bps == Approx(5e10));
+  // Without it (an older profile), the node keeps no bus.
+  Scenario old = load_scenario(test::source_dir() + "/scenarios/cpu-validate.json");
+  apply_profile(old.cluster, example_profile());
+  CHECK(old.cluster.groups[0].node.memory_bus_Bps == 0);
+  CHECK_THAT(profile_error(R"({"fleetsim_profile": 1, "provenance": {}, "gpus": {"cpu-core": {"shared_memory_bandwidth": "0 GB/s"}}})"),
+             Catch::Contains("/gpus/cpu-core/shared_memory_bandwidth: expected a positive bandwidth"));
+}
+
 // nccl-tests logs: a recorded run read row by row, fitted, and the fit run back through the simulator.
 namespace {
 

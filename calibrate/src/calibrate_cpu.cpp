@@ -1,5 +1,6 @@
 #include <Eigen/Core>
 #include <algorithm>
+#include <atomic>
 #include <barrier>
 #include <chrono>
 #include <cstring>
@@ -60,6 +61,10 @@ Profile calibrate_cpu(const CalibrateOptions& options) {
   // Sizes past the caches, where tasks' traffic, weights and tensors live; smaller ones would fit a
   // cache's bandwidth, not memory's.
   for (double mb : {32.0, 128.0, 256.0, 512.0}) plan.push_back({"stream", Dtype::fp32, mb * 1e6});
+  // The memory bus the workers share (sim/src/memory_bus.hpp): one worker streaming while the others
+  // wait, and one streaming while the others run GEMMs, the mix the bus model must get right.
+  for (double mb : {128.0, 256.0, 512.0}) plan.push_back({"stream-alone", Dtype::fp32, mb * 1e6});
+  plan.push_back({"stream-beside-gemm", Dtype::fp32, 256e6});
   for (double mb : {8.0, 32.0, 128.0, 256.0}) plan.push_back({"memcpy", Dtype::fp32, mb * 1e6});
   // A launch: one call of each kernel with next to no work (one GEMM column, one triad element).
   plan.push_back({"launch", Dtype::fp32, 0});
@@ -73,6 +78,7 @@ Profile calibrate_cpu(const CalibrateOptions& options) {
   const unsigned workers = options.workers > 0 ? options.workers : std::max(1u, std::thread::hardware_concurrency());
   std::vector<std::vector<double>> seconds(plan.size(), std::vector<double>(workers, 0.0));
   std::barrier<> sync(static_cast<std::ptrdiff_t>(workers));
+  std::atomic<std::uint64_t> streams_done{0};  // worker 0's streams of the stream-beside-gemm point so far
   {
     std::vector<std::jthread> threads;
     for (unsigned w = 0; w < workers; ++w) {
@@ -85,6 +91,21 @@ Profile calibrate_cpu(const CalibrateOptions& options) {
           if (pt.kernel == "gemm") run = [&] { scratch.gemm(pt.size, pt.dtype); };
           if (pt.kernel == "gemm-square") run = [&] { scratch.gemm_square(static_cast<int>(pt.size), pt.dtype); };
           if (pt.kernel == "stream") run = [&] { scratch.stream(pt.size); };
+          // Worker 0 streams; the others wait (alone), or run GEMM tiles until its stream is done (beside).
+          if (pt.kernel == "stream-alone") run = w == 0 ? std::function<void()>([&] { scratch.stream(pt.size); }) : [] {};
+          if (pt.kernel == "stream-beside-gemm") {
+            if (w == 0) {
+              run = [&] {
+                scratch.stream(pt.size);
+                streams_done.fetch_add(1);
+              };
+            } else {
+              run = [&, seen = std::uint64_t{0}]() mutable {
+                while (streams_done.load() == seen) scratch.gemm(2.0 * cpu::Scratch::kGemmTile * cpu::Scratch::kGemmTile * cpu::Scratch::kGemmTile, Dtype::fp32);
+                seen = streams_done.load();
+              };
+            }
+          }
           if (pt.kernel == "memcpy") run = [&] { std::memcpy(to.data(), from.data(), static_cast<std::size_t>(pt.size)); };
           if (pt.kernel == "launch") {
             run = [&] {
@@ -99,7 +120,9 @@ Profile calibrate_cpu(const CalibrateOptions& options) {
     }
   }
   for (std::size_t i = 0; i < plan.size(); ++i) {
-    p.measurements.push_back({plan[i].kernel, plan[i].dtype, plan[i].size, median_of(seconds[i]), ""});
+    // Points where one worker streams beside the others keep that worker's time.
+    const bool one = plan[i].kernel == "stream-alone" || plan[i].kernel == "stream-beside-gemm";
+    p.measurements.push_back({plan[i].kernel, plan[i].dtype, plan[i].size, one ? seconds[i][0] : median_of(seconds[i]), one ? "0" : ""});
   }
 
   // The model charges a task's FLOP and bytes at a rate with no fixed part (launches are measured on
@@ -108,9 +131,14 @@ Profile calibrate_cpu(const CalibrateOptions& options) {
   const AlphaBeta f32 = fit_points(p.measurements, "gemm", Dtype::fp32, fit_rate);
   const AlphaBeta f64 = fit_points(p.measurements, "gemm", Dtype::fp64, fit_rate);
   const AlphaBeta stream = fit_points(p.measurements, "stream", Dtype::fp32, fit_rate);
+  const AlphaBeta alone = fit_points(p.measurements, "stream-alone", Dtype::fp32, fit_rate);
   const AlphaBeta copy = fit_points(p.measurements, "memcpy", Dtype::fp32, fit_alpha_beta);
-  GpuCalibration core{.id = "cpu-core", .peak_flop_per_s = {}, .memory_bandwidth_Bps = stream.rate,
-                      .launch_overhead_s = p.measurements.back().seconds};
+  const auto launch = std::find_if(p.measurements.begin(), p.measurements.end(), [](const Measurement& m) { return m.kernel == "launch"; });
+  // A worker alone streams at its own bandwidth; all of them together share what the machine gives.
+  // With one worker there is nothing to share: no bus.
+  GpuCalibration core{.id = "cpu-core", .peak_flop_per_s = {}, .memory_bandwidth_Bps = workers > 1 ? alone.rate : stream.rate,
+                      .launch_overhead_s = launch->seconds};
+  if (workers > 1) core.shared_memory_bandwidth_Bps = std::min(stream.rate * workers, alone.rate * workers);
   core.peak_flop_per_s[static_cast<std::size_t>(Dtype::fp32)] = f32.rate;
   core.peak_flop_per_s[static_cast<std::size_t>(Dtype::fp64)] = f64.rate;
   p.gpus.push_back(core);

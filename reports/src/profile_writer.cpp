@@ -39,6 +39,7 @@ std::string profile_json(const Profile& p) {
     if (g.launch_overhead_s) entry["launch_overhead"] = quantity(*g.launch_overhead_s, "s");
     if (g.kernel_compute_scale) entry["kernel_compute_scale"] = *g.kernel_compute_scale;
     if (g.kernel_memory_scale) entry["kernel_memory_scale"] = *g.kernel_memory_scale;
+    if (g.shared_memory_bandwidth_Bps) entry["shared_memory_bandwidth"] = quantity(*g.shared_memory_bandwidth_Bps, "B/s");
     gpus[g.id] = entry;
   }
   ordered_json links = ordered_json::object();
@@ -83,6 +84,7 @@ void write_profile_text(std::ostream& out, const Profile& p) {
     if (g.launch_overhead_s) out << ", launch " << format_quantity(*g.launch_overhead_s, Dimension::time);
     if (g.kernel_compute_scale) out << ", kernel model's compute x" << *g.kernel_compute_scale;
     if (g.kernel_memory_scale) out << ", kernel model's memory x" << *g.kernel_memory_scale;
+    if (g.shared_memory_bandwidth_Bps) out << ", shared by a node's devices " << format_quantity(*g.shared_memory_bandwidth_Bps, Dimension::bandwidth);
     out << '\n';
   }
   for (const LinkCalibration& l : p.links) {

@@ -13,7 +13,7 @@ using detail::ObjectReader;
 constexpr std::string_view kKernels[] = {"gemm",       "gemm-square",    "stream",    "memcpy",     "launch",
                                          "all-reduce", "all-gather",     "reduce-scatter", "broadcast", "reduce",
                                          "all-to-all", "send-recv",      "memcpy-h2d", "memcpy-d2h", "peer-copy",
-                                         "peer-copy-no-access"};
+                                         "peer-copy-no-access", "stream-alone", "stream-beside-gemm"};
 
 template <typename Entry, typename Read>
 std::vector<Entry> read_entries(ObjectReader& top, std::string_view key, Read read) {
@@ -59,7 +59,7 @@ Profile parse_profile(std::string_view json_text, const std::string& file_name) 
       }
     }
     p.gpus = read_entries<GpuCalibration>(top, "gpus", [](ObjectReader& r, const std::string& id) {
-      GpuCalibration g{.id = id, .peak_flop_per_s = {}, .memory_bandwidth_Bps = {}, .launch_overhead_s = {}, .kernel_compute_scale = {}, .kernel_memory_scale = {}};
+      GpuCalibration g{.id = id, .peak_flop_per_s = {}, .memory_bandwidth_Bps = {}, .launch_overhead_s = {}, .kernel_compute_scale = {}, .kernel_memory_scale = {}, .shared_memory_bandwidth_Bps = {}};
       if (const Json* flops = r.field("peak_flops")) {
         ObjectReader f(*flops, r.pointer("peak_flops"), r.problems());
         for (std::size_t d = 0; d < kDtypeCount; ++d) {
@@ -73,6 +73,8 @@ Profile parse_profile(std::string_view json_text, const std::string& file_name) 
       g.launch_overhead_s = r.quantity("launch_overhead", Dimension::time, Need::optional);
       g.kernel_compute_scale = r.number("kernel_compute_scale", Need::optional, 1e-3, 1e3);
       g.kernel_memory_scale = r.number("kernel_memory_scale", Need::optional, 1e-3, 1e3);
+      g.shared_memory_bandwidth_Bps = r.quantity("shared_memory_bandwidth", Dimension::bandwidth, Need::optional);
+      if (g.shared_memory_bandwidth_Bps && *g.shared_memory_bandwidth_Bps <= 0) r.problem("shared_memory_bandwidth", "expected a positive bandwidth");
       return g;
     });
     p.links = read_entries<LinkCalibration>(top, "links", [](ObjectReader& r, const std::string& id) {
@@ -142,6 +144,8 @@ std::size_t apply_profile(ClusterSpec& cluster, const Profile& profile) {
       if (c.memory_bandwidth_Bps) gpu.kernel_memory_scale *= before.memory_bandwidth_Bps / gpu.memory_bandwidth_Bps;
       gpu.kernel_memory_scale *= c.kernel_memory_scale.value_or(1);
       if (c.launch_overhead_s) gpu.launch_overhead_s = *c.launch_overhead_s;
+      // Time-sliced devices take turns at the memory rather than share it as a bus (the two do not combine).
+      if (c.shared_memory_bandwidth_Bps && group.time_sliced_tasks == 1) group.node.memory_bus_Bps = *c.shared_memory_bandwidth_Bps;
       gpu.source = "calibrated: " + profile.file;
       ++changed;
     }

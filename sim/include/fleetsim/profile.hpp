@@ -22,6 +22,9 @@ struct GpuCalibration {
   // The kernel-time model's rates on this GPU over what its public constants give (fitted to the
   // measured GEMMs and triad): a refinement of that model, not a replacement.
   std::optional<double> kernel_compute_scale = std::nullopt, kernel_memory_scale = std::nullopt;
+  // What all devices of this type on one node stream together, where they share one memory (CPU
+  // workers): it becomes their node's memory bus (sim/src/memory_bus.hpp).
+  std::optional<double> shared_memory_bandwidth_Bps = std::nullopt;
 };
 
 struct LinkCalibration {
@@ -35,7 +38,8 @@ struct LinkCalibration {
 // (stream, the copies, and collectives as nccl-tests counts them) or 0 (launch: one call of each
 // kernel with next to no work).
 struct Measurement {
-  // "gemm", "gemm-square", "stream", "memcpy", "launch", a collective ("all-reduce", ...), or a CUDA
+  // "gemm", "gemm-square", "stream", "memcpy", "launch", "stream-alone" (one CPU worker streaming while
+  // the others wait), "stream-beside-gemm" (one streaming while the others run GEMMs), a collective ("all-reduce", ...), or a CUDA
   // copy: "memcpy-h2d", "memcpy-d2h" (pinned host memory), "peer-copy" (peer access enabled),
   // "peer-copy-no-access" (not enabled: the driver picks the path).
   std::string kernel;
