@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <charconv>
 #include <limits>
+#include <optional>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -64,6 +65,7 @@ struct RunArgs {
   std::string profile;
   std::string report;
   bool validate = false;  // a validation report: profile required, every file plus a scatter chart
+  std::uint64_t repeat = 1;  // real runs of the plan; errors against their median
   bool dry_run = false;
   bool json = false;
 };
@@ -651,9 +653,17 @@ int run_execute(const RunArgs& args) {
         fleetsim::format_quantity(estimate_s, fleetsim::Dimension::time) + " (above --max-seconds); run it with --work-scale " + scale + " or less"}});
   }
   const fleetsim::ExecOptions options{.progress = mpi.rank == 0 ? progress_line("tasks") : nullptr};
-  const fleetsim::RunResult measured = cuda ? fleetsim::execute_on_cuda(scenario, plan, options) : fleetsim::execute_on_cpu(scenario, plan, options);
+  // The first run's files are written; the errors are against the median of every run.
+  std::vector<fleetsim::Trace> runs;
+  std::optional<fleetsim::RunResult> first;
+  for (std::uint64_t i = 0; i < args.repeat; ++i) {
+    fleetsim::RunResult r = cuda ? fleetsim::execute_on_cuda(scenario, plan, options) : fleetsim::execute_on_cpu(scenario, plan, options);
+    runs.push_back(r.trace);
+    if (!first) first.emplace(std::move(r));
+  }
+  const fleetsim::RunResult& measured = *first;
   if (mpi.rank != 0) return kOk;  // rank 0 holds the whole measured run
-  const fleetsim::TraceDiff diff = fleetsim::diff_traces(plan.trace, measured.trace);
+  const fleetsim::TraceDiff diff = fleetsim::diff_traces(plan.trace, runs);
   std::ostringstream comparison;
   comparison << "predicted (simulated" << (args.profile.empty() ? "" : ", profile " + args.profile) << ") against measured (backend "
              << args.backend << ")\n";
@@ -830,6 +840,9 @@ void add_validate(CLI::App& app, Commands& commands) {
   validate->add_option("--set", val->sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
   validate->add_option("--report", val->report, "Write the HTML report (scatter chart and error table) here too");
   validate->add_flag("--json", val->json, "Print the errors (per task and makespan) as JSON instead of the table");
+  validate->add_option("--repeat", val->repeat, "Run the real side this many times; errors against each task's median, with the run-to-run noise")
+      ->capture_default_str()
+      ->check(integer_from(1, 100, "100", "N"));
   commands.add(validate, [val] { return run_execute(*val); });
 }
 

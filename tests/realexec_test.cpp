@@ -122,6 +122,31 @@ TEST_CASE("traces of different tasks cannot be compared") {
   REQUIRE_THROWS_AS(diff_traces(a.trace, moved), std::invalid_argument);
 }
 
+TEST_CASE("against several runs, each task's error is taken from its median, with the run-to-run noise beside it") {
+  // The plan itself, and three "runs" whose every task and the makespan took 0.9x, 1x and 1.3x the
+  // plan's durations (each task stretched about its own start): the medians are the plan's, so every
+  // error is 0; the noise is the median deviation from the median, 10% (0.1, 0, 0.3).
+  const RunResult plan = simulate(validation_scenario());
+  std::vector<Trace> runs;
+  for (double f : {0.9, 1.0, 1.3}) {
+    Trace t = plan.trace;
+    for (TaskRecord& r : t.tasks) r.end_s = r.start_s + f * (r.end_s - r.start_s);
+    runs.push_back(std::move(t));
+  }
+  const TraceDiff diff = diff_traces(plan.trace, runs);
+  CHECK(diff.runs == 3);
+  REQUIRE(diff.tasks.size() == plan.trace.tasks.size());
+  CHECK(diff.median_abs_error == Approx(0).margin(1e-12));
+  CHECK(diff.max_abs_error == Approx(0).margin(1e-12));
+  CHECK(diff.task_noise == Approx(0.1));
+  // One run alone: its error, and no noise.
+  const TraceDiff one = diff_traces(plan.trace, runs[2]);
+  CHECK(one.runs == 1);
+  CHECK(one.median_abs_error == Approx(0.3 / 1.3));
+  CHECK(one.task_noise == 0);
+  REQUIRE_THROWS_AS(diff_traces(plan.trace, std::span<const Trace>()), std::invalid_argument);
+}
+
 TEST_CASE("scaling the work scales every size of a task and nothing else") {
   const Scenario& base = load_scenario(FLEETSIM_SOURCE_DIR "/scenarios/cpu-validate.json");
   const Scenario half = scale_work(base, 0.5);

@@ -48,6 +48,11 @@ void write_trace_diff_text(std::ostream& out, const TraceDiff& diff) {
   std::snprintf(line, sizeof line, "makespan            predicted %.6g s  measured %.6g s  error %+.1f%%\n", diff.predicted_makespan_s,
                 diff.measured_makespan_s, 100 * diff.makespan_error());
   out << line;
+  if (diff.runs > 1) {
+    std::snprintf(line, sizeof line, "measured            the median of %zu runs; run-to-run noise: task median %.1f%%, makespan %.1f%%\n", diff.runs,
+                  100 * diff.task_noise, 100 * diff.makespan_noise);
+    out << line;
+  }
 }
 
 void write_trace_diff_csv(std::ostream& out, const Scenario& sc, const Trace& measured, const TraceDiff& diff) {
@@ -72,6 +77,9 @@ std::string trace_diff_json(const TraceDiff& diff) {
                                  {"predicted_makespan_s", diff.predicted_makespan_s},
                                  {"measured_makespan_s", diff.measured_makespan_s},
                                  {"makespan_error", diff.makespan_error()},
+                                 {"runs", diff.runs},
+                                 {"task_noise", diff.task_noise},
+                                 {"makespan_noise", diff.makespan_noise},
                                  {"tasks", tasks}};
   return j.dump(1) + "\n";
 }
