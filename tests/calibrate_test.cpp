@@ -247,6 +247,11 @@ TEST_CASE("malformed nccl-tests logs are refused with the line and column named"
              Catch::Contains("line 2, column #wrong: 3 wrong elements (out-of-place)"));
   CHECK_THAT(nccl_error(std::string(kRankLine) + "     1048576        262144     float     sum      -1    40.00   26.21\n"),
              Catch::Contains("line 2: expected a result row of 12 or 13 columns"));
+  // Found by fuzzing: a count no integer holds was converted regardless (undefined behaviour).
+  CHECK_THAT(nccl_error(std::string(kRankLine) + "     1048576        3.8e67     float     sum      -1    40.00   26.21   45.87      0    40.00   26.21   45.87      0\n"),
+             Catch::Contains("line 2, column count: expected a whole number up to 2^53, found \"3.8e67\""));
+  CHECK_THAT(nccl_error(std::string(kRankLine) + "     1048576        262144     float     sum     0.5    40.00   26.21   45.87      0    40.00   26.21   45.87      0\n"),
+             Catch::Contains("column root: expected a whole number"));
   CHECK_THAT(nccl_error(kRankLine), Catch::Contains("run.log: expected nccl-tests result rows"));
   CHECK_THAT(nccl_error(row), Catch::Contains("expected the \"# Using devices\" rank lines"));
   CHECK_THAT(nccl_error(std::string("# Collective test starting: fancy_perf\n") + kRankLine + row), Catch::Contains("unknown test \"fancy_perf\""));
