@@ -15,12 +15,7 @@ void MemoryBus::advance(std::span<const NodeId> nodes, double now_s, std::vector
   for (NodeId n : nodes) changed.insert(changed.end(), on_node_[index(n)].begin(), on_node_[index(n)].end());
   std::sort(changed.begin(), changed.end());
   changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
-  for (std::uint32_t t : changed) {
-    Job& j = jobs_.at(t);
-    j.left_s = std::max(0.0, j.left_s - j.pace * (now_s - j.since_s));
-    if (j.left_s < 1e-12 * j.work_s) j.left_s = 0;  // a residue must not become a storm of tiny events
-    j.since_s = now_s;
-  }
+  for (std::uint32_t t : changed) jobs_.at(t).paced.advance(now_s);
 }
 
 // Max-min over the node's devices, each drawing at most its demand: the smallest demands are met
@@ -51,7 +46,7 @@ void MemoryBus::repace(const std::vector<std::uint32_t>& changed) {
     j.rate_Bps = std::numeric_limits<double>::infinity();
     for (const Share& s : j.nodes) j.rate_Bps = std::min(j.rate_Bps, s.rate_Bps);
     const bool throttled = j.work.bytes > 0 && j.rate_Bps < j.demand_Bps;
-    j.pace = throttled ? j.work_s / (j.work.launch_s + std::max(j.work.core_s, j.work.bytes / j.rate_Bps)) : 1;
+    j.paced.pace = throttled ? j.paced.work_s / (j.work.launch_s + std::max(j.work.core_s, j.work.bytes / j.rate_Bps)) : 1;
   }
 }
 
@@ -70,8 +65,7 @@ void MemoryBus::start(std::uint32_t task, std::span<const NodeId> devices, Work 
   advance(touched, now_s, changed);
   j.work = work;
   j.demand_Bps = work.core_s > 0 ? work.bytes / work.core_s : 0;
-  j.work_s = j.left_s = work.launch_s + work.core_s;
-  j.since_s = now_s;
+  j.paced = PacedWork::starting(work.launch_s + work.core_s, now_s);
   for (NodeId n : touched) {
     if (on(n)) on_node_[index(n)].push_back(task);
   }
@@ -98,14 +92,8 @@ void MemoryBus::stop(std::uint32_t task, double now_s, std::vector<std::uint32_t
   repace(changed);
 }
 
-double MemoryBus::done_s(std::uint32_t task, double now_s) const {
-  const Job& j = jobs_.at(task);
-  return j.work_s - std::max(0.0, j.left_s - j.pace * (now_s - j.since_s));
-}
+double MemoryBus::done_s(std::uint32_t task, double now_s) const { return jobs_.at(task).paced.done_s(now_s); }
 
-double MemoryBus::reaches_s(std::uint32_t task, double left_s) const {
-  const Job& j = jobs_.at(task);
-  return j.since_s + std::max(0.0, j.left_s - left_s) / j.pace;
-}
+double MemoryBus::reaches_s(std::uint32_t task, double left_s) const { return jobs_.at(task).paced.reaches_s(left_s); }
 
 }  // namespace fleetsim

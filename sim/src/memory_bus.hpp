@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fleetsim/ids.hpp"
+#include "paced_work.hpp"
 
 namespace fleetsim {
 
@@ -34,7 +35,7 @@ class MemoryBus {
   void start(std::uint32_t task, std::span<const NodeId> devices, Work work, double now_s, std::vector<std::uint32_t>& changed);
   void stop(std::uint32_t task, double now_s, std::vector<std::uint32_t>& changed);
   bool computing(std::uint32_t task) const { return jobs_.contains(task); }
-  double work_s(std::uint32_t task) const { return jobs_.at(task).work_s; }
+  double work_s(std::uint32_t task) const { return jobs_.at(task).paced.work_s; }
   double done_s(std::uint32_t task, double now_s) const;
   double reaches_s(std::uint32_t task, double left_s) const;
   // The bandwidth each of the task's devices draws now (for tests and reports).
@@ -51,10 +52,7 @@ class MemoryBus {
     Work work;
     double demand_Bps = 0;  // per device, alone
     double rate_Bps = 0;    // per device, now: the least over its nodes
-    double work_s = 0;      // solo seconds
-    double left_s = 0;
-    double pace = 1;
-    double since_s = 0;
+    PacedWork paced;
   };
   void advance(std::span<const NodeId> nodes, double now_s, std::vector<std::uint32_t>& changed);
   void share(NodeId node);

@@ -20,26 +20,21 @@ void SharedCompute::advance(std::span<const GpuId> gpus, double now_s, std::vect
   for (GpuId g : gpus) changed.insert(changed.end(), computing_[index(g)].begin(), computing_[index(g)].end());
   std::sort(changed.begin(), changed.end());
   changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
-  for (std::uint32_t t : changed) {
-    Job& j = jobs_.at(t);
-    j.left_s = std::max(0.0, j.left_s - j.pace * (now_s - j.since_s));
-    if (j.left_s < 1e-12 * j.work_s) j.left_s = 0;  // a residue must not become a storm of tiny events
-    j.since_s = now_s;
-  }
+  for (std::uint32_t t : changed) jobs_.at(t).work.advance(now_s);
 }
 
 void SharedCompute::repace(const std::vector<std::uint32_t>& changed) {
   for (std::uint32_t t : changed) {
     Job& j = jobs_.at(t);
-    j.pace = 1;
-    for (GpuId g : j.gpus) j.pace = std::min(j.pace, pace(computing_[index(g)].size(), interference_[index(g)]));
+    j.work.pace = 1;
+    for (GpuId g : j.gpus) j.work.pace = std::min(j.work.pace, pace(computing_[index(g)].size(), interference_[index(g)]));
   }
 }
 
 void SharedCompute::start(std::uint32_t task, std::span<const GpuId> gpus, double work_s, double now_s,
                           std::vector<std::uint32_t>& changed) {
   advance(gpus, now_s, changed);
-  jobs_[task] = Job{{gpus.begin(), gpus.end()}, work_s, work_s, 1, now_s};
+  jobs_[task] = Job{{gpus.begin(), gpus.end()}, PacedWork::starting(work_s, now_s)};
   for (GpuId g : gpus) computing_[index(g)].push_back(task);
   changed.insert(std::upper_bound(changed.begin(), changed.end(), task), task);
   repace(changed);
@@ -56,14 +51,8 @@ void SharedCompute::stop(std::uint32_t task, double now_s, std::vector<std::uint
   repace(changed);
 }
 
-double SharedCompute::done_s(std::uint32_t task, double now_s) const {
-  const Job& j = jobs_.at(task);
-  return j.work_s - std::max(0.0, j.left_s - j.pace * (now_s - j.since_s));
-}
+double SharedCompute::done_s(std::uint32_t task, double now_s) const { return jobs_.at(task).work.done_s(now_s); }
 
-double SharedCompute::reaches_s(std::uint32_t task, double left_s) const {
-  const Job& j = jobs_.at(task);
-  return j.since_s + std::max(0.0, j.left_s - left_s) / j.pace;
-}
+double SharedCompute::reaches_s(std::uint32_t task, double left_s) const { return jobs_.at(task).work.reaches_s(left_s); }
 
 }  // namespace fleetsim

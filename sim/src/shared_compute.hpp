@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fleetsim/ids.hpp"
+#include "paced_work.hpp"
 
 namespace fleetsim {
 
@@ -28,7 +29,7 @@ class SharedCompute {
   void stop(std::uint32_t task, double now_s, std::vector<std::uint32_t>& changed);
   bool computing(std::uint32_t task) const { return jobs_.contains(task); }
   // The solo seconds of compute it started with.
-  double work_s(std::uint32_t task) const { return jobs_.at(task).work_s; }
+  double work_s(std::uint32_t task) const { return jobs_.at(task).work.work_s; }
   // Solo seconds of its work the task has done by now_s.
   double done_s(std::uint32_t task, double now_s) const;
   // When, at its present pace, the task has `left_s` solo seconds of work left (0: when it ends).
@@ -39,7 +40,7 @@ class SharedCompute {
  private:
   struct Job {
     std::vector<GpuId> gpus;
-    double work_s, left_s, pace, since_s;
+    PacedWork work;
   };
   void advance(std::span<const GpuId> gpus, double now_s, std::vector<std::uint32_t>& changed);
   void repace(const std::vector<std::uint32_t>& changed);
