@@ -2,7 +2,6 @@
 
 #include <map>
 #include <optional>
-#include <set>
 #include <vector>
 
 namespace fleetsim::detail {
@@ -102,7 +101,6 @@ Json comfyui_ui_to_api(const Json& ui, Problems& problems) {
   // The nodes, by id, with their input slots' types and links.
   const Json& nodes = ui["nodes"];
   std::map<std::int64_t, UiNode> by_id;
-  std::vector<std::int64_t> order;  // the ids of well-formed nodes, in file order
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const Json& n = nodes[i];
     const std::string at = child_pointer("/nodes", i);
@@ -142,11 +140,7 @@ Json comfyui_ui_to_api(const Json& ui, Problems& problems) {
         }
       }
     }
-    if (!by_id.emplace(id, std::move(node)).second) {
-      problems.add(at + "/id", "node id " + std::to_string(id) + " appears twice");
-      continue;
-    }
-    order.push_back(id);
+    if (!by_id.emplace(id, std::move(node)).second) problems.add(at + "/id", "node id " + std::to_string(id) + " appears twice");
   }
 
   // What an input linked by `link` receives, as ComfyUI runs the graph: through Reroutes and bypassed
