@@ -741,9 +741,10 @@ int run_calibrate(const CalibrateArgs& args, const std::string& command) {
 
 }  // namespace
 
-// A whole number from `lo` to `hi` (`hi_text` names it, as "2^64-1"), with a range error that says
-// so: "must be an integer from 1 to 1000, found \"0\"".
-CLI::Validator integer_from(std::uint64_t lo, std::uint64_t hi, const std::string& hi_text, const std::string& name) {
+// A whole number from `lo` to `hi`, with a range error that says so: "must be an integer from 1 to
+// 1000, found \"0\"". `hi_text` names a bound too long to read in digits ("2^64-1").
+CLI::Validator integer_from(std::uint64_t lo, std::uint64_t hi, const std::string& name, std::string hi_text = "") {
+  if (hi_text.empty()) hi_text = std::to_string(hi);
   return CLI::Validator(
       [=](const std::string& text) {
         std::uint64_t v = 0;
@@ -755,7 +756,7 @@ CLI::Validator integer_from(std::uint64_t lo, std::uint64_t hi, const std::strin
 }
 
 // A seed as the random generators take it.
-const CLI::Validator kSeed = integer_from(0, std::numeric_limits<std::uint64_t>::max(), "2^64-1", "SEED");
+const CLI::Validator kSeed = integer_from(0, std::numeric_limits<std::uint64_t>::max(), "SEED", "2^64-1");
 
 namespace {
 
@@ -787,7 +788,7 @@ void add_max_events(CLI::App& command, std::vector<std::string>& sets) {
       .add_option_function<std::uint64_t>(
           "--max-events", [&sets](std::uint64_t n) { sets.push_back("/max_events=" + std::to_string(n)); },
           "Stop a run that pops more events than this, with an error (default: the scenario's max_events, 1,000,000,000)")
-      ->check(integer_from(1, std::uint64_t{1} << 62, "2^62", "N"));
+      ->check(integer_from(1, std::uint64_t{1} << 62, "N", "2^62"));
 }
 
 void add_simulate(CLI::App& app, Commands& commands) {
@@ -842,7 +843,7 @@ void add_validate(CLI::App& app, Commands& commands) {
   validate->add_flag("--json", val->json, "Print the errors (per task and makespan) as JSON instead of the table");
   validate->add_option("--repeat", val->repeat, "Run the real side this many times; errors against each task's median, with the run-to-run noise")
       ->capture_default_str()
-      ->check(integer_from(1, 100, "100", "N"));
+      ->check(integer_from(1, 100, "N"));
   commands.add(validate, [val] { return run_execute(*val); });
 }
 
@@ -851,7 +852,7 @@ void add_calibrate(CLI::App& app, Commands& commands, const std::string& command
   CLI::App* calibrate = app.add_subcommand("calibrate", "Measure this machine's devices with microbenchmarks; fit a profile for --profile");
   calibrate->add_option("--backend", cal->backend, "cpu (every machine) or cuda")->capture_default_str();
   calibrate->add_option("--out", cal->out, "Write the profile (JSON) here");
-  calibrate->add_option("--repeats", cal->repeats, "Timed runs per point (the median is kept)")->capture_default_str()->check(integer_from(1, 1000, "1000", "N"));
+  calibrate->add_option("--repeats", cal->repeats, "Timed runs per point (the median is kept)")->capture_default_str()->check(integer_from(1, 1000, "N"));
   calibrate->add_option("--gpu-type", cal->gpu_type, "cuda: the catalog GPU type to calibrate (default: read off local GPU 0's name)");
   calibrate->add_option("--node-type", cal->node_type, "cuda: the catalog node type whose links are calibrated (default: the smallest that holds the GPUs)");
   calibrate->add_flag("--json", cal->json, "Print the profile as JSON instead of the table");
@@ -901,7 +902,7 @@ void add_compare(CLI::App& app, Commands& commands) {
   compare->add_option("--policies", cmp->policies, "Comma-separated policy names (default: all)")
       ->check(CLI::Validator([](const std::string& text) { return text.find_first_not_of(", ") == std::string::npos ? "expected one or more policy names" : ""; },
                              "NAMES"));
-  compare->add_option("--seeds", cmp->seeds, "Seeds per policy: the scenario's seed and the next ones")->capture_default_str()->check(integer_from(1, 100000, "100000", "N"));
+  compare->add_option("--seeds", cmp->seeds, "Seeds per policy: the scenario's seed and the next ones")->capture_default_str()->check(integer_from(1, 100000, "N"));
   compare->add_option("--threads", cmp->threads, "Parallel runs (default: all cores)");
   compare->add_option("--set", cmp->sets, "Change the scenario before it is read: /json/pointer=value (repeatable)");
   compare->add_option("--policy-plugin", cmp->plugins, "Load a policy from a shared library (repeatable)");
@@ -976,7 +977,7 @@ void add_import(CLI::App& app, Commands& commands) {
   import_trace->add_option("--from", trace->from, "Keep jobs submitted at least this long after the log's first job (\"7 d\", \"3600 s\")");
   import_trace->add_option("--to", trace->to, "Keep jobs submitted less than this long after the log's first job");
   import_trace->add_option("--tenants", trace->tenants, "Keep only these tenants (comma-separated)");
-  import_trace->add_option("--min-gpus", trace->min_gpus, "Keep only jobs of at least this many GPUs")->check(integer_from(1, 1000000, "1000000", "GPUS"))->capture_default_str();
+  import_trace->add_option("--min-gpus", trace->min_gpus, "Keep only jobs of at least this many GPUs")->check(integer_from(1, 1000000, "GPUS"))->capture_default_str();
   import_trace->add_option("--out", trace->out, "Write the CSV here instead of stdout");
   commands.add(import_trace, [trace] {
     fleetsim::TraceFilter filter;
