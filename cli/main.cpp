@@ -927,19 +927,23 @@ void add_import(CLI::App& app, Commands& commands) {
   import->require_subcommand(1);
 
   struct ComfyArgs {
-    std::string file, costs, out;
+    std::string file, costs, registry, out;
     bool strict = false;
   };
   auto comfy = std::make_shared<ComfyArgs>();
   CLI::App* import_comfy = import->add_subcommand("comfyui", "A ComfyUI graph: the API format (Save (API Format)) or the UI workflow (Save)");
   import_comfy->add_option("file", comfy->file, "ComfyUI graph JSON")->required();
   import_comfy->add_option("--node-costs", comfy->costs, "Costs for node types fleetsim does not know (JSON)");
+  import_comfy->add_option("--registry", comfy->registry,
+                           "Node types, model families and file-name rules to add to the built-in models/comfyui.json (JSON)");
   import_comfy->add_option("--out", comfy->out, "Write the workflow here instead of stdout");
-  import_comfy->add_flag("--strict", comfy->strict, "Refuse node types fleetsim does not know instead of passing them through as free");
+  import_comfy->add_flag("--strict", comfy->strict, "Refuse to guess: unknown node types, unknown model families, sizes no node sets");
   commands.add(import_comfy, [comfy] {
     const std::string costs = comfy->costs.empty() ? "" : fleetsim::read_text_file(comfy->costs);
+    const std::string registry = comfy->registry.empty() ? "" : fleetsim::read_text_file(comfy->registry);
     return emit_workflow(fleetsim::import_comfyui(fleetsim::read_text_file(comfy->file), comfy->file, fleetsim::Catalog::builtin(),
-                                                  {.node_costs_json = costs, .node_costs_file = comfy->costs, .strict = comfy->strict}),
+                                                  {.node_costs_json = costs, .node_costs_file = comfy->costs, .registry_json = registry,
+                                                   .registry_file = comfy->registry, .strict = comfy->strict}),
                          comfy->out);
   });
 

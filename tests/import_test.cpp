@@ -139,21 +139,31 @@ TEST_CASE("the import says what it assumed: families with their evidence, defaul
   const std::string path = test::source_dir() + "/scenarios/comfyui/flux-dev.json";
   const Workflow flux = import_comfyui(read_text_file(path), path, Catalog::builtin());
   REQUIRE(flux.assumptions.size() == flux.tasks.size() + 1);
-  CHECK_THAT(flux.assumptions[1], Contains("KSampler#7: flux-dit, 20 steps, 1024x768") && Contains("FLUX.1 from \"flux1-dev.safetensors\" (UNETLoader#1)"));
+  CHECK_THAT(flux.assumptions[1], Contains("KSampler#7: flux-dit, 20 steps, 1024x768") && Contains("FLUX.1 dev from \"flux1-dev.safetensors\" (UNETLoader#1)"));
   CHECK_THAT(flux.assumptions.back(), Contains("no GPU work") && Contains("FluxGuidance") && Contains("UNETLoader"));
 
-  // A Wan 2.2 graph: its loaders name families the importer has no profile for. UMT5 is not FLUX's
-  // T5, and no 1024x1024 default is silent.
+  // A Wan 2.2 graph's loaders: the high-noise expert and umT5 (not FLUX's T5, though its name holds
+  // "t5"); no 1024x1024 default is silent.
   const Workflow wan = import_comfyui(R"({
       "1": {"class_type": "UNETLoader", "inputs": {"unet_name": "wan2.2_t2v_high_noise_14B_fp8_scaled.safetensors"}},
       "2": {"class_type": "CLIPLoader", "inputs": {"clip_name": "umt5_xxl_fp8_e4m3fn_scaled.safetensors", "type": "wan"}},
       "3": {"class_type": "CLIPTextEncode", "inputs": {"text": "a cat", "clip": ["2", 0]}},
       "4": {"class_type": "KSampler", "inputs": {"model": ["1", 0], "positive": ["3", 0], "negative": ["3", 0], "steps": 20, "cfg": 5}}})",
                                       "wan.json", Catalog::builtin());
-  CHECK(task(wan, "CLIPTextEncode#3").architecture->id != "t5-xxl-encoder");
-  CHECK_THAT(wan.assumptions[0], Contains("umt5") && Contains("a guess"));
-  CHECK_THAT(wan.assumptions[1], Contains("KSampler#4") && Contains("is a wan model, which the importer has no profile for") &&
-                                     Contains("size 1024x1024 assumed: no node sets it"));
+  CHECK(task(wan, "CLIPTextEncode#3").model == "umt5-xxl-encoder");
+  CHECK(task(wan, "CLIPTextEncode#3").shape.tokens == 512);  // ComfyUI pads umT5 to 512
+  CHECK(task(wan, "KSampler#4").model == "wan2.2-a14b-high-noise");
+  CHECK_THAT(wan.assumptions[0], Contains("umT5-XXL text encoder (Wan) from \"umt5_xxl_fp8_e4m3fn_scaled.safetensors\""));
+  CHECK_THAT(wan.assumptions[1], Contains("KSampler#4: wan21-14b-dit") && Contains("Wan 2.2 A14B high-noise expert from") &&
+                                     Contains("size 1024x1024 assumed: no node sets it, a guess"));
+
+  // A family the registry knows by name but has no profile for is costed as SDXL, and says so.
+  const Workflow cosmos = import_comfyui(R"({
+      "1": {"class_type": "UNETLoader", "inputs": {"unet_name": "cosmos_predict2_2B_t2i.safetensors"}},
+      "2": {"class_type": "EmptyLatentImage", "inputs": {"width": 1024, "height": 1024, "batch_size": 1}},
+      "3": {"class_type": "KSampler", "inputs": {"model": ["1", 0], "latent_image": ["2", 0], "steps": 20, "cfg": 4}}})",
+                                         "cosmos.json", Catalog::builtin());
+  CHECK_THAT(cosmos.assumptions[0], Contains("is a Cosmos model, which the importer has no profile for here: costed as SDXL, a guess"));
 
   // No loader names a family: the default is said to be one.
   const Workflow plain = import_comfyui(R"({

@@ -221,18 +221,25 @@ std::vector<std::string> read_workflows(ObjectReader& top, const Catalog& catalo
         return parse_workflow(text, path, catalog);
       });
     } else if (entry.is_object() && entry.contains("comfyui")) {
-      // {"comfyui": "graph.json", "node_costs": "costs.json"}: costs for node types fleetsim does not know.
+      // {"comfyui": "graph.json", "node_costs": "costs.json", "registry": "families.json"}: costs for node
+      // types fleetsim does not know, additions to the importer's registry.
       ObjectReader r(entry, at, top.problems());
       const auto graph = r.string("comfyui", Need::required);
       const auto costs = r.string("node_costs", Need::optional);
+      const auto registry = r.string("registry", Need::optional);
       r.finish();
       if (graph) {
         wf = absorbing(top.problems(), [&] {
+          const auto named = [&](const std::optional<std::string>& name, std::string_view key) {
+            const std::string path = name ? resolve(base_dir, *name) : "";
+            return std::pair{path, name ? read_named_file(top.problems(), r.pointer(key), path) : ""};
+          };
+          const auto [costs_path, costs_text] = named(costs, "node_costs");
+          const auto [registry_path, registry_text] = named(registry, "registry");
           const std::string graph_path = resolve(base_dir, *graph);
-          const std::string costs_path = costs ? resolve(base_dir, *costs) : "";
-          const std::string costs_text = costs ? read_named_file(top.problems(), r.pointer("node_costs"), costs_path) : "";
           return import_comfyui(read_named_file(top.problems(), r.pointer("comfyui"), graph_path), graph_path, catalog,
-                                {.node_costs_json = costs_text, .node_costs_file = costs_path});
+                                {.node_costs_json = costs_text, .node_costs_file = costs_path, .registry_json = registry_text,
+                                 .registry_file = registry_path});
         });
       }
     } else if (entry.is_object()) {

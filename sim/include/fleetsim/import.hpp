@@ -2,10 +2,11 @@
 // inputs, links as [node id, output index]), or its UI workflow (nodes and links arrays, read as the
 // API format it stands for), becomes a fleetsim workflow: sampler, text-encode,
 // VAE and upscale nodes become tasks whose work is a model step of the family's architecture at the
-// node's steps, resolution, batch and prompt length (operator profiles where no architecture fits);
-// loaders set the model of the tasks they feed; other known nodes pass data through. What it assumed
-// is listed in the workflow's `assumptions`. Node types it does not know pass data through, listed
-// as a guess (or, strict, refused); a node-costs file gives them a cost.
+// node's steps, resolution, frames, batch and prompt length (operator profiles where no architecture
+// fits); loaders' file names tell the family, through the registry models/comfyui.json; other known
+// nodes pass data through. What it assumed is listed in the workflow's `assumptions`. Node types it
+// does not know pass data through, listed as a guess (or, strict, refused); a node-costs file gives
+// them a cost.
 #pragma once
 
 #include <limits>
@@ -25,10 +26,14 @@ bool is_comfyui_prompt(std::string_view json_text);
 struct ComfyUiOptions {
   // Maps class types to {"flop", "bytes", "dtype", "model", "working_set"}, or {"free": true} for nodes
   // that do no GPU work; empty: none.
-  std::string_view node_costs_json;
-  std::string node_costs_file;
-  // Node types neither known nor in the costs file: an error when strict, else passed through as if
-  // they did no GPU work, and listed among the assumptions as a guess.
+  std::string_view node_costs_json = {};
+  std::string node_costs_file = {};
+  // Additions to the built-in registry (models/comfyui.json): node types, model families and the file
+  // names that show them, tried before the built-in ones; empty: none.
+  std::string_view registry_json = {};
+  std::string registry_file = {};
+  // Every guess an error instead of an assumption: node types neither known nor priced, families the
+  // importer has no profile for or could not tell, sizes no node sets.
   bool strict = false;
 };
 

@@ -8,6 +8,7 @@
 
 #include "fleetsim/import.hpp"
 #include "../json_reader.hpp"
+#include "comfyui_registry.hpp"
 #include "comfyui_ui.hpp"
 
 namespace fleetsim {
@@ -16,8 +17,10 @@ namespace {
 using detail::Json;
 using detail::Problems;
 
-enum class Family { sd15, sdxl, flux, svd };
-enum class Role { source, pass, sink, sample, encode_text, decode, encode_image, upscale, custom };
+using detail::ComfyFamily;
+using detail::ComfyRegistry;
+using detail::ComfyRole;
+using detail::ComfyStage;
 
 // Pixel size of what flows along a link (images and latents alike), with batch and video frames.
 struct Size {
@@ -30,70 +33,14 @@ struct Node {
   std::string id;
   std::string cls;
   const Json* inputs = nullptr;
-  Role role = Role::pass;
-  std::optional<Family> family;
+  ComfyRole role = ComfyRole::pass;
+  const detail::ComfyNodeType* type = nullptr;  // null: a type the registry does not know
+  const ComfyFamily* family = nullptr;
   std::string family_evidence;  // how the family was told: a file name, or the node it came from
-  std::string unmodelled;       // a family its file name shows that the importer has no profile for
   Size size;
   int task = -1;  // index in the workflow when the node is a task
   double output_bytes = 0;
 };
-
-const std::map<std::string, Role, std::less<>>& roles() {
-  static const std::map<std::string, Role, std::less<>> table{
-      {"CheckpointLoaderSimple", Role::source}, {"CheckpointLoader", Role::source}, {"UNETLoader", Role::source},
-      {"ImageOnlyCheckpointLoader", Role::source}, {"CLIPLoader", Role::source}, {"DualCLIPLoader", Role::source},
-      {"VAELoader", Role::source}, {"UpscaleModelLoader", Role::source}, {"LoadImage", Role::source},
-      {"EmptyLatentImage", Role::source}, {"EmptySD3LatentImage", Role::source},
-      {"LoraLoader", Role::pass}, {"LoraLoaderModelOnly", Role::pass}, {"ConditioningCombine", Role::pass},
-      {"ConditioningConcat", Role::pass}, {"ConditioningZeroOut", Role::pass}, {"FluxGuidance", Role::pass},
-      {"ModelSamplingFlux", Role::pass}, {"ModelSamplingDiscrete", Role::pass}, {"VideoLinearCFGGuidance", Role::pass},
-      {"SVD_img2vid_Conditioning", Role::pass}, {"LatentUpscale", Role::pass}, {"LatentUpscaleBy", Role::pass},
-      {"ImageScale", Role::pass}, {"ImageScaleBy", Role::pass}, {"RepeatLatentBatch", Role::pass},
-      {"SaveImage", Role::sink}, {"PreviewImage", Role::sink}, {"SaveAnimatedWEBP", Role::sink},
-      {"SaveAnimatedPNG", Role::sink},
-      {"KSamplerSelect", Role::pass}, {"BasicScheduler", Role::pass}, {"BasicGuider", Role::pass},
-      {"CFGGuider", Role::pass}, {"RandomNoise", Role::pass}, {"CLIPSetLastLayer", Role::pass},
-      {"PrimitiveInt", Role::pass}, {"PrimitiveFloat", Role::pass}, {"PrimitiveBoolean", Role::pass},
-      {"PrimitiveString", Role::pass}, {"PrimitiveStringMultiline", Role::pass},
-      {"KSampler", Role::sample}, {"KSamplerAdvanced", Role::sample}, {"SamplerCustom", Role::sample},
-      {"SamplerCustomAdvanced", Role::sample},
-      {"CLIPTextEncode", Role::encode_text}, {"CLIPTextEncodeSDXL", Role::encode_text}, {"CLIPTextEncodeFlux", Role::encode_text},
-      {"VAEDecode", Role::decode}, {"VAEDecodeTiled", Role::decode}, {"VAEEncode", Role::encode_image},
-      {"ImageUpscaleWithModel", Role::upscale},
-  };
-  return table;
-}
-
-std::string lowercase(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return text;
-}
-
-// Families a file name can show that the importer has no model for: their graphs are costed as
-// another family's, and the import says so.
-std::optional<std::string> unmodelled_family(const std::string& file_name) {
-  const std::string name = lowercase(file_name);
-  for (const char* family : {"wan", "umt5", "hunyuan", "ltx", "mochi", "sd3", "qwen", "hidream", "cosmos", "kontext"}) {
-    if (name.find(family) != std::string::npos) return family;
-  }
-  if (name.find("v2-1") != std::string::npos || name.find("sd21") != std::string::npos || name.find("sd_2") != std::string::npos) return "sd2";
-  return std::nullopt;
-}
-
-std::optional<Family> family_from_name(const std::string& file_name) {
-  if (unmodelled_family(file_name)) return std::nullopt;
-  const std::string name = lowercase(file_name);
-  // T5-XXL ("t5xxl") is FLUX's text encoder: look for it before "xl".
-  if (name.find("flux") != std::string::npos || name.find("t5") != std::string::npos) return Family::flux;
-  if (name.find("svd") != std::string::npos) return Family::svd;
-  if (name.find("xl") != std::string::npos) return Family::sdxl;
-  if (name.find("1.5") != std::string::npos || name.find("1-5") != std::string::npos ||
-      name.find("sd15") != std::string::npos) {
-    return Family::sd15;
-  }
-  return std::nullopt;
-}
 
 // Tokens of a prompt as a text encoder pads it: about 4 tokens per 3 words (a guess for English
 // prompts), plus start and end; CLIP in chunks of 77, T5 to at least its minimum.
@@ -108,16 +55,6 @@ double prompt_tokens(const std::string& text, double min_tokens) {
   const double tokens = std::ceil(words * 4 / 3) + 2;
   if (min_tokens == 77) return 77 * std::max(1.0, std::ceil((tokens - 2) / 75));
   return std::max(min_tokens, tokens);
-}
-
-const char* family_label(Family f) {
-  switch (f) {
-    case Family::sd15: return "SD 1.5";
-    case Family::sdxl: return "SDXL";
-    case Family::flux: return "FLUX.1";
-    case Family::svd: return "Stable Video Diffusion";
-  }
-  return "?";
 }
 
 std::string number_text(double v) {
@@ -144,31 +81,37 @@ std::string work_text(const TaskSpec& t) {
 bool is_link(const Json& v) { return v.is_array() && v.size() == 2 && (v[0].is_string() || v[0].is_number_integer()); }
 std::string link_source(const Json& v) { return v[0].is_string() ? v[0].get<std::string>() : std::to_string(v[0].get<long long>()); }
 
-// ComfyUI's primitive nodes (comfy_extras/nodes_primitive.py) output the one "value" they are given.
-bool is_primitive(std::string_view cls) {
-  return cls == "PrimitiveInt" || cls == "PrimitiveFloat" || cls == "PrimitiveBoolean" || cls == "PrimitiveString" ||
-         cls == "PrimitiveStringMultiline";
-}
-
-// An input linked to a primitive node takes its value, so that a sampler's steps set there count.
-void inline_primitives(Json& doc) {
-  for (auto& [id, node] : doc.items()) {
-    if (!node.is_object() || !node.contains("inputs") || !node["inputs"].is_object()) continue;
-    for (auto& [name, v] : node["inputs"].items()) {
-      if (!is_link(v)) continue;
-      const auto src = doc.find(link_source(v));
-      if (src == doc.end() || !src->is_object() || !src->contains("class_type") || !(*src)["class_type"].is_string() ||
-          !is_primitive((*src)["class_type"].get<std::string>()) || !src->contains("inputs") || !(*src)["inputs"].is_object()) {
-        continue;
+// An input linked to an output that passes on one of its node's own values takes that value (the
+// registry's "outputs": a primitive's "value", WanCameraEmbedding's width, height and length), so that a
+// sampler's steps or a video's size set there count. Passes repeat for chains of such nodes.
+void inline_forwarded_values(Json& doc, const ComfyRegistry& registry) {
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (auto& [id, node] : doc.items()) {
+      if (!node.is_object() || !node.contains("inputs") || !node["inputs"].is_object()) continue;
+      for (auto& [name, v] : node["inputs"].items()) {
+        if (!is_link(v) || !v[1].is_number_integer() || v[1].get<std::int64_t>() < 0) continue;
+        const auto src = doc.find(link_source(v));
+        if (src == doc.end() || !src->is_object() || !src->contains("class_type") || !(*src)["class_type"].is_string() ||
+            !src->contains("inputs") || !(*src)["inputs"].is_object()) {
+          continue;
+        }
+        const detail::ComfyNodeType* type = registry.node((*src)["class_type"].get<std::string>());
+        const std::size_t slot = v[1].get<std::size_t>();
+        if (type == nullptr || slot >= type->outputs.size() || type->outputs[slot].empty()) continue;
+        const Json& inputs = (*src)["inputs"];
+        if (const auto value = inputs.find(type->outputs[slot]); value != inputs.end() && !is_link(*value)) {
+          v = *value;
+          changed = true;
+        }
       }
-      const Json& inputs = (*src)["inputs"];
-      if (const auto value = inputs.find("value"); value != inputs.end() && !is_link(*value)) v = *value;
     }
   }
 }
 
 // ComfyUI's own bounds on the widgets read here (its nodes.py: MAX_RESOLUTION 16384, batch_size up to
-// 4096, steps up to 10000, cfg up to 100, scale_by 0.01 to 8, RepeatLatentBatch amount up to 64).
+// 4096, steps up to 10000, cfg up to 100, scale_by 0.01 to 8, RepeatLatentBatch amount up to 64; video
+// lengths up to MAX_RESOLUTION; ImageScaleToTotalPixels 0.01 to 16 megapixels).
 struct WidgetBounds {
   std::string_view key;
   double lowest, highest;
@@ -176,11 +119,11 @@ struct WidgetBounds {
 constexpr WidgetBounds kWidgetBounds[] = {
     {"width", 16, 16384},      {"height", 16, 16384},         {"batch_size", 1, 4096}, {"steps", 1, 10000},
     {"start_at_step", 0, 10000}, {"end_at_step", 0, 10000}, {"cfg", 0, 100},         {"scale_by", 0.01, 8},
-    {"amount", 1, 64},         {"video_frames", 1, 4096}};
+    {"amount", 1, 64},         {"video_frames", 1, 4096},    {"length", 1, 16384},     {"megapixels", 0.01, 16}};
 
 // A node's number widget, or `fallback` where it has none (or a link feeds it); a value outside
 // ComfyUI's own range is a problem at its pointer (and `fallback` stands in, to go on checking).
-double number_input(const Node& n, const char* key, double fallback, detail::Problems& problems) {
+double number_input(const Node& n, const std::string& key, double fallback, detail::Problems& problems) {
   if (n.inputs == nullptr) return fallback;
   const auto it = n.inputs->find(key);
   if (it == n.inputs->end() || !it->is_number()) return fallback;
@@ -194,49 +137,6 @@ double number_input(const Node& n, const char* key, double fallback, detail::Pro
     }
   }
   return x;
-}
-
-// Per family: the models a graph's tasks use, the architectures their layer-level profiles come from
-// (none: the operator profiles, scaled by pixels), and its latent channels.
-struct FamilyProfile {
-  const char* sample_op;
-  double sample_ref_pixels, sample_ref_frames;
-  const char* encode_op;
-  const char* encode_model;
-  const char* decode_op;
-  double decode_ref_pixels;
-  const char* decode_model;
-  const char* model;
-  double latent_channels;
-  double conditioning_bytes;  // one prompt's embedding
-  const char* sample_arch = nullptr;
-  const char* encode_arch = nullptr;
-  const char* decode_arch = nullptr;
-  Dtype dtype = Dtype::fp16;  // ComfyUI's default for the family's diffusion model on A100/H100-class GPUs
-  double min_text_tokens = 77;  // what the text encoder pads a prompt to
-};
-
-const FamilyProfile& profile(Family f) {
-  // SDXL's text encode runs CLIP-G (CLIP-L beside it, a sixth of its FLOP, is left out); FLUX's runs
-  // T5-XXL, which ComfyUI pads to 256 tokens.
-  static const FamilyProfile sd15{"sd15-unet-step-512", 512.0 * 512, 1, "clip-l-text-encode-77", "sd-1.5",
-                                  "sd15-vae-decode-512", 512.0 * 512, "sd-1.5", "sd-1.5", 4, 77 * 768 * 2,
-                                  "sd15-unet", "clip-l-text", "sd-vae-decoder"};
-  static const FamilyProfile sdxl{"sdxl-unet-step-1024", 1024.0 * 1024, 1, "sdxl-text-encode", "sdxl-base-1.0",
-                                  "sdxl-vae-decode-1024", 1024.0 * 1024, "sdxl-base-1.0", "sdxl-base-1.0", 4, 77 * 2048 * 2,
-                                  "sdxl-unet", "clip-g-text", "sd-vae-decoder"};
-  static const FamilyProfile flux{"flux-dev-step-1024", 1024.0 * 1024, 1, "t5xxl-text-encode-512", "t5-v1_1-xxl-encoder",
-                                  "sdxl-vae-decode-1024", 1024.0 * 1024, "sdxl-vae", "flux.1-dev", 16, 256 * 4096 * 2,
-                                  "flux-dit", "t5-xxl-encoder", "flux-vae-decoder", Dtype::bf16, 256};
-  static const FamilyProfile svd{"svd-xt-step-576x1024-25f", 576.0 * 1024, 25, "sdxl-text-encode", "sdxl-base-1.0",
-                                 "sdxl-vae-decode-1024", 1024.0 * 1024, "svd-xt", "svd-xt", 4, 1024 * 2};
-  switch (f) {
-    case Family::sd15: return sd15;
-    case Family::sdxl: return sdxl;
-    case Family::flux: return flux;
-    case Family::svd: return svd;
-  }
-  return sdxl;
 }
 
 }  // namespace
@@ -255,14 +155,19 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
                         const ComfyUiOptions& options) {
   const std::string_view node_costs_json = options.node_costs_json;
   const std::string& node_costs_file = options.node_costs_file;
+  std::optional<ComfyRegistry> extended;
+  if (!options.registry_json.empty()) {
+    extended = detail::extend_comfyui_registry(detail::builtin_comfyui_registry(), options.registry_json, options.registry_file);
+  }
+  const ComfyRegistry& registry = extended ? *extended : detail::builtin_comfyui_registry();
   Problems problems(file_name);
   Json doc = detail::parse_json(json_text, problems);
   problems.throw_if_any();
   if (detail::is_comfyui_ui_workflow(doc)) {
-    doc = detail::comfyui_ui_to_api(doc, problems);
+    doc = detail::comfyui_ui_to_api(doc, registry, problems);
     problems.throw_if_any();
   }
-  if (doc.is_object()) inline_primitives(doc);
+  if (doc.is_object()) inline_forwarded_values(doc, registry);
   if (!doc.is_object() || doc.empty()) {
     problems.add("", "expected a ComfyUI graph: an API-format prompt (an object of node id -> {\"class_type\", \"inputs\"}, "
                      "Save (API Format) in ComfyUI) or a UI workflow (an object with \"nodes\" and \"links\" arrays, Save)");
@@ -309,15 +214,20 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
   // Links, and node types nobody knows.
   std::map<std::string, std::vector<std::string>, std::less<>> unknown;
   for (auto& [id, n] : nodes) {
-    if (const auto it = roles().find(n.cls); it != roles().end()) {
-      n.role = it->second;
-    } else if (costs.contains(n.cls)) {
+    n.type = registry.node(n.cls);
+    if (costs.contains(n.cls)) {  // the user's price wins over the registry's
       const Json& free = costs[n.cls].contains("free") ? costs[n.cls]["free"] : Json(false);
       if (!free.is_boolean()) {
         throw InputError({Problem{node_costs_file, detail::child_pointer(detail::child_pointer("", n.cls), "free"),
                                   "expected true or false, found " + detail::describe(free)}});
       }
-      n.role = free.get<bool>() ? Role::pass : Role::custom;
+      n.role = free.get<bool>() ? ComfyRole::pass : ComfyRole::custom;
+    } else if (n.type != nullptr) {
+      n.role = n.type->role;
+      // An image-to-video node with no start image encodes nothing: it only makes the empty latent.
+      const bool encodes_nothing = !n.type->encodes.empty() && (n.inputs == nullptr || !n.inputs->contains(n.type->encodes) ||
+                                                               !is_link((*n.inputs)[n.type->encodes]));
+      if (n.role == ComfyRole::encode_image && encodes_nothing) n.role = ComfyRole::source;
     } else {
       unknown[n.cls].push_back(id);
     }
@@ -352,7 +262,7 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
   }
   problems.throw_if_any();
 
-  const auto number = [&](const Node& n, const char* key, double fallback) { return number_input(n, key, fallback, problems); };
+  const auto number = [&](const Node& n, const std::string& key, double fallback) { return number_input(n, key, fallback, problems); };
   auto linked = [&](const Node& n, const char* key) -> Node* {
     if (n.inputs == nullptr) return nullptr;
     const auto it = n.inputs->find(key);
@@ -403,21 +313,21 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
   wf.file = file_name;
   if (!unknown_note.empty()) wf.assumptions.push_back(unknown_note);
   wf.name = "ComfyUI graph " + file_name;
-  auto op = [&](const char* id) -> const OperatorSpec& {
+  auto op = [&](const std::string& id) -> const OperatorSpec& {
     const OperatorSpec* spec = catalog.op(id);
-    if (spec == nullptr) throw InputError({Problem{file_name, "", std::string("the catalog lacks operator profile \"") + id + "\""}});
+    if (spec == nullptr) throw InputError({Problem{file_name, "", "the catalog lacks operator profile \"" + id + "\""}});
     return *spec;
   };
-  auto arch = [&](const char* id) {
+  auto arch = [&](const std::string& id) {
     const auto it = catalog.architectures().find(id);
-    if (it == catalog.architectures().end()) throw InputError({Problem{file_name, "", std::string("the catalog lacks architecture \"") + id + "\""}});
+    if (it == catalog.architectures().end()) throw InputError({Problem{file_name, "", "the catalog lacks architecture \"" + id + "\""}});
     return it->second;
   };
   // The prompt a sampler or text encoder works from: its own text, or the text encoder's its
   // conditioning comes from, through guidance and other pass-through nodes ("" when none is found).
   std::function<std::string(const Node&, int)> prompt_from = [&](const Node& n, int depth) -> std::string {
     if (n.inputs == nullptr || depth > 32) return "";
-    for (const char* key : {"text", "text_g", "t5xxl"}) {
+    for (const char* key : {"text", "text_g", "t5xxl", "prompt"}) {
       if (const auto it = n.inputs->find(key); it != n.inputs->end() && it->is_string()) return it->get<std::string>();
     }
     for (const char* key : {"positive", "guider", "conditioning"}) {
@@ -433,36 +343,75 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
     return m != nullptr ? m->weights_bytes : 0.0;
   };
 
-  for (Node* n : order) {
-    // Family: the node's own checkpoint name, else the first input that has one.
-    if (n->inputs != nullptr) {
-      // Either name of a dual loader, or its "type" ("flux"), can tell.
-      for (const char* key : {"ckpt_name", "unet_name", "clip_name", "clip_name1", "clip_name2", "type"}) {
-        if (!n->inputs->contains(key) || !(*n->inputs)[key].is_string()) continue;
-        const std::string name = (*n->inputs)[key].get<std::string>();
-        if (auto u = unmodelled_family(name); u && n->unmodelled.empty()) {
-          n->unmodelled = *u;
-          n->family_evidence = "\"" + name + "\" (" + n->cls + "#" + n->id + ")";
-        } else if (auto f = family_from_name(name); f && n->unmodelled.empty()) {
-          n->family = f;
-          n->family_evidence = "\"" + name + "\" (" + n->cls + "#" + n->id + ")";
-        }
+  // What a loader's strings show: the first of its file names (or its "type") a registry rule knows.
+  // A node type the registry does not know (a custom loader) has its file-name-shaped strings read.
+  const auto family_of_strings = [&](Node& n) {
+    static constexpr const char* kKeys[] = {"ckpt_name", "unet_name", "model_name", "clip_name", "clip_name1", "clip_name2",
+                                            "clip_name3", "clip_name4", "type", "vae_name"};
+    const auto try_name = [&](const std::string& name) {
+      if (const ComfyFamily* f = registry.family_of_file(name)) {
+        n.family = f;
+        n.family_evidence = "\"" + name + "\" (" + n.cls + "#" + n.id + ")";
       }
-      // Else from the inputs, the model-carrying ones first (a refiner's latent may come from another family).
-      auto inherit = [&](const Node& src) {
-        if (n->family || !n->unmodelled.empty() || (!src.family && src.unmodelled.empty())) return;
-        n->family = src.family;
-        n->unmodelled = src.unmodelled;
-        n->family_evidence = src.family_evidence;
-      };
+      return n.family != nullptr;
+    };
+    for (const char* key : kKeys) {
+      if (const auto it = n.inputs->find(key); it != n.inputs->end() && it->is_string() && try_name(it->get<std::string>())) return;
+    }
+    if (n.type != nullptr) return;
+    for (const auto& [name, v] : n.inputs->items()) {
+      if (!v.is_string()) continue;
+      const std::string text = v.get<std::string>();
+      for (const char* ext : {".safetensors", ".gguf", ".ckpt", ".pt", ".pth", ".bin", ".sft"}) {
+        if (text.ends_with(ext) && try_name(text)) return;
+      }
+    }
+  };
+  const ComfyFamily& fallback = registry.families.at("sdxl");
+  std::vector<std::string> guesses;  // assumptions that are guesses: errors when strict
+
+  for (Node* n : order) {
+    if (n->inputs != nullptr) {
+      family_of_strings(*n);
+      if (n->family == nullptr && n->type != nullptr && !n->type->family.empty()) {
+        n->family = &registry.families.at(n->type->family);
+        n->family_evidence = n->cls + "#" + n->id;
+      }
+      // Else from the inputs: the one that carries the model the node runs (a sampler's model, a text
+      // encode's clip, a VAE's vae) whatever it shows; then the others, model-carrying ones first (a
+      // refiner's latent may come from another family), preferring one whose family has the stage the
+      // node runs (a VAE encode's text encoder tells nothing of its VAE).
+      const char* runs = n->role == ComfyRole::sample ? "model" : n->role == ComfyRole::encode_text ? "clip" : "vae";
+      if (const Node* src = linked(*n, runs); src != nullptr && src->family != nullptr && n->family == nullptr) {
+        n->family = src->family;
+        n->family_evidence = src->family_evidence;
+      }
+      std::vector<const Node*> sources;
       for (const char* key : {"model", "clip", "guider", "vae", "conditioning", "positive"}) {
-        if (const Node* src = linked(*n, key)) inherit(*src);
+        if (const Node* src = linked(*n, key)) sources.push_back(src);
       }
       for (const auto& [name, v] : n->inputs->items()) {
-        if (is_link(v)) inherit(nodes.at(link_source(v)));
+        if (is_link(v)) sources.push_back(&nodes.at(link_source(v)));
       }
-      // Size: from the data input, then the node's own parameters.
-      for (const char* key : {"latent_image", "samples", "image", "pixels", "latent"}) {
+      const auto runs_here = [&](const ComfyFamily& f) {
+        switch (n->role) {
+          case ComfyRole::sample: return !f.diffusion.empty();
+          case ComfyRole::encode_text: return !f.text.empty();
+          case ComfyRole::decode:
+          case ComfyRole::encode_image: return !f.vae.empty();
+          default: return true;
+        }
+      };
+      for (const bool by_stage : {true, false}) {
+        for (const Node* src : sources) {
+          if (n->family != nullptr || src->family == nullptr || (by_stage && !runs_here(*src->family))) continue;
+          n->family = src->family;
+          n->family_evidence = src->family_evidence;
+        }
+      }
+      // Size: from the data input (a latent before an image: a guide image does not size the video),
+      // then the node's own widgets.
+      for (const char* key : {"latent_image", "samples", "latent", "video_latent", "pixels", "image", "start_image", "images"}) {
         if (const Node* src = linked(*n, key)) {
           n->size = src->size;
           break;
@@ -470,38 +419,58 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
       }
     }
     Size& s = n->size;
-    if (n->cls == "EmptyLatentImage" || n->cls == "EmptySD3LatentImage" || n->cls == "LatentUpscale" || n->cls == "ImageScale") {
-      s.width = number(*n, "width", s.width);
-      s.height = number(*n, "height", s.height);
-      s.batch = number(*n, "batch_size", s.batch);
-      s.given = s.given || n->cls != "LatentUpscale";
-    } else if (n->cls == "SVD_img2vid_Conditioning") {
-      s.width = number(*n, "width", 1024);
-      s.height = number(*n, "height", 576);
-      s.frames = number(*n, "video_frames", 25);
-      s.given = true;
-      n->family = Family::svd;
-      n->family_evidence = n->cls;
-    } else if (n->cls == "LatentUpscaleBy" || n->cls == "ImageScaleBy") {
-      const double by = number(*n, "scale_by", 1);
-      s.width *= by;
-      s.height *= by;
-    } else if (n->cls == "RepeatLatentBatch") {
-      s.batch *= number(*n, "amount", 1);
+    if (n->type != nullptr) {
+      const detail::ComfySizeRule& rule = n->type->size;
+      if (rule.sets()) {
+        // A side of 0 keeps the aspect where the node says so (LatentUpscale, ImageScale); both 0, the size stays.
+        const auto side = [&](const std::string& key, double current) {
+          if (key.empty()) return current;
+          if (rule.zero_keeps_aspect && n->inputs != nullptr) {
+            const auto it = n->inputs->find(key);
+            if (it != n->inputs->end() && it->is_number() && it->get<double>() == 0) return 0.0;
+          }
+          return number(*n, key, current);
+        };
+        const double w = side(rule.width, s.width), h = side(rule.height, s.height);
+        if (w > 0 || h > 0) {
+          const double aspect = s.width / s.height;
+          s.width = w > 0 ? w : std::round(h * aspect);
+          s.height = h > 0 ? h : std::round(w / aspect);
+        }
+        if (!rule.frames.empty()) s.frames = number(*n, rule.frames, s.frames);
+        if (!rule.batch.empty()) s.batch = number(*n, rule.batch, s.batch);
+        s.given = true;
+      }
+      if (!rule.scale.empty()) {
+        const double by = number(*n, rule.scale, 1);
+        s.width *= by;
+        s.height *= by;
+      }
+      if (!rule.repeat.empty()) s.batch *= number(*n, rule.repeat, 1);
+      if (!rule.megapixels.empty()) {
+        const double by = std::sqrt(number(*n, rule.megapixels, 1) * 1024 * 1024 / (s.width * s.height));
+        s.width = std::round(s.width * by);
+        s.height = std::round(s.height * by);
+      }
     }
-    if (n->role == Role::sample) {
-      // The video size comes in through the positive conditioning.
-      if (const Node* cond = linked(*n, "positive"); cond != nullptr && cond->family == Family::svd) {
+    if (n->role == ComfyRole::sample) {
+      // A video's size may come in through the positive conditioning (SVD's).
+      if (const Node* cond = linked(*n, "positive"); cond != nullptr && cond->type != nullptr && !cond->type->family.empty()) {
         s = cond->size;
-        n->family = Family::svd;
+        n->family = cond->family;
         n->family_evidence = cond->family_evidence;
       }
     }
 
-    const Family family = n->family.value_or(Family::sdxl);
-    const FamilyProfile& p = profile(family);
-    const double latent_bytes = s.pixels() / 64 * p.latent_channels * 2;  // fp16, 8x down-sampled
-    const double image_bytes = s.pixels() * 3 * 4;                        // ComfyUI images are float32 RGB
+    // The family's stage for the node's role; SDXL's where the family has none (or none was told).
+    const ComfyFamily* family = n->family;
+    const auto stage_of = [&](ComfyStage ComfyFamily::*which) -> std::pair<const ComfyFamily*, const ComfyStage*> {
+      if (family != nullptr && !(family->*which).empty()) return {family, &(family->*which)};
+      return {&fallback, &(fallback.*which)};
+    };
+    const ComfyFamily& latent_family = family != nullptr && family->latent_channels > 0 ? *family : fallback;
+    const double latent_bytes = s.pixels() / 64 * latent_family.latent_channels * 2;  // 16-bit, 8x down-sampled
+    const double image_bytes = s.pixels() * 3 * 4;                                    // ComfyUI images are float32 RGB
     TaskSpec t;
     t.name = n->cls + "#" + n->id;
     auto scaled = [&](const OperatorSpec& o, double times) {
@@ -510,57 +479,67 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
       t.dtype = o.dtype;
       t.op = o.id;
     };
+    const ComfyFamily* costed_as = nullptr;  // the family whose stage priced the task
     switch (n->role) {
-      case Role::sample: {
+      case ComfyRole::sample: {
+        const auto [f, stage] = stage_of(&ComfyFamily::diffusion);
+        costed_as = f;
         // Steps: the sampler's own, or its scheduler's (SamplerCustom(Advanced) takes sigmas from one).
         const Node* scheduler = linked(*n, "sigmas");
         const double steps = number(*n, "steps", scheduler != nullptr ? number(*scheduler, "steps", 20) : 20);
         const double last = std::min(steps, number(*n, "end_at_step", steps));
         const double count = std::max(1.0, last - number(*n, "start_at_step", 0));
-        if (p.sample_arch != nullptr) {
+        if (!stage->architecture.empty()) {
           // ComfyUI runs the positive and negative prompts as one batch of two, unless cfg is 1
-          // (FLUX-dev's guidance is distilled), when it skips the negative.
+          // (guidance-distilled models), when it skips the negative.
           const Node* guider = linked(*n, "guider");
-          const double cfg = number(*n, "cfg", guider == nullptr ? (family == Family::flux ? 1.0 : 8.0)
+          const double cfg = number(*n, "cfg", guider == nullptr ? (f->guidance_distilled ? 1.0 : 8.0)
                                                      : guider->cls == "BasicGuider" ? 1.0 : number(*guider, "cfg", 8.0));
+          // An edit model's reference image joins as tokens: one more frame of the output's size.
           const StepShape shape{.batch = s.batch * (std::abs(cfg - 1) < 1e-9 ? 1 : 2), .width = s.width, .height = s.height,
-                                .frames = s.frames, .context = prompt_tokens(prompt_of(*n), p.min_text_tokens)};
-          t.dtype = p.dtype;
-          set_model_step(t, arch(p.sample_arch), shape, count);
+                                .frames = s.frames + (f->reference_image ? 1 : 0), .context = prompt_tokens(prompt_of(*n), f->text_tokens)};
+          t.dtype = f->dtype;
+          set_model_step(t, arch(stage->architecture), shape, count);
         } else {
-          scaled(op(p.sample_op), count * s.pixels() / (p.sample_ref_pixels * p.sample_ref_frames));
+          scaled(op(stage->op), count * (stage->at_pixels > 0 ? s.pixels() / (stage->at_pixels * stage->at_frames) : 1));
           t.launches = static_cast<std::uint32_t>(count);
         }
-        t.model = p.model;
+        t.model = stage->model;
         t.working_set_bytes = 2e9 + 4 * latent_bytes * 64;  // activations grow with resolution (approx.)
         n->output_bytes = latent_bytes;
         break;
       }
-      case Role::encode_text:
-        if (p.encode_arch != nullptr) {
+      case ComfyRole::encode_text: {
+        const auto [f, stage] = stage_of(&ComfyFamily::text);
+        costed_as = f;
+        if (!stage->architecture.empty()) {
           t.dtype = Dtype::fp16;
-          set_model_step(t, arch(p.encode_arch), StepShape{.tokens = prompt_tokens(prompt_of(*n), p.min_text_tokens)}, 1);
+          set_model_step(t, arch(stage->architecture), StepShape{.tokens = prompt_tokens(prompt_of(*n), f->text_tokens)}, 1);
         } else {
-          scaled(op(p.encode_op), 1);
+          scaled(op(stage->op), 1);
         }
-        t.model = p.encode_model;
+        t.model = stage->model;
         t.working_set_bytes = 1e9;
-        n->output_bytes = p.conditioning_bytes;
+        n->output_bytes = f->text_tokens * f->text_width * 2;
         break;
-      case Role::decode:
-      case Role::encode_image:
-        if (n->role == Role::decode && p.decode_arch != nullptr) {
+      }
+      case ComfyRole::decode:
+      case ComfyRole::encode_image: {
+        const auto [f, stage] = stage_of(&ComfyFamily::vae);
+        costed_as = f;
+        if (n->role == ComfyRole::decode && !stage->architecture.empty()) {
           t.dtype = Dtype::bf16;  // ComfyUI's VAE dtype where bf16 runs
-          set_model_step(t, arch(p.decode_arch), StepShape{.batch = s.batch * s.frames, .width = s.width, .height = s.height}, 1);
+          set_model_step(t, arch(stage->architecture), StepShape{.batch = s.batch * s.frames, .width = s.width, .height = s.height}, 1);
         } else {
           // A VAE encoder costs about half its decoder (approx.).
-          scaled(op(p.decode_op), s.pixels() / p.decode_ref_pixels * (n->role == Role::decode ? 1.0 : 0.5));
+          scaled(op(stage->op), s.pixels() / stage->at_pixels * (n->role == ComfyRole::decode ? 1.0 : 0.5));
         }
-        t.model = p.decode_model;
+        t.model = stage->model;
         t.working_set_bytes = 2e9 + 8 * image_bytes;
-        n->output_bytes = n->role == Role::decode ? image_bytes : latent_bytes;
+        n->output_bytes = n->role == ComfyRole::decode ? image_bytes : latent_bytes;
         break;
-      case Role::upscale:
+      }
+      case ComfyRole::upscale:
         t.dtype = Dtype::fp16;
         set_model_step(t, arch("real-esrgan-x4"), StepShape{.batch = s.batch * s.frames, .width = s.width, .height = s.height}, 1);
         t.model = "real-esrgan-x4plus";
@@ -569,7 +548,7 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
         s.height *= 4;
         n->output_bytes = s.pixels() * 3 * 4;
         break;
-      case Role::custom: {
+      case ComfyRole::custom: {
         const Json& c = costs[n->cls];
         const std::string at = detail::child_pointer("", n->cls);
         Problems cost_problems(node_costs_file);
@@ -594,21 +573,26 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
         continue;
     }
     t.weights_bytes = t.model.empty() ? 0 : weights_of(t.model);
-    // What was assumed, in words, for the user to check.
+    // What was assumed, in words, for the user to check; guesses are said to be.
     std::string note = t.name + ": " + work_text(t);
-    if (n->role != Role::custom && n->role != Role::upscale) {
-      if (!n->unmodelled.empty()) {
-        note += "; " + n->family_evidence + " is a " + n->unmodelled + " model, which the importer has no profile for: costed as " +
-                family_label(family) + ", a guess";
-      } else if (n->family) {
-        note += "; " + std::string(family_label(family)) + " from " + n->family_evidence;
+    bool guessed = false;
+    if (costed_as != nullptr) {
+      if (family == nullptr) {
+        note += "; no loader names the model family: " + costed_as->label + " assumed, a guess";
+        guessed = true;
+      } else if (costed_as != family) {
+        note += "; " + n->family_evidence + " is a " + family->label + " model, which the importer has no profile for here: costed as " +
+                costed_as->label + ", a guess";
+        guessed = true;
       } else {
-        note += "; no loader names the model family: " + std::string(family_label(family)) + " assumed";
+        note += "; " + family->label + " from " + n->family_evidence;
       }
     }
-    if (n->role != Role::custom && n->role != Role::encode_text && !s.given) {
-      note += "; size " + number_text(s.width) + "x" + number_text(s.height) + " assumed: no node sets it";
+    if (n->role != ComfyRole::custom && n->role != ComfyRole::encode_text && !s.given) {
+      note += "; size " + number_text(s.width) + "x" + number_text(s.height) + " assumed: no node sets it, a guess";
+      guessed = true;
     }
+    if (guessed) guesses.push_back(note);
     wf.assumptions.push_back(std::move(note));
     n->task = static_cast<int>(wf.tasks.size());
     wf.tasks.push_back(std::move(t));
@@ -643,14 +627,28 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
       wf.edges.push_back(EdgeSpec{static_cast<std::uint32_t>(p), static_cast<std::uint32_t>(n->task), (*from)->output_bytes});
     }
   }
-  std::set<std::string> no_work;
+  // Nodes that are no task: doing no GPU work, or running a model the importer does not time (a guess).
+  std::set<std::string> no_work, unpriced;
   for (const auto& [id, n] : nodes) {
-    if (n.task < 0) no_work.insert(n.cls);
+    if (n.task >= 0 || n.type == nullptr) continue;  // unknown types are listed above
+    (n.role == ComfyRole::unpriced ? unpriced : no_work).insert(n.cls);
   }
-  if (!no_work.empty()) {
+  const auto joined = [](const std::set<std::string>& names) {
     std::string list;
-    for (const std::string& cls : no_work) list += (list.empty() ? "" : ", ") + cls;
-    wf.assumptions.push_back("no GPU work (loaders, plumbing, outputs): " + list);
+    for (const std::string& cls : names) list += (list.empty() ? "" : ", ") + cls;
+    return list;
+  };
+  if (!unpriced.empty()) {
+    guesses.push_back("these run a model the importer does not time, passed through as if free, a guess (a node-costs file "
+                      "prices them): " + joined(unpriced));
+    wf.assumptions.push_back(guesses.back());
+  }
+  if (!no_work.empty()) wf.assumptions.push_back("no GPU work (loaders, plumbing, outputs): " + joined(no_work));
+  if (options.strict && !guesses.empty()) {
+    std::string list;
+    for (const std::string& g : guesses) list += "\n  " + g;
+    problems.add("", "--strict: the import would guess:" + list);
+    problems.throw_if_any();
   }
   if (wf.tasks.empty()) {
     problems.add("", "the graph has no node that does GPU work (sampler, text encode, VAE, upscale)");

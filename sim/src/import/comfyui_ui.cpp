@@ -1,58 +1,13 @@
 #include "comfyui_ui.hpp"
 
+#include "comfyui_registry.hpp"
+
 #include <map>
 #include <optional>
 #include <vector>
 
 namespace fleetsim::detail {
 namespace {
-
-// The names of a node type's widget values, in the order the UI saves them. "" is a value the UI
-// adds after a seed (control_after_generate) or an upload button, which the API format does not have.
-const std::map<std::string, std::vector<std::string>, std::less<>>& widget_names() {
-  static const std::map<std::string, std::vector<std::string>, std::less<>> names{
-      {"CheckpointLoaderSimple", {"ckpt_name"}},
-      {"CheckpointLoader", {"config_name", "ckpt_name"}},
-      {"ImageOnlyCheckpointLoader", {"ckpt_name"}},
-      {"UNETLoader", {"unet_name", "weight_dtype"}},
-      {"CLIPLoader", {"clip_name", "type"}},
-      {"DualCLIPLoader", {"clip_name1", "clip_name2", "type"}},
-      {"VAELoader", {"vae_name"}},
-      {"UpscaleModelLoader", {"model_name"}},
-      {"LoraLoader", {"lora_name", "strength_model", "strength_clip"}},
-      {"LoraLoaderModelOnly", {"lora_name", "strength_model"}},
-      {"LoadImage", {"image", ""}},
-      {"EmptyLatentImage", {"width", "height", "batch_size"}},
-      {"EmptySD3LatentImage", {"width", "height", "batch_size"}},
-      {"LatentUpscale", {"upscale_method", "width", "height", "crop"}},
-      {"LatentUpscaleBy", {"upscale_method", "scale_by"}},
-      {"ImageScale", {"upscale_method", "width", "height", "crop"}},
-      {"ImageScaleBy", {"upscale_method", "scale_by"}},
-      {"RepeatLatentBatch", {"amount"}},
-      {"CLIPTextEncode", {"text"}},
-      {"CLIPSetLastLayer", {"stop_at_clip_layer"}},
-      {"FluxGuidance", {"guidance"}},
-      {"ModelSamplingFlux", {"max_shift", "base_shift", "width", "height"}},
-      {"SVD_img2vid_Conditioning", {"width", "height", "video_frames", "motion_bucket_id", "fps", "augmentation_level"}},
-      {"VideoLinearCFGGuidance", {"min_cfg"}},
-      {"KSampler", {"seed", "", "steps", "cfg", "sampler_name", "scheduler", "denoise"}},
-      {"KSamplerAdvanced", {"add_noise", "noise_seed", "", "steps", "cfg", "sampler_name", "scheduler", "start_at_step",
-                            "end_at_step", "return_with_leftover_noise"}},
-      {"KSamplerSelect", {"sampler_name"}},
-      {"BasicScheduler", {"scheduler", "steps", "denoise"}},
-      {"RandomNoise", {"noise_seed", ""}},
-      {"CFGGuider", {"cfg"}},
-      {"VAEDecodeTiled", {"tile_size", "overlap", "temporal_size", "temporal_overlap"}},
-      {"SaveImage", {"filename_prefix"}},
-      {"PrimitiveInt", {"value", ""}},
-      {"PrimitiveFloat", {"value"}},
-      {"PrimitiveBoolean", {"value"}},
-      {"PrimitiveString", {"value"}},
-      {"PrimitiveStringMultiline", {"value"}},
-      {"SaveAnimatedWEBP", {"filename_prefix", "fps", "lossless", "quality", "method"}},
-  };
-  return names;
-}
 
 constexpr int kModeMuted = 2, kModeBypassed = 4;
 
@@ -78,13 +33,10 @@ struct UiNode {
   std::vector<std::pair<std::string, std::optional<std::int64_t>>> inputs;  // (type, link) per input slot
 };
 
-// Nodes that exist only in the editor: notes are text, a PrimitiveNode holds the value of the widgets
-// it is linked to, a Reroute forwards its one input. ComfyUI never runs them.
-bool ui_only(const std::string& type) { return type == "Note" || type == "MarkdownNote" || type == "PrimitiveNode" || type == "Reroute"; }
 
 }  // namespace
 
-Json comfyui_ui_to_api(const Json& ui, Problems& problems) {
+Json comfyui_ui_to_api(const Json& ui, const ComfyRegistry& registry, Problems& problems) {
   std::map<std::int64_t, UiLink> links;
   const Json& link_list = ui["links"];
   for (std::size_t i = 0; i < link_list.size(); ++i) {
@@ -186,7 +138,10 @@ Json comfyui_ui_to_api(const Json& ui, Problems& problems) {
     const auto found = by_id.find(id_number);
     if (found == by_id.end() || found->second.json != &n) continue;  // malformed, or the second of an id
     const UiNode& node = found->second;
-    if (ui_only(node.type) || node.mode == kModeMuted || node.mode == kModeBypassed) continue;
+    // Nodes that exist only in the editor (notes; PrimitiveNodes and Reroutes, seen through above)
+    // never run.
+    const ComfyNodeType* type = registry.node(node.type);
+    if ((type != nullptr && type->role == ComfyRole::ui) || node.mode == kModeMuted || node.mode == kModeBypassed) continue;
     const std::string at = child_pointer("/nodes", i);
     Json inputs = Json::object();
     // Widget values first, so that a widget turned into a linked input takes its link below.
@@ -199,9 +154,15 @@ Json comfyui_ui_to_api(const Json& ui, Problems& problems) {
         } else {
           problems.add(at + "/widgets_values", "expected an array or an object, found " + describe(values));
         }
-      } else if (const auto known = widget_names().find(node.type); known != widget_names().end()) {
-        for (std::size_t k = 0; k < values.size() && k < known->second.size(); ++k) {
-          if (!known->second[k].empty()) inputs[known->second[k]] = values[k];
+      } else if (type != nullptr) {
+        for (std::size_t k = 0; k < values.size() && k < type->widgets.size(); ++k) {
+          if (!type->widgets[k].empty()) inputs[type->widgets[k]] = values[k];
+        }
+      } else {
+        // A type the registry does not know: its strings kept by position, so that a custom loader's
+        // file name can still tell the model family.
+        for (std::size_t k = 0; k < values.size(); ++k) {
+          if (values[k].is_string()) inputs["widgets_values[" + std::to_string(k) + "]"] = values[k];
         }
       }
     }

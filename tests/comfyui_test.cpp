@@ -1,0 +1,275 @@
+// The ComfyUI importer's registry (models/comfyui.json): file names to model families, families whose
+// stages the catalog has, video latents and their sizes, a user's additions, --strict; and a corpus of
+// 65 real saved graphs (tests/data/comfyui-corpus, with their provenance) imported as ComfyUI runs them.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "../sim/src/import/comfyui_registry.hpp"
+#include "fleetsim/error.hpp"
+#include "fleetsim/import.hpp"
+#include "helpers.hpp"
+
+using namespace fleetsim;
+using Catch::Contains;
+
+namespace {
+
+const detail::ComfyRegistry& registry() { return detail::builtin_comfyui_registry(); }
+
+const TaskSpec* find_task(const Workflow& wf, const std::string& name) {
+  for (const TaskSpec& t : wf.tasks) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+bool is_sampler(const TaskSpec& t) {
+  const std::string cls = t.name.substr(0, t.name.find('#'));
+  return cls == "KSampler" || cls == "KSamplerAdvanced" || cls == "SamplerCustom" || cls == "SamplerCustomAdvanced";
+}
+
+std::string corpus(const std::string& file) { return test::source_dir() + "/tests/data/comfyui-corpus/" + file; }
+
+Workflow import_file(const std::string& path) { return import_comfyui(read_text_file(path), path, Catalog::builtin()); }
+
+std::string error_of(const std::function<void()>& run) {
+  try {
+    run();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("every registry family's stages are an architecture or operator, and a model, the catalog has", "[import][comfyui]") {
+  const Catalog& catalog = Catalog::builtin();
+  REQUIRE(registry().families.contains("sdxl"));  // the default for graphs that name no family
+  for (const auto& [id, family] : registry().families) {
+    for (const detail::ComfyStage* stage : {&family.diffusion, &family.text, &family.vae}) {
+      if (stage->empty()) continue;
+      INFO(id << ": " << stage->architecture << stage->op << " / " << stage->model);
+      if (!stage->architecture.empty()) CHECK(catalog.architectures().contains(stage->architecture));
+      if (!stage->op.empty()) CHECK(catalog.op(stage->op) != nullptr);
+      CHECK(catalog.model(stage->model) != nullptr);
+    }
+    if (!family.vae.empty()) CHECK(!family.vae.op.empty());  // a VAE encode is timed from the operator
+  }
+}
+
+TEST_CASE("loader file names as users have them tell the family, and look-alikes do not", "[import][comfyui]") {
+  // File names from ComfyUI's examples and model releases; "" where the name tells nothing.
+  const std::map<std::string, std::string> names{
+      {"v1-5-pruned-emaonly.safetensors", "sd15"},
+      {"v2-1_768-ema-pruned.ckpt", "sd2"},
+      {"512-inpainting-ema.safetensors", "sd2"},
+      {"sd_xl_base_1.0.safetensors", "sdxl"},
+      {"sd_xl_base_1.0_0.9vae.safetensors", "sdxl"},
+      {"sd_xl_refiner_1.0.safetensors", "sdxl-refiner"},
+      {"sd3_medium_incl_clips_t5xxlfp8.safetensors", "sd3-medium"},
+      {"sd3.5_large_fp8_scaled.safetensors", "sd35-large"},
+      {"sd3.5_medium.safetensors", "sd3-medium"},
+      {"flux1-dev.safetensors", "flux-dev"},
+      {"flux1-schnell-fp8.safetensors", "flux-schnell"},
+      {"flux1-dev-kontext_fp8_scaled.safetensors", "flux-kontext"},
+      {"flux1-fill-dev.safetensors", "flux-fill"},
+      {"ae.safetensors", "flux-dev"},
+      {"t5xxl_fp16.safetensors", "t5-xxl"},
+      {"umt5_xxl_fp8_e4m3fn_scaled.safetensors", "umt5-xxl"},  // holds "t5", is not FLUX's T5
+      {"oldt5_xxl_fp8_e4m3fn_scaled.safetensors", "cosmos"},
+      {"wan2.1_t2v_1.3B_fp16.safetensors", "wan21-1.3b"},
+      {"wan2.1_i2v_480p_14B_fp16.safetensors", "wan21-14b"},
+      {"wan2.2_t2v_high_noise_14B_fp8_scaled.safetensors", "wan22-a14b-high"},
+      {"wan2.2_i2v_low_noise_14B_fp16.safetensors", "wan22-a14b-low"},
+      {"wan2.2_ti2v_5B_fp16.safetensors", "wan22-5b"},
+      {"wan_2.1_vae.safetensors", "wan21-14b"},
+      {"wan2.2_vae.safetensors", "wan22-5b"},
+      {"hunyuan_video_t2v_720p_bf16.safetensors", "hunyuan-video"},
+      {"hunyuanvideo1.5_720p_t2v_fp16.safetensors", "hunyuan-video-1.5"},
+      {"llava_llama3_fp8_scaled.safetensors", "llava-llama3"},
+      {"ltx-video-2b-v0.9.5.safetensors", "ltxv"},
+      {"ltxv-13b-0.9.7-dev.safetensors", "ltxv-13b"},
+      {"mochi_preview_bf16.safetensors", "mochi"},
+      {"qwen_image_fp8_e4m3fn.safetensors", "qwen-image"},
+      {"qwen_image_edit_2509_fp8_e4m3fn.safetensors", "qwen-image-edit"},
+      {"qwen_2.5_vl_7b_fp8_scaled.safetensors", "qwen2.5-vl"},
+      {"hidream_i1_dev_bf16.safetensors", "hidream"},
+      {"llama_3.1_8b_instruct_fp8_scaled.safetensors", "llama-3.1-8b"},
+      {"svd_xt.safetensors", "svd"},
+      {"cosmos_predict2_2B_t2i.safetensors", "cosmos"},
+      {"vae.safetensors", ""},  // not FLUX's ae.safetensors
+      {"clip_l.safetensors", ""},
+      {"dreamshaper_8.safetensors", ""},
+  };
+  for (const auto& [name, family] : names) {
+    const detail::ComfyFamily* found = registry().family_of_file(name);
+    INFO(name);
+    CHECK((found == nullptr ? std::string() : found->id) == family);
+  }
+}
+
+TEST_CASE("a Wan 2.2 A14B graph is two 14B experts at its video size, not one FLUX image", "[import][comfyui]") {
+  const Workflow wan = import_file(corpus("wan22-t2v-14b.json"));
+  const TaskSpec* high = find_task(wan, "KSamplerAdvanced#57");
+  const TaskSpec* low = find_task(wan, "KSamplerAdvanced#58");
+  REQUIRE(high != nullptr);
+  REQUIRE(low != nullptr);
+  CHECK(high->model == "wan2.2-a14b-high-noise");
+  CHECK(low->model == "wan2.2-a14b-low-noise");
+  for (const TaskSpec* t : {high, low}) {
+    CHECK(t->architecture->id == "wan21-14b-dit");
+    CHECK(t->shape.width == 1280);
+    CHECK(t->shape.height == 704);
+    CHECK(t->shape.frames == 57);
+    CHECK(t->steps == 10);  // 20 steps split between the experts at step 10
+  }
+  // Against one 1024x1024 FLUX image of 20 steps (what it was costed as before): 15 latent frames of
+  // 44 x 80 patches against 64 x 64, with attention growing as the square, is two orders of magnitude.
+  const Workflow flux = import_file(corpus("flux-dev.json"));
+  double wan_flop = 0, flux_flop = 0;
+  for (const TaskSpec& t : wan.tasks) wan_flop += is_sampler(t) ? t.flop : 0;
+  for (const TaskSpec& t : flux.tasks) flux_flop += is_sampler(t) ? t.flop : 0;
+  CHECK(wan_flop > 50 * flux_flop);
+  // Both experts' weights are models of their own: a GPU holding one still loads the other.
+  CHECK(high->weights_bytes > 28e9);
+}
+
+TEST_CASE("video latents set frames and size, and image-to-video nodes encode only an image they are given", "[import][comfyui]") {
+  const auto graph = [](const std::string& start_image) {
+    return R"({"1": {"class_type": "UNETLoader", "inputs": {"unet_name": "wan2.2_ti2v_5B_fp16.safetensors"}},
+               "2": {"class_type": "VAELoader", "inputs": {"vae_name": "wan2.2_vae.safetensors"}},
+               "3": {"class_type": "LoadImage", "inputs": {"image": "cat.png"}},
+               "4": {"class_type": "Wan22ImageToVideoLatent", "inputs": {"vae": ["2", 0], )" + start_image +
+           R"("width": 1280, "height": 704, "length": 121, "batch_size": 1}},
+               "5": {"class_type": "KSampler", "inputs": {"model": ["1", 0], "latent_image": ["4", 0], "steps": 30, "cfg": 5}},
+               "6": {"class_type": "VAEDecode", "inputs": {"samples": ["5", 0], "vae": ["2", 0]}}})";
+  };
+  const Workflow text_to_video = import_comfyui(graph(""), "t2v.json", Catalog::builtin());
+  CHECK(find_task(text_to_video, "Wan22ImageToVideoLatent#4") == nullptr);  // no start image: an empty latent only
+  const TaskSpec* sampler = find_task(text_to_video, "KSampler#5");
+  REQUIRE(sampler != nullptr);
+  CHECK(sampler->architecture->id == "wan22-5b-dit");
+  CHECK(sampler->shape.frames == 121);
+  CHECK(sampler->shape.width == 1280);
+  const TaskSpec* decode = find_task(text_to_video, "VAEDecode#6");
+  REQUIRE(decode != nullptr);
+  CHECK(decode->shape.batch == 121);  // every frame decoded
+
+  const Workflow image_to_video = import_comfyui(graph(R"("start_image": ["3", 0], )"), "i2v.json", Catalog::builtin());
+  const TaskSpec* encode = find_task(image_to_video, "Wan22ImageToVideoLatent#4");
+  REQUIRE(encode != nullptr);
+  CHECK(encode->model == "video-vae");
+
+  // A side of 0 keeps the aspect where ComfyUI says so (LatentUpscale).
+  const Workflow upscaled = import_comfyui(R"({
+      "1": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "sd_xl_base_1.0.safetensors"}},
+      "2": {"class_type": "EmptyLatentImage", "inputs": {"width": 1024, "height": 768, "batch_size": 1}},
+      "3": {"class_type": "LatentUpscale", "inputs": {"samples": ["2", 0], "upscale_method": "nearest-exact", "width": 1536, "height": 0, "crop": "disabled"}},
+      "4": {"class_type": "KSampler", "inputs": {"model": ["1", 0], "latent_image": ["3", 0], "steps": 10, "cfg": 7}}})",
+                                           "up.json", Catalog::builtin());
+  CHECK(find_task(upscaled, "KSampler#4")->shape.height == 1152);
+
+  // Values an output passes on (WanCameraEmbedding's width, height and length) reach the inputs they feed.
+  const Workflow camera = import_file(corpus("wan21-fun-camera-1.3b.json"));
+  const TaskSpec* camera_sampler = find_task(camera, "KSampler#3");
+  REQUIRE(camera_sampler != nullptr);
+  CHECK(camera_sampler->shape.width == 512);
+  CHECK(camera_sampler->shape.frames == 81);
+}
+
+TEST_CASE("a user's registry file adds families, file rules and node types, tried before the built-in ones", "[import][comfyui]") {
+  const std::string user = R"json({
+      "families": {"juggernaut": {"label": "Juggernaut XL (an SDXL merge)",
+                                  "diffusion": {"architecture": "sdxl-unet", "model": "sdxl-base-1.0"}}},
+      "files": [{"contains": ["juggernaut"], "family": "juggernaut"}],
+      "nodes": {"MySharpen": "pass", "MyUpscaler": {"role": "upscale", "widgets": ["factor"]}}})json";
+  const std::string graph = R"({
+      "1": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "juggernautXL_v9.safetensors"}},
+      "2": {"class_type": "EmptyLatentImage", "inputs": {"width": 1024, "height": 1024, "batch_size": 1}},
+      "3": {"class_type": "KSampler", "inputs": {"model": ["1", 0], "latent_image": ["2", 0], "steps": 30, "cfg": 6}},
+      "4": {"class_type": "MySharpen", "inputs": {"image": ["3", 0]}},
+      "5": {"class_type": "MyUpscaler", "inputs": {"image": ["4", 0]}}})";
+  const Workflow plain = import_comfyui(graph, "g.json", Catalog::builtin());
+  CHECK_THAT(plain.assumptions[0], Contains("unknown node types passed through") && Contains("MySharpen") && Contains("MyUpscaler"));
+  CHECK_THAT(plain.assumptions[1], Contains("KSampler#3") && Contains("SDXL from \"juggernautXL_v9.safetensors\""));
+
+  const Workflow extended = import_comfyui(graph, "g.json", Catalog::builtin(), {.registry_json = user, .registry_file = "mine.json"});
+  CHECK_THAT(extended.assumptions[0], Contains("KSampler#3") && Contains("Juggernaut XL (an SDXL merge) from"));
+  CHECK(find_task(extended, "MyUpscaler#5") != nullptr);
+  for (const std::string& note : extended.assumptions) CHECK_THAT(note, !Contains("unknown node types"));
+
+  const auto bad = [&](const std::string& text) {
+    return error_of([&] { import_comfyui(graph, "g.json", Catalog::builtin(), {.registry_json = text, .registry_file = "mine.json"}); });
+  };
+  CHECK_THAT(bad(R"({"files": [{"contains": ["x"], "family": "nope"}]})"),
+             Contains("mine.json: /files/0/family: names family \"nope\", which no \"families\" entry defines"));
+  CHECK_THAT(bad(R"({"nodes": {"X": "compute"}})"), Contains("mine.json: /nodes/X: expected a role (source, pass"));
+  CHECK_THAT(bad(R"({"families": {"f": {"label": "F", "diffusion": {"model": "m"}}}})"),
+             Contains("/families/f/diffusion/architecture: a stage needs an \"architecture\" or an \"operator\""));
+  CHECK_THAT(bad(R"({"familes": {}})"), Contains("mine.json: /familes"));
+}
+
+TEST_CASE("strict imports turn every guess into an error, listed", "[import][comfyui]") {
+  const std::string graph = R"({
+      "1": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "my_model.safetensors"}},
+      "2": {"class_type": "LoadImage", "inputs": {"image": "in.png"}},
+      "3": {"class_type": "VAEEncode", "inputs": {"pixels": ["2", 0], "vae": ["1", 2]}},
+      "4": {"class_type": "KSampler", "inputs": {"model": ["1", 0], "latent_image": ["3", 0], "steps": 30, "cfg": 6}}})";
+  CHECK_NOTHROW(import_comfyui(graph, "g.json", Catalog::builtin()));
+  const std::string error = error_of([&] { import_comfyui(graph, "g.json", Catalog::builtin(), {.strict = true}); });
+  CHECK_THAT(error, Contains("--strict: the import would guess") && Contains("KSampler#4") &&
+                        Contains("no loader names the model family") && Contains("size 1024x1024 assumed"));
+}
+
+TEST_CASE("the corpus of saved graphs imports as ComfyUI runs them: samplers, families, twins", "[import][comfyui][corpus]") {
+  const nlohmann::json expected = nlohmann::json::parse(read_text_file(corpus("expected.json")));
+  const nlohmann::json manifest = nlohmann::json::parse(read_text_file(corpus("manifest.json")));
+  REQUIRE(manifest.size() >= 40);
+  std::set<std::string> ui, api;
+  for (const auto& [file, facts] : manifest.items()) {
+    INFO(file);
+    REQUIRE(expected.contains(file));
+    (facts["format"] == "ui" ? ui : api).insert(file);
+    const Workflow wf = import_file(corpus(file));
+    std::set<std::string> models;
+    std::size_t samplers = 0;
+    for (const TaskSpec& t : wf.tasks) {
+      if (!is_sampler(t)) continue;
+      ++samplers;
+      models.insert(t.model);
+    }
+    const nlohmann::json& want = expected[file];
+    CHECK(samplers == want["samplers"].get<std::size_t>());
+    CHECK(models == want["sampler_models"].get<std::set<std::string>>());
+    for (const std::string& note : wf.assumptions) CHECK_THAT(note, !Contains("unknown node types"));  // every core type known
+    if (want.contains("guess")) {
+      bool said = false;
+      for (const std::string& note : wf.assumptions) said = said || (note.find("a guess") != std::string::npos && note.find("KSampler") != std::string::npos);
+      CHECK(said);
+    }
+  }
+  CHECK(ui.size() >= 20);
+  CHECK(api.size() >= 6);
+
+  // UI and API saves of one graph (the same example saved in both formats) give the same tasks and
+  // edges. Of the 18 pairs that share a name, three come from different sources and differ.
+  for (const char* name : {"flux-kontext-dev", "hidream-i1-dev", "hunyuanvideo-i2v", "mochi-t2v", "qwen-image", "sd15-esrgan-upscale",
+                           "sd15-txt2img", "sd2-inpaint", "sd21-hiresfix-esrgan", "sd21-unclip", "sd35-large", "sdxl-base-refiner",
+                           "sdxl-lcm-lora", "svd-sdxl-txt2img2vid", "wan21-t2v-1.3b"}) {
+    INFO(name);
+    const nlohmann::json a = nlohmann::json::parse(workflow_json(import_file(corpus(std::string(name) + ".api.json"))));
+    const nlohmann::json u = nlohmann::json::parse(workflow_json(import_file(corpus(std::string(name) + ".json"))));
+    std::map<std::string, nlohmann::json> a_tasks, u_tasks;
+    for (const auto& t : a["tasks"]) a_tasks[t["name"]] = t;
+    for (const auto& t : u["tasks"]) u_tasks[t["name"]] = t;
+    std::multiset<std::string> a_edges, u_edges;
+    for (const auto& e : a["edges"]) a_edges.insert(e.dump());
+    for (const auto& e : u["edges"]) u_edges.insert(e.dump());
+    CHECK(a_tasks == u_tasks);
+    CHECK(a_edges == u_edges);
+  }
+}
