@@ -12,7 +12,8 @@ cmake --build build-fuzz --target fuzz_loaders -j"$(nproc)"
 # Seed corpus: each file prefixed with the byte that picks its loader (0 scenario, 1 workflow, 2 catalog, 3 units,
 # 4 calibration profile, 5 nccl-tests log, 6 training job, 7 plan, 8 ComfyUI graph, 9 WfCommons instance, 10 job trace CSV,
 # 11 a rank's report of measured times, 12 NCCL model constants, 13 measured collective times, 14 kernel-model
-# constants, 15 measured kernel times, 16 Philly's job log, 17 a cluster job log in CSV, 18 a --set edit).
+# constants, 15 measured kernel times, 16 Philly's job log, 17 a cluster job log in CSV, 18 a --set edit, 19 a ComfyUI
+# registry file).
 corpus=build-fuzz/corpus
 rm -rf "$corpus" && mkdir -p "$corpus"
 i=0
@@ -24,7 +25,7 @@ i=$((i + 1))
 for f in tests/data/nccl-tests/*.log; do { printf '\x05'; cat "$f"; } >"$corpus/n$i"; i=$((i + 1)); done
 for f in scenarios/training/*.json; do { printf '\x06'; cat "$f"; } >"$corpus/t$i"; i=$((i + 1)); done
 for f in scenarios/plans/*.json; do { printf '\x07'; cat "$f"; } >"$corpus/l$i"; i=$((i + 1)); done
-for f in scenarios/comfyui/*.json; do { printf '\x08'; cat "$f"; } >"$corpus/g$i"; i=$((i + 1)); done
+for f in scenarios/comfyui/*.json tests/data/comfyui/*.json tests/data/comfyui-corpus/*.json; do { printf '\x08'; cat "$f"; } >"$corpus/g$i"; i=$((i + 1)); done
 for f in scenarios/wfcommons/*.json; do { printf '\x09'; cat "$f"; } >"$corpus/f$i"; i=$((i + 1)); done
 for f in scenarios/traces/*.csv tests/data/*.csv; do { printf '\x0a'; cat "$f"; } >"$corpus/j$i"; i=$((i + 1)); done
 # A rank's report: one member's times and failure, one weight load (tests/ranks_test.cpp has its layout).
@@ -46,6 +47,8 @@ for f in tests/data/job-logs/*.csv; do { printf '\x11'; cat "$f"; } >"$corpus/z$
 for e in '/tenants/1={"name": "b"}' '/tenants/-={"name": "c"}' '/cluster/nodes/0/count=2' '/seed=5' '/horizon=1 h' '/cluster/fabric/topology=fat-tree'; do
   printf '\x12%s' "$e" >"$corpus/e$i"; i=$((i + 1))
 done
+{ printf '\x13'; echo '{"families": {"f": {"label": "F", "diffusion": {"architecture": "sdxl-unet", "model": "sdxl-base-1.0"}}}, "files": [{"contains": ["^m."], "family": "f"}], "nodes": {"Custom": {"role": "upscale", "widgets": ["a"], "outputs": ["image"]}}}'; } >"$corpus/q$i"
+i=$((i + 1))
 for f in tests/fuzz/regressions/*; do [ "$(basename "$f")" = README.md ] || cp "$f" "$corpus/regression-$(basename "$f")"; done
 for u in "80 GiB" "400 Gb/s" "989 TFLOP/s" "2.5 ms" "0.5 /s"; do printf '\x03%s' "$u" >"$corpus/u$i"; i=$((i + 1)); done
 

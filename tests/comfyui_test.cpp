@@ -273,3 +273,32 @@ TEST_CASE("the corpus of saved graphs imports as ComfyUI runs them: samplers, fa
     CHECK(a_edges == u_edges);
   }
 }
+
+TEST_CASE("subgraphs are expanded as ComfyUI queues them: scoped ids, boundaries, nesting, instances of their own", "[import][comfyui]") {
+  // A hand-made UI workflow: one subgraph (two prompts, a sampler, a nested decode subgraph) used by two
+  // instances fed differently, and a third instance bypassed; its API twin names nodes instance:node.
+  const std::string dir = test::source_dir() + "/tests/data/comfyui/";
+  const Workflow ui = import_file(dir + "subgraphs.json");
+  const Workflow api = import_file(dir + "subgraphs.api.json");
+  const nlohmann::json u = nlohmann::json::parse(workflow_json(ui)), a = nlohmann::json::parse(workflow_json(api));
+  CHECK(u["tasks"] == a["tasks"]);
+  CHECK(u["edges"] == a["edges"]);
+  REQUIRE(ui.tasks.size() == 8);  // 4 per running instance, none from the bypassed one
+  CHECK(find_task(ui, "KSampler#10:3")->steps == 30);  // set by a PrimitiveNode outside, through the subgraph's input
+  CHECK(find_task(ui, "KSampler#11:3")->steps == 20);  // that input unlinked: the inner widget stands
+  CHECK(find_task(ui, "KSampler#11:3")->shape.width == 832);
+  REQUIRE(find_task(ui, "VAEDecode#11:4:1") != nullptr);  // the nested subgraph's node
+  CHECK(find_task(ui, "VAEDecode#11:4:1")->shape.batch == 2);
+
+  const auto error = [](const std::string& text) {
+    return error_of([&] { import_comfyui(text, "g.json", Catalog::builtin()); });
+  };
+  // A definition that contains an instance of itself.
+  CHECK_THAT(error(R"({"nodes": [{"id": 1, "type": "aaaa"}], "links": [],
+                       "definitions": {"subgraphs": [{"id": "aaaa", "nodes": [{"id": 1, "type": "aaaa"}], "links": []}]}})"),
+             Contains("subgraphs nest more than 32 deep (does one contain itself?)"));
+  CHECK_THAT(error(R"({"nodes": [], "links": [], "definitions": {"subgraphs": [{"name": "x"}]}})"),
+             Contains("g.json: /definitions/subgraphs/0: expected a subgraph definition with a string \"id\" and a \"nodes\" array"));
+  CHECK_THAT(error(R"({"nodes": [{"id": 1, "type": "s"}], "links": [], "definitions": {"subgraphs": [{"id": "s", "nodes": [], "links": [{"id": 1}]}]}})"),
+             Contains("g.json: /definitions/subgraphs/0/links/0: expected a link"));
+}

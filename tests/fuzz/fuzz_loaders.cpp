@@ -28,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   const std::string text(reinterpret_cast<const char*>(data + 1), size - 1);
   try {
-    switch (data[0] % 19) {
+    switch (data[0] % 20) {
       case 0: fleetsim::parse_scenario(text, "fuzz.json", ""); break;
       case 1: fleetsim::parse_workflow(text, "fuzz.json", fleetsim::Catalog::builtin()); break;
       case 2: {
@@ -90,6 +90,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                  "fuzz.json", "", edits);
         break;
       }
+      case 19:  // a ComfyUI registry file of additions, used on a small graph it can reach
+        fleetsim::import_comfyui(R"({"1": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "m.safetensors"}},
+                                     "2": {"class_type": "EmptyLatentImage", "inputs": {"width": 512, "height": 512, "batch_size": 1}},
+                                     "3": {"class_type": "KSampler", "inputs": {"model": ["1", 0], "latent_image": ["2", 0]}},
+                                     "4": {"class_type": "Custom", "inputs": {"image": ["3", 0]}}})",
+                                 "fuzz.json", fleetsim::Catalog::builtin(), {.registry_json = text, .registry_file = "registry.json"});
+        break;
     }
   } catch (const fleetsim::InputError&) {
   }
