@@ -30,18 +30,46 @@ render() {
   [ -n "$charts" ] && [ "$charts" -ge "$expected" ] && [ "$charts" = "$rendered" ]
 }
 
+# round PAGE: every numeric axis of every chart has round ticks (1-2-5 steps, or powers of ten) and no exponent.
+round() {
+  local bad
+  bad=$(dom "$1" | awk -f "$src/tests/round_ticks.awk")
+  [ -z "$bad" ] || { echo "$bad" | sed 's/^/     /'; return 1; }
+}
+dom() { "$browser" --headless --no-sandbox --disable-gpu --virtual-time-budget=10000 --dump-dom "file://$1" 2>/dev/null; }
+# holds PAGE PATTERN: the rendered page contains the extended regular expression.
+holds() { dom "$1" | grep -Ezq "$2"; }
+# chart_lacks PAGE CHART_ID PATTERN: no mark of that chart mentions the pattern.
+chart_lacks() {
+  ! dom "$1" | awk -v id="$2" 'BEGIN { RS = "<svg class=\"chart\"" } index($0, " id=\"" id "\"") == 1 { print substr($0, 1, index($0, "</svg>")) }' |
+    grep -q "$3"
+}
+
 "$fleetsim" --quiet simulate "$src/scenarios/default.json" --report "$tmp/run.html" >/dev/null
 check "run report: Gantt, utilization, queue, VRAM, cost, latency CDF and link heatmap render" render "$tmp/run.html" 7
-"$fleetsim" --quiet compare "$src/scenarios/default.json" --seeds 2 --policies fifo,sjf --report "$tmp/compare.html" >/dev/null
+check "run report: round ticks" round "$tmp/run.html"
+check "run report: the link heatmap has a colour scale" holds "$tmp/run.html" 'class="scale"'
+"$fleetsim" --quiet compare "$src/scenarios/studio.json" --seeds 2 --policies fifo,sjf,priority --report "$tmp/compare.html" >/dev/null
 check "comparison report: a chart per metric renders" render "$tmp/compare.html" 10
+check "comparison report: round ticks" round "$tmp/compare.html"
+check "comparison report: a table of means with their intervals" holds "$tmp/compare.html" '<table id="comparison">.*<td class="n">[0-9.]+ ± [0-9.]+</td>'
+check "comparison report: the tenants' p95 targets are drawn" holds "$tmp/compare.html" 'target 10 s'
+check "comparison report: percentages end at 100" chart_lacks "$tmp/compare.html" "compare-GPU-utilization" '>1[1-9]0<\|>[2-9][0-9][0-9]<'
 "$fleetsim" --quiet plan "$src/scenarios/plans/comfyui-studio.json" --report "$tmp/plan.html" >/dev/null
 check "plan report: the frontier renders" render "$tmp/plan.html" 1
+check "plan report: round ticks" round "$tmp/plan.html"
+check "plan report: the recommendation in words" holds "$tmp/plan.html" '<li>At load 1x: <b>1 × hgx-h100-8</b>.* a month</b>: p95 latency'
+check "plan report: configurations that cannot run are listed apart" holds "$tmp/plan.html" '<table id="infeasible">.*rtx4090-pcie-8'
+check "plan report: and never plotted" chart_lacks "$tmp/plan.html" "frontier" "rtx4090"
 "$fleetsim" --quiet calibrate --repeats 1 --out "$tmp/cpu.json" >/dev/null
 "$fleetsim" --quiet validate "$src/scenarios/cpu-validate.json" --profile "$tmp/cpu.json" --work-scale 0.05 --out "$tmp/val" --report "$tmp/validate.html" >/dev/null
 check "validation report: the scatter renders" render "$tmp/validate.html" 1
 
-# A picture to look at, when asked for: REPORT_SCREENSHOT=run.png
-if [ -n "${REPORT_SCREENSHOT:-}" ]; then
-  "$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1100,2600 --screenshot="$REPORT_SCREENSHOT" "file://$tmp/run.html" 2>/dev/null
+# Pictures to look at, when asked for: REPORT_SCREENSHOTS=DIR writes run.png, compare.png and plan.png there.
+if [ -n "${REPORT_SCREENSHOTS:-}" ]; then
+  mkdir -p "$REPORT_SCREENSHOTS"
+  for page in run compare plan; do
+    "$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1100,2600 --screenshot="$REPORT_SCREENSHOTS/$page.png" "file://$tmp/$page.html" 2>/dev/null
+  done
 fi
 [ "$failures" -eq 0 ]

@@ -2,10 +2,12 @@
 #include <cmath>
 #include <cstdio>
 #include <iomanip>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "csv.hpp"
 #include "readable.hpp"
+#include "svg_chart.hpp"
 #include "fleetsim/report.hpp"
 
 namespace fleetsim {
@@ -32,6 +34,19 @@ RowUnit row_unit(const ComparedMetric& m, const std::vector<PolicyRuns>& results
 }
 
 std::string label_of(const ComparedMetric& m, const std::string& unit) { return unit.empty() ? m.name : m.name + " (" + unit + ")"; }
+
+// The scenario's latency target for a compared metric ("latency p95" against an SLO on latency_p95 of
+// every tenant, "design latency p95" against the design tenant's), if it has one.
+std::optional<double> latency_target(const ComparedMetric& m, const std::vector<PolicyRuns>& results) {
+  if (results.empty() || results.front().runs.empty()) return std::nullopt;
+  for (const SloResult& slo : results.front().runs.front().slos) {
+    if (!slo.work_class.empty() || slo.at_least || slo.metric.rfind("latency_", 0) != 0) continue;
+    std::string name = slo.metric;
+    std::replace(name.begin(), name.end(), '_', ' ');
+    if (m.name == (slo.tenant.empty() ? name : slo.tenant + " " + name)) return slo.target;
+  }
+  return std::nullopt;
+}
 
 }  // namespace
 
@@ -65,6 +80,63 @@ void write_comparison_text(std::ostream& out, const std::string& scenario, unsig
     }
     out << "\n";
   }
+}
+
+void write_comparison_html(std::ostream& out, const std::string& scenario, const std::vector<PolicyRuns>& results) {
+  html::page_begin(out, "fleetsim compare: " + scenario);
+  const std::size_t seeds = results.empty() ? 0 : results.front().runs.size();
+  const std::vector<ComparedMetric> metrics = compared_metrics(results);
+  out << "<p>" << results.size() << " policies, " << seeds
+      << " seeds each: means with their 95% confidence half-widths (Student's t), in the table and as bars with whiskers.</p>\n";
+  // The numbers first: one row per metric, one column per policy, times in the unit that suits the row.
+  out << "<div class=\"wide\"><table id=\"comparison\"><tr><th>metric</th>";
+  for (const PolicyRuns& r : results) out << "<th>" << html::escape(r.policy) << "</th>";
+  out << "</tr>\n";
+  for (const ComparedMetric& m : metrics) {
+    const RowUnit unit = row_unit(m, results);
+    out << "<tr><td>" << html::escape(label_of(m, unit.unit)) << "</td>";
+    for (const PolicyRuns& r : results) {
+      const MetricStats s = mean_ci95(values_of(r, m));
+      out << "<td class=\"n\">" << readable(s.mean / unit.scale, 4);
+      if (seeds > 1) out << " &plusmn; " << readable(s.ci95 / unit.scale, 2);
+      out << "</td>";
+    }
+    out << "</tr>\n";
+  }
+  out << "</table></div>\n";
+
+  html::Axis x{.lo = 0, .hi = static_cast<double>(results.size()), .label = "policy"};
+  for (std::size_t p = 0; p < results.size(); ++p) x.ticks.emplace_back(static_cast<double>(p) + 0.5, results[p].policy);
+  for (const ComparedMetric& m : metrics) {
+    std::vector<MetricStats> stats;
+    double top = 0;
+    for (const PolicyRuns& r : results) {
+      stats.push_back(mean_ci95(values_of(r, m)));
+      top = std::max(top, stats.back().mean + stats.back().ci95);
+    }
+    const std::optional<double> target = latency_target(m, results);
+    if (target) top = std::max(top, *target);
+    if (top <= 0) top = 1;
+    std::string id = "compare-" + m.name;
+    std::replace_if(id.begin(), id.end(), [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); }, '-');
+    // Times in the unit that suits the largest bar; shares of a whole end at 100 %.
+    const TimeUnit unit = m.unit == "s" ? time_unit_for(top) : TimeUnit{m.unit.c_str(), 1};
+    const std::string label = m.unit.empty() ? m.name : m.name + " (" + unit.name + ")";
+    const double hi = m.unit == "%" ? 100 : html::nice_ceiling(top * 1.05 / unit.seconds);
+    html::SvgChart chart(id, label, x, {.lo = 0, .hi = hi, .label = label}, 720, 180);
+    for (std::size_t p = 0; p < results.size(); ++p) {
+      const double mean = stats[p].mean / unit.seconds, ci95 = stats[p].ci95 / unit.seconds;
+      const std::string tip = results[p].policy + ": " + readable(mean, 4) + " +- " + readable(ci95, 2);
+      chart.rect(static_cast<double>(p) + 0.2, static_cast<double>(p) + 0.8, 0, mean, html::color(p), tip);
+      if (ci95 > 0) chart.error_bar(static_cast<double>(p) + 0.5, mean - ci95, std::min(mean + ci95, hi), "#222");
+    }
+    if (target) {
+      chart.guide(0, *target / unit.seconds, static_cast<double>(results.size()), *target / unit.seconds, "#d62728", true);
+      chart.legend({{"target " + readable(*target / unit.seconds, 4) + " " + unit.name, "#d62728"}});
+    }
+    chart.write(out);
+  }
+  html::page_end(out);
 }
 
 void write_comparison_csv(std::ostream& out, const std::vector<PolicyRuns>& results) {

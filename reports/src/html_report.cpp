@@ -22,9 +22,7 @@ constexpr std::size_t kHeatmapBins = 100;
 
 std::string seconds(double s) { return format_quantity(s, Dimension::time); }
 
-html::Axis time_axis(double end_s) {
-  return {.lo = 0, .hi = std::max(end_s, 1e-9), .label = "simulated time", .format = seconds};
-}
+html::Axis time_axis(double end_s) { return html::seconds_axis(end_s, "simulated time"); }
 
 html::Axis percent_axis(std::string label) {
   return {.lo = 0, .hi = 100, .label = std::move(label), .format = [](double v) {
@@ -332,8 +330,10 @@ void latency_cdf(std::ostream& out, const Scenario& sc, const RunResult& run) {
     return;
   }
   const bool log = hi / lo > 50;
-  html::Axis x{.lo = log ? std::pow(10.0, std::floor(std::log10(lo))) : 0, .hi = log ? std::pow(10.0, std::ceil(std::log10(hi))) : hi * 1.05,
-               .label = "workflow latency (arrival to last task)", .format = seconds, .log = log};
+  const std::string x_label = "workflow latency (arrival to last task)";
+  const html::Axis x = log ? html::Axis{.lo = std::pow(10.0, std::floor(std::log10(lo))), .hi = std::pow(10.0, std::ceil(std::log10(hi))),
+                                        .label = x_label, .format = seconds, .log = true}
+                           : html::seconds_axis(hi * 1.05, x_label);
   html::SvgChart chart("latency-cdf", "Workflow latency, cumulative distribution per tenant", x,
                        {.lo = 0, .hi = 1, .label = "fraction of completed workflows"});
   std::vector<std::pair<std::string, const char*>> legend;
@@ -383,6 +383,7 @@ void link_heatmap(std::ostream& out, const RunResult& run) {
   }
   html::SvgChart chart("links", "Link utilization over time (the " + std::to_string(busiest.size()) + " links that carried the most bytes; darker: busier)",
                        time_axis(end), y, 720, std::max(100.0, 14.0 * rows));
+  chart.color_scale("#08519c", {{0.25, "25 % busy"}, {0.5, "50 %"}, {0.75, "75 %"}, {1.0, "100 %"}});
   const double width = std::max(end, 1e-9) / kHeatmapBins;
   for (std::size_t r = 0; r < busiest.size(); ++r) {
     for (std::size_t b = 0; b < kHeatmapBins; ++b) {
@@ -453,39 +454,6 @@ void write_run_report_html(std::ostream& out, const Scenario& scenario, const Ru
   latency_cdf(out, scenario, run);
   out << "<h2>Network</h2>\n";
   link_heatmap(out, run);
-  html::page_end(out);
-}
-
-void write_comparison_html(std::ostream& out, const std::string& scenario, const std::vector<PolicyRuns>& results) {
-  html::page_begin(out, "fleetsim compare: " + scenario);
-  const std::size_t seeds = results.empty() ? 0 : results.front().runs.size();
-  out << "<p>" << results.size() << " policies, " << seeds << " seeds each: bars are means, whiskers 95% confidence intervals (Student's t).</p>\n";
-  html::Axis x{.lo = 0, .hi = static_cast<double>(results.size()), .label = "policy"};
-  for (std::size_t p = 0; p < results.size(); ++p) x.ticks.emplace_back(static_cast<double>(p) + 0.5, results[p].policy);
-  for (const ComparedMetric& m : compared_metrics(results)) {
-    std::vector<MetricStats> stats;
-    double top = 0;
-    for (const PolicyRuns& r : results) {
-      std::vector<double> v;
-      for (const Summary& s : r.runs) v.push_back(m.read(s));
-      stats.push_back(mean_ci95(v));
-      top = std::max(top, stats.back().mean + stats.back().ci95);
-    }
-    if (top <= 0) top = 1;
-    std::string id = "compare-" + m.name;
-    std::replace_if(id.begin(), id.end(), [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); }, '-');
-    // Times in the unit that suits the largest bar.
-    const TimeUnit unit = m.unit == "s" ? time_unit_for(top) : TimeUnit{m.unit.c_str(), 1};
-    const std::string label = m.unit.empty() ? m.name : m.name + " (" + unit.name + ")";
-    html::SvgChart chart(id, label, x, {.lo = 0, .hi = top * 1.1 / unit.seconds, .label = label}, 720, 180);
-    for (std::size_t p = 0; p < results.size(); ++p) {
-      const double mean = stats[p].mean / unit.seconds, ci95 = stats[p].ci95 / unit.seconds;
-      const std::string tip = results[p].policy + ": " + readable(mean, 4) + " +- " + readable(ci95, 2);
-      chart.rect(static_cast<double>(p) + 0.2, static_cast<double>(p) + 0.8, 0, mean, html::color(p), tip);
-      if (ci95 > 0) chart.error_bar(static_cast<double>(p) + 0.5, mean - ci95, mean + ci95, "#222");
-    }
-    chart.write(out);
-  }
   html::page_end(out);
 }
 

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,22 @@ std::string usd(double v) {
   std::snprintf(buf, sizeof buf, "$%.0f", v);
   return buf;
 }
+
+// Dollars with thousands separators, for the page ($15,710).
+std::string usd_grouped(double v) {
+  std::string digits = usd(v).substr(1);
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0 && std::isdigit(static_cast<unsigned char>(digits[i - 1])); i -= 3) digits.insert(i, ",");
+  return "$" + digits;
+}
+
+// "12 s +- 1.37 s" as a page shows it: 12 s ± 1.37 s.
+std::string plus_minus(std::string text) {
+  for (std::size_t at = text.find("+-"); at != std::string::npos; at = text.find("+-", at)) text.replace(at, 2, "\u00b1");
+  return text;
+}
+
+// A point that never ran (no cluster could hold the work): no cost or latency to plot.
+bool ran(const PlanPoint& p) { return p.gpus > 0; }
 
 // Seeds that agree to rounding show a 0 half-width, not a count of attoseconds.
 std::string slo_ci(const std::string& metric, const MetricStats& m) {
@@ -112,41 +129,108 @@ void write_plan_csv(std::ostream& out, const PlanResult& r) {
 }
 
 void write_plan_html(std::ostream& out, const PlanSpec& spec, const PlanResult& r) {
-  double max_cost = 1, max_p95 = 1e-3;
-  const auto charted = [](const PlanPoint& p) { return !p.confirmation && p.verdict.find("queue grew") == std::string::npos; };
-  for (const PlanPoint& p : r.points) {
-    if (!charted(p)) continue;
-    max_cost = std::max(max_cost, p.monthly_usd);
-    max_p95 = std::max(max_p95, p.p95_s.mean);
-  }
   html::page_begin(out, "Capacity plan: " + spec.file);
-  out << "<p>" << html::escape(spec.file) << " over " << html::escape(spec.base) << "</p>\n";
-  html::SvgChart chart("frontier", "Monthly cost against p95 latency (filled: meets every SLO; ringed: recommended; lines: Pareto frontiers)",
-                       {.lo = 0, .hi = max_cost * 1.05, .label = "monthly cost", .format = usd},
-                       {.lo = 0, .hi = max_p95 * 1.1, .label = "p95 latency", .format = [](double v) { return format_quantity(v, Dimension::time); }},
-                       640, 400);
+  out << "<p>" << html::escape(spec.file) << " over " << html::escape(spec.base) << ": " << r.points.size() << " points simulated, "
+      << spec.seeds << " seeds each; a recommendation is confirmed on " << spec.confirm_seeds << " fresh seeds.</p>\n";
+
+  // The answer first, in words: per load, what to buy, what it costs and how fast it is.
+  out << "<h2>Recommendation</h2>\n<ul id=\"recommendation\">\n";
+  for (const PlanRecommendation& rec : r.loads) {
+    out << "<li>At load " << load_name(rec.load) << ": ";
+    if (!rec.point) {
+      out << "no configuration in the search space meets every SLO.</li>\n";
+      continue;
+    }
+    const PlanPoint& p = r.points[*rec.point];
+    const PlanPoint& c = r.points[*rec.confirmed];
+    out << "<b>" << p.nodes << " &times; " << html::escape(p.node_type) << "</b> (" << p.gpus << " GPUs, " << html::escape(p.fabric) << ", policy "
+        << html::escape(p.policy) << ") for <b>" << usd_grouped(p.monthly_usd) << " a month</b>: p95 latency " << plus_minus(time_ci(p.p95_s)) << "; on "
+        << c.seeds << " fresh seeds";
+    for (std::size_t i = 0; i < p.slos.size(); ++i) {
+      const SloStats& s = p.slos[i];
+      out << (i == 0 ? " " : i + 1 == p.slos.size() ? " and " : ", ") << html::escape(s.name) << " "
+          << html::escape(format_slo_value(s.metric, c.slos[i].actual.mean)) << " (target " << (s.at_least ? "&ge; " : "&le; ")
+          << html::escape(format_slo_value(s.metric, s.target)) << ")";
+    }
+    out << ".";
+    out << "</li>\n";
+  }
+  out << "</ul>\n";
+
+  // The region that matters: up to half again the largest latency target (or the recommended points'
+  // p95), so that a few slow configurations do not squash it; slower points sit on the top edge.
+  double latency_target = 0, max_cost = 1, region = 0;
+  for (const PlanPoint& p : r.points) {
+    for (const SloStats& s : p.slos) {
+      if (s.metric.rfind("latency", 0) == 0 && !s.at_least) latency_target = std::max(latency_target, s.target);
+    }
+    if (!ran(p) || p.confirmation) continue;
+    max_cost = std::max(max_cost, p.monthly_usd);
+  }
+  for (const PlanRecommendation& rec : r.loads) {
+    if (rec.point) region = std::max(region, r.points[*rec.point].p95_s.mean);
+  }
+  for (const PlanPoint& p : r.points) {
+    if (region == 0 && ran(p) && !p.confirmation) region = std::max(region, p.p95_s.mean);  // nothing recommended: every point
+  }
+  const html::Axis y = html::seconds_axis(std::max({1.5 * latency_target, 1.25 * region, 1e-3}), "p95 latency");
+  html::SvgChart chart("frontier", "Monthly cost against p95 latency",
+                       {.lo = 0, .hi = html::nice_ceiling(max_cost * 1.05), .label = "monthly cost", .format = usd_grouped}, y, 640, 400);
+  for (const PlanPoint& p : r.points) {
+    for (const SloStats& s : p.slos) {
+      if (s.metric.rfind("latency", 0) == 0 && !s.at_least) chart.guide(0, s.target, html::nice_ceiling(max_cost * 1.05), s.target, "#d62728", true);
+    }
+    break;  // every point has the same SLOs
+  }
   std::vector<std::pair<std::string, const char*>> legend;
+  std::size_t above = 0;
   for (std::size_t l = 0; l < r.loads.size(); ++l) {
     const PlanRecommendation& rec = r.loads[l];
     const char* color = html::color(l);
     std::vector<std::pair<double, double>> frontier;
-    for (std::size_t i : rec.frontier) frontier.emplace_back(r.points[i].monthly_usd, r.points[i].p95_s.mean);
+    for (std::size_t i : rec.frontier) frontier.emplace_back(r.points[i].monthly_usd, std::min(r.points[i].p95_s.mean, y.hi));
     chart.polyline(frontier, color, "Pareto frontier, load " + load_name(rec.load));
     for (const PlanPoint& p : r.points) {
-      if (p.load != rec.load || !charted(p)) continue;
-      chart.circle(p.monthly_usd, p.p95_s.mean, 4, color, p.passes, configuration(p) + ": " + p.verdict);
+      if (p.load != rec.load || !ran(p) || p.confirmation) continue;
+      const bool clipped = p.p95_s.mean > y.hi;
+      above += clipped ? 1 : 0;
+      chart.circle(p.monthly_usd, std::min(p.p95_s.mean, y.hi), clipped ? 3 : 4, color, p.passes,
+                   configuration(p) + ": p95 " + time_ci(p.p95_s) + (clipped ? " (above the chart)" : "") + "; " + p.verdict);
     }
     if (rec.point) chart.circle(r.points[*rec.point].monthly_usd, r.points[*rec.point].p95_s.mean, 9, color, false, "recommended");
     legend.emplace_back("load " + load_name(rec.load), color);
   }
   chart.legend(legend);
   chart.write(out);
-  out << "<table><tr><th>load</th><th>configuration</th><th>$/month</th><th>p95 latency</th><th>verdict</th></tr>\n";
+  out << "<p class=\"note\">Filled: meets every SLO; ringed: recommended; lines: Pareto frontiers (each point faster than the cheaper "
+         "ones beyond both confidence intervals); dashed red: the latency targets.</p>\n";
+  if (above > 0) {
+    out << "<p class=\"note\">" << above << " point" << (above == 1 ? " is" : "s are") << " slower than the chart's top (" << html::escape(y.ticks.back().second)
+        << ") and drawn on its edge; the table has their p95.</p>\n";
+  }
+
+  out << "<h2>Every configuration simulated</h2>\n<table id=\"points\"><tr><th>load</th><th>configuration</th><th>$/month</th><th>p95 latency</th><th>GPU utilization</th><th>verdict</th></tr>\n";
   for (const PlanPoint& p : r.points) {
-    out << "<tr><td>" << load_name(p.load) << "</td><td>" << html::escape(configuration(p)) << "</td><td>" << usd(p.monthly_usd) << "</td><td>"
-        << time_ci(p.p95_s) << "</td><td>" << (p.confirmation ? "confirmation: " : "") << html::escape(p.verdict) << "</td></tr>\n";
+    if (!ran(p)) continue;
+    char util[16];
+    std::snprintf(util, sizeof util, "%.1f %%", 100 * p.utilization.mean);
+    out << "<tr><td>" << load_name(p.load) << "</td><td>" << html::escape(configuration(p)) << "</td><td class=\"n\">" << usd_grouped(p.monthly_usd)
+        << "</td><td class=\"n\">" << plus_minus(time_ci(p.p95_s)) << "</td><td class=\"n\">" << util << "</td><td>" << (p.confirmation ? "confirmation: " : "")
+        << html::escape(p.verdict) << "</td></tr>\n";
   }
   out << "</table>\n";
+  std::vector<const PlanPoint*> never;
+  for (const PlanPoint& p : r.points) {
+    if (!ran(p)) never.push_back(&p);
+  }
+  if (!never.empty()) {
+    out << "<h2>Configurations that could not run</h2>\n<p class=\"note\">Not plotted: no cluster of these could hold the work.</p>\n"
+           "<table id=\"infeasible\"><tr><th>load</th><th>configuration</th><th>why</th></tr>\n";
+    for (const PlanPoint* p : never) {
+      out << "<tr><td>" << load_name(p->load) << "</td><td>" << html::escape(configuration(*p)) << "</td><td>" << html::escape(p->verdict) << "</td></tr>\n";
+    }
+    out << "</table>\n";
+  }
   html::page_end(out);
 }
 

@@ -19,6 +19,13 @@ std::string num(double v) {
 
 std::string default_format(double v) { return readable(v, 6); }
 
+// A step of 1, 2 or 5 times a power of ten that cuts `span` into about five.
+double nice_step(double span) {
+  if (!(span > 0) || !std::isfinite(span)) return 1;
+  const double raw = span / 5, decade = std::pow(10.0, std::floor(std::log10(raw))), f = raw / decade;
+  return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * decade;
+}
+
 std::vector<std::pair<double, std::string>> ticks_of(const Axis& a) {
   if (!a.ticks.empty()) return a.ticks;
   std::vector<std::pair<double, std::string>> t;
@@ -30,9 +37,10 @@ std::vector<std::pair<double, std::string>> ticks_of(const Axis& a) {
     }
     return t;
   }
-  for (int i = 0; i <= 4; ++i) {
-    const double v = a.lo + (a.hi - a.lo) * i / 4;
-    t.emplace_back(v, format(v));
+  const double step = nice_step(a.hi - a.lo);
+  for (double k = std::ceil(a.lo / step - 1e-9); k * step <= a.hi + step * 1e-9; ++k) {
+    const double v = k * step;
+    t.emplace_back(v, format(std::abs(v) < step * 1e-9 ? 0.0 : v));
   }
   return t;
 }
@@ -60,9 +68,27 @@ std::string escape(std::string_view text) {
 }
 
 const char* color(std::size_t i) {
-  static constexpr const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-                                             "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
-  return kPalette[i % 10];
+  // Tableau's ten, then six darker hues that stay apart from them.
+  static constexpr const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                                             "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#00a087"};
+  return kPalette[i % 16];
+}
+
+double nice_ceiling(double v) {
+  if (!(v > 0) || !std::isfinite(v)) return 1;
+  const double step = nice_step(v);
+  return std::ceil(v / step - 1e-9) * step;
+}
+
+Axis seconds_axis(double hi, std::string label) {
+  const TimeUnit unit = time_unit_for(hi);
+  const double top = nice_ceiling(std::max(hi, 1e-9) / unit.seconds);
+  Axis axis{.lo = 0, .hi = top * unit.seconds, .label = std::move(label)};
+  const double step = nice_step(top);
+  for (double k = 0; k * step <= top * (1 + 1e-9); ++k) {
+    axis.ticks.emplace_back(k * step * unit.seconds, readable(k * step, 4) + " " + unit.name);
+  }
+  return axis;
 }
 
 SvgChart::SvgChart(std::string id, std::string title, Axis x, Axis y, double width, double height)
@@ -114,23 +140,40 @@ void SvgChart::guide(double x0, double y0, double x1, double y1, const char* col
 
 void SvgChart::legend(const std::vector<std::pair<std::string, const char*>>& entries) { legend_ = entries; }
 
+void SvgChart::color_scale(const char* color, const std::vector<std::pair<double, std::string>>& stops) {
+  scale_color_ = color;
+  scale_stops_ = stops;
+}
+
 void SvgChart::write(std::ostream& out) const {
+  // Labels wider than the space between ticks are slanted, and the chart grows below to hold them.
+  const auto x_ticks = ticks_of(x_);
+  std::size_t longest = 0;
+  for (const auto& tick : x_ticks) longest = std::max(longest, tick.second.size());
+  const double label_px = 6.2 * static_cast<double>(longest);
+  const bool slanted = x_ticks.size() > 1 && label_px > 0.9 * width_ / static_cast<double>(x_ticks.size());
+  const double bottom = slanted ? 30 + 0.58 * label_px : kBottom;
   out << "<svg class=\"chart\" id=\"" << escape(id_) << "\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << num(width_ + kLeft + kRight)
-      << "\" height=\"" << num(height_ + kTop + kBottom) << "\" font-family=\"sans-serif\" font-size=\"11\">\n"
+      << "\" height=\"" << num(height_ + kTop + bottom) << "\" font-family=\"sans-serif\" font-size=\"11\">\n"
       << "<text x=\"" << num(kLeft) << "\" y=\"16\" font-size=\"13\" font-weight=\"bold\">" << escape(title_) << "</text>\n"
       << "<g transform=\"translate(" << kLeft << "," << kTop << ")\">\n"
       << "<rect width=\"" << num(width_) << "\" height=\"" << num(height_) << "\" fill=\"none\" stroke=\"#999\"/>\n";
-  for (const auto& [v, label] : ticks_of(x_)) {
+  for (const auto& [v, label] : x_ticks) {
     const double p = px(v);
-    out << "<line x1=\"" << num(p) << "\" y1=\"0\" x2=\"" << num(p) << "\" y2=\"" << num(height_) << "\" stroke=\"#eee\"/>"
-        << "<text x=\"" << num(p) << "\" y=\"" << num(height_ + 14) << "\" text-anchor=\"middle\">" << escape(label) << "</text>\n";
+    out << "<line x1=\"" << num(p) << "\" y1=\"0\" x2=\"" << num(p) << "\" y2=\"" << num(height_) << "\" stroke=\"#eee\"/>";
+    if (slanted) {
+      out << "<text class=\"tick-x\" transform=\"translate(" << num(p + 3) << "," << num(height_ + 10) << ") rotate(-35)\" text-anchor=\"end\">"
+          << escape(label) << "</text>\n";
+    } else {
+      out << "<text class=\"tick-x\" x=\"" << num(p) << "\" y=\"" << num(height_ + 14) << "\" text-anchor=\"middle\">" << escape(label) << "</text>\n";
+    }
   }
   for (const auto& [v, label] : ticks_of(y_)) {
     const double p = py(v);
     out << "<line x1=\"0\" y1=\"" << num(p) << "\" x2=\"" << num(width_) << "\" y2=\"" << num(p) << "\" stroke=\"#eee\"/>"
-        << "<text x=\"-6\" y=\"" << num(p + 4) << "\" text-anchor=\"end\">" << escape(label) << "</text>\n";
+        << "<text class=\"tick-y\" x=\"-6\" y=\"" << num(p + 4) << "\" text-anchor=\"end\">" << escape(label) << "</text>\n";
   }
-  out << "<text x=\"" << num(width_ / 2) << "\" y=\"" << num(height_ + 34) << "\" text-anchor=\"middle\">" << escape(x_.label) << "</text>\n"
+  out << "<text x=\"" << num(width_ / 2) << "\" y=\"" << num(height_ + bottom - 12) << "\" text-anchor=\"middle\">" << escape(x_.label) << "</text>\n"
       << "<text transform=\"translate(" << num(-kLeft + 14) << "," << num(height_ / 2) << ") rotate(-90)\" text-anchor=\"middle\">"
       << escape(y_.label) << "</text>\n"
       << body_;
@@ -139,6 +182,12 @@ void SvgChart::write(std::ostream& out) const {
     out << "<rect x=\"" << num(width_ + 10) << "\" y=\"" << num(y - 9) << "\" width=\"10\" height=\"10\" fill=\"" << legend_[i].second << "\"/>"
         << "<text x=\"" << num(width_ + 24) << "\" y=\"" << num(y) << "\">" << escape(legend_[i].first) << "</text>\n";
   }
+  for (std::size_t i = 0; i < scale_stops_.size(); ++i) {
+    const double y = 10 + 16.0 * static_cast<double>(legend_.size() + i);
+    out << "<rect class=\"scale\" x=\"" << num(width_ + 10) << "\" y=\"" << num(y - 9) << "\" width=\"10\" height=\"10\" fill=\"" << scale_color_
+        << "\" fill-opacity=\"" << num(scale_stops_[i].first) << "\" stroke=\"#ccc\"/>"
+        << "<text x=\"" << num(width_ + 24) << "\" y=\"" << num(y) << "\">" << escape(scale_stops_[i].second) << "</text>\n";
+  }
   out << "</g>\n</svg>\n";
 }
 
@@ -146,7 +195,7 @@ void page_begin(std::ostream& out, std::string_view title) {
   out << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << escape(title) << "</title>\n"
       << "<style>body{font-family:sans-serif;margin:2em;max-width:1000px}h2{margin-top:2em}"
          "table{border-collapse:collapse;margin:1em 0}td,th{padding:2px 10px;border-bottom:1px solid #ddd;text-align:left}"
-         "td.n{text-align:right}figure{margin:1em 0}p.note{color:#555}</style>\n</head><body>\n"
+         "td.n{text-align:right;white-space:nowrap}figure{margin:1em 0}p.note{color:#555}div.wide{overflow-x:auto}</style>\n</head><body>\n"
       << "<h1>" << escape(title) << "</h1>\n";
 }
 

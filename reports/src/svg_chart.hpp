@@ -16,14 +16,22 @@ namespace fleetsim::html {
 // Text made safe for HTML and SVG.
 std::string escape(std::string_view text);
 
-// The i-th color of a categorical palette (cycles after ten).
+// The i-th color of a categorical palette of sixteen (cycles after that).
 const char* color(std::size_t i);
+
+// The smallest multiple of a 1-2-5 step (one of about five over [0, v]) at or above v: an axis end
+// that is a round tick.
+double nice_ceiling(double v);
+
+// An axis of seconds in the one unit that suits `hi` (s, min, h or days), with round ticks in it.
+struct Axis;
+Axis seconds_axis(double hi, std::string label);
 
 struct Axis {
   double lo = 0, hi = 1;
   std::string label = {};
   std::function<std::string(double)> format = {};       // tick labels; default: %g
-  std::vector<std::pair<double, std::string>> ticks = {};  // explicit ticks; default: five even ones
+  std::vector<std::pair<double, std::string>> ticks = {};  // explicit ticks; default: round ones, 1-2-5 steps
   bool log = false;                                      // log10 scale (lo > 0)
 };
 
@@ -43,6 +51,8 @@ class SvgChart {
   // A reference line (not a data mark), dashed or not.
   void guide(double x0, double y0, double x1, double y1, const char* color, bool dashed);
   void legend(const std::vector<std::pair<std::string, const char*>>& entries);
+  // A color scale for shaded marks: swatches of `color` at each stop's opacity, with its label.
+  void color_scale(const char* color, const std::vector<std::pair<double, std::string>>& stops);
 
   void write(std::ostream& out) const;
 
@@ -52,6 +62,8 @@ class SvgChart {
   double width_, height_;
   std::string body_;
   std::vector<std::pair<std::string, const char*>> legend_;
+  std::string scale_color_;
+  std::vector<std::pair<double, std::string>> scale_stops_;
 };
 
 // A page: title, a style sheet, and a script that records on <body> how many charts there are and

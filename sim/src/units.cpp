@@ -29,7 +29,7 @@ constexpr std::array kFlopUnits{
 
 constexpr std::array kTimeUnits{
     Unit{"ns", 1e-9}, Unit{"us", 1e-6}, Unit{"\xC2\xB5s", 1e-6}, Unit{"ms", 1e-3},
-    Unit{"s", 1.0},   Unit{"min", 60.0}, Unit{"h", 3600.0},      Unit{"d", 86400.0},
+    Unit{"s", 1.0},   Unit{"min", 60.0}, Unit{"h", 3600.0},      Unit{"d", 86400.0}, Unit{"days", 86400.0},
 };
 
 constexpr std::array kPowerUnits{Unit{"W", 1.0}, Unit{"kW", 1e3}, Unit{"MW", 1e6}};
@@ -157,6 +157,8 @@ std::string format_quantity(double value, Dimension dim) {
       return pick({{1, "FLOP/s"}, {1e9, "GFLOP/s"}, {1e12, "TFLOP/s"}, {1e15, "PFLOP/s"}});
     case Dimension::time:
       if (value == 0.0) return "0 s";
+      // Days from 100 hours on, so that no time needs an exponent before years.
+      if (std::fabs(value) >= 100 * 3600) return pick({{86400, "days"}});
       return pick({{1e-9, "ns"}, {1e-6, "us"}, {1e-3, "ms"}, {1, "s"}, {60, "min"}, {3600, "h"}});
     case Dimension::power:
       return pick({{1, "W"}, {1e3, "kW"}, {1e6, "MW"}});

@@ -411,7 +411,7 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
       }
       // Size: from the data input (a latent before an image: a guide image does not size the video),
       // then the node's own widgets.
-      for (const char* key : {"latent_image", "samples", "latent", "video_latent", "pixels", "image", "start_image", "images"}) {
+      for (const char* key : {"latent_image", "samples", "latent", "video_latent", "samples1", "pixels", "image", "start_image", "images"}) {
         if (const Node* src = linked(*n, key)) {
           n->size = src->size;
           break;
