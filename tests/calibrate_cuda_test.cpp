@@ -78,9 +78,11 @@ TEST_CASE("the node type calibrated is the smallest that holds the local GPUs", 
   CHECK(node_type_for("h100-sxm", 8) == "hgx-h100-8");
   CHECK(node_type_for("h100-sxm", 1) == "hgx-h100-8");
   CHECK(node_type_for("rtx-4090", 1) == "rtx4090-ws-1");
-  CHECK(node_type_for("rtx-4090", 2) == "rtx4090-pcie-8");
+  CHECK(node_type_for("rtx-4090", 2) == "rtx4090-pcie-2");
+  CHECK(node_type_for("rtx-4090", 3) == "rtx4090-pcie-4");
+  CHECK(node_type_for("h100-pcie", 1) == "h100-pcie-1");
   CHECK(node_type_for("h100-sxm", 9).empty());
-  CHECK(node_type_for("h100-pcie", 1).empty());  // no catalog node holds it
+  CHECK(node_type_for("mi300x", 1).empty());  // no catalog node holds it
 }
 
 TEST_CASE("a timed collective gets nccl-tests' algbw and busbw, as the log's own columns", "[calibrate][cuda][nccl-tests]") {

@@ -55,6 +55,18 @@ TEST_CASE("a chain on one GPU takes the sum of its task times", "[simulation]") 
   CHECK(run.summary.fairness == 1);
 }
 
+TEST_CASE("a node priced whole (a cloud instance) costs its price per hour, not its GPUs'", "[simulation][cost]") {
+  // The chain above (5.5 s) on a two-GPU node at its GPU type's price, then priced whole at $36/hour.
+  const std::string tasks = R"([{"name": "a", "work": {"flop": "100 TFLOP"}}, {"name": "b", "work": {"flop": "450 TFLOP"}}])";
+  const std::string edges = R"([{"from": "a", "to": "b"}])";
+  const auto by_gpu = fleetsim::simulate(unit_scenario(one_arrival(tasks, edges, R"([{"type": "unit-node-2", "count": 1}])")));
+  const auto whole = fleetsim::simulate(unit_scenario(
+      one_arrival(tasks, edges, R"([{"type": "unit-node-2", "count": 1, "node_overrides": {"price_usd_per_hour": 36}}])")));
+  REQUIRE(whole.summary.makespan_s == Approx(5.5));
+  CHECK(whole.summary.cost_usd == Approx(36 * 5.5 / 3600));
+  CHECK(by_gpu.summary.cost_usd != Approx(whole.summary.cost_usd));
+}
+
 TEST_CASE("a fork on two GPUs takes the longer branch plus its transfer", "[simulation]") {
   // a (1 s) on g0; then b (1 s) on g0 and c (2 s) on g1, which first receives 10 GB over NVLink:
   // 2 us + 10 GB / 100 GB/s = 0.100002 s. Then d on g0 receives c's 5 GB from g1: 0.050002 s, runs 1 s.

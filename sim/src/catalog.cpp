@@ -92,6 +92,7 @@ NodeType read_node(ObjectReader& r, const std::string& id, const NodeType* base)
   if (n.memory_bus_Bps < 0) r.problem("memory_bus", "expected a bandwidth of at least 0");
   n.cpu = static_cast<CpuVendor>(r.choice("cpu", {"intel", "amd"}, static_cast<std::size_t>(n.cpu)));
   n.nvls = r.boolean_or("nvls", n.nvls);
+  n.price_usd_per_hour = r.number("price_usd_per_hour", Need::optional).value_or(n.price_usd_per_hour);
   const std::string source = read_source(r, need);
   if (!source.empty()) n.source = source;
   return n;

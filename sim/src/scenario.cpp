@@ -133,6 +133,9 @@ void read_cluster(const Json& value, const std::string& pointer, Problems& probl
               g.problem("node_overrides", "unknown link type \"" + id + "\"");
             }
           };
+          // A node priced whole (a cloud instance) charges its price over its GPUs, so that every cost
+          // (run, plan, elastic billing) that counts GPU-hours counts the node's.
+          if (group.node.price_usd_per_hour > 0) group.gpu.price_usd_per_hour = group.node.price_usd_per_hour / group.node.gpus;
           link(group.node.gpu_link, group.gpu_link);
           link(group.node.host_link, group.host_link);
           link(group.node.nic, group.nic);

@@ -93,6 +93,9 @@ struct NodeType {
   double memory_bus_Bps = 0;
   CpuVendor cpu = CpuVendor::intel;  // NCCL's network overhead and LL bandwidth depend on it
   bool nvls = true;  // NCCL may reduce in the NVSwitch (Hopper and later; off where multicast is not offered)
+  // The whole node's price per hour (a cloud instance's, CPUs and memory included); 0: its GPUs at their
+  // GPU type's price.
+  double price_usd_per_hour = 0;
   std::string source;
 };
 

@@ -36,7 +36,7 @@ struct UiLink {
   // A link inside a subgraph from its input node carries what the instance's input of that slot
   // receives: `via`, the outer link, or nothing when the instance leaves that input unlinked.
   bool boundary = false;
-  std::optional<std::string> via;
+  std::optional<std::string> via = {};
 };
 
 struct UiNode {
