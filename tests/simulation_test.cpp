@@ -67,6 +67,30 @@ TEST_CASE("a node priced whole (a cloud instance) costs its price per hour, not 
   CHECK(by_gpu.summary.cost_usd != Approx(whole.summary.cost_usd));
 }
 
+TEST_CASE("a warm-up leaves early arrivals out of latencies and SLOs, not out of the run", "[simulation][slo]") {
+  // A 3 s workflow at 0 s and a 1 s one at 10 s on one unit GPU; a p95 target of 2 s.
+  const auto scenario = [](const std::string& warmup) {
+    return unit_scenario(warmup + R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 1}]},
+        "workflows": {"slow": {"tasks": [{"name": "a", "work": {"flop": "300 TFLOP"}}]},
+                      "fast": {"tasks": [{"name": "b", "work": {"flop": "100 TFLOP"}}]}},
+        "workload": [{"workflow": "slow", "arrival": {"process": "once"}},
+                     {"workflow": "fast", "arrival": {"process": "once", "start": "10 s"}}],
+        "slos": [{"metric": "latency_p95", "target": "2 s"}])");
+  };
+  const auto all = fleetsim::simulate(scenario(""));
+  const auto warm = fleetsim::simulate(scenario(R"("warmup": "5 s", )"));
+  CHECK(all.summary.latency_s.mean == Approx(2.0));
+  CHECK_FALSE(all.summary.slos[0].met);
+  CHECK(warm.summary.latency_s.mean == Approx(1.0));
+  CHECK(warm.summary.latency_s.p95 == Approx(1.0));
+  CHECK(warm.summary.slos[0].met);
+  CHECK(warm.summary.workflows.completed == 2);  // both still ran
+  CHECK(warm.summary.makespan_s == all.summary.makespan_s);
+  CHECK_THAT(fleetsim::test::scenario_error(R"({"name": "w", "horizon": "1 s", "warmup": "1 s", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+                                              "workload": [{"workflow": "x", "arrival": {"process": "once"}}]})"),
+             Catch::Contains("bad.json: /warmup: expected less than the horizon (1 s)"));
+}
+
 TEST_CASE("a fork on two GPUs takes the longer branch plus its transfer", "[simulation]") {
   // a (1 s) on g0; then b (1 s) on g0 and c (2 s) on g1, which first receives 10 GB over NVLink:
   // 2 us + 10 GB / 100 GB/s = 0.100002 s. Then d on g0 receives c's 5 GB from g1: 0.050002 s, runs 1 s.

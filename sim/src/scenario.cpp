@@ -1083,6 +1083,8 @@ Scenario parse_scenario(std::string_view json_text, const std::string& file_name
       top.integer_or("seed", 1, 0, std::numeric_limits<std::int64_t>::max()));
   sc.horizon_s = top.quantity("horizon", Dimension::time, Need::optional).value_or(sc.horizon_s);
   if (sc.horizon_s <= 0) top.problem("horizon", "expected a positive duration");
+  sc.warmup_s = top.quantity_or("warmup", Dimension::time, 0);
+  if (sc.warmup_s >= sc.horizon_s) top.problem("warmup", "expected less than the horizon (" + format_quantity(sc.horizon_s, Dimension::time) + ")");
   sc.max_events = static_cast<std::uint64_t>(top.integer_or("max_events", static_cast<std::int64_t>(sc.max_events), 1, std::int64_t{1} << 62));
 
   sc.catalog = Catalog::builtin();

@@ -218,7 +218,7 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
     const TaskStatus status = instance_status(inst, started[i] != 0);
     count(s.workflows, status);
     count(s.tenants[index(inst.tenant)].workflows, status);
-    if (status == TaskStatus::completed) {
+    if (status == TaskStatus::completed && inst.arrival_s >= scenario.warmup_s) {  // measured past the warm-up
       all.push_back(inst.end_s - inst.arrival_s);
       per_tenant[index(inst.tenant)].push_back(inst.end_s - inst.arrival_s);
     }
@@ -289,7 +289,7 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
       case SloMetric::attainment: {
         std::uint64_t submitted = 0, within = 0;
         for (const InstanceRecord& inst : trace.instances) {
-          if (inst.arrival_s == kNever || (slo.tenant && index(inst.tenant) != *slo.tenant)) continue;
+          if (inst.arrival_s == kNever || inst.arrival_s < scenario.warmup_s || (slo.tenant && index(inst.tenant) != *slo.tenant)) continue;
           if (slo.work_class && scenario.tenants[index(inst.tenant)].work_class != *slo.work_class) continue;
           ++submitted;
           if (inst.end_s != kNever && !inst.failed && inst.end_s - inst.arrival_s <= slo.within_s) ++within;

@@ -201,6 +201,9 @@ struct Scenario {
   std::string file;
   std::uint64_t seed = 1;
   double horizon_s = std::numeric_limits<double>::infinity();
+  // Workflows that arrive before this are run but not measured: latencies, their percentiles and SLOs
+  // leave out the cold start of an open arrival stream.
+  double warmup_s = 0;
   // A run that pops more events than this is stopped with an error: one that would not end (a fault
   // every nanosecond) ends in minutes, not never. A billion is over ten times the largest run measured.
   std::uint64_t max_events = 1'000'000'000;
