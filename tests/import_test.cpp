@@ -150,9 +150,9 @@ TEST_CASE("the import says what it assumed: families with their evidence, defaul
       "3": {"class_type": "CLIPTextEncode", "inputs": {"text": "a cat", "clip": ["2", 0]}},
       "4": {"class_type": "KSampler", "inputs": {"model": ["1", 0], "positive": ["3", 0], "negative": ["3", 0], "steps": 20, "cfg": 5}}})",
                                       "wan.json", Catalog::builtin());
-  CHECK(task(wan, "CLIPTextEncode#3").model == "umt5-xxl-encoder");
+  CHECK(task(wan, "CLIPTextEncode#3").model == "umt5-xxl-encoder (fp8)");  // an fp8 file: half the weights
   CHECK(task(wan, "CLIPTextEncode#3").shape.tokens == 512);  // ComfyUI pads umT5 to 512
-  CHECK(task(wan, "KSampler#4").model == "wan2.2-a14b-high-noise");
+  CHECK(task(wan, "KSampler#4").model == "wan2.2-a14b-high-noise (fp8)");
   CHECK_THAT(wan.assumptions[0], Contains("umT5-XXL text encoder (Wan) from \"umt5_xxl_fp8_e4m3fn_scaled.safetensors\""));
   CHECK_THAT(wan.assumptions[1], Contains("KSampler#4: wan21-14b-dit") && Contains("Wan 2.2 A14B high-noise expert from") &&
                                      Contains("size 1024x1024 assumed: no node sets it, a guess"));

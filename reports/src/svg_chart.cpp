@@ -154,7 +154,7 @@ void SvgChart::write(std::ostream& out) const {
   const bool slanted = x_ticks.size() > 1 && label_px > 0.9 * width_ / static_cast<double>(x_ticks.size());
   const double bottom = slanted ? 30 + 0.58 * label_px : kBottom;
   out << "<svg class=\"chart\" id=\"" << escape(id_) << "\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << num(width_ + kLeft + kRight)
-      << "\" height=\"" << num(height_ + kTop + bottom) << "\" font-family=\"sans-serif\" font-size=\"11\">\n"
+      << "\" height=\"" << num(height_ + kTop + bottom) << "\" font-family=\"sans-serif\" font-size=\"11\" overflow=\"visible\">\n"
       << "<text x=\"" << num(kLeft) << "\" y=\"16\" font-size=\"13\" font-weight=\"bold\">" << escape(title_) << "</text>\n"
       << "<g transform=\"translate(" << kLeft << "," << kTop << ")\">\n"
       << "<rect width=\"" << num(width_) << "\" height=\"" << num(height_) << "\" fill=\"none\" stroke=\"#999\"/>\n";

@@ -37,6 +37,7 @@ struct Node {
   const detail::ComfyNodeType* type = nullptr;  // null: a type the registry does not know
   const ComfyFamily* family = nullptr;
   std::string family_evidence;  // how the family was told: a file name, or the node it came from
+  std::string_view fp8_stage;   // the stage ("diffusion", "text", "vae") whose weights that file holds in fp8
   Size size;
   int task = -1;  // index in the workflow when the node is a task
   double output_bytes = 0;
@@ -346,24 +347,31 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
   // What a loader's strings show: the first of its file names (or its "type") a registry rule knows.
   // A node type the registry does not know (a custom loader) has its file-name-shaped strings read.
   const auto family_of_strings = [&](Node& n) {
-    static constexpr const char* kKeys[] = {"ckpt_name", "unet_name", "model_name", "clip_name", "clip_name1", "clip_name2",
-                                            "clip_name3", "clip_name4", "type", "vae_name"};
-    const auto try_name = [&](const std::string& name) {
+    // Each key with the stage whose weights its file holds.
+    static constexpr std::pair<const char*, std::string_view> kKeys[] = {
+        {"ckpt_name", "diffusion"}, {"unet_name", "diffusion"}, {"model_name", "diffusion"}, {"clip_name", "text"},
+        {"clip_name1", "text"},     {"clip_name2", "text"},     {"clip_name3", "text"},       {"clip_name4", "text"},
+        {"type", ""},               {"vae_name", "vae"}};
+    const auto try_name = [&](const std::string& name, std::string_view stage) {
       if (const ComfyFamily* f = registry.family_of_file(name)) {
         n.family = f;
         n.family_evidence = "\"" + name + "\" (" + n.cls + "#" + n.id + ")";
+        // An fp8 file (flux1-dev-fp8, umt5_xxl_fp8_e4m3fn_scaled) holds a byte per parameter.
+        std::string lower = name;
+        std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+        if (lower.find("fp8") != std::string::npos) n.fp8_stage = stage;
       }
       return n.family != nullptr;
     };
-    for (const char* key : kKeys) {
-      if (const auto it = n.inputs->find(key); it != n.inputs->end() && it->is_string() && try_name(it->get<std::string>())) return;
+    for (const auto& [key, stage] : kKeys) {
+      if (const auto it = n.inputs->find(key); it != n.inputs->end() && it->is_string() && try_name(it->get<std::string>(), stage)) return;
     }
     if (n.type != nullptr) return;
     for (const auto& [name, v] : n.inputs->items()) {
       if (!v.is_string()) continue;
       const std::string text = v.get<std::string>();
       for (const char* ext : {".safetensors", ".gguf", ".ckpt", ".pt", ".pth", ".bin", ".sft"}) {
-        if (text.ends_with(ext) && try_name(text)) return;
+        if (text.ends_with(ext) && try_name(text, "")) return;
       }
     }
   };
@@ -385,6 +393,7 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
       if (const Node* src = linked(*n, runs); src != nullptr && src->family != nullptr && n->family == nullptr) {
         n->family = src->family;
         n->family_evidence = src->family_evidence;
+        n->fp8_stage = src->fp8_stage;
       }
       std::vector<const Node*> sources;
       for (const char* key : {"model", "clip", "guider", "vae", "conditioning", "positive"}) {
@@ -407,6 +416,7 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
           if (n->family != nullptr || src->family == nullptr || (by_stage && !runs_here(*src->family))) continue;
           n->family = src->family;
           n->family_evidence = src->family_evidence;
+          n->fp8_stage = src->fp8_stage;
         }
       }
       // Size: from the data input (a latent before an image: a guide image does not size the video),
@@ -459,6 +469,7 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
         s = cond->size;
         n->family = cond->family;
         n->family_evidence = cond->family_evidence;
+        n->fp8_stage = cond->fp8_stage;
       }
     }
 
@@ -573,8 +584,17 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
         continue;
     }
     t.weights_bytes = t.model.empty() ? 0 : weights_of(t.model);
+    // The stage's weights from an fp8 file: a byte per parameter where the catalog counts two, a model
+    // of its own (a GPU holding the 16-bit file does not hold this one).
+    const std::string_view stage = n->role == ComfyRole::sample ? "diffusion" : n->role == ComfyRole::encode_text ? "text" : "vae";
+    const bool fp8 = !t.model.empty() && costed_as == family && family != nullptr && n->fp8_stage == stage;
+    if (fp8) {
+      t.model += " (fp8)";
+      t.weights_bytes /= 2;
+    }
     // What was assumed, in words, for the user to check; guesses are said to be.
     std::string note = t.name + ": " + work_text(t);
+    if (fp8) note += ", weights at a byte per parameter (an fp8 file)";
     bool guessed = false;
     if (costed_as != nullptr) {
       if (family == nullptr) {
