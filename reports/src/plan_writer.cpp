@@ -176,11 +176,9 @@ void write_plan_html(std::ostream& out, const PlanSpec& spec, const PlanResult& 
   const html::Axis y = html::seconds_axis(std::max({1.5 * latency_target, 1.25 * region, 1e-3}), "p95 latency");
   html::SvgChart chart("frontier", "Monthly cost against p95 latency",
                        {.lo = 0, .hi = html::nice_ceiling(max_cost * 1.05), .label = "monthly cost", .format = usd_grouped}, y, 640, 400);
-  for (const PlanPoint& p : r.points) {
-    for (const SloStats& s : p.slos) {
-      if (s.metric.rfind("latency", 0) == 0 && !s.at_least) chart.guide(0, s.target, html::nice_ceiling(max_cost * 1.05), s.target, "#d62728", true);
-    }
-    break;  // every point has the same SLOs
+  // Every point has the plan's SLOs: the first one's are the targets to draw.
+  for (const SloStats& s : r.points.empty() ? std::vector<SloStats>{} : r.points.front().slos) {
+    if (s.metric.rfind("latency", 0) == 0 && !s.at_least) chart.guide(0, s.target, html::nice_ceiling(max_cost * 1.05), s.target, "#d62728", true);
   }
   std::vector<std::pair<std::string, const char*>> legend;
   std::size_t above = 0;
