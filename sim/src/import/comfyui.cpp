@@ -79,6 +79,18 @@ std::string work_text(const TaskSpec& t) {
   return t.op.empty() ? "the node-costs file's FLOP and bytes" : "operator profile " + t.op;
 }
 
+// The stage a node's role runs, and the input that brings its model (a sampler's model, a text
+// encode's clip, a VAE node's vae).
+struct Runs {
+  const char* input;
+  std::string_view stage;
+};
+Runs runs_from(ComfyRole role) {
+  if (role == ComfyRole::sample) return {"model", "diffusion"};
+  if (role == ComfyRole::encode_text) return {"clip", "text"};
+  return {"vae", "vae"};
+}
+
 bool is_link(const Json& v) { return v.is_array() && v.size() == 2 && (v[0].is_string() || v[0].is_number_integer()); }
 std::string link_source(const Json& v) { return v[0].is_string() ? v[0].get<std::string>() : std::to_string(v[0].get<long long>()); }
 
@@ -357,9 +369,7 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
         n.family = f;
         n.family_evidence = "\"" + name + "\" (" + n.cls + "#" + n.id + ")";
         // An fp8 file (flux1-dev-fp8, umt5_xxl_fp8_e4m3fn_scaled) holds a byte per parameter.
-        std::string lower = name;
-        std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-        if (lower.find("fp8") != std::string::npos) n.fp8_stage = stage;
+        if (detail::lowercase(name).find("fp8") != std::string::npos) n.fp8_stage = stage;
       }
       return n.family != nullptr;
     };
@@ -389,8 +399,7 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
       // encode's clip, a VAE's vae) whatever it shows; then the others, model-carrying ones first (a
       // refiner's latent may come from another family), preferring one whose family has the stage the
       // node runs (a VAE encode's text encoder tells nothing of its VAE).
-      const char* runs = n->role == ComfyRole::sample ? "model" : n->role == ComfyRole::encode_text ? "clip" : "vae";
-      if (const Node* src = linked(*n, runs); src != nullptr && src->family != nullptr && n->family == nullptr) {
+      if (const Node* src = linked(*n, runs_from(n->role).input); src != nullptr && src->family != nullptr && n->family == nullptr) {
         n->family = src->family;
         n->family_evidence = src->family_evidence;
         n->fp8_stage = src->fp8_stage;
@@ -586,8 +595,7 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
     t.weights_bytes = t.model.empty() ? 0 : weights_of(t.model);
     // The stage's weights from an fp8 file: a byte per parameter where the catalog counts two, a model
     // of its own (a GPU holding the 16-bit file does not hold this one).
-    const std::string_view stage = n->role == ComfyRole::sample ? "diffusion" : n->role == ComfyRole::encode_text ? "text" : "vae";
-    const bool fp8 = !t.model.empty() && costed_as == family && family != nullptr && n->fp8_stage == stage;
+    const bool fp8 = !t.model.empty() && costed_as == family && family != nullptr && n->fp8_stage == runs_from(n->role).stage;
     if (fp8) {
       t.model += " (fp8)";
       t.weights_bytes /= 2;

@@ -16,12 +16,6 @@ namespace {
 constexpr std::string_view kRoleNames[] = {"source", "pass", "sink", "sample", "encode_text", "decode",
                                            "encode_image", "upscale", "unpriced", "ui"};
 
-std::string lowercase(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
 std::vector<std::string> strings(ObjectReader& r, std::string_view key) {
   std::vector<std::string> out;
   const Json* list = r.field(key);
@@ -176,6 +170,12 @@ void read_into(ComfyRegistry& registry, std::string_view json_text, const std::s
 }
 
 }  // namespace
+
+std::string lowercase(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
 
 const ComfyFamily* ComfyRegistry::family_of_file(std::string_view file_name) const {
   const std::string name = lowercase(file_name);

@@ -71,6 +71,9 @@ struct ComfyRegistry {
   const ComfyNodeType* node(std::string_view class_type) const;
 };
 
+// Text lower-cased (ASCII), as file rules compare names.
+std::string lowercase(std::string_view text);
+
 // The built-in registry (models/comfyui.json), read once.
 const ComfyRegistry& builtin_comfyui_registry();
 
