@@ -1,19 +1,28 @@
 #!/usr/bin/env python3
-"""Writes reports/traces.md: fleetsim's trace replay against the Tiresias simulator on the same jobs.
+"""Writes reports/traces.md: fleetsim's trace replay against the Tiresias simulator on the same jobs, and
+against the published Helios comparison on the Philly trace.
 
-    python3 scripts/traces-report.py [--fleetsim build/fleetsim] [--out reports/traces.md]
+    python3 scripts/traces-report.py --philly philly.csv [--fleetsim build/fleetsim] [--out reports/traces.md]
 
 Converts the 60-job trace that ships with the Tiresias simulator (reports/traces/tiresias-60_job.csv) with
 `fleetsim import trace --format csv`, replays it on the simulator's two-server cluster (reports/traces/
 tiresias-n2g4.json) under fifo, las and gittins, and sets each job's times beside the ones the Tiresias
-simulator computed for fifo, dlas-gpu and dlas-gpu-gittins (reports/traces/peer/). Standard library only.
+simulator computed for fifo, dlas-gpu and dlas-gpu-gittins (reports/traces/peer/). Then converts the Philly
+jobs (`--philly`: the per-job CSV of the Pollux artifact, not in this repository; PHILLY_SOURCE says where to
+get it) with `fleetsim import trace --format philly-csv`, replays the window and virtual clusters of the Helios
+paper's simulation (reports/traces/helios-philly.json) under six policies and sets the averages beside Helios'.
+Standard library only.
 """
 import argparse
 import csv
+import datetime
+import hashlib
 import json
+import math
 import os
 import subprocess
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRACES = os.path.join(ROOT, "reports", "traces")
@@ -22,6 +31,21 @@ PAIRS = [
     ("fifo", "fifo", "first come, first served; the head blocks the queue"),
     ("las", "dlas-gpu", "discretized 2D-LAS, thresholds 3250 and 7200 GPU-s"),
     ("gittins", "dlas-gpu-gittins", "2D-Gittins (Tiresias-G): the same queues, by Gittins index, quantum 3250 GPU-s"),
+]
+
+
+PHILLY_SOURCE = ("`simulator/traces/philly.csv` of the Pollux artifact: github.com/petuum/adaptdl, branch osdi21-artifact, "
+                 "commit c793c70 (Apache-2.0 on its master branch), also at github.com/gudiandian/ElasticFlow "
+                 "`pollux/pollux_simulator/traces/philly.csv` (Apache-2.0)")
+PHILLY_SHA256 = "ebffb3dd1589bdf4e7bcd74496201c5ded1d557d498ee14f560463f37ec353da"
+# (fleetsim policy, what it is); the first three are Helios' baselines of the same names.
+PHILLY_POLICIES = [
+    ("fifo", "first come, first served"),
+    ("sjf", "shortest job first, knowing each duration; not preemptive"),
+    ("srtf", "shortest remaining time first, knowing each duration; preemptive"),
+    ("las", "Tiresias' 2D-LAS (thresholds 3250, 7200 GPU-s); preemptive"),
+    ("gittins", "Tiresias-G over the replayed jobs' sizes; preemptive"),
+    ("time-slice", "Gandiva-style turns of 60 s while jobs wait"),
 ]
 
 
@@ -54,10 +78,173 @@ def fleetsim_jobs(binary, policy, work):
         return {int(r["instance"]): (float(r["start_s"]), float(r["end_s"])) for r in csv.DictReader(f)}
 
 
+def philly_section(binary, philly, work):
+    """Replays the Helios paper's Philly simulation: each virtual cluster on its own nodes, the same window."""
+    with open(os.path.join(TRACES, "helios-philly.json")) as f:
+        helios = json.load(f)
+    with open(philly, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    with open(philly, newline="") as f:
+        first = min(datetime.datetime.fromisoformat(r["timestamp"]) for r in csv.DictReader(f))
+    begin, end = (datetime.datetime.fromisoformat(t) for t in helios["window"])
+    vcs = helios["nodes"]
+    jobs_csv = os.path.join(work, "philly-jobs.csv")
+    command = [binary, "import", "trace", "--format", "philly-csv", philly,
+               "--from", "%d s" % (begin - first).total_seconds(), "--to", "%d s" % (end - first).total_seconds(),
+               "--tenants", ",".join(vcs), "--out", jobs_csv]
+    converted = subprocess.run(command, check=True, capture_output=True, text=True)
+    notes = [line.strip() for line in converted.stderr.splitlines() if line.startswith("  ")]
+    with open(jobs_csv, newline="") as f:
+        jobs = list(csv.DictReader(f))
+    by_vc = {vc: [j for j in jobs if j["tenant"] == vc] for vc in vcs}
+    too_big = sum(1 for j in jobs if int(j["gpus"]) > 8 * vcs[j["tenant"]])
+    assert too_big == 0, "a job asks for more GPUs than its virtual cluster has"
+    mean_duration = {vc: sum(float(j["duration"]) for j in js) / len(js) for vc, js in by_vc.items()}
+    all_duration = sum(float(j["duration"]) for j in jobs) / len(jobs)
+
+    # One scenario per virtual cluster, as Helios simulates them: its nodes of 8 GPUs, its jobs.
+    for vc, js in by_vc.items():
+        with open(os.path.join(work, vc + ".csv"), "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(jobs[0].keys()))
+            w.writeheader()
+            w.writerows(js)
+
+    def replay(nodes):
+        """{policy: {vc: (jobs, mean JCT)}} and the wall time per policy, each VC on `nodes[vc]` 8-GPU nodes."""
+        results, walls = {}, {}
+        for vc in vcs:
+            scenario = {"name": "philly-" + vc, "seed": 1, "cluster": {"nodes": [{"type": "p40-pcie-8", "count": nodes[vc]}]},
+                        "tenants": [{"name": vc}], "workload": [{"trace": vc + ".csv", "reference_gpu": "p40"}],
+                        "policy": {"name": "fifo"}}
+            with open(os.path.join(work, vc + ".json"), "w") as f:
+                json.dump(scenario, f)
+        for policy, _ in PHILLY_POLICIES:
+            results[policy] = {}
+            started = time.monotonic()
+            for vc in vcs:
+                run = subprocess.run([binary, "--quiet", "simulate", os.path.join(work, vc + ".json"), "--set", "/policy/name=" + policy, "--json"],
+                                     check=True, capture_output=True, text=True)
+                summary = json.loads(run.stdout)
+                results[policy][vc] = (summary["latency_s"]["count"], summary["latency_s"]["mean"])
+            walls[policy] = time.monotonic() - started
+        return results, walls
+
+    def mean_jct(results, policy, vc):
+        if vc == "all":
+            return sum(n * m for n, m in results[policy].values()) / sum(n for n, _ in results[policy].values())
+        return results[policy][vc][1]
+
+    def queue(results, policy, vc):  # jobs keep their work when suspended, so the time not running is JCT - duration
+        return mean_jct(results, policy, vc) - (all_duration if vc == "all" else mean_duration[vc])
+
+    results, walls = replay(vcs)
+    helios_duration = helios["jct_s"]["fifo"]["all"] - helios["queue_s"]["fifo"]["all"]
+    # The same work per GPU as Helios' input: each VC's nodes cut by the ratio of mean run times (at least room for its largest job).
+    scale = all_duration / helios_duration
+    matched_nodes = {vc: max(math.ceil(n * scale), math.ceil(max(int(j["gpus"]) for j in by_vc[vc]) / 8)) for vc, n in vcs.items()}
+    matched, _ = replay(matched_nodes)
+
+    def k(x):
+        return "{:,.0f}".format(x)
+
+    def ratio(a, b):
+        return "%.3fx" % (a / b)
+
+    def overall_table(res, with_helios):
+        rows = ["| policy | what it is | mean JCT (s) | vs fifo | mean queueing delay (s) |" + (" Helios: mean JCT | vs FIFO | queueing |" if with_helios else ""),
+                "|---|---|---:|---:|---:|" + ("---:|---:|---:|" if with_helios else "")]
+        for policy, what in PHILLY_POLICIES:
+            theirs = helios["jct_s"].get(policy)
+            row = "| `%s` | %s | %s | %s | %s |" % (policy, what, k(mean_jct(res, policy, "all")), ratio(mean_jct(res, "fifo", "all"), mean_jct(res, policy, "all")),
+                                                  k(queue(res, policy, "all")))
+            if with_helios:
+                row += (" %s | %s | %s |" % (k(theirs["all"]), ratio(helios["jct_s"]["fifo"]["all"], theirs["all"]), k(helios["queue_s"][policy]["all"]))
+                        if theirs else " - | - | - |")
+            rows.append(row)
+        return rows
+
+    def gains(jct):  # the VCs where SJF cuts the mean JCT by more than 5%
+        return [vc for vc in vcs if jct("fifo", vc) > 1.05 * jct("sjf", vc)]
+
+    ours_gain = gains(lambda p, vc: mean_jct(results, p, vc))
+    theirs_gain = gains(lambda p, vc: helios["jct_s"][p][vc])
+    order = lambda res, names: ", ".join(sorted(names, key=lambda p: -mean_jct(res, p, "all")))
+    lines = [
+        "## The Philly trace against a published comparison (Helios, SC'21)",
+        "",
+        "Hu et al. (\"Characterization and Prediction of Deep Learning Workloads in Large-Scale GPU Datacenters\", SC'21)",
+        "simulate Microsoft's Philly jobs submitted from 2017-10-01 to 2017-11-30 under FIFO, SJF and SRTF (and their QSSF),",
+        "each of 11 virtual clusters on its own nodes of 8 GPUs (2,816 GPUs in all), placing a job on as few nodes as",
+        "possible. Their committed results and cluster sizes are in `reports/traces/helios-philly.json`, with the source.",
+        "",
+        "fleetsim replays the same window and virtual clusters, each a scenario of its own with that many 8-GPU nodes",
+        "(durations replayed as recorded: the node's GPU is the trace's reference GPU), from the per-job Philly CSV of the",
+        "Pollux artifact (" + PHILLY_SOURCE + "; sha256 " + ("as published" if digest == PHILLY_SHA256 else "DIFFERENT from the published " + PHILLY_SHA256) + "),",
+        "converted with",
+        "",
+        "    fleetsim import trace --format philly-csv philly.csv --from \"%s\" --to \"%s\" --tenants %s" % (command[7], command[9], ",".join(vcs)),
+        "",
+        "(the window as offsets from the file's first job, %s), which said:" % first.isoformat(sep=" "),
+        "",
+    ]
+    lines += ["    " + n for n in notes]
+    lines += [
+        "",
+        "%s jobs, mean duration %s s; every job fits its virtual cluster. Wall time of the 11 runs per policy on this machine: %s." %
+        (k(len(jobs)), k(all_duration), ", ".join("`%s` %.1f s" % (p, walls[p]) for p, _ in PHILLY_POLICIES)),
+        "",
+        "Average job completion time and queueing delay, all 11 virtual clusters (job-weighted), beside Helios':",
+        "",
+    ]
+    lines += overall_table(results, True)
+    lines += [
+        "",
+        "Per virtual cluster, mean JCT (s), fleetsim / Helios:",
+        "",
+        "| VC | nodes | jobs | mean duration (s) | Helios' mean run time (s) | " + " | ".join("`%s`" % p for p, _ in PHILLY_POLICIES) + " |",
+        "|---|---:|---:|---:|---:|" + "---:|" * len(PHILLY_POLICIES),
+    ]
+    for vc in vcs:
+        cells = []
+        for policy, _ in PHILLY_POLICIES:
+            theirs = helios["jct_s"].get(policy)
+            cells.append(k(mean_jct(results, policy, vc)) + (" / " + k(theirs[vc]) if theirs else ""))
+        lines.append("| %s | %d | %s | %s | %s | %s |" % (vc, vcs[vc], k(len(by_vc[vc])), k(mean_duration[vc]),
+                                                       k(helios["jct_s"]["fifo"][vc] - helios["queue_s"]["fifo"][vc]), " | ".join(cells)))
+    lines += [
+        "",
+        "What agrees: the order of the three baselines, slowest first: fleetsim %s; Helios fifo, sjf, srtf." % order(results, ("fifo", "sjf", "srtf")),
+        "What does not: the size. Helios' input is much heavier: its tables imply a mean run time of %s s (mean JCT less" % k(helios_duration),
+        "mean queueing delay, the same under each policy), where the Pollux file's jobs in the same window average %s s" % k(all_duration),
+        "(per VC above: %s). Helios converts the Philly log itself (its" % "; ".join(
+            "%s %.1fx shorter" % (vc, (helios["jct_s"]["fifo"][vc] - helios["queue_s"]["fifo"][vc]) / mean_duration[vc]) for vc in ("6214e9", "11cb48")),
+        "`philly_trace.csv`: jobs of every final state, its own durations); the Pollux file keeps 82,247 jobs of the whole log",
+        "and says neither how it chose nor how it timed them. On this lighter input the virtual clusters are rarely full:",
+        "FIFO queues %s s on average against Helios' %s s, so ordering by size gains %s against Helios' %s." % (
+            k(queue(results, "fifo", "all")), k(helios["queue_s"]["fifo"]["all"]), ratio(mean_jct(results, "fifo", "all"), mean_jct(results, "sjf", "all")),
+            ratio(helios["jct_s"]["fifo"]["all"], helios["jct_s"]["sjf"]["all"])),
+        "SJF cuts the mean JCT by more than 5%% in %s of fleetsim's VCs (%s) and %s of Helios' (%s)." % (
+            len(ours_gain), ", ".join(ours_gain) or "none", len(theirs_gain), ", ".join(theirs_gain)),
+        "",
+        "The same jobs at Helios' load (a what-if, not a validation): each VC's nodes multiplied by %.3f, the ratio of the two" % scale,
+        "inputs' mean run times, so that each GPU is offered about the work of Helios' input (at least room for the VC's",
+        "largest job): %s nodes in all. One number taken from Helios' tables, none from its policy results:" % k(sum(matched_nodes.values())),
+        "",
+    ]
+    lines += overall_table(matched, False)
+    lines += [
+        "",
+        "Slowest first: %s." % order(matched, [p for p, _ in PHILLY_POLICIES]),
+        "",
+    ]
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fleetsim", default=os.path.join(ROOT, "build", "fleetsim"))
     ap.add_argument("--out", default=os.path.join(ROOT, "reports", "traces.md"))
+    ap.add_argument("--philly", required=True, help="the per-job Philly CSV: " + PHILLY_SOURCE)
     args = ap.parse_args()
 
     converted = subprocess.run([args.fleetsim, "import", "trace", "--format", "csv", os.path.join(TRACES, "tiresias-60_job.csv"),
@@ -86,7 +273,7 @@ def main():
     lines = [
         "# Job traces: fleetsim against the Tiresias simulator",
         "",
-        "Generated by `python3 scripts/traces-report.py` (fleetsim built in `build/`). Do not edit by hand.",
+        "Generated by `python3 scripts/traces-report.py --philly philly.csv` (fleetsim built in `build/`). Do not edit by hand.",
         "",
         "## The same 60 jobs under the same policies",
         "",
@@ -144,10 +331,13 @@ def main():
         "  index sees every size of the replayed workload, later jobs' too: an oracle over the trace's own",
         "  distribution, where Tiresias assumes one learned from history.",
         "",
-        "The real Microsoft Philly log (about 100,000 jobs; download it from msr-fiddle/philly-traces) is not in this",
-        "repository, and this report does not replay it; `fleetsim import trace --format philly cluster_job_log` converts it",
-        "([docs/import.md](../docs/import.md#cluster-job-logs)), and `bench/trace_driver.cpp` replays a trace of its size",
-        "under every policy ([performance.md](performance.md), section 8).",
+    ]
+    with tempfile.TemporaryDirectory() as work:
+        lines += philly_section(args.fleetsim, args.philly, work)
+    lines += [
+        "The raw Microsoft Philly log (msr-fiddle/philly-traces, a Git LFS download) converts with `fleetsim import trace",
+        "--format philly cluster_job_log` ([docs/import.md](../docs/import.md#cluster-job-logs)); `bench/trace_driver.cpp`",
+        "replays a trace of Philly's size under every policy ([performance.md](performance.md), section 8).",
         "",
     ]
     with open(args.out, "w") as f:

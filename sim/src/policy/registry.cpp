@@ -3,6 +3,7 @@
 #include "fleetsim/error.hpp"
 #include "backfill.hpp"
 #include "list_policies.hpp"
+#include "preemptive.hpp"
 #include "tiresias.hpp"
 
 namespace fleetsim {
@@ -54,6 +55,17 @@ std::deque<PolicyInfo>& table() {
        "Gu et al. 2019 (Tiresias), as in its published simulator (dlas-gpu)", tiresias_params(false), make_las},
       {"gittins", "Tiresias-G: the queues of las, ordered within each by the Gittins index over the workload's job sizes; preemptive",
        "Gu et al. 2019 (Tiresias, dlas-gpu-gittins); Gittins 1979; Aalto, Ayesta & Righter 2009", tiresias_params(true), make_gittins},
+      {"time-slice", "Gandiva-style time slicing: while jobs wait, running jobs give up their GPUs in turn at the end of each "
+                     "quantum (suspended, their work kept) and queue behind the jobs already waiting",
+       "Xiao et al. 2018 (Gandiva), its suspend-resume time slicing only",
+       {{"quantum", ParamType::number, 60.0, "seconds a job runs before it yields to jobs waiting longer"},
+        {"restore", ParamType::number, 0.0, "seconds a suspended job spends restoring its state when it runs again"}},
+       make_time_slice},
+      {"srtf", "shortest remaining time first, preemptive: the jobs with the least predicted time left hold the GPUs; others are "
+               "suspended (their work kept)",
+       "Schrage 1968; the oracle baseline of Tiresias (Gu et al. 2019) and Helios (Hu et al. 2021)",
+       {{"restore", ParamType::number, 0.0, "seconds a suspended job spends restoring its state when it runs again"}},
+       make_srtf},
       {"ftf", "finish-time fairness: the instance slowed most relative to running alone goes first",
        "Mahajan et al. 2020 (Themis)", {}, make_ftf},
       {"gang-backfill", "FIFO gangs with EASY backfilling over run-time estimates: the blocked head gets a reservation; later tasks "

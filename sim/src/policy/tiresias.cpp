@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "fleetsim/error.hpp"
-#include "greedy.hpp"
+#include "counting_walk.hpp"
 
 namespace fleetsim::policies {
 namespace {
@@ -20,7 +20,7 @@ namespace {
 // running jobs that do not are suspended (they keep their work and pay `restore` to resume), and
 // waiting jobs that do are placed as GPUs free up. A job that waited `starvation` times as long as it
 // last ran goes back to queue 0 (its service counted from then on).
-class Tiresias final : public Greedy {
+class Tiresias final : public CountingWalk {
  public:
   struct Settings {
     bool gittins;
@@ -46,7 +46,6 @@ class Tiresias final : public Greedy {
   };
 
   bool preempts() const override { return s_.preempt; }
-  bool idle_when_full() const override { return false; }  // promotions happen at rounds
 
   // The walk's order: queue, then (Gittins) the index, highest first, or (LAS) running before waiting;
   // then the time it joined its queue; waiting jobs in ready order, running ones by task number.
@@ -138,35 +137,22 @@ class Tiresias final : public Greedy {
   void begin_round(const ClusterView& view, std::span<const ReadyTask> ready, Decisions& out) override {
     // Without preemption running jobs keep their GPUs: only the free ones are handed out.
     const std::span<const RunningTask> running = view.running();
-    std::uint32_t budget = view.free_gpu_count();
-    if (s_.preempt) {
-      for (const RunningTask& r : running) budget += r.gpus;
-    }
-    bool held_back = false;
+    begin_walk(view, s_.preempt);
     for (const Job& j : jobs_) {
-      if (!j.waiting && !s_.preempt) continue;
-      if (j.gpus <= budget) {
-        budget -= j.gpus;
-        if (j.waiting) mark_allowed(ready[j.ref].task);
-      } else if (!j.waiting) {
-        out.suspend(running[j.ref].first_gpu, "a job of a higher-priority queue needs its GPUs (this job is in queue " + std::to_string(j.queue) + ")", s_.restore_s);
-      } else {
-        held_back = true;
+      if (j.waiting) {
+        walk_waiting(ready[j.ref]);
+      } else if (s_.preempt) {
+        walk_running(running[j.ref], out, "a job of a higher-priority queue needs its GPUs (this job is in queue " + std::to_string(j.queue) + ")", s_.restore_s);
       }
     }
-    held_back_ = held_back;
-    if (held_back) ask_to_wake(view, ready, out);
+    if (held_back()) ask_to_wake(view, ready, out);
   }
 
   // A task that starts now while others wait: a round is wanted when it passes its threshold.
   void placed(const ClusterView& view, const ReadyTask& t, Decisions& out) override {
-    if (held_back_) wake_at_threshold(view, view.attained_s(t.instance) - promoted_at(t.instance), t.gpus, out);
+    if (held_back()) wake_at_threshold(view, view.attained_s(t.instance) - promoted_at(t.instance), t.gpus, out);
   }
 
-  bool allowed(const ClusterView&, const ReadyTask& task) override { return marked_allowed(task); }
-  bool marked_allowed(const ReadyTask& task) const {
-    return index(task.task) < allowed_round_.size() && allowed_round_[index(task.task)] == round_;
-  }
 
   // While jobs are held back, the order changes when a running job passes a threshold (see also
   // placed()), or a held job's promotion comes due: a round is wanted then. A task allowed but not
@@ -175,7 +161,7 @@ class Tiresias final : public Greedy {
     for (const Job& j : jobs_) {
       if (!j.waiting) {
         wake_at_threshold(view, j.service_gpu_s, j.gpus, out);
-      } else if (s_.starvation > 0 && j.queue > 0 && !marked_allowed(ready[j.ref])) {
+      } else if (s_.starvation > 0 && j.queue > 0 && !is_allowed(ready[j.ref])) {
         out.wake_at(ready[j.ref].ready_s + s_.starvation * j.service_gpu_s / j.gpus);
       }
     }
@@ -195,11 +181,6 @@ class Tiresias final : public Greedy {
 
   double promoted_at(InstanceId instance) const {
     return index(instance) < promoted_.size() ? promoted_[index(instance)].service_gpu_s : 0.0;
-  }
-
-  void mark_allowed(TaskId task) {
-    if (index(task) >= allowed_round_.size()) allowed_round_.resize(index(task) + 1, 0);
-    allowed_round_[index(task)] = round_;
   }
 
   // The Gittins index of a job that has received `a`, over the workload's job sizes S: with quantum
@@ -241,9 +222,7 @@ class Tiresias final : public Greedy {
     double at_s = 0;
   };
   std::vector<Promotion> promoted_;        // per instance
-  std::vector<std::uint64_t> allowed_round_;  // per task: == round_ when it should run this round
   std::uint64_t round_ = 0;
-  bool held_back_ = false;  // this round holds a ready task back
 };
 
 // "3250, 7200": increasing positive GPU-seconds.

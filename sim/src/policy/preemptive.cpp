@@ -1,0 +1,159 @@
+#include "preemptive.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "counting_walk.hpp"
+#include "fleetsim/error.hpp"
+#include "fleetsim/units.hpp"
+
+namespace fleetsim::policies {
+namespace {
+
+// Round robin over slices of `quantum` seconds. A job that starts (or resumes) runs its first slice
+// unchallenged. After that it queues again at the end of each slice it completes, as if it had just
+// joined, behind every job already waiting: the walk takes running jobs in their first slice, then
+// the rest (waiting jobs in the order they became ready, running ones by the end of their last whole
+// slice). With no job waiting nothing is suspended, so a lone job runs on uninterrupted.
+class TimeSlice final : public CountingWalk {
+ public:
+  TimeSlice(double quantum_s, double restore_s)
+      : quantum_s_(quantum_s),
+        restore_s_(restore_s),
+        reason_("its " + format_quantity(quantum_s, Dimension::time) + " time slice ended and waiting jobs take its GPUs") {}
+
+ private:
+  bool preempts() const override { return true; }
+
+  // Whole slices a job running since `started_s` has completed by `now` (a hair of tolerance, so a
+  // wake-up at a slice's end finds it ended despite rounding).
+  double slices_done(double started_s, double now) const {
+    const double ran = now - started_s;
+    return std::floor((ran + 1e-9 * std::max(1.0, std::abs(ran))) / quantum_s_);
+  }
+
+  void begin_round(const ClusterView& view, std::span<const ReadyTask> ready, Decisions& out) override {
+    const std::span<const RunningTask> running = view.running();
+    begin_walk(view, true);
+    queued_.clear();
+    double next_slice_end = std::numeric_limits<double>::infinity();
+    for (std::uint32_t j = 0; j < running.size(); ++j) {
+      const RunningTask& r = running[j];
+      const double done = slices_done(r.started_s, view.now());
+      next_slice_end = std::min(next_slice_end, r.started_s + (done + 1) * quantum_s_);
+      if (done == 0) {
+        walk_running(r, out, reason_, restore_s_);
+      } else {
+        queued_.push_back({r.started_s + done * quantum_s_, index(r.task), j});
+      }
+    }
+    std::sort(queued_.begin(), queued_.end());
+    // The rest merged by when each queued; at equal times a running job goes first (no suspension for a tie).
+    std::size_t q = 0;
+    for (const ReadyTask& t : ready) {
+      for (; q < queued_.size() && queued_[q].at_s <= t.ready_s; ++q) walk_running(running[queued_[q].ref], out, reason_, restore_s_);
+      walk_waiting(t);
+    }
+    for (; q < queued_.size(); ++q) walk_running(running[queued_[q].ref], out, reason_, restore_s_);
+    // While a job waits, the next round is due when a running job's slice ends.
+    if (held_back()) out.wake_at(next_slice_end);
+  }
+
+  // A job that starts while others wait: a round is due at the end of its first slice.
+  void placed(const ClusterView& view, const ReadyTask&, Decisions& out) override {
+    if (held_back()) out.wake_at(view.now() + quantum_s_);
+  }
+
+  struct Queued {
+    double at_s;  // the end of its last whole slice
+    std::uint32_t task;
+    std::uint32_t ref;  // into view.running()
+    bool operator<(const Queued& o) const { return at_s < o.at_s || (at_s == o.at_s && task < o.task); }
+  };
+  double quantum_s_;
+  double restore_s_;
+  std::string reason_;
+  std::vector<Queued> queued_;
+};
+
+// Shortest remaining time first, preemptive, with the oracle's knowledge of each job's time: the walk
+// takes running and waiting jobs by predicted time left (the instance's predicted compute time, the
+// trace's duration for a job log, less the seconds it has received), running ones first at equal
+// times. A running job's time left only shrinks, so the order moves only when jobs arrive or end,
+// which start rounds anyway: no wake-ups are needed.
+class Srtf final : public CountingWalk {
+ public:
+  explicit Srtf(double restore_s) : restore_s_(restore_s) {}
+
+ private:
+  bool preempts() const override { return true; }
+
+  void begin_round(const ClusterView& view, std::span<const ReadyTask> ready, Decisions& out) override {
+    const std::span<const RunningTask> running = view.running();
+    begin_walk(view, true);
+    jobs_.clear();
+    for (std::uint32_t j = 0; j < running.size(); ++j) {
+      const RunningTask& r = running[j];
+      const double job_s = index(r.task) < job_s_.size() ? job_s_[index(r.task)] : 0.0;
+      jobs_.push_back({std::max(0.0, job_s - view.attained_now_s(r) / r.gpus), false, index(r.task), j});
+    }
+    for (std::uint32_t i = 0; i < ready.size(); ++i) {
+      const ReadyTask& t = ready[i];
+      jobs_.push_back({std::max(0.0, t.job_s - view.attained_s(t.instance) / t.gpus), true, i, i});
+    }
+    std::sort(jobs_.begin(), jobs_.end());
+    for (const Job& j : jobs_) {
+      if (j.waiting) {
+        walk_waiting(ready[j.ref]);
+      } else {
+        walk_running(running[j.ref], out, "a job with less time left needs its GPUs", restore_s_);
+      }
+    }
+  }
+
+  // What the oracle knows of a job that starts: its predicted time, kept for the rounds it runs in.
+  void placed(const ClusterView&, const ReadyTask& t, Decisions&) override {
+    if (index(t.task) >= job_s_.size()) job_s_.resize(index(t.task) + 1, 0.0);
+    job_s_[index(t.task)] = t.job_s;
+  }
+
+  struct Job {
+    double left_s;
+    bool waiting;
+    std::uint32_t order;  // running: task number; waiting: ready order
+    std::uint32_t ref;    // into view.running() or ready
+    bool operator<(const Job& o) const {
+      if (left_s != o.left_s) return left_s < o.left_s;
+      if (waiting != o.waiting) return !waiting;
+      return order < o.order;
+    }
+  };
+  double restore_s_;
+  std::vector<Job> jobs_;
+  std::vector<double> job_s_;  // per task, from when it was placed
+};
+
+double restore_param(const PolicyParams& p) {
+  const double restore = p.number("restore");
+  if (!(restore >= 0) || !std::isfinite(restore)) {
+    throw InputError({Problem{"", "restore", "expected a number of at least 0, found " + std::to_string(restore)}});
+  }
+  return restore;
+}
+
+}  // namespace
+
+std::unique_ptr<Policy> make_time_slice(const PolicyParams& p) {
+  const double quantum = p.number("quantum");
+  if (!(quantum > 0) || !std::isfinite(quantum)) {
+    throw InputError({Problem{"", "quantum", "expected a positive number of seconds, found " + std::to_string(quantum)}});
+  }
+  return std::make_unique<TimeSlice>(quantum, restore_param(p));
+}
+
+std::unique_ptr<Policy> make_srtf(const PolicyParams& p) { return std::make_unique<Srtf>(restore_param(p)); }
+
+}  // namespace fleetsim::policies
