@@ -46,6 +46,8 @@ class CountingWalk : public Greedy {
   }
   bool allowed(const ClusterView&, const ReadyTask& t) override { return is_allowed(t); }
   bool is_allowed(const ReadyTask& t) const { return index(t.task) < allowed_walk_.size() && allowed_walk_[index(t.task)] == walk_; }
+  // Whether every GPU is counted for: every job left in the walk is held back or suspended.
+  bool walk_full() const { return budget_ == 0; }
   // Whether this round's walk held a waiting job back (then the policy asks to be woken when its order moves).
   bool held_back() const { return held_back_; }
 

@@ -56,6 +56,7 @@ class TimeSlice final : public CountingWalk {
     for (const ReadyTask& t : ready) {
       for (; q < queued_.size() && queued_[q].at_s <= t.ready_s; ++q) walk_running(running[queued_[q].ref], out, reason_, restore_s_);
       walk_waiting(t);
+      if (walk_full() && held_back()) break;  // the waiting jobs after it are held back too: a long queue costs nothing more
     }
     for (; q < queued_.size(); ++q) walk_running(running[queued_[q].ref], out, reason_, restore_s_);
     // While a job waits, the next round is due when a running job's slice ends.
