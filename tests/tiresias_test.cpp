@@ -34,6 +34,14 @@ std::string arrivals(const std::string& name, const std::string& times) {
 
 double end_of(const RunResult& run, std::size_t instance) { return run.trace.instances.at(instance).end_s; }
 
+// The load error of a one-task scenario run under `policy` with these parameters ("" when it loads).
+std::string policy_error(const std::string& policy, const std::string& params) {
+  return test::scenario_error(R"({"name": "x", "catalog": ["unit-catalog.json"], "cluster": {"nodes": [{"type": "unit-node-1", "count": 1}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "times", "times": ["0 s"]}}],
+      "policy": {"name": ")" + policy + R"(", "params": )" + params + "}}");
+}
+
 double mean_jct(const RunResult& run) {
   double sum = 0;
   for (const InstanceRecord& i : run.trace.instances) sum += i.end_s - i.arrival_s;
@@ -146,12 +154,7 @@ TEST_CASE("on a heavy-tailed trace las and gittins differ from fifo and from eac
 }
 
 TEST_CASE("tiresias parameters that no type rules out are named at load", "[policy][tiresias][input]") {
-  const auto error = [](const std::string& params) {
-    return test::scenario_error(R"({"name": "x", "catalog": ["unit-catalog.json"], "cluster": {"nodes": [{"type": "unit-node-1", "count": 1}]},
-        "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
-        "workload": [{"workflow": "w", "arrival": {"process": "times", "times": ["0 s"]}}],
-        "policy": {"name": "gittins", "params": )" + params + "}}");
-  };
+  const auto error = [](const std::string& params) { return policy_error("gittins", params); };
   CHECK(error(R"({"thresholds": "3250, 7200", "quantum": 100})").empty());
   CHECK_THAT(error(R"({"thresholds": "7200, 3250"})"), Catch::Contains("/policy/params/thresholds") && Catch::Contains("increasing positive GPU-seconds"));
   CHECK_THAT(error(R"({"thresholds": "a lot"})"), Catch::Contains("found \"a lot\""));
@@ -194,12 +197,7 @@ TEST_CASE("time-slice alternates equal jobs a quantum at a time and leaves a lon
 }
 
 TEST_CASE("time-slice parameters out of range are named at load", "[policy][time-slice][input]") {
-  const auto error = [](const std::string& params) {
-    return test::scenario_error(R"({"name": "x", "catalog": ["unit-catalog.json"], "cluster": {"nodes": [{"type": "unit-node-1", "count": 1}]},
-        "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
-        "workload": [{"workflow": "w", "arrival": {"process": "times", "times": ["0 s"]}}],
-        "policy": {"name": "time-slice", "params": )" + params + "}}");
-  };
+  const auto error = [](const std::string& params) { return policy_error("time-slice", params); };
   CHECK(error(R"({"quantum": 600, "restore": 5})").empty());
   CHECK_THAT(error(R"({"quantum": 0})"), Catch::Contains("/policy/params/quantum") && Catch::Contains("positive number of seconds"));
   CHECK_THAT(error(R"({"restore": -1})"), Catch::Contains("/policy/params/restore") && Catch::Contains("at least 0"));
