@@ -217,3 +217,22 @@ TEST_CASE("srtf suspends a running job only for one with less time left", "[poli
   CHECK(end_of(kept, 1) == Approx(15));
   CHECK(kept.summary.tasks_preempted == 0);
 }
+
+TEST_CASE("the counting policies count each virtual cluster's own GPUs", "[policy][time-slice][tiresias][srtf]") {
+  // Two tenants pinned to a 1-GPU node each (virtual clusters). In a's node, L (1000 s) at 0 and S
+  // (10 s) at 1 s; b's node stays idle. Counted over the whole cluster, b's idle GPU would seem to
+  // hold S and nobody would be suspended (S ends at 1010 s); counted per part, S runs in a's node.
+  const std::string workflows = job("long", 1000) + ", " + job("short", 10);
+  const auto run = [&](const std::string& policy) {
+    return simulate(unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 2}]},
+        "tenants": [{"name": "a", "nodes": ["n0"], "exclusive": true}, {"name": "b", "nodes": ["n1"], "exclusive": true}],
+        "workflows": {)" + workflows + R"(},
+        "workload": [{"workflow": "long", "tenant": "a", "arrival": {"process": "times", "times": ["0 s"]}},
+                     {"workflow": "short", "tenant": "a", "arrival": {"process": "times", "times": ["1 s"]}}],
+        "policy": )" + policy));
+  };
+  CHECK(end_of(run(R"({"name": "time-slice", "params": {"quantum": 30}})"), 1) == Approx(40));
+  CHECK(end_of(run(R"({"name": "srtf"})"), 1) == Approx(11));
+  CHECK(end_of(run(R"({"name": "las", "params": {"thresholds": "5"}})"), 1) == Approx(15));
+  CHECK(end_of(run(R"({"name": "fifo"})"), 1) == Approx(1010));
+}

@@ -112,6 +112,9 @@ class ClusterView {
     return is_free(gpu) ? now_s_ : std::max(now_s_, state_.gpu_free_at_s[index(gpu)]);
   }
   std::uint32_t tenant_gpus(TenantId tenant) const { return state_.tenant_gpus[index(tenant)]; }
+  std::uint32_t tenant_count() const { return static_cast<std::uint32_t>(state_.tenant_quota.size()); }
+  // Whether the tenant may run on the node at all: among its pinned nodes and not kept by another tenant.
+  bool tenant_may_use(TenantId tenant, NodeId node) const;
   // Whether the tenant may run on this GPU: its node is among its pinned nodes and not kept by another
   // tenant, and, with MIG or time slicing, the same physical GPU runs no other tenant's task where
   // either tenant wants private GPUs.

@@ -3,6 +3,10 @@
 // "count" scheme). The jobs that fit in the cluster's GPUs should run: a running job that does not
 // fit is suspended (its work kept), a waiting one that fits is allowed to be placed, and the greedy
 // loop places the allowed ones as GPUs free up, usually in the round right after the suspensions.
+//
+// When the tenants' allowed nodes split the cluster into parts no tenant crosses (virtual clusters:
+// tenants pinned to nodes of their own), each part is counted apart, so a job waits for, and
+// suspends jobs in, only the part it may run in. Otherwise the whole cluster is one count.
 #pragma once
 
 #include <string>
@@ -18,42 +22,28 @@ class CountingWalk : public Greedy {
 
   // Starts a round's walk over the GPUs free now, plus (when running jobs may be suspended) those
   // the running jobs hold.
-  void begin_walk(const ClusterView& view, bool suspending) {
-    ++walk_;
-    held_back_ = false;
-    budget_ = view.free_gpu_count();
-    if (suspending) {
-      for (const RunningTask& r : view.running()) budget_ += r.gpus;
-    }
-  }
-  // A running job keeps its GPUs if they fit in what is left, else it is suspended.
-  void walk_running(const RunningTask& r, Decisions& out, const std::string& reason, double restore_s) {
-    if (r.gpus <= budget_) {
-      budget_ -= r.gpus;
-    } else {
-      out.suspend(r.first_gpu, reason, restore_s);
-    }
-  }
-  // A waiting job is allowed if its GPUs fit in what is left, else it is held back.
-  void walk_waiting(const ReadyTask& t) {
-    if (t.gpus <= budget_) {
-      budget_ -= t.gpus;
-      if (index(t.task) >= allowed_walk_.size()) allowed_walk_.resize(index(t.task) + 1, 0);
-      allowed_walk_[index(t.task)] = walk_;
-    } else {
-      held_back_ = true;
-    }
-  }
+  void begin_walk(const ClusterView& view, bool suspending);
+  // A running job keeps its GPUs if they fit in what is left of its part, else it is suspended.
+  void walk_running(const RunningTask& r, Decisions& out, const std::string& reason, double restore_s);
+  // A waiting job is allowed if its GPUs fit in what is left of its part, else it is held back.
+  void walk_waiting(const ReadyTask& t);
   bool allowed(const ClusterView&, const ReadyTask& t) override { return is_allowed(t); }
   bool is_allowed(const ReadyTask& t) const { return index(t.task) < allowed_walk_.size() && allowed_walk_[index(t.task)] == walk_; }
   // Whether every GPU is counted for: every job left in the walk is held back or suspended.
-  bool walk_full() const { return budget_ == 0; }
+  bool walk_full() const { return open_parts_ == 0; }
   // Whether this round's walk held a waiting job back (then the policy asks to be woken when its order moves).
   bool held_back() const { return held_back_; }
 
  private:
+  void find_parts(const ClusterView& view);
+  void take(std::uint32_t part, std::uint32_t gpus);
+
+  const Cluster* cluster_ = nullptr;
+  std::vector<std::uint32_t> node_part_;    // per node
+  std::vector<std::uint32_t> tenant_part_;  // per tenant
+  std::vector<std::uint32_t> budget_;       // per part: GPUs not yet counted for in this walk
+  std::uint32_t open_parts_ = 0;            // parts with budget left
   std::uint64_t walk_ = 0;
-  std::uint32_t budget_ = 0;
   bool held_back_ = false;
   std::vector<std::uint64_t> allowed_walk_;  // per task: == walk_ when this round's walk allowed it
 };

@@ -7,9 +7,13 @@
 
 namespace fleetsim {
 
+bool ClusterView::tenant_may_use(TenantId tenant, NodeId node) const {
+  return state_.tenant_node_allowed[index(tenant) * cluster_.node_count() + index(node)] != 0;
+}
+
 bool ClusterView::allowed(TenantId tenant, GpuId gpu, std::span<const std::int32_t> placed) const {
   const NodeId node = cluster_.node_of(gpu);
-  if (state_.tenant_node_allowed[index(tenant) * cluster_.node_count() + index(node)] == 0) return false;
+  if (!tenant_may_use(tenant, node)) return false;
   const auto slices = static_cast<std::uint32_t>(cluster_.group(node).mig_slices);
   if (slices == 1 && cluster_.group(node).time_sliced_tasks == 1) return true;
   const std::uint32_t first = index(cluster_.first_gpu(node)) + (index(gpu) - index(cluster_.first_gpu(node))) / slices * slices;

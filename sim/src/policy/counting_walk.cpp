@@ -1,0 +1,85 @@
+#include "counting_walk.hpp"
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "fleetsim/cluster.hpp"
+
+namespace fleetsim::policies {
+
+// Nodes go together when the same tenants may use them; the tenants' nodes split the cluster when
+// every tenant's nodes lie in one such group. Found once (again if the cluster grows).
+void CountingWalk::find_parts(const ClusterView& view) {
+  const Cluster& cluster = view.cluster();
+  cluster_ = &cluster;
+  const std::uint32_t nodes = cluster.node_count(), tenants = view.tenant_count();
+  node_part_.assign(nodes, 0);
+  tenant_part_.assign(tenants, 0);
+  std::map<std::string, std::uint32_t> parts;  // by the node's users, a character per tenant
+  std::string users(tenants, '0');
+  for (std::uint32_t n = 0; n < nodes; ++n) {
+    for (std::uint32_t t = 0; t < tenants; ++t) users[t] = view.tenant_may_use(make_id<TenantId>(t), make_id<NodeId>(n)) ? '1' : '0';
+    node_part_[n] = parts.emplace(users, static_cast<std::uint32_t>(parts.size())).first->second;
+  }
+  constexpr std::uint32_t kNone = 0xFFFFFFFFu;
+  std::vector<std::uint32_t> part_of(tenants, kNone);
+  bool split = parts.size() > 1;
+  for (std::uint32_t n = 0; n < nodes && split; ++n) {
+    for (std::uint32_t t = 0; t < tenants; ++t) {
+      if (!view.tenant_may_use(make_id<TenantId>(t), make_id<NodeId>(n))) continue;
+      if (part_of[t] == kNone) part_of[t] = node_part_[n];
+      if (part_of[t] != node_part_[n]) split = false;  // a tenant crosses parts: count the cluster as one
+    }
+  }
+  if (!split) {
+    node_part_.assign(nodes, 0);
+    budget_.assign(1, 0);
+    return;
+  }
+  for (std::uint32_t t = 0; t < tenants; ++t) tenant_part_[t] = part_of[t] == kNone ? 0 : part_of[t];
+  budget_.assign(parts.size(), 0);
+}
+
+void CountingWalk::begin_walk(const ClusterView& view, bool suspending) {
+  if (cluster_ != &view.cluster() || node_part_.size() != view.cluster().node_count()) find_parts(view);
+  ++walk_;
+  held_back_ = false;
+  if (budget_.size() == 1) {
+    budget_[0] = view.free_gpu_count();
+  } else {
+    std::fill(budget_.begin(), budget_.end(), 0);
+    for (std::uint32_t n = 0; n < node_part_.size(); ++n) budget_[node_part_[n]] += view.free_gpus(make_id<NodeId>(n));
+  }
+  if (suspending) {
+    for (const RunningTask& r : view.running()) budget_[node_part_[index(cluster_->node_of(r.first_gpu))]] += r.gpus;
+  }
+  open_parts_ = static_cast<std::uint32_t>(std::count_if(budget_.begin(), budget_.end(), [](std::uint32_t b) { return b > 0; }));
+}
+
+void CountingWalk::take(std::uint32_t part, std::uint32_t gpus) {
+  budget_[part] -= gpus;
+  if (budget_[part] == 0 && gpus > 0) --open_parts_;
+}
+
+void CountingWalk::walk_running(const RunningTask& r, Decisions& out, const std::string& reason, double restore_s) {
+  const std::uint32_t part = node_part_[index(cluster_->node_of(r.first_gpu))];
+  if (r.gpus <= budget_[part]) {
+    take(part, r.gpus);
+  } else {
+    out.suspend(r.first_gpu, reason, restore_s);
+  }
+}
+
+void CountingWalk::walk_waiting(const ReadyTask& t) {
+  const std::uint32_t part = tenant_part_[index(t.tenant)];
+  if (t.gpus <= budget_[part]) {
+    take(part, t.gpus);
+    if (index(t.task) >= allowed_walk_.size()) allowed_walk_.resize(index(t.task) + 1, 0);
+    allowed_walk_[index(t.task)] = walk_;
+  } else {
+    held_back_ = true;
+  }
+}
+
+}  // namespace fleetsim::policies
