@@ -45,6 +45,7 @@ void CountingWalk::begin_walk(const ClusterView& view, bool suspending) {
   if (cluster_ != &view.cluster() || node_part_.size() != view.cluster().node_count()) find_parts(view);
   ++walk_;
   held_back_ = false;
+  allowed_order_.clear();
   if (budget_.size() == 1) {
     budget_[0] = view.free_gpu_count();
   } else {
@@ -52,31 +53,25 @@ void CountingWalk::begin_walk(const ClusterView& view, bool suspending) {
     for (std::uint32_t n = 0; n < node_part_.size(); ++n) budget_[node_part_[n]] += view.free_gpus(make_id<NodeId>(n));
   }
   if (suspending) {
-    for (const RunningTask& r : view.running()) budget_[node_part_[index(cluster_->node_of(r.first_gpu))]] += r.gpus;
+    if (budget_.size() == 1) {
+      for (const RunningTask& r : view.running()) budget_[0] += r.gpus;
+    } else {
+      for (const RunningTask& r : view.running()) budget_[part_of(r)] += r.gpus;
+    }
   }
   open_parts_ = static_cast<std::uint32_t>(std::count_if(budget_.begin(), budget_.end(), [](std::uint32_t b) { return b > 0; }));
 }
 
-void CountingWalk::take(std::uint32_t part, std::uint32_t gpus) {
-  budget_[part] -= gpus;
-  if (budget_[part] == 0 && gpus > 0) --open_parts_;
-}
+std::uint32_t CountingWalk::part_of(const RunningTask& r) const { return node_part_[index(cluster_->node_of(r.first_gpu))]; }
 
-void CountingWalk::walk_running(const RunningTask& r, Decisions& out, const std::string& reason, double restore_s) {
-  const std::uint32_t part = node_part_[index(cluster_->node_of(r.first_gpu))];
-  if (r.gpus <= budget_[part]) {
-    take(part, r.gpus);
-  } else {
-    out.suspend(r.first_gpu, reason, restore_s);
-  }
-}
-
-void CountingWalk::walk_waiting(const ReadyTask& t) {
-  const std::uint32_t part = tenant_part_[index(t.tenant)];
+void CountingWalk::walk_waiting(std::span<const ReadyTask> ready, std::uint32_t i) {
+  const ReadyTask& t = ready[i];
+  const std::uint32_t part = budget_.size() == 1 ? 0 : tenant_part_[index(t.tenant)];
   if (t.gpus <= budget_[part]) {
     take(part, t.gpus);
     if (index(t.task) >= allowed_walk_.size()) allowed_walk_.resize(index(t.task) + 1, 0);
     allowed_walk_[index(t.task)] = walk_;
+    allowed_order_.push_back(i);
   } else {
     held_back_ = true;
   }

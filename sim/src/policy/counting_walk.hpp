@@ -9,6 +9,7 @@
 // suspends jobs in, only the part it may run in. Otherwise the whole cluster is one count.
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,10 +25,19 @@ class CountingWalk : public Greedy {
   // the running jobs hold.
   void begin_walk(const ClusterView& view, bool suspending);
   // A running job keeps its GPUs if they fit in what is left of its part, else it is suspended.
-  void walk_running(const RunningTask& r, Decisions& out, const std::string& reason, double restore_s);
-  // A waiting job is allowed if its GPUs fit in what is left of its part, else it is held back.
-  void walk_waiting(const ReadyTask& t);
+  void walk_running(const RunningTask& r, Decisions& out, const std::string& reason, double restore_s) {
+    const std::uint32_t part = budget_.size() == 1 ? 0 : part_of(r);
+    if (r.gpus <= budget_[part]) {
+      take(part, r.gpus);
+    } else {
+      out.suspend(r.first_gpu, reason, restore_s);
+    }
+  }
+  // A waiting job (ready[i]) is allowed if its GPUs fit in what is left of its part, else it is held back.
+  void walk_waiting(std::span<const ReadyTask> ready, std::uint32_t i);
   bool allowed(const ClusterView&, const ReadyTask& t) override { return is_allowed(t); }
+  // The greedy loop places the allowed jobs only, in walk order.
+  void narrow(std::vector<std::uint32_t>& order) override { order.assign(allowed_order_.begin(), allowed_order_.end()); }
   bool is_allowed(const ReadyTask& t) const { return index(t.task) < allowed_walk_.size() && allowed_walk_[index(t.task)] == walk_; }
   // Whether every GPU is counted for: every job left in the walk is held back or suspended.
   bool walk_full() const { return open_parts_ == 0; }
@@ -36,7 +46,11 @@ class CountingWalk : public Greedy {
 
  private:
   void find_parts(const ClusterView& view);
-  void take(std::uint32_t part, std::uint32_t gpus);
+  void take(std::uint32_t part, std::uint32_t gpus) {
+    budget_[part] -= gpus;
+    if (budget_[part] == 0 && gpus > 0) --open_parts_;
+  }
+  std::uint32_t part_of(const RunningTask& r) const;  // of a cluster split into parts
 
   const Cluster* cluster_ = nullptr;
   std::vector<std::uint32_t> node_part_;    // per node
@@ -46,6 +60,7 @@ class CountingWalk : public Greedy {
   std::uint64_t walk_ = 0;
   bool held_back_ = false;
   std::vector<std::uint64_t> allowed_walk_;  // per task: == walk_ when this round's walk allowed it
+  std::vector<std::uint32_t> allowed_order_;  // this round's allowed jobs, as indices into ready, in walk order
 };
 
 }  // namespace fleetsim::policies

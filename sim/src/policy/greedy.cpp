@@ -29,6 +29,7 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
   std::iota(order_.begin(), order_.end(), 0u);
   order(view, ready, order_);
   begin_round(view, ready, out);
+  narrow(order_);
   // Time-sliced GPUs take a second task only when no idle GPUs can hold this one.
   const bool time_sliced = view.any_time_sliced();
   for (std::uint32_t i : order_) {

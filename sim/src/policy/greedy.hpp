@@ -40,6 +40,9 @@ class Greedy : public Policy {
   // before placing each task, in order, which may be held back; after placing one; and when one
   // allowed cannot be placed (and the round goes on).
   virtual void begin_round(const ClusterView& /*view*/, std::span<const ReadyTask> /*ready*/, Decisions& /*out*/) {}
+  // After begin_round: may cut the order down to the tasks it will allow, so that a long queue of
+  // held-back tasks costs the round nothing.
+  virtual void narrow(std::vector<std::uint32_t>& /*order*/) {}
   virtual bool allowed(const ClusterView& /*view*/, const ReadyTask& /*task*/) { return true; }
   virtual void placed(const ClusterView& /*view*/, const ReadyTask& /*task*/, Decisions& /*out*/) {}
   virtual void blocked(const ClusterView& /*view*/, const ReadyTask& /*task*/) {}

@@ -40,9 +40,12 @@ class TimeSlice final : public CountingWalk {
     begin_walk(view, true);
     queued_.clear();
     double next_slice_end = std::numeric_limits<double>::infinity();
+    // Most running jobs are well inside their first slice: a comparison tells (slices_done, for the
+    // others and for those near the end of their first slice, decides as before).
+    const double first_slice_from = view.now() - quantum_s_ + 1e-6 * std::max(1.0, quantum_s_);
     for (std::uint32_t j = 0; j < running.size(); ++j) {
       const RunningTask& r = running[j];
-      const double done = slices_done(r.started_s, view.now());
+      const double done = r.started_s > first_slice_from ? 0.0 : slices_done(r.started_s, view.now());
       next_slice_end = std::min(next_slice_end, r.started_s + (done + 1) * quantum_s_);
       if (done == 0) {
         walk_running(r, out, reason_, restore_s_);
@@ -53,9 +56,9 @@ class TimeSlice final : public CountingWalk {
     std::sort(queued_.begin(), queued_.end());
     // The rest merged by when each queued; at equal times a running job goes first (no suspension for a tie).
     std::size_t q = 0;
-    for (const ReadyTask& t : ready) {
-      for (; q < queued_.size() && queued_[q].at_s <= t.ready_s; ++q) walk_running(running[queued_[q].ref], out, reason_, restore_s_);
-      walk_waiting(t);
+    for (std::uint32_t i = 0; i < ready.size(); ++i) {
+      for (; q < queued_.size() && queued_[q].at_s <= ready[i].ready_s; ++q) walk_running(running[queued_[q].ref], out, reason_, restore_s_);
+      walk_waiting(ready, i);
       if (walk_full() && held_back()) break;  // the waiting jobs after it are held back too: a long queue costs nothing more
     }
     for (; q < queued_.size(); ++q) walk_running(running[queued_[q].ref], out, reason_, restore_s_);
@@ -108,7 +111,7 @@ class Srtf final : public CountingWalk {
     std::sort(jobs_.begin(), jobs_.end());
     for (const Job& j : jobs_) {
       if (j.waiting) {
-        walk_waiting(ready[j.ref]);
+        walk_waiting(ready, j.ref);
       } else {
         walk_running(running[j.ref], out, "a job with less time left needs its GPUs", restore_s_);
       }

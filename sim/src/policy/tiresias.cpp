@@ -140,7 +140,7 @@ class Tiresias final : public CountingWalk {
     begin_walk(view, s_.preempt);
     for (const Job& j : jobs_) {
       if (j.waiting) {
-        walk_waiting(ready[j.ref]);
+        walk_waiting(ready, j.ref);
       } else if (s_.preempt) {
         walk_running(running[j.ref], out, "a job of a higher-priority queue needs its GPUs (this job is in queue " + std::to_string(j.queue) + ")", s_.restore_s);
       }
