@@ -93,6 +93,28 @@ TEST_CASE("gittins suspends a job unlikely to finish soon, where las keeps it", 
   CHECK(end_of(las, 1) == Approx(5));
 }
 
+TEST_CASE("gittins ranks by a history of job sizes when given one", "[policy][tiresias]") {
+  // The case above, with the index over a past where every job took 10 GPU-seconds
+  // (tests/data/gittins-sizes.csv, named relative to the scenario): no job finishes within a
+  // 1-GPU-second quantum, so both indices are 0 and the earlier job, A, keeps its GPU as under LAS.
+  const std::string workflows = job("a", 4) + ", " + job("b", 1);
+  const std::string workload = arrivals("a", R"("0 s")") + ", " + arrivals("b", R"("1 s")");
+  const RunResult past = simulate(one_gpu(R"({"name": "gittins", "params": {"thresholds": "1000", "quantum": 1, "sizes": "gittins-sizes.csv"}})", workflows, workload));
+  CHECK(end_of(past, 0) == Approx(4));
+  CHECK(end_of(past, 1) == Approx(5));
+  CHECK(past.summary.tasks_preempted == 0);
+
+  const std::filesystem::path bad = std::filesystem::temp_directory_path() / "fleetsim-gittins-sizes.csv";
+  std::ofstream(bad) << "gput\n120\nlots\n";
+  CHECK_THAT(policy_error("gittins", R"({"sizes": ")" + bad.string() + R"("})"),
+             Catch::Contains("/policy/params/sizes") && Catch::Contains("line 3: expected a positive number of GPU-seconds, found \"lots\""));
+  std::ofstream(bad) << "gput\n";
+  CHECK_THAT(policy_error("gittins", R"({"sizes": ")" + bad.string() + R"("})"), Catch::Contains("found none"));
+  std::filesystem::remove(bad);
+  CHECK_THAT(policy_error("gittins", R"({"sizes": "no-such-sizes.csv"})"), Catch::Contains("/policy/params/sizes") && Catch::Contains("no-such-sizes.csv"));
+  CHECK_THAT(policy_error("gittins", R"({"sizes": 5})"), Catch::Contains("expected a file path"));
+}
+
 TEST_CASE("a starving job goes back to the end of the first queue", "[policy][tiresias]") {
   // L (10 s) at 0, then a 1-s job every second from 1 s to 20 s. L passes the 2-GPU-second threshold
   // at 2 s and is suspended; the short jobs, always in queue 0, hold the GPU (each runs the second

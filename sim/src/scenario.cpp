@@ -610,7 +610,7 @@ void read_workload(ObjectReader& top, Scenario& sc, const std::vector<std::strin
   }
 }
 
-void read_policy(ObjectReader& top, PolicySpec& policy) {
+void read_policy(ObjectReader& top, PolicySpec& policy, const std::string& base_dir) {
   const Json* value = top.field("policy");
   if (value == nullptr) {
     policy.name = "fifo";  // it has no parameters
@@ -633,7 +633,7 @@ void read_policy(ObjectReader& top, PolicySpec& policy) {
     const bool ok = (param.type == ParamType::number && v->is_number()) ||
                     (param.type == ParamType::integer && v->is_number_integer()) ||
                     (param.type == ParamType::boolean && v->is_boolean()) ||
-                    (param.type == ParamType::string && v->is_string());
+                    ((param.type == ParamType::string || param.type == ParamType::path) && v->is_string());
     if (!ok) {
       r.problem(param.name, "expected " + std::string(param_type_name(param.type)) + " for policy \"" +
                               policy.name + "\", found " + detail::describe(*v));
@@ -644,6 +644,11 @@ void read_policy(ObjectReader& top, PolicySpec& policy) {
       case ParamType::integer: policy.params.set(param.name, v->get<std::int64_t>()); break;
       case ParamType::boolean: policy.params.set(param.name, v->get<bool>()); break;
       case ParamType::string: policy.params.set(param.name, v->get<std::string>()); break;
+      case ParamType::path: {
+        const std::string path = v->get<std::string>();
+        policy.params.set(param.name, path.empty() ? path : resolve(base_dir, path));
+        break;
+      }
     }
   }
   r.finish();
@@ -1114,7 +1119,7 @@ Scenario parse_scenario(std::string_view json_text, const std::string& file_name
   const std::vector<std::string> broken = read_workflows(top, sc.catalog, sc.cluster, base_dir, sc.workflows);
   read_tenants(top, sc.cluster, sc.tenants);
   read_workload(top, sc, broken, base_dir);
-  read_policy(top, sc.policy);
+  read_policy(top, sc.policy, base_dir);
   read_slos(top, sc);
   read_faults(top, sc, cluster_ok);
   read_spot(top, sc);

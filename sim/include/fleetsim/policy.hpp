@@ -225,7 +225,8 @@ class Policy {
 // ---- The registry ----
 
 using ParamValue = std::variant<double, std::int64_t, bool, std::string>;
-enum class ParamType { number, integer, boolean, string };
+// A path is a string naming a file relative to the scenario's directory; the scenario resolves it.
+enum class ParamType { number, integer, boolean, string, path };
 
 struct ParamInfo {
   std::string name;

@@ -78,6 +78,7 @@ std::string_view param_type_name(ParamType type) {
     case ParamType::integer: return "an integer";
     case ParamType::boolean: return "true or false";
     case ParamType::string: return "a string";
+    case ParamType::path: return "a file path";
   }
   return "?";
 }

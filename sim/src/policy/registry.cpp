@@ -17,7 +17,12 @@ std::vector<ParamInfo> tiresias_params(bool gittins) {
       {"starvation", ParamType::number, 0.0, "a job that waited this many times as long as it last ran goes back to queue 0; 0: never"},
       {"preempt", ParamType::boolean, true, "suspend running jobs of lower queues for waiting jobs of higher ones"},
       {"restore", ParamType::number, 0.0, "seconds a suspended job spends restoring its checkpoint when it runs again"}};
-  if (gittins) params.push_back({"quantum", ParamType::number, 3250.0, "GPU-seconds of service the index looks ahead; 0: the best over all"});
+  if (gittins) {
+    params.push_back({"quantum", ParamType::number, 3250.0, "GPU-seconds of service the index looks ahead; 0: the best over all"});
+    params.push_back({"sizes", ParamType::path, std::string(""),
+                      "a file of past job sizes in GPU-seconds, one per line (a header line allowed), that the index is computed over, "
+                      "as Tiresias learns it from history; empty: the replayed workload's own sizes"});
+  }
   return params;
 }
 

@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "fleetsim/catalog.hpp"
 #include "fleetsim/error.hpp"
 #include "counting_walk.hpp"
 
@@ -29,6 +32,7 @@ class Tiresias final : public CountingWalk {
     double starvation;                     // 0: never promote
     bool preempt;
     double restore_s;
+    std::vector<double> sizes_gpu_s;  // sorted past job sizes the index is over; empty: the workload's own
   };
   explicit Tiresias(Settings settings) : s_(std::move(settings)) {}
 
@@ -188,7 +192,7 @@ class Tiresias final : public CountingWalk {
   // it; without one, the best such rate over all d.
   double gittins(const ClusterView& view, double a) {
     if (!s_.gittins) return 0;
-    const std::span<const double> x = view.job_sizes_gpu_s();
+    const std::span<const double> x = s_.sizes_gpu_s.empty() ? view.job_sizes_gpu_s() : std::span<const double>(s_.sizes_gpu_s);
     if (prefix_.size() != x.size() + 1) {
       prefix_.assign(1, 0.0);
       for (double v : x) prefix_.push_back(prefix_.back() + v);
@@ -245,9 +249,45 @@ std::vector<double> parse_thresholds(const std::string& text) {
   return out;
 }
 
+// A file of job sizes in GPU-seconds: one per line (the first column of a CSV), a header line allowed,
+// as the Tiresias simulator's yarn-gput*.csv. Sorted.
+std::vector<double> read_sizes(const std::string& path) {
+  std::string text;
+  try {
+    text = read_text_file(path);
+  } catch (const InputError& e) {  // said at the parameter, with the file named
+    throw InputError({Problem{"", "sizes", path + ": " + (e.problems().empty() ? std::string("cannot read it") : e.problems().front().message)}});
+  }
+  std::vector<double> sizes;
+  std::size_t line_number = 0;
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t end = std::min(text.find('\n', at), text.size());
+    std::string_view line(text.data() + at, end - at);
+    at = end + 1;
+    ++line_number;
+    line = line.substr(0, std::min(line.find(','), line.size()));
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
+    while (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+    if (line.empty()) continue;
+    double v = 0;
+    const auto [stop, ec] = std::from_chars(line.data(), line.data() + line.size(), v);
+    const bool number = ec == std::errc() && stop == line.data() + line.size();
+    if (!number && line_number == 1) continue;  // a header
+    if (!number || !(v > 0) || !std::isfinite(v)) {
+      throw InputError({Problem{"", "sizes", path + " line " + std::to_string(line_number) + ": expected a positive number of GPU-seconds, found \"" +
+                                                 std::string(line.substr(0, 40)) + "\""}});
+    }
+    sizes.push_back(v);
+  }
+  if (sizes.empty()) throw InputError({Problem{"", "sizes", path + ": expected job sizes in GPU-seconds, one per line, found none"}});
+  std::sort(sizes.begin(), sizes.end());
+  return sizes;
+}
+
 Tiresias::Settings settings(const PolicyParams& p, bool gittins) {
   Tiresias::Settings s{gittins, parse_thresholds(p.string("thresholds")), gittins ? p.number("quantum") : 0.0,
-                       p.number("starvation"), p.boolean("preempt"), p.number("restore")};
+                       p.number("starvation"), p.boolean("preempt"), p.number("restore"), {}};
+  if (gittins && !p.string("sizes").empty()) s.sizes_gpu_s = read_sizes(p.string("sizes"));
   const auto non_negative = [](double v, const char* name) {
     if (!(v >= 0) || !std::isfinite(v)) throw InputError({Problem{"", name, "expected a number of at least 0, found " + std::to_string(v)}});
   };
