@@ -5,6 +5,7 @@
 using fleetsim::Dimension;
 using fleetsim::parse_quantity;
 using fleetsim::UnitError;
+using fleetsim::format_number;
 
 TEST_CASE("sizes parse in SI, binary and bit units", "[units]") {
   CHECK(parse_quantity("80 GB", Dimension::bytes) == 80e9);
@@ -52,4 +53,17 @@ TEST_CASE("formatting picks a readable prefix", "[units]") {
   CHECK(fleetsim::format_quantity(0.0125, Dimension::time) == "12.5 ms");
   CHECK(fleetsim::format_quantity(1800, Dimension::time) == "30 min");
   CHECK(fleetsim::format_quantity(989e12, Dimension::flop_rate) == "989 TFLOP/s");
+}
+
+TEST_CASE("plain numbers read without exponents and with thousands separators", "[units]") {
+  CHECK(format_number(0) == "0");
+  CHECK(format_number(0.25) == "0.25");
+  CHECK(format_number(12.345) == "12.3");
+  CHECK(format_number(998.4) == "998");
+  CHECK(format_number(999.5) == "1,000");
+  CHECK(format_number(20860) == "20,860");
+  CHECK(format_number(10475496.98) == "10,475,497");
+  CHECK(format_number(-1234567) == "-1,234,567");
+  CHECK(format_number(1.234e-5) == "0.0000123");
+  CHECK(format_number(2.82e5) == "282,000");
 }

@@ -81,11 +81,9 @@ void summary_table(std::ostream& out, const Summary& s) {
   row(out, "VRAM utilization", pct(s.vram_utilization) + " (peak " + pct(s.vram_peak_utilization) + " of a GPU)");
   row(out, "weight loads", std::to_string(s.weight_loads) + " (" + format_quantity(s.weight_bytes_loaded, Dimension::bytes) + ", " +
                                seconds(s.weight_load_s) + " in all), " + std::to_string(s.evictions) + " evictions");
+  row(out, "cost", dollars(s.cost_usd));
+  row(out, "energy", format_number(s.energy_j / 3.6e6) + " kWh");
   char b[64];
-  std::snprintf(b, sizeof b, "$%.2f", s.cost_usd);
-  row(out, "cost", b);
-  std::snprintf(b, sizeof b, "%.3g kWh", s.energy_j / 3.6e6);
-  row(out, "energy", b);
   std::snprintf(b, sizeof b, "%.3f", s.fairness);
   row(out, "fairness (Jain)", b);
   out << "</table>\n<table><tr><th>tenant</th><th>completed</th><th>mean</th><th>p50</th><th>p95</th><th>p99</th><th>task wait</th></tr>\n";

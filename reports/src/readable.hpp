@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "fleetsim/units.hpp"
+
 namespace fleetsim {
 
 // `digits` significant digits, or a whole number where that would take an exponent (12345, not 1.23e+04).
@@ -15,6 +17,16 @@ inline std::string readable(double x, int digits) {
   std::snprintf(text, sizeof text, "%.*g", digits, x);
   if (std::abs(x) >= 1 && std::string_view(text).find('e') != std::string_view::npos) std::snprintf(text, sizeof text, "%.0f", x);
   return text;
+}
+
+// Money: cents below $1,000, whole dollars with thousands separators from there ("$3.01", "$10,475,497").
+inline std::string dollars(double usd) {
+  if (std::abs(usd) < 999.995) {
+    char text[48];
+    std::snprintf(text, sizeof text, "$%.2f", usd);
+    return text;
+  }
+  return "$" + format_number(usd);
 }
 
 // The unit for seconds whose largest magnitude is `largest_s`: s, min, h or days, and its length in seconds.

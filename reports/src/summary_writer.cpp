@@ -3,6 +3,7 @@
 
 #include "fleetsim/report.hpp"
 #include "fleetsim/units.hpp"
+#include "readable.hpp"
 
 namespace fleetsim {
 namespace {
@@ -116,7 +117,7 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
       << s.workflows.failed << " failed, " << s.workflows.running << " running, " << s.workflows.queued
       << " queued\n";
   out << "GPU util   " << fmt("%.1f %%", 100.0 * s.gpu_utilization) << "   VRAM util " << fmt("%.1f %%", 100.0 * s.vram_utilization)
-      << "   cost " << fmt("$%.2f", s.cost_usd) << "   energy " << fmt("%.3g kWh", s.energy_j / 3.6e6)
+      << "   cost " << dollars(s.cost_usd) << "   energy " << format_number(s.energy_j / 3.6e6) << " kWh"
       << "   fairness (Jain) " << fmt("%.2f", s.fairness) << "\n";
   out << "network    edge tensors " << format_quantity(s.bytes_transferred, Dimension::bytes)
       << "; carried by GPU links " << format_quantity(s.gpu_link_bytes, Dimension::bytes) << ", host links "

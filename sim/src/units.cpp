@@ -1,5 +1,6 @@
 #include "fleetsim/units.hpp"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cmath>
@@ -166,6 +167,26 @@ std::string format_quantity(double value, Dimension dim) {
       return pick({{1, "/s"}});
   }
   return std::to_string(value);
+}
+
+std::string format_number(double value) {
+  char text[64];
+  if (!std::isfinite(value) || std::fabs(value) < 999.5) {
+    if (value != 0 && std::fabs(value) < 1e-4) {  // where %g would write an exponent: as many decimals as 3 digits need
+      const int decimals = 2 - static_cast<int>(std::floor(std::log10(std::fabs(value))));
+      std::snprintf(text, sizeof text, "%.*f", std::min(decimals, 40), value);
+    } else {
+      std::snprintf(text, sizeof text, "%.3g", value);
+    }
+    return text;
+  }
+  std::snprintf(text, sizeof text, "%.0f", std::fabs(value));
+  std::string digits(text), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return (value < 0 ? "-" : "") + out;
 }
 
 }  // namespace fleetsim

@@ -35,4 +35,8 @@ double parse_quantity(std::string_view text, Dimension dim);
 // Short human form with three significant digits: "80 GB", "3.35 TB/s", "12.5 ms", "989 TFLOP/s".
 std::string format_quantity(double value, Dimension dim);
 
+// A plain number for people: three significant digits below 1,000 ("0.0123", "12.5", "998"), a whole
+// number with thousands separators from there ("1,234", "10,475,497"); never an exponent.
+std::string format_number(double value);
+
 }  // namespace fleetsim

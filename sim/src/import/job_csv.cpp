@@ -6,6 +6,7 @@
 
 #include "../json_reader.hpp"
 #include "fleetsim/error.hpp"
+#include "fleetsim/units.hpp"
 #include "job_log.hpp"
 
 namespace fleetsim {
@@ -247,8 +248,8 @@ TraceImport import_job_csv(std::string_view text, const std::string& file_name, 
   if (c_job >= 0) out.notes.insert(out.notes.begin() + 1, "the log's " + std::to_string(rows) + " rows are the tasks of " + std::to_string(jobs.size()) + " jobs");
   if (rounded > 0) {
     out.notes.push_back(std::to_string(rounded) + " jobs asked for a fraction of a GPU (shared GPUs); each is replayed on whole GPUs, rounded up, "
-                        "which asks " + detail::readable_number(rounded_gpu_s / 3600) + " GPU-hours where they asked " +
-                        detail::readable_number(asked_gpu_s / 3600));
+                        "which asks " + format_number(rounded_gpu_s / 3600) + " GPU-hours where they asked " +
+                        format_number(asked_gpu_s / 3600));
   }
   if (!columns.assumed.empty()) out.notes.push_back("assumed: " + columns.assumed);
   return out;

@@ -34,12 +34,6 @@ std::string shortest_text(double x) {
   return std::string(text, std::to_chars(text, text + sizeof text, x).ptr);
 }
 
-std::string readable_number(double x) {
-  char text[64];
-  std::snprintf(text, sizeof text, std::fabs(x) >= 999.5 ? "%.0f" : "%.3g", x);
-  return text;
-}
-
 std::optional<double> plain_number(std::string_view cell) {
   double x = 0;
   const auto [end, error] = std::from_chars(cell.data(), cell.data() + cell.size(), x);

@@ -24,8 +24,6 @@ std::optional<double> plain_number(std::string_view cell);
 
 // Shortest text that reads back as the same number ("3600", "82.2").
 std::string shortest_text(double x);
-// Three significant digits, whole numbers from 1,000 up, never an exponent ("0.25", "12.5", "182", "20860").
-std::string readable_number(double x);
 
 // "2017-10-03 14:05:59" (or with a "T"), optionally with fractions of a second and a UTC offset ("Z",
 // "+08:00", "+0800"), as seconds since 1970 (UTC where an offset is given, else on the log's clock);
