@@ -157,7 +157,6 @@ class Tiresias final : public CountingWalk {
     if (held_back()) wake_at_threshold(view, view.attained_s(t.instance) - promoted_at(t.instance), t.gpus, out);
   }
 
-
   // While jobs are held back, the order changes when a running job passes a threshold (see also
   // placed()), or a held job's promotion comes due: a round is wanted then. A task allowed but not
   // placed (it does not fit) asks nothing: its service does not grow.
@@ -187,7 +186,8 @@ class Tiresias final : public CountingWalk {
     return index(instance) < promoted_.size() ? promoted_[index(instance)].service_gpu_s : 0.0;
   }
 
-  // The Gittins index of a job that has received `a`, over the workload's job sizes S: with quantum
+  // The Gittins index of a job that has received `a`, over the job sizes S (the `sizes` history, or the
+  // workload's own): with quantum
   // d, P(S - a <= d | S > a) / E[min(S - a, d) | S > a], the rate at which d more service completes
   // it; without one, the best such rate over all d.
   double gittins(const ClusterView& view, double a) {
