@@ -13,7 +13,7 @@ cmake --build build-fuzz --target fuzz_loaders -j"$(nproc)"
 # 4 calibration profile, 5 nccl-tests log, 6 training job, 7 plan, 8 ComfyUI graph, 9 WfCommons instance, 10 job trace CSV,
 # 11 a rank's report of measured times, 12 NCCL model constants, 13 measured collective times, 14 kernel-model
 # constants, 15 measured kernel times, 16 Philly's job log, 17 a cluster job log in CSV, 18 a --set edit, 19 a ComfyUI
-# registry file).
+# registry file, 20 a gittins job-size history).
 corpus=build-fuzz/corpus
 rm -rf "$corpus" && mkdir -p "$corpus"
 i=0
@@ -49,6 +49,7 @@ for e in '/tenants/1={"name": "b"}' '/tenants/-={"name": "c"}' '/cluster/nodes/0
 done
 { printf '\x13'; echo '{"families": {"f": {"label": "F", "diffusion": {"architecture": "sdxl-unet", "model": "sdxl-base-1.0"}}}, "files": [{"contains": ["^m."], "family": "f"}], "nodes": {"Custom": {"role": "upscale", "widgets": ["a"], "outputs": ["image"]}}}'; } >"$corpus/q$i"
 i=$((i + 1))
+for f in reports/traces/tiresias-yarn-gput1000.csv tests/data/gittins-sizes.csv; do { printf '\x14'; cat "$f"; } >"$corpus/y$i"; i=$((i + 1)); done
 for f in tests/fuzz/regressions/*; do [ "$(basename "$f")" = README.md ] || cp "$f" "$corpus/regression-$(basename "$f")"; done
 for u in "80 GiB" "400 Gb/s" "989 TFLOP/s" "2.5 ms" "0.5 /s"; do printf '\x03%s' "$u" >"$corpus/u$i"; i=$((i + 1)); done
 

@@ -17,6 +17,7 @@
 #include "fleetsim/nccl.hpp"
 #include "fleetsim/nccl_tests.hpp"
 #include "fleetsim/plan.hpp"
+#include "fleetsim/policy.hpp"
 #include "fleetsim/profile.hpp"
 #include "fleetsim/ranks.hpp"
 #include "fleetsim/scenario.hpp"
@@ -28,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   const std::string text(reinterpret_cast<const char*>(data + 1), size - 1);
   try {
-    switch (data[0] % 20) {
+    switch (data[0] % 21) {
       case 0: fleetsim::parse_scenario(text, "fuzz.json", ""); break;
       case 1: fleetsim::parse_workflow(text, "fuzz.json", fleetsim::Catalog::builtin()); break;
       case 2: {
@@ -97,6 +98,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                      "4": {"class_type": "Custom", "inputs": {"image": ["3", 0]}}})",
                                  "fuzz.json", fleetsim::Catalog::builtin(), {.registry_json = text, .registry_file = "registry.json"});
         break;
+      case 20: {  // a history of job sizes that gittins ranks by (its `sizes` file)
+        const std::string path = (std::filesystem::temp_directory_path() / ("fleetsim-fuzz-sizes-" + std::to_string(getpid()))).string();
+        std::ofstream(path, std::ios::binary) << text;
+        const fleetsim::PolicyInfo* gittins = fleetsim::find_policy("gittins");
+        fleetsim::PolicyParams params;
+        for (const fleetsim::ParamInfo& p : gittins->params) params.set(p.name, p.default_value);
+        params.set("sizes", path);
+        gittins->make(params);
+        break;
+      }
     }
   } catch (const fleetsim::InputError&) {
   }
