@@ -101,6 +101,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 20: {  // a history of job sizes that gittins ranks by (its `sizes` file)
         const std::string path = (std::filesystem::temp_directory_path() / ("fleetsim-fuzz-sizes-" + std::to_string(getpid()))).string();
         std::ofstream(path, std::ios::binary) << text;
+        struct Removed {
+          const std::string& path;
+          ~Removed() { std::error_code ignored; std::filesystem::remove(path, ignored); }
+        } removed{path};
         const fleetsim::PolicyInfo* gittins = fleetsim::find_policy("gittins");
         fleetsim::PolicyParams params;
         for (const fleetsim::ParamInfo& p : gittins->params) params.set(p.name, p.default_value);
