@@ -240,6 +240,8 @@ class PolicyParams {
  public:
   void set(std::string name, ParamValue value) { values_[std::move(name)] = std::move(value); }
   double number(std::string_view name) const;
+  // A number that must be finite and at least 0 (a time, a factor); InputError naming it otherwise.
+  double non_negative(std::string_view name) const;
   std::int64_t integer(std::string_view name) const;
   bool boolean(std::string_view name) const;
   const std::string& string(std::string_view name) const;

@@ -10,7 +10,6 @@
 #pragma once
 
 #include <span>
-#include <string>
 #include <vector>
 
 #include "greedy.hpp"
@@ -24,14 +23,13 @@ class CountingWalk : public Greedy {
   // Starts a round's walk over the GPUs free now, plus (when running jobs may be suspended) those
   // the running jobs hold.
   void begin_walk(const ClusterView& view, bool suspending);
-  // A running job keeps its GPUs if they fit in what is left of its part, else it is suspended.
-  void walk_running(const RunningTask& r, Decisions& out, const std::string& reason, double restore_s) {
+  // A running job keeps its GPUs if they fit in what is left of its part; false: the policy suspends it
+  // (the reason is built only then).
+  bool keeps_gpus(const RunningTask& r) {
     const std::uint32_t part = budget_.size() == 1 ? 0 : part_of(r);
-    if (r.gpus <= budget_[part]) {
-      take(part, r.gpus);
-    } else {
-      out.suspend(r.first_gpu, reason, restore_s);
-    }
+    if (r.gpus > budget_[part]) return false;
+    take(part, r.gpus);
+    return true;
   }
   // A waiting job (ready[i]) is allowed if its GPUs fit in what is left of its part, else it is held back.
   void walk_waiting(std::span<const ReadyTask> ready, std::uint32_t i);

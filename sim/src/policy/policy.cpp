@@ -1,5 +1,8 @@
 #include "fleetsim/policy.hpp"
 
+#include <cmath>
+#include <string>
+
 #include "fleetsim/cluster.hpp"
 #include "fleetsim/compute.hpp"
 #include "fleetsim/error.hpp"
@@ -71,6 +74,14 @@ double PolicyParams::number(std::string_view name) const {
 std::int64_t PolicyParams::integer(std::string_view name) const { return std::get<std::int64_t>(at(name)); }
 bool PolicyParams::boolean(std::string_view name) const { return std::get<bool>(at(name)); }
 const std::string& PolicyParams::string(std::string_view name) const { return std::get<std::string>(at(name)); }
+
+double PolicyParams::non_negative(std::string_view name) const {
+  const double v = number(name);
+  if (!(v >= 0) || !std::isfinite(v)) {
+    throw InputError({Problem{"", std::string(name), "expected a number of at least 0, found " + std::to_string(v)}});
+  }
+  return v;
+}
 
 std::string_view param_type_name(ParamType type) {
   switch (type) {

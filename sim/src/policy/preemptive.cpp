@@ -39,6 +39,9 @@ class TimeSlice final : public CountingWalk {
     const std::span<const RunningTask> running = view.running();
     begin_walk(view, true);
     queued_.clear();
+    const auto walk_running = [&](const RunningTask& r) {
+      if (!keeps_gpus(r)) out.suspend(r.first_gpu, reason_, restore_s_);
+    };
     double next_slice_end = std::numeric_limits<double>::infinity();
     // Most running jobs are well inside their first slice: a comparison tells (slices_done, for the
     // others and for those near the end of their first slice, decides as before).
@@ -48,7 +51,7 @@ class TimeSlice final : public CountingWalk {
       const double done = r.started_s > first_slice_from ? 0.0 : slices_done(r.started_s, view.now());
       next_slice_end = std::min(next_slice_end, r.started_s + (done + 1) * quantum_s_);
       if (done == 0) {
-        walk_running(r, out, reason_, restore_s_);
+        walk_running(r);
       } else {
         queued_.push_back({r.started_s + done * quantum_s_, index(r.task), j});
       }
@@ -57,11 +60,11 @@ class TimeSlice final : public CountingWalk {
     // The rest merged by when each queued; at equal times a running job goes first (no suspension for a tie).
     std::size_t q = 0;
     for (std::uint32_t i = 0; i < ready.size(); ++i) {
-      for (; q < queued_.size() && queued_[q].at_s <= ready[i].ready_s; ++q) walk_running(running[queued_[q].ref], out, reason_, restore_s_);
+      for (; q < queued_.size() && queued_[q].at_s <= ready[i].ready_s; ++q) walk_running(running[queued_[q].ref]);
       walk_waiting(ready, i);
       if (walk_full() && held_back()) break;  // the waiting jobs after it are held back too: a long queue costs nothing more
     }
-    for (; q < queued_.size(); ++q) walk_running(running[queued_[q].ref], out, reason_, restore_s_);
+    for (; q < queued_.size(); ++q) walk_running(running[queued_[q].ref]);
     // While a job waits, the next round is due when a running job's slice ends.
     if (held_back()) out.wake_at(next_slice_end);
   }
@@ -112,8 +115,8 @@ class Srtf final : public CountingWalk {
     for (const Job& j : jobs_) {
       if (j.waiting) {
         walk_waiting(ready, j.ref);
-      } else {
-        walk_running(running[j.ref], out, "a job with less time left needs its GPUs", restore_s_);
+      } else if (!keeps_gpus(running[j.ref])) {
+        out.suspend(running[j.ref].first_gpu, "a job with less time left needs its GPUs", restore_s_);
       }
     }
   }
@@ -140,14 +143,6 @@ class Srtf final : public CountingWalk {
   std::vector<double> job_s_;  // per task, from when it was placed
 };
 
-double restore_param(const PolicyParams& p) {
-  const double restore = p.number("restore");
-  if (!(restore >= 0) || !std::isfinite(restore)) {
-    throw InputError({Problem{"", "restore", "expected a number of at least 0, found " + std::to_string(restore)}});
-  }
-  return restore;
-}
-
 }  // namespace
 
 std::unique_ptr<Policy> make_time_slice(const PolicyParams& p) {
@@ -155,9 +150,9 @@ std::unique_ptr<Policy> make_time_slice(const PolicyParams& p) {
   if (!(quantum > 0) || !std::isfinite(quantum)) {
     throw InputError({Problem{"", "quantum", "expected a positive number of seconds, found " + std::to_string(quantum)}});
   }
-  return std::make_unique<TimeSlice>(quantum, restore_param(p));
+  return std::make_unique<TimeSlice>(quantum, p.non_negative("restore"));
 }
 
-std::unique_ptr<Policy> make_srtf(const PolicyParams& p) { return std::make_unique<Srtf>(restore_param(p)); }
+std::unique_ptr<Policy> make_srtf(const PolicyParams& p) { return std::make_unique<Srtf>(p.non_negative("restore")); }
 
 }  // namespace fleetsim::policies

@@ -145,8 +145,8 @@ class Tiresias final : public CountingWalk {
     for (const Job& j : jobs_) {
       if (j.waiting) {
         walk_waiting(ready, j.ref);
-      } else if (s_.preempt) {
-        walk_running(running[j.ref], out, "a job of a higher-priority queue needs its GPUs (this job is in queue " + std::to_string(j.queue) + ")", s_.restore_s);
+      } else if (s_.preempt && !keeps_gpus(running[j.ref])) {
+        out.suspend(running[j.ref].first_gpu, "a job of a higher-priority queue needs its GPUs (this job is in queue " + std::to_string(j.queue) + ")", s_.restore_s);
       }
     }
     if (held_back()) ask_to_wake(view, ready, out);
@@ -285,15 +285,9 @@ std::vector<double> read_sizes(const std::string& path) {
 }
 
 Tiresias::Settings settings(const PolicyParams& p, bool gittins) {
-  Tiresias::Settings s{gittins, parse_thresholds(p.string("thresholds")), gittins ? p.number("quantum") : 0.0,
-                       p.number("starvation"), p.boolean("preempt"), p.number("restore"), {}};
+  Tiresias::Settings s{gittins, parse_thresholds(p.string("thresholds")), gittins ? p.non_negative("quantum") : 0.0,
+                       p.non_negative("starvation"), p.boolean("preempt"), p.non_negative("restore"), {}};
   if (gittins && !p.string("sizes").empty()) s.sizes_gpu_s = read_sizes(p.string("sizes"));
-  const auto non_negative = [](double v, const char* name) {
-    if (!(v >= 0) || !std::isfinite(v)) throw InputError({Problem{"", name, "expected a number of at least 0, found " + std::to_string(v)}});
-  };
-  non_negative(s.quantum_gpu_s, "quantum");
-  non_negative(s.starvation, "starvation");
-  non_negative(s.restore_s, "restore");
   return s;
 }
 
