@@ -64,17 +64,31 @@ void CountingWalk::begin_walk(const ClusterView& view, bool suspending) {
 
 std::uint32_t CountingWalk::part_of(const RunningTask& r) const { return node_part_[index(cluster_->node_of(r.first_gpu))]; }
 
-void CountingWalk::walk_waiting(std::span<const ReadyTask> ready, std::uint32_t i) {
-  const ReadyTask& t = ready[i];
-  const std::uint32_t part = budget_.size() == 1 ? 0 : tenant_part_[index(t.tenant)];
-  if (t.gpus <= budget_[part]) {
-    take(part, t.gpus);
-    if (index(t.task) >= allowed_walk_.size()) allowed_walk_.resize(index(t.task) + 1, 0);
-    allowed_walk_[index(t.task)] = walk_;
-    allowed_order_.push_back(i);
-  } else {
-    held_back_ = true;
+std::uint32_t CountingWalk::walk_waiting_from(std::span<const ReadyTask> ready, std::uint32_t from, double before_s) {
+  const auto n = static_cast<std::uint32_t>(ready.size());
+  std::uint32_t i = from;
+  if (budget_.size() > 1) {
+    for (; i < n && ready[i].ready_s < before_s && !(walk_full() && held_back_); ++i) walk_waiting(ready, i);
+    return i;
   }
+  // One part: a tight loop, since a long queue of jobs too large for the GPUs left is walked past.
+  for (; i < n && ready[i].ready_s < before_s; ++i) {
+    if (ready[i].gpus <= budget_[0]) {
+      allow(0, ready[i], i);
+      if (budget_[0] == 0 && held_back_) return i + 1;
+    } else {
+      held_back_ = true;
+      if (budget_[0] == 0) return i + 1;
+    }
+  }
+  return i;
+}
+
+void CountingWalk::allow(std::uint32_t part, const ReadyTask& t, std::uint32_t i) {
+  take(part, t.gpus);
+  if (index(t.task) >= allowed_walk_.size()) allowed_walk_.resize(index(t.task) + 1, 0);
+  allowed_walk_[index(t.task)] = walk_;
+  allowed_order_.push_back(i);
 }
 
 }  // namespace fleetsim::policies

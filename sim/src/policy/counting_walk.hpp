@@ -9,6 +9,7 @@
 // suspends jobs in, only the part it may run in. Otherwise the whole cluster is one count.
 #pragma once
 
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -23,6 +24,13 @@ class CountingWalk : public Greedy {
   // Starts a round's walk over the GPUs free now, plus (when running jobs may be suspended) those
   // the running jobs hold.
   void begin_walk(const ClusterView& view, bool suspending);
+  // Counts a running job's GPUs in, as begin_walk does for every running job when suspending: for a
+  // policy that walks only some of its running jobs (the others keep their GPUs, uncounted).
+  void count_in(const RunningTask& r) {
+    const std::uint32_t part = budget_.size() == 1 ? 0 : part_of(r);
+    if (budget_[part] == 0 && r.gpus > 0) ++open_parts_;
+    budget_[part] += r.gpus;
+  }
   // A running job keeps its GPUs if they fit in what is left of its part; false: the policy suspends it
   // (the reason is built only then).
   bool keeps_gpus(const RunningTask& r) {
@@ -31,8 +39,22 @@ class CountingWalk : public Greedy {
     take(part, r.gpus);
     return true;
   }
-  // A waiting job (ready[i]) is allowed if its GPUs fit in what is left of its part, else it is held back.
-  void walk_waiting(std::span<const ReadyTask> ready, std::uint32_t i);
+  // A waiting job (ready[i]) is allowed if its GPUs fit in what is left of its part, else it is held
+  // back (inline: long queues of jobs too large for what is left are walked past one by one).
+  void walk_waiting(std::span<const ReadyTask> ready, std::uint32_t i) {
+    const ReadyTask& t = ready[i];
+    const std::uint32_t part = budget_.size() == 1 ? 0 : tenant_part_[index(t.tenant)];
+    if (t.gpus <= budget_[part]) {
+      allow(part, t, i);
+    } else {
+      held_back_ = true;
+    }
+  }
+  // walk_waiting for ready[from], ready[from + 1]... that became ready before `before_s`, or until every
+  // GPU is counted for and a job was held back (the jobs after it would be held back too); returns
+  // the index of the first job not walked.
+  std::uint32_t walk_waiting_from(std::span<const ReadyTask> ready, std::uint32_t from,
+                                  double before_s = std::numeric_limits<double>::infinity());
   bool allowed(const ClusterView&, const ReadyTask& t) override { return is_allowed(t); }
   // The greedy loop places the allowed jobs only, in walk order.
   void narrow(std::vector<std::uint32_t>& order) override { order.assign(allowed_order_.begin(), allowed_order_.end()); }
@@ -44,6 +66,7 @@ class CountingWalk : public Greedy {
 
  private:
   void find_parts(const ClusterView& view);
+  void allow(std::uint32_t part, const ReadyTask& t, std::uint32_t i);
   void take(std::uint32_t part, std::uint32_t gpus) {
     budget_[part] -= gpus;
     if (budget_[part] == 0 && gpus > 0) --open_parts_;

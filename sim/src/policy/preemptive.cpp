@@ -37,34 +37,41 @@ class TimeSlice final : public CountingWalk {
 
   void begin_round(const ClusterView& view, std::span<const ReadyTask> ready, Decisions& out) override {
     const std::span<const RunningTask> running = view.running();
-    begin_walk(view, true);
+    // Jobs in their first slice come first in the walk, so they keep their GPUs: the walk counts
+    // only the free GPUs and those of the jobs past their first slice, which queue again.
+    begin_walk(view, false);
     queued_.clear();
     const auto walk_running = [&](const RunningTask& r) {
       if (!keeps_gpus(r)) out.suspend(r.first_gpu, reason_, restore_s_);
     };
-    double next_slice_end = std::numeric_limits<double>::infinity();
-    // Most running jobs are well inside their first slice: a comparison tells (slices_done, for the
-    // others and for those near the end of their first slice, decides as before).
+    // Most running jobs are well inside their first slice: a comparison tells (slices_done decides
+    // for the others and for those near the end of their first slice).
     const double first_slice_from = view.now() - quantum_s_ + 1e-6 * std::max(1.0, quantum_s_);
+    double first_started = std::numeric_limits<double>::infinity();  // of the jobs in their first slice
+    double next_slice_end = std::numeric_limits<double>::infinity();  // of the others
     for (std::uint32_t j = 0; j < running.size(); ++j) {
       const RunningTask& r = running[j];
-      const double done = r.started_s > first_slice_from ? 0.0 : slices_done(r.started_s, view.now());
-      next_slice_end = std::min(next_slice_end, r.started_s + (done + 1) * quantum_s_);
-      if (done == 0) {
-        walk_running(r);
-      } else {
-        queued_.push_back({r.started_s + done * quantum_s_, index(r.task), j});
+      if (r.started_s > first_slice_from) {
+        first_started = std::min(first_started, r.started_s);
+        continue;
       }
+      const double done = slices_done(r.started_s, view.now());
+      next_slice_end = std::min(next_slice_end, r.started_s + (done + 1) * quantum_s_);
+      if (done == 0) continue;
+      queued_.push_back({r.started_s + done * quantum_s_, index(r.task), j});
+      count_in(r);
     }
+    next_slice_end = std::min(next_slice_end, first_started + quantum_s_);
     std::sort(queued_.begin(), queued_.end());
-    // The rest merged by when each queued; at equal times a running job goes first (no suspension for a tie).
-    std::size_t q = 0;
-    for (std::uint32_t i = 0; i < ready.size(); ++i) {
-      for (; q < queued_.size() && queued_[q].at_s <= ready[i].ready_s; ++q) walk_running(running[queued_[q].ref]);
-      walk_waiting(ready, i);
-      if (walk_full() && held_back()) break;  // the waiting jobs after it are held back too: a long queue costs nothing more
+    // The rest merged by when each queued; at equal times a running job goes first (no suspension
+    // for a tie). Once every GPU is counted for and a job was held back, the waiting jobs after it
+    // are held back too and the running ones suspended: a long queue costs nothing more.
+    std::uint32_t i = 0;
+    for (const Queued& q : queued_) {
+      if (!(walk_full() && held_back())) i = walk_waiting_from(ready, i, q.at_s);
+      walk_running(running[q.ref]);
     }
-    for (; q < queued_.size(); ++q) walk_running(running[queued_[q].ref]);
+    if (!(walk_full() && held_back())) walk_waiting_from(ready, i);
     // While a job waits, the next round is due when a running job's slice ends.
     if (held_back()) out.wake_at(next_slice_end);
   }

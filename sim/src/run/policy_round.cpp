@@ -79,8 +79,9 @@ bool PolicyRound::play(RoundHost& host, const std::vector<RunListener*>& listene
       if (spec(leader).batching && trace_.tasks[index(leader)].status == TaskStatus::running) host.fill_batch(leader);
     }
     if (!decisions_.placements().empty() || !decisions_.failures().empty()) {
-      std::size_t kept = 0;
-      for (std::size_t i = 0; i < ready_.size(); ++i) {
+      // The tasks before the first one decided stay where they are (a long queue's head often does).
+      std::size_t kept = static_cast<std::size_t>(std::find(decided_.begin(), decided_.end(), 1) - decided_.begin());
+      for (std::size_t i = kept; i < ready_.size(); ++i) {
         if (decided_[i] == 0) ready_[kept++] = ready_[i];
       }
       ready_.resize(kept);
