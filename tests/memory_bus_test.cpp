@@ -91,3 +91,78 @@ TEST_CASE("a node type whose devices share a memory bus cannot be time-sliced", 
       "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}}, "workload": [{"workflow": "w"}]})"),
              Contains("/cluster/nodes/0/node_overrides/memory_bus"));
 }
+
+// Host memory on a GPU node (host_memory_bandwidth, sim/include/fleetsim/topology.hpp): copies into and
+// out of it share it, reads and writes together. unit-node-2 with two NICs puts each GPU on a PCIe
+// switch of its own, each with a 50 GB/s link (2 us) up to the host.
+namespace {
+
+RunResult run_loads(const std::string& overrides, const std::string& cluster_extra = "") {
+  const std::string task_a = R"({"name": "a", "model": {"id": "ma", "weights": "50 GB"}, "work": {"flop": "100 TFLOP"}})";
+  const std::string task_b = R"({"name": "b", "model": {"id": "mb", "weights": "50 GB"}, "work": {"flop": "100 TFLOP"}})";
+  return simulate(unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-2", "count": 1, "node_overrides": {"nics": 2)" + overrides +
+                                R"(}}])" + cluster_extra + R"(}, "workflows": {"w": {"tasks": [)" + task_a + ", " + task_b + R"(]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])"));
+}
+
+double load_s(const RunResult& r, std::size_t i) { return r.trace.weight_loads[i].end_s - r.trace.weight_loads[i].start_s; }
+
+}  // namespace
+
+TEST_CASE("two GPUs loading weights from host memory share its bandwidth", "[memory-bus][host-memory]") {
+  // Alone each 50 GB load takes its own host link: 1 s plus two 2 us hops. Host memory of 50 GB/s
+  // gives each 25 GB/s: 2 s. Host memory of 100 GB/s carries both whole.
+  const RunResult plain = run_loads("");
+  REQUIRE(plain.trace.weight_loads.size() == 2);
+  CHECK(load_s(plain, 0) == Approx(1.000004).epsilon(1e-9));
+  CHECK(load_s(plain, 1) == Approx(1.000004).epsilon(1e-9));
+  const RunResult shared = run_loads(R"(, "host_memory_bandwidth": "50 GB/s")");
+  REQUIRE(shared.trace.weight_loads.size() == 2);
+  CHECK(load_s(shared, 0) == Approx(2.000004).epsilon(1e-9));
+  CHECK(load_s(shared, 1) == Approx(2.000004).epsilon(1e-9));
+  const RunResult wide = run_loads(R"(, "host_memory_bandwidth": "100 GB/s")");
+  CHECK(load_s(wide, 0) == Approx(1.000004).epsilon(1e-9));
+  // The bus is a link of the run: its bytes are both loads'.
+  const std::optional<std::uint32_t> bus = shared.topology.memory_bus(make_id<NodeId>(0));
+  REQUIRE(bus);
+  CHECK(shared.topology.link_name(*bus) == "n0.host.memory");
+  CHECK(shared.link_bytes[*bus] == Approx(100e9));
+  CHECK_FALSE(plain.topology.memory_bus(make_id<NodeId>(0)));
+}
+
+TEST_CASE("a load from local storage passes through host memory and draws on it", "[memory-bus][host-memory]") {
+  // Storage reads at 40 GB/s (100 us) into host memory of 30 GB/s shared by both loads: 15 GB/s each,
+  // 50 GB in 3.333 s plus the three hops' latency (100 us + 2 x 2 us).
+  const RunResult r = run_loads(R"(, "host_memory_bandwidth": "30 GB/s")", R"(, "storage": {"bandwidth": "40 GB/s", "latency": "100 us"})");
+  REQUIRE(r.trace.weight_loads.size() == 2);
+  CHECK(r.trace.weight_loads[0].from_storage);
+  CHECK(load_s(r, 0) == Approx(50.0 / 15 + 104e-6).epsilon(1e-9));
+  CHECK(load_s(r, 1) == Approx(50.0 / 15 + 104e-6).epsilon(1e-9));
+}
+
+TEST_CASE("an offload's writes and reads share host memory", "[memory-bus][host-memory]") {
+  // As in the offload test of memory_test.cpp: 10 GB go out and back at once over the 50 GB/s host
+  // link, each way on its own direction of the link (0.2 s). Host memory of 50 GB/s serves both
+  // directions together: 25 GB/s each, 0.4 s.
+  const std::string body = R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 1, "node_overrides": {"host_memory_bandwidth": "50 GB/s"}}]},
+      "workflows": {"w": {"tasks": [{"name": "p", "work": {"flop": "100 TFLOP"}},
+                                   {"name": "c", "working_set": "40 GB", "work": {"flop": "100 TFLOP"}}],
+                         "edges": [{"from": "p", "to": "c", "bytes": "70 GB"}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}], "memory": {"max_offload": 0.5})";
+  const RunResult run = simulate(unit_scenario(body));
+  const TaskRecord& c = run.trace.tasks[1];
+  REQUIRE(c.offload_bytes == Approx(10e9));
+  CHECK(c.compute_start_s - c.start_s == Approx(10e9 / 25e9 + 4e-6).epsilon(1e-9));
+}
+
+TEST_CASE("host_memory_bandwidth must be a bandwidth, not negative", "[memory-bus][host-memory][input]") {
+  const auto error = [](const std::string& value) {
+    return scenario_error(R"({"name": "s", "catalog": ["unit-catalog.json"],
+      "cluster": {"nodes": [{"type": "unit-node-1", "count": 1, "node_overrides": {"host_memory_bandwidth": ")" + value + R"("}}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}}, "workload": [{"workflow": "w", "arrival": {"process": "once"}}]})");
+  };
+  CHECK_THAT(error("-1 GB/s"), Contains("bad.json: /cluster/nodes/0/node_overrides/host_memory_bandwidth: expected a bandwidth") &&
+                                   Contains("must not be negative"));
+  CHECK_THAT(error("3 GB"), Contains("/cluster/nodes/0/node_overrides/host_memory_bandwidth"));
+  CHECK(error("3 GB/s").empty());
+}

@@ -196,6 +196,7 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
       case LinkClass::nic: s.nic_bytes += link_bytes[l]; break;
       case LinkClass::fabric: s.fabric_bytes += link_bytes[l]; break;
       case LinkClass::storage: s.storage_bytes += link_bytes[l]; break;
+      case LinkClass::host_memory: break;  // the bytes of the host links and storage they cross
     }
   }
   if (s.gpus > 0 && end_s > 0) s.gpu_utilization = s.gpu_busy_s / (s.gpus * end_s);

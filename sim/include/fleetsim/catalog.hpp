@@ -91,6 +91,9 @@ struct NodeType {
   // Memory bandwidth the node's devices share (CPU workers on one machine's memory), bytes/s; 0: each
   // device has its own (GPUs and their HBM). See sim/src/memory_bus.hpp.
   double memory_bus_Bps = 0;
+  // Bandwidth of host memory, which copies into and out of it share, reads and writes together
+  // (weight loads from host memory or local storage, offloaded working sets), bytes/s; 0: not modelled.
+  double host_memory_bandwidth_Bps = 0;
   CpuVendor cpu = CpuVendor::intel;  // NCCL's network overhead and LL bandwidth depend on it
   bool nvls = true;  // NCCL may reduce in the NVSwitch (Hopper and later; off where multicast is not offered)
   // The whole node's price per hour (a cloud instance's, CPUs and memory included); 0: its GPUs at their

@@ -7,6 +7,9 @@
 // Routes are lowest-latency paths (never through a GPU other than the ends); among equal ones,
 // one is picked by a stable hash of a flow key (ECMP), so the same flow always takes the same path.
 // A link marked down (a failed cable) is left out of every route until it is marked up again.
+// A node type with a host_memory_bandwidth has a host memory bus: one more link, from its host to
+// itself, that no route walks through; a route that begins or ends in host memory (at the host or at
+// its local storage) draws on it once, in either direction, so reads and writes share it.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +29,7 @@ namespace fleetsim {
 class Cluster;
 struct FabricSpec;
 
-enum class LinkClass : std::uint8_t { gpu_link, host_link, nic, fabric, storage };
+enum class LinkClass : std::uint8_t { gpu_link, host_link, nic, fabric, storage, host_memory };
 std::string_view link_class_name(LinkClass cls);
 
 struct TopoLink {
@@ -68,7 +71,11 @@ class Topology {
   bool link_down(std::uint32_t link) const { return link_down_[link] != 0; }
   bool any_link_down() const { return links_down_ > 0; }
 
-  // Appends the links of the route from `from` to `to` (vertices) to `out`; empty when from == to.
+  // The node's host memory bus (a link from its host to itself), or no value when it has none.
+  std::optional<std::uint32_t> memory_bus(NodeId node) const;
+
+  // Appends the links of the route from `from` to `to` (vertices) to `out`, with the host memory bus
+  // where the route begins or ends in host memory; empty when from == to.
   void route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out) const;
   // As route, but false (and nothing appended) when down links leave no path.
   bool try_route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out) const;
@@ -101,7 +108,8 @@ class Topology {
 
   std::vector<std::string> vertex_names_;
   std::vector<std::uint8_t> is_gpu_;
-  std::vector<std::uint32_t> host_vertex_, nvswitch_vertex_, storage_vertex_;
+  std::vector<std::uint32_t> host_vertex_, nvswitch_vertex_, storage_vertex_, memory_bus_;  // per node
+  bool in_host_memory(std::uint32_t v) const;  // a host or local storage vertex
   std::vector<std::uint32_t> vertex_node_;    // per vertex: its node, or kNone for the fabric's switches
   std::vector<std::uint32_t> local_index_;    // per vertex: its place among its node's vertices
   std::vector<std::uint32_t> node_offsets_, node_members_;  // each node's vertices

@@ -56,6 +56,7 @@ std::string_view link_class_name(LinkClass cls) {
     case LinkClass::nic: return "nic";
     case LinkClass::fabric: return "fabric";
     case LinkClass::storage: return "storage";
+    case LinkClass::host_memory: return "host_memory";
   }
   return "?";
 }
@@ -97,6 +98,13 @@ Topology::Topology(const Cluster& cluster, const FabricSpec& fabric) : cache_(st
     host_vertex_.push_back(add_vertex(prefix + "host", n));
     nvswitch_vertex_.push_back(kNone);
     storage_vertex_.push_back(kNone);
+    memory_bus_.push_back(kNone);
+    if (grp.node.host_memory_bandwidth_Bps > 0) {
+      // Not in out_links_: no route walks it; try_route adds it.
+      memory_bus_.back() = static_cast<std::uint32_t>(links_.size());
+      links_.push_back(TopoLink{host_vertex_.back(), host_vertex_.back(), grp.node.host_memory_bandwidth_Bps, 0,
+                                LinkClass::host_memory, LinkKind::memory});
+    }
     if (const auto& storage = cluster.spec().storage) {
       storage_vertex_.back() = add_vertex(prefix + "storage", n);
       add_link_pair(storage_vertex_.back(), host_vertex_.back(), storage->bandwidth_Bps, storage->latency_s,
@@ -254,7 +262,19 @@ std::vector<double> Topology::capacities() const {
 }
 
 std::string Topology::link_name(std::uint32_t link) const {
+  if (links_[link].cls == LinkClass::host_memory) return vertex_names_[links_[link].from] + ".memory";
   return vertex_names_[links_[link].from] + ">" + vertex_names_[links_[link].to];
+}
+
+std::optional<std::uint32_t> Topology::memory_bus(NodeId node) const {
+  const std::uint32_t l = memory_bus_[index(node)];
+  if (l == kNone) return std::nullopt;
+  return l;
+}
+
+bool Topology::in_host_memory(std::uint32_t v) const {
+  const std::uint32_t n = vertex_node_[v];
+  return n != kNone && (host_vertex_[n] == v || storage_vertex_[n] == v);
 }
 
 std::optional<std::uint32_t> Topology::find_link(std::string_view name) const {
@@ -512,7 +532,15 @@ bool Topology::try_route(std::uint32_t from, std::uint32_t to, std::uint64_t key
   std::uint32_t at = from;
   std::uint32_t candidates[64];
   std::uint64_t remaining[64];
+  // A route that begins or ends in host memory draws on the memory bus of the first host it meets.
+  bool draws_on_memory = in_host_memory(from) || in_host_memory(to);
+  const auto at_host = [&](std::uint32_t v) {
+    if (!draws_on_memory || vertex_node_[v] == kNone || host_vertex_[vertex_node_[v]] != v) return;
+    if (const std::uint32_t bus = memory_bus_[vertex_node_[v]]; bus != kNone) out.push_back(bus);
+    draws_on_memory = false;
+  };
   while (at != to) {
+    at_host(at);
     std::uint32_t n = 0;
     for (std::uint32_t l : out_links_[at]) {
       const TopoLink& link = links_[l];
@@ -529,6 +557,7 @@ bool Topology::try_route(std::uint32_t from, std::uint32_t to, std::uint64_t key
     at = links_[candidates[pick]].to;
     here = remaining[pick];
   }
+  at_host(to);
   return true;
 }
 
