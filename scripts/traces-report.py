@@ -223,7 +223,8 @@ def philly_section(binary, philly, work):
         "mean queueing delay, the same under each policy), where the Pollux file's jobs in the same window average %s s" % k(all_duration),
         "(per VC above: %s). Helios converts the Philly log itself (its" % "; ".join(
             "%s %.1fx shorter" % (vc, (helios["jct_s"]["fifo"][vc] - helios["queue_s"]["fifo"][vc]) / mean_duration[vc]) for vc in ("6214e9", "11cb48")),
-        "`philly_trace.csv`: jobs of every final state, its own durations); the Pollux file keeps 82,247 jobs of the whole log",
+        "`philly_trace.csv`: jobs of every final state, the ATC'19 paper's window, each job whole with its retried attempts,",
+        "which its `philly_trace_B.csv` counts as jobs of their own; its own durations); the Pollux file keeps 82,247 jobs of the whole log",
         "and says neither how it chose nor how it timed them. On this lighter input the virtual clusters are rarely full:",
         "FIFO queues %s s on average against Helios' %s s, so ordering by size gains %s against Helios' %s." % (
             k(queue(results, "fifo", "all")), k(helios["queue_s"]["fifo"]["all"]), ratio(mean_jct(results, "fifo", "all"), mean_jct(results, "sjf", "all")),

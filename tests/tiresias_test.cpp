@@ -218,6 +218,26 @@ TEST_CASE("time-slice alternates equal jobs a quantum at a time and leaves a lon
   CHECK(alone.summary.tasks_preempted == 0);
 }
 
+TEST_CASE("time-slice keeps the GPUs a waiting gang has counted for it", "[policy][time-slice]") {
+  // Two unit GPUs, 30-s quantum. A and B (1 GPU, 1000 s) start at 0 and 15 s; C (2 GPUs, 20 s) arrives at
+  // 16 s, then 1-GPU jobs of 10 s every 5 s from 17 s. At 30 s A's slice ends: C is first in the queue
+  // but one GPU is not enough, so it keeps that GPU (A is suspended, the GPU idles, the small jobs behind
+  // C wait). At 45 s B's slice ends: C counts both GPUs and runs 45-65 s. Without the reservation each
+  // GPU a slice end frees would go to a small job behind C, for as long as they kept coming.
+  const std::string workflows = job("a", 1000) + ", " + job("small", 10) +
+                                R"(, "gang": {"tasks": [{"name": "gang", "gpus": 2, "work": {"flop": "4000 TFLOP"}}]})";
+  std::string smalls;
+  for (int t = 17; t <= 297; t += 5) smalls += std::string(smalls.empty() ? "" : ", ") + "\"" + std::to_string(t) + " s\"";
+  const RunResult run = simulate(unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-2", "count": 1}]}, "workflows": {)" + workflows +
+                                               R"(}, "workload": [)" + arrivals("a", R"("0 s", "15 s")") + ", " + arrivals("gang", R"("16 s")") +
+                                               ", " + arrivals("small", smalls) + R"(], "policy": {"name": "time-slice", "params": {"quantum": 30}})"));
+  const auto gang = std::find_if(run.trace.instances.begin(), run.trace.instances.end(),
+                                 [](const InstanceRecord& i) { return i.arrival_s == 16; });
+  REQUIRE(gang != run.trace.instances.end());
+  CHECK(gang->end_s == Approx(65));
+  CHECK(run.summary.workflows.completed == run.trace.instances.size());
+}
+
 TEST_CASE("time-slice parameters out of range are named at load", "[policy][time-slice][input]") {
   const auto error = [](const std::string& params) { return policy_error("time-slice", params); };
   CHECK(error(R"({"quantum": 600, "restore": 5})").empty());

@@ -32,13 +32,11 @@ void CountingWalk::find_parts(const ClusterView& view) {
       if (part_of[t] != node_part_[n]) split = false;  // a tenant crosses parts: count the cluster as one
     }
   }
-  if (!split) {
-    node_part_.assign(nodes, 0);
-    budget_.assign(1, 0);
-    return;
-  }
-  for (std::uint32_t t = 0; t < tenants; ++t) tenant_part_[t] = part_of[t] == kNone ? 0 : part_of[t];
-  budget_.assign(parts.size(), 0);
+  if (!split) node_part_.assign(nodes, 0);
+  for (std::uint32_t t = 0; t < tenants && split; ++t) tenant_part_[t] = part_of[t] == kNone ? 0 : part_of[t];
+  budget_.assign(split ? parts.size() : 1, 0);
+  part_gpus_.assign(budget_.size(), 0);
+  for (std::uint32_t n = 0; n < nodes; ++n) part_gpus_[node_part_[n]] += cluster.gpus_in(make_id<NodeId>(n));
 }
 
 void CountingWalk::begin_walk(const ClusterView& view, bool suspending) {
@@ -77,7 +75,7 @@ std::uint32_t CountingWalk::walk_waiting_from(std::span<const ReadyTask> ready, 
       allow(0, ready[i], i);
       if (budget_[0] == 0 && held_back_) return i + 1;
     } else {
-      held_back_ = true;
+      hold(0, ready[i]);
       if (budget_[0] == 0) return i + 1;
     }
   }

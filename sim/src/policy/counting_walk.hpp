@@ -19,6 +19,12 @@ namespace fleetsim::policies {
 
 class CountingWalk : public Greedy {
  protected:
+  // reserving: a waiting job held back keeps the GPUs counted so far in its part for itself, so no job
+  // behind it in the walk takes them (a round robin's turn; without it, small jobs behind a gang take
+  // every GPU a slice end frees and the gang can wait for as long as they keep coming). A job larger
+  // than its whole part reserves nothing.
+  explicit CountingWalk(bool reserving = false) : reserving_(reserving) {}
+
   bool idle_when_full() const override { return false; }  // the order moves between rounds
 
   // Starts a round's walk over the GPUs free now, plus (when running jobs may be suspended) those
@@ -47,7 +53,7 @@ class CountingWalk : public Greedy {
     if (t.gpus <= budget_[part]) {
       allow(part, t, i);
     } else {
-      held_back_ = true;
+      hold(part, t);
     }
   }
   // walk_waiting for ready[from], ready[from + 1]... that became ready before `before_s`, or until every
@@ -67,16 +73,22 @@ class CountingWalk : public Greedy {
  private:
   void find_parts(const ClusterView& view);
   void allow(std::uint32_t part, const ReadyTask& t, std::uint32_t i);
+  void hold(std::uint32_t part, const ReadyTask& t) {
+    held_back_ = true;
+    if (reserving_ && t.gpus <= part_gpus_[part]) take(part, budget_[part]);
+  }
   void take(std::uint32_t part, std::uint32_t gpus) {
     budget_[part] -= gpus;
     if (budget_[part] == 0 && gpus > 0) --open_parts_;
   }
   std::uint32_t part_of(const RunningTask& r) const;  // of a cluster split into parts
 
+  bool reserving_;
   const Cluster* cluster_ = nullptr;
   std::vector<std::uint32_t> node_part_;    // per node
   std::vector<std::uint32_t> tenant_part_;  // per tenant
   std::vector<std::uint32_t> budget_;       // per part: GPUs not yet counted for in this walk
+  std::vector<std::uint32_t> part_gpus_;    // per part: its GPUs
   std::uint32_t open_parts_ = 0;            // parts with budget left
   std::uint64_t walk_ = 0;
   bool held_back_ = false;
