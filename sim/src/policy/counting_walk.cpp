@@ -63,22 +63,8 @@ void CountingWalk::begin_walk(const ClusterView& view, bool suspending) {
 std::uint32_t CountingWalk::part_of(const RunningTask& r) const { return node_part_[index(cluster_->node_of(r.first_gpu))]; }
 
 std::uint32_t CountingWalk::walk_waiting_from(std::span<const ReadyTask> ready, std::uint32_t from, double before_s) {
-  const auto n = static_cast<std::uint32_t>(ready.size());
   std::uint32_t i = from;
-  if (budget_.size() > 1) {
-    for (; i < n && ready[i].ready_s < before_s && !(walk_full() && held_back_); ++i) walk_waiting(ready, i);
-    return i;
-  }
-  // One part: a tight loop, since a long queue of jobs too large for the GPUs left is walked past.
-  for (; i < n && ready[i].ready_s < before_s; ++i) {
-    if (ready[i].gpus <= budget_[0]) {
-      allow(0, ready[i], i);
-      if (budget_[0] == 0 && held_back_) return i + 1;
-    } else {
-      hold(0, ready[i]);
-      if (budget_[0] == 0) return i + 1;
-    }
-  }
+  while (i < ready.size() && ready[i].ready_s < before_s && !walk_done()) walk_waiting(ready, i++);
   return i;
 }
 

@@ -56,17 +56,17 @@ class CountingWalk : public Greedy {
       hold(part, t);
     }
   }
-  // walk_waiting for ready[from], ready[from + 1]... that became ready before `before_s`, or until every
-  // GPU is counted for and a job was held back (the jobs after it would be held back too); returns
-  // the index of the first job not walked.
+  // walk_waiting for ready[from], ready[from + 1]... that became ready before `before_s`, until the walk
+  // is done; returns the index of the first job not walked.
   std::uint32_t walk_waiting_from(std::span<const ReadyTask> ready, std::uint32_t from,
                                   double before_s = std::numeric_limits<double>::infinity());
   bool allowed(const ClusterView&, const ReadyTask& t) override { return is_allowed(t); }
   // The greedy loop places the allowed jobs only, in walk order.
   void narrow(std::vector<std::uint32_t>& order) override { order.assign(allowed_order_.begin(), allowed_order_.end()); }
   bool is_allowed(const ReadyTask& t) const { return index(t.task) < allowed_walk_.size() && allowed_walk_[index(t.task)] == walk_; }
-  // Whether every GPU is counted for: every job left in the walk is held back or suspended.
-  bool walk_full() const { return open_parts_ == 0; }
+  // Whether the walk is done: every GPU is counted for and a job was held back, so every job left in
+  // the walk is held back (waiting) or suspended (running), whatever it is.
+  bool walk_done() const { return open_parts_ == 0 && held_back_; }
   // Whether this round's walk held a waiting job back (then the policy asks to be woken when its order moves).
   bool held_back() const { return held_back_; }
 

@@ -71,10 +71,10 @@ class TimeSlice final : public CountingWalk {
     // are held back too and the running ones suspended: a long queue costs nothing more.
     std::uint32_t i = 0;
     for (const Queued& q : queued_) {
-      if (!(walk_full() && held_back())) i = walk_waiting_from(ready, i, q.at_s);
+      if (!walk_done()) i = walk_waiting_from(ready, i, q.at_s);
       walk_running(running[q.ref]);
     }
-    if (!(walk_full() && held_back())) walk_waiting_from(ready, i);
+    if (!walk_done()) walk_waiting_from(ready, i);
     // While a job waits, the next round is due when a running job's slice ends.
     if (held_back()) out.wake_at(next_slice_end);
   }
