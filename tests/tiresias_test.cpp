@@ -238,6 +238,21 @@ TEST_CASE("time-slice keeps the GPUs a waiting gang has counted for it", "[polic
   CHECK(run.summary.workflows.completed == run.trace.instances.size());
 }
 
+TEST_CASE("time-slice keeps no GPUs for a gang larger than the GPUs up", "[policy][time-slice]") {
+  // Two unit GPUs, n0.g1 down from 1 s to 1001 s. A gang of 2 (20 s) at 2 s cannot run until the repair,
+  // so it keeps nothing: 1-GPU jobs (10 s) at 3 s and 13 s run on n0.g0 at 3-13 s and 13-23 s.
+  const std::string workflows = job("small", 10) + R"(, "gang": {"tasks": [{"name": "gang", "gpus": 2, "work": {"flop": "4000 TFLOP"}}]})";
+  const RunResult run = simulate(unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-2", "count": 1}]}, "workflows": {)" + workflows +
+                                               R"(}, "workload": [)" + arrivals("gang", R"("2 s")") + ", " + arrivals("small", R"("3 s", "13 s")") +
+                                               R"(], "faults": {"events": [{"at": "1 s", "gpu": "n0.g1", "for": "1000 s"}]},
+      "policy": {"name": "time-slice", "params": {"quantum": 30}})"));
+  std::vector<double> small_ends;
+  for (const InstanceRecord& i : run.trace.instances) {
+    if (i.arrival_s != 2) small_ends.push_back(i.end_s);
+  }
+  CHECK_THAT(small_ends, Catch::Approx(std::vector<double>{13, 23}));
+}
+
 TEST_CASE("time-slice parameters out of range are named at load", "[policy][time-slice][input]") {
   const auto error = [](const std::string& params) { return policy_error("time-slice", params); };
   CHECK(error(R"({"quantum": 600, "restore": 5})").empty());

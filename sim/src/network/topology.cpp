@@ -278,6 +278,9 @@ bool Topology::in_host_memory(std::uint32_t v) const {
 }
 
 std::optional<std::uint32_t> Topology::find_link(std::string_view name) const {
+  for (std::uint32_t n = 0; n < memory_bus_.size(); ++n) {
+    if (memory_bus_[n] != kNone && link_name(memory_bus_[n]) == name) return memory_bus_[n];
+  }
   const std::size_t sep = name.find('>');
   if (sep == std::string_view::npos) return std::nullopt;
   for (std::uint32_t v = 0; v < vertex_count(); ++v) {
@@ -532,12 +535,14 @@ bool Topology::try_route(std::uint32_t from, std::uint32_t to, std::uint64_t key
   std::uint32_t at = from;
   std::uint32_t candidates[64];
   std::uint64_t remaining[64];
-  // A route that begins or ends in host memory draws on the memory bus of the first host it meets.
-  bool draws_on_memory = in_host_memory(from) || in_host_memory(to);
+  // A route that begins or ends in host memory draws on that node's memory bus, where it passes the
+  // node's host.
+  const std::uint32_t memory_node = in_host_memory(from) ? vertex_node_[from] : in_host_memory(to) ? vertex_node_[to] : kNone;
+  std::uint32_t bus = memory_node == kNone ? kNone : memory_bus_[memory_node];
   const auto at_host = [&](std::uint32_t v) {
-    if (!draws_on_memory || vertex_node_[v] == kNone || host_vertex_[vertex_node_[v]] != v) return;
-    if (const std::uint32_t bus = memory_bus_[vertex_node_[v]]; bus != kNone) out.push_back(bus);
-    draws_on_memory = false;
+    if (bus == kNone || v != host_vertex_[memory_node]) return;
+    out.push_back(bus);
+    bus = kNone;
   };
   while (at != to) {
     at_host(at);

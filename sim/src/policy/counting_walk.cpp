@@ -35,8 +35,12 @@ void CountingWalk::find_parts(const ClusterView& view) {
   if (!split) node_part_.assign(nodes, 0);
   for (std::uint32_t t = 0; t < tenants && split; ++t) tenant_part_[t] = part_of[t] == kNone ? 0 : part_of[t];
   budget_.assign(split ? parts.size() : 1, 0);
-  part_gpus_.assign(budget_.size(), 0);
-  for (std::uint32_t n = 0; n < nodes; ++n) part_gpus_[node_part_[n]] += cluster.gpus_in(make_id<NodeId>(n));
+  tenant_gpus_.assign(tenants, 0);
+  for (std::uint32_t n = 0; n < nodes; ++n) {
+    for (std::uint32_t t = 0; t < tenants; ++t) {
+      if (view.tenant_may_use(make_id<TenantId>(t), make_id<NodeId>(n))) tenant_gpus_[t] += cluster.gpus_in(make_id<NodeId>(n));
+    }
+  }
 }
 
 void CountingWalk::begin_walk(const ClusterView& view, bool suspending) {
@@ -50,12 +54,15 @@ void CountingWalk::begin_walk(const ClusterView& view, bool suspending) {
     std::fill(budget_.begin(), budget_.end(), 0);
     for (std::uint32_t n = 0; n < node_part_.size(); ++n) budget_[node_part_[n]] += view.free_gpus(make_id<NodeId>(n));
   }
-  if (suspending) {
+  // The GPUs running jobs hold: counted in when suspending, else (reserving) only to know what is up.
+  if (suspending || reserving_) {
+    up_ = budget_;
     if (budget_.size() == 1) {
-      for (const RunningTask& r : view.running()) budget_[0] += r.gpus;
+      for (const RunningTask& r : view.running()) up_[0] += r.gpus;
     } else {
-      for (const RunningTask& r : view.running()) budget_[part_of(r)] += r.gpus;
+      for (const RunningTask& r : view.running()) up_[part_of(r)] += r.gpus;
     }
+    if (suspending) budget_ = up_;
   }
   open_parts_ = static_cast<std::uint32_t>(std::count_if(budget_.begin(), budget_.end(), [](std::uint32_t b) { return b > 0; }));
 }

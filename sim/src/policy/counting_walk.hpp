@@ -22,7 +22,7 @@ class CountingWalk : public Greedy {
   // reserving: a waiting job held back keeps the GPUs counted so far in its part for itself, so no job
   // behind it in the walk takes them (a round robin's turn; without it, small jobs behind a gang take
   // every GPU a slice end frees and the gang can wait for as long as they keep coming). A job larger
-  // than its whole part reserves nothing.
+  // than the GPUs up in its part (free or running a job), or than its tenant's nodes hold, reserves nothing.
   explicit CountingWalk(bool reserving = false) : reserving_(reserving) {}
 
   bool idle_when_full() const override { return false; }  // the order moves between rounds
@@ -75,7 +75,7 @@ class CountingWalk : public Greedy {
   void allow(std::uint32_t part, const ReadyTask& t, std::uint32_t i);
   void hold(std::uint32_t part, const ReadyTask& t) {
     held_back_ = true;
-    if (reserving_ && t.gpus <= part_gpus_[part]) take(part, budget_[part]);
+    if (reserving_ && t.gpus <= up_[part] && t.gpus <= tenant_gpus_[index(t.tenant)]) take(part, budget_[part]);
   }
   void take(std::uint32_t part, std::uint32_t gpus) {
     budget_[part] -= gpus;
@@ -88,7 +88,8 @@ class CountingWalk : public Greedy {
   std::vector<std::uint32_t> node_part_;    // per node
   std::vector<std::uint32_t> tenant_part_;  // per tenant
   std::vector<std::uint32_t> budget_;       // per part: GPUs not yet counted for in this walk
-  std::vector<std::uint32_t> part_gpus_;    // per part: its GPUs
+  std::vector<std::uint32_t> up_;           // reserving, per part: GPUs free or running a job at the walk's start
+  std::vector<std::uint32_t> tenant_gpus_;  // reserving, per tenant: GPUs of the nodes it may use
   std::uint32_t open_parts_ = 0;            // parts with budget left
   std::uint64_t walk_ = 0;
   bool held_back_ = false;
