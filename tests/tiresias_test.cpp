@@ -221,8 +221,8 @@ TEST_CASE("time-slice alternates equal jobs a quantum at a time and leaves a lon
 TEST_CASE("time-slice keeps the GPUs a waiting gang has counted for it", "[policy][time-slice]") {
   // Two unit GPUs, 30-s quantum. A and B (1 GPU, 1000 s) start at 0 and 15 s; C (2 GPUs, 20 s) arrives at
   // 16 s, then 1-GPU jobs of 10 s every 5 s from 17 s. At 30 s A's slice ends: C is first in the queue
-  // but one GPU is not enough, so it keeps that GPU (A is suspended, the GPU idles, the small jobs behind
-  // C wait). At 45 s B's slice ends: C counts both GPUs and runs 45-65 s. Without the reservation each
+  // but one GPU is not enough, so it holds its turn: the small jobs behind it wait, and A, behind it too,
+  // runs on. At 45 s B's slice ends: C counts both GPUs and runs 45-65 s. Without holding its turn each
   // GPU a slice end frees would go to a small job behind C, for as long as they kept coming.
   const std::string workflows = job("a", 1000) + ", " + job("small", 10) +
                                 R"(, "gang": {"tasks": [{"name": "gang", "gpus": 2, "work": {"flop": "4000 TFLOP"}}]})";

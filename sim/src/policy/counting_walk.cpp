@@ -47,6 +47,7 @@ void CountingWalk::begin_walk(const ClusterView& view, bool suspending) {
   if (cluster_ != &view.cluster() || node_part_.size() != view.cluster().node_count()) find_parts(view);
   ++walk_;
   held_back_ = false;
+  reserved_.assign(budget_.size(), 0);
   allowed_order_.clear();
   if (budget_.size() == 1) {
     budget_[0] = view.free_gpu_count();

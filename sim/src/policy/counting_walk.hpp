@@ -19,10 +19,11 @@ namespace fleetsim::policies {
 
 class CountingWalk : public Greedy {
  protected:
-  // reserving: a waiting job held back keeps the GPUs counted so far in its part for itself, so no job
-  // behind it in the walk takes them (a round robin's turn; without it, small jobs behind a gang take
-  // every GPU a slice end frees and the gang can wait for as long as they keep coming). A job larger
-  // than the GPUs up in its part (free or running a job), or than its tenant's nodes hold, reserves nothing.
+  // reserving: a waiting job held back reserves its part: no waiting job behind it in the walk is
+  // allowed, so the GPUs left uncounted stay with the running jobs behind it until enough are counted
+  // for it to start (a round robin's turn; without it, small jobs behind a gang take every GPU a slice
+  // end frees and the gang can wait for as long as they keep coming). A job larger than the GPUs up in
+  // its part (free or running a job), or than its tenant's nodes hold, reserves nothing.
   explicit CountingWalk(bool reserving = false) : reserving_(reserving) {}
 
   bool idle_when_full() const override { return false; }  // the order moves between rounds
@@ -50,7 +51,7 @@ class CountingWalk : public Greedy {
   void walk_waiting(std::span<const ReadyTask> ready, std::uint32_t i) {
     const ReadyTask& t = ready[i];
     const std::uint32_t part = budget_.size() == 1 ? 0 : tenant_part_[index(t.tenant)];
-    if (t.gpus <= budget_[part]) {
+    if (reserved_[part] == 0 && t.gpus <= budget_[part]) {
       allow(part, t, i);
     } else {
       hold(part, t);
@@ -64,8 +65,8 @@ class CountingWalk : public Greedy {
   // The greedy loop places the allowed jobs only, in walk order.
   void narrow(std::vector<std::uint32_t>& order) override { order.assign(allowed_order_.begin(), allowed_order_.end()); }
   bool is_allowed(const ReadyTask& t) const { return index(t.task) < allowed_walk_.size() && allowed_walk_[index(t.task)] == walk_; }
-  // Whether the walk is done: every GPU is counted for and a job was held back, so every job left in
-  // the walk is held back (waiting) or suspended (running), whatever it is.
+  // Whether the walk of waiting jobs is done: no part can allow one more (every GPU is counted for, or
+  // the part is reserved) and a job was held back, so every waiting job left is held back too.
   bool walk_done() const { return open_parts_ == 0 && held_back_; }
   // Whether this round's walk held a waiting job back (then the policy asks to be woken when its order moves).
   bool held_back() const { return held_back_; }
@@ -75,11 +76,14 @@ class CountingWalk : public Greedy {
   void allow(std::uint32_t part, const ReadyTask& t, std::uint32_t i);
   void hold(std::uint32_t part, const ReadyTask& t) {
     held_back_ = true;
-    if (reserving_ && t.gpus <= up_[part] && t.gpus <= tenant_gpus_[index(t.tenant)]) take(part, budget_[part]);
+    if (reserving_ && reserved_[part] == 0 && t.gpus <= up_[part] && t.gpus <= tenant_gpus_[index(t.tenant)]) {
+      reserved_[part] = 1;
+      if (budget_[part] > 0) --open_parts_;  // closed to waiting jobs
+    }
   }
   void take(std::uint32_t part, std::uint32_t gpus) {
     budget_[part] -= gpus;
-    if (budget_[part] == 0 && gpus > 0) --open_parts_;
+    if (budget_[part] == 0 && gpus > 0 && reserved_[part] == 0) --open_parts_;
   }
   std::uint32_t part_of(const RunningTask& r) const;  // of a cluster split into parts
 
@@ -89,8 +93,9 @@ class CountingWalk : public Greedy {
   std::vector<std::uint32_t> tenant_part_;  // per tenant
   std::vector<std::uint32_t> budget_;       // per part: GPUs not yet counted for in this walk
   std::vector<std::uint32_t> up_;           // reserving, per part: GPUs free or running a job at the walk's start
+  std::vector<std::uint8_t> reserved_;      // per part: a held-back job reserved it in this walk
   std::vector<std::uint32_t> tenant_gpus_;  // reserving, per tenant: GPUs of the nodes it may use
-  std::uint32_t open_parts_ = 0;            // parts with budget left
+  std::uint32_t open_parts_ = 0;            // parts with budget left, not reserved
   std::uint64_t walk_ = 0;
   bool held_back_ = false;
   std::vector<std::uint64_t> allowed_walk_;  // per task: == walk_ when this round's walk allowed it

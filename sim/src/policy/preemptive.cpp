@@ -17,9 +17,9 @@ namespace {
 // unchallenged. After that it queues again at the end of each slice it completes, as if it had just
 // joined, behind every job already waiting: the walk takes running jobs in their first slice, then
 // the rest (waiting jobs in the order they became ready, running ones by the end of their last whole
-// slice). With no job waiting nothing is suspended, so a lone job runs on uninterrupted. A waiting job
-// too large for the GPUs counted so far reserves them: the jobs behind it wait until it fits, at most
-// a quantum later, when the first slices ahead of it have ended.
+// slice). With no job waiting nothing is suspended, so a lone job runs on uninterrupted. The first waiting
+// job too large for the GPUs counted so far holds its turn (CountingWalk's reserving mode): the waiting
+// jobs behind it wait until it fits, at most a quantum later, when the first slices ahead of it have ended.
 class TimeSlice final : public CountingWalk {
  public:
   TimeSlice(double quantum_s, double restore_s)

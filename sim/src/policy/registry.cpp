@@ -61,8 +61,8 @@ std::deque<PolicyInfo>& table() {
       {"gittins", "Tiresias-G: the queues of las, ordered within each by the Gittins index over the workload's job sizes; preemptive",
        "Gu et al. 2019 (Tiresias, dlas-gpu-gittins); Gittins 1979; Aalto, Ayesta & Righter 2009", tiresias_params(true), make_gittins},
       {"time-slice", "Gandiva-style time slicing: while jobs wait, running jobs give up their GPUs in turn at the end of each "
-                     "quantum (suspended, their work kept) and queue behind the jobs already waiting; a gang keeps the GPUs "
-                     "freed for it until it fits",
+                     "quantum (suspended, their work kept) and queue behind the jobs already waiting; a gang holds its turn "
+                     "until slice ends free its GPUs",
        "Xiao et al. 2018 (Gandiva), its suspend-resume time slicing only",
        {{"quantum", ParamType::number, 60.0, "seconds a job runs before it yields to jobs waiting longer"},
         {"restore", ParamType::number, 0.0, "seconds a suspended job spends restoring its state when it runs again"}},
