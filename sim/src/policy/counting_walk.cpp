@@ -55,15 +55,18 @@ void CountingWalk::begin_walk(const ClusterView& view, bool suspending) {
     std::fill(budget_.begin(), budget_.end(), 0);
     for (std::uint32_t n = 0; n < node_part_.size(); ++n) budget_[node_part_[n]] += view.free_gpus(make_id<NodeId>(n));
   }
-  // The GPUs running jobs hold: counted in when suspending, else (reserving) only to know what is up.
-  if (suspending || reserving_) {
-    up_ = budget_;
-    if (budget_.size() == 1) {
-      for (const RunningTask& r : view.running()) up_[0] += r.gpus;
+  // The GPUs running jobs hold: counted in when suspending; a reserving walk needs them to know what is up.
+  const auto add_running = [&](std::vector<std::uint32_t>& per_part) {
+    if (per_part.size() == 1) {
+      for (const RunningTask& r : view.running()) per_part[0] += r.gpus;
     } else {
-      for (const RunningTask& r : view.running()) up_[part_of(r)] += r.gpus;
+      for (const RunningTask& r : view.running()) per_part[part_of(r)] += r.gpus;
     }
-    if (suspending) budget_ = up_;
+  };
+  if (suspending) add_running(budget_);
+  if (reserving_) {
+    up_ = budget_;
+    if (!suspending) add_running(up_);
   }
   open_parts_ = static_cast<std::uint32_t>(std::count_if(budget_.begin(), budget_.end(), [](std::uint32_t b) { return b > 0; }));
 }
