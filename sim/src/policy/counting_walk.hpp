@@ -19,7 +19,7 @@ namespace fleetsim::policies {
 
 class CountingWalk : public Greedy {
  protected:
-  // reserving: a waiting job held back reserves its part: no waiting job behind it in the walk is
+  // reserving: the first waiting job held back in a part reserves it: no waiting job behind it is
   // allowed, so the GPUs left uncounted stay with the running jobs behind it until enough are counted
   // for it to start (a round robin's turn; without it, small jobs behind a gang take every GPU a slice
   // end frees and the gang can wait for as long as they keep coming). A job larger than the GPUs up in

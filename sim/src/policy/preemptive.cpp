@@ -67,8 +67,8 @@ class TimeSlice final : public CountingWalk {
     next_slice_end = std::min(next_slice_end, first_started + quantum_s_);
     std::sort(queued_.begin(), queued_.end());
     // The rest merged by when each queued; at equal times a running job goes first (no suspension
-    // for a tie). Once every GPU is counted for and a job was held back, the waiting jobs after it
-    // are held back too and the running ones suspended: a long queue costs nothing more.
+    // for a tie). Once the walk of waiting jobs is done, the waiting jobs after it are held back too
+    // and the running ones keep only what is left uncounted: a long queue costs nothing more.
     std::uint32_t i = 0;
     for (const Queued& q : queued_) {
       if (!walk_done()) i = walk_waiting_from(ready, i, q.at_s);
