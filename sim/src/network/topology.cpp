@@ -278,7 +278,7 @@ bool Topology::in_host_memory(std::uint32_t v) const {
 }
 
 std::optional<std::uint32_t> Topology::find_link(std::string_view name) const {
-  for (std::uint32_t n = 0; n < memory_bus_.size(); ++n) {
+  for (std::uint32_t n = 0; name.ends_with(".memory") && n < memory_bus_.size(); ++n) {
     if (memory_bus_[n] != kNone && link_name(memory_bus_[n]) == name) return memory_bus_[n];
   }
   const std::size_t sep = name.find('>');

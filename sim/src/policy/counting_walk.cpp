@@ -16,10 +16,15 @@ void CountingWalk::find_parts(const ClusterView& view) {
   const std::uint32_t nodes = cluster.node_count(), tenants = view.tenant_count();
   node_part_.assign(nodes, 0);
   tenant_part_.assign(tenants, 0);
+  tenant_gpus_.assign(tenants, 0);
   std::map<std::string, std::uint32_t> parts;  // by the node's users, a character per tenant
   std::string users(tenants, '0');
   for (std::uint32_t n = 0; n < nodes; ++n) {
-    for (std::uint32_t t = 0; t < tenants; ++t) users[t] = view.tenant_may_use(make_id<TenantId>(t), make_id<NodeId>(n)) ? '1' : '0';
+    for (std::uint32_t t = 0; t < tenants; ++t) {
+      const bool may = view.tenant_may_use(make_id<TenantId>(t), make_id<NodeId>(n));
+      users[t] = may ? '1' : '0';
+      if (may) tenant_gpus_[t] += cluster.gpus_in(make_id<NodeId>(n));
+    }
     node_part_[n] = parts.emplace(users, static_cast<std::uint32_t>(parts.size())).first->second;
   }
   constexpr std::uint32_t kNone = 0xFFFFFFFFu;
@@ -35,12 +40,6 @@ void CountingWalk::find_parts(const ClusterView& view) {
   if (!split) node_part_.assign(nodes, 0);
   for (std::uint32_t t = 0; t < tenants && split; ++t) tenant_part_[t] = part_of[t] == kNone ? 0 : part_of[t];
   budget_.assign(split ? parts.size() : 1, 0);
-  tenant_gpus_.assign(tenants, 0);
-  for (std::uint32_t n = 0; n < nodes; ++n) {
-    for (std::uint32_t t = 0; t < tenants; ++t) {
-      if (view.tenant_may_use(make_id<TenantId>(t), make_id<NodeId>(n))) tenant_gpus_[t] += cluster.gpus_in(make_id<NodeId>(n));
-    }
-  }
 }
 
 void CountingWalk::begin_walk(const ClusterView& view, bool suspending) {
