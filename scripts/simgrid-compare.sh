@@ -42,6 +42,8 @@ trap 'rm -f "$table" "$notes"' EXIT
 "$harness" --sizes 100,1000 --kinds layered,chains --node-type l40s-pcie-8 --nodes 2 --sensitivity 0 --latency after >"$notes.after" 2>/dev/null || true
 
 cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')
+# Before the report is opened for writing: rewriting it would make every run look dirty.
+version=$(git describe --always --dirty 2>/dev/null || echo '(no git)')
 mkdir -p "$(dirname "$report")"
 {
   echo "# fleetsim side by side with SimGrid"
@@ -51,7 +53,7 @@ mkdir -p "$(dirname "$report")"
   echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "- machine: $(nproc) cores, $cpu"
   echo "- SimGrid $(pkg-config --modversion simgrid) (Debian libsimgrid-dev), CM02 with latency factor 1, bandwidth factor 1, weight-S 0, TCP-gamma 0, no cross-traffic"
-  echo "- fleetsim $(git describe --always --dirty 2>/dev/null || echo '(no git)'), Release build; both single-threaded"
+  echo "- fleetsim $version, Release build; both single-threaded"
   echo "- platform: hgx-h100-8 nodes on one switch (2 nodes at 100 tasks, doubling per factor 10 of tasks); policy fifo"
   echo
   echo "## hgx-h100-8, single switch"
