@@ -155,6 +155,28 @@ TEST_CASE("an offload's writes and reads share host memory", "[memory-bus][host-
   CHECK(c.compute_start_s - c.start_s == Approx(10e9 / 25e9 + 4e-6).epsilon(1e-9));
 }
 
+TEST_CASE("traffic between MIG instances is staged in host memory and draws on it twice", "[memory-bus][host-memory][mig]") {
+  // As in the MIG test of memory_test.cpp: c reads 10 GB from the other instance of its GPU, staged
+  // through host memory over the 50 GB/s host link (0.2 s plus four 2 us hops). Written to host memory
+  // and read back, the transfer draws twice its rate on the bus: on 60 GB/s it gets 30 GB/s (0.333 s),
+  // on 100 GB/s the host link's 50 GB/s again.
+  const auto run = [](const std::string& bus) {
+    return simulate(unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 1, "mig": {"slices": 2},
+                                                            "node_overrides": {"host_memory_bandwidth": ")" + bus + R"("}}]},
+        "workflows": {"w": {"tasks": [{"name": "p1", "work": {"flop": "100 TFLOP"}}, {"name": "p2", "work": {"flop": "100 TFLOP"}},
+                                     {"name": "c", "working_set": "45 GB", "work": {"flop": "1 TFLOP"}}],
+                           "edges": [{"from": "p1", "to": "c", "bytes": "1 GB"}, {"from": "p2", "to": "c", "bytes": "10 GB"}]}},
+        "workload": [{"workflow": "w", "arrival": {"process": "once"}}])"));
+  };
+  const auto staging_s = [](const RunResult& r) { return r.trace.tasks[2].compute_start_s - r.trace.tasks[2].start_s; };
+  const RunResult narrow = run("60 GB/s");
+  CHECK(staging_s(narrow) == Approx(10e9 / 30e9 + 8e-6).epsilon(1e-9));
+  const std::optional<std::uint32_t> bus = narrow.topology.memory_bus(make_id<NodeId>(0));
+  REQUIRE(bus);
+  CHECK(narrow.link_bytes[*bus] == Approx(20e9));  // in and out
+  CHECK(staging_s(run("100 GB/s")) == Approx(10e9 / 50e9 + 8e-6).epsilon(1e-9));
+}
+
 TEST_CASE("host_memory_bandwidth must be a bandwidth, not negative", "[memory-bus][host-memory][input]") {
   const auto error = [](const std::string& value) {
     return scenario_error(R"({"name": "s", "catalog": ["unit-catalog.json"],

@@ -9,7 +9,9 @@
 // A link marked down (a failed cable) is left out of every route until it is marked up again.
 // A node type with a host_memory_bandwidth has a host memory bus: one more link, from its host to
 // itself, that no route walks through; a route that begins or ends in host memory (at the host or at
-// its local storage) draws on it once, in either direction, so reads and writes share it.
+// its local storage) draws on it once, in either direction, so reads and writes share it. MIG
+// instances have no peer-to-peer: a route that passes through their node's host is staged there,
+// written and read back, and draws on the bus twice.
 #pragma once
 
 #include <cstdint>
@@ -109,6 +111,7 @@ class Topology {
   std::vector<std::string> vertex_names_;
   std::vector<std::uint8_t> is_gpu_;
   std::vector<std::uint32_t> host_vertex_, nvswitch_vertex_, storage_vertex_, memory_bus_;  // per node
+  std::vector<std::uint32_t> staging_bus_;  // per node: its bus where traffic through the host is staged (MIG), else kNone
   bool in_host_memory(std::uint32_t v) const;  // a host or local storage vertex
   std::vector<std::uint32_t> vertex_node_;    // per vertex: its node, or kNone for the fabric's switches
   std::vector<std::uint32_t> local_index_;    // per vertex: its place among its node's vertices

@@ -340,7 +340,13 @@ void Network::solve_set() {
     local_offsets_.push_back(static_cast<std::uint32_t>(local_route_links_.size()));
   }
   if (set_.size() == 1) {  // alone, a flow gets the least any link of its route (or its cap) offers
-    rate_[set_[0]] = *std::min_element(local_capacity_.begin(), local_capacity_.end());
+    // A link it crosses twice (host memory it is staged in) offers it half.
+    double rate = std::numeric_limits<double>::infinity();
+    for (std::uint32_t l : local_route_links_) {
+      const auto crossings = std::count(local_route_links_.begin(), local_route_links_.end(), l);
+      rate = std::min(rate, local_capacity_[l] / static_cast<double>(crossings));
+    }
+    rate_[set_[0]] = rate;
     return;
   }
   local_rates_.assign(set_.size(), 0.0);

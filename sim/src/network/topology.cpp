@@ -105,6 +105,7 @@ Topology::Topology(const Cluster& cluster, const FabricSpec& fabric) : cache_(st
       links_.push_back(TopoLink{host_vertex_.back(), host_vertex_.back(), grp.node.host_memory_bandwidth_Bps, 0,
                                 LinkClass::host_memory, LinkKind::memory});
     }
+    staging_bus_.push_back(grp.mig_slices > 1 ? memory_bus_.back() : kNone);
     if (const auto& storage = cluster.spec().storage) {
       storage_vertex_.back() = add_vertex(prefix + "storage", n);
       add_link_pair(storage_vertex_.back(), host_vertex_.back(), storage->bandwidth_Bps, storage->latency_s,
@@ -546,6 +547,12 @@ bool Topology::try_route(std::uint32_t from, std::uint32_t to, std::uint64_t key
   };
   while (at != to) {
     at_host(at);
+    // Passing through a host where traffic is staged: written to its memory, then read back.
+    const std::uint32_t node = vertex_node_[at];
+    if (at != from && node != kNone && node != memory_node && host_vertex_[node] == at && staging_bus_[node] != kNone) {
+      out.push_back(staging_bus_[node]);
+      out.push_back(staging_bus_[node]);
+    }
     std::uint32_t n = 0;
     for (std::uint32_t l : out_links_[at]) {
       const TopoLink& link = links_[l];
