@@ -1,6 +1,7 @@
 // A node's memory bus shared by its devices (sim/src/memory_bus.hpp). Times worked out by hand on the
 // unit GPU (100 TFLOP/s, 1 TB/s of its own memory bandwidth, no launch overhead).
 #include <catch2/catch.hpp>
+#include <algorithm>
 
 #include "../sim/src/memory_bus.hpp"
 #include "fleetsim/simulation.hpp"
@@ -174,6 +175,10 @@ TEST_CASE("traffic between MIG instances is staged in host memory and draws on i
   const std::optional<std::uint32_t> bus = narrow.topology.memory_bus(make_id<NodeId>(0));
   REQUIRE(bus);
   CHECK(narrow.link_bytes[*bus] == Approx(20e9));  // in and out
+  std::vector<std::uint32_t> route;
+  narrow.topology.route(narrow.topology.gpu_vertex(make_id<GpuId>(0)), narrow.topology.gpu_vertex(make_id<GpuId>(1)), 0, route);
+  CHECK(std::count(route.begin(), route.end(), *bus) == 2);
+  CHECK(narrow.topology.bottleneck_Bps(route) == Approx(30e9));
   CHECK(staging_s(run("100 GB/s")) == Approx(10e9 / 50e9 + 8e-6).epsilon(1e-9));
 }
 

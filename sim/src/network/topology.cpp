@@ -579,9 +579,12 @@ double Topology::latency_s(std::span<const std::uint32_t> route) const {
   return total;
 }
 
+// A link crossed twice (host memory a flow is staged in) offers it half.
 double Topology::bottleneck_Bps(std::span<const std::uint32_t> route) const {
   double b = std::numeric_limits<double>::infinity();
-  for (std::uint32_t l : route) b = std::min(b, links_[l].capacity_Bps);
+  for (std::uint32_t l : route) {
+    b = std::min(b, links_[l].capacity_Bps / static_cast<double>(std::count(route.begin(), route.end(), l)));
+  }
   return b;
 }
 
