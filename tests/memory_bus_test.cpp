@@ -182,6 +182,26 @@ TEST_CASE("traffic between MIG instances is staged in host memory and draws on i
   CHECK(staging_s(run("100 GB/s")) == Approx(10e9 / 50e9 + 8e-6).epsilon(1e-9));
 }
 
+TEST_CASE("a weight load takes a MIG peer's copy only where staging it costs no more than host memory", "[memory-bus][host-memory][mig]") {
+  // The second job lands on the other instance while the first holds the weights. From host memory the
+  // load crosses the 50 GB/s host link and the bus once; from the peer, up and down the host link and
+  // the bus twice: on 60 GB/s that offers 30 GB/s (host memory wins), on 100 GB/s 50 GB/s (a tie: the peer).
+  const auto second_load = [](const std::string& bus) {
+    const RunResult r = simulate(unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 1, "mig": {"slices": 2},
+                                                                       "node_overrides": {"host_memory_bandwidth": ")" + bus + R"("}}]},
+        "workflows": {"w": {"tasks": [{"name": "t", "model": {"id": "m", "weights": "10 GB"}, "work": {"flop": "100 TFLOP"}}]}},
+        "workload": [{"workflow": "w", "arrival": {"process": "periodic", "interval": "1 s", "count": 2}}])"));
+    REQUIRE(r.trace.weight_loads.size() == 2);
+    return r.trace.weight_loads[1];
+  };
+  const WeightLoad narrow = second_load("60 GB/s");
+  CHECK_FALSE(narrow.peer);
+  CHECK(narrow.end_s - narrow.start_s == Approx(0.2).epsilon(1e-3));
+  const WeightLoad wide = second_load("100 GB/s");
+  REQUIRE(wide.peer);
+  CHECK(index(*wide.peer) == 0);
+}
+
 TEST_CASE("host_memory_bandwidth must be a bandwidth, not negative", "[memory-bus][host-memory][input]") {
   const auto error = [](const std::string& value) {
     return scenario_error(R"({"name": "s", "catalog": ["unit-catalog.json"],

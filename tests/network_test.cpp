@@ -2,6 +2,7 @@
 // timing of shared links, ring all-reduce against 2(n-1)/n * S/B + 2(n-1) * alpha, collectives that
 // share links, and the bandwidth an oversubscribed fat-tree leaves between leaves.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <set>
@@ -75,6 +76,24 @@ std::vector<std::uint32_t> route(const Topology& t, std::uint32_t from, std::uin
 TEST_CASE("max-min: flows sharing one link split it evenly", "[network][maxmin]") {
   // One link of 12: three flows get 4 each.
   CHECK(max_min({12}, {{0}, {0}, {0}}) == std::vector<double>{4, 4, 4});
+}
+
+TEST_CASE("max-min: a flow that crosses a link twice draws twice its rate there", "[network][maxmin]") {
+  // A transfer staged in host memory (written, then read) beside one that only reads: 2r + r = 60.
+  CHECK(max_min({60}, {{0, 0}, {0}}) == std::vector<double>{20, 20});
+  // The same through the incremental network, alone and then beside the other.
+  Network net({60.0});
+  const std::vector<std::uint32_t> twice{0, 0}, once{0};
+  const auto staged = net.start(twice, 60, 0, 0, 0.0);
+  CHECK(net.next_time() == Approx(2.0));  // alone: 30 of the link's 60
+  net.start(once, 20, 0, 1, 0.0);
+  CHECK(net.next_time() == Approx(1.0));  // 20 each: the second ends at 1 s
+  std::vector<FlowDelivery> done;
+  net.advance(1.0, done);
+  REQUIRE(done.size() == 1);
+  CHECK(done[0].tag == 1);
+  CHECK(net.next_time() == Approx(1.0 + 40.0 / 30));  // 40 left at 30 again
+  (void)staged;
 }
 
 TEST_CASE("max-min: a bottleneck elsewhere frees capacity for the others", "[network][maxmin]") {
@@ -391,9 +410,23 @@ TEST_CASE("every route is a lowest-latency path, as an exhaustive search finds i
         for (std::uint32_t l : r) {
           REQUIRE(t.links()[l].from == at);
           CHECK_FALSE(t.link_down(l));
-          if (t.links()[l].cls == LinkClass::host_memory) {  // a resource the route draws on, not a hop
-            CHECK((t.vertex_name(from).ends_with(".host") || t.vertex_name(from).ends_with(".storage") ||
-                   t.vertex_name(to).ends_with(".host") || t.vertex_name(to).ends_with(".storage")));
+          if (t.links()[l].cls == LinkClass::host_memory) {
+            // A resource the route draws on, not a hop: once where the route begins or ends in that node's
+            // host memory; else twice, where it goes to or from that node (MIG) through its host.
+            const std::string bus = t.link_name(l);
+            const std::string node = bus.substr(0, bus.find('.') + 1);  // "nX."
+            const auto in = [&](std::uint32_t v) { return t.vertex_name(v).starts_with(node); };
+            const auto in_memory = [&](std::uint32_t v) {
+              return in(v) && (t.vertex_name(v).ends_with(".host") || t.vertex_name(v).ends_with(".storage"));
+            };
+            const auto times = std::count(r.begin(), r.end(), l);
+            INFO(t.vertex_name(from) << " to " << t.vertex_name(to) << " on " << bus);
+            if (in_memory(from) || in_memory(to)) {
+              CHECK(times == 1);
+            } else {
+              CHECK((in(from) || in(to)));
+              CHECK(times == 2);
+            }
             continue;
           }
           total += weight(l);
@@ -407,7 +440,7 @@ TEST_CASE("every route is a lowest-latency path, as an exhaustive search finds i
     CHECK(pairs > 100);
   };
   Built mixed = build(R"([{"type": "hgx-h100-8", "count": 2}, {"type": "l40s-pcie-8", "count": 2},
-                          {"type": "unit-node-2", "count": 2, "mig": {"slices": 2}}])",
+                          {"type": "unit-node-2", "count": 2, "mig": {"slices": 2}, "node_overrides": {"host_memory_bandwidth": "100 GB/s"}}])",
                       R"({"topology": "fat-tree", "nodes_per_leaf": 2, "spines": 2}, "storage": {"bandwidth": "7 GB/s", "latency": "100 us"})");
   check(mixed.topology, mixed.cluster.gpu_count(), "fat-tree of H100, L40S and MIG nodes with storage");
   Topology& t = mixed.topology;
@@ -426,6 +459,15 @@ TEST_CASE("every route is a lowest-latency path, as an exhaustive search finds i
     if (name.rfind("leaf0.rail0>spine", 0) == 0 || (name.rfind("spine", 0) == 0 && name.ends_with(">leaf0.rail0"))) r.set_link_down(l, true);
   }
   check(r, rails.cluster.gpu_count(), "the same with rail 0 of the first leaf group off the spines");
+  // The same with MIG nodes of two rails: what passes through a node between rails is not staged there.
+  Built mig_rails = build(R"([{"type": "unit-node-2", "count": 3, "mig": {"slices": 2}, "node_overrides": {"nics": 2, "host_memory_bandwidth": "100 GB/s"}}])",
+                          R"({"topology": "rail-optimized", "nodes_per_leaf": 2})");
+  Topology& m = mig_rails.topology;
+  for (std::uint32_t l = 0; l < m.links().size(); ++l) {
+    const std::string name = m.link_name(l);
+    if (name.rfind("leaf0.rail0>spine", 0) == 0 || (name.rfind("spine", 0) == 0 && name.ends_with(">leaf0.rail0"))) m.set_link_down(l, true);
+  }
+  check(m, mig_rails.cluster.gpu_count(), "rail-optimized MIG nodes with rail 0 of the first leaf group off the spines");
 }
 
 TEST_CASE("an oversubscribed fat-tree halves the bandwidth between leaves", "[network][topology]") {

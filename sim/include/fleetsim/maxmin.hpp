@@ -13,7 +13,9 @@ namespace fleetsim {
 class MaxMinSolver {
  public:
   // Flow f crosses links flow_links[flow_offsets[f] .. flow_offsets[f+1]); links are indices into
-  // `capacity`. Every flow must cross at least one link. Writes one rate per flow into `rates`.
+  // `capacity`. A link listed k times for a flow carries k times its rate (host memory a transfer is
+  // staged in: written, then read). Every flow must cross at least one link. Writes one rate per
+  // flow into `rates`.
   void solve(std::span<const double> capacity, std::span<const std::uint32_t> flow_offsets,
              std::span<const std::uint32_t> flow_links, std::span<double> rates);
 

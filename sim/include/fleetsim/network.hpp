@@ -1,7 +1,9 @@
 // The flow-level network model. A transfer is a flow of bytes over a route of directed links;
 // the links' capacities are shared max-min fairly among the flows crossing them, and a flow is
 // delivered its route's latency after its last byte left. A flow may carry a cap of its own (the rate
-// its sender can drive, such as a protocol's), which acts as a private link of that capacity. When a flow starts or ends, rates are
+// its sender can drive, such as a protocol's), which acts as a private link of that capacity. A route
+// may list a link twice (host memory a transfer is staged in): the flow then draws twice its rate there.
+// When a flow starts or ends, rates are
 // recomputed only for the flows whose rates can change: the solver re-levels a growing set of flows
 // (with every other flow's rate held) until every flow has a bottleneck, a saturated link on which
 // no flow gets more, which characterizes the max-min allocation, so the result is the allocation a

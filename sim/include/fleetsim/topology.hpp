@@ -10,8 +10,8 @@
 // A node type with a host_memory_bandwidth has a host memory bus: one more link, from its host to
 // itself, that no route walks through; a route that begins or ends in host memory (at the host or at
 // its local storage) draws on it once, in either direction, so reads and writes share it. MIG
-// instances have no peer-to-peer: a route that passes through their node's host is staged there,
-// written and read back, and draws on the bus twice.
+// instances have no peer-to-peer: what they send or receive through their node's host is staged
+// there, written and read back, and draws on the bus twice.
 #pragma once
 
 #include <cstdint>
@@ -77,12 +77,14 @@ class Topology {
   std::optional<std::uint32_t> memory_bus(NodeId node) const;
 
   // Appends the links of the route from `from` to `to` (vertices) to `out`, with the host memory bus
-  // where the route begins or ends in host memory; empty when from == to.
+  // where the route begins or ends in host memory, and twice where it goes to or from a MIG instance
+  // through its node's host; empty when from == to.
   void route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out) const;
   // As route, but false (and nothing appended) when down links leave no path.
   bool try_route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out) const;
   bool reachable(std::uint32_t from, std::uint32_t to) const;
   double latency_s(std::span<const std::uint32_t> route) const;
+  // The least any link of the route offers; a link crossed twice (a bus a flow is staged in) offers half.
   double bottleneck_Bps(std::span<const std::uint32_t> route) const;
 
  private:

@@ -31,7 +31,7 @@ void MaxMinSolver::solve(std::span<const double> capacity, std::span<const std::
     for (std::uint32_t i = flow_offsets[f]; i < flow_offsets[f + 1]; ++i) link_flows_[fill_[flow_links[i]]++] = f;
   }
 
-  // Alone, a flow would get the least capacity of its route, and it never gets more. A link whose
+  // A flow never gets more than the least capacity of its route (less where it crosses a link twice). A link whose
   // flows' bounds add up to less than its capacity can never saturate, so it never freezes a flow
   // and needs no place in the heap: on fabrics with headroom most links are such.
   bound_.resize(flows);

@@ -536,23 +536,24 @@ bool Topology::try_route(std::uint32_t from, std::uint32_t to, std::uint64_t key
   std::uint32_t at = from;
   std::uint32_t candidates[64];
   std::uint64_t remaining[64];
-  // A route that begins or ends in host memory draws on that node's memory bus, where it passes the
-  // node's host.
-  const std::uint32_t memory_node = in_host_memory(from) ? vertex_node_[from] : in_host_memory(to) ? vertex_node_[to] : kNone;
-  std::uint32_t bus = memory_node == kNone ? kNone : memory_bus_[memory_node];
+  // Host memory: a route that begins or ends in a node's (at its host or local storage) draws on that
+  // node's bus once, where it passes the host; one to or from a MIG instance through its node's host is
+  // staged there, written and read back: twice (traffic of other nodes passing through, between rails,
+  // is not).
+  const std::uint32_t begins = in_host_memory(from) ? vertex_node_[from] : kNone;
+  const std::uint32_t ends = in_host_memory(to) ? vertex_node_[to] : kNone;
   const auto at_host = [&](std::uint32_t v) {
-    if (bus == kNone || v != host_vertex_[memory_node]) return;
-    out.push_back(bus);
-    bus = kNone;
-  };
-  while (at != to) {
-    at_host(at);
-    // Passing through a host where traffic is staged: written to its memory, then read back.
-    const std::uint32_t node = vertex_node_[at];
-    if (at != from && node != kNone && node != memory_node && host_vertex_[node] == at && staging_bus_[node] != kNone) {
+    const std::uint32_t node = vertex_node_[v];
+    if (node == kNone || host_vertex_[node] != v || memory_bus_[node] == kNone) return;
+    if (node == begins || node == ends) {
+      out.push_back(memory_bus_[node]);
+    } else if (staging_bus_[node] != kNone && (vertex_node_[from] == node || vertex_node_[to] == node)) {
       out.push_back(staging_bus_[node]);
       out.push_back(staging_bus_[node]);
     }
+  };
+  while (at != to) {
+    at_host(at);
     std::uint32_t n = 0;
     for (std::uint32_t l : out_links_[at]) {
       const TopoLink& link = links_[l];
@@ -579,7 +580,6 @@ double Topology::latency_s(std::span<const std::uint32_t> route) const {
   return total;
 }
 
-// A link crossed twice (host memory a flow is staged in) offers it half.
 double Topology::bottleneck_Bps(std::span<const std::uint32_t> route) const {
   double b = std::numeric_limits<double>::infinity();
   for (std::uint32_t l : route) {
