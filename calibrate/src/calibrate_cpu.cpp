@@ -65,6 +65,10 @@ Profile calibrate_cpu(const CalibrateOptions& options) {
   // wait, and one streaming while the others run GEMMs, the mix the bus model must get right.
   for (double mb : {128.0, 256.0, 512.0}) plan.push_back({"stream-alone", Dtype::fp32, mb * 1e6});
   plan.push_back({"stream-beside-gemm", Dtype::fp32, 256e6});
+  // The same for compute, which the model gives one rate whatever a device's neighbours run: one worker's
+  // GEMM while the others wait, and while they stream (the "gemm" points have every worker on GEMMs).
+  for (Dtype d : {Dtype::fp32, Dtype::fp64}) plan.push_back({"gemm-alone", d, 8 * kTile});
+  plan.push_back({"gemm-beside-stream", Dtype::fp32, 8 * kTile});
   for (double mb : {8.0, 32.0, 128.0, 256.0}) plan.push_back({"memcpy", Dtype::fp32, mb * 1e6});
   // A launch: one call of each kernel with next to no work (one GEMM column, one triad element).
   plan.push_back({"launch", Dtype::fp32, 0});
@@ -78,7 +82,7 @@ Profile calibrate_cpu(const CalibrateOptions& options) {
   const unsigned workers = options.workers > 0 ? options.workers : std::max(1u, std::thread::hardware_concurrency());
   std::vector<std::vector<double>> seconds(plan.size(), std::vector<double>(workers, 0.0));
   std::barrier<> sync(static_cast<std::ptrdiff_t>(workers));
-  std::atomic<std::uint64_t> streams_done{0};  // worker 0's streams of the stream-beside-gemm point so far
+  std::atomic<std::uint64_t> leader_runs{0};  // worker 0's runs of the point it runs beside the others' work so far
   {
     std::vector<std::jthread> threads;
     for (unsigned w = 0; w < workers; ++w) {
@@ -91,18 +95,24 @@ Profile calibrate_cpu(const CalibrateOptions& options) {
           if (pt.kernel == "gemm") run = [&] { scratch.gemm(pt.size, pt.dtype); };
           if (pt.kernel == "gemm-square") run = [&] { scratch.gemm_square(static_cast<int>(pt.size), pt.dtype); };
           if (pt.kernel == "stream") run = [&] { scratch.stream(pt.size); };
-          // Worker 0 streams; the others wait (alone), or run GEMM tiles until its stream is done (beside).
-          if (pt.kernel == "stream-alone") run = w == 0 ? std::function<void()>([&] { scratch.stream(pt.size); }) : [] {};
-          if (pt.kernel == "stream-beside-gemm") {
+          // Worker 0 runs the point; the others wait (alone), or run the other kernel in small pieces
+          // until worker 0 is done (beside).
+          std::function<void()> mine, others_piece;
+          if (pt.kernel == "stream-alone" || pt.kernel == "stream-beside-gemm") mine = [&] { scratch.stream(pt.size); };
+          if (pt.kernel == "gemm-alone" || pt.kernel == "gemm-beside-stream") mine = [&] { scratch.gemm(pt.size, pt.dtype); };
+          if (pt.kernel == "stream-beside-gemm") others_piece = [&] { scratch.gemm(kTile, Dtype::fp32); };
+          if (pt.kernel == "gemm-beside-stream") others_piece = [&] { scratch.stream(12e6); };
+          if (mine && !others_piece) run = w == 0 ? mine : [] {};
+          if (mine && others_piece) {
             if (w == 0) {
               run = [&] {
-                scratch.stream(pt.size);
-                streams_done.fetch_add(1);
+                mine();
+                leader_runs.fetch_add(1);
               };
             } else {
               run = [&, seen = std::uint64_t{0}]() mutable {
-                while (streams_done.load() == seen) scratch.gemm(2.0 * cpu::Scratch::kGemmTile * cpu::Scratch::kGemmTile * cpu::Scratch::kGemmTile, Dtype::fp32);
-                seen = streams_done.load();
+                while (leader_runs.load() == seen) others_piece();
+                seen = leader_runs.load();
               };
             }
           }
@@ -121,7 +131,7 @@ Profile calibrate_cpu(const CalibrateOptions& options) {
   }
   for (std::size_t i = 0; i < plan.size(); ++i) {
     // Points where one worker streams beside the others keep that worker's time.
-    const bool one = plan[i].kernel == "stream-alone" || plan[i].kernel == "stream-beside-gemm";
+    const bool one = plan[i].kernel.ends_with("-alone") || plan[i].kernel.find("-beside-") != std::string::npos;
     p.measurements.push_back({plan[i].kernel, plan[i].dtype, plan[i].size, one ? seconds[i][0] : median_of(seconds[i]), one ? "0" : ""});
   }
 

@@ -1,3 +1,4 @@
+#include <optional>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -14,9 +15,12 @@ std::string quantity(double value, const char* unit) {
   return buf;
 }
 
+// GEMMs sized in FLOP: every worker's, one worker's alone and beside streams.
+bool gemm_of_flop(const Measurement& m) { return m.kernel == "gemm" || m.kernel == "gemm-alone" || m.kernel == "gemm-beside-stream"; }
+
 // What a measurement achieved, in the unit its kernel is judged by.
 std::string achieved(const Measurement& m) {
-  if (m.kernel == "gemm") return format_quantity(m.size / m.seconds, Dimension::flop_rate);
+  if (gemm_of_flop(m)) return format_quantity(m.size / m.seconds, Dimension::flop_rate);
   if (m.kernel == "launch") return std::string("-");
   if (m.kernel == "gemm-square") return format_quantity(2 * m.size * m.size * m.size / m.seconds, Dimension::flop_rate);
   return format_quantity(m.size / m.seconds, Dimension::bandwidth);
@@ -68,7 +72,7 @@ void write_profile_text(std::ostream& out, const Profile& p) {
   for (const Measurement& m : p.measurements) {
     const std::string size = m.kernel == "launch"    ? std::string("-")
                              : m.kernel == "gemm-square" ? std::to_string(static_cast<int>(m.size)) + "^3"
-                             : m.kernel == "gemm"      ? format_quantity(m.size, Dimension::flop)
+                             : gemm_of_flop(m)         ? format_quantity(m.size, Dimension::flop)
                                                        : format_quantity(m.size, Dimension::bytes);
     std::snprintf(line, sizeof line, "%-20s %-7s %-13s %-11s %s", m.kernel.c_str(), std::string(dtype_name(m.dtype)).c_str(), size.c_str(),
                   format_quantity(m.seconds, Dimension::time).c_str(), achieved(m).c_str());
@@ -86,6 +90,23 @@ void write_profile_text(std::ostream& out, const Profile& p) {
     if (g.kernel_memory_scale) out << ", kernel model's memory x" << *g.kernel_memory_scale;
     if (g.shared_memory_bandwidth_Bps) out << ", shared by a node's devices " << format_quantity(*g.shared_memory_bandwidth_Bps, Dimension::bandwidth);
     out << '\n';
+  }
+  // What the model leaves out: a device's compute rate depends on what its neighbours run.
+  const auto rate_of = [&](std::string_view kernel, Dtype dtype, double size) -> std::optional<double> {
+    for (const Measurement& m : p.measurements) {
+      if (m.kernel == kernel && m.dtype == dtype && m.size == size) return m.size / m.seconds;
+    }
+    return std::nullopt;
+  };
+  for (const Measurement& m : p.measurements) {
+    if (m.kernel != "gemm-alone") continue;
+    const auto beside_gemms = rate_of("gemm", m.dtype, m.size);
+    if (!beside_gemms) continue;
+    out << "  not modelled: one worker's " << dtype_name(m.dtype) << " GEMM alone " << format_quantity(m.size / m.seconds, Dimension::flop_rate);
+    if (const auto beside_streams = rate_of("gemm-beside-stream", m.dtype, m.size)) {
+      out << ", beside streams " << format_quantity(*beside_streams, Dimension::flop_rate);
+    }
+    out << ", beside GEMMs " << format_quantity(*beside_gemms, Dimension::flop_rate) << " (a device gets one rate whatever its neighbours run)\n";
   }
   for (const LinkCalibration& l : p.links) {
     out << "  " << l.id << ":";

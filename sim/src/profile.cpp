@@ -13,7 +13,7 @@ using detail::ObjectReader;
 constexpr std::string_view kKernels[] = {"gemm",       "gemm-square",    "stream",    "memcpy",     "launch",
                                          "all-reduce", "all-gather",     "reduce-scatter", "broadcast", "reduce",
                                          "all-to-all", "send-recv",      "memcpy-h2d", "memcpy-d2h", "peer-copy",
-                                         "peer-copy-no-access", "stream-alone", "stream-beside-gemm"};
+                                         "peer-copy-no-access", "stream-alone", "stream-beside-gemm", "gemm-alone", "gemm-beside-stream"};
 
 template <typename Entry, typename Read>
 std::vector<Entry> read_entries(ObjectReader& top, std::string_view key, Read read) {
