@@ -130,7 +130,7 @@ Profile calibrate_cpu(const CalibrateOptions& options) {
     }
   }
   for (std::size_t i = 0; i < plan.size(); ++i) {
-    // Points where one worker streams beside the others keep that worker's time.
+    // Points where worker 0 runs alone or beside the others' work keep its time.
     const bool one = plan[i].kernel.ends_with("-alone") || plan[i].kernel.find("-beside-") != std::string::npos;
     p.measurements.push_back({plan[i].kernel, plan[i].dtype, plan[i].size, one ? seconds[i][0] : median_of(seconds[i]), one ? "0" : ""});
   }

@@ -1,6 +1,6 @@
-#include <optional>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "fleetsim/report.hpp"
 #include "fleetsim/units.hpp"
