@@ -217,7 +217,7 @@ TEST_CASE("flows on disjoint links do not affect each other", "[network]") {
 }
 
 TEST_CASE("incremental re-levelling gives the from-scratch max-min allocation after every change", "[network][maxmin]") {
-  // Random links and routes; flows start in batches, finish, are cancelled or move to another route
+  // Random links and routes (some crossing a link twice); flows start in batches, finish, are cancelled or move to another route
   // (as when a link fails), and after each change every flow's rate must be what the solver gives on
   // all flows in flight. Capacities
   // come from a few round values, so equal fair shares (ties) are common; the larger cases
@@ -244,6 +244,8 @@ TEST_CASE("incremental re-levelling gives the from-scratch max-min allocation af
         const auto l = static_cast<std::uint32_t>(rng.next() % links);
         if (std::find(r.begin(), r.end(), l) == r.end()) r.push_back(l);
       }
+      // Some cross a link twice, as a transfer staged in host memory does.
+      if (rng.uniform() < 0.1) r.push_back(r[rng.next() % r.size()]);
       return r;
     };
     for (int step = 0; step < 300; ++step) {
