@@ -71,7 +71,7 @@ Profile example_profile() {
   p.gpus.push_back(core);
   p.links.push_back({.id = "host-memcpy", .bandwidth_Bps = 1.2e10, .latency_s = 1e-6});
   p.measurements.push_back({"gemm", Dtype::fp32, 3.3e7, 8e-4, ""});
-  p.measurements.push_back({"stream", Dtype::fp32, 1.28e8, 3.6e-3, ""});
+  p.measurements.push_back({"stream", Dtype::fp32, 1.28e8, 3.6e-3, "", 0.04});
   return p;
 }
 
@@ -101,6 +101,8 @@ TEST_CASE("a profile reads back what profile_json wrote", "[calibrate]") {
   REQUIRE(q.measurements.size() == 2);
   CHECK(q.measurements[1].kernel == "stream");
   CHECK(q.measurements[1].seconds == Approx(3.6e-3));
+  CHECK(q.measurements[1].spread == Approx(0.04));
+  CHECK(q.measurements[0].spread == 0);  // not recorded
 }
 
 TEST_CASE("malformed profiles are refused with the file and field named", "[calibrate]") {
@@ -113,6 +115,8 @@ TEST_CASE("malformed profiles are refused with the file and field named", "[cali
              Catch::Contains("/links/x/bandwidth"));
   CHECK_THAT(profile_error(R"({"fleetsim_profile": 1, "provenance": {}, "measurements": [{"kernel": "fft", "size": 1, "seconds": 1}]})"),
              Catch::Contains("/measurements/0/kernel"));
+  CHECK_THAT(profile_error(R"({"fleetsim_profile": 1, "provenance": {}, "measurements": [{"kernel": "gemm", "size": 1, "seconds": 1, "spread": -0.1}]})"),
+             Catch::Contains("/measurements/0/spread: expected a number from 0"));
   CHECK_THAT(profile_error(R"({"fleetsim_profile": 1, "provenance": {}, "speed": 1})"), Catch::Contains("/speed"));
   CHECK_THAT(profile_error(R"({"fleetsim_profile": 1,)"), Catch::Contains("p.json"));
 }

@@ -21,8 +21,8 @@ using measure::fit_points;
 using measure::median_of;
 using measure::utc_now;
 
-// One warm-up, then the median of `repeats` timed runs, each begun together with the other workers'.
-double median_seconds(int repeats, const std::function<void()>& run, std::barrier<>& sync) {
+// One warm-up, then `repeats` timed runs, each begun together with the other workers'.
+std::vector<double> timed_runs(int repeats, const std::function<void()>& run, std::barrier<>& sync) {
   sync.arrive_and_wait();
   run();
   std::vector<double> times;
@@ -32,7 +32,13 @@ double median_seconds(int repeats, const std::function<void()>& run, std::barrie
     run();
     times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
   }
-  return median_of(std::move(times));
+  return times;
+}
+
+// (slowest - fastest) / median of a point's timed runs.
+double spread_of(const std::vector<double>& times, double median) {
+  const auto [fastest, slowest] = std::minmax_element(times.begin(), times.end());
+  return times.empty() || median <= 0 ? 0 : (*slowest - *fastest) / median;
 }
 
 std::string cpu_model_name() {
@@ -80,7 +86,7 @@ Profile calibrate_cpu(const CalibrateOptions& options) {
   // memory-bound tasks ran 15-30% slower than a lone-thread calibration predicted). Each thread keeps
   // the median of its runs; the point records the median over threads.
   const unsigned workers = options.workers > 0 ? options.workers : std::max(1u, std::thread::hardware_concurrency());
-  std::vector<std::vector<double>> seconds(plan.size(), std::vector<double>(workers, 0.0));
+  std::vector<std::vector<std::vector<double>>> runs(plan.size(), std::vector<std::vector<double>>(workers));  // point, worker
   std::barrier<> sync(static_cast<std::ptrdiff_t>(workers));
   std::atomic<std::uint64_t> leader_runs{0};  // worker 0's runs of the point it runs beside the others' work so far
   {
@@ -123,16 +129,23 @@ Profile calibrate_cpu(const CalibrateOptions& options) {
               scratch.stream(3 * sizeof(float));
             };
           }
-          seconds[i][w] = median_seconds(options.repeats, run, sync);
+          runs[i][w] = timed_runs(options.repeats, run, sync);
           if (w == 0 && options.progress) options.progress(i + 1, plan.size());
         }
       });
     }
   }
   for (std::size_t i = 0; i < plan.size(); ++i) {
-    // Points where worker 0 runs alone or beside the others' work keep its time.
+    // Points where worker 0 runs alone or beside the others' work keep its time; the others, the median
+    // over workers of each one's median, and the spread of all their runs.
     const bool one = plan[i].kernel.ends_with("-alone") || plan[i].kernel.find("-beside-") != std::string::npos;
-    p.measurements.push_back({plan[i].kernel, plan[i].dtype, plan[i].size, one ? seconds[i][0] : median_of(seconds[i]), one ? "0" : ""});
+    std::vector<double> medians, all;
+    for (unsigned w = 0; w < (one ? 1u : workers); ++w) {
+      medians.push_back(median_of(runs[i][w]));
+      all.insert(all.end(), runs[i][w].begin(), runs[i][w].end());
+    }
+    const double seconds = median_of(medians);
+    p.measurements.push_back({plan[i].kernel, plan[i].dtype, plan[i].size, seconds, one ? "0" : "", spread_of(all, seconds)});
   }
 
   // The model charges a task's FLOP and bytes at a rate with no fixed part (launches are measured on

@@ -59,6 +59,7 @@ std::string profile_json(const Profile& p) {
   for (const Measurement& m : p.measurements) {
     ordered_json point{{"kernel", m.kernel}, {"dtype", dtype_name(m.dtype)}, {"size", m.size}, {"seconds", m.seconds}};
     if (!m.devices.empty()) point["devices"] = m.devices;
+    if (m.spread > 0) point["spread"] = m.spread;
     points.push_back(point);
   }
   ordered_json doc{{"fleetsim_profile", 1}, {"provenance", provenance}, {"gpus", gpus}, {"links", links}, {"measurements", points}};
@@ -67,15 +68,17 @@ std::string profile_json(const Profile& p) {
 
 void write_profile_text(std::ostream& out, const Profile& p) {
   for (const auto& [key, value] : p.provenance) out << key << std::string(key.size() < 10 ? 10 - key.size() : 1, ' ') << value << '\n';
-  out << "\nkernel               dtype   size          time        achieved\n";
+  out << "\nkernel               dtype   size          time        spread  achieved\n";
   char line[160];
   for (const Measurement& m : p.measurements) {
     const std::string size = m.kernel == "launch"    ? std::string("-")
                              : m.kernel == "gemm-square" ? std::to_string(static_cast<int>(m.size)) + "^3"
                              : gemm_of_flop(m)         ? format_quantity(m.size, Dimension::flop)
                                                        : format_quantity(m.size, Dimension::bytes);
-    std::snprintf(line, sizeof line, "%-20s %-7s %-13s %-11s %s", m.kernel.c_str(), std::string(dtype_name(m.dtype)).c_str(), size.c_str(),
-                  format_quantity(m.seconds, Dimension::time).c_str(), achieved(m).c_str());
+    char spread[16] = "-";
+    if (m.spread > 0) std::snprintf(spread, sizeof spread, "%.1f%%", 100 * m.spread);
+    std::snprintf(line, sizeof line, "%-20s %-7s %-13s %-11s %-7s %s", m.kernel.c_str(), std::string(dtype_name(m.dtype)).c_str(), size.c_str(),
+                  format_quantity(m.seconds, Dimension::time).c_str(), spread, achieved(m).c_str());
     out << line << (m.devices.empty() ? "" : "  " + m.devices) << '\n';
   }
   out << "\nfitted (time = fixed cost + size / rate)\n";

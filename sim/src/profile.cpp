@@ -98,6 +98,7 @@ Profile parse_profile(std::string_view json_text, const std::string& file_name) 
         m.size = r.number("size", Need::required).value_or(0);
         m.seconds = r.number("seconds", Need::required).value_or(0);
         m.devices = r.string_or("devices", "");
+        m.spread = r.number("spread", Need::optional).value_or(0);
         r.finish();
         p.measurements.push_back(std::move(m));
       }

@@ -39,7 +39,8 @@ struct LinkCalibration {
 // kernel with next to no work).
 struct Measurement {
   // "gemm", "gemm-square", "stream", "memcpy", "launch", "stream-alone" (one CPU worker streaming while
-  // the others wait), "stream-beside-gemm" (one streaming while the others run GEMMs), a collective ("all-reduce", ...), or a CUDA
+  // the others wait), "stream-beside-gemm" (one streaming while the others run GEMMs), "gemm-alone",
+  // "gemm-beside-stream" (the same for a GEMM), a collective ("all-reduce", ...), or a CUDA
   // copy: "memcpy-h2d", "memcpy-d2h" (pinned host memory), "peer-copy" (peer access enabled),
   // "peer-copy-no-access" (not enabled: the driver picks the path).
   std::string kernel;
@@ -47,6 +48,7 @@ struct Measurement {
   double size = 0;
   double seconds = 0;
   std::string devices;  // where it ran, when that matters: "0->1" for a copy between local GPUs 0 and 1
+  double spread = 0;    // the timed repeats' range over their median, (slowest - fastest) / median; 0: not recorded
 };
 
 struct Profile {
