@@ -113,7 +113,7 @@ class Topology {
   std::vector<std::string> vertex_names_;
   std::vector<std::uint8_t> is_gpu_;
   std::vector<std::uint32_t> host_vertex_, nvswitch_vertex_, storage_vertex_, memory_bus_;  // per node
-  std::vector<std::uint32_t> staging_bus_;  // per node: its bus where traffic through the host is staged (MIG), else kNone
+  std::vector<std::uint8_t> staged_in_host_;  // per node: MIG, its GPUs' traffic through the host is staged in host memory
   bool in_host_memory(std::uint32_t v) const;  // a host or local storage vertex
   std::vector<std::uint32_t> vertex_node_;    // per vertex: its node, or kNone for the fabric's switches
   std::vector<std::uint32_t> local_index_;    // per vertex: its place among its node's vertices

@@ -105,7 +105,7 @@ Topology::Topology(const Cluster& cluster, const FabricSpec& fabric) : cache_(st
       links_.push_back(TopoLink{host_vertex_.back(), host_vertex_.back(), grp.node.host_memory_bandwidth_Bps, 0,
                                 LinkClass::host_memory, LinkKind::memory});
     }
-    staging_bus_.push_back(grp.mig_slices > 1 ? memory_bus_.back() : kNone);
+    staged_in_host_.push_back(grp.mig_slices > 1 ? 1 : 0);
     if (const auto& storage = cluster.spec().storage) {
       storage_vertex_.back() = add_vertex(prefix + "storage", n);
       add_link_pair(storage_vertex_.back(), host_vertex_.back(), storage->bandwidth_Bps, storage->latency_s,
@@ -547,9 +547,9 @@ bool Topology::try_route(std::uint32_t from, std::uint32_t to, std::uint64_t key
     if (node == kNone || host_vertex_[node] != v || memory_bus_[node] == kNone) return;
     if (node == begins || node == ends) {
       out.push_back(memory_bus_[node]);
-    } else if (staging_bus_[node] != kNone && (vertex_node_[from] == node || vertex_node_[to] == node)) {
-      out.push_back(staging_bus_[node]);
-      out.push_back(staging_bus_[node]);
+    } else if (staged_in_host_[node] != 0 && (vertex_node_[from] == node || vertex_node_[to] == node)) {
+      out.push_back(memory_bus_[node]);
+      out.push_back(memory_bus_[node]);
     }
   };
   while (at != to) {
