@@ -156,6 +156,25 @@ TEST_CASE("a profile's shared memory bandwidth becomes the node's memory bus, an
              Catch::Contains("/gpus/cpu-core/shared_memory_bandwidth: expected a positive bandwidth"));
 }
 
+TEST_CASE("a profile's compute pool becomes the node's, at most its devices' worth, and read back", "[calibrate][compute-pool]") {
+  Profile p = example_profile();
+  p.gpus[0].compute_pool_devices = 1.4;
+  const Profile q = parse_profile(profile_json(p), "round.json");
+  REQUIRE(q.gpus.size() == 1);
+  CHECK(*q.gpus[0].compute_pool_devices == Approx(1.4));
+  Scenario sc = load_scenario(test::source_dir() + "/scenarios/cpu-validate.json");
+  CHECK(sc.cluster.groups[0].node.compute_pool_devices == 0);  // the catalog's cpu-host has none
+  apply_profile(sc.cluster, q);
+  CHECK(sc.cluster.groups[0].node.compute_pool_devices == Approx(1.4));
+  // Measured on more workers than the scenario's node has devices: no more than the node's devices.
+  p.gpus[0].compute_pool_devices = 3.5;
+  Scenario fewer = load_scenario(test::source_dir() + "/scenarios/cpu-validate.json");
+  apply_profile(fewer.cluster, p);
+  CHECK(fewer.cluster.groups[0].node.compute_pool_devices == Approx(2));
+  CHECK_THAT(profile_error(R"({"fleetsim_profile": 1, "provenance": {}, "gpus": {"cpu-core": {"compute_pool": 0}}})"),
+             Catch::Contains("/gpus/cpu-core/compute_pool"));
+}
+
 // nccl-tests logs: a recorded run read row by row, fitted, and the fit run back through the simulator.
 namespace {
 

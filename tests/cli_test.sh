@@ -176,9 +176,10 @@ check "fleetsim itself loads no CUDA library (only the CUDA backend's library do
 check "calibrate exits 0" test $? -eq 0
 check "calibrate fits the cpu-core device" grep -q "cpu-core: fp64" "$tmp/cal.txt"
 check "calibrate measures one worker streaming alone and beside GEMMs" bash -c "grep -q '^stream-alone' '$tmp/cal.txt' && grep -q '^stream-beside-gemm' '$tmp/cal.txt'"
-check "calibrate measures one worker's GEMM alone and beside streams, and says the model leaves it out" bash -c "grep -q '^gemm-alone' '$tmp/cal.txt' && grep -q '^gemm-beside-stream' '$tmp/cal.txt' && grep -q 'not modelled: one worker.s fp32 GEMM alone' '$tmp/cal.txt'"
+check "calibrate measures one worker's GEMM alone and beside streams" bash -c "grep -q '^gemm-alone' '$tmp/cal.txt' && grep -q '^gemm-beside-stream' '$tmp/cal.txt' && grep -q 'one worker.s fp32 GEMM alone' '$tmp/cal.txt'"
 if [ "$(nproc)" -gt 1 ]; then
   check "calibrate on several workers writes the memory bandwidth they share" grep -q '"shared_memory_bandwidth"' "$tmp/prof/cpu.json"
+  check "calibrate on several workers writes the compute they share" grep -q '"compute_pool"' "$tmp/prof/cpu.json"
 fi
 check "calibrate writes a profile with provenance" grep -q '"provenance"' "$tmp/prof/cpu.json"
 "$fleetsim" validate "$src/scenarios/cpu-validate.json" --profile "$tmp/prof/cpu.json" --work-scale 0.05 --out "$tmp/val" >"$tmp/val.txt"

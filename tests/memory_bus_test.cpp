@@ -1,9 +1,9 @@
-// A node's memory bus shared by its devices (sim/src/memory_bus.hpp). Times worked out by hand on the
+// A node's memory bus shared by its devices (sim/src/node_shares.hpp). Times worked out by hand on the
 // unit GPU (100 TFLOP/s, 1 TB/s of its own memory bandwidth, no launch overhead).
 #include <catch2/catch.hpp>
 #include <algorithm>
 
-#include "../sim/src/memory_bus.hpp"
+#include "../sim/src/node_shares.hpp"
 #include "fleetsim/simulation.hpp"
 #include "helpers.hpp"
 
@@ -14,14 +14,15 @@ using fleetsim::test::unit_scenario;
 
 namespace {
 
-// Tasks given as work fields, all arriving at t = 0, on a unit-node-2 whose devices share `bus`.
-RunResult run(const std::string& bus, const std::vector<std::string>& works) {
+// Tasks given as work fields, all arriving at t = 0, on a unit-node-2 with these node fields (what its
+// devices share).
+RunResult run(const std::string& shared, const std::vector<std::string>& works) {
   std::string tasks;
   for (std::size_t i = 0; i < works.size(); ++i) {
     tasks += std::string(i ? ", " : "") + R"({"name": "t)" + std::to_string(i) + R"(", "work": )" + works[i] + "}";
   }
-  return simulate(unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-2", "count": 1, "node_overrides": {"memory_bus": ")" + bus +
-                                R"("}}]}, "workflows": {"w": {"tasks": [)" + tasks + R"(]}},
+  return simulate(unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-2", "count": 1, "node_overrides": {)" + shared +
+                                R"(}}]}, "workflows": {"w": {"tasks": [)" + tasks + R"(]}},
       "workload": [{"workflow": "w", "arrival": {"process": "once"}}])"));
 }
 
@@ -31,14 +32,14 @@ const std::string kGemm = R"({"flop": "100 TFLOP", "bytes": "200 GB"})";  // 1 s
 }  // namespace
 
 TEST_CASE("two streams on a bus as wide as one device's bandwidth each get half", "[memory-bus]") {
-  const RunResult r = run("1 TB/s", {kStream, kStream});
+  const RunResult r = run(R"("memory_bus": "1 TB/s")", {kStream, kStream});
   REQUIRE(r.trace.tasks.size() == 2);
   CHECK(r.trace.tasks[0].start_s == 0.0);
   CHECK(r.trace.tasks[1].start_s == 0.0);
   CHECK(r.trace.tasks[0].end_s == Approx(2.0));
   CHECK(r.trace.tasks[1].end_s == Approx(2.0));
   // A bus as wide as both devices' bandwidth slows neither.
-  const RunResult wide = run("2 TB/s", {kStream, kStream});
+  const RunResult wide = run(R"("memory_bus": "2 TB/s")", {kStream, kStream});
   CHECK(wide.trace.tasks[0].end_s == Approx(1.0));
   CHECK(wide.trace.tasks[1].end_s == Approx(1.0));
 }
@@ -46,17 +47,17 @@ TEST_CASE("two streams on a bus as wide as one device's bandwidth each get half"
 TEST_CASE("a GEMM beside a stream takes what it draws and the stream the rest", "[memory-bus]") {
   // Bus 1 TB/s: the GEMM draws 0.2 TB/s, below an even share, and keeps its pace (ends at 1 s); the
   // stream gets 0.8 TB/s, doing 0.8 s of its 1 s of work by then, and the last 0.2 s alone: 1.2 s.
-  const RunResult r = run("1 TB/s", {kGemm, kStream});
+  const RunResult r = run(R"("memory_bus": "1 TB/s")", {kGemm, kStream});
   CHECK(r.trace.tasks[0].end_s == Approx(1.0));
   CHECK(r.trace.tasks[1].end_s == Approx(1.2));
   // A bus of 1.2 TB/s carries both draws whole: neither slows.
-  const RunResult enough = run("1.2 TB/s", {kGemm, kStream});
+  const RunResult enough = run(R"("memory_bus": "1.2 TB/s")", {kGemm, kStream});
   CHECK(enough.trace.tasks[0].end_s == Approx(1.0));
   CHECK(enough.trace.tasks[1].end_s == Approx(1.0));
 }
 
 TEST_CASE("the bus shares max-min among the devices drawing on it", "[memory-bus]") {
-  MemoryBus bus({1e12});
+  NodeShares bus(std::vector<NodeShares::Capacity>{{.bus_Bps = 1e12}});
   std::vector<std::uint32_t> changed;
   const NodeId n = make_id<NodeId>(0);
   const std::vector<NodeId> one{n}, two{n, n};
@@ -82,6 +83,51 @@ TEST_CASE("the bus shares max-min among the devices drawing on it", "[memory-bus
   CHECK(bus.reaches_s(3, 0) == Approx(3.0));
 }
 
+TEST_CASE("two GEMMs on a compute pool of 1.5 devices get 0.75 each", "[memory-bus][compute-pool]") {
+  // Each draws its whole device's compute; 1.5 devices' worth between them: 0.75 each, 1 s of work in 1.333 s.
+  const RunResult r = run(R"("compute_pool": 1.5)", {kGemm, kGemm});
+  CHECK(r.trace.tasks[0].end_s == Approx(4.0 / 3));
+  CHECK(r.trace.tasks[1].end_s == Approx(4.0 / 3));
+  // A pool of two devices' worth slows neither.
+  const RunResult whole = run(R"("compute_pool": 2)", {kGemm, kGemm});
+  CHECK(whole.trace.tasks[0].end_s == Approx(1.0));
+}
+
+TEST_CASE("a GEMM beside a stream on a compute pool keeps nearly its pace alone", "[memory-bus][compute-pool]") {
+  // The stream computes 0.01 s of its 1 s (1 TFLOP at 100 TFLOP/s): on a pool of one device's worth it
+  // keeps its 0.01 and the GEMM gets 0.99, so its 1 s of compute takes 1.0101 s while the stream runs.
+  // The stream ends at 1 s, the GEMM having done 0.99 s of its work; the last 0.01 s alone: 1.01 s.
+  const RunResult r = run(R"("compute_pool": 1)", {kGemm, kStream});
+  CHECK(r.trace.tasks[0].end_s == Approx(1.01));
+  CHECK(r.trace.tasks[1].end_s == Approx(1.0));
+  // Beside a GEMM instead, it gets half: 2 s.
+  const RunResult gemms = run(R"("compute_pool": 1)", {kGemm, kGemm});
+  CHECK(gemms.trace.tasks[0].end_s == Approx(2.0));
+}
+
+TEST_CASE("a task on a node sharing bus and compute goes at the pace of the scarcer", "[memory-bus][compute-pool]") {
+  NodeShares node(std::vector<NodeShares::Capacity>{{.bus_Bps = 1e12, .compute_devices = 1}});
+  std::vector<std::uint32_t> changed;
+  const std::vector<NodeId> one{make_id<NodeId>(0)};
+  // A GEMM (1 s, all compute, 0.2 TB/s) and a stream (1 s, 1 TB/s, 1% compute): the bus gives the GEMM
+  // its 0.2 TB/s and the stream 0.8; the pool gives the stream its 0.01 and the GEMM 0.99.
+  node.start(1, one, {.launch_s = 0, .core_s = 1, .bytes = 2e11, .compute_s = 1}, 0.0, changed);
+  node.start(2, one, {.launch_s = 0, .core_s = 1, .bytes = 1e12, .compute_s = 0.01}, 0.0, changed);
+  CHECK(changed == std::vector<std::uint32_t>{1, 2});
+  CHECK(node.rate_Bps(1) == Approx(2e11));
+  CHECK(node.compute_share(1) == Approx(0.99));
+  CHECK(node.rate_Bps(2) == Approx(8e11));
+  CHECK(node.compute_share(2) == Approx(0.01));
+  // The GEMM is slowed by compute (1 / 0.99 s), the stream by the bus (1 TB at 0.8 TB/s: 1.25 s).
+  CHECK(node.reaches_s(1, 0) == Approx(1 / 0.99));
+  CHECK(node.reaches_s(2, 0) == Approx(1.25));
+  // The GEMM ends; alone, the stream does the rest of its work at its own pace: 0.808 s done by then.
+  node.stop(1, 1 / 0.99, changed);
+  CHECK(changed == std::vector<std::uint32_t>{2});
+  CHECK(node.done_s(2, 1 / 0.99) == Approx(0.8 / 0.99));
+  CHECK(node.reaches_s(2, 0) == Approx(1 / 0.99 + 1 - 0.8 / 0.99));
+}
+
 TEST_CASE("a node type whose devices share a memory bus cannot be time-sliced", "[memory-bus][errors]") {
   const std::string error = scenario_error(R"({"name": "s", "catalog": ["unit-catalog.json"],
       "cluster": {"nodes": [{"type": "unit-node-2", "count": 1, "node_overrides": {"memory_bus": "1 TB/s"}, "time_slicing": {"tasks": 2}}]},
@@ -91,6 +137,15 @@ TEST_CASE("a node type whose devices share a memory bus cannot be time-sliced", 
       "cluster": {"nodes": [{"type": "unit-node-2", "count": 1, "node_overrides": {"memory_bus": "-1 TB/s"}}]},
       "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}}, "workload": [{"workflow": "w"}]})"),
              Contains("/cluster/nodes/0/node_overrides/memory_bus"));
+  CHECK_THAT(scenario_error(R"({"name": "s", "catalog": ["unit-catalog.json"],
+      "cluster": {"nodes": [{"type": "unit-node-2", "count": 1, "node_overrides": {"compute_pool": 1.5}, "time_slicing": {"tasks": 2}}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}}, "workload": [{"workflow": "w"}]})"),
+             Contains("/cluster/nodes/0/time_slicing: a node type whose devices share a memory bus or compute"));
+  // More than its devices' worth is not a pool the devices could share.
+  CHECK_THAT(scenario_error(R"({"name": "s", "catalog": ["unit-catalog.json"],
+      "cluster": {"nodes": [{"type": "unit-node-2", "count": 1, "node_overrides": {"compute_pool": 3}}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}}, "workload": [{"workflow": "w"}]})"),
+             Contains("/cluster/nodes/0/node_overrides/compute_pool"));
 }
 
 // Host memory on a GPU node (host_memory_bandwidth, sim/include/fleetsim/topology.hpp): copies into and

@@ -67,12 +67,12 @@ Profile calibrate_cpu(const CalibrateOptions& options) {
   // Sizes past the caches, where tasks' traffic, weights and tensors live; smaller ones would fit a
   // cache's bandwidth, not memory's.
   for (double mb : {32.0, 128.0, 256.0, 512.0}) plan.push_back({"stream", Dtype::fp32, mb * 1e6});
-  // The memory bus the workers share (sim/src/memory_bus.hpp): one worker streaming while the others
+  // The memory bus the workers share (sim/src/node_shares.hpp): one worker streaming while the others
   // wait, and one streaming while the others run GEMMs, the mix the bus model must get right.
   for (double mb : {128.0, 256.0, 512.0}) plan.push_back({"stream-alone", Dtype::fp32, mb * 1e6});
   plan.push_back({"stream-beside-gemm", Dtype::fp32, 256e6});
-  // The same for compute, which the model gives one rate whatever a device's neighbours run: one worker's
-  // GEMM while the others wait, and while they stream (the "gemm" points have every worker on GEMMs).
+  // The same for the compute they share: one worker's GEMM while the others wait, and while they stream
+  // (the "gemm" points have every worker on GEMMs).
   for (Dtype d : {Dtype::fp32, Dtype::fp64}) plan.push_back({"gemm-alone", d, 8 * kTile});
   plan.push_back({"gemm-beside-stream", Dtype::fp32, 8 * kTile});
   for (double mb : {8.0, 32.0, 128.0, 256.0}) plan.push_back({"memcpy", Dtype::fp32, mb * 1e6});
@@ -162,8 +162,16 @@ Profile calibrate_cpu(const CalibrateOptions& options) {
   GpuCalibration core{.id = "cpu-core", .peak_flop_per_s = {}, .memory_bandwidth_Bps = workers > 1 ? alone.rate : stream.rate,
                       .launch_overhead_s = launch->seconds};
   if (workers > 1) core.shared_memory_bandwidth_Bps = std::min(stream.rate * workers, alone.rate * workers);
-  core.peak_flop_per_s[static_cast<std::size_t>(Dtype::fp32)] = f32.rate;
-  core.peak_flop_per_s[static_cast<std::size_t>(Dtype::fp64)] = f64.rate;
+  // Likewise a worker alone computes at its own rate and all of them together at the "gemm" points'
+  // rate each: the pool is what they deliver together in workers' worth. One fp32 GEMM alone sets the
+  // ratio, taken for fp64 too, so that every worker on GEMMs gets the fitted rates of either.
+  double alone_over_all = 1;
+  if (workers > 1) {
+    alone_over_all = std::max(1.0, fit_points(p.measurements, "gemm-alone", Dtype::fp32, fit_rate).rate / f32.rate);
+    core.compute_pool_devices = workers / alone_over_all;
+  }
+  core.peak_flop_per_s[static_cast<std::size_t>(Dtype::fp32)] = f32.rate * alone_over_all;
+  core.peak_flop_per_s[static_cast<std::size_t>(Dtype::fp64)] = f64.rate * alone_over_all;
   p.gpus.push_back(core);
   p.links.push_back({.id = "host-memcpy", .bandwidth_Bps = copy.rate, .latency_s = copy.alpha_s});
 

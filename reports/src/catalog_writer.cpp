@@ -77,6 +77,7 @@ std::string catalog_json(const Catalog& c) {
                  {"host_memory_bytes", n.host_memory_bytes}, {"cpu", n.cpu == CpuVendor::amd ? "amd" : "intel"},
                  {"nvls", n.nvls}, {"source", n.source}};
     if (n.memory_bus_Bps > 0) nodes[id]["memory_bus_Bps"] = n.memory_bus_Bps;
+    if (n.compute_pool_devices > 0) nodes[id]["compute_pool_devices"] = n.compute_pool_devices;
     if (n.host_memory_bandwidth_Bps > 0) nodes[id]["host_memory_bandwidth_Bps"] = n.host_memory_bandwidth_Bps;
   }
   j["nodes"] = nodes;

@@ -44,6 +44,7 @@ std::string profile_json(const Profile& p) {
     if (g.kernel_compute_scale) entry["kernel_compute_scale"] = *g.kernel_compute_scale;
     if (g.kernel_memory_scale) entry["kernel_memory_scale"] = *g.kernel_memory_scale;
     if (g.shared_memory_bandwidth_Bps) entry["shared_memory_bandwidth"] = quantity(*g.shared_memory_bandwidth_Bps, "B/s");
+    if (g.compute_pool_devices) entry["compute_pool"] = *g.compute_pool_devices;
     gpus[g.id] = entry;
   }
   ordered_json links = ordered_json::object();
@@ -92,9 +93,11 @@ void write_profile_text(std::ostream& out, const Profile& p) {
     if (g.kernel_compute_scale) out << ", kernel model's compute x" << *g.kernel_compute_scale;
     if (g.kernel_memory_scale) out << ", kernel model's memory x" << *g.kernel_memory_scale;
     if (g.shared_memory_bandwidth_Bps) out << ", shared by a node's devices " << format_quantity(*g.shared_memory_bandwidth_Bps, Dimension::bandwidth);
+    if (g.compute_pool_devices) out << ", computing together as " << format_number(*g.compute_pool_devices) << " devices";
     out << '\n';
   }
-  // What the model leaves out: a device's compute rate depends on what its neighbours run.
+  // How one worker's GEMM goes beside its neighbours: the pool is fitted to it alone and beside GEMMs;
+  // beside streams, which draw little compute, the model gives it its rate alone.
   const auto rate_of = [&](std::string_view kernel, Dtype dtype, double size) -> std::optional<double> {
     for (const Measurement& m : p.measurements) {
       if (m.kernel == kernel && m.dtype == dtype && m.size == size) return m.size / m.seconds;
@@ -105,11 +108,11 @@ void write_profile_text(std::ostream& out, const Profile& p) {
     if (m.kernel != "gemm-alone") continue;
     const auto beside_gemms = rate_of("gemm", m.dtype, m.size);
     if (!beside_gemms) continue;
-    out << "  not modelled: one worker's " << dtype_name(m.dtype) << " GEMM alone " << format_quantity(m.size / m.seconds, Dimension::flop_rate);
+    out << "  one worker's " << dtype_name(m.dtype) << " GEMM alone " << format_quantity(m.size / m.seconds, Dimension::flop_rate);
     if (const auto beside_streams = rate_of("gemm-beside-stream", m.dtype, m.size)) {
       out << ", beside streams " << format_quantity(*beside_streams, Dimension::flop_rate);
     }
-    out << ", beside GEMMs " << format_quantity(*beside_gemms, Dimension::flop_rate) << " (a device gets one rate whatever its neighbours run)\n";
+    out << ", beside GEMMs " << format_quantity(*beside_gemms, Dimension::flop_rate) << '\n';
   }
   for (const LinkCalibration& l : p.links) {
     out << "  " << l.id << ":";

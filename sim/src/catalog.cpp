@@ -90,6 +90,7 @@ NodeType read_node(ObjectReader& r, const std::string& id, const NodeType* base)
   n.host_memory_bytes = r.quantity_or("host_memory", Dimension::bytes, n.host_memory_bytes);
   n.memory_bus_Bps = r.quantity_or("memory_bus", Dimension::bandwidth, n.memory_bus_Bps);
   if (n.memory_bus_Bps < 0) r.problem("memory_bus", "expected a bandwidth of at least 0");
+  n.compute_pool_devices = r.number("compute_pool", Need::optional, 0, n.gpus).value_or(n.compute_pool_devices);
   n.host_memory_bandwidth_Bps = r.quantity_or("host_memory_bandwidth", Dimension::bandwidth, n.host_memory_bandwidth_Bps);
   n.cpu = static_cast<CpuVendor>(r.choice("cpu", {"intel", "amd"}, static_cast<std::size_t>(n.cpu)));
   n.nvls = r.boolean_or("nvls", n.nvls);

@@ -1,5 +1,5 @@
 // Work counted in solo seconds (what it takes alone) and done at a pace that changes as neighbours come
-// and go: tasks on time-sliced GPUs (shared_compute.hpp) and on a shared memory bus (memory_bus.hpp).
+// and go: tasks on time-sliced GPUs (shared_compute.hpp) and on nodes whose devices share memory bandwidth or compute (node_shares.hpp).
 #pragma once
 
 #include <algorithm>

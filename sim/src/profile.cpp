@@ -59,7 +59,7 @@ Profile parse_profile(std::string_view json_text, const std::string& file_name) 
       }
     }
     p.gpus = read_entries<GpuCalibration>(top, "gpus", [](ObjectReader& r, const std::string& id) {
-      GpuCalibration g{.id = id, .peak_flop_per_s = {}, .memory_bandwidth_Bps = {}, .launch_overhead_s = {}, .kernel_compute_scale = {}, .kernel_memory_scale = {}, .shared_memory_bandwidth_Bps = {}};
+      GpuCalibration g{.id = id, .peak_flop_per_s = {}, .memory_bandwidth_Bps = {}, .launch_overhead_s = {}, .kernel_compute_scale = {}, .kernel_memory_scale = {}, .shared_memory_bandwidth_Bps = {}, .compute_pool_devices = {}};
       if (const Json* flops = r.field("peak_flops")) {
         ObjectReader f(*flops, r.pointer("peak_flops"), r.problems());
         for (std::size_t d = 0; d < kDtypeCount; ++d) {
@@ -75,6 +75,7 @@ Profile parse_profile(std::string_view json_text, const std::string& file_name) 
       g.kernel_memory_scale = r.number("kernel_memory_scale", Need::optional, 1e-3, 1e3);
       g.shared_memory_bandwidth_Bps = r.quantity("shared_memory_bandwidth", Dimension::bandwidth, Need::optional);
       if (g.shared_memory_bandwidth_Bps && *g.shared_memory_bandwidth_Bps <= 0) r.problem("shared_memory_bandwidth", "expected a positive bandwidth");
+      g.compute_pool_devices = r.number("compute_pool", Need::optional, 1e-3);
       return g;
     });
     p.links = read_entries<LinkCalibration>(top, "links", [](ObjectReader& r, const std::string& id) {
@@ -145,8 +146,11 @@ std::size_t apply_profile(ClusterSpec& cluster, const Profile& profile) {
       if (c.memory_bandwidth_Bps) gpu.kernel_memory_scale *= before.memory_bandwidth_Bps / gpu.memory_bandwidth_Bps;
       gpu.kernel_memory_scale *= c.kernel_memory_scale.value_or(1);
       if (c.launch_overhead_s) gpu.launch_overhead_s = *c.launch_overhead_s;
-      // Time-sliced devices take turns at the memory rather than share it as a bus (the two do not combine).
+      // Time-sliced devices take turns at the memory and compute rather than share them (the two do not combine).
       if (c.shared_memory_bandwidth_Bps && group.time_sliced_tasks == 1) group.node.memory_bus_Bps = *c.shared_memory_bandwidth_Bps;
+      if (c.compute_pool_devices && group.time_sliced_tasks == 1) {
+        group.node.compute_pool_devices = std::min(*c.compute_pool_devices, static_cast<double>(group.node.gpus));
+      }
       gpu.source = "calibrated: " + profile.file;
       ++changed;
     }

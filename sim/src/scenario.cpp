@@ -141,8 +141,8 @@ void read_cluster(const Json& value, const std::string& pointer, Problems& probl
           link(group.node.nic, group.nic);
           if (const Json* m = g.field("mig")) read_mig(*m, g.pointer("mig"), problems, group);
           if (const Json* t = g.field("time_slicing")) read_time_slicing(*t, g.pointer("time_slicing"), problems, group);
-          if (group.time_sliced_tasks > 1 && group.node.memory_bus_Bps > 0) {
-            g.problem("time_slicing", "a node type whose devices share a memory bus (memory_bus) cannot also be time-sliced");
+          if (group.time_sliced_tasks > 1 && (group.node.memory_bus_Bps > 0 || group.node.compute_pool_devices > 0)) {
+            g.problem("time_slicing", "a node type whose devices share a memory bus or compute (memory_bus, compute_pool) cannot also be time-sliced");
           }
         }
         g.field("gpu_overrides");

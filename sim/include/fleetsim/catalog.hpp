@@ -89,8 +89,11 @@ struct NodeType {
   int nics = 0;
   double host_memory_bytes = 0;
   // Memory bandwidth the node's devices share (CPU workers on one machine's memory), bytes/s; 0: each
-  // device has its own (GPUs and their HBM). See sim/src/memory_bus.hpp.
+  // device has its own (GPUs and their HBM). See sim/src/node_shares.hpp.
   double memory_bus_Bps = 0;
+  // Compute the node's devices deliver together, in devices' worth (CPU workers on sibling
+  // hyperthreads deliver less than one each); 0: each device computes on its own. See sim/src/node_shares.hpp.
+  double compute_pool_devices = 0;
   // Bandwidth of host memory, which copies into and out of it share, reads and writes together
   // (weight loads from host memory or local storage, offloaded working sets), bytes/s; 0: not modelled.
   double host_memory_bandwidth_Bps = 0;

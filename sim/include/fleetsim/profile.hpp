@@ -23,8 +23,11 @@ struct GpuCalibration {
   // measured GEMMs and triad): a refinement of that model, not a replacement.
   std::optional<double> kernel_compute_scale = std::nullopt, kernel_memory_scale = std::nullopt;
   // What all devices of this type on one node stream together, where they share one memory (CPU
-  // workers): it becomes their node's memory bus (sim/src/memory_bus.hpp).
+  // workers): it becomes their node's memory bus (sim/src/node_shares.hpp).
   std::optional<double> shared_memory_bandwidth_Bps = std::nullopt;
+  // What they compute together, in devices' worth (peak_flop_per_s being one device's alone): their
+  // node's compute pool.
+  std::optional<double> compute_pool_devices = std::nullopt;
 };
 
 struct LinkCalibration {

@@ -15,11 +15,14 @@ std::vector<double> interference(const Cluster& cluster) {
   return f;
 }
 
-// Per node: the memory bandwidth its devices share, 0 where each has its own.
-std::vector<double> memory_buses(const Cluster& cluster) {
-  std::vector<double> bus;
-  for (std::uint32_t n = 0; n < cluster.node_count(); ++n) bus.push_back(cluster.group(make_id<NodeId>(n)).node.memory_bus_Bps);
-  return bus;
+// Per node: the memory bandwidth and compute its devices share.
+std::vector<NodeShares::Capacity> node_shares(const Cluster& cluster) {
+  std::vector<NodeShares::Capacity> shares;
+  for (std::uint32_t n = 0; n < cluster.node_count(); ++n) {
+    const NodeType& node = cluster.group(make_id<NodeId>(n)).node;
+    shares.push_back({.bus_Bps = node.memory_bus_Bps, .compute_devices = node.compute_pool_devices});
+  }
+  return shares;
 }
 
 void record_parts(TaskRecord& r, const ComputeEstimate& e) {
@@ -40,9 +43,9 @@ Computing::Computing(const Scenario& scenario, const Cluster& cluster, const Com
       recovery_(recovery),
       queue_(queue),
       shared_(interference(cluster)),
-      bus_(memory_buses(cluster)) {
+      node_shares_(node_shares(cluster)) {
   parts_left_.assign(trace_.tasks.size(), 0);
-  if (restartable || shared_.any() || bus_.any()) stamp_.assign(trace_.tasks.size(), 0);
+  if (restartable || shared_.any() || node_shares_.any()) stamp_.assign(trace_.tasks.size(), 0);
 }
 
 void Computing::start(TaskId id, double known_scale) {
@@ -96,14 +99,15 @@ void Computing::run(TaskId id, double compute_s, const ComputeEstimate& per_devi
     repace(changed_);
     return;
   }
-  if (bus_.any() && std::any_of(gpus.begin(), gpus.end(), [&](GpuId g) { return bus_.on(cluster_.node_of(g)); })) {
+  if (node_shares_.any() && std::any_of(gpus.begin(), gpus.end(), [&](GpuId g) { return node_shares_.on(cluster_.node_of(g)); })) {
     nodes_.clear();
     for (GpuId g : gpus) nodes_.push_back(cluster_.node_of(g));
     // What is not the estimate's core (a restore, a restart) is fixed time, as its launches are.
     const double core_s = per_device.total_s() - per_device.launch_s;
     const double bytes = per_device.memory_s * cluster_.gpu_type(gpus[0]).memory_bandwidth_Bps;
-    bus_.start(index(id), nodes_, {.launch_s = std::max(0.0, compute_s - core_s), .core_s = std::min(core_s, compute_s), .bytes = bytes},
-               queue_.now(), changed_);
+    node_shares_.start(index(id), nodes_,
+                       {.launch_s = std::max(0.0, compute_s - core_s), .core_s = std::min(core_s, compute_s), .bytes = bytes, .compute_s = per_device.flop_s},
+                       queue_.now(), changed_);
     repace(changed_);
     return;
   }
@@ -139,15 +143,15 @@ bool Computing::compute_done(TaskId id) {
 
 double Computing::computed_s(TaskId id, double now_s) const {
   if (shared_.computing(index(id))) return shared_.done_s(index(id), now_s);
-  if (bus_.computing(index(id))) return bus_.done_s(index(id), now_s);
+  if (node_shares_.computing(index(id))) return node_shares_.done_s(index(id), now_s);
   return now_s - trace_.tasks[index(id)].compute_start_s;
 }
 
 void Computing::leave(TaskId id) {
   if (shared_.computing(index(id))) {
     shared_.stop(index(id), queue_.now(), changed_);
-  } else if (bus_.computing(index(id))) {
-    bus_.stop(index(id), queue_.now(), changed_);
+  } else if (node_shares_.computing(index(id))) {
+    node_shares_.stop(index(id), queue_.now(), changed_);
   } else {
     return;
   }

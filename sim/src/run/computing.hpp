@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "../memory_bus.hpp"
+#include "../node_shares.hpp"
 #include "../shared_compute.hpp"
 #include "events.hpp"
 #include "fleetsim/cluster.hpp"
@@ -45,9 +45,9 @@ class Computing {
   // One part of the task (its compute, its collective) is done; true when it was the last.
   bool part_done(TaskId task) { return --parts_left_[index(task)] == 0; }
 
-  // Whether the task computes on time-sliced GPUs or a shared memory bus now; the compute seconds it
-  // has done since its compute began (solo seconds where it shares).
-  bool sharing(TaskId task) const { return shared_.computing(index(task)) || bus_.computing(index(task)); }
+  // Whether the task computes now on time-sliced GPUs or on a node whose devices share memory or
+  // compute; the compute seconds it has done since its compute began (solo seconds where it shares).
+  bool sharing(TaskId task) const { return shared_.computing(index(task)) || node_shares_.computing(index(task)); }
   double computed_s(TaskId task, double now_s) const;
   // The task leaves its GPUs: the tasks sharing them go on at their new pace.
   void leave(TaskId task);
@@ -58,10 +58,10 @@ class Computing {
   void run(TaskId task, double compute_s, const ComputeEstimate& per_device);
   double overlap_of(TaskId task) const;
   void repace(const std::vector<std::uint32_t>& tasks);
-  // Where a sharing task's pace is kept: time-sliced GPUs or the memory bus.
-  double work_s(std::uint32_t task) const { return shared_.computing(task) ? shared_.work_s(task) : bus_.work_s(task); }
+  // Where a sharing task's pace is kept: time-sliced GPUs or the node's shares.
+  double work_s(std::uint32_t task) const { return shared_.computing(task) ? shared_.work_s(task) : node_shares_.work_s(task); }
   double reaches_s(std::uint32_t task, double left_s) const {
-    return shared_.computing(task) ? shared_.reaches_s(task, left_s) : bus_.reaches_s(task, left_s);
+    return shared_.computing(task) ? shared_.reaches_s(task, left_s) : node_shares_.reaches_s(task, left_s);
   }
 
   const Scenario& sc_;
@@ -72,7 +72,7 @@ class Computing {
   Recovery& recovery_;
   EventQueue& queue_;
   SharedCompute shared_;                   // the pace of tasks on time-sliced GPUs
-  MemoryBus bus_;                          // the pace of tasks on nodes whose devices share memory bandwidth
+  NodeShares node_shares_;                 // the pace of tasks on nodes whose devices share memory bandwidth or compute
   std::vector<std::uint8_t> parts_left_;   // per running task: compute and collective not yet done
   std::vector<std::uint32_t> stamp_;       // per task: its events' stamp (none kept where nothing goes stale)
   std::vector<std::uint32_t> changed_;     // scratch: tasks whose pace changed
