@@ -21,18 +21,15 @@ using measure::fit_points;
 using measure::median_of;
 using measure::utc_now;
 
-// One warm-up, then `repeats` timed runs, each begun together with the other workers'.
-std::vector<double> timed_runs(int repeats, const std::function<void()>& run, std::barrier<>& sync) {
+// An untimed run to warm the caches the point before left cold, then a timed one, each begun together
+// with the other workers'.
+double timed_run(const std::function<void()>& run, std::barrier<>& sync) {
   sync.arrive_and_wait();
   run();
-  std::vector<double> times;
-  for (int i = 0; i < repeats; ++i) {
-    sync.arrive_and_wait();
-    const auto t0 = Clock::now();
-    run();
-    times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  return times;
+  sync.arrive_and_wait();
+  const auto t0 = Clock::now();
+  run();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 // (slowest - fastest) / median of a point's timed runs.
@@ -74,6 +71,7 @@ Profile calibrate_cpu(const CalibrateOptions& options) {
   // The same for the compute they share: one worker's GEMM while the others wait, and while they stream
   // (the "gemm" points have every worker on GEMMs).
   for (Dtype d : {Dtype::fp32, Dtype::fp64}) plan.push_back({"gemm-alone", d, 8 * kTile});
+  plan.push_back({"gemm-alone", Dtype::fp32, 32 * kTile});
   plan.push_back({"gemm-beside-stream", Dtype::fp32, 8 * kTile});
   for (double mb : {8.0, 32.0, 128.0, 256.0}) plan.push_back({"memcpy", Dtype::fp32, mb * 1e6});
   // A launch: one call of each kernel with next to no work (one GEMM column, one triad element).
@@ -84,7 +82,10 @@ Profile calibrate_cpu(const CalibrateOptions& options) {
   // runs a scenario: its devices share the machine's memory bandwidth, caches and clock boost, and a
   // core measured alone is faster than one of two busy cores (on a 2-core VM, the validation graph's
   // memory-bound tasks ran 15-30% slower than a lone-thread calibration predicted). Each thread keeps
-  // the median of its runs; the point records the median over threads.
+  // the median of its runs; the point records the median over threads. The runs of a point are spread
+  // over the whole calibration, one per pass over the plan, so that every point sees the same moments
+  // of a machine whose speed drifts (a shared VM's GEMM rate moved by 2x within seconds): the fitted
+  // figures then describe one machine, not several.
   const unsigned workers = options.workers > 0 ? options.workers : std::max(1u, std::thread::hardware_concurrency());
   std::vector<std::vector<std::vector<double>>> runs(plan.size(), std::vector<std::vector<double>>(workers));  // point, worker
   std::barrier<> sync(static_cast<std::ptrdiff_t>(workers));
@@ -95,8 +96,7 @@ Profile calibrate_cpu(const CalibrateOptions& options) {
       threads.emplace_back([&, w] {
         cpu::Scratch scratch;
         std::vector<std::byte> from(256'000'000, std::byte{1}), to(256'000'000, std::byte{0});
-        for (std::size_t i = 0; i < plan.size(); ++i) {
-          const Point& pt = plan[i];
+        const auto runner = [&](const Point& pt) {
           std::function<void()> run;
           if (pt.kernel == "gemm") run = [&] { scratch.gemm(pt.size, pt.dtype); };
           if (pt.kernel == "gemm-square") run = [&] { scratch.gemm_square(static_cast<int>(pt.size), pt.dtype); };
@@ -116,7 +116,8 @@ Profile calibrate_cpu(const CalibrateOptions& options) {
                 leader_runs.fetch_add(1);
               };
             } else {
-              run = [&, seen = std::uint64_t{0}]() mutable {
+              // worker 0 cannot start the point before this worker reaches the barrier: the count is settled
+              run = [&, seen = leader_runs.load()]() mutable {
                 while (leader_runs.load() == seen) others_piece();
                 seen = leader_runs.load();
               };
@@ -129,8 +130,13 @@ Profile calibrate_cpu(const CalibrateOptions& options) {
               scratch.stream(3 * sizeof(float));
             };
           }
-          runs[i][w] = timed_runs(options.repeats, run, sync);
-          if (w == 0 && options.progress) options.progress(i + 1, plan.size());
+          return run;
+        };
+        for (int pass = 0; pass < options.repeats; ++pass) {
+          for (std::size_t i = 0; i < plan.size(); ++i) {
+            runs[i][w].push_back(timed_run(runner(plan[i]), sync));
+            if (w == 0 && options.progress) options.progress(pass * plan.size() + i + 1, options.repeats * plan.size());
+          }
         }
       });
     }
