@@ -89,6 +89,7 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')
   echo "- machine: $(nproc) cores, $cpu"
   echo "- fleetsim $(git describe --always --dirty 2>/dev/null || echo '(no git)'), Release build"
   echo "- targets (issue 25): median task error <= 5% and makespan error <= 3% in at least four of five rounds"
+  echo "- earlier runs and their analysis: [cpu-validation-history.md](cpu-validation-history.md)"
   echo
   echo "| round | one worker's fp32 alone (GFLOP/s) | compute pool (workers' worth) | one worker's memory (GB/s) | shared memory bus (GB/s) | median task error | p90 | makespan error | run-to-run noise, task | noise, makespan | both targets met | per task, median error (+: predicted too slow) |"
   echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"

@@ -102,11 +102,14 @@ void Computing::run(TaskId id, double compute_s, const ComputeEstimate& per_devi
   if (node_shares_.any() && std::any_of(gpus.begin(), gpus.end(), [&](GpuId g) { return node_shares_.on(cluster_.node_of(g)); })) {
     nodes_.clear();
     for (GpuId g : gpus) nodes_.push_back(cluster_.node_of(g));
-    // What is not the estimate's core (a restore, a restart) is fixed time, as its launches are.
-    const double core_s = per_device.total_s() - per_device.launch_s;
+    // What is not the estimate's core (a restore, a restart) is fixed time, as its launches are; a run
+    // shorter than the estimate (resumed from a checkpoint) has no more core than it runs.
+    const double estimated_core_s = per_device.total_s() - per_device.launch_s;
+    const double core_s = std::min(estimated_core_s, compute_s);
     const double bytes = per_device.memory_s * cluster_.gpu_type(gpus[0]).memory_bandwidth_Bps;
     node_shares_.start(index(id), nodes_,
-                       {.launch_s = std::max(0.0, compute_s - core_s), .core_s = std::min(core_s, compute_s), .bytes = bytes, .compute_s = per_device.flop_s},
+                       {.launch_s = std::max(0.0, compute_s - estimated_core_s), .core_s = core_s, .bytes = bytes,
+                        .compute_s = std::min(per_device.flop_s, core_s)},
                        queue_.now(), changed_);
     repace(changed_);
     return;
