@@ -109,15 +109,16 @@ Profile calibrate_cpu(const CalibrateOptions& options) {
           if (pt.kernel == "stream-beside-gemm") others_piece = [&] { scratch.gemm(kTile, Dtype::fp32); };
           if (pt.kernel == "gemm-beside-stream") others_piece = [&] { scratch.stream(12e6); };
           if (mine && !others_piece) run = w == 0 ? mine : [] {};
+          // The closures outlive this call: they hold their own copies of `mine` and `others_piece`.
           if (mine && others_piece) {
             if (w == 0) {
-              run = [&] {
+              run = [&leader_runs, mine] {
                 mine();
                 leader_runs.fetch_add(1);
               };
             } else {
               // worker 0 cannot start the point before this worker reaches the barrier: the count is settled
-              run = [&, seen = leader_runs.load()]() mutable {
+              run = [&leader_runs, others_piece, seen = leader_runs.load()]() mutable {
                 while (leader_runs.load() == seen) others_piece();
                 seen = leader_runs.load();
               };
