@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
+#include "fleetsim/calibrate.hpp"
 #include "fleetsim/cluster.hpp"
 #include "fleetsim/error.hpp"
 #include "fleetsim/fit.hpp"
@@ -173,6 +174,78 @@ TEST_CASE("a profile's compute pool becomes the node's, at most its devices' wor
   CHECK(fewer.cluster.groups[0].node.compute_pool_devices == Approx(2));
   CHECK_THAT(profile_error(R"({"fleetsim_profile": 1, "provenance": {}, "gpus": {"cpu-core": {"compute_pool": 0}}})"),
              Catch::Contains("/gpus/cpu-core/compute_pool"));
+}
+
+// A CPU calibration's points, made up to round numbers, fitted, and run back through the simulator: each
+// mix of work goes at the rate the calibration measured for it.
+namespace {
+
+Profile two_worker_calibration() {
+  Profile p;
+  const auto point = [&](std::string kernel, Dtype dtype, double size, double rate, double fixed_s = 0) {
+    p.measurements.push_back({.kernel = std::move(kernel), .dtype = dtype, .size = size, .seconds = fixed_s + size / rate, .devices = "", .spread = 0});
+  };
+  for (double flop : {1e8, 1e9}) {
+    point("gemm", Dtype::fp32, flop, 20e9);  // every worker on GEMMs: 20 GFLOP/s each
+    point("gemm", Dtype::fp64, flop, 10e9);
+  }
+  point("gemm-alone", Dtype::fp32, 2.68e8, 28e9);  // one alone: 28
+  for (double bytes : {1e8, 5e8}) {
+    point("stream", Dtype::fp32, bytes, 10e9);        // every worker streaming: 10 GB/s each
+    point("stream-alone", Dtype::fp32, bytes, 16e9);  // one alone: 16
+  }
+  for (double bytes : {1e7, 1e8}) point("memcpy", Dtype::fp32, bytes, 5e9, 10e-6);
+  point("launch", Dtype::fp32, 0, 1, 1e-6);
+  fit_cpu_profile(p, 2);
+  p.file = "made-up.json";
+  return p;
+}
+
+// The tasks, all ready at 0 on the calibrated two-worker node: each task's duration.
+std::vector<double> run_calibrated(const std::vector<std::string>& works) {
+  std::string tasks;
+  for (std::size_t i = 0; i < works.size(); ++i) {
+    tasks += std::string(i ? ", " : "") + R"({"name": "t)" + std::to_string(i) + R"(", "work": )" + works[i] + "}";
+  }
+  Scenario sc = test::builtin_scenario(R"("cluster": {"nodes": [{"type": "cpu-host", "count": 1}]}, "workflows": {"w": {"tasks": [)" + tasks +
+                                       R"(]}}, "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
+  apply_profile(sc.cluster, two_worker_calibration());
+  const RunResult r = simulate(sc);
+  std::vector<double> seconds;
+  for (const TaskRecord& t : r.trace.tasks) seconds.push_back(t.end_s - t.start_s);
+  return seconds;
+}
+
+const std::string kCpuGemm = R"({"flop": "28 GFLOP", "dtype": "fp32"})";    // 1 s alone at 28 GFLOP/s
+const std::string kCpuStream = R"({"flop": "1 MFLOP", "bytes": "16 GB", "dtype": "fp32"})";  // 1 s alone at 16 GB/s
+
+}  // namespace
+
+TEST_CASE("a CPU calibration's fit gives each worker the rate measured beside what it ran beside", "[calibrate][compute-pool][memory-bus]") {
+  const Profile p = two_worker_calibration();
+  REQUIRE(p.gpus.size() == 1);
+  const GpuCalibration& core = p.gpus[0];
+  CHECK(*core.peak_flop_per_s[static_cast<std::size_t>(Dtype::fp32)] == Approx(28e9));  // one worker alone
+  CHECK(*core.peak_flop_per_s[static_cast<std::size_t>(Dtype::fp64)] == Approx(14e9));  // fp64 by the fp32 ratio
+  CHECK(*core.compute_pool_devices == Approx(2 * 20.0 / 28));
+  CHECK(*core.memory_bandwidth_Bps == Approx(16e9));
+  CHECK(*core.shared_memory_bandwidth_Bps == Approx(20e9));
+  // Alone, a GEMM and a stream take their 1 s (and a 1 us launch).
+  CHECK(run_calibrated({kCpuGemm})[0] == Approx(1.0).epsilon(1e-4));
+  CHECK(run_calibrated({kCpuStream})[0] == Approx(1.0).epsilon(1e-4));
+  // Two GEMMs side by side go at the all-busy 20 GFLOP/s: 1.4 s; two streams at 10 GB/s: 1.6 s.
+  for (double s : run_calibrated({kCpuGemm, kCpuGemm})) CHECK(s == Approx(1.4).epsilon(1e-4));
+  for (double s : run_calibrated({kCpuStream, kCpuStream})) CHECK(s == Approx(1.6).epsilon(1e-4));
+  // A GEMM beside a stream: neither draws on what the other is short of, and both keep their rates alone.
+  for (double s : run_calibrated({kCpuGemm, kCpuStream})) CHECK(s == Approx(1.0).epsilon(1e-4));
+  // One worker has nothing to share: its rates are the all-busy ones, no pool and no bus.
+  Profile one = two_worker_calibration();
+  one.gpus.clear();
+  one.links.clear();
+  fit_cpu_profile(one, 1);
+  CHECK(*one.gpus[0].peak_flop_per_s[static_cast<std::size_t>(Dtype::fp32)] == Approx(20e9));
+  CHECK_FALSE(one.gpus[0].compute_pool_devices);
+  CHECK_FALSE(one.gpus[0].shared_memory_bandwidth_Bps);
 }
 
 // nccl-tests logs: a recorded run read row by row, fitted, and the fit run back through the simulator.

@@ -49,6 +49,36 @@ std::string cpu_model_name() {
 
 }  // namespace
 
+void fit_cpu_profile(Profile& profile, unsigned workers) {
+  // The model charges a task's FLOP and bytes at a rate with no fixed part (launches are measured on
+  // their own), so those fits go through the origin; a fixed part fitted here would be dropped by the
+  // model and leave its rate too high. Copies run over links, which do have a latency.
+  const AlphaBeta f32 = fit_points(profile.measurements, "gemm", Dtype::fp32, fit_rate);
+  const AlphaBeta f64 = fit_points(profile.measurements, "gemm", Dtype::fp64, fit_rate);
+  const AlphaBeta stream = fit_points(profile.measurements, "stream", Dtype::fp32, fit_rate);
+  const AlphaBeta alone = fit_points(profile.measurements, "stream-alone", Dtype::fp32, fit_rate);
+  const AlphaBeta copy = fit_points(profile.measurements, "memcpy", Dtype::fp32, fit_alpha_beta);
+  const auto launch = std::find_if(profile.measurements.begin(), profile.measurements.end(), [](const Measurement& m) { return m.kernel == "launch"; });
+  if (launch == profile.measurements.end()) throw std::invalid_argument("a CPU calibration needs its \"launch\" point");
+  // A worker alone streams at its own bandwidth; all of them together share what the machine gives.
+  // With one worker there is nothing to share: no bus.
+  GpuCalibration core{.id = "cpu-core", .peak_flop_per_s = {}, .memory_bandwidth_Bps = workers > 1 ? alone.rate : stream.rate,
+                      .launch_overhead_s = launch->seconds};
+  if (workers > 1) core.shared_memory_bandwidth_Bps = std::min(stream.rate * workers, alone.rate * workers);
+  // Likewise a worker alone computes at its own rate and all of them together at the "gemm" points'
+  // rate each: the pool is what they deliver together in workers' worth. One fp32 GEMM alone sets the
+  // ratio, taken for fp64 too, so that every worker on GEMMs gets the fitted rates of either.
+  double alone_over_all = 1;
+  if (workers > 1) {
+    alone_over_all = std::max(1.0, fit_points(profile.measurements, "gemm-alone", Dtype::fp32, fit_rate).rate / f32.rate);
+    core.compute_pool_devices = workers / alone_over_all;
+  }
+  core.peak_flop_per_s[static_cast<std::size_t>(Dtype::fp32)] = f32.rate * alone_over_all;
+  core.peak_flop_per_s[static_cast<std::size_t>(Dtype::fp64)] = f64.rate * alone_over_all;
+  profile.gpus.push_back(core);
+  profile.links.push_back({.id = "host-memcpy", .bandwidth_Bps = copy.rate, .latency_s = copy.alpha_s});
+}
+
 Profile calibrate_cpu(const CalibrateOptions& options) {
   constexpr double kTile = 2.0 * cpu::Scratch::kGemmTile * cpu::Scratch::kGemmTile * cpu::Scratch::kGemmTile;
   struct Point {
@@ -155,32 +185,7 @@ Profile calibrate_cpu(const CalibrateOptions& options) {
     p.measurements.push_back({plan[i].kernel, plan[i].dtype, plan[i].size, seconds, one ? "0" : "", spread_of(all, seconds)});
   }
 
-  // The model charges a task's FLOP and bytes at a rate with no fixed part (launches are measured on
-  // their own), so those fits go through the origin; a fixed part fitted here would be dropped by the
-  // model and leave its rate too high. Copies run over links, which do have a latency.
-  const AlphaBeta f32 = fit_points(p.measurements, "gemm", Dtype::fp32, fit_rate);
-  const AlphaBeta f64 = fit_points(p.measurements, "gemm", Dtype::fp64, fit_rate);
-  const AlphaBeta stream = fit_points(p.measurements, "stream", Dtype::fp32, fit_rate);
-  const AlphaBeta alone = fit_points(p.measurements, "stream-alone", Dtype::fp32, fit_rate);
-  const AlphaBeta copy = fit_points(p.measurements, "memcpy", Dtype::fp32, fit_alpha_beta);
-  const auto launch = std::find_if(p.measurements.begin(), p.measurements.end(), [](const Measurement& m) { return m.kernel == "launch"; });
-  // A worker alone streams at its own bandwidth; all of them together share what the machine gives.
-  // With one worker there is nothing to share: no bus.
-  GpuCalibration core{.id = "cpu-core", .peak_flop_per_s = {}, .memory_bandwidth_Bps = workers > 1 ? alone.rate : stream.rate,
-                      .launch_overhead_s = launch->seconds};
-  if (workers > 1) core.shared_memory_bandwidth_Bps = std::min(stream.rate * workers, alone.rate * workers);
-  // Likewise a worker alone computes at its own rate and all of them together at the "gemm" points'
-  // rate each: the pool is what they deliver together in workers' worth. One fp32 GEMM alone sets the
-  // ratio, taken for fp64 too, so that every worker on GEMMs gets the fitted rates of either.
-  double alone_over_all = 1;
-  if (workers > 1) {
-    alone_over_all = std::max(1.0, fit_points(p.measurements, "gemm-alone", Dtype::fp32, fit_rate).rate / f32.rate);
-    core.compute_pool_devices = workers / alone_over_all;
-  }
-  core.peak_flop_per_s[static_cast<std::size_t>(Dtype::fp32)] = f32.rate * alone_over_all;
-  core.peak_flop_per_s[static_cast<std::size_t>(Dtype::fp64)] = f64.rate * alone_over_all;
-  p.gpus.push_back(core);
-  p.links.push_back({.id = "host-memcpy", .bandwidth_Bps = copy.rate, .latency_s = copy.alpha_s});
+  fit_cpu_profile(p, workers);
 
   p.provenance = {{"backend", "cpu"},
                   {"device", cpu_model_name()},

@@ -25,6 +25,11 @@ struct CalibrateOptions {
 // compiler and Eigen versions; the caller adds the command.
 Profile calibrate_cpu(const CalibrateOptions& options = {});
 
+// Fills `profile.gpus` (`cpu-core`) and `profile.links` (`host-memcpy`) from `profile.measurements` of a CPU
+// calibration on `workers` threads (docs/calibrate.md): the rates through the origin, the copy link
+// alpha-beta, and with more than one worker the memory bus and compute pool they share.
+void fit_cpu_profile(Profile& profile, unsigned workers);
+
 struct CudaCalibrateOptions {
   int repeats = 5;         // timed samples per point after the warm-up; the median is kept
   std::string gpu_type;    // catalog GPU type to calibrate; empty: read off local GPU 0's name
