@@ -8,8 +8,7 @@ namespace fleetsim {
 NodeShares::NodeShares(std::vector<Capacity> nodes) : on_node_(nodes.size()) {
   for (const Capacity& c : nodes) {
     capacity_.push_back({c.bus_Bps, c.compute_devices});
-    shared_.push_back(c.bus_Bps > 0 || c.compute_devices > 0);
-    any_ = any_ || shared_.back();
+    any_ = any_ || on(make_id<NodeId>(static_cast<std::uint32_t>(capacity_.size() - 1)));
   }
 }
 

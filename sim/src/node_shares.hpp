@@ -39,7 +39,7 @@ class NodeShares {
   };
 
   bool any() const { return any_; }
-  bool on(NodeId node) const { return shared_[index(node)]; }
+  bool on(NodeId node) const { return capacity_[index(node)][kBus] > 0 || capacity_[index(node)][kCompute] > 0; }
   // The task starts computing on these nodes, one entry per device it uses (a node may repeat).
   // `changed` gets every task whose pace changed, this one included, in task order.
   void start(std::uint32_t task, std::span<const NodeId> devices, Work work, double now_s, std::vector<std::uint32_t>& changed);
@@ -74,7 +74,6 @@ class NodeShares {
   void repace(const std::vector<std::uint32_t>& changed);
 
   std::vector<PerResource> capacity_;  // per node
-  std::vector<bool> shared_;           // per node: anything shared
   bool any_ = false;
   std::vector<std::vector<std::uint32_t>> on_node_;  // per node: its tasks
   std::unordered_map<std::uint32_t, Job> jobs_;
