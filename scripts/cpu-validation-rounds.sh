@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Fresh calibrate + validate rounds on this machine's CPU backend, written to reports/cpu-validation.md:
-# each round calibrates (fleetsim calibrate), validates scenarios/cpu-validate.json against the median of
-# REPEAT real runs, with their run-to-run noise, and calibrates again, to show how far the machine drifted
-# while it was validated.
+# each round calibrates (fleetsim calibrate) and validates scenarios/cpu-validate.json against the median of
+# REPEAT real runs, with their run-to-run noise and validate's check of the profile's rates before and after
+# the runs (how far the machine has moved from its calibration).
 #   scripts/cpu-validation-rounds.sh [ROUNDS (5)] [REPEAT (5)]
 # Environment: FLEETSIM (default build/fleetsim), REPORT (default reports/cpu-validation.md); WITHOUT=bus
 # validates each round's calibration also without the memory bus (the profile as calibrate wrote it
@@ -55,7 +55,6 @@ PY
     validate "$work/cpu-$r.json" "$work/val-$r"
     if [ -n "$without" ]; then validate "$work/without-$r.json" "$work/without-val-$r"; fi
   fi
-  "$fleetsim" -q calibrate --out "$work/after-$r.json" >"$work/cal-after-$r.txt"
   if [ -n "$without" ]; then
     without_row=$(python3 - "$work/without-val-$r.json" <<'PY'
 import json, sys
@@ -67,11 +66,10 @@ PY
 )
     without_rows+="| $r $without_row"$'\n'
   fi
-  row=$(python3 - "$work/cpu-$r.json" "$work/val-$r.json" "$work/val-$r/task_errors.csv" "$work/after-$r.json" <<'PY'
+  row=$(python3 - "$work/cpu-$r.json" "$work/val-$r.json" "$work/val-$r/task_errors.csv" <<'PY'
 import csv, json, statistics, sys
 p = json.load(open(sys.argv[1]))
 v = json.load(open(sys.argv[2]))
-after = json.load(open(sys.argv[4]))
 by_task = {}
 for t in csv.DictReader(open(sys.argv[3])):
     by_task.setdefault(t["task"].split("/")[-1], []).append(float(t["relative_error"]))
@@ -82,20 +80,13 @@ fp32 = num(g["peak_flops"]["fp32"]) / 1e9
 alone = num(g["memory_bandwidth"]) / 1e9
 shared = num(g["shared_memory_bandwidth"]) / 1e9 if "shared_memory_bandwidth" in g else float("nan")
 pool = g.get("compute_pool", float("nan"))
-def busy_fp32(profile):  # what each worker computes with all computing: the rate alone over the pool's share
-    c = profile["gpus"]["cpu-core"]
-    return num(c["peak_flops"]["fp32"]) * c.get("compute_pool", 1) / float(profile["provenance"].get("workers", 1))
-def bus(profile):
-    c = profile["gpus"]["cpu-core"]
-    return num(c["shared_memory_bandwidth"]) if "shared_memory_bandwidth" in c else float("nan")
-def alone_fp32(profile):
-    return num(profile["gpus"]["cpu-core"]["peak_flops"]["fp32"])
-drift = "%+.0f%% / %+.0f%% / %+.0f%%" % (100 * (alone_fp32(after) / alone_fp32(p) - 1), 100 * (busy_fp32(after) / busy_fp32(p) - 1),
-                                       100 * (bus(after) / bus(p) - 1))
+# The machine against the profile, before the runs and after them: each figure's change in percent.
+check = " ; ".join("%+.0f / %+.0f" % (100 * (f["before"] / f["profile"] - 1), 100 * (f["after"] / f["profile"] - 1))
+                   for f in v.get("profile_check", []))
 met = v["median_abs_error"] <= 0.05 and abs(v["makespan_error"]) <= 0.03
 print("| %.1f | %.2f | %.1f | %.1f | %.1f%% | %.1f%% | %+.1f%% | %.1f%% | %.1f%% | %s | %s | %s |" % (
     fp32, pool, alone, shared, 100 * v["median_abs_error"], 100 * v["p90_abs_error"], 100 * v["makespan_error"],
-    100 * v["task_noise"], 100 * v["makespan_noise"], drift, "yes" if met else "no", per_task))
+    100 * v["task_noise"], 100 * v["makespan_noise"], check, "yes" if met else "no", per_task))
 PY
 )
   echo "round $r: $row"
@@ -115,14 +106,15 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')
   echo "- targets (issue 25): median task error <= 5% and makespan error <= 3% in at least four of five rounds"
   echo "- earlier runs and their analysis: [cpu-validation-history.md](cpu-validation-history.md)"
   echo
-  echo "| round | one worker's fp32 alone (GFLOP/s) | compute pool (workers' worth) | one worker's memory (GB/s) | shared memory bus (GB/s) | median task error | p90 | makespan error | run-to-run noise, task | noise, makespan | drift over the round: fp32 alone / all busy / bus | both targets met | per task, median error (+: predicted too slow) |"
+  echo "| round | one worker's fp32 alone (GFLOP/s) | compute pool (workers' worth) | one worker's memory (GB/s) | shared memory bus (GB/s) | median task error | p90 | makespan error | run-to-run noise, task | noise, makespan | machine against the profile, % before / after the runs: fp32 alone ; all busy ; stream alone ; all streaming | both targets met | per task, median error (+: predicted too slow) |"
   echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"
   printf "%s" "$rows"
   echo
   echo "The noise columns are what this machine lets anyone tell: over tasks, the median of each task's median"
   echo "deviation from its own median across the $repeat runs (and the makespan's). An error at or below them is"
-  echo "as close as a model can be shown to be here. The drift column is a second calibration at the end of the round"
-  echo "against the round's own: how much the machine itself changed while it was validated (+: faster after)."
+  echo "as close as a model can be shown to be here. The machine column is validate's own check: the calibration's"
+  echo "points run again right before and right after the real runs, against the rates the profile gives them (+: the"
+  echo "machine faster than calibrated). An error the size of those changes can be the machine's, not the model's."
   if [ -n "$without_rows" ]; then
     echo
     if [ "$without" = bus ]; then

@@ -248,6 +248,49 @@ TEST_CASE("a CPU calibration's fit gives each worker the rate measured beside wh
   CHECK_FALSE(one.gpus[0].shared_memory_bandwidth_Bps);
 }
 
+TEST_CASE("a CPU profile checked on this machine: each figure against the rate the simulator gives its mix", "[calibrate]") {
+  Profile p = two_worker_calibration();
+  p.provenance = {{"workers", "2"}};
+  const std::vector<ProfileFigure> figures = check_cpu_profile(p, 1);
+  REQUIRE(figures.size() == 4);
+  CHECK(figures[0].name == "fp32 GEMM, one worker alone");
+  CHECK(figures[0].profile == Approx(28e9));
+  CHECK(figures[1].name == "fp32 GEMM, every worker");
+  CHECK(figures[1].profile == Approx(20e9));  // the pool's share: 28 x (40 / 28) / 2
+  CHECK(figures[2].name == "stream, one worker alone");
+  CHECK(figures[2].profile == Approx(16e9));
+  CHECK(figures[3].name == "stream, every worker");
+  CHECK(figures[3].profile == Approx(10e9));  // half the 20 GB/s bus
+  CHECK(figures[0].unit == Dimension::flop_rate);
+  CHECK(figures[3].unit == Dimension::bandwidth);
+  for (const ProfileFigure& f : figures) CHECK((f.measured > 0 && std::isfinite(f.measured)));
+  // A profile a thousand times faster than any CPU core: the check finds this machine far slower.
+  Profile fast = p;
+  for (auto& rate : fast.gpus[0].peak_flop_per_s) {
+    if (rate) *rate *= 1e3;
+  }
+  *fast.gpus[0].memory_bandwidth_Bps *= 1e3;
+  *fast.gpus[0].shared_memory_bandwidth_Bps *= 1e3;
+  for (const ProfileFigure& f : check_cpu_profile(fast, 1)) CHECK(f.change() < -0.9);
+  // One worker: one GEMM and one stream, at the profile's rates.
+  Profile one = p;
+  one.provenance = {{"workers", "1"}};
+  const std::vector<ProfileFigure> single = check_cpu_profile(one, 1);
+  REQUIRE(single.size() == 2);
+  CHECK(single[0].name == "fp32 GEMM");
+  CHECK(single[0].profile == Approx(28e9));  // the pool of 1.43, capped at the one worker, takes nothing
+  CHECK(single[1].name == "stream");
+  // A profile without CPU rates cannot be checked.
+  Profile gpu_only;
+  gpu_only.file = "h100.json";
+  try {
+    check_cpu_profile(gpu_only, 1);
+    FAIL("expected an InputError");
+  } catch (const InputError& e) {
+    CHECK_THAT(std::string(e.what()), Catch::Contains("h100.json") && Catch::Contains("/gpus/cpu-core"));
+  }
+}
+
 // nccl-tests logs: a recorded run read row by row, fitted, and the fit run back through the simulator.
 namespace {
 

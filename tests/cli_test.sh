@@ -186,6 +186,8 @@ check "calibrate writes a profile with provenance" grep -q '"provenance"' "$tmp/
 check "validate exits 0" test $? -eq 0
 "$fleetsim" --quiet validate "$src/scenarios/cpu-validate.json" --profile "$tmp/prof/cpu.json" --work-scale 0.05 --out "$tmp/val2" --json >"$tmp/val.json"
 check "validate --json has the makespan error" grep -q '"makespan_error"' "$tmp/val.json"
+check "validate measures its profile's rates again before and after the runs" \
+  bash -c "grep -q '^machine now *against the profile: before the runs / after them' '$tmp/val.txt' && grep -q 'fp32 GEMM' '$tmp/val.txt' && grep -q '\"profile_check\"' '$tmp/val.json'"
 "$fleetsim" validate "$src/scenarios/cpu-validate.json" --profile "$tmp/prof/cpu.json" --work-scale 0.05 --repeat 3 >"$tmp/val3.txt"
 check "validate --repeat 3 compares with the median of three runs and states their noise" \
   grep -q "measured            the median of 3 runs; run-to-run noise: task median" "$tmp/val3.txt"

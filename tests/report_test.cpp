@@ -220,3 +220,21 @@ TEST_CASE("tables print numbers without exponents and times in a unit that suits
   CHECK(fleetsim::time_unit_for(20860).seconds == 3600);
   CHECK(std::string(fleetsim::time_unit_for(100 * 3600).name) == "days");
 }
+
+TEST_CASE("a validation's profile check is written beside its errors, as text and as JSON", "[report]") {
+  const std::vector<ProfileFigure> before{{.name = "fp32 GEMM, one worker alone", .unit = Dimension::flop_rate, .profile = 28e9, .measured = 21e9},
+                                          {.name = "stream, every worker", .unit = Dimension::bandwidth, .profile = 10e9, .measured = 10.5e9}};
+  std::vector<ProfileFigure> after = before;
+  after[0].measured = 28e9;
+  std::ostringstream text;
+  write_profile_check_text(text, before, after);
+  CHECK_THAT(text.str(), Catch::Contains("fp32 GEMM, one worker alone") && Catch::Contains("-25.0% /   +0.0%") &&
+                             Catch::Contains("+5.0% /   +5.0%") && Catch::Contains("moved by up to -25.0%"));
+  const nlohmann::json j = nlohmann::json::parse(trace_diff_json(TraceDiff{}, before, after));
+  REQUIRE(j["profile_check"].size() == 2);
+  CHECK(j["profile_check"][0]["figure"] == "fp32 GEMM, one worker alone");
+  CHECK(j["profile_check"][0]["before"].get<double>() == Approx(21e9));
+  CHECK(j["profile_check"][0]["after"].get<double>() == Approx(28e9));
+  CHECK_FALSE(nlohmann::json::parse(trace_diff_json(TraceDiff{})).contains("profile_check"));
+  CHECK_THROWS_AS(write_profile_check_text(text, before, std::span(after).first(1)), std::invalid_argument);
+}

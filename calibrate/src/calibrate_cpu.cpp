@@ -3,12 +3,14 @@
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <thread>
 
 #include "fleetsim/calibrate.hpp"
 #include "fleetsim/cpu_kernels.hpp"
+#include "fleetsim/error.hpp"
 #include "fleetsim/fit.hpp"
 #include "fleetsim/units.hpp"
 #include "measure.hpp"
@@ -79,35 +81,22 @@ void fit_cpu_profile(Profile& profile, unsigned workers) {
   profile.links.push_back({.id = "host-memcpy", .bandwidth_Bps = copy.rate, .latency_s = copy.alpha_s});
 }
 
-Profile calibrate_cpu(const CalibrateOptions& options) {
-  constexpr double kTile = 2.0 * cpu::Scratch::kGemmTile * cpu::Scratch::kGemmTile * cpu::Scratch::kGemmTile;
-  struct Point {
-    std::string kernel;
-    Dtype dtype;
-    double size;
-  };
-  std::vector<Point> plan;
-  for (Dtype d : {Dtype::fp32, Dtype::fp64}) {
-    for (double tiles : {1.0, 2.5, 4.0, 8.0, 16.5, 32.0}) plan.push_back({"gemm", d, tiles * kTile});
-    for (int n : {32, 64, 128, 256, 512, 1024}) plan.push_back({"gemm-square", d, static_cast<double>(n)});
-  }
-  // Sizes past the caches, where tasks' traffic, weights and tensors live; smaller ones would fit a
-  // cache's bandwidth, not memory's.
-  for (double mb : {32.0, 128.0, 256.0, 512.0}) plan.push_back({"stream", Dtype::fp32, mb * 1e6});
-  // The memory bus the workers share (sim/src/node_shares.hpp): one worker streaming while the others
-  // wait, and one streaming while the others run GEMMs, the mix the bus model must get right.
-  for (double mb : {128.0, 256.0, 512.0}) plan.push_back({"stream-alone", Dtype::fp32, mb * 1e6});
-  plan.push_back({"stream-beside-gemm", Dtype::fp32, 256e6});
-  // The same for the compute they share: one worker's GEMM while the others wait, and while they stream
-  // (the "gemm" points have every worker on GEMMs).
-  for (Dtype d : {Dtype::fp32, Dtype::fp64}) plan.push_back({"gemm-alone", d, 8 * kTile});
-  plan.push_back({"gemm-alone", Dtype::fp32, 32 * kTile});
-  plan.push_back({"gemm-beside-stream", Dtype::fp32, 8 * kTile});
-  for (double mb : {8.0, 32.0, 128.0, 256.0}) plan.push_back({"memcpy", Dtype::fp32, mb * 1e6});
-  // A launch: one call of each kernel with next to no work (one GEMM column, one triad element).
-  plan.push_back({"launch", Dtype::fp32, 0});
+namespace {
 
-  Profile p;
+constexpr double kTile = 2.0 * cpu::Scratch::kGemmTile * cpu::Scratch::kGemmTile * cpu::Scratch::kGemmTile;
+
+struct Point {
+  std::string kernel;
+  Dtype dtype;
+  double size;
+};
+
+unsigned workers_or_all(unsigned workers) { return workers > 0 ? workers : std::max(1u, std::thread::hardware_concurrency()); }
+
+// Runs `plan` on `workers` threads, `repeats` passes over it, and keeps each point's median.
+std::vector<Measurement> measure_points(const std::vector<Point>& plan, int repeats, unsigned workers,
+                                        const std::function<void(std::size_t, std::size_t)>& progress) {
+  std::vector<Measurement> measured;
   // Every point runs on `workers` threads at once, started together, because that is how the backend
   // runs a scenario: its devices share the machine's memory bandwidth, caches and clock boost, and a
   // core measured alone is faster than one of two busy cores (on a 2-core VM, the validation graph's
@@ -116,7 +105,10 @@ Profile calibrate_cpu(const CalibrateOptions& options) {
   // over the whole calibration, one per pass over the plan, so that every point sees the same moments
   // of a machine whose speed drifts (a shared VM's GEMM rate moved by 2x within seconds): the fitted
   // figures then describe one machine, not several.
-  const unsigned workers = options.workers > 0 ? options.workers : std::max(1u, std::thread::hardware_concurrency());
+  std::size_t copy_bytes = 0;  // the copies' buffers, touched before any point is timed
+  for (const Point& pt : plan) {
+    if (pt.kernel == "memcpy") copy_bytes = std::max(copy_bytes, static_cast<std::size_t>(pt.size));
+  }
   std::vector<std::vector<std::vector<double>>> runs(plan.size(), std::vector<std::vector<double>>(workers));  // point, worker
   std::barrier<> sync(static_cast<std::ptrdiff_t>(workers));
   std::atomic<std::uint64_t> leader_runs{0};  // worker 0's runs of the point it runs beside the others' work so far
@@ -125,7 +117,7 @@ Profile calibrate_cpu(const CalibrateOptions& options) {
     for (unsigned w = 0; w < workers; ++w) {
       threads.emplace_back([&, w] {
         cpu::Scratch scratch;
-        std::vector<std::byte> from(256'000'000, std::byte{1}), to(256'000'000, std::byte{0});
+        std::vector<std::byte> from(copy_bytes, std::byte{1}), to(copy_bytes, std::byte{0});
         const auto runner = [&](const Point& pt) {
           std::function<void()> run;
           if (pt.kernel == "gemm") run = [&] { scratch.gemm(pt.size, pt.dtype); };
@@ -163,10 +155,10 @@ Profile calibrate_cpu(const CalibrateOptions& options) {
           }
           return run;
         };
-        for (int pass = 0; pass < options.repeats; ++pass) {
+        for (int pass = 0; pass < repeats; ++pass) {
           for (std::size_t i = 0; i < plan.size(); ++i) {
             runs[i][w].push_back(timed_run(runner(plan[i]), sync));
-            if (w == 0 && options.progress) options.progress(pass * plan.size() + i + 1, options.repeats * plan.size());
+            if (w == 0 && progress) progress(pass * plan.size() + i + 1, repeats * plan.size());
           }
         }
       });
@@ -182,9 +174,39 @@ Profile calibrate_cpu(const CalibrateOptions& options) {
       all.insert(all.end(), runs[i][w].begin(), runs[i][w].end());
     }
     const double seconds = median_of(medians);
-    p.measurements.push_back({plan[i].kernel, plan[i].dtype, plan[i].size, seconds, one ? "0" : "", spread_of(all, seconds)});
+    measured.push_back({plan[i].kernel, plan[i].dtype, plan[i].size, seconds, one ? "0" : "", spread_of(all, seconds)});
   }
 
+  return measured;
+}
+
+}  // namespace
+
+Profile calibrate_cpu(const CalibrateOptions& options) {
+  std::vector<Point> plan;
+  for (Dtype d : {Dtype::fp32, Dtype::fp64}) {
+    for (double tiles : {1.0, 2.5, 4.0, 8.0, 16.5, 32.0}) plan.push_back({"gemm", d, tiles * kTile});
+    for (int n : {32, 64, 128, 256, 512, 1024}) plan.push_back({"gemm-square", d, static_cast<double>(n)});
+  }
+  // Sizes past the caches, where tasks' traffic, weights and tensors live; smaller ones would fit a
+  // cache's bandwidth, not memory's.
+  for (double mb : {32.0, 128.0, 256.0, 512.0}) plan.push_back({"stream", Dtype::fp32, mb * 1e6});
+  // The memory bus the workers share (sim/src/node_shares.hpp): one worker streaming while the others
+  // wait, and one streaming while the others run GEMMs, the mix the bus model must get right.
+  for (double mb : {128.0, 256.0, 512.0}) plan.push_back({"stream-alone", Dtype::fp32, mb * 1e6});
+  plan.push_back({"stream-beside-gemm", Dtype::fp32, 256e6});
+  // The same for the compute they share: one worker's GEMM while the others wait, and while they stream
+  // (the "gemm" points have every worker on GEMMs).
+  for (Dtype d : {Dtype::fp32, Dtype::fp64}) plan.push_back({"gemm-alone", d, 8 * kTile});
+  plan.push_back({"gemm-alone", Dtype::fp32, 32 * kTile});
+  plan.push_back({"gemm-beside-stream", Dtype::fp32, 8 * kTile});
+  for (double mb : {8.0, 32.0, 128.0, 256.0}) plan.push_back({"memcpy", Dtype::fp32, mb * 1e6});
+  // A launch: one call of each kernel with next to no work (one GEMM column, one triad element).
+  plan.push_back({"launch", Dtype::fp32, 0});
+
+  const unsigned workers = workers_or_all(options.workers);
+  Profile p;
+  p.measurements = measure_points(plan, options.repeats, workers, options.progress);
   fit_cpu_profile(p, workers);
 
   p.provenance = {{"backend", "cpu"},
@@ -197,6 +219,45 @@ Profile calibrate_cpu(const CalibrateOptions& options) {
                   {"repeats", std::to_string(options.repeats)},
                   {"workers", std::to_string(workers)}};
   return p;
+}
+
+std::vector<ProfileFigure> check_cpu_profile(const Profile& profile, int repeats) {
+  const auto core = std::find_if(profile.gpus.begin(), profile.gpus.end(), [](const GpuCalibration& g) { return g.id == "cpu-core"; });
+  const bool complete = core != profile.gpus.end() && core->peak_flop_per_s[static_cast<std::size_t>(Dtype::fp32)] && core->memory_bandwidth_Bps;
+  if (!complete) {
+    throw InputError({Problem{profile.file, "/gpus/cpu-core", "expected a CPU calibration's fp32 peak_flops and memory_bandwidth (fleetsim calibrate --backend cpu)"}});
+  }
+  // The points run on as many workers as the calibration had, so that each is measured as it was.
+  unsigned workers = 0;
+  for (const auto& [key, value] : profile.provenance) {
+    if (key == "workers") workers = static_cast<unsigned>(std::strtoul(value.c_str(), nullptr, 10));
+  }
+  workers = workers_or_all(workers);
+  const double fp32 = *core->peak_flop_per_s[static_cast<std::size_t>(Dtype::fp32)];
+  const double memory = *core->memory_bandwidth_Bps;
+  // The rates the simulator gives each mix: a worker alone gets the peak and the memory bandwidth; every
+  // worker at once, pool / workers of the peak and its share of the bus (profiles without them: the same).
+  const double pool = std::min<double>(workers, core->compute_pool_devices.value_or(workers));
+  const std::optional<double> bus = core->shared_memory_bandwidth_Bps;
+  struct Check {
+    Point point;
+    std::string name;
+    double rate;
+  };
+  std::vector<Check> checks;
+  if (workers > 1) checks.push_back({{"gemm-alone", Dtype::fp32, 32 * kTile}, "fp32 GEMM, one worker alone", fp32});
+  checks.push_back({{"gemm", Dtype::fp32, 32 * kTile}, workers > 1 ? "fp32 GEMM, every worker" : "fp32 GEMM", fp32 * pool / workers});
+  if (workers > 1) checks.push_back({{"stream-alone", Dtype::fp32, 256e6}, "stream, one worker alone", memory});
+  checks.push_back({{"stream", Dtype::fp32, 256e6}, workers > 1 ? "stream, every worker" : "stream", bus ? std::min(memory, *bus / workers) : memory});
+  std::vector<Point> plan;
+  for (const Check& c : checks) plan.push_back(c.point);
+  const std::vector<Measurement> measured = measure_points(plan, repeats, workers, nullptr);
+  std::vector<ProfileFigure> figures;
+  for (std::size_t i = 0; i < checks.size(); ++i) {
+    const Dimension unit = checks[i].point.kernel.starts_with("gemm") ? Dimension::flop_rate : Dimension::bandwidth;
+    figures.push_back({.name = checks[i].name, .unit = unit, .profile = checks[i].rate, .measured = measured[i].size / measured[i].seconds});
+  }
+  return figures;
 }
 
 }  // namespace fleetsim

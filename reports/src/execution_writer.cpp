@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstdio>
 #include <numeric>
+#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
@@ -64,23 +65,47 @@ void write_trace_diff_csv(std::ostream& out, const Scenario& sc, const Trace& me
   }
 }
 
-std::string trace_diff_json(const TraceDiff& diff) {
+void write_profile_check_text(std::ostream& out, std::span<const ProfileFigure> before, std::span<const ProfileFigure> after) {
+  if (before.size() != after.size()) throw std::invalid_argument("a profile check needs the same figures before and after");
+  out << "machine now         against the profile: before the runs / after them (+: faster than calibrated)\n";
+  char line[256];
+  double largest = 0;
+  for (std::size_t i = 0; i < before.size(); ++i) {
+    std::snprintf(line, sizeof line, "  %-30s %-16s %+6.1f%% / %+6.1f%%\n", before[i].name.c_str(),
+                  format_quantity(before[i].profile, before[i].unit).c_str(), 100 * before[i].change(), 100 * after[i].change());
+    out << line;
+    for (double c : {before[i].change(), after[i].change()}) largest = std::abs(c) > std::abs(largest) ? c : largest;
+  }
+  std::snprintf(line, sizeof line, "  the machine moved by up to %+.1f%% from its calibration: errors that size can be the machine's, not the model's\n",
+                100 * largest);
+  out << line;
+}
+
+std::string trace_diff_json(const TraceDiff& diff, std::span<const ProfileFigure> before, std::span<const ProfileFigure> after) {
+  if (before.size() != after.size()) throw std::invalid_argument("a profile check needs the same figures before and after");
   nlohmann::ordered_json tasks = nlohmann::ordered_json::array();
   for (const TaskError& e : diff.tasks) {
     tasks.push_back({{"record", e.record}, {"predicted_s", e.predicted_s}, {"measured_s", e.measured_s}, {"relative_error", e.relative()}});
   }
-  const nlohmann::ordered_json j{{"tasks_compared", diff.tasks.size()},
-                                 {"median_abs_error", diff.median_abs_error},
-                                 {"p90_abs_error", diff.p90_abs_error},
-                                 {"max_abs_error", diff.max_abs_error},
-                                 {"mape", diff.mean_abs_error},
-                                 {"predicted_makespan_s", diff.predicted_makespan_s},
-                                 {"measured_makespan_s", diff.measured_makespan_s},
-                                 {"makespan_error", diff.makespan_error()},
-                                 {"runs", diff.runs},
-                                 {"task_noise", diff.task_noise},
-                                 {"makespan_noise", diff.makespan_noise},
-                                 {"tasks", tasks}};
+  nlohmann::ordered_json j{{"tasks_compared", diff.tasks.size()},
+                           {"median_abs_error", diff.median_abs_error},
+                           {"p90_abs_error", diff.p90_abs_error},
+                           {"max_abs_error", diff.max_abs_error},
+                           {"mape", diff.mean_abs_error},
+                           {"predicted_makespan_s", diff.predicted_makespan_s},
+                           {"measured_makespan_s", diff.measured_makespan_s},
+                           {"makespan_error", diff.makespan_error()},
+                           {"runs", diff.runs},
+                           {"task_noise", diff.task_noise},
+                           {"makespan_noise", diff.makespan_noise},
+                           {"tasks", tasks}};
+  if (!before.empty()) {
+    nlohmann::ordered_json check = nlohmann::ordered_json::array();
+    for (std::size_t i = 0; i < before.size(); ++i) {
+      check.push_back({{"figure", before[i].name}, {"profile", before[i].profile}, {"before", before[i].measured}, {"after", after[i].measured}});
+    }
+    j["profile_check"] = check;
+  }
   return j.dump(1) + "\n";
 }
 

@@ -9,9 +9,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fleetsim/collective.hpp"
 #include "fleetsim/profile.hpp"
+#include "fleetsim/units.hpp"
 
 namespace fleetsim {
 
@@ -29,6 +31,24 @@ Profile calibrate_cpu(const CalibrateOptions& options = {});
 // calibration on `workers` threads (docs/calibrate.md): the rates through the origin, the copy link
 // alpha-beta, and with more than one worker the memory bus and compute pool they share.
 void fit_cpu_profile(Profile& profile, unsigned workers);
+
+// One figure of a CPU profile measured again on this machine now. A validation checks its profile
+// before and after its real runs, so that an error the size of the machine's change since the
+// calibration is seen as that, not as the model's (a shared VM's GEMM rate moves by a quarter within
+// minutes).
+struct ProfileFigure {
+  std::string name;     // "fp32 GEMM, one worker alone"
+  Dimension unit = Dimension::flop_rate;  // or bandwidth
+  double profile = 0;   // the rate the profile gives it
+  double measured = 0;  // the same point's rate now
+  double change() const { return measured / profile - 1; }
+};
+
+// Runs the calibration's points behind the profile's `cpu-core` rates again, `repeats` passes on as
+// many workers as the calibration had (about 0.3 s a pass on two): a GEMM and a stream, one worker
+// alone and every worker at once, each against the rate the simulator gives that mix. Throws InputError naming the
+// profile where it has no `cpu-core` fp32 rate and memory bandwidth.
+std::vector<ProfileFigure> check_cpu_profile(const Profile& profile, int repeats = 3);
 
 struct CudaCalibrateOptions {
   int repeats = 5;         // timed samples per point after the warm-up; the median is kept

@@ -6,8 +6,10 @@
 #include <filesystem>
 #include <functional>
 #include <ostream>
+#include <span>
 #include <string>
 
+#include "fleetsim/calibrate.hpp"
 #include "fleetsim/catalog.hpp"
 #include "fleetsim/collective.hpp"
 #include "fleetsim/compare.hpp"
@@ -61,7 +63,11 @@ void write_catalog_text(std::ostream& out, const Catalog& catalog);
 void write_schedule_text(std::ostream& out, const Scenario& scenario, const RunResult& plan);
 // Predicted against measured: task errors and makespans; per task as CSV.
 void write_trace_diff_text(std::ostream& out, const TraceDiff& diff);
-std::string trace_diff_json(const TraceDiff& diff);  // the errors' summary and every task's pair
+// A CPU profile's figures measured before and after a validation's real runs (check_cpu_profile):
+// how far the machine is from its calibration, beside the errors.
+void write_profile_check_text(std::ostream& out, std::span<const ProfileFigure> before, std::span<const ProfileFigure> after);
+// The errors' summary and every task's pair; with a profile check, its figures too.
+std::string trace_diff_json(const TraceDiff& diff, std::span<const ProfileFigure> before = {}, std::span<const ProfileFigure> after = {});
 void write_trace_diff_csv(std::ostream& out, const Scenario& scenario, const Trace& measured, const TraceDiff& diff);
 // Predicted against measured task durations as a self-contained SVG scatter on log-log axes.
 void write_trace_diff_svg(std::ostream& out, const std::string& title, const TraceDiff& diff);
