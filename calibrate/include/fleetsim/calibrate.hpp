@@ -46,8 +46,8 @@ struct ProfileFigure {
 
 // Runs the calibration's points behind the profile's `cpu-core` rates again, `repeats` passes on as
 // many workers as the calibration had (about 0.3 s a pass on two): a GEMM and a stream, one worker
-// alone and every worker at once, each against the rate the simulator gives that mix. Throws
-// InputError naming the profile where it has no `cpu-core` fp32 rate and memory bandwidth.
+// alone and every worker at once, each against the rate the simulator gives that mix. No figures
+// where the profile has no `cpu-core` fp32 rate and memory bandwidth: nothing of a CPU to check.
 std::vector<ProfileFigure> check_cpu_profile(const Profile& profile, int repeats = 3);
 
 struct CudaCalibrateOptions {
