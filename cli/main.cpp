@@ -117,13 +117,14 @@ double parse_size(const std::string& option, const std::string& text) {
     if (!text.empty() && std::string("KMG").find(text.back()) != std::string::npos &&
         text.find_first_not_of("0123456789") == text.size() - 1 && text.size() > 1) {
       const double scale = text.back() == 'K' ? 1024.0 : text.back() == 'M' ? 1048576.0 : 1073741824.0;
-      value = std::stod(text.substr(0, text.size() - 1)) * scale;
+      value = fleetsim::parse_number(std::string_view(text).substr(0, text.size() - 1)).value_or(0) * scale;
     } else if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) {
-      value = std::stod(text);
+      value = fleetsim::parse_number(text).value_or(0);
     } else {
       value = fleetsim::parse_quantity(text, fleetsim::Dimension::bytes);
     }
-    if (value <= 0) throw fleetsim::UnitError("expected a positive size, found \"" + text + "\"");
+    // At most an exabyte: beyond it every time in the table is overflow, not a prediction.
+    if (!(value > 0) || value > 1e18) throw fleetsim::UnitError("expected a positive size up to 1 EB, found \"" + text + "\"");
     return value;
   } catch (const fleetsim::UnitError& e) {
     throw fleetsim::InputError({fleetsim::Problem{option, "", std::string(e.what()) + " (or 8, 64K, 1M, 8G as nccl-tests reads them)"}});
@@ -179,6 +180,12 @@ fleetsim::Scenario read_scenario(const std::string& path, const std::vector<std:
   return scenario;
 }
 
+// Refuses, before any work, an --out directory or --report file that could not be written.
+void check_outputs(const std::string& out_dir, const std::vector<std::string>& names, const std::string& report) {
+  if (!out_dir.empty()) fleetsim::check_output_directory(out_dir, names, "--out");
+  if (!report.empty()) fleetsim::check_output_file(report, "--report");
+}
+
 // An imported workflow on stdout, or written to `out` with a one-line report.
 int emit_workflow(const fleetsim::Workflow& wf, const std::string& out) {
   const std::string json = fleetsim::workflow_json(wf);
@@ -227,14 +234,14 @@ int run_compare(const CompareArgs& args) {
   if (policies.empty()) {
     for (const fleetsim::PolicyInfo& p : fleetsim::policy_registry()) policies.push_back(p.name);
   }
+  const std::vector<std::string> out_names{"comparison.csv", "comparison.json", "report.html"};
+  check_outputs(args.out_dir, out_names, args.report);
   const unsigned threads = args.threads > 0 ? args.threads : std::max(1u, std::thread::hardware_concurrency());
   const auto results = fleetsim::compare_policies(scenario, policies, args.seeds, threads, progress_line("runs"));
   if (!args.out_dir.empty()) {
-    const std::filesystem::path dir(args.out_dir);
-    std::filesystem::create_directories(dir);
-    fleetsim::write_output_file(dir / "comparison.csv", "the runs", [&](std::ostream& o) { fleetsim::write_comparison_csv(o, results); });
-    fleetsim::write_output_file(dir / "comparison.json", "the comparison", [&](std::ostream& o) { o << fleetsim::comparison_json(scenario.name, results); });
-    fleetsim::write_output_file(dir / "report.html", "the report", [&](std::ostream& o) { fleetsim::write_comparison_html(o, scenario.name, results); });
+    fleetsim::write_output_directory(args.out_dir, {{out_names[0], "the runs", [&](std::ostream& o) { fleetsim::write_comparison_csv(o, results); }},
+                                                    {out_names[1], "the comparison", [&](std::ostream& o) { o << fleetsim::comparison_json(scenario.name, results); }},
+                                                    {out_names[2], "the report", [&](std::ostream& o) { fleetsim::write_comparison_html(o, scenario.name, results); }}});
   }
   if (!args.report.empty()) {
     fleetsim::write_output_file(args.report, "the report", [&](std::ostream& o) { fleetsim::write_comparison_html(o, scenario.name, results); });
@@ -332,15 +339,8 @@ fleetsim::StepShape parse_step_shape(const std::string& text) {
     if (item.empty()) continue;
     const auto eq = item.find('=');
     const std::string key = item.substr(0, eq);
-    double value = 0;
-    bool good = eq != std::string::npos;
-    try {
-      std::size_t used = 0;
-      value = good ? std::stod(item.substr(eq + 1), &used) : 0;
-      good = good && used == item.size() - eq - 1 && value >= 0 && value <= 1e7;
-    } catch (const std::exception&) {
-      good = false;
-    }
+    const double value = eq == std::string::npos ? -1 : fleetsim::parse_number(std::string_view(item).substr(eq + 1)).value_or(-1);
+    bool good = value >= 0 && value <= 1e7;
     double* field = key == "batch" ? &shape.batch : key == "width" ? &shape.width : key == "height" ? &shape.height
                   : key == "frames" ? &shape.frames : key == "tokens" ? &shape.tokens : key == "context" ? &shape.context : nullptr;
     if (field == nullptr || !good) {
@@ -367,6 +367,7 @@ int run_kernels(const KernelsArgs& args) {
                                           : fleetsim::parse_kernel_constants(fleetsim::read_text_file(args.constants), args.constants);
   if (!args.fit.empty()) {
     if (args.measured.empty()) throw bad("--fit", "needs --measured FILE, the kernels to fit to");
+    fleetsim::check_output_file(args.fit, "--fit");
     constants = fleetsim::fit_kernel_constants(*gpu, *dtype, fleetsim::load_measured_kernels(args.measured), *constants,
                                                "fitted to " + args.measured + " by fleetsim kernels --fit (" + args.gpu + ", " + args.dtype + ")");
     fleetsim::write_output_file(args.fit, "the fitted constants", [&](std::ostream& o) { o << fleetsim::kernel_constants_json(*constants); });
@@ -406,13 +407,8 @@ int run_kernels(const KernelsArgs& args) {
     std::string cell;
     int i = 0;
     for (; i < 3 && std::getline(in, cell, ','); ++i) {
-      try {
-        std::size_t used = 0;
-        dims[i] = std::stod(cell, &used);
-        if (used != cell.size() || !(dims[i] >= 1) || dims[i] > 1e9) i = 99;
-      } catch (const std::exception&) {
-        i = 99;
-      }
+      dims[i] = fleetsim::parse_number(cell).value_or(0);
+      if (!(dims[i] >= 1) || dims[i] > 1e9) i = 99;
     }
     if (i != 3 || std::getline(in, cell, ',')) throw bad("--gemm", "expected three sizes from 1 to 1e9, M,N,K, such as 4096,4096,4096, found \"" + args.gemm + "\"");
     call.m = dims[0];
@@ -440,9 +436,7 @@ int run_kernels(const KernelsArgs& args) {
 // A profile written where --out says, with the fleetsim that made it in its provenance.
 void save_profile(fleetsim::Profile& profile, const std::string& out) {
   profile.provenance.emplace_back("fleetsim", FLEETSIM_VERSION);
-  const std::filesystem::path path(out);
-  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-  fleetsim::write_output_file(path, "the profile", [&](std::ostream& o) { o << fleetsim::profile_json(profile); });
+  fleetsim::write_output_file(out, "the profile", [&](std::ostream& o) { o << fleetsim::profile_json(profile); });
 }
 
 int run_import_nccl_tests(const NcclTestsArgs& args) {
@@ -523,6 +517,8 @@ int run_plan(const PlanArgs& args) {
   const fleetsim::PlanSpec spec = fleetsim::load_plan(args.file);
   const std::optional<fleetsim::Profile> profile = args.profile.empty() ? std::nullopt : std::optional(fleetsim::load_profile(args.profile));
   const auto started = std::chrono::steady_clock::now();
+  const std::vector<std::string> out_names{"plan.json", "plan.csv", "plan.html"};
+  check_outputs(args.out_dir, out_names, args.report);
   const Distributed mpi = start_distributed();
   const StopDistributed stop;
   const fleetsim::PlanResult result = fleetsim::run_plan(spec, {.threads = args.threads,
@@ -535,11 +531,9 @@ int run_plan(const PlanArgs& args) {
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (mpi.rank != 0) return kOk;  // every rank holds the result; one writes it
   if (!args.out_dir.empty()) {
-    const std::filesystem::path dir(args.out_dir);
-    std::filesystem::create_directories(dir);
-    fleetsim::write_output_file(dir / "plan.json", "the plan", [&](std::ostream& o) { o << fleetsim::plan_json(spec, result); });
-    fleetsim::write_output_file(dir / "plan.csv", "the points", [&](std::ostream& o) { fleetsim::write_plan_csv(o, result); });
-    fleetsim::write_output_file(dir / "plan.html", "the chart", [&](std::ostream& o) { fleetsim::write_plan_html(o, spec, result); });
+    fleetsim::write_output_directory(args.out_dir, {{out_names[0], "the plan", [&](std::ostream& o) { o << fleetsim::plan_json(spec, result); }},
+                                                    {out_names[1], "the points", [&](std::ostream& o) { fleetsim::write_plan_csv(o, result); }},
+                                                    {out_names[2], "the chart", [&](std::ostream& o) { fleetsim::write_plan_html(o, spec, result); }}});
   }
   if (!args.report.empty()) fleetsim::write_output_file(args.report, "the report", [&](std::ostream& o) { fleetsim::write_plan_html(o, spec, result); });
   if (args.json) {
@@ -590,10 +584,11 @@ int run_report(const std::string& run_dir, std::string out) {
   texts("policy_plugins", args.plugins);
   if (!j.contains("seed") || !j["seed"].is_number_unsigned()) throw bad("/seed", "expected a non-negative integer");
   args.seed = j["seed"].get<std::uint64_t>();
+  if (out.empty()) out = (std::filesystem::path(run_dir) / "report.html").string();
+  fleetsim::check_output_file(out, "--out");
   for (const std::string& plugin : args.plugins) fleetsim::load_policy_plugin(plugin);
   const fleetsim::Scenario scenario = read_scenario(args.scenario, args.sets, args.profile);
   const fleetsim::RunResult run = fleetsim::simulate(scenario, {.seed = args.seed, .record_link_samples = true});
-  if (out.empty()) out = (std::filesystem::path(run_dir) / "report.html").string();
   fleetsim::write_output_file(out, "the report", [&](std::ostream& o) { fleetsim::write_run_report_html(o, scenario, run); });
   std::cout << "wrote " << out << "\n";
   return kOk;
@@ -602,6 +597,7 @@ int run_report(const std::string& run_dir, std::string out) {
 int run_simulate(const SimulateArgs& args) {
   for (const std::string& plugin : args.plugins) fleetsim::load_policy_plugin(plugin);
   const fleetsim::Scenario scenario = read_scenario(args.scenario, args.sets, args.profile, args.cluster);
+  check_outputs(args.out_dir, fleetsim::run_directory_names(), args.report);
   const bool timelines = !args.out_dir.empty() || !args.report.empty();
   const fleetsim::RunResult run = fleetsim::simulate(scenario, {.seed = args.seed, .record_link_samples = timelines, .progress = progress_line("workflows")});
   if (!args.report.empty()) {
@@ -631,6 +627,9 @@ int run_execute(const RunArgs& args) {
   if (std::string why; args.backend == "cuda" && !fleetsim::cuda_available(&why)) {
     throw fleetsim::DeviceError("the CUDA backend cannot run here: " + why);  // before planning, and before joining mpirun's ranks
   }
+  std::vector<std::string> out_names{"summary.json", "trace.csv", "trace.json", "predicted_trace.csv", "task_errors.csv"};
+  if (args.validate) out_names.insert(out_names.end(), {"validation.txt", "scatter.svg", "report.html"});
+  check_outputs(args.out_dir, out_names, args.report);
   // Under mpirun each process runs one device of the plan; rank 0 gathers the run and writes it.
   const Distributed mpi = start_distributed();
   const StopDistributed stop;
@@ -678,22 +677,18 @@ int run_execute(const RunArgs& args) {
   if (!before.empty()) fleetsim::write_profile_check_text(comparison, before, after);
   std::vector<std::string> written;
   if (!args.out_dir.empty()) {
-    const std::filesystem::path dir(args.out_dir);
-    std::filesystem::create_directories(dir);
-    auto write = [&](const std::string& name, const std::string& what, const std::function<void(std::ostream&)>& body) {
-      fleetsim::write_output_file(dir / name, what, body);
-      written.push_back(name);
-    };
-    write("summary.json", "the summary", [&](std::ostream& o) { o << fleetsim::summary_json(measured.summary); });
-    write("trace.csv", "the measured trace", [&](std::ostream& o) { fleetsim::write_trace_csv(o, scenario, measured); });
-    write("trace.json", "the measured trace", [&](std::ostream& o) { fleetsim::write_trace_json(o, scenario, measured); });
-    write("predicted_trace.csv", "the plan", [&](std::ostream& o) { fleetsim::write_trace_csv(o, scenario, plan); });
-    write("task_errors.csv", "the task errors", [&](std::ostream& o) { fleetsim::write_trace_diff_csv(o, scenario, measured.trace, diff); });
+    std::vector<fleetsim::OutputFile> files{
+        {out_names[0], "the summary", [&](std::ostream& o) { o << fleetsim::summary_json(measured.summary); }},
+        {out_names[1], "the measured trace", [&](std::ostream& o) { fleetsim::write_trace_csv(o, scenario, measured); }},
+        {out_names[2], "the measured trace", [&](std::ostream& o) { fleetsim::write_trace_json(o, scenario, measured); }},
+        {out_names[3], "the plan", [&](std::ostream& o) { fleetsim::write_trace_csv(o, scenario, plan); }},
+        {out_names[4], "the task errors", [&](std::ostream& o) { fleetsim::write_trace_diff_csv(o, scenario, measured.trace, diff); }}};
     if (args.validate) {
-      write("validation.txt", "the validation table", [&](std::ostream& o) { o << comparison.str(); });
-      write("scatter.svg", "the scatter chart", [&](std::ostream& o) { fleetsim::write_trace_diff_svg(o, scenario.name + ": predicted against measured", diff); });
-      write("report.html", "the report", [&](std::ostream& o) { fleetsim::write_validation_html(o, "fleetsim validate: " + scenario.name, comparison.str(), diff); });
+      files.push_back({out_names[5], "the validation table", [&](std::ostream& o) { o << comparison.str(); }});
+      files.push_back({out_names[6], "the scatter chart", [&](std::ostream& o) { fleetsim::write_trace_diff_svg(o, scenario.name + ": predicted against measured", diff); }});
+      files.push_back({out_names[7], "the report", [&](std::ostream& o) { fleetsim::write_validation_html(o, "fleetsim validate: " + scenario.name, comparison.str(), diff); }});
     }
+    written = fleetsim::write_output_directory(args.out_dir, files);
   }
   if (!args.report.empty()) {
     fleetsim::write_output_file(args.report, "the report", [&](std::ostream& o) { fleetsim::write_validation_html(o, "fleetsim " + std::string(args.validate ? "validate" : "run") + ": " + scenario.name, comparison.str(), diff); });
@@ -735,6 +730,7 @@ fleetsim::Profile measure_profile(const CalibrateArgs& args) {
 }
 
 int run_calibrate(const CalibrateArgs& args, const std::string& command) {
+  if (!args.out.empty()) fleetsim::check_output_file(args.out, "--out");  // before minutes of measuring
   fleetsim::Profile profile = measure_profile(args);
   profile.provenance.emplace_back("command", command);
   if (!args.out.empty()) save_profile(profile, args.out);
@@ -1008,6 +1004,7 @@ void add_import(CLI::App& app, Commands& commands) {
       b = e + 1;
     }
     filter.min_gpus = trace->min_gpus;
+    if (!trace->out.empty()) fleetsim::check_output_file(trace->out, "--out");
     const std::string text = fleetsim::read_text_file(trace->file);
     fleetsim::TraceImport imported;
     if (trace->format == "philly") {

@@ -396,6 +396,11 @@ TEST_CASE("malformed nccl-tests logs are refused with the line and column named"
   CHECK_THAT(nccl_error(row), Catch::Contains("expected the \"# Using devices\" rank lines"));
   CHECK_THAT(nccl_error(std::string("# Collective test starting: fancy_perf\n") + kRankLine + row), Catch::Contains("unknown test \"fancy_perf\""));
   CHECK(nccl_error(std::string(kRankLine) + row).empty());
+  // Not numbers, though strtod and from_chars read them as such.
+  CHECK_THAT(nccl_error(std::string(kRankLine) + "     1048576        262144     float     sum      -1    inf   26.21   45.87      0    40.00   26.21   45.87      0\n"),
+             Catch::Contains("run.log: line 2, column time: expected a number, found \"inf\""));
+  CHECK_THAT(nccl_error(std::string(kRankLine) + "     1048576        262144     float     sum      -1    40.00   26.21   nan      0    40.00   26.21   45.87      0\n"),
+             Catch::Contains("run.log: line 2, column busbw: expected a number, found \"nan\""));
 }
 
 TEST_CASE("nccl-tests fits the model cannot represent are refused", "[calibrate][nccl-tests]") {

@@ -274,5 +274,13 @@ check "train --sweep prints one row per value" test "$(wc -l <"$tmp/sweep.txt")"
 "$fleetsim" train "$src/scenarios/training/dp-1.3b.json" --sweep dp=1,x 2>"$tmp/sweep.err"
 check "train --sweep refuses a bad value" test $? -eq 2
 
+# Numbers that are not numbers, or too large to mean anything, are refused at the option.
+"$fleetsim" collective --cluster hgx-h100-8 --gpus 8 -b "$(printf '9%.0s' $(seq 400))" >/dev/null 2>"$tmp/digits.err"
+check "collective -b with 400 digits exits 2 naming --min" bash -c "test $? -eq 2 && grep -q -- '--min: expected a positive size up to 1 EB' '$tmp/digits.err'"
+"$fleetsim" collective --cluster hgx-h100-8 --gpus 8 -e 1e300B >/dev/null 2>"$tmp/huge.err"
+check "collective -e 1e300B exits 2 naming --max" bash -c "test $? -eq 2 && grep -q -- '--max: expected a positive size up to 1 EB' '$tmp/huge.err'"
+"$fleetsim" kernels --gpu h100-sxm --gemm inf,4096,4096 >/dev/null 2>"$tmp/gemm.err"
+check "kernels --gemm inf exits 2" test $? -eq 2
+
 echo "cli: $failures failed"
 test $failures -eq 0

@@ -346,6 +346,11 @@ TEST_CASE("a malformed Philly log is rejected with the job's pointer, repeated p
   CHECK_THAT(error_of(R"({"jobs": []})"), Catch::Contains("log.json: expected Philly's cluster job log: an array of jobs"));
   CHECK_THAT(error_of(R"([{"vc": "a", "submitted_time": "yesterday", "attempts": []}])"),
              Catch::Contains("log.json: /0/submitted_time: expected a time such as \"2017-10-03 14:05:59\", found \"yesterday\""));
+  // A date no calendar has: February 30th, and the 29th outside a leap year.
+  CHECK_THAT(error_of(R"([{"vc": "a", "submitted_time": "2017-02-30 14:05:59", "attempts": []}])"),
+             Catch::Contains("/0/submitted_time: expected a time such as"));
+  CHECK_THAT(error_of(R"([{"vc": "a", "submitted_time": "2017-02-29 00:00:00", "attempts": []}])"), Catch::Contains("/0/submitted_time"));
+  CHECK(error_of(R"([{"vc": "a", "submitted_time": "2016-02-29 00:00:00", "attempts": []}])").empty());
   std::string many = "[";
   for (int i = 0; i < 12; ++i) many += std::string(i > 0 ? "," : "") + "7";
   const std::string error = error_of(many + "]");

@@ -240,4 +240,8 @@ TEST_CASE("measured collectives are read strictly", "[nccl][input]") {
   CHECK_THAT(error_of("bytes,time_us\n0,10\n"), Catch::Contains("positive size"));
   CHECK_THAT(error_of("bytes,time_us\n"), Catch::Contains("found none"));
   CHECK_THAT(error_of("bytes,time_us\n1024,10\n1024,11\n"), Catch::Contains("appears twice"));
+  // Not numbers, though strtod and from_chars read them as such.
+  CHECK_THAT(error_of("bytes,time_us\n1024,inf\n"), Catch::Contains("line 2, column time_us: expected a number, found \"inf\""));
+  CHECK_THAT(error_of("bytes,time_us\n1024,nan\n"), Catch::Contains("line 2, column time_us: expected a number, found \"nan\""));
+  CHECK_THAT(error_of("bytes,time_us\ninf,10\n"), Catch::Contains("line 2, column bytes: expected a number, found \"inf\""));
 }

@@ -67,3 +67,15 @@ TEST_CASE("plain numbers read without exponents and with thousands separators", 
   CHECK(format_number(1.234e-5) == "0.0000123");
   CHECK(format_number(2.82e5) == "282,000");
 }
+
+TEST_CASE("one number reader: finite numbers only, the whole text, for every file and option", "[units][input]") {
+  using fleetsim::parse_number;
+  CHECK(parse_number("82.2") == 82.2);
+  CHECK(parse_number("-3") == -3.0);
+  CHECK(parse_number("2.24e+06") == 2.24e6);
+  for (const char* bad : {"", " 1", "1 ", "1x", "inf", "-inf", "INF", "nan", "NaN", "1e400", "-1e400", "0x10", "+"}) {
+    INFO(bad);
+    CHECK_FALSE(parse_number(bad).has_value());
+  }
+  CHECK_FALSE(parse_number(std::string(400, '9')).has_value());  // beyond a double's range, not an exception
+}

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "fleetsim/error.hpp"
+#include "fleetsim/units.hpp"
 
 namespace fleetsim {
 
@@ -54,9 +55,9 @@ std::vector<MeasuredKernel> parse_measured_kernels(std::string_view text, const 
     bool good = true;
     for (std::size_t i = 0; i < names.size(); ++i) {
       const std::string& cell = cells[i + 2];
-      const auto [end, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), values[i]);
+      values[i] = parse_number(cell).value_or(-1);
       const bool zero_ok = i == 2 && *cls != KernelClass::gemm && *cls != KernelClass::attention;
-      if (ec != std::errc() || end != cell.data() + cell.size() || !(values[i] > 0 || (zero_ok && values[i] == 0))) {
+      if (!(values[i] > 0 || (zero_ok && values[i] == 0))) {
         problems.push_back({file, at + ", column " + names[i], std::string("expected a ") + (zero_ok ? "non-negative" : "positive") + " number, found \"" + cell + "\""});
         good = false;
       }

@@ -7,6 +7,7 @@
 
 #include "fleetsim/cluster.hpp"
 #include "fleetsim/error.hpp"
+#include "fleetsim/units.hpp"
 #include "fleetsim/nccl.hpp"
 #include "fleetsim/scenario.hpp"
 
@@ -54,11 +55,11 @@ class RowReader {
       : cells_(cells), line_(line), file_(file), problems_(problems) {}
 
   double number(std::size_t i, const char* column) {
-    double v = 0;
     const std::string& cell = cells_[i];
-    const auto [end, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), v);
+    const std::optional<double> parsed = parse_number(cell);
+    const double v = parsed.value_or(0);
     const bool negative_allowed = std::string_view(column) == "root";  // -1: no root
-    if (ec != std::errc() || end != cell.data() + cell.size() || (!(v >= 0) && !negative_allowed)) {
+    if (!parsed || (v < 0 && !negative_allowed)) {
       fail(column, "expected a number, found \"" + cell + "\"");
       return 0;
     }
@@ -128,9 +129,7 @@ NcclTestsLog parse_nccl_tests_log(std::string_view text, const std::string& file
       continue;
     }
     if (rest.size() >= 4 && rest[0] == "Avg" && rest[1] == "bus" && rest[2] == "bandwidth") {
-      double v = 0;
-      const std::string& cell = rest.back();
-      if (std::from_chars(cell.data(), cell.data() + cell.size(), v).ec == std::errc()) log.avg_busbw_Bps = v * 1e9;
+      if (const std::optional<double> v = parse_number(rest.back()); v && *v >= 0) log.avg_busbw_Bps = *v * 1e9;
       continue;
     }
     if (comment || !std::isdigit(static_cast<unsigned char>(rest[0][0]))) continue;  // banners, column titles, NCCL INFO lines

@@ -497,7 +497,7 @@ void read_trace(ObjectReader& s, Scenario& sc, const std::string& base_dir) {
     // Numbers in any standard form ("82.2", "2.24e+06"), or a duration with its unit.
     auto seconds = [&](int c) -> std::optional<double> {
       const std::string& v = cells[static_cast<std::size_t>(c)];
-      if (const std::optional<double> x = detail::plain_number(v)) {
+      if (const std::optional<double> x = parse_number(v)) {
         if (*x >= 0) return x;
       } else {
         try {
@@ -519,7 +519,7 @@ void read_trace(ObjectReader& s, Scenario& sc, const std::string& base_dir) {
     // A whole number, also when written as one ("8.0", "8e0").
     int gpus = 0;
     const std::string& g = cells[static_cast<std::size_t>(c_gpus)];
-    if (const std::optional<double> x = detail::plain_number(g); x && *x >= 1 && *x <= 65536 && *x == std::floor(*x)) {
+    if (const std::optional<double> x = parse_number(g); x && *x >= 1 && *x <= 65536 && *x == std::floor(*x)) {
       gpus = static_cast<int>(*x);
     } else {
       csv.add_repeated("gpus cells that are not a whole number from 1 to 65536", at + ", gpus",
@@ -745,6 +745,18 @@ void read_link_fault(ObjectReader& e, const Topology& topology, const std::strin
   }
 }
 
+// Random failures or preemptions faster than this across the cluster are a storm, not a what-if: each
+// costs events, and at an mtbf of "1 ns" a run would spend them all on failures and never reach the work.
+constexpr double kMaxRandomFailuresPerSecond = 1000;
+
+// The problem with `count` things each failing once per `mtbf_s` on average, if they fail too often.
+std::optional<std::string> storm(double count, const char* things, double mtbf_s) {
+  if (!(mtbf_s > 0) || count / mtbf_s <= kMaxRandomFailuresPerSecond) return std::nullopt;
+  return "a failure storm: " + format_number(count) + " " + things + " would fail " + about(count / mtbf_s) +
+         " times per simulated second, over the 1,000 a run simulates: expected at least " +
+         format_quantity(count / kMaxRandomFailuresPerSecond, Dimension::time);
+}
+
 void read_faults(ObjectReader& top, Scenario& sc, bool cluster_ok) {
   const Json* value = top.field("faults");
   if (value == nullptr) return;
@@ -783,19 +795,21 @@ void read_faults(ObjectReader& top, Scenario& sc, bool cluster_ok) {
       spec.events.push_back(ev);
     }
   }
-  auto random = [&](std::string_view key, double& mtbf, double& mttr) {
+  // `count`: how many things fail (for links, the nodes: a lower bound on the cables).
+  auto random = [&](std::string_view key, double count, const char* things, double& mtbf, double& mttr) {
     if (const Json* r = f.field(key)) {
       ObjectReader o(*r, f.pointer(key), top.problems());
       const std::optional<double> between = o.quantity("mtbf", Dimension::time, Need::required);
       mtbf = between.value_or(0);
       mttr = o.quantity("mttr", Dimension::time, Need::required).value_or(0);
       if (between && *between <= 0) o.problem("mtbf", "expected a positive time");  // a bad or missing one is reported already
+      if (const auto why = storm(count, things, mtbf)) o.problem("mtbf", *why);
       o.finish();
     }
   };
-  random("gpu", spec.gpu_mtbf_s, spec.gpu_mttr_s);
-  random("node", spec.node_mtbf_s, spec.node_mttr_s);
-  random("link", spec.link_mtbf_s, spec.link_mttr_s);
+  random("gpu", sc.cluster.gpu_count(), "GPUs", spec.gpu_mtbf_s, spec.gpu_mttr_s);
+  random("node", sc.cluster.node_count(), "nodes", spec.node_mtbf_s, spec.node_mttr_s);
+  random("link", sc.cluster.node_count(), "nodes' cables (at least)", spec.link_mtbf_s, spec.link_mttr_s);
   if (const Json* retry = f.field("retry")) {
     ObjectReader r(*retry, f.pointer("retry"), top.problems());
     spec.max_attempts = static_cast<int>(r.integer_or("max_attempts", 1, 1, 1000));
@@ -821,6 +835,7 @@ void read_spot(ObjectReader& top, Scenario& sc) {
   sc.spot.price_factor = s.number("price_factor", Need::required, 0.0, 1.0).value_or(1);
   sc.spot.mtbp_s = s.quantity("mtbp", Dimension::time, Need::required).value_or(0);
   if (!(sc.spot.mtbp_s > 0) && s.field("mtbp") != nullptr) s.problem("mtbp", "expected a positive time");
+  if (const auto why = storm(sc.spot.nodes, "spot nodes", sc.spot.mtbp_s)) s.problem("mtbp", *why);
   sc.spot.restock_s = s.quantity("restock", Dimension::time, Need::required).value_or(0);
   s.finish();
 }
@@ -837,7 +852,9 @@ void read_autoscale(ObjectReader& top, Scenario& sc) {
   spec.min_nodes = static_cast<int>(a.integer_or("min_nodes", 1, 0, nodes));
   spec.initial_nodes = static_cast<int>(a.integer_or("initial_nodes", spec.min_nodes, spec.min_nodes, nodes));
   spec.interval_s = a.quantity_or("interval", Dimension::time, 60);
-  if (!(spec.interval_s > 0)) a.problem("interval", "expected a positive time");
+  // An autoscaler decides every 15 s to a few minutes; one that decides every nanosecond would spend a
+  // run's events on its own ticks.
+  if (!(spec.interval_s >= 1)) a.problem("interval", "expected at least 1 s (autoscalers decide every 15 s to a few minutes)");
   spec.provisioning_s = a.quantity_or("provisioning", Dimension::time, 0);
   spec.scale_in_window_s = a.quantity_or("scale_in_window", Dimension::time, 300);
   // Every policy's settings are known fields, so `--set /autoscale/policy=none` keeps a file valid.
@@ -847,11 +864,17 @@ void read_autoscale(ObjectReader& top, Scenario& sc) {
   if (!(spec.target_utilization > 0)) a.problem("target_utilization", "expected a fraction above 0, at most 1");
   spec.target_wait_s = a.quantity("target_wait", Dimension::time, need(P::queue)).value_or(30);
   spec.period_s = a.quantity_or("period", Dimension::time, 86400);
+  if (!(spec.period_s >= 1)) a.problem("period", "expected at least 1 s: the schedule repeats every period");
   if (const Json* table = a.field("schedule", need(P::schedule))) {
     if (!table->is_array() || table->empty()) a.problem("schedule", "expected a non-empty array of {at, nodes}");
     for (std::size_t i = 0; table->is_array() && i < table->size(); ++i) {
       ObjectReader e((*table)[i], detail::child_pointer(a.pointer("schedule"), i), top.problems());
       const double at = e.quantity("at", Dimension::time, Need::required).value_or(0);
+      if (at >= spec.period_s && spec.period_s >= 1) {
+        e.problem("at", "expected a time within the period (" + format_quantity(spec.period_s, Dimension::time) + "): the schedule repeats every period");
+      } else if (at > sc.horizon_s) {
+        e.problem("at", "after the horizon (" + format_quantity(sc.horizon_s, Dimension::time) + "): it would never take effect");
+      }
       const int n = static_cast<int>(e.integer("nodes", Need::required, spec.min_nodes, nodes).value_or(spec.min_nodes));
       e.finish();
       spec.schedule.emplace_back(at, n);

@@ -102,6 +102,13 @@ std::string_view dimension_example(Dimension dim) {
   return "a quantity";
 }
 
+std::optional<double> parse_number(std::string_view text) {
+  double x = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), x);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size() || !std::isfinite(x)) return std::nullopt;
+  return x;
+}
+
 double parse_quantity(std::string_view text, Dimension dim) {
   const std::string_view s = trim(text);
   auto fail = [&](std::string_view why) -> double {

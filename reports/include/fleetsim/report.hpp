@@ -17,6 +17,7 @@
 #include "fleetsim/measured_kernels.hpp"
 #include "fleetsim/model_profile.hpp"
 #include "fleetsim/nccl_tests.hpp"
+#include "fleetsim/output.hpp"
 #include "fleetsim/plan.hpp"
 #include "fleetsim/profile.hpp"
 #include "fleetsim/simulation.hpp"
@@ -25,12 +26,11 @@
 
 namespace fleetsim {
 
-// Writes a file through `write`, all or nothing (beside it first, then renamed into place); an error
-// naming `what`, the path and the reason where it cannot be written.
-void write_output_file(const std::filesystem::path& path, const std::string& what, const std::function<void(std::ostream&)>& write);
 // A run directory, as `fleetsim simulate --out` makes it: summary.json, trace.csv, trace.json, decisions.csv,
 // links.csv, link_timeline.csv, vram_timeline.csv, cost_timeline.csv, trace.perfetto.json, report.html,
-// and `manifest` (how the run was made) as run.json. Returns the names written, in that order.
+// and `manifest` (how the run was made) as run.json, all or nothing (write_output_directory). Returns the
+// names written, in that order.
+std::vector<std::string> run_directory_names();  // what write_run_directory writes, before the run
 std::vector<std::string> write_run_directory(const std::filesystem::path& dir, const Scenario& scenario, const RunResult& run,
                                              const std::string& manifest);
 

@@ -3,6 +3,7 @@
 // Everything inside fleetsim is SI base units in doubles: seconds, bytes, FLOP, bytes/s, FLOP/s, W.
 #pragma once
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -28,6 +29,12 @@ class UnitError : public std::invalid_argument {
  public:
   using std::invalid_argument::invalid_argument;
 };
+
+// The one reader of a bare number, for every file, log and option: the whole text as a finite number in
+// any standard form ("82.2", "-3", "2.24e+06"), or nothing for anything else: empty text, characters
+// after the number, "inf", "nan", or a value beyond a double's range ("1e400"). Callers check the
+// range they need.
+std::optional<double> parse_number(std::string_view text);
 
 // Parses "<number> <unit>" (space optional). A bare number is not accepted: units in files are explicit.
 double parse_quantity(std::string_view text, Dimension dim);

@@ -14,7 +14,7 @@ namespace {
 
 // Seconds, or a date and time as seconds since 1970.
 std::optional<double> time_in(std::string_view cell) {
-  if (const auto x = detail::plain_number(cell)) return x;
+  if (const auto x = parse_number(cell)) return x;
   return detail::log_time(cell);
 }
 
@@ -49,7 +49,7 @@ JobCsvColumns parse_job_csv_columns(std::string_view mapping, JobCsvColumns c) {
       // share=COLUMN/UNIT: the column counts shares of a GPU in that unit (gpu_milli/1000).
       c.share_unit = 1;
       if (const std::size_t slash = column.rfind('/'); slash != std::string::npos) {
-        const std::optional<double> unit = detail::plain_number(std::string_view(column).substr(slash + 1));
+        const std::optional<double> unit = parse_number(std::string_view(column).substr(slash + 1));
         if (!unit || *unit <= 0) {
           bad("expected share=COLUMN or share=COLUMN/UNIT with a positive unit (gpu_milli/1000), found \"" + std::string(item) + "\"");
           continue;
@@ -159,7 +159,7 @@ TraceImport import_job_csv(std::string_view text, const std::string& file_name, 
     }
     const auto cell = [&](int c) -> const std::string& { return cells[static_cast<std::size_t>(c)]; };
     const auto number_in = [&](int c, const std::string& name, double most, const char* kind) -> std::optional<double> {
-      const std::optional<double> x = detail::plain_number(cell(c));
+      const std::optional<double> x = parse_number(cell(c));
       if (!x || *x < 0 || *x > most) {
         problems.add_repeated(name + " cells that are not " + kind, at + ", " + name,
                               "expected " + std::string(kind) + (std::isinf(most) ? ", 0 or more" : " from 0 to " + detail::shortest_text(most)) +

@@ -34,13 +34,6 @@ std::string shortest_text(double x) {
   return std::string(text, std::to_chars(text, text + sizeof text, x).ptr);
 }
 
-std::optional<double> plain_number(std::string_view cell) {
-  double x = 0;
-  const auto [end, error] = std::from_chars(cell.data(), cell.data() + cell.size(), x);
-  if (cell.empty() || error != std::errc() || end != cell.data() + cell.size() || !std::isfinite(x)) return std::nullopt;
-  return x;
-}
-
 std::optional<double> log_time(std::string_view s) {
   int y = 0, mo = 0, d = 0, h = 0, mi = 0, se = 0;
   if (s.size() < 19 || s[4] != '-' || s[7] != '-' || (s[10] != ' ' && s[10] != 'T') || s[13] != ':' || s[16] != ':') return std::nullopt;
@@ -48,14 +41,16 @@ std::optional<double> log_time(std::string_view s) {
     const char* first = s.data() + from;
     if (std::from_chars(first, first + len, *into).ptr != first + len) return std::nullopt;
   }
-  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60) return std::nullopt;
+  const bool leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+  const int month_days[] = {31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  if (mo < 1 || mo > 12 || d < 1 || d > month_days[mo - 1] || h > 23 || mi > 59 || se > 60) return std::nullopt;
   double t = static_cast<double>(days_from_civil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d))) * 86400.0 + h * 3600.0 + mi * 60.0 + se;
   std::string_view rest = s.substr(19);
   if (!rest.empty() && rest[0] == '.') {  // fractions of a second
     std::size_t digits = 1;
     while (digits < rest.size() && rest[digits] >= '0' && rest[digits] <= '9') ++digits;
     if (digits == 1) return std::nullopt;
-    t += *plain_number(std::string("0") + std::string(rest.substr(0, digits)));
+    t += *parse_number(std::string("0") + std::string(rest.substr(0, digits)));
     rest.remove_prefix(digits);
   }
   if (rest.empty() || rest == "Z") return t;

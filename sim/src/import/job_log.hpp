@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fleetsim/import.hpp"
+#include "fleetsim/units.hpp"
 
 namespace fleetsim::detail {
 
@@ -18,9 +19,6 @@ struct LoggedJob {
   double duration_s;
   std::string status;  // "" where the log has none
 };
-
-// The whole cell as a finite number in any standard form ("82.2", "2.24e+06"), if it is one.
-std::optional<double> plain_number(std::string_view cell);
 
 // Shortest text that reads back as the same number ("3600", "82.2").
 std::string shortest_text(double x);

@@ -10,6 +10,7 @@
 
 #include "fleetsim/catalog.hpp"
 #include "fleetsim/error.hpp"
+#include "fleetsim/units.hpp"
 #include "counting_walk.hpp"
 
 namespace fleetsim::policies {
@@ -238,9 +239,8 @@ std::vector<double> parse_thresholds(const std::string& text) {
     std::size_t b = at, e = comma;
     while (b < e && text[b] == ' ') ++b;
     while (e > b && text[e - 1] == ' ') --e;
-    double v = 0;
-    const auto [end, ec] = std::from_chars(text.data() + b, text.data() + e, v);
-    if (ec != std::errc() || end != text.data() + e || b == e || !(v > 0) || !std::isfinite(v) || (!out.empty() && v <= out.back())) {
+    const double v = parse_number(std::string_view(text).substr(b, e - b)).value_or(0);
+    if (!(v > 0) || (!out.empty() && v <= out.back())) {
       throw InputError({Problem{"", "thresholds", "expected increasing positive GPU-seconds separated by commas (\"3250, 7200\"), found \"" + text + "\""}});
     }
     out.push_back(v);
@@ -269,11 +269,10 @@ std::vector<double> read_sizes(const std::string& path) {
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
     while (!line.empty() && line.front() == ' ') line.remove_prefix(1);
     if (line.empty()) continue;
-    double v = 0;
-    const auto [stop, ec] = std::from_chars(line.data(), line.data() + line.size(), v);
-    const bool number = ec == std::errc() && stop == line.data() + line.size();
+    const std::optional<double> number = parse_number(line);
     if (!number && line_number == 1) continue;  // a header
-    if (!number || !(v > 0) || !std::isfinite(v)) {
+    const double v = number.value_or(0);
+    if (!(v > 0)) {
       throw InputError({Problem{"", "sizes", path + " line " + std::to_string(line_number) + ": expected a positive number of GPU-seconds, found \"" +
                                                  std::string(line.substr(0, 40)) + "\""}});
     }
