@@ -174,6 +174,12 @@ TEST_CASE("malformed training jobs are refused with the field named", "[training
   CHECK_THAT(job_error("{" + cluster + ", " + model + R"(, "parallel": {}, "attention": "sparse"})"), Catch::Contains("/attention"));
   CHECK_THAT(job_error("{" + cluster + ", " + model + R"(, "parallel": {"dp_overlap": 1}})"), Catch::Contains("/parallel/dp_overlap"));
   CHECK_THAT(job_error("{" + cluster + ", " + model + R"(, "parallel": {}, "compute_efficiency": 0})"), Catch::Contains("/compute_efficiency"));
+  // Sizes that multiply are refused before anything is allocated, with the limit.
+  const std::string big = R"("cluster": {"nodes": [{"type": "hgx-h100-8", "count": 2048}]})";
+  CHECK_THAT(job_error("{" + big + ", " + model + R"(, "parallel": {"dp": 16384}, "batch": {"global": 16384}})"),
+             Catch::Contains("/parallel/dp: expected at most 8192 data-parallel replicas, found 16384"));
+  CHECK_THAT(job_error("{" + big + ", " + model + R"(, "parallel": {"pp": 2}, "batch": {"global": 1048576}})"),
+             Catch::Contains("/batch/global: expected at most 1048576 micro-batches x pipeline stages a step, found 2,097,152"));
 }
 
 namespace {
