@@ -872,6 +872,32 @@ void add_train(CLI::App& app, Commands& commands) {
   commands.add(train_cmd, [train] { return run_train(*train); });
 }
 
+struct ServeArgs {
+  std::string file;
+  std::vector<std::string> sets;
+  bool json = false;
+};
+
+int run_serve(const ServeArgs& args) {
+  const fleetsim::ServingDeployment d = fleetsim::load_serving(args.file, parse_sets(args.sets));
+  const fleetsim::ServingResult result = fleetsim::simulate_serving(d);
+  if (args.json) {
+    std::cout << fleetsim::serving_json(d, result);
+  } else {
+    fleetsim::write_serving_text(std::cout, d, result);
+  }
+  return kOk;
+}
+
+void add_serve(CLI::App& app, Commands& commands) {
+  auto serve = std::make_shared<ServeArgs>();
+  CLI::App* serve_cmd = app.add_subcommand("serve", "Serve LLM requests on engine replicas, iteration by iteration: TTFT, TPOT, throughput, goodput");
+  serve_cmd->add_option("deployment", serve->file, "Serving deployment file (JSON): cluster, model, engine, TP, replicas, requests, SLOs")->required();
+  serve_cmd->add_option("--set", serve->sets, "Change the deployment before it is read: /replicas=4, /requests/rate=\"20 /s\" (repeatable)");
+  serve_cmd->add_flag("--json", serve->json, "Print JSON instead of the table");
+  commands.add(serve_cmd, [serve] { return run_serve(*serve); });
+}
+
 void add_plan(CLI::App& app, Commands& commands) {
   auto plan = std::make_shared<PlanArgs>();
   CLI::App* plan_cmd = app.add_subcommand("plan", "Find the cheapest cluster that meets the SLOs, at today's load and grown loads");
@@ -1133,6 +1159,7 @@ int main(int argc, char** argv) {
   add_validate(app, commands);
   add_calibrate(app, commands, command_line);
   add_train(app, commands);
+  add_serve(app, commands);
   add_plan(app, commands);
   add_policies(app, commands);
   add_compare(app, commands);

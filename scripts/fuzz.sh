@@ -13,7 +13,7 @@ cmake --build build-fuzz --target fuzz_loaders -j"$(nproc)"
 # 4 calibration profile, 5 nccl-tests log, 6 training job, 7 plan, 8 ComfyUI graph, 9 WfCommons instance, 10 job trace CSV,
 # 11 a rank's report of measured times, 12 NCCL model constants, 13 measured collective times, 14 kernel-model
 # constants, 15 measured kernel times, 16 Philly's job log, 17 a cluster job log in CSV, 18 a --set edit, 19 a ComfyUI
-# registry file, 20 a gittins job-size history).
+# registry file, 20 a gittins job-size history, 21 a serving deployment, 22 a serving request trace CSV).
 corpus=build-fuzz/corpus
 rm -rf "$corpus" && mkdir -p "$corpus"
 i=0
@@ -38,6 +38,8 @@ i=$((i + 1))
 { printf '\x0c'; cat models/nccl.json; } >"$corpus/k$i"
 i=$((i + 1))
 for f in calibrate/data/vidur/h100_dgx_send_recv_2gpus_1pernode.csv tests/data/nccl-tests/*.log; do { printf '\x0d'; cat "$f"; } >"$corpus/m$i"; i=$((i + 1)); done
+for f in scenarios/serving/*.json; do { printf '\x15'; cat "$f"; } >"$corpus/v$i"; i=$((i + 1)); done
+for f in scenarios/serving/*.csv; do { printf '\x16'; cat "$f"; } >"$corpus/q$i"; i=$((i + 1)); done
 { printf '\x0e'; cat models/kernels.json; } >"$corpus/x$i"
 i=$((i + 1))
 for f in calibrate/data/vidur/compute/*.csv calibrate/data/attention/*.csv; do { printf '\x0f'; cat "$f"; } >"$corpus/v$i"; i=$((i + 1)); done

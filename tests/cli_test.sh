@@ -282,5 +282,17 @@ check "collective -e 1e300B exits 2 naming --max" bash -c "test $? -eq 2 && grep
 "$fleetsim" kernels --gpu h100-sxm --gemm inf,4096,4096 >/dev/null 2>"$tmp/gemm.err"
 check "kernels --gemm inf exits 2" test $? -eq 2
 
+# Serving: a deployment's TTFT and TPOT, the same for one seed, and a deployment that cannot run refused by field.
+"$fleetsim" serve "$src/scenarios/serving/llama-3-8b-chat.json" >"$tmp/serve.txt"
+check "serve prints TTFT and TPOT percentiles" bash -c "grep -q '^ttft ' '$tmp/serve.txt' && grep -q '^tpot ' '$tmp/serve.txt' && grep -q '^goodput ' '$tmp/serve.txt'"
+check "serve says what it assumed" grep -q "iteration_host of 1 ms is a guess" "$tmp/serve.txt"
+"$fleetsim" serve "$src/scenarios/serving/llama-3-8b-chat.json" --json >"$tmp/serve1.json"
+"$fleetsim" serve "$src/scenarios/serving/llama-3-8b-chat.json" --json >"$tmp/serve2.json"
+check "serve --json has the TTFT percentiles" grep -q '"ttft_s"' "$tmp/serve1.json"
+check "serve: same seed, same output" cmp -s "$tmp/serve1.json" "$tmp/serve2.json"
+"$fleetsim" serve "$src/scenarios/serving/llama-3-8b-chat.json" --set /model=llama-3-70b >/dev/null 2>"$tmp/serve.err"
+check "serve of a model that does not fit its TP group exits 2" test $? -eq 2
+check "serve names the file and field" grep -q "llama-3-8b-chat.json: /tp: the model does not fit its TP group" "$tmp/serve.err"
+
 echo "cli: $failures failed"
 test $failures -eq 0

@@ -15,4 +15,7 @@ Workflow read_workflow(const Json& value, const std::string& pointer, Problems& 
 void read_cluster(const Json& value, const std::string& pointer, Problems& problems, const Catalog& catalog,
                   ClusterSpec& cluster);
 
+// Applies "--set POINTER=VALUE" edits to a parsed document; VALUE is JSON, or else a plain string.
+void apply_edits(Json& doc, std::span<const ScenarioEdit> edits, Problems& problems);
+
 }  // namespace fleetsim::detail

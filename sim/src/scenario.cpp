@@ -1052,16 +1052,15 @@ Json* edit_target(Json& doc, const std::string& pointer, Problems& problems) {
   return node;
 }
 
-// Applies "--set POINTER=VALUE" edits to a parsed scenario; VALUE is JSON, or else a plain string.
-void apply_edits(Json& doc, std::span<const ScenarioEdit> edits, Problems& problems) {
+}  // namespace
+
+void detail::apply_edits(Json& doc, std::span<const ScenarioEdit> edits, Problems& problems) {
   for (const ScenarioEdit& e : edits) {
     Json value = Json::parse(e.value, nullptr, false);
     if (value.is_discarded()) value = e.value;
     if (Json* target = edit_target(doc, e.pointer, problems)) *target = std::move(value);
   }
 }
-
-}  // namespace
 
 ClusterSpec load_cluster(const std::string& path) {
   const std::string text = read_text_file(path);
@@ -1098,7 +1097,7 @@ Scenario parse_scenario(std::string_view json_text, const std::string& file_name
   Problems problems(file_name);
   Json doc = detail::parse_json(json_text, problems);
   problems.throw_if_any();
-  apply_edits(doc, edits, problems);
+  detail::apply_edits(doc, edits, problems);
   problems.throw_if_any();
 
   Scenario sc;

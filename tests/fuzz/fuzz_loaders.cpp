@@ -21,6 +21,7 @@
 #include "fleetsim/profile.hpp"
 #include "fleetsim/ranks.hpp"
 #include "fleetsim/scenario.hpp"
+#include "fleetsim/serving.hpp"
 #include "fleetsim/training.hpp"
 #include "fleetsim/units.hpp"
 #include "fleetsim/workflow.hpp"
@@ -29,7 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   const std::string text(reinterpret_cast<const char*>(data + 1), size - 1);
   try {
-    switch (data[0] % 21) {
+    switch (data[0] % 23) {
       case 0: fleetsim::parse_scenario(text, "fuzz.json", ""); break;
       case 1: fleetsim::parse_workflow(text, "fuzz.json", fleetsim::Catalog::builtin()); break;
       case 2: {
@@ -110,6 +111,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         for (const fleetsim::ParamInfo& p : gittins->params) params.set(p.name, p.default_value);
         params.set("sizes", path);
         gittins->make(params);
+        break;
+      }
+      case 21: fleetsim::parse_serving(text, "fuzz.json"); break;
+      case 22: {  // a serving request trace CSV, read through a deployment that replays it
+        static const std::string dir = std::filesystem::temp_directory_path() / ("fleetsim-fuzz-serving-" + std::to_string(getpid()));
+        std::filesystem::create_directories(dir);
+        std::ofstream(dir + "/requests.csv", std::ios::binary) << text;
+        fleetsim::parse_serving(R"({"name": "f", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": "llama-3-8b",
+                                   "requests": {"trace": "requests.csv"}})",
+                                (std::filesystem::path(dir) / "fuzz.json").string());
         break;
       }
     }

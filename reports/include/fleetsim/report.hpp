@@ -20,6 +20,7 @@
 #include "fleetsim/output.hpp"
 #include "fleetsim/plan.hpp"
 #include "fleetsim/profile.hpp"
+#include "fleetsim/serving.hpp"
 #include "fleetsim/simulation.hpp"
 #include "fleetsim/trace_diff.hpp"
 #include "fleetsim/training.hpp"
@@ -81,6 +82,10 @@ void write_nccl_tests_fit_text(std::ostream& out, const NcclTestsLog& log, Colle
 // One training iteration: time, throughput, MFU, bubble, communication and memory per stage; a
 // sweep over one setting (dp, tp, pp, micro, global) as a scaling table.
 void write_training_text(std::ostream& out, const TrainingJob& job, const TrainingStep& step);
+// A serving run: the deployment, its KV cache, throughput, TTFT/TPOT/E2E percentiles, SLO verdicts,
+// goodput, and what was assumed.
+void write_serving_text(std::ostream& out, const ServingDeployment& d, const ServingResult& r);
+std::string serving_json(const ServingDeployment& d, const ServingResult& r);
 std::string training_json(const TrainingJob& job, const TrainingStep& step);
 void write_training_sweep_text(std::ostream& out, const std::string& key, const std::vector<TrainingJob>& jobs,
                                const std::vector<TrainingStep>& steps);

@@ -1,0 +1,163 @@
+// LLM serving as engines run it: replicas of an engine (vLLM, SGLang, TensorRT-LLM) on TP GPUs each,
+// requests routed to them, and each replica run iteration by iteration.
+//
+// An iteration batches prefill chunks and decode tokens under the engine's token budget
+// (max_num_batched_tokens) and sequence cap (max_num_seqs); its time comes from the kernel-time model
+// (fleetsim/kernel_model.hpp) at that iteration's shapes: the linear layers' GEMMs at the batch's token
+// count split over the TP ranks, prefill attention over each chunk's prompt, decode attention reading
+// each sequence's KV cache, two TP all-reduces a layer timed on the node's links, the logits of each
+// sequence's last token, and the engine's host time per iteration. The KV cache is paged: blocks of
+// block_size tokens, as many as VRAM holds after the weights, the profiled activations and the engine's
+// reserve (vLLM's start-up arithmetic); a request that cannot get a block preempts the most recently
+// admitted one, whose KV is dropped and recomputed later (vLLM's recompute preemption).
+//
+// Scheduling variants only choose the next batch: `chunked-prefill` (vLLM V1, Sarathi-Serve: running
+// requests first, decodes and the rest of their prompts, then waiting ones FCFS, prompts cut to the
+// budget), `prefill-first` (vLLM's original scheduler: whole waiting prompts in an iteration of their
+// own whenever one fits, decodes otherwise) and `orca` (iteration-level batching of whole prompts and
+// decodes together, no chunking).
+//
+// Not modelled yet (said in the output where it applies): pipeline parallelism, TP across nodes, MoE,
+// int4 weights, prefix caching, swap preemption, prefill/decode disaggregation, serving beside other
+// work in a scenario.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "fleetsim/catalog.hpp"
+#include "fleetsim/model_profile.hpp"
+#include "fleetsim/scenario.hpp"
+
+namespace fleetsim {
+
+// What an engine adds to the model's kernels, from models/engines.json (each figure with its source).
+struct EngineProfile {
+  enum class Memory : std::uint8_t {
+    vllm,          // KV = VRAM x utilization - weights - profiled activations - reserved
+    sglang,        // KV = VRAM x mem_fraction_static - weights, the fraction leaving SGLang's reserve
+    tensorrt_llm,  // KV = utilization x (VRAM - weights - activations - reserved)
+  };
+  std::string id, name;
+  Memory memory = Memory::vllm;
+  double iteration_host_s = 0;  // host time per iteration the GPU waits for: scheduling, input preparation, sampling
+  double reserved_bytes = 0;    // VRAM kept outside weights, activations and KV (NCCL, cuBLAS, runtime buffers)
+  int block_size = 16;          // tokens per KV block
+  double gpu_memory_utilization = 0.9;
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 8192;
+  int small_gpu_max_num_seqs = 0, small_gpu_max_num_batched_tokens = 0;  // below 70 GiB, and on A100s (0: the same)
+  std::string scheduler = "chunked-prefill";
+  bool reserve_whole_request = false;  // admit a request only with KV free for its whole prompt and output
+  std::vector<std::string> assumed;    // figures that are guesses
+  std::string source;
+};
+const std::vector<EngineProfile>& engine_profiles();  // models/engines.json
+const EngineProfile* find_engine(std::string_view id);
+// The knobs an engine picks for a GPU when nobody sets them (vLLM's and SGLang's tables by GPU memory).
+EngineProfile engine_for_gpu(EngineProfile engine, const GpuType& gpu);
+
+enum class BatchPolicy : std::uint8_t { chunked_prefill, prefill_first, orca };
+enum class Router : std::uint8_t { round_robin, least_requests, least_tokens };
+
+// A request's lengths: fixed, or uniform between two bounds (inclusive).
+struct TokenCount {
+  std::int64_t low = 1, high = 1;
+};
+
+struct ServingDeployment {
+  std::string name, description, file;
+  ClusterSpec cluster;
+  Architecture model;
+  Dtype weights = Dtype::bf16, kv_cache = Dtype::bf16;
+  EngineProfile engine;     // with the knobs the deployment sets
+  bool utilization_set = false;  // the deployment set gpu_memory_utilization (SGLang: its mem_fraction_static)
+  int tp = 1;
+  int replicas = 1;
+  BatchPolicy policy = BatchPolicy::chunked_prefill;
+  Router router = Router::round_robin;
+  // Requests: Poisson arrivals at `rate_per_s` (0: all at once), or replayed from `trace` rows.
+  double rate_per_s = 0;
+  std::int64_t count = 0;
+  TokenCount prompt_tokens, output_tokens;
+  struct Request {
+    double arrival_s;
+    std::int64_t prompt, output;
+  };
+  std::vector<Request> trace;  // from a CSV of arrival_s,prompt_tokens,output_tokens
+  // Service-level objectives: a percentile's target (0: none); TTFT and TPOT targets also define goodput.
+  struct Slo {
+    std::string metric;  // ttft, tpot or e2e
+    double percentile = 95;
+    double target_s = 0;
+  };
+  std::vector<Slo> slos;
+  std::uint64_t seed = 1;
+  std::vector<std::string> assumptions;  // what the deployment left out and fleetsim assumed
+};
+
+// Strict: unknown fields, a model that does not fit its TP group, a block size of 0, negative lengths
+// are errors naming `file` and the field.
+// `edits` change the file before it is read, as a scenario's --set does.
+ServingDeployment parse_serving(std::string_view json_text, const std::string& file, std::span<const ScenarioEdit> edits = {});
+ServingDeployment load_serving(const std::string& path, std::span<const ScenarioEdit> edits = {});
+
+// One replica's memory, as the engine computes it at start-up.
+struct KvCapacity {
+  double weights_per_gpu_bytes = 0, activation_bytes = 0, reserved_bytes = 0, usable_bytes = 0;
+  double kv_bytes_per_token = 0;  // on each GPU of the TP group
+  std::int64_t blocks = 0, tokens = 0;
+};
+KvCapacity kv_capacity(const ServingDeployment& d);
+
+// One iteration's work: prefill chunks (tokens, KV tokens before them) and decodes (their KV lengths summed).
+struct IterationShape {
+  std::vector<std::pair<std::int64_t, std::int64_t>> prefills;  // (chunk tokens, tokens already cached)
+  std::int64_t decodes = 0;
+  double decode_context = 0;  // sum over decodes of the KV tokens each reads
+};
+// Times iterations on one replica, caching what depends on the token count alone.
+class IterationTimer {
+ public:
+  explicit IterationTimer(const ServingDeployment& d);
+  ~IterationTimer();
+  IterationTimer(IterationTimer&&) noexcept;
+  IterationTimer& operator=(IterationTimer&&) = delete;
+  struct Time {
+    double total_s = 0, linear_s = 0, attention_s = 0, allreduce_s = 0, logits_s = 0, host_s = 0;
+  };
+  Time time(const IterationShape& shape);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+struct Percentiles {
+  double p50 = 0, p90 = 0, p95 = 0, p99 = 0, mean = 0, max = 0;
+};
+struct ServingResult {
+  std::uint64_t requests = 0, completed = 0, preemptions = 0, iterations = 0;
+  double makespan_s = 0;
+  Percentiles ttft_s, tpot_s, e2e_s;
+  double input_tokens_per_s = 0, output_tokens_per_s = 0, requests_per_s = 0;
+  double goodput_per_s = 0;       // requests meeting every TTFT and TPOT target
+  double mean_batch = 0;          // sequences per iteration
+  double peak_kv_use = 0;         // fraction of a replica's KV blocks, the highest any reached
+  IterationTimer::Time busy;      // iterations' time summed over every replica, by part
+  KvCapacity capacity;
+  struct Verdict {
+    ServingDeployment::Slo slo;
+    double achieved_s = 0;
+    bool met = false;
+  };
+  std::vector<Verdict> verdicts;
+  std::vector<std::string> notes;  // assumptions and what is not modelled
+};
+ServingResult simulate_serving(const ServingDeployment& d);
+
+}  // namespace fleetsim

@@ -1,0 +1,286 @@
+// Reading a serving deployment (docs/serving.md), strictly: every problem with its file and field.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <filesystem>
+
+#include "../loaders.hpp"
+#include "fleetsim/serving.hpp"
+#include "serving_model.hpp"
+
+namespace fleetsim {
+namespace {
+
+using detail::Json;
+using detail::Need;
+using detail::ObjectReader;
+
+// Requests one deployment may have, and the longest prompt or output: beyond them a run is hours of
+// work or no engine's context.
+constexpr std::int64_t kMaxRequests = 10'000'000;
+constexpr std::int64_t kMaxTokens = 1'048'576;
+
+// 512, or {"uniform": [128, 1024]}.
+TokenCount read_tokens(ObjectReader& r, std::string_view key, Need need) {
+  TokenCount t;
+  const Json* v = r.field(key, need);
+  if (v == nullptr) return t;
+  const auto in_range = [](const Json& x) { return x.is_number_integer() && x.get<std::int64_t>() >= 1 && x.get<std::int64_t>() <= kMaxTokens; };
+  const std::string expected = "expected a whole number of tokens from 1 to 1,048,576, or {\"uniform\": [LOW, HIGH]}, found " + detail::describe(*v);
+  if (in_range(*v)) {
+    t.low = t.high = v->get<std::int64_t>();
+  } else if (v->is_object() && v->size() == 1 && v->contains("uniform") && (*v)["uniform"].is_array() && (*v)["uniform"].size() == 2 &&
+             in_range((*v)["uniform"][0]) && in_range((*v)["uniform"][1]) && (*v)["uniform"][0] <= (*v)["uniform"][1]) {
+    t.low = (*v)["uniform"][0].get<std::int64_t>();
+    t.high = (*v)["uniform"][1].get<std::int64_t>();
+  } else {
+    r.problem(key, expected);
+  }
+  return t;
+}
+
+// arrival_s,prompt_tokens,output_tokens: one request a line, times not decreasing.
+std::vector<ServingDeployment::Request> read_request_trace(const std::string& path, const std::string& pointer, detail::Problems& problems) {
+  std::vector<ServingDeployment::Request> rows;
+  std::string text;
+  try {
+    text = read_text_file(path);
+  } catch (const InputError& e) {
+    problems.add(pointer, "cannot use \"" + path + "\": " + (e.problems().empty() ? std::string("cannot read it") : e.problems().front().message));
+    return rows;
+  }
+  std::size_t line = 0, at = 0;
+  const auto bad = [&](const std::string& why) { problems.add_repeated("bad request rows", pointer, path + " line " + std::to_string(line) + ": " + why); };
+  while (at < text.size()) {
+    const std::size_t end = std::min(text.find('\n', at), text.size());
+    std::string_view row(text.data() + at, end - at);
+    at = end + 1;
+    ++line;
+    if (!row.empty() && row.back() == '\r') row.remove_suffix(1);
+    if (line == 1) {
+      if (row != "arrival_s,prompt_tokens,output_tokens") bad("expected the header \"arrival_s,prompt_tokens,output_tokens\", found \"" + std::string(row.substr(0, 80)) + "\"");
+      continue;
+    }
+    if (row.empty()) continue;
+    std::vector<std::string_view> cells;
+    for (std::size_t b = 0;;) {
+      const std::size_t comma = std::min(row.find(',', b), row.size());
+      cells.push_back(row.substr(b, comma - b));
+      if (comma == row.size()) break;
+      b = comma + 1;
+    }
+    if (cells.size() != 3) {
+      bad("expected three cells, arrival_s,prompt_tokens,output_tokens");
+      continue;
+    }
+    const std::optional<double> t = parse_number(cells[0]), p = parse_number(cells[1]), o = parse_number(cells[2]);
+    if (!t || *t < 0) {
+      bad("column arrival_s: expected a time in seconds, 0 or more, found \"" + std::string(cells[0]) + "\"");
+    } else if (!rows.empty() && *t < rows.back().arrival_s) {
+      bad("column arrival_s: expected times in order, found " + std::string(cells[0]) + " after " + std::to_string(rows.back().arrival_s));
+    } else if (!p || *p < 1 || *p > kMaxTokens || *p != std::floor(*p)) {
+      bad("column prompt_tokens: expected a whole number from 1 to 1,048,576, found \"" + std::string(cells[1]) + "\"");
+    } else if (!o || *o < 1 || *o > kMaxTokens || *o != std::floor(*o)) {
+      bad("column output_tokens: expected a whole number from 1 to 1,048,576, found \"" + std::string(cells[2]) + "\"");
+    } else if (rows.size() >= static_cast<std::size_t>(kMaxRequests)) {
+      bad("more than 10,000,000 requests");
+      break;
+    } else {
+      rows.push_back({*t, static_cast<std::int64_t>(*p), static_cast<std::int64_t>(*o)});
+    }
+  }
+  if (line <= 1 || (rows.empty() && problems.empty())) problems.add(pointer, path + ": expected request rows after the header, found none");
+  return rows;
+}
+
+void read_engine(ObjectReader& top, ServingDeployment& d, bool cluster_ok) {
+  const std::string id = top.string_or("engine", "vllm");
+  if (const EngineProfile* e = find_engine(id)) {
+    d.engine = cluster_ok ? engine_for_gpu(*e, d.cluster.groups.front().gpu) : *e;
+  } else {
+    std::string known;
+    for (const EngineProfile& other : engine_profiles()) known += (known.empty() ? "" : ", ") + other.id;
+    top.problem("engine", "unknown engine \"" + id + "\" (expected one of " + known + ")");
+  }
+  const Json* value = top.field("knobs");
+  if (value == nullptr) return;
+  ObjectReader s(*value, top.pointer("knobs"), top.problems());
+  if (!s.ok()) return;
+  EngineProfile& e = d.engine;
+  e.scheduler = std::string(std::array<std::string_view, 3>{"chunked-prefill", "prefill-first", "orca"}[s.choice(
+      "policy", {"chunked-prefill", "prefill-first", "orca"},
+      e.scheduler == "prefill-first" ? 1 : e.scheduler == "orca" ? 2 : 0)]);
+  e.max_num_seqs = static_cast<int>(s.integer_or("max_num_seqs", e.max_num_seqs, 1, 65536));
+  e.max_num_batched_tokens = static_cast<int>(s.integer_or("max_num_batched_tokens", e.max_num_batched_tokens, 1, 1 << 20));
+  e.block_size = static_cast<int>(s.integer_or("block_size", e.block_size, 1, 4096));
+  d.utilization_set = s.field("gpu_memory_utilization") != nullptr;
+  e.gpu_memory_utilization = s.number("gpu_memory_utilization", Need::optional, 0.0, 1.0).value_or(e.gpu_memory_utilization);
+  if (!(e.gpu_memory_utilization > 0)) s.problem("gpu_memory_utilization", "expected a fraction above 0, at most 1");
+  e.iteration_host_s = s.quantity_or("iteration_host", Dimension::time, e.iteration_host_s);
+  if (s.field("iteration_host") != nullptr) std::erase(e.assumed, "iteration_host");
+  s.finish();
+}
+
+void read_requests(ObjectReader& top, ServingDeployment& d, const std::string& base_dir) {
+  const Json* value = top.field("requests", Need::required);
+  if (value == nullptr) return;
+  ObjectReader r(*value, top.pointer("requests"), top.problems());
+  if (!r.ok()) return;
+  if (const auto trace = r.string("trace", Need::optional)) {
+    const std::filesystem::path path = std::filesystem::path(*trace).is_absolute() ? std::filesystem::path(*trace) : std::filesystem::path(base_dir) / *trace;
+    d.trace = read_request_trace(path.string(), r.pointer("trace"), r.problems());
+    for (const char* key : {"rate", "count", "prompt_tokens", "output_tokens"}) {
+      if (r.field(key) != nullptr) r.problem(key, "goes with a generated workload, not with \"trace\" (the trace gives every request)");
+    }
+  } else {
+    if (r.field("rate") != nullptr) {
+      d.rate_per_s = r.quantity("rate", Dimension::rate, Need::required).value_or(0);
+      if (!(d.rate_per_s > 0)) r.problem("rate", "expected a positive rate, such as \"20 /s\" (leave it out for every request at once)");
+    }
+    d.count = r.integer("count", Need::required, 1, kMaxRequests).value_or(0);
+    d.prompt_tokens = read_tokens(r, "prompt_tokens", Need::required);
+    d.output_tokens = read_tokens(r, "output_tokens", Need::required);
+  }
+  r.finish();
+}
+
+void read_slos(ObjectReader& top, ServingDeployment& d) {
+  const Json* value = top.field("slos");
+  if (value == nullptr) return;
+  if (!value->is_array()) {
+    top.problem("slos", "expected an array of {metric, percentile, target}, found " + detail::describe(*value));
+    return;
+  }
+  for (std::size_t i = 0; i < value->size(); ++i) {
+    ObjectReader s((*value)[i], detail::child_pointer(top.pointer("slos"), i), top.problems());
+    if (!s.ok()) continue;
+    ServingDeployment::Slo slo;
+    slo.metric = std::string(std::array<std::string_view, 3>{"ttft", "tpot", "e2e"}[s.choice("metric", {"ttft", "tpot", "e2e"}, 0)]);
+    if (s.field("metric", Need::required) == nullptr) continue;
+    if (const Json* p = s.field("percentile"); p != nullptr) {
+      const std::array<double, 4> allowed{50, 90, 95, 99};
+      if (p->is_number() && std::find(allowed.begin(), allowed.end(), p->get<double>()) != allowed.end()) {
+        slo.percentile = p->get<double>();
+      } else {
+        s.problem("percentile", "expected 50, 90, 95 or 99, found " + detail::describe(*p));
+      }
+    }
+    slo.target_s = s.quantity("target", Dimension::time, Need::required).value_or(0);
+    if (!(slo.target_s > 0) && s.field("target") != nullptr) s.problem("target", "expected a positive time");
+    s.finish();
+    d.slos.push_back(slo);
+  }
+}
+
+// The model and its TP group: a transformer LLM whose heads the TP ranks split, within one node.
+void check_fit(ObjectReader& top, ServingDeployment& d) {
+  const NodeGroup& g = d.cluster.groups.front();
+  if (d.model.number("heads", 0) > 0 && std::fmod(d.model.number("heads", 0), d.tp) != 0) {
+    top.problem("tp", "expected a divisor of the model's " + format_number(d.model.number("heads", 0)) + " attention heads, found " + std::to_string(d.tp));
+    return;
+  }
+  if (d.tp > g.node.gpus) {
+    top.problem("tp", "expected at most the " + std::to_string(g.node.gpus) + " GPUs of a " + g.node.id + " node (TP across nodes is not modelled yet), found " + std::to_string(d.tp));
+    return;
+  }
+  const int fit = g.count * (g.node.gpus / d.tp);
+  if (top.field("replicas") == nullptr) {
+    d.replicas = fit;
+  } else if (d.replicas > fit) {
+    top.problem("replicas", "expected at most the " + std::to_string(fit) + " replicas of " + std::to_string(d.tp) + " GPUs the cluster holds, found " + std::to_string(d.replicas));
+  }
+  const KvCapacity c = kv_capacity(d);
+  if (c.blocks <= 0) {
+    top.problem("tp", "the model does not fit its TP group: " + format_quantity(c.weights_per_gpu_bytes, Dimension::bytes) + " of weights a GPU, " +
+                          format_quantity(c.activation_bytes, Dimension::bytes) + " of activations and " + format_quantity(c.reserved_bytes, Dimension::bytes) +
+                          " reserved leave no room for a KV block in " + format_number(d.engine.gpu_memory_utilization * 100) + "% of a " + g.gpu.id + "'s " +
+                          format_quantity(g.gpu.vram_bytes, Dimension::bytes) + ": expected a larger tp");
+    return;
+  }
+  std::int64_t longest = d.prompt_tokens.high + d.output_tokens.high;
+  for (const auto& r : d.trace) longest = std::max(longest, r.prompt + r.output);
+  if (longest > c.tokens) {
+    top.problem("requests", "a request of " + format_number(static_cast<double>(longest)) + " tokens (prompt and output) would not fit a replica's KV cache of " +
+                                format_number(static_cast<double>(c.tokens)) + " tokens, so it could never run");
+  }
+}
+
+}  // namespace
+
+ServingDeployment parse_serving(std::string_view json_text, const std::string& file, std::span<const ScenarioEdit> edits) {
+  detail::Problems problems(file);
+  Json doc = detail::parse_json(json_text, problems);
+  problems.throw_if_any();
+  detail::apply_edits(doc, edits, problems);
+  problems.throw_if_any();
+  ObjectReader top(doc, "", problems);
+  ServingDeployment d;
+  d.file = file;
+  if (!top.ok()) problems.throw_if_any();
+  d.name = top.string_or("name", std::filesystem::path(file).stem().string());
+  d.description = top.string_or("description", "");
+  d.seed = static_cast<std::uint64_t>(top.integer_or("seed", 1, 0, std::numeric_limits<std::int64_t>::max()));
+  bool cluster_ok = false;
+  if (const Json* cluster = top.field("cluster", Need::required)) {
+    const bool before = problems.empty();
+    detail::read_cluster(*cluster, "/cluster", problems, Catalog::builtin(), d.cluster);
+    cluster_ok = before && problems.empty();
+    if (cluster_ok && d.cluster.groups.size() != 1) {
+      top.problem("cluster", "expected one node group (one GPU type) a deployment for now, found " + std::to_string(d.cluster.groups.size()));
+      cluster_ok = false;
+    }
+  }
+  bool model_ok = false;
+  if (const auto id = top.string("model", Need::required)) {
+    const Architecture* a = Catalog::builtin().architecture(*id);
+    if (a == nullptr) {
+      std::string known;
+      for (const auto& [aid, arch] : Catalog::builtin().architectures()) {
+        if (arch->family == "transformer" && arch->number("vocab", 0) > 0) known += (known.empty() ? "" : ", ") + aid;
+      }
+      top.problem("model", "unknown architecture \"" + *id + "\" (LLMs in the catalog: " + known + ")");
+    } else if (a->family != "transformer" || a->number("vocab", 0) <= 0 || a->number("causal", 1) == 0) {
+      top.problem("model", "\"" + *id + "\" is a " + a->family + " without a vocabulary, not an LLM a serving engine runs");
+    } else {
+      d.model = *a;
+      model_ok = true;
+    }
+  }
+  const auto dtype_of = [&](std::string_view key, Dtype fallback) {
+    const std::string name = top.string_or(std::string(key), std::string(dtype_name(fallback)));
+    if (name == "int4") {
+      top.problem(key, "int4 weights are not modelled yet (their GEMMs read 4-bit weights at 16-bit rates); expected bf16 or fp8");
+    } else if (name == "bf16" || name == "fp16" || name == "fp8") {
+      return *parse_dtype(name);
+    } else {
+      top.problem(key, "expected bf16, fp16 or fp8, found \"" + name + "\"");
+    }
+    return fallback;
+  };
+  d.weights = dtype_of("weights", Dtype::bf16);
+  d.kv_cache = dtype_of("kv_cache", d.weights == Dtype::fp8 ? Dtype::bf16 : d.weights);
+  if (top.field("kv_cache") == nullptr) d.assumptions.push_back("KV cache in " + std::string(dtype_name(d.kv_cache)) + " (the engine's default, \"auto\")");
+  d.tp = static_cast<int>(top.integer_or("tp", 1, 1, 64));
+  d.replicas = static_cast<int>(top.integer_or("replicas", 1, 1, 100'000));
+  read_engine(top, d, cluster_ok);
+  for (const std::string& a : d.engine.assumed) {
+    const std::string value = a == "iteration_host" ? format_quantity(d.engine.iteration_host_s, Dimension::time)
+                              : a == "reserved"     ? format_quantity(d.engine.reserved_bytes, Dimension::bytes)
+                              : a == "max_num_seqs" ? std::to_string(d.engine.max_num_seqs)
+                                                    : "";
+    d.assumptions.push_back(d.engine.name + "'s " + a + (value.empty() ? "" : " of " + value) + " is a guess (models/engines.json says why)");
+  }
+  d.policy = d.engine.scheduler == "prefill-first" ? BatchPolicy::prefill_first : d.engine.scheduler == "orca" ? BatchPolicy::orca : BatchPolicy::chunked_prefill;
+  d.router = static_cast<Router>(top.choice("router", {"round-robin", "least-requests", "least-tokens"}, 0));
+  const std::string base_dir = std::filesystem::path(file).parent_path().string();
+  read_requests(top, d, base_dir.empty() ? "." : base_dir);
+  read_slos(top, d);
+  if (cluster_ok && model_ok && problems.empty()) check_fit(top, d);
+  top.finish();
+  problems.throw_if_any();
+  return d;
+}
+
+ServingDeployment load_serving(const std::string& path, std::span<const ScenarioEdit> edits) { return parse_serving(read_text_file(path), path, edits); }
+
+}  // namespace fleetsim

@@ -1,0 +1,179 @@
+// One replica's memory at start-up and the time of one engine iteration (see fleetsim/serving.hpp).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "fleetsim/cluster.hpp"
+#include "fleetsim/collective.hpp"
+#include "fleetsim/error.hpp"
+#include "fleetsim/kernel_model.hpp"
+#include "fleetsim/serving.hpp"
+#include "fleetsim/topology.hpp"
+#include "serving_model.hpp"
+
+namespace fleetsim {
+
+ModelShape ModelShape::of(const Architecture& a, int tp) {
+  ModelShape s;
+  s.layers = a.number("layers", 0);
+  s.hidden = a.number("hidden", 0);
+  s.heads = a.number("heads", 0);
+  s.kv_heads = a.number("kv_heads", s.heads);
+  s.ffn = a.number("ffn", 0);
+  s.vocab = a.number("vocab", 0);
+  s.gated = a.number("gated", 0) != 0;
+  s.head_dim = s.hidden / s.heads;
+  s.tp = tp;
+  s.heads_per_gpu = s.heads / tp;
+  s.kv_heads_per_gpu = std::max(1.0, s.kv_heads / tp);  // replicated where TP exceeds the KV heads
+  return s;
+}
+
+double ModelShape::parameters() const {
+  const double qkv = hidden * (heads + 2 * kv_heads) * head_dim, out = heads * head_dim * hidden;
+  const double mlp = (gated ? 3 : 2) * hidden * ffn;
+  return layers * (qkv + out + mlp + 2 * hidden) + 2 * vocab * hidden + hidden;  // untied embedding and LM head
+}
+
+KvCapacity kv_capacity(const ServingDeployment& d) {
+  const ModelShape m = ModelShape::of(d.model, d.tp);
+  const GpuType& gpu = d.cluster.groups.front().gpu;
+  KvCapacity c;
+  c.weights_per_gpu_bytes = m.parameters() * dtype_bytes(d.weights) / d.tp;
+  // The engine's profiling forward pass at max_num_batched_tokens: the widest activations of a layer
+  // (the gated MLP's input and output, bf16) beside the residual stream, and the fp32 logits of
+  // max_num_seqs rows. An estimate of what vLLM's profile run measures (docs/serving.md).
+  const double tokens = d.engine.max_num_batched_tokens;
+  c.activation_bytes = tokens * (2 * m.hidden + 3 * m.ffn / d.tp) * 2 + static_cast<double>(d.engine.max_num_seqs) * m.vocab / d.tp * 4;
+  c.reserved_bytes = d.engine.reserved_bytes;
+  const double vram = gpu.vram_bytes, utilization = d.engine.gpu_memory_utilization;
+  switch (d.engine.memory) {
+    case EngineProfile::Memory::vllm: c.usable_bytes = vram * utilization - c.weights_per_gpu_bytes - c.activation_bytes - c.reserved_bytes; break;
+    case EngineProfile::Memory::tensorrt_llm: c.usable_bytes = utilization * (vram - c.weights_per_gpu_bytes - c.activation_bytes - c.reserved_bytes); break;
+    case EngineProfile::Memory::sglang: {
+      // SGLang keeps a reserve for activations, CUDA graphs and NCCL outside its static pool of weights
+      // and KV (server_args.py): 512 MB, 1.5 MB a token of the prefill chunk (2048 at least), 2 MB a
+      // captured batch size, 1 GB per 8 TP ranks, and 10 GiB at least on GPUs above 60 GB. The captured
+      // batch sizes by GPU memory and TP (below 4 / from 4): 8, 24/80, 32/160 below 20, 35, 60 GB; 256/512
+      // below 160 GB; 512 above.
+      const double mib = 1024.0 * 1024, gb = vram / 1e9;
+      const double graphs = gb < 20 ? 8 : gb < 35 ? (d.tp < 4 ? 24 : 80) : gb < 60 ? (d.tp < 4 ? 32 : 160) : gb < 160 ? (d.tp < 4 ? 256 : 512) : 512;
+      double reserve = (512 + 1.5 * std::max(tokens, 2048.0) + 2 * graphs + d.tp / 8.0 * 1024) * mib;
+      if (gb > 60) reserve = std::max(reserve, 10 * 1024 * mib);
+      const double fraction = d.utilization_set ? utilization : (vram - reserve) / vram;
+      c.activation_bytes = 0;  // inside the reserve
+      c.reserved_bytes = vram * (1 - fraction);
+      c.usable_bytes = vram * fraction - c.weights_per_gpu_bytes;
+      break;
+    }
+  }
+  c.kv_bytes_per_token = 2 * m.layers * m.kv_heads_per_gpu * m.head_dim * dtype_bytes(d.kv_cache);
+  const double block_bytes = c.kv_bytes_per_token * d.engine.block_size;
+  c.blocks = c.usable_bytes > 0 ? static_cast<std::int64_t>(std::floor(c.usable_bytes / block_bytes)) : 0;
+  c.tokens = c.blocks * d.engine.block_size;
+  return c;
+}
+
+struct IterationTimer::Impl {
+  ModelShape m;
+  KernelModel model;
+  Dtype weights, kv;
+  double host_s;
+  std::optional<Cluster> cluster;  // one node, for the TP all-reduce
+  std::optional<Topology> topology;
+  std::vector<GpuId> group;
+  // Per token count (or, for the logits, per row count): -1 until first asked.
+  std::vector<double> linear, allreduce, logits;
+
+  Impl(const ServingDeployment& d)
+      : m(ModelShape::of(d.model, d.tp)), model(d.cluster.groups.front().gpu), weights(d.weights), kv(d.kv_cache), host_s(d.engine.iteration_host_s) {
+    if (d.tp > 1) {
+      ClusterSpec one = d.cluster;
+      one.groups.resize(1);
+      one.groups.front().count = 1;
+      cluster.emplace(one);
+      topology.emplace(*cluster, one.fabric);
+      for (int r = 0; r < d.tp; ++r) group.push_back(make_id<GpuId>(static_cast<std::uint32_t>(r)));
+    }
+  }
+
+  double kernel(KernelClass cls, double rows, double n, double k, Dtype dtype) const {
+    return model.estimate({.cls = cls, .m = rows, .n = n, .k = k}, dtype).time_s();
+  }
+
+  static double& slot(std::vector<double>& cache, std::int64_t at) {
+    if (static_cast<std::size_t>(at) >= cache.size()) cache.resize(static_cast<std::size_t>(at) + 1, -1.0);
+    return cache[static_cast<std::size_t>(at)];
+  }
+
+  // Every layer's linear and elementwise kernels at `t` tokens, with the embedding and the final norm.
+  double linear_s(std::int64_t t) {
+    double& cached = slot(linear, t);
+    if (cached >= 0) return cached;
+    const double T = static_cast<double>(t), h = m.hidden, hd = m.head_dim, f = m.ffn / m.tp;
+    const Dtype act = Dtype::bf16;  // activations stay 16-bit beside fp8 weights
+    double layer = 2 * kernel(KernelClass::norm, T, h, 0, act) + 2 * kernel(KernelClass::add, T, h, 0, act);
+    layer += kernel(KernelClass::gemm, T, (m.heads_per_gpu + 2 * m.kv_heads_per_gpu) * hd, h, weights);
+    layer += kernel(KernelClass::rope, T, (m.heads_per_gpu + m.kv_heads_per_gpu) * hd, 0, act);
+    layer += kernel(KernelClass::gemm, T, h, m.heads_per_gpu * hd, weights);
+    layer += kernel(KernelClass::gemm, T, (m.gated ? 2 : 1) * f, h, weights);
+    layer += kernel(m.gated ? KernelClass::gated_activation : KernelClass::activation, T, f, 0, act);
+    layer += kernel(KernelClass::gemm, T, h, f, weights);
+    cached = m.layers * layer + kernel(KernelClass::embedding, T, h, 0, act) + kernel(KernelClass::norm, T, h, 0, act);
+    return cached;
+  }
+
+  // Two all-reduces of the layer's output a layer (after attention and after the MLP), bf16.
+  double allreduce_s(std::int64_t t) {
+    if (!topology) return 0;
+    double& cached = slot(allreduce, t);
+    if (cached >= 0) return cached;
+    const double bytes = static_cast<double>(t) * m.hidden * 2;
+    cached = 2 * m.layers * analytical_time_s(*topology, plan_collective(*cluster, *topology, CollectiveOp::all_reduce, CollectiveAlgo::automatic, group, bytes));
+    return cached;
+  }
+
+  // The LM head on each sequence's last token (vocabulary split over the TP ranks).
+  double logits_s(std::int64_t rows) {
+    double& cached = slot(logits, rows);
+    if (cached >= 0) return cached;
+    cached = rows > 0 ? kernel(KernelClass::gemm, static_cast<double>(rows), m.vocab / m.tp, m.hidden, weights) : 0;
+    return cached;
+  }
+
+  double attention_s(const IterationShape& s) const {
+    const double groups = m.heads_per_gpu / m.kv_heads_per_gpu;
+    double t = 0;
+    for (const auto& [chunk, cached] : s.prefills) {
+      const KernelCall call{.cls = KernelClass::attention, .m = static_cast<double>(chunk), .n = static_cast<double>(cached + chunk),
+                            .k = m.head_dim, .batch = m.heads_per_gpu, .groups = groups, .causal = true};
+      t += model.estimate(call, kv).time_s();
+    }
+    if (s.decodes > 0) {  // one query a sequence over its KV, the sequences' lengths averaged (the cost is linear in them)
+      const KernelCall call{.cls = KernelClass::attention, .m = 1, .n = s.decode_context / static_cast<double>(s.decodes), .k = m.head_dim,
+                            .batch = static_cast<double>(s.decodes) * m.heads_per_gpu, .groups = groups};
+      t += model.estimate(call, kv).time_s();
+    }
+    return m.layers * t;
+  }
+};
+
+IterationTimer::IterationTimer(const ServingDeployment& d) : impl_(std::make_unique<Impl>(d)) {}
+IterationTimer::~IterationTimer() = default;
+IterationTimer::IterationTimer(IterationTimer&&) noexcept = default;
+
+IterationTimer::Time IterationTimer::time(const IterationShape& shape) {
+  std::int64_t tokens = shape.decodes;
+  for (const auto& p : shape.prefills) tokens += p.first;
+  Time t;
+  if (tokens == 0) return t;
+  t.linear_s = impl_->linear_s(tokens);
+  t.allreduce_s = impl_->allreduce_s(tokens);
+  t.attention_s = impl_->attention_s(shape);
+  t.logits_s = impl_->logits_s(shape.decodes + static_cast<std::int64_t>(shape.prefills.size()));
+  t.host_s = impl_->host_s;
+  t.total_s = t.linear_s + t.allreduce_s + t.attention_s + t.logits_s + t.host_s;
+  return t;
+}
+
+}  // namespace fleetsim

@@ -1,0 +1,19 @@
+// What the serving model needs of a transformer architecture, per GPU of a TP group.
+#pragma once
+
+#include "fleetsim/model_profile.hpp"
+
+namespace fleetsim {
+
+struct ModelShape {
+  double layers = 0, hidden = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0, head_dim = 0;
+  bool gated = false;
+  int tp = 1;
+  double heads_per_gpu = 0, kv_heads_per_gpu = 0;
+  static ModelShape of(const Architecture& a, int tp);
+  // Weights: attention (QKV with grouped KV heads, output), MLP (gated: gate, up, down), two norms a
+  // layer, the embedding and an untied LM head (Llama 3's), the final norm.
+  double parameters() const;
+};
+
+}  // namespace fleetsim

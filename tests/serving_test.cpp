@@ -1,0 +1,170 @@
+// The serving model against hand-worked cases: one request alone is its prefill and its decode steps
+// exactly; the KV cache holds what the engine's start-up arithmetic leaves; a saturated replica runs
+// max_num_seqs at once; preemption recomputes and loses nothing; bad deployments are refused by field.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+#include "fleetsim/error.hpp"
+#include "fleetsim/serving.hpp"
+
+using namespace fleetsim;
+
+namespace {
+
+std::string deployment(const std::string& extra = "", const std::string& requests = R"("count": 1, "prompt_tokens": 512, "output_tokens": 64)") {
+  return R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": "llama-3-8b", "replicas": 1,
+             "requests": {)" + requests + "}" + extra + "}";
+}
+
+std::string error_of(const std::string& json) {
+  try {
+    parse_serving(json, "d.json");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string error_of_file(const std::string& json, const std::string& file) {
+  try {
+    parse_serving(json, file);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("one request alone takes its prefill and then one decode iteration a token, exactly", "[serving]") {
+  const ServingDeployment d = parse_serving(deployment(), "d.json");
+  IterationTimer timer(d);
+  const double prefill = timer.time({.prefills = {{512, 0}}}).total_s;
+  double e2e = prefill;
+  for (int k = 1; k < 64; ++k) e2e += timer.time({.prefills = {}, .decodes = 1, .decode_context = 512.0 + k}).total_s;
+  const ServingResult r = simulate_serving(d);
+  REQUIRE(r.completed == 1);
+  CHECK(r.ttft_s.p50 == Approx(prefill).epsilon(1e-12));
+  CHECK(r.e2e_s.p50 == Approx(e2e).epsilon(1e-12));
+  CHECK(r.tpot_s.p50 == Approx((e2e - prefill) / 63).epsilon(1e-12));
+  CHECK(r.iterations == 64);
+  // A prompt longer than the token budget is prefilled in chunks, each over the KV of the ones before.
+  const ServingDeployment chunked = parse_serving(deployment(R"(, "knobs": {"max_num_batched_tokens": 200})"), "d.json");
+  IterationTimer t2(chunked);
+  const double chunks = t2.time({.prefills = {{200, 0}}}).total_s + t2.time({.prefills = {{200, 200}}}).total_s + t2.time({.prefills = {{112, 400}}}).total_s;
+  CHECK(simulate_serving(chunked).ttft_s.p50 == Approx(chunks).epsilon(1e-12));
+}
+
+TEST_CASE("the KV cache holds what vLLM's start-up arithmetic leaves, in blocks", "[serving]") {
+  const ServingDeployment d = parse_serving(deployment(), "d.json");
+  const KvCapacity c = kv_capacity(d);
+  // Llama 3 8B: 8.03 B parameters (Meta's model card), bf16; 2 x 32 layers x 8 KV heads x 128 x 2 bytes a token.
+  CHECK(c.weights_per_gpu_bytes == Approx(2 * 8.03e9).epsilon(0.001));
+  CHECK(c.kv_bytes_per_token == 131072);
+  const double usable = 80e9 * 0.92 - c.weights_per_gpu_bytes - c.activation_bytes - 1024.0 * 1024 * 1024;
+  CHECK(c.usable_bytes == Approx(usable));
+  CHECK(c.blocks == static_cast<std::int64_t>(usable / (16 * 131072.0)));
+  CHECK(c.tokens == 16 * c.blocks);
+  // TP 8 of Llama 3 70B: one KV head a GPU; TP past the KV heads replicates them rather than splitting further.
+  const ServingDeployment big = parse_serving(deployment(R"(, "tp": 8)").replace(deployment().find("llama-3-8b"), 10, "llama-3-70b"), "d.json");
+  CHECK(kv_capacity(big).kv_bytes_per_token == 2 * 80 * 1 * 128 * 2);
+}
+
+TEST_CASE("a saturated replica runs max_num_seqs sequences at once, never more", "[serving]") {
+  const ServingDeployment d = parse_serving(deployment(R"(, "knobs": {"max_num_seqs": 8})", R"("count": 64, "prompt_tokens": 16, "output_tokens": 100)"), "d.json");
+  const ServingResult r = simulate_serving(d);
+  CHECK(r.completed == 64);
+  CHECK(r.mean_batch <= 8);
+  CHECK(r.mean_batch > 7.5);
+  // Eight batches of eight run one after another: each request waits for the batches before its own.
+  CHECK(r.e2e_s.max == Approx(r.makespan_s));
+  CHECK(r.ttft_s.max > 6 * r.e2e_s.p50 / 8);
+}
+
+TEST_CASE("when KV blocks run out the newest request is preempted and recomputed, and every token is still produced", "[serving]") {
+  // 1.5% of the VRAM above the weights: a few thousand tokens of KV for 64 requests of 600.
+  const std::string knobs = R"(, "knobs": {"gpu_memory_utilization": 0.24})";
+  const ServingDeployment d = parse_serving(deployment(knobs, R"("count": 64, "prompt_tokens": 300, "output_tokens": 300)"), "d.json");
+  REQUIRE(kv_capacity(d).tokens < 64 * 600);
+  const ServingResult r = simulate_serving(d);
+  CHECK(r.completed == 64);
+  CHECK(r.preemptions > 0);
+  CHECK(r.output_tokens_per_s * r.makespan_s == Approx(64 * 300));
+  // TensorRT-LLM admits a request only with the KV of its whole output free: nothing is ever preempted.
+  const ServingDeployment trt = parse_serving(deployment(knobs + R"(, "engine": "tensorrt-llm")", R"("count": 64, "prompt_tokens": 300, "output_tokens": 300)"), "d.json");
+  const ServingResult t = simulate_serving(trt);
+  CHECK(t.completed == 64);
+  CHECK(t.preemptions == 0);
+}
+
+TEST_CASE("chunked prefill keeps decodes going where prefill-first stalls them (Sarathi-Serve's point)", "[serving]") {
+  const std::string load = R"("rate": "30 /s", "count": 600, "prompt_tokens": {"uniform": [1000, 3000]}, "output_tokens": {"uniform": [100, 300]})";
+  const ServingResult chunked = simulate_serving(parse_serving(deployment("", load), "d.json"));
+  const ServingResult first = simulate_serving(parse_serving(deployment(R"(, "knobs": {"policy": "prefill-first"})", load), "d.json"));
+  CHECK(chunked.tpot_s.p99 < first.tpot_s.p99);
+  CHECK(first.ttft_s.p50 < chunked.ttft_s.p99 * 10);  // both served: neither run is wedged
+}
+
+TEST_CASE("replicas and routers spread the load, and the same seed gives the same run", "[serving]") {
+  const std::string load = R"("rate": "40 /s", "count": 2000, "prompt_tokens": {"uniform": [200, 2000]}, "output_tokens": {"uniform": [50, 500]})";
+  const ServingResult one = simulate_serving(parse_serving(deployment("", load), "d.json"));
+  const ServingResult four = simulate_serving(parse_serving(deployment(R"(, "router": "least-tokens")", load).replace(deployment().find("\"replicas\": 1"), 13, "\"replicas\": 4"), "d.json"));
+  CHECK(four.e2e_s.p50 < one.e2e_s.p50);
+  CHECK(four.tpot_s.p50 < one.tpot_s.p50);
+  const ServingResult again = simulate_serving(parse_serving(deployment("", load), "d.json"));
+  CHECK(again.e2e_s.p99 == one.e2e_s.p99);
+  CHECK(again.iterations == one.iterations);
+  const ServingResult other = simulate_serving(parse_serving(deployment(R"(, "seed": 2)", load), "d.json"));
+  CHECK(other.e2e_s.p99 != one.e2e_s.p99);
+}
+
+TEST_CASE("SLOs are met or missed at their percentile, and goodput counts requests meeting every target", "[serving]") {
+  const std::string slos = R"(, "slos": [{"metric": "ttft", "percentile": 99, "target": "10 s"}, {"metric": "tpot", "target": "1 ms"}])";
+  const ServingResult r = simulate_serving(parse_serving(deployment(slos, R"("rate": "5 /s", "count": 100, "prompt_tokens": 256, "output_tokens": 32)"), "d.json"));
+  REQUIRE(r.verdicts.size() == 2);
+  CHECK(r.verdicts[0].met);
+  CHECK(r.verdicts[0].achieved_s == r.ttft_s.p99);
+  CHECK_FALSE(r.verdicts[1].met);  // no H100 decodes a token of an 8B model in a millisecond
+  CHECK(r.verdicts[1].achieved_s == r.tpot_s.p95);
+  CHECK(r.goodput_per_s == 0);
+}
+
+TEST_CASE("bad deployments are refused with the file, the field and what was expected", "[serving][input]") {
+  CHECK(error_of(deployment()).empty());
+  CHECK_THAT(error_of(deployment().replace(deployment().find("llama-3-8b"), 10, "llama-3-70b")),
+             Catch::Contains("d.json: /tp: the model does not fit its TP group") && Catch::Contains("expected a larger tp"));
+  CHECK_THAT(error_of(deployment(R"(, "knobs": {"block_size": 0})")), Catch::Contains("d.json: /knobs/block_size"));
+  CHECK_THAT(error_of(deployment("", R"("count": 1, "prompt_tokens": -5, "output_tokens": 64)")),
+             Catch::Contains("/requests/prompt_tokens: expected a whole number of tokens from 1 to 1,048,576"));
+  CHECK_THAT(error_of(deployment(R"(, "engine": "vllm2")")), Catch::Contains("/engine: unknown engine \"vllm2\" (expected one of"));
+  CHECK_THAT(error_of(deployment(R"(, "weights": "int4")")), Catch::Contains("/weights: int4 weights are not modelled yet"));
+  CHECK_THAT(error_of(deployment(R"(, "tp": 3)")), Catch::Contains("/tp: expected a divisor of the model's 32 attention heads"));
+  CHECK_THAT(error_of(deployment(R"(, "replicas": 9)").replace(deployment().find("\"replicas\": 1,"), 14, "")),
+             Catch::Contains("/replicas: expected at most the 8 replicas"));
+  CHECK_THAT(error_of(deployment(R"(, "replica": 2)")), Catch::Contains("/replica"));
+  CHECK_THAT(error_of(deployment().replace(deployment().find("llama-3-8b"), 10, "sdxl-unet")), Catch::Contains("/model"));
+  CHECK_THAT(error_of(deployment("", R"("count": 1, "prompt_tokens": 1000000, "output_tokens": 64)")),
+             Catch::Contains("/requests: a request of 1,000,064 tokens") && Catch::Contains("could never run"));
+  CHECK_THAT(error_of(deployment(R"(, "slos": [{"metric": "ttft", "percentile": 97, "target": "1 s"}])")), Catch::Contains("/slos/0/percentile: expected 50, 90, 95 or 99"));
+}
+
+TEST_CASE("a request trace is replayed row by row, and a bad row is refused with its line and column", "[serving][input]") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fleetsim-serving-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto write = [&](const std::string& rows) { std::ofstream(dir / "r.csv") << "arrival_s,prompt_tokens,output_tokens\n" << rows; };
+  const std::string file = (dir / "d.json").string();
+  const std::string json = deployment("", R"("trace": "r.csv")");
+  write("0,100,10\n0.5,200,20\n2,300,1\n");
+  const ServingResult r = simulate_serving(parse_serving(json, file));
+  CHECK(r.completed == 3);
+  CHECK(r.output_tokens_per_s * r.makespan_s == Approx(31));
+  CHECK(r.tpot_s.max > 0);  // the one-token request has no TPOT
+  write("0,100,10\n1,-3,5\n0.5,10,inf\n2,10,10\n1.5,10,10\n");
+  CHECK_THAT(error_of_file(json, file), Catch::Contains("/requests/trace: ") && Catch::Contains("r.csv line 3: column prompt_tokens: expected a whole number") &&
+                                            Catch::Contains("line 4: column output_tokens") && Catch::Contains("line 6: column arrival_s: expected times in order"));
+  write("");
+  CHECK_THAT(error_of_file(json, file), Catch::Contains("expected request rows after the header, found none"));
+  std::filesystem::remove_all(dir);
+}
