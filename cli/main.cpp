@@ -513,7 +513,30 @@ struct PlanArgs {
   bool exhaustive = false, json = false;
 };
 
+// A plan file naming a serving deployment: the cheapest deployment meeting its SLOs at each rate.
+int run_serving_plan(const PlanArgs& args) {
+  for (const auto& [given, option] : {std::pair{!args.report.empty(), "--report"}, {!args.profile.empty(), "--profile"}, {args.exhaustive, "--exhaustive"}}) {
+    if (given) throw fleetsim::InputError({fleetsim::Problem{option, "", "is for cluster plans; a serving plan takes --threads, --out and --json"}});
+  }
+  const fleetsim::ServingPlan plan = fleetsim::load_serving_plan(args.file);
+  check_outputs(args.out_dir, {"plan.json"}, "");
+  const auto started = std::chrono::steady_clock::now();
+  const fleetsim::ServingPlanResult result = fleetsim::plan_serving(plan, args.threads);
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (!args.out_dir.empty()) {
+    fleetsim::write_output_directory(args.out_dir, {{"plan.json", "the plan", [&](std::ostream& o) { o << fleetsim::serving_plan_json(plan, result); }}});
+  }
+  if (args.json) {
+    std::cout << fleetsim::serving_plan_json(plan, result);
+    return kOk;
+  }
+  fleetsim::write_serving_plan_text(std::cout, plan, result);
+  std::printf("\n%zu points in %.1f s\n", result.points.size(), wall_s);
+  return kOk;
+}
+
 int run_plan(const PlanArgs& args) {
+  if (fleetsim::is_serving_plan(fleetsim::read_text_file(args.file))) return run_serving_plan(args);
   const fleetsim::PlanSpec spec = fleetsim::load_plan(args.file);
   const std::optional<fleetsim::Profile> profile = args.profile.empty() ? std::nullopt : std::optional(fleetsim::load_profile(args.profile));
   const auto started = std::chrono::steady_clock::now();

@@ -293,6 +293,13 @@ check "serve: same seed, same output" cmp -s "$tmp/serve1.json" "$tmp/serve2.jso
 "$fleetsim" serve "$src/scenarios/serving/llama-3-8b-chat.json" --set /model=llama-3-70b >/dev/null 2>"$tmp/serve.err"
 check "serve of a model that does not fit its TP group exits 2" test $? -eq 2
 check "serve names the file and field" grep -q "llama-3-8b-chat.json: /tp: the model does not fit its TP group" "$tmp/serve.err"
+cat >"$tmp/serving-plan.json" <<EOF
+{"serving": "$(cd "$src" && pwd)/scenarios/serving/llama-3-70b-tp8.json", "search": {"node_types": ["hgx-h100-8"], "tp": [8], "replicas": {"min": 1, "max": 2}},
+ "rates": ["10 /s"], "seeds": 1}
+EOF
+"$fleetsim" plan "$tmp/serving-plan.json" --out "$tmp/splan" >"$tmp/splan.txt"
+check "plan over a serving deployment recommends one" grep -q "recommended: 1 replica of vllm at TP 8 on 1 hgx-h100-8 node (8 GPUs)" "$tmp/splan.txt"
+check "plan over a serving deployment writes plan.json" grep -q '"recommended"' "$tmp/splan/plan.json"
 
 echo "cli: $failures failed"
 test $failures -eq 0

@@ -73,7 +73,7 @@ TEST_CASE("the built-in catalog has the required GPU types, each with a source",
 TEST_CASE("the catalog has the GPUs of public cluster traces and older clusters, with their datasheet figures", "[catalog]") {
   const Catalog& c = Catalog::builtin();
   for (const char* id : {"v100-sxm2-16gb", "v100-sxm2-32gb", "v100-pcie-16gb", "v100-pcie-32gb", "p100-sxm2", "p100-pcie-16gb", "p100-pcie-12gb",
-                         "p40", "t4", "a10", "a10g", "l4", "a40", "a800-sxm-80gb", "h800-sxm", "h20", "mi250x-gcd"}) {
+                         "p40", "t4", "a10", "a10g", "a30", "l4", "a40", "a800-sxm-80gb", "h800-sxm", "h20", "mi250x-gcd"}) {
     INFO(id);
     const fleetsim::GpuType* g = c.gpu(id);
     REQUIRE(g != nullptr);

@@ -168,3 +168,35 @@ TEST_CASE("a request trace is replayed row by row, and a bad row is refused with
   CHECK_THAT(error_of_file(json, file), Catch::Contains("expected request rows after the header, found none"));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a serving plan finds the fewest replicas meeting the SLOs by bisection, as a scan of every count does", "[serving][plan]") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fleetsim-serving-plan-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "d.json") << deployment(R"(, "slos": [{"metric": "ttft", "percentile": 95, "target": "300 ms"}, {"metric": "tpot", "target": "30 ms"}])",
+                                              R"("rate": "10 /s", "count": 600, "prompt_tokens": {"uniform": [500, 1500]}, "output_tokens": {"uniform": [50, 300]})");
+  const auto plan_text = [](int min, int max) {
+    return R"({"serving": "d.json", "search": {"node_types": ["hgx-h100-8"], "tp": [1, 2], "replicas": {"min": )" + std::to_string(min) + R"(, "max": )" +
+           std::to_string(max) + R"(}}, "rates": ["20 /s", "60 /s"], "seeds": 2})";
+  };
+  const std::string file = (dir / "plan.json").string();
+  const ServingPlanResult r = plan_serving(parse_serving_plan(plan_text(1, 8), file), 2);
+  REQUIRE(r.lines.size() == 4);
+  REQUIRE(r.recommended.size() == 2);
+  REQUIRE(r.recommended[0].has_value());
+  REQUIRE(r.recommended[1].has_value());
+  CHECK(r.recommended[1]->gpus >= r.recommended[0]->gpus);  // three times the load needs at least as many GPUs
+  for (const ServingPoint& line : r.lines) {
+    if (line.verdict != ServingPoint::Verdict::met) continue;
+    for (int k = 1; k < line.replicas; ++k) {  // every smaller count misses (or is not sure of) an SLO
+      const ServingPlanResult one = plan_serving(parse_serving_plan(plan_text(k, k), file), 1);
+      for (const ServingPoint& p : one.lines) {
+        if (p.rate_per_s == line.rate_per_s && p.tp == line.tp) CHECK(p.verdict != ServingPoint::Verdict::met);
+      }
+    }
+  }
+  CHECK_THROWS_WITH(parse_serving_plan(R"({"serving": "d.json", "search": {"node_types": ["hgx-h100-9"]}})", file),
+                    Catch::Contains("plan.json: /search/node_types/0: unknown node type \"hgx-h100-9\""));
+  std::ofstream(dir / "noslo.json") << deployment("", R"("rate": "10 /s", "count": 10, "prompt_tokens": 100, "output_tokens": 10)");
+  CHECK_THROWS_WITH(parse_serving_plan(R"({"serving": "noslo.json", "search": {"node_types": ["hgx-h100-8"]}})", file), Catch::Contains("has no \"slos\""));
+  std::filesystem::remove_all(dir);
+}

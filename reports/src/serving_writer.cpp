@@ -124,4 +124,71 @@ std::string serving_json(const ServingDeployment& d, const ServingResult& r) {
   return j.dump(2) + "\n";
 }
 
+namespace {
+
+const char* verdict_name(ServingPoint::Verdict v) {
+  switch (v) {
+    case ServingPoint::Verdict::met: return "met";
+    case ServingPoint::Verdict::missed: return "missed";
+    case ServingPoint::Verdict::not_sure: return "not sure";
+    case ServingPoint::Verdict::does_not_fit: return "cannot run";
+  }
+  return "";
+}
+
+std::string point_slos(const ServingPoint& p) {
+  std::string text;
+  for (const auto& s : p.slos) {
+    text += (text.empty() ? "" : ", ") + s.slo.metric + " p" + std::to_string(static_cast<int>(s.slo.percentile)) + " " + seconds(s.mean_s) +
+            (s.ci95_s > 0 ? " +- " + seconds(s.ci95_s) : "");
+  }
+  return text;
+}
+
+}  // namespace
+
+void write_serving_plan_text(std::ostream& out, const ServingPlan& plan, const ServingPlanResult& r) {
+  out << "serving plan  " << plan.file << "  (" << plan.base_file << "; " << plan.seeds << " seed" << (plan.seeds == 1 ? "" : "s") << " a point, "
+      << format_number(static_cast<double>(r.points.size())) << " points simulated)\n";
+  char line[512];
+  for (std::size_t k = 0; k < plan.rates_per_s.size(); ++k) {
+    const double rate = plan.rates_per_s[k];
+    out << "\nat " << format_number(rate) << " requests/s\n";
+    std::snprintf(line, sizeof line, "  %-16s %-14s %3s %9s %6s %6s %12s  %-10s %s\n", "node type", "engine", "tp", "replicas", "GPUs", "nodes", "$/month", "verdict", "SLOs (mean +- 95% CI over seeds)");
+    out << line;
+    for (const ServingPoint& p : r.lines) {
+      if (p.rate_per_s != rate) continue;
+      std::snprintf(line, sizeof line, "  %-16s %-14s %3d %9d %6d %6d %12s  %-10s %s\n", p.node_type.c_str(), p.engine.c_str(), p.tp, p.replicas, p.gpus, p.nodes,
+                    format_number(p.usd_per_month).c_str(), verdict_name(p.verdict),
+                    p.verdict == ServingPoint::Verdict::does_not_fit ? p.why.c_str() : (point_slos(p) + (p.verdict == ServingPoint::Verdict::met ? "" : " (at the most replicas searched)")).c_str());
+      out << line;
+    }
+    if (const auto& pick = r.recommended[k]) {
+      out << "  recommended: " << pick->replicas << " replica" << (pick->replicas == 1 ? "" : "s") << " of " << pick->engine << " at TP " << pick->tp << " on "
+          << pick->nodes << " " << pick->node_type << " node" << (pick->nodes == 1 ? "" : "s") << " (" << pick->gpus << " GPUs), $" << format_number(pick->usd_per_month)
+          << " a month: " << point_slos(*pick) << "\n";
+    } else {
+      out << "  recommended: none; no deployment searched meets every SLO at this rate (more replicas, other GPUs or looser targets)\n";
+    }
+  }
+}
+
+std::string serving_plan_json(const ServingPlan& plan, const ServingPlanResult& r) {
+  const auto point = [](const ServingPoint& p) {
+    nlohmann::ordered_json slos = nlohmann::ordered_json::array();
+    for (const auto& s : p.slos) {
+      slos.push_back({{"metric", s.slo.metric}, {"percentile", s.slo.percentile}, {"target_s", s.slo.target_s}, {"mean_s", s.mean_s}, {"ci95_s", s.ci95_s}});
+    }
+    return nlohmann::ordered_json{{"rate_per_s", p.rate_per_s}, {"node_type", p.node_type}, {"engine", p.engine}, {"tp", p.tp}, {"replicas", p.replicas},
+                                  {"gpus", p.gpus}, {"nodes", p.nodes}, {"usd_per_month", p.usd_per_month}, {"verdict", verdict_name(p.verdict)},
+                                  {"why", p.why}, {"slos", slos}};
+  };
+  nlohmann::ordered_json lines = nlohmann::ordered_json::array(), points = nlohmann::ordered_json::array(), picks = nlohmann::ordered_json::array();
+  for (const ServingPoint& p : r.lines) lines.push_back(point(p));
+  for (const ServingPoint& p : r.points) points.push_back(point(p));
+  for (const auto& p : r.recommended) picks.push_back(p ? point(*p) : nlohmann::ordered_json());
+  const nlohmann::ordered_json j{{"plan", plan.file}, {"serving", plan.base_file}, {"seeds", plan.seeds}, {"recommended", picks}, {"lines", lines}, {"points", points}};
+  return j.dump(2) + "\n";
+}
+
 }  // namespace fleetsim

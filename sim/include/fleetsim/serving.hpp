@@ -160,4 +160,41 @@ struct ServingResult {
 };
 ServingResult simulate_serving(const ServingDeployment& d);
 
+// The cheapest serving deployment that meets the base deployment's SLOs at each request rate: over
+// node types, TP sizes and engines, the fewest replicas found by bisection (more replicas never serve
+// worse), each point run on several seeds. A point meets an SLO when the upper end of its percentile's
+// 95% confidence interval over the seeds is within the target, misses it when the lower end is past it,
+// and is not sure otherwise; only points that meet every SLO are recommended.
+struct ServingPlan {
+  std::string file, base_file, base_text;
+  std::vector<std::string> node_types, engines;
+  std::vector<int> tps;
+  int min_replicas = 1, max_replicas = 64;
+  std::vector<double> rates_per_s;
+  int seeds = 3;
+};
+ServingPlan parse_serving_plan(std::string_view json_text, const std::string& file);
+ServingPlan load_serving_plan(const std::string& path);
+bool is_serving_plan(std::string_view json_text);  // a plan file naming a serving deployment
+
+struct ServingPoint {
+  double rate_per_s = 0;
+  std::string node_type, engine;
+  int tp = 1, replicas = 0, gpus = 0, nodes = 0;
+  double usd_per_month = 0;
+  enum class Verdict : std::uint8_t { met, missed, not_sure, does_not_fit } verdict = Verdict::does_not_fit;
+  std::string why;  // the first SLO missed or unsure, or why the deployment cannot run
+  struct Slo {
+    ServingDeployment::Slo slo;
+    double mean_s = 0, ci95_s = 0;
+  };
+  std::vector<Slo> slos;
+};
+struct ServingPlanResult {
+  std::vector<ServingPoint> points;  // every point simulated, in search order
+  std::vector<ServingPoint> lines;   // the fewest replicas meeting the SLOs on each line, or the line's largest count where none did
+  std::vector<std::optional<ServingPoint>> recommended;  // per rate
+};
+ServingPlanResult plan_serving(const ServingPlan& plan, unsigned threads);
+
 }  // namespace fleetsim

@@ -1,0 +1,237 @@
+// The cheapest serving deployment that meets the SLOs (see fleetsim/serving.hpp).
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <mutex>
+
+#include "../loaders.hpp"
+#include "../parallel.hpp"
+#include "fleetsim/compare.hpp"
+#include "fleetsim/serving.hpp"
+
+namespace fleetsim {
+namespace {
+
+using detail::Json;
+using detail::Need;
+using detail::ObjectReader;
+
+constexpr double kHoursPerMonth = 730;
+
+// One line of the search: a rate, a node type, a TP size and an engine; only the replicas change.
+struct Line {
+  double rate_per_s;
+  std::string node_type, engine;
+  int tp;
+};
+
+std::string number_text(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", x);
+  return text;
+}
+
+ServingPoint point_of(const Line& line) {
+  ServingPoint p;
+  p.rate_per_s = line.rate_per_s;
+  p.node_type = line.node_type;
+  p.engine = line.engine;
+  p.tp = line.tp;
+  return p;
+}
+
+ServingPoint evaluate(const ServingPlan& plan, const Line& line, int replicas) {
+  ServingPoint p = point_of(line);
+  p.replicas = replicas;
+  const NodeType* node = Catalog::builtin().node(line.node_type);
+  const int per_node = std::max(1, node->gpus / line.tp);
+  p.nodes = (replicas + per_node - 1) / per_node;
+  p.gpus = p.nodes * node->gpus;
+  const GpuType* gpu = Catalog::builtin().gpu(node->gpu);
+  p.usd_per_month = kHoursPerMonth * (node->price_usd_per_hour > 0 ? node->price_usd_per_hour : node->gpus * (gpu ? gpu->price_usd_per_hour : 0)) * p.nodes;
+  const std::vector<ScenarioEdit> edits{{"/cluster", R"({"nodes": [{"type": ")" + line.node_type + R"(", "count": )" + std::to_string(p.nodes) + "}]}"},
+                                  {"/tp", std::to_string(line.tp)},
+                                  {"/replicas", std::to_string(replicas)},
+                                  {"/engine", "\"" + line.engine + "\""},
+                                  {"/requests/rate", "\"" + number_text(line.rate_per_s) + " /s\""}};
+  std::vector<std::vector<double>> achieved;
+  for (int s = 0; s < plan.seeds; ++s) {
+    ServingDeployment d;
+    try {
+      d = parse_serving(plan.base_text, plan.base_file, edits);
+    } catch (const InputError& e) {
+      p.verdict = ServingPoint::Verdict::does_not_fit;
+      p.why = e.problems().empty() ? e.what() : e.problems().front().pointer + ": " + e.problems().front().message;
+      return p;
+    }
+    d.seed += static_cast<std::uint64_t>(s);
+    const ServingResult r = simulate_serving(d);
+    achieved.resize(r.verdicts.size());
+    for (std::size_t i = 0; i < r.verdicts.size(); ++i) achieved[i].push_back(r.verdicts[i].achieved_s);
+    if (s == 0) {
+      for (const auto& v : r.verdicts) p.slos.push_back({v.slo, 0, 0});
+    }
+  }
+  p.verdict = ServingPoint::Verdict::met;
+  for (std::size_t i = 0; i < p.slos.size(); ++i) {
+    const MetricStats m = mean_ci95(achieved[i]);
+    p.slos[i].mean_s = m.mean;
+    p.slos[i].ci95_s = m.ci95;
+    const double target = p.slos[i].slo.target_s;
+    const auto verdict = m.mean - m.ci95 > target ? ServingPoint::Verdict::missed : m.mean + m.ci95 > target ? ServingPoint::Verdict::not_sure : ServingPoint::Verdict::met;
+    if (verdict != ServingPoint::Verdict::met && p.verdict == ServingPoint::Verdict::met) {
+      p.verdict = verdict;
+      p.why = p.slos[i].slo.metric + " p" + std::to_string(static_cast<int>(p.slos[i].slo.percentile)) + " " +
+              (verdict == ServingPoint::Verdict::missed ? "missed" : "not sure");
+    }
+  }
+  return p;
+}
+
+}  // namespace
+
+bool is_serving_plan(std::string_view json_text) {
+  const Json doc = Json::parse(json_text, nullptr, false);
+  return doc.is_object() && doc.contains("serving");
+}
+
+ServingPlan parse_serving_plan(std::string_view json_text, const std::string& file) {
+  detail::Problems problems(file);
+  const Json doc = detail::parse_json(json_text, problems);
+  problems.throw_if_any();
+  ObjectReader top(doc, "", problems);
+  ServingPlan plan;
+  plan.file = file;
+  if (!top.ok()) problems.throw_if_any();
+  if (const auto base = top.string("serving", Need::required)) {
+    const std::filesystem::path dir = std::filesystem::path(file).parent_path();
+    plan.base_file = (std::filesystem::path(*base).is_absolute() ? std::filesystem::path(*base) : dir / *base).string();
+    try {
+      plan.base_text = read_text_file(plan.base_file);
+      const ServingDeployment d = parse_serving(plan.base_text, plan.base_file);
+      if (d.slos.empty()) top.problem("serving", plan.base_file + " has no \"slos\": a plan needs targets to meet");
+      if (!d.trace.empty()) top.problem("serving", plan.base_file + " replays a trace; a plan varies the rate of generated requests");
+      plan.engines = {d.engine.id};
+      plan.tps = {d.tp};
+      plan.rates_per_s = {d.rate_per_s};
+      if (!(d.rate_per_s > 0)) top.problem("serving", plan.base_file + " sends every request at once; a plan needs a \"rate\"");
+    } catch (const InputError& e) {
+      top.problem("serving", "cannot use \"" + plan.base_file + "\": " + e.what());
+    }
+  }
+  if (const Json* search = top.field("search", Need::required)) {
+    ObjectReader s(*search, "/search", problems);
+    const auto strings = [&](std::string_view key, std::vector<std::string>& into, bool required) {
+      const Json* v = s.field(key, required ? Need::required : Need::optional);
+      if (v == nullptr) return;
+      if (!v->is_array() || v->empty() || !std::all_of(v->begin(), v->end(), [](const Json& x) { return x.is_string(); })) {
+        s.problem(key, "expected a non-empty array of names, found " + detail::describe(*v));
+        return;
+      }
+      into.clear();
+      for (const Json& x : *v) into.push_back(x.get<std::string>());
+    };
+    strings("node_types", plan.node_types, true);
+    for (std::size_t i = 0; i < plan.node_types.size(); ++i) {
+      if (Catalog::builtin().node(plan.node_types[i]) == nullptr) {
+        problems.add(detail::child_pointer("/search/node_types", i), "unknown node type \"" + plan.node_types[i] + "\" (see `fleetsim catalog`)");
+      }
+    }
+    strings("engines", plan.engines, false);
+    for (std::size_t i = 0; i < plan.engines.size(); ++i) {
+      if (find_engine(plan.engines[i]) == nullptr) problems.add(detail::child_pointer("/search/engines", i), "unknown engine \"" + plan.engines[i] + "\"");
+    }
+    if (const Json* tp = s.field("tp")) {
+      if (!tp->is_array() || tp->empty() ||
+          !std::all_of(tp->begin(), tp->end(), [](const Json& x) { return x.is_number_integer() && x.get<std::int64_t>() >= 1 && x.get<std::int64_t>() <= 64; })) {
+        s.problem("tp", "expected a non-empty array of TP sizes from 1 to 64, found " + detail::describe(*tp));
+      } else {
+        plan.tps.clear();
+        for (const Json& x : *tp) plan.tps.push_back(x.get<int>());
+      }
+    }
+    if (const Json* r = s.field("replicas")) {
+      ObjectReader rr(*r, "/search/replicas", problems);
+      plan.min_replicas = static_cast<int>(rr.integer_or("min", 1, 1, 100000));
+      plan.max_replicas = static_cast<int>(rr.integer_or("max", 64, 1, 100000));
+      if (plan.max_replicas < plan.min_replicas) rr.problem("max", "expected at least min (" + std::to_string(plan.min_replicas) + ")");
+      rr.finish();
+    }
+    s.finish();
+  }
+  if (const Json* rates = top.field("rates")) {
+    if (!rates->is_array() || rates->empty()) {
+      top.problem("rates", "expected a non-empty array of rates such as \"20 /s\", found " + detail::describe(*rates));
+    } else {
+      plan.rates_per_s.clear();
+      for (std::size_t i = 0; i < rates->size(); ++i) {
+        const auto rate = detail::read_quantity((*rates)[i], Dimension::rate, detail::child_pointer("/rates", i), problems);
+        if (rate && !(*rate > 0)) problems.add(detail::child_pointer("/rates", i), "expected a positive rate");
+        plan.rates_per_s.push_back(rate.value_or(1));
+      }
+    }
+  }
+  plan.seeds = static_cast<int>(top.integer_or("seeds", 3, 1, 30));
+  top.finish();
+  problems.throw_if_any();
+  return plan;
+}
+
+ServingPlan load_serving_plan(const std::string& path) { return parse_serving_plan(read_text_file(path), path); }
+
+ServingPlanResult plan_serving(const ServingPlan& plan, unsigned threads) {
+  std::vector<Line> lines;
+  for (double rate : plan.rates_per_s) {
+    for (const std::string& node : plan.node_types) {
+      for (int tp : plan.tps) {
+        for (const std::string& engine : plan.engines) lines.push_back({rate, node, engine, tp});
+      }
+    }
+  }
+  // Each line by bisection: the most replicas first (if they miss, so does the line), then halving towards
+  // the fewest that meet every SLO. Lines run side by side; each writes only its own results.
+  std::vector<std::vector<ServingPoint>> tried(lines.size());
+  std::vector<ServingPoint> best(lines.size());
+  detail::parallel_for(lines.size(), threads, [&](std::size_t i) {
+    const Line& line = lines[i];
+    const NodeType* node = Catalog::builtin().node(line.node_type);
+    if (line.tp > node->gpus) {
+      best[i] = point_of(line);
+      best[i].why = "TP " + std::to_string(line.tp) + " spans more than a node's " + std::to_string(node->gpus) + " GPUs";
+      tried[i].push_back(best[i]);
+      return;
+    }
+    int lo = plan.min_replicas, hi = plan.max_replicas;
+    ServingPoint top = evaluate(plan, line, hi);
+    tried[i].push_back(top);
+    best[i] = top;
+    if (top.verdict != ServingPoint::Verdict::met) return;
+    while (lo < hi) {  // hi meets the SLOs
+      const int mid = lo + (hi - lo) / 2;
+      ServingPoint p = evaluate(plan, line, mid);
+      tried[i].push_back(p);
+      if (p.verdict == ServingPoint::Verdict::met) {
+        hi = mid;
+        best[i] = std::move(p);
+      } else {
+        lo = mid + 1;
+      }
+    }
+  });
+  ServingPlanResult out;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    out.points.insert(out.points.end(), tried[i].begin(), tried[i].end());
+    out.lines.push_back(best[i]);
+  }
+  for (double rate : plan.rates_per_s) {
+    std::optional<ServingPoint> pick;
+    for (const ServingPoint& p : out.lines) {
+      if (p.rate_per_s != rate || p.verdict != ServingPoint::Verdict::met) continue;
+      if (!pick || p.usd_per_month < pick->usd_per_month || (p.usd_per_month == pick->usd_per_month && p.gpus < pick->gpus)) pick = p;
+    }
+    out.recommended.push_back(pick);
+  }
+  return out;
+}
+
+}  // namespace fleetsim
