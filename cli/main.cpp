@@ -896,14 +896,20 @@ void add_train(CLI::App& app, Commands& commands) {
 }
 
 struct ServeArgs {
-  std::string file;
+  std::string file, out_dir, report;
   std::vector<std::string> sets;
   bool json = false;
 };
 
 int run_serve(const ServeArgs& args) {
   const fleetsim::ServingDeployment d = fleetsim::load_serving(args.file, parse_sets(args.sets));
+  check_outputs(args.out_dir, {"serving.json", "report.html"}, args.report);
   const fleetsim::ServingResult result = fleetsim::simulate_serving(d);
+  if (!args.out_dir.empty()) {
+    fleetsim::write_output_directory(args.out_dir, {{"serving.json", "the results", [&](std::ostream& o) { o << fleetsim::serving_json(d, result); }},
+                                                    {"report.html", "the report", [&](std::ostream& o) { fleetsim::write_serving_html(o, d, result); }}});
+  }
+  if (!args.report.empty()) fleetsim::write_output_file(args.report, "the report", [&](std::ostream& o) { fleetsim::write_serving_html(o, d, result); });
   if (args.json) {
     std::cout << fleetsim::serving_json(d, result);
   } else {
@@ -918,6 +924,8 @@ void add_serve(CLI::App& app, Commands& commands) {
   serve_cmd->add_option("deployment", serve->file, "Serving deployment file (JSON): cluster, model, engine, TP, replicas, requests, SLOs")->required();
   serve_cmd->add_option("--set", serve->sets, "Change the deployment before it is read: /replicas=4, /requests/rate=\"20 /s\" (repeatable)");
   serve_cmd->add_flag("--json", serve->json, "Print JSON instead of the table");
+  serve_cmd->add_option("--out", serve->out_dir, "Write serving.json and report.html here");
+  serve_cmd->add_option("--report", serve->report, "Write the HTML page (TTFT and TPOT distributions, batches and KV cache over time) here");
   commands.add(serve_cmd, [serve] { return run_serve(*serve); });
 }
 

@@ -289,6 +289,8 @@ check "serve says what it assumed" grep -q "iteration_host of 1 ms is a guess" "
 "$fleetsim" serve "$src/scenarios/serving/llama-3-8b-chat.json" --json >"$tmp/serve1.json"
 "$fleetsim" serve "$src/scenarios/serving/llama-3-8b-chat.json" --json >"$tmp/serve2.json"
 check "serve --json has the TTFT percentiles" grep -q '"ttft_s"' "$tmp/serve1.json"
+"$fleetsim" serve "$src/scenarios/serving/llama-3-8b-chat.json" --out "$tmp/serve-out" >/dev/null
+check "serve --out writes serving.json and report.html" bash -c "cmp -s '$tmp/serve1.json' '$tmp/serve-out/serving.json' && grep -q 'ttft-cdf' '$tmp/serve-out/report.html'"
 check "serve: same seed, same output" cmp -s "$tmp/serve1.json" "$tmp/serve2.json"
 "$fleetsim" serve "$src/scenarios/serving/llama-3-8b-chat.json" --set /model=llama-3-70b >/dev/null 2>"$tmp/serve.err"
 check "serve of a model that does not fit its TP group exits 2" test $? -eq 2

@@ -64,6 +64,11 @@ check "plan report: and never plotted" chart_lacks "$tmp/plan.html" "frontier" "
 "$fleetsim" --quiet calibrate --repeats 1 --out "$tmp/cpu.json" >/dev/null
 "$fleetsim" --quiet validate "$src/scenarios/cpu-validate.json" --profile "$tmp/cpu.json" --work-scale 0.05 --out "$tmp/val" --report "$tmp/validate.html" >/dev/null
 check "validation report: the scatter renders" render "$tmp/validate.html" 1
+"$fleetsim" --quiet serve "$src/scenarios/serving/llama-3-8b-chat.json" --report "$tmp/serve.html" >/dev/null
+check "serving report: TTFT and TPOT distributions, batches and KV cache over time render" render "$tmp/serve.html" 4
+check "serving report: round ticks" round "$tmp/serve.html"
+check "serving report: the verdict in words" holds "$tmp/serve.html" '<b>Every SLO is met.</b> ttft p95 &lt;= 1 s: met'
+check "serving report: the targets are drawn" holds "$tmp/serve.html" 'target: p95 within 1 s'
 
 # Pictures to look at, when asked for: REPORT_SCREENSHOTS=DIR writes run.png, compare.png and plan.png there.
 if [ -n "${REPORT_SCREENSHOTS:-}" ]; then

@@ -1,9 +1,14 @@
 // A serving run for people (text) and for programs (JSON).
 #include <cstdio>
+#include <sstream>
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
 
 #include "fleetsim/report.hpp"
 #include "fleetsim/units.hpp"
+#include "svg_chart.hpp"
 
 namespace fleetsim {
 namespace {
@@ -189,6 +194,92 @@ std::string serving_plan_json(const ServingPlan& plan, const ServingPlanResult& 
   for (const auto& p : r.recommended) picks.push_back(p ? point(*p) : nlohmann::ordered_json());
   const nlohmann::ordered_json j{{"plan", plan.file}, {"serving", plan.base_file}, {"seeds", plan.seeds}, {"recommended", picks}, {"lines", lines}, {"points", points}};
   return j.dump(2) + "\n";
+}
+
+namespace {
+
+// A cumulative distribution of per-request times, on a log axis where they spread over decades.
+void time_cdf(std::ostream& out, const std::string& id, const std::string& title, const std::string& what, std::vector<double> v,
+              const std::vector<ServingDeployment::Slo>& targets, std::string_view metric) {
+  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return !(x > 0); }), v.end());
+  if (v.empty()) {
+    out << "<p class=\"note\">No request has a " << html::escape(what) << ".</p>\n";
+    return;
+  }
+  std::sort(v.begin(), v.end());
+  double lo = v.front(), hi = v.back();
+  for (const auto& t : targets) {
+    if (t.metric != metric) continue;
+    lo = std::min(lo, t.target_s);
+    hi = std::max(hi, t.target_s);
+  }
+  const bool log = hi / lo > 50;
+  const html::Axis x = log ? html::Axis{.lo = std::pow(10.0, std::floor(std::log10(lo))), .hi = std::pow(10.0, std::ceil(std::log10(hi))), .label = what,
+                                        .format = seconds, .log = true}
+                           : html::seconds_axis(hi * 1.05, what);
+  html::SvgChart chart(id, title, x, {.lo = 0, .hi = 1, .label = "fraction of requests"});
+  std::vector<std::pair<double, double>> points{{v.front(), 0.0}};
+  const std::size_t step = std::max<std::size_t>(1, v.size() / 400);
+  for (std::size_t k = 0; k < v.size(); k += step) points.emplace_back(v[k], static_cast<double>(k + 1) / static_cast<double>(v.size()));
+  points.emplace_back(v.back(), 1.0);
+  chart.polyline(points, html::color(0), what);
+  std::vector<std::pair<std::string, const char*>> legend{{what, html::color(0)}};
+  for (const auto& t : targets) {
+    if (t.metric != metric) continue;
+    chart.guide(t.target_s, 0, t.target_s, t.percentile / 100, html::color(3), true);
+    chart.guide(x.lo, t.percentile / 100, t.target_s, t.percentile / 100, html::color(3), true);
+    legend.emplace_back("target: p" + std::to_string(static_cast<int>(t.percentile)) + " within " + seconds(t.target_s), html::color(3));
+  }
+  chart.legend(legend);
+  chart.write(out);
+}
+
+void over_time(std::ostream& out, const ServingResult& r) {
+  if (r.timeline.size() < 2) return;
+  const double end = std::max(r.timeline.back().time_s, 1e-9);
+  std::vector<std::pair<double, double>> sequences, kv;
+  double top = 1;
+  for (std::size_t i = 0; i < r.timeline.size(); ++i) {
+    const auto& p = r.timeline[i];
+    if (i > 0) {  // steps: a value holds until the next sample
+      sequences.emplace_back(p.time_s, r.timeline[i - 1].sequences);
+      kv.emplace_back(p.time_s, 100 * r.timeline[i - 1].kv_use);
+    }
+    sequences.emplace_back(p.time_s, p.sequences);
+    kv.emplace_back(p.time_s, 100 * p.kv_use);
+    top = std::max(top, p.sequences);
+  }
+  html::SvgChart batch("batch", "Sequences in the running iterations, all replicas", html::seconds_axis(end, "simulated time"),
+                       {.lo = 0, .hi = html::nice_ceiling(top * 1.05), .label = "sequences"});
+  batch.polyline(sequences, html::color(1), "sequences");
+  batch.write(out);
+  html::SvgChart cache("kv-cache", "KV cache in use, mean over the replicas", html::seconds_axis(end, "simulated time"),
+                       {.lo = 0, .hi = 100, .label = "% of the blocks"});
+  cache.polyline(kv, html::color(2), "KV blocks in use");
+  cache.write(out);
+}
+
+}  // namespace
+
+void write_serving_html(std::ostream& out, const ServingDeployment& d, const ServingResult& r) {
+  html::page_begin(out, "fleetsim serve: " + d.name);
+  if (!d.description.empty()) out << "<p>" << html::escape(d.description) << "</p>\n";
+  std::ostringstream text;
+  write_serving_text(text, d, r);
+  if (!r.verdicts.empty()) {
+    bool all = true;
+    for (const auto& v : r.verdicts) all = all && v.met;
+    out << "<p><b>" << (all ? "Every SLO is met." : "Not every SLO is met.") << "</b> ";
+    for (const auto& v : r.verdicts) out << html::escape(slo_text(v.slo)) << ": " << (v.met ? "met" : "missed") << " (" << html::escape(seconds(v.achieved_s)) << "). ";
+    out << "</p>\n";
+  }
+  out << "<h2>Summary</h2>\n<pre style=\"white-space: pre-wrap\">" << html::escape(text.str()) << "</pre>\n";
+  out << "<h2>Latency</h2>\n";
+  time_cdf(out, "ttft-cdf", "Time to first token, cumulative distribution", "time to first token", r.ttft_samples_s, d.slos, "ttft");
+  time_cdf(out, "tpot-cdf", "Time per output token, cumulative distribution", "time per output token", r.tpot_samples_s, d.slos, "tpot");
+  out << "<h2>Batches and KV cache over time</h2>\n";
+  over_time(out, r);
+  html::page_end(out);
 }
 
 }  // namespace fleetsim

@@ -86,6 +86,9 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
 // goodput, and what was assumed.
 void write_serving_text(std::ostream& out, const ServingDeployment& d, const ServingResult& r);
 std::string serving_json(const ServingDeployment& d, const ServingResult& r);
+// The page of a serving run: the verdicts, the summary, TTFT and TPOT distributions with their
+// targets, sequences and KV cache over time.
+void write_serving_html(std::ostream& out, const ServingDeployment& d, const ServingResult& r);
 // A serving plan: per rate, each line's fewest replicas meeting the SLOs, and the cheapest of them.
 void write_serving_plan_text(std::ostream& out, const ServingPlan& plan, const ServingPlanResult& r);
 std::string serving_plan_json(const ServingPlan& plan, const ServingPlanResult& r);

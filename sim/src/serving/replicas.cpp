@@ -64,13 +64,15 @@ struct Replica {
   std::vector<Scheduled> batch;        // the iteration in flight
   bool busy = false;
   std::int64_t outstanding_tokens = 0;  // prompts and outputs still to compute, for the router
+  std::size_t last_batch = 0;           // what this replica adds to the timeline's totals
+  double last_kv_use = 0;
 };
 
 class Engine {
  public:
   Engine(const ServingDeployment& d, std::vector<Request> requests)
       : d_(d), requests_(std::move(requests)), timer_(d), capacity_(kv_capacity(d)) {
-    for (int i = 0; i < d.replicas; ++i) replicas_.push_back(Replica{KvBlocks(capacity_.blocks, d.engine.block_size), {}, {}, {}, false, 0});
+    for (int i = 0; i < d.replicas; ++i) replicas_.push_back(Replica{KvBlocks(capacity_.blocks, d.engine.block_size), {}, {}, {}, false, 0, 0, 0});
   }
 
   ServingResult run() {
@@ -205,6 +207,11 @@ class Engine {
     choose_batch(rep);
     if (rep.batch.empty()) {
       rep.busy = false;
+      sequences_now_ -= static_cast<double>(rep.last_batch);
+      kv_now_ -= rep.last_kv_use;
+      rep.last_batch = 0;
+      rep.last_kv_use = 0;
+      sample();
       FLEETSIM_CHECK(rep.running.empty() && rep.waiting.empty(), "a replica with requests formed no batch");
       return;
     }
@@ -222,6 +229,11 @@ class Engine {
     ++iterations_;
     batched_ += rep.batch.size();
     peak_kv_use_ = std::max(peak_kv_use_, rep.kv.use());
+    sequences_now_ += static_cast<double>(rep.batch.size()) - static_cast<double>(rep.last_batch);
+    rep.last_batch = rep.batch.size();
+    kv_now_ += rep.kv.use() - rep.last_kv_use;
+    rep.last_kv_use = rep.kv.use();
+    sample();
     const IterationTimer::Time t = timer_.time(shape);
     busy_.total_s += t.total_s;
     busy_.linear_s += t.linear_s;
@@ -260,6 +272,19 @@ class Engine {
     start_iteration(index);
   }
 
+  // The timeline keeps a point at most every `spacing_` seconds; when it fills, every other point goes
+  // and the spacing doubles, so a run of any length keeps a few thousand points spread over all of it.
+  void sample() {
+    const double now = queue_.now();
+    if (!timeline_.empty() && now - timeline_.back().time_s < spacing_) return;
+    timeline_.push_back({now, sequences_now_, kv_now_ / static_cast<double>(replicas_.size())});
+    if (timeline_.size() < kTimelinePoints) return;
+    std::vector<ServingResult::Sample> kept;
+    for (std::size_t i = 0; i < timeline_.size(); i += 2) kept.push_back(timeline_[i]);
+    timeline_ = std::move(kept);
+    spacing_ = std::max(spacing_ * 2, (timeline_.back().time_s - timeline_.front().time_s) / static_cast<double>(kTimelinePoints / 2));
+  }
+
   ServingResult summarize() const {
     ServingResult out;
     out.capacity = capacity_;
@@ -269,6 +294,7 @@ class Engine {
     out.mean_batch = iterations_ > 0 ? static_cast<double>(batched_) / static_cast<double>(iterations_) : 0;
     out.peak_kv_use = peak_kv_use_;
     out.busy = busy_;
+    out.timeline = timeline_;
     std::vector<double> ttft, tpot, e2e;
     double first = requests_.empty() ? 0 : requests_.front().arrival_s, last = first, in = 0, produced = 0, good = 0;
     double ttft_target = std::numeric_limits<double>::infinity(), tpot_target = ttft_target;
@@ -310,6 +336,8 @@ class Engine {
     };
     out.ttft_s = stats(ttft);
     out.tpot_s = stats(tpot);
+    out.ttft_samples_s = ttft;
+    out.tpot_samples_s = tpot;
     out.e2e_s = stats(e2e);
     for (const auto& slo : d_.slos) {
       const std::vector<double>& v = slo.metric == "ttft" ? ttft : slo.metric == "tpot" ? tpot : e2e;
@@ -330,6 +358,9 @@ class Engine {
   std::uint64_t preemptions_ = 0, iterations_ = 0, batched_ = 0;
   double peak_kv_use_ = 0;
   IterationTimer::Time busy_;
+  static constexpr std::size_t kTimelinePoints = 4096;
+  std::vector<ServingResult::Sample> timeline_;
+  double spacing_ = 0, sequences_now_ = 0, kv_now_ = 0;
 };
 
 // The deployment's requests: its trace, or Poisson arrivals (all at once without a rate) with lengths
