@@ -305,7 +305,15 @@ TEST_CASE("subgraphs are expanded as ComfyUI queues them: scoped ids, boundaries
   // A definition that contains an instance of itself.
   CHECK_THAT(error(R"({"nodes": [{"id": 1, "type": "aaaa"}], "links": [],
                        "definitions": {"subgraphs": [{"id": "aaaa", "nodes": [{"id": 1, "type": "aaaa"}], "links": []}]}})"),
-             Contains("subgraphs nest more than 32 deep (does one contain itself?)"));
+             Contains("g.json: /definitions/subgraphs/0/nodes/0: subgraph aaaa contains itself (aaaa > aaaa)"));
+  // Each level holding two of the next, 24 deep: 2^24 copies, stopped at the node budget, not after them.
+  std::string levels;
+  for (int i = 0; i < 24; ++i) {
+    const std::string inner = i < 23 ? "l" + std::to_string(i + 1) : "CLIPTextEncode";
+    levels += std::string(i ? ", " : "") + R"({"id": "l)" + std::to_string(i) + R"(", "nodes": [{"id": 1, "type": ")" + inner + R"("}, {"id": 2, "type": ")" + inner + R"("}], "links": []})";
+  }
+  CHECK_THAT(error(R"({"nodes": [{"id": 1, "type": "l0"}], "links": [], "definitions": {"subgraphs": [)" + levels + "]}}"),
+             Contains("the workflow expands to more than 100,000 nodes, its subgraphs' copies counted"));
   CHECK_THAT(error(R"({"nodes": [], "links": [], "definitions": {"subgraphs": [{"name": "x"}]}})"),
              Contains("g.json: /definitions/subgraphs/0: expected a subgraph definition with a string \"id\" and a \"nodes\" array"));
   CHECK_THAT(error(R"({"nodes": [{"id": 1, "type": "s"}], "links": [], "definitions": {"subgraphs": [{"id": "s", "nodes": [], "links": [{"id": 1}]}]}})"),

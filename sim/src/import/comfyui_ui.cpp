@@ -1,7 +1,9 @@
 #include "comfyui_ui.hpp"
 
 #include "comfyui_registry.hpp"
+#include "fleetsim/units.hpp"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <vector>
@@ -11,6 +13,9 @@ namespace {
 
 constexpr int kModeMuted = 2, kModeBypassed = 4;
 constexpr int kMaxSubgraphDepth = 32;
+// Nodes a workflow may expand to, its subgraphs' copies counted: subgraphs that each hold two of the next,
+// 24 deep, would make 2^24 copies (found by a hostile-input audit), so the expansion stops at this many.
+constexpr std::size_t kMaxExpandedNodes = 100'000;
 
 }  // namespace
 
@@ -161,6 +166,12 @@ class Flattened {
     read_links(graph, at, scope, instance);
     const Json& list = graph["nodes"];
     for (std::size_t i = 0; i < list.size(); ++i) {
+      if (++expanded_ > kMaxExpandedNodes) {
+        if (expanded_ == kMaxExpandedNodes + 1) {
+          problems_.add(at, "the workflow expands to more than " + format_number(kMaxExpandedNodes) + " nodes, its subgraphs' copies counted");
+        }
+        return;
+      }
       const Json& n = list[i];
       const std::string node_at = child_pointer(at + "/nodes", i);
       const std::optional<std::string> own_id = n.is_object() && n.contains("id") ? id_text(n["id"]) : std::nullopt;
@@ -177,7 +188,7 @@ class Flattened {
       node.at = node_at;
       read_inputs(n, node_at, scope, node);
       if (const auto def = definitions_.find(node.type); def != definitions_.end()) {
-        expand(id, node, *def->second.json, def->second.at, forced_mode, depth);
+        expand(id, node, def->first, def->second, forced_mode, depth);
         continue;
       }
       if (nodes.contains(id)) {
@@ -219,13 +230,24 @@ class Flattened {
   }
 
   // An instance of a subgraph: its definition's nodes, scoped by the instance's id.
-  void expand(const std::string& id, const UiNode& instance_node, const Json& definition, const std::string& definition_at, int forced_mode,
-              int depth) {
-    if (depth >= kMaxSubgraphDepth) {
-      problems_.add(instance_node.at, "subgraphs nest more than " + std::to_string(kMaxSubgraphDepth) +
-                                          " deep (does one contain itself?)");
+  void expand(const std::string& id, const UiNode& instance_node, const std::string& definition_id, const Definition& def, int forced_mode, int depth) {
+    const Json& definition = *def.json;
+    const std::string& definition_at = def.at;
+    if (std::find(expanding_.begin(), expanding_.end(), definition_id) != expanding_.end()) {
+      std::string path;
+      for (const std::string& d : expanding_) path += d + " > ";
+      problems_.add(instance_node.at, "subgraph " + definition_id + " contains itself (" + path + definition_id + ")");
       return;
     }
+    if (depth >= kMaxSubgraphDepth) {
+      problems_.add(instance_node.at, "subgraphs nest more than " + std::to_string(kMaxSubgraphDepth) + " deep");
+      return;
+    }
+    expanding_.push_back(definition_id);
+    struct Pop {
+      std::vector<std::string>& stack;
+      ~Pop() { stack.pop_back(); }
+    } pop{expanding_};
     Instance instance{id, {}, boundary_id(definition, "inputNode"), boundary_id(definition, "outputNode")};
     // The instance's inputs by name, matched to the definition's inputs in their order.
     if (definition.contains("inputs") && definition["inputs"].is_array()) {
@@ -248,6 +270,8 @@ class Flattened {
 
   Problems& problems_;
   std::map<std::string, Definition> definitions_;
+  std::vector<std::string> expanding_;  // the definitions being expanded, outermost first
+  std::size_t expanded_ = 0;            // nodes read, every copy counted
 };
 
 // What an input receives: a value or a link ([id, slot]); nothing (fed by a muted node: ComfyUI runs
