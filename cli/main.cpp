@@ -1076,6 +1076,11 @@ void add_import(CLI::App& app, Commands& commands) {
           known == nullptr ? fleetsim::parse_job_csv_columns(trace->columns) : fleetsim::parse_job_csv_columns(trace->columns, known->mapping());
       imported = fleetsim::import_job_csv(text, trace->file, columns, filter);
     }
+    if (imported.jobs == 0) {  // an empty trace replays nothing: say why rather than write it
+      std::string why;
+      for (const std::string& n : imported.notes) why += "\n  " + n;
+      throw fleetsim::InputError({fleetsim::Problem{trace->file, "", "no job was kept (check --from, --to, --tenants and --min-gpus):" + why}});
+    }
     if (trace->out.empty()) {
       std::cout << imported.csv;
     } else {

@@ -200,6 +200,8 @@ check "import trace writes the CSV header" grep -qx "submit_time,tenant,gpus,dur
 "$fleetsim" import trace --format philly "$src/tests/data/philly-sample.json" --to "1 h" --min-gpus 2 --tenants vc-a,vc-b >"$tmp/philly-window.csv" 2>"$tmp/philly-window.err"
 check "import trace keeps a window" test "$(grep -c , "$tmp/philly-window.csv")" -eq 3
 check "import trace says what it filtered out" grep -q "filtered out 1: submitted after the window" "$tmp/philly-window.err"
+"$fleetsim" import trace --format philly "$src/tests/data/philly-sample.json" --from "100 d" --out "$tmp/empty.csv" >/dev/null 2>"$tmp/empty.err"
+check "import trace with an empty window exits 2 and writes nothing" bash -c "test $? -eq 2 && test ! -e '$tmp/empty.csv' && grep -q 'no job was kept (check --from' '$tmp/empty.err'"
 printf 'id,gpu_num,submit_time,duration\n1,4,2020-07-01 08:00:00,60\n2,1,2020-07-01 08:10:00,5\n' >"$tmp/jobs-log.csv"
 "$fleetsim" --quiet import trace --format csv "$tmp/jobs-log.csv" --columns submit=submit_time,gpus=gpu_num,duration=duration >"$tmp/generic.csv"
 check "import trace reads a job CSV through a column mapping" grep -qx "600,1,5" "$tmp/generic.csv"

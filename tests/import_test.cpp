@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <functional>
+#include <unistd.h>
 
 #include "fleetsim/error.hpp"
 #include "fleetsim/import.hpp"
@@ -546,6 +547,14 @@ TEST_CASE("ComfyUI widgets outside ComfyUI's own range are errors at their point
   CHECK_THAT(error_of(graph("20", "0", "1")), Contains("/2/inputs/width: expected a number from 16 to 16384"));
   CHECK_THAT(error_of(graph("20", "1e308", "1")), Contains("/2/inputs/width"));
   CHECK_THAT(error_of(graph("20", "1024", "-1")), Contains("/2/inputs/batch_size: expected a number from 1 to 4096"));
+  // A chain of 4x upscales: each in range, together past any GPU; refused at the node it happens, never "inf GB".
+  std::string chain = R"({"1": {"class_type": "LoadImage", "inputs": {"image": "a.png"}},
+      "2": {"class_type": "UpscaleModelLoader", "inputs": {"model_name": "RealESRGAN_x4plus.pth"}})";
+  for (int i = 3; i < 12; ++i) {
+    chain += ", \"" + std::to_string(i) + R"(": {"class_type": "ImageUpscaleWithModel", "inputs": {"upscale_model": ["2", 0], "image": [")" +
+             std::to_string(i == 3 ? 1 : i - 1) + R"(", 0]}})";
+  }
+  CHECK_THAT(error_of(chain + "}"), Contains("g.json: /7: the image reaches 262,144 x 262,144 pixels, 1 images, through the nodes before it"));
 }
 
 TEST_CASE("a WfCommons instance with a negative file size or a repeated task id is rejected at its pointer", "[import][wfcommons]") {
@@ -583,4 +592,31 @@ TEST_CASE("a scenario's job trace whose header names a column twice is refused",
   CHECK_THAT(test::scenario_error(R"({"name": "x", "catalog": ["unit-catalog.json"], "cluster": {"nodes": [{"type": "unit-node-4", "count": 1}]},
       "workload": [{"trace": "twice-jobs.csv"}]})"),
              Contains("twice-jobs.csv: line 1: the column \"gpus\" is named twice in the header"));
+}
+
+TEST_CASE("an imported job trace reads back through the scenario loader: tenants with commas quoted, jobs past 65,536 GPUs dropped", "[import][trace]") {
+  const std::string log =
+      "user,gpu_num,submit_time,duration\n"
+      "\"smith, j\",8,0,60\n"
+      "\"say \"\"hi\"\"\",2,10,60\n"
+      "doe,4,30,60\n";
+  const TraceImport imported = import_job_csv(log, "log.csv", parse_job_csv_columns("submit=submit_time,gpus=gpu_num,duration=duration,tenant=user"));
+  CHECK(imported.csv == "submit_time,tenant,gpus,duration\n0,\"smith, j\",8,60\n10,\"say \"\"hi\"\"\",2,60\n30,doe,4,60\n");
+  // Philly's log names each GPU a job held: one of 100,000 is no row a scenario can replay.
+  std::string gpus;
+  for (int g = 0; g < 100'000; ++g) gpus += (g ? ",\"g" : "\"g") + std::to_string(g) + "\"";
+  const TraceImport huge = import_philly_trace(R"([{"vc": "a", "submitted_time": "2017-10-03 14:05:59", "attempts": [{"start_time": "2017-10-03 14:06:10",
+      "end_time": "2017-10-03 15:06:10", "detail": [{"ip": "m1", "gpus": [)" + gpus + R"(]}]}]}])", "big.json");
+  CHECK(huge.jobs == 0);
+  CHECK(std::any_of(huge.notes.begin(), huge.notes.end(), [](const std::string& n) { return n.find("filtered out 1: more than 65,536 GPUs") != std::string::npos; }));
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fleetsim-trace-roundtrip-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  write_output_file(dir / "jobs.csv", "the trace", [&](std::ostream& o) { o << imported.csv; });
+  const Scenario sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-4", "count": 2}]},
+      "tenants": [{"name": "smith, j"}, {"name": "say \"hi\""}, {"name": "doe"}],
+      "workflows": {"unused": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+      "workload": [{"trace": ")" + (dir / "jobs.csv").string() + R"("}])");
+  const RunResult run = simulate(sc);
+  std::filesystem::remove_all(dir);
+  CHECK(run.trace.tasks.size() == 3);
 }

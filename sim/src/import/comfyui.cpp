@@ -23,6 +23,10 @@ using detail::ComfyRole;
 using detail::ComfyStage;
 
 // Pixel size of what flows along a link (images and latents alike), with batch and video frames.
+// The largest image and batch a graph may reach (ComfyUI's own widgets stop at 16,384 a side; upscale
+// models go four times past it once).
+constexpr double kMaxSide = 65'536, kMaxImages = 65'536;
+
 struct Size {
   double width = 1024, height = 1024, batch = 1, frames = 1;
   bool given = false;  // false: no node of the graph set it, the default stands
@@ -482,6 +486,14 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
       }
     }
 
+    // Chains of upscales and batch repeats multiply the size; past what any GPU holds it is an error at
+    // the node where it happens, not an infinite working set further on.
+    if (!(s.width <= kMaxSide && s.height <= kMaxSide && s.batch * s.frames <= kMaxImages)) {
+      problems.add(detail::child_pointer("", n->id), "the image reaches " + format_number(s.width) + " x " + format_number(s.height) + " pixels, " +
+                                                        format_number(s.batch * s.frames) + " images, through the nodes before it: more than any GPU holds (at most " +
+                                                        format_number(kMaxSide) + " pixels a side and " + format_number(kMaxImages) + " images)");
+      problems.throw_if_any();
+    }
     // The family's stage for the node's role; SDXL's where the family has none (or none was told).
     const ComfyFamily* family = n->family;
     const auto stage_of = [&](ComfyStage ComfyFamily::*which) -> std::pair<const ComfyFamily*, const ComfyStage*> {

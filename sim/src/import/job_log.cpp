@@ -109,6 +109,23 @@ std::optional<std::string> repeated_column(const std::vector<std::string>& heade
   return std::nullopt;
 }
 
+namespace {
+
+// The most GPUs a row of the job trace may ask for (the scenario loader's limit).
+constexpr std::size_t kMaxTraceGpus = 65'536;
+
+// A cell as the trace's reader reads it back: quoted where it holds a comma, a quote or edge spaces;
+// line breaks, which no CSV line can hold, become spaces.
+std::string csv_cell(std::string text) {
+  std::replace_if(text.begin(), text.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+  if (text.find_first_of(",\"") == std::string::npos && (text.empty() || (text.front() != ' ' && text.back() != ' '))) return text;
+  std::string quoted = "\"";
+  for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
+}  // namespace
+
 TraceImport write_job_trace(std::vector<LoggedJob> jobs, const TraceFilter& filter, bool with_tenant, std::size_t logged,
                             const std::vector<std::pair<std::string, std::size_t>>& dropped) {
   std::stable_sort(jobs.begin(), jobs.end(), [](const LoggedJob& a, const LoggedJob& b) { return a.submit_s < b.submit_s; });
@@ -116,7 +133,8 @@ TraceImport write_job_trace(std::vector<LoggedJob> jobs, const TraceFilter& filt
   std::map<std::string, std::size_t> filtered;
   std::erase_if(jobs, [&](const LoggedJob& j) {
     const double t = j.submit_s - log_start_s;
-    const char* why = t < filter.from_s                ? "submitted before the window"
+    const char* why = j.gpus > kMaxTraceGpus           ? "more than 65,536 GPUs (the most a trace row may ask for)"
+                      : t < filter.from_s              ? "submitted before the window"
                       : t >= filter.to_s               ? "submitted after the window"
                       : j.gpus < filter.min_gpus       ? "fewer GPUs than the minimum"
                       : !filter.tenants.empty() && std::find(filter.tenants.begin(), filter.tenants.end(), j.tenant) == filter.tenants.end()
@@ -133,7 +151,7 @@ TraceImport write_job_trace(std::vector<LoggedJob> jobs, const TraceFilter& filt
   for (const LoggedJob& j : jobs) {
     out.csv += shortest_text(j.submit_s - first_s) + ',';
     if (with_tenant) {
-      out.csv += j.tenant + ',';
+      out.csv += csv_cell(j.tenant) + ',';
       ++tenants[j.tenant];
     }
     out.csv += std::to_string(j.gpus) + ',' + shortest_text(j.duration_s) + '\n';
