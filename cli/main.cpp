@@ -34,6 +34,7 @@
 #include "fleetsim/realexec.hpp"
 #include "fleetsim/report.hpp"
 #include "fleetsim/simulation.hpp"
+#include "fleetsim/suggest.hpp"
 
 namespace {
 
@@ -358,7 +359,7 @@ int run_kernels(const KernelsArgs& args) {
   if (gpu == nullptr) {
     std::string known;
     for (const auto& [id, g] : fleetsim::Catalog::builtin().gpus()) known += (known.empty() ? "" : ", ") + id;
-    throw bad("--gpu", "unknown GPU type \"" + args.gpu + "\" (expected one of " + known + ")");
+    throw bad("--gpu", "unknown GPU type \"" + args.gpu + "\" (expected one of " + known + ")" + fleetsim::did_you_mean_key(args.gpu, fleetsim::Catalog::builtin().gpus()));
   }
   const auto dtype = fleetsim::parse_dtype(args.dtype);
   if (!dtype) throw bad("--dtype", "expected fp64, fp32, tf32, bf16, fp16, fp8 or int8, found \"" + args.dtype + "\"");
@@ -380,7 +381,8 @@ int run_kernels(const KernelsArgs& args) {
     if (arch == nullptr) {
       std::string known;
       for (const auto& [id, a] : fleetsim::Catalog::builtin().architectures()) known += (known.empty() ? "" : ", ") + id;
-      throw bad("--model", "unknown architecture \"" + args.model + "\" (expected one of " + known + ")");
+      throw bad("--model", "unknown architecture \"" + args.model + "\" (expected one of " + known + ")" +
+                           fleetsim::did_you_mean_key(args.model, fleetsim::Catalog::builtin().architectures()));
     }
     fleetsim::StepShape shape = parse_step_shape(args.shape);
     if (args.runtime.empty()) {

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include "fleetsim/suggest.hpp"
 #include "fleetsim/units.hpp"
 
 using fleetsim::Dimension;
@@ -78,4 +79,14 @@ TEST_CASE("one number reader: finite numbers only, the whole text, for every fil
     CHECK_FALSE(parse_number(bad).has_value());
   }
   CHECK_FALSE(parse_number(std::string(400, '9')).has_value());  // beyond a double's range, not an exception
+}
+
+TEST_CASE("did you mean: the one known name a few edits away, or nothing", "[input]") {
+  const std::vector<std::string> nodes{"hgx-h100-8", "hgx-h200-8", "hgx-a100-8", "l40s-pcie-8"};
+  CHECK(fleetsim::closest_name("hgx-h100-9", {"hgx-h100-8", "l40s-pcie-8"}) == "hgx-h100-8");
+  CHECK(fleetsim::closest_name("HGX-H100-8", nodes) == "hgx-h100-8");  // names are case-sensitive: the right case is suggested
+  CHECK(fleetsim::closest_name("hgx-h300-8", nodes).empty());  // as near to the H100 as to the H200: no guess
+  CHECK(fleetsim::closest_name("tpd", {"tdp", "name", "vram"}) == "tdp");  // a swap of neighbours is one edit
+  CHECK(fleetsim::closest_name("banana", nodes).empty());
+  CHECK(fleetsim::did_you_mean("fifp", {"fifo", "sjf"}) == "; did you mean \"fifo\"?");
 }

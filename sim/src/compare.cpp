@@ -5,6 +5,7 @@
 #include "fleetsim/error.hpp"
 #include "fleetsim/simulation.hpp"
 #include "parallel.hpp"
+#include "fleetsim/suggest.hpp"
 
 namespace fleetsim {
 
@@ -81,7 +82,7 @@ std::vector<PolicyRuns> compare_policies(const Scenario& scenario, const std::ve
   for (const std::string& name : policies) {
     const PolicyInfo* info = find_policy(name);
     if (info == nullptr) {
-      problems.push_back(Problem{"--policies", "", "unknown policy \"" + name + "\" (expected one of " + policy_names() + ")"});
+      problems.push_back(Problem{"--policies", "", "unknown policy \"" + name + "\" (expected one of " + policy_names() + ")" + did_you_mean(name, policy_ids())});
       continue;
     }
     Scenario sc = with_policy(scenario, *info);

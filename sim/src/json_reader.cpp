@@ -1,5 +1,7 @@
 #include "json_reader.hpp"
 
+#include "fleetsim/suggest.hpp"
+
 #include <cmath>
 #include <set>
 
@@ -284,7 +286,7 @@ void ObjectReader::finish() {
       if (valid.find("\"" + k + "\"") != std::string::npos) continue;
       valid += (valid.empty() ? "" : ", ") + ("\"" + k + "\"");
     }
-    problems_.add(pointer(key), "unknown field (expected one of " + valid + ")");
+    problems_.add(pointer(key), "unknown field (expected one of " + valid + ")" + did_you_mean(key, known_));
   }
 }
 

@@ -16,6 +16,7 @@
 #include "fleetsim/topology.hpp"
 #include "import/job_log.hpp"
 #include "loaders.hpp"
+#include "fleetsim/suggest.hpp"
 
 namespace fleetsim {
 namespace {
@@ -108,7 +109,7 @@ void read_cluster(const Json& value, const std::string& pointer, Problems& probl
         group.count = static_cast<int>(g.integer("count", Need::required, 1, 100'000).value_or(0));
         const auto type = g.string("type", Need::required);
         const NodeType* node = type ? catalog.node(*type) : nullptr;
-        if (type && node == nullptr) g.problem("type", "unknown node type \"" + *type + "\" (see `fleetsim catalog`)");
+        if (type && node == nullptr) g.problem("type", "unknown node type \"" + *type + "\" (see `fleetsim catalog`)" + did_you_mean_key(*type, catalog.nodes()));
         if (node != nullptr) {
           group.node = *node;
           if (const Json* o = g.field("node_overrides")) {
@@ -117,7 +118,7 @@ void read_cluster(const Json& value, const std::string& pointer, Problems& probl
             r.finish();
           }
           const GpuType* gpu = catalog.gpu(group.node.gpu);
-          if (gpu == nullptr) g.problem("node_overrides", "unknown GPU type \"" + group.node.gpu + "\"");
+          if (gpu == nullptr) g.problem("node_overrides", "unknown GPU type \"" + group.node.gpu + "\"" + did_you_mean_key(group.node.gpu, catalog.gpus()));
           if (gpu != nullptr) {
             group.gpu = *gpu;
             if (const Json* o = g.field("gpu_overrides")) {
@@ -442,7 +443,7 @@ void read_trace(ObjectReader& s, Scenario& sc, const std::string& base_dir) {
   const std::optional<std::string> default_tenant = s.string("tenant", Need::optional);
   const std::string reference = s.string_or("reference_gpu", sc.cluster.groups.empty() ? "" : sc.cluster.groups[0].gpu.id);
   const GpuType* ref = sc.catalog.gpu(reference);
-  if (ref == nullptr) s.problem("reference_gpu", "unknown GPU type \"" + reference + "\"");
+  if (ref == nullptr) s.problem("reference_gpu", "unknown GPU type \"" + reference + "\"" + did_you_mean_key(reference, sc.catalog.gpus()));
   // A public log is converted as `fleetsim import trace` converts it; its rows are then the CSV's.
   std::vector<std::string_view> formats{"csv", "philly"};
   for (const JobLogFormat& f : job_log_formats()) formats.push_back(f.name);
@@ -622,7 +623,7 @@ void read_policy(ObjectReader& top, PolicySpec& policy, const std::string& base_
   p.finish();
   const PolicyInfo* info = find_policy(policy.name);
   if (info == nullptr) {
-    p.problem("name", "unknown policy \"" + policy.name + "\" (expected one of " + policy_names() + ")");
+    p.problem("name", "unknown policy \"" + policy.name + "\" (expected one of " + policy_names() + ")" + did_you_mean(policy.name, policy_ids()));
     return;
   }
   static const Json kNoParams = Json::object();
@@ -1083,7 +1084,7 @@ ClusterSpec cluster_of(const std::string& node_type, int count) {
     std::string known;
     for (const auto& [id, node] : catalog.nodes()) known += (known.empty() ? "" : ", ") + id;
     throw InputError({Problem{"--cluster", "", "unknown node type \"" + node_type + "\" (expected one of " + known +
-                                                   ", or a cluster file)"}});
+                                                   ", or a cluster file)" + did_you_mean_key(node_type, catalog.nodes())}});
   }
   Problems problems("--cluster");
   ClusterSpec cluster;

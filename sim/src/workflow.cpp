@@ -3,6 +3,7 @@
 #include <boost/graph/topological_sort.hpp>
 #include <map>
 
+#include "fleetsim/suggest.hpp"
 #include "fleetsim/workflow.hpp"
 #include "loaders.hpp"
 
@@ -27,7 +28,7 @@ void read_model_step(ObjectReader& w, TaskSpec& task, const Catalog& catalog) {
   if (id && found == catalog.architectures().end()) {
     std::string known;
     for (const auto& [name, a] : catalog.architectures()) known += (known.empty() ? "" : ", ") + name;
-    w.problem("architecture", "unknown architecture \"" + *id + "\" (expected one of " + known + ")");
+    w.problem("architecture", "unknown architecture \"" + *id + "\" (expected one of " + known + ")" + did_you_mean_key(*id, catalog.architectures()));
   }
   StepShape& s = task.shape;
   s.batch = w.number("batch", Need::optional, 1, 1e6).value_or(1);

@@ -276,6 +276,7 @@ void load_policy_plugin(const std::string& path);
 const PolicyInfo* find_policy(std::string_view name);
 // "fifo, sjf, ..." for error messages.
 std::string policy_names();
+std::vector<std::string> policy_ids();  // the registered names, in order
 std::string_view param_type_name(ParamType type);
 
 }  // namespace fleetsim

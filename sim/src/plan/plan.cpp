@@ -13,6 +13,7 @@
 #include "fleetsim/error.hpp"
 #include "fleetsim/policy.hpp"
 #include "fleetsim/simulation.hpp"
+#include "fleetsim/suggest.hpp"
 
 namespace fleetsim {
 namespace {
@@ -64,7 +65,8 @@ PlanSpec parse_plan(std::string_view json_text, const std::string& file_name, co
         if (p.node_types.empty() && s.field("node_types") == nullptr) s.problem("node_types", "expected a list of catalog node types");
         for (std::size_t i = 0; i < p.node_types.size(); ++i) {
           if (Catalog::builtin().node(p.node_types[i]) == nullptr) {
-            problems.add(detail::child_pointer(s.pointer("node_types"), i), "unknown node type \"" + p.node_types[i] + "\" (fleetsim catalog lists them)");
+            problems.add(detail::child_pointer(s.pointer("node_types"), i), "unknown node type \"" + p.node_types[i] + "\" (fleetsim catalog lists them)" +
+                                                                                 did_you_mean_key(p.node_types[i], Catalog::builtin().nodes()));
           }
         }
         if (const Json* nodes = s.field("nodes", Need::required)) {
@@ -87,7 +89,8 @@ PlanSpec parse_plan(std::string_view json_text, const std::string& file_name, co
         p.policies = strings(s, "policies");
         for (std::size_t i = 0; i < p.policies.size(); ++i) {
           if (find_policy(p.policies[i]) == nullptr) {
-            problems.add(detail::child_pointer(s.pointer("policies"), i), "unknown policy \"" + p.policies[i] + "\" (expected one of " + policy_names() + ")");
+            problems.add(detail::child_pointer(s.pointer("policies"), i), "unknown policy \"" + p.policies[i] + "\" (expected one of " + policy_names() + ")" +
+                                                                              did_you_mean(p.policies[i], policy_ids()));
           }
         }
         s.finish();

@@ -101,6 +101,12 @@ const PolicyInfo* find_policy(std::string_view name) {
   return nullptr;
 }
 
+std::vector<std::string> policy_ids() {
+  std::vector<std::string> ids;
+  for (const PolicyInfo& info : policy_registry()) ids.push_back(info.name);
+  return ids;
+}
+
 std::string policy_names() {
   std::string names;
   for (const PolicyInfo& info : policy_registry()) names += (names.empty() ? "\"" : ", \"") + info.name + "\"";

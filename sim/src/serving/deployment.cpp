@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "fleetsim/suggest.hpp"
 #include "../loaders.hpp"
 #include "fleetsim/serving.hpp"
 #include "serving_model.hpp"
@@ -100,7 +101,9 @@ void read_engine(ObjectReader& top, ServingDeployment& d, bool cluster_ok) {
   } else {
     std::string known;
     for (const EngineProfile& other : engine_profiles()) known += (known.empty() ? "" : ", ") + other.id;
-    top.problem("engine", "unknown engine \"" + id + "\" (expected one of " + known + ")");
+    std::vector<std::string> ids;
+    for (const EngineProfile& other : engine_profiles()) ids.push_back(other.id);
+    top.problem("engine", "unknown engine \"" + id + "\" (expected one of " + known + ")" + did_you_mean(id, ids));
   }
   const Json* value = top.field("knobs");
   if (value == nullptr) return;
@@ -238,7 +241,7 @@ ServingDeployment parse_serving(std::string_view json_text, const std::string& f
       for (const auto& [aid, arch] : Catalog::builtin().architectures()) {
         if (arch->family == "transformer" && arch->number("vocab", 0) > 0) known += (known.empty() ? "" : ", ") + aid;
       }
-      top.problem("model", "unknown architecture \"" + *id + "\" (LLMs in the catalog: " + known + ")");
+      top.problem("model", "unknown architecture \"" + *id + "\" (LLMs in the catalog: " + known + ")" + did_you_mean_key(*id, Catalog::builtin().architectures()));
     } else if (a->family != "transformer" || a->number("vocab", 0) <= 0 || a->number("causal", 1) == 0) {
       top.problem("model", "\"" + *id + "\" is a " + a->family + " without a vocabulary, not an LLM a serving engine runs");
     } else {

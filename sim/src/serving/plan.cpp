@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "fleetsim/suggest.hpp"
 #include "../loaders.hpp"
 #include "../parallel.hpp"
 #include "fleetsim/compare.hpp"
@@ -134,7 +135,8 @@ ServingPlan parse_serving_plan(std::string_view json_text, const std::string& fi
     strings("node_types", plan.node_types, true);
     for (std::size_t i = 0; i < plan.node_types.size(); ++i) {
       if (Catalog::builtin().node(plan.node_types[i]) == nullptr) {
-        problems.add(detail::child_pointer("/search/node_types", i), "unknown node type \"" + plan.node_types[i] + "\" (see `fleetsim catalog`)");
+        problems.add(detail::child_pointer("/search/node_types", i), "unknown node type \"" + plan.node_types[i] + "\" (see `fleetsim catalog`)" +
+                                                                                   did_you_mean_key(plan.node_types[i], Catalog::builtin().nodes()));
       }
     }
     strings("engines", plan.engines, false);
