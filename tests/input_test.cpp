@@ -346,3 +346,15 @@ TEST_CASE("a key given twice in one JSON object is an error at its pointer, not 
   // The same key in different objects is no repeat.
   CHECK(scenario_error(scenario_with(kOneNode, R"({"name": "t", "work": {"flop": "1 TFLOP"}})", R"(, "tenants": [{"name": "a"}])")).empty());
 }
+
+TEST_CASE("a field that failed is reported once, not again through the fields that depend on it", "[input]") {
+  const std::string msg = scenario_error(R"({"name": "h", "horizon": "soon", "catalog": ["unit-catalog.json"],
+      "cluster": {"nodes": [{"type": "unit-node-4", "count": 1}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "poisson", "rate": "1 /s"}},
+                   {"workflow": "w", "arrival": {"process": "posson", "rate": "1 /s", "count": 5}}]})");
+  CHECK_THAT(msg, Contains("/horizon: expected a duration"));
+  CHECK_THAT(msg, Contains("/workload/1/arrival/process: expected one of") && Contains("did you mean \"poisson\"?"));
+  CHECK_THAT(msg, !Contains("/workload/0/arrival/count"));  // not "no horizon": there is one, malformed
+  CHECK_THAT(msg, !Contains("/workload/1/arrival/rate"));   // not "unknown field": the process that knows it was misspelt
+}

@@ -103,6 +103,9 @@ class ObjectReader {
   void problem(std::string_view key, std::string message);
   // Reports unknown fields. Call after every accessor.
   void finish();
+  // Ends reading without reporting unknown fields: where a field that decides the others (an arrival's
+  // process) was itself wrong, so its fields are not reported again as unknown.
+  void finish_without_unknowns() { object_ = nullptr; }
 
  private:
   const Json* object_ = nullptr;

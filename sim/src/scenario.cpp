@@ -349,7 +349,9 @@ std::string about(double n) {
 // The most arrivals one stream may make: its count, or what its rate implies until the horizon.
 constexpr std::int64_t kMaxArrivals = 100'000'000;
 
-ArrivalSpec read_arrival(ObjectReader& s, double horizon_s) {
+// `horizon_given`: the scenario has a "horizon" field, well formed or not (a malformed one is reported
+// at itself, not again here as a missing horizon).
+ArrivalSpec read_arrival(ObjectReader& s, double horizon_s, bool horizon_given) {
   const bool has_horizon = std::isfinite(horizon_s);
   ArrivalSpec a;
   const Json* value = s.field("arrival", Need::required);
@@ -413,9 +415,11 @@ ArrivalSpec read_arrival(ObjectReader& s, double horizon_s) {
     }
   } else {
     r.problem("process", "expected one of \"once\", \"periodic\", \"poisson\", \"times\", \"bursty\", \"diurnal\", "
-                         "\"closed\", found \"" + process + "\"");
+                         "\"closed\", found \"" + process + "\"" +
+                         did_you_mean(process, {"once", "periodic", "poisson", "times", "bursty", "diurnal", "closed"}));
+    r.finish_without_unknowns();  // the process's own fields are not known when the process is not
   }
-  if (until_horizon && !has_horizon &&
+  if (until_horizon && !has_horizon && !horizon_given &&
       (a.process == ArrivalProcess::periodic || a.process == ArrivalProcess::poisson ||
        a.process == ArrivalProcess::bursty || a.process == ArrivalProcess::diurnal)) {
     r.problem("count", "missing: without a count, arrivals go on until the horizon, and the scenario has no \"horizon\"");
@@ -605,7 +609,7 @@ void read_workload(ObjectReader& top, Scenario& sc, const std::vector<std::strin
         stream.workflow = static_cast<std::uint32_t>(it - sc.workflows.begin());
       }
     }
-    stream.arrival = read_arrival(s, sc.horizon_s);
+    stream.arrival = read_arrival(s, sc.horizon_s, top.field("horizon") != nullptr);
     s.finish();
     sc.streams.push_back(std::move(stream));
   }
