@@ -349,6 +349,28 @@ std::string about(double n) {
 // The most arrivals one stream may make: its count, or what its rate implies until the horizon.
 constexpr std::int64_t kMaxArrivals = 100'000'000;
 
+// Until the horizon, the busiest rate the process reaches bounds how many arrivals it makes.
+double peak_rate(const ArrivalSpec& a) {
+  return a.process == ArrivalProcess::periodic ? 1 / a.interval_s
+         : a.process == ArrivalProcess::poisson ? a.rate_per_s
+         : a.process == ArrivalProcess::bursty  ? std::max(a.rate_per_s, a.off_rate_per_s)
+         : a.process == ArrivalProcess::diurnal ? a.rate_per_s * (1 + a.amplitude)
+                                                : 0;
+}
+
+// The most arrivals a stream can make: its count (per user, closed), its list of times, or what its busiest
+// rate makes until the horizon.
+double most_arrivals(const ArrivalSpec& a, double horizon_s) {
+  if (a.process == ArrivalProcess::times) return static_cast<double>(a.times_s.size());
+  if (a.process == ArrivalProcess::closed) return static_cast<double>(a.users) * static_cast<double>(std::max<std::int64_t>(a.count, 0));
+  if (a.count >= 0) return static_cast<double>(a.count);
+  return std::isfinite(horizon_s) ? peak_rate(a) * std::max(0.0, horizon_s - a.start_s) : 0;
+}
+
+// A run holds every task of every arrival in memory (its trace record, some 200 bytes each): past this
+// many, a workload is refused at load rather than run out of memory (10^8 arrivals took 22 GB).
+constexpr double kMaxTaskRecords = 20'000'000;
+
 // `horizon_given`: the scenario has a "horizon" field, well formed or not (a malformed one is reported
 // at itself, not again here as a missing horizon).
 ArrivalSpec read_arrival(ObjectReader& s, double horizon_s, bool horizon_given) {
@@ -424,13 +446,7 @@ ArrivalSpec read_arrival(ObjectReader& s, double horizon_s, bool horizon_given) 
        a.process == ArrivalProcess::bursty || a.process == ArrivalProcess::diurnal)) {
     r.problem("count", "missing: without a count, arrivals go on until the horizon, and the scenario has no \"horizon\"");
   }
-  // Until the horizon, the busiest rate the process reaches bounds how many arrivals it makes.
-  const double peak_rate = a.process == ArrivalProcess::periodic ? 1 / a.interval_s
-                           : a.process == ArrivalProcess::poisson ? a.rate_per_s
-                           : a.process == ArrivalProcess::bursty  ? std::max(a.rate_per_s, a.off_rate_per_s)
-                           : a.process == ArrivalProcess::diurnal ? a.rate_per_s * (1 + a.amplitude)
-                                                                  : 0;
-  const double implied = peak_rate * (horizon_s - a.start_s);
+  const double implied = peak_rate(a) * (horizon_s - a.start_s);
   if (until_horizon && has_horizon && r.ok() && implied > static_cast<double>(kMaxArrivals)) {
     r.problem(a.process == ArrivalProcess::periodic ? "interval" : "rate",
               "would make up to " + about(implied) + " arrivals before the horizon, over the 100,000,000 a stream may have: give a count, a slower rate or an earlier horizon");
@@ -612,6 +628,14 @@ void read_workload(ObjectReader& top, Scenario& sc, const std::vector<std::strin
     stream.arrival = read_arrival(s, sc.horizon_s, top.field("horizon") != nullptr);
     s.finish();
     sc.streams.push_back(std::move(stream));
+  }
+  double records = 0;
+  for (const Stream& s : sc.streams) {
+    if (s.workflow < sc.workflows.size()) records += most_arrivals(s.arrival, sc.horizon_s) * static_cast<double>(sc.workflows[s.workflow].tasks.size());
+  }
+  if (records > kMaxTaskRecords) {
+    top.problem("workload", "would make up to " + about(records) + " tasks (each stream's arrivals times its workflow's tasks), over the 20,000,000 a run "
+                            "holds in memory: fewer arrivals, a slower rate or an earlier horizon");
   }
 }
 
