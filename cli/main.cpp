@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <cerrno>
+#include <cmath>
 #include <charconv>
 #include <limits>
 #include <optional>
@@ -648,7 +649,13 @@ int run_execute(const RunArgs& args) {
   if (args.backend != "cpu" && args.backend != "cuda") {
     throw fleetsim::InputError({fleetsim::Problem{"--backend", "", "expected cpu or cuda, found \"" + args.backend + "\""}});
   }
-  if (!(args.work_scale > 0)) throw fleetsim::InputError({fleetsim::Problem{"--work-scale", "", "expected a positive number"}});
+  // Finite and within what a real run can be asked to do: 1e300 scales every task to nothing measurable.
+  if (!(args.work_scale > 0 && args.work_scale <= 1e6)) {
+    throw fleetsim::InputError({fleetsim::Problem{"--work-scale", "", "expected a positive number up to 1e6"}});
+  }
+  if (!(args.max_seconds > 0 && std::isfinite(args.max_seconds))) {
+    throw fleetsim::InputError({fleetsim::Problem{"--max-seconds", "", "expected a positive number of seconds"}});
+  }
   if (std::string why; args.backend == "cuda" && !fleetsim::cuda_available(&why)) {
     throw fleetsim::DeviceError("the CUDA backend cannot run here: " + why);  // before planning, and before joining mpirun's ranks
   }

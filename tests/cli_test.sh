@@ -154,6 +154,10 @@ check "run writes the measured trace" test "$(wc -l <"$tmp/real/trace.csv")" -eq
 check "run writes one error row per task" test "$(wc -l <"$tmp/real/task_errors.csv")" -eq 16
 "$fleetsim" run "$src/scenarios/cpu-validate.json" --work-scale 0 2>"$tmp/scale.err"
 check "run --work-scale 0 exits 2" test $? -eq 2
+"$fleetsim" run "$src/scenarios/cpu-validate.json" --work-scale 1e300 >/dev/null 2>"$tmp/scale.err"
+check "run --work-scale 1e300 exits 2" test $? -eq 2
+"$fleetsim" run "$src/scenarios/cpu-validate.json" --work-scale 0.05 --max-seconds nan >/dev/null 2>"$tmp/maxs.err"
+check "run --max-seconds nan exits 2 naming it" bash -c "test $? -eq 2 && grep -q -- '--max-seconds: expected a positive number' '$tmp/maxs.err'"
 "$fleetsim" run "$src/scenarios/default.json" 2>"$tmp/big.err"
 check "run refuses hours of work and says how to shrink it" grep -q "run it with --work-scale" "$tmp/big.err"
 "$fleetsim" run "$src/scenarios/cpu-validate.json" --work-scale 0.05 --backend cuda >"$tmp/cuda.txt" 2>"$tmp/cuda.err"

@@ -358,3 +358,9 @@ TEST_CASE("a field that failed is reported once, not again through the fields th
   CHECK_THAT(msg, !Contains("/workload/0/arrival/count"));  // not "no horizon": there is one, malformed
   CHECK_THAT(msg, !Contains("/workload/1/arrival/rate"));   // not "unknown field": the process that knows it was misspelt
 }
+
+TEST_CASE("a MIG instance of no memory is refused", "[input]") {
+  CHECK_THAT(scenario_error(R"({"name": "m", "catalog": ["unit-catalog.json"], "cluster": {"nodes": [{"type": "unit-node-1", "count": 1, "mig": {"slices": 2, "vram": "0 GB"}}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}}, "workload": [{"workflow": "w", "arrival": {"process": "once"}}]})"),
+             Contains("/cluster/nodes/0/mig/vram: expected a positive size for each instance, found 0 B"));
+}

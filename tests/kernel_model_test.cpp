@@ -213,6 +213,9 @@ TEST_CASE("measured kernels and kernel constants are read strictly", "[kernels][
   CHECK_THAT(error_of("name,kernel,m,n,k,time_us\na,attention,1,2,3,4\n"), Catch::Contains("batch column"));
   CHECK_THAT(error_of("name,kernel,m,n,k,time_us\na,conv,1,2,3,4\n"), Catch::Contains("column kernel"));
   CHECK_THAT(error_of("name,kernel,m,n,k,time_us\n"), Catch::Contains("found none"));
+  std::string many = "name,kernel,m,n,k,time_us\n";
+  for (int i = 0; i < 100001; ++i) many += "a,gemm,1,2,3,4\n";
+  CHECK_THAT(error_of(many), Catch::Contains("k.csv: line 100002: expected at most 100000 rows of kernels"));
   // Not numbers, though strtod and from_chars read them as such.
   CHECK_THAT(error_of("name,kernel,m,n,k,time_us\na,gemm,1,2,3,inf\n"), Catch::Contains("line 2, column time_us: expected a positive number, found \"inf\""));
   CHECK_THAT(error_of("name,kernel,m,n,k,time_us\na,gemm,nan,2,3,4\n"), Catch::Contains("line 2, column m: expected a positive number, found \"nan\""));

@@ -174,6 +174,8 @@ TEST_CASE("malformed plan files are refused with the field named", "[plan]") {
   CHECK_THAT(plan_error(R"({"base": "nowhere.json", )" + search + "}"), Catch::Contains("p.json: /base: expected a scenario file"));
   CHECK_THAT(plan_error(R"({"base": "comfyui-studio.json", "search": {"node_types": ["dgx-9000"], "nodes": {"min": 1, "max": 2}}})"),
              Catch::Contains("/search/node_types/0: unknown node type \"dgx-9000\""));
+  CHECK_THAT(plan_error(R"({"base": "comfyui-studio.json", "search": {"node_types": ["hgx-h100-8", "hgx-h100-8"], "nodes": {"min": 1, "max": 2}}})"),
+             Catch::Contains("/search/node_types/1: \"hgx-h100-8\" is listed twice"));
   CHECK_THAT(plan_error(R"({"base": "comfyui-studio.json", "search": {"node_types": ["hgx-h100-8"], "nodes": {"min": 3, "max": 2}}})"),
              Catch::Contains("/search/nodes/max: expected at least min"));
   CHECK_THAT(plan_error(R"({"base": "comfyui-studio.json", "search": {"node_types": ["hgx-h100-8"], "nodes": {"min": 1, "max": 2}, "policies": ["lottery"]}})"),

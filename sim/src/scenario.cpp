@@ -64,7 +64,9 @@ void read_mig(const Json& value, const std::string& pointer, Problems& problems,
   if (!m.ok()) return;
   const auto slices = static_cast<int>(m.integer("slices", Need::required, 1, 7).value_or(1));
   const double vram = m.quantity_or("vram", Dimension::bytes, group.gpu.vram_bytes / slices);
-  if (vram * slices > group.gpu.vram_bytes * (1 + 1e-9)) {
+  if (!(vram > 0)) {
+    m.problem("vram", "expected a positive size for each instance, found " + format_quantity(vram, Dimension::bytes));
+  } else if (vram * slices > group.gpu.vram_bytes * (1 + 1e-9)) {
     m.problem("vram", std::to_string(slices) + " slices of " + format_quantity(vram, Dimension::bytes) + " exceed the GPU's " +
                           format_quantity(group.gpu.vram_bytes, Dimension::bytes));
   }

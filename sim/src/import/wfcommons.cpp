@@ -27,7 +27,11 @@ Workflow import_wfcommons(std::string_view json_text, const std::string& file_na
   if (!doc.is_object() || !doc.contains("workflow") || !doc["workflow"].is_object()) {
     fail("", "expected a WfFormat instance: an object with \"schemaVersion\" and \"workflow\"");
   }
-  const std::string version = doc.value("schemaVersion", "");
+  const Json version_value = doc.contains("schemaVersion") ? doc["schemaVersion"] : Json();
+  const std::string version = version_value.is_string() ? version_value.get<std::string>() : "";
+  if (version != "1.4" && version != "1.5") {  // other versions name their fields otherwise
+    fail("/schemaVersion", "expected \"1.4\" or \"1.5\" (the WfFormat versions this importer reads), found " + detail::describe(version_value));
+  }
   const Json& w = doc["workflow"];
 
   struct Raw {

@@ -36,6 +36,8 @@ std::vector<std::string> strings(ObjectReader& r, std::string_view key) {
   for (std::size_t i = 0; i < list->size(); ++i) {
     if (!(*list)[i].is_string()) {
       r.problems().add(detail::child_pointer(r.pointer(key), i), "expected a name, found " + detail::describe((*list)[i]));
+    } else if (std::find(out.begin(), out.end(), (*list)[i].get<std::string>()) != out.end()) {  // a line searched twice
+      r.problems().add(detail::child_pointer(r.pointer(key), i), "\"" + (*list)[i].get<std::string>() + "\" is listed twice");
     } else {
       out.push_back((*list)[i].get<std::string>());
     }
