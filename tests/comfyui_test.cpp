@@ -319,3 +319,24 @@ TEST_CASE("subgraphs are expanded as ComfyUI queues them: scoped ids, boundaries
   CHECK_THAT(error(R"({"nodes": [{"id": 1, "type": "s"}], "links": [], "definitions": {"subgraphs": [{"id": "s", "nodes": [], "links": [{"id": 1}]}]}})"),
              Contains("g.json: /definitions/subgraphs/0/links/0: expected a link"));
 }
+
+TEST_CASE("every importer's output reads back through the workflow loader, the same workflow again", "[import]") {
+  // The corpus of real ComfyUI graphs (both formats) and the WfCommons instances: what `fleetsim import`
+  // writes must be a workflow file the loader takes, and writing it again gives the same bytes.
+  std::vector<std::pair<std::string, Workflow>> imported;
+  for (const auto& entry : std::filesystem::directory_iterator(test::source_dir() + "/tests/data/comfyui-corpus")) {
+    if (entry.path().extension() != ".json" || entry.path().filename() == "expected.json" || entry.path().filename() == "manifest.json") continue;
+    imported.emplace_back(entry.path().string(), import_file(entry.path().string()));
+  }
+  for (const auto& entry : std::filesystem::directory_iterator(test::source_dir() + "/scenarios/wfcommons")) {
+    if (entry.path().extension() != ".json") continue;
+    imported.emplace_back(entry.path().string(), import_wfcommons(read_text_file(entry.path().string()), entry.path().string(), *Catalog::builtin().gpu("h100-sxm")));
+  }
+  REQUIRE(imported.size() > 60);
+  for (const auto& [file, wf] : imported) {
+    INFO(file);
+    const std::string written = workflow_json(wf);
+    const Workflow again = parse_workflow(written, file + " (as written)", Catalog::builtin());
+    CHECK(workflow_json(again) == written);
+  }
+}
