@@ -2,6 +2,7 @@
 // exactly; the KV cache holds what the engine's start-up arithmetic leaves; a saturated replica runs
 // max_num_seqs at once; preemption recomputes and loses nothing; bad deployments are refused by field.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
@@ -162,10 +163,31 @@ TEST_CASE("a request trace is replayed row by row, and a bad row is refused with
   CHECK(r.output_tokens_per_s * r.makespan_s == Approx(31));
   CHECK(r.tpot_s.max > 0);  // the one-token request has no TPOT
   write("0,100,10\n1,-3,5\n0.5,10,inf\n2,10,10\n1.5,10,10\n");
-  CHECK_THAT(error_of_file(json, file), Catch::Contains("/requests/trace: ") && Catch::Contains("r.csv line 3: column prompt_tokens: expected a whole number") &&
+  CHECK_THAT(error_of_file(json, file), Catch::Contains("/requests/trace: ") && Catch::Contains("r.csv line 3: column prompt_tokens: expected a whole number of tokens") &&
                                             Catch::Contains("line 4: column output_tokens") && Catch::Contains("line 6: column arrival_s: expected times in order"));
   write("");
-  CHECK_THAT(error_of_file(json, file), Catch::Contains("expected request rows after the header, found none"));
+  CHECK_THAT(error_of_file(json, file), Catch::Contains("expected request rows, found none"));
+  // The public traces as published: Azure's LLM inference traces, BurstGPT, Mooncake; failed requests dropped and said.
+  std::ofstream(dir / "azure.csv") << "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,4808,10\n2023-11-16 18:15:50.9951690,3180,8\n"
+                                      "2023-11-16 18:15:51.1000000,110,0\n";
+  const ServingDeployment azure = parse_serving(deployment("", R"("trace": "azure.csv", "format": "azure")"), file);
+  REQUIRE(azure.trace.size() == 2);
+  CHECK(azure.trace[1].arrival_s == Approx(4.314579));
+  CHECK(azure.trace[0].prompt == 4808);
+  CHECK(std::any_of(azure.assumptions.begin(), azure.assumptions.end(), [](const std::string& a) { return a.find("replayed 2 of the trace's 3 requests") != std::string::npos && a.find("dropped 1 that generated no token") != std::string::npos; }));
+  std::ofstream(dir / "burst.csv") << "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n5,ChatGPT,472,18,490,Conversation log\n7.5,GPT-4,1200,300,1500,API log\n";
+  const ServingDeployment burst = parse_serving(deployment("", R"("trace": "burst.csv", "format": "burstgpt")"), file);
+  REQUIRE(burst.trace.size() == 2);
+  CHECK(burst.trace[1].arrival_s == 2.5);
+  CHECK(burst.trace[1].output == 300);
+  std::ofstream(dir / "moon.jsonl") << R"({"timestamp": 0, "input_length": 6755, "output_length": 500, "hash_ids": [0, 1]})" "\n"
+                                       R"({"timestamp": 3052, "input_length": 2287, "output_length": 316, "hash_ids": [0, 2]})" "\n";
+  const ServingDeployment moon = parse_serving(deployment("", R"("trace": "moon.jsonl", "format": "mooncake")"), file);
+  REQUIRE(moon.trace.size() == 2);
+  CHECK(moon.trace[1].arrival_s == Approx(3.052));
+  CHECK(simulate_serving(moon).completed == 2);
+  std::ofstream(dir / "moon.jsonl") << R"({"timestamp": 0, "input_length": 6755.5, "output_length": 500})" "\n";
+  CHECK_THAT(error_of_file(deployment("", R"("trace": "moon.jsonl", "format": "mooncake")"), file), Catch::Contains("line 1: column input_length: expected a whole number of tokens"));
   std::filesystem::remove_all(dir);
 }
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "fleetsim/suggest.hpp"
+#include "../import/job_log.hpp"
 #include "../loaders.hpp"
 #include "fleetsim/serving.hpp"
 #include "serving_model.hpp"
@@ -40,8 +41,20 @@ TokenCount read_tokens(ObjectReader& r, std::string_view key, Need need) {
   return t;
 }
 
-// arrival_s,prompt_tokens,output_tokens: one request a line, times not decreasing.
-std::vector<ServingDeployment::Request> read_request_trace(const std::string& path, const std::string& pointer, detail::Problems& problems) {
+// The request traces a deployment replays, by format: fleetsim's own CSV, and the public traces of
+// LLM services as published.
+enum class TraceFormat { fleetsim, azure, burstgpt, mooncake };
+
+// One request of a trace as logged, before its times are made relative to the first.
+struct LoggedRequest {
+  double arrival_s;
+  std::int64_t prompt, output;
+};
+
+// Reads `path` in `format`: each request's arrival (seconds from the first; times in order), prompt and
+// output tokens. Rows a service logged without any output (failures) are dropped and counted in `notes`.
+std::vector<ServingDeployment::Request> read_request_trace(const std::string& path, TraceFormat format, const std::string& pointer,
+                                                           detail::Problems& problems, std::vector<std::string>& notes) {
   std::vector<ServingDeployment::Request> rows;
   std::string text;
   try {
@@ -50,47 +63,97 @@ std::vector<ServingDeployment::Request> read_request_trace(const std::string& pa
     problems.add(pointer, "cannot use \"" + path + "\": " + (e.problems().empty() ? std::string("cannot read it") : e.problems().front().message));
     return rows;
   }
-  std::size_t line = 0, at = 0;
+  static constexpr std::array<const char*, 4> kHeaders{"arrival_s,prompt_tokens,output_tokens", "TIMESTAMP,ContextTokens,GeneratedTokens",
+                                                       "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type", ""};
+  const std::string header = kHeaders[static_cast<std::size_t>(format)];
+  std::size_t line = 0, at = 0, lines = 0, no_output = 0;
+  double first_s = 0;
   const auto bad = [&](const std::string& why) { problems.add_repeated("bad request rows", pointer, path + " line " + std::to_string(line) + ": " + why); };
+  const auto count = [&](std::optional<double> v, std::string_view shown, const char* column, bool zero_ok) -> std::optional<std::int64_t> {
+    if (!v || *v < (zero_ok ? 0 : 1) || *v > kMaxTokens || *v != std::floor(*v)) {
+      bad(std::string("column ") + column + ": expected a whole number of tokens up to 1,048,576, found \"" + std::string(shown.substr(0, 40)) + "\"");
+      return std::nullopt;
+    }
+    return static_cast<std::int64_t>(*v);
+  };
+  const auto tokens = [&](std::string_view cell, const char* column, bool zero_ok) { return count(parse_number(cell), cell, column, zero_ok); };
   while (at < text.size()) {
     const std::size_t end = std::min(text.find('\n', at), text.size());
     std::string_view row(text.data() + at, end - at);
     at = end + 1;
     ++line;
     if (!row.empty() && row.back() == '\r') row.remove_suffix(1);
-    if (line == 1) {
-      if (row != "arrival_s,prompt_tokens,output_tokens") bad("expected the header \"arrival_s,prompt_tokens,output_tokens\", found \"" + std::string(row.substr(0, 80)) + "\"");
+    if (line == 1 && !header.empty()) {
+      if (row != header) bad("expected the header \"" + header + "\", found \"" + std::string(row.substr(0, 80)) + "\"");
       continue;
     }
-    if (row.empty()) continue;
-    std::vector<std::string_view> cells;
-    for (std::size_t b = 0;;) {
-      const std::size_t comma = std::min(row.find(',', b), row.size());
-      cells.push_back(row.substr(b, comma - b));
-      if (comma == row.size()) break;
-      b = comma + 1;
+    if (row.find_first_not_of(" \t") == std::string_view::npos) continue;
+    ++lines;
+    std::optional<double> when;
+    std::optional<std::int64_t> prompt, output;
+    const char* time_column = "arrival_s";
+    if (format == TraceFormat::mooncake) {  // {"timestamp": ms, "input_length": n, "output_length": n, "hash_ids": [...]}
+      time_column = "timestamp";
+      const detail::Json j = detail::Json::parse(row, nullptr, false);
+      const auto number = [&](const char* key) { return j.is_object() && j.contains(key) && j[key].is_number() ? std::optional(j[key].get<double>()) : std::nullopt; };
+      if (!j.is_object()) {
+        bad("expected a JSON object {\"timestamp\", \"input_length\", \"output_length\"}");
+        continue;
+      }
+      if (const auto ms = number("timestamp"); ms && std::isfinite(*ms)) when = *ms / 1000;
+      const auto shown = [&](const char* key) { return j.contains(key) ? j[key].dump() : std::string("nothing"); };
+      prompt = count(number("input_length"), shown("input_length"), "input_length", false);
+      output = count(number("output_length"), shown("output_length"), "output_length", true);
+    } else {
+      const std::vector<std::string> cells = detail::csv_cells(row);
+      const std::size_t want = format == TraceFormat::burstgpt ? 6 : 3;
+      if (cells.size() != want) {
+        bad("expected " + std::to_string(want) + " cells, as the header names them");
+        continue;
+      }
+      if (format == TraceFormat::azure) {  // "2023-11-16 18:15:46.6805900"
+        time_column = "TIMESTAMP";
+        when = detail::log_time(cells[0]);
+        prompt = tokens(cells[1], "ContextTokens", false);
+        output = tokens(cells[2], "GeneratedTokens", true);
+      } else if (format == TraceFormat::burstgpt) {  // seconds from the trace's start
+        time_column = "Timestamp";
+        when = parse_number(cells[0]);
+        prompt = tokens(cells[2], "Request tokens", false);
+        output = tokens(cells[3], "Response tokens", true);
+      } else {
+        when = parse_number(cells[0]);
+        prompt = tokens(cells[1], "prompt_tokens", false);
+        output = tokens(cells[2], "output_tokens", false);
+      }
     }
-    if (cells.size() != 3) {
-      bad("expected three cells, arrival_s,prompt_tokens,output_tokens");
+    if (!when || (format != TraceFormat::azure && *when < 0)) {
+      bad(std::string("column ") + time_column + ": expected a time, found another value");
       continue;
     }
-    const std::optional<double> t = parse_number(cells[0]), p = parse_number(cells[1]), o = parse_number(cells[2]);
-    if (!t || *t < 0) {
-      bad("column arrival_s: expected a time in seconds, 0 or more, found \"" + std::string(cells[0]) + "\"");
-    } else if (!rows.empty() && *t < rows.back().arrival_s) {
-      bad("column arrival_s: expected times in order, found " + std::string(cells[0]) + " after " + std::to_string(rows.back().arrival_s));
-    } else if (!p || *p < 1 || *p > kMaxTokens || *p != std::floor(*p)) {
-      bad("column prompt_tokens: expected a whole number from 1 to 1,048,576, found \"" + std::string(cells[1]) + "\"");
-    } else if (!o || *o < 1 || *o > kMaxTokens || *o != std::floor(*o)) {
-      bad("column output_tokens: expected a whole number from 1 to 1,048,576, found \"" + std::string(cells[2]) + "\"");
-    } else if (rows.size() >= static_cast<std::size_t>(kMaxRequests)) {
+    if (!prompt || !output) continue;
+    if (rows.empty()) first_s = *when;
+    const double t = *when - first_s;
+    if (!rows.empty() && t < rows.back().arrival_s) {
+      bad(std::string("column ") + time_column + ": expected times in order, found one " + format_quantity(rows.back().arrival_s - t, Dimension::time) + " before the row above");
+      continue;
+    }
+    if (*output == 0) {  // a failed request: nothing was generated
+      ++no_output;
+      continue;
+    }
+    if (rows.size() >= static_cast<std::size_t>(kMaxRequests)) {
       bad("more than 10,000,000 requests");
       break;
-    } else {
-      rows.push_back({*t, static_cast<std::int64_t>(*p), static_cast<std::int64_t>(*o)});
     }
+    rows.push_back({t, *prompt, *output});
   }
-  if (line <= 1 || (rows.empty() && problems.empty())) problems.add(pointer, path + ": expected request rows after the header, found none");
+  if (rows.empty() && problems.empty()) problems.add(pointer, path + ": expected request rows, found none");
+  if (format != TraceFormat::fleetsim) {
+    notes.push_back("replayed " + format_number(static_cast<double>(rows.size())) + " of the trace's " + format_number(static_cast<double>(lines)) +
+                    " requests, times from the first" + (no_output > 0 ? "; dropped " + format_number(static_cast<double>(no_output)) + " that generated no token" : ""));
+  }
+  if (format == TraceFormat::mooncake) notes.push_back("the trace's shared prompt prefixes (hash_ids) are not modelled: every prompt is prefilled whole");
   return rows;
 }
 
@@ -129,9 +192,10 @@ void read_requests(ObjectReader& top, ServingDeployment& d, const std::string& b
   if (value == nullptr) return;
   ObjectReader r(*value, top.pointer("requests"), top.problems());
   if (!r.ok()) return;
+  const auto format = static_cast<TraceFormat>(r.choice("format", {"fleetsim", "azure", "burstgpt", "mooncake"}, 0));
   if (const auto trace = r.string("trace", Need::optional)) {
     const std::filesystem::path path = std::filesystem::path(*trace).is_absolute() ? std::filesystem::path(*trace) : std::filesystem::path(base_dir) / *trace;
-    d.trace = read_request_trace(path.string(), r.pointer("trace"), r.problems());
+    d.trace = read_request_trace(path.string(), format, r.pointer("trace"), r.problems(), d.assumptions);
     for (const char* key : {"rate", "count", "prompt_tokens", "output_tokens"}) {
       if (r.field(key) != nullptr) r.problem(key, "goes with a generated workload, not with \"trace\" (the trace gives every request)");
     }
@@ -140,6 +204,7 @@ void read_requests(ObjectReader& top, ServingDeployment& d, const std::string& b
       d.rate_per_s = r.quantity("rate", Dimension::rate, Need::required).value_or(0);
       if (!(d.rate_per_s > 0)) r.problem("rate", "expected a positive rate, such as \"20 /s\" (leave it out for every request at once)");
     }
+    if (r.field("format") != nullptr) r.problem("format", "goes with \"trace\"");
     d.count = r.integer("count", Need::required, 1, kMaxRequests).value_or(0);
     d.prompt_tokens = read_tokens(r, "prompt_tokens", Need::required);
     d.output_tokens = read_tokens(r, "output_tokens", Need::required);
