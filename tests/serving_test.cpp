@@ -222,3 +222,23 @@ TEST_CASE("a serving plan finds the fewest replicas meeting the SLOs by bisectio
   CHECK_THROWS_WITH(parse_serving_plan(R"({"serving": "noslo.json", "search": {"node_types": ["hgx-h100-8"]}})", file), Catch::Contains("has no \"slos\""));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a mixture of experts holds every expert's weights but reads only the experts its tokens reach", "[serving]") {
+  CHECK(experts_touched(8, 2, 1) == 2);
+  CHECK(experts_touched(8, 2, 2) == Approx(8 * (1 - 0.75 * 0.75)));
+  CHECK(experts_touched(8, 2, 10'000) == Approx(8));
+  std::string json = deployment(R"(, "tp": 2)");
+  json.replace(json.find("llama-3-8b"), 10, "mixtral-8x7b");
+  const ServingDeployment d = parse_serving(json, "d.json");
+  // 46.7 B parameters (Mistral AI's count), half on each of the two GPUs, in bf16.
+  CHECK(kv_capacity(d).weights_per_gpu_bytes * 2 / 2 == Approx(46.7e9).epsilon(0.005));
+  // A decode of one sequence reads 2 of the 8 experts; every expert read costs about four times as much.
+  ServingDeployment all = d;
+  all.model.numbers["experts_per_token"] = 8;
+  IterationTimer two(d), eight(all);
+  const IterationShape one{.prefills = {}, .decodes = 1, .decode_context = 1000};
+  const double ratio = eight.time(one).linear_s / two.time(one).linear_s;
+  CHECK(ratio > 2.5);
+  CHECK(ratio < 4);
+  CHECK(simulate_serving(d).completed == 1);
+}

@@ -88,8 +88,8 @@ void write_serving_text(std::ostream& out, const ServingDeployment& d, const Ser
     out << "\nassumed (check it):\n";
     for (const std::string& n : r.notes) out << "  " << n << "\n";
   }
-  out << "\nnot modelled yet: pipeline parallelism, TP across nodes, MoE, int4 weights, prefix caching, swap preemption, prefill/decode\n"
-         "disaggregation, serving beside other work in a scenario (docs/serving.md)\n";
+  out << "\nnot modelled yet: pipeline parallelism, TP across nodes, expert parallelism, int4 weights, prefix caching, swap preemption,\n"
+         "prefill/decode disaggregation, serving beside other work in a scenario (docs/serving.md)\n";
 }
 
 std::string serving_json(const ServingDeployment& d, const ServingResult& r) {

@@ -67,6 +67,11 @@ struct StepShape {
 // 512x512), 512 text tokens, an LLM's 2048-token prompt; the architecture's default runtime.
 StepShape reference_shape(const Architecture& architecture);
 
+// Experts a batch of `tokens` reaches when each token goes to `top_k` of `experts` at random, as a
+// router spreads them on average: experts x (1 - (1 - top_k / experts)^tokens). Each expert reached reads
+// its weights once.
+double experts_touched(double experts, double top_k, double tokens);
+
 // The kernels of one forward step, in launch order.
 std::vector<KernelCall> step_kernels(const Architecture& architecture, const StepShape& shape);
 

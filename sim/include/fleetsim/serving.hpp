@@ -17,8 +17,8 @@
 // own whenever one fits, decodes otherwise) and `orca` (iteration-level batching of whole prompts and
 // decodes together, no chunking).
 //
-// Not modelled yet (said in the output where it applies): pipeline parallelism, TP across nodes, MoE,
-// int4 weights, prefix caching, swap preemption, prefill/decode disaggregation, serving beside other
+// Not modelled yet (said in the output where it applies): pipeline parallelism, TP across nodes, expert
+// parallelism (a mixture of experts runs every expert on every TP rank), int4 weights, prefix caching, swap preemption, prefill/decode disaggregation, serving beside other
 // work in a scenario.
 #pragma once
 

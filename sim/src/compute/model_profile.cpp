@@ -34,7 +34,7 @@ namespace {
 
 const std::map<std::string_view, ArchitectureFields>& families() {
   static const std::map<std::string_view, ArchitectureFields> f{
-      {"transformer", {{"layers", "hidden", "heads", "ffn"}, {"kv_heads", "gated", "vocab", "causal", "rope"}, {}}},
+      {"transformer", {{"layers", "hidden", "heads", "ffn"}, {"kv_heads", "gated", "vocab", "causal", "rope", "experts", "experts_per_token"}, {}}},
       {"unet",
        {{"mid_depth", "context_dim", "context_tokens", "layers_per_block", "latent_channels", "vae_factor"},
         {"head_dim", "heads", "time_dim", "linear_projection"},
@@ -57,7 +57,9 @@ class Builder {
   Builder(std::vector<KernelCall>& out, Runtime runtime) : out_(out), eager_(runtime == Runtime::eager) {}
   bool eager() const { return eager_; }
 
-  void gemm(const std::string& name, double m, double n, double k) { push({.cls = KernelClass::gemm, .m = m, .n = n, .k = k, .name = name}); }
+  void gemm(const std::string& name, double m, double n, double k, double count = 1) {
+    push({.cls = KernelClass::gemm, .m = m, .n = n, .k = k, .count = count, .name = name});
+  }
   // A k x k convolution with stride s onto an output of b x h x w pixels, as an implicit GEMM. Eager
   // PyTorch keeps activations in NCHW, which cuDNN's tensor-core kernels transpose to NHWC and back, and
   // adds the bias in a kernel of its own; compiled, the step runs channels-last with the bias fused.
@@ -151,15 +153,25 @@ void transformer(const Architecture& a, const StepShape& s, Builder& b) {
     b.gemm("attn.out", m, h, heads * hd);
     b.add("attn.residual", m, h);
     b.norm("mlp.norm", m, h);
-    if (gated && b.eager()) {
-      b.gemm("mlp.gate", m, ffn, h);
-      b.gemm("mlp.up", m, ffn, h);
+    const double experts = a.number("experts", 0), top_k = a.number("experts_per_token", 1);
+    if (experts > 0) {  // a mixture of experts: a router, then each expert reached its share of the tokens
+      const double touched = experts_touched(experts, top_k, m), rows = m * top_k / touched;
+      b.gemm("moe.router", m, experts, h);
+      b.gemm("moe.up", rows, (gated ? 2 : 1) * ffn, h, touched);
+      if (gated) b.gated("moe.act", m * top_k, ffn);
+      else b.act("moe.act", m * top_k, ffn);
+      b.gemm("moe.down", rows, h, ffn, touched);
     } else {
-      b.gemm("mlp.up", m, (gated ? 2 : 1) * ffn, h);
+      if (gated && b.eager()) {
+        b.gemm("mlp.gate", m, ffn, h);
+        b.gemm("mlp.up", m, ffn, h);
+      } else {
+        b.gemm("mlp.up", m, (gated ? 2 : 1) * ffn, h);
+      }
+      if (gated) b.gated("mlp.act", m, ffn);
+      else b.act("mlp.act", m, ffn);
+      b.gemm("mlp.down", m, h, ffn);
     }
-    if (gated) b.gated("mlp.act", m, ffn);
-    else b.act("mlp.act", m, ffn);
-    b.gemm("mlp.down", m, h, ffn);
     b.add("mlp.residual", m, h);
   }
   b.norm("final.norm", m, h);
@@ -452,6 +464,12 @@ void rrdb(const Architecture& a, const StepShape& s, Builder& b) {
 }
 
 }  // namespace
+
+double experts_touched(double experts, double top_k, double tokens) {
+  if (experts <= 0) return 0;
+  const double k = std::clamp(top_k, 1.0, experts);
+  return std::max(k, experts * (1 - std::pow(1 - k / experts, std::max(tokens, 1.0))));
+}
 
 const ArchitectureFields* architecture_fields(std::string_view family) {
   const auto it = families().find(family);

@@ -7,12 +7,14 @@ namespace fleetsim {
 
 struct ModelShape {
   double layers = 0, hidden = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0, head_dim = 0;
+  double experts = 0, top_k = 1;  // a mixture of experts: each token's MLP is top_k of `experts` (0: a dense MLP)
   bool gated = false;
   int tp = 1;
   double heads_per_gpu = 0, kv_heads_per_gpu = 0;
   static ModelShape of(const Architecture& a, int tp);
-  // Weights: attention (QKV with grouped KV heads, output), MLP (gated: gate, up, down), two norms a
-  // layer, the embedding and an untied LM head (Llama 3's), the final norm.
+  // Weights: attention (QKV with grouped KV heads, output), MLP (gated: gate, up, down; every expert's,
+  // and the router, in a mixture of experts), two norms a layer, the embedding and an untied LM head
+  // (Llama 3's), the final norm.
   double parameters() const;
 };
 
