@@ -277,6 +277,10 @@ int run_collective(const CollectiveArgs& args) {
     }
     if (measured->ranks > 0) ranks = static_cast<int>(measured->ranks);
   }
+  // Planned flow by flow, a collective over more ranks takes minutes (8,192 ranks on a fat-tree: 70 s), so
+  // past this it is refused before any cluster is built.
+  constexpr int kMaxRanks = 16384;
+  if (ranks > kMaxRanks) throw bad("--gpus", "expected at most 16,384 ranks (a collective over 8,192 takes about a minute to plan), found " + std::to_string(ranks));
   // A node type gets as many nodes as the GPUs need; anything else is a file.
   fleetsim::ClusterSpec spec;
   if (const fleetsim::NodeType* node = fleetsim::Catalog::builtin().node(args.cluster)) {

@@ -285,6 +285,8 @@ check "train --sweep refuses a bad value" test $? -eq 2
 check "collective -b with 400 digits exits 2 naming --min" bash -c "test $? -eq 2 && grep -q -- '--min: expected a positive size up to 1 EB' '$tmp/digits.err'"
 "$fleetsim" collective --cluster hgx-h100-8 --gpus 8 -e 1e300B >/dev/null 2>"$tmp/huge.err"
 check "collective -e 1e300B exits 2 naming --max" bash -c "test $? -eq 2 && grep -q -- '--max: expected a positive size up to 1 EB' '$tmp/huge.err'"
+"$fleetsim" collective --cluster hgx-h100-8 --gpus 800000 >/dev/null 2>"$tmp/ranks.err"
+check "collective over 800,000 ranks is refused before any cluster is built" bash -c "test $? -eq 2 && grep -q -- '--gpus: expected at most 16,384 ranks' '$tmp/ranks.err'"
 "$fleetsim" kernels --gpu h100-sxm --gemm inf,4096,4096 >/dev/null 2>"$tmp/gemm.err"
 check "kernels --gemm inf exits 2" test $? -eq 2
 
