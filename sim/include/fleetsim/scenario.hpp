@@ -68,6 +68,13 @@ struct ClusterSpec {
     for (const NodeGroup& g : groups) n += g.count * g.node.gpus;
     return n;
   }
+  // Every GPU rented for a month (730 hours) at its hourly price (a node's own price is spread over its
+  // GPUs when the cluster is read).
+  double usd_per_month() const {
+    double usd_per_hour = 0;
+    for (const NodeGroup& g : groups) usd_per_hour += g.gpu.price_usd_per_hour * g.node.gpus * g.count;
+    return usd_per_hour * 730;
+  }
 };
 
 // once: `count` at start. periodic: every interval. poisson: exponential gaps at `rate`.

@@ -129,6 +129,15 @@ class IterationTimer {
   IterationTimer& operator=(IterationTimer&&) = delete;
   struct Time {
     double total_s = 0, linear_s = 0, attention_s = 0, allreduce_s = 0, logits_s = 0, host_s = 0;
+    Time& operator+=(const Time& t) {
+      total_s += t.total_s;
+      linear_s += t.linear_s;
+      attention_s += t.attention_s;
+      allreduce_s += t.allreduce_s;
+      logits_s += t.logits_s;
+      host_s += t.host_s;
+      return *this;
+    }
   };
   Time time(const IterationShape& shape);
 

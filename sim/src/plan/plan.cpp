@@ -22,7 +22,6 @@ using detail::Json;
 using detail::Need;
 using detail::ObjectReader;
 
-constexpr double kHoursPerMonth = 730;
 constexpr std::uint64_t kConfirmSeedOffset = 1'000'000;  // confirmation seeds never repeat the search's
 
 std::vector<std::string> strings(ObjectReader& r, std::string_view key) {
@@ -313,9 +312,7 @@ class Planner {
     if (spec_.fabrics.size() > 1) p.fabric += "#" + std::to_string(line.fabric);
     p.fabric_index = line.fabric;
     p.gpus = static_cast<std::uint32_t>(sc.cluster.gpu_count());
-    double usd_per_hour = 0;
-    for (const NodeGroup& g : sc.cluster.groups) usd_per_hour += g.gpu.price_usd_per_hour * g.node.gpus * g.count;
-    p.monthly_usd = usd_per_hour * kHoursPerMonth;
+    p.monthly_usd = sc.cluster.usd_per_month();
 
     std::vector<double> p95, p99, mean, util;
     std::vector<std::vector<double>> slo_values(sc.slos.size());

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "fleetsim/suggest.hpp"
+#include "../import/job_log.hpp"
 #include "../loaders.hpp"
 #include "../parallel.hpp"
 #include "fleetsim/compare.hpp"
@@ -17,20 +18,12 @@ using detail::Json;
 using detail::Need;
 using detail::ObjectReader;
 
-constexpr double kHoursPerMonth = 730;
-
 // One line of the search: a rate, a node type, a TP size and an engine; only the replicas change.
 struct Line {
   double rate_per_s;
   std::string node_type, engine;
   int tp;
 };
-
-std::string number_text(double x) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.17g", x);
-  return text;
-}
 
 ServingPoint point_of(const Line& line) {
   ServingPoint p;
@@ -48,23 +41,23 @@ ServingPoint evaluate(const ServingPlan& plan, const Line& line, int replicas) {
   const int per_node = std::max(1, node->gpus / line.tp);
   p.nodes = (replicas + per_node - 1) / per_node;
   p.gpus = p.nodes * node->gpus;
-  const GpuType* gpu = Catalog::builtin().gpu(node->gpu);
-  p.usd_per_month = kHoursPerMonth * (node->price_usd_per_hour > 0 ? node->price_usd_per_hour : node->gpus * (gpu ? gpu->price_usd_per_hour : 0)) * p.nodes;
+  p.usd_per_month = cluster_of(line.node_type, p.nodes).usd_per_month();
   const std::vector<ScenarioEdit> edits{{"/cluster", R"({"nodes": [{"type": ")" + line.node_type + R"(", "count": )" + std::to_string(p.nodes) + "}]}"},
                                   {"/tp", std::to_string(line.tp)},
                                   {"/replicas", std::to_string(replicas)},
                                   {"/engine", "\"" + line.engine + "\""},
-                                  {"/requests/rate", "\"" + number_text(line.rate_per_s) + " /s\""}};
+                                  {"/requests/rate", "\"" + detail::shortest_text(line.rate_per_s) + " /s\""}};
+  ServingDeployment base;
+  try {
+    base = parse_serving(plan.base_text, plan.base_file, edits);
+  } catch (const InputError& e) {
+    p.verdict = ServingPoint::Verdict::does_not_fit;
+    p.why = e.problems().empty() ? e.what() : e.problems().front().pointer + ": " + e.problems().front().message;
+    return p;
+  }
   std::vector<std::vector<double>> achieved;
   for (int s = 0; s < plan.seeds; ++s) {
-    ServingDeployment d;
-    try {
-      d = parse_serving(plan.base_text, plan.base_file, edits);
-    } catch (const InputError& e) {
-      p.verdict = ServingPoint::Verdict::does_not_fit;
-      p.why = e.problems().empty() ? e.what() : e.problems().front().pointer + ": " + e.problems().front().message;
-      return p;
-    }
+    ServingDeployment d = base;
     d.seed += static_cast<std::uint64_t>(s);
     const ServingResult r = simulate_serving(d);
     achieved.resize(r.verdicts.size());

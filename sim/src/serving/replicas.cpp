@@ -93,14 +93,14 @@ class Engine {
     if (id + 1 < requests_.size()) queue_.push(requests_[id + 1].arrival_s, kArrival, id + 1);
     Request& r = requests_[id];
     r.to_prefill = r.prompt;
-    const std::uint32_t to = route(r);
+    const std::uint32_t to = route();
     Replica& rep = replicas_[to];
     rep.waiting.push_back(id);
     rep.outstanding_tokens += r.prompt + r.output;
     if (!rep.busy) start_iteration(to);
   }
 
-  std::uint32_t route(const Request&) {
+  std::uint32_t route() {
     const auto n = static_cast<std::uint32_t>(replicas_.size());
     if (d_.router == Router::round_robin) return next_replica_++ % n;
     std::uint32_t best = 0;
@@ -215,7 +215,10 @@ class Engine {
       FLEETSIM_CHECK(rep.running.empty() && rep.waiting.empty(), "a replica with requests formed no batch");
       return;
     }
-    IterationShape shape;
+    IterationShape& shape = shape_;  // reused: an iteration allocates nothing once the vector has grown
+    shape.prefills.clear();
+    shape.decodes = 0;
+    shape.decode_context = 0;
     for (const Scheduled& s : rep.batch) {
       const Request& r = requests_[s.request];
       if (r.prefilling()) {
@@ -235,12 +238,7 @@ class Engine {
     rep.last_kv_use = rep.kv.use();
     sample();
     const IterationTimer::Time t = timer_.time(shape);
-    busy_.total_s += t.total_s;
-    busy_.linear_s += t.linear_s;
-    busy_.attention_s += t.attention_s;
-    busy_.allreduce_s += t.allreduce_s;
-    busy_.logits_s += t.logits_s;
-    busy_.host_s += t.host_s;
+    busy_ += t;
     queue_.push(queue_.now() + t.total_s, kIterationDone, index);
   }
 
@@ -358,6 +356,7 @@ class Engine {
   std::uint64_t preemptions_ = 0, iterations_ = 0, batched_ = 0;
   double peak_kv_use_ = 0;
   IterationTimer::Time busy_;
+  IterationShape shape_;
   static constexpr std::size_t kTimelinePoints = 4096;
   std::vector<ServingResult::Sample> timeline_;
   double spacing_ = 0, sequences_now_ = 0, kv_now_ = 0;
