@@ -380,7 +380,7 @@ int run_kernels(const KernelsArgs& args) {
   }
   const fleetsim::KernelModel model(*gpu, constants);
   std::vector<std::string> notes;
-  if (!model.measured()) notes.push_back("assumed: no kernel measurements on " + std::string(fleetsim::gpu_arch_name(gpu->arch)) + " GPUs were used: Ampere's constants stand in");
+  if (!model.measured()) notes.push_back("assumed: " + std::string(fleetsim::gpu_arch_name(gpu->arch)) + " GPUs: " + model.borrowed());
   if (!args.model.empty()) {
     const fleetsim::Architecture* arch = fleetsim::Catalog::builtin().architecture(args.model);
     if (arch == nullptr) {
@@ -396,7 +396,7 @@ int run_kernels(const KernelsArgs& args) {
     } else if (auto runtime = fleetsim::parse_runtime(args.runtime)) {
       shape.runtime = *runtime;
     } else {
-      throw bad("--runtime", "expected eager or compiled, found \"" + args.runtime + "\"");
+      throw bad("--runtime", "expected " + fleetsim::runtime_choices() + ", found \"" + args.runtime + "\"");
     }
     const fleetsim::StepEstimate step = fleetsim::estimate_step(*arch, shape, model, *dtype);
     if (args.json) {
@@ -1134,7 +1134,7 @@ void add_kernels(CLI::App& app, Commands& commands) {
   kernels->add_option("--kernels", kern->constants, "Kernel-model constants in place of the built-in models/kernels.json (same shape)");
   kernels->add_option("--model", kern->model, "An architecture (fleetsim catalog lists them): one step's kernels and their time");
   kernels->add_option("--shape", kern->shape, "The step's shape for --model: batch, width, height, frames, tokens, context, as width=1024,height=1024,batch=2");
-  kernels->add_option("--runtime", kern->runtime, "How --model runs: eager (PyTorch, as ComfyUI runs it) or compiled (fused kernels, CUDA graphs); default by model");
+  kernels->add_option("--runtime", kern->runtime, "How --model runs: comfyui or diffusers (their eager PyTorch code, models/runtimes.json) or compiled (fused kernels, CUDA graphs); default by model");
   kernels->add_option("--fit", kern->fit, "Fit the GPU architecture's constants to --measured and write them (models/kernels.json's shape) here");
   kernels->add_flag("--json", kern->json, "Print JSON instead of text");
   commands.add(kernels, [kern] { return run_kernels(*kern); });

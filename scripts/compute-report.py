@@ -22,6 +22,37 @@ SETS = [  # (title, GPU type, file, fitted to it)
 ]
 
 
+# Published end-to-end timings of whole images: the parts of each pipeline (architecture, shape, how many
+# times), the runtime and dtype it ran, the measured seconds and where they come from.
+SD15_DIFFUSERS = [("sd15-unet", "batch=2,width=512,height=512", 50), ("clip-l-text", "batch=2,tokens=77", 1),
+                  ("sd-vae-decoder", "width=512,height=512", 1)]
+DIFFUSION_CHECKS = [
+    {"title": "SD 1.5, 512x512, 50 steps", "gpu": "a100-sxm-80gb", "runtime": "diffusers", "dtype": "fp16", "parts": SD15_DIFFUSERS,
+     "measured_s": 1.591, "fitted": True,
+     "source": "fal-ai/stable-diffusion-benchmarks README, SD1.5 end-to-end, SDPA, PyTorch 2.1"},
+    {"title": "SD 1.5, 512x512, 50 steps", "gpu": "a100-sxm-80gb", "runtime": "compiled", "dtype": "fp16", "parts": SD15_DIFFUSERS,
+     "measured_s": 0.819, "source": "the same table, TensorRT"},
+    {"title": "SD 1.5, 512x512, 50 steps", "gpu": "h100-pcie", "runtime": "diffusers", "dtype": "fp16", "parts": SD15_DIFFUSERS,
+     "measured_s": 1.44, "source": "alexeigor/sd-benchmarks README, H100 PCIe, eager"},
+    {"title": "SD 3.5 Large, 1024x1024, 50 steps", "gpu": "h100-sxm", "runtime": "diffusers", "dtype": "bf16",
+     "parts": [("sd35-large-mmdit", "batch=2,width=1024,height=1024", 50), ("clip-l-text", "batch=2,tokens=77", 1),
+               ("clip-g-text", "batch=2,tokens=77", 1), ("t5-xxl-encoder", "batch=2,tokens=256", 1),
+               ("flux-vae-decoder", "width=1024,height=1024", 1)],
+     "measured_s": 11.615, "source": "microsoft/onnxruntime pull request 22986, H100 table, PyTorch 2.5.1 eager"},
+    {"title": "SD 3.5 Large, 1024x1024, 50 steps", "gpu": "h100-sxm", "runtime": "compiled", "dtype": "bf16",
+     "parts": [("sd35-large-mmdit", "batch=2,width=1024,height=1024", 50), ("clip-l-text", "batch=2,tokens=77", 1),
+               ("clip-g-text", "batch=2,tokens=77", 1), ("t5-xxl-encoder", "batch=2,tokens=256", 1),
+               ("flux-vae-decoder", "width=1024,height=1024", 1)],
+     "part_runtime": {"clip-l-text": "diffusers", "clip-g-text": "diffusers", "t5-xxl-encoder": "diffusers", "flux-vae-decoder": "diffusers"},
+     "measured_s": 7.466, "source": "the same table, torch.compile of the transformer"},
+    {"title": "FLUX.1-dev, 512x512, 50 steps", "gpu": "l40s", "runtime": "diffusers", "dtype": "bf16",
+     "parts": [("flux-dit", "width=512,height=512,context=512", 50), ("clip-l-text", "tokens=77", 1), ("t5-xxl-encoder", "tokens=512", 1),
+               ("flux-vae-decoder", "width=512,height=512", 1)],
+     "measured_s": 8.71, "fitted": True,
+     "source": "pruna.ai blog, comparison-flux-torch-compile-tensor-rt-pruna, eager (Ada's L2 speed-up fitted to it; the rest Ampere's)"},
+]
+
+
 def fleetsim(binary, *args):
     return json.loads(subprocess.run([binary, *args, "--json"], check=True, capture_output=True, text=True, cwd=ROOT).stdout)
 
@@ -99,11 +130,13 @@ def main():
         w("\nWorst rows: " + "; ".join("%s m=%d n=%d k=%d %s" % (r["name"], r["m"], r["n"], r["k"], spct(r["error"])) for r in worst) + ".\n")
 
     w("## Model steps\n")
-    w("`fleetsim kernels --gpu GPU --model ARCHITECTURE --shape SHAPE [--runtime compiled]`: one step's kernels "
-      "(`sim/src/compute/model_profile.cpp`) timed by the model above. *Eager* is PyTorch as ComfyUI runs it (a kernel per "
-      "operator, NCHW activations around cuDNN's convolutions, 10 us of host time per launch); *compiled* fuses the "
-      "elementwise work and launches from a graph. Milliseconds per step; in brackets the achieved share of the dense "
-      "peak. These are predictions: none of these steps was measured here or fitted to.\n")
+    w("`fleetsim kernels --gpu GPU --model ARCHITECTURE --shape SHAPE --runtime comfyui|compiled`: one step's kernels "
+      "(`sim/src/compute/model_profile.cpp`) timed by the model above. *ComfyUI* is its eager PyTorch code (a kernel per "
+      "operator as `models/runtimes.json` lists them: fp32 upcasts in RMSNorm and rotary embeddings, broadcast "
+      "modulation, NCHW activations around cuDNN's convolutions, 30 us of host time per launch); *compiled* fuses the "
+      "elementwise work and launches from a graph. LLM steps run compiled by default, as engines run them. Milliseconds "
+      "per step; in brackets the achieved share of the dense peak. These are predictions: none of these steps was "
+      "measured here or fitted to.\n")
     steps = [("sd15-unet", "batch=2,width=512,height=512", "SD 1.5 UNet, 512x512, with its negative prompt"),
              ("sdxl-unet", "batch=2,width=1024,height=1024", "SDXL UNet, 1024x1024, with its negative prompt"),
              ("flux-dit", "batch=1,width=1024,height=1024,context=256", "FLUX.1 DiT, 1024x1024, 256 text tokens"),
@@ -114,17 +147,36 @@ def main():
              ("t5-xxl-encoder", "tokens=256", "T5-XXL encoder, 256 tokens"),
              ("llama-3-8b", "batch=32,tokens=1,context=2048", "Llama-3-8B decode, 32 sequences at 2k context")]
     gpus = (("a100-sxm-80gb", "A100"), ("h100-sxm", "H100"))
-    w("| step | TFLOP | " + " | ".join("%s eager | %s compiled" % (name, name) for _, name in gpus) + " |")
+    w("| step | TFLOP | " + " | ".join("%s ComfyUI | %s compiled" % (name, name) for _, name in gpus) + " |")
     w("|---|---:|" + "---:|---:|" * len(gpus))
     for arch, shape, title in steps:
         cells, flop = [], 0
         for gpu, _ in gpus:
-            for runtime in ("eager", "compiled"):
+            for runtime in ("comfyui", "compiled"):
                 e = fleetsim(args.fleetsim, "kernels", "--gpu", gpu, "--model", arch, "--shape", shape, "--runtime", runtime)
                 flop = e["flop"]
                 peak = 312e12 if gpu.startswith("a100") else 989e12
                 cells.append("%.3g (%.0f%%)" % (e["time_s"] * 1e3, 100 * e["flop"] / e["time_s"] / peak))
         w("| %s | %.3g | %s |" % (title, flop / 1e12, " | ".join(cells)))
+    w("")
+
+    w("## Diffusion: whole images against published timings\n")
+    w("Each image is its pipeline's parts, each timed by `fleetsim kernels --gpu GPU --model ARCHITECTURE --shape SHAPE "
+      "--runtime RUNTIME --dtype DTYPE`: the denoiser's step times the steps, the text encoders and the VAE decode once. "
+      "Guidance doubles the denoiser's batch. Seconds per image, error = (predicted - measured) / measured. *Fitted* marks "
+      "the figure a constant was fitted to (`models/kernels.json` says which); the others were not fitted to. Held out, and "
+      "not used here or in any fit: FLUX.1-dev and SDXL at 1024x1024 on A100 and H100.\n")
+    w("| image | GPU | runtime | predicted s | measured s | error | source |")
+    w("|---|---|---|---:|---:|---:|---|")
+    for check in DIFFUSION_CHECKS:
+        total = 0
+        for arch, shape, times in check["parts"]:
+            e = fleetsim(args.fleetsim, "kernels", "--gpu", check["gpu"], "--model", arch, "--shape", shape,
+                         "--runtime", check.get("part_runtime", {}).get(arch, check["runtime"]), "--dtype", check["dtype"])
+            total += times * e["time_s"]
+        error = (total - check["measured_s"]) / check["measured_s"]
+        w("| %s%s | %s | %s | %.3g | %.3g | %s | %s |" % (check["title"], " (fitted)" if check.get("fitted") else "", check["gpu"],
+                                                       check["runtime"], total, check["measured_s"], spct(error), check["source"]))
     w("")
 
     w("## Where the model is weakest\n")
@@ -140,8 +192,13 @@ def main():
     w("- GroupNorm's statistics (one CTA per sample and group) take a per-CTA pace derived from four published eager "
       "GroupNorm+SiLU timings on Hopper (sglang pull requests 26045 and 23938; see `models/kernels.json`); Ampere takes the "
       "same pace, a guess.")
-    w("- The host's 10 us per eager launch is an estimate from per-op dispatch measurements (4-8 us) plus the model code "
-      "around each kernel; it decides small steps (text encoders, SD 1.5 on H100) and hardly matters for large ones.")
+    w("- The host's 30 us per eager launch is fitted to one host-bound case (SD 1.5 in diffusers on A100) and taken for "
+      "ComfyUI too; it decides small steps (text encoders, SD 1.5, SDXL on H100) and hardly matters for large ones. A "
+      "faster host CPU, or PyTorch with less dispatch overhead, lowers it.")
+    w("- Eager op lists are read from ComfyUI's and diffusers' code (`models/runtimes.json`), not from a profiler trace: "
+      "where a count rests on PyTorch internals (RMSNorm a composite before PyTorch 2.9, cuDNN's layout transposes "
+      "around each NCHW convolution) the entry says so. Broadcast and strided elementwise kernels on Hopper are fitted to "
+      "one eager RMSNorm chain; Ampere's are scaled from it (a guess).")
     w("- Attention on A100 (its level from maintainers' and users' reports, its shape from H100), and every constant for "
       "Volta, Ada and Blackwell GPUs: no measurement of them was fitted; `fleetsim kernels` says so where it applies them.\n")
 

@@ -290,6 +290,14 @@ check "collective over 800,000 ranks is refused before any cluster is built" bas
 "$fleetsim" kernels --gpu h100-sxm --gemm inf,4096,4096 >/dev/null 2>"$tmp/gemm.err"
 check "kernels --gemm inf exits 2" test $? -eq 2
 
+# One step of a model as each runtime runs it: every operation with its kernels, dtypes, bytes, time and source.
+"$fleetsim" kernels --gpu h100-sxm --model flux-dit --shape width=1024,height=1024 --runtime comfyui >"$tmp/flux-comfy.txt"
+check "kernels --model lists each operation with its dtypes and source" bash -c "grep -q '^rms_norm  *pow(x, 2)  *activation  *fp32 -> fp32' '$tmp/flux-comfy.txt' && grep -q 'rope: comfy/ldm/flux/math.py' '$tmp/flux-comfy.txt'"
+"$fleetsim" kernels --gpu h100-sxm --model flux-dit --shape width=1024,height=1024 --runtime diffusers --json >"$tmp/flux-diffusers.json"
+check "kernels --model --json carries the operations" grep -q '"source": "diffusers models/embeddings.py apply_rotary_emb' "$tmp/flux-diffusers.json"
+"$fleetsim" kernels --gpu h100-sxm --model flux-dit --shape width=1024,height=1024 --runtime eager >/dev/null 2>"$tmp/runtime.err"
+check "kernels --runtime names the runtimes it knows" bash -c "test $? -eq 2 && grep -q 'expected comfyui, diffusers or compiled' '$tmp/runtime.err'"
+
 # Serving: a deployment's TTFT and TPOT, the same for one seed, and a deployment that cannot run refused by field.
 "$fleetsim" serve "$src/scenarios/serving/llama-3-8b-chat.json" >"$tmp/serve.txt"
 check "serve prints TTFT and TPOT percentiles" bash -c "grep -q '^ttft ' '$tmp/serve.txt' && grep -q '^tpot ' '$tmp/serve.txt' && grep -q '^goodput ' '$tmp/serve.txt'"

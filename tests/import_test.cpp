@@ -54,9 +54,9 @@ TEST_CASE("an SDXL hires-fix graph becomes six tasks, model steps at the graph's
   CHECK(base.shape.batch == 4);
   CHECK(base.shape.width == 1024);
   CHECK(base.shape.context == 77);  // a short prompt: one CLIP chunk
-  CHECK(base.shape.runtime == Runtime::eager);
+  CHECK(base.shape.runtime == Runtime::comfyui);
   CHECK(base.dtype == Dtype::fp16);
-  CHECK(base.flop == Approx(30 * kernels_flop(step_kernels(*base.architecture, base.shape))));
+  CHECK(base.flop == Approx(30 * kernels_flop(step_kernels(*base.architecture, base.shape, base.dtype))));
   CHECK(hires.steps == 15);
   CHECK(hires.shape.width == 1536);
   // 2.25x the pixels is more than 2.25x the work per step: self-attention grows with their square.

@@ -27,7 +27,7 @@ double count_kernels(const std::vector<KernelCall>& calls) {
 TEST_CASE("model profiles count the FLOP their published configurations imply", "[profiles]") {
   // SD 1.5's UNet at 512x512 with classifier-free guidance (batch 2): 1.68 TFLOP in NVIDIA's TensorRT
   // Stable Diffusion talk, 1.78 in onnx-tool's profile (which counts elementwise work as well).
-  const double sd15 = kernels_flop(step_kernels(arch("sd15-unet"), {.batch = 2, .width = 512, .height = 512}));
+  const double sd15 = kernels_flop(step_kernels(arch("sd15-unet"), {.batch = 2, .width = 512, .height = 512}, Dtype::fp16));
   CHECK(sd15 == Approx(1.68e12).epsilon(0.06));
   // FLUX.1: 19 double-stream blocks over 4096 image + 512 text tokens and 38 single-stream blocks over
   // both, hidden 3072: 12 h^2 multiply-adds per token per block in its projections and MLPs, plus
@@ -35,12 +35,12 @@ TEST_CASE("model profiles count the FLOP their published configurations imply", 
   const double h = 3072, tokens = 4096 + 512;
   const double flux = 2 * 12 * h * h * tokens * 57 + 4 * 24 * tokens * tokens * 128 * 57;
   const double modulation_and_embeddings = 0.005 * flux;  // per image, not per token: under 0.5%
-  CHECK(kernels_flop(step_kernels(arch("flux-dit"), {.width = 1024, .height = 1024})) == Approx(flux).margin(modulation_and_embeddings));
+  CHECK(kernels_flop(step_kernels(arch("flux-dit"), {.width = 1024, .height = 1024}, Dtype::bf16)) == Approx(flux).margin(modulation_and_embeddings));
   // Llama-3-8B prefill of 2048 tokens with every token's logits: 2 FLOP per parameter per token
   // (8.03e9 parameters less the 128256 x 4096 input embedding, which is a lookup), plus causal
   // attention: 4 x 32 heads x 128 x (2048^2 / 2) per layer, 32 layers.
   const double llama = 2 * (8.03e9 - 128256.0 * 4096) * 2048 + 32 * 4.0 * 32 * 128 * 2048 * 1024;
-  CHECK(kernels_flop(step_kernels(arch("llama-3-8b"), {.tokens = 2048, .training = true})) == Approx(llama).epsilon(0.01));
+  CHECK(kernels_flop(step_kernels(arch("llama-3-8b"), {.tokens = 2048, .training = true}, Dtype::bf16)) == Approx(llama).epsilon(0.01));
 }
 
 TEST_CASE("eager PyTorch launches more kernels than a compiled step and waits on its host", "[profiles]") {
@@ -90,7 +90,7 @@ TEST_CASE("a workflow task that names a model step runs its kernels, steps times
                                                                   "width": 1024, "height": 1024, "dtype": "fp16"}}]}},
       "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
   const TaskSpec& task = sc.workflows[0].tasks[0];
-  CHECK(task.shape.runtime == Runtime::eager);  // a UNet runs as ComfyUI runs it unless told
+  CHECK(task.shape.runtime == Runtime::comfyui);  // a UNet runs as ComfyUI runs it unless told
   const RunResult run = simulate(sc);
   const TaskRecord& r = run.trace.tasks[0];
   const StepEstimate step = estimate_step(arch("sdxl-unet"), task.shape, KernelModel(*Catalog::builtin().gpu("h100-sxm")), Dtype::fp16);
@@ -116,7 +116,7 @@ TEST_CASE("model steps and architectures are read strictly", "[profiles][input]"
   CHECK_THAT(with_work(R"({"architecture": "flux-dit", "width": 1024})"), Catch::Contains("work/height") && Catch::Contains("width and height"));
   CHECK_THAT(with_work(R"({"architecture": "llama-3-8b"})"), Catch::Contains("work/tokens"));
   CHECK_THAT(with_work(R"({"architecture": "flux-dit", "width": 1024, "height": 1024, "runtime": "jit"})"),
-             Catch::Contains("work/runtime") && Catch::Contains("eager or compiled"));
+             Catch::Contains("work/runtime") && Catch::Contains("comfyui, diffusers or compiled"));
   CHECK_THAT(with_work(R"({"architecture": "flux-dit", "operator": "sdxl-text-encode", "width": 1, "height": 1})"),
              Catch::Contains("give one of"));
 
@@ -140,8 +140,9 @@ TEST_CASE("model steps and architectures are read strictly", "[profiles][input]"
 }
 
 TEST_CASE("eager GroupNorm + SiLU against published Hopper timings (the reduction class's source)", "[profiles][validation]") {
-  // PyTorch's GroupNorm: statistics with one CTA per (sample, group), the affine factors, the
-  // normalization, then a separate SiLU. Measured by sglang (pull requests 26045 and 23938), bf16, 32 groups.
+  // PyTorch's GroupNorm as ComfyUI runs it (models/runtimes.json): statistics with one CTA per (sample,
+  // group), the affine factors, the normalization, then a separate SiLU. Measured by sglang (pull requests
+  // 26045 and 23938), bf16, 32 groups, one sample.
   struct Case {
     const char* gpu;
     double channels, pixels, measured_s;
@@ -149,11 +150,100 @@ TEST_CASE("eager GroupNorm + SiLU against published Hopper timings (the reductio
   for (const Case& c : {Case{"h100-sxm", 512, 8 * 45 * 80, 452e-6}, Case{"h100-sxm", 512, 16 * 90 * 160, 3468e-6},
                         Case{"h100-sxm", 512, 16 * 180 * 320, 13711e-6}, Case{"h200-sxm", 128, 20 * 256 * 256, 4717e-6}}) {
     const KernelModel model(*Catalog::builtin().gpu(c.gpu));
-    const std::vector<KernelCall> calls{{.cls = KernelClass::reduction, .m = 32, .n = c.channels / 32 * c.pixels},
-                                        {.cls = KernelClass::memory},
-                                        {.cls = KernelClass::activation, .m = c.pixels, .n = c.channels},
-                                        {.cls = KernelClass::activation, .m = c.pixels, .n = c.channels}};
+    const auto calls = operation_kernels(runtime_profile(Runtime::comfyui), "group_norm_silu", c.pixels, c.channels, Dtype::bf16, 32);
+    REQUIRE(calls.size() == 4);
     INFO(c.gpu << " " << c.channels << " x " << c.pixels);
     CHECK(model.time_s(calls, Dtype::bf16) == Approx(c.measured_s).epsilon(0.10));
   }
+}
+
+namespace {
+
+double kernels_named(const std::vector<KernelCall>& calls, std::string_view prefix) {
+  double n = 0;
+  for (const KernelCall& c : calls) n += c.name.starts_with(prefix) ? c.count : 0;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("each runtime launches the kernels its code does (models/runtimes.json)", "[profiles]") {
+  // FLUX.1 in ComfyUI (comfy/ldm/flux/layers.py with PyTorch 2.4-2.8), counted by reading the code: a
+  // double-stream block launches 81 kernels (two modulations of 2; per stream a LayerNorm, 1 + scale,
+  // addcmul, the QKV GEMM and two 8-kernel RMSNorms; three concatenations, two 5-kernel rotary
+  // embeddings, attention and its output copy; per stream the projection, gate and residual, LayerNorm,
+  // modulation, the MLP's two GEMMs and GELU, gate and residual), a single-stream block 38.
+  const auto comfy = step_kernels(arch("flux-dit"), {.width = 1024, .height = 1024}, Dtype::bf16);
+  CHECK(kernels_named(comfy, "double.") == 19 * 81);
+  CHECK(kernels_named(comfy, "single.") == 38 * 38 + 1);  // and one concatenation of text and image before them
+  // Compiled, the elementwise work fuses: a double block is its 10 GEMMs, attention, 4 norms, 2 fused
+  // rotary embeddings, 4 gated residual adds, 2 GELUs, 4 fused RMSNorms and the 2 modulation SiLUs.
+  const auto compiled = step_kernels(arch("flux-dit"), {.width = 1024, .height = 1024, .runtime = Runtime::compiled}, Dtype::bf16);
+  CHECK(kernels_named(compiled, "double.") == 19 * 29);
+  // The same FLOP whichever runtime runs it.
+  const auto diffusers = step_kernels(arch("flux-dit"), {.width = 1024, .height = 1024, .runtime = Runtime::diffusers}, Dtype::bf16);
+  CHECK(kernels_flop(diffusers) == Approx(kernels_flop(comfy)));
+  CHECK(kernels_flop(compiled) == Approx(kernels_flop(comfy)));
+  // Bytes as the code moves them: ComfyUI's rotary embedding of one bf16 tensor upcasts it (2 bytes in, 4
+  // out), multiplies two strided halves by fp32 matrices (2 + 4 bytes each), adds (4 + 4 + 4) and casts
+  // back (4 + 2): 36 bytes per element, where a fused kernel reads and writes 4.
+  double rope = 0, fused = 0;
+  for (const KernelCall& c : comfy) rope += c.origin != nullptr && c.origin->operation == "rope" ? c.count * kernel_bytes(c, Dtype::bf16) : 0;
+  for (const KernelCall& c : compiled) fused += c.origin != nullptr && c.origin->operation == "rope" ? c.count * kernel_bytes(c, Dtype::bf16) : 0;
+  CHECK(rope == Approx(9 * fused));
+}
+
+TEST_CASE("broadcast elementwise kernels and padded attention heads are timed as their own", "[profiles]") {
+  const GpuType& h100 = *Catalog::builtin().gpu("h100-sxm");
+  const KernelModel model(h100);
+  // 1 GiB in and out of a broadcast multiply (far above L2): its bytes at the class's share of HBM, plus
+  // its fixed cost.
+  const double rows = 65536, width = 4096;
+  const KernelEstimate b = model.estimate({.cls = KernelClass::broadcast, .m = rows, .n = width}, Dtype::bf16);
+  const MemoryKernelConstants& mc = builtin_kernel_constants()->of(GpuArch::hopper).memory[kMemoryKernelClasses - 1];
+  const double bytes = 2 * 2 * rows * width, in_l2 = h100.l2_bytes / bytes;
+  CHECK(b.time_s() == Approx(mc.fixed_us * 1e-6 + bytes / (h100.memory_bandwidth_Bps * h100.kernel_memory_scale * mc.efficiency) *
+                                                      (1 - in_l2 + in_l2 / mc.l2_speedup)));
+  // An fp32 upcast moves 6 bytes an element where the class's default for bf16 is 4.
+  const KernelEstimate cast = model.estimate({.cls = KernelClass::broadcast, .m = rows, .n = width, .element_bytes = 6}, Dtype::bf16);
+  CHECK(cast.memory_s > 1.4 * b.memory_s);
+  // FlashAttention-2 pads a head dimension of 40 to its 64-wide kernel: the same compute time.
+  const KernelCall d40{.cls = KernelClass::attention, .m = 4096, .n = 4096, .k = 40, .batch = 16};
+  KernelCall d64 = d40;
+  d64.k = 64;
+  CHECK(model.estimate(d40, Dtype::bf16).compute_s == Approx(model.estimate(d64, Dtype::bf16).compute_s));
+}
+
+TEST_CASE("runtime op lists are read strictly", "[profiles][input]") {
+  const auto& builtin = runtime_profile(Runtime::comfyui);
+  CHECK(builtin.eager);
+  CHECK_FALSE(runtime_profile(Runtime::compiled).eager);
+  auto error = [](const std::string& text) {
+    try {
+      parse_runtimes(text, "runtimes.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK_THAT(error("{"), Catch::Contains("runtimes.json"));
+  CHECK_THAT(error(R"({"about": "a", "runtimes": {}})"), Catch::Contains("/runtimes/comfyui") && Catch::Contains("diffusers"));
+  const std::string one = R"({"name": "n", "source": "s", "launch": "eager", "ops": {"rms_norm": {"source": "s", "kernels": [KERNEL]}}})";
+  auto with_kernel = [&](const std::string& kernel) {
+    std::string r = one;
+    r.replace(r.find("KERNEL"), 6, kernel);
+    return error(R"({"about": "a", "runtimes": {"comfyui": )" + r + "}}");
+  };
+  CHECK_THAT(with_kernel(R"({"op": "x", "class": "broadcast", "reads": ["act"], "writes": ["fp32"]})"),
+             Catch::Contains("/runtimes/comfyui/ops/layer_norm") && Catch::Contains("required"));  // the others are missing
+  CHECK_THAT(with_kernel(R"({"op": "x", "class": "gemm", "reads": ["act"], "writes": []})"),
+             Catch::Contains("/runtimes/comfyui/ops/rms_norm/kernels/0/class") && Catch::Contains("memory-bound"));
+  CHECK_THAT(with_kernel(R"({"op": "x", "class": "norm", "reads": ["fp33"], "writes": []})"),
+             Catch::Contains("/runtimes/comfyui/ops/rms_norm/kernels/0/reads") && Catch::Contains("\"fp32*0.5\""));
+  CHECK_THAT(with_kernel(R"({"op": "x", "class": "norm", "reads": [], "writes": []})"), Catch::Contains("at least one"));
+  CHECK_THAT(with_kernel(R"({"op": "x", "class": "norm", "reads": ["act*inf"], "writes": []})"), Catch::Contains("kernels/0/reads"));
+  CHECK_THAT(with_kernel(R"({"op": "x", "class": "norm", "grid": "groups", "reads": ["act"], "writes": []})"),
+             Catch::Contains("kernels/0/grid") && Catch::Contains("reduction"));
+  CHECK_THAT(error(R"({"about": "a", "runtimes": {"comfyui": {"name": "n", "source": "s", "launch": "eager", "ops": {"rms_nrom": {}}}}})"),
+             Catch::Contains("rms_nrom") && Catch::Contains("did you mean \"rms_norm\""));
 }

@@ -58,7 +58,7 @@ check "comparison report: percentages end at 100" chart_lacks "$tmp/compare.html
 "$fleetsim" --quiet plan "$src/scenarios/plans/comfyui-studio.json" --report "$tmp/plan.html" >/dev/null
 check "plan report: the frontier renders" render "$tmp/plan.html" 1
 check "plan report: round ticks" round "$tmp/plan.html"
-check "plan report: the recommendation in words" holds "$tmp/plan.html" '<li>At load 1x: <b>1 × hgx-h100-8</b>.* a month</b>: p95 latency'
+check "plan report: the recommendation in words" holds "$tmp/plan.html" '<li>At load 1x: <b>[0-9]+ × [a-z0-9-]+</b>.* a month</b>: p95 latency'
 check "plan report: configurations that cannot run are listed apart" holds "$tmp/plan.html" '<table id="infeasible">.*rtx4090-pcie-8'
 check "plan report: and never plotted" chart_lacks "$tmp/plan.html" "frontier" "rtx4090"
 "$fleetsim" --quiet calibrate --repeats 1 --out "$tmp/cpu.json" >/dev/null

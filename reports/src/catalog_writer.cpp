@@ -98,7 +98,7 @@ std::string catalog_json(const Catalog& c) {
     for (const auto& [key, v] : a->lists) arch[key] = v;
     arch["source"] = a->source;
     const StepShape s = reference_shape(*a);
-    const auto calls = step_kernels(*a, s);
+    const auto calls = step_kernels(*a, s, Dtype::bf16);
     ordered_json kernels = ordered_json::array();
     for (const KernelCall& k : calls) {
       ordered_json call{{"name", k.name}, {"class", kernel_class_name(k.cls)}, {"m", k.m}, {"n", k.n}};
@@ -107,10 +107,12 @@ std::string catalog_json(const Catalog& c) {
       if (k.taps != 1) call["taps"] = k.taps;
       if (k.causal) call["causal"] = true;
       if (k.count != 1) call["count"] = k.count;
+      if (k.element_bytes > 0) call["element_bytes"] = k.element_bytes;
       kernels.push_back(std::move(call));
     }
     arch["profile"] = {{"shape", {{"batch", s.batch}, {"width", s.width}, {"height", s.height}, {"frames", s.frames}, {"tokens", s.tokens}, {"context", s.context}}},
                        {"runtime", runtime_name(s.runtime)},
+                       {"dtype", "bf16"},
                        {"flop", kernels_flop(calls)},
                        {"kernels", kernels}};
     archs[id] = std::move(arch);

@@ -137,6 +137,32 @@ StepTotals totals(const StepEstimate& step) {
   return t;
 }
 
+// The step's kernels by what launched them: each runtime kernel (models/runtimes.json) of each small
+// operation, and the model's own GEMMs, attentions and other kernels by class; in order of first launch.
+struct OperationRow {
+  const RuntimeKernel* origin = nullptr;
+  KernelClass cls = KernelClass::gemm;
+  double kernels = 0, bytes = 0, time_s = 0;
+};
+std::vector<OperationRow> operations(const StepEstimate& step, Dtype dtype) {
+  std::vector<OperationRow> rows;
+  for (std::size_t i = 0; i < step.calls.size(); ++i) {
+    const KernelCall& call = step.calls[i];
+    auto it = std::find_if(rows.begin(), rows.end(), [&](const OperationRow& r) { return r.origin == call.origin && (call.origin != nullptr || r.cls == call.cls); });
+    if (it == rows.end()) it = rows.insert(rows.end(), OperationRow{.origin = call.origin, .cls = call.cls});
+    it->kernels += call.count;
+    it->bytes += call.count * kernel_bytes(call, dtype);
+    it->time_s += call.count * step.kernels[i].time_s();
+  }
+  return rows;
+}
+
+// "bf16+fp32": a runtime kernel's tensors with the step's dtype for "act".
+std::string dtypes_text(std::string text, Dtype dtype) {
+  for (std::size_t at; (at = text.find("act")) != std::string::npos;) text.replace(at, 3, dtype_name(dtype));
+  return text;
+}
+
 double kernel_count(const StepEstimate& step) {
   double n = 0;
   for (const KernelCall& c : step.calls) n += c.count;
@@ -181,6 +207,26 @@ void write_model_step(std::ostream& out, const GpuType& gpu, const Architecture&
   table("kernel class", t.by_class);
   out << "\n";
   table("layer", t.by_layer);
+  out << "\noperations, in launch order (small operations as " << runtime_profile(shape.runtime).name << " runs them: models/runtimes.json)\n";
+  std::snprintf(line, sizeof line, "%-22s %-44s %-17s %-18s %8s %10s %10s\n", "operation", "kernel", "class", "reads -> writes", "kernels", "bytes", "time");
+  out << line;
+  for (const OperationRow& r : operations(step, dtype)) {
+    const bool model_kernel = r.origin == nullptr;
+    const std::string operation = model_kernel ? "(model)" : r.origin->operation;
+    const std::string kernel = model_kernel ? std::string(kernel_class_name(r.cls)) : r.origin->op.substr(0, 44);
+    const std::string tensors = model_kernel || r.origin->launches > 0 ? "" : dtypes_text(r.origin->reads + " -> " + r.origin->writes, dtype);
+    std::snprintf(line, sizeof line, "%-22s %-44s %-17s %-18s %8.0f %10s %10s\n", operation.c_str(), kernel.c_str(),
+                  model_kernel || r.origin->launches > 0 ? (model_kernel ? "" : "launch") : std::string(kernel_class_name(r.origin->cls)).c_str(),
+                  tensors.c_str(), r.kernels, format_quantity(r.bytes, Dimension::bytes).c_str(), format_quantity(r.time_s, Dimension::time).c_str());
+    out << line;
+  }
+  out << "\nsources of the operations (" << runtime_profile(shape.runtime).source << ")\n";
+  std::vector<std::string> seen;
+  for (const OperationRow& r : operations(step, dtype)) {
+    if (r.origin == nullptr || std::find(seen.begin(), seen.end(), r.origin->operation) != seen.end()) continue;
+    seen.push_back(r.origin->operation);
+    out << "  " << r.origin->operation << ": " << r.origin->source << "\n";
+  }
 }
 
 std::string model_step_json(const GpuType& gpu, const Architecture& arch, const StepShape& shape, Dtype dtype, const StepEstimate& step) {
@@ -200,6 +246,28 @@ std::string model_step_json(const GpuType& gpu, const Architecture& arch, const 
                              {"fixed_s", step.fixed_s},
                              {"host_wait_s", step.host_wait_s},
                              {"classes", classes}};
+  nlohmann::ordered_json ops = nlohmann::ordered_json::array();
+  for (const OperationRow& r : operations(step, dtype)) {
+    nlohmann::ordered_json row;
+    if (r.origin == nullptr) {
+      row = {{"operation", "(model)"}, {"class", kernel_class_name(r.cls)}};
+    } else {
+      row = {{"operation", r.origin->operation}, {"kernel", r.origin->op}};
+      if (r.origin->launches > 0) {
+        row["class"] = "launch";
+      } else {
+        row["class"] = kernel_class_name(r.origin->cls);
+        row["reads"] = dtypes_text(r.origin->reads, dtype);
+        row["writes"] = dtypes_text(r.origin->writes, dtype);
+      }
+      row["source"] = r.origin->source;
+    }
+    row["kernels"] = r.kernels;
+    row["bytes"] = r.bytes;
+    row["time_s"] = r.time_s;
+    ops.push_back(std::move(row));
+  }
+  doc["operations"] = std::move(ops);
   return doc.dump(2) + "\n";
 }
 

@@ -9,7 +9,7 @@
 
 namespace fleetsim {
 void set_model_step(TaskSpec& task, std::shared_ptr<const Architecture> architecture, const StepShape& shape, double steps) {
-  const auto calls = step_kernels(*architecture, shape);
+  const auto calls = step_kernels(*architecture, shape, task.dtype);
   task.architecture = std::move(architecture);
   task.shape = shape;
   task.steps = steps;
@@ -45,7 +45,7 @@ void read_model_step(ObjectReader& w, TaskSpec& task, const Catalog& catalog) {
     w.problem("dtype", "expected one of fp64, fp32, tf32, bf16, fp16, fp8, int8, found \"" + dtype + "\"");
   }
   const auto runtime = w.string("runtime", Need::optional);
-  if (runtime && !parse_runtime(*runtime)) w.problem("runtime", "expected eager or compiled, found \"" + *runtime + "\"");
+  if (runtime && !parse_runtime(*runtime)) w.problem("runtime", "expected " + runtime_choices() + ", found \"" + *runtime + "\"");
   if (found == catalog.architectures().end()) return;
   const Architecture& a = *found->second;
   s.runtime = runtime && parse_runtime(*runtime) ? *parse_runtime(*runtime) : default_runtime(a);

@@ -35,9 +35,13 @@ enum class KernelClass : std::uint8_t {
   embedding,         // gather m rows of n from a table
   reduction,         // m rows of n reduced to m values, a CTA per row (GroupNorm's statistics)
   memory,            // any other memory-bound kernel: m x n elements read and written in all (0: a launch)
+  broadcast,         // elementwise with a broadcast, strided or mixed-dtype operand: m x n out (adaLN's modulation,
+                     // a gate, a transpose made contiguous, an upcast to fp32)
 };
 std::string_view kernel_class_name(KernelClass cls);
 std::optional<KernelClass> parse_kernel_class(std::string_view name);
+
+struct RuntimeKernel;
 
 // One kernel call (or `count` identical ones). Dimensions as KernelClass says.
 struct KernelCall {
@@ -49,7 +53,12 @@ struct KernelCall {
   bool causal = false;  // attention
   bool backward = false;  // attention: the backward pass (dQ, dK, dV), as FlashAttention-2 runs it
   double count = 1;
+  // Memory-bound kernels: bytes read and written per element of m x n, where they are not what the class
+  // and the step's dtype make them (eager code that upcasts to fp32, reads two tensors, writes a third);
+  // 0: as the class says.
+  double element_bytes = 0;
   std::string name = {};  // what it is in the model ("qkv", "mlp.down", ...)
+  const RuntimeKernel* origin = nullptr;  // the runtime's kernel it is (models/runtimes.json), if one
 };
 
 // The estimate and why: the compute-bound time (tiles at their rate), the memory-bound time (bytes
@@ -63,7 +72,7 @@ struct KernelEstimate {
 };
 
 // The constants of models/kernels.json, per GPU architecture.
-inline constexpr std::size_t kMemoryKernelClasses = 9;  // norm .. memory, in KernelClass order
+inline constexpr std::size_t kMemoryKernelClasses = 10;  // norm .. broadcast, in KernelClass order
 // A memory-bound class: its bytes move at `efficiency` of HBM bandwidth (l2_speedup times faster for
 // the share that fits in the GPU's L2 cache, where the previous kernel left it), and no faster than
 // rows allow: each row is one CTA moving its bytes at row_GBps, rows_per_sm at once on each SM
@@ -77,6 +86,7 @@ struct MemoryKernelConstants {
 };
 struct KernelArchConstants {
   std::string source;
+  std::string borrowed;  // what of it is borrowed from another architecture, not measured on this one ("": none)
   std::vector<double> tile_efficiency;  // per tile shape of KernelConstants::tiles
   double k_overhead = 0;                // a tile's prologue and epilogue, in K elements
   double gemm_memory_efficiency = 1;
@@ -93,6 +103,8 @@ struct KernelConstants {
   std::vector<double> split_k;
   double split_k_min_k = 0;
   double attention_block = 128;  // query rows per CTA
+  std::vector<double> attention_head_dims;  // the head dimensions attention kernels are built for, ascending
+  std::string attention_head_dims_source;
   // The attention backward pass: its FLOP over the forward's, and its achieved rate over the forward's
   // (causal and not).
   double attention_backward_flop = 2.5, attention_backward_rate = 1, attention_backward_rate_causal = 1;
@@ -101,7 +113,7 @@ struct KernelConstants {
   // launch itself. A compiled step (CUDA graphs) pays none of it.
   double eager_dispatch_us = 0;
   std::string host_source;
-  KernelArchConstants ampere, hopper, fallback;
+  KernelArchConstants ampere, hopper, ada, fallback;
   // The section an architecture uses (architectures without their own use `fallback`).
   const KernelArchConstants& of(GpuArch arch) const;
   KernelArchConstants& of(GpuArch arch);
@@ -119,8 +131,10 @@ class KernelModel {
   KernelEstimate estimate(const KernelCall& call, Dtype dtype) const;
   // Calls in sequence, each `count` times.
   double time_s(const std::vector<KernelCall>& calls, Dtype dtype) const;
-  // The constants are measured for this GPU's architecture (false: another architecture's, a guess).
+  // The constants are measured for this GPU's architecture (false: some are another architecture's, a
+  // guess that borrowed() states).
   bool measured() const;
+  const std::string& borrowed() const;
   const KernelConstants& constants() const { return *k_; }
 
  private:
@@ -131,5 +145,8 @@ class KernelModel {
 };
 
 double dtype_bytes(Dtype dtype);
+// The bytes a kernel moves through HBM: a GEMM's operands, attention's queries, keys, values and output,
+// a memory-bound kernel's tensors as its class (or element_bytes) says.
+double kernel_bytes(const KernelCall& call, Dtype dtype);
 
 }  // namespace fleetsim

@@ -42,12 +42,45 @@ struct ArchitectureFields {
 const ArchitectureFields* architecture_fields(std::string_view family);
 std::vector<std::string_view> architecture_families();
 
-enum class Runtime : std::uint8_t { eager, compiled };
+// How a step's code runs: ComfyUI's or diffusers' eager PyTorch (a kernel per operator, each launched
+// by the host), or compiled (torch.compile, TensorRT, an engine's fused kernels, launched from a graph).
+enum class Runtime : std::uint8_t { comfyui, diffusers, compiled };
 std::string_view runtime_name(Runtime runtime);
 std::optional<Runtime> parse_runtime(std::string_view name);
+// "comfyui, diffusers or compiled", for messages.
+std::string runtime_choices();
 // The runtime a model runs under when nobody says: LLMs (a transformer with a vocabulary) compiled, as
-// vLLM, TensorRT-LLM and Megatron run them; everything else eager, as ComfyUI and diffusers do.
+// vLLM, TensorRT-LLM and Megatron run them; everything else as ComfyUI runs it.
 Runtime default_runtime(const Architecture& architecture);
+
+// One kernel a runtime launches for one of a step's small operations (an RMSNorm, a rotary embedding,
+// adaLN's modulation), from models/runtimes.json: what it reads and writes per element of the
+// operation's tensor, in the step's dtype (`act`) or in the dtypes the code names (an fp32 upcast).
+struct RuntimeKernel {
+  std::string op;                        // the operation as the code calls it
+  KernelClass cls = KernelClass::memory;
+  double act_tensors = 0;                // tensors of the operation's size in the step's dtype
+  double fixed_bytes = 0;                // bytes per element in fixed dtypes
+  double launches = 0;                   // > 0: kernels too small to move bytes that matter
+  bool per_group = false;                // a CTA per (sample, group), as GroupNorm's statistics
+  std::string reads, writes;             // dtypes, "act" for the step's, for reports
+  std::string operation, source;         // the operation it belongs to, and where it was read
+  double element_bytes(Dtype dtype) const { return act_tensors * dtype_bytes(dtype) + fixed_bytes; }
+};
+struct RuntimeProfile {
+  Runtime runtime = Runtime::comfyui;
+  std::string name, source;
+  bool eager = true;  // the host launches each kernel (false: from a graph)
+  std::map<std::string, std::vector<RuntimeKernel>, std::less<>> ops;
+};
+// The kernels `runtime` launches for one small operation over rows x width in `dtype`; `groups`: the rows
+// of a kernel that runs a CTA per (sample, group).
+std::vector<KernelCall> operation_kernels(const RuntimeProfile& runtime, std::string_view operation, double rows, double width, Dtype dtype,
+                                          double groups = 0);
+// The built-in profiles (models/runtimes.json), indexed by Runtime.
+const RuntimeProfile& runtime_profile(Runtime runtime);
+// Strict: every runtime defines exactly the operations the model code calls; errors name `file`.
+std::vector<RuntimeProfile> parse_runtimes(std::string_view text, const std::string& file);
 
 // What one step works on and how it runs. Image and video models: the output's pixels and frames (the
 // VAE's factors make the latent; an upscaler: the input image's pixels) and the text tokens they attend
@@ -60,7 +93,7 @@ struct StepShape {
   double tokens = 0;
   double context = 0;            // text tokens of a diffusion model, cached tokens of an LLM
   bool training = false;         // logits for every token (a training step), not the last only
-  Runtime runtime = Runtime::eager;
+  Runtime runtime = Runtime::comfyui;
 };
 
 // The shape the catalog lists an architecture's profile at: one 1024x1024 image (an upscaler's input
@@ -72,12 +105,13 @@ StepShape reference_shape(const Architecture& architecture);
 // its weights once.
 double experts_touched(double experts, double top_k, double tokens);
 
-// The kernels of one forward step, in launch order.
-std::vector<KernelCall> step_kernels(const Architecture& architecture, const StepShape& shape);
+// The kernels of one forward step in `dtype`, in launch order: the model's GEMMs, convolutions and
+// attentions, and its small operations as the shape's runtime runs them.
+std::vector<KernelCall> step_kernels(const Architecture& architecture, const StepShape& shape, Dtype dtype);
 
 // One step on a GPU: its kernels back to back, launched by a host that spends `eager_dispatch_us`
-// (models/kernels.json) on each in eager mode and runs ahead of the GPU, which waits where the host
-// falls behind (short kernels); compiled steps launch from a graph.
+// (models/kernels.json) on each under an eager runtime and runs ahead of the GPU, which waits where
+// the host falls behind (short kernels); compiled steps launch from a graph.
 struct StepEstimate {
   std::vector<KernelCall> calls;
   std::vector<KernelEstimate> kernels;  // one per call

@@ -14,16 +14,16 @@ std::string_view kernels_json();
 namespace fleetsim {
 
 namespace {
-constexpr std::array<std::string_view, 11> kClassNames{"gemm", "attention", "norm", "add", "activation", "gated-activation",
-                                                       "rope", "softmax", "embedding", "reduction", "memory"};
+constexpr std::array<std::string_view, 12> kClassNames{"gemm", "attention", "norm", "add", "activation", "gated-activation",
+                                                       "rope", "softmax", "embedding", "reduction", "memory", "broadcast"};
 std::size_t memory_index(KernelClass cls) { return static_cast<std::size_t>(cls) - static_cast<std::size_t>(KernelClass::norm); }
 }  // namespace
 
 const KernelArchConstants& KernelConstants::of(GpuArch arch) const {
-  return arch == GpuArch::ampere ? ampere : arch == GpuArch::hopper ? hopper : fallback;
+  return arch == GpuArch::ampere ? ampere : arch == GpuArch::hopper ? hopper : arch == GpuArch::ada ? ada : fallback;
 }
 KernelArchConstants& KernelConstants::of(GpuArch arch) {
-  return arch == GpuArch::ampere ? ampere : arch == GpuArch::hopper ? hopper : fallback;
+  return arch == GpuArch::ampere ? ampere : arch == GpuArch::hopper ? hopper : arch == GpuArch::ada ? ada : fallback;
 }
 
 namespace {
@@ -53,6 +53,7 @@ std::vector<double> read_numbers(ObjectReader& r, std::string_view key, std::siz
 KernelArchConstants read_arch(ObjectReader& a, std::size_t tiles) {
   KernelArchConstants k;
   k.source = a.string("source", Need::required).value_or("");
+  k.borrowed = a.string("borrowed", Need::optional).value_or("");
   k.tile_efficiency = read_numbers(a, "gemm_tile_efficiency", tiles, 1e-6);
   k.k_overhead = a.number("gemm_k_overhead", Need::required, 0, 1e6).value_or(0);
   k.gemm_memory_efficiency = a.number("gemm_memory_efficiency", Need::required, 1e-6, 2).value_or(1);
@@ -109,6 +110,15 @@ std::shared_ptr<const KernelConstants> read_constants(const Json& doc, Problems&
     }
   }
   k->attention_block = top.number("attention_block", Need::required, 1, 4096).value_or(128);
+  if (const Json* d = top.field("attention_head_dims", Need::required)) {
+    ObjectReader r(*d, top.pointer("attention_head_dims"), problems);
+    if (r.ok()) {
+      k->attention_head_dims_source = r.string("source", Need::required).value_or("");
+      k->attention_head_dims = read_numbers(r, "dims", 0, 1);
+      if (!std::is_sorted(k->attention_head_dims.begin(), k->attention_head_dims.end())) r.problem("dims", "expected head dimensions in ascending order");
+      r.finish();
+    }
+  }
   if (const Json* b = top.field("attention_backward", Need::required)) {
     ObjectReader r(*b, top.pointer("attention_backward"), problems);
     if (r.ok()) {
@@ -130,7 +140,7 @@ std::shared_ptr<const KernelConstants> read_constants(const Json& doc, Problems&
   if (const Json* archs = top.field("architectures", Need::required)) {
     ObjectReader r(*archs, top.pointer("architectures"), problems);
     if (r.ok()) {
-      for (const auto& [name, into] : {std::pair{"ampere", &k->ampere}, std::pair{"hopper", &k->hopper}, std::pair{"default", &k->fallback}}) {
+      for (const auto& [name, into] : {std::pair{"ampere", &k->ampere}, std::pair{"hopper", &k->hopper}, std::pair{"ada", &k->ada}, std::pair{"default", &k->fallback}}) {
         if (const Json* v = r.field(name, Need::required)) {
           ObjectReader a(*v, r.pointer(name), problems);
           if (a.ok()) *into = read_arch(a, k->tiles.size());
@@ -152,11 +162,12 @@ std::string kernel_constants_json(const KernelConstants& k) {
   for (const auto& t : k.tiles) tiles.push_back({t[0], t[1]});
   doc["gemm"] = {{"source", k.gemm_source}, {"tiles", tiles}, {"split_k", k.split_k}, {"split_k_min_k", k.split_k_min_k}};
   doc["attention_block"] = k.attention_block;
+  doc["attention_head_dims"] = {{"source", k.attention_head_dims_source}, {"dims", k.attention_head_dims}};
   doc["attention_backward"] = {{"source", k.attention_backward_source}, {"flop_factor", k.attention_backward_flop},
                                {"rate", k.attention_backward_rate}, {"rate_causal", k.attention_backward_rate_causal}};
   doc["host"] = {{"source", k.host_source}, {"eager_dispatch_us", k.eager_dispatch_us}};
   Json archs = Json::object();
-  for (const auto& [name, a] : {std::pair{"ampere", &k.ampere}, std::pair{"hopper", &k.hopper}, std::pair{"default", &k.fallback}}) {
+  for (const auto& [name, a] : {std::pair{"ampere", &k.ampere}, std::pair{"hopper", &k.hopper}, std::pair{"ada", &k.ada}, std::pair{"default", &k.fallback}}) {
     Json memory = Json::object();
     for (std::size_t c = 0; c < kMemoryKernelClasses; ++c) {
       const MemoryKernelConstants& m = a->memory[c];
@@ -173,6 +184,7 @@ std::string kernel_constants_json(const KernelConstants& k) {
                    {"attention_key_overhead", a->attention_key_overhead},
                    {"attention_head_overhead", a->attention_head_overhead},
                    {"attention_fixed_us", a->attention_fixed_us}};
+    if (!a->borrowed.empty()) archs[name]["borrowed"] = a->borrowed;
   }
   doc["architectures"] = archs;
   return doc.dump(2) + "\n";
@@ -217,7 +229,8 @@ std::shared_ptr<const KernelConstants> builtin_kernel_constants() {
 KernelModel::KernelModel(const GpuType& gpu, std::shared_ptr<const KernelConstants> constants)
     : gpu_(gpu), k_(std::move(constants)), arch_(&k_->of(gpu.arch)) {}
 
-bool KernelModel::measured() const { return arch_ != &k_->fallback; }
+bool KernelModel::measured() const { return arch_->borrowed.empty(); }
+const std::string& KernelModel::borrowed() const { return arch_->borrowed; }
 
 // Each candidate tile shape, and split-K where its tiles cannot fill the SMs: waves of one tile per SM,
 // a tile's work (its K plus the prologue and epilogue) at the SM's share of peak times the shape's
@@ -249,44 +262,55 @@ KernelEstimate KernelModel::gemm(double m, double n, double k, double batch, dou
   return e;
 }
 
-KernelEstimate KernelModel::estimate(const KernelCall& c, Dtype dtype) const {
+double kernel_bytes(const KernelCall& c, Dtype dtype) {
   const double element = dtype_bytes(dtype);
-  const double bw = gpu_.memory_bandwidth_Bps * gpu_.kernel_memory_scale;
-  KernelEstimate e;
+  if (c.element_bytes > 0 && c.cls != KernelClass::gemm && c.cls != KernelClass::attention) return c.element_bytes * c.m * c.n;
   switch (c.cls) {
-    case KernelClass::gemm: return gemm(c.m, c.n, c.k, c.batch, c.taps, dtype);
-    case KernelClass::attention: {
-      // FlashAttention: query blocks of attention_block rows per CTA, in waves over the SMs; QK^T and
-      // PV are 4 m n k FLOP per head. Each block also pays a prologue and epilogue (key_overhead keys)
-      // and, per key, softmax work that does not shrink with the head dimension (head_overhead, in
-      // head-dimension units). Causal: a block sees the keys up to its last query, the diagonal key
-      // block whole.
-      e.fixed_s = arch_->attention_fixed_us * 1e-6;
-      const double sms = std::max(1, gpu_.sms);
-      const double block = std::min(k_->attention_block, c.m);
-      const double keys = c.causal ? std::min(c.n, c.n - c.m / 2 + block / 2) : c.n;
-      const double waves = std::ceil(c.batch * std::ceil(c.m / block) / sms);
-      const double rate = gpu_.peak_for(dtype) * gpu_.kernel_compute_scale[static_cast<std::size_t>(dtype)] / sms * arch_->attention_efficiency;
-      e.compute_s = waves * 4 * block * (keys + arch_->attention_key_overhead) * (c.k + arch_->attention_head_overhead) / rate;
-      e.memory_s = element * (2 * c.batch * c.m * c.k + 2 * c.batch / std::max(1.0, c.groups) * c.n * c.k) / bw;
-      if (c.backward) {  // the same blocks, more products at their own rate; twice the tensors moved
-        e.compute_s *= k_->attention_backward_flop / (c.causal ? k_->attention_backward_rate_causal : k_->attention_backward_rate);
-        e.memory_s *= 2;
-      }
-      return e;
-    }
-    case KernelClass::memory: e.memory_s = element * c.m * c.n; break;
-    case KernelClass::reduction: e.memory_s = element * (c.m * c.n + c.m); break;
-    case KernelClass::norm: e.memory_s = element * (2 * c.m * c.n + c.n); break;
+    case KernelClass::gemm: return c.batch * element * (c.m * c.k / c.taps + c.k * c.n + c.m * c.n);
+    case KernelClass::attention: return element * (2 * c.batch * c.m * c.k + 2 * c.batch / std::max(1.0, c.groups) * c.n * c.k);
+    case KernelClass::memory: return element * c.m * c.n;
+    case KernelClass::reduction: return element * (c.m * c.n + c.m);
+    case KernelClass::norm: return element * (2 * c.m * c.n + c.n);
     case KernelClass::add:
-    case KernelClass::gated_activation: e.memory_s = element * 3 * c.m * c.n; break;
+    case KernelClass::gated_activation: return element * 3 * c.m * c.n;
     case KernelClass::activation:
     case KernelClass::rope:
     case KernelClass::softmax:
-    case KernelClass::embedding: e.memory_s = element * 2 * c.m * c.n; break;
+    case KernelClass::embedding:
+    case KernelClass::broadcast: return element * 2 * c.m * c.n;  // a broadcast operand is small beside the tensor
+  }
+  return 0;
+}
+
+KernelEstimate KernelModel::estimate(const KernelCall& c, Dtype dtype) const {
+  const double bw = gpu_.memory_bandwidth_Bps * gpu_.kernel_memory_scale;
+  KernelEstimate e;
+  if (c.cls == KernelClass::gemm) return gemm(c.m, c.n, c.k, c.batch, c.taps, dtype);
+  if (c.cls == KernelClass::attention) {
+    // FlashAttention: query blocks of attention_block rows per CTA, in waves over the SMs; QK^T and
+    // PV are 4 m n k FLOP per head. Each block also pays a prologue and epilogue (key_overhead keys)
+    // and, per key, softmax work that does not shrink with the head dimension (head_overhead, in
+    // head-dimension units). Causal: a block sees the keys up to its last query, the diagonal key
+    // block whole.
+    e.fixed_s = arch_->attention_fixed_us * 1e-6;
+    const double sms = std::max(1, gpu_.sms);
+    const double block = std::min(k_->attention_block, c.m);
+    const double keys = c.causal ? std::min(c.n, c.n - c.m / 2 + block / 2) : c.n;
+    const double waves = std::ceil(c.batch * std::ceil(c.m / block) / sms);
+    const double rate = gpu_.peak_for(dtype) * gpu_.kernel_compute_scale[static_cast<std::size_t>(dtype)] / sms * arch_->attention_efficiency;
+    // A head dimension the kernels are not built for runs padded to the next one they are.
+    const auto built = std::lower_bound(k_->attention_head_dims.begin(), k_->attention_head_dims.end(), c.k);
+    const double head_dim = built == k_->attention_head_dims.end() ? c.k : *built;
+    e.compute_s = waves * 4 * block * (keys + arch_->attention_key_overhead) * (head_dim + arch_->attention_head_overhead) / rate;
+    e.memory_s = kernel_bytes(c, dtype) / bw;
+    if (c.backward) {  // the same blocks, more products at their own rate; twice the tensors moved
+      e.compute_s *= k_->attention_backward_flop / (c.causal ? k_->attention_backward_rate_causal : k_->attention_backward_rate);
+      e.memory_s *= 2;
+    }
+    return e;
   }
   const MemoryKernelConstants& mc = arch_->memory[memory_index(c.cls)];
-  const double bytes = e.memory_s;
+  const double bytes = kernel_bytes(c, dtype);
   const double in_l2 = bytes > 0 && gpu_.l2_bytes > 0 ? std::min(1.0, gpu_.l2_bytes / bytes) : 0.0;
   e.memory_s = bytes / (bw * mc.efficiency) * (1 - in_l2 + in_l2 / mc.l2_speedup);
   // Row by row: a CTA per row, rows_per_sm of them at once on each SM, each at row_GBps.

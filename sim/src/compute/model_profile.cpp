@@ -18,16 +18,8 @@ const std::vector<double>& Architecture::list(std::string_view key) const {
   return it->second;
 }
 
-std::string_view runtime_name(Runtime runtime) { return runtime == Runtime::eager ? "eager" : "compiled"; }
-
-std::optional<Runtime> parse_runtime(std::string_view name) {
-  if (name == "eager") return Runtime::eager;
-  if (name == "compiled") return Runtime::compiled;
-  return std::nullopt;
-}
-
 Runtime default_runtime(const Architecture& a) {
-  return a.family == "transformer" && a.number("vocab", 0) > 0 ? Runtime::compiled : Runtime::eager;
+  return a.family == "transformer" && a.number("vocab", 0) > 0 ? Runtime::compiled : Runtime::comfyui;
 }
 
 namespace {
@@ -50,75 +42,39 @@ const std::map<std::string_view, ArchitectureFields>& families() {
   return f;
 }
 
-// Appends a family's kernels in launch order. The helpers say what eager PyTorch launches for a layer
-// and what is left of it when compiled: elementwise work fused into a neighbour, no layout copies.
+// Appends a family's kernels in launch order: the model's GEMMs, convolutions and attentions, and its
+// small operations (norms, activations, copies) as the runtime runs them (models/runtimes.json).
 class Builder {
  public:
-  Builder(std::vector<KernelCall>& out, Runtime runtime) : out_(out), eager_(runtime == Runtime::eager) {}
-  bool eager() const { return eager_; }
+  Builder(std::vector<KernelCall>& out, const RuntimeProfile& runtime, Dtype dtype) : out_(out), runtime_(runtime), dtype_(dtype) {}
+  bool eager() const { return runtime_.eager; }
 
   void gemm(const std::string& name, double m, double n, double k, double count = 1) {
     push({.cls = KernelClass::gemm, .m = m, .n = n, .k = k, .count = count, .name = name});
   }
-  // A k x k convolution with stride s onto an output of b x h x w pixels, as an implicit GEMM. Eager
-  // PyTorch keeps activations in NCHW, which cuDNN's tensor-core kernels transpose to NHWC and back, and
-  // adds the bias in a kernel of its own; compiled, the step runs channels-last with the bias fused.
+  // A k x k convolution with stride s onto an output of b x h x w pixels, as an implicit GEMM, with the
+  // layout changes and the bias its runtime adds around it.
   void conv(const std::string& name, double b, double h, double w, double cin, double cout, double k, double s = 1) {
-    copy(name + ".to_nhwc", b * h * w * s * s, cin);
+    op("conv_layout", name + ".to_nhwc", b * h * w * s * s, cin);
     push({.cls = KernelClass::gemm, .m = b * h * w, .n = cout, .k = cin * k * k, .taps = k * k, .name = name});
-    copy(name + ".to_nchw", b * h * w, cout);
-    unfused(name + ".bias", b * h * w, cout);
+    op("conv_layout", name + ".to_nchw", b * h * w, cout);
+    op("conv_bias", name + ".bias", b * h * w, cout);
   }
-  // GroupNorm (32 groups) of b samples of px pixels x c channels, then SiLU if `silu`. Eager PyTorch
-  // reduces each (sample, group) with one CTA, computes the affine factors, normalizes, then runs the
-  // SiLU; compiled, one norm with the SiLU fused.
+  // GroupNorm (32 groups) of b samples of px pixels x c channels, then SiLU if `silu`.
   void group_norm(const std::string& name, double b, double px, double c, bool silu) {
-    if (eager_) {
-      push({.cls = KernelClass::reduction, .m = b * 32, .n = c / 32 * px, .name = name + ".stats"});
-      small(name + ".factors", 1);
-      push({.cls = KernelClass::activation, .m = b * px, .n = c, .name = name});
-      if (silu) act(name + ".silu", b * px, c);
-    } else {
-      norm(name, b * px, c);
+    op(silu ? "group_norm_silu" : "group_norm", name, b * px, c, 1, b * 32);
+  }
+  // A small operation over rows x width, `count` times, as the runtime runs it; `groups`: the rows of a
+  // kernel that runs a CTA per (sample, group).
+  void op(std::string_view operation, const std::string& name, double rows, double width, double count = 1, double groups = 0) {
+    for (KernelCall& call : operation_kernels(runtime_, operation, rows, width, dtype_, groups)) {
+      call.count *= count;
+      call.name = name;
+      push(std::move(call));
     }
   }
-  void norm(const std::string& name, double rows, double width) { push({.cls = KernelClass::norm, .m = rows, .n = width, .name = name}); }
-  void act(const std::string& name, double rows, double width) { push({.cls = KernelClass::activation, .m = rows, .n = width, .name = name}); }
-  void add(const std::string& name, double rows, double width) { push({.cls = KernelClass::add, .m = rows, .n = width, .name = name}); }
-  // Rotary embedding of the queries and the keys: a kernel each in eager code, one fused when compiled.
-  void rope(const std::string& name, double rows, double width) {
-    if (eager_) {
-      push({.cls = KernelClass::rope, .m = rows, .n = width, .count = 2, .name = name});
-    } else {
-      push({.cls = KernelClass::rope, .m = rows, .n = 2 * width, .name = name});
-    }
-  }
-  // A gated activation of rows x width (GEGLU, SwiGLU): eager, the activation then the product.
-  void gated(const std::string& name, double rows, double width) {
-    if (eager_) {
-      act(name, rows, width);
-      add(name + ".mul", rows, width);
-    } else {
-      push({.cls = KernelClass::gated_activation, .m = rows, .n = width, .name = name});
-    }
-  }
-  // An elementwise kernel eager PyTorch runs on its own and a compiler fuses into a neighbour (a bias
-  // or a broadcast add, an activation after a convolution, adaLN's x (1 + scale) + shift after its norm).
-  void unfused(const std::string& name, double rows, double width) {
-    if (eager_) act(name, rows, width);
-  }
-  // A copy that only moves data: a permute made contiguous, a concatenation. Compiled code writes the
-  // data where its consumer wants it.
-  void copy(const std::string& name, double rows, double width, double count = 1) {
-    if (eager_) push({.cls = KernelClass::activation, .m = rows, .n = width, .count = count, .name = name});
-  }
-  // Nearest 2x upsampling onto b x h x w pixels of c channels: reads a quarter of what it writes.
-  void upsample(const std::string& name, double b, double h, double w, double c) {
-    push({.cls = KernelClass::memory, .m = b * h * w, .n = 1.25 * c, .name = name});
-  }
-  // Kernels too small to matter but for their launches: embeddings of the timestep, factors of the
-  // modulation, the sampler's arithmetic on the latent.
-  void small(const std::string& name, double count) { push({.cls = KernelClass::memory, .count = count, .name = name}); }
+  // A memory-bound kernel of the model itself, the same under every runtime (an embedding's gather).
+  void kernel(KernelClass cls, const std::string& name, double rows, double width) { push({.cls = cls, .m = rows, .n = width, .name = name}); }
   void attention(const std::string& name, double heads, double queries, double keys, double head_dim, bool causal = false, double groups = 1) {
     push({.cls = KernelClass::attention, .m = queries, .n = keys, .k = head_dim, .batch = heads, .groups = groups, .causal = causal, .name = name});
   }
@@ -126,7 +82,8 @@ class Builder {
  private:
   void push(KernelCall call) { out_.push_back(std::move(call)); }
   std::vector<KernelCall>& out_;
-  bool eager_;
+  const RuntimeProfile& runtime_;
+  Dtype dtype_;
 };
 
 // A decoder (or, with causal 0, encoder) transformer: per layer a norm, the QKV projection (separate
@@ -138,9 +95,10 @@ void transformer(const Architecture& a, const StepShape& s, Builder& b) {
   const double hd = h / heads, vocab = a.number("vocab", 0);
   const bool causal = a.number("causal", 1) != 0, rope = a.number("rope", 1) != 0, gated = a.number("gated", 0) != 0;
   const double tokens = std::max(1.0, s.tokens), m = s.batch * tokens;
-  if (vocab > 0) b.norm("embedding", m, h);  // a gather: reads and writes a row per token
+  const std::string_view norm = vocab > 0 ? "rms_norm" : "layer_norm";  // LLMs' RMSNorm; CLIP's and T5's encoders as LayerNorm
+  if (vocab > 0) b.kernel(KernelClass::embedding, "embedding", m, h);  // a gather: reads and writes a row per token
   for (double layer = 0; layer < a.number("layers", 0); ++layer) {
-    b.norm("attn.norm", m, h);
+    b.op(norm, "attn.norm", m, h);
     if (b.eager()) {
       b.gemm("attn.q", m, heads * hd, h);
       b.gemm("attn.k", m, kv * hd, h);
@@ -148,18 +106,20 @@ void transformer(const Architecture& a, const StepShape& s, Builder& b) {
     } else {
       b.gemm("attn.qkv", m, (heads + 2 * kv) * hd, h);
     }
-    if (rope) b.rope("attn.rope", m, heads * hd);
+    if (rope) {
+      b.op("rope", "attn.rope", m, heads * hd);
+      b.op("rope", "attn.rope", m, kv * hd);
+    }
     b.attention("attn", s.batch * heads, tokens, s.context + tokens, hd, causal, heads / kv);
     b.gemm("attn.out", m, h, heads * hd);
-    b.add("attn.residual", m, h);
-    b.norm("mlp.norm", m, h);
+    b.op("residual_add", "attn.residual", m, h);
+    b.op(norm, "mlp.norm", m, h);
     const double experts = a.number("experts", 0), top_k = a.number("experts_per_token", 1);
     if (experts > 0) {  // a mixture of experts: a router, then each expert reached its share of the tokens
       const double touched = experts_touched(experts, top_k, m), rows = m * top_k / touched;
       b.gemm("moe.router", m, experts, h);
       b.gemm("moe.up", rows, (gated ? 2 : 1) * ffn, h, touched);
-      if (gated) b.gated("moe.act", m * top_k, ffn);
-      else b.act("moe.act", m * top_k, ffn);
+      b.op(gated ? "gated_activation" : "gelu", "moe.act", m * top_k, ffn);
       b.gemm("moe.down", rows, h, ffn, touched);
     } else {
       if (gated && b.eager()) {
@@ -168,13 +128,12 @@ void transformer(const Architecture& a, const StepShape& s, Builder& b) {
       } else {
         b.gemm("mlp.up", m, (gated ? 2 : 1) * ffn, h);
       }
-      if (gated) b.gated("mlp.act", m, ffn);
-      else b.act("mlp.act", m, ffn);
+      b.op(gated ? "gated_activation" : "gelu", "mlp.act", m, ffn);
       b.gemm("mlp.down", m, h, ffn);
     }
-    b.add("mlp.residual", m, h);
+    b.op("residual_add", "mlp.residual", m, h);
   }
-  b.norm("final.norm", m, h);
+  b.op(norm, "final.norm", m, h);
   if (vocab > 0) b.gemm("lm_head", s.training ? m : s.batch, vocab, h);
 }
 
@@ -194,56 +153,57 @@ void unet(const Architecture& a, const StepShape& s, Builder& b) {
     const double px = n * h * w;
     b.group_norm("resnet.norm1", n, h * w, cin, true);
     b.conv("resnet.conv1", n, h, w, cin, cout, 3);
-    b.small("resnet.time", 1);  // SiLU of the embedding
+    b.op("vector_silu", "resnet.time", n, temb);
     b.gemm("resnet.time", n, cout, temb);
-    b.unfused("resnet.time_add", px, cout);
+    b.op("time_add", "resnet.time_add", px, cout);
     b.group_norm("resnet.norm2", n, h * w, cout, true);
     b.conv("resnet.conv2", n, h, w, cout, cout, 3);
     if (cin != cout) b.conv("resnet.shortcut", n, h, w, cin, cout, 1);
-    b.add("resnet.residual", px, cout);
+    b.op("residual_add", "resnet.residual", px, cout);
   };
   auto transformer2d = [&](double c, double h, double w, double blocks) {
     if (blocks <= 0) return;
     const double tok = h * w, m = n * tok, heads = heads_of(c), hd = c / heads;
     b.group_norm("attn.groupnorm", n, tok, c, false);
     if (linear_projection) {
-      b.copy("attn.to_tokens", m, c);
+      b.op("to_tokens", "attn.to_tokens", m, c);
       b.gemm("attn.proj_in", m, c, c);
     } else {
       b.conv("attn.proj_in", n, h, w, c, c, 1);
-      b.copy("attn.to_tokens", m, c);
+      b.op("to_tokens", "attn.to_tokens", m, c);
     }
     for (double i = 0; i < blocks; ++i) {
-      b.norm("attn.norm1", m, c);
+      b.op("layer_norm", "attn.norm1", m, c);
       b.gemm("attn.self.q", m, c, c);
       b.gemm("attn.self.k", m, c, c);
       b.gemm("attn.self.v", m, c, c);
       b.attention("attn.self", n * heads, tok, tok, hd);
       b.gemm("attn.self.out", m, c, c);
-      b.add("attn.self.residual", m, c);
-      b.norm("attn.norm2", m, c);
+      b.op("residual_add", "attn.self.residual", m, c);
+      b.op("layer_norm", "attn.norm2", m, c);
       b.gemm("attn.cross.q", m, c, c);
       b.gemm("attn.cross.k", n * ctx, c, ctx_dim);
       b.gemm("attn.cross.v", n * ctx, c, ctx_dim);
       b.attention("attn.cross", n * heads, tok, ctx, hd);
       b.gemm("attn.cross.out", m, c, c);
-      b.add("attn.cross.residual", m, c);
-      b.norm("attn.norm3", m, c);
+      b.op("residual_add", "attn.cross.residual", m, c);
+      b.op("layer_norm", "attn.norm3", m, c);
       b.gemm("attn.ff.in", m, 8 * c, c);
-      b.gated("attn.ff.geglu", m, 4 * c);
+      b.op("gated_activation", "attn.ff.geglu", m, 4 * c);
       b.gemm("attn.ff.out", m, c, 4 * c);
-      b.add("attn.ff.residual", m, c);
+      b.op("residual_add", "attn.ff.residual", m, c);
     }
     if (linear_projection) {
       b.gemm("attn.proj_out", m, c, c);
-      b.copy("attn.to_pixels", m, c);
+      b.op("to_pixels", "attn.to_pixels", m, c);
     } else {
-      b.copy("attn.to_pixels", m, c);
+      b.op("to_pixels", "attn.to_pixels", m, c);
       b.conv("attn.proj_out", n, h, w, c, c, 1);
     }
-    b.add("attn.residual", m, c);
+    b.op("residual_add", "attn.residual", m, c);
   };
-  b.small("step", 30);  // timestep and size embeddings, the sampler's and guidance's arithmetic
+  b.op("sampler", "step", n, 0);  // the sampler's and guidance's arithmetic on the latent
+  b.op("timestep_embedding", "time.embed", n, 0);
   b.gemm("time.embed1", n, temb, channels.front());
   b.gemm("time.embed2", n, temb, temb);
   b.conv("conv_in", n, h0, w0, lat, channels.front(), 3);
@@ -271,7 +231,7 @@ void unet(const Architecture& a, const StepShape& s, Builder& b) {
     for (double j = 0; j <= per_block; ++j) {
       const double skip = skips.back();
       skips.pop_back();
-      b.copy("up.concat", n * h * w, c_in + skip);
+      b.op("concat", "up.concat", n * h * w, c_in + skip);
       resnet(c_in + skip, channels[r], h, w);
       transformer2d(channels[r], h, w, depth[r]);
       c_in = channels[r];
@@ -279,7 +239,7 @@ void unet(const Architecture& a, const StepShape& s, Builder& b) {
     if (r > 0) {
       h *= 2;
       w *= 2;
-      b.upsample("upsample.interpolate", n, h, w, c_in);
+      b.op("upsample", "upsample.interpolate", n * h * w, c_in);
       b.conv("upsample", n, h, w, c_in, c_in, 3);
     }
   }
@@ -301,85 +261,93 @@ void dit(const Architecture& a, const StepShape& s, Builder& b) {
   const double mlp = a.number("ffn", a.number("mlp_ratio", 4) * h);
   const bool cross = a.number("cross_attention", 0) != 0, rope = a.number("rope", 1) != 0, qk_norm = a.number("qk_norm", 1) != 0;
   auto qk_norms = [&](const char* name, double tokens) {
-    if (qk_norm) b.norm(name, n * tokens * heads, hd * 2);  // queries and keys, per head
+    if (qk_norm) b.op("rms_norm", name, n * tokens * heads, hd, 2);  // queries and keys, per head
   };
-  b.small("step", 40);  // timestep, guidance and position embeddings, the sampler's arithmetic
-  b.copy("patchify", n * img, lat * p * p * tp);
+  b.op("sampler", "step", n, 0);  // the sampler's and guidance's arithmetic on the latent
+  b.op("timestep_embedding", "time.embed", n, 0);
+  if (rope) b.op("position_tables", "rope.tables", n, 0);
+  b.op("patchify", "patchify", n * img, lat * p * p * tp);
   b.gemm("patch_embed", n * img, h, lat * p * p * tp);
   b.gemm("text_embed", n * txt, h, a.number("text_dim", 0));
   b.gemm("time_embed", n, h, 256);
   b.gemm("time_embed", n, h, h);
   for (double i = 0; i < a.number("double_blocks", 0); ++i) {
     for (double tokens : {img, txt}) {
-      b.small("double.modulation", 1);
+      b.op("vector_silu", "double.modulation", n, h);
       b.gemm("double.modulation", n, 6 * h, h);
-      b.norm("double.norm1", n * tokens, h);
-      b.unfused("double.modulate1", n * tokens, h);
+      b.op("layer_norm", "double.norm1", n * tokens, h);
+      b.op("modulate", "double.modulate1", n * tokens, h);
       b.gemm("double.qkv", n * tokens, 3 * h, h);
       qk_norms("double.qk_norm", tokens);
     }
-    b.copy("double.join", n * all, h, 3);  // text and image queries, keys and values concatenated
-    if (rope) b.rope("double.rope", n * all, h);
+    b.op("qkv_join", "double.join", n * all, h, 3);  // text and image queries, keys and values concatenated
+    if (rope) b.op("rope", "double.rope", n * all, h, 2);
     b.attention("double.attn", n * heads, all, all, hd);
+    b.op("attention_out", "double.attn.out", n * all, h);
     for (double tokens : {img, txt}) {
       b.gemm("double.out", n * tokens, h, h);
-      b.add("double.residual1", n * tokens, h);
-      b.norm("double.norm2", n * tokens, h);
-      b.unfused("double.modulate2", n * tokens, h);
+      b.op("gate_residual", "double.residual1", n * tokens, h);
+      b.op("layer_norm", "double.norm2", n * tokens, h);
+      b.op("modulate", "double.modulate2", n * tokens, h);
       b.gemm("double.mlp.in", n * tokens, mlp, h);
-      b.act("double.mlp.act", n * tokens, mlp);
+      b.op("gelu", "double.mlp.act", n * tokens, mlp);
       b.gemm("double.mlp.out", n * tokens, h, mlp);
-      b.add("double.residual2", n * tokens, h);
+      b.op("gate_residual", "double.residual2", n * tokens, h);
     }
   }
   const double singles = a.number("single_blocks", 0);
-  if (singles > 0 && !cross) b.copy("single.join", n * all, h);
+  if (singles > 0 && !cross) b.op("concat", "single.join", n * all, h);  // text and image, once
   for (double i = 0; i < singles; ++i) {
     const double tokens = cross ? img : all, m = n * tokens;
-    b.small("single.modulation", 1);
+    b.op("vector_silu", "single.modulation", n, h);
     if (!cross) b.gemm("single.modulation", n, 3 * h, h);  // Wan's blocks add learned modulation: no GEMM
-    b.norm("single.norm1", m, h);
-    b.unfused("single.modulate1", m, h);
+    if (!cross) b.op("stream_join", "single.join", m, h);   // diffusers joins text and image in every block
+    b.op("layer_norm", "single.norm1", m, h);
+    b.op("modulate", "single.modulate1", m, h);
     if (cross) {
       b.gemm("single.q", m, h, h);
       b.gemm("single.k", m, h, h);
       b.gemm("single.v", m, h, h);
       qk_norms("single.qk_norm", tokens);
-      if (rope) b.rope("single.rope", m, h);
+      if (rope) b.op("rope", "single.rope", m, h, 2);
       b.attention("single.attn", n * heads, tokens, tokens, hd);
+      b.op("attention_out", "single.attn.out", m, h);
       b.gemm("single.out", m, h, h);
-      b.add("single.residual1", m, h);
-      b.norm("single.norm3", m, h);
+      b.op("gate_residual", "single.residual1", m, h);
+      b.op("layer_norm", "single.norm3", m, h);
       b.gemm("single.cross.q", m, h, h);
       b.gemm("single.cross.k", n * txt, h, h);
       b.gemm("single.cross.v", n * txt, h, h);
-      if (qk_norm) b.norm("single.cross.qk_norm", n * (tokens + txt) * heads, hd);
+      if (qk_norm) b.op("rms_norm", "single.cross.qk_norm", n * (tokens + txt) * heads, hd);
       b.attention("single.cross", n * heads, tokens, txt, hd);
+      b.op("attention_out", "single.cross.out", m, h);
       b.gemm("single.cross.out", m, h, h);
-      b.add("single.residual2", m, h);
-      b.norm("single.norm2", m, h);
-      b.unfused("single.modulate2", m, h);
+      b.op("residual_add", "single.residual2", m, h);
+      b.op("layer_norm", "single.norm2", m, h);
+      b.op("modulate", "single.modulate2", m, h);
       b.gemm("single.mlp.in", m, mlp, h);
-      b.act("single.mlp.act", m, mlp);
+      b.op("gelu", "single.mlp.act", m, mlp);
       b.gemm("single.mlp.out", m, h, mlp);
-      b.add("single.residual3", m, h);
+      b.op("gate_residual", "single.residual3", m, h);
     } else {
       // FLUX's single block: QKV and the MLP input in one projection, the attention output and the
       // MLP's activation concatenated into one output projection.
       b.gemm("single.qkv_mlp", m, 3 * h + mlp, h);
       qk_norms("single.qk_norm", tokens);
-      if (rope) b.rope("single.rope", m, h);
+      if (rope) b.op("rope", "single.rope", m, h, 2);
       b.attention("single.attn", n * heads, tokens, tokens, hd);
-      b.act("single.mlp.act", m, mlp);
-      b.copy("single.join", m, h + mlp);
+      b.op("gelu", "single.mlp.act", m, mlp);
+      b.op("concat", "single.concat", m, h + mlp);
       b.gemm("single.out", m, h, h + mlp);
-      b.add("single.residual", m, h);
+      b.op("gate_residual", "single.residual", m, h);
     }
   }
-  b.norm("final.norm", n * img, h);
-  b.unfused("final.modulate", n * img, h);
+  b.op("vector_silu", "final.modulation", n, h);
+  b.gemm("final.modulation", n, 2 * h, h);
+  b.op("layer_norm", "final.norm", n * img, h);
+  b.op("modulate", "final.modulate", n * img, h);
   b.gemm("final.proj", n * img, lat * p * p * tp, h);
-  b.copy("unpatchify", n * img, lat * p * p * tp);
+  b.op("patchify", "unpatchify", n * img, lat * p * p * tp);
 }
 
 // A VAE decoder (ComfyUI's, as in Stable Diffusion and FLUX): a convolution in, a middle of two ResNet
@@ -398,18 +366,18 @@ void vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
     b.group_norm("resnet.norm2", n, h * w, cout, true);
     b.conv("resnet.conv2", n, h, w, cout, cout, 3);
     if (cin != cout) b.conv("resnet.shortcut", n, h, w, cin, cout, 1);
-    b.add("resnet.residual", n * h * w, cout);
+    b.op("residual_add", "resnet.residual", n * h * w, cout);
   };
   double c = channels.front();
   b.conv("conv_in", n, h, w, a.number("latent_channels", 4), c, 3);
   resnet(c, c);
   b.group_norm("mid.attn.norm", n, h * w, c, false);
   for (const char* name : {"mid.attn.q", "mid.attn.k", "mid.attn.v"}) b.conv(name, n, h, w, c, c, 1);
-  b.copy("mid.attn.to_tokens", n * h * w, c, 3);
+  b.op("to_tokens", "mid.attn.to_tokens", n * h * w, c, 3);
   b.attention("mid.attn", n, h * w, h * w, c);
-  b.copy("mid.attn.to_pixels", n * h * w, c);
+  b.op("to_pixels", "mid.attn.to_pixels", n * h * w, c);
   b.conv("mid.attn.out", n, h, w, c, c, 1);
-  b.add("mid.attn.residual", n * h * w, c);
+  b.op("residual_add", "mid.attn.residual", n * h * w, c);
   resnet(c, c);
   for (std::size_t i = 0; i < channels.size(); ++i) {
     for (double j = 0; j <= a.number("layers_per_block", 2); ++j) {
@@ -419,7 +387,7 @@ void vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
     if (i + 1 < channels.size()) {
       h *= 2;
       w *= 2;
-      b.upsample("upsample.interpolate", n, h, w, c);
+      b.op("upsample", "upsample.interpolate", n * h * w, c);
       b.conv("upsample", n, h, w, c, c, 3);
     }
   }
@@ -439,31 +407,46 @@ void rrdb(const Architecture& a, const StepShape& s, Builder& b) {
   for (double i = 0; i < a.number("blocks", 23); ++i) {
     for (int dense = 0; dense < 3; ++dense) {
       for (int j = 0; j < 5; ++j) {
-        if (j > 0) b.copy("dense.concat", n * h * w, nf + j * gc);
+        if (j > 0) b.op("concat", "dense.concat", n * h * w, nf + j * gc);
         b.conv("dense.conv", n, h, w, nf + j * gc, j == 4 ? nf : gc, 3);
-        if (j < 4) b.unfused("dense.lrelu", n * h * w, gc);
+        if (j < 4) b.op("elementwise", "dense.lrelu", n * h * w, gc);
       }
-      b.unfused("dense.scale", n * h * w, nf);
-      b.add("dense.residual", n * h * w, nf);
+      b.op("elementwise", "dense.scale", n * h * w, nf);
+      b.op("residual_add", "dense.residual", n * h * w, nf);
     }
-    b.unfused("rrdb.scale", n * h * w, nf);
-    b.add("rrdb.residual", n * h * w, nf);
+    b.op("elementwise", "rrdb.scale", n * h * w, nf);
+    b.op("residual_add", "rrdb.residual", n * h * w, nf);
   }
   b.conv("trunk", n, h, w, nf, nf, 3);
-  b.add("trunk.residual", n * h * w, nf);
+  b.op("residual_add", "trunk.residual", n * h * w, nf);
   for (int up = 0; up < 2; ++up) {
     h *= 2;
     w *= 2;
-    b.upsample("upsample.interpolate", n, h, w, nf);
+    b.op("upsample", "upsample.interpolate", n * h * w, nf);
     b.conv("upsample", n, h, w, nf, nf, 3);
-    b.unfused("upsample.lrelu", n * h * w, nf);
+    b.op("elementwise", "upsample.lrelu", n * h * w, nf);
   }
   b.conv("conv_hr", n, h, w, nf, nf, 3);
-  b.unfused("conv_hr.lrelu", n * h * w, nf);
+  b.op("elementwise", "conv_hr.lrelu", n * h * w, nf);
   b.conv("conv_last", n, h, w, nf, 3, 3);
 }
 
 }  // namespace
+
+std::vector<KernelCall> operation_kernels(const RuntimeProfile& runtime, std::string_view operation, double rows, double width, Dtype dtype, double groups) {
+  const auto it = runtime.ops.find(operation);
+  FLEETSIM_CHECK(it != runtime.ops.end(), "runtime " + std::string(runtime_name(runtime.runtime)) + " lacks operation " + std::string(operation) + " (checked at load)");
+  std::vector<KernelCall> calls;
+  for (const RuntimeKernel& k : it->second) {
+    if (k.launches > 0) {
+      calls.push_back({.cls = KernelClass::memory, .count = k.launches, .name = k.op, .origin = &k});
+      continue;
+    }
+    const double m = k.per_group ? groups : rows, n = k.per_group ? rows * width / std::max(1.0, groups) : width;
+    calls.push_back({.cls = k.cls, .m = m, .n = n, .element_bytes = k.element_bytes(dtype), .name = k.op, .origin = &k});
+  }
+  return calls;
+}
 
 double experts_touched(double experts, double top_k, double tokens) {
   if (experts <= 0) return 0;
@@ -493,9 +476,9 @@ StepShape reference_shape(const Architecture& a) {
   return s;
 }
 
-std::vector<KernelCall> step_kernels(const Architecture& a, const StepShape& s) {
+std::vector<KernelCall> step_kernels(const Architecture& a, const StepShape& s, Dtype dtype) {
   std::vector<KernelCall> calls;
-  Builder b(calls, s.runtime);
+  Builder b(calls, runtime_profile(s.runtime), dtype);
   if (a.family == "transformer") transformer(a, s, b);
   else if (a.family == "unet") unet(a, s, b);
   else if (a.family == "dit") dit(a, s, b);
@@ -507,9 +490,9 @@ std::vector<KernelCall> step_kernels(const Architecture& a, const StepShape& s) 
 
 StepEstimate estimate_step(const Architecture& a, const StepShape& s, const KernelModel& model, Dtype dtype) {
   StepEstimate r;
-  r.calls = step_kernels(a, s);
+  r.calls = step_kernels(a, s, dtype);
   r.kernels.reserve(r.calls.size());
-  const double dispatch = s.runtime == Runtime::eager ? model.constants().eager_dispatch_us * 1e-6 : 0.0;
+  const double dispatch = runtime_profile(s.runtime).eager ? model.constants().eager_dispatch_us * 1e-6 : 0.0;
   double host = 0, gpu = 0;  // when the host has launched the last kernel, when the GPU finishes it
   for (const KernelCall& c : r.calls) {
     const KernelEstimate& e = r.kernels.emplace_back(model.estimate(c, dtype));
@@ -528,19 +511,8 @@ StepEstimate estimate_step(const Architecture& a, const StepShape& s, const Kern
 }
 
 double kernels_bytes(const std::vector<KernelCall>& calls, Dtype dtype) {
-  const double e = dtype_bytes(dtype);
   double bytes = 0;
-  for (const KernelCall& c : calls) {
-    switch (c.cls) {
-      case KernelClass::gemm: bytes += c.count * c.batch * e * (c.m * c.k / c.taps + c.k * c.n + c.m * c.n); break;
-      case KernelClass::attention: bytes += c.count * e * (2 * c.batch * c.m * c.k + 2 * c.batch / std::max(1.0, c.groups) * c.n * c.k); break;
-      case KernelClass::memory: bytes += c.count * e * c.m * c.n; break;
-      case KernelClass::reduction: bytes += c.count * e * (c.m * c.n + c.m); break;
-      case KernelClass::add:
-      case KernelClass::gated_activation: bytes += c.count * e * 3 * c.m * c.n; break;
-      default: bytes += c.count * e * 2 * c.m * c.n; break;
-    }
-  }
+  for (const KernelCall& c : calls) bytes += c.count * kernel_bytes(c, dtype);
   return bytes;
 }
 

@@ -412,6 +412,14 @@ class Planner {
     return points;
   }
 
+  // The search ran `nodes` of this line.
+  static bool ran(const PlanResult& result, const Line& line, int nodes) {
+    return std::any_of(result.points.begin(), result.points.end(), [&](const PlanPoint& p) {
+      return !p.confirmation && p.nodes == nodes && p.load == line.load && p.node_type == line.node_type && p.fabric_index == line.fabric &&
+             p.policy == line.policy;
+    });
+  }
+
   void recommend(PlanResult& result) {
     for (double load : spec_.load_growth) {
       PlanRecommendation rec;
@@ -426,10 +434,15 @@ class Planner {
         return std::tie(x.monthly_usd, x.gpus, x.p95_s.mean) < std::tie(y.monthly_usd, y.gpus, y.p95_s.mean);
       });
       // Confirmed with fresh seeds; a point that fails its confirmation gives way to the next.
-      for (std::size_t c : candidates) {
-        const PlanPoint& chosen = result.points[c];
-        const Line line{chosen.load, chosen.node_type, chosen.fabric_index, chosen.policy};
-        PlanPoint check = evaluate(line, chosen.nodes, spec_.confirm_seeds, kConfirmSeedOffset);
+      auto cheaper = [&](std::size_t a, std::size_t b) {
+        const PlanPoint &x = result.points[a], &y = result.points[b];
+        return std::tie(x.monthly_usd, x.gpus, x.p95_s.mean) < std::tie(y.monthly_usd, y.gpus, y.p95_s.mean);
+      };
+      for (std::size_t k = 0; k < candidates.size(); ++k) {
+        const std::size_t c = candidates[k];
+        const Line line{result.points[c].load, result.points[c].node_type, result.points[c].fabric_index, result.points[c].policy};
+        const int nodes = result.points[c].nodes;
+        PlanPoint check = evaluate(line, nodes, spec_.confirm_seeds, kConfirmSeedOffset);
         check.confirmation = true;
         result.points.push_back(std::move(check));
         if (result.points.back().passes) {
@@ -440,6 +453,15 @@ class Planner {
         // It does not meet the SLOs after all: the table says so beside it, not only at its confirmation.
         result.points[c].passes = false;
         result.points[c].verdict = "met every SLO on its seeds but not on fresh ones: " + result.points.back().verdict;
+        // The bisection skipped the counts above it on its line, taking them to pass: search them now,
+        // up to the next count it did run.
+        for (int n = nodes + 1; n <= spec_.max_nodes && !ran(result, line, n); ++n) {
+          result.points.push_back(evaluate(line, n, spec_.seeds, 0));
+          if (!result.points.back().passes) continue;
+          const std::size_t found = result.points.size() - 1;
+          candidates.insert(std::upper_bound(candidates.begin() + static_cast<std::ptrdiff_t>(k) + 1, candidates.end(), found, cheaper), found);
+          break;
+        }
       }
       // Pareto frontier of cost against p95 over the search's points that ran to the end.
       std::vector<std::size_t> pts;

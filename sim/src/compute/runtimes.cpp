@@ -1,0 +1,176 @@
+// The runtimes of models/runtimes.json, read strictly once: what each runtime launches for the small
+// operations a model's step calls by name.
+#include <algorithm>
+#include <array>
+
+#include "../json_reader.hpp"
+#include "fleetsim/model_profile.hpp"
+#include "fleetsim/suggest.hpp"
+
+namespace fleetsim {
+namespace embedded {
+std::string_view runtimes_json();
+}  // namespace embedded
+
+namespace {
+
+using detail::Json;
+using detail::Need;
+using detail::ObjectReader;
+
+constexpr std::array<std::string_view, 3> kRuntimeNames{"comfyui", "diffusers", "compiled"};
+
+// The operations model_profile.cpp calls: every runtime says what it launches for each.
+constexpr std::array<std::string_view, 27> kOperations{
+    "attention_out", "concat",       "conv_bias",  "conv_layout",     "elementwise",   "gate_residual",     "gated_activation",
+    "gelu",          "group_norm",   "group_norm_silu", "layer_norm", "modulate",      "patchify",          "position_tables",
+    "qkv_join",      "residual_add", "rms_norm",   "rope",            "sampler",       "silu",              "stream_join",
+    "time_add",      "timestep_embedding", "to_pixels", "to_tokens",  "upsample",      "vector_silu"};
+
+// "act", "fp32", "fp32*0.5": a tensor of the operation's size (or a share of it) in a dtype.
+bool add_tensor(const Json& v, RuntimeKernel& k) {
+  if (!v.is_string()) return false;
+  const std::string text = v.get<std::string>();
+  const auto star = text.find('*');
+  const std::string dtype = text.substr(0, star);
+  double share = 1;
+  if (star != std::string::npos) {
+    const auto parsed = parse_number(std::string_view(text).substr(star + 1));
+    if (!parsed || *parsed <= 0 || *parsed > 16) return false;
+    share = *parsed;
+  }
+  if (dtype == "act") {
+    k.act_tensors += share;
+  } else if (const auto d = parse_dtype(dtype)) {
+    k.fixed_bytes += share * dtype_bytes(*d);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+std::string tensors_text(const Json& list) {
+  std::string out;
+  for (const Json& v : list) out += (out.empty() ? "" : "+") + v.get<std::string>();
+  return out.empty() ? "-" : out;
+}
+
+RuntimeKernel read_kernel(ObjectReader& r, const std::string& operation, const std::string& source) {
+  RuntimeKernel k;
+  k.operation = operation;
+  k.source = source;
+  k.op = r.string("op", Need::required).value_or("");
+  if (r.field("launches") != nullptr) {
+    k.launches = r.number("launches", Need::required, 1, 1000).value_or(1);
+    r.finish();
+    return k;
+  }
+  const auto cls_name = r.string("class", Need::required).value_or("memory");
+  const auto cls = parse_kernel_class(cls_name);
+  if (!cls || *cls == KernelClass::gemm || *cls == KernelClass::attention) {
+    r.problem("class", "expected a memory-bound kernel class (norm, add, activation, gated-activation, rope, softmax, embedding, reduction, memory, "
+                       "broadcast), found \"" + cls_name + "\"");
+  } else {
+    k.cls = *cls;
+  }
+  for (const char* key : {"reads", "writes"}) {
+    const Json* list = r.field(key, Need::required);
+    if (list == nullptr) continue;
+    bool good = list->is_array() && (list->size() > 0 || std::string_view(key) == "writes");
+    for (std::size_t i = 0; good && i < list->size(); ++i) good = add_tensor((*list)[i], k);
+    if (!good) {
+      r.problem(key, "expected an array of tensors, each \"act\" (the step's dtype) or a dtype (fp32, bf16, ...), optionally \"*share\" with a share "
+                     "up to 16, such as [\"act\", \"fp32*0.5\"]" + std::string(std::string_view(key) == "reads" ? ", at least one" : ""));
+    } else {
+      (std::string_view(key) == "reads" ? k.reads : k.writes) = tensors_text(*list);
+    }
+  }
+  if (const auto grid = r.string("grid", Need::optional)) {
+    if (*grid == "groups" && k.cls == KernelClass::reduction) {
+      k.per_group = true;
+    } else {
+      r.problem("grid", "expected \"groups\" on a reduction (a CTA per sample and group), found \"" + *grid + "\"");
+    }
+  }
+  r.finish();
+  return k;
+}
+
+RuntimeProfile read_runtime(ObjectReader& r, Runtime runtime) {
+  RuntimeProfile p;
+  p.runtime = runtime;
+  p.name = r.string("name", Need::required).value_or("");
+  p.source = r.string("source", Need::required).value_or("");
+  p.eager = r.choice("launch", {"eager", "graph"}, 0) == 0;
+  r.field("launch", Need::required);
+  const Json* ops = r.field("ops", Need::required);
+  if (ops != nullptr && !ops->is_object()) r.problem("ops", "expected an object of operations by name");
+  if (ops != nullptr && ops->is_object()) {
+    ObjectReader o(*ops, r.pointer("ops"), r.problems());
+    for (std::string_view name : kOperations) {
+      const Json* op = o.field(name, Need::required);
+      if (op == nullptr) continue;
+      ObjectReader opr(*op, o.pointer(name), r.problems());
+      if (!opr.ok()) continue;
+      const std::string source = opr.string("source", Need::required).value_or("");
+      std::vector<RuntimeKernel>& kernels = p.ops[std::string(name)];
+      const Json* list = opr.field("kernels", Need::required);
+      if (list != nullptr && !list->is_array()) opr.problem("kernels", "expected an array of kernels (empty: the operation launches none)");
+      for (std::size_t i = 0; list != nullptr && list->is_array() && i < list->size(); ++i) {
+        ObjectReader kr((*list)[i], detail::child_pointer(opr.pointer("kernels"), i), r.problems());
+        if (kr.ok()) kernels.push_back(read_kernel(kr, std::string(name), source));
+      }
+      opr.finish();
+    }
+    for (const auto& [name, value] : ops->items()) {
+      if (std::find(kOperations.begin(), kOperations.end(), name) == kOperations.end()) {
+        o.problem(name, "no model calls an operation \"" + name + "\"" + did_you_mean(name, std::vector<std::string>(kOperations.begin(), kOperations.end())));
+      }
+    }
+    o.finish_without_unknowns();
+  }
+  r.finish();
+  return p;
+}
+
+}  // namespace
+
+std::string_view runtime_name(Runtime runtime) { return kRuntimeNames[static_cast<std::size_t>(runtime)]; }
+
+std::optional<Runtime> parse_runtime(std::string_view name) {
+  for (std::size_t i = 0; i < kRuntimeNames.size(); ++i) {
+    if (kRuntimeNames[i] == name) return static_cast<Runtime>(i);
+  }
+  return std::nullopt;
+}
+
+std::string runtime_choices() { return "comfyui, diffusers or compiled"; }
+
+std::vector<RuntimeProfile> parse_runtimes(std::string_view text, const std::string& file) {
+  detail::Problems problems(file);
+  const Json doc = detail::parse_json(text, problems);
+  problems.throw_if_any();
+  ObjectReader top(doc, "", problems);
+  top.string("about", Need::required);
+  std::vector<RuntimeProfile> out;
+  if (const Json* runtimes = top.field("runtimes", Need::required)) {
+    ObjectReader r(*runtimes, top.pointer("runtimes"), problems);
+    for (std::size_t i = 0; r.ok() && i < kRuntimeNames.size(); ++i) {
+      const Json* v = r.field(kRuntimeNames[i], Need::required);
+      if (v == nullptr) continue;
+      ObjectReader one(*v, r.pointer(kRuntimeNames[i]), problems);
+      if (one.ok()) out.push_back(read_runtime(one, static_cast<Runtime>(i)));
+    }
+    r.finish();
+  }
+  top.finish();
+  problems.throw_if_any();
+  return out;
+}
+
+const RuntimeProfile& runtime_profile(Runtime runtime) {
+  static const std::vector<RuntimeProfile> profiles = parse_runtimes(embedded::runtimes_json(), "models/runtimes.json (built in)");
+  return profiles[static_cast<std::size_t>(runtime)];
+}
+
+}  // namespace fleetsim
