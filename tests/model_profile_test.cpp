@@ -247,3 +247,56 @@ TEST_CASE("runtime op lists are read strictly", "[profiles][input]") {
   CHECK_THAT(error(R"({"about": "a", "runtimes": {"comfyui": {"name": "n", "source": "s", "launch": "eager", "ops": {"rms_nrom": {}}}}})"),
              Catch::Contains("rms_nrom") && Catch::Contains("did you mean \"rms_norm\""));
 }
+
+TEST_CASE("a sequence-parallel sampler step runs each GPU's shard and the gang's all-to-alls", "[profiles][simulation]") {
+  // FLUX.1 at 256x256 (256 image and 512 text tokens), one step, on four unit GPUs (NVLink of 100 GB/s
+  // and 1 us a hop through the node's switch) as Ulysses runs it.
+  const auto sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-4", "count": 1}]},
+      "workflows": {"w": {"tasks": [{"name": "denoise", "gpus": 4,
+          "work": {"architecture": "flux-dit", "steps": 1, "width": 256, "height": 256, "parallel": {"sequence": 4}}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
+  const TaskSpec& task = sc.workflows[0].tasks[0];
+  REQUIRE(task.collective);
+  // Four all-to-alls (queries, keys, values, output) per attention layer, 19 + 38 layers; each rank's
+  // buffer a quarter of the 768 tokens times 3072 hidden, bf16.
+  const double calls = 4 * 57, per_call = 768 / 4 * 3072 * 2.0;
+  CHECK(task.collective->op == CollectiveOp::all_to_all);
+  CHECK(task.collective->calls == calls);
+  CHECK(task.collective->bytes == Approx(calls * per_call));
+  const RunResult run = simulate(sc);
+  const TaskRecord& r = run.trace.tasks[0];
+  // Each GPU runs its shard of every step: a quarter of the tokens, a quarter of the heads in attention.
+  const GpuType& unit = run.cluster.gpu_type(make_id<GpuId>(0));
+  const StepEstimate shard = estimate_step(arch("flux-dit"), task.shape, KernelModel(unit), Dtype::bf16);
+  CHECK(r.comm_start_s - r.compute_start_s == Approx(shard.time_s));
+  // Hand-worked all-to-all: each GPU sends three quarters of its buffer, a quarter to each peer, through
+  // its 100 GB/s link into the switch, three flows sharing it; each call pays the two hops' latency.
+  const double one_call = 0.75 * per_call / 100e9 + 2e-6;
+  CHECK(r.end_s - r.comm_start_s == Approx(calls * one_call).epsilon(0.01));
+  // Attention's FLOP splits over the gang; one GPU's step does a quarter of the whole.
+  StepShape whole = task.shape;
+  whole.sequence_parallel = 1;
+  CHECK(kernels_flop(step_kernels(arch("flux-dit"), task.shape, Dtype::bf16)) ==
+        Approx(kernels_flop(step_kernels(arch("flux-dit"), whole, Dtype::bf16)) / 4).epsilon(0.01));
+}
+
+TEST_CASE("sequence parallelism is checked against its model and gang", "[profiles][input]") {
+  auto with_task = [](const std::string& task) {
+    return test::scenario_error(R"({"name": "x", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+        "workflows": {"w": {"tasks": [)" + task + R"(]}}, "workload": [{"workflow": "w", "arrival": {"process": "once"}}]})");
+  };
+  const std::string flux = R"("architecture": "flux-dit", "width": 1024, "height": 1024, "parallel": {"sequence": 4})";
+  CHECK(with_task(R"({"name": "t", "gpus": 4, "work": {)" + flux + "}}").empty());
+  CHECK_THAT(with_task(R"({"name": "t", "gpus": 2, "work": {)" + flux + "}}"),
+             Catch::Contains("work/parallel/sequence") && Catch::Contains("\"gpus\" to be 4, found 2"));
+  CHECK_THAT(with_task(R"({"name": "t", "gpus": 5, "work": {"architecture": "flux-dit", "width": 64, "height": 64, "parallel": {"sequence": 5}}})"),
+             Catch::Contains("divisor of flux-dit's 24 attention heads"));
+  CHECK_THAT(with_task(R"({"name": "t", "gpus": 2, "work": {"architecture": "sdxl-unet", "width": 64, "height": 64, "parallel": {"sequence": 2}}})"),
+             Catch::Contains("family dit") && Catch::Contains("sdxl-unet is a unet"));
+  CHECK_THAT(with_task(R"({"name": "t", "gpus": 4, "collective": {"op": "all-reduce", "bytes": "1 GB"}, "work": {)" + flux + "}}"),
+             Catch::Contains("give the task no \"collective\""));
+  CHECK_THAT(with_task(R"({"name": "t", "gpus": 4, "elastic": {"min_gpus": 2, "restart": "1 s"}, "work": {)" + flux + "}}"),
+             Catch::Contains("cannot be elastic"));
+  CHECK_THAT(with_task(R"({"name": "t", "gpus": 4, "work": {"architecture": "flux-dit", "width": 64, "height": 64, "parallel": {"sequense": 4}}})"),
+             Catch::Contains("parallel/sequense"));
+}

@@ -1,6 +1,7 @@
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/depth_first_search.hpp>
 #include <boost/graph/topological_sort.hpp>
+#include <cmath>
 #include <map>
 
 #include "fleetsim/suggest.hpp"
@@ -9,19 +10,45 @@
 
 namespace fleetsim {
 void set_model_step(TaskSpec& task, std::shared_ptr<const Architecture> architecture, const StepShape& shape, double steps) {
-  const auto calls = step_kernels(*architecture, shape, task.dtype);
+  const auto calls = step_kernels(*architecture, shape, task.dtype);  // one GPU's, of a sequence-parallel gang
+  const double gang = shape.sequence_parallel;
   task.architecture = std::move(architecture);
   task.shape = shape;
   task.steps = steps;
-  task.flop = steps * kernels_flop(calls);
-  task.bytes = steps * kernels_bytes(calls, task.dtype);  // as the roofline of a step would count them
-  task.launches = static_cast<std::uint32_t>(std::min(1e9, steps * static_cast<double>(calls.size())));
+  task.flop = gang * steps * kernels_flop(calls);
+  task.bytes = gang * steps * kernels_bytes(calls, task.dtype);  // as the roofline of a step would count them
+  task.launches = static_cast<std::uint32_t>(std::min(1e9, gang * steps * static_cast<double>(calls.size())));
 }
 
 namespace detail {
 namespace {
 
-// A model step: {"architecture", "steps", "runtime", and the shape: batch, width, height, frames, tokens, context}.
+// "parallel": {"sequence": k}: a diffusion transformer's step split over the task's gang of k GPUs by
+// sequence (Ulysses), its all-to-alls the task's collective.
+void read_parallel(ObjectReader& w, TaskSpec& task, const Architecture& a) {
+  const Json* value = w.field("parallel");
+  if (value == nullptr) return;
+  ObjectReader p(*value, w.pointer("parallel"), w.problems());
+  if (!p.ok()) return;
+  const auto k = p.integer("sequence", Need::required, 1, 1024);
+  p.finish();
+  if (!k || *k == 1) return;
+  const double heads = a.number("heads", 0);
+  if (a.family != "dit") {
+    p.problem("sequence", "sequence parallelism splits a diffusion transformer's tokens (family dit); " + a.id + " is a " + a.family);
+  } else if (std::fmod(heads, static_cast<double>(*k)) != 0) {
+    p.problem("sequence", "expected a divisor of " + a.id + "'s " + std::to_string(static_cast<long long>(heads)) + " attention heads, found " + std::to_string(*k));
+  } else if (task.gpus != *k) {
+    p.problem("sequence", "a sequence-parallel step runs on a gang of its degree: expected the task's \"gpus\" to be " + std::to_string(*k) +
+                              ", found " + std::to_string(task.gpus));
+  } else if (task.collective) {
+    p.problem("sequence", "a sequence-parallel step's collective is its all-to-alls: give the task no \"collective\"");
+  } else {
+    task.shape.sequence_parallel = static_cast<double>(*k);
+  }
+}
+
+// A model step: {"architecture", "steps", "runtime", "parallel", and the shape: batch, width, height, frames, tokens, context}.
 void read_model_step(ObjectReader& w, TaskSpec& task, const Catalog& catalog) {
   const auto id = w.string("architecture", Need::required);
   const auto found = id ? catalog.architectures().find(*id) : catalog.architectures().end();
@@ -52,8 +79,13 @@ void read_model_step(ObjectReader& w, TaskSpec& task, const Catalog& catalog) {
   const bool image = a.family == "unet" || a.family == "dit" || a.family == "vae-decoder" || a.family == "rrdb";
   if (image && (s.width <= 0 || s.height <= 0)) w.problem(s.width <= 0 ? "width" : "height", "a " + a.family + " step needs the image's width and height in pixels");
   if (a.family == "transformer" && s.tokens <= 0) w.problem("tokens", "a transformer step needs the tokens it processes");
+  read_parallel(w, task, a);
   if (!w.problems().empty()) return;  // the file is rejected: no kernels for a shape with holes
   set_model_step(task, found->second, s, task.steps);
+  if (s.sequence_parallel > 1) {  // the gang's all-to-alls, every step
+    const SequenceExchange x = sequence_exchange(a, s, task.dtype);
+    task.collective = CollectiveSpec{.op = CollectiveOp::all_to_all, .bytes = task.steps * x.bytes, .calls = task.steps * x.calls};
+  }
 }
 
 // Fills flop/bytes/dtype/launches from "work": {"flop", "bytes", "dtype"}, {"operator", "count"} or a
@@ -190,6 +222,7 @@ void read_elastic(ObjectReader& task_reader, TaskSpec& task) {
   if (value == nullptr) return;
   ObjectReader e(*value, task_reader.pointer("elastic"), task_reader.problems());
   if (!e.ok()) return;
+  if (task.shape.sequence_parallel > 1) task_reader.problem("elastic", "a sequence-parallel step keeps the gang its degree names: it cannot be elastic");
   ElasticSpec spec;
   const auto min_gpus = e.integer("min_gpus", Need::required, 1, 65536);
   spec.restart_s = e.quantity("restart", Dimension::time, Need::required).value_or(0);

@@ -94,11 +94,23 @@ struct StepShape {
   double context = 0;            // text tokens of a diffusion model, cached tokens of an LLM
   bool training = false;         // logits for every token (a training step), not the last only
   Runtime runtime = Runtime::comfyui;
+  // Sequence parallelism over a gang of this many GPUs (a diffusion transformer, as xDiT's Ulysses runs
+  // it): each GPU's kernels, on its share of the tokens and, in attention, of the heads.
+  double sequence_parallel = 1;
 };
 
 // The shape the catalog lists an architecture's profile at: one 1024x1024 image (an upscaler's input
 // 512x512), 512 text tokens, an LLM's 2048-token prompt; the architecture's default runtime.
 StepShape reference_shape(const Architecture& architecture);
+
+// What one sequence-parallel step exchanges (DeepSpeed-Ulysses, as xDiT's USP and yunchang run it): each
+// attention layer moves its queries, keys and values to head shards and its output back, four
+// all-to-alls over the gang, each rank's buffer its share of the tokens times the hidden size.
+struct SequenceExchange {
+  double calls = 0;  // all-to-alls per step
+  double bytes = 0;  // each rank's buffers, summed over the calls
+};
+SequenceExchange sequence_exchange(const Architecture& architecture, const StepShape& shape, Dtype dtype);
 
 // Experts a batch of `tokens` reaches when each token goes to `top_k` of `experts` at random, as a
 // router spreads them on average: experts x (1 - (1 - top_k / experts)^tokens). Each expert reached reads

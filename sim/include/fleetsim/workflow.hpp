@@ -23,6 +23,10 @@ struct CollectiveSpec {
   double bytes = 0;         // nccl-tests' size convention
   double compression = 1;  // bytes actually sent per byte of data (gradient compression < 1)
   double overlap = 0;      // fraction of the compute the collective may run alongside, 0 to 1
+  // The collective runs `calls` times back to back, each on bytes / calls: planned for one call (its
+  // algorithm and protocol chosen for that size), its flows carry every call's bytes and pay every
+  // call's latency.
+  double calls = 1;
 };
 
 // Serving-style batching: ready instances of the same task run together on one GPU, up to

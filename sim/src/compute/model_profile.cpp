@@ -259,46 +259,49 @@ void dit(const Architecture& a, const StepShape& s, Builder& b) {
   const double img = std::ceil(latent_frames / tp) * std::ceil(s.height / f / p) * std::ceil(s.width / f / p);
   const double txt = s.context > 0 ? s.context : a.number("text_tokens", 0), n = s.batch, all = img + txt;
   const double mlp = a.number("ffn", a.number("mlp_ratio", 4) * h);
+  // Sequence parallel over sp GPUs: each holds 1/sp of the tokens (rows r per token of the batch) and,
+  // in attention, 1/sp of the heads over every token; the cross-attention's text stays whole on each.
+  const double sp = std::max(1.0, s.sequence_parallel), r = n / sp;
   const bool cross = a.number("cross_attention", 0) != 0, rope = a.number("rope", 1) != 0, qk_norm = a.number("qk_norm", 1) != 0;
   auto qk_norms = [&](const char* name, double tokens) {
-    if (qk_norm) b.op("rms_norm", name, n * tokens * heads, hd, 2);  // queries and keys, per head
+    if (qk_norm) b.op("rms_norm", name, r * tokens * heads, hd, 2);  // queries and keys, per head
   };
   b.op("sampler", "step", n, 0);  // the sampler's and guidance's arithmetic on the latent
   b.op("timestep_embedding", "time.embed", n, 0);
   if (rope) b.op("position_tables", "rope.tables", n, 0);
-  b.op("patchify", "patchify", n * img, lat * p * p * tp);
-  b.gemm("patch_embed", n * img, h, lat * p * p * tp);
-  b.gemm("text_embed", n * txt, h, a.number("text_dim", 0));
+  b.op("patchify", "patchify", r * img, lat * p * p * tp);
+  b.gemm("patch_embed", r * img, h, lat * p * p * tp);
+  b.gemm("text_embed", r * txt, h, a.number("text_dim", 0));
   b.gemm("time_embed", n, h, 256);
   b.gemm("time_embed", n, h, h);
   for (double i = 0; i < a.number("double_blocks", 0); ++i) {
     for (double tokens : {img, txt}) {
       b.op("vector_silu", "double.modulation", n, h);
       b.gemm("double.modulation", n, 6 * h, h);
-      b.op("layer_norm", "double.norm1", n * tokens, h);
-      b.op("modulate", "double.modulate1", n * tokens, h);
-      b.gemm("double.qkv", n * tokens, 3 * h, h);
+      b.op("layer_norm", "double.norm1", r * tokens, h);
+      b.op("modulate", "double.modulate1", r * tokens, h);
+      b.gemm("double.qkv", r * tokens, 3 * h, h);
       qk_norms("double.qk_norm", tokens);
     }
-    b.op("qkv_join", "double.join", n * all, h, 3);  // text and image queries, keys and values concatenated
-    if (rope) b.op("rope", "double.rope", n * all, h, 2);
-    b.attention("double.attn", n * heads, all, all, hd);
-    b.op("attention_out", "double.attn.out", n * all, h);
+    b.op("qkv_join", "double.join", r * all, h, 3);  // text and image queries, keys and values concatenated
+    if (rope) b.op("rope", "double.rope", r * all, h, 2);
+    b.attention("double.attn", r * heads, all, all, hd);
+    b.op("attention_out", "double.attn.out", r * all, h);
     for (double tokens : {img, txt}) {
-      b.gemm("double.out", n * tokens, h, h);
-      b.op("gate_residual", "double.residual1", n * tokens, h);
-      b.op("layer_norm", "double.norm2", n * tokens, h);
-      b.op("modulate", "double.modulate2", n * tokens, h);
-      b.gemm("double.mlp.in", n * tokens, mlp, h);
-      b.op("gelu", "double.mlp.act", n * tokens, mlp);
-      b.gemm("double.mlp.out", n * tokens, h, mlp);
-      b.op("gate_residual", "double.residual2", n * tokens, h);
+      b.gemm("double.out", r * tokens, h, h);
+      b.op("gate_residual", "double.residual1", r * tokens, h);
+      b.op("layer_norm", "double.norm2", r * tokens, h);
+      b.op("modulate", "double.modulate2", r * tokens, h);
+      b.gemm("double.mlp.in", r * tokens, mlp, h);
+      b.op("gelu", "double.mlp.act", r * tokens, mlp);
+      b.gemm("double.mlp.out", r * tokens, h, mlp);
+      b.op("gate_residual", "double.residual2", r * tokens, h);
     }
   }
   const double singles = a.number("single_blocks", 0);
-  if (singles > 0 && !cross) b.op("concat", "single.join", n * all, h);  // text and image, once
+  if (singles > 0 && !cross) b.op("concat", "single.join", r * all, h);  // text and image, once
   for (double i = 0; i < singles; ++i) {
-    const double tokens = cross ? img : all, m = n * tokens;
+    const double tokens = cross ? img : all, m = r * tokens;
     b.op("vector_silu", "single.modulation", n, h);
     if (!cross) b.gemm("single.modulation", n, 3 * h, h);  // Wan's blocks add learned modulation: no GEMM
     if (!cross) b.op("stream_join", "single.join", m, h);   // diffusers joins text and image in every block
@@ -310,7 +313,7 @@ void dit(const Architecture& a, const StepShape& s, Builder& b) {
       b.gemm("single.v", m, h, h);
       qk_norms("single.qk_norm", tokens);
       if (rope) b.op("rope", "single.rope", m, h, 2);
-      b.attention("single.attn", n * heads, tokens, tokens, hd);
+      b.attention("single.attn", r * heads, tokens, tokens, hd);
       b.op("attention_out", "single.attn.out", m, h);
       b.gemm("single.out", m, h, h);
       b.op("gate_residual", "single.residual1", m, h);
@@ -318,8 +321,8 @@ void dit(const Architecture& a, const StepShape& s, Builder& b) {
       b.gemm("single.cross.q", m, h, h);
       b.gemm("single.cross.k", n * txt, h, h);
       b.gemm("single.cross.v", n * txt, h, h);
-      if (qk_norm) b.op("rms_norm", "single.cross.qk_norm", n * (tokens + txt) * heads, hd);
-      b.attention("single.cross", n * heads, tokens, txt, hd);
+      if (qk_norm) b.op("rms_norm", "single.cross.qk_norm", (r * tokens + n * txt) * heads, hd);
+      b.attention("single.cross", r * heads, tokens, txt, hd);
       b.op("attention_out", "single.cross.out", m, h);
       b.gemm("single.cross.out", m, h, h);
       b.op("residual_add", "single.residual2", m, h);
@@ -335,7 +338,7 @@ void dit(const Architecture& a, const StepShape& s, Builder& b) {
       b.gemm("single.qkv_mlp", m, 3 * h + mlp, h);
       qk_norms("single.qk_norm", tokens);
       if (rope) b.op("rope", "single.rope", m, h, 2);
-      b.attention("single.attn", n * heads, tokens, tokens, hd);
+      b.attention("single.attn", r * heads, tokens, tokens, hd);
       b.op("gelu", "single.mlp.act", m, mlp);
       b.op("concat", "single.concat", m, h + mlp);
       b.gemm("single.out", m, h, h + mlp);
@@ -344,10 +347,10 @@ void dit(const Architecture& a, const StepShape& s, Builder& b) {
   }
   b.op("vector_silu", "final.modulation", n, h);
   b.gemm("final.modulation", n, 2 * h, h);
-  b.op("layer_norm", "final.norm", n * img, h);
-  b.op("modulate", "final.modulate", n * img, h);
-  b.gemm("final.proj", n * img, lat * p * p * tp, h);
-  b.op("patchify", "unpatchify", n * img, lat * p * p * tp);
+  b.op("layer_norm", "final.norm", r * img, h);
+  b.op("modulate", "final.modulate", r * img, h);
+  b.gemm("final.proj", r * img, lat * p * p * tp, h);
+  b.op("patchify", "unpatchify", r * img, lat * p * p * tp);
 }
 
 // A VAE decoder (ComfyUI's, as in Stable Diffusion and FLUX): a convolution in, a middle of two ResNet
@@ -446,6 +449,20 @@ std::vector<KernelCall> operation_kernels(const RuntimeProfile& runtime, std::st
     calls.push_back({.cls = k.cls, .m = m, .n = n, .element_bytes = k.element_bytes(dtype), .name = k.op, .origin = &k});
   }
   return calls;
+}
+
+SequenceExchange sequence_exchange(const Architecture& a, const StepShape& s, Dtype dtype) {
+  const double sp = std::max(1.0, s.sequence_parallel);
+  if (a.family != "dit" || sp <= 1) return {};
+  const double f = a.number("vae_factor", 8), p = a.number("patch", 2), tf = a.number("temporal_factor", 1), tp = a.number("temporal_patch", 1);
+  const double latent_frames = s.frames > 1 ? std::floor((s.frames - 1) / tf) + 1 : 1;
+  const double img = std::ceil(latent_frames / tp) * std::ceil(s.height / f / p) * std::ceil(s.width / f / p);
+  const double txt = s.context > 0 ? s.context : a.number("text_tokens", 0);
+  const bool cross = a.number("cross_attention", 0) != 0;
+  const double joint = cross ? img : img + txt;  // the tokens of each self-attention
+  const double layers = a.number("double_blocks", 0) + a.number("single_blocks", 0);
+  const double calls = 4 * layers;  // queries, keys, values and the output, per layer
+  return {calls, calls * s.batch * joint / sp * a.number("hidden", 0) * dtype_bytes(dtype)};
 }
 
 double experts_touched(double experts, double top_k, double tokens) {

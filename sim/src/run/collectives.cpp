@@ -14,7 +14,15 @@ std::optional<Collectives::Blocked> Collectives::begin(TaskId task, const Collec
     return Blocked{true, "link failures left no route from GPU " + cluster_.gpu_name(gang[0]) + " to GPU " + cluster_.gpu_name(*cut)};
   }
   const std::uint32_t slot = take_slot(plans_, free_);
-  plans_[slot].plan = plan_collective(cluster_, topology_, c.op, c.algo, gang, c.bytes * c.compression);
+  plans_[slot].plan = plan_collective(cluster_, topology_, c.op, c.algo, gang, c.bytes * c.compression / c.calls);
+  if (c.calls > 1) {
+    for (auto& step : plans_[slot].plan.steps) {
+      for (CollectiveFlow& f : step) {
+        f.bytes *= c.calls;
+        f.latency_s *= c.calls;
+      }
+    }
+  }
   plans_[slot].step = 0;
   plan_of_[index(task)] = slot;
   return std::nullopt;
