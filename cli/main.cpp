@@ -174,6 +174,9 @@ fleetsim::Scenario read_scenario(const std::string& path, const std::vector<std:
   if (!profile.empty() && fleetsim::apply_profile(scenario.cluster, fleetsim::load_profile(profile)) == 0 && !quiet) {
     std::cerr << "fleetsim: note: " << profile << " calibrates no GPU or link type of " << path << "\n";
   }
+  for (const std::string& b : fleetsim::borrowed_kernel_constants(scenario.cluster, scenario.workflows)) {
+    if (!quiet) std::cerr << "fleetsim: note: model steps on " << b << "\n";
+  }
   for (const fleetsim::Workflow& wf : scenario.workflows) {
     if (quiet || wf.assumptions.empty()) continue;
     std::cerr << "fleetsim: note: workflow " << wf.id << " imported from " << wf.file << " assumes:\n";

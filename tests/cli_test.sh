@@ -290,6 +290,9 @@ check "collective over 800,000 ranks is refused before any cluster is built" bas
 "$fleetsim" kernels --gpu h100-sxm --gemm inf,4096,4096 >/dev/null 2>"$tmp/gemm.err"
 check "kernels --gemm inf exits 2" test $? -eq 2
 
+"$fleetsim" simulate "$src/scenarios/default.json" >/dev/null 2>"$tmp/borrowed.err"
+check "simulate says which GPUs run on borrowed kernel constants" grep -q "note: model steps on l40s (ada): Ampere's GEMM" "$tmp/borrowed.err"
+
 # One step of a model as each runtime runs it: every operation with its kernels, dtypes, bytes, time and source.
 "$fleetsim" kernels --gpu h100-sxm --model flux-dit --shape width=1024,height=1024 --runtime comfyui >"$tmp/flux-comfy.txt"
 check "kernels --model lists each operation with its dtypes and source" bash -c "grep -q '^rms_norm  *pow(x, 2)  *activation  *fp32 -> fp32' '$tmp/flux-comfy.txt' && grep -q 'rope: comfy/ldm/flux/math.py' '$tmp/flux-comfy.txt'"

@@ -1,7 +1,10 @@
 #include "fleetsim/compute.hpp"
 
+#include <algorithm>
+
 #include "fleetsim/kernel_model.hpp"
 #include "fleetsim/model_profile.hpp"
+#include "fleetsim/scenario.hpp"
 #include "fleetsim/workflow.hpp"
 
 namespace fleetsim {
@@ -53,6 +56,20 @@ ComputeEstimate ComputeModel::batched(const TaskSpec& task, const GpuType& gpu, 
   e.flop_s *= task.steps;
   e.memory_s *= task.steps;
   return e;
+}
+
+std::vector<std::string> borrowed_kernel_constants(const ClusterSpec& cluster, const std::vector<Workflow>& workflows) {
+  const bool steps = std::any_of(workflows.begin(), workflows.end(), [](const Workflow& w) {
+    return std::any_of(w.tasks.begin(), w.tasks.end(), [](const TaskSpec& t) { return t.architecture != nullptr; });
+  });
+  std::vector<std::string> out;
+  if (!steps) return out;
+  for (const NodeGroup& g : cluster.groups) {
+    const KernelModel model(g.gpu);
+    const std::string line = g.gpu.id + " (" + std::string(gpu_arch_name(g.gpu.arch)) + "): " + model.borrowed();
+    if (!model.measured() && std::find(out.begin(), out.end(), line) == out.end()) out.push_back(line);
+  }
+  return out;
 }
 
 }  // namespace fleetsim

@@ -9,11 +9,16 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include "fleetsim/catalog.hpp"
 
 namespace fleetsim {
+
+struct ClusterSpec;
+class Workflow;
 
 struct TaskSpec;
 struct KernelConstants;
@@ -36,6 +41,10 @@ ComputeEstimate estimate_compute(const GpuType& gpu, double flop, double bytes, 
 // Task compute times for one run: `share` of a task's work on a GPU type (a gang's member does
 // 1 / gang of it), a model step's kernels timed once per (task, GPU type, batch) and kept. Not for
 // sharing between threads: each run has its own.
+// The GPU types of `cluster` that run model steps on kernel constants borrowed from another
+// architecture, each with what is borrowed ("l40s (ada): ..."): for a run's notes, never silent.
+std::vector<std::string> borrowed_kernel_constants(const ClusterSpec& cluster, const std::vector<Workflow>& workflows);
+
 class ComputeModel {
  public:
   explicit ComputeModel(std::shared_ptr<const KernelConstants> kernels = nullptr);
