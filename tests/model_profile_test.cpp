@@ -287,6 +287,13 @@ TEST_CASE("sequence parallelism is checked against its model and gang", "[profil
   };
   const std::string flux = R"("architecture": "flux-dit", "width": 1024, "height": 1024, "parallel": {"sequence": 4})";
   CHECK(with_task(R"({"name": "t", "gpus": 4, "work": {)" + flux + "}}").empty());
+  // Every GPU of the gang runs every layer: each holds the whole model, where a gang otherwise shards it.
+  const auto sc = test::builtin_scenario(R"("cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "gpus": 4, "model": {"id": "m", "weights": "24 GB"}, "work": {)" + flux + R"(}},
+                                    {"name": "u", "gpus": 4, "model": {"id": "m", "weights": "24 GB"}, "work": {"flop": "1 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
+  CHECK(sc.workflows[0].tasks[0].weights_per_gpu_bytes() == Approx(24e9));
+  CHECK(sc.workflows[0].tasks[1].weights_per_gpu_bytes() == Approx(6e9));
   CHECK_THAT(with_task(R"({"name": "t", "gpus": 2, "work": {)" + flux + "}}"),
              Catch::Contains("work/parallel/sequence") && Catch::Contains("\"gpus\" to be 4, found 2"));
   CHECK_THAT(with_task(R"({"name": "t", "gpus": 5, "work": {"architecture": "flux-dit", "width": 64, "height": 64, "parallel": {"sequence": 5}}})"),

@@ -974,7 +974,7 @@ void check_feasible(const Scenario& sc, Problems& problems) {
         problems.absorb(InputError({Problem{
             wf.file, at,
             "task \"" + task.name + "\" needs " + format_quantity(need, Dimension::bytes) +
-                " of VRAM per GPU (weights " + format_quantity(task.weights_bytes / task.gpus, Dimension::bytes) +
+                " of VRAM per GPU (weights " + format_quantity(task.weights_per_gpu_bytes(), Dimension::bytes) +
                 " + working set " + format_quantity(task.working_set_bytes, Dimension::bytes) +
                 (sc.max_offload > 0 ? ", less the " + format_quantity(sc.max_offload * task.working_set_bytes, Dimension::bytes) +
                                           " memory.max_offload lets it keep in host memory"

@@ -73,6 +73,7 @@ void read_model_step(ObjectReader& w, TaskSpec& task, const Catalog& catalog) {
   }
   const auto runtime = w.string("runtime", Need::optional);
   if (runtime && !parse_runtime(*runtime)) w.problem("runtime", "expected " + runtime_choices() + ", found \"" + *runtime + "\"");
+  w.field("parallel");  // read once the architecture is known
   if (found == catalog.architectures().end()) return;
   const Architecture& a = *found->second;
   s.runtime = runtime && parse_runtime(*runtime) ? *parse_runtime(*runtime) : default_runtime(a);

@@ -8,11 +8,13 @@
 // 1.x, 2.x, XL and its refiner), `dit` (FLUX, SD3, HunyuanVideo: joint double-stream and single-stream
 // blocks; Wan: blocks with cross-attention to the text), `vae-decoder`, and `rrdb` (Real-ESRGAN).
 //
-// How a step runs matters as much as what it computes. Eager PyTorch (ComfyUI, diffusers) launches a
-// kernel per operator: elementwise work unfused, activations in NCHW around cuDNN's NHWC convolutions,
-// copies where the code permutes or concatenates, and a host that spends time on every launch. A
-// compiled step (torch.compile, TensorRT, vLLM's and Megatron's fused kernels, CUDA graphs) fuses the
-// elementwise work into its neighbours and launches from a graph.
+// How a step runs matters as much as what it computes. The family code lays out the GEMMs, convolutions
+// and attentions and calls the step's small operations by name; a runtime (models/runtimes.json) says
+// what each launches. Eager PyTorch (ComfyUI, diffusers) launches a kernel per operator, upcasts to fp32
+// where the code does, keeps activations in NCHW around cuDNN's NHWC convolutions, copies where the code
+// permutes or concatenates, and spends host time on every launch. A compiled step (torch.compile,
+// TensorRT, vLLM's and Megatron's fused kernels, CUDA graphs) fuses the elementwise work into its
+// neighbours and launches from a graph.
 #pragma once
 
 #include <cstdint>

@@ -52,7 +52,7 @@ struct TaskSpec {
   std::string name;
   int gpus = 1;                  // gang size
   std::string model;             // model id, "" when the task loads no weights
-  double weights_bytes = 0;      // whole model; a gang shards it evenly
+  double weights_bytes = 0;      // whole model; a gang shards it evenly (weights_per_gpu_bytes)
   double working_set_bytes = 0;  // per GPU of the gang
   double flop = 0;               // whole task; a gang splits it evenly
   double bytes = 0;              // memory traffic of the whole task
@@ -73,7 +73,10 @@ struct TaskSpec {
 
   // VRAM one GPU of the gang needs while the task runs; the least it can start with when up to
   // `offloadable` of its working set may stay in host memory.
-  double vram_per_gpu_bytes(double offloadable = 0) const { return weights_bytes / gpus + (1 - offloadable) * working_set_bytes; }
+  // The weights one GPU of the gang holds: a shard, but the whole model under sequence parallelism, where
+  // every GPU runs every layer on its share of the tokens.
+  double weights_per_gpu_bytes() const { return shape.sequence_parallel > 1 ? weights_bytes : weights_bytes / gpus; }
+  double vram_per_gpu_bytes(double offloadable = 0) const { return weights_per_gpu_bytes() + (1 - offloadable) * working_set_bytes; }
 };
 
 struct EdgeSpec {

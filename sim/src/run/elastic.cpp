@@ -101,7 +101,7 @@ void Elastic::grow(TaskId id) {
   const TaskSpec& s = spec(r);
   if (r.gpu_count >= static_cast<std::uint32_t>(s.gpus) || !resizable(id)) return;
   const std::uint32_t model = predicted_.model(r.workflow, r.task);
-  const double weights = s.weights_bytes / s.gpus;
+  const double weights = s.weights_per_gpu_bytes();
   const ClusterView v = host_.view();
   const auto usable = [&](std::uint32_t g) {
     const GpuId gpu = make_id<GpuId>(g);

@@ -123,7 +123,7 @@ std::string PolicyRound::placement_problem(TaskId task, std::span<const GpuId> g
   }
   const TaskRecord& r = trace_.tasks[index(task)];
   const std::uint32_t model = predicted_.model(r.workflow, r.task);
-  const double weights = s.weights_bytes / s.gpus;
+  const double weights = s.weights_per_gpu_bytes();
   const auto keeps = [&](GpuId g) { return std::find(kept.begin(), kept.end(), g) != kept.end(); };
   for (std::size_t i = 0; i < gpus.size(); ++i) {
     const GpuId g = gpus[i];

@@ -16,7 +16,7 @@ Predictions::Predictions(const Scenario& sc, const Cluster& cluster, const Compu
       if (t.model.empty() || t.weights_bytes <= 0) {
         ids.push_back(kNoModel);
       } else {
-        const auto key = std::pair{t.model, t.weights_bytes / t.gpus};
+        const auto key = std::pair{t.model, t.weights_per_gpu_bytes()};
         ids.push_back(models.emplace(key, static_cast<std::uint32_t>(models.size())).first->second);
       }
     }

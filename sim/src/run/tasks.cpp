@@ -59,7 +59,7 @@ void Tasks::make_ready(TaskId id) {
     }
   }
   const ReadyTask ready{id, r.instance, r.tenant, &s, static_cast<std::uint32_t>(s.gpus),
-                        predicted_.model(r.workflow, r.task), s.weights_bytes / s.gpus, s.working_set_bytes,
+                        predicted_.model(r.workflow, r.task), s.weights_per_gpu_bytes(), s.working_set_bytes,
                         r.ready_s, inst.arrival_s, sc_.tenants[index(r.tenant)].priority,
                         sc_.tenants[index(r.tenant)].work_class == WorkClass::interactive, predicted_.rank_s(r.workflow, r.task) * known_scale(id),
                         predicted_.job_s(r.workflow) * known_scale(id), known_scale(id), input_gpu,
@@ -82,7 +82,7 @@ void Tasks::start_task(TaskId id, std::span<const GpuId> gpus) {
   TaskRecord& r = trace_.tasks[index(id)];
   const TaskSpec& s = spec(r);
   const std::uint32_t model = predicted_.model(r.workflow, r.task);
-  const double weights = s.weights_bytes / s.gpus;
+  const double weights = s.weights_per_gpu_bytes();
   r.status = TaskStatus::running;
   r.start_s = queue_.now();
   for (GpuId g : gpus) {
@@ -356,7 +356,7 @@ void Tasks::resize(TaskId id, const std::vector<GpuId>& gang, const std::string&
     if (std::find(gang.begin(), gang.end(), g) == gang.end()) give_back_gpu(r, g, offloaded_[old_begin + i]);
   }
   const std::uint32_t model = predicted_.model(r.workflow, r.task);
-  const double weights = s.weights_bytes / s.gpus;
+  const double weights = s.weights_per_gpu_bytes();
   for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
     if (old_member(gang[i]) < old_count) continue;
     occupancy_.add_task(index(gang[i]), index(id));  // an idle GPU (PolicyRound::check_resize)
