@@ -307,3 +307,30 @@ TEST_CASE("sequence parallelism is checked against its model and gang", "[profil
   CHECK_THAT(with_task(R"({"name": "t", "gpus": 4, "work": {"architecture": "flux-dit", "width": 64, "height": 64, "parallel": {"sequense": 4}}})"),
              Catch::Contains("parallel/sequense"));
 }
+
+TEST_CASE("a guidance-parallel sampler step runs each half of the batch on its own GPU and gathers the outputs", "[profiles][simulation]") {
+  // SDXL at 256x256 with its negative prompt (batch 2), one step, the halves on two unit GPUs.
+  const auto sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-2", "count": 1}]},
+      "workflows": {"w": {"tasks": [{"name": "denoise", "gpus": 2,
+          "work": {"architecture": "sdxl-unet", "steps": 1, "batch": 2, "width": 256, "height": 256, "parallel": {"cfg": 2}}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
+  const TaskSpec& task = sc.workflows[0].tasks[0];
+  REQUIRE(task.collective);
+  // The denoised latents of both halves, 2 x 4 channels x 32 x 32, bf16, gathered once a step.
+  const double gathered = 2 * 4 * 32 * 32 * 2.0;
+  CHECK(task.collective->op == CollectiveOp::all_gather);
+  CHECK(task.collective->bytes == Approx(gathered));
+  const RunResult run = simulate(sc);
+  const TaskRecord& r = run.trace.tasks[0];
+  StepShape half = task.shape;
+  half.batch = 1;
+  half.cfg_parallel = 1;
+  const GpuType& unit = run.cluster.gpu_type(make_id<GpuId>(0));
+  CHECK(r.comm_start_s - r.compute_start_s == Approx(estimate_step(arch("sdxl-unet"), half, KernelModel(unit), Dtype::bf16).time_s));
+  // Hand-worked: each GPU sends its half to the other over its 100 GB/s link, two 1-us hops.
+  CHECK(r.end_s - r.comm_start_s == Approx(gathered / 2 / 100e9 + 2e-6).epsilon(0.01));
+  CHECK_THAT(test::scenario_error(R"({"name": "x", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+        "workflows": {"w": {"tasks": [{"name": "t", "gpus": 2, "work": {"architecture": "sdxl-unet", "batch": 3, "width": 64, "height": 64,
+                                        "parallel": {"cfg": 2}}}]}}, "workload": [{"workflow": "w", "arrival": {"process": "once"}}]})"),
+             Catch::Contains("work/parallel/cfg") && Catch::Contains("expected an even batch, found 3"));
+}

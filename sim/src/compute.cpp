@@ -29,9 +29,9 @@ ComputeEstimate ComputeModel::step(const TaskSpec& task, const GpuType& gpu, dou
   StepShape shape = task.shape;
   shape.batch *= batch_factor;
   const StepEstimate step = estimate_step(*task.architecture, shape, KernelModel(gpu, kernels_), task.dtype);
-  // A sequence-parallel step is its gang's work: each of its GPUs runs one GPU's share of it (the task's
-  // work is split evenly over its gang).
-  const double gang = shape.sequence_parallel;
+  // A parallel step is its gang's work: each of its GPUs runs one GPU's share of it (the task's work is
+  // split evenly over its gang).
+  const double gang = shape.gpus();
   ComputeEstimate e;
   e.sequential = true;  // kernels run one after another
   e.launch_s = gang * (step.fixed_s + step.host_wait_s);

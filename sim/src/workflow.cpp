@@ -10,8 +10,8 @@
 
 namespace fleetsim {
 void set_model_step(TaskSpec& task, std::shared_ptr<const Architecture> architecture, const StepShape& shape, double steps) {
-  const auto calls = step_kernels(*architecture, shape, task.dtype);  // one GPU's, of a sequence-parallel gang
-  const double gang = shape.sequence_parallel;
+  const auto calls = step_kernels(*architecture, shape, task.dtype);  // one GPU's, of a parallel step's gang
+  const double gang = shape.gpus();
   task.architecture = std::move(architecture);
   task.shape = shape;
   task.steps = steps;
@@ -23,28 +23,31 @@ void set_model_step(TaskSpec& task, std::shared_ptr<const Architecture> architec
 namespace detail {
 namespace {
 
-// "parallel": {"sequence": k}: a diffusion transformer's step split over the task's gang of k GPUs by
-// sequence (Ulysses), its all-to-alls the task's collective.
+// "parallel": {"sequence": k, "cfg": 2}: a step split over the task's gang of k x 2 GPUs, by sequence
+// (Ulysses: a diffusion transformer's tokens and heads) and by guidance (the batch's halves).
 void read_parallel(ObjectReader& w, TaskSpec& task, const Architecture& a) {
   const Json* value = w.field("parallel");
   if (value == nullptr) return;
   ObjectReader p(*value, w.pointer("parallel"), w.problems());
   if (!p.ok()) return;
-  const auto k = p.integer("sequence", Need::required, 1, 1024);
+  const std::int64_t k = p.integer_or("sequence", 1, 1, 1024), cfg = p.integer_or("cfg", 1, 1, 2);
+  if (p.field("sequence") == nullptr && p.field("cfg") == nullptr) p.problem("sequence", "expected \"sequence\" (GPUs per step by tokens), \"cfg\" (2: the guidance batch's halves) or both");
   p.finish();
-  if (!k || *k == 1) return;
-  const double heads = a.number("heads", 0);
-  if (a.family != "dit") {
+  const double heads = a.number("heads", 0), gang = static_cast<double>(k * cfg);
+  if (k > 1 && a.family != "dit") {
     p.problem("sequence", "sequence parallelism splits a diffusion transformer's tokens (family dit); " + a.id + " is a " + a.family);
-  } else if (std::fmod(heads, static_cast<double>(*k)) != 0) {
-    p.problem("sequence", "expected a divisor of " + a.id + "'s " + std::to_string(static_cast<long long>(heads)) + " attention heads, found " + std::to_string(*k));
-  } else if (task.gpus != *k) {
-    p.problem("sequence", "a sequence-parallel step runs on a gang of its degree: expected the task's \"gpus\" to be " + std::to_string(*k) +
-                              ", found " + std::to_string(task.gpus));
-  } else if (task.collective) {
-    p.problem("sequence", "a sequence-parallel step's collective is its all-to-alls: give the task no \"collective\"");
+  } else if (k > 1 && std::fmod(heads, static_cast<double>(k)) != 0) {
+    p.problem("sequence", "expected a divisor of " + a.id + "'s " + std::to_string(static_cast<long long>(heads)) + " attention heads, found " + std::to_string(k));
+  } else if (cfg > 1 && std::fmod(task.shape.batch, static_cast<double>(cfg)) != 0) {
+    p.problem("cfg", "guidance parallelism puts the batch's halves on two GPUs: expected an even batch, found " + std::to_string(static_cast<long long>(task.shape.batch)));
+  } else if (gang > 1 && task.gpus != k * cfg) {
+    p.problem(k > 1 ? "sequence" : "cfg", "a parallel step runs on a gang of its degree: expected the task's \"gpus\" to be " + std::to_string(k * cfg) +
+                                               ", found " + std::to_string(task.gpus));
+  } else if (gang > 1 && task.collective) {
+    p.problem(k > 1 ? "sequence" : "cfg", "a parallel step's collective is its own exchange: give the task no \"collective\"");
   } else {
-    task.shape.sequence_parallel = static_cast<double>(*k);
+    task.shape.sequence_parallel = static_cast<double>(k);
+    task.shape.cfg_parallel = static_cast<double>(cfg);
   }
 }
 
@@ -83,9 +86,11 @@ void read_model_step(ObjectReader& w, TaskSpec& task, const Catalog& catalog) {
   read_parallel(w, task, a);
   if (!w.problems().empty()) return;  // the file is rejected: no kernels for a shape with holes
   set_model_step(task, found->second, s, task.steps);
-  if (s.sequence_parallel > 1) {  // the gang's all-to-alls, every step
+  if (s.sequence_parallel > 1) {  // the gang's all-to-alls, every step (with guidance parallel too, over the whole gang)
     const SequenceExchange x = sequence_exchange(a, s, task.dtype);
     task.collective = CollectiveSpec{.op = CollectiveOp::all_to_all, .bytes = task.steps * x.bytes, .calls = task.steps * x.calls};
+  } else if (s.cfg_parallel > 1) {  // the halves' outputs gathered for the guidance, every step
+    task.collective = CollectiveSpec{.op = CollectiveOp::all_gather, .bytes = task.steps * guidance_exchange_bytes(a, s, task.dtype), .calls = task.steps};
   }
 }
 
@@ -223,7 +228,7 @@ void read_elastic(ObjectReader& task_reader, TaskSpec& task) {
   if (value == nullptr) return;
   ObjectReader e(*value, task_reader.pointer("elastic"), task_reader.problems());
   if (!e.ok()) return;
-  if (task.shape.sequence_parallel > 1) task_reader.problem("elastic", "a sequence-parallel step keeps the gang its degree names: it cannot be elastic");
+  if (task.shape.gpus() > 1) task_reader.problem("elastic", "a parallel step keeps the gang its degree names: it cannot be elastic");
   ElasticSpec spec;
   const auto min_gpus = e.integer("min_gpus", Need::required, 1, 65536);
   spec.restart_s = e.quantity("restart", Dimension::time, Need::required).value_or(0);

@@ -99,6 +99,10 @@ struct StepShape {
   // Sequence parallelism over a gang of this many GPUs (a diffusion transformer, as xDiT's Ulysses runs
   // it): each GPU's kernels, on its share of the tokens and, in attention, of the heads.
   double sequence_parallel = 1;
+  // Classifier-free guidance parallelism: the guidance batch's halves on this many GPUs (1 or 2), as
+  // xDiT's CFG parallel and ComfyUI's multi-GPU nodes run them; each GPU's kernels on its share.
+  double cfg_parallel = 1;
+  double gpus() const { return sequence_parallel * cfg_parallel; }  // the gang one step runs on
 };
 
 // The shape the catalog lists an architecture's profile at: one 1024x1024 image (an upscaler's input
@@ -113,6 +117,9 @@ struct SequenceExchange {
   double bytes = 0;  // each rank's buffers, summed over the calls
 };
 SequenceExchange sequence_exchange(const Architecture& architecture, const StepShape& shape, Dtype dtype);
+// What a guidance-parallel step gathers: the denoiser's output for the whole batch, in `dtype` (one
+// all-gather over the gang per step).
+double guidance_exchange_bytes(const Architecture& architecture, const StepShape& shape, Dtype dtype);
 
 // Experts a batch of `tokens` reaches when each token goes to `top_k` of `experts` at random, as a
 // router spreads them on average: experts x (1 - (1 - top_k / experts)^tokens). Each expert reached reads

@@ -73,9 +73,9 @@ struct TaskSpec {
 
   // VRAM one GPU of the gang needs while the task runs; the least it can start with when up to
   // `offloadable` of its working set may stay in host memory.
-  // The weights one GPU of the gang holds: a shard, but the whole model under sequence parallelism, where
-  // every GPU runs every layer on its share of the tokens.
-  double weights_per_gpu_bytes() const { return shape.sequence_parallel > 1 ? weights_bytes : weights_bytes / gpus; }
+  // The weights one GPU of the gang holds: a shard, but the whole model under a parallel step, where every
+  // GPU runs every layer on its share of the tokens or of the batch.
+  double weights_per_gpu_bytes() const { return shape.gpus() > 1 ? weights_bytes : weights_bytes / gpus; }
   double vram_per_gpu_bytes(double offloadable = 0) const { return weights_per_gpu_bytes() + (1 - offloadable) * working_set_bytes; }
 };
 

@@ -462,7 +462,13 @@ SequenceExchange sequence_exchange(const Architecture& a, const StepShape& s, Dt
   const double joint = cross ? img : img + txt;  // the tokens of each self-attention
   const double layers = a.number("double_blocks", 0) + a.number("single_blocks", 0);
   const double calls = 4 * layers;  // queries, keys, values and the output, per layer
-  return {calls, calls * s.batch * joint / sp * a.number("hidden", 0) * dtype_bytes(dtype)};
+  return {calls, calls * s.batch / std::max(1.0, s.cfg_parallel) * joint / sp * a.number("hidden", 0) * dtype_bytes(dtype)};
+}
+
+double guidance_exchange_bytes(const Architecture& a, const StepShape& s, Dtype dtype) {
+  const double f = a.number("vae_factor", 8), tf = a.number("temporal_factor", 1);
+  const double latent_frames = s.frames > 1 ? std::floor((s.frames - 1) / tf) + 1 : 1;
+  return s.batch * a.number("latent_channels", 4) * latent_frames * std::ceil(s.height / f) * std::ceil(s.width / f) * dtype_bytes(dtype);
 }
 
 double experts_touched(double experts, double top_k, double tokens) {
@@ -493,7 +499,9 @@ StepShape reference_shape(const Architecture& a) {
   return s;
 }
 
-std::vector<KernelCall> step_kernels(const Architecture& a, const StepShape& s, Dtype dtype) {
+std::vector<KernelCall> step_kernels(const Architecture& a, const StepShape& whole, Dtype dtype) {
+  StepShape s = whole;  // one GPU's: its half of a guidance-parallel batch
+  s.batch = whole.batch / std::max(1.0, whole.cfg_parallel);
   std::vector<KernelCall> calls;
   Builder b(calls, runtime_profile(s.runtime), dtype);
   if (a.family == "transformer") transformer(a, s, b);
