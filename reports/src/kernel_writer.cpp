@@ -210,7 +210,8 @@ void write_model_step(std::ostream& out, const GpuType& gpu, const Architecture&
   out << "\noperations, in launch order (small operations as " << runtime_profile(shape.runtime).name << " runs them: models/runtimes.json)\n";
   std::snprintf(line, sizeof line, "%-22s %-44s %-17s %-18s %8s %10s %10s\n", "operation", "kernel", "class", "reads -> writes", "kernels", "bytes", "time");
   out << line;
-  for (const OperationRow& r : operations(step, dtype)) {
+  const std::vector<OperationRow> rows = operations(step, dtype);
+  for (const OperationRow& r : rows) {
     const bool model_kernel = r.origin == nullptr;
     const std::string operation = model_kernel ? "(model)" : r.origin->operation;
     const std::string kernel = model_kernel ? std::string(kernel_class_name(r.cls)) : r.origin->op.substr(0, 44);
@@ -222,7 +223,7 @@ void write_model_step(std::ostream& out, const GpuType& gpu, const Architecture&
   }
   out << "\nsources of the operations (" << runtime_profile(shape.runtime).source << ")\n";
   std::vector<std::string> seen;
-  for (const OperationRow& r : operations(step, dtype)) {
+  for (const OperationRow& r : rows) {
     if (r.origin == nullptr || std::find(seen.begin(), seen.end(), r.origin->operation) != seen.end()) continue;
     seen.push_back(r.origin->operation);
     out << "  " << r.origin->operation << ": " << r.origin->source << "\n";
