@@ -158,6 +158,7 @@ struct ServingResult {
   double mean_batch = 0;          // sequences per iteration
   double peak_kv_use = 0;         // fraction of a replica's KV blocks, the highest any reached
   IterationTimer::Time busy;      // iterations' time summed over every replica, by part
+  double gpu_busy_s = 0;          // GPU-seconds the replicas' GPUs computed (iterations x TP), up to the run's end
   std::vector<double> ttft_samples_s, tpot_samples_s;  // each completed request's, in request order
   // Over time, across every replica: sequences in the iterations running and KV blocks in use (as a
   // fraction of all replicas' blocks), at most a few thousand samples, thinned evenly over the run.

@@ -1,33 +1,19 @@
 // Replicas of a serving engine, iteration by iteration, and the router in front of them (see
 // fleetsim/serving.hpp). Each replica owns its KV blocks; each scheduling variant only chooses the
 // next batch (Vidur's shape).
+#include "replica_set.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <deque>
 
-#include "fleetsim/engine.hpp"
 #include "fleetsim/error.hpp"
 #include "fleetsim/rng.hpp"
-#include "fleetsim/serving.hpp"
 #include "fleetsim/summary.hpp"
 #include "fleetsim/units.hpp"
 
-namespace fleetsim {
+namespace fleetsim::serving {
 namespace {
-
-constexpr std::uint32_t kArrival = 0, kIterationDone = 1;
-
-struct Request {
-  double arrival_s = 0;
-  std::int64_t prompt = 0, output = 0;
-  std::int64_t to_prefill = 0;  // the prompt, and after a preemption the tokens generated before it too
-  std::int64_t prefilled = 0;   // of to_prefill, with KV cached
-  std::int64_t generated = 0;   // output tokens sampled
-  std::int64_t kv_tokens = 0;   // tokens whose KV is cached
-  std::int64_t blocks = 0;
-  double first_token_s = -1, finish_s = -1;
-  bool prefilling() const { return prefilled < to_prefill; }
-};
 
 // A replica's paged KV cache: blocks taken and given back whole.
 class KvBlocks {
@@ -66,31 +52,25 @@ struct Replica {
   std::int64_t outstanding_tokens = 0;  // prompts and outputs still to compute, for the router
   std::size_t last_batch = 0;           // what this replica adds to the timeline's totals
   double last_kv_use = 0;
+  double iteration_end_s = 0;           // of the iteration in flight
 };
 
 class Engine {
  public:
-  Engine(const ServingDeployment& d, std::vector<Request> requests)
-      : d_(d), requests_(std::move(requests)), timer_(d), capacity_(kv_capacity(d)) {
-    for (int i = 0; i < d.replicas; ++i) replicas_.push_back(Replica{KvBlocks(capacity_.blocks, d.engine.block_size), {}, {}, {}, false, 0, 0, 0});
+  Engine(const ServingDeployment& d, std::vector<Request> requests, EventQueue& queue, EventNames names)
+      : d_(d), requests_(std::move(requests)), queue_(queue), names_(names), timer_(d), capacity_(kv_capacity(d)) {
+    for (int i = 0; i < d.replicas; ++i) replicas_.push_back(Replica{KvBlocks(capacity_.blocks, d.engine.block_size), {}, {}, {}, false, 0, 0, 0, 0});
   }
 
-  ServingResult run() {
-    if (!requests_.empty()) queue_.push(requests_.front().arrival_s, kArrival, 0);
-    while (!queue_.empty()) {
-      const Event e = queue_.pop();
-      if (e.kind == kArrival) {
-        arrive(e.subject);
-      } else {
-        finish_iteration(e.subject);
-      }
-    }
-    return summarize();
+  void start() {
+    if (!requests_.empty()) queue_.push(requests_.front().arrival_s, names_.arrival_kind, names_.arrival_subject);
   }
 
- private:
-  void arrive(std::uint32_t id) {
-    if (id + 1 < requests_.size()) queue_.push(requests_[id + 1].arrival_s, kArrival, id + 1);
+  std::uint64_t unfinished() const { return requests_.size() - finished_; }
+
+  void arrive() {
+    const auto id = static_cast<std::uint32_t>(next_arrival_++);
+    if (id + 1 < requests_.size()) queue_.push(requests_[id + 1].arrival_s, names_.arrival_kind, names_.arrival_subject);
     Request& r = requests_[id];
     r.to_prefill = r.prompt;
     const std::uint32_t to = route();
@@ -100,6 +80,103 @@ class Engine {
     if (!rep.busy) start_iteration(to);
   }
 
+  void finish_iteration(std::uint32_t index) {
+    Replica& rep = replicas_[index];
+    const double now = queue_.now();
+    bool finished_any = false;
+    for (const Scheduled& s : rep.batch) {
+      Request& r = requests_[s.request];
+      rep.outstanding_tokens -= s.tokens;
+      if (r.prefilling()) {
+        r.prefilled += s.tokens;
+        r.kv_tokens += s.tokens;
+        if (r.prefilling()) continue;  // a chunk; the prompt is not through yet
+      } else {
+        r.kv_tokens += 1;
+      }
+      ++r.generated;  // the token sampled from this iteration's logits
+      if (r.first_token_s < 0) r.first_token_s = now;
+      if (r.generated >= r.output) {
+        r.finish_s = now;
+        rep.kv.give_back(r);
+        finished_any = true;
+        ++finished_;
+      }
+    }
+    if (finished_any) {
+      std::erase_if(rep.running, [&](std::uint32_t id) { return requests_[id].finish_s >= 0; });
+    }
+    start_iteration(index);
+  }
+
+  ServingResult summarize(double end_s) const {
+    ServingResult out;
+    out.capacity = capacity_;
+    out.requests = requests_.size();
+    out.preemptions = preemptions_;
+    out.iterations = iterations_;
+    out.mean_batch = iterations_ > 0 ? static_cast<double>(batched_) / static_cast<double>(iterations_) : 0;
+    out.peak_kv_use = peak_kv_use_;
+    out.busy = busy_;
+    double unfinished_iterations_s = 0;  // what of the iterations in flight lies past end_s
+    for (const Replica& rep : replicas_) {
+      if (rep.busy) unfinished_iterations_s += std::max(0.0, rep.iteration_end_s - end_s);
+    }
+    out.gpu_busy_s = (busy_.total_s - unfinished_iterations_s) * d_.tp;
+    out.timeline = timeline_;
+    std::vector<double> ttft, tpot, e2e;
+    double first = requests_.empty() ? 0 : requests_.front().arrival_s, last = first, in = 0, produced = 0, good = 0;
+    double ttft_target = std::numeric_limits<double>::infinity(), tpot_target = ttft_target;
+    for (const auto& slo : d_.slos) {
+      if (slo.metric == "ttft") ttft_target = std::min(ttft_target, slo.target_s);
+      if (slo.metric == "tpot") tpot_target = std::min(tpot_target, slo.target_s);
+    }
+    for (const Request& r : requests_) {
+      if (r.finish_s < 0) continue;
+      ++out.completed;
+      ttft.push_back(r.first_token_s - r.arrival_s);
+      e2e.push_back(r.finish_s - r.arrival_s);
+      const double per_token = r.output > 1 ? (r.finish_s - r.first_token_s) / static_cast<double>(r.output - 1) : 0;
+      if (r.output > 1) tpot.push_back(per_token);
+      last = std::max(last, r.finish_s);
+      in += static_cast<double>(r.prompt);
+      produced += static_cast<double>(r.output);
+      if (ttft.back() <= ttft_target && per_token <= tpot_target) ++good;
+    }
+    out.makespan_s = last - first;
+    const double span = out.makespan_s > 0 ? out.makespan_s : 1;
+    out.input_tokens_per_s = in / span;
+    out.output_tokens_per_s = produced / span;
+    out.requests_per_s = static_cast<double>(out.completed) / span;
+    out.goodput_per_s = good / span;
+    const auto stats = [](std::vector<double> v) {
+      Percentiles p;
+      if (v.empty()) return p;
+      p.p50 = percentile(v, 50);
+      p.p90 = percentile(v, 90);
+      p.p95 = percentile(v, 95);
+      p.p99 = percentile(v, 99);
+      double sum = 0;
+      for (double x : v) sum += x;
+      p.mean = sum / static_cast<double>(v.size());
+      p.max = *std::max_element(v.begin(), v.end());
+      return p;
+    };
+    out.ttft_s = stats(ttft);
+    out.tpot_s = stats(tpot);
+    out.ttft_samples_s = ttft;
+    out.tpot_samples_s = tpot;
+    out.e2e_s = stats(e2e);
+    for (const auto& slo : d_.slos) {
+      const std::vector<double>& v = slo.metric == "ttft" ? ttft : slo.metric == "tpot" ? tpot : e2e;
+      const double achieved = v.empty() ? 0 : percentile(v, slo.percentile);
+      out.verdicts.push_back({slo, achieved, achieved <= slo.target_s});
+    }
+    out.notes = d_.assumptions;
+    return out;
+  }
+
+ private:
   std::uint32_t route() {
     const auto n = static_cast<std::uint32_t>(replicas_.size());
     if (d_.router == Router::round_robin) return next_replica_++ % n;
@@ -239,35 +316,8 @@ class Engine {
     sample();
     const IterationTimer::Time t = timer_.time(shape);
     busy_ += t;
-    queue_.push(queue_.now() + t.total_s, kIterationDone, index);
-  }
-
-  void finish_iteration(std::uint32_t index) {
-    Replica& rep = replicas_[index];
-    const double now = queue_.now();
-    bool finished_any = false;
-    for (const Scheduled& s : rep.batch) {
-      Request& r = requests_[s.request];
-      rep.outstanding_tokens -= s.tokens;
-      if (r.prefilling()) {
-        r.prefilled += s.tokens;
-        r.kv_tokens += s.tokens;
-        if (r.prefilling()) continue;  // a chunk; the prompt is not through yet
-      } else {
-        r.kv_tokens += 1;
-      }
-      ++r.generated;  // the token sampled from this iteration's logits
-      if (r.first_token_s < 0) r.first_token_s = now;
-      if (r.generated >= r.output) {
-        r.finish_s = now;
-        rep.kv.give_back(r);
-        finished_any = true;
-      }
-    }
-    if (finished_any) {
-      std::erase_if(rep.running, [&](std::uint32_t id) { return requests_[id].finish_s >= 0; });
-    }
-    start_iteration(index);
+    rep.iteration_end_s = queue_.now() + t.total_s;
+    queue_.push(rep.iteration_end_s, names_.iteration_kind, names_.first_replica_subject + index);
   }
 
   // The timeline keeps a point at most every `spacing_` seconds; when it fills, every other point goes
@@ -283,75 +333,15 @@ class Engine {
     spacing_ = std::max(spacing_ * 2, (timeline_.back().time_s - timeline_.front().time_s) / static_cast<double>(kTimelinePoints / 2));
   }
 
-  ServingResult summarize() const {
-    ServingResult out;
-    out.capacity = capacity_;
-    out.requests = requests_.size();
-    out.preemptions = preemptions_;
-    out.iterations = iterations_;
-    out.mean_batch = iterations_ > 0 ? static_cast<double>(batched_) / static_cast<double>(iterations_) : 0;
-    out.peak_kv_use = peak_kv_use_;
-    out.busy = busy_;
-    out.timeline = timeline_;
-    std::vector<double> ttft, tpot, e2e;
-    double first = requests_.empty() ? 0 : requests_.front().arrival_s, last = first, in = 0, produced = 0, good = 0;
-    double ttft_target = std::numeric_limits<double>::infinity(), tpot_target = ttft_target;
-    for (const auto& slo : d_.slos) {
-      if (slo.metric == "ttft") ttft_target = std::min(ttft_target, slo.target_s);
-      if (slo.metric == "tpot") tpot_target = std::min(tpot_target, slo.target_s);
-    }
-    for (const Request& r : requests_) {
-      if (r.finish_s < 0) continue;
-      ++out.completed;
-      ttft.push_back(r.first_token_s - r.arrival_s);
-      e2e.push_back(r.finish_s - r.arrival_s);
-      const double per_token = r.output > 1 ? (r.finish_s - r.first_token_s) / static_cast<double>(r.output - 1) : 0;
-      if (r.output > 1) tpot.push_back(per_token);
-      last = std::max(last, r.finish_s);
-      in += static_cast<double>(r.prompt);
-      produced += static_cast<double>(r.output);
-      if (ttft.back() <= ttft_target && per_token <= tpot_target) ++good;
-    }
-    FLEETSIM_CHECK(out.completed == out.requests, "a serving run ended with requests unfinished");
-    out.makespan_s = last - first;
-    const double span = out.makespan_s > 0 ? out.makespan_s : 1;
-    out.input_tokens_per_s = in / span;
-    out.output_tokens_per_s = produced / span;
-    out.requests_per_s = static_cast<double>(out.completed) / span;
-    out.goodput_per_s = good / span;
-    const auto stats = [](std::vector<double> v) {
-      Percentiles p;
-      if (v.empty()) return p;
-      p.p50 = percentile(v, 50);
-      p.p90 = percentile(v, 90);
-      p.p95 = percentile(v, 95);
-      p.p99 = percentile(v, 99);
-      double sum = 0;
-      for (double x : v) sum += x;
-      p.mean = sum / static_cast<double>(v.size());
-      p.max = *std::max_element(v.begin(), v.end());
-      return p;
-    };
-    out.ttft_s = stats(ttft);
-    out.tpot_s = stats(tpot);
-    out.ttft_samples_s = ttft;
-    out.tpot_samples_s = tpot;
-    out.e2e_s = stats(e2e);
-    for (const auto& slo : d_.slos) {
-      const std::vector<double>& v = slo.metric == "ttft" ? ttft : slo.metric == "tpot" ? tpot : e2e;
-      const double achieved = v.empty() ? 0 : percentile(v, slo.percentile);
-      out.verdicts.push_back({slo, achieved, achieved <= slo.target_s});
-    }
-    out.notes = d_.assumptions;
-    return out;
-  }
-
   const ServingDeployment& d_;
   std::vector<Request> requests_;
+  EventQueue& queue_;
+  EventNames names_;
+  std::size_t next_arrival_ = 0;
+  std::uint64_t finished_ = 0;
   IterationTimer timer_;
   KvCapacity capacity_;
   std::vector<Replica> replicas_;
-  EventQueue queue_;
   std::uint32_t next_replica_ = 0;
   std::uint64_t preemptions_ = 0, iterations_ = 0, batched_ = 0;
   double peak_kv_use_ = 0;
@@ -362,15 +352,15 @@ class Engine {
   double spacing_ = 0, sequences_now_ = 0, kv_now_ = 0;
 };
 
-// The deployment's requests: its trace, or Poisson arrivals (all at once without a rate) with lengths
-// drawn uniformly between their bounds, from streams of their own.
-std::vector<Request> make_requests(const ServingDeployment& d) {
+}  // namespace
+
+std::vector<Request> make_requests(const ServingDeployment& d, std::uint64_t seed, std::uint64_t run) {
   std::vector<Request> out;
   if (!d.trace.empty()) {
     for (const auto& t : d.trace) out.push_back({.arrival_s = t.arrival_s, .prompt = t.prompt, .output = t.output});
     return out;
   }
-  Rng arrivals(d.seed, 0, "serving.arrivals"), prompts(d.seed, 0, "serving.prompt_tokens"), outputs(d.seed, 0, "serving.output_tokens");
+  Rng arrivals(seed, run, "serving.arrivals"), prompts(seed, run, "serving.prompt_tokens"), outputs(seed, run, "serving.output_tokens");
   const auto draw = [](Rng& rng, const TokenCount& c) {
     if (c.low == c.high) return c.low;
     return c.low + static_cast<std::int64_t>(rng.next() % static_cast<std::uint64_t>(c.high - c.low + 1));
@@ -384,11 +374,41 @@ std::vector<Request> make_requests(const ServingDeployment& d) {
   return out;
 }
 
-}  // namespace
+struct ReplicaSet::Impl : Engine {
+  using Engine::Engine;
+};
+
+ReplicaSet::ReplicaSet(const ServingDeployment& d, std::vector<Request> requests, EventQueue& queue, EventNames names)
+    : impl_(std::make_unique<Impl>(d, std::move(requests), queue, names)) {}
+ReplicaSet::~ReplicaSet() = default;
+ReplicaSet::ReplicaSet(ReplicaSet&&) noexcept = default;
+void ReplicaSet::start() { impl_->start(); }
+void ReplicaSet::arrive() { impl_->arrive(); }
+void ReplicaSet::iteration_done(std::uint32_t replica) { impl_->finish_iteration(replica); }
+std::uint64_t ReplicaSet::unfinished() const { return impl_->unfinished(); }
+ServingResult ReplicaSet::summarize(double end_s) const { return impl_->summarize(end_s); }
+
+}  // namespace fleetsim::serving
+
+namespace fleetsim {
 
 ServingResult simulate_serving(const ServingDeployment& d) {
   FLEETSIM_CHECK(d.replicas >= 1, "a deployment without replicas");
-  return Engine(d, make_requests(d)).run();
+  EventQueue queue;
+  const serving::EventNames names{.arrival_kind = 0, .iteration_kind = 1, .arrival_subject = 0, .first_replica_subject = 0};
+  serving::ReplicaSet set(d, serving::make_requests(d, d.seed, 0), queue, names);
+  set.start();
+  while (!queue.empty()) {
+    const Event e = queue.pop();
+    if (e.kind == names.arrival_kind) {
+      set.arrive();
+    } else {
+      set.iteration_done(e.subject);
+    }
+  }
+  ServingResult r = set.summarize(queue.now());
+  FLEETSIM_CHECK(r.completed == r.requests, "a serving run ended with requests unfinished");
+  return r;
 }
 
 }  // namespace fleetsim

@@ -1,0 +1,56 @@
+// One serving deployment's replicas and requests, run on an event queue that someone else owns: the
+// `serve` command's own, or a scenario's run, where the replicas share the cluster with other work.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "fleetsim/engine.hpp"
+#include "fleetsim/serving.hpp"
+
+namespace fleetsim::serving {
+
+struct Request {
+  double arrival_s = 0;
+  std::int64_t prompt = 0, output = 0;
+  std::int64_t to_prefill = 0;  // the prompt, and after a preemption the tokens generated before it too
+  std::int64_t prefilled = 0;   // of to_prefill, with KV cached
+  std::int64_t generated = 0;   // output tokens sampled
+  std::int64_t kv_tokens = 0;   // tokens whose KV is cached
+  std::int64_t blocks = 0;
+  double first_token_s = -1, finish_s = -1;
+  bool prefilling() const { return prefilled < to_prefill; }
+};
+
+// The deployment's requests: its trace, or Poisson arrivals (all at once without a rate) with lengths
+// drawn uniformly between their bounds, from streams of their own under (seed, run).
+std::vector<Request> make_requests(const ServingDeployment& d, std::uint64_t seed, std::uint64_t run);
+
+// The events a replica set puts on its queue: the next request's arrival (always `arrival_subject`,
+// requests arrive in order) and a replica's iteration ending (`first_replica_subject` + the replica).
+struct EventNames {
+  std::uint32_t arrival_kind = 0, iteration_kind = 1;
+  std::uint32_t arrival_subject = 0, first_replica_subject = 0;
+};
+
+class ReplicaSet {
+ public:
+  ReplicaSet(const ServingDeployment& d, std::vector<Request> requests, EventQueue& queue, EventNames names);
+  ~ReplicaSet();
+  ReplicaSet(ReplicaSet&&) noexcept;
+  ReplicaSet& operator=(ReplicaSet&&) = delete;
+
+  void start();                                // schedules the first arrival
+  void arrive();                               // the next request arrives and is routed
+  void iteration_done(std::uint32_t replica);  // a replica's iteration ended: the next one starts
+  std::uint64_t unfinished() const;            // requests not yet completed
+  // The run so far, up to `end_s` (iterations still running count as busy until then).
+  ServingResult summarize(double end_s) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fleetsim::serving
