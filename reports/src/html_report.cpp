@@ -9,6 +9,7 @@
 #include "fleetsim/units.hpp"
 #include "gpu_lanes.hpp"
 #include "readable.hpp"
+#include "serving_parts.hpp"
 #include "svg_chart.hpp"
 
 namespace fleetsim {
@@ -452,6 +453,11 @@ void write_run_report_html(std::ostream& out, const Scenario& scenario, const Ru
   latency_cdf(out, scenario, run);
   out << "<h2>Network</h2>\n";
   link_heatmap(out, run);
+  for (std::size_t k = 0; k < run.summary.serving.size(); ++k) {
+    const ServingResult& r = run.summary.serving[k];
+    out << "<h2>Serving: " << html::escape(r.deployment->name) << "</h2>\n";
+    write_serving_sections(out, *r.deployment, r, "-" + std::to_string(k + 1), "h3");
+  }
   html::page_end(out);
 }
 

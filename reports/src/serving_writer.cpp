@@ -8,6 +8,7 @@
 
 #include "fleetsim/report.hpp"
 #include "fleetsim/units.hpp"
+#include "serving_parts.hpp"
 #include "svg_chart.hpp"
 
 namespace fleetsim {
@@ -35,11 +36,12 @@ nlohmann::ordered_json percentiles_json(const Percentiles& p) {
 
 }  // namespace
 
-void write_serving_text(std::ostream& out, const ServingDeployment& d, const ServingResult& r) {
+void write_serving_results(std::ostream& out, const ServingDeployment& d, const ServingResult& r) {
   const NodeGroup& g = d.cluster.groups.front();
   const KvCapacity& c = r.capacity;
   char line[512];
-  out << "deployment  " << d.name << "  (" << d.engine.name << ", " << policy_name(d.policy) << ", seed " << d.seed << ")\n";
+  // In a scenario the run's seed draws the requests; the summary's head says it.
+  out << "deployment  " << d.name << "  (" << d.engine.name << ", " << policy_name(d.policy) << (r.deployment ? std::string() : ", seed " + std::to_string(d.seed)) << ")\n";
   std::snprintf(line, sizeof line, "model       %s: %s weights, %s KV cache; %d replica%s x TP %d on %s (%s router)\n", d.model.id.c_str(),
                 std::string(dtype_name(d.weights)).c_str(), std::string(dtype_name(d.kv_cache)).c_str(), d.replicas, d.replicas == 1 ? "" : "s", d.tp,
                 g.gpu.id.c_str(), router_name(d.router));
@@ -55,6 +57,9 @@ void write_serving_text(std::ostream& out, const ServingDeployment& d, const Ser
     out << "requests    " << format_number(static_cast<double>(r.requests))
         << (d.rate_per_s > 0 ? " at " + format_number(d.rate_per_s) + " /s (Poisson)" : std::string(" at once")) << ", prompts of "
         << lengths(d.prompt_tokens) << " tokens, outputs of " << lengths(d.output_tokens) << "\n";
+  }
+  if (r.completed < r.requests) {
+    out << "unfinished  " << format_number(static_cast<double>(r.requests - r.completed)) << " requests had not completed when the run stopped: not in the figures below; the SLO verdicts count them at their wait so far\n";
   }
   std::snprintf(line, sizeof line, "served      %s in %s: %s requests/s, %s tokens/s in, %s tokens/s out\n",
                 format_number(static_cast<double>(r.completed)).c_str(), seconds(r.makespan_s).c_str(), format_number(r.requests_per_s).c_str(), format_number(r.input_tokens_per_s).c_str(),
@@ -88,17 +93,21 @@ void write_serving_text(std::ostream& out, const ServingDeployment& d, const Ser
     out << "\nassumed (check it):\n";
     for (const std::string& n : r.notes) out << "  " << n << "\n";
   }
-  out << "\nnot modelled yet: pipeline parallelism, TP across nodes, expert parallelism, int4 weights, prefix caching, swap preemption,\n"
-         "prefill/decode disaggregation, serving beside other work in a scenario (docs/serving.md)\n";
 }
 
-std::string serving_json(const ServingDeployment& d, const ServingResult& r) {
+void write_serving_text(std::ostream& out, const ServingDeployment& d, const ServingResult& r) {
+  write_serving_results(out, d, r);
+  out << "\nnot modelled yet: pipeline parallelism, TP across nodes, expert parallelism, int4 weights, prefix caching, swap preemption,\n"
+         "prefill/decode disaggregation (docs/serving.md)\n";
+}
+
+nlohmann::ordered_json serving_results_json(const ServingDeployment& d, const ServingResult& r) {
   nlohmann::ordered_json verdicts = nlohmann::ordered_json::array();
   for (const auto& v : r.verdicts) {
     verdicts.push_back({{"metric", v.slo.metric}, {"percentile", v.slo.percentile}, {"target_s", v.slo.target_s}, {"achieved_s", v.achieved_s}, {"met", v.met}});
   }
   const KvCapacity& c = r.capacity;
-  const nlohmann::ordered_json j{
+  nlohmann::ordered_json j{
       {"deployment", d.name},
       {"engine", d.engine.id},
       {"scheduler", policy_name(d.policy)},
@@ -107,7 +116,6 @@ std::string serving_json(const ServingDeployment& d, const ServingResult& r) {
       {"tp", d.tp},
       {"replicas", d.replicas},
       {"router", router_name(d.router)},
-      {"seed", d.seed},
       {"kv_cache", {{"tokens", c.tokens}, {"blocks", c.blocks}, {"bytes_per_token", c.kv_bytes_per_token}, {"usable_bytes", c.usable_bytes},
                     {"weights_per_gpu_bytes", c.weights_per_gpu_bytes}, {"activation_bytes", c.activation_bytes}, {"reserved_bytes", c.reserved_bytes}}},
       {"requests", r.requests},
@@ -126,8 +134,11 @@ std::string serving_json(const ServingDeployment& d, const ServingResult& r) {
       {"e2e_s", percentiles_json(r.e2e_s)},
       {"slos", verdicts},
       {"assumed", r.notes}};
-  return j.dump(2) + "\n";
+  if (!r.deployment) j["seed"] = d.seed;  // in a scenario the run's seed draws the requests
+  return j;
 }
+
+std::string serving_json(const ServingDeployment& d, const ServingResult& r) { return serving_results_json(d, r).dump(2) + "\n"; }
 
 namespace {
 
@@ -234,7 +245,7 @@ void time_cdf(std::ostream& out, const std::string& id, const std::string& title
   chart.write(out);
 }
 
-void over_time(std::ostream& out, const ServingResult& r) {
+void over_time(std::ostream& out, const ServingResult& r, const std::string& id_suffix) {
   if (r.timeline.size() < 2) return;
   const double end = std::max(r.timeline.back().time_s, 1e-9);
   std::vector<std::pair<double, double>> sequences, kv;
@@ -249,11 +260,11 @@ void over_time(std::ostream& out, const ServingResult& r) {
     kv.emplace_back(p.time_s, 100 * p.kv_use);
     top = std::max(top, p.sequences);
   }
-  html::SvgChart batch("batch", "Sequences in the running iterations, all replicas", html::seconds_axis(end, "simulated time"),
+  html::SvgChart batch("batch" + id_suffix, "Sequences in the running iterations, all replicas", html::seconds_axis(end, "simulated time"),
                        {.lo = 0, .hi = html::nice_ceiling(top * 1.05), .label = "sequences"});
   batch.polyline(sequences, html::color(1), "sequences");
   batch.write(out);
-  html::SvgChart cache("kv-cache", "KV cache in use, mean over the replicas", html::seconds_axis(end, "simulated time"),
+  html::SvgChart cache("kv-cache" + id_suffix, "KV cache in use, mean over the replicas", html::seconds_axis(end, "simulated time"),
                        {.lo = 0, .hi = 100, .label = "% of the blocks"});
   cache.polyline(kv, html::color(2), "KV blocks in use");
   cache.write(out);
@@ -261,11 +272,7 @@ void over_time(std::ostream& out, const ServingResult& r) {
 
 }  // namespace
 
-void write_serving_html(std::ostream& out, const ServingDeployment& d, const ServingResult& r) {
-  html::page_begin(out, "fleetsim serve: " + d.name);
-  if (!d.description.empty()) out << "<p>" << html::escape(d.description) << "</p>\n";
-  std::ostringstream text;
-  write_serving_text(text, d, r);
+void write_serving_sections(std::ostream& out, const ServingDeployment& d, const ServingResult& r, const std::string& id_suffix, const char* heading) {
   if (!r.verdicts.empty()) {
     bool all = true;
     for (const auto& v : r.verdicts) all = all && v.met;
@@ -273,12 +280,20 @@ void write_serving_html(std::ostream& out, const ServingDeployment& d, const Ser
     for (const auto& v : r.verdicts) out << html::escape(slo_text(v.slo)) << ": " << (v.met ? "met" : "missed") << " (" << html::escape(seconds(v.achieved_s)) << "). ";
     out << "</p>\n";
   }
-  out << "<h2>Summary</h2>\n<pre style=\"white-space: pre-wrap\">" << html::escape(text.str()) << "</pre>\n";
-  out << "<h2>Latency</h2>\n";
-  time_cdf(out, "ttft-cdf", "Time to first token, cumulative distribution", "time to first token", r.ttft_samples_s, d.slos, "ttft");
-  time_cdf(out, "tpot-cdf", "Time per output token, cumulative distribution", "time per output token", r.tpot_samples_s, d.slos, "tpot");
-  out << "<h2>Batches and KV cache over time</h2>\n";
-  over_time(out, r);
+  std::ostringstream text;
+  write_serving_results(text, d, r);
+  out << "<" << heading << ">Summary</" << heading << ">\n<pre style=\"white-space: pre-wrap\">" << html::escape(text.str()) << "</pre>\n";
+  out << "<" << heading << ">Latency</" << heading << ">\n";
+  time_cdf(out, "ttft-cdf" + id_suffix, "Time to first token, cumulative distribution", "time to first token", r.ttft_samples_s, d.slos, "ttft");
+  time_cdf(out, "tpot-cdf" + id_suffix, "Time per output token, cumulative distribution", "time per output token", r.tpot_samples_s, d.slos, "tpot");
+  out << "<" << heading << ">Batches and KV cache over time</" << heading << ">\n";
+  over_time(out, r, id_suffix);
+}
+
+void write_serving_html(std::ostream& out, const ServingDeployment& d, const ServingResult& r) {
+  html::page_begin(out, "fleetsim serve: " + d.name);
+  if (!d.description.empty()) out << "<p>" << html::escape(d.description) << "</p>\n";
+  write_serving_sections(out, d, r, "", "h2");
   html::page_end(out);
 }
 

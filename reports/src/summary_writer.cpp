@@ -4,6 +4,7 @@
 #include "fleetsim/report.hpp"
 #include "fleetsim/units.hpp"
 #include "readable.hpp"
+#include "serving_parts.hpp"
 
 namespace fleetsim {
 namespace {
@@ -87,10 +88,16 @@ std::string summary_json(const Summary& s) {
   ordered_json slos = ordered_json::array();
   for (const SloResult& r : s.slos) {
     nlohmann::ordered_json slo{{"tenant", r.tenant}, {"class", r.work_class}, {"metric", r.metric}, {"target", r.target}, {"actual", r.actual}, {"met", r.met}};
+    if (!r.deployment.empty()) slo["deployment"] = r.deployment;
     if (r.metric == "attainment") slo["within_s"] = r.within_s;
     slos.push_back(slo);
   }
   j["slos"] = slos;
+  if (!s.serving.empty()) {
+    ordered_json serving = ordered_json::array();
+    for (const ServingResult& r : s.serving) serving.push_back(serving_results_json(*r.deployment, r));
+    j["serving"] = serving;
+  }
   return j.dump(2) + "\n";
 }
 
@@ -161,9 +168,9 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
   out << "\n";
 
   char line[160];
+  const bool serving_only = s.workflows.submitted == 0 && !s.serving.empty();
   std::snprintf(line, sizeof line, "%-18s %9s %10s %10s %10s %10s %10s %9s\n", "latency (workflow)", "completed",
                 "mean", "p50", "p95", "p99", "task wait", "slowdown");
-  out << line;
   auto row = [&](const std::string& name, const LatencyStats& l, const TenantSummary* t) {
     std::snprintf(line, sizeof line, "%-18s %9llu %10s %10s %10s %10s %10s %9s\n", name.c_str(),
                   static_cast<unsigned long long>(l.count), time_or_dash(l, l.mean).c_str(),
@@ -172,15 +179,31 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
                   t != nullptr && l.count > 0 ? fmt("%.2fx", t->mean_slowdown).c_str() : "");
     out << line;
   };
-  for (const TenantSummary& t : s.tenants) row("  " + t.name, t.latency_s, &t);
-  for (const TenantSummary& c : s.classes) row("class " + c.name, c.latency_s, nullptr);
-  row("all", s.latency_s, nullptr);
+  if (!serving_only) {
+    out << line;
+    for (const TenantSummary& t : s.tenants) row("  " + t.name, t.latency_s, &t);
+    for (const TenantSummary& c : s.classes) row("class " + c.name, c.latency_s, nullptr);
+    row("all", s.latency_s, nullptr);
+  }
   if (!s.slos.empty()) {
     out << "\nSLOs\n";
     for (const SloResult& r : s.slos) {
-      const std::string scope = !r.tenant.empty() ? r.tenant : !r.work_class.empty() ? r.work_class + " (class)" : "all";
+      const std::string scope = !r.tenant.empty()       ? r.tenant
+                                : !r.deployment.empty() ? r.deployment + " (serving)"
+                                : !r.work_class.empty() ? r.work_class + " (class)"
+                                                        : "all";
       out << "  " << (r.met ? "met    " : "MISSED ") << scope << " " << slo_text(r) << "\n";
     }
+  }
+  for (const ServingResult& r : s.serving) {
+    out << "\nserving\n";
+    write_serving_results(out, *r.deployment, r);
+  }
+  if (!s.serving.empty()) {
+    out << "\nserving beside other work: replicas start warm (weights loaded, KV cache allocated) and hold their GPUs all run;\n"
+           "their TP all-reduces are timed on the node's links alone, not shared with the tasks' flows; no faults, spot or\n"
+           "autoscaling beside serving yet; not modelled yet: PP, TP across nodes, EP, int4, prefix caching, swap preemption,\n"
+           "prefill/decode disaggregation (docs/serving.md)\n";
   }
 }
 

@@ -36,6 +36,7 @@ class Problems {
     if (++it->count <= kListed) add(std::move(pointer), std::move(message));
   }
   bool empty() const { return list_.empty(); }
+  std::size_t size() const { return list_.size(); }
   // Takes over the problems of an error thrown while loading another file.
   void absorb(const InputError& error) {
     list_.insert(list_.end(), error.problems().begin(), error.problems().end());

@@ -13,6 +13,7 @@
 #include "catalog_readers.hpp"
 #include "fleetsim/cluster.hpp"
 #include "fleetsim/import.hpp"
+#include "fleetsim/serving.hpp"
 #include "fleetsim/topology.hpp"
 #include "import/job_log.hpp"
 #include "loaders.hpp"
@@ -593,7 +594,8 @@ void read_trace(ObjectReader& s, Scenario& sc, const std::string& base_dir) {
 
 void read_workload(ObjectReader& top, Scenario& sc, const std::vector<std::string>& broken_workflows,
                    const std::string& base_dir) {
-  const Json* value = top.field("workload", Need::required);
+  // A scenario of serving deployments alone has no workflows to arrive.
+  const Json* value = top.field("workload", top.field("serving") != nullptr ? Need::optional : Need::required);
   if (value == nullptr) return;
   if (!value->is_array() || value->empty()) {
     top.problem("workload", "expected a non-empty array of arrival streams, found " + detail::describe(*value));
@@ -1171,12 +1173,18 @@ Scenario parse_scenario(std::string_view json_text, const std::string& file_name
   const bool cluster_ok = problems.empty();  // only a well-formed cluster has links to name
   const std::vector<std::string> broken = read_workflows(top, sc.catalog, sc.cluster, base_dir, sc.workflows);
   read_tenants(top, sc.cluster, sc.tenants);
+  if (const Json* serving = top.field("serving")) detail::read_serving(*serving, top.pointer("serving"), problems, sc.cluster, cluster_ok, base_dir, sc.serving);
   read_workload(top, sc, broken, base_dir);
   read_policy(top, sc.policy, base_dir);
   read_slos(top, sc);
   read_faults(top, sc, cluster_ok);
   read_spot(top, sc);
   read_autoscale(top, sc);
+  if (!sc.serving.empty()) {
+    for (const char* key : {"faults", "spot", "autoscale"}) {
+      if (top.field(key) != nullptr) top.problem(key, "serving replicas do not yet stop for failures, preemptions or scaling; expected no \"" + std::string(key) + "\" beside \"serving\"");
+    }
+  }
   if (const Json* memory = top.field("memory")) {
     ObjectReader m(*memory, top.pointer("memory"), problems);
     sc.on_stall = static_cast<Scenario::OnStall>(m.choice("on_stall", {"wait", "fail"}, 0));

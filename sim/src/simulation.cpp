@@ -18,6 +18,7 @@
 #include "run/occupancy.hpp"
 #include "run/policy_round.hpp"
 #include "run/predictions.hpp"
+#include "run/serving.hpp"
 #include "run/tasks.hpp"
 #include "run/workload.hpp"
 
@@ -51,6 +52,7 @@ class Run {
         predicted_(scenario, cluster_, compute_),
         workload_(sc_, seed_, predicted_.job_gpu_s(), queue_, trace_),
         faults_(scenario, cluster_, topology_, occupancy_, seed_, queue_),
+        serving_(scenario, cluster_, queue_, seed_, kServingArrival, kServingIteration),
         batching_(scenario, cluster_, trace_, predicted_, compute_, occupancy_, memory_, queue_, round_wanted_),
         round_(scenario, PolicyRound::make_policy(scenario), cluster_, occupancy_, memory_, predicted_, trace_, queue_,
                options.record_link_samples),
@@ -77,6 +79,7 @@ class Run {
   }
 
   RunResult execute() {
+    serving_.start(occupancy_, memory_);  // replicas take their GPUs before any task is placed
     workload_.start_open_loops();
     faults_.start();
     start_billing();
@@ -85,7 +88,7 @@ class Run {
     double last_s = 0;
     std::uint64_t events = 0;
     // Random failures never run out: once every workflow has ended, only they would be left.
-    while (!queue_.empty() && !diverged && !((restartable_ || autoscaler_) && workload_.unfinished() == 0)) {
+    while (!queue_.empty() && !diverged && !((restartable_ || autoscaler_) && workload_.unfinished() == 0 && serving_.unfinished() == 0)) {
       if (queue_.top().time_s > sc_.horizon_s) {
         horizon_reached = true;
         break;
@@ -148,6 +151,8 @@ class Run {
         if (e.subject != wake_generation_) return false;
         round_wanted_ = true;
         return true;
+      case kServingArrival: serving_.arrive(e.subject); return true;
+      case kServingIteration: serving_.iteration_done(e.subject); return true;
     }
     FLEETSIM_CHECK(false, "unknown event kind");
   }
@@ -250,6 +255,7 @@ class Run {
     faults_.summarize(end_s, summary);
     summary.flows_rerouted = flows_.rerouted();
     tasks_.summarize(summary);
+    serving_.summarize(end_s, summary);
     if (autoscaler_) autoscaler_->summarize(end_s, summary);
     if (autoscaler_ || sc_.spot.any()) {
       // With an autoscaler only nodes on are billed (provisioning included); spot nodes at their price.
@@ -317,6 +323,7 @@ class Run {
   Predictions predicted_;
   Workload workload_;
   Faults faults_;
+  Serving serving_;
   Batching batching_;
   PolicyRound round_;
   bool restartable_;

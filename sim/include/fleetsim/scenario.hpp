@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -15,6 +16,8 @@
 #include "fleetsim/workflow.hpp"
 
 namespace fleetsim {
+
+struct ServingDeployment;
 
 // `count` nodes of one node type, with the catalog entries resolved and overrides applied.
 struct NodeGroup {
@@ -230,6 +233,9 @@ struct Scenario {
   FaultSpec faults;
   SpotSpec spot;
   AutoscaleSpec autoscale;
+  // LLM serving deployments beside the workflows (fleetsim/serving.hpp): replicas placed on the cluster
+  // before anything else runs, holding their GPUs for the whole run.
+  std::vector<std::shared_ptr<const ServingDeployment>> serving;
 };
 
 // A what-if edit applied before the scenario is read: the value at a JSON pointer replaced (or

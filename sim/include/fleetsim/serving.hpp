@@ -98,6 +98,13 @@ struct ServingDeployment {
   std::vector<Slo> slos;
   std::uint64_t seed = 1;
   std::vector<std::string> assumptions;  // what the deployment left out and fleetsim assumed
+  // In a scenario: where each replica runs, its node (an index into the scenario's cluster) and the first
+  // of its TP GPUs there (an index within the node). `cluster` then holds the one node group it runs on.
+  struct Placement {
+    std::uint32_t node = 0;
+    int first_gpu = 0;
+  };
+  std::vector<Placement> placement;
 };
 
 // Strict: unknown fields, a model that does not fit its TP group, a block size of 0, negative lengths
@@ -151,7 +158,8 @@ struct Percentiles {
 };
 struct ServingResult {
   std::uint64_t requests = 0, completed = 0, preemptions = 0, iterations = 0;
-  double makespan_s = 0;
+  double makespan_s = 0;    // from the first arrival to the last completion
+  double last_finish_s = 0;  // the last completion, on the run's clock
   Percentiles ttft_s, tpot_s, e2e_s;
   double input_tokens_per_s = 0, output_tokens_per_s = 0, requests_per_s = 0;
   double goodput_per_s = 0;       // requests meeting every TTFT and TPOT target
@@ -175,6 +183,7 @@ struct ServingResult {
   };
   std::vector<Verdict> verdicts;
   std::vector<std::string> notes;  // assumptions and what is not modelled
+  std::shared_ptr<const ServingDeployment> deployment;  // in a scenario's summary: whose results these are
 };
 ServingResult simulate_serving(const ServingDeployment& d);
 

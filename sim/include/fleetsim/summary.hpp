@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "fleetsim/serving.hpp"
 #include "fleetsim/trace.hpp"
 
 namespace fleetsim {
@@ -36,6 +37,7 @@ struct TenantSummary {
 
 struct SloResult {
   std::string tenant;  // "" for all tenants (or all of a class)
+  std::string deployment;  // a serving deployment's SLO ("ttft_p95", "tpot_p99", "e2e_p50" in seconds); "" for workflows
   std::string work_class;  // "" for every class
   std::string metric;
   double target = 0;  // in the metric's unit: seconds, workflows per second, or a fraction
@@ -99,6 +101,7 @@ struct Summary {
   // Per work class (batch, interactive), when the scenario has interactive tenants; mean_slowdown unset.
   std::vector<TenantSummary> classes;
   std::vector<SloResult> slos;
+  std::vector<ServingResult> serving;  // per serving deployment of the scenario, in its order
 };
 
 // An SLO metric's value as text in its unit: "12.5 s", "2.5 /s", "95.0%".

@@ -12,6 +12,7 @@
 #include "../parallel.hpp"
 #include "fleetsim/error.hpp"
 #include "fleetsim/policy.hpp"
+#include "fleetsim/serving.hpp"
 #include "fleetsim/simulation.hpp"
 #include "fleetsim/suggest.hpp"
 
@@ -42,6 +43,14 @@ std::vector<std::string> strings(ObjectReader& r, std::string_view key) {
     }
   }
   return out;
+}
+
+// Whether a point's scenario was refused only because its serving replicas do not fit the nodes the
+// search gave it ("/serving/K/replicas"): the one refusal that depends on the node count.
+bool serving_replicas_do_not_fit(const InputError& e) {
+  return !e.problems().empty() && std::all_of(e.problems().begin(), e.problems().end(), [](const Problem& p) {
+    return p.pointer.starts_with("/serving/") && p.pointer.ends_with("/replicas");
+  });
 }
 
 }  // namespace
@@ -145,6 +154,12 @@ Scenario scale_load(Scenario scenario, double factor) {
       case ArrivalProcess::closed: a.users = scaled_count(a.users); break;
     }
   }
+  for (auto& deployment : scenario.serving) {
+    auto d = std::make_shared<ServingDeployment>(*deployment);
+    d->rate_per_s *= factor;  // 0 (every request at once) stays so
+    for (auto& r : d->trace) r.arrival_s /= factor;
+    deployment = std::move(d);
+  }
   return scenario;
 }
 
@@ -232,7 +247,8 @@ class Planner {
     const std::size_t fabrics = std::max<std::size_t>(1, spec.fabrics.size());
     // The base's policy when the plan names none.
     std::vector<std::string> policies = spec.policies;
-    if (policies.empty()) policies.push_back(load_point(spec.node_types.front(), spec.min_nodes, 0).policy.name);
+    // (At the most nodes, where serving replicas fit if they ever do.)
+    if (policies.empty()) policies.push_back(load_point(spec.node_types.front(), spec.max_nodes, 0).policy.name);
     for (double load : spec.load_growth) {
       for (const std::string& type : spec.node_types) {
         for (std::size_t f = 0; f < fabrics; ++f) {
@@ -300,22 +316,38 @@ class Planner {
   }
 
   PlanPoint evaluate(const Line& line, int nodes, unsigned seeds, std::uint64_t seed_offset) {
-    Scenario sc = scale_load(with_policy(load_point(line.node_type, nodes, line.fabric), *find_policy(line.policy)), line.load);
-    if (sc.slos.empty()) throw InputError({Problem{spec_.file, "/slos", "expected SLOs to plan for: none here and none in " + spec_.base}});
     PlanPoint p;
     p.load = line.load;
     p.node_type = line.node_type;
     p.nodes = nodes;
     p.policy = line.policy;
     p.seeds = seeds;
+    p.fabric_index = line.fabric;
+    Scenario sc;
+    try {
+      sc = scale_load(with_policy(load_point(line.node_type, nodes, line.fabric), *find_policy(line.policy)), line.load);
+    } catch (const InputError& e) {
+      // Too few nodes for the serving replicas: a point that fails, as one that misses its SLOs does.
+      if (!serving_replicas_do_not_fit(e)) throw;
+      const ClusterSpec cluster = cluster_of(line.node_type, nodes);
+      p.fabric = std::string(fabric_kind_name(cluster.fabric.kind));
+      p.gpus = static_cast<std::uint32_t>(cluster.gpu_count());
+      p.monthly_usd = cluster.usd_per_month();
+      p.verdict = "the serving replicas do not fit " + std::to_string(nodes) + " x " + line.node_type;
+      tick();
+      return p;
+    }
+    if (sc.slos.empty() && std::none_of(sc.serving.begin(), sc.serving.end(), [](const auto& d) { return !d->slos.empty(); })) {
+      throw InputError({Problem{spec_.file, "/slos", "expected SLOs to plan for: none here and none in " + spec_.base}});
+    }
     p.fabric = std::string(fabric_kind_name(sc.cluster.fabric.kind));
     if (spec_.fabrics.size() > 1) p.fabric += "#" + std::to_string(line.fabric);
-    p.fabric_index = line.fabric;
     p.gpus = static_cast<std::uint32_t>(sc.cluster.gpu_count());
     p.monthly_usd = sc.cluster.usd_per_month();
 
     std::vector<double> p95, p99, mean, util;
-    std::vector<std::vector<double>> slo_values(sc.slos.size());
+    std::vector<SloResult> slos;  // each SLO as the first run met it: the workflows', then each serving deployment's
+    std::vector<std::vector<double>> slo_values;
     std::string failure;
     for (unsigned k = 0; k < seeds; ++k) {
       const RunResult run = simulate(sc, {.seed = sc.seed + seed_offset + k, .max_in_flight = spec_.max_in_flight});
@@ -324,6 +356,10 @@ class Planner {
       p99.push_back(s.latency_s.p99);
       mean.push_back(s.latency_s.mean);
       util.push_back(s.gpu_utilization);
+      if (k == 0) {
+        slos = s.slos;
+        slo_values.resize(slos.size());
+      }
       for (std::size_t i = 0; i < s.slos.size(); ++i) slo_values[i].push_back(s.slos[i].actual);
       if (failure.empty()) {
         const std::string seed = " (seed " + std::to_string(sc.seed + seed_offset + k) + ")";
@@ -343,14 +379,14 @@ class Planner {
     p.p99_s = mean_ci95(p99);
     p.mean_s = mean_ci95(mean);
     p.utilization = mean_ci95(util);
-    for (std::size_t i = 0; i < sc.slos.size(); ++i) {
-      const Slo& slo = sc.slos[i];
+    for (std::size_t i = 0; i < slos.size(); ++i) {
+      const SloResult& slo = slos[i];
       SloStats st;
-      st.metric = std::string(slo_metric_name(slo.metric));
-      st.name = (slo.tenant ? sc.tenants[*slo.tenant].name + " " : std::string()) + st.metric;
-      if (slo.metric == SloMetric::attainment) st.name += " within " + format_quantity(slo.within_s, Dimension::time);
+      st.metric = slo.metric;
+      st.name = (!slo.tenant.empty() ? slo.tenant + " " : !slo.deployment.empty() ? slo.deployment + " " : std::string()) + st.metric;
+      if (slo.metric == "attainment") st.name += " within " + format_quantity(slo.within_s, Dimension::time);
       st.target = slo.target;
-      st.at_least = slo.at_least();
+      st.at_least = slo.at_least;
       st.actual = mean_ci95(slo_values[i]);
       // The confidence interval's far end must be on the right side of the target.
       const bool misses = st.at_least ? st.actual.mean - st.actual.ci95 < st.target : st.actual.mean + st.actual.ci95 > st.target;

@@ -16,6 +16,8 @@ namespace fleetsim::run {
 // kAutoscale: the autoscaler's periodic decision; kNodeUp: a node's provisioning ends (subject: the node).
 // kBatchRelease: a batching key's held tasks have waited max_wait (subject: the key).
 // kPolicyWake: the time a policy asked for a round at (subject: the wake-up generation; stale ones are skipped).
+// kServingArrival: a serving deployment's next request arrives (subject: the deployment);
+// kServingIteration: a serving replica's iteration ends (subject: the replica, see run/serving.hpp).
 enum EventKind : std::uint32_t {
   kArrival,
   kComputeDone,
@@ -28,7 +30,9 @@ enum EventKind : std::uint32_t {
   kAutoscale,
   kNodeUp,
   kBatchRelease,
-  kPolicyWake
+  kPolicyWake,
+  kServingArrival,
+  kServingIteration
 };
 
 // A task's events carry its stamp (24 bits) above the kind's low byte; the task moves its stamp on

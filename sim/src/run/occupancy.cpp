@@ -14,6 +14,7 @@ Occupancy::Occupancy(const Scenario& sc, const Cluster& cluster, const Trace& tr
   gpu_busy_.assign(gpus, 0);
   gpu_down_.assign(gpus, 0);
   gpu_off_.assign(gpus, 0);
+  gpu_held_.assign(gpus, 0);
   gpu_rank_.assign(gpus, ClusterView::kNoRank);
   gpu_started_.assign(gpus, 0.0);
   gpu_tenant_.assign(gpus, -1);
@@ -80,6 +81,11 @@ void Occupancy::set_off(std::uint32_t gpu, bool off) {
   refresh(gpu);
 }
 
+void Occupancy::set_held(std::uint32_t gpu, bool held) {
+  gpu_held_[gpu] = held ? 1 : 0;
+  refresh(gpu);
+}
+
 std::uint32_t Occupancy::gpus_running() const {
   return static_cast<std::uint32_t>(std::count_if(gpu_tasks_.begin(), gpu_tasks_.end(), [](const auto& t) { return !t.empty(); }));
 }
@@ -102,7 +108,7 @@ void Occupancy::occupied(std::uint32_t g) {
 }
 
 void Occupancy::refresh(std::uint32_t g) {
-  const std::uint8_t busy = gpu_tasks_[g].size() >= slots_[g] || gpu_down_[g] != 0 || gpu_off_[g] != 0;
+  const std::uint8_t busy = gpu_tasks_[g].size() >= slots_[g] || gpu_down_[g] != 0 || gpu_off_[g] != 0 || gpu_held_[g] != 0;
   if (busy == gpu_busy_[g]) return;
   gpu_busy_[g] = busy;
   const std::uint32_t n = index(cluster_.node_of(make_id<GpuId>(g)));

@@ -32,6 +32,8 @@ class Occupancy {
   bool busy(std::uint32_t gpu) const { return gpu_busy_[gpu] != 0; }
   bool down(std::uint32_t gpu) const { return gpu_down_[gpu] != 0; }  // failed, not yet repaired
   void set_down(std::uint32_t gpu, bool down);
+  // Held by a serving replica for the whole run: never free for a task.
+  void set_held(std::uint32_t gpu, bool held);
   bool off(std::uint32_t gpu) const { return gpu_off_[gpu] != 0; }  // its node is off, or draining and this GPU idle
   void set_off(std::uint32_t gpu, bool off);
   // When the GPU is predicted to be free again.
@@ -60,7 +62,7 @@ class Occupancy {
   bool& round_wanted_;
   std::vector<std::vector<std::uint32_t>> gpu_tasks_;  // per GPU: the tasks running on it
   std::vector<std::uint8_t> slots_;                    // per GPU: how many tasks it may run at once
-  std::vector<std::uint8_t> gpu_busy_, gpu_down_, gpu_off_;
+  std::vector<std::uint8_t> gpu_busy_, gpu_down_, gpu_off_, gpu_held_;
   std::vector<std::int32_t> gpu_rank_;     // per GPU: preemption rank of what runs there (ClusterView::kNoRank: none)
   std::vector<double> gpu_started_;        // when that task started
   std::vector<std::int32_t> gpu_tenant_;   // tenant of the first task there (-1: none)

@@ -251,12 +251,6 @@ void check_fit(ObjectReader& top, ServingDeployment& d) {
     top.problem("tp", "expected at most the " + std::to_string(g.node.gpus) + " GPUs of a " + g.node.id + " node (TP across nodes is not modelled yet), found " + std::to_string(d.tp));
     return;
   }
-  const int fit = g.count * (g.node.gpus / d.tp);
-  if (top.field("replicas") == nullptr) {
-    d.replicas = fit;
-  } else if (d.replicas > fit) {
-    top.problem("replicas", "expected at most the " + std::to_string(fit) + " replicas of " + std::to_string(d.tp) + " GPUs the cluster holds, found " + std::to_string(d.replicas));
-  }
   const KvCapacity c = kv_capacity(d);
   if (c.blocks <= 0) {
     top.problem("tp", "the model does not fit its TP group: " + format_quantity(c.weights_per_gpu_bytes, Dimension::bytes) + " of weights a GPU, " +
@@ -273,31 +267,13 @@ void check_fit(ObjectReader& top, ServingDeployment& d) {
   }
 }
 
-}  // namespace
 
-ServingDeployment parse_serving(std::string_view json_text, const std::string& file, std::span<const ScenarioEdit> edits) {
-  detail::Problems problems(file);
-  Json doc = detail::parse_json(json_text, problems);
-  problems.throw_if_any();
-  detail::apply_edits(doc, edits, problems);
-  problems.throw_if_any();
-  ObjectReader top(doc, "", problems);
-  ServingDeployment d;
-  d.file = file;
-  if (!top.ok()) problems.throw_if_any();
-  d.name = top.string_or("name", std::filesystem::path(file).stem().string());
+// The model, its engine and requests: every field of a deployment but its cluster and seed, which a
+// deployment file has of its own and a scenario gives. `cluster_ok`: d.cluster holds the one node group
+// the replicas run on.
+void read_deployment(ObjectReader& top, ServingDeployment& d, bool cluster_ok, const std::string& base_dir) {
+  const std::size_t problems_before = top.problems().size();
   d.description = top.string_or("description", "");
-  d.seed = static_cast<std::uint64_t>(top.integer_or("seed", 1, 0, std::numeric_limits<std::int64_t>::max()));
-  bool cluster_ok = false;
-  if (const Json* cluster = top.field("cluster", Need::required)) {
-    const bool before = problems.empty();
-    detail::read_cluster(*cluster, "/cluster", problems, Catalog::builtin(), d.cluster);
-    cluster_ok = before && problems.empty();
-    if (cluster_ok && d.cluster.groups.size() != 1) {
-      top.problem("cluster", "expected one node group (one GPU type) a deployment for now, found " + std::to_string(d.cluster.groups.size()));
-      cluster_ok = false;
-    }
-  }
   bool model_ok = false;
   if (const auto id = top.string("model", Need::required)) {
     const Architecture* a = Catalog::builtin().architecture(*id);
@@ -340,14 +316,126 @@ ServingDeployment parse_serving(std::string_view json_text, const std::string& f
   }
   d.policy = d.engine.scheduler == "prefill-first" ? BatchPolicy::prefill_first : d.engine.scheduler == "orca" ? BatchPolicy::orca : BatchPolicy::chunked_prefill;
   d.router = static_cast<Router>(top.choice("router", {"round-robin", "least-requests", "least-tokens"}, 0));
-  const std::string base_dir = std::filesystem::path(file).parent_path().string();
-  read_requests(top, d, base_dir.empty() ? "." : base_dir);
+  read_requests(top, d, base_dir);
   read_slos(top, d);
-  if (cluster_ok && model_ok && problems.empty()) check_fit(top, d);
+  if (cluster_ok && model_ok && top.problems().size() == problems_before) check_fit(top, d);
+}
+
+}  // namespace
+
+ServingDeployment parse_serving(std::string_view json_text, const std::string& file, std::span<const ScenarioEdit> edits) {
+  detail::Problems problems(file);
+  Json doc = detail::parse_json(json_text, problems);
+  problems.throw_if_any();
+  detail::apply_edits(doc, edits, problems);
+  problems.throw_if_any();
+  ObjectReader top(doc, "", problems);
+  ServingDeployment d;
+  d.file = file;
+  if (!top.ok()) problems.throw_if_any();
+  d.name = top.string_or("name", std::filesystem::path(file).stem().string());
+  d.seed = static_cast<std::uint64_t>(top.integer_or("seed", 1, 0, std::numeric_limits<std::int64_t>::max()));
+  bool cluster_ok = false;
+  if (const Json* cluster = top.field("cluster", Need::required)) {
+    const bool before = problems.empty();
+    detail::read_cluster(*cluster, "/cluster", problems, Catalog::builtin(), d.cluster);
+    cluster_ok = before && problems.empty();
+    if (cluster_ok && d.cluster.groups.size() != 1) {
+      top.problem("cluster", "expected one node group (one GPU type) a deployment for now, found " + std::to_string(d.cluster.groups.size()));
+      cluster_ok = false;
+    }
+  }
+  const std::string base_dir = std::filesystem::path(file).parent_path().string();
+  read_deployment(top, d, cluster_ok, base_dir.empty() ? "." : base_dir);
+  // A deployment of its own fills its cluster unless it says how many replicas.
+  if (cluster_ok && problems.empty()) {
+    const NodeGroup& g = d.cluster.groups.front();
+    const int fit = g.count * (g.node.gpus / d.tp);
+    if (top.field("replicas") == nullptr) {
+      d.replicas = fit;
+    } else if (d.replicas > fit) {
+      top.problem("replicas", "expected at most the " + std::to_string(fit) + " replicas of " + std::to_string(d.tp) + " GPUs the cluster holds, found " + std::to_string(d.replicas));
+    }
+  }
   top.finish();
   problems.throw_if_any();
   return d;
 }
+
+namespace detail {
+
+void read_serving(const Json& value, const std::string& pointer, Problems& problems, const ClusterSpec& cluster, bool cluster_ok,
+                  const std::string& base_dir, std::vector<std::shared_ptr<const ServingDeployment>>& out) {
+  if (!value.is_array() || value.empty()) {
+    problems.add(pointer, "expected a non-empty array of serving deployments, found " + describe(value));
+    return;
+  }
+  // Replicas are placed whole, TP GPUs on one node, first fit over the nodes of the group each
+  // deployment names, in order: what the deployments before it took is not free.
+  std::vector<int> free_gpus;     // per node of the cluster
+  std::vector<std::uint32_t> first_node;  // per group: its first node's index in the cluster
+  for (const NodeGroup& g : cluster.groups) {
+    first_node.push_back(static_cast<std::uint32_t>(free_gpus.size()));
+    free_gpus.insert(free_gpus.end(), static_cast<std::size_t>(g.count), g.node.gpus);
+  }
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    ObjectReader top(value[i], child_pointer(pointer, i), problems);
+    if (!top.ok()) continue;
+    auto d = std::make_shared<ServingDeployment>();
+    d->file = problems.file();
+    d->name = top.string_or("name", "serving-" + std::to_string(i + 1));
+    if (std::find(names.begin(), names.end(), d->name) != names.end()) top.problem("name", "expected a name no other deployment has, found \"" + d->name + "\" again");
+    names.push_back(d->name);
+    for (const char* key : {"cluster", "seed"}) {
+      if (top.field(key) != nullptr) top.problem(key, "a deployment in a scenario runs on the scenario's cluster and seed; expected no \"" + std::string(key) + "\" here");
+    }
+    std::optional<std::size_t> group;
+    if (cluster_ok) {
+      if (const auto type = top.string("nodes", cluster.groups.size() > 1 ? Need::required : Need::optional)) {
+        std::string known;
+        for (std::size_t g = 0; g < cluster.groups.size(); ++g) {
+          if (cluster.groups[g].node.id == *type) group = g;
+          known += (known.empty() ? "" : ", ") + cluster.groups[g].node.id;
+        }
+        if (!group) top.problem("nodes", "expected a node type of the cluster (" + known + "), found \"" + *type + "\"");
+      } else if (cluster.groups.size() == 1) {
+        group = 0;
+      }
+      if (group && (cluster.groups[*group].mig_slices > 1 || cluster.groups[*group].time_sliced_tasks > 1)) {
+        top.problem("nodes", "serving replicas on MIG instances or time-sliced GPUs are not modelled; expected a node group of whole GPUs");
+        group.reset();
+      }
+    } else {
+      top.field("nodes");
+    }
+    if (group) {
+      d->cluster = cluster;
+      d->cluster.groups = {cluster.groups[*group]};
+    }
+    const std::size_t problems_before = problems.size();
+    read_deployment(top, *d, group.has_value(), base_dir);
+    if (group && problems.size() == problems_before) {
+      const NodeGroup& g = cluster.groups[*group];
+      for (int r = 0; r < d->replicas; ++r) {
+        std::uint32_t n = first_node[*group];
+        const std::uint32_t end = n + static_cast<std::uint32_t>(g.count);
+        while (n < end && free_gpus[n] < d->tp) ++n;
+        if (n == end) {
+          top.problem("replicas", "expected replicas that fit the " + std::to_string(g.count * g.node.gpus) + " GPUs of the " + g.node.id + " nodes beside the deployments above: " +
+                                      std::to_string(r) + " of the " + std::to_string(d->replicas) + " replicas of TP " + std::to_string(d->tp) + " found room");
+          break;
+        }
+        d->placement.push_back({n, g.node.gpus - free_gpus[n]});
+        free_gpus[n] -= d->tp;
+      }
+    }
+    top.finish();
+    out.push_back(std::move(d));
+  }
+}
+
+}  // namespace detail
 
 ServingDeployment load_serving(const std::string& path, std::span<const ScenarioEdit> edits) { return parse_serving(read_text_file(path), path, edits); }
 

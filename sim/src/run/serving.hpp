@@ -1,0 +1,39 @@
+// LLM serving deployments inside a run: their replicas hold GPUs from the start (weights loaded, KV
+// cache allocated, as an engine is before it takes traffic) and run iteration by iteration on the run's
+// event queue (fleetsim/serving.hpp), beside the tasks the policy places on the GPUs left.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "../serving/replica_set.hpp"
+#include "fleetsim/cluster.hpp"
+#include "fleetsim/memory.hpp"
+#include "fleetsim/scenario.hpp"
+#include "fleetsim/summary.hpp"
+#include "occupancy.hpp"
+
+namespace fleetsim::run {
+
+class Serving {
+ public:
+  // kArrival-like and iteration events use `arrival_kind` and `iteration_kind` of the run (run/events.hpp).
+  Serving(const Scenario& scenario, const Cluster& cluster, EventQueue& queue, std::uint64_t seed, std::uint32_t arrival_kind,
+          std::uint32_t iteration_kind);
+  bool any() const { return !sets_.empty(); }
+  // Takes the replicas' GPUs and VRAM and schedules the first requests.
+  void start(Occupancy& occupancy, GpuMemory& memory);
+  void arrive(std::uint32_t deployment) { sets_[deployment].arrive(); }
+  void iteration_done(std::uint32_t replica) { sets_[replica_owner_[replica].first].iteration_done(replica_owner_[replica].second); }
+  std::uint64_t unfinished() const;
+  // Each deployment's results up to `end_s`; their GPUs' busy time joins the run's utilization and energy.
+  void summarize(double end_s, Summary& summary) const;
+
+ private:
+  const Scenario& sc_;
+  const Cluster& cluster_;
+  std::vector<serving::ReplicaSet> sets_;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> replica_owner_;  // per replica subject: (deployment, its replica)
+};
+
+}  // namespace fleetsim::run

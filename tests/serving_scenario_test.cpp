@@ -1,0 +1,178 @@
+// Serving deployments inside a scenario: alone they serve exactly what `serve` serves on the same
+// deployment and seed; beside workflows their replicas hold their GPUs (no task ever runs there) and
+// the workflows' and serving's SLOs are judged together; requests unfinished at the horizon count in
+// the verdicts at their wait so far; placements that cannot be made, and features serving does not
+// yet run beside, are refused with the field.
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <unistd.h>
+
+#include "fleetsim/error.hpp"
+#include "fleetsim/plan.hpp"
+#include "fleetsim/report.hpp"
+#include "fleetsim/serving.hpp"
+#include "fleetsim/simulation.hpp"
+
+using namespace fleetsim;
+
+namespace {
+
+const std::string kChat = R"({"name": "chat", "model": "llama-3-8b", "tp": 1, "replicas": 1,
+    "requests": {"rate": "20 /s", "count": 400, "prompt_tokens": {"uniform": [256, 1024]}, "output_tokens": {"uniform": [16, 128]}},
+    "slos": [{"metric": "ttft", "percentile": 95, "target": "1 s"}, {"metric": "tpot", "percentile": 95, "target": "50 ms"}]})";
+
+std::string scenario(const std::string& serving, const std::string& rest = "", const std::string& nodes = R"([{"type": "hgx-h100-8", "count": 1}])") {
+  return R"({"name": "s", "seed": 3, "cluster": {"nodes": )" + nodes + R"(}, "serving": [)" + serving + "]" + rest + "}";
+}
+
+// Two-GPU gangs of Llama 3 8B steps, enough of them to want every GPU of the node.
+const std::string kWorkflows = R"(, "workflows": {"steps": {"name": "steps", "tasks": [
+    {"name": "a", "gpus": 2, "model": "llama-3-8b", "working_set": "4 GB", "work": {"architecture": "llama-3-8b", "tokens": 4096}}]}},
+  "workload": [{"workflow": "steps", "arrival": {"process": "once", "count": 64}}],
+  "slos": [{"metric": "latency_p95", "target": "1 h"}])";
+
+std::string error_of(const std::string& json) {
+  try {
+    parse_scenario(json, "s.json", ".");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("a scenario of one serving deployment serves exactly what serve serves on the same deployment and seed", "[serving][scenario]") {
+  const Scenario sc = parse_scenario(scenario(kChat), "s.json", ".");
+  const RunResult run = simulate(sc);
+  REQUIRE(run.summary.serving.size() == 1);
+  const ServingResult& in_run = run.summary.serving.front();
+  // The same deployment as a file of its own, drawn from the same seed (the run's, stream 0).
+  const ServingDeployment alone = parse_serving(R"({"name": "chat", "seed": 3, "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": "llama-3-8b",
+      "tp": 1, "replicas": 1, "requests": {"rate": "20 /s", "count": 400, "prompt_tokens": {"uniform": [256, 1024]}, "output_tokens": {"uniform": [16, 128]}},
+      "slos": [{"metric": "ttft", "percentile": 95, "target": "1 s"}, {"metric": "tpot", "percentile": 95, "target": "50 ms"}]})",
+                                                "chat.json");
+  const ServingResult served = simulate_serving(alone);
+  CHECK(in_run.completed == 400);
+  CHECK(in_run.iterations == served.iterations);
+  CHECK(in_run.ttft_s.p95 == served.ttft_s.p95);
+  CHECK(in_run.tpot_s.p99 == served.tpot_s.p99);
+  CHECK(in_run.e2e_s.max == served.e2e_s.max);
+  CHECK(run.summary.makespan_s == Approx(served.last_finish_s).epsilon(1e-12));
+  // One GPU of eight computed, for the iterations' summed time.
+  CHECK(run.summary.gpu_busy_s == Approx(served.busy.total_s).epsilon(1e-12));
+  CHECK(run.summary.gpu_utilization == Approx(served.busy.total_s / (8 * run.summary.end_s)).epsilon(1e-12));
+  // Its SLOs stand beside the workflows' (none here), named by the deployment.
+  REQUIRE(run.summary.slos.size() == 2);
+  CHECK(run.summary.slos[0].deployment == "chat");
+  CHECK(run.summary.slos[0].metric == "ttft_p95");
+  CHECK(run.summary.slos[0].actual == served.verdicts[0].achieved_s);
+  // Same seed, same run; another seed, other requests.
+  CHECK(summary_json(simulate(sc).summary) == summary_json(run.summary));
+  CHECK(summary_json(simulate(sc, {.seed = 4}).summary) != summary_json(run.summary));
+}
+
+TEST_CASE("serving replicas hold their GPUs: no task runs there, and the workflows wait for the GPUs left", "[serving][scenario]") {
+  // A TP-2 replica and a TP-1 replica take GPUs 0-1 and 2 of the node, first fit in order.
+  const std::string two = R"({"name": "big", "model": "llama-3-8b", "tp": 2, "requests": {"rate": "5 /s", "count": 50, "prompt_tokens": 512, "output_tokens": 32}},
+                             {"name": "small", "model": "llama-3-8b", "requests": {"rate": "5 /s", "count": 50, "prompt_tokens": 512, "output_tokens": 32}})";
+  const Scenario sc = parse_scenario(scenario(two, kWorkflows), "s.json", ".");
+  REQUIRE(sc.serving.size() == 2);
+  CHECK(sc.serving[0]->placement.size() == 1);
+  CHECK(sc.serving[0]->placement[0].first_gpu == 0);
+  CHECK(sc.serving[1]->placement[0].first_gpu == 2);
+  const RunResult run = simulate(sc);
+  std::set<std::uint32_t> used;
+  for (const TaskRecord& t : run.trace.tasks) {
+    REQUIRE(t.status == TaskStatus::completed);
+    for (std::uint32_t k = t.gpu_begin; k < t.gpu_begin + t.gpu_count; ++k) used.insert(index(run.trace.gpus[k]));
+  }
+  REQUIRE_FALSE(used.empty());
+  CHECK(*used.begin() >= 3);  // never GPUs 0-2
+  // Without the deployments the same tasks spread over all eight GPUs and finish sooner.
+  Scenario without = sc;
+  without.serving.clear();
+  const RunResult alone = simulate(without);
+  CHECK(alone.summary.latency_s.p95 < run.summary.latency_s.p95);
+  REQUIRE(run.summary.slos.size() == 1);  // the workflows' SLO; the deployments set none
+  CHECK(run.summary.serving.size() == 2);
+  CHECK(run.summary.serving[1].completed == 50);
+}
+
+TEST_CASE("requests unfinished at the horizon count in the verdicts at their wait so far", "[serving][scenario]") {
+  // 200 long prompts at once on one replica, stopped after 2 s: most are still waiting.
+  const std::string flood = R"({"name": "flood", "model": "llama-3-8b", "requests": {"count": 200, "prompt_tokens": 4096, "output_tokens": 256},
+                               "slos": [{"metric": "ttft", "percentile": 50, "target": "1 s"}]})";
+  const RunResult run = simulate(parse_scenario(scenario(flood, R"(, "horizon": "2 s")"), "s.json", "."));
+  const ServingResult& r = run.summary.serving.front();
+  CHECK(run.summary.horizon_reached);
+  CHECK(r.requests == 200);
+  CHECK(r.completed < 200);
+  // The completed alone would look fine at the median; with the waiting ones counted it misses.
+  REQUIRE(r.verdicts.size() == 1);
+  CHECK_FALSE(r.verdicts[0].met);
+  CHECK(r.verdicts[0].achieved_s > r.ttft_s.p50);
+  std::ostringstream text;
+  write_summary_text(text, parse_scenario(scenario(flood, R"(, "horizon": "2 s")"), "s.json", "."), run.summary);
+  CHECK_THAT(text.str(), Catch::Contains("had not completed when the run stopped") && Catch::Contains("MISSED flood (serving) ttft_p50"));
+}
+
+TEST_CASE("serving deployments in a scenario are refused with the field where they cannot be placed or run", "[serving][scenario]") {
+  const std::string tp16 = R"({"model": "llama-3-8b", "tp": 16, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
+  CHECK_THAT(error_of(scenario(tp16)), Catch::Contains("/serving/0/tp") && Catch::Contains("at most the 8 GPUs"));
+  // Five TP-2 replicas on 8 GPUs: four fit.
+  const std::string five = R"({"model": "llama-3-8b", "tp": 2, "replicas": 5, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
+  CHECK_THAT(error_of(scenario(five)), Catch::Contains("/serving/0/replicas") && Catch::Contains("4 of the 5 replicas of TP 2 found room"));
+  // What the first deployment took is not free for the second.
+  const std::string six = R"({"model": "llama-3-8b", "tp": 1, "replicas": 6, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}},
+                            {"name": "b", "model": "llama-3-8b", "tp": 4, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
+  CHECK_THAT(error_of(scenario(six)), Catch::Contains("/serving/1/replicas") && Catch::Contains("0 of the 1 replicas of TP 4"));
+  const std::string with_cluster = R"({"model": "llama-3-8b", "cluster": {}, "seed": 2, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
+  CHECK_THAT(error_of(scenario(with_cluster)), Catch::Contains("/serving/0/cluster") && Catch::Contains("/serving/0/seed"));
+  const std::string two_groups = R"([{"type": "hgx-h100-8", "count": 1}, {"type": "hgx-a100-8", "count": 1}])";
+  const std::string unnamed = R"({"model": "llama-3-8b", "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
+  CHECK_THAT(error_of(scenario(unnamed, "", two_groups)), Catch::Contains("/serving/0/nodes"));
+  const std::string wrong = R"({"model": "llama-3-8b", "nodes": "dgx-b200", "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
+  CHECK_THAT(error_of(scenario(wrong, "", two_groups)), Catch::Contains("expected a node type of the cluster (hgx-h100-8, hgx-a100-8)"));
+  const std::string named = R"({"model": "llama-3-8b", "nodes": "hgx-a100-8", "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
+  const Scenario on_a100 = parse_scenario(scenario(named, "", two_groups), "s.json", ".");
+  CHECK(on_a100.serving[0]->placement[0].node == 1);
+  CHECK(on_a100.serving[0]->cluster.groups.front().gpu.id == "a100-sxm-80gb");
+  CHECK_THAT(error_of(scenario(unnamed, R"(, "faults": {"gpu": {"mtbf": "1 h", "mttr": "1 min"}})")), Catch::Contains("/faults") && Catch::Contains("do not yet stop"));
+  CHECK_THAT(error_of(scenario("")), Catch::Contains("/serving") && Catch::Contains("non-empty array"));
+  const std::string a = R"({"name": "a", "model": "llama-3-8b", "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
+  CHECK_THAT(error_of(scenario(a + ", " + a)), Catch::Contains("/serving/1/name") && Catch::Contains("no other deployment has"));
+}
+
+TEST_CASE("a plan over a scenario with serving fails the node counts its replicas do not fit and weighs the serving SLOs", "[serving][scenario][plan]") {
+  char dir_template[] = "/tmp/fleetsim-serving-plan-XXXXXX";
+  REQUIRE(mkdtemp(dir_template) != nullptr);
+  const std::filesystem::path dir = dir_template;
+  const std::string three = R"({"name": "chat", "model": "llama-3-8b", "tp": 4, "replicas": 3,
+      "requests": {"rate": "20 /s", "count": 200, "prompt_tokens": 512, "output_tokens": 64},
+      "slos": [{"metric": "ttft", "percentile": 95, "target": "1 s"}]})";
+  std::ofstream(dir / "base.json") << scenario(three, "", R"([{"type": "hgx-h100-8", "count": 1}])");
+  const PlanSpec spec = parse_plan(R"({"base": "base.json", "search": {"node_types": ["hgx-h100-8"], "nodes": {"min": 1, "max": 3}}, "seeds": 1, "confirm_seeds": 1})",
+                                   "plan.json", dir.string());
+  const PlanResult result = run_plan(spec, {.threads = 1, .exhaustive = true});
+  std::filesystem::remove_all(dir);
+  const auto at = [&](int nodes) {
+    for (const PlanPoint& p : result.points) {
+      if (p.nodes == nodes && !p.confirmation) return p;
+    }
+    FAIL("no point at " << nodes << " nodes");
+    return PlanPoint{};
+  };
+  CHECK_FALSE(at(1).passes);
+  CHECK(at(1).verdict == "the serving replicas do not fit 1 x hgx-h100-8");
+  CHECK(at(1).gpus == 8);
+  REQUIRE(at(2).passes);
+  REQUIRE(at(2).slos.size() == 1);
+  CHECK(at(2).slos[0].name == "chat ttft_p95");
+  REQUIRE(result.loads.size() == 1);
+  REQUIRE(result.loads[0].point.has_value());
+  CHECK(result.points[*result.loads[0].point].nodes == 2);
+}
