@@ -143,6 +143,10 @@ TEST_CASE("serving deployments in a scenario are refused with the field where th
   CHECK(on_a100.serving[0]->cluster.groups.front().gpu.id == "a100-sxm-80gb");
   CHECK_THAT(error_of(scenario(unnamed, R"(, "faults": {"gpu": {"mtbf": "1 h", "mttr": "1 min"}})")), Catch::Contains("/faults") && Catch::Contains("do not yet stop"));
   CHECK_THAT(error_of(scenario("")), Catch::Contains("/serving") && Catch::Contains("non-empty array"));
+  // A gang larger than the GPUs the replicas leave can never run: said before the run.
+  const std::string eight_gang = R"(, "workflows": {"w": {"name": "w", "tasks": [{"name": "a", "gpus": 8, "work": {"flop": "1 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once", "count": 1}}])";
+  CHECK_THAT(error_of(scenario(unnamed, eight_gang)), Catch::Contains("needs a gang of 8 GPUs") && Catch::Contains("1 of them held by serving replicas"));
   const std::string a = R"({"name": "a", "model": "llama-3-8b", "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
   CHECK_THAT(error_of(scenario(a + ", " + a)), Catch::Contains("/serving/1/name") && Catch::Contains("no other deployment has"));
 }

@@ -46,6 +46,15 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
                 std::string(dtype_name(d.weights)).c_str(), std::string(dtype_name(d.kv_cache)).c_str(), d.replicas, d.replicas == 1 ? "" : "s", d.tp,
                 g.gpu.id.c_str(), router_name(d.router));
   out << line;
+  if (!d.placement.empty()) {  // in a scenario: where the replicas run
+    out << "placed      ";
+    for (std::size_t k = 0; k < d.placement.size() && k < 8; ++k) {
+      const auto& p = d.placement[k];
+      out << (k > 0 ? ", " : "") << "node " << p.node << " GPU" << (d.tp > 1 ? "s " + std::to_string(p.first_gpu) + "-" + std::to_string(p.first_gpu + d.tp - 1) : " " + std::to_string(p.first_gpu));
+    }
+    if (d.placement.size() > 8) out << " and " << d.placement.size() - 8 << " more";
+    out << "\n";
+  }
   out << "engine      max " << d.engine.max_num_seqs << " sequences and " << format_number(d.engine.max_num_batched_tokens) << " tokens an iteration, blocks of "
       << d.engine.block_size << " tokens, " << seconds(d.engine.iteration_host_s) << " host time an iteration\n";
   out << "kv cache    " << format_number(static_cast<double>(c.tokens)) << " tokens a replica (" << format_number(static_cast<double>(c.blocks)) << " blocks, "

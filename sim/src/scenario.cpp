@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <numeric>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -948,6 +949,17 @@ void check_pinned_feasible(const Scenario& sc, Problems& problems) {
 // Impossible work is reported before the simulation starts: a task whose per-GPU VRAM exceeds every
 // GPU of the cluster, or a gang larger than the GPUs that could hold it.
 void check_feasible(const Scenario& sc, Problems& problems) {
+  // GPUs the serving replicas hold all run, per node group: no task runs there.
+  std::vector<std::int64_t> held(sc.cluster.groups.size(), 0);
+  for (const auto& d : sc.serving) {
+    for (const ServingDeployment::Placement& p : d->placement) {
+      std::uint32_t first = 0;
+      std::size_t g = 0;
+      while (p.node >= first + static_cast<std::uint32_t>(sc.cluster.groups[g].count)) first += static_cast<std::uint32_t>(sc.cluster.groups[g++].count);
+      held[g] += d->tp;
+    }
+  }
+  const std::int64_t held_total = std::accumulate(held.begin(), held.end(), std::int64_t{0});
   std::vector<std::uint32_t> used(sc.workflows.size(), 0);
   for (const Stream& s : sc.streams) used[s.workflow] = 1;
   for (std::size_t w = 0; w < sc.workflows.size(); ++w) {
@@ -958,10 +970,11 @@ void check_feasible(const Scenario& sc, Problems& problems) {
       const double need = task.vram_per_gpu_bytes(sc.max_offload);
       double largest = 0;
       std::int64_t fitting = 0, total = 0;
-      for (const NodeGroup& g : sc.cluster.groups) {
+      for (std::size_t k = 0; k < sc.cluster.groups.size(); ++k) {
+        const NodeGroup& g = sc.cluster.groups[k];
         largest = std::max(largest, g.gpu.vram_bytes);
         total += static_cast<std::int64_t>(g.count) * g.node.gpus;
-        if (g.gpu.vram_bytes >= need) fitting += static_cast<std::int64_t>(g.count) * g.node.gpus;
+        if (g.gpu.vram_bytes >= need) fitting += static_cast<std::int64_t>(g.count) * g.node.gpus - held[k];
       }
       const std::string at = detail::child_pointer(wf.pointer + "/tasks", t);
       for (const NodeGroup& g : sc.cluster.groups) {
@@ -989,7 +1002,7 @@ void check_feasible(const Scenario& sc, Problems& problems) {
             "task \"" + task.name + "\" needs a gang of " + std::to_string(task.gpus) + " GPUs with " +
                 format_quantity(need, Dimension::bytes) + " of VRAM each, but the cluster of scenario " +
                 sc.file + " has " + std::to_string(fitting) + " such GPUs (" + std::to_string(total) +
-                " in all)"}}));
+                " in all" + (held_total > 0 ? ", " + std::to_string(held_total) + " of them held by serving replicas" : std::string()) + ")"}}));
       }
     }
   }

@@ -17,9 +17,11 @@
 // own whenever one fits, decodes otherwise) and `orca` (iteration-level batching of whole prompts and
 // decodes together, no chunking).
 //
+// A scenario's "serving" deployments run the same replicas on the scenario's run (run/serving.hpp).
+//
 // Not modelled yet (said in the output where it applies): pipeline parallelism, TP across nodes, expert
-// parallelism (a mixture of experts runs every expert on every TP rank), int4 weights, prefix caching, swap preemption, prefill/decode disaggregation, serving beside other
-// work in a scenario.
+// parallelism (a mixture of experts runs every expert on every TP rank), int4 weights, prefix caching,
+// swap preemption, prefill/decode disaggregation.
 #pragma once
 
 #include <cstdint>
