@@ -186,9 +186,58 @@ TEST_CASE("a request trace is replayed row by row, and a bad row is refused with
   REQUIRE(moon.trace.size() == 2);
   CHECK(moon.trace[1].arrival_s == Approx(3.052));
   CHECK(simulate_serving(moon).completed == 2);
+  // Their second blocks differ: the second request finds only the first 512 tokens cached.
+  const ServingResult moon_run = simulate_serving(moon);
+  CHECK(moon_run.prefix_hit_tokens == 512);
+  CHECK(moon_run.prompt_tokens == 6755 + 2287);
+  std::ofstream(dir / "moon.jsonl") << R"({"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [0, 1, 2]})" "\n";
+  CHECK_THAT(error_of_file(deployment("", R"("trace": "moon.jsonl", "format": "mooncake")"), file),
+             Catch::Contains("line 1: column hash_ids: expected an array of whole numbers, one for each 512-token block"));
   std::ofstream(dir / "moon.jsonl") << R"({"timestamp": 0, "input_length": 6755.5, "output_length": 500})" "\n";
   CHECK_THAT(error_of_file(deployment("", R"("trace": "moon.jsonl", "format": "mooncake")"), file), Catch::Contains("line 1: column input_length: expected a whole number of tokens"));
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a prompt whose prefix is cached prefills only the rest, over the cached KV; evicted prefixes lose no token", "[serving]") {
+  // Two requests a minute apart with the same 1,000-token prefix before 200 tokens of their own: the
+  // second finds 992 tokens (62 whole blocks of 16) cached and prefills the other 208 over them. (Times
+  // are compared to 1e-9: the arrivals, ~1,000 s apart, round the differences.)
+  const std::string two = R"("rate": "0.001 /s", "count": 2, "prompt_tokens": 200, "output_tokens": 2, "shared_prefix": {"tokens": 1000, "groups": 1})";
+  const ServingDeployment d = parse_serving(deployment("", two), "d.json");
+  IterationTimer timer(d);
+  const ServingResult r = simulate_serving(d);
+  REQUIRE(r.completed == 2);
+  CHECK(r.prompt_tokens == 2 * 1200);
+  CHECK(r.prefix_hit_tokens == 992);
+  CHECK(r.ttft_s.max == Approx(timer.time({.prefills = {{1200, 0}}}).total_s).epsilon(1e-9));
+  CHECK(r.ttft_s.p50 == Approx((timer.time({.prefills = {{1200, 0}}}).total_s + timer.time({.prefills = {{208, 992}}}).total_s) / 2).epsilon(1e-9));
+  // With prefix caching off both prefill all 1,200 tokens.
+  const ServingResult off = simulate_serving(parse_serving(deployment(R"(, "knobs": {"prefix_caching": false})", two), "d.json"));
+  CHECK(off.prefix_hit_tokens == 0);
+  CHECK(off.ttft_s.p50 == Approx(timer.time({.prefills = {{1200, 0}}}).total_s).epsilon(1e-9));
+  // Many prefixes in a small cache: cached ones are evicted for running requests, every token is still
+  // produced, and the run ends with every block free or cached (checked inside the run).
+  const std::string many = R"("rate": "50 /s", "count": 400, "prompt_tokens": 300, "output_tokens": 100, "shared_prefix": {"tokens": 2048, "groups": 40})";
+  const ServingResult small = simulate_serving(parse_serving(deployment(R"(, "knobs": {"gpu_memory_utilization": 0.24})", many), "d.json"));
+  CHECK(small.completed == 400);
+  CHECK(small.prefix_evictions > 0);
+  CHECK(small.prefix_hit_tokens > 0);
+  CHECK(small.output_tokens_per_s * small.makespan_s == Approx(400 * 100));
+  // Shared prefixes cut the time to first token where the prompts are mostly prefix.
+  const ServingResult big = simulate_serving(parse_serving(deployment("", many), "d.json"));
+  const ServingResult big_off = simulate_serving(parse_serving(deployment(R"(, "knobs": {"prefix_caching": false})", many), "d.json"));
+  CHECK(big.ttft_s.p50 < big_off.ttft_s.p50 / 2);
+  // Four replicas, eight prefixes: a prefix-aware router sends each prefix where it is cached, so the
+  // cache is hit more often than where the least-loaded replica takes each request.
+  const std::string spread = R"("rate": "100 /s", "count": 2000, "prompt_tokens": 100, "output_tokens": 50, "shared_prefix": {"tokens": 4096, "groups": 8})";
+  const auto four = [&](const std::string& router) {
+    return simulate_serving(parse_serving(deployment(R"(, "router": ")" + router + "\"", spread).replace(deployment().find("\"replicas\": 1"), 13, "\"replicas\": 4"), "d.json"));
+  };
+  const ServingResult aware = four("prefix-aware"), least = four("least-tokens");
+  CHECK(aware.prefix_hit_tokens > least.prefix_hit_tokens);
+  CHECK(aware.completed == 2000);
+  CHECK_THAT(error_of(deployment("", R"("count": 1, "prompt_tokens": 8, "output_tokens": 8, "shared_prefix": {"tokens": 0})")),
+             Catch::Contains("/requests/shared_prefix/tokens"));
 }
 
 TEST_CASE("a serving plan finds the fewest replicas meeting the SLOs by bisection, as a scan of every count does", "[serving][plan]") {

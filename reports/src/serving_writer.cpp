@@ -22,7 +22,15 @@ std::string lengths(const TokenCount& c) {
 }
 
 const char* policy_name(BatchPolicy p) { return p == BatchPolicy::chunked_prefill ? "chunked-prefill" : p == BatchPolicy::prefill_first ? "prefill-first" : "orca"; }
-const char* router_name(Router r) { return r == Router::round_robin ? "round-robin" : r == Router::least_requests ? "least-requests" : "least-tokens"; }
+const char* router_name(Router r) {
+  switch (r) {
+    case Router::round_robin: return "round-robin";
+    case Router::least_requests: return "least-requests";
+    case Router::least_tokens: return "least-tokens";
+    case Router::prefix_aware: return "prefix-aware";
+  }
+  return "";
+}
 
 std::string slo_text(const ServingDeployment::Slo& s) {
   char line[96];
@@ -65,6 +73,9 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
   } else {
     out << "requests    " << format_number(static_cast<double>(r.requests))
         << (d.rate_per_s > 0 ? " at " + format_number(d.rate_per_s) + " /s (Poisson)" : std::string(" at once")) << ", prompts of "
+        << (d.shared_prefix.tokens > 0 ? format_number(static_cast<double>(d.shared_prefix.tokens)) + " shared (one of " +
+                                             format_number(static_cast<double>(d.shared_prefix.groups)) + " prefixes) + "
+                                       : std::string())
         << lengths(d.prompt_tokens) << " tokens, outputs of " << lengths(d.output_tokens) << "\n";
   }
   if (r.completed < r.requests) {
@@ -78,6 +89,13 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
                 format_number(static_cast<double>(r.iterations)).c_str(), format_number(r.mean_batch).c_str(), 100 * r.peak_kv_use,
                 format_number(static_cast<double>(r.preemptions)).c_str(), r.preemptions == 1 ? "" : "s");
   out << line;
+  if (r.prefix_hit_tokens > 0 || d.prefix_segment_tokens > 0) {
+    std::snprintf(line, sizeof line, "prefix      %.1f%% of the prompt tokens admitted found in the prefix cache (%s of %s)%s; %s cached prefixes evicted\n",
+                  r.prompt_tokens > 0 ? 100.0 * static_cast<double>(r.prefix_hit_tokens) / static_cast<double>(r.prompt_tokens) : 0.0,
+                  format_number(static_cast<double>(r.prefix_hit_tokens)).c_str(), format_number(static_cast<double>(r.prompt_tokens)).c_str(),
+                  d.engine.prefix_caching ? "" : " (prefix caching off)", format_number(static_cast<double>(r.prefix_evictions)).c_str());
+    out << line;
+  }
   const auto share = [&](double part) { return r.busy.total_s > 0 ? 100 * part / r.busy.total_s : 0.0; };
   std::snprintf(line, sizeof line, "            iteration time: linear layers %.0f%%, attention %.0f%%, TP all-reduces %.0f%%, logits %.0f%%, host %.0f%%\n\n",
                 share(r.busy.linear_s), share(r.busy.attention_s), share(r.busy.allreduce_s), share(r.busy.logits_s), share(r.busy.host_s));
@@ -106,7 +124,7 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
 
 void write_serving_text(std::ostream& out, const ServingDeployment& d, const ServingResult& r) {
   write_serving_results(out, d, r);
-  out << "\nnot modelled yet: pipeline parallelism, TP across nodes, expert parallelism, int4 weights, prefix caching, swap preemption,\n"
+  out << "\nnot modelled yet: pipeline parallelism, TP across nodes, expert parallelism, int4 weights, cascade attention over shared prefixes, swap preemption,\n"
          "prefill/decode disaggregation (docs/serving.md)\n";
 }
 
@@ -138,6 +156,7 @@ nlohmann::ordered_json serving_results_json(const ServingDeployment& d, const Se
       {"mean_batch", r.mean_batch},
       {"peak_kv_use", r.peak_kv_use},
       {"preemptions", r.preemptions},
+      {"prefix_cache", {{"on", d.engine.prefix_caching}, {"prompt_tokens", r.prompt_tokens}, {"hit_tokens", r.prefix_hit_tokens}, {"evictions", r.prefix_evictions}}},
       {"ttft_s", percentiles_json(r.ttft_s)},
       {"tpot_s", percentiles_json(r.tpot_s)},
       {"e2e_s", percentiles_json(r.e2e_s)},

@@ -55,6 +55,10 @@ struct EngineProfile {
   int small_gpu_max_num_seqs = 0, small_gpu_max_num_batched_tokens = 0;  // below 70 GiB, and on A100s (0: the same)
   std::string scheduler = "chunked-prefill";
   bool reserve_whole_request = false;  // admit a request only with KV free for its whole prompt and output
+  // Automatic prefix caching: a prompt's leading full blocks found in the KV cache (from an earlier
+  // request with the same prefix) are not prefilled again; cached blocks no request holds are evicted,
+  // least recently used first, only when blocks run out.
+  bool prefix_caching = true;
   std::vector<std::string> assumed;    // figures that are guesses
   std::string source;
 };
@@ -64,7 +68,7 @@ const EngineProfile* find_engine(std::string_view id);
 EngineProfile engine_for_gpu(EngineProfile engine, const GpuType& gpu);
 
 enum class BatchPolicy : std::uint8_t { chunked_prefill, prefill_first, orca };
-enum class Router : std::uint8_t { round_robin, least_requests, least_tokens };
+enum class Router : std::uint8_t { round_robin, least_requests, least_tokens, prefix_aware };
 
 // A request's lengths: fixed, or uniform between two bounds (inclusive).
 struct TokenCount {
@@ -89,8 +93,18 @@ struct ServingDeployment {
   struct Request {
     double arrival_s;
     std::int64_t prompt, output;
+    std::size_t prefix_begin = 0;     // its prompt's prefix hashes, in prefix_hashes
+    std::uint32_t prefix_count = 0;
   };
   std::vector<Request> trace;  // from a CSV of arrival_s,prompt_tokens,output_tokens
+  // Prompts that share prefixes. A trace's (Mooncake's hash_ids): each hash names the content of the
+  // prompt up to the end of its segment of prefix_segment_tokens. Generated requests: one of `groups`
+  // shared prefixes of `tokens` tokens is put in front of each prompt, drawn uniformly.
+  std::vector<std::uint64_t> prefix_hashes;
+  std::int64_t prefix_segment_tokens = 0;
+  struct SharedPrefix {
+    std::int64_t tokens = 0, groups = 0;
+  } shared_prefix;
   // Service-level objectives: a percentile's target (0: none); TTFT and TPOT targets also define goodput.
   struct Slo {
     std::string metric;  // ttft, tpot or e2e
@@ -160,6 +174,9 @@ struct Percentiles {
 };
 struct ServingResult {
   std::uint64_t requests = 0, completed = 0, preemptions = 0, iterations = 0;
+  // Prompt tokens admitted to a prefill (a recomputed request's again), and of them those found in the
+  // prefix cache; cached blocks evicted to make room.
+  std::uint64_t prompt_tokens = 0, prefix_hit_tokens = 0, prefix_evictions = 0;
   double makespan_s = 0;    // from the first arrival to the last completion
   double last_finish_s = 0;  // the last completion, on the run's clock
   Percentiles ttft_s, tpot_s, e2e_s;

@@ -53,8 +53,12 @@ struct LoggedRequest {
 
 // Reads `path` in `format`: each request's arrival (seconds from the first; times in order), prompt and
 // output tokens. Rows a service logged without any output (failures) are dropped and counted in `notes`.
+// Mooncake's traces name each 512-token block of a prompt by a hash (its README: block size 512).
+constexpr std::int64_t kMooncakeBlockTokens = 512;
+
 std::vector<ServingDeployment::Request> read_request_trace(const std::string& path, TraceFormat format, const std::string& pointer,
-                                                           detail::Problems& problems, std::vector<std::string>& notes) {
+                                                           detail::Problems& problems, std::vector<std::string>& notes,
+                                                           std::vector<std::uint64_t>& prefix_hashes) {
   std::vector<ServingDeployment::Request> rows;
   std::string text;
   try {
@@ -68,6 +72,7 @@ std::vector<ServingDeployment::Request> read_request_trace(const std::string& pa
   const std::string header = kHeaders[static_cast<std::size_t>(format)];
   std::size_t line = 0, at = 0, lines = 0, no_output = 0;
   double first_s = 0;
+  std::vector<std::uint64_t> hashes;  // the row's prefix hashes
   const auto bad = [&](const std::string& why) { problems.add_repeated("bad request rows", pointer, path + " line " + std::to_string(line) + ": " + why); };
   const auto count = [&](std::optional<double> v, std::string_view shown, const char* column, bool zero_ok) -> std::optional<std::int64_t> {
     if (!v || *v < (zero_ok ? 0 : 1) || *v > kMaxTokens || *v != std::floor(*v)) {
@@ -104,6 +109,16 @@ std::vector<ServingDeployment::Request> read_request_trace(const std::string& pa
       const auto shown = [&](const char* key) { return j.contains(key) ? j[key].dump() : std::string("nothing"); };
       prompt = count(number("input_length"), shown("input_length"), "input_length", false);
       output = count(number("output_length"), shown("output_length"), "output_length", true);
+      hashes.clear();
+      if (j.contains("hash_ids")) {
+        const detail::Json& ids = j["hash_ids"];
+        const bool listed = ids.is_array() && std::all_of(ids.begin(), ids.end(), [](const detail::Json& h) { return h.is_number_unsigned() || (h.is_number_integer() && h.get<std::int64_t>() >= 0); });
+        if (!listed || (prompt && static_cast<std::int64_t>(ids.size()) > (*prompt + kMooncakeBlockTokens - 1) / kMooncakeBlockTokens)) {
+          bad("column hash_ids: expected an array of whole numbers, one for each 512-token block of the prompt, found " + ids.dump().substr(0, 60));
+          continue;
+        }
+        for (const detail::Json& h : ids) hashes.push_back(h.get<std::uint64_t>());
+      }
     } else {
       const std::vector<std::string> cells = detail::csv_cells(row);
       const std::size_t want = format == TraceFormat::burstgpt ? 6 : 3;
@@ -146,14 +161,14 @@ std::vector<ServingDeployment::Request> read_request_trace(const std::string& pa
       bad("more than 10,000,000 requests");
       break;
     }
-    rows.push_back({t, *prompt, *output});
+    rows.push_back({t, *prompt, *output, prefix_hashes.size(), static_cast<std::uint32_t>(hashes.size())});
+    prefix_hashes.insert(prefix_hashes.end(), hashes.begin(), hashes.end());
   }
   if (rows.empty() && problems.empty()) problems.add(pointer, path + ": expected request rows, found none");
   if (format != TraceFormat::fleetsim) {
     notes.push_back("replayed " + format_number(static_cast<double>(rows.size())) + " of the trace's " + format_number(static_cast<double>(lines)) +
                     " requests, times from the first" + (no_output > 0 ? "; dropped " + format_number(static_cast<double>(no_output)) + " that generated no token" : ""));
   }
-  if (format == TraceFormat::mooncake) notes.push_back("the trace's shared prompt prefixes (hash_ids) are not modelled: every prompt is prefilled whole");
   return rows;
 }
 
@@ -182,6 +197,7 @@ void read_engine(ObjectReader& top, ServingDeployment& d, bool cluster_ok) {
   d.utilization_set = s.field("gpu_memory_utilization") != nullptr;
   e.gpu_memory_utilization = s.number("gpu_memory_utilization", Need::optional, 0.0, 1.0).value_or(e.gpu_memory_utilization);
   if (!(e.gpu_memory_utilization > 0)) s.problem("gpu_memory_utilization", "expected a fraction above 0, at most 1");
+  e.prefix_caching = s.boolean_or("prefix_caching", e.prefix_caching);
   e.iteration_host_s = s.quantity_or("iteration_host", Dimension::time, e.iteration_host_s);
   if (s.field("iteration_host") != nullptr) std::erase(e.assumed, "iteration_host");
   s.finish();
@@ -195,8 +211,9 @@ void read_requests(ObjectReader& top, ServingDeployment& d, const std::string& b
   const auto format = static_cast<TraceFormat>(r.choice("format", {"fleetsim", "azure", "burstgpt", "mooncake"}, 0));
   if (const auto trace = r.string("trace", Need::optional)) {
     const std::filesystem::path path = std::filesystem::path(*trace).is_absolute() ? std::filesystem::path(*trace) : std::filesystem::path(base_dir) / *trace;
-    d.trace = read_request_trace(path.string(), format, r.pointer("trace"), r.problems(), d.assumptions);
-    for (const char* key : {"rate", "count", "prompt_tokens", "output_tokens"}) {
+    d.trace = read_request_trace(path.string(), format, r.pointer("trace"), r.problems(), d.assumptions, d.prefix_hashes);
+    if (format == TraceFormat::mooncake) d.prefix_segment_tokens = kMooncakeBlockTokens;
+    for (const char* key : {"rate", "count", "prompt_tokens", "output_tokens", "shared_prefix"}) {
       if (r.field(key) != nullptr) r.problem(key, "goes with a generated workload, not with \"trace\" (the trace gives every request)");
     }
   } else {
@@ -208,6 +225,15 @@ void read_requests(ObjectReader& top, ServingDeployment& d, const std::string& b
     d.count = r.integer("count", Need::required, 1, kMaxRequests).value_or(0);
     d.prompt_tokens = read_tokens(r, "prompt_tokens", Need::required);
     d.output_tokens = read_tokens(r, "output_tokens", Need::required);
+    if (const Json* shared = r.field("shared_prefix")) {  // {"tokens": 1024, "groups": 8}: before each prompt
+      ObjectReader p(*shared, r.pointer("shared_prefix"), r.problems());
+      if (p.ok()) {
+        d.shared_prefix.tokens = p.integer("tokens", Need::required, 1, kMaxTokens).value_or(0);
+        d.shared_prefix.groups = p.integer("groups", Need::optional, 1, 1'000'000).value_or(1);
+        d.prefix_segment_tokens = d.shared_prefix.tokens;
+        p.finish();
+      }
+    }
   }
   r.finish();
 }
@@ -259,7 +285,7 @@ void check_fit(ObjectReader& top, ServingDeployment& d) {
                           format_quantity(g.gpu.vram_bytes, Dimension::bytes) + ": expected a larger tp");
     return;
   }
-  std::int64_t longest = d.prompt_tokens.high + d.output_tokens.high;
+  std::int64_t longest = d.shared_prefix.tokens + d.prompt_tokens.high + d.output_tokens.high;
   for (const auto& r : d.trace) longest = std::max(longest, r.prompt + r.output);
   if (longest > c.tokens) {
     top.problem("requests", "a request of " + format_number(static_cast<double>(longest)) + " tokens (prompt and output) would not fit a replica's KV cache of " +
@@ -315,7 +341,7 @@ void read_deployment(ObjectReader& top, ServingDeployment& d, bool cluster_ok, c
     d.assumptions.push_back(d.engine.name + "'s " + a + (value.empty() ? "" : " of " + value) + " is a guess (models/engines.json says why)");
   }
   d.policy = d.engine.scheduler == "prefill-first" ? BatchPolicy::prefill_first : d.engine.scheduler == "orca" ? BatchPolicy::orca : BatchPolicy::chunked_prefill;
-  d.router = static_cast<Router>(top.choice("router", {"round-robin", "least-requests", "least-tokens"}, 0));
+  d.router = static_cast<Router>(top.choice("router", {"round-robin", "least-requests", "least-tokens", "prefix-aware"}, 0));
   read_requests(top, d, base_dir);
   read_slos(top, d);
   if (cluster_ok && model_ok && top.problems().size() == problems_before) check_fit(top, d);

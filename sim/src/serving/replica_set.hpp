@@ -18,14 +18,25 @@ struct Request {
   std::int64_t prefilled = 0;   // of to_prefill, with KV cached
   std::int64_t generated = 0;   // output tokens sampled
   std::int64_t kv_tokens = 0;   // tokens whose KV is cached
-  std::int64_t blocks = 0;
+  std::int64_t blocks = 0;       // KV blocks of its own
+  // Its prompt's prefix: segments named by hashes (Requests::prefix_hashes from prefix_begin), of which
+  // the first `referenced` are held in the replica's prefix cache, `shared_tokens` tokens of its KV.
+  std::size_t prefix_begin = 0;
+  std::uint32_t prefix_segments = 0, referenced = 0;
+  std::int64_t shared_tokens = 0;
   double first_token_s = -1, finish_s = -1;
   bool prefilling() const { return prefilled < to_prefill; }
 };
 
+struct Requests {
+  std::vector<Request> list;                // in arrival order
+  std::vector<std::uint64_t> prefix_hashes;  // each request's prefix segments
+  std::int64_t segment_tokens = 0;           // tokens a prefix segment covers
+};
+
 // The deployment's requests: its trace, or Poisson arrivals (all at once without a rate) with lengths
-// drawn uniformly between their bounds, from streams of their own under (seed, run).
-std::vector<Request> make_requests(const ServingDeployment& d, std::uint64_t seed, std::uint64_t run);
+// (and shared prefixes) drawn uniformly, from streams of their own under (seed, run).
+Requests make_requests(const ServingDeployment& d, std::uint64_t seed, std::uint64_t run);
 
 // The events a replica set puts on its queue: the next request's arrival (always `arrival_subject`,
 // requests arrive in order) and a replica's iteration ending (`first_replica_subject` + the replica).
@@ -36,7 +47,7 @@ struct EventNames {
 
 class ReplicaSet {
  public:
-  ReplicaSet(const ServingDeployment& d, std::vector<Request> requests, EventQueue& queue, EventNames names);
+  ReplicaSet(const ServingDeployment& d, Requests requests, EventQueue& queue, EventNames names);
   ~ReplicaSet();
   ReplicaSet(ReplicaSet&&) noexcept;
   ReplicaSet& operator=(ReplicaSet&&) = delete;

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <set>
+#include <unordered_map>
 
 #include "fleetsim/error.hpp"
 #include "fleetsim/rng.hpp"
@@ -20,8 +22,8 @@ class KvBlocks {
  public:
   KvBlocks(std::int64_t total, std::int64_t block_size) : total_(total), free_(total), block_size_(block_size) {}
   std::int64_t blocks_for(std::int64_t tokens) const { return (tokens + block_size_ - 1) / block_size_; }
-  // Extra blocks `r` needs to hold `tokens` tokens of KV.
-  std::int64_t extra(const Request& r, std::int64_t tokens) const { return std::max<std::int64_t>(0, blocks_for(tokens) - r.blocks); }
+  // Extra blocks `r` needs to hold `tokens` tokens of KV, beyond its own and the prefix blocks it shares.
+  std::int64_t extra(const Request& r, std::int64_t tokens) const { return std::max<std::int64_t>(0, blocks_for(tokens - r.shared_tokens) - r.blocks); }
   bool can_take(std::int64_t n) const { return n <= free_; }
   void take(Request& r, std::int64_t n) {
     FLEETSIM_CHECK(n <= free_, "KV blocks taken beyond the free ones");
@@ -32,6 +34,16 @@ class KvBlocks {
     free_ += r.blocks;
     r.blocks = 0;
   }
+  // `n` of r's blocks become the prefix cache's (still in use), or are given back (a duplicate of a
+  // prefix another request cached first).
+  void to_cache(Request& r, std::int64_t n) { r.blocks -= n; }
+  void give_back(Request& r, std::int64_t n) {
+    r.blocks -= n;
+    free_ += n;
+  }
+  void evicted(std::int64_t n) { free_ += n; }
+  std::int64_t free() const { return free_; }
+  std::int64_t total() const { return total_; }
   double use() const { return total_ > 0 ? static_cast<double>(total_ - free_) / static_cast<double>(total_) : 0; }
 
  private:
@@ -43,8 +55,48 @@ struct Scheduled {
   std::int64_t tokens;  // a prefill chunk, or 1 for a decode
 };
 
+// A replica's prefix cache: KV blocks of prompt prefixes by their hash chain, held by the requests
+// that reference them and, once none does, kept until blocks run out (least recently released first).
+struct PrefixCache {
+  struct Entry {
+    std::int64_t blocks = 0;
+    std::uint32_t refs = 0;
+    std::uint64_t released = 0;  // when refs last fell to 0 (a tick of `evictable`)
+  };
+  std::unordered_map<std::uint64_t, Entry> entries;
+  std::set<std::pair<std::uint64_t, std::uint64_t>> evictable;  // (released, key) of entries no request holds
+  std::int64_t evictable_blocks = 0;
+  std::uint64_t ticks = 0;
+
+  void hold(std::unordered_map<std::uint64_t, Entry>::iterator it) {
+    if (it->second.refs++ > 0) return;
+    evictable.erase({it->second.released, it->first});
+    evictable_blocks -= it->second.blocks;
+  }
+  void release(std::uint64_t key) {
+    Entry& e = entries.at(key);
+    if (--e.refs > 0) return;
+    evictable.insert({e.released = ++ticks, key});
+    evictable_blocks += e.blocks;
+  }
+  // The least recently released entry no request holds goes; returns its blocks.
+  std::int64_t evict_oldest() {
+    const std::uint64_t key = evictable.begin()->second;
+    evictable.erase(evictable.begin());
+    const std::int64_t blocks = entries.at(key).blocks;
+    entries.erase(key);
+    evictable_blocks -= blocks;
+    return blocks;
+  }
+};
+
+// The key of a prefix segment: its hash chained to every segment's before it, so that equal keys mean
+// equal prompts up to the segment's end.
+std::uint64_t chain(std::uint64_t key, std::uint64_t hash) { return (key ^ (hash + 0x9e3779b97f4a7c15ULL + (key << 6) + (key >> 2))) * 0xff51afd7ed558ccdULL; }
+
 struct Replica {
   KvBlocks kv;
+  PrefixCache cache;
   std::deque<std::uint32_t> waiting;
   std::vector<std::uint32_t> running;  // in admission order
   std::vector<Scheduled> batch;        // the iteration in flight
@@ -57,9 +109,17 @@ struct Replica {
 
 class Engine {
  public:
-  Engine(const ServingDeployment& d, std::vector<Request> requests, EventQueue& queue, EventNames names)
-      : d_(d), requests_(std::move(requests)), queue_(queue), names_(names), timer_(d), capacity_(kv_capacity(d)) {
-    for (int i = 0; i < d.replicas; ++i) replicas_.push_back(Replica{KvBlocks(capacity_.blocks, d.engine.block_size), {}, {}, {}, false, 0, 0, 0, 0});
+  Engine(const ServingDeployment& d, Requests requests, EventQueue& queue, EventNames names)
+      : d_(d),
+        requests_(std::move(requests.list)),
+        prefix_hashes_(std::move(requests.prefix_hashes)),
+        // Only whole blocks are cached: a segment's tokens rounded down to the block size.
+        segment_tokens_(d.engine.prefix_caching ? requests.segment_tokens / d.engine.block_size * d.engine.block_size : 0),
+        queue_(queue),
+        names_(names),
+        timer_(d),
+        capacity_(kv_capacity(d)) {
+    for (int i = 0; i < d.replicas; ++i) replicas_.push_back(Replica{KvBlocks(capacity_.blocks, d.engine.block_size), {}, {}, {}, {}, false, 0, 0, 0, 0});
   }
 
   void start() {
@@ -73,7 +133,7 @@ class Engine {
     if (id + 1 < requests_.size()) queue_.push(requests_[id + 1].arrival_s, names_.arrival_kind, names_.arrival_subject);
     Request& r = requests_[id];
     r.to_prefill = r.prompt;
-    const std::uint32_t to = route();
+    const std::uint32_t to = route(r);
     Replica& rep = replicas_[to];
     rep.waiting.push_back(id);
     rep.outstanding_tokens += r.prompt + r.output;
@@ -91,6 +151,7 @@ class Engine {
         r.prefilled += s.tokens;
         r.kv_tokens += s.tokens;
         if (r.prefilling()) continue;  // a chunk; the prompt is not through yet
+        publish_prefix(rep, r);
       } else {
         r.kv_tokens += 1;
       }
@@ -98,7 +159,7 @@ class Engine {
       if (r.first_token_s < 0) r.first_token_s = now;
       if (r.generated >= r.output) {
         r.finish_s = now;
-        rep.kv.give_back(r);
+        release(rep, r);
         finished_any = true;
         ++finished_;
       }
@@ -110,11 +171,20 @@ class Engine {
   }
 
   ServingResult summarize(double end_s) const {
+    if (unfinished() == 0) {  // every block is free again, or holds a cached prefix no request holds
+      for (const Replica& rep : replicas_) {
+        FLEETSIM_CHECK(rep.kv.free() + rep.cache.evictable_blocks == rep.kv.total() && rep.cache.evictable.size() == rep.cache.entries.size(),
+                       "KV blocks lost or still held after every request ended");
+      }
+    }
     ServingResult out;
     out.capacity = capacity_;
     out.requests = next_arrival_;  // those that arrived before the run stopped
     out.preemptions = preemptions_;
     out.iterations = iterations_;
+    out.prompt_tokens = prompt_tokens_;
+    out.prefix_hit_tokens = prefix_hit_tokens_;
+    out.prefix_evictions = prefix_evictions_;
     out.mean_batch = iterations_ > 0 ? static_cast<double>(batched_) / static_cast<double>(iterations_) : 0;
     out.peak_kv_use = peak_kv_use_;
     out.busy = busy_;
@@ -187,15 +257,95 @@ class Engine {
   }
 
  private:
-  std::uint32_t route() {
+  // Frees blocks for `need` by evicting cached prefixes no request holds, oldest first, as needed.
+  bool make_room(Replica& rep, std::int64_t need) {
+    while (!rep.kv.can_take(need) && !rep.cache.evictable.empty()) {
+      rep.kv.evicted(rep.cache.evict_oldest());
+      ++prefix_evictions_;
+    }
+    return rep.kv.can_take(need);
+  }
+
+  // A request about to prefill from its start holds the cached segments its prompt begins with, and
+  // starts after them: their tokens are prefilled and in its KV. The prompt's last token is always
+  // computed (its logits give the first output token). Returns the tokens found.
+  std::int64_t attach_prefix(Replica& rep, Request& r) {
+    if (segment_tokens_ <= 0) return 0;
+    std::uint64_t key = 0;
+    for (std::uint32_t i = 0; i < r.prefix_segments && r.shared_tokens + segment_tokens_ < r.to_prefill; ++i) {
+      key = chain(key, prefix_hashes_[r.prefix_begin + i]);
+      const auto it = rep.cache.entries.find(key);
+      if (it == rep.cache.entries.end()) break;
+      rep.cache.hold(it);
+      ++r.referenced;
+      r.shared_tokens += segment_tokens_;
+    }
+    r.prefilled = r.kv_tokens = r.shared_tokens;
+    return r.shared_tokens;
+  }
+
+  // The request lets go of its cached segments (they stay cached until evicted).
+  void detach_prefix(Replica& rep, Request& r) {
+    std::uint64_t key = 0;
+    for (std::uint32_t i = 0; i < r.referenced; ++i) rep.cache.release(key = chain(key, prefix_hashes_[r.prefix_begin + i]));
+    r.referenced = 0;
+    r.shared_tokens = 0;
+  }
+
+  // Its prompt is through: the whole segments of it not yet cached become cache entries, their blocks
+  // moving from the request to the cache; a segment another request cached meanwhile is held instead,
+  // and the request's copy given back.
+  void publish_prefix(Replica& rep, Request& r) {
+    if (segment_tokens_ <= 0) return;
+    const std::int64_t blocks = rep.kv.blocks_for(segment_tokens_);
+    std::uint64_t key = 0;
+    for (std::uint32_t i = 0; i < r.prefix_segments && static_cast<std::int64_t>(i + 1) * segment_tokens_ <= r.prompt; ++i) {
+      key = chain(key, prefix_hashes_[r.prefix_begin + i]);
+      if (i < r.referenced) continue;
+      if (const auto it = rep.cache.entries.find(key); it != rep.cache.entries.end()) {
+        rep.cache.hold(it);
+        rep.kv.give_back(r, blocks);
+      } else {
+        rep.cache.entries.emplace(key, PrefixCache::Entry{blocks, 1, 0});
+        rep.kv.to_cache(r, blocks);
+      }
+      ++r.referenced;
+      r.shared_tokens += segment_tokens_;
+    }
+  }
+
+  // A request done or preempted gives back its own blocks and lets go of its cached ones.
+  void release(Replica& rep, Request& r) {
+    rep.kv.give_back(r);
+    detach_prefix(rep, r);
+  }
+
+  // KV blocks in use as engines report it: cached prefixes no request holds count as free.
+  double kv_use(const Replica& rep) const {
+    return capacity_.blocks > 0 ? rep.kv.use() - static_cast<double>(rep.cache.evictable_blocks) / static_cast<double>(capacity_.blocks) : 0;
+  }
+
+  std::uint32_t route(const Request& request) {
     const auto n = static_cast<std::uint32_t>(replicas_.size());
     if (d_.router == Router::round_robin) return next_replica_++ % n;
-    std::uint32_t best = 0;
+    // prefix-aware: the most of the prompt's prefix segments cached first, then the fewest tokens.
+    const auto cached = [&](const Replica& rep) {
+      if (d_.router != Router::prefix_aware || segment_tokens_ <= 0) return std::uint32_t{0};
+      std::uint64_t key = 0;
+      std::uint32_t found = 0;
+      while (found < request.prefix_segments && rep.cache.entries.contains(key = chain(key, prefix_hashes_[request.prefix_begin + found]))) ++found;
+      return found;
+    };
     const auto load = [&](const Replica& r) {
       return d_.router == Router::least_requests ? static_cast<double>(r.waiting.size() + r.running.size()) : static_cast<double>(r.outstanding_tokens);
     };
+    std::uint32_t best = 0, best_cached = cached(replicas_[0]);
     for (std::uint32_t i = 1; i < n; ++i) {
-      if (load(replicas_[i]) < load(replicas_[best])) best = i;
+      const std::uint32_t c = cached(replicas_[i]);
+      if (c > best_cached || (c == best_cached && load(replicas_[i]) < load(replicas_[best]))) {
+        best = i;
+        best_cached = c;
+      }
     }
     return best;
   }
@@ -206,7 +356,7 @@ class Engine {
     const std::uint32_t id = rep.running.back();
     rep.running.pop_back();
     Request& r = requests_[id];
-    rep.kv.give_back(r);
+    release(rep, r);
     r.to_prefill = r.prompt + r.generated;
     rep.outstanding_tokens += r.to_prefill;  // computed again
     r.prefilled = 0;
@@ -221,7 +371,7 @@ class Engine {
     const std::uint32_t id = rep.running[index];
     for (;;) {
       const std::int64_t need = rep.kv.extra(requests_[id], requests_[id].kv_tokens + tokens);
-      if (rep.kv.can_take(need)) {
+      if (make_room(rep, need)) {
         rep.kv.take(requests_[id], need);
         return true;
       }
@@ -252,14 +402,21 @@ class Engine {
   void admit_waiting(Replica& rep, std::int64_t budget, bool whole_prompts) {
     while (!rep.waiting.empty() && budget > 0 && static_cast<int>(rep.running.size()) < d_.engine.max_num_seqs) {
       Request& r = requests_[rep.waiting.front()];
+      const std::int64_t hit = attach_prefix(rep, r);  // a waiting request has nothing prefilled
       const std::int64_t left = r.to_prefill - r.prefilled;
       // A whole prompt longer than the budget runs alone rather than never.
       std::int64_t n = whole_prompts ? left : std::min(left, budget);
-      if (whole_prompts && n > budget && !rep.batch.empty()) break;
       // TensorRT-LLM's GUARANTEED_NO_EVICT: the KV of the whole request, prompt and output, up front.
       const std::int64_t holds = d_.engine.reserve_whole_request ? r.to_prefill + r.output - r.generated : r.kv_tokens + n;
       const std::int64_t need = rep.kv.extra(r, holds);
-      if (!rep.kv.can_take(need)) break;
+      if ((whole_prompts && n > budget && !rep.batch.empty()) || !make_room(rep, need)) {
+        detach_prefix(rep, r);
+        r.prefilled = r.kv_tokens = 0;
+        break;
+      }
+      prompt_tokens_ += static_cast<std::uint64_t>(r.to_prefill);
+      prefix_hit_tokens_ += static_cast<std::uint64_t>(hit);
+      rep.outstanding_tokens -= hit;
       rep.kv.take(r, need);
       rep.running.push_back(rep.waiting.front());
       rep.waiting.pop_front();
@@ -318,11 +475,11 @@ class Engine {
     rep.busy = true;
     ++iterations_;
     batched_ += rep.batch.size();
-    peak_kv_use_ = std::max(peak_kv_use_, rep.kv.use());
+    peak_kv_use_ = std::max(peak_kv_use_, kv_use(rep));
     sequences_now_ += static_cast<double>(rep.batch.size()) - static_cast<double>(rep.last_batch);
     rep.last_batch = rep.batch.size();
-    kv_now_ += rep.kv.use() - rep.last_kv_use;
-    rep.last_kv_use = rep.kv.use();
+    kv_now_ += kv_use(rep) - rep.last_kv_use;
+    rep.last_kv_use = kv_use(rep);
     sample();
     const IterationTimer::Time t = timer_.time(shape);
     busy_ += t;
@@ -345,6 +502,8 @@ class Engine {
 
   const ServingDeployment& d_;
   std::vector<Request> requests_;
+  std::vector<std::uint64_t> prefix_hashes_;
+  std::int64_t segment_tokens_;
   EventQueue& queue_;
   EventNames names_;
   std::size_t next_arrival_ = 0;
@@ -354,6 +513,7 @@ class Engine {
   std::vector<Replica> replicas_;
   std::uint32_t next_replica_ = 0;
   std::uint64_t preemptions_ = 0, iterations_ = 0, batched_ = 0;
+  std::uint64_t prompt_tokens_ = 0, prefix_hit_tokens_ = 0, prefix_evictions_ = 0;
   double peak_kv_use_ = 0;
   IterationTimer::Time busy_;
   IterationShape shape_;
@@ -364,10 +524,14 @@ class Engine {
 
 }  // namespace
 
-std::vector<Request> make_requests(const ServingDeployment& d, std::uint64_t seed, std::uint64_t run) {
-  std::vector<Request> out;
+Requests make_requests(const ServingDeployment& d, std::uint64_t seed, std::uint64_t run) {
+  Requests out;
+  out.segment_tokens = d.prefix_segment_tokens;
   if (!d.trace.empty()) {
-    for (const auto& t : d.trace) out.push_back({.arrival_s = t.arrival_s, .prompt = t.prompt, .output = t.output});
+    out.prefix_hashes = d.prefix_hashes;
+    for (const auto& t : d.trace) {
+      out.list.push_back({.arrival_s = t.arrival_s, .prompt = t.prompt, .output = t.output, .prefix_begin = t.prefix_begin, .prefix_segments = t.prefix_count});
+    }
     return out;
   }
   Rng arrivals(seed, run, "serving.arrivals"), prompts(seed, run, "serving.prompt_tokens"), outputs(seed, run, "serving.output_tokens");
@@ -375,11 +539,21 @@ std::vector<Request> make_requests(const ServingDeployment& d, std::uint64_t see
     if (c.low == c.high) return c.low;
     return c.low + static_cast<std::int64_t>(rng.next() % static_cast<std::uint64_t>(c.high - c.low + 1));
   };
+  // Shared prefixes: group g's is one segment named g, drawn from a stream of its own so that adding
+  // prefixes leaves the arrivals and lengths as they were.
+  Rng groups(seed, run, "serving.prefix_group");
+  for (std::int64_t g = 0; g < d.shared_prefix.groups; ++g) out.prefix_hashes.push_back(static_cast<std::uint64_t>(g));
   double t = 0;
-  out.reserve(static_cast<std::size_t>(d.count));
+  out.list.reserve(static_cast<std::size_t>(d.count));
   for (std::int64_t i = 0; i < d.count; ++i) {
     if (d.rate_per_s > 0) t += arrivals.exponential(d.rate_per_s);
-    out.push_back({.arrival_s = t, .prompt = draw(prompts, d.prompt_tokens), .output = draw(outputs, d.output_tokens)});
+    Request r{.arrival_s = t, .prompt = draw(prompts, d.prompt_tokens), .output = draw(outputs, d.output_tokens)};
+    if (d.shared_prefix.tokens > 0) {
+      r.prompt += d.shared_prefix.tokens;
+      r.prefix_begin = static_cast<std::size_t>(groups.next() % static_cast<std::uint64_t>(d.shared_prefix.groups));
+      r.prefix_segments = 1;
+    }
+    out.list.push_back(r);
   }
   return out;
 }
@@ -388,7 +562,7 @@ struct ReplicaSet::Impl : Engine {
   using Engine::Engine;
 };
 
-ReplicaSet::ReplicaSet(const ServingDeployment& d, std::vector<Request> requests, EventQueue& queue, EventNames names)
+ReplicaSet::ReplicaSet(const ServingDeployment& d, Requests requests, EventQueue& queue, EventNames names)
     : impl_(std::make_unique<Impl>(d, std::move(requests), queue, names)) {}
 ReplicaSet::~ReplicaSet() = default;
 ReplicaSet::ReplicaSet(ReplicaSet&&) noexcept = default;
