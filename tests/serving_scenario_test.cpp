@@ -141,7 +141,7 @@ TEST_CASE("serving deployments in a scenario are refused with the field where th
   const Scenario on_a100 = parse_scenario(scenario(named, "", two_groups), "s.json", ".");
   CHECK(on_a100.serving[0]->placement[0].node == 1);
   CHECK(on_a100.serving[0]->cluster.groups.front().gpu.id == "a100-sxm-80gb");
-  CHECK_THAT(error_of(scenario(unnamed, R"(, "faults": {"gpu": {"mtbf": "1 h", "mttr": "1 min"}})")), Catch::Contains("/faults") && Catch::Contains("do not yet stop"));
+  CHECK_THAT(error_of(scenario(unnamed, R"(, "autoscale": {"policy": "utilization", "target_utilization": 0.7, "min_nodes": 1, "interval": "1 min", "provisioning": "3 min"})")), Catch::Contains("/autoscale") && Catch::Contains("not yet scaled"));
   CHECK_THAT(error_of(scenario("")), Catch::Contains("/serving") && Catch::Contains("non-empty array"));
   // A gang larger than the GPUs the replicas leave can never run: said before the run.
   const std::string eight_gang = R"(, "workflows": {"w": {"name": "w", "tasks": [{"name": "a", "gpus": 8, "work": {"flop": "1 TFLOP"}}]}},
@@ -179,4 +179,35 @@ TEST_CASE("a plan over a scenario with serving fails the node counts its replica
   REQUIRE(result.loads.size() == 1);
   REQUIRE(result.loads[0].point.has_value());
   CHECK(result.points[*result.loads[0].point].nodes == 2);
+}
+
+TEST_CASE("a GPU failure takes its replica down: its requests go to the other replica, and it serves again after its restart", "[serving][scenario]") {
+  // Two replicas; GPU 0 (replica 1) fails at 5 s for 30 s. Its requests are routed to replica 2, then
+  // both serve again once replica 1 has restarted (its engine's start-up and weights).
+  const std::string two = R"({"name": "chat", "model": "llama-3-8b", "replicas": 2, "router": "least-tokens",
+      "requests": {"rate": "10 /s", "count": 1200, "prompt_tokens": 512, "output_tokens": 128},
+      "slos": [{"metric": "ttft", "percentile": 99, "target": "10 s"}]})";
+  const std::string fault = R"(, "faults": {"events": [{"at": "5 s", "gpu": "n0.g0", "for": "30 s"}]})";
+  const Scenario sc = parse_scenario(scenario(two, fault), "s.json", ".");
+  const RunResult run = simulate(sc);
+  const ServingResult& r = run.summary.serving.front();
+  CHECK(r.completed == 1200);
+  CHECK(r.replica_failures == 1);
+  CHECK(r.requests_rerouted > 0);
+  CHECK(run.summary.gpu_failures == 1);
+  // Against the same run without the failure: as many tokens out, later on the whole.
+  const RunResult calm = simulate(parse_scenario(scenario(two), "s.json", "."));
+  const ServingResult& c = calm.summary.serving.front();
+  CHECK(c.replica_failures == 0);
+  CHECK(r.output_tokens_per_s * r.makespan_s == Approx(c.output_tokens_per_s * c.makespan_s));
+  CHECK(r.e2e_s.mean > c.e2e_s.mean);
+  // Rerouted requests recompute what they had: more prompt tokens admitted than the requests brought.
+  CHECK(r.prompt_tokens > c.prompt_tokens);
+  CHECK(std::any_of(r.notes.begin(), r.notes.end(), [](const std::string& n) { return n.find("serves again") != std::string::npos && n.find("a guess") != std::string::npos; }));
+  // One replica alone, down for 30 s: every request waits for it, and none is lost.
+  const std::string one = R"({"name": "solo", "model": "llama-3-8b", "requests": {"rate": "10 /s", "count": 600, "prompt_tokens": 512, "output_tokens": 128}})";
+  const RunResult solo = simulate(parse_scenario(scenario(one, fault), "s.json", "."));
+  CHECK(solo.summary.serving.front().completed == 600);
+  CHECK(solo.summary.serving.front().ttft_s.max > 30);
+  CHECK(summary_json(solo.summary) == summary_json(simulate(parse_scenario(scenario(one, fault), "s.json", ".")).summary));
 }

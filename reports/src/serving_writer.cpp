@@ -89,6 +89,11 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
                 format_number(static_cast<double>(r.iterations)).c_str(), format_number(r.mean_batch).c_str(), 100 * r.peak_kv_use,
                 format_number(static_cast<double>(r.preemptions)).c_str(), r.preemptions == 1 ? "" : "s");
   out << line;
+  if (r.replica_failures > 0) {
+    out << "failures    " << format_number(static_cast<double>(r.replica_failures)) << " replica" << (r.replica_failures == 1 ? "" : "s")
+        << " taken down by GPU failures or preemptions sent " << format_number(static_cast<double>(r.requests_rerouted))
+        << " requests back to the router (their KV lost and recomputed)\n";
+  }
   if (r.prefix_hit_tokens > 0 || d.prefix_segment_tokens > 0) {
     std::snprintf(line, sizeof line, "prefix      %.1f%% of the prompt tokens admitted found in the prefix cache (%s of %s)%s; %s cached prefixes evicted\n",
                   r.prompt_tokens > 0 ? 100.0 * static_cast<double>(r.prefix_hit_tokens) / static_cast<double>(r.prompt_tokens) : 0.0,
@@ -156,6 +161,8 @@ nlohmann::ordered_json serving_results_json(const ServingDeployment& d, const Se
       {"mean_batch", r.mean_batch},
       {"peak_kv_use", r.peak_kv_use},
       {"preemptions", r.preemptions},
+      {"replica_failures", r.replica_failures},
+      {"requests_rerouted", r.requests_rerouted},
       {"prefix_cache", {{"on", d.engine.prefix_caching}, {"prompt_tokens", r.prompt_tokens}, {"hit_tokens", r.prefix_hit_tokens}, {"evictions", r.prefix_evictions}}},
       {"ttft_s", percentiles_json(r.ttft_s)},
       {"tpot_s", percentiles_json(r.tpot_s)},

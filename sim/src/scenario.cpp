@@ -1194,9 +1194,7 @@ Scenario parse_scenario(std::string_view json_text, const std::string& file_name
   read_spot(top, sc);
   read_autoscale(top, sc);
   if (!sc.serving.empty()) {
-    for (const char* key : {"faults", "spot", "autoscale"}) {
-      if (top.field(key) != nullptr) top.problem(key, "serving replicas do not yet stop for failures, preemptions or scaling; expected no \"" + std::string(key) + "\" beside \"serving\"");
-    }
+    if (top.field("autoscale") != nullptr) top.problem("autoscale", "serving replicas are not yet scaled by the autoscaler; expected no \"autoscale\" beside \"serving\"");
   }
   if (const Json* memory = top.field("memory")) {
     ObjectReader m(*memory, top.pointer("memory"), problems);

@@ -152,7 +152,7 @@ class Run {
         round_wanted_ = true;
         return true;
       case kServingArrival: serving_.arrive(e.subject); return true;
-      case kServingIteration: serving_.iteration_done(e.subject); return true;
+      case kServingIteration: return serving_.iteration_done(e.subject, stamp_of(e));
     }
     FLEETSIM_CHECK(false, "unknown event kind");
   }
@@ -179,6 +179,7 @@ class Run {
       for (std::uint32_t g = f.first_gpu; g < f.first_gpu + f.gpus; ++g) {
         if (occupancy_.down(g)) continue;
         faults_.gpu_down(g, f.preemption);
+        serving_.gpu_down(g);
         while (!occupancy_.tasks_on(g).empty()) tasks_.stop(make_id<TaskId>(occupancy_.tasks_on(g).front()), f.event);
         occupancy_.set_down(g, true);
         occupancy_.set_free_at(g, queue_.now() + f.down_s);
@@ -200,6 +201,7 @@ class Run {
     for (std::uint32_t g = f.first_gpu; g < f.first_gpu + f.gpus; ++g) {
       if (!occupancy_.down(g)) continue;
       faults_.gpu_up(g);
+      serving_.gpu_up(g);
       occupancy_.set_free_at(g, queue_.now());
       occupancy_.set_down(g, false);
     }

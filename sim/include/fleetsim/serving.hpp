@@ -47,6 +47,7 @@ struct EngineProfile {
   std::string id, name;
   Memory memory = Memory::vllm;
   double iteration_host_s = 0;  // host time per iteration the GPU waits for: scheduling, input preparation, sampling
+  double startup_s = 0;         // from a replica's GPUs being back to it serving: process, weights, CUDA graphs
   double reserved_bytes = 0;    // VRAM kept outside weights, activations and KV (NCCL, cuBLAS, runtime buffers)
   int block_size = 16;          // tokens per KV block
   double gpu_memory_utilization = 0.9;
@@ -177,6 +178,9 @@ struct ServingResult {
   // Prompt tokens admitted to a prefill (a recomputed request's again), and of them those found in the
   // prefix cache; cached blocks evicted to make room.
   std::uint64_t prompt_tokens = 0, prefix_hit_tokens = 0, prefix_evictions = 0;
+  // In a scenario with faults: replicas taken down by a GPU failure (or a spot preemption), and the
+  // requests they held sent back to the router.
+  std::uint64_t replica_failures = 0, requests_rerouted = 0;
   double makespan_s = 0;    // from the first arrival to the last completion
   double last_finish_s = 0;  // the last completion, on the run's clock
   Percentiles ttft_s, tpot_s, e2e_s;

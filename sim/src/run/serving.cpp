@@ -2,11 +2,13 @@
 
 #include <algorithm>
 
+#include "fleetsim/units.hpp"
+
 namespace fleetsim::run {
 
 Serving::Serving(const Scenario& scenario, const Cluster& cluster, EventQueue& queue, std::uint64_t seed, std::uint32_t arrival_kind,
                  std::uint32_t iteration_kind)
-    : sc_(scenario), cluster_(cluster) {
+    : sc_(scenario), cluster_(cluster), queue_(queue) {
   sets_.reserve(sc_.serving.size());
   for (std::uint32_t k = 0; k < sc_.serving.size(); ++k) {
     const ServingDeployment& d = *sc_.serving[k];
@@ -15,23 +17,54 @@ Serving::Serving(const Scenario& scenario, const Cluster& cluster, EventQueue& q
     // Each deployment draws its requests from streams of its own: the run's seed, the deployment's place.
     sets_.emplace_back(d, serving::make_requests(d, seed, k), queue, names);
     for (std::uint32_t r = 0; r < static_cast<std::uint32_t>(d.replicas); ++r) replica_owner_.emplace_back(k, r);
+    // The engine's start-up, and its weights read from the node's memory over the GPU's host link.
+    const NodeGroup& g = d.cluster.groups.front();
+    const KvCapacity c = kv_capacity(d);
+    startup_s_.push_back(d.engine.startup_s + (g.host_link.bandwidth_Bps > 0 ? c.weights_per_gpu_bytes / g.host_link.bandwidth_Bps : 0));
+    engine_bytes_.push_back(c.weights_per_gpu_bytes + c.activation_bytes + c.reserved_bytes + c.usable_bytes);
   }
+  gpu_replica_.assign(cluster_.gpu_count(), -1);
+  replica_gpus_down_.assign(replica_owner_.size(), 0);
 }
 
 void Serving::start(Occupancy& occupancy, GpuMemory& memory) {
+  memory_ = &memory;
   for (std::size_t k = 0; k < sets_.size(); ++k) {
     const ServingDeployment& d = *sc_.serving[k];
-    const KvCapacity c = kv_capacity(d);
-    const double engine_bytes = c.weights_per_gpu_bytes + c.activation_bytes + c.reserved_bytes + c.usable_bytes;
+    const double engine_bytes = engine_bytes_[k];
     for (const ServingDeployment::Placement& p : d.placement) {
       const std::uint32_t first = index(cluster_.first_gpu(make_id<NodeId>(p.node))) + static_cast<std::uint32_t>(p.first_gpu);
+      const auto subject = static_cast<std::int64_t>(&p - d.placement.data()) + (k == 0 ? 0 : cumulative_replicas(k));
       for (std::uint32_t g = first; g < first + static_cast<std::uint32_t>(d.tp); ++g) {
+        gpu_replica_[g] = subject;
         occupancy.set_held(g, true);
         memory.hold(make_id<GpuId>(g), engine_bytes, 0);
       }
     }
     sets_[k].start();
   }
+}
+
+std::int64_t Serving::cumulative_replicas(std::size_t deployment) const {
+  std::int64_t n = 0;
+  for (std::size_t k = 0; k < deployment; ++k) n += sc_.serving[k]->replicas;
+  return n;
+}
+
+void Serving::gpu_down(std::uint32_t gpu) {
+  const std::int64_t replica = gpu_replica_[gpu];
+  if (replica < 0) return;
+  const auto [k, local] = replica_owner_[static_cast<std::size_t>(replica)];
+  if (replica_gpus_down_[static_cast<std::size_t>(replica)]++ == 0) sets_[k].replica_down(local);
+}
+
+void Serving::gpu_up(std::uint32_t gpu) {
+  const std::int64_t replica = gpu_replica_[gpu];
+  if (replica < 0) return;
+  const auto [k, local] = replica_owner_[static_cast<std::size_t>(replica)];
+  // The failure wiped the GPU's memory: the engine takes its share again as it starts.
+  memory_->hold(make_id<GpuId>(gpu), engine_bytes_[k], queue_.now());
+  if (--replica_gpus_down_[static_cast<std::size_t>(replica)] == 0) sets_[k].replica_up(local, startup_s_[k]);
 }
 
 std::uint64_t Serving::unfinished() const {
@@ -45,6 +78,11 @@ void Serving::summarize(double end_s, Summary& summary) const {
     const ServingDeployment& d = *sc_.serving[k];
     ServingResult r = sets_[k].summarize(end_s);
     r.deployment = sc_.serving[k];
+    if (r.replica_failures > 0) {
+      const bool guessed = std::find(d.engine.assumed.begin(), d.engine.assumed.end(), "startup") != d.engine.assumed.end();
+      r.notes.push_back("a replica serves again " + format_quantity(startup_s_[k], Dimension::time) + " after its GPUs are back: " + d.engine.name + "'s start-up of " +
+                        format_quantity(d.engine.startup_s, Dimension::time) + (guessed ? " (a guess, models/engines.json)" : "") + " and its weights over the host link");
+    }
     // The replicas' GPUs computed while their iterations ran: busy at TDP, idle power otherwise (the
     // run's summary counted them idle throughout).
     const GpuType& gpu = d.cluster.groups.front().gpu;

@@ -24,16 +24,31 @@ class Serving {
   // Takes the replicas' GPUs and VRAM and schedules the first requests.
   void start(Occupancy& occupancy, GpuMemory& memory);
   void arrive(std::uint32_t deployment) { sets_[deployment].arrive(); }
-  void iteration_done(std::uint32_t replica) { sets_[replica_owner_[replica].first].iteration_done(replica_owner_[replica].second); }
+  // False for an iteration a failure cut short (a stale event).
+  bool iteration_done(std::uint32_t replica, std::uint32_t stamp) {
+    return sets_[replica_owner_[replica].first].iteration_done(replica_owner_[replica].second, stamp);
+  }
+  // A GPU failed or was taken back (spot), or is back: the replica holding it goes down, or restarts
+  // once all its GPUs are back.
+  void gpu_down(std::uint32_t gpu);
+  void gpu_up(std::uint32_t gpu);
   std::uint64_t unfinished() const;
   // Each deployment's results up to `end_s`; their GPUs' busy time joins the run's utilization and energy.
   void summarize(double end_s, Summary& summary) const;
 
  private:
+  std::int64_t cumulative_replicas(std::size_t deployment) const;  // replicas of the deployments before it
+
   const Scenario& sc_;
   const Cluster& cluster_;
   std::vector<serving::ReplicaSet> sets_;
   std::vector<std::pair<std::uint32_t, std::uint32_t>> replica_owner_;  // per replica subject: (deployment, its replica)
+  std::vector<std::int64_t> gpu_replica_;         // per GPU: the replica subject holding it, or -1
+  std::vector<std::uint32_t> replica_gpus_down_;  // per replica subject: its GPUs down now
+  std::vector<double> startup_s_;                 // per deployment: a restart, from its GPUs back to serving
+  std::vector<double> engine_bytes_;              // per deployment: the VRAM the engine takes on each GPU
+  const EventQueue& queue_;
+  GpuMemory* memory_ = nullptr;
 };
 
 }  // namespace fleetsim::run

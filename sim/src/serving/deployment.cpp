@@ -334,6 +334,7 @@ void read_deployment(ObjectReader& top, ServingDeployment& d, bool cluster_ok, c
   d.replicas = static_cast<int>(top.integer_or("replicas", 1, 1, 100'000));
   read_engine(top, d, cluster_ok);
   for (const std::string& a : d.engine.assumed) {
+    if (a == "startup") continue;  // said where a failure restarts a replica (run/serving.cpp)
     const std::string value = a == "iteration_host" ? format_quantity(d.engine.iteration_host_s, Dimension::time)
                               : a == "reserved"     ? format_quantity(d.engine.reserved_bytes, Dimension::bytes)
                               : a == "max_num_seqs" ? std::to_string(d.engine.max_num_seqs)

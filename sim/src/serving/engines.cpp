@@ -49,6 +49,7 @@ std::vector<EngineProfile> parse_engines(std::string_view text, const std::strin
     e.prefix_caching = r.boolean_or("prefix_caching", false);
     e.iteration_host_s = r.quantity("iteration_host", Dimension::time, Need::required).value_or(0);
     e.reserved_bytes = r.quantity("reserved", Dimension::bytes, Need::required).value_or(0);
+    e.startup_s = r.quantity("startup", Dimension::time, Need::required).value_or(0);
     if (const Json* assumed = r.field("assumed")) {
       for (std::size_t i = 0; assumed->is_array() && i < assumed->size(); ++i) {
         if ((*assumed)[i].is_string()) e.assumed.push_back((*assumed)[i].get<std::string>());

@@ -39,7 +39,8 @@ struct Requests {
 Requests make_requests(const ServingDeployment& d, std::uint64_t seed, std::uint64_t run);
 
 // The events a replica set puts on its queue: the next request's arrival (always `arrival_subject`,
-// requests arrive in order) and a replica's iteration ending (`first_replica_subject` + the replica).
+// requests arrive in order) and a replica's iteration ending (`first_replica_subject` + the replica;
+// the kind carries the replica's stamp above its low byte: iteration_kind | stamp << 8).
 struct EventNames {
   std::uint32_t arrival_kind = 0, iteration_kind = 1;
   std::uint32_t arrival_subject = 0, first_replica_subject = 0;
@@ -54,7 +55,12 @@ class ReplicaSet {
 
   void start();                                // schedules the first arrival
   void arrive();                               // the next request arrives and is routed
-  void iteration_done(std::uint32_t replica);  // a replica's iteration ended: the next one starts
+  // A replica's iteration (or its restart) ended: the next one starts. False for one a failure cut short.
+  bool iteration_done(std::uint32_t replica, std::uint32_t stamp);
+  // A GPU of the replica failed: its requests go back to the router, their KV lost.
+  void replica_down(std::uint32_t replica);
+  // Its GPUs are back: it serves again after `startup_s`.
+  void replica_up(std::uint32_t replica, double startup_s);
   std::uint64_t unfinished() const;            // requests not yet completed
   // The run so far, up to `end_s` (iterations still running count as busy until then).
   ServingResult summarize(double end_s) const;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -105,6 +106,10 @@ struct Replica {
   std::size_t last_batch = 0;           // what this replica adds to the timeline's totals
   double last_kv_use = 0;
   double iteration_end_s = 0;           // of the iteration in flight
+  // A failure of one of its GPUs takes it down; it restarts once they are all back. Its iteration
+  // events carry its stamp, moved on when it goes down, so that one cut short is skipped.
+  bool down = false, restarting = false;
+  std::uint32_t stamp = 0;
 };
 
 class Engine {
@@ -119,7 +124,7 @@ class Engine {
         names_(names),
         timer_(d),
         capacity_(kv_capacity(d)) {
-    for (int i = 0; i < d.replicas; ++i) replicas_.push_back(Replica{KvBlocks(capacity_.blocks, d.engine.block_size), {}, {}, {}, {}, false, 0, 0, 0, 0});
+    for (int i = 0; i < d.replicas; ++i) replicas_.push_back(Replica{KvBlocks(capacity_.blocks, d.engine.block_size), {}, {}, {}, {}, false, 0, 0, 0, 0, false, false, 0});
   }
 
   void start() {
@@ -131,17 +136,80 @@ class Engine {
   void arrive() {
     const auto id = static_cast<std::uint32_t>(next_arrival_++);
     if (id + 1 < requests_.size()) queue_.push(requests_[id + 1].arrival_s, names_.arrival_kind, names_.arrival_subject);
-    Request& r = requests_[id];
-    r.to_prefill = r.prompt;
-    const std::uint32_t to = route(r);
-    Replica& rep = replicas_[to];
-    rep.waiting.push_back(id);
-    rep.outstanding_tokens += r.prompt + r.output;
-    if (!rep.busy) start_iteration(to);
+    requests_[id].to_prefill = requests_[id].prompt;
+    enqueue(id);
   }
 
-  void finish_iteration(std::uint32_t index) {
+  // The router's choice among the replicas up; with none up the request waits for the first back.
+  void enqueue(std::uint32_t id) {
+    const Request& r = requests_[id];
+    const std::optional<std::uint32_t> to = route(r);
+    if (!to) {
+      unrouted_.push_back(id);
+      return;
+    }
+    Replica& rep = replicas_[*to];
+    rep.waiting.push_back(id);
+    rep.outstanding_tokens += (r.to_prefill - r.prefilled) + (r.output - r.generated);
+    if (!rep.busy) start_iteration(*to);
+  }
+
+  // One of the replica's GPUs failed: the iteration in flight is lost, the KV cache with it, and every
+  // request it held goes back to the router, to prefill its prompt and what it generated again.
+  void replica_down(std::uint32_t index) {
     Replica& rep = replicas_[index];
+    if (rep.down) return;
+    rep.down = true;
+    rep.restarting = false;
+    ++rep.stamp;
+    ++replica_failures_;
+    if (rep.busy) cut_s_ += std::max(0.0, rep.iteration_end_s - queue_.now());
+    rep.busy = false;
+    rep.batch.clear();
+    sequences_now_ -= static_cast<double>(rep.last_batch);
+    kv_now_ -= rep.last_kv_use;
+    rep.last_batch = 0;
+    rep.last_kv_use = 0;
+    std::vector<std::uint32_t> held(rep.running.begin(), rep.running.end());
+    held.insert(held.end(), rep.waiting.begin(), rep.waiting.end());
+    for (std::uint32_t id : rep.running) release(rep, requests_[id]);
+    rep.running.clear();
+    rep.waiting.clear();
+    rep.outstanding_tokens = 0;
+    rep.cache = PrefixCache{};
+    rep.kv = KvBlocks(capacity_.blocks, d_.engine.block_size);
+    sample();
+    for (std::uint32_t id : held) {
+      Request& r = requests_[id];
+      r.to_prefill = r.prompt + r.generated;
+      r.prefilled = 0;
+      r.kv_tokens = 0;
+      ++rerouted_;
+      enqueue(id);
+    }
+  }
+
+  // Its GPUs are all back: the engine starts again (weights loaded, KV cache allocated) and serves
+  // after `startup_s`, taking the requests that found no replica up meanwhile.
+  void replica_up(std::uint32_t index, double startup_s) {
+    Replica& rep = replicas_[index];
+    if (!rep.down || rep.restarting) return;
+    rep.restarting = true;
+    rep.iteration_end_s = queue_.now() + startup_s;
+    queue_.push(rep.iteration_end_s, names_.iteration_kind | ((rep.stamp & 0xFFFFFFu) << 8), names_.first_replica_subject + index);
+  }
+
+  // False for an iteration cut short by a failure (a stale event).
+  bool finish_iteration(std::uint32_t index, std::uint32_t stamp) {
+    Replica& rep = replicas_[index];
+    if (stamp != (rep.stamp & 0xFFFFFFu)) return false;
+    if (rep.restarting) {
+      rep.down = rep.restarting = false;
+      std::vector<std::uint32_t> waiting;
+      waiting.swap(unrouted_);
+      for (std::uint32_t id : waiting) enqueue(id);
+      return true;
+    }
     const double now = queue_.now();
     bool finished_any = false;
     for (const Scheduled& s : rep.batch) {
@@ -168,6 +236,7 @@ class Engine {
       std::erase_if(rep.running, [&](std::uint32_t id) { return requests_[id].finish_s >= 0; });
     }
     start_iteration(index);
+    return true;
   }
 
   ServingResult summarize(double end_s) const {
@@ -190,9 +259,11 @@ class Engine {
     out.busy = busy_;
     double unfinished_iterations_s = 0;  // what of the iterations in flight lies past end_s
     for (const Replica& rep : replicas_) {
-      if (rep.busy) unfinished_iterations_s += std::max(0.0, rep.iteration_end_s - end_s);
+      if (rep.busy && !rep.restarting) unfinished_iterations_s += std::max(0.0, rep.iteration_end_s - end_s);
     }
-    out.gpu_busy_s = (busy_.total_s - unfinished_iterations_s) * d_.tp;
+    out.gpu_busy_s = (busy_.total_s - unfinished_iterations_s - cut_s_) * d_.tp;
+    out.replica_failures = replica_failures_;
+    out.requests_rerouted = rerouted_;
     out.timeline = timeline_;
     std::vector<double> ttft, tpot, e2e;
     double first = requests_.empty() ? 0 : requests_.front().arrival_s, last = first, in = 0, produced = 0, good = 0;
@@ -325,9 +396,15 @@ class Engine {
     return capacity_.blocks > 0 ? rep.kv.use() - static_cast<double>(rep.cache.evictable_blocks) / static_cast<double>(capacity_.blocks) : 0;
   }
 
-  std::uint32_t route(const Request& request) {
+  std::optional<std::uint32_t> route(const Request& request) {
     const auto n = static_cast<std::uint32_t>(replicas_.size());
-    if (d_.router == Router::round_robin) return next_replica_++ % n;
+    if (d_.router == Router::round_robin) {
+      for (std::uint32_t k = 0; k < n; ++k) {
+        const std::uint32_t i = next_replica_++ % n;
+        if (!replicas_[i].down) return i;
+      }
+      return std::nullopt;
+    }
     // prefix-aware: the most of the prompt's prefix segments cached first, then the fewest tokens.
     const auto cached = [&](const Replica& rep) {
       if (d_.router != Router::prefix_aware || segment_tokens_ <= 0) return std::uint32_t{0};
@@ -339,10 +416,12 @@ class Engine {
     const auto load = [&](const Replica& r) {
       return d_.router == Router::least_requests ? static_cast<double>(r.waiting.size() + r.running.size()) : static_cast<double>(r.outstanding_tokens);
     };
-    std::uint32_t best = 0, best_cached = cached(replicas_[0]);
-    for (std::uint32_t i = 1; i < n; ++i) {
+    std::optional<std::uint32_t> best;
+    std::uint32_t best_cached = 0;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      if (replicas_[i].down) continue;
       const std::uint32_t c = cached(replicas_[i]);
-      if (c > best_cached || (c == best_cached && load(replicas_[i]) < load(replicas_[best]))) {
+      if (!best || c > best_cached || (c == best_cached && load(replicas_[i]) < load(replicas_[*best]))) {
         best = i;
         best_cached = c;
       }
@@ -484,7 +563,7 @@ class Engine {
     const IterationTimer::Time t = timer_.time(shape);
     busy_ += t;
     rep.iteration_end_s = queue_.now() + t.total_s;
-    queue_.push(rep.iteration_end_s, names_.iteration_kind, names_.first_replica_subject + index);
+    queue_.push(rep.iteration_end_s, names_.iteration_kind | ((rep.stamp & 0xFFFFFFu) << 8), names_.first_replica_subject + index);
   }
 
   // The timeline keeps a point at most every `spacing_` seconds; when it fills, every other point goes
@@ -514,6 +593,9 @@ class Engine {
   std::uint32_t next_replica_ = 0;
   std::uint64_t preemptions_ = 0, iterations_ = 0, batched_ = 0;
   std::uint64_t prompt_tokens_ = 0, prefix_hit_tokens_ = 0, prefix_evictions_ = 0;
+  std::uint64_t replica_failures_ = 0, rerouted_ = 0;
+  double cut_s_ = 0;                      // iteration time lost to failures (counted in busy_ when they started)
+  std::vector<std::uint32_t> unrouted_;  // requests that found no replica up
   double peak_kv_use_ = 0;
   IterationTimer::Time busy_;
   IterationShape shape_;
@@ -568,7 +650,9 @@ ReplicaSet::~ReplicaSet() = default;
 ReplicaSet::ReplicaSet(ReplicaSet&&) noexcept = default;
 void ReplicaSet::start() { impl_->start(); }
 void ReplicaSet::arrive() { impl_->arrive(); }
-void ReplicaSet::iteration_done(std::uint32_t replica) { impl_->finish_iteration(replica); }
+bool ReplicaSet::iteration_done(std::uint32_t replica, std::uint32_t stamp) { return impl_->finish_iteration(replica, stamp); }
+void ReplicaSet::replica_down(std::uint32_t replica) { impl_->replica_down(replica); }
+void ReplicaSet::replica_up(std::uint32_t replica, double startup_s) { impl_->replica_up(replica, startup_s); }
 std::uint64_t ReplicaSet::unfinished() const { return impl_->unfinished(); }
 ServingResult ReplicaSet::summarize(double end_s) const { return impl_->summarize(end_s); }
 
@@ -587,7 +671,7 @@ ServingResult simulate_serving(const ServingDeployment& d) {
     if (e.kind == names.arrival_kind) {
       set.arrive();
     } else {
-      set.iteration_done(e.subject);
+      set.iteration_done(e.subject, e.kind >> 8);
     }
   }
   ServingResult r = set.summarize(queue.now());
