@@ -490,6 +490,14 @@ int run_train(const TrainArgs& args) {
     } else {
       fleetsim::write_training_text(std::cout, job, step);
     }
+    // A configuration that does not fit is refused, after what it would need is shown.
+    if (const auto oom = fleetsim::out_of_memory(job, step.counts)) {
+      std::cerr << args.file << ": /parallel: stage " << oom->stage << " needs " << fleetsim::format_quantity(oom->needed_bytes, fleetsim::Dimension::bytes)
+                << " a GPU (weights, gradients, optimizer state, activations), " << fleetsim::format_quantity(oom->needed_bytes - oom->vram_bytes, fleetsim::Dimension::bytes)
+                << " more than its GPU's " << fleetsim::format_quantity(oom->vram_bytes, fleetsim::Dimension::bytes)
+                << ": expected more TP or PP, recomputation, a distributed optimizer or fewer sequences a micro-batch\n";
+      return kBadInput;
+    }
     return kOk;
   }
   const std::size_t eq = args.sweep.find('=');

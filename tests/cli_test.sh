@@ -279,6 +279,13 @@ check "train prints each stage's memory" test "$(grep -cE '^ +[0-3] +10 ' "$tmp/
 check "train --sweep prints one row per value" test "$(wc -l <"$tmp/sweep.txt")" -eq 3
 "$fleetsim" train "$src/scenarios/training/dp-1.3b.json" --sweep dp=1,x 2>"$tmp/sweep.err"
 check "train --sweep refuses a bad value" test $? -eq 2
+# A configuration that does not fit its GPUs is shown, then refused with the stage and what it lacks.
+printf '%s' '{"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "llama-3-8b", "seq_len": 8192},
+  "parallel": {"dp": 8, "distributed_optimizer": true}, "batch": {"global": 8}, "recompute": "selective"}' >"$tmp/oom.json"
+"$fleetsim" train "$tmp/oom.json" >"$tmp/oom.txt" 2>"$tmp/oom.err"
+check "train refuses a configuration that does not fit (exit 2, stage and bytes)" bash -c "test $? -eq 2 && grep -q 'DOES NOT FIT' '$tmp/oom.txt' && grep -q '/parallel: stage 0 needs 82.8 GB a GPU' '$tmp/oom.err'"
+"$fleetsim" train "$tmp/oom.json" --json >"$tmp/oom-json.json" 2>/dev/null
+check "train --json says out_of_memory" bash -c "test $? -eq 2 && grep -q '\"stage\": 0' '$tmp/oom-json.json'"
 
 # Numbers that are not numbers, or too large to mean anything, are refused at the option.
 "$fleetsim" collective --cluster hgx-h100-8 --gpus 8 -b "$(printf '9%.0s' $(seq 400))" >/dev/null 2>"$tmp/digits.err"

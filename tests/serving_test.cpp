@@ -198,7 +198,7 @@ TEST_CASE("a request trace is replayed row by row, and a bad row is refused with
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("a prompt whose prefix is cached prefills only the rest, over the cached KV; evicted prefixes lose no token", "[serving]") {
+TEST_CASE("a prompt whose prefix is cached prefills only the rest, over the cached KV, and evicted prefixes lose no token", "[serving]") {
   // Two requests a minute apart with the same 1,000-token prefix before 200 tokens of their own: the
   // second finds 992 tokens (62 whole blocks of 16) cached and prefills the other 208 over them. (Times
   // are compared to 1e-9: the arrivals, ~1,000 s apart, round the differences.)

@@ -269,3 +269,49 @@ TEST_CASE("compute_efficiency overrides the kernel model, DP overlap hides the g
                                      hidden.optimizer_s));
   CHECK(hidden.iteration_s < exposed.iteration_s);
 }
+
+TEST_CASE("Llama 3 from the catalog: GQA and a SwiGLU MLP counted by hand, and a configuration that does not fit refused", "[training]") {
+  const auto llama = [](int tp, int dp, const std::string& extra = "") {
+    return parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "llama-3-8b", "seq_len": 8192},
+        "parallel": {"tp": )" + std::to_string(tp) + R"(, "dp": )" + std::to_string(dp) + R"(, "distributed_optimizer": true}, "batch": {"global": 8, "micro": 1},
+        "recompute": "selective")" + extra + "}",
+                              "llama.json");
+  };
+  const TrainingJob job = llama(1, 8);
+  // 8.03 B parameters (Meta's model card): 32 layers of QKV 4096 x 6144, output 4096^2, three 4096 x 14336
+  // MLP matrices and two RMSNorm weights; the embedding and an untied head of 128,256 x 4096; the final norm.
+  const double h = 4096, f = 14336, V = 128256, s = 8192;
+  const double layer = h * (h + 2 * 8 * 128) + h * h + 3 * h * f + 2 * h;
+  CHECK(job.model.layer_parameters() == layer);
+  CHECK(job.model.parameters() == 32 * layer + 2 * V * h + h);
+  CHECK(job.model.parameters() == Approx(8.03e9).epsilon(0.001));
+  const TrainingCounts c = count_training(job);
+  // Model FLOP: three times the forward of every token: 2 x (QKV, output, MLP) + 4sh a layer, 2hV logits.
+  const double forward = 32 * (2 * (h * 6144 + h * h + 3 * h * f) + 4 * s * h) + 2 * h * V;
+  CHECK(c.model_flop == Approx(3 * 8 * s * forward).epsilon(1e-12));
+  // Activations with selective recomputation, no TP: sbh (10 + 4 + 4 x 8/32 + 6 f/h) = 36 sbh a layer.
+  CHECK(c.activation_bytes_per_layer == Approx(36 * s * h).epsilon(1e-12));
+  // 16 + 16 GB of weights and gradients, 12 GB of optimizer state sharded 8 ways, 38.7 GB of
+  // activations: 2.8 GB more than an H100 has.
+  const std::optional<OutOfMemory> oom = out_of_memory(job, c);
+  REQUIRE(oom.has_value());
+  CHECK(oom->stage == 0);
+  CHECK(oom->needed_bytes == Approx(c.stage_memory[0].total()));
+  CHECK(oom->vram_bytes == 80e9);
+  // TP 2 halves the weights and most activations: it fits.
+  CHECK_FALSE(out_of_memory(llama(2, 4), count_training(llama(2, 4))).has_value());
+  const TrainingStep step = simulate_training_step(llama(2, 4));
+  CHECK(step.mfu > 0.2);
+  CHECK(step.mfu < 0.8);
+  // Refused with the field: TP past the KV heads, a mixture of experts, dimensions beside the architecture.
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 2}]}, "model": {"architecture": "llama-3-8b", "seq_len": 8192},
+      "parallel": {"tp": 16}, "batch": {"global": 1}})"), Catch::Contains("/parallel/tp: expected a divisor of the model's 8 KV heads"));
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "mixtral-8x7b", "seq_len": 4096},
+      "parallel": {}, "batch": {"global": 1}})"), Catch::Contains("/model/architecture") && Catch::Contains("mixture of experts"));
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "llama-3-8b", "layers": 2, "seq_len": 4096},
+      "parallel": {}, "batch": {"global": 1}})"), Catch::Contains("/model/layers: comes from the architecture"));
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "sdxl-unet", "seq_len": 4096},
+      "parallel": {}, "batch": {"global": 1}})"), Catch::Contains("/model/architecture: expected an LLM of the catalog"));
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"layers": 2, "hidden": 64, "heads": 8, "kv_heads": 3, "vocab": 10, "seq_len": 16},
+      "parallel": {}, "batch": {"global": 1}})"), Catch::Contains("/model/kv_heads: expected a divisor of the 8 heads"));
+}

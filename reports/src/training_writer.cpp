@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "fleetsim/report.hpp"
@@ -27,8 +28,11 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
   const TrainingCounts& c = step.counts;
   const TransformerModel& m = job.model;
   char line[256];
-  std::snprintf(line, sizeof line, "%s: %.3g B parameters (%d layers, hidden %d, %d heads, vocab %d, sequence %d)\n", job.name.c_str(),
-                c.parameters / 1e9, m.layers, m.hidden, m.heads, m.vocab, m.seq_len);
+  const std::string kv = m.kv() != m.heads ? " (" + std::to_string(m.kv()) + " KV)" : std::string();
+  const std::string mlp = m.gated ? ", SwiGLU MLP of " + std::to_string(m.ffn()) : std::string();
+  const std::string from = m.architecture.empty() ? std::string() : m.architecture + ": ";
+  std::snprintf(line, sizeof line, "%s: %.3g B parameters (%s%d layers, hidden %d, %d heads%s%s, vocab %d, sequence %d)\n", job.name.c_str(),
+                c.parameters / 1e9, from.c_str(), m.layers, m.hidden, m.heads, kv.c_str(), mlp.c_str(), m.vocab, m.seq_len);
   out << line;
   std::snprintf(line, sizeof line, "  TP %d x PP %d x DP %d = %d GPUs; batch %d = %d micro-batches of %d per replica; %s, recompute %s%s%s\n",
                 job.tp, job.pp, job.dp, job.gpus(), job.global_batch, job.micro_batches(), job.micro_batch, schedule_name(job.schedule),
@@ -84,7 +88,11 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
                       {"optimizer_bytes", mem.optimizer}, {"activation_bytes", mem.activations}, {"total_bytes", mem.total()},
                       {"dp_allreduce_bytes", c.dp_allreduce_bytes[s]}, {"last_backward_s", step.stage_end_s[s]}});
   }
+  const std::optional<OutOfMemory> oom = out_of_memory(job, c);
   ordered_json doc{{"name", job.name},
+                   {"architecture", job.model.architecture},
+                   {"kv_heads", job.model.kv()},
+                   {"gated_mlp", job.model.gated},
                    {"gpus", job.gpus()},
                    {"tp", job.tp},
                    {"pp", job.pp},
@@ -113,6 +121,9 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
                                   {"attention", step.forward_kernels.attention_s + step.backward_kernels.attention_s},
                                   {"memory", step.forward_kernels.memory_s + step.backward_kernels.memory_s}}},
                    {"activation_bytes_per_layer", c.activation_bytes_per_layer},
+                   {"out_of_memory", oom ? ordered_json{{"stage", oom->stage}, {"needed_bytes", oom->needed_bytes}, {"vram_bytes", oom->vram_bytes},
+                                                        {"short_bytes", oom->needed_bytes - oom->vram_bytes}}
+                                         : ordered_json()},
                    {"stages", stages}};
   return doc.dump(1) + "\n";
 }
@@ -130,8 +141,9 @@ void write_training_sweep_text(std::ostream& out, const std::string& key, const 
     double peak = 0;
     for (const StageMemory& mem : s.counts.stage_memory) peak = std::max(peak, mem.total());
     const int value = key == "tp" ? j.tp : key == "pp" ? j.pp : key == "dp" ? j.dp : key == "micro" ? j.micro_batch : j.global_batch;
-    std::snprintf(line, sizeof line, "%-6d %5d  %13d  %-11s %-13.0f %7.2fx  %9.1f%%  %5.1f%%  %4.1f%%  %s\n", value, j.gpus(), j.micro_batches(),
-                  seconds(s.iteration_s).c_str(), s.tokens_per_s, speedup, 100 * efficiency, 100 * s.bubble, 100 * s.mfu, bytes(peak).c_str());
+    std::snprintf(line, sizeof line, "%-6d %5d  %13d  %-11s %-13.0f %7.2fx  %9.1f%%  %5.1f%%  %4.1f%%  %s%s\n", value, j.gpus(), j.micro_batches(),
+                  seconds(s.iteration_s).c_str(), s.tokens_per_s, speedup, 100 * efficiency, 100 * s.bubble, 100 * s.mfu, bytes(peak).c_str(),
+                  out_of_memory(j, s.counts) ? "  DOES NOT FIT" : "");
     out << line;
   }
 }

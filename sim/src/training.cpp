@@ -30,21 +30,27 @@ struct TokenFlop {
 TokenFlop token_flop(const TrainingJob& job) {
   const TransformerModel& m = job.model;
   const double h = m.hidden, f = m.ffn(), s = m.seq_len;
-  const double layer = 2 * (4 * h * h + 2 * h * f) + 4 * s * h;
+  // QKV (h to h + 2 kv d), output (h to h), MLP (two or, gated, three h x f matrices), attention.
+  const double layer = 2 * (h * m.qkv_width() + h * h + (m.gated ? 3 : 2) * h * f) + 4 * s * h;
   const double recompute = job.recompute == Recompute::full ? layer : job.recompute == Recompute::selective ? 4 * s * h : 0;
   return {layer, recompute, 2 * h * m.vocab};
 }
 
 }  // namespace
 
+double TransformerModel::qkv_width() const { return hidden + 2.0 * kv() * (static_cast<double>(hidden) / heads); }
+
 double TransformerModel::layer_parameters() const {
   const double h = hidden, f = ffn();
-  return 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h;
+  const double matrices = h * qkv_width() + h * h + (gated ? 3 : 2) * h * f;
+  if (llama_layout) return matrices + 2 * h;                 // two RMSNorm weights
+  return matrices + qkv_width() + h + (gated ? 2 : 1) * f + h + 4 * h;  // biases, two LayerNorms
 }
 
 double TransformerModel::parameters() const {
-  const double h = hidden;
-  return layers * layer_parameters() + static_cast<double>(vocab) * h + static_cast<double>(seq_len) * h + 2 * h;
+  const double h = hidden, V = vocab;
+  if (llama_layout) return layers * layer_parameters() + 2 * V * h + h;  // embedding, untied head, final norm
+  return layers * layer_parameters() + V * h + static_cast<double>(seq_len) * h + 2 * h;
 }
 
 namespace {
@@ -61,6 +67,9 @@ void check_training_job(const TrainingJob& job) {
   need(m.layers % job.pp == 0, "/parallel/pp", "expected a divisor of the " + std::to_string(m.layers) + " layers, found " + std::to_string(job.pp));
   need(m.heads % job.tp == 0, "/parallel/tp", "expected a divisor of the " + std::to_string(m.heads) + " heads, found " + std::to_string(job.tp));
   need(m.hidden % m.heads == 0, "/model/heads", "expected a divisor of the hidden size " + std::to_string(m.hidden));
+  need(m.heads % m.kv() == 0, "/model/kv_heads", "expected a divisor of the " + std::to_string(m.heads) + " heads, found " + std::to_string(m.kv()));
+  // Megatron-Core splits the KV heads over the TP ranks too (num_query_groups divisible by TP).
+  need(m.kv() % job.tp == 0, "/parallel/tp", "expected a divisor of the model's " + std::to_string(m.kv()) + " KV heads, found " + std::to_string(job.tp));
   need(job.global_batch % (job.dp * job.micro_batch) == 0, "/batch/global",
        "expected a multiple of dp x micro (" + std::to_string(job.dp * job.micro_batch) + "), found " + std::to_string(job.global_batch));
   // What one step plays grows with these; past them a step takes minutes and gigabytes (measured: DP 8,192
@@ -89,12 +98,42 @@ TrainingJob parse_training_job(std::string_view json_text, const std::string& fi
     if (const Json* model = top.field("model", Need::required)) {
       ObjectReader r(*model, "/model", problems);
       TransformerModel& m = job.model;
-      m.layers = static_cast<int>(r.integer("layers", Need::required, 1, 100000).value_or(1));
-      m.hidden = static_cast<int>(r.integer("hidden", Need::required, 1, 1 << 20).value_or(1));
-      m.heads = static_cast<int>(r.integer("heads", Need::required, 1, 1 << 16).value_or(1));
-      m.ffn_hidden = static_cast<int>(r.integer_or("ffn_hidden", 0, 0, 1 << 22));
-      m.vocab = static_cast<int>(r.integer("vocab", Need::required, 1, 1 << 24).value_or(1));
-      m.seq_len = static_cast<int>(r.integer("seq_len", Need::required, 1, 1 << 24).value_or(1));
+      if (const auto id = r.string("architecture", Need::optional)) {
+        // A catalog LLM: its dimensions, GQA and gated MLP from models/architectures.json, Llama's layout.
+        const Architecture* a = Catalog::builtin().architecture(*id);
+        if (a == nullptr || a->family != "transformer" || a->number("vocab", 0) <= 0) {
+          std::string known;
+          for (const auto& [aid, arch] : Catalog::builtin().architectures()) {
+            if (arch->family == "transformer" && arch->number("vocab", 0) > 0) known += (known.empty() ? "" : ", ") + aid;
+          }
+          r.problem("architecture", "expected an LLM of the catalog (" + known + "), found \"" + *id + "\"");
+        } else if (a->number("experts", 0) > 0) {
+          r.problem("architecture", "\"" + *id + "\" is a mixture of experts, which train does not model yet (expert parallelism, all-to-all dispatch)");
+        } else {
+          m.architecture = *id;
+          m.layers = static_cast<int>(a->number("layers", 0));
+          m.hidden = static_cast<int>(a->number("hidden", 0));
+          m.heads = static_cast<int>(a->number("heads", 0));
+          m.kv_heads = static_cast<int>(a->number("kv_heads", m.heads));
+          m.ffn_hidden = static_cast<int>(a->number("ffn", 0));
+          m.gated = a->number("gated", 0) != 0;
+          m.vocab = static_cast<int>(a->number("vocab", 0));
+          m.llama_layout = true;
+        }
+        for (const char* key : {"layers", "hidden", "heads", "kv_heads", "ffn_hidden", "gated", "vocab"}) {
+          if (r.field(key) != nullptr) r.problem(key, "comes from the architecture; expected no \"" + std::string(key) + "\" beside \"architecture\"");
+        }
+        m.seq_len = static_cast<int>(r.integer("seq_len", Need::required, 1, 1 << 24).value_or(1));
+      } else {
+        m.layers = static_cast<int>(r.integer("layers", Need::required, 1, 100000).value_or(1));
+        m.hidden = static_cast<int>(r.integer("hidden", Need::required, 1, 1 << 20).value_or(1));
+        m.heads = static_cast<int>(r.integer("heads", Need::required, 1, 1 << 16).value_or(1));
+        m.kv_heads = static_cast<int>(r.integer_or("kv_heads", 0, 0, 1 << 16));
+        m.ffn_hidden = static_cast<int>(r.integer_or("ffn_hidden", 0, 0, 1 << 22));
+        m.gated = r.boolean_or("gated", false);
+        m.vocab = static_cast<int>(r.integer("vocab", Need::required, 1, 1 << 24).value_or(1));
+        m.seq_len = static_cast<int>(r.integer("seq_len", Need::required, 1, 1 << 24).value_or(1));
+      }
       r.finish();
     }
     if (const Json* parallel = top.field("parallel", Need::required)) {
@@ -142,23 +181,33 @@ TrainingCounts count_training(const TrainingJob& job) {
   c.model_flop = 3 * tokens * (L * flop.layer + flop.logits);
   c.hardware_flop = c.model_flop + tokens * L * flop.recompute;
 
-  // Activations of one layer for one micro-batch on one GPU (Korthikanti et al., table 2).
+  // Activations of one layer for one micro-batch on one GPU (Korthikanti et al., table 2), per sbh: 10
+  // that TP does not split (the two norms' inputs 4, the QKV and MLP inputs 2 each, two dropout masks);
+  // `split` that it does (Q, K and V 2 + 4 kv/a, the output projection's input 2, the MLP's f-wide
+  // tensors 4f/h: GeLU's input and fc2's; gated, the gate's and up's outputs and the down projection's
+  // input 6f/h), 24 for GPT's f = 4h; and the attention scores 5as/h.
   const double sbh = s * b * h;
+  const double split = 4 + 4.0 * m.kv() / a + (m.gated ? 6 : 4) * static_cast<double>(m.ffn()) / h;
   const double attention = 5 * a * s / h;  // softmax input and output, dropout mask, per sbh
   if (job.recompute == Recompute::full) {
     c.activation_bytes_per_layer = 2 * sbh / (job.sequence_parallel ? t : 1);
   } else if (job.recompute == Recompute::selective) {
-    c.activation_bytes_per_layer = job.sequence_parallel ? 34 * sbh / t : sbh * (10 + 24 / t);
+    c.activation_bytes_per_layer = job.sequence_parallel ? (10 + split) * sbh / t : sbh * (10 + split / t);
   } else {
-    c.activation_bytes_per_layer = job.sequence_parallel ? sbh * (34 + attention) / t : sbh * (10 + 24 / t + attention / t);
+    c.activation_bytes_per_layer = job.sequence_parallel ? sbh * (10 + split + attention) / t : sbh * (10 + split / t + attention / t);
   }
 
   const int p = job.pp, layers_per_stage = m.layers / p, mb = job.micro_batches();
   for (int stage = 0; stage < p; ++stage) {
     // The word embedding sits on the first stage, and a copy for the logits on the last.
     double params = layers_per_stage * m.layer_parameters() / t;
-    if (stage == 0) params += (V * h + s * h) / t;
-    if (stage == p - 1) params += (p > 1 ? V * h / t : 0) + 2 * h;
+    if (m.llama_layout) {  // the embedding first, the untied head and the final norm last
+      if (stage == 0) params += V * h / t;
+      if (stage == p - 1) params += V * h / t + h;
+    } else {
+      if (stage == 0) params += (V * h + s * h) / t;
+      if (stage == p - 1) params += (p > 1 ? V * h / t : 0) + 2 * h;
+    }
     c.stage_parameters.push_back(params);
     StageMemory mem;
     mem.weights = 2 * params;
@@ -226,13 +275,18 @@ void layer_forward(const TrainingJob& job, std::vector<KernelCall>& out) {
   const double t = job.tp, h = m.hidden, f = m.ffn(), tokens = static_cast<double>(job.micro_batch) * m.seq_len;
   const double rows = job.sequence_parallel ? tokens / t : tokens;
   memory_op(out, KernelClass::norm, "attention.norm", rows, h);
-  gemm(out, "attention.qkv", tokens, 3 * h / t, h);
+  gemm(out, "attention.qkv", tokens, m.qkv_width() / t, h);
   core_attention(job, out, false);
   gemm(out, "attention.out", tokens, h, h / t);
   memory_op(out, KernelClass::add, "attention.bias-dropout-add", rows, h);
   memory_op(out, KernelClass::norm, "mlp.norm", rows, h);
-  gemm(out, "mlp.fc1", tokens, f / t, h);
-  memory_op(out, KernelClass::activation, "mlp.bias-gelu", tokens, f / t);
+  if (m.gated) {  // gate and up in one GEMM, SwiGLU reading both and writing one
+    gemm(out, "mlp.fc1", tokens, 2 * f / t, h);
+    memory_op(out, KernelClass::add, "mlp.swiglu", tokens, f / t);
+  } else {
+    gemm(out, "mlp.fc1", tokens, f / t, h);
+    memory_op(out, KernelClass::activation, "mlp.bias-gelu", tokens, f / t);
+  }
   gemm(out, "mlp.fc2", tokens, h, f / t);
   memory_op(out, KernelClass::add, "mlp.bias-dropout-add", rows, h);
 }
@@ -250,13 +304,19 @@ void layer_backward(const TrainingJob& job, std::vector<KernelCall>& out) {
   }
   memory_op(out, KernelClass::activation, "mlp.bias-dropout-add", rows, h);
   gemm_backward(out, "mlp.fc2", tokens, h, f / t);
-  memory_op(out, KernelClass::add, "mlp.bias-gelu", tokens, f / t);  // reads x and dy
-  gemm_backward(out, "mlp.fc1", tokens, f / t, h);
+  if (m.gated) {  // reads gate, up and dy; writes both gradients
+    memory_op(out, KernelClass::add, "mlp.swiglu", tokens, f / t);
+    memory_op(out, KernelClass::add, "mlp.swiglu", tokens, f / t);
+    gemm_backward(out, "mlp.fc1", tokens, 2 * f / t, h);
+  } else {
+    memory_op(out, KernelClass::add, "mlp.bias-gelu", tokens, f / t);  // reads x and dy
+    gemm_backward(out, "mlp.fc1", tokens, f / t, h);
+  }
   memory_op(out, KernelClass::add, "mlp.norm", rows, h);
   memory_op(out, KernelClass::activation, "attention.bias-dropout-add", rows, h);
   gemm_backward(out, "attention.out", tokens, h, h / t);
   core_attention(job, out, true);
-  gemm_backward(out, "attention.qkv", tokens, 3 * h / t, h);
+  gemm_backward(out, "attention.qkv", tokens, m.qkv_width() / t, h);
   memory_op(out, KernelClass::add, "attention.norm", rows, h);
 }
 
@@ -467,6 +527,16 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
     step.kernel_model_iteration_s = simulate_training_step(modelled).iteration_s;
   }
   return step;
+}
+
+std::optional<OutOfMemory> out_of_memory(const TrainingJob& job, const TrainingCounts& counts) {
+  const Cluster cluster(job.cluster);
+  for (int stage = 0; stage < job.pp; ++stage) {
+    const double vram = cluster.gpu_type(gpu_at(job, 0, 0, stage)).vram_bytes;
+    const double need = counts.stage_memory[static_cast<std::size_t>(stage)].total();
+    if (need > vram) return OutOfMemory{stage, need, vram};
+  }
+  return std::nullopt;
 }
 
 }  // namespace fleetsim

@@ -38,9 +38,18 @@ enum class AttentionKernel : std::uint8_t { flash, unfused };
 
 struct TransformerModel {
   int layers = 0, hidden = 0, heads = 0, ffn_hidden = 0, vocab = 0, seq_len = 0;  // ffn_hidden 0: 4 x hidden
+  int kv_heads = 0;     // grouped-query attention: heads sharing each K and V head's (0: as many as heads)
+  bool gated = false;   // a gated MLP (SwiGLU): gate and up projections to f, down from f
+  // Llama's layout (models/architectures.json): rotary positions (no position table), an LM head of its
+  // own (untied), no biases, RMSNorm (a weight only). Otherwise GPT's: learned positions, the word
+  // embedding reused for the logits, biases, LayerNorm.
+  bool llama_layout = false;
+  std::string architecture;  // the catalog's name, when the model came from there
   int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
-  double layer_parameters() const;  // attention 4h^2 + 4h, MLP 2hf + f + h, two layer norms 4h
-  double parameters() const;        // layers, word and position embeddings, final layer norm
+  int kv() const { return kv_heads > 0 ? kv_heads : heads; }
+  double qkv_width() const;         // the QKV projection's output: h + 2 x kv x head_dim
+  double layer_parameters() const;  // GPT: attention 4h^2 + 4h, MLP 2hf + f + h, two layer norms 4h
+  double parameters() const;        // layers, embeddings (and an untied head), final norm
 };
 
 struct TrainingJob {
@@ -124,5 +133,13 @@ struct TrainingStep {
 // Places the job on the first tp x pp x dp GPUs of its cluster, ranks ordered TP fastest, then DP,
 // then PP (Megatron's order: a TP group inside a node), and plays one iteration.
 TrainingStep simulate_training_step(const TrainingJob& job);
+
+// The first stage whose memory per GPU (weights, gradients, optimizer state, activations) exceeds its
+// GPU's VRAM, with what it needs and what the GPU has; none when every stage fits.
+struct OutOfMemory {
+  int stage = 0;
+  double needed_bytes = 0, vram_bytes = 0;
+};
+std::optional<OutOfMemory> out_of_memory(const TrainingJob& job, const TrainingCounts& counts);
 
 }  // namespace fleetsim
