@@ -34,9 +34,11 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
   std::snprintf(line, sizeof line, "%s: %.3g B parameters (%s%d layers, hidden %d, %d heads%s%s, vocab %d, sequence %d)\n", job.name.c_str(),
                 c.parameters / 1e9, from.c_str(), m.layers, m.hidden, m.heads, kv.c_str(), mlp.c_str(), m.vocab, m.seq_len);
   out << line;
-  std::snprintf(line, sizeof line, "  TP %d x PP %d x DP %d = %d GPUs; batch %d = %d micro-batches of %d per replica; %s, recompute %s%s%s\n",
+  const char* sharding[] = {"", ", ZeRO-1 (optimizer sharded)", ", ZeRO-2 (optimizer and gradients sharded)", ", ZeRO-3 / FSDP (weights too)"};
+  std::snprintf(line, sizeof line, "  TP %d x PP %d x DP %d = %d GPUs; batch %d = %d micro-batches of %d per replica; %s, recompute %s%s%s%s\n",
                 job.tp, job.pp, job.dp, job.gpus(), job.global_batch, job.micro_batches(), job.micro_batch, schedule_name(job.schedule),
-                recompute_name(job.recompute), job.sequence_parallel ? ", sequence parallel" : "", job.dp_overlap ? ", DP overlapped" : "");
+                recompute_name(job.recompute), job.sequence_parallel ? ", sequence parallel" : "", job.dp_overlap ? ", DP overlapped" : "",
+                sharding[job.zero_stage()]);
   out << line;
   if (job.compute_efficiency) {
     std::snprintf(line, sizeof line, "  compute: FLOP at %.3g of the datasheet peak (compute_efficiency); the kernel model would give %s\n\n",
@@ -61,8 +63,14 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
     out << "kernels        GEMMs " << seconds(f.gemm_s + b.gemm_s) << ", attention " << seconds(f.attention_s + b.attention_s) << ", memory-bound "
         << seconds(f.memory_s + b.memory_s) << " (forward and backward); optimizer step " << seconds(step.optimizer_s) << "\n";
   }
-  out << "transfers      stage boundary " << seconds(step.pp_send_s) << " (" << bytes(c.pp_send_bytes) << "), DP all-reduce "
-      << seconds(step.dp_allreduce_s) << (job.dp_overlap ? " (beside the last backward)" : "") << "\n\n";
+  if (job.zero_stage() >= 3) {
+    out << "transfers      FSDP / ZeRO-3: one layer's all-gather " << seconds(step.zero_gather_s) << " (" << bytes(c.zero_gather_bytes_per_layer)
+        << "), before each layer's forward and backward, the next one's beside its compute; the gradients' reduce-scatters add "
+        << seconds(step.dp_allreduce_s) << " after the last backward\n\n";
+  } else {
+    out << "transfers      stage boundary " << seconds(step.pp_send_s) << " (" << bytes(c.pp_send_bytes) << "), DP all-reduce "
+        << seconds(step.dp_allreduce_s) << (job.dp_overlap ? " (beside the last backward)" : "") << "\n\n";
+  }
   out << "stage  layers  params/GPU   weights    grads      optimizer  activations  total/GPU   last backward\n";
   for (std::size_t s = 0; s < c.stage_memory.size(); ++s) {
     const StageMemory& mem = c.stage_memory[s];
@@ -102,6 +110,8 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
                    {"recompute", recompute_name(job.recompute)},
                    {"attention", attention_name(job.attention)},
                    {"dp_overlap", job.dp_overlap},
+                   {"zero", job.zero_stage()},
+                   {"zero_gather_s", step.zero_gather_s},
                    {"compute", job.compute_efficiency ? ordered_json{{"efficiency", *job.compute_efficiency}, {"kernel_model_iteration_s", step.kernel_model_iteration_s}}
                                                       : ordered_json{{"kernel_model", true}}},
                    {"parameters", c.parameters},

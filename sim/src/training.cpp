@@ -74,6 +74,7 @@ void check_training_job(const TrainingJob& job) {
        "expected a multiple of dp x micro (" + std::to_string(job.dp * job.micro_batch) + "), found " + std::to_string(job.global_batch));
   // What one step plays grows with these; past them a step takes minutes and gigabytes (measured: DP 8,192
   // in 4 s, DP 32,768 past 2 minutes; 2^22 micro-batches over 4 stages in 1.5 GB), so they are refused first.
+  need(job.zero_stage() < 3 || job.pp == 1, "/parallel/zero", "expected ZeRO-3 / FSDP without pipeline stages (pp 1), as FSDP runs, found pp " + std::to_string(job.pp));
   need(job.dp <= kMaxTrainingDp, "/parallel/dp", "expected at most " + std::to_string(kMaxTrainingDp) + " data-parallel replicas, found " + std::to_string(job.dp));
   if (job.global_batch % (job.dp * job.micro_batch) == 0) {
     const double cells = static_cast<double>(job.micro_batches()) * job.pp;
@@ -143,6 +144,7 @@ TrainingJob parse_training_job(std::string_view json_text, const std::string& fi
       job.dp = static_cast<int>(r.integer_or("dp", 1, 1, 1 << 20));
       job.sequence_parallel = r.boolean_or("sequence_parallel", false);
       job.distributed_optimizer = r.boolean_or("distributed_optimizer", false);
+      job.zero = static_cast<int>(r.integer_or("zero", 0, 0, 3));
       job.dp_overlap = r.boolean_or("dp_overlap", false);
       r.finish();
     }
@@ -210,15 +212,19 @@ TrainingCounts count_training(const TrainingJob& job) {
     }
     c.stage_parameters.push_back(params);
     StageMemory mem;
-    mem.weights = 2 * params;
-    mem.gradients = 2 * params;
-    mem.optimizer = kOptimizerBytes * params / (job.distributed_optimizer ? job.dp : 1);
+    const int zero = job.zero_stage();
+    const double layer_share = m.layer_parameters() / t;
+    // ZeRO-3 keeps the layer computing and the one prefetched whole, beside its shard of everything.
+    mem.weights = zero >= 3 ? 2 * params / job.dp + 2 * 2 * layer_share : 2 * params;
+    mem.gradients = zero >= 2 ? 2 * params / job.dp : 2 * params;
+    mem.optimizer = kOptimizerBytes * params / (zero >= 1 ? job.dp : 1);
     const int in_flight = job.schedule == PipelineSchedule::gpipe ? mb : std::min(p - stage, mb);
     mem.activations = in_flight * layers_per_stage * c.activation_bytes_per_layer;
     c.stage_memory.push_back(mem);
     c.dp_allreduce_bytes.push_back(2 * params);  // 16-bit gradients
   }
   static_assert(kBytesPerParameter == 2 + 2 + kOptimizerBytes);
+  if (job.zero_stage() >= 3) c.zero_gather_bytes_per_layer = 2 * m.layer_parameters() / t;
   c.tp_allreduce_bytes = kActivationBytes * sbh;
   c.tp_allreduces_per_layer = job.tp > 1 ? (job.recompute == Recompute::full ? 6 : 4) : 0;
   c.pp_send_bytes = kActivationBytes * sbh;
@@ -406,7 +412,15 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
     send_s = *std::max_element(times.begin(), times.end());
   }
   std::vector<double> dp_s(static_cast<std::size_t>(p), 0.0);
-  if (job.dp > 1) {
+  const bool fsdp = job.zero_stage() >= 3 && job.dp > 1;
+  double gather_s = 0, scatter_s = 0;  // one layer's, on the first DP group
+  if (fsdp) {
+    std::vector<GpuId> replicas;
+    for (int d = 0; d < job.dp; ++d) replicas.push_back(gpu_at(job, 0, d, 0));
+    gather_s = analytical_time_s(topology, plan_collective(cluster, topology, CollectiveOp::all_gather, CollectiveAlgo::automatic, replicas, c.zero_gather_bytes_per_layer));
+    scatter_s = analytical_time_s(topology, plan_collective(cluster, topology, CollectiveOp::reduce_scatter, CollectiveAlgo::automatic, replicas, c.zero_gather_bytes_per_layer));
+  }
+  if (job.dp > 1 && !fsdp) {
     std::vector<CollectivePlan> plans;
     for (int stage = 0; stage < p; ++stage) {
       for (int r = 0; r < job.tp; ++r) {
@@ -444,13 +458,24 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
         step.forward_kernels = f;
         step.backward_kernels = bk;
       }
-      const double params = c.stage_parameters[static_cast<std::size_t>(stage)] / (job.distributed_optimizer ? job.dp : 1);
+      const double params = c.stage_parameters[static_cast<std::size_t>(stage)] / (job.zero_stage() >= 1 ? job.dp : 1);
       const KernelCall adam{.cls = KernelClass::memory, .m = params, .n = kOptimizerStepBytes / dtype_bytes(job.dtype), .name = "optimizer"};
       optimizer[stage] = kernels.estimate(adam, job.dtype).time_s();
     }
     fwd[stage] = fwd_compute + layers_per_stage * tp_forward * tp_allreduce_s;
     bwd[stage] = bwd_compute + layers_per_stage * tp_backward * tp_allreduce_s;
+    if (fsdp) {
+      // Each layer's weights are gathered before it runs, the next layer's while it computes (FSDP's
+      // prefetch): a layer takes the longer of its compute and one gather, and the first gather is not
+      // hidden. The gradients' reduce-scatters run beside the last micro-batch's backward, sharing the
+      // links with its gathers: what they add beyond it is paid after it, as the DP reduction.
+      const double per_layer_f = fwd[stage] / layers_per_stage, per_layer_b = bwd[stage] / layers_per_stage;
+      fwd[stage] = layers_per_stage * std::max(per_layer_f, gather_s) + gather_s;
+      bwd[stage] = layers_per_stage * std::max(per_layer_b, gather_s) + gather_s;
+      dp_s[static_cast<std::size_t>(stage)] = std::max(0.0, layers_per_stage * (gather_s + scatter_s) - layers_per_stage * std::max(per_layer_b, gather_s));
+    }
   }
+  step.zero_gather_s = gather_s;
   step.forward_s = *std::max_element(fwd.begin(), fwd.end());
   step.backward_s = *std::max_element(bwd.begin(), bwd.end());
   step.optimizer_s = *std::max_element(optimizer.begin(), optimizer.end());

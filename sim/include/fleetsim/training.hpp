@@ -23,6 +23,7 @@
 // transfer times come from fleetsim's topology and collective model on the given cluster.
 #pragma once
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -60,6 +61,10 @@ struct TrainingJob {
   int tp = 1, pp = 1, dp = 1;
   bool sequence_parallel = false;
   bool distributed_optimizer = false;  // optimizer state sharded over DP (ZeRO-1)
+  // Sharding over DP beyond the optimizer: 2 also the gradients (reduce-scattered, ZeRO-2); 3 also the
+  // weights, gathered layer by layer as FSDP and ZeRO-3 do (0 or 1: as distributed_optimizer says).
+  int zero = 0;
+  int zero_stage() const { return std::max(zero, distributed_optimizer ? 1 : 0); }
   // The DP gradient reduction overlaps the last micro-batch's backward pass (Megatron-LM's
   // --overlap-grad-reduce; off by default there, as here).
   bool dp_overlap = false;
@@ -97,6 +102,9 @@ struct TrainingCounts {
   int tp_allreduces_per_layer = 0;         // per micro-batch, forward and backward
   double pp_send_bytes = 0;                // one stage boundary, one micro-batch, one direction (all TP ranks)
   std::vector<double> dp_allreduce_bytes;  // per GPU of each stage
+  // ZeRO-3 / FSDP: one layer's 16-bit weights gathered on every GPU of the DP group before its forward
+  // and its backward, and its gradients reduce-scattered after (the whole layer, nccl-tests' size).
+  double zero_gather_bytes_per_layer = 0;
 };
 TrainingCounts count_training(const TrainingJob& job);
 
@@ -121,7 +129,8 @@ struct TrainingStep {
   double forward_s = 0, backward_s = 0;  // one micro-batch on the slowest stage, TP communication included
   double tp_comm_s = 0;      // TP all-reduce time per micro-batch forward + backward, slowest stage
   double pp_send_s = 0;      // one boundary transfer
-  double dp_allreduce_s = 0; // the slowest stage's gradient all-reduce
+  double dp_allreduce_s = 0; // the slowest stage's gradient all-reduce (ZeRO-3: what its reduce-scatters add)
+  double zero_gather_s = 0;  // ZeRO-3: one layer's all-gather (and as long its reduce-scatter), alone
   double optimizer_s = 0;    // the optimizer step after it, slowest stage
   PassTime forward_kernels, backward_kernels;  // the slowest stage's (zero under compute_efficiency)
   double kernel_model_iteration_s = 0;  // under a given compute_efficiency: the iteration without it
