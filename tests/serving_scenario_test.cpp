@@ -211,3 +211,17 @@ TEST_CASE("a GPU failure takes its replica down: its requests go to the other re
   CHECK(solo.summary.serving.front().ttft_s.max > 30);
   CHECK(summary_json(solo.summary) == summary_json(simulate(parse_scenario(scenario(one, fault), "s.json", ".")).summary));
 }
+
+TEST_CASE("disaggregated replicas on two nodes move each KV cache over the NICs", "[serving][scenario]") {
+  const std::string pd = R"({"name": "pd", "model": "llama-3-70b", "tp": 8, "disaggregation": {"prefill": 1, "decode": 1},
+      "requests": {"count": 1, "prompt_tokens": 2048, "output_tokens": 16}})";
+  const Scenario sc = parse_scenario(scenario(pd, "", R"([{"type": "hgx-h100-8", "count": 2}])"), "s.json", ".");
+  REQUIRE(sc.serving[0]->placement.size() == 2);
+  CHECK(sc.serving[0]->placement[1].node == 1);
+  const ServingResult r = simulate(sc).summary.serving.front();
+  const LinkType& nic = sc.cluster.groups.front().nic;
+  // Each of the 8 TP ranks sends its share (one KV head's) of the 2,048 tokens over its own NIC at once.
+  CHECK(r.kv_transfers == 1);
+  CHECK(r.kv_transfer_s == Approx(nic.latency_s + 2048 * kv_capacity(*sc.serving[0]).kv_bytes_per_token / nic.bandwidth_Bps).epsilon(1e-12));
+  CHECK(r.completed == 1);
+}

@@ -240,6 +240,30 @@ TEST_CASE("a prompt whose prefix is cached prefills only the rest, over the cach
              Catch::Contains("/requests/shared_prefix/tokens"));
 }
 
+TEST_CASE("disaggregated, a request is prefilled on one replica, its KV moved, and decoded on another, exactly", "[serving]") {
+  // One request, prefill on replica 1 and decode on replica 2 of one node: the same iterations as on one
+  // replica, plus the KV transfer: 512 tokens x 128 kB a token over one NVLink port's bandwidth.
+  const std::string pd = R"(, "disaggregation": {"prefill": 1, "decode": 1})";
+  const ServingDeployment d = parse_serving(deployment(pd).replace(deployment().find("\"replicas\": 1,"), 14, ""), "d.json");
+  REQUIRE(d.replicas == 2);
+  REQUIRE(d.prefill_replicas == 1);
+  const ServingResult split = simulate_serving(d);
+  const ServingResult together = simulate_serving(parse_serving(deployment(), "d.json"));
+  const LinkType& link = d.cluster.groups.front().gpu_link;
+  const double transfer = link.latency_s + 512 * kv_capacity(d).kv_bytes_per_token / link.bandwidth_Bps;
+  CHECK(split.kv_transfers == 1);
+  CHECK(split.kv_transfer_s == Approx(transfer).epsilon(1e-12));
+  CHECK(split.ttft_s.p50 == Approx(together.ttft_s.p50).epsilon(1e-12));
+  CHECK(split.e2e_s.p50 == Approx(together.e2e_s.p50 + transfer).epsilon(1e-12));
+  // Under load the decode replicas never wait behind a prompt: the time per output token drops.
+  const std::string load = R"("rate": "20 /s", "count": 1000, "prompt_tokens": {"uniform": [1000, 3000]}, "output_tokens": {"uniform": [100, 300]})";
+  const ServingResult mixed = simulate_serving(parse_serving(deployment("", load).replace(deployment().find("\"replicas\": 1"), 13, "\"replicas\": 4"), "d.json"));
+  const ServingResult apart = simulate_serving(parse_serving(deployment(R"(, "disaggregation": {"prefill": 2, "decode": 2})", load).replace(deployment().find("\"replicas\": 1,"), 14, ""), "d.json"));
+  CHECK(apart.completed == 1000);
+  CHECK(apart.tpot_s.p50 < mixed.tpot_s.p50);
+  CHECK_THAT(error_of(deployment(pd)), Catch::Contains("/replicas: expected the 2 replicas \"disaggregation\" makes"));
+}
+
 TEST_CASE("a serving plan finds the fewest replicas meeting the SLOs by bisection, as a scan of every count does", "[serving][plan]") {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fleetsim-serving-plan-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);

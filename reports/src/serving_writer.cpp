@@ -89,6 +89,11 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
                 format_number(static_cast<double>(r.iterations)).c_str(), format_number(r.mean_batch).c_str(), 100 * r.peak_kv_use,
                 format_number(static_cast<double>(r.preemptions)).c_str(), r.preemptions == 1 ? "" : "s");
   out << line;
+  if (d.prefill_replicas > 0) {
+    out << "split       " << d.prefill_replicas << " prefill and " << d.replicas - d.prefill_replicas << " decode replicas: " << format_number(static_cast<double>(r.kv_transfers))
+        << " KV caches moved (" << bytes(r.kv_transfer_bytes) << ", " << seconds(r.kv_transfers > 0 ? r.kv_transfer_s / static_cast<double>(r.kv_transfers) : 0)
+        << " each on average, timed alone on the link between the replicas)\n";
+  }
   if (r.replica_failures > 0) {
     out << "failures    " << format_number(static_cast<double>(r.replica_failures)) << " replica" << (r.replica_failures == 1 ? "" : "s")
         << " taken down by GPU failures or preemptions sent " << format_number(static_cast<double>(r.requests_rerouted))
@@ -130,7 +135,7 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
 void write_serving_text(std::ostream& out, const ServingDeployment& d, const ServingResult& r) {
   write_serving_results(out, d, r);
   out << "\nnot modelled yet: pipeline parallelism, TP across nodes, expert parallelism, int4 weights, cascade attention over shared prefixes, swap preemption,\n"
-         "prefill/decode disaggregation (docs/serving.md)\n";
+         "KV transfers on a shared network (docs/serving.md)\n";
 }
 
 nlohmann::ordered_json serving_results_json(const ServingDeployment& d, const ServingResult& r) {
@@ -161,6 +166,8 @@ nlohmann::ordered_json serving_results_json(const ServingDeployment& d, const Se
       {"mean_batch", r.mean_batch},
       {"peak_kv_use", r.peak_kv_use},
       {"preemptions", r.preemptions},
+      {"prefill_replicas", d.prefill_replicas},
+      {"kv_transfers", {{"count", r.kv_transfers}, {"bytes", r.kv_transfer_bytes}, {"seconds", r.kv_transfer_s}}},
       {"replica_failures", r.replica_failures},
       {"requests_rerouted", r.requests_rerouted},
       {"prefix_cache", {{"on", d.engine.prefix_caching}, {"prompt_tokens", r.prompt_tokens}, {"hit_tokens", r.prefix_hit_tokens}, {"evictions", r.prefix_evictions}}},

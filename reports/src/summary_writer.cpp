@@ -203,7 +203,7 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
     out << "\nserving beside other work: replicas start warm (weights loaded, KV cache allocated) and hold their GPUs all run;\n"
            "their TP all-reduces are timed on the node's links alone, not shared with the tasks' flows; a failed GPU takes its\n"
            "replica down until repaired; no autoscaling of replicas yet; not modelled yet: PP, TP across nodes, EP, int4, cascade attention, swap preemption,\n"
-           "prefill/decode disaggregation (docs/serving.md)\n";
+           "KV transfers on a shared network (docs/serving.md)\n";
   }
 }
 

@@ -52,7 +52,7 @@ class Run {
         predicted_(scenario, cluster_, compute_),
         workload_(sc_, seed_, predicted_.job_gpu_s(), queue_, trace_),
         faults_(scenario, cluster_, topology_, occupancy_, seed_, queue_),
-        serving_(scenario, cluster_, queue_, seed_, kServingArrival, kServingIteration),
+        serving_(scenario, cluster_, queue_, seed_, kServingArrival, kServingIteration, kServingTransfer),
         batching_(scenario, cluster_, trace_, predicted_, compute_, occupancy_, memory_, queue_, round_wanted_),
         round_(scenario, PolicyRound::make_policy(scenario), cluster_, occupancy_, memory_, predicted_, trace_, queue_,
                options.record_link_samples),
@@ -153,6 +153,7 @@ class Run {
         return true;
       case kServingArrival: serving_.arrive(e.subject); return true;
       case kServingIteration: return serving_.iteration_done(e.subject, stamp_of(e));
+      case kServingTransfer: serving_.transfer_done(e.subject); return true;
     }
     FLEETSIM_CHECK(false, "unknown event kind");
   }

@@ -20,8 +20,8 @@
 // A scenario's "serving" deployments run the same replicas on the scenario's run (run/serving.hpp).
 //
 // Not modelled yet (said in the output where it applies): pipeline parallelism, TP across nodes, expert
-// parallelism (a mixture of experts runs every expert on every TP rank), int4 weights, prefix caching,
-// swap preemption, prefill/decode disaggregation.
+// parallelism (a mixture of experts runs every expert on every TP rank), int4 weights, swap preemption,
+// KV transfers of a disaggregated deployment on the shared network model (they are timed alone).
 #pragma once
 
 #include <cstdint>
@@ -85,6 +85,10 @@ struct ServingDeployment {
   bool utilization_set = false;  // the deployment set gpu_memory_utilization (SGLang: its mem_fraction_static)
   int tp = 1;
   int replicas = 1;
+  // Prefill/decode disaggregation (DistServe, Splitwise, vLLM's and Dynamo's P/D): the first
+  // `prefill_replicas` of the replicas only prefill; each request's KV cache then moves to one of the
+  // others, which only decode (0: every replica does both).
+  int prefill_replicas = 0;
   BatchPolicy policy = BatchPolicy::chunked_prefill;
   Router router = Router::round_robin;
   // Requests: Poisson arrivals at `rate_per_s` (0: all at once), or replayed from `trace` rows.
@@ -181,6 +185,9 @@ struct ServingResult {
   // In a scenario with faults: replicas taken down by a GPU failure (or a spot preemption), and the
   // requests they held sent back to the router.
   std::uint64_t replica_failures = 0, requests_rerouted = 0;
+  // Disaggregated: KV caches moved from a prefill replica to a decode replica, their bytes and time.
+  std::uint64_t kv_transfers = 0;
+  double kv_transfer_bytes = 0, kv_transfer_s = 0;
   double makespan_s = 0;    // from the first arrival to the last completion
   double last_finish_s = 0;  // the last completion, on the run's clock
   Percentiles ttft_s, tpot_s, e2e_s;

@@ -17,7 +17,8 @@ namespace fleetsim::run {
 // kBatchRelease: a batching key's held tasks have waited max_wait (subject: the key).
 // kPolicyWake: the time a policy asked for a round at (subject: the wake-up generation; stale ones are skipped).
 // kServingArrival: a serving deployment's next request arrives (subject: the deployment);
-// kServingIteration: a serving replica's iteration ends (subject: the replica, see run/serving.hpp).
+// kServingIteration: a serving replica's iteration ends (subject: the replica, see run/serving.hpp);
+// kServingTransfer: a disaggregated deployment's KV transfer ends (subject: the deployment).
 enum EventKind : std::uint32_t {
   kArrival,
   kComputeDone,
@@ -32,7 +33,8 @@ enum EventKind : std::uint32_t {
   kBatchRelease,
   kPolicyWake,
   kServingArrival,
-  kServingIteration
+  kServingIteration,
+  kServingTransfer
 };
 
 // A task's events carry its stamp (24 bits) above the kind's low byte; the task moves its stamp on

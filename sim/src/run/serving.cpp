@@ -7,12 +7,12 @@
 namespace fleetsim::run {
 
 Serving::Serving(const Scenario& scenario, const Cluster& cluster, EventQueue& queue, std::uint64_t seed, std::uint32_t arrival_kind,
-                 std::uint32_t iteration_kind)
+                 std::uint32_t iteration_kind, std::uint32_t transfer_kind)
     : sc_(scenario), cluster_(cluster), queue_(queue) {
   sets_.reserve(sc_.serving.size());
   for (std::uint32_t k = 0; k < sc_.serving.size(); ++k) {
     const ServingDeployment& d = *sc_.serving[k];
-    const serving::EventNames names{.arrival_kind = arrival_kind, .iteration_kind = iteration_kind, .arrival_subject = k,
+    const serving::EventNames names{.arrival_kind = arrival_kind, .iteration_kind = iteration_kind, .transfer_kind = transfer_kind, .arrival_subject = k,
                                     .first_replica_subject = static_cast<std::uint32_t>(replica_owner_.size())};
     // Each deployment draws its requests from streams of its own: the run's seed, the deployment's place.
     sets_.emplace_back(d, serving::make_requests(d, seed, k), queue, names);

@@ -17,13 +17,14 @@ namespace fleetsim::run {
 
 class Serving {
  public:
-  // kArrival-like and iteration events use `arrival_kind` and `iteration_kind` of the run (run/events.hpp).
+  // Its events are the run's `arrival_kind`, `iteration_kind` and `transfer_kind` (run/events.hpp).
   Serving(const Scenario& scenario, const Cluster& cluster, EventQueue& queue, std::uint64_t seed, std::uint32_t arrival_kind,
-          std::uint32_t iteration_kind);
+          std::uint32_t iteration_kind, std::uint32_t transfer_kind);
   bool any() const { return !sets_.empty(); }
   // Takes the replicas' GPUs and VRAM and schedules the first requests.
   void start(Occupancy& occupancy, GpuMemory& memory);
   void arrive(std::uint32_t deployment) { sets_[deployment].arrive(); }
+  void transfer_done(std::uint32_t deployment) { sets_[deployment].transfer_done(); }
   // False for an iteration a failure cut short (a stale event).
   bool iteration_done(std::uint32_t replica, std::uint32_t stamp) {
     return sets_[replica_owner_[replica].first].iteration_done(replica_owner_[replica].second, stamp);

@@ -332,6 +332,19 @@ void read_deployment(ObjectReader& top, ServingDeployment& d, bool cluster_ok, c
   if (top.field("kv_cache") == nullptr) d.assumptions.push_back("KV cache in " + std::string(dtype_name(d.kv_cache)) + " (the engine's default, \"auto\")");
   d.tp = static_cast<int>(top.integer_or("tp", 1, 1, 64));
   d.replicas = static_cast<int>(top.integer_or("replicas", 1, 1, 100'000));
+  if (const Json* pd = top.field("disaggregation")) {  // {"prefill": 1, "decode": 3}
+    ObjectReader r(*pd, top.pointer("disaggregation"), top.problems());
+    if (r.ok()) {
+      const int prefill = static_cast<int>(r.integer("prefill", Need::required, 1, 50'000).value_or(1));
+      const int decode = static_cast<int>(r.integer("decode", Need::required, 1, 50'000).value_or(1));
+      r.finish();
+      if (top.field("replicas") != nullptr && d.replicas != prefill + decode) {
+        top.problem("replicas", "expected the " + std::to_string(prefill + decode) + " replicas \"disaggregation\" makes (or no \"replicas\"), found " + std::to_string(d.replicas));
+      }
+      d.prefill_replicas = prefill;
+      d.replicas = prefill + decode;
+    }
+  }
   read_engine(top, d, cluster_ok);
   for (const std::string& a : d.engine.assumed) {
     if (a == "startup") continue;  // said where a failure restarts a replica (run/serving.cpp)
@@ -378,7 +391,7 @@ ServingDeployment parse_serving(std::string_view json_text, const std::string& f
   if (cluster_ok && problems.empty()) {
     const NodeGroup& g = d.cluster.groups.front();
     const int fit = g.count * (g.node.gpus / d.tp);
-    if (top.field("replicas") == nullptr) {
+    if (top.field("replicas") == nullptr && d.prefill_replicas == 0) {
       d.replicas = fit;
     } else if (d.replicas > fit) {
       top.problem("replicas", "expected at most the " + std::to_string(fit) + " replicas of " + std::to_string(d.tp) + " GPUs the cluster holds, found " + std::to_string(d.replicas));

@@ -24,6 +24,8 @@ struct Request {
   std::size_t prefix_begin = 0;
   std::uint32_t prefix_segments = 0, referenced = 0;
   std::int64_t shared_tokens = 0;
+  // Disaggregated: the prefill replica its KV is moving from (and that replica's stamp when it started).
+  std::uint32_t from_replica = 0, from_stamp = 0;
   double first_token_s = -1, finish_s = -1;
   bool prefilling() const { return prefilled < to_prefill; }
 };
@@ -41,8 +43,10 @@ Requests make_requests(const ServingDeployment& d, std::uint64_t seed, std::uint
 // The events a replica set puts on its queue: the next request's arrival (always `arrival_subject`,
 // requests arrive in order) and a replica's iteration ending (`first_replica_subject` + the replica;
 // the kind carries the replica's stamp above its low byte: iteration_kind | stamp << 8).
+// Disaggregated deployments also schedule the end of each KV transfer (`transfer_kind`, subject
+// `arrival_subject`: they are taken earliest first).
 struct EventNames {
-  std::uint32_t arrival_kind = 0, iteration_kind = 1;
+  std::uint32_t arrival_kind = 0, iteration_kind = 1, transfer_kind = 2;
   std::uint32_t arrival_subject = 0, first_replica_subject = 0;
 };
 
@@ -55,6 +59,7 @@ class ReplicaSet {
 
   void start();                                // schedules the first arrival
   void arrive();                               // the next request arrives and is routed
+  void transfer_done();                        // the earliest KV transfer due has arrived at its decode replica
   // A replica's iteration (or its restart) ended: the next one starts. False for one a failure cut short.
   bool iteration_done(std::uint32_t replica, std::uint32_t stamp);
   // A GPU of the replica failed: its requests go back to the router, their KV lost.

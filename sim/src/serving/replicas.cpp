@@ -7,6 +7,7 @@
 #include <cmath>
 #include <deque>
 #include <optional>
+#include <queue>
 #include <set>
 #include <unordered_map>
 
@@ -110,6 +111,8 @@ struct Replica {
   // events carry its stamp, moved on when it goes down, so that one cut short is skipped.
   bool down = false, restarting = false;
   std::uint32_t stamp = 0;
+  enum class Role : std::uint8_t { both, prefill, decode } role = Role::both;
+  std::uint32_t node = 0;  // where its GPUs are: a KV transfer between nodes crosses their NICs
 };
 
 class Engine {
@@ -124,7 +127,14 @@ class Engine {
         names_(names),
         timer_(d),
         capacity_(kv_capacity(d)) {
-    for (int i = 0; i < d.replicas; ++i) replicas_.push_back(Replica{KvBlocks(capacity_.blocks, d.engine.block_size), {}, {}, {}, {}, false, 0, 0, 0, 0, false, false, 0});
+    const NodeGroup& g = d.cluster.groups.front();
+    for (int i = 0; i < d.replicas; ++i) {
+      Replica rep{KvBlocks(capacity_.blocks, d.engine.block_size), {}, {}, {}, {}, false, 0, 0, 0, 0, false, false, 0};
+      if (d.prefill_replicas > 0) rep.role = i < d.prefill_replicas ? Replica::Role::prefill : Replica::Role::decode;
+      // In a scenario the placement says; alone, replicas fill the nodes in order.
+      rep.node = d.placement.empty() ? static_cast<std::uint32_t>(i * d.tp / g.node.gpus) : d.placement[static_cast<std::size_t>(i)].node;
+      replicas_.push_back(std::move(rep));
+    }
   }
 
   void start() {
@@ -140,10 +150,11 @@ class Engine {
     enqueue(id);
   }
 
-  // The router's choice among the replicas up; with none up the request waits for the first back.
+  // The router's choice among the replicas up that take it (a prefill replica, where disaggregated,
+  // unless its prompt is through); with none up the request waits for the first back.
   void enqueue(std::uint32_t id) {
     const Request& r = requests_[id];
-    const std::optional<std::uint32_t> to = route(r);
+    const std::optional<std::uint32_t> to = route(r, r.prefilling() || r.generated == 0 ? Replica::Role::prefill : Replica::Role::decode);
     if (!to) {
       unrouted_.push_back(id);
       return;
@@ -152,6 +163,52 @@ class Engine {
     rep.waiting.push_back(id);
     rep.outstanding_tokens += (r.to_prefill - r.prefilled) + (r.output - r.generated);
     if (!rep.busy) start_iteration(*to);
+  }
+
+  // Disaggregated: the request's prompt is through on a prefill replica, its first token sampled; its KV
+  // cache moves to a decode replica, each TP rank sending its share at once over the link between them
+  // (NVLink within a node, a NIC each between nodes), timed alone (not on a shared network). The
+  // prefill replica keeps the blocks until the transfer ends.
+  void start_transfer(std::uint32_t from, std::uint32_t id) {
+    Request& r = requests_[id];
+    r.from_replica = from;
+    r.from_stamp = replicas_[from].stamp;
+    const NodeGroup& g = d_.cluster.groups.front();
+    // The decode replica it will go to is chosen when it arrives; the bytes cross a node boundary unless
+    // every decode replica shares the prefill replica's node.
+    bool local = true;
+    for (const Replica& rep : replicas_) local = local && (rep.role != Replica::Role::decode || rep.node == replicas_[from].node);
+    const LinkType& link = local ? g.gpu_link : g.nic;
+    const double bytes = static_cast<double>(r.kv_tokens) * capacity_.kv_bytes_per_token;  // on each GPU of the TP group
+    const double time = link.latency_s + (link.bandwidth_Bps > 0 ? bytes / link.bandwidth_Bps : 0);
+    ++kv_transfers_;
+    kv_transfer_bytes_ += bytes * d_.tp;
+    kv_transfer_s_ += time;
+    transfers_.push({queue_.now() + time, id});
+    queue_.push(queue_.now() + time, names_.transfer_kind, names_.arrival_subject);
+  }
+
+  // The earliest transfer due: the prefill replica frees its blocks, and the request waits on a decode
+  // replica for blocks to decode from. If the prefill replica failed meanwhile, the KV went with it:
+  // the request is prefilled again.
+  void transfer_done() {
+    const std::uint32_t id = transfers_.top().second;
+    transfers_.pop();
+    Request& r = requests_[id];
+    Replica& from = replicas_[r.from_replica];
+    if (from.stamp == r.from_stamp) {
+      release(from, r);
+      if (!from.busy && !from.down) start_iteration(r.from_replica);
+    } else {
+      r.blocks = 0;
+      r.shared_tokens = 0;
+      r.referenced = 0;
+      r.to_prefill = r.prompt + r.generated;
+      r.prefilled = 0;
+      r.kv_tokens = 0;
+      ++rerouted_;
+    }
+    enqueue(id);
   }
 
   // One of the replica's GPUs failed: the iteration in flight is lost, the KV cache with it, and every
@@ -230,10 +287,13 @@ class Engine {
         release(rep, r);
         finished_any = true;
         ++finished_;
+      } else if (rep.role == Replica::Role::prefill) {
+        start_transfer(index, s.request);
+        finished_any = true;
       }
     }
     if (finished_any) {
-      std::erase_if(rep.running, [&](std::uint32_t id) { return requests_[id].finish_s >= 0; });
+      std::erase_if(rep.running, [&](std::uint32_t id) { return requests_[id].finish_s >= 0 || (rep.role == Replica::Role::prefill && !requests_[id].prefilling()); });
     }
     start_iteration(index);
     return true;
@@ -263,6 +323,9 @@ class Engine {
     }
     out.gpu_busy_s = (busy_.total_s - unfinished_iterations_s - cut_s_) * d_.tp;
     out.replica_failures = replica_failures_;
+    out.kv_transfers = kv_transfers_;
+    out.kv_transfer_bytes = kv_transfer_bytes_;
+    out.kv_transfer_s = kv_transfer_s_;
     out.requests_rerouted = rerouted_;
     out.timeline = timeline_;
     std::vector<double> ttft, tpot, e2e;
@@ -396,12 +459,13 @@ class Engine {
     return capacity_.blocks > 0 ? rep.kv.use() - static_cast<double>(rep.cache.evictable_blocks) / static_cast<double>(capacity_.blocks) : 0;
   }
 
-  std::optional<std::uint32_t> route(const Request& request) {
+  std::optional<std::uint32_t> route(const Request& request, Replica::Role role) {
     const auto n = static_cast<std::uint32_t>(replicas_.size());
+    const auto takes = [&](const Replica& rep) { return !rep.down && (rep.role == Replica::Role::both || rep.role == role); };
     if (d_.router == Router::round_robin) {
       for (std::uint32_t k = 0; k < n; ++k) {
         const std::uint32_t i = next_replica_++ % n;
-        if (!replicas_[i].down) return i;
+        if (takes(replicas_[i])) return i;
       }
       return std::nullopt;
     }
@@ -419,7 +483,7 @@ class Engine {
     std::optional<std::uint32_t> best;
     std::uint32_t best_cached = 0;
     for (std::uint32_t i = 0; i < n; ++i) {
-      if (replicas_[i].down) continue;
+      if (!takes(replicas_[i])) continue;
       const std::uint32_t c = cached(replicas_[i]);
       if (!best || c > best_cached || (c == best_cached && load(replicas_[i]) < load(replicas_[*best]))) {
         best = i;
@@ -481,21 +545,27 @@ class Engine {
   void admit_waiting(Replica& rep, std::int64_t budget, bool whole_prompts) {
     while (!rep.waiting.empty() && budget > 0 && static_cast<int>(rep.running.size()) < d_.engine.max_num_seqs) {
       Request& r = requests_[rep.waiting.front()];
-      const std::int64_t hit = attach_prefix(rep, r);  // a waiting request has nothing prefilled
+      // A waiting request has nothing prefilled, unless its KV came from a prefill replica: then it
+      // decodes its next token.
+      const std::int64_t hit = r.prefilling() ? attach_prefix(rep, r) : 0;
       const std::int64_t left = r.to_prefill - r.prefilled;
       // A whole prompt longer than the budget runs alone rather than never.
-      std::int64_t n = whole_prompts ? left : std::min(left, budget);
+      std::int64_t n = !r.prefilling() ? 1 : whole_prompts ? left : std::min(left, budget);
       // TensorRT-LLM's GUARANTEED_NO_EVICT: the KV of the whole request, prompt and output, up front.
       const std::int64_t holds = d_.engine.reserve_whole_request ? r.to_prefill + r.output - r.generated : r.kv_tokens + n;
       const std::int64_t need = rep.kv.extra(r, holds);
       if ((whole_prompts && n > budget && !rep.batch.empty()) || !make_room(rep, need)) {
-        detach_prefix(rep, r);
-        r.prefilled = r.kv_tokens = 0;
+        if (r.prefilling()) {
+          detach_prefix(rep, r);
+          r.prefilled = r.kv_tokens = 0;
+        }
         break;
       }
-      prompt_tokens_ += static_cast<std::uint64_t>(r.to_prefill);
-      prefix_hit_tokens_ += static_cast<std::uint64_t>(hit);
-      rep.outstanding_tokens -= hit;
+      if (r.prefilling()) {
+        prompt_tokens_ += static_cast<std::uint64_t>(r.to_prefill);
+        prefix_hit_tokens_ += static_cast<std::uint64_t>(hit);
+        rep.outstanding_tokens -= hit;
+      }
       rep.kv.take(r, need);
       rep.running.push_back(rep.waiting.front());
       rep.waiting.pop_front();
@@ -596,6 +666,10 @@ class Engine {
   std::uint64_t replica_failures_ = 0, rerouted_ = 0;
   double cut_s_ = 0;                      // iteration time lost to failures (counted in busy_ when they started)
   std::vector<std::uint32_t> unrouted_;  // requests that found no replica up
+  // KV transfers in flight, earliest end first (ties by request).
+  std::priority_queue<std::pair<double, std::uint32_t>, std::vector<std::pair<double, std::uint32_t>>, std::greater<>> transfers_;
+  std::uint64_t kv_transfers_ = 0;
+  double kv_transfer_bytes_ = 0, kv_transfer_s_ = 0;
   double peak_kv_use_ = 0;
   IterationTimer::Time busy_;
   IterationShape shape_;
@@ -650,6 +724,7 @@ ReplicaSet::~ReplicaSet() = default;
 ReplicaSet::ReplicaSet(ReplicaSet&&) noexcept = default;
 void ReplicaSet::start() { impl_->start(); }
 void ReplicaSet::arrive() { impl_->arrive(); }
+void ReplicaSet::transfer_done() { impl_->transfer_done(); }
 bool ReplicaSet::iteration_done(std::uint32_t replica, std::uint32_t stamp) { return impl_->finish_iteration(replica, stamp); }
 void ReplicaSet::replica_down(std::uint32_t replica) { impl_->replica_down(replica); }
 void ReplicaSet::replica_up(std::uint32_t replica, double startup_s) { impl_->replica_up(replica, startup_s); }
@@ -663,13 +738,15 @@ namespace fleetsim {
 ServingResult simulate_serving(const ServingDeployment& d) {
   FLEETSIM_CHECK(d.replicas >= 1, "a deployment without replicas");
   EventQueue queue;
-  const serving::EventNames names{.arrival_kind = 0, .iteration_kind = 1, .arrival_subject = 0, .first_replica_subject = 0};
+  const serving::EventNames names{.arrival_kind = 0, .iteration_kind = 1, .transfer_kind = 2, .arrival_subject = 0, .first_replica_subject = 0};
   serving::ReplicaSet set(d, serving::make_requests(d, d.seed, 0), queue, names);
   set.start();
   while (!queue.empty()) {
     const Event e = queue.pop();
     if (e.kind == names.arrival_kind) {
       set.arrive();
+    } else if (e.kind == names.transfer_kind) {
+      set.transfer_done();
     } else {
       set.iteration_done(e.subject, e.kind >> 8);
     }
