@@ -477,12 +477,26 @@ int run_import_nccl_tests(const NcclTestsArgs& args) {
 
 struct TrainArgs {
   std::string file, sweep;
-  bool json = false;
+  bool json = false, search = false;
+  std::size_t top = 10;
+  unsigned threads = 0;
 };
 
 // "dp=1,8,64": the job once per value of one setting.
 int run_train(const TrainArgs& args) {
   const fleetsim::TrainingJob job = fleetsim::load_training_job(args.file);
+  if (args.search) {
+    if (!args.sweep.empty()) throw fleetsim::InputError({fleetsim::Problem{"--search", "", "searches every setting; expected no --sweep beside it"}});
+    const auto started = std::chrono::steady_clock::now();
+    const fleetsim::TrainingSearch search = fleetsim::search_training(job, args.threads);
+    const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (args.json) {
+      std::cout << fleetsim::training_search_json(job, search, args.top);
+    } else {
+      fleetsim::write_training_search_text(std::cout, job, search, args.top, wall_s);
+    }
+    return kOk;
+  }
   if (args.sweep.empty()) {
     const fleetsim::TrainingStep step = fleetsim::simulate_training_step(job);
     if (args.json) {
@@ -916,6 +930,9 @@ void add_train(CLI::App& app, Commands& commands) {
   train_cmd->add_option("job", train->file, "Training job file (JSON): cluster, model, parallelism, batch, schedule, recompute")->required();
   train_cmd->add_option("--sweep", train->sweep, "One setting over several values, as a scaling table: dp=1,8,64 (global batch grows with dp), pp=, tp=, micro=, global=");
   train_cmd->add_flag("--json", train->json, "Print JSON instead of the table");
+  train_cmd->add_flag("--search", train->search, "Rank the ways to run the job on all its cluster's GPUs: TP, PP, DP, micro-batch, recomputation, ZeRO-1 or FSDP");
+  train_cmd->add_option("--top", train->top, "With --search: how many configurations to print")->capture_default_str()->check(CLI::Range(1, 100000));
+  train_cmd->add_option("--threads", train->threads, "With --search: threads (0: all cores)")->capture_default_str();
   commands.add(train_cmd, [train] { return run_train(*train); });
 }
 

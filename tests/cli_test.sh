@@ -284,6 +284,8 @@ printf '%s' '{"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model
   "parallel": {"dp": 8, "distributed_optimizer": true}, "batch": {"global": 8}, "recompute": "selective"}' >"$tmp/oom.json"
 "$fleetsim" train "$tmp/oom.json" >"$tmp/oom.txt" 2>"$tmp/oom.err"
 check "train refuses a configuration that does not fit (exit 2, stage and bytes)" bash -c "test $? -eq 2 && grep -q 'DOES NOT FIT' '$tmp/oom.txt' && grep -q '/parallel: stage 0 needs 82.8 GB a GPU' '$tmp/oom.err'"
+"$fleetsim" train "$tmp/oom.json" --search --top 3 >"$tmp/search.txt"
+check "train --search ranks the configurations that fit" bash -c "test $? -eq 0 && grep -q 'configurations in' '$tmp/search.txt' && test \$(grep -cE '^ +[1-3]  TP' '$tmp/search.txt') -eq 3"
 "$fleetsim" train "$tmp/oom.json" --json >"$tmp/oom-json.json" 2>/dev/null
 check "train --json says out_of_memory" bash -c "test $? -eq 2 && grep -q '\"stage\": 0' '$tmp/oom-json.json'"
 

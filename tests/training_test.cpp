@@ -348,3 +348,27 @@ TEST_CASE("ZeRO-2 shards the gradients and ZeRO-3 / FSDP the weights, gathering 
   CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "llama-3-8b", "seq_len": 4096},
       "parallel": {"zero": 4}, "batch": {"global": 8}})"), Catch::Contains("/parallel/zero"));
 }
+
+TEST_CASE("train --search ranks every way to run a job that fits, fastest first, the same on any threads", "[training]") {
+  const TrainingJob base = parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "llama-3-8b", "seq_len": 4096},
+      "parallel": {"tp": 2, "dp": 4, "distributed_optimizer": true}, "batch": {"global": 16, "micro": 1}, "recompute": "selective"})",
+                                              "search.json");
+  const TrainingSearch one = search_training(base, 1), two = search_training(base, 2);
+  REQUIRE_FALSE(one.ranked.empty());
+  CHECK(one.searched == two.searched);
+  REQUIRE(one.ranked.size() == two.ranked.size());
+  for (std::size_t k = 0; k < one.ranked.size(); ++k) {
+    CHECK(one.ranked[k].step.iteration_s == two.ranked[k].step.iteration_s);
+    CHECK(one.ranked[k].job.gpus() == 8);  // every GPU of the cluster
+    CHECK_FALSE(out_of_memory(one.ranked[k].job, one.ranked[k].step.counts).has_value());
+    if (k > 0) CHECK(one.ranked[k - 1].step.iteration_s <= one.ranked[k].step.iteration_s);
+  }
+  CHECK(one.searched == one.ranked.size() + one.out_of_memory);  // nothing here is refused by the checks
+  // The job as written is one of the candidates: the best is at least as fast.
+  CHECK(one.ranked.front().step.iteration_s <= simulate_training_step(base).iteration_s);
+  // TP never past the 8 KV heads or a node's 8 GPUs; FSDP never with pipeline stages.
+  for (const TrainingCandidate& c : one.ranked) {
+    CHECK(c.job.tp <= 8);
+    CHECK((c.job.zero_stage() < 3 || c.job.pp == 1));
+  }
+}

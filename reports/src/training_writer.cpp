@@ -158,4 +158,55 @@ void write_training_sweep_text(std::ostream& out, const std::string& key, const 
   }
 }
 
+namespace {
+
+std::string configuration(const TrainingJob& j) {
+  char text[160];
+  std::snprintf(text, sizeof text, "TP %d x PP %d x DP %d, micro %d, recompute %s, %s", j.tp, j.pp, j.dp, j.micro_batch, recompute_name(j.recompute),
+                j.zero_stage() >= 3 ? "FSDP" : "ZeRO-1");
+  return text;
+}
+
+double largest_need(const TrainingCounts& c) {
+  double peak = 0;
+  for (const StageMemory& mem : c.stage_memory) peak = std::max(peak, mem.total());
+  return peak;
+}
+
+}  // namespace
+
+void write_training_search_text(std::ostream& out, const TrainingJob& base, const TrainingSearch& search, std::size_t top, double wall_s) {
+  const std::size_t refused = search.searched - search.out_of_memory - search.ranked.size();
+  char line[256];
+  std::snprintf(line, sizeof line, "%s on %d GPUs, global batch %d: %zu configurations in %.1f s (%.0f a minute); %zu do not fit, %zu refused, %zu ranked\n\n",
+                base.name.c_str(), base.cluster.gpu_count(), base.global_batch, search.searched, wall_s, wall_s > 0 ? 60 * static_cast<double>(search.searched) / wall_s : 0.0,
+                search.out_of_memory, refused, search.ranked.size());
+  out << line;
+  if (search.ranked.empty()) {
+    out << "no configuration fits: more GPUs, a shorter sequence or a smaller batch\n";
+    return;
+  }
+  out << "rank  configuration                                              iteration    tokens/s      MFU    bubble  memory/GPU\n";
+  for (std::size_t k = 0; k < search.ranked.size() && k < top; ++k) {
+    const TrainingCandidate& c = search.ranked[k];
+    std::snprintf(line, sizeof line, "%4zu  %-58s %-11s  %-12.0f %5.1f%%  %5.1f%%  %s\n", k + 1, configuration(c.job).c_str(), seconds(c.step.iteration_s).c_str(),
+                  c.step.tokens_per_s, 100 * c.step.mfu, 100 * c.step.bubble, bytes(largest_need(c.step.counts)).c_str());
+    out << line;
+  }
+}
+
+std::string training_search_json(const TrainingJob& base, const TrainingSearch& search, std::size_t top) {
+  using nlohmann::ordered_json;
+  ordered_json ranked = ordered_json::array();
+  for (std::size_t k = 0; k < search.ranked.size() && k < top; ++k) {
+    const TrainingCandidate& c = search.ranked[k];
+    ranked.push_back({{"tp", c.job.tp}, {"pp", c.job.pp}, {"dp", c.job.dp}, {"micro", c.job.micro_batch}, {"recompute", recompute_name(c.job.recompute)},
+                      {"zero", c.job.zero_stage()}, {"iteration_s", c.step.iteration_s}, {"tokens_per_s", c.step.tokens_per_s}, {"mfu", c.step.mfu},
+                      {"bubble", c.step.bubble}, {"memory_per_gpu_bytes", largest_need(c.step.counts)}});
+  }
+  const ordered_json doc{{"name", base.name}, {"gpus", base.cluster.gpu_count()}, {"global_batch", base.global_batch}, {"searched", search.searched},
+                         {"out_of_memory", search.out_of_memory}, {"ranked", search.ranked.size()}, {"top", ranked}};
+  return doc.dump(1) + "\n";
+}
+
 }  // namespace fleetsim

@@ -10,6 +10,7 @@
 #include "fleetsim/topology.hpp"
 #include "fleetsim/units.hpp"
 #include "loaders.hpp"
+#include "parallel.hpp"
 
 namespace fleetsim {
 namespace {
@@ -552,6 +553,66 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
     step.kernel_model_iteration_s = simulate_training_step(modelled).iteration_s;
   }
   return step;
+}
+
+TrainingSearch search_training(const TrainingJob& base, unsigned threads) {
+  const ClusterSpec& cs = base.cluster;
+  const int gpus = cs.gpu_count(), per_node = cs.groups.front().node.gpus;
+  const TransformerModel& m = base.model;
+  std::vector<TrainingJob> candidates;
+  for (int tp = 1; tp <= per_node; ++tp) {
+    if (per_node % tp != 0 || m.heads % tp != 0 || m.kv() % tp != 0 || gpus % tp != 0) continue;
+    for (int pp = 1; pp <= m.layers && tp * pp <= gpus; ++pp) {
+      if (m.layers % pp != 0 || gpus % (tp * pp) != 0) continue;
+      const int dp = gpus / (tp * pp);
+      for (int micro : {1, 2, 4, 8}) {
+        if (base.global_batch % (dp * micro) != 0) continue;
+        for (Recompute recompute : {Recompute::none, Recompute::selective, Recompute::full}) {
+          for (int zero : {1, 3}) {
+            if (zero == 3 && (pp > 1 || dp == 1)) continue;
+            TrainingJob j = base;
+            j.tp = tp;
+            j.pp = pp;
+            j.dp = dp;
+            j.micro_batch = micro;
+            j.recompute = recompute;
+            j.zero = zero;
+            j.distributed_optimizer = true;
+            j.sequence_parallel = tp > 1;
+            j.schedule = PipelineSchedule::one_f_one_b;
+            candidates.push_back(std::move(j));
+          }
+        }
+      }
+    }
+  }
+  // Each candidate on its own: refused by the checks (a step too large to play), out of memory, or timed.
+  enum class Outcome : std::uint8_t { refused, does_not_fit, timed };
+  std::vector<Outcome> outcomes(candidates.size(), Outcome::refused);
+  std::vector<TrainingStep> steps(candidates.size());
+  detail::parallel_for(candidates.size(), threads, [&](std::size_t i) {
+    try {
+      check_training_job(candidates[i]);
+    } catch (const InputError&) {
+      return;
+    }
+    if (out_of_memory(candidates[i], count_training(candidates[i]))) {
+      outcomes[i] = Outcome::does_not_fit;
+      return;
+    }
+    steps[i] = simulate_training_step(candidates[i]);
+    outcomes[i] = Outcome::timed;
+  });
+  TrainingSearch result;
+  result.searched = candidates.size();
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (outcomes[i] == Outcome::does_not_fit) ++result.out_of_memory;
+    if (outcomes[i] == Outcome::timed) result.ranked.push_back({std::move(candidates[i]), std::move(steps[i])});
+  }
+  // Fastest first; equal times in the order searched, so that the ranking is the same on any threads.
+  std::stable_sort(result.ranked.begin(), result.ranked.end(),
+                   [](const TrainingCandidate& a, const TrainingCandidate& b) { return a.step.iteration_s < b.step.iteration_s; });
+  return result;
 }
 
 std::optional<OutOfMemory> out_of_memory(const TrainingJob& job, const TrainingCounts& counts) {

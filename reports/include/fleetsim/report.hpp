@@ -95,6 +95,9 @@ std::string serving_plan_json(const ServingPlan& plan, const ServingPlanResult& 
 std::string training_json(const TrainingJob& job, const TrainingStep& step);
 void write_training_sweep_text(std::ostream& out, const std::string& key, const std::vector<TrainingJob>& jobs,
                                const std::vector<TrainingStep>& steps);
+// A search over parallelisms: how many were searched, refused, did not fit; the fastest `top` ranked.
+void write_training_search_text(std::ostream& out, const TrainingJob& base, const TrainingSearch& search, std::size_t top, double wall_s);
+std::string training_search_json(const TrainingJob& base, const TrainingSearch& search, std::size_t top);
 
 // A capacity plan: the recommendation per load, every point and the frontiers as text; the same as
 // JSON and CSV; and an HTML page with the frontier chart (SVG) and the table.

@@ -151,4 +151,19 @@ struct OutOfMemory {
 };
 std::optional<OutOfMemory> out_of_memory(const TrainingJob& job, const TrainingCounts& counts);
 
+// A search over the ways to run a job on all its cluster's GPUs at its global batch: TP (a divisor of a
+// node's GPUs, of the heads and of the KV heads; sequence parallel when above 1), PP (a divisor of the
+// layers), DP (the rest), the micro-batch (1, 2, 4, 8 where DP x micro divides the batch), recomputation
+// (none, selective, full) and sharding (ZeRO-1, and ZeRO-3 / FSDP without PP). What does not fit in
+// memory is counted, not ranked; the rest are ranked by iteration time (the same tokens each).
+struct TrainingCandidate {
+  TrainingJob job;
+  TrainingStep step;
+};
+struct TrainingSearch {
+  std::vector<TrainingCandidate> ranked;  // fastest first
+  std::size_t searched = 0, out_of_memory = 0;
+};
+TrainingSearch search_training(const TrainingJob& base, unsigned threads);
+
 }  // namespace fleetsim

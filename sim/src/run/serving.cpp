@@ -12,8 +12,9 @@ Serving::Serving(const Scenario& scenario, const Cluster& cluster, EventQueue& q
   sets_.reserve(sc_.serving.size());
   for (std::uint32_t k = 0; k < sc_.serving.size(); ++k) {
     const ServingDeployment& d = *sc_.serving[k];
+    first_replica_.push_back(static_cast<std::uint32_t>(replica_owner_.size()));
     const serving::EventNames names{.arrival_kind = arrival_kind, .iteration_kind = iteration_kind, .transfer_kind = transfer_kind, .arrival_subject = k,
-                                    .first_replica_subject = static_cast<std::uint32_t>(replica_owner_.size())};
+                                    .first_replica_subject = first_replica_.back()};
     // Each deployment draws its requests from streams of its own: the run's seed, the deployment's place.
     sets_.emplace_back(d, serving::make_requests(d, seed, k), queue, names);
     for (std::uint32_t r = 0; r < static_cast<std::uint32_t>(d.replicas); ++r) replica_owner_.emplace_back(k, r);
@@ -34,7 +35,7 @@ void Serving::start(Occupancy& occupancy, GpuMemory& memory) {
     const double engine_bytes = engine_bytes_[k];
     for (const ServingDeployment::Placement& p : d.placement) {
       const std::uint32_t first = index(cluster_.first_gpu(make_id<NodeId>(p.node))) + static_cast<std::uint32_t>(p.first_gpu);
-      const auto subject = static_cast<std::int64_t>(&p - d.placement.data()) + (k == 0 ? 0 : cumulative_replicas(k));
+      const auto subject = static_cast<std::int64_t>(first_replica_[k] + (&p - d.placement.data()));
       for (std::uint32_t g = first; g < first + static_cast<std::uint32_t>(d.tp); ++g) {
         gpu_replica_[g] = subject;
         occupancy.set_held(g, true);
@@ -43,12 +44,6 @@ void Serving::start(Occupancy& occupancy, GpuMemory& memory) {
     }
     sets_[k].start();
   }
-}
-
-std::int64_t Serving::cumulative_replicas(std::size_t deployment) const {
-  std::int64_t n = 0;
-  for (std::size_t k = 0; k < deployment; ++k) n += sc_.serving[k]->replicas;
-  return n;
 }
 
 void Serving::gpu_down(std::uint32_t gpu) {
@@ -91,7 +86,7 @@ void Serving::summarize(double end_s, Summary& summary) const {
     if (r.completed > 0) summary.makespan_s = std::max(summary.makespan_s, r.last_finish_s);
     // Beside the workflows' SLOs, so that compare and plan weigh them as they weigh those.
     for (const ServingResult::Verdict& v : r.verdicts) {
-      summary.slos.push_back({.deployment = d.name, .metric = v.slo.metric + "_p" + std::to_string(static_cast<int>(v.slo.percentile)),
+      summary.slos.push_back({.tenant = {}, .deployment = d.name, .work_class = {}, .metric = v.slo.metric + "_p" + std::to_string(static_cast<int>(v.slo.percentile)),
                               .target = v.slo.target_s, .actual = v.achieved_s, .met = v.met});
     }
     summary.serving.push_back(std::move(r));

@@ -20,7 +20,6 @@ class Serving {
   // Its events are the run's `arrival_kind`, `iteration_kind` and `transfer_kind` (run/events.hpp).
   Serving(const Scenario& scenario, const Cluster& cluster, EventQueue& queue, std::uint64_t seed, std::uint32_t arrival_kind,
           std::uint32_t iteration_kind, std::uint32_t transfer_kind);
-  bool any() const { return !sets_.empty(); }
   // Takes the replicas' GPUs and VRAM and schedules the first requests.
   void start(Occupancy& occupancy, GpuMemory& memory);
   void arrive(std::uint32_t deployment) { sets_[deployment].arrive(); }
@@ -38,18 +37,17 @@ class Serving {
   void summarize(double end_s, Summary& summary) const;
 
  private:
-  std::int64_t cumulative_replicas(std::size_t deployment) const;  // replicas of the deployments before it
-
   const Scenario& sc_;
   const Cluster& cluster_;
+  const EventQueue& queue_;
   std::vector<serving::ReplicaSet> sets_;
+  std::vector<std::uint32_t> first_replica_;  // per deployment: its first replica's subject
   std::vector<std::pair<std::uint32_t, std::uint32_t>> replica_owner_;  // per replica subject: (deployment, its replica)
   std::vector<std::int64_t> gpu_replica_;         // per GPU: the replica subject holding it, or -1
   std::vector<std::uint32_t> replica_gpus_down_;  // per replica subject: its GPUs down now
   std::vector<double> startup_s_;                 // per deployment: a restart, from its GPUs back to serving
   std::vector<double> engine_bytes_;              // per deployment: the VRAM the engine takes on each GPU
-  const EventQueue& queue_;
-  GpuMemory* memory_ = nullptr;
+  GpuMemory* memory_ = nullptr;                   // given at start()
 };
 
 }  // namespace fleetsim::run

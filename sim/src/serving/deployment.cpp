@@ -457,9 +457,10 @@ void read_serving(const Json& value, const std::string& pointer, Problems& probl
     read_deployment(top, *d, group.has_value(), base_dir);
     if (group && problems.size() == problems_before) {
       const NodeGroup& g = cluster.groups[*group];
+      // A node without room for one replica has none for the next (room only shrinks): the search goes on from it.
+      std::uint32_t n = first_node[*group];
+      const std::uint32_t end = n + static_cast<std::uint32_t>(g.count);
       for (int r = 0; r < d->replicas; ++r) {
-        std::uint32_t n = first_node[*group];
-        const std::uint32_t end = n + static_cast<std::uint32_t>(g.count);
         while (n < end && free_gpus[n] < d->tp) ++n;
         if (n == end) {
           top.problem("replicas", "expected replicas that fit the " + std::to_string(g.count * g.node.gpus) + " GPUs of the " + g.node.id + " nodes beside the deployments above: " +
