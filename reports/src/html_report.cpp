@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 
+#include "fleetsim/compute.hpp"
 #include "fleetsim/report.hpp"
 #include "fleetsim/units.hpp"
 #include "gpu_lanes.hpp"
@@ -442,6 +443,9 @@ void write_run_report_html(std::ostream& out, const Scenario& scenario, const Ru
   html::page_begin(out, "fleetsim run: " + scenario.name);
   out << "<p>" << html::escape(scenario.description) << "</p>\n<p>Policy <b>" << html::escape(run.summary.policy) << "</b>, seed "
       << run.summary.seed << "; " << run.cluster.node_count() << " nodes, " << run.cluster.gpu_count() << " GPUs.</p>\n";
+  for (const std::string& b : borrowed_kernel_constants(scenario.cluster, scenario.workflows)) {
+    out << "<p class=\"note\">Borrowed constants: " << html::escape(b) << ".</p>\n";
+  }
   out << "<h2>Summary</h2>\n";
   summary_table(out, run.summary);
   out << "<h2>GPUs</h2>\n";

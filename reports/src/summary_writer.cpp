@@ -1,6 +1,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "fleetsim/compute.hpp"
 #include "fleetsim/report.hpp"
 #include "fleetsim/units.hpp"
 #include "readable.hpp"
@@ -110,6 +111,8 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
     if (g.mig_slices > 1) out << " (MIG: " << g.mig_slices << " instances per GPU)";
   }
   out << "\n";
+  // A constant borrowed from another GPU is said beside the numbers it feeds.
+  for (const std::string& b : borrowed_kernel_constants(scenario.cluster, scenario.workflows)) out << "borrowed   " << b << "\n";
   out << "makespan   " << format_quantity(s.makespan_s, Dimension::time);
   if (s.horizon_reached) out << "  (stopped at the horizon, " << format_quantity(s.end_s, Dimension::time) << ")";
   if (s.diverged) out << "  (stopped early at " << format_quantity(s.end_s, Dimension::time) << ": the queue grew past its limit)";
