@@ -1,6 +1,7 @@
 // Serving throughput: requests and engine iterations simulated a second of wall time, for one replica
 // replaying the requests Vidur generated (reports/serving.md, where Vidur's wall time on the same trace
-// stands beside) and for 64 replicas behind a router at a million-request scale.
+// stands beside) and for 64 replicas behind a router at a million-request scale, also with shared
+// prefixes and prefill/decode disaggregation.
 #include <benchmark/benchmark.h>
 
 #include <string>
@@ -30,5 +31,17 @@ void BM_ServeManyReplicas(benchmark::State& state) {
   for (auto _ : state) report(state, fleetsim::simulate_serving(d));
 }
 BENCHMARK(BM_ServeManyReplicas)->Arg(100'000)->Arg(1'000'000)->Unit(benchmark::kSecond)->Iterations(1);
+
+// The same fleet with what costs the engine more bookkeeping: prompts sharing one of 64 prefixes of 2,048
+// tokens (prefix caching, a prefix-aware router), and 16 prefill replicas handing KV caches to 48 decode ones.
+void BM_ServePrefixesDisaggregated(benchmark::State& state) {
+  const std::string json = R"({"name": "pd", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 8}]}, "model": "llama-3-8b",
+      "router": "prefix-aware", "disaggregation": {"prefill": 16, "decode": 48}, "requests": {"rate": "1200 /s", "count": )" +
+                           std::to_string(state.range(0)) +
+                           R"(, "prompt_tokens": {"uniform": [128, 2048]}, "output_tokens": {"uniform": [32, 512]}, "shared_prefix": {"tokens": 2048, "groups": 64}}})";
+  const fleetsim::ServingDeployment d = fleetsim::parse_serving(json, "bench.json");
+  for (auto _ : state) report(state, fleetsim::simulate_serving(d));
+}
+BENCHMARK(BM_ServePrefixesDisaggregated)->Arg(100'000)->Unit(benchmark::kSecond)->Iterations(1);
 
 }  // namespace
