@@ -262,6 +262,7 @@ TEST_CASE("disaggregated, a request is prefilled on one replica, its KV moved, a
   CHECK(apart.completed == 1000);
   CHECK(apart.tpot_s.p50 < mixed.tpot_s.p50);
   CHECK_THAT(error_of(deployment(pd)), Catch::Contains("/replicas: expected the 2 replicas \"disaggregation\" makes"));
+  CHECK_THAT(error_of(deployment(R"(, "autoscale": {"min": 1, "max": 2})")), Catch::Contains("/autoscale: autoscaling replicas needs a scenario"));
 }
 
 TEST_CASE("a serving plan finds the fewest replicas meeting the SLOs by bisection, as a scan of every count does", "[serving][plan]") {

@@ -89,6 +89,11 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
                 format_number(static_cast<double>(r.iterations)).c_str(), format_number(r.mean_batch).c_str(), 100 * r.peak_kv_use,
                 format_number(static_cast<double>(r.preemptions)).c_str(), r.preemptions == 1 ? "" : "s");
   out << line;
+  if (d.autoscale.on()) {
+    out << "autoscale   " << d.autoscale.min << " to " << d.autoscale.max << " replicas: " << r.scale_ups << " added, " << r.scale_downs << " removed"
+        << (r.scale_ups_without_gpus > 0 ? ", " + std::to_string(r.scale_ups_without_gpus) + " more wanted but no GPUs were free" : std::string()) << "; "
+        << format_number(r.replica_s / 3600) << " replica-hours (" << format_number(r.replica_s / std::max(r.makespan_s, 1e-9)) << " on average)\n";
+  }
   if (d.prefill_replicas > 0) {
     out << "split       " << d.prefill_replicas << " prefill and " << d.replicas - d.prefill_replicas << " decode replicas: " << format_number(static_cast<double>(r.kv_transfers))
         << " KV caches moved (" << bytes(r.kv_transfer_bytes) << ", " << seconds(r.kv_transfers > 0 ? r.kv_transfer_s / static_cast<double>(r.kv_transfers) : 0)
@@ -168,6 +173,9 @@ nlohmann::ordered_json serving_results_json(const ServingDeployment& d, const Se
       {"preemptions", r.preemptions},
       {"prefill_replicas", d.prefill_replicas},
       {"kv_transfers", {{"count", r.kv_transfers}, {"bytes", r.kv_transfer_bytes}, {"seconds", r.kv_transfer_s}}},
+      {"autoscale", d.autoscale.on() ? nlohmann::ordered_json{{"min", d.autoscale.min}, {"max", d.autoscale.max}, {"added", r.scale_ups}, {"removed", r.scale_downs},
+                                                                {"wanted_without_gpus", r.scale_ups_without_gpus}, {"replica_s", r.replica_s}}
+                                        : nlohmann::ordered_json()},
       {"replica_failures", r.replica_failures},
       {"requests_rerouted", r.requests_rerouted},
       {"prefix_cache", {{"on", d.engine.prefix_caching}, {"prompt_tokens", r.prompt_tokens}, {"hit_tokens", r.prefix_hit_tokens}, {"evictions", r.prefix_evictions}}},

@@ -52,7 +52,7 @@ class Run {
         predicted_(scenario, cluster_, compute_),
         workload_(sc_, seed_, predicted_.job_gpu_s(), queue_, trace_),
         faults_(scenario, cluster_, topology_, occupancy_, seed_, queue_),
-        serving_(scenario, cluster_, queue_, seed_, kServingArrival, kServingIteration, kServingTransfer),
+        serving_(scenario, cluster_, queue_, seed_, kServingArrival, kServingIteration, kServingTransfer, kServingScale),
         batching_(scenario, cluster_, trace_, predicted_, compute_, occupancy_, memory_, queue_, round_wanted_),
         round_(scenario, PolicyRound::make_policy(scenario), cluster_, occupancy_, memory_, predicted_, trace_, queue_,
                options.record_link_samples),
@@ -154,6 +154,7 @@ class Run {
       case kServingArrival: serving_.arrive(e.subject); return true;
       case kServingIteration: return serving_.iteration_done(e.subject, stamp_of(e));
       case kServingTransfer: serving_.transfer_done(e.subject); return true;
+      case kServingScale: serving_.scale(e.subject); return false;  // a decision alone does not extend the run
     }
     FLEETSIM_CHECK(false, "unknown event kind");
   }

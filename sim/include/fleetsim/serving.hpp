@@ -89,6 +89,16 @@ struct ServingDeployment {
   // `prefill_replicas` of the replicas only prefill; each request's KV cache then moves to one of the
   // others, which only decode (0: every replica does both).
   int prefill_replicas = 0;
+  // In a scenario: replicas added and removed with the load, between `min` and `max` (then `replicas`
+  // is max, the slots, of which `min` start placed). Every `interval`: one more when the requests
+  // waiting per replica reach `queue` and GPUs are free; one fewer (drained, then its GPUs freed) when
+  // none waits and the others would be less than `target_busy` busy with its share.
+  struct Autoscale {
+    int min = 0, max = 0;
+    double interval_s = 30, target_busy = 0.6;
+    int queue = 8;
+    bool on() const { return max > 0; }
+  } autoscale;
   BatchPolicy policy = BatchPolicy::chunked_prefill;
   Router router = Router::round_robin;
   // Requests: Poisson arrivals at `rate_per_s` (0: all at once), or replayed from `trace` rows.
@@ -126,6 +136,7 @@ struct ServingDeployment {
     int first_gpu = 0;
   };
   std::vector<Placement> placement;
+  std::uint32_t first_node = 0, nodes = 0;  // in a scenario: its node group's nodes in the cluster
 };
 
 // Strict: unknown fields, a model that does not fit its TP group, a block size of 0, negative lengths
@@ -188,6 +199,10 @@ struct ServingResult {
   // Disaggregated: KV caches moved from a prefill replica to a decode replica, their bytes and time.
   std::uint64_t kv_transfers = 0;
   double kv_transfer_bytes = 0, kv_transfer_s = 0;
+  // Autoscaled: replicas added and removed, additions wanted that found no free GPUs, replica-seconds up
+  // (restarts and draining included).
+  std::uint64_t scale_ups = 0, scale_downs = 0, scale_ups_without_gpus = 0;
+  double replica_s = 0;
   double makespan_s = 0;    // from the first arrival to the last completion
   double last_finish_s = 0;  // the last completion, on the run's clock
   Percentiles ttft_s, tpot_s, e2e_s;

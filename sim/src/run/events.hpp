@@ -18,7 +18,8 @@ namespace fleetsim::run {
 // kPolicyWake: the time a policy asked for a round at (subject: the wake-up generation; stale ones are skipped).
 // kServingArrival: a serving deployment's next request arrives (subject: the deployment);
 // kServingIteration: a serving replica's iteration ends (subject: the replica, see run/serving.hpp);
-// kServingTransfer: a disaggregated deployment's KV transfer ends (subject: the deployment).
+// kServingTransfer: a disaggregated deployment's KV transfer ends (subject: the deployment);
+// kServingScale: an autoscaled deployment's periodic decision (subject: the deployment).
 enum EventKind : std::uint32_t {
   kArrival,
   kComputeDone,
@@ -34,7 +35,8 @@ enum EventKind : std::uint32_t {
   kPolicyWake,
   kServingArrival,
   kServingIteration,
-  kServingTransfer
+  kServingTransfer,
+  kServingScale
 };
 
 // A task's events carry its stamp (24 bits) above the kind's low byte; the task moves its stamp on

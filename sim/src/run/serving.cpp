@@ -7,8 +7,8 @@
 namespace fleetsim::run {
 
 Serving::Serving(const Scenario& scenario, const Cluster& cluster, EventQueue& queue, std::uint64_t seed, std::uint32_t arrival_kind,
-                 std::uint32_t iteration_kind, std::uint32_t transfer_kind)
-    : sc_(scenario), cluster_(cluster), queue_(queue) {
+                 std::uint32_t iteration_kind, std::uint32_t transfer_kind, std::uint32_t scale_kind)
+    : sc_(scenario), cluster_(cluster), queue_(queue), scale_kind_(scale_kind) {
   sets_.reserve(sc_.serving.size());
   for (std::uint32_t k = 0; k < sc_.serving.size(); ++k) {
     const ServingDeployment& d = *sc_.serving[k];
@@ -26,23 +26,80 @@ Serving::Serving(const Scenario& scenario, const Cluster& cluster, EventQueue& q
   }
   gpu_replica_.assign(cluster_.gpu_count(), -1);
   replica_gpus_down_.assign(replica_owner_.size(), 0);
+  replica_gpus_.resize(replica_owner_.size());
+  last_busy_s_.assign(sets_.size(), 0);
+  for (std::uint32_t k = 0; k < sets_.size(); ++k) {
+    if (sc_.serving[k]->autoscale.on()) sets_[k].on_drained([this, k](std::uint32_t local) { give_back_gpus(first_replica_[k] + local, k); });
+  }
+}
+
+void Serving::take_gpus(std::uint32_t replica, std::uint32_t deployment, std::vector<std::uint32_t> gpus) {
+  for (std::uint32_t g : gpus) {
+    gpu_replica_[g] = replica;
+    occupancy_->set_held(g, true);
+    memory_->hold(make_id<GpuId>(g), engine_bytes_[deployment], queue_.now());
+  }
+  replica_gpus_[replica] = std::move(gpus);
+}
+
+// A drained replica's GPUs go back to the tasks (their VRAM too; a failed one's was wiped already).
+void Serving::give_back_gpus(std::uint32_t replica, std::uint32_t deployment) {
+  for (std::uint32_t g : replica_gpus_[replica]) {
+    gpu_replica_[g] = -1;
+    occupancy_->set_held(g, false);
+    if (!occupancy_->down(g)) memory_->unhold(make_id<GpuId>(g), engine_bytes_[deployment], queue_.now());
+  }
+  replica_gpus_[replica].clear();
+}
+
+void Serving::scale(std::uint32_t k) {
+  const ServingDeployment& d = *sc_.serving[k];
+  const ServingDeployment::Autoscale& as = d.autoscale;
+  serving::ReplicaSet& set = sets_[k];
+  const serving::ReplicaSet::Load load = set.load();
+  const double busy = (load.busy_s - last_busy_s_[k]) / (as.interval_s * std::max(1, load.serving));
+  last_busy_s_[k] = load.busy_s;
+  const int replicas = load.serving + load.starting;
+  if (load.waiting >= static_cast<std::uint64_t>(as.queue) * static_cast<std::uint64_t>(std::max(1, load.serving)) && replicas < as.max && load.parked) {
+    // The first node of its group with tp GPUs no task, replica or failure holds.
+    std::vector<std::uint32_t> gpus;
+    for (std::uint32_t n = d.first_node; n < d.first_node + d.nodes && gpus.size() < static_cast<std::size_t>(d.tp); ++n) {
+      gpus.clear();
+      const std::uint32_t first = index(cluster_.first_gpu(make_id<NodeId>(n)));
+      for (std::uint32_t g = first; g < first + cluster_.gpus_in(make_id<NodeId>(n)) && gpus.size() < static_cast<std::size_t>(d.tp); ++g) {
+        if (!occupancy_->busy(g) && occupancy_->tasks_on(g).empty()) gpus.push_back(g);
+      }
+    }
+    if (gpus.size() == static_cast<std::size_t>(d.tp)) {
+      take_gpus(first_replica_[k] + *load.parked, k, std::move(gpus));
+      set.replica_up(*load.parked, startup_s_[k]);
+      set.count_scale(true, false);
+    } else {
+      set.count_scale(true, true);
+    }
+  } else if (load.waiting == 0 && load.serving > as.min && load.starting == 0 && load.last_serving &&
+             busy * load.serving / (load.serving - 1) < as.target_busy) {
+    set.drain(*load.last_serving);
+    set.count_scale(false, false);
+  }
+  // Decisions go on while requests remain, and after them until the replicas are back to min.
+  if (set.unfinished() > 0 || replicas > as.min) queue_.push(queue_.now() + as.interval_s, scale_kind_, k);
 }
 
 void Serving::start(Occupancy& occupancy, GpuMemory& memory) {
   memory_ = &memory;
+  occupancy_ = &occupancy;
   for (std::size_t k = 0; k < sets_.size(); ++k) {
     const ServingDeployment& d = *sc_.serving[k];
-    const double engine_bytes = engine_bytes_[k];
     for (const ServingDeployment::Placement& p : d.placement) {
       const std::uint32_t first = index(cluster_.first_gpu(make_id<NodeId>(p.node))) + static_cast<std::uint32_t>(p.first_gpu);
-      const auto subject = static_cast<std::int64_t>(first_replica_[k] + (&p - d.placement.data()));
-      for (std::uint32_t g = first; g < first + static_cast<std::uint32_t>(d.tp); ++g) {
-        gpu_replica_[g] = subject;
-        occupancy.set_held(g, true);
-        memory.hold(make_id<GpuId>(g), engine_bytes, 0);
-      }
+      const auto subject = static_cast<std::uint32_t>(first_replica_[k] + (&p - d.placement.data()));
+      std::vector<std::uint32_t> gpus;
+      for (std::uint32_t g = first; g < first + static_cast<std::uint32_t>(d.tp); ++g) gpus.push_back(g);
+      take_gpus(subject, static_cast<std::uint32_t>(k), std::move(gpus));
     }
     sets_[k].start();
+    if (d.autoscale.on()) queue_.push(d.autoscale.interval_s, scale_kind_, static_cast<std::uint32_t>(k));
   }
 }
 
@@ -73,9 +130,9 @@ void Serving::summarize(double end_s, Summary& summary) const {
     const ServingDeployment& d = *sc_.serving[k];
     ServingResult r = sets_[k].summarize(end_s);
     r.deployment = sc_.serving[k];
-    if (r.replica_failures > 0) {
+    if (r.replica_failures > 0 || r.scale_ups > 0) {
       const bool guessed = std::find(d.engine.assumed.begin(), d.engine.assumed.end(), "startup") != d.engine.assumed.end();
-      r.notes.push_back("a replica serves again " + format_quantity(startup_s_[k], Dimension::time) + " after its GPUs are back: " + d.engine.name + "'s start-up of " +
+      r.notes.push_back("a replica serves " + format_quantity(startup_s_[k], Dimension::time) + " after it is given GPUs, or they are back: " + d.engine.name + "'s start-up of " +
                         format_quantity(d.engine.startup_s, Dimension::time) + (guessed ? " (a guess, models/engines.json)" : "") + " and its weights over the host link");
     }
     // The replicas' GPUs computed while their iterations ran: busy at TDP, idle power otherwise (the

@@ -19,11 +19,13 @@ class Serving {
  public:
   // Its events are the run's `arrival_kind`, `iteration_kind` and `transfer_kind` (run/events.hpp).
   Serving(const Scenario& scenario, const Cluster& cluster, EventQueue& queue, std::uint64_t seed, std::uint32_t arrival_kind,
-          std::uint32_t iteration_kind, std::uint32_t transfer_kind);
+          std::uint32_t iteration_kind, std::uint32_t transfer_kind, std::uint32_t scale_kind);
   // Takes the replicas' GPUs and VRAM and schedules the first requests.
   void start(Occupancy& occupancy, GpuMemory& memory);
   void arrive(std::uint32_t deployment) { sets_[deployment].arrive(); }
   void transfer_done(std::uint32_t deployment) { sets_[deployment].transfer_done(); }
+  // An autoscaled deployment's decision: a replica more on free GPUs, or one fewer (drained first).
+  void scale(std::uint32_t deployment);
   // False for an iteration a failure cut short (a stale event).
   bool iteration_done(std::uint32_t replica, std::uint32_t stamp) {
     return sets_[replica_owner_[replica].first].iteration_done(replica_owner_[replica].second, stamp);
@@ -39,7 +41,8 @@ class Serving {
  private:
   const Scenario& sc_;
   const Cluster& cluster_;
-  const EventQueue& queue_;
+  EventQueue& queue_;
+  std::uint32_t scale_kind_;
   std::vector<serving::ReplicaSet> sets_;
   std::vector<std::uint32_t> first_replica_;  // per deployment: its first replica's subject
   std::vector<std::pair<std::uint32_t, std::uint32_t>> replica_owner_;  // per replica subject: (deployment, its replica)
@@ -48,6 +51,11 @@ class Serving {
   std::vector<double> startup_s_;                 // per deployment: a restart, from its GPUs back to serving
   std::vector<double> engine_bytes_;              // per deployment: the VRAM the engine takes on each GPU
   GpuMemory* memory_ = nullptr;                   // given at start()
+  Occupancy* occupancy_ = nullptr;
+  std::vector<std::vector<std::uint32_t>> replica_gpus_;  // per replica subject: the GPUs it holds now
+  std::vector<double> last_busy_s_;               // per deployment: its iteration time at the last decision
+  void take_gpus(std::uint32_t replica, std::uint32_t deployment, std::vector<std::uint32_t> gpus);
+  void give_back_gpus(std::uint32_t replica, std::uint32_t deployment);
 };
 
 }  // namespace fleetsim::run

@@ -387,6 +387,9 @@ ServingDeployment parse_serving(std::string_view json_text, const std::string& f
   }
   const std::string base_dir = std::filesystem::path(file).parent_path().string();
   read_deployment(top, d, cluster_ok, base_dir.empty() ? "." : base_dir);
+  if (top.field("autoscale") != nullptr) {
+    top.problem("autoscale", "autoscaling replicas needs a scenario, whose other work the replicas share the GPUs with (a \"serving\" entry); expected no \"autoscale\" here");
+  }
   // A deployment of its own fills its cluster unless it says how many replicas.
   if (cluster_ok && problems.empty()) {
     const NodeGroup& g = d.cluster.groups.front();
@@ -455,16 +458,38 @@ void read_serving(const Json& value, const std::string& pointer, Problems& probl
     }
     const std::size_t problems_before = problems.size();
     read_deployment(top, *d, group.has_value(), base_dir);
+    if (const Json* scale = top.field("autoscale")) {  // {"min": 1, "max": 4, "interval": "30 s", "queue": 8, "target_busy": 0.6}
+      ObjectReader a(*scale, top.pointer("autoscale"), problems);
+      if (a.ok()) {
+        ServingDeployment::Autoscale& as = d->autoscale;
+        as.min = static_cast<int>(a.integer("min", Need::required, 1, 10'000).value_or(1));
+        as.max = static_cast<int>(a.integer("max", Need::required, 1, 10'000).value_or(1));
+        if (as.max < as.min) a.problem("max", "expected at least min (" + std::to_string(as.min) + "), found " + std::to_string(as.max));
+        as.interval_s = a.quantity_or("interval", Dimension::time, as.interval_s);
+        if (!(as.interval_s >= 1e-3)) a.problem("interval", "expected at least 1 ms");
+        as.queue = static_cast<int>(a.integer_or("queue", as.queue, 1, 1'000'000));
+        as.target_busy = a.number("target_busy", Need::optional, 0.0, 1.0).value_or(as.target_busy);
+        a.finish();
+        if (top.field("replicas") != nullptr) top.problem("replicas", "an autoscaled deployment has between autoscale's min and max; expected no \"replicas\"");
+        if (d->prefill_replicas > 0) top.problem("autoscale", "autoscaling a disaggregated deployment is not modelled yet; expected no \"disaggregation\" beside it");
+        d->replicas = as.max;  // the slots; min of them start placed
+      }
+    }
+    if (group) {
+      d->first_node = first_node[*group];
+      d->nodes = static_cast<std::uint32_t>(cluster.groups[*group].count);
+    }
     if (group && problems.size() == problems_before) {
       const NodeGroup& g = cluster.groups[*group];
       // A node without room for one replica has none for the next (room only shrinks): the search goes on from it.
       std::uint32_t n = first_node[*group];
       const std::uint32_t end = n + static_cast<std::uint32_t>(g.count);
-      for (int r = 0; r < d->replicas; ++r) {
+      const int placed = d->autoscale.on() ? d->autoscale.min : d->replicas;
+      for (int r = 0; r < placed; ++r) {
         while (n < end && free_gpus[n] < d->tp) ++n;
         if (n == end) {
           top.problem("replicas", "expected replicas that fit the " + std::to_string(g.count * g.node.gpus) + " GPUs of the " + g.node.id + " nodes beside the deployments above: " +
-                                      std::to_string(r) + " of the " + std::to_string(d->replicas) + " replicas of TP " + std::to_string(d->tp) + " found room");
+                                      std::to_string(r) + " of the " + std::to_string(placed) + " replicas of TP " + std::to_string(d->tp) + " found room");
           break;
         }
         d->placement.push_back({n, g.node.gpus - free_gpus[n]});

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "fleetsim/engine.hpp"
@@ -64,8 +66,21 @@ class ReplicaSet {
   bool iteration_done(std::uint32_t replica, std::uint32_t stamp);
   // A GPU of the replica failed: its requests go back to the router, their KV lost.
   void replica_down(std::uint32_t replica);
-  // Its GPUs are back: it serves again after `startup_s`.
+  // Its GPUs are back, or it was just given some (autoscaled): it serves after `startup_s`.
   void replica_up(std::uint32_t replica, double startup_s);
+  // Autoscaled: what the replicas carry now, and the slots to grow into or drain.
+  struct Load {
+    int serving = 0, starting = 0;  // up and taking requests; restarting or newly added
+    std::uint64_t waiting = 0;      // requests waiting for a replica's batch, or for any replica
+    double busy_s = 0;              // iteration time so far, over every replica
+    std::optional<std::uint32_t> parked, last_serving;  // a slot with no GPUs; the last slot serving
+  };
+  Load load() const;
+  // Stops routing to the replica; once its requests are done it calls `drained` and parks.
+  void drain(std::uint32_t replica);
+  void on_drained(std::function<void(std::uint32_t replica)> drained);
+  // Counts for the summary.
+  void count_scale(bool up, bool without_gpus);
   std::uint64_t unfinished() const;            // requests not yet completed
   // The run so far, up to `end_s` (iterations still running count as busy until then).
   ServingResult summarize(double end_s) const;

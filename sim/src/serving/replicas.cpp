@@ -97,6 +97,7 @@ struct PrefixCache {
 std::uint64_t chain(std::uint64_t key, std::uint64_t hash) { return (key ^ (hash + 0x9e3779b97f4a7c15ULL + (key << 6) + (key >> 2))) * 0xff51afd7ed558ccdULL; }
 
 struct Replica {
+  explicit Replica(KvBlocks blocks) : kv(blocks) {}
   KvBlocks kv;
   PrefixCache cache;
   std::deque<std::uint32_t> waiting;
@@ -110,6 +111,9 @@ struct Replica {
   // A failure of one of its GPUs takes it down; it restarts once they are all back. Its iteration
   // events carry its stamp, moved on when it goes down, so that one cut short is skipped.
   bool down = false, restarting = false;
+  // Autoscaled: a slot without GPUs (parked, counted as down), or one taking no new requests (draining).
+  bool parked = false, draining = false;
+  double up_since_s = 0;  // when it was last given GPUs (for the replica-seconds)
   std::uint32_t stamp = 0;
   enum class Role : std::uint8_t { both, prefill, decode } role = Role::both;
   std::uint32_t node = 0;  // where its GPUs are: a KV transfer between nodes crosses their NICs
@@ -128,11 +132,18 @@ class Engine {
         timer_(d),
         capacity_(kv_capacity(d)) {
     const NodeGroup& g = d.cluster.groups.front();
+    transfers_from_.assign(static_cast<std::size_t>(d.replicas), 0);
     for (int i = 0; i < d.replicas; ++i) {
-      Replica rep{KvBlocks(capacity_.blocks, d.engine.block_size), {}, {}, {}, {}, false, 0, 0, 0, 0, false, false, 0};
+      Replica rep(KvBlocks(capacity_.blocks, d.engine.block_size));
       if (d.prefill_replicas > 0) rep.role = i < d.prefill_replicas ? Replica::Role::prefill : Replica::Role::decode;
       // In a scenario the placement says; alone, replicas fill the nodes in order.
-      rep.node = d.placement.empty() ? static_cast<std::uint32_t>(i * d.tp / g.node.gpus) : d.placement[static_cast<std::size_t>(i)].node;
+      if (d.placement.empty()) {
+        rep.node = static_cast<std::uint32_t>(i * d.tp / g.node.gpus);
+      } else if (static_cast<std::size_t>(i) < d.placement.size()) {
+        rep.node = d.placement[static_cast<std::size_t>(i)].node;
+      } else {  // an autoscaled slot, placed when it is needed
+        rep.down = rep.parked = true;
+      }
       replicas_.push_back(std::move(rep));
     }
   }
@@ -185,6 +196,7 @@ class Engine {
     kv_transfer_bytes_ += bytes * d_.tp;
     kv_transfer_s_ += time;
     transfers_.push({queue_.now() + time, id});
+    ++transfers_from_[from];
     queue_.push(queue_.now() + time, names_.transfer_kind, names_.arrival_subject);
   }
 
@@ -196,6 +208,7 @@ class Engine {
     transfers_.pop();
     Request& r = requests_[id];
     Replica& from = replicas_[r.from_replica];
+    --transfers_from_[r.from_replica];
     if (from.stamp == r.from_stamp) {
       release(from, r);
       if (!from.busy && !from.down) start_iteration(r.from_replica);
@@ -218,6 +231,7 @@ class Engine {
     if (rep.down) return;
     rep.down = true;
     rep.restarting = false;
+    rep.draining = false;
     ++rep.stamp;
     ++replica_failures_;
     if (rep.busy) cut_s_ += std::max(0.0, rep.iteration_end_s - queue_.now());
@@ -251,10 +265,67 @@ class Engine {
   void replica_up(std::uint32_t index, double startup_s) {
     Replica& rep = replicas_[index];
     if (!rep.down || rep.restarting) return;
+    if (rep.parked) {
+      rep.parked = false;
+      rep.up_since_s = queue_.now();
+    }
     rep.restarting = true;
     rep.iteration_end_s = queue_.now() + startup_s;
     queue_.push(rep.iteration_end_s, names_.iteration_kind | ((rep.stamp & 0xFFFFFFu) << 8), names_.first_replica_subject + index);
   }
+
+  ReplicaSet::Load load() const {
+    ReplicaSet::Load l;
+    l.waiting = unrouted_.size();
+    l.busy_s = busy_.total_s;
+    for (std::uint32_t i = 0; i < replicas_.size(); ++i) {
+      const Replica& rep = replicas_[i];
+      if (rep.parked) {
+        if (!l.parked) l.parked = i;
+        continue;
+      }
+      l.waiting += rep.waiting.size();
+      if (rep.restarting) ++l.starting;
+      if (!rep.down && !rep.draining) {
+        ++l.serving;
+        l.last_serving = i;
+      }
+    }
+    return l;
+  }
+
+  void drain(std::uint32_t index) {
+    Replica& rep = replicas_[index];
+    if (rep.down || rep.draining) return;
+    rep.draining = true;
+    // Requests it had not begun go back to the router (to the replicas still taking them).
+    std::deque<std::uint32_t> waiting;
+    waiting.swap(rep.waiting);
+    for (std::uint32_t id : waiting) {
+      const Request& r = requests_[id];
+      rep.outstanding_tokens -= (r.to_prefill - r.prefilled) + (r.output - r.generated);
+      enqueue(id);
+    }
+    if (!rep.busy) start_iteration(index);
+  }
+
+  // Whether KV transfers out of this (prefill) replica are still in flight: its blocks are still held.
+  bool holds_transfers(std::uint32_t index) const { return transfers_from_[index] > 0; }
+
+  // A drained replica parks: its slot keeps no GPUs until it is needed again.
+  void park(std::uint32_t index) {
+    Replica& rep = replicas_[index];
+    rep.draining = false;
+    rep.down = rep.parked = true;
+    ++rep.stamp;
+    replica_s_ += queue_.now() - rep.up_since_s;
+    rep.cache = PrefixCache{};
+    rep.kv = KvBlocks(capacity_.blocks, d_.engine.block_size);
+    if (drained_) drained_(index);
+  }
+
+  void count_scale(bool up, bool without_gpus) { ++(without_gpus ? scale_ups_without_gpus_ : up ? scale_ups_ : scale_downs_); }
+  std::function<void(std::uint32_t)> drained_;
 
   // False for an iteration cut short by a failure (a stale event).
   bool finish_iteration(std::uint32_t index, std::uint32_t stamp) {
@@ -324,6 +395,13 @@ class Engine {
     out.gpu_busy_s = (busy_.total_s - unfinished_iterations_s - cut_s_) * d_.tp;
     out.replica_failures = replica_failures_;
     out.kv_transfers = kv_transfers_;
+    out.scale_ups = scale_ups_;
+    out.scale_downs = scale_downs_;
+    out.scale_ups_without_gpus = scale_ups_without_gpus_;
+    out.replica_s = replica_s_;
+    for (const Replica& rep : replicas_) {
+      if (!rep.parked) out.replica_s += std::max(0.0, end_s - rep.up_since_s);
+    }
     out.kv_transfer_bytes = kv_transfer_bytes_;
     out.kv_transfer_s = kv_transfer_s_;
     out.requests_rerouted = rerouted_;
@@ -461,7 +539,7 @@ class Engine {
 
   std::optional<std::uint32_t> route(const Request& request, Replica::Role role) {
     const auto n = static_cast<std::uint32_t>(replicas_.size());
-    const auto takes = [&](const Replica& rep) { return !rep.down && (rep.role == Replica::Role::both || rep.role == role); };
+    const auto takes = [&](const Replica& rep) { return !rep.down && !rep.draining && (rep.role == Replica::Role::both || rep.role == role); };
     if (d_.router == Router::round_robin) {
       for (std::uint32_t k = 0; k < n; ++k) {
         const std::uint32_t i = next_replica_++ % n;
@@ -606,6 +684,7 @@ class Engine {
       rep.last_kv_use = 0;
       sample();
       FLEETSIM_CHECK(rep.running.empty() && rep.waiting.empty(), "a replica with requests formed no batch");
+      if (rep.draining && !holds_transfers(index)) park(index);
       return;
     }
     IterationShape& shape = shape_;  // reused: an iteration allocates nothing once the vector has grown
@@ -670,6 +749,9 @@ class Engine {
   std::priority_queue<std::pair<double, std::uint32_t>, std::vector<std::pair<double, std::uint32_t>>, std::greater<>> transfers_;
   std::uint64_t kv_transfers_ = 0;
   double kv_transfer_bytes_ = 0, kv_transfer_s_ = 0;
+  std::vector<std::uint32_t> transfers_from_;  // per replica: its KV transfers in flight
+  std::uint64_t scale_ups_ = 0, scale_downs_ = 0, scale_ups_without_gpus_ = 0;
+  double replica_s_ = 0;  // of replicas parked since; the ones up are added at the summary
   double peak_kv_use_ = 0;
   IterationTimer::Time busy_;
   IterationShape shape_;
@@ -725,6 +807,10 @@ ReplicaSet::ReplicaSet(ReplicaSet&&) noexcept = default;
 void ReplicaSet::start() { impl_->start(); }
 void ReplicaSet::arrive() { impl_->arrive(); }
 void ReplicaSet::transfer_done() { impl_->transfer_done(); }
+ReplicaSet::Load ReplicaSet::load() const { return impl_->load(); }
+void ReplicaSet::drain(std::uint32_t replica) { impl_->drain(replica); }
+void ReplicaSet::on_drained(std::function<void(std::uint32_t)> drained) { impl_->drained_ = std::move(drained); }
+void ReplicaSet::count_scale(bool up, bool without_gpus) { impl_->count_scale(up, without_gpus); }
 bool ReplicaSet::iteration_done(std::uint32_t replica, std::uint32_t stamp) { return impl_->finish_iteration(replica, stamp); }
 void ReplicaSet::replica_down(std::uint32_t replica) { impl_->replica_down(replica); }
 void ReplicaSet::replica_up(std::uint32_t replica, double startup_s) { impl_->replica_up(replica, startup_s); }
