@@ -22,6 +22,13 @@ const char* schedule_name(PipelineSchedule s) { return s == PipelineSchedule::gp
 const char* recompute_name(Recompute r) { return r == Recompute::none ? "none" : r == Recompute::selective ? "selective" : "full"; }
 const char* attention_name(AttentionKernel a) { return a == AttentionKernel::flash ? "FlashAttention" : "unfused"; }
 
+// The most memory any stage needs on one GPU.
+double largest_need(const TrainingCounts& c) {
+  double peak = 0;
+  for (const StageMemory& mem : c.stage_memory) peak = std::max(peak, mem.total());
+  return peak;
+}
+
 }  // namespace
 
 void write_training_text(std::ostream& out, const TrainingJob& job, const TrainingStep& step) {
@@ -81,8 +88,7 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
   }
   const Cluster cluster(job.cluster);
   const double vram = cluster.gpu_type(make_id<GpuId>(0)).vram_bytes;
-  double peak = 0;
-  for (const StageMemory& mem : c.stage_memory) peak = std::max(peak, mem.total());
+  const double peak = largest_need(c);
   out << "\nlargest per-GPU need " << bytes(peak) << " of " << bytes(vram) << (peak > vram ? "  DOES NOT FIT" : "") << "\n";
 }
 
@@ -148,8 +154,7 @@ void write_training_sweep_text(std::ostream& out, const std::string& key, const 
     // Speed-up in tokens per second over the first row, efficiency per GPU.
     const double speedup = s.tokens_per_s / steps[0].tokens_per_s;
     const double efficiency = speedup / (static_cast<double>(j.gpus()) / jobs[0].gpus());
-    double peak = 0;
-    for (const StageMemory& mem : s.counts.stage_memory) peak = std::max(peak, mem.total());
+    const double peak = largest_need(s.counts);
     const int value = key == "tp" ? j.tp : key == "pp" ? j.pp : key == "dp" ? j.dp : key == "micro" ? j.micro_batch : j.global_batch;
     std::snprintf(line, sizeof line, "%-6d %5d  %13d  %-11s %-13.0f %7.2fx  %9.1f%%  %5.1f%%  %4.1f%%  %s%s\n", value, j.gpus(), j.micro_batches(),
                   seconds(s.iteration_s).c_str(), s.tokens_per_s, speedup, 100 * efficiency, 100 * s.bubble, 100 * s.mfu, bytes(peak).c_str(),
@@ -165,12 +170,6 @@ std::string configuration(const TrainingJob& j) {
   std::snprintf(text, sizeof text, "TP %d x PP %d x DP %d, micro %d, recompute %s, %s", j.tp, j.pp, j.dp, j.micro_batch, recompute_name(j.recompute),
                 j.zero_stage() >= 3 ? "FSDP" : "ZeRO-1");
   return text;
-}
-
-double largest_need(const TrainingCounts& c) {
-  double peak = 0;
-  for (const StageMemory& mem : c.stage_memory) peak = std::max(peak, mem.total());
-  return peak;
 }
 
 }  // namespace

@@ -328,6 +328,14 @@ const Architecture* Catalog::architecture(std::string_view id) const {
   return it == architectures_.end() ? nullptr : it->second.get();
 }
 
+std::string Catalog::llm_names() const {
+  std::string names;
+  for (const auto& [id, a] : architectures_) {
+    if (is_llm(*a)) names += (names.empty() ? "" : ", ") + id;
+  }
+  return names;
+}
+
 std::string read_text_file(const std::string& path) {
   const auto refuse = [&](const std::string& why) { throw InputError({Problem{path, "", why}}); };
   std::error_code error;

@@ -103,12 +103,8 @@ TrainingJob parse_training_job(std::string_view json_text, const std::string& fi
       if (const auto id = r.string("architecture", Need::optional)) {
         // A catalog LLM: its dimensions, GQA and gated MLP from models/architectures.json, Llama's layout.
         const Architecture* a = Catalog::builtin().architecture(*id);
-        if (a == nullptr || a->family != "transformer" || a->number("vocab", 0) <= 0) {
-          std::string known;
-          for (const auto& [aid, arch] : Catalog::builtin().architectures()) {
-            if (arch->family == "transformer" && arch->number("vocab", 0) > 0) known += (known.empty() ? "" : ", ") + aid;
-          }
-          r.problem("architecture", "expected an LLM of the catalog (" + known + "), found \"" + *id + "\"");
+        if (a == nullptr || !is_llm(*a)) {
+          r.problem("architecture", "expected an LLM of the catalog (" + Catalog::builtin().llm_names() + "), found \"" + *id + "\"");
         } else if (a->number("experts", 0) > 0) {
           r.problem("architecture", "\"" + *id + "\" is a mixture of experts, which train does not model yet (expert parallelism, all-to-all dispatch)");
         } else {

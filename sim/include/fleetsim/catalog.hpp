@@ -147,6 +147,8 @@ class Catalog {
   const std::map<std::string, ModelSpec, std::less<>>& models() const { return models_; }
   const std::map<std::string, OperatorSpec, std::less<>>& operators() const { return operators_; }
   const std::map<std::string, std::shared_ptr<const Architecture>, std::less<>>& architectures() const { return architectures_; }
+  // "llama-3-70b, llama-3-8b, ...": the LLMs among the architectures, for messages.
+  std::string llm_names() const;
 
  private:
   std::map<std::string, GpuType, std::less<>> gpus_;

@@ -51,8 +51,10 @@ std::string_view runtime_name(Runtime runtime);
 std::optional<Runtime> parse_runtime(std::string_view name);
 // "comfyui, diffusers or compiled", for messages.
 std::string runtime_choices();
-// The runtime a model runs under when nobody says: LLMs (a transformer with a vocabulary) compiled, as
-// vLLM, TensorRT-LLM and Megatron run them; everything else as ComfyUI runs it.
+// An LLM: a transformer with a vocabulary (what serving engines and `train` take).
+bool is_llm(const Architecture& architecture);
+// The runtime a model runs under when nobody says: LLMs compiled, as vLLM, TensorRT-LLM and Megatron run
+// them; everything else as ComfyUI runs it.
 Runtime default_runtime(const Architecture& architecture);
 
 // One kernel a runtime launches for one of a step's small operations (an RMSNorm, a rotary embedding,

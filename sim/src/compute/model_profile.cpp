@@ -18,9 +18,9 @@ const std::vector<double>& Architecture::list(std::string_view key) const {
   return it->second;
 }
 
-Runtime default_runtime(const Architecture& a) {
-  return a.family == "transformer" && a.number("vocab", 0) > 0 ? Runtime::compiled : Runtime::comfyui;
-}
+bool is_llm(const Architecture& a) { return a.family == "transformer" && a.number("vocab", 0) > 0; }
+
+Runtime default_runtime(const Architecture& a) { return is_llm(a) ? Runtime::compiled : Runtime::comfyui; }
 
 namespace {
 

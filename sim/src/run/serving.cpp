@@ -28,6 +28,7 @@ Serving::Serving(const Scenario& scenario, const Cluster& cluster, EventQueue& q
   replica_gpus_down_.assign(replica_owner_.size(), 0);
   replica_gpus_.resize(replica_owner_.size());
   last_busy_s_.assign(sets_.size(), 0);
+  scaled_.resize(sets_.size());
   for (std::uint32_t k = 0; k < sets_.size(); ++k) {
     if (sc_.serving[k]->autoscale.on()) sets_[k].on_drained([this, k](std::uint32_t local) { give_back_gpus(first_replica_[k] + local, k); });
   }
@@ -73,14 +74,14 @@ void Serving::scale(std::uint32_t k) {
     if (gpus.size() == static_cast<std::size_t>(d.tp)) {
       take_gpus(first_replica_[k] + *load.parked, k, std::move(gpus));
       set.replica_up(*load.parked, startup_s_[k]);
-      set.count_scale(true, false);
+      ++scaled_[k].ups;
     } else {
-      set.count_scale(true, true);
+      ++scaled_[k].ups_without_gpus;
     }
   } else if (load.waiting == 0 && load.serving > as.min && load.starting == 0 && load.last_serving &&
              busy * load.serving / (load.serving - 1) < as.target_busy) {
     set.drain(*load.last_serving);
-    set.count_scale(false, false);
+    ++scaled_[k].downs;
   }
   // Decisions go on while requests remain, and after them until the replicas are back to min.
   if (set.unfinished() > 0 || replicas > as.min) queue_.push(queue_.now() + as.interval_s, scale_kind_, k);
@@ -130,6 +131,9 @@ void Serving::summarize(double end_s, Summary& summary) const {
     const ServingDeployment& d = *sc_.serving[k];
     ServingResult r = sets_[k].summarize(end_s);
     r.deployment = sc_.serving[k];
+    r.scale_ups = scaled_[k].ups;
+    r.scale_downs = scaled_[k].downs;
+    r.scale_ups_without_gpus = scaled_[k].ups_without_gpus;
     if (r.replica_failures > 0 || r.scale_ups > 0) {
       const bool guessed = std::find(d.engine.assumed.begin(), d.engine.assumed.end(), "startup") != d.engine.assumed.end();
       r.notes.push_back("a replica serves " + format_quantity(startup_s_[k], Dimension::time) + " after it is given GPUs, or they are back: " + d.engine.name + "'s start-up of " +

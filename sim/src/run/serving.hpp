@@ -54,6 +54,10 @@ class Serving {
   Occupancy* occupancy_ = nullptr;
   std::vector<std::vector<std::uint32_t>> replica_gpus_;  // per replica subject: the GPUs it holds now
   std::vector<double> last_busy_s_;               // per deployment: its iteration time at the last decision
+  struct ScaleCounts {
+    std::uint64_t ups = 0, downs = 0, ups_without_gpus = 0;
+  };
+  std::vector<ScaleCounts> scaled_;               // per deployment: the autoscaler's decisions
   void take_gpus(std::uint32_t replica, std::uint32_t deployment, std::vector<std::uint32_t> gpus);
   void give_back_gpus(std::uint32_t replica, std::uint32_t deployment);
 };

@@ -304,12 +304,9 @@ void read_deployment(ObjectReader& top, ServingDeployment& d, bool cluster_ok, c
   if (const auto id = top.string("model", Need::required)) {
     const Architecture* a = Catalog::builtin().architecture(*id);
     if (a == nullptr) {
-      std::string known;
-      for (const auto& [aid, arch] : Catalog::builtin().architectures()) {
-        if (arch->family == "transformer" && arch->number("vocab", 0) > 0) known += (known.empty() ? "" : ", ") + aid;
-      }
-      top.problem("model", "unknown architecture \"" + *id + "\" (LLMs in the catalog: " + known + ")" + did_you_mean_key(*id, Catalog::builtin().architectures()));
-    } else if (a->family != "transformer" || a->number("vocab", 0) <= 0 || a->number("causal", 1) == 0) {
+      top.problem("model", "unknown architecture \"" + *id + "\" (LLMs in the catalog: " + Catalog::builtin().llm_names() + ")" +
+                               did_you_mean_key(*id, Catalog::builtin().architectures()));
+    } else if (!is_llm(*a) || a->number("causal", 1) == 0) {
       top.problem("model", "\"" + *id + "\" is a " + a->family + " without a vocabulary, not an LLM a serving engine runs");
     } else {
       d.model = *a;

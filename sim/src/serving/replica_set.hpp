@@ -79,8 +79,6 @@ class ReplicaSet {
   // Stops routing to the replica; once its requests are done it calls `drained` and parks.
   void drain(std::uint32_t replica);
   void on_drained(std::function<void(std::uint32_t replica)> drained);
-  // Counts for the summary.
-  void count_scale(bool up, bool without_gpus);
   std::uint64_t unfinished() const;            // requests not yet completed
   // The run so far, up to `end_s` (iterations still running count as busy until then).
   ServingResult summarize(double end_s) const;

@@ -117,7 +117,19 @@ struct Replica {
   std::uint32_t stamp = 0;
   enum class Role : std::uint8_t { both, prefill, decode } role = Role::both;
   std::uint32_t node = 0;  // where its GPUs are: a KV transfer between nodes crosses their NICs
+  // A prefill replica: whether every decode replica shares its node (its KV moves over NVLink, else its
+  // NICs), and its KV transfers in flight (it holds their blocks until they end).
+  bool decode_on_node = true;
+  std::uint32_t transfers_out = 0;
 };
+
+// A request that lost its KV (preempted, its replica failed, a transfer's source failed) prefills its
+// prompt and what it generated again.
+void recompute_from_start(Request& r) {
+  r.to_prefill = r.prompt + r.generated;
+  r.prefilled = 0;
+  r.kv_tokens = 0;
+}
 
 class Engine {
  public:
@@ -132,7 +144,6 @@ class Engine {
         timer_(d),
         capacity_(kv_capacity(d)) {
     const NodeGroup& g = d.cluster.groups.front();
-    transfers_from_.assign(static_cast<std::size_t>(d.replicas), 0);
     for (int i = 0; i < d.replicas; ++i) {
       Replica rep(KvBlocks(capacity_.blocks, d.engine.block_size));
       if (d.prefill_replicas > 0) rep.role = i < d.prefill_replicas ? Replica::Role::prefill : Replica::Role::decode;
@@ -145,6 +156,9 @@ class Engine {
         rep.down = rep.parked = true;
       }
       replicas_.push_back(std::move(rep));
+    }
+    for (Replica& from : replicas_) {
+      for (const Replica& to : replicas_) from.decode_on_node = from.decode_on_node && (to.role != Replica::Role::decode || to.node == from.node);
     }
   }
 
@@ -187,16 +201,14 @@ class Engine {
     const NodeGroup& g = d_.cluster.groups.front();
     // The decode replica it will go to is chosen when it arrives; the bytes cross a node boundary unless
     // every decode replica shares the prefill replica's node.
-    bool local = true;
-    for (const Replica& rep : replicas_) local = local && (rep.role != Replica::Role::decode || rep.node == replicas_[from].node);
-    const LinkType& link = local ? g.gpu_link : g.nic;
+    const LinkType& link = replicas_[from].decode_on_node ? g.gpu_link : g.nic;
     const double bytes = static_cast<double>(r.kv_tokens) * capacity_.kv_bytes_per_token;  // on each GPU of the TP group
     const double time = link.latency_s + (link.bandwidth_Bps > 0 ? bytes / link.bandwidth_Bps : 0);
     ++kv_transfers_;
     kv_transfer_bytes_ += bytes * d_.tp;
     kv_transfer_s_ += time;
     transfers_.push({queue_.now() + time, id});
-    ++transfers_from_[from];
+    ++replicas_[from].transfers_out;
     queue_.push(queue_.now() + time, names_.transfer_kind, names_.arrival_subject);
   }
 
@@ -208,17 +220,15 @@ class Engine {
     transfers_.pop();
     Request& r = requests_[id];
     Replica& from = replicas_[r.from_replica];
-    --transfers_from_[r.from_replica];
+    --from.transfers_out;
     if (from.stamp == r.from_stamp) {
       release(from, r);
       if (!from.busy && !from.down) start_iteration(r.from_replica);
-    } else {
+    } else {  // its blocks went with the replica's reset KV cache
       r.blocks = 0;
       r.shared_tokens = 0;
       r.referenced = 0;
-      r.to_prefill = r.prompt + r.generated;
-      r.prefilled = 0;
-      r.kv_tokens = 0;
+      recompute_from_start(r);
       ++rerouted_;
     }
     enqueue(id);
@@ -251,10 +261,7 @@ class Engine {
     rep.kv = KvBlocks(capacity_.blocks, d_.engine.block_size);
     sample();
     for (std::uint32_t id : held) {
-      Request& r = requests_[id];
-      r.to_prefill = r.prompt + r.generated;
-      r.prefilled = 0;
-      r.kv_tokens = 0;
+      recompute_from_start(requests_[id]);
       ++rerouted_;
       enqueue(id);
     }
@@ -309,9 +316,6 @@ class Engine {
     if (!rep.busy) start_iteration(index);
   }
 
-  // Whether KV transfers out of this (prefill) replica are still in flight: its blocks are still held.
-  bool holds_transfers(std::uint32_t index) const { return transfers_from_[index] > 0; }
-
   // A drained replica parks: its slot keeps no GPUs until it is needed again.
   void park(std::uint32_t index) {
     Replica& rep = replicas_[index];
@@ -324,7 +328,6 @@ class Engine {
     if (drained_) drained_(index);
   }
 
-  void count_scale(bool up, bool without_gpus) { ++(without_gpus ? scale_ups_without_gpus_ : up ? scale_ups_ : scale_downs_); }
   std::function<void(std::uint32_t)> drained_;
 
   // False for an iteration cut short by a failure (a stale event).
@@ -395,15 +398,12 @@ class Engine {
     out.gpu_busy_s = (busy_.total_s - unfinished_iterations_s - cut_s_) * d_.tp;
     out.replica_failures = replica_failures_;
     out.kv_transfers = kv_transfers_;
-    out.scale_ups = scale_ups_;
-    out.scale_downs = scale_downs_;
-    out.scale_ups_without_gpus = scale_ups_without_gpus_;
+    out.kv_transfer_bytes = kv_transfer_bytes_;
+    out.kv_transfer_s = kv_transfer_s_;
     out.replica_s = replica_s_;
     for (const Replica& rep : replicas_) {
       if (!rep.parked) out.replica_s += std::max(0.0, end_s - rep.up_since_s);
     }
-    out.kv_transfer_bytes = kv_transfer_bytes_;
-    out.kv_transfer_s = kv_transfer_s_;
     out.requests_rerouted = rerouted_;
     out.timeline = timeline_;
     std::vector<double> ttft, tpot, e2e;
@@ -578,10 +578,8 @@ class Engine {
     rep.running.pop_back();
     Request& r = requests_[id];
     release(rep, r);
-    r.to_prefill = r.prompt + r.generated;
+    recompute_from_start(r);
     rep.outstanding_tokens += r.to_prefill;  // computed again
-    r.prefilled = 0;
-    r.kv_tokens = 0;
     rep.waiting.push_front(id);
     ++preemptions_;
   }
@@ -684,7 +682,7 @@ class Engine {
       rep.last_kv_use = 0;
       sample();
       FLEETSIM_CHECK(rep.running.empty() && rep.waiting.empty(), "a replica with requests formed no batch");
-      if (rep.draining && !holds_transfers(index)) park(index);
+      if (rep.draining && rep.transfers_out == 0) park(index);
       return;
     }
     IterationShape& shape = shape_;  // reused: an iteration allocates nothing once the vector has grown
@@ -703,11 +701,12 @@ class Engine {
     rep.busy = true;
     ++iterations_;
     batched_ += rep.batch.size();
-    peak_kv_use_ = std::max(peak_kv_use_, kv_use(rep));
+    const double kv = kv_use(rep);
+    peak_kv_use_ = std::max(peak_kv_use_, kv);
     sequences_now_ += static_cast<double>(rep.batch.size()) - static_cast<double>(rep.last_batch);
     rep.last_batch = rep.batch.size();
-    kv_now_ += kv_use(rep) - rep.last_kv_use;
-    rep.last_kv_use = kv_use(rep);
+    kv_now_ += kv - rep.last_kv_use;
+    rep.last_kv_use = kv;
     sample();
     const IterationTimer::Time t = timer_.time(shape);
     busy_ += t;
@@ -749,8 +748,6 @@ class Engine {
   std::priority_queue<std::pair<double, std::uint32_t>, std::vector<std::pair<double, std::uint32_t>>, std::greater<>> transfers_;
   std::uint64_t kv_transfers_ = 0;
   double kv_transfer_bytes_ = 0, kv_transfer_s_ = 0;
-  std::vector<std::uint32_t> transfers_from_;  // per replica: its KV transfers in flight
-  std::uint64_t scale_ups_ = 0, scale_downs_ = 0, scale_ups_without_gpus_ = 0;
   double replica_s_ = 0;  // of replicas parked since; the ones up are added at the summary
   double peak_kv_use_ = 0;
   IterationTimer::Time busy_;
@@ -810,7 +807,6 @@ void ReplicaSet::transfer_done() { impl_->transfer_done(); }
 ReplicaSet::Load ReplicaSet::load() const { return impl_->load(); }
 void ReplicaSet::drain(std::uint32_t replica) { impl_->drain(replica); }
 void ReplicaSet::on_drained(std::function<void(std::uint32_t)> drained) { impl_->drained_ = std::move(drained); }
-void ReplicaSet::count_scale(bool up, bool without_gpus) { impl_->count_scale(up, without_gpus); }
 bool ReplicaSet::iteration_done(std::uint32_t replica, std::uint32_t stamp) { return impl_->finish_iteration(replica, stamp); }
 void ReplicaSet::replica_down(std::uint32_t replica) { impl_->replica_down(replica); }
 void ReplicaSet::replica_up(std::uint32_t replica, double startup_s) { impl_->replica_up(replica, startup_s); }
