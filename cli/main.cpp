@@ -179,7 +179,7 @@ fleetsim::Scenario read_scenario(const std::string& path, const std::vector<std:
   }
   for (const fleetsim::Workflow& wf : scenario.workflows) {
     if (quiet || wf.assumptions.empty()) continue;
-    std::cerr << "fleetsim: note: workflow " << wf.id << " imported from " << wf.file << " assumes:\n";
+    std::cerr << "fleetsim: note: workflow " << wf.id << " (from " << wf.file << ") assumes:\n";
     for (const std::string& a : wf.assumptions) std::cerr << "  " << a << "\n";
   }
   return scenario;

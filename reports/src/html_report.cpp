@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <sstream>
 
 #include "fleetsim/compute.hpp"
 #include "fleetsim/report.hpp"
@@ -11,6 +12,7 @@
 #include "gpu_lanes.hpp"
 #include "readable.hpp"
 #include "serving_parts.hpp"
+#include "training_parts.hpp"
 #include "svg_chart.hpp"
 
 namespace fleetsim {
@@ -457,6 +459,12 @@ void write_run_report_html(std::ostream& out, const Scenario& scenario, const Ru
   latency_cdf(out, scenario, run);
   out << "<h2>Network</h2>\n";
   link_heatmap(out, run);
+  if (!run.summary.training.empty()) {
+    out << "<h2>Training</h2>\n";
+    std::ostringstream text;
+    write_training_results(text, run.summary.training);
+    out << "<pre style=\"white-space: pre-wrap\">" << html::escape(text.str()) << "</pre>\n";
+  }
   for (std::size_t k = 0; k < run.summary.serving.size(); ++k) {
     const ServingResult& r = run.summary.serving[k];
     out << "<h2>Serving: " << html::escape(r.deployment->name) << "</h2>\n";

@@ -6,6 +6,7 @@
 #include "fleetsim/units.hpp"
 #include "readable.hpp"
 #include "serving_parts.hpp"
+#include "training_parts.hpp"
 
 namespace fleetsim {
 namespace {
@@ -38,6 +39,37 @@ std::string time_or_dash(const LatencyStats& l, double value) {
 }
 
 }  // namespace
+
+void write_training_results(std::ostream& out, const std::vector<TrainingResult>& results) {
+  char line[200];
+  std::snprintf(line, sizeof line, "%-16s %5s %9s %11s %10s %10s %10s %9s %10s %6s\n", "training", "GPUs", "TPxPPxDP", "iterations",
+                "mean", "p95", "alone", "slowdown", "tokens/s", "MFU");
+  out << line;
+  for (const TrainingResult& r : results) {
+    const std::string shape = std::to_string(r.tp) + "x" + std::to_string(r.pp) + "x" + std::to_string(r.dp);
+    const std::string done = std::to_string(r.completed) + "/" + std::to_string(r.iterations);
+    const bool any = r.iteration_s.count > 0;
+    std::snprintf(line, sizeof line, "  %-14s %5d %9s %11s %10s %10s %10s %9s %10s %6s\n", r.job.c_str(), r.gpus, shape.c_str(), done.c_str(),
+                  time_or_dash(r.iteration_s, r.iteration_s.mean).c_str(), time_or_dash(r.iteration_s, r.iteration_s.p95).c_str(),
+                  r.alone_s > 0 ? format_quantity(r.alone_s, Dimension::time).c_str() : "-", any ? fmt("%.2fx", r.slowdown).c_str() : "-",
+                  any ? format_number(r.tokens_per_s).c_str() : "-", any ? fmt("%.1f%%", 100 * r.mfu).c_str() : "-");
+    out << line;
+  }
+  out << "an iteration counts from the previous one's end (the first from its start); alone: the iteration by itself on its GPU type,\n"
+         "its reduction on one switch; each job's compute is timed alone (TP inside a node, stage sends on one switch) and its\n"
+         "data-parallel gradient all-reduce runs on the shared network beside every other flow (docs/training.md)\n";
+}
+
+ordered_json training_results_json(const std::vector<TrainingResult>& results) {
+  ordered_json list = ordered_json::array();
+  for (const TrainingResult& r : results) {
+    list.push_back({{"job", r.job}, {"gpu", r.gpu}, {"gpus", r.gpus}, {"tp", r.tp}, {"pp", r.pp}, {"dp", r.dp},
+                    {"iterations", r.iterations}, {"completed", r.completed}, {"iteration_s", latency_json(r.iteration_s)},
+                    {"alone_s", r.alone_s}, {"slowdown", r.slowdown}, {"tokens_per_s", r.tokens_per_s}, {"mfu", r.mfu},
+                    {"dp_allreduce_bytes", r.dp_bytes}});
+  }
+  return list;
+}
 
 std::string summary_json(const Summary& s) {
   ordered_json j;
@@ -99,6 +131,7 @@ std::string summary_json(const Summary& s) {
     for (const ServingResult& r : s.serving) serving.push_back(serving_results_json(*r.deployment, r));
     j["serving"] = serving;
   }
+  if (!s.training.empty()) j["training"] = training_results_json(s.training);
   return j.dump(2) + "\n";
 }
 
@@ -198,6 +231,10 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
       out << "  " << (r.met ? "met    " : "MISSED ") << scope << " " << slo_text(r) << "\n";
     }
   }
+  if (!s.training.empty()) {
+    out << "\n";
+    write_training_results(out, s.training);
+  }
   for (const ServingResult& r : s.serving) {
     out << "\nserving\n";
     write_serving_results(out, *r.deployment, r);
@@ -205,7 +242,7 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
   if (!s.serving.empty()) {
     out << "\nserving beside other work: replicas start warm (weights loaded, KV cache allocated) and hold their GPUs all run;\n"
            "their TP all-reduces are timed on the node's links alone, not shared with the tasks' flows; a failed GPU takes its\n"
-           "replica down until repaired; no autoscaling of replicas yet; not modelled yet: PP, TP across nodes, EP, int4, cascade attention, swap preemption,\n"
+           "replica down until repaired; replicas are autoscaled only where a deployment asks (autoscale); not modelled yet: PP, TP across nodes, EP, int4, cascade attention, swap preemption,\n"
            "KV transfers on a shared network (docs/serving.md)\n";
   }
 }

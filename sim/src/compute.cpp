@@ -5,6 +5,7 @@
 #include "fleetsim/kernel_model.hpp"
 #include "fleetsim/model_profile.hpp"
 #include "fleetsim/scenario.hpp"
+#include "fleetsim/training.hpp"
 #include "fleetsim/workflow.hpp"
 
 namespace fleetsim {
@@ -41,6 +42,13 @@ ComputeEstimate ComputeModel::step(const TaskSpec& task, const GpuType& gpu, dou
 }
 
 ComputeEstimate ComputeModel::of(const TaskSpec& task, const GpuType& gpu, double share) const {
+  if (task.training) {
+    // The iteration's compute on one GPU of its gang: `share` of the gang's work.
+    ComputeEstimate e;
+    e.sequential = true;
+    e.flop_s = task.training->on_gpu(gpu).compute_s * task.gpus * share;
+    return e;
+  }
   if (!task.architecture) return estimate_compute(gpu, task.flop * share, task.bytes * share, task.dtype, task.launches);
   ComputeEstimate e = step(task, gpu, 1);
   const double times = task.steps * share;

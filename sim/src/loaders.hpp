@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "fleetsim/scenario.hpp"
+#include "fleetsim/training.hpp"
 #include "fleetsim/workflow.hpp"
 #include "json_reader.hpp"
 
@@ -21,6 +22,16 @@ void read_cluster(const Json& value, const std::string& pointer, Problems& probl
 // placed (ServingDeployment::placement). Problems are recorded, not thrown.
 void read_serving(const Json& value, const std::string& pointer, Problems& problems, const ClusterSpec& cluster, bool cluster_ok,
                   const std::string& base_dir, std::vector<std::shared_ptr<const ServingDeployment>>& out);
+
+// Reads a training job object (docs/training.md) at `pointer`. A job in a scenario (`in_scenario`) needs no
+// cluster, and one it names is not read: it runs on the scenario's. Problems are recorded, not thrown; the
+// job is not checked (check_training_job).
+void read_training_job(const Json& value, const std::string& pointer, Problems& problems, bool in_scenario, TrainingJob& job);
+
+// A training job of a scenario's workload (docs/training.md#inside-a-scenario) as a workflow: one task an
+// iteration, each waiting for the one before, the job's gang computing the iteration and then reducing its
+// gradients over the scenario's network. Throws InputError where the job cannot run in a scenario.
+Workflow training_workflow(const TrainingJob& job, int iterations, const ClusterSpec& cluster);
 
 // Applies "--set POINTER=VALUE" edits to a parsed document; VALUE is JSON, or else a plain string.
 void apply_edits(Json& doc, std::span<const ScenarioEdit> edits, Problems& problems);

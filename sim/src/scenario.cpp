@@ -16,6 +16,7 @@
 #include "fleetsim/import.hpp"
 #include "fleetsim/serving.hpp"
 #include "fleetsim/topology.hpp"
+#include "fleetsim/training.hpp"
 #include "import/job_log.hpp"
 #include "loaders.hpp"
 #include "fleetsim/suggest.hpp"
@@ -377,10 +378,10 @@ constexpr double kMaxTaskRecords = 20'000'000;
 
 // `horizon_given`: the scenario has a "horizon" field, well formed or not (a malformed one is reported
 // at itself, not again here as a missing horizon).
-ArrivalSpec read_arrival(ObjectReader& s, double horizon_s, bool horizon_given) {
+ArrivalSpec read_arrival(ObjectReader& s, double horizon_s, bool horizon_given, Need need = Need::required) {
   const bool has_horizon = std::isfinite(horizon_s);
   ArrivalSpec a;
-  const Json* value = s.field("arrival", Need::required);
+  const Json* value = s.field("arrival", need);
   if (value == nullptr) return a;
   ObjectReader r(*value, s.pointer("arrival"), s.problems());
   const std::string process = r.string("process", Need::required).value_or("once");
@@ -593,6 +594,52 @@ void read_trace(ObjectReader& s, Scenario& sc, const std::string& base_dir) {
   }
 }
 
+// A workload entry that is a training job: "training" a job file for `train` (its cluster unused) or an
+// inline job object, "iterations" of it.
+std::optional<Workflow> read_training(ObjectReader& s, const ClusterSpec& cluster, const std::string& base_dir) {
+  const Json& value = *s.field("training");
+  // Each iteration is a task held in memory with the workflow (a few hundred bytes): 100,000 of them, tens of MB.
+  const auto iterations = s.integer("iterations", Need::required, 1, 100'000);
+  std::optional<TrainingJob> job;
+  if (value.is_string()) {
+    const std::string path = resolve(base_dir, value.get<std::string>());
+    job = absorbing(s.problems(), [&] {
+      const std::string text = read_named_file(s.problems(), s.pointer("training"), path);
+      Problems own(path);
+      const Json doc = detail::parse_json(text, own);
+      own.throw_if_any();
+      TrainingJob j;
+      detail::read_training_job(doc, "", own, true, j);
+      own.throw_if_any();
+      return j;
+    });
+  } else if (value.is_object()) {
+    Problems own(s.problems().file());
+    TrainingJob j;
+    detail::read_training_job(value, s.pointer("training"), own, true, j);
+    if (!value.contains("name")) own.add(s.pointer("training"), "missing \"name\": a training job written in a scenario needs one");
+    if (own.empty()) job = std::move(j);
+    else absorbing(s.problems(), [&] { own.throw_if_any(); return true; });
+  } else {
+    s.problem("training", "expected a training job file path or an inline training job object, found " + detail::describe(value));
+  }
+  if (!job || !iterations || cluster.groups.empty()) return std::nullopt;
+  // Before anything is timed: the job's gang on the scenario's cluster (in doubles, as read it may pass an int).
+  const double gang = static_cast<double>(job->tp) * job->pp * job->dp;
+  if (gang > cluster.gpu_count()) {
+    // An inline job's field; a job file's gang is refused where the scenario names the file.
+    const bool inline_job = job->file == s.problems().file();
+    s.problems().add(inline_job ? job->pointer + "/parallel" : s.pointer("training"), "tp x pp x dp = " + format_number(gang) + " GPUs, more than the cluster's " + std::to_string(cluster.gpu_count()));
+    return std::nullopt;
+  }
+  return absorbing(s.problems(), [&] {
+    check_training_job(*job);
+    Workflow wf = detail::training_workflow(*job, static_cast<int>(*iterations), cluster);
+    wf.id = "training:" + job->name;
+    return wf;
+  });
+}
+
 void read_workload(ObjectReader& top, Scenario& sc, const std::vector<std::string>& broken_workflows,
                    const std::string& base_dir) {
   // A scenario of serving deployments alone has no workflows to arrive.
@@ -610,6 +657,7 @@ void read_workload(ObjectReader& top, Scenario& sc, const std::vector<std::strin
       s.finish();
       continue;
     }
+    const bool training = (*value)[i].contains("training");
     Stream stream;
     if (auto tenant = s.string("tenant", sc.tenants.size() > 1 ? Need::required : Need::optional)) {
       if (auto t = find_tenant(sc.tenants, *tenant)) {
@@ -618,7 +666,17 @@ void read_workload(ObjectReader& top, Scenario& sc, const std::vector<std::strin
         s.problem("tenant", "unknown tenant \"" + *tenant + "\" (expected one of " + tenant_names(sc.tenants) + ")");
       }
     }
-    if (auto wf = s.string("workflow", Need::required)) {
+    if (training) {
+      if (auto wf = read_training(s, sc.cluster, base_dir)) {
+        if (std::any_of(sc.workflows.begin(), sc.workflows.end(), [&](const Workflow& w) { return w.id == wf->id; })) {
+          s.problem("training", "a second training job named \"" + wf->id.substr(9) + "\"; expected each job's name once");
+        } else {
+          stream.workflow = static_cast<std::uint32_t>(sc.workflows.size());
+          sc.workflows.push_back(std::move(*wf));
+        }
+      }
+      if (s.field("workflow") != nullptr) s.problem("workflow", "expected a training job or a workflow, not both");
+    } else if (auto wf = s.string("workflow", Need::required)) {
       const auto it = std::find_if(sc.workflows.begin(), sc.workflows.end(),
                                    [&](const Workflow& w) { return w.id == *wf; });
       const bool broken = std::find(broken_workflows.begin(), broken_workflows.end(), *wf) != broken_workflows.end();
@@ -630,7 +688,8 @@ void read_workload(ObjectReader& top, Scenario& sc, const std::vector<std::strin
         stream.workflow = static_cast<std::uint32_t>(it - sc.workflows.begin());
       }
     }
-    stream.arrival = read_arrival(s, sc.horizon_s, top.field("horizon") != nullptr);
+    // A training job starts once, at 0, unless told otherwise.
+    stream.arrival = read_arrival(s, sc.horizon_s, top.field("horizon") != nullptr, training ? Need::optional : Need::required);
     s.finish();
     sc.streams.push_back(std::move(stream));
   }

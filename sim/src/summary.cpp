@@ -7,6 +7,7 @@
 #include "fleetsim/cluster.hpp"
 #include "fleetsim/scenario.hpp"
 #include "fleetsim/topology.hpp"
+#include "fleetsim/training.hpp"
 #include "fleetsim/units.hpp"
 
 namespace fleetsim {
@@ -143,6 +144,64 @@ void share_gpu_time(const Cluster& cluster, const Trace& trace, double end_s, st
       }
     }
   }
+}
+
+// Each training job's iterations, from the records of its tasks (one an iteration).
+std::vector<TrainingResult> training_results(const Scenario& scenario, const Cluster& cluster, const Trace& trace) {
+  std::vector<TrainingResult> out;
+  std::vector<std::int32_t> result_of(scenario.workflows.size(), -1);
+  for (std::size_t w = 0; w < scenario.workflows.size(); ++w) {
+    const Workflow& wf = scenario.workflows[w];
+    if (wf.tasks.empty() || !wf.tasks.front().training) continue;
+    const TrainingIteration& it = *wf.tasks.front().training;
+    result_of[w] = static_cast<std::int32_t>(out.size());
+    TrainingResult& r = out.emplace_back();
+    r.job = it.job;
+    r.gpus = it.gpus;
+    r.tp = it.tp;
+    r.pp = it.pp;
+    r.dp = it.dp;
+    r.dp_bytes = it.dp_bytes;
+  }
+  if (out.empty()) return out;
+  // Per instance, its iterations' records in order (an instance's tasks are its workflow's, in order).
+  std::vector<std::vector<const TaskRecord*>> per_instance(trace.instances.size());
+  for (const TaskRecord& t : trace.tasks) {
+    if (result_of[t.workflow] < 0 || trace.instances[index(t.instance)].arrival_s == kNever) continue;
+    auto& v = per_instance[index(t.instance)];
+    if (v.size() <= t.task) v.resize(t.task + 1, nullptr);
+    v[t.task] = &t;
+  }
+  std::vector<std::vector<double>> durations(out.size());
+  for (const auto& records : per_instance) {
+    double previous_end = kNever;
+    for (const TaskRecord* t : records) {
+      if (t == nullptr) continue;
+      TrainingResult& r = out[static_cast<std::size_t>(result_of[t->workflow])];
+      ++r.iterations;
+      if (r.gpu.empty() && t->gpu_count > 0) r.gpu = cluster.gpu_type(trace.gpus[t->gpu_begin]).id;
+      if (t->status == TaskStatus::completed) {
+        ++r.completed;
+        durations[static_cast<std::size_t>(result_of[t->workflow])].push_back(t->end_s - (previous_end != kNever ? previous_end : t->start_s));
+        previous_end = t->end_s;
+      }
+    }
+  }
+  for (std::size_t w = 0; w < scenario.workflows.size(); ++w) {
+    if (result_of[w] < 0) continue;
+    TrainingResult& r = out[static_cast<std::size_t>(result_of[w])];
+    const TrainingIteration& it = *scenario.workflows[w].tasks.front().training;
+    r.iteration_s = latency_stats(std::move(durations[static_cast<std::size_t>(result_of[w])]));
+    if (r.gpu.empty()) continue;
+    const auto on = std::find_if(it.on.begin(), it.on.end(), [&](const TrainingIteration::OnGpu& o) { return o.gpu == r.gpu; });
+    if (on == it.on.end()) continue;
+    r.alone_s = on->alone_s;
+    if (r.iteration_s.count == 0) continue;
+    r.slowdown = r.iteration_s.mean / r.alone_s;
+    r.tokens_per_s = it.tokens / r.iteration_s.mean;
+    r.mfu = it.model_flop / (r.iteration_s.mean * it.gpus * on->peak_flops);
+  }
+  return out;
 }
 
 }  // namespace
@@ -303,6 +362,7 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
     r.met = stats.count > 0 && (r.at_least ? r.actual >= r.target : r.actual <= r.target);
     s.slos.push_back(r);
   }
+  s.training = training_results(scenario, cluster, trace);
   return s;
 }
 

@@ -62,7 +62,7 @@ constexpr int kMaxPipelineCells = 1 << 20;
 void check_training_job(const TrainingJob& job) {
   std::vector<Problem> problems;
   auto need = [&](bool ok, const std::string& pointer, const std::string& message) {
-    if (!ok) problems.push_back(Problem{job.file, pointer, message});
+    if (!ok) problems.push_back(Problem{job.file, job.pointer + pointer, message});
   };
   const TransformerModel& m = job.model;
   need(m.layers % job.pp == 0, "/parallel/pp", "expected a divisor of the " + std::to_string(m.layers) + " layers, found " + std::to_string(job.pp));
@@ -83,84 +83,93 @@ void check_training_job(const TrainingJob& job) {
          "expected at most " + std::to_string(kMaxPipelineCells) + " micro-batches x pipeline stages a step, found " + format_number(cells));
   }
   const int gpus = job.cluster.gpu_count();
-  need(job.gpus() <= gpus, "/parallel", "tp x pp x dp = " + std::to_string(job.gpus()) + " GPUs, more than the cluster's " + std::to_string(gpus));
+  // In doubles: tp x pp x dp as read may pass what an int holds.
+  const double gang = static_cast<double>(job.tp) * job.pp * job.dp;
+  need(job.cluster.groups.empty() || gang <= gpus, "/parallel", "tp x pp x dp = " + format_number(gang) + " GPUs, more than the cluster's " + std::to_string(gpus));
   if (!problems.empty()) throw InputError(std::move(problems));
+}
+
+void detail::read_training_job(const Json& value, const std::string& pointer, Problems& problems, bool in_scenario, TrainingJob& job) {
+  ObjectReader top(value, pointer, problems);
+  job.file = problems.file();
+  job.pointer = pointer;
+  if (!top.ok()) return;
+  job.name = top.string_or("name", std::filesystem::path(job.file).stem().string());
+  // A job file for `train` names its cluster; inside a scenario the scenario's cluster is used instead.
+  if (const Json* cluster = top.field("cluster", in_scenario ? Need::optional : Need::required); cluster != nullptr && !in_scenario) {
+    detail::read_cluster(*cluster, top.pointer("cluster"), problems, Catalog::builtin(), job.cluster);
+  }
+  if (const Json* model = top.field("model", Need::required)) {
+    ObjectReader r(*model, top.pointer("model"), problems);
+    TransformerModel& m = job.model;
+    if (const auto id = r.string("architecture", Need::optional)) {
+      // A catalog LLM: its dimensions, GQA and gated MLP from models/architectures.json, Llama's layout.
+      const Architecture* a = Catalog::builtin().architecture(*id);
+      if (a == nullptr || !is_llm(*a)) {
+        r.problem("architecture", "expected an LLM of the catalog (" + Catalog::builtin().llm_names() + "), found \"" + *id + "\"");
+      } else if (a->number("experts", 0) > 0) {
+        r.problem("architecture", "\"" + *id + "\" is a mixture of experts, which train does not model yet (expert parallelism, all-to-all dispatch)");
+      } else {
+        m.architecture = *id;
+        m.layers = static_cast<int>(a->number("layers", 0));
+        m.hidden = static_cast<int>(a->number("hidden", 0));
+        m.heads = static_cast<int>(a->number("heads", 0));
+        m.kv_heads = static_cast<int>(a->number("kv_heads", m.heads));
+        m.ffn_hidden = static_cast<int>(a->number("ffn", 0));
+        m.gated = a->number("gated", 0) != 0;
+        m.vocab = static_cast<int>(a->number("vocab", 0));
+        m.llama_layout = true;
+      }
+      for (const char* key : {"layers", "hidden", "heads", "kv_heads", "ffn_hidden", "gated", "vocab"}) {
+        if (r.field(key) != nullptr) r.problem(key, "comes from the architecture; expected no \"" + std::string(key) + "\" beside \"architecture\"");
+      }
+      m.seq_len = static_cast<int>(r.integer("seq_len", Need::required, 1, 1 << 24).value_or(1));
+    } else {
+      m.layers = static_cast<int>(r.integer("layers", Need::required, 1, 100000).value_or(1));
+      m.hidden = static_cast<int>(r.integer("hidden", Need::required, 1, 1 << 20).value_or(1));
+      m.heads = static_cast<int>(r.integer("heads", Need::required, 1, 1 << 16).value_or(1));
+      m.kv_heads = static_cast<int>(r.integer_or("kv_heads", 0, 0, 1 << 16));
+      m.ffn_hidden = static_cast<int>(r.integer_or("ffn_hidden", 0, 0, 1 << 22));
+      m.gated = r.boolean_or("gated", false);
+      m.vocab = static_cast<int>(r.integer("vocab", Need::required, 1, 1 << 24).value_or(1));
+      m.seq_len = static_cast<int>(r.integer("seq_len", Need::required, 1, 1 << 24).value_or(1));
+    }
+    r.finish();
+  }
+  if (const Json* parallel = top.field("parallel", Need::required)) {
+    ObjectReader r(*parallel, top.pointer("parallel"), problems);
+    job.tp = static_cast<int>(r.integer_or("tp", 1, 1, 1 << 16));
+    job.pp = static_cast<int>(r.integer_or("pp", 1, 1, 1 << 16));
+    job.dp = static_cast<int>(r.integer_or("dp", 1, 1, 1 << 20));
+    job.sequence_parallel = r.boolean_or("sequence_parallel", false);
+    job.distributed_optimizer = r.boolean_or("distributed_optimizer", false);
+    job.zero = static_cast<int>(r.integer_or("zero", 0, 0, 3));
+    job.dp_overlap = r.boolean_or("dp_overlap", false);
+    r.finish();
+  }
+  if (const Json* batch = top.field("batch", Need::required)) {
+    ObjectReader r(*batch, top.pointer("batch"), problems);
+    job.global_batch = static_cast<int>(r.integer("global", Need::required, 1, 1 << 24).value_or(1));
+    job.micro_batch = static_cast<int>(r.integer_or("micro", 1, 1, 1 << 16));
+    r.finish();
+  }
+  job.schedule = top.choice("schedule", {"gpipe", "1f1b"}, 1) == 0 ? PipelineSchedule::gpipe : PipelineSchedule::one_f_one_b;
+  job.recompute = static_cast<Recompute>(top.choice("recompute", {"none", "selective", "full"}, 0));
+  job.attention = static_cast<AttentionKernel>(top.choice("attention", {"flash", "unfused"}, 0));
+  const std::string dtype = top.string_or("dtype", "bf16");
+  if (auto d = parse_dtype(dtype)) job.dtype = *d;
+  else top.problem("dtype", "expected a dtype such as bf16, found \"" + dtype + "\"");
+  job.compute_efficiency = top.number("compute_efficiency", Need::optional, 0.0, 1.0);
+  if (job.compute_efficiency && !(*job.compute_efficiency > 0)) top.problem("compute_efficiency", "expected a fraction above 0, at most 1");
+  top.finish();
 }
 
 TrainingJob parse_training_job(std::string_view json_text, const std::string& file_name) {
   detail::Problems problems(file_name);
   const Json doc = detail::parse_json(json_text, problems);
   problems.throw_if_any();
-  ObjectReader top(doc, "", problems);
   TrainingJob job;
-  job.file = file_name;
-  if (top.ok()) {
-    job.name = top.string_or("name", std::filesystem::path(file_name).stem().string());
-    if (const Json* cluster = top.field("cluster", Need::required)) detail::read_cluster(*cluster, "/cluster", problems, Catalog::builtin(), job.cluster);
-    if (const Json* model = top.field("model", Need::required)) {
-      ObjectReader r(*model, "/model", problems);
-      TransformerModel& m = job.model;
-      if (const auto id = r.string("architecture", Need::optional)) {
-        // A catalog LLM: its dimensions, GQA and gated MLP from models/architectures.json, Llama's layout.
-        const Architecture* a = Catalog::builtin().architecture(*id);
-        if (a == nullptr || !is_llm(*a)) {
-          r.problem("architecture", "expected an LLM of the catalog (" + Catalog::builtin().llm_names() + "), found \"" + *id + "\"");
-        } else if (a->number("experts", 0) > 0) {
-          r.problem("architecture", "\"" + *id + "\" is a mixture of experts, which train does not model yet (expert parallelism, all-to-all dispatch)");
-        } else {
-          m.architecture = *id;
-          m.layers = static_cast<int>(a->number("layers", 0));
-          m.hidden = static_cast<int>(a->number("hidden", 0));
-          m.heads = static_cast<int>(a->number("heads", 0));
-          m.kv_heads = static_cast<int>(a->number("kv_heads", m.heads));
-          m.ffn_hidden = static_cast<int>(a->number("ffn", 0));
-          m.gated = a->number("gated", 0) != 0;
-          m.vocab = static_cast<int>(a->number("vocab", 0));
-          m.llama_layout = true;
-        }
-        for (const char* key : {"layers", "hidden", "heads", "kv_heads", "ffn_hidden", "gated", "vocab"}) {
-          if (r.field(key) != nullptr) r.problem(key, "comes from the architecture; expected no \"" + std::string(key) + "\" beside \"architecture\"");
-        }
-        m.seq_len = static_cast<int>(r.integer("seq_len", Need::required, 1, 1 << 24).value_or(1));
-      } else {
-        m.layers = static_cast<int>(r.integer("layers", Need::required, 1, 100000).value_or(1));
-        m.hidden = static_cast<int>(r.integer("hidden", Need::required, 1, 1 << 20).value_or(1));
-        m.heads = static_cast<int>(r.integer("heads", Need::required, 1, 1 << 16).value_or(1));
-        m.kv_heads = static_cast<int>(r.integer_or("kv_heads", 0, 0, 1 << 16));
-        m.ffn_hidden = static_cast<int>(r.integer_or("ffn_hidden", 0, 0, 1 << 22));
-        m.gated = r.boolean_or("gated", false);
-        m.vocab = static_cast<int>(r.integer("vocab", Need::required, 1, 1 << 24).value_or(1));
-        m.seq_len = static_cast<int>(r.integer("seq_len", Need::required, 1, 1 << 24).value_or(1));
-      }
-      r.finish();
-    }
-    if (const Json* parallel = top.field("parallel", Need::required)) {
-      ObjectReader r(*parallel, "/parallel", problems);
-      job.tp = static_cast<int>(r.integer_or("tp", 1, 1, 1 << 16));
-      job.pp = static_cast<int>(r.integer_or("pp", 1, 1, 1 << 16));
-      job.dp = static_cast<int>(r.integer_or("dp", 1, 1, 1 << 20));
-      job.sequence_parallel = r.boolean_or("sequence_parallel", false);
-      job.distributed_optimizer = r.boolean_or("distributed_optimizer", false);
-      job.zero = static_cast<int>(r.integer_or("zero", 0, 0, 3));
-      job.dp_overlap = r.boolean_or("dp_overlap", false);
-      r.finish();
-    }
-    if (const Json* batch = top.field("batch", Need::required)) {
-      ObjectReader r(*batch, "/batch", problems);
-      job.global_batch = static_cast<int>(r.integer("global", Need::required, 1, 1 << 24).value_or(1));
-      job.micro_batch = static_cast<int>(r.integer_or("micro", 1, 1, 1 << 16));
-      r.finish();
-    }
-    job.schedule = top.choice("schedule", {"gpipe", "1f1b"}, 1) == 0 ? PipelineSchedule::gpipe : PipelineSchedule::one_f_one_b;
-    job.recompute = static_cast<Recompute>(top.choice("recompute", {"none", "selective", "full"}, 0));
-    job.attention = static_cast<AttentionKernel>(top.choice("attention", {"flash", "unfused"}, 0));
-    const std::string dtype = top.string_or("dtype", "bf16");
-    if (auto d = parse_dtype(dtype)) job.dtype = *d;
-    else top.problem("dtype", "expected a dtype such as bf16, found \"" + dtype + "\"");
-    job.compute_efficiency = top.number("compute_efficiency", Need::optional, 0.0, 1.0);
-    if (job.compute_efficiency && !(*job.compute_efficiency > 0)) top.problem("compute_efficiency", "expected a fraction above 0, at most 1");
-    top.finish();
-  }
+  detail::read_training_job(doc, "", problems, false, job);
   problems.throw_if_any();
   check_training_job(job);
   return job;
@@ -476,6 +485,7 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
   step.forward_s = *std::max_element(fwd.begin(), fwd.end());
   step.backward_s = *std::max_element(bwd.begin(), bwd.end());
   step.optimizer_s = *std::max_element(optimizer.begin(), optimizer.end());
+  step.stage_optimizer_s = optimizer;
   step.tp_comm_s = layers_per_stage * (tp_forward + tp_backward) * tp_allreduce_s;
   step.pp_send_s = send_s;
 
@@ -619,6 +629,62 @@ std::optional<OutOfMemory> out_of_memory(const TrainingJob& job, const TrainingC
     if (need > vram) return OutOfMemory{stage, need, vram};
   }
   return std::nullopt;
+}
+
+}  // namespace fleetsim
+
+namespace fleetsim {
+
+const TrainingIteration::OnGpu& TrainingIteration::on_gpu(const GpuType& gpu) const {
+  const auto it = std::find_if(on.begin(), on.end(), [&](const OnGpu& o) { return o.gpu == gpu.id; });
+  FLEETSIM_CHECK(it != on.end(), "a training iteration was not timed on this GPU type");
+  return *it;
+}
+
+TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& cluster) {
+  if (job.zero_stage() >= 3 && job.dp > 1) {
+    throw InputError({Problem{job.file, job.pointer + "/parallel/zero",
+                              "expected ZeRO 0 to 2 in a scenario: FSDP / ZeRO-3's per-layer gathers are not yet put on the shared network (train times them)"}});
+  }
+  // Memory as train counts it, against the largest GPU of the cluster: the stage and what it lacks.
+  const TrainingCounts counts = count_training(job);
+  double vram = 0;
+  for (const NodeGroup& g : cluster.groups) vram = std::max(vram, g.gpu.vram_bytes);
+  for (std::size_t stage = 0; stage < counts.stage_memory.size(); ++stage) {
+    const double need = counts.stage_memory[stage].total();
+    if (need <= vram) continue;
+    throw InputError({Problem{job.file, job.pointer + "/parallel",
+                              "stage " + std::to_string(stage) + " needs " + format_quantity(need, Dimension::bytes) +
+                                  " a GPU (weights, gradients, optimizer state, activations), " + format_quantity(need - vram, Dimension::bytes) +
+                                  " more than the cluster's largest GPU (" + format_quantity(vram, Dimension::bytes) +
+                                  "): expected more TP or PP, recomputation, a distributed optimizer or fewer sequences a micro-batch"}});
+  }
+  TrainingIteration it;
+  it.job = job.name;
+  it.gpus = job.gpus();
+  it.tp = job.tp;
+  it.pp = job.pp;
+  it.dp = job.dp;
+  it.model_flop = counts.model_flop;
+  it.tokens = static_cast<double>(job.global_batch) * job.model.seq_len;
+  for (const StageMemory& m : counts.stage_memory) it.memory_per_gpu_bytes = std::max(it.memory_per_gpu_bytes, m.total());
+  if (job.dp > 1) it.dp_bytes = *std::max_element(counts.dp_allreduce_bytes.begin(), counts.dp_allreduce_bytes.end());
+  for (const NodeGroup& g : cluster.groups) {
+    if (std::any_of(it.on.begin(), it.on.end(), [&](const TrainingIteration::OnGpu& o) { return o.gpu == g.gpu.id; })) continue;
+    // The job alone on enough nodes of this type under one switch: its compute does not depend on where
+    // the policy puts it; its DP reduction, which does, is left to the scenario's network.
+    TrainingJob alone = job;
+    alone.cluster = ClusterSpec{};
+    NodeGroup nodes = g;
+    nodes.count = (job.gpus() + g.node.gpus - 1) / g.node.gpus;
+    alone.cluster.groups.push_back(nodes);
+    const TrainingStep step = simulate_training_step(alone);
+    double compute_s = 0;  // the last stage to finish its passes and its optimizer step
+    for (std::size_t stage = 0; stage < step.stage_end_s.size(); ++stage) compute_s = std::max(compute_s, step.stage_end_s[stage] + step.stage_optimizer_s[stage]);
+    it.on.push_back({.gpu = g.gpu.id, .compute_s = compute_s, .alone_s = step.iteration_s, .peak_flops = g.gpu.peak_for(job.dtype)});
+    if (job.dp_overlap && it.dp_overlap == 0) it.dp_overlap = std::min(1.0, step.backward_s / compute_s);
+  }
+  return it;
 }
 
 }  // namespace fleetsim

@@ -47,6 +47,21 @@ struct SloResult {
   bool met = false;
 };
 
+// A training job of the scenario's workload (docs/training.md#inside-a-scenario), over its arrivals.
+struct TrainingResult {
+  std::string job;                  // its name
+  std::string gpu;                  // the GPU type its first iteration ran on
+  int gpus = 0, tp = 1, pp = 1, dp = 1;
+  std::uint64_t iterations = 0;     // submitted, over its arrivals
+  std::uint64_t completed = 0;      // of those, completed
+  LatencyStats iteration_s;         // each completed iteration, from the previous one's end (the first: its start)
+  double alone_s = 0;               // one iteration alone on that GPU type, its reduction on one switch (train's figure)
+  double slowdown = 0;              // mean iteration / alone
+  double tokens_per_s = 0;          // the job's, at its mean iteration
+  double mfu = 0;                   // model FLOP / (mean iteration x GPUs x peak)
+  double dp_bytes = 0;              // one GPU's gradient all-reduce an iteration
+};
+
 struct Summary {
   std::string scenario;
   std::string policy;
@@ -102,6 +117,7 @@ struct Summary {
   std::vector<TenantSummary> classes;
   std::vector<SloResult> slos;
   std::vector<ServingResult> serving;  // per serving deployment of the scenario, in its order
+  std::vector<TrainingResult> training;  // per training job of the workload, in its order
 };
 
 // An SLO metric's value as text in its unit: "12.5 s", "2.5 /s", "95.0%".

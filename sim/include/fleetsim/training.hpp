@@ -56,7 +56,8 @@ struct TransformerModel {
 struct TrainingJob {
   std::string name;
   std::string file;
-  ClusterSpec cluster;
+  std::string pointer;  // where in `file` the job is ("" for a job file of its own)
+  ClusterSpec cluster;  // none for a job inside a scenario, which runs on the scenario's cluster
   TransformerModel model;
   int tp = 1, pp = 1, dp = 1;
   bool sequence_parallel = false;
@@ -82,7 +83,8 @@ struct TrainingJob {
 
 TrainingJob load_training_job(const std::string& path);
 TrainingJob parse_training_job(std::string_view json_text, const std::string& file_name);
-// Checks a job edited in code (a sweep): the same rules the loader applies. Throws InputError.
+// Checks a job edited in code (a sweep): the same rules the loader applies. Throws InputError. A job
+// without a cluster (inside a scenario) is not checked against one.
 void check_training_job(const TrainingJob& job);
 
 struct StageMemory {
@@ -135,6 +137,7 @@ struct TrainingStep {
   PassTime forward_kernels, backward_kernels;  // the slowest stage's (zero under compute_efficiency)
   double kernel_model_iteration_s = 0;  // under a given compute_efficiency: the iteration without it
   std::vector<double> stage_end_s;  // each stage's last backward
+  std::vector<double> stage_optimizer_s;  // each stage's optimizer step
   std::vector<PipelineOp> ops;      // in the order they ran
   TrainingCounts counts;
 };
@@ -165,5 +168,32 @@ struct TrainingSearch {
   std::size_t searched = 0, out_of_memory = 0;
 };
 TrainingSearch search_training(const TrainingJob& base, unsigned threads);
+
+// One iteration of a job inside a scenario (docs/training.md#inside-a-scenario), split where the shared
+// network takes over: what its gang computes (the pipeline with its TP all-reduces and stage sends, then
+// the optimizer step), per GPU type of the scenario's cluster, and the data-parallel gradient reduction,
+// which runs as the task's collective on the scenario's network beside every other flow. The compute is
+// timed by simulate_training_step on that GPU type's nodes alone (one switch, Megatron's rank order).
+struct TrainingIteration {
+  std::string job;                 // the job's name
+  int gpus = 0;                    // tp x pp x dp
+  int tp = 1, pp = 1, dp = 1;
+  double model_flop = 0;           // forward and backward of every sequence (what MFU counts)
+  double tokens = 0;               // trained per iteration
+  double memory_per_gpu_bytes = 0; // the largest stage's
+  double dp_bytes = 0;             // the gradient all-reduce of one GPU (the largest stage's), nccl-tests' size
+  double dp_overlap = 0;           // the share of the compute the reduction may run beside (dp_overlap: the last backward)
+  struct OnGpu {
+    std::string gpu;               // GpuType::id
+    double compute_s = 0;          // pipeline and optimizer step
+    double alone_s = 0;            // the whole iteration alone, its reduction on one switch
+    double peak_flops = 0;         // the GPU's peak at the job's dtype
+  };
+  std::vector<OnGpu> on;           // one per GPU type of the cluster
+  const OnGpu& on_gpu(const GpuType& gpu) const;
+};
+// Times `job` on every GPU type of `cluster`. Throws InputError where the job cannot run as given: ZeRO-3 /
+// FSDP (its per-layer gathers are not yet put on the shared network), or a stage larger than every GPU.
+TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& cluster);
 
 }  // namespace fleetsim

@@ -16,6 +16,8 @@
 
 namespace fleetsim {
 
+struct TrainingIteration;
+
 // A collective the task's gang runs after its compute (gradient all-reduce, activation exchange...).
 struct CollectiveSpec {
   CollectiveOp op = CollectiveOp::all_reduce;
@@ -27,6 +29,11 @@ struct CollectiveSpec {
   // algorithm and protocol chosen for that size), its flows carry every call's bytes and pay every
   // call's latency.
   double calls = 1;
+  // Groups of the gang that each run the collective at once, on their own ranks: `group_size` ranks
+  // `group_stride` apart (a training job's data-parallel groups: dp ranks, tp apart, in Megatron's rank
+  // order); 0: the whole gang as one group.
+  int group_size = 0;
+  int group_stride = 1;
 };
 
 // Serving-style batching: ready instances of the same task run together on one GPU, up to
@@ -67,6 +74,9 @@ struct TaskSpec {
   // How the work of one instance varies around the given amount (its mean): fixed, or drawn
   // per instance from an exponential distribution (job sizes in queueing models).
   enum class Size : std::uint8_t { fixed, exponential } size = Size::fixed;
+  // A training job's iteration (docs/training.md#inside-a-scenario): its compute per GPU type from the
+  // training model, in place of the roofline (flop holds the model FLOP, for reports).
+  std::shared_ptr<const TrainingIteration> training;
   std::optional<CollectiveSpec> collective;
   std::optional<BatchingSpec> batching;
   std::optional<ElasticSpec> elastic;

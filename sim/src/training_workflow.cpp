@@ -1,0 +1,39 @@
+#include <memory>
+#include <string>
+
+#include "fleetsim/training.hpp"
+#include "loaders.hpp"
+
+namespace fleetsim {
+
+Workflow detail::training_workflow(const TrainingJob& job, int iterations, const ClusterSpec& cluster) {
+  const auto iteration = std::make_shared<const TrainingIteration>(training_iteration(job, cluster));
+  Workflow wf;
+  wf.name = job.name + " (training, " + std::to_string(iterations) + " iteration" + (iterations == 1 ? "" : "s") + ")";
+  wf.file = job.file;
+  wf.pointer = job.pointer;
+  TaskSpec task;
+  task.gpus = job.gpus();
+  // Weights, gradients, optimizer state and activations stay for the whole job; they are the job's
+  // working set on each GPU, not weights loaded from storage.
+  task.working_set_bytes = iteration->memory_per_gpu_bytes;
+  task.flop = iteration->model_flop;
+  task.dtype = job.dtype;
+  task.training = iteration;
+  if (job.dp > 1) {
+    // Every (TP rank, stage) reduces its gradients over its DP group at once: dp ranks, tp apart.
+    task.collective = CollectiveSpec{.op = CollectiveOp::all_reduce, .bytes = iteration->dp_bytes, .overlap = iteration->dp_overlap,
+                                     .group_size = job.dp, .group_stride = job.tp};
+  }
+  for (int i = 0; i < iterations; ++i) {
+    task.name = "iteration " + std::to_string(i + 1);
+    wf.tasks.push_back(task);
+    if (i > 0) wf.edges.push_back({.from = static_cast<std::uint32_t>(i - 1), .to = static_cast<std::uint32_t>(i)});
+  }
+  wf.assumptions.push_back("training job \"" + job.name + "\": its compute is timed alone on its GPU type (TP inside a node, stage sends on one switch); "
+                           "only its data-parallel gradient reduction runs on the shared network");
+  wf.finalize();
+  return wf;
+}
+
+}  // namespace fleetsim

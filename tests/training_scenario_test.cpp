@@ -1,0 +1,153 @@
+// Training jobs inside a scenario: alone on one switch an iteration takes what `train` says; two
+// data-parallel jobs whose gradient all-reduces cross one spine slow each other by what max-min sharing
+// of that spine predicts (worked by hand below); bad jobs are refused with the file and field.
+#include <catch2/catch.hpp>
+
+#include "fleetsim/error.hpp"
+#include "fleetsim/simulation.hpp"
+#include "fleetsim/training.hpp"
+
+using namespace fleetsim;
+
+namespace {
+
+std::string job(const std::string& name, const std::string& parallel, const std::string& extra = "") {
+  return R"({"name": ")" + name + R"(", "model": {"architecture": "llama-3-8b", "seq_len": 4096}, "parallel": )" + parallel +
+         R"(, "batch": {"global": 16})" + extra + "}";
+}
+
+std::string scenario(const std::string& cluster, const std::string& tenants, const std::string& workload) {
+  return R"({"name": "t", "cluster": )" + cluster + (tenants.empty() ? "" : R"(, "tenants": )" + tenants) + R"(, "workload": )" + workload + "}";
+}
+
+const std::string kOneSwitch = R"({"nodes": [{"type": "hgx-h100-8", "count": 2}]})";
+
+std::string error_of(const std::string& json) {
+  try {
+    parse_scenario(json, "s.json", FLEETSIM_SOURCE_DIR "/scenarios");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const TrainingIteration& iteration_of(const Scenario& sc, std::size_t workflow = 0) { return *sc.workflows.at(workflow).tasks.front().training; }
+
+}  // namespace
+
+TEST_CASE("a training job alone in a scenario takes train's iteration, pipeline and optimizer included", "[training][scenario]") {
+  // No data parallelism: the iteration is all compute, timed by the training model exactly as `train` times it.
+  const std::string parallel = R"({"tp": 4, "pp": 2})";
+  const Scenario sc = parse_scenario(scenario(kOneSwitch, "", R"([{"training": )" + job("solo", parallel) + R"(, "iterations": 3}])"), "s.json", ".");
+  const RunResult run = simulate(sc);
+  REQUIRE(run.summary.training.size() == 1);
+  const TrainingResult& r = run.summary.training.front();
+  CHECK(r.completed == 3);
+  CHECK(r.gpus == 8);
+  const TrainingJob alone = parse_training_job(R"({"cluster": )" + kOneSwitch + R"(, "model": {"architecture": "llama-3-8b", "seq_len": 4096}, "parallel": )" +
+                                                   parallel + R"(, "batch": {"global": 16}})",
+                                               "solo.json");
+  const TrainingStep step = simulate_training_step(alone);
+  // Event times are whole nanoseconds: the run's iterations may differ from train's by that rounding.
+  CHECK(r.iteration_s.mean == Approx(step.iteration_s).epsilon(1e-6));
+  CHECK(r.alone_s == Approx(step.iteration_s).epsilon(1e-12));
+  CHECK(r.mfu == Approx(step.mfu).epsilon(1e-6));
+  CHECK(r.slowdown == Approx(1).epsilon(1e-6));
+  CHECK(r.gpu == "h100-sxm");
+}
+
+TEST_CASE("a data-parallel job alone on one switch comes within 5% of train's iteration", "[training][scenario]") {
+  // Its gradient all-reduce runs on the scenario's network (flows, max-min), train's on the collective
+  // model's analytical time: the two agree closely where nothing else shares the links.
+  const Scenario sc = parse_scenario(scenario(kOneSwitch, "", R"([{"training": )" + job("dp", R"({"tp": 8, "dp": 2})") + R"(, "iterations": 2}])"), "s.json", ".");
+  const RunResult run = simulate(sc);
+  const TrainingResult& r = run.summary.training.at(0);
+  REQUIRE(r.completed == 2);
+  CHECK(r.iteration_s.mean == Approx(r.alone_s).epsilon(0.05));
+  CHECK(r.iteration_s.mean > iteration_of(sc).on.front().compute_s);
+}
+
+TEST_CASE("two data-parallel jobs across one spine slow each other by the spine's max-min share", "[training][scenario]") {
+  // Four HGX H100 nodes, two a leaf, the leaves' uplinks 4:1 oversubscribed onto one spine. Job a runs on
+  // n0 and n2, job b on n1 and n3: each is TP 8 inside a node and DP 2 across the leaves, so each of its 8
+  // DP groups (one per rail) all-reduces B bytes between its two ranks, and a two-rank ring sends B each
+  // way. Alone, a job's 8 B cross its leaf's uplink each way at U bytes/s: 8 B / U. Both at once (the jobs
+  // are identical and start together, so their reductions coincide), the spine is shared evenly: each
+  // takes 16 B / U. The iteration grows by 8 B / U and by nothing else.
+  const std::string cluster = R"({"nodes": [{"type": "hgx-h100-8", "count": 4}], "fabric": {"topology": "fat-tree", "nodes_per_leaf": 2, "oversubscription": 4, "spines": 1}})";
+  const std::string tenants = R"([{"name": "a", "nodes": ["n0", "n2"]}, {"name": "b", "nodes": ["n1", "n3"]}])";
+  const std::string a = R"({"tenant": "a", "training": )" + job("a", R"({"tp": 8, "dp": 2})") + R"(, "iterations": 4})";
+  const std::string b = R"({"tenant": "b", "training": )" + job("b", R"({"tp": 8, "dp": 2})") + R"(, "iterations": 4})";
+  const Scenario one = parse_scenario(scenario(cluster, tenants, "[" + a + "]"), "one.json", ".");
+  const Scenario two = parse_scenario(scenario(cluster, tenants, "[" + a + ", " + b + "]"), "two.json", ".");
+  const RunResult alone = simulate(one), shared = simulate(two);
+  REQUIRE(shared.summary.training.size() == 2);
+  const double bytes = iteration_of(one).dp_bytes;
+  CHECK(bytes == Approx(2 * 8.03e9 / 8).epsilon(0.01));  // Llama 3 8B's 16-bit weights over TP 8
+  const double uplink = 2 * 8 * one.cluster.groups[0].nic.bandwidth_Bps / 4;
+  const double compute = iteration_of(one).on.front().compute_s;
+  CHECK(alone.summary.training[0].iteration_s.mean - compute == Approx(8 * bytes / uplink).epsilon(0.03));
+  for (const TrainingResult& r : shared.summary.training) {
+    CHECK(r.completed == 4);
+    CHECK(r.iteration_s.mean - alone.summary.training[0].iteration_s.mean == Approx(8 * bytes / uplink).epsilon(1e-3));
+  }
+}
+
+TEST_CASE("a training job file for train runs in a scenario on the scenario's cluster", "[training][scenario]") {
+  // dp-1.3b.json names a cluster of 8 HGX nodes; the scenario's single node is what it runs on.
+  const Scenario sc = parse_scenario(scenario(R"({"nodes": [{"type": "hgx-a100-8", "count": 1}]})", "",
+                                              R"([{"training": "training/dp-1.3b.json", "iterations": 2, "arrival": {"process": "once", "start": "10 s"}}])"),
+                                     "s.json", FLEETSIM_SOURCE_DIR "/scenarios");
+  REQUIRE(sc.workflows.size() == 1);
+  CHECK(sc.workflows[0].id == "training:gpt-1.3b-data-parallel");
+  CHECK(iteration_of(sc).on.front().gpu == "a100-sxm-80gb");
+  const RunResult run = simulate(sc);
+  CHECK(run.summary.training.at(0).completed == 2);
+  CHECK(run.summary.makespan_s > 10);
+}
+
+TEST_CASE("training jobs in a scenario that cannot run are refused with the file and field", "[training][scenario]") {
+  auto entry = [&](const std::string& body) { return scenario(kOneSwitch, "", "[" + body + "]"); };
+  CHECK_THAT(error_of(entry(R"({"training": )" + job("f", R"({"dp": 16, "zero": 3})") + R"(, "iterations": 1})")),
+             Catch::Contains("s.json: /workload/0/training/parallel/zero: expected ZeRO 0 to 2 in a scenario"));
+  CHECK_THAT(error_of(entry(R"({"training": )" + job("t", R"({"tp": 3})") + R"(, "iterations": 1})")),
+             Catch::Contains("/workload/0/training/parallel/tp: expected a divisor of the 32 heads, found 3"));
+  CHECK_THAT(error_of(entry(R"({"training": )" + job("n", R"({"tp": 8, "dp": 2})") + "}")), Catch::Contains("/workload/0/iterations: missing required field"));
+  CHECK_THAT(error_of(entry(R"({"training": )" + job("n", R"({"tp": 8, "dp": 2})") + R"(, "iterations": 0})")), Catch::Contains("/workload/0/iterations"));
+  CHECK_THAT(error_of(entry(R"({"training": )" + job("n", R"({"tp": 8, "dp": 2})") + R"(, "iterations": 100001})")), Catch::Contains("/workload/0/iterations"));
+  CHECK_THAT(error_of(entry(R"({"training": {"model": {"architecture": "llama-3-8b", "seq_len": 64}, "parallel": {}, "batch": {"global": 1}}, "iterations": 1})")),
+             Catch::Contains("/workload/0/training: missing \"name\""));
+  CHECK_THAT(error_of(entry(R"({"training": )" + job("n", R"({"tp": 8, "dp": 2})", R"(, "colour": 1)") + R"(, "iterations": 1})")),
+             Catch::Contains("/workload/0/training/colour"));
+  CHECK_THAT(error_of(entry(R"({"training": 7, "iterations": 1})")), Catch::Contains("/workload/0/training: expected a training job file path or an inline training job object"));
+  CHECK_THAT(error_of(entry(R"({"training": "training/none.json", "iterations": 1})")), Catch::Contains("/workload/0/training: cannot use"));
+  CHECK_THAT(error_of(entry(R"({"training": )" + job("n", R"({"tp": 8, "dp": 2})") + R"(, "iterations": 1, "workflow": "x"})")),
+             Catch::Contains("/workload/0/workflow: expected a training job or a workflow, not both"));
+  const std::string twice = R"({"training": )" + job("same", R"({"tp": 8, "dp": 2})") + R"(, "iterations": 1})";
+  CHECK_THAT(error_of(entry(twice + ", " + twice)), Catch::Contains("/workload/1/training: a second training job named \"same\""));
+  // A gang larger than the cluster, refused before anything is timed (at 2^36 GPUs, past what an int holds).
+  CHECK_THAT(error_of(entry(R"({"training": )" + job("big", R"({"tp": 8, "dp": 4})") + R"(, "iterations": 1})")),
+             Catch::Contains("/workload/0/training/parallel: tp x pp x dp = 32 GPUs, more than the cluster's 16"));
+  CHECK_THAT(error_of(entry(R"({"training": {"name": "huge", "model": {"layers": 65536, "hidden": 65536, "heads": 65536, "vocab": 8, "seq_len": 8},
+      "parallel": {"tp": 65536, "pp": 65536, "dp": 16}, "batch": {"global": 16}}, "iterations": 1})")),
+             Catch::Contains("tp x pp x dp = 68,719,476,736 GPUs, more than the cluster's 16"));
+  CHECK_THAT(error_of(entry(R"({"training": "training/gpt-13b-hybrid.json", "iterations": 1})")),
+             Catch::Contains("s.json: /workload/0/training: tp x pp x dp = 64 GPUs, more than the cluster's 16"));
+  // A job no GPU of the cluster can hold: the stage and the bytes it lacks, as train says it.
+  CHECK_THAT(error_of(entry(R"({"training": {"name": "oom", "model": {"architecture": "llama-3-70b", "seq_len": 8192}, "parallel": {"dp": 2}, "batch": {"global": 2}}, "iterations": 1})")),
+             Catch::Contains("/workload/0/training/parallel: stage 0 needs 3.04 TB a GPU (weights, gradients, optimizer state, activations), 2.96 TB more than the cluster's largest GPU (80 GB)"));
+}
+
+TEST_CASE("a scenario with training jobs gives the same summary on every run", "[training][scenario]") {
+  const std::string cluster = R"({"nodes": [{"type": "hgx-h100-8", "count": 4}], "fabric": {"topology": "fat-tree", "nodes_per_leaf": 2, "oversubscription": 4}})";
+  const std::string workload = R"([{"training": )" + job("a", R"({"tp": 8, "dp": 2})") + R"(, "iterations": 3}, {"training": )" + job("b", R"({"tp": 4, "dp": 4})") +
+                               R"(, "iterations": 3, "arrival": {"process": "once", "start": "100 ms"}}])";
+  const Scenario sc = parse_scenario(scenario(cluster, "", workload), "s.json", ".");
+  const RunResult first = simulate(sc), second = simulate(sc);
+  REQUIRE(first.summary.training.size() == 2);
+  for (std::size_t k = 0; k < 2; ++k) {
+    CHECK(first.summary.training[k].iteration_s.mean == second.summary.training[k].iteration_s.mean);
+    CHECK(first.summary.training[k].iteration_s.max == second.summary.training[k].iteration_s.max);
+  }
+  CHECK(first.summary.makespan_s == second.summary.makespan_s);
+}
