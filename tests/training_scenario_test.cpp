@@ -2,8 +2,12 @@
 // data-parallel jobs whose gradient all-reduces cross one spine slow each other by what max-min sharing
 // of that spine predicts (worked by hand below); bad jobs are refused with the file and field.
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
 
 #include "fleetsim/error.hpp"
+#include "fleetsim/plan.hpp"
 #include "fleetsim/simulation.hpp"
 #include "fleetsim/training.hpp"
 
@@ -150,4 +154,31 @@ TEST_CASE("a scenario with training jobs gives the same summary on every run", "
     CHECK(first.summary.training[k].iteration_s.max == second.summary.training[k].iteration_s.max);
   }
   CHECK(first.summary.makespan_s == second.summary.makespan_s);
+}
+
+TEST_CASE("a plan over a scenario with a training job fails the node counts its gang does not fit", "[training][scenario][plan]") {
+  // TP 8 x DP 2: 16 GPUs, two HGX nodes. One node is a failing point that says why; two run it.
+  char dir_template[] = "/tmp/fleetsim-training-plan-XXXXXX";
+  REQUIRE(mkdtemp(dir_template) != nullptr);
+  const std::filesystem::path dir = dir_template;
+  std::ofstream(dir / "base.json") << R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 2}]}, "workload": [{"training": )" +
+                                          job("j", R"({"tp": 8, "dp": 2})") + R"(, "iterations": 2}], "slos": [{"metric": "latency_p95", "target": "1 min"}]})";
+  const PlanSpec spec = parse_plan(R"({"base": "base.json", "search": {"node_types": ["hgx-h100-8"], "nodes": {"min": 1, "max": 3}}, "seeds": 1, "confirm_seeds": 1})",
+                                   "plan.json", dir.string());
+  const PlanResult result = run_plan(spec, {.threads = 1, .exhaustive = true});
+  std::filesystem::remove_all(dir);
+  const auto at = [&](int nodes) {
+    for (const PlanPoint& p : result.points) {
+      if (p.nodes == nodes && !p.confirmation) return p;
+    }
+    FAIL("no point at " << nodes << " nodes");
+    return PlanPoint{};
+  };
+  CHECK_FALSE(at(1).passes);
+  CHECK_THAT(at(1).verdict, Catch::StartsWith("does not fit 1 x hgx-h100-8: tp x pp x dp = 16 GPUs, more than the cluster's 8"));
+  CHECK(at(1).gpus == 8);
+  CHECK(at(2).passes);
+  REQUIRE(result.loads.size() == 1);
+  REQUIRE(result.loads[0].point.has_value());
+  CHECK(result.points[*result.loads[0].point].nodes == 2);
 }

@@ -31,7 +31,7 @@ std::string plus_minus(std::string text) {
 }
 
 // A point that never ran (no cluster could hold the work): no cost or latency to plot.
-bool ran(const PlanPoint& p) { return p.gpus > 0; }
+bool ran(const PlanPoint& p) { return p.ran(); }
 
 // Seeds that agree to rounding show a 0 half-width, not a count of attoseconds.
 std::string slo_ci(const std::string& metric, const MetricStats& m) {
@@ -44,6 +44,12 @@ std::string time_ci(const MetricStats& m) { return slo_ci("latency", m); }
 std::string configuration(const PlanPoint& p) {
   if (p.gpus == 0) return p.node_type + ", " + p.policy;  // could not run at all
   return std::to_string(p.nodes) + " x " + p.node_type + " (" + std::to_string(p.gpus) + " GPUs), " + p.fabric + ", " + p.policy;
+}
+
+std::string percent(double share) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f%%", 100 * share);
+  return text;
 }
 
 std::string load_name(double load) {
@@ -75,9 +81,9 @@ void write_plan_text(std::ostream& out, const PlanSpec& spec, const PlanResult& 
   out << "\n load  configuration                                            $/month   p95 latency              util   verdict\n";
   char line[512];
   for (const PlanPoint& p : r.points) {
-    std::snprintf(line, sizeof line, "%5s  %-55s %9s   %-22s %5.1f%%   %s%s\n", load_name(p.load).c_str(), configuration(p).c_str(),
-                  usd(p.monthly_usd).c_str(), time_ci(p.p95_s).c_str(), 100 * p.utilization.mean, p.confirmation ? "confirmation: " : "",
-                  p.verdict.c_str());
+    std::snprintf(line, sizeof line, "%5s  %-55s %9s   %-22s %6s   %s%s\n", load_name(p.load).c_str(), configuration(p).c_str(),
+                  usd(p.monthly_usd).c_str(), p.ran() ? time_ci(p.p95_s).c_str() : "-", p.ran() ? percent(p.utilization.mean).c_str() : "-",
+                  p.confirmation ? "confirmation: " : "", p.verdict.c_str());
     out << line;
   }
   for (const PlanRecommendation& rec : r.loads) {

@@ -61,7 +61,8 @@ struct PlanPoint {
   std::string policy;
   double monthly_usd = 0;  // every GPU rented 730 hours at the catalog's hourly price
   bool confirmation = false;  // a re-run of a recommended point with fresh seeds
-  unsigned seeds = 0;
+  unsigned seeds = 0;  // 0: not run (a node type or count the workload does not fit)
+  bool ran() const { return seeds > 0; }
   MetricStats p95_s, p99_s, mean_s, utilization;
   std::vector<SloStats> slos;
   bool passes = false;

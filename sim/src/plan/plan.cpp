@@ -46,7 +46,7 @@ std::vector<std::string> strings(ObjectReader& r, std::string_view key) {
 }
 
 // Whether a point's scenario was refused only because its serving replicas do not fit the nodes the
-// search gave it ("/serving/K/replicas"): the one refusal that depends on the node count.
+// search gave it ("/serving/K/replicas"): that refusal keeps a verdict of its own.
 bool serving_replicas_do_not_fit(const InputError& e) {
   return !e.problems().empty() && std::all_of(e.problems().begin(), e.problems().end(), [](const Problem& p) {
     return p.pointer.starts_with("/serving/") && p.pointer.ends_with("/replicas");
@@ -327,13 +327,16 @@ class Planner {
     try {
       sc = scale_load(with_policy(load_point(line.node_type, nodes, line.fabric), *find_policy(line.policy)), line.load);
     } catch (const InputError& e) {
-      // Too few nodes for the serving replicas: a point that fails, as one that misses its SLOs does.
-      if (!serving_replicas_do_not_fit(e)) throw;
+      // Too few nodes (for the serving replicas, a gang, a training job): a point that fails, as one that
+      // misses its SLOs does. Any other refusal is the input's, and stops the line.
+      if (!refused_for_want_of_nodes(line)) throw;
       const ClusterSpec cluster = cluster_of(line.node_type, nodes);
       p.fabric = std::string(fabric_kind_name(cluster.fabric.kind));
       p.gpus = static_cast<std::uint32_t>(cluster.gpu_count());
       p.monthly_usd = cluster.usd_per_month();
-      p.verdict = "the serving replicas do not fit " + std::to_string(nodes) + " x " + line.node_type;
+      p.seeds = 0;
+      const std::string where = std::to_string(nodes) + " x " + line.node_type;
+      p.verdict = serving_replicas_do_not_fit(e) ? "the serving replicas do not fit " + where : "does not fit " + where + ": " + without_plan_note(e);
       tick();
       return p;
     }
@@ -503,7 +506,7 @@ class Planner {
       std::vector<std::size_t> pts;
       for (std::size_t i = 0; i < result.points.size(); ++i) {
         const PlanPoint& p = result.points[i];
-        if (p.load == load && !p.confirmation && p.gpus > 0 && p.verdict.find("queue grew") == std::string::npos) pts.push_back(i);
+        if (p.load == load && !p.confirmation && p.ran() && p.verdict.find("queue grew") == std::string::npos) pts.push_back(i);
       }
       std::sort(pts.begin(), pts.end(), [&](std::size_t a, std::size_t b) {
         return std::tie(result.points[a].monthly_usd, result.points[a].p95_s.mean) <
@@ -524,6 +527,31 @@ class Planner {
     }
   }
 
+  // Whether the line's refusals depend on the node count: its scenario loads with the most nodes the
+  // search allows (asked once per node type and fabric).
+  bool refused_for_want_of_nodes(const Line& line) {
+    const auto key = std::make_pair(line.node_type, line.fabric);
+    {
+      const std::lock_guard lock(progress_mutex_);
+      if (const auto it = loads_with_most_nodes_.find(key); it != loads_with_most_nodes_.end()) return it->second;
+    }
+    bool loads = true;
+    try {
+      load_point(line.node_type, spec_.max_nodes, line.fabric);
+    } catch (const InputError&) {
+      loads = false;
+    }
+    const std::lock_guard lock(progress_mutex_);
+    return loads_with_most_nodes_.emplace(key, loads).first->second;
+  }
+
+  // The first problem of a point's refusal, without the note load_point adds (the verdict names the point).
+  static std::string without_plan_note(const InputError& e) {
+    if (e.problems().empty()) return e.what();
+    const std::string& m = e.problems().front().message;
+    return m.substr(0, m.rfind(" (with "));
+  }
+
   void tick() {
     const std::lock_guard lock(progress_mutex_);
     ++done_;
@@ -537,6 +565,7 @@ class Planner {
   std::mutex progress_mutex_;
   std::size_t done_ = 0, estimated_ = 0;
   std::exception_ptr first_error_;
+  std::map<std::pair<std::string, std::size_t>, bool> loads_with_most_nodes_;
 };
 
 }  // namespace
