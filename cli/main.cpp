@@ -516,8 +516,8 @@ int run_train(const TrainArgs& args) {
   }
   const std::size_t eq = args.sweep.find('=');
   const std::string key = args.sweep.substr(0, eq);
-  if (eq == std::string::npos || (key != "dp" && key != "tp" && key != "pp" && key != "micro" && key != "global")) {
-    throw fleetsim::InputError({fleetsim::Problem{"--sweep", "", "expected dp=, tp=, pp=, micro= or global= and values such as dp=1,8,64, found \"" + args.sweep + "\""}});
+  if (eq == std::string::npos || (key != "dp" && key != "tp" && key != "pp" && key != "vp" && key != "micro" && key != "global")) {
+    throw fleetsim::InputError({fleetsim::Problem{"--sweep", "", "expected dp=, tp=, pp=, vp=, micro= or global= and values such as dp=1,8,64, found \"" + args.sweep + "\""}});
   }
   std::vector<fleetsim::TrainingJob> jobs;
   std::vector<fleetsim::TrainingStep> steps;
@@ -528,7 +528,7 @@ int run_train(const TrainArgs& args) {
       throw fleetsim::InputError({fleetsim::Problem{"--sweep", "", "expected positive integers, found \"" + text + "\""}});
     }
     fleetsim::TrainingJob j = job;
-    (key == "dp" ? j.dp : key == "tp" ? j.tp : key == "pp" ? j.pp : key == "micro" ? j.micro_batch : j.global_batch) = value;
+    (key == "dp" ? j.dp : key == "tp" ? j.tp : key == "pp" ? j.pp : key == "vp" ? j.vp : key == "micro" ? j.micro_batch : j.global_batch) = value;
     // With more replicas the global batch grows with them, so each replica keeps its work.
     if (key == "dp") j.global_batch = job.global_batch / job.dp * value;
     steps.push_back(fleetsim::simulate_training_step(j));

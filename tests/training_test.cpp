@@ -2,6 +2,7 @@
 // parameters and FLOP, Korthikanti et al. MLSys 2023 for activation memory), and the pipeline played
 // event by event against the closed form of its bubble.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -137,6 +138,69 @@ TEST_CASE("every pass waits for its input and its stage", "[training]") {
     if (op.stage == 0) first.push_back(op.backward);
   }
   CHECK(first == std::vector<bool>{false, false, false, false, true, false, true, false, true, false, true, false, true, true, true, true});
+}
+
+TEST_CASE("interleaved 1F1B: the bubble shrinks to (p - 1) / (v m) of the passes, the first stage holds p + (p - 1) / v micro-batches", "[training]") {
+  // Narayanan et al. (SC21), section 2.2.2: with v model chunks a GPU, the pipeline's idle time is
+  // (p - 1) / v passes of a micro-batch's forward and backward, against m of them of work. Every stage does
+  // the same work (vocabulary 1); the sends (a few microseconds against milliseconds of passes) are the rest.
+  const double p = 4;
+  for (int m : {8, 16}) {
+    for (int v : {1, 2, 4}) {
+      TrainingJob job = small(4, m, PipelineSchedule::one_f_one_b);
+      job.vp = v;
+      const TrainingStep step = simulate_training_step(job);
+      const double f = step.forward_s, b = step.backward_s, d = step.pp_send_s;
+      const double pipeline = *std::max_element(step.stage_end_s.begin(), step.stage_end_s.end());
+      const double passes = m * (f + b) * (1 + (p - 1) / (v * m));
+      if (v == 1) {
+        // Plain 1F1B: in its steady state a stage's next backward waits for a round trip through the later
+        // stages, so sends add up along the micro-batches (the GPipe comparison above bounds them).
+        CHECK(pipeline >= passes - 1e-9);
+        CHECK(pipeline <= passes + 2 * (m + p) * d);
+      } else {
+        // Interleaved, the critical path crosses a stage boundary 2 (p v - 1) times: once each way per chunk.
+        CHECK(pipeline == Approx(passes + 2 * (p * v - 1) * d).epsilon(1e-5));
+      }
+      CHECK(step.ops.size() == static_cast<std::size_t>(2 * 4 * m * v));
+      // Each forward of a chunk after the first waits for the chunk before it (on the previous GPU), each
+      // backward for the chunk after it.
+      std::map<std::tuple<int, int, bool>, PipelineOp> by_chunk;  // (virtual stage, micro-batch, backward)
+      for (const PipelineOp& op : step.ops) by_chunk[{op.chunk * 4 + op.stage, op.micro_batch, op.backward}] = op;
+      for (const auto& [key, op] : by_chunk) {
+        const auto [k, i, backward] = key;
+        if (!backward && k > 0) CHECK(op.start_s >= by_chunk[{k - 1, i, false}].end_s + d - 1e-12);
+        if (backward && k < 4 * v - 1) CHECK(op.start_s >= by_chunk[{k + 1, i, true}].end_s + d - 1e-12);
+        if (backward && k == 4 * v - 1) CHECK(op.start_s >= by_chunk[{k, i, false}].end_s);
+      }
+      // Activation memory of the first stage: p micro-batches of its layers under 1F1B, p + (p - 1) / v
+      // interleaved (Korthikanti et al., MLSys 2023).
+      const TrainingCounts c = count_training(job);
+      const double held = v == 1 ? p : p + (p - 1) / v;
+      CHECK(c.stage_memory[0].activations == Approx(held * 4 * c.activation_bytes_per_layer).epsilon(1e-12));
+    }
+  }
+  // Megatron-LM's order on the first GPU at p 4, v 2, m 8: 10 warm-up forwards (2 (p - 1) + (v - 1) p), chunk 0
+  // of micro-batches 0-3, then chunk 1 of 0-3, then chunk 0 of 4 and 5 before the first backward (chunk 1 of 0).
+  TrainingJob job = small(4, 8, PipelineSchedule::one_f_one_b);
+  job.vp = 2;
+  std::vector<std::tuple<int, int, bool>> first;  // (chunk, micro-batch, backward)
+  for (const PipelineOp& op : simulate_training_step(job).ops) {
+    if (op.stage == 0 && first.size() < 12) first.emplace_back(op.chunk, op.micro_batch, op.backward);
+  }
+  CHECK(first == std::vector<std::tuple<int, int, bool>>{{0, 0, false}, {0, 1, false}, {0, 2, false}, {0, 3, false}, {1, 0, false}, {1, 1, false},
+                                                         {1, 2, false}, {1, 3, false}, {0, 4, false}, {0, 5, false}, {0, 6, false}, {1, 0, true}});
+}
+
+TEST_CASE("virtual stages that cannot run as Megatron runs them are refused with the field", "[training]") {
+  const std::string base = R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+      "model": {"layers": 16, "hidden": 2048, "heads": 16, "vocab": 8, "seq_len": 2048}, )";
+  CHECK_THAT(job_error(base + R"("parallel": {"vp": 2}, "batch": {"global": 8}})"), Catch::Contains("/parallel/vp: expected virtual stages only with pipeline stages"));
+  CHECK_THAT(job_error(base + R"("parallel": {"pp": 4, "vp": 3}, "batch": {"global": 8}})"), Catch::Contains("/parallel/vp: expected pp x vp (12) to divide the 16 layers"));
+  CHECK_THAT(job_error(base + R"("parallel": {"pp": 4, "vp": 2}, "batch": {"global": 6}})"),
+             Catch::Contains("/batch/global: expected micro-batches a multiple of pp (4) with virtual stages, found 6"));
+  CHECK_THAT(job_error(base + R"("parallel": {"pp": 4, "vp": 2}, "batch": {"global": 8}, "schedule": "gpipe"})"),
+             Catch::Contains("/schedule: expected 1f1b with virtual stages"));
 }
 
 TEST_CASE("data parallelism scales sub-linearly: the gradient all-reduce costs more across nodes", "[training]") {

@@ -19,6 +19,9 @@ std::string count(double v) {
 }
 
 const char* schedule_name(PipelineSchedule s) { return s == PipelineSchedule::gpipe ? "gpipe" : "1f1b"; }
+std::string schedule_text(const TrainingJob& j) {
+  return j.vp > 1 ? "interleaved 1f1b (" + std::to_string(j.vp) + " virtual stages a GPU)" : schedule_name(j.schedule);
+}
 const char* recompute_name(Recompute r) { return r == Recompute::none ? "none" : r == Recompute::selective ? "selective" : "full"; }
 const char* attention_name(AttentionKernel a) { return a == AttentionKernel::flash ? "FlashAttention" : "unfused"; }
 
@@ -43,7 +46,7 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
   out << line;
   const char* sharding[] = {"", ", ZeRO-1 (optimizer sharded)", ", ZeRO-2 (optimizer and gradients sharded)", ", ZeRO-3 / FSDP (weights too)"};
   std::snprintf(line, sizeof line, "  TP %d x PP %d x DP %d = %d GPUs; batch %d = %d micro-batches of %d per replica; %s, recompute %s%s%s%s\n",
-                job.tp, job.pp, job.dp, job.gpus(), job.global_batch, job.micro_batches(), job.micro_batch, schedule_name(job.schedule),
+                job.tp, job.pp, job.dp, job.gpus(), job.global_batch, job.micro_batches(), job.micro_batch, schedule_text(job).c_str(),
                 recompute_name(job.recompute), job.sequence_parallel ? ", sequence parallel" : "", job.dp_overlap ? ", DP overlapped" : "",
                 sharding[job.zero_stage()]);
   out << line;
@@ -110,6 +113,7 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
                    {"gpus", job.gpus()},
                    {"tp", job.tp},
                    {"pp", job.pp},
+                   {"vp", job.vp},
                    {"dp", job.dp},
                    {"micro_batches", job.micro_batches()},
                    {"schedule", schedule_name(job.schedule)},
@@ -155,7 +159,7 @@ void write_training_sweep_text(std::ostream& out, const std::string& key, const 
     const double speedup = s.tokens_per_s / steps[0].tokens_per_s;
     const double efficiency = speedup / (static_cast<double>(j.gpus()) / jobs[0].gpus());
     const double peak = largest_need(s.counts);
-    const int value = key == "tp" ? j.tp : key == "pp" ? j.pp : key == "dp" ? j.dp : key == "micro" ? j.micro_batch : j.global_batch;
+    const int value = key == "tp" ? j.tp : key == "pp" ? j.pp : key == "vp" ? j.vp : key == "dp" ? j.dp : key == "micro" ? j.micro_batch : j.global_batch;
     std::snprintf(line, sizeof line, "%-6d %5d  %13d  %-11s %-13.0f %7.2fx  %9.1f%%  %5.1f%%  %4.1f%%  %s%s\n", value, j.gpus(), j.micro_batches(),
                   seconds(s.iteration_s).c_str(), s.tokens_per_s, speedup, 100 * efficiency, 100 * s.bubble, 100 * s.mfu, bytes(peak).c_str(),
                   out_of_memory(j, s.counts) ? "  DOES NOT FIT" : "");
@@ -167,7 +171,8 @@ namespace {
 
 std::string configuration(const TrainingJob& j) {
   char text[160];
-  std::snprintf(text, sizeof text, "TP %d x PP %d x DP %d, micro %d, recompute %s, %s", j.tp, j.pp, j.dp, j.micro_batch, recompute_name(j.recompute),
+  const std::string vp = j.vp > 1 ? " (VP " + std::to_string(j.vp) + ")" : "";
+  std::snprintf(text, sizeof text, "TP %d x PP %d%s x DP %d, micro %d, recompute %s, %s", j.tp, j.pp, vp.c_str(), j.dp, j.micro_batch, recompute_name(j.recompute),
                 j.zero_stage() >= 3 ? "FSDP" : "ZeRO-1");
   return text;
 }
@@ -185,10 +190,10 @@ void write_training_search_text(std::ostream& out, const TrainingJob& base, cons
     out << "no configuration fits: more GPUs, a shorter sequence or a smaller batch\n";
     return;
   }
-  out << "rank  configuration                                              iteration    tokens/s      MFU    bubble  memory/GPU\n";
+  out << "rank  configuration                                                      iteration    tokens/s      MFU    bubble  memory/GPU\n";
   for (std::size_t k = 0; k < search.ranked.size() && k < top; ++k) {
     const TrainingCandidate& c = search.ranked[k];
-    std::snprintf(line, sizeof line, "%4zu  %-58s %-11s  %-12.0f %5.1f%%  %5.1f%%  %s\n", k + 1, configuration(c.job).c_str(), seconds(c.step.iteration_s).c_str(),
+    std::snprintf(line, sizeof line, "%4zu  %-66s %-11s  %-12.0f %5.1f%%  %5.1f%%  %s\n", k + 1, configuration(c.job).c_str(), seconds(c.step.iteration_s).c_str(),
                   c.step.tokens_per_s, 100 * c.step.mfu, 100 * c.step.bubble, bytes(largest_need(c.step.counts)).c_str());
     out << line;
   }
@@ -199,7 +204,7 @@ std::string training_search_json(const TrainingJob& base, const TrainingSearch& 
   ordered_json ranked = ordered_json::array();
   for (std::size_t k = 0; k < search.ranked.size() && k < top; ++k) {
     const TrainingCandidate& c = search.ranked[k];
-    ranked.push_back({{"tp", c.job.tp}, {"pp", c.job.pp}, {"dp", c.job.dp}, {"micro", c.job.micro_batch}, {"recompute", recompute_name(c.job.recompute)},
+    ranked.push_back({{"tp", c.job.tp}, {"pp", c.job.pp}, {"vp", c.job.vp}, {"dp", c.job.dp}, {"micro", c.job.micro_batch}, {"recompute", recompute_name(c.job.recompute)},
                       {"zero", c.job.zero_stage()}, {"iteration_s", c.step.iteration_s}, {"tokens_per_s", c.step.tokens_per_s}, {"mfu", c.step.mfu},
                       {"bubble", c.step.bubble}, {"memory_per_gpu_bytes", largest_need(c.step.counts)}});
   }

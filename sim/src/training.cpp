@@ -66,6 +66,17 @@ void check_training_job(const TrainingJob& job) {
   };
   const TransformerModel& m = job.model;
   need(m.layers % job.pp == 0, "/parallel/pp", "expected a divisor of the " + std::to_string(m.layers) + " layers, found " + std::to_string(job.pp));
+  if (job.vp > 1) {
+    // Megatron-LM's interleaved schedule: chunks of whole layers, micro-batches in groups of pp.
+    need(job.pp > 1, "/parallel/vp", "expected virtual stages only with pipeline stages (pp above 1), found vp " + std::to_string(job.vp) + " with pp 1");
+    need(m.layers % (job.pp * job.vp) == 0, "/parallel/vp",
+         "expected pp x vp (" + std::to_string(job.pp * job.vp) + ") to divide the " + std::to_string(m.layers) + " layers");
+    need(job.schedule == PipelineSchedule::one_f_one_b, "/schedule", "expected 1f1b with virtual stages (interleaved 1F1B), found gpipe");
+    if (job.global_batch % (job.dp * job.micro_batch) == 0) {
+      need(job.micro_batches() % job.pp == 0, "/batch/global",
+           "expected micro-batches a multiple of pp (" + std::to_string(job.pp) + ") with virtual stages, found " + std::to_string(job.micro_batches()));
+    }
+  }
   need(m.heads % job.tp == 0, "/parallel/tp", "expected a divisor of the " + std::to_string(m.heads) + " heads, found " + std::to_string(job.tp));
   need(m.hidden % m.heads == 0, "/model/heads", "expected a divisor of the hidden size " + std::to_string(m.hidden));
   need(m.heads % m.kv() == 0, "/model/kv_heads", "expected a divisor of the " + std::to_string(m.heads) + " heads, found " + std::to_string(m.kv()));
@@ -141,6 +152,7 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
     job.tp = static_cast<int>(r.integer_or("tp", 1, 1, 1 << 16));
     job.pp = static_cast<int>(r.integer_or("pp", 1, 1, 1 << 16));
     job.dp = static_cast<int>(r.integer_or("dp", 1, 1, 1 << 20));
+    job.vp = static_cast<int>(r.integer_or("vp", 1, 1, 1 << 16));
     job.sequence_parallel = r.boolean_or("sequence_parallel", false);
     job.distributed_optimizer = r.boolean_or("distributed_optimizer", false);
     job.zero = static_cast<int>(r.integer_or("zero", 0, 0, 3));
@@ -224,7 +236,13 @@ TrainingCounts count_training(const TrainingJob& job) {
     mem.weights = zero >= 3 ? 2 * params / job.dp + 2 * 2 * layer_share : 2 * params;
     mem.gradients = zero >= 2 ? 2 * params / job.dp : 2 * params;
     mem.optimizer = kOptimizerBytes * params / (zero >= 1 ? job.dp : 1);
-    const int in_flight = job.schedule == PipelineSchedule::gpipe ? mb : std::min(p - stage, mb);
+    // Micro-batches whose activations a stage holds at once: all under GPipe; under 1F1B those its warm-up
+    // forwards start before the first backward, plus one; interleaved, chunk passes of 1/vp of the stage
+    // (Megatron's warm-up of 2 (pp - stage - 1) + (vp - 1) pp), so the first stage holds pp + (pp - 1) / vp.
+    const int v = job.vp;
+    const double in_flight = job.schedule == PipelineSchedule::gpipe ? mb
+                             : v == 1                                ? std::min(p - stage, mb)
+                                                                     : std::min(2.0 * (p - stage - 1) + (v - 1) * p + 1, static_cast<double>(mb) * v) / v;
     mem.activations = in_flight * layers_per_stage * c.activation_bytes_per_layer;
     c.stage_memory.push_back(mem);
     c.dp_allreduce_bytes.push_back(2 * params);  // 16-bit gradients
@@ -332,7 +350,8 @@ void layer_backward(const TrainingJob& job, std::vector<KernelCall>& out) {
   memory_op(out, KernelClass::add, "attention.norm", rows, h);
 }
 
-PassKernels stage_kernels(const TrainingJob& job, int stage) {
+// One model chunk: `layers` layers, with the embedding where it is the first and the head where it is the last.
+PassKernels chunk_kernels(const TrainingJob& job, double layers, bool first, bool last) {
   const TransformerModel& m = job.model;
   const double t = job.tp, h = m.hidden, tokens = static_cast<double>(job.micro_batch) * m.seq_len;
   const double rows = job.sequence_parallel ? tokens / t : tokens;
@@ -340,16 +359,15 @@ PassKernels stage_kernels(const TrainingJob& job, int stage) {
   std::vector<KernelCall> forward, backward;
   layer_forward(job, forward);
   layer_backward(job, backward);
-  const double layers = static_cast<double>(m.layers) / job.pp;
   for (KernelCall& c : forward) c.count = layers;
   for (KernelCall& c : backward) c.count = layers;
-  if (stage == 0) {
+  if (first) {
     memory_op(k.forward, KernelClass::embedding, "embedding", tokens, h);
     memory_op(backward, KernelClass::activation, "embedding", tokens, h);  // gradients added into the table
   }
   k.forward.insert(k.forward.end(), forward.begin(), forward.end());
   k.backward = std::move(backward);
-  if (stage == job.pp - 1) {
+  if (last) {
     const double vocab = m.vocab / t;
     memory_op(k.forward, KernelClass::norm, "final.norm", rows, h);
     gemm(k.forward, "logits", tokens, vocab, h);
@@ -440,89 +458,119 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
     for (std::size_t i = 0; i < times.size(); ++i) dp_s[i / static_cast<std::size_t>(job.tp)] = std::max(dp_s[i / static_cast<std::size_t>(job.tp)], times[i]);
   }
 
-  // Compute per micro-batch and stage: the kernel model, or FLOP at a given share of peak. TP
-  // all-reduces are blocking.
+  // Compute per micro-batch and model chunk (a stage's layers, or 1/vp of them interleaved): the kernel
+  // model, or FLOP at a given share of peak. TP all-reduces are blocking.
   const GpuType& gpu = cluster.gpu_type(gpu_at(job, 0, 0, 0));
   const KernelModel kernels(gpu);
   const double tokens = b * s;
   const TokenFlop flop = token_flop(job);
   const double layer_forward = tokens * flop.layer / t, recompute = tokens * flop.recompute / t, logits = tokens * flop.logits / t;
   const int tp_forward = job.tp > 1 ? 2 : 0, tp_backward = c.tp_allreduces_per_layer - tp_forward;
-  std::vector<double> fwd(static_cast<std::size_t>(p)), bwd(static_cast<std::size_t>(p)), optimizer(static_cast<std::size_t>(p));
-  for (int stage = 0; stage < p; ++stage) {
+  const int v = job.vp, chunks = p * v, layers_per_chunk = m.layers / chunks;
+  // Virtual stage k = chunk x p + stage: chunk k / p of GPU stage k % p.
+  std::vector<double> fwd(static_cast<std::size_t>(chunks)), bwd(static_cast<std::size_t>(chunks));
+  std::vector<double> stage_fwd(static_cast<std::size_t>(p), 0.0), stage_bwd(static_cast<std::size_t>(p), 0.0), optimizer(static_cast<std::size_t>(p));
+  std::vector<PassTime> stage_fwd_kernels(static_cast<std::size_t>(p)), stage_bwd_kernels(static_cast<std::size_t>(p));
+  for (int k = 0; k < chunks; ++k) {
+    const int stage = k % p;
     double fwd_compute = 0, bwd_compute = 0;
     if (job.compute_efficiency) {
-      const double rate = gpu.peak_for(job.dtype) * *job.compute_efficiency, extra = stage == p - 1 ? logits : 0;
-      fwd_compute = (layers_per_stage * layer_forward + extra) / rate;
-      bwd_compute = (layers_per_stage * (2 * layer_forward + recompute) + 2 * extra) / rate;
+      const double rate = gpu.peak_for(job.dtype) * *job.compute_efficiency, extra = k == chunks - 1 ? logits : 0;
+      fwd_compute = (layers_per_chunk * layer_forward + extra) / rate;
+      bwd_compute = (layers_per_chunk * (2 * layer_forward + recompute) + 2 * extra) / rate;
     } else {
-      const PassKernels pass = stage_kernels(job, stage);
+      const PassKernels pass = chunk_kernels(job, layers_per_chunk, k == 0, k == chunks - 1);
       const PassTime f = pass_time(kernels, pass.forward, job.dtype), bk = pass_time(kernels, pass.backward, job.dtype);
       fwd_compute = f.total();
       bwd_compute = bk.total();
-      if (fwd_compute + bwd_compute > step.forward_kernels.total() + step.backward_kernels.total()) {
-        step.forward_kernels = f;
-        step.backward_kernels = bk;
+      for (auto [sum, part] : {std::pair{&stage_fwd_kernels[stage], &f}, std::pair{&stage_bwd_kernels[stage], &bk}}) {
+        sum->gemm_s += part->gemm_s;
+        sum->attention_s += part->attention_s;
+        sum->memory_s += part->memory_s;
       }
-      const double params = c.stage_parameters[static_cast<std::size_t>(stage)] / (job.zero_stage() >= 1 ? job.dp : 1);
-      const KernelCall adam{.cls = KernelClass::memory, .m = params, .n = kOptimizerStepBytes / dtype_bytes(job.dtype), .name = "optimizer"};
-      optimizer[stage] = kernels.estimate(adam, job.dtype).time_s();
     }
-    fwd[stage] = fwd_compute + layers_per_stage * tp_forward * tp_allreduce_s;
-    bwd[stage] = bwd_compute + layers_per_stage * tp_backward * tp_allreduce_s;
-    if (fsdp) {
+    fwd[k] = fwd_compute + layers_per_chunk * tp_forward * tp_allreduce_s;
+    bwd[k] = bwd_compute + layers_per_chunk * tp_backward * tp_allreduce_s;
+    if (fsdp) {  // pp 1, so one chunk: the stage
       // Each layer's weights are gathered before it runs, the next layer's while it computes (FSDP's
       // prefetch): a layer takes the longer of its compute and one gather, and the first gather is not
       // hidden. The gradients' reduce-scatters run beside the last micro-batch's backward, sharing the
       // links with its gathers: what they add beyond it is paid after it, as the DP reduction.
-      const double per_layer_f = fwd[stage] / layers_per_stage, per_layer_b = bwd[stage] / layers_per_stage;
-      fwd[stage] = layers_per_stage * std::max(per_layer_f, gather_s) + gather_s;
-      bwd[stage] = layers_per_stage * std::max(per_layer_b, gather_s) + gather_s;
-      dp_s[static_cast<std::size_t>(stage)] = std::max(0.0, layers_per_stage * (gather_s + scatter_s) - layers_per_stage * std::max(per_layer_b, gather_s));
+      const double per_layer_f = fwd[k] / layers_per_chunk, per_layer_b = bwd[k] / layers_per_chunk;
+      fwd[k] = layers_per_chunk * std::max(per_layer_f, gather_s) + gather_s;
+      bwd[k] = layers_per_chunk * std::max(per_layer_b, gather_s) + gather_s;
+      dp_s[static_cast<std::size_t>(stage)] = std::max(0.0, layers_per_chunk * (gather_s + scatter_s) - layers_per_chunk * std::max(per_layer_b, gather_s));
+    }
+    stage_fwd[stage] += fwd[k];
+    stage_bwd[stage] += bwd[k];
+  }
+  for (int stage = 0; stage < p; ++stage) {
+    if (!job.compute_efficiency) {
+      const double params = c.stage_parameters[static_cast<std::size_t>(stage)] / (job.zero_stage() >= 1 ? job.dp : 1);
+      const KernelCall adam{.cls = KernelClass::memory, .m = params, .n = kOptimizerStepBytes / dtype_bytes(job.dtype), .name = "optimizer"};
+      optimizer[stage] = kernels.estimate(adam, job.dtype).time_s();
+      if (stage_fwd_kernels[stage].total() + stage_bwd_kernels[stage].total() > step.forward_kernels.total() + step.backward_kernels.total()) {
+        step.forward_kernels = stage_fwd_kernels[stage];
+        step.backward_kernels = stage_bwd_kernels[stage];
+      }
     }
   }
   step.zero_gather_s = gather_s;
-  step.forward_s = *std::max_element(fwd.begin(), fwd.end());
-  step.backward_s = *std::max_element(bwd.begin(), bwd.end());
+  step.forward_s = *std::max_element(stage_fwd.begin(), stage_fwd.end());
+  step.backward_s = *std::max_element(stage_bwd.begin(), stage_bwd.end());
   step.optimizer_s = *std::max_element(optimizer.begin(), optimizer.end());
   step.stage_optimizer_s = optimizer;
   step.tp_comm_s = layers_per_stage * (tp_forward + tp_backward) * tp_allreduce_s;
   step.pp_send_s = send_s;
 
-  // Each stage's passes in schedule order.
-  std::vector<std::vector<std::pair<int, bool>>> order(static_cast<std::size_t>(p));  // (micro-batch, backward)
+  // Each stage's passes in schedule order, as (micro-batch, virtual stage, backward).
+  struct Pass {
+    int micro_batch, virtual_stage;
+    bool backward;
+  };
+  std::vector<std::vector<Pass>> order(static_cast<std::size_t>(p));
   for (int stage = 0; stage < p; ++stage) {
     auto& o = order[stage];
     if (job.schedule == PipelineSchedule::gpipe) {
-      for (int i = 0; i < mb; ++i) o.emplace_back(i, false);
-      for (int i = 0; i < mb; ++i) o.emplace_back(i, true);
-    } else {
-      const int warmup = std::min(p - stage - 1, mb);
-      for (int i = 0; i < warmup; ++i) o.emplace_back(i, false);
-      for (int i = 0; i < mb - warmup; ++i) {
-        o.emplace_back(warmup + i, false);
-        o.emplace_back(i, true);
-      }
-      for (int i = mb - warmup; i < mb; ++i) o.emplace_back(i, true);
+      for (int i = 0; i < mb; ++i) o.push_back({i, stage, false});
+      for (int i = 0; i < mb; ++i) o.push_back({i, stage, true});
+      continue;
     }
+    // 1F1B (Megatron-LM's, interleaved where vp > 1): the k-th forward of a stage runs chunk (k mod p v) / p
+    // of micro-batch (k / p v) p + k mod p, the k-th backward the chunks in reverse; warm-up forwards first,
+    // then one forward and one backward in turn, then the remaining backwards.
+    const int total = mb * v;
+    const int warmup = v == 1 ? std::min(p - stage - 1, mb) : (mb == p ? total : std::min(2 * (p - stage - 1) + (v - 1) * p, total));
+    auto pass = [&](int k, bool backward) {
+      const int chunk = (k % chunks) / p;
+      return Pass{(k / chunks) * p + k % p, (backward ? v - 1 - chunk : chunk) * p + stage, backward};
+    };
+    auto plain = [&](int k, bool backward) { return Pass{k, stage, backward}; };
+    for (int k = 0; k < warmup; ++k) o.push_back(v == 1 ? plain(k, false) : pass(k, false));
+    for (int k = 0; k < total - warmup; ++k) {
+      o.push_back(v == 1 ? plain(warmup + k, false) : pass(warmup + k, false));
+      o.push_back(v == 1 ? plain(k, true) : pass(k, true));
+    }
+    for (int k = total - warmup; k < total; ++k) o.push_back(v == 1 ? plain(k, true) : pass(k, true));
   }
   // Play it out: repeatedly start the pass that can start earliest among those whose input has arrived.
   constexpr double kNotYet = -1;
-  std::vector<std::vector<double>> fwd_end(static_cast<std::size_t>(p), std::vector<double>(static_cast<std::size_t>(mb), kNotYet));
+  std::vector<std::vector<double>> fwd_end(static_cast<std::size_t>(chunks), std::vector<double>(static_cast<std::size_t>(mb), kNotYet));
   auto bwd_end = fwd_end;
   std::vector<std::size_t> next(static_cast<std::size_t>(p), 0);
   std::vector<double> free_at(static_cast<std::size_t>(p), 0.0), busy(static_cast<std::size_t>(p), 0.0);
   std::vector<double> last_backward_start(static_cast<std::size_t>(p), 0.0);
-  for (std::size_t done = 0, total = static_cast<std::size_t>(2 * p * mb); done < total; ++done) {
+  for (std::size_t done = 0, total = static_cast<std::size_t>(2 * chunks * mb); done < total; ++done) {
     int best = -1;
     double best_start = 0;
     for (int stage = 0; stage < p; ++stage) {
       if (next[stage] == order[stage].size()) continue;
-      const auto [i, backward] = order[stage][next[stage]];
+      const Pass& op = order[stage][next[stage]];
+      const int k = op.virtual_stage, i = op.micro_batch;
       double ready = 0;
-      if (!backward && stage > 0) ready = fwd_end[stage - 1][i] == kNotYet ? kNotYet : fwd_end[stage - 1][i] + send_s;
-      if (backward) {
-        ready = stage == p - 1 ? fwd_end[stage][i] : (bwd_end[stage + 1][i] == kNotYet ? kNotYet : bwd_end[stage + 1][i] + send_s);
+      if (!op.backward && k > 0) ready = fwd_end[k - 1][i] == kNotYet ? kNotYet : fwd_end[k - 1][i] + send_s;
+      if (op.backward) {
+        ready = k == chunks - 1 ? fwd_end[k][i] : (bwd_end[k + 1][i] == kNotYet ? kNotYet : bwd_end[k + 1][i] + send_s);
       }
       if (ready == kNotYet) continue;
       const double start = std::max(ready, free_at[stage]);
@@ -532,13 +580,13 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
       }
     }
     FLEETSIM_CHECK(best >= 0, "a pipeline schedule waits on itself");
-    const auto [i, backward] = order[best][next[best]++];
-    const double duration = backward ? bwd[best] : fwd[best];
-    (backward ? bwd_end : fwd_end)[best][i] = best_start + duration;
+    const Pass op = order[best][next[best]++];
+    const double duration = op.backward ? bwd[op.virtual_stage] : fwd[op.virtual_stage];
+    (op.backward ? bwd_end : fwd_end)[op.virtual_stage][op.micro_batch] = best_start + duration;
     free_at[best] = best_start + duration;
     busy[best] += duration;
-    if (backward) last_backward_start[best] = best_start;
-    step.ops.push_back({best, i, backward, best_start, best_start + duration});
+    if (op.backward) last_backward_start[best] = best_start;
+    step.ops.push_back({best, op.micro_batch, op.virtual_stage / p, op.backward, best_start, best_start + duration});
   }
   const double pipeline_s = *std::max_element(free_at.begin(), free_at.end());
   double idle = 0;
@@ -573,20 +621,25 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads) {
       const int dp = gpus / (tp * pp);
       for (int micro : {1, 2, 4, 8}) {
         if (base.global_batch % (dp * micro) != 0) continue;
-        for (Recompute recompute : {Recompute::none, Recompute::selective, Recompute::full}) {
-          for (int zero : {1, 3}) {
-            if (zero == 3 && (pp > 1 || dp == 1)) continue;
-            TrainingJob j = base;
-            j.tp = tp;
-            j.pp = pp;
-            j.dp = dp;
-            j.micro_batch = micro;
-            j.recompute = recompute;
-            j.zero = zero;
-            j.distributed_optimizer = true;
-            j.sequence_parallel = tp > 1;
-            j.schedule = PipelineSchedule::one_f_one_b;
-            candidates.push_back(std::move(j));
+        for (int vp : {1, 2, 4}) {
+          // Interleaved 1F1B where chunks of whole layers and groups of pp micro-batches allow it.
+          if (vp > 1 && (pp == 1 || m.layers % (pp * vp) != 0 || (base.global_batch / (dp * micro)) % pp != 0)) continue;
+          for (Recompute recompute : {Recompute::none, Recompute::selective, Recompute::full}) {
+            for (int zero : {1, 3}) {
+              if (zero == 3 && (pp > 1 || dp == 1)) continue;
+              TrainingJob j = base;
+              j.tp = tp;
+              j.pp = pp;
+              j.vp = vp;
+              j.dp = dp;
+              j.micro_batch = micro;
+              j.recompute = recompute;
+              j.zero = zero;
+              j.distributed_optimizer = true;
+              j.sequence_parallel = tp > 1;
+              j.schedule = PipelineSchedule::one_f_one_b;
+              candidates.push_back(std::move(j));
+            }
           }
         }
       }

@@ -60,6 +60,9 @@ struct TrainingJob {
   ClusterSpec cluster;  // none for a job inside a scenario, which runs on the scenario's cluster
   TransformerModel model;
   int tp = 1, pp = 1, dp = 1;
+  // Virtual pipeline stages per GPU (interleaved 1F1B, Megatron-LM's virtual pipeline): each stage's
+  // layers split into vp chunks, GPU d holding chunks d, d + pp, d + 2 pp, ...; 1: plain 1F1B.
+  int vp = 1;
   bool sequence_parallel = false;
   bool distributed_optimizer = false;  // optimizer state sharded over DP (ZeRO-1)
   // Sharding over DP beyond the optimizer: 2 also the gradients (reduce-scattered, ZeRO-2); 3 also the
@@ -119,6 +122,7 @@ struct PassTime {
 // One pass of one micro-batch on one stage, as simulated.
 struct PipelineOp {
   int stage = 0, micro_batch = 0;
+  int chunk = 0;  // the model chunk on that stage's GPUs (interleaved 1F1B), 0 otherwise
   bool backward = false;
   double start_s = 0, end_s = 0;
 };
@@ -156,7 +160,8 @@ std::optional<OutOfMemory> out_of_memory(const TrainingJob& job, const TrainingC
 
 // A search over the ways to run a job on all its cluster's GPUs at its global batch: TP (a divisor of a
 // node's GPUs, of the heads and of the KV heads; sequence parallel when above 1), PP (a divisor of the
-// layers), DP (the rest), the micro-batch (1, 2, 4, 8 where DP x micro divides the batch), recomputation
+// layers) with 1, 2 or 4 virtual stages (interleaved 1F1B where the layers and micro-batches allow), DP
+// (the rest), the micro-batch (1, 2, 4, 8 where DP x micro divides the batch), recomputation
 // (none, selective, full) and sharding (ZeRO-1, and ZeRO-3 / FSDP without PP). What does not fit in
 // memory is counted, not ranked; the rest are ranked by iteration time (the same tokens each).
 struct TrainingCandidate {
