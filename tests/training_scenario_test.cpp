@@ -131,12 +131,12 @@ TEST_CASE("training jobs in a scenario that cannot run are refused with the file
   CHECK_THAT(error_of(entry(twice + ", " + twice)), Catch::Contains("/workload/1/training: a second training job named \"same\""));
   // A gang larger than the cluster, refused before anything is timed (at 2^36 GPUs, past what an int holds).
   CHECK_THAT(error_of(entry(R"({"training": )" + job("big", R"({"tp": 8, "dp": 4})") + R"(, "iterations": 1})")),
-             Catch::Contains("/workload/0/training/parallel: tp x pp x dp = 32 GPUs, more than the cluster's 16"));
+             Catch::Contains("/workload/0/training/parallel: tp x cp x pp x dp = 32 GPUs, more than the cluster's 16"));
   CHECK_THAT(error_of(entry(R"({"training": {"name": "huge", "model": {"layers": 65536, "hidden": 65536, "heads": 65536, "vocab": 8, "seq_len": 8},
       "parallel": {"tp": 65536, "pp": 65536, "dp": 16}, "batch": {"global": 16}}, "iterations": 1})")),
-             Catch::Contains("tp x pp x dp = 68,719,476,736 GPUs, more than the cluster's 16"));
+             Catch::Contains("tp x cp x pp x dp = 68,719,476,736 GPUs, more than the cluster's 16"));
   CHECK_THAT(error_of(entry(R"({"training": "training/gpt-13b-hybrid.json", "iterations": 1})")),
-             Catch::Contains("s.json: /workload/0/training: tp x pp x dp = 64 GPUs, more than the cluster's 16"));
+             Catch::Contains("s.json: /workload/0/training: tp x cp x pp x dp = 64 GPUs, more than the cluster's 16"));
   // A job no GPU of the cluster can hold: the stage and the bytes it lacks, as train says it.
   CHECK_THAT(error_of(entry(R"({"training": {"name": "oom", "model": {"architecture": "llama-3-70b", "seq_len": 8192}, "parallel": {"dp": 2}, "batch": {"global": 2}}, "iterations": 1})")),
              Catch::Contains("/workload/0/training/parallel: stage 0 needs 3.04 TB a GPU (weights, gradients, optimizer state, activations), 2.96 TB more than the cluster's largest GPU (80 GB)"));
@@ -175,7 +175,7 @@ TEST_CASE("a plan over a scenario with a training job fails the node counts its 
     return PlanPoint{};
   };
   CHECK_FALSE(at(1).passes);
-  CHECK_THAT(at(1).verdict, Catch::StartsWith("does not fit 1 x hgx-h100-8: tp x pp x dp = 16 GPUs, more than the cluster's 8"));
+  CHECK_THAT(at(1).verdict, Catch::StartsWith("does not fit 1 x hgx-h100-8: tp x cp x pp x dp = 16 GPUs, more than the cluster's 8"));
   CHECK(at(1).gpus == 8);
   CHECK(at(2).passes);
   REQUIRE(result.loads.size() == 1);

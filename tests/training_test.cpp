@@ -203,6 +203,57 @@ TEST_CASE("virtual stages that cannot run as Megatron runs them are refused with
              Catch::Contains("/schedule: expected 1f1b with virtual stages"));
 }
 
+TEST_CASE("context parallelism: a GPU's share of the sequence, ring attention's blocks and passes counted by hand", "[training]") {
+  // Llama 3 8B at 128k tokens, TP 8 inside a node, CP 4 across four nodes (Megatron's order: CP after TP).
+  auto job = [](int cp, const std::string& nic, const std::string& recompute) {
+    return parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 4, "node_overrides": {"nic": ")" + nic + R"("}}]},
+        "model": {"architecture": "llama-3-8b", "seq_len": 131072}, "parallel": {"tp": 8, "cp": )" + std::to_string(cp) +
+                                  R"(, "sequence_parallel": true}, "batch": {"global": 4}, "recompute": ")" + recompute + R"("})",
+                              "cp.json");
+  };
+  const TrainingJob cp4 = job(4, "ib-ndr", "full");
+  CHECK(cp4.gpus() == 32);
+  CHECK(cp4.local_tokens() == 32768);
+  const TrainingCounts c = count_training(cp4);
+  // One ring step passes a GPU's keys and values: 2 tensors x 2 bytes x 32,768 tokens x (8 KV heads / TP 8) x 128.
+  CHECK(c.cp_send_bytes == 2.0 * 2 * 32768 * 1 * 128);
+  // Activations (full recomputation: each layer's input, 2 s b h / t bytes) are a GPU's share of the sequence.
+  CHECK(c.activation_bytes_per_layer == Approx(count_training(job(1, "ib-ndr", "full")).activation_bytes_per_layer / 4).epsilon(1e-12));
+  // Attention per layer: the GPU's own causal block of 32,768 queries and keys, then 3 blocks of 16,384 keys
+  // (the load-balanced causal mask keeps half of each other rank's pair of chunks).
+  const KernelModel model(*Catalog::builtin().gpu("h100-sxm"));
+  const double heads = 32.0 / 8, d = 128;
+  const KernelCall own{.cls = KernelClass::attention, .m = 32768, .n = 32768, .k = d, .batch = heads, .causal = true};
+  const KernelCall ring{.cls = KernelClass::attention, .m = 32768, .n = 16384, .k = d, .batch = heads};
+  const TrainingStep step = simulate_training_step(cp4);
+  CHECK(step.forward_kernels.attention_s == Approx(32 * (model.estimate(own, Dtype::bf16).time_s() + 3 * model.estimate(ring, Dtype::bf16).time_s())).epsilon(1e-9));
+  // On NDR the sends hide behind the blocks; on 25 GbE they do not, and each of the 3 steps a layer adds what
+  // its send takes beyond its block, twice the bytes in the backward.
+  CHECK(step.cp_comm_s == 0);
+  const TrainingStep slow = simulate_training_step(job(4, "eth-25g", "full"));
+  KernelCall ring_backward = ring;
+  ring_backward.backward = true;
+  const double exposed = 3 * (std::max(0.0, slow.cp_send_s - model.estimate(ring, Dtype::bf16).time_s()) +
+                              std::max(0.0, 2 * slow.cp_send_s - model.estimate(ring_backward, Dtype::bf16).time_s()));
+  CHECK(exposed > 0);
+  CHECK(slow.cp_comm_s == Approx(32 * exposed).epsilon(1e-9));
+  CHECK(slow.iteration_s > step.iteration_s);
+  // The gradients are reduced over DP x CP: four replicas of the weights here, with DP 1.
+  CHECK(step.dp_allreduce_s > 0);
+  CHECK(simulate_training_step(job(1, "ib-ndr", "full")).dp_allreduce_s == 0);
+}
+
+TEST_CASE("context parallelism that Megatron-Core cannot run is refused with the field", "[training]") {
+  const std::string base = R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+      "model": {"layers": 4, "hidden": 2048, "heads": 16, "vocab": 8, "seq_len": 2050}, "batch": {"global": 8}, )";
+  CHECK_THAT(job_error(base + R"("parallel": {"cp": 4}})"), Catch::Contains("/parallel/cp: expected 2 x cp (8) to divide the sequence of 2050 tokens"));
+  const std::string even = R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+      "model": {"layers": 4, "hidden": 2048, "heads": 16, "vocab": 8, "seq_len": 2048}, "batch": {"global": 8}, )";
+  CHECK_THAT(job_error(even + R"("parallel": {"cp": 2}, "attention": "unfused"})"), Catch::Contains("/attention: expected flash attention with context parallelism"));
+  CHECK_THAT(job_error(even + R"("parallel": {"cp": 2, "dp": 2, "zero": 3}})"), Catch::Contains("/parallel/zero: expected ZeRO 0 to 2 with context parallelism"));
+  CHECK_THAT(job_error(even + R"("parallel": {"cp": 16}})"), Catch::Contains("/parallel: tp x cp x pp x dp = 16 GPUs, more than the cluster's 8"));
+}
+
 TEST_CASE("data parallelism scales sub-linearly: the gradient all-reduce costs more across nodes", "[training]") {
   auto at = [](int dp) {
     TrainingJob job = parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 8}]},

@@ -45,8 +45,9 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
                 c.parameters / 1e9, from.c_str(), m.layers, m.hidden, m.heads, kv.c_str(), mlp.c_str(), m.vocab, m.seq_len);
   out << line;
   const char* sharding[] = {"", ", ZeRO-1 (optimizer sharded)", ", ZeRO-2 (optimizer and gradients sharded)", ", ZeRO-3 / FSDP (weights too)"};
-  std::snprintf(line, sizeof line, "  TP %d x PP %d x DP %d = %d GPUs; batch %d = %d micro-batches of %d per replica; %s, recompute %s%s%s%s\n",
-                job.tp, job.pp, job.dp, job.gpus(), job.global_batch, job.micro_batches(), job.micro_batch, schedule_text(job).c_str(),
+  const std::string cp = job.cp > 1 ? " x CP " + std::to_string(job.cp) : "";
+  std::snprintf(line, sizeof line, "  TP %d%s x PP %d x DP %d = %d GPUs; batch %d = %d micro-batches of %d per replica; %s, recompute %s%s%s%s\n",
+                job.tp, cp.c_str(), job.pp, job.dp, job.gpus(), job.global_batch, job.micro_batches(), job.micro_batch, schedule_text(job).c_str(),
                 recompute_name(job.recompute), job.sequence_parallel ? ", sequence parallel" : "", job.dp_overlap ? ", DP overlapped" : "",
                 sharding[job.zero_stage()]);
   out << line;
@@ -66,7 +67,11 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
   out << "FLOP           " << format_quantity(c.model_flop, Dimension::flop) << " model, " << format_quantity(c.hardware_flop, Dimension::flop)
       << " with recomputation\n";
   out << "micro-batch    forward " << seconds(step.forward_s) << ", backward " << seconds(step.backward_s) << " (slowest stage; TP all-reduces "
-      << seconds(step.tp_comm_s) << ")\n";
+      << seconds(step.tp_comm_s) << (job.cp > 1 ? ", CP ring sends beyond the attention they overlap " + seconds(step.cp_comm_s) : std::string()) << ")\n";
+  if (job.cp > 1) {
+    out << "context        CP " << job.cp << ": " << format_number(job.local_tokens()) << " tokens a GPU; each layer passes keys and values around the ring in "
+        << job.cp - 1 << " steps of " << seconds(step.cp_send_s) << " (" << bytes(c.cp_send_bytes) << "), twice as much back in the backward\n";
+  }
   if (!job.compute_efficiency) {
     const PassTime& f = step.forward_kernels;
     const PassTime& b = step.backward_kernels;
@@ -113,6 +118,7 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
                    {"gpus", job.gpus()},
                    {"tp", job.tp},
                    {"pp", job.pp},
+                   {"cp", job.cp},
                    {"vp", job.vp},
                    {"dp", job.dp},
                    {"micro_batches", job.micro_batches()},
@@ -134,6 +140,8 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
                    {"forward_s", step.forward_s},
                    {"backward_s", step.backward_s},
                    {"tp_comm_s", step.tp_comm_s},
+                   {"cp_send_s", step.cp_send_s},
+                   {"cp_comm_s", step.cp_comm_s},
                    {"pp_send_s", step.pp_send_s},
                    {"dp_allreduce_s", step.dp_allreduce_s},
                    {"optimizer_s", step.optimizer_s},
@@ -172,7 +180,8 @@ namespace {
 std::string configuration(const TrainingJob& j) {
   char text[160];
   const std::string vp = j.vp > 1 ? " (VP " + std::to_string(j.vp) + ")" : "";
-  std::snprintf(text, sizeof text, "TP %d x PP %d%s x DP %d, micro %d, recompute %s, %s", j.tp, j.pp, vp.c_str(), j.dp, j.micro_batch, recompute_name(j.recompute),
+  const std::string cp = j.cp > 1 ? " x CP " + std::to_string(j.cp) : "";
+  std::snprintf(text, sizeof text, "TP %d%s x PP %d%s x DP %d, micro %d, recompute %s, %s", j.tp, cp.c_str(), j.pp, vp.c_str(), j.dp, j.micro_batch, recompute_name(j.recompute),
                 j.zero_stage() >= 3 ? "FSDP" : "ZeRO-1");
   return text;
 }
@@ -190,10 +199,15 @@ void write_training_search_text(std::ostream& out, const TrainingJob& base, cons
     out << "no configuration fits: more GPUs, a shorter sequence or a smaller batch\n";
     return;
   }
-  out << "rank  configuration                                                      iteration    tokens/s      MFU    bubble  memory/GPU\n";
-  for (std::size_t k = 0; k < search.ranked.size() && k < top; ++k) {
+  // The configuration column as wide as its longest entry shown.
+  const std::size_t shown = std::min(top, search.ranked.size());
+  int width = 13;
+  for (std::size_t k = 0; k < shown; ++k) width = std::max(width, static_cast<int>(configuration(search.ranked[k].job).size()));
+  std::snprintf(line, sizeof line, "rank  %-*s iteration    tokens/s      MFU    bubble  memory/GPU\n", width, "configuration");
+  out << line;
+  for (std::size_t k = 0; k < shown; ++k) {
     const TrainingCandidate& c = search.ranked[k];
-    std::snprintf(line, sizeof line, "%4zu  %-66s %-11s  %-12.0f %5.1f%%  %5.1f%%  %s\n", k + 1, configuration(c.job).c_str(), seconds(c.step.iteration_s).c_str(),
+    std::snprintf(line, sizeof line, "%4zu  %-*s %-11s  %-12.0f %5.1f%%  %5.1f%%  %s\n", k + 1, width, configuration(c.job).c_str(), seconds(c.step.iteration_s).c_str(),
                   c.step.tokens_per_s, 100 * c.step.mfu, 100 * c.step.bubble, bytes(largest_need(c.step.counts)).c_str());
     out << line;
   }
@@ -204,7 +218,7 @@ std::string training_search_json(const TrainingJob& base, const TrainingSearch& 
   ordered_json ranked = ordered_json::array();
   for (std::size_t k = 0; k < search.ranked.size() && k < top; ++k) {
     const TrainingCandidate& c = search.ranked[k];
-    ranked.push_back({{"tp", c.job.tp}, {"pp", c.job.pp}, {"vp", c.job.vp}, {"dp", c.job.dp}, {"micro", c.job.micro_batch}, {"recompute", recompute_name(c.job.recompute)},
+    ranked.push_back({{"tp", c.job.tp}, {"cp", c.job.cp}, {"pp", c.job.pp}, {"vp", c.job.vp}, {"dp", c.job.dp}, {"micro", c.job.micro_batch}, {"recompute", recompute_name(c.job.recompute)},
                       {"zero", c.job.zero_stage()}, {"iteration_s", c.step.iteration_s}, {"tokens_per_s", c.step.tokens_per_s}, {"mfu", c.step.mfu},
                       {"bubble", c.step.bubble}, {"memory_per_gpu_bytes", largest_need(c.step.counts)}});
   }

@@ -625,11 +625,11 @@ std::optional<Workflow> read_training(ObjectReader& s, const ClusterSpec& cluste
   }
   if (!job || !iterations || cluster.groups.empty()) return std::nullopt;
   // Before anything is timed: the job's gang on the scenario's cluster (in doubles, as read it may pass an int).
-  const double gang = static_cast<double>(job->tp) * job->pp * job->dp;
+  const double gang = static_cast<double>(job->tp) * job->cp * job->pp * job->dp;
   if (gang > cluster.gpu_count()) {
     // An inline job's field; a job file's gang is refused where the scenario names the file.
     const bool inline_job = job->file == s.problems().file();
-    s.problems().add(inline_job ? job->pointer + "/parallel" : s.pointer("training"), "tp x pp x dp = " + format_number(gang) + " GPUs, more than the cluster's " + std::to_string(cluster.gpu_count()));
+    s.problems().add(inline_job ? job->pointer + "/parallel" : s.pointer("training"), "tp x cp x pp x dp = " + format_number(gang) + " GPUs, more than the cluster's " + std::to_string(cluster.gpu_count()));
     return std::nullopt;
   }
   return absorbing(s.problems(), [&] {

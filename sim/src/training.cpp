@@ -66,6 +66,13 @@ void check_training_job(const TrainingJob& job) {
   };
   const TransformerModel& m = job.model;
   need(m.layers % job.pp == 0, "/parallel/pp", "expected a divisor of the " + std::to_string(m.layers) + " layers, found " + std::to_string(job.pp));
+  if (job.cp > 1) {
+    // Megatron-Core's load-balanced ring: 2 cp chunks of every sequence, FlashAttention-class kernels.
+    need(m.seq_len % (2 * job.cp) == 0, "/parallel/cp",
+         "expected 2 x cp (" + std::to_string(2 * job.cp) + ") to divide the sequence of " + std::to_string(m.seq_len) + " tokens");
+    need(job.attention == AttentionKernel::flash, "/attention", "expected flash attention with context parallelism (ring attention runs FlashAttention blocks)");
+    need(job.zero_stage() < 3, "/parallel/zero", "expected ZeRO 0 to 2 with context parallelism: FSDP over DP x CP is not modelled yet");
+  }
   if (job.vp > 1) {
     // Megatron-LM's interleaved schedule: chunks of whole layers, micro-batches in groups of pp.
     need(job.pp > 1, "/parallel/vp", "expected virtual stages only with pipeline stages (pp above 1), found vp " + std::to_string(job.vp) + " with pp 1");
@@ -95,8 +102,8 @@ void check_training_job(const TrainingJob& job) {
   }
   const int gpus = job.cluster.gpu_count();
   // In doubles: tp x pp x dp as read may pass what an int holds.
-  const double gang = static_cast<double>(job.tp) * job.pp * job.dp;
-  need(job.cluster.groups.empty() || gang <= gpus, "/parallel", "tp x pp x dp = " + format_number(gang) + " GPUs, more than the cluster's " + std::to_string(gpus));
+  const double gang = static_cast<double>(job.tp) * job.cp * job.pp * job.dp;
+  need(job.cluster.groups.empty() || gang <= gpus, "/parallel", "tp x cp x pp x dp = " + format_number(gang) + " GPUs, more than the cluster's " + std::to_string(gpus));
   if (!problems.empty()) throw InputError(std::move(problems));
 }
 
@@ -153,6 +160,7 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
     job.pp = static_cast<int>(r.integer_or("pp", 1, 1, 1 << 16));
     job.dp = static_cast<int>(r.integer_or("dp", 1, 1, 1 << 20));
     job.vp = static_cast<int>(r.integer_or("vp", 1, 1, 1 << 16));
+    job.cp = static_cast<int>(r.integer_or("cp", 1, 1, 1 << 16));
     job.sequence_parallel = r.boolean_or("sequence_parallel", false);
     job.distributed_optimizer = r.boolean_or("distributed_optimizer", false);
     job.zero = static_cast<int>(r.integer_or("zero", 0, 0, 3));
@@ -206,7 +214,7 @@ TrainingCounts count_training(const TrainingJob& job) {
   // `split` that it does (Q, K and V 2 + 4 kv/a, the output projection's input 2, the MLP's f-wide
   // tensors 4f/h: GeLU's input and fc2's; gated, the gate's and up's outputs and the down projection's
   // input 6f/h), 24 for GPT's f = 4h; and the attention scores 5as/h.
-  const double sbh = s * b * h;
+  const double sbh = s / job.cp * b * h;  // a GPU's share of the sequence under CP
   const double split = 4 + 4.0 * m.kv() / a + (m.gated ? 6 : 4) * static_cast<double>(m.ffn()) / h;
   const double attention = 5 * a * s / h;  // softmax input and output, dropout mask, per sbh
   if (job.recompute == Recompute::full) {
@@ -252,6 +260,7 @@ TrainingCounts count_training(const TrainingJob& job) {
   c.tp_allreduce_bytes = kActivationBytes * sbh;
   c.tp_allreduces_per_layer = job.tp > 1 ? (job.recompute == Recompute::full ? 6 : 4) : 0;
   c.pp_send_bytes = kActivationBytes * sbh;
+  if (job.cp > 1) c.cp_send_bytes = 2 * kActivationBytes * b * (s / job.cp) * (static_cast<double>(m.kv()) / t) * (h / a);  // K and V
   return c;
 }
 
@@ -283,7 +292,14 @@ void core_attention(const TrainingJob& job, std::vector<KernelCall>& out, bool b
   const TransformerModel& m = job.model;
   const double heads = static_cast<double>(m.heads) / job.tp, d = static_cast<double>(m.hidden) / m.heads, s = m.seq_len;
   const double batch = job.micro_batch * heads;
-  if (job.attention == AttentionKernel::flash) {
+  if (job.cp > 1) {
+    // Ring attention, load-balanced: the GPU's own keys first (a causal block of s / cp), then cp - 1 blocks
+    // of half as many keys each (the causal mask leaves half of each other chunk pair), as each arrives.
+    const double local = s / job.cp;
+    out.push_back({.cls = KernelClass::attention, .m = local, .n = local, .k = d, .batch = batch, .causal = true, .backward = backward, .name = "attention"});
+    out.push_back({.cls = KernelClass::attention, .m = local, .n = local / 2, .k = d, .batch = batch, .backward = backward, .count = job.cp - 1.0,
+                   .name = "attention.ring"});
+  } else if (job.attention == AttentionKernel::flash) {
     out.push_back({.cls = KernelClass::attention, .m = s, .n = s, .k = d, .batch = batch, .causal = true, .backward = backward, .name = "attention"});
   } else if (!backward) {
     gemm(out, "attention.scores", s, s, d, batch);
@@ -302,7 +318,7 @@ void core_attention(const TrainingJob& job, std::vector<KernelCall>& out, bool b
 
 void layer_forward(const TrainingJob& job, std::vector<KernelCall>& out) {
   const TransformerModel& m = job.model;
-  const double t = job.tp, h = m.hidden, f = m.ffn(), tokens = static_cast<double>(job.micro_batch) * m.seq_len;
+  const double t = job.tp, h = m.hidden, f = m.ffn(), tokens = job.local_tokens();
   const double rows = job.sequence_parallel ? tokens / t : tokens;
   memory_op(out, KernelClass::norm, "attention.norm", rows, h);
   gemm(out, "attention.qkv", tokens, m.qkv_width() / t, h);
@@ -323,7 +339,7 @@ void layer_forward(const TrainingJob& job, std::vector<KernelCall>& out) {
 
 void layer_backward(const TrainingJob& job, std::vector<KernelCall>& out) {
   const TransformerModel& m = job.model;
-  const double t = job.tp, h = m.hidden, f = m.ffn(), tokens = static_cast<double>(job.micro_batch) * m.seq_len;
+  const double t = job.tp, h = m.hidden, f = m.ffn(), tokens = job.local_tokens();
   const double rows = job.sequence_parallel ? tokens / t : tokens;
   if (job.recompute == Recompute::full) {
     layer_forward(job, out);
@@ -353,14 +369,14 @@ void layer_backward(const TrainingJob& job, std::vector<KernelCall>& out) {
 // One model chunk: `layers` layers, with the embedding where it is the first and the head where it is the last.
 PassKernels chunk_kernels(const TrainingJob& job, double layers, bool first, bool last) {
   const TransformerModel& m = job.model;
-  const double t = job.tp, h = m.hidden, tokens = static_cast<double>(job.micro_batch) * m.seq_len;
+  const double t = job.tp, h = m.hidden, tokens = job.local_tokens();
   const double rows = job.sequence_parallel ? tokens / t : tokens;
   PassKernels k;
   std::vector<KernelCall> forward, backward;
   layer_forward(job, forward);
   layer_backward(job, backward);
-  for (KernelCall& c : forward) c.count = layers;
-  for (KernelCall& c : backward) c.count = layers;
+  for (KernelCall& c : forward) c.count *= layers;
+  for (KernelCall& c : backward) c.count *= layers;
   if (first) {
     memory_op(k.forward, KernelClass::embedding, "embedding", tokens, h);
     memory_op(backward, KernelClass::activation, "embedding", tokens, h);  // gradients added into the table
@@ -396,8 +412,8 @@ PassTime pass_time(const KernelModel& model, const std::vector<KernelCall>& call
 constexpr double kOptimizerStepBytes = 34;
 
 // GPU of (tp rank, dp rank, stage): TP fastest, then DP, then PP.
-GpuId gpu_at(const TrainingJob& job, int tp_rank, int dp_rank, int stage) {
-  return make_id<GpuId>(static_cast<std::uint32_t>(tp_rank + job.tp * (dp_rank + job.dp * stage)));
+GpuId gpu_at(const TrainingJob& job, int tp_rank, int dp_rank, int stage, int cp_rank = 0) {
+  return make_id<GpuId>(static_cast<std::uint32_t>(tp_rank + job.tp * (cp_rank + job.cp * (dp_rank + job.dp * stage))));
 }
 
 }  // namespace
@@ -427,9 +443,11 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
   if (p > 1) {
     std::vector<CollectivePlan> sends;
     for (int d = 0; d < job.dp; ++d) {
-      for (int r = 0; r < job.tp; ++r) {
-        const std::vector<GpuId> pair{gpu_at(job, r, d, 0), gpu_at(job, r, d, 1)};
-        sends.push_back(plan_collective(cluster, topology, CollectiveOp::send_recv, CollectiveAlgo::automatic, pair, c.pp_send_bytes / t));
+      for (int k = 0; k < job.cp; ++k) {
+        for (int r = 0; r < job.tp; ++r) {
+          const std::vector<GpuId> pair{gpu_at(job, r, d, 0, k), gpu_at(job, r, d, 1, k)};
+          sends.push_back(plan_collective(cluster, topology, CollectiveOp::send_recv, CollectiveAlgo::automatic, pair, c.pp_send_bytes / t));
+        }
       }
     }
     const auto times = simulated_times_s(topology, sends);
@@ -444,12 +462,14 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
     gather_s = analytical_time_s(topology, plan_collective(cluster, topology, CollectiveOp::all_gather, CollectiveAlgo::automatic, replicas, c.zero_gather_bytes_per_layer));
     scatter_s = analytical_time_s(topology, plan_collective(cluster, topology, CollectiveOp::reduce_scatter, CollectiveAlgo::automatic, replicas, c.zero_gather_bytes_per_layer));
   }
-  if (job.dp > 1 && !fsdp) {
+  if (job.dp * job.cp > 1 && !fsdp) {
     std::vector<CollectivePlan> plans;
     for (int stage = 0; stage < p; ++stage) {
       for (int r = 0; r < job.tp; ++r) {
-        std::vector<GpuId> replicas;
-        for (int d = 0; d < job.dp; ++d) replicas.push_back(gpu_at(job, r, d, stage));
+        std::vector<GpuId> replicas;  // the gradients are reduced over DP x CP
+        for (int d = 0; d < job.dp; ++d) {
+          for (int k = 0; k < job.cp; ++k) replicas.push_back(gpu_at(job, r, d, stage, k));
+        }
         plans.push_back(plan_collective(cluster, topology, CollectiveOp::all_reduce, CollectiveAlgo::automatic, replicas,
                                         c.dp_allreduce_bytes[static_cast<std::size_t>(stage)]));
       }
@@ -462,10 +482,36 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
   // model, or FLOP at a given share of peak. TP all-reduces are blocking.
   const GpuType& gpu = cluster.gpu_type(gpu_at(job, 0, 0, 0));
   const KernelModel kernels(gpu);
-  const double tokens = b * s;
+  const double tokens = job.local_tokens();
   const TokenFlop flop = token_flop(job);
   const double layer_forward = tokens * flop.layer / t, recompute = tokens * flop.recompute / t, logits = tokens * flop.logits / t;
   const int tp_forward = job.tp > 1 ? 2 : 0, tp_backward = c.tp_allreduces_per_layer - tp_forward;
+  // CP: every GPU of a stage passes its keys and values to the next CP rank at once; a ring step costs what
+  // its send takes beyond the block of attention it overlaps (the backward sends the key and value
+  // gradients back as well).
+  double cp_forward_s = 0, cp_backward_s = 0;
+  if (job.cp > 1) {
+    std::vector<CollectivePlan> ring;
+    for (int d = 0; d < job.dp; ++d) {
+      for (int r = 0; r < job.tp; ++r) {
+        for (int k = 0; k < job.cp; ++k) {
+          const std::vector<GpuId> pair{gpu_at(job, r, d, 0, k), gpu_at(job, r, d, 0, (k + 1) % job.cp)};
+          ring.push_back(plan_collective(cluster, topology, CollectiveOp::send_recv, CollectiveAlgo::automatic, pair, c.cp_send_bytes));
+        }
+      }
+    }
+    const auto times = simulated_times_s(topology, ring);
+    step.cp_send_s = *std::max_element(times.begin(), times.end());
+    const double local = s / job.cp, heads = static_cast<double>(m.heads) / job.tp, d = static_cast<double>(m.hidden) / m.heads;
+    const KernelCall block{.cls = KernelClass::attention, .m = local, .n = local / 2, .k = d, .batch = b * heads};
+    KernelCall block_backward = block;
+    block_backward.backward = true;
+    const double block_flop = 4 * local * (local / 2) * d * b * heads;
+    const double forward_block_s = job.compute_efficiency ? block_flop / (gpu.peak_for(job.dtype) * *job.compute_efficiency) : kernels.estimate(block, job.dtype).time_s();
+    const double backward_block_s = job.compute_efficiency ? 2 * block_flop / (gpu.peak_for(job.dtype) * *job.compute_efficiency) : kernels.estimate(block_backward, job.dtype).time_s();
+    cp_forward_s = (job.cp - 1) * std::max(0.0, step.cp_send_s - forward_block_s);
+    cp_backward_s = (job.cp - 1) * std::max(0.0, 2 * step.cp_send_s - backward_block_s);
+  }
   const int v = job.vp, chunks = p * v, layers_per_chunk = m.layers / chunks;
   // Virtual stage k = chunk x p + stage: chunk k / p of GPU stage k % p.
   std::vector<double> fwd(static_cast<std::size_t>(chunks)), bwd(static_cast<std::size_t>(chunks));
@@ -489,8 +535,8 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
         sum->memory_s += part->memory_s;
       }
     }
-    fwd[k] = fwd_compute + layers_per_chunk * tp_forward * tp_allreduce_s;
-    bwd[k] = bwd_compute + layers_per_chunk * tp_backward * tp_allreduce_s;
+    fwd[k] = fwd_compute + layers_per_chunk * (tp_forward * tp_allreduce_s + cp_forward_s);
+    bwd[k] = bwd_compute + layers_per_chunk * (tp_backward * tp_allreduce_s + cp_backward_s);
     if (fsdp) {  // pp 1, so one chunk: the stage
       // Each layer's weights are gathered before it runs, the next layer's while it computes (FSDP's
       // prefetch): a layer takes the longer of its compute and one gather, and the first gather is not
@@ -521,6 +567,7 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
   step.optimizer_s = *std::max_element(optimizer.begin(), optimizer.end());
   step.stage_optimizer_s = optimizer;
   step.tp_comm_s = layers_per_stage * (tp_forward + tp_backward) * tp_allreduce_s;
+  step.cp_comm_s = layers_per_stage * (cp_forward_s + cp_backward_s);
   step.pp_send_s = send_s;
 
   // Each stage's passes in schedule order, as (micro-batch, virtual stage, backward).
@@ -613,33 +660,44 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads) {
   const ClusterSpec& cs = base.cluster;
   const int gpus = cs.gpu_count(), per_node = cs.groups.front().node.gpus;
   const TransformerModel& m = base.model;
-  std::vector<TrainingJob> candidates;
+  // The gang's shapes: TP inside a node, CP 1, 2 or 4 where the sequence splits into 2 cp chunks (and the
+  // attention is FlashAttention's), PP dividing the layers, DP the rest.
+  struct Shape {
+    int tp, cp, pp, dp;
+  };
+  std::vector<Shape> shapes;
   for (int tp = 1; tp <= per_node; ++tp) {
     if (per_node % tp != 0 || m.heads % tp != 0 || m.kv() % tp != 0 || gpus % tp != 0) continue;
-    for (int pp = 1; pp <= m.layers && tp * pp <= gpus; ++pp) {
-      if (m.layers % pp != 0 || gpus % (tp * pp) != 0) continue;
-      const int dp = gpus / (tp * pp);
-      for (int micro : {1, 2, 4, 8}) {
-        if (base.global_batch % (dp * micro) != 0) continue;
-        for (int vp : {1, 2, 4}) {
-          // Interleaved 1F1B where chunks of whole layers and groups of pp micro-batches allow it.
-          if (vp > 1 && (pp == 1 || m.layers % (pp * vp) != 0 || (base.global_batch / (dp * micro)) % pp != 0)) continue;
-          for (Recompute recompute : {Recompute::none, Recompute::selective, Recompute::full}) {
-            for (int zero : {1, 3}) {
-              if (zero == 3 && (pp > 1 || dp == 1)) continue;
-              TrainingJob j = base;
-              j.tp = tp;
-              j.pp = pp;
-              j.vp = vp;
-              j.dp = dp;
-              j.micro_batch = micro;
-              j.recompute = recompute;
-              j.zero = zero;
-              j.distributed_optimizer = true;
-              j.sequence_parallel = tp > 1;
-              j.schedule = PipelineSchedule::one_f_one_b;
-              candidates.push_back(std::move(j));
-            }
+    for (int cp : {1, 2, 4}) {
+      if (cp > 1 && (m.seq_len % (2 * cp) != 0 || base.attention != AttentionKernel::flash)) continue;
+      for (int pp = 1; pp <= m.layers && tp * cp * pp <= gpus; ++pp) {
+        if (m.layers % pp == 0 && gpus % (tp * cp * pp) == 0) shapes.push_back({tp, cp, pp, gpus / (tp * cp * pp)});
+      }
+    }
+  }
+  std::vector<TrainingJob> candidates;
+  for (const auto& [tp, cp, pp, dp] : shapes) {
+    for (int micro : {1, 2, 4, 8}) {
+      if (base.global_batch % (dp * micro) != 0) continue;
+      for (int vp : {1, 2, 4}) {
+        // Interleaved 1F1B where chunks of whole layers and groups of pp micro-batches allow it.
+        if (vp > 1 && (pp == 1 || m.layers % (pp * vp) != 0 || (base.global_batch / (dp * micro)) % pp != 0)) continue;
+        for (Recompute recompute : {Recompute::none, Recompute::selective, Recompute::full}) {
+          for (int zero : {1, 3}) {
+            if (zero == 3 && (pp > 1 || dp == 1 || cp > 1)) continue;
+            TrainingJob j = base;
+            j.tp = tp;
+            j.cp = cp;
+            j.pp = pp;
+            j.vp = vp;
+            j.dp = dp;
+            j.micro_batch = micro;
+            j.recompute = recompute;
+            j.zero = zero;
+            j.distributed_optimizer = true;
+            j.sequence_parallel = tp > 1;
+            j.schedule = PipelineSchedule::one_f_one_b;
+            candidates.push_back(std::move(j));
           }
         }
       }
@@ -717,11 +775,12 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
   it.gpus = job.gpus();
   it.tp = job.tp;
   it.pp = job.pp;
+  it.cp = job.cp;
   it.dp = job.dp;
   it.model_flop = counts.model_flop;
   it.tokens = static_cast<double>(job.global_batch) * job.model.seq_len;
   for (const StageMemory& m : counts.stage_memory) it.memory_per_gpu_bytes = std::max(it.memory_per_gpu_bytes, m.total());
-  if (job.dp > 1) it.dp_bytes = *std::max_element(counts.dp_allreduce_bytes.begin(), counts.dp_allreduce_bytes.end());
+  if (job.dp * job.cp > 1) it.dp_bytes = *std::max_element(counts.dp_allreduce_bytes.begin(), counts.dp_allreduce_bytes.end());
   for (const NodeGroup& g : cluster.groups) {
     if (std::any_of(it.on.begin(), it.on.end(), [&](const TrainingIteration::OnGpu& o) { return o.gpu == g.gpu.id; })) continue;
     // The job alone on enough nodes of this type under one switch: its compute does not depend on where

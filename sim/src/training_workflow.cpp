@@ -20,10 +20,10 @@ Workflow detail::training_workflow(const TrainingJob& job, int iterations, const
   task.flop = iteration->model_flop;
   task.dtype = job.dtype;
   task.training = iteration;
-  if (job.dp > 1) {
-    // Every (TP rank, stage) reduces its gradients over its DP group at once: dp ranks, tp apart.
+  if (job.dp * job.cp > 1) {
+    // Every (TP rank, stage) reduces its gradients over its DP x CP group at once: dp x cp ranks, tp apart.
     task.collective = CollectiveSpec{.op = CollectiveOp::all_reduce, .bytes = iteration->dp_bytes, .overlap = iteration->dp_overlap,
-                                     .group_size = job.dp, .group_stride = job.tp};
+                                     .group_size = job.dp * job.cp, .group_stride = job.tp};
   }
   for (int i = 0; i < iterations; ++i) {
     task.name = "iteration " + std::to_string(i + 1);

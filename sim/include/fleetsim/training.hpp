@@ -63,6 +63,11 @@ struct TrainingJob {
   // Virtual pipeline stages per GPU (interleaved 1F1B, Megatron-LM's virtual pipeline): each stage's
   // layers split into vp chunks, GPU d holding chunks d, d + pp, d + 2 pp, ...; 1: plain 1F1B.
   int vp = 1;
+  // Context parallelism (Megatron-Core's, ring attention as Transformer Engine's p2p CP runs it): each
+  // sequence split over cp GPUs in 2 cp load-balanced chunks; every layer's attention passes the keys and
+  // values around the cp ranks in cp - 1 steps, each overlapping one block of attention; the gradients
+  // reduced over DP x CP.
+  int cp = 1;
   bool sequence_parallel = false;
   bool distributed_optimizer = false;  // optimizer state sharded over DP (ZeRO-1)
   // Sharding over DP beyond the optimizer: 2 also the gradients (reduce-scattered, ZeRO-2); 3 also the
@@ -80,7 +85,8 @@ struct TrainingJob {
   // Achieved / peak FLOP rate for all the compute, in place of the kernel model (none: the kernel model).
   std::optional<double> compute_efficiency;
 
-  int gpus() const { return tp * pp * dp; }
+  int gpus() const { return tp * cp * pp * dp; }
+  double local_tokens() const { return static_cast<double>(micro_batch) * model.seq_len / cp; }  // one micro-batch on one GPU
   int micro_batches() const { return global_batch / (dp * micro_batch); }
 };
 
@@ -106,6 +112,7 @@ struct TrainingCounts {
   double tp_allreduce_bytes = 0;           // one TP all-reduce (b s h activations)
   int tp_allreduces_per_layer = 0;         // per micro-batch, forward and backward
   double pp_send_bytes = 0;                // one stage boundary, one micro-batch, one direction (all TP ranks)
+  double cp_send_bytes = 0;                // one ring step of CP attention's forward: the keys and values one GPU passes on
   std::vector<double> dp_allreduce_bytes;  // per GPU of each stage
   // ZeRO-3 / FSDP: one layer's 16-bit weights gathered on every GPU of the DP group before its forward
   // and its backward, and its gradients reduce-scattered after (the whole layer, nccl-tests' size).
@@ -134,6 +141,8 @@ struct TrainingStep {
   double bubble = 0;         // idle fraction of the pipeline before the DP all-reduce, averaged over stages
   double forward_s = 0, backward_s = 0;  // one micro-batch on the slowest stage, TP communication included
   double tp_comm_s = 0;      // TP all-reduce time per micro-batch forward + backward, slowest stage
+  double cp_send_s = 0;      // one CP ring step's send (every GPU passing its keys and values at once)
+  double cp_comm_s = 0;      // what CP's ring sends add beyond the attention they overlap, per micro-batch forward + backward, slowest stage
   double pp_send_s = 0;      // one boundary transfer
   double dp_allreduce_s = 0; // the slowest stage's gradient all-reduce (ZeRO-3: what its reduce-scatters add)
   double zero_gather_s = 0;  // ZeRO-3: one layer's all-gather (and as long its reduce-scatter), alone
@@ -146,8 +155,8 @@ struct TrainingStep {
   TrainingCounts counts;
 };
 
-// Places the job on the first tp x pp x dp GPUs of its cluster, ranks ordered TP fastest, then DP,
-// then PP (Megatron's order: a TP group inside a node), and plays one iteration.
+// Places the job on the first tp x cp x pp x dp GPUs of its cluster, ranks ordered TP fastest, then CP,
+// then DP, then PP (Megatron's order: a TP group inside a node), and plays one iteration.
 TrainingStep simulate_training_step(const TrainingJob& job);
 
 // The first stage whose memory per GPU (weights, gradients, optimizer state, activations) exceeds its
@@ -159,8 +168,8 @@ struct OutOfMemory {
 std::optional<OutOfMemory> out_of_memory(const TrainingJob& job, const TrainingCounts& counts);
 
 // A search over the ways to run a job on all its cluster's GPUs at its global batch: TP (a divisor of a
-// node's GPUs, of the heads and of the KV heads; sequence parallel when above 1), PP (a divisor of the
-// layers) with 1, 2 or 4 virtual stages (interleaved 1F1B where the layers and micro-batches allow), DP
+// node's GPUs, of the heads and of the KV heads; sequence parallel when above 1), CP 1, 2 or 4 (where 2 cp
+// divides the sequence), PP (a divisor of the layers) with 1, 2 or 4 virtual stages (interleaved 1F1B where the layers and micro-batches allow), DP
 // (the rest), the micro-batch (1, 2, 4, 8 where DP x micro divides the batch), recomputation
 // (none, selective, full) and sharding (ZeRO-1, and ZeRO-3 / FSDP without PP). What does not fit in
 // memory is counted, not ranked; the rest are ranked by iteration time (the same tokens each).
@@ -181,8 +190,8 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads);
 // timed by simulate_training_step on that GPU type's nodes alone (one switch, Megatron's rank order).
 struct TrainingIteration {
   std::string job;                 // the job's name
-  int gpus = 0;                    // tp x pp x dp
-  int tp = 1, pp = 1, dp = 1;
+  int gpus = 0;                    // tp x cp x pp x dp
+  int tp = 1, pp = 1, cp = 1, dp = 1;
   double model_flop = 0;           // forward and backward of every sequence (what MFU counts)
   double tokens = 0;               // trained per iteration
   double memory_per_gpu_bytes = 0; // the largest stage's
