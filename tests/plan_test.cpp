@@ -2,7 +2,9 @@
 // threads, load growth scales arrivals as stated, a run whose queue runs away stops early, and bad
 // plan files are refused with the field named.
 #include <filesystem>
+#include <algorithm>
 #include <fstream>
+#include <sstream>
 #include <utility>
 #include <vector>
 #include <catch2/catch.hpp>
@@ -264,4 +266,51 @@ TEST_CASE("open arrivals up to the horizon leave work in flight, which fails a p
   CHECK(some_pass);  // every point used to fail with "workflows unfinished at the horizon"
   CHECK(some_fail);  // one node cannot keep up: its queue grows
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("each node type's best stands beside the recommendation: its cheapest passing point, or the closest, or none", "[plan]") {
+  PlanSpec spec = small_plan();
+  spec.node_types = {"hgx-h100-8", "l40s-pcie-8", "rtx4090-pcie-8"};
+  spec.load_growth = {1};
+  const PlanResult r = run_plan(spec, {.threads = 1, .exhaustive = true});
+  REQUIRE(r.loads.size() == 1);
+  const PlanRecommendation& rec = r.loads[0];
+  REQUIRE(rec.per_node_type.size() == 3);
+  for (const PlanOption& o : rec.per_node_type) {
+    // Every point of the type that ran: the option's point is the cheapest passing one, or none passes and
+    // the closest has the lowest p95.
+    double cheapest = 1e300, lowest_p95 = 1e300;
+    bool any_ran = false;
+    for (const PlanPoint& p : r.points) {
+      if (p.node_type != o.node_type || p.confirmation || !p.ran()) continue;
+      any_ran = true;
+      if (p.passes) cheapest = std::min(cheapest, p.monthly_usd);
+      lowest_p95 = std::min(lowest_p95, p.p95_s.mean);
+    }
+    if (o.point) {
+      CHECK(r.points[*o.point].passes);
+      CHECK(r.points[*o.point].monthly_usd == cheapest);
+      CHECK_FALSE(o.closest);
+    } else if (any_ran) {
+      CHECK(cheapest == 1e300);
+      REQUIRE(o.closest);
+      CHECK(r.points[*o.closest].p95_s.mean == lowest_p95);
+    } else {
+      CHECK_FALSE(o.closest);
+    }
+  }
+  // The recommendation is its node type's best (a cheaper point of that type that failed its confirmation no
+  // longer passes).
+  REQUIRE(rec.point);
+  const auto same_type = std::find_if(rec.per_node_type.begin(), rec.per_node_type.end(),
+                                      [&](const PlanOption& o) { return o.node_type == r.points[*rec.point].node_type; });
+  REQUIRE(same_type != rec.per_node_type.end());
+  CHECK(same_type->point == rec.point);
+  CHECK_FALSE(rec.per_node_type[2].point);          // FLUX's weights fit no RTX 4090
+  CHECK_FALSE(rec.per_node_type[2].closest);
+  // The text says each, and which is the recommendation.
+  std::ostringstream text;
+  write_plan_text(text, spec, r);
+  CHECK_THAT(text.str(), Catch::Contains("load 1x, the cheapest that meets every SLO per node type:") && Catch::Contains("the recommendation") &&
+                             Catch::Contains("rtx4090-pcie-8   cannot run the workload"));
 }

@@ -52,6 +52,25 @@ std::string percent(double share) {
   return text;
 }
 
+// One node type's best, as a line: the configuration, its cost, p95 and use, or why none meets the SLOs.
+std::string option_text(const PlanResult& r, const PlanRecommendation& rec, const PlanOption& o) {
+  char line[512];
+  if (o.point) {
+    const PlanPoint& p = r.points[*o.point];
+    const bool recommended = rec.point && *rec.point == *o.point;
+    const std::string what = std::to_string(p.nodes) + " nodes (" + std::to_string(p.gpus) + " GPUs), " + p.fabric + ", " + p.policy;
+    std::snprintf(line, sizeof line, "%-16s %-48s %9s   p95 %-20s use %6s   %s", o.node_type.c_str(), what.c_str(), usd(p.monthly_usd).c_str(),
+                  time_ci(p.p95_s).c_str(), percent(p.utilization.mean).c_str(), recommended ? "the recommendation" : "(its seeds only, not confirmed)");
+  } else if (o.closest) {
+    const PlanPoint& p = r.points[*o.closest];
+    std::snprintf(line, sizeof line, "%-16s none meets every SLO; closest %d nodes (%s, p95 %s): %s", o.node_type.c_str(), p.nodes, usd(p.monthly_usd).c_str(),
+                  time_ci(p.p95_s).c_str(), p.verdict.c_str());
+  } else {
+    std::snprintf(line, sizeof line, "%-16s cannot run the workload", o.node_type.c_str());
+  }
+  return line;
+}
+
 std::string load_name(double load) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%gx", load);
@@ -64,7 +83,11 @@ void write_plan_text(std::ostream& out, const PlanSpec& spec, const PlanResult& 
   out << "plan " << spec.file << " over " << spec.base << ": " << r.points.size() << " points simulated ("
       << spec.seeds << " seeds each, " << spec.confirm_seeds << " fresh seeds to confirm)\n\n";
   for (const PlanRecommendation& rec : r.loads) {
-    out << "load " << load_name(rec.load) << ": ";
+    if (rec.per_node_type.size() > 1) {
+      out << "load " << load_name(rec.load) << ", the cheapest that meets every SLO per node type:\n";
+      for (const PlanOption& o : rec.per_node_type) out << "  " << option_text(r, rec, o) << "\n";
+    }
+    out << "load " << load_name(rec.load) << (rec.per_node_type.size() > 1 ? ", overall: " : ": ");
     if (!rec.point) {
       out << "no configuration in the search space meets the SLOs\n";
       continue;
@@ -117,6 +140,12 @@ std::string plan_json(const PlanSpec& spec, const PlanResult& r) {
     entry["recommended"] = rec.point ? ordered_json(*rec.point) : ordered_json(nullptr);
     entry["confirmation"] = rec.confirmed ? ordered_json(*rec.confirmed) : ordered_json(nullptr);
     entry["frontier"] = rec.frontier;
+    ordered_json options = ordered_json::array();
+    for (const PlanOption& o : rec.per_node_type) {
+      options.push_back({{"node_type", o.node_type}, {"point", o.point ? ordered_json(*o.point) : ordered_json(nullptr)},
+                         {"closest", o.closest ? ordered_json(*o.closest) : ordered_json(nullptr)}});
+    }
+    entry["per_node_type"] = options;
     loads.push_back(entry);
   }
   ordered_json doc{{"plan", spec.file}, {"base", spec.base}, {"loads", loads}, {"points", points}};
@@ -162,6 +191,16 @@ void write_plan_html(std::ostream& out, const PlanSpec& spec, const PlanResult& 
     out << "</li>\n";
   }
   out << "</ul>\n";
+  // Side by side: each node type's best, so a choice between them is one look.
+  if (!r.loads.empty() && r.loads.front().per_node_type.size() > 1) {
+    out << "<h2>Per node type</h2>\n<p>The cheapest configuration of each node type that meets every SLO on its seeds (only the recommendation is "
+           "confirmed on fresh seeds), or, where none does, the one closest to it.</p>\n<pre id=\"per-node-type\">";
+    for (const PlanRecommendation& rec : r.loads) {
+      out << "load " << html::escape(load_name(rec.load)) << "\n";
+      for (const PlanOption& o : rec.per_node_type) out << "  " << html::escape(option_text(r, rec, o)) << "\n";
+    }
+    out << "</pre>\n";
+  }
 
   // The region that matters: up to half again the largest latency target (or the recommended points'
   // p95), so that a few slow configurations do not squash it; slower points sit on the top edge.

@@ -69,11 +69,19 @@ struct PlanPoint {
   std::string verdict;  // "meets every SLO" or the first reason it does not
 };
 
+// The best a plan found for one node type: what a buyer weighing node types compares side by side.
+struct PlanOption {
+  std::string node_type;
+  std::optional<std::size_t> point;    // its cheapest point that meets every SLO on its seeds, in `points`
+  std::optional<std::size_t> closest;  // where none does: its point that ran with the lowest p95
+};
+
 struct PlanRecommendation {
   double load = 1;
   std::optional<std::size_t> point;      // the cheapest passing point, in `points`
   std::optional<std::size_t> confirmed;  // its confirmation run, in `points`
   std::vector<std::size_t> frontier;     // points on the Pareto frontier of monthly cost against p95 latency
+  std::vector<PlanOption> per_node_type; // in the search's order of node types
 };
 
 struct PlanResult {

@@ -394,8 +394,13 @@ class Planner {
       // The confidence interval's far end must be on the right side of the target.
       const bool misses = st.at_least ? st.actual.mean - st.actual.ci95 < st.target : st.actual.mean + st.actual.ci95 > st.target;
       if (failure.empty() && misses) {
+        // Say which: the SLO missed on average, or met on average but not surely enough over these seeds.
+        const bool mean_misses = st.at_least ? st.actual.mean < st.target : st.actual.mean > st.target;
+        const double far_end = st.at_least ? st.actual.mean - st.actual.ci95 : st.actual.mean + st.actual.ci95;
         failure = st.name + " " + format_slo_value(st.metric, st.actual.mean) + " +- " + format_slo_value(st.metric, st.actual.ci95) +
-                  (st.at_least ? " under" : " over") + " its target " + format_slo_value(st.metric, st.target);
+                  (mean_misses ? std::string(st.at_least ? ", under" : ", over") + " its target " + format_slo_value(st.metric, st.target)
+                               : ": within its target " + format_slo_value(st.metric, st.target) + " on average, but its 95% interval reaches " +
+                                     format_slo_value(st.metric, far_end) + " (more seeds may settle it)");
       }
       p.slos.push_back(std::move(st));
     }
@@ -522,6 +527,18 @@ class Planner {
           rec.frontier.push_back(i);
           best = &p;
         }
+      }
+      // Per node type, its cheapest passing point, or the one closest to passing (the lowest p95).
+      for (const std::string& type : spec_.node_types) {
+        PlanOption& o = rec.per_node_type.emplace_back();
+        o.node_type = type;
+        for (std::size_t i = 0; i < result.points.size(); ++i) {
+          const PlanPoint& p = result.points[i];
+          if (p.load != load || p.confirmation || !p.ran() || p.node_type != type) continue;
+          if (p.passes && (!o.point || cheaper(i, *o.point))) o.point = i;
+          if (!o.closest || p.p95_s.mean < result.points[*o.closest].p95_s.mean) o.closest = i;
+        }
+        if (o.point) o.closest.reset();
       }
       result.loads.push_back(std::move(rec));
     }
