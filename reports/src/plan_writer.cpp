@@ -110,11 +110,11 @@ void write_plan_text(std::ostream& out, const PlanSpec& spec, const PlanResult& 
     out << line;
   }
   for (const PlanRecommendation& rec : r.loads) {
-    out << "\nPareto frontier at load " << load_name(rec.load) << " (monthly cost against p95 latency):\n";
+    out << "\nPareto frontier at load " << load_name(rec.load) << " (monthly cost against p95 latency, over the points that meet every SLO):\n";
+    if (rec.frontier.empty()) out << "  none: no point meets every SLO\n";
     for (std::size_t i : rec.frontier) {
       const PlanPoint& p = r.points[i];
-      out << "  " << usd(p.monthly_usd) << "  p95 " << format_quantity(p.p95_s.mean, Dimension::time) << "  " << configuration(p)
-          << (p.passes ? "" : "  (fails: " + p.verdict + ")") << "\n";
+      out << "  " << usd(p.monthly_usd) << "  p95 " << format_quantity(p.p95_s.mean, Dimension::time) << "  " << configuration(p) << "\n";
     }
   }
 }
@@ -245,8 +245,8 @@ void write_plan_html(std::ostream& out, const PlanSpec& spec, const PlanResult& 
   }
   chart.legend(legend);
   chart.write(out);
-  out << "<p class=\"note\">Filled: meets every SLO; ringed: recommended; lines: Pareto frontiers (each point faster than the cheaper "
-         "ones beyond both confidence intervals); dashed red: the latency targets.</p>\n";
+  out << "<p class=\"note\">Filled: meets every SLO; hollow: does not; ringed: recommended; lines: Pareto frontiers of the points that "
+         "meet every SLO (each point faster than the cheaper ones beyond both confidence intervals); dashed red: the latency targets.</p>\n";
   if (above > 0) {
     out << "<p class=\"note\">" << above << " point" << (above == 1 ? " is" : "s are") << " slower than the chart's top (" << html::escape(y.ticks.back().second)
         << ") and drawn on its edge; the table has their p95.</p>\n";

@@ -507,11 +507,12 @@ class Planner {
           break;
         }
       }
-      // Pareto frontier of cost against p95 over the search's points that ran to the end.
+      // Pareto frontier of cost against p95 over the search's points that meet every SLO: a failing point is
+      // no trade-off to offer, however cheap (the page shows those apart).
       std::vector<std::size_t> pts;
       for (std::size_t i = 0; i < result.points.size(); ++i) {
         const PlanPoint& p = result.points[i];
-        if (p.load == load && !p.confirmation && p.ran() && p.verdict.find("queue grew") == std::string::npos) pts.push_back(i);
+        if (p.load == load && !p.confirmation && p.ran() && p.passes) pts.push_back(i);
       }
       std::sort(pts.begin(), pts.end(), [&](std::size_t a, std::size_t b) {
         return std::tie(result.points[a].monthly_usd, result.points[a].p95_s.mean) <
