@@ -242,6 +242,9 @@ int run_compare(const CompareArgs& args) {
   const std::vector<std::string> out_names{"comparison.csv", "comparison.json", "report.html"};
   check_outputs(args.out_dir, out_names, args.report);
   const unsigned threads = args.threads > 0 ? args.threads : std::max(1u, std::thread::hardware_concurrency());
+  if (args.seeds > 1 && fleetsim::seed_use(scenario).empty()) {
+    std::cerr << "fleetsim: note: " << args.scenario << " draws nothing at random (every seed gives the same run): one run per policy\n";
+  }
   const auto results = fleetsim::compare_policies(scenario, policies, args.seeds, threads, progress_line("runs"));
   if (!args.out_dir.empty()) {
     fleetsim::write_output_directory(args.out_dir, {{out_names[0], "the runs", [&](std::ostream& o) { fleetsim::write_comparison_csv(o, results); }},
@@ -254,7 +257,7 @@ int run_compare(const CompareArgs& args) {
   if (args.json) {
     std::cout << fleetsim::comparison_json(scenario.name, results);
   } else {
-    fleetsim::write_comparison_text(std::cout, scenario.name, args.seeds, results);
+    fleetsim::write_comparison_text(std::cout, scenario.name, static_cast<unsigned>(results.empty() ? 0 : results.front().runs.size()), results);
   }
   return kOk;
 }

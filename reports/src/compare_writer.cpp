@@ -52,8 +52,11 @@ std::optional<double> latency_target(const ComparedMetric& m, const std::vector<
 
 void write_comparison_text(std::ostream& out, const std::string& scenario, unsigned seeds,
                            const std::vector<PolicyRuns>& results) {
-  out << "scenario " << scenario << ": " << results.size() << " policies x " << seeds
-      << " seeds; mean +- 95% confidence half-width\n\n";
+  if (seeds == 1) {
+    out << "scenario " << scenario << ": " << results.size() << " policies x 1 run\n\n";
+  } else {
+    out << "scenario " << scenario << ": " << results.size() << " policies x " << seeds << " seeds; mean +- 95% confidence half-width\n\n";
+  }
   const std::vector<ComparedMetric> metrics = compared_metrics(results);
   std::vector<RowUnit> units;
   int width = 18;
@@ -86,8 +89,12 @@ void write_comparison_html(std::ostream& out, const std::string& scenario, const
   html::page_begin(out, "fleetsim compare: " + scenario);
   const std::size_t seeds = results.empty() ? 0 : results.front().runs.size();
   const std::vector<ComparedMetric> metrics = compared_metrics(results);
-  out << "<p>" << results.size() << " policies, " << seeds
-      << " seeds each: means with their 95% confidence half-widths (Student's t), in the table and as bars with whiskers.</p>\n";
+  if (seeds == 1) {
+    out << "<p>" << results.size() << " policies, one run each (one seed: no confidence intervals).</p>\n";
+  } else {
+    out << "<p>" << results.size() << " policies, " << seeds
+        << " seeds each: means with their 95% confidence half-widths (Student's t), in the table and as bars with whiskers.</p>\n";
+  }
   // The numbers first: one row per metric, one column per policy, times in the unit that suits the row.
   out << "<div class=\"wide\"><table id=\"comparison\"><tr><th>metric</th>";
   for (const PolicyRuns& r : results) out << "<th>" << html::escape(r.policy) << "</th>";

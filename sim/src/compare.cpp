@@ -90,6 +90,8 @@ std::vector<PolicyRuns> compare_policies(const Scenario& scenario, const std::ve
   }
   if (!problems.empty()) throw InputError(std::move(problems));
   if (seeds == 0) throw InputError({Problem{"--seeds", "", "expected at least 1 seed"}});
+  // A scenario that draws nothing at random gives every seed the same run: one each is the answer.
+  if (seed_use(scenario).empty()) seeds = 1;
 
   std::vector<PolicyRuns> results(variants.size());
   for (std::size_t p = 0; p < variants.size(); ++p) {

@@ -1086,6 +1086,32 @@ std::vector<std::uint8_t> tenant_node_allowed(const std::vector<Tenant>& tenants
   return allowed;
 }
 
+std::string seed_use(const Scenario& sc) {
+  for (const Stream& s : sc.streams) {
+    const std::string of = " of workflow \"" + (s.workflow < sc.workflows.size() ? sc.workflows[s.workflow].id : std::string()) + "\"";
+    switch (s.arrival.process) {
+      case ArrivalProcess::poisson: return "poisson arrivals" + of;
+      case ArrivalProcess::bursty: return "bursty arrivals" + of;
+      case ArrivalProcess::diurnal: return "diurnal arrivals" + of;
+      case ArrivalProcess::closed:
+        if (s.arrival.think_s > 0) return "the think times of a closed loop" + of;
+        break;
+      case ArrivalProcess::once:
+      case ArrivalProcess::periodic:
+      case ArrivalProcess::times: break;
+    }
+  }
+  for (const Workflow& w : sc.workflows) {
+    for (const TaskSpec& t : w.tasks) {
+      if (t.size == TaskSpec::Size::exponential) return "the drawn work sizes of task \"" + t.name + "\" of workflow \"" + w.id + "\"";
+    }
+  }
+  if (sc.faults.gpu_mtbf_s > 0 || sc.faults.node_mtbf_s > 0 || sc.faults.link_mtbf_s > 0) return "random failures";
+  if (sc.spot.any() && sc.spot.mtbp_s > 0) return "spot preemptions";
+  if (!sc.serving.empty()) return "the requests of serving deployment \"" + sc.serving.front()->name + "\"";
+  return "";
+}
+
 std::string_view work_class_name(WorkClass c) { return c == WorkClass::interactive ? "interactive" : "batch"; }
 
 std::string_view fabric_kind_name(FabricKind kind) {

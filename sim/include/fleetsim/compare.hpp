@@ -43,7 +43,8 @@ Scenario with_policy(Scenario scenario, const PolicyInfo& policy);
 
 // Every policy with its registry defaults, except the scenario's own, which keeps its parameters
 // (unknown names are an InputError listing the valid ones); seeds scenario.seed, scenario.seed + 1,
-// ... `progress` is called after each run.
+// ..., or one run each where the scenario draws nothing at random (seed_use), since every seed would
+// repeat it. `progress` is called after each run.
 std::vector<PolicyRuns> compare_policies(const Scenario& scenario, const std::vector<std::string>& policies,
                                          unsigned seeds, unsigned threads,
                                          const std::function<void(std::size_t done, std::size_t total)>& progress = {});

@@ -238,6 +238,11 @@ struct Scenario {
   std::vector<std::shared_ptr<const ServingDeployment>> serving;
 };
 
+// The first thing the scenario's seed decides ("poisson arrivals of workflow \"chat\""): arrival draws,
+// drawn work sizes, random failures, spot preemptions, serving requests; "" when it draws nothing at
+// random (a trace replay, scripted arrivals), so that every seed gives the same run.
+std::string seed_use(const Scenario& scenario);
+
 // A what-if edit applied before the scenario is read: the value at a JSON pointer replaced (or
 // created) with `value`, which is JSON text, or else taken as a plain string.
 struct ScenarioEdit {
