@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include "fleetsim/compute.hpp"
 #include "fleetsim/report.hpp"
@@ -21,7 +22,7 @@ namespace {
 constexpr std::size_t kBins = 200;          // time bins of the over-time charts
 constexpr std::uint32_t kGanttRows = 64;    // GPUs drawn in the Gantt chart
 constexpr std::size_t kGanttMarks = 40000;  // task and load bars drawn at most
-constexpr std::size_t kHeatmapLinks = 24;   // busiest links in the heatmap
+constexpr std::size_t kHeatmapLinks = 24;   // links in each tier's heatmap
 constexpr std::size_t kHeatmapBins = 100;
 
 std::string seconds(double s) { return format_quantity(s, Dimension::time); }
@@ -354,22 +355,14 @@ void latency_cdf(std::ostream& out, const Scenario& sc, const RunResult& run) {
   chart.write(out);
 }
 
-void link_heatmap(std::ostream& out, const RunResult& run) {
-  if (run.link_samples.empty()) {
-    out << "<p class=\"note\">No link timeline: no transfer crossed a link, or the run did not record samples.</p>\n";
-    return;
-  }
+// One tier's heatmap: its `links` (ranked already) over time, darker where busier.
+void link_heatmap_rows(std::ostream& out, const RunResult& run, const std::string& id, const std::string& title, const std::vector<std::uint32_t>& rows_links,
+                       const std::vector<double>& saturated_s) {
   const auto& links = run.topology.links();
-  std::vector<std::uint32_t> busiest;
-  for (std::uint32_t l = 0; l < links.size(); ++l) {
-    if (run.link_bytes[l] > 0) busiest.push_back(l);
-  }
-  std::stable_sort(busiest.begin(), busiest.end(), [&](std::uint32_t a, std::uint32_t b) { return run.link_bytes[a] > run.link_bytes[b]; });
-  if (busiest.size() > kHeatmapLinks) busiest.resize(kHeatmapLinks);
   std::vector<std::int32_t> row_of(links.size(), -1);
-  for (std::size_t r = 0; r < busiest.size(); ++r) row_of[busiest[r]] = static_cast<std::int32_t>(r);
+  for (std::size_t r = 0; r < rows_links.size(); ++r) row_of[rows_links[r]] = static_cast<std::int32_t>(r);
   const double end = run.summary.end_s;
-  std::vector<Bins> bins(busiest.size(), Bins(end, kHeatmapBins));
+  std::vector<Bins> bins(rows_links.size(), Bins(end, kHeatmapBins));
   std::vector<double> rate(links.size(), 0.0), since(links.size(), 0.0);
   for (const LinkSample& s : run.link_samples) {
     if (row_of[s.link] < 0) continue;
@@ -377,25 +370,71 @@ void link_heatmap(std::ostream& out, const RunResult& run) {
     rate[s.link] = s.rate_Bps;
     since[s.link] = s.time_s;
   }
-  const auto rows = static_cast<double>(busiest.size());
+  const auto rows = static_cast<double>(rows_links.size());
   html::Axis y{.lo = 0, .hi = rows, .label = "link"};
-  for (std::size_t r = 0; r < busiest.size(); ++r) {
-    bins[r].add(since[busiest[r]], end, rate[busiest[r]] / links[busiest[r]].capacity_Bps);
-    y.ticks.emplace_back(rows - static_cast<double>(r) - 0.5, run.topology.link_name(busiest[r]));
+  for (std::size_t r = 0; r < rows_links.size(); ++r) {
+    bins[r].add(since[rows_links[r]], end, rate[rows_links[r]] / links[rows_links[r]].capacity_Bps);
+    y.ticks.emplace_back(rows - static_cast<double>(r) - 0.5, run.topology.link_name(rows_links[r]));
   }
-  html::SvgChart chart("links", "Link utilization over time (the " + std::to_string(busiest.size()) + " links that carried the most bytes; darker: busier)",
-                       time_axis(end), y, 720, std::max(100.0, 14.0 * rows));
+  html::SvgChart chart(id, title, time_axis(end), y, 720, std::max(100.0, 14.0 * rows));
   chart.color_scale("#08519c", {{0.25, "25 % busy"}, {0.5, "50 %"}, {0.75, "75 %"}, {1.0, "100 %"}});
   const double width = std::max(end, 1e-9) / kHeatmapBins;
-  for (std::size_t r = 0; r < busiest.size(); ++r) {
+  for (std::size_t r = 0; r < rows_links.size(); ++r) {
+    const std::string name = run.topology.link_name(rows_links[r]);
+    const std::string full = saturated_s[rows_links[r]] > 0 ? ", at full rate " + format_quantity(saturated_s[rows_links[r]], Dimension::time) + " in all" : "";
     for (std::size_t b = 0; b < kHeatmapBins; ++b) {
       const double u = std::clamp(bins[r].mean(b), 0.0, 1.0);
       if (u <= 0) continue;
       chart.rect(static_cast<double>(b) * width, static_cast<double>(b + 1) * width, rows - static_cast<double>(r) - 1, rows - static_cast<double>(r),
-                 "#08519c", run.topology.link_name(busiest[r]) + ": " + pct(u), std::max(u, 0.04));
+                 "#08519c", name + ": " + pct(u) + full, std::max(u, 0.04));
     }
   }
   chart.write(out);
+}
+
+// Link utilization over time, tier by tier (the fabric's switch links, the NICs, the links inside nodes),
+// each tier's links ranked by how long they ran at full rate (where flows contend), then by bytes: a
+// contended spine shows above busy but uncontended NVLink.
+void link_heatmap(std::ostream& out, const RunResult& run) {
+  if (run.link_samples.empty()) {
+    out << "<p class=\"note\">No link timeline: no transfer crossed a link, or the run did not record samples.</p>\n";
+    return;
+  }
+  const auto& links = run.topology.links();
+  std::vector<double> saturated_s(links.size(), 0.0), rate(links.size(), 0.0), since(links.size(), 0.0);
+  for (const LinkSample& s : run.link_samples) {
+    if (rate[s.link] >= 0.99 * links[s.link].capacity_Bps) saturated_s[s.link] += s.time_s - since[s.link];
+    rate[s.link] = s.rate_Bps;
+    since[s.link] = s.time_s;
+  }
+  for (std::uint32_t l = 0; l < links.size(); ++l) {
+    if (rate[l] >= 0.99 * links[l].capacity_Bps) saturated_s[l] += run.summary.end_s - since[l];
+  }
+  struct Tier {
+    const char* id;
+    const char* name;
+    bool (*holds)(LinkClass);
+  };
+  const Tier tiers[] = {
+      {"links-fabric", "Fabric (switch-to-switch) links", [](LinkClass c) { return c == LinkClass::fabric; }},
+      {"links-nic", "NIC links", [](LinkClass c) { return c == LinkClass::nic; }},
+      {"links", "Links inside nodes (GPU, host, storage)", [](LinkClass c) { return c != LinkClass::fabric && c != LinkClass::nic; }},
+  };
+  for (const Tier& tier : tiers) {
+    std::vector<std::uint32_t> ranked;
+    for (std::uint32_t l = 0; l < links.size(); ++l) {
+      if (run.link_bytes[l] > 0 && tier.holds(links[l].cls)) ranked.push_back(l);
+    }
+    if (ranked.empty()) continue;
+    std::stable_sort(ranked.begin(), ranked.end(), [&](std::uint32_t a, std::uint32_t b) {
+      return std::tie(saturated_s[a], run.link_bytes[a]) > std::tie(saturated_s[b], run.link_bytes[b]);
+    });
+    const std::size_t carried = ranked.size();
+    if (ranked.size() > kHeatmapLinks) ranked.resize(kHeatmapLinks);
+    const std::string title = std::string(tier.name) + ": " + (carried > ranked.size() ? "the " + std::to_string(ranked.size()) + " of " + std::to_string(carried) : "all " + std::to_string(carried)) +
+                              " that carried bytes, longest at full rate first, then by bytes; darker: busier";
+    link_heatmap_rows(out, run, tier.id, title, ranked, saturated_s);
+  }
 }
 
 // Predicted against measured task durations on log-log axes, with y = x and +-10 % guides.
