@@ -4,6 +4,7 @@
 // nodes the route is GPU>PCIe switch>NIC>switch>NIC>PCIe switch>GPU: four PCIe hops (50 GB/s, 2 us)
 // and two NIC hops (25 GB/s, 3 us), so 25 GB/s and 14 us.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <sstream>
 
 #include "fleetsim/cluster.hpp"
@@ -266,4 +267,23 @@ TEST_CASE("two jobs' collectives sharing a NIC slow each other as max-min predic
   const double bandwidth_term = 2.0 * 2 / 3 * 3e9 / 25e9;
   CHECK(end_of_a(false) == Approx(bandwidth_term + 4 * 14e-6).epsilon(1e-6));
   CHECK(end_of_a(true) == Approx(2 * bandwidth_term + 4 * 14e-6).epsilon(1e-6));
+}
+
+TEST_CASE("a leaf whose uplinks ECMP loaded unevenly is flagged with its links' own bytes", "[simulation][network]") {
+  // The mixed scenario's fat-tree: its flows hash onto few of each leaf's 12 uplinks.
+  const fleetsim::Scenario sc = fleetsim::load_scenario(fleetsim::test::source_dir() + "/scenarios/mixed.json");
+  const fleetsim::RunResult run = fleetsim::simulate(sc);
+  REQUIRE_FALSE(run.summary.uneven_uplinks.empty());
+  for (const fleetsim::UnevenUplinks& u : run.summary.uneven_uplinks) {
+    // Recount the leaf's uplinks from the topology and the run's bytes per link.
+    std::vector<double> bytes;
+    for (std::size_t l = 0; l < run.topology.links().size(); ++l) {
+      const fleetsim::TopoLink& link = run.topology.links()[l];
+      if (link.cls == fleetsim::LinkClass::fabric && run.topology.vertex_name(link.from) == u.leaf) bytes.push_back(run.link_bytes[l]);
+    }
+    REQUIRE(static_cast<int>(bytes.size()) == u.uplinks);
+    CHECK(*std::max_element(bytes.begin(), bytes.end()) == u.max_bytes);
+    CHECK(*std::min_element(bytes.begin(), bytes.end()) == u.min_bytes);
+    CHECK(u.max_bytes > 1.5 * u.mean_bytes);
+  }
 }

@@ -132,6 +132,13 @@ std::string summary_json(const Summary& s) {
     j["serving"] = serving;
   }
   if (!s.training.empty()) j["training"] = training_results_json(s.training);
+  if (!s.uneven_uplinks.empty()) {
+    ordered_json uneven = ordered_json::array();
+    for (const UnevenUplinks& u : s.uneven_uplinks) {
+      uneven.push_back({{"leaf", u.leaf}, {"uplinks", u.uplinks}, {"min_bytes", u.min_bytes}, {"max_bytes", u.max_bytes}, {"mean_bytes", u.mean_bytes}});
+    }
+    j["uneven_uplinks"] = uneven;
+  }
   return j.dump(2) + "\n";
 }
 
@@ -168,6 +175,14 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
       << ", fabric " << format_quantity(s.fabric_bytes, Dimension::bytes);
   if (s.storage_bytes > 0) out << ", storage " << format_quantity(s.storage_bytes, Dimension::bytes);
   out << "\n";
+  // ECMP's uneven splits, the most uneven first (three at most, then how many more).
+  for (std::size_t k = 0; k < s.uneven_uplinks.size() && k < 3; ++k) {
+    const UnevenUplinks& u = s.uneven_uplinks[k];
+    out << (k == 0 ? "ECMP       " : "           ") << u.leaf << "'s " << u.uplinks << " uplinks carried " << format_quantity(u.min_bytes, Dimension::bytes) << " to "
+        << format_quantity(u.max_bytes, Dimension::bytes) << ": the busiest " << fmt("%.2f", u.max_bytes / u.mean_bytes)
+        << "x their mean (flows hashed onto few spines)\n";
+  }
+  if (s.uneven_uplinks.size() > 3) out << "           and " << s.uneven_uplinks.size() - 3 << " more leaves as uneven\n";
   out << "weights    " << s.weight_loads << " loads (" << format_quantity(s.weight_bytes_loaded, Dimension::bytes) << ", "
       << format_quantity(s.weight_load_s, Dimension::time) << " in all" << (s.storage_reads > 0 ? ", " + std::to_string(s.storage_reads) + " from storage" : std::string())
       << "), " << s.evictions << " evictions; peak VRAM "

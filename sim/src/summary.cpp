@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <numeric>
 
 #include "fleetsim/cluster.hpp"
 #include "fleetsim/scenario.hpp"
@@ -144,6 +146,27 @@ void share_gpu_time(const Cluster& cluster, const Trace& trace, double end_s, st
       }
     }
   }
+}
+
+// Per leaf switch, the bytes its uplinks carried (ECMP's choices among the spines), where the busiest
+// carried over 1.5 times their mean: a hash that put the flows on few spines.
+std::vector<UnevenUplinks> uneven_uplinks(const Topology& topology, const std::vector<double>& link_bytes) {
+  std::map<std::uint32_t, std::vector<double>> up;  // leaf vertex -> its uplinks' bytes
+  const auto& links = topology.links();
+  for (std::size_t l = 0; l < links.size() && l < link_bytes.size(); ++l) {
+    if (links[l].cls != LinkClass::fabric || topology.vertex_name(links[l].from).rfind("leaf", 0) != 0) continue;
+    up[links[l].from].push_back(link_bytes[l]);
+  }
+  std::vector<UnevenUplinks> out;
+  for (const auto& [leaf, bytes] : up) {
+    if (bytes.size() < 2) continue;
+    const double total = std::accumulate(bytes.begin(), bytes.end(), 0.0), mean = total / static_cast<double>(bytes.size());
+    const auto [lo, hi] = std::minmax_element(bytes.begin(), bytes.end());
+    if (total <= 0 || *hi <= 1.5 * mean) continue;
+    out.push_back({.leaf = topology.vertex_name(leaf), .uplinks = static_cast<int>(bytes.size()), .min_bytes = *lo, .max_bytes = *hi, .mean_bytes = mean});
+  }
+  std::stable_sort(out.begin(), out.end(), [](const UnevenUplinks& a, const UnevenUplinks& b) { return a.max_bytes / a.mean_bytes > b.max_bytes / b.mean_bytes; });
+  return out;
 }
 
 // Each training job's iterations, from the records of its tasks (one an iteration).
@@ -363,6 +386,7 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
     s.slos.push_back(r);
   }
   s.training = training_results(scenario, cluster, trace);
+  s.uneven_uplinks = uneven_uplinks(topology, link_bytes);
   return s;
 }
 

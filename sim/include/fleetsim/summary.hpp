@@ -47,6 +47,13 @@ struct SloResult {
   bool met = false;
 };
 
+// A leaf switch whose uplinks ECMP loaded unevenly: the busiest carried over 1.5 times their mean.
+struct UnevenUplinks {
+  std::string leaf;
+  int uplinks = 0;
+  double min_bytes = 0, max_bytes = 0, mean_bytes = 0;
+};
+
 // A training job of the scenario's workload (docs/training.md#inside-a-scenario), over its arrivals.
 struct TrainingResult {
   std::string job;                  // its name
@@ -81,6 +88,7 @@ struct Summary {
   double bytes_transferred = 0;  // edge tensors received from other GPUs
   // Bytes carried, summed over the links of each class (a flow counts once per link it crosses).
   double gpu_link_bytes = 0, host_link_bytes = 0, nic_bytes = 0, fabric_bytes = 0, storage_bytes = 0;
+  std::vector<UnevenUplinks> uneven_uplinks;  // leaves whose uplinks ECMP loaded unevenly, most uneven first
   double cost_usd = 0;     // every GPU of the cluster rented until end_s
   // Model swapping: loads of weights not resident on a GPU, their bytes and summed durations.
   std::uint64_t weight_loads = 0;
