@@ -294,7 +294,7 @@ TEST_CASE("malformed training jobs are refused with the field named", "[training
   CHECK_THAT(job_error("{" + big + ", " + model + R"(, "parallel": {"dp": 16384}, "batch": {"global": 16384}})"),
              Catch::Contains("/parallel/dp: expected at most 8192 data-parallel replicas, found 16384"));
   CHECK_THAT(job_error("{" + big + ", " + model + R"(, "parallel": {"pp": 2}, "batch": {"global": 1048576}})"),
-             Catch::Contains("/batch/global: expected at most 1048576 micro-batches x pipeline stages a step, found 2,097,152"));
+             Catch::Contains("/batch/global: expected at most 1048576 micro-batches x pipeline stages x virtual stages a step, found 2,097,152"));
 }
 
 namespace {

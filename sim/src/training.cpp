@@ -76,8 +76,8 @@ void check_training_job(const TrainingJob& job) {
   if (job.vp > 1) {
     // Megatron-LM's interleaved schedule: chunks of whole layers, micro-batches in groups of pp.
     need(job.pp > 1, "/parallel/vp", "expected virtual stages only with pipeline stages (pp above 1), found vp " + std::to_string(job.vp) + " with pp 1");
-    need(m.layers % (job.pp * job.vp) == 0, "/parallel/vp",
-         "expected pp x vp (" + std::to_string(job.pp * job.vp) + ") to divide the " + std::to_string(m.layers) + " layers");
+    const std::int64_t chunks = std::int64_t{job.pp} * job.vp;  // as read, past what an int holds
+    need(m.layers % chunks == 0, "/parallel/vp", "expected pp x vp (" + std::to_string(chunks) + ") to divide the " + std::to_string(m.layers) + " layers");
     need(job.schedule == PipelineSchedule::one_f_one_b, "/schedule", "expected 1f1b with virtual stages (interleaved 1F1B), found gpipe");
     if (job.global_batch % (job.dp * job.micro_batch) == 0) {
       need(job.micro_batches() % job.pp == 0, "/batch/global",
@@ -96,9 +96,9 @@ void check_training_job(const TrainingJob& job) {
   need(job.zero_stage() < 3 || job.pp == 1, "/parallel/zero", "expected ZeRO-3 / FSDP without pipeline stages (pp 1), as FSDP runs, found pp " + std::to_string(job.pp));
   need(job.dp <= kMaxTrainingDp, "/parallel/dp", "expected at most " + std::to_string(kMaxTrainingDp) + " data-parallel replicas, found " + std::to_string(job.dp));
   if (job.global_batch % (job.dp * job.micro_batch) == 0) {
-    const double cells = static_cast<double>(job.micro_batches()) * job.pp;
+    const double cells = static_cast<double>(job.micro_batches()) * job.pp * job.vp;
     need(cells <= kMaxPipelineCells, "/batch/global",
-         "expected at most " + std::to_string(kMaxPipelineCells) + " micro-batches x pipeline stages a step, found " + format_number(cells));
+         "expected at most " + std::to_string(kMaxPipelineCells) + " micro-batches x pipeline stages x virtual stages a step, found " + format_number(cells));
   }
   const int gpus = job.cluster.gpu_count();
   // In doubles: tp x pp x dp as read may pass what an int holds.
@@ -242,8 +242,10 @@ TrainingCounts count_training(const TrainingJob& job) {
     const double layer_share = m.layer_parameters() / t;
     // ZeRO-3 keeps the layer computing and the one prefetched whole, beside its shard of everything.
     mem.weights = zero >= 3 ? 2 * params / job.dp + 2 * 2 * layer_share : 2 * params;
-    mem.gradients = zero >= 2 ? 2 * params / job.dp : 2 * params;
-    mem.optimizer = kOptimizerBytes * params / (zero >= 1 ? job.dp : 1);
+    // Sharded over the gradients' reduction group, DP x CP (Megatron's distributed optimizer shards over it).
+    const double shards = static_cast<double>(job.dp) * job.cp;
+    mem.gradients = zero >= 2 ? 2 * params / shards : 2 * params;
+    mem.optimizer = kOptimizerBytes * params / (zero >= 1 ? shards : 1);
     // Micro-batches whose activations a stage holds at once: all under GPipe; under 1F1B those its warm-up
     // forwards start before the first backward, plus one; interleaved, chunk passes of 1/vp of the stage
     // (Megatron's warm-up of 2 (pp - stage - 1) + (vp - 1) pp), so the first stage holds pp + (pp - 1) / vp.
@@ -552,7 +554,7 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
   }
   for (int stage = 0; stage < p; ++stage) {
     if (!job.compute_efficiency) {
-      const double params = c.stage_parameters[static_cast<std::size_t>(stage)] / (job.zero_stage() >= 1 ? job.dp : 1);
+      const double params = c.stage_parameters[static_cast<std::size_t>(stage)] / (job.zero_stage() >= 1 ? static_cast<double>(job.dp) * job.cp : 1);
       const KernelCall adam{.cls = KernelClass::memory, .m = params, .n = kOptimizerStepBytes / dtype_bytes(job.dtype), .name = "optimizer"};
       optimizer[stage] = kernels.estimate(adam, job.dtype).time_s();
       if (stage_fwd_kernels[stage].total() + stage_bwd_kernels[stage].total() > step.forward_kernels.total() + step.backward_kernels.total()) {
