@@ -669,7 +669,7 @@ void read_workload(ObjectReader& top, Scenario& sc, const std::vector<std::strin
     if (training) {
       if (auto wf = read_training(s, sc.cluster, base_dir)) {
         if (std::any_of(sc.workflows.begin(), sc.workflows.end(), [&](const Workflow& w) { return w.id == wf->id; })) {
-          s.problem("training", "a second training job named \"" + wf->id.substr(9) + "\"; expected each job's name once");
+          s.problem("training", "a second training job named \"" + wf->tasks.front().training->job + "\"; expected each job's name once");
         } else {
           stream.workflow = static_cast<std::uint32_t>(sc.workflows.size());
           sc.workflows.push_back(std::move(*wf));
