@@ -1,5 +1,9 @@
 #include "helpers.hpp"
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
 #include "fleetsim/error.hpp"
 
 namespace fleetsim::test {
@@ -23,6 +27,30 @@ std::string scenario_error(const std::string& json) {
     return e.what();
   }
   return "";
+}
+
+PlanResult plan_over_node_counts(const std::string& base_json, const std::string& node_type, int max_nodes) {
+  char dir_template[] = "/tmp/fleetsim-plan-XXXXXX";
+  if (mkdtemp(dir_template) == nullptr) throw std::runtime_error("cannot make a temporary folder");
+  const std::filesystem::path dir = dir_template;
+  std::ofstream(dir / "base.json") << base_json;
+  const std::string plan = R"({"base": "base.json", "search": {"node_types": [")" + node_type + R"("], "nodes": {"min": 1, "max": )" +
+                           std::to_string(max_nodes) + R"(}}, "seeds": 1, "confirm_seeds": 1})";
+  try {
+    PlanResult result = run_plan(parse_plan(plan, "plan.json", dir.string()), {.threads = 1, .exhaustive = true});
+    std::filesystem::remove_all(dir);
+    return result;
+  } catch (...) {
+    std::filesystem::remove_all(dir);
+    throw;
+  }
+}
+
+const PlanPoint* searched_point(const PlanResult& result, int nodes) {
+  for (const PlanPoint& p : result.points) {
+    if (p.nodes == nodes && !p.confirmation) return &p;
+  }
+  return nullptr;
 }
 
 }  // namespace fleetsim::test

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "fleetsim/plan.hpp"
 #include "fleetsim/scenario.hpp"
 
 namespace fleetsim::test {
@@ -19,5 +20,11 @@ Scenario builtin_scenario(const std::string& body);
 
 // The message of the InputError that loading this scenario JSON throws ("" if it loads).
 std::string scenario_error(const std::string& json);
+
+// An exhaustive plan over 1 to `max_nodes` nodes of `node_type` (one seed a point, one to confirm) of the
+// scenario `base_json`, written to a temporary folder for the run and removed after it.
+PlanResult plan_over_node_counts(const std::string& base_json, const std::string& node_type, int max_nodes);
+// The searched (not confirmation) point of `result` at `nodes` nodes; none if the plan has none.
+const PlanPoint* searched_point(const PlanResult& result, int nodes);
 
 }  // namespace fleetsim::test

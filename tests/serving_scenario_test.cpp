@@ -5,16 +5,14 @@
 // yet run beside, are refused with the field.
 #include <catch2/catch.hpp>
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <set>
-#include <unistd.h>
 
 #include "fleetsim/error.hpp"
 #include "fleetsim/plan.hpp"
 #include "fleetsim/report.hpp"
 #include "fleetsim/serving.hpp"
 #include "fleetsim/simulation.hpp"
+#include "helpers.hpp"
 
 using namespace fleetsim;
 
@@ -152,23 +150,14 @@ TEST_CASE("serving deployments in a scenario are refused with the field where th
 }
 
 TEST_CASE("a plan over a scenario with serving fails the node counts its replicas do not fit and weighs the serving SLOs", "[serving][scenario][plan]") {
-  char dir_template[] = "/tmp/fleetsim-serving-plan-XXXXXX";
-  REQUIRE(mkdtemp(dir_template) != nullptr);
-  const std::filesystem::path dir = dir_template;
   const std::string three = R"({"name": "chat", "model": "llama-3-8b", "tp": 4, "replicas": 3,
       "requests": {"rate": "20 /s", "count": 200, "prompt_tokens": 512, "output_tokens": 64},
       "slos": [{"metric": "ttft", "percentile": 95, "target": "1 s"}]})";
-  std::ofstream(dir / "base.json") << scenario(three, "", R"([{"type": "hgx-h100-8", "count": 1}])");
-  const PlanSpec spec = parse_plan(R"({"base": "base.json", "search": {"node_types": ["hgx-h100-8"], "nodes": {"min": 1, "max": 3}}, "seeds": 1, "confirm_seeds": 1})",
-                                   "plan.json", dir.string());
-  const PlanResult result = run_plan(spec, {.threads = 1, .exhaustive = true});
-  std::filesystem::remove_all(dir);
+  const PlanResult result = test::plan_over_node_counts(scenario(three, "", R"([{"type": "hgx-h100-8", "count": 1}])"), "hgx-h100-8", 3);
   const auto at = [&](int nodes) {
-    for (const PlanPoint& p : result.points) {
-      if (p.nodes == nodes && !p.confirmation) return p;
-    }
-    FAIL("no point at " << nodes << " nodes");
-    return PlanPoint{};
+    const PlanPoint* p = test::searched_point(result, nodes);
+    REQUIRE(p != nullptr);
+    return *p;
   };
   CHECK_FALSE(at(1).passes);
   CHECK(at(1).verdict == "the serving replicas do not fit 1 x hgx-h100-8");

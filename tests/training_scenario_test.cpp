@@ -2,14 +2,12 @@
 // data-parallel jobs whose gradient all-reduces cross one spine slow each other by what max-min sharing
 // of that spine predicts (worked by hand below); bad jobs are refused with the file and field.
 #include <catch2/catch.hpp>
-#include <filesystem>
-#include <fstream>
-#include <unistd.h>
 
 #include "fleetsim/error.hpp"
 #include "fleetsim/plan.hpp"
 #include "fleetsim/simulation.hpp"
 #include "fleetsim/training.hpp"
+#include "helpers.hpp"
 
 using namespace fleetsim;
 
@@ -47,7 +45,7 @@ TEST_CASE("a training job alone in a scenario takes train's iteration, pipeline 
   REQUIRE(run.summary.training.size() == 1);
   const TrainingResult& r = run.summary.training.front();
   CHECK(r.completed == 3);
-  CHECK(r.gpus == 8);
+  CHECK(r.iteration->gpus == 8);
   const TrainingJob alone = parse_training_job(R"({"cluster": )" + kOneSwitch + R"(, "model": {"architecture": "llama-3-8b", "seq_len": 4096}, "parallel": )" +
                                                    parallel + R"(, "batch": {"global": 16}})",
                                                "solo.json");
@@ -158,21 +156,14 @@ TEST_CASE("a scenario with training jobs gives the same summary on every run", "
 
 TEST_CASE("a plan over a scenario with a training job fails the node counts its gang does not fit", "[training][scenario][plan]") {
   // TP 8 x DP 2: 16 GPUs, two HGX nodes. One node is a failing point that says why; two run it.
-  char dir_template[] = "/tmp/fleetsim-training-plan-XXXXXX";
-  REQUIRE(mkdtemp(dir_template) != nullptr);
-  const std::filesystem::path dir = dir_template;
-  std::ofstream(dir / "base.json") << R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 2}]}, "workload": [{"training": )" +
-                                          job("j", R"({"tp": 8, "dp": 2})") + R"(, "iterations": 2}], "slos": [{"metric": "latency_p95", "target": "1 min"}]})";
-  const PlanSpec spec = parse_plan(R"({"base": "base.json", "search": {"node_types": ["hgx-h100-8"], "nodes": {"min": 1, "max": 3}}, "seeds": 1, "confirm_seeds": 1})",
-                                   "plan.json", dir.string());
-  const PlanResult result = run_plan(spec, {.threads = 1, .exhaustive = true});
-  std::filesystem::remove_all(dir);
+  const PlanResult result = test::plan_over_node_counts(R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 2}]}, "workload": [{"training": )" +
+                                                            job("j", R"({"tp": 8, "dp": 2})") +
+                                                            R"(, "iterations": 2}], "slos": [{"metric": "latency_p95", "target": "1 min"}]})",
+                                                        "hgx-h100-8", 3);
   const auto at = [&](int nodes) {
-    for (const PlanPoint& p : result.points) {
-      if (p.nodes == nodes && !p.confirmation) return p;
-    }
-    FAIL("no point at " << nodes << " nodes");
-    return PlanPoint{};
+    const PlanPoint* p = test::searched_point(result, nodes);
+    REQUIRE(p != nullptr);
+    return *p;
   };
   CHECK_FALSE(at(1).passes);
   CHECK_THAT(at(1).verdict, Catch::StartsWith("does not fit 1 x hgx-h100-8: tp x cp x pp x dp = 16 GPUs, more than the cluster's 8"));

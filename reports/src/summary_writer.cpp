@@ -3,6 +3,7 @@
 
 #include "fleetsim/compute.hpp"
 #include "fleetsim/report.hpp"
+#include "fleetsim/training.hpp"
 #include "fleetsim/units.hpp"
 #include "readable.hpp"
 #include "serving_parts.hpp"
@@ -46,10 +47,11 @@ void write_training_results(std::ostream& out, const std::vector<TrainingResult>
                 "mean", "p95", "alone", "slowdown", "tokens/s", "MFU");
   out << line;
   for (const TrainingResult& r : results) {
-    const std::string shape = std::to_string(r.tp) + "x" + std::to_string(r.pp) + "x" + std::to_string(r.dp);
+    const TrainingIteration& it = *r.iteration;
+    const std::string shape = std::to_string(it.tp) + "x" + std::to_string(it.pp) + "x" + std::to_string(it.dp);
     const std::string done = std::to_string(r.completed) + "/" + std::to_string(r.iterations);
     const bool any = r.iteration_s.count > 0;
-    std::snprintf(line, sizeof line, "  %-14s %5d %9s %11s %10s %10s %10s %9s %10s %6s\n", r.job.c_str(), r.gpus, shape.c_str(), done.c_str(),
+    std::snprintf(line, sizeof line, "  %-14s %5d %9s %11s %10s %10s %10s %9s %10s %6s\n", it.job.c_str(), it.gpus, shape.c_str(), done.c_str(),
                   time_or_dash(r.iteration_s, r.iteration_s.mean).c_str(), time_or_dash(r.iteration_s, r.iteration_s.p95).c_str(),
                   r.alone_s > 0 ? format_quantity(r.alone_s, Dimension::time).c_str() : "-", any ? fmt("%.2fx", r.slowdown).c_str() : "-",
                   any ? format_number(r.tokens_per_s).c_str() : "-", any ? fmt("%.1f%%", 100 * r.mfu).c_str() : "-");
@@ -63,10 +65,11 @@ void write_training_results(std::ostream& out, const std::vector<TrainingResult>
 ordered_json training_results_json(const std::vector<TrainingResult>& results) {
   ordered_json list = ordered_json::array();
   for (const TrainingResult& r : results) {
-    list.push_back({{"job", r.job}, {"gpu", r.gpu}, {"gpus", r.gpus}, {"tp", r.tp}, {"pp", r.pp}, {"dp", r.dp},
+    const TrainingIteration& it = *r.iteration;
+    list.push_back({{"job", it.job}, {"gpu", r.gpu}, {"gpus", it.gpus}, {"tp", it.tp}, {"pp", it.pp}, {"dp", it.dp},
                     {"iterations", r.iterations}, {"completed", r.completed}, {"iteration_s", latency_json(r.iteration_s)},
                     {"alone_s", r.alone_s}, {"slowdown", r.slowdown}, {"tokens_per_s", r.tokens_per_s}, {"mfu", r.mfu},
-                    {"dp_allreduce_bytes", r.dp_bytes}});
+                    {"dp_allreduce_bytes", it.dp_bytes}});
   }
   return list;
 }

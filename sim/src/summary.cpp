@@ -176,15 +176,8 @@ std::vector<TrainingResult> training_results(const Scenario& scenario, const Clu
   for (std::size_t w = 0; w < scenario.workflows.size(); ++w) {
     const Workflow& wf = scenario.workflows[w];
     if (wf.tasks.empty() || !wf.tasks.front().training) continue;
-    const TrainingIteration& it = *wf.tasks.front().training;
     result_of[w] = static_cast<std::int32_t>(out.size());
-    TrainingResult& r = out.emplace_back();
-    r.job = it.job;
-    r.gpus = it.gpus;
-    r.tp = it.tp;
-    r.pp = it.pp;
-    r.dp = it.dp;
-    r.dp_bytes = it.dp_bytes;
+    out.emplace_back().iteration = wf.tasks.front().training;
   }
   if (out.empty()) return out;
   // Per instance, its iterations' records in order (an instance's tasks are its workflow's, in order).
@@ -196,33 +189,32 @@ std::vector<TrainingResult> training_results(const Scenario& scenario, const Clu
     v[t.task] = &t;
   }
   std::vector<std::vector<double>> durations(out.size());
+  std::vector<const GpuType*> first_gpu(out.size(), nullptr);
   for (const auto& records : per_instance) {
     double previous_end = kNever;
     for (const TaskRecord* t : records) {
       if (t == nullptr) continue;
-      TrainingResult& r = out[static_cast<std::size_t>(result_of[t->workflow])];
-      ++r.iterations;
-      if (r.gpu.empty() && t->gpu_count > 0) r.gpu = cluster.gpu_type(trace.gpus[t->gpu_begin]).id;
+      const auto k = static_cast<std::size_t>(result_of[t->workflow]);
+      ++out[k].iterations;
+      if (first_gpu[k] == nullptr && t->gpu_count > 0) first_gpu[k] = &cluster.gpu_type(trace.gpus[t->gpu_begin]);
       if (t->status == TaskStatus::completed) {
-        ++r.completed;
-        durations[static_cast<std::size_t>(result_of[t->workflow])].push_back(t->end_s - (previous_end != kNever ? previous_end : t->start_s));
+        ++out[k].completed;
+        durations[k].push_back(t->end_s - (previous_end != kNever ? previous_end : t->start_s));
         previous_end = t->end_s;
       }
     }
   }
-  for (std::size_t w = 0; w < scenario.workflows.size(); ++w) {
-    if (result_of[w] < 0) continue;
-    TrainingResult& r = out[static_cast<std::size_t>(result_of[w])];
-    const TrainingIteration& it = *scenario.workflows[w].tasks.front().training;
-    r.iteration_s = latency_stats(std::move(durations[static_cast<std::size_t>(result_of[w])]));
-    if (r.gpu.empty()) continue;
-    const auto on = std::find_if(it.on.begin(), it.on.end(), [&](const TrainingIteration::OnGpu& o) { return o.gpu == r.gpu; });
-    if (on == it.on.end()) continue;
-    r.alone_s = on->alone_s;
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    TrainingResult& r = out[k];
+    r.iteration_s = latency_stats(std::move(durations[k]));
+    if (first_gpu[k] == nullptr) continue;
+    const TrainingIteration::OnGpu& on = r.iteration->on_gpu(*first_gpu[k]);
+    r.gpu = on.gpu;
+    r.alone_s = on.alone_s;
     if (r.iteration_s.count == 0) continue;
     r.slowdown = r.iteration_s.mean / r.alone_s;
-    r.tokens_per_s = it.tokens / r.iteration_s.mean;
-    r.mfu = it.model_flop / (r.iteration_s.mean * it.gpus * on->peak_flops);
+    r.tokens_per_s = r.iteration->tokens / r.iteration_s.mean;
+    r.mfu = r.iteration->model_flop / (r.iteration_s.mean * r.iteration->gpus * on.peak_flops);
   }
   return out;
 }

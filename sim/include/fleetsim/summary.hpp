@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 namespace fleetsim {
 
 struct Scenario;
+struct TrainingIteration;
 class Cluster;
 class Topology;
 
@@ -56,9 +58,8 @@ struct UnevenUplinks {
 
 // A training job of the scenario's workload (docs/training.md#inside-a-scenario), over its arrivals.
 struct TrainingResult {
-  std::string job;                  // its name
+  std::shared_ptr<const TrainingIteration> iteration;  // the job, its gang and its iteration alone
   std::string gpu;                  // the GPU type its first iteration ran on
-  int gpus = 0, tp = 1, pp = 1, dp = 1;
   std::uint64_t iterations = 0;     // submitted, over its arrivals
   std::uint64_t completed = 0;      // of those, completed
   LatencyStats iteration_s;         // each completed iteration, from the previous one's end (the first: its start)
@@ -66,7 +67,6 @@ struct TrainingResult {
   double slowdown = 0;              // mean iteration / alone
   double tokens_per_s = 0;          // the job's, at its mean iteration
   double mfu = 0;                   // model FLOP / (mean iteration x GPUs x peak)
-  double dp_bytes = 0;              // one GPU's gradient all-reduce an iteration
 };
 
 struct Summary {

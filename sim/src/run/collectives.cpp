@@ -1,32 +1,28 @@
 #include "collectives.hpp"
 
+#include "fleetsim/error.hpp"
 #include "slots.hpp"
 
 namespace fleetsim::run {
 
-namespace {
-
-// The gang's ranks in groups that run the collective at once (CollectiveSpec::group_size): block by
-// block of size x stride ranks, `stride` groups a block, each taking every stride-th rank.
-std::vector<std::vector<GpuId>> groups_of(const CollectiveSpec& c, std::span<const GpuId> gang) {
-  const std::size_t size = c.group_size > 0 ? static_cast<std::size_t>(c.group_size) : gang.size();
-  const std::size_t stride = c.group_size > 0 ? static_cast<std::size_t>(c.group_stride) : 1;
-  std::vector<std::vector<GpuId>> groups;
-  for (std::size_t block = 0; block + size * stride <= gang.size(); block += size * stride) {
-    for (std::size_t first = 0; first < stride; ++first) {
-      std::vector<GpuId>& g = groups.emplace_back();
-      for (std::size_t k = 0; k < size; ++k) g.push_back(gang[block + first + k * stride]);
+std::optional<Collectives::Blocked> Collectives::begin(TaskId task, const CollectiveSpec& c, std::span<const GpuId> gang) {
+  // The groups that run the collective at once (CollectiveSpec::group_size): block by block of size x
+  // stride ranks, `stride` groups a block, each taking every stride-th rank; or the gang as one group,
+  // planned on the gang itself.
+  groups_.clear();
+  if (c.group_size > 0) {
+    const auto size = static_cast<std::size_t>(c.group_size), stride = static_cast<std::size_t>(c.group_stride);
+    for (std::size_t block = 0; block + size * stride <= gang.size(); block += size * stride) {
+      for (std::size_t first = 0; first < stride; ++first) {
+        for (std::size_t k = 0; k < size; ++k) groups_.push_back(gang[block + first + k * stride]);
+      }
     }
   }
-  return groups;
-}
-
-}  // namespace
-
-std::optional<Collectives::Blocked> Collectives::begin(TaskId task, const CollectiveSpec& c, std::span<const GpuId> gang) {
-  const std::vector<std::vector<GpuId>> groups = groups_of(c, gang);
-  for (const std::vector<GpuId>& g : groups) {
-    if (!algorithm_applies(cluster_, topology_, c.op, c.algo, g)) {
+  const std::span<const GpuId> ranks = c.group_size > 0 ? std::span<const GpuId>(groups_) : gang;
+  const std::size_t group = c.group_size > 0 ? static_cast<std::size_t>(c.group_size) : gang.size();
+  FLEETSIM_CHECK(!ranks.empty(), "a collective's groups do not fit its gang");
+  for (std::size_t first = 0; first < ranks.size(); first += group) {
+    if (!algorithm_applies(cluster_, topology_, c.op, c.algo, ranks.subspan(first, group))) {
       return Blocked{false, std::string(collective_algo_name(c.algo)) + " cannot run " + std::string(collective_op_name(c.op)) +
                                 " on the GPUs it was placed on"};
     }
@@ -38,14 +34,14 @@ std::optional<Collectives::Blocked> Collectives::begin(TaskId task, const Collec
   const std::uint32_t slot = take_slot(plans_, free_);
   CollectivePlan& plan = plans_[slot].plan;
   // Each group's plan; the groups' steps run together, step by step.
-  for (std::size_t i = 0; i < groups.size(); ++i) {
-    CollectivePlan group = plan_collective(cluster_, topology_, c.op, c.algo, groups[i], c.bytes * c.compression / c.calls);
-    if (i == 0) {
-      plan = std::move(group);
+  for (std::size_t first = 0; first < ranks.size(); first += group) {
+    CollectivePlan one = plan_collective(cluster_, topology_, c.op, c.algo, ranks.subspan(first, group), c.bytes * c.compression / c.calls);
+    if (first == 0) {
+      plan = std::move(one);
       continue;
     }
-    if (group.steps.size() > plan.steps.size()) plan.steps.resize(group.steps.size());
-    for (std::size_t k = 0; k < group.steps.size(); ++k) plan.steps[k].insert(plan.steps[k].end(), group.steps[k].begin(), group.steps[k].end());
+    if (one.steps.size() > plan.steps.size()) plan.steps.resize(one.steps.size());
+    for (std::size_t k = 0; k < one.steps.size(); ++k) plan.steps[k].insert(plan.steps[k].end(), one.steps[k].begin(), one.steps[k].end());
   }
   if (c.calls > 1) {
     for (auto& step : plan.steps) {

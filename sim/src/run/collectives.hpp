@@ -49,6 +49,7 @@ class Collectives {
   std::vector<Playing> plans_;
   std::vector<std::uint32_t> free_;     // slots of plans_ given back
   std::vector<std::uint32_t> plan_of_;  // per task: its plan's slot while its collective runs
+  std::vector<GpuId> groups_;           // scratch: a grouped collective's ranks, group after group
 };
 
 }  // namespace fleetsim::run
