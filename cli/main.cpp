@@ -512,15 +512,15 @@ int run_train(const TrainArgs& args) {
       std::cerr << args.file << ": /parallel: stage " << oom->stage << " needs " << fleetsim::format_quantity(oom->needed_bytes, fleetsim::Dimension::bytes)
                 << " a GPU (weights, gradients, optimizer state, activations), " << fleetsim::format_quantity(oom->needed_bytes - oom->vram_bytes, fleetsim::Dimension::bytes)
                 << " more than its GPU's " << fleetsim::format_quantity(oom->vram_bytes, fleetsim::Dimension::bytes)
-                << ": expected more TP or PP, recomputation, a distributed optimizer or fewer sequences a micro-batch\n";
+                << ": " << fleetsim::memory_advice(job) << "\n";
       return kBadInput;
     }
     return kOk;
   }
   const std::size_t eq = args.sweep.find('=');
   const std::string key = args.sweep.substr(0, eq);
-  if (eq == std::string::npos || (key != "dp" && key != "tp" && key != "pp" && key != "vp" && key != "micro" && key != "global")) {
-    throw fleetsim::InputError({fleetsim::Problem{"--sweep", "", "expected dp=, tp=, pp=, vp=, micro= or global= and values such as dp=1,8,64, found \"" + args.sweep + "\""}});
+  if (eq == std::string::npos || (key != "dp" && key != "tp" && key != "pp" && key != "vp" && key != "ep" && key != "micro" && key != "global")) {
+    throw fleetsim::InputError({fleetsim::Problem{"--sweep", "", "expected dp=, tp=, pp=, vp=, ep=, micro= or global= and values such as dp=1,8,64, found \"" + args.sweep + "\""}});
   }
   std::vector<fleetsim::TrainingJob> jobs;
   std::vector<fleetsim::TrainingStep> steps;
@@ -531,7 +531,7 @@ int run_train(const TrainArgs& args) {
       throw fleetsim::InputError({fleetsim::Problem{"--sweep", "", "expected positive integers, found \"" + text + "\""}});
     }
     fleetsim::TrainingJob j = job;
-    (key == "dp" ? j.dp : key == "tp" ? j.tp : key == "pp" ? j.pp : key == "vp" ? j.vp : key == "micro" ? j.micro_batch : j.global_batch) = value;
+    (key == "dp" ? j.dp : key == "tp" ? j.tp : key == "pp" ? j.pp : key == "vp" ? j.vp : key == "ep" ? j.ep : key == "micro" ? j.micro_batch : j.global_batch) = value;
     // With more replicas the global batch grows with them, so each replica keeps its work.
     if (key == "dp") j.global_batch = job.global_batch / job.dp * value;
     steps.push_back(fleetsim::simulate_training_step(j));

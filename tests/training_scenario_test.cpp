@@ -137,7 +137,7 @@ TEST_CASE("training jobs in a scenario that cannot run are refused with the file
              Catch::Contains("s.json: /workload/0/training: tp x cp x pp x dp = 64 GPUs, more than the cluster's 16"));
   // A job no GPU of the cluster can hold: the stage and the bytes it lacks, as train says it.
   CHECK_THAT(error_of(entry(R"({"training": {"name": "oom", "model": {"architecture": "llama-3-70b", "seq_len": 8192}, "parallel": {"dp": 2}, "batch": {"global": 2}}, "iterations": 1})")),
-             Catch::Contains("/workload/0/training/parallel: stage 0 needs 3.04 TB a GPU (weights, gradients, optimizer state, activations), 2.96 TB more than the cluster's largest GPU (80 GB)"));
+             Catch::Contains("/workload/0/training/parallel: stage 0 needs 1.32 TB a GPU (weights, gradients, optimizer state, activations), 1.24 TB more than the cluster's largest GPU (80 GB)"));
 }
 
 TEST_CASE("a scenario with training jobs gives the same summary on every run", "[training][scenario]") {
@@ -172,4 +172,28 @@ TEST_CASE("a plan over a scenario with a training job fails the node counts its 
   REQUIRE(result.loads.size() == 1);
   REQUIRE(result.loads[0].point.has_value());
   CHECK(result.points[*result.loads[0].point].nodes == 2);
+}
+
+TEST_CASE("a mixture of experts in a scenario: its all-to-alls with the compute, its expert gradients in the DP reduction at their own group's bytes", "[training][scenario][moe]") {
+  // Mixtral 8x7B on 16 GPUs: TP 2 x DP 8, EP 4, so each expert share lives on 8 x 2 / (2 x 4) = 2 GPUs.
+  const std::string mixtral = R"({"name": "moe", "model": {"architecture": "mixtral-8x7b", "seq_len": 4096},
+      "parallel": {"tp": 2, "dp": 8, "ep": 4, "sequence_parallel": true, "distributed_optimizer": true}, "batch": {"global": 16}, "recompute": "full"})";
+  const Scenario sc = parse_scenario(scenario(kOneSwitch, "", R"([{"training": )" + mixtral + R"(, "iterations": 2}])"), "s.json", ".");
+  const TrainingIteration& it = iteration_of(sc);
+  TrainingJob job = parse_training_job(R"({"cluster": )" + kOneSwitch + R"(, "model": {"architecture": "mixtral-8x7b", "seq_len": 4096},
+      "parallel": {"tp": 2, "dp": 8, "ep": 4, "sequence_parallel": true, "distributed_optimizer": true}, "batch": {"global": 16}, "recompute": "full"})",
+                                       "moe.json");
+  const TrainingCounts c = count_training(job);
+  // A ring over n GPUs moves (n - 1)/n of its buffer: the expert gradients' group is 2, the reduction's 8.
+  CHECK(it.dp_bytes == Approx(c.dp_allreduce_bytes[0] + (0.5 / (7.0 / 8)) * c.expert_allreduce_bytes[0]).epsilon(1e-12));
+  // The compute alone includes the all-to-alls: what train gives, less its own gradient reduction.
+  const TrainingStep step = simulate_training_step(job);
+  CHECK(step.ep_comm_s > 0);
+  CHECK(it.on.front().compute_s == Approx(step.stage_end_s[0] + step.stage_optimizer_s[0]).epsilon(1e-12));
+  const RunResult run = simulate(sc);
+  REQUIRE(run.summary.training.size() == 1);
+  CHECK(run.summary.training.front().completed == 2);
+  bool noted = false;
+  for (const std::string& a : sc.workflows.front().assumptions) noted = noted || a.find("expert all-to-alls") != std::string::npos;
+  CHECK(noted);
 }

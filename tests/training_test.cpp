@@ -65,9 +65,13 @@ TEST_CASE("activation memory matches Korthikanti et al.'s table for each recompu
   TrainingJob job = gpt3();
   const double sbh = 2048.0 * 1 * 12288;
   job.recompute = Recompute::none;
+  job.attention = AttentionKernel::unfused;  // the table's attention: the scores kept
   CHECK(count_training(job).activation_bytes_per_layer == Approx(23 * sbh));  // 10 + 24/8 + 5as/(ht) = 13 + 10
   job.sequence_parallel = true;
   CHECK(count_training(job).activation_bytes_per_layer == Approx(14.25 * sbh));  // (34 + 80) / 8
+  // FlashAttention keeps no scores, only an fp32 log-sum-exp per head and token: 34 + 4a/h, over 8.
+  job.attention = AttentionKernel::flash;
+  CHECK(count_training(job).activation_bytes_per_layer == Approx((34 + 4.0 * 96 / 12288) / 8 * sbh));
   job.recompute = Recompute::selective;
   CHECK(count_training(job).activation_bytes_per_layer == Approx(4.25 * sbh));  // 34 / 8
   job.recompute = Recompute::full;
@@ -418,11 +422,9 @@ TEST_CASE("Llama 3 from the catalog: GQA and a SwiGLU MLP counted by hand, and a
   const TrainingStep step = simulate_training_step(llama(2, 4));
   CHECK(step.mfu > 0.2);
   CHECK(step.mfu < 0.8);
-  // Refused with the field: TP past the KV heads, a mixture of experts, dimensions beside the architecture.
+  // Refused with the field: TP past the KV heads, dimensions beside the architecture.
   CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 2}]}, "model": {"architecture": "llama-3-8b", "seq_len": 8192},
       "parallel": {"tp": 16}, "batch": {"global": 1}})"), Catch::Contains("/parallel/tp: expected a divisor of the model's 8 KV heads"));
-  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "mixtral-8x7b", "seq_len": 4096},
-      "parallel": {}, "batch": {"global": 1}})"), Catch::Contains("/model/architecture") && Catch::Contains("mixture of experts"));
   CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "llama-3-8b", "layers": 2, "seq_len": 4096},
       "parallel": {}, "batch": {"global": 1}})"), Catch::Contains("/model/layers: comes from the architecture"));
   CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "sdxl-unet", "seq_len": 4096},
@@ -486,4 +488,154 @@ TEST_CASE("train --search ranks every way to run a job that fits, fastest first,
     CHECK(c.job.tp <= 8);
     CHECK((c.job.zero_stage() < 3 || c.job.pp == 1));
   }
+}
+
+namespace {
+
+// Mixtral 8x7B on two HGX H100 nodes, TP 2 with sequence parallelism, the experts over `ep` GPUs.
+TrainingJob mixtral(int ep, const std::string& extra = "") {
+  return parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 2}]}, "model": {"architecture": "mixtral-8x7b", "seq_len": 4096},
+      "parallel": {"tp": 2, "dp": 8, "ep": )" + std::to_string(ep) + R"(, "sequence_parallel": true, "distributed_optimizer": true},
+      "batch": {"global": 16, "micro": 1}, "recompute": "full")" + extra + "}",
+                            "mixtral.json");
+}
+
+}  // namespace
+
+TEST_CASE("a mixture of experts: Mixtral's parameters, the ones a token passes through and its FLOP counted by hand", "[training][moe]") {
+  const TrainingJob job = mixtral(1);
+  const double h = 4096, qkv = 4096 + 2 * 8 * 128, f = 14336, E = 8, k = 2, V = 32000, L = 32, s = 4096, B = 16;
+  const double experts = E * 3 * h * f;
+  const double layer = h * qkv + h * h + h * E + experts + 2 * h;  // attention, the router, every expert, two RMSNorms
+  CHECK(job.model.expert_parameters() == experts);
+  CHECK(job.model.layer_parameters() == Approx(layer).epsilon(1e-12));
+  CHECK(job.model.parameters() == Approx(L * layer + 2 * V * h + h).epsilon(1e-12));
+  // Mistral AI's figures: 46.7 B parameters, 12.9 B active a token.
+  CHECK(job.model.parameters() / 1e9 == Approx(46.7).epsilon(0.002));
+  CHECK(job.model.active_parameters() / 1e9 == Approx(12.9).epsilon(0.002));
+  // Model FLOP: a token's forward passes the router and top-2 experts only.
+  const TrainingCounts c = count_training(job);
+  CHECK(c.model_flop == Approx(3 * B * s * (L * (2 * (h * qkv + h * h + h * E + k * 3 * h * f) + 4 * s * h) + 2 * h * V)).epsilon(1e-12));
+  CHECK(c.active_parameters == job.model.active_parameters());
+}
+
+TEST_CASE("expert parallelism: experts split over EP, an all-to-all's bytes per GPU for top-k routing, gradients reduced among their holders", "[training][moe]") {
+  const TrainingJob ep4 = mixtral(4);
+  const TrainingCounts c = count_training(ep4);
+  const double h = 4096, f = 14336, E = 8, L = 32, V = 32000;
+  const double experts = L * E * 3 * h * f, dense = L * (ep4.model.layer_parameters() - ep4.model.expert_parameters()) + 2 * V * h + h;
+  // Each GPU holds 1/tp of 1/ep of the experts, 1/tp of the rest (one stage: the embedding and the head).
+  CHECK(c.stage_expert_parameters[0] == Approx(experts / (2 * 4)).epsilon(1e-12));
+  CHECK(c.stage_parameters[0] == Approx((dense - h) / 2 + h + experts / 8).epsilon(1e-12));
+  // The distributed optimizer shards the dense weights' state over DP 8, the experts' over the 8 / 4 = 2 GPUs
+  // holding the same experts; their gradients are reduced over those groups.
+  CHECK(ep4.expert_dp() == 2);
+  const double dense_gpu = c.stage_parameters[0] - c.stage_expert_parameters[0];
+  CHECK(c.stage_memory[0].optimizer == Approx(12 * (dense_gpu / 8 + c.stage_expert_parameters[0] / 2)).epsilon(1e-12));
+  CHECK(c.dp_allreduce_bytes[0] == Approx(2 * dense_gpu).epsilon(1e-12));
+  CHECK(c.expert_allreduce_bytes[0] == Approx(2 * c.stage_expert_parameters[0]).epsilon(1e-12));
+  // One dispatch a layer: the GPU's 4,096 / TP 2 tokens, twice each (top 2), 4,096 wide, 16-bit.
+  CHECK(c.ep_alltoall_bytes == 2.0 * (4096 / 2) * 2 * 4096);
+  // Dispatch and combine forward, both again for the backward, and again where the layer is recomputed.
+  const TrainingStep step = simulate_training_step(ep4);
+  CHECK(step.ep_alltoall_s > 0);
+  CHECK(step.ep_comm_s == Approx(L * (2 + 4) * step.ep_alltoall_s).epsilon(1e-12));
+  // EP 4 of TP 2 stays inside a node (NVLink); EP 8 spans both nodes and crosses InfiniBand with the same bytes a GPU.
+  const TrainingStep ep8 = simulate_training_step(mixtral(8));
+  CHECK(count_training(mixtral(8)).ep_alltoall_bytes == c.ep_alltoall_bytes);
+  CHECK(ep8.ep_alltoall_s > 2 * step.ep_alltoall_s);
+  // Without EP every GPU holds every expert: no all-to-all, and the most memory.
+  const TrainingStep ep1 = simulate_training_step(mixtral(1));
+  CHECK(ep1.ep_comm_s == 0);
+  CHECK(count_training(mixtral(1)).stage_memory[0].weights > c.stage_memory[0].weights);
+}
+
+TEST_CASE("an unbalanced router slows the busiest GPU, and a capacity factor caps it", "[training][moe]") {
+  const TrainingStep balanced = simulate_training_step(mixtral(4));
+  const TrainingStep skewed = simulate_training_step(mixtral(4, R"(, "moe": {"imbalance": 2})"));
+  const TrainingStep capped = simulate_training_step(mixtral(4, R"(, "moe": {"imbalance": 2, "capacity_factor": 1.25})"));
+  const TrainingStep at_cap = simulate_training_step(mixtral(4, R"(, "moe": {"imbalance": 1.25})"));
+  CHECK(skewed.iteration_s > balanced.iteration_s);
+  CHECK(skewed.ep_alltoall_s > balanced.ep_alltoall_s);
+  CHECK(capped.iteration_s < skewed.iteration_s);
+  CHECK(capped.iteration_s == at_cap.iteration_s);
+  // The busiest GPU keeps twice the routed copies' activations.
+  TrainingJob kept = mixtral(4, R"(, "moe": {"imbalance": 2})"), even = mixtral(4);
+  kept.recompute = even.recompute = Recompute::none;
+  CHECK(count_training(kept).activation_bytes_per_layer > count_training(even).activation_bytes_per_layer);
+}
+
+TEST_CASE("experts that Megatron-Core cannot run as given are refused with the field", "[training][moe]") {
+  const std::string cluster = R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 2}]}, "model": {"architecture": "mixtral-8x7b", "seq_len": 4096}, )";
+  CHECK_THAT(job_error(cluster + R"("parallel": {"dp": 6, "ep": 3}, "batch": {"global": 6}})"),
+             Catch::Contains("/parallel/ep: expected a divisor of the model's 8 experts, found 3"));
+  CHECK_THAT(job_error(cluster + R"("parallel": {"dp": 2, "ep": 4}, "batch": {"global": 2}})"), Catch::Contains("/parallel/ep: expected etp x ep (4) to divide a stage's tp x cp x dp GPUs (2)"));
+  CHECK_THAT(job_error(cluster + R"("parallel": {"tp": 2, "etp": 3, "dp": 3, "sequence_parallel": true}, "batch": {"global": 3}})"),
+             Catch::Contains("/parallel/etp: expected a divisor of the experts' 14336 hidden size, found 3"));
+  CHECK_THAT(job_error(cluster + R"("parallel": {"tp": 2, "dp": 2}, "batch": {"global": 2}})"), Catch::Contains("/parallel/sequence_parallel: expected sequence parallelism"));
+  CHECK_THAT(job_error(cluster + R"("parallel": {"dp": 2, "zero": 3}, "batch": {"global": 2}})"), Catch::Contains("/parallel/zero: expected ZeRO 0 to 2 with experts"));
+  CHECK_THAT(job_error(cluster + R"("parallel": {}, "batch": {"global": 2}, "moe": {"imbalance": 0.5}})"), Catch::Contains("/moe/imbalance"));
+  const std::string dense = R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "llama-3-8b", "seq_len": 4096}, )";
+  CHECK_THAT(job_error(dense + R"("parallel": {"dp": 2, "ep": 2}, "batch": {"global": 2}})"), Catch::Contains("/parallel/ep: expected ep 1 for a dense model"));
+  CHECK_THAT(job_error(dense + R"("parallel": {"tp": 2, "etp": 1}, "batch": {"global": 2}})"), Catch::Contains("/parallel/etp: expected no etp for a dense model"));
+  CHECK_THAT(job_error(dense + R"("parallel": {}, "batch": {"global": 2}, "moe": {"imbalance": 1.5}})"), Catch::Contains("/moe: expected \"moe\" only for a mixture of experts"));
+  const std::string custom = R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "parallel": {}, "batch": {"global": 2}, "model": {"layers": 2, "hidden": 64, "heads": 4, "vocab": 8, "seq_len": 16, )";
+  CHECK_THAT(job_error(custom + R"("experts": 2, "experts_per_token": 3}})"), Catch::Contains("/model/experts_per_token: expected 1 to the 2 experts, found 3"));
+  CHECK_THAT(job_error(custom + R"("experts": 2}})"), Catch::Contains("/model/experts_per_token"));
+  CHECK_THAT(job_error(custom + R"("shared_ffn": 128}})"), Catch::Contains("/model/shared_ffn: expected \"shared_ffn\" only beside \"experts\""));
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "mixtral-8x7b", "experts": 4, "seq_len": 16},
+      "parallel": {}, "batch": {"global": 1}})"), Catch::Contains("/model/experts: comes from the architecture"));
+}
+
+TEST_CASE("a shared expert runs on every token beside the routed ones", "[training][moe]") {
+  auto job = [](int shared) {
+    return parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "parallel": {"dp": 8, "ep": 8}, "batch": {"global": 8},
+        "model": {"layers": 4, "hidden": 2048, "heads": 16, "vocab": 1024, "seq_len": 4096, "gated": true, "ffn_hidden": 1408,
+                  "experts": 64, "experts_per_token": 4, "shared_ffn": )" + std::to_string(shared) + "}}",
+                              "shared.json");
+  };
+  const TrainingJob plain = job(0), shared = job(5632);
+  // A shared expert of 5,632 adds its three 2,048 x 5,632 matrices a layer and (GPT's layout) its biases, 2 x 5,632
+  // gated and 2,048, to each of the 4 layers and to what every token passes through.
+  const double one = 3.0 * 2048 * 5632 + 2 * 5632 + 2048;
+  CHECK(shared.model.layer_parameters() - plain.model.layer_parameters() == Approx(one).epsilon(1e-12));
+  CHECK(shared.model.active_parameters() - plain.model.active_parameters() == Approx(4 * one).epsilon(1e-12));
+  CHECK(simulate_training_step(shared).iteration_s > simulate_training_step(plain).iteration_s);
+}
+
+TEST_CASE("train --search tries EP and expert TP for a mixture of experts, where they divide the experts and a stage's GPUs", "[training][moe]") {
+  const TrainingJob base = mixtral(1);
+  const TrainingSearch search = search_training(base, 2);
+  REQUIRE_FALSE(search.ranked.empty());
+  bool expert_parallel = false, whole_experts = false;
+  for (const TrainingCandidate& c : search.ranked) {
+    CHECK(8 % c.job.ep == 0);
+    CHECK((c.job.tp * c.job.cp * c.job.dp) % (c.job.expert_tp() * c.job.ep) == 0);
+    CHECK(c.job.zero_stage() < 3);
+    expert_parallel = expert_parallel || c.job.ep > 1;
+    whole_experts = whole_experts || (c.job.tp > 1 && c.job.expert_tp() == 1);
+  }
+  CHECK(expert_parallel);
+  CHECK(whole_experts);
+}
+
+TEST_CASE("expert TP 1 folds an EP group of TP 2 into one node: experts whole, no expert TP traffic, the all-to-all on NVLink", "[training][moe]") {
+  // TP 2 x DP 8 on two nodes; EP 8 with expert TP 2 takes GPUs 0, 2, ..., 14 (both nodes), with expert TP 1
+  // GPUs 0 to 7 (one node), as Megatron-Core's parallel folding groups them.
+  const TrainingJob split = mixtral(8);
+  TrainingJob whole = split;
+  whole.etp = 1;
+  const TrainingCounts c = count_training(whole);
+  const double experts = 32 * 8 * 3 * 4096.0 * 14336;
+  CHECK(c.stage_expert_parameters[0] == Approx(experts / 8).epsilon(1e-12));  // 1 of 8 experts, whole
+  CHECK(whole.expert_dp() == 2);                                              // 16 GPUs / (expert TP 1 x EP 8)
+  CHECK(c.ep_alltoall_bytes == count_training(split).ep_alltoall_bytes);      // a GPU's own tokens either way
+  const TrainingStep one = simulate_training_step(whole), two = simulate_training_step(split);
+  CHECK(one.ep_alltoall_s < two.ep_alltoall_s);
+  // Only the attention's TP all-reduces remain (no gather and scatter of the routed copies).
+  CHECK(one.tp_comm_s < two.tp_comm_s);
+  // But each expert's gradients now live on two GPUs, one a node, and are reduced across them; with expert TP 2
+  // the 16 GPUs hold 16 different shares and reduce none.
+  CHECK(split.expert_dp() == 1);
+  CHECK(one.dp_allreduce_s > two.dp_allreduce_s);
 }

@@ -25,6 +25,11 @@ std::string schedule_text(const TrainingJob& j) {
 const char* recompute_name(Recompute r) { return r == Recompute::none ? "none" : r == Recompute::selective ? "selective" : "full"; }
 const char* attention_name(AttentionKernel a) { return a == AttentionKernel::flash ? "FlashAttention" : "unfused"; }
 
+// How a mixture of experts' layers regroup the GPUs: EP, and expert TP where it is not TP.
+std::string expert_shape(const TrainingJob& j) {
+  return "EP " + std::to_string(j.ep) + (j.expert_tp() != j.tp ? ", expert TP " + std::to_string(j.expert_tp()) : std::string());
+}
+
 // The most memory any stage needs on one GPU.
 double largest_need(const TrainingCounts& c) {
   double peak = 0;
@@ -37,17 +42,27 @@ double largest_need(const TrainingCounts& c) {
 void write_training_text(std::ostream& out, const TrainingJob& job, const TrainingStep& step) {
   const TrainingCounts& c = step.counts;
   const TransformerModel& m = job.model;
-  char line[256];
+  char line[512];
   const std::string kv = m.kv() != m.heads ? " (" + std::to_string(m.kv()) + " KV)" : std::string();
-  const std::string mlp = m.gated ? ", SwiGLU MLP of " + std::to_string(m.ffn()) : std::string();
+  std::string mlp = m.gated ? ", SwiGLU MLP of " + std::to_string(m.ffn()) : std::string();
+  if (m.moe()) {
+    mlp = ", " + std::to_string(m.experts) + " experts of " + std::to_string(m.ffn()) + (m.gated ? " (SwiGLU)" : "") + ", top " + std::to_string(m.top_k) +
+          (m.shared_ffn > 0 ? ", a shared expert of " + std::to_string(m.shared_ffn) : std::string());
+  }
   const std::string from = m.architecture.empty() ? std::string() : m.architecture + ": ";
-  std::snprintf(line, sizeof line, "%s: %.3g B parameters (%s%d layers, hidden %d, %d heads%s%s, vocab %d, sequence %d)\n", job.name.c_str(),
-                c.parameters / 1e9, from.c_str(), m.layers, m.hidden, m.heads, kv.c_str(), mlp.c_str(), m.vocab, m.seq_len);
+  std::string active;
+  if (m.moe()) {
+    std::snprintf(line, sizeof line, " (%.3g B active a token)", c.active_parameters / 1e9);
+    active = line;
+  }
+  std::snprintf(line, sizeof line, "%s: %.3g B parameters%s (%s%d layers, hidden %d, %d heads%s%s, vocab %d, sequence %d)\n", job.name.c_str(),
+                c.parameters / 1e9, active.c_str(), from.c_str(), m.layers, m.hidden, m.heads, kv.c_str(), mlp.c_str(), m.vocab, m.seq_len);
   out << line;
   const char* sharding[] = {"", ", ZeRO-1 (optimizer sharded)", ", ZeRO-2 (optimizer and gradients sharded)", ", ZeRO-3 / FSDP (weights too)"};
   const std::string cp = job.cp > 1 ? " x CP " + std::to_string(job.cp) : "";
-  std::snprintf(line, sizeof line, "  TP %d%s x PP %d x DP %d = %d GPUs; batch %d = %d micro-batches of %d per replica; %s, recompute %s%s%s%s\n",
-                job.tp, cp.c_str(), job.pp, job.dp, job.gpus(), job.global_batch, job.micro_batches(), job.micro_batch, schedule_text(job).c_str(),
+  const std::string ep = m.moe() ? " (" + expert_shape(job) + ")" : "";
+  std::snprintf(line, sizeof line, "  TP %d%s x PP %d x DP %d%s = %d GPUs; batch %d = %d micro-batches of %d per replica; %s, recompute %s%s%s%s\n",
+                job.tp, cp.c_str(), job.pp, job.dp, ep.c_str(), job.gpus(), job.global_batch, job.micro_batches(), job.micro_batch, schedule_text(job).c_str(),
                 recompute_name(job.recompute), job.sequence_parallel ? ", sequence parallel" : "", job.dp_overlap ? ", DP overlapped" : "",
                 sharding[job.zero_stage()]);
   out << line;
@@ -71,6 +86,22 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
   if (job.cp > 1) {
     out << "context        CP " << job.cp << ": " << format_number(job.local_tokens()) << " tokens a GPU; each layer passes keys and values around the ring in "
         << job.cp - 1 << " steps of " << seconds(step.cp_send_s) << " (" << bytes(c.cp_send_bytes) << "), twice as much back in the backward\n";
+  }
+  if (m.moe()) {
+    const double load = job.expert_load();
+    std::string balance = "balanced routing";
+    if (load > 1) {
+      char text[96];
+      std::snprintf(text, sizeof text, "the busiest GPU receiving %.3gx the mean tokens%s", load, job.capacity_factor > 0 && job.moe_imbalance > load ? " (capped by the capacity factor)" : "");
+      balance = text;
+    }
+    out << "experts        " << m.experts / job.ep << " a GPU (" << expert_shape(job) << "), " << balance << "; ";
+    if (job.ep > 1) {
+      out << "each layer's dispatch and combine all-to-alls " << seconds(step.ep_alltoall_s) << " each (" << bytes(c.ep_alltoall_bytes)
+          << " a GPU), " << seconds(step.ep_comm_s) << " a micro-batch forward and backward\n";
+    } else {
+      out << "no all-to-all (every GPU holds every expert)\n";
+    }
   }
   if (!job.compute_efficiency) {
     const PassTime& f = step.forward_kernels;
@@ -108,17 +139,23 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
     const StageMemory& mem = c.stage_memory[s];
     stages.push_back({{"parameters_per_gpu", c.stage_parameters[s]}, {"weights_bytes", mem.weights}, {"gradients_bytes", mem.gradients},
                       {"optimizer_bytes", mem.optimizer}, {"activation_bytes", mem.activations}, {"total_bytes", mem.total()},
-                      {"dp_allreduce_bytes", c.dp_allreduce_bytes[s]}, {"last_backward_s", step.stage_end_s[s]}});
+                      {"dp_allreduce_bytes", c.dp_allreduce_bytes[s]}, {"expert_allreduce_bytes", c.expert_allreduce_bytes[s]},
+                      {"last_backward_s", step.stage_end_s[s]}});
   }
   const std::optional<OutOfMemory> oom = out_of_memory(job, c);
+  const TransformerModel& m = job.model;
   ordered_json doc{{"name", job.name},
                    {"architecture", job.model.architecture},
                    {"kv_heads", job.model.kv()},
                    {"gated_mlp", job.model.gated},
+                   {"experts", m.experts},
+                   {"experts_per_token", m.top_k},
                    {"gpus", job.gpus()},
                    {"tp", job.tp},
                    {"pp", job.pp},
                    {"cp", job.cp},
+                   {"ep", job.ep},
+                   {"etp", job.expert_tp()},
                    {"vp", job.vp},
                    {"dp", job.dp},
                    {"micro_batches", job.micro_batches()},
@@ -131,6 +168,7 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
                    {"compute", job.compute_efficiency ? ordered_json{{"efficiency", *job.compute_efficiency}, {"kernel_model_iteration_s", step.kernel_model_iteration_s}}
                                                       : ordered_json{{"kernel_model", true}}},
                    {"parameters", c.parameters},
+                   {"active_parameters", c.active_parameters},
                    {"iteration_s", step.iteration_s},
                    {"tokens_per_s", step.tokens_per_s},
                    {"mfu", step.mfu},
@@ -142,6 +180,10 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
                    {"tp_comm_s", step.tp_comm_s},
                    {"cp_send_s", step.cp_send_s},
                    {"cp_comm_s", step.cp_comm_s},
+                   {"ep_alltoall_bytes", c.ep_alltoall_bytes},
+                   {"ep_alltoall_s", step.ep_alltoall_s},
+                   {"ep_comm_s", step.ep_comm_s},
+                   {"expert_load", job.expert_load()},
                    {"pp_send_s", step.pp_send_s},
                    {"dp_allreduce_s", step.dp_allreduce_s},
                    {"optimizer_s", step.optimizer_s},
@@ -167,7 +209,7 @@ void write_training_sweep_text(std::ostream& out, const std::string& key, const 
     const double speedup = s.tokens_per_s / steps[0].tokens_per_s;
     const double efficiency = speedup / (static_cast<double>(j.gpus()) / jobs[0].gpus());
     const double peak = largest_need(s.counts);
-    const int value = key == "tp" ? j.tp : key == "pp" ? j.pp : key == "vp" ? j.vp : key == "dp" ? j.dp : key == "micro" ? j.micro_batch : j.global_batch;
+    const int value = key == "tp" ? j.tp : key == "pp" ? j.pp : key == "vp" ? j.vp : key == "dp" ? j.dp : key == "ep" ? j.ep : key == "micro" ? j.micro_batch : j.global_batch;
     std::snprintf(line, sizeof line, "%-6d %5d  %13d  %-11s %-13.0f %7.2fx  %9.1f%%  %5.1f%%  %4.1f%%  %s%s\n", value, j.gpus(), j.micro_batches(),
                   seconds(s.iteration_s).c_str(), s.tokens_per_s, speedup, 100 * efficiency, 100 * s.bubble, 100 * s.mfu, bytes(peak).c_str(),
                   out_of_memory(j, s.counts) ? "  DOES NOT FIT" : "");
@@ -181,8 +223,9 @@ std::string configuration(const TrainingJob& j) {
   char text[160];
   const std::string vp = j.vp > 1 ? " (VP " + std::to_string(j.vp) + ")" : "";
   const std::string cp = j.cp > 1 ? " x CP " + std::to_string(j.cp) : "";
-  std::snprintf(text, sizeof text, "TP %d%s x PP %d%s x DP %d, micro %d, recompute %s, %s", j.tp, cp.c_str(), j.pp, vp.c_str(), j.dp, j.micro_batch, recompute_name(j.recompute),
-                j.zero_stage() >= 3 ? "FSDP" : "ZeRO-1");
+  const std::string ep = j.model.moe() ? " (" + expert_shape(j) + ")" : "";
+  std::snprintf(text, sizeof text, "TP %d%s x PP %d%s x DP %d%s, micro %d, recompute %s, %s", j.tp, cp.c_str(), j.pp, vp.c_str(), j.dp, ep.c_str(), j.micro_batch,
+                recompute_name(j.recompute), j.zero_stage() >= 3 ? "FSDP" : "ZeRO-1");
   return text;
 }
 
@@ -218,7 +261,7 @@ std::string training_search_json(const TrainingJob& base, const TrainingSearch& 
   ordered_json ranked = ordered_json::array();
   for (std::size_t k = 0; k < search.ranked.size() && k < top; ++k) {
     const TrainingCandidate& c = search.ranked[k];
-    ranked.push_back({{"tp", c.job.tp}, {"cp", c.job.cp}, {"pp", c.job.pp}, {"vp", c.job.vp}, {"dp", c.job.dp}, {"micro", c.job.micro_batch}, {"recompute", recompute_name(c.job.recompute)},
+    ranked.push_back({{"tp", c.job.tp}, {"cp", c.job.cp}, {"pp", c.job.pp}, {"vp", c.job.vp}, {"dp", c.job.dp}, {"ep", c.job.ep}, {"etp", c.job.expert_tp()}, {"micro", c.job.micro_batch}, {"recompute", recompute_name(c.job.recompute)},
                       {"zero", c.job.zero_stage()}, {"iteration_s", c.step.iteration_s}, {"tokens_per_s", c.step.tokens_per_s}, {"mfu", c.step.mfu},
                       {"bubble", c.step.bubble}, {"memory_per_gpu_bytes", largest_need(c.step.counts)}});
   }

@@ -23,6 +23,14 @@ constexpr double kActivationBytes = 2;  // 16-bit activations, as the memory for
 constexpr double kBytesPerParameter = 16;  // mixed-precision Adam: 2 weights, 2 gradients, 12 fp32 states
 constexpr double kOptimizerBytes = 12;
 
+// The weight matrices of one layer's MLP: dense, two (or, gated, three) h x f; a mixture of experts, the
+// router (h x E), the shared expert and either every expert or (`active`) the top_k a token reaches.
+double mlp_matrices(const TransformerModel& m, bool active) {
+  const double h = m.hidden, per_mlp = (m.gated ? 3 : 2) * h;
+  if (!m.moe()) return per_mlp * m.ffn();
+  return h * m.experts + per_mlp * m.shared_ffn + (active ? m.top_k : m.experts) * per_mlp * m.ffn();
+}
+
 // FLOP per token: a layer's forward (GEMMs 2(4h^2 + 2hf), attention scores and values 4sh), what
 // recomputation adds to a layer's backward, and the logits' forward 2hV.
 struct TokenFlop {
@@ -30,9 +38,10 @@ struct TokenFlop {
 };
 TokenFlop token_flop(const TrainingJob& job) {
   const TransformerModel& m = job.model;
-  const double h = m.hidden, f = m.ffn(), s = m.seq_len;
-  // QKV (h to h + 2 kv d), output (h to h), MLP (two or, gated, three h x f matrices), attention.
-  const double layer = 2 * (h * m.qkv_width() + h * h + (m.gated ? 3 : 2) * h * f) + 4 * s * h;
+  const double h = m.hidden, s = m.seq_len;
+  // QKV (h to h + 2 kv d), output (h to h), what the MLP a token passes through holds, attention.
+  const double attention_matrices = h * m.qkv_width() + h * h;
+  const double layer = 2 * (attention_matrices + mlp_matrices(m, true)) + 4 * s * h;
   const double recompute = job.recompute == Recompute::full ? layer : job.recompute == Recompute::selective ? 4 * s * h : 0;
   return {layer, recompute, 2 * h * m.vocab};
 }
@@ -41,17 +50,26 @@ TokenFlop token_flop(const TrainingJob& job) {
 
 double TransformerModel::qkv_width() const { return hidden + 2.0 * kv() * (static_cast<double>(hidden) / heads); }
 
+double TransformerModel::expert_parameters() const { return moe() ? experts * (gated ? 3.0 : 2.0) * hidden * ffn() : 0; }
+
 double TransformerModel::layer_parameters() const {
   const double h = hidden, f = ffn();
-  const double matrices = h * qkv_width() + h * h + (gated ? 3 : 2) * h * f;
-  if (llama_layout) return matrices + 2 * h;                 // two RMSNorm weights
-  return matrices + qkv_width() + h + (gated ? 2 : 1) * f + h + 4 * h;  // biases, two LayerNorms
+  const double matrices = h * qkv_width() + h * h + mlp_matrices(*this, false);
+  if (llama_layout) return matrices + 2 * h;  // two RMSNorm weights
+  // Biases (an MLP's for each expert and the shared one), two LayerNorms.
+  const double mlps = moe() ? experts + (shared_ffn > 0 ? 1 : 0) : 1, mlp_bias = moe() ? experts * f + shared_ffn : f;
+  return matrices + qkv_width() + h + (gated ? 2 : 1) * mlp_bias + mlps * h + 4 * h;
 }
 
 double TransformerModel::parameters() const {
   const double h = hidden, V = vocab;
   if (llama_layout) return layers * layer_parameters() + 2 * V * h + h;  // embedding, untied head, final norm
   return layers * layer_parameters() + V * h + static_cast<double>(seq_len) * h + 2 * h;
+}
+
+double TransformerModel::active_parameters() const {
+  if (!moe()) return parameters();
+  return parameters() - layers * (mlp_matrices(*this, false) - mlp_matrices(*this, true));
 }
 
 namespace {
@@ -83,6 +101,22 @@ void check_training_job(const TrainingJob& job) {
       need(job.micro_batches() % job.pp == 0, "/batch/global",
            "expected micro-batches a multiple of pp (" + std::to_string(job.pp) + ") with virtual stages, found " + std::to_string(job.micro_batches()));
     }
+  }
+  if (m.moe()) {
+    need(m.top_k >= 1 && m.top_k <= m.experts, "/model/experts_per_token",
+         "expected 1 to the " + std::to_string(m.experts) + " experts, found " + std::to_string(m.top_k));
+    need(m.experts % job.ep == 0, "/parallel/ep", "expected a divisor of the model's " + std::to_string(m.experts) + " experts, found " + std::to_string(job.ep));
+    // Megatron-Core folds the expert TP x EP groups into a stage's TP x CP x DP GPUs; its MoE layer takes each
+    // GPU's share of the tokens under sequence parallelism (it warns without it).
+    const std::int64_t stage_gpus = std::int64_t{job.tp} * job.cp * job.dp, expert_group = std::int64_t{job.expert_tp()} * job.ep;
+    need(stage_gpus % expert_group == 0, "/parallel/ep",
+         "expected etp x ep (" + std::to_string(expert_group) + ") to divide a stage's tp x cp x dp GPUs (" + std::to_string(stage_gpus) + ")");
+    need(m.ffn() % job.expert_tp() == 0, "/parallel/etp", "expected a divisor of the experts' " + std::to_string(m.ffn()) + " hidden size, found " + std::to_string(job.expert_tp()));
+    need(job.tp == 1 || job.sequence_parallel, "/parallel/sequence_parallel", "expected sequence parallelism with experts and TP above 1, as Megatron-Core expects");
+    need(job.zero_stage() < 3, "/parallel/zero", "expected ZeRO 0 to 2 with experts: FSDP of a mixture of experts is not modelled yet");
+  } else {
+    need(job.ep == 1, "/parallel/ep", "expected ep 1 for a dense model (no experts), found " + std::to_string(job.ep));
+    need(job.etp == 0, "/parallel/etp", "expected no etp for a dense model (no experts)");
   }
   need(m.heads % job.tp == 0, "/parallel/tp", "expected a divisor of the " + std::to_string(m.heads) + " heads, found " + std::to_string(job.tp));
   need(m.hidden % m.heads == 0, "/model/heads", "expected a divisor of the hidden size " + std::to_string(m.hidden));
@@ -125,8 +159,6 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
       const Architecture* a = Catalog::builtin().architecture(*id);
       if (a == nullptr || !is_llm(*a)) {
         r.problem("architecture", "expected an LLM of the catalog (" + Catalog::builtin().llm_names() + "), found \"" + *id + "\"");
-      } else if (a->number("experts", 0) > 0) {
-        r.problem("architecture", "\"" + *id + "\" is a mixture of experts, which train does not model yet (expert parallelism, all-to-all dispatch)");
       } else {
         m.architecture = *id;
         m.layers = static_cast<int>(a->number("layers", 0));
@@ -136,9 +168,11 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
         m.ffn_hidden = static_cast<int>(a->number("ffn", 0));
         m.gated = a->number("gated", 0) != 0;
         m.vocab = static_cast<int>(a->number("vocab", 0));
+        m.experts = static_cast<int>(a->number("experts", 0));
+        m.top_k = m.experts > 0 ? static_cast<int>(a->number("experts_per_token", 1)) : 0;
         m.llama_layout = true;
       }
-      for (const char* key : {"layers", "hidden", "heads", "kv_heads", "ffn_hidden", "gated", "vocab"}) {
+      for (const char* key : {"layers", "hidden", "heads", "kv_heads", "ffn_hidden", "gated", "vocab", "experts", "experts_per_token", "shared_ffn"}) {
         if (r.field(key) != nullptr) r.problem(key, "comes from the architecture; expected no \"" + std::string(key) + "\" beside \"architecture\"");
       }
       m.seq_len = static_cast<int>(r.integer("seq_len", Need::required, 1, 1 << 24).value_or(1));
@@ -151,6 +185,15 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
       m.gated = r.boolean_or("gated", false);
       m.vocab = static_cast<int>(r.integer("vocab", Need::required, 1, 1 << 24).value_or(1));
       m.seq_len = static_cast<int>(r.integer("seq_len", Need::required, 1, 1 << 24).value_or(1));
+      m.experts = static_cast<int>(r.integer_or("experts", 0, 0, 1 << 16));
+      if (m.experts > 0) {
+        m.top_k = static_cast<int>(r.integer("experts_per_token", Need::required, 1, 1 << 16).value_or(1));
+        m.shared_ffn = static_cast<int>(r.integer_or("shared_ffn", 0, 0, 1 << 22));
+      } else {
+        for (const char* key : {"experts_per_token", "shared_ffn"}) {
+          if (r.field(key) != nullptr) r.problem(key, "expected \"" + std::string(key) + "\" only beside \"experts\" (a mixture of experts)");
+        }
+      }
     }
     r.finish();
   }
@@ -161,6 +204,8 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
     job.dp = static_cast<int>(r.integer_or("dp", 1, 1, 1 << 20));
     job.vp = static_cast<int>(r.integer_or("vp", 1, 1, 1 << 16));
     job.cp = static_cast<int>(r.integer_or("cp", 1, 1, 1 << 16));
+    job.ep = static_cast<int>(r.integer_or("ep", 1, 1, 1 << 16));
+    job.etp = static_cast<int>(r.integer_or("etp", 0, 1, 1 << 16));
     job.sequence_parallel = r.boolean_or("sequence_parallel", false);
     job.distributed_optimizer = r.boolean_or("distributed_optimizer", false);
     job.zero = static_cast<int>(r.integer_or("zero", 0, 0, 3));
@@ -172,6 +217,13 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
     job.global_batch = static_cast<int>(r.integer("global", Need::required, 1, 1 << 24).value_or(1));
     job.micro_batch = static_cast<int>(r.integer_or("micro", 1, 1, 1 << 16));
     r.finish();
+  }
+  if (const Json* moe = top.field("moe", Need::optional)) {
+    ObjectReader r(*moe, top.pointer("moe"), problems);
+    job.moe_imbalance = r.number("imbalance", Need::optional, 1.0, 1e3).value_or(1.0);
+    job.capacity_factor = r.number("capacity_factor", Need::optional, 0.0, 1e3).value_or(0.0);
+    r.finish();
+    if (job.model.experts == 0) top.problem("moe", "expected \"moe\" only for a mixture of experts (a model with experts)");
   }
   job.schedule = top.choice("schedule", {"gpipe", "1f1b"}, 1) == 0 ? PipelineSchedule::gpipe : PipelineSchedule::one_f_one_b;
   job.recompute = static_cast<Recompute>(top.choice("recompute", {"none", "selective", "full"}, 0));
@@ -215,8 +267,16 @@ TrainingCounts count_training(const TrainingJob& job) {
   // tensors 4f/h: GeLU's input and fc2's; gated, the gate's and up's outputs and the down projection's
   // input 6f/h), 24 for GPT's f = 4h; and the attention scores 5as/h.
   const double sbh = s / job.cp * b * h;  // a GPU's share of the sequence under CP
-  const double split = 4 + 4.0 * m.kv() / a + (m.gated ? 6 : 4) * static_cast<double>(m.ffn()) / h;
-  const double attention = 5 * a * s / h;  // softmax input and output, dropout mask, per sbh
+  // A mixture of experts holds the MLP's tensors for each of the top_k copies of a token (on the busiest
+  // GPU, expert_load() times the mean), the expert TP group's gathered inputs among them, and the shared
+  // expert's once.
+  const double mlp_tensors = (m.gated ? 6 : 4) * static_cast<double>(m.ffn()) / h;
+  const double mlp = m.moe() ? job.expert_load() * m.top_k * (2.0 * job.expert_tp() + mlp_tensors) + (m.gated ? 6 : 4) * static_cast<double>(m.shared_ffn) / h
+                             : mlp_tensors;
+  const double split = 4 + 4.0 * m.kv() / a + mlp;
+  // Unfused attention keeps the softmax's input and output and the dropout mask (5as/h per sbh); FlashAttention
+  // never writes the scores, keeping only its fp32 log-sum-exp per head and token (4a/h).
+  const double attention = job.attention == AttentionKernel::flash ? 4 * a / h : 5 * a * s / h;
   if (job.recompute == Recompute::full) {
     c.activation_bytes_per_layer = 2 * sbh / (job.sequence_parallel ? t : 1);
   } else if (job.recompute == Recompute::selective) {
@@ -226,9 +286,12 @@ TrainingCounts count_training(const TrainingJob& job) {
   }
 
   const int p = job.pp, layers_per_stage = m.layers / p, mb = job.micro_batches();
+  c.active_parameters = m.active_parameters();
+  // Experts split over expert TP and EP; everything else over TP.
+  const double expert_params = layers_per_stage * m.expert_parameters() / (static_cast<double>(job.expert_tp()) * job.ep);
   for (int stage = 0; stage < p; ++stage) {
     // The word embedding sits on the first stage, and a copy for the logits on the last.
-    double params = layers_per_stage * m.layer_parameters() / t;
+    double params = layers_per_stage * (m.layer_parameters() - m.expert_parameters()) / t + expert_params;
     if (m.llama_layout) {  // the embedding first, the untied head and the final norm last
       if (stage == 0) params += V * h / t;
       if (stage == p - 1) params += V * h / t + h;
@@ -237,15 +300,17 @@ TrainingCounts count_training(const TrainingJob& job) {
       if (stage == p - 1) params += (p > 1 ? V * h / t : 0) + 2 * h;
     }
     c.stage_parameters.push_back(params);
+    c.stage_expert_parameters.push_back(expert_params);
     StageMemory mem;
     const int zero = job.zero_stage();
     const double layer_share = m.layer_parameters() / t;
     // ZeRO-3 keeps the layer computing and the one prefetched whole, beside its shard of everything.
     mem.weights = zero >= 3 ? 2 * params / job.dp + 2 * 2 * layer_share : 2 * params;
-    // Sharded over the gradients' reduction group, DP x CP (Megatron's distributed optimizer shards over it).
-    const double shards = static_cast<double>(job.dp) * job.cp;
-    mem.gradients = zero >= 2 ? 2 * params / shards : 2 * params;
-    mem.optimizer = kOptimizerBytes * params / (zero >= 1 ? shards : 1);
+    // Sharded over the gradients' reduction group (Megatron's distributed optimizer shards over it): DP x CP,
+    // and for the experts their expert DP group.
+    const double dense = params - expert_params, shards = static_cast<double>(job.dp) * job.cp, expert_shards = job.expert_dp();
+    mem.gradients = zero >= 2 ? 2 * (dense / shards + expert_params / expert_shards) : 2 * params;
+    mem.optimizer = kOptimizerBytes * (zero >= 1 ? dense / shards + expert_params / expert_shards : params);
     // Micro-batches whose activations a stage holds at once: all under GPipe; under 1F1B those its warm-up
     // forwards start before the first backward, plus one; interleaved, chunk passes of 1/vp of the stage
     // (Megatron's warm-up of 2 (pp - stage - 1) + (vp - 1) pp), so the first stage holds pp + (pp - 1) / vp.
@@ -255,13 +320,15 @@ TrainingCounts count_training(const TrainingJob& job) {
                                                                      : std::min(2.0 * (p - stage - 1) + (v - 1) * p + 1, static_cast<double>(mb) * v) / v;
     mem.activations = in_flight * layers_per_stage * c.activation_bytes_per_layer;
     c.stage_memory.push_back(mem);
-    c.dp_allreduce_bytes.push_back(2 * params);  // 16-bit gradients
+    c.dp_allreduce_bytes.push_back(2 * (params - expert_params));  // 16-bit gradients
+    c.expert_allreduce_bytes.push_back(2 * expert_params);
   }
   static_assert(kBytesPerParameter == 2 + 2 + kOptimizerBytes);
   if (job.zero_stage() >= 3) c.zero_gather_bytes_per_layer = 2 * m.layer_parameters() / t;
   c.tp_allreduce_bytes = kActivationBytes * sbh;
   c.tp_allreduces_per_layer = job.tp > 1 ? (job.recompute == Recompute::full ? 6 : 4) : 0;
   c.pp_send_bytes = kActivationBytes * sbh;
+  if (m.moe()) c.ep_alltoall_bytes = kActivationBytes * job.local_tokens() / (job.sequence_parallel ? t : 1) * m.top_k * h;
   if (job.cp > 1) c.cp_send_bytes = 2 * kActivationBytes * b * (s / job.cp) * (static_cast<double>(m.kv()) / t) * (h / a);  // K and V
   return c;
 }
@@ -276,16 +343,16 @@ struct PassKernels {
   std::vector<KernelCall> forward, backward;
 };
 
-void gemm(std::vector<KernelCall>& out, const char* name, double m, double n, double k, double batch = 1) {
+void gemm(std::vector<KernelCall>& out, const std::string& name, double m, double n, double k, double batch = 1) {
   out.push_back({.cls = KernelClass::gemm, .m = m, .n = n, .k = k, .batch = batch, .name = name});
 }
-void memory_op(std::vector<KernelCall>& out, KernelClass cls, const char* name, double rows, double width) {
+void memory_op(std::vector<KernelCall>& out, KernelClass cls, const std::string& name, double rows, double width) {
   out.push_back({.cls = cls, .m = rows, .n = width, .name = name});
 }
 // A linear layer's backward: the data gradient, then the weight gradient (reduced over the tokens).
-void gemm_backward(std::vector<KernelCall>& out, const char* name, double tokens, double n, double k) {
-  gemm(out, name, tokens, k, n);
-  gemm(out, name, k, n, tokens);
+void gemm_backward(std::vector<KernelCall>& out, const std::string& name, double tokens, double n, double k, double batch = 1) {
+  gemm(out, name, tokens, k, n, batch);
+  gemm(out, name, k, n, tokens, batch);
 }
 
 // Core attention of one layer: FlashAttention (its backward recomputes the scores), or Megatron's
@@ -318,6 +385,64 @@ void core_attention(const TrainingJob& job, std::vector<KernelCall>& out, bool b
   }
 }
 
+// One MLP over `tokens` rows (`batch` of them, one per expert, grouped): up (gate and up in one GEMM,
+// SwiGLU reading both and writing one), the activation, down; `width` is the MLP's share on this GPU.
+void mlp_forward(std::vector<KernelCall>& out, bool gated, const std::string& name, double tokens, double width, double h, double batch = 1) {
+  const auto kernel = [&](const char* part) { return name + part; };
+  gemm(out, kernel(".fc1"), tokens, (gated ? 2 : 1) * width, h, batch);
+  if (gated) memory_op(out, KernelClass::add, kernel(".swiglu"), batch * tokens, width);
+  else memory_op(out, KernelClass::activation, kernel(".bias-gelu"), batch * tokens, width);
+  gemm(out, kernel(".fc2"), tokens, h, width, batch);
+}
+void mlp_backward(std::vector<KernelCall>& out, bool gated, const std::string& name, double tokens, double width, double h, double batch = 1) {
+  const auto kernel = [&](const char* part) { return name + part; };
+  gemm_backward(out, kernel(".fc2"), tokens, h, width, batch);
+  if (gated) {  // reads gate, up and dy; writes both gradients
+    memory_op(out, KernelClass::add, kernel(".swiglu"), batch * tokens, width);
+    memory_op(out, KernelClass::add, kernel(".swiglu"), batch * tokens, width);
+  } else {
+    memory_op(out, KernelClass::add, kernel(".bias-gelu"), batch * tokens, width);  // reads x and dy
+  }
+  gemm_backward(out, kernel(".fc1"), tokens, (gated ? 2 : 1) * width, h, batch);
+}
+
+// A mixture-of-experts layer's MLP as Megatron-Core runs it with grouped GEMMs: the router on this GPU's
+// tokens (1/tp of them under sequence parallelism), the top-k copies permuted into expert order, then, past
+// the dispatch all-to-all and the expert TP group's gather (timed as communication), this GPU's E / ep
+// experts, 1/etp of each, over the copies its expert TP group received (expert_load() times the mean on the
+// busiest GPU), and back past the combine; the shared expert on every token, split over TP.
+struct MoeShape {
+  double own_rows, routed, local_experts, width;
+};
+MoeShape moe_shape(const TrainingJob& job) {
+  const TransformerModel& m = job.model;
+  const double tokens = job.local_tokens(), etp = job.expert_tp();
+  const double own = job.sequence_parallel ? tokens / job.tp : tokens;
+  return {own, own * m.top_k * etp * job.expert_load(), static_cast<double>(m.experts) / job.ep, m.ffn() / etp};
+}
+void moe_forward(const TrainingJob& job, std::vector<KernelCall>& out) {
+  const TransformerModel& m = job.model;
+  const double h = m.hidden;
+  const MoeShape x = moe_shape(job);
+  gemm(out, "moe.router", x.own_rows, m.experts, h);
+  memory_op(out, KernelClass::softmax, "moe.router-topk", x.own_rows, m.experts);
+  memory_op(out, KernelClass::activation, "moe.permute", x.own_rows * m.top_k, h);
+  mlp_forward(out, m.gated, "moe.experts", x.routed / x.local_experts, x.width, h, x.local_experts);
+  memory_op(out, KernelClass::add, "moe.unpermute", x.own_rows * m.top_k, h);
+  if (m.shared_ffn > 0) mlp_forward(out, m.gated, "moe.shared", job.local_tokens(), m.shared_ffn / static_cast<double>(job.tp), h);
+}
+void moe_backward(const TrainingJob& job, std::vector<KernelCall>& out) {
+  const TransformerModel& m = job.model;
+  const double h = m.hidden;
+  const MoeShape x = moe_shape(job);
+  if (m.shared_ffn > 0) mlp_backward(out, m.gated, "moe.shared", job.local_tokens(), m.shared_ffn / static_cast<double>(job.tp), h);
+  memory_op(out, KernelClass::add, "moe.unpermute", x.own_rows * m.top_k, h);
+  mlp_backward(out, m.gated, "moe.experts", x.routed / x.local_experts, x.width, h, x.local_experts);
+  memory_op(out, KernelClass::activation, "moe.permute", x.own_rows * m.top_k, h);
+  memory_op(out, KernelClass::add, "moe.router-topk", x.own_rows, m.experts);
+  gemm_backward(out, "moe.router", x.own_rows, m.experts, h);
+}
+
 void layer_forward(const TrainingJob& job, std::vector<KernelCall>& out) {
   const TransformerModel& m = job.model;
   const double t = job.tp, h = m.hidden, f = m.ffn(), tokens = job.local_tokens();
@@ -328,14 +453,11 @@ void layer_forward(const TrainingJob& job, std::vector<KernelCall>& out) {
   gemm(out, "attention.out", tokens, h, h / t);
   memory_op(out, KernelClass::add, "attention.bias-dropout-add", rows, h);
   memory_op(out, KernelClass::norm, "mlp.norm", rows, h);
-  if (m.gated) {  // gate and up in one GEMM, SwiGLU reading both and writing one
-    gemm(out, "mlp.fc1", tokens, 2 * f / t, h);
-    memory_op(out, KernelClass::add, "mlp.swiglu", tokens, f / t);
+  if (m.moe()) {
+    moe_forward(job, out);
   } else {
-    gemm(out, "mlp.fc1", tokens, f / t, h);
-    memory_op(out, KernelClass::activation, "mlp.bias-gelu", tokens, f / t);
+    mlp_forward(out, m.gated, "mlp", tokens, f / t, h);
   }
-  gemm(out, "mlp.fc2", tokens, h, f / t);
   memory_op(out, KernelClass::add, "mlp.bias-dropout-add", rows, h);
 }
 
@@ -351,14 +473,10 @@ void layer_backward(const TrainingJob& job, std::vector<KernelCall>& out) {
     out.insert(out.end(), core.begin(), core.end() - 1);  // the scores, softmax and dropout again
   }
   memory_op(out, KernelClass::activation, "mlp.bias-dropout-add", rows, h);
-  gemm_backward(out, "mlp.fc2", tokens, h, f / t);
-  if (m.gated) {  // reads gate, up and dy; writes both gradients
-    memory_op(out, KernelClass::add, "mlp.swiglu", tokens, f / t);
-    memory_op(out, KernelClass::add, "mlp.swiglu", tokens, f / t);
-    gemm_backward(out, "mlp.fc1", tokens, 2 * f / t, h);
+  if (m.moe()) {
+    moe_backward(job, out);
   } else {
-    memory_op(out, KernelClass::add, "mlp.bias-gelu", tokens, f / t);  // reads x and dy
-    gemm_backward(out, "mlp.fc1", tokens, f / t, h);
+    mlp_backward(out, m.gated, "mlp", tokens, f / t, h);
   }
   memory_op(out, KernelClass::add, "mlp.norm", rows, h);
   memory_op(out, KernelClass::activation, "attention.bias-dropout-add", rows, h);
@@ -434,12 +552,40 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
   // Communication, from the topology: one TP all-reduce on stage 0's first group; the stage
   // boundary with every TP rank of every DP replica sending its share at once; the gradient
   // all-reduces of every stage and TP rank at once.
-  double tp_allreduce_s = 0;
+  // A layer's TP communication (sequence parallel or not, an all-reduce's worth for its attention and one
+  // for its MLP). A mixture of experts has its shared expert's in place of the MLP's, and its expert TP
+  // group gathers and scatters the top_k copies its GPUs received (on the busiest, expert_load() times as
+  // many); then the dispatch (and as large, the combine) all-to-all of every EP group of the stage's first
+  // expert DP block at once, timed at the busiest GPU's load.
+  // A GPU by its place q among its stage's TP x CP x DP ranks (TP fastest), as the expert groups count them.
+  const auto stage_gpu = [&](int q, int stage) { return make_id<GpuId>(static_cast<std::uint32_t>(q + job.tp * job.cp * job.dp * stage)); };
+  const auto all_reduce_s = [&](const std::vector<GpuId>& group, double bytes) {
+    return analytical_time_s(topology, plan_collective(cluster, topology, CollectiveOp::all_reduce, CollectiveAlgo::automatic, group, bytes));
+  };
+  double tp_attention_s = 0, tp_mlp_s = 0, alltoall_s = 0;
   if (job.tp > 1) {
     std::vector<GpuId> group;
     for (int r = 0; r < job.tp; ++r) group.push_back(gpu_at(job, r, 0, 0));
-    tp_allreduce_s = analytical_time_s(topology, plan_collective(cluster, topology, CollectiveOp::all_reduce, CollectiveAlgo::automatic, group,
-                                                                 c.tp_allreduce_bytes));
+    tp_attention_s = all_reduce_s(group, c.tp_allreduce_bytes);
+    tp_mlp_s = !m.moe() || m.shared_ffn > 0 ? tp_attention_s : 0;
+  }
+  if (m.moe()) {
+    const int etp = job.expert_tp();
+    if (etp > 1) {
+      std::vector<GpuId> group;
+      for (int e = 0; e < etp; ++e) group.push_back(stage_gpu(e, 0));
+      tp_mlp_s += all_reduce_s(group, kActivationBytes * moe_shape(job).routed * m.hidden);
+    }
+    if (job.ep > 1) {
+      std::vector<CollectivePlan> groups;
+      for (int e = 0; e < etp; ++e) {
+        std::vector<GpuId> group;
+        for (int j = 0; j < job.ep; ++j) group.push_back(stage_gpu(e + etp * j, 0));
+        groups.push_back(plan_collective(cluster, topology, CollectiveOp::all_to_all, CollectiveAlgo::automatic, group, c.ep_alltoall_bytes * job.expert_load()));
+      }
+      const auto times = simulated_times_s(topology, groups);
+      alltoall_s = *std::max_element(times.begin(), times.end());
+    }
   }
   double send_s = 0;
   if (p > 1) {
@@ -464,20 +610,34 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
     gather_s = analytical_time_s(topology, plan_collective(cluster, topology, CollectiveOp::all_gather, CollectiveAlgo::automatic, replicas, c.zero_gather_bytes_per_layer));
     scatter_s = analytical_time_s(topology, plan_collective(cluster, topology, CollectiveOp::reduce_scatter, CollectiveAlgo::automatic, replicas, c.zero_gather_bytes_per_layer));
   }
-  if (job.dp * job.cp > 1 && !fsdp) {
+  if ((job.dp * job.cp > 1 || (m.moe() && job.expert_dp() > 1)) && !fsdp) {
+    // Every stage's reductions at once: over DP x CP for each TP rank, and a mixture of experts' expert
+    // gradients over the GPUs holding the same share of the same experts (every etp x ep-th of the stage's).
     std::vector<CollectivePlan> plans;
+    std::vector<int> plan_stage;
+    const int edp = job.expert_dp();
     for (int stage = 0; stage < p; ++stage) {
-      for (int r = 0; r < job.tp; ++r) {
-        std::vector<GpuId> replicas;  // the gradients are reduced over DP x CP
+      for (int r = 0; job.dp * job.cp > 1 && r < job.tp; ++r) {
+        std::vector<GpuId> replicas;
         for (int d = 0; d < job.dp; ++d) {
           for (int k = 0; k < job.cp; ++k) replicas.push_back(gpu_at(job, r, d, stage, k));
         }
         plans.push_back(plan_collective(cluster, topology, CollectiveOp::all_reduce, CollectiveAlgo::automatic, replicas,
                                         c.dp_allreduce_bytes[static_cast<std::size_t>(stage)]));
+        plan_stage.push_back(stage);
+      }
+      // Expert gradients: each (expert TP rank, EP rank) over its expert DP group.
+      const int etp = job.expert_tp(), block = etp * job.ep;
+      for (int e = 0; m.moe() && edp > 1 && e < block; ++e) {
+        std::vector<GpuId> holders;
+        for (int g = 0; g < edp; ++g) holders.push_back(stage_gpu(e + block * g, stage));
+        plans.push_back(plan_collective(cluster, topology, CollectiveOp::all_reduce, CollectiveAlgo::automatic, holders,
+                                        c.expert_allreduce_bytes[static_cast<std::size_t>(stage)]));
+        plan_stage.push_back(stage);
       }
     }
     const auto times = simulated_times_s(topology, plans);
-    for (std::size_t i = 0; i < times.size(); ++i) dp_s[i / static_cast<std::size_t>(job.tp)] = std::max(dp_s[i / static_cast<std::size_t>(job.tp)], times[i]);
+    for (std::size_t i = 0; i < times.size(); ++i) dp_s[plan_stage[i]] = std::max(dp_s[plan_stage[i]], times[i]);
   }
 
   // Compute per micro-batch and model chunk (a stage's layers, or 1/vp of them interleaved): the kernel
@@ -487,7 +647,11 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
   const double tokens = job.local_tokens();
   const TokenFlop flop = token_flop(job);
   const double layer_forward = tokens * flop.layer / t, recompute = tokens * flop.recompute / t, logits = tokens * flop.logits / t;
-  const int tp_forward = job.tp > 1 ? 2 : 0, tp_backward = c.tp_allreduces_per_layer - tp_forward;
+  // Per layer: TP's all-reduces and, in a mixture of experts, the dispatch and combine all-to-alls, once
+  // forward, once backward, and once more in the backward where it recomputes the whole layer.
+  const double passes_backward = job.recompute == Recompute::full ? 2 : 1;
+  const double tp_forward_s = tp_attention_s + tp_mlp_s, tp_backward_s = passes_backward * tp_forward_s;
+  const double ep_forward_s = 2 * alltoall_s, ep_backward_s = passes_backward * ep_forward_s;
   // CP: every GPU of a stage passes its keys and values to the next CP rank at once; a ring step costs what
   // its send takes beyond the block of attention it overlaps (the backward sends the key and value
   // gradients back as well).
@@ -537,8 +701,8 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
         sum->memory_s += part->memory_s;
       }
     }
-    fwd[k] = fwd_compute + layers_per_chunk * (tp_forward * tp_allreduce_s + cp_forward_s);
-    bwd[k] = bwd_compute + layers_per_chunk * (tp_backward * tp_allreduce_s + cp_backward_s);
+    fwd[k] = fwd_compute + layers_per_chunk * (tp_forward_s + ep_forward_s + cp_forward_s);
+    bwd[k] = bwd_compute + layers_per_chunk * (tp_backward_s + ep_backward_s + cp_backward_s);
     if (fsdp) {  // pp 1, so one chunk: the stage
       // Each layer's weights are gathered before it runs, the next layer's while it computes (FSDP's
       // prefetch): a layer takes the longer of its compute and one gather, and the first gather is not
@@ -568,7 +732,9 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
   step.backward_s = *std::max_element(stage_bwd.begin(), stage_bwd.end());
   step.optimizer_s = *std::max_element(optimizer.begin(), optimizer.end());
   step.stage_optimizer_s = optimizer;
-  step.tp_comm_s = layers_per_stage * (tp_forward + tp_backward) * tp_allreduce_s;
+  step.tp_comm_s = layers_per_stage * (tp_forward_s + tp_backward_s);
+  step.ep_alltoall_s = alltoall_s;
+  step.ep_comm_s = layers_per_stage * (ep_forward_s + ep_backward_s);
   step.cp_comm_s = layers_per_stage * (cp_forward_s + cp_backward_s);
   step.pp_send_s = send_s;
 
@@ -677,8 +843,14 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads) {
       }
     }
   }
+  // A mixture of experts' EP: powers of two dividing its experts and the DP x CP ranks they come from.
+  std::vector<int> eps{1};
+  for (int ep = 2; m.moe() && ep <= m.experts; ep *= 2) {
+    if (m.experts % ep == 0) eps.push_back(ep);
+  }
   std::vector<TrainingJob> candidates;
-  for (const auto& [tp, cp, pp, dp] : shapes) {
+  const auto add = [&](const Shape& shape, int ep, int etp) {
+    const auto& [tp, cp, pp, dp] = shape;
     for (int micro : {1, 2, 4, 8}) {
       if (base.global_batch % (dp * micro) != 0) continue;
       for (int vp : {1, 2, 4}) {
@@ -686,10 +858,12 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads) {
         if (vp > 1 && (pp == 1 || m.layers % (pp * vp) != 0 || (base.global_batch / (dp * micro)) % pp != 0)) continue;
         for (Recompute recompute : {Recompute::none, Recompute::selective, Recompute::full}) {
           for (int zero : {1, 3}) {
-            if (zero == 3 && (pp > 1 || dp == 1 || cp > 1)) continue;
+            if (zero == 3 && (pp > 1 || dp == 1 || cp > 1 || m.moe())) continue;
             TrainingJob j = base;
             j.tp = tp;
             j.cp = cp;
+            j.ep = ep;
+            j.etp = etp;
             j.pp = pp;
             j.vp = vp;
             j.dp = dp;
@@ -702,6 +876,19 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads) {
             candidates.push_back(std::move(j));
           }
         }
+      }
+    }
+  };
+  for (const Shape& shape : shapes) {
+    if (!m.moe()) {
+      add(shape, 1, 0);
+      continue;
+    }
+    // Expert TP as TP (Megatron-Core's default) or 1 (each expert whole on a GPU, an EP group on fewer nodes).
+    for (int ep : eps) {
+      for (int etp : {shape.tp, 1}) {
+        if ((etp == 1 && shape.tp == 1) || (shape.tp * shape.cp * shape.dp) % (etp * ep) != 0) continue;
+        add(shape, ep, etp);
       }
     }
   }
@@ -732,6 +919,10 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads) {
   std::stable_sort(result.ranked.begin(), result.ranked.end(),
                    [](const TrainingCandidate& a, const TrainingCandidate& b) { return a.step.iteration_s < b.step.iteration_s; });
   return result;
+}
+
+std::string memory_advice(const TrainingJob& job) {
+  return std::string("expected more ") + (job.model.moe() ? "TP, PP or EP" : "TP or PP") + ", recomputation, a distributed optimizer or fewer sequences a micro-batch";
 }
 
 std::optional<OutOfMemory> out_of_memory(const TrainingJob& job, const TrainingCounts& counts) {
@@ -770,7 +961,7 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
                               "stage " + std::to_string(stage) + " needs " + format_quantity(need, Dimension::bytes) +
                                   " a GPU (weights, gradients, optimizer state, activations), " + format_quantity(need - vram, Dimension::bytes) +
                                   " more than the cluster's largest GPU (" + format_quantity(vram, Dimension::bytes) +
-                                  "): expected more TP or PP, recomputation, a distributed optimizer or fewer sequences a micro-batch"}});
+                                  "): " + memory_advice(job)}});
   }
   TrainingIteration it;
   it.job = job.name;
@@ -782,7 +973,15 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
   it.model_flop = counts.model_flop;
   it.tokens = static_cast<double>(job.global_batch) * job.model.seq_len;
   for (const StageMemory& m : counts.stage_memory) it.memory_per_gpu_bytes = std::max(it.memory_per_gpu_bytes, m.total());
-  if (job.dp * job.cp > 1) it.dp_bytes = *std::max_element(counts.dp_allreduce_bytes.begin(), counts.dp_allreduce_bytes.end());
+  if (job.dp * job.cp > 1) {
+    // A mixture of experts' expert gradients ride in the same reduction, scaled to the bytes a ring moves
+    // over their own dp x cp / ep holders rather than all dp x cp ranks ((n - 1) / n of the buffer each).
+    const double n = static_cast<double>(job.dp) * job.cp, holders = job.expert_dp();
+    const double expert_share = ((holders - 1) / holders) / ((n - 1) / n);
+    for (std::size_t stage = 0; stage < counts.dp_allreduce_bytes.size(); ++stage) {
+      it.dp_bytes = std::max(it.dp_bytes, counts.dp_allreduce_bytes[stage] + expert_share * counts.expert_allreduce_bytes[stage]);
+    }
+  }
   for (const NodeGroup& g : cluster.groups) {
     if (std::any_of(it.on.begin(), it.on.end(), [&](const TrainingIteration::OnGpu& o) { return o.gpu == g.gpu.id; })) continue;
     // The job alone on enough nodes of this type under one switch: its compute does not depend on where
@@ -795,6 +994,9 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
     const TrainingStep step = simulate_training_step(alone);
     double compute_s = 0;  // the last stage to finish its passes and its optimizer step
     for (std::size_t stage = 0; stage < step.stage_end_s.size(); ++stage) compute_s = std::max(compute_s, step.stage_end_s[stage] + step.stage_optimizer_s[stage]);
+    // Without DP x CP there is no reduction on the shared network, but experts split over fewer GPUs than
+    // TP still reduce theirs among their holders inside the gang: timed alone, with the compute.
+    if (job.dp * job.cp == 1) compute_s += step.dp_allreduce_s;
     it.on.push_back({.gpu = g.gpu.id, .compute_s = compute_s, .alone_s = step.iteration_s, .peak_flops = g.gpu.peak_for(job.dtype)});
     if (job.dp_overlap && it.dp_overlap == 0) it.dp_overlap = std::min(1.0, step.backward_s / compute_s);
   }

@@ -32,6 +32,10 @@ Workflow detail::training_workflow(const TrainingJob& job, int iterations, const
   }
   wf.assumptions.push_back("training job \"" + job.name + "\": its compute is timed alone on its GPU type (TP inside a node, stage sends on one switch); "
                            "only its data-parallel gradient reduction runs on the shared network");
+  if (job.model.moe() && job.ep > 1) {
+    wf.assumptions.push_back("training job \"" + job.name + "\": its expert all-to-alls are timed with its compute, alone; its expert gradients "
+                             "are reduced with the dense ones over DP x CP, scaled to the bytes their own " + std::to_string(job.expert_dp()) + "-GPU groups move");
+  }
   wf.finalize();
   return wf;
 }

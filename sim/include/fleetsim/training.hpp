@@ -45,12 +45,19 @@ struct TransformerModel {
   // own (untied), no biases, RMSNorm (a weight only). Otherwise GPT's: learned positions, the word
   // embedding reused for the logits, biases, LayerNorm.
   bool llama_layout = false;
+  // A mixture of experts (Mixtral's, Megatron-Core's MoE layer): every layer's MLP is `experts` MLPs of
+  // ffn() each (gated as `gated` says), a router sending each token to top_k of them, and, where
+  // shared_ffn is above 0, a shared expert of that width every token passes through. 0 experts: dense.
+  int experts = 0, top_k = 0, shared_ffn = 0;
   std::string architecture;  // the catalog's name, when the model came from there
   int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
   int kv() const { return kv_heads > 0 ? kv_heads : heads; }
-  double qkv_width() const;         // the QKV projection's output: h + 2 x kv x head_dim
-  double layer_parameters() const;  // GPT: attention 4h^2 + 4h, MLP 2hf + f + h, two layer norms 4h
-  double parameters() const;        // layers, embeddings (and an untied head), final norm
+  bool moe() const { return experts > 0; }
+  double qkv_width() const;          // the QKV projection's output: h + 2 x kv x head_dim
+  double expert_parameters() const;  // one layer's routed experts (0 for a dense model)
+  double layer_parameters() const;   // GPT: attention 4h^2 + 4h, MLP 2hf + f + h, two layer norms 4h; MoE: every expert, the router
+  double parameters() const;         // layers, embeddings (and an untied head), final norm
+  double active_parameters() const;  // what one token passes through: top_k of the experts
 };
 
 struct TrainingJob {
@@ -68,6 +75,16 @@ struct TrainingJob {
   // values around the cp ranks in cp - 1 steps, each overlapping one block of attention; the gradients
   // reduced over DP x CP.
   int cp = 1;
+  // Expert parallelism as Megatron-Core's parallel folding runs it: the TP x CP x DP GPUs of a stage regrouped
+  // for the MoE layers as expert TP (etp, fastest) x EP x expert DP; each layer's experts split over ep GPUs
+  // and each expert's matrices over etp; tokens sent to their experts' GPUs and back by all-to-alls
+  // (dispatch and combine). etp 0: as tp (Megatron-Core's default).
+  int ep = 1, etp = 0;
+  int expert_tp() const { return etp > 0 ? etp : tp; }
+  // Tokens the busiest expert GPU receives over the mean (1: a router balanced by its auxiliary loss), and
+  // a capacity factor that caps it, dropping the excess (0: dropless, Megatron-Core's default).
+  double moe_imbalance = 1, capacity_factor = 0;
+  double expert_load() const { return capacity_factor > 0 ? std::min(moe_imbalance, capacity_factor) : moe_imbalance; }
   bool sequence_parallel = false;
   bool distributed_optimizer = false;  // optimizer state sharded over DP (ZeRO-1)
   // Sharding over DP beyond the optimizer: 2 also the gradients (reduce-scattered, ZeRO-2); 3 also the
@@ -86,6 +103,8 @@ struct TrainingJob {
   std::optional<double> compute_efficiency;
 
   int gpus() const { return tp * cp * pp * dp; }
+  // GPUs holding the same share of the same experts, which reduce their gradients together.
+  int expert_dp() const { return tp * cp * dp / (expert_tp() * ep); }
   double local_tokens() const { return static_cast<double>(micro_batch) * model.seq_len / cp; }  // one micro-batch on one GPU
   int micro_batches() const { return global_batch / (dp * micro_batch); }
 };
@@ -106,14 +125,21 @@ struct TrainingCounts {
   double model_flop = 0;     // forward and backward of every sequence (what MFU counts)
   double hardware_flop = 0;  // plus recomputation
   double parameters = 0;
+  double active_parameters = 0;            // what one token passes through (MoE: top_k experts; dense: all)
   std::vector<double> stage_parameters;    // per GPU of each stage (its 1/tp share)
+  std::vector<double> stage_expert_parameters;  // of those, the routed experts' (1/etp of 1/ep of them)
   std::vector<StageMemory> stage_memory;   // per GPU of each stage
   double activation_bytes_per_layer = 0;   // one micro-batch, one GPU
   double tp_allreduce_bytes = 0;           // one TP all-reduce (b s h activations)
-  int tp_allreduces_per_layer = 0;         // per micro-batch, forward and backward
+  int tp_allreduces_per_layer = 0;         // per micro-batch, forward and backward (a dense layer's)
   double pp_send_bytes = 0;                // one stage boundary, one micro-batch, one direction (all TP ranks)
   double cp_send_bytes = 0;                // one ring step of CP attention's forward: the keys and values one GPU passes on
-  std::vector<double> dp_allreduce_bytes;  // per GPU of each stage
+  std::vector<double> dp_allreduce_bytes;  // per GPU of each stage: over DP x CP (MoE: the dense weights')
+  std::vector<double> expert_allreduce_bytes;  // MoE: the experts' gradients per GPU of each stage, over its expert DP group
+  // MoE: one dispatch all-to-all of one layer and micro-batch, per GPU: its tokens (1/tp of them under
+  // sequence parallelism) times top_k, 16-bit, nccl-tests' size; the combine sends as much back. Past it,
+  // the expert TP group gathers what its GPUs received (and scatters it back after the experts).
+  double ep_alltoall_bytes = 0;
   // ZeRO-3 / FSDP: one layer's 16-bit weights gathered on every GPU of the DP group before its forward
   // and its backward, and its gradients reduce-scattered after (the whole layer, nccl-tests' size).
   double zero_gather_bytes_per_layer = 0;
@@ -141,6 +167,8 @@ struct TrainingStep {
   double bubble = 0;         // idle fraction of the pipeline before the DP all-reduce, averaged over stages
   double forward_s = 0, backward_s = 0;  // one micro-batch on the slowest stage, TP communication included
   double tp_comm_s = 0;      // TP all-reduce time per micro-batch forward + backward, slowest stage
+  double ep_alltoall_s = 0;  // MoE: one dispatch (or combine) all-to-all, the busiest GPU's share
+  double ep_comm_s = 0;      // MoE: the all-to-alls per micro-batch forward + backward, slowest stage
   double cp_send_s = 0;      // one CP ring step's send (every GPU passing its keys and values at once)
   double cp_comm_s = 0;      // what CP's ring sends add beyond the attention they overlap, per micro-batch forward + backward, slowest stage
   double pp_send_s = 0;      // one boundary transfer
@@ -166,12 +194,15 @@ struct OutOfMemory {
   double needed_bytes = 0, vram_bytes = 0;
 };
 std::optional<OutOfMemory> out_of_memory(const TrainingJob& job, const TrainingCounts& counts);
+// What would make `job` fit, for the message that refuses it ("expected more TP or PP, ...").
+std::string memory_advice(const TrainingJob& job);
 
 // A search over the ways to run a job on all its cluster's GPUs at its global batch: TP (a divisor of a
 // node's GPUs, of the heads and of the KV heads; sequence parallel when above 1), CP 1, 2 or 4 (where 2 cp
 // divides the sequence), PP (a divisor of the layers) with 1, 2 or 4 virtual stages (interleaved 1F1B where the layers and micro-batches allow), DP
-// (the rest), the micro-batch (1, 2, 4, 8 where DP x micro divides the batch), recomputation
-// (none, selective, full) and sharding (ZeRO-1, and ZeRO-3 / FSDP without PP). What does not fit in
+// (the rest), for a mixture of experts EP (powers of two dividing the experts and DP x CP), the micro-batch
+// (1, 2, 4, 8 where DP x micro divides the batch), recomputation (none, selective, full) and sharding
+// (ZeRO-1, and ZeRO-3 / FSDP for dense models without PP). What does not fit in
 // memory is counted, not ranked; the rest are ranked by iteration time (the same tokens each).
 struct TrainingCandidate {
   TrainingJob job;
