@@ -197,3 +197,12 @@ TEST_CASE("a mixture of experts in a scenario: its all-to-alls with the compute,
   for (const std::string& a : sc.workflows.front().assumptions) noted = noted || a.find("expert all-to-alls") != std::string::npos;
   CHECK(noted);
 }
+
+TEST_CASE("an fp8 training job is refused on a scenario's GPUs without fp8 tensor cores", "[training][scenario][fp8]") {
+  const std::string a100 = R"({"nodes": [{"type": "hgx-a100-8", "count": 1}]})";
+  CHECK_THAT(error_of(scenario(a100, "", R"([{"training": )" + job("f8", R"({"tp": 8})", R"(, "dtype": "fp8")") + R"(, "iterations": 1}])")),
+             Catch::Contains("s.json: /workload/0/training/dtype: expected a dtype the GPU runs: a100-sxm-80gb has no fp8 tensor cores"));
+  // On H100s it runs.
+  const Scenario sc = parse_scenario(scenario(kOneSwitch, "", R"([{"training": )" + job("f8", R"({"tp": 8})", R"(, "dtype": "fp8")") + R"(, "iterations": 1}])"), "s.json", ".");
+  CHECK(iteration_of(sc).on.front().compute_s > 0);
+}

@@ -639,3 +639,36 @@ TEST_CASE("expert TP 1 folds an EP group of TP 2 into one node: experts whole, n
   CHECK(split.expert_dp() == 1);
   CHECK(one.dp_allreduce_s > two.dp_allreduce_s);
 }
+
+TEST_CASE("fp8: the layers' GEMMs at the fp8 rate with their operands quantized, the logits and everything else in bf16", "[training][fp8]") {
+  const TrainingJob bf16 = layer_job(1), fp8 = layer_job(1, R"(, "dtype": "fp8")");
+  const TrainingStep step = simulate_training_step(fp8), base = simulate_training_step(bf16);
+  const KernelModel model(*Catalog::builtin().gpu("h100-sxm"));
+  auto gemm = [&](double m, double n, double k, Dtype d) { return model.estimate({.cls = KernelClass::gemm, .m = m, .n = n, .k = k}, d).time_s(); };
+  // The four layer GEMMs of layer_job at fp8, the logits at bf16.
+  const double t = 4096;
+  const double layer = gemm(t, 12288, 4096, Dtype::fp8) + gemm(t, 4096, 4096, Dtype::fp8) + gemm(t, 16384, 4096, Dtype::fp8) + gemm(t, 4096, 16384, Dtype::fp8);
+  CHECK(step.forward_kernels.gemm_s == Approx(32 * layer + gemm(t, 32000, 4096, Dtype::bf16)).epsilon(1e-9));
+  CHECK(step.forward_kernels.attention_s == base.forward_kernels.attention_s);  // attention stays bf16
+  // Each fp8 GEMM's input is cast in the forward (read 2 bytes, write the fp8 tensor and its transpose):
+  // 4 bytes an element of 4096 tokens by 4096, 4096, 4096 and 16384 a layer; memory-bound work grows by that.
+  const double cast_bytes = 32 * 4.0 * t * (4096 + 4096 + 4096 + 16384);
+  CHECK(step.forward_kernels.memory_s - base.forward_kernels.memory_s > cast_bytes / 3.35e12);
+  // The layers' weights are held again as fp8 and its transpose: 2 bytes a parameter beside the 16.
+  const TrainingCounts c = count_training(fp8), b = count_training(bf16);
+  CHECK(c.stage_fp8_weights[0] == Approx(32 * fp8.model.layer_parameters()).epsilon(1e-12));
+  CHECK(c.stage_memory[0].weights - b.stage_memory[0].weights == Approx(2 * c.stage_fp8_weights[0]).epsilon(1e-12));
+  CHECK(step.iteration_s < base.iteration_s);
+  // MFU is against the fp8 peak.
+  const double peak = Catalog::builtin().gpu("h100-sxm")->peak_for(Dtype::fp8);
+  CHECK(step.mfu == Approx(c.model_flop / (step.iteration_s * 1 * peak)).epsilon(1e-12));
+}
+
+TEST_CASE("fp8 is refused where the GPU has no fp8 tensor cores, and with FSDP", "[training][fp8]") {
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-a100-8", "count": 1}]}, "model": {"architecture": "llama-3-8b", "seq_len": 4096},
+      "parallel": {"tp": 8}, "batch": {"global": 1}, "dtype": "fp8"})"),
+             Catch::Contains("/dtype: expected a dtype the GPU runs: a100-sxm-80gb has no fp8 tensor cores"));
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "llama-3-8b", "seq_len": 4096},
+      "parallel": {"dp": 8, "zero": 3}, "batch": {"global": 8}, "dtype": "fp8"})"),
+             Catch::Contains("/parallel/zero: expected ZeRO 0 to 2 with fp8"));
+}

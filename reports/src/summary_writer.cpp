@@ -48,7 +48,10 @@ void write_training_results(std::ostream& out, const std::vector<TrainingResult>
   out << line;
   for (const TrainingResult& r : results) {
     const TrainingIteration& it = *r.iteration;
-    const std::string shape = std::to_string(it.tp) + "x" + std::to_string(it.pp) + "x" + std::to_string(it.dp);
+    // CP and a mixture of experts' EP, where a job has them (the gang is tp x cp x pp x dp).
+    std::string shape = std::to_string(it.tp) + "x" + std::to_string(it.pp) + "x" + std::to_string(it.dp);
+    if (it.cp > 1) shape += " cp" + std::to_string(it.cp);
+    if (it.ep > 1) shape += " ep" + std::to_string(it.ep);
     const std::string done = std::to_string(r.completed) + "/" + std::to_string(r.iterations);
     const bool any = r.iteration_s.count > 0;
     std::snprintf(line, sizeof line, "  %-14s %5d %9s %11s %10s %10s %10s %9s %10s %6s\n", it.job.c_str(), it.gpus, shape.c_str(), done.c_str(),
@@ -66,7 +69,7 @@ ordered_json training_results_json(const std::vector<TrainingResult>& results) {
   ordered_json list = ordered_json::array();
   for (const TrainingResult& r : results) {
     const TrainingIteration& it = *r.iteration;
-    list.push_back({{"job", it.job}, {"gpu", r.gpu}, {"gpus", it.gpus}, {"tp", it.tp}, {"pp", it.pp}, {"dp", it.dp},
+    list.push_back({{"job", it.job}, {"gpu", r.gpu}, {"gpus", it.gpus}, {"tp", it.tp}, {"pp", it.pp}, {"dp", it.dp}, {"cp", it.cp}, {"ep", it.ep},
                     {"iterations", r.iterations}, {"completed", r.completed}, {"iteration_s", latency_json(r.iteration_s)},
                     {"alone_s", r.alone_s}, {"slowdown", r.slowdown}, {"tokens_per_s", r.tokens_per_s}, {"mfu", r.mfu},
                     {"dp_allreduce_bytes", it.dp_bytes}});

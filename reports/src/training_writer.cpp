@@ -70,9 +70,10 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
     std::snprintf(line, sizeof line, "  compute: FLOP at %.3g of the datasheet peak (compute_efficiency); the kernel model would give %s\n\n",
                   *job.compute_efficiency, seconds(step.kernel_model_iteration_s).c_str());
   } else {
-    std::snprintf(line, sizeof line, "  compute: the kernel model (%s attention, %s)\n\n", attention_name(job.attention),
+    std::snprintf(line, sizeof line, "  compute: the kernel model (%s attention, %s)%s\n\n", attention_name(job.attention),
                   KernelModel(Cluster(job.cluster).gpu_type(make_id<GpuId>(0))).measured() ? "constants measured for this GPU's architecture"
-                                                                                           : "another architecture's constants: a guess");
+                                                                                           : "another architecture's constants: a guess",
+                  job.dtype == Dtype::fp8 ? "; fp8 layer GEMMs with per-tensor scaling, their operands cast; attention, norms and logits in bf16" : "");
   }
   out << line;
   out << "iteration      " << seconds(step.iteration_s) << "\n";

@@ -74,6 +74,10 @@ double TransformerModel::active_parameters() const {
 
 namespace {
 constexpr int kMaxTrainingDp = 8192;
+
+std::string fp8_missing(const GpuType& gpu) {
+  return "expected a dtype the GPU runs: " + gpu.id + " has no fp8 tensor cores (Ada, Hopper and later do), found fp8";
+}
 constexpr int kMaxPipelineCells = 1 << 20;
 }  // namespace
 
@@ -133,6 +137,12 @@ void check_training_job(const TrainingJob& job) {
     const double cells = static_cast<double>(job.micro_batches()) * job.pp * job.vp;
     need(cells <= kMaxPipelineCells, "/batch/global",
          "expected at most " + std::to_string(kMaxPipelineCells) + " micro-batches x pipeline stages x virtual stages a step, found " + format_number(cells));
+  }
+  if (job.dtype == Dtype::fp8) {
+    need(job.zero_stage() < 3, "/parallel/zero", "expected ZeRO 0 to 2 with fp8: FSDP's fp8 weight gathers are not modelled yet");
+    for (const NodeGroup& g : job.cluster.groups) {
+      need(g.gpu.peak_flop_per_s[static_cast<std::size_t>(Dtype::fp8)] > 0, "/dtype", fp8_missing(g.gpu));
+    }
   }
   const int gpus = job.cluster.gpu_count();
   // In doubles: tp x pp x dp as read may pass what an int holds.
@@ -301,11 +311,14 @@ TrainingCounts count_training(const TrainingJob& job) {
     }
     c.stage_parameters.push_back(params);
     c.stage_expert_parameters.push_back(expert_params);
+    // FP8: the layers' weights also held as fp8 and its transpose (the embedding and head stay bf16).
+    const double layer_weights = layers_per_stage * (m.layer_parameters() - m.expert_parameters()) / t + expert_params;
+    c.stage_fp8_weights.push_back(job.dtype == Dtype::fp8 ? layer_weights : 0);
     StageMemory mem;
     const int zero = job.zero_stage();
     const double layer_share = m.layer_parameters() / t;
     // ZeRO-3 keeps the layer computing and the one prefetched whole, beside its shard of everything.
-    mem.weights = zero >= 3 ? 2 * params / job.dp + 2 * 2 * layer_share : 2 * params;
+    mem.weights = (zero >= 3 ? 2 * params / job.dp + 2 * 2 * layer_share : 2 * params) + 2 * c.stage_fp8_weights.back();
     // Sharded over the gradients' reduction group (Megatron's distributed optimizer shards over it): DP x CP,
     // and for the experts their expert DP group.
     const double dense = params - expert_params, shards = static_cast<double>(job.dp) * job.cp, expert_shards = job.expert_dp();
@@ -486,6 +499,28 @@ void layer_backward(const TrainingJob& job, std::vector<KernelCall>& out) {
   memory_op(out, KernelClass::add, "attention.norm", rows, h);
 }
 
+// FP8 training as Transformer Engine runs it under Megatron-Core: the transformer layers' linear GEMMs in fp8,
+// everything else (attention, norms, activations, the router, the logits) in bf16.
+bool runs_in_fp8(const KernelCall& c) { return c.cls == KernelClass::gemm && c.name != "logits" && c.name != "moe.router"; }
+Dtype call_dtype(const KernelCall& c, Dtype job_dtype) {
+  if (job_dtype != Dtype::fp8) return job_dtype;
+  return runs_in_fp8(c) ? Dtype::fp8 : Dtype::bf16;
+}
+// Each fp8 GEMM's operands quantized: its activation input in the forward and its output gradient in the
+// backward, each read in bf16 and written as fp8 and its fp8 transpose (what the other GEMM of the backward
+// reads): 4 bytes an element. Where a layer is recomputed, its forward casts run again in the backward.
+void add_fp8_casts(const TrainingJob& job, const std::vector<KernelCall>& forward, std::vector<KernelCall>& forward_out, std::vector<KernelCall>& backward_out) {
+  std::vector<KernelCall> casts_forward, casts_backward;
+  for (const KernelCall& c : forward) {
+    if (!runs_in_fp8(c)) continue;
+    casts_forward.push_back({.cls = KernelClass::memory, .m = c.batch * c.m, .n = c.k, .count = c.count, .element_bytes = 4, .name = "fp8.cast " + c.name});
+    casts_backward.push_back({.cls = KernelClass::memory, .m = c.batch * c.m, .n = c.n, .count = c.count, .element_bytes = 4, .name = "fp8.cast " + c.name});
+  }
+  forward_out.insert(forward_out.end(), casts_forward.begin(), casts_forward.end());
+  backward_out.insert(backward_out.end(), casts_backward.begin(), casts_backward.end());
+  if (job.recompute == Recompute::full) backward_out.insert(backward_out.end(), casts_forward.begin(), casts_forward.end());
+}
+
 // One model chunk: `layers` layers, with the embedding where it is the first and the head where it is the last.
 PassKernels chunk_kernels(const TrainingJob& job, double layers, bool first, bool last) {
   const TransformerModel& m = job.model;
@@ -495,6 +530,10 @@ PassKernels chunk_kernels(const TrainingJob& job, double layers, bool first, boo
   std::vector<KernelCall> forward, backward;
   layer_forward(job, forward);
   layer_backward(job, backward);
+  if (job.dtype == Dtype::fp8) {
+    const std::vector<KernelCall> gemms = forward;
+    add_fp8_casts(job, gemms, forward, backward);
+  }
   for (KernelCall& c : forward) c.count *= layers;
   for (KernelCall& c : backward) c.count *= layers;
   if (first) {
@@ -520,7 +559,7 @@ PassKernels chunk_kernels(const TrainingJob& job, double layers, bool first, boo
 PassTime pass_time(const KernelModel& model, const std::vector<KernelCall>& calls, Dtype dtype) {
   PassTime p;
   for (const KernelCall& c : calls) {
-    const double time = c.count * model.estimate(c, dtype).time_s();
+    const double time = c.count * model.estimate(c, call_dtype(c, dtype)).time_s();
     (c.cls == KernelClass::gemm ? p.gemm_s : c.cls == KernelClass::attention ? p.attention_s : p.memory_s) += time;
   }
   return p;
@@ -718,9 +757,18 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
   }
   for (int stage = 0; stage < p; ++stage) {
     if (!job.compute_efficiency) {
-      const double params = c.stage_parameters[static_cast<std::size_t>(stage)] / (job.zero_stage() >= 1 ? static_cast<double>(job.dp) * job.cp : 1);
+      // Each GPU steps its shard: the dense weights' over DP x CP, the experts' over expert DP.
+      const std::size_t st = static_cast<std::size_t>(stage);
+      const double experts = c.stage_expert_parameters[st], dense = c.stage_parameters[st] - experts;
+      const double params = job.zero_stage() >= 1 ? dense / (static_cast<double>(job.dp) * job.cp) + experts / job.expert_dp() : c.stage_parameters[st];
       const KernelCall adam{.cls = KernelClass::memory, .m = params, .n = kOptimizerStepBytes / dtype_bytes(job.dtype), .name = "optimizer"};
       optimizer[stage] = kernels.estimate(adam, job.dtype).time_s();
+      if (job.dtype == Dtype::fp8) {
+        // The fp8 copies of the layers' weights (and their transposes) cast once an iteration, cached over its
+        // micro-batches as Megatron-Core's first-micro-batch flag lets Transformer Engine do.
+        const KernelCall cast{.cls = KernelClass::memory, .m = c.stage_fp8_weights[st], .n = 1, .element_bytes = 4, .name = "fp8.weight-cast"};
+        optimizer[stage] += kernels.estimate(cast, Dtype::bf16).time_s();
+      }
       if (stage_fwd_kernels[stage].total() + stage_bwd_kernels[stage].total() > step.forward_kernels.total() + step.backward_kernels.total()) {
         step.forward_kernels = stage_fwd_kernels[stage];
         step.backward_kernels = stage_bwd_kernels[stage];
@@ -950,6 +998,11 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
     throw InputError({Problem{job.file, job.pointer + "/parallel/zero",
                               "expected ZeRO 0 to 2 in a scenario: FSDP / ZeRO-3's per-layer gathers are not yet put on the shared network (train times them)"}});
   }
+  if (job.dtype == Dtype::fp8) {
+    for (const NodeGroup& g : cluster.groups) {
+      if (g.gpu.peak_flop_per_s[static_cast<std::size_t>(Dtype::fp8)] <= 0) throw InputError({Problem{job.file, job.pointer + "/dtype", fp8_missing(g.gpu)}});
+    }
+  }
   // Memory as train counts it, against the largest GPU of the cluster: the stage and what it lacks.
   const TrainingCounts counts = count_training(job);
   double vram = 0;
@@ -970,6 +1023,7 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
   it.pp = job.pp;
   it.cp = job.cp;
   it.dp = job.dp;
+  it.ep = job.ep;
   it.model_flop = counts.model_flop;
   it.tokens = static_cast<double>(job.global_batch) * job.model.seq_len;
   for (const StageMemory& m : counts.stage_memory) it.memory_per_gpu_bytes = std::max(it.memory_per_gpu_bytes, m.total());

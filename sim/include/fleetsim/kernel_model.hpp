@@ -91,6 +91,7 @@ struct KernelArchConstants {
   double k_overhead = 0;                // a tile's prologue and epilogue, in K elements
   double gemm_memory_efficiency = 1;
   double gemm_fixed_us = 0;
+  double gemm_fp8_efficiency = 1;       // fp8 GEMMs' tile efficiency as a share of the (bf16) figures above
   std::array<MemoryKernelConstants, kMemoryKernelClasses> memory{};
   double attention_efficiency = 1;
   double attention_key_overhead = 0;   // a query block's prologue and epilogue, in keys

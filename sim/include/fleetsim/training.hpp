@@ -128,6 +128,7 @@ struct TrainingCounts {
   double active_parameters = 0;            // what one token passes through (MoE: top_k experts; dense: all)
   std::vector<double> stage_parameters;    // per GPU of each stage (its 1/tp share)
   std::vector<double> stage_expert_parameters;  // of those, the routed experts' (1/etp of 1/ep of them)
+  std::vector<double> stage_fp8_weights;        // fp8: of those, the layers' (held again as fp8, twice); 0 otherwise
   std::vector<StageMemory> stage_memory;   // per GPU of each stage
   double activation_bytes_per_layer = 0;   // one micro-batch, one GPU
   double tp_allreduce_bytes = 0;           // one TP all-reduce (b s h activations)
@@ -223,6 +224,7 @@ struct TrainingIteration {
   std::string job;                 // the job's name
   int gpus = 0;                    // tp x cp x pp x dp
   int tp = 1, pp = 1, cp = 1, dp = 1;
+  int ep = 1;                      // a mixture of experts' expert parallelism (inside the gang)
   double model_flop = 0;           // forward and backward of every sequence (what MFU counts)
   double tokens = 0;               // trained per iteration
   double memory_per_gpu_bytes = 0; // the largest stage's

@@ -58,6 +58,7 @@ KernelArchConstants read_arch(ObjectReader& a, std::size_t tiles) {
   k.k_overhead = a.number("gemm_k_overhead", Need::required, 0, 1e6).value_or(0);
   k.gemm_memory_efficiency = a.number("gemm_memory_efficiency", Need::required, 1e-6, 2).value_or(1);
   k.gemm_fixed_us = a.number("gemm_fixed_us", Need::required, 0, 1e6).value_or(0);
+  k.gemm_fp8_efficiency = a.number("gemm_fp8_efficiency", Need::optional, 1e-3, 2).value_or(1);
   if (const Json* v = a.field("memory_bound", Need::required)) {
     ObjectReader m(*v, a.pointer("memory_bound"), a.problems());
     if (m.ok()) {
@@ -184,6 +185,7 @@ std::string kernel_constants_json(const KernelConstants& k) {
                    {"attention_key_overhead", a->attention_key_overhead},
                    {"attention_head_overhead", a->attention_head_overhead},
                    {"attention_fixed_us", a->attention_fixed_us}};
+    if (a->gemm_fp8_efficiency != 1) archs[name]["gemm_fp8_efficiency"] = a->gemm_fp8_efficiency;
     if (!a->borrowed.empty()) archs[name]["borrowed"] = a->borrowed;
   }
   doc["architectures"] = archs;
@@ -249,7 +251,7 @@ KernelEstimate KernelModel::gemm(double m, double n, double k, double batch, dou
   for (std::size_t t = 0; t < k_->tiles.size(); ++t) {
     const auto [tm, tn] = k_->tiles[t];
     const double tiles = batch * std::ceil(m / tm) * std::ceil(n / tn);
-    const double rate = per_sm * arch_->tile_efficiency[t];
+    const double rate = per_sm * arch_->tile_efficiency[t] * (dtype == Dtype::fp8 ? arch_->gemm_fp8_efficiency : 1.0);
     for (double s : k_->split_k) {
       if (s > 1 && (tiles * s > 2 * sms || k / s < k_->split_k_min_k)) break;
       const double waves = std::ceil(tiles * s / sms);
