@@ -316,3 +316,71 @@ TEST_CASE("each node type's best stands beside the recommendation: its cheapest 
   CHECK_THAT(text.str(), Catch::Contains("load 1x, the cheapest that meets every SLO per node type:") && Catch::Contains("the recommendation") &&
                              Catch::Contains("rtx4090-pcie-8   cannot run the workload"));
 }
+
+TEST_CASE("owning a cluster costs its purchase over its years, the energy it draws at its utilization and the space it is provisioned, by hand", "[plan][cost]") {
+  OwnershipCost cost;  // the documented defaults: 5 years, PUE 1.58, $0.0806/kWh, $184.06 a kW-month
+  const ClusterSpec two = cluster_of("hgx-h100-8", 2);
+  const MonthlyCost m = monthly_cost(cost, two, 0.5);
+  // Purchase: two $296,644 servers over 60 months.
+  CHECK(m.capital_usd == Approx(2 * 296644.0 / 60).epsilon(1e-12));
+  // Energy: 8 GPUs between idle and 700 W at half their time busy, and the rest of the 10.2 kW system at its
+  // share of the maximum, 730 hours at PUE 1.58 and $0.0806/kWh.
+  const GpuType& h100 = *Catalog::builtin().gpu("h100-sxm");
+  const double node_w = 8 * (h100.idle_power_w + 0.5 * (700 - h100.idle_power_w)) + (10200 - 8 * 700);
+  CHECK(m.energy_usd == Approx(2 * node_w / 1000 * 730 * 1.58 * 0.0806).epsilon(1e-12));
+  // Colocation by the kilowatt provisioned: 2 x 10.2 kW.
+  CHECK(m.space_usd == Approx(2 * 10.2 * 184.06).epsilon(1e-12));
+  CHECK(m.own_usd == Approx(m.capital_usd + m.energy_usd + m.space_usd).epsilon(1e-12));
+  CHECK(m.rent_usd == two.usd_per_month());
+  CHECK_FALSE(m.purchase_estimated);
+  CHECK_FALSE(m.power_estimated);
+  // Busier GPUs draw more.
+  CHECK(monthly_cost(cost, two, 0.9).energy_usd > m.energy_usd);
+  // A node type with card prices only: the cards times 1.64 (Epoch AI's server-to-GPU cost ratio), its power
+  // 1.5 times its GPUs' TDP; both said to be estimates.
+  const MonthlyCost pcie = monthly_cost(cost, cluster_of("h100-pcie-2", 1), 0.5);
+  CHECK(pcie.capital_usd == Approx(1.64 * 2 * 24500 / 60).epsilon(1e-12));
+  CHECK(pcie.purchase_estimated);
+  CHECK(pcie.power_estimated);
+  CHECK(pcie.space_usd == Approx(1.5 * 2 * Catalog::builtin().gpu("h100-pcie")->tdp_w / 1000 * 184.06).epsilon(1e-12));
+  // No price at all (L40S): owning is not priced; a plan file's price fills it.
+  CHECK(monthly_cost(cost, cluster_of("l40s-pcie-8", 1), 0.5).own_usd == 0);
+  cost.nodes.push_back({"l40s-pcie-8", {.purchase_usd = 90000, .system_power_w = 3000}});
+  const MonthlyCost l40s = monthly_cost(cost, cluster_of("l40s-pcie-8", 1), 0.5);
+  CHECK(l40s.capital_usd == Approx(90000.0 / 60).epsilon(1e-12));
+  CHECK(l40s.space_usd == Approx(3 * 184.06).epsilon(1e-12));
+}
+
+TEST_CASE("a plan that owns ranks by owning, says both costs, and refuses a node type it cannot price", "[plan][cost]") {
+  const std::string search = R"("search": {"node_types": ["hgx-h100-8", "h100-pcie-2"], "nodes": {"min": 1, "max": 8}, "policies": ["memory-aware"]},
+      "slos": [{"metric": "latency_p95", "target": "30 s"}], "seeds": 2, "confirm_seeds": 2)";
+  const PlanSpec own = parse_plan(R"({"base": "comfyui-studio.json", )" + search + R"(, "cost": {"basis": "own", "years": 4}})", "own.json", kScenarios);
+  CHECK(own.cost.own);
+  CHECK(own.cost.years == 4);
+  const PlanResult r = run_plan(own, {.threads = 2});
+  for (const PlanPoint& p : r.points) {
+    CHECK(p.monthly_usd == p.cost.own_usd);
+    CHECK(p.cost.rent_usd == cluster_of(p.node_type, p.nodes).usd_per_month());
+  }
+  REQUIRE(r.loads.front().point.has_value());
+  std::ostringstream text;
+  write_plan_text(text, own, r);
+  CHECK_THAT(text.str(), Catch::Contains("costs ranked by owning") && Catch::Contains("owning $") && Catch::Contains("; renting $"));
+  CHECK_THAT(plan_json(own, r), Catch::Contains("\"own_usd\"") && Catch::Contains("\"basis\": \"own\""));
+  // Refused: a node type with no price, a basis that is neither, an unknown node type's price.
+  CHECK_THAT(plan_error(R"({"base": "comfyui-studio.json", "search": {"node_types": ["l40s-pcie-8"], "nodes": {"min": 1, "max": 2}}, "cost": {"basis": "own"}})"),
+             Catch::Contains("p.json: /search/node_types/0: no purchase price for \"l40s-pcie-8\""));
+  CHECK(plan_error(R"({"base": "comfyui-studio.json", "search": {"node_types": ["l40s-pcie-8"], "nodes": {"min": 1, "max": 2}},
+      "cost": {"basis": "own", "nodes": {"l40s-pcie-8": {"purchase_usd": 90000, "system_power": "3 kW"}}}})").empty());
+  CHECK_THAT(plan_error(R"({"base": "comfyui-studio.json", "search": {"node_types": ["hgx-h100-8"], "nodes": {"min": 1, "max": 2}}, "cost": {"basis": "buy"}})"),
+             Catch::Contains("/cost/basis"));
+  CHECK_THAT(plan_error(R"({"base": "comfyui-studio.json", "search": {"node_types": ["hgx-h100-8"], "nodes": {"min": 1, "max": 2}}, "cost": {"pue": 0.5}})"),
+             Catch::Contains("/cost/pue"));
+  CHECK_THAT(plan_error(R"({"base": "comfyui-studio.json", "search": {"node_types": ["hgx-h100-8"], "nodes": {"min": 1, "max": 2}},
+      "cost": {"nodes": {"hgx-h100-9": {"purchase_usd": 1}}}})"), Catch::Contains("/cost/nodes/hgx-h100-9: unknown node type"));
+  // Without "cost" a plan rents, as before, and says nothing of owning.
+  const PlanResult rent = run_plan(small_plan(), {.threads = 2});
+  std::ostringstream plain;
+  write_plan_text(plain, small_plan(), rent);
+  CHECK_THAT(plain.str(), !Catch::Contains("owning"));
+}

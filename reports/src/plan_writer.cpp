@@ -79,9 +79,35 @@ std::string load_name(double load) {
 
 }  // namespace
 
+// How the plan prices a month, where its file says ("cost"); "" where it rents by default.
+std::string cost_basis_text(const OwnershipCost& cost) {
+  if (!cost.given) return "";
+  char text[320];
+  std::snprintf(text, sizeof text,
+                "costs ranked %s; owning: the purchase over %.3g years, energy at the run's GPU utilization with PUE %.3g at $%.4g/kWh, colocation at $%.5g "
+                "per kW-month provisioned",
+                cost.own ? "by owning" : "by renting (every GPU at its hourly price, 730 h)", cost.years, cost.pue, cost.usd_per_kwh,
+                cost.colocation_usd_per_kw_month);
+  return text;
+}
+
+// A point's month both ways, owning's parts named; "" where the plan does not price ownership.
+std::string cost_text(const OwnershipCost& basis, const MonthlyCost& c) {
+  if (!basis.given) return "";
+  std::string text = c.own_usd > 0 ? "owning " + usd(c.own_usd) + " a month (purchase " + usd(c.capital_usd) + ", energy " + usd(c.energy_usd) + ", colocation " +
+                                          usd(c.space_usd) + ")"
+                                    : std::string("owning: no purchase price");
+  text += "; renting " + usd(c.rent_usd) + " a month";
+  if (c.purchase_estimated) text += "; purchase estimated from card prices (x1.64, a rule of thumb)";
+  if (c.power_estimated) text += "; system power a guess (1.5x the GPUs' TDP)";
+  return text;
+}
+
 void write_plan_text(std::ostream& out, const PlanSpec& spec, const PlanResult& r) {
   out << "plan " << spec.file << " over " << spec.base << ": " << r.points.size() << " points simulated ("
-      << spec.seeds << " seeds each, " << spec.confirm_seeds << " fresh seeds to confirm)\n\n";
+      << spec.seeds << " seeds each, " << spec.confirm_seeds << " fresh seeds to confirm)\n";
+  if (spec.cost.given) out << cost_basis_text(spec.cost) << "\n";
+  out << "\n";
   for (const PlanRecommendation& rec : r.loads) {
     if (rec.per_node_type.size() > 1) {
       out << "load " << load_name(rec.load) << ", the cheapest that meets every SLO per node type:\n";
@@ -95,6 +121,7 @@ void write_plan_text(std::ostream& out, const PlanSpec& spec, const PlanResult& 
     const PlanPoint& p = r.points[*rec.point];
     const PlanPoint& c = r.points[*rec.confirmed];
     out << configuration(p) << ", " << usd(p.monthly_usd) << " a month\n";
+    if (spec.cost.given) out << "  " << cost_text(spec.cost, p.cost) << "\n";
     for (std::size_t i = 0; i < p.slos.size(); ++i) {
       const SloStats& s = p.slos[i];
       out << "  " << s.name << " " << slo_ci(s.metric, s.actual) << " (target " << (s.at_least ? ">= " : "<= ") << format_slo_value(s.metric, s.target)
@@ -133,6 +160,11 @@ std::string plan_json(const PlanSpec& spec, const PlanResult& r) {
                       {"confirmation", p.confirmation}, {"seeds", p.seeds}, {"latency_p95_s", stats(p.p95_s)},
                       {"latency_p99_s", stats(p.p99_s)}, {"latency_mean_s", stats(p.mean_s)},
                       {"gpu_utilization", stats(p.utilization)}, {"slos", slos}, {"passes", p.passes}, {"verdict", p.verdict}});
+    if (spec.cost.given) {
+      const MonthlyCost& c = p.cost;
+      points.back()["cost"] = {{"rent_usd", c.rent_usd}, {"own_usd", c.own_usd}, {"capital_usd", c.capital_usd}, {"energy_usd", c.energy_usd},
+                               {"colocation_usd", c.space_usd}, {"purchase_estimated", c.purchase_estimated}, {"power_estimated", c.power_estimated}};
+    }
   }
   ordered_json loads = ordered_json::array();
   for (const PlanRecommendation& rec : r.loads) {
@@ -149,6 +181,11 @@ std::string plan_json(const PlanSpec& spec, const PlanResult& r) {
     loads.push_back(entry);
   }
   ordered_json doc{{"plan", spec.file}, {"base", spec.base}, {"loads", loads}, {"points", points}};
+  if (spec.cost.given) {
+    const OwnershipCost& c = spec.cost;
+    doc["cost"] = {{"basis", c.own ? "own" : "rent"}, {"years", c.years}, {"pue", c.pue}, {"usd_per_kwh", c.usd_per_kwh},
+                   {"colocation_usd_per_kw_month", c.colocation_usd_per_kw_month}};
+  }
   return doc.dump(1) + "\n";
 }
 
@@ -167,6 +204,7 @@ void write_plan_html(std::ostream& out, const PlanSpec& spec, const PlanResult& 
   html::page_begin(out, "Capacity plan: " + spec.file);
   out << "<p>" << html::escape(spec.file) << " over " << html::escape(spec.base) << ": " << r.points.size() << " points simulated, "
       << spec.seeds << " seeds each; a recommendation is confirmed on " << spec.confirm_seeds << " fresh seeds.</p>\n";
+  if (spec.cost.given) out << "<p>" << html::escape(cost_basis_text(spec.cost)) << ".</p>\n";
 
   // The answer first, in words: per load, what to buy, what it costs and how fast it is.
   out << "<h2>Recommendation</h2>\n<ul id=\"recommendation\">\n";
@@ -188,6 +226,7 @@ void write_plan_html(std::ostream& out, const PlanSpec& spec, const PlanResult& 
           << html::escape(format_slo_value(s.metric, s.target)) << ")";
     }
     out << ".";
+    if (spec.cost.given) out << " " << html::escape(cost_text(spec.cost, p.cost)) << ".";
     out << "</li>\n";
   }
   out << "</ul>\n";

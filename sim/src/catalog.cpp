@@ -64,6 +64,7 @@ GpuType read_gpu(ObjectReader& r, const std::string& id, const GpuType* base) {
   g.idle_power_w = r.quantity_or("idle_power", Dimension::power, g.idle_power_w);
   g.launch_overhead_s = r.quantity_or("launch_overhead", Dimension::time, g.launch_overhead_s);
   g.price_usd_per_hour = r.number("price_usd_per_hour", need).value_or(g.price_usd_per_hour);
+  g.purchase_usd = r.number("purchase_usd", Need::optional).value_or(g.purchase_usd);
   g.sequential_compute_and_memory =
       r.choice("compute_and_memory", {"overlapped", "sequential"}, g.sequential_compute_and_memory ? 1 : 0) == 1;
   const std::string source = read_source(r, need);
@@ -95,6 +96,8 @@ NodeType read_node(ObjectReader& r, const std::string& id, const NodeType* base)
   n.cpu = static_cast<CpuVendor>(r.choice("cpu", {"intel", "amd"}, static_cast<std::size_t>(n.cpu)));
   n.nvls = r.boolean_or("nvls", n.nvls);
   n.price_usd_per_hour = r.number("price_usd_per_hour", Need::optional).value_or(n.price_usd_per_hour);
+  n.purchase_usd = r.number("purchase_usd", Need::optional).value_or(n.purchase_usd);
+  n.system_power_w = r.quantity_or("system_power", Dimension::power, n.system_power_w);
   const std::string source = read_source(r, need);
   if (!source.empty()) n.source = source;
   return n;

@@ -37,6 +37,7 @@ struct GpuType {
   double idle_power_w = 0;
   double launch_overhead_s = 0;
   double price_usd_per_hour = 0;
+  double purchase_usd = 0;  // one card bought (0: no price in the catalog)
   // A calibration's correction of the kernel-time model's rates on this GPU, per dtype and for memory
   // (1: the public constants as they are). A profile that replaces the peaks with measured rates also
   // folds the change in here, so the kernel model keeps its own figures (fleetsim/profile.hpp).
@@ -102,6 +103,10 @@ struct NodeType {
   // The whole node's price per hour (a cloud instance's, CPUs and memory included); 0: its GPUs at their
   // GPU type's price.
   double price_usd_per_hour = 0;
+  // Bought rather than rented: the whole server's price (0: none in the catalog; a plan then prices it as
+  // its cards times the server-to-GPU cost ratio, or refuses it), and its maximum system power (0: unknown).
+  double purchase_usd = 0;
+  double system_power_w = 0;
   std::string source;
 };
 

@@ -55,6 +55,49 @@ bool serving_replicas_do_not_fit(const InputError& e) {
 
 }  // namespace
 
+namespace {
+
+// "cost": how a month is priced (docs/plan.md#cost). Owning needs a purchase price for every node type searched.
+void read_cost(const Json& value, const std::string& pointer, detail::Problems& problems, PlanSpec& p) {
+  ObjectReader c(value, pointer, problems);
+  if (!c.ok()) return;
+  OwnershipCost& cost = p.cost;
+  cost.given = true;
+  cost.own = c.choice("basis", {"rent", "own"}, 0) == 1;
+  cost.years = c.number("years", Need::optional, 0.1, 50).value_or(cost.years);
+  cost.pue = c.number("pue", Need::optional, 1, 5).value_or(cost.pue);
+  cost.usd_per_kwh = c.number("usd_per_kwh", Need::optional, 0, 10).value_or(cost.usd_per_kwh);
+  cost.colocation_usd_per_kw_month = c.number("colocation_usd_per_kw_month", Need::optional, 0, 1e5).value_or(cost.colocation_usd_per_kw_month);
+  if (const Json* nodes = c.field("nodes")) {
+    ObjectReader n(*nodes, c.pointer("nodes"), problems);
+    if (n.ok()) {
+      for (const auto& [id, entry] : nodes->items()) {
+        ObjectReader e(entry, n.pointer(id), problems);
+        if (Catalog::builtin().node(id) == nullptr) {
+          n.problem(id, "unknown node type \"" + id + "\" (fleetsim catalog lists them)" + did_you_mean_key(id, Catalog::builtin().nodes()));
+        }
+        OwnershipCost::Node node;
+        node.purchase_usd = e.number("purchase_usd", Need::optional, 1, 1e12).value_or(0);
+        node.system_power_w = e.quantity_or("system_power", Dimension::power, 0);
+        e.finish();
+        cost.nodes.emplace_back(id, node);
+        n.field(id);
+      }
+      n.finish();
+    }
+  }
+  c.finish();
+  if (!cost.own) return;
+  for (std::size_t i = 0; i < p.node_types.size(); ++i) {
+    if (Catalog::builtin().node(p.node_types[i]) == nullptr || node_purchase_usd(cost, p.node_types[i]).first > 0) continue;
+    problems.add(detail::child_pointer("/search/node_types", i), "no purchase price for \"" + p.node_types[i] +
+                                                                    "\" in the catalog: expected \"cost\": {\"nodes\": {\"" + p.node_types[i] +
+                                                                    "\": {\"purchase_usd\": ...}}} to own it");
+  }
+}
+
+}  // namespace
+
 PlanSpec parse_plan(std::string_view json_text, const std::string& file_name, const std::string& base_dir) {
   detail::Problems problems(file_name);
   const Json doc = detail::parse_json(json_text, problems);
@@ -122,6 +165,7 @@ PlanSpec parse_plan(std::string_view json_text, const std::string& file_name, co
         }
       }
     }
+    if (const Json* cost = top.field("cost")) read_cost(*cost, top.pointer("cost"), problems, p);
     p.seeds = static_cast<unsigned>(top.integer_or("seeds", 3, 1, 1000));
     p.confirm_seeds = static_cast<unsigned>(top.integer_or("confirm_seeds", 5, 1, 1000));
     p.max_in_flight = static_cast<std::uint64_t>(top.integer_or("max_in_flight", 2000, 1, std::numeric_limits<std::int64_t>::max()));
@@ -176,7 +220,8 @@ nlohmann::json points_json(const std::vector<PlanPoint>& points) {
     for (const SloStats& s : p.slos) slos.push_back({s.name, s.metric, s.target, s.at_least, stats_json(s.actual)});
     out.push_back({p.load, p.node_type, p.nodes, p.gpus, p.fabric, p.policy, p.monthly_usd, p.confirmation, p.seeds,
                    stats_json(p.p95_s), stats_json(p.p99_s), stats_json(p.mean_s), stats_json(p.utilization), slos, p.passes, p.verdict,
-                   p.fabric_index});
+                   p.fabric_index,
+                   {p.cost.rent_usd, p.cost.own_usd, p.cost.capital_usd, p.cost.energy_usd, p.cost.space_usd, p.cost.purchase_estimated, p.cost.power_estimated}});
   }
   return out;
 }
@@ -204,6 +249,9 @@ std::vector<PlanPoint> points_from_json(const nlohmann::json& list) {
     p.passes = j.at(14).get<bool>();
     p.verdict = j.at(15).get<std::string>();
     p.fabric_index = j.at(16).get<std::size_t>();
+    const nlohmann::json& c = j.at(17);
+    p.cost = {c.at(0).get<double>(), c.at(1).get<double>(), c.at(2).get<double>(), c.at(3).get<double>(), c.at(4).get<double>(), c.at(5).get<bool>(),
+              c.at(6).get<bool>()};
     out.push_back(std::move(p));
   }
   return out;
@@ -315,6 +363,12 @@ class Planner {
     }
   }
 
+  // A point's month both ways; it is ranked by the plan's basis.
+  void price(PlanPoint& p, const ClusterSpec& cluster, double utilization) const {
+    p.cost = monthly_cost(spec_.cost, cluster, utilization);
+    p.monthly_usd = spec_.cost.own ? p.cost.own_usd : p.cost.rent_usd;
+  }
+
   PlanPoint evaluate(const Line& line, int nodes, unsigned seeds, std::uint64_t seed_offset) {
     PlanPoint p;
     p.load = line.load;
@@ -333,7 +387,7 @@ class Planner {
       const ClusterSpec cluster = cluster_of(line.node_type, nodes);
       p.fabric = std::string(fabric_kind_name(cluster.fabric.kind));
       p.gpus = static_cast<std::uint32_t>(cluster.gpu_count());
-      p.monthly_usd = cluster.usd_per_month();
+      price(p, cluster, 0);
       p.seeds = 0;
       const std::string where = std::to_string(nodes) + " x " + line.node_type;
       p.verdict = serving_replicas_do_not_fit(e) ? "the serving replicas do not fit " + where : "does not fit " + where + ": " + without_plan_note(e);
@@ -346,7 +400,6 @@ class Planner {
     p.fabric = std::string(fabric_kind_name(sc.cluster.fabric.kind));
     if (spec_.fabrics.size() > 1) p.fabric += "#" + std::to_string(line.fabric);
     p.gpus = static_cast<std::uint32_t>(sc.cluster.gpu_count());
-    p.monthly_usd = sc.cluster.usd_per_month();
 
     std::vector<double> p95, p99, mean, util;
     std::vector<SloResult> slos;  // each SLO as the first run met it: the workflows', then each serving deployment's
@@ -382,6 +435,7 @@ class Planner {
     p.p99_s = mean_ci95(p99);
     p.mean_s = mean_ci95(mean);
     p.utilization = mean_ci95(util);
+    price(p, sc.cluster, p.utilization.mean);
     for (std::size_t i = 0; i < slos.size(); ++i) {
       const SloResult& slo = slos[i];
       SloStats st;

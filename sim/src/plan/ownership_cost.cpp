@@ -1,0 +1,63 @@
+#include <algorithm>
+
+#include "fleetsim/catalog.hpp"
+#include "fleetsim/plan.hpp"
+
+namespace fleetsim {
+namespace {
+
+// A server's price over its GPUs' (Epoch AI, training-cost-trends: server cost = GPU price x 1.64), for node
+// types the catalog has card prices but no server price for.
+constexpr double kServerToGpuCost = 1.64;
+// Hosts, NICs and fans where no system power is known: half again the GPUs' TDP (a guess).
+constexpr double kSystemPowerOverGpus = 1.5;
+constexpr double kHoursPerMonth = 730;
+
+const OwnershipCost::Node* given_node(const OwnershipCost& cost, const std::string& node_type) {
+  const auto it = std::find_if(cost.nodes.begin(), cost.nodes.end(), [&](const auto& n) { return n.first == node_type; });
+  return it == cost.nodes.end() ? nullptr : &it->second;
+}
+
+}  // namespace
+
+std::pair<double, bool> node_purchase_usd(const OwnershipCost& cost, const std::string& node_type) {
+  if (const auto* n = given_node(cost, node_type); n != nullptr && n->purchase_usd > 0) return {n->purchase_usd, false};
+  const NodeType* node = Catalog::builtin().node(node_type);
+  if (node == nullptr) return {0, false};
+  if (node->purchase_usd > 0) return {node->purchase_usd, false};
+  const GpuType* gpu = Catalog::builtin().gpu(node->gpu);
+  if (gpu != nullptr && gpu->purchase_usd > 0) return {kServerToGpuCost * gpu->purchase_usd * node->gpus, true};
+  return {0, false};
+}
+
+MonthlyCost monthly_cost(const OwnershipCost& cost, const ClusterSpec& cluster, double utilization) {
+  MonthlyCost m;
+  m.rent_usd = cluster.usd_per_month();
+  bool priced = true;
+  double drawn_w = 0, provisioned_w = 0;
+  for (const NodeGroup& g : cluster.groups) {
+    const auto [purchase, estimated] = node_purchase_usd(cost, g.node.id);
+    priced = priced && purchase > 0;
+    m.purchase_estimated = m.purchase_estimated || estimated;
+    m.capital_usd += g.count * purchase / (cost.years * 12);
+    const auto* given = given_node(cost, g.node.id);
+    double system_w = given != nullptr && given->system_power_w > 0 ? given->system_power_w : g.node.system_power_w;
+    const double gpus_tdp = g.node.gpus * g.gpu.tdp_w;
+    if (system_w <= 0) {
+      system_w = kSystemPowerOverGpus * gpus_tdp;
+      m.power_estimated = true;
+    }
+    // The GPUs between idle and TDP as busy as the run found them; the rest of the system at its share of
+    // the maximum (an upper bound: hosts idle below it).
+    const double gpus_w = g.node.gpus * (g.gpu.idle_power_w + utilization * (g.gpu.tdp_w - g.gpu.idle_power_w));
+    drawn_w += g.count * (gpus_w + std::max(0.0, system_w - gpus_tdp));
+    provisioned_w += g.count * system_w;
+  }
+  m.energy_usd = drawn_w / 1000 * kHoursPerMonth * cost.pue * cost.usd_per_kwh;
+  m.space_usd = provisioned_w / 1000 * cost.colocation_usd_per_kw_month;
+  m.own_usd = priced ? m.capital_usd + m.energy_usd + m.space_usd : 0;
+  if (!priced) m.capital_usd = 0;
+  return m;
+}
+
+}  // namespace fleetsim
