@@ -53,10 +53,6 @@ bool serving_replicas_do_not_fit(const InputError& e) {
   });
 }
 
-}  // namespace
-
-namespace {
-
 // "cost": how a month is priced (docs/plan.md#cost). Owning needs a purchase price for every node type searched.
 void read_cost(const Json& value, const std::string& pointer, detail::Problems& problems, PlanSpec& p) {
   ObjectReader c(value, pointer, problems);
