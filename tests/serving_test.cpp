@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "fleetsim/error.hpp"
+#include "fleetsim/report.hpp"
 #include "fleetsim/serving.hpp"
 
 using namespace fleetsim;
@@ -294,6 +295,19 @@ TEST_CASE("a serving plan finds the fewest replicas meeting the SLOs by bisectio
                     Catch::Contains("plan.json: /search/node_types/0: unknown node type \"hgx-h100-9\""));
   std::ofstream(dir / "noslo.json") << deployment("", R"("rate": "10 /s", "count": 10, "prompt_tokens": 100, "output_tokens": 10)");
   CHECK_THROWS_WITH(parse_serving_plan(R"({"serving": "noslo.json", "search": {"node_types": ["hgx-h100-8"]}})", file), Catch::Contains("has no \"slos\""));
+  // Owned rather than rented: each point priced both ways, ranked by owning, its energy at the replicas' utilization.
+  const std::string owned = R"({"serving": "d.json", "search": {"node_types": ["hgx-h100-8"], "tp": [1, 2], "replicas": {"min": 1, "max": 8}},
+      "rates": ["20 /s"], "seeds": 2, "cost": {"basis": "own"}})";
+  const ServingPlanResult own = plan_serving(parse_serving_plan(owned, file), 2);
+  REQUIRE(own.recommended[0].has_value());
+  for (const ServingPoint& p : own.points) {
+    CHECK(p.usd_per_month == p.cost.own_usd);
+    CHECK(p.cost.rent_usd == cluster_of(p.node_type, p.nodes).usd_per_month());
+    CHECK(p.cost.energy_usd >= monthly_cost(OwnershipCost{}, cluster_of(p.node_type, p.nodes), 0).energy_usd);
+  }
+  CHECK_THAT(serving_plan_json(parse_serving_plan(owned, file), own), Catch::Contains("\"own_usd\""));
+  CHECK_THROWS_WITH(parse_serving_plan(R"({"serving": "d.json", "search": {"node_types": ["l40s-pcie-8"]}, "cost": {"basis": "own"}})", file),
+                    Catch::Contains("plan.json: /search/node_types/0: no purchase price for \"l40s-pcie-8\""));
   std::filesystem::remove_all(dir);
 }
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "cost_text.hpp"
 #include "fleetsim/report.hpp"
 #include "fleetsim/units.hpp"
 #include "svg_chart.hpp"
@@ -79,7 +80,6 @@ std::string load_name(double load) {
 
 }  // namespace
 
-// How the plan prices a month, where its file says ("cost"); "" where it rents by default.
 std::string cost_basis_text(const OwnershipCost& cost) {
   if (!cost.given) return "";
   char text[320];
@@ -91,7 +91,6 @@ std::string cost_basis_text(const OwnershipCost& cost) {
   return text;
 }
 
-// A point's month both ways, owning's parts named; "" where the plan does not price ownership.
 std::string cost_text(const OwnershipCost& basis, const MonthlyCost& c) {
   if (!basis.given) return "";
   std::string text = c.own_usd > 0 ? "owning " + usd(c.own_usd) + " a month (purchase " + usd(c.capital_usd) + ", energy " + usd(c.energy_usd) + ", colocation " +
@@ -101,6 +100,13 @@ std::string cost_text(const OwnershipCost& basis, const MonthlyCost& c) {
   if (c.purchase_estimated) text += "; purchase estimated from card prices (x1.64, a rule of thumb)";
   if (c.power_estimated) text += "; system power a guess (1.5x the GPUs' TDP)";
   return text;
+}
+
+nlohmann::ordered_json monthly_cost_json(const MonthlyCost& c) {
+  return {{"rent_usd", c.rent_usd},          {"own_usd", c.own_usd},
+          {"capital_usd", c.capital_usd},    {"energy_usd", c.energy_usd},
+          {"colocation_usd", c.space_usd},   {"purchase_estimated", c.purchase_estimated},
+          {"power_estimated", c.power_estimated}};
 }
 
 void write_plan_text(std::ostream& out, const PlanSpec& spec, const PlanResult& r) {
@@ -160,11 +166,7 @@ std::string plan_json(const PlanSpec& spec, const PlanResult& r) {
                       {"confirmation", p.confirmation}, {"seeds", p.seeds}, {"latency_p95_s", stats(p.p95_s)},
                       {"latency_p99_s", stats(p.p99_s)}, {"latency_mean_s", stats(p.mean_s)},
                       {"gpu_utilization", stats(p.utilization)}, {"slos", slos}, {"passes", p.passes}, {"verdict", p.verdict}});
-    if (spec.cost.given) {
-      const MonthlyCost& c = p.cost;
-      points.back()["cost"] = {{"rent_usd", c.rent_usd}, {"own_usd", c.own_usd}, {"capital_usd", c.capital_usd}, {"energy_usd", c.energy_usd},
-                               {"colocation_usd", c.space_usd}, {"purchase_estimated", c.purchase_estimated}, {"power_estimated", c.power_estimated}};
-    }
+    if (spec.cost.given) points.back()["cost"] = monthly_cost_json(p.cost);
   }
   ordered_json loads = ordered_json::array();
   for (const PlanRecommendation& rec : r.loads) {

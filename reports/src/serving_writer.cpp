@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cost_text.hpp"
 #include "fleetsim/report.hpp"
 #include "fleetsim/units.hpp"
 #include "serving_parts.hpp"
@@ -216,6 +217,7 @@ std::string point_slos(const ServingPoint& p) {
 void write_serving_plan_text(std::ostream& out, const ServingPlan& plan, const ServingPlanResult& r) {
   out << "serving plan  " << plan.file << "  (" << plan.base_file << "; " << plan.seeds << " seed" << (plan.seeds == 1 ? "" : "s") << " a point, "
       << format_number(static_cast<double>(r.points.size())) << " points simulated)\n";
+  if (plan.cost.given) out << cost_basis_text(plan.cost) << "\n";
   char line[512];
   for (std::size_t k = 0; k < plan.rates_per_s.size(); ++k) {
     const double rate = plan.rates_per_s[k];
@@ -233,6 +235,7 @@ void write_serving_plan_text(std::ostream& out, const ServingPlan& plan, const S
       out << "  recommended: " << pick->replicas << " replica" << (pick->replicas == 1 ? "" : "s") << " of " << pick->engine << " at TP " << pick->tp << " on "
           << pick->nodes << " " << pick->node_type << " node" << (pick->nodes == 1 ? "" : "s") << " (" << pick->gpus << " GPUs), $" << format_number(pick->usd_per_month)
           << " a month: " << point_slos(*pick) << "\n";
+      if (plan.cost.given) out << "    " << cost_text(plan.cost, pick->cost) << "\n";
     } else {
       out << "  recommended: none; no deployment searched meets every SLO at this rate (more replicas, other GPUs or looser targets)\n";
     }
@@ -240,14 +243,16 @@ void write_serving_plan_text(std::ostream& out, const ServingPlan& plan, const S
 }
 
 std::string serving_plan_json(const ServingPlan& plan, const ServingPlanResult& r) {
-  const auto point = [](const ServingPoint& p) {
+  const auto point = [&](const ServingPoint& p) {
     nlohmann::ordered_json slos = nlohmann::ordered_json::array();
     for (const auto& s : p.slos) {
       slos.push_back({{"metric", s.slo.metric}, {"percentile", s.slo.percentile}, {"target_s", s.slo.target_s}, {"mean_s", s.mean_s}, {"ci95_s", s.ci95_s}});
     }
-    return nlohmann::ordered_json{{"rate_per_s", p.rate_per_s}, {"node_type", p.node_type}, {"engine", p.engine}, {"tp", p.tp}, {"replicas", p.replicas},
-                                  {"gpus", p.gpus}, {"nodes", p.nodes}, {"usd_per_month", p.usd_per_month}, {"verdict", verdict_name(p.verdict)},
-                                  {"why", p.why}, {"slos", slos}};
+    nlohmann::ordered_json j{{"rate_per_s", p.rate_per_s}, {"node_type", p.node_type}, {"engine", p.engine}, {"tp", p.tp}, {"replicas", p.replicas},
+                             {"gpus", p.gpus}, {"nodes", p.nodes}, {"usd_per_month", p.usd_per_month}, {"verdict", verdict_name(p.verdict)},
+                             {"why", p.why}, {"slos", slos}};
+    if (plan.cost.given) j["cost"] = monthly_cost_json(p.cost);
+    return j;
   };
   nlohmann::ordered_json lines = nlohmann::ordered_json::array(), points = nlohmann::ordered_json::array(), picks = nlohmann::ordered_json::array();
   for (const ServingPoint& p : r.lines) lines.push_back(point(p));

@@ -3,6 +3,7 @@
 
 #include <memory>
 
+#include "fleetsim/cost.hpp"
 #include "fleetsim/scenario.hpp"
 #include "fleetsim/training.hpp"
 #include "fleetsim/workflow.hpp"
@@ -32,6 +33,11 @@ void read_training_job(const Json& value, const std::string& pointer, Problems& 
 // iteration, each waiting for the one before, the job's gang computing the iteration and then reducing its
 // gradients over the scenario's network. Throws InputError where the job cannot run in a scenario.
 Workflow training_workflow(const TrainingJob& job, int iterations, const ClusterSpec& cluster);
+
+// Reads a plan file's "cost" object (docs/plan.md#cost) at `pointer` into `cost`. Owning needs a purchase price
+// for every node type searched: one without is a problem at its index under `node_types_pointer`.
+void read_ownership_cost(const Json& value, const std::string& pointer, Problems& problems, const std::vector<std::string>& node_types,
+                         const std::string& node_types_pointer, OwnershipCost& cost);
 
 // Applies "--set POINTER=VALUE" edits to a parsed document; VALUE is JSON, or else a plain string.
 void apply_edits(Json& doc, std::span<const ScenarioEdit> edits, Problems& problems);

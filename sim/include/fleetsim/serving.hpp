@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "fleetsim/catalog.hpp"
+#include "fleetsim/cost.hpp"
 #include "fleetsim/model_profile.hpp"
 #include "fleetsim/scenario.hpp"
 
@@ -244,6 +245,7 @@ struct ServingPlan {
   int min_replicas = 1, max_replicas = 64;
   std::vector<double> rates_per_s;
   int seeds = 3;
+  OwnershipCost cost;  // "cost": rent by default, or a month owned (docs/plan.md#cost)
 };
 ServingPlan parse_serving_plan(std::string_view json_text, const std::string& file);
 ServingPlan load_serving_plan(const std::string& path);
@@ -253,7 +255,8 @@ struct ServingPoint {
   double rate_per_s = 0;
   std::string node_type, engine;
   int tp = 1, replicas = 0, gpus = 0, nodes = 0;
-  double usd_per_month = 0;
+  double usd_per_month = 0;  // what the plan ranks by: rent, or owning where the plan says so
+  MonthlyCost cost;          // both ways, owning's energy at the replicas' GPU utilization
   enum class Verdict : std::uint8_t { met, missed, not_sure, does_not_fit } verdict = Verdict::does_not_fit;
   std::string why;  // the first SLO missed or unsure, or why the deployment cannot run
   struct Slo {

@@ -1,7 +1,9 @@
 #include <algorithm>
 
+#include "../loaders.hpp"
 #include "fleetsim/catalog.hpp"
-#include "fleetsim/plan.hpp"
+#include "fleetsim/cost.hpp"
+#include "fleetsim/suggest.hpp"
 
 namespace fleetsim {
 namespace {
@@ -58,6 +60,43 @@ MonthlyCost monthly_cost(const OwnershipCost& cost, const ClusterSpec& cluster, 
   m.own_usd = priced ? m.capital_usd + m.energy_usd + m.space_usd : 0;
   if (!priced) m.capital_usd = 0;
   return m;
+}
+
+void detail::read_ownership_cost(const Json& value, const std::string& pointer, Problems& problems, const std::vector<std::string>& node_types,
+                                 const std::string& node_types_pointer, OwnershipCost& cost) {
+  ObjectReader c(value, pointer, problems);
+  if (!c.ok()) return;
+  cost.given = true;
+  cost.own = c.choice("basis", {"rent", "own"}, 0) == 1;
+  cost.years = c.number("years", Need::optional, 0.1, 50).value_or(cost.years);
+  cost.pue = c.number("pue", Need::optional, 1, 5).value_or(cost.pue);
+  cost.usd_per_kwh = c.number("usd_per_kwh", Need::optional, 0, 10).value_or(cost.usd_per_kwh);
+  cost.colocation_usd_per_kw_month = c.number("colocation_usd_per_kw_month", Need::optional, 0, 1e5).value_or(cost.colocation_usd_per_kw_month);
+  if (const Json* nodes = c.field("nodes")) {
+    ObjectReader n(*nodes, c.pointer("nodes"), problems);
+    if (n.ok()) {
+      for (const auto& [id, entry] : nodes->items()) {
+        n.field(id);
+        if (Catalog::builtin().node(id) == nullptr) {
+          n.problem(id, "unknown node type \"" + id + "\" (fleetsim catalog lists them)" + did_you_mean_key(id, Catalog::builtin().nodes()));
+        }
+        ObjectReader e(entry, n.pointer(id), problems);
+        OwnershipCost::Node node;
+        node.purchase_usd = e.number("purchase_usd", Need::optional, 1, 1e12).value_or(0);
+        node.system_power_w = e.quantity_or("system_power", Dimension::power, 0);
+        e.finish();
+        cost.nodes.emplace_back(id, node);
+      }
+      n.finish();
+    }
+  }
+  c.finish();
+  if (!cost.own) return;
+  for (std::size_t i = 0; i < node_types.size(); ++i) {
+    if (Catalog::builtin().node(node_types[i]) == nullptr || node_purchase_usd(cost, node_types[i]).first > 0) continue;
+    problems.add(child_pointer(node_types_pointer, i), "no purchase price for \"" + node_types[i] + "\" in the catalog: expected \"cost\": {\"nodes\": {\"" +
+                                                           node_types[i] + "\": {\"purchase_usd\": ...}}} to own it");
+  }
 }
 
 }  // namespace fleetsim

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "../json_reader.hpp"
+#include "../loaders.hpp"
 #include "../parallel.hpp"
 #include "fleetsim/error.hpp"
 #include "fleetsim/policy.hpp"
@@ -51,45 +52,6 @@ bool serving_replicas_do_not_fit(const InputError& e) {
   return !e.problems().empty() && std::all_of(e.problems().begin(), e.problems().end(), [](const Problem& p) {
     return p.pointer.starts_with("/serving/") && p.pointer.ends_with("/replicas");
   });
-}
-
-// "cost": how a month is priced (docs/plan.md#cost). Owning needs a purchase price for every node type searched.
-void read_cost(const Json& value, const std::string& pointer, detail::Problems& problems, PlanSpec& p) {
-  ObjectReader c(value, pointer, problems);
-  if (!c.ok()) return;
-  OwnershipCost& cost = p.cost;
-  cost.given = true;
-  cost.own = c.choice("basis", {"rent", "own"}, 0) == 1;
-  cost.years = c.number("years", Need::optional, 0.1, 50).value_or(cost.years);
-  cost.pue = c.number("pue", Need::optional, 1, 5).value_or(cost.pue);
-  cost.usd_per_kwh = c.number("usd_per_kwh", Need::optional, 0, 10).value_or(cost.usd_per_kwh);
-  cost.colocation_usd_per_kw_month = c.number("colocation_usd_per_kw_month", Need::optional, 0, 1e5).value_or(cost.colocation_usd_per_kw_month);
-  if (const Json* nodes = c.field("nodes")) {
-    ObjectReader n(*nodes, c.pointer("nodes"), problems);
-    if (n.ok()) {
-      for (const auto& [id, entry] : nodes->items()) {
-        ObjectReader e(entry, n.pointer(id), problems);
-        if (Catalog::builtin().node(id) == nullptr) {
-          n.problem(id, "unknown node type \"" + id + "\" (fleetsim catalog lists them)" + did_you_mean_key(id, Catalog::builtin().nodes()));
-        }
-        OwnershipCost::Node node;
-        node.purchase_usd = e.number("purchase_usd", Need::optional, 1, 1e12).value_or(0);
-        node.system_power_w = e.quantity_or("system_power", Dimension::power, 0);
-        e.finish();
-        cost.nodes.emplace_back(id, node);
-        n.field(id);
-      }
-      n.finish();
-    }
-  }
-  c.finish();
-  if (!cost.own) return;
-  for (std::size_t i = 0; i < p.node_types.size(); ++i) {
-    if (Catalog::builtin().node(p.node_types[i]) == nullptr || node_purchase_usd(cost, p.node_types[i]).first > 0) continue;
-    problems.add(detail::child_pointer("/search/node_types", i), "no purchase price for \"" + p.node_types[i] +
-                                                                    "\" in the catalog: expected \"cost\": {\"nodes\": {\"" + p.node_types[i] +
-                                                                    "\": {\"purchase_usd\": ...}}} to own it");
-  }
 }
 
 }  // namespace
@@ -161,7 +123,7 @@ PlanSpec parse_plan(std::string_view json_text, const std::string& file_name, co
         }
       }
     }
-    if (const Json* cost = top.field("cost")) read_cost(*cost, top.pointer("cost"), problems, p);
+    if (const Json* cost = top.field("cost")) detail::read_ownership_cost(*cost, top.pointer("cost"), problems, p.node_types, "/search/node_types", p.cost);
     p.seeds = static_cast<unsigned>(top.integer_or("seeds", 3, 1, 1000));
     p.confirm_seeds = static_cast<unsigned>(top.integer_or("confirm_seeds", 5, 1, 1000));
     p.max_in_flight = static_cast<std::uint64_t>(top.integer_or("max_in_flight", 2000, 1, std::numeric_limits<std::int64_t>::max()));

@@ -41,7 +41,13 @@ ServingPoint evaluate(const ServingPlan& plan, const Line& line, int replicas) {
   const int per_node = std::max(1, node->gpus / line.tp);
   p.nodes = (replicas + per_node - 1) / per_node;
   p.gpus = p.nodes * node->gpus;
-  p.usd_per_month = cluster_of(line.node_type, p.nodes).usd_per_month();
+  const ClusterSpec cluster = cluster_of(line.node_type, p.nodes);
+  // The month both ways; owning's energy follows the GPUs' busy share over the seeds (idle where none ran).
+  const auto price = [&](double utilization) {
+    p.cost = monthly_cost(plan.cost, cluster, utilization);
+    p.usd_per_month = plan.cost.own ? p.cost.own_usd : p.cost.rent_usd;
+  };
+  price(0);
   const std::vector<ScenarioEdit> edits{{"/cluster", R"({"nodes": [{"type": ")" + line.node_type + R"(", "count": )" + std::to_string(p.nodes) + "}]}"},
                                   {"/tp", std::to_string(line.tp)},
                                   {"/replicas", std::to_string(replicas)},
@@ -56,16 +62,19 @@ ServingPoint evaluate(const ServingPlan& plan, const Line& line, int replicas) {
     return p;
   }
   std::vector<std::vector<double>> achieved;
+  double busy_share = 0;
   for (int s = 0; s < plan.seeds; ++s) {
     ServingDeployment d = base;
     d.seed += static_cast<std::uint64_t>(s);
     const ServingResult r = simulate_serving(d);
+    if (r.makespan_s > 0) busy_share += std::min(1.0, r.gpu_busy_s / (p.gpus * r.makespan_s)) / plan.seeds;
     achieved.resize(r.verdicts.size());
     for (std::size_t i = 0; i < r.verdicts.size(); ++i) achieved[i].push_back(r.verdicts[i].achieved_s);
     if (s == 0) {
       for (const auto& v : r.verdicts) p.slos.push_back({v.slo, 0, 0});
     }
   }
+  price(busy_share);
   p.verdict = ServingPoint::Verdict::met;
   for (std::size_t i = 0; i < p.slos.size(); ++i) {
     const MetricStats m = mean_ci95(achieved[i]);
@@ -166,6 +175,7 @@ ServingPlan parse_serving_plan(std::string_view json_text, const std::string& fi
       }
     }
   }
+  if (const Json* cost = top.field("cost")) detail::read_ownership_cost(*cost, top.pointer("cost"), problems, plan.node_types, "/search/node_types", plan.cost);
   plan.seeds = static_cast<int>(top.integer_or("seeds", 3, 1, 30));
   top.finish();
   problems.throw_if_any();
