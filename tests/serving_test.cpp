@@ -330,3 +330,13 @@ TEST_CASE("a mixture of experts holds every expert's weights but reads only the 
   CHECK(ratio < 4);
   CHECK(simulate_serving(d).completed == 1);
 }
+
+TEST_CASE("a shared expert's weights are held and its GEMMs run for every token", "[serving]") {
+  std::string with_shared = deployment(R"(, "tp": 4)");
+  with_shared.replace(with_shared.find("llama-3-8b"), 10, "qwen2-57b-a14b");
+  const ServingDeployment d = parse_serving(with_shared, "d.json");
+  // Qwen2-57B-A14B: 57.4 B parameters with its shared experts, bf16 over TP 4.
+  CHECK(kv_capacity(d).weights_per_gpu_bytes == Approx(2 * 57.4e9 / 4).epsilon(0.005));
+  const ServingResult r = simulate_serving(d);
+  CHECK(r.completed == 1);
+}

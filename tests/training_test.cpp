@@ -672,3 +672,22 @@ TEST_CASE("fp8 is refused where the GPU has no fp8 tensor cores, and with FSDP",
       "parallel": {"dp": 8, "zero": 3}, "batch": {"global": 8}, "dtype": "fp8"})"),
              Catch::Contains("/parallel/zero: expected ZeRO 0 to 2 with fp8"));
 }
+
+TEST_CASE("Qwen's mixtures of experts from the catalog: shared experts counted, totals and active parameters as their names say", "[training][moe]") {
+  auto model = [](const std::string& id) {
+    return parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": ")" + id + R"(", "seq_len": 4096},
+        "parallel": {"dp": 4, "ep": 4}, "batch": {"global": 4}})",
+                              "qwen.json")
+        .model;
+  };
+  // Qwen2-57B-A14B: 57 B parameters, 14 B active; Qwen1.5-MoE-A2.7B: 14.3 B, 2.7 B active (Qwen's model cards).
+  const TransformerModel big = model("qwen2-57b-a14b"), small = model("qwen1.5-moe-a2.7b");
+  CHECK(big.shared_ffn == 20480);
+  CHECK(big.parameters() / 1e9 == Approx(57.4).epsilon(0.005));
+  CHECK(big.active_parameters() / 1e9 == Approx(14.2).epsilon(0.01));
+  CHECK(small.parameters() / 1e9 == Approx(14.3).epsilon(0.005));
+  CHECK(small.active_parameters() / 1e9 == Approx(2.7).epsilon(0.01));
+  // The shared expert: three 3,584 x 20,480 matrices a layer, in every token's path.
+  const double shared = 3.0 * 3584 * 20480, routed = 64 * 3.0 * 3584 * 2560, router = 3584.0 * 64;
+  CHECK(big.layer_parameters() == Approx(3584.0 * big.qkv_width() + 3584.0 * 3584 + router + routed + shared + 2 * 3584).epsilon(1e-12));
+}

@@ -180,6 +180,7 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
         m.vocab = static_cast<int>(a->number("vocab", 0));
         m.experts = static_cast<int>(a->number("experts", 0));
         m.top_k = m.experts > 0 ? static_cast<int>(a->number("experts_per_token", 1)) : 0;
+        m.shared_ffn = static_cast<int>(a->number("shared_ffn", 0));
         m.llama_layout = true;
       }
       for (const char* key : {"layers", "hidden", "heads", "kv_heads", "ffn_hidden", "gated", "vocab", "experts", "experts_per_token", "shared_ffn"}) {

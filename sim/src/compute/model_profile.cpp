@@ -26,7 +26,7 @@ namespace {
 
 const std::map<std::string_view, ArchitectureFields>& families() {
   static const std::map<std::string_view, ArchitectureFields> f{
-      {"transformer", {{"layers", "hidden", "heads", "ffn"}, {"kv_heads", "gated", "vocab", "causal", "rope", "experts", "experts_per_token"}, {}}},
+      {"transformer", {{"layers", "hidden", "heads", "ffn"}, {"kv_heads", "gated", "vocab", "causal", "rope", "experts", "experts_per_token", "shared_ffn"}, {}}},
       {"unet",
        {{"mid_depth", "context_dim", "context_tokens", "layers_per_block", "latent_channels", "vae_factor"},
         {"head_dim", "heads", "time_dim", "linear_projection"},
@@ -121,6 +121,11 @@ void transformer(const Architecture& a, const StepShape& s, Builder& b) {
       b.gemm("moe.up", rows, (gated ? 2 : 1) * ffn, h, touched);
       b.op(gated ? "gated_activation" : "gelu", "moe.act", m * top_k, ffn);
       b.gemm("moe.down", rows, h, ffn, touched);
+      if (const double shared = a.number("shared_ffn", 0); shared > 0) {  // a shared expert every token passes through
+        b.gemm("moe.shared.up", m, (gated ? 2 : 1) * shared, h);
+        b.op(gated ? "gated_activation" : "gelu", "moe.shared.act", m, shared);
+        b.gemm("moe.shared.down", m, h, shared);
+      }
     } else {
       if (gated && b.eager()) {
         b.gemm("mlp.gate", m, ffn, h);

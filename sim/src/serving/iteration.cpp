@@ -24,6 +24,7 @@ ModelShape ModelShape::of(const Architecture& a, int tp) {
   s.gated = a.number("gated", 0) != 0;
   s.experts = a.number("experts", 0);
   s.top_k = a.number("experts_per_token", 1);
+  s.shared_ffn = a.number("shared_ffn", 0);
   s.head_dim = s.hidden / s.heads;
   s.tp = tp;
   s.heads_per_gpu = s.heads / tp;
@@ -33,7 +34,7 @@ ModelShape ModelShape::of(const Architecture& a, int tp) {
 
 double ModelShape::parameters() const {
   const double qkv = hidden * (heads + 2 * kv_heads) * head_dim, out = heads * head_dim * hidden;
-  const double mlp = (gated ? 3 : 2) * hidden * ffn * std::max(1.0, experts) + hidden * experts;
+  const double mlp = (gated ? 3 : 2) * hidden * ffn * std::max(1.0, experts) + hidden * experts + (gated ? 3 : 2) * hidden * shared_ffn;
   return layers * (qkv + out + mlp + 2 * hidden) + 2 * vocab * hidden + hidden;  // untied embedding and LM head
 }
 
@@ -46,7 +47,7 @@ KvCapacity kv_capacity(const ServingDeployment& d) {
   // (the gated MLP's input and output, bf16) beside the residual stream, and the fp32 logits of
   // max_num_seqs rows. An estimate of what vLLM's profile run measures (docs/serving.md).
   const double tokens = d.engine.max_num_batched_tokens;
-  c.activation_bytes = tokens * (2 * m.hidden + 3 * m.ffn / d.tp * std::max(1.0, m.experts > 0 ? m.top_k : 1.0)) * 2 +
+  c.activation_bytes = tokens * (2 * m.hidden + 3 * m.ffn / d.tp * std::max(1.0, m.experts > 0 ? m.top_k : 1.0) + 3 * m.shared_ffn / d.tp) * 2 +
                        static_cast<double>(d.engine.max_num_seqs) * m.vocab / d.tp * 4;
   c.reserved_bytes = d.engine.reserved_bytes;
   const double vram = gpu.vram_bytes, utilization = d.engine.gpu_memory_utilization;
@@ -124,6 +125,11 @@ struct IterationTimer::Impl {
       layer += kernel(KernelClass::gemm, T, m.experts, h, weights);
       layer += touched * (kernel(KernelClass::gemm, rows, (m.gated ? 2 : 1) * f, h, weights) + kernel(KernelClass::gemm, rows, h, f, weights));
       layer += kernel(m.gated ? KernelClass::gated_activation : KernelClass::activation, T * m.top_k, f, 0, act);
+      if (m.shared_ffn > 0) {  // a shared expert every token passes through, split over TP
+        const double fs = m.shared_ffn / m.tp;
+        layer += kernel(KernelClass::gemm, T, (m.gated ? 2 : 1) * fs, h, weights) + kernel(KernelClass::gemm, T, h, fs, weights);
+        layer += kernel(m.gated ? KernelClass::gated_activation : KernelClass::activation, T, fs, 0, act);
+      }
     } else {
       layer += kernel(KernelClass::gemm, T, (m.gated ? 2 : 1) * f, h, weights);
       layer += kernel(m.gated ? KernelClass::gated_activation : KernelClass::activation, T, f, 0, act);

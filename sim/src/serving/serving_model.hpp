@@ -8,6 +8,7 @@ namespace fleetsim {
 struct ModelShape {
   double layers = 0, hidden = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0, head_dim = 0;
   double experts = 0, top_k = 1;  // a mixture of experts: each token's MLP is top_k of `experts` (0: a dense MLP)
+  double shared_ffn = 0;          // and a shared expert of this width every token passes through (0: none)
   bool gated = false;
   int tp = 1;
   double heads_per_gpu = 0, kv_heads_per_gpu = 0;
