@@ -46,6 +46,19 @@ TokenFlop token_flop(const TrainingJob& job) {
   return {layer, recompute, 2 * h * m.vocab};
 }
 
+// A mixture-of-experts layer on one GPU: its own tokens (1/tp of them under sequence parallelism), the top-k
+// copies its expert TP group received from the dispatch (expert_load() times the mean on the busiest GPU),
+// its E / ep experts and 1/etp of each one's hidden size.
+struct MoeShape {
+  double own_rows, routed, local_experts, width;
+};
+MoeShape moe_shape(const TrainingJob& job) {
+  const TransformerModel& m = job.model;
+  const double tokens = job.local_tokens(), etp = job.expert_tp();
+  const double own = job.sequence_parallel ? tokens / job.tp : tokens;
+  return {own, own * m.top_k * etp * job.expert_load(), static_cast<double>(m.experts) / job.ep, m.ffn() / etp};
+}
+
 }  // namespace
 
 double TransformerModel::qkv_width() const { return hidden + 2.0 * kv() * (static_cast<double>(hidden) / heads); }
@@ -74,11 +87,17 @@ double TransformerModel::active_parameters() const {
 
 namespace {
 constexpr int kMaxTrainingDp = 8192;
-
-std::string fp8_missing(const GpuType& gpu) {
-  return "expected a dtype the GPU runs: " + gpu.id + " has no fp8 tensor cores (Ada, Hopper and later do), found fp8";
-}
 constexpr int kMaxPipelineCells = 1 << 20;
+
+// Why fp8 cannot run on `cluster`: its first GPU type without fp8 tensor cores; none where every one has them.
+std::optional<std::string> fp8_missing(const ClusterSpec& cluster) {
+  for (const NodeGroup& g : cluster.groups) {
+    if (g.gpu.peak_flop_per_s[static_cast<std::size_t>(Dtype::fp8)] <= 0) {
+      return "expected a dtype the GPU runs: " + g.gpu.id + " has no fp8 tensor cores (Ada, Hopper and later do), found fp8";
+    }
+  }
+  return std::nullopt;
+}
 }  // namespace
 
 void check_training_job(const TrainingJob& job) {
@@ -140,9 +159,7 @@ void check_training_job(const TrainingJob& job) {
   }
   if (job.dtype == Dtype::fp8) {
     need(job.zero_stage() < 3, "/parallel/zero", "expected ZeRO 0 to 2 with fp8: FSDP's fp8 weight gathers are not modelled yet");
-    for (const NodeGroup& g : job.cluster.groups) {
-      need(g.gpu.peak_flop_per_s[static_cast<std::size_t>(Dtype::fp8)] > 0, "/dtype", fp8_missing(g.gpu));
-    }
+    if (const auto missing = fp8_missing(job.cluster)) need(false, "/dtype", *missing);
   }
   const int gpus = job.cluster.gpu_count();
   // In doubles: tp x pp x dp as read may pass what an int holds.
@@ -302,7 +319,8 @@ TrainingCounts count_training(const TrainingJob& job) {
   const double expert_params = layers_per_stage * m.expert_parameters() / (static_cast<double>(job.expert_tp()) * job.ep);
   for (int stage = 0; stage < p; ++stage) {
     // The word embedding sits on the first stage, and a copy for the logits on the last.
-    double params = layers_per_stage * (m.layer_parameters() - m.expert_parameters()) / t + expert_params;
+    const double layer_weights = layers_per_stage * (m.layer_parameters() - m.expert_parameters()) / t + expert_params;
+    double params = layer_weights;
     if (m.llama_layout) {  // the embedding first, the untied head and the final norm last
       if (stage == 0) params += V * h / t;
       if (stage == p - 1) params += V * h / t + h;
@@ -313,7 +331,6 @@ TrainingCounts count_training(const TrainingJob& job) {
     c.stage_parameters.push_back(params);
     c.stage_expert_parameters.push_back(expert_params);
     // FP8: the layers' weights also held as fp8 and its transpose (the embedding and head stay bf16).
-    const double layer_weights = layers_per_stage * (m.layer_parameters() - m.expert_parameters()) / t + expert_params;
     c.stage_fp8_weights.push_back(job.dtype == Dtype::fp8 ? layer_weights : 0);
     StageMemory mem;
     const int zero = job.zero_stage();
@@ -342,7 +359,7 @@ TrainingCounts count_training(const TrainingJob& job) {
   c.tp_allreduce_bytes = kActivationBytes * sbh;
   c.tp_allreduces_per_layer = job.tp > 1 ? (job.recompute == Recompute::full ? 6 : 4) : 0;
   c.pp_send_bytes = kActivationBytes * sbh;
-  if (m.moe()) c.ep_alltoall_bytes = kActivationBytes * job.local_tokens() / (job.sequence_parallel ? t : 1) * m.top_k * h;
+  if (m.moe()) c.ep_alltoall_bytes = kActivationBytes * moe_shape(job).own_rows * m.top_k * h;
   if (job.cp > 1) c.cp_send_bytes = 2 * kActivationBytes * b * (s / job.cp) * (static_cast<double>(m.kv()) / t) * (h / a);  // K and V
   return c;
 }
@@ -421,19 +438,9 @@ void mlp_backward(std::vector<KernelCall>& out, bool gated, const std::string& n
 }
 
 // A mixture-of-experts layer's MLP as Megatron-Core runs it with grouped GEMMs: the router on this GPU's
-// tokens (1/tp of them under sequence parallelism), the top-k copies permuted into expert order, then, past
-// the dispatch all-to-all and the expert TP group's gather (timed as communication), this GPU's E / ep
-// experts, 1/etp of each, over the copies its expert TP group received (expert_load() times the mean on the
-// busiest GPU), and back past the combine; the shared expert on every token, split over TP.
-struct MoeShape {
-  double own_rows, routed, local_experts, width;
-};
-MoeShape moe_shape(const TrainingJob& job) {
-  const TransformerModel& m = job.model;
-  const double tokens = job.local_tokens(), etp = job.expert_tp();
-  const double own = job.sequence_parallel ? tokens / job.tp : tokens;
-  return {own, own * m.top_k * etp * job.expert_load(), static_cast<double>(m.experts) / job.ep, m.ffn() / etp};
-}
+// tokens, the top-k copies permuted into expert order, then, past the dispatch all-to-all and the expert TP
+// group's gather (timed as communication), this GPU's experts over the copies its expert TP group received,
+// and back past the combine; the shared expert on every token, split over TP.
 void moe_forward(const TrainingJob& job, std::vector<KernelCall>& out) {
   const TransformerModel& m = job.model;
   const double h = m.hidden;
@@ -510,16 +517,16 @@ Dtype call_dtype(const KernelCall& c, Dtype job_dtype) {
 // Each fp8 GEMM's operands quantized: its activation input in the forward and its output gradient in the
 // backward, each read in bf16 and written as fp8 and its fp8 transpose (what the other GEMM of the backward
 // reads): 4 bytes an element. Where a layer is recomputed, its forward casts run again in the backward.
-void add_fp8_casts(const TrainingJob& job, const std::vector<KernelCall>& forward, std::vector<KernelCall>& forward_out, std::vector<KernelCall>& backward_out) {
+void add_fp8_casts(const TrainingJob& job, std::vector<KernelCall>& forward, std::vector<KernelCall>& backward) {
   std::vector<KernelCall> casts_forward, casts_backward;
   for (const KernelCall& c : forward) {
     if (!runs_in_fp8(c)) continue;
     casts_forward.push_back({.cls = KernelClass::memory, .m = c.batch * c.m, .n = c.k, .count = c.count, .element_bytes = 4, .name = "fp8.cast " + c.name});
     casts_backward.push_back({.cls = KernelClass::memory, .m = c.batch * c.m, .n = c.n, .count = c.count, .element_bytes = 4, .name = "fp8.cast " + c.name});
   }
-  forward_out.insert(forward_out.end(), casts_forward.begin(), casts_forward.end());
-  backward_out.insert(backward_out.end(), casts_backward.begin(), casts_backward.end());
-  if (job.recompute == Recompute::full) backward_out.insert(backward_out.end(), casts_forward.begin(), casts_forward.end());
+  forward.insert(forward.end(), casts_forward.begin(), casts_forward.end());
+  backward.insert(backward.end(), casts_backward.begin(), casts_backward.end());
+  if (job.recompute == Recompute::full) backward.insert(backward.end(), casts_forward.begin(), casts_forward.end());
 }
 
 // One model chunk: `layers` layers, with the embedding where it is the first and the head where it is the last.
@@ -531,10 +538,7 @@ PassKernels chunk_kernels(const TrainingJob& job, double layers, bool first, boo
   std::vector<KernelCall> forward, backward;
   layer_forward(job, forward);
   layer_backward(job, backward);
-  if (job.dtype == Dtype::fp8) {
-    const std::vector<KernelCall> gemms = forward;
-    add_fp8_casts(job, gemms, forward, backward);
-  }
+  if (job.dtype == Dtype::fp8) add_fp8_casts(job, forward, backward);
   for (KernelCall& c : forward) c.count *= layers;
   for (KernelCall& c : backward) c.count *= layers;
   if (first) {
@@ -1000,9 +1004,7 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
                               "expected ZeRO 0 to 2 in a scenario: FSDP / ZeRO-3's per-layer gathers are not yet put on the shared network (train times them)"}});
   }
   if (job.dtype == Dtype::fp8) {
-    for (const NodeGroup& g : cluster.groups) {
-      if (g.gpu.peak_flop_per_s[static_cast<std::size_t>(Dtype::fp8)] <= 0) throw InputError({Problem{job.file, job.pointer + "/dtype", fp8_missing(g.gpu)}});
-    }
+    if (const auto missing = fp8_missing(cluster)) throw InputError({Problem{job.file, job.pointer + "/dtype", *missing}});
   }
   // Memory as train counts it, against the largest GPU of the cluster: the stage and what it lacks.
   const TrainingCounts counts = count_training(job);

@@ -33,6 +33,7 @@ struct MonthlyCost {
   double capital_usd = 0, energy_usd = 0, space_usd = 0;
   bool purchase_estimated = false;   // cards times the server-to-GPU cost ratio, not a server's price
   bool power_estimated = false;      // no system power known: 1.5 times the GPUs' TDP
+  double ranked_usd(const OwnershipCost& basis) const { return basis.own ? own_usd : rent_usd; }  // what a plan ranks by
 };
 // `utilization`: the GPUs' busy share, which sets what they draw between idle power and TDP.
 MonthlyCost monthly_cost(const OwnershipCost& cost, const ClusterSpec& cluster, double utilization);

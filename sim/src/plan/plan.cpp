@@ -324,7 +324,7 @@ class Planner {
   // A point's month both ways; it is ranked by the plan's basis.
   void price(PlanPoint& p, const ClusterSpec& cluster, double utilization) const {
     p.cost = monthly_cost(spec_.cost, cluster, utilization);
-    p.monthly_usd = spec_.cost.own ? p.cost.own_usd : p.cost.rent_usd;
+    p.monthly_usd = p.cost.ranked_usd(spec_.cost);
   }
 
   PlanPoint evaluate(const Line& line, int nodes, unsigned seeds, std::uint64_t seed_offset) {

@@ -45,7 +45,7 @@ ServingPoint evaluate(const ServingPlan& plan, const Line& line, int replicas) {
   // The month both ways; owning's energy follows the GPUs' busy share over the seeds (idle where none ran).
   const auto price = [&](double utilization) {
     p.cost = monthly_cost(plan.cost, cluster, utilization);
-    p.usd_per_month = plan.cost.own ? p.cost.own_usd : p.cost.rent_usd;
+    p.usd_per_month = p.cost.ranked_usd(plan.cost);
   };
   price(0);
   const std::vector<ScenarioEdit> edits{{"/cluster", R"({"nodes": [{"type": ")" + line.node_type + R"(", "count": )" + std::to_string(p.nodes) + "}]}"},
