@@ -1,6 +1,8 @@
 #include "greedy.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <string>
@@ -16,6 +18,36 @@ void Greedy::take(GpuId g, TenantId tenant) {
   taken_list_.push_back(g);
 }
 
+namespace {
+
+std::size_t slot_of(std::uint32_t tenant, std::uint32_t gpus, std::uint32_t model, double weights, double working_set, std::size_t slots) {
+  std::uint64_t h = 0x9E3779B97F4A7C15u;
+  for (std::uint64_t v : {std::uint64_t{tenant}, std::uint64_t{gpus}, std::uint64_t{model}, std::bit_cast<std::uint64_t>(weights),
+                          std::bit_cast<std::uint64_t>(working_set)}) {
+    h = (h ^ v) * 0xBF58476D1CE4E5B9u;
+    h ^= h >> 31;
+  }
+  return static_cast<std::size_t>(h) & (slots - 1);
+}
+
+}  // namespace
+
+bool Greedy::known_no_room(const Shape& s) const {
+  for (std::size_t i = slot_of(s.tenant, s.gpus, s.model, s.weights_per_gpu_bytes, s.working_set_bytes, no_room_.size());;
+       i = (i + 1) & (no_room_.size() - 1)) {
+    if (no_room_[i].round != round_) return false;
+    if (no_room_[i].shape == s) return true;
+  }
+}
+
+void Greedy::note_no_room(const Shape& s) {
+  if (2 * (no_room_count_ + 1) > no_room_.size()) return;
+  ++no_room_count_;
+  std::size_t i = slot_of(s.tenant, s.gpus, s.model, s.weights_per_gpu_bytes, s.working_set_bytes, no_room_.size());
+  while (no_room_[i].round == round_) i = (i + 1) & (no_room_.size() - 1);
+  no_room_[i] = NoRoom{round_, s};
+}
+
 void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready, Decisions& out) {
   // Round stamps instead of clearing per-GPU arrays: a round costs what it places, not the cluster's size.
   if (taken_.size() != view.cluster().gpu_count()) {
@@ -24,19 +56,48 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
   }
   for (GpuId g : taken_list_) taken_by_[index(g)] = -1;
   taken_list_.clear();
+  no_room_count_ = 0;
   ++round_;
-  order_.resize(ready.size());
-  std::iota(order_.begin(), order_.end(), 0u);
-  order(view, ready, order_);
+  order_.clear();
+  by_key_.clear();
+  if (orders_by_key()) {
+    for (std::uint32_t i = 0; i < ready.size(); ++i) by_key_.emplace_back(key(view, ready[i]), i);
+    std::make_heap(by_key_.begin(), by_key_.end(), std::greater<>());
+  } else {
+    order_.resize(ready.size());
+    std::iota(order_.begin(), order_.end(), 0u);
+    order(view, ready, order_);
+  }
   begin_round(view, ready, out);
   narrow(order_);
+  std::size_t drawn = 0;
+  const auto next = [&](std::uint32_t& i) {
+    if (!by_key_.empty()) {
+      std::pop_heap(by_key_.begin(), by_key_.end(), std::greater<>());
+      i = by_key_.back().second;
+      by_key_.pop_back();
+      return true;
+    }
+    if (drawn == order_.size()) return false;
+    i = order_[drawn++];
+    return true;
+  };
   // Time-sliced GPUs take a second task only when no idle GPUs can hold this one.
   const bool time_sliced = view.any_time_sliced();
-  for (std::uint32_t i : order_) {
+  // Once this round has taken every free GPU nothing more can start (unless running tasks can be
+  // stopped or GPUs shared): the rest of a long queue costs nothing.
+  const bool ends_when_full = !time_sliced && !makes_room();
+  const std::size_t free_gpus = ends_when_full ? view.free_gpu_count() : 0;
+  for (std::uint32_t i; next(i);) {
+    if (ends_when_full && taken_list_.size() >= free_gpus) break;
     if (!allowed(view, ready[i])) continue;
-    if (place(view, ready[i], i, true, out) || (time_sliced && place(view, ready[i], i, false, out))) {
-      placed(view, ready[i], out);
-      continue;
+    const Shape shape{index(ready[i].tenant), ready[i].gpus, ready[i].model, ready[i].weights_per_gpu_bytes, ready[i].working_set_bytes};
+    if (!known_no_room(shape)) {
+      if (place(view, ready[i], i, true, out) || (time_sliced && place(view, ready[i], i, false, out))) {
+        placed(view, ready[i], out);
+        continue;
+      }
+      note_no_room(shape);
     }
     if (makes_room() && make_room(view, ready[i], out)) continue;
     if (blocks()) break;

@@ -24,6 +24,12 @@ class Greedy : public Policy {
   // Indices into `ready`, in the order to consider them; on entry, the order they became ready.
   virtual void order(const ClusterView& /*view*/, std::span<const ReadyTask> /*ready*/,
                      std::vector<std::uint32_t>& /*order*/) {}
+  // A policy whose order is one number per task (lower first, equal numbers in the order tasks
+  // became ready) gives that number here instead of overriding order(): the round then draws tasks
+  // from a heap as it goes, so a round that fills the free GPUs early costs what it places, not a
+  // sort of the whole queue.
+  virtual bool orders_by_key() const { return false; }
+  virtual double key(const ClusterView& /*view*/, const ReadyTask& /*task*/) const { return 0; }
   // Lower is better. The default, the GPU's number, packs work onto the first GPUs. A policy that
   // overrides it must say so in cost_is_gpu_number(), which lets the loop stop at the first fit.
   virtual Cost cost(const ClusterView& /*view*/, const ReadyTask& /*task*/, GpuId gpu) const {
@@ -38,7 +44,8 @@ class Greedy : public Policy {
   virtual bool preempts() const { return false; }
   // Hooks: called at the start of each round, after order() (it may preempt, and ask for a wake-up);
   // before placing each task, in order, which may be held back; after placing one; and when one
-  // allowed cannot be placed (and the round goes on).
+  // allowed cannot be placed (and the round goes on). Once a round has taken every free GPU it ends:
+  // what these hooks note about the tasks left must not outlive the round.
   virtual void begin_round(const ClusterView& /*view*/, std::span<const ReadyTask> /*ready*/, Decisions& /*out*/) {}
   // After begin_round: may cut the order down to the tasks it will allow, so that a long queue of
   // held-back tasks costs the round nothing.
@@ -58,6 +65,7 @@ class Greedy : public Policy {
     bool operator<(const Candidate& o) const { return cost < o.cost || (cost == o.cost && index(gpu) < index(o.gpu)); }
   };
   std::vector<std::uint32_t> order_;
+  std::vector<std::pair<double, std::uint32_t>> by_key_;  // a min-heap of (key, index into ready)
   bool taken(GpuId g) const { return taken_[index(g)] == round_; }
   void take(GpuId g, TenantId tenant);
 
@@ -67,6 +75,25 @@ class Greedy : public Policy {
   std::uint32_t round_ = 0;
   std::vector<Candidate> candidates_;
   std::vector<GpuId> chosen_;
+
+  // What decides whether a task can be placed: its tenant, gang and memory needs. GPUs are only ever
+  // taken during a round, never given back, so a shape that found no room finds none later in the
+  // same round: a long queue of tasks that cannot start costs a lookup each, not a scan of the cluster.
+  // The shapes are kept in an open-addressed table stamped with the round (nothing to clear); past
+  // half full it takes no more (a miss only costs the scan).
+  struct Shape {
+    std::uint32_t tenant, gpus, model;
+    double weights_per_gpu_bytes, working_set_bytes;
+    bool operator==(const Shape&) const = default;
+  };
+  struct NoRoom {
+    std::uint32_t round = 0;
+    Shape shape{};
+  };
+  bool known_no_room(const Shape& shape) const;
+  void note_no_room(const Shape& shape);
+  std::vector<NoRoom> no_room_ = std::vector<NoRoom>(1024);
+  std::size_t no_room_count_ = 0;
 };
 
 }  // namespace fleetsim::policies

@@ -9,20 +9,13 @@
 namespace fleetsim::policies {
 namespace {
 
-// Stable sorts keep the ready order among equals, so every policy is deterministic.
-template <typename Key>
-void sort_by(std::span<const ReadyTask> ready, std::vector<std::uint32_t>& order, Key key) {
-  std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return key(ready[a]) < key(ready[b]); });
-}
-
 class Fifo final : public Greedy {
   bool blocks() const override { return true; }
 };
 
 class ShortestJobFirst final : public Greedy {
-  void order(const ClusterView&, std::span<const ReadyTask> ready, std::vector<std::uint32_t>& order) override {
-    sort_by(ready, order, [](const ReadyTask& t) { return t.job_s; });
-  }
+  bool orders_by_key() const override { return true; }
+  double key(const ClusterView&, const ReadyTask& t) const override { return t.job_s; }
 };
 
 class Priority final : public Greedy {
@@ -30,9 +23,8 @@ class Priority final : public Greedy {
   Priority(bool backfill, bool preempt) : backfill_(backfill), preempt_(preempt) {}
 
  private:
-  void order(const ClusterView&, std::span<const ReadyTask> ready, std::vector<std::uint32_t>& order) override {
-    sort_by(ready, order, [](const ReadyTask& t) { return -ClusterView::rank_of(t.priority, t.interactive); });
-  }
+  bool orders_by_key() const override { return true; }
+  double key(const ClusterView&, const ReadyTask& t) const override { return -ClusterView::rank_of(t.priority, t.interactive); }
   bool blocks() const override { return !backfill_; }
   bool makes_room() const override { return preempt_; }
   bool backfill_, preempt_;
@@ -69,18 +61,16 @@ class Locality final : public Greedy {
 };
 
 class CriticalPath final : public Greedy {
-  void order(const ClusterView&, std::span<const ReadyTask> ready, std::vector<std::uint32_t>& order) override {
-    sort_by(ready, order, [](const ReadyTask& t) { return -t.rank_s; });
-  }
+  bool orders_by_key() const override { return true; }
+  double key(const ClusterView&, const ReadyTask& t) const override { return -t.rank_s; }
 };
 
 // Online HEFT: tasks by upward rank; each on the free GPU where it would finish earliest, counting
 // its compute on that GPU's type, its inputs' transfer and a weights load if the model is not there.
 class Heft final : public Greedy {
   bool cost_is_gpu_number() const override { return false; }
-  void order(const ClusterView&, std::span<const ReadyTask> ready, std::vector<std::uint32_t>& order) override {
-    sort_by(ready, order, [](const ReadyTask& t) { return -t.rank_s; });
-  }
+  bool orders_by_key() const override { return true; }
+  double key(const ClusterView&, const ReadyTask& t) const override { return -t.rank_s; }
   Cost cost(const ClusterView& view, const ReadyTask& task, GpuId gpu) const override {
     const Cluster& cluster = view.cluster();
     const NodeGroup& group = cluster.group(cluster.node_of(gpu));
@@ -99,19 +89,17 @@ class Heft final : public Greedy {
 // Dominant resource fairness over one resource, GPUs: the tenant holding the smallest share of GPUs
 // for its quota goes first.
 class Drf final : public Greedy {
-  void order(const ClusterView& view, std::span<const ReadyTask> ready, std::vector<std::uint32_t>& order) override {
-    sort_by(ready, order, [&](const ReadyTask& t) { return view.tenant_gpus(t.tenant) / view.tenant_quota(t.tenant); });
-  }
+  bool orders_by_key() const override { return true; }
+  double key(const ClusterView& view, const ReadyTask& t) const override { return view.tenant_gpus(t.tenant) / view.tenant_quota(t.tenant); }
 };
 
 // Finish-time fairness (Themis): the instance whose predicted finish time, shared, is the largest
 // multiple of its run time alone goes first: rho = (waited so far + remaining) / alone.
 class FinishTimeFair final : public Greedy {
-  void order(const ClusterView& view, std::span<const ReadyTask> ready, std::vector<std::uint32_t>& order) override {
-    sort_by(ready, order, [&](const ReadyTask& t) {
-      const double alone = std::max(t.job_s, 1e-9);
-      return -(view.now() - t.arrival_s + t.rank_s) / alone;
-    });
+  bool orders_by_key() const override { return true; }
+  double key(const ClusterView& view, const ReadyTask& t) const override {
+    const double alone = std::max(t.job_s, 1e-9);
+    return -(view.now() - t.arrival_s + t.rank_s) / alone;
   }
 };
 

@@ -36,8 +36,10 @@ bool ClusterView::any_time_sliced() const {
 }
 
 std::uint32_t ClusterView::free_gpu_count() const {
+  // Over the nodes with a free GPU only: a busy 100k-GPU cluster costs a scan of its bit words.
   std::uint32_t free = 0;
-  for (std::uint32_t f : state_.free_gpus_per_node) free += f;
+  const std::uint32_t nodes = cluster_.node_count();
+  for (std::uint32_t n = next_node_with_free(0); n < nodes; n = next_node_with_free(n + 1)) free += state_.free_gpus_per_node[n];
   return free;
 }
 
