@@ -1,20 +1,30 @@
 #!/usr/bin/env bash
 # Builds the loaders' libFuzzer target with clang and runs it for a bounded time (default 60 s)
-# from a seed corpus of the shipped scenarios, workflows and catalog. Usage: bash scripts/fuzz.sh [SECONDS]
+# from a seed corpus of the shipped scenarios, workflows and catalog.
+# Usage: bash scripts/fuzz.sh [SECONDS] [BUILD_DIR]
+# BUILD_DIR: a build already configured with clang and -DFLEETSIM_FUZZ=ON (CI's sanitizer build is one), whose
+# objects the target reuses; without it, build-fuzz is configured for the fuzz target alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
-command -v clang++ >/dev/null || { echo "fuzz: clang++ not found (apt-get install clang libclang-rt-14-dev)" >&2; exit 1; }
-CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLEETSIM_FUZZ=ON \
-  -DFLEETSIM_TESTS=OFF -DFLEETSIM_BENCH=OFF -DFLEETSIM_CUDA=OFF >/dev/null
-cmake --build build-fuzz --target fuzz_loaders -j"$(nproc)"
+build=${2:-}
+if [ -z "$build" ]; then
+  command -v clang++ >/dev/null || { echo "fuzz: clang++ not found (apt-get install clang libclang-rt-14-dev)" >&2; exit 1; }
+  build=build-fuzz
+  CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLEETSIM_FUZZ=ON \
+    -DFLEETSIM_TESTS=OFF -DFLEETSIM_BENCH=OFF -DFLEETSIM_CUDA=OFF >/dev/null
+elif ! grep -q '^FLEETSIM_FUZZ:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
+  echo "fuzz: $build is not a build configured with -DFLEETSIM_FUZZ=ON" >&2
+  exit 1
+fi
+cmake --build "$build" --target fuzz_loaders -j"$(nproc)"
 
 # Seed corpus: each file prefixed with the byte that picks its loader (0 scenario, 1 workflow, 2 catalog, 3 units,
 # 4 calibration profile, 5 nccl-tests log, 6 training job, 7 plan, 8 ComfyUI graph, 9 WfCommons instance, 10 job trace CSV,
 # 11 a rank's report of measured times, 12 NCCL model constants, 13 measured collective times, 14 kernel-model
 # constants, 15 measured kernel times, 16 Philly's job log, 17 a cluster job log in CSV, 18 a --set edit, 19 a ComfyUI
 # registry file, 20 a gittins job-size history, 21 a serving deployment, 22 a serving request trace CSV).
-corpus=build-fuzz/corpus
+corpus=$build/corpus
 rm -rf "$corpus" && mkdir -p "$corpus"
 i=0
 for f in scenarios/*.json; do { printf '\x00'; cat "$f"; } >"$corpus/s$i"; i=$((i + 1)); done
@@ -55,4 +65,4 @@ for f in reports/traces/tiresias-yarn-gput1000.csv tests/data/gittins-sizes.csv;
 for f in tests/fuzz/regressions/*; do [ "$(basename "$f")" = README.md ] || cp "$f" "$corpus/regression-$(basename "$f")"; done
 for u in "80 GiB" "400 Gb/s" "989 TFLOP/s" "2.5 ms" "0.5 /s"; do printf '\x03%s' "$u" >"$corpus/u$i"; i=$((i + 1)); done
 
-./build-fuzz/tests/fuzz/fuzz_loaders -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 "$corpus"
+"./$build/tests/fuzz/fuzz_loaders" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 "$corpus"

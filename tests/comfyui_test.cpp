@@ -138,8 +138,8 @@ TEST_CASE("a Wan 2.2 A14B graph is two 14B experts at its video size, not one FL
   // Both experts' weights are models of their own: a GPU holding one still loads the other.
   CHECK(high->weights_bytes == Approx(Catalog::builtin().model("wan2.2-a14b-high-noise")->weights_bytes / 2));
   bool said = false;
-  for (const std::string& note : wan.assumptions) said = said || note.find("KSamplerAdvanced#57") != std::string::npos &&
-                                                                     note.find("a byte per parameter (an fp8 file)") != std::string::npos;
+  for (const std::string& note : wan.assumptions) said = said || (note.find("KSamplerAdvanced#57") != std::string::npos &&
+                                                                      note.find("a byte per parameter (an fp8 file)") != std::string::npos);
   CHECK(said);
   // The VAE decode's family comes from the sampler, whose file is fp8: its own weights are not.
   for (const TaskSpec& t : wan.tasks) {

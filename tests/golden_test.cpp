@@ -39,22 +39,43 @@ TEST_CASE("every shipped scenario pops the golden event sequence under every pol
   REQUIRE(scenarios.size() >= 10);
 
   std::map<std::string, std::string> expected;
+  std::map<std::string, std::uint64_t> expected_events;
   std::ifstream in(golden);
-  for (std::string key, digest, events; in >> key >> digest >> events;) expected[key] = digest;
+  for (std::string key, digest; in >> key >> digest >> expected_events[key];) expected[key] = digest;
 
+  // Under the sanitizers a run costs ten times as much: a scenario whose runs pop more than half a million
+  // events (one, elastic-studio, 60% of all the events here) runs there under its own policy only. The release
+  // build runs every pair; the memory checks see every policy on every other scenario.
+  const bool update = std::getenv("FLEETSIM_UPDATE_GOLDEN") != nullptr;
+#ifdef FLEETSIM_SANITIZED
+  const bool sanitized = true;
+#else
+  const bool sanitized = false;
+#endif
+  constexpr std::uint64_t kLargeRun = 500'000;
+  int skipped = 0;
   std::ostringstream actual;
   for (const fs::path& file : scenarios) {
     Scenario sc = load_scenario(file.string());
+    const std::string own = sc.policy.name;
     for (const PolicyInfo& info : policy_registry()) {
+      const std::string key = file.stem().string() + "/" + info.name;
+      if (sanitized && !update && info.name != own && expected_events[key] > kLargeRun) {
+        ++skipped;
+        continue;
+      }
       sc.policy = PolicySpec{info.name, {}};
       for (const ParamInfo& p : info.params) sc.policy.params.set(p.name, p.default_value);
       const RunResult run = simulate(sc);
-      const std::string key = file.stem().string() + "/" + info.name;
       const std::string line = key + " " + hex(run.event_digest) + " " + std::to_string(run.summary.events);
       actual << line << "\n";
       INFO(line);
       CHECK(expected[key] == hex(run.event_digest));
+      // A run that ended before its horizon, not stalled, finished or failed every task it was given.
+      const auto& tasks = run.summary.tasks;
+      if (!run.summary.horizon_reached && !run.summary.stalled) CHECK(tasks.completed + tasks.failed == tasks.submitted);
     }
   }
-  if (std::getenv("FLEETSIM_UPDATE_GOLDEN") != nullptr) std::ofstream(golden) << actual.str();
+  if (skipped > 0) WARN(skipped << " large scenario/policy pairs not run under the sanitizers (the release build runs them)");
+  if (update) std::ofstream(golden) << actual.str();
 }

@@ -71,7 +71,7 @@ TEST_CASE("bisection finds the smallest passing cluster that an exhaustive sweep
     if (smallest.contains(key)) CHECK(p.passes);  // points come in node order within a line
   }
   for (const auto& [key, nodes] : smallest) {
-    const auto found = std::find_if(fast.points.begin(), fast.points.end(), [&](const PlanPoint& p) {
+    const auto found = std::find_if(fast.points.begin(), fast.points.end(), [&key = key, nodes = nodes](const PlanPoint& p) {
       return !p.confirmation && std::make_tuple(p.load, p.node_type) == key && p.passes && p.nodes == nodes;
     });
     CHECK(found != fast.points.end());

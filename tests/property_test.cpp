@@ -22,27 +22,40 @@ struct Gen {
   const T& pick(const std::vector<T>& v) { return v[static_cast<std::size_t>(between(0, static_cast<int>(v.size()) - 1))]; }
 };
 
+// Every draw is a statement of its own: the operands of one expression are evaluated in an order the
+// compilers choose differently (GCC and clang made different scenarios of the same seed).
 std::string random_workflow(Gen& g, int max_gang) {
   const int n = g.between(1, 6);
   std::string tasks, edges;
   for (int i = 0; i < n; ++i) {
     const int gpus = g.chance(20) ? g.between(1, max_gang) : 1;
     std::string t = R"({"name": "t)" + std::to_string(i) + R"(", "gpus": )" + std::to_string(gpus);
-    if (g.chance(60)) t += R"(, "model": {"id": "m)" + std::to_string(g.between(0, 3)) + R"(", "weights": ")" + std::to_string(g.between(1, 60)) + R"( GB"})";
+    if (g.chance(60)) {
+      const int model = g.between(0, 3), weights_gb = g.between(1, 60);
+      t += R"(, "model": {"id": "m)" + std::to_string(model) + R"(", "weights": ")" + std::to_string(weights_gb) + R"( GB"})";
+    }
     if (g.chance(50)) t += R"(, "working_set": ")" + std::to_string(g.between(1, 30)) + R"( GB")";
-    t += R"(, "work": {"flop": ")" + std::to_string(g.between(1, 300)) + R"( TFLOP", "bytes": ")" + std::to_string(g.between(0, 500)) +
-         R"( GB")" + (g.chance(30) ? R"(, "size": "exponential")" : "") + "}";
+    const int tflop = g.between(1, 300), gb = g.between(0, 500);
+    const bool exponential = g.chance(30);
+    t += R"(, "work": {"flop": ")" + std::to_string(tflop) + R"( TFLOP", "bytes": ")" + std::to_string(gb) + R"( GB")" +
+         (exponential ? R"(, "size": "exponential")" : "") + "}";
     if (gpus == 1 && g.chance(25)) {
-      t += R"(, "batching": {"max_size": )" + std::to_string(g.between(2, 8)) + R"(, "max_wait": ")" + (g.chance(50) ? "0 s" : "0.5 s") +
+      const int max_size = g.between(2, 8);
+      const bool waits = g.chance(50);
+      t += R"(, "batching": {"max_size": )" + std::to_string(max_size) + R"(, "max_wait": ")" + (waits ? "0.5 s" : "0 s") +
            R"(", "shared_bytes": 0.5})";
     }
     if (gpus > 1 && g.chance(60)) {
-      t += R"(, "collective": {"op": ")" + g.pick(std::vector<std::string>{"all-reduce", "all-gather", "broadcast", "all-to-all"}) +
-           R"(", "bytes": ")" + std::to_string(g.between(1, 20)) + R"( GB", "overlap": )" + (g.chance(50) ? "0.5" : "0") + "}";
+      const std::string op = g.pick(std::vector<std::string>{"all-reduce", "all-gather", "broadcast", "all-to-all"});
+      const int bytes_gb = g.between(1, 20);
+      const bool overlaps = g.chance(50);
+      t += R"(, "collective": {"op": ")" + op + R"(", "bytes": ")" + std::to_string(bytes_gb) + R"( GB", "overlap": )" +
+           (overlaps ? "0.5" : "0") + "}";
     }
     if (gpus > 1 && g.chance(40)) {
-      t += R"(, "elastic": {"min_gpus": )" + std::to_string(g.between(1, gpus)) + R"(, "restart": ")" + std::to_string(g.between(0, 2)) +
-           R"( s", "min_interval": ")" + std::to_string(g.between(0, 5)) + R"( s"})";
+      const int min_gpus = g.between(1, gpus), restart_s = g.between(0, 2), interval_s = g.between(0, 5);
+      t += R"(, "elastic": {"min_gpus": )" + std::to_string(min_gpus) + R"(, "restart": ")" + std::to_string(restart_s) +
+           R"( s", "min_interval": ")" + std::to_string(interval_s) + R"( s"})";
     }
     tasks += (i ? ", " : "") + t + "}";
     for (int j = 0; j < i; ++j) {
@@ -96,8 +109,8 @@ std::string random_scenario(std::uint64_t seed) {
   const std::string faults = g.chance(20) ? R"(, "faults": {"gpu": {"mtbf": "30 s", "mttr": "2 s"}, "retry": {"max_attempts": 3, "backoff": "1 s"},
                                                          "checkpoint": {"interval": "1 s", "restore": "0.2 s"}})"
                                           : "";
-  return R"({"name": "random", "seed": )" + std::to_string(seed) + R"(, "catalog": ["unit-catalog.json"],)" +
-         (g.chance(30) ? R"( "horizon": "20 s",)" : "") + memory + R"( "policy": )" + policy + R"(,
+  const std::string horizon = g.chance(30) ? R"( "horizon": "20 s",)" : "";
+  return R"({"name": "random", "seed": )" + std::to_string(seed) + R"(, "catalog": ["unit-catalog.json"],)" + horizon + memory + R"( "policy": )" + policy + R"(,
       "cluster": {"nodes": [)" + nodes + R"(], "fabric": )" + fabric + storage + R"(},
       "tenants": [)" + tenant_a + ", " + tenant_b + R"(],
       "workflows": {)" + workflows + R"(}, "workload": [)" + workload + "]" + faults + "}";
