@@ -61,7 +61,7 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
   order_.clear();
   by_key_.clear();
   if (orders_by_key()) {
-    for (std::uint32_t i = 0; i < ready.size(); ++i) by_key_.emplace_back(key(view, ready[i]), i);
+    for (std::uint32_t i = 0; i < ready.size(); ++i) by_key_.emplace_back(order_key(view, ready[i]), i);
     std::make_heap(by_key_.begin(), by_key_.end(), std::greater<>());
   } else {
     order_.resize(ready.size());

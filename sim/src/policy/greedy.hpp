@@ -29,7 +29,7 @@ class Greedy : public Policy {
   // from a heap as it goes, so a round that fills the free GPUs early costs what it places, not a
   // sort of the whole queue.
   virtual bool orders_by_key() const { return false; }
-  virtual double key(const ClusterView& /*view*/, const ReadyTask& /*task*/) const { return 0; }
+  virtual double order_key(const ClusterView& /*view*/, const ReadyTask& /*task*/) const { return 0; }
   // Lower is better. The default, the GPU's number, packs work onto the first GPUs. A policy that
   // overrides it must say so in cost_is_gpu_number(), which lets the loop stop at the first fit.
   virtual Cost cost(const ClusterView& /*view*/, const ReadyTask& /*task*/, GpuId gpu) const {

@@ -15,7 +15,7 @@ class Fifo final : public Greedy {
 
 class ShortestJobFirst final : public Greedy {
   bool orders_by_key() const override { return true; }
-  double key(const ClusterView&, const ReadyTask& t) const override { return t.job_s; }
+  double order_key(const ClusterView&, const ReadyTask& t) const override { return t.job_s; }
 };
 
 class Priority final : public Greedy {
@@ -24,7 +24,7 @@ class Priority final : public Greedy {
 
  private:
   bool orders_by_key() const override { return true; }
-  double key(const ClusterView&, const ReadyTask& t) const override { return -ClusterView::rank_of(t.priority, t.interactive); }
+  double order_key(const ClusterView&, const ReadyTask& t) const override { return -ClusterView::rank_of(t.priority, t.interactive); }
   bool blocks() const override { return !backfill_; }
   bool makes_room() const override { return preempt_; }
   bool backfill_, preempt_;
@@ -62,7 +62,7 @@ class Locality final : public Greedy {
 
 class CriticalPath final : public Greedy {
   bool orders_by_key() const override { return true; }
-  double key(const ClusterView&, const ReadyTask& t) const override { return -t.rank_s; }
+  double order_key(const ClusterView&, const ReadyTask& t) const override { return -t.rank_s; }
 };
 
 // Online HEFT: tasks by upward rank; each on the free GPU where it would finish earliest, counting
@@ -70,7 +70,7 @@ class CriticalPath final : public Greedy {
 class Heft final : public Greedy {
   bool cost_is_gpu_number() const override { return false; }
   bool orders_by_key() const override { return true; }
-  double key(const ClusterView&, const ReadyTask& t) const override { return -t.rank_s; }
+  double order_key(const ClusterView&, const ReadyTask& t) const override { return -t.rank_s; }
   Cost cost(const ClusterView& view, const ReadyTask& task, GpuId gpu) const override {
     const Cluster& cluster = view.cluster();
     const NodeGroup& group = cluster.group(cluster.node_of(gpu));
@@ -90,14 +90,14 @@ class Heft final : public Greedy {
 // for its quota goes first.
 class Drf final : public Greedy {
   bool orders_by_key() const override { return true; }
-  double key(const ClusterView& view, const ReadyTask& t) const override { return view.tenant_gpus(t.tenant) / view.tenant_quota(t.tenant); }
+  double order_key(const ClusterView& view, const ReadyTask& t) const override { return view.tenant_gpus(t.tenant) / view.tenant_quota(t.tenant); }
 };
 
 // Finish-time fairness (Themis): the instance whose predicted finish time, shared, is the largest
 // multiple of its run time alone goes first: rho = (waited so far + remaining) / alone.
 class FinishTimeFair final : public Greedy {
   bool orders_by_key() const override { return true; }
-  double key(const ClusterView& view, const ReadyTask& t) const override {
+  double order_key(const ClusterView& view, const ReadyTask& t) const override {
     const double alone = std::max(t.job_s, 1e-9);
     return -(view.now() - t.arrival_s + t.rank_s) / alone;
   }
