@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <set>
+#include <sstream>
 
 #include "fleetsim/compare.hpp"
 #include "fleetsim/report.hpp"
@@ -105,6 +106,72 @@ TEST_CASE("confidence intervals use Student's t", "[compare]") {
   CHECK(s.mean == 3);
   CHECK(s.ci95 == Approx(2.776 * std::sqrt(2.5 / 5)));  // t(0.975, 4) x sd / sqrt(n)
   CHECK(mean_ci95({7}).ci95 == 0);
+}
+
+TEST_CASE("a comparison's verdict pairs runs by seed: lower, higher, not sure and the same", "[compare]") {
+  // Latency means per seed; every other judged metric equal, so only latency gets a call.
+  const auto runs_of = [](const std::string& policy, std::vector<double> latencies) {
+    PolicyRuns r{policy, {}};
+    for (std::size_t k = 0; k < latencies.size(); ++k) {
+      Summary s;
+      s.seed = 1 + k;
+      s.makespan_s = 100;
+      s.cost_usd = 5;
+      s.latency_s.mean = latencies[k];
+      r.runs.push_back(s);
+    }
+    return r;
+  };
+  // fifo is the baseline wherever it stands.
+  const std::vector<PolicyRuns> results{runs_of("quick", {5, 6, 7}), runs_of("fifo", {10, 12, 14}), runs_of("close", {10.5, 11, 15}),
+                                        runs_of("twin", {10, 12, 14}), runs_of("slow", {30, 36, 42})};
+  const std::vector<PolicyVerdict> verdicts = compare_verdicts(results);
+  REQUIRE(verdicts.size() == 4);
+  const auto latency = [&](std::size_t p) {
+    const auto& m = verdicts[p].metrics;
+    const auto it = std::find_if(m.begin(), m.end(), [](const MetricVerdict& v) { return v.metric == "latency mean"; });
+    REQUIRE(it != m.end());
+    for (const MetricVerdict& v : m) {
+      if (v.metric != "latency mean") CHECK(v.call == MetricVerdict::Call::same);
+    }
+    return *it;
+  };
+  CHECK(verdicts[0].policy == "quick");
+  CHECK(verdicts[0].baseline == "fifo");
+  // Differences -5, -6, -7: mean -6, sd 1, half-width t(0.975, 2) = 4.303 / sqrt(3).
+  const MetricVerdict quick = latency(0);
+  CHECK(quick.call == MetricVerdict::Call::lower);
+  CHECK(quick.difference == Approx(-6));
+  CHECK(quick.ci95 == Approx(4.303 / std::sqrt(3.0)));
+  CHECK(quick.baseline == Approx(12));
+  CHECK(quick.value == Approx(6));
+  // Differences 0.5, -1, 1: mean 1/6, sd 1.0408: the interval holds no change; (1.96 sd / mean)^2 = 149.8, so 150 seeds.
+  const MetricVerdict close = latency(1);
+  CHECK(close.call == MetricVerdict::Call::not_sure);
+  CHECK(close.seeds_to_settle == 150);
+  CHECK(latency(2).call == MetricVerdict::Call::same);
+  CHECK(latency(3).call == MetricVerdict::Call::higher);
+
+  // The sentences: factors at 1.5x and more, percentages below, both means, the seeds that would settle it.
+  std::ostringstream text;
+  write_comparison_text(text, "s", 3, results);
+  INFO(text.str());
+  CHECK_THAT(text.str(), Catch::Contains("verdict: each policy against fifo") && Catch::Contains("paired by seed over 3 seeds"));
+  CHECK_THAT(text.str(), Catch::Contains("quick  lower     latency mean 2x (12 s to 6 s, difference -6 s +- 2.484 s)"));
+  CHECK_THAT(text.str(), Catch::Contains("close  not sure  latency mean 1.4% (12 s to 12.17 s, difference 0.1667 s +- 2.586 s; about 150 seeds"));
+  CHECK_THAT(text.str(), Catch::Contains("twin   the same as fifo on every one"));
+  CHECK_THAT(text.str(), Catch::Contains("slow   higher    latency mean 3x (12 s to 36 s"));
+  CHECK_THAT(comparison_json("s", results), Catch::Contains(R"("call": "not sure")") && Catch::Contains(R"("seeds_to_settle": 150)"));
+
+  // One run each (a trace replay): any difference is the answer, said without an interval.
+  const std::vector<PolicyRuns> once{runs_of("fifo", {10}), runs_of("quick", {4})};
+  const MetricVerdict one = compare_verdicts(once).front().metrics[1];
+  CHECK(one.metric == "latency mean");
+  CHECK(one.call == MetricVerdict::Call::lower);
+  std::ostringstream single;
+  write_comparison_text(single, "s", 1, once);
+  CHECK_THAT(single.str(), Catch::Contains("one run each: the scenario draws nothing at random") &&
+                               Catch::Contains("quick  lower     latency mean 2.5x (10 s to 4 s)"));
 }
 
 TEST_CASE("a comparison is the same on one thread and on several", "[compare][determinism]") {

@@ -48,6 +48,58 @@ std::optional<double> latency_target(const ComparedMetric& m, const std::vector<
   return std::nullopt;
 }
 
+// A metric's value as read in a sentence: times in the unit that suits the pair, money in dollars (cents
+// and below with three significant digits, so that a small difference still shows).
+std::string amount(const MetricVerdict& m, double x) {
+  if (m.unit == "s") {
+    const TimeUnit unit = time_unit_for(std::max(std::abs(m.baseline), std::abs(m.value)));
+    return readable(x / unit.seconds, 4) + " " + unit.name;
+  }
+  if (m.unit == "$") return (x < 0 ? "-" : "") + (std::abs(x) < 1 ? "$" + readable(std::abs(x), 3) : dollars(std::abs(x)));
+  return m.unit.empty() ? readable(x, 4) : readable(x, 4) + " " + m.unit;
+}
+
+// "2.1x" for a factor of 1.5 or more, "4.2%" below it: how much lower or higher than the baseline.
+std::string change(const MetricVerdict& m) {
+  if (m.baseline == 0 || m.value == 0) return "";
+  const double r = m.value / m.baseline;
+  const double factor = r >= 1 ? r : 1 / r;
+  return factor >= 1.5 ? readable(factor, 3) + "x " : readable(100 * std::abs(r - 1), 2) + "% ";
+}
+
+const char* call_name(MetricVerdict::Call call) {
+  static constexpr const char* names[] = {"same", "lower", "higher", "not sure"};
+  return names[static_cast<int>(call)];
+}
+
+// A verdict as lines, one per metric that differs: the call, the change, both means and, over several seeds,
+// the 95% half-width of the paired difference.
+std::vector<std::string> verdict_lines(const PolicyVerdict& v) {
+  std::vector<std::string> lines;
+  for (const MetricVerdict& m : v.metrics) {
+    if (m.call == MetricVerdict::Call::same) continue;
+    std::string call = call_name(m.call);
+    call.resize(10, ' ');  // "not sure" and two spaces: the metrics line up
+    std::string text = call + m.metric + " " + change(m) + "(" + amount(m, m.baseline) +
+                       " to " + amount(m, m.value);
+    if (v.runs > 1) text += ", difference " + amount(m, m.difference) + " +- " + amount(m, m.ci95);
+    if (m.call == MetricVerdict::Call::not_sure) {
+      text += m.seeds_to_settle > 0 ? "; about " + std::to_string(m.seeds_to_settle) + " seeds would settle it"
+                                    : "; no number of seeds would tell them apart";
+    }
+    lines.push_back(text + ")");
+  }
+  if (lines.empty()) lines.push_back("the same as " + v.baseline + " on every one");
+  return lines;
+}
+
+std::string verdict_heading(const std::vector<PolicyVerdict>& verdicts) {
+  const PolicyVerdict& v = verdicts.front();
+  return "verdict: each policy against " + v.baseline + " on makespan, latency and cost (lower is better), " +
+         (v.runs > 1 ? "paired by seed over " + std::to_string(v.runs) + " seeds, 95% intervals"
+                     : "one run each: the scenario draws nothing at random, so no interval");
+}
+
 }  // namespace
 
 void write_comparison_text(std::ostream& out, const std::string& scenario, unsigned seeds,
@@ -83,6 +135,17 @@ void write_comparison_text(std::ostream& out, const std::string& scenario, unsig
     }
     out << "\n";
   }
+  const std::vector<PolicyVerdict> verdicts = compare_verdicts(results);
+  if (verdicts.empty()) return;
+  out << "\n" << verdict_heading(verdicts) << "\n";
+  std::size_t name_width = 0;
+  for (const PolicyVerdict& v : verdicts) name_width = std::max(name_width, v.policy.size());
+  for (const PolicyVerdict& v : verdicts) {
+    const std::vector<std::string> lines = verdict_lines(v);
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      out << "  " << std::left << std::setw(static_cast<int>(name_width)) << (i == 0 ? v.policy : "") << std::right << "  " << lines[i] << "\n";
+    }
+  }
 }
 
 void write_comparison_html(std::ostream& out, const std::string& scenario, const std::vector<PolicyRuns>& results) {
@@ -95,7 +158,17 @@ void write_comparison_html(std::ostream& out, const std::string& scenario, const
     out << "<p>" << results.size() << " policies, " << seeds
         << " seeds each: means with their 95% confidence half-widths (Student's t), in the table and as bars with whiskers.</p>\n";
   }
-  // The numbers first: one row per metric, one column per policy, times in the unit that suits the row.
+  // The answer first: each policy against the baseline, then the numbers.
+  if (const std::vector<PolicyVerdict> verdicts = compare_verdicts(results); !verdicts.empty()) {
+    out << "<h2>Verdict</h2>\n<p>" << html::escape(verdict_heading(verdicts)) << ".</p>\n<ul id=\"verdict\">\n";
+    for (const PolicyVerdict& v : verdicts) {
+      out << "<li><b>" << html::escape(v.policy) << "</b>";
+      for (const std::string& line : verdict_lines(v)) out << "<br>" << html::escape(line);
+      out << "</li>\n";
+    }
+    out << "</ul>\n";
+  }
+  // The numbers: one row per metric, one column per policy, times in the unit that suits the row.
   out << "<div class=\"wide\"><table id=\"comparison\"><tr><th>metric</th>";
   for (const PolicyRuns& r : results) out << "<th>" << html::escape(r.policy) << "</th>";
   out << "</tr>\n";
@@ -175,7 +248,16 @@ std::string comparison_json(const std::string& scenario, const std::vector<Polic
     }
     policies.push_back({{"policy", r.policy}, {"metrics", metrics}});
   }
-  nlohmann::ordered_json doc{{"scenario", scenario}, {"policies", policies}};
+  nlohmann::ordered_json verdicts = nlohmann::ordered_json::array();
+  for (const PolicyVerdict& v : compare_verdicts(results)) {
+    nlohmann::ordered_json metrics = nlohmann::ordered_json::array();
+    for (const MetricVerdict& m : v.metrics) {
+      metrics.push_back({{"metric", m.metric}, {"unit", m.unit}, {"baseline", m.baseline}, {"value", m.value}, {"difference", m.difference},
+                         {"ci95", m.ci95}, {"call", call_name(m.call)}, {"seeds_to_settle", m.seeds_to_settle}});
+    }
+    verdicts.push_back({{"policy", v.policy}, {"baseline", v.baseline}, {"runs", v.runs}, {"metrics", metrics}});
+  }
+  nlohmann::ordered_json doc{{"scenario", scenario}, {"policies", policies}, {"verdicts", verdicts}};
   return doc.dump(2) + "\n";
 }
 

@@ -1,5 +1,6 @@
 #include "fleetsim/compare.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "fleetsim/error.hpp"
@@ -63,6 +64,59 @@ std::vector<ComparedMetric> compared_metrics(const Summary& example) {
 
 std::vector<ComparedMetric> compared_metrics(const std::vector<PolicyRuns>& results) {
   return compared_metrics(results.empty() || results.front().runs.empty() ? Summary{} : results.front().runs.front());
+}
+
+std::vector<PolicyVerdict> compare_verdicts(const std::vector<PolicyRuns>& results) {
+  std::vector<PolicyVerdict> verdicts;
+  if (results.size() < 2) return verdicts;
+  std::size_t base = 0;
+  for (std::size_t p = 0; p < results.size(); ++p) {
+    if (results[p].policy == "fifo") base = p;
+  }
+  // The metrics a verdict is about: where lower is better, and the cluster's, not a tenant's.
+  static const std::vector<std::string> judged{"makespan", "latency mean", "latency p95", "latency p99", "cost"};
+  std::vector<ComparedMetric> metrics;
+  for (const ComparedMetric& m : compared_metrics(results)) {
+    if (std::find(judged.begin(), judged.end(), m.name) != judged.end()) metrics.push_back(m);
+  }
+  const std::vector<Summary>& base_runs = results[base].runs;
+  for (std::size_t p = 0; p < results.size(); ++p) {
+    if (p == base) continue;
+    PolicyVerdict v{results[p].policy, results[base].policy, results[p].runs.size(), {}};
+    const std::size_t n = std::min(results[p].runs.size(), base_runs.size());
+    for (const ComparedMetric& m : metrics) {
+      MetricVerdict mv{.metric = m.name, .unit = m.unit};
+      std::vector<double> differences;
+      for (std::size_t k = 0; k < n; ++k) {
+        const double b = m.read(base_runs[k]), x = m.read(results[p].runs[k]);
+        mv.baseline += b / static_cast<double>(n);
+        mv.value += x / static_cast<double>(n);
+        differences.push_back(x - b);
+      }
+      const MetricStats d = mean_ci95(differences);
+      mv.difference = d.mean;
+      mv.ci95 = d.ci95;
+      const bool identical = std::all_of(differences.begin(), differences.end(), [](double x) { return x == 0; });
+      if (identical) {
+        mv.call = MetricVerdict::Call::same;
+      } else if (n == 1 || std::abs(d.mean) > d.ci95) {
+        mv.call = d.mean < 0 ? MetricVerdict::Call::lower : MetricVerdict::Call::higher;
+      } else {
+        mv.call = MetricVerdict::Call::not_sure;
+        // The half-width is about 1.96 sd / sqrt(N) at many seeds: N where it falls below the difference.
+        double var = 0;
+        for (double x : differences) var += (x - d.mean) * (x - d.mean);
+        const double sd = std::sqrt(var / static_cast<double>(n - 1));
+        if (d.mean != 0) {
+          const double seeds = std::ceil((1.96 * sd / d.mean) * (1.96 * sd / d.mean));
+          mv.seeds_to_settle = seeds <= 10000 ? static_cast<unsigned>(std::max(seeds, static_cast<double>(n + 1))) : 0;
+        }
+      }
+      v.metrics.push_back(std::move(mv));
+    }
+    verdicts.push_back(std::move(v));
+  }
+  return verdicts;
 }
 
 Scenario with_policy(Scenario scenario, const PolicyInfo& policy) {

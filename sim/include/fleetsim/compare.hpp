@@ -1,5 +1,6 @@
 // Runs one scenario under several policies and seeds, in parallel on local cores, and condenses
-// each metric to a mean with a 95% confidence interval (Student's t over the seeds).
+// each metric to a mean with a 95% confidence interval (Student's t over the seeds), and each policy
+// against a baseline to a verdict per metric.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +38,32 @@ struct ComparedMetric {
 std::vector<ComparedMetric> compared_metrics(const Summary& example);
 // Those of the runs compared (the cluster's alone when there are none).
 std::vector<ComparedMetric> compared_metrics(const std::vector<PolicyRuns>& results);
+
+// How one policy's runs compare with a baseline's on a metric where lower is better, paired by seed: run k
+// of each has the same seed, so the same arrivals and draws (common random numbers), and the differences
+// of the pairs carry less noise than the two means do apart.
+struct MetricVerdict {
+  enum class Call { same, lower, higher, not_sure };
+  std::string metric;    // a ComparedMetric's name
+  std::string unit;
+  double baseline = 0;   // mean over the seeds
+  double value = 0;      // mean over the seeds
+  double difference = 0; // mean of the paired differences, value - baseline
+  double ci95 = 0;       // its 95% half-width (Student's t); 0 with one run
+  Call call = Call::same;
+  // For a call not yet sure: about how many seeds would make the interval exclude no change, if the mean
+  // difference held (the half-width shrinks with the square root of the seeds); 0 when none would tell.
+  unsigned seeds_to_settle = 0;
+};
+struct PolicyVerdict {
+  std::string policy;
+  std::string baseline;
+  std::size_t runs = 0;  // seeds per policy; 1 where the scenario draws nothing at random
+  std::vector<MetricVerdict> metrics;  // makespan, latency mean, p95, p99, cost, where a run measured them
+};
+// Each policy against the baseline (`fifo` when it is among them, else the first), on the metrics where
+// lower is better; the baseline itself has no verdict.
+std::vector<PolicyVerdict> compare_verdicts(const std::vector<PolicyRuns>& results);
 
 // The scenario under `policy`: its own policy keeps its parameters, any other runs with its defaults.
 Scenario with_policy(Scenario scenario, const PolicyInfo& policy);

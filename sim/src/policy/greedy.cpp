@@ -18,22 +18,18 @@ void Greedy::take(GpuId g, TenantId tenant) {
   taken_list_.push_back(g);
 }
 
-namespace {
-
-std::size_t slot_of(std::uint32_t tenant, std::uint32_t gpus, std::uint32_t model, double weights, double working_set, std::size_t slots) {
+std::size_t Greedy::slot_of(const Shape& s, std::size_t slots) {
   std::uint64_t h = 0x9E3779B97F4A7C15u;
-  for (std::uint64_t v : {std::uint64_t{tenant}, std::uint64_t{gpus}, std::uint64_t{model}, std::bit_cast<std::uint64_t>(weights),
-                          std::bit_cast<std::uint64_t>(working_set)}) {
+  for (std::uint64_t v : {std::uint64_t{s.tenant}, std::uint64_t{s.gpus}, std::uint64_t{s.model},
+                          std::bit_cast<std::uint64_t>(s.weights_per_gpu_bytes), std::bit_cast<std::uint64_t>(s.working_set_bytes)}) {
     h = (h ^ v) * 0xBF58476D1CE4E5B9u;
     h ^= h >> 31;
   }
   return static_cast<std::size_t>(h) & (slots - 1);
 }
 
-}  // namespace
-
 bool Greedy::known_no_room(const Shape& s) const {
-  for (std::size_t i = slot_of(s.tenant, s.gpus, s.model, s.weights_per_gpu_bytes, s.working_set_bytes, no_room_.size());;
+  for (std::size_t i = slot_of(s, no_room_.size());;
        i = (i + 1) & (no_room_.size() - 1)) {
     if (no_room_[i].round != round_) return false;
     if (no_room_[i].shape == s) return true;
@@ -43,7 +39,7 @@ bool Greedy::known_no_room(const Shape& s) const {
 void Greedy::note_no_room(const Shape& s) {
   if (2 * (no_room_count_ + 1) > no_room_.size()) return;
   ++no_room_count_;
-  std::size_t i = slot_of(s.tenant, s.gpus, s.model, s.weights_per_gpu_bytes, s.working_set_bytes, no_room_.size());
+  std::size_t i = slot_of(s, no_room_.size());
   while (no_room_[i].round == round_) i = (i + 1) & (no_room_.size() - 1);
   no_room_[i] = NoRoom{round_, s};
 }

@@ -90,6 +90,7 @@ class Greedy : public Policy {
     std::uint32_t round = 0;
     Shape shape{};
   };
+  static std::size_t slot_of(const Shape& shape, std::size_t slots);  // slots: a power of two
   bool known_no_room(const Shape& shape) const;
   void note_no_room(const Shape& shape);
   std::vector<NoRoom> no_room_ = std::vector<NoRoom>(1024);
