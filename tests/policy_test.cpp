@@ -462,6 +462,29 @@ TEST_CASE("a comparison of several tenants reports each tenant's p95 and wait", 
   Summary alone = run;
   alone.tenants.resize(1);
   CHECK(compared_metrics(alone).size() == metrics.size() - 4);
+
+  // Rows that mean nothing are left out: SLOs met without SLOs, the weight-load rows without loads, VRAM unused.
+  const auto names = [](const std::vector<PolicyRuns>& r) {
+    std::set<std::string> all;
+    for (const ComparedMetric& m : compared_metrics(r)) all.insert(m.name);
+    return all;
+  };
+  REQUIRE(run.weight_loads > 0);
+  REQUIRE(!run.slos.empty());
+  CHECK(names(results).contains("SLOs met"));
+  CHECK(names(results).contains("weight loads"));
+  std::vector<PolicyRuns> bare = results;
+  bare.front().runs.front().slos.clear();
+  bare.front().runs.front().weight_loads = 0;
+  bare.front().runs.front().vram_utilization = 0;
+  CHECK_FALSE(names(bare).contains("SLOs met"));
+  CHECK_FALSE(names(bare).contains("weight loads"));
+  CHECK_FALSE(names(bare).contains("weight load time"));
+  CHECK_FALSE(names(bare).contains("VRAM utilization"));
+  CHECK(names(bare).size() == names(results).size() - 4);
+  std::ostringstream csv;
+  write_comparison_csv(csv, bare);
+  CHECK(csv.str().find("SLOs met") == std::string::npos);
 }
 
 TEST_CASE("a scenario that draws nothing at random runs once a policy in a comparison, and every seed gives it the same run", "[compare][determinism]") {

@@ -63,7 +63,24 @@ std::vector<ComparedMetric> compared_metrics(const Summary& example) {
 }
 
 std::vector<ComparedMetric> compared_metrics(const std::vector<PolicyRuns>& results) {
-  return compared_metrics(results.empty() || results.front().runs.empty() ? Summary{} : results.front().runs.front());
+  const bool any = !results.empty() && !results.front().runs.empty();
+  std::vector<ComparedMetric> metrics = compared_metrics(any ? results.front().runs.front() : Summary{});
+  if (!any) return metrics;
+  // Rows that mean nothing for these runs are left out: SLOs met where the scenario sets none (it would
+  // read 100%), weight loads and VRAM where no run loaded weights or held VRAM (a trace of jobs without models).
+  const bool slos = !results.front().runs.front().slos.empty();
+  bool loads = false, vram = false;
+  for (const PolicyRuns& r : results) {
+    for (const Summary& s : r.runs) {
+      loads = loads || s.weight_loads > 0;
+      vram = vram || s.vram_utilization > 0;
+    }
+  }
+  std::erase_if(metrics, [&](const ComparedMetric& m) {
+    return (m.name == "SLOs met" && !slos) || ((m.name == "weight loads" || m.name == "weight load time") && !loads) ||
+           (m.name == "VRAM utilization" && !vram);
+  });
+  return metrics;
 }
 
 std::vector<PolicyVerdict> compare_verdicts(const std::vector<PolicyRuns>& results) {

@@ -36,7 +36,9 @@ struct ComparedMetric {
 // The cluster's metrics, then, where the scenario has several tenants, each tenant's p95 latency and
 // mean task wait (the tenants of `example`, any summary of the scenario).
 std::vector<ComparedMetric> compared_metrics(const Summary& example);
-// Those of the runs compared (the cluster's alone when there are none).
+// Those of the runs compared (the cluster's alone when there are none), without the rows that mean nothing for
+// them: `SLOs met` when the scenario sets no SLOs, the weight-load rows when no run loaded weights, VRAM when
+// no run held any.
 std::vector<ComparedMetric> compared_metrics(const std::vector<PolicyRuns>& results);
 
 // How one policy's runs compare with a baseline's on a metric where lower is better, paired by seed: run k
