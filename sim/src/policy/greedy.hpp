@@ -27,7 +27,7 @@ class Greedy : public Policy {
   // A policy whose order is one number per task (lower first, equal numbers in the order tasks
   // became ready) gives that number here instead of overriding order(): the round then draws tasks
   // from a heap as it goes, so a round that fills the free GPUs early costs what it places, not a
-  // sort of the whole queue.
+  // sort of the whole queue. Such a policy overrides neither order() nor narrow().
   virtual bool orders_by_key() const { return false; }
   virtual double order_key(const ClusterView& /*view*/, const ReadyTask& /*task*/) const { return 0; }
   // Lower is better. The default, the GPU's number, packs work onto the first GPUs. A policy that
