@@ -25,6 +25,7 @@ MetricStats mean_ci95(const std::vector<double>& values) {
                                    2.080,  2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
   const std::size_t df = values.size() - 1;
   const double t = df <= 30 ? t95[df - 1] : 1.960;
+  s.sd = std::sqrt(var);
   s.ci95 = t * std::sqrt(var / static_cast<double>(values.size()));
   return s;
 }
@@ -121,11 +122,8 @@ std::vector<PolicyVerdict> compare_verdicts(const std::vector<PolicyRuns>& resul
       } else {
         mv.call = MetricVerdict::Call::not_sure;
         // The half-width is about 1.96 sd / sqrt(N) at many seeds: N where it falls below the difference.
-        double var = 0;
-        for (double x : differences) var += (x - d.mean) * (x - d.mean);
-        const double sd = std::sqrt(var / static_cast<double>(n - 1));
         if (d.mean != 0) {
-          const double seeds = std::ceil((1.96 * sd / d.mean) * (1.96 * sd / d.mean));
+          const double seeds = std::ceil((1.96 * d.sd / d.mean) * (1.96 * d.sd / d.mean));
           mv.seeds_to_settle = seeds <= 10000 ? static_cast<unsigned>(std::max(seeds, static_cast<double>(n + 1))) : 0;
         }
       }

@@ -17,6 +17,7 @@ namespace fleetsim {
 struct MetricStats {
   double mean = 0;
   double ci95 = 0;  // half-width; 0 with a single seed
+  double sd = 0;    // sample standard deviation (n - 1); 0 with a single seed
 };
 
 // Mean and 95% confidence half-width of a sample.
