@@ -201,18 +201,83 @@ TEST_CASE("a GPU failure takes its replica down: its requests go to the other re
   CHECK(summary_json(solo.summary) == summary_json(simulate(parse_scenario(scenario(one, fault), "s.json", ".")).summary));
 }
 
-TEST_CASE("disaggregated replicas on two nodes move each KV cache over the NICs", "[serving][scenario]") {
+TEST_CASE("disaggregated replicas on two nodes move each KV cache over the shared network, rank to rank", "[serving][scenario]") {
+  // Each of the 8 TP ranks sends its share (one KV head's) of the 2,048 tokens to the same rank on the
+  // other node, all at once, each over its own NIC: one share's route latency and its bottleneck.
   const std::string pd = R"({"name": "pd", "model": "llama-3-70b", "tp": 8, "disaggregation": {"prefill": 1, "decode": 1},
       "requests": {"count": 1, "prompt_tokens": 2048, "output_tokens": 16}})";
   const Scenario sc = parse_scenario(scenario(pd, "", R"([{"type": "hgx-h100-8", "count": 2}])"), "s.json", ".");
   REQUIRE(sc.serving[0]->placement.size() == 2);
   CHECK(sc.serving[0]->placement[1].node == 1);
-  const ServingResult r = simulate(sc).summary.serving.front();
-  const LinkType& nic = sc.cluster.groups.front().nic;
-  // Each of the 8 TP ranks sends its share (one KV head's) of the 2,048 tokens over its own NIC at once.
+  const RunResult run = simulate(sc);
+  const ServingResult& r = run.summary.serving.front();
+  const double share = 2048 * kv_capacity(*sc.serving[0]).kv_bytes_per_token;
+  std::vector<std::uint32_t> route;
+  run.topology.route(run.topology.gpu_vertex(make_id<GpuId>(0)), run.topology.gpu_vertex(make_id<GpuId>(8)), 0, route);
   CHECK(r.kv_transfers == 1);
-  CHECK(r.kv_transfer_s == Approx(nic.latency_s + 2048 * kv_capacity(*sc.serving[0]).kv_bytes_per_token / nic.bandwidth_Bps).epsilon(1e-12));
+  CHECK(r.kv_on_shared_network);
+  CHECK(r.kv_transfer_s == Approx(run.topology.latency_s(route) + share / run.topology.bottleneck_Bps(route)).epsilon(1e-9));
   CHECK(r.completed == 1);
+  // The bytes are on the links: 8 shares out of node 0's NICs.
+  double nic_bytes = 0;
+  for (std::uint32_t l = 0; l < run.topology.links().size(); ++l) {
+    if (run.topology.links()[l].cls == LinkClass::nic && run.topology.vertex_name(run.topology.links()[l].from).rfind("n0.", 0) == 0) nic_bytes += run.link_bytes[l];
+  }
+  CHECK(nic_bytes == Approx(8 * share));
+
+  // Nodes of four PCIe H100s and one NIC: the four ranks' shares queue through it, where timed alone
+  // (`serve`) each had a NIC to itself.
+  const std::string pcie = R"({"name": "pd", "model": "llama-3-8b", "tp": 4, "disaggregation": {"prefill": 1, "decode": 1},
+      "requests": {"count": 1, "prompt_tokens": 2048, "output_tokens": 16}})";
+  const Scenario four = parse_scenario(scenario(pcie, "", R"([{"type": "h100-pcie-4", "count": 2}])"), "s.json", ".");
+  const RunResult one_nic = simulate(four);
+  const ServingResult& q = one_nic.summary.serving.front();
+  const double quarter = 2048 * kv_capacity(*four.serving[0]).kv_bytes_per_token;
+  const LinkType& nic = four.cluster.groups.front().nic;
+  route.clear();
+  one_nic.topology.route(one_nic.topology.gpu_vertex(make_id<GpuId>(0)), one_nic.topology.gpu_vertex(make_id<GpuId>(4)), 0, route);
+  REQUIRE(one_nic.topology.bottleneck_Bps(route) == Approx(nic.bandwidth_Bps));
+  CHECK(q.kv_transfer_s == Approx(one_nic.topology.latency_s(route) + 4 * quarter / nic.bandwidth_Bps).epsilon(1e-9));
+}
+
+TEST_CASE("a KV transfer whose NIC cable fails is lost: the request is prefilled again and decoded once the cable is back", "[serving][scenario]") {
+  const std::string pd = R"({"name": "pd", "model": "llama-3-8b", "tp": 4, "disaggregation": {"prefill": 1, "decode": 1},
+      "requests": {"count": 1, "prompt_tokens": 8192, "output_tokens": 16}})";
+  const std::string nodes = R"([{"type": "h100-pcie-4", "count": 2}])";
+  const ServingResult calm = simulate(parse_scenario(scenario(pd, "", nodes), "s.json", ".")).summary.serving.front();
+  REQUIRE(calm.kv_transfers == 1);
+  // The cable of node 0's only NIC fails halfway through the transfer, for a second.
+  const double fail_s = calm.ttft_s.p50 + calm.kv_transfer_s / 2;
+  const std::string fault = R"(, "faults": {"events": [{"at": ")" + std::to_string(fail_s * 1e3) + R"( ms", "link": "n0.nic0>switch", "for": "1 s"}]})";
+  const ServingResult cut = simulate(parse_scenario(scenario(pd, fault, nodes), "s.json", ".")).summary.serving.front();
+  CHECK(cut.completed == 1);
+  CHECK(cut.ttft_s.p50 == Approx(calm.ttft_s.p50));
+  CHECK(cut.requests_rerouted >= 1);
+  CHECK(cut.kv_transfers > calm.kv_transfers);
+  CHECK(cut.prompt_tokens > calm.prompt_tokens);  // prefilled again
+  CHECK(cut.e2e_s.max > fail_s + 1);
+}
+
+TEST_CASE("KV transfers share the NICs with a training gang's all-reduce, and slow down beside it", "[serving][scenario]") {
+  // Three nodes of four PCIe H100s and one NIC each: two prefill replicas fill node 0, the decode replica
+  // takes half of node 1. A six-GPU gang on the GPUs left (node 1's other two and node 2) all-reduces
+  // through node 1's NIC, the one every KV cache comes in by.
+  const std::string pd = R"({"name": "pd", "model": "llama-3-8b", "tp": 2, "disaggregation": {"prefill": 2, "decode": 1},
+      "requests": {"rate": "4 /s", "count": 40, "prompt_tokens": 4096, "output_tokens": 16}})";
+  const std::string gang = R"(, "workflows": {"sync": {"name": "sync", "tasks": [
+      {"name": "reduce", "gpus": 6, "work": {"flop": "1 TFLOP"}, "collective": {"op": "all-reduce", "bytes": "40 GB"}}]}},
+    "workload": [{"workflow": "sync", "arrival": {"process": "once", "count": 4}}])";
+  const std::string nodes = R"([{"type": "h100-pcie-4", "count": 3}])";
+  const RunResult alone = simulate(parse_scenario(scenario(pd, "", nodes), "s.json", "."));
+  const RunResult beside = simulate(parse_scenario(scenario(pd, gang, nodes), "s.json", "."));
+  const ServingResult& a = alone.summary.serving.front();
+  const ServingResult& b = beside.summary.serving.front();
+  REQUIRE(beside.summary.serving.front().deployment->placement[2].node == 1);
+  CHECK(a.completed == 40);
+  CHECK(b.completed == 40);
+  CHECK(a.kv_transfers == b.kv_transfers);
+  CHECK(b.kv_transfer_s > 1.2 * a.kv_transfer_s);
+  CHECK(b.e2e_s.mean > a.e2e_s.mean);
 }
 
 TEST_CASE("an autoscaled deployment adds replicas on free GPUs as its queue grows and gives them back when idle", "[serving][scenario]") {

@@ -98,7 +98,7 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
   if (d.prefill_replicas > 0) {
     out << "split       " << d.prefill_replicas << " prefill and " << d.replicas - d.prefill_replicas << " decode replicas: " << format_number(static_cast<double>(r.kv_transfers))
         << " KV caches moved (" << bytes(r.kv_transfer_bytes) << ", " << seconds(r.kv_transfers > 0 ? r.kv_transfer_s / static_cast<double>(r.kv_transfers) : 0)
-        << " each on average, timed alone on the link between the replicas)\n";
+        << " each on average, " << (r.kv_on_shared_network ? "on the shared network" : "timed alone on the link between the replicas") << ")\n";
   }
   if (r.replica_failures > 0) {
     out << "failures    " << format_number(static_cast<double>(r.replica_failures)) << " replica" << (r.replica_failures == 1 ? "" : "s")
@@ -173,7 +173,7 @@ nlohmann::ordered_json serving_results_json(const ServingDeployment& d, const Se
       {"peak_kv_use", r.peak_kv_use},
       {"preemptions", r.preemptions},
       {"prefill_replicas", d.prefill_replicas},
-      {"kv_transfers", {{"count", r.kv_transfers}, {"bytes", r.kv_transfer_bytes}, {"seconds", r.kv_transfer_s}}},
+      {"kv_transfers", {{"count", r.kv_transfers}, {"bytes", r.kv_transfer_bytes}, {"seconds", r.kv_transfer_s}, {"shared_network", r.kv_on_shared_network}}},
       {"autoscale", d.autoscale.on() ? nlohmann::ordered_json{{"min", d.autoscale.min}, {"max", d.autoscale.max}, {"added", r.scale_ups}, {"removed", r.scale_downs},
                                                                 {"wanted_without_gpus", r.scale_ups_without_gpus}, {"replica_s", r.replica_s}}
                                         : nlohmann::ordered_json()},

@@ -52,7 +52,7 @@ class Run {
         predicted_(scenario, cluster_, compute_),
         workload_(sc_, seed_, predicted_.job_gpu_s(), queue_, trace_),
         faults_(scenario, cluster_, topology_, occupancy_, seed_, queue_),
-        serving_(scenario, cluster_, queue_, seed_, kServingArrival, kServingIteration, kServingTransfer, kServingScale),
+        serving_(scenario, cluster_, queue_, flows_, topology_, seed_, kServingArrival, kServingIteration, kServingScale),
         batching_(scenario, cluster_, trace_, predicted_, compute_, occupancy_, memory_, queue_, round_wanted_),
         round_(scenario, PolicyRound::make_policy(scenario), cluster_, occupancy_, memory_, predicted_, trace_, queue_,
                options.record_link_samples),
@@ -99,6 +99,7 @@ class Run {
       if ((++events & 0xFFFFu) == 0 && progress_) progress_(trace_.instances.size() - workload_.unfinished(), trace_.instances.size());
       if (dispatch(e)) last_s = e.time_s;
       tasks_.stop_stranded();
+      serving_.lose_stranded_kv();
       diverged = max_in_flight_ > 0 && workload_.in_flight() > max_in_flight_;
       flows_.arm();
       if (round_wanted_ && !round_pending_) {
@@ -140,6 +141,7 @@ class Run {
       case kNetwork:
         if (!flows_.wake(e.subject)) return false;
         tasks_.on_network();
+        serving_.on_network(flows_.delivered());
         return true;
       case kFault: on_fault(e.subject); return true;
       case kRepair: on_repair(e.subject); return true;
@@ -153,7 +155,6 @@ class Run {
         return true;
       case kServingArrival: serving_.arrive(e.subject); return true;
       case kServingIteration: return serving_.iteration_done(e.subject, stamp_of(e));
-      case kServingTransfer: serving_.transfer_done(e.subject); return true;
       case kServingScale: serving_.scale(e.subject); return false;  // a decision alone does not extend the run
     }
     FLEETSIM_CHECK(false, "unknown event kind");
@@ -222,6 +223,10 @@ class Run {
     for (std::uint32_t l : {link, *topology_.reverse_link(link)}) {
       for (const Flows::Moved& m : flows_.reroute_off(l)) {
         if (!m.stranded) continue;
+        if (m.tag.kind == FlowKind::kv) {
+          serving_.kv_stranded(index(m.tag.task));
+          continue;
+        }
         tasks_.strand(m.tag.task, event + ": no route left from " + topology_.vertex_name(m.from) + " to " + topology_.vertex_name(m.to));
       }
       network_.set_link_down(l, true);

@@ -20,8 +20,9 @@
 // A scenario's "serving" deployments run the same replicas on the scenario's run (run/serving.hpp).
 //
 // Not modelled yet (said in the output where it applies): pipeline parallelism, TP across nodes, expert
-// parallelism (a mixture of experts runs every expert on every TP rank), int4 weights, swap preemption,
-// KV transfers of a disaggregated deployment on the shared network model (they are timed alone).
+// parallelism (a mixture of experts runs every expert on every TP rank), int4 weights, swap preemption.
+// A disaggregated deployment's KV transfers are timed alone by `serve`, and on the shared network in a
+// scenario.
 #pragma once
 
 #include <cstdint>
@@ -197,9 +198,12 @@ struct ServingResult {
   // In a scenario with faults: replicas taken down by a GPU failure (or a spot preemption), and the
   // requests they held sent back to the router.
   std::uint64_t replica_failures = 0, requests_rerouted = 0;
-  // Disaggregated: KV caches moved from a prefill replica to a decode replica, their bytes and time.
+  // Disaggregated: KV caches moved from a prefill replica to a decode replica, their bytes and time
+  // (those that arrived, or were lost), and whether they shared the network with other flows (in a
+  // scenario) or were timed alone (`serve`).
   std::uint64_t kv_transfers = 0;
   double kv_transfer_bytes = 0, kv_transfer_s = 0;
+  bool kv_on_shared_network = false;
   // Autoscaled: replicas added and removed, additions wanted that found no free GPUs, replica-seconds up
   // (restarts and draining included).
   std::uint64_t scale_ups = 0, scale_downs = 0, scale_ups_without_gpus = 0;

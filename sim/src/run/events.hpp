@@ -18,7 +18,6 @@ namespace fleetsim::run {
 // kPolicyWake: the time a policy asked for a round at (subject: the wake-up generation; stale ones are skipped).
 // kServingArrival: a serving deployment's next request arrives (subject: the deployment);
 // kServingIteration: a serving replica's iteration ends (subject: the replica, see run/serving.hpp);
-// kServingTransfer: a disaggregated deployment's KV transfer ends (subject: the deployment);
 // kServingScale: an autoscaled deployment's periodic decision (subject: the deployment).
 enum EventKind : std::uint32_t {
   kArrival,
@@ -35,7 +34,6 @@ enum EventKind : std::uint32_t {
   kPolicyWake,
   kServingArrival,
   kServingIteration,
-  kServingTransfer,
   kServingScale
 };
 

@@ -63,7 +63,13 @@ const std::vector<Flows::Moved>& Flows::reroute_off(std::uint32_t link) {
 }
 
 void Flows::cancel(TaskId task, double now_s, std::vector<std::uint64_t>& dropped) {
-  network_.cancel_if([&](std::uint64_t tag) { return FlowTag::of(tag).task == task; }, now_s, dropped);
+  network_.cancel_if([&](std::uint64_t tag) { return FlowTag::of(tag).task == task && FlowTag::of(tag).kind != FlowKind::kv; }, now_s, dropped);
+  changed();
+}
+
+void Flows::cancel_kv(std::uint32_t transfer, double now_s) {
+  std::vector<std::uint64_t> dropped;
+  network_.cancel_if([&](std::uint64_t tag) { return FlowTag::of(tag).kind == FlowKind::kv && index(FlowTag::of(tag).task) == transfer; }, now_s, dropped);
   changed();
 }
 

@@ -17,14 +17,15 @@
 
 namespace fleetsim::run {
 
-// What a flow carries: a task's input edge, a gang member's weights, a collective step, or a member's
-// offloaded working set (part: member * 2 + direction).
-enum class FlowKind : std::uint8_t { input, weights, collective, offload };
+// What a flow carries: a task's input edge, a gang member's weights, a collective step, a member's
+// offloaded working set (part: member * 2 + direction), or one TP rank's share of a serving request's
+// KV cache moving from a prefill replica to a decode replica (run/serving.hpp).
+enum class FlowKind : std::uint8_t { input, weights, collective, offload, kv };
 
 struct FlowTag {
   FlowKind kind;
-  std::uint32_t part;  // the edge (inputs), the gang member (weights, offload), 0 (collectives); 24 bits
-  TaskId task;
+  std::uint32_t part;  // the edge (inputs), the gang member (weights, offload), 0 (collectives), the deployment (kv); 24 bits
+  TaskId task;         // the task; for kv, the KV transfer's number (not a task)
 
   std::uint64_t packed() const {
     return (std::uint64_t{static_cast<std::uint8_t>(kind)} << 56) | (std::uint64_t{part} << 32) | index(task);
@@ -55,6 +56,8 @@ class Flows {
   const std::vector<FlowDelivery>& delivered() const { return delivered_; }
   // The task was stopped: its flows are cancelled; `dropped` gets their tags.
   void cancel(TaskId task, double now_s, std::vector<std::uint64_t>& dropped);
+  // A KV transfer given up: its flows still in flight are cancelled.
+  void cancel_kv(std::uint32_t transfer, double now_s);
 
   // A flow moved off a failed link, or stranded where no route is left.
   struct Moved {

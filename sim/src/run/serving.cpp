@@ -6,17 +6,17 @@
 
 namespace fleetsim::run {
 
-Serving::Serving(const Scenario& scenario, const Cluster& cluster, EventQueue& queue, std::uint64_t seed, std::uint32_t arrival_kind,
-                 std::uint32_t iteration_kind, std::uint32_t transfer_kind, std::uint32_t scale_kind)
-    : sc_(scenario), cluster_(cluster), queue_(queue), scale_kind_(scale_kind) {
+Serving::Serving(const Scenario& scenario, const Cluster& cluster, EventQueue& queue, Flows& flows, const Topology& topology, std::uint64_t seed,
+                 std::uint32_t arrival_kind, std::uint32_t iteration_kind, std::uint32_t scale_kind)
+    : sc_(scenario), cluster_(cluster), queue_(queue), flows_(flows), topology_(topology), scale_kind_(scale_kind) {
   sets_.reserve(sc_.serving.size());
   for (std::uint32_t k = 0; k < sc_.serving.size(); ++k) {
     const ServingDeployment& d = *sc_.serving[k];
     first_replica_.push_back(static_cast<std::uint32_t>(replica_owner_.size()));
-    const serving::EventNames names{.arrival_kind = arrival_kind, .iteration_kind = iteration_kind, .transfer_kind = transfer_kind, .arrival_subject = k,
-                                    .first_replica_subject = first_replica_.back()};
+    const serving::EventNames names{.arrival_kind = arrival_kind, .iteration_kind = iteration_kind, .arrival_subject = k, .first_replica_subject = first_replica_.back()};
     // Each deployment draws its requests from streams of its own: the run's seed, the deployment's place.
     sets_.emplace_back(d, serving::make_requests(d, seed, k), queue, names);
+    sets_.back().send_kv_with([this, k](const serving::KvTransfer& t) { send_kv(k, t); });
     for (std::uint32_t r = 0; r < static_cast<std::uint32_t>(d.replicas); ++r) replica_owner_.emplace_back(k, r);
     // The engine's start-up, and its weights read from the node's memory over the GPU's host link.
     const NodeGroup& g = d.cluster.groups.front();
@@ -31,6 +31,46 @@ Serving::Serving(const Scenario& scenario, const Cluster& cluster, EventQueue& q
   scaled_.resize(sets_.size());
   for (std::uint32_t k = 0; k < sets_.size(); ++k) {
     if (sc_.serving[k]->autoscale.on()) sets_[k].on_drained([this, k](std::uint32_t local) { give_back_gpus(first_replica_[k] + local, k); });
+  }
+}
+
+// Each TP rank of the prefill replica sends its share of the KV to the same rank of the decode replica,
+// all at once, over the routes the topology picks (NVLink within a node; the NICs and the fabric between
+// nodes), sharing every link with whatever else is in flight.
+void Serving::send_kv(std::uint32_t deployment, const serving::KvTransfer& t) {
+  const std::uint32_t number = next_kv_++;
+  const std::vector<std::uint32_t>& from = replica_gpus_[first_replica_[deployment] + t.from];
+  const std::vector<std::uint32_t>& to = replica_gpus_[first_replica_[deployment] + t.to];
+  kv_in_flight_.emplace(number, KvInFlight{deployment, t.request, from.size()});
+  for (std::size_t rank = 0; rank < from.size(); ++rank) {
+    const FlowTag tag{FlowKind::kv, deployment, make_id<TaskId>(number)};
+    const std::uint32_t src = topology_.gpu_vertex(make_id<GpuId>(from[rank])), dst = topology_.gpu_vertex(make_id<GpuId>(to[rank]));
+    if (!flows_.start(tag, src, dst, t.bytes_per_gpu, route_key(number, rank))) kv_stranded(number);
+  }
+}
+
+void Serving::on_network(const std::vector<FlowDelivery>& delivered) {
+  for (const FlowDelivery& d : delivered) {
+    const FlowTag tag = FlowTag::of(d.tag);
+    if (tag.kind != FlowKind::kv) continue;
+    const auto it = kv_in_flight_.find(index(tag.task));
+    if (it == kv_in_flight_.end() || --it->second.flows_left > 0) continue;  // given up, or shares still on the way
+    const KvInFlight done = it->second;
+    kv_in_flight_.erase(it);
+    sets_[done.deployment].kv_arrived(done.request);
+  }
+}
+
+void Serving::lose_stranded_kv() {
+  std::vector<std::uint32_t> stranded;
+  stranded.swap(stranded_kv_);
+  for (std::uint32_t number : stranded) {
+    const auto it = kv_in_flight_.find(number);
+    if (it == kv_in_flight_.end()) continue;  // another share of it was stranded too
+    const KvInFlight lost = it->second;
+    kv_in_flight_.erase(it);
+    flows_.cancel_kv(number, queue_.now());
+    sets_[lost.deployment].kv_lost(lost.request);
   }
 }
 
@@ -134,6 +174,7 @@ void Serving::summarize(double end_s, Summary& summary) const {
     r.scale_ups = scaled_[k].ups;
     r.scale_downs = scaled_[k].downs;
     r.scale_ups_without_gpus = scaled_[k].ups_without_gpus;
+    r.kv_on_shared_network = true;
     if (r.replica_failures > 0 || r.scale_ups > 0) {
       const bool guessed = std::find(d.engine.assumed.begin(), d.engine.assumed.end(), "startup") != d.engine.assumed.end();
       r.notes.push_back("a replica serves " + format_quantity(startup_s_[k], Dimension::time) + " after it is given GPUs, or they are back: " + d.engine.name + "'s start-up of " +

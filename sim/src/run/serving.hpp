@@ -1,9 +1,11 @@
 // LLM serving deployments inside a run: their replicas hold GPUs from the start (weights loaded, KV
 // cache allocated, as an engine is before it takes traffic) and run iteration by iteration on the run's
-// event queue (fleetsim/serving.hpp), beside the tasks the policy places on the GPUs left.
+// event queue (fleetsim/serving.hpp), beside the tasks the policy places on the GPUs left. A
+// disaggregated deployment's KV caches move over the run's shared network, beside the tasks' flows.
 #pragma once
 
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "../serving/replica_set.hpp"
@@ -11,19 +13,26 @@
 #include "fleetsim/memory.hpp"
 #include "fleetsim/scenario.hpp"
 #include "fleetsim/summary.hpp"
+#include "fleetsim/topology.hpp"
+#include "flows.hpp"
 #include "occupancy.hpp"
 
 namespace fleetsim::run {
 
 class Serving {
  public:
-  // Its events are the run's `arrival_kind`, `iteration_kind` and `transfer_kind` (run/events.hpp).
-  Serving(const Scenario& scenario, const Cluster& cluster, EventQueue& queue, std::uint64_t seed, std::uint32_t arrival_kind,
-          std::uint32_t iteration_kind, std::uint32_t transfer_kind, std::uint32_t scale_kind);
+  // Its events are the run's `arrival_kind`, `iteration_kind` and `scale_kind` (run/events.hpp).
+  Serving(const Scenario& scenario, const Cluster& cluster, EventQueue& queue, Flows& flows, const Topology& topology, std::uint64_t seed,
+          std::uint32_t arrival_kind, std::uint32_t iteration_kind, std::uint32_t scale_kind);
   // Takes the replicas' GPUs and VRAM and schedules the first requests.
   void start(Occupancy& occupancy, GpuMemory& memory);
   void arrive(std::uint32_t deployment) { sets_[deployment].arrive(); }
-  void transfer_done(std::uint32_t deployment) { sets_[deployment].transfer_done(); }
+  // The flows delivered now: a KV transfer whose last share arrived is handed to its decode replica.
+  void on_network(const std::vector<FlowDelivery>& delivered);
+  // A KV flow found no route (a link failure): its transfer is given up once the event is through
+  // (lose_stranded_kv), and the request prefilled again.
+  void kv_stranded(std::uint32_t transfer) { stranded_kv_.push_back(transfer); }
+  void lose_stranded_kv();
   // An autoscaled deployment's decision: a replica more on free GPUs, or one fewer (drained first).
   void scale(std::uint32_t deployment);
   // False for an iteration a failure cut short (a stale event).
@@ -42,6 +51,8 @@ class Serving {
   const Scenario& sc_;
   const Cluster& cluster_;
   EventQueue& queue_;
+  Flows& flows_;
+  const Topology& topology_;
   std::uint32_t scale_kind_;
   std::vector<serving::ReplicaSet> sets_;
   std::vector<std::uint32_t> first_replica_;  // per deployment: its first replica's subject
@@ -58,6 +69,15 @@ class Serving {
     std::uint64_t ups = 0, downs = 0, ups_without_gpus = 0;
   };
   std::vector<ScaleCounts> scaled_;               // per deployment: the autoscaler's decisions
+  // KV transfers on the network, by number (their flows' tag): whose, and how many shares are still to arrive.
+  struct KvInFlight {
+    std::uint32_t deployment, request;
+    std::size_t flows_left;
+  };
+  std::unordered_map<std::uint32_t, KvInFlight> kv_in_flight_;
+  std::uint32_t next_kv_ = 0;
+  std::vector<std::uint32_t> stranded_kv_;
+  void send_kv(std::uint32_t deployment, const serving::KvTransfer& t);
   void take_gpus(std::uint32_t replica, std::uint32_t deployment, std::vector<std::uint32_t> gpus);
   void give_back_gpus(std::uint32_t replica, std::uint32_t deployment);
 };

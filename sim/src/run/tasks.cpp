@@ -235,6 +235,7 @@ void Tasks::start_collective_step(TaskId id) {
 void Tasks::on_network() {
   for (const FlowDelivery& d : flows_.delivered()) {
     const FlowTag tag = FlowTag::of(d.tag);
+    if (tag.kind == FlowKind::kv) continue;  // serving's (run/serving.hpp)
     const TaskId id = tag.task;
     const TaskRecord& r = trace_.tasks[index(id)];
     if (tag.kind == FlowKind::input) {

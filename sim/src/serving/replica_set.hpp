@@ -26,8 +26,10 @@ struct Request {
   std::size_t prefix_begin = 0;
   std::uint32_t prefix_segments = 0, referenced = 0;
   std::int64_t shared_tokens = 0;
-  // Disaggregated: the prefill replica its KV is moving from (and that replica's stamp when it started).
-  std::uint32_t from_replica = 0, from_stamp = 0;
+  // Disaggregated: the prefill replica its KV is moving from, the decode replica it goes to (with each
+  // one's stamp when the transfer started), and when it started.
+  std::uint32_t from_replica = 0, from_stamp = 0, to_replica = 0, to_stamp = 0;
+  double transfer_start_s = 0;
   double first_token_s = -1, finish_s = -1;
   bool prefilling() const { return prefilled < to_prefill; }
 };
@@ -45,11 +47,19 @@ Requests make_requests(const ServingDeployment& d, std::uint64_t seed, std::uint
 // The events a replica set puts on its queue: the next request's arrival (always `arrival_subject`,
 // requests arrive in order) and a replica's iteration ending (`first_replica_subject` + the replica;
 // the kind carries the replica's stamp above its low byte: iteration_kind | stamp << 8).
-// Disaggregated deployments also schedule the end of each KV transfer (`transfer_kind`, subject
-// `arrival_subject`: they are taken earliest first).
+// Disaggregated deployments whose KV transfers are timed alone also schedule the end of each
+// (`transfer_kind`, subject `arrival_subject`: they are taken earliest first); where the owner moves
+// them (send_kv_with), `transfer_kind` is never scheduled.
 struct EventNames {
   std::uint32_t arrival_kind = 0, iteration_kind = 1, transfer_kind = 2;
   std::uint32_t arrival_subject = 0, first_replica_subject = 0;
+};
+
+// Disaggregated: a request's KV cache moving from a prefill replica to the decode replica the router
+// chose for it, `bytes_per_gpu` from each GPU of the one's TP group to the same rank of the other's.
+struct KvTransfer {
+  std::uint32_t request, from, to;
+  double bytes_per_gpu;
 };
 
 class ReplicaSet {
@@ -61,7 +71,14 @@ class ReplicaSet {
 
   void start();                                // schedules the first arrival
   void arrive();                               // the next request arrives and is routed
-  void transfer_done();                        // the earliest KV transfer due has arrived at its decode replica
+  // Who moves the KV caches. By default the set times each alone, over the link between the replicas
+  // (latency + bytes / bandwidth), and schedules its end (transfer_done). Given `send`, the owner moves
+  // them (a scenario's run: over its shared network) and says when each has arrived (kv_arrived) or
+  // cannot (kv_lost: no route left; the request is prefilled again).
+  void send_kv_with(std::function<void(const KvTransfer&)> send);
+  void transfer_done();                        // timed alone: the earliest KV transfer due has arrived
+  void kv_arrived(std::uint32_t request);
+  void kv_lost(std::uint32_t request);
   // A replica's iteration (or its restart) ended: the next one starts. False for one a failure cut short.
   bool iteration_done(std::uint32_t replica, std::uint32_t stamp);
   // A GPU of the replica failed: its requests go back to the router, their KV lost.

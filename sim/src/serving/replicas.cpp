@@ -117,10 +117,7 @@ struct Replica {
   std::uint32_t stamp = 0;
   enum class Role : std::uint8_t { both, prefill, decode } role = Role::both;
   std::uint32_t node = 0;  // where its GPUs are: a KV transfer between nodes crosses their NICs
-  // A prefill replica: whether every decode replica shares its node (its KV moves over NVLink, else its
-  // NICs), and its KV transfers in flight (it holds their blocks until they end).
-  bool decode_on_node = true;
-  std::uint32_t transfers_out = 0;
+  std::uint32_t transfers_out = 0;  // a prefill replica's KV transfers in flight (it holds their blocks until they end)
 };
 
 // A request that lost its KV (preempted, its replica failed, a transfer's source failed) prefills its
@@ -157,9 +154,6 @@ class Engine {
       }
       replicas_.push_back(std::move(rep));
     }
-    for (Replica& from : replicas_) {
-      for (const Replica& to : replicas_) from.decode_on_node = from.decode_on_node && (to.role != Replica::Role::decode || to.node == from.node);
-    }
   }
 
   void start() {
@@ -190,37 +184,65 @@ class Engine {
     if (!rep.busy) start_iteration(*to);
   }
 
-  // Disaggregated: the request's prompt is through on a prefill replica, its first token sampled; its KV
-  // cache moves to a decode replica, each TP rank sending its share at once over the link between them
-  // (NVLink within a node, a NIC each between nodes), timed alone (not on a shared network). The
-  // prefill replica keeps the blocks until the transfer ends.
-  void start_transfer(std::uint32_t from, std::uint32_t id) {
+  // Disaggregated: the request's prompt is through on a prefill replica, its first token sampled. The
+  // router chooses its decode replica now (which counts its tokens from now on), and its KV cache moves
+  // there: each TP rank sends its share to the same rank. The prefill replica keeps the blocks until the
+  // transfer ends. False with no decode replica up (see no_decode_replica).
+  bool start_transfer(std::uint32_t from, std::uint32_t id) {
     Request& r = requests_[id];
+    const std::optional<std::uint32_t> to = route(r, Replica::Role::decode);
+    if (!to) return false;
+    Replica& dest = replicas_[*to];
     r.from_replica = from;
     r.from_stamp = replicas_[from].stamp;
-    const NodeGroup& g = d_.cluster.groups.front();
-    // The decode replica it will go to is chosen when it arrives; the bytes cross a node boundary unless
-    // every decode replica shares the prefill replica's node.
-    const LinkType& link = replicas_[from].decode_on_node ? g.gpu_link : g.nic;
+    r.to_replica = *to;
+    r.to_stamp = dest.stamp;
+    r.transfer_start_s = queue_.now();
+    dest.outstanding_tokens += r.output - r.generated;
+    ++replicas_[from].transfers_out;
     const double bytes = static_cast<double>(r.kv_tokens) * capacity_.kv_bytes_per_token;  // on each GPU of the TP group
-    const double time = link.latency_s + (link.bandwidth_Bps > 0 ? bytes / link.bandwidth_Bps : 0);
     ++kv_transfers_;
     kv_transfer_bytes_ += bytes * d_.tp;
-    kv_transfer_s_ += time;
+    if (send_kv_) {
+      send_kv_({id, from, *to, bytes});
+      return true;
+    }
+    // Timed alone: NVLink within a node, a NIC each between nodes.
+    const NodeGroup& g = d_.cluster.groups.front();
+    const LinkType& link = dest.node == replicas_[from].node ? g.gpu_link : g.nic;
+    const double time = link.latency_s + (link.bandwidth_Bps > 0 ? bytes / link.bandwidth_Bps : 0);
     transfers_.push({queue_.now() + time, id});
-    ++replicas_[from].transfers_out;
     queue_.push(queue_.now() + time, names_.transfer_kind, names_.arrival_subject);
+    return true;
   }
 
-  // The earliest transfer due: the prefill replica frees its blocks, and the request waits on a decode
-  // replica for blocks to decode from. If the prefill replica failed meanwhile, the KV went with it:
-  // the request is prefilled again.
+  // A prompt through with no decode replica up to take its KV: the KV is dropped, and the request waits
+  // for a replica to prefill it again.
+  void no_decode_replica(Replica& from, std::uint32_t id) {
+    Request& r = requests_[id];
+    release(from, r);
+    recompute_from_start(r);
+    ++rerouted_;
+    unrouted_.push_back(id);
+  }
+
   void transfer_done() {
     const std::uint32_t id = transfers_.top().second;
     transfers_.pop();
+    kv_arrived(id, true);
+  }
+
+  // The request's KV has arrived (or cannot): the prefill replica frees its blocks, and the request
+  // waits on its decode replica for blocks to decode from. If either replica failed meanwhile (or the
+  // KV found no route), the KV is lost: the request is prefilled again, wherever the router sends it.
+  void kv_arrived(std::uint32_t id, bool arrived) {
     Request& r = requests_[id];
     Replica& from = replicas_[r.from_replica];
+    Replica& to = replicas_[r.to_replica];
     --from.transfers_out;
+    kv_transfer_s_ += queue_.now() - r.transfer_start_s;
+    const bool to_same = to.stamp == r.to_stamp;
+    const bool kept = arrived && from.stamp == r.from_stamp && to_same;
     if (from.stamp == r.from_stamp) {
       release(from, r);
       if (!from.busy && !from.down) start_iteration(r.from_replica);
@@ -228,6 +250,14 @@ class Engine {
       r.blocks = 0;
       r.shared_tokens = 0;
       r.referenced = 0;
+    }
+    if (kept && !to.draining) {
+      to.waiting.push_back(id);
+      if (!to.busy) start_iteration(r.to_replica);
+      return;
+    }
+    if (to_same) to.outstanding_tokens -= r.output - r.generated;
+    if (!kept) {
       recompute_from_start(r);
       ++rerouted_;
     }
@@ -329,6 +359,7 @@ class Engine {
   }
 
   std::function<void(std::uint32_t)> drained_;
+  std::function<void(const KvTransfer&)> send_kv_;
 
   // False for an iteration cut short by a failure (a stale event).
   bool finish_iteration(std::uint32_t index, std::uint32_t stamp) {
@@ -343,6 +374,7 @@ class Engine {
     }
     const double now = queue_.now();
     bool finished_any = false;
+    std::vector<std::uint32_t> stuck;  // prompts through with no decode replica to go to
     for (const Scheduled& s : rep.batch) {
       Request& r = requests_[s.request];
       rep.outstanding_tokens -= s.tokens;
@@ -362,13 +394,14 @@ class Engine {
         finished_any = true;
         ++finished_;
       } else if (rep.role == Replica::Role::prefill) {
-        start_transfer(index, s.request);
+        if (!start_transfer(index, s.request)) stuck.push_back(s.request);
         finished_any = true;
       }
     }
     if (finished_any) {
       std::erase_if(rep.running, [&](std::uint32_t id) { return requests_[id].finish_s >= 0 || (rep.role == Replica::Role::prefill && !requests_[id].prefilling()); });
     }
+    for (std::uint32_t id : stuck) no_decode_replica(rep, id);
     start_iteration(index);
     return true;
   }
@@ -744,7 +777,7 @@ class Engine {
   std::uint64_t replica_failures_ = 0, rerouted_ = 0;
   double cut_s_ = 0;                      // iteration time lost to failures (counted in busy_ when they started)
   std::vector<std::uint32_t> unrouted_;  // requests that found no replica up
-  // KV transfers in flight, earliest end first (ties by request).
+  // KV transfers timed alone in flight, earliest end first (ties by request).
   std::priority_queue<std::pair<double, std::uint32_t>, std::vector<std::pair<double, std::uint32_t>>, std::greater<>> transfers_;
   std::uint64_t kv_transfers_ = 0;
   double kv_transfer_bytes_ = 0, kv_transfer_s_ = 0;
@@ -803,7 +836,10 @@ ReplicaSet::~ReplicaSet() = default;
 ReplicaSet::ReplicaSet(ReplicaSet&&) noexcept = default;
 void ReplicaSet::start() { impl_->start(); }
 void ReplicaSet::arrive() { impl_->arrive(); }
+void ReplicaSet::send_kv_with(std::function<void(const KvTransfer&)> send) { impl_->send_kv_ = std::move(send); }
 void ReplicaSet::transfer_done() { impl_->transfer_done(); }
+void ReplicaSet::kv_arrived(std::uint32_t request) { impl_->kv_arrived(request, true); }
+void ReplicaSet::kv_lost(std::uint32_t request) { impl_->kv_arrived(request, false); }
 ReplicaSet::Load ReplicaSet::load() const { return impl_->load(); }
 void ReplicaSet::drain(std::uint32_t replica) { impl_->drain(replica); }
 void ReplicaSet::on_drained(std::function<void(std::uint32_t)> drained) { impl_->drained_ = std::move(drained); }
