@@ -101,6 +101,33 @@ TEST_CASE("when KV blocks run out the newest request is preempted and recomputed
   CHECK(t.preemptions == 0);
 }
 
+TEST_CASE("with swap preemption a preempted request's KV goes to host memory and back, and its prompt is never prefilled again", "[serving]") {
+  const std::string requests = R"("count": 64, "prompt_tokens": 300, "output_tokens": 300)";
+  const ServingResult recompute = simulate_serving(parse_serving(deployment(R"(, "knobs": {"gpu_memory_utilization": 0.24})", requests), "d.json"));
+  const ServingDeployment d = parse_serving(deployment(R"(, "knobs": {"gpu_memory_utilization": 0.24, "preemption": "swap"})", requests), "d.json");
+  REQUIRE(d.engine.swap_space_bytes == Approx(4.0 * (1ull << 30)));  // vLLM V0's default
+  const ServingResult swap = simulate_serving(d);
+  CHECK(swap.completed == 64);
+  CHECK(swap.output_tokens_per_s * swap.makespan_s == Approx(64 * 300));
+  CHECK(swap.preemptions > 0);
+  CHECK(swap.swapped_out == swap.preemptions);  // a few thousand tokens of KV: 4 GiB holds them all
+  CHECK(swap.swap_space_full == 0);
+  CHECK(swap.prompt_tokens == 64 * 300);        // every prompt prefilled once
+  CHECK(recompute.prompt_tokens > 64 * 300);    // where recomputing prefills them again
+  // Every token swapped out came back in, each GPU copying its share over its host link.
+  const double host_Bps = d.cluster.groups.front().host_link.bandwidth_Bps;
+  CHECK(swap.swap_bytes > 0);
+  CHECK(swap.busy.swap_s == Approx(swap.swap_bytes / (d.tp * host_Bps)));
+  // A swap space smaller than any request's KV: every preemption recomputes, as without swapping.
+  const ServingResult tiny = simulate_serving(parse_serving(deployment(R"(, "knobs": {"gpu_memory_utilization": 0.24, "preemption": "swap", "swap_space": "1 MiB"})", requests), "d.json"));
+  CHECK(tiny.swapped_out == 0);
+  CHECK(tiny.swap_space_full == tiny.preemptions);
+  CHECK(tiny.iterations == recompute.iterations);
+  CHECK(tiny.e2e_s.max == recompute.e2e_s.max);
+  CHECK_THAT(error_of(deployment(R"(, "knobs": {"preemption": "evict"})")), Catch::Contains("/knobs/preemption"));
+  CHECK_THAT(error_of(deployment(R"(, "knobs": {"swap_space": "-1 GB"})")), Catch::Contains("/knobs/swap_space"));
+}
+
 TEST_CASE("chunked prefill keeps decodes going where prefill-first stalls them (Sarathi-Serve's point)", "[serving]") {
   const std::string load = R"("rate": "30 /s", "count": 600, "prompt_tokens": {"uniform": [1000, 3000]}, "output_tokens": {"uniform": [100, 300]})";
   const ServingResult chunked = simulate_serving(parse_serving(deployment("", load), "d.json"));

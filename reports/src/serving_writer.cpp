@@ -90,6 +90,11 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
                 format_number(static_cast<double>(r.iterations)).c_str(), format_number(r.mean_batch).c_str(), 100 * r.peak_kv_use,
                 format_number(static_cast<double>(r.preemptions)).c_str(), r.preemptions == 1 ? "" : "s");
   out << line;
+  if (d.engine.swap) {
+    out << "swap        " << format_number(static_cast<double>(r.swapped_out)) << " preempted request" << (r.swapped_out == 1 ? "" : "s") << " swapped to host memory and back ("
+        << bytes(r.swap_bytes) << " copied over the GPUs' host links, timed alone); " << format_number(static_cast<double>(r.swap_space_full))
+        << " recomputed with the " << bytes(d.engine.swap_space_bytes) << " swap space a GPU full (vLLM's V0 engine aborts there)\n";
+  }
   if (d.autoscale.on()) {
     out << "autoscale   " << d.autoscale.min << " to " << d.autoscale.max << " replicas: " << r.scale_ups << " added, " << r.scale_downs << " removed"
         << (r.scale_ups_without_gpus > 0 ? ", " + std::to_string(r.scale_ups_without_gpus) + " more wanted but no GPUs were free" : std::string()) << "; "
@@ -113,9 +118,14 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
     out << line;
   }
   const auto share = [&](double part) { return r.busy.total_s > 0 ? 100 * part / r.busy.total_s : 0.0; };
-  std::snprintf(line, sizeof line, "            iteration time: linear layers %.0f%%, attention %.0f%%, TP all-reduces %.0f%%, logits %.0f%%, host %.0f%%\n\n",
+  std::snprintf(line, sizeof line, "            iteration time: linear layers %.0f%%, attention %.0f%%, TP all-reduces %.0f%%, logits %.0f%%, host %.0f%%",
                 share(r.busy.linear_s), share(r.busy.attention_s), share(r.busy.allreduce_s), share(r.busy.logits_s), share(r.busy.host_s));
   out << line;
+  if (r.busy.swap_s > 0) {
+    std::snprintf(line, sizeof line, ", KV swaps %.0f%%", share(r.busy.swap_s));
+    out << line;
+  }
+  out << "\n\n";
   std::snprintf(line, sizeof line, "%-6s %10s %10s %10s %10s %10s %10s\n", "", "p50", "p90", "p95", "p99", "mean", "max");
   out << line;
   for (const auto& [name, p] : {std::pair<const char*, const Percentiles*>{"ttft", &r.ttft_s}, {"tpot", &r.tpot_s}, {"e2e", &r.e2e_s}}) {
@@ -140,8 +150,8 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
 
 void write_serving_text(std::ostream& out, const ServingDeployment& d, const ServingResult& r) {
   write_serving_results(out, d, r);
-  out << "\nnot modelled yet: pipeline parallelism, TP across nodes, expert parallelism, int4 weights, cascade attention over shared prefixes, swap preemption,\n"
-         "KV transfers on a shared network (docs/serving.md)\n";
+  out << "\nnot modelled yet: pipeline parallelism, TP across nodes, expert parallelism, int4 weights, cascade attention over shared prefixes\n"
+         "(docs/serving.md)\n";
 }
 
 nlohmann::ordered_json serving_results_json(const ServingDeployment& d, const ServingResult& r) {
@@ -172,6 +182,7 @@ nlohmann::ordered_json serving_results_json(const ServingDeployment& d, const Se
       {"mean_batch", r.mean_batch},
       {"peak_kv_use", r.peak_kv_use},
       {"preemptions", r.preemptions},
+      {"swap", {{"on", d.engine.swap}, {"swap_space_bytes", d.engine.swap_space_bytes}, {"swapped_out", r.swapped_out}, {"bytes", r.swap_bytes}, {"recomputed_swap_full", r.swap_space_full}}},
       {"prefill_replicas", d.prefill_replicas},
       {"kv_transfers", {{"count", r.kv_transfers}, {"bytes", r.kv_transfer_bytes}, {"seconds", r.kv_transfer_s}, {"shared_network", r.kv_on_shared_network}}},
       {"autoscale", d.autoscale.on() ? nlohmann::ordered_json{{"min", d.autoscale.min}, {"max", d.autoscale.max}, {"added", r.scale_ups}, {"removed", r.scale_downs},

@@ -262,9 +262,10 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
   }
   if (!s.serving.empty()) {
     out << "\nserving beside other work: replicas start warm (weights loaded, KV cache allocated) and hold their GPUs all run;\n"
-           "their TP all-reduces are timed on the node's links alone, not shared with the tasks' flows; a failed GPU takes its\n"
-           "replica down until repaired; replicas are autoscaled only where a deployment asks (autoscale); a disaggregated deployment's KV transfers share the\n"
-           "network with the tasks' flows; not modelled yet: PP, TP across nodes, EP, int4, cascade attention, swap preemption (docs/serving.md)\n";
+           "their TP all-reduces are timed on the node's links alone, not shared with the tasks' flows (a disaggregated\n"
+           "deployment's KV transfers do share the network with them); a failed GPU takes its replica down until repaired;\n"
+           "replicas are autoscaled only where a deployment asks (autoscale); not modelled yet: PP, TP across nodes, EP, int4,\n"
+           "cascade attention (docs/serving.md)\n";
   }
 }
 

@@ -20,7 +20,7 @@
 // A scenario's "serving" deployments run the same replicas on the scenario's run (run/serving.hpp).
 //
 // Not modelled yet (said in the output where it applies): pipeline parallelism, TP across nodes, expert
-// parallelism (a mixture of experts runs every expert on every TP rank), int4 weights, swap preemption.
+// parallelism (a mixture of experts runs every expert on every TP rank), int4 weights.
 // A disaggregated deployment's KV transfers are timed alone by `serve`, and on the shared network in a
 // scenario.
 #pragma once
@@ -62,6 +62,11 @@ struct EngineProfile {
   // request with the same prefix) are not prefilled again; cached blocks no request holds are evicted,
   // least recently used first, only when blocks run out.
   bool prefix_caching = true;
+  // Preemption: the preempted request's KV is dropped and recomputed (vLLM V1, SGLang), or, with
+  // `swap`, copied to host memory over the GPU's host link and back when it resumes (vLLM V0's
+  // --preemption-mode swap), while `swap_space_bytes` a GPU hold it; beyond that it is recomputed.
+  bool swap = false;
+  double swap_space_bytes = 0;
   std::vector<std::string> assumed;    // figures that are guesses
   std::string source;
 };
@@ -170,8 +175,10 @@ class IterationTimer {
   IterationTimer& operator=(IterationTimer&&) = delete;
   struct Time {
     double total_s = 0, linear_s = 0, attention_s = 0, allreduce_s = 0, logits_s = 0, host_s = 0;
+    double swap_s = 0;  // KV copied to and from host memory (swap preemption), before the forward pass
     Time& operator+=(const Time& t) {
       total_s += t.total_s;
+      swap_s += t.swap_s;
       linear_s += t.linear_s;
       attention_s += t.attention_s;
       allreduce_s += t.allreduce_s;
@@ -192,6 +199,10 @@ struct Percentiles {
 };
 struct ServingResult {
   std::uint64_t requests = 0, completed = 0, preemptions = 0, iterations = 0;
+  // Swap preemption: preemptions whose KV went to host memory, the bytes copied out and back in (over
+  // every GPU of the TP groups), and preemptions recomputed because the swap space was full.
+  std::uint64_t swapped_out = 0, swap_space_full = 0;
+  double swap_bytes = 0;
   // Prompt tokens admitted to a prefill (a recomputed request's again), and of them those found in the
   // prefix cache; cached blocks evicted to make room.
   std::uint64_t prompt_tokens = 0, prefix_hit_tokens = 0, prefix_evictions = 0;

@@ -198,6 +198,9 @@ void read_engine(ObjectReader& top, ServingDeployment& d, bool cluster_ok) {
   e.gpu_memory_utilization = s.number("gpu_memory_utilization", Need::optional, 0.0, 1.0).value_or(e.gpu_memory_utilization);
   if (!(e.gpu_memory_utilization > 0)) s.problem("gpu_memory_utilization", "expected a fraction above 0, at most 1");
   e.prefix_caching = s.boolean_or("prefix_caching", e.prefix_caching);
+  e.swap = s.choice("preemption", {"recompute", "swap"}, e.swap ? 1 : 0) == 1;
+  e.swap_space_bytes = s.quantity_or("swap_space", Dimension::bytes, e.swap_space_bytes);
+  if (e.swap_space_bytes < 0) s.problem("swap_space", "expected a size of at least 0 B");
   e.iteration_host_s = s.quantity_or("iteration_host", Dimension::time, e.iteration_host_s);
   if (s.field("iteration_host") != nullptr) std::erase(e.assumed, "iteration_host");
   s.finish();

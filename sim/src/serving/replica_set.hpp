@@ -21,6 +21,7 @@ struct Request {
   std::int64_t generated = 0;   // output tokens sampled
   std::int64_t kv_tokens = 0;   // tokens whose KV is cached
   std::int64_t blocks = 0;       // KV blocks of its own
+  bool swapped = false;          // preempted with its KV in host memory (kv_tokens of it), waiting to resume
   // Its prompt's prefix: segments named by hashes (Requests::prefix_hashes from prefix_begin), of which
   // the first `referenced` are held in the replica's prefix cache, `shared_tokens` tokens of its KV.
   std::size_t prefix_begin = 0;

@@ -118,6 +118,9 @@ struct Replica {
   enum class Role : std::uint8_t { both, prefill, decode } role = Role::both;
   std::uint32_t node = 0;  // where its GPUs are: a KV transfer between nodes crosses their NICs
   std::uint32_t transfers_out = 0;  // a prefill replica's KV transfers in flight (it holds their blocks until they end)
+  // Swap preemption: KV tokens its waiting requests hold in host memory, and tokens to copy (either way)
+  // before its next iteration's forward pass.
+  std::int64_t swap_tokens = 0, swap_pending_tokens = 0;
 };
 
 // A request that lost its KV (preempted, its replica failed, a transfer's source failed) prefills its
@@ -126,6 +129,7 @@ void recompute_from_start(Request& r) {
   r.to_prefill = r.prompt + r.generated;
   r.prefilled = 0;
   r.kv_tokens = 0;
+  r.swapped = false;
 }
 
 class Engine {
@@ -139,7 +143,10 @@ class Engine {
         queue_(queue),
         names_(names),
         timer_(d),
-        capacity_(kv_capacity(d)) {
+        capacity_(kv_capacity(d)),
+        swap_capacity_tokens_(d.engine.swap && capacity_.kv_bytes_per_token > 0
+                                  ? static_cast<std::int64_t>(d.engine.swap_space_bytes / capacity_.kv_bytes_per_token)
+                                  : 0) {
     const NodeGroup& g = d.cluster.groups.front();
     for (int i = 0; i < d.replicas; ++i) {
       Replica rep(KvBlocks(capacity_.blocks, d.engine.block_size));
@@ -287,6 +294,7 @@ class Engine {
     rep.running.clear();
     rep.waiting.clear();
     rep.outstanding_tokens = 0;
+    rep.swap_tokens = rep.swap_pending_tokens = 0;  // what host memory held for it is of no use to another replica
     rep.cache = PrefixCache{};
     rep.kv = KvBlocks(capacity_.blocks, d_.engine.block_size);
     sample();
@@ -339,8 +347,12 @@ class Engine {
     std::deque<std::uint32_t> waiting;
     waiting.swap(rep.waiting);
     for (std::uint32_t id : waiting) {
-      const Request& r = requests_[id];
+      Request& r = requests_[id];
       rep.outstanding_tokens -= (r.to_prefill - r.prefilled) + (r.output - r.generated);
+      if (r.swapped) {  // its KV is in this replica's host memory: recomputed where it goes
+        rep.swap_tokens -= r.kv_tokens;
+        recompute_from_start(r);
+      }
       enqueue(id);
     }
     if (!rep.busy) start_iteration(index);
@@ -411,12 +423,16 @@ class Engine {
       for (const Replica& rep : replicas_) {
         FLEETSIM_CHECK(rep.kv.free() + rep.cache.evictable_blocks == rep.kv.total() && rep.cache.evictable.size() == rep.cache.entries.size(),
                        "KV blocks lost or still held after every request ended");
+        FLEETSIM_CHECK(rep.swap_tokens == 0, "swap space still held after every request ended");
       }
     }
     ServingResult out;
     out.capacity = capacity_;
     out.requests = next_arrival_;  // those that arrived before the run stopped
     out.preemptions = preemptions_;
+    out.swapped_out = swapped_out_;
+    out.swap_space_full = swap_space_full_;
+    out.swap_bytes = static_cast<double>(swapped_tokens_) * capacity_.kv_bytes_per_token * d_.tp;
     out.iterations = iterations_;
     out.prompt_tokens = prompt_tokens_;
     out.prefix_hit_tokens = prefix_hit_tokens_;
@@ -604,15 +620,26 @@ class Engine {
     return best;
   }
 
-  // The most recently admitted running request gives its KV back and waits again, first in line; its
-  // prompt and what it generated are prefilled again when it comes back (vLLM's recompute).
+  // The most recently admitted running request gives its KV back and waits again, first in line. Its
+  // prompt and what it generated are prefilled again when it comes back (recompute), or, swapping while
+  // the swap space holds its KV, that KV is copied to host memory before this iteration and back before
+  // the one it resumes in.
   void preempt_last(Replica& rep) {
     const std::uint32_t id = rep.running.back();
     rep.running.pop_back();
     Request& r = requests_[id];
     release(rep, r);
-    recompute_from_start(r);
-    rep.outstanding_tokens += r.to_prefill;  // computed again
+    if (swap_capacity_tokens_ > 0 && r.kv_tokens > 0 && rep.swap_tokens + r.kv_tokens <= swap_capacity_tokens_) {
+      r.swapped = true;
+      rep.swap_tokens += r.kv_tokens;
+      rep.swap_pending_tokens += r.kv_tokens;
+      swapped_tokens_ += static_cast<std::uint64_t>(r.kv_tokens);
+      ++swapped_out_;
+    } else {
+      if (d_.engine.swap) ++swap_space_full_;
+      recompute_from_start(r);
+      rep.outstanding_tokens += r.to_prefill;  // computed again
+    }
     rep.waiting.push_front(id);
     ++preemptions_;
   }
@@ -654,9 +681,9 @@ class Engine {
   void admit_waiting(Replica& rep, std::int64_t budget, bool whole_prompts) {
     while (!rep.waiting.empty() && budget > 0 && static_cast<int>(rep.running.size()) < d_.engine.max_num_seqs) {
       Request& r = requests_[rep.waiting.front()];
-      // A waiting request has nothing prefilled, unless its KV came from a prefill replica: then it
-      // decodes its next token.
-      const std::int64_t hit = r.prefilling() ? attach_prefix(rep, r) : 0;
+      // A waiting request has nothing prefilled, unless its KV came from a prefill replica (then it
+      // decodes its next token) or is in host memory (then it goes on where it was preempted).
+      const std::int64_t hit = r.prefilling() && !r.swapped ? attach_prefix(rep, r) : 0;
       const std::int64_t left = r.to_prefill - r.prefilled;
       // A whole prompt longer than the budget runs alone rather than never.
       std::int64_t n = !r.prefilling() ? 1 : whole_prompts ? left : std::min(left, budget);
@@ -664,13 +691,18 @@ class Engine {
       const std::int64_t holds = d_.engine.reserve_whole_request ? r.to_prefill + r.output - r.generated : r.kv_tokens + n;
       const std::int64_t need = rep.kv.extra(r, holds);
       if ((whole_prompts && n > budget && !rep.batch.empty()) || !make_room(rep, need)) {
-        if (r.prefilling()) {
+        if (r.prefilling() && !r.swapped) {
           detach_prefix(rep, r);
           r.prefilled = r.kv_tokens = 0;
         }
         break;
       }
-      if (r.prefilling()) {
+      if (r.swapped) {  // its KV comes back from host memory
+        r.swapped = false;
+        rep.swap_tokens -= r.kv_tokens;
+        rep.swap_pending_tokens += r.kv_tokens;
+        swapped_tokens_ += static_cast<std::uint64_t>(r.kv_tokens);
+      } else if (r.prefilling()) {
         prompt_tokens_ += static_cast<std::uint64_t>(r.to_prefill);
         prefix_hit_tokens_ += static_cast<std::uint64_t>(hit);
         rep.outstanding_tokens -= hit;
@@ -708,6 +740,7 @@ class Engine {
     rep.batch.clear();
     choose_batch(rep);
     if (rep.batch.empty()) {
+      rep.swap_pending_tokens = 0;
       rep.busy = false;
       sequences_now_ -= static_cast<double>(rep.last_batch);
       kv_now_ -= rep.last_kv_use;
@@ -741,7 +774,15 @@ class Engine {
     kv_now_ += kv - rep.last_kv_use;
     rep.last_kv_use = kv;
     sample();
-    const IterationTimer::Time t = timer_.time(shape);
+    IterationTimer::Time t = timer_.time(shape);
+    if (rep.swap_pending_tokens > 0) {
+      // Each GPU copies its share of the KV over its own host link, before the forward pass (vLLM V0's
+      // cache engine swaps blocks at the start of the step); timed alone, not on a shared network.
+      const double host_Bps = d_.cluster.groups.front().host_link.bandwidth_Bps;
+      t.swap_s = host_Bps > 0 ? static_cast<double>(rep.swap_pending_tokens) * capacity_.kv_bytes_per_token / host_Bps : 0;
+      t.total_s += t.swap_s;
+      rep.swap_pending_tokens = 0;
+    }
     busy_ += t;
     rep.iteration_end_s = queue_.now() + t.total_s;
     queue_.push(rep.iteration_end_s, names_.iteration_kind | ((rep.stamp & 0xFFFFFFu) << 8), names_.first_replica_subject + index);
@@ -770,9 +811,11 @@ class Engine {
   std::uint64_t finished_ = 0;
   IterationTimer timer_;
   KvCapacity capacity_;
+  std::int64_t swap_capacity_tokens_;  // a replica's swap space, in tokens of KV (0: preemption recomputes)
   std::vector<Replica> replicas_;
   std::uint32_t next_replica_ = 0;
   std::uint64_t preemptions_ = 0, iterations_ = 0, batched_ = 0;
+  std::uint64_t swapped_out_ = 0, swap_space_full_ = 0, swapped_tokens_ = 0;  // tokens copied, either way
   std::uint64_t prompt_tokens_ = 0, prefix_hit_tokens_ = 0, prefix_evictions_ = 0;
   std::uint64_t replica_failures_ = 0, rerouted_ = 0;
   double cut_s_ = 0;                      // iteration time lost to failures (counted in busy_ when they started)
