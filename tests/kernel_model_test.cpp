@@ -60,6 +60,12 @@ TEST_CASE("GEMMs run in waves of tiles, split K when tiles are few, and never be
   const KernelEstimate gemv = KernelModel(gpu, skinny).estimate({.cls = KernelClass::gemm, .m = 1, .n = 4096, .k = 4096}, Dtype::bf16);
   CHECK(gemv.memory_bound());
   CHECK(gemv.memory_s == Approx(2.0 * (4096 + 4096.0 * 4096 + 4096) / 1e12));
+  // The same with the matrix stored in 4 bits and a 16-bit scale a group of 128 (weight-only int4): the
+  // tiles' work is the bf16 GEMM's, the matrix's bytes under a third of them.
+  const KernelEstimate w4 = KernelModel(gpu, skinny).estimate({.cls = KernelClass::gemm, .m = 1, .n = 4096, .k = 4096, .weight_bytes = 0.5 + 2.0 / 128}, Dtype::bf16);
+  CHECK(w4.compute_s == Approx(gemv.compute_s));
+  CHECK(w4.memory_s == Approx((2.0 * (4096 + 4096) + (0.5 + 2.0 / 128) * 4096.0 * 4096) / 1e12));
+  CHECK(kernel_bytes({.cls = KernelClass::gemm, .m = 1, .n = 4096, .k = 4096, .weight_bytes = 0.5 + 2.0 / 128}, Dtype::bf16) == Approx(w4.memory_s * 1e12));
   // A 3x3 convolution as an implicit GEMM reads its input once, not once per tap: 1M pixels x 64
   // channels in, 64 out, K = 576; 9 taps.
   const KernelEstimate conv = model.estimate({.cls = KernelClass::gemm, .m = 1 << 20, .n = 64, .k = 576, .taps = 9}, Dtype::bf16);

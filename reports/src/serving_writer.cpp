@@ -52,7 +52,7 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
   // In a scenario the run's seed draws the requests; the summary's head says it.
   out << "deployment  " << d.name << "  (" << d.engine.name << ", " << policy_name(d.policy) << (r.deployment ? std::string() : ", seed " + std::to_string(d.seed)) << ")\n";
   std::snprintf(line, sizeof line, "model       %s: %s weights, %s KV cache; %d replica%s x TP %d on %s (%s router)\n", d.model.id.c_str(),
-                std::string(dtype_name(d.weights)).c_str(), std::string(dtype_name(d.kv_cache)).c_str(), d.replicas, d.replicas == 1 ? "" : "s", d.tp,
+                d.weights_name().c_str(), std::string(dtype_name(d.kv_cache)).c_str(), d.replicas, d.replicas == 1 ? "" : "s", d.tp,
                 g.gpu.id.c_str(), router_name(d.router));
   out << line;
   if (!d.placement.empty()) {  // in a scenario: where the replicas run
@@ -150,8 +150,7 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
 
 void write_serving_text(std::ostream& out, const ServingDeployment& d, const ServingResult& r) {
   write_serving_results(out, d, r);
-  out << "\nnot modelled yet: pipeline parallelism, TP across nodes, expert parallelism, int4 weights, cascade attention over shared prefixes\n"
-         "(docs/serving.md)\n";
+  out << "\nnot modelled yet: pipeline parallelism, TP across nodes, expert parallelism, cascade attention over shared prefixes (docs/serving.md)\n";
 }
 
 nlohmann::ordered_json serving_results_json(const ServingDeployment& d, const ServingResult& r) {

@@ -264,7 +264,7 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
     out << "\nserving beside other work: replicas start warm (weights loaded, KV cache allocated) and hold their GPUs all run;\n"
            "their TP all-reduces are timed on the node's links alone, not shared with the tasks' flows (a disaggregated\n"
            "deployment's KV transfers do share the network with them); a failed GPU takes its replica down until repaired;\n"
-           "replicas are autoscaled only where a deployment asks (autoscale); not modelled yet: PP, TP across nodes, EP, int4,\n"
+           "replicas are autoscaled only where a deployment asks (autoscale); not modelled yet: PP, TP across nodes, EP,\n"
            "cascade attention (docs/serving.md)\n";
   }
 }

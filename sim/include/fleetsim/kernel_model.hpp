@@ -57,6 +57,9 @@ struct KernelCall {
   // and the step's dtype make them (eager code that upcasts to fp32, reads two tensors, writes a third);
   // 0: as the class says.
   double element_bytes = 0;
+  // gemm: bytes per element of the k x n operand (the weights) where they are stored narrower than the
+  // GEMM computes and widened in registers (weight-only int4); 0: the dtype's.
+  double weight_bytes = 0;
   std::string name = {};  // what it is in the model ("qkv", "mlp.down", ...)
   const RuntimeKernel* origin = nullptr;  // the runtime's kernel it is (models/runtimes.json), if one
 };
@@ -139,7 +142,7 @@ class KernelModel {
   const KernelConstants& constants() const { return *k_; }
 
  private:
-  KernelEstimate gemm(double m, double n, double k, double batch, double taps, Dtype dtype) const;
+  KernelEstimate gemm(double m, double n, double k, double batch, double taps, Dtype dtype, double weight_bytes) const;
   GpuType gpu_;
   std::shared_ptr<const KernelConstants> k_;
   const KernelArchConstants* arch_ = nullptr;  // the GPU architecture's, within k_

@@ -20,7 +20,7 @@
 // A scenario's "serving" deployments run the same replicas on the scenario's run (run/serving.hpp).
 //
 // Not modelled yet (said in the output where it applies): pipeline parallelism, TP across nodes, expert
-// parallelism (a mixture of experts runs every expert on every TP rank), int4 weights.
+// parallelism (a mixture of experts runs every expert on every TP rank).
 // A disaggregated deployment's KV transfers are timed alone by `serve`, and on the shared network in a
 // scenario.
 #pragma once
@@ -87,7 +87,13 @@ struct ServingDeployment {
   std::string name, description, file;
   ClusterSpec cluster;
   Architecture model;
-  Dtype weights = Dtype::bf16, kv_cache = Dtype::bf16;
+  Dtype weights = Dtype::bf16, kv_cache = Dtype::bf16;  // weights: the dtype their GEMMs compute in
+  // Weight-only int4 (AWQ and GPTQ checkpoints, run by Marlin-class kernels): the linear layers' weights
+  // are stored in 4 bits with a 16-bit scale a group of 128, widened in registers, so their GEMMs
+  // compute in `weights` (bf16) but read this many bytes a weight; embeddings, the LM head and norms stay
+  // 16-bit. 0: every weight is stored as `weights`.
+  double weight_storage_bytes = 0;
+  std::string weights_name() const { return weight_storage_bytes > 0 ? "int4" : std::string(dtype_name(weights)); }
   EngineProfile engine;     // with the knobs the deployment sets
   bool utilization_set = false;  // the deployment set gpu_memory_utilization (SGLang: its mem_fraction_static)
   int tp = 1;

@@ -238,7 +238,7 @@ const std::string& KernelModel::borrowed() const { return arch_->borrowed; }
 // a tile's work (its K plus the prologue and epilogue) at the SM's share of peak times the shape's
 // efficiency. The fastest candidate is cuBLAS's pick; operands through HBM bound it from below (a
 // convolution's input once, not once per tap: an implicit GEMM gathers its columns on chip).
-KernelEstimate KernelModel::gemm(double m, double n, double k, double batch, double taps, Dtype dtype) const {
+KernelEstimate KernelModel::gemm(double m, double n, double k, double batch, double taps, Dtype dtype, double weight_bytes) const {
   KernelEstimate e;
   e.fixed_s = arch_->gemm_fixed_us * 1e-6;
   if (m <= 0 || n <= 0 || k <= 0) return e;
@@ -246,7 +246,7 @@ KernelEstimate KernelModel::gemm(double m, double n, double k, double batch, dou
   const double element = dtype_bytes(dtype);
   const double per_sm = gpu_.peak_for(dtype) * gpu_.kernel_compute_scale[static_cast<std::size_t>(dtype)] / sms;
   const double bw = gpu_.memory_bandwidth_Bps * gpu_.kernel_memory_scale * arch_->gemm_memory_efficiency;
-  e.memory_s = batch * element * (m * k / taps + k * n + m * n) / bw;
+  e.memory_s = batch * (weight_bytes > 0 ? element * (m * k / taps + m * n) + weight_bytes * k * n : element * (m * k / taps + k * n + m * n)) / bw;
   double best = std::numeric_limits<double>::infinity();
   for (std::size_t t = 0; t < k_->tiles.size(); ++t) {
     const auto [tm, tn] = k_->tiles[t];
@@ -268,7 +268,8 @@ double kernel_bytes(const KernelCall& c, Dtype dtype) {
   const double element = dtype_bytes(dtype);
   if (c.element_bytes > 0 && c.cls != KernelClass::gemm && c.cls != KernelClass::attention) return c.element_bytes * c.m * c.n;
   switch (c.cls) {
-    case KernelClass::gemm: return c.batch * element * (c.m * c.k / c.taps + c.k * c.n + c.m * c.n);
+    case KernelClass::gemm:
+      return c.batch * (c.weight_bytes > 0 ? element * (c.m * c.k / c.taps + c.m * c.n) + c.weight_bytes * c.k * c.n : element * (c.m * c.k / c.taps + c.k * c.n + c.m * c.n));
     case KernelClass::attention: return element * (2 * c.batch * c.m * c.k + 2 * c.batch / std::max(1.0, c.groups) * c.n * c.k);
     case KernelClass::memory: return element * c.m * c.n;
     case KernelClass::reduction: return element * (c.m * c.n + c.m);
@@ -287,7 +288,7 @@ double kernel_bytes(const KernelCall& c, Dtype dtype) {
 KernelEstimate KernelModel::estimate(const KernelCall& c, Dtype dtype) const {
   const double bw = gpu_.memory_bandwidth_Bps * gpu_.kernel_memory_scale;
   KernelEstimate e;
-  if (c.cls == KernelClass::gemm) return gemm(c.m, c.n, c.k, c.batch, c.taps, dtype);
+  if (c.cls == KernelClass::gemm) return gemm(c.m, c.n, c.k, c.batch, c.taps, dtype, c.weight_bytes);
   if (c.cls == KernelClass::attention) {
     // FlashAttention: query blocks of attention_block rows per CTA, in waves over the SMs; QK^T and
     // PV are 4 m n k FLOP per head. Each block also pays a prologue and epilogue (key_overhead keys)

@@ -316,19 +316,20 @@ void read_deployment(ObjectReader& top, ServingDeployment& d, bool cluster_ok, c
       model_ok = true;
     }
   }
-  const auto dtype_of = [&](std::string_view key, Dtype fallback) {
+  // int4: weight-only, 4 bits a weight and a 16-bit scale a group of 128 (GPTQ's and AWQ's group size,
+  // the format Marlin's kernels read), computed in bf16.
+  const auto dtype_of = [&](std::string_view key, Dtype fallback, bool int4_too) {
     const std::string name = top.string_or(std::string(key), std::string(dtype_name(fallback)));
-    if (name == "int4") {
-      top.problem(key, "int4 weights are not modelled yet (their GEMMs read 4-bit weights at 16-bit rates); expected bf16 or fp8");
-    } else if (name == "bf16" || name == "fp16" || name == "fp8") {
-      return *parse_dtype(name);
+    if (name == "bf16" || name == "fp16" || name == "fp8") return *parse_dtype(name);
+    if (name == "int4" && int4_too) {
+      d.weight_storage_bytes = 0.5 + 2.0 / 128;
     } else {
-      top.problem(key, "expected bf16, fp16 or fp8, found \"" + name + "\"");
+      top.problem(key, std::string("expected bf16, fp16, fp8") + (int4_too ? " or int4" : "") + ", found \"" + name + "\"");
     }
     return fallback;
   };
-  d.weights = dtype_of("weights", Dtype::bf16);
-  d.kv_cache = dtype_of("kv_cache", d.weights == Dtype::fp8 ? Dtype::bf16 : d.weights);
+  d.weights = dtype_of("weights", Dtype::bf16, true);
+  d.kv_cache = dtype_of("kv_cache", d.weights == Dtype::fp8 ? Dtype::bf16 : d.weights, false);
   if (top.field("kv_cache") == nullptr) d.assumptions.push_back("KV cache in " + std::string(dtype_name(d.kv_cache)) + " (the engine's default, \"auto\")");
   d.tp = static_cast<int>(top.integer_or("tp", 1, 1, 64));
   d.replicas = static_cast<int>(top.integer_or("replicas", 1, 1, 100'000));

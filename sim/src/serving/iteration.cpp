@@ -38,11 +38,18 @@ double ModelShape::parameters() const {
   return layers * (qkv + out + mlp + 2 * hidden) + 2 * vocab * hidden + hidden;  // untied embedding and LM head
 }
 
+double ModelShape::linear_parameters() const {  // the router of a mixture of experts is left 16-bit, as AWQ and GPTQ leave it
+  const double qkv = hidden * (heads + 2 * kv_heads) * head_dim, out = heads * head_dim * hidden;
+  return layers * (qkv + out + (gated ? 3 : 2) * hidden * (ffn * std::max(1.0, experts) + shared_ffn));
+}
+
 KvCapacity kv_capacity(const ServingDeployment& d) {
   const ModelShape m = ModelShape::of(d.model, d.tp);
   const GpuType& gpu = d.cluster.groups.front().gpu;
   KvCapacity c;
-  c.weights_per_gpu_bytes = m.parameters() * dtype_bytes(d.weights) / d.tp;
+  c.weights_per_gpu_bytes = d.weight_storage_bytes > 0
+                                ? ((m.parameters() - m.linear_parameters()) * dtype_bytes(d.weights) + m.linear_parameters() * d.weight_storage_bytes) / d.tp
+                                : m.parameters() * dtype_bytes(d.weights) / d.tp;
   // The engine's profiling forward pass at max_num_batched_tokens: the widest activations of a layer
   // (the gated MLP's input and output, bf16) beside the residual stream, and the fp32 logits of
   // max_num_seqs rows. An estimate of what vLLM's profile run measures (docs/serving.md).
@@ -82,6 +89,7 @@ struct IterationTimer::Impl {
   ModelShape m;
   KernelModel model;
   Dtype weights, kv;
+  double stored;  // bytes a linear weight is read in (0: the dtype's)
   double host_s;
   std::optional<Cluster> cluster;  // one node, for the TP all-reduce
   std::optional<Topology> topology;
@@ -90,7 +98,7 @@ struct IterationTimer::Impl {
   std::vector<double> linear, allreduce, logits;
 
   Impl(const ServingDeployment& d)
-      : m(ModelShape::of(d.model, d.tp)), model(d.cluster.groups.front().gpu), weights(d.weights), kv(d.kv_cache), host_s(d.engine.iteration_host_s) {
+      : m(ModelShape::of(d.model, d.tp)), model(d.cluster.groups.front().gpu), weights(d.weights), kv(d.kv_cache), stored(d.weight_storage_bytes), host_s(d.engine.iteration_host_s) {
     if (d.tp > 1) {
       ClusterSpec one = d.cluster;
       one.groups.resize(1);
@@ -103,6 +111,10 @@ struct IterationTimer::Impl {
 
   double kernel(KernelClass cls, double rows, double n, double k, Dtype dtype) const {
     return model.estimate({.cls = cls, .m = rows, .n = n, .k = k}, dtype).time_s();
+  }
+  // A linear layer's GEMM: `rows` tokens through an n x k weight, read as the weights are stored.
+  double linear_gemm(double rows, double n, double k) const {
+    return model.estimate({.cls = KernelClass::gemm, .m = rows, .n = n, .k = k, .weight_bytes = stored}, weights).time_s();
   }
 
   static double& slot(std::vector<double>& cache, std::int64_t at) {
@@ -117,23 +129,23 @@ struct IterationTimer::Impl {
     const double T = static_cast<double>(t), h = m.hidden, hd = m.head_dim, f = m.ffn / m.tp;
     const Dtype act = Dtype::bf16;  // activations stay 16-bit beside fp8 weights
     double layer = 2 * kernel(KernelClass::norm, T, h, 0, act) + 2 * kernel(KernelClass::add, T, h, 0, act);
-    layer += kernel(KernelClass::gemm, T, (m.heads_per_gpu + 2 * m.kv_heads_per_gpu) * hd, h, weights);
+    layer += linear_gemm(T, (m.heads_per_gpu + 2 * m.kv_heads_per_gpu) * hd, h);
     layer += kernel(KernelClass::rope, T, (m.heads_per_gpu + m.kv_heads_per_gpu) * hd, 0, act);
-    layer += kernel(KernelClass::gemm, T, h, m.heads_per_gpu * hd, weights);
+    layer += linear_gemm(T, h, m.heads_per_gpu * hd);
     if (m.experts > 0) {  // the router, then each expert the batch reaches, its share of the tokens (experts split over TP)
       const double touched = experts_touched(m.experts, m.top_k, T), rows = T * m.top_k / touched;
       layer += kernel(KernelClass::gemm, T, m.experts, h, weights);
-      layer += touched * (kernel(KernelClass::gemm, rows, (m.gated ? 2 : 1) * f, h, weights) + kernel(KernelClass::gemm, rows, h, f, weights));
+      layer += touched * (linear_gemm(rows, (m.gated ? 2 : 1) * f, h) + linear_gemm(rows, h, f));
       layer += kernel(m.gated ? KernelClass::gated_activation : KernelClass::activation, T * m.top_k, f, 0, act);
       if (m.shared_ffn > 0) {  // a shared expert every token passes through, split over TP
         const double fs = m.shared_ffn / m.tp;
-        layer += kernel(KernelClass::gemm, T, (m.gated ? 2 : 1) * fs, h, weights) + kernel(KernelClass::gemm, T, h, fs, weights);
+        layer += linear_gemm(T, (m.gated ? 2 : 1) * fs, h) + linear_gemm(T, h, fs);
         layer += kernel(m.gated ? KernelClass::gated_activation : KernelClass::activation, T, fs, 0, act);
       }
     } else {
-      layer += kernel(KernelClass::gemm, T, (m.gated ? 2 : 1) * f, h, weights);
+      layer += linear_gemm(T, (m.gated ? 2 : 1) * f, h);
       layer += kernel(m.gated ? KernelClass::gated_activation : KernelClass::activation, T, f, 0, act);
-      layer += kernel(KernelClass::gemm, T, h, f, weights);
+      layer += linear_gemm(T, h, f);
     }
     cached = m.layers * layer + kernel(KernelClass::embedding, T, h, 0, act) + kernel(KernelClass::norm, T, h, 0, act);
     return cached;

@@ -17,6 +17,7 @@ struct ModelShape {
   // and the router, in a mixture of experts), two norms a layer, the embedding and an untied LM head
   // (Llama 3's), the final norm.
   double parameters() const;
+  double linear_parameters() const;  // of them, the layers' linear weights (what weight-only quantization stores narrower)
 };
 
 }  // namespace fleetsim
