@@ -151,6 +151,37 @@ TEST_CASE("int4 weights hold the linear layers in 4 bits: a third of the memory,
   CHECK(simulate_serving(int4).tpot_s.p50 < 0.6 * simulate_serving(bf16).tpot_s.p50);
 }
 
+TEST_CASE("tenants share a deployment: each request is one's by share, with percentiles, goodput and SLOs of its own", "[serving]") {
+  const std::string load = R"("rate": "20 /s", "count": 2000, "prompt_tokens": {"uniform": [256, 1024]}, "output_tokens": {"uniform": [16, 128]})";
+  const std::string tenants = R"(, "tenants": [{"name": "pro", "share": 0.25}, {"name": "free", "share": 0.75}])";
+  const std::string slos = R"(, "slos": [{"metric": "ttft", "percentile": 95, "target": "1 s"}, {"metric": "tpot", "percentile": 99, "target": "1 ms", "tenant": "pro"}])";
+  const ServingResult plain = simulate_serving(parse_serving(deployment(slos.substr(0, slos.find(", {\"metric\": \"tpot\"")) + "]", load), "d.json"));
+  const ServingResult r = simulate_serving(parse_serving(deployment(slos, load + tenants), "d.json"));
+  REQUIRE(r.tenants.size() == 2);
+  CHECK(r.tenants[0].name == "pro");
+  CHECK(r.tenants[0].completed + r.tenants[1].completed == 2000);
+  // About a quarter are pro's (binomial: 3 standard deviations are 3%).
+  CHECK(std::abs(static_cast<double>(r.tenants[0].completed) / 2000 - 0.25) < 0.03);
+  // Naming tenants draws from a stream of its own: the same arrivals, lengths and schedule.
+  CHECK(r.iterations == plain.iterations);
+  CHECK(r.ttft_s.p95 == plain.ttft_s.p95);
+  // Pro's SLO is judged on pro's requests alone; it cannot be met (1 ms a token), so no pro request is
+  // good, and the goodput is free's alone.
+  REQUIRE(r.verdicts.size() == 2);
+  CHECK(r.verdicts[1].slo.tenant == "pro");
+  CHECK(r.verdicts[1].achieved_s == Approx(r.tenants[0].tpot_s.p99));
+  CHECK_FALSE(r.verdicts[1].met);
+  CHECK(r.tenants[0].goodput_per_s == 0);
+  CHECK(r.goodput_per_s == Approx(r.tenants[1].goodput_per_s));
+  CHECK(r.tenants[1].goodput_per_s > 0);
+  CHECK_THAT(error_of(deployment("", load + R"(, "tenants": [{"name": "a", "share": 0.5}, {"name": "b", "share": 0.4}])")),
+             Catch::Contains("/requests/tenants: expected shares summing to 1, found 0.9"));
+  CHECK_THAT(error_of(deployment("", load + R"(, "tenants": [{"name": "a", "share": 0.5}, {"name": "a", "share": 0.5}])")),
+             Catch::Contains("/requests/tenants/1/name: expected a name no other tenant has"));
+  CHECK_THAT(error_of(deployment(R"(, "slos": [{"metric": "ttft", "target": "1 s", "tenant": "gold"}])", load + tenants)),
+             Catch::Contains("/slos/0/tenant: expected one of the tenants in /requests/tenants (pro, free), found \"gold\""));
+}
+
 TEST_CASE("chunked prefill keeps decodes going where prefill-first stalls them (Sarathi-Serve's point)", "[serving]") {
   const std::string load = R"("rate": "30 /s", "count": 600, "prompt_tokens": {"uniform": [1000, 3000]}, "output_tokens": {"uniform": [100, 300]})";
   const ServingResult chunked = simulate_serving(parse_serving(deployment("", load), "d.json"));

@@ -101,7 +101,7 @@ void summary_table(std::ostream& out, const Summary& s) {
   if (!s.slos.empty()) {
     out << "<table><tr><th>SLO</th><th>target</th><th>actual</th><th></th></tr>\n";
     for (const SloResult& slo : s.slos) {
-      out << "<tr><td>" << html::escape((slo.tenant.empty() ? "all" : slo.tenant) + " " + slo.metric) << "</td><td>"
+      out << "<tr><td>" << html::escape(slo_scope(slo) + " " + slo.metric) << "</td><td>"
           << (slo.at_least ? "&ge; " : "&le; ") << html::escape(format_slo_value(slo.metric, slo.target)) << "</td><td>"
           << html::escape(format_slo_value(slo.metric, slo.actual)) << "</td><td>" << (slo.met ? "met" : "<b>missed</b>") << "</td></tr>\n";
     }

@@ -36,7 +36,7 @@ const char* router_name(Router r) {
 std::string slo_text(const ServingDeployment::Slo& s) {
   char line[96];
   std::snprintf(line, sizeof line, "%s p%.0f <= %s", s.metric.c_str(), s.percentile, seconds(s.target_s).c_str());
-  return line;
+  return s.tenant.empty() ? std::string(line) : s.tenant + "'s " + line;
 }
 
 nlohmann::ordered_json percentiles_json(const Percentiles& p) {
@@ -78,6 +78,11 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
                                              format_number(static_cast<double>(d.shared_prefix.groups)) + " prefixes) + "
                                        : std::string())
         << lengths(d.prompt_tokens) << " tokens, outputs of " << lengths(d.output_tokens) << "\n";
+  }
+  if (!d.tenants.empty()) {
+    out << "tenants    ";
+    for (const ServingDeployment::Tenant& t : d.tenants) out << " " << t.name << " " << format_number(100 * t.share) << "%" << (&t == &d.tenants.back() ? "" : ",");
+    out << " of the requests, drawn by share\n";
   }
   if (r.completed < r.requests) {
     out << "unfinished  " << format_number(static_cast<double>(r.requests - r.completed)) << " requests had not completed when the run stopped: not in the figures below; the SLO verdicts count them at their wait so far\n";
@@ -133,6 +138,20 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
                   seconds(p->p99).c_str(), seconds(p->mean).c_str(), seconds(p->max).c_str());
     out << line;
   }
+  if (!r.tenants.empty()) {  // per tenant: its share of the requests, its percentiles and goodput
+    out << "\n";
+    std::snprintf(line, sizeof line, "%-12s %-5s %10s %10s %10s %10s %12s\n", "tenant", "", "p50", "p90", "p99", "served", "goodput /s");
+    out << line;
+    for (const ServingResult::TenantResult& t : r.tenants) {
+      std::snprintf(line, sizeof line, "%-12s %-5s %10s %10s %10s %10s %12s\n", t.name.c_str(), "ttft", seconds(t.ttft_s.p50).c_str(), seconds(t.ttft_s.p90).c_str(),
+                    seconds(t.ttft_s.p99).c_str(), format_number(static_cast<double>(t.completed)).c_str(), format_number(t.goodput_per_s).c_str());
+      out << line;
+      for (const auto& [name, p] : {std::pair<const char*, const Percentiles*>{"tpot", &t.tpot_s}, {"e2e", &t.e2e_s}}) {
+        std::snprintf(line, sizeof line, "%-12s %-5s %10s %10s %10s\n", "", name, seconds(p->p50).c_str(), seconds(p->p90).c_str(), seconds(p->p99).c_str());
+        out << line;
+      }
+    }
+  }
   if (!r.verdicts.empty()) {
     out << "\n";
     for (const auto& v : r.verdicts) {
@@ -157,6 +176,13 @@ nlohmann::ordered_json serving_results_json(const ServingDeployment& d, const Se
   nlohmann::ordered_json verdicts = nlohmann::ordered_json::array();
   for (const auto& v : r.verdicts) {
     verdicts.push_back({{"metric", v.slo.metric}, {"percentile", v.slo.percentile}, {"target_s", v.slo.target_s}, {"achieved_s", v.achieved_s}, {"met", v.met}});
+    if (!v.slo.tenant.empty()) verdicts.back()["tenant"] = v.slo.tenant;
+  }
+  nlohmann::ordered_json tenants = nlohmann::ordered_json::array();
+  for (std::size_t t = 0; t < r.tenants.size(); ++t) {
+    const ServingResult::TenantResult& tr = r.tenants[t];
+    tenants.push_back({{"name", tr.name}, {"share", d.tenants[t].share}, {"completed", tr.completed}, {"goodput_per_s", tr.goodput_per_s},
+                       {"ttft_s", percentiles_json(tr.ttft_s)}, {"tpot_s", percentiles_json(tr.tpot_s)}, {"e2e_s", percentiles_json(tr.e2e_s)}});
   }
   const KvCapacity& c = r.capacity;
   nlohmann::ordered_json j{
@@ -193,6 +219,7 @@ nlohmann::ordered_json serving_results_json(const ServingDeployment& d, const Se
       {"ttft_s", percentiles_json(r.ttft_s)},
       {"tpot_s", percentiles_json(r.tpot_s)},
       {"e2e_s", percentiles_json(r.e2e_s)},
+      {"tenants", tenants},
       {"slos", verdicts},
       {"assumed", r.notes}};
   if (!r.deployment) j["seed"] = d.seed;  // in a scenario the run's seed draws the requests

@@ -245,11 +245,7 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
   if (!s.slos.empty()) {
     out << "\nSLOs\n";
     for (const SloResult& r : s.slos) {
-      const std::string scope = !r.tenant.empty()       ? r.tenant
-                                : !r.deployment.empty() ? r.deployment + " (serving)"
-                                : !r.work_class.empty() ? r.work_class + " (class)"
-                                                        : "all";
-      out << "  " << (r.met ? "met    " : "MISSED ") << scope << " " << slo_text(r) << "\n";
+      out << "  " << (r.met ? "met    " : "MISSED ") << slo_scope(r) << " " << slo_text(r) << "\n";
     }
   }
   if (!s.training.empty()) {

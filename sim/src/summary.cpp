@@ -37,6 +37,12 @@ double percentile_of_sorted(const std::vector<double>& values, double p) {
 
 }  // namespace
 
+std::string slo_scope(const SloResult& slo) {
+  if (!slo.deployment.empty()) return slo.deployment + (slo.tenant.empty() ? "" : " " + slo.tenant) + " (serving)";
+  if (!slo.tenant.empty()) return slo.tenant;
+  return slo.work_class.empty() ? "all" : slo.work_class + " (class)";
+}
+
 double percentile(std::vector<double> values, double p) {
   std::sort(values.begin(), values.end());
   return percentile_of_sorted(values, p);

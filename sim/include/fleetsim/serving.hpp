@@ -133,11 +133,19 @@ struct ServingDeployment {
   struct SharedPrefix {
     std::int64_t tokens = 0, groups = 0;
   } shared_prefix;
+  // Tenants sharing the deployment: each request is one's, drawn by their shares (summing to 1), and
+  // each gets its own percentiles, goodput and SLOs.
+  struct Tenant {
+    std::string name;
+    double share = 0;
+  };
+  std::vector<Tenant> tenants;
   // Service-level objectives: a percentile's target (0: none); TTFT and TPOT targets also define goodput.
   struct Slo {
     std::string metric;  // ttft, tpot or e2e
     double percentile = 95;
     double target_s = 0;
+    std::string tenant;  // the requests of this tenant only; "" for every request
   };
   std::vector<Slo> slos;
   std::uint64_t seed = 1;
@@ -228,8 +236,16 @@ struct ServingResult {
   double makespan_s = 0;    // from the first arrival to the last completion
   double last_finish_s = 0;  // the last completion, on the run's clock
   Percentiles ttft_s, tpot_s, e2e_s;
+  // Per tenant, where the deployment has tenants (in their order).
+  struct TenantResult {
+    std::string name;
+    std::uint64_t completed = 0;
+    Percentiles ttft_s, tpot_s, e2e_s;
+    double goodput_per_s = 0;  // its requests meeting every TTFT and TPOT target that applies to them
+  };
+  std::vector<TenantResult> tenants;
   double input_tokens_per_s = 0, output_tokens_per_s = 0, requests_per_s = 0;
-  double goodput_per_s = 0;       // requests meeting every TTFT and TPOT target
+  double goodput_per_s = 0;       // requests meeting every TTFT and TPOT target that applies to them
   double mean_batch = 0;          // sequences per iteration
   double peak_kv_use = 0;         // fraction of a replica's KV blocks, the highest any reached
   IterationTimer::Time busy;      // iterations' time summed over every replica, by part

@@ -38,7 +38,7 @@ struct TenantSummary {
 };
 
 struct SloResult {
-  std::string tenant;  // "" for all tenants (or all of a class)
+  std::string tenant;  // "" for all tenants (or all of a class); with a deployment, one of its request tenants
   std::string deployment;  // a serving deployment's SLO ("ttft_p95", "tpot_p99", "e2e_p50" in seconds); "" for workflows
   std::string work_class;  // "" for every class
   std::string metric;
@@ -48,6 +48,9 @@ struct SloResult {
   double within_s = 0;    // attainment's latency bound
   bool met = false;
 };
+// Whose an SLO is, as the summary and page name it: "all", a tenant, "class C", "chat (serving)" or
+// "chat pro (serving)" (a serving tenant's).
+std::string slo_scope(const SloResult& slo);
 
 // A leaf switch whose uplinks ECMP loaded unevenly: the busiest carried over 1.5 times their mean.
 struct UnevenUplinks {

@@ -398,7 +398,7 @@ class Planner {
       const SloResult& slo = slos[i];
       SloStats st;
       st.metric = slo.metric;
-      st.name = (!slo.tenant.empty() ? slo.tenant + " " : !slo.deployment.empty() ? slo.deployment + " " : std::string()) + st.metric;
+      st.name = (!slo.deployment.empty() ? slo.deployment + " " : std::string()) + (!slo.tenant.empty() ? slo.tenant + " " : std::string()) + st.metric;
       if (slo.metric == "attainment") st.name += " within " + format_quantity(slo.within_s, Dimension::time);
       st.target = slo.target;
       st.at_least = slo.at_least;

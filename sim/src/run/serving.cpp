@@ -188,7 +188,7 @@ void Serving::summarize(double end_s, Summary& summary) const {
     if (r.completed > 0) summary.makespan_s = std::max(summary.makespan_s, r.last_finish_s);
     // Beside the workflows' SLOs, so that compare and plan weigh them as they weigh those.
     for (const ServingResult::Verdict& v : r.verdicts) {
-      summary.slos.push_back({.tenant = {}, .deployment = d.name, .work_class = {}, .metric = v.slo.metric + "_p" + std::to_string(static_cast<int>(v.slo.percentile)),
+      summary.slos.push_back({.tenant = v.slo.tenant, .deployment = d.name, .work_class = {}, .metric = v.slo.metric + "_p" + std::to_string(static_cast<int>(v.slo.percentile)),
                               .target = v.slo.target_s, .actual = v.achieved_s, .met = v.met});
     }
     summary.serving.push_back(std::move(r));

@@ -21,6 +21,7 @@ using detail::ObjectReader;
 // work or no engine's context.
 constexpr std::int64_t kMaxRequests = 10'000'000;
 constexpr std::int64_t kMaxTokens = 1'048'576;
+constexpr std::size_t kMaxTenants = 1000;
 
 // 512, or {"uniform": [128, 1024]}.
 TokenCount read_tokens(ObjectReader& r, std::string_view key, Need need) {
@@ -238,6 +239,26 @@ void read_requests(ObjectReader& top, ServingDeployment& d, const std::string& b
       }
     }
   }
+  if (const Json* tenants = r.field("tenants")) {  // [{"name": "pro", "share": 0.2}, ...]
+    if (!tenants->is_array() || tenants->empty() || tenants->size() > kMaxTenants) {
+      r.problem("tenants", "expected an array of 1 to " + std::to_string(kMaxTenants) + " {name, share}, found " + detail::describe(*tenants));
+    } else {
+      double total = 0;
+      for (std::size_t i = 0; i < tenants->size(); ++i) {
+        ObjectReader t((*tenants)[i], detail::child_pointer(r.pointer("tenants"), i), r.problems());
+        if (!t.ok()) continue;
+        ServingDeployment::Tenant tenant{.name = t.string("name", Need::required).value_or(""), .share = t.number("share", Need::required, 0.0, 1.0).value_or(0)};
+        if (!(tenant.share > 0) && t.field("share") != nullptr) t.problem("share", "expected a fraction above 0, at most 1");
+        if (std::any_of(d.tenants.begin(), d.tenants.end(), [&](const ServingDeployment::Tenant& o) { return o.name == tenant.name; })) {
+          t.problem("name", "expected a name no other tenant has, found \"" + tenant.name + "\" twice");
+        }
+        t.finish();
+        total += tenant.share;
+        d.tenants.push_back(std::move(tenant));
+      }
+      if (std::abs(total - 1) > 1e-9) r.problem("tenants", "expected shares summing to 1, found " + format_number(total));
+    }
+  }
   r.finish();
 }
 
@@ -264,6 +285,13 @@ void read_slos(ObjectReader& top, ServingDeployment& d) {
     }
     slo.target_s = s.quantity("target", Dimension::time, Need::required).value_or(0);
     if (!(slo.target_s > 0) && s.field("target") != nullptr) s.problem("target", "expected a positive time");
+    slo.tenant = s.string_or("tenant", "");
+    if (s.field("tenant") != nullptr &&
+        std::none_of(d.tenants.begin(), d.tenants.end(), [&](const ServingDeployment::Tenant& t) { return t.name == slo.tenant; })) {
+      std::string known;
+      for (const ServingDeployment::Tenant& t : d.tenants) known += (known.empty() ? "" : ", ") + t.name;
+      s.problem("tenant", "expected one of the tenants in /requests/tenants (" + (known.empty() ? std::string("none") : known) + "), found \"" + slo.tenant + "\"");
+    }
     s.finish();
     d.slos.push_back(slo);
   }

@@ -32,6 +32,7 @@ struct Request {
   std::uint32_t from_replica = 0, from_stamp = 0, to_replica = 0, to_stamp = 0;
   double transfer_start_s = 0;
   double first_token_s = -1, finish_s = -1;
+  std::uint16_t tenant = 0;      // an index into the deployment's tenants
   bool prefilling() const { return prefilled < to_prefill; }
 };
 

@@ -455,24 +455,38 @@ class Engine {
     }
     out.requests_rerouted = rerouted_;
     out.timeline = timeline_;
-    std::vector<double> ttft, tpot, e2e;
-    double first = requests_.empty() ? 0 : requests_.front().arrival_s, last = first, in = 0, produced = 0, good = 0;
-    double ttft_target = std::numeric_limits<double>::infinity(), tpot_target = ttft_target;
+    // The TTFT and TPOT targets a tenant's requests are held to: every deployment-wide one and its own.
+    const std::size_t tenants = std::max<std::size_t>(1, d_.tenants.size());
+    std::vector<double> ttft_target(tenants, std::numeric_limits<double>::infinity()), tpot_target = ttft_target;
     for (const auto& slo : d_.slos) {
-      if (slo.metric == "ttft") ttft_target = std::min(ttft_target, slo.target_s);
-      if (slo.metric == "tpot") tpot_target = std::min(tpot_target, slo.target_s);
+      for (std::size_t t = 0; t < tenants; ++t) {
+        if (!slo.tenant.empty() && slo.tenant != d_.tenants[t].name) continue;
+        if (slo.metric == "ttft") ttft_target[t] = std::min(ttft_target[t], slo.target_s);
+        if (slo.metric == "tpot") tpot_target[t] = std::min(tpot_target[t], slo.target_s);
+      }
     }
+    const auto per_token = [](const Request& r) { return r.output > 1 ? (r.finish_s - r.first_token_s) / static_cast<double>(r.output - 1) : 0.0; };
+    struct Samples {
+      std::vector<double> ttft, tpot, e2e;
+      double good = 0;
+    };
+    Samples all;
+    std::vector<Samples> by_tenant(d_.tenants.size());
+    double first = requests_.empty() ? 0 : requests_.front().arrival_s, last = first, in = 0, produced = 0;
     for (const Request& r : requests_) {
       if (r.finish_s < 0) continue;
       ++out.completed;
-      ttft.push_back(r.first_token_s - r.arrival_s);
-      e2e.push_back(r.finish_s - r.arrival_s);
-      const double per_token = r.output > 1 ? (r.finish_s - r.first_token_s) / static_cast<double>(r.output - 1) : 0;
-      if (r.output > 1) tpot.push_back(per_token);
+      const bool good = r.first_token_s - r.arrival_s <= ttft_target[r.tenant] && per_token(r) <= tpot_target[r.tenant];
+      for (Samples* s : {&all, by_tenant.empty() ? nullptr : &by_tenant[r.tenant]}) {
+        if (s == nullptr) continue;
+        s->ttft.push_back(r.first_token_s - r.arrival_s);
+        s->e2e.push_back(r.finish_s - r.arrival_s);
+        if (r.output > 1) s->tpot.push_back(per_token(r));
+        if (good) ++s->good;
+      }
       last = std::max(last, r.finish_s);
       in += static_cast<double>(r.prompt);
       produced += static_cast<double>(r.output);
-      if (ttft.back() <= ttft_target && per_token <= tpot_target) ++good;
     }
     out.makespan_s = last - first;
     out.last_finish_s = last;
@@ -480,7 +494,7 @@ class Engine {
     out.input_tokens_per_s = in / span;
     out.output_tokens_per_s = produced / span;
     out.requests_per_s = static_cast<double>(out.completed) / span;
-    out.goodput_per_s = good / span;
+    out.goodput_per_s = all.good / span;
     const auto stats = [](std::vector<double> v) {
       Percentiles p;
       if (v.empty()) return p;
@@ -494,25 +508,34 @@ class Engine {
       p.max = *std::max_element(v.begin(), v.end());
       return p;
     };
-    out.ttft_s = stats(ttft);
-    out.tpot_s = stats(tpot);
-    out.ttft_samples_s = ttft;
-    out.tpot_samples_s = tpot;
-    out.e2e_s = stats(e2e);
+    out.ttft_s = stats(all.ttft);
+    out.tpot_s = stats(all.tpot);
+    out.e2e_s = stats(all.e2e);
+    for (std::size_t t = 0; t < by_tenant.size(); ++t) {
+      const Samples& s = by_tenant[t];
+      out.tenants.push_back({.name = d_.tenants[t].name, .completed = s.e2e.size(), .ttft_s = stats(s.ttft), .tpot_s = stats(s.tpot), .e2e_s = stats(s.e2e),
+                             .goodput_per_s = s.good / span});
+    }
     // Requests still in flight when the run stopped count in the verdicts at what they have waited so
     // far, a lower bound: a verdict of missed stands, and a backlog cannot hide behind the completed.
-    std::vector<double> ttft_so_far = ttft, e2e_so_far = e2e;
-    for (std::size_t i = 0; i < next_arrival_; ++i) {
-      const Request& r = requests_[i];
-      if (r.finish_s >= 0) continue;
-      if (r.first_token_s < 0) ttft_so_far.push_back(end_s - r.arrival_s);
-      e2e_so_far.push_back(end_s - r.arrival_s);
-    }
     for (const auto& slo : d_.slos) {
-      const std::vector<double>& v = slo.metric == "ttft" ? ttft_so_far : slo.metric == "tpot" ? tpot : e2e_so_far;
+      std::vector<double> v;
+      for (std::size_t i = 0; i < next_arrival_; ++i) {
+        const Request& r = requests_[i];
+        if (!slo.tenant.empty() && slo.tenant != d_.tenants[r.tenant].name) continue;
+        if (slo.metric == "tpot") {
+          if (r.finish_s >= 0 && r.output > 1) v.push_back(per_token(r));
+        } else if (r.finish_s >= 0) {
+          v.push_back(slo.metric == "ttft" ? r.first_token_s - r.arrival_s : r.finish_s - r.arrival_s);
+        } else if (slo.metric == "e2e" || r.first_token_s < 0) {
+          v.push_back(end_s - r.arrival_s);
+        }
+      }
       const double achieved = v.empty() ? 0 : percentile(v, slo.percentile);
       out.verdicts.push_back({slo, achieved, achieved <= slo.target_s});
     }
+    out.ttft_samples_s = std::move(all.ttft);
+    out.tpot_samples_s = std::move(all.tpot);
     out.notes = d_.assumptions;
     return out;
   }
@@ -833,6 +856,19 @@ class Engine {
   double spacing_ = 0, sequences_now_ = 0, kv_now_ = 0;
 };
 
+// Each request's tenant, drawn by the tenants' shares from a stream of its own, so that naming tenants
+// leaves the arrivals and lengths as they were.
+void assign_tenants(const ServingDeployment& d, std::uint64_t seed, std::uint64_t run, std::vector<Request>& requests) {
+  if (d.tenants.size() < 2) return;
+  Rng draw(seed, run, "serving.tenant");
+  for (Request& r : requests) {
+    double u = draw.uniform();
+    std::size_t t = 0;
+    while (t + 1 < d.tenants.size() && u >= d.tenants[t].share) u -= d.tenants[t++].share;
+    r.tenant = static_cast<std::uint16_t>(t);
+  }
+}
+
 }  // namespace
 
 Requests make_requests(const ServingDeployment& d, std::uint64_t seed, std::uint64_t run) {
@@ -843,6 +879,7 @@ Requests make_requests(const ServingDeployment& d, std::uint64_t seed, std::uint
     for (const auto& t : d.trace) {
       out.list.push_back({.arrival_s = t.arrival_s, .prompt = t.prompt, .output = t.output, .prefix_begin = t.prefix_begin, .prefix_segments = t.prefix_count});
     }
+    assign_tenants(d, seed, run, out.list);
     return out;
   }
   Rng arrivals(seed, run, "serving.arrivals"), prompts(seed, run, "serving.prompt_tokens"), outputs(seed, run, "serving.output_tokens");
@@ -866,6 +903,7 @@ Requests make_requests(const ServingDeployment& d, std::uint64_t seed, std::uint
     }
     out.list.push_back(r);
   }
+  assign_tenants(d, seed, run, out.list);
   return out;
 }
 
