@@ -393,6 +393,44 @@ TEST_CASE("a serving plan finds the fewest replicas meeting the SLOs by bisectio
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("a serving plan searches prefill/decode splits and engine knobs, each point the deployment they make", "[serving][plan]") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fleetsim-serving-plan-pd-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "d.json") << deployment(R"(, "knobs": {"block_size": 32}, "slos": [{"metric": "ttft", "percentile": 95, "target": "2 s"}, {"metric": "tpot", "target": "30 ms"}])",
+                                              R"("rate": "10 /s", "count": 400, "prompt_tokens": {"uniform": [500, 1500]}, "output_tokens": {"uniform": [50, 300]})");
+  const std::string file = (dir / "plan.json").string();
+  const ServingPlan plan = parse_serving_plan(R"({"serving": "d.json", "search": {"node_types": ["hgx-h100-8"], "replicas": {"min": 1, "max": 4},
+      "disaggregation": [0, 0.5], "knobs": {"max_num_batched_tokens": [2048, 8192], "policy": ["chunked-prefill", "orca"]}}, "rates": ["30 /s"], "seeds": 1})", file);
+  REQUIRE(plan.knob_settings.size() == 4);
+  CHECK(plan.knob_settings[0].label == "max_num_batched_tokens 2048, policy chunked-prefill");
+  CHECK(plan.knob_settings[0].json.find("\"block_size\":32") != std::string::npos);  // over the deployment's own knobs
+  const ServingPlanResult r = plan_serving(plan, 2);
+  REQUIRE(r.lines.size() == 8);
+  for (const ServingPoint& p : r.points) {
+    if (p.prefill_share == 0) CHECK(p.prefill_replicas == 0);
+    if (p.prefill_share > 0 && p.replicas == 1) CHECK(p.why == "a prefill/decode split needs 2 replicas at least");
+    if (p.prefill_share > 0 && p.replicas >= 2) CHECK(p.prefill_replicas == std::lround(p.replicas * 0.5));
+  }
+  // A point is the deployment its edits make: simulated directly, the same SLO percentiles.
+  int checked = 0;
+  for (const ServingPoint& p : r.lines) {
+    if (p.verdict != ServingPoint::Verdict::met || p.prefill_replicas == 0) continue;
+    const std::size_t k = static_cast<std::size_t>(std::find_if(plan.knob_settings.begin(), plan.knob_settings.end(), [&](const ServingPlan::Knobs& s) { return s.label == p.knobs; }) - plan.knob_settings.begin());
+    REQUIRE(k < plan.knob_settings.size());
+    const ServingDeployment d = parse_serving(read_text_file((dir / "d.json").string()), "d.json",
+        std::vector<ScenarioEdit>{{"/replicas", std::to_string(p.replicas)}, {"/requests/rate", "\"30 /s\""}, {"/knobs", plan.knob_settings[k].json},
+                                  {"/disaggregation", R"({"prefill": )" + std::to_string(p.prefill_replicas) + R"(, "decode": )" + std::to_string(p.replicas - p.prefill_replicas) + "}"}});
+    CHECK(simulate_serving(d).verdicts[0].achieved_s == Approx(p.slos[0].mean_s));
+    ++checked;
+  }
+  CHECK(checked > 0);
+  CHECK_THROWS_WITH(parse_serving_plan(R"({"serving": "d.json", "search": {"node_types": ["hgx-h100-8"], "knobs": {"block_size": [16, 0]}}})", file),
+                    Catch::Contains("plan.json: /search/knobs/block_size/1: /knobs/block_size"));
+  CHECK_THROWS_WITH(parse_serving_plan(R"({"serving": "d.json", "search": {"node_types": ["hgx-h100-8"], "disaggregation": [1]}})", file),
+                    Catch::Contains("plan.json: /search/disaggregation: expected a non-empty array of prefill shares"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("a mixture of experts holds every expert's weights but reads only the experts its tokens reach", "[serving]") {
   CHECK(experts_touched(8, 2, 1) == 2);
   CHECK(experts_touched(8, 2, 2) == Approx(8 * (1 - 0.75 * 0.75)));

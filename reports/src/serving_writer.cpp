@@ -249,28 +249,44 @@ std::string point_slos(const ServingPoint& p) {
   return text;
 }
 
+// What a point sets beyond node type, engine, TP and replicas: its prefill/decode split and knobs.
+std::string point_setup(const ServingPoint& p) {
+  std::string split = p.prefill_replicas > 0 ? std::to_string(p.prefill_replicas) + "P+" + std::to_string(p.replicas - p.prefill_replicas) + "D"
+                      : p.prefill_share > 0  ? format_number(100 * p.prefill_share) + "% P"
+                                             : "together";
+  return p.knobs.empty() ? split : split + "; " + p.knobs;
+}
+
 }  // namespace
 
 void write_serving_plan_text(std::ostream& out, const ServingPlan& plan, const ServingPlanResult& r) {
   out << "serving plan  " << plan.file << "  (" << plan.base_file << "; " << plan.seeds << " seed" << (plan.seeds == 1 ? "" : "s") << " a point, "
       << format_number(static_cast<double>(r.points.size())) << " points simulated)\n";
   if (plan.cost.given) out << cost_basis_text(plan.cost) << "\n";
-  char line[512];
+  char line[1024];
+  // A column for the split and knobs where the plan searches them.
+  const bool setups = plan.prefill_shares.size() > 1 || plan.prefill_shares.front() > 0 || plan.knob_settings.size() > 1;
+  int setup_width = 5;
+  for (const ServingPoint& p : r.lines) setup_width = std::max(setup_width, static_cast<int>(point_setup(p).size()));
   for (std::size_t k = 0; k < plan.rates_per_s.size(); ++k) {
     const double rate = plan.rates_per_s[k];
     out << "\nat " << format_number(rate) << " requests/s\n";
-    std::snprintf(line, sizeof line, "  %-16s %-14s %3s %9s %6s %6s %12s  %-10s %s\n", "node type", "engine", "tp", "replicas", "GPUs", "nodes", "$/month", "verdict", "SLOs (mean +- 95% CI over seeds)");
+    std::snprintf(line, sizeof line, "  %-16s %-14s %3s %9s %6s %6s %12s  %-10s %s\n", "node type", "engine", "tp", "replicas", "GPUs", "nodes", "$/month", "verdict",
+                  ((setups ? std::string("setup") + std::string(static_cast<std::size_t>(setup_width - 5) + 2, ' ') : std::string()) + "SLOs (mean +- 95% CI over seeds)").c_str());
     out << line;
     for (const ServingPoint& p : r.lines) {
       if (p.rate_per_s != rate) continue;
-      std::snprintf(line, sizeof line, "  %-16s %-14s %3d %9d %6d %6d %12s  %-10s %s\n", p.node_type.c_str(), p.engine.c_str(), p.tp, p.replicas, p.gpus, p.nodes,
-                    format_number(p.usd_per_month).c_str(), verdict_name(p.verdict),
+      std::string setup = setups ? point_setup(p) : std::string();
+      if (setups) setup += std::string(static_cast<std::size_t>(setup_width) - setup.size() + 2, ' ');
+      std::snprintf(line, sizeof line, "  %-16s %-14s %3d %9d %6d %6d %12s  %-10s %s%s\n", p.node_type.c_str(), p.engine.c_str(), p.tp, p.replicas, p.gpus, p.nodes,
+                    format_number(p.usd_per_month).c_str(), verdict_name(p.verdict), setup.c_str(),
                     p.verdict == ServingPoint::Verdict::does_not_fit ? p.why.c_str() : (point_slos(p) + (p.verdict == ServingPoint::Verdict::met ? "" : " (at the most replicas searched)")).c_str());
       out << line;
     }
     if (const auto& pick = r.recommended[k]) {
       out << "  recommended: " << pick->replicas << " replica" << (pick->replicas == 1 ? "" : "s") << " of " << pick->engine << " at TP " << pick->tp << " on "
-          << pick->nodes << " " << pick->node_type << " node" << (pick->nodes == 1 ? "" : "s") << " (" << pick->gpus << " GPUs), $" << format_number(pick->usd_per_month)
+          << pick->nodes << " " << pick->node_type << " node" << (pick->nodes == 1 ? "" : "s") << " (" << pick->gpus << " GPUs)"
+          << (setups ? " (" + point_setup(*pick) + ")" : std::string()) << ", $" << format_number(pick->usd_per_month)
           << " a month: " << point_slos(*pick) << "\n";
       if (plan.cost.given) out << "    " << cost_text(plan.cost, pick->cost) << "\n";
     } else {
@@ -286,7 +302,8 @@ std::string serving_plan_json(const ServingPlan& plan, const ServingPlanResult& 
       slos.push_back({{"metric", s.slo.metric}, {"percentile", s.slo.percentile}, {"target_s", s.slo.target_s}, {"mean_s", s.mean_s}, {"ci95_s", s.ci95_s}});
     }
     nlohmann::ordered_json j{{"rate_per_s", p.rate_per_s}, {"node_type", p.node_type}, {"engine", p.engine}, {"tp", p.tp}, {"replicas", p.replicas},
-                             {"gpus", p.gpus}, {"nodes", p.nodes}, {"usd_per_month", p.usd_per_month}, {"verdict", verdict_name(p.verdict)},
+                             {"gpus", p.gpus}, {"nodes", p.nodes}, {"prefill_replicas", p.prefill_replicas}, {"knobs", p.knobs},
+                             {"usd_per_month", p.usd_per_month}, {"verdict", verdict_name(p.verdict)},
                              {"why", p.why}, {"slos", slos}};
     if (plan.cost.given) j["cost"] = monthly_cost_json(p.cost);
     return j;

@@ -279,6 +279,14 @@ struct ServingPlan {
   std::string file, base_file, base_text;
   std::vector<std::string> node_types, engines;
   std::vector<int> tps;
+  // Prefill/decode splits: the share of a point's replicas that only prefill (0: every replica does both).
+  std::vector<double> prefill_shares{0.0};
+  // Engine knob settings to try: each the deployment's "knobs" object with some knobs set (JSON text),
+  // and what it sets ("" for the deployment's own).
+  struct Knobs {
+    std::string json, label;
+  };
+  std::vector<Knobs> knob_settings{Knobs{}};
   int min_replicas = 1, max_replicas = 64;
   std::vector<double> rates_per_s;
   int seeds = 3;
@@ -292,6 +300,9 @@ struct ServingPoint {
   double rate_per_s = 0;
   std::string node_type, engine;
   int tp = 1, replicas = 0, gpus = 0, nodes = 0;
+  double prefill_share = 0;  // of the plan's prefill_shares
+  int prefill_replicas = 0;  // of the replicas (0: not disaggregated)
+  std::string knobs;         // the knob setting's label ("" for the deployment's own)
   double usd_per_month = 0;  // what the plan ranks by: rent, or owning where the plan says so
   MonthlyCost cost;          // both ways, owning's energy at the replicas' GPU utilization
   enum class Verdict : std::uint8_t { met, missed, not_sure, does_not_fit } verdict = Verdict::does_not_fit;

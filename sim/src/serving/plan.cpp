@@ -18,24 +18,29 @@ using detail::Json;
 using detail::Need;
 using detail::ObjectReader;
 
-// One line of the search: a rate, a node type, a TP size and an engine; only the replicas change.
+// One line of the search: a rate, a node type, a TP size, an engine, a prefill share and a knob
+// setting; only the replicas change.
 struct Line {
   double rate_per_s;
   std::string node_type, engine;
   int tp;
+  double prefill_share;
+  std::size_t knobs;  // into the plan's knob_settings
 };
 
-ServingPoint point_of(const Line& line) {
+ServingPoint point_of(const ServingPlan& plan, const Line& line) {
   ServingPoint p;
   p.rate_per_s = line.rate_per_s;
   p.node_type = line.node_type;
   p.engine = line.engine;
   p.tp = line.tp;
+  p.prefill_share = line.prefill_share;
+  p.knobs = plan.knob_settings[line.knobs].label;
   return p;
 }
 
 ServingPoint evaluate(const ServingPlan& plan, const Line& line, int replicas) {
-  ServingPoint p = point_of(line);
+  ServingPoint p = point_of(plan, line);
   p.replicas = replicas;
   const NodeType* node = Catalog::builtin().node(line.node_type);
   const int per_node = std::max(1, node->gpus / line.tp);
@@ -48,11 +53,20 @@ ServingPoint evaluate(const ServingPlan& plan, const Line& line, int replicas) {
     p.usd_per_month = p.cost.ranked_usd(plan.cost);
   };
   price(0);
-  const std::vector<ScenarioEdit> edits{{"/cluster", R"({"nodes": [{"type": ")" + line.node_type + R"(", "count": )" + std::to_string(p.nodes) + "}]}"},
+  std::vector<ScenarioEdit> edits{{"/cluster", R"({"nodes": [{"type": ")" + line.node_type + R"(", "count": )" + std::to_string(p.nodes) + "}]}"},
                                   {"/tp", std::to_string(line.tp)},
                                   {"/replicas", std::to_string(replicas)},
                                   {"/engine", "\"" + line.engine + "\""},
                                   {"/requests/rate", "\"" + detail::shortest_text(line.rate_per_s) + " /s\""}};
+  if (!plan.knob_settings[line.knobs].json.empty()) edits.push_back({"/knobs", plan.knob_settings[line.knobs].json});
+  if (line.prefill_share > 0) {
+    if (replicas < 2) {
+      p.why = "a prefill/decode split needs 2 replicas at least";
+      return p;
+    }
+    p.prefill_replicas = std::clamp(static_cast<int>(std::lround(replicas * line.prefill_share)), 1, replicas - 1);
+    edits.push_back({"/disaggregation", R"({"prefill": )" + std::to_string(p.prefill_replicas) + R"(, "decode": )" + std::to_string(replicas - p.prefill_replicas) + "}"});
+  }
   ServingDeployment base;
   try {
     base = parse_serving(plan.base_text, plan.base_file, edits);
@@ -89,6 +103,46 @@ ServingPoint evaluate(const ServingPlan& plan, const Line& line, int replicas) {
     }
   }
   return p;
+}
+
+// search.knobs: {"max_num_batched_tokens": [2048, 8192], "policy": ["chunked-prefill", "orca"]}, every
+// combination tried, each over the deployment's own knobs; each value checked as the deployment reads it.
+void read_knob_search(const Json& knobs, ServingPlan& plan, detail::Problems& problems) {
+  if (!knobs.is_object() || knobs.empty()) {
+    problems.add("/search/knobs", "expected an object of knobs, each with an array of values to try, found " + detail::describe(knobs));
+    return;
+  }
+  if (plan.base_text.empty()) return;  // the deployment did not load (said under /serving)
+  const Json base = Json::parse(plan.base_text, nullptr, false);
+  const Json own = base.is_object() && base.contains("knobs") ? base["knobs"] : Json::object();
+  std::vector<std::pair<Json, std::string>> settings{{own, ""}};
+  for (const auto& [name, values] : knobs.items()) {
+    const std::string pointer = detail::child_pointer("/search/knobs", name);
+    if (!values.is_array() || values.empty()) {
+      problems.add(pointer, "expected a non-empty array of values to try, found " + detail::describe(values));
+      continue;
+    }
+    std::vector<std::pair<Json, std::string>> grown;
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      Json one = own;
+      one[name] = values[i];
+      try {
+        parse_serving(plan.base_text, plan.base_file, std::vector<ScenarioEdit>{{"/knobs", one.dump()}});
+      } catch (const InputError& e) {
+        problems.add(detail::child_pointer(pointer, i), e.problems().empty() ? e.what() : e.problems().front().pointer + ": " + e.problems().front().message);
+        continue;
+      }
+      const std::string value = values[i].is_string() ? values[i].get<std::string>() : values[i].dump();
+      for (const auto& [setting, label] : settings) {
+        Json next = setting;
+        next[name] = values[i];
+        grown.emplace_back(std::move(next), label + (label.empty() ? "" : ", ") + name + " " + value);
+      }
+    }
+    if (!grown.empty()) settings = std::move(grown);
+  }
+  plan.knob_settings.clear();
+  for (const auto& [setting, label] : settings) plan.knob_settings.push_back({setting.dump(), label});
 }
 
 }  // namespace
@@ -154,6 +208,16 @@ ServingPlan parse_serving_plan(std::string_view json_text, const std::string& fi
         for (const Json& x : *tp) plan.tps.push_back(x.get<int>());
       }
     }
+    if (const Json* shares = s.field("disaggregation")) {  // prefill shares of the replicas, 0 for none
+      if (!shares->is_array() || shares->empty() ||
+          !std::all_of(shares->begin(), shares->end(), [](const Json& x) { return x.is_number() && x.get<double>() >= 0 && x.get<double>() < 1; })) {
+        s.problem("disaggregation", "expected a non-empty array of prefill shares of the replicas, each from 0 (no split) to below 1, found " + detail::describe(*shares));
+      } else {
+        plan.prefill_shares.clear();
+        for (const Json& x : *shares) plan.prefill_shares.push_back(x.get<double>());
+      }
+    }
+    if (const Json* knobs = s.field("knobs")) read_knob_search(*knobs, plan, problems);
     if (const Json* r = s.field("replicas")) {
       ObjectReader rr(*r, "/search/replicas", problems);
       plan.min_replicas = static_cast<int>(rr.integer_or("min", 1, 1, 100000));
@@ -189,7 +253,11 @@ ServingPlanResult plan_serving(const ServingPlan& plan, unsigned threads) {
   for (double rate : plan.rates_per_s) {
     for (const std::string& node : plan.node_types) {
       for (int tp : plan.tps) {
-        for (const std::string& engine : plan.engines) lines.push_back({rate, node, engine, tp});
+        for (const std::string& engine : plan.engines) {
+          for (double share : plan.prefill_shares) {
+            for (std::size_t k = 0; k < plan.knob_settings.size(); ++k) lines.push_back({rate, node, engine, tp, share, k});
+          }
+        }
       }
     }
   }
@@ -201,7 +269,7 @@ ServingPlanResult plan_serving(const ServingPlan& plan, unsigned threads) {
     const Line& line = lines[i];
     const NodeType* node = Catalog::builtin().node(line.node_type);
     if (line.tp > node->gpus) {
-      best[i] = point_of(line);
+      best[i] = point_of(plan, line);
       best[i].why = "TP " + std::to_string(line.tp) + " spans more than a node's " + std::to_string(node->gpus) + " GPUs";
       tried[i].push_back(best[i]);
       return;
