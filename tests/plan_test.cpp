@@ -172,6 +172,37 @@ TEST_CASE("a run whose queue grows without bound stops early as diverged", "[pla
   CHECK(full.horizon_reached);
 }
 
+TEST_CASE("a point not sure of an SLO says about how many seeds would settle it, and runs them when asked", "[plan]") {
+  // t(N - 1) sd / sqrt(N) under the gap: with sd 1 and a gap of 1, N = 7 (2.447 / 2.646 = 0.92; N = 6 gives 1.05).
+  CHECK(seeds_to_settle(1.0, 1.0, 2) == 7);
+  CHECK(seeds_to_settle(1.0, 1.0, 9) == 10);  // never fewer than one more than it has
+  CHECK(seeds_to_settle(0.0, 1.0, 2) == 0);
+  const auto plan = [](const std::string& settle) {
+    return parse_plan(R"({"base": "comfyui-studio.json",
+        "search": {"node_types": ["hgx-h100-8", "l40s-pcie-8"], "nodes": {"min": 1, "max": 6}, "policies": ["memory-aware"]},
+        "slos": [{"metric": "latency_p95", "target": "30 s"}], "seeds": 2, "confirm_seeds": 3)" + settle + "}",
+                      "settle-plan.json", kScenarios);
+  };
+  const PlanResult plain = run_plan(plan(""), {.threads = 2});
+  const PlanResult settled = run_plan(plan(R"(, "settle_seeds": 16)"), {.threads = 2});
+  int unsure = 0;
+  for (const PlanPoint& p : plain.points) {
+    // Its own seeds' verdict (not a confirmation's failure quoted on the point it confirmed).
+    if (p.verdict.find("interval reaches") == std::string::npos || p.verdict.rfind("met every SLO on its seeds", 0) == 0) continue;
+    ++unsure;
+    CHECK_THAT(p.verdict, Catch::Contains("over " + std::to_string(p.seeds) + " seeds (about ") && Catch::Contains("seeds would settle it)"));
+    // Asked to settle, the same point ran more seeds, until sure or at the cap.
+    for (const PlanPoint& q : settled.points) {
+      if (q.node_type != p.node_type || q.nodes != p.nodes || q.confirmation != p.confirmation) continue;
+      CHECK(q.seeds > p.seeds);
+      if (q.verdict.find("interval reaches") != std::string::npos) CHECK(q.seeds == 16);
+    }
+  }
+  CHECK(unsure > 0);
+  CHECK_THAT(plan_error(R"({"base": "comfyui-studio.json", "search": {"node_types": ["hgx-h100-8"]}, "seeds": 4, "settle_seeds": 4})"),
+             Catch::Contains("p.json: /settle_seeds: expected more than \"seeds\" (4), or 0 for none"));
+}
+
 TEST_CASE("malformed plan files are refused with the field named", "[plan]") {
   const std::string search = R"("search": {"node_types": ["hgx-h100-8"], "nodes": {"min": 1, "max": 2}})";
   CHECK(plan_error(R"({"base": "comfyui-studio.json", )" + search + "}").empty());

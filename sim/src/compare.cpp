@@ -10,6 +10,18 @@
 
 namespace fleetsim {
 
+namespace {
+
+// The two-sided 95% quantile of Student's t for `df` degrees of freedom (1..30); the normal's beyond.
+double t95(std::size_t df) {
+  static constexpr double t[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+                                 2.201,  2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+                                 2.080,  2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
+  return df >= 1 && df <= 30 ? t[df - 1] : 1.960;
+}
+
+}  // namespace
+
 MetricStats mean_ci95(const std::vector<double>& values) {
   MetricStats s;
   if (values.empty()) return s;
@@ -19,15 +31,17 @@ MetricStats mean_ci95(const std::vector<double>& values) {
   double var = 0;
   for (double v : values) var += (v - s.mean) * (v - s.mean);
   var /= static_cast<double>(values.size() - 1);
-  // Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom; the normal's beyond.
-  static constexpr double t95[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-                                   2.201,  2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-                                   2.080,  2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
-  const std::size_t df = values.size() - 1;
-  const double t = df <= 30 ? t95[df - 1] : 1.960;
   s.sd = std::sqrt(var);
-  s.ci95 = t * std::sqrt(var / static_cast<double>(values.size()));
+  s.ci95 = t95(values.size() - 1) * std::sqrt(var / static_cast<double>(values.size()));
   return s;
+}
+
+unsigned seeds_to_settle(double sd, double gap, std::size_t have) {
+  if (!(gap > 0) || !(sd > 0)) return 0;
+  for (std::size_t n = std::max<std::size_t>(have + 1, 2); n <= 10000; ++n) {
+    if (t95(n - 1) * sd / std::sqrt(static_cast<double>(n)) < gap) return static_cast<unsigned>(n);
+  }
+  return 0;
 }
 
 std::vector<ComparedMetric> compared_metrics(const Summary& example) {
@@ -121,11 +135,7 @@ std::vector<PolicyVerdict> compare_verdicts(const std::vector<PolicyRuns>& resul
         mv.call = d.mean < 0 ? MetricVerdict::Call::lower : MetricVerdict::Call::higher;
       } else {
         mv.call = MetricVerdict::Call::not_sure;
-        // The half-width is about 1.96 sd / sqrt(N) at many seeds: N where it falls below the difference.
-        if (d.mean != 0) {
-          const double seeds = std::ceil((1.96 * d.sd / d.mean) * (1.96 * d.sd / d.mean));
-          mv.seeds_to_settle = seeds <= 10000 ? static_cast<unsigned>(std::max(seeds, static_cast<double>(n + 1))) : 0;
-        }
+        mv.seeds_to_settle = seeds_to_settle(d.sd, std::abs(d.mean), n);
       }
       v.metrics.push_back(std::move(mv));
     }

@@ -22,6 +22,10 @@ struct MetricStats {
 
 // Mean and 95% confidence half-width of a sample.
 MetricStats mean_ci95(const std::vector<double>& values);
+// About how many seeds would bring the 95% half-width of a mean under `gap` (a difference from 0 or
+// from a target), if the sample's standard deviation held: the fewest N above `have` with
+// t(N - 1) sd / sqrt(N) < gap; 0 past 10,000.
+unsigned seeds_to_settle(double sd, double gap, std::size_t have);
 
 struct PolicyRuns {
   std::string policy;

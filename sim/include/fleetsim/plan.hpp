@@ -33,6 +33,9 @@ struct PlanSpec {
   std::vector<double> load_growth{1.0};
   unsigned seeds = 3;
   unsigned confirm_seeds = 5;
+  // A point not sure of an SLO (met on average, its 95% interval across the target) runs more seeds,
+  // doubling, up to this many; 0: it is reported not sure with about how many seeds would settle it.
+  unsigned settle_seeds = 0;
   std::uint64_t max_in_flight = 2000;     // workflows arrived and unfinished at which a run stops as diverging
   OwnershipCost cost;
 };

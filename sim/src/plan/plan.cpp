@@ -126,6 +126,8 @@ PlanSpec parse_plan(std::string_view json_text, const std::string& file_name, co
     if (const Json* cost = top.field("cost")) detail::read_ownership_cost(*cost, top.pointer("cost"), problems, p.node_types, "/search/node_types", p.cost);
     p.seeds = static_cast<unsigned>(top.integer_or("seeds", 3, 1, 1000));
     p.confirm_seeds = static_cast<unsigned>(top.integer_or("confirm_seeds", 5, 1, 1000));
+    p.settle_seeds = static_cast<unsigned>(top.integer_or("settle_seeds", 0, 0, 1000));
+    if (p.settle_seeds > 0 && p.settle_seeds <= p.seeds) top.problem("settle_seeds", "expected more than \"seeds\" (" + std::to_string(p.seeds) + "), or 0 for none");
     p.max_in_flight = static_cast<std::uint64_t>(top.integer_or("max_in_flight", 2000, 1, std::numeric_limits<std::int64_t>::max()));
     top.finish();
   }
@@ -327,6 +329,28 @@ class Planner {
     p.monthly_usd = p.cost.ranked_usd(spec_.cost);
   }
 
+  // The point's SLO statistics over the seeds so far; true if one is met on average but its interval
+  // crosses the target (not sure).
+  static bool judge_slos(PlanPoint& p, const std::vector<SloResult>& slos, const std::vector<std::vector<double>>& values) {
+    p.slos.clear();
+    bool unsure = false;
+    for (std::size_t i = 0; i < slos.size(); ++i) {
+      const SloResult& slo = slos[i];
+      SloStats st;
+      st.metric = slo.metric;
+      st.name = (!slo.deployment.empty() ? slo.deployment + " " : std::string()) + (!slo.tenant.empty() ? slo.tenant + " " : std::string()) + st.metric;
+      if (slo.metric == "attainment") st.name += " within " + format_quantity(slo.within_s, Dimension::time);
+      st.target = slo.target;
+      st.at_least = slo.at_least;
+      st.actual = mean_ci95(values[i]);
+      const bool mean_meets = st.at_least ? st.actual.mean >= st.target : st.actual.mean <= st.target;
+      const bool surely = st.at_least ? st.actual.mean - st.actual.ci95 >= st.target : st.actual.mean + st.actual.ci95 <= st.target;
+      unsure = unsure || (mean_meets && !surely);
+      p.slos.push_back(std::move(st));
+    }
+    return unsure;
+  }
+
   PlanPoint evaluate(const Line& line, int nodes, unsigned seeds, std::uint64_t seed_offset) {
     PlanPoint p;
     p.load = line.load;
@@ -363,58 +387,60 @@ class Planner {
     std::vector<SloResult> slos;  // each SLO as the first run met it: the workflows', then each serving deployment's
     std::vector<std::vector<double>> slo_values;
     std::string failure;
-    for (unsigned k = 0; k < seeds; ++k) {
-      const RunResult run = simulate(sc, {.seed = sc.seed + seed_offset + k, .max_in_flight = spec_.max_in_flight});
-      const Summary& s = run.summary;
-      p95.push_back(s.latency_s.p95);
-      p99.push_back(s.latency_s.p99);
-      mean.push_back(s.latency_s.mean);
-      util.push_back(s.gpu_utilization);
-      if (k == 0) {
-        slos = s.slos;
-        slo_values.resize(slos.size());
-      }
-      for (std::size_t i = 0; i < s.slos.size(); ++i) slo_values[i].push_back(s.slos[i].actual);
-      if (failure.empty()) {
-        const std::string seed = " (seed " + std::to_string(sc.seed + seed_offset + k) + ")";
-        if (s.diverged) {
-          failure = "queue grew past " + std::to_string(spec_.max_in_flight) + " workflows in flight" + seed;
-        } else if (s.stalled) {
-          failure = "stalled: tasks that no GPU can take" + seed;
-        } else if (s.workflows.failed > 0) {
-          failure = std::to_string(s.workflows.failed) + " workflows failed" + seed;
-        } else if (const std::size_t stale = waiting_too_long(run); stale > 0) {
-          failure = std::to_string(stale) + " workflows unfinished at the horizon had waited longer than any completed one took" + seed;
+    bool diverged = false;
+    // A point not sure of an SLO (met on average, its interval across the target) runs more seeds, twice
+    // as many each time, up to settle_seeds.
+    for (unsigned want = seeds, ran = 0;;) {
+      for (unsigned k = ran; k < want && !diverged; ++k, ++ran) {
+        const RunResult run = simulate(sc, {.seed = sc.seed + seed_offset + k, .max_in_flight = spec_.max_in_flight});
+        const Summary& s = run.summary;
+        p95.push_back(s.latency_s.p95);
+        p99.push_back(s.latency_s.p99);
+        mean.push_back(s.latency_s.mean);
+        util.push_back(s.gpu_utilization);
+        if (k == 0) {
+          slos = s.slos;
+          slo_values.resize(slos.size());
         }
+        for (std::size_t i = 0; i < s.slos.size(); ++i) slo_values[i].push_back(s.slos[i].actual);
+        if (failure.empty()) {
+          const std::string seed = " (seed " + std::to_string(sc.seed + seed_offset + k) + ")";
+          if (s.diverged) {
+            failure = "queue grew past " + std::to_string(spec_.max_in_flight) + " workflows in flight" + seed;
+          } else if (s.stalled) {
+            failure = "stalled: tasks that no GPU can take" + seed;
+          } else if (s.workflows.failed > 0) {
+            failure = std::to_string(s.workflows.failed) + " workflows failed" + seed;
+          } else if (const std::size_t stale = waiting_too_long(run); stale > 0) {
+            failure = std::to_string(stale) + " workflows unfinished at the horizon had waited longer than any completed one took" + seed;
+          }
+        }
+        diverged = s.diverged;  // the point fails; more seeds would only cost time
       }
-      if (s.diverged) break;  // the point fails; more seeds would only cost time
+      p.seeds = ran;
+      const bool unsure = judge_slos(p, slos, slo_values);
+      if (!unsure || !failure.empty() || want >= spec_.settle_seeds) break;
+      want = std::min(spec_.settle_seeds, 2 * want);
     }
     p.p95_s = mean_ci95(p95);
     p.p99_s = mean_ci95(p99);
     p.mean_s = mean_ci95(mean);
     p.utilization = mean_ci95(util);
     price(p, sc.cluster, p.utilization.mean);
-    for (std::size_t i = 0; i < slos.size(); ++i) {
-      const SloResult& slo = slos[i];
-      SloStats st;
-      st.metric = slo.metric;
-      st.name = (!slo.deployment.empty() ? slo.deployment + " " : std::string()) + (!slo.tenant.empty() ? slo.tenant + " " : std::string()) + st.metric;
-      if (slo.metric == "attainment") st.name += " within " + format_quantity(slo.within_s, Dimension::time);
-      st.target = slo.target;
-      st.at_least = slo.at_least;
-      st.actual = mean_ci95(slo_values[i]);
+    for (const SloStats& st : p.slos) {
       // The confidence interval's far end must be on the right side of the target.
       const bool misses = st.at_least ? st.actual.mean - st.actual.ci95 < st.target : st.actual.mean + st.actual.ci95 > st.target;
-      if (failure.empty() && misses) {
-        // Say which: the SLO missed on average, or met on average but not surely enough over these seeds.
-        const bool mean_misses = st.at_least ? st.actual.mean < st.target : st.actual.mean > st.target;
-        const double far_end = st.at_least ? st.actual.mean - st.actual.ci95 : st.actual.mean + st.actual.ci95;
-        failure = st.name + " " + format_slo_value(st.metric, st.actual.mean) + " +- " + format_slo_value(st.metric, st.actual.ci95) +
-                  (mean_misses ? std::string(st.at_least ? ", under" : ", over") + " its target " + format_slo_value(st.metric, st.target)
-                               : ": within its target " + format_slo_value(st.metric, st.target) + " on average, but its 95% interval reaches " +
-                                     format_slo_value(st.metric, far_end) + " (more seeds may settle it)");
-      }
-      p.slos.push_back(std::move(st));
+      if (!failure.empty() || !misses) continue;
+      // Say which: the SLO missed on average, or met on average but not surely enough over these seeds
+      // (and about how many would settle it: the half-width is near 1.96 sd / sqrt(N) at many seeds).
+      const bool mean_misses = st.at_least ? st.actual.mean < st.target : st.actual.mean > st.target;
+      const double far_end = st.at_least ? st.actual.mean - st.actual.ci95 : st.actual.mean + st.actual.ci95;
+      const unsigned settle_at = seeds_to_settle(st.actual.sd, std::abs(st.target - st.actual.mean), p.seeds);
+      const std::string settle = settle_at > 0 ? "about " + std::to_string(settle_at) + " seeds would settle it" : "more seeds may settle it";
+      failure = st.name + " " + format_slo_value(st.metric, st.actual.mean) + " +- " + format_slo_value(st.metric, st.actual.ci95) +
+                (mean_misses ? std::string(st.at_least ? ", under" : ", over") + " its target " + format_slo_value(st.metric, st.target)
+                             : ": within its target " + format_slo_value(st.metric, st.target) + " on average, but its 95% interval reaches " +
+                                   format_slo_value(st.metric, far_end) + " over " + std::to_string(p.seeds) + " seeds (" + settle + ")");
     }
     p.passes = failure.empty();
     p.verdict = p.passes ? "meets every SLO" : failure;
