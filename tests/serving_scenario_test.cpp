@@ -256,6 +256,15 @@ TEST_CASE("a KV transfer whose NIC cable fails is lost: the request is prefilled
   CHECK(cut.kv_transfers > calm.kv_transfers);
   CHECK(cut.prompt_tokens > calm.prompt_tokens);  // prefilled again
   CHECK(cut.e2e_s.max > fail_s + 1);
+  // The decode replica's GPU fails halfway through instead: the transfer stops at once (its flows are
+  // cancelled), and the request is prefilled again once a decode replica is back to take it.
+  const std::string gpu = R"(, "faults": {"events": [{"at": ")" + std::to_string(fail_s * 1e3) + R"( ms", "gpu": "n1.g0", "for": "1 s"}]})";
+  const ServingResult down = simulate(parse_scenario(scenario(pd, gpu, nodes), "s.json", ".")).summary.serving.front();
+  CHECK(down.completed == 1);
+  CHECK(down.replica_failures == 1);
+  CHECK(down.kv_transfers == 2);
+  // Half of the lost one, then a whole one (of one token more: the first output token is prefilled again too).
+  CHECK(down.kv_transfer_s == Approx(1.5 * calm.kv_transfer_s).epsilon(1e-3));
 }
 
 TEST_CASE("KV transfers share the NICs with a training gang's all-reduce, and slow down beside it", "[serving][scenario]") {

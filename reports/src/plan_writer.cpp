@@ -111,7 +111,8 @@ nlohmann::ordered_json monthly_cost_json(const MonthlyCost& c) {
 
 void write_plan_text(std::ostream& out, const PlanSpec& spec, const PlanResult& r) {
   out << "plan " << spec.file << " over " << spec.base << ": " << r.points.size() << " points simulated ("
-      << spec.seeds << " seeds each, " << spec.confirm_seeds << " fresh seeds to confirm)\n";
+      << spec.seeds << " seeds each" << (spec.settle_seeds > 0 ? " (up to " + std::to_string(spec.settle_seeds) + " where not sure)" : std::string()) << ", "
+      << spec.confirm_seeds << " fresh seeds to confirm)\n";
   if (spec.cost.given) out << cost_basis_text(spec.cost) << "\n";
   out << "\n";
   for (const PlanRecommendation& rec : r.loads) {
@@ -205,7 +206,8 @@ void write_plan_csv(std::ostream& out, const PlanResult& r) {
 void write_plan_html(std::ostream& out, const PlanSpec& spec, const PlanResult& r) {
   html::page_begin(out, "Capacity plan: " + spec.file);
   out << "<p>" << html::escape(spec.file) << " over " << html::escape(spec.base) << ": " << r.points.size() << " points simulated, "
-      << spec.seeds << " seeds each; a recommendation is confirmed on " << spec.confirm_seeds << " fresh seeds.</p>\n";
+      << spec.seeds << " seeds each" << (spec.settle_seeds > 0 ? " (up to " + std::to_string(spec.settle_seeds) + " where not sure)" : std::string())
+      << "; a recommendation is confirmed on " << spec.confirm_seeds << " fresh seeds.</p>\n";
   if (spec.cost.given) out << "<p>" << html::escape(cost_basis_text(spec.cost)) << ".</p>\n";
 
   // The answer first, in words: per load, what to buy, what it costs and how fast it is.

@@ -48,7 +48,7 @@ struct SloResult {
   double within_s = 0;    // attainment's latency bound
   bool met = false;
 };
-// Whose an SLO is, as the summary and page name it: "all", a tenant, "class C", "chat (serving)" or
+// Whose an SLO is, as the summary and page name it: "all", a tenant, "C (class)", "chat (serving)" or
 // "chat pro (serving)" (a serving tenant's).
 std::string slo_scope(const SloResult& slo);
 

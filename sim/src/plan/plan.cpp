@@ -127,7 +127,10 @@ PlanSpec parse_plan(std::string_view json_text, const std::string& file_name, co
     p.seeds = static_cast<unsigned>(top.integer_or("seeds", 3, 1, 1000));
     p.confirm_seeds = static_cast<unsigned>(top.integer_or("confirm_seeds", 5, 1, 1000));
     p.settle_seeds = static_cast<unsigned>(top.integer_or("settle_seeds", 0, 0, 1000));
-    if (p.settle_seeds > 0 && p.settle_seeds <= p.seeds) top.problem("settle_seeds", "expected more than \"seeds\" (" + std::to_string(p.seeds) + "), or 0 for none");
+    if (p.settle_seeds > 0 && (p.settle_seeds <= p.seeds || p.seeds < 2)) {
+      top.problem("settle_seeds", p.seeds < 2 ? "expected 0 with one seed a point (one seed has no interval to settle)"
+                                              : "expected more than \"seeds\" (" + std::to_string(p.seeds) + "), or 0 for none");
+    }
     p.max_in_flight = static_cast<std::uint64_t>(top.integer_or("max_in_flight", 2000, 1, std::numeric_limits<std::int64_t>::max()));
     top.finish();
   }
@@ -330,10 +333,10 @@ class Planner {
   }
 
   // The point's SLO statistics over the seeds so far; true if one is met on average but its interval
-  // crosses the target (not sure).
+  // crosses the target (not sure) while none is missed on average (then more seeds cannot save it).
   static bool judge_slos(PlanPoint& p, const std::vector<SloResult>& slos, const std::vector<std::vector<double>>& values) {
     p.slos.clear();
-    bool unsure = false;
+    bool unsure = false, missed = false;
     for (std::size_t i = 0; i < slos.size(); ++i) {
       const SloResult& slo = slos[i];
       SloStats st;
@@ -346,9 +349,10 @@ class Planner {
       const bool mean_meets = st.at_least ? st.actual.mean >= st.target : st.actual.mean <= st.target;
       const bool surely = st.at_least ? st.actual.mean - st.actual.ci95 >= st.target : st.actual.mean + st.actual.ci95 <= st.target;
       unsure = unsure || (mean_meets && !surely);
+      missed = missed || !mean_meets;
       p.slos.push_back(std::move(st));
     }
-    return unsure;
+    return unsure && !missed;
   }
 
   PlanPoint evaluate(const Line& line, int nodes, unsigned seeds, std::uint64_t seed_offset) {

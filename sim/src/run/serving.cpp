@@ -41,7 +41,7 @@ void Serving::send_kv(std::uint32_t deployment, const serving::KvTransfer& t) {
   const std::uint32_t number = next_kv_++;
   const std::vector<std::uint32_t>& from = replica_gpus_[first_replica_[deployment] + t.from];
   const std::vector<std::uint32_t>& to = replica_gpus_[first_replica_[deployment] + t.to];
-  kv_in_flight_.emplace(number, KvInFlight{deployment, t.request, from.size()});
+  kv_in_flight_.emplace(number, KvInFlight{deployment, t.request, first_replica_[deployment] + t.from, first_replica_[deployment] + t.to, from.size()});
   for (std::size_t rank = 0; rank < from.size(); ++rank) {
     const FlowTag tag{FlowKind::kv, deployment, make_id<TaskId>(number)};
     const std::uint32_t src = topology_.gpu_vertex(make_id<GpuId>(from[rank])), dst = topology_.gpu_vertex(make_id<GpuId>(to[rank]));
@@ -64,14 +64,17 @@ void Serving::on_network(const std::vector<FlowDelivery>& delivered) {
 void Serving::lose_stranded_kv() {
   std::vector<std::uint32_t> stranded;
   stranded.swap(stranded_kv_);
-  for (std::uint32_t number : stranded) {
-    const auto it = kv_in_flight_.find(number);
-    if (it == kv_in_flight_.end()) continue;  // another share of it was stranded too
-    const KvInFlight lost = it->second;
-    kv_in_flight_.erase(it);
-    flows_.cancel_kv(number, queue_.now());
-    sets_[lost.deployment].kv_lost(lost.request);
-  }
+  for (std::uint32_t number : stranded) give_up_kv(number);
+}
+
+// The transfer's flows still in flight are cancelled, and its request prefilled again.
+void Serving::give_up_kv(std::uint32_t number) {
+  const auto it = kv_in_flight_.find(number);
+  if (it == kv_in_flight_.end()) return;  // given up already (another share of it was stranded too)
+  const KvInFlight lost = it->second;
+  kv_in_flight_.erase(it);
+  flows_.cancel_kv(number, queue_.now());
+  sets_[lost.deployment].kv_lost(lost.request);
 }
 
 void Serving::take_gpus(std::uint32_t replica, std::uint32_t deployment, std::vector<std::uint32_t> gpus) {
@@ -148,7 +151,15 @@ void Serving::gpu_down(std::uint32_t gpu) {
   const std::int64_t replica = gpu_replica_[gpu];
   if (replica < 0) return;
   const auto [k, local] = replica_owner_[static_cast<std::size_t>(replica)];
-  if (replica_gpus_down_[static_cast<std::size_t>(replica)]++ == 0) sets_[k].replica_down(local);
+  if (replica_gpus_down_[static_cast<std::size_t>(replica)]++ != 0) return;
+  sets_[k].replica_down(local);
+  // Its KV transfers, to or from it, stop with it (in the order they began, for the same run every time).
+  std::vector<std::uint32_t> cut;
+  for (const auto& [number, t] : kv_in_flight_) {
+    if (t.from == static_cast<std::uint32_t>(replica) || t.to == static_cast<std::uint32_t>(replica)) cut.push_back(number);
+  }
+  std::sort(cut.begin(), cut.end());
+  for (std::uint32_t number : cut) give_up_kv(number);
 }
 
 void Serving::gpu_up(std::uint32_t gpu) {
@@ -174,7 +185,7 @@ void Serving::summarize(double end_s, Summary& summary) const {
     r.scale_ups = scaled_[k].ups;
     r.scale_downs = scaled_[k].downs;
     r.scale_ups_without_gpus = scaled_[k].ups_without_gpus;
-    r.kv_on_shared_network = true;
+    r.kv_on_shared_network = d.prefill_replicas > 0;
     if (r.replica_failures > 0 || r.scale_ups > 0) {
       const bool guessed = std::find(d.engine.assumed.begin(), d.engine.assumed.end(), "startup") != d.engine.assumed.end();
       r.notes.push_back("a replica serves " + format_quantity(startup_s_[k], Dimension::time) + " after it is given GPUs, or they are back: " + d.engine.name + "'s start-up of " +

@@ -72,8 +72,10 @@ class Serving {
   // KV transfers on the network, by number (their flows' tag): whose, and how many shares are still to arrive.
   struct KvInFlight {
     std::uint32_t deployment, request;
+    std::uint32_t from, to;  // replica subjects
     std::size_t flows_left;
   };
+  void give_up_kv(std::uint32_t number);
   std::unordered_map<std::uint32_t, KvInFlight> kv_in_flight_;
   std::uint32_t next_kv_ = 0;
   std::vector<std::uint32_t> stranded_kv_;

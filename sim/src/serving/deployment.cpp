@@ -201,7 +201,7 @@ void read_engine(ObjectReader& top, ServingDeployment& d, bool cluster_ok) {
   e.prefix_caching = s.boolean_or("prefix_caching", e.prefix_caching);
   e.swap = s.choice("preemption", {"recompute", "swap"}, e.swap ? 1 : 0) == 1;
   e.swap_space_bytes = s.quantity_or("swap_space", Dimension::bytes, e.swap_space_bytes);
-  if (e.swap_space_bytes < 0) s.problem("swap_space", "expected a size of at least 0 B");
+  if (!(e.swap_space_bytes >= 0 && e.swap_space_bytes <= 1e15)) s.problem("swap_space", "expected a size from 0 B to 1 PB");
   e.iteration_host_s = s.quantity_or("iteration_host", Dimension::time, e.iteration_host_s);
   if (s.field("iteration_host") != nullptr) std::erase(e.assumed, "iteration_host");
   s.finish();

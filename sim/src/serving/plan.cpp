@@ -168,6 +168,9 @@ ServingPlan parse_serving_plan(std::string_view json_text, const std::string& fi
       const ServingDeployment d = parse_serving(plan.base_text, plan.base_file);
       if (d.slos.empty()) top.problem("serving", plan.base_file + " has no \"slos\": a plan needs targets to meet");
       if (!d.trace.empty()) top.problem("serving", plan.base_file + " replays a trace; a plan varies the rate of generated requests");
+      if (d.prefill_replicas > 0) {
+        top.problem("serving", plan.base_file + " fixes its replicas with \"disaggregation\"; a plan varies them: give the split as search.disaggregation (prefill shares)");
+      }
       plan.engines = {d.engine.id};
       plan.tps = {d.tp};
       plan.rates_per_s = {d.rate_per_s};

@@ -205,11 +205,10 @@ class Engine {
     r.to_replica = *to;
     r.to_stamp = dest.stamp;
     r.transfer_start_s = queue_.now();
+    replicas_[from].outstanding_tokens -= r.output - r.generated;  // decoded there, not here
     dest.outstanding_tokens += r.output - r.generated;
     ++replicas_[from].transfers_out;
     const double bytes = static_cast<double>(r.kv_tokens) * capacity_.kv_bytes_per_token;  // on each GPU of the TP group
-    ++kv_transfers_;
-    kv_transfer_bytes_ += bytes * d_.tp;
     if (send_kv_) {
       send_kv_({id, from, *to, bytes});
       return true;
@@ -227,6 +226,7 @@ class Engine {
   // for a replica to prefill it again.
   void no_decode_replica(Replica& from, std::uint32_t id) {
     Request& r = requests_[id];
+    from.outstanding_tokens -= r.output - r.generated;  // it leaves with its output to decode
     release(from, r);
     recompute_from_start(r);
     ++rerouted_;
@@ -247,6 +247,9 @@ class Engine {
     Replica& from = replicas_[r.from_replica];
     Replica& to = replicas_[r.to_replica];
     --from.transfers_out;
+    // Counted as they end (arrived or lost), so that the mean time is over transfers that ended.
+    ++kv_transfers_;
+    kv_transfer_bytes_ += static_cast<double>(r.kv_tokens) * capacity_.kv_bytes_per_token * d_.tp;
     kv_transfer_s_ += queue_.now() - r.transfer_start_s;
     const bool to_same = to.stamp == r.to_stamp;
     const bool kept = arrived && from.stamp == r.from_stamp && to_same;
