@@ -457,6 +457,11 @@ TEST_CASE("a shared expert's weights are held and its GEMMs run for every token"
   const ServingDeployment d = parse_serving(with_shared, "d.json");
   // Qwen2-57B-A14B: 57.4 B parameters with its shared experts, bf16 over TP 4.
   CHECK(kv_capacity(d).weights_per_gpu_bytes == Approx(2 * 57.4e9 / 4).epsilon(0.005));
+  // Qwen3-30B-A3B, whose heads (128) are wider than hidden / heads (64): 30.5 B parameters (its model card),
+  // and 4 KV heads of 128 a token and layer.
+  const ServingDeployment q3 = parse_serving(deployment().replace(deployment().find("llama-3-8b"), 10, "qwen3-30b-a3b"), "d.json");
+  CHECK(kv_capacity(q3).weights_per_gpu_bytes / 2 / 1e9 == Approx(30.5).margin(0.05));
+  CHECK(kv_capacity(q3).kv_bytes_per_token == 2 * 48 * 4 * 128 * 2);
   const ServingResult r = simulate_serving(d);
   CHECK(r.completed == 1);
 }

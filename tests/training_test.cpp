@@ -691,3 +691,36 @@ TEST_CASE("Qwen's mixtures of experts from the catalog: shared experts counted, 
   const double shared = 3.0 * 3584 * 20480, routed = 64 * 3.0 * 3584 * 2560, router = 3584.0 * 64;
   CHECK(big.layer_parameters() == Approx(3584.0 * big.qkv_width() + 3584.0 * 3584 + router + routed + shared + 2 * 3584).epsilon(1e-12));
 }
+
+TEST_CASE("Qwen3's heads are wider than hidden / heads: counts, FLOP and kernels follow head_dim, and the totals are the model cards'", "[training][moe]") {
+  auto model = [](const std::string& id) {
+    return parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": ")" + id + R"(", "seq_len": 4096},
+        "parallel": {"dp": 8, "ep": 8}, "batch": {"global": 8}})",
+                              "qwen3.json");
+  };
+  // Qwen's model cards: 30.5 B parameters, 3.3 B activated; 235 B, 22 B.
+  const TrainingJob small = model("qwen3-30b-a3b"), big = model("qwen3-235b-a22b");
+  CHECK(small.model.head_dim == 128);
+  CHECK(small.model.parameters() / 1e9 == Approx(30.5).margin(0.05));
+  CHECK(small.model.active_parameters() / 1e9 == Approx(3.3).epsilon(0.02));  // 3.35 B from the config's shapes
+  CHECK(big.model.parameters() / 1e9 == Approx(235).margin(0.5));
+  CHECK(big.model.active_parameters() / 1e9 == Approx(22).margin(0.5));
+  // A layer's attention: q 2,048 to 32 x 128, k and v to 4 x 128 each, the output 4,096 back to 2,048.
+  CHECK(small.model.qkv_width() == 40 * 128);
+  CHECK(small.model.attention_width() == 4096);
+  // Written out with the same head_dim, the same attention; without it, heads of 64.
+  const std::string written = R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"layers": 48, "hidden": 2048, "heads": 32, "kv_heads": 4,
+      "ffn_hidden": 768, "gated": true, "vocab": 151936, "seq_len": 4096, "experts": 128, "experts_per_token": 8HEAD},
+      "parallel": {"dp": 8, "ep": 8}, "batch": {"global": 8}})";
+  auto with = [&](const std::string& head) { return parse_training_job(std::string(written).replace(written.find("HEAD"), 4, head), "w.json"); };
+  CHECK(with(R"(, "head_dim": 128)").model.qkv_width() == small.model.qkv_width());
+  CHECK(with(R"(, "head_dim": 128)").model.attention_width() == small.model.attention_width());
+  CHECK(with("").model.qkv_width() == 40 * 64);
+  // Model FLOP by hand: q, k, v and the output over the 4,096-wide attention, the router and 8 experts, and
+  // attention's scores and values at 32 heads of 128.
+  const double h = 2048, aw = 32 * 128, qkv = 40 * 128, f = 768, E = 128, k = 8, V = 151936, L = 48, s = 4096, B = 8;
+  CHECK(count_training(small).model_flop == Approx(3 * B * s * (L * (2 * (h * qkv + h * aw + h * E + k * 3 * h * f) + 4 * s * aw) + 2 * h * V)).epsilon(1e-12));
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "qwen3-30b-a3b", "head_dim": 64, "seq_len": 4096},
+      "parallel": {"dp": 8, "ep": 8}, "batch": {"global": 8}})"),
+             Catch::Contains("/model/head_dim: comes from the architecture"));
+}

@@ -39,10 +39,11 @@ struct TokenFlop {
 TokenFlop token_flop(const TrainingJob& job) {
   const TransformerModel& m = job.model;
   const double h = m.hidden, s = m.seq_len;
-  // QKV (h to h + 2 kv d), output (h to h), what the MLP a token passes through holds, attention.
-  const double attention_matrices = h * m.qkv_width() + h * h;
-  const double layer = 2 * (attention_matrices + mlp_matrices(m, true)) + 4 * s * h;
-  const double recompute = job.recompute == Recompute::full ? layer : job.recompute == Recompute::selective ? 4 * s * h : 0;
+  // QKV (h to a d + 2 kv d), output (a d to h), what the MLP a token passes through holds, attention (a d = h
+  // but where a head is wider than h / a).
+  const double attention_matrices = h * m.qkv_width() + h * m.attention_width();
+  const double layer = 2 * (attention_matrices + mlp_matrices(m, true)) + 4 * s * m.attention_width();
+  const double recompute = job.recompute == Recompute::full ? layer : job.recompute == Recompute::selective ? 4 * s * m.attention_width() : 0;
   return {layer, recompute, 2 * h * m.vocab};
 }
 
@@ -61,13 +62,15 @@ MoeShape moe_shape(const TrainingJob& job) {
 
 }  // namespace
 
-double TransformerModel::qkv_width() const { return hidden + 2.0 * kv() * (static_cast<double>(hidden) / heads); }
+double TransformerModel::qkv_width() const {
+  return head_dim > 0 ? (static_cast<double>(heads) + 2.0 * kv()) * head_dim : hidden + 2.0 * kv() * (static_cast<double>(hidden) / heads);
+}
 
 double TransformerModel::expert_parameters() const { return moe() ? experts * (gated ? 3.0 : 2.0) * hidden * ffn() : 0; }
 
 double TransformerModel::layer_parameters() const {
   const double h = hidden, f = ffn();
-  const double matrices = h * qkv_width() + h * h + mlp_matrices(*this, false);
+  const double matrices = h * qkv_width() + h * attention_width() + mlp_matrices(*this, false);
   if (llama_layout) return matrices + 2 * h;  // two RMSNorm weights
   // Biases (an MLP's for each expert and the shared one), two LayerNorms.
   const double mlps = moe() ? experts + (shared_ffn > 0 ? 1 : 0) : 1, mlp_bias = moe() ? experts * f + shared_ffn : f;
@@ -192,6 +195,7 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
         m.hidden = static_cast<int>(a->number("hidden", 0));
         m.heads = static_cast<int>(a->number("heads", 0));
         m.kv_heads = static_cast<int>(a->number("kv_heads", m.heads));
+        m.head_dim = static_cast<int>(a->number("head_dim", 0));
         m.ffn_hidden = static_cast<int>(a->number("ffn", 0));
         m.gated = a->number("gated", 0) != 0;
         m.vocab = static_cast<int>(a->number("vocab", 0));
@@ -200,7 +204,7 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
         m.shared_ffn = static_cast<int>(a->number("shared_ffn", 0));
         m.llama_layout = true;
       }
-      for (const char* key : {"layers", "hidden", "heads", "kv_heads", "ffn_hidden", "gated", "vocab", "experts", "experts_per_token", "shared_ffn"}) {
+      for (const char* key : {"layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "gated", "vocab", "experts", "experts_per_token", "shared_ffn"}) {
         if (r.field(key) != nullptr) r.problem(key, "comes from the architecture; expected no \"" + std::string(key) + "\" beside \"architecture\"");
       }
       m.seq_len = static_cast<int>(r.integer("seq_len", Need::required, 1, 1 << 24).value_or(1));
@@ -209,6 +213,7 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
       m.hidden = static_cast<int>(r.integer("hidden", Need::required, 1, 1 << 20).value_or(1));
       m.heads = static_cast<int>(r.integer("heads", Need::required, 1, 1 << 16).value_or(1));
       m.kv_heads = static_cast<int>(r.integer_or("kv_heads", 0, 0, 1 << 16));
+      m.head_dim = static_cast<int>(r.integer_or("head_dim", 0, 0, 1 << 16));
       m.ffn_hidden = static_cast<int>(r.integer_or("ffn_hidden", 0, 0, 1 << 22));
       m.gated = r.boolean_or("gated", false);
       m.vocab = static_cast<int>(r.integer("vocab", Need::required, 1, 1 << 24).value_or(1));
@@ -301,7 +306,8 @@ TrainingCounts count_training(const TrainingJob& job) {
   const double mlp_tensors = (m.gated ? 6 : 4) * static_cast<double>(m.ffn()) / h;
   const double mlp = m.moe() ? job.expert_load() * m.top_k * (2.0 * job.expert_tp() + mlp_tensors) + (m.gated ? 6 : 4) * static_cast<double>(m.shared_ffn) / h
                              : mlp_tensors;
-  const double split = 4 + 4.0 * m.kv() / a + mlp;
+  // (A head wider than h / a: Q and the output projection's input 2 a d / h each, K and V 4 kv d / h.)
+  const double split = (m.head_dim > 0 ? 4.0 * m.attention_width() / h + 4.0 * m.kv() * m.head_dim / h : 4 + 4.0 * m.kv() / a) + mlp;
   // Unfused attention keeps the softmax's input and output and the dropout mask (5as/h per sbh); FlashAttention
   // never writes the scores, keeping only its fp32 log-sum-exp per head and token (4a/h).
   const double attention = job.attention == AttentionKernel::flash ? 4 * a / h : 5 * a * s / h;
@@ -390,7 +396,7 @@ void gemm_backward(std::vector<KernelCall>& out, const std::string& name, double
 // unfused path of batched GEMMs, a fused scale-mask-softmax and a dropout.
 void core_attention(const TrainingJob& job, std::vector<KernelCall>& out, bool backward) {
   const TransformerModel& m = job.model;
-  const double heads = static_cast<double>(m.heads) / job.tp, d = static_cast<double>(m.hidden) / m.heads, s = m.seq_len;
+  const double heads = static_cast<double>(m.heads) / job.tp, d = m.head_size(), s = m.seq_len;
   const double batch = job.micro_batch * heads;
   if (job.cp > 1) {
     // Ring attention, load-balanced: the GPU's own keys first (a causal block of s / cp), then cp - 1 blocks
@@ -471,7 +477,7 @@ void layer_forward(const TrainingJob& job, std::vector<KernelCall>& out) {
   memory_op(out, KernelClass::norm, "attention.norm", rows, h);
   gemm(out, "attention.qkv", tokens, m.qkv_width() / t, h);
   core_attention(job, out, false);
-  gemm(out, "attention.out", tokens, h, h / t);
+  gemm(out, "attention.out", tokens, h, m.attention_width() / t);
   memory_op(out, KernelClass::add, "attention.bias-dropout-add", rows, h);
   memory_op(out, KernelClass::norm, "mlp.norm", rows, h);
   if (m.moe()) {
@@ -501,7 +507,7 @@ void layer_backward(const TrainingJob& job, std::vector<KernelCall>& out) {
   }
   memory_op(out, KernelClass::add, "mlp.norm", rows, h);
   memory_op(out, KernelClass::activation, "attention.bias-dropout-add", rows, h);
-  gemm_backward(out, "attention.out", tokens, h, h / t);
+  gemm_backward(out, "attention.out", tokens, h, m.attention_width() / t);
   core_attention(job, out, true);
   gemm_backward(out, "attention.qkv", tokens, m.qkv_width() / t, h);
   memory_op(out, KernelClass::add, "attention.norm", rows, h);
@@ -712,7 +718,7 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
     }
     const auto times = simulated_times_s(topology, ring);
     step.cp_send_s = *std::max_element(times.begin(), times.end());
-    const double local = s / job.cp, heads = static_cast<double>(m.heads) / job.tp, d = static_cast<double>(m.hidden) / m.heads;
+    const double local = s / job.cp, heads = static_cast<double>(m.heads) / job.tp, d = m.head_size();
     const KernelCall block{.cls = KernelClass::attention, .m = local, .n = local / 2, .k = d, .batch = b * heads};
     KernelCall block_backward = block;
     block_backward.backward = true;

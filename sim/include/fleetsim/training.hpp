@@ -40,6 +40,7 @@ enum class AttentionKernel : std::uint8_t { flash, unfused };
 struct TransformerModel {
   int layers = 0, hidden = 0, heads = 0, ffn_hidden = 0, vocab = 0, seq_len = 0;  // ffn_hidden 0: 4 x hidden
   int kv_heads = 0;     // grouped-query attention: heads sharing each K and V head's (0: as many as heads)
+  int head_dim = 0;     // an attention head's width where it is not hidden / heads (Qwen3: 128 at 32 heads of 2048); 0: hidden / heads
   bool gated = false;   // a gated MLP (SwiGLU): gate and up projections to f, down from f
   // Llama's layout (models/architectures.json): rotary positions (no position table), an LM head of its
   // own (untied), no biases, RMSNorm (a weight only). Otherwise GPT's: learned positions, the word
@@ -53,7 +54,9 @@ struct TransformerModel {
   int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
   int kv() const { return kv_heads > 0 ? kv_heads : heads; }
   bool moe() const { return experts > 0; }
-  double qkv_width() const;          // the QKV projection's output: h + 2 x kv x head_dim
+  double head_size() const { return head_dim > 0 ? head_dim : static_cast<double>(hidden) / heads; }
+  double attention_width() const { return head_dim > 0 ? static_cast<double>(heads) * head_dim : hidden; }  // the queries', the output projection's input
+  double qkv_width() const;          // the QKV projection's output: heads x head_dim + 2 x kv x head_dim
   double expert_parameters() const;  // one layer's routed experts (0 for a dense model)
   double layer_parameters() const;   // GPT: attention 4h^2 + 4h, MLP 2hf + f + h, two layer norms 4h; MoE: every expert, the router
   double parameters() const;         // layers, embeddings (and an untied head), final norm

@@ -26,7 +26,7 @@ namespace {
 
 const std::map<std::string_view, ArchitectureFields>& families() {
   static const std::map<std::string_view, ArchitectureFields> f{
-      {"transformer", {{"layers", "hidden", "heads", "ffn"}, {"kv_heads", "gated", "vocab", "causal", "rope", "experts", "experts_per_token", "shared_ffn"}, {}}},
+      {"transformer", {{"layers", "hidden", "heads", "ffn"}, {"kv_heads", "head_dim", "gated", "vocab", "causal", "rope", "experts", "experts_per_token", "shared_ffn"}, {}}},
       {"unet",
        {{"mid_depth", "context_dim", "context_tokens", "layers_per_block", "latent_channels", "vae_factor"},
         {"head_dim", "heads", "time_dim", "linear_projection"},
@@ -92,7 +92,7 @@ class Builder {
 // the MLP (gated or not) and an add; then a norm and the vocabulary projection.
 void transformer(const Architecture& a, const StepShape& s, Builder& b) {
   const double h = a.number("hidden", 0), heads = a.number("heads", 0), kv = a.number("kv_heads", heads), ffn = a.number("ffn", 0);
-  const double hd = h / heads, vocab = a.number("vocab", 0);
+  const double hd = a.number("head_dim", h / heads), vocab = a.number("vocab", 0);  // Qwen3's heads are wider than h / heads
   const bool causal = a.number("causal", 1) != 0, rope = a.number("rope", 1) != 0, gated = a.number("gated", 0) != 0;
   const double tokens = std::max(1.0, s.tokens), m = s.batch * tokens;
   const std::string_view norm = vocab > 0 ? "rms_norm" : "layer_norm";  // LLMs' RMSNorm; CLIP's and T5's encoders as LayerNorm

@@ -25,7 +25,7 @@ ModelShape ModelShape::of(const Architecture& a, int tp) {
   s.experts = a.number("experts", 0);
   s.top_k = a.number("experts_per_token", 1);
   s.shared_ffn = a.number("shared_ffn", 0);
-  s.head_dim = s.hidden / s.heads;
+  s.head_dim = a.number("head_dim", s.hidden / s.heads);  // Qwen3's heads are wider than h / heads
   s.tp = tp;
   s.heads_per_gpu = s.heads / tp;
   s.kv_heads_per_gpu = std::max(1.0, s.kv_heads / tp);  // replicated where TP exceeds the KV heads
@@ -112,9 +112,11 @@ struct IterationTimer::Impl {
   double kernel(KernelClass cls, double rows, double n, double k, Dtype dtype) const {
     return model.estimate({.cls = cls, .m = rows, .n = n, .k = k}, dtype).time_s();
   }
-  // A linear layer's GEMM: `rows` tokens through an n x k weight, read as the weights are stored.
-  double linear_gemm(double rows, double n, double k) const {
-    return model.estimate({.cls = KernelClass::gemm, .m = rows, .n = n, .k = k, .weight_bytes = stored}, weights).time_s();
+  // A linear layer's GEMM: `rows` tokens through an n x k weight, read as the weights are stored; `batch`
+  // such GEMMs in one grouped kernel (the experts a batch reaches, as vLLM's and SGLang's fused MoE kernels
+  // run them: one launch a projection, not one an expert).
+  double linear_gemm(double rows, double n, double k, double batch = 1) const {
+    return model.estimate({.cls = KernelClass::gemm, .m = rows, .n = n, .k = k, .batch = batch, .weight_bytes = stored}, weights).time_s();
   }
 
   static double& slot(std::vector<double>& cache, std::int64_t at) {
@@ -135,7 +137,7 @@ struct IterationTimer::Impl {
     if (m.experts > 0) {  // the router, then each expert the batch reaches, its share of the tokens (experts split over TP)
       const double touched = experts_touched(m.experts, m.top_k, T), rows = T * m.top_k / touched;
       layer += kernel(KernelClass::gemm, T, m.experts, h, weights);
-      layer += touched * (linear_gemm(rows, (m.gated ? 2 : 1) * f, h) + linear_gemm(rows, h, f));
+      layer += linear_gemm(rows, (m.gated ? 2 : 1) * f, h, touched) + linear_gemm(rows, h, f, touched);
       layer += kernel(m.gated ? KernelClass::gated_activation : KernelClass::activation, T * m.top_k, f, 0, act);
       if (m.shared_ffn > 0) {  // a shared expert every token passes through, split over TP
         const double fs = m.shared_ffn / m.tp;
