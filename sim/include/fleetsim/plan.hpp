@@ -54,6 +54,10 @@ struct SloStats {
   double target = 0;   // in the metric's unit
   bool at_least = false;
   MetricStats actual;
+  // The 95% interval's end on the failing side: its lower end for throughput and attainment, upper for latency.
+  double far_end() const { return at_least ? actual.mean - actual.ci95 : actual.mean + actual.ci95; }
+  bool met_on_average() const { return at_least ? actual.mean >= target : actual.mean <= target; }
+  bool surely_met() const { return at_least ? far_end() >= target : far_end() <= target; }
 };
 
 struct PlanPoint {

@@ -346,10 +346,8 @@ class Planner {
       st.target = slo.target;
       st.at_least = slo.at_least;
       st.actual = mean_ci95(values[i]);
-      const bool mean_meets = st.at_least ? st.actual.mean >= st.target : st.actual.mean <= st.target;
-      const bool surely = st.at_least ? st.actual.mean - st.actual.ci95 >= st.target : st.actual.mean + st.actual.ci95 <= st.target;
-      unsure = unsure || (mean_meets && !surely);
-      missed = missed || !mean_meets;
+      unsure = unsure || (st.met_on_average() && !st.surely_met());
+      missed = missed || !st.met_on_average();
       p.slos.push_back(std::move(st));
     }
     return unsure && !missed;
@@ -433,18 +431,15 @@ class Planner {
     price(p, sc.cluster, p.utilization.mean);
     for (const SloStats& st : p.slos) {
       // The confidence interval's far end must be on the right side of the target.
-      const bool misses = st.at_least ? st.actual.mean - st.actual.ci95 < st.target : st.actual.mean + st.actual.ci95 > st.target;
-      if (!failure.empty() || !misses) continue;
+      if (!failure.empty() || st.surely_met()) continue;
       // Say which: the SLO missed on average, or met on average but not surely enough over these seeds
-      // (and about how many would settle it: the half-width is near 1.96 sd / sqrt(N) at many seeds).
-      const bool mean_misses = st.at_least ? st.actual.mean < st.target : st.actual.mean > st.target;
-      const double far_end = st.at_least ? st.actual.mean - st.actual.ci95 : st.actual.mean + st.actual.ci95;
+      // (and about how many would settle it).
       const unsigned settle_at = seeds_to_settle(st.actual.sd, std::abs(st.target - st.actual.mean), p.seeds);
       const std::string settle = settle_at > 0 ? "about " + std::to_string(settle_at) + " seeds would settle it" : "more seeds may settle it";
       failure = st.name + " " + format_slo_value(st.metric, st.actual.mean) + " +- " + format_slo_value(st.metric, st.actual.ci95) +
-                (mean_misses ? std::string(st.at_least ? ", under" : ", over") + " its target " + format_slo_value(st.metric, st.target)
+                (!st.met_on_average() ? std::string(st.at_least ? ", under" : ", over") + " its target " + format_slo_value(st.metric, st.target)
                              : ": within its target " + format_slo_value(st.metric, st.target) + " on average, but its 95% interval reaches " +
-                                   format_slo_value(st.metric, far_end) + " over " + std::to_string(p.seeds) + " seeds (" + settle + ")");
+                                   format_slo_value(st.metric, st.far_end()) + " over " + std::to_string(p.seeds) + " seeds (" + settle + ")");
     }
     p.passes = failure.empty();
     p.verdict = p.passes ? "meets every SLO" : failure;

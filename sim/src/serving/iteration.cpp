@@ -32,15 +32,15 @@ ModelShape ModelShape::of(const Architecture& a, int tp) {
   return s;
 }
 
+double ModelShape::attention_parameters() const { return hidden * (heads + 2 * kv_heads) * head_dim + heads * head_dim * hidden; }
+
 double ModelShape::parameters() const {
-  const double qkv = hidden * (heads + 2 * kv_heads) * head_dim, out = heads * head_dim * hidden;
   const double mlp = (gated ? 3 : 2) * hidden * ffn * std::max(1.0, experts) + hidden * experts + (gated ? 3 : 2) * hidden * shared_ffn;
-  return layers * (qkv + out + mlp + 2 * hidden) + 2 * vocab * hidden + hidden;  // untied embedding and LM head
+  return layers * (attention_parameters() + mlp + 2 * hidden) + 2 * vocab * hidden + hidden;  // untied embedding and LM head
 }
 
 double ModelShape::linear_parameters() const {  // the router of a mixture of experts is left 16-bit, as AWQ and GPTQ leave it
-  const double qkv = hidden * (heads + 2 * kv_heads) * head_dim, out = heads * head_dim * hidden;
-  return layers * (qkv + out + (gated ? 3 : 2) * hidden * (ffn * std::max(1.0, experts) + shared_ffn));
+  return layers * (attention_parameters() + (gated ? 3 : 2) * hidden * (ffn * std::max(1.0, experts) + shared_ffn));
 }
 
 KvCapacity kv_capacity(const ServingDeployment& d) {

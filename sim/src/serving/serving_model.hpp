@@ -16,6 +16,7 @@ struct ModelShape {
   // Weights: attention (QKV with grouped KV heads, output), MLP (gated: gate, up, down; every expert's,
   // and the router, in a mixture of experts), two norms a layer, the embedding and an untied LM head
   // (Llama 3's), the final norm.
+  double attention_parameters() const;  // a layer's q, k, v and output projections
   double parameters() const;
   double linear_parameters() const;  // of them, the layers' linear weights (what weight-only quantization stores narrower)
 };
