@@ -397,6 +397,7 @@ class Engine {
         r.prefilled += s.tokens;
         r.kv_tokens += s.tokens;
         if (r.prefilling()) continue;  // a chunk; the prompt is not through yet
+        --rep.outstanding_tokens;      // the output token sampled with the prompt's last chunk
         publish_prefix(rep, r);
       } else {
         r.kv_tokens += 1;
@@ -427,6 +428,7 @@ class Engine {
         FLEETSIM_CHECK(rep.kv.free() + rep.cache.evictable_blocks == rep.kv.total() && rep.cache.evictable.size() == rep.cache.entries.size(),
                        "KV blocks lost or still held after every request ended");
         FLEETSIM_CHECK(rep.swap_tokens == 0, "swap space still held after every request ended");
+        FLEETSIM_CHECK(rep.outstanding_tokens == 0, "the router still counts tokens on a replica after every request ended");
       }
     }
     ServingResult out;
@@ -663,8 +665,9 @@ class Engine {
       ++swapped_out_;
     } else {
       if (d_.engine.swap) ++swap_space_full_;
+      const std::int64_t left = r.to_prefill - r.prefilled;
       recompute_from_start(r);
-      rep.outstanding_tokens += r.to_prefill;  // computed again
+      rep.outstanding_tokens += r.to_prefill - left;  // computed again
     }
     rep.waiting.push_front(id);
     ++preemptions_;
