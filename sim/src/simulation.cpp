@@ -200,6 +200,7 @@ class Run {
         topology_.set_link_down(l, false);
         network_.set_link_down(l, false);
       }
+      serving_.routes_changed();
     }
     for (std::uint32_t g = f.first_gpu; g < f.first_gpu + f.gpus; ++g) {
       if (!occupancy_.down(g)) continue;

@@ -16,7 +16,8 @@ Serving::Serving(const Scenario& scenario, const Cluster& cluster, EventQueue& q
     const serving::EventNames names{.arrival_kind = arrival_kind, .iteration_kind = iteration_kind, .arrival_subject = k, .first_replica_subject = first_replica_.back()};
     // Each deployment draws its requests from streams of its own: the run's seed, the deployment's place.
     sets_.emplace_back(d, serving::make_requests(d, seed, k), queue, names);
-    sets_.back().send_kv_with([this, k](const serving::KvTransfer& t) { send_kv(k, t); });
+    sets_.back().send_kv_with([this, k](const serving::KvTransfer& t) { send_kv(k, t); },
+                              [this, k](std::uint32_t from, std::uint32_t to) { return reaches(first_replica_[k] + from, first_replica_[k] + to); });
     for (std::uint32_t r = 0; r < static_cast<std::uint32_t>(d.replicas); ++r) replica_owner_.emplace_back(k, r);
     // The engine's start-up, and its weights read from the node's memory over the GPU's host link.
     const NodeGroup& g = d.cluster.groups.front();
@@ -47,6 +48,21 @@ void Serving::send_kv(std::uint32_t deployment, const serving::KvTransfer& t) {
     const std::uint32_t src = topology_.gpu_vertex(make_id<GpuId>(from[rank])), dst = topology_.gpu_vertex(make_id<GpuId>(to[rank]));
     if (!flows_.start(tag, src, dst, t.bytes_per_gpu, route_key(number, rank))) kv_stranded(number);
   }
+}
+
+// Every TP rank of one replica has a route to the same rank of the other (while no link is down, all do).
+bool Serving::reaches(std::uint32_t from, std::uint32_t to) const {
+  if (!topology_.any_link_down()) return true;
+  const std::vector<std::uint32_t>& a = replica_gpus_[from];
+  const std::vector<std::uint32_t>& b = replica_gpus_[to];
+  for (std::size_t rank = 0; rank < std::min(a.size(), b.size()); ++rank) {
+    if (!topology_.reachable(topology_.gpu_vertex(make_id<GpuId>(a[rank])), topology_.gpu_vertex(make_id<GpuId>(b[rank])))) return false;
+  }
+  return true;
+}
+
+void Serving::routes_changed() {
+  for (serving::ReplicaSet& set : sets_) set.routes_changed();
 }
 
 void Serving::on_network(const std::vector<FlowDelivery>& delivered) {

@@ -33,6 +33,8 @@ class Serving {
   // (lose_stranded_kv), and the request prefilled again.
   void kv_stranded(std::uint32_t transfer) { stranded_kv_.push_back(transfer); }
   void lose_stranded_kv();
+  // A link was repaired: requests no replica could take for want of a route are routed again.
+  void routes_changed();
   // An autoscaled deployment's decision: a replica more on free GPUs, or one fewer (drained first).
   void scale(std::uint32_t deployment);
   // False for an iteration a failure cut short (a stale event).
@@ -76,6 +78,7 @@ class Serving {
     std::size_t flows_left;
   };
   void give_up_kv(std::uint32_t number);
+  bool reaches(std::uint32_t from, std::uint32_t to) const;  // replica subjects
   std::unordered_map<std::uint32_t, KvInFlight> kv_in_flight_;
   std::uint32_t next_kv_ = 0;
   std::vector<std::uint32_t> stranded_kv_;

@@ -76,8 +76,12 @@ class ReplicaSet {
   // Who moves the KV caches. By default the set times each alone, over the link between the replicas
   // (latency + bytes / bandwidth), and schedules its end (transfer_done). Given `send`, the owner moves
   // them (a scenario's run: over its shared network) and says when each has arrived (kv_arrived) or
-  // cannot (kv_lost: no route left; the request is prefilled again).
-  void send_kv_with(std::function<void(const KvTransfer&)> send);
+  // cannot (kv_lost: no route left; the request is prefilled again). `reachable(from, to)` says whether
+  // replica `from` can send to replica `to` now (links fail): the router sends a KV cache only to a decode
+  // replica its prefill replica reaches, and a prompt only to a prefill replica that reaches one.
+  void send_kv_with(std::function<void(const KvTransfer&)> send, std::function<bool(std::uint32_t from, std::uint32_t to)> reachable);
+  // Routes changed (a link repaired): requests that found no replica to take them are routed again.
+  void routes_changed();
   void transfer_done();                        // timed alone: the earliest KV transfer due has arrived
   void kv_arrived(std::uint32_t request);
   void kv_lost(std::uint32_t request);

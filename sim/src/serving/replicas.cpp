@@ -197,7 +197,7 @@ class Engine {
   // transfer ends. False with no decode replica up (see no_decode_replica).
   bool start_transfer(std::uint32_t from, std::uint32_t id) {
     Request& r = requests_[id];
-    const std::optional<std::uint32_t> to = route(r, Replica::Role::decode);
+    const std::optional<std::uint32_t> to = route(r, Replica::Role::decode, from);
     if (!to) return false;
     Replica& dest = replicas_[*to];
     r.from_replica = from;
@@ -375,6 +375,14 @@ class Engine {
 
   std::function<void(std::uint32_t)> drained_;
   std::function<void(const KvTransfer&)> send_kv_;
+  std::function<bool(std::uint32_t, std::uint32_t)> reachable_;
+
+  // Requests that found no replica up (or none reachable) try the router again.
+  void route_unrouted() {
+    std::vector<std::uint32_t> waiting;
+    waiting.swap(unrouted_);
+    for (std::uint32_t id : waiting) enqueue(id);
+  }
 
   // False for an iteration cut short by a failure (a stale event).
   bool finish_iteration(std::uint32_t index, std::uint32_t stamp) {
@@ -382,9 +390,7 @@ class Engine {
     if (stamp != (rep.stamp & 0xFFFFFFu)) return false;
     if (rep.restarting) {
       rep.down = rep.restarting = false;
-      std::vector<std::uint32_t> waiting;
-      waiting.swap(unrouted_);
-      for (std::uint32_t id : waiting) enqueue(id);
+      route_unrouted();
       return true;
     }
     const double now = queue_.now();
@@ -614,13 +620,31 @@ class Engine {
     return capacity_.blocks > 0 ? rep.kv.use() - static_cast<double>(rep.cache.evictable_blocks) / static_cast<double>(capacity_.blocks) : 0;
   }
 
-  std::optional<std::uint32_t> route(const Request& request, Replica::Role role) {
+  // The replica the router sends the request to, taking the `role`'s work; a KV cache leaving replica
+  // `from` goes only to a replica it reaches, a prompt to be disaggregated only to a prefill replica that
+  // reaches a decode replica (links fail: a transfer with no route would cost its prefill again).
+  std::optional<std::uint32_t> route(const Request& request, Replica::Role role, std::optional<std::uint32_t> from = std::nullopt) {
     const auto n = static_cast<std::uint32_t>(replicas_.size());
-    const auto takes = [&](const Replica& rep) { return !rep.down && !rep.draining && (rep.role == Replica::Role::both || rep.role == role); };
+    const auto takes_work = [&](std::uint32_t i, Replica::Role work) {
+      const Replica& rep = replicas_[i];
+      return !rep.down && !rep.draining && (rep.role == Replica::Role::both || rep.role == work);
+    };
+    const auto reaches_decode = [&](std::uint32_t i) {
+      for (std::uint32_t j = 0; j < n; ++j) {
+        if (replicas_[j].role == Replica::Role::decode && takes_work(j, Replica::Role::decode) && reachable_(i, j)) return true;
+      }
+      return false;
+    };
+    const auto takes = [&](std::uint32_t i) {
+      if (!takes_work(i, role)) return false;
+      if (!reachable_) return true;
+      if (from) return reachable_(*from, i);
+      return replicas_[i].role != Replica::Role::prefill || reaches_decode(i);
+    };
     if (d_.router == Router::round_robin) {
       for (std::uint32_t k = 0; k < n; ++k) {
         const std::uint32_t i = next_replica_++ % n;
-        if (takes(replicas_[i])) return i;
+        if (takes(i)) return i;
       }
       return std::nullopt;
     }
@@ -638,7 +662,7 @@ class Engine {
     std::optional<std::uint32_t> best;
     std::uint32_t best_cached = 0;
     for (std::uint32_t i = 0; i < n; ++i) {
-      if (!takes(replicas_[i])) continue;
+      if (!takes(i)) continue;
       const std::uint32_t c = cached(replicas_[i]);
       if (!best || c > best_cached || (c == best_cached && load(replicas_[i]) < load(replicas_[*best]))) {
         best = i;
@@ -923,7 +947,11 @@ ReplicaSet::~ReplicaSet() = default;
 ReplicaSet::ReplicaSet(ReplicaSet&&) noexcept = default;
 void ReplicaSet::start() { impl_->start(); }
 void ReplicaSet::arrive() { impl_->arrive(); }
-void ReplicaSet::send_kv_with(std::function<void(const KvTransfer&)> send) { impl_->send_kv_ = std::move(send); }
+void ReplicaSet::send_kv_with(std::function<void(const KvTransfer&)> send, std::function<bool(std::uint32_t, std::uint32_t)> reachable) {
+  impl_->send_kv_ = std::move(send);
+  impl_->reachable_ = std::move(reachable);
+}
+void ReplicaSet::routes_changed() { impl_->route_unrouted(); }
 void ReplicaSet::transfer_done() { impl_->transfer_done(); }
 void ReplicaSet::kv_arrived(std::uint32_t request) { impl_->kv_arrived(request, true); }
 void ReplicaSet::kv_lost(std::uint32_t request) { impl_->kv_arrived(request, false); }
