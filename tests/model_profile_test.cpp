@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "fleetsim/catalog.hpp"
 #include "fleetsim/error.hpp"
 #include "fleetsim/model_profile.hpp"
@@ -104,6 +106,37 @@ TEST_CASE("a workflow task that names a model step runs its kernels, steps times
   CHECK(r.memory_bound_s > 0.1 * r.compute_bound_s);  // an eager UNet: GroupNorms, copies, elementwise
 }
 
+TEST_CASE("DeepSeek-V3's latent attention: a prompt up-projects the latents, a decode step attends over them absorbed", "[profiles][mla]") {
+  const Architecture& ds = arch("deepseek-v3");
+  const std::optional<LatentAttention> l = LatentAttention::of(ds);
+  REQUIRE(l);
+  CHECK(l->cached() == 576);  // kv_lora_rank 512 + qk_rope_head_dim 64: what a token caches a layer
+  CHECK(l->qk() == 192);
+  // A 2,048-token forward with every token's logits: 2 FLOP a token for each of the 36.6 B parameters the
+  // model card says a token activates (the output head's 0.9 B among them; the input embedding is a
+  // lookup), plus causal attention at keys of 192 and values of 128: 61 layers x 128 heads x 2 x 2048 x 1024 x 320.
+  const double T = 2048;
+  const double attention = 61 * 128 * 2 * T * (T / 2) * (192 + 128);
+  CHECK(kernels_flop(step_kernels(ds, {.tokens = T, .training = true}, Dtype::bf16)) == Approx(2 * T * 36.6e9 + attention).epsilon(0.01));
+  // A decode step of 64 sequences over 4,096 cached tokens: queries absorbed into the latent (a batched
+  // GEMM of the heads), one attention whose 128 heads share each sequence's latent, read once.
+  const std::vector<KernelCall> decode = step_kernels(ds, {.batch = 64, .tokens = 1, .context = 4096}, Dtype::bf16);
+  const auto named = [&](const char* name) { return std::count_if(decode.begin(), decode.end(), [&](const KernelCall& c) { return c.name == name; }); };
+  CHECK(named("attn.q_absorb") == 61);
+  CHECK(named("attn.v_absorb") == 61);
+  CHECK(named("attn.kv_b") == 0);
+  const auto attn = std::find_if(decode.begin(), decode.end(), [](const KernelCall& c) { return c.name == "attn"; });
+  REQUIRE(attn != decode.end());
+  CHECK(attn->latent_kv);
+  CHECK(attn->groups == 128);
+  CHECK(kernel_bytes(*attn, Dtype::bf16) == Approx(2 * (64 * 128 * (576 + 512) + 64 * 4097 * 576.0)));
+  // Dense MLPs in the first three layers, mixtures in the 58 after them.
+  const std::vector<KernelCall> prompt = step_kernels(ds, {.tokens = T}, Dtype::bf16);
+  CHECK(std::count_if(prompt.begin(), prompt.end(), [](const KernelCall& c) { return c.name == "mlp.down" && c.k == 18432; }) == 3);
+  CHECK(std::count_if(prompt.begin(), prompt.end(), [](const KernelCall& c) { return c.name == "moe.router"; }) == 58);
+  CHECK(std::count_if(prompt.begin(), prompt.end(), [](const KernelCall& c) { return c.name == "attn.kv_b"; }) == 61);
+}
+
 TEST_CASE("model steps and architectures are read strictly", "[profiles][input]") {
   auto with_work = [](const std::string& work) {
     return test::scenario_error(R"({"name": "x", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
@@ -137,6 +170,18 @@ TEST_CASE("model steps and architectures are read strictly", "[profiles][input]"
   CHECK_THAT(catalog_error(R"({"name": "u", "source": "s", "family": "unet", "channels": [320, 640], "depth": [1], "mid_depth": 1,
                                "head_dim": 64, "context_dim": 768, "context_tokens": 77, "layers_per_block": 2, "latent_channels": 4, "vae_factor": 8})"),
              Catch::Contains("one transformer depth per level"));
+  // Latent attention and dense first layers come with the numbers they need, and without those they replace.
+  const std::string latent = transformer + R"(, "layers": 4, "kv_lora_rank": 32, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16)";
+  CHECK(catalog_error("{" + latent + "}").empty());
+  CHECK(catalog_error("{" + latent + R"(, "experts": 8, "experts_per_token": 2, "dense_layers": 1, "dense_ffn": 512})").empty());
+  CHECK_THAT(catalog_error("{" + transformer + R"(, "layers": 4, "kv_lora_rank": 32, "qk_nope_head_dim": 16})"),
+             Catch::Contains("/architectures/mine/qk_rope_head_dim") && Catch::Contains("beside \"kv_lora_rank\""));
+  CHECK_THAT(catalog_error("{" + transformer + R"(, "layers": 4, "v_head_dim": 16})"), Catch::Contains("/architectures/mine/v_head_dim"));
+  CHECK_THAT(catalog_error("{" + latent + R"(, "head_dim": 16})"), Catch::Contains("/architectures/mine/head_dim") && Catch::Contains("share one latent"));
+  CHECK_THAT(catalog_error("{" + latent + R"(, "experts": 8, "experts_per_token": 2, "dense_layers": 5, "dense_ffn": 512})"),
+             Catch::Contains("/architectures/mine/dense_layers") && Catch::Contains("at most \"layers\" (4)"));
+  CHECK_THAT(catalog_error("{" + latent + R"(, "experts": 8, "experts_per_token": 2, "dense_layers": 1})"), Catch::Contains("/architectures/mine/dense_ffn"));
+  CHECK_THAT(catalog_error("{" + latent + R"(, "dense_layers": 1, "dense_ffn": 512})"), Catch::Contains("mixture of experts"));
 }
 
 TEST_CASE("eager GroupNorm + SiLU against published Hopper timings (the reduction class's source)", "[profiles][validation]") {

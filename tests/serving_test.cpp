@@ -10,6 +10,7 @@
 #include "fleetsim/error.hpp"
 #include "fleetsim/report.hpp"
 #include "fleetsim/serving.hpp"
+#include "serving/serving_model.hpp"
 
 using namespace fleetsim;
 
@@ -462,6 +463,33 @@ TEST_CASE("a shared expert's weights are held and its GEMMs run for every token"
   const ServingDeployment q3 = parse_serving(deployment().replace(deployment().find("llama-3-8b"), 10, "qwen3-30b-a3b"), "d.json");
   CHECK(kv_capacity(q3).weights_per_gpu_bytes / 2 / 1e9 == Approx(30.5).margin(0.05));
   CHECK(kv_capacity(q3).kv_bytes_per_token == 2 * 48 * 4 * 128 * 2);
+  const ServingResult r = simulate_serving(d);
+  CHECK(r.completed == 1);
+}
+
+TEST_CASE("DeepSeek-V3 serves from one latent a token, whole on every TP rank, and decodes read it once", "[serving][mla]") {
+  std::string json = deployment(R"(, "tp": 8, "weights": "fp8")");
+  json.replace(json.find("llama-3-8b"), 10, "deepseek-v3");
+  json.replace(json.find("hgx-h100-8"), 10, "hgx-h200-8");
+  const ServingDeployment d = parse_serving(json, "d.json");
+  const ModelShape m = ModelShape::of(d.model, 8);
+  // The model card's 671 B (the multi-token-prediction module, 11.5 B more, left out).
+  CHECK(m.parameters() == Approx(671e9).epsilon(0.002));
+  // 61 layers x (512 + 64) bf16 a token, on each of the 8 GPUs: latent attention's heads share it.
+  const KvCapacity c = kv_capacity(d);
+  CHECK(c.kv_bytes_per_token == 61 * 576 * 2);
+  // fp8 weights split over the ranks, but the query and latent down-projections held whole on each.
+  const double replicated = 61 * 7168.0 * (1536 + 576);
+  CHECK(c.weights_per_gpu_bytes == Approx(m.parameters() / 8 + replicated * 7 / 8));
+  CHECK(c.tokens > 100000);
+  // 64 sequences decoding over 32k tokens each: each GPU reads every sequence's latents, memory-bound
+  // at 16 heads a GPU (about 30 FLOP a byte).
+  IterationTimer timer(d);
+  const GpuType& h200 = d.cluster.groups.front().gpu;
+  const double latents = 64 * 32768.0 * c.kv_bytes_per_token;
+  const double attention = timer.time({.prefills = {}, .decodes = 64, .decode_context = 64 * 32768.0}).attention_s;
+  CHECK(attention > latents / h200.memory_bandwidth_Bps);
+  CHECK(attention < 1.3 * latents / (h200.memory_bandwidth_Bps * h200.kernel_memory_scale));
   const ServingResult r = simulate_serving(d);
   CHECK(r.completed == 1);
 }

@@ -210,6 +210,25 @@ std::shared_ptr<const Architecture> read_architecture(ObjectReader& r, const std
   for (std::string_view key : {"hidden", "heads", "layers", "channels"}) {
     if (a->numbers.count(std::string(key)) != 0 && a->numbers[std::string(key)] <= 0) r.problem(key, "expected a positive number");
   }
+  // Multi-head latent attention (DeepSeek-V2/V3): keys and values from a cached latent of kv_lora_rank,
+  // heads of qk_nope_head_dim + qk_rope_head_dim for queries and keys and v_head_dim for values.
+  const auto has = [&](std::string_view key) { return a->numbers.count(std::string(key)) != 0; };
+  const bool mla = has("kv_lora_rank");
+  for (std::string_view key : {"qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"}) {
+    if (mla && (!has(key) || a->numbers[std::string(key)] <= 0)) r.problem(key, "expected a positive number beside \"kv_lora_rank\" (multi-head latent attention)");
+    if (!mla && has(key)) r.problem(key, "expected only beside \"kv_lora_rank\" (multi-head latent attention)");
+  }
+  if (!mla && has("q_lora_rank")) r.problem("q_lora_rank", "expected only beside \"kv_lora_rank\" (multi-head latent attention)");
+  if (mla && (has("head_dim") || has("kv_heads"))) r.problem(has("head_dim") ? "head_dim" : "kv_heads", "expected no head_dim or kv_heads beside \"kv_lora_rank\": latent attention's heads are qk_nope_head_dim + qk_rope_head_dim wide and share one latent");
+  // The first dense_layers layers of a mixture of experts have a dense MLP of dense_ffn (DeepSeek's first_k_dense_replace).
+  if (has("dense_layers")) {
+    const double dense = a->numbers["dense_layers"];
+    if (!has("experts") || a->numbers["experts"] <= 0) r.problem("dense_layers", "expected only in a mixture of experts (beside \"experts\")");
+    if (has("layers") && dense > a->numbers["layers"]) r.problem("dense_layers", "expected at most \"layers\" (" + format_number(a->numbers["layers"]) + ")");
+    if (dense > 0 && (!has("dense_ffn") || a->numbers["dense_ffn"] <= 0)) r.problem("dense_ffn", "expected the dense layers' MLP width beside \"dense_layers\"");
+  } else if (has("dense_ffn")) {
+    r.problem("dense_ffn", "expected only beside \"dense_layers\"");
+  }
   return a;
 }
 

@@ -189,6 +189,8 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
       const Architecture* a = Catalog::builtin().architecture(*id);
       if (a == nullptr || !is_llm(*a)) {
         r.problem("architecture", "expected an LLM of the catalog (" + Catalog::builtin().llm_names() + "), found \"" + *id + "\"");
+      } else if (LatentAttention::of(*a) || a->number("dense_layers", 0) > 0) {
+        r.problem("architecture", "\"" + *id + "\" has multi-head latent attention and dense first layers, which serving and step profiles model but training does not yet");
       } else {
         m.architecture = *id;
         m.layers = static_cast<int>(a->number("layers", 0));

@@ -52,6 +52,12 @@ struct KernelCall {
   double groups = 1;    // attention: query heads per key/value head (GQA)
   bool causal = false;  // attention
   bool backward = false;  // attention: the backward pass (dQ, dK, dV), as FlashAttention-2 runs it
+  // attention: the values' head dimension where it is not the keys' `k` (0: k); MLA's prefill runs keys
+  // of 192 and values of 128.
+  double v = 0;
+  // attention: keys and values are one cached tensor, read once (MLA's latent, absorbed: the values are
+  // its first `v` columns, as FlashMLA reads them).
+  bool latent_kv = false;
   double count = 1;
   // Memory-bound kernels: bytes read and written per element of m x n, where they are not what the class
   // and the step's dtype make them (eager code that upcasts to fp32, reads two tensors, writes a third);

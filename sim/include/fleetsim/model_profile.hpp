@@ -123,6 +123,25 @@ SequenceExchange sequence_exchange(const Architecture& architecture, const StepS
 // all-gather over the gang per step).
 double guidance_exchange_bytes(const Architecture& architecture, const StepShape& shape, Dtype dtype);
 
+// Multi-head latent attention (DeepSeek-V2 section 2.1, DeepSeek-V3): a token caches one latent of
+// `kv_rank` plus a rotary key of `rope` a layer, shared by every head; queries (through a latent of
+// `q_rank`; 0: projected directly) and keys are `nope` + `rope` wide a head, values `v`. Engines (vLLM's
+// MLA backends, SGLang) run a prompt as multi-head attention over keys and values up-projected from the
+// latent, and a decode step absorbed: each head's query projected into the latent, one multi-query
+// attention over the cached latents (FlashMLA), and the result projected out per head.
+struct LatentAttention {
+  double q_rank = 0, kv_rank = 0, nope = 0, rope = 0, v = 0;
+  // None for an architecture without `kv_lora_rank`.
+  static std::optional<LatentAttention> of(const Architecture& architecture);
+  double qk() const { return nope + rope; }          // a query's or key's head dimension
+  double cached() const { return kv_rank + rope; }   // elements a token caches a layer
+  // The weights of a layer's attention for `heads` heads of a `hidden`-wide model: the down- and
+  // up-projections of queries and latent, and the output.
+  double parameters(double hidden, double heads) const;
+  // Of them, the down-projections every TP rank holds whole (vLLM's ReplicatedLinear).
+  double replicated_parameters(double hidden) const;
+};
+
 // Experts a batch of `tokens` reaches when each token goes to `top_k` of `experts` at random, as a
 // router spreads them on average: experts x (1 - (1 - top_k / experts)^tokens). Each expert reached reads
 // its weights once.

@@ -270,7 +270,10 @@ double kernel_bytes(const KernelCall& c, Dtype dtype) {
   switch (c.cls) {
     case KernelClass::gemm:
       return c.batch * (c.weight_bytes > 0 ? element * (c.m * c.k / c.taps + c.m * c.n) + c.weight_bytes * c.k * c.n : element * (c.m * c.k / c.taps + c.k * c.n + c.m * c.n));
-    case KernelClass::attention: return element * (2 * c.batch * c.m * c.k + 2 * c.batch / std::max(1.0, c.groups) * c.n * c.k);
+    case KernelClass::attention: {  // queries in and outputs out; keys and values (one latent tensor, or two)
+      const double v = c.v > 0 ? c.v : c.k;
+      return element * (c.batch * c.m * (c.k + v) + c.batch / std::max(1.0, c.groups) * c.n * (c.latent_kv ? c.k : c.k + v));
+    }
     case KernelClass::memory: return element * c.m * c.n;
     case KernelClass::reduction: return element * (c.m * c.n + c.m);
     case KernelClass::norm: return element * (2 * c.m * c.n + c.n);
@@ -301,10 +304,14 @@ KernelEstimate KernelModel::estimate(const KernelCall& c, Dtype dtype) const {
     const double keys = c.causal ? std::min(c.n, c.n - c.m / 2 + block / 2) : c.n;
     const double waves = std::ceil(c.batch * std::ceil(c.m / block) / sms);
     const double rate = gpu_.peak_for(dtype) * gpu_.kernel_compute_scale[static_cast<std::size_t>(dtype)] / sms * arch_->attention_efficiency;
-    // A head dimension the kernels are not built for runs padded to the next one they are.
-    const auto built = std::lower_bound(k_->attention_head_dims.begin(), k_->attention_head_dims.end(), c.k);
-    const double head_dim = built == k_->attention_head_dims.end() ? c.k : *built;
-    e.compute_s = waves * 4 * block * (keys + arch_->attention_key_overhead) * (head_dim + arch_->attention_head_overhead) / rate;
+    // A head dimension the kernels are not built for runs padded to the next one they are. QK^T at the
+    // keys' dimension, PV at the values'.
+    const auto padded = [&](double dim) {
+      const auto built = std::lower_bound(k_->attention_head_dims.begin(), k_->attention_head_dims.end(), dim);
+      return built == k_->attention_head_dims.end() ? dim : *built;
+    };
+    const double head_dims = padded(c.k) + padded(c.v > 0 ? c.v : c.k);
+    e.compute_s = waves * 2 * block * (keys + arch_->attention_key_overhead) * (head_dims + 2 * arch_->attention_head_overhead) / rate;
     e.memory_s = kernel_bytes(c, dtype) / bw;
     if (c.backward) {  // the same blocks, more products at their own rate; twice the tensors moved
       e.compute_s *= k_->attention_backward_flop / (c.causal ? k_->attention_backward_rate_causal : k_->attention_backward_rate);

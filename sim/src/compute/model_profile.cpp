@@ -26,7 +26,9 @@ namespace {
 
 const std::map<std::string_view, ArchitectureFields>& families() {
   static const std::map<std::string_view, ArchitectureFields> f{
-      {"transformer", {{"layers", "hidden", "heads", "ffn"}, {"kv_heads", "head_dim", "gated", "vocab", "causal", "rope", "experts", "experts_per_token", "shared_ffn"}, {}}},
+      {"transformer", {{"layers", "hidden", "heads", "ffn"}, {"kv_heads", "head_dim", "gated", "vocab", "causal", "rope", "experts", "experts_per_token", "shared_ffn", "dense_layers", "dense_ffn",
+         "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"},
+        {}}},
       {"unet",
        {{"mid_depth", "context_dim", "context_tokens", "layers_per_block", "latent_channels", "vae_factor"},
         {"head_dim", "heads", "time_dim", "linear_projection"},
@@ -79,42 +81,82 @@ class Builder {
     push({.cls = KernelClass::attention, .m = queries, .n = keys, .k = head_dim, .batch = heads, .groups = groups, .causal = causal, .name = name});
   }
 
- private:
+  // Any other kernel, written out (a batched GEMM, an attention of its own shape).
   void push(KernelCall call) { out_.push_back(std::move(call)); }
+
+ private:
   std::vector<KernelCall>& out_;
   const RuntimeProfile& runtime_;
   Dtype dtype_;
 };
+
+// A layer's multi-head latent attention over m = batch x tokens new tokens after `context` cached ones.
+// A prompt (more than one token a sequence): the latent of every token, cached and new, up-projected to
+// keys and values, then multi-head attention at the keys' and values' head dimensions. A decode step:
+// absorbed, as vLLM's and SGLang's MLA decode runs it: the queries' no-rope part projected into the
+// latent (a batched GEMM a head), a multi-query attention over the latents the heads share, the output
+// projected back out of the latent a head.
+void latent_attention(const LatentAttention& l, double h, double heads, const StepShape& s, std::string_view norm, Builder& b) {
+  const double tokens = std::max(1.0, s.tokens), m = s.batch * tokens;
+  if (l.q_rank > 0) {
+    b.gemm("attn.q_a", m, l.q_rank, h);
+    b.op(norm, "attn.q_a.norm", m, l.q_rank);
+    b.gemm("attn.q_b", m, heads * l.qk(), l.q_rank);
+  } else {
+    b.gemm("attn.q", m, heads * l.qk(), h);
+  }
+  b.gemm("attn.kv_a", m, l.cached(), h);
+  b.op(norm, "attn.kv_a.norm", m, l.kv_rank);
+  b.op("rope", "attn.rope", m, heads * l.rope);
+  b.op("rope", "attn.rope", m, l.rope);
+  if (tokens > 1) {
+    b.gemm("attn.kv_b", s.batch * (s.context + tokens), heads * (l.nope + l.v), l.kv_rank);
+    b.push({.cls = KernelClass::attention, .m = tokens, .n = s.context + tokens, .k = l.qk(), .batch = s.batch * heads, .causal = true, .v = l.v, .name = "attn"});
+  } else {
+    b.push({.cls = KernelClass::gemm, .m = m, .n = l.kv_rank, .k = l.nope, .batch = heads, .name = "attn.q_absorb"});
+    b.push({.cls = KernelClass::attention, .m = 1, .n = s.context + 1, .k = l.cached(), .batch = s.batch * heads, .groups = heads, .v = l.kv_rank,
+            .latent_kv = true, .name = "attn"});
+    b.push({.cls = KernelClass::gemm, .m = m, .n = l.v, .k = l.kv_rank, .batch = heads, .name = "attn.v_absorb"});
+  }
+  b.gemm("attn.out", m, h, heads * l.v);
+}
 
 // A decoder (or, with causal 0, encoder) transformer: per layer a norm, the QKV projection (separate
 // q, k and v projections in the eager code of text encoders, one fused where compiled), rotary
 // embedding, attention over the cached and new tokens, the output projection, a residual add, a norm,
 // the MLP (gated or not) and an add; then a norm and the vocabulary projection.
 void transformer(const Architecture& a, const StepShape& s, Builder& b) {
-  const double h = a.number("hidden", 0), heads = a.number("heads", 0), kv = a.number("kv_heads", heads), ffn = a.number("ffn", 0);
+  const double h = a.number("hidden", 0), heads = a.number("heads", 0), kv = a.number("kv_heads", heads);
   const double hd = a.number("head_dim", h / heads), vocab = a.number("vocab", 0);  // Qwen3's heads are wider than h / heads
   const bool causal = a.number("causal", 1) != 0, rope = a.number("rope", 1) != 0, gated = a.number("gated", 0) != 0;
   const double tokens = std::max(1.0, s.tokens), m = s.batch * tokens;
   const std::string_view norm = vocab > 0 ? "rms_norm" : "layer_norm";  // LLMs' RMSNorm; CLIP's and T5's encoders as LayerNorm
   if (vocab > 0) b.kernel(KernelClass::embedding, "embedding", m, h);  // a gather: reads and writes a row per token
+  const std::optional<LatentAttention> latent = LatentAttention::of(a);
+  const double dense_layers = a.number("dense_layers", 0);  // DeepSeek's first layers: a dense MLP before the mixtures
   for (double layer = 0; layer < a.number("layers", 0); ++layer) {
     b.op(norm, "attn.norm", m, h);
-    if (b.eager()) {
+    if (latent) {
+      latent_attention(*latent, h, heads, s, norm, b);
+    } else if (b.eager()) {
       b.gemm("attn.q", m, heads * hd, h);
       b.gemm("attn.k", m, kv * hd, h);
       b.gemm("attn.v", m, kv * hd, h);
     } else {
       b.gemm("attn.qkv", m, (heads + 2 * kv) * hd, h);
     }
-    if (rope) {
-      b.op("rope", "attn.rope", m, heads * hd);
-      b.op("rope", "attn.rope", m, kv * hd);
+    if (!latent) {
+      if (rope) {
+        b.op("rope", "attn.rope", m, heads * hd);
+        b.op("rope", "attn.rope", m, kv * hd);
+      }
+      b.attention("attn", s.batch * heads, tokens, s.context + tokens, hd, causal, heads / kv);
+      b.gemm("attn.out", m, h, heads * hd);
     }
-    b.attention("attn", s.batch * heads, tokens, s.context + tokens, hd, causal, heads / kv);
-    b.gemm("attn.out", m, h, heads * hd);
     b.op("residual_add", "attn.residual", m, h);
     b.op(norm, "mlp.norm", m, h);
-    const double experts = a.number("experts", 0), top_k = a.number("experts_per_token", 1);
+    const double experts = layer < dense_layers ? 0 : a.number("experts", 0), top_k = a.number("experts_per_token", 1);
+    const double ffn = layer < dense_layers ? a.number("dense_ffn", 0) : a.number("ffn", 0);
     if (experts > 0) {  // a mixture of experts: a router, then each expert reached its share of the tokens
       const double touched = experts_touched(experts, top_k, m), rows = m * top_k / touched;
       b.gemm("moe.router", m, experts, h);
@@ -551,10 +593,24 @@ double kernels_flop(const std::vector<KernelCall>& calls) {
   for (const KernelCall& c : calls) {
     if (c.cls == KernelClass::gemm) flop += c.count * 2 * c.m * c.n * c.k * c.batch;
     if (c.cls == KernelClass::attention) {
-      flop += c.count * 4 * c.batch * c.m * (c.causal ? std::max(c.n - c.m / 2, c.n / 2) : c.n) * c.k * (c.backward ? 2.5 : 1);  // FlashAttention-2 backward: 5 products to 2
+      const double dims = c.k + (c.v > 0 ? c.v : c.k);  // QK^T and PV
+      flop += c.count * 2 * c.batch * c.m * (c.causal ? std::max(c.n - c.m / 2, c.n / 2) : c.n) * dims * (c.backward ? 2.5 : 1);  // FlashAttention-2 backward: 5 products to 2
     }
   }
   return flop;
 }
+
+std::optional<LatentAttention> LatentAttention::of(const Architecture& a) {
+  if (a.number("kv_lora_rank", 0) <= 0) return std::nullopt;
+  return LatentAttention{.q_rank = a.number("q_lora_rank", 0), .kv_rank = a.number("kv_lora_rank", 0), .nope = a.number("qk_nope_head_dim", 0),
+                         .rope = a.number("qk_rope_head_dim", 0), .v = a.number("v_head_dim", 0)};
+}
+
+double LatentAttention::parameters(double hidden, double heads) const {
+  const double q = q_rank > 0 ? q_rank * heads * qk() : hidden * heads * qk();
+  return replicated_parameters(hidden) + q + kv_rank * heads * (nope + v) + heads * v * hidden;
+}
+
+double LatentAttention::replicated_parameters(double hidden) const { return (q_rank > 0 ? hidden * q_rank : 0) + hidden * cached(); }
 
 }  // namespace fleetsim

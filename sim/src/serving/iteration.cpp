@@ -26,35 +26,51 @@ ModelShape ModelShape::of(const Architecture& a, int tp) {
   s.top_k = a.number("experts_per_token", 1);
   s.shared_ffn = a.number("shared_ffn", 0);
   s.head_dim = a.number("head_dim", s.hidden / s.heads);  // Qwen3's heads are wider than h / heads
+  s.dense_layers = a.number("dense_layers", 0);
+  s.dense_ffn = a.number("dense_ffn", 0);
+  s.latent = LatentAttention::of(a);
   s.tp = tp;
   s.heads_per_gpu = s.heads / tp;
   s.kv_heads_per_gpu = std::max(1.0, s.kv_heads / tp);  // replicated where TP exceeds the KV heads
   return s;
 }
 
-double ModelShape::attention_parameters() const { return hidden * (heads + 2 * kv_heads) * head_dim + heads * head_dim * hidden; }
+double ModelShape::attention_parameters() const {
+  if (latent) return latent->parameters(hidden, heads);
+  return hidden * (heads + 2 * kv_heads) * head_dim + heads * head_dim * hidden;
+}
+
+double ModelShape::mlp_parameters(bool dense) const {
+  const double matrices = gated ? 3 : 2;
+  if (dense) return matrices * hidden * (dense_ffn > 0 ? dense_ffn : ffn);
+  return matrices * hidden * (ffn * std::max(1.0, experts) + shared_ffn);
+}
 
 double ModelShape::parameters() const {
-  const double mlp = (gated ? 3 : 2) * hidden * ffn * std::max(1.0, experts) + hidden * experts + (gated ? 3 : 2) * hidden * shared_ffn;
-  return layers * (attention_parameters() + mlp + 2 * hidden) + 2 * vocab * hidden + hidden;  // untied embedding and LM head
+  const double mlps = dense_layers * mlp_parameters(true) + (layers - dense_layers) * (mlp_parameters(false) + hidden * experts);  // with the routers
+  return layers * (attention_parameters() + 2 * hidden) + mlps + 2 * vocab * hidden + hidden;  // untied embedding and LM head
 }
 
 double ModelShape::linear_parameters() const {  // the router of a mixture of experts is left 16-bit, as AWQ and GPTQ leave it
-  return layers * (attention_parameters() + (gated ? 3 : 2) * hidden * (ffn * std::max(1.0, experts) + shared_ffn));
+  return layers * attention_parameters() + dense_layers * mlp_parameters(true) + (layers - dense_layers) * mlp_parameters(false);
 }
+
+double ModelShape::replicated_parameters() const { return latent ? layers * latent->replicated_parameters(hidden) : 0; }
 
 KvCapacity kv_capacity(const ServingDeployment& d) {
   const ModelShape m = ModelShape::of(d.model, d.tp);
   const GpuType& gpu = d.cluster.groups.front().gpu;
   KvCapacity c;
-  c.weights_per_gpu_bytes = d.weight_storage_bytes > 0
-                                ? ((m.parameters() - m.linear_parameters()) * dtype_bytes(d.weights) + m.linear_parameters() * d.weight_storage_bytes) / d.tp
-                                : m.parameters() * dtype_bytes(d.weights) / d.tp;
+  const double linear_bytes = d.weight_storage_bytes > 0 ? d.weight_storage_bytes : dtype_bytes(d.weights);
+  c.weights_per_gpu_bytes = (d.weight_storage_bytes > 0 ? (m.parameters() - m.linear_parameters()) * dtype_bytes(d.weights) + m.linear_parameters() * linear_bytes
+                                                       : m.parameters() * dtype_bytes(d.weights)) / d.tp +
+                            m.replicated_parameters() * linear_bytes * (1 - 1.0 / d.tp);  // held whole on every rank
   // The engine's profiling forward pass at max_num_batched_tokens: the widest activations of a layer
   // (the gated MLP's input and output, bf16) beside the residual stream, and the fp32 logits of
   // max_num_seqs rows. An estimate of what vLLM's profile run measures (docs/serving.md).
   const double tokens = d.engine.max_num_batched_tokens;
-  c.activation_bytes = tokens * (2 * m.hidden + 3 * m.ffn / d.tp * std::max(1.0, m.experts > 0 ? m.top_k : 1.0) + 3 * m.shared_ffn / d.tp) * 2 +
+  const double widest_mlp = std::max(m.dense_ffn, m.ffn * (m.experts > 0 ? m.top_k : 1.0) + m.shared_ffn);
+  c.activation_bytes = tokens * (2 * m.hidden + 3 * widest_mlp / d.tp) * 2 +
                        static_cast<double>(d.engine.max_num_seqs) * m.vocab / d.tp * 4;
   c.reserved_bytes = d.engine.reserved_bytes;
   const double vram = gpu.vram_bytes, utilization = d.engine.gpu_memory_utilization;
@@ -78,7 +94,10 @@ KvCapacity kv_capacity(const ServingDeployment& d) {
       break;
     }
   }
-  c.kv_bytes_per_token = 2 * m.layers * m.kv_heads_per_gpu * m.head_dim * dtype_bytes(d.kv_cache);
+  // Latent attention caches one latent a token a layer, whole on every TP rank (its heads share it: vLLM
+  // keeps it so; SGLang's data-parallel attention is what avoids it).
+  c.kv_bytes_per_token = m.latent ? m.layers * m.latent->cached() * dtype_bytes(d.kv_cache)
+                                  : 2 * m.layers * m.kv_heads_per_gpu * m.head_dim * dtype_bytes(d.kv_cache);
   const double block_bytes = c.kv_bytes_per_token * d.engine.block_size;
   c.blocks = c.usable_bytes > 0 ? static_cast<std::int64_t>(std::floor(c.usable_bytes / block_bytes)) : 0;
   c.tokens = c.blocks * d.engine.block_size;
@@ -128,29 +147,66 @@ struct IterationTimer::Impl {
   double linear_s(std::int64_t t) {
     double& cached = slot(linear, t);
     if (cached >= 0) return cached;
-    const double T = static_cast<double>(t), h = m.hidden, hd = m.head_dim, f = m.ffn / m.tp;
-    const Dtype act = Dtype::bf16;  // activations stay 16-bit beside fp8 weights
-    double layer = 2 * kernel(KernelClass::norm, T, h, 0, act) + 2 * kernel(KernelClass::add, T, h, 0, act);
-    layer += linear_gemm(T, (m.heads_per_gpu + 2 * m.kv_heads_per_gpu) * hd, h);
-    layer += kernel(KernelClass::rope, T, (m.heads_per_gpu + m.kv_heads_per_gpu) * hd, 0, act);
-    layer += linear_gemm(T, h, m.heads_per_gpu * hd);
-    if (m.experts > 0) {  // the router, then each expert the batch reaches, its share of the tokens (experts split over TP)
-      const double touched = experts_touched(m.experts, m.top_k, T), rows = T * m.top_k / touched;
+    const double T = static_cast<double>(t), h = m.hidden;
+    const auto layer_s = [&](bool dense) {
+      double layer = 2 * kernel(KernelClass::norm, T, h, 0, kAct) + 2 * kernel(KernelClass::add, T, h, 0, kAct);
+      add_attention_linear(T, layer);
+      add_mlp(T, dense, layer);
+      return layer;
+    };
+    const double layers = m.dense_layers > 0 ? m.dense_layers * layer_s(true) + (m.layers - m.dense_layers) * layer_s(false) : m.layers * layer_s(false);
+    cached = layers + kernel(KernelClass::embedding, T, h, 0, kAct) + kernel(KernelClass::norm, T, h, 0, kAct);
+    return cached;
+  }
+
+  static constexpr Dtype kAct = Dtype::bf16;  // activations stay 16-bit beside fp8 weights
+
+  // A layer's q, k, v and output projections and rotary embedding, into `layer`. Latent attention: the
+  // queries' and the latent's down-projections (whole on every rank) and norms, the queries'
+  // up-projection, the new tokens' keys and values from their latents (a decode step's absorbed
+  // projections into and out of the latent move the same weights and FLOP), the output.
+  void add_attention_linear(double T, double& layer) const {
+    const double h = m.hidden, heads = m.heads_per_gpu;
+    if (const std::optional<LatentAttention>& l = m.latent) {
+      if (l->q_rank > 0) {
+        layer += linear_gemm(T, l->q_rank, h) + kernel(KernelClass::norm, T, l->q_rank, 0, kAct);
+        layer += linear_gemm(T, heads * l->qk(), l->q_rank);
+      } else {
+        layer += linear_gemm(T, heads * l->qk(), h);
+      }
+      layer += linear_gemm(T, l->cached(), h) + kernel(KernelClass::norm, T, l->kv_rank, 0, kAct);
+      layer += kernel(KernelClass::rope, T, (heads + 1) * l->rope, 0, kAct);
+      layer += linear_gemm(T, heads * (l->nope + l->v), l->kv_rank);
+      layer += linear_gemm(T, h, heads * l->v);
+      return;
+    }
+    const double hd = m.head_dim;
+    layer += linear_gemm(T, (heads + 2 * m.kv_heads_per_gpu) * hd, h);
+    layer += kernel(KernelClass::rope, T, (heads + m.kv_heads_per_gpu) * hd, 0, kAct);
+    layer += linear_gemm(T, h, heads * hd);
+  }
+
+  // A layer's MLP, into `layer`: a dense one, or the router, each expert the batch reaches (its share of
+  // the tokens; experts split over TP) and the shared expert.
+  void add_mlp(double T, bool dense, double& layer) const {
+    const double h = m.hidden;
+    const KernelClass activation = m.gated ? KernelClass::gated_activation : KernelClass::activation;
+    if (m.experts > 0 && !dense) {
+      const double f = m.ffn / m.tp, touched = experts_touched(m.experts, m.top_k, T), rows = T * m.top_k / touched;
       layer += kernel(KernelClass::gemm, T, m.experts, h, weights);
       layer += linear_gemm(rows, (m.gated ? 2 : 1) * f, h, touched) + linear_gemm(rows, h, f, touched);
-      layer += kernel(m.gated ? KernelClass::gated_activation : KernelClass::activation, T * m.top_k, f, 0, act);
+      layer += kernel(activation, T * m.top_k, f, 0, kAct);
       if (m.shared_ffn > 0) {  // a shared expert every token passes through, split over TP
         const double fs = m.shared_ffn / m.tp;
         layer += linear_gemm(T, (m.gated ? 2 : 1) * fs, h) + linear_gemm(T, h, fs);
-        layer += kernel(m.gated ? KernelClass::gated_activation : KernelClass::activation, T, fs, 0, act);
+        layer += kernel(activation, T, fs, 0, kAct);
       }
-    } else {
-      layer += linear_gemm(T, (m.gated ? 2 : 1) * f, h);
-      layer += kernel(m.gated ? KernelClass::gated_activation : KernelClass::activation, T, f, 0, act);
-      layer += linear_gemm(T, h, f);
+      return;
     }
-    cached = m.layers * layer + kernel(KernelClass::embedding, T, h, 0, act) + kernel(KernelClass::norm, T, h, 0, act);
-    return cached;
+    const double f = (dense && m.dense_ffn > 0 ? m.dense_ffn : m.ffn) / m.tp;
+    layer += linear_gemm(T, (m.gated ? 2 : 1) * f, h);
+    layer += kernel(activation, T, f, 0, kAct);
+    layer += linear_gemm(T, h, f);
   }
 
   // Two all-reduces of the layer's output a layer (after attention and after the MLP), bf16.
@@ -172,6 +228,7 @@ struct IterationTimer::Impl {
   }
 
   double attention_s(const IterationShape& s) const {
+    if (m.latent) return latent_attention_s(s);
     const double groups = m.heads_per_gpu / m.kv_heads_per_gpu;
     double t = 0;
     for (const auto& [chunk, cached] : s.prefills) {
@@ -182,6 +239,28 @@ struct IterationTimer::Impl {
     if (s.decodes > 0) {  // one query a sequence over its KV, the sequences' lengths averaged (the cost is linear in them)
       const KernelCall call{.cls = KernelClass::attention, .m = 1, .n = s.decode_context / static_cast<double>(s.decodes), .k = m.head_dim,
                             .batch = static_cast<double>(s.decodes) * m.heads_per_gpu, .groups = groups};
+      t += model.estimate(call, kv).time_s();
+    }
+    return m.layers * t;
+  }
+
+  // Latent attention: a prompt's chunk as multi-head attention at the keys' (nope + rope) and values'
+  // head dimensions, over keys and values up-projected from the latents of the tokens cached before it;
+  // decodes absorbed, one multi-query attention over each sequence's cached latents, the heads of a GPU
+  // sharing them (FlashMLA).
+  double latent_attention_s(const IterationShape& s) const {
+    const LatentAttention& l = *m.latent;
+    const double heads = m.heads_per_gpu;
+    double t = 0;
+    for (const auto& [chunk, cached] : s.prefills) {
+      if (cached > 0) t += linear_gemm(static_cast<double>(cached), heads * (l.nope + l.v), l.kv_rank);
+      const KernelCall call{.cls = KernelClass::attention, .m = static_cast<double>(chunk), .n = static_cast<double>(cached + chunk), .k = l.qk(),
+                            .batch = heads, .causal = true, .v = l.v};
+      t += model.estimate(call, kv).time_s();
+    }
+    if (s.decodes > 0) {
+      const KernelCall call{.cls = KernelClass::attention, .m = 1, .n = s.decode_context / static_cast<double>(s.decodes), .k = l.cached(),
+                            .batch = static_cast<double>(s.decodes) * heads, .groups = heads, .v = l.kv_rank, .latent_kv = true};
       t += model.estimate(call, kv).time_s();
     }
     return m.layers * t;

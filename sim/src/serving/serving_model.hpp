@@ -9,6 +9,8 @@ struct ModelShape {
   double layers = 0, hidden = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0, head_dim = 0;
   double experts = 0, top_k = 1;  // a mixture of experts: each token's MLP is top_k of `experts` (0: a dense MLP)
   double shared_ffn = 0;          // and a shared expert of this width every token passes through (0: none)
+  double dense_layers = 0, dense_ffn = 0;  // the first layers' dense MLP before the mixtures (DeepSeek's)
+  std::optional<LatentAttention> latent;   // multi-head latent attention (DeepSeek), in place of q, k, v heads
   bool gated = false;
   int tp = 1;
   double heads_per_gpu = 0, kv_heads_per_gpu = 0;
@@ -16,9 +18,12 @@ struct ModelShape {
   // Weights: attention (QKV with grouped KV heads, output), MLP (gated: gate, up, down; every expert's,
   // and the router, in a mixture of experts), two norms a layer, the embedding and an untied LM head
   // (Llama 3's), the final norm.
-  double attention_parameters() const;  // a layer's q, k, v and output projections
+  double attention_parameters() const;  // a layer's q, k, v and output projections (or latent attention's)
+  double mlp_parameters(bool dense) const;  // a layer's MLP: a dense layer's, or every expert's and the shared one's
   double parameters() const;
   double linear_parameters() const;  // of them, the layers' linear weights (what weight-only quantization stores narrower)
+  // Of the linear weights, those every TP rank holds whole (latent attention's down-projections).
+  double replicated_parameters() const;
 };
 
 }  // namespace fleetsim
