@@ -4,11 +4,13 @@
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <map>
+#include <sstream>
 #include <tuple>
 
 #include "fleetsim/catalog.hpp"
 #include "fleetsim/error.hpp"
 #include "fleetsim/kernel_model.hpp"
+#include "fleetsim/report.hpp"
 #include "fleetsim/training.hpp"
 #include "helpers.hpp"
 
@@ -708,6 +710,10 @@ TEST_CASE("Qwen3's heads are wider than hidden / heads: counts, FLOP and kernels
   // A layer's attention: q 2,048 to 32 x 128, k and v to 4 x 128 each, the output 4,096 back to 2,048.
   CHECK(small.model.qkv_width() == 40 * 128);
   CHECK(small.model.attention_width() == 4096);
+  // The header says so: 32 heads of 128, 4 of them KV heads.
+  std::ostringstream text;
+  write_training_text(text, small, simulate_training_step(small));
+  CHECK_THAT(text.str(), Catch::Contains("hidden 2048, 32 heads of 128 (4 KV)"));
   // Written out with the same head_dim, the same attention; without it, heads of 64.
   const std::string written = R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"layers": 48, "hidden": 2048, "heads": 32, "kv_heads": 4,
       "ffn_hidden": 768, "gated": true, "vocab": 151936, "seq_len": 4096, "experts": 128, "experts_per_token": 8HEAD},

@@ -43,7 +43,9 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
   const TrainingCounts& c = step.counts;
   const TransformerModel& m = job.model;
   char line[512];
-  const std::string kv = m.kv() != m.heads ? " (" + std::to_string(m.kv()) + " KV)" : std::string();
+  // A head's width where it is not hidden / heads (Qwen3's 128 at 32 heads of a 2,048 hidden), and the KV heads under GQA.
+  const std::string head = m.head_dim > 0 && m.head_dim * m.heads != m.hidden ? " of " + std::to_string(m.head_dim) : std::string();
+  const std::string kv = head + (m.kv() != m.heads ? " (" + std::to_string(m.kv()) + " KV)" : std::string());
   std::string mlp = m.gated ? ", SwiGLU MLP of " + std::to_string(m.ffn()) : std::string();
   if (m.moe()) {
     mlp = ", " + std::to_string(m.experts) + " experts of " + std::to_string(m.ffn()) + (m.gated ? " (SwiGLU)" : "") + ", top " + std::to_string(m.top_k) +
