@@ -10,6 +10,7 @@
 
 #include "fleetsim/compare.hpp"
 #include "fleetsim/report.hpp"
+#include "fleetsim/rng.hpp"
 #include "fleetsim/simulation.hpp"
 #include "helpers.hpp"
 
@@ -172,6 +173,63 @@ TEST_CASE("a comparison's verdict pairs runs by seed: lower, higher, not sure an
   write_comparison_text(single, "s", 1, once);
   CHECK_THAT(single.str(), Catch::Contains("one run each: the scenario draws nothing at random") &&
                                Catch::Contains("quick  lower     latency mean 2.5x (10 s to 4 s)"));
+}
+
+TEST_CASE("one run each: a paired bootstrap over the instances says how sure a latency difference is", "[compare][bootstrap]") {
+  // Every instance 5 s faster: paired, every resample differs by exactly -5 s (unpaired, the spread of
+  // the latencies themselves would widen it).
+  Rng rng(7, 0, "test");
+  std::vector<double> base, faster, noise_a, noise_b;
+  for (int i = 0; i < 2000; ++i) {
+    base.push_back(60 + 50 * rng.uniform());
+    faster.push_back(base.back() - 5);
+    // Two independent standard normals (Box-Muller).
+    const double r = std::sqrt(-2 * std::log(1 - rng.uniform())), angle = 2 * M_PI * rng.uniform();
+    noise_a.push_back(r * std::cos(angle));
+    noise_b.push_back(r * std::sin(angle));
+  }
+  const InstanceInterval shift = bootstrap_difference(base, faster, "latency mean");
+  CHECK(shift.instances == 2000);
+  CHECK(shift.low == Approx(-5));
+  CHECK(shift.high == Approx(-5));
+  // Independent N(0, 1) pairs: the difference of means has sd sqrt(2 / 2000); the 95% interval is about
+  // +- 1.96 of it (the closed form the bootstrap approximates; its own resampling error is a few %).
+  const InstanceInterval noise = bootstrap_difference(noise_a, noise_b, "latency mean");
+  CHECK((noise.high - noise.low) / 2 == Approx(1.96 * std::sqrt(2.0 / 2000)).epsilon(0.1));
+  // A difference that rests on one instance of a hundred: the resamples without it see none.
+  std::vector<double> flat(100, 1.0), one_slow = flat;
+  one_slow[37] = 101;
+  const InstanceInterval lone = bootstrap_difference(flat, one_slow, "latency mean");
+  CHECK(lone.low == 0);
+  CHECK(lone.high >= 1);
+  // p95 and p99 resample the same way; instances one run did not measure count on the other side only.
+  CHECK(bootstrap_difference(base, faster, "latency p95").low == Approx(-5));
+  std::vector<double> half = faster;
+  for (std::size_t i = 0; i < half.size(); i += 2) half[i] = std::nan("");
+  CHECK(bootstrap_difference(base, half, "latency p99").instances == 2000);
+  CHECK(bootstrap_difference(base, half, "latency mean").high == Approx(-5).margin(2));
+  // The same runs give the same interval.
+  CHECK(bootstrap_difference(noise_a, noise_b, "latency mean").low == noise.low);
+
+  // A trace replay: one run each, the latency verdicts with their intervals, said in words and in JSON.
+  const Scenario sc = load_scenario(test::source_dir() + "/scenarios/trace-replay.json");
+  const std::vector<PolicyRuns> results = compare_policies(sc, {"fifo", "las"}, 5, 2);
+  REQUIRE(results[1].runs.size() == 1);
+  REQUIRE(results[1].instance_intervals.size() == 3);
+  CHECK(results[0].instance_intervals.empty());  // the baseline
+  const std::vector<PolicyVerdict> verdicts = compare_verdicts(results);
+  const MetricVerdict& mean = verdicts.front().metrics[1];
+  REQUIRE(mean.metric == "latency mean");
+  REQUIRE(mean.interval);
+  CHECK(mean.interval->instances == 400);
+  CHECK(mean.interval->low <= mean.difference);
+  CHECK(mean.interval->high >= mean.difference);
+  CHECK(mean.call == (mean.interval->high < 0 ? MetricVerdict::Call::lower : MetricVerdict::Call::not_sure));
+  CHECK_FALSE(verdicts.front().metrics[0].interval);  // makespan: no interval
+  std::ostringstream text;
+  write_comparison_text(text, "trace-replay", 1, results);
+  CHECK_THAT(text.str(), Catch::Contains("paired bootstrap, 95%") && Catch::Contains("95% interval") && Catch::Contains("over 400 instances"));
+  CHECK_THAT(comparison_json("trace-replay", results), Catch::Contains(R"("instance_interval")"));
 }
 
 TEST_CASE("a comparison is the same on one thread and on several", "[compare][determinism]") {

@@ -83,9 +83,14 @@ std::vector<std::string> verdict_lines(const PolicyVerdict& v) {
     std::string text = call + m.metric + " " + change(m) + "(" + amount(m, m.baseline) +
                        " to " + amount(m, m.value);
     if (v.runs > 1) text += ", difference " + amount(m, m.difference) + " +- " + amount(m, m.ci95);
+    if (m.interval) {
+      text += ", difference " + amount(m, m.difference) + ", 95% interval " + amount(m, m.interval->low) + " to " + amount(m, m.interval->high) +
+              " over " + std::to_string(m.interval->instances) + " instances";
+    }
     if (m.call == MetricVerdict::Call::not_sure) {
-      text += m.seeds_to_settle > 0 ? "; about " + std::to_string(m.seeds_to_settle) + " seeds would settle it"
-                                    : "; no number of seeds would tell them apart";
+      text += m.interval                ? "; the instances do not settle it, and another seed would repeat the run"
+              : m.seeds_to_settle > 0 ? "; about " + std::to_string(m.seeds_to_settle) + " seeds would settle it"
+                                      : "; no number of seeds would tell them apart";
     }
     lines.push_back(text + ")");
   }
@@ -93,11 +98,20 @@ std::vector<std::string> verdict_lines(const PolicyVerdict& v) {
   return lines;
 }
 
+bool resampled(const std::vector<PolicyVerdict>& verdicts) {
+  for (const PolicyVerdict& v : verdicts) {
+    if (std::any_of(v.metrics.begin(), v.metrics.end(), [](const MetricVerdict& m) { return m.interval.has_value(); })) return true;
+  }
+  return false;
+}
+
 std::string verdict_heading(const std::vector<PolicyVerdict>& verdicts) {
   const PolicyVerdict& v = verdicts.front();
   return "verdict: each policy against " + v.baseline + " on makespan, latency and cost (lower is better), " +
          (v.runs > 1 ? "paired by seed over " + std::to_string(v.runs) + " seeds, 95% intervals"
-                     : "one run each: the scenario draws nothing at random, so no interval");
+                     : resampled(verdicts) ? "one run each (the scenario draws nothing at random): latency intervals by resampling the workflow "
+                                             "instances (paired bootstrap, 95%), makespan and cost without one"
+                                           : "one run each: the scenario draws nothing at random, so no interval");
 }
 
 }  // namespace
@@ -254,6 +268,9 @@ std::string comparison_json(const std::string& scenario, const std::vector<Polic
     for (const MetricVerdict& m : v.metrics) {
       metrics.push_back({{"metric", m.metric}, {"unit", m.unit}, {"baseline", m.baseline}, {"value", m.value}, {"difference", m.difference},
                          {"ci95", m.ci95}, {"call", call_name(m.call)}, {"seeds_to_settle", m.seeds_to_settle}});
+      if (m.interval) {
+        metrics.back()["instance_interval"] = {{"low", m.interval->low}, {"high", m.interval->high}, {"instances", m.interval->instances}};
+      }
     }
     verdicts.push_back({{"policy", v.policy}, {"baseline", v.baseline}, {"runs", v.runs}, {"metrics", metrics}});
   }

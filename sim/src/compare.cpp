@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "fleetsim/error.hpp"
+#include "fleetsim/rng.hpp"
 #include "fleetsim/simulation.hpp"
 #include "parallel.hpp"
 #include "fleetsim/suggest.hpp"
@@ -98,13 +99,82 @@ std::vector<ComparedMetric> compared_metrics(const std::vector<PolicyRuns>& resu
   return metrics;
 }
 
+std::size_t compare_baseline(const std::vector<PolicyRuns>& results) {
+  for (std::size_t p = 0; p < results.size(); ++p) {
+    if (results[p].policy == "fifo") return p;
+  }
+  return 0;
+}
+
+namespace {
+
+// The type-7 percentile of `values` (reordered), as latency_stats computes it, in linear time.
+double percentile_in_place(std::vector<double>& values, double p) {
+  if (values.empty()) return 0;
+  const double rank = p / 100.0 * static_cast<double>(values.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(rank));
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(lo), values.end());
+  const double low = values[lo];
+  if (lo + 1 >= values.size()) return low;
+  const double high = *std::min_element(values.begin() + static_cast<std::ptrdiff_t>(lo) + 1, values.end());
+  return low + (rank - static_cast<double>(lo)) * (high - low);
+}
+
+double statistic_of(std::vector<double>& values, const std::string& statistic) {
+  if (statistic == "latency mean") {
+    double sum = 0;
+    for (double v : values) sum += v;
+    return values.empty() ? 0 : sum / static_cast<double>(values.size());
+  }
+  return percentile_in_place(values, std::stod(statistic.substr(statistic.find('p') + 1)));
+}
+
+// The instance latencies of a run, in instance order (NaN where not measured).
+std::vector<double> latencies_of(const Scenario& scenario, const RunResult& run) {
+  std::vector<double> out;
+  out.reserve(run.trace.instances.size());
+  for (const InstanceRecord& inst : run.trace.instances) out.push_back(measured_latency(scenario, inst).value_or(std::nan("")));
+  return out;
+}
+
+const std::vector<std::string> kResampledMetrics{"latency mean", "latency p95", "latency p99"};
+
+}  // namespace
+
+InstanceInterval bootstrap_difference(const std::vector<double>& base, const std::vector<double>& other, const std::string& statistic,
+                                      unsigned resamples) {
+  InstanceInterval out{.metric = statistic};
+  std::vector<std::uint32_t> measured;  // instances either run measured: the others add nothing to either side
+  for (std::uint32_t i = 0; i < std::min(base.size(), other.size()); ++i) {
+    if (!std::isnan(base[i]) || !std::isnan(other[i])) measured.push_back(i);
+  }
+  out.instances = measured.size();
+  if (measured.empty() || resamples == 0) return out;
+  Rng rng(0, 0, "compare/bootstrap");
+  std::vector<double> differences, a, b;
+  differences.reserve(resamples);
+  a.reserve(measured.size());
+  b.reserve(measured.size());
+  for (unsigned k = 0; k < resamples; ++k) {
+    a.clear();
+    b.clear();
+    for (std::size_t n = 0; n < measured.size(); ++n) {
+      const std::uint32_t i = measured[static_cast<std::size_t>(rng.uniform() * static_cast<double>(measured.size()))];
+      if (!std::isnan(base[i])) a.push_back(base[i]);
+      if (!std::isnan(other[i])) b.push_back(other[i]);
+    }
+    differences.push_back(statistic_of(b, statistic) - statistic_of(a, statistic));
+  }
+  std::sort(differences.begin(), differences.end());
+  out.low = percentile(differences, 2.5);
+  out.high = percentile(differences, 97.5);
+  return out;
+}
+
 std::vector<PolicyVerdict> compare_verdicts(const std::vector<PolicyRuns>& results) {
   std::vector<PolicyVerdict> verdicts;
   if (results.size() < 2) return verdicts;
-  std::size_t base = 0;
-  for (std::size_t p = 0; p < results.size(); ++p) {
-    if (results[p].policy == "fifo") base = p;
-  }
+  const std::size_t base = compare_baseline(results);
   // The metrics a verdict is about: where lower is better, and the cluster's, not a tenant's.
   static const std::vector<std::string> judged{"makespan", "latency mean", "latency p95", "latency p99", "cost"};
   std::vector<ComparedMetric> metrics;
@@ -129,8 +199,13 @@ std::vector<PolicyVerdict> compare_verdicts(const std::vector<PolicyRuns>& resul
       mv.difference = d.mean;
       mv.ci95 = d.ci95;
       const bool identical = std::all_of(differences.begin(), differences.end(), [](double x) { return x == 0; });
+      const auto interval = std::find_if(results[p].instance_intervals.begin(), results[p].instance_intervals.end(),
+                                         [&](const InstanceInterval& i) { return i.metric == m.name; });
+      if (n == 1 && interval != results[p].instance_intervals.end()) mv.interval = *interval;
       if (identical) {
         mv.call = MetricVerdict::Call::same;
+      } else if (mv.interval) {  // one run each: the instances say how sure
+        mv.call = mv.interval->low > 0 ? MetricVerdict::Call::higher : mv.interval->high < 0 ? MetricVerdict::Call::lower : MetricVerdict::Call::not_sure;
       } else if (n == 1 || std::abs(d.mean) > d.ci95) {
         mv.call = d.mean < 0 ? MetricVerdict::Call::lower : MetricVerdict::Call::higher;
       } else {
@@ -177,13 +252,25 @@ std::vector<PolicyRuns> compare_policies(const Scenario& scenario, const std::ve
     results[p].policy = variants[p].policy.name;
     results[p].runs.resize(seeds);
   }
+  std::vector<std::vector<double>> latencies(seeds == 1 ? variants.size() : 0);  // one run each: kept for the bootstrap
   detail::parallel_for(
       variants.size() * seeds, threads,
       [&](std::size_t job) {
         const std::size_t p = job / seeds, k = job % seeds;
-        results[p].runs[k] = simulate(variants[p], {.seed = variants[p].seed + k}).summary;
+        RunResult run = simulate(variants[p], {.seed = variants[p].seed + k});
+        results[p].runs[k] = std::move(run.summary);
+        if (!latencies.empty()) latencies[p] = latencies_of(variants[p], run);
       },
       progress);
+  if (!latencies.empty() && results.size() > 1) {
+    const std::size_t base = compare_baseline(results);
+    for (PolicyRuns& r : results) r.instance_intervals.resize(kResampledMetrics.size());
+    detail::parallel_for(results.size() * kResampledMetrics.size(), threads, [&](std::size_t job) {
+      const std::size_t p = job / kResampledMetrics.size(), m = job % kResampledMetrics.size();
+      if (p != base) results[p].instance_intervals[m] = bootstrap_difference(latencies[base], latencies[p], kResampledMetrics[m]);
+    });
+    results[base].instance_intervals.clear();
+  }
   return results;
 }
 

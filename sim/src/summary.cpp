@@ -227,6 +227,11 @@ std::vector<TrainingResult> training_results(const Scenario& scenario, const Clu
 
 }  // namespace
 
+std::optional<double> measured_latency(const Scenario& scenario, const InstanceRecord& inst) {
+  if (inst.arrival_s == kNever || instance_status(inst, true) != TaskStatus::completed || inst.arrival_s < scenario.warmup_s) return std::nullopt;
+  return inst.end_s - inst.arrival_s;  // measured past the warm-up
+}
+
 Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topology& topology, const Trace& trace,
                   const std::vector<double>& link_bytes, double end_s, bool horizon_reached, std::uint64_t seed,
                   std::uint64_t events) {
@@ -299,9 +304,9 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
     const TaskStatus status = instance_status(inst, started[i] != 0);
     count(s.workflows, status);
     count(s.tenants[index(inst.tenant)].workflows, status);
-    if (status == TaskStatus::completed && inst.arrival_s >= scenario.warmup_s) {  // measured past the warm-up
-      all.push_back(inst.end_s - inst.arrival_s);
-      per_tenant[index(inst.tenant)].push_back(inst.end_s - inst.arrival_s);
+    if (const std::optional<double> latency = measured_latency(scenario, inst)) {
+      all.push_back(*latency);
+      per_tenant[index(inst.tenant)].push_back(*latency);
     }
   }
   s.latency_s = latency_stats(all);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,10 +28,29 @@ MetricStats mean_ci95(const std::vector<double>& values);
 // t(N - 1) sd / sqrt(N) < gap; 0 past 10,000.
 unsigned seeds_to_settle(double sd, double gap, std::size_t have);
 
+// A difference's 95% interval from a paired bootstrap over the workflow instances of one run each.
+struct InstanceInterval {
+  std::string metric;  // "latency mean", "latency p95", "latency p99"
+  double low = 0, high = 0;
+  std::size_t instances = 0;  // instances resampled (those either run measured)
+};
+
 struct PolicyRuns {
   std::string policy;
   std::vector<Summary> runs;  // one per seed, in seed order
+  // One run each (a scenario that draws nothing at random, a trace replay): each latency metric's
+  // difference from the baseline's run, its interval from resampling the workflow instances, paired
+  // (an instance drawn is drawn in both runs). Seeds cannot tell such runs apart; the instances can say
+  // whether a difference rests on many of them or on a few.
+  std::vector<InstanceInterval> instance_intervals = {};
 };
+
+// The paired bootstrap: `resamples` draws of the instances with replacement (from a stream of its own,
+// so the same runs give the same interval), each giving the statistic's difference (other - base) over
+// the instances each run measured (NaN: not measured); the 2.5th and 97.5th percentiles of the draws.
+// `statistic` is "latency mean" or "latency pNN".
+InstanceInterval bootstrap_difference(const std::vector<double>& base, const std::vector<double>& other, const std::string& statistic,
+                                      unsigned resamples = 1000);
 
 // The metrics a comparison reports, by name, in order: each reads one number from a summary.
 struct ComparedMetric {
@@ -57,6 +77,8 @@ struct MetricVerdict {
   double value = 0;      // mean over the seeds
   double difference = 0; // mean of the paired differences, value - baseline
   double ci95 = 0;       // its 95% half-width (Student's t); 0 with one run
+  // One run each: the instances' bootstrap interval of the difference, where the metric has one.
+  std::optional<InstanceInterval> interval = {};
   Call call = Call::same;
   // For a call not yet sure: about how many seeds would make the interval exclude no change, if the mean
   // difference held (the half-width shrinks with the square root of the seeds); 0 when none would tell.
@@ -71,6 +93,7 @@ struct PolicyVerdict {
 // Each policy against the baseline (`fifo` when it is among them, else the first), on the metrics where
 // lower is better; the baseline itself has no verdict.
 std::vector<PolicyVerdict> compare_verdicts(const std::vector<PolicyRuns>& results);
+std::size_t compare_baseline(const std::vector<PolicyRuns>& results);
 
 // The scenario under `policy`: its own policy keeps its parameters, any other runs with its defaults.
 Scenario with_policy(Scenario scenario, const PolicyInfo& policy);
@@ -78,7 +101,8 @@ Scenario with_policy(Scenario scenario, const PolicyInfo& policy);
 // Every policy with its registry defaults, except the scenario's own, which keeps its parameters
 // (unknown names are an InputError listing the valid ones); seeds scenario.seed, scenario.seed + 1,
 // ..., or one run each where the scenario draws nothing at random (seed_use), since every seed would
-// repeat it. `progress` is called after each run.
+// repeat it; then each latency metric's instance_intervals against the baseline. `progress` is called
+// after each run.
 std::vector<PolicyRuns> compare_policies(const Scenario& scenario, const std::vector<std::string>& policies,
                                          unsigned seeds, unsigned threads,
                                          const std::function<void(std::size_t done, std::size_t total)>& progress = {});

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -137,6 +138,10 @@ std::string format_slo_value(const std::string& metric, double value);
 // Percentile by linear interpolation between closest ranks (the "type 7" definition); p in [0, 100].
 double percentile(std::vector<double> values, double p);
 LatencyStats latency_stats(std::vector<double> values);
+
+// A workflow instance's end-to-end latency as the summary measures it: completed, and arrived past the
+// warm-up; none otherwise.
+std::optional<double> measured_latency(const Scenario& scenario, const InstanceRecord& instance);
 
 Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topology& topology, const Trace& trace,
                   const std::vector<double>& link_bytes, double end_s, bool horizon_reached, std::uint64_t seed,
