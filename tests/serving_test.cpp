@@ -119,6 +119,8 @@ TEST_CASE("with swap preemption a preempted request's KV goes to host memory and
   const double host_Bps = d.cluster.groups.front().host_link.bandwidth_Bps;
   CHECK(swap.swap_bytes > 0);
   CHECK(swap.busy.swap_s == Approx(swap.swap_bytes / (d.tp * host_Bps)));
+  // The copies keep the GPUs held, not computing: the busy GPU time is the iterations' less them.
+  CHECK(swap.gpu_busy_s == Approx((swap.busy.total_s - swap.busy.swap_s) * d.tp));
   // A swap space smaller than any request's KV: every preemption recomputes, as without swapping.
   const ServingResult tiny = simulate_serving(parse_serving(deployment(R"(, "knobs": {"gpu_memory_utilization": 0.24, "preemption": "swap", "swap_space": "1 MiB"})", requests), "d.json"));
   CHECK(tiny.swapped_out == 0);
@@ -127,6 +129,11 @@ TEST_CASE("with swap preemption a preempted request's KV goes to host memory and
   CHECK(tiny.e2e_s.max == recompute.e2e_s.max);
   CHECK_THAT(error_of(deployment(R"(, "knobs": {"preemption": "evict"})")), Catch::Contains("/knobs/preemption"));
   CHECK_THAT(error_of(deployment(R"(, "knobs": {"swap_space": "-1 GB"})")), Catch::Contains("/knobs/swap_space"));
+  // vLLM refuses a swap space over 70% of the node's host memory (2 TB on an HGX H100) over the TP group.
+  CHECK(error_of(deployment(R"(, "tp": 8, "knobs": {"preemption": "swap", "swap_space": "175 GB"})")).empty());
+  CHECK_THAT(error_of(deployment(R"(, "tp": 8, "knobs": {"preemption": "swap", "swap_space": "176 GB"})")),
+             Catch::Contains("/knobs") && Catch::Contains("1.41 TB, over 70% of a hgx-h100-8 node's 2 TB of host memory"));
+  CHECK(error_of(deployment(R"(, "tp": 8, "knobs": {"swap_space": "176 GB"})")).empty());  // recomputing: no swap space taken
 }
 
 TEST_CASE("int4 weights hold the linear layers in 4 bits: a third of the memory, decodes read faster, prefills compute as bf16", "[serving]") {

@@ -308,6 +308,13 @@ void check_fit(ObjectReader& top, ServingDeployment& d) {
     top.problem("tp", "expected at most the " + std::to_string(g.node.gpus) + " GPUs of a " + g.node.id + " node (TP across nodes is not modelled yet), found " + std::to_string(d.tp));
     return;
   }
+  // vLLM refuses a swap space of more than 70% of the node's host memory over the TP group's GPUs
+  // (CacheConfig.verify_with_parallel_config: "Too large swap space").
+  if (const double swap = d.engine.swap_space_bytes * d.tp; d.engine.swap && g.node.host_memory_bytes > 0 && swap > 0.7 * g.node.host_memory_bytes) {
+    top.problem("knobs", "a swap space of " + format_quantity(d.engine.swap_space_bytes, Dimension::bytes) + " a GPU over TP " + std::to_string(d.tp) + " is " +
+                             format_quantity(swap, Dimension::bytes) + ", over 70% of a " + g.node.id + " node's " +
+                             format_quantity(g.node.host_memory_bytes, Dimension::bytes) + " of host memory, which vLLM refuses: expected a smaller swap_space");
+  }
   const KvCapacity c = kv_capacity(d);
   if (c.blocks <= 0) {
     top.problem("tp", "the model does not fit its TP group: " + format_quantity(c.weights_per_gpu_bytes, Dimension::bytes) + " of weights a GPU, " +

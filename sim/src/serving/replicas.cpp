@@ -455,7 +455,9 @@ class Engine {
     for (const Replica& rep : replicas_) {
       if (rep.busy && !rep.restarting) unfinished_iterations_s += std::max(0.0, rep.iteration_end_s - end_s);
     }
-    out.gpu_busy_s = (busy_.total_s - unfinished_iterations_s - cut_s_) * d_.tp;
+    // A swap's copies run on the GPUs' copy engines while their SMs wait: held, not computing (their
+    // energy at idle power).
+    out.gpu_busy_s = (busy_.total_s - busy_.swap_s - unfinished_iterations_s - cut_s_) * d_.tp;
     out.replica_failures = replica_failures_;
     out.kv_transfers = kv_transfers_;
     out.kv_transfer_bytes = kv_transfer_bytes_;
