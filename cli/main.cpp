@@ -242,7 +242,7 @@ int run_compare(const CompareArgs& args) {
   const std::vector<std::string> out_names{"comparison.csv", "comparison.json", "report.html"};
   check_outputs(args.out_dir, out_names, args.report);
   const unsigned threads = args.threads > 0 ? args.threads : std::max(1u, std::thread::hardware_concurrency());
-  if (args.seeds > 1 && fleetsim::seed_use(scenario).empty()) {
+  if (!quiet && args.seeds > 1 && fleetsim::seed_use(scenario).empty()) {
     std::cerr << "fleetsim: note: " << args.scenario << " draws nothing at random (every seed gives the same run): one run per policy\n";
   }
   const auto results = fleetsim::compare_policies(scenario, policies, args.seeds, threads, progress_line("runs"));

@@ -131,6 +131,10 @@ check "policies --json lists memory-aware" grep -q '"memory-aware"' "$tmp/polici
 "$fleetsim" compare "$src/scenarios/default.json" --policies fifo,memory-aware --seeds 2 --out "$tmp/cmp" >"$tmp/cmp.txt"
 check "compare prints one column per policy" grep -q "memory-aware" "$tmp/cmp.txt"
 check "compare writes one CSV row per run" test "$(wc -l <"$tmp/cmp/comparison.csv")" -eq 5
+"$fleetsim" compare "$src/scenarios/trace-replay.json" --policies fifo,las >/dev/null 2>"$tmp/replay.err"
+check "compare notes a replay runs once per policy" grep -q "draws nothing at random" "$tmp/replay.err"
+"$fleetsim" --quiet compare "$src/scenarios/trace-replay.json" --policies fifo,las >/dev/null 2>"$tmp/replay-quiet.err"
+check "--quiet leaves the note out" test ! -s "$tmp/replay-quiet.err"
 "$fleetsim" compare "$src/scenarios/default.json" --policies fifo,best 2>"$tmp/cmp.err"
 check "compare with an unknown policy exits 2" test $? -eq 2
 

@@ -171,7 +171,7 @@ TEST_CASE("a comparison's verdict pairs runs by seed: lower, higher, not sure an
   CHECK(one.call == MetricVerdict::Call::lower);
   std::ostringstream single;
   write_comparison_text(single, "s", 1, once);
-  CHECK_THAT(single.str(), Catch::Contains("one run each: the scenario draws nothing at random") &&
+  CHECK_THAT(single.str(), Catch::Contains("one run each, so no interval") &&
                                Catch::Contains("quick  lower     latency mean 2.5x (10 s to 4 s)"));
 }
 
@@ -230,6 +230,12 @@ TEST_CASE("one run each: a paired bootstrap over the instances says how sure a l
   write_comparison_text(text, "trace-replay", 1, results);
   CHECK_THAT(text.str(), Catch::Contains("paired bootstrap, 95%") && Catch::Contains("95% interval") && Catch::Contains("over 400 instances"));
   CHECK_THAT(comparison_json("trace-replay", results), Catch::Contains(R"("instance_interval")"));
+  // The page draws each policy's latency distribution from every run's instances.
+  REQUIRE(results[1].latencies.size() == 1);
+  CHECK(std::count_if(results[1].latencies[0].begin(), results[1].latencies[0].end(), [](double l) { return !std::isnan(l); }) == 400);
+  std::ostringstream page;
+  write_comparison_html(page, "trace-replay", results);
+  CHECK_THAT(page.str(), Catch::Contains("id=\"compare-latency-cdf\"") && Catch::Contains("resample the workflow instances"));
 }
 
 TEST_CASE("a comparison is the same on one thread and on several", "[compare][determinism]") {

@@ -55,6 +55,10 @@ check "comparison report: round ticks" round "$tmp/compare.html"
 check "comparison report: a table of means with their intervals" holds "$tmp/compare.html" '<table id="comparison">.*<td class="n">[0-9.]+ ± [0-9.]+</td>'
 check "comparison report: the tenants' p95 targets are drawn" holds "$tmp/compare.html" 'target 10 s'
 check "comparison report: percentages end at 100" chart_lacks "$tmp/compare.html" "compare-GPU-utilization" '>1[1-9]0<\|>[2-9][0-9][0-9]<'
+# A trace replay: one run each, latencies over decades (a log axis of round times).
+"$fleetsim" --quiet compare "$src/scenarios/trace-replay.json" --policies fifo,las --report "$tmp/replay.html" >/dev/null
+check "comparison report of a replay: the latency distributions render" holds "$tmp/replay.html" 'id="compare-latency-cdf"'
+check "comparison report of a replay: round ticks" round "$tmp/replay.html"
 "$fleetsim" --quiet plan "$src/scenarios/plans/comfyui-studio.json" --report "$tmp/plan.html" >/dev/null
 check "plan report: the frontier renders" render "$tmp/plan.html" 1
 check "plan report: round ticks" round "$tmp/plan.html"

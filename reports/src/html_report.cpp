@@ -332,23 +332,14 @@ void latency_cdf(std::ostream& out, const Scenario& sc, const RunResult& run) {
     out << "<p class=\"note\">No workflow completed: no latency distribution.</p>\n";
     return;
   }
-  const bool log = hi / lo > 50;
-  const std::string x_label = "workflow latency (arrival to last task)";
-  const html::Axis x = log ? html::Axis{.lo = std::pow(10.0, std::floor(std::log10(lo))), .hi = std::pow(10.0, std::ceil(std::log10(hi))),
-                                        .label = x_label, .format = seconds, .log = true}
-                           : html::seconds_axis(hi * 1.05, x_label);
-  html::SvgChart chart("latency-cdf", "Workflow latency, cumulative distribution per tenant", x,
+  html::SvgChart chart("latency-cdf", "Workflow latency, cumulative distribution per tenant", html::time_axis(lo, hi, "workflow latency (arrival to last task)"),
                        {.lo = 0, .hi = 1, .label = "fraction of completed workflows"});
   std::vector<std::pair<std::string, const char*>> legend;
   for (std::size_t t = 0; t < latencies.size(); ++t) {
     auto& v = latencies[t];
     if (v.empty()) continue;
     std::sort(v.begin(), v.end());
-    std::vector<std::pair<double, double>> points{{v.front(), 0.0}};
-    const std::size_t step = std::max<std::size_t>(1, v.size() / 400);
-    for (std::size_t k = 0; k < v.size(); k += step) points.emplace_back(v[k], static_cast<double>(k + 1) / static_cast<double>(v.size()));
-    points.emplace_back(v.back(), 1.0);
-    chart.polyline(points, html::color(t), sc.tenants[t].name);
+    chart.polyline(html::cdf_points(v), html::color(t), sc.tenants[t].name);
     legend.emplace_back(sc.tenants[t].name, html::color(t));
   }
   chart.legend(legend);

@@ -333,16 +333,9 @@ void time_cdf(std::ostream& out, const std::string& id, const std::string& title
     lo = std::min(lo, t.target_s);
     hi = std::max(hi, t.target_s);
   }
-  const bool log = hi / lo > 50;
-  const html::Axis x = log ? html::Axis{.lo = std::pow(10.0, std::floor(std::log10(lo))), .hi = std::pow(10.0, std::ceil(std::log10(hi))), .label = what,
-                                        .format = seconds, .log = true}
-                           : html::seconds_axis(hi * 1.05, what);
+  const html::Axis x = html::time_axis(lo, hi, what);
   html::SvgChart chart(id, title, x, {.lo = 0, .hi = 1, .label = "fraction of requests"});
-  std::vector<std::pair<double, double>> points{{v.front(), 0.0}};
-  const std::size_t step = std::max<std::size_t>(1, v.size() / 400);
-  for (std::size_t k = 0; k < v.size(); k += step) points.emplace_back(v[k], static_cast<double>(k + 1) / static_cast<double>(v.size()));
-  points.emplace_back(v.back(), 1.0);
-  chart.polyline(points, html::color(0), what);
+  chart.polyline(html::cdf_points(v), html::color(0), what);
   std::vector<std::pair<std::string, const char*>> legend{{what, html::color(0)}};
   for (const auto& t : targets) {
     if (t.metric != metric) continue;

@@ -91,6 +91,31 @@ Axis seconds_axis(double hi, std::string label) {
   return axis;
 }
 
+Axis time_axis(double lo, double hi, std::string label) {
+  if (hi / lo <= 50) return seconds_axis(hi * 1.05, std::move(label));
+  Axis axis{.lo = std::pow(10.0, std::floor(std::log10(lo))), .hi = std::pow(10.0, std::ceil(std::log10(hi))), .label = std::move(label),
+            .format = [](double s) { return format_quantity(s, Dimension::time); }, .log = true};
+  // Ticks at round times in the unit each reads best in (1 and 10 of it), not at decades of seconds,
+  // which read as "1.67 min" and "2.78 h".
+  static const std::pair<double, const char*> kTicks[] = {
+      {1e-3, "1 ms"}, {1e-2, "10 ms"}, {0.1, "100 ms"}, {1, "1 s"},    {10, "10 s"},        {60, "1 min"},
+      {600, "10 min"}, {3600, "1 h"}, {36000, "10 h"}, {86400, "1 days"}, {864000, "10 days"}, {8640000, "100 days"}};
+  for (const auto& [at, text] : kTicks) {
+    if (at >= axis.lo * (1 - 1e-9) && at <= axis.hi * (1 + 1e-9)) axis.ticks.emplace_back(at, text);
+  }
+  return axis;
+}
+
+std::vector<std::pair<double, double>> cdf_points(const std::vector<double>& v) {
+  std::vector<std::pair<double, double>> points;
+  if (v.empty()) return points;
+  points.emplace_back(v.front(), 0.0);
+  const std::size_t step = std::max<std::size_t>(1, v.size() / 400);
+  for (std::size_t k = 0; k < v.size(); k += step) points.emplace_back(v[k], static_cast<double>(k + 1) / static_cast<double>(v.size()));
+  points.emplace_back(v.back(), 1.0);
+  return points;
+}
+
 SvgChart::SvgChart(std::string id, std::string title, Axis x, Axis y, double width, double height)
     : id_(std::move(id)), title_(std::move(title)), x_(std::move(x)), y_(std::move(y)), width_(width), height_(height) {}
 

@@ -35,6 +35,14 @@ struct Axis {
   bool log = false;                                      // log10 scale (lo > 0)
 };
 
+// An axis of times from `lo` to `hi` (seconds, lo > 0): log10 over whole decades where they spread over
+// more than a factor of 50, else seconds_axis.
+Axis time_axis(double lo, double hi, std::string label);
+
+// A cumulative distribution of `sorted` values as a polyline's points: (first, 0), then at most about
+// 400 steps, then (last, 1).
+std::vector<std::pair<double, double>> cdf_points(const std::vector<double>& sorted);
+
 class SvgChart {
  public:
   SvgChart(std::string id, std::string title, Axis x, Axis y, double width = 720, double height = 260);

@@ -252,22 +252,22 @@ std::vector<PolicyRuns> compare_policies(const Scenario& scenario, const std::ve
     results[p].policy = variants[p].policy.name;
     results[p].runs.resize(seeds);
   }
-  std::vector<std::vector<double>> latencies(seeds == 1 ? variants.size() : 0);  // one run each: kept for the bootstrap
+  for (PolicyRuns& r : results) r.latencies.resize(seeds);
   detail::parallel_for(
       variants.size() * seeds, threads,
       [&](std::size_t job) {
         const std::size_t p = job / seeds, k = job % seeds;
         RunResult run = simulate(variants[p], {.seed = variants[p].seed + k});
         results[p].runs[k] = std::move(run.summary);
-        if (!latencies.empty()) latencies[p] = latencies_of(variants[p], run);
+        results[p].latencies[k] = latencies_of(variants[p], run);
       },
       progress);
-  if (!latencies.empty() && results.size() > 1) {
+  if (seeds == 1 && results.size() > 1) {  // one run each: the instances say how sure
     const std::size_t base = compare_baseline(results);
     for (PolicyRuns& r : results) r.instance_intervals.resize(kResampledMetrics.size());
     detail::parallel_for(results.size() * kResampledMetrics.size(), threads, [&](std::size_t job) {
       const std::size_t p = job / kResampledMetrics.size(), m = job % kResampledMetrics.size();
-      if (p != base) results[p].instance_intervals[m] = bootstrap_difference(latencies[base], latencies[p], kResampledMetrics[m]);
+      if (p != base) results[p].instance_intervals[m] = bootstrap_difference(results[base].latencies[0], results[p].latencies[0], kResampledMetrics[m]);
     });
     results[base].instance_intervals.clear();
   }

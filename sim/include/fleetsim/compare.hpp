@@ -38,6 +38,9 @@ struct InstanceInterval {
 struct PolicyRuns {
   std::string policy;
   std::vector<Summary> runs;  // one per seed, in seed order
+  // Per run: each workflow instance's latency in instance order, NaN where the run did not measure one
+  // (measured_latency); for the distributions, and the bootstrap below.
+  std::vector<std::vector<double>> latencies = {};
   // One run each (a scenario that draws nothing at random, a trace replay): each latency metric's
   // difference from the baseline's run, its interval from resampling the workflow instances, paired
   // (an instance drawn is drawn in both runs). Seeds cannot tell such runs apart; the instances can say
