@@ -284,6 +284,17 @@ TEST_CASE("while a prefill replica cannot reach any decode replica, the router s
   CHECK(r.requests_rerouted == 0);
   CHECK(r.kv_transfers == 12);
   CHECK(r.prompt_tokens == 12 * 1024);
+  // Node 0's cable fails while it prefills the one request: its KV has nowhere to go, so it is prefilled
+  // again at once on node 1, not after the 1,000 s repair.
+  const std::string one = R"({"name": "pd", "model": "llama-3-8b", "tp": 4, "disaggregation": {"prefill": 2, "decode": 1},
+      "requests": {"count": 1, "prompt_tokens": 8192, "output_tokens": 8}})";
+  const ServingResult calm = simulate(parse_scenario(scenario(one, "", R"([{"type": "h100-pcie-4", "count": 3}])"), "s.json", ".")).summary.serving.front();
+  const std::string mid = R"(, "faults": {"events": [{"at": ")" + std::to_string(calm.ttft_s.p50 / 2 * 1e3) + R"( ms", "link": "n0.nic0>switch", "for": "1000 s"}]})";
+  const ServingResult cut = simulate(parse_scenario(scenario(one, mid, R"([{"type": "h100-pcie-4", "count": 3}])"), "s.json", ".")).summary.serving.front();
+  CHECK(cut.completed == 1);
+  CHECK(cut.requests_rerouted == 1);
+  CHECK(cut.prompt_tokens == 2 * 8192 + 1);
+  CHECK(cut.e2e_s.max < 3 * calm.e2e_s.max);
 }
 
 TEST_CASE("KV transfers share the NICs with a training gang's all-reduce, and slow down beside it", "[serving][scenario]") {

@@ -222,15 +222,21 @@ class Engine {
     return true;
   }
 
-  // A prompt through with no decode replica up to take its KV: the KV is dropped, and the request waits
-  // for a replica to prefill it again.
+  // A prompt through with no decode replica up (or reachable) to take its KV: the KV is dropped and the
+  // request prefilled again. Where routes are known, at once on a prefill replica that reaches a decode
+  // replica (a link failure cut this one off), if one does; else it waits for a replica back or a link
+  // repaired.
   void no_decode_replica(Replica& from, std::uint32_t id) {
     Request& r = requests_[id];
     from.outstanding_tokens -= r.output - r.generated;  // it leaves with its output to decode
     release(from, r);
     recompute_from_start(r);
     ++rerouted_;
-    unrouted_.push_back(id);
+    if (reachable_) {
+      enqueue(id);
+    } else {
+      unrouted_.push_back(id);
+    }
   }
 
   void transfer_done() {
