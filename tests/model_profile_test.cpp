@@ -182,6 +182,9 @@ TEST_CASE("model steps and architectures are read strictly", "[profiles][input]"
              Catch::Contains("/architectures/mine/dense_layers") && Catch::Contains("at most \"layers\" (4)"));
   CHECK_THAT(catalog_error("{" + latent + R"(, "experts": 8, "experts_per_token": 2, "dense_layers": 1})"), Catch::Contains("/architectures/mine/dense_ffn"));
   CHECK_THAT(catalog_error("{" + latent + R"(, "dense_layers": 1, "dense_ffn": 512})"), Catch::Contains("mixture of experts"));
+  CHECK_THAT(catalog_error("{" + latent + R"(, "experts": 8, "experts_per_token": 2, "dense_layers": 1.5, "dense_ffn": 512})"), Catch::Contains("whole number"));
+  CHECK_THAT(catalog_error("{" + transformer + R"(, "layers": 4, "kv_lora_rank": 0, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16})"),
+             Catch::Contains("/architectures/mine/kv_lora_rank") && Catch::Contains("positive"));
 }
 
 TEST_CASE("eager GroupNorm + SiLU against published Hopper timings (the reduction class's source)", "[profiles][validation]") {

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "fleetsim/compare.hpp"
+#include "fleetsim/error.hpp"
 #include "fleetsim/report.hpp"
 #include "fleetsim/rng.hpp"
 #include "fleetsim/simulation.hpp"
@@ -210,6 +211,15 @@ TEST_CASE("one run each: a paired bootstrap over the instances says how sure a l
   CHECK(bootstrap_difference(base, half, "latency mean").high == Approx(-5).margin(2));
   // The same runs give the same interval.
   CHECK(bootstrap_difference(noise_a, noise_b, "latency mean").low == noise.low);
+  // A draw in which one run measured none of the instances drawn is left out, not read as 0.
+  std::vector<double> all_ones(100, 1.0), only_first(100, std::nan(""));
+  only_first[0] = 5;
+  const InstanceInterval sparse = bootstrap_difference(all_ones, only_first, "latency mean");
+  CHECK(sparse.low == 4);
+  CHECK(sparse.high == 4);
+  CHECK(bootstrap_difference(only_first, only_first, "latency p99").instances == 1);  // those either run measured
+  CHECK(bootstrap_difference(std::vector<double>(10, std::nan("")), std::vector<double>(10, std::nan("")), "latency mean").instances == 0);
+  CHECK_THROWS_AS(bootstrap_difference(all_ones, all_ones, "latency p95x"), InternalError);
 
   // A trace replay: one run each, the latency verdicts with their intervals, said in words and in JSON.
   const Scenario sc = load_scenario(test::source_dir() + "/scenarios/trace-replay.json");
@@ -226,6 +236,7 @@ TEST_CASE("one run each: a paired bootstrap over the instances says how sure a l
   CHECK(mean.interval->high >= mean.difference);
   CHECK(mean.call == (mean.interval->high < 0 ? MetricVerdict::Call::lower : MetricVerdict::Call::not_sure));
   CHECK_FALSE(verdicts.front().metrics[0].interval);  // makespan: no interval
+  CHECK(verdicts.front().seeds_repeat);
   std::ostringstream text;
   write_comparison_text(text, "trace-replay", 1, results);
   CHECK_THAT(text.str(), Catch::Contains("paired bootstrap, 95%") && Catch::Contains("95% interval") && Catch::Contains("over 400 instances"));

@@ -88,7 +88,8 @@ std::vector<std::string> verdict_lines(const PolicyVerdict& v) {
               " over " + std::to_string(m.interval->instances) + " instances";
     }
     if (m.call == MetricVerdict::Call::not_sure) {
-      text += m.interval                ? "; the instances do not settle it, and another seed would repeat the run"
+      text += m.interval                ? (v.seeds_repeat ? "; the instances do not settle it, and another seed would repeat the run"
+                                                          : "; the instances of one run do not settle it; more seeds (--seeds) may")
               : m.seeds_to_settle > 0 ? "; about " + std::to_string(m.seeds_to_settle) + " seeds would settle it"
                                       : "; no number of seeds would tell them apart";
     }

@@ -99,7 +99,7 @@ Axis time_axis(double lo, double hi, std::string label) {
   // which read as "1.67 min" and "2.78 h".
   static const std::pair<double, const char*> kTicks[] = {
       {1e-3, "1 ms"}, {1e-2, "10 ms"}, {0.1, "100 ms"}, {1, "1 s"},    {10, "10 s"},        {60, "1 min"},
-      {600, "10 min"}, {3600, "1 h"}, {36000, "10 h"}, {86400, "1 days"}, {864000, "10 days"}, {8640000, "100 days"}};
+      {600, "10 min"}, {3600, "1 h"}, {36000, "10 h"}, {86400, "1 day"}, {864000, "10 days"}, {8640000, "100 days"}};
   for (const auto& [at, text] : kTicks) {
     if (at >= axis.lo * (1 - 1e-9) && at <= axis.hi * (1 + 1e-9)) axis.ticks.emplace_back(at, text);
   }

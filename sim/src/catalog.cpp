@@ -1,6 +1,7 @@
 #include "fleetsim/catalog.hpp"
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -214,6 +215,7 @@ std::shared_ptr<const Architecture> read_architecture(ObjectReader& r, const std
   // heads of qk_nope_head_dim + qk_rope_head_dim for queries and keys and v_head_dim for values.
   const auto has = [&](std::string_view key) { return a->numbers.count(std::string(key)) != 0; };
   const bool mla = has("kv_lora_rank");
+  if (mla && a->numbers["kv_lora_rank"] <= 0) r.problem("kv_lora_rank", "expected a positive latent width");
   for (std::string_view key : {"qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"}) {
     if (mla && (!has(key) || a->numbers[std::string(key)] <= 0)) r.problem(key, "expected a positive number beside \"kv_lora_rank\" (multi-head latent attention)");
     if (!mla && has(key)) r.problem(key, "expected only beside \"kv_lora_rank\" (multi-head latent attention)");
@@ -223,6 +225,7 @@ std::shared_ptr<const Architecture> read_architecture(ObjectReader& r, const std
   // The first dense_layers layers of a mixture of experts have a dense MLP of dense_ffn (DeepSeek's first_k_dense_replace).
   if (has("dense_layers")) {
     const double dense = a->numbers["dense_layers"];
+    if (dense != std::floor(dense)) r.problem("dense_layers", "expected a whole number of layers, found " + format_number(dense));
     if (!has("experts") || a->numbers["experts"] <= 0) r.problem("dense_layers", "expected only in a mixture of experts (beside \"experts\")");
     if (has("layers") && dense > a->numbers["layers"]) r.problem("dense_layers", "expected at most \"layers\" (" + format_number(a->numbers["layers"]) + ")");
     if (dense > 0 && (!has("dense_ffn") || a->numbers["dense_ffn"] <= 0)) r.problem("dense_ffn", "expected the dense layers' MLP width beside \"dense_layers\"");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "fleetsim/error.hpp"
 #include "fleetsim/rng.hpp"
@@ -120,13 +121,24 @@ double percentile_in_place(std::vector<double>& values, double p) {
   return low + (rank - static_cast<double>(lo)) * (high - low);
 }
 
-double statistic_of(std::vector<double>& values, const std::string& statistic) {
-  if (statistic == "latency mean") {
-    double sum = 0;
-    for (double v : values) sum += v;
-    return values.empty() ? 0 : sum / static_cast<double>(values.size());
-  }
-  return percentile_in_place(values, std::stod(statistic.substr(statistic.find('p') + 1)));
+// "latency mean": none; "latency pNN": NN.
+std::optional<double> percentile_of(const std::string& statistic) {
+  if (statistic == "latency mean") return std::nullopt;
+  const std::string prefix = "latency p";
+  double p = -1;
+  std::size_t used = 0;
+  if (statistic.rfind(prefix, 0) == 0 && statistic.size() > prefix.size()) p = std::stod(statistic.substr(prefix.size()), &used);
+  FLEETSIM_CHECK(used == statistic.size() - prefix.size() && p >= 0 && p <= 100, "a bootstrap of \"" + statistic + "\": expected latency mean or latency pNN");
+  return p;
+}
+
+// The statistic over `values` (reordered); NaN over none.
+double statistic_of(std::vector<double>& values, std::optional<double> percentile) {
+  if (values.empty()) return std::nan("");
+  if (percentile) return percentile_in_place(values, *percentile);
+  double sum = 0;
+  for (double v : values) sum += v;
+  return sum / static_cast<double>(values.size());
 }
 
 // The instance latencies of a run, in instance order (NaN where not measured).
@@ -144,6 +156,7 @@ const std::vector<std::string> kResampledMetrics{"latency mean", "latency p95", 
 InstanceInterval bootstrap_difference(const std::vector<double>& base, const std::vector<double>& other, const std::string& statistic,
                                       unsigned resamples) {
   InstanceInterval out{.metric = statistic};
+  const std::optional<double> percentile_p = percentile_of(statistic);
   std::vector<std::uint32_t> measured;  // instances either run measured: the others add nothing to either side
   for (std::uint32_t i = 0; i < std::min(base.size(), other.size()); ++i) {
     if (!std::isnan(base[i]) || !std::isnan(other[i])) measured.push_back(i);
@@ -163,9 +176,13 @@ InstanceInterval bootstrap_difference(const std::vector<double>& base, const std
       if (!std::isnan(base[i])) a.push_back(base[i]);
       if (!std::isnan(other[i])) b.push_back(other[i]);
     }
-    differences.push_back(statistic_of(b, statistic) - statistic_of(a, statistic));
+    const double difference = statistic_of(b, percentile_p) - statistic_of(a, percentile_p);
+    if (!std::isnan(difference)) differences.push_back(difference);  // a side that drew none of its instances
   }
-  std::sort(differences.begin(), differences.end());
+  if (differences.empty()) {
+    out.instances = 0;
+    return out;
+  }
   out.low = percentile(differences, 2.5);
   out.high = percentile(differences, 97.5);
   return out;
@@ -184,7 +201,7 @@ std::vector<PolicyVerdict> compare_verdicts(const std::vector<PolicyRuns>& resul
   const std::vector<Summary>& base_runs = results[base].runs;
   for (std::size_t p = 0; p < results.size(); ++p) {
     if (p == base) continue;
-    PolicyVerdict v{results[p].policy, results[base].policy, results[p].runs.size(), {}};
+    PolicyVerdict v{results[p].policy, results[base].policy, results[p].runs.size(), results[p].seeds_repeat, {}};
     const std::size_t n = std::min(results[p].runs.size(), base_runs.size());
     for (const ComparedMetric& m : metrics) {
       MetricVerdict mv{.metric = m.name, .unit = m.unit};
@@ -201,7 +218,7 @@ std::vector<PolicyVerdict> compare_verdicts(const std::vector<PolicyRuns>& resul
       const bool identical = std::all_of(differences.begin(), differences.end(), [](double x) { return x == 0; });
       const auto interval = std::find_if(results[p].instance_intervals.begin(), results[p].instance_intervals.end(),
                                          [&](const InstanceInterval& i) { return i.metric == m.name; });
-      if (n == 1 && interval != results[p].instance_intervals.end()) mv.interval = *interval;
+      if (n == 1 && interval != results[p].instance_intervals.end() && interval->instances > 0) mv.interval = *interval;
       if (identical) {
         mv.call = MetricVerdict::Call::same;
       } else if (mv.interval) {  // one run each: the instances say how sure
@@ -245,12 +262,14 @@ std::vector<PolicyRuns> compare_policies(const Scenario& scenario, const std::ve
   if (!problems.empty()) throw InputError(std::move(problems));
   if (seeds == 0) throw InputError({Problem{"--seeds", "", "expected at least 1 seed"}});
   // A scenario that draws nothing at random gives every seed the same run: one each is the answer.
-  if (seed_use(scenario).empty()) seeds = 1;
+  const bool seeds_repeat = seed_use(scenario).empty();
+  if (seeds_repeat) seeds = 1;
 
   std::vector<PolicyRuns> results(variants.size());
   for (std::size_t p = 0; p < variants.size(); ++p) {
     results[p].policy = variants[p].policy.name;
     results[p].runs.resize(seeds);
+    results[p].seeds_repeat = seeds_repeat;
   }
   for (PolicyRuns& r : results) r.latencies.resize(seeds);
   detail::parallel_for(

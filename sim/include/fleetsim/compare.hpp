@@ -46,12 +46,14 @@ struct PolicyRuns {
   // (an instance drawn is drawn in both runs). Seeds cannot tell such runs apart; the instances can say
   // whether a difference rests on many of them or on a few.
   std::vector<InstanceInterval> instance_intervals = {};
+  bool seeds_repeat = false;  // the scenario draws nothing at random: every seed would repeat the run
 };
 
 // The paired bootstrap: `resamples` draws of the instances with replacement (from a stream of its own,
 // so the same runs give the same interval), each giving the statistic's difference (other - base) over
 // the instances each run measured (NaN: not measured); the 2.5th and 97.5th percentiles of the draws.
-// `statistic` is "latency mean" or "latency pNN".
+// `statistic` is "latency mean" or "latency pNN". A draw in which one run measured none of the instances
+// drawn is left out; with none left, `instances` is 0 (no interval).
 InstanceInterval bootstrap_difference(const std::vector<double>& base, const std::vector<double>& other, const std::string& statistic,
                                       unsigned resamples = 1000);
 
@@ -91,6 +93,7 @@ struct PolicyVerdict {
   std::string policy;
   std::string baseline;
   std::size_t runs = 0;  // seeds per policy; 1 where the scenario draws nothing at random
+  bool seeds_repeat = false;  // and so more seeds would only repeat the run
   std::vector<MetricVerdict> metrics;  // makespan, latency mean, p95, p99, cost, where a run measured them
 };
 // Each policy against the baseline (`fifo` when it is among them, else the first), on the metrics where
