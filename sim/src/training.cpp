@@ -62,9 +62,7 @@ MoeShape moe_shape(const TrainingJob& job) {
 
 }  // namespace
 
-double TransformerModel::qkv_width() const {
-  return head_dim > 0 ? (static_cast<double>(heads) + 2.0 * kv()) * head_dim : hidden + 2.0 * kv() * (static_cast<double>(hidden) / heads);
-}
+double TransformerModel::qkv_width() const { return (heads + 2.0 * kv()) * head_size(); }
 
 double TransformerModel::expert_parameters() const { return moe() ? experts * (gated ? 3.0 : 2.0) * hidden * ffn() : 0; }
 
@@ -308,8 +306,8 @@ TrainingCounts count_training(const TrainingJob& job) {
   const double mlp_tensors = (m.gated ? 6 : 4) * static_cast<double>(m.ffn()) / h;
   const double mlp = m.moe() ? job.expert_load() * m.top_k * (2.0 * job.expert_tp() + mlp_tensors) + (m.gated ? 6 : 4) * static_cast<double>(m.shared_ffn) / h
                              : mlp_tensors;
-  // (A head wider than h / a: Q and the output projection's input 2 a d / h each, K and V 4 kv d / h.)
-  const double split = (m.head_dim > 0 ? 4.0 * m.attention_width() / h + 4.0 * m.kv() * m.head_dim / h : 4 + 4.0 * m.kv() / a) + mlp;
+  // Q and the output projection's input 2 a d / h each (4 where a d = h), K and V 4 kv d / h (4 kv / a).
+  const double split = 4.0 * m.attention_width() / h + 4.0 * m.kv() * m.head_size() / h + mlp;
   // Unfused attention keeps the softmax's input and output and the dropout mask (5as/h per sbh); FlashAttention
   // never writes the scores, keeping only its fp32 log-sum-exp per head and token (4a/h).
   const double attention = job.attention == AttentionKernel::flash ? 4 * a / h : 5 * a * s / h;

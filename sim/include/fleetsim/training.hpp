@@ -55,7 +55,7 @@ struct TransformerModel {
   int kv() const { return kv_heads > 0 ? kv_heads : heads; }
   bool moe() const { return experts > 0; }
   double head_size() const { return head_dim > 0 ? head_dim : static_cast<double>(hidden) / heads; }
-  double attention_width() const { return head_dim > 0 ? static_cast<double>(heads) * head_dim : hidden; }  // the queries', the output projection's input
+  double attention_width() const { return heads * head_size(); }  // the queries', the output projection's input (hidden where head_dim is 0)
   double qkv_width() const;          // the QKV projection's output: heads x head_dim + 2 x kv x head_dim
   double expert_parameters() const;  // one layer's routed experts (0 for a dense model)
   double layer_parameters() const;   // GPT: attention 4h^2 + 4h, MLP 2hf + f + h, two layer norms 4h; MoE: every expert, the router
