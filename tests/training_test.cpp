@@ -729,8 +729,167 @@ TEST_CASE("Qwen3's heads are wider than hidden / heads: counts, FLOP and kernels
   CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "qwen3-30b-a3b", "head_dim": 64, "seq_len": 4096},
       "parallel": {"dp": 8, "ep": 8}, "batch": {"global": 8}})"),
              Catch::Contains("/model/head_dim: comes from the architecture"));
-  // DeepSeek-V3's latent attention is refused by name until training models it.
-  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "deepseek-v3", "seq_len": 4096},
-                           "parallel": {"tp": 8}, "batch": {"global": 8}})"),
-             Catch::Contains("/model/architecture") && Catch::Contains("multi-head latent attention") && Catch::Contains("training does not yet"));
+  // Context parallelism passes each KV head's keys and values at its 128 width, not hidden / heads (64).
+  TrainingJob cp = small;
+  cp.dp = 4;
+  cp.cp = 2;
+  CHECK(count_training(cp).cp_send_bytes == Approx(2 * 2 * 1 * (4096 / 2) * 4 * 128.0).epsilon(1e-12));
+}
+
+namespace {
+
+// DeepSeek-V3 as its report trains it: 16 pipeline stages (the 61 layers as 3, 14 x 4 and 2), EP 64 over
+// 2,048 H800s, ZeRO-1, fp8; `extra` goes into "parallel".
+TrainingJob deepseek(const std::string& extra = "", const std::string& rest = "") {
+  return parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h800-8", "count": 256}], "fabric": {"topology": "fat-tree"}},
+      "model": {"architecture": "deepseek-v3", "seq_len": 4096},
+      "parallel": {"pp": 16, "first_stage_layers": 3, "last_stage_layers": 2, "dp": 128, "ep": 64, "distributed_optimizer": true)" + extra + R"(},
+      "batch": {"global": 15360, "micro": 1}, "dtype": "fp8", "recompute": "full")" + rest + "}",
+                            "deepseek.json");
+}
+
+}  // namespace
+
+TEST_CASE("DeepSeek-V3: latent attention, dense first layers and uneven stages counted by hand, totals the model card's", "[training][moe][mla]") {
+  const TrainingJob job = deepseek();
+  const TransformerModel& m = job.model;
+  REQUIRE(m.latent);
+  CHECK(m.dense_layers == 3);
+  CHECK(m.dense_ffn == 18432);
+  // A layer's attention: q 7,168 -> 1,536 -> 128 x 192; the latent 7,168 -> 512 + 64, then 512 -> 128 x (128 + 128);
+  // the output 128 x 128 -> 7,168.
+  const double h = 7168, heads = 128, attention = h * 1536 + 1536 * heads * 192 + h * 576 + 512 * heads * 256 + heads * 128 * h;
+  CHECK(m.attention_parameters() == attention);
+  const double expert = 3 * h * 2048, router = h * 256;
+  CHECK(m.layer_parameters(false) == attention + 3 * h * 18432 + 2 * h);
+  CHECK(m.layer_parameters(true) == attention + router + 257 * expert + 2 * h);
+  // The model card: 671 B in all, 37 B activated a token (36.6 B without the 0.93 B embedding, which a token
+  // looks up rather than multiplies).
+  const double V = 129280;
+  CHECK(m.parameters() == 3 * m.layer_parameters(false) + 58 * m.layer_parameters(true) + 2 * V * h + h);
+  CHECK(m.parameters() / 1e9 == Approx(671).margin(0.5));
+  CHECK((m.active_parameters() - V * h) / 1e9 == Approx(36.6).margin(0.1));
+  // FLOP by hand: each layer's projections and MLP twice a token, the scores over 128 heads of 192 and values of 128.
+  const double s = 4096, tokens = 15360 * s;
+  const double scores = 2 * s * heads * (192 + 128);
+  const double dense = 2 * (attention + 3 * h * 18432) + scores, mixture = 2 * (attention + router + 9 * expert) + scores;
+  const TrainingCounts c = count_training(job);
+  CHECK(c.model_flop == Approx(3 * tokens * (3 * dense + 58 * mixture + 2 * h * V)).epsilon(1e-12));
+  CHECK(c.hardware_flop == Approx(c.model_flop + tokens * (3 * dense + 58 * mixture)).epsilon(1e-12));  // full recomputation
+  // The stages: 3 dense layers and the embedding first, 4 mixtures on each of the 14 in the middle, 2 and the head last.
+  CHECK(job.stage_layers() == std::vector<int>{3, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 2});
+  const double experts_per_gpu = 4 * expert;  // 256 experts over EP 64, TP 1
+  CHECK(c.stage_parameters[0] == Approx(3 * m.layer_parameters(false) + V * h).epsilon(1e-12));
+  CHECK(c.stage_expert_parameters[0] == 0);
+  CHECK(c.stage_parameters[1] == Approx(4 * (m.layer_parameters(true) - 256 * expert) + 4 * experts_per_gpu).epsilon(1e-12));
+  CHECK(c.stage_expert_parameters[1] == Approx(4 * experts_per_gpu).epsilon(1e-12));
+  CHECK(c.stage_parameters[15] == Approx(2 * (m.layer_parameters(true) - 256 * expert) + 2 * experts_per_gpu + V * h + h).epsilon(1e-12));
+  // Each stage's activations: full recomputation keeps each layer's input (2 s h bytes) for each micro-batch in flight.
+  CHECK(c.stage_memory[0].activations == Approx(16 * 3 * 2 * s * h).epsilon(1e-12));
+  CHECK(c.stage_memory[15].activations == Approx(1 * 2 * 2 * s * h).epsilon(1e-12));
+  // The step fits and runs: every stage busy, the all-to-alls on the 58 mixtures only.
+  const TrainingStep step = simulate_training_step(job);
+  CHECK_FALSE(out_of_memory(job, c));
+  CHECK(step.iteration_s > 0);
+  CHECK(step.ep_comm_s == Approx(4 * 3 * 2 * step.ep_alltoall_s).epsilon(1e-12));  // 4 mixtures, forward and twice backward (recomputed)
+  std::ostringstream text;
+  write_training_text(text, job, step);
+  CHECK_THAT(text.str(), Catch::Contains("128 heads of latent attention (q latent 1536, kv latent 512, heads of 192 for scores and 128 for values)") &&
+                             Catch::Contains("the first 3 layers dense (MLP of 18432)") && Catch::Contains("PP 16 (3 + 14 x 4 + 2 layers)"));
+}
+
+TEST_CASE("latent attention's kernels: down-projections whole on every TP rank, up-projections split, heads of 192 and 128", "[training][mla]") {
+  // One dense DeepSeek-style layer would need a hand-written model; the catalog's on 8 GPUs, TP 2, compares the
+  // GEMMs of TP 2 with TP 1 at compute_efficiency: the FLOP are the same, the parameters per GPU are not halved
+  // where the down-projections are held whole.
+  const auto job = [](int tp) {
+    return parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h800-8", "count": 32}]}, "model": {"architecture": "deepseek-v3", "seq_len": 4096},
+        "parallel": {"tp": )" + std::to_string(tp) + R"(, "pp": 16, "first_stage_layers": 3, "last_stage_layers": 2, "dp": )" + std::to_string(16 / tp) +
+                                  R"(, "ep": 16, "etp": 1, "sequence_parallel": true, "distributed_optimizer": true}, "batch": {"global": 64}, "recompute": "full"})",
+                              "tp.json");
+  };
+  const TrainingJob one = job(1), two = job(2);
+  const TransformerModel& m = one.model;
+  const double h = 7168, replicated = h * 1536 + h * 576;
+  CHECK(m.latent->replicated_parameters(h) == replicated);
+  const double stage0_one = count_training(one).stage_parameters[0], stage0_two = count_training(two).stage_parameters[0];
+  const double V = 129280;
+  CHECK(stage0_two == Approx((3 * (m.layer_parameters(false) - replicated) + V * h) / 2 + 3 * replicated).epsilon(1e-12));
+  CHECK(stage0_one > stage0_two);
+  // Activations without recomputation (Korthikanti's terms per s b h, TP 2 with sequence parallelism): the dense
+  // layer's 10, the heads' q and k (192) and v and output input (128) 4 x 128 x 320 / h, the MLP's 6 f / h, FlashAttention's
+  // 4 a / h, all over TP, and the latents every rank holds whole: 2 (2 x 1536 + 2 x 512 + 64) / h.
+  TrainingJob none = two;
+  none.recompute = Recompute::none;
+  const double s = 4096, sbh = s * h, split = 4.0 * 128 * 320 / h + 6.0 * 18432 / h, whole = 2.0 * (2 * 1536 + 2 * 512 + 64) / h;
+  CHECK(count_training(none).dense_layer_activation_bytes == Approx(sbh * (10 + split + 4 * 128 / h) / 2 + whole * sbh).epsilon(1e-12));
+  // The kernel model's forward of the first stage at TP 2 is faster than at TP 1, but not twice: the
+  // down-projections and the latents' norms are not split.
+  const TrainingStep a = simulate_training_step(one), b = simulate_training_step(two);
+  CHECK(b.forward_kernels.gemm_s < a.forward_kernels.gemm_s);
+  CHECK(b.forward_kernels.gemm_s > a.forward_kernels.gemm_s / 2);
+}
+
+TEST_CASE("uneven pipeline stages that cannot split the layers are refused with the field", "[training][mla]") {
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"layers": 10, "hidden": 256, "heads": 4, "vocab": 100, "seq_len": 64},
+      "parallel": {"pp": 4, "first_stage_layers": 2}, "batch": {"global": 8}})"),
+             Catch::Contains("/parallel: expected the 10 layers less the first and last stages' 2 to split evenly over the other 3 stages"));
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"layers": 10, "hidden": 256, "heads": 4, "vocab": 100, "seq_len": 64},
+      "parallel": {"pp": 1, "first_stage_layers": 2}, "batch": {"global": 8}})"),
+             Catch::Contains("/parallel/pp: expected pipeline stages"));
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"layers": 12, "hidden": 256, "heads": 4, "vocab": 100, "seq_len": 64},
+      "parallel": {"pp": 4, "vp": 2, "first_stage_layers": 3, "last_stage_layers": 3}, "batch": {"global": 8}})"),
+             Catch::Contains("/parallel/vp: expected no virtual stages"));
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"layers": 10, "hidden": 256, "heads": 4, "vocab": 100, "seq_len": 64},
+      "parallel": {"pp": 4}, "batch": {"global": 8}})"),
+             Catch::Contains("/parallel/pp: expected a divisor of the 10 layers, found 4 (first_stage_layers and last_stage_layers"));
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"layers": 10, "hidden": 256, "heads": 4, "vocab": 100, "seq_len": 64},
+      "parallel": {"pp": 4, "first_stage_layers": 11}, "batch": {"global": 8}})"),
+             Catch::Contains("/parallel/first_stage_layers"));
+  // Dense first layers belong to a mixture of experts and need their width; the architecture's are its own.
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"layers": 10, "hidden": 256, "heads": 4, "vocab": 100, "seq_len": 64,
+      "dense_layers": 2}, "parallel": {}, "batch": {"global": 8}})"),
+             Catch::Contains("/model/dense_layers: expected \"dense_layers\" only beside \"experts\""));
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"layers": 10, "hidden": 256, "heads": 4, "vocab": 100, "seq_len": 64,
+      "experts": 4, "experts_per_token": 2, "dense_layers": 2}, "parallel": {}, "batch": {"global": 8}})"),
+             Catch::Contains("/model/dense_ffn"));
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "deepseek-v3", "dense_layers": 1, "seq_len": 4096},
+      "parallel": {"tp": 8}, "batch": {"global": 8}})"),
+             Catch::Contains("/model/dense_layers: comes from the architecture"));
+  // Uneven stages play out: the first stage, with a layer more, is the slowest, and each stage's last backward
+  // follows its load.
+  const TrainingJob job = parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+      "model": {"layers": 10, "hidden": 2048, "heads": 16, "vocab": 1, "seq_len": 2048},
+      "parallel": {"pp": 4, "first_stage_layers": 4, "last_stage_layers": 2}, "batch": {"global": 16}, "compute_efficiency": 0.5})",
+                                             "uneven.json");
+  CHECK(job.stage_layers() == std::vector<int>{4, 2, 2, 2});
+  const TrainingStep step = simulate_training_step(job);
+  const auto pass = [&](int stage) {
+    for (const PipelineOp& op : step.ops) {
+      if (op.stage == stage && !op.backward) return op.end_s - op.start_s;
+    }
+    return 0.0;
+  };
+  CHECK(pass(0) == Approx(2 * pass(1)).epsilon(1e-9));
+  CHECK(pass(2) == Approx(pass(1)).epsilon(1e-12));
+  CHECK(pass(3) == Approx(pass(1)).epsilon(1e-4));  // and the (one-word) head
+  CHECK(step.forward_s == Approx(pass(0)).epsilon(1e-12));
+}
+
+TEST_CASE("train --search splits layers unevenly where the stages do not divide them", "[training][mla]") {
+  TrainingJob base = parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+      "model": {"layers": 7, "hidden": 1024, "heads": 8, "vocab": 1000, "seq_len": 1024},
+      "parallel": {"dp": 8}, "batch": {"global": 16}})",
+                                        "seven.json");
+  const TrainingSearch search = search_training(base, 1);
+  bool uneven = false;
+  for (const TrainingCandidate& c : search.ranked) {
+    if (c.job.pp == 4) {
+      // 7 over 4: the middle stages 2 each, the ends 2 and 1.
+      CHECK(c.job.stage_layers() == std::vector<int>{2, 2, 2, 1});
+      uneven = true;
+    }
+    if (c.job.pp == 7) CHECK(c.job.first_stage_layers == 0);
+  }
+  CHECK(uneven);
 }

@@ -30,6 +30,15 @@ std::string expert_shape(const TrainingJob& j) {
   return "EP " + std::to_string(j.ep) + (j.expert_tp() != j.tp ? ", expert TP " + std::to_string(j.expert_tp()) : std::string());
 }
 
+// " (3 + 14 x 4 + 2 layers)" where the end stages hold their own counts; "" where every stage holds as many.
+std::string uneven_stages(const TrainingJob& j) {
+  if (j.first_stage_layers == 0 && j.last_stage_layers == 0) return {};
+  const std::vector<int> layers = j.stage_layers();
+  std::string text = " (" + std::to_string(layers.front());
+  if (layers.size() > 2) text += " + " + std::to_string(layers.size() - 2) + " x " + std::to_string(layers[1]);
+  return text + " + " + std::to_string(layers.back()) + " layers)";
+}
+
 // The most memory any stage needs on one GPU.
 double largest_need(const TrainingCounts& c) {
   double peak = 0;
@@ -45,11 +54,17 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
   char line[512];
   // A head's width where it is not hidden / heads (Qwen3's 128 at 32 heads of a 2,048 hidden), and the KV heads under GQA.
   const std::string head = m.head_dim > 0 && m.head_dim * m.heads != m.hidden ? " of " + std::to_string(m.head_dim) : std::string();
-  const std::string kv = head + (m.kv() != m.heads ? " (" + std::to_string(m.kv()) + " KV)" : std::string());
+  std::string kv = head + (m.kv() != m.heads ? " (" + std::to_string(m.kv()) + " KV)" : std::string());
+  if (m.latent) {  // latent attention: its latents' ranks and the heads' widths
+    const LatentAttention& la = *m.latent;
+    kv = " of latent attention (q latent " + std::to_string(static_cast<int>(la.q_rank)) + ", kv latent " + std::to_string(static_cast<int>(la.kv_rank)) + ", heads of " + std::to_string(static_cast<int>(la.qk())) +
+         " for scores and " + std::to_string(static_cast<int>(la.v)) + " for values)";
+  }
   std::string mlp = m.gated ? ", SwiGLU MLP of " + std::to_string(m.ffn()) : std::string();
   if (m.moe()) {
     mlp = ", " + std::to_string(m.experts) + " experts of " + std::to_string(m.ffn()) + (m.gated ? " (SwiGLU)" : "") + ", top " + std::to_string(m.top_k) +
-          (m.shared_ffn > 0 ? ", a shared expert of " + std::to_string(m.shared_ffn) : std::string());
+          (m.shared_ffn > 0 ? ", a shared expert of " + std::to_string(m.shared_ffn) : std::string()) +
+          (m.dense_layers > 0 ? ", the first " + std::to_string(m.dense_layers) + " layers dense (MLP of " + std::to_string(m.dense_ffn) + ")" : std::string());
   }
   const std::string from = m.architecture.empty() ? std::string() : m.architecture + ": ";
   std::string active;
@@ -63,8 +78,8 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
   const char* sharding[] = {"", ", ZeRO-1 (optimizer sharded)", ", ZeRO-2 (optimizer and gradients sharded)", ", ZeRO-3 / FSDP (weights too)"};
   const std::string cp = job.cp > 1 ? " x CP " + std::to_string(job.cp) : "";
   const std::string ep = m.moe() ? " (" + expert_shape(job) + ")" : "";
-  std::snprintf(line, sizeof line, "  TP %d%s x PP %d x DP %d%s = %d GPUs; batch %d = %d micro-batches of %d per replica; %s, recompute %s%s%s%s\n",
-                job.tp, cp.c_str(), job.pp, job.dp, ep.c_str(), job.gpus(), job.global_batch, job.micro_batches(), job.micro_batch, schedule_text(job).c_str(),
+  std::snprintf(line, sizeof line, "  TP %d%s x PP %d%s x DP %d%s = %d GPUs; batch %d = %d micro-batches of %d per replica; %s, recompute %s%s%s%s\n",
+                job.tp, cp.c_str(), job.pp, uneven_stages(job).c_str(), job.dp, ep.c_str(), job.gpus(), job.global_batch, job.micro_batches(), job.micro_batch, schedule_text(job).c_str(),
                 recompute_name(job.recompute), job.sequence_parallel ? ", sequence parallel" : "", job.dp_overlap ? ", DP overlapped" : "",
                 sharding[job.zero_stage()]);
   out << line;
@@ -121,9 +136,10 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
         << seconds(step.dp_allreduce_s) << (job.dp_overlap ? " (beside the last backward)" : "") << "\n\n";
   }
   out << "stage  layers  params/GPU   weights    grads      optimizer  activations  total/GPU   last backward\n";
+  const std::vector<int> layers = job.stage_layers();
   for (std::size_t s = 0; s < c.stage_memory.size(); ++s) {
     const StageMemory& mem = c.stage_memory[s];
-    std::snprintf(line, sizeof line, "%5zu  %6d  %10s  %-10s %-10s %-10s %-12s %-11s %s\n", s, m.layers / job.pp,
+    std::snprintf(line, sizeof line, "%5zu  %6d  %10s  %-10s %-10s %-10s %-12s %-11s %s\n", s, layers[s],
                   count(c.stage_parameters[s]).c_str(), bytes(mem.weights).c_str(), bytes(mem.gradients).c_str(),
                   bytes(mem.optimizer).c_str(), bytes(mem.activations).c_str(), bytes(mem.total()).c_str(), seconds(step.stage_end_s[s]).c_str());
     out << line;
@@ -138,9 +154,10 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
   using nlohmann::ordered_json;
   const TrainingCounts& c = step.counts;
   ordered_json stages = ordered_json::array();
+  const std::vector<int> layers = job.stage_layers();
   for (std::size_t s = 0; s < c.stage_memory.size(); ++s) {
     const StageMemory& mem = c.stage_memory[s];
-    stages.push_back({{"parameters_per_gpu", c.stage_parameters[s]}, {"weights_bytes", mem.weights}, {"gradients_bytes", mem.gradients},
+    stages.push_back({{"layers", layers[s]}, {"parameters_per_gpu", c.stage_parameters[s]}, {"weights_bytes", mem.weights}, {"gradients_bytes", mem.gradients},
                       {"optimizer_bytes", mem.optimizer}, {"activation_bytes", mem.activations}, {"total_bytes", mem.total()},
                       {"dp_allreduce_bytes", c.dp_allreduce_bytes[s]}, {"expert_allreduce_bytes", c.expert_allreduce_bytes[s]},
                       {"last_backward_s", step.stage_end_s[s]}});
@@ -153,6 +170,8 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
                    {"gated_mlp", job.model.gated},
                    {"experts", m.experts},
                    {"experts_per_token", m.top_k},
+                   {"dense_layers", m.moe() ? m.dense_layers : 0},
+                   {"latent_attention", m.latent.has_value()},
                    {"gpus", job.gpus()},
                    {"tp", job.tp},
                    {"pp", job.pp},
@@ -194,6 +213,7 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
                                   {"attention", step.forward_kernels.attention_s + step.backward_kernels.attention_s},
                                   {"memory", step.forward_kernels.memory_s + step.backward_kernels.memory_s}}},
                    {"activation_bytes_per_layer", c.activation_bytes_per_layer},
+                   {"dense_layer_activation_bytes", c.dense_layer_activation_bytes},
                    {"out_of_memory", oom ? ordered_json{{"stage", oom->stage}, {"needed_bytes", oom->needed_bytes}, {"vram_bytes", oom->vram_bytes},
                                                         {"short_bytes", oom->needed_bytes - oom->vram_bytes}}
                                          : ordered_json()},

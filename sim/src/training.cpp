@@ -25,26 +25,65 @@ constexpr double kOptimizerBytes = 12;
 
 // The weight matrices of one layer's MLP: dense, two (or, gated, three) h x f; a mixture of experts, the
 // router (h x E), the shared expert and either every expert or (`active`) the top_k a token reaches.
-double mlp_matrices(const TransformerModel& m, bool active) {
+double mlp_matrices(const TransformerModel& m, bool mixture, bool active) {
   const double h = m.hidden, per_mlp = (m.gated ? 3 : 2) * h;
-  if (!m.moe()) return per_mlp * m.ffn();
+  if (!mixture) return per_mlp * m.dense_mlp_width();
   return h * m.experts + per_mlp * m.shared_ffn + (active ? m.top_k : m.experts) * per_mlp * m.ffn();
 }
 
+// The weight matrices of one layer's attention: QKV (h to a d + 2 kv d) and output (a d to h); latent
+// attention's down- and up-projections and output.
+double attention_matrices(const TransformerModel& m) {
+  const double h = m.hidden;
+  return m.latent ? m.latent->parameters(h, m.heads) : h * m.qkv_width() + h * m.attention_width();
+}
+
 // FLOP per token: a layer's forward (GEMMs 2(4h^2 + 2hf), attention scores and values 4sh), what
-// recomputation adds to a layer's backward, and the logits' forward 2hV.
+// recomputation adds to a layer's backward, and the logits' forward 2hV; a dense layer's and a mixture's.
 struct TokenFlop {
-  double layer, recompute, logits;
+  double dense_layer, moe_layer, dense_recompute, moe_recompute, logits;
+  double layer(bool mixture) const { return mixture ? moe_layer : dense_layer; }
+  double recompute(bool mixture) const { return mixture ? moe_recompute : dense_recompute; }
 };
 TokenFlop token_flop(const TrainingJob& job) {
   const TransformerModel& m = job.model;
   const double h = m.hidden, s = m.seq_len;
-  // QKV (h to a d + 2 kv d), output (a d to h), what the MLP a token passes through holds, attention (a d = h
-  // but where a head is wider than h / a).
-  const double attention_matrices = h * m.qkv_width() + h * m.attention_width();
-  const double layer = 2 * (attention_matrices + mlp_matrices(m, true)) + 4 * s * m.attention_width();
-  const double recompute = job.recompute == Recompute::full ? layer : job.recompute == Recompute::selective ? 4 * s * m.attention_width() : 0;
-  return {layer, recompute, 2 * h * m.vocab};
+  // The projections, what the MLP a token passes through holds, attention's scores and values.
+  const double scores = 2 * s * m.score_width();
+  const auto layer = [&](bool mixture) { return 2 * (attention_matrices(m) + mlp_matrices(m, mixture, true)) + scores; };
+  const auto recompute = [&](bool mixture) { return job.recompute == Recompute::full ? layer(mixture) : job.recompute == Recompute::selective ? scores : 0; };
+  return {layer(false), layer(true), recompute(false), recompute(true), 2 * h * m.vocab};
+}
+
+// A model chunk's layers by kind: dense MLPs (every layer of a dense model) and mixtures of experts.
+struct LayerMix {
+  int dense = 0, mixture = 0;
+  int total() const { return dense + mixture; }
+};
+// Virtual stage k (chunk k / pp of GPU stage k % pp): its layers, whole in model order.
+LayerMix chunk_layers(const TrainingJob& job, int k) {
+  int first = 0, count = 0;
+  if (job.vp == 1) {
+    const std::vector<int> stages = job.stage_layers();
+    for (int q = 0; q < k; ++q) first += stages[static_cast<std::size_t>(q)];
+    count = stages[static_cast<std::size_t>(k)];
+  } else {
+    count = job.model.layers / (job.pp * job.vp);
+    first = k * count;
+  }
+  LayerMix mix;
+  for (int layer = first; layer < first + count; ++layer) ++(job.model.moe_layer(layer) ? mix.mixture : mix.dense);
+  return mix;
+}
+// A GPU stage's layers: its chunks'.
+LayerMix stage_layers(const TrainingJob& job, int stage) {
+  LayerMix mix;
+  for (int chunk = 0; chunk < job.vp; ++chunk) {
+    const LayerMix c = chunk_layers(job, chunk * job.pp + stage);
+    mix.dense += c.dense;
+    mix.mixture += c.mixture;
+  }
+  return mix;
 }
 
 // A mixture-of-experts layer on one GPU: its own tokens (1/tp of them under sequence parallelism), the top-k
@@ -64,26 +103,48 @@ MoeShape moe_shape(const TrainingJob& job) {
 
 double TransformerModel::qkv_width() const { return (heads + 2.0 * kv()) * head_size(); }
 
+double TransformerModel::score_width() const { return latent ? heads * (latent->qk() + latent->v) : 2 * attention_width(); }
+
+double TransformerModel::attention_parameters() const {
+  // GPT's layout adds the QKV and output projections' biases.
+  return llama_layout ? attention_matrices(*this) : attention_matrices(*this) + qkv_width() + hidden;
+}
+
 double TransformerModel::expert_parameters() const { return moe() ? experts * (gated ? 3.0 : 2.0) * hidden * ffn() : 0; }
 
-double TransformerModel::layer_parameters() const {
-  const double h = hidden, f = ffn();
-  const double matrices = h * qkv_width() + h * attention_width() + mlp_matrices(*this, false);
+double TransformerModel::layer_parameters(bool mixture) const {
+  const double h = hidden, f = mixture ? ffn() : dense_mlp_width();
+  const double matrices = attention_matrices(*this) + mlp_matrices(*this, mixture, false);
   if (llama_layout) return matrices + 2 * h;  // two RMSNorm weights
   // Biases (an MLP's for each expert and the shared one), two LayerNorms.
-  const double mlps = moe() ? experts + (shared_ffn > 0 ? 1 : 0) : 1, mlp_bias = moe() ? experts * f + shared_ffn : f;
+  const double mlps = mixture ? experts + (shared_ffn > 0 ? 1 : 0) : 1, mlp_bias = mixture ? experts * f + shared_ffn : f;
   return matrices + qkv_width() + h + (gated ? 2 : 1) * mlp_bias + mlps * h + 4 * h;
 }
 
 double TransformerModel::parameters() const {
   const double h = hidden, V = vocab;
-  if (llama_layout) return layers * layer_parameters() + 2 * V * h + h;  // embedding, untied head, final norm
-  return layers * layer_parameters() + V * h + static_cast<double>(seq_len) * h + 2 * h;
+  const double dense = moe() ? dense_layers : layers, mixtures = layers - dense;
+  const double stack = mixtures * layer_parameters(true) + dense * layer_parameters(false);
+  if (llama_layout) return stack + 2 * V * h + h;  // embedding, untied head, final norm
+  return stack + V * h + static_cast<double>(seq_len) * h + 2 * h;
 }
 
 double TransformerModel::active_parameters() const {
   if (!moe()) return parameters();
-  return parameters() - layers * (mlp_matrices(*this, false) - mlp_matrices(*this, true));
+  return parameters() - (layers - dense_layers) * (mlp_matrices(*this, true, false) - mlp_matrices(*this, true, true));
+}
+
+std::vector<int> TrainingJob::stage_layers() const {
+  // The stages given their own count, then the rest split evenly over the others (check_training_job: whole).
+  std::vector<int> counts(static_cast<std::size_t>(pp), 0);
+  if (first_stage_layers > 0) counts.front() = first_stage_layers;
+  if (last_stage_layers > 0 && pp > 1) counts.back() = last_stage_layers;
+  const int given = counts.front() + (pp > 1 ? counts.back() : 0);
+  const auto open = static_cast<int>(std::count(counts.begin(), counts.end(), 0));
+  for (int& n : counts) {
+    if (n == 0) n = (model.layers - given) / open;
+  }
+  return counts;
 }
 
 namespace {
@@ -107,7 +168,23 @@ void check_training_job(const TrainingJob& job) {
     if (!ok) problems.push_back(Problem{job.file, job.pointer + pointer, message});
   };
   const TransformerModel& m = job.model;
-  need(m.layers % job.pp == 0, "/parallel/pp", "expected a divisor of the " + std::to_string(m.layers) + " layers, found " + std::to_string(job.pp));
+  if (job.first_stage_layers > 0 || job.last_stage_layers > 0) {
+    // Megatron-Core's uneven pipeline: the first and last stages' own counts, the rest split evenly, each
+    // stage at least one layer.
+    need(job.pp > 1, "/parallel/pp", "expected pipeline stages (pp above 1) with first_stage_layers or last_stage_layers, found pp 1");
+    need(job.vp == 1, "/parallel/vp", "expected no virtual stages (vp 1) with first_stage_layers or last_stage_layers, found vp " + std::to_string(job.vp));
+    const int given = job.first_stage_layers + job.last_stage_layers;
+    const int open = job.pp - (job.first_stage_layers > 0 ? 1 : 0) - (job.last_stage_layers > 0 ? 1 : 0);
+    const int rest = m.layers - given;
+    const bool whole = open == 0 ? rest == 0 : rest >= open && rest % open == 0;
+    need(job.pp <= 1 || whole, "/parallel",
+         "expected the " + std::to_string(m.layers) + " layers less the first and last stages' " + std::to_string(given) + " to split evenly over the other " +
+             std::to_string(open) + " stages, at least one layer each, found " + std::to_string(rest) + " left");
+  } else {
+    need(m.layers % job.pp == 0, "/parallel/pp",
+         "expected a divisor of the " + std::to_string(m.layers) + " layers, found " + std::to_string(job.pp) +
+             " (first_stage_layers and last_stage_layers give the end stages their own counts)");
+  }
   if (job.cp > 1) {
     // Megatron-Core's load-balanced ring: 2 cp chunks of every sequence, FlashAttention-class kernels.
     need(m.seq_len % (2 * job.cp) == 0, "/parallel/cp",
@@ -187,8 +264,6 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
       const Architecture* a = Catalog::builtin().architecture(*id);
       if (a == nullptr || !is_llm(*a)) {
         r.problem("architecture", "expected an LLM of the catalog (" + Catalog::builtin().llm_names() + "), found \"" + *id + "\"");
-      } else if (LatentAttention::of(*a) || a->number("dense_layers", 0) > 0) {
-        r.problem("architecture", "\"" + *id + "\" has multi-head latent attention and dense first layers, which serving and step profiles model but training does not yet");
       } else {
         m.architecture = *id;
         m.layers = static_cast<int>(a->number("layers", 0));
@@ -202,9 +277,13 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
         m.experts = static_cast<int>(a->number("experts", 0));
         m.top_k = m.experts > 0 ? static_cast<int>(a->number("experts_per_token", 1)) : 0;
         m.shared_ffn = static_cast<int>(a->number("shared_ffn", 0));
+        m.dense_layers = static_cast<int>(a->number("dense_layers", 0));
+        m.dense_ffn = static_cast<int>(a->number("dense_ffn", 0));
+        m.latent = LatentAttention::of(*a);
         m.llama_layout = true;
       }
-      for (const char* key : {"layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "gated", "vocab", "experts", "experts_per_token", "shared_ffn"}) {
+      for (const char* key : {"layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "gated", "vocab", "experts", "experts_per_token", "shared_ffn",
+                              "dense_layers", "dense_ffn"}) {
         if (r.field(key) != nullptr) r.problem(key, "comes from the architecture; expected no \"" + std::string(key) + "\" beside \"architecture\"");
       }
       m.seq_len = static_cast<int>(r.integer("seq_len", Need::required, 1, 1 << 24).value_or(1));
@@ -222,8 +301,15 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
       if (m.experts > 0) {
         m.top_k = static_cast<int>(r.integer("experts_per_token", Need::required, 1, 1 << 16).value_or(1));
         m.shared_ffn = static_cast<int>(r.integer_or("shared_ffn", 0, 0, 1 << 22));
+        // DeepSeek-style dense first layers: as many as asked (fewer than the layers), each MLP dense_ffn wide.
+        m.dense_layers = static_cast<int>(r.integer_or("dense_layers", 0, 0, m.layers - 1));
+        if (m.dense_layers > 0) {
+          m.dense_ffn = static_cast<int>(r.integer("dense_ffn", Need::required, 1, 1 << 22).value_or(1));
+        } else if (r.field("dense_ffn") != nullptr) {
+          r.problem("dense_ffn", "expected \"dense_ffn\" only beside \"dense_layers\" (dense first layers)");
+        }
       } else {
-        for (const char* key : {"experts_per_token", "shared_ffn"}) {
+        for (const char* key : {"experts_per_token", "shared_ffn", "dense_layers", "dense_ffn"}) {
           if (r.field(key) != nullptr) r.problem(key, "expected \"" + std::string(key) + "\" only beside \"experts\" (a mixture of experts)");
         }
       }
@@ -237,6 +323,8 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
     job.dp = static_cast<int>(r.integer_or("dp", 1, 1, 1 << 20));
     job.vp = static_cast<int>(r.integer_or("vp", 1, 1, 1 << 16));
     job.cp = static_cast<int>(r.integer_or("cp", 1, 1, 1 << 16));
+    job.first_stage_layers = static_cast<int>(r.integer_or("first_stage_layers", 0, 1, job.model.layers));
+    job.last_stage_layers = static_cast<int>(r.integer_or("last_stage_layers", 0, 1, job.model.layers));
     job.ep = static_cast<int>(r.integer_or("ep", 1, 1, 1 << 16));
     job.etp = static_cast<int>(r.integer_or("etp", 0, 1, 1 << 16));
     job.sequence_parallel = r.boolean_or("sequence_parallel", false);
@@ -291,8 +379,9 @@ TrainingCounts count_training(const TrainingJob& job) {
 
   const TokenFlop flop = token_flop(job);
   const double tokens = B * s;
-  c.model_flop = 3 * tokens * (L * flop.layer + flop.logits);
-  c.hardware_flop = c.model_flop + tokens * L * flop.recompute;
+  const double dense_layers = m.moe() ? m.dense_layers : L, mixtures = L - dense_layers;
+  c.model_flop = 3 * tokens * (mixtures * flop.layer(true) + dense_layers * flop.layer(false) + flop.logits);
+  c.hardware_flop = c.model_flop + tokens * mixtures * flop.recompute(true) + tokens * dense_layers * flop.recompute(false);
 
   // Activations of one layer for one micro-batch on one GPU (Korthikanti et al., table 2), per sbh: 10
   // that TP does not split (the two norms' inputs 4, the QKV and MLP inputs 2 each, two dropout masks);
@@ -303,29 +392,39 @@ TrainingCounts count_training(const TrainingJob& job) {
   // A mixture of experts holds the MLP's tensors for each of the top_k copies of a token (on the busiest
   // GPU, expert_load() times the mean), the expert TP group's gathered inputs among them, and the shared
   // expert's once.
-  const double mlp_tensors = (m.gated ? 6 : 4) * static_cast<double>(m.ffn()) / h;
-  const double mlp = m.moe() ? job.expert_load() * m.top_k * (2.0 * job.expert_tp() + mlp_tensors) + (m.gated ? 6 : 4) * static_cast<double>(m.shared_ffn) / h
-                             : mlp_tensors;
-  // Q and the output projection's input 2 a d / h each (4 where a d = h), K and V 4 kv d / h (4 kv / a).
-  const double split = 4.0 * m.attention_width() / h + 4.0 * m.kv() * m.head_size() / h + mlp;
+  const auto mlp = [&](bool mixture) {
+    const double mlp_tensors = (m.gated ? 6 : 4) * static_cast<double>(mixture ? m.ffn() : m.dense_mlp_width()) / h;
+    return mixture ? job.expert_load() * m.top_k * (2.0 * job.expert_tp() + mlp_tensors) + (m.gated ? 6 : 4) * static_cast<double>(m.shared_ffn) / h
+                   : mlp_tensors;
+  };
+  // Q and the output projection's input 2 a d / h each (4 where a d = h), K and V 4 kv d / h (4 kv / a). Latent
+  // attention: every head's query and key (qk wide) and value and output (v wide), and the latents every TP
+  // rank computes whole: the query's and the keys and values' (each before and after its norm) and the rotary key.
+  const double attention_split = m.latent ? 4.0 * m.heads * (m.latent->qk() + m.latent->v) / h : 4.0 * m.attention_width() / h + 4.0 * m.kv() * m.head_size() / h;
+  const double whole = m.latent ? 2.0 * (2 * m.latent->q_rank + 2 * m.latent->kv_rank + m.latent->rope) / h : 0;
   // Unfused attention keeps the softmax's input and output and the dropout mask (5as/h per sbh); FlashAttention
   // never writes the scores, keeping only its fp32 log-sum-exp per head and token (4a/h).
   const double attention = job.attention == AttentionKernel::flash ? 4 * a / h : 5 * a * s / h;
-  if (job.recompute == Recompute::full) {
-    c.activation_bytes_per_layer = 2 * sbh / (job.sequence_parallel ? t : 1);
-  } else if (job.recompute == Recompute::selective) {
-    c.activation_bytes_per_layer = job.sequence_parallel ? (10 + split) * sbh / t : sbh * (10 + split / t);
-  } else {
-    c.activation_bytes_per_layer = job.sequence_parallel ? sbh * (10 + split + attention) / t : sbh * (10 + split / t + attention / t);
-  }
+  const auto activations = [&](bool mixture) {
+    const double split = attention_split + mlp(mixture);
+    if (job.recompute == Recompute::full) return 2 * sbh / (job.sequence_parallel ? t : 1);
+    if (job.recompute == Recompute::selective) return job.sequence_parallel ? (10 + split) * sbh / t + whole * sbh : sbh * (10 + whole + split / t);
+    return job.sequence_parallel ? sbh * (10 + split + attention) / t + whole * sbh : sbh * (10 + whole + split / t + attention / t);
+  };
+  c.activation_bytes_per_layer = activations(m.moe());
+  if (m.moe() && m.dense_layers > 0) c.dense_layer_activation_bytes = activations(false);
 
-  const int p = job.pp, layers_per_stage = m.layers / p, mb = job.micro_batches();
+  const int p = job.pp, mb = job.micro_batches();
   c.active_parameters = m.active_parameters();
-  // Experts split over expert TP and EP; everything else over TP.
-  const double expert_params = layers_per_stage * m.expert_parameters() / (static_cast<double>(job.expert_tp()) * job.ep);
+  const double replicated = m.latent ? m.latent->replicated_parameters(h) : 0;
   for (int stage = 0; stage < p; ++stage) {
+    // Experts split over expert TP and EP; latent attention's down-projections whole on every TP rank;
+    // everything else over TP.
+    const LayerMix layers = stage_layers(job, stage);
+    const double expert_params = layers.mixture * m.expert_parameters() / (static_cast<double>(job.expert_tp()) * job.ep);
+    const double split_weights = layers.mixture * (m.layer_parameters(true) - m.expert_parameters() - replicated) + layers.dense * (m.layer_parameters(false) - replicated);
+    const double layer_weights = split_weights / t + layers.total() * replicated + expert_params;
     // The word embedding sits on the first stage, and a copy for the logits on the last.
-    const double layer_weights = layers_per_stage * (m.layer_parameters() - m.expert_parameters()) / t + expert_params;
     double params = layer_weights;
     if (m.llama_layout) {  // the embedding first, the untied head and the final norm last
       if (stage == 0) params += V * h / t;
@@ -340,7 +439,7 @@ TrainingCounts count_training(const TrainingJob& job) {
     c.stage_fp8_weights.push_back(job.dtype == Dtype::fp8 ? layer_weights : 0);
     StageMemory mem;
     const int zero = job.zero_stage();
-    const double layer_share = m.layer_parameters() / t;
+    const double layer_share = (m.layer_parameters() - replicated) / t + replicated;
     // ZeRO-3 keeps the layer computing and the one prefetched whole, beside its shard of everything.
     mem.weights = (zero >= 3 ? 2 * params / job.dp + 2 * 2 * layer_share : 2 * params) + 2 * c.stage_fp8_weights.back();
     // Sharded over the gradients' reduction group (Megatron's distributed optimizer shards over it): DP x CP,
@@ -355,18 +454,21 @@ TrainingCounts count_training(const TrainingJob& job) {
     const double in_flight = job.schedule == PipelineSchedule::gpipe ? mb
                              : v == 1                                ? std::min(p - stage, mb)
                                                                      : std::min(2.0 * (p - stage - 1) + (v - 1) * p + 1, static_cast<double>(mb) * v) / v;
-    mem.activations = in_flight * layers_per_stage * c.activation_bytes_per_layer;
+    mem.activations = in_flight * layers.mixture * c.activation_bytes_per_layer + in_flight * layers.dense * (m.moe() ? c.dense_layer_activation_bytes : c.activation_bytes_per_layer);
     c.stage_memory.push_back(mem);
     c.dp_allreduce_bytes.push_back(2 * (params - expert_params));  // 16-bit gradients
     c.expert_allreduce_bytes.push_back(2 * expert_params);
   }
   static_assert(kBytesPerParameter == 2 + 2 + kOptimizerBytes);
-  if (job.zero_stage() >= 3) c.zero_gather_bytes_per_layer = 2 * m.layer_parameters() / t;
+  if (job.zero_stage() >= 3) c.zero_gather_bytes_per_layer = 2 * ((m.layer_parameters() - replicated) / t + replicated);
   c.tp_allreduce_bytes = kActivationBytes * sbh;
   c.tp_allreduces_per_layer = job.tp > 1 ? (job.recompute == Recompute::full ? 6 : 4) : 0;
   c.pp_send_bytes = kActivationBytes * sbh;
   if (m.moe()) c.ep_alltoall_bytes = kActivationBytes * moe_shape(job).own_rows * m.top_k * h;
-  if (job.cp > 1) c.cp_send_bytes = 2 * kActivationBytes * b * (s / job.cp) * (static_cast<double>(m.kv()) / t) * (h / a);  // K and V
+  if (job.cp > 1) {  // K and V (latent attention's up-projected per head)
+    c.cp_send_bytes = m.latent ? kActivationBytes * b * (s / job.cp) * (static_cast<double>(m.heads) / t) * (m.latent->qk() + m.latent->v)
+                               : 2 * kActivationBytes * b * (s / job.cp) * (static_cast<double>(m.kv()) / t) * m.head_size();
+  }
   return c;
 }
 
@@ -394,31 +496,36 @@ void gemm_backward(std::vector<KernelCall>& out, const std::string& name, double
 
 // Core attention of one layer: FlashAttention (its backward recomputes the scores), or Megatron's
 // unfused path of batched GEMMs, a fused scale-mask-softmax and a dropout.
+// Latent attention's heads score over qk-wide queries and keys and sum v-wide values.
 void core_attention(const TrainingJob& job, std::vector<KernelCall>& out, bool backward) {
   const TransformerModel& m = job.model;
-  const double heads = static_cast<double>(m.heads) / job.tp, d = m.head_size(), s = m.seq_len;
+  const double heads = static_cast<double>(m.heads) / job.tp, d = m.latent ? m.latent->qk() : m.head_size(), s = m.seq_len;
+  const double v = m.latent ? m.latent->v : 0;  // the values' width where it is not d
   const double batch = job.micro_batch * heads;
   if (job.cp > 1) {
     // Ring attention, load-balanced: the GPU's own keys first (a causal block of s / cp), then cp - 1 blocks
     // of half as many keys each (the causal mask leaves half of each other chunk pair), as each arrives.
     const double local = s / job.cp;
-    out.push_back({.cls = KernelClass::attention, .m = local, .n = local, .k = d, .batch = batch, .causal = true, .backward = backward, .name = "attention"});
-    out.push_back({.cls = KernelClass::attention, .m = local, .n = local / 2, .k = d, .batch = batch, .backward = backward, .count = job.cp - 1.0,
+    out.push_back({.cls = KernelClass::attention, .m = local, .n = local, .k = d, .batch = batch, .causal = true, .backward = backward, .v = v, .name = "attention"});
+    out.push_back({.cls = KernelClass::attention, .m = local, .n = local / 2, .k = d, .batch = batch, .backward = backward, .v = v, .count = job.cp - 1.0,
                    .name = "attention.ring"});
   } else if (job.attention == AttentionKernel::flash) {
-    out.push_back({.cls = KernelClass::attention, .m = s, .n = s, .k = d, .batch = batch, .causal = true, .backward = backward, .name = "attention"});
-  } else if (!backward) {
-    gemm(out, "attention.scores", s, s, d, batch);
-    memory_op(out, KernelClass::softmax, "attention.softmax", batch * s, s);
-    memory_op(out, KernelClass::activation, "attention.dropout", batch * s, s);
-    gemm(out, "attention.values", s, d, s, batch);
+    out.push_back({.cls = KernelClass::attention, .m = s, .n = s, .k = d, .batch = batch, .causal = true, .backward = backward, .v = v, .name = "attention"});
   } else {
-    gemm(out, "attention.values", s, s, d, batch);  // gradient of the probabilities
-    gemm(out, "attention.values", s, d, s, batch);  // of the values
-    memory_op(out, KernelClass::activation, "attention.dropout", batch * s, s);
-    memory_op(out, KernelClass::add, "attention.softmax", batch * s, s);  // reads y and dy
-    gemm(out, "attention.scores", s, d, s, batch);  // of the queries
-    gemm(out, "attention.scores", s, d, s, batch);  // of the keys
+    const double dv = v > 0 ? v : d;
+    if (!backward) {
+      gemm(out, "attention.scores", s, s, d, batch);
+      memory_op(out, KernelClass::softmax, "attention.softmax", batch * s, s);
+      memory_op(out, KernelClass::activation, "attention.dropout", batch * s, s);
+      gemm(out, "attention.values", s, dv, s, batch);
+    } else {
+      gemm(out, "attention.values", s, s, dv, batch);  // gradient of the probabilities
+      gemm(out, "attention.values", s, dv, s, batch);  // of the values
+      memory_op(out, KernelClass::activation, "attention.dropout", batch * s, s);
+      memory_op(out, KernelClass::add, "attention.softmax", batch * s, s);  // reads y and dy
+      gemm(out, "attention.scores", s, d, s, batch);  // of the queries
+      gemm(out, "attention.scores", s, d, s, batch);  // of the keys
+    }
   }
 }
 
@@ -470,17 +577,55 @@ void moe_backward(const TrainingJob& job, std::vector<KernelCall>& out) {
   gemm_backward(out, "moe.router", x.own_rows, m.experts, h);
 }
 
-void layer_forward(const TrainingJob& job, std::vector<KernelCall>& out) {
+// Latent attention's projections as Megatron-Core's MLA runs them: the down-projections whole on every TP
+// rank (the query's to q_rank, the keys and values' to kv_rank and the rotary key), each latent normed, the
+// up-projections split over the TP ranks by heads (queries to qk, keys and values to nope + v a head).
+void latent_projections(const TrainingJob& job, std::vector<KernelCall>& out) {
   const TransformerModel& m = job.model;
-  const double t = job.tp, h = m.hidden, f = m.ffn(), tokens = job.local_tokens();
+  const LatentAttention& la = *m.latent;
+  const double heads = static_cast<double>(m.heads) / job.tp, h = m.hidden, tokens = job.local_tokens();
+  if (la.q_rank > 0) {
+    gemm(out, "attention.q-down", tokens, la.q_rank, h);
+    memory_op(out, KernelClass::norm, "attention.q-norm", tokens, la.q_rank);
+    gemm(out, "attention.q-up", tokens, heads * la.qk(), la.q_rank);
+  } else {
+    gemm(out, "attention.q", tokens, heads * la.qk(), h);
+  }
+  gemm(out, "attention.kv-down", tokens, la.cached(), h);
+  memory_op(out, KernelClass::norm, "attention.kv-norm", tokens, la.kv_rank);
+  gemm(out, "attention.kv-up", tokens, heads * (la.nope + la.v), la.kv_rank);
+}
+void latent_projections_backward(const TrainingJob& job, std::vector<KernelCall>& out) {
+  const TransformerModel& m = job.model;
+  const LatentAttention& la = *m.latent;
+  const double heads = static_cast<double>(m.heads) / job.tp, h = m.hidden, tokens = job.local_tokens();
+  gemm_backward(out, "attention.kv-up", tokens, heads * (la.nope + la.v), la.kv_rank);
+  memory_op(out, KernelClass::add, "attention.kv-norm", tokens, la.kv_rank);
+  gemm_backward(out, "attention.kv-down", tokens, la.cached(), h);
+  if (la.q_rank > 0) {
+    gemm_backward(out, "attention.q-up", tokens, heads * la.qk(), la.q_rank);
+    memory_op(out, KernelClass::add, "attention.q-norm", tokens, la.q_rank);
+    gemm_backward(out, "attention.q-down", tokens, la.q_rank, h);
+  } else {
+    gemm_backward(out, "attention.q", tokens, heads * la.qk(), h);
+  }
+}
+// The output projection's input: the heads' values.
+double attention_output_width(const TransformerModel& m) { return m.latent ? m.heads * m.latent->v : m.attention_width(); }
+
+// One layer: a mixture of experts' (`mixture`) or a dense MLP's.
+void layer_forward(const TrainingJob& job, bool mixture, std::vector<KernelCall>& out) {
+  const TransformerModel& m = job.model;
+  const double t = job.tp, h = m.hidden, f = m.dense_mlp_width(), tokens = job.local_tokens();
   const double rows = job.sequence_parallel ? tokens / t : tokens;
   memory_op(out, KernelClass::norm, "attention.norm", rows, h);
-  gemm(out, "attention.qkv", tokens, m.qkv_width() / t, h);
+  if (m.latent) latent_projections(job, out);
+  else gemm(out, "attention.qkv", tokens, m.qkv_width() / t, h);
   core_attention(job, out, false);
-  gemm(out, "attention.out", tokens, h, m.attention_width() / t);
+  gemm(out, "attention.out", tokens, h, attention_output_width(m) / t);
   memory_op(out, KernelClass::add, "attention.bias-dropout-add", rows, h);
   memory_op(out, KernelClass::norm, "mlp.norm", rows, h);
-  if (m.moe()) {
+  if (mixture) {
     moe_forward(job, out);
   } else {
     mlp_forward(out, m.gated, "mlp", tokens, f / t, h);
@@ -488,28 +633,29 @@ void layer_forward(const TrainingJob& job, std::vector<KernelCall>& out) {
   memory_op(out, KernelClass::add, "mlp.bias-dropout-add", rows, h);
 }
 
-void layer_backward(const TrainingJob& job, std::vector<KernelCall>& out) {
+void layer_backward(const TrainingJob& job, bool mixture, std::vector<KernelCall>& out) {
   const TransformerModel& m = job.model;
-  const double t = job.tp, h = m.hidden, f = m.ffn(), tokens = job.local_tokens();
+  const double t = job.tp, h = m.hidden, f = m.dense_mlp_width(), tokens = job.local_tokens();
   const double rows = job.sequence_parallel ? tokens / t : tokens;
   if (job.recompute == Recompute::full) {
-    layer_forward(job, out);
+    layer_forward(job, mixture, out);
   } else if (job.recompute == Recompute::selective && job.attention == AttentionKernel::unfused) {
     std::vector<KernelCall> core;
     core_attention(job, core, false);
     out.insert(out.end(), core.begin(), core.end() - 1);  // the scores, softmax and dropout again
   }
   memory_op(out, KernelClass::activation, "mlp.bias-dropout-add", rows, h);
-  if (m.moe()) {
+  if (mixture) {
     moe_backward(job, out);
   } else {
     mlp_backward(out, m.gated, "mlp", tokens, f / t, h);
   }
   memory_op(out, KernelClass::add, "mlp.norm", rows, h);
   memory_op(out, KernelClass::activation, "attention.bias-dropout-add", rows, h);
-  gemm_backward(out, "attention.out", tokens, h, m.attention_width() / t);
+  gemm_backward(out, "attention.out", tokens, h, attention_output_width(m) / t);
   core_attention(job, out, true);
-  gemm_backward(out, "attention.qkv", tokens, m.qkv_width() / t, h);
+  if (m.latent) latent_projections_backward(job, out);
+  else gemm_backward(out, "attention.qkv", tokens, m.qkv_width() / t, h);
   memory_op(out, KernelClass::add, "attention.norm", rows, h);
 }
 
@@ -535,18 +681,24 @@ void add_fp8_casts(const TrainingJob& job, std::vector<KernelCall>& forward, std
   if (job.recompute == Recompute::full) backward.insert(backward.end(), casts_forward.begin(), casts_forward.end());
 }
 
-// One model chunk: `layers` layers, with the embedding where it is the first and the head where it is the last.
-PassKernels chunk_kernels(const TrainingJob& job, double layers, bool first, bool last) {
+// One model chunk: its layers, with the embedding where it is the first and the head where it is the last.
+PassKernels chunk_kernels(const TrainingJob& job, const LayerMix& layers, bool first, bool last) {
   const TransformerModel& m = job.model;
   const double t = job.tp, h = m.hidden, tokens = job.local_tokens();
   const double rows = job.sequence_parallel ? tokens / t : tokens;
   PassKernels k;
   std::vector<KernelCall> forward, backward;
-  layer_forward(job, forward);
-  layer_backward(job, backward);
-  if (job.dtype == Dtype::fp8) add_fp8_casts(job, forward, backward);
-  for (KernelCall& c : forward) c.count *= layers;
-  for (KernelCall& c : backward) c.count *= layers;
+  for (const auto& [mixture, count] : {std::pair{false, layers.dense}, std::pair{true, layers.mixture}}) {
+    if (count == 0) continue;
+    std::vector<KernelCall> f, b;
+    layer_forward(job, mixture, f);
+    layer_backward(job, mixture, b);
+    if (job.dtype == Dtype::fp8) add_fp8_casts(job, f, b);
+    for (KernelCall& c : f) c.count *= count;
+    for (KernelCall& c : b) c.count *= count;
+    forward.insert(forward.end(), f.begin(), f.end());
+    backward.insert(backward.end(), b.begin(), b.end());
+  }
   if (first) {
     memory_op(k.forward, KernelClass::embedding, "embedding", tokens, h);
     memory_op(backward, KernelClass::activation, "embedding", tokens, h);  // gradients added into the table
@@ -596,7 +748,7 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
   step.counts = count_training(job);
   const TrainingCounts& c = step.counts;
   const TransformerModel& m = job.model;
-  const int p = job.pp, mb = job.micro_batches(), layers_per_stage = m.layers / p;
+  const int p = job.pp, mb = job.micro_batches();
   const double s = m.seq_len, b = job.micro_batch, t = job.tp;
 
   // Communication, from the topology: one TP all-reduce on stage 0's first group; the stage
@@ -612,6 +764,7 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
   const auto all_reduce_s = [&](const std::vector<GpuId>& group, double bytes) {
     return analytical_time_s(topology, plan_collective(cluster, topology, CollectiveOp::all_reduce, CollectiveAlgo::automatic, group, bytes));
   };
+  // tp_mlp_s: a mixture's MLP (a dense layer's MLP all-reduces as much as its attention).
   double tp_attention_s = 0, tp_mlp_s = 0, alltoall_s = 0;
   if (job.tp > 1) {
     std::vector<GpuId> group;
@@ -696,11 +849,14 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
   const KernelModel kernels(gpu);
   const double tokens = job.local_tokens();
   const TokenFlop flop = token_flop(job);
-  const double layer_forward = tokens * flop.layer / t, recompute = tokens * flop.recompute / t, logits = tokens * flop.logits / t;
+  const auto layer_forward = [&](bool mixture) { return tokens * flop.layer(mixture) / t; };
+  const auto recompute = [&](bool mixture) { return tokens * flop.recompute(mixture) / t; };
+  const double logits = tokens * flop.logits / t;
   // Per layer: TP's all-reduces and, in a mixture of experts, the dispatch and combine all-to-alls, once
   // forward, once backward, and once more in the backward where it recomputes the whole layer.
   const double passes_backward = job.recompute == Recompute::full ? 2 : 1;
   const double tp_forward_s = tp_attention_s + tp_mlp_s, tp_backward_s = passes_backward * tp_forward_s;
+  const double tp_dense_forward_s = tp_attention_s + tp_attention_s, tp_dense_backward_s = passes_backward * tp_dense_forward_s;
   const double ep_forward_s = 2 * alltoall_s, ep_backward_s = passes_backward * ep_forward_s;
   // CP: every GPU of a stage passes its keys and values to the next CP rank at once; a ring step costs what
   // its send takes beyond the block of attention it overlaps (the backward sends the key and value
@@ -718,30 +874,34 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
     }
     const auto times = simulated_times_s(topology, ring);
     step.cp_send_s = *std::max_element(times.begin(), times.end());
-    const double local = s / job.cp, heads = static_cast<double>(m.heads) / job.tp, d = m.head_size();
-    const KernelCall block{.cls = KernelClass::attention, .m = local, .n = local / 2, .k = d, .batch = b * heads};
+    const double local = s / job.cp, heads = static_cast<double>(m.heads) / job.tp;
+    const double d = m.latent ? m.latent->qk() : m.head_size(), v = m.latent ? m.latent->v : 0;
+    const KernelCall block{.cls = KernelClass::attention, .m = local, .n = local / 2, .k = d, .batch = b * heads, .v = v};
     KernelCall block_backward = block;
     block_backward.backward = true;
-    const double block_flop = 4 * local * (local / 2) * d * b * heads;
+    const double width = m.latent ? (m.latent->qk() + m.latent->v) / 2 : d;  // the scores' and the values' mean
+    const double block_flop = 4 * local * (local / 2) * width * b * heads;
     const double forward_block_s = job.compute_efficiency ? block_flop / (gpu.peak_for(job.dtype) * *job.compute_efficiency) : kernels.estimate(block, job.dtype).time_s();
     const double backward_block_s = job.compute_efficiency ? 2 * block_flop / (gpu.peak_for(job.dtype) * *job.compute_efficiency) : kernels.estimate(block_backward, job.dtype).time_s();
     cp_forward_s = (job.cp - 1) * std::max(0.0, step.cp_send_s - forward_block_s);
     cp_backward_s = (job.cp - 1) * std::max(0.0, 2 * step.cp_send_s - backward_block_s);
   }
-  const int v = job.vp, chunks = p * v, layers_per_chunk = m.layers / chunks;
+  const int v = job.vp, chunks = p * v;
   // Virtual stage k = chunk x p + stage: chunk k / p of GPU stage k % p.
   std::vector<double> fwd(static_cast<std::size_t>(chunks)), bwd(static_cast<std::size_t>(chunks));
   std::vector<double> stage_fwd(static_cast<std::size_t>(p), 0.0), stage_bwd(static_cast<std::size_t>(p), 0.0), optimizer(static_cast<std::size_t>(p));
   std::vector<PassTime> stage_fwd_kernels(static_cast<std::size_t>(p)), stage_bwd_kernels(static_cast<std::size_t>(p));
   for (int k = 0; k < chunks; ++k) {
     const int stage = k % p;
+    const LayerMix layers = chunk_layers(job, k);
+    const double mixtures = layers.mixture, dense = layers.dense;
     double fwd_compute = 0, bwd_compute = 0;
     if (job.compute_efficiency) {
       const double rate = gpu.peak_for(job.dtype) * *job.compute_efficiency, extra = k == chunks - 1 ? logits : 0;
-      fwd_compute = (layers_per_chunk * layer_forward + extra) / rate;
-      bwd_compute = (layers_per_chunk * (2 * layer_forward + recompute) + 2 * extra) / rate;
+      fwd_compute = (mixtures * layer_forward(true) + dense * layer_forward(false) + extra) / rate;
+      bwd_compute = (mixtures * (2 * layer_forward(true) + recompute(true)) + dense * (2 * layer_forward(false) + recompute(false)) + 2 * extra) / rate;
     } else {
-      const PassKernels pass = chunk_kernels(job, layers_per_chunk, k == 0, k == chunks - 1);
+      const PassKernels pass = chunk_kernels(job, layers, k == 0, k == chunks - 1);
       const PassTime f = pass_time(kernels, pass.forward, job.dtype), bk = pass_time(kernels, pass.backward, job.dtype);
       fwd_compute = f.total();
       bwd_compute = bk.total();
@@ -751,17 +911,18 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
         sum->memory_s += part->memory_s;
       }
     }
-    fwd[k] = fwd_compute + layers_per_chunk * (tp_forward_s + ep_forward_s + cp_forward_s);
-    bwd[k] = bwd_compute + layers_per_chunk * (tp_backward_s + ep_backward_s + cp_backward_s);
-    if (fsdp) {  // pp 1, so one chunk: the stage
+    fwd[k] = fwd_compute + mixtures * (tp_forward_s + ep_forward_s + cp_forward_s) + dense * (tp_dense_forward_s + cp_forward_s);
+    bwd[k] = bwd_compute + mixtures * (tp_backward_s + ep_backward_s + cp_backward_s) + dense * (tp_dense_backward_s + cp_backward_s);
+    if (fsdp) {  // pp 1, so one chunk: the stage; its layers alike (check_training_job)
       // Each layer's weights are gathered before it runs, the next layer's while it computes (FSDP's
       // prefetch): a layer takes the longer of its compute and one gather, and the first gather is not
       // hidden. The gradients' reduce-scatters run beside the last micro-batch's backward, sharing the
       // links with its gathers: what they add beyond it is paid after it, as the DP reduction.
-      const double per_layer_f = fwd[k] / layers_per_chunk, per_layer_b = bwd[k] / layers_per_chunk;
-      fwd[k] = layers_per_chunk * std::max(per_layer_f, gather_s) + gather_s;
-      bwd[k] = layers_per_chunk * std::max(per_layer_b, gather_s) + gather_s;
-      dp_s[static_cast<std::size_t>(stage)] = std::max(0.0, layers_per_chunk * (gather_s + scatter_s) - layers_per_chunk * std::max(per_layer_b, gather_s));
+      const double n = layers.total();
+      const double per_layer_f = fwd[k] / n, per_layer_b = bwd[k] / n;
+      fwd[k] = n * std::max(per_layer_f, gather_s) + gather_s;
+      bwd[k] = n * std::max(per_layer_b, gather_s) + gather_s;
+      dp_s[static_cast<std::size_t>(stage)] = std::max(0.0, n * (gather_s + scatter_s) - n * std::max(per_layer_b, gather_s));
     }
     stage_fwd[stage] += fwd[k];
     stage_bwd[stage] += bwd[k];
@@ -791,10 +952,14 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
   step.backward_s = *std::max_element(stage_bwd.begin(), stage_bwd.end());
   step.optimizer_s = *std::max_element(optimizer.begin(), optimizer.end());
   step.stage_optimizer_s = optimizer;
-  step.tp_comm_s = layers_per_stage * (tp_forward_s + tp_backward_s);
+  for (int stage = 0; stage < p; ++stage) {  // the slowest stage's: the one with the most
+    const LayerMix layers = stage_layers(job, stage);
+    const double mixtures = layers.mixture, dense = layers.dense;
+    step.tp_comm_s = std::max(step.tp_comm_s, mixtures * (tp_forward_s + tp_backward_s) + dense * (tp_dense_forward_s + tp_dense_backward_s));
+    step.ep_comm_s = std::max(step.ep_comm_s, mixtures * (ep_forward_s + ep_backward_s));
+    step.cp_comm_s = std::max(step.cp_comm_s, layers.total() * (cp_forward_s + cp_backward_s));
+  }
   step.ep_alltoall_s = alltoall_s;
-  step.ep_comm_s = layers_per_stage * (ep_forward_s + ep_backward_s);
-  step.cp_comm_s = layers_per_stage * (cp_forward_s + cp_backward_s);
   step.pp_send_s = send_s;
 
   // Each stage's passes in schedule order, as (micro-batch, virtual stage, backward).
@@ -891,6 +1056,7 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads) {
   // attention is FlashAttention's), PP dividing the layers, DP the rest.
   struct Shape {
     int tp, cp, pp, dp;
+    int first_stage_layers = 0, last_stage_layers = 0;
   };
   std::vector<Shape> shapes;
   for (int tp = 1; tp <= per_node; ++tp) {
@@ -898,7 +1064,15 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads) {
     for (int cp : {1, 2, 4}) {
       if (cp > 1 && (m.seq_len % (2 * cp) != 0 || base.attention != AttentionKernel::flash)) continue;
       for (int pp = 1; pp <= m.layers && tp * cp * pp <= gpus; ++pp) {
-        if (m.layers % pp == 0 && gpus % (tp * cp * pp) == 0) shapes.push_back({tp, cp, pp, gpus / (tp * cp * pp)});
+        if (gpus % (tp * cp * pp) != 0) continue;
+        if (m.layers % pp == 0) {
+          shapes.push_back({tp, cp, pp, gpus / (tp * cp * pp)});
+          continue;
+        }
+        // Where pp does not divide the layers: the middle stages a layer more than an even share, the end
+        // stages what is left (the first the larger half; the last also runs the head), each at least one.
+        const int middle = m.layers / pp + 1, rest = m.layers - (pp - 2) * middle;
+        if (pp > 2 && rest >= 2) shapes.push_back({tp, cp, pp, gpus / (tp * cp * pp), (rest + 1) / 2, rest / 2});
       }
     }
   }
@@ -909,12 +1083,12 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads) {
   }
   std::vector<TrainingJob> candidates;
   const auto add = [&](const Shape& shape, int ep, int etp) {
-    const auto& [tp, cp, pp, dp] = shape;
+    const auto& [tp, cp, pp, dp, first_layers, last_layers] = shape;
     for (int micro : {1, 2, 4, 8}) {
       if (base.global_batch % (dp * micro) != 0) continue;
       for (int vp : {1, 2, 4}) {
         // Interleaved 1F1B where chunks of whole layers and groups of pp micro-batches allow it.
-        if (vp > 1 && (pp == 1 || m.layers % (pp * vp) != 0 || (base.global_batch / (dp * micro)) % pp != 0)) continue;
+        if (vp > 1 && (pp == 1 || first_layers > 0 || m.layers % (pp * vp) != 0 || (base.global_batch / (dp * micro)) % pp != 0)) continue;
         for (Recompute recompute : {Recompute::none, Recompute::selective, Recompute::full}) {
           for (int zero : {1, 3}) {
             if (zero == 3 && (pp > 1 || dp == 1 || cp > 1 || m.moe())) continue;
@@ -925,6 +1099,8 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads) {
             j.etp = etp;
             j.pp = pp;
             j.vp = vp;
+            j.first_stage_layers = first_layers;
+            j.last_stage_layers = last_layers;
             j.dp = dp;
             j.micro_batch = micro;
             j.recompute = recompute;

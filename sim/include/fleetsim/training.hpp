@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "fleetsim/catalog.hpp"
+#include "fleetsim/model_profile.hpp"
 #include "fleetsim/scenario.hpp"
 
 namespace fleetsim {
@@ -50,15 +51,32 @@ struct TransformerModel {
   // ffn() each (gated as `gated` says), a router sending each token to top_k of them, and, where
   // shared_ffn is above 0, a shared expert of that width every token passes through. 0 experts: dense.
   int experts = 0, top_k = 0, shared_ffn = 0;
+  // A mixture of experts whose first `dense_layers` layers have a dense MLP of dense_ffn instead (DeepSeek's
+  // first_k_dense_replace).
+  int dense_layers = 0, dense_ffn = 0;
+  // Multi-head latent attention (DeepSeek-V2/V3, as Megatron-Core's MLA runs it): queries through a q_rank
+  // latent, keys and values up-projected per head from one kv_rank latent (plus a shared rotary key), heads
+  // of qk() for the scores and v for the values; the down-projections held whole on every TP rank. None:
+  // multi-head or grouped-query attention as the fields above say.
+  std::optional<LatentAttention> latent;
   std::string architecture;  // the catalog's name, when the model came from there
   int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
   int kv() const { return kv_heads > 0 ? kv_heads : heads; }
   bool moe() const { return experts > 0; }
+  // Whether layer `layer` (from 0) is a mixture of experts; the dense MLP's width of the others.
+  bool moe_layer(int layer) const { return moe() && layer >= dense_layers; }
+  int dense_mlp_width() const { return moe() ? dense_ffn : ffn(); }
   double head_size() const { return head_dim > 0 ? head_dim : static_cast<double>(hidden) / heads; }
   double attention_width() const { return heads * head_size(); }  // the queries', the output projection's input (hidden where head_dim is 0)
   double qkv_width() const;          // the QKV projection's output: heads x head_dim + 2 x kv x head_dim
+  // What one query reads a key: the scores' and the values' head widths summed over the heads (2 a d; MLA a (qk + v)).
+  double score_width() const;
+  double attention_parameters() const;  // the projections (biases too in GPT's layout), not the norms
   double expert_parameters() const;  // one layer's routed experts (0 for a dense model)
-  double layer_parameters() const;   // GPT: attention 4h^2 + 4h, MLP 2hf + f + h, two layer norms 4h; MoE: every expert, the router
+  // GPT: attention 4h^2 + 4h, MLP 2hf + f + h, two layer norms 4h; MoE: every expert, the router. Without an
+  // argument, a typical layer's: a mixture's where the model is one.
+  double layer_parameters(bool mixture) const;
+  double layer_parameters() const { return layer_parameters(moe()); }
   double parameters() const;         // layers, embeddings (and an untied head), final norm
   double active_parameters() const;  // what one token passes through: top_k of the experts
 };
@@ -73,6 +91,13 @@ struct TrainingJob {
   // Virtual pipeline stages per GPU (interleaved 1F1B, Megatron-LM's virtual pipeline): each stage's
   // layers split into vp chunks, GPU d holding chunks d, d + pp, d + 2 pp, ...; 1: plain 1F1B.
   int vp = 1;
+  // Layers of the first and last pipeline stages where they differ from the others' (Megatron-Core's
+  // decoder_first/last_pipeline_num_layers: DeepSeek-V3's 61 layers on 16 stages); 0: as the others. The
+  // stages not given split the rest evenly.
+  int first_stage_layers = 0, last_stage_layers = 0;
+  // The layers on each pipeline stage, first to last (pp entries; every layer once, in order). Virtual stages
+  // (vp above 1) split each stage's evenly.
+  std::vector<int> stage_layers() const;
   // Context parallelism (Megatron-Core's, ring attention as Transformer Engine's p2p CP runs it): each
   // sequence split over cp GPUs in 2 cp load-balanced chunks; every layer's attention passes the keys and
   // values around the cp ranks in cp - 1 steps, each overlapping one block of attention; the gradients
@@ -133,7 +158,8 @@ struct TrainingCounts {
   std::vector<double> stage_expert_parameters;  // of those, the routed experts' (1/etp of 1/ep of them)
   std::vector<double> stage_fp8_weights;        // fp8: of those, the layers' (held again as fp8, twice); 0 otherwise
   std::vector<StageMemory> stage_memory;   // per GPU of each stage
-  double activation_bytes_per_layer = 0;   // one micro-batch, one GPU
+  double activation_bytes_per_layer = 0;   // one micro-batch, one GPU (a mixture's layer where the model is one)
+  double dense_layer_activation_bytes = 0; // the same of a mixture's dense first layers (0 where it has none)
   double tp_allreduce_bytes = 0;           // one TP all-reduce (b s h activations)
   int tp_allreduces_per_layer = 0;         // per micro-batch, forward and backward (a dense layer's)
   double pp_send_bytes = 0;                // one stage boundary, one micro-batch, one direction (all TP ranks)
