@@ -893,3 +893,53 @@ TEST_CASE("train --search splits layers unevenly where the stages do not divide 
   }
   CHECK(uneven);
 }
+
+TEST_CASE("combined 1F1B: each steady backward runs with the next forward, the shorter of their compute and all-to-alls hidden", "[training][moe]") {
+  // Mixtral 8x7B on two nodes, no pipeline: EP 16 across the nodes, so the all-to-alls matter.
+  const auto job = [](bool overlap) {
+    return parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 2}]}, "model": {"architecture": "mixtral-8x7b", "seq_len": 4096},
+        "parallel": {"dp": 16, "ep": 8, "etp": 1, "distributed_optimizer": true, "ep_overlap": )" + std::string(overlap ? "true" : "false") + R"(},
+        "batch": {"global": 64}, "recompute": "full"})",
+                              "overlap.json");
+  };
+  const TrainingJob plain = job(false), paired = job(true);
+  const TrainingStep a = simulate_training_step(plain), b = simulate_training_step(paired);
+  // The passes are the same; the schedule differs: F0, then B0 with F1, ..., B2 with F3, then B3 (4 micro-batches).
+  REQUIRE(plain.micro_batches() == 4);
+  CHECK(b.forward_s == a.forward_s);
+  CHECK(b.backward_s == a.backward_s);
+  const double F = a.forward_s, B = a.backward_s;
+  const double alltoalls = a.ep_comm_s;                          // a micro-batch's, forward and backward (recomputed twice)
+  const double compute = F + B - alltoalls;                      // no TP, no CP: the rest is compute
+  const double pair = F + B - std::min(compute, alltoalls);
+  const double tail = b.iteration_s - b.stage_end_s[0];           // the DP reduction and the optimizer, as before
+  CHECK(tail == Approx(a.iteration_s - a.stage_end_s[0]).epsilon(1e-12));
+  CHECK(a.stage_end_s[0] == Approx(4 * (F + B)).epsilon(1e-12));
+  CHECK(b.stage_end_s[0] == Approx(F + 3 * pair + B).epsilon(1e-12));
+  CHECK(b.iteration_s < a.iteration_s);
+  // A forward starts beside the backward before it: a stage holds one micro-batch more.
+  const TrainingCounts ca = count_training(plain), cb = count_training(paired);
+  CHECK(cb.stage_memory[0].activations == Approx(2 * ca.stage_memory[0].activations).epsilon(1e-12));
+  // Interleaved stages pair passes without waiting on each other (every pass played once, in dependency order).
+  TrainingJob piped = paired;
+  piped.pp = 2;
+  piped.vp = 2;
+  piped.dp = 8;
+  const TrainingStep c = simulate_training_step(piped);
+  CHECK(c.ops.size() == static_cast<std::size_t>(2 * 2 * 2 * piped.micro_batches()));
+  // Refused where Megatron-Core cannot run it, each naming the field.
+  const std::string base = R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 2}]}, "model": {"architecture": "mixtral-8x7b", "seq_len": 4096},
+      "parallel": {PARALLEL, "ep_overlap": true}, "batch": {"global": 64}SCHEDULE})";
+  auto with = [&](const std::string& parallel, const std::string& schedule = "") {
+    std::string text = base;
+    text.replace(text.find("PARALLEL"), 8, parallel);
+    text.replace(text.find("SCHEDULE"), 8, schedule);
+    return job_error(text);
+  };
+  CHECK_THAT(with(R"("dp": 16)"), Catch::Contains("/parallel/ep_overlap: expected ep_overlap only with expert parallelism"));
+  CHECK_THAT(with(R"("pp": 2, "dp": 8, "ep": 8)"), Catch::Contains("/parallel/ep_overlap: expected virtual stages (vp above 1)"));
+  CHECK_THAT(with(R"("dp": 16, "ep": 8)", R"(, "schedule": "gpipe")"), Catch::Contains("/parallel/ep_overlap: expected ep_overlap with the 1f1b schedule"));
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"layers": 4, "hidden": 256, "heads": 4, "vocab": 100, "seq_len": 64},
+      "parallel": {"dp": 8, "ep_overlap": true}, "batch": {"global": 8}})"),
+             Catch::Contains("/parallel/ep_overlap: expected ep_overlap only for a mixture of experts"));
+}

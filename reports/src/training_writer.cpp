@@ -80,7 +80,8 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
   const std::string ep = m.moe() ? " (" + expert_shape(job) + ")" : "";
   std::snprintf(line, sizeof line, "  TP %d%s x PP %d%s x DP %d%s = %d GPUs; batch %d = %d micro-batches of %d per replica; %s, recompute %s%s%s%s\n",
                 job.tp, cp.c_str(), job.pp, uneven_stages(job).c_str(), job.dp, ep.c_str(), job.gpus(), job.global_batch, job.micro_batches(), job.micro_batch, schedule_text(job).c_str(),
-                recompute_name(job.recompute), job.sequence_parallel ? ", sequence parallel" : "", job.dp_overlap ? ", DP overlapped" : "",
+                recompute_name(job.recompute), job.sequence_parallel ? ", sequence parallel" : "",
+                (std::string(job.dp_overlap ? ", DP overlapped" : "") + (job.ep_overlap ? ", expert all-to-alls overlapped (combined 1F1B)" : "")).c_str(),
                 sharding[job.zero_stage()]);
   out << line;
   if (job.compute_efficiency) {
@@ -185,6 +186,7 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
                    {"recompute", recompute_name(job.recompute)},
                    {"attention", attention_name(job.attention)},
                    {"dp_overlap", job.dp_overlap},
+                   {"ep_overlap", job.ep_overlap},
                    {"zero", job.zero_stage()},
                    {"zero_gather_s", step.zero_gather_s},
                    {"compute", job.compute_efficiency ? ordered_json{{"efficiency", *job.compute_efficiency}, {"kernel_model_iteration_s", step.kernel_model_iteration_s}}
@@ -244,9 +246,9 @@ namespace {
 
 std::string configuration(const TrainingJob& j) {
   char text[160];
-  const std::string vp = j.vp > 1 ? " (VP " + std::to_string(j.vp) + ")" : "";
+  const std::string vp = j.vp > 1 ? " (VP " + std::to_string(j.vp) + ")" : uneven_stages(j);
   const std::string cp = j.cp > 1 ? " x CP " + std::to_string(j.cp) : "";
-  const std::string ep = j.model.moe() ? " (" + expert_shape(j) + ")" : "";
+  const std::string ep = j.model.moe() ? " (" + expert_shape(j) + (j.ep_overlap ? ", overlapped" : "") + ")" : "";
   std::snprintf(text, sizeof text, "TP %d%s x PP %d%s x DP %d%s, micro %d, recompute %s, %s", j.tp, cp.c_str(), j.pp, vp.c_str(), j.dp, ep.c_str(), j.micro_batch,
                 recompute_name(j.recompute), j.zero_stage() >= 3 ? "FSDP" : "ZeRO-1");
   return text;
@@ -284,7 +286,8 @@ std::string training_search_json(const TrainingJob& base, const TrainingSearch& 
   ordered_json ranked = ordered_json::array();
   for (std::size_t k = 0; k < search.ranked.size() && k < top; ++k) {
     const TrainingCandidate& c = search.ranked[k];
-    ranked.push_back({{"tp", c.job.tp}, {"cp", c.job.cp}, {"pp", c.job.pp}, {"vp", c.job.vp}, {"dp", c.job.dp}, {"ep", c.job.ep}, {"etp", c.job.expert_tp()}, {"micro", c.job.micro_batch}, {"recompute", recompute_name(c.job.recompute)},
+    ranked.push_back({{"tp", c.job.tp}, {"cp", c.job.cp}, {"pp", c.job.pp}, {"vp", c.job.vp}, {"dp", c.job.dp}, {"ep", c.job.ep}, {"etp", c.job.expert_tp()}, {"ep_overlap", c.job.ep_overlap},
+                      {"first_stage_layers", c.job.first_stage_layers}, {"last_stage_layers", c.job.last_stage_layers}, {"micro", c.job.micro_batch}, {"recompute", recompute_name(c.job.recompute)},
                       {"zero", c.job.zero_stage()}, {"iteration_s", c.step.iteration_s}, {"tokens_per_s", c.step.tokens_per_s}, {"mfu", c.step.mfu},
                       {"bubble", c.step.bubble}, {"memory_per_gpu_bytes", largest_need(c.step.counts)}});
   }

@@ -1,6 +1,7 @@
 #include "fleetsim/training.hpp"
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 
 #include "fleetsim/cluster.hpp"
@@ -215,7 +216,14 @@ void check_training_job(const TrainingJob& job) {
     need(m.ffn() % job.expert_tp() == 0, "/parallel/etp", "expected a divisor of the experts' " + std::to_string(m.ffn()) + " hidden size, found " + std::to_string(job.expert_tp()));
     need(job.tp == 1 || job.sequence_parallel, "/parallel/sequence_parallel", "expected sequence parallelism with experts and TP above 1, as Megatron-Core expects");
     need(job.zero_stage() < 3, "/parallel/zero", "expected ZeRO 0 to 2 with experts: FSDP of a mixture of experts is not modelled yet");
+    need(!job.ep_overlap || job.ep > 1, "/parallel/ep_overlap", "expected ep_overlap only with expert parallelism (ep above 1): without it there is no all-to-all to hide");
+    need(!job.ep_overlap || job.schedule == PipelineSchedule::one_f_one_b, "/parallel/ep_overlap", "expected ep_overlap with the 1f1b schedule, whose backwards it pairs with forwards, found gpipe");
+    // As Megatron-Core requires: with pipeline stages, only the interleaved schedule leaves the paired passes
+    // enough slack (plain 1F1B would wait on each pair's forward from one stage to the next).
+    need(!job.ep_overlap || job.pp == 1 || job.vp > 1, "/parallel/ep_overlap",
+         "expected virtual stages (vp above 1) with ep_overlap and pipeline stages, as Megatron-Core's combined 1F1B requires, found vp 1 with pp " + std::to_string(job.pp));
   } else {
+    need(!job.ep_overlap, "/parallel/ep_overlap", "expected ep_overlap only for a mixture of experts (a model with experts)");
     need(job.ep == 1, "/parallel/ep", "expected ep 1 for a dense model (no experts), found " + std::to_string(job.ep));
     need(job.etp == 0, "/parallel/etp", "expected no etp for a dense model (no experts)");
   }
@@ -331,6 +339,7 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
     job.distributed_optimizer = r.boolean_or("distributed_optimizer", false);
     job.zero = static_cast<int>(r.integer_or("zero", 0, 0, 3));
     job.dp_overlap = r.boolean_or("dp_overlap", false);
+    job.ep_overlap = r.boolean_or("ep_overlap", false);
     r.finish();
   }
   if (const Json* batch = top.field("batch", Need::required)) {
@@ -451,9 +460,11 @@ TrainingCounts count_training(const TrainingJob& job) {
     // forwards start before the first backward, plus one; interleaved, chunk passes of 1/vp of the stage
     // (Megatron's warm-up of 2 (pp - stage - 1) + (vp - 1) pp), so the first stage holds pp + (pp - 1) / vp.
     const int v = job.vp;
-    const double in_flight = job.schedule == PipelineSchedule::gpipe ? mb
+    double in_flight = job.schedule == PipelineSchedule::gpipe ? mb
                              : v == 1                                ? std::min(p - stage, mb)
                                                                      : std::min(2.0 * (p - stage - 1) + (v - 1) * p + 1, static_cast<double>(mb) * v) / v;
+    // Overlapped all-to-alls: a forward starts beside the backward before it, one chunk pass more in flight.
+    if (job.ep_overlap) in_flight = std::min(in_flight + 1.0 / v, static_cast<double>(mb));
     mem.activations = in_flight * layers.mixture * c.activation_bytes_per_layer + in_flight * layers.dense * (m.moe() ? c.dense_layer_activation_bytes : c.activation_bytes_per_layer);
     c.stage_memory.push_back(mem);
     c.dp_allreduce_bytes.push_back(2 * (params - expert_params));  // 16-bit gradients
@@ -889,6 +900,8 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
   const int v = job.vp, chunks = p * v;
   // Virtual stage k = chunk x p + stage: chunk k / p of GPU stage k % p.
   std::vector<double> fwd(static_cast<std::size_t>(chunks)), bwd(static_cast<std::size_t>(chunks));
+  // Of each pass, its compute and its expert all-to-alls: what ep_overlap hides behind each other.
+  std::vector<double> fwd_compute_s(fwd.size()), bwd_compute_s(fwd.size()), fwd_alltoall_s(fwd.size()), bwd_alltoall_s(fwd.size());
   std::vector<double> stage_fwd(static_cast<std::size_t>(p), 0.0), stage_bwd(static_cast<std::size_t>(p), 0.0), optimizer(static_cast<std::size_t>(p));
   std::vector<PassTime> stage_fwd_kernels(static_cast<std::size_t>(p)), stage_bwd_kernels(static_cast<std::size_t>(p));
   for (int k = 0; k < chunks; ++k) {
@@ -913,6 +926,10 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
     }
     fwd[k] = fwd_compute + mixtures * (tp_forward_s + ep_forward_s + cp_forward_s) + dense * (tp_dense_forward_s + cp_forward_s);
     bwd[k] = bwd_compute + mixtures * (tp_backward_s + ep_backward_s + cp_backward_s) + dense * (tp_dense_backward_s + cp_backward_s);
+    fwd_compute_s[k] = fwd_compute;
+    bwd_compute_s[k] = bwd_compute;
+    fwd_alltoall_s[k] = mixtures * ep_forward_s;
+    bwd_alltoall_s[k] = mixtures * ep_backward_s;
     if (fsdp) {  // pp 1, so one chunk: the stage; its layers alike (check_training_job)
       // Each layer's weights are gathered before it runs, the next layer's while it computes (FSDP's
       // prefetch): a layer takes the longer of its compute and one gather, and the first gather is not
@@ -966,6 +983,7 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
   struct Pass {
     int micro_batch, virtual_stage;
     bool backward;
+    bool with_next = false;  // ep_overlap: a backward run together with the forward after it
   };
   std::vector<std::vector<Pass>> order(static_cast<std::size_t>(p));
   for (int stage = 0; stage < p; ++stage) {
@@ -991,6 +1009,11 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
       o.push_back(v == 1 ? plain(k, true) : pass(k, true));
     }
     for (int k = total - warmup; k < total; ++k) o.push_back(v == 1 ? plain(k, true) : pass(k, true));
+    // Combined 1F1B: each backward followed by a forward runs with it. The forward is one the plain order runs
+    // after that backward, so the backward never waits on it, and forwards never wait on backwards.
+    for (std::size_t i = 0; job.ep_overlap && i + 1 < o.size(); ++i) {
+      if (o[i].backward && !o[i + 1].backward) o[i++].with_next = true;
+    }
   }
   // Play it out: repeatedly start the pass that can start earliest among those whose input has arrived.
   constexpr double kNotYet = -1;
@@ -999,17 +1022,22 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
   std::vector<std::size_t> next(static_cast<std::size_t>(p), 0);
   std::vector<double> free_at(static_cast<std::size_t>(p), 0.0), busy(static_cast<std::size_t>(p), 0.0);
   std::vector<double> last_backward_start(static_cast<std::size_t>(p), 0.0);
-  for (std::size_t done = 0, total = static_cast<std::size_t>(2 * chunks * mb); done < total; ++done) {
+  // When a pass's input has arrived (kNotYet until its producer has been played).
+  const auto arrived = [&](const Pass& op) {
+    const int k = op.virtual_stage, i = op.micro_batch;
+    if (!op.backward) return k == 0 ? 0.0 : fwd_end[k - 1][i] == kNotYet ? kNotYet : fwd_end[k - 1][i] + send_s;
+    return k == chunks - 1 ? fwd_end[k][i] : (bwd_end[k + 1][i] == kNotYet ? kNotYet : bwd_end[k + 1][i] + send_s);
+  };
+  for (std::size_t done = 0, total = static_cast<std::size_t>(2 * chunks * mb); done < total;) {
     int best = -1;
     double best_start = 0;
     for (int stage = 0; stage < p; ++stage) {
       if (next[stage] == order[stage].size()) continue;
       const Pass& op = order[stage][next[stage]];
-      const int k = op.virtual_stage, i = op.micro_batch;
-      double ready = 0;
-      if (!op.backward && k > 0) ready = fwd_end[k - 1][i] == kNotYet ? kNotYet : fwd_end[k - 1][i] + send_s;
-      if (op.backward) {
-        ready = k == chunks - 1 ? fwd_end[k][i] : (bwd_end[k + 1][i] == kNotYet ? kNotYet : bwd_end[k + 1][i] + send_s);
+      double ready = arrived(op);
+      if (op.with_next && ready != kNotYet) {
+        const double partner = arrived(order[stage][next[stage] + 1]);
+        ready = partner == kNotYet ? kNotYet : std::max(ready, partner);
       }
       if (ready == kNotYet) continue;
       const double start = std::max(ready, free_at[stage]);
@@ -1020,12 +1048,25 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
     }
     FLEETSIM_CHECK(best >= 0, "a pipeline schedule waits on itself");
     const Pass op = order[best][next[best]++];
-    const double duration = op.backward ? bwd[op.virtual_stage] : fwd[op.virtual_stage];
-    (op.backward ? bwd_end : fwd_end)[op.virtual_stage][op.micro_batch] = best_start + duration;
+    std::array<Pass, 2> played{op, op};
+    std::size_t count = 1;
+    double duration = op.backward ? bwd[op.virtual_stage] : fwd[op.virtual_stage];
+    if (op.with_next) {
+      // The pair: both passes, less the shorter of their compute and their all-to-alls, each hidden behind the other.
+      const Pass f = order[best][next[best]++];
+      const auto kb = static_cast<std::size_t>(op.virtual_stage), kf = static_cast<std::size_t>(f.virtual_stage);
+      duration = bwd[kb] + fwd[kf] - std::min(bwd_compute_s[kb] + fwd_compute_s[kf], bwd_alltoall_s[kb] + fwd_alltoall_s[kf]);
+      played[count++] = f;
+    }
+    for (std::size_t j = 0; j < count; ++j) {
+      const Pass& pass = played[j];
+      (pass.backward ? bwd_end : fwd_end)[pass.virtual_stage][pass.micro_batch] = best_start + duration;
+      step.ops.push_back({best, pass.micro_batch, pass.virtual_stage / p, pass.backward, best_start, best_start + duration});
+    }
+    done += count;
     free_at[best] = best_start + duration;
     busy[best] += duration;
     if (op.backward) last_backward_start[best] = best_start;
-    step.ops.push_back({best, op.micro_batch, op.virtual_stage / p, op.backward, best_start, best_start + duration});
   }
   const double pipeline_s = *std::max_element(free_at.begin(), free_at.end());
   double idle = 0;
@@ -1093,6 +1134,7 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads) {
           for (int zero : {1, 3}) {
             if (zero == 3 && (pp > 1 || dp == 1 || cp > 1 || m.moe())) continue;
             TrainingJob j = base;
+            j.ep_overlap = false;
             j.tp = tp;
             j.cp = cp;
             j.ep = ep;
@@ -1108,7 +1150,12 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads) {
             j.distributed_optimizer = true;
             j.sequence_parallel = tp > 1;
             j.schedule = PipelineSchedule::one_f_one_b;
-            candidates.push_back(std::move(j));
+            candidates.push_back(j);
+            // Combined 1F1B too, where there are all-to-alls to hide and the schedule allows it.
+            if (ep > 1 && (pp == 1 || vp > 1)) {
+              j.ep_overlap = true;
+              candidates.push_back(std::move(j));
+            }
           }
         }
       }

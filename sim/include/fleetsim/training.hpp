@@ -113,6 +113,11 @@ struct TrainingJob {
   // a capacity factor that caps it, dropping the excess (0: dropless, Megatron-Core's default).
   double moe_imbalance = 1, capacity_factor = 0;
   double expert_load() const { return capacity_factor > 0 ? std::min(moe_imbalance, capacity_factor) : moe_imbalance; }
+  // Each steady-state backward of 1F1B runs together with the forward that follows it, layer by layer, each
+  // one's dispatch and combine all-to-alls hidden behind the other's compute (Megatron-Core's combined 1F1B,
+  // --overlap-moe-expert-parallel-comm; DeepSeek's DualPipe overlaps likewise): the pair takes its passes'
+  // time less the shorter of its compute and its all-to-alls, and a stage holds one micro-batch more.
+  bool ep_overlap = false;
   bool sequence_parallel = false;
   bool distributed_optimizer = false;  // optimizer state sharded over DP (ZeRO-1)
   // Sharding over DP beyond the optimizer: 2 also the gradients (reduce-scattered, ZeRO-2); 3 also the
