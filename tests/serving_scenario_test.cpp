@@ -364,3 +364,26 @@ TEST_CASE("an autoscaled deployment adds replicas on free GPUs as its queue grow
   CHECK_THAT(error_of(scenario(R"({"model": "llama-3-8b", "autoscale": {"min": 1, "max": 2}, "disaggregation": {"prefill": 1, "decode": 1}, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})")),
              Catch::Contains("/serving/0/autoscale: autoscaling a disaggregated deployment"));
 }
+
+TEST_CASE("GPU busy time grows with the horizon, even where the run stops during a swap's copies", "[serving][scenario]") {
+  // Preempted requests swap their KV out and back in; an iteration's copies come before its forward pass and
+  // count apart from it. Stopped every 0.1 ms across the run's first swap (copies of about 0.6 ms starting near
+  // 161 ms), the busy time counted can only grow: counting the copies' remainder twice made it drop there.
+  const std::string swapping = R"({"name": "swap", "model": "llama-3-8b", "knobs": {"gpu_memory_utilization": 0.24, "preemption": "swap"},
+                                  "requests": {"count": 64, "prompt_tokens": 300, "output_tokens": 300}})";
+  const auto stopped_at = [&](double h) {
+    char horizon[64];
+    std::snprintf(horizon, sizeof horizon, R"(, "horizon": "%.17g s")", h);
+    return simulate(parse_scenario(scenario(swapping, horizon), "s.json", ".")).summary;
+  };
+  const Summary first = stopped_at(0.1595), last = stopped_at(0.1645);
+  REQUIRE(first.serving.front().busy.swap_s < last.serving.front().busy.swap_s);  // a swap starts in the window
+  double previous = first.gpu_busy_s;
+  for (int k = 1; k <= 50; ++k) {
+    const double h = 0.1595 + 1e-4 * k;
+    const Summary s = stopped_at(h);
+    CHECK(s.gpu_busy_s >= previous - 1e-12);
+    CHECK(s.gpu_busy_s <= h + 1e-12);  // one GPU, never busier than the time
+    previous = s.gpu_busy_s;
+  }
+}

@@ -108,6 +108,10 @@ struct Replica {
   std::size_t last_batch = 0;           // what this replica adds to the timeline's totals
   double last_kv_use = 0;
   double iteration_end_s = 0;           // of the iteration in flight
+  double iteration_compute_s = 0;       // of it, the forward pass (what follows its swap copies)
+  // What of the iteration in flight lies past `at_s` and was counted as computing: its forward pass's
+  // remainder (its swap copies, first, are counted apart).
+  double compute_after(double at_s) const { return std::min(iteration_compute_s, std::max(0.0, iteration_end_s - at_s)); }
   // A failure of one of its GPUs takes it down; it restarts once they are all back. Its iteration
   // events carry its stamp, moved on when it goes down, so that one cut short is skipped.
   bool down = false, restarting = false;
@@ -290,7 +294,7 @@ class Engine {
     rep.draining = false;
     ++rep.stamp;
     ++replica_failures_;
-    if (rep.busy) cut_s_ += std::max(0.0, rep.iteration_end_s - queue_.now());
+    if (rep.busy) cut_s_ += rep.compute_after(queue_.now());
     rep.busy = false;
     rep.batch.clear();
     sequences_now_ -= static_cast<double>(rep.last_batch);
@@ -459,7 +463,7 @@ class Engine {
     out.busy = busy_;
     double unfinished_iterations_s = 0;  // what of the iterations in flight lies past end_s
     for (const Replica& rep : replicas_) {
-      if (rep.busy && !rep.restarting) unfinished_iterations_s += std::max(0.0, rep.iteration_end_s - end_s);
+      if (rep.busy && !rep.restarting) unfinished_iterations_s += rep.compute_after(end_s);
     }
     // A swap's copies run on the GPUs' copy engines while their SMs wait: held, not computing (their
     // energy at idle power).
@@ -846,6 +850,7 @@ class Engine {
     }
     busy_ += t;
     rep.iteration_end_s = queue_.now() + t.total_s;
+    rep.iteration_compute_s = t.total_s - t.swap_s;
     queue_.push(rep.iteration_end_s, names_.iteration_kind | ((rep.stamp & 0xFFFFFFu) << 8), names_.first_replica_subject + index);
   }
 
