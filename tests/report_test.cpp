@@ -1,5 +1,6 @@
 // Output formats: the Perfetto trace is well-formed trace-event JSON with a track per GPU, task
 // slices that match the trace, and counters.
+#include <algorithm>
 #include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -237,4 +238,32 @@ TEST_CASE("a validation's profile check is written beside its errors, as text an
   CHECK(j["profile_check"][0]["after"].get<double>() == Approx(28e9));
   CHECK_FALSE(nlohmann::json::parse(trace_diff_json(TraceDiff{})).contains("profile_check"));
   CHECK_THROWS_AS(write_profile_check_text(text, before, std::span(after).first(1)), std::invalid_argument);
+}
+
+TEST_CASE("the run page's latency distribution counts what the summary counts: completed workflows past the warm-up", "[report]") {
+  const auto page_of = [](const std::string& warmup) {
+    const Scenario sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-2", "count": 1}]},
+        "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+        "workload": [{"workflow": "w", "arrival": {"process": "poisson", "rate": "1 /s", "count": 100}}])" + warmup);
+    const RunResult run = simulate(sc);
+    std::size_t measured = 0;
+    for (const InstanceRecord& i : run.trace.instances) measured += measured_latency(sc, i).has_value() ? 1 : 0;
+    std::ostringstream html;
+    write_run_report_html(html, sc, run);
+    const std::string page = html.str();
+    const std::size_t chart = page.find("id=\"latency-cdf\""), from = page.find("points=\"", chart), to = page.find('"', from + 8);
+    REQUIRE(chart != std::string::npos);
+    const auto points = static_cast<std::size_t>(std::count(page.begin() + static_cast<std::ptrdiff_t>(from), page.begin() + static_cast<std::ptrdiff_t>(to), ','));
+    return std::tuple{page, measured, points};
+  };
+  const auto [all, all_measured, all_points] = page_of("");
+  const auto [later, later_measured, later_points] = page_of(R"(, "warmup": "50 s")");
+  CHECK(all_measured == 100);
+  CHECK(later_measured < 80);
+  CHECK(later_measured > 20);
+  // One point a workflow, and one at each end of the step line.
+  CHECK(all_points == all_measured + 2);
+  CHECK(later_points == later_measured + 2);
+  CHECK_THAT(later, Catch::Contains("fraction of completed workflows past the warm-up"));
+  CHECK_THAT(all, !Catch::Contains("past the warm-up"));
 }
