@@ -1,9 +1,12 @@
 // The occupancy component alone: when a GPU is busy for the policy, what the policy's view shows, and
 // that a GPU turning free asks for a scheduling round.
 #include <catch2/catch.hpp>
+#include <numeric>
+#include <random>
 
 #include "../helpers.hpp"
 #include "fleetsim/cluster.hpp"
+#include "fleetsim/policy.hpp"
 #include "run/occupancy.hpp"
 
 using namespace fleetsim;
@@ -94,4 +97,73 @@ TEST_CASE("the policy's view shows what runs where, who holds what and what each
   CHECK(f.occupancy.private_tenant(make_id<TenantId>(1)));
   CHECK_FALSE(v.allowed(make_id<TenantId>(1), make_id<GpuId>(2)));  // shares a GPU with tenant a
   CHECK(v.allowed(make_id<TenantId>(1), make_id<GpuId>(3)));
+}
+
+TEST_CASE("a policy that keeps its order from round to round places what a fresh sort by key would, as tasks leave, join and come back", "[run][policy]") {
+  // Eight free GPUs and one-GPU tasks: each round places the first eight of the policy's order, so the
+  // placements show the order. The reference: (key, place in the queue), sorted afresh every round.
+  const Scenario sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-2", "count": 4}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
+  const Cluster cluster(sc.cluster);
+  Trace trace;
+  bool round_wanted = false;
+  run::Occupancy occupancy(sc, cluster, trace, round_wanted);
+  const GpuMemory memory(std::vector<double>(8, 1e12), 0);
+  const ComputeModel compute;
+  const ClusterView view = occupancy.view(memory, compute, {}, 0);
+  // (heft orders as critical-path does; its GPU cost needs a task spec, which these bare tasks lack.)
+  for (const char* name : {"sjf", "critical-path", "priority"}) {
+    PolicyParams defaults;
+    for (const ParamInfo& param : find_policy(name)->params) defaults.set(param.name, param.default_value);
+    const std::unique_ptr<Policy> policy = find_policy(name)->make(defaults);
+    std::mt19937 engine(7);
+    const auto pick = [&](int lo, int hi) { return lo + static_cast<int>(engine() % static_cast<unsigned>(hi - lo + 1)); };
+    std::vector<ReadyTask> queue;
+    std::uint32_t next_task = 0;
+    const auto joined = [&](std::uint32_t task) {
+      ReadyTask r{};
+      r.task = make_id<TaskId>(task);
+      r.gpus = 1;
+      r.model = kNoModel;
+      r.input_gpu = kNoGpu;
+      r.job_s = static_cast<double>(pick(0, 5));   // ties, on purpose
+      r.rank_s = static_cast<double>(pick(0, 5));
+      r.priority = static_cast<int>(pick(0, 2));
+      return r;
+    };
+    std::vector<ReadyTask> left;  // placed, to come back later (preempted)
+    for (int round = 0; round < 300; ++round) {
+      // Some join at the end; now and then one that left comes back, at the end too.
+      for (int k = pick(0, 12); k > 0; --k) queue.push_back(joined(next_task++));
+      if (!left.empty() && pick(0, 3) == 0) {
+        queue.push_back(left.back());
+        left.pop_back();
+      }
+      const double key_sign = std::string(name) == "sjf" ? 1 : -1;
+      const auto key = [&](const ReadyTask& r) {
+        return std::string(name) == "sjf" ? r.job_s : std::string(name) == "priority" ? -ClusterView::rank_of(r.priority, r.interactive) : key_sign * r.rank_s;
+      };
+      std::vector<std::uint32_t> expected(queue.size());
+      std::iota(expected.begin(), expected.end(), 0u);
+      std::stable_sort(expected.begin(), expected.end(), [&](std::uint32_t a, std::uint32_t b) { return key(queue[a]) < key(queue[b]); });
+      expected.resize(std::min<std::size_t>(expected.size(), 8));
+      Decisions out;
+      policy->schedule(view, queue, out);
+      std::vector<std::uint32_t> placed;
+      for (const Decisions::Placement& p : out.placements()) placed.push_back(p.ready_index);
+      REQUIRE(placed == expected);
+      // The placed leave the queue (the others keep their order); some of them come back later.
+      std::vector<std::uint8_t> gone(queue.size(), 0);
+      for (std::uint32_t i : placed) {
+        gone[i] = 1;
+        if (pick(0, 4) == 0) left.push_back(queue[i]);
+      }
+      std::vector<ReadyTask> kept;
+      for (std::size_t i = 0; i < queue.size(); ++i) {
+        if (gone[i] == 0) kept.push_back(queue[i]);
+      }
+      queue.swap(kept);
+    }
+  }
 }

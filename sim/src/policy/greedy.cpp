@@ -44,6 +44,59 @@ void Greedy::note_no_room(const Shape& s) {
   no_room_[i] = NoRoom{round_, s};
 }
 
+void Greedy::keep_order(const ClusterView& view, std::span<const ReadyTask> ready) {
+  joining_.clear();
+  bool in_order = true;
+  std::uint64_t last = 0;
+  std::size_t stayed = 0;
+  for (std::uint32_t i = 0; i < ready.size(); ++i) {
+    const std::size_t t = index(ready[i].task);
+    if (t >= slots_.size()) slots_.resize(std::max(t + 1, 2 * slots_.size()));
+    Slot& slot = slots_[t];
+    slot.round = round_;
+    slot.index = i;
+    if (slot.joined == 0) {
+      slot.joined = ++joins_;
+      joining_.push_back({order_key(view, ready[i]), slot.joined, ready[i].task});
+    } else {
+      in_order = in_order && joining_.empty() && slot.joined > last;
+      last = slot.joined;
+      ++stayed;
+    }
+  }
+  if (!in_order) {
+    // Not the queue's order (a task came back to it between rounds in another place): start again from it.
+    for (const Keyed& k : kept_) {
+      if (slots_[index(k.task)].round != round_) slots_[index(k.task)].joined = 0;
+    }
+    kept_.clear();
+    joining_.clear();
+    for (std::uint32_t i = 0; i < ready.size(); ++i) {
+      Slot& slot = slots_[index(ready[i].task)];
+      slot.joined = ++joins_;
+      kept_.push_back({order_key(view, ready[i]), slot.joined, ready[i].task});
+    }
+    std::sort(kept_.begin(), kept_.end());
+    return;
+  }
+  if (joining_.empty() && stayed == kept_.size()) return;  // nobody joined or left
+  // Those that left (not in this round's queue) go; those that joined are merged in by key.
+  std::sort(joining_.begin(), joining_.end());
+  merged_.clear();
+  auto j = joining_.begin();
+  for (const Keyed& k : kept_) {
+    Slot& slot = slots_[index(k.task)];
+    if (slot.round != round_) {
+      slot.joined = 0;
+      continue;
+    }
+    for (; j != joining_.end() && *j < k; ++j) merged_.push_back(*j);
+    merged_.push_back(k);
+  }
+  merged_.insert(merged_.end(), j, joining_.end());
+  kept_.swap(merged_);
+}
+
 void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready, Decisions& out) {
   // Round stamps instead of clearing per-GPU arrays: a round costs what it places, not the cluster's size.
   if (taken_.size() != view.cluster().gpu_count()) {
@@ -56,7 +109,11 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
   ++round_;
   order_.clear();
   by_key_.clear();
-  if (orders_by_key()) {
+  walked_ = 0;
+  const bool kept = orders_by_key() && keys_fixed();
+  if (kept) {
+    keep_order(view, ready);
+  } else if (orders_by_key()) {
     for (std::uint32_t i = 0; i < ready.size(); ++i) by_key_.emplace_back(order_key(view, ready[i]), i);
     std::make_heap(by_key_.begin(), by_key_.end(), std::greater<>());
   } else {
@@ -68,6 +125,11 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
   narrow(order_);
   std::size_t drawn = 0;
   const auto next = [&](std::uint32_t& i) {
+    if (kept) {
+      if (walked_ == kept_.size()) return false;
+      i = slots_[index(kept_[walked_++].task)].index;
+      return true;
+    }
     if (!by_key_.empty()) {
       std::pop_heap(by_key_.begin(), by_key_.end(), std::greater<>());
       i = by_key_.back().second;

@@ -30,6 +30,10 @@ class Greedy : public Policy {
   // sort of the whole queue. Such a policy overrides neither order() nor narrow().
   virtual bool orders_by_key() const { return false; }
   virtual double order_key(const ClusterView& /*view*/, const ReadyTask& /*task*/) const { return 0; }
+  // Whether a task's key stays what it was when it joined the queue (its job's size, its priority, its
+  // rank): the order is then kept from round to round, each round merging in the tasks that joined and
+  // dropping those that left, instead of building a heap of the whole queue again.
+  virtual bool keys_fixed() const { return false; }
   // Lower is better. The default, the GPU's number, packs work onto the first GPUs. A policy that
   // overrides it must say so in cost_is_gpu_number(), which lets the loop stop at the first fit.
   virtual Cost cost(const ClusterView& /*view*/, const ReadyTask& /*task*/, GpuId gpu) const {
@@ -66,6 +70,26 @@ class Greedy : public Policy {
   };
   std::vector<std::uint32_t> order_;
   std::vector<std::pair<double, std::uint32_t>> by_key_;  // a min-heap of (key, index into ready)
+
+  // The kept order (keys_fixed): the queued tasks by (key, when they joined), and per task its place in this
+  // round's ready queue and when it joined (0: not queued). Tasks join the ready queue at its end and leave it
+  // keeping the others' order, so "when it joined" orders them as their places do; a round that finds otherwise
+  // rebuilds the order from the queue.
+  struct Keyed {
+    double key;
+    std::uint64_t joined;
+    TaskId task;
+    bool operator<(const Keyed& o) const { return key < o.key || (key == o.key && joined < o.joined); }
+  };
+  struct Slot {
+    std::uint32_t round = 0, index = 0;
+    std::uint64_t joined = 0;
+  };
+  void keep_order(const ClusterView& view, std::span<const ReadyTask> ready);
+  std::vector<Keyed> kept_, joining_, merged_;
+  std::vector<Slot> slots_;  // per task
+  std::uint64_t joins_ = 0;
+  std::size_t walked_ = 0;   // how far this round has drawn from kept_
   bool taken(GpuId g) const { return taken_[index(g)] == round_; }
   void take(GpuId g, TenantId tenant);
 

@@ -15,6 +15,7 @@ class Fifo final : public Greedy {
 
 class ShortestJobFirst final : public Greedy {
   bool orders_by_key() const override { return true; }
+  bool keys_fixed() const override { return true; }
   double order_key(const ClusterView&, const ReadyTask& t) const override { return t.job_s; }
 };
 
@@ -24,6 +25,7 @@ class Priority final : public Greedy {
 
  private:
   bool orders_by_key() const override { return true; }
+  bool keys_fixed() const override { return true; }
   double order_key(const ClusterView&, const ReadyTask& t) const override { return -ClusterView::rank_of(t.priority, t.interactive); }
   bool blocks() const override { return !backfill_; }
   bool makes_room() const override { return preempt_; }
@@ -62,6 +64,7 @@ class Locality final : public Greedy {
 
 class CriticalPath final : public Greedy {
   bool orders_by_key() const override { return true; }
+  bool keys_fixed() const override { return true; }
   double order_key(const ClusterView&, const ReadyTask& t) const override { return -t.rank_s; }
 };
 
@@ -70,6 +73,7 @@ class CriticalPath final : public Greedy {
 class Heft final : public Greedy {
   bool cost_is_gpu_number() const override { return false; }
   bool orders_by_key() const override { return true; }
+  bool keys_fixed() const override { return true; }
   double order_key(const ClusterView&, const ReadyTask& t) const override { return -t.rank_s; }
   Cost cost(const ClusterView& view, const ReadyTask& task, GpuId gpu) const override {
     const Cluster& cluster = view.cluster();
