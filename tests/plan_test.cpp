@@ -415,3 +415,31 @@ TEST_CASE("a plan that owns ranks by owning, says both costs, and refuses a node
   write_plan_text(plain, small_plan(), rent);
   CHECK_THAT(plain.str(), !Catch::Contains("owning"));
 }
+
+TEST_CASE("the plan page's cost axis turns logarithmic where costs spread over more than twenty times", "[plan][report]") {
+  const PlanSpec spec = parse_plan(R"({"base": "comfyui-studio.json",
+      "search": {"node_types": ["hgx-h100-8", "l40s-pcie-8"], "nodes": {"min": 1, "max": 8}, "policies": ["memory-aware"]},
+      "slos": [{"metric": "latency_p95", "target": "30 s"}], "seeds": 2, "confirm_seeds": 2})",
+                                   "wide.json", kScenarios);
+  const PlanResult r = run_plan(spec, {.threads = 2, .exhaustive = true});
+  double lo = 1e300, hi = 0;
+  for (const PlanPoint& p : r.points) {
+    if (p.confirmation || p.monthly_usd <= 0) continue;
+    lo = std::min(lo, p.monthly_usd);
+    hi = std::max(hi, p.monthly_usd);
+  }
+  REQUIRE(hi / lo > 20);  // one L40S node to eight HGX H100s
+  std::ostringstream page;
+  write_plan_html(page, spec, r);
+  CHECK_THAT(page.str(), Catch::Contains("monthly cost (log scale)"));
+  // Ticks at 1, 2 and 5 of each decade, in dollars.
+  CHECK_THAT(page.str(), Catch::Contains(">$10,000<") && Catch::Contains(">$20,000<") && Catch::Contains(">$50,000<"));
+  // A plan over one node type and one or two nodes stays linear.
+  const PlanSpec narrow = parse_plan(R"({"base": "comfyui-studio.json",
+      "search": {"node_types": ["hgx-h100-8"], "nodes": {"min": 1, "max": 2}, "policies": ["memory-aware"]},
+      "slos": [{"metric": "latency_p95", "target": "30 s"}], "seeds": 2, "confirm_seeds": 2})",
+                                     "narrow.json", kScenarios);
+  std::ostringstream linear;
+  write_plan_html(linear, narrow, run_plan(narrow, {.threads = 2, .exhaustive = true}));
+  CHECK_THAT(linear.str(), Catch::Contains(">monthly cost<") && !Catch::Contains("log scale"));
+}

@@ -247,13 +247,14 @@ void write_plan_html(std::ostream& out, const PlanSpec& spec, const PlanResult& 
 
   // The region that matters: up to half again the largest latency target (or the recommended points'
   // p95), so that a few slow configurations do not squash it; slower points sit on the top edge.
-  double latency_target = 0, max_cost = 1, region = 0;
+  double latency_target = 0, max_cost = 1, min_cost = 0, region = 0;
   for (const PlanPoint& p : r.points) {
     for (const SloStats& s : p.slos) {
       if (s.metric.rfind("latency", 0) == 0 && !s.at_least) latency_target = std::max(latency_target, s.target);
     }
     if (!ran(p) || p.confirmation) continue;
     max_cost = std::max(max_cost, p.monthly_usd);
+    if (p.monthly_usd > 0) min_cost = min_cost == 0 ? p.monthly_usd : std::min(min_cost, p.monthly_usd);
   }
   for (const PlanRecommendation& rec : r.loads) {
     if (rec.point) region = std::max(region, r.points[*rec.point].p95_s.mean);
@@ -262,11 +263,24 @@ void write_plan_html(std::ostream& out, const PlanSpec& spec, const PlanResult& 
     if (region == 0 && ran(p) && !p.confirmation) region = std::max(region, p.p95_s.mean);  // nothing recommended: every point
   }
   const html::Axis y = html::seconds_axis(std::max({1.5 * latency_target, 1.25 * region, 1e-3}), "p95 latency");
-  html::SvgChart chart("frontier", "Monthly cost against p95 latency",
-                       {.lo = 0, .hi = html::nice_ceiling(max_cost * 1.05), .label = "monthly cost", .format = usd_grouped}, y, 640, 400);
+  // Costs spread over more than a factor of 20 (a few GPUs to a few hundred) on a log scale, else the cheap
+  // points, the ones a buyer weighs, would crowd the axis's first few percent.
+  html::Axis x{.lo = 0, .hi = html::nice_ceiling(max_cost * 1.05), .label = "monthly cost", .format = usd_grouped};
+  if (min_cost > 0 && max_cost / min_cost > 20) {
+    // From the 1-2-5 step at or below the cheapest point to the one at or above the dearest, ticked at each.
+    std::vector<double> steps;
+    for (double decade = std::pow(10.0, std::floor(std::log10(min_cost))); decade <= 10 * max_cost; decade *= 10) {
+      for (double m : {1.0, 2.0, 5.0}) steps.push_back(m * decade);
+    }
+    const auto first = std::prev(std::upper_bound(steps.begin(), steps.end(), min_cost * (1 + 1e-9)));
+    const auto last = std::lower_bound(steps.begin(), steps.end(), max_cost * (1 - 1e-9));
+    x = {.lo = *first, .hi = *last, .label = "monthly cost (log scale)", .format = usd_grouped, .log = true};
+    for (auto step = first; step <= last; ++step) x.ticks.emplace_back(*step, usd_grouped(*step));
+  }
+  html::SvgChart chart("frontier", "Monthly cost against p95 latency", x, y, 640, 400);
   // Every point has the plan's SLOs: the first one's are the targets to draw.
   for (const SloStats& s : r.points.empty() ? std::vector<SloStats>{} : r.points.front().slos) {
-    if (s.metric.rfind("latency", 0) == 0 && !s.at_least) chart.guide(0, s.target, html::nice_ceiling(max_cost * 1.05), s.target, "#d62728", true);
+    if (s.metric.rfind("latency", 0) == 0 && !s.at_least) chart.guide(x.lo, s.target, x.hi, s.target, "#d62728", true);
   }
   std::vector<std::pair<std::string, const char*>> legend;
   std::size_t above = 0;
