@@ -13,6 +13,7 @@
 #include "fleetsim/report.hpp"
 #include "fleetsim/rng.hpp"
 #include "fleetsim/simulation.hpp"
+#include "fleetsim/time_bins.hpp"
 #include "helpers.hpp"
 
 using namespace fleetsim;
@@ -247,6 +248,15 @@ TEST_CASE("one run each: a paired bootstrap over the instances says how sure a l
   std::ostringstream page;
   write_comparison_html(page, "trace-replay", results);
   CHECK_THAT(page.str(), Catch::Contains("id=\"compare-latency-cdf\"") && Catch::Contains("resample the workflow instances"));
+  // And each policy's queue over its run, binned as the run page bins it: FIFO's is the scenario's own run's.
+  REQUIRE(sc.policy.name == "fifo");
+  const RunResult fifo = simulate(sc);
+  CHECK(results[0].waiting == waiting_tasks(fifo.trace, fifo.summary.end_s, 200).series(1));
+  const auto peak = [](const std::vector<std::pair<double, double>>& v) {
+    return std::max_element(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second < b.second; })->second;
+  };
+  CHECK(peak(results[0].waiting) > 10 * peak(results[1].waiting));  // FIFO's head-of-line queue; LAS preempts the long jobs
+  CHECK_THAT(page.str(), Catch::Contains("id=\"compare-queue\""));
 }
 
 TEST_CASE("a comparison is the same on one thread and on several", "[compare][determinism]") {

@@ -50,7 +50,7 @@ check "run report: Gantt, utilization, queue, VRAM, cost, latency CDF and link h
 check "run report: round ticks" round "$tmp/run.html"
 check "run report: the link heatmap has a colour scale" holds "$tmp/run.html" 'class="scale"'
 "$fleetsim" --quiet compare "$src/scenarios/studio.json" --seeds 2 --policies fifo,sjf,priority --report "$tmp/compare.html" >/dev/null
-check "comparison report: a chart per metric renders" render "$tmp/compare.html" 10
+check "comparison report: a chart per metric renders" render "$tmp/compare.html" 11
 check "comparison report: round ticks" round "$tmp/compare.html"
 check "comparison report: a table of means with their intervals" holds "$tmp/compare.html" '<table id="comparison">.*<td class="n">[0-9.]+ ± [0-9.]+</td>'
 check "comparison report: the tenants' p95 targets are drawn" holds "$tmp/compare.html" 'target 10 s'
@@ -59,6 +59,7 @@ check "comparison report: percentages end at 100" chart_lacks "$tmp/compare.html
 "$fleetsim" --quiet compare "$src/scenarios/trace-replay.json" --policies fifo,las --report "$tmp/replay.html" >/dev/null
 check "comparison report of a replay: the latency distributions render" holds "$tmp/replay.html" 'id="compare-latency-cdf"'
 check "comparison report of a replay: round ticks" round "$tmp/replay.html"
+check "comparison report of a replay: each policy's queue over time" holds "$tmp/replay.html" 'id="compare-queue".*<title>fifo</title>.*<title>las</title>'
 "$fleetsim" --quiet plan "$src/scenarios/plans/comfyui-studio.json" --report "$tmp/plan.html" >/dev/null
 check "plan report: the frontier renders" render "$tmp/plan.html" 1
 check "plan report: round ticks" round "$tmp/plan.html"

@@ -146,6 +146,30 @@ void latency_distributions(std::ostream& out, const std::vector<PolicyRuns>& res
   chart.write(out);
 }
 
+// Each policy's queue over its (first) run: ready tasks waiting for GPUs, time-averaged as on the run page. A
+// policy that keeps the queue short shows it here, and one that lets it grow without bound too, where a mean
+// latency hides whether the queue drained.
+void queue_over_time(std::ostream& out, const std::vector<PolicyRuns>& results) {
+  double end = 0, most = 1;
+  for (const PolicyRuns& r : results) {
+    if (r.waiting.empty() || r.runs.empty()) continue;
+    end = std::max(end, r.runs.front().end_s);
+    for (const auto& point : r.waiting) most = std::max(most, point.second);
+  }
+  if (end == 0) return;
+  out << "<h2>Queue over time</h2>\n";
+  html::SvgChart chart("compare-queue", "Ready tasks waiting for GPUs over time, per policy (time-averaged per bin; each policy's first run)",
+                       html::seconds_axis(end, "time"), {.lo = 0, .hi = 4 * std::ceil(most * 1.1 / 4), .label = "tasks waiting"});
+  std::vector<std::pair<std::string, const char*>> legend;
+  for (std::size_t p = 0; p < results.size(); ++p) {
+    if (results[p].waiting.empty()) continue;
+    chart.polyline(results[p].waiting, html::color(p), results[p].policy);
+    legend.emplace_back(results[p].policy, html::color(p));
+  }
+  chart.legend(legend);
+  chart.write(out);
+}
+
 }  // namespace
 
 void write_comparison_text(std::ostream& out, const std::string& scenario, unsigned seeds,
@@ -232,6 +256,7 @@ void write_comparison_html(std::ostream& out, const std::string& scenario, const
   }
   out << "</table></div>\n";
   latency_distributions(out, results);
+  queue_over_time(out, results);
 
   html::Axis x{.lo = 0, .hi = static_cast<double>(results.size()), .label = "policy"};
   for (std::size_t p = 0; p < results.size(); ++p) x.ticks.emplace_back(static_cast<double>(p) + 0.5, results[p].policy);

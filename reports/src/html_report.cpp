@@ -9,6 +9,7 @@
 
 #include "fleetsim/compute.hpp"
 #include "fleetsim/report.hpp"
+#include "fleetsim/time_bins.hpp"
 #include "fleetsim/units.hpp"
 #include "gpu_lanes.hpp"
 #include "readable.hpp"
@@ -36,35 +37,6 @@ html::Axis percent_axis(std::string label) {
             return std::string(b);
           }};
 }
-
-// Time-weighted means of a piecewise-constant quantity over even bins of [0, end): add(t0, t1, v)
-// adds v over [t0, t1).
-class Bins {
- public:
-  Bins(double end_s, std::size_t bins) : width_(std::max(end_s, 1e-9) / static_cast<double>(bins)), sum_(bins, 0.0) {}
-  void add(double t0, double t1, double v) {
-    if (t1 <= t0 || v == 0) return;
-    const std::size_t n = sum_.size();
-    const std::size_t first = std::min(n - 1, static_cast<std::size_t>(t0 / width_));
-    for (std::size_t b = first; b < n; ++b) {
-      const double lo = static_cast<double>(b) * width_, hi = lo + width_;
-      if (lo >= t1) break;
-      sum_[b] += v * (std::min(t1, hi) - std::max(t0, lo));
-    }
-  }
-  double mean(std::size_t b) const { return sum_[b] / width_; }
-  double mid(std::size_t b) const { return (static_cast<double>(b) + 0.5) * width_; }
-  std::size_t size() const { return sum_.size(); }
-  std::vector<std::pair<double, double>> series(double scale) const {
-    std::vector<std::pair<double, double>> s;
-    for (std::size_t b = 0; b < size(); ++b) s.emplace_back(mid(b), mean(b) * scale);
-    return s;
-  }
-
- private:
-  double width_;
-  std::vector<double> sum_;
-};
 
 void row(std::ostream& out, std::string_view name, const std::string& value) {
   out << "<tr><th>" << html::escape(name) << "</th><td>" << html::escape(value) << "</td></tr>\n";
@@ -121,7 +93,7 @@ std::string compute_parts(const TaskRecord& t) {
 void binned_gantt(std::ostream& out, html::SvgChart& chart, const RunResult& run, std::uint32_t rows, std::size_t bars) {
   const Trace& trace = run.trace;
   const double end = run.summary.end_s;
-  std::vector<Bins> busy(rows, Bins(end, kBins));
+  std::vector<TimeBins> busy(rows, TimeBins(end, kBins));
   for (const TaskRecord& t : trace.tasks) {
     // A batch holds its GPU once: its leader's time.
     const auto self = static_cast<std::uint32_t>(&t - trace.tasks.data());
@@ -235,12 +207,10 @@ void gantt(std::ostream& out, const Scenario& sc, const RunResult& run) {
 
 void utilization_and_queue(std::ostream& out, const RunResult& run) {
   const double end = run.summary.end_s;
-  Bins busy(end, kBins), waiting(end, kBins);
+  TimeBins busy(end, kBins);
+  const TimeBins waiting = waiting_tasks(run.trace, end, kBins);
   for (const TaskRecord& t : run.trace.tasks) {
-    if (t.ready_s == kNever) continue;
-    const double start = t.start_s != kNever ? t.start_s : end;
-    waiting.add(t.ready_s, start, 1);
-    if (t.start_s != kNever) busy.add(gang_start_s(t), t.end_s != kNever ? t.end_s : end, t.gpu_count);
+    if (t.ready_s != kNever && t.start_s != kNever) busy.add(gang_start_s(t), t.end_s != kNever ? t.end_s : end, t.gpu_count);
   }
   for (const LeftGang& left : run.trace.left_gangs) busy.add(left.start_s, left.end_s, left.gpu_count);
   html::SvgChart util("utilization", "GPUs busy (share of the cluster, time-averaged per bin)", time_axis(end), percent_axis("GPUs busy"));
@@ -263,7 +233,7 @@ void vram(std::ostream& out, const RunResult& run) {
   }
   const double end = run.summary.end_s;
   const std::uint32_t gpus = run.cluster.gpu_count();
-  Bins mean(end, kBins);
+  TimeBins mean(end, kBins);
   std::vector<double> peak(kBins, 0.0), used(gpus, 0.0), since(gpus, 0.0);
   const double width = std::max(end, 1e-9) / kBins;
   auto capacity = [&](std::uint32_t g) { return run.cluster.gpu_type(make_id<GpuId>(g)).vram_bytes; };
@@ -355,7 +325,7 @@ void link_heatmap_rows(std::ostream& out, const RunResult& run, const std::strin
   std::vector<std::int32_t> row_of(links.size(), -1);
   for (std::size_t r = 0; r < rows_links.size(); ++r) row_of[rows_links[r]] = static_cast<std::int32_t>(r);
   const double end = run.summary.end_s;
-  std::vector<Bins> bins(rows_links.size(), Bins(end, kHeatmapBins));
+  std::vector<TimeBins> bins(rows_links.size(), TimeBins(end, kHeatmapBins));
   std::vector<double> rate(links.size(), 0.0), since(links.size(), 0.0);
   for (const LinkSample& s : run.link_samples) {
     if (row_of[s.link] < 0) continue;

@@ -41,6 +41,8 @@ struct PolicyRuns {
   // Per run: each workflow instance's latency in instance order, NaN where the run did not measure one
   // (measured_latency); for the distributions, and the bootstrap below.
   std::vector<std::vector<double>> latencies = {};
+  // The first run's ready tasks waiting for GPUs over its time, averaged in bins: (bin middle, tasks).
+  std::vector<std::pair<double, double>> waiting = {};
   // One run each (a scenario that draws nothing at random, a trace replay): each latency metric's
   // difference from the baseline's run, its interval from resampling the workflow instances, paired
   // (an instance drawn is drawn in both runs). Seeds cannot tell such runs apart; the instances can say
