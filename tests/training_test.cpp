@@ -490,6 +490,12 @@ TEST_CASE("train --search ranks every way to run a job that fits, fastest first,
     CHECK(c.job.tp <= 8);
     CHECK((c.job.zero_stage() < 3 || c.job.pp == 1));
   }
+  // Each candidate timed as `train` times it alone (the search lends its threads one network, whose routes
+  // it keeps, instead of building one a candidate).
+  for (std::size_t k = 0; k < one.ranked.size(); k += 7) {
+    CHECK(one.ranked[k].step.iteration_s == simulate_training_step(one.ranked[k].job).iteration_s);
+    CHECK(one.ranked[k].step.ops.size() == simulate_training_step(one.ranked[k].job).ops.size());
+  }
 }
 
 namespace {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <filesystem>
+#include <memory>
+#include <mutex>
 
 #include "fleetsim/cluster.hpp"
 #include "fleetsim/collective.hpp"
@@ -749,12 +751,28 @@ GpuId gpu_at(const TrainingJob& job, int tp_rank, int dp_rank, int stage, int cp
   return make_id<GpuId>(static_cast<std::uint32_t>(tp_rank + job.tp * (cp_rank + job.cp * (dp_rank + job.dp * stage))));
 }
 
+// The cluster a job runs on and its network: built once for a search's candidates (one per thread, since a
+// topology keeps the distances its route walks have asked for), whose clusters are all the base job's.
+struct JobNetwork {
+  Cluster cluster;
+  Topology topology;
+  explicit JobNetwork(const ClusterSpec& spec) : cluster(spec), topology(cluster, spec.fabric) {}
+};
+
+TrainingStep step_on(const TrainingJob& job, const JobNetwork& network);
+
 }  // namespace
 
 TrainingStep simulate_training_step(const TrainingJob& job) {
   check_training_job(job);
-  const Cluster cluster(job.cluster);
-  const Topology topology(cluster, job.cluster.fabric);
+  return step_on(job, JobNetwork(job.cluster));
+}
+
+namespace {
+
+TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
+  const Cluster& cluster = network.cluster;
+  const Topology& topology = network.topology;
   TrainingStep step;
   step.counts = count_training(job);
   const TrainingCounts& c = step.counts;
@@ -1084,10 +1102,12 @@ TrainingStep simulate_training_step(const TrainingJob& job) {
   if (job.compute_efficiency) {
     TrainingJob modelled = job;
     modelled.compute_efficiency.reset();
-    step.kernel_model_iteration_s = simulate_training_step(modelled).iteration_s;
+    step.kernel_model_iteration_s = step_on(modelled, network).iteration_s;
   }
   return step;
 }
+
+}  // namespace
 
 TrainingSearch search_training(const TrainingJob& base, unsigned threads) {
   const ClusterSpec& cs = base.cluster;
@@ -1178,6 +1198,9 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads) {
   enum class Outcome : std::uint8_t { refused, does_not_fit, timed };
   std::vector<Outcome> outcomes(candidates.size(), Outcome::refused);
   std::vector<TrainingStep> steps(candidates.size());
+  // Networks lent to the threads: a candidate takes one (or builds one) and gives it back.
+  std::mutex lent;
+  std::vector<std::unique_ptr<JobNetwork>> idle;
   detail::parallel_for(candidates.size(), threads, [&](std::size_t i) {
     try {
       check_training_job(candidates[i]);
@@ -1188,8 +1211,19 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads) {
       outcomes[i] = Outcome::does_not_fit;
       return;
     }
-    steps[i] = simulate_training_step(candidates[i]);
+    std::unique_ptr<JobNetwork> network;
+    {
+      const std::lock_guard lock(lent);
+      if (!idle.empty()) {
+        network = std::move(idle.back());
+        idle.pop_back();
+      }
+    }
+    if (!network) network = std::make_unique<JobNetwork>(cs);
+    steps[i] = step_on(candidates[i], *network);
     outcomes[i] = Outcome::timed;
+    const std::lock_guard lock(lent);
+    idle.push_back(std::move(network));
   });
   TrainingSearch result;
   result.searched = candidates.size();
