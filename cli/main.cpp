@@ -491,7 +491,7 @@ int run_train(const TrainArgs& args) {
   if (args.search) {
     if (!args.sweep.empty()) throw fleetsim::InputError({fleetsim::Problem{"--search", "", "searches every setting; expected no --sweep beside it"}});
     const auto started = std::chrono::steady_clock::now();
-    const fleetsim::TrainingSearch search = fleetsim::search_training(job, args.threads);
+    const fleetsim::TrainingSearch search = fleetsim::search_training(job, args.threads, progress_line("configurations"));
     const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (args.json) {
       std::cout << fleetsim::training_search_json(job, search, args.top);

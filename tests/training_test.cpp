@@ -472,7 +472,17 @@ TEST_CASE("train --search ranks every way to run a job that fits, fastest first,
   const TrainingJob base = parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "llama-3-8b", "seq_len": 4096},
       "parallel": {"tp": 2, "dp": 4, "distributed_optimizer": true}, "batch": {"global": 16, "micro": 1}, "recompute": "selective"})",
                                               "search.json");
-  const TrainingSearch one = search_training(base, 1), two = search_training(base, 2);
+  const TrainingSearch one = search_training(base, 1);
+  // Progress: each configuration once (threads may report out of order), up to the total.
+  std::size_t calls = 0, most = 0, total = 0;
+  const TrainingSearch two = search_training(base, 2, [&](std::size_t done, std::size_t of) {
+    ++calls;
+    most = std::max(most, done);
+    total = of;
+  });
+  CHECK(calls == two.searched);
+  CHECK(most == two.searched);
+  CHECK(total == two.searched);
   REQUIRE_FALSE(one.ranked.empty());
   CHECK(one.searched == two.searched);
   REQUIRE(one.ranked.size() == two.ranked.size());

@@ -1109,7 +1109,7 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
 
 }  // namespace
 
-TrainingSearch search_training(const TrainingJob& base, unsigned threads) {
+TrainingSearch search_training(const TrainingJob& base, unsigned threads, const std::function<void(std::size_t done, std::size_t total)>& progress) {
   const ClusterSpec& cs = base.cluster;
   const int gpus = cs.gpu_count(), per_node = cs.groups.front().node.gpus;
   const TransformerModel& m = base.model;
@@ -1224,7 +1224,7 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads) {
     outcomes[i] = Outcome::timed;
     const std::lock_guard lock(lent);
     idle.push_back(std::move(network));
-  });
+  }, progress);
   TrainingSearch result;
   result.searched = candidates.size();
   for (std::size_t i = 0; i < candidates.size(); ++i) {

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -247,7 +248,8 @@ struct TrainingSearch {
   std::vector<TrainingCandidate> ranked;  // fastest first
   std::size_t searched = 0, out_of_memory = 0;
 };
-TrainingSearch search_training(const TrainingJob& base, unsigned threads);
+// `progress`, where given, hears of each configuration done (done, total), from the thread that did it, one at a time.
+TrainingSearch search_training(const TrainingJob& base, unsigned threads, const std::function<void(std::size_t done, std::size_t total)>& progress = {});
 
 // One iteration of a job inside a scenario (docs/training.md#inside-a-scenario), split where the shared
 // network takes over: what its gang computes (the pipeline with its TP all-reduces and stage sends, then
