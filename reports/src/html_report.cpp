@@ -20,7 +20,7 @@
 namespace fleetsim {
 namespace {
 
-constexpr std::size_t kBins = 200;          // time bins of the over-time charts
+constexpr std::size_t kBins = kOverTimeBins;  // time bins of the over-time charts
 constexpr std::uint32_t kGanttRows = 64;    // GPUs drawn in the Gantt chart
 constexpr std::size_t kGanttMarks = 40000;  // task and load bars drawn at most
 constexpr std::size_t kHeatmapLinks = 24;   // links in each tier's heatmap

@@ -151,7 +151,6 @@ std::vector<double> latencies_of(const Scenario& scenario, const RunResult& run)
 }
 
 const std::vector<std::string> kResampledMetrics{"latency mean", "latency p95", "latency p99"};
-constexpr std::size_t kQueueBins = 200;  // of each policy's queue over time, as on the run page
 
 }  // namespace
 
@@ -281,7 +280,7 @@ std::vector<PolicyRuns> compare_policies(const Scenario& scenario, const std::ve
         RunResult run = simulate(variants[p], {.seed = variants[p].seed + k});
         results[p].runs[k] = std::move(run.summary);
         results[p].latencies[k] = latencies_of(variants[p], run);
-        if (k == 0) results[p].waiting = waiting_tasks(run.trace, results[p].runs[0].end_s, kQueueBins).series(1);
+        if (k == 0) results[p].waiting = waiting_tasks(run.trace, results[p].runs[0].end_s, kOverTimeBins).series(1);
       },
       progress);
   if (seeds == 1 && results.size() > 1) {  // one run each: the instances say how sure

@@ -63,28 +63,23 @@ struct LayerMix {
   int dense = 0, mixture = 0;
   int total() const { return dense + mixture; }
 };
-// Virtual stage k (chunk k / pp of GPU stage k % pp): its layers, whole in model order.
-LayerMix chunk_layers(const TrainingJob& job, int k) {
-  int first = 0, count = 0;
-  if (job.vp == 1) {
-    const std::vector<int> stages = job.stage_layers();
-    for (int q = 0; q < k; ++q) first += stages[static_cast<std::size_t>(q)];
-    count = stages[static_cast<std::size_t>(k)];
-  } else {
-    count = job.model.layers / (job.pp * job.vp);
-    first = k * count;
+// Each virtual stage's layers (virtual stage k: chunk k / pp of GPU stage k % pp), whole, in model order.
+std::vector<LayerMix> chunk_layers(const TrainingJob& job) {
+  const int chunks = job.pp * job.vp;
+  const std::vector<int> counts = job.vp == 1 ? job.stage_layers() : std::vector<int>(static_cast<std::size_t>(chunks), job.model.layers / chunks);
+  std::vector<LayerMix> mixes(counts.size());
+  int layer = 0;
+  for (std::size_t k = 0; k < counts.size(); ++k) {
+    for (int n = 0; n < counts[k]; ++n, ++layer) ++(job.model.moe_layer(layer) ? mixes[k].mixture : mixes[k].dense);
   }
-  LayerMix mix;
-  for (int layer = first; layer < first + count; ++layer) ++(job.model.moe_layer(layer) ? mix.mixture : mix.dense);
-  return mix;
+  return mixes;
 }
 // A GPU stage's layers: its chunks'.
-LayerMix stage_layers(const TrainingJob& job, int stage) {
+LayerMix stage_mix(const std::vector<LayerMix>& chunks, int pp, int stage) {
   LayerMix mix;
-  for (int chunk = 0; chunk < job.vp; ++chunk) {
-    const LayerMix c = chunk_layers(job, chunk * job.pp + stage);
-    mix.dense += c.dense;
-    mix.mixture += c.mixture;
+  for (std::size_t k = static_cast<std::size_t>(stage); k < chunks.size(); k += static_cast<std::size_t>(pp)) {
+    mix.dense += chunks[k].dense;
+    mix.mixture += chunks[k].mixture;
   }
   return mix;
 }
@@ -428,10 +423,11 @@ TrainingCounts count_training(const TrainingJob& job) {
   const int p = job.pp, mb = job.micro_batches();
   c.active_parameters = m.active_parameters();
   const double replicated = m.latent ? m.latent->replicated_parameters(h) : 0;
+  const std::vector<LayerMix> chunks = chunk_layers(job);
   for (int stage = 0; stage < p; ++stage) {
     // Experts split over expert TP and EP; latent attention's down-projections whole on every TP rank;
     // everything else over TP.
-    const LayerMix layers = stage_layers(job, stage);
+    const LayerMix layers = stage_mix(chunks, p, stage);
     const double expert_params = layers.mixture * m.expert_parameters() / (static_cast<double>(job.expert_tp()) * job.ep);
     const double split_weights = layers.mixture * (m.layer_parameters(true) - m.expert_parameters() - replicated) + layers.dense * (m.layer_parameters(false) - replicated);
     const double layer_weights = split_weights / t + layers.total() * replicated + expert_params;
@@ -922,9 +918,10 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
   std::vector<double> fwd_compute_s(fwd.size()), bwd_compute_s(fwd.size()), fwd_alltoall_s(fwd.size()), bwd_alltoall_s(fwd.size());
   std::vector<double> stage_fwd(static_cast<std::size_t>(p), 0.0), stage_bwd(static_cast<std::size_t>(p), 0.0), optimizer(static_cast<std::size_t>(p));
   std::vector<PassTime> stage_fwd_kernels(static_cast<std::size_t>(p)), stage_bwd_kernels(static_cast<std::size_t>(p));
+  const std::vector<LayerMix> chunk_mixes = chunk_layers(job);
   for (int k = 0; k < chunks; ++k) {
     const int stage = k % p;
-    const LayerMix layers = chunk_layers(job, k);
+    const LayerMix layers = chunk_mixes[static_cast<std::size_t>(k)];
     const double mixtures = layers.mixture, dense = layers.dense;
     double fwd_compute = 0, bwd_compute = 0;
     if (job.compute_efficiency) {
@@ -988,7 +985,7 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
   step.optimizer_s = *std::max_element(optimizer.begin(), optimizer.end());
   step.stage_optimizer_s = optimizer;
   for (int stage = 0; stage < p; ++stage) {  // the slowest stage's: the one with the most
-    const LayerMix layers = stage_layers(job, stage);
+    const LayerMix layers = stage_mix(chunk_mixes, p, stage);
     const double mixtures = layers.mixture, dense = layers.dense;
     step.tp_comm_s = std::max(step.tp_comm_s, mixtures * (tp_forward_s + tp_backward_s) + dense * (tp_dense_forward_s + tp_dense_backward_s));
     step.ep_comm_s = std::max(step.ep_comm_s, mixtures * (ep_forward_s + ep_backward_s));

@@ -10,6 +10,9 @@ namespace fleetsim {
 
 struct Trace;
 
+// Time bins of the over-time charts (the run page's, the comparison's queue).
+inline constexpr std::size_t kOverTimeBins = 200;
+
 // Time-weighted means of a piecewise-constant quantity over even bins of [0, end): add(t0, t1, v) adds v
 // over [t0, t1).
 class TimeBins {

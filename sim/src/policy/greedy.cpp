@@ -109,7 +109,6 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
   ++round_;
   order_.clear();
   by_key_.clear();
-  walked_ = 0;
   const bool kept = orders_by_key() && keys_fixed();
   if (kept) {
     keep_order(view, ready);
@@ -123,11 +122,11 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
   }
   begin_round(view, ready, out);
   narrow(order_);
-  std::size_t drawn = 0;
+  std::size_t drawn = 0;  // from order_, or from kept_
   const auto next = [&](std::uint32_t& i) {
     if (kept) {
-      if (walked_ == kept_.size()) return false;
-      i = slots_[index(kept_[walked_++].task)].index;
+      if (drawn == kept_.size()) return false;
+      i = slots_[index(kept_[drawn++].task)].index;
       return true;
     }
     if (!by_key_.empty()) {

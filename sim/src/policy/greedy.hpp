@@ -89,7 +89,6 @@ class Greedy : public Policy {
   std::vector<Keyed> kept_, joining_, merged_;
   std::vector<Slot> slots_;  // per task
   std::uint64_t joins_ = 0;
-  std::size_t walked_ = 0;   // how far this round has drawn from kept_
   bool taken(GpuId g) const { return taken_[index(g)] == round_; }
   void take(GpuId g, TenantId tenant);
 
