@@ -67,6 +67,25 @@ TEST_CASE("a GPU is busy when its slots are full, it is down or its node is off"
   CHECK(f.view().next_node_with_free(0) >= 2);  // none: past the last node
 }
 
+TEST_CASE("the view's free GPU count follows every change, as the sum of its nodes'", "[run][occupancy]") {
+  // The view holds the occupancy's kept total, not a copy: a view made before a change reads it after.
+  Fixture f;
+  const ClusterView v = f.view();
+  const auto summed = [&] { return v.free_gpus(make_id<NodeId>(0)) + v.free_gpus(make_id<NodeId>(1)); };
+  CHECK(v.free_gpu_count() == 4);
+  f.occupancy.add_task(0, 0);
+  f.occupancy.add_task(2, 0);
+  f.occupancy.add_task(2, 1);
+  CHECK(v.free_gpu_count() == 2);
+  f.occupancy.set_down(1, true);
+  f.occupancy.set_off(3, true);
+  CHECK(v.free_gpu_count() == 0);
+  f.occupancy.remove_task(2, 1);
+  f.occupancy.set_down(1, false);
+  CHECK(v.free_gpu_count() == 2);
+  CHECK(v.free_gpu_count() == summed());
+}
+
 TEST_CASE("a GPU turning free asks for a scheduling round", "[run][occupancy]") {
   Fixture f;
   f.occupancy.add_task(0, 0);

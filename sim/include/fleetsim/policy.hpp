@@ -79,6 +79,7 @@ class ClusterView {
     std::span<const std::int32_t> gpu_tenant;      // tenant of the task on each GPU (-1: none)
     std::span<const std::uint8_t> tenant_private;  // tenants that share no physical GPU (MIG instances) with others
     std::span<const RunningTask> running;          // in no particular order
+    const std::uint32_t* free_gpu_total = nullptr;  // the sum of free_gpus_per_node, kept as GPUs change state
   };
   static constexpr std::int32_t kNoRank = std::numeric_limits<std::int32_t>::max();
   // Preemption rank of a task: its tenant's priority, interactive above batch at equal priority.
@@ -96,7 +97,7 @@ class ClusterView {
   // Whether any GPU of the cluster is time-sliced (may run several tasks at once).
   bool any_time_sliced() const;
   std::uint32_t free_gpus(NodeId node) const { return state_.free_gpus_per_node[index(node)]; }
-  std::uint32_t free_gpu_count() const;
+  std::uint32_t free_gpu_count() const { return *state_.free_gpu_total; }
   // The first node numbered `from` or higher with a free GPU; node_count() or more when there is none.
   std::uint32_t next_node_with_free(std::uint32_t from) const {
     const auto words = state_.nodes_with_free_gpus;

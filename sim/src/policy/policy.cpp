@@ -35,14 +35,6 @@ bool ClusterView::any_time_sliced() const {
   return std::any_of(groups.begin(), groups.end(), [](const NodeGroup& g) { return g.time_sliced_tasks > 1; });
 }
 
-std::uint32_t ClusterView::free_gpu_count() const {
-  // Over the nodes with a free GPU only: a busy 100k-GPU cluster costs a scan of its bit words.
-  std::uint32_t free = 0;
-  const std::uint32_t nodes = cluster_.node_count();
-  for (std::uint32_t n = next_node_with_free(0); n < nodes; n = next_node_with_free(n + 1)) free += state_.free_gpus_per_node[n];
-  return free;
-}
-
 double ClusterView::compute_estimate_s(const ReadyTask& task, GpuId gpu) const {
   return compute_estimate_s(task, cluster_.gpu_type(gpu));
 }
