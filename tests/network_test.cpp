@@ -372,6 +372,35 @@ TEST_CASE("routes leave out down links: the other spines first, none when every 
   CHECK_FALSE(t.find_link("leaf0"));
 }
 
+TEST_CASE("a route asked for again is the one walked the first time, appended after what is there", "[network][topology]") {
+  // Two topologies of one cluster: the first answers every pair twice (the second time from its memo, after
+  // links already in the vector), the second once; on fabrics where ECMP picks among paths.
+  for (const char* fabric : {R"({"topology": "rail-optimized", "nodes_per_leaf": 2})", R"({"topology": "fat-tree", "nodes_per_leaf": 1, "spines": 3})"}) {
+    INFO(fabric);
+    Built a = build(R"([{"type": "hgx-h100-8", "count": 3}, {"type": "l40s-pcie-8", "count": 1}])", fabric);
+    Built b = build(R"([{"type": "hgx-h100-8", "count": 3}, {"type": "l40s-pcie-8", "count": 1}])", fabric);
+    const std::uint32_t n = a.topology.vertex_count();
+    std::size_t pairs = 0, distinct = 0;
+    for (std::uint32_t from = 0; from < n; from += 3) {
+      for (std::uint32_t to = 0; to < n; to += 2) {
+        for (std::uint64_t key : {std::uint64_t{7}, (std::uint64_t{from} << 32) | to}) {
+          std::vector<std::uint32_t> first;
+          if (!a.topology.try_route(from, to, key, first)) continue;  // from an NVSwitch: only its node's GPUs
+          std::vector<std::uint32_t> again{99, 98};
+          a.topology.route(from, to, key, again);
+          REQUIRE(again.size() == first.size() + 2);
+          CHECK(std::equal(first.begin(), first.end(), again.begin() + 2));
+          CHECK(route(b.topology, from, to, key) == first);
+          ++pairs;
+          distinct += first != route(a.topology, from, to, key + 1) ? 1 : 0;
+        }
+      }
+    }
+    CHECK(pairs > 1000);
+    CHECK(distinct > 0);  // the keys do choose among paths: a memo keyed wrongly would show
+  }
+}
+
 TEST_CASE("every route is a lowest-latency path, as an exhaustive search finds it", "[network][topology]") {
   // Floyd-Warshall with only non-GPU vertices as intermediates (GPUs forward nothing), against the
   // routes the topology walks from its tables, on fabrics with NVSwitch, PCIe-only and MIG nodes,

@@ -68,7 +68,7 @@ class Topology {
   // links inside a node fail with their GPU or node.
   bool is_cable(std::uint32_t link) const { return links_[link].cls == LinkClass::nic || links_[link].cls == LinkClass::fabric; }
 
-  // Down links carry no route. Changing one forgets the cached distances.
+  // Down links carry no route. Changing one forgets the cached distances and routes.
   void set_link_down(std::uint32_t link, bool down);
   bool link_down(std::uint32_t link) const { return link_down_[link] != 0; }
   bool any_link_down() const { return links_down_ > 0; }
@@ -109,6 +109,8 @@ class Topology {
   void tabulate(NodeTarget& target) const;
   void forget_distances() const;
   void forget_targets() const;
+  void forget_routes() const;
+  bool walk_route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out) const;
 
   std::vector<std::string> vertex_names_;
   std::vector<std::uint8_t> is_gpu_;

@@ -47,6 +47,20 @@ struct Topology::DistanceCache {
   std::vector<std::unique_ptr<NodeTarget>> targets;  // per vertex, once asked for
   std::size_t bytes = 0, tabled_bytes = 0;  // of every NodeTarget; of their `every` tables
   std::vector<std::pair<std::uint64_t, std::uint32_t>> heap;  // search scratch
+  // Routes already walked, by (from, to, flow key): a walk asks for the distances of every neighbour of
+  // every hop (a leaf has hundreds), a lookup costs one hash. Collectives key a flow by its two ends, so
+  // plans made again (a search's candidates, a job's iterations) walk each pair once. Their links are
+  // slices of one array; both are dropped with the distances, and when they pass kRouteMemoBytes.
+  struct RouteKey {
+    std::uint32_t from, to;
+    std::uint64_t key;
+    bool operator==(const RouteKey&) const = default;
+  };
+  struct RouteKeyHash {
+    std::size_t operator()(const RouteKey& k) const { return hash_combine(k.key, (std::uint64_t{k.from} << 32) | k.to); }
+  };
+  std::unordered_map<RouteKey, std::pair<std::uint32_t, std::uint32_t>, RouteKeyHash> routes;  // -> (first, count)
+  std::vector<std::uint32_t> route_links;
 };
 
 std::string_view link_class_name(LinkClass cls) {
@@ -310,6 +324,13 @@ void Topology::set_link_down(std::uint32_t link, bool down) {
 void Topology::forget_distances() const {
   cache_->ready = false;
   forget_targets();
+  forget_routes();
+}
+
+void Topology::forget_routes() const {
+  DistanceCache& c = *cache_;
+  c.routes = {};
+  c.route_links = {};
 }
 
 void Topology::forget_targets() const {
@@ -530,6 +551,24 @@ bool Topology::reachable(std::uint32_t from, std::uint32_t to) const {
 
 bool Topology::try_route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out) const {
   if (from == to) return true;
+  DistanceCache& c = *cache_;
+  if (const auto known = c.routes.find({from, to, key}); known != c.routes.end()) {
+    const auto first = c.route_links.begin() + known->second.first;
+    out.insert(out.end(), first, first + known->second.second);
+    return true;
+  }
+  const std::size_t start = out.size();
+  if (!walk_route(from, to, key, out)) return false;
+  // About 64 bytes an entry (its key, slice and the map's node) besides its links.
+  constexpr std::size_t kRouteMemoBytes = std::size_t{128} << 20, kEntryBytes = 64;
+  if (c.routes.size() * kEntryBytes + c.route_links.size() * sizeof(std::uint32_t) > kRouteMemoBytes) forget_routes();
+  c.routes.emplace(DistanceCache::RouteKey{from, to, key},
+                   std::pair{static_cast<std::uint32_t>(c.route_links.size()), static_cast<std::uint32_t>(out.size() - start)});
+  c.route_links.insert(c.route_links.end(), out.begin() + static_cast<std::ptrdiff_t>(start), out.end());
+  return true;
+}
+
+bool Topology::walk_route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out) const {
   const Distances dist = distances_to(to);
   std::uint64_t here = dist.from(from);
   if (here == kUnreachable) return false;
