@@ -147,6 +147,8 @@ TEST_CASE("serving deployments in a scenario are refused with the field where th
   CHECK_THAT(error_of(scenario(unnamed, eight_gang)), Catch::Contains("needs a gang of 8 GPUs") && Catch::Contains("1 of them held by serving replicas"));
   const std::string a = R"({"name": "a", "model": "llama-3-8b", "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
   CHECK_THAT(error_of(scenario(a + ", " + a)), Catch::Contains("/serving/1/name") && Catch::Contains("no other deployment has"));
+  const std::string staged = R"({"model": "llama-3-8b", "tp": 2, "pp": 2, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
+  CHECK_THAT(error_of(scenario(staged)), Catch::Contains("/serving/0/pp") && Catch::Contains("pipeline-parallel replicas in a scenario are not modelled yet"));
 }
 
 TEST_CASE("a plan over a scenario with serving fails the node counts its replicas do not fit and weighs the serving SLOs", "[serving][scenario][plan]") {

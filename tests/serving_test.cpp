@@ -500,3 +500,119 @@ TEST_CASE("DeepSeek-V3 serves from one latent a token, whole on every TP rank, a
   const ServingResult r = simulate_serving(d);
   CHECK(r.completed == 1);
 }
+
+TEST_CASE("pipeline stages split the layers as vLLM does, each GPU holding its stage's weights and KV", "[serving][pp]") {
+  CHECK(stage_layers(80, 2) == std::vector<int>{40, 40});
+  CHECK(stage_layers(61, 4) == std::vector<int>{15, 15, 16, 15});   // left over: the last but one
+  CHECK(stage_layers(126, 4) == std::vector<int>{31, 32, 32, 31});  // vLLM's get_pp_indices, 405B on 4 stages
+  CHECK(stage_layers(7, 7) == std::vector<int>(7, 1));
+  // The stages' weights add up to the model's, dense first layers (DeepSeek's) where they fall.
+  for (const char* model : {"llama-3-70b", "deepseek-v3"}) {
+    INFO(model);
+    const ModelShape m = ModelShape::of(*Catalog::builtin().architecture(model), 8);
+    const std::vector<int> layers = stage_layers(static_cast<int>(m.layers), 4);
+    double all = 0, linear = 0, replicated = 0;
+    int first = 0;
+    for (int s = 0; s < 4; ++s) {
+      const ModelShape::Weights w = m.stage_weights(first, layers[static_cast<std::size_t>(s)], s == 0, s == 3);
+      all += w.all;
+      linear += w.linear;
+      replicated += w.replicated;
+      first += layers[static_cast<std::size_t>(s)];
+    }
+    CHECK(all == Approx(m.parameters()).epsilon(1e-12));
+    CHECK(linear == Approx(m.linear_parameters()).epsilon(1e-12));
+    CHECK(replicated == Approx(m.replicated_parameters()).epsilon(1e-12));
+  }
+  // Llama 3 70B over TP 4 x PP 2: each GPU holds half the TP 4 GPU's layers, so half its KV a token, and
+  // about half its weights; the lanes split the fewest blocks.
+  const ServingDeployment tp4 = parse_serving(deployment(R"(, "tp": 4)").replace(deployment().find("llama-3-8b"), 10, "llama-3-70b"), "d.json");
+  const ServingDeployment pp2 = parse_serving(deployment(R"(, "tp": 4, "pp": 2)").replace(deployment().find("llama-3-8b"), 10, "llama-3-70b"), "d.json");
+  const KvCapacity a = kv_capacity(tp4), b = kv_capacity(pp2);
+  const ModelShape m = ModelShape::of(tp4.model, 4);
+  CHECK(b.kv_bytes_per_token == Approx(a.kv_bytes_per_token / 2).epsilon(1e-12));
+  // A stage: 40 layers and one of the embedding and the head (the last also the final norm), bf16 over TP 4.
+  CHECK(b.weights_per_gpu_bytes == Approx((m.parameters() + (b.bound_stage == 1 ? m.hidden : -m.hidden)) / 2 * 2 / 4).epsilon(1e-12));
+  CHECK(b.blocks == static_cast<std::int64_t>(std::floor(b.usable_bytes / (b.kv_bytes_per_token * 16))));
+  CHECK(b.lane_blocks == b.blocks / 2);
+  CHECK(a.lane_blocks == a.blocks);
+}
+
+TEST_CASE("a pipeline lane's iteration is the whole model's kernels and the stage sends, over NVLink in a node and the NICs between nodes", "[serving][pp]") {
+  const std::string seventy = deployment().replace(deployment().find("llama-3-8b"), 10, "llama-3-70b");
+  const auto with = [&](const std::string& extra, int nodes = 1) {
+    std::string text = seventy;
+    text.replace(text.find(R"("count": 1}])"), 12, R"("count": )" + std::to_string(nodes) + "}]");
+    return parse_serving(text.insert(text.size() - 1, extra), "d.json");
+  };
+  const ServingDeployment tp4 = with(R"(, "tp": 4)"), in_node = with(R"(, "tp": 4, "pp": 2)"), across = with(R"(, "tp": 8, "pp": 2)", 2);
+  IterationTimer t_tp4(tp4), t_in(in_node), t_across(across);
+  const IterationShape shape{.prefills = {{1024, 0}}, .decodes = 64, .decode_context = 64 * 2000.0};
+  const IterationTimer::Time plain = t_tp4.time(shape), staged = t_in.time(shape), far = t_across.time(shape);
+  CHECK(plain.stage_send_s == 0);
+  CHECK(staged.linear_s == plain.linear_s);
+  CHECK(staged.attention_s == plain.attention_s);
+  CHECK(staged.allreduce_s == plain.allreduce_s);
+  CHECK(staged.stage_send_s > 0);
+  CHECK(staged.total_s == Approx(plain.total_s + staged.stage_send_s).epsilon(1e-12));
+  // Between nodes each TP rank sends its 1/8 of the hidden states and residuals (1,088 tokens) over its
+  // own NIC: no faster than the NIC's bandwidth allows.
+  const NodeGroup& g = across.cluster.groups.front();
+  const double bytes = 2.0 * 1088 * 8192 * 2;
+  CHECK(far.stage_send_s >= bytes / 8 / g.nic.bandwidth_Bps);
+  CHECK(far.stage_send_s > staged.stage_send_s);
+}
+
+TEST_CASE("a pipeline-parallel replica keeps pp batches in flight, one a lane", "[serving][pp]") {
+  // 64 long prompts at once on one TP 4 replica, then on TP 4 x PP 2: two lanes, each half the prompts,
+  // run side by side on the stages, so prefilling them takes about half as long; no GPU is busier than
+  // the run is long. (Decodes gain nothing: a lane's step passes every stage, so 32 sequences a lane
+  // step as fast as 64 do on TP 4 alone.)
+  const std::string requests = R"("count": 64, "prompt_tokens": 2048, "output_tokens": 2)";
+  std::string base = deployment("", requests);
+  base.replace(base.find("llama-3-8b"), 10, "llama-3-70b");
+  const auto with = [&](const std::string& extra) {
+    std::string text = base;
+    return parse_serving(text.insert(text.size() - 1, extra), "d.json");
+  };
+  const ServingResult one = simulate_serving(with(R"(, "tp": 4)")), two = simulate_serving(with(R"(, "tp": 4, "pp": 2)"));
+  REQUIRE(two.completed == 64);
+  CHECK(two.preemptions == 0);
+  CHECK(two.makespan_s < 0.6 * one.makespan_s);
+  CHECK(two.makespan_s > 0.45 * one.makespan_s);
+  CHECK(two.gpu_busy_s <= 8 * two.last_finish_s * (1 + 1e-12));
+  CHECK(two.busy.stage_send_s > 0);
+  // The text and JSON say so.
+  std::ostringstream text;
+  write_serving_text(text, with(R"(, "tp": 4, "pp": 2)"), two);
+  CHECK(text.str().find("x TP 4 x PP 2") != std::string::npos);
+  CHECK(text.str().find("2 stages of 40 + 40 layers") != std::string::npos);
+  CHECK(serving_json(with(R"(, "tp": 4, "pp": 2)"), two).find(R"("pp": 2)") != std::string::npos);
+}
+
+TEST_CASE("pipeline stages are refused where they are not modelled, with the field and why", "[serving][pp][input]") {
+  std::string seventy = deployment();
+  seventy.replace(seventy.find("llama-3-8b"), 10, "llama-3-70b");
+  const auto error_with = [&](const std::string& extra) {
+    std::string text = seventy;
+    return error_of(text.insert(text.size() - 1, extra));
+  };
+  CHECK(error_with(R"(, "tp": 4, "pp": 2, "disaggregation": {"prefill": 1, "decode": 1})").find("/pp: pipeline-parallel replicas with prefill/decode disaggregation") != std::string::npos);
+  CHECK(error_with(R"(, "pp": 65)").find("/pp: expected an integer from 1 to 64") != std::string::npos);
+  CHECK(error_with(R"(, "tp": 3, "pp": 2)").find("attention heads") != std::string::npos);  // 64 heads: tp 3 refused first
+  CHECK(error_with(R"(, "tp": 8, "pp": 2)").find("/replicas: expected at most the 0 replicas of 16 GPUs") != std::string::npos);
+  CHECK(error_with(R"(, "pp": 0)").find("/pp") != std::string::npos);
+  CHECK(error_with(R"(, "tp": 4, "pp": 2)").empty());
+  // A plan searches one-node TP replicas: a base with stages is refused.
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fleetsim-serving-pp-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::string base = seventy;
+  std::ofstream(dir / "d.json") << base.insert(base.size() - 1, R"(, "tp": 4, "pp": 2, "slos": [{"metric": "ttft", "target": "1 s"}])");
+  try {
+    parse_serving_plan(R"({"serving": "d.json", "search": {"node_types": ["hgx-h100-8"]}, "rates": ["1 /s"]})", (dir / "plan.json").string());
+    FAIL("a plan over a pipeline-parallel base was accepted");
+  } catch (const InputError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("/serving") && Catch::Contains("has pipeline stages (pp 2)"));
+  }
+  std::filesystem::remove_all(dir);
+}

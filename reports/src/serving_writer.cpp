@@ -51,8 +51,9 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
   char line[512];
   // In a scenario the run's seed draws the requests; the summary's head says it.
   out << "deployment  " << d.name << "  (" << d.engine.name << ", " << policy_name(d.policy) << (r.deployment ? std::string() : ", seed " + std::to_string(d.seed)) << ")\n";
-  std::snprintf(line, sizeof line, "model       %s: %s weights, %s KV cache; %d replica%s x TP %d on %s (%s router)\n", d.model.id.c_str(),
-                d.weights_name().c_str(), std::string(dtype_name(d.kv_cache)).c_str(), d.replicas, d.replicas == 1 ? "" : "s", d.tp,
+  const std::string pp = d.pp > 1 ? " x PP " + std::to_string(d.pp) : "";
+  std::snprintf(line, sizeof line, "model       %s: %s weights, %s KV cache; %d replica%s x TP %d%s on %s (%s router)\n", d.model.id.c_str(),
+                d.weights_name().c_str(), std::string(dtype_name(d.kv_cache)).c_str(), d.replicas, d.replicas == 1 ? "" : "s", d.tp, pp.c_str(),
                 g.gpu.id.c_str(), router_name(d.router));
   out << line;
   if (!d.placement.empty()) {  // in a scenario: where the replicas run
@@ -69,6 +70,13 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
   out << "kv cache    " << format_number(static_cast<double>(c.tokens)) << " tokens a replica (" << format_number(static_cast<double>(c.blocks)) << " blocks, "
       << bytes(c.kv_bytes_per_token) << " a token a GPU): " << bytes(c.usable_bytes) << " of " << bytes(g.gpu.vram_bytes) << " after " << bytes(c.weights_per_gpu_bytes)
       << " of weights, " << bytes(c.activation_bytes) << " of activations, " << bytes(c.reserved_bytes) << " reserved\n";
+  if (d.pp > 1) {
+    std::string layers;
+    for (int n : stage_layers(static_cast<int>(d.model.number("layers", 0)), d.pp)) layers += (layers.empty() ? "" : " + ") + std::to_string(n);
+    out << "pipeline    " << d.pp << " stages of " << layers << " layers (vLLM's split); stage "
+        << c.bound_stage << " holds the fewest blocks (above); " << d.pp << " lanes a replica (vLLM's virtual engines), each with "
+        << format_number(static_cast<double>(c.lane_tokens)) << " tokens of it and a batch in flight, taken as perfectly staggered\n";
+  }
   if (!d.trace.empty()) {
     out << "requests    " << format_number(static_cast<double>(r.requests)) << " replayed from the trace\n";
   } else {
@@ -130,6 +138,10 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
     std::snprintf(line, sizeof line, ", KV swaps %.0f%%", share(r.busy.swap_s));
     out << line;
   }
+  if (r.busy.stage_send_s > 0) {
+    std::snprintf(line, sizeof line, ", stage sends %.0f%%", share(r.busy.stage_send_s));
+    out << line;
+  }
   out << "\n\n";
   std::snprintf(line, sizeof line, "%-6s %10s %10s %10s %10s %10s %10s\n", "", "p50", "p90", "p95", "p99", "mean", "max");
   out << line;
@@ -169,7 +181,7 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
 
 void write_serving_text(std::ostream& out, const ServingDeployment& d, const ServingResult& r) {
   write_serving_results(out, d, r);
-  out << "\nnot modelled yet: pipeline parallelism, TP across nodes, expert parallelism, cascade attention over shared prefixes (docs/serving.md)\n";
+  out << "\nnot modelled yet: TP across nodes, expert parallelism, pipeline parallelism in a scenario, cascade attention over shared prefixes (docs/serving.md)\n";
 }
 
 nlohmann::ordered_json serving_results_json(const ServingDeployment& d, const ServingResult& r) {
@@ -192,10 +204,12 @@ nlohmann::ordered_json serving_results_json(const ServingDeployment& d, const Se
       {"model", d.model.id},
       {"gpu", d.cluster.groups.front().gpu.id},
       {"tp", d.tp},
+      {"pp", d.pp},
       {"replicas", d.replicas},
       {"router", router_name(d.router)},
       {"kv_cache", {{"tokens", c.tokens}, {"blocks", c.blocks}, {"bytes_per_token", c.kv_bytes_per_token}, {"usable_bytes", c.usable_bytes},
-                    {"weights_per_gpu_bytes", c.weights_per_gpu_bytes}, {"activation_bytes", c.activation_bytes}, {"reserved_bytes", c.reserved_bytes}}},
+                    {"weights_per_gpu_bytes", c.weights_per_gpu_bytes}, {"activation_bytes", c.activation_bytes}, {"reserved_bytes", c.reserved_bytes},
+                    {"lane_tokens", c.lane_tokens}, {"lane_blocks", c.lane_blocks}, {"bound_stage", c.bound_stage}}},
       {"requests", r.requests},
       {"completed", r.completed},
       {"makespan_s", r.makespan_s},

@@ -19,8 +19,15 @@
 //
 // A scenario's "serving" deployments run the same replicas on the scenario's run (run/serving.hpp).
 //
-// Not modelled yet (said in the output where it applies): pipeline parallelism, TP across nodes, expert
-// parallelism (a mixture of experts runs every expert on every TP rank).
+// Pipeline parallelism as vLLM runs it (`pp` stages of TP GPUs a replica, its layers split over them):
+// a replica holds pp virtual engines ("lanes"), each with its own scheduler and 1/pp of the KV blocks, so
+// pp batches are in flight at once, one in each stage. A lane's iteration passes every stage in turn: the
+// whole model's kernels at its batch plus the stage-to-stage sends of the hidden states and residuals.
+// Lanes are taken as perfectly staggered (a stage serves one lane at a time; the bubbles of unequal
+// batches are not modelled). `serve` only: a scenario's deployments have pp 1 for now.
+//
+// Not modelled yet (said in the output where it applies): TP across nodes, expert parallelism (a
+// mixture of experts runs every expert on every TP rank).
 // A disaggregated deployment's KV transfers are timed alone by `serve`, and on the shared network in a
 // scenario.
 #pragma once
@@ -97,6 +104,7 @@ struct ServingDeployment {
   EngineProfile engine;     // with the knobs the deployment sets
   bool utilization_set = false;  // the deployment set gpu_memory_utilization (SGLang: its mem_fraction_static)
   int tp = 1;
+  int pp = 1;  // pipeline stages a replica, each of tp GPUs (the stages may span nodes)
   int replicas = 1;
   // Prefill/decode disaggregation (DistServe, Splitwise, vLLM's and Dynamo's P/D): the first
   // `prefill_replicas` of the replicas only prefill; each request's KV cache then moves to one of the
@@ -166,13 +174,21 @@ struct ServingDeployment {
 ServingDeployment parse_serving(std::string_view json_text, const std::string& file, std::span<const ScenarioEdit> edits = {});
 ServingDeployment load_serving(const std::string& path, std::span<const ScenarioEdit> edits = {});
 
-// One replica's memory, as the engine computes it at start-up.
+// One replica's memory, as the engine computes it at start-up. With pipeline stages each GPU holds its
+// stage's layers (the first the embedding, the last the LM head) and their KV cache; the replica's blocks
+// are the fewest any stage's GPUs hold (vLLM takes the minimum over its workers), and the figures here are
+// that stage's. Its lanes share the blocks: `lane_blocks` each.
 struct KvCapacity {
   double weights_per_gpu_bytes = 0, activation_bytes = 0, reserved_bytes = 0, usable_bytes = 0;
   double kv_bytes_per_token = 0;  // on each GPU of the TP group
   std::int64_t blocks = 0, tokens = 0;
+  std::int64_t lane_blocks = 0, lane_tokens = 0;  // blocks / pp (vLLM: num_gpu_blocks //= pipeline_parallel_size)
+  int bound_stage = 0;  // the stage whose GPUs hold the fewest blocks
 };
 KvCapacity kv_capacity(const ServingDeployment& d);
+// vLLM's split of the layers over pipeline stages (get_pp_indices): as even as may be, the layers left
+// over one each to the stages before the last, from the last but one back.
+std::vector<int> stage_layers(int layers, int pp);
 
 // One iteration's work: prefill chunks (tokens, KV tokens before them) and decodes (their KV lengths summed).
 struct IterationShape {
@@ -190,9 +206,11 @@ class IterationTimer {
   struct Time {
     double total_s = 0, linear_s = 0, attention_s = 0, allreduce_s = 0, logits_s = 0, host_s = 0;
     double swap_s = 0;  // KV copied to and from host memory (swap preemption), before the forward pass
+    double stage_send_s = 0;  // pipeline stages: each stage's hidden states and residuals sent to the next
     Time& operator+=(const Time& t) {
       total_s += t.total_s;
       swap_s += t.swap_s;
+      stage_send_s += t.stage_send_s;
       linear_s += t.linear_s;
       attention_s += t.attention_s;
       allreduce_s += t.allreduce_s;

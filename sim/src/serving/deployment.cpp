@@ -308,6 +308,14 @@ void check_fit(ObjectReader& top, ServingDeployment& d) {
     top.problem("tp", "expected at most the " + std::to_string(g.node.gpus) + " GPUs of a " + g.node.id + " node (TP across nodes is not modelled yet), found " + std::to_string(d.tp));
     return;
   }
+  if (d.pp > d.model.number("layers", 0)) {
+    top.problem("pp", "expected at most the model's " + format_number(d.model.number("layers", 0)) + " layers, one stage each at least, found " + std::to_string(d.pp));
+    return;
+  }
+  if (g.node.gpus % d.tp != 0 && d.pp > 1) {  // a stage's TP group must not straddle two nodes
+    top.problem("pp", "pipeline stages need a tp that divides a " + g.node.id + " node's " + std::to_string(g.node.gpus) + " GPUs, so that no stage spans two nodes; found tp " + std::to_string(d.tp));
+    return;
+  }
   // vLLM refuses a swap space of more than 70% of the node's host memory over the TP group's GPUs
   // (CacheConfig.verify_with_parallel_config: "Too large swap space").
   if (const double swap = d.engine.swap_space_bytes * d.tp; d.engine.swap && g.node.host_memory_bytes > 0 && swap > 0.7 * g.node.host_memory_bytes) {
@@ -316,18 +324,20 @@ void check_fit(ObjectReader& top, ServingDeployment& d) {
                              format_quantity(g.node.host_memory_bytes, Dimension::bytes) + " of host memory, which vLLM refuses: expected a smaller swap_space");
   }
   const KvCapacity c = kv_capacity(d);
-  if (c.blocks <= 0) {
-    top.problem("tp", "the model does not fit its TP group: " + format_quantity(c.weights_per_gpu_bytes, Dimension::bytes) + " of weights a GPU, " +
+  if (c.lane_blocks <= 0) {
+    const std::string group = d.pp > 1 ? "stage " + std::to_string(c.bound_stage) + " of its pipeline" : "its TP group";
+    top.problem(d.pp > 1 ? "pp" : "tp", "the model does not fit " + group + ": " + format_quantity(c.weights_per_gpu_bytes, Dimension::bytes) + " of weights a GPU, " +
                           format_quantity(c.activation_bytes, Dimension::bytes) + " of activations and " + format_quantity(c.reserved_bytes, Dimension::bytes) +
-                          " reserved leave no room for a KV block in " + format_number(d.engine.gpu_memory_utilization * 100) + "% of a " + g.gpu.id + "'s " +
-                          format_quantity(g.gpu.vram_bytes, Dimension::bytes) + ": expected a larger tp");
+                          " reserved leave no room for a KV block " + (d.pp > 1 ? "a lane " : "") + "in " + format_number(d.engine.gpu_memory_utilization * 100) + "% of a " + g.gpu.id + "'s " +
+                          format_quantity(g.gpu.vram_bytes, Dimension::bytes) + ": expected a larger tp" + (d.pp > 1 ? " or pp" : ""));
     return;
   }
   std::int64_t longest = d.shared_prefix.tokens + d.prompt_tokens.high + d.output_tokens.high;
   for (const auto& r : d.trace) longest = std::max(longest, r.prompt + r.output);
-  if (longest > c.tokens) {
+  if (longest > c.lane_tokens) {
     top.problem("requests", "a request of " + format_number(static_cast<double>(longest)) + " tokens (prompt and output) would not fit a replica's KV cache of " +
-                                format_number(static_cast<double>(c.tokens)) + " tokens, so it could never run");
+                                format_number(static_cast<double>(c.lane_tokens)) + " tokens" + (d.pp > 1 ? " a lane (1/" + std::to_string(d.pp) + " of its blocks)" : "") +
+                                ", so it could never run");
   }
 }
 
@@ -367,6 +377,7 @@ void read_deployment(ObjectReader& top, ServingDeployment& d, bool cluster_ok, c
   d.kv_cache = dtype_of("kv_cache", d.weights == Dtype::fp8 ? Dtype::bf16 : d.weights, false);
   if (top.field("kv_cache") == nullptr) d.assumptions.push_back("KV cache in " + std::string(dtype_name(d.kv_cache)) + " (the engine's default, \"auto\")");
   d.tp = static_cast<int>(top.integer_or("tp", 1, 1, 64));
+  d.pp = static_cast<int>(top.integer_or("pp", 1, 1, 64));
   d.replicas = static_cast<int>(top.integer_or("replicas", 1, 1, 100'000));
   if (const Json* pd = top.field("disaggregation")) {  // {"prefill": 1, "decode": 3}
     ObjectReader r(*pd, top.pointer("disaggregation"), top.problems());
@@ -379,6 +390,7 @@ void read_deployment(ObjectReader& top, ServingDeployment& d, bool cluster_ok, c
       }
       d.prefill_replicas = prefill;
       d.replicas = prefill + decode;
+      if (d.pp > 1) top.problem("pp", "pipeline-parallel replicas with prefill/decode disaggregation are not modelled yet; expected pp 1 beside \"disaggregation\"");
     }
   }
   read_engine(top, d, cluster_ok);
@@ -389,6 +401,11 @@ void read_deployment(ObjectReader& top, ServingDeployment& d, bool cluster_ok, c
                               : a == "max_num_seqs" ? std::to_string(d.engine.max_num_seqs)
                                                     : "";
     d.assumptions.push_back(d.engine.name + "'s " + a + (value.empty() ? "" : " of " + value) + " is a guess (models/engines.json says why)");
+  }
+  if (d.pp > 1) {
+    d.assumptions.push_back("pipeline stages run as vLLM V0's virtual engines: " + std::to_string(d.pp) + " lanes a replica, each with 1/" + std::to_string(d.pp) +
+                            " of the KV blocks and the requests routed to it, perfectly staggered; " + d.engine.name +
+                            " may instead share one KV pool among its batches in flight (vLLM V1 does), which preempts less");
   }
   d.policy = d.engine.scheduler == "prefill-first" ? BatchPolicy::prefill_first : d.engine.scheduler == "orca" ? BatchPolicy::orca : BatchPolicy::chunked_prefill;
   d.router = static_cast<Router>(top.choice("router", {"round-robin", "least-requests", "least-tokens", "prefix-aware"}, 0));
@@ -429,11 +446,12 @@ ServingDeployment parse_serving(std::string_view json_text, const std::string& f
   // A deployment of its own fills its cluster unless it says how many replicas.
   if (cluster_ok && problems.empty()) {
     const NodeGroup& g = d.cluster.groups.front();
-    const int fit = g.count * (g.node.gpus / d.tp);
+    const int fit = g.count * (g.node.gpus / d.tp) / d.pp;  // stages of TP GPUs, pp a replica
     if (top.field("replicas") == nullptr && d.prefill_replicas == 0) {
       d.replicas = fit;
+      if (fit == 0) top.problem("pp", "expected replicas of " + std::to_string(d.tp * d.pp) + " GPUs (TP " + std::to_string(d.tp) + " x PP " + std::to_string(d.pp) + ") that the cluster's " + std::to_string(g.count * g.node.gpus) + " GPUs hold");
     } else if (d.replicas > fit) {
-      top.problem("replicas", "expected at most the " + std::to_string(fit) + " replicas of " + std::to_string(d.tp) + " GPUs the cluster holds, found " + std::to_string(d.replicas));
+      top.problem("replicas", "expected at most the " + std::to_string(fit) + " replicas of " + std::to_string(d.tp * d.pp) + " GPUs the cluster holds, found " + std::to_string(d.replicas));
     }
   }
   top.finish();
@@ -494,6 +512,7 @@ void read_serving(const Json& value, const std::string& pointer, Problems& probl
     }
     const std::size_t problems_before = problems.size();
     read_deployment(top, *d, group.has_value(), base_dir);
+    if (d->pp > 1) top.problem("pp", "pipeline-parallel replicas in a scenario are not modelled yet (their stages would span nodes the scenario places); expected pp 1 here (`fleetsim serve` runs them alone)");
     if (const Json* scale = top.field("autoscale")) {  // {"min": 1, "max": 4, "interval": "30 s", "queue": 8, "target_busy": 0.6}
       ObjectReader a(*scale, top.pointer("autoscale"), problems);
       if (a.ok()) {

@@ -57,14 +57,29 @@ double ModelShape::linear_parameters() const {  // the router of a mixture of ex
 
 double ModelShape::replicated_parameters() const { return latent ? layers * latent->replicated_parameters(hidden) : 0; }
 
-KvCapacity kv_capacity(const ServingDeployment& d) {
-  const ModelShape m = ModelShape::of(d.model, d.tp);
+ModelShape::Weights ModelShape::stage_weights(int first, int count, bool embedding, bool head) const {
+  const double n = count, dense = std::clamp(dense_layers - first, 0.0, n), mixed = n - dense;
+  Weights w;
+  w.linear = n * attention_parameters() + dense * mlp_parameters(true) + mixed * mlp_parameters(false);
+  w.all = n * (attention_parameters() + 2 * hidden) + dense * mlp_parameters(true) + mixed * (mlp_parameters(false) + hidden * experts) +
+          (embedding ? vocab * hidden : 0) + (head ? vocab * hidden + hidden : 0);
+  w.replicated = latent ? n * latent->replicated_parameters(hidden) : 0;
+  return w;
+}
+
+std::vector<int> stage_layers(int layers, int pp) {
+  std::vector<int> per(static_cast<std::size_t>(pp), layers / pp);
+  for (int i = 2; i < layers % pp + 2; ++i) ++per[static_cast<std::size_t>(pp - i)];
+  return per;
+}
+
+namespace {
+
+// What is left of a GPU for the KV cache once `weights_bytes` of weights are loaded, into `c`: the
+// engine's profiled activations and reserve, by how the engine sizes its cache.
+void memory_after_weights(const ServingDeployment& d, const ModelShape& m, double weights_bytes, KvCapacity& c) {
   const GpuType& gpu = d.cluster.groups.front().gpu;
-  KvCapacity c;
-  const double linear_bytes = d.weight_storage_bytes > 0 ? d.weight_storage_bytes : dtype_bytes(d.weights);
-  c.weights_per_gpu_bytes = (d.weight_storage_bytes > 0 ? (m.parameters() - m.linear_parameters()) * dtype_bytes(d.weights) + m.linear_parameters() * linear_bytes
-                                                       : m.parameters() * dtype_bytes(d.weights)) / d.tp +
-                            m.replicated_parameters() * linear_bytes * (1 - 1.0 / d.tp);  // held whole on every rank
+  c.weights_per_gpu_bytes = weights_bytes;
   // The engine's profiling forward pass at max_num_batched_tokens: the widest activations of a layer
   // (the gated MLP's input and output, bf16) beside the residual stream, and the fp32 logits of
   // max_num_seqs rows. An estimate of what vLLM's profile run measures (docs/serving.md).
@@ -94,13 +109,50 @@ KvCapacity kv_capacity(const ServingDeployment& d) {
       break;
     }
   }
+}
+
+}  // namespace
+
+KvCapacity kv_capacity(const ServingDeployment& d) {
+  const ModelShape m = ModelShape::of(d.model, d.tp);
+  const double linear_bytes = d.weight_storage_bytes > 0 ? d.weight_storage_bytes : dtype_bytes(d.weights);
+  // A GPU's share of weights: its TP rank's, and latent attention's down-projections whole on every rank.
+  const auto per_gpu = [&](double all, double linear, double replicated) {
+    return (d.weight_storage_bytes > 0 ? (all - linear) * dtype_bytes(d.weights) + linear * linear_bytes : all * dtype_bytes(d.weights)) / d.tp +
+           replicated * linear_bytes * (1 - 1.0 / d.tp);
+  };
   // Latent attention caches one latent a token a layer, whole on every TP rank (its heads share it: vLLM
   // keeps it so; SGLang's data-parallel attention is what avoids it).
-  c.kv_bytes_per_token = m.latent ? m.layers * m.latent->cached() * dtype_bytes(d.kv_cache)
-                                  : 2 * m.layers * m.kv_heads_per_gpu * m.head_dim * dtype_bytes(d.kv_cache);
-  const double block_bytes = c.kv_bytes_per_token * d.engine.block_size;
-  c.blocks = c.usable_bytes > 0 ? static_cast<std::int64_t>(std::floor(c.usable_bytes / block_bytes)) : 0;
-  c.tokens = c.blocks * d.engine.block_size;
+  const auto kv_bytes_per_token = [&](double layers) {
+    return m.latent ? layers * m.latent->cached() * dtype_bytes(d.kv_cache) : 2 * layers * m.kv_heads_per_gpu * m.head_dim * dtype_bytes(d.kv_cache);
+  };
+  const auto blocks_of = [&](KvCapacity& c) {
+    const double block_bytes = c.kv_bytes_per_token * d.engine.block_size;
+    c.blocks = c.usable_bytes > 0 ? static_cast<std::int64_t>(std::floor(c.usable_bytes / block_bytes)) : 0;
+    c.tokens = c.blocks * d.engine.block_size;
+  };
+  KvCapacity c;
+  if (d.pp == 1) {
+    memory_after_weights(d, m, per_gpu(m.parameters(), m.linear_parameters(), m.replicated_parameters()), c);
+    c.kv_bytes_per_token = kv_bytes_per_token(m.layers);
+    blocks_of(c);
+  } else {  // each stage's GPUs hold its layers and their KV; the fewest blocks bound the replica
+    const std::vector<int> layers = stage_layers(static_cast<int>(m.layers), d.pp);
+    int first = 0;
+    for (int s = 0; s < d.pp; ++s) {
+      const int n = layers[static_cast<std::size_t>(s)];
+      const ModelShape::Weights w = m.stage_weights(first, n, s == 0, s == d.pp - 1);
+      KvCapacity stage;
+      memory_after_weights(d, m, per_gpu(w.all, w.linear, w.replicated), stage);
+      stage.kv_bytes_per_token = kv_bytes_per_token(n);
+      stage.bound_stage = s;
+      blocks_of(stage);
+      if (s == 0 || stage.blocks < c.blocks) c = stage;
+      first += n;
+    }
+  }
+  c.lane_blocks = c.blocks / d.pp;
+  c.lane_tokens = c.lane_blocks * d.engine.block_size;
   return c;
 }
 
@@ -110,20 +162,23 @@ struct IterationTimer::Impl {
   Dtype weights, kv;
   double stored;  // bytes a linear weight is read in (0: the dtype's)
   double host_s;
-  std::optional<Cluster> cluster;  // one node, for the TP all-reduce
+  int pp;
+  // The replica's GPUs, stage after stage (nodes filled in order), for the TP all-reduce and the stage sends.
+  std::optional<Cluster> cluster;
   std::optional<Topology> topology;
-  std::vector<GpuId> group;
+  std::vector<GpuId> group;  // the first stage's TP group
   // Per token count (or, for the logits, per row count): -1 until first asked.
-  std::vector<double> linear, allreduce, logits;
+  std::vector<double> linear, allreduce, logits, stage_sends;
 
   Impl(const ServingDeployment& d)
-      : m(ModelShape::of(d.model, d.tp)), model(d.cluster.groups.front().gpu), weights(d.weights), kv(d.kv_cache), stored(d.weight_storage_bytes), host_s(d.engine.iteration_host_s) {
-    if (d.tp > 1) {
-      ClusterSpec one = d.cluster;
-      one.groups.resize(1);
-      one.groups.front().count = 1;
-      cluster.emplace(one);
-      topology.emplace(*cluster, one.fabric);
+      : m(ModelShape::of(d.model, d.tp)), model(d.cluster.groups.front().gpu), weights(d.weights), kv(d.kv_cache), stored(d.weight_storage_bytes), host_s(d.engine.iteration_host_s), pp(d.pp) {
+    if (d.tp > 1 || d.pp > 1) {
+      ClusterSpec nodes = d.cluster;
+      nodes.groups.resize(1);
+      const int per_node = nodes.groups.front().node.gpus;
+      nodes.groups.front().count = (d.tp * d.pp + per_node - 1) / per_node;
+      cluster.emplace(nodes);
+      topology.emplace(*cluster, nodes.fabric);
       for (int r = 0; r < d.tp; ++r) group.push_back(make_id<GpuId>(static_cast<std::uint32_t>(r)));
     }
   }
@@ -211,11 +266,33 @@ struct IterationTimer::Impl {
 
   // Two all-reduces of the layer's output a layer (after attention and after the MLP), bf16.
   double allreduce_s(std::int64_t t) {
-    if (!topology) return 0;
+    if (m.tp == 1) return 0;
     double& cached = slot(allreduce, t);
     if (cached >= 0) return cached;
     const double bytes = static_cast<double>(t) * m.hidden * 2;
     cached = 2 * m.layers * analytical_time_s(*topology, plan_collective(*cluster, *topology, CollectiveOp::all_reduce, CollectiveAlgo::automatic, group, bytes));
+    return cached;
+  }
+
+  // A lane's batch passing from stage to stage: each stage's hidden states and residuals (bf16), which
+  // vLLM splits over the TP ranks (each sends its 1/tp to the same rank of the next stage, at once over
+  // their own links) and the next stage's ranks all-gather (send_tensor_dict with the TP group).
+  double stage_send_s(std::int64_t t) {
+    if (pp == 1) return 0;
+    double& cached = slot(stage_sends, t);
+    if (cached >= 0) return cached;
+    const double bytes = 2 * static_cast<double>(t) * m.hidden * 2;
+    const auto tp = static_cast<std::uint32_t>(m.tp);
+    cached = 0;
+    for (std::uint32_t s = 0; s + 1 < static_cast<std::uint32_t>(pp); ++s) {
+      const std::vector<GpuId> pair{make_id<GpuId>(s * tp), make_id<GpuId>((s + 1) * tp)};
+      cached += analytical_time_s(*topology, plan_collective(*cluster, *topology, CollectiveOp::send_recv, CollectiveAlgo::automatic, pair, bytes / tp));
+      if (tp > 1) {
+        std::vector<GpuId> next;
+        for (std::uint32_t r = 0; r < tp; ++r) next.push_back(make_id<GpuId>((s + 1) * tp + r));
+        cached += analytical_time_s(*topology, plan_collective(*cluster, *topology, CollectiveOp::all_gather, CollectiveAlgo::automatic, next, bytes));
+      }
+    }
     return cached;
   }
 
@@ -281,7 +358,8 @@ IterationTimer::Time IterationTimer::time(const IterationShape& shape) {
   t.attention_s = impl_->attention_s(shape);
   t.logits_s = impl_->logits_s(shape.decodes + static_cast<std::int64_t>(shape.prefills.size()));
   t.host_s = impl_->host_s;
-  t.total_s = t.linear_s + t.allreduce_s + t.attention_s + t.logits_s + t.host_s;
+  t.stage_send_s = impl_->stage_send_s(tokens);
+  t.total_s = t.linear_s + t.allreduce_s + t.attention_s + t.logits_s + t.host_s + t.stage_send_s;
   return t;
 }
 

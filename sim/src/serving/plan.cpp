@@ -171,6 +171,7 @@ ServingPlan parse_serving_plan(std::string_view json_text, const std::string& fi
       if (d.prefill_replicas > 0) {
         top.problem("serving", plan.base_file + " fixes its replicas with \"disaggregation\"; a plan varies them: give the split as search.disaggregation (prefill shares)");
       }
+      if (d.pp > 1) top.problem("serving", plan.base_file + " has pipeline stages (pp " + std::to_string(d.pp) + "); a plan searches TP sizes of one-node replicas for now: expected pp 1");
       plan.engines = {d.engine.id};
       plan.tps = {d.tp};
       plan.rates_per_s = {d.rate_per_s};

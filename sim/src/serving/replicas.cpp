@@ -148,16 +148,20 @@ class Engine {
         names_(names),
         timer_(d),
         capacity_(kv_capacity(d)),
+        // A lane's share of the swap space, as of the KV blocks (vLLM: num_cpu_blocks //= pipeline_parallel_size).
         swap_capacity_tokens_(d.engine.swap && capacity_.kv_bytes_per_token > 0
-                                  ? static_cast<std::int64_t>(d.engine.swap_space_bytes / capacity_.kv_bytes_per_token)
+                                  ? static_cast<std::int64_t>(d.engine.swap_space_bytes / capacity_.kv_bytes_per_token) / d.pp
                                   : 0) {
     const NodeGroup& g = d.cluster.groups.front();
-    for (int i = 0; i < d.replicas; ++i) {
-      Replica rep(KvBlocks(capacity_.blocks, d.engine.block_size));
+    // A pipeline-parallel replica is pp lanes (vLLM's virtual engines), each a Replica here with its own
+    // queues and 1/pp of the blocks, routed to as replicas are; a deployment in a scenario has pp 1, so
+    // there a replica and its index are the run's.
+    for (int i = 0; i < d.replicas * d.pp; ++i) {
+      Replica rep(KvBlocks(capacity_.lane_blocks, d.engine.block_size));
       if (d.prefill_replicas > 0) rep.role = i < d.prefill_replicas ? Replica::Role::prefill : Replica::Role::decode;
       // In a scenario the placement says; alone, replicas fill the nodes in order.
       if (d.placement.empty()) {
-        rep.node = static_cast<std::uint32_t>(i * d.tp / g.node.gpus);
+        rep.node = static_cast<std::uint32_t>(i / d.pp * d.tp * d.pp / g.node.gpus);
       } else if (static_cast<std::size_t>(i) < d.placement.size()) {
         rep.node = d.placement[static_cast<std::size_t>(i)].node;
       } else {  // an autoscaled slot, placed when it is needed
@@ -309,7 +313,7 @@ class Engine {
     rep.outstanding_tokens = 0;
     rep.swap_tokens = rep.swap_pending_tokens = 0;  // what host memory held for it is of no use to another replica
     rep.cache = PrefixCache{};
-    rep.kv = KvBlocks(capacity_.blocks, d_.engine.block_size);
+    rep.kv = KvBlocks(capacity_.lane_blocks, d_.engine.block_size);
     sample();
     for (std::uint32_t id : held) {
       recompute_from_start(requests_[id]);
@@ -379,7 +383,7 @@ class Engine {
     ++rep.stamp;
     replica_s_ += queue_.now() - rep.up_since_s;
     rep.cache = PrefixCache{};
-    rep.kv = KvBlocks(capacity_.blocks, d_.engine.block_size);
+    rep.kv = KvBlocks(capacity_.lane_blocks, d_.engine.block_size);
     if (drained_) drained_(index);
   }
 
@@ -453,7 +457,7 @@ class Engine {
     out.preemptions = preemptions_;
     out.swapped_out = swapped_out_;
     out.swap_space_full = swap_space_full_;
-    out.swap_bytes = static_cast<double>(swapped_tokens_) * capacity_.kv_bytes_per_token * d_.tp;
+    out.swap_bytes = static_cast<double>(swapped_tokens_) * capacity_.kv_bytes_per_token * d_.tp * d_.pp;  // pp: the bound stage's share times the stages
     out.iterations = iterations_;
     out.prompt_tokens = prompt_tokens_;
     out.prefix_hit_tokens = prefix_hit_tokens_;
@@ -629,7 +633,7 @@ class Engine {
 
   // KV blocks in use as engines report it: cached prefixes no request holds count as free.
   double kv_use(const Replica& rep) const {
-    return capacity_.blocks > 0 ? rep.kv.use() - static_cast<double>(rep.cache.evictable_blocks) / static_cast<double>(capacity_.blocks) : 0;
+    return capacity_.lane_blocks > 0 ? rep.kv.use() - static_cast<double>(rep.cache.evictable_blocks) / static_cast<double>(capacity_.lane_blocks) : 0;
   }
 
   // The replica the router sends the request to, taking the `role`'s work; a KV cache leaving replica

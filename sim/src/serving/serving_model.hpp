@@ -24,6 +24,13 @@ struct ModelShape {
   double linear_parameters() const;  // of them, the layers' linear weights (what weight-only quantization stores narrower)
   // Of the linear weights, those every TP rank holds whole (latent attention's down-projections).
   double replicated_parameters() const;
+  // A pipeline stage's: `count` layers from `first`, with the embedding (the first stage) and the LM head
+  // and final norm (the last).
+  struct Weights {
+    double all = 0, linear = 0, replicated = 0;
+  };
+  Weights stage_weights(int first, int count, bool embedding, bool head) const;
 };
+
 
 }  // namespace fleetsim
