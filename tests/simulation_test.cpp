@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "fleetsim/cluster.hpp"
+#include "fleetsim/error.hpp"
 #include "fleetsim/report.hpp"
 #include "fleetsim/simulation.hpp"
 #include "fleetsim/topology.hpp"
@@ -286,4 +287,83 @@ TEST_CASE("a leaf whose uplinks ECMP loaded unevenly is flagged with its links' 
     CHECK(*std::min_element(bytes.begin(), bytes.end()) == u.min_bytes);
     CHECK(u.max_bytes > 1.5 * u.mean_bytes);
   }
+}
+
+TEST_CASE("one GPU an instance: its tasks run there one at a time, and no other instance's task lands there until it ends", "[simulation][one-gpu]") {
+  // The fork above (a 1 s; b 1 s and c 2 s after it; d 1 s after both), two instances at once on two GPUs.
+  // Spread, an instance's b and c run side by side on two GPUs; one GPU an instance, each instance runs
+  // a, b, c, d in turn on its own GPU: 5 s, nothing moved between GPUs.
+  const std::string tasks = R"([{"name": "a", "work": {"flop": "100 TFLOP"}}, {"name": "b", "work": {"flop": "100 TFLOP"}},
+          {"name": "c", "work": {"flop": "200 TFLOP"}}, {"name": "d", "work": {"flop": "100 TFLOP"}}])";
+  const std::string edges = R"([{"from": "a", "to": "b", "bytes": "10 GB"}, {"from": "a", "to": "c", "bytes": "10 GB"},
+          {"from": "b", "to": "d", "bytes": "1 GB"}, {"from": "c", "to": "d", "bytes": "5 GB"}])";
+  const auto with = [&](const std::string& nodes, int count, const std::string& placement) {
+    std::string body = one_arrival(tasks, edges, nodes);
+    body.replace(body.find(R"("once"})"), 7, R"("once", "count": )" + std::to_string(count) + "}");
+    return unit_scenario(body + R"(, "instance_placement": ")" + placement + "\"");
+  };
+  const auto sc = with(R"([{"type": "unit-node-2", "count": 1}])", 2, "one-gpu");
+  const auto run = fleetsim::simulate(sc);
+  REQUIRE(run.summary.workflows.completed == 2);
+  CHECK(run.summary.makespan_s == Approx(5.0).epsilon(1e-12));
+  CHECK(run.summary.bytes_transferred == 0);
+  for (const fleetsim::TaskRecord& t : run.trace.tasks) {
+    const auto first = run.trace.tasks[index(t.instance) * 4];
+    CHECK(run.trace.gpus[t.gpu_begin] == run.trace.gpus[first.gpu_begin]);
+  }
+  CHECK(run.trace.gpus[run.trace.tasks[0].gpu_begin] != run.trace.gpus[run.trace.tasks[4].gpu_begin]);
+  CHECK(run.summary.one_gpu_instances);
+  std::ostringstream text;
+  fleetsim::write_summary_text(text, sc, run.summary);
+  CHECK(text.str().find("placement  one GPU an instance") != std::string::npos);
+  CHECK(fleetsim::summary_json(run.summary).find(R"("instance_placement": "one-gpu")") != std::string::npos);
+  // One GPU, two instances: the second starts when the first has ended (5 s), where spread interleaves them.
+  const auto one = fleetsim::simulate(with(R"([{"type": "unit-node-1", "count": 1}])", 2, "one-gpu"));
+  const auto spread = fleetsim::simulate(with(R"([{"type": "unit-node-1", "count": 1}])", 2, "spread"));
+  const auto start_of = [](const fleetsim::RunResult& r, int instance) {
+    double first = 1e300;
+    for (const fleetsim::TaskRecord& t : r.trace.tasks) {
+      if (index(t.instance) == static_cast<std::uint32_t>(instance)) first = std::min(first, t.start_s);
+    }
+    return first;
+  };
+  const int later = start_of(one, 0) < start_of(one, 1) ? 1 : 0;
+  CHECK(start_of(one, later) == Approx(5.0).epsilon(1e-12));
+  CHECK(one.summary.makespan_s == Approx(10.0).epsilon(1e-12));
+  CHECK(std::max(start_of(spread, 0), start_of(spread, 1)) < 5.0);
+  CHECK_FALSE(spread.summary.one_gpu_instances);
+}
+
+TEST_CASE("one GPU an instance: a task stopped by its GPU's failure runs again there once it is repaired", "[simulation][one-gpu][faults]") {
+  // a (1 s) then b (2 s), one instance on a node of two GPUs; its GPU fails at 2 s (b half done) for 3 s:
+  // b runs again on the same GPU from 5 s, though the other GPU was free all along: done at 7 s.
+  const auto sc = unit_scenario(one_arrival(R"([{"name": "a", "work": {"flop": "100 TFLOP"}}, {"name": "b", "work": {"flop": "200 TFLOP"}}])",
+                                            R"([{"from": "a", "to": "b"}])", R"([{"type": "unit-node-2", "count": 1}])") +
+                                R"(, "instance_placement": "one-gpu", "faults": {"events": [{"at": "2 s", "gpu": "n0.g0", "for": "3 s"}], "retry": {"max_attempts": 3}})");
+  const auto run = fleetsim::simulate(sc);
+  REQUIRE(run.summary.workflows.completed == 1);
+  const auto& a = record(run, "a", sc);
+  const auto& b = record(run, "b", sc);
+  REQUIRE(run.trace.gpus[a.gpu_begin] == fleetsim::make_id<fleetsim::GpuId>(0));  // the first free GPU, where the fault strikes
+  CHECK(run.trace.gpus[b.gpu_begin] == run.trace.gpus[a.gpu_begin]);
+  CHECK(b.start_s == Approx(5.0).epsilon(1e-12));
+  CHECK(run.summary.makespan_s == Approx(7.0).epsilon(1e-12));
+}
+
+TEST_CASE("one GPU an instance is refused beside gangs, batching, autoscaling and preempting policies", "[simulation][one-gpu][input]") {
+  const auto error_of = [](const std::string& body) {
+    try {
+      fleetsim::simulate(unit_scenario(body));
+    } catch (const fleetsim::InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string gang = one_arrival(R"([{"name": "a", "gpus": 2, "work": {"flop": "1 TFLOP"}}])", "[]", R"([{"type": "unit-node-2", "count": 1}])");
+  CHECK_THAT(error_of(gang + R"(, "instance_placement": "one-gpu")"), Catch::Contains("/instance_placement") && Catch::Contains("needs a gang of GPUs"));
+  CHECK(error_of(gang + R"(, "instance_placement": "spread")").empty());
+  const std::string plain = one_arrival(R"([{"name": "a", "work": {"flop": "1 TFLOP"}}])", "[]", R"([{"type": "unit-node-2", "count": 1}])");
+  CHECK_THAT(error_of(plain + R"(, "instance_placement": "one-gpu", "policy": {"name": "srtf"})"), Catch::Contains("/instance_placement") && Catch::Contains("preempts"));
+  CHECK_THAT(error_of(plain + R"(, "instance_placement": "pinned")"), Catch::Contains("/instance_placement"));
+  CHECK(error_of(plain + R"(, "instance_placement": "one-gpu")").empty());
 }

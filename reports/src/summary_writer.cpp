@@ -81,6 +81,7 @@ std::string summary_json(const Summary& s) {
   ordered_json j;
   j["scenario"] = s.scenario;
   j["policy"] = s.policy;
+  j["instance_placement"] = s.one_gpu_instances ? "one-gpu" : "spread";
   j["seed"] = s.seed;
   j["cluster"] = {{"nodes", s.nodes}, {"gpus", s.gpus}};
   j["makespan_s"] = s.makespan_s;
@@ -151,6 +152,10 @@ std::string summary_json(const Summary& s) {
 void write_summary_text(std::ostream& out, const Scenario& scenario, const Summary& s) {
   out << "scenario   " << s.scenario << "  (policy " << s.policy << ", seed " << s.seed << ")\n";
   if (!scenario.description.empty()) out << "           " << scenario.description << "\n";
+  if (s.one_gpu_instances) {
+    out << "placement  one GPU an instance, as stock ComfyUI runs a prompt: the policy placed each instance's first task, the rest ran on that GPU one at a time, "
+           "the GPU held until the instance ended\n";
+  }
   out << "cluster    " << s.nodes << " nodes, " << s.gpus << " GPUs:";
   for (const NodeGroup& g : scenario.cluster.groups) {
     out << " " << g.count << "x " << g.node.id;

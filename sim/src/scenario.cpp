@@ -977,6 +977,24 @@ void read_autoscale(ObjectReader& top, Scenario& sc) {
   a.finish();
 }
 
+// One GPU an instance runs its tasks one at a time on one GPU: none may want a gang, grow elastically or
+// batch with other instances' tasks, and no autoscaler may turn off a node whose GPU it holds.
+void check_one_gpu(ObjectReader& top, const Scenario& sc) {
+  if (sc.autoscale.on()) {
+    top.problem("instance_placement", "\"one-gpu\" holds a GPU for an instance between its tasks, which the cluster autoscaler would take for idle: expected \"spread\" beside \"autoscale\"");
+    return;
+  }
+  for (const Workflow& wf : sc.workflows) {
+    for (const TaskSpec& t : wf.tasks) {
+      const char* why = t.gpus > 1 ? "needs a gang of GPUs" : t.elastic ? "is elastic" : t.batching ? "batches with other instances' tasks" : nullptr;
+      if (why == nullptr) continue;
+      top.problem("instance_placement", "\"one-gpu\" runs each workflow instance on one GPU, a task at a time (as stock ComfyUI runs a prompt), but task \"" + t.name +
+                                            "\" of workflow \"" + wf.name + "\" " + why + ": expected \"spread\", or such tasks left out");
+      return;
+    }
+  }
+}
+
 // A tenant pinned to nodes (or kept off others' exclusive nodes) must have room there for every
 // task it submits.
 void check_pinned_feasible(const Scenario& sc, Problems& problems) {
@@ -1281,6 +1299,8 @@ Scenario parse_scenario(std::string_view json_text, const std::string& file_name
   if (!sc.serving.empty()) {
     if (top.field("autoscale") != nullptr) top.problem("autoscale", "serving replicas are not yet scaled by the autoscaler; expected no \"autoscale\" beside \"serving\"");
   }
+  sc.instance_placement = static_cast<Scenario::InstancePlacement>(top.choice("instance_placement", {"spread", "one-gpu"}, 0));
+  if (sc.instance_placement == Scenario::InstancePlacement::one_gpu) check_one_gpu(top, sc);
   if (const Json* memory = top.field("memory")) {
     ObjectReader m(*memory, top.pointer("memory"), problems);
     sc.on_stall = static_cast<Scenario::OnStall>(m.choice("on_stall", {"wait", "fail"}, 0));

@@ -61,6 +61,11 @@ class Run {
         restartable_(scenario.faults.any() || scenario.spot.any() || round_.may_preempt() || Elastic::any(scenario)),
         tasks_(scenario, cluster_, topology_, memory_, compute_, flows_, occupancy_, predicted_, workload_, batching_, round_,
                queue_, trace_, listeners_, round_wanted_, restartable_) {
+    if (sc_.instance_placement == Scenario::InstancePlacement::one_gpu && round_.may_preempt()) {
+      throw InputError({Problem{sc_.file.empty() ? "scenario " + sc_.name : sc_.file, "/instance_placement",
+                                "\"one-gpu\" runs each instance to its end on its GPU (as stock ComfyUI runs a prompt), but policy \"" + sc_.policy.name +
+                                    "\" preempts running tasks: expected \"spread\" or a policy that does not preempt"}});
+    }
     network_.record_samples(options.record_link_samples);
     memory_.record_samples(options.record_link_samples);
     occupancy_.size_instances(trace_.instances.size());
@@ -164,6 +169,7 @@ class Run {
   void on_schedule() {
     round_pending_ = false;
     round_wanted_ = false;
+    tasks_.start_on_instance_gpus();
     // A time-sliced GPU may take more tasks than one per round: another round, at once.
     if (round_.play(tasks_, listeners_) && tasks_.shared().any()) round_wanted_ = true;
     // Only the latest round's wish stands: an earlier wake-up goes stale.
@@ -208,6 +214,8 @@ class Run {
       serving_.gpu_up(g);
       occupancy_.set_free_at(g, queue_.now());
       occupancy_.set_down(g, false);
+      // A GPU held for an instance stays busy for the policies: its waiting tasks start in the next round.
+      if (sc_.instance_placement == Scenario::InstancePlacement::one_gpu) round_wanted_ = true;
     }
     faults_.schedule_next(subject);
   }

@@ -239,6 +239,7 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
   s.tenants.resize(scenario.tenants.size());
   s.scenario = scenario.name;
   s.policy = scenario.policy.name;
+  s.one_gpu_instances = scenario.instance_placement == Scenario::InstancePlacement::one_gpu;
   s.seed = seed;
   s.gpus = cluster.gpu_count();
   s.nodes = cluster.node_count();

@@ -233,6 +233,10 @@ struct Scenario {
   FaultSpec faults;
   SpotSpec spot;
   AutoscaleSpec autoscale;
+  // How an instance's tasks find GPUs: each placed by the policy wherever it fits (spread, as
+  // workflow-native platforms run graphs), or the whole instance on the one GPU its first task got, a
+  // task at a time, that GPU held for it until it ends (one_gpu: stock ComfyUI, a prompt to a GPU).
+  enum class InstancePlacement { spread, one_gpu } instance_placement = InstancePlacement::spread;
   // LLM serving deployments beside the workflows (fleetsim/serving.hpp): replicas placed on the cluster
   // before anything else runs, holding their GPUs for the whole run.
   std::vector<std::shared_ptr<const ServingDeployment>> serving;

@@ -1,6 +1,7 @@
 #include "tasks.hpp"
 
 #include <algorithm>
+#include <array>
 
 namespace fleetsim::run {
 
@@ -23,6 +24,7 @@ Tasks::Tasks(const Scenario& scenario, const Cluster& cluster, const Topology& t
       trace_(trace),
       listeners_(listeners),
       round_wanted_(round_wanted),
+      instance_gpus_(scenario.instance_placement == Scenario::InstancePlacement::one_gpu, occupancy),
       collectives_(cluster, topology),
       weights_(cluster, topology, memory, trace),
       tensors_(scenario, trace, workload, memory, [this](GpuId g) {
@@ -64,14 +66,31 @@ void Tasks::make_ready(TaskId id) {
                         sc_.tenants[index(r.tenant)].work_class == WorkClass::interactive, predicted_.rank_s(r.workflow, r.task) * known_scale(id),
                         predicted_.job_s(r.workflow) * known_scale(id), known_scale(id), input_gpu,
                         input_bytes};
-  // A batchable task may wait out of the policy's sight until its batch is full.
+  // A batchable task may wait out of the policy's sight until its batch is full; one whose instance has
+  // (or is about to have) a GPU of its own waits for that GPU.
   if (batching_.hold(batching_.key(r), ready, round_.ready())) return;
+  if (instance_gpus_.on() && instance_gpus_.wait(index(r.instance), id)) {
+    round_wanted_ = true;
+    return;
+  }
   round_.ready().push_back(ready);
   round_wanted_ = true;
 }
 
 bool Tasks::computing_alone(TaskId id) const {
   return pending_flows_[index(id)] == 0 && !collectives_.running(id) && !computing_.sharing(id);
+}
+
+void Tasks::start_on_instance_gpus() {
+  instance_gpus_.start_waiting([&](TaskId id, GpuId g) {
+    const TaskRecord& r = trace_.tasks[index(id)];
+    if (!memory_.fits(g, predicted_.model(r.workflow, r.task), spec(r).weights_per_gpu_bytes(), spec(r).working_set_bytes)) {
+      fail_task(id, "it does not fit the VRAM left on " + cluster_.gpu_name(g) + ", the GPU its instance runs on (instance_placement one-gpu)");
+      return;
+    }
+    start_task(id, std::array{g});
+    round_.record(DecisionKind::placed, id, "on its instance's GPU (instance_placement one-gpu)");
+  });
 }
 
 ClusterView Tasks::view() const {
@@ -96,6 +115,7 @@ void Tasks::start_task(TaskId id, std::span<const GpuId> gpus) {
   trace_.gpus.insert(trace_.gpus.end(), gpus.begin(), gpus.end());
   offloaded_.resize(trace_.gpus.size());
   occupancy_.set_running({id, r.instance, gpus[0], r.gpu_count, r.start_s, r.ready_s});
+  if (instance_gpus_.on()) instance_gpus_.started(index(r.instance), index(gpus[0]));
   for (RunListener* l : listeners_) l->task_started(id);
 
   // Weights not resident are loaded (load_weights).
@@ -409,7 +429,7 @@ void Tasks::end_task(TaskId id) {
   r.end_s = queue_.now();
   release_gpus(r);
   for (TaskId consumer : tensors_.produced(id, queue_.now())) make_ready(consumer);
-  workload_.task_ended(index(r.instance));
+  if (workload_.task_ended(index(r.instance)) && instance_gpus_.on()) instance_gpus_.ended(index(r.instance));
 }
 
 // A running task that cannot go on: its GPUs are freed and it fails, with everything downstream.
@@ -430,10 +450,13 @@ void Tasks::fail_task(TaskId id, const std::string& reason) {
   const std::uint32_t instance = index(r.instance);
   trace_.instances[instance].failed = true;
   tensors_.release_inputs(id, queue_.now());
-  workload_.task_ended(instance);
+  if (workload_.task_ended(instance) && instance_gpus_.on()) instance_gpus_.ended(instance);
   const Workflow& wf = sc_.workflows[r.workflow];
   const std::string downstream = "input from task \"" + wf.tasks[r.task].name + "\" failed";
   for (std::uint32_t e : wf.outputs(r.task)) fail_task(workload_.task_id(instance, wf.edges[e].to), downstream);
+  if (instance_gpus_.on()) {
+    for (TaskId waiting : instance_gpus_.drop_waiting(instance)) fail_task(waiting, "task \"" + wf.tasks[r.task].name + "\" of its instance failed (one GPU an instance: it fails as one prompt)");
+  }
 }
 
 }  // namespace fleetsim::run

@@ -17,6 +17,7 @@
 #include "elastic.hpp"
 #include "events.hpp"
 #include "flows.hpp"
+#include "instance_gpus.hpp"
 #include "fleetsim/cluster.hpp"
 #include "fleetsim/compute.hpp"
 #include "fleetsim/engine.hpp"
@@ -47,6 +48,10 @@ class Tasks : public ElasticHost, public RoundHost, public BatchHost {
 
   // The task's inputs are all produced (or it is retried): it joins the ready queue, or its batch's hold.
   void make_ready(TaskId task);
+
+  // One GPU an instance: the tasks waiting for their instance's GPU start where it runs nothing now
+  // (before each policy round).
+  void start_on_instance_gpus();
 
   // Task events (run/events.hpp): whether the event's stamp is the task's current one (else it is stale).
   bool current(std::uint32_t stamp, std::uint32_t task) const { return computing_.current(stamp, task); }
@@ -124,6 +129,7 @@ class Tasks : public ElasticHost, public RoundHost, public BatchHost {
   const std::vector<RunListener*>& listeners_;
   bool& round_wanted_;
 
+  InstanceGpus instance_gpus_;
   Collectives collectives_;
   WeightLoads weights_;
   Tensors tensors_;

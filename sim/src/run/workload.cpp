@@ -170,8 +170,8 @@ void Workload::schedule_after(std::uint32_t instance) {
   if (instance + 1 < open_instances_) queue_.push(trace_.instances[instance + 1].arrival_s, kArrival, instance + 1);
 }
 
-void Workload::task_ended(std::uint32_t instance) {
-  if (--remaining_[instance] != 0) return;
+bool Workload::task_ended(std::uint32_t instance) {
+  if (--remaining_[instance] != 0) return false;
   trace_.instances[instance].end_s = queue_.now();
   --in_flight_;
   --unfinished_;
@@ -181,6 +181,7 @@ void Workload::task_ended(std::uint32_t instance) {
     const double at = queue_.now() + (a.think_s > 0 ? rng.exponential(1.0 / a.think_s) : 0.0);
     if (at <= sc_.horizon_s) queue_.push(at, kArrival, next);
   }
+  return true;
 }
 
 }  // namespace fleetsim::run

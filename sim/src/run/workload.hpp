@@ -43,7 +43,7 @@ class Workload {
   }
   // One task of the instance has ended (completed or failed); the last one ends the instance, and a
   // closed-loop user thinks, then submits its next workflow.
-  void task_ended(std::uint32_t instance);
+  bool task_ended(std::uint32_t instance);  // true when it ended the instance
 
   TaskId task_id(std::uint32_t instance, std::uint32_t local) const { return make_id<TaskId>(first_task_[instance] + local); }
   // The part of an instance's work declared in advance (a trace job's scale; 1 otherwise).
