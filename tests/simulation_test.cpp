@@ -350,6 +350,24 @@ TEST_CASE("one GPU an instance: a task stopped by its GPU's failure runs again t
   CHECK(run.summary.makespan_s == Approx(7.0).epsilon(1e-12));
 }
 
+TEST_CASE("one GPU an instance: a task that does not fit its instance's GPU fails, and the tasks waiting there with it", "[simulation][one-gpu]") {
+  // a leaves 50 GB for b and 30 GB for c on its GPU (100 GB); b needs 40 GB more: 120 GB there, so on
+  // the instance's GPU it can never run, and c, waiting behind it, fails with it. Spread, b runs on the
+  // other GPU and both complete.
+  const std::string body = one_arrival(R"([{"name": "a", "work": {"flop": "1 TFLOP"}}, {"name": "b", "working_set": "40 GB", "work": {"flop": "1 TFLOP"}},
+                                          {"name": "c", "work": {"flop": "1 TFLOP"}}])",
+                                       R"([{"from": "a", "to": "b", "bytes": "50 GB"}, {"from": "a", "to": "c", "bytes": "30 GB"}])", R"([{"type": "unit-node-2", "count": 1}])");
+  const auto sc = unit_scenario(body + R"(, "instance_placement": "one-gpu")");
+  const auto run = fleetsim::simulate(sc);
+  CHECK(run.summary.workflows.failed == 1);
+  CHECK(record(run, "b", sc).status == TaskStatus::failed);
+  CHECK(run.trace.reasons[record(run, "b", sc).reason].find("does not fit the VRAM left on") != std::string::npos);
+  CHECK(record(run, "c", sc).status == TaskStatus::failed);
+  CHECK(run.trace.reasons[record(run, "c", sc).reason].find("task \"b\" of its instance failed") != std::string::npos);
+  const auto spread = fleetsim::simulate(unit_scenario(body));
+  CHECK(spread.summary.workflows.completed == 1);
+}
+
 TEST_CASE("one GPU an instance is refused beside gangs, batching, autoscaling and preempting policies", "[simulation][one-gpu][input]") {
   const auto error_of = [](const std::string& body) {
     try {

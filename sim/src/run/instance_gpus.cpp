@@ -13,6 +13,19 @@ bool InstanceGpus::wait(std::uint32_t instance, TaskId task) {
   return true;
 }
 
+std::vector<std::pair<TaskId, GpuId>> InstanceGpus::take_startable() {
+  std::vector<std::pair<TaskId, GpuId>> starts;
+  std::erase_if(waiting_, [&](std::uint32_t instance) {
+    Held& h = held_.at(instance);
+    if (h.gpu != kNone && occupancy_.tasks_on(h.gpu).empty() && !occupancy_.down(h.gpu)) {
+      starts.emplace_back(h.queue.front(), make_id<GpuId>(h.gpu));
+      h.queue.pop_front();
+    }
+    return h.queue.empty();
+  });
+  return starts;
+}
+
 void InstanceGpus::started(std::uint32_t instance, std::uint32_t gpu) {
   Held& h = held_.at(instance);
   if (h.gpu != kNone) return;

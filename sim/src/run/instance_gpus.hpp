@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "fleetsim/ids.hpp"
@@ -24,25 +25,9 @@ class InstanceGpus {
   bool wait(std::uint32_t instance, TaskId task);
   // A task of the instance started on `gpu`; the instance's first holds that GPU for it from now on.
   void started(std::uint32_t instance, std::uint32_t gpu);
-  // Each instance whose GPU is up and runs nothing, and that has a task waiting: its next task, to start
-  // there (in the order the instances first waited).
-  template <typename Start>
-  void start_waiting(Start start) {
-    for (std::size_t i = 0; i < waiting_.size();) {
-      const std::uint32_t instance = waiting_[i];
-      Held& h = held_.at(instance);
-      if (h.gpu != kNone && occupancy_.tasks_on(h.gpu).empty() && !occupancy_.down(h.gpu)) {
-        const TaskId next = h.queue.front();
-        h.queue.pop_front();
-        start(next, make_id<GpuId>(h.gpu));
-      }
-      if (h.queue.empty()) {
-        waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
-      } else {
-        ++i;
-      }
-    }
-  }
+  // Each instance whose GPU is up and runs nothing, and that has a task waiting: its next task, taken off
+  // the wait, to start there (in the order the instances first waited).
+  std::vector<std::pair<TaskId, GpuId>> take_startable();
   // A task of the instance failed: the tasks waiting for its GPU, which fail with it (ComfyUI stops a
   // prompt at its first error).
   std::deque<TaskId> drop_waiting(std::uint32_t instance);

@@ -82,15 +82,16 @@ bool Tasks::computing_alone(TaskId id) const {
 }
 
 void Tasks::start_on_instance_gpus() {
-  instance_gpus_.start_waiting([&](TaskId id, GpuId g) {
+  // Taken first, then started: a task that does not fit fails its instance's waiting tasks with it.
+  for (const auto& [id, g] : instance_gpus_.take_startable()) {
     const TaskRecord& r = trace_.tasks[index(id)];
     if (!memory_.fits(g, predicted_.model(r.workflow, r.task), spec(r).weights_per_gpu_bytes(), spec(r).working_set_bytes)) {
       fail_task(id, "it does not fit the VRAM left on " + cluster_.gpu_name(g) + ", the GPU its instance runs on (instance_placement one-gpu)");
-      return;
+      continue;
     }
     start_task(id, std::array{g});
     round_.record(DecisionKind::placed, id, "on its instance's GPU (instance_placement one-gpu)");
-  });
+  }
 }
 
 ClusterView Tasks::view() const {
