@@ -368,7 +368,7 @@ TEST_CASE("one GPU an instance: a task that does not fit its instance's GPU fail
   CHECK(spread.summary.workflows.completed == 1);
 }
 
-TEST_CASE("one GPU an instance is refused beside gangs, batching, autoscaling and preempting policies", "[simulation][one-gpu][input]") {
+TEST_CASE("one GPU an instance is refused beside gangs and preempting policies, and an unknown placement by name", "[simulation][one-gpu][input]") {
   const auto error_of = [](const std::string& body) {
     try {
       fleetsim::simulate(unit_scenario(body));
