@@ -46,26 +46,18 @@ double ModelShape::mlp_parameters(bool dense) const {
   return matrices * hidden * (ffn * std::max(1.0, experts) + shared_ffn);
 }
 
-double ModelShape::parameters() const {
-  const double mlps = dense_layers * mlp_parameters(true) + (layers - dense_layers) * (mlp_parameters(false) + hidden * experts);  // with the routers
-  return layers * (attention_parameters() + 2 * hidden) + mlps + 2 * vocab * hidden + hidden;  // untied embedding and LM head
-}
-
-double ModelShape::linear_parameters() const {  // the router of a mixture of experts is left 16-bit, as AWQ and GPTQ leave it
-  return layers * attention_parameters() + dense_layers * mlp_parameters(true) + (layers - dense_layers) * mlp_parameters(false);
-}
-
-double ModelShape::replicated_parameters() const { return latent ? layers * latent->replicated_parameters(hidden) : 0; }
-
 ModelShape::Weights ModelShape::stage_weights(int first, int count, bool embedding, bool head) const {
   const double n = count, dense = std::clamp(dense_layers - first, 0.0, n), mixed = n - dense;
   Weights w;
+  // The router of a mixture of experts is no linear weight here: left 16-bit, as AWQ and GPTQ leave it.
   w.linear = n * attention_parameters() + dense * mlp_parameters(true) + mixed * mlp_parameters(false);
   w.all = n * (attention_parameters() + 2 * hidden) + dense * mlp_parameters(true) + mixed * (mlp_parameters(false) + hidden * experts) +
-          (embedding ? vocab * hidden : 0) + (head ? vocab * hidden + hidden : 0);
+          (embedding ? vocab * hidden : 0) + (head ? vocab * hidden + hidden : 0);  // untied embedding and LM head
   w.replicated = latent ? n * latent->replicated_parameters(hidden) : 0;
   return w;
 }
+
+ModelShape::Weights ModelShape::weights() const { return stage_weights(0, static_cast<int>(layers), true, true); }
 
 std::vector<int> stage_layers(int layers, int pp) {
   std::vector<int> per(static_cast<std::size_t>(pp), layers / pp);
@@ -131,25 +123,21 @@ KvCapacity kv_capacity(const ServingDeployment& d) {
     c.blocks = c.usable_bytes > 0 ? static_cast<std::int64_t>(std::floor(c.usable_bytes / block_bytes)) : 0;
     c.tokens = c.blocks * d.engine.block_size;
   };
+  // Each stage's GPUs hold its layers and their KV (without pipeline stages, one stage of every layer);
+  // the fewest blocks bound the replica.
   KvCapacity c;
-  if (d.pp == 1) {
-    memory_after_weights(d, m, per_gpu(m.parameters(), m.linear_parameters(), m.replicated_parameters()), c);
-    c.kv_bytes_per_token = kv_bytes_per_token(m.layers);
-    blocks_of(c);
-  } else {  // each stage's GPUs hold its layers and their KV; the fewest blocks bound the replica
-    const std::vector<int> layers = stage_layers(static_cast<int>(m.layers), d.pp);
-    int first = 0;
-    for (int s = 0; s < d.pp; ++s) {
-      const int n = layers[static_cast<std::size_t>(s)];
-      const ModelShape::Weights w = m.stage_weights(first, n, s == 0, s == d.pp - 1);
-      KvCapacity stage;
-      memory_after_weights(d, m, per_gpu(w.all, w.linear, w.replicated), stage);
-      stage.kv_bytes_per_token = kv_bytes_per_token(n);
-      stage.bound_stage = s;
-      blocks_of(stage);
-      if (s == 0 || stage.blocks < c.blocks) c = stage;
-      first += n;
-    }
+  const std::vector<int> layers = stage_layers(static_cast<int>(m.layers), d.pp);
+  int first = 0;
+  for (int s = 0; s < d.pp; ++s) {
+    const int n = layers[static_cast<std::size_t>(s)];
+    const ModelShape::Weights w = m.stage_weights(first, n, s == 0, s == d.pp - 1);
+    KvCapacity stage;
+    memory_after_weights(d, m, per_gpu(w.all, w.linear, w.replicated), stage);
+    stage.kv_bytes_per_token = kv_bytes_per_token(n);
+    stage.bound_stage = s;
+    blocks_of(stage);
+    if (s == 0 || stage.blocks < c.blocks) c = stage;
+    first += n;
   }
   c.lane_blocks = c.blocks / d.pp;
   c.lane_tokens = c.lane_blocks * d.engine.block_size;

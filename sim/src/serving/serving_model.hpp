@@ -20,16 +20,18 @@ struct ModelShape {
   // (Llama 3's), the final norm.
   double attention_parameters() const;  // a layer's q, k, v and output projections (or latent attention's)
   double mlp_parameters(bool dense) const;  // a layer's MLP: a dense layer's, or every expert's and the shared one's
-  double parameters() const;
-  double linear_parameters() const;  // of them, the layers' linear weights (what weight-only quantization stores narrower)
-  // Of the linear weights, those every TP rank holds whole (latent attention's down-projections).
-  double replicated_parameters() const;
-  // A pipeline stage's: `count` layers from `first`, with the embedding (the first stage) and the LM head
-  // and final norm (the last).
+  // All of them; of them, the layers' linear weights (what weight-only quantization stores narrower); and of
+  // the linear weights, those every TP rank holds whole (latent attention's down-projections).
   struct Weights {
     double all = 0, linear = 0, replicated = 0;
   };
+  // A pipeline stage's: `count` layers from `first`, with the embedding (the first stage) and the LM head
+  // and final norm (the last).
   Weights stage_weights(int first, int count, bool embedding, bool head) const;
+  Weights weights() const;  // the whole model's: one stage of every layer
+  double parameters() const { return weights().all; }
+  double linear_parameters() const { return weights().linear; }
+  double replicated_parameters() const { return weights().replicated; }
 };
 
 
