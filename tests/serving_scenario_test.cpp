@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <set>
+#include <sstream>
 
 #include "fleetsim/error.hpp"
 #include "fleetsim/plan.hpp"
@@ -147,8 +148,69 @@ TEST_CASE("serving deployments in a scenario are refused with the field where th
   CHECK_THAT(error_of(scenario(unnamed, eight_gang)), Catch::Contains("needs a gang of 8 GPUs") && Catch::Contains("1 of them held by serving replicas"));
   const std::string a = R"({"name": "a", "model": "llama-3-8b", "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
   CHECK_THAT(error_of(scenario(a + ", " + a)), Catch::Contains("/serving/1/name") && Catch::Contains("no other deployment has"));
-  const std::string staged = R"({"model": "llama-3-8b", "tp": 2, "pp": 2, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
-  CHECK_THAT(error_of(scenario(staged)), Catch::Contains("/serving/0/pp") && Catch::Contains("pipeline-parallel replicas in a scenario are not modelled yet"));
+  const std::string staged = R"({"model": "llama-3-8b", "tp": 2, "pp": 2, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}, "autoscale": {"min": 1, "max": 2}})";
+  CHECK_THAT(error_of(scenario(staged)), Catch::Contains("/serving/0/autoscale") && Catch::Contains("autoscaling pipeline-parallel replicas is not modelled yet"));
+  const std::string too_many_stages = R"({"model": "llama-3-70b", "tp": 4, "pp": 4, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
+  CHECK_THAT(error_of(scenario(too_many_stages)), Catch::Contains("/serving/0/replicas") && Catch::Contains("0 of the 1 replicas of TP 4 x PP 4 found room"));
+}
+
+TEST_CASE("pipeline stages in a scenario lie on the nodes as their iteration time has them", "[serving][scenario][pp]") {
+  const auto stages = [](const ServingDeployment& d) {
+    std::vector<std::pair<std::uint32_t, int>> out;
+    for (const ServingDeployment::Placement& p : d.placement) out.emplace_back(p.node, p.first_gpu);
+    return out;
+  };
+  using Stages = std::vector<std::pair<std::uint32_t, int>>;
+  const std::string two_nodes = R"([{"type": "hgx-h100-8", "count": 2}])", three_nodes = R"([{"type": "hgx-h100-8", "count": 3}])";
+  // Two stages of TP 4 fill a node: one replica a node.
+  const std::string within = R"({"name": "big", "model": "llama-3-70b", "tp": 4, "pp": 2, "replicas": 2, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
+  CHECK(stages(*parse_scenario(scenario(within, "", two_nodes), "s.json", ".").serving[0]) == Stages{{0, 0}, {0, 4}, {1, 0}, {1, 4}});
+  // Beside one GPU another deployment holds on node 0: four stages take nodes 1 and 2 whole; three
+  // stages take node 1 whole and the last stage's four GPUs on node 0, as GPUs 8-11 of the timed layout.
+  const std::string small = R"({"name": "small", "model": "llama-3-8b", "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}}, )";
+  const std::string four = R"({"name": "big", "model": "llama-3-70b", "tp": 4, "pp": 4, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
+  CHECK(stages(*parse_scenario(scenario(small + four, "", three_nodes), "s.json", ".").serving[1]) == Stages{{1, 0}, {1, 4}, {2, 0}, {2, 4}});
+  const std::string three = R"({"name": "big", "model": "llama-3-70b", "tp": 4, "pp": 3, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
+  const Scenario sc = parse_scenario(scenario(small + three, "", three_nodes), "s.json", ".");
+  CHECK(stages(*sc.serving[1]) == Stages{{1, 0}, {1, 4}, {0, 1}});
+  // Said on the page's text, a replica's stages on one node as one span; and its stage sends' guess.
+  const RunResult run = simulate(sc);
+  std::ostringstream text;
+  write_serving_text(text, *run.summary.serving[1].deployment, run.summary.serving[1]);
+  CHECK_THAT(text.str(), Catch::Contains("placed      node 1 GPUs 0-7 + node 0 GPUs 1-4"));
+  CHECK_THAT(text.str(), Catch::Contains("stage sends are timed on its own links"));
+  CHECK(run.summary.serving[1].completed == 1);
+}
+
+TEST_CASE("a pipeline-parallel replica in a scenario serves exactly what serve serves, and a GPU failure stops every lane of it", "[serving][scenario][pp]") {
+  const std::string requests = R"("requests": {"rate": "4 /s", "count": 300, "prompt_tokens": {"uniform": [256, 2048]}, "output_tokens": {"uniform": [32, 256]}})";
+  const std::string one = R"({"name": "big", "model": "llama-3-70b", "tp": 4, "pp": 2, )" + requests + "}";
+  const RunResult run = simulate(parse_scenario(scenario(one), "s.json", "."));
+  const ServingResult& in_run = run.summary.serving.front();
+  const ServingResult served = simulate_serving(parse_serving(R"({"name": "big", "seed": 3, "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": "llama-3-70b",
+      "tp": 4, "pp": 2, "replicas": 1, )" + requests + "}", "big.json"));
+  CHECK(in_run.completed == 300);
+  CHECK(in_run.iterations == served.iterations);
+  CHECK(in_run.ttft_s.p95 == served.ttft_s.p95);
+  CHECK(in_run.tpot_s.p99 == served.tpot_s.p99);
+  CHECK(in_run.busy.stage_send_s > 0);
+  CHECK(run.summary.gpu_busy_s == Approx(served.gpu_busy_s).epsilon(1e-12));
+  // Two replicas a node each; GPU 5 of node 0 (the first replica's second stage) fails at 5 s for 30 s:
+  // both lanes of that replica stop, counted as one replica failure, their requests go to the other
+  // replica's lanes, and every request is served.
+  const std::string two = R"({"name": "big", "model": "llama-3-70b", "tp": 4, "pp": 2, "replicas": 2, "router": "least-tokens", )" + requests + "}";
+  const std::string fault = R"(, "faults": {"events": [{"at": "5 s", "gpu": "n0.g5", "for": "30 s"}]})";
+  const std::string nodes = R"([{"type": "hgx-h100-8", "count": 2}])";
+  const RunResult failed = simulate(parse_scenario(scenario(two, fault, nodes), "s.json", "."));
+  const ServingResult& r = failed.summary.serving.front();
+  CHECK(r.completed == 300);
+  CHECK(r.replica_failures == 1);
+  CHECK(r.requests_rerouted > 0);
+  const RunResult calm = simulate(parse_scenario(scenario(two, "", nodes), "s.json", "."));
+  CHECK(calm.summary.serving.front().replica_failures == 0);
+  CHECK(r.prompt_tokens > calm.summary.serving.front().prompt_tokens);
+  CHECK(r.e2e_s.mean > calm.summary.serving.front().e2e_s.mean);
+  CHECK(summary_json(failed.summary) == summary_json(simulate(parse_scenario(scenario(two, fault, nodes), "s.json", ".")).summary));
 }
 
 TEST_CASE("a plan over a scenario with serving fails the node counts its replicas do not fit and weighs the serving SLOs", "[serving][scenario][plan]") {

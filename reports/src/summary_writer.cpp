@@ -263,10 +263,10 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
   }
   if (!s.serving.empty()) {
     out << "\nserving beside other work: replicas start warm (weights loaded, KV cache allocated) and hold their GPUs all run;\n"
-           "their TP all-reduces are timed on the node's links alone, not shared with the tasks' flows (a disaggregated\n"
-           "deployment's KV transfers do share the network with them); a failed GPU takes its replica down until repaired;\n"
-           "replicas are autoscaled only where a deployment asks (autoscale); not modelled yet: PP, TP across nodes, EP,\n"
-           "cascade attention (docs/serving.md)\n";
+           "their TP all-reduces and pipeline stage sends are timed on their own links alone, not shared with the tasks'\n"
+           "flows (a disaggregated deployment's KV transfers do share the network with them); a failed GPU takes its\n"
+           "replica down until repaired; replicas are autoscaled only where a deployment asks (autoscale); not modelled\n"
+           "yet: TP across nodes, EP, cascade attention (docs/serving.md)\n";
   }
 }
 

@@ -158,8 +158,9 @@ struct ServingDeployment {
   std::vector<Slo> slos;
   std::uint64_t seed = 1;
   std::vector<std::string> assumptions;  // what the deployment left out and fleetsim assumed
-  // In a scenario: where each replica runs, its node (an index into the scenario's cluster) and the first
-  // of its TP GPUs there (an index within the node). `cluster` then holds the one node group it runs on.
+  // In a scenario: where each replica's stages run (pp entries a replica, in stage order), each its node
+  // (an index into the scenario's cluster) and the first of its TP GPUs there (an index within the node).
+  // `cluster` then holds the one node group it runs on.
   struct Placement {
     std::uint32_t node = 0;
     int first_gpu = 0;

@@ -18,7 +18,7 @@ Serving::Serving(const Scenario& scenario, const Cluster& cluster, EventQueue& q
     sets_.emplace_back(d, serving::make_requests(d, seed, k), queue, names);
     sets_.back().send_kv_with([this, k](const serving::KvTransfer& t) { send_kv(k, t); },
                               [this, k](std::uint32_t from, std::uint32_t to) { return reaches(first_replica_[k] + from, first_replica_[k] + to); });
-    for (std::uint32_t r = 0; r < static_cast<std::uint32_t>(d.replicas); ++r) replica_owner_.emplace_back(k, r);
+    for (std::uint32_t lane = 0; lane < static_cast<std::uint32_t>(d.replicas * d.pp); ++lane) replica_owner_.emplace_back(k, lane);
     // The engine's start-up, and its weights read from the node's memory over the GPU's host link.
     const NodeGroup& g = d.cluster.groups.front();
     const KvCapacity c = kv_capacity(d);
@@ -151,12 +151,14 @@ void Serving::start(Occupancy& occupancy, GpuMemory& memory) {
   occupancy_ = &occupancy;
   for (std::size_t k = 0; k < sets_.size(); ++k) {
     const ServingDeployment& d = *sc_.serving[k];
-    for (const ServingDeployment::Placement& p : d.placement) {
-      const std::uint32_t first = index(cluster_.first_gpu(make_id<NodeId>(p.node))) + static_cast<std::uint32_t>(p.first_gpu);
-      const auto subject = static_cast<std::uint32_t>(first_replica_[k] + (&p - d.placement.data()));
+    // A replica's GPUs, stage after stage, are held under its first lane's subject.
+    for (std::size_t stage = 0; stage < d.placement.size(); stage += static_cast<std::size_t>(d.pp)) {
       std::vector<std::uint32_t> gpus;
-      for (std::uint32_t g = first; g < first + static_cast<std::uint32_t>(d.tp); ++g) gpus.push_back(g);
-      take_gpus(subject, static_cast<std::uint32_t>(k), std::move(gpus));
+      for (std::size_t s = stage; s < stage + static_cast<std::size_t>(d.pp); ++s) {
+        const std::uint32_t first = index(cluster_.first_gpu(make_id<NodeId>(d.placement[s].node))) + static_cast<std::uint32_t>(d.placement[s].first_gpu);
+        for (std::uint32_t g = first; g < first + static_cast<std::uint32_t>(d.tp); ++g) gpus.push_back(g);
+      }
+      take_gpus(first_replica_[k] + static_cast<std::uint32_t>(stage), static_cast<std::uint32_t>(k), std::move(gpus));
     }
     sets_[k].start();
     if (d.autoscale.on()) queue_.push(d.autoscale.interval_s, scale_kind_, static_cast<std::uint32_t>(k));
@@ -166,9 +168,9 @@ void Serving::start(Occupancy& occupancy, GpuMemory& memory) {
 void Serving::gpu_down(std::uint32_t gpu) {
   const std::int64_t replica = gpu_replica_[gpu];
   if (replica < 0) return;
-  const auto [k, local] = replica_owner_[static_cast<std::size_t>(replica)];
+  const auto [k, lane] = replica_owner_[static_cast<std::size_t>(replica)];
   if (replica_gpus_down_[static_cast<std::size_t>(replica)]++ != 0) return;
-  sets_[k].replica_down(local);
+  sets_[k].replica_down(lane / static_cast<std::uint32_t>(sc_.serving[k]->pp));
   // Its KV transfers, to or from it, stop with it (in the order they began, for the same run every time).
   std::vector<std::uint32_t> cut;
   for (const auto& [number, t] : kv_in_flight_) {
@@ -181,10 +183,10 @@ void Serving::gpu_down(std::uint32_t gpu) {
 void Serving::gpu_up(std::uint32_t gpu) {
   const std::int64_t replica = gpu_replica_[gpu];
   if (replica < 0) return;
-  const auto [k, local] = replica_owner_[static_cast<std::size_t>(replica)];
+  const auto [k, lane] = replica_owner_[static_cast<std::size_t>(replica)];
   // The failure wiped the GPU's memory: the engine takes its share again as it starts.
   memory_->hold(make_id<GpuId>(gpu), engine_bytes_[k], queue_.now());
-  if (--replica_gpus_down_[static_cast<std::size_t>(replica)] == 0) sets_[k].replica_up(local, startup_s_[k]);
+  if (--replica_gpus_down_[static_cast<std::size_t>(replica)] == 0) sets_[k].replica_up(lane / static_cast<std::uint32_t>(sc_.serving[k]->pp), startup_s_[k]);
 }
 
 std::uint64_t Serving::unfinished() const {

@@ -37,9 +37,9 @@ class Serving {
   void routes_changed();
   // An autoscaled deployment's decision: a replica more on free GPUs, or one fewer (drained first).
   void scale(std::uint32_t deployment);
-  // False for an iteration a failure cut short (a stale event).
-  bool iteration_done(std::uint32_t replica, std::uint32_t stamp) {
-    return sets_[replica_owner_[replica].first].iteration_done(replica_owner_[replica].second, stamp);
+  // A lane's iteration ended (its subject: one a lane, pp a replica); false for one a failure cut short.
+  bool iteration_done(std::uint32_t lane, std::uint32_t stamp) {
+    return sets_[replica_owner_[lane].first].iteration_done(replica_owner_[lane].second, stamp);
   }
   // A GPU failed or was taken back (spot), or is back: the replica holding it goes down, or restarts
   // once all its GPUs are back.
@@ -57,9 +57,11 @@ class Serving {
   const Topology& topology_;
   std::uint32_t scale_kind_;
   std::vector<serving::ReplicaSet> sets_;
-  std::vector<std::uint32_t> first_replica_;  // per deployment: its first replica's subject
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> replica_owner_;  // per replica subject: (deployment, its replica)
-  std::vector<std::int64_t> gpu_replica_;         // per GPU: the replica subject holding it, or -1
+  // A replica of pp stages is pp lanes, each a subject of its own (its iterations' events); the replica's
+  // GPUs are held under its first lane's subject, which stands for the replica below.
+  std::vector<std::uint32_t> first_replica_;  // per deployment: its first lane's subject
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> replica_owner_;  // per lane subject: (deployment, its lane)
+  std::vector<std::int64_t> gpu_replica_;         // per GPU: the replica (first lane) subject holding it, or -1
   std::vector<std::uint32_t> replica_gpus_down_;  // per replica subject: its GPUs down now
   std::vector<double> startup_s_;                 // per deployment: a restart, from its GPUs back to serving
   std::vector<double> engine_bytes_;              // per deployment: the VRAM the engine takes on each GPU

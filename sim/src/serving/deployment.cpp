@@ -3,6 +3,7 @@
 #include <array>
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include "fleetsim/suggest.hpp"
 #include "../import/job_log.hpp"
@@ -512,7 +513,6 @@ void read_serving(const Json& value, const std::string& pointer, Problems& probl
     }
     const std::size_t problems_before = problems.size();
     read_deployment(top, *d, group.has_value(), base_dir);
-    if (d->pp > 1) top.problem("pp", "pipeline-parallel replicas in a scenario are not modelled yet (their stages would span nodes the scenario places); expected pp 1 here (`fleetsim serve` runs them alone)");
     if (const Json* scale = top.field("autoscale")) {  // {"min": 1, "max": 4, "interval": "30 s", "queue": 8, "target_busy": 0.6}
       ObjectReader a(*scale, top.pointer("autoscale"), problems);
       if (a.ok()) {
@@ -527,6 +527,7 @@ void read_serving(const Json& value, const std::string& pointer, Problems& probl
         a.finish();
         if (top.field("replicas") != nullptr) top.problem("replicas", "an autoscaled deployment has between autoscale's min and max; expected no \"replicas\"");
         if (d->prefill_replicas > 0) top.problem("autoscale", "autoscaling a disaggregated deployment is not modelled yet; expected no \"disaggregation\" beside it");
+        if (d->pp > 1) top.problem("autoscale", "autoscaling pipeline-parallel replicas is not modelled yet; expected pp 1 beside \"autoscale\"");
         d->replicas = as.max;  // the slots; min of them start placed
       }
     }
@@ -536,19 +537,36 @@ void read_serving(const Json& value, const std::string& pointer, Problems& probl
     }
     if (group && problems.size() == problems_before) {
       const NodeGroup& g = cluster.groups[*group];
-      // A node without room for one replica has none for the next (room only shrinks): the search goes on from it.
-      std::uint32_t n = first_node[*group];
-      const std::uint32_t end = n + static_cast<std::uint32_t>(g.count);
+      // A replica's stages lie as its iteration time has them (serving/iteration.cpp): its TP x PP GPUs
+      // filling nodes in order, so the stages that share a node there share one here, and a replica of
+      // more GPUs than a node holds takes whole nodes and then part of one. Each part is placed first fit:
+      // a node without room for a part of some size has none for the next of that size (room only
+      // shrinks), so each size's search goes on from where the last stopped.
+      const int stages_a_node = g.node.gpus / d->tp;  // tp divides a node's GPUs where pp > 1 (check_fit)
+      std::vector<int> part_stages;
+      for (int s = 0; s < d->pp; s += std::max(1, stages_a_node)) part_stages.push_back(std::min(d->pp - s, std::max(1, stages_a_node)));
+      std::map<int, std::uint32_t> search_from;  // by a part's GPUs: the first node that may have room
+      const std::uint32_t end = first_node[*group] + static_cast<std::uint32_t>(g.count);
       const int placed = d->autoscale.on() ? d->autoscale.min : d->replicas;
-      for (int r = 0; r < placed; ++r) {
-        while (n < end && free_gpus[n] < d->tp) ++n;
-        if (n == end) {
-          top.problem("replicas", "expected replicas that fit the " + std::to_string(g.count * g.node.gpus) + " GPUs of the " + g.node.id + " nodes beside the deployments above: " +
-                                      std::to_string(r) + " of the " + std::to_string(placed) + " replicas of TP " + std::to_string(d->tp) + " found room");
-          break;
+      for (int r = 0; r < placed && problems.size() == problems_before; ++r) {
+        for (const int stages : part_stages) {
+          const int need = stages * d->tp;
+          std::uint32_t& n = search_from.try_emplace(need, first_node[*group]).first->second;
+          while (n < end && free_gpus[n] < need) ++n;
+          if (n == end) {
+            top.problem("replicas", "expected replicas that fit the " + std::to_string(g.count * g.node.gpus) + " GPUs of the " + g.node.id + " nodes beside the deployments above: " +
+                                        std::to_string(r) + " of the " + std::to_string(placed) + " replicas of TP " + std::to_string(d->tp) +
+                                        (d->pp > 1 ? " x PP " + std::to_string(d->pp) : "") + " found room");
+            break;
+          }
+          for (int s = 0; s < stages; ++s) {
+            d->placement.push_back({n, g.node.gpus - free_gpus[n]});
+            free_gpus[n] -= d->tp;
+          }
         }
-        d->placement.push_back({n, g.node.gpus - free_gpus[n]});
-        free_gpus[n] -= d->tp;
+      }
+      if (d->pp > 1) {
+        d->assumptions.push_back("a replica's stage sends are timed on its own links (NVLink, or the NICs and the fabric between its nodes), not as flows the shared network carries beside other work");
       }
     }
     top.finish();

@@ -47,8 +47,9 @@ struct Requests {
 Requests make_requests(const ServingDeployment& d, std::uint64_t seed, std::uint64_t run);
 
 // The events a replica set puts on its queue: the next request's arrival (always `arrival_subject`,
-// requests arrive in order) and a replica's iteration ending (`first_replica_subject` + the replica;
-// the kind carries the replica's stamp above its low byte: iteration_kind | stamp << 8).
+// requests arrive in order) and a lane's iteration ending (`first_replica_subject` + the lane; the kind
+// carries the lane's stamp above its low byte: iteration_kind | stamp << 8). A replica of pp pipeline
+// stages is pp lanes (r * pp to r * pp + pp - 1); with pp 1 a lane is its replica.
 // Disaggregated deployments whose KV transfers are timed alone also schedule the end of each
 // (`transfer_kind`, subject `arrival_subject`: they are taken earliest first); where the owner moves
 // them (send_kv_with), `transfer_kind` is never scheduled.
@@ -85,11 +86,11 @@ class ReplicaSet {
   void transfer_done();                        // timed alone: the earliest KV transfer due has arrived
   void kv_arrived(std::uint32_t request);
   void kv_lost(std::uint32_t request);
-  // A replica's iteration (or its restart) ended: the next one starts. False for one a failure cut short.
-  bool iteration_done(std::uint32_t replica, std::uint32_t stamp);
-  // A GPU of the replica failed: its requests go back to the router, their KV lost.
+  // A lane's iteration (or its restart) ended: the next one starts. False for one a failure cut short.
+  bool iteration_done(std::uint32_t lane, std::uint32_t stamp);
+  // A GPU of the replica failed: every lane of it stops, their requests back to the router, KV lost.
   void replica_down(std::uint32_t replica);
-  // Its GPUs are back, or it was just given some (autoscaled): it serves after `startup_s`.
+  // Its GPUs are back, or it was just given some (autoscaled): its lanes serve after `startup_s`.
   void replica_up(std::uint32_t replica, double startup_s);
   // Autoscaled: what the replicas carry now, and the slots to grow into or drain.
   struct Load {

@@ -154,16 +154,15 @@ class Engine {
                                   : 0) {
     const NodeGroup& g = d.cluster.groups.front();
     // A pipeline-parallel replica is pp lanes (vLLM's virtual engines), each a Replica here with its own
-    // queues and 1/pp of the blocks, routed to as replicas are; a deployment in a scenario has pp 1, so
-    // there a replica and its index are the run's.
+    // queues and 1/pp of the blocks, routed to as replicas are: replica r's lanes are r * pp to r * pp + pp - 1.
     for (int i = 0; i < d.replicas * d.pp; ++i) {
       Replica rep(KvBlocks(capacity_.lane_blocks, d.engine.block_size));
       if (d.prefill_replicas > 0) rep.role = i < d.prefill_replicas ? Replica::Role::prefill : Replica::Role::decode;
       // In a scenario the placement says; alone, replicas fill the nodes in order.
       if (d.placement.empty()) {
         rep.node = static_cast<std::uint32_t>(i / d.pp * d.tp * d.pp / g.node.gpus);
-      } else if (static_cast<std::size_t>(i) < d.placement.size()) {
-        rep.node = d.placement[static_cast<std::size_t>(i)].node;
+      } else if (static_cast<std::size_t>(i) < d.placement.size()) {  // a stage a lane: the replica's first stage's node
+        rep.node = d.placement[static_cast<std::size_t>(i / d.pp * d.pp)].node;
       } else {  // an autoscaled slot, placed when it is needed
         rep.down = rep.parked = true;
       }
@@ -290,14 +289,29 @@ class Engine {
 
   // One of the replica's GPUs failed: the iteration in flight is lost, the KV cache with it, and every
   // request it held goes back to the router, to prefill its prompt and what it generated again.
-  void replica_down(std::uint32_t index) {
+  // A replica's GPU failed: every lane of it stops (each runs on all its stages), and the requests they
+  // held go back to the router once all are down, so that none is routed to a lane about to stop.
+  void replica_down(std::uint32_t replica) {
+    std::vector<std::uint32_t> held;
+    bool stopped = false;
+    for (std::uint32_t lane = replica * static_cast<std::uint32_t>(d_.pp); lane < (replica + 1) * static_cast<std::uint32_t>(d_.pp); ++lane) stopped |= stop_lane(lane, held);
+    if (!stopped) return;
+    ++replica_failures_;
+    sample();
+    for (std::uint32_t id : held) {
+      recompute_from_start(requests_[id]);
+      ++rerouted_;
+      enqueue(id);
+    }
+  }
+  // A lane stops, its KV lost; what it ran or queued joins `held`. False if it was down already.
+  bool stop_lane(std::uint32_t index, std::vector<std::uint32_t>& held) {
     Replica& rep = replicas_[index];
-    if (rep.down) return;
+    if (rep.down) return false;
     rep.down = true;
     rep.restarting = false;
     rep.draining = false;
     ++rep.stamp;
-    ++replica_failures_;
     if (rep.busy) cut_s_ += rep.compute_after(queue_.now());
     rep.busy = false;
     rep.batch.clear();
@@ -305,7 +319,7 @@ class Engine {
     kv_now_ -= rep.last_kv_use;
     rep.last_batch = 0;
     rep.last_kv_use = 0;
-    std::vector<std::uint32_t> held(rep.running.begin(), rep.running.end());
+    held.insert(held.end(), rep.running.begin(), rep.running.end());
     held.insert(held.end(), rep.waiting.begin(), rep.waiting.end());
     for (std::uint32_t id : rep.running) release(rep, requests_[id]);
     rep.running.clear();
@@ -314,17 +328,15 @@ class Engine {
     rep.swap_tokens = rep.swap_pending_tokens = 0;  // what host memory held for it is of no use to another replica
     rep.cache = PrefixCache{};
     rep.kv = KvBlocks(capacity_.lane_blocks, d_.engine.block_size);
-    sample();
-    for (std::uint32_t id : held) {
-      recompute_from_start(requests_[id]);
-      ++rerouted_;
-      enqueue(id);
-    }
+    return true;
   }
 
   // Its GPUs are all back: the engine starts again (weights loaded, KV cache allocated) and serves
   // after `startup_s`, taking the requests that found no replica up meanwhile.
-  void replica_up(std::uint32_t index, double startup_s) {
+  void replica_up(std::uint32_t replica, double startup_s) {
+    for (std::uint32_t lane = replica * static_cast<std::uint32_t>(d_.pp); lane < (replica + 1) * static_cast<std::uint32_t>(d_.pp); ++lane) start_lane(lane, startup_s);
+  }
+  void start_lane(std::uint32_t index, double startup_s) {
     Replica& rep = replicas_[index];
     if (!rep.down || rep.restarting) return;
     if (rep.parked) {
@@ -975,7 +987,7 @@ void ReplicaSet::kv_lost(std::uint32_t request) { impl_->kv_arrived(request, fal
 ReplicaSet::Load ReplicaSet::load() const { return impl_->load(); }
 void ReplicaSet::drain(std::uint32_t replica) { impl_->drain(replica); }
 void ReplicaSet::on_drained(std::function<void(std::uint32_t)> drained) { impl_->drained_ = std::move(drained); }
-bool ReplicaSet::iteration_done(std::uint32_t replica, std::uint32_t stamp) { return impl_->finish_iteration(replica, stamp); }
+bool ReplicaSet::iteration_done(std::uint32_t lane, std::uint32_t stamp) { return impl_->finish_iteration(lane, stamp); }
 void ReplicaSet::replica_down(std::uint32_t replica) { impl_->replica_down(replica); }
 void ReplicaSet::replica_up(std::uint32_t replica, double startup_s) { impl_->replica_up(replica, startup_s); }
 std::uint64_t ReplicaSet::unfinished() const { return impl_->unfinished(); }
