@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "fleetsim/error.hpp"
 #include "fleetsim/plan.hpp"
@@ -120,8 +121,15 @@ TEST_CASE("requests unfinished at the horizon count in the verdicts at their wai
 }
 
 TEST_CASE("serving deployments in a scenario are refused with the field where they cannot be placed or run", "[serving][scenario]") {
+  // A TP group over nodes takes whole nodes: TP 14 (of Qwen2's 28 heads) on 8-GPU nodes is refused; TP 16
+  // wants two nodes, which one node does not have.
+  const std::string tp14 = R"({"model": "qwen2-7b", "tp": 14, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
+  CHECK_THAT(error_of(scenario(tp14)), Catch::Contains("/serving/0/tp") && Catch::Contains("at most the 8 GPUs of a hgx-h100-8 node, or a multiple of them (whole nodes), found 14"));
   const std::string tp16 = R"({"model": "llama-3-8b", "tp": 16, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
-  CHECK_THAT(error_of(scenario(tp16)), Catch::Contains("/serving/0/tp") && Catch::Contains("at most the 8 GPUs"));
+  CHECK_THAT(error_of(scenario(tp16)), Catch::Contains("/serving/0/replicas") && Catch::Contains("0 of the 1 replicas of TP 16 found room"));
+  CHECK_THAT(error_of(scenario(R"({"model": "llama-3-8b", "tp": 16, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}, "autoscale": {"min": 1, "max": 2}})", "",
+                               R"([{"type": "hgx-h100-8", "count": 2}])")),
+             Catch::Contains("/serving/0/autoscale") && Catch::Contains("replicas that span nodes"));
   // Five TP-2 replicas on 8 GPUs: four fit.
   const std::string five = R"({"model": "llama-3-8b", "tp": 2, "replicas": 5, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
   CHECK_THAT(error_of(scenario(five)), Catch::Contains("/serving/0/replicas") && Catch::Contains("4 of the 5 replicas of TP 2 found room"));
@@ -155,25 +163,29 @@ TEST_CASE("serving deployments in a scenario are refused with the field where th
 }
 
 TEST_CASE("pipeline stages in a scenario lie on the nodes as their iteration time has them", "[serving][scenario][pp]") {
+  // (node, first GPU, GPUs) of each piece of each replica.
   const auto stages = [](const ServingDeployment& d) {
-    std::vector<std::pair<std::uint32_t, int>> out;
-    for (const ServingDeployment::Placement& p : d.placement) out.emplace_back(p.node, p.first_gpu);
+    std::vector<std::tuple<std::uint32_t, int, int>> out;
+    for (const ServingDeployment::Placement& p : d.placement) out.emplace_back(p.node, p.first_gpu, p.gpus);
     return out;
   };
-  using Stages = std::vector<std::pair<std::uint32_t, int>>;
+  using Stages = std::vector<std::tuple<std::uint32_t, int, int>>;
   const std::string two_nodes = R"([{"type": "hgx-h100-8", "count": 2}])", three_nodes = R"([{"type": "hgx-h100-8", "count": 3}])";
   // Two stages of TP 4 fill a node: one replica a node.
   const std::string within = R"({"name": "big", "model": "llama-3-70b", "tp": 4, "pp": 2, "replicas": 2, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
-  CHECK(stages(*parse_scenario(scenario(within, "", two_nodes), "s.json", ".").serving[0]) == Stages{{0, 0}, {0, 4}, {1, 0}, {1, 4}});
+  CHECK(stages(*parse_scenario(scenario(within, "", two_nodes), "s.json", ".").serving[0]) == Stages{{0, 0, 8}, {1, 0, 8}});
   // Beside one GPU another deployment holds on node 0: four stages take nodes 1 and 2 whole; three
   // stages take node 1 whole and the last stage's four GPUs on node 0, as GPUs 8-11 of the timed layout.
   const std::string small = R"({"name": "small", "model": "llama-3-8b", "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}}, )";
   const std::string four = R"({"name": "big", "model": "llama-3-70b", "tp": 4, "pp": 4, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
-  CHECK(stages(*parse_scenario(scenario(small + four, "", three_nodes), "s.json", ".").serving[1]) == Stages{{1, 0}, {1, 4}, {2, 0}, {2, 4}});
+  CHECK(stages(*parse_scenario(scenario(small + four, "", three_nodes), "s.json", ".").serving[1]) == Stages{{1, 0, 8}, {2, 0, 8}});
   const std::string three = R"({"name": "big", "model": "llama-3-70b", "tp": 4, "pp": 3, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
   const Scenario sc = parse_scenario(scenario(small + three, "", three_nodes), "s.json", ".");
-  CHECK(stages(*sc.serving[1]) == Stages{{1, 0}, {1, 4}, {0, 1}});
-  // Said on the page's text, a replica's stages on one node as one span; and its stage sends' guess.
+  CHECK(stages(*sc.serving[1]) == Stages{{1, 0, 8}, {0, 1, 4}});
+  // A TP group over two nodes takes both whole.
+  const std::string wide = R"({"name": "big", "model": "llama-3.1-405b", "tp": 16, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
+  CHECK(stages(*parse_scenario(scenario(small + wide, "", three_nodes), "s.json", ".").serving[1]) == Stages{{1, 0, 8}, {2, 0, 8}});
+  // Said on the page's text, a replica's pieces joined; and its stage sends' guess.
   const RunResult run = simulate(sc);
   std::ostringstream text;
   write_serving_text(text, *run.summary.serving[1].deployment, run.summary.serving[1]);

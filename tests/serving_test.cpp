@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <unistd.h>
 
 #include "fleetsim/error.hpp"
@@ -588,6 +589,40 @@ TEST_CASE("a pipeline-parallel replica keeps pp batches in flight, one a lane", 
   CHECK(text.str().find("x TP 4 x PP 2") != std::string::npos);
   CHECK(text.str().find("2 stages of 40 + 40 layers") != std::string::npos);
   CHECK(serving_json(with(R"(, "tp": 4, "pp": 2)"), two).find(R"("pp": 2)") != std::string::npos);
+}
+
+TEST_CASE("a TP group over whole nodes all-reduces across their NICs, and holds every layer's KV on each GPU", "[serving][tp-nodes]") {
+  // Llama 3.1 405B (810 GB in bf16) on two HGX H100 nodes, as TP 16 or as TP 8 x PP 2.
+  const auto on_nodes = [](const std::string& extra, int nodes) {
+    return parse_serving(R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": )" + std::to_string(nodes) +
+                             R"(}]}, "model": "llama-3.1-405b", "requests": {"count": 2, "prompt_tokens": 512, "output_tokens": 16})" + extra + "}",
+                         "d.json");
+  };
+  const ServingDeployment tp16 = on_nodes(R"(, "tp": 16)", 2), staged = on_nodes(R"(, "tp": 8, "pp": 2)", 2);
+  CHECK(tp16.replicas == 1);
+  CHECK(on_nodes(R"(, "tp": 16)", 5).replicas == 2);  // whole nodes a replica: the fifth is left over
+  // 8 KV heads over 16 ranks: each GPU keeps one (vLLM replicates them), for all 126 layers; a stage of
+  // TP 8 keeps one head for its 63 layers.
+  const KvCapacity a = kv_capacity(tp16), b = kv_capacity(staged);
+  CHECK(a.kv_bytes_per_token == Approx(2 * b.kv_bytes_per_token).epsilon(1e-12));
+  CHECK(a.weights_per_gpu_bytes == Approx(ModelShape::of(tp16.model, 16).parameters() * 2 / 16).epsilon(1e-12));
+  // Each layer's two all-reduces of T x hidden bf16 values: whatever the algorithm, each node takes in the
+  // other's contribution to every value, B bytes over its 8 NICs, so no faster than B / 8 a NIC.
+  IterationTimer t16(tp16);
+  const ServingDeployment one_node = on_nodes(R"(, "tp": 8, "weights": "fp8")", 1);
+  IterationTimer t8(one_node);
+  const IterationShape shape{.prefills = {{1024, 0}}, .decodes = 64, .decode_context = 64 * 2000.0};
+  const double bytes = 1088.0 * 16384 * 2;
+  const NodeGroup& g = tp16.cluster.groups.front();
+  const IterationTimer::Time across = t16.time(shape), within = t8.time(shape);
+  CHECK(across.allreduce_s >= 2 * 126 * bytes / 8 / g.nic.bandwidth_Bps);
+  CHECK(across.allreduce_s > within.allreduce_s);  // the same all-reduces on one node's NVLink
+  // It serves, and says its shape.
+  const ServingResult r = simulate_serving(tp16);
+  CHECK(r.completed == 2);
+  std::ostringstream text;
+  write_serving_text(text, tp16, r);
+  CHECK_THAT(text.str(), Catch::Contains("1 replica x TP 16 on h100-sxm"));
 }
 
 TEST_CASE("pipeline stages are refused where they are not modelled, with the field and why", "[serving][pp][input]") {

@@ -56,18 +56,14 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
                 d.weights_name().c_str(), std::string(dtype_name(d.kv_cache)).c_str(), d.replicas, d.replicas == 1 ? "" : "s", d.tp, pp.c_str(),
                 g.gpu.id.c_str(), router_name(d.router));
   out << line;
-  if (!d.placement.empty()) {  // in a scenario: where the replicas run, a replica's stages on one node as one span
+  if (!d.placement.empty()) {  // in a scenario: where the replicas run, a replica's pieces (one a node) joined by +
     out << "placed      ";
-    const auto stages = static_cast<std::size_t>(d.pp), replicas = d.placement.size() / stages;
+    const std::size_t pieces = d.pieces_a_replica(), replicas = d.placement.size() / pieces;
     for (std::size_t k = 0; k < replicas && k < 8; ++k) {
-      out << (k > 0 ? ", " : "");
-      for (std::size_t s = k * stages; s < (k + 1) * stages;) {
-        const auto& p = d.placement[s];
-        std::size_t e = s + 1;
-        while (e < (k + 1) * stages && d.placement[e].node == p.node) ++e;
-        const int gpus = static_cast<int>(e - s) * d.tp;
-        out << (s > k * stages ? " + " : "") << "node " << p.node << " GPU" << (gpus > 1 ? "s " + std::to_string(p.first_gpu) + "-" + std::to_string(p.first_gpu + gpus - 1) : " " + std::to_string(p.first_gpu));
-        s = e;
+      for (std::size_t i = k * pieces; i < (k + 1) * pieces; ++i) {
+        const auto& p = d.placement[i];
+        out << (i == k * pieces ? (k > 0 ? ", " : "") : " + ") << "node " << p.node << " GPU"
+            << (p.gpus > 1 ? "s " + std::to_string(p.first_gpu) + "-" + std::to_string(p.first_gpu + p.gpus - 1) : " " + std::to_string(p.first_gpu));
       }
     }
     if (replicas > 8) out << " and " << replicas - 8 << " more";
@@ -189,7 +185,7 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
 
 void write_serving_text(std::ostream& out, const ServingDeployment& d, const ServingResult& r) {
   write_serving_results(out, d, r);
-  out << "\nnot modelled yet: TP across nodes, expert parallelism, cascade attention over shared prefixes (docs/serving.md)\n";
+  out << "\nnot modelled yet: expert parallelism, cascade attention over shared prefixes (docs/serving.md)\n";
 }
 
 nlohmann::ordered_json serving_results_json(const ServingDeployment& d, const ServingResult& r) {

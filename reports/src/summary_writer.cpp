@@ -266,7 +266,7 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
            "their TP all-reduces and pipeline stage sends are timed on their own links alone, not shared with the tasks'\n"
            "flows (a disaggregated deployment's KV transfers do share the network with them); a failed GPU takes its\n"
            "replica down until repaired; replicas are autoscaled only where a deployment asks (autoscale); not modelled\n"
-           "yet: TP across nodes, EP, cascade attention (docs/serving.md)\n";
+           "yet: EP, cascade attention (docs/serving.md)\n";
   }
 }
 

@@ -1033,7 +1033,7 @@ void check_feasible(const Scenario& sc, Problems& problems) {
       std::uint32_t first = 0;
       std::size_t g = 0;
       while (p.node >= first + static_cast<std::uint32_t>(sc.cluster.groups[g].count)) first += static_cast<std::uint32_t>(sc.cluster.groups[g++].count);
-      held[g] += d->tp;
+      held[g] += p.gpus;
     }
   }
   const std::int64_t held_total = std::accumulate(held.begin(), held.end(), std::int64_t{0});

@@ -5,7 +5,8 @@
 // (max_num_batched_tokens) and sequence cap (max_num_seqs); its time comes from the kernel-time model
 // (fleetsim/kernel_model.hpp) at that iteration's shapes: the linear layers' GEMMs at the batch's token
 // count split over the TP ranks, prefill attention over each chunk's prompt, decode attention reading
-// each sequence's KV cache, two TP all-reduces a layer timed on the node's links, the logits of each
+// each sequence's KV cache, two TP all-reduces a layer timed on the replica's links (NVLink in a node;
+// the NICs and the fabric where a TP group takes whole nodes, as vLLM runs TP across nodes), the logits of each
 // sequence's last token, and the engine's host time per iteration. The KV cache is paged: blocks of
 // block_size tokens, as many as VRAM holds after the weights, the profiled activations and the engine's
 // reserve (vLLM's start-up arithmetic); a request that cannot get a block preempts the most recently
@@ -24,10 +25,10 @@
 // pp batches are in flight at once, one in each stage. A lane's iteration passes every stage in turn: the
 // whole model's kernels at its batch plus the stage-to-stage sends of the hidden states and residuals.
 // Lanes are taken as perfectly staggered (a stage serves one lane at a time; the bubbles of unequal
-// batches are not modelled). `serve` only: a scenario's deployments have pp 1 for now.
+// batches are not modelled). In a scenario a replica's GPUs are placed as that timing lays them out.
 //
-// Not modelled yet (said in the output where it applies): TP across nodes, expert parallelism (a
-// mixture of experts runs every expert on every TP rank).
+// Not modelled yet (said in the output where it applies): expert parallelism (a mixture of experts
+// runs every expert on every TP rank).
 // A disaggregated deployment's KV transfers are timed alone by `serve`, and on the shared network in a
 // scenario.
 #pragma once
@@ -103,7 +104,7 @@ struct ServingDeployment {
   std::string weights_name() const { return weight_storage_bytes > 0 ? "int4" : std::string(dtype_name(weights)); }
   EngineProfile engine;     // with the knobs the deployment sets
   bool utilization_set = false;  // the deployment set gpu_memory_utilization (SGLang: its mem_fraction_static)
-  int tp = 1;
+  int tp = 1;  // over more than a node's GPUs: a multiple of them, whole nodes a stage
   int pp = 1;  // pipeline stages a replica, each of tp GPUs (the stages may span nodes)
   int replicas = 1;
   // Prefill/decode disaggregation (DistServe, Splitwise, vLLM's and Dynamo's P/D): the first
@@ -158,14 +159,24 @@ struct ServingDeployment {
   std::vector<Slo> slos;
   std::uint64_t seed = 1;
   std::vector<std::string> assumptions;  // what the deployment left out and fleetsim assumed
-  // In a scenario: where each replica's stages run (pp entries a replica, in stage order), each its node
-  // (an index into the scenario's cluster) and the first of its TP GPUs there (an index within the node).
+  // In a scenario: where each replica runs, as pieces: its tp x pp GPUs, stage after stage, cut where
+  // they fill a node (one piece a replica unless it needs more than a node), each piece its node (an
+  // index into the scenario's cluster), its first GPU there (an index within the node) and how many.
   // `cluster` then holds the one node group it runs on.
   struct Placement {
     std::uint32_t node = 0;
     int first_gpu = 0;
+    int gpus = 0;
   };
-  std::vector<Placement> placement;
+  std::vector<Placement> placement;  // pieces_a_replica() a replica, replica after replica
+  // A replica's GPUs cut into nodes' worth, stage after stage: the pieces' sizes.
+  std::vector<int> piece_gpus() const {
+    const int per_node = cluster.groups.front().node.gpus;
+    std::vector<int> out;
+    for (int left = tp * pp; left > 0; left -= per_node) out.push_back(std::min(left, per_node));
+    return out;
+  }
+  std::size_t pieces_a_replica() const { return piece_gpus().size(); }
   std::uint32_t first_node = 0, nodes = 0;  // in a scenario: its node group's nodes in the cluster
 };
 

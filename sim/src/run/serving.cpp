@@ -151,14 +151,16 @@ void Serving::start(Occupancy& occupancy, GpuMemory& memory) {
   occupancy_ = &occupancy;
   for (std::size_t k = 0; k < sets_.size(); ++k) {
     const ServingDeployment& d = *sc_.serving[k];
-    // A replica's GPUs, stage after stage, are held under its first lane's subject.
-    for (std::size_t stage = 0; stage < d.placement.size(); stage += static_cast<std::size_t>(d.pp)) {
+    // A replica's GPUs, stage after stage (its pieces in order), are held under its first lane's subject.
+    const std::size_t pieces = d.pieces_a_replica();
+    for (std::size_t r = 0; r * pieces < d.placement.size(); ++r) {
       std::vector<std::uint32_t> gpus;
-      for (std::size_t s = stage; s < stage + static_cast<std::size_t>(d.pp); ++s) {
-        const std::uint32_t first = index(cluster_.first_gpu(make_id<NodeId>(d.placement[s].node))) + static_cast<std::uint32_t>(d.placement[s].first_gpu);
-        for (std::uint32_t g = first; g < first + static_cast<std::uint32_t>(d.tp); ++g) gpus.push_back(g);
+      for (std::size_t piece = r * pieces; piece < (r + 1) * pieces; ++piece) {
+        const ServingDeployment::Placement& p = d.placement[piece];
+        const std::uint32_t first = index(cluster_.first_gpu(make_id<NodeId>(p.node))) + static_cast<std::uint32_t>(p.first_gpu);
+        for (std::uint32_t g = first; g < first + static_cast<std::uint32_t>(p.gpus); ++g) gpus.push_back(g);
       }
-      take_gpus(first_replica_[k] + static_cast<std::uint32_t>(stage), static_cast<std::uint32_t>(k), std::move(gpus));
+      take_gpus(first_replica_[k] + static_cast<std::uint32_t>(r * static_cast<std::size_t>(d.pp)), static_cast<std::uint32_t>(k), std::move(gpus));
     }
     sets_[k].start();
     if (d.autoscale.on()) queue_.push(d.autoscale.interval_s, scale_kind_, static_cast<std::uint32_t>(k));

@@ -305,15 +305,15 @@ void check_fit(ObjectReader& top, ServingDeployment& d) {
     top.problem("tp", "expected a divisor of the model's " + format_number(d.model.number("heads", 0)) + " attention heads, found " + std::to_string(d.tp));
     return;
   }
-  if (d.tp > g.node.gpus) {
-    top.problem("tp", "expected at most the " + std::to_string(g.node.gpus) + " GPUs of a " + g.node.id + " node (TP across nodes is not modelled yet), found " + std::to_string(d.tp));
+  if (d.tp > g.node.gpus && d.tp % g.node.gpus != 0) {  // a TP group is one node's GPUs or whole nodes'
+    top.problem("tp", "expected at most the " + std::to_string(g.node.gpus) + " GPUs of a " + g.node.id + " node, or a multiple of them (whole nodes), found " + std::to_string(d.tp));
     return;
   }
   if (d.pp > d.model.number("layers", 0)) {
     top.problem("pp", "expected at most the model's " + format_number(d.model.number("layers", 0)) + " layers, one stage each at least, found " + std::to_string(d.pp));
     return;
   }
-  if (g.node.gpus % d.tp != 0 && d.pp > 1) {  // a stage's TP group must not straddle two nodes
+  if (g.node.gpus % d.tp != 0 && d.tp % g.node.gpus != 0 && d.pp > 1) {  // a stage's TP group must not straddle two nodes
     top.problem("pp", "pipeline stages need a tp that divides a " + g.node.id + " node's " + std::to_string(g.node.gpus) + " GPUs, so that no stage spans two nodes; found tp " + std::to_string(d.tp));
     return;
   }
@@ -447,7 +447,8 @@ ServingDeployment parse_serving(std::string_view json_text, const std::string& f
   // A deployment of its own fills its cluster unless it says how many replicas.
   if (cluster_ok && problems.empty()) {
     const NodeGroup& g = d.cluster.groups.front();
-    const int fit = g.count * (g.node.gpus / d.tp) / d.pp;  // stages of TP GPUs, pp a replica
+    // Stages of TP GPUs (within a node, or whole nodes each), pp a replica.
+    const int fit = (d.tp <= g.node.gpus ? g.count * (g.node.gpus / d.tp) : g.count / (d.tp / g.node.gpus)) / d.pp;
     if (top.field("replicas") == nullptr && d.prefill_replicas == 0) {
       d.replicas = fit;
       if (fit == 0) top.problem("pp", "expected replicas of " + std::to_string(d.tp * d.pp) + " GPUs (TP " + std::to_string(d.tp) + " x PP " + std::to_string(d.pp) + ") that the cluster's " + std::to_string(g.count * g.node.gpus) + " GPUs hold");
@@ -528,6 +529,7 @@ void read_serving(const Json& value, const std::string& pointer, Problems& probl
         if (top.field("replicas") != nullptr) top.problem("replicas", "an autoscaled deployment has between autoscale's min and max; expected no \"replicas\"");
         if (d->prefill_replicas > 0) top.problem("autoscale", "autoscaling a disaggregated deployment is not modelled yet; expected no \"disaggregation\" beside it");
         if (d->pp > 1) top.problem("autoscale", "autoscaling pipeline-parallel replicas is not modelled yet; expected pp 1 beside \"autoscale\"");
+        if (!d->cluster.groups.empty() && d->tp > d->cluster.groups.front().node.gpus) top.problem("autoscale", "autoscaling replicas that span nodes is not modelled yet; expected a tp of at most a node's GPUs beside \"autoscale\"");
         d->replicas = as.max;  // the slots; min of them start placed
       }
     }
@@ -537,20 +539,16 @@ void read_serving(const Json& value, const std::string& pointer, Problems& probl
     }
     if (group && problems.size() == problems_before) {
       const NodeGroup& g = cluster.groups[*group];
-      // A replica's stages lie as its iteration time has them (serving/iteration.cpp): its TP x PP GPUs
-      // filling nodes in order, so the stages that share a node there share one here, and a replica of
-      // more GPUs than a node holds takes whole nodes and then part of one. Each part is placed first fit:
-      // a node without room for a part of some size has none for the next of that size (room only
-      // shrinks), so each size's search goes on from where the last stopped.
-      const int stages_a_node = g.node.gpus / d->tp;  // tp divides a node's GPUs where pp > 1 (check_fit)
-      std::vector<int> part_stages;
-      for (int s = 0; s < d->pp; s += std::max(1, stages_a_node)) part_stages.push_back(std::min(d->pp - s, std::max(1, stages_a_node)));
-      std::map<int, std::uint32_t> search_from;  // by a part's GPUs: the first node that may have room
+      // A replica's GPUs lie as its iteration time has them (serving/iteration.cpp): tp x pp, stage after
+      // stage, filling nodes in order; so its pieces (a node's worth each, the last maybe less) go each on
+      // one node, first fit. A node without room for a piece of some size has none for the next of that
+      // size (room only shrinks), so each size's search goes on from where the last stopped.
+      std::map<int, std::uint32_t> search_from;  // by a piece's GPUs: the first node that may have room
       const std::uint32_t end = first_node[*group] + static_cast<std::uint32_t>(g.count);
       const int placed = d->autoscale.on() ? d->autoscale.min : d->replicas;
+      const std::vector<int> pieces = d->piece_gpus();
       for (int r = 0; r < placed && problems.size() == problems_before; ++r) {
-        for (const int stages : part_stages) {
-          const int need = stages * d->tp;
+        for (const int need : pieces) {
           std::uint32_t& n = search_from.try_emplace(need, first_node[*group]).first->second;
           while (n < end && free_gpus[n] < need) ++n;
           if (n == end) {
@@ -559,10 +557,8 @@ void read_serving(const Json& value, const std::string& pointer, Problems& probl
                                         (d->pp > 1 ? " x PP " + std::to_string(d->pp) : "") + " found room");
             break;
           }
-          for (int s = 0; s < stages; ++s) {
-            d->placement.push_back({n, g.node.gpus - free_gpus[n]});
-            free_gpus[n] -= d->tp;
-          }
+          d->placement.push_back({n, g.node.gpus - free_gpus[n], need});
+          free_gpus[n] -= need;
         }
       }
       if (d->pp > 1) {

@@ -161,8 +161,8 @@ class Engine {
       // In a scenario the placement says; alone, replicas fill the nodes in order.
       if (d.placement.empty()) {
         rep.node = static_cast<std::uint32_t>(i / d.pp * d.tp * d.pp / g.node.gpus);
-      } else if (static_cast<std::size_t>(i) < d.placement.size()) {  // a stage a lane: the replica's first stage's node
-        rep.node = d.placement[static_cast<std::size_t>(i / d.pp * d.pp)].node;
+      } else if (const std::size_t first_piece = static_cast<std::size_t>(i / d.pp) * d.pieces_a_replica(); first_piece < d.placement.size()) {
+        rep.node = d.placement[first_piece].node;  // its first GPU's
       } else {  // an autoscaled slot, placed when it is needed
         rep.down = rep.parked = true;
       }
