@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <optional>
 
 #include <algorithm>
 
@@ -207,9 +208,9 @@ TEST_CASE("eager GroupNorm + SiLU against published Hopper timings (the reductio
 
 namespace {
 
-double kernels_named(const std::vector<KernelCall>& calls, std::string_view prefix) {
+double kernels_named(const std::vector<KernelCall>& calls, std::string_view prefix, std::optional<KernelClass> cls = std::nullopt) {
   double n = 0;
-  for (const KernelCall& c : calls) n += c.name.starts_with(prefix) ? c.count : 0;
+  for (const KernelCall& c : calls) n += c.name.starts_with(prefix) && (!cls || c.cls == *cls) ? c.count : 0;
   return n;
 }
 
@@ -231,6 +232,13 @@ TEST_CASE("each runtime launches the kernels its code does (models/runtimes.json
   // The same FLOP whichever runtime runs it.
   const auto diffusers = step_kernels(arch("flux-dit"), {.width = 1024, .height = 1024, .runtime = Runtime::diffusers}, Dtype::bf16);
   CHECK(kernels_flop(diffusers) == Approx(kernels_flop(comfy)));
+  // diffusers holds the attention's projections apart (FluxAttention's to_q, to_k, to_v a stream;
+  // proj_mlp beside them in a single block): a double block's 10 GEMMs become 14, a single block's 3 become 6.
+  CHECK(kernels_named(comfy, "double.", KernelClass::gemm) == 19 * 10);
+  CHECK(kernels_named(diffusers, "double.", KernelClass::gemm) == 19 * 14);
+  CHECK(kernels_named(comfy, "single.", KernelClass::gemm) == 38 * 3);
+  CHECK(kernels_named(diffusers, "single.", KernelClass::gemm) == 38 * 6);
+  CHECK(kernels_named(compiled, "single.", KernelClass::gemm) == 38 * 3);
   CHECK(kernels_flop(compiled) == Approx(kernels_flop(comfy)));
   // Bytes as the code moves them: ComfyUI's rotary embedding of one bf16 tensor upcasts it (2 bytes in, 4
   // out), multiplies two strided halves by fp32 matrices (2 + 4 bytes each), adds (4 + 4 + 4) and casts
@@ -294,6 +302,15 @@ TEST_CASE("runtime op lists are read strictly", "[profiles][input]") {
              Catch::Contains("kernels/0/grid") && Catch::Contains("reduction"));
   CHECK_THAT(error(R"({"about": "a", "runtimes": {"comfyui": {"name": "n", "source": "s", "launch": "eager", "ops": {"rms_nrom": {}}}}})"),
              Catch::Contains("rms_nrom") && Catch::Contains("did you mean \"rms_norm\""));
+  // How a diffusion transformer's projections are held, with the code it was read from.
+  CHECK(runtime_profile(Runtime::diffusers).separate_projections);
+  CHECK_FALSE(runtime_profile(Runtime::comfyui).separate_projections);
+  CHECK_THAT(error(R"({"about": "a", "runtimes": {"comfyui": {"name": "n", "source": "s", "launch": "eager", "ops": {}}}})"),
+             Catch::Contains("/runtimes/comfyui/projections") && Catch::Contains("required"));
+  CHECK_THAT(error(R"({"about": "a", "runtimes": {"comfyui": {"name": "n", "source": "s", "launch": "eager", "projections": {"layout": "split", "source": "s"}, "ops": {}}}})"),
+             Catch::Contains("/runtimes/comfyui/projections/layout") && Catch::Contains("fused"));
+  CHECK_THAT(error(R"({"about": "a", "runtimes": {"comfyui": {"name": "n", "source": "s", "launch": "eager", "projections": {"layout": "fused"}, "ops": {}}}})"),
+             Catch::Contains("/runtimes/comfyui/projections/source"));
 }
 
 TEST_CASE("a sequence-parallel sampler step runs each GPU's shard and the gang's all-to-alls", "[profiles][simulation]") {

@@ -75,6 +75,10 @@ struct RuntimeProfile {
   Runtime runtime = Runtime::comfyui;
   std::string name, source;
   bool eager = true;  // the host launches each kernel (false: from a graph)
+  // A diffusion transformer's attention projections: one GEMM for q, k and v (and, in FLUX's single
+  // blocks, the MLP's input) as ComfyUI's modules hold them, or one GEMM each as diffusers' do.
+  bool separate_projections = false;
+  std::string projections_source;
   std::map<std::string, std::vector<RuntimeKernel>, std::less<>> ops;
 };
 // The kernels `runtime` launches for one small operation over rows x width in `dtype`; `groups`: the rows

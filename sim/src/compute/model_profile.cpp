@@ -50,6 +50,7 @@ class Builder {
  public:
   Builder(std::vector<KernelCall>& out, const RuntimeProfile& runtime, Dtype dtype) : out_(out), runtime_(runtime), dtype_(dtype) {}
   bool eager() const { return runtime_.eager; }
+  bool separate_projections() const { return runtime_.separate_projections; }
 
   void gemm(const std::string& name, double m, double n, double k, double count = 1) {
     push({.cls = KernelClass::gemm, .m = m, .n = n, .k = k, .count = count, .name = name});
@@ -327,7 +328,11 @@ void dit(const Architecture& a, const StepShape& s, Builder& b) {
       b.gemm("double.modulation", n, 6 * h, h);
       b.op("layer_norm", "double.norm1", r * tokens, h);
       b.op("modulate", "double.modulate1", r * tokens, h);
-      b.gemm("double.qkv", r * tokens, 3 * h, h);
+      if (b.separate_projections()) {
+        for (const char* name : {"double.q", "double.k", "double.v"}) b.gemm(name, r * tokens, h, h);
+      } else {
+        b.gemm("double.qkv", r * tokens, 3 * h, h);
+      }
       qk_norms("double.qk_norm", tokens);
     }
     b.op("qkv_join", "double.join", r * all, h, 3);  // text and image queries, keys and values concatenated
@@ -380,9 +385,14 @@ void dit(const Architecture& a, const StepShape& s, Builder& b) {
       b.gemm("single.mlp.out", m, h, mlp);
       b.op("gate_residual", "single.residual3", m, h);
     } else {
-      // FLUX's single block: QKV and the MLP input in one projection, the attention output and the
-      // MLP's activation concatenated into one output projection.
-      b.gemm("single.qkv_mlp", m, 3 * h + mlp, h);
+      // FLUX's single block: QKV and the MLP input in one projection (four in diffusers), the attention
+      // output and the MLP's activation concatenated into one output projection.
+      if (b.separate_projections()) {
+        for (const char* name : {"single.q", "single.k", "single.v"}) b.gemm(name, m, h, h);
+        b.gemm("single.mlp.in", m, mlp, h);
+      } else {
+        b.gemm("single.qkv_mlp", m, 3 * h + mlp, h);
+      }
       qk_norms("single.qk_norm", tokens);
       if (rope) b.op("rope", "single.rope", m, h, 2);
       b.attention("single.attn", r * heads, tokens, tokens, hd);

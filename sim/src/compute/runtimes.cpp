@@ -103,6 +103,15 @@ RuntimeProfile read_runtime(ObjectReader& r, Runtime runtime) {
   p.source = r.string("source", Need::required).value_or("");
   p.eager = r.choice("launch", {"eager", "graph"}, 0) == 0;
   r.field("launch", Need::required);
+  if (const Json* proj = r.field("projections", Need::required)) {  // {"layout": "fused" | "separate", "source": "..."}
+    ObjectReader pr(*proj, r.pointer("projections"), r.problems());
+    if (pr.ok()) {
+      p.separate_projections = pr.choice("layout", {"fused", "separate"}, 0) == 1;
+      pr.field("layout", Need::required);
+      p.projections_source = pr.string("source", Need::required).value_or("");
+      pr.finish();
+    }
+  }
   const Json* ops = r.field("ops", Need::required);
   if (ops != nullptr && !ops->is_object()) r.problem("ops", "expected an object of operations by name");
   if (ops != nullptr && ops->is_object()) {
