@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 #include <catch2/catch.hpp>
+#include <set>
+#include <map>
 
 #include "fleetsim/error.hpp"
 #include "fleetsim/plan.hpp"
@@ -434,6 +436,21 @@ TEST_CASE("the plan page's cost axis turns logarithmic where costs spread over m
   CHECK_THAT(page.str(), Catch::Contains("monthly cost (log scale)"));
   // Ticks at 1, 2 and 5 of each decade, in dollars.
   CHECK_THAT(page.str(), Catch::Contains(">$10,000<") && Catch::Contains(">$20,000<") && Catch::Contains(">$50,000<"));
+  // A colour a node type, the same on every point of it, and the legend says which.
+  const std::string html = page.str();
+  std::map<std::string, std::set<std::string>> colors;  // node type -> the stroke colours of its points
+  for (std::size_t at = html.find("<circle class=\"mark\""); at != std::string::npos; at = html.find("<circle class=\"mark\"", at + 1)) {
+    const std::size_t stroke = html.find("stroke=\"", at) + 8, title = html.find("<title>", at);
+    const std::string tooltip = html.substr(title, html.find("</title>", title) - title);
+    for (const char* type : {"hgx-h100-8", "l40s-pcie-8"}) {
+      if (tooltip.find(type) != std::string::npos) colors[type].insert(html.substr(stroke, html.find('"', stroke) - stroke));
+    }
+  }
+  REQUIRE(colors.size() == 2);
+  CHECK(colors["hgx-h100-8"].size() == 1);
+  CHECK(colors["l40s-pcie-8"].size() == 1);
+  CHECK(*colors["hgx-h100-8"].begin() != *colors["l40s-pcie-8"].begin());
+  CHECK_THAT(html, Catch::Contains("Pareto frontier") && Catch::Contains(">l40s-pcie-8<"));
   // A plan over one node type and one or two nodes stays linear.
   const PlanSpec narrow = parse_plan(R"({"base": "comfyui-studio.json",
       "search": {"node_types": ["hgx-h100-8"], "nodes": {"min": 1, "max": 2}, "policies": ["memory-aware"]},

@@ -39,9 +39,9 @@ round() {
 dom() { "$browser" --headless --no-sandbox --disable-gpu --virtual-time-budget=10000 --dump-dom "file://$1" 2>/dev/null; }
 # holds PAGE PATTERN: the rendered page contains the extended regular expression.
 holds() { dom "$1" | grep -Ezq "$2"; }
-# chart_lacks PAGE CHART_ID PATTERN: no mark of that chart mentions the pattern.
+# chart_lacks PAGE CHART_ID PATTERN: no mark of a chart whose id begins with CHART_ID mentions the pattern.
 chart_lacks() {
-  ! dom "$1" | awk -v id="$2" 'BEGIN { RS = "<svg class=\"chart\"" } index($0, " id=\"" id "\"") == 1 { print substr($0, 1, index($0, "</svg>")) }' |
+  ! dom "$1" | awk -v id="$2" 'BEGIN { RS = "<svg class=\"chart\"" } index($0, " id=\"" id) == 1 { print substr($0, 1, index($0, "</svg>")) }' |
     grep -q "$3"
 }
 
@@ -61,11 +61,12 @@ check "comparison report of a replay: the latency distributions render" holds "$
 check "comparison report of a replay: round ticks" round "$tmp/replay.html"
 check "comparison report of a replay: each policy's queue over time" holds "$tmp/replay.html" 'id="compare-queue".*<title>fifo</title>.*<title>las</title>'
 "$fleetsim" --quiet plan "$src/scenarios/plans/comfyui-studio.json" --report "$tmp/plan.html" >/dev/null
-check "plan report: the frontier renders" render "$tmp/plan.html" 1
+check "plan report: a frontier a load renders" render "$tmp/plan.html" 3
 check "plan report: round ticks" round "$tmp/plan.html"
 check "plan report: the recommendation in words" holds "$tmp/plan.html" '<li>At load 1x: <b>[0-9]+ × [a-z0-9-]+</b>.* a month</b>: p95 latency'
 check "plan report: configurations that cannot run are listed apart" holds "$tmp/plan.html" '<table id="infeasible">.*rtx4090-pcie-8'
 check "plan report: and never plotted" chart_lacks "$tmp/plan.html" "frontier" "rtx4090"
+check "plan report: points coloured by node type, named in the legend" holds "$tmp/plan.html" 'id="frontier".*>hgx-h100-8<.*>l40s-pcie-8<.*>Pareto frontier<'
 "$fleetsim" --quiet calibrate --repeats 1 --out "$tmp/cpu.json" >/dev/null
 "$fleetsim" --quiet validate "$src/scenarios/cpu-validate.json" --profile "$tmp/cpu.json" --work-scale 0.05 --out "$tmp/val" --report "$tmp/validate.html" >/dev/null
 check "validation report: the scatter renders" render "$tmp/validate.html" 1

@@ -277,33 +277,51 @@ void write_plan_html(std::ostream& out, const PlanSpec& spec, const PlanResult& 
     x = {.lo = *first, .hi = *last, .label = "monthly cost (log scale)", .format = usd_grouped, .log = true};
     for (auto step = first; step <= last; ++step) x.ticks.emplace_back(*step, usd_grouped(*step));
   }
-  html::SvgChart chart("frontier", "Monthly cost against p95 latency", x, y, 640, 400);
-  // Every point has the plan's SLOs: the first one's are the targets to draw.
-  for (const SloStats& s : r.points.empty() ? std::vector<SloStats>{} : r.points.front().slos) {
-    if (s.metric.rfind("latency", 0) == 0 && !s.at_least) chart.guide(x.lo, s.target, x.hi, s.target, "#d62728", true);
+  // A chart a load, on the same axes, each point coloured by its node type (the question a buyer weighing
+  // node types asks), the frontier a dark line through the points that meet every SLO.
+  std::vector<std::string> node_types;  // in the search's order: a node type keeps its colour on every chart
+  for (const PlanPoint& p : r.points) {
+    if (std::find(node_types.begin(), node_types.end(), p.node_type) == node_types.end()) node_types.push_back(p.node_type);
   }
-  std::vector<std::pair<std::string, const char*>> legend;
+  const auto color_of = [&](const std::string& type) {
+    return html::color(static_cast<std::size_t>(std::find(node_types.begin(), node_types.end(), type) - node_types.begin()));
+  };
+  constexpr const char* kFrontier = "#333333";
   std::size_t above = 0;
   for (std::size_t l = 0; l < r.loads.size(); ++l) {
     const PlanRecommendation& rec = r.loads[l];
-    const char* color = html::color(l);
+    html::SvgChart chart(l == 0 ? "frontier" : "frontier-" + std::to_string(l + 1), "Monthly cost against p95 latency at load " + load_name(rec.load), x, y, 640, 400);
+    // Every point has the plan's SLOs: the first one's are the targets to draw.
+    for (const SloStats& s : r.points.empty() ? std::vector<SloStats>{} : r.points.front().slos) {
+      if (s.metric.rfind("latency", 0) == 0 && !s.at_least) chart.guide(x.lo, s.target, x.hi, s.target, "#d62728", true);
+    }
     std::vector<std::pair<double, double>> frontier;
     for (std::size_t i : rec.frontier) frontier.emplace_back(r.points[i].monthly_usd, std::min(r.points[i].p95_s.mean, y.hi));
-    chart.polyline(frontier, color, "Pareto frontier, load " + load_name(rec.load));
+    chart.polyline(frontier, kFrontier, "Pareto frontier, load " + load_name(rec.load));
+    std::vector<bool> shown(node_types.size(), false);
     for (const PlanPoint& p : r.points) {
       if (p.load != rec.load || !ran(p) || p.confirmation) continue;
       const bool clipped = p.p95_s.mean > y.hi;
       above += clipped ? 1 : 0;
-      chart.circle(p.monthly_usd, std::min(p.p95_s.mean, y.hi), clipped ? 3 : 4, color, p.passes,
+      chart.circle(p.monthly_usd, std::min(p.p95_s.mean, y.hi), clipped ? 3 : 4, color_of(p.node_type), p.passes,
                    configuration(p) + ": p95 " + time_ci(p.p95_s) + (clipped ? " (above the chart)" : "") + "; " + p.verdict);
+      shown[static_cast<std::size_t>(std::find(node_types.begin(), node_types.end(), p.node_type) - node_types.begin())] = true;
     }
-    if (rec.point) chart.circle(r.points[*rec.point].monthly_usd, r.points[*rec.point].p95_s.mean, 9, color, false, "recommended");
-    legend.emplace_back("load " + load_name(rec.load), color);
+    if (rec.point) {
+      const PlanPoint& best = r.points[*rec.point];
+      chart.circle(best.monthly_usd, best.p95_s.mean, 9, color_of(best.node_type), false, "recommended: " + configuration(best));
+    }
+    std::vector<std::pair<std::string, const char*>> legend;
+    for (std::size_t t = 0; t < node_types.size(); ++t) {
+      if (shown[t]) legend.emplace_back(node_types[t], html::color(t));
+    }
+    legend.emplace_back("Pareto frontier", kFrontier);
+    chart.legend(legend);
+    chart.write(out);
   }
-  chart.legend(legend);
-  chart.write(out);
-  out << "<p class=\"note\">Filled: meets every SLO; hollow: does not; ringed: recommended; lines: Pareto frontiers of the points that "
-         "meet every SLO (each point faster than the cheaper ones beyond both confidence intervals); dashed red: the latency targets.</p>\n";
+  out << "<p class=\"note\">A chart a load; colour: node type; filled: meets every SLO; hollow: does not; ringed: recommended; dark line: the Pareto "
+         "frontier of the points that meet every SLO (each point faster than the cheaper ones beyond both confidence intervals); dashed red: the "
+         "latency targets.</p>\n";
   if (above > 0) {
     out << "<p class=\"note\">" << above << " point" << (above == 1 ? " is" : "s are") << " slower than the chart's top (" << html::escape(y.ticks.back().second)
         << ") and drawn on its edge; the table has their p95.</p>\n";
