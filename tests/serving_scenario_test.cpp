@@ -157,7 +157,7 @@ TEST_CASE("serving deployments in a scenario are refused with the field where th
   const std::string a = R"({"name": "a", "model": "llama-3-8b", "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
   CHECK_THAT(error_of(scenario(a + ", " + a)), Catch::Contains("/serving/1/name") && Catch::Contains("no other deployment has"));
   const std::string staged = R"({"model": "llama-3-8b", "tp": 2, "pp": 2, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}, "autoscale": {"min": 1, "max": 2}})";
-  CHECK_THAT(error_of(scenario(staged)), Catch::Contains("/serving/0/autoscale") && Catch::Contains("autoscaling pipeline-parallel replicas is not modelled yet"));
+  CHECK_THAT(error_of(scenario(staged)), Catch::Contains("/serving/0/autoscale") && Catch::Contains("autoscaling replicas of several lanes"));
   const std::string too_many_stages = R"({"model": "llama-3-70b", "tp": 4, "pp": 4, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
   CHECK_THAT(error_of(scenario(too_many_stages)), Catch::Contains("/serving/0/replicas") && Catch::Contains("0 of the 1 replicas of TP 4 x PP 4 found room"));
 }
@@ -192,6 +192,31 @@ TEST_CASE("pipeline stages in a scenario lie on the nodes as their iteration tim
   CHECK_THAT(text.str(), Catch::Contains("placed      node 1 GPUs 0-7 + node 0 GPUs 1-4"));
   CHECK_THAT(text.str(), Catch::Contains("stage sends are timed on its own links"));
   CHECK(run.summary.serving[1].completed == 1);
+}
+
+TEST_CASE("a data-parallel attention replica in a scenario serves exactly what serve serves, and a GPU failure stops every rank", "[serving][scenario][dp-attention]") {
+  const std::string requests = R"("requests": {"rate": "8 /s", "count": 400, "prompt_tokens": {"uniform": [256, 2048]}, "output_tokens": {"uniform": [32, 256]}})";
+  const std::string ds = R"({"name": "ds", "model": "deepseek-v3", "weights": "fp8", "engine": "sglang", "tp": 8, "dp_attention": true, )" + requests + "}";
+  const std::string h200 = R"([{"type": "hgx-h200-8", "count": 1}])";
+  const RunResult run = simulate(parse_scenario(scenario(ds, "", h200), "s.json", "."));
+  const ServingResult& in_run = run.summary.serving.front();
+  const ServingResult served = simulate_serving(parse_serving(R"({"name": "ds", "seed": 3, "cluster": {"nodes": )" + h200 +
+                                                                  R"(}, "model": "deepseek-v3", "weights": "fp8", "engine": "sglang", "tp": 8, "dp_attention": true, )" + requests + "}",
+                                                              "ds.json"));
+  CHECK(in_run.completed == 400);
+  CHECK(in_run.iterations == served.iterations);
+  CHECK(in_run.ttft_s.p95 == served.ttft_s.p95);
+  CHECK(in_run.busy.expert_alltoall_s > 0);
+  CHECK(run.summary.gpu_busy_s == Approx(served.gpu_busy_s).epsilon(1e-12));
+  // GPU 3 fails at 5 s for 30 s: all eight ranks stop (one replica failure), their requests wait for the
+  // replica to restart, and every one is served.
+  const std::string fault = R"(, "faults": {"events": [{"at": "5 s", "gpu": "n0.g3", "for": "30 s"}]})";
+  const RunResult failed = simulate(parse_scenario(scenario(ds, fault, h200), "s.json", "."));
+  const ServingResult& r = failed.summary.serving.front();
+  CHECK(r.completed == 400);
+  CHECK(r.replica_failures == 1);
+  CHECK(r.requests_rerouted > 0);
+  CHECK(r.ttft_s.max > 30);
 }
 
 TEST_CASE("a pipeline-parallel replica in a scenario serves exactly what serve serves, and a GPU failure stops every lane of it", "[serving][scenario][pp]") {

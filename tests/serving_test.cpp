@@ -625,6 +625,61 @@ TEST_CASE("a TP group over whole nodes all-reduces across their NICs, and holds 
   CHECK_THAT(text.str(), Catch::Contains("1 replica x TP 16 on h100-sxm"));
 }
 
+TEST_CASE("data-parallel attention: a GPU a rank with its own KV pool, attention whole on each, the routed experts spread", "[serving][dp-attention]") {
+  // DeepSeek-V3 in fp8 on an HGX H200 with SGLang, TP 8 or its eight GPUs as data-parallel attention ranks.
+  const auto deepseek = [](const std::string& extra, const std::string& requests) {
+    return parse_serving(R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h200-8", "count": 1}]}, "model": "deepseek-v3", "weights": "fp8", "engine": "sglang",
+                             "tp": 8, "requests": {)" + requests + "}" + extra + "}",
+                         "d.json");
+  };
+  const std::string one = R"("count": 1, "prompt_tokens": 512, "output_tokens": 16)";
+  const ServingDeployment tp = deepseek("", one), dp = deepseek(R"(, "dp_attention": true)", one);
+  CHECK(dp.lanes_a_replica() == 8);
+  const KvCapacity a = kv_capacity(tp), b = kv_capacity(dp);
+  // Every weight whole on each GPU but the routed experts, an eighth of them (fp8: a byte a weight).
+  const ModelShape m = ModelShape::of(dp.model, 1);
+  CHECK(b.weights_per_gpu_bytes == Approx(m.parameters() - m.routed_expert_parameters() * 7 / 8).epsilon(1e-12));
+  CHECK(b.weights_per_gpu_bytes > a.weights_per_gpu_bytes);
+  // The latent is whole on every GPU either way; a rank's pool is its GPU's, the replica eight of them.
+  CHECK(b.kv_bytes_per_token == a.kv_bytes_per_token);
+  CHECK(b.tokens == 8 * b.lane_tokens);
+  CHECK(b.lane_tokens == b.lane_blocks * dp.engine.block_size);
+  CHECK(b.tokens > 4 * a.tokens);
+  // A rank's step: no TP all-reduces; the experts over every rank's tokens; two all-to-alls a mixture
+  // layer, each sending T x top-8 x hidden bf16 values, 7/8 of them to other GPUs over its NVLink.
+  IterationTimer timer(dp);
+  const IterationShape alone{.prefills = {}, .decodes = 32, .decode_context = 32 * 2000.0};
+  IterationShape busy = alone;
+  busy.replica_tokens = 8 * 32;
+  const IterationTimer::Time t1 = timer.time(alone), t8 = timer.time(busy);
+  CHECK(t1.allreduce_s == 0);
+  CHECK(t8.linear_s > t1.linear_s);
+  CHECK(t8.attention_s == t1.attention_s);
+  CHECK(t8.expert_alltoall_s == t1.expert_alltoall_s);
+  const double sent = 32.0 * 8 * 7168 * 2 * 7 / 8;
+  CHECK(t1.expert_alltoall_s >= 2 * 58 * sent / dp.cluster.groups.front().gpu_link.bandwidth_Bps);
+  CHECK(t8.total_s == Approx(t8.linear_s + t8.attention_s + t8.logits_s + t8.host_s + t8.expert_alltoall_s).epsilon(1e-12));
+  // Where TP 8's KV runs out (16 requests/s of long outputs), the ranks' pools hold every batch.
+  const std::string load = R"("rate": "16 /s", "count": 800, "prompt_tokens": {"uniform": [256, 2048]}, "output_tokens": {"uniform": [512, 1024]})";
+  const ServingResult under_tp = simulate_serving(deepseek("", load)), under_dp = simulate_serving(deepseek(R"(, "dp_attention": true)", load));
+  CHECK(under_tp.preemptions > 0);
+  CHECK(under_dp.preemptions == 0);
+  CHECK(under_dp.completed == 800);
+  CHECK(under_dp.ttft_s.p95 < under_tp.ttft_s.p95);
+  // GPU time: a rank's step is one GPU's.
+  CHECK(under_dp.gpu_busy_s == Approx(under_dp.busy.total_s - under_dp.busy.swap_s).epsilon(1e-9));
+  std::ostringstream text;
+  write_serving_text(text, deepseek(R"(, "dp_attention": true)", load), under_dp);
+  CHECK_THAT(text.str(), Catch::Contains("attention data-parallel, experts over the 8") && Catch::Contains("expert all-to-alls"));
+  CHECK_THAT(serving_json(deepseek(R"(, "dp_attention": true)", load), under_dp), Catch::Contains(R"("dp_attention": true)"));
+  // Refused where it means nothing or is not modelled.
+  CHECK_THAT(error_of(deployment(R"(, "dp_attention": true)")), Catch::Contains("/dp_attention") && Catch::Contains("has none: expected a mixture-of-experts model"));
+  CHECK_THAT(error_of(deployment(R"(, "dp_attention": true, "pp": 2)")), Catch::Contains("/dp_attention") && Catch::Contains("pipeline stages"));
+  CHECK_THAT(error_of(deployment(R"(, "dp_attention": true, "disaggregation": {"prefill": 1, "decode": 1})")),
+             Catch::Contains("/dp_attention") && Catch::Contains("disaggregation"));
+  CHECK_THAT(error_of(deployment(R"(, "dp_attention": 1)")), Catch::Contains("/dp_attention"));
+}
+
 TEST_CASE("pipeline stages are refused where they are not modelled, with the field and why", "[serving][pp][input]") {
   std::string seventy = deployment();
   seventy.replace(seventy.find("llama-3-8b"), 10, "llama-3-70b");
@@ -648,6 +703,14 @@ TEST_CASE("pipeline stages are refused where they are not modelled, with the fie
     FAIL("a plan over a pipeline-parallel base was accepted");
   } catch (const InputError& e) {
     CHECK_THAT(e.what(), Catch::Contains("/serving") && Catch::Contains("has pipeline stages (pp 2)"));
+  }
+  std::ofstream(dir / "d.json") << R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h200-8", "count": 1}]}, "model": "deepseek-v3", "weights": "fp8", "tp": 8,
+      "dp_attention": true, "requests": {"rate": "1 /s", "count": 10, "prompt_tokens": 512, "output_tokens": 64}, "slos": [{"metric": "ttft", "target": "1 s"}]})";
+  try {
+    parse_serving_plan(R"({"serving": "d.json", "search": {"node_types": ["hgx-h200-8"]}, "rates": ["1 /s"]})", (dir / "plan.json").string());
+    FAIL("a plan over a data-parallel attention base was accepted");
+  } catch (const InputError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("/serving") && Catch::Contains("has data-parallel attention"));
   }
   std::filesystem::remove_all(dir);
 }

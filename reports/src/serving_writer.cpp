@@ -51,7 +51,7 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
   char line[512];
   // In a scenario the run's seed draws the requests; the summary's head says it.
   out << "deployment  " << d.name << "  (" << d.engine.name << ", " << policy_name(d.policy) << (r.deployment ? std::string() : ", seed " + std::to_string(d.seed)) << ")\n";
-  const std::string pp = d.pp > 1 ? " x PP " + std::to_string(d.pp) : "";
+  const std::string pp = d.pp > 1 ? " x PP " + std::to_string(d.pp) : d.dp_attention ? " (attention data-parallel, experts over the " + std::to_string(d.tp) + ")" : "";
   std::snprintf(line, sizeof line, "model       %s: %s weights, %s KV cache; %d replica%s x TP %d%s on %s (%s router)\n", d.model.id.c_str(),
                 d.weights_name().c_str(), std::string(dtype_name(d.kv_cache)).c_str(), d.replicas, d.replicas == 1 ? "" : "s", d.tp, pp.c_str(),
                 g.gpu.id.c_str(), router_name(d.router));
@@ -80,6 +80,10 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
     out << "pipeline    " << d.pp << " stages of " << layers << " layers (vLLM's split); stage "
         << c.bound_stage << " holds the fewest blocks (above); " << d.pp << " lanes a replica (vLLM's virtual engines), each with "
         << format_number(static_cast<double>(c.lane_tokens)) << " tokens of it and a batch in flight, taken as perfectly staggered\n";
+  }
+  if (d.dp_attention) {
+    out << "dp ranks    " << d.tp << " a replica (lanes), each a GPU with its own scheduler and " << format_number(static_cast<double>(c.lane_tokens))
+        << " tokens of KV, attention and the dense layers whole; each GPU holds 1/" << d.tp << " of the routed experts\n";
   }
   if (!d.trace.empty()) {
     out << "requests    " << format_number(static_cast<double>(r.requests)) << " replayed from the trace\n";
@@ -146,6 +150,10 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
     std::snprintf(line, sizeof line, ", stage sends %.0f%%", share(r.busy.stage_send_s));
     out << line;
   }
+  if (r.busy.expert_alltoall_s > 0) {
+    std::snprintf(line, sizeof line, ", expert all-to-alls %.0f%%", share(r.busy.expert_alltoall_s));
+    out << line;
+  }
   out << "\n\n";
   std::snprintf(line, sizeof line, "%-6s %10s %10s %10s %10s %10s %10s\n", "", "p50", "p90", "p95", "p99", "mean", "max");
   out << line;
@@ -209,6 +217,7 @@ nlohmann::ordered_json serving_results_json(const ServingDeployment& d, const Se
       {"gpu", d.cluster.groups.front().gpu.id},
       {"tp", d.tp},
       {"pp", d.pp},
+      {"dp_attention", d.dp_attention},
       {"replicas", d.replicas},
       {"router", router_name(d.router)},
       {"kv_cache", {{"tokens", c.tokens}, {"blocks", c.blocks}, {"bytes_per_token", c.kv_bytes_per_token}, {"usable_bytes", c.usable_bytes},

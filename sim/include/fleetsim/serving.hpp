@@ -106,6 +106,13 @@ struct ServingDeployment {
   bool utilization_set = false;  // the deployment set gpu_memory_utilization (SGLang: its mem_fraction_static)
   int tp = 1;  // over more than a node's GPUs: a multiple of them, whole nodes a stage
   int pp = 1;  // pipeline stages a replica, each of tp GPUs (the stages may span nodes)
+  // Data-parallel attention with the experts spread over the replica's tp GPUs (SGLang's
+  // --enable-dp-attention with expert parallelism; vLLM's data parallelism with --enable-expert-parallel):
+  // each GPU is a rank of its own, its scheduler and KV pool holding its requests, attention and the dense
+  // layers whole on it; each mixture-of-experts layer's experts are split over the tp GPUs, every rank's
+  // tokens dispatched to them and combined back by all-to-alls. A replica is tp lanes, one a rank.
+  bool dp_attention = false;
+  int lanes_a_replica() const { return dp_attention ? tp : pp; }
   int replicas = 1;
   // Prefill/decode disaggregation (DistServe, Splitwise, vLLM's and Dynamo's P/D): the first
   // `prefill_replicas` of the replicas only prefill; each request's KV cache then moves to one of the
@@ -207,6 +214,9 @@ struct IterationShape {
   std::vector<std::pair<std::int64_t, std::int64_t>> prefills;  // (chunk tokens, tokens already cached)
   std::int64_t decodes = 0;
   double decode_context = 0;  // sum over decodes of the KV tokens each reads
+  // Data-parallel attention: the tokens every rank of the replica has in flight, this one's included,
+  // which each mixture layer's experts take (0: this rank's alone).
+  std::int64_t replica_tokens = 0;
 };
 // Times iterations on one replica, caching what depends on the token count alone.
 class IterationTimer {
@@ -219,8 +229,10 @@ class IterationTimer {
     double total_s = 0, linear_s = 0, attention_s = 0, allreduce_s = 0, logits_s = 0, host_s = 0;
     double swap_s = 0;  // KV copied to and from host memory (swap preemption), before the forward pass
     double stage_send_s = 0;  // pipeline stages: each stage's hidden states and residuals sent to the next
+    double expert_alltoall_s = 0;  // data-parallel attention: the experts' dispatch and combine all-to-alls
     Time& operator+=(const Time& t) {
       total_s += t.total_s;
+      expert_alltoall_s += t.expert_alltoall_s;
       swap_s += t.swap_s;
       stage_send_s += t.stage_send_s;
       linear_s += t.linear_s;

@@ -18,7 +18,7 @@ Serving::Serving(const Scenario& scenario, const Cluster& cluster, EventQueue& q
     sets_.emplace_back(d, serving::make_requests(d, seed, k), queue, names);
     sets_.back().send_kv_with([this, k](const serving::KvTransfer& t) { send_kv(k, t); },
                               [this, k](std::uint32_t from, std::uint32_t to) { return reaches(first_replica_[k] + from, first_replica_[k] + to); });
-    for (std::uint32_t lane = 0; lane < static_cast<std::uint32_t>(d.replicas * d.pp); ++lane) replica_owner_.emplace_back(k, lane);
+    for (std::uint32_t lane = 0; lane < static_cast<std::uint32_t>(d.replicas * d.lanes_a_replica()); ++lane) replica_owner_.emplace_back(k, lane);
     // The engine's start-up, and its weights read from the node's memory over the GPU's host link.
     const NodeGroup& g = d.cluster.groups.front();
     const KvCapacity c = kv_capacity(d);
@@ -160,7 +160,7 @@ void Serving::start(Occupancy& occupancy, GpuMemory& memory) {
         const std::uint32_t first = index(cluster_.first_gpu(make_id<NodeId>(p.node))) + static_cast<std::uint32_t>(p.first_gpu);
         for (std::uint32_t g = first; g < first + static_cast<std::uint32_t>(p.gpus); ++g) gpus.push_back(g);
       }
-      take_gpus(first_replica_[k] + static_cast<std::uint32_t>(r * static_cast<std::size_t>(d.pp)), static_cast<std::uint32_t>(k), std::move(gpus));
+      take_gpus(first_replica_[k] + static_cast<std::uint32_t>(r * static_cast<std::size_t>(d.lanes_a_replica())), static_cast<std::uint32_t>(k), std::move(gpus));
     }
     sets_[k].start();
     if (d.autoscale.on()) queue_.push(d.autoscale.interval_s, scale_kind_, static_cast<std::uint32_t>(k));
@@ -172,7 +172,7 @@ void Serving::gpu_down(std::uint32_t gpu) {
   if (replica < 0) return;
   const auto [k, lane] = replica_owner_[static_cast<std::size_t>(replica)];
   if (replica_gpus_down_[static_cast<std::size_t>(replica)]++ != 0) return;
-  sets_[k].replica_down(lane / static_cast<std::uint32_t>(sc_.serving[k]->pp));
+  sets_[k].replica_down(lane / static_cast<std::uint32_t>(sc_.serving[k]->lanes_a_replica()));
   // Its KV transfers, to or from it, stop with it (in the order they began, for the same run every time).
   std::vector<std::uint32_t> cut;
   for (const auto& [number, t] : kv_in_flight_) {
@@ -188,7 +188,7 @@ void Serving::gpu_up(std::uint32_t gpu) {
   const auto [k, lane] = replica_owner_[static_cast<std::size_t>(replica)];
   // The failure wiped the GPU's memory: the engine takes its share again as it starts.
   memory_->hold(make_id<GpuId>(gpu), engine_bytes_[k], queue_.now());
-  if (--replica_gpus_down_[static_cast<std::size_t>(replica)] == 0) sets_[k].replica_up(lane / static_cast<std::uint32_t>(sc_.serving[k]->pp), startup_s_[k]);
+  if (--replica_gpus_down_[static_cast<std::size_t>(replica)] == 0) sets_[k].replica_up(lane / static_cast<std::uint32_t>(sc_.serving[k]->lanes_a_replica()), startup_s_[k]);
 }
 
 std::uint64_t Serving::unfinished() const {

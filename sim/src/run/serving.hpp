@@ -37,7 +37,7 @@ class Serving {
   void routes_changed();
   // An autoscaled deployment's decision: a replica more on free GPUs, or one fewer (drained first).
   void scale(std::uint32_t deployment);
-  // A lane's iteration ended (its subject: one a lane, pp a replica); false for one a failure cut short.
+  // A lane's iteration ended (its subject: one a lane, lanes_a_replica() a replica); false for one a failure cut short.
   bool iteration_done(std::uint32_t lane, std::uint32_t stamp) {
     return sets_[replica_owner_[lane].first].iteration_done(replica_owner_[lane].second, stamp);
   }
@@ -57,8 +57,9 @@ class Serving {
   const Topology& topology_;
   std::uint32_t scale_kind_;
   std::vector<serving::ReplicaSet> sets_;
-  // A replica of pp stages is pp lanes, each a subject of its own (its iterations' events); the replica's
-  // GPUs are held under its first lane's subject, which stands for the replica below.
+  // A replica is lanes_a_replica() lanes (pipeline stages, or data-parallel ranks), each a subject of its
+  // own (its iterations' events); the replica's GPUs are held under its first lane's subject, which
+  // stands for the replica below.
   std::vector<std::uint32_t> first_replica_;  // per deployment: its first lane's subject
   std::vector<std::pair<std::uint32_t, std::uint32_t>> replica_owner_;  // per lane subject: (deployment, its lane)
   std::vector<std::int64_t> gpu_replica_;         // per GPU: the replica (first lane) subject holding it, or -1

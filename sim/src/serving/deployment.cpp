@@ -301,7 +301,11 @@ void read_slos(ObjectReader& top, ServingDeployment& d) {
 // The model and its TP group: a transformer LLM whose heads the TP ranks split, within one node.
 void check_fit(ObjectReader& top, ServingDeployment& d) {
   const NodeGroup& g = d.cluster.groups.front();
-  if (d.model.number("heads", 0) > 0 && std::fmod(d.model.number("heads", 0), d.tp) != 0) {
+  if (d.dp_attention && d.model.number("experts", 0) <= 0) {
+    top.problem("dp_attention", "data-parallel attention spreads a mixture of experts' experts over the replica's GPUs; \"" + d.model.id + "\" has none: expected a mixture-of-experts model, or no \"dp_attention\"");
+    return;
+  }
+  if (!d.dp_attention && d.model.number("heads", 0) > 0 && std::fmod(d.model.number("heads", 0), d.tp) != 0) {
     top.problem("tp", "expected a divisor of the model's " + format_number(d.model.number("heads", 0)) + " attention heads, found " + std::to_string(d.tp));
     return;
   }
@@ -326,7 +330,7 @@ void check_fit(ObjectReader& top, ServingDeployment& d) {
   }
   const KvCapacity c = kv_capacity(d);
   if (c.lane_blocks <= 0) {
-    const std::string group = d.pp > 1 ? "stage " + std::to_string(c.bound_stage) + " of its pipeline" : "its TP group";
+    const std::string group = d.pp > 1 ? "stage " + std::to_string(c.bound_stage) + " of its pipeline" : d.dp_attention ? "a GPU of its replica (attention whole on each)" : "its TP group";
     top.problem(d.pp > 1 ? "pp" : "tp", "the model does not fit " + group + ": " + format_quantity(c.weights_per_gpu_bytes, Dimension::bytes) + " of weights a GPU, " +
                           format_quantity(c.activation_bytes, Dimension::bytes) + " of activations and " + format_quantity(c.reserved_bytes, Dimension::bytes) +
                           " reserved leave no room for a KV block " + (d.pp > 1 ? "a lane " : "") + "in " + format_number(d.engine.gpu_memory_utilization * 100) + "% of a " + g.gpu.id + "'s " +
@@ -379,6 +383,8 @@ void read_deployment(ObjectReader& top, ServingDeployment& d, bool cluster_ok, c
   if (top.field("kv_cache") == nullptr) d.assumptions.push_back("KV cache in " + std::string(dtype_name(d.kv_cache)) + " (the engine's default, \"auto\")");
   d.tp = static_cast<int>(top.integer_or("tp", 1, 1, 64));
   d.pp = static_cast<int>(top.integer_or("pp", 1, 1, 64));
+  d.dp_attention = top.boolean_or("dp_attention", false);
+  if (d.dp_attention && d.pp > 1) top.problem("dp_attention", "data-parallel attention with pipeline stages is not modelled yet; expected pp 1 beside \"dp_attention\"");
   d.replicas = static_cast<int>(top.integer_or("replicas", 1, 1, 100'000));
   if (const Json* pd = top.field("disaggregation")) {  // {"prefill": 1, "decode": 3}
     ObjectReader r(*pd, top.pointer("disaggregation"), top.problems());
@@ -392,6 +398,7 @@ void read_deployment(ObjectReader& top, ServingDeployment& d, bool cluster_ok, c
       d.prefill_replicas = prefill;
       d.replicas = prefill + decode;
       if (d.pp > 1) top.problem("pp", "pipeline-parallel replicas with prefill/decode disaggregation are not modelled yet; expected pp 1 beside \"disaggregation\"");
+      if (d.dp_attention) top.problem("dp_attention", "data-parallel attention with prefill/decode disaggregation is not modelled yet; expected no \"dp_attention\" beside \"disaggregation\"");
     }
   }
   read_engine(top, d, cluster_ok);
@@ -407,6 +414,11 @@ void read_deployment(ObjectReader& top, ServingDeployment& d, bool cluster_ok, c
     d.assumptions.push_back("pipeline stages run as vLLM V0's virtual engines: " + std::to_string(d.pp) + " lanes a replica, each with 1/" + std::to_string(d.pp) +
                             " of the KV blocks and the requests routed to it, perfectly staggered; " + d.engine.name +
                             " may instead share one KV pool among its batches in flight (vLLM V1 does), which preempts less");
+  }
+  if (d.dp_attention) {
+    d.assumptions.push_back("data-parallel attention: " + std::to_string(d.tp) + " ranks a replica, each its own scheduler and KV pool; a rank's step runs " +
+                            "the experts over the tokens every rank has in flight as it starts, but each rank keeps its own pace (the engines step " +
+                            "the ranks together, so one rank's long prefill holds up all of them: not modelled); dispatch and combine as bf16 all-to-alls");
   }
   d.policy = d.engine.scheduler == "prefill-first" ? BatchPolicy::prefill_first : d.engine.scheduler == "orca" ? BatchPolicy::orca : BatchPolicy::chunked_prefill;
   d.router = static_cast<Router>(top.choice("router", {"round-robin", "least-requests", "least-tokens", "prefix-aware"}, 0));
@@ -528,7 +540,7 @@ void read_serving(const Json& value, const std::string& pointer, Problems& probl
         a.finish();
         if (top.field("replicas") != nullptr) top.problem("replicas", "an autoscaled deployment has between autoscale's min and max; expected no \"replicas\"");
         if (d->prefill_replicas > 0) top.problem("autoscale", "autoscaling a disaggregated deployment is not modelled yet; expected no \"disaggregation\" beside it");
-        if (d->pp > 1) top.problem("autoscale", "autoscaling pipeline-parallel replicas is not modelled yet; expected pp 1 beside \"autoscale\"");
+        if (d->lanes_a_replica() > 1) top.problem("autoscale", "autoscaling replicas of several lanes (pipeline stages, data-parallel attention) is not modelled yet; expected pp 1 and no \"dp_attention\" beside \"autoscale\"");
         if (!d->cluster.groups.empty() && d->tp > d->cluster.groups.front().node.gpus) top.problem("autoscale", "autoscaling replicas that span nodes is not modelled yet; expected a tp of at most a node's GPUs beside \"autoscale\"");
         d->replicas = as.max;  // the slots; min of them start placed
       }

@@ -46,6 +46,10 @@ double ModelShape::mlp_parameters(bool dense) const {
   return matrices * hidden * (ffn * std::max(1.0, experts) + shared_ffn);
 }
 
+double ModelShape::routed_expert_parameters() const {
+  return experts > 0 ? (layers - dense_layers) * experts * (gated ? 3 : 2) * hidden * ffn : 0;
+}
+
 ModelShape::Weights ModelShape::stage_weights(int first, int count, bool embedding, bool head) const {
   const double n = count, dense = std::clamp(dense_layers - first, 0.0, n), mixed = n - dense;
   Weights w;
@@ -77,8 +81,8 @@ void memory_after_weights(const ServingDeployment& d, const ModelShape& m, doubl
   // max_num_seqs rows. An estimate of what vLLM's profile run measures (docs/serving.md).
   const double tokens = d.engine.max_num_batched_tokens;
   const double widest_mlp = std::max(m.dense_ffn, m.ffn * (m.experts > 0 ? m.top_k : 1.0) + m.shared_ffn);
-  c.activation_bytes = tokens * (2 * m.hidden + 3 * widest_mlp / d.tp) * 2 +
-                       static_cast<double>(d.engine.max_num_seqs) * m.vocab / d.tp * 4;
+  c.activation_bytes = tokens * (2 * m.hidden + 3 * widest_mlp / m.tp) * 2 +
+                       static_cast<double>(d.engine.max_num_seqs) * m.vocab / m.tp * 4;
   c.reserved_bytes = d.engine.reserved_bytes;
   const double vram = gpu.vram_bytes, utilization = d.engine.gpu_memory_utilization;
   switch (d.engine.memory) {
@@ -106,12 +110,19 @@ void memory_after_weights(const ServingDeployment& d, const ModelShape& m, doubl
 }  // namespace
 
 KvCapacity kv_capacity(const ServingDeployment& d) {
-  const ModelShape m = ModelShape::of(d.model, d.tp);
+  const ModelShape m = ModelShape::of(d.model, d.dp_attention ? 1 : d.tp);
   const double linear_bytes = d.weight_storage_bytes > 0 ? d.weight_storage_bytes : dtype_bytes(d.weights);
-  // A GPU's share of weights: its TP rank's, and latent attention's down-projections whole on every rank.
+  const auto bytes_of = [&](double all, double linear) {
+    return d.weight_storage_bytes > 0 ? (all - linear) * dtype_bytes(d.weights) + linear * linear_bytes : all * dtype_bytes(d.weights);
+  };
+  // A GPU's share of weights: its TP rank's, and latent attention's down-projections whole on every rank;
+  // with data-parallel attention every weight whole but the routed experts, 1/tp of them a GPU.
   const auto per_gpu = [&](double all, double linear, double replicated) {
-    return (d.weight_storage_bytes > 0 ? (all - linear) * dtype_bytes(d.weights) + linear * linear_bytes : all * dtype_bytes(d.weights)) / d.tp +
-           replicated * linear_bytes * (1 - 1.0 / d.tp);
+    if (d.dp_attention) {
+      const double spread = m.routed_expert_parameters() * (1 - 1.0 / d.tp);
+      return bytes_of(all - spread, linear - spread);
+    }
+    return bytes_of(all, linear) / d.tp + replicated * linear_bytes * (1 - 1.0 / d.tp);
   };
   // Latent attention caches one latent a token a layer, whole on every TP rank (its heads share it: vLLM
   // keeps it so; SGLang's data-parallel attention is what avoids it).
@@ -139,7 +150,13 @@ KvCapacity kv_capacity(const ServingDeployment& d) {
     if (s == 0 || stage.blocks < c.blocks) c = stage;
     first += n;
   }
-  c.lane_blocks = c.blocks / d.pp;
+  if (d.dp_attention) {  // each rank its own pool: the replica holds tp of them
+    c.lane_blocks = c.blocks;
+    c.blocks *= d.tp;
+    c.tokens = c.blocks * d.engine.block_size;
+  } else {
+    c.lane_blocks = c.blocks / d.pp;
+  }
   c.lane_tokens = c.lane_blocks * d.engine.block_size;
   return c;
 }
@@ -151,15 +168,19 @@ struct IterationTimer::Impl {
   double stored;  // bytes a linear weight is read in (0: the dtype's)
   double host_s;
   int pp;
+  // Data-parallel attention: the ranks (the replica's GPUs) over which each mixture layer's experts are
+  // spread (0: attention split over TP).
+  int ranks = 0;
   // The replica's GPUs, stage after stage (nodes filled in order), for the TP all-reduce and the stage sends.
   std::optional<Cluster> cluster;
   std::optional<Topology> topology;
   std::vector<GpuId> group;  // the first stage's TP group
   // Per token count (or, for the logits, per row count): -1 until first asked.
-  std::vector<double> linear, allreduce, logits, stage_sends;
+  std::vector<double> linear, allreduce, logits, stage_sends, alltoalls, expert_gemms;
 
   Impl(const ServingDeployment& d)
-      : m(ModelShape::of(d.model, d.tp)), model(d.cluster.groups.front().gpu), weights(d.weights), kv(d.kv_cache), stored(d.weight_storage_bytes), host_s(d.engine.iteration_host_s), pp(d.pp) {
+      : m(ModelShape::of(d.model, d.dp_attention ? 1 : d.tp)), model(d.cluster.groups.front().gpu), weights(d.weights), kv(d.kv_cache), stored(d.weight_storage_bytes),
+        host_s(d.engine.iteration_host_s), pp(d.pp), ranks(d.dp_attention ? d.tp : 0) {
     if (d.tp > 1 || d.pp > 1) {
       ClusterSpec nodes = d.cluster;
       nodes.groups.resize(1);
@@ -234,6 +255,14 @@ struct IterationTimer::Impl {
   void add_mlp(double T, bool dense, double& layer) const {
     const double h = m.hidden;
     const KernelClass activation = m.gated ? KernelClass::gated_activation : KernelClass::activation;
+    if (m.experts > 0 && !dense && ranks > 0) {  // the routed experts apart (expert_s): they take every rank's tokens
+      layer += kernel(KernelClass::gemm, T, m.experts, h, weights);  // the router, on this rank's tokens
+      if (m.shared_ffn > 0) {  // the shared expert whole on every rank, on its own tokens
+        layer += linear_gemm(T, (m.gated ? 2 : 1) * m.shared_ffn, h) + linear_gemm(T, h, m.shared_ffn);
+        layer += kernel(activation, T, m.shared_ffn, 0, kAct);
+      }
+      return;
+    }
     if (m.experts > 0 && !dense) {
       const double f = m.ffn / m.tp, touched = experts_touched(m.experts, m.top_k, T), rows = T * m.top_k / touched;
       layer += kernel(KernelClass::gemm, T, m.experts, h, weights);
@@ -281,6 +310,31 @@ struct IterationTimer::Impl {
         cached += analytical_time_s(*topology, plan_collective(*cluster, *topology, CollectiveOp::all_gather, CollectiveAlgo::automatic, next, bytes));
       }
     }
+    return cached;
+  }
+
+  // Data-parallel attention: the routed experts of every mixture layer on this GPU (1/ranks of them, each
+  // whole) over the tokens of every rank, `all`: the experts they reach here in one grouped GEMM a projection.
+  double expert_s(std::int64_t all_tokens) {
+    double& cached = slot(expert_gemms, all_tokens);
+    if (cached >= 0) return cached;
+    const double all = static_cast<double>(all_tokens), touched = experts_touched(m.experts, m.top_k, all), rows = all * m.top_k / touched;
+    const KernelClass activation = m.gated ? KernelClass::gated_activation : KernelClass::activation;
+    const double layer = linear_gemm(rows, (m.gated ? 2 : 1) * m.ffn, m.hidden, touched / ranks) + linear_gemm(rows, m.hidden, m.ffn, touched / ranks) +
+                         kernel(activation, all * m.top_k / ranks, m.ffn, 0, kAct);
+    cached = (m.layers - m.dense_layers) * layer;
+    return cached;
+  }
+
+  // Data-parallel attention: each mixture layer sends this rank's tokens, top_k copies each (bf16), to
+  // the ranks holding their experts and takes their outputs back: two all-to-alls of T x top_k x hidden
+  // a rank, over the replica's GPUs (DeepEP's and vLLM's all-to-all kernels).
+  double alltoall_s(std::int64_t t) {
+    if (ranks <= 1 || m.experts == 0) return 0;
+    double& cached = slot(alltoalls, t);
+    if (cached >= 0) return cached;
+    const double bytes = static_cast<double>(t) * m.top_k * m.hidden * 2;
+    cached = 2 * (m.layers - m.dense_layers) * analytical_time_s(*topology, plan_collective(*cluster, *topology, CollectiveOp::all_to_all, CollectiveAlgo::automatic, group, bytes));
     return cached;
   }
 
@@ -342,12 +396,14 @@ IterationTimer::Time IterationTimer::time(const IterationShape& shape) {
   Time t;
   if (tokens == 0) return t;
   t.linear_s = impl_->linear_s(tokens);
+  if (impl_->ranks > 0 && impl_->m.experts > 0) t.linear_s += impl_->expert_s(std::max(tokens, shape.replica_tokens));
   t.allreduce_s = impl_->allreduce_s(tokens);
   t.attention_s = impl_->attention_s(shape);
   t.logits_s = impl_->logits_s(shape.decodes + static_cast<std::int64_t>(shape.prefills.size()));
   t.host_s = impl_->host_s;
   t.stage_send_s = impl_->stage_send_s(tokens);
-  t.total_s = t.linear_s + t.allreduce_s + t.attention_s + t.logits_s + t.host_s + t.stage_send_s;
+  t.expert_alltoall_s = impl_->alltoall_s(tokens);
+  t.total_s = t.linear_s + t.allreduce_s + t.attention_s + t.logits_s + t.host_s + t.stage_send_s + t.expert_alltoall_s;
   return t;
 }
 

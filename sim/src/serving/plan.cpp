@@ -172,6 +172,7 @@ ServingPlan parse_serving_plan(std::string_view json_text, const std::string& fi
         top.problem("serving", plan.base_file + " fixes its replicas with \"disaggregation\"; a plan varies them: give the split as search.disaggregation (prefill shares)");
       }
       if (d.pp > 1) top.problem("serving", plan.base_file + " has pipeline stages (pp " + std::to_string(d.pp) + "); a plan searches TP sizes of one-node replicas for now: expected pp 1");
+      if (d.dp_attention) top.problem("serving", plan.base_file + " has data-parallel attention; a plan searches TP sizes of TP replicas for now: expected no \"dp_attention\"");
       plan.engines = {d.engine.id};
       plan.tps = {d.tp};
       plan.rates_per_s = {d.rate_per_s};

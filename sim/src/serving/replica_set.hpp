@@ -48,8 +48,9 @@ Requests make_requests(const ServingDeployment& d, std::uint64_t seed, std::uint
 
 // The events a replica set puts on its queue: the next request's arrival (always `arrival_subject`,
 // requests arrive in order) and a lane's iteration ending (`first_replica_subject` + the lane; the kind
-// carries the lane's stamp above its low byte: iteration_kind | stamp << 8). A replica of pp pipeline
-// stages is pp lanes (r * pp to r * pp + pp - 1); with pp 1 a lane is its replica.
+// carries the lane's stamp above its low byte: iteration_kind | stamp << 8). A replica is L lanes
+// (r * L to r * L + L - 1; L = ServingDeployment::lanes_a_replica(): its pipeline stages, or its
+// data-parallel attention ranks); with one, a lane is its replica.
 // Disaggregated deployments whose KV transfers are timed alone also schedule the end of each
 // (`transfer_kind`, subject `arrival_subject`: they are taken earliest first); where the owner moves
 // them (send_kv_with), `transfer_kind` is never scheduled.

@@ -103,6 +103,7 @@ struct Replica {
   std::deque<std::uint32_t> waiting;
   std::vector<std::uint32_t> running;  // in admission order
   std::vector<Scheduled> batch;        // the iteration in flight
+  std::int64_t batch_tokens = 0;       // its tokens
   bool busy = false;
   std::int64_t outstanding_tokens = 0;  // prompts and outputs still to compute, for the router
   std::size_t last_batch = 0;           // what this replica adds to the timeline's totals
@@ -150,18 +151,20 @@ class Engine {
         capacity_(kv_capacity(d)),
         // A lane's share of the swap space, as of the KV blocks (vLLM: num_cpu_blocks //= pipeline_parallel_size).
         swap_capacity_tokens_(d.engine.swap && capacity_.kv_bytes_per_token > 0
-                                  ? static_cast<std::int64_t>(d.engine.swap_space_bytes / capacity_.kv_bytes_per_token) / d.pp
+                                  ? static_cast<std::int64_t>(d.engine.swap_space_bytes / capacity_.kv_bytes_per_token) / d.pp  // a rank's own, with data-parallel attention
                                   : 0) {
     const NodeGroup& g = d.cluster.groups.front();
     // A pipeline-parallel replica is pp lanes (vLLM's virtual engines), each a Replica here with its own
-    // queues and 1/pp of the blocks, routed to as replicas are: replica r's lanes are r * pp to r * pp + pp - 1.
-    for (int i = 0; i < d.replicas * d.pp; ++i) {
+    // queues and 1/pp of the blocks, routed to as replicas are; one with data-parallel attention, a lane a
+    // rank, each with its rank's pool: replica r's lanes are r * lanes to r * lanes + lanes - 1.
+    const int lanes = d.lanes_a_replica();
+    for (int i = 0; i < d.replicas * lanes; ++i) {
       Replica rep(KvBlocks(capacity_.lane_blocks, d.engine.block_size));
       if (d.prefill_replicas > 0) rep.role = i < d.prefill_replicas ? Replica::Role::prefill : Replica::Role::decode;
       // In a scenario the placement says; alone, replicas fill the nodes in order.
       if (d.placement.empty()) {
-        rep.node = static_cast<std::uint32_t>(i / d.pp * d.tp * d.pp / g.node.gpus);
-      } else if (const std::size_t first_piece = static_cast<std::size_t>(i / d.pp) * d.pieces_a_replica(); first_piece < d.placement.size()) {
+        rep.node = static_cast<std::uint32_t>(i / lanes * d.tp * d.pp / g.node.gpus);
+      } else if (const std::size_t first_piece = static_cast<std::size_t>(i / lanes) * d.pieces_a_replica(); first_piece < d.placement.size()) {
         rep.node = d.placement[first_piece].node;  // its first GPU's
       } else {  // an autoscaled slot, placed when it is needed
         rep.down = rep.parked = true;
@@ -294,7 +297,8 @@ class Engine {
   void replica_down(std::uint32_t replica) {
     std::vector<std::uint32_t> held;
     bool stopped = false;
-    for (std::uint32_t lane = replica * static_cast<std::uint32_t>(d_.pp); lane < (replica + 1) * static_cast<std::uint32_t>(d_.pp); ++lane) stopped |= stop_lane(lane, held);
+    const auto lanes = static_cast<std::uint32_t>(d_.lanes_a_replica());
+    for (std::uint32_t lane = replica * lanes; lane < (replica + 1) * lanes; ++lane) stopped |= stop_lane(lane, held);
     if (!stopped) return;
     ++replica_failures_;
     sample();
@@ -334,7 +338,8 @@ class Engine {
   // Its GPUs are all back: the engine starts again (weights loaded, KV cache allocated) and serves
   // after `startup_s`, taking the requests that found no replica up meanwhile.
   void replica_up(std::uint32_t replica, double startup_s) {
-    for (std::uint32_t lane = replica * static_cast<std::uint32_t>(d_.pp); lane < (replica + 1) * static_cast<std::uint32_t>(d_.pp); ++lane) start_lane(lane, startup_s);
+    const auto lanes = static_cast<std::uint32_t>(d_.lanes_a_replica());
+    for (std::uint32_t lane = replica * lanes; lane < (replica + 1) * lanes; ++lane) start_lane(lane, startup_s);
   }
   void start_lane(std::uint32_t index, double startup_s) {
     Replica& rep = replicas_[index];
@@ -469,7 +474,8 @@ class Engine {
     out.preemptions = preemptions_;
     out.swapped_out = swapped_out_;
     out.swap_space_full = swap_space_full_;
-    out.swap_bytes = static_cast<double>(swapped_tokens_) * capacity_.kv_bytes_per_token * d_.tp * d_.pp;  // pp: the bound stage's share times the stages
+    // pp: the bound stage's share times the stages; data-parallel attention: a rank's swap is its GPU's alone.
+    out.swap_bytes = static_cast<double>(swapped_tokens_) * capacity_.kv_bytes_per_token * (d_.dp_attention ? 1 : d_.tp * d_.pp);
     out.iterations = iterations_;
     out.prompt_tokens = prompt_tokens_;
     out.prefix_hit_tokens = prefix_hit_tokens_;
@@ -483,7 +489,8 @@ class Engine {
     }
     // A swap's copies run on the GPUs' copy engines while their SMs wait: held, not computing (their
     // energy at idle power).
-    out.gpu_busy_s = (busy_.total_s - busy_.swap_s - unfinished_iterations_s - cut_s_) * d_.tp;
+    // A lane's iteration keeps tp GPUs busy (a pipeline's stage after stage), a data-parallel rank its own.
+    out.gpu_busy_s = (busy_.total_s - busy_.swap_s - unfinished_iterations_s - cut_s_) * (d_.dp_attention ? 1 : d_.tp);
     out.replica_failures = replica_failures_;
     out.kv_transfers = kv_transfers_;
     out.kv_transfer_bytes = kv_transfer_bytes_;
@@ -836,13 +843,24 @@ class Engine {
     shape.prefills.clear();
     shape.decodes = 0;
     shape.decode_context = 0;
+    rep.batch_tokens = 0;
     for (const Scheduled& s : rep.batch) {
       const Request& r = requests_[s.request];
+      rep.batch_tokens += s.tokens;
       if (r.prefilling()) {
         shape.prefills.emplace_back(s.tokens, r.kv_tokens);
       } else {
         ++shape.decodes;
         shape.decode_context += static_cast<double>(r.kv_tokens + 1);
+      }
+    }
+    // Data-parallel attention: the experts take this rank's tokens and those the replica's other ranks
+    // have in flight now (the engines step the ranks together; here each keeps its own pace).
+    shape.replica_tokens = rep.batch_tokens;
+    if (d_.dp_attention) {
+      const std::size_t first = index / static_cast<std::size_t>(d_.tp) * static_cast<std::size_t>(d_.tp);
+      for (std::size_t other = first; other < first + static_cast<std::size_t>(d_.tp); ++other) {
+        if (other != index && replicas_[other].busy && !replicas_[other].restarting) shape.replica_tokens += replicas_[other].batch_tokens;
       }
     }
     rep.busy = true;

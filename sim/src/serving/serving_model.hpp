@@ -20,6 +20,7 @@ struct ModelShape {
   // (Llama 3's), the final norm.
   double attention_parameters() const;  // a layer's q, k, v and output projections (or latent attention's)
   double mlp_parameters(bool dense) const;  // a layer's MLP: a dense layer's, or every expert's and the shared one's
+  double routed_expert_parameters() const;  // every mixture layer's routed experts (not the shared one, nor the router)
   // All of them; of them, the layers' linear weights (what weight-only quantization stores narrower); and of
   // the linear weights, those every TP rank holds whole (latent attention's down-projections).
   struct Weights {
