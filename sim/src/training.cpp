@@ -1259,10 +1259,7 @@ const TrainingIteration::OnGpu& TrainingIteration::on_gpu(const GpuType& gpu) co
 }
 
 TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& cluster) {
-  if (job.zero_stage() >= 3 && job.dp > 1) {
-    throw InputError({Problem{job.file, job.pointer + "/parallel/zero",
-                              "expected ZeRO 0 to 2 in a scenario: FSDP / ZeRO-3's per-layer gathers are not yet put on the shared network (train times them)"}});
-  }
+  const bool fsdp = job.zero_stage() >= 3 && job.dp > 1;
   if (job.dtype == Dtype::fp8) {
     if (const auto missing = fp8_missing(cluster)) throw InputError({Problem{job.file, job.pointer + "/dtype", *missing}});
   }
@@ -1299,6 +1296,14 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
       it.dp_bytes = std::max(it.dp_bytes, counts.dp_allreduce_bytes[stage] + expert_share * counts.expert_allreduce_bytes[stage]);
     }
   }
+  if (fsdp) {
+    // FSDP / ZeRO-3 (pp 1, no experts: check_training_job): every layer's weights gathered before its
+    // forward and again before its backward, its gradients reduce-scattered after: on a ring, two
+    // all-gathers and a reduce-scatter move 3 (n - 1) / n of the buffer a rank, an all-reduce's bytes
+    // times 1.5, in three calls a layer.
+    it.dp_bytes *= 1.5;
+    it.dp_calls = 3 * job.model.layers;
+  }
   for (const NodeGroup& g : cluster.groups) {
     if (std::any_of(it.on.begin(), it.on.end(), [&](const TrainingIteration::OnGpu& o) { return o.gpu == g.gpu.id; })) continue;
     // The job alone on enough nodes of this type under one switch: its compute does not depend on where
@@ -1308,14 +1313,20 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
     NodeGroup nodes = g;
     nodes.count = (job.gpus() + g.node.gpus - 1) / g.node.gpus;
     alone.cluster.groups.push_back(nodes);
-    const TrainingStep step = simulate_training_step(alone);
+    // FSDP's compute is timed without its gathers (as ZeRO-2, whose optimizer step is as sharded): they
+    // are the collective the scenario's network carries, beside the forward and backward passes.
+    TrainingJob compute_only = alone;
+    if (fsdp) compute_only.zero = 2;
+    const TrainingStep step = simulate_training_step(compute_only);
     double compute_s = 0;  // the last stage to finish its passes and its optimizer step
     for (std::size_t stage = 0; stage < step.stage_end_s.size(); ++stage) compute_s = std::max(compute_s, step.stage_end_s[stage] + step.stage_optimizer_s[stage]);
     // Without DP x CP there is no reduction on the shared network, but experts split over fewer GPUs than
     // TP still reduce theirs among their holders inside the gang: timed alone, with the compute.
     if (job.dp * job.cp == 1) compute_s += step.dp_allreduce_s;
-    it.on.push_back({.gpu = g.gpu.id, .compute_s = compute_s, .alone_s = step.iteration_s, .peak_flops = g.gpu.peak_for(job.dtype)});
+    const double alone_s = fsdp ? simulate_training_step(alone).iteration_s : step.iteration_s;
+    it.on.push_back({.gpu = g.gpu.id, .compute_s = compute_s, .alone_s = alone_s, .peak_flops = g.gpu.peak_for(job.dtype)});
     if (job.dp_overlap && it.dp_overlap == 0) it.dp_overlap = std::min(1.0, step.backward_s / compute_s);
+    if (fsdp && it.dp_overlap == 0) it.dp_overlap = std::min(1.0, (step.forward_s + step.backward_s) / compute_s);
   }
   return it;
 }

@@ -265,7 +265,8 @@ struct TrainingIteration {
   double tokens = 0;               // trained per iteration
   double memory_per_gpu_bytes = 0; // the largest stage's
   double dp_bytes = 0;             // the gradient all-reduce of one GPU (the largest stage's), nccl-tests' size
-  double dp_overlap = 0;           // the share of the compute the reduction may run beside (dp_overlap: the last backward)
+  double dp_overlap = 0;           // the share of the compute the reduction may run beside (dp_overlap: the last backward; FSDP: every pass)
+  double dp_calls = 1;             // FSDP: its gathers and reduce-scatters, each a call of the reduction (3 a layer)
   struct OnGpu {
     std::string gpu;               // GpuType::id
     double compute_s = 0;          // pipeline and optimizer step
@@ -275,8 +276,8 @@ struct TrainingIteration {
   std::vector<OnGpu> on;           // one per GPU type of the cluster
   const OnGpu& on_gpu(const GpuType& gpu) const;
 };
-// Times `job` on every GPU type of `cluster`. Throws InputError where the job cannot run as given: ZeRO-3 /
-// FSDP (its per-layer gathers are not yet put on the shared network), or a stage larger than every GPU.
+// Times `job` on every GPU type of `cluster`. Throws InputError where the job cannot run as given: a stage
+// larger than every GPU. FSDP / ZeRO-3's gathers and reduce-scatters are its reduction on the network.
 TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& cluster);
 
 }  // namespace fleetsim
