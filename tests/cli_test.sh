@@ -308,6 +308,7 @@ check "simulate says which GPUs run on borrowed kernel constants" grep -q "note:
 
 # One step of a model as each runtime runs it: every operation with its kernels, dtypes, bytes, time and source.
 "$fleetsim" kernels --gpu h100-sxm --model flux-dit --shape width=1024,height=1024 --runtime comfyui >"$tmp/flux-comfy.txt"
+check "kernels --model names how the runtime holds the projections" grep -q "^  projections (fused): comfy/ldm/flux/layers.py" "$tmp/flux-comfy.txt"
 check "kernels --model lists each operation with its dtypes and source" bash -c "grep -q '^rms_norm  *pow(x, 2)  *activation  *fp32 -> fp32' '$tmp/flux-comfy.txt' && grep -q 'rope: comfy/ldm/flux/math.py' '$tmp/flux-comfy.txt'"
 "$fleetsim" kernels --gpu h100-sxm --model flux-dit --shape width=1024,height=1024 --runtime diffusers --json >"$tmp/flux-diffusers.json"
 check "kernels --model --json carries the operations" grep -q '"source": "diffusers models/embeddings.py apply_rotary_emb' "$tmp/flux-diffusers.json"

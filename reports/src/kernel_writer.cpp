@@ -228,6 +228,10 @@ void write_model_step(std::ostream& out, const GpuType& gpu, const Architecture&
     seen.push_back(r.origin->operation);
     out << "  " << r.origin->operation << ": " << r.origin->source << "\n";
   }
+  if (arch.family == "dit") {  // how the runtime holds a diffusion transformer's attention projections
+    const RuntimeProfile& runtime = runtime_profile(shape.runtime);
+    out << "  projections (" << (runtime.separate_projections ? "separate" : "fused") << "): " << runtime.projections_source << "\n";
+  }
 }
 
 std::string model_step_json(const GpuType& gpu, const Architecture& arch, const StepShape& shape, Dtype dtype, const StepEstimate& step) {

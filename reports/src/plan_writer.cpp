@@ -283,9 +283,8 @@ void write_plan_html(std::ostream& out, const PlanSpec& spec, const PlanResult& 
   for (const PlanPoint& p : r.points) {
     if (std::find(node_types.begin(), node_types.end(), p.node_type) == node_types.end()) node_types.push_back(p.node_type);
   }
-  const auto color_of = [&](const std::string& type) {
-    return html::color(static_cast<std::size_t>(std::find(node_types.begin(), node_types.end(), type) - node_types.begin()));
-  };
+  const auto type_index = [&](const std::string& type) { return static_cast<std::size_t>(std::find(node_types.begin(), node_types.end(), type) - node_types.begin()); };
+  const auto color_of = [&](const std::string& type) { return html::color(type_index(type)); };
   constexpr const char* kFrontier = "#333333";
   std::size_t above = 0;
   for (std::size_t l = 0; l < r.loads.size(); ++l) {
@@ -305,7 +304,7 @@ void write_plan_html(std::ostream& out, const PlanSpec& spec, const PlanResult& 
       above += clipped ? 1 : 0;
       chart.circle(p.monthly_usd, std::min(p.p95_s.mean, y.hi), clipped ? 3 : 4, color_of(p.node_type), p.passes,
                    configuration(p) + ": p95 " + time_ci(p.p95_s) + (clipped ? " (above the chart)" : "") + "; " + p.verdict);
-      shown[static_cast<std::size_t>(std::find(node_types.begin(), node_types.end(), p.node_type) - node_types.begin())] = true;
+      shown[type_index(p.node_type)] = true;
     }
     if (rec.point) {
       const PlanPoint& best = r.points[*rec.point];

@@ -1325,8 +1325,8 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
     if (job.dp * job.cp == 1) compute_s += step.dp_allreduce_s;
     const double alone_s = fsdp ? simulate_training_step(alone).iteration_s : step.iteration_s;
     it.on.push_back({.gpu = g.gpu.id, .compute_s = compute_s, .alone_s = alone_s, .peak_flops = g.gpu.peak_for(job.dtype)});
-    if (job.dp_overlap && it.dp_overlap == 0) it.dp_overlap = std::min(1.0, step.backward_s / compute_s);
-    if (fsdp && it.dp_overlap == 0) it.dp_overlap = std::min(1.0, (step.forward_s + step.backward_s) / compute_s);
+    // FSDP's gathers run beside every pass; a reduction with dp_overlap beside the last backward.
+    if (it.dp_overlap == 0 && (fsdp || job.dp_overlap)) it.dp_overlap = std::min(1.0, ((fsdp ? step.forward_s : 0) + step.backward_s) / compute_s);
   }
   return it;
 }

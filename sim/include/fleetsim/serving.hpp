@@ -27,8 +27,11 @@
 // Lanes are taken as perfectly staggered (a stage serves one lane at a time; the bubbles of unequal
 // batches are not modelled). In a scenario a replica's GPUs are placed as that timing lays them out.
 //
-// Not modelled yet (said in the output where it applies): expert parallelism (a mixture of experts
-// runs every expert on every TP rank).
+// Data-parallel attention (`dp_attention`) spreads a mixture of experts' routed experts over the
+// replica's GPUs, each GPU a rank with its own scheduler and KV pool (a lane).
+//
+// Not modelled yet (said in the output where it applies): expert parallelism beside TP attention (a
+// mixture of experts under TP runs every expert on every rank), and the ranks' lockstep.
 // A disaggregated deployment's KV transfers are timed alone by `serve`, and on the shared network in a
 // scenario.
 #pragma once

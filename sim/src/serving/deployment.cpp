@@ -298,7 +298,8 @@ void read_slos(ObjectReader& top, ServingDeployment& d) {
   }
 }
 
-// The model and its TP group: a transformer LLM whose heads the TP ranks split, within one node.
+// The model and its GPUs: a transformer LLM whose heads the TP ranks split (unless attention is data-
+// parallel), within one node or over whole nodes, and whose weights leave each GPU room for KV blocks.
 void check_fit(ObjectReader& top, ServingDeployment& d) {
   const NodeGroup& g = d.cluster.groups.front();
   if (d.dp_attention && d.model.number("experts", 0) <= 0) {

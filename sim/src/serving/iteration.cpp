@@ -319,9 +319,11 @@ struct IterationTimer::Impl {
     double& cached = slot(expert_gemms, all_tokens);
     if (cached >= 0) return cached;
     const double all = static_cast<double>(all_tokens), touched = experts_touched(m.experts, m.top_k, all), rows = all * m.top_k / touched;
+    // This GPU's share of the experts reached, at least one: the ranks wait for the busiest GPU.
+    const double here = std::max(1.0, touched / ranks);
     const KernelClass activation = m.gated ? KernelClass::gated_activation : KernelClass::activation;
-    const double layer = linear_gemm(rows, (m.gated ? 2 : 1) * m.ffn, m.hidden, touched / ranks) + linear_gemm(rows, m.hidden, m.ffn, touched / ranks) +
-                         kernel(activation, all * m.top_k / ranks, m.ffn, 0, kAct);
+    const double layer = linear_gemm(rows, (m.gated ? 2 : 1) * m.ffn, m.hidden, here) + linear_gemm(rows, m.hidden, m.ffn, here) +
+                         kernel(activation, rows * here, m.ffn, 0, kAct);
     cached = (m.layers - m.dense_layers) * layer;
     return cached;
   }

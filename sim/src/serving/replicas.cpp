@@ -290,10 +290,10 @@ class Engine {
     enqueue(id);
   }
 
-  // One of the replica's GPUs failed: the iteration in flight is lost, the KV cache with it, and every
-  // request it held goes back to the router, to prefill its prompt and what it generated again.
-  // A replica's GPU failed: every lane of it stops (each runs on all its stages), and the requests they
-  // held go back to the router once all are down, so that none is routed to a lane about to stop.
+  // One of the replica's GPUs failed: every lane of it stops (a pipeline's lanes each run on all its
+  // stages; data-parallel ranks wait on each other's experts), their iterations in flight and KV caches
+  // lost. Every request they held goes back to the router, to prefill its prompt and what it generated
+  // again, once all are down, so that none is routed to a lane about to stop.
   void replica_down(std::uint32_t replica) {
     std::vector<std::uint32_t> held;
     bool stopped = false;
