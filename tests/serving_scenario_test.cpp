@@ -162,6 +162,23 @@ TEST_CASE("serving deployments in a scenario are refused with the field where th
   CHECK_THAT(error_of(scenario(too_many_stages)), Catch::Contains("/serving/0/replicas") && Catch::Contains("0 of the 1 replicas of TP 4 x PP 4 found room"));
 }
 
+TEST_CASE("replicas that swap pin their swap space in their node's host memory, which several on a node share", "[serving][scenario]") {
+  // An HGX H100 node has 2 TB of host memory; vLLM refuses an engine whose swap spaces pass 70% of it
+  // (1.4 TB). Six TP-1 replicas of 200 GB each pin 1.2 TB of one node: accepted; eight pin 1.6 TB: refused,
+  // though each alone is far under. Across deployments the node's total counts.
+  const auto swapping = [](const std::string& name, int replicas) {
+    return R"({"name": ")" + name + R"(", "model": "llama-3-8b", "replicas": )" + std::to_string(replicas) +
+           R"(, "knobs": {"preemption": "swap", "swap_space": "200 GB"}, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
+  };
+  CHECK(error_of(scenario(swapping("a", 6))).empty());
+  CHECK_THAT(error_of(scenario(swapping("a", 8))), Catch::Contains("/serving/0/knobs") && Catch::Contains("the replicas on node 0") &&
+                                                         Catch::Contains("more swap space than 70% of its 2 TB of host memory"));
+  CHECK_THAT(error_of(scenario(swapping("a", 4) + ", " + swapping("b", 4))), Catch::Contains("/serving/1/knobs") && Catch::Contains("with the deployments above"));
+  // Recomputing instead of swapping, eight replicas pin nothing.
+  const std::string recompute = R"({"name": "c", "model": "llama-3-8b", "replicas": 8, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
+  CHECK(error_of(scenario(recompute)).empty());
+}
+
 TEST_CASE("pipeline stages in a scenario lie on the nodes as their iteration time has them", "[serving][scenario][pp]") {
   // (node, first GPU, GPUs) of each piece of each replica.
   const auto stages = [](const ServingDeployment& d) {

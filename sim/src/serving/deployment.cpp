@@ -485,10 +485,12 @@ void read_serving(const Json& value, const std::string& pointer, Problems& probl
   // Replicas are placed whole, TP GPUs on one node, first fit over the nodes of the group each
   // deployment names, in order: what the deployments before it took is not free.
   std::vector<int> free_gpus;     // per node of the cluster
+  std::vector<double> swap_left;  // per node: 70% of its host memory, less the swap spaces its replicas pin
   std::vector<std::uint32_t> first_node;  // per group: its first node's index in the cluster
   for (const NodeGroup& g : cluster.groups) {
     first_node.push_back(static_cast<std::uint32_t>(free_gpus.size()));
     free_gpus.insert(free_gpus.end(), static_cast<std::size_t>(g.count), g.node.gpus);
+    swap_left.insert(swap_left.end(), static_cast<std::size_t>(g.count), 0.7 * g.node.host_memory_bytes);
   }
   std::vector<std::string> names;
   for (std::size_t i = 0; i < value.size(); ++i) {
@@ -572,6 +574,15 @@ void read_serving(const Json& value, const std::string& pointer, Problems& probl
           }
           d->placement.push_back({n, g.node.gpus - free_gpus[n], need});
           free_gpus[n] -= need;
+          // With swap preemption each GPU's engine pins its swap space in the node's host memory: vLLM
+          // refuses one engine's past 70% of it, and the engines on one node share it.
+          if (d->engine.swap && g.node.host_memory_bytes > 0 && (swap_left[n] -= d->engine.swap_space_bytes * need) < 0) {
+            top.problem("knobs", "the replicas on node " + std::to_string(n) + " (with the deployments above) pin more swap space than 70% of its " +
+                                     format_quantity(g.node.host_memory_bytes, Dimension::bytes) + " of host memory (" +
+                                     format_quantity(d->engine.swap_space_bytes, Dimension::bytes) + " a GPU), which vLLM refuses for one engine and several on a node share: " +
+                                     "expected a smaller swap_space or fewer replicas a node");
+            break;
+          }
         }
       }
       if (d->pp > 1) {
