@@ -186,7 +186,10 @@ struct ServingDeployment {
     for (int left = tp * pp; left > 0; left -= per_node) out.push_back(std::min(left, per_node));
     return out;
   }
-  std::size_t pieces_a_replica() const { return piece_gpus().size(); }
+  std::size_t pieces_a_replica() const {
+    const int per_node = cluster.groups.front().node.gpus;
+    return static_cast<std::size_t>((tp * pp + per_node - 1) / per_node);
+  }
   std::uint32_t first_node = 0, nodes = 0;  // in a scenario: its node group's nodes in the cluster
 };
 

@@ -202,6 +202,15 @@ struct IterationTimer::Impl {
     return model.estimate({.cls = KernelClass::gemm, .m = rows, .n = n, .k = k, .batch = batch, .weight_bytes = stored}, weights).time_s();
   }
 
+  // Routed experts in one grouped GEMM a projection (vLLM's and SGLang's fused MoE kernels): `experts`
+  // of them, each `rows` tokens through its `width`-wide slice, and the activation over `activation_rows`;
+  // into `layer`.
+  void add_grouped_experts(double rows, double width, double experts, double activation_rows, double& layer) const {
+    const KernelClass activation = m.gated ? KernelClass::gated_activation : KernelClass::activation;
+    layer += linear_gemm(rows, (m.gated ? 2 : 1) * width, m.hidden, experts) + linear_gemm(rows, m.hidden, width, experts);
+    layer += kernel(activation, activation_rows, width, 0, kAct);
+  }
+
   static double& slot(std::vector<double>& cache, std::int64_t at) {
     if (static_cast<std::size_t>(at) >= cache.size()) cache.resize(static_cast<std::size_t>(at) + 1, -1.0);
     return cache[static_cast<std::size_t>(at)];
@@ -264,10 +273,9 @@ struct IterationTimer::Impl {
       return;
     }
     if (m.experts > 0 && !dense) {
-      const double f = m.ffn / m.tp, touched = experts_touched(m.experts, m.top_k, T), rows = T * m.top_k / touched;
+      const double touched = experts_touched(m.experts, m.top_k, T), rows = T * m.top_k / touched;
       layer += kernel(KernelClass::gemm, T, m.experts, h, weights);
-      layer += linear_gemm(rows, (m.gated ? 2 : 1) * f, h, touched) + linear_gemm(rows, h, f, touched);
-      layer += kernel(activation, T * m.top_k, f, 0, kAct);
+      add_grouped_experts(rows, m.ffn / m.tp, touched, T * m.top_k, layer);
       if (m.shared_ffn > 0) {  // a shared expert every token passes through, split over TP
         const double fs = m.shared_ffn / m.tp;
         layer += linear_gemm(T, (m.gated ? 2 : 1) * fs, h) + linear_gemm(T, h, fs);
@@ -321,9 +329,8 @@ struct IterationTimer::Impl {
     const double all = static_cast<double>(all_tokens), touched = experts_touched(m.experts, m.top_k, all), rows = all * m.top_k / touched;
     // This GPU's share of the experts reached, at least one: the ranks wait for the busiest GPU.
     const double here = std::max(1.0, touched / ranks);
-    const KernelClass activation = m.gated ? KernelClass::gated_activation : KernelClass::activation;
-    const double layer = linear_gemm(rows, (m.gated ? 2 : 1) * m.ffn, m.hidden, here) + linear_gemm(rows, m.hidden, m.ffn, here) +
-                         kernel(activation, rows * here, m.ffn, 0, kAct);
+    double layer = 0;
+    add_grouped_experts(rows, m.ffn, here, rows * here, layer);
     cached = (m.layers - m.dense_layers) * layer;
     return cached;
   }

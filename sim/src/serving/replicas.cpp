@@ -158,13 +158,14 @@ class Engine {
     // queues and 1/pp of the blocks, routed to as replicas are; one with data-parallel attention, a lane a
     // rank, each with its rank's pool: replica r's lanes are r * lanes to r * lanes + lanes - 1.
     const int lanes = d.lanes_a_replica();
+    const std::size_t pieces = d.pieces_a_replica();
     for (int i = 0; i < d.replicas * lanes; ++i) {
       Replica rep(KvBlocks(capacity_.lane_blocks, d.engine.block_size));
       if (d.prefill_replicas > 0) rep.role = i < d.prefill_replicas ? Replica::Role::prefill : Replica::Role::decode;
       // In a scenario the placement says; alone, replicas fill the nodes in order.
       if (d.placement.empty()) {
         rep.node = static_cast<std::uint32_t>(i / lanes * d.tp * d.pp / g.node.gpus);
-      } else if (const std::size_t first_piece = static_cast<std::size_t>(i / lanes) * d.pieces_a_replica(); first_piece < d.placement.size()) {
+      } else if (const std::size_t first_piece = static_cast<std::size_t>(i / lanes) * pieces; first_piece < d.placement.size()) {
         rep.node = d.placement[first_piece].node;  // its first GPU's
       } else {  // an autoscaled slot, placed when it is needed
         rep.down = rep.parked = true;
