@@ -1,7 +1,8 @@
 // Network model throughput: flow starts + ends per second on fat-trees of 8-GPU H100 nodes (8 NDR
 // NICs each, 16 nodes per leaf, 2:1 oversubscribed) with a fixed number of flows in flight between
 // random GPUs of different nodes. Whenever a flow is delivered, a new one starts, so every event
-// reshapes the max-min allocation of the flows it shares links with.
+// reshapes the max-min allocation of the flows it shares links with. And routes per second between
+// random GPUs, from the fabric's structure and from searches of its graph.
 #include <benchmark/benchmark.h>
 
 #include "fleetsim/cluster.hpp"
@@ -16,10 +17,11 @@ struct FatTree {
   fleetsim::ClusterSpec spec;
   fleetsim::Cluster cluster;
   fleetsim::Topology topology;
-  explicit FatTree(int nodes) : spec(make_spec(nodes)), cluster(spec), topology(cluster, spec.fabric) {}
-  static fleetsim::ClusterSpec make_spec(int nodes) {
+  explicit FatTree(int nodes, fleetsim::FabricKind kind = fleetsim::FabricKind::fat_tree)
+      : spec(make_spec(nodes, kind)), cluster(spec), topology(cluster, spec.fabric) {}
+  static fleetsim::ClusterSpec make_spec(int nodes, fleetsim::FabricKind kind) {
     fleetsim::ClusterSpec s = fleetsim::cluster_of("hgx-h100-8", nodes);
-    s.fabric.kind = fleetsim::FabricKind::fat_tree;
+    s.fabric.kind = kind;
     s.fabric.nodes_per_leaf = 16;
     s.fabric.oversubscription = 2.0;
     return s;
@@ -68,6 +70,36 @@ void BM_NetworkFlowsFatTree(benchmark::State& state) {
 BENCHMARK(BM_NetworkFlowsFatTree)
     ->Args({16, 128})->Args({128, 128})->Args({1024, 128})
     ->Args({256, 16})->Args({256, 32})->Args({256, 64})->Args({256, 128})
+    ->Unit(benchmark::kMicrosecond);
+
+// Args: nodes (8 GPUs each), rail-optimized (1) or fat-tree (0), graph search (1) or structure (0). Each
+// route is between random GPUs of different nodes under a key of its own, so none is remembered; the
+// set-up (the structure's shapes, or the graph's switch-by-switch table) is paid before timing starts.
+void BM_Routes(benchmark::State& state) {
+  const auto nodes = static_cast<int>(state.range(0));
+  FatTree fabric(nodes, state.range(1) != 0 ? fleetsim::FabricKind::rail_optimized : fleetsim::FabricKind::fat_tree);
+  fabric.topology.always_search_graph(state.range(2) != 0);
+  const auto gpus = static_cast<std::uint32_t>(nodes * 8);
+  fleetsim::Rng rng(1, 0, "route-bench");
+  std::vector<std::uint32_t> route;
+  fabric.topology.route(0, gpus - 1, 0, route);
+  std::uint64_t key = 1;
+  for (auto _ : state) {
+    std::uint32_t a, b;
+    do {
+      a = static_cast<std::uint32_t>(rng.next() % gpus);
+      b = static_cast<std::uint32_t>(rng.next() % gpus);
+    } while (a / 8 == b / 8);
+    route.clear();
+    fabric.topology.route(a, b, ++key, route);
+    benchmark::DoNotOptimize(route.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["gpus"] = static_cast<double>(gpus);
+}
+BENCHMARK(BM_Routes)
+    ->Args({128, 0, 0})->Args({128, 0, 1})->Args({128, 1, 0})->Args({128, 1, 1})
+    ->Args({12800, 0, 0})->Args({12800, 1, 0})->Args({12800, 1, 1})
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

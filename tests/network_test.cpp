@@ -401,6 +401,42 @@ TEST_CASE("a route asked for again is the one walked the first time, appended af
   }
 }
 
+TEST_CASE("routes from the fabric's structure are the ones the graph search walks, hop by hop and pick by pick", "[network][topology]") {
+  // Two topologies of one cluster, one routing from the structure, the other always searching its graph:
+  // every pair of vertices, under keys that make ECMP choose, on fabrics with mixed node types in one
+  // group (rails of 8 and 2 NICs), a partial last group, slow spines, MIG and PCIe-only nodes, storage and
+  // one switch.
+  const char* clusters[][2] = {
+      {R"([{"type": "hgx-h100-8", "count": 3}, {"type": "l40s-pcie-8", "count": 2}])", R"({"topology": "rail-optimized", "nodes_per_leaf": 2})"},
+      {R"([{"type": "hgx-h100-8", "count": 2}, {"type": "unit-node-2", "count": 3, "mig": {"slices": 2}, "node_overrides": {"nics": 2, "host_memory_bandwidth": "100 GB/s"}}])",
+       R"({"topology": "rail-optimized", "nodes_per_leaf": 3}, "storage": {"bandwidth": "7 GB/s", "latency": "100 us"})"},
+      // Spine links of 20 us: between rails of one group, through a node (in on one rail, out on another) is shorter.
+      {R"([{"type": "hgx-h100-8", "count": 3}, {"type": "l40s-pcie-8", "count": 2}])", R"({"topology": "rail-optimized", "nodes_per_leaf": 3, "link": "eth-25g"})"},
+      {R"([{"type": "hgx-h100-8", "count": 3}, {"type": "l40s-pcie-8", "count": 2}])", R"({"topology": "fat-tree", "nodes_per_leaf": 2, "spines": 3})"},
+      {R"([{"type": "hgx-h100-8", "count": 2}, {"type": "l40s-pcie-8", "count": 1}])", R"({"topology": "single-switch"}, "storage": {"bandwidth": "7 GB/s", "latency": "100 us"})"},
+  };
+  for (const auto& [nodes, fabric] : clusters) {
+    INFO(nodes << " on " << fabric);
+    Built structure = build(nodes, fabric);
+    Built graph = build(nodes, fabric);
+    graph.topology.always_search_graph(true);
+    const std::uint32_t n = structure.topology.vertex_count();
+    std::size_t pairs = 0;
+    for (std::uint32_t from = 0; from < n; ++from) {
+      for (std::uint32_t to = 0; to < n; ++to) {
+        CHECK(structure.topology.reachable(from, to) == graph.topology.reachable(from, to));
+        for (std::uint64_t key : {std::uint64_t{from} * 7919 + to, std::uint64_t{to} * 104729 + from}) {
+          std::vector<std::uint32_t> a, b;
+          REQUIRE(structure.topology.try_route(from, to, key, a) == graph.topology.try_route(from, to, key, b));
+          CHECK(a == b);
+          pairs += a.empty() ? 0 : 1;
+        }
+      }
+    }
+    CHECK(pairs > 2000);
+  }
+}
+
 TEST_CASE("every route is a lowest-latency path, as an exhaustive search finds it", "[network][topology]") {
   // Floyd-Warshall with only non-GPU vertices as intermediates (GPUs forward nothing), against the
   // routes the topology walks from its tables, on fabrics with NVSwitch, PCIe-only and MIG nodes,

@@ -7,6 +7,8 @@
 // Routes are lowest-latency paths (never through a GPU other than the ends); among equal ones,
 // one is picked by a stable hash of a flow key (ECMP), so the same flow always takes the same path.
 // A link marked down (a failed cable) is left out of every route until it is marked up again.
+// While every link is up, distances come from the fabric's structure (a node's type, its leaf group
+// and rail, the spines); with one down, from searches of the graph. Both give the same routes.
 // A node type with a host_memory_bandwidth has a host memory bus: one more link, from its host to
 // itself, that no route walks through; a route that begins or ends in host memory (at the host or at
 // its local storage) draws on it once, in either direction, so reads and writes share it. MIG
@@ -14,6 +16,7 @@
 // there, written and read back, and draws on the bus twice.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -83,6 +86,8 @@ class Topology {
   // As route, but false (and nothing appended) when down links leave no path.
   bool try_route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out) const;
   bool reachable(std::uint32_t from, std::uint32_t to) const;
+  // Distances from searches of the graph even while every link is up, to check the structure's against.
+  void always_search_graph(bool on) { always_search_graph_ = on; }
   double latency_s(std::span<const std::uint32_t> route) const;
   // The least any link of the route offers; a link crossed twice (a bus a flow is staged in) offers half.
   double bottleneck_Bps(std::span<const std::uint32_t> route) const;
@@ -95,14 +100,37 @@ class Topology {
   static constexpr std::uint64_t kUnreachable = ~std::uint64_t{0};
   struct DistanceCache;
   struct NodeTarget;
-  // Distances (picoseconds, plus one per hop) to one target, from any vertex.
+  struct NodeShape;
+  // Distances (picoseconds, plus one per hop) to one target, from any vertex: from a search's tables
+  // (target or every), or from the structure (ways_in: the switches that lead into the target's node,
+  // each with the least distance on from there).
   struct Distances {
     const Topology* topology;
-    const NodeTarget* target;
+    const NodeTarget* target = nullptr;
     const std::vector<std::uint64_t>* every = nullptr;  // every vertex's, where worked out in advance
+    std::array<std::pair<std::uint32_t, std::uint64_t>, 64> ways_in = {};  // (switch index, distance on): a node has 64 NICs at most
+    std::uint32_t ways = 0;
+    std::uint32_t node = kNone;                  // the target's node (structure), or kNone for a switch
+    const std::uint64_t* inside = nullptr;       // structure: per vertex of that node, by local index
+    // Structure, to a node: every spine is as far as every other, so is every leaf of another group;
+    // the leaves of the node's group by rail (a node has 64 NICs, so 64 rails, at most).
+    std::uint64_t from_spine = 0, from_far_leaf = 0;
+    std::array<std::uint64_t, 64> from_group_leaf = {};
     std::uint64_t from(std::uint32_t v) const;
+    std::uint64_t from_switch(std::uint32_t s) const;  // structure: by switch index
+    std::uint64_t through_ways_in(std::uint32_t s) const;
   };
   Distances distances_to(std::uint32_t target) const;
+  bool by_structure() const { return links_down_ == 0 && !always_search_graph_; }
+  Distances structure_distances_to(std::uint32_t target) const;
+  const NodeShape& shape_of(std::uint32_t node) const;
+  void prepare_structure() const;
+  void prepare_in_links() const;
+  std::uint64_t switch_distance(std::uint32_t a, std::uint32_t b) const;  // by switch index, all links up
+  // The links worth looking at from `at` towards a vertex of `target_node`, by the structure: from a
+  // spine, the links to the leaves of that node's group; from a leaf of another group, those to the
+  // spines; from the one leaf of a node's group (not on rails), those into the node; else every link.
+  std::span<const std::uint32_t> hop_links(std::uint32_t at, std::uint32_t target_node, std::vector<std::uint32_t>& scratch) const;
   void prepare_distances() const;
   void search_inside(std::uint32_t node, const std::vector<std::pair<std::uint32_t, std::uint64_t>>& seeds,
                      std::vector<std::uint64_t>& dist) const;
@@ -121,6 +149,16 @@ class Topology {
   std::vector<std::uint32_t> local_index_;    // per vertex: its place among its node's vertices
   std::vector<std::uint32_t> node_offsets_, node_members_;  // each node's vertices
   std::vector<std::uint32_t> switches_, switch_index_;      // the fabric's switches; per vertex, its place there or kNone
+  // The structure. Leaves are the first switches, rail by rail within each group of nodes_per_leaf
+  // nodes (leaf index = group * rails + rail), spines after them; every leaf has one link to every
+  // spine and back, of one latency (fabric_weight_), from uplinks_ on (leaf i to spine s at
+  // uplinks_ + 2 (i spines + s), back at one more). Nodes of one node group (type) are alike inside.
+  std::uint32_t leaves_ = 0, spines_ = 0, rails_ = 1, nodes_per_leaf_ = 1, uplinks_ = 0;
+  std::uint64_t fabric_weight_ = 0;
+  std::vector<std::uint32_t> node_type_;                   // per node: the first node of its group
+  std::vector<std::uint32_t> exit_offsets_, exit_switch_;  // per node: the switches its ways out lead to
+  std::vector<std::uint32_t> entry_offsets_, entry_links_; // per node: the links into it from switches
+  bool always_search_graph_ = false;
   std::vector<TopoLink> links_;
   std::vector<std::vector<std::uint32_t>> out_links_;  // per vertex, in creation order
   std::vector<std::uint8_t> link_down_;                 // per link

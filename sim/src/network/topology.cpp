@@ -61,6 +61,26 @@ struct Topology::DistanceCache {
   };
   std::unordered_map<RouteKey, std::pair<std::uint32_t, std::uint32_t>, RouteKeyHash> routes;  // -> (first, count)
   std::vector<std::uint32_t> route_links;
+  // The structure's parts (every link up; kept while links go down and up): per node type (indexed by its
+  // first node), and per group of nodes, rail by rail, the least distance between two of its leaves
+  // through its nodes alone.
+  bool structure_ready = false;
+  std::vector<std::unique_ptr<NodeShape>> shapes;
+  std::vector<std::uint64_t> crossing;  // [(group * rails + from rail) * rails + to rail]
+  std::vector<std::uint32_t> hop_scratch;  // a walk's links worth looking at, hop by hop
+};
+
+// Distances inside a node of one type, all links up: from each of its vertices to each (by local index),
+// over paths that stay inside, and to each of its ways out (as prepare_distances works them out per node).
+struct Topology::NodeShape {
+  std::uint32_t size = 0;
+  std::vector<std::uint64_t> inside;     // [to * size + from]
+  std::vector<std::uint64_t> exit_cost;  // [way out k * size + from], the way out's link included
+  struct Port {
+    std::uint32_t exit, member;  // a link from the switch of way out k into a member (local index)
+    std::uint64_t weight;
+  };
+  std::vector<Port> ports;
 };
 
 std::string_view link_class_name(LinkClass cls) {
@@ -216,12 +236,18 @@ Topology::Topology(const Cluster& cluster, const FabricSpec& fabric) : cache_(st
     }
     std::vector<std::uint32_t> spine(spines);
     for (std::uint32_t s = 0; s < spines; ++s) spine[s] = add_vertex("spine" + std::to_string(s), kNone);
+    spines_ = spines;
+    uplinks_ = static_cast<std::uint32_t>(links_.size());
+    fabric_weight_ = weight_of(up.latency_s);
     for (const Leaf& leaf : leaves) {
       const double uplink = leaf.down_Bps / fabric.oversubscription / spines;
       for (std::uint32_t s : spine) add_link_pair(leaf.vertex, s, uplink, up.latency_s, LinkClass::fabric, up.kind);
     }
   }
 
+  leaves_ = static_cast<std::uint32_t>(leaves.size());
+  rails_ = rail_count;
+  nodes_per_leaf_ = per_leaf;
   link_weight_.reserve(links_.size());
   for (const TopoLink& l : links_) link_weight_.push_back(weight_of(l.latency_s));
   link_down_.assign(links_.size(), 0);
@@ -246,6 +272,38 @@ Topology::Topology(const Cluster& cluster, const FabricSpec& fabric) : cache_(st
     switch_index_[v] = static_cast<std::uint32_t>(switches_.size());
     switches_.push_back(v);
   }
+  // Each node's ways out (the switches its links lead to, in the order its vertices' links are met), and
+  // its type: the first node of its group, alike inside.
+  std::vector<std::pair<const NodeGroup*, std::uint32_t>> types;  // (group, its first node)
+  for (std::uint32_t n = 0; n < cluster.node_count(); ++n) {
+    const NodeGroup* grp = &cluster.group(make_id<NodeId>(n));
+    auto type = std::find_if(types.begin(), types.end(), [&](const auto& t) { return t.first == grp; });
+    if (type == types.end()) type = types.insert(types.end(), {grp, n});
+    node_type_.push_back(type->second);
+    exit_offsets_.push_back(static_cast<std::uint32_t>(exit_switch_.size()));
+    for (std::uint32_t i = node_offsets_[n]; i < node_offsets_[n + 1]; ++i) {
+      for (std::uint32_t l : out_links_[node_members_[i]]) {
+        const std::uint32_t u = switch_index_[links_[l].to];
+        if (u != kNone && std::find(exit_switch_.begin() + exit_offsets_.back(), exit_switch_.end(), u) == exit_switch_.end()) {
+          exit_switch_.push_back(u);
+        }
+      }
+    }
+    FLEETSIM_CHECK(node_offsets_[n + 1] - node_offsets_[n] == node_offsets_[node_type_[n] + 1] - node_offsets_[node_type_[n]],
+                   "two nodes of one group differ inside");
+  }
+  exit_offsets_.push_back(static_cast<std::uint32_t>(exit_switch_.size()));
+  entry_offsets_.assign(cluster.node_count() + 1, 0);
+  for (const TopoLink& l : links_) {
+    if (switch_index_[l.from] != kNone && vertex_node_[l.to] != kNone) ++entry_offsets_[vertex_node_[l.to] + 1];
+  }
+  for (std::uint32_t n = 0; n < cluster.node_count(); ++n) entry_offsets_[n + 1] += entry_offsets_[n];
+  entry_links_.resize(entry_offsets_.back());
+  std::vector<std::uint32_t> entry_fill(entry_offsets_.begin(), entry_offsets_.end() - 1);
+  for (std::uint32_t l = 0; l < links_.size(); ++l) {
+    if (switch_index_[links_[l].from] != kNone && vertex_node_[links_[l].to] != kNone) entry_links_[entry_fill[vertex_node_[links_[l].to]]++] = l;
+  }
+  FLEETSIM_CHECK(switches_.size() == leaves_ + spines_, "a switch that is neither a leaf nor a spine");
   // The route search counts on these: every GPU is in a node, nodes are joined only through switches,
   // and no GPU is linked to a switch (it would be a way out of its node, and GPUs forward nothing).
   for (std::uint32_t g = 0; g < cluster.gpu_count(); ++g) FLEETSIM_CHECK(vertex_node_[g] != kNone, "a GPU outside every node");
@@ -386,18 +444,23 @@ void Topology::search_inside(std::uint32_t node, const Seeds& seeds, std::vector
            });
 }
 
-// The links into each vertex, every node's ways out, and the switch-to-switch distances.
+// The links into each vertex (the searches run on the reversed graph).
+void Topology::prepare_in_links() const {
+  DistanceCache& c = *cache_;
+  if (!c.in_offsets.empty()) return;
+  c.in_offsets.assign(vertex_count() + 1, 0);
+  for (const TopoLink& l : links_) ++c.in_offsets[l.to + 1];
+  for (std::uint32_t v = 0; v < vertex_count(); ++v) c.in_offsets[v + 1] += c.in_offsets[v];
+  c.in_links.resize(links_.size());
+  std::vector<std::uint32_t> fill(c.in_offsets.begin(), c.in_offsets.end() - 1);
+  for (std::uint32_t l = 0; l < links_.size(); ++l) c.in_links[fill[links_[l].to]++] = l;
+}
+
+// Every node's ways out, and the switch-to-switch distances.
 void Topology::prepare_distances() const {
   DistanceCache& c = *cache_;
   if (c.ready) return;
-  if (c.in_offsets.empty()) {
-    c.in_offsets.assign(vertex_count() + 1, 0);
-    for (const TopoLink& l : links_) ++c.in_offsets[l.to + 1];
-    for (std::uint32_t v = 0; v < vertex_count(); ++v) c.in_offsets[v + 1] += c.in_offsets[v];
-    c.in_links.resize(links_.size());
-    std::vector<std::uint32_t> fill(c.in_offsets.begin(), c.in_offsets.end() - 1);
-    for (std::uint32_t l = 0; l < links_.size(); ++l) c.in_links[fill[links_[l].to]++] = l;
-  }
+  prepare_in_links();
   // Per node and switch it has ways out to: one search, seeded at the ways out to that switch.
   const std::uint32_t nodes = static_cast<std::uint32_t>(node_offsets_.size()) - 1;
   c.exit_switch.assign(nodes, {});
@@ -466,6 +529,7 @@ void Topology::prepare_distances() const {
 }
 
 Topology::Distances Topology::distances_to(std::uint32_t target) const {
+  if (by_structure()) return structure_distances_to(target);
   prepare_distances();
   DistanceCache& c = *cache_;
   if (c.bytes > (std::size_t{512} << 20)) forget_targets();  // bounded memory: tables are rebuilt when asked for
@@ -475,7 +539,7 @@ Topology::Distances Topology::distances_to(std::uint32_t target) const {
   NodeTarget& t = *c.targets[target];
   if (!added) {
     if (t.every.empty()) tabulate(t);
-    return t.every.empty() ? Distances{this, &t} : Distances{this, nullptr, &t.every};
+    return t.every.empty() ? Distances{.topology = this, .target = &t} : Distances{.topology = this, .every = &t.every};
   }
   // The ways in: (switch, least link weight + distance inside to the target); a switch target is its own.
   std::vector<std::pair<std::uint32_t, std::uint64_t>> ways_in;
@@ -509,7 +573,7 @@ Topology::Distances Topology::distances_to(std::uint32_t target) const {
   }
   c.bytes += (t.inside.size() + t.from_switch.size()) * sizeof(std::uint64_t);
   tabulate(t);
-  return t.every.empty() ? Distances{this, &t} : Distances{this, nullptr, &t.every};
+  return t.every.empty() ? Distances{.topology = this, .target = &t} : Distances{.topology = this, .every = &t.every};
 }
 
 // A route walk asks for a few thousand distances at most (a leaf has a link to each of its NICs), so
@@ -520,7 +584,7 @@ void Topology::tabulate(NodeTarget& t) const {
   DistanceCache& c = *cache_;
   const std::size_t table = vertex_count() * sizeof(std::uint64_t);
   if (std::uint64_t{++t.walks} * kAskedPerWalk < vertex_count() || c.tabled_bytes + table > (std::size_t{256} << 20)) return;
-  const Distances parts{this, &t};
+  const Distances parts{.topology = this, .target = &t};
   t.every.resize(vertex_count());
   for (std::uint32_t v = 0; v < vertex_count(); ++v) t.every[v] = parts.from(v);
   c.tabled_bytes += table;
@@ -531,6 +595,16 @@ std::uint64_t Topology::Distances::from(std::uint32_t v) const {
   if (every != nullptr) return (*every)[v];
   const Topology& topo = *topology;
   const DistanceCache& c = *topo.cache_;
+  if (target == nullptr) {  // from the structure
+    if (topo.switch_index_[v] != kNone) return from_switch(topo.switch_index_[v]);
+    const std::uint32_t n = topo.vertex_node_[v], x = topo.local_index_[v];
+    const NodeShape& shape = topo.shape_of(n);
+    std::uint64_t best = n == node ? inside[x] : kUnreachable;
+    for (std::uint32_t k = topo.exit_offsets_[n]; k < topo.exit_offsets_[n + 1]; ++k) {
+      best = std::min(best, plus(shape.exit_cost[(k - topo.exit_offsets_[n]) * shape.size + x], from_switch(topo.exit_switch_[k])));
+    }
+    return best;
+  }
   if (topo.switch_index_[v] != kNone) return target->from_switch[topo.switch_index_[v]];
   const std::uint32_t n = topo.vertex_node_[v], x = topo.local_index_[v];
   const std::uint32_t size = topo.node_offsets_[n + 1] - topo.node_offsets_[n];
@@ -539,6 +613,158 @@ std::uint64_t Topology::Distances::from(std::uint32_t v) const {
     best = std::min(best, plus(c.exit_cost[n][k * size + x], target->from_switch[c.exit_switch[n][k]]));
   }
   return best;
+}
+
+std::uint64_t Topology::Distances::from_switch(std::uint32_t s) const {
+  if (node == kNone) return through_ways_in(s);
+  const Topology& topo = *topology;
+  if (s >= topo.leaves_) return from_spine;
+  return s / topo.rails_ == node / topo.nodes_per_leaf_ ? from_group_leaf[s % topo.rails_] : from_far_leaf;
+}
+
+std::uint64_t Topology::Distances::through_ways_in(std::uint32_t s) const {
+  std::uint64_t best = kUnreachable;
+  for (std::uint32_t w = 0; w < ways; ++w) best = std::min(best, plus(topology->switch_distance(s, ways_in[w].first), ways_in[w].second));
+  return best;
+}
+
+// Each node type's distances inside, its ways out and in; and, on rails, each group's distances between
+// its leaves through its nodes (in over one rail, out over another), chained over rails by Floyd-Warshall.
+void Topology::prepare_structure() const {
+  DistanceCache& c = *cache_;
+  if (c.structure_ready) return;
+  prepare_in_links();
+  const std::uint32_t nodes = static_cast<std::uint32_t>(node_type_.size());
+  c.shapes.resize(nodes);
+  for (std::uint32_t n = 0; n < nodes; ++n) {
+    if (node_type_[n] != n) continue;
+    auto shape = std::make_unique<NodeShape>();
+    const std::uint32_t size = node_offsets_[n + 1] - node_offsets_[n];
+    const std::uint32_t first_exit = exit_offsets_[n], exits = exit_offsets_[n + 1] - first_exit;
+    shape->size = size;
+    std::vector<std::uint64_t> dist;
+    for (std::uint32_t i = 0; i < size; ++i) {
+      search_inside(n, Seeds{{node_members_[node_offsets_[n] + i], 0}}, dist);
+      shape->inside.insert(shape->inside.end(), dist.begin(), dist.end());
+    }
+    std::vector<Seeds> ways_out(exits);
+    for (std::uint32_t i = 0; i < size; ++i) {
+      const std::uint32_t e = node_members_[node_offsets_[n] + i];
+      const auto exit_of = [&](std::uint32_t sw) {
+        const auto k = std::find(exit_switch_.begin() + first_exit, exit_switch_.begin() + first_exit + exits, sw);
+        FLEETSIM_CHECK(k != exit_switch_.begin() + first_exit + exits, "a way into a node from a switch it has no way out to");
+        return static_cast<std::uint32_t>(k - (exit_switch_.begin() + first_exit));
+      };
+      for (std::uint32_t l : out_links_[e]) {
+        if (switch_index_[links_[l].to] != kNone) ways_out[exit_of(switch_index_[links_[l].to])].emplace_back(e, link_weight_[l]);
+      }
+      for (std::uint32_t k = c.in_offsets[e]; k < c.in_offsets[e + 1]; ++k) {
+        const std::uint32_t l = c.in_links[k];
+        if (switch_index_[links_[l].from] != kNone) shape->ports.push_back({exit_of(switch_index_[links_[l].from]), i, link_weight_[l]});
+      }
+    }
+    for (const Seeds& way_out : ways_out) {
+      search_inside(n, way_out, dist);
+      shape->exit_cost.insert(shape->exit_cost.end(), dist.begin(), dist.end());
+    }
+    c.shapes[n] = std::move(shape);
+  }
+  const std::uint32_t r = rails_, groups = r > 1 ? leaves_ / r : 0;
+  c.crossing.assign(std::size_t{groups} * r * r, kUnreachable);
+  for (std::uint32_t n = 0; n < nodes && r > 1; ++n) {
+    const NodeShape& shape = shape_of(n);
+    std::uint64_t* cross = c.crossing.data() + std::size_t{n / nodes_per_leaf_} * r * r;
+    for (const NodeShape::Port& in : shape.ports) {
+      const std::uint32_t a = exit_switch_[exit_offsets_[n] + in.exit];
+      for (std::uint32_t k = exit_offsets_[n]; k < exit_offsets_[n + 1]; ++k) {
+        const std::uint32_t b = exit_switch_[k];
+        if (b == a) continue;
+        std::uint64_t& e = cross[(a % r) * r + b % r];
+        e = std::min(e, plus(in.weight, shape.exit_cost[(k - exit_offsets_[n]) * shape.size + in.member]));
+      }
+    }
+  }
+  for (std::uint32_t g = 0; g < groups; ++g) {
+    std::uint64_t* cross = c.crossing.data() + std::size_t{g} * r * r;
+    for (std::uint32_t i = 0; i < r; ++i) cross[i * r + i] = 0;
+    for (std::uint32_t k = 0; k < r; ++k) {
+      for (std::uint32_t i = 0; i < r; ++i) {
+        for (std::uint32_t j = 0; j < r; ++j) cross[i * r + j] = std::min(cross[i * r + j], plus(cross[i * r + k], cross[k * r + j]));
+      }
+    }
+  }
+  c.structure_ready = true;
+}
+
+const Topology::NodeShape& Topology::shape_of(std::uint32_t node) const { return *cache_->shapes[node_type_[node]]; }
+
+// Two tiers, every leaf under every spine by links of one latency w: a leaf and a spine are w apart, two
+// spines 2w (through any leaf), two leaves 2w (through any spine) or, in one group on rails, less where
+// a path through the group's nodes is shorter. Nothing else is shorter: a path through a node of another
+// group, or one that mixes spines and nodes, crosses two fabric links and more.
+std::uint64_t Topology::switch_distance(std::uint32_t a, std::uint32_t b) const {
+  if (a == b) return 0;
+  const bool leaf_a = a < leaves_, leaf_b = b < leaves_;
+  if (!leaf_a || !leaf_b) return leaf_a || leaf_b ? fabric_weight_ : 2 * fabric_weight_;
+  std::uint64_t best = spines_ > 0 ? 2 * fabric_weight_ : kUnreachable;
+  if (rails_ > 1 && a / rails_ == b / rails_) best = std::min(best, cache_->crossing[(std::size_t{a} * rails_) + b % rails_]);
+  return best;
+}
+
+Topology::Distances Topology::structure_distances_to(std::uint32_t target) const {
+  prepare_structure();
+  Distances d{.topology = this};
+  const std::uint32_t n = vertex_node_[target];
+  if (n == kNone) {
+    d.ways_in[d.ways++] = {switch_index_[target], 0};
+    return d;
+  }
+  const NodeShape& shape = shape_of(n);
+  d.node = n;
+  d.inside = shape.inside.data() + std::size_t{local_index_[target]} * shape.size;
+  for (const NodeShape::Port& port : shape.ports) {
+    const std::uint64_t then = plus(port.weight, d.inside[port.member]);
+    const std::uint32_t u = exit_switch_[exit_offsets_[n] + port.exit];
+    if (then == kUnreachable) continue;
+    // Ways in from one switch (a node's NICs on one leaf) count once, at their best.
+    const auto end = d.ways_in.begin() + d.ways;
+    const auto same = std::find_if(d.ways_in.begin(), end, [&](const auto& w) { return w.first == u; });
+    if (same == end) {
+      FLEETSIM_CHECK(d.ways < d.ways_in.size(), "a node with ways in from more switches than it has NICs");
+      d.ways_in[d.ways++] = {u, then};
+    } else {
+      same->second = std::min(same->second, then);
+    }
+  }
+  const std::uint32_t group = n / nodes_per_leaf_, groups = leaves_ / rails_;
+  for (std::uint32_t r = 0; r < rails_; ++r) d.from_group_leaf[r] = d.through_ways_in(group * rails_ + r);
+  d.from_spine = spines_ > 0 ? d.through_ways_in(leaves_) : kUnreachable;
+  d.from_far_leaf = groups > 1 ? d.through_ways_in((group + 1) % groups * rails_) : kUnreachable;
+  return d;
+}
+
+// Each list keeps the order of the switch's own links (by link, as created), so ECMP picks as it would
+// among all of them; the links left out are never on a shortest path:
+// - a spine: a leaf of another group is a fabric link further from the target than the spine itself;
+// - a leaf of another group: its nodes lead only back to leaves of its group;
+// - the leaf of the target's node (one leaf a node): going up, or into another node, comes back to it.
+std::span<const std::uint32_t> Topology::hop_links(std::uint32_t at, std::uint32_t target_node, std::vector<std::uint32_t>& scratch) const {
+  const std::uint32_t s = switch_index_[at];
+  if (!by_structure() || target_node == kNone || s == kNone) return out_links_[at];
+  const std::uint32_t group = target_node / nodes_per_leaf_;
+  scratch.clear();
+  if (s >= leaves_) {
+    for (std::uint32_t leaf = group * rails_; leaf < (group + 1) * rails_; ++leaf) scratch.push_back(uplinks_ + 2 * (leaf * spines_ + (s - leaves_)) + 1);
+  } else if (s / rails_ != group) {
+    for (std::uint32_t spine = 0; spine < spines_; ++spine) scratch.push_back(uplinks_ + 2 * (s * spines_ + spine));
+  } else if (rails_ == 1) {
+    for (std::uint32_t i = entry_offsets_[target_node]; i < entry_offsets_[target_node + 1]; ++i) {
+      if (links_[entry_links_[i]].from == at) scratch.push_back(entry_links_[i]);
+    }
+  } else {
+    return out_links_[at];
+  }
+  return scratch;
 }
 
 void Topology::route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out) const {
@@ -591,10 +817,11 @@ bool Topology::walk_route(std::uint32_t from, std::uint32_t to, std::uint64_t ke
       out.push_back(memory_bus_[node]);
     }
   };
+  std::vector<std::uint32_t>& scratch = cache_->hop_scratch;
   while (at != to) {
     at_host(at);
     std::uint32_t n = 0;
-    for (std::uint32_t l : out_links_[at]) {
+    for (std::uint32_t l : hop_links(at, vertex_node_[to], scratch)) {
       const TopoLink& link = links_[l];
       if ((is_gpu_[link.to] != 0 && link.to != to) || link_down_[l] != 0 || link_weight_[l] > here) continue;
       const std::uint64_t next = dist.from(link.to);
