@@ -7,17 +7,22 @@
 // the timings. "compute" is a one-task workflow (1 GPU, no edges); "network" is a two-task chain
 // whose 64 MB tensor crosses the fabric whenever the consumer lands on another GPU. Arrivals are
 // Poisson at half the cluster's capacity, so tasks rarely wait for GPUs (no contention). "rails" is
-// "network" on the rail-optimized fabric. Each run
-// is a child process, so its peak resident memory (getrusage) is its own.
+// "network" on the rail-optimized fabric. "shuffle" is congestion: one task fanning out to 16 and back
+// into one, 1 GB on every edge, on the rail-optimized fabric, at half the GPUs' capacity, so the fabric
+// is busy and every transfer's start and end re-levels flows that share links. Each run
+// is a child process, so its peak resident memory (getrusage) is its own. The last two columns are the
+// network's max-min work: flows re-solved per re-levelling of rates (one per batch of flow starts and
+// ends at an instant), and re-levellings that fell back to solving a whole connected component.
 //
 //   fleetsim_scale            the whole table (a few minutes on one core)
 //   fleetsim_scale --quick    a smaller table, for a quick look
 //   fleetsim_scale --target   the issue's target: 10M tasks on 102,400 GPUs
-//   fleetsim_scale GPUS TASKS [compute|network|rails]   one run
+//   fleetsim_scale GPUS TASKS [compute|network|rails|shuffle]   one run
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -35,8 +40,9 @@ namespace {
 
 struct Point {
   std::int64_t gpus = 0, tasks = 0;
-  bool network = false, rails = false;
+  bool network = false, rails = false, shuffle = false;
   double wall_s = 0, events = 0, peak_bytes = 0, base_bytes = 0, makespan_s = 0, transferred_bytes = 0;
+  double relevellings = 0, flows_solved = 0, component_solves = 0;
   std::int64_t completed = 0;
 };
 
@@ -46,12 +52,28 @@ double peak_rss_bytes() {
   return static_cast<double>(u.ru_maxrss) * 1024.0;  // kilobytes on Linux
 }
 
-std::string scenario_text(std::int64_t gpus, std::int64_t instances, bool network, bool rails, double rate_per_s) {
+// One task fanning out to 16 and back into one, 1 GB on every edge, 10 TFLOP a task.
+constexpr int kShuffleWidth = 16;
+std::string shuffle_workflow() {
+  std::string tasks = R"({"name": "split", "work": {"flop": "10 TFLOP"}}, {"name": "join", "work": {"flop": "10 TFLOP"}})";
+  std::string edges;
+  for (int i = 0; i < kShuffleWidth; ++i) {
+    const std::string map = "\"map" + std::to_string(i) + "\"";
+    tasks += R"(, {"name": )" + map + R"(, "work": {"flop": "10 TFLOP"}})";
+    edges += std::string(i == 0 ? "" : ", ") + R"({"from": "split", "to": )" + map + R"(, "bytes": "1 GB"}, {"from": )" + map +
+             R"(, "to": "join", "bytes": "1 GB"})";
+  }
+  return R"({"tasks": [)" + tasks + R"(], "edges": [)" + edges + "]}";
+}
+
+std::string scenario_text(std::int64_t gpus, std::int64_t instances, bool network, bool rails, double rate_per_s,
+                          bool shuffle = false) {
   const std::int64_t nodes = (gpus + 7) / 8;
   const std::string workflow =
-      network ? R"({"tasks": [{"name": "a", "work": {"flop": "50 TFLOP"}}, {"name": "b", "work": {"flop": "50 TFLOP"}}],
+      shuffle   ? shuffle_workflow()
+      : network ? R"({"tasks": [{"name": "a", "work": {"flop": "50 TFLOP"}}, {"name": "b", "work": {"flop": "50 TFLOP"}}],
                    "edges": [{"from": "a", "to": "b", "bytes": "64 MB"}]})"
-              : R"({"tasks": [{"name": "t", "work": {"flop": "100 TFLOP"}}]})";
+                : R"({"tasks": [{"name": "t", "work": {"flop": "100 TFLOP"}}]})";
   char rate[64];
   std::snprintf(rate, sizeof rate, "%.17g /s", rate_per_s);
   return std::string(R"({"name": "scale", "seed": 1,
@@ -66,20 +88,26 @@ std::string scenario_text(std::int64_t gpus, std::int64_t instances, bool networ
 }
 
 // One run, in this process.
-Point run_here(std::int64_t gpus, std::int64_t tasks, bool network, bool rails = false) {
-  const std::int64_t per_instance = network ? 2 : 1;
-  // A single instance first, alone on the cluster, gives the time one instance's GPUs are busy.
-  const fleetsim::Scenario probe = fleetsim::parse_scenario(scenario_text(8, 1, network, rails, 1.0), "scale.json", ".");
-  const double busy_s = fleetsim::simulate(probe).summary.makespan_s;
+Point run_here(std::int64_t gpus, std::int64_t tasks, bool network, bool rails = false, bool shuffle = false) {
+  const std::int64_t per_instance = shuffle ? kShuffleWidth + 2 : network ? 2 : 1;
+  // A single instance first, alone on the cluster, gives the time one instance's GPUs are busy. The
+  // shuffle's fan-out runs side by side, so for it: GPU-seconds, its tasks times one of them alone (a
+  // tenth of the compute task's 100 TFLOP).
+  const fleetsim::Scenario probe = fleetsim::parse_scenario(
+      shuffle ? scenario_text(8, 1, false, rails, 1.0) : scenario_text(8, 1, network, rails, 1.0), "scale.json", ".");
+  const double probe_s = fleetsim::simulate(probe).summary.makespan_s;
+  const double busy_s = shuffle ? probe_s / 10.0 * static_cast<double>(per_instance) : probe_s;
   // Half the cluster's capacity: each instance keeps about `per_instance` GPU-busy spans of busy_s / per_instance.
   const double rate = 0.5 * static_cast<double>(gpus) / busy_s;
+  const std::int64_t instances = std::max<std::int64_t>(1, tasks / per_instance);
   const fleetsim::Scenario sc =
-      fleetsim::parse_scenario(scenario_text(gpus, tasks / per_instance, network, rails, rate), "scale.json", ".");
+      fleetsim::parse_scenario(scenario_text(gpus, instances, network, rails, rate, shuffle), "scale.json", ".");
   Point p;
   p.gpus = gpus;
-  p.tasks = tasks;
+  p.tasks = instances * per_instance;
   p.network = network;
   p.rails = rails;
+  p.shuffle = shuffle;
   p.base_bytes = peak_rss_bytes();
   const auto t0 = std::chrono::steady_clock::now();
   const fleetsim::RunResult run = fleetsim::simulate(sc);
@@ -88,18 +116,21 @@ Point run_here(std::int64_t gpus, std::int64_t tasks, bool network, bool rails =
   p.events = static_cast<double>(run.summary.events);
   p.completed = static_cast<std::int64_t>(run.summary.tasks.completed);
   p.makespan_s = run.summary.makespan_s;
+  p.relevellings = static_cast<double>(run.summary.relevellings);
+  p.flows_solved = static_cast<double>(run.summary.flows_solved);
+  p.component_solves = static_cast<double>(run.summary.component_solves);
   p.transferred_bytes = run.summary.bytes_transferred;
   return p;
 }
 
 // One run, in a child process, so that its peak memory is its own.
-Point run_child(std::int64_t gpus, std::int64_t tasks, bool network, bool rails = false) {
+Point run_child(std::int64_t gpus, std::int64_t tasks, bool network, bool rails = false, bool shuffle = false) {
   int fd[2];
   if (pipe(fd) != 0) std::abort();
   const pid_t pid = fork();
   if (pid == 0) {
     close(fd[0]);
-    Point p = run_here(gpus, tasks, network, rails);
+    Point p = run_here(gpus, tasks, network, rails, shuffle);
     if (write(fd[1], &p, sizeof p) != static_cast<ssize_t>(sizeof p)) _exit(1);
     _exit(0);
   }
@@ -118,16 +149,16 @@ Point run_child(std::int64_t gpus, std::int64_t tasks, bool network, bool rails 
 }
 
 void print_header() {
-  std::printf("%8s %10s %8s %9s %11s %11s %10s %12s %11s %10s\n", "gpus", "tasks", "traffic", "wall_s", "tasks/s",
-              "events/s", "peak_MiB", "B/task", "B/GPU", "moved_GB");
+  std::printf("%8s %10s %8s %9s %11s %11s %10s %12s %11s %10s %11s %10s\n", "gpus", "tasks", "traffic", "wall_s", "tasks/s",
+              "events/s", "peak_MiB", "B/task", "B/GPU", "moved_GB", "flows/lev", "whole_lev");
 }
 
 void print(const Point& p) {
-  std::printf("%8lld %10lld %8s %9.3f %11.0f %11.0f %10.0f %12.0f %11.0f %10.1f\n", static_cast<long long>(p.gpus),
-              static_cast<long long>(p.tasks), p.rails ? "rails" : p.network ? "network" : "compute", p.wall_s,
+  std::printf("%8lld %10lld %8s %9.3f %11.0f %11.0f %10.0f %12.0f %11.0f %10.1f %11.1f %10.0f\n", static_cast<long long>(p.gpus),
+              static_cast<long long>(p.tasks), p.shuffle ? "shuffle" : p.rails ? "rails" : p.network ? "network" : "compute", p.wall_s,
               static_cast<double>(p.tasks) / p.wall_s, p.events / p.wall_s, p.peak_bytes / 1048576.0,
               p.peak_bytes / static_cast<double>(p.tasks), p.peak_bytes / static_cast<double>(p.gpus),
-              p.transferred_bytes / 1e9);
+              p.transferred_bytes / 1e9, p.relevellings > 0 ? p.flows_solved / p.relevellings : 0.0, p.component_solves);
   if (p.completed != p.tasks) std::printf("         (only %lld tasks completed)\n", static_cast<long long>(p.completed));
   std::fflush(stdout);
 }
@@ -170,12 +201,13 @@ void memory_fit(const std::vector<Point>& pts) {
 }
 
 constexpr const char* kUsage =
-    "usage: fleetsim_scale [--quick | --target | GPUS TASKS [compute|network|rails]]\n"
+    "usage: fleetsim_scale [--quick | --target | GPUS TASKS [compute|network|rails|shuffle]]\n"
     "  (no argument)  the whole table: tasks grow on 1,024 GPUs, GPUs grow, with network traffic (a few minutes on one core)\n"
     "  --quick        a smaller table, for a quick look\n"
     "  --target       10,000,000 tasks on 102,400 GPUs\n"
     "  GPUS TASKS     one run; compute (default): one-task workflows; network: two-task chains with 64 MB tensors;\n"
-    "                 rails: network on a rail-optimized fabric\n";
+    "                 rails: network on a rail-optimized fabric; shuffle: 1-to-16-to-1 fan-outs with 1 GB edges on\n"
+    "                 a rail-optimized fabric, at half the GPUs' capacity (a congested fabric)\n";
 
 // A whole number from 1 up, or nothing.
 std::optional<std::int64_t> count_of(const char* text) {
@@ -196,15 +228,16 @@ int main(int argc, char** argv) {
   }
   if (argc >= 3) {
     const auto gpus = count_of(argv[1]), tasks = count_of(argv[2]);
-    const bool kind_known = argc == 3 || (argc == 4 && (is(3, "compute") || is(3, "network") || is(3, "rails")));
+    const bool kind_known = argc == 3 || (argc == 4 && (is(3, "compute") || is(3, "network") || is(3, "rails") || is(3, "shuffle")));
     if (!gpus || !tasks || !kind_known) {
-      std::fprintf(stderr, "fleetsim_scale: expected GPUS and TASKS as whole numbers from 1 and then compute, network or rails\n%s", kUsage);
+      std::fprintf(stderr, "fleetsim_scale: expected GPUS and TASKS as whole numbers from 1 and then compute, network, rails or shuffle\n%s", kUsage);
       return 2;
     }
-    const bool rails = is(3, "rails");
+    const bool shuffle = is(3, "shuffle");
+    const bool rails = shuffle || is(3, "rails");
     const bool network = rails || is(3, "network");
     print_header();
-    print(run_here(*gpus, *tasks, network, rails));
+    print(run_here(*gpus, *tasks, network, rails, shuffle));
     return 0;
   }
   const bool quick = is(1, "--quick");
@@ -245,6 +278,8 @@ int main(int argc, char** argv) {
   print(run_child(1'024, 1'000'000 / k, true));
   print(run_child(10'240, fixed_tasks, true));
   print(run_child(10'240, fixed_tasks, true, true));
+  std::printf("-- congested fabric (1-to-16-to-1 shuffles, 1 GB edges, rail-optimized; 2,000 and 5,000 instances)\n");
+  for (std::int64_t instances : {2'000, 5'000}) print(run_child(1'024, instances / k * (kShuffleWidth + 2), true, true, true));
   std::printf("wall time ~ tasks^%.2f (1,024 GPUs); ~ GPUs^%.2f (%lld tasks)\n", exponent(tx, ty), exponent(gx, gy),
               static_cast<long long>(fixed_tasks));
   memory_fit(compute);

@@ -140,6 +140,11 @@ TEST_CASE("flows share a link until one finishes, then the other speeds up", "[n
   CHECK(seen[1].first == Approx(3.001));
   CHECK(seen[1].second == 2);
   CHECK(net.link_bytes()[0] == Approx(3e9));
+  // The max-min work: the two starts solved together (2 flows), the first's end re-solves the second
+  // alone (1), the second's end leaves nothing to solve; never the whole component.
+  CHECK(net.solve_counts().relevellings == 3);
+  CHECK(net.solve_counts().flows_solved == 3);
+  CHECK(net.solve_counts().component_solves == 0);
 }
 
 TEST_CASE("a capped flow takes no more than its cap and leaves the rest to the others", "[network]") {

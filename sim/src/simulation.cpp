@@ -272,6 +272,9 @@ class Run {
     summary.diverged = diverged;
     faults_.summarize(end_s, summary);
     summary.flows_rerouted = flows_.rerouted();
+    summary.relevellings = network_.solve_counts().relevellings;
+    summary.flows_solved = network_.solve_counts().flows_solved;
+    summary.component_solves = network_.solve_counts().component_solves;
     tasks_.summarize(summary);
     serving_.summarize(end_s, summary);
     if (autoscaler_) autoscaler_->summarize(end_s, summary);

@@ -81,6 +81,13 @@ class Network {
   }
   // Bytes each link has carried (settled at the last change of its flows, or by settle_all).
   const std::vector<double>& link_bytes() const { return link_bytes_; }
+  // The work of keeping rates max-min fair so far: re-levellings (one per batch of changes at an
+  // instant), the flows they re-solved in all (a flow solved twice in one counts twice), and how many
+  // fell back to a solve of the whole connected component.
+  struct SolveCounts {
+    std::uint64_t relevellings = 0, flows_solved = 0, component_solves = 0;
+  };
+  const SolveCounts& solve_counts() const { return solve_counts_; }
   // Counts every sending flow's bytes up to `now`, as at the end of a run.
   void settle_all(double now);
   // Every change of a link's total rate, in time order; only when recording is on.
@@ -163,6 +170,7 @@ class Network {
   std::uint64_t set_stamp_ = 0, check_stamp_ = 0, changed_stamp_ = 0;
 
   std::vector<double> link_bytes_;
+  SolveCounts solve_counts_;
   bool recording_ = false;
   std::vector<LinkSample> samples_;
   std::vector<double> last_rate_;  // per link, the last recorded total

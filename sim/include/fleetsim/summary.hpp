@@ -125,6 +125,9 @@ struct Summary {
   double node_s_on = 0;
   std::uint64_t nodes_started = 0, nodes_stopped = 0;
   std::uint64_t events = 0;
+  // The network's max-min work (not in the outputs, for benchmarks): re-levellings, flows they re-solved,
+  // whole-component solves among them.
+  std::uint64_t relevellings = 0, flows_solved = 0, component_solves = 0;
   std::vector<TenantSummary> tenants;
   // Per work class (batch, interactive), when the scenario has interactive tenants; mean_slowdown unset.
   std::vector<TenantSummary> classes;

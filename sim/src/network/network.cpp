@@ -266,6 +266,7 @@ void Network::cancel_if(const std::function<bool(std::uint64_t)>& drop, double n
 }
 
 void Network::reshare(double now) {
+  ++solve_counts_.relevellings;
   seed_links_.assign(links_touched_.begin(), links_touched_.end());
   if (reshare_incremental(now)) {
     new_flows_.clear();
@@ -312,6 +313,7 @@ bool Network::has_bottleneck(std::uint32_t flow) {
 // Max-min over the flows of set_, with every other flow's rate held: each link offers what the
 // others leave of it.
 void Network::solve_set() {
+  solve_counts_.flows_solved += set_.size();
   if (++stamp_ == 0) {
     std::fill(link_stamp_.begin(), link_stamp_.end(), 0);
     std::fill(flow_stamp_.begin(), flow_stamp_.end(), 0);
@@ -520,6 +522,8 @@ void Network::reshare_component(double now) {
     local_offsets_.push_back(static_cast<std::uint32_t>(local_route_links_.size()));
   }
   local_rates_.assign(component_flows_.size(), 0.0);
+  ++solve_counts_.component_solves;
+  solve_counts_.flows_solved += component_flows_.size();
   if (!component_flows_.empty()) solver_.solve(local_capacity_, local_offsets_, local_route_links_, local_rates_);
 
   // No link above capacity: the solver promises it; checking costs one pass over the routes.
