@@ -98,6 +98,7 @@ class Network {
   enum class Phase : std::uint8_t { free, sending, delivering, stranded };
   struct Flow {
     std::vector<std::uint32_t> route;  // kept between uses of the slot: no allocation in steady state
+    std::vector<std::uint32_t> link_pos;  // while sending, per hop of the route: its place in that link's flows
     double remaining_bytes = 0;
     double size_bytes = 0;
     double updated_s = 0;

@@ -226,21 +226,30 @@ void plan_direct(const Topology& topo, CollectivePlan& plan, std::span<const Gpu
 }
 
 // The alpha-beta time of one step: its most loaded link, or its slowest flow at its cap, plus its
-// largest latency.
-double step_time_s(const Topology& topo, const std::vector<CollectiveFlow>& step, std::vector<double>& load,
-                   std::vector<std::uint32_t>& route, bool with_latency) {
-  std::fill(load.begin(), load.end(), 0.0);
+// largest latency. `load` (per link) is zero before and after: only the links the step loaded are
+// cleared, as a plan of hundreds of steps on a topology of many thousand links would spend its time
+// clearing the rest.
+struct StepScratch {
+  std::vector<double> load;
+  std::vector<std::uint32_t> route, loaded;
+  explicit StepScratch(const Topology& topo) : load(topo.links().size(), 0.0) {}
+};
+
+double step_time_s(const Topology& topo, const std::vector<CollectiveFlow>& step, StepScratch& scratch, bool with_latency) {
   double latency = 0, bandwidth_s = 0;
   for (const CollectiveFlow& f : step) {
-    route.clear();
-    topo.route(f.from, f.to, flow_key(f.from, f.to), route);
-    for (std::uint32_t l : route) {
-      load[l] += f.bytes;
-      bandwidth_s = std::max(bandwidth_s, load[l] / topo.links()[l].capacity_Bps);
+    scratch.route.clear();
+    topo.route(f.from, f.to, flow_key(f.from, f.to), scratch.route);
+    for (std::uint32_t l : scratch.route) {
+      if (scratch.load[l] == 0) scratch.loaded.push_back(l);
+      scratch.load[l] += f.bytes;
+      bandwidth_s = std::max(bandwidth_s, scratch.load[l] / topo.links()[l].capacity_Bps);
     }
     bandwidth_s = std::max(bandwidth_s, f.bytes / f.cap_Bps);
     latency = std::max(latency, f.latency_s);
   }
+  for (std::uint32_t l : scratch.loaded) scratch.load[l] = 0;
+  scratch.loaded.clear();
   return bandwidth_s + (with_latency ? latency : 0.0);
 }
 
@@ -248,11 +257,11 @@ double step_time_s(const Topology& topo, const std::vector<CollectiveFlow>& step
 // links' times are, each flow capped so that alone it takes its step's share, and the latency is paid
 // once, after the last step.
 void fit_to(const Topology& topo, CollectivePlan& plan, const NcclEstimate& e) {
-  std::vector<double> load(topo.links().size(), 0.0), link_s;
-  std::vector<std::uint32_t> route;
+  StepScratch scratch(topo);
+  std::vector<double> link_s;
   double total = 0;
   for (const auto& step : plan.steps) {
-    link_s.push_back(step_time_s(topo, step, load, route, false));
+    link_s.push_back(step_time_s(topo, step, scratch, false));
     total += link_s.back();
   }
   for (std::size_t i = 0; i < plan.steps.size(); ++i) {
@@ -404,10 +413,9 @@ CollectivePlan plan_collective(const Cluster& cluster, const Topology& topo, Col
 }
 
 double analytical_time_s(const Topology& topo, const CollectivePlan& plan) {
-  std::vector<double> load(topo.links().size(), 0.0);
-  std::vector<std::uint32_t> route;
+  StepScratch scratch(topo);
   double total = 0;
-  for (const auto& step : plan.steps) total += step_time_s(topo, step, load, route, true);
+  for (const auto& step : plan.steps) total += step_time_s(topo, step, scratch, true);
   return total;
 }
 

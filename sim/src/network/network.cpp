@@ -77,9 +77,12 @@ void Network::attach(std::uint32_t flow, double now) {
   Flow& f = flows_[flow];
   f.phase = Phase::sending;
   ++sending_;
-  for (std::uint32_t l : f.route) {
+  f.link_pos.resize(f.route.size());
+  for (std::size_t i = 0; i < f.route.size(); ++i) {
+    const std::uint32_t l = f.route[i];
     FLEETSIM_CHECK(l < capacity_.size(), "route names a link that does not exist");
     FLEETSIM_CHECK(link_down_[l] == 0, "a flow was routed over a link that is down");
+    f.link_pos[i] = static_cast<std::uint32_t>(link_flows_[l].size());
     link_flows_[l].push_back(flow);
     link_state_valid_[l] = 0;
     links_touched_.push_back(l);
@@ -206,13 +209,31 @@ void Network::settle_all(double now) {
   }
 }
 
+// Each hop leaves its link's flows by a swap with the last and a pop, at the first place the flow
+// holds there (a link crossed twice holds it twice), so the lists keep the order they always had; the
+// places kept per hop spare a search through a link's flows, thousands on a busy one.
 void Network::detach(std::uint32_t flow) {
-  for (std::uint32_t l : flows_[flow].route) {
+  Flow& f = flows_[flow];
+  constexpr std::uint32_t kLeft = 0xFFFFFFFFu;
+  for (std::size_t i = 0; i < f.route.size(); ++i) {
+    const std::uint32_t l = f.route[i];
+    std::size_t hop = i;  // of this flow's hops still on l, the one at the first place
+    for (std::size_t j = 0; j < f.route.size(); ++j) {
+      if (f.route[j] == l && f.link_pos[j] != kLeft && f.link_pos[j] < f.link_pos[hop]) hop = j;
+    }
     auto& on_link = link_flows_[l];
-    const auto it = std::find(on_link.begin(), on_link.end(), flow);
-    FLEETSIM_CHECK(it != on_link.end(), "flow missing from its link");
-    *it = on_link.back();
+    const std::uint32_t at = f.link_pos[hop], last = static_cast<std::uint32_t>(on_link.size() - 1);
+    FLEETSIM_CHECK(at <= last && on_link[at] == flow, "flow missing from its link");
+    f.link_pos[hop] = kLeft;
+    const std::uint32_t moved = on_link[last];
+    on_link[at] = moved;
     on_link.pop_back();
+    if (at != last) {
+      Flow& m = flows_[moved];
+      for (std::size_t j = 0; j < m.route.size(); ++j) {
+        if (m.route[j] == l && m.link_pos[j] == last) m.link_pos[j] = at;
+      }
+    }
     link_state_valid_[l] = 0;
     links_touched_.push_back(l);
   }

@@ -47,20 +47,38 @@ struct Topology::DistanceCache {
   std::vector<std::unique_ptr<NodeTarget>> targets;  // per vertex, once asked for
   std::size_t bytes = 0, tabled_bytes = 0;  // of every NodeTarget; of their `every` tables
   std::vector<std::pair<std::uint64_t, std::uint32_t>> heap;  // search scratch
-  // Routes already walked, by (from, to, flow key): a walk asks for the distances of every neighbour of
-  // every hop (a leaf has hundreds), a lookup costs one hash. Collectives key a flow by its two ends, so
-  // plans made again (a search's candidates, a job's iterations) walk each pair once. Their links are
-  // slices of one array; both are dropped with the distances, and when they pass kRouteMemoBytes.
-  struct RouteKey {
-    std::uint32_t from, to;
-    std::uint64_t key;
-    bool operator==(const RouteKey&) const = default;
+  // Routes already walked, by (from, to, flow key): a walk asks for the distances of the links it may
+  // take at every hop, a lookup costs one hash. Collectives key a flow by its two ends, so plans made
+  // again (a search's candidates, a job's iterations, a collective's latency, time and flows) walk each
+  // pair once. Their links are slices of one array; both are dropped with the distances, and when they
+  // pass kRouteMemoBytes. The table is open-addressed (linear probing over a power of two of slots, at
+  // most half full), so a lookup reads a slot or two where a node-based map chases a pointer a node:
+  // with a million routes remembered that was a third of an all-to-all's time.
+  struct RouteSlot {
+    std::uint64_t key = 0;
+    std::uint32_t from = kNone, to = 0;  // from kNone: empty
+    std::uint32_t first = 0, count = 0;  // the route's links in route_links
   };
-  struct RouteKeyHash {
-    std::size_t operator()(const RouteKey& k) const { return hash_combine(k.key, (std::uint64_t{k.from} << 32) | k.to); }
-  };
-  std::unordered_map<RouteKey, std::pair<std::uint32_t, std::uint32_t>, RouteKeyHash> routes;  // -> (first, count)
+  std::vector<RouteSlot> route_slots;
+  std::size_t routes = 0;
   std::vector<std::uint32_t> route_links;
+  std::size_t slot_of(std::uint32_t from, std::uint32_t to, std::uint64_t key) const {  // its slot, or the empty one it would take
+    const std::size_t mask = route_slots.size() - 1;
+    std::size_t i = hash_combine(key, (std::uint64_t{from} << 32) | to) & mask;
+    while (route_slots[i].from != kNone && (route_slots[i].from != from || route_slots[i].to != to || route_slots[i].key != key)) i = (i + 1) & mask;
+    return i;
+  }
+  void remember(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::uint32_t first, std::uint32_t count) {
+    if (2 * (routes + 1) > route_slots.size()) {
+      std::vector<RouteSlot> old(std::max<std::size_t>(1024, 2 * route_slots.size()));
+      old.swap(route_slots);
+      for (const RouteSlot& r : old) {
+        if (r.from != kNone) route_slots[slot_of(r.from, r.to, r.key)] = r;
+      }
+    }
+    route_slots[slot_of(from, to, key)] = RouteSlot{key, from, to, first, count};
+    ++routes;
+  }
   // The structure's parts (every link up; kept while links go down and up): per node type (indexed by its
   // first node), and per group of nodes, rail by rail, the least distance between two of its leaves
   // through its nodes alone.
@@ -387,7 +405,8 @@ void Topology::forget_distances() const {
 
 void Topology::forget_routes() const {
   DistanceCache& c = *cache_;
-  c.routes = {};
+  c.route_slots = {};
+  c.routes = 0;
   c.route_links = {};
 }
 
@@ -778,18 +797,18 @@ bool Topology::reachable(std::uint32_t from, std::uint32_t to) const {
 bool Topology::try_route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out) const {
   if (from == to) return true;
   DistanceCache& c = *cache_;
-  if (const auto known = c.routes.find({from, to, key}); known != c.routes.end()) {
-    const auto first = c.route_links.begin() + known->second.first;
-    out.insert(out.end(), first, first + known->second.second);
-    return true;
+  if (c.routes > 0) {
+    if (const auto& known = c.route_slots[c.slot_of(from, to, key)]; known.from != kNone) {
+      const auto first = c.route_links.begin() + known.first;
+      out.insert(out.end(), first, first + known.count);
+      return true;
+    }
   }
   const std::size_t start = out.size();
   if (!walk_route(from, to, key, out)) return false;
-  // About 64 bytes an entry (its key, slice and the map's node) besides its links.
-  constexpr std::size_t kRouteMemoBytes = std::size_t{128} << 20, kEntryBytes = 64;
-  if (c.routes.size() * kEntryBytes + c.route_links.size() * sizeof(std::uint32_t) > kRouteMemoBytes) forget_routes();
-  c.routes.emplace(DistanceCache::RouteKey{from, to, key},
-                   std::pair{static_cast<std::uint32_t>(c.route_links.size()), static_cast<std::uint32_t>(out.size() - start)});
+  constexpr std::size_t kRouteMemoBytes = std::size_t{128} << 20;
+  if (c.route_slots.size() * sizeof(DistanceCache::RouteSlot) + c.route_links.size() * sizeof(std::uint32_t) > kRouteMemoBytes) forget_routes();
+  c.remember(from, to, key, static_cast<std::uint32_t>(c.route_links.size()), static_cast<std::uint32_t>(out.size() - start));
   c.route_links.insert(c.route_links.end(), out.begin() + static_cast<std::ptrdiff_t>(start), out.end());
   return true;
 }
