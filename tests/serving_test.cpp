@@ -135,6 +135,15 @@ TEST_CASE("with swap preemption a preempted request's KV goes to host memory and
   CHECK_THAT(error_of(deployment(R"(, "tp": 8, "knobs": {"preemption": "swap", "swap_space": "176 GB"})")),
              Catch::Contains("/knobs") && Catch::Contains("1.41 TB, over 70% of a hgx-h100-8 node's 2 TB of host memory"));
   CHECK(error_of(deployment(R"(, "tp": 8, "knobs": {"swap_space": "176 GB"})")).empty());  // recomputing: no swap space taken
+  // Engines on one node share its host memory: alone, replicas fill the nodes in order, so six of 200 GB a GPU
+  // (1.2 TB) fit beside each other and eight (1.6 TB) do not, though each alone would.
+  const auto replicas = [](int n) {
+    return R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 2}]}, "model": "llama-3-8b", "replicas": )" + std::to_string(n) +
+           R"(, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}, "knobs": {"preemption": "swap", "swap_space": "200 GB"}})";
+  };
+  CHECK(error_of(replicas(6)).empty());
+  CHECK_THAT(error_of(replicas(8)), Catch::Contains("/knobs") && Catch::Contains("the replicas on node 0 pin more swap space than 70% of its 2 TB"));
+  CHECK_THAT(error_of(replicas(16)), Catch::Contains("the replicas on node 0"));
 }
 
 TEST_CASE("int4 weights hold the linear layers in 4 bits: a third of the memory, decodes read faster, prefills compute as bf16", "[serving]") {

@@ -300,6 +300,15 @@ void read_slos(ObjectReader& top, ServingDeployment& d) {
 
 // The model and its GPUs: a transformer LLM whose heads the TP ranks split (unless attention is data-
 // parallel), within one node or over whole nodes, and whose weights leave each GPU room for KV blocks.
+// With swap preemption each GPU's engine pins its swap space in its node's host memory: vLLM refuses one
+// engine's past 70% of it, and the engines on one node share it. The problem when those on `node` pass it.
+std::string swap_over_host_memory(const ServingDeployment& d, const NodeGroup& g, std::uint32_t node, bool with_others) {
+  return "the replicas on node " + std::to_string(node) + (with_others ? " (with the deployments above)" : "") +
+         " pin more swap space than 70% of its " + format_quantity(g.node.host_memory_bytes, Dimension::bytes) + " of host memory (" +
+         format_quantity(d.engine.swap_space_bytes, Dimension::bytes) + " a GPU), which vLLM refuses for one engine and several on a node share: " +
+         "expected a smaller swap_space or fewer replicas a node";
+}
+
 void check_fit(ObjectReader& top, ServingDeployment& d) {
   const NodeGroup& g = d.cluster.groups.front();
   if (d.dp_attention && d.model.number("experts", 0) <= 0) {
@@ -468,6 +477,11 @@ ServingDeployment parse_serving(std::string_view json_text, const std::string& f
     } else if (d.replicas > fit) {
       top.problem("replicas", "expected at most the " + std::to_string(fit) + " replicas of " + std::to_string(d.tp * d.pp) + " GPUs the cluster holds, found " + std::to_string(d.replicas));
     }
+    // Alone, replicas fill the nodes in order: the first holds the most.
+    const double first_node_gpus = std::min(g.node.gpus, d.replicas * d.tp * d.pp);
+    if (problems.empty() && d.engine.swap && g.node.host_memory_bytes > 0 && d.engine.swap_space_bytes * first_node_gpus > 0.7 * g.node.host_memory_bytes) {
+      top.problem("knobs", swap_over_host_memory(d, g, 0, false));
+    }
   }
   top.finish();
   problems.throw_if_any();
@@ -574,13 +588,8 @@ void read_serving(const Json& value, const std::string& pointer, Problems& probl
           }
           d->placement.push_back({n, g.node.gpus - free_gpus[n], need});
           free_gpus[n] -= need;
-          // With swap preemption each GPU's engine pins its swap space in the node's host memory: vLLM
-          // refuses one engine's past 70% of it, and the engines on one node share it.
           if (d->engine.swap && g.node.host_memory_bytes > 0 && (swap_left[n] -= d->engine.swap_space_bytes * need) < 0) {
-            top.problem("knobs", "the replicas on node " + std::to_string(n) + " (with the deployments above) pin more swap space than 70% of its " +
-                                     format_quantity(g.node.host_memory_bytes, Dimension::bytes) + " of host memory (" +
-                                     format_quantity(d->engine.swap_space_bytes, Dimension::bytes) + " a GPU), which vLLM refuses for one engine and several on a node share: " +
-                                     "expected a smaller swap_space or fewer replicas a node");
+            top.problem("knobs", swap_over_host_memory(*d, g, n, true));
             break;
           }
         }
