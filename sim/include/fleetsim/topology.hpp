@@ -132,6 +132,10 @@ class Topology {
   // spines; from the one leaf of a node's group (not on rails), those into the node; else every link.
   std::span<const std::uint32_t> hop_links(std::uint32_t at, std::uint32_t target_node, std::vector<std::uint32_t>& scratch) const;
   void prepare_distances() const;
+  // The switches `node`'s links lead to over links up, in the order its vertices' links are met, and for
+  // each, its ways out there as search seeds (the node's vertex, the link's weight).
+  void ways_out(std::uint32_t node, std::vector<std::uint32_t>& switches,
+                std::vector<std::vector<std::pair<std::uint32_t, std::uint64_t>>>& seeds) const;
   void search_inside(std::uint32_t node, const std::vector<std::pair<std::uint32_t, std::uint64_t>>& seeds,
                      std::vector<std::uint64_t>& dist) const;
   void tabulate(NodeTarget& target) const;

@@ -293,20 +293,16 @@ Topology::Topology(const Cluster& cluster, const FabricSpec& fabric) : cache_(st
   // Each node's ways out (the switches its links lead to, in the order its vertices' links are met), and
   // its type: the first node of its group, alike inside.
   std::vector<std::pair<const NodeGroup*, std::uint32_t>> types;  // (group, its first node)
+  std::vector<std::uint32_t> exits;
+  std::vector<std::vector<std::pair<std::uint32_t, std::uint64_t>>> seeds;
   for (std::uint32_t n = 0; n < cluster.node_count(); ++n) {
     const NodeGroup* grp = &cluster.group(make_id<NodeId>(n));
     auto type = std::find_if(types.begin(), types.end(), [&](const auto& t) { return t.first == grp; });
     if (type == types.end()) type = types.insert(types.end(), {grp, n});
     node_type_.push_back(type->second);
     exit_offsets_.push_back(static_cast<std::uint32_t>(exit_switch_.size()));
-    for (std::uint32_t i = node_offsets_[n]; i < node_offsets_[n + 1]; ++i) {
-      for (std::uint32_t l : out_links_[node_members_[i]]) {
-        const std::uint32_t u = switch_index_[links_[l].to];
-        if (u != kNone && std::find(exit_switch_.begin() + exit_offsets_.back(), exit_switch_.end(), u) == exit_switch_.end()) {
-          exit_switch_.push_back(u);
-        }
-      }
-    }
+    ways_out(n, exits, seeds);
+    exit_switch_.insert(exit_switch_.end(), exits.begin(), exits.end());
     FLEETSIM_CHECK(node_offsets_[n + 1] - node_offsets_[n] == node_offsets_[node_type_[n] + 1] - node_offsets_[node_type_[n]],
                    "two nodes of one group differ inside");
   }
@@ -475,6 +471,23 @@ void Topology::prepare_in_links() const {
   for (std::uint32_t l = 0; l < links_.size(); ++l) c.in_links[fill[links_[l].to]++] = l;
 }
 
+void Topology::ways_out(std::uint32_t node, std::vector<std::uint32_t>& switches, std::vector<Seeds>& seeds) const {
+  switches.clear();
+  seeds.clear();
+  for (std::uint32_t i = node_offsets_[node]; i < node_offsets_[node + 1]; ++i) {
+    for (std::uint32_t l : out_links_[node_members_[i]]) {
+      const std::uint32_t u = switch_index_[links_[l].to];
+      if (link_down_[l] != 0 || u == kNone) continue;
+      const auto k = static_cast<std::size_t>(std::find(switches.begin(), switches.end(), u) - switches.begin());
+      if (k == switches.size()) {
+        switches.push_back(u);
+        seeds.emplace_back();
+      }
+      seeds[k].emplace_back(node_members_[i], link_weight_[l]);
+    }
+  }
+}
+
 // Every node's ways out, and the switch-to-switch distances.
 void Topology::prepare_distances() const {
   DistanceCache& c = *cache_;
@@ -487,20 +500,7 @@ void Topology::prepare_distances() const {
   std::vector<Seeds> seeds;
   std::vector<std::uint64_t> inside;
   for (std::uint32_t n = 0; n < nodes; ++n) {
-    auto& to = c.exit_switch[n];
-    seeds.clear();
-    for (std::uint32_t i = node_offsets_[n]; i < node_offsets_[n + 1]; ++i) {
-      for (std::uint32_t l : out_links_[node_members_[i]]) {
-        const std::uint32_t u = switch_index_[links_[l].to];
-        if (link_down_[l] != 0 || u == kNone) continue;
-        const auto k = static_cast<std::size_t>(std::find(to.begin(), to.end(), u) - to.begin());
-        if (k == to.size()) {
-          to.push_back(u);
-          seeds.emplace_back();
-        }
-        seeds[k].emplace_back(node_members_[i], link_weight_[l]);
-      }
-    }
+    ways_out(n, c.exit_switch[n], seeds);
     for (const Seeds& way_out : seeds) {
       search_inside(n, way_out, inside);
       c.exit_cost[n].insert(c.exit_cost[n].end(), inside.begin(), inside.end());
@@ -659,30 +659,26 @@ void Topology::prepare_structure() const {
     if (node_type_[n] != n) continue;
     auto shape = std::make_unique<NodeShape>();
     const std::uint32_t size = node_offsets_[n + 1] - node_offsets_[n];
-    const std::uint32_t first_exit = exit_offsets_[n], exits = exit_offsets_[n + 1] - first_exit;
     shape->size = size;
     std::vector<std::uint64_t> dist;
     for (std::uint32_t i = 0; i < size; ++i) {
       search_inside(n, Seeds{{node_members_[node_offsets_[n] + i], 0}}, dist);
       shape->inside.insert(shape->inside.end(), dist.begin(), dist.end());
     }
-    std::vector<Seeds> ways_out(exits);
+    std::vector<std::uint32_t> switches;  // the node's exit_switch_ (every link up)
+    std::vector<Seeds> seeds;
+    ways_out(n, switches, seeds);
     for (std::uint32_t i = 0; i < size; ++i) {
       const std::uint32_t e = node_members_[node_offsets_[n] + i];
-      const auto exit_of = [&](std::uint32_t sw) {
-        const auto k = std::find(exit_switch_.begin() + first_exit, exit_switch_.begin() + first_exit + exits, sw);
-        FLEETSIM_CHECK(k != exit_switch_.begin() + first_exit + exits, "a way into a node from a switch it has no way out to");
-        return static_cast<std::uint32_t>(k - (exit_switch_.begin() + first_exit));
-      };
-      for (std::uint32_t l : out_links_[e]) {
-        if (switch_index_[links_[l].to] != kNone) ways_out[exit_of(switch_index_[links_[l].to])].emplace_back(e, link_weight_[l]);
-      }
       for (std::uint32_t k = c.in_offsets[e]; k < c.in_offsets[e + 1]; ++k) {
         const std::uint32_t l = c.in_links[k];
-        if (switch_index_[links_[l].from] != kNone) shape->ports.push_back({exit_of(switch_index_[links_[l].from]), i, link_weight_[l]});
+        if (switch_index_[links_[l].from] == kNone) continue;
+        const auto exit = std::find(switches.begin(), switches.end(), switch_index_[links_[l].from]);
+        FLEETSIM_CHECK(exit != switches.end(), "a way into a node from a switch it has no way out to");
+        shape->ports.push_back({static_cast<std::uint32_t>(exit - switches.begin()), i, link_weight_[l]});
       }
     }
-    for (const Seeds& way_out : ways_out) {
+    for (const Seeds& way_out : seeds) {
       search_inside(n, way_out, dist);
       shape->exit_cost.insert(shape->exit_cost.end(), dist.begin(), dist.end());
     }

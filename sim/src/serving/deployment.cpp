@@ -298,8 +298,6 @@ void read_slos(ObjectReader& top, ServingDeployment& d) {
   }
 }
 
-// The model and its GPUs: a transformer LLM whose heads the TP ranks split (unless attention is data-
-// parallel), within one node or over whole nodes, and whose weights leave each GPU room for KV blocks.
 // With swap preemption each GPU's engine pins its swap space in its node's host memory: vLLM refuses one
 // engine's past 70% of it, and the engines on one node share it. The problem when those on `node` pass it.
 std::string swap_over_host_memory(const ServingDeployment& d, const NodeGroup& g, std::uint32_t node, bool with_others) {
@@ -309,6 +307,8 @@ std::string swap_over_host_memory(const ServingDeployment& d, const NodeGroup& g
          "expected a smaller swap_space or fewer replicas a node";
 }
 
+// The model and its GPUs: a transformer LLM whose heads the TP ranks split (unless attention is data-
+// parallel), within one node or over whole nodes, and whose weights leave each GPU room for KV blocks.
 void check_fit(ObjectReader& top, ServingDeployment& d) {
   const NodeGroup& g = d.cluster.groups.front();
   if (d.dp_attention && d.model.number("experts", 0) <= 0) {
