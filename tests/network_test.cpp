@@ -664,6 +664,47 @@ TEST_CASE("two all-reduces on the same GPUs share the links and each takes the s
   CHECK(apart_times[1] == Approx(apart_times[0]));
 }
 
+TEST_CASE("a plan keeps each flow's route, and groups run beside each other keep theirs", "[network][collective]") {
+  const Built b(test::builtin_scenario(R"("cluster": {"nodes": [{"type": "hgx-h100-8", "count": 4}], "fabric": {"topology": "fat-tree", "nodes_per_leaf": 2}},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])"));
+  std::vector<GpuId> all;
+  for (std::uint32_t g = 0; g < 32; ++g) all.push_back(make_id<GpuId>(g));
+  const auto same_routes = [&](const CollectivePlan& plan) {
+    std::size_t flows = 0, mismatched = 0;
+    std::vector<std::uint32_t> route;
+    for (const auto& step : plan.steps) {
+      for (const CollectiveFlow& f : step) {
+        route.clear();
+        b.topology.route(f.from, f.to, (std::uint64_t{f.from} << 32) | f.to, route);
+        const auto kept = plan.route(f);
+        ++flows;
+        if (!std::equal(kept.begin(), kept.end(), route.begin(), route.end())) ++mismatched;
+      }
+    }
+    return std::pair{flows, mismatched};
+  };
+  struct Case {
+    CollectiveOp op;
+    CollectiveAlgo algo;
+    std::size_t gpus;
+  };
+  for (const Case& c : {Case{CollectiveOp::all_reduce, CollectiveAlgo::ring, 32}, Case{CollectiveOp::all_reduce, CollectiveAlgo::tree, 32},
+                        Case{CollectiveOp::all_reduce, CollectiveAlgo::nvls, 8}, Case{CollectiveOp::all_to_all, CollectiveAlgo::direct, 32}}) {
+    const auto [flows, mismatched] = same_routes(plan_collective(b.cluster, b.topology, c.op, c.algo, std::span(all).first(c.gpus), 1e9));
+    CHECK(flows > 0);
+    CHECK(mismatched == 0);
+  }
+  // Two groups (nodes 0-1, 2-3) run beside each other: the second's flows keep their own routes.
+  CollectivePlan both = plan_collective(b.cluster, b.topology, CollectiveOp::all_to_all, CollectiveAlgo::direct, std::span(all).first(16), 1e9);
+  const CollectivePlan second = plan_collective(b.cluster, b.topology, CollectiveOp::all_to_all, CollectiveAlgo::direct, std::span(all).last(16), 1e9);
+  both.run_beside(second);
+  CHECK(both.steps.size() == 1);
+  CHECK(both.steps[0].size() == 2 * 16 * 15);
+  CHECK(same_routes(both).second == 0);
+  CHECK(simulated_time_s(b.topology, both) == Approx(simulated_time_s(b.topology, second)).epsilon(0.01));
+}
+
 TEST_CASE("NVLS bus bandwidth exceeds the per-GPU link rate, ring's cannot", "[network][collective]") {
   const Built b(test::builtin_scenario(R"("cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
       "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},

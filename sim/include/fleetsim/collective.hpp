@@ -54,6 +54,8 @@ struct CollectiveFlow {
   double bytes;
   double latency_s;  // paid once, after its last byte (pipeline fill of all its steps)
   double cap_Bps = std::numeric_limits<double>::infinity();  // the most the protocol moves it at
+  // Its route's links, kept in the plan (CollectivePlan::route): walked once when the plan is made.
+  std::uint32_t route_begin = 0, route_size = 0;
 };
 
 struct NcclConstants;
@@ -65,6 +67,14 @@ struct CollectivePlan {
   int channels = 0;
   double nccl_s = 0;  // NCCL's own estimate of the time, which it chose by (0 on the links alone)
   std::vector<std::vector<CollectiveFlow>> steps;
+  // Every flow's route, one after another. Timing a plan reads them from here: a 1,024-rank
+  // all-to-all has a million routes, and asking the topology for each again (for the alpha-beta
+  // time, NCCL's fit and the flow model) cost more than the flows themselves.
+  std::vector<std::uint32_t> route_links;
+
+  std::span<const std::uint32_t> route(const CollectiveFlow& f) const { return {route_links.data() + f.route_begin, f.route_size}; }
+  // Appends `other`'s steps to this plan's, step by step (groups of a collective that run together).
+  void run_beside(const CollectivePlan& other);
 };
 
 // Whether `algo` can run `op` on these GPUs (with NCCL: whether NCCL has an entry for it).

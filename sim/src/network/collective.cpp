@@ -46,6 +46,14 @@ double route_latency(const Topology& topo, std::uint32_t from, std::uint32_t to,
   return topo.latency_s(scratch);
 }
 
+// Adds `f` to `step` with its route kept in the plan.
+CollectiveFlow& add_routed(const Topology& topo, CollectivePlan& plan, std::vector<CollectiveFlow>& step, CollectiveFlow f) {
+  f.route_begin = static_cast<std::uint32_t>(plan.route_links.size());
+  topo.route(f.from, f.to, flow_key(f.from, f.to), plan.route_links);
+  f.route_size = static_cast<std::uint32_t>(plan.route_links.size() - f.route_begin);
+  return step.emplace_back(f);
+}
+
 // Rings, one per channel. Across nodes, channel c enters even nodes at their c-th GPU and leaves at
 // the one before it, odd nodes the other way round, so every inter-node hop joins GPUs (and NICs) of
 // the same local index: one rail per channel.
@@ -103,7 +111,7 @@ void plan_ring(const Cluster& cluster, const Topology& topo, CollectivePlan& pla
     for (std::size_t i = 0; i < hops; ++i) {
       std::uint32_t from = topo.gpu_vertex(ring[i]), to = topo.gpu_vertex(ring[(i + 1) % ring.size()]);
       if (plan.op == CollectiveOp::reduce) std::swap(from, to);
-      flows.push_back(CollectiveFlow{from, to, per_flow, steps * alpha});
+      add_routed(topo, plan, flows, CollectiveFlow{from, to, per_flow, steps * alpha});
     }
   }
   plan.steps.push_back(std::move(flows));
@@ -157,8 +165,8 @@ void plan_tree(const Cluster& cluster, const Topology& topo, CollectivePlan& pla
   const double latency = 2 * (static_cast<double>(chain) * alpha_intra + static_cast<double>(depth) * alpha_inter);
   std::vector<CollectiveFlow> flows;
   for (const Pair& p : links) {
-    flows.push_back(CollectiveFlow{p.a, p.b, p.bytes, latency});
-    flows.push_back(CollectiveFlow{p.b, p.a, p.bytes, latency});
+    add_routed(topo, plan, flows, CollectiveFlow{p.a, p.b, p.bytes, latency});
+    add_routed(topo, plan, flows, CollectiveFlow{p.b, p.a, p.bytes, latency});
   }
   plan.steps.push_back(std::move(flows));
 }
@@ -178,8 +186,8 @@ void plan_nvls(const Cluster& cluster, const Topology& topo, CollectivePlan& pla
       for (GpuId g : local) {
         const std::uint32_t v = topo.gpu_vertex(g);
         const double latency = route_latency(topo, v, sw, scratch) + route_latency(topo, sw, v, scratch);
-        flows.push_back(CollectiveFlow{v, sw, up_bytes, latency});
-        flows.push_back(CollectiveFlow{sw, v, down_bytes, latency});
+        add_routed(topo, plan, flows, CollectiveFlow{v, sw, up_bytes, latency});
+        add_routed(topo, plan, flows, CollectiveFlow{sw, v, down_bytes, latency});
       }
     }
     return flows;
@@ -197,7 +205,7 @@ void plan_nvls(const Cluster& cluster, const Topology& topo, CollectivePlan& pla
                                             topo.gpu_vertex(nodes[(j + 1) % nodes.size()][i]), scratch));
     }
     for (std::size_t j = 0; j < nodes.size(); ++j) {
-      rails.push_back(CollectiveFlow{topo.gpu_vertex(nodes[j][i]), topo.gpu_vertex(nodes[(j + 1) % nodes.size()][i]),
+      add_routed(topo, plan, rails, CollectiveFlow{topo.gpu_vertex(nodes[j][i]), topo.gpu_vertex(nodes[(j + 1) % nodes.size()][i]),
                                      2 * (k - 1) / k * bytes / m, 2 * (k - 1) * alpha});
     }
   }
@@ -206,12 +214,11 @@ void plan_nvls(const Cluster& cluster, const Topology& topo, CollectivePlan& pla
 }
 
 void plan_direct(const Topology& topo, CollectivePlan& plan, std::span<const GpuId> gpus, double bytes) {
-  std::vector<std::uint32_t> scratch;
   std::vector<CollectiveFlow> flows;
   const std::size_t n = gpus.size();
   auto add = [&](GpuId a, GpuId b, double size) {
-    const std::uint32_t from = topo.gpu_vertex(a), to = topo.gpu_vertex(b);
-    flows.push_back(CollectiveFlow{from, to, size, route_latency(topo, from, to, scratch)});
+    CollectiveFlow& f = add_routed(topo, plan, flows, CollectiveFlow{topo.gpu_vertex(a), topo.gpu_vertex(b), size, 0});
+    f.latency_s = topo.latency_s(plan.route(f));
   };
   if (plan.op == CollectiveOp::all_to_all) {
     for (std::size_t i = 0; i < n; ++i) {
@@ -231,16 +238,15 @@ void plan_direct(const Topology& topo, CollectivePlan& plan, std::span<const Gpu
 // clearing the rest.
 struct StepScratch {
   std::vector<double> load;
-  std::vector<std::uint32_t> route, loaded;
+  std::vector<std::uint32_t> loaded;
   explicit StepScratch(const Topology& topo) : load(topo.links().size(), 0.0) {}
 };
 
-double step_time_s(const Topology& topo, const std::vector<CollectiveFlow>& step, StepScratch& scratch, bool with_latency) {
+double step_time_s(const Topology& topo, const CollectivePlan& plan, const std::vector<CollectiveFlow>& step, StepScratch& scratch,
+                   bool with_latency) {
   double latency = 0, bandwidth_s = 0;
   for (const CollectiveFlow& f : step) {
-    scratch.route.clear();
-    topo.route(f.from, f.to, flow_key(f.from, f.to), scratch.route);
-    for (std::uint32_t l : scratch.route) {
+    for (std::uint32_t l : plan.route(f)) {
       if (scratch.load[l] == 0) scratch.loaded.push_back(l);
       scratch.load[l] += f.bytes;
       bandwidth_s = std::max(bandwidth_s, scratch.load[l] / topo.links()[l].capacity_Bps);
@@ -261,7 +267,7 @@ void fit_to(const Topology& topo, CollectivePlan& plan, const NcclEstimate& e) {
   std::vector<double> link_s;
   double total = 0;
   for (const auto& step : plan.steps) {
-    link_s.push_back(step_time_s(topo, step, scratch, false));
+    link_s.push_back(step_time_s(topo, plan, step, scratch, false));
     total += link_s.back();
   }
   for (std::size_t i = 0; i < plan.steps.size(); ++i) {
@@ -357,6 +363,18 @@ double bus_bandwidth_factor(CollectiveOp op, std::size_t ranks) {
   return 1.0;
 }
 
+void CollectivePlan::run_beside(const CollectivePlan& other) {
+  const auto shift = static_cast<std::uint32_t>(route_links.size());
+  route_links.insert(route_links.end(), other.route_links.begin(), other.route_links.end());
+  if (other.steps.size() > steps.size()) steps.resize(other.steps.size());
+  for (std::size_t k = 0; k < other.steps.size(); ++k) {
+    for (CollectiveFlow f : other.steps[k]) {
+      f.route_begin += shift;
+      steps[k].push_back(f);
+    }
+  }
+}
+
 bool algorithm_applies(const Cluster& cluster, const Topology& topo, CollectiveOp op, CollectiveAlgo algo,
                        std::span<const GpuId> gpus) {
   if (algo == CollectiveAlgo::automatic) return true;
@@ -379,7 +397,7 @@ CollectivePlan plan_collective(const Cluster& cluster, const Topology& topo, Col
     const NcclModel model(*comm, nccl ? nccl : builtin_nccl_constants());
     const auto e = model.estimate(op, bytes, algo, proto);
     if (!e) refuse();
-    CollectivePlan plan{op, e->algo, e->proto, e->channels, e->nccl_s, {}};
+    CollectivePlan plan{op, e->algo, e->proto, e->channels, e->nccl_s, {}, {}};
     add_flows(cluster, topo, plan, e->algo, gpus, bytes);
     // NCCL pipelines an algorithm's phases (NVLS tree: reduce in the switch, between nodes, gather in
     // the switch) chunk by chunk, so every link works at once: one step.
@@ -406,7 +424,7 @@ CollectivePlan plan_collective(const Cluster& cluster, const Topology& topo, Col
     return std::move(*best);
   }
   if (!links_apply(cluster, topo, op, algo, gpus)) refuse();
-  CollectivePlan plan{op, algo, CollectiveProto::automatic, 0, 0, {}};
+  CollectivePlan plan{op, algo, CollectiveProto::automatic, 0, 0, {}, {}};
   if (gpus.size() == 1) return plan;  // nothing to exchange
   add_flows(cluster, topo, plan, algo, gpus, bytes);
   return plan;
@@ -415,13 +433,12 @@ CollectivePlan plan_collective(const Cluster& cluster, const Topology& topo, Col
 double analytical_time_s(const Topology& topo, const CollectivePlan& plan) {
   StepScratch scratch(topo);
   double total = 0;
-  for (const auto& step : plan.steps) total += step_time_s(topo, step, scratch, true);
+  for (const auto& step : plan.steps) total += step_time_s(topo, plan, step, scratch, true);
   return total;
 }
 
 std::vector<double> simulated_times_s(const Topology& topo, std::span<const CollectivePlan> plans) {
   Network net(topo.capacities());
-  std::vector<std::uint32_t> route;
   std::vector<FlowDelivery> delivered;
   std::vector<std::size_t> step(plans.size(), 0), pending(plans.size(), 0);
   std::vector<double> finish(plans.size(), 0.0);
@@ -433,9 +450,7 @@ std::vector<double> simulated_times_s(const Topology& topo, std::span<const Coll
       return;
     }
     for (const CollectiveFlow& f : plans[p].steps[step[p]]) {
-      route.clear();
-      topo.route(f.from, f.to, flow_key(f.from, f.to), route);
-      net.start(route, f.bytes, f.latency_s, p, now, f.cap_Bps);
+      net.start(plans[p].route(f), f.bytes, f.latency_s, p, now, f.cap_Bps);
       ++pending[p];
     }
     ++step[p];

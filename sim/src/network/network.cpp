@@ -1,6 +1,7 @@
 #include "fleetsim/network.hpp"
 
 #include <algorithm>
+#include <bit>
 
 #include "fleetsim/error.hpp"
 
@@ -139,59 +140,79 @@ void Network::flush() {
 
 double Network::next_time() {
   flush();
-  return heap_.empty() ? std::numeric_limits<double>::infinity() : flows_[heap_.front()].due_s;
+  return heap_.empty() ? std::numeric_limits<double>::infinity() : heap_.front().time_s;
 }
 
 void Network::sift_up(std::size_t i) {
-  const std::uint32_t moving = heap_[i];
+  const Due moving = heap_[i];
   while (i > 0) {
-    const std::size_t parent = (i - 1) / 2;
-    if (!earlier(moving, heap_[parent])) break;
-    heap_[i] = heap_[parent];
-    heap_pos_[heap_[i]] = static_cast<std::uint32_t>(i);
+    const std::size_t parent = (i - 1) / kArity;
+    if (!(moving < heap_[parent])) break;
+    place(i, heap_[parent]);
     i = parent;
   }
-  heap_[i] = moving;
-  heap_pos_[moving] = static_cast<std::uint32_t>(i);
+  place(i, moving);
 }
 
 void Network::sift_down(std::size_t i) {
-  const std::uint32_t moving = heap_[i];
+  const Due moving = heap_[i];
   for (;;) {
-    std::size_t child = 2 * i + 1;
-    if (child >= heap_.size()) break;
-    if (child + 1 < heap_.size() && earlier(heap_[child + 1], heap_[child])) ++child;
-    if (!earlier(heap_[child], moving)) break;
-    heap_[i] = heap_[child];
-    heap_pos_[heap_[i]] = static_cast<std::uint32_t>(i);
-    i = child;
+    const std::size_t first = kArity * i + 1;
+    if (first >= heap_.size()) break;
+    std::size_t least = first;
+    for (std::size_t c = first + 1; c < std::min(first + kArity, heap_.size()); ++c) {
+      if (heap_[c] < heap_[least]) least = c;
+    }
+    if (!(heap_[least] < moving)) break;
+    place(i, heap_[least]);
+    i = least;
   }
-  heap_[i] = moving;
-  heap_pos_[moving] = static_cast<std::uint32_t>(i);
+  place(i, moving);
 }
 
 void Network::schedule(std::uint32_t flow, double due_s) {
-  flows_[flow].due_s = due_s;
   if (heap_pos_[flow] == kNotQueued) {
-    heap_.push_back(flow);
+    heap_.push_back({due_s, flow});
     sift_up(heap_.size() - 1);
   } else {
     const std::size_t i = heap_pos_[flow];
+    heap_[i].time_s = due_s;
     sift_up(i);
     sift_down(heap_pos_[flow]);
   }
 }
 
+void Network::begin_schedules(std::size_t count) {
+  // A rebuild costs about two moves an entry; a sift, one a level, each a likely cache miss.
+  rebuild_heap_ = count * static_cast<std::size_t>(std::bit_width(heap_.size() + count)) > 2 * (heap_.size() + count);
+}
+
+void Network::schedule_in_batch(std::uint32_t flow, double due_s) {
+  if (!rebuild_heap_) return schedule(flow, due_s);
+  if (heap_pos_[flow] == kNotQueued) {
+    heap_pos_[flow] = static_cast<std::uint32_t>(heap_.size());
+    heap_.push_back({due_s, flow});
+  } else {
+    heap_[heap_pos_[flow]].time_s = due_s;
+  }
+}
+
+void Network::end_schedules() {
+  if (!rebuild_heap_) return;
+  rebuild_heap_ = false;
+  if (heap_.size() < 2) return;
+  for (std::size_t i = (heap_.size() - 2) / kArity + 1; i-- > 0;) sift_down(i);
+}
+
 void Network::unschedule(std::uint32_t flow) {
   const std::size_t i = heap_pos_[flow];
   heap_pos_[flow] = kNotQueued;
-  const std::uint32_t last = heap_.back();
+  const Due last = heap_.back();
   heap_.pop_back();
-  if (last == flow) return;
-  heap_[i] = last;
-  heap_pos_[last] = static_cast<std::uint32_t>(i);
+  if (last.flow == flow) return;
+  place(i, last);
   sift_up(i);
-  sift_down(heap_pos_[last]);
+  sift_down(heap_pos_[last.flow]);
 }
 
 void Network::settle(std::uint32_t flow, double now) {
@@ -242,11 +263,11 @@ void Network::detach(std::uint32_t flow) {
 
 void Network::advance(double now, std::vector<FlowDelivery>& delivered) {
   flush();
-  while (!heap_.empty() && flows_[heap_.front()].due_s <= now) {
-    const double t = flows_[heap_.front()].due_s;
+  while (!heap_.empty() && heap_.front().time_s <= now) {
+    const double t = heap_.front().time_s;
     // Everything due at this instant first, then one recomputation of the rates.
-    while (!heap_.empty() && flows_[heap_.front()].due_s == t) {
-      const std::uint32_t id = heap_.front();
+    while (!heap_.empty() && heap_.front().time_s == t) {
+      const std::uint32_t id = heap_.front().flow;
       Flow& f = flows_[id];
       if (f.phase == Phase::sending) {
         settle(id, t);
@@ -459,13 +480,14 @@ bool Network::reshare_incremental(double now) {
     }
   }
   ++changed_stamp_;
+  begin_schedules(set_.size());
   for (std::size_t i = 0; i < set_.size(); ++i) {
     const std::uint32_t id = set_[i];
     Flow& f = flows_[id];
     if (rate_[id] == set_old_rate_[i] && heap_pos_[id] != kNotQueued) continue;  // keeps its due time
     // Snap residues: a flow with (almost) nothing left finishes now, not in a storm of tiny events.
     const bool done = f.remaining_bytes <= 1e-9 * f.size_bytes;
-    schedule(id, done ? now : now + f.remaining_bytes / rate_[id]);
+    schedule_in_batch(id, done ? now : now + f.remaining_bytes / rate_[id]);
     if (recording_) {
       for (std::uint32_t l : f.route) {
         if (changed_mark_[l] == changed_stamp_) continue;
@@ -474,6 +496,7 @@ bool Network::reshare_incremental(double now) {
       }
     }
   }
+  end_schedules();
   if (recording_) {
     last_rate_.resize(capacity_.size(), 0.0);
     for (std::uint32_t l : seed_links_) {
@@ -555,14 +578,16 @@ void Network::reshare_component(double now) {
   for (std::size_t l = 0; l < local_capacity_.size(); ++l) {
     FLEETSIM_CHECK(local_load_[l] <= local_capacity_[l] * (1 + 1e-9), "link above capacity");
   }
+  begin_schedules(component_flows_.size());
   for (std::size_t i = 0; i < component_flows_.size(); ++i) {
     const std::uint32_t id = component_flows_[i];
     Flow& f = flows_[id];
     rate_[id] = local_rates_[i];
     // Snap residues: a flow with (almost) nothing left finishes now, not in a storm of tiny events.
     const bool done = f.remaining_bytes <= 1e-9 * f.size_bytes;
-    schedule(id, done ? now : now + f.remaining_bytes / rate_[id]);
+    schedule_in_batch(id, done ? now : now + f.remaining_bytes / rate_[id]);
   }
+  end_schedules();
   for (std::uint32_t l : component_links_) link_state_valid_[l] = 0;
   if (recording_) {
     last_rate_.resize(capacity_.size(), 0.0);

@@ -40,8 +40,7 @@ std::optional<Collectives::Blocked> Collectives::begin(TaskId task, const Collec
       plan = std::move(one);
       continue;
     }
-    if (one.steps.size() > plan.steps.size()) plan.steps.resize(one.steps.size());
-    for (std::size_t k = 0; k < one.steps.size(); ++k) plan.steps[k].insert(plan.steps[k].end(), one.steps[k].begin(), one.steps[k].end());
+    plan.run_beside(one);
   }
   if (c.calls > 1) {
     for (auto& step : plan.steps) {
