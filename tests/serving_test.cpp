@@ -689,6 +689,44 @@ TEST_CASE("data-parallel attention: a GPU a rank with its own KV pool, attention
   CHECK_THAT(error_of(deployment(R"(, "dp_attention": 1)")), Catch::Contains("/dp_attention"));
 }
 
+TEST_CASE("data-parallel attention ranks step together: a step lasts as long as its slowest rank", "[serving][dp-attention]") {
+  // Two requests at time 0, one a rank (round-robin): a 2,048-token prompt on rank 0, then a 16-token one
+  // on rank 1, two output tokens each. SGLang splits its 8,192-token budget among the eight ranks, so
+  // rank 0 prefills in two chunks of 1,024. The first request starts step 1 alone; the second, arriving
+  // as it began, waits for step 2, which runs rank 0's second chunk beside rank 1's prompt and lasts as
+  // long as the slower; step 3 decodes one token on each. Ranks that kept their own pace would give rank
+  // 1 its first token long before rank 0.
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fleetsim-lockstep-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "r.csv") << "arrival_s,prompt_tokens,output_tokens\n0,2048,2\n0,16,2\n";
+  const ServingDeployment d = parse_serving(R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h200-8", "count": 1}]}, "model": "deepseek-v3",
+                                                "weights": "fp8", "engine": "sglang", "tp": 8, "dp_attention": true, "requests": {"trace": "r.csv"}})",
+                                            (dir / "d.json").string());
+  const ServingResult r = simulate_serving(d);
+  std::filesystem::remove_all(dir);
+  REQUIRE(r.completed == 2);
+  CHECK(d.engine.lane_token_budget(true, 8) == 1024);
+  IterationTimer timer(d);
+  const auto time = [&](IterationShape shape) { return timer.time(shape).total_s; };
+  const double step1 = time({.prefills = {{1024, 0}}, .decodes = 0, .decode_context = 0, .replica_tokens = 1024});
+  const double chunk0 = time({.prefills = {{1024, 1024}}, .decodes = 0, .decode_context = 0, .replica_tokens = 1040});
+  const double prompt1 = time({.prefills = {{16, 0}}, .decodes = 0, .decode_context = 0, .replica_tokens = 1040});
+  const double decode0 = time({.prefills = {}, .decodes = 1, .decode_context = 2049, .replica_tokens = 2});
+  const double decode1 = time({.prefills = {}, .decodes = 1, .decode_context = 17, .replica_tokens = 2});
+  const double step2 = std::max(chunk0, prompt1), step3 = std::max(decode0, decode1);
+  REQUIRE(chunk0 > 2 * prompt1);
+  CHECK(r.ttft_s.p50 == Approx(step1 + step2).epsilon(1e-12));
+  CHECK(r.ttft_s.max == Approx(step1 + step2).epsilon(1e-12));
+  CHECK(r.e2e_s.p50 == Approx(step1 + step2 + step3).epsilon(1e-12));
+  CHECK(r.e2e_s.max == Approx(step1 + step2 + step3).epsilon(1e-12));
+  // The faster rank waited for the slower in steps 2 and 3; GPU time counts the whole step on each.
+  CHECK(r.busy.lockstep_s == Approx(std::abs(chunk0 - prompt1) + std::abs(decode0 - decode1)).epsilon(1e-9));
+  CHECK(r.gpu_busy_s == Approx(step1 + 2 * step2 + 2 * step3).epsilon(1e-9));
+  std::ostringstream text;
+  write_serving_text(text, d, r);
+  CHECK_THAT(text.str(), Catch::Contains("8,192 tokens an iteration (1,024 a data-parallel rank)") && Catch::Contains("waiting for the step's slowest rank"));
+}
+
 TEST_CASE("pipeline stages are refused where they are not modelled, with the field and why", "[serving][pp][input]") {
   std::string seventy = deployment();
   seventy.replace(seventy.find("llama-3-8b"), 10, "llama-3-70b");

@@ -69,7 +69,9 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
     if (replicas > 8) out << " and " << replicas - 8 << " more";
     out << "\n";
   }
-  out << "engine      max " << d.engine.max_num_seqs << " sequences and " << format_number(d.engine.max_num_batched_tokens) << " tokens an iteration, blocks of "
+  const int lane_budget = d.engine.lane_token_budget(d.dp_attention, d.tp);
+  out << "engine      max " << d.engine.max_num_seqs << " sequences and " << format_number(d.engine.max_num_batched_tokens) << " tokens an iteration"
+      << (lane_budget != d.engine.max_num_batched_tokens ? " (" + format_number(lane_budget) + " a data-parallel rank)" : "") << ", blocks of "
       << d.engine.block_size << " tokens, " << seconds(d.engine.iteration_host_s) << " host time an iteration\n";
   out << "kv cache    " << format_number(static_cast<double>(c.tokens)) << " tokens a replica (" << format_number(static_cast<double>(c.blocks)) << " blocks, "
       << bytes(c.kv_bytes_per_token) << " a token a GPU): " << bytes(c.usable_bytes) << " of " << bytes(g.gpu.vram_bytes) << " after " << bytes(c.weights_per_gpu_bytes)
@@ -152,6 +154,10 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
   }
   if (r.busy.expert_alltoall_s > 0) {
     std::snprintf(line, sizeof line, ", expert all-to-alls %.0f%%", share(r.busy.expert_alltoall_s));
+    out << line;
+  }
+  if (r.busy.lockstep_s > 0) {
+    std::snprintf(line, sizeof line, ", waiting for the step's slowest rank %.0f%%", share(r.busy.lockstep_s));
     out << line;
   }
   out << "\n\n";

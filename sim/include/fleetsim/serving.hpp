@@ -36,6 +36,7 @@
 // scenario.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -69,6 +70,12 @@ struct EngineProfile {
   int small_gpu_max_num_seqs = 0, small_gpu_max_num_batched_tokens = 0;  // below 70 GiB, and on A100s (0: the same)
   std::string scheduler = "chunked-prefill";
   bool reserve_whole_request = false;  // admit a request only with KV free for its whole prompt and output
+  // Data-parallel attention: the token budget is the replica's, split among its ranks (SGLang divides
+  // chunked_prefill_size by dp_size); otherwise each rank has the whole budget (vLLM's DP engines).
+  bool dp_attention_splits_budget = false;
+  int lane_token_budget(bool dp_attention, int ranks) const {
+    return dp_attention && dp_attention_splits_budget ? std::max(1, max_num_batched_tokens / ranks) : max_num_batched_tokens;
+  }
   // Automatic prefix caching: a prompt's leading full blocks found in the KV cache (from an earlier
   // request with the same prefix) are not prefilled again; cached blocks no request holds are evicted,
   // least recently used first, only when blocks run out.
@@ -236,9 +243,11 @@ class IterationTimer {
     double swap_s = 0;  // KV copied to and from host memory (swap preemption), before the forward pass
     double stage_send_s = 0;  // pipeline stages: each stage's hidden states and residuals sent to the next
     double expert_alltoall_s = 0;  // data-parallel attention: the experts' dispatch and combine all-to-alls
+    double lockstep_s = 0;  // data-parallel attention: waiting for the step's slowest rank
     Time& operator+=(const Time& t) {
       total_s += t.total_s;
       expert_alltoall_s += t.expert_alltoall_s;
+      lockstep_s += t.lockstep_s;
       swap_s += t.swap_s;
       stage_send_s += t.stage_send_s;
       linear_s += t.linear_s;

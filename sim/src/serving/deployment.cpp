@@ -426,9 +426,9 @@ void read_deployment(ObjectReader& top, ServingDeployment& d, bool cluster_ok, c
                             " may instead share one KV pool among its batches in flight (vLLM V1 does), which preempts less");
   }
   if (d.dp_attention) {
-    d.assumptions.push_back("data-parallel attention: " + std::to_string(d.tp) + " ranks a replica, each its own scheduler and KV pool; a rank's step runs " +
-                            "the experts over the tokens every rank has in flight as it starts, but each rank keeps its own pace (the engines step " +
-                            "the ranks together, so one rank's long prefill holds up all of them: not modelled); dispatch and combine as bf16 all-to-alls");
+    d.assumptions.push_back("data-parallel attention: " + std::to_string(d.tp) + " ranks a replica, each its own scheduler and KV pool, stepping together " +
+                            "(a step runs the experts over every rank's tokens and lasts as long as its slowest rank; a rank with nothing to run waits, " +
+                            "its idle batch's time not counted as busy); dispatch and combine as bf16 all-to-alls");
   }
   d.policy = d.engine.scheduler == "prefill-first" ? BatchPolicy::prefill_first : d.engine.scheduler == "orca" ? BatchPolicy::orca : BatchPolicy::chunked_prefill;
   d.router = static_cast<Router>(top.choice("router", {"round-robin", "least-requests", "least-tokens", "prefix-aware"}, 0));

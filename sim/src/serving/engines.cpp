@@ -46,6 +46,7 @@ std::vector<EngineProfile> parse_engines(std::string_view text, const std::strin
     }
     e.scheduler = std::string(std::array<std::string_view, 3>{"chunked-prefill", "prefill-first", "orca"}[r.choice("scheduler", {"chunked-prefill", "prefill-first", "orca"}, 0)]);
     e.reserve_whole_request = r.boolean_or("reserve_whole_request", false);
+    e.dp_attention_splits_budget = r.boolean_or("dp_attention_splits_budget", false);
     e.prefix_caching = r.boolean_or("prefix_caching", false);
     e.swap = r.choice("preemption", {"recompute", "swap"}, 0) == 1;
     e.swap_space_bytes = r.quantity("swap_space", Dimension::bytes, Need::optional).value_or(0);

@@ -456,6 +456,7 @@ class Engine {
       std::erase_if(rep.running, [&](std::uint32_t id) { return requests_[id].finish_s >= 0 || (rep.role == Replica::Role::prefill && !requests_[id].prefilling()); });
     }
     for (std::uint32_t id : stuck) no_decode_replica(rep, id);
+    if (d_.dp_attention) rep.busy = false;  // its step is over; the last rank's end starts the next
     start_iteration(index);
     return true;
   }
@@ -805,7 +806,7 @@ class Engine {
   }
 
   void choose_batch(Replica& rep) {
-    const std::int64_t budget = d_.engine.max_num_batched_tokens;
+    const std::int64_t budget = d_.engine.lane_token_budget(d_.dp_attention, d_.tp);
     switch (d_.policy) {
       case BatchPolicy::chunked_prefill: {  // vLLM V1, Sarathi-Serve: no new admissions in an iteration that preempted
         const auto [left, preempted] = schedule_running(rep, budget, false);
@@ -825,6 +826,43 @@ class Engine {
   }
 
   void start_iteration(std::uint32_t index) {
+    if (d_.dp_attention) return start_step(index / static_cast<std::uint32_t>(d_.tp) * static_cast<std::uint32_t>(d_.tp));
+    if (!form_batch(index)) return;
+    run_iteration(index, time_iteration(index, replicas_[index].batch_tokens));
+  }
+
+  // Data-parallel attention: the ranks of a replica step together, as SGLang and vLLM run them (every
+  // rank's forward at once, a rank with nothing to run taking an idle batch, since each mixture layer's
+  // all-to-alls need all of them; SGLang's scheduler syncs the ranks' batches before each step,
+  // prepare_mlp_sync_batch). A step starts when none of them is running, takes every rank's batch, runs
+  // the experts over all their tokens, and lasts as long as its slowest rank: a long prefill on one rank
+  // holds up the decodes of the others. A request that comes to a rank meanwhile waits for the next step.
+  void start_step(std::uint32_t first) {
+    const auto ranks = static_cast<std::uint32_t>(d_.tp);
+    for (std::uint32_t r = first; r < first + ranks; ++r) {
+      if (replicas_[r].busy) return;  // the step running takes it up when it ends
+    }
+    stepping_.clear();
+    std::int64_t tokens = 0;
+    for (std::uint32_t r = first; r < first + ranks; ++r) {
+      if (replicas_[r].down || !form_batch(r)) continue;
+      stepping_.push_back({r, {}});
+      tokens += replicas_[r].batch_tokens;
+    }
+    double step_s = 0;
+    for (auto& [r, t] : stepping_) {
+      t = time_iteration(r, tokens);
+      step_s = std::max(step_s, t.total_s);
+    }
+    for (auto& [r, t] : stepping_) {
+      t.lockstep_s = step_s - t.total_s;
+      t.total_s = step_s;
+      run_iteration(r, t);
+    }
+  }
+
+  // The lane's next batch, chosen by its scheduler; false (and the lane idle) when it has none.
+  bool form_batch(std::uint32_t index) {
     Replica& rep = replicas_[index];
     rep.batch.clear();
     choose_batch(rep);
@@ -838,16 +876,23 @@ class Engine {
       sample();
       FLEETSIM_CHECK(rep.running.empty() && rep.waiting.empty(), "a replica with requests formed no batch");
       if (rep.draining && rep.transfers_out == 0) park(index);
-      return;
+      return false;
     }
+    rep.batch_tokens = 0;
+    for (const Scheduled& s : rep.batch) rep.batch_tokens += s.tokens;
+    return true;
+  }
+
+  // The time of the lane's batch; `replica_tokens`: the tokens its replica's experts take (data-parallel
+  // attention: every rank's in the step; otherwise the lane's own).
+  IterationTimer::Time time_iteration(std::uint32_t index, std::int64_t replica_tokens) {
+    Replica& rep = replicas_[index];
     IterationShape& shape = shape_;  // reused: an iteration allocates nothing once the vector has grown
     shape.prefills.clear();
     shape.decodes = 0;
     shape.decode_context = 0;
-    rep.batch_tokens = 0;
     for (const Scheduled& s : rep.batch) {
       const Request& r = requests_[s.request];
-      rep.batch_tokens += s.tokens;
       if (r.prefilling()) {
         shape.prefills.emplace_back(s.tokens, r.kv_tokens);
       } else {
@@ -855,15 +900,22 @@ class Engine {
         shape.decode_context += static_cast<double>(r.kv_tokens + 1);
       }
     }
-    // Data-parallel attention: the experts take this rank's tokens and those the replica's other ranks
-    // have in flight now (the engines step the ranks together; here each keeps its own pace).
-    shape.replica_tokens = rep.batch_tokens;
-    if (d_.dp_attention) {
-      const std::size_t first = index / static_cast<std::size_t>(d_.tp) * static_cast<std::size_t>(d_.tp);
-      for (std::size_t other = first; other < first + static_cast<std::size_t>(d_.tp); ++other) {
-        if (other != index && replicas_[other].busy && !replicas_[other].restarting) shape.replica_tokens += replicas_[other].batch_tokens;
-      }
+    shape.replica_tokens = replica_tokens;
+    IterationTimer::Time t = timer_.time(shape);
+    if (rep.swap_pending_tokens > 0) {
+      // Each GPU copies its share of the KV over its own host link, before the forward pass (vLLM V0's
+      // cache engine swaps blocks at the start of the step); timed alone, not on a shared network.
+      const double host_Bps = d_.cluster.groups.front().host_link.bandwidth_Bps;
+      t.swap_s = host_Bps > 0 ? static_cast<double>(rep.swap_pending_tokens) * capacity_.kv_bytes_per_token / host_Bps : 0;
+      t.total_s += t.swap_s;
+      rep.swap_pending_tokens = 0;
     }
+    return t;
+  }
+
+  // The lane runs its batch for `t`.
+  void run_iteration(std::uint32_t index, const IterationTimer::Time& t) {
+    Replica& rep = replicas_[index];
     rep.busy = true;
     ++iterations_;
     batched_ += rep.batch.size();
@@ -874,15 +926,6 @@ class Engine {
     kv_now_ += kv - rep.last_kv_use;
     rep.last_kv_use = kv;
     sample();
-    IterationTimer::Time t = timer_.time(shape);
-    if (rep.swap_pending_tokens > 0) {
-      // Each GPU copies its share of the KV over its own host link, before the forward pass (vLLM V0's
-      // cache engine swaps blocks at the start of the step); timed alone, not on a shared network.
-      const double host_Bps = d_.cluster.groups.front().host_link.bandwidth_Bps;
-      t.swap_s = host_Bps > 0 ? static_cast<double>(rep.swap_pending_tokens) * capacity_.kv_bytes_per_token / host_Bps : 0;
-      t.total_s += t.swap_s;
-      rep.swap_pending_tokens = 0;
-    }
     busy_ += t;
     rep.iteration_end_s = queue_.now() + t.total_s;
     rep.iteration_compute_s = t.total_s - t.swap_s;
@@ -929,6 +972,7 @@ class Engine {
   double peak_kv_use_ = 0;
   IterationTimer::Time busy_;
   IterationShape shape_;
+  std::vector<std::pair<std::uint32_t, IterationTimer::Time>> stepping_;  // scratch: a data-parallel step's ranks and their times
   static constexpr std::size_t kTimelinePoints = 4096;
   std::vector<ServingResult::Sample> timeline_;
   double spacing_ = 0, sequences_now_ = 0, kv_now_ = 0;
