@@ -727,6 +727,44 @@ TEST_CASE("data-parallel attention ranks step together: a step lasts as long as 
   CHECK_THAT(text.str(), Catch::Contains("8,192 tokens an iteration (1,024 a data-parallel rank)") && Catch::Contains("waiting for the step's slowest rank"));
 }
 
+TEST_CASE("expert parallelism beside TP attention: each GPU holds 1/tp of the routed experts whole, no all-to-all", "[serving][expert-parallel]") {
+  // Qwen3-30B-A3B (128 experts, top 8, 48 mixture layers) in bf16 on an HGX H100, TP 8, with and without
+  // vLLM's --enable-expert-parallel.
+  const auto qwen = [](const std::string& extra) {
+    return parse_serving(R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": "qwen3-30b-a3b", "tp": 8,
+                             "requests": {"count": 200, "rate": "20 /s", "prompt_tokens": 512, "output_tokens": 64})" + extra + "}",
+                         "d.json");
+  };
+  const ServingDeployment tp = qwen(""), ep = qwen(R"(, "expert_parallel": true)");
+  // The same bytes a GPU either way: 1/8 of every expert, or 1/8 of the experts.
+  CHECK(kv_capacity(ep).weights_per_gpu_bytes == kv_capacity(tp).weights_per_gpu_bytes);
+  // One decode token reaches 8 experts: under TP each GPU runs all 8 at 1/8 of their width, under EP one
+  // whole (8 / 8 a GPU). The rest of the step is the same: attention, the TP all-reduces, no all-to-all.
+  IterationTimer tp_timer(tp), ep_timer(ep);
+  const IterationShape one{.prefills = {}, .decodes = 1, .decode_context = 600};
+  const IterationTimer::Time a = tp_timer.time(one), b = ep_timer.time(one);
+  CHECK(b.attention_s == a.attention_s);
+  CHECK(b.allreduce_s == a.allreduce_s);
+  CHECK(b.expert_alltoall_s == 0);
+  const KernelModel k(tp.cluster.groups.front().gpu);
+  const ModelShape m = ModelShape::of(tp.model, 8);
+  REQUIRE(experts_touched(m.experts, m.top_k, 1) == Approx(8));
+  const auto grouped = [&](double width, double experts, double activation_rows) {
+    return k.estimate({.cls = KernelClass::gemm, .m = 1, .n = 2 * width, .k = m.hidden, .batch = experts}, Dtype::bf16).time_s() +
+           k.estimate({.cls = KernelClass::gemm, .m = 1, .n = m.hidden, .k = width, .batch = experts}, Dtype::bf16).time_s() +
+           k.estimate({.cls = KernelClass::gated_activation, .m = activation_rows, .n = width}, Dtype::bf16).time_s();
+  };
+  CHECK(b.linear_s - a.linear_s == Approx(48 * (grouped(768, 1, 1) - grouped(768.0 / 8, 8, 8))).epsilon(1e-9));
+  // End to end: the deployment says so in its text and JSON, and serves every request.
+  const ServingResult r = simulate_serving(ep);
+  CHECK(r.completed == 200);
+  std::ostringstream text;
+  write_serving_text(text, ep, r);
+  CHECK_THAT(text.str(), Catch::Contains("TP 8 (experts over the 8, expert parallel)") && Catch::Contains("experts spread over 8 GPUs"));
+  CHECK_THAT(serving_json(ep, r), Catch::Contains(R"("expert_parallel": true)"));
+  CHECK_THAT(error_of(deployment(R"(, "expert_parallel": true)")), Catch::Contains("/expert_parallel") && Catch::Contains("has none: expected a mixture-of-experts model"));
+}
+
 TEST_CASE("pipeline stages are refused where they are not modelled, with the field and why", "[serving][pp][input]") {
   std::string seventy = deployment();
   seventy.replace(seventy.find("llama-3-8b"), 10, "llama-3-70b");

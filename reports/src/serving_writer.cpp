@@ -51,7 +51,10 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
   char line[512];
   // In a scenario the run's seed draws the requests; the summary's head says it.
   out << "deployment  " << d.name << "  (" << d.engine.name << ", " << policy_name(d.policy) << (r.deployment ? std::string() : ", seed " + std::to_string(d.seed)) << ")\n";
-  const std::string pp = d.pp > 1 ? " x PP " + std::to_string(d.pp) : d.dp_attention ? " (attention data-parallel, experts over the " + std::to_string(d.tp) + ")" : "";
+  const std::string pp = d.pp > 1 ? " x PP " + std::to_string(d.pp) + (d.expert_parallel ? " (experts over each stage's " + std::to_string(d.tp) + ")" : "")
+                         : d.dp_attention ? " (attention data-parallel, experts over the " + std::to_string(d.tp) + ")"
+                         : d.expert_parallel ? " (experts over the " + std::to_string(d.tp) + ", expert parallel)"
+                                             : "";
   std::snprintf(line, sizeof line, "model       %s: %s weights, %s KV cache; %d replica%s x TP %d%s on %s (%s router)\n", d.model.id.c_str(),
                 d.weights_name().c_str(), std::string(dtype_name(d.kv_cache)).c_str(), d.replicas, d.replicas == 1 ? "" : "s", d.tp, pp.c_str(),
                 g.gpu.id.c_str(), router_name(d.router));
@@ -199,7 +202,7 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
 
 void write_serving_text(std::ostream& out, const ServingDeployment& d, const ServingResult& r) {
   write_serving_results(out, d, r);
-  out << "\nnot modelled yet: expert parallelism, cascade attention over shared prefixes (docs/serving.md)\n";
+  out << "\nnot modelled yet: hot experts (a router's uneven load), cascade attention over shared prefixes (docs/serving.md)\n";
 }
 
 nlohmann::ordered_json serving_results_json(const ServingDeployment& d, const ServingResult& r) {
@@ -224,6 +227,7 @@ nlohmann::ordered_json serving_results_json(const ServingDeployment& d, const Se
       {"tp", d.tp},
       {"pp", d.pp},
       {"dp_attention", d.dp_attention},
+      {"expert_parallel", d.experts_spread()},
       {"replicas", d.replicas},
       {"router", router_name(d.router)},
       {"kv_cache", {{"tokens", c.tokens}, {"blocks", c.blocks}, {"bytes_per_token", c.kv_bytes_per_token}, {"usable_bytes", c.usable_bytes},

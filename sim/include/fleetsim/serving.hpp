@@ -30,8 +30,8 @@
 // Data-parallel attention (`dp_attention`) spreads a mixture of experts' routed experts over the
 // replica's GPUs, each GPU a rank with its own scheduler and KV pool (a lane).
 //
-// Not modelled yet (said in the output where it applies): expert parallelism beside TP attention (a
-// mixture of experts under TP runs every expert on every rank), and the ranks' lockstep.
+// Expert parallelism beside TP attention (`expert_parallel`, vLLM's --enable-expert-parallel) puts 1/tp of
+// the routed experts whole on each GPU instead of 1/tp of every expert.
 // A disaggregated deployment's KV transfers are timed alone by `serve`, and on the shared network in a
 // scenario.
 #pragma once
@@ -123,6 +123,12 @@ struct ServingDeployment {
   // tokens dispatched to them and combined back by all-to-alls. A replica is tp lanes, one a rank.
   bool dp_attention = false;
   int lanes_a_replica() const { return dp_attention ? tp : pp; }
+  // Expert parallelism beside TP attention (vLLM's --enable-expert-parallel without data parallelism:
+  // FusedMoEParallelConfig takes the TP group as the EP group): each GPU holds 1/tp of the routed experts,
+  // each whole, and runs them over the tokens routed to them, which TP leaves on every rank; the TP
+  // all-reduce after the mixture layer combines them, as it would the TP slices (no all-to-all).
+  bool expert_parallel = false;
+  bool experts_spread() const { return dp_attention || expert_parallel; }
   int replicas = 1;
   // Prefill/decode disaggregation (DistServe, Splitwise, vLLM's and Dynamo's P/D): the first
   // `prefill_replicas` of the replicas only prefill; each request's KV cache then moves to one of the

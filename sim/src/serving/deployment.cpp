@@ -315,6 +315,10 @@ void check_fit(ObjectReader& top, ServingDeployment& d) {
     top.problem("dp_attention", "data-parallel attention spreads a mixture of experts' experts over the replica's GPUs; \"" + d.model.id + "\" has none: expected a mixture-of-experts model, or no \"dp_attention\"");
     return;
   }
+  if (d.expert_parallel && d.model.number("experts", 0) <= 0) {
+    top.problem("expert_parallel", "expert parallelism spreads a mixture of experts' experts over the replica's GPUs; \"" + d.model.id + "\" has none: expected a mixture-of-experts model, or no \"expert_parallel\"");
+    return;
+  }
   if (!d.dp_attention && d.model.number("heads", 0) > 0 && std::fmod(d.model.number("heads", 0), d.tp) != 0) {
     top.problem("tp", "expected a divisor of the model's " + format_number(d.model.number("heads", 0)) + " attention heads, found " + std::to_string(d.tp));
     return;
@@ -394,6 +398,7 @@ void read_deployment(ObjectReader& top, ServingDeployment& d, bool cluster_ok, c
   d.tp = static_cast<int>(top.integer_or("tp", 1, 1, 64));
   d.pp = static_cast<int>(top.integer_or("pp", 1, 1, 64));
   d.dp_attention = top.boolean_or("dp_attention", false);
+  d.expert_parallel = top.boolean_or("expert_parallel", false);  // implied by dp_attention
   if (d.dp_attention && d.pp > 1) top.problem("dp_attention", "data-parallel attention with pipeline stages is not modelled yet; expected pp 1 beside \"dp_attention\"");
   d.replicas = static_cast<int>(top.integer_or("replicas", 1, 1, 100'000));
   if (const Json* pd = top.field("disaggregation")) {  // {"prefill": 1, "decode": 3}
@@ -429,6 +434,10 @@ void read_deployment(ObjectReader& top, ServingDeployment& d, bool cluster_ok, c
     d.assumptions.push_back("data-parallel attention: " + std::to_string(d.tp) + " ranks a replica, each its own scheduler and KV pool, stepping together " +
                             "(a step runs the experts over every rank's tokens and lasts as long as its slowest rank; a rank with nothing to run waits, " +
                             "its idle batch's time not counted as busy); dispatch and combine as bf16 all-to-alls");
+  }
+  if (d.experts_spread()) {
+    d.assumptions.push_back("experts spread over " + std::to_string(d.tp) + " GPUs, 1/" + std::to_string(d.tp) + " of them whole on each: the batch's tokens " +
+                            "taken as reaching them evenly, each GPU at least one expert's GEMMs (no hot experts)");
   }
   d.policy = d.engine.scheduler == "prefill-first" ? BatchPolicy::prefill_first : d.engine.scheduler == "orca" ? BatchPolicy::orca : BatchPolicy::chunked_prefill;
   d.router = static_cast<Router>(top.choice("router", {"round-robin", "least-requests", "least-tokens", "prefix-aware"}, 0));

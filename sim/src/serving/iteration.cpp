@@ -168,9 +168,10 @@ struct IterationTimer::Impl {
   double stored;  // bytes a linear weight is read in (0: the dtype's)
   double host_s;
   int pp;
-  // Data-parallel attention: the ranks (the replica's GPUs) over which each mixture layer's experts are
-  // spread (0: attention split over TP).
-  int ranks = 0;
+  // Data-parallel attention: the ranks (the replica's GPUs), each with its own tokens (0: attention split
+  // over TP). The GPUs over which each mixture layer's routed experts are spread, each whole (0: every
+  // expert split over TP).
+  int ranks = 0, expert_ranks = 0;
   // The replica's GPUs, stage after stage (nodes filled in order), for the TP all-reduce and the stage sends.
   std::optional<Cluster> cluster;
   std::optional<Topology> topology;
@@ -180,7 +181,7 @@ struct IterationTimer::Impl {
 
   Impl(const ServingDeployment& d)
       : m(ModelShape::of(d.model, d.dp_attention ? 1 : d.tp)), model(d.cluster.groups.front().gpu), weights(d.weights), kv(d.kv_cache), stored(d.weight_storage_bytes),
-        host_s(d.engine.iteration_host_s), pp(d.pp), ranks(d.dp_attention ? d.tp : 0) {
+        host_s(d.engine.iteration_host_s), pp(d.pp), ranks(d.dp_attention ? d.tp : 0), expert_ranks(d.experts_spread() ? d.tp : 0) {
     if (d.tp > 1 || d.pp > 1) {
       ClusterSpec nodes = d.cluster;
       nodes.groups.resize(1);
@@ -264,11 +265,12 @@ struct IterationTimer::Impl {
   void add_mlp(double T, bool dense, double& layer) const {
     const double h = m.hidden;
     const KernelClass activation = m.gated ? KernelClass::gated_activation : KernelClass::activation;
-    if (m.experts > 0 && !dense && ranks > 0) {  // the routed experts apart (expert_s): they take every rank's tokens
+    if (m.experts > 0 && !dense && expert_ranks > 0) {  // the routed experts apart (expert_s): spread whole over the GPUs
       layer += kernel(KernelClass::gemm, T, m.experts, h, weights);  // the router, on this rank's tokens
-      if (m.shared_ffn > 0) {  // the shared expert whole on every rank, on its own tokens
-        layer += linear_gemm(T, (m.gated ? 2 : 1) * m.shared_ffn, h) + linear_gemm(T, h, m.shared_ffn);
-        layer += kernel(activation, T, m.shared_ffn, 0, kAct);
+      if (m.shared_ffn > 0) {  // the shared expert split over TP (whole on each data-parallel rank), on its tokens
+        const double fs = m.shared_ffn / m.tp;
+        layer += linear_gemm(T, (m.gated ? 2 : 1) * fs, h) + linear_gemm(T, h, fs);
+        layer += kernel(activation, T, fs, 0, kAct);
       }
       return;
     }
@@ -321,14 +323,15 @@ struct IterationTimer::Impl {
     return cached;
   }
 
-  // Data-parallel attention: the routed experts of every mixture layer on this GPU (1/ranks of them, each
-  // whole) over the tokens of every rank, `all`: the experts they reach here in one grouped GEMM a projection.
+  // Experts spread whole over the GPUs: the routed experts of every mixture layer on this GPU (1/expert_ranks
+  // of them) over the tokens that reach them, `all` (data-parallel attention: every rank's; beside TP, the
+  // batch's, on every rank): the experts they reach here in one grouped GEMM a projection.
   double expert_s(std::int64_t all_tokens) {
     double& cached = slot(expert_gemms, all_tokens);
     if (cached >= 0) return cached;
     const double all = static_cast<double>(all_tokens), touched = experts_touched(m.experts, m.top_k, all), rows = all * m.top_k / touched;
     // This GPU's share of the experts reached, at least one: the ranks wait for the busiest GPU.
-    const double here = std::max(1.0, touched / ranks);
+    const double here = std::max(1.0, touched / expert_ranks);
     double layer = 0;
     add_grouped_experts(rows, m.ffn, here, rows * here, layer);
     cached = (m.layers - m.dense_layers) * layer;
@@ -405,7 +408,7 @@ IterationTimer::Time IterationTimer::time(const IterationShape& shape) {
   Time t;
   if (tokens == 0) return t;
   t.linear_s = impl_->linear_s(tokens);
-  if (impl_->ranks > 0 && impl_->m.experts > 0) t.linear_s += impl_->expert_s(std::max(tokens, shape.replica_tokens));
+  if (impl_->expert_ranks > 0 && impl_->m.experts > 0) t.linear_s += impl_->expert_s(std::max(tokens, shape.replica_tokens));
   t.allreduce_s = impl_->allreduce_s(tokens);
   t.attention_s = impl_->attention_s(shape);
   t.logits_s = impl_->logits_s(shape.decodes + static_cast<std::int64_t>(shape.prefills.size()));
