@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <functional>
+#include <sstream>
 #include <unistd.h>
 
 #include "fleetsim/error.hpp"
@@ -283,6 +284,19 @@ TEST_CASE("WfCommons instances (WfFormat 1.5 and 1.4) import with runtimes and f
   CHECK(chain.tasks[1].flop == Approx(200e12));
   CHECK_THROWS_WITH(import_wfcommons(R"({"schemaVersion": "1.5", "workflow": {"specification": {"tasks": [{"id": "a"}]}}})", "w.json", unit),
                     Contains("w.json: /workflow/specification/tasks/0: task \"a\" has no runtime"));
+  // The run as recorded: its makespan and machines (1.5 under execution, 1.4 beside the tasks).
+  REQUIRE(wf.recorded);
+  CHECK(wf.recorded->makespan_s == 131.0);
+  CHECK(wf.recorded->machines == "1 machine, 8 cores");
+  REQUIRE(chain.recorded);
+  CHECK(chain.recorded->makespan_s == 3.0);
+  CHECK(chain.recorded->machines.empty());
+  const std::string bad = R"({"schemaVersion": "1.5", "workflow": {"specification": {"tasks": [{"id": "a"}]},
+                             "execution": {"makespanInSeconds": -1, "tasks": [{"id": "a", "runtimeInSeconds": 1}]}}})";
+  CHECK_THROWS_WITH(import_wfcommons(bad, "w.json", unit), Contains("w.json: /workflow/execution/makespanInSeconds: expected a non-negative number of seconds, found the number -1"));
+  std::string machines = bad;
+  machines.replace(machines.find("-1"), 2, R"(7, "machines": {"nodeName": "n"})");
+  CHECK_THROWS_WITH(import_wfcommons(machines, "w.json", unit), Contains("/workflow/execution/machines: expected an array of machines"));
 }
 
 TEST_CASE("a scenario runs a WfCommons instance end to end", "[import][simulation]") {
@@ -295,6 +309,17 @@ TEST_CASE("a scenario runs a WfCommons instance end to end", "[import][simulatio
   CHECK(run.summary.tasks.completed == 6);
   CHECK(run.summary.makespan_s > 131.0);
   CHECK(run.summary.makespan_s < 131.5);
+  // The recorded makespan beside the simulated one, with why the platforms differ.
+  REQUIRE(run.summary.recorded_runs.size() == 1);
+  const RecordedCheck& c = run.summary.recorded_runs[0];
+  CHECK(c.workflow == "blast");
+  CHECK(c.recorded_s == 131.0);
+  CHECK(c.instances == 1);
+  CHECK(c.simulated_s == run.summary.makespan_s);
+  std::ostringstream text;
+  write_summary_text(text, sc, run.summary);
+  CHECK_THAT(text.str(), Contains("recorded   blast: makespan 2.18 min as recorded (on 1 machine, 8 cores)") && Contains("the platforms differ"));
+  CHECK_THAT(summary_json(run.summary), Contains(R"("recorded_makespan_s": 131.0)") && Contains(R"("recorded_on": "1 machine, 8 cores")"));
 }
 
 TEST_CASE("Philly's job log becomes a job-trace CSV that replays, with what was dropped said", "[import][trace]") {

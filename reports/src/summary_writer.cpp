@@ -139,6 +139,14 @@ std::string summary_json(const Summary& s) {
     j["serving"] = serving;
   }
   if (!s.training.empty()) j["training"] = training_results_json(s.training);
+  if (!s.recorded_runs.empty()) {
+    ordered_json recorded = ordered_json::array();
+    for (const RecordedCheck& c : s.recorded_runs) {
+      recorded.push_back({{"workflow", c.workflow}, {"recorded_makespan_s", c.recorded_s}, {"simulated_makespan_s", c.simulated_s}, {"instances", c.instances},
+                          {"recorded_on", c.machines}});
+    }
+    j["recorded_runs"] = recorded;
+  }
   if (!s.uneven_uplinks.empty()) {
     ordered_json uneven = ordered_json::array();
     for (const UnevenUplinks& u : s.uneven_uplinks) {
@@ -177,6 +185,20 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
   out << "workflows  " << s.workflows.submitted << " submitted: " << s.workflows.completed << " completed, "
       << s.workflows.failed << " failed, " << s.workflows.running << " running, " << s.workflows.queued
       << " queued\n";
+  // A recorded run beside the simulated one, and why the two platforms differ.
+  for (const RecordedCheck& c : s.recorded_runs) {
+    out << "recorded   " << c.workflow << ": makespan " << format_quantity(c.recorded_s, Dimension::time) << " as recorded ("
+        << (c.machines.empty() ? "on machines the instance does not name" : "on " + c.machines) << "); ";
+    if (c.instances == 0) {
+      out << "no instance of it completed here\n";
+    } else {
+      out << format_quantity(c.simulated_s, Dimension::time)
+          << (c.recorded_s > 0 ? " simulated (" + fmt("%+.1f%%", 100.0 * (c.simulated_s / c.recorded_s - 1)) + ")" : std::string(" simulated"))
+          << (c.instances > 1 ? ", the mean of " + std::to_string(c.instances) + " instances" : std::string()) << "\n";
+    }
+    out << "           the platforms differ: each task's recorded runtime is taken as its work on one GPU here, so this checks the\n"
+        << "           schedule and the data movement on this cluster, not the recorded machines' speed\n";
+  }
   out << "GPU util   " << fmt("%.1f %%", 100.0 * s.gpu_utilization) << "   VRAM util " << fmt("%.1f %%", 100.0 * s.vram_utilization)
       << "   cost " << dollars(s.cost_usd) << "   energy " << format_number(s.energy_j / 3.6e6) << " kWh"
       << "   fairness (Jain) " << fmt("%.2f", s.fairness) << "\n";

@@ -390,6 +390,19 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
     s.slos.push_back(r);
   }
   s.training = training_results(scenario, cluster, trace);
+  for (std::size_t w = 0; w < scenario.workflows.size(); ++w) {
+    const Workflow& wf = scenario.workflows[w];
+    if (!wf.recorded) continue;
+    RecordedCheck c{.workflow = wf.id.empty() ? wf.name : wf.id, .recorded_s = wf.recorded->makespan_s, .simulated_s = 0, .instances = 0,
+                    .machines = wf.recorded->machines};
+    for (const InstanceRecord& inst : trace.instances) {
+      if (inst.workflow != w || inst.arrival_s == kNever || inst.end_s == kNever || inst.failed) continue;
+      c.simulated_s += inst.end_s - inst.arrival_s;
+      ++c.instances;
+    }
+    if (c.instances > 0) c.simulated_s /= static_cast<double>(c.instances);
+    s.recorded_runs.push_back(std::move(c));
+  }
   s.uneven_uplinks = uneven_uplinks(topology, link_bytes);
   return s;
 }

@@ -60,6 +60,16 @@ struct UnevenUplinks {
   double min_bytes = 0, max_bytes = 0, mean_bytes = 0;
 };
 
+// A workflow that carries a recorded run (a WfCommons instance's execution): its makespan as recorded
+// beside the mean makespan of its completed instances here.
+struct RecordedCheck {
+  std::string workflow;
+  double recorded_s = 0;
+  double simulated_s = 0;      // mean over `instances`
+  std::uint64_t instances = 0;  // completed instances of it (0: none, and simulated_s means nothing)
+  std::string machines;        // what the recording ran on, as the instance says ("" where it does not)
+};
+
 // A training job of the scenario's workload (docs/training.md#inside-a-scenario), over its arrivals.
 struct TrainingResult {
   std::shared_ptr<const TrainingIteration> iteration;  // the job, its gang and its iteration alone
@@ -134,6 +144,7 @@ struct Summary {
   std::vector<SloResult> slos;
   std::vector<ServingResult> serving;  // per serving deployment of the scenario, in its order
   std::vector<TrainingResult> training;  // per training job of the workload, in its order
+  std::vector<RecordedCheck> recorded_runs;  // per workflow with a recorded run, in the scenario's order
 };
 
 // An SLO metric's value as text in its unit: "12.5 s", "2.5 /s", "95.0%".

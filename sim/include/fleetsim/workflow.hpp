@@ -95,6 +95,13 @@ struct EdgeSpec {
   double bytes = 0;        // tensor size
 };
 
+// A run of the workflow as it was recorded (a WfCommons instance's execution): its makespan and the
+// machines it ran on, to print beside the simulated one.
+struct RecordedRun {
+  double makespan_s = 0;
+  std::string machines;  // "4 machines, 192 cores (x86_64)"; "" where the instance does not say
+};
+
 class Workflow {
  public:
   std::string id;    // key the scenario knows it by
@@ -106,6 +113,7 @@ class Workflow {
   // What an importer assumed where its input said nothing (a model family, a default resolution),
   // and what it passed over, one line each: for the user to see, never silent.
   std::vector<std::string> assumptions;
+  std::optional<RecordedRun> recorded;
 
   // Edge indices into / out of a task. Valid after finalize().
   std::span<const std::uint32_t> inputs(std::uint32_t task) const {

@@ -135,6 +135,43 @@ Workflow import_wfcommons(std::string_view json_text, const std::string& file_na
   Workflow wf;
   wf.file = file_name;
   wf.name = doc.value("name", "WfCommons instance") + " (WfFormat " + version + ")";
+  // The run as recorded: 1.5 keeps it under execution, 1.4 beside the tasks.
+  const bool v15 = w.contains("specification");
+  const Json execution = v15 ? w.value("execution", Json::object()) : Json::object();
+  const Json& run = v15 ? execution : w;
+  const std::string run_at = v15 ? "/workflow/execution" : "/workflow";
+  if (const auto it = run.find("makespanInSeconds"); it != run.end()) {
+    if (!it->is_number() || !(it->get<double>() >= 0) || !std::isfinite(it->get<double>())) {
+      fail(run_at + "/makespanInSeconds", "expected a non-negative number of seconds, found " + detail::describe(*it));
+    }
+    wf.recorded = RecordedRun{.makespan_s = it->get<double>(), .machines = ""};
+    if (const auto m = run.find("machines"); m != run.end()) {
+      if (!m->is_array()) fail(run_at + "/machines", "expected an array of machines, found " + detail::describe(*m));
+      // How many, their cores (cpu.coreCount in 1.5, cpu.count in 1.4) where every one says, and their
+      // architecture where they share one.
+      double cores = 0;
+      bool all_cores = !m->empty();
+      std::set<std::string> architectures;
+      for (const Json& machine : *m) {
+        const Json cpu = machine.is_object() ? machine.value("cpu", Json::object()) : Json::object();
+        const Json count = cpu.is_object() ? cpu.value(v15 ? "coreCount" : "count", Json()) : Json();
+        if (count.is_number() && count.get<double>() > 0) {
+          cores += count.get<double>();
+        } else {
+          all_cores = false;
+        }
+        if (machine.is_object() && machine.contains("architecture") && machine["architecture"].is_string()) {
+          architectures.insert(machine["architecture"].get<std::string>());
+        }
+      }
+      if (!m->empty()) {
+        std::string& d = wf.recorded->machines;
+        d = std::to_string(m->size()) + (m->size() == 1 ? " machine" : " machines");
+        if (all_cores) d += ", " + std::to_string(static_cast<long long>(cores)) + " cores";
+        if (architectures.size() == 1) d += " (" + *architectures.begin() + ")";
+      }
+    }
+  }
   for (const Raw& r : raw) {
     TaskSpec t;
     t.name = r.id;
