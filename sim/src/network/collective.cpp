@@ -205,8 +205,8 @@ void plan_nvls(const Cluster& cluster, const Topology& topo, CollectivePlan& pla
                                             topo.gpu_vertex(nodes[(j + 1) % nodes.size()][i]), scratch));
     }
     for (std::size_t j = 0; j < nodes.size(); ++j) {
-      add_routed(topo, plan, rails, CollectiveFlow{topo.gpu_vertex(nodes[j][i]), topo.gpu_vertex(nodes[(j + 1) % nodes.size()][i]),
-                                     2 * (k - 1) / k * bytes / m, 2 * (k - 1) * alpha});
+      add_routed(topo, plan, rails,
+                 CollectiveFlow{topo.gpu_vertex(nodes[j][i]), topo.gpu_vertex(nodes[(j + 1) % nodes.size()][i]), 2 * (k - 1) / k * bytes / m, 2 * (k - 1) * alpha});
     }
   }
   plan.steps.push_back(std::move(rails));

@@ -261,24 +261,18 @@ struct IterationTimer::Impl {
   }
 
   // A layer's MLP, into `layer`: a dense one, or the router, each expert the batch reaches (its share of
-  // the tokens; experts split over TP) and the shared expert.
+  // the tokens; experts split over TP, or spread whole over the GPUs and timed apart: expert_s) and the
+  // shared expert.
   void add_mlp(double T, bool dense, double& layer) const {
     const double h = m.hidden;
     const KernelClass activation = m.gated ? KernelClass::gated_activation : KernelClass::activation;
-    if (m.experts > 0 && !dense && expert_ranks > 0) {  // the routed experts apart (expert_s): spread whole over the GPUs
-      layer += kernel(KernelClass::gemm, T, m.experts, h, weights);  // the router, on this rank's tokens
-      if (m.shared_ffn > 0) {  // the shared expert split over TP (whole on each data-parallel rank), on its tokens
-        const double fs = m.shared_ffn / m.tp;
-        layer += linear_gemm(T, (m.gated ? 2 : 1) * fs, h) + linear_gemm(T, h, fs);
-        layer += kernel(activation, T, fs, 0, kAct);
-      }
-      return;
-    }
     if (m.experts > 0 && !dense) {
-      const double touched = experts_touched(m.experts, m.top_k, T), rows = T * m.top_k / touched;
-      layer += kernel(KernelClass::gemm, T, m.experts, h, weights);
-      add_grouped_experts(rows, m.ffn / m.tp, touched, T * m.top_k, layer);
-      if (m.shared_ffn > 0) {  // a shared expert every token passes through, split over TP
+      layer += kernel(KernelClass::gemm, T, m.experts, h, weights);  // the router, on this rank's tokens
+      if (expert_ranks == 0) {
+        const double touched = experts_touched(m.experts, m.top_k, T), rows = T * m.top_k / touched;
+        add_grouped_experts(rows, m.ffn / m.tp, touched, T * m.top_k, layer);
+      }
+      if (m.shared_ffn > 0) {  // a shared expert every token passes through, split over TP (whole on a data-parallel rank)
         const double fs = m.shared_ffn / m.tp;
         layer += linear_gemm(T, (m.gated ? 2 : 1) * fs, h) + linear_gemm(T, h, fs);
         layer += kernel(activation, T, fs, 0, kAct);
