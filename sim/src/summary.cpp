@@ -90,8 +90,10 @@ void share_gpu_time(const Cluster& cluster, const Trace& trace, double end_s, st
   const auto& groups = cluster.spec().groups;
   const bool sliced = std::any_of(groups.begin(), groups.end(), [](const NodeGroup& g) { return g.time_sliced_tasks > 1; });
   if (!sliced) {
-    // One task per GPU, or a batch whose members share its span: the closed form, in one pass.
-    std::vector<std::uint32_t> batch_size(trace.tasks.size(), 0);
+    // One task per GPU, or a batch whose members share its span: the closed form, in one pass (each
+    // batch's size counted only where a task was batched: a table a task is a run's peak memory).
+    const bool batched = std::any_of(trace.tasks.begin(), trace.tasks.end(), [](const TaskRecord& t) { return t.batched_with != 0; });
+    std::vector<std::uint32_t> batch_size(batched ? trace.tasks.size() : 0, 0);
     for (const TaskRecord& t : trace.tasks) {
       if (t.batched_with != 0) ++batch_size[t.batched_with - 1];
     }
@@ -310,7 +312,7 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
       per_tenant[index(inst.tenant)].push_back(*latency);
     }
   }
-  s.latency_s = latency_stats(all);
+  s.latency_s = latency_stats(std::move(all));
   std::vector<double> waited(s.tenants.size(), 0.0), placed(s.tenants.size(), 0.0);
   for (const TaskRecord& t : trace.tasks) {
     if (t.start_s == kNever) continue;
@@ -318,10 +320,19 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
     placed[index(t.tenant)] += 1;
     s.tenants[index(t.tenant)].gpu_s += task_gpu_s[static_cast<std::size_t>(&t - trace.tasks.data())];
   }
+  // Per class: the tenants of each class together (their latencies only where a page or an SLO asks
+  // for a class: a run's latencies are a good part of its memory at the end).
+  const bool classes = std::any_of(scenario.tenants.begin(), scenario.tenants.end(), [](const Tenant& t) { return t.work_class == WorkClass::interactive; });
+  const bool class_slos = std::any_of(scenario.slos.begin(), scenario.slos.end(), [](const Slo& slo) { return slo.work_class.has_value(); });
+  std::vector<std::vector<double>> per_class(2);
+  for (std::size_t i = 0; (classes || class_slos) && i < s.tenants.size(); ++i) {
+    const auto c = static_cast<std::size_t>(scenario.tenants[i].work_class);
+    per_class[c].insert(per_class[c].end(), per_tenant[i].begin(), per_tenant[i].end());
+  }
   double sum = 0, sum_sq = 0;
   for (std::size_t i = 0; i < s.tenants.size(); ++i) {
     TenantSummary& ts = s.tenants[i];
-    ts.latency_s = latency_stats(per_tenant[i]);
+    ts.latency_s = latency_stats(std::move(per_tenant[i]));
     ts.mean_wait_s = placed[i] > 0 ? waited[i] / placed[i] : 0;
     ts.throughput_per_s = end_s > 0 ? static_cast<double>(ts.workflows.completed) / end_s : 0;
     const double share = ts.gpu_s / scenario.tenants[i].quota;
@@ -330,16 +341,12 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
   }
   if (sum_sq > 0) s.fairness = sum * sum / (static_cast<double>(s.tenants.size()) * sum_sq);
 
-  // Per class: the tenants of each class together.
-  const bool classes = std::any_of(scenario.tenants.begin(), scenario.tenants.end(), [](const Tenant& t) { return t.work_class == WorkClass::interactive; });
-  std::vector<std::vector<double>> per_class(2);
   std::vector<TenantSummary> by_class(2);
   by_class[0].name = work_class_name(WorkClass::batch);
   by_class[1].name = work_class_name(WorkClass::interactive);
   std::vector<double> class_waited(2, 0.0), class_placed(2, 0.0);
   for (std::size_t i = 0; i < s.tenants.size(); ++i) {
     const auto c = static_cast<std::size_t>(scenario.tenants[i].work_class);
-    per_class[c].insert(per_class[c].end(), per_tenant[i].begin(), per_tenant[i].end());
     Counts& w = by_class[c].workflows;
     const Counts& t = s.tenants[i].workflows;
     w.submitted += t.submitted;
@@ -352,7 +359,7 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
     by_class[c].gpu_s += s.tenants[i].gpu_s;
   }
   for (std::size_t c = 0; c < 2; ++c) {
-    by_class[c].latency_s = latency_stats(per_class[c]);
+    by_class[c].latency_s = latency_stats(std::move(per_class[c]));
     by_class[c].mean_wait_s = class_placed[c] > 0 ? class_waited[c] / class_placed[c] : 0;
     by_class[c].throughput_per_s = end_s > 0 ? static_cast<double>(by_class[c].workflows.completed) / end_s : 0;
   }

@@ -115,7 +115,11 @@ Workload::Workload(const Scenario& sc, std::uint64_t seed, const std::vector<dou
   for (std::size_t r : ranks) job_sizes_.push_back(sizes_gpu_s[r]);
   // Closed-loop users: each user's workflows follow one another; arrival times are set when they
   // come (kNever until then), after the open-loop instances.
-  next_in_loop_.assign(arrivals.size(), kNoInstance);
+  // (Kept only where a stream is closed, and known work scales only where a stream replays a trace: a
+  // table an instance is memory a run of many million instances holds to its end.)
+  const auto closed = [](const Stream& s) { return s.arrival.process == ArrivalProcess::closed; };
+  if (std::any_of(sc_.streams.begin(), sc_.streams.end(), closed)) next_in_loop_.assign(arrivals.size(), kNoInstance);
+  const bool scaled = std::any_of(sc_.streams.begin(), sc_.streams.end(), [](const Stream& s) { return !s.arrival.work_scales.empty(); });
   for (std::uint32_t s = 0; s < sc_.streams.size(); ++s) {
     const ArrivalSpec& a = sc_.streams[s].arrival;
     if (a.process != ArrivalProcess::closed) continue;
@@ -138,7 +142,7 @@ Workload::Workload(const Scenario& sc, std::uint64_t seed, const std::vector<dou
     const InstanceId id = make_id<InstanceId>(trace_.instances.size());
     trace_.instances.push_back(InstanceRecord{s.workflow, make_id<TenantId>(s.tenant), a.time_s, kNever, false});
     stream_of_.push_back(a.stream);
-    scale_.push_back(a.scale);
+    if (scaled) scale_.push_back(a.scale);
     first_task_.push_back(static_cast<std::uint32_t>(trace_.tasks.size()));
     remaining_.push_back(static_cast<std::uint32_t>(wf.tasks.size()));
     for (std::uint32_t t = 0; t < wf.tasks.size(); ++t) {
@@ -175,7 +179,7 @@ bool Workload::task_ended(std::uint32_t instance) {
   trace_.instances[instance].end_s = queue_.now();
   --in_flight_;
   --unfinished_;
-  if (const std::uint32_t next = next_in_loop_[instance]; next != kNoInstance) {
+  if (const std::uint32_t next = next_in_loop_.empty() ? kNoInstance : next_in_loop_[instance]; next != kNoInstance) {
     const ArrivalSpec& a = sc_.streams[stream_of_[instance]].arrival;
     Rng& rng = think_rngs_[stream_of_[instance]];
     const double at = queue_.now() + (a.think_s > 0 ? rng.exponential(1.0 / a.think_s) : 0.0);

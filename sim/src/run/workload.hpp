@@ -47,7 +47,7 @@ class Workload {
 
   TaskId task_id(std::uint32_t instance, std::uint32_t local) const { return make_id<TaskId>(first_task_[instance] + local); }
   // The part of an instance's work declared in advance (a trace job's scale; 1 otherwise).
-  double known_scale(InstanceId instance) const { return scale_[index(instance)]; }
+  double known_scale(InstanceId instance) const { return scale_.empty() ? 1.0 : scale_[index(instance)]; }
   // Sorted quantiles (at most 512) of open-loop instances' predicted GPU-seconds.
   const std::vector<double>& job_sizes() const { return job_sizes_; }
   std::uint64_t in_flight() const { return in_flight_; }    // arrived and not ended
@@ -62,9 +62,9 @@ class Workload {
   EventQueue& queue_;
   Trace& trace_;
   std::uint32_t open_instances_ = 0;         // instances [0, this) arrive at drawn times, in order
-  std::vector<std::uint32_t> next_in_loop_;  // per instance: a closed-loop user's next one
+  std::vector<std::uint32_t> next_in_loop_;  // per instance: a closed-loop user's next one (empty: no closed loop)
   std::vector<std::uint32_t> stream_of_;     // per instance
-  std::vector<double> scale_;                // per instance: known work scale
+  std::vector<double> scale_;                // per instance: known work scale (empty: all 1)
   std::vector<std::uint32_t> first_task_;    // per instance: its first task's id
   std::vector<std::uint32_t> remaining_;     // per instance: tasks not yet ended
   std::vector<Rng> think_rngs_;              // per stream: closed-loop think times
