@@ -1142,7 +1142,7 @@ void add_import(CLI::App& app, Commands& commands) {
     std::string file, out, reference = "h100-sxm";
   };
   auto wfc = std::make_shared<WfcArgs>();
-  CLI::App* import_wfc = import->add_subcommand("wfcommons", "A WfCommons WfFormat instance (schema 1.4 or 1.5)");
+  CLI::App* import_wfc = import->add_subcommand("wfcommons", "A WfCommons WfFormat instance (schema 1.4, 1.5 or 1.6)");
   import_wfc->add_option("file", wfc->file, "WfFormat JSON")->required();
   import_wfc->add_option("--reference-gpu", wfc->reference, "Catalog GPU on which a task's work takes its recorded runtime")->capture_default_str();
   import_wfc->add_option("--out", wfc->out, "Write the workflow here instead of stdout");

@@ -60,7 +60,7 @@ def main():
             except (OSError, ValueError):
                 continue  # a stub of a large file not fetched
             execution = instance.get("workflow", {}).get("execution", {})
-            if "makespanInSeconds" not in execution or instance.get("schemaVersion") not in ("1.4", "1.5"):
+            if "makespanInSeconds" not in execution or instance.get("schemaVersion") not in ("1.4", "1.5", "1.6"):
                 continue
             cores = sum((m.get("cpu") or {}).get("coreCount", 0) or 0 for m in execution.get("machines", []))
             if cores <= 0:

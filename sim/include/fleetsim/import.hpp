@@ -43,7 +43,7 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
 // Whether JSON text looks like a WfCommons WfFormat instance ("schemaVersion" and "workflow").
 bool is_wfcommons_instance(std::string_view json_text);
 
-// A WfCommons instance (WfFormat 1.4 or 1.5): one single-GPU task per task, whose work takes its
+// A WfCommons instance (WfFormat 1.4, 1.5 or 1.6): one single-GPU task per task, whose work takes its
 // recorded runtime on `reference` at its bf16 peak; edges carry the files a child reads from its parent.
 Workflow import_wfcommons(std::string_view json_text, const std::string& file_name, const GpuType& reference);
 

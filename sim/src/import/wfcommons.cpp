@@ -1,4 +1,4 @@
-// WfCommons WfFormat (schema 1.4 and 1.5) instances: tasks with parents and files, and measured
+// WfCommons WfFormat (schema 1.4, 1.5 and 1.6) instances: tasks with parents and files, and measured
 // runtimes. Each task becomes a single-GPU task whose work takes its recorded runtime on the
 // reference GPU (at its bf16 peak); an edge carries the files the parent writes and the child reads.
 #include <cmath>
@@ -29,8 +29,10 @@ Workflow import_wfcommons(std::string_view json_text, const std::string& file_na
   }
   const Json version_value = doc.contains("schemaVersion") ? doc["schemaVersion"] : Json();
   const std::string version = version_value.is_string() ? version_value.get<std::string>() : "";
-  if (version != "1.4" && version != "1.5") {  // other versions name their fields otherwise
-    fail("/schemaVersion", "expected \"1.4\" or \"1.5\" (the WfFormat versions this importer reads), found " + detail::describe(version_value));
+  // 1.6 keeps 1.5's specification and execution and adds optional metrics (wfcommons/WfFormat's README);
+  // earlier versions name their fields otherwise.
+  if (version != "1.4" && version != "1.5" && version != "1.6") {
+    fail("/schemaVersion", "expected \"1.4\", \"1.5\" or \"1.6\" (the WfFormat versions this importer reads), found " + detail::describe(version_value));
   }
   const Json& w = doc["workflow"];
 
@@ -70,7 +72,7 @@ Workflow import_wfcommons(std::string_view json_text, const std::string& file_na
     return it->get<double>();
   };
 
-  if (w.contains("specification")) {  // 1.5: specification + execution
+  if (w.contains("specification")) {  // 1.5 and 1.6: specification + execution
     const Json& spec = w["specification"];
     if (!spec.contains("tasks") || !spec["tasks"].is_array()) fail("/workflow/specification/tasks", "expected an array of tasks");
     const Json files = spec.value("files", Json::array());
@@ -135,7 +137,7 @@ Workflow import_wfcommons(std::string_view json_text, const std::string& file_na
   Workflow wf;
   wf.file = file_name;
   wf.name = doc.value("name", "WfCommons instance") + " (WfFormat " + version + ")";
-  // The run as recorded: 1.5 keeps it under execution, 1.4 beside the tasks.
+  // The run as recorded: 1.5 and 1.6 keep it under execution, 1.4 beside the tasks.
   const bool v15 = w.contains("specification");
   const Json execution = v15 ? w.value("execution", Json::object()) : Json::object();
   const Json& run = v15 ? execution : w;
@@ -147,7 +149,7 @@ Workflow import_wfcommons(std::string_view json_text, const std::string& file_na
     wf.recorded = RecordedRun{.makespan_s = it->get<double>(), .machines = ""};
     if (const auto m = run.find("machines"); m != run.end()) {
       if (!m->is_array()) fail(run_at + "/machines", "expected an array of machines, found " + detail::describe(*m));
-      // How many, their cores (cpu.coreCount in 1.5, cpu.count in 1.4) where every one says, and their
+      // How many, their cores (cpu.coreCount from 1.5, cpu.count in 1.4) where every one says, and their
       // architecture where they share one.
       double cores = 0;
       bool all_cores = !m->empty();
