@@ -136,13 +136,13 @@ class Network {
   // sifting a binary heap of flow numbers).
   void schedule(std::uint32_t flow, double due_s);
   void unschedule(std::uint32_t flow);
-  // Many due times at once (a re-levelling's): when they are a good part of the heap, each is set in
-  // place and the heap rebuilt in linear time, instead of each entry sifted through it. The order of
-  // entries is total, so either way the flows come due in the same order.
-  void begin_schedules(std::size_t count);
-  void schedule_in_batch(std::uint32_t flow, double due_s);
-  void end_schedules();
-  bool rebuild_heap_ = false;
+  // Many due times at once (a re-levelling's): when they are a good part of the heap (rebuild_cheaper),
+  // each is set in place (set_due) and the heap rebuilt in linear time (rebuild_heap), instead of each
+  // entry sifted through it. The order of entries is total, so either way the flows come due in the
+  // same order.
+  bool rebuild_cheaper(std::size_t count) const;
+  void set_due(std::uint32_t flow, double due_s);
+  void rebuild_heap();
   struct Due {
     double time_s;
     std::uint32_t flow;

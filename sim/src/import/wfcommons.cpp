@@ -72,7 +72,8 @@ Workflow import_wfcommons(std::string_view json_text, const std::string& file_na
     return it->get<double>();
   };
 
-  if (w.contains("specification")) {  // 1.5 and 1.6: specification + execution
+  const bool v15 = w.contains("specification");  // 1.5 and 1.6: specification + execution; 1.4 and earlier: tasks
+  if (v15) {
     const Json& spec = w["specification"];
     if (!spec.contains("tasks") || !spec["tasks"].is_array()) fail("/workflow/specification/tasks", "expected an array of tasks");
     const Json files = spec.value("files", Json::array());
@@ -138,7 +139,6 @@ Workflow import_wfcommons(std::string_view json_text, const std::string& file_na
   wf.file = file_name;
   wf.name = doc.value("name", "WfCommons instance") + " (WfFormat " + version + ")";
   // The run as recorded: 1.5 and 1.6 keep it under execution, 1.4 beside the tasks.
-  const bool v15 = w.contains("specification");
   const Json execution = v15 ? w.value("execution", Json::object()) : Json::object();
   const Json& run = v15 ? execution : w;
   const std::string run_at = v15 ? "/workflow/execution" : "/workflow";

@@ -182,13 +182,12 @@ void Network::schedule(std::uint32_t flow, double due_s) {
   }
 }
 
-void Network::begin_schedules(std::size_t count) {
+bool Network::rebuild_cheaper(std::size_t count) const {
   // A rebuild costs about two moves an entry; a sift, one a level, each a likely cache miss.
-  rebuild_heap_ = count * static_cast<std::size_t>(std::bit_width(heap_.size() + count)) > 2 * (heap_.size() + count);
+  return count * static_cast<std::size_t>(std::bit_width(heap_.size() + count)) > 2 * (heap_.size() + count);
 }
 
-void Network::schedule_in_batch(std::uint32_t flow, double due_s) {
-  if (!rebuild_heap_) return schedule(flow, due_s);
+void Network::set_due(std::uint32_t flow, double due_s) {
   if (heap_pos_[flow] == kNotQueued) {
     heap_pos_[flow] = static_cast<std::uint32_t>(heap_.size());
     heap_.push_back({due_s, flow});
@@ -197,9 +196,7 @@ void Network::schedule_in_batch(std::uint32_t flow, double due_s) {
   }
 }
 
-void Network::end_schedules() {
-  if (!rebuild_heap_) return;
-  rebuild_heap_ = false;
+void Network::rebuild_heap() {
   if (heap_.size() < 2) return;
   for (std::size_t i = (heap_.size() - 2) / kArity + 1; i-- > 0;) sift_down(i);
 }
@@ -480,14 +477,15 @@ bool Network::reshare_incremental(double now) {
     }
   }
   ++changed_stamp_;
-  begin_schedules(set_.size());
+  const bool rebuild = rebuild_cheaper(set_.size());
   for (std::size_t i = 0; i < set_.size(); ++i) {
     const std::uint32_t id = set_[i];
     Flow& f = flows_[id];
     if (rate_[id] == set_old_rate_[i] && heap_pos_[id] != kNotQueued) continue;  // keeps its due time
     // Snap residues: a flow with (almost) nothing left finishes now, not in a storm of tiny events.
     const bool done = f.remaining_bytes <= 1e-9 * f.size_bytes;
-    schedule_in_batch(id, done ? now : now + f.remaining_bytes / rate_[id]);
+    const double due_s = done ? now : now + f.remaining_bytes / rate_[id];
+    rebuild ? set_due(id, due_s) : schedule(id, due_s);
     if (recording_) {
       for (std::uint32_t l : f.route) {
         if (changed_mark_[l] == changed_stamp_) continue;
@@ -496,7 +494,7 @@ bool Network::reshare_incremental(double now) {
       }
     }
   }
-  end_schedules();
+  if (rebuild) rebuild_heap();
   if (recording_) {
     last_rate_.resize(capacity_.size(), 0.0);
     for (std::uint32_t l : seed_links_) {
@@ -578,16 +576,17 @@ void Network::reshare_component(double now) {
   for (std::size_t l = 0; l < local_capacity_.size(); ++l) {
     FLEETSIM_CHECK(local_load_[l] <= local_capacity_[l] * (1 + 1e-9), "link above capacity");
   }
-  begin_schedules(component_flows_.size());
+  const bool rebuild = rebuild_cheaper(component_flows_.size());
   for (std::size_t i = 0; i < component_flows_.size(); ++i) {
     const std::uint32_t id = component_flows_[i];
     Flow& f = flows_[id];
     rate_[id] = local_rates_[i];
     // Snap residues: a flow with (almost) nothing left finishes now, not in a storm of tiny events.
     const bool done = f.remaining_bytes <= 1e-9 * f.size_bytes;
-    schedule_in_batch(id, done ? now : now + f.remaining_bytes / rate_[id]);
+    const double due_s = done ? now : now + f.remaining_bytes / rate_[id];
+    rebuild ? set_due(id, due_s) : schedule(id, due_s);
   }
-  end_schedules();
+  if (rebuild) rebuild_heap();
   for (std::uint32_t l : component_links_) link_state_valid_[l] = 0;
   if (recording_) {
     last_rate_.resize(capacity_.size(), 0.0);

@@ -115,8 +115,8 @@ Workload::Workload(const Scenario& sc, std::uint64_t seed, const std::vector<dou
   for (std::size_t r : ranks) job_sizes_.push_back(sizes_gpu_s[r]);
   // Closed-loop users: each user's workflows follow one another; arrival times are set when they
   // come (kNever until then), after the open-loop instances.
-  // (Kept only where a stream is closed, and known work scales only where a stream replays a trace: a
-  // table an instance is memory a run of many million instances holds to its end.)
+  // Tables an instance are held to the end of a run of many million: the successors only where a stream
+  // is closed, the known work scales (below) only where one replays a trace.
   const auto closed = [](const Stream& s) { return s.arrival.process == ArrivalProcess::closed; };
   if (std::any_of(sc_.streams.begin(), sc_.streams.end(), closed)) next_in_loop_.assign(arrivals.size(), kNoInstance);
   const bool scaled = std::any_of(sc_.streams.begin(), sc_.streams.end(), [](const Stream& s) { return !s.arrival.work_scales.empty(); });
