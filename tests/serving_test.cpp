@@ -765,6 +765,67 @@ TEST_CASE("expert parallelism beside TP attention: each GPU holds 1/tp of the ro
   CHECK_THAT(error_of(deployment(R"(, "expert_parallel": true)")), Catch::Contains("/expert_parallel") && Catch::Contains("has none: expected a mixture-of-experts model"));
 }
 
+TEST_CASE("hot experts: the busiest GPU's experts take imbalance times the mean tokens, and its all-to-alls as much more", "[serving][expert-parallel]") {
+  const auto qwen = [](const std::string& extra) {
+    return parse_serving(R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": "qwen3-30b-a3b", "tp": 8, "expert_parallel": true,
+                             "requests": {"count": 200, "rate": "20 /s", "prompt_tokens": 512, "output_tokens": 64})" + extra + "}",
+                         "d.json");
+  };
+  const ServingDeployment even = qwen(""), hot = qwen(R"(, "moe": {"imbalance": 2})");
+  CHECK(hot.expert_imbalance == 2);
+  IterationTimer even_timer(even), hot_timer(hot);
+  // A 512-token prompt reaches every one of the 128 experts (top 8): 32 rows each on average, 16 experts a
+  // GPU; the busiest GPU's 16 take 64 rows each. Only the routed experts' GEMMs change.
+  const IterationShape prompt{.prefills = {{512, 0}}, .decodes = 0, .decode_context = 0};
+  const IterationTimer::Time a = even_timer.time(prompt), b = hot_timer.time(prompt);
+  const ModelShape m = ModelShape::of(even.model, 8);
+  REQUIRE(experts_touched(m.experts, m.top_k, 512) == Approx(128).epsilon(1e-9));
+  const KernelModel k(even.cluster.groups.front().gpu);
+  const auto grouped = [&](double rows, double experts) {
+    return k.estimate({.cls = KernelClass::gemm, .m = rows, .n = 2 * 768.0, .k = m.hidden, .batch = experts}, Dtype::bf16).time_s() +
+           k.estimate({.cls = KernelClass::gemm, .m = rows, .n = m.hidden, .k = 768, .batch = experts}, Dtype::bf16).time_s() +
+           k.estimate({.cls = KernelClass::gated_activation, .m = rows * experts, .n = 768}, Dtype::bf16).time_s();
+  };
+  CHECK(b.linear_s - a.linear_s == Approx(48 * (grouped(64, 16) - grouped(32, 16))).epsilon(1e-9));
+  CHECK(b.linear_s > a.linear_s);
+  CHECK(b.attention_s == a.attention_s);
+  CHECK(b.allreduce_s == a.allreduce_s);
+  // One decode token reaches 8 experts, one a GPU: an expert sees it once at most, so no GPU is busier.
+  const IterationShape one{.prefills = {}, .decodes = 1, .decode_context = 600};
+  CHECK(hot_timer.time(one).linear_s == even_timer.time(one).linear_s);
+  // Data-parallel attention: the busiest GPU receives twice the mean of the dispatch and combine, as an even
+  // router's at twice the tokens.
+  const auto deepseek = [](const std::string& extra) {
+    return parse_serving(R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h200-8", "count": 1}]}, "model": "deepseek-v3", "weights": "fp8", "engine": "sglang",
+                             "tp": 8, "dp_attention": true, "requests": {"count": 1, "prompt_tokens": 512, "output_tokens": 16})" + extra + "}",
+                         "d.json");
+  };
+  IterationTimer dp_even(deepseek("")), dp_hot(deepseek(R"(, "moe": {"imbalance": 2})"));
+  const IterationTimer::Time hot32 = dp_hot.time({.prefills = {}, .decodes = 32, .decode_context = 32 * 2000.0});
+  const IterationTimer::Time even64 = dp_even.time({.prefills = {}, .decodes = 64, .decode_context = 64 * 2000.0});
+  CHECK(hot32.expert_alltoall_s > 0);
+  CHECK(hot32.expert_alltoall_s == Approx(even64.expert_alltoall_s).epsilon(1e-12));
+  // End to end: said in the text, the assumptions and the JSON; slower than an even router.
+  const ServingResult r = simulate_serving(hot), base = simulate_serving(even);
+  CHECK(r.completed == 200);
+  CHECK(r.ttft_s.p50 > base.ttft_s.p50);
+  std::ostringstream text;
+  write_serving_text(text, hot, r);
+  CHECK_THAT(text.str(), Catch::Contains("hot experts: the busiest GPU 2x the mean tokens") && Catch::Contains("reaching the busiest GPU's experts 2 times as often"));
+  CHECK_THAT(serving_json(hot, r), Catch::Contains(R"("expert_imbalance": 2.0)"));
+  // Refused where it means nothing, or out of range, with the field.
+  CHECK_THAT(error_of(deployment(R"(, "moe": {"imbalance": 2})")), Catch::Contains("/moe") && Catch::Contains("only for a mixture of experts"));
+  std::string tp_only = R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": "qwen3-30b-a3b", "tp": 8, "moe": {"imbalance": 2},
+                            "requests": {"count": 2, "prompt_tokens": 512, "output_tokens": 64}})";
+  CHECK_THAT(error_of(tp_only), Catch::Contains("/moe") && Catch::Contains("expected \"expert_parallel\" or \"dp_attention\""));
+  CHECK_THAT(error_of(R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": "qwen3-30b-a3b", "tp": 8, "expert_parallel": true,
+                          "moe": {"imbalance": 0.5}, "requests": {"count": 2, "prompt_tokens": 512, "output_tokens": 64}})"),
+             Catch::Contains("/moe/imbalance"));
+  CHECK_THAT(error_of(R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": "qwen3-30b-a3b", "tp": 8, "expert_parallel": true,
+                          "moe": {"imbalance": 2, "capacity_factor": 1}, "requests": {"count": 2, "prompt_tokens": 512, "output_tokens": 64}})"),
+             Catch::Contains("capacity_factor"));
+}
+
 TEST_CASE("pipeline stages are refused where they are not modelled, with the field and why", "[serving][pp][input]") {
   std::string seventy = deployment();
   seventy.replace(seventy.find("llama-3-8b"), 10, "llama-3-70b");

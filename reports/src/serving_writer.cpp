@@ -55,9 +55,10 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
                          : d.dp_attention ? " (attention data-parallel, experts over the " + std::to_string(d.tp) + ")"
                          : d.expert_parallel ? " (experts over the " + std::to_string(d.tp) + ", expert parallel)"
                                              : "";
-  std::snprintf(line, sizeof line, "model       %s: %s weights, %s KV cache; %d replica%s x TP %d%s on %s (%s router)\n", d.model.id.c_str(),
+  const std::string hot = d.expert_imbalance != 1 ? "; hot experts: the busiest GPU " + format_number(d.expert_imbalance) + "x the mean tokens" : "";
+  std::snprintf(line, sizeof line, "model       %s: %s weights, %s KV cache; %d replica%s x TP %d%s on %s (%s router)%s\n", d.model.id.c_str(),
                 d.weights_name().c_str(), std::string(dtype_name(d.kv_cache)).c_str(), d.replicas, d.replicas == 1 ? "" : "s", d.tp, pp.c_str(),
-                g.gpu.id.c_str(), router_name(d.router));
+                g.gpu.id.c_str(), router_name(d.router), hot.c_str());
   out << line;
   if (!d.placement.empty()) {  // in a scenario: where the replicas run, a replica's pieces (one a node) joined by +
     out << "placed      ";
@@ -202,7 +203,7 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
 
 void write_serving_text(std::ostream& out, const ServingDeployment& d, const ServingResult& r) {
   write_serving_results(out, d, r);
-  out << "\nnot modelled yet: hot experts (a router's uneven load), cascade attention over shared prefixes (docs/serving.md)\n";
+  out << "\nnot modelled yet: redundant copies of hot experts (EPLB), cascade attention over shared prefixes (docs/serving.md)\n";
 }
 
 nlohmann::ordered_json serving_results_json(const ServingDeployment& d, const ServingResult& r) {
@@ -228,6 +229,7 @@ nlohmann::ordered_json serving_results_json(const ServingDeployment& d, const Se
       {"pp", d.pp},
       {"dp_attention", d.dp_attention},
       {"expert_parallel", d.experts_spread()},
+      {"expert_imbalance", d.expert_imbalance},
       {"replicas", d.replicas},
       {"router", router_name(d.router)},
       {"kv_cache", {{"tokens", c.tokens}, {"blocks", c.blocks}, {"bytes_per_token", c.kv_bytes_per_token}, {"usable_bytes", c.usable_bytes},

@@ -129,6 +129,10 @@ struct ServingDeployment {
   // all-reduce after the mixture layer combines them, as it would the TP slices (no all-to-all).
   bool expert_parallel = false;
   bool experts_spread() const { return dp_attention || expert_parallel; }
+  // Hot experts (`moe.imbalance`, as `train` reads it): with the experts spread, the busiest GPU's experts
+  // receive this many times the mean tokens a step (each expert at most every token), and the dispatch and
+  // combine all-to-alls carry this many times the mean bytes to it. 1: a router that loads them evenly.
+  double expert_imbalance = 1;
   int replicas = 1;
   // Prefill/decode disaggregation (DistServe, Splitwise, vLLM's and Dynamo's P/D): the first
   // `prefill_replicas` of the replicas only prefill; each request's KV cache then moves to one of the

@@ -319,6 +319,10 @@ void check_fit(ObjectReader& top, ServingDeployment& d) {
     top.problem("expert_parallel", "expert parallelism spreads a mixture of experts' experts over the replica's GPUs; \"" + d.model.id + "\" has none: expected a mixture-of-experts model, or no \"expert_parallel\"");
     return;
   }
+  if (top.field("moe") != nullptr && !d.experts_spread()) {
+    top.problem("moe", "hot experts load the GPUs unevenly only where each holds its own experts; split over TP every GPU holds a slice of every expert: expected \"expert_parallel\" or \"dp_attention\" beside \"moe\"");
+    return;
+  }
   if (!d.dp_attention && d.model.number("heads", 0) > 0 && std::fmod(d.model.number("heads", 0), d.tp) != 0) {
     top.problem("tp", "expected a divisor of the model's " + format_number(d.model.number("heads", 0)) + " attention heads, found " + std::to_string(d.tp));
     return;
@@ -399,6 +403,14 @@ void read_deployment(ObjectReader& top, ServingDeployment& d, bool cluster_ok, c
   d.pp = static_cast<int>(top.integer_or("pp", 1, 1, 64));
   d.dp_attention = top.boolean_or("dp_attention", false);
   d.expert_parallel = top.boolean_or("expert_parallel", false);  // implied by dp_attention
+  if (const Json* moe = top.field("moe")) {  // {"imbalance": 1.3}
+    ObjectReader r(*moe, top.pointer("moe"), top.problems());
+    if (r.ok()) {
+      d.expert_imbalance = r.number("imbalance", Need::required, 1.0, 1e3).value_or(1.0);
+      r.finish();
+      if (model_ok && d.model.number("experts", 0) <= 0) top.problem("moe", "expected \"moe\" only for a mixture of experts; \"" + d.model.id + "\" has none");
+    }
+  }
   if (d.dp_attention && d.pp > 1) top.problem("dp_attention", "data-parallel attention with pipeline stages is not modelled yet; expected pp 1 beside \"dp_attention\"");
   d.replicas = static_cast<int>(top.integer_or("replicas", 1, 1, 100'000));
   if (const Json* pd = top.field("disaggregation")) {  // {"prefill": 1, "decode": 3}
@@ -437,7 +449,8 @@ void read_deployment(ObjectReader& top, ServingDeployment& d, bool cluster_ok, c
   }
   if (d.experts_spread()) {
     d.assumptions.push_back("experts spread over " + std::to_string(d.tp) + " GPUs, 1/" + std::to_string(d.tp) + " of them whole on each: the batch's tokens " +
-                            "taken as reaching them evenly, each GPU at least one expert's GEMMs (no hot experts)");
+                            (d.expert_imbalance == 1 ? std::string("taken as reaching them evenly, each GPU at least one expert's GEMMs (no hot experts: \"moe\": {\"imbalance\": X} sets the busiest GPU's load)")
+                                                     : "reaching the busiest GPU's experts " + format_number(d.expert_imbalance) + " times as often as the mean (\"moe\".\"imbalance\"), each GPU at least one expert's GEMMs"));
   }
   d.policy = d.engine.scheduler == "prefill-first" ? BatchPolicy::prefill_first : d.engine.scheduler == "orca" ? BatchPolicy::orca : BatchPolicy::chunked_prefill;
   d.router = static_cast<Router>(top.choice("router", {"round-robin", "least-requests", "least-tokens", "prefix-aware"}, 0));

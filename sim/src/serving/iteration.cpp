@@ -172,6 +172,7 @@ struct IterationTimer::Impl {
   // over TP). The GPUs over which each mixture layer's routed experts are spread, each whole (0: every
   // expert split over TP).
   int ranks = 0, expert_ranks = 0;
+  double imbalance;  // the busiest expert GPU's tokens over the mean
   // The replica's GPUs, stage after stage (nodes filled in order), for the TP all-reduce and the stage sends.
   std::optional<Cluster> cluster;
   std::optional<Topology> topology;
@@ -181,7 +182,7 @@ struct IterationTimer::Impl {
 
   Impl(const ServingDeployment& d)
       : m(ModelShape::of(d.model, d.dp_attention ? 1 : d.tp)), model(d.cluster.groups.front().gpu), weights(d.weights), kv(d.kv_cache), stored(d.weight_storage_bytes),
-        host_s(d.engine.iteration_host_s), pp(d.pp), ranks(d.dp_attention ? d.tp : 0), expert_ranks(d.experts_spread() ? d.tp : 0) {
+        host_s(d.engine.iteration_host_s), pp(d.pp), ranks(d.dp_attention ? d.tp : 0), expert_ranks(d.experts_spread() ? d.tp : 0), imbalance(d.expert_imbalance) {
     if (d.tp > 1 || d.pp > 1) {
       ClusterSpec nodes = d.cluster;
       nodes.groups.resize(1);
@@ -323,9 +324,10 @@ struct IterationTimer::Impl {
   double expert_s(std::int64_t all_tokens) {
     double& cached = slot(expert_gemms, all_tokens);
     if (cached >= 0) return cached;
-    const double all = static_cast<double>(all_tokens), touched = experts_touched(m.experts, m.top_k, all), rows = all * m.top_k / touched;
-    // This GPU's share of the experts reached, at least one: the ranks wait for the busiest GPU.
-    const double here = std::max(1.0, touched / expert_ranks);
+    const double all = static_cast<double>(all_tokens), touched = experts_touched(m.experts, m.top_k, all);
+    // This GPU's share of the experts reached, at least one: the ranks wait for the busiest GPU, whose
+    // experts take `imbalance` times the mean tokens (an expert sees a token once at most).
+    const double here = std::max(1.0, touched / expert_ranks), rows = std::min(all, imbalance * all * m.top_k / touched);
     double layer = 0;
     add_grouped_experts(rows, m.ffn, here, rows * here, layer);
     cached = (m.layers - m.dense_layers) * layer;
@@ -334,12 +336,13 @@ struct IterationTimer::Impl {
 
   // Data-parallel attention: each mixture layer sends this rank's tokens, top_k copies each (bf16), to
   // the ranks holding their experts and takes their outputs back: two all-to-alls of T x top_k x hidden
-  // a rank, over the replica's GPUs (DeepEP's and vLLM's all-to-all kernels).
+  // a rank, over the replica's GPUs (DeepEP's and vLLM's all-to-all kernels); `imbalance` times that with
+  // hot experts (the busiest GPU receives that much more, and the exchange waits for it).
   double alltoall_s(std::int64_t t) {
     if (ranks <= 1 || m.experts == 0) return 0;
     double& cached = slot(alltoalls, t);
     if (cached >= 0) return cached;
-    const double bytes = static_cast<double>(t) * m.top_k * m.hidden * 2;
+    const double bytes = imbalance * static_cast<double>(t) * m.top_k * m.hidden * 2;
     cached = 2 * (m.layers - m.dense_layers) * analytical_time_s(*topology, plan_collective(*cluster, *topology, CollectiveOp::all_to_all, CollectiveAlgo::automatic, group, bytes));
     return cached;
   }
