@@ -8,9 +8,12 @@
 #include <tuple>
 
 #include "fleetsim/catalog.hpp"
+#include "fleetsim/cluster.hpp"
+#include "fleetsim/collective.hpp"
 #include "fleetsim/error.hpp"
 #include "fleetsim/kernel_model.hpp"
 #include "fleetsim/report.hpp"
+#include "fleetsim/topology.hpp"
 #include "fleetsim/training.hpp"
 #include "helpers.hpp"
 
@@ -566,6 +569,65 @@ TEST_CASE("expert parallelism: experts split over EP, an all-to-all's bytes per 
   const TrainingStep ep1 = simulate_training_step(mixtral(1));
   CHECK(ep1.ep_comm_s == 0);
   CHECK(count_training(mixtral(1)).stage_memory[0].weights > c.stage_memory[0].weights);
+}
+
+TEST_CASE("DeepEP's dispatch: a copy a node over the network to the same local rank, then over NVLink to the experts' GPUs", "[training][moe]") {
+  // Mixtral 8x7B, TP 2 x DP 8 on two HGX H100s, EP 8: the expert TP groups' two EP groups are GPUs e, e + 2,
+  // ..., e + 14 (e = 0, 1), four on each node, one expert each. A token (2,048 a GPU under sequence
+  // parallelism) picks 2 of the 8 experts: it reaches 2 (1 - C(4, 2) / C(8, 2)) = 11/7 nodes and always 2 GPUs.
+  const TrainingJob flat = mixtral(8), bf16 = mixtral(8, R"(, "moe": {"dispatcher": "deepep"})");
+  const TrainingJob fp8 = mixtral(8, R"(, "moe": {"dispatcher": "deepep", "dispatch_dtype": "fp8"})");
+  const TrainingJob one_node = mixtral(8, R"(, "moe": {"dispatcher": "deepep", "max_nodes": 1})");
+  const Cluster cluster(flat.cluster);
+  const Topology topology(cluster, flat.cluster.fabric);
+  const auto gpu = [](int i) { return make_id<GpuId>(static_cast<std::uint32_t>(i)); };
+  const double token_bytes = 2048.0 * 4096 * 2;
+  // Both groups' legs at once: the network leg as an all-to-all between the two GPUs of each local rank (a
+  // copy a node reached), the NVLink leg among each node's four (a copy a GPU reached); the slower sets it.
+  const auto legs = [&](double nodes_reached, double gpus_reached, double wire) {
+    std::vector<CollectivePlan> network, nvlink;
+    for (int e = 0; e < 2; ++e) {
+      for (int r = 0; r < 4; ++r) {
+        const std::vector<GpuId> rail{gpu(e + 2 * r), gpu(e + 2 * r + 8)};
+        network.push_back(plan_collective(cluster, topology, CollectiveOp::all_to_all, CollectiveAlgo::automatic, rail, token_bytes / 2 * wire * nodes_reached));
+      }
+      for (int node = 0; node < 2; ++node) {
+        const std::vector<GpuId> local{gpu(e + 8 * node), gpu(e + 8 * node + 2), gpu(e + 8 * node + 4), gpu(e + 8 * node + 6)};
+        nvlink.push_back(plan_collective(cluster, topology, CollectiveOp::all_to_all, CollectiveAlgo::automatic, local, token_bytes / 2 * wire * gpus_reached));
+      }
+    }
+    const auto a = simulated_times_s(topology, network), b = simulated_times_s(topology, nvlink);
+    return std::max(*std::max_element(a.begin(), a.end()), *std::max_element(b.begin(), b.end()));
+  };
+  const TrainingStep f = simulate_training_step(flat), d = simulate_training_step(bf16), q = simulate_training_step(fp8), m = simulate_training_step(one_node);
+  CHECK(d.ep_alltoall_s == Approx(legs(11.0 / 7, 2, 2)).epsilon(1e-12));
+  CHECK(d.ep_combine_s == d.ep_alltoall_s);
+  // fp8: a byte an element and a 4-byte scale a 128 on the wire; the combine stays 16-bit.
+  CHECK(q.ep_alltoall_s == Approx(legs(11.0 / 7, 2, 1 + 4.0 / 128)).epsilon(1e-12));
+  CHECK(q.ep_combine_s == d.ep_combine_s);
+  // Node-limited to one node: one network copy a token; its two experts among that node's four GPUs.
+  CHECK(m.ep_alltoall_s == Approx(legs(1, 4 * (1 - 3.0 / 6), 2)).epsilon(1e-12));
+  // A flat all-to-all: a copy an expert, dispatch and combine alike; forward and backward (recomputed) count both.
+  CHECK(f.ep_combine_s == f.ep_alltoall_s);
+  CHECK(d.ep_comm_s == Approx(32 * 3 * (d.ep_alltoall_s + d.ep_combine_s)).epsilon(1e-12));
+  CHECK(d.ep_alltoall_s < f.ep_alltoall_s);
+  CHECK(q.iteration_s < d.iteration_s);
+  std::ostringstream text;
+  write_training_text(text, fp8, q);
+  CHECK_THAT(text.str(), Catch::Contains("each layer's DeepEP dispatch") && Catch::Contains("(fp8) and combine"));
+  // Refused where it means nothing, with the field and why.
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 2}]}, "model": {"architecture": "mixtral-8x7b", "seq_len": 4096},
+      "parallel": {"tp": 2, "dp": 8, "ep": 8, "sequence_parallel": true}, "batch": {"global": 16}, "moe": {"max_nodes": 1}})"),
+             Catch::Contains("/moe/max_nodes: expected \"dispatcher\": \"deepep\""));
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 2}]}, "model": {"architecture": "mixtral-8x7b", "seq_len": 4096},
+      "parallel": {"tp": 2, "dp": 8, "ep": 8, "sequence_parallel": true}, "batch": {"global": 16}, "moe": {"dispatch_dtype": "fp8"}})"),
+             Catch::Contains("/moe/dispatch_dtype: expected \"dispatcher\": \"deepep\""));
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 2}]}, "model": {"architecture": "mixtral-8x7b", "seq_len": 4096},
+      "parallel": {"tp": 2, "dp": 8, "ep": 8, "sequence_parallel": true}, "batch": {"global": 16}, "moe": {"dispatcher": "nccl"}})"),
+             Catch::Contains("/moe/dispatcher"));
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-a100-8", "count": 2}]}, "model": {"architecture": "mixtral-8x7b", "seq_len": 4096},
+      "parallel": {"tp": 2, "dp": 8, "ep": 8, "sequence_parallel": true}, "batch": {"global": 16}, "moe": {"dispatcher": "deepep", "dispatch_dtype": "fp8"}})"),
+             Catch::Contains("/moe/dispatch_dtype: expected a dtype the GPU runs"));
 }
 
 TEST_CASE("an unbalanced router slows the busiest GPU, and a capacity factor caps it", "[training][moe]") {

@@ -115,7 +115,11 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
       balance = text;
     }
     out << "experts        " << m.experts / job.ep << " a GPU (" << expert_shape(job) << "), " << balance << "; ";
-    if (job.ep > 1) {
+    if (job.dispatcher == TrainingJob::Dispatcher::deepep && job.ep > 1) {
+      out << "each layer's DeepEP dispatch " << seconds(step.ep_alltoall_s) << (job.dispatch_dtype == Dtype::fp8 ? " (fp8)" : "") << " and combine "
+          << seconds(step.ep_combine_s) << (job.max_nodes > 0 ? ", a token's experts on at most " + std::to_string(job.max_nodes) + " nodes" : std::string()) << ", "
+          << seconds(step.ep_comm_s) << " a micro-batch forward and backward\n";
+    } else if (job.ep > 1) {
       out << "each layer's dispatch and combine all-to-alls " << seconds(step.ep_alltoall_s) << " each (" << bytes(c.ep_alltoall_bytes)
           << " a GPU), " << seconds(step.ep_comm_s) << " a micro-batch forward and backward\n";
     } else {
@@ -206,6 +210,7 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
                    {"cp_comm_s", step.cp_comm_s},
                    {"ep_alltoall_bytes", c.ep_alltoall_bytes},
                    {"ep_alltoall_s", step.ep_alltoall_s},
+                   {"ep_combine_s", step.ep_combine_s},
                    {"ep_comm_s", step.ep_comm_s},
                    {"expert_load", job.expert_load()},
                    {"pp_send_s", step.pp_send_s},

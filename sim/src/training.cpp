@@ -1,6 +1,7 @@
 #include "fleetsim/training.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <array>
 #include <filesystem>
 #include <memory>
@@ -213,6 +214,13 @@ void check_training_job(const TrainingJob& job) {
     need(m.ffn() % job.expert_tp() == 0, "/parallel/etp", "expected a divisor of the experts' " + std::to_string(m.ffn()) + " hidden size, found " + std::to_string(job.expert_tp()));
     need(job.tp == 1 || job.sequence_parallel, "/parallel/sequence_parallel", "expected sequence parallelism with experts and TP above 1, as Megatron-Core expects");
     need(job.zero_stage() < 3, "/parallel/zero", "expected ZeRO 0 to 2 with experts: FSDP of a mixture of experts is not modelled yet");
+    const bool deepep = job.dispatcher == TrainingJob::Dispatcher::deepep;
+    need(deepep || job.max_nodes == 0, "/moe/max_nodes",
+         "expected \"dispatcher\": \"deepep\" with max_nodes: a flat all-to-all sends a copy an expert, however few nodes hold them");
+    need(deepep || job.dispatch_dtype == Dtype::bf16, "/moe/dispatch_dtype", "expected \"dispatcher\": \"deepep\" with an fp8 dispatch (NCCL's all-to-all moves 16-bit tokens)");
+    if (job.dispatch_dtype == Dtype::fp8) {
+      if (const auto missing = fp8_missing(job.cluster)) need(false, "/moe/dispatch_dtype", *missing);
+    }
     need(!job.ep_overlap || job.ep > 1, "/parallel/ep_overlap", "expected ep_overlap only with expert parallelism (ep above 1): without it there is no all-to-all to hide");
     need(!job.ep_overlap || job.schedule == PipelineSchedule::one_f_one_b, "/parallel/ep_overlap", "expected ep_overlap with the 1f1b schedule, whose backwards it pairs with forwards, found gpipe");
     // As Megatron-Core requires: with pipeline stages, only the interleaved schedule leaves the paired passes
@@ -349,6 +357,11 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
     ObjectReader r(*moe, top.pointer("moe"), problems);
     job.moe_imbalance = r.number("imbalance", Need::optional, 1.0, 1e3).value_or(1.0);
     job.capacity_factor = r.number("capacity_factor", Need::optional, 0.0, 1e3).value_or(0.0);
+    job.dispatcher = r.choice("dispatcher", {"alltoall", "deepep"}, 0) == 0 ? TrainingJob::Dispatcher::alltoall : TrainingJob::Dispatcher::deepep;
+    job.max_nodes = static_cast<int>(r.integer_or("max_nodes", 0, 1, 100'000));
+    const std::string wire = r.string_or("dispatch_dtype", "bf16");
+    if (wire == "fp8") job.dispatch_dtype = Dtype::fp8;
+    else if (wire != "bf16") r.problem("dispatch_dtype", "expected bf16 or fp8, found \"" + wire + "\"");
     r.finish();
     if (job.model.experts == 0) top.problem("moe", "expected \"moe\" only for a mixture of experts (a model with experts)");
   }
@@ -757,6 +770,74 @@ struct JobNetwork {
 
 TrainingStep step_on(const TrainingJob& job, const JobNetwork& network);
 
+// Expected distinct bins a token's top-k experts reach, the experts spread evenly over `bins` bins of
+// `per_bin` each and chosen uniformly without repetition: bins x (1 - C(E - per_bin, k) / C(E, k)).
+double bins_reached(double bins, double per_bin, int top_k) {
+  const double experts = bins * per_bin;
+  double none = 1;  // C(E - per_bin, k) / C(E, k), factor by factor; 0 once fewer experts are left than picks
+  for (int i = 0; i < top_k && none > 0; ++i) none *= std::max(0.0, experts - per_bin - i) / (experts - i);
+  return bins * (1 - none);
+}
+
+// One dispatch (or combine) under DeepEP for every EP group of `groups` at once, at `wire` bytes an element
+// (docs/training.md#deepep-dispatch). A token goes once to each GPU holding one of its experts (a copy a
+// GPU, not an expert), and, where the group spans nodes, over the network once to each node it reaches,
+// to the GPU of its own local rank there, which forwards it over NVLink. Each leg as an all-to-all of
+// every group at once, at the busiest GPU's load; pipelined, the slower leg sets the time.
+double deepep_s(const TrainingJob& job, const Cluster& cluster, const Topology& topology, const std::vector<std::vector<GpuId>>& groups, double wire) {
+  const TransformerModel& m = job.model;
+  const double own = job.sequence_parallel ? job.local_tokens() / job.tp : job.local_tokens();
+  const double token_bytes = own * m.hidden * wire * job.expert_load();
+  // Each group's GPUs by node, in the group's order: the nodes it spans and its GPUs on each.
+  std::vector<CollectivePlan> network_leg, nvlink_leg;
+  for (const std::vector<GpuId>& group : groups) {
+    std::vector<std::vector<GpuId>> by_node;
+    std::vector<NodeId> nodes;
+    for (GpuId g : group) {
+      const auto at = std::find(nodes.begin(), nodes.end(), cluster.node_of(g));
+      if (at == nodes.end()) {
+        nodes.push_back(cluster.node_of(g));
+        by_node.push_back({g});
+      } else {
+        by_node[static_cast<std::size_t>(at - nodes.begin())].push_back(g);
+      }
+    }
+    const double spanned = static_cast<double>(nodes.size()), gpus = static_cast<double>(group.size());
+    // The nodes a token may use: max_nodes, or as many as hold its top-k experts where they hold fewer (a
+    // group-limited router needs that many groups).
+    const double per_gpu = m.experts / gpus, per_node = per_gpu * gpus / spanned;
+    const double reach = job.max_nodes > 0 ? std::min(spanned, std::max<double>(job.max_nodes, std::ceil(m.top_k / per_node))) : spanned;
+    // GPUs a token reaches, among those of the nodes it may use: the NVLink leg's copies.
+    const double gpus_reached = bins_reached(reach * gpus / spanned, per_gpu, m.top_k);
+    if (nodes.size() == 1) {
+      nvlink_leg.push_back(plan_collective(cluster, topology, CollectiveOp::all_to_all, CollectiveAlgo::automatic, group, token_bytes * gpus_reached));
+      continue;
+    }
+    // Nodes a token reaches: one network copy each (its own node's share stays on the node). As an
+    // all-to-all among the GPUs of one local rank, a copy a node reached; then each node's GPUs forward
+    // every copy to the GPUs of its experts there.
+    const double nodes_reached = bins_reached(reach, per_node, m.top_k);
+    std::size_t ranks = 0;
+    for (const auto& on_node : by_node) ranks = std::max(ranks, on_node.size());
+    for (std::size_t r = 0; r < ranks; ++r) {
+      std::vector<GpuId> rail;
+      for (const auto& on_node : by_node) {
+        if (r < on_node.size()) rail.push_back(on_node[r]);
+      }
+      if (rail.size() > 1) network_leg.push_back(plan_collective(cluster, topology, CollectiveOp::all_to_all, CollectiveAlgo::automatic, rail, token_bytes * nodes_reached));
+    }
+    for (const auto& on_node : by_node) {
+      if (on_node.size() > 1) nvlink_leg.push_back(plan_collective(cluster, topology, CollectiveOp::all_to_all, CollectiveAlgo::automatic, on_node, token_bytes * gpus_reached));
+    }
+  }
+  const auto slowest = [&](const std::vector<CollectivePlan>& plans) {
+    if (plans.empty()) return 0.0;
+    const auto times = simulated_times_s(topology, plans);
+    return *std::max_element(times.begin(), times.end());
+  };
+  return std::max(slowest(network_leg), slowest(nvlink_leg));
+}
+
 }  // namespace
 
 TrainingStep simulate_training_step(const TrainingJob& job) {
@@ -790,7 +871,7 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
     return analytical_time_s(topology, plan_collective(cluster, topology, CollectiveOp::all_reduce, CollectiveAlgo::automatic, group, bytes));
   };
   // tp_mlp_s: a mixture's MLP (a dense layer's MLP all-reduces as much as its attention).
-  double tp_attention_s = 0, tp_mlp_s = 0, alltoall_s = 0;
+  double tp_attention_s = 0, tp_mlp_s = 0, alltoall_s = 0, combine_s = 0;
   if (job.tp > 1) {
     std::vector<GpuId> group;
     for (int r = 0; r < job.tp; ++r) group.push_back(gpu_at(job, r, 0, 0));
@@ -805,14 +886,24 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
       tp_mlp_s += all_reduce_s(group, kActivationBytes * moe_shape(job).routed * m.hidden);
     }
     if (job.ep > 1) {
-      std::vector<CollectivePlan> groups;
+      std::vector<std::vector<GpuId>> groups;
       for (int e = 0; e < etp; ++e) {
         std::vector<GpuId> group;
         for (int j = 0; j < job.ep; ++j) group.push_back(stage_gpu(e + etp * j, 0));
-        groups.push_back(plan_collective(cluster, topology, CollectiveOp::all_to_all, CollectiveAlgo::automatic, group, c.ep_alltoall_bytes * job.expert_load()));
+        groups.push_back(std::move(group));
       }
-      const auto times = simulated_times_s(topology, groups);
-      alltoall_s = *std::max_element(times.begin(), times.end());
+      if (job.dispatcher == TrainingJob::Dispatcher::deepep) {
+        const double wire = job.dispatch_dtype == Dtype::fp8 ? 1 + 4.0 / 128 : kActivationBytes;
+        alltoall_s = deepep_s(job, cluster, topology, groups, wire);
+        combine_s = deepep_s(job, cluster, topology, groups, kActivationBytes);
+      } else {
+        std::vector<CollectivePlan> plans;
+        for (const auto& group : groups) {
+          plans.push_back(plan_collective(cluster, topology, CollectiveOp::all_to_all, CollectiveAlgo::automatic, group, c.ep_alltoall_bytes * job.expert_load()));
+        }
+        const auto times = simulated_times_s(topology, plans);
+        alltoall_s = combine_s = *std::max_element(times.begin(), times.end());
+      }
     }
   }
   double send_s = 0;
@@ -882,7 +973,7 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
   const double passes_backward = job.recompute == Recompute::full ? 2 : 1;
   const double tp_forward_s = tp_attention_s + tp_mlp_s, tp_backward_s = passes_backward * tp_forward_s;
   const double tp_dense_forward_s = tp_attention_s + tp_attention_s, tp_dense_backward_s = passes_backward * tp_dense_forward_s;
-  const double ep_forward_s = 2 * alltoall_s, ep_backward_s = passes_backward * ep_forward_s;
+  const double ep_forward_s = alltoall_s + combine_s, ep_backward_s = passes_backward * ep_forward_s;
   // CP: every GPU of a stage passes its keys and values to the next CP rank at once; a ring step costs what
   // its send takes beyond the block of attention it overlaps (the backward sends the key and value
   // gradients back as well).
@@ -992,6 +1083,7 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
     step.cp_comm_s = std::max(step.cp_comm_s, layers.total() * (cp_forward_s + cp_backward_s));
   }
   step.ep_alltoall_s = alltoall_s;
+  step.ep_combine_s = combine_s;
   step.pp_send_s = send_s;
 
   // Each stage's passes in schedule order, as (micro-batch, virtual stage, backward).

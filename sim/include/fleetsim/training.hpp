@@ -114,6 +114,20 @@ struct TrainingJob {
   // a capacity factor that caps it, dropping the excess (0: dropless, Megatron-Core's default).
   double moe_imbalance = 1, capacity_factor = 0;
   double expert_load() const { return capacity_factor > 0 ? std::min(moe_imbalance, capacity_factor) : moe_imbalance; }
+  // How tokens reach their experts' GPUs (Megatron-Core's token dispatcher): a flat all-to-all over the EP
+  // group, a copy an expert (NCCL's, the alltoall dispatcher), or DeepEP's kernels (the flex dispatcher):
+  // a copy a GPU, and where the group spans nodes a copy crosses the network once a node it reaches, to
+  // the GPU of the same local rank there, which forwards it over NVLink to its experts' GPUs; the two legs
+  // pipelined, so the slower one sets the time.
+  enum class Dispatcher { alltoall, deepep };
+  Dispatcher dispatcher = Dispatcher::alltoall;
+  // Node-limited routing (DeepSeek-V3's M; Megatron-Core's group-limited top-k with a group a node): a
+  // token's experts on at most this many of the EP group's nodes (0: any). With DeepEP it bounds the
+  // network copies; a flat all-to-all sends a copy an expert wherever they are.
+  int max_nodes = 0;
+  // The dispatch's elements on the wire (fp8 with DeepEP: a byte each and a 4-byte scale a 128, as
+  // DeepSeek-V3 dispatches); the combine stays 16-bit.
+  Dtype dispatch_dtype = Dtype::bf16;
   // Each steady-state backward of 1F1B runs together with the forward that follows it, layer by layer, each
   // one's dispatch and combine all-to-alls hidden behind the other's compute (Megatron-Core's combined 1F1B,
   // --overlap-moe-expert-parallel-comm; DeepSeek's DualPipe overlaps likewise): the pair takes its passes'
@@ -203,7 +217,8 @@ struct TrainingStep {
   double bubble = 0;         // idle fraction of the pipeline before the DP all-reduce, averaged over stages
   double forward_s = 0, backward_s = 0;  // one micro-batch on the slowest stage, TP communication included
   double tp_comm_s = 0;      // TP all-reduce time per micro-batch forward + backward, slowest stage
-  double ep_alltoall_s = 0;  // MoE: one dispatch (or combine) all-to-all, the busiest GPU's share
+  double ep_alltoall_s = 0;  // MoE: one dispatch all-to-all, the busiest GPU's share
+  double ep_combine_s = 0;   // MoE: one combine (the dispatch's copies back, 16-bit)
   double ep_comm_s = 0;      // MoE: the all-to-alls per micro-batch forward + backward, slowest stage
   double cp_send_s = 0;      // one CP ring step's send (every GPU passing its keys and values at once)
   double cp_comm_s = 0;      // what CP's ring sends add beyond the attention they overlap, per micro-batch forward + backward, slowest stage
