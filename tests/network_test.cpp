@@ -3,6 +3,7 @@
 // share links, and the bandwidth an oversubscribed fat-tree leaves between leaves.
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <set>
@@ -744,6 +745,10 @@ TEST_CASE("every collective runs on a multi-node gang", "[network][collective]")
   }
   CHECK_THROWS_AS(plan_collective(b.cluster, b.topology, CollectiveOp::all_gather, CollectiveAlgo::tree, gpus, 1e9),
                   std::invalid_argument);
+  // Bytes that are not a size would make flows that never finish: refused, not planned.
+  for (double bytes : {std::nan(""), std::numeric_limits<double>::infinity(), -1.0}) {
+    CHECK_THROWS_AS(plan_collective(b.cluster, b.topology, CollectiveOp::all_to_all, CollectiveAlgo::automatic, gpus, bytes), std::invalid_argument);
+  }
 }
 
 TEST_CASE("links with zero latency still route, by the fewest hops") {

@@ -3,6 +3,7 @@
 // event by event against the closed form of its bubble.
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <sstream>
 #include <tuple>
@@ -607,6 +608,16 @@ TEST_CASE("DeepEP's dispatch: a copy a node over the network to the same local r
   CHECK(q.ep_combine_s == d.ep_combine_s);
   // Node-limited to one node: one network copy a token; its two experts among that node's four GPUs.
   CHECK(m.ep_alltoall_s == Approx(legs(1, 4 * (1 - 3.0 / 6), 2)).epsilon(1e-12));
+  // A node that holds fewer experts than a token picks: the router needs more nodes than max_nodes (Mixtral's
+  // top 2 with one expert a node, EP 8 over eight nodes: two, as if max_nodes were 2).
+  const auto spread = [](int max_nodes) {
+    return simulate_training_step(parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 8}]}, "model": {"architecture": "mixtral-8x7b", "seq_len": 4096},
+        "parallel": {"tp": 8, "dp": 8, "ep": 8, "sequence_parallel": true}, "batch": {"global": 8}, "recompute": "full",
+        "moe": {"dispatcher": "deepep", "max_nodes": )" + std::to_string(max_nodes) + "}}", "spread.json"));
+  };
+  const TrainingStep one_of_one = spread(1);
+  CHECK(std::isfinite(one_of_one.ep_alltoall_s));
+  CHECK(one_of_one.ep_alltoall_s == spread(2).ep_alltoall_s);
   // A flat all-to-all: a copy an expert, dispatch and combine alike; forward and backward (recomputed) count both.
   CHECK(f.ep_combine_s == f.ep_alltoall_s);
   CHECK(d.ep_comm_s == Approx(32 * 3 * (d.ep_alltoall_s + d.ep_combine_s)).epsilon(1e-12));
