@@ -641,6 +641,47 @@ TEST_CASE("DeepEP's dispatch: a copy a node over the network to the same local r
              Catch::Contains("/moe/dispatch_dtype: expected a dtype the GPU runs"));
 }
 
+TEST_CASE("multi-token prediction: a layer, a projection from 2h and the head again on the last stage, counted by hand", "[training][mtp]") {
+  // A GPT-layout model of 4 layers on two stages (TP 1), with and without one module, at a given share of peak.
+  const auto job = [](int mtp, const std::string& rest) {
+    return parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+        "model": {"layers": 4, "hidden": 1024, "heads": 8, "vocab": 32000, "seq_len": 2048, "mtp_layers": )" + std::to_string(mtp) + R"(},
+        "parallel": {"pp": 2}, "batch": {"global": 4, "micro": 1})" + rest + "}",
+                              "mtp.json");
+  };
+  const TrainingJob plain = job(0, R"(, "compute_efficiency": 0.5)"), mtp = job(1, R"(, "compute_efficiency": 0.5)");
+  const double h = 1024, s = 2048, V = 32000, tokens = 4 * s;
+  // A module's FLOP a token: its layer (GEMMs 2(4h^2 + 8h^2), attention 4sh), the projection 2 x 2h x h, the logits 2hV.
+  const double module = 2 * (4 * h * h + 8 * h * h) + 4 * s * h + 4 * h * h + 2 * h * V;
+  const TrainingCounts a = count_training(plain), b = count_training(mtp);
+  CHECK(b.model_flop - a.model_flop == Approx(3 * tokens * module).epsilon(1e-12));
+  // The last stage holds the module's layer, projection and three norms, and a copy of the embedding.
+  CHECK(mtp.model.mtp_parameters() == Approx(plain.model.layer_parameters(false) + 2 * h * h + 3 * h).epsilon(1e-12));
+  CHECK(b.stage_parameters[1] - a.stage_parameters[1] == Approx(mtp.model.mtp_parameters() + V * h).epsilon(1e-12));
+  CHECK(b.stage_parameters[0] == a.stage_parameters[0]);
+  CHECK(b.stage_memory[1].activations > a.stage_memory[1].activations);
+  // The last stage's forward grows by the module's FLOP at half of peak; the first stage is unchanged.
+  const double peak = Catalog::builtin().gpu("h100-sxm")->peak_for(Dtype::bf16);
+  const TrainingStep x = simulate_training_step(plain), y = simulate_training_step(mtp);
+  CHECK(y.forward_s - x.forward_s == Approx(s * module / (0.5 * peak)).epsilon(1e-9));
+  // Under the kernel model the module's kernels run too, forward and backward.
+  const TrainingStep k0 = simulate_training_step(job(0, "")), k1 = simulate_training_step(job(1, ""));
+  CHECK(k1.forward_s > k0.forward_s);
+  CHECK(k1.backward_s > k0.backward_s);
+  std::ostringstream text;
+  write_training_text(text, mtp, y);
+  CHECK_THAT(text.str(), Catch::Contains("multi-token prediction: 1 module of") && Catch::Contains("2+1"));
+  // DeepSeek-V3's model card: 685 B in all, 671 B of main model and 14 B of MTP module, which holds its own copies
+  // of the embedding and the head; figures rounded to the billion, so the module is known to about 1 B.
+  const TrainingJob v3 = parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h800-8", "count": 1}]}, "model": {"architecture": "deepseek-v3", "seq_len": 4096, "mtp_layers": 1},
+      "parallel": {"dp": 8, "ep": 8}, "batch": {"global": 8}})",
+                                            "v3.json");
+  CHECK((v3.model.mtp_parameters() + 2.0 * 129280 * 7168) / 1e9 == Approx(14).margin(1));
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"layers": 4, "hidden": 1024, "heads": 8, "vocab": 32000, "seq_len": 2048, "mtp_layers": 17},
+      "parallel": {}, "batch": {"global": 4}})"),
+             Catch::Contains("/model/mtp_layers"));
+}
+
 TEST_CASE("an unbalanced router slows the busiest GPU, and a capacity factor caps it", "[training][moe]") {
   const TrainingStep balanced = simulate_training_step(mixtral(4));
   const TrainingStep skewed = simulate_training_step(mixtral(4, R"(, "moe": {"imbalance": 2})"));

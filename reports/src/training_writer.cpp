@@ -66,6 +66,10 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
           (m.shared_ffn > 0 ? ", a shared expert of " + std::to_string(m.shared_ffn) : std::string()) +
           (m.dense_layers > 0 ? ", the first " + std::to_string(m.dense_layers) + " layers dense (MLP of " + std::to_string(m.dense_ffn) + ")" : std::string());
   }
+  if (m.mtp_layers > 0) {
+    std::snprintf(line, sizeof line, ", multi-token prediction: %d module%s of %.3g B on the last stage", m.mtp_layers, m.mtp_layers == 1 ? "" : "s", m.mtp_parameters() / m.mtp_layers / 1e9);
+    mlp += line;
+  }
   const std::string from = m.architecture.empty() ? std::string() : m.architecture + ": ";
   std::string active;
   if (m.moe()) {
@@ -144,7 +148,9 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
   const std::vector<int> layers = job.stage_layers();
   for (std::size_t s = 0; s < c.stage_memory.size(); ++s) {
     const StageMemory& mem = c.stage_memory[s];
-    std::snprintf(line, sizeof line, "%5zu  %6d  %10s  %-10s %-10s %-10s %-12s %-11s %s\n", s, layers[s],
+    // The last stage's multi-token prediction layers after a +.
+    const std::string held = std::to_string(layers[s]) + (s + 1 == c.stage_memory.size() && job.model.mtp_layers > 0 ? "+" + std::to_string(job.model.mtp_layers) : "");
+    std::snprintf(line, sizeof line, "%5zu  %6s  %10s  %-10s %-10s %-10s %-12s %-11s %s\n", s, held.c_str(),
                   count(c.stage_parameters[s]).c_str(), bytes(mem.weights).c_str(), bytes(mem.gradients).c_str(),
                   bytes(mem.optimizer).c_str(), bytes(mem.activations).c_str(), bytes(mem.total()).c_str(), seconds(step.stage_end_s[s]).c_str());
     out << line;
@@ -177,6 +183,8 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
                    {"experts_per_token", m.top_k},
                    {"dense_layers", m.moe() ? m.dense_layers : 0},
                    {"latent_attention", m.latent.has_value()},
+                   {"mtp_layers", m.mtp_layers},
+                   {"dispatcher", job.dispatcher == TrainingJob::Dispatcher::deepep ? "deepep" : "alltoall"},
                    {"gpus", job.gpus()},
                    {"tp", job.tp},
                    {"pp", job.pp},

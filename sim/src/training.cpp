@@ -43,9 +43,10 @@ double attention_matrices(const TransformerModel& m) {
 }
 
 // FLOP per token: a layer's forward (GEMMs 2(4h^2 + 2hf), attention scores and values 4sh), what
-// recomputation adds to a layer's backward, and the logits' forward 2hV; a dense layer's and a mixture's.
+// recomputation adds to a layer's backward, the logits' forward 2hV, and a multi-token prediction module's
+// projection from 2h to h; a dense layer's and a mixture's.
 struct TokenFlop {
-  double dense_layer, moe_layer, dense_recompute, moe_recompute, logits;
+  double dense_layer, moe_layer, dense_recompute, moe_recompute, logits, mtp_projection;
   double layer(bool mixture) const { return mixture ? moe_layer : dense_layer; }
   double recompute(bool mixture) const { return mixture ? moe_recompute : dense_recompute; }
 };
@@ -56,7 +57,7 @@ TokenFlop token_flop(const TrainingJob& job) {
   const double scores = 2 * s * m.score_width();
   const auto layer = [&](bool mixture) { return 2 * (attention_matrices(m) + mlp_matrices(m, mixture, true)) + scores; };
   const auto recompute = [&](bool mixture) { return job.recompute == Recompute::full ? layer(mixture) : job.recompute == Recompute::selective ? scores : 0; };
-  return {layer(false), layer(true), recompute(false), recompute(true), 2 * h * m.vocab};
+  return {layer(false), layer(true), recompute(false), recompute(true), 2 * h * m.vocab, 2 * 2 * h * h};
 }
 
 // A model chunk's layers by kind: dense MLPs (every layer of a dense model) and mixtures of experts.
@@ -64,7 +65,8 @@ struct LayerMix {
   int dense = 0, mixture = 0;
   int total() const { return dense + mixture; }
 };
-// Each virtual stage's layers (virtual stage k: chunk k / pp of GPU stage k % pp), whole, in model order.
+// Each virtual stage's layers (virtual stage k: chunk k / pp of GPU stage k % pp), whole, in model order, and
+// the multi-token prediction modules' on the last.
 std::vector<LayerMix> chunk_layers(const TrainingJob& job) {
   const int chunks = job.pp * job.vp;
   const std::vector<int> counts = job.vp == 1 ? job.stage_layers() : std::vector<int>(static_cast<std::size_t>(chunks), job.model.layers / chunks);
@@ -73,6 +75,8 @@ std::vector<LayerMix> chunk_layers(const TrainingJob& job) {
   for (std::size_t k = 0; k < counts.size(); ++k) {
     for (int n = 0; n < counts[k]; ++n, ++layer) ++(job.model.moe_layer(layer) ? mixes[k].mixture : mixes[k].dense);
   }
+  // The multi-token prediction modules' layers run on the last stage, after its own.
+  (job.model.moe() ? mixes.back().mixture : mixes.back().dense) += job.model.mtp_layers;
   return mixes;
 }
 // A GPU stage's layers: its chunks'.
@@ -126,6 +130,11 @@ double TransformerModel::parameters() const {
   const double stack = mixtures * layer_parameters(true) + dense * layer_parameters(false);
   if (llama_layout) return stack + 2 * V * h + h;  // embedding, untied head, final norm
   return stack + V * h + static_cast<double>(seq_len) * h + 2 * h;
+}
+
+double TransformerModel::mtp_parameters() const {
+  const double h = hidden;
+  return mtp_layers * (layer_parameters(moe()) + 2 * h * h + 3 * h);
 }
 
 double TransformerModel::active_parameters() const {
@@ -300,6 +309,7 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
         if (r.field(key) != nullptr) r.problem(key, "comes from the architecture; expected no \"" + std::string(key) + "\" beside \"architecture\"");
       }
       m.seq_len = static_cast<int>(r.integer("seq_len", Need::required, 1, 1 << 24).value_or(1));
+      m.mtp_layers = static_cast<int>(r.integer_or("mtp_layers", 0, 0, 16));
     } else {
       m.layers = static_cast<int>(r.integer("layers", Need::required, 1, 100000).value_or(1));
       m.hidden = static_cast<int>(r.integer("hidden", Need::required, 1, 1 << 20).value_or(1));
@@ -310,6 +320,7 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
       m.gated = r.boolean_or("gated", false);
       m.vocab = static_cast<int>(r.integer("vocab", Need::required, 1, 1 << 24).value_or(1));
       m.seq_len = static_cast<int>(r.integer("seq_len", Need::required, 1, 1 << 24).value_or(1));
+      m.mtp_layers = static_cast<int>(r.integer_or("mtp_layers", 0, 0, 16));
       m.experts = static_cast<int>(r.integer_or("experts", 0, 0, 1 << 16));
       if (m.experts > 0) {
         m.top_k = static_cast<int>(r.integer("experts_per_token", Need::required, 1, 1 << 16).value_or(1));
@@ -399,8 +410,10 @@ TrainingCounts count_training(const TrainingJob& job) {
   const TokenFlop flop = token_flop(job);
   const double tokens = B * s;
   const double dense_layers = m.moe() ? m.dense_layers : L, mixtures = L - dense_layers;
-  c.model_flop = 3 * tokens * (mixtures * flop.layer(true) + dense_layers * flop.layer(false) + flop.logits);
-  c.hardware_flop = c.model_flop + tokens * mixtures * flop.recompute(true) + tokens * dense_layers * flop.recompute(false);
+  // Each multi-token prediction module: a layer, the projection from 2h and the logits again.
+  const double mtp = m.mtp_layers;
+  c.model_flop = 3 * tokens * (mixtures * flop.layer(true) + dense_layers * flop.layer(false) + flop.logits + mtp * (flop.layer(m.moe()) + flop.mtp_projection + flop.logits));
+  c.hardware_flop = c.model_flop + tokens * (mixtures + (m.moe() ? mtp : 0)) * flop.recompute(true) + tokens * (dense_layers + (m.moe() ? 0 : mtp)) * flop.recompute(false);
 
   // Activations of one layer for one micro-batch on one GPU (Korthikanti et al., table 2), per sbh: 10
   // that TP does not split (the two norms' inputs 4, the QKV and MLP inputs 2 each, two dropout masks);
@@ -453,6 +466,9 @@ TrainingCounts count_training(const TrainingJob& job) {
       if (stage == 0) params += (V * h + s * h) / t;
       if (stage == p - 1) params += (p > 1 ? V * h / t : 0) + 2 * h;
     }
+    // Multi-token prediction: each module's projection (split over TP) and norms; its layer is in `layers`. The
+    // output head is the last stage's; the embedding, on the first, is copied here (Megatron-Core's MTP).
+    if (stage == p - 1 && m.mtp_layers > 0) params += m.mtp_layers * (2 * h * h / t + 3 * h) + (p > 1 ? V * h / t : 0);
     c.stage_parameters.push_back(params);
     c.stage_expert_parameters.push_back(expert_params);
     // FP8: the layers' weights also held as fp8 and its transpose (the embedding and head stay bf16).
@@ -728,14 +744,25 @@ PassKernels chunk_kernels(const TrainingJob& job, const LayerMix& layers, bool f
   k.forward.insert(k.forward.end(), forward.begin(), forward.end());
   k.backward = std::move(backward);
   if (last) {
+    // The output head, and each multi-token prediction module's head again with its inputs: the embedding of
+    // the token further ahead and the hidden states, each normed, projected from 2h (its layer is in `layers`).
     const double vocab = m.vocab / t;
-    memory_op(k.forward, KernelClass::norm, "final.norm", rows, h);
-    gemm(k.forward, "logits", tokens, vocab, h);
-    memory_op(k.forward, KernelClass::softmax, "cross-entropy", tokens, vocab);
     std::vector<KernelCall> head;
-    memory_op(head, KernelClass::activation, "cross-entropy", tokens, vocab);
-    gemm_backward(head, "logits", tokens, vocab, h);
-    memory_op(head, KernelClass::add, "final.norm", rows, h);
+    for (int d = 0; d <= m.mtp_layers; ++d) {
+      memory_op(k.forward, KernelClass::norm, "final.norm", rows, h);
+      gemm(k.forward, "logits", tokens, vocab, h);
+      memory_op(k.forward, KernelClass::softmax, "cross-entropy", tokens, vocab);
+      memory_op(head, KernelClass::activation, "cross-entropy", tokens, vocab);
+      gemm_backward(head, "logits", tokens, vocab, h);
+      memory_op(head, KernelClass::add, "final.norm", rows, h);
+      if (d == 0) continue;
+      memory_op(k.forward, KernelClass::embedding, "mtp.embedding", tokens, h);
+      memory_op(k.forward, KernelClass::norm, "mtp.norms", rows, 2 * h);
+      gemm(k.forward, "mtp.projection", tokens, h / t, 2 * h);
+      gemm_backward(head, "mtp.projection", tokens, h / t, 2 * h);
+      memory_op(head, KernelClass::add, "mtp.norms", rows, 2 * h);
+      memory_op(head, KernelClass::activation, "mtp.embedding", tokens, h);
+    }
     k.backward.insert(k.backward.begin(), head.begin(), head.end());
   }
   return k;
@@ -1016,7 +1043,8 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
     const double mixtures = layers.mixture, dense = layers.dense;
     double fwd_compute = 0, bwd_compute = 0;
     if (job.compute_efficiency) {
-      const double rate = gpu.peak_for(job.dtype) * *job.compute_efficiency, extra = k == chunks - 1 ? logits : 0;
+      const double rate = gpu.peak_for(job.dtype) * *job.compute_efficiency;
+      const double extra = k == chunks - 1 ? (1 + m.mtp_layers) * logits + m.mtp_layers * tokens * flop.mtp_projection / t : 0;
       fwd_compute = (mixtures * layer_forward(true) + dense * layer_forward(false) + extra) / rate;
       bwd_compute = (mixtures * (2 * layer_forward(true) + recompute(true)) + dense * (2 * layer_forward(false) + recompute(false)) + 2 * extra) / rate;
     } else {

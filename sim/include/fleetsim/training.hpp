@@ -55,6 +55,11 @@ struct TransformerModel {
   // A mixture of experts whose first `dense_layers` layers have a dense MLP of dense_ffn instead (DeepSeek's
   // first_k_dense_replace).
   int dense_layers = 0, dense_ffn = 0;
+  // Multi-token prediction (DeepSeek-V3's D sequential modules, Megatron-Core's --mtp-num-layers): each module
+  // on the last pipeline stage norms the previous depth's hidden states and the embedding of the token
+  // further ahead, projects the two (2h to h), runs one transformer layer (a mixture of experts where the
+  // model's layers are) and the shared output head, with a loss of its own. 0: none.
+  int mtp_layers = 0;
   // Multi-head latent attention (DeepSeek-V2/V3, as Megatron-Core's MLA runs it): queries through a q_rank
   // latent, keys and values up-projected per head from one kv_rank latent (plus a shared rotary key), heads
   // of qk() for the scores and v for the values; the down-projections held whole on every TP rank. None:
@@ -79,6 +84,7 @@ struct TransformerModel {
   double layer_parameters(bool mixture) const;
   double layer_parameters() const { return layer_parameters(moe()); }
   double parameters() const;         // layers, embeddings (and an untied head), final norm
+  double mtp_parameters() const;     // the multi-token prediction modules' own: a layer, the projection, three norms each
   double active_parameters() const;  // what one token passes through: top_k of the experts
 };
 
