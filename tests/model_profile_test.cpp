@@ -345,6 +345,48 @@ TEST_CASE("a sequence-parallel sampler step runs each GPU's shard and the gang's
         Approx(kernels_flop(step_kernels(arch("flux-dit"), whole, Dtype::bf16)) / 4).epsilon(0.01));
 }
 
+TEST_CASE("ring attention passes keys and values round the gang, hidden behind the attention blocks", "[profiles][simulation]") {
+  // The same FLUX.1 step (768 tokens) on four unit GPUs, its attention as ring attention: each GPU's 192
+  // queries over one block of 192 keys a pass, four passes, the keys and values going round.
+  const auto sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-4", "count": 1}]},
+      "workflows": {"w": {"tasks": [{"name": "denoise", "gpus": 4,
+          "work": {"architecture": "flux-dit", "steps": 1, "width": 256, "height": 256, "parallel": {"sequence": 4, "attention": "ring"}}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
+  const TaskSpec& task = sc.workflows[0].tasks[0];
+  REQUIRE(task.collective);
+  CHECK(task.shape.ring_attention);
+  // Three passes a self-attention layer, 19 + 38 layers; each GPU sends its 192 tokens' keys and values
+  // (2 x 3,072 wide, bf16) to the next, in rings of the gang's four.
+  const double calls = 3 * 57, per_call = 2 * 192 * 3072 * 2.0;
+  CHECK(task.collective->op == CollectiveOp::send_recv);
+  CHECK(task.collective->calls == calls);
+  CHECK(task.collective->bytes == Approx(calls * per_call));
+  CHECK(task.collective->group_size == 4);
+  // The sends may run beside the attention: its share of the step's FLOP.
+  const auto kernels = step_kernels(arch("flux-dit"), task.shape, Dtype::bf16);
+  double attention_flop = 0, attention_launches = 0;
+  for (const KernelCall& c : kernels) {
+    if (c.cls != KernelClass::attention) continue;
+    attention_flop += kernels_flop({c});
+    attention_launches += c.count;
+  }
+  CHECK(task.collective->overlap == Approx(attention_flop / kernels_flop(kernels)).epsilon(1e-12));
+  CHECK(attention_launches == 4 * 57);  // a block a pass
+  // The same FLOP as Ulysses' shard: a quarter of the queries over every key, all heads.
+  StepShape ulysses = task.shape;
+  ulysses.ring_attention = false;
+  CHECK(kernels_flop(kernels) == Approx(kernels_flop(step_kernels(arch("flux-dit"), ulysses, Dtype::bf16))).epsilon(1e-12));
+  // Hand-worked: the sends start when the attention's share of the shard is left, each GPU's flow alone on
+  // its 100 GB/s link into the switch and on the next GPU's out of it, each call paying the two hops.
+  const RunResult run = simulate(sc);
+  const TaskRecord& r = run.trace.tasks[0];
+  const GpuType& unit = run.cluster.gpu_type(make_id<GpuId>(0));
+  const double shard = estimate_step(arch("flux-dit"), task.shape, KernelModel(unit), Dtype::bf16).time_s;
+  const double sends = calls * (per_call / 100e9 + 2e-6), start = (1 - task.collective->overlap) * shard;
+  CHECK(r.comm_start_s - r.compute_start_s == Approx(start));
+  CHECK(r.end_s - r.compute_start_s == Approx(std::max(shard, start + sends)).epsilon(0.01));
+}
+
 TEST_CASE("sequence parallelism is checked against its model and gang", "[profiles][input]") {
   auto with_task = [](const std::string& task) {
     return test::scenario_error(R"({"name": "x", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
@@ -371,6 +413,12 @@ TEST_CASE("sequence parallelism is checked against its model and gang", "[profil
              Catch::Contains("cannot be elastic"));
   CHECK_THAT(with_task(R"({"name": "t", "gpus": 4, "work": {"architecture": "flux-dit", "width": 64, "height": 64, "parallel": {"sequense": 4}}})"),
              Catch::Contains("parallel/sequense"));
+  // Ring attention needs no head split: five GPUs for FLUX's 24 heads.
+  CHECK(with_task(R"({"name": "t", "gpus": 5, "work": {"architecture": "flux-dit", "width": 64, "height": 64, "parallel": {"sequence": 5, "attention": "ring"}}})").empty());
+  CHECK_THAT(with_task(R"({"name": "t", "gpus": 4, "work": {"architecture": "flux-dit", "width": 64, "height": 64, "parallel": {"sequence": 4, "attention": "rings"}}})"),
+             Catch::Contains("parallel/attention") && Catch::Contains("ulysses"));
+  CHECK_THAT(with_task(R"({"name": "t", "gpus": 2, "work": {"architecture": "flux-dit", "width": 64, "height": 64, "batch": 2, "parallel": {"cfg": 2, "attention": "ring"}}})"),
+             Catch::Contains("parallel/attention") && Catch::Contains("only beside \"sequence\""));
 }
 
 TEST_CASE("a guidance-parallel sampler step runs each half of the batch on its own GPU and gathers the outputs", "[profiles][simulation]") {

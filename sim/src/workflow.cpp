@@ -1,9 +1,12 @@
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/depth_first_search.hpp>
 #include <boost/graph/topological_sort.hpp>
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
 
+#include "fleetsim/kernel_model.hpp"
 #include "fleetsim/suggest.hpp"
 #include "fleetsim/workflow.hpp"
 #include "loaders.hpp"
@@ -23,8 +26,9 @@ void set_model_step(TaskSpec& task, std::shared_ptr<const Architecture> architec
 namespace detail {
 namespace {
 
-// "parallel": {"sequence": k, "cfg": 2}: a step split over the task's gang of k x 2 GPUs, by sequence
-// (Ulysses: a diffusion transformer's tokens and heads) and by guidance (the batch's halves).
+// "parallel": {"sequence": k, "attention": "ring", "cfg": 2}: a step split over the task's gang of k x 2 GPUs,
+// by sequence (a diffusion transformer's tokens; in attention its heads, Ulysses, or its queries with the
+// keys passed round, ring) and by guidance (the batch's halves).
 void read_parallel(ObjectReader& w, TaskSpec& task, const Architecture& a) {
   const Json* value = w.field("parallel");
   if (value == nullptr) return;
@@ -32,11 +36,13 @@ void read_parallel(ObjectReader& w, TaskSpec& task, const Architecture& a) {
   if (!p.ok()) return;
   const std::int64_t k = p.integer_or("sequence", 1, 1, 1024), cfg = p.integer_or("cfg", 1, 1, 2);
   if (p.field("sequence") == nullptr && p.field("cfg") == nullptr) p.problem("sequence", "expected \"sequence\" (GPUs per step by tokens), \"cfg\" (2: the guidance batch's halves) or both");
+  const bool ring = p.choice("attention", {"ulysses", "ring"}, 0) == 1;
+  if (p.field("attention") != nullptr && p.field("sequence") == nullptr) p.problem("attention", "expected \"attention\" only beside \"sequence\" (how a sequence-parallel step's attention exchanges)");
   p.finish();
   const double heads = a.number("heads", 0), gang = static_cast<double>(k * cfg);
   if (k > 1 && a.family != "dit") {
     p.problem("sequence", "sequence parallelism splits a diffusion transformer's tokens (family dit); " + a.id + " is a " + a.family);
-  } else if (k > 1 && std::fmod(heads, static_cast<double>(k)) != 0) {
+  } else if (k > 1 && !ring && std::fmod(heads, static_cast<double>(k)) != 0) {
     p.problem("sequence", "expected a divisor of " + a.id + "'s " + std::to_string(static_cast<long long>(heads)) + " attention heads, found " + std::to_string(k));
   } else if (cfg > 1 && std::fmod(task.shape.batch, static_cast<double>(cfg)) != 0) {
     p.problem("cfg", "guidance parallelism puts the batch's halves on two GPUs: expected an even batch, found " + std::to_string(static_cast<long long>(task.shape.batch)));
@@ -47,6 +53,7 @@ void read_parallel(ObjectReader& w, TaskSpec& task, const Architecture& a) {
     p.problem(k > 1 ? "sequence" : "cfg", "a parallel step's collective is its own exchange: give the task no \"collective\"");
   } else {
     task.shape.sequence_parallel = static_cast<double>(k);
+    task.shape.ring_attention = ring && k > 1;
     task.shape.cfg_parallel = static_cast<double>(cfg);
   }
 }
@@ -86,7 +93,16 @@ void read_model_step(ObjectReader& w, TaskSpec& task, const Catalog& catalog) {
   read_parallel(w, task, a);
   if (!w.problems().empty()) return;  // the file is rejected: no kernels for a shape with holes
   set_model_step(task, found->second, s, task.steps);
-  if (s.sequence_parallel > 1) {  // the gang's all-to-alls, every step (with guidance parallel too, over the whole gang)
+  if (s.ring_attention) {
+    // Each group of `sequence` GPUs passes keys and values round its ring (each GPU to the next), hidden
+    // behind the attention blocks: the sends may run beside the attention's share of the step's FLOP.
+    const SequenceExchange x = ring_exchange(a, s, task.dtype);
+    const auto calls = step_kernels(a, s, task.dtype);
+    std::vector<KernelCall> attention;
+    std::copy_if(calls.begin(), calls.end(), std::back_inserter(attention), [](const KernelCall& c) { return c.cls == KernelClass::attention; });
+    task.collective = CollectiveSpec{.op = CollectiveOp::send_recv, .bytes = task.steps * x.bytes, .overlap = kernels_flop(attention) / kernels_flop(calls),
+                                     .calls = task.steps * x.calls, .group_size = static_cast<int>(s.sequence_parallel)};
+  } else if (s.sequence_parallel > 1) {  // the gang's all-to-alls, every step (with guidance parallel too, over the whole gang)
     const SequenceExchange x = sequence_exchange(a, s, task.dtype);
     task.collective = CollectiveSpec{.op = CollectiveOp::all_to_all, .bytes = task.steps * x.bytes, .calls = task.steps * x.calls};
   } else if (s.cfg_parallel > 1) {  // the halves' outputs gathered for the guidance, every step

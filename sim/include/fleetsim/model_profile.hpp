@@ -105,6 +105,9 @@ struct StepShape {
   // Sequence parallelism over a gang of this many GPUs (a diffusion transformer, as xDiT's Ulysses runs
   // it): each GPU's kernels, on its share of the tokens and, in attention, of the heads.
   double sequence_parallel = 1;
+  // Its attention as ring attention (xDiT's ring degree) instead of Ulysses: each GPU's share of the queries
+  // over every key, all heads, one block of keys a pass as the keys and values go round the gang.
+  bool ring_attention = false;
   // Classifier-free guidance parallelism: the guidance batch's halves on this many GPUs (1 or 2), as
   // xDiT's CFG parallel and ComfyUI's multi-GPU nodes run them; each GPU's kernels on its share.
   double cfg_parallel = 1;
@@ -123,6 +126,9 @@ struct SequenceExchange {
   double bytes = 0;  // each rank's buffers, summed over the calls
 };
 SequenceExchange sequence_exchange(const Architecture& architecture, const StepShape& shape, Dtype dtype);
+// What one ring-attention step passes (xDiT's ring attention): each self-attention layer sends its block of
+// keys and values to the next GPU k - 1 times, each send its share of the tokens times 2 x hidden.
+SequenceExchange ring_exchange(const Architecture& architecture, const StepShape& shape, Dtype dtype);
 // What a guidance-parallel step gathers: the denoiser's output for the whole batch, in `dtype` (one
 // all-gather over the gang per step).
 double guidance_exchange_bytes(const Architecture& architecture, const StepShape& shape, Dtype dtype);

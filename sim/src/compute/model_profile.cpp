@@ -314,6 +314,17 @@ void dit(const Architecture& a, const StepShape& s, Builder& b) {
   auto qk_norms = [&](const char* name, double tokens) {
     if (qk_norm) b.op("rms_norm", name, r * tokens * heads, hd, 2);  // queries and keys, per head
   };
+  // Attention of this GPU's queries over `keys` (every token's, or the text's): Ulysses gives it 1/sp of
+  // the heads over every query; ring attention its 1/sp of the queries, all heads, over one block of the
+  // keys a pass (sp passes where the keys go round the gang, each pass after the first merging its
+  // output into the others' in fp32: zhuzilin/ring-flash-attention's _update_out_and_lse, as xDiT runs
+  // it, a cast, a subtraction, a broadcast product and a subtraction, unfused; 38 bytes an element).
+  auto attention = [&](const char* name, double tokens, double keys, bool ring_keys) {
+    if (!s.ring_attention) return b.attention(name, r * heads, tokens, keys, hd);
+    const double passes = ring_keys ? sp : 1, rows = n * tokens / sp;
+    b.push({.cls = KernelClass::attention, .m = tokens / sp, .n = keys / passes, .k = hd, .batch = n * heads, .count = passes, .name = name});
+    if (passes > 1) b.push({.cls = KernelClass::memory, .m = rows * heads, .n = hd, .count = 4 * (passes - 1), .element_bytes = 38.0 / 4, .name = std::string(name) + ".merge"});
+  };
   b.op("sampler", "step", n, 0);  // the sampler's and guidance's arithmetic on the latent
   b.op("timestep_embedding", "time.embed", n, 0);
   if (rope) b.op("position_tables", "rope.tables", n, 0);
@@ -337,7 +348,7 @@ void dit(const Architecture& a, const StepShape& s, Builder& b) {
     }
     b.op("qkv_join", "double.join", r * all, h, 3);  // text and image queries, keys and values concatenated
     if (rope) b.op("rope", "double.rope", r * all, h, 2);
-    b.attention("double.attn", r * heads, all, all, hd);
+    attention("double.attn", all, all, true);
     b.op("attention_out", "double.attn.out", r * all, h);
     for (double tokens : {img, txt}) {
       b.gemm("double.out", r * tokens, h, h);
@@ -365,7 +376,7 @@ void dit(const Architecture& a, const StepShape& s, Builder& b) {
       b.gemm("single.v", m, h, h);
       qk_norms("single.qk_norm", tokens);
       if (rope) b.op("rope", "single.rope", m, h, 2);
-      b.attention("single.attn", r * heads, tokens, tokens, hd);
+      attention("single.attn", tokens, tokens, true);
       b.op("attention_out", "single.attn.out", m, h);
       b.gemm("single.out", m, h, h);
       b.op("gate_residual", "single.residual1", m, h);
@@ -374,7 +385,7 @@ void dit(const Architecture& a, const StepShape& s, Builder& b) {
       b.gemm("single.cross.k", n * txt, h, h);
       b.gemm("single.cross.v", n * txt, h, h);
       if (qk_norm) b.op("rms_norm", "single.cross.qk_norm", (r * tokens + n * txt) * heads, hd);
-      b.attention("single.cross", r * heads, tokens, txt, hd);
+      attention("single.cross", tokens, txt, false);
       b.op("attention_out", "single.cross.out", m, h);
       b.gemm("single.cross.out", m, h, h);
       b.op("residual_add", "single.residual2", m, h);
@@ -395,7 +406,7 @@ void dit(const Architecture& a, const StepShape& s, Builder& b) {
       }
       qk_norms("single.qk_norm", tokens);
       if (rope) b.op("rope", "single.rope", m, h, 2);
-      b.attention("single.attn", r * heads, tokens, tokens, hd);
+      attention("single.attn", tokens, tokens, true);
       b.op("gelu", "single.mlp.act", m, mlp);
       b.op("concat", "single.concat", m, h + mlp);
       b.gemm("single.out", m, h, h + mlp);
@@ -520,6 +531,19 @@ SequenceExchange sequence_exchange(const Architecture& a, const StepShape& s, Dt
   const double layers = a.number("double_blocks", 0) + a.number("single_blocks", 0);
   const double calls = 4 * layers;  // queries, keys, values and the output, per layer
   return {calls, calls * s.batch / std::max(1.0, s.cfg_parallel) * joint / sp * a.number("hidden", 0) * dtype_bytes(dtype)};
+}
+
+SequenceExchange ring_exchange(const Architecture& a, const StepShape& s, Dtype dtype) {
+  const double sp = std::max(1.0, s.sequence_parallel);
+  if (a.family != "dit" || sp <= 1) return {};
+  const double f = a.number("vae_factor", 8), p = a.number("patch", 2), tf = a.number("temporal_factor", 1), tp = a.number("temporal_patch", 1);
+  const double latent_frames = s.frames > 1 ? std::floor((s.frames - 1) / tf) + 1 : 1;
+  const double img = std::ceil(latent_frames / tp) * std::ceil(s.height / f / p) * std::ceil(s.width / f / p);
+  const double txt = s.context > 0 ? s.context : a.number("text_tokens", 0);
+  const double joint = a.number("cross_attention", 0) != 0 ? img : img + txt;  // the tokens of each self-attention
+  const double layers = a.number("double_blocks", 0) + a.number("single_blocks", 0);
+  const double calls = layers * (sp - 1);  // every self-attention passes its block on sp - 1 times
+  return {calls, calls * 2 * s.batch / std::max(1.0, s.cfg_parallel) * joint / sp * a.number("hidden", 0) * dtype_bytes(dtype)};
 }
 
 double guidance_exchange_bytes(const Architecture& a, const StepShape& s, Dtype dtype) {
