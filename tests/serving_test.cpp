@@ -449,6 +449,46 @@ TEST_CASE("a serving plan searches prefill/decode splits and engine knobs, each 
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("a serving plan weighs data-parallel attention against attention over TP, each point the deployment it makes", "[serving][plan][dp-attention]") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fleetsim-serving-plan-dp-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "ds.json") << R"({"name": "ds", "cluster": {"nodes": [{"type": "hgx-h200-8", "count": 1}]}, "model": "deepseek-v3", "weights": "fp8",
+      "engine": "sglang", "tp": 8, "requests": {"rate": "16 /s", "count": 300, "prompt_tokens": {"uniform": [256, 2048]}, "output_tokens": {"uniform": [64, 256]}},
+      "slos": [{"metric": "ttft", "percentile": 95, "target": "1 s"}, {"metric": "tpot", "percentile": 95, "target": "100 ms"}]})";
+  const std::string file = (dir / "plan.json").string();
+  const ServingPlan plan = parse_serving_plan(R"({"serving": "ds.json", "search": {"node_types": ["hgx-h200-8"], "dp_attention": [false, true],
+      "disaggregation": [0, 0.5], "replicas": {"min": 1, "max": 2}}, "rates": ["12 /s"], "seeds": 1})", file);
+  REQUIRE(plan.dp_attentions == std::vector<bool>{false, true});
+  const ServingPlanResult r = plan_serving(plan, 2);
+  // Attention over TP with and without a split; data-parallel attention without (a split is not modelled with it).
+  REQUIRE(r.lines.size() == 3);
+  CHECK(std::count_if(r.lines.begin(), r.lines.end(), [](const ServingPoint& p) { return p.dp_attention; }) == 1);
+  for (const ServingPoint& p : r.points) CHECK_FALSE((p.dp_attention && p.prefill_share > 0));
+  int checked = 0;
+  for (const ServingPoint& p : r.lines) {
+    if (p.verdict != ServingPoint::Verdict::met || p.prefill_share > 0) continue;
+    const ServingDeployment d = parse_serving(read_text_file((dir / "ds.json").string()), "ds.json",
+        std::vector<ScenarioEdit>{{"/replicas", std::to_string(p.replicas)}, {"/requests/rate", "\"12 /s\""}, {"/dp_attention", p.dp_attention ? "true" : "false"}});
+    CHECK(d.dp_attention == p.dp_attention);
+    CHECK(simulate_serving(d).verdicts[0].achieved_s == Approx(p.slos[0].mean_s));
+    ++checked;
+  }
+  CHECK(checked == 2);
+  std::ostringstream text;
+  write_serving_plan_text(text, plan, r);
+  CHECK_THAT(text.str(), Catch::Contains("DP attention; together"));
+  CHECK_THAT(serving_plan_json(plan, r), Catch::Contains(R"("dp_attention": true)"));
+  // A base with data-parallel attention plans as it is; a dense model cannot have it, said with the field.
+  std::ofstream(dir / "dp.json") << read_text_file((dir / "ds.json").string()).replace(0, 1, R"({"dp_attention": true, )");
+  CHECK(parse_serving_plan(R"({"serving": "dp.json", "search": {"node_types": ["hgx-h200-8"]}})", file).dp_attentions == std::vector<bool>{true});
+  std::ofstream(dir / "dense.json") << deployment(R"(, "slos": [{"metric": "ttft", "target": "1 s"}])", R"("rate": "10 /s", "count": 10, "prompt_tokens": 100, "output_tokens": 10)");
+  CHECK_THROWS_WITH(parse_serving_plan(R"({"serving": "dense.json", "search": {"node_types": ["hgx-h100-8"], "dp_attention": [false, true]}})", file),
+                    Catch::Contains("plan.json: /search/dp_attention/1: /dp_attention: data-parallel attention spreads"));
+  CHECK_THROWS_WITH(parse_serving_plan(R"({"serving": "dense.json", "search": {"node_types": ["hgx-h100-8"], "dp_attention": ["yes"]}})", file),
+                    Catch::Contains("plan.json: /search/dp_attention: expected a non-empty array of true"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("a mixture of experts holds every expert's weights but reads only the experts its tokens reach", "[serving]") {
   CHECK(experts_touched(8, 2, 1) == 2);
   CHECK(experts_touched(8, 2, 2) == Approx(8 * (1 - 0.75 * 0.75)));
@@ -852,11 +892,8 @@ TEST_CASE("pipeline stages are refused where they are not modelled, with the fie
   }
   std::ofstream(dir / "d.json") << R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h200-8", "count": 1}]}, "model": "deepseek-v3", "weights": "fp8", "tp": 8,
       "dp_attention": true, "requests": {"rate": "1 /s", "count": 10, "prompt_tokens": 512, "output_tokens": 64}, "slos": [{"metric": "ttft", "target": "1 s"}]})";
-  try {
-    parse_serving_plan(R"({"serving": "d.json", "search": {"node_types": ["hgx-h200-8"]}, "rates": ["1 /s"]})", (dir / "plan.json").string());
-    FAIL("a plan over a data-parallel attention base was accepted");
-  } catch (const InputError& e) {
-    CHECK_THAT(e.what(), Catch::Contains("/serving") && Catch::Contains("has data-parallel attention"));
-  }
+  // A data-parallel attention base plans as it is (search.dp_attention weighs it against TP).
+  CHECK(parse_serving_plan(R"({"serving": "d.json", "search": {"node_types": ["hgx-h200-8"]}, "rates": ["1 /s"]})", (dir / "plan.json").string()).dp_attentions ==
+        std::vector<bool>{true});
   std::filesystem::remove_all(dir);
 }

@@ -288,11 +288,12 @@ std::string point_slos(const ServingPoint& p) {
   return text;
 }
 
-// What a point sets beyond node type, engine, TP and replicas: its prefill/decode split and knobs.
+// What a point sets beyond node type, engine, TP and replicas: its attention, prefill/decode split and knobs.
 std::string point_setup(const ServingPoint& p) {
   std::string split = p.prefill_replicas > 0 ? std::to_string(p.prefill_replicas) + "P+" + std::to_string(p.replicas - p.prefill_replicas) + "D"
                       : p.prefill_share > 0  ? format_number(100 * p.prefill_share) + "% P"
                                              : "together";
+  if (p.dp_attention) split = "DP attention; " + split;
   return p.knobs.empty() ? split : split + "; " + p.knobs;
 }
 
@@ -304,7 +305,8 @@ void write_serving_plan_text(std::ostream& out, const ServingPlan& plan, const S
   if (plan.cost.given) out << cost_basis_text(plan.cost) << "\n";
   char line[1024];
   // A column for the split and knobs where the plan searches them.
-  const bool setups = plan.prefill_shares.size() > 1 || plan.prefill_shares.front() > 0 || plan.knob_settings.size() > 1;
+  const bool setups = plan.prefill_shares.size() > 1 || plan.prefill_shares.front() > 0 || plan.knob_settings.size() > 1 || plan.dp_attentions.size() > 1 ||
+                      plan.dp_attentions.front();
   int setup_width = 5;
   for (const ServingPoint& p : r.lines) setup_width = std::max(setup_width, static_cast<int>(point_setup(p).size()));
   for (std::size_t k = 0; k < plan.rates_per_s.size(); ++k) {
@@ -340,7 +342,7 @@ std::string serving_plan_json(const ServingPlan& plan, const ServingPlanResult& 
     for (const auto& s : p.slos) {
       slos.push_back({{"metric", s.slo.metric}, {"percentile", s.slo.percentile}, {"target_s", s.slo.target_s}, {"mean_s", s.mean_s}, {"ci95_s", s.ci95_s}});
     }
-    nlohmann::ordered_json j{{"rate_per_s", p.rate_per_s}, {"node_type", p.node_type}, {"engine", p.engine}, {"tp", p.tp}, {"replicas", p.replicas},
+    nlohmann::ordered_json j{{"rate_per_s", p.rate_per_s}, {"node_type", p.node_type}, {"engine", p.engine}, {"tp", p.tp}, {"dp_attention", p.dp_attention}, {"replicas", p.replicas},
                              {"gpus", p.gpus}, {"nodes", p.nodes}, {"prefill_replicas", p.prefill_replicas}, {"knobs", p.knobs},
                              {"usd_per_month", p.usd_per_month}, {"verdict", verdict_name(p.verdict)},
                              {"why", p.why}, {"slos", slos}};

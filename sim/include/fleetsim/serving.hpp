@@ -346,6 +346,8 @@ struct ServingPlan {
   std::string file, base_file, base_text;
   std::vector<std::string> node_types, engines;
   std::vector<int> tps;
+  // Attention split over TP (false) or data-parallel with the experts spread (true), for a mixture of experts.
+  std::vector<bool> dp_attentions{false};
   // Prefill/decode splits: the share of a point's replicas that only prefill (0: every replica does both).
   std::vector<double> prefill_shares{0.0};
   // Engine knob settings to try: each the deployment's "knobs" object with some knobs set (JSON text),
@@ -367,6 +369,7 @@ struct ServingPoint {
   double rate_per_s = 0;
   std::string node_type, engine;
   int tp = 1, replicas = 0, gpus = 0, nodes = 0;
+  bool dp_attention = false;  // the replicas' attention data-parallel over their tp GPUs
   double prefill_share = 0;  // of the plan's prefill_shares
   int prefill_replicas = 0;  // of the replicas (0: not disaggregated)
   std::string knobs;         // the knob setting's label ("" for the deployment's own)

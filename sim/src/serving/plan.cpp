@@ -24,6 +24,7 @@ struct Line {
   double rate_per_s;
   std::string node_type, engine;
   int tp;
+  bool dp_attention;
   double prefill_share;
   std::size_t knobs;  // into the plan's knob_settings
 };
@@ -34,6 +35,7 @@ ServingPoint point_of(const ServingPlan& plan, const Line& line) {
   p.node_type = line.node_type;
   p.engine = line.engine;
   p.tp = line.tp;
+  p.dp_attention = line.dp_attention;
   p.prefill_share = line.prefill_share;
   p.knobs = plan.knob_settings[line.knobs].label;
   return p;
@@ -55,6 +57,7 @@ ServingPoint evaluate(const ServingPlan& plan, const Line& line, int replicas) {
   price(0);
   std::vector<ScenarioEdit> edits{{"/cluster", R"({"nodes": [{"type": ")" + line.node_type + R"(", "count": )" + std::to_string(p.nodes) + "}]}"},
                                   {"/tp", std::to_string(line.tp)},
+                                  {"/dp_attention", line.dp_attention ? "true" : "false"},
                                   {"/replicas", std::to_string(replicas)},
                                   {"/engine", "\"" + line.engine + "\""},
                                   {"/requests/rate", "\"" + detail::shortest_text(line.rate_per_s) + " /s\""}};
@@ -172,8 +175,8 @@ ServingPlan parse_serving_plan(std::string_view json_text, const std::string& fi
         top.problem("serving", plan.base_file + " fixes its replicas with \"disaggregation\"; a plan varies them: give the split as search.disaggregation (prefill shares)");
       }
       if (d.pp > 1) top.problem("serving", plan.base_file + " has pipeline stages (pp " + std::to_string(d.pp) + "); a plan searches TP sizes of one-node replicas for now: expected pp 1");
-      if (d.dp_attention) top.problem("serving", plan.base_file + " has data-parallel attention; a plan searches TP sizes of TP replicas for now: expected no \"dp_attention\"");
       plan.engines = {d.engine.id};
+      plan.dp_attentions = {d.dp_attention};
       plan.tps = {d.tp};
       plan.rates_per_s = {d.rate_per_s};
       if (!(d.rate_per_s > 0)) top.problem("serving", plan.base_file + " sends every request at once; a plan needs a \"rate\"");
@@ -211,6 +214,23 @@ ServingPlan parse_serving_plan(std::string_view json_text, const std::string& fi
       } else {
         plan.tps.clear();
         for (const Json& x : *tp) plan.tps.push_back(x.get<int>());
+      }
+    }
+    if (const Json* dp = s.field("dp_attention")) {  // [false, true]: TP attention, data-parallel attention
+      if (!dp->is_array() || dp->empty() || !std::all_of(dp->begin(), dp->end(), [](const Json& x) { return x.is_boolean(); })) {
+        s.problem("dp_attention", "expected a non-empty array of true (data-parallel attention) and false (attention over TP), found " + detail::describe(*dp));
+      } else {
+        plan.dp_attentions.clear();
+        for (std::size_t i = 0; i < dp->size(); ++i) {
+          const bool on = (*dp)[i].get<bool>();
+          plan.dp_attentions.push_back(on);
+          if (!on || plan.base_text.empty()) continue;
+          try {  // as the deployment reads it: a mixture of experts, no pipeline stages
+            parse_serving(plan.base_text, plan.base_file, std::vector<ScenarioEdit>{{"/dp_attention", "true"}});
+          } catch (const InputError& e) {
+            problems.add(detail::child_pointer("/search/dp_attention", i), e.problems().empty() ? e.what() : e.problems().front().pointer + ": " + e.problems().front().message);
+          }
+        }
       }
     }
     if (const Json* shares = s.field("disaggregation")) {  // prefill shares of the replicas, 0 for none
@@ -258,9 +278,12 @@ ServingPlanResult plan_serving(const ServingPlan& plan, unsigned threads) {
   for (double rate : plan.rates_per_s) {
     for (const std::string& node : plan.node_types) {
       for (int tp : plan.tps) {
-        for (const std::string& engine : plan.engines) {
-          for (double share : plan.prefill_shares) {
-            for (std::size_t k = 0; k < plan.knob_settings.size(); ++k) lines.push_back({rate, node, engine, tp, share, k});
+        for (const bool dp : plan.dp_attentions) {
+          for (const std::string& engine : plan.engines) {
+            for (double share : plan.prefill_shares) {
+              if (dp && share > 0) continue;  // data-parallel attention with a prefill/decode split is not modelled
+              for (std::size_t k = 0; k < plan.knob_settings.size(); ++k) lines.push_back({rate, node, engine, tp, dp, share, k});
+            }
           }
         }
       }
