@@ -859,6 +859,9 @@ TEST_CASE("hot experts: the busiest GPU's experts take imbalance times the mean 
                             "requests": {"count": 2, "prompt_tokens": 512, "output_tokens": 64}})";
   CHECK_THAT(error_of(tp_only), Catch::Contains("/moe") && Catch::Contains("expected \"expert_parallel\" or \"dp_attention\""));
   CHECK_THAT(error_of(R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": "qwen3-30b-a3b", "tp": 8, "expert_parallel": true,
+                          "moe": {"imbalance": 9}, "requests": {"count": 2, "prompt_tokens": 512, "output_tokens": 64}})"),
+             Catch::Contains("/moe") && Catch::Contains("at most the 8 GPUs"));
+  CHECK_THAT(error_of(R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": "qwen3-30b-a3b", "tp": 8, "expert_parallel": true,
                           "moe": {"imbalance": 0.5}, "requests": {"count": 2, "prompt_tokens": 512, "output_tokens": 64}})"),
              Catch::Contains("/moe/imbalance"));
   CHECK_THAT(error_of(R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": "qwen3-30b-a3b", "tp": 8, "expert_parallel": true,

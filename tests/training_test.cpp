@@ -655,9 +655,10 @@ TEST_CASE("multi-token prediction: a layer, a projection from 2h and the head ag
   const double module = 2 * (4 * h * h + 8 * h * h) + 4 * s * h + 4 * h * h + 2 * h * V;
   const TrainingCounts a = count_training(plain), b = count_training(mtp);
   CHECK(b.model_flop - a.model_flop == Approx(3 * tokens * module).epsilon(1e-12));
-  // The last stage holds the module's layer, projection and three norms, and a copy of the embedding.
+  // The last stage holds the module's layer, projection and three norms; its tied embedding is the head it
+  // already holds.
   CHECK(mtp.model.mtp_parameters() == Approx(plain.model.layer_parameters(false) + 2 * h * h + 3 * h).epsilon(1e-12));
-  CHECK(b.stage_parameters[1] - a.stage_parameters[1] == Approx(mtp.model.mtp_parameters() + V * h).epsilon(1e-12));
+  CHECK(b.stage_parameters[1] - a.stage_parameters[1] == Approx(mtp.model.mtp_parameters()).epsilon(1e-12));
   CHECK(b.stage_parameters[0] == a.stage_parameters[0]);
   CHECK(b.stage_memory[1].activations > a.stage_memory[1].activations);
   // The last stage's forward grows by the module's FLOP at half of peak; the first stage is unchanged.
@@ -677,6 +678,15 @@ TEST_CASE("multi-token prediction: a layer, a projection from 2h and the head ag
       "parallel": {"dp": 8, "ep": 8}, "batch": {"global": 8}})",
                                             "v3.json");
   CHECK((v3.model.mtp_parameters() + 2.0 * 129280 * 7168) / 1e9 == Approx(14).margin(1));
+  // An untied model's last stage holds a copy of the embedding for the module, beside its own head.
+  const auto untied = [](int mtp) {
+    return count_training(parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "llama-3-8b", "seq_len": 4096, "mtp_layers": )" +
+                                                 std::to_string(mtp) + R"(}, "parallel": {"pp": 2}, "batch": {"global": 4}})",
+                                             "untied.json"));
+  };
+  const TrainingJob llama = parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "llama-3-8b", "seq_len": 4096, "mtp_layers": 1},
+      "parallel": {"pp": 2}, "batch": {"global": 4}})", "untied.json");
+  CHECK(untied(1).stage_parameters[1] - untied(0).stage_parameters[1] == Approx(llama.model.mtp_parameters() + 128256.0 * 4096).epsilon(1e-12));
   CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"layers": 4, "hidden": 1024, "heads": 8, "vocab": 32000, "seq_len": 2048, "mtp_layers": 17},
       "parallel": {}, "batch": {"global": 4}})"),
              Catch::Contains("/model/mtp_layers"));

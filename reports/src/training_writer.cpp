@@ -185,6 +185,8 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
                    {"latent_attention", m.latent.has_value()},
                    {"mtp_layers", m.mtp_layers},
                    {"dispatcher", job.dispatcher == TrainingJob::Dispatcher::deepep ? "deepep" : "alltoall"},
+                   {"max_nodes", job.max_nodes},
+                   {"dispatch_dtype", dtype_name(job.dispatch_dtype)},
                    {"gpus", job.gpus()},
                    {"tp", job.tp},
                    {"pp", job.pp},

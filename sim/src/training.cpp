@@ -467,8 +467,9 @@ TrainingCounts count_training(const TrainingJob& job) {
       if (stage == p - 1) params += (p > 1 ? V * h / t : 0) + 2 * h;
     }
     // Multi-token prediction: each module's projection (split over TP) and norms; its layer is in `layers`. The
-    // output head is the last stage's; the embedding, on the first, is copied here (Megatron-Core's MTP).
-    if (stage == p - 1 && m.mtp_layers > 0) params += m.mtp_layers * (2 * h * h / t + 3 * h) + (p > 1 ? V * h / t : 0);
+    // output head is the last stage's; an untied model's embedding, on the first, is copied here (Megatron-
+    // Core's MTP; a tied one's last stage holds it already, as its head).
+    if (stage == p - 1 && m.mtp_layers > 0) params += m.mtp_layers * (2 * h * h / t + 3 * h) + (p > 1 && m.llama_layout ? V * h / t : 0);
     c.stage_parameters.push_back(params);
     c.stage_expert_parameters.push_back(expert_params);
     // FP8: the layers' weights also held as fp8 and its transpose (the embedding and head stay bf16).
@@ -813,8 +814,7 @@ double bins_reached(double bins, double per_bin, int top_k) {
 // every group at once, at the busiest GPU's load; pipelined, the slower leg sets the time.
 double deepep_s(const TrainingJob& job, const Cluster& cluster, const Topology& topology, const std::vector<std::vector<GpuId>>& groups, double wire) {
   const TransformerModel& m = job.model;
-  const double own = job.sequence_parallel ? job.local_tokens() / job.tp : job.local_tokens();
-  const double token_bytes = own * m.hidden * wire * job.expert_load();
+  const double token_bytes = moe_shape(job).own_rows * m.hidden * wire * job.expert_load();
   // Each group's GPUs by node, in the group's order: the nodes it spans and its GPUs on each.
   std::vector<CollectivePlan> network_leg, nvlink_leg;
   for (const std::vector<GpuId>& group : groups) {
@@ -840,10 +840,11 @@ double deepep_s(const TrainingJob& job, const Cluster& cluster, const Topology& 
       nvlink_leg.push_back(plan_collective(cluster, topology, CollectiveOp::all_to_all, CollectiveAlgo::automatic, group, token_bytes * gpus_reached));
       continue;
     }
-    // Nodes a token reaches: one network copy each (its own node's share stays on the node). As an
-    // all-to-all among the GPUs of one local rank, a copy a node reached; then each node's GPUs forward
-    // every copy to the GPUs of its experts there.
-    const double nodes_reached = bins_reached(reach, per_node, m.top_k);
+    // Nodes a token reaches: one network copy each (its own node's share stays on the node). Limited, the
+    // router picks the nodes holding its best experts, so it uses all it may (fewer where even unlimited
+    // its top-k reach fewer). As an all-to-all among the GPUs of one local rank, a copy a node reached;
+    // then each node's GPUs forward every copy to the GPUs of its experts there.
+    const double nodes_reached = std::min(reach, bins_reached(spanned, per_node, m.top_k));
     std::size_t ranks = 0;
     for (const auto& on_node : by_node) ranks = std::max(ranks, on_node.size());
     for (std::size_t r = 0; r < ranks; ++r) {
@@ -890,8 +891,9 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
   // A layer's TP communication (sequence parallel or not, an all-reduce's worth for its attention and one
   // for its MLP). A mixture of experts has its shared expert's in place of the MLP's, and its expert TP
   // group gathers and scatters the top_k copies its GPUs received (on the busiest, expert_load() times as
-  // many); then the dispatch (and as large, the combine) all-to-all of every EP group of the stage's first
-  // expert DP block at once, timed at the busiest GPU's load.
+  // many); then the dispatch and the combine of every EP group of the stage's first expert DP block at once,
+  // timed at the busiest GPU's load: NCCL's all-to-alls (alike) or DeepEP's two legs each (an fp8 dispatch
+  // moves fewer bytes than its combine).
   // A GPU by its place q among its stage's TP x CP x DP ranks (TP fastest), as the expert groups count them.
   const auto stage_gpu = [&](int q, int stage) { return make_id<GpuId>(static_cast<std::uint32_t>(q + job.tp * job.cp * job.dp * stage)); };
   const auto all_reduce_s = [&](const std::vector<GpuId>& group, double bytes) {
@@ -996,11 +998,12 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
   const auto recompute = [&](bool mixture) { return tokens * flop.recompute(mixture) / t; };
   const double logits = tokens * flop.logits / t;
   // Per layer: TP's all-reduces and, in a mixture of experts, the dispatch and combine all-to-alls, once
-  // forward, once backward, and once more in the backward where it recomputes the whole layer.
+  // forward, once backward, and once more in the backward where it recomputes the whole layer. The
+  // backward's exchanges carry 16-bit gradients: both move as a combine does (an fp8 dispatch only forward).
   const double passes_backward = job.recompute == Recompute::full ? 2 : 1;
   const double tp_forward_s = tp_attention_s + tp_mlp_s, tp_backward_s = passes_backward * tp_forward_s;
   const double tp_dense_forward_s = tp_attention_s + tp_attention_s, tp_dense_backward_s = passes_backward * tp_dense_forward_s;
-  const double ep_forward_s = alltoall_s + combine_s, ep_backward_s = passes_backward * ep_forward_s;
+  const double ep_forward_s = alltoall_s + combine_s, ep_backward_s = (passes_backward - 1) * ep_forward_s + 2 * combine_s;
   // CP: every GPU of a stage passes its keys and values to the next CP rank at once; a ring step costs what
   // its send takes beyond the block of attention it overlaps (the backward sends the key and value
   // gradients back as well).

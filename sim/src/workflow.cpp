@@ -37,7 +37,7 @@ void read_parallel(ObjectReader& w, TaskSpec& task, const Architecture& a) {
   const std::int64_t k = p.integer_or("sequence", 1, 1, 1024), cfg = p.integer_or("cfg", 1, 1, 2);
   if (p.field("sequence") == nullptr && p.field("cfg") == nullptr) p.problem("sequence", "expected \"sequence\" (GPUs per step by tokens), \"cfg\" (2: the guidance batch's halves) or both");
   const bool ring = p.choice("attention", {"ulysses", "ring"}, 0) == 1;
-  if (p.field("attention") != nullptr && p.field("sequence") == nullptr) p.problem("attention", "expected \"attention\" only beside \"sequence\" (how a sequence-parallel step's attention exchanges)");
+  if (p.field("attention") != nullptr && k <= 1) p.problem("attention", "expected \"attention\" only beside \"sequence\" above 1 (how a sequence-parallel step's attention exchanges)");
   p.finish();
   const double heads = a.number("heads", 0), gang = static_cast<double>(k * cfg);
   if (k > 1 && a.family != "dit") {
@@ -94,14 +94,16 @@ void read_model_step(ObjectReader& w, TaskSpec& task, const Catalog& catalog) {
   if (!w.problems().empty()) return;  // the file is rejected: no kernels for a shape with holes
   set_model_step(task, found->second, s, task.steps);
   if (s.ring_attention) {
-    // Each group of `sequence` GPUs passes keys and values round its ring (each GPU to the next), hidden
-    // behind the attention blocks: the sends may run beside the attention's share of the step's FLOP.
+    // Each group of `sequence` GPUs passes keys and values round its ring (each GPU to the next), each pass
+    // hidden behind a block of self-attention: the sends may run beside (k - 1)/k of the self-attention's
+    // share of the step's FLOP (the last block has no send to hide; a cross-attention passes nothing).
     const SequenceExchange x = ring_exchange(a, s, task.dtype);
     const auto calls = step_kernels(a, s, task.dtype);
-    std::vector<KernelCall> attention;
-    std::copy_if(calls.begin(), calls.end(), std::back_inserter(attention), [](const KernelCall& c) { return c.cls == KernelClass::attention; });
-    task.collective = CollectiveSpec{.op = CollectiveOp::send_recv, .bytes = task.steps * x.bytes, .overlap = kernels_flop(attention) / kernels_flop(calls),
-                                     .calls = task.steps * x.calls, .group_size = static_cast<int>(s.sequence_parallel)};
+    std::vector<KernelCall> passes;
+    std::copy_if(calls.begin(), calls.end(), std::back_inserter(passes), [](const KernelCall& c) { return c.cls == KernelClass::attention && !c.name.ends_with(".cross"); });
+    const double k = s.sequence_parallel;
+    task.collective = CollectiveSpec{.op = CollectiveOp::send_recv, .bytes = task.steps * x.bytes, .overlap = (k - 1) / k * kernels_flop(passes) / kernels_flop(calls),
+                                     .calls = task.steps * x.calls, .group_size = static_cast<int>(k)};
   } else if (s.sequence_parallel > 1) {  // the gang's all-to-alls, every step (with guidance parallel too, over the whole gang)
     const SequenceExchange x = sequence_exchange(a, s, task.dtype);
     task.collective = CollectiveSpec{.op = CollectiveOp::all_to_all, .bytes = task.steps * x.bytes, .calls = task.steps * x.calls};

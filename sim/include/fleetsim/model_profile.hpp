@@ -122,7 +122,7 @@ StepShape reference_shape(const Architecture& architecture);
 // attention layer moves its queries, keys and values to head shards and its output back, four
 // all-to-alls over the gang, each rank's buffer its share of the tokens times the hidden size.
 struct SequenceExchange {
-  double calls = 0;  // all-to-alls per step
+  double calls = 0;  // all-to-alls (ring attention: sends) per step
   double bytes = 0;  // each rank's buffers, summed over the calls
 };
 SequenceExchange sequence_exchange(const Architecture& architecture, const StepShape& shape, Dtype dtype);

@@ -128,7 +128,7 @@ struct TrainingJob {
   enum class Dispatcher { alltoall, deepep };
   Dispatcher dispatcher = Dispatcher::alltoall;
   // Node-limited routing (DeepSeek-V3's M; Megatron-Core's group-limited top-k with a group a node): a
-  // token's experts on at most this many of the EP group's nodes (0: any). With DeepEP it bounds the
+  // token's experts on at most this many of the EP group's nodes (0, unset: any). With DeepEP it bounds the
   // network copies; a flat all-to-all sends a copy an expert wherever they are.
   int max_nodes = 0;
   // The dispatch's elements on the wire (fp8 with DeepEP: a byte each and a 4-byte scale a 128, as

@@ -519,31 +519,38 @@ std::vector<KernelCall> operation_kernels(const RuntimeProfile& runtime, std::st
   return calls;
 }
 
-SequenceExchange sequence_exchange(const Architecture& a, const StepShape& s, Dtype dtype) {
-  const double sp = std::max(1.0, s.sequence_parallel);
-  if (a.family != "dit" || sp <= 1) return {};
+namespace {
+
+// What a diffusion transformer's sequence-parallel exchanges scale with: its self-attention layers, and one
+// GPU's shard of a self-attention's tokens (image and text jointly, or the image alone where the text is
+// cross-attended; its share of the sequence and of the guidance batch) times the hidden size, in `dtype`.
+struct SelfAttention {
+  double layers = 0, shard_bytes = 0;
+};
+SelfAttention self_attention(const Architecture& a, const StepShape& s, Dtype dtype) {
   const double f = a.number("vae_factor", 8), p = a.number("patch", 2), tf = a.number("temporal_factor", 1), tp = a.number("temporal_patch", 1);
   const double latent_frames = s.frames > 1 ? std::floor((s.frames - 1) / tf) + 1 : 1;
   const double img = std::ceil(latent_frames / tp) * std::ceil(s.height / f / p) * std::ceil(s.width / f / p);
   const double txt = s.context > 0 ? s.context : a.number("text_tokens", 0);
-  const bool cross = a.number("cross_attention", 0) != 0;
-  const double joint = cross ? img : img + txt;  // the tokens of each self-attention
-  const double layers = a.number("double_blocks", 0) + a.number("single_blocks", 0);
-  const double calls = 4 * layers;  // queries, keys, values and the output, per layer
-  return {calls, calls * s.batch / std::max(1.0, s.cfg_parallel) * joint / sp * a.number("hidden", 0) * dtype_bytes(dtype)};
+  const double joint = a.number("cross_attention", 0) != 0 ? img : img + txt;
+  return {a.number("double_blocks", 0) + a.number("single_blocks", 0),
+          s.batch / std::max(1.0, s.cfg_parallel) * joint / std::max(1.0, s.sequence_parallel) * a.number("hidden", 0) * dtype_bytes(dtype)};
+}
+
+}  // namespace
+
+SequenceExchange sequence_exchange(const Architecture& a, const StepShape& s, Dtype dtype) {
+  if (a.family != "dit" || s.sequence_parallel <= 1) return {};
+  const SelfAttention x = self_attention(a, s, dtype);
+  const double calls = 4 * x.layers;  // queries, keys, values and the output, per layer
+  return {calls, calls * x.shard_bytes};
 }
 
 SequenceExchange ring_exchange(const Architecture& a, const StepShape& s, Dtype dtype) {
-  const double sp = std::max(1.0, s.sequence_parallel);
-  if (a.family != "dit" || sp <= 1) return {};
-  const double f = a.number("vae_factor", 8), p = a.number("patch", 2), tf = a.number("temporal_factor", 1), tp = a.number("temporal_patch", 1);
-  const double latent_frames = s.frames > 1 ? std::floor((s.frames - 1) / tf) + 1 : 1;
-  const double img = std::ceil(latent_frames / tp) * std::ceil(s.height / f / p) * std::ceil(s.width / f / p);
-  const double txt = s.context > 0 ? s.context : a.number("text_tokens", 0);
-  const double joint = a.number("cross_attention", 0) != 0 ? img : img + txt;  // the tokens of each self-attention
-  const double layers = a.number("double_blocks", 0) + a.number("single_blocks", 0);
-  const double calls = layers * (sp - 1);  // every self-attention passes its block on sp - 1 times
-  return {calls, calls * 2 * s.batch / std::max(1.0, s.cfg_parallel) * joint / sp * a.number("hidden", 0) * dtype_bytes(dtype)};
+  if (a.family != "dit" || s.sequence_parallel <= 1) return {};
+  const SelfAttention x = self_attention(a, s, dtype);
+  const double calls = x.layers * (s.sequence_parallel - 1);  // every self-attention passes its block on k - 1 times
+  return {calls, calls * 2 * x.shard_bytes};          // keys and values
 }
 
 double guidance_exchange_bytes(const Architecture& a, const StepShape& s, Dtype dtype) {

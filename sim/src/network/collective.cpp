@@ -389,7 +389,10 @@ CollectivePlan plan_collective(const Cluster& cluster, const Topology& topo, Col
                                const std::shared_ptr<const NcclConstants>& nccl) {
   if (gpus.empty()) throw std::invalid_argument("a collective needs at least one GPU");
   // A flow of NaN or infinite bytes would never finish in the flow model.
-  if (!std::isfinite(bytes) || bytes < 0) throw std::invalid_argument("a collective's bytes must be finite and not negative, found " + std::to_string(bytes));
+  if (!std::isfinite(bytes) || bytes < 0) {
+    throw std::invalid_argument(std::string(collective_op_name(op)) + " over " + std::to_string(gpus.size()) + " GPUs: a collective's bytes must be finite and not negative, found " +
+                                std::to_string(bytes));
+  }
   auto refuse = [&] {
     std::string what = std::string(collective_algo_name(algo));
     if (proto != CollectiveProto::automatic) what += " with " + std::string(collective_proto_name(proto));

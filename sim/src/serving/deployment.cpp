@@ -319,8 +319,14 @@ void check_fit(ObjectReader& top, ServingDeployment& d) {
     top.problem("expert_parallel", "expert parallelism spreads a mixture of experts' experts over the replica's GPUs; \"" + d.model.id + "\" has none: expected a mixture-of-experts model, or no \"expert_parallel\"");
     return;
   }
-  if (top.field("moe") != nullptr && !d.experts_spread()) {
-    top.problem("moe", "hot experts load the GPUs unevenly only where each holds its own experts; split over TP every GPU holds a slice of every expert: expected \"expert_parallel\" or \"dp_attention\" beside \"moe\"");
+  if (top.field("moe") != nullptr && (!d.experts_spread() || d.tp == 1)) {
+    top.problem("moe", "hot experts load the GPUs unevenly only where each holds its own experts; split over TP (or on one GPU) every GPU holds every expert's share: "
+                       "expected \"expert_parallel\" or \"dp_attention\" over tp above 1 beside \"moe\"");
+    return;
+  }
+  if (d.expert_imbalance > d.tp) {  // the busiest of tp GPUs takes at most every token
+    top.problem("moe", "expected an imbalance of at most the " + std::to_string(d.tp) + " GPUs the experts are spread over (the busiest one receiving every token), found " +
+                           format_number(d.expert_imbalance));
     return;
   }
   if (!d.dp_attention && d.model.number("heads", 0) > 0 && std::fmod(d.model.number("heads", 0), d.tp) != 0) {

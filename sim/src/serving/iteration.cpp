@@ -172,7 +172,7 @@ struct IterationTimer::Impl {
   // over TP). The GPUs over which each mixture layer's routed experts are spread, each whole (0: every
   // expert split over TP).
   int ranks = 0, expert_ranks = 0;
-  double imbalance;  // the busiest expert GPU's tokens over the mean
+  double imbalance = 1;  // the busiest expert GPU's tokens over the mean
   // The replica's GPUs, stage after stage (nodes filled in order), for the TP all-reduce and the stage sends.
   std::optional<Cluster> cluster;
   std::optional<Topology> topology;

@@ -18,6 +18,11 @@ using detail::Json;
 using detail::Need;
 using detail::ObjectReader;
 
+// What a deployment edited by a search refused, as "pointer: message" (or the whole text without one).
+std::string first_problem(const InputError& e) {
+  return e.problems().empty() ? e.what() : e.problems().front().pointer + ": " + e.problems().front().message;
+}
+
 // One line of the search: a rate, a node type, a TP size, an engine, a prefill share and a knob
 // setting; only the replicas change.
 struct Line {
@@ -75,7 +80,7 @@ ServingPoint evaluate(const ServingPlan& plan, const Line& line, int replicas) {
     base = parse_serving(plan.base_text, plan.base_file, edits);
   } catch (const InputError& e) {
     p.verdict = ServingPoint::Verdict::does_not_fit;
-    p.why = e.problems().empty() ? e.what() : e.problems().front().pointer + ": " + e.problems().front().message;
+    p.why = first_problem(e);
     return p;
   }
   std::vector<std::vector<double>> achieved;
@@ -132,7 +137,7 @@ void read_knob_search(const Json& knobs, ServingPlan& plan, detail::Problems& pr
       try {
         parse_serving(plan.base_text, plan.base_file, std::vector<ScenarioEdit>{{"/knobs", one.dump()}});
       } catch (const InputError& e) {
-        problems.add(detail::child_pointer(pointer, i), e.problems().empty() ? e.what() : e.problems().front().pointer + ": " + e.problems().front().message);
+        problems.add(detail::child_pointer(pointer, i), first_problem(e));
         continue;
       }
       const std::string value = values[i].is_string() ? values[i].get<std::string>() : values[i].dump();
@@ -224,11 +229,11 @@ ServingPlan parse_serving_plan(std::string_view json_text, const std::string& fi
         for (std::size_t i = 0; i < dp->size(); ++i) {
           const bool on = (*dp)[i].get<bool>();
           plan.dp_attentions.push_back(on);
-          if (!on || plan.base_text.empty()) continue;
-          try {  // as the deployment reads it: a mixture of experts, no pipeline stages
-            parse_serving(plan.base_text, plan.base_file, std::vector<ScenarioEdit>{{"/dp_attention", "true"}});
+          if (plan.base_text.empty()) continue;
+          try {  // as the deployment reads it (true: a mixture of experts, no pipeline stages; false: no "moe" that needs it)
+            parse_serving(plan.base_text, plan.base_file, std::vector<ScenarioEdit>{{"/dp_attention", on ? "true" : "false"}});
           } catch (const InputError& e) {
-            problems.add(detail::child_pointer("/search/dp_attention", i), e.problems().empty() ? e.what() : e.problems().front().pointer + ": " + e.problems().front().message);
+            problems.add(detail::child_pointer("/search/dp_attention", i), first_problem(e));
           }
         }
       }
@@ -243,6 +248,11 @@ ServingPlan parse_serving_plan(std::string_view json_text, const std::string& fi
       }
     }
     if (const Json* knobs = s.field("knobs")) read_knob_search(*knobs, plan, problems);
+    const bool all_dp = std::all_of(plan.dp_attentions.begin(), plan.dp_attentions.end(), [](bool dp) { return dp; });
+    if (all_dp && std::none_of(plan.prefill_shares.begin(), plan.prefill_shares.end(), [](double share) { return share == 0; })) {
+      s.problem("disaggregation", "data-parallel attention with a prefill/decode split is not modelled yet, and every point searched has both: expected a share of 0 "
+                                  "or \"dp_attention\" with false");
+    }
     if (const Json* r = s.field("replicas")) {
       ObjectReader rr(*r, "/search/replicas", problems);
       plan.min_replicas = static_cast<int>(rr.integer_or("min", 1, 1, 100000));
