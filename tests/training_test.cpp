@@ -679,9 +679,9 @@ TEST_CASE("multi-token prediction: a layer, a projection from 2h and the head ag
                                             "v3.json");
   CHECK((v3.model.mtp_parameters() + 2.0 * 129280 * 7168) / 1e9 == Approx(14).margin(1));
   // An untied model's last stage holds a copy of the embedding for the module, beside its own head.
-  const auto untied = [](int mtp) {
+  const auto untied = [](int modules) {
     return count_training(parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "llama-3-8b", "seq_len": 4096, "mtp_layers": )" +
-                                                 std::to_string(mtp) + R"(}, "parallel": {"pp": 2}, "batch": {"global": 4}})",
+                                                 std::to_string(modules) + R"(}, "parallel": {"pp": 2}, "batch": {"global": 4}})",
                                              "untied.json"));
   };
   const TrainingJob llama = parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "llama-3-8b", "seq_len": 4096, "mtp_layers": 1},

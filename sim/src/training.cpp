@@ -1,8 +1,8 @@
 #include "fleetsim/training.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <array>
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -815,28 +815,17 @@ double bins_reached(double bins, double per_bin, int top_k) {
 double deepep_s(const TrainingJob& job, const Cluster& cluster, const Topology& topology, const std::vector<std::vector<GpuId>>& groups, double wire) {
   const TransformerModel& m = job.model;
   const double token_bytes = moe_shape(job).own_rows * m.hidden * wire * job.expert_load();
-  // Each group's GPUs by node, in the group's order: the nodes it spans and its GPUs on each.
   std::vector<CollectivePlan> network_leg, nvlink_leg;
   for (const std::vector<GpuId>& group : groups) {
-    std::vector<std::vector<GpuId>> by_node;
-    std::vector<NodeId> nodes;
-    for (GpuId g : group) {
-      const auto at = std::find(nodes.begin(), nodes.end(), cluster.node_of(g));
-      if (at == nodes.end()) {
-        nodes.push_back(cluster.node_of(g));
-        by_node.push_back({g});
-      } else {
-        by_node[static_cast<std::size_t>(at - nodes.begin())].push_back(g);
-      }
-    }
-    const double spanned = static_cast<double>(nodes.size()), gpus = static_cast<double>(group.size());
+    const std::vector<std::vector<GpuId>> by_node = gpus_by_node(cluster, group);  // the nodes it spans, its GPUs on each
+    const double spanned = static_cast<double>(by_node.size()), gpus = static_cast<double>(group.size());
     // The nodes a token may use: max_nodes, or as many as hold its top-k experts where they hold fewer (a
     // group-limited router needs that many groups).
     const double per_gpu = m.experts / gpus, per_node = per_gpu * gpus / spanned;
     const double reach = job.max_nodes > 0 ? std::min(spanned, std::max<double>(job.max_nodes, std::ceil(m.top_k / per_node))) : spanned;
     // GPUs a token reaches, among those of the nodes it may use: the NVLink leg's copies.
     const double gpus_reached = bins_reached(reach * gpus / spanned, per_gpu, m.top_k);
-    if (nodes.size() == 1) {
+    if (by_node.size() == 1) {
       nvlink_leg.push_back(plan_collective(cluster, topology, CollectiveOp::all_to_all, CollectiveAlgo::automatic, group, token_bytes * gpus_reached));
       continue;
     }
@@ -923,8 +912,8 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
       }
       if (job.dispatcher == TrainingJob::Dispatcher::deepep) {
         const double wire = job.dispatch_dtype == Dtype::fp8 ? 1 + 4.0 / 128 : kActivationBytes;
-        alltoall_s = deepep_s(job, cluster, topology, groups, wire);
         combine_s = deepep_s(job, cluster, topology, groups, kActivationBytes);
+        alltoall_s = wire == kActivationBytes ? combine_s : deepep_s(job, cluster, topology, groups, wire);
       } else {
         std::vector<CollectivePlan> plans;
         for (const auto& group : groups) {

@@ -12,8 +12,8 @@
 #include "loaders.hpp"
 
 namespace fleetsim {
-void set_model_step(TaskSpec& task, std::shared_ptr<const Architecture> architecture, const StepShape& shape, double steps) {
-  const auto calls = step_kernels(*architecture, shape, task.dtype);  // one GPU's, of a parallel step's gang
+std::vector<KernelCall> set_model_step(TaskSpec& task, std::shared_ptr<const Architecture> architecture, const StepShape& shape, double steps) {
+  auto calls = step_kernels(*architecture, shape, task.dtype);  // one GPU's, of a parallel step's gang
   const double gang = shape.gpus();
   task.architecture = std::move(architecture);
   task.shape = shape;
@@ -21,6 +21,7 @@ void set_model_step(TaskSpec& task, std::shared_ptr<const Architecture> architec
   task.flop = gang * steps * kernels_flop(calls);
   task.bytes = gang * steps * kernels_bytes(calls, task.dtype);  // as the roofline of a step would count them
   task.launches = static_cast<std::uint32_t>(std::min(1e9, gang * steps * static_cast<double>(calls.size())));
+  return calls;
 }
 
 namespace detail {
@@ -92,13 +93,12 @@ void read_model_step(ObjectReader& w, TaskSpec& task, const Catalog& catalog) {
   if (a.family == "transformer" && s.tokens <= 0) w.problem("tokens", "a transformer step needs the tokens it processes");
   read_parallel(w, task, a);
   if (!w.problems().empty()) return;  // the file is rejected: no kernels for a shape with holes
-  set_model_step(task, found->second, s, task.steps);
+  const std::vector<KernelCall> calls = set_model_step(task, found->second, s, task.steps);
   if (s.ring_attention) {
     // Each group of `sequence` GPUs passes keys and values round its ring (each GPU to the next), each pass
     // hidden behind a block of self-attention: the sends may run beside (k - 1)/k of the self-attention's
     // share of the step's FLOP (the last block has no send to hide; a cross-attention passes nothing).
     const SequenceExchange x = ring_exchange(a, s, task.dtype);
-    const auto calls = step_kernels(a, s, task.dtype);
     std::vector<KernelCall> passes;
     std::copy_if(calls.begin(), calls.end(), std::back_inserter(passes), [](const KernelCall& c) { return c.cls == KernelClass::attention && !c.name.ends_with(".cross"); });
     const double k = s.sequence_parallel;

@@ -77,6 +77,9 @@ struct CollectivePlan {
   void run_beside(const CollectivePlan& other);
 };
 
+// `gpus` grouped by node: nodes in order of first appearance, each node's GPUs in the order given.
+std::vector<std::vector<GpuId>> gpus_by_node(const Cluster& cluster, std::span<const GpuId> gpus);
+
 // Whether `algo` can run `op` on these GPUs (with NCCL: whether NCCL has an entry for it).
 bool algorithm_applies(const Cluster& cluster, const Topology& topo, CollectiveOp op, CollectiveAlgo algo,
                        std::span<const GpuId> gpus);

@@ -134,7 +134,8 @@ class Workflow {
 
 // Makes `task` `steps` steps of a model at `shape` (its dtype stays): flop, bytes and launches become
 // the totals of the steps' kernels, for reports; the step's time comes from the kernels themselves.
-void set_model_step(TaskSpec& task, std::shared_ptr<const Architecture> architecture, const StepShape& shape, double steps);
+// Returns one step's kernels (one GPU's, of a parallel step's gang).
+std::vector<KernelCall> set_model_step(TaskSpec& task, std::shared_ptr<const Architecture> architecture, const StepShape& shape, double steps);
 
 // Loads a workflow file; operator and model references resolve against `catalog`.
 Workflow load_workflow(const std::string& path, const Catalog& catalog);

@@ -23,8 +23,9 @@ constexpr std::array kProtoNames{"auto", "LL", "LL128", "Simple"};
 
 std::uint64_t flow_key(std::uint32_t from, std::uint32_t to) { return (std::uint64_t{from} << 32) | to; }
 
-// The gang's GPUs grouped by node, nodes in order of first appearance, GPUs in rank order.
-std::vector<std::vector<GpuId>> by_node(const Cluster& cluster, std::span<const GpuId> gpus) {
+}  // namespace
+
+std::vector<std::vector<GpuId>> gpus_by_node(const Cluster& cluster, std::span<const GpuId> gpus) {
   std::vector<std::vector<GpuId>> groups;
   std::vector<NodeId> nodes;
   for (GpuId g : gpus) {
@@ -39,6 +40,8 @@ std::vector<std::vector<GpuId>> by_node(const Cluster& cluster, std::span<const 
   }
   return groups;
 }
+
+namespace {
 
 double route_latency(const Topology& topo, std::uint32_t from, std::uint32_t to, std::vector<std::uint32_t>& scratch) {
   scratch.clear();
@@ -58,7 +61,7 @@ CollectiveFlow& add_routed(const Topology& topo, CollectivePlan& plan, std::vect
 // the one before it, odd nodes the other way round, so every inter-node hop joins GPUs (and NICs) of
 // the same local index: one rail per channel.
 std::vector<std::vector<GpuId>> rings(const Cluster& cluster, std::span<const GpuId> gpus) {
-  const auto nodes = by_node(cluster, gpus);
+  const auto nodes = gpus_by_node(cluster, gpus);
   if (nodes.size() == 1) return {std::vector<GpuId>(gpus.begin(), gpus.end())};
   std::size_t channels = std::numeric_limits<std::size_t>::max();
   for (const auto& local : nodes) {
@@ -121,7 +124,7 @@ void plan_ring(const Cluster& cluster, const Topology& topo, CollectivePlan& pla
 // per channel two binary trees, mirror images of each other, each carrying half the channel's data.
 void plan_tree(const Cluster& cluster, const Topology& topo, CollectivePlan& plan, std::span<const GpuId> gpus,
                double bytes) {
-  const auto nodes = by_node(cluster, gpus);
+  const auto nodes = gpus_by_node(cluster, gpus);
   const std::size_t k = nodes.size();
   std::vector<std::uint32_t> scratch;
   struct Pair {
@@ -175,7 +178,7 @@ void plan_tree(const Cluster& cluster, const Topology& topo, CollectivePlan& pla
 // the reduced result once. Across nodes: reduce-scatter in the switch, rail rings, all-gather.
 void plan_nvls(const Cluster& cluster, const Topology& topo, CollectivePlan& plan, std::span<const GpuId> gpus,
                double bytes) {
-  const auto nodes = by_node(cluster, gpus);
+  const auto nodes = gpus_by_node(cluster, gpus);
   const double m = static_cast<double>(nodes[0].size());
   const double k = static_cast<double>(nodes.size());
   std::vector<std::uint32_t> scratch;
@@ -291,7 +294,7 @@ bool links_apply(const Cluster& cluster, const Topology& topo, CollectiveOp op, 
     case CollectiveAlgo::tree: return op == CollectiveOp::all_reduce;
     case CollectiveAlgo::nvls: {
       if (op != CollectiveOp::all_reduce) return false;
-      const auto nodes = by_node(cluster, gpus);
+      const auto nodes = gpus_by_node(cluster, gpus);
       for (const auto& local : nodes) {
         const NodeId node = cluster.node_of(local[0]);
         if (!topo.nvswitch_vertex(node) || !cluster.group(node).node.nvls || local.size() != nodes[0].size()) return false;
