@@ -938,6 +938,97 @@ TEST_CASE("DeepSeek-V3: latent attention, dense first layers and uneven stages c
                              Catch::Contains("the first 3 layers dense (MLP of 18432)") && Catch::Contains("PP 16 (3 + 14 x 4 + 2 layers)"));
 }
 
+TEST_CASE("selective recomputation by module frees and re-runs what Megatron-Core's modules do, counted by hand", "[training][mla][recompute]") {
+  const TrainingJob base = deepseek();
+  const auto with = [&](Recompute recompute, unsigned modules, Dtype dtype = Dtype::bf16) {
+    TrainingJob j = base;
+    j.recompute = recompute;
+    j.recompute_modules = modules;
+    j.dtype = dtype;
+    check_training_job(j);
+    return j;
+  };
+  const double h = 7168, s = 4096, sbh = s * h, heads = 128, f = 2048, tokens = 15360 * s;
+  const auto per_layer = [&](Recompute recompute, unsigned modules) { return count_training(with(recompute, modules)).activation_bytes_per_layer / sbh; };
+  // TP 1, FlashAttention: the attention core keeps its fp32 log-sum-exp (4a/h), which core_attn frees.
+  const double attention = per_layer(Recompute::none, 0) - per_layer(Recompute::selective, kRecomputeCoreAttention);
+  CHECK(attention == Approx(4 * heads / h));
+  const double base_layer = per_layer(Recompute::selective, kRecomputeCoreAttention);
+  // layernorm: the input norm's output (latent attention's down-projections read it) and the pre-MLP norm's
+  // (the router and the dispatch read it), 2 sbh each.
+  CHECK(base_layer - per_layer(Recompute::selective, kRecomputeCoreAttention | kRecomputeLayerNorm) == Approx(4));
+  // mla_up_proj: the queries and keys (128 heads of 192) and values (of 128), and the normed latents (1,536 and 512).
+  CHECK(base_layer - per_layer(Recompute::selective, kRecomputeCoreAttention | kRecomputeLatentUpProjection) ==
+        Approx(2 * heads * (192 + 192 + 128) / h + 2 * (1536 + 512) / h));
+  // moe_act: each of a token's 8 copies' SwiGLU output, fc2's input (2,048 wide).
+  CHECK(base_layer - per_layer(Recompute::selective, kRecomputeCoreAttention | kRecomputeExpertActivation) == Approx(8 * 2 * f / h));
+  // moe: the whole MLP side: every copy's gathered input and expert tensors, and the shared expert's.
+  CHECK(base_layer - per_layer(Recompute::selective, kRecomputeCoreAttention | kRecomputeMoe) == Approx(8 * (2 + 6 * f / h) + 6 * f / h));
+  CHECK(base_layer - per_layer(Recompute::selective, kRecomputeCoreAttention | kRecomputeSharedExperts) == Approx(6 * f / h));
+
+  // fp8: each fp8 GEMM's input kept as a byte where nothing else keeps it in 16 bits. Against bf16: the shared
+  // expert's fp8 copy of the pre-MLP norm's output beside the router's (+1), its fc2's input and each of the 8
+  // copies' fc1 and fc2 inputs halved, the output projection's input (FlashAttention's output, which core_attn
+  // leaves to the projection alone) halved, the normed latents the up-projections read halved. The input
+  // norm's output, read by both down-projections, keeps a byte for each: no change.
+  const auto fp8_change = [&](unsigned modules) {
+    const auto layer = [&](Dtype dtype) { return count_training(with(Recompute::selective, modules, dtype)).activation_bytes_per_layer / sbh; };
+    return layer(Dtype::fp8) - layer(Dtype::bf16);
+  };
+  CHECK(fp8_change(kRecomputeCoreAttention) == Approx(1 - f / h - 8 * (1 + f / h) - heads * 128 / h - (1536 + 512) / h));
+  // DeepSeek-V3's recipe: the norms and the up-projections recomputed, fc2's input freed by moe_act; without
+  // core_attn FlashAttention keeps its output and the projection an fp8 copy beside it.
+  CHECK(fp8_change(kRecomputeLayerNorm | kRecomputeLatentUpProjection | kRecomputeExpertActivation) == Approx(-f / h - 8 + heads * 128 / h));
+
+  // FLOP re-run: mla_up_proj's up-projections on all 61 layers, moe's router and 9 experts on the 58 mixtures,
+  // mlp's dense MLP on the 3 dense layers.
+  const auto added = [&](unsigned modules) {
+    const TrainingCounts c = count_training(with(Recompute::selective, modules));
+    return (c.hardware_flop - c.model_flop) / tokens;
+  };
+  CHECK(added(kRecomputeLatentUpProjection) == Approx(61 * 2 * (1536 * heads * 192 + 512 * heads * 256)).epsilon(1e-12));
+  CHECK(added(kRecomputeMoe) == Approx(58 * 2 * (h * 256 + 9 * 3 * h * f)).epsilon(1e-12));
+  CHECK(added(kRecomputeMlp) == Approx(3 * 2 * 3 * h * 18432).epsilon(1e-12));
+  CHECK(added(kRecomputeLayerNorm | kRecomputeExpertActivation) == 0);  // memory-bound kernels only
+
+  // moe re-runs the dispatch and the combine in the backward, as full recomputation does; the norms do not.
+  const TrainingStep moe = simulate_training_step(with(Recompute::selective, kRecomputeMoe));
+  const TrainingStep norms = simulate_training_step(with(Recompute::selective, kRecomputeLayerNorm));
+  const TrainingStep none = simulate_training_step(with(Recompute::none, 0));
+  CHECK(moe.ep_comm_s == Approx(4 * 3 * 2 * moe.ep_alltoall_s).epsilon(1e-12));
+  CHECK(norms.ep_comm_s == Approx(4 * 2 * 2 * norms.ep_alltoall_s).epsilon(1e-12));
+  // The re-run kernels lengthen the backward: the norms a little, the whole mixture by about its forward.
+  CHECK(norms.backward_kernels.memory_s > none.backward_kernels.memory_s);
+  CHECK(norms.backward_kernels.gemm_s == Approx(none.backward_kernels.gemm_s));
+  CHECK(moe.backward_kernels.gemm_s > none.backward_kernels.gemm_s);
+
+  TrainingJob recipe = with(Recompute::selective, kRecomputeLayerNorm | kRecomputeLatentUpProjection | kRecomputeExpertActivation);
+  std::ostringstream text;
+  write_training_text(text, recipe, simulate_training_step(recipe));
+  CHECK_THAT(text.str(), Catch::Contains("recompute selective (layernorm, mla_up_proj, moe_act)"));
+}
+
+TEST_CASE("recompute_modules that name nothing the model has, or come without selective, are refused with the field", "[training][recompute]") {
+  const std::string head = R"({"cluster": {"nodes": [{"type": "hgx-h800-8", "count": 4}]}, "model": {"architecture": ")";
+  const auto job = [&](const std::string& model, const std::string& rest, const std::string& parallel = "") {
+    const std::string ep = model == "llama-3-8b" ? "" : R"(, "ep": 32)";
+    return job_error(head + model + R"(", "seq_len": 4096}, "parallel": {"dp": 32)" + ep + parallel + R"(}, "batch": {"global": 32})" + rest + "}");
+  };
+  CHECK_THAT(job("deepseek-v3", R"(, "recompute": "full", "recompute_modules": ["moe"])"),
+             Catch::Contains("job.json: /recompute_modules: expected recompute_modules only with \"recompute\": \"selective\""));
+  CHECK_THAT(job("deepseek-v3", R"(, "recompute": "selective", "recompute_modules": [])"), Catch::Contains("/recompute_modules: expected a non-empty array of module names"));
+  CHECK_THAT(job("deepseek-v3", R"(, "recompute": "selective", "recompute_modules": ["moe", "attn"])"),
+             Catch::Contains("/recompute_modules/1: expected a module name (core_attn, layernorm, mla_up_proj, moe_act, mlp, moe, shared_experts), found \"attn\""));
+  CHECK_THAT(job("deepseek-v3", R"(, "recompute": "selective", "recompute_modules": ["moe", "moe"])"), Catch::Contains("/recompute_modules/1: expected each module once"));
+  CHECK_THAT(job("deepseek-v3", R"(, "recompute": "selective", "recompute_modules": ["moe"])", R"(, "ep_overlap": true)"),
+             Catch::Contains("expected no moe recomputation with ep_overlap"));
+  CHECK(job("deepseek-v3", R"(, "recompute": "selective", "recompute_modules": ["layernorm", "mla_up_proj", "moe_act", "mlp", "shared_experts"])") == "");
+  CHECK_THAT(job("llama-3-8b", R"(, "recompute": "selective", "recompute_modules": ["mla_up_proj"])"), Catch::Contains("expected mla_up_proj only for a model with latent attention"));
+  CHECK_THAT(job("llama-3-8b", R"(, "recompute": "selective", "recompute_modules": ["moe_act"])"), Catch::Contains("expected moe_act only for a mixture of experts"));
+  CHECK_THAT(job("llama-3-8b", R"(, "recompute": "selective", "recompute_modules": ["layernorm"])"), Catch::Contains("Transformer Engine fuses the other norms"));
+  CHECK(job("llama-3-8b", R"(, "recompute": "selective", "recompute_modules": ["core_attn", "mlp"])") == "");
+}
+
 TEST_CASE("latent attention's kernels: down-projections whole on every TP rank, up-projections split, heads of 192 and 128", "[training][mla]") {
   // One dense DeepSeek-style layer would need a hand-written model; the catalog's on 8 GPUs, TP 2, compares the
   // GEMMs of TP 2 with TP 1 at compute_efficiency: the FLOP are the same, the parameters per GPU are not halved

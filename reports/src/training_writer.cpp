@@ -23,6 +23,22 @@ std::string schedule_text(const TrainingJob& j) {
   return j.vp > 1 ? "interleaved 1f1b (" + std::to_string(j.vp) + " virtual stages a GPU)" : schedule_name(j.schedule);
 }
 const char* recompute_name(Recompute r) { return r == Recompute::none ? "none" : r == Recompute::selective ? "selective" : "full"; }
+// Selective recomputation's modules, as the job names them.
+std::vector<std::string> recompute_modules(const TrainingJob& j) {
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < recompute_module_names().size(); ++i) {
+    if ((j.recompute_modules >> i) & 1u) names.push_back(recompute_module_names()[i]);
+  }
+  return names;
+}
+// "full", or "selective (layernorm, mla_up_proj)" where the modules are not the default core_attn.
+std::string recompute_text(const TrainingJob& j) {
+  std::string text = recompute_name(j.recompute);
+  if (j.recompute != Recompute::selective || j.recompute_modules == kRecomputeCoreAttention) return text;
+  std::string list;
+  for (const std::string& name : recompute_modules(j)) list += (list.empty() ? "" : ", ") + name;
+  return text + " (" + list + ")";
+}
 const char* attention_name(AttentionKernel a) { return a == AttentionKernel::flash ? "FlashAttention" : "unfused"; }
 
 // How a mixture of experts' layers regroup the GPUs: EP, and expert TP where it is not TP.
@@ -84,7 +100,7 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
   const std::string ep = m.moe() ? " (" + expert_shape(job) + ")" : "";
   std::snprintf(line, sizeof line, "  TP %d%s x PP %d%s x DP %d%s = %d GPUs; batch %d = %d micro-batches of %d per replica; %s, recompute %s%s%s%s\n",
                 job.tp, cp.c_str(), job.pp, uneven_stages(job).c_str(), job.dp, ep.c_str(), job.gpus(), job.global_batch, job.micro_batches(), job.micro_batch, schedule_text(job).c_str(),
-                recompute_name(job.recompute), job.sequence_parallel ? ", sequence parallel" : "",
+                recompute_text(job).c_str(), job.sequence_parallel ? ", sequence parallel" : "",
                 (std::string(job.dp_overlap ? ", DP overlapped" : "") + (job.ep_overlap ? ", expert all-to-alls overlapped (combined 1F1B)" : "")).c_str(),
                 sharding[job.zero_stage()]);
   out << line;
@@ -198,6 +214,7 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
                    {"micro_batches", job.micro_batches()},
                    {"schedule", schedule_name(job.schedule)},
                    {"recompute", recompute_name(job.recompute)},
+                   {"recompute_modules", job.recompute == Recompute::selective ? ordered_json(recompute_modules(job)) : ordered_json::array()},
                    {"attention", attention_name(job.attention)},
                    {"dp_overlap", job.dp_overlap},
                    {"ep_overlap", job.ep_overlap},
@@ -264,9 +281,8 @@ std::string configuration(const TrainingJob& j) {
   const std::string vp = j.vp > 1 ? " (VP " + std::to_string(j.vp) + ")" : uneven_stages(j);
   const std::string cp = j.cp > 1 ? " x CP " + std::to_string(j.cp) : "";
   const std::string ep = j.model.moe() ? " (" + expert_shape(j) + (j.ep_overlap ? ", overlapped" : "") + ")" : "";
-  std::snprintf(text, sizeof text, "TP %d%s x PP %d%s x DP %d%s, micro %d, recompute %s, %s", j.tp, cp.c_str(), j.pp, vp.c_str(), j.dp, ep.c_str(), j.micro_batch,
-                recompute_name(j.recompute), j.zero_stage() >= 3 ? "FSDP" : "ZeRO-1");
-  return text;
+  std::snprintf(text, sizeof text, "TP %d%s x PP %d%s x DP %d%s, micro %d, recompute ", j.tp, cp.c_str(), j.pp, vp.c_str(), j.dp, ep.c_str(), j.micro_batch);
+  return text + recompute_text(j) + (j.zero_stage() >= 3 ? ", FSDP" : ", ZeRO-1");
 }
 
 }  // namespace

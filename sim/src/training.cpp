@@ -42,6 +42,16 @@ double attention_matrices(const TransformerModel& m) {
   return m.latent ? m.latent->parameters(h, m.heads) : h * m.qkv_width() + h * m.attention_width();
 }
 
+// The output projection's input: the heads' values.
+double attention_output_width(const TransformerModel& m) { return m.latent ? m.heads * m.latent->v : m.attention_width(); }
+
+// Latent attention's up-projections (the query's, from its latent or, without one, from the hidden state; the
+// keys' and values' from theirs): what mla_up_proj recomputation re-runs.
+double latent_up_parameters(const TransformerModel& m) {
+  const LatentAttention& la = *m.latent;
+  return (la.q_rank > 0 ? la.q_rank : m.hidden) * m.heads * la.qk() + la.kv_rank * m.heads * (la.nope + la.v);
+}
+
 // FLOP per token: a layer's forward (GEMMs 2(4h^2 + 2hf), attention scores and values 4sh), what
 // recomputation adds to a layer's backward, the logits' forward 2hV, and a multi-token prediction module's
 // projection from 2h to h; a dense layer's and a mixture's.
@@ -56,7 +66,16 @@ TokenFlop token_flop(const TrainingJob& job) {
   // The projections, what the MLP a token passes through holds, attention's scores and values.
   const double scores = 2 * s * m.score_width();
   const auto layer = [&](bool mixture) { return 2 * (attention_matrices(m) + mlp_matrices(m, mixture, true)) + scores; };
-  const auto recompute = [&](bool mixture) { return job.recompute == Recompute::full ? layer(mixture) : job.recompute == Recompute::selective ? scores : 0; };
+  const auto recompute = [&](bool mixture) {
+    if (job.recompute == Recompute::full) return layer(mixture);
+    // Selective: each module's forward FLOP again (the norms and the activation are memory-bound: none).
+    double flop = job.recomputes(kRecomputeCoreAttention) ? scores : 0;
+    if (job.recomputes(kRecomputeLatentUpProjection)) flop += 2 * latent_up_parameters(m);
+    if (mixture && job.recomputes(kRecomputeMoe)) flop += 2 * mlp_matrices(m, true, true);
+    else if (mixture && job.recomputes(kRecomputeSharedExperts)) flop += 2 * (m.gated ? 3 : 2) * h * m.shared_ffn;
+    if (!mixture && job.recomputes(kRecomputeMlp)) flop += 2 * mlp_matrices(m, false, true);
+    return flop;
+  };
   return {layer(false), layer(true), recompute(false), recompute(true), 2 * h * m.vocab, 2 * 2 * h * h};
 }
 
@@ -155,6 +174,11 @@ std::vector<int> TrainingJob::stage_layers() const {
   return counts;
 }
 
+const std::vector<std::string>& recompute_module_names() {
+  static const std::vector<std::string> names{"core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "moe", "shared_experts"};
+  return names;
+}
+
 namespace {
 constexpr int kMaxTrainingDp = 8192;
 constexpr int kMaxPipelineCells = 1 << 20;
@@ -241,6 +265,18 @@ void check_training_job(const TrainingJob& job) {
     need(job.ep == 1, "/parallel/ep", "expected ep 1 for a dense model (no experts), found " + std::to_string(job.ep));
     need(job.etp == 0, "/parallel/etp", "expected no etp for a dense model (no experts)");
   }
+  // Selective recomputation's modules where the model has what they re-run (Megatron-Core requires MLA for
+  // mla_up_proj and grouped-GEMM experts for moe_act; the others would recompute nothing).
+  const int dense_layers = m.moe() ? m.dense_layers : m.layers;
+  need(!job.recomputes(kRecomputeLatentUpProjection) || m.latent.has_value(), "/recompute_modules", "expected mla_up_proj only for a model with latent attention (MLA)");
+  need(!job.recomputes(kRecomputeExpertActivation) || m.moe(), "/recompute_modules", "expected moe_act only for a mixture of experts (a model with experts)");
+  need(!job.recomputes(kRecomputeMoe) || m.moe(), "/recompute_modules", "expected moe only for a mixture of experts (a model with experts)");
+  need(!job.recomputes(kRecomputeSharedExperts) || (m.moe() && m.shared_ffn > 0), "/recompute_modules", "expected shared_experts only for a mixture with a shared expert");
+  need(!job.recomputes(kRecomputeMlp) || dense_layers > 0, "/recompute_modules", "expected mlp only for a model with dense MLP layers (moe recomputes a mixture's)");
+  need(!job.recomputes(kRecomputeLayerNorm) || m.latent || m.moe(), "/recompute_modules",
+       "expected layernorm only for latent attention or a mixture of experts: Transformer Engine fuses the other norms into the linear after them, which keeps their output");
+  // As Megatron-Core refuses: a layer re-run whole cannot also hide its all-to-alls behind another micro-batch.
+  need(!job.recomputes(kRecomputeMoe) || !job.ep_overlap, "/recompute_modules", "expected no moe recomputation with ep_overlap, as Megatron-Core requires");
   need(m.heads % job.tp == 0, "/parallel/tp", "expected a divisor of the " + std::to_string(m.heads) + " heads, found " + std::to_string(job.tp));
   need(m.hidden % m.heads == 0, "/model/heads", "expected a divisor of the hidden size " + std::to_string(m.hidden));
   need(m.heads % m.kv() == 0, "/model/kv_heads", "expected a divisor of the " + std::to_string(m.heads) + " heads, found " + std::to_string(m.kv()));
@@ -378,6 +414,31 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
   }
   job.schedule = top.choice("schedule", {"gpipe", "1f1b"}, 1) == 0 ? PipelineSchedule::gpipe : PipelineSchedule::one_f_one_b;
   job.recompute = static_cast<Recompute>(top.choice("recompute", {"none", "selective", "full"}, 0));
+  if (const Json* modules = top.field("recompute_modules")) {
+    // Megatron-Core's --recompute-modules: which parts selective recomputation re-runs.
+    const std::vector<std::string>& names = recompute_module_names();
+    std::string known;
+    for (const std::string& name : names) known += (known.empty() ? "" : ", ") + name;
+    if (job.recompute != Recompute::selective) {
+      top.problem("recompute_modules", "expected recompute_modules only with \"recompute\": \"selective\" (none recomputes nothing, full every layer whole)");
+    } else if (!modules->is_array() || modules->empty()) {
+      top.problem("recompute_modules", "expected a non-empty array of module names (" + known + "), found " + detail::describe(*modules));
+    } else {
+      job.recompute_modules = 0;
+      for (std::size_t i = 0; i < modules->size(); ++i) {
+        const Json& item = (*modules)[i];
+        const auto found = item.is_string() ? std::find(names.begin(), names.end(), item.get<std::string>()) : names.end();
+        const std::string at = detail::child_pointer(top.pointer("recompute_modules"), i);
+        if (found == names.end()) {
+          problems.add(at, "expected a module name (" + known + "), found " + detail::describe(item));
+          continue;
+        }
+        const unsigned bit = 1u << static_cast<unsigned>(found - names.begin());
+        if ((job.recompute_modules & bit) != 0) problems.add(at, "expected each module once, found \"" + *found + "\" again");
+        job.recompute_modules |= bit;
+      }
+    }
+  }
   job.attention = static_cast<AttentionKernel>(top.choice("attention", {"flash", "unfused"}, 0));
   const std::string dtype = top.string_or("dtype", "bf16");
   if (auto d = parse_dtype(dtype)) job.dtype = *d;
@@ -437,11 +498,57 @@ TrainingCounts count_training(const TrainingJob& job) {
   // Unfused attention keeps the softmax's input and output and the dropout mask (5as/h per sbh); FlashAttention
   // never writes the scores, keeping only its fp32 log-sum-exp per head and token (4a/h).
   const double attention = job.attention == AttentionKernel::flash ? 4 * a / h : 5 * a * s / h;
+  // Under fp8, Transformer Engine keeps each fp8 GEMM's input for the weight gradient as fp8 (a byte an
+  // element: the data, or on Hopper its transpose) rather than in 16 bits, where nothing else keeps the 16-bit
+  // tensor; where something does (FlashAttention its output, which the output projection reads; the router
+  // the pre-MLP norm's output, which the shared expert reads; latent attention's two down-projections the
+  // same norm output), each fp8 reader's copy is kept beside it. What a module's recomputation frees is not
+  // counted again. The change to the three parts of the sum below, per sbh.
+  struct SavedChange {
+    double kept = 0, split = 0, whole = 0;
+  };
+  const auto fp8_saved_inputs = [&](bool mixture) {
+    SavedChange d;
+    if (!m.latent) d.kept -= 1;  // the QKV projection's input (one fp8 reader; MLA's two keep a copy each: 2 bytes still)
+    const double f = mixture ? m.ffn() : m.dense_mlp_width();
+    if (!mixture) {
+      d.kept -= 1;                                                 // fc1's input
+      if (!job.recomputes(kRecomputeMlp)) d.split -= f / h;        // fc2's
+    } else if (!job.recomputes(kRecomputeMoe)) {
+      if (m.shared_ffn > 0 && !job.recomputes(kRecomputeLayerNorm) && !job.recomputes(kRecomputeSharedExperts)) d.kept += 1;  // the shared expert's copy
+      if (m.shared_ffn > 0 && !job.recomputes(kRecomputeSharedExperts)) d.split -= m.shared_ffn / h;  // its fc2's input
+      // Each routed copy: the experts' fc1 input (gathered over expert TP) and, unless moe_act frees it, fc2's.
+      d.split -= job.expert_load() * m.top_k * (job.expert_tp() + (job.recomputes(kRecomputeExpertActivation) ? 0 : f / h));
+    }
+    // The output projection's input: FlashAttention keeps its output in 16 bits unless core_attn recomputes it.
+    d.split += (job.recomputes(kRecomputeCoreAttention) ? -1 : 1) * attention_output_width(m) / h;
+    if (m.latent && !job.recomputes(kRecomputeLatentUpProjection)) d.whole -= ((m.latent->q_rank > 0 ? m.latent->q_rank : 0) + m.latent->kv_rank) / h;  // the up-projections' normed inputs
+    return d;
+  };
   const auto activations = [&](bool mixture) {
-    const double split = attention_split + mlp(mixture);
     if (job.recompute == Recompute::full) return 2 * sbh / (job.sequence_parallel ? t : 1);
-    if (job.recompute == Recompute::selective) return job.sequence_parallel ? (10 + split) * sbh / t + whole * sbh : sbh * (10 + whole + split / t);
-    return job.sequence_parallel ? sbh * (10 + split + attention) / t + whole * sbh : sbh * (10 + whole + split / t + attention / t);
+    // Selective recomputation frees what its modules re-run; each keeps its input.
+    double kept = 10, split = attention_split + mlp(mixture), kept_whole = whole;
+    const double kept_attention = job.recomputes(kRecomputeCoreAttention) ? 0 : attention;
+    if (job.recomputes(kRecomputeLayerNorm)) kept -= 2 * ((m.latent ? 1 : 0) + (mixture ? 1 : 0));  // the norms' outputs
+    if (job.recomputes(kRecomputeLatentUpProjection)) {
+      split -= 2 * m.heads * (2 * m.latent->qk() + m.latent->v) / h;                  // the queries, keys and values
+      kept_whole -= 2 * ((m.latent->q_rank > 0 ? m.latent->q_rank : 0) + m.latent->kv_rank) / h;  // the normed latents
+    }
+    if (mixture && job.recomputes(kRecomputeMoe)) {
+      split -= mlp(true);
+    } else if (mixture) {
+      if (job.recomputes(kRecomputeExpertActivation)) split -= job.expert_load() * m.top_k * 2.0 * m.ffn() / h;  // fc2's input
+      if (job.recomputes(kRecomputeSharedExperts)) split -= (m.gated ? 6 : 4) * static_cast<double>(m.shared_ffn) / h;
+    }
+    if (!mixture && job.recomputes(kRecomputeMlp)) split -= (m.gated ? 6 : 4) * static_cast<double>(m.dense_mlp_width()) / h;
+    if (job.dtype == Dtype::fp8) {
+      const auto [d_kept, d_split, d_whole] = fp8_saved_inputs(mixture);
+      kept += d_kept;
+      split += d_split;
+      kept_whole += d_whole;
+    }
+    return job.sequence_parallel ? sbh * (kept + split + kept_attention) / t + kept_whole * sbh : sbh * (kept + kept_whole + split / t + kept_attention / t);
   };
   c.activation_bytes_per_layer = activations(m.moe());
   if (m.moe() && m.dense_layers > 0) c.dense_layer_activation_bytes = activations(false);
@@ -501,7 +608,7 @@ TrainingCounts count_training(const TrainingJob& job) {
   static_assert(kBytesPerParameter == 2 + 2 + kOptimizerBytes);
   if (job.zero_stage() >= 3) c.zero_gather_bytes_per_layer = 2 * ((m.layer_parameters() - replicated) / t + replicated);
   c.tp_allreduce_bytes = kActivationBytes * sbh;
-  c.tp_allreduces_per_layer = job.tp > 1 ? (job.recompute == Recompute::full ? 6 : 4) : 0;
+  c.tp_allreduces_per_layer = job.tp > 1 ? (job.recompute == Recompute::full ? 6 : job.recomputes(kRecomputeMlp) ? 5 : 4) : 0;
   c.pp_send_bytes = kActivationBytes * sbh;
   if (m.moe()) c.ep_alltoall_bytes = kActivationBytes * moe_shape(job).own_rows * m.top_k * h;
   if (job.cp > 1) {  // K and V (latent attention's up-projected per head)
@@ -649,8 +756,6 @@ void latent_projections_backward(const TrainingJob& job, std::vector<KernelCall>
     gemm_backward(out, "attention.q", tokens, heads * la.qk(), h);
   }
 }
-// The output projection's input: the heads' values.
-double attention_output_width(const TransformerModel& m) { return m.latent ? m.heads * m.latent->v : m.attention_width(); }
 
 // One layer: a mixture of experts' (`mixture`) or a dense MLP's.
 void layer_forward(const TrainingJob& job, bool mixture, std::vector<KernelCall>& out) {
@@ -672,17 +777,54 @@ void layer_forward(const TrainingJob& job, bool mixture, std::vector<KernelCall>
   memory_op(out, KernelClass::add, "mlp.bias-dropout-add", rows, h);
 }
 
+// What a layer's backward runs of its forward again first: the whole forward under full recomputation, the
+// chosen modules' kernels under selective.
+void layer_recompute(const TrainingJob& job, bool mixture, std::vector<KernelCall>& out) {
+  const TransformerModel& m = job.model;
+  if (job.recompute == Recompute::full) {
+    layer_forward(job, mixture, out);
+    return;
+  }
+  const double t = job.tp, h = m.hidden, tokens = job.local_tokens();
+  const double rows = job.sequence_parallel ? tokens / t : tokens;
+  if (job.recomputes(kRecomputeLayerNorm)) {
+    if (m.latent) memory_op(out, KernelClass::norm, "attention.norm", rows, h);
+    if (mixture) memory_op(out, KernelClass::norm, "mlp.norm", rows, h);
+  }
+  if (job.recomputes(kRecomputeLatentUpProjection)) {
+    const LatentAttention& la = *m.latent;
+    const double heads = static_cast<double>(m.heads) / job.tp;
+    if (la.q_rank > 0) {
+      memory_op(out, KernelClass::norm, "attention.q-norm", tokens, la.q_rank);
+      gemm(out, "attention.q-up", tokens, heads * la.qk(), la.q_rank);
+    } else {
+      gemm(out, "attention.q", tokens, heads * la.qk(), h);
+    }
+    memory_op(out, KernelClass::norm, "attention.kv-norm", tokens, la.kv_rank);
+    gemm(out, "attention.kv-up", tokens, heads * (la.nope + la.v), la.kv_rank);
+  }
+  if (job.recomputes(kRecomputeCoreAttention) && job.attention == AttentionKernel::unfused) {
+    std::vector<KernelCall> core;
+    core_attention(job, core, false);
+    out.insert(out.end(), core.begin(), core.end() - 1);  // the scores, softmax and dropout again (FlashAttention's backward recomputes them anyway)
+  }
+  if (mixture && job.recomputes(kRecomputeMoe)) {
+    moe_forward(job, out);
+  } else if (mixture) {
+    const MoeShape x = moe_shape(job);
+    if (job.recomputes(kRecomputeExpertActivation)) {
+      memory_op(out, m.gated ? KernelClass::add : KernelClass::activation, m.gated ? "moe.experts.swiglu" : "moe.experts.bias-gelu", x.routed, x.width);
+    }
+    if (job.recomputes(kRecomputeSharedExperts)) mlp_forward(out, m.gated, "moe.shared", tokens, m.shared_ffn / t, h);
+  }
+  if (!mixture && job.recomputes(kRecomputeMlp)) mlp_forward(out, m.gated, "mlp", tokens, m.dense_mlp_width() / t, h);
+}
+
 void layer_backward(const TrainingJob& job, bool mixture, std::vector<KernelCall>& out) {
   const TransformerModel& m = job.model;
   const double t = job.tp, h = m.hidden, f = m.dense_mlp_width(), tokens = job.local_tokens();
   const double rows = job.sequence_parallel ? tokens / t : tokens;
-  if (job.recompute == Recompute::full) {
-    layer_forward(job, mixture, out);
-  } else if (job.recompute == Recompute::selective && job.attention == AttentionKernel::unfused) {
-    std::vector<KernelCall> core;
-    core_attention(job, core, false);
-    out.insert(out.end(), core.begin(), core.end() - 1);  // the scores, softmax and dropout again
-  }
+  layer_recompute(job, mixture, out);
   memory_op(out, KernelClass::activation, "mlp.bias-dropout-add", rows, h);
   if (mixture) {
     moe_backward(job, out);
@@ -700,24 +842,34 @@ void layer_backward(const TrainingJob& job, bool mixture, std::vector<KernelCall
 
 // FP8 training as Transformer Engine runs it under Megatron-Core: the transformer layers' linear GEMMs in fp8,
 // everything else (attention, norms, activations, the router, the logits) in bf16.
-bool runs_in_fp8(const KernelCall& c) { return c.cls == KernelClass::gemm && c.name != "logits" && c.name != "moe.router"; }
+bool runs_in_fp8(const KernelCall& c) {
+  return c.cls == KernelClass::gemm && c.name != "logits" && c.name != "moe.router" && !c.name.starts_with("attention.scores") && !c.name.starts_with("attention.values");
+}
 Dtype call_dtype(const KernelCall& c, Dtype job_dtype) {
   if (job_dtype != Dtype::fp8) return job_dtype;
   return runs_in_fp8(c) ? Dtype::fp8 : Dtype::bf16;
 }
 // Each fp8 GEMM's operands quantized: its activation input in the forward and its output gradient in the
 // backward, each read in bf16 and written as fp8 and its fp8 transpose (what the other GEMM of the backward
-// reads): 4 bytes an element. Where a layer is recomputed, its forward casts run again in the backward.
-void add_fp8_casts(const TrainingJob& job, std::vector<KernelCall>& forward, std::vector<KernelCall>& backward) {
-  std::vector<KernelCall> casts_forward, casts_backward;
+// reads): 4 bytes an element. Where a layer's GEMMs are recomputed, their forward casts run again in the backward.
+void add_fp8_casts(const TrainingJob& job, bool mixture, std::vector<KernelCall>& forward, std::vector<KernelCall>& backward) {
+  const auto forward_cast = [](const KernelCall& c) {
+    return KernelCall{.cls = KernelClass::memory, .m = c.batch * c.m, .n = c.k, .count = c.count, .element_bytes = 4, .name = "fp8.cast " + c.name};
+  };
+  std::vector<KernelCall> casts_forward, casts_backward, casts_again;
   for (const KernelCall& c : forward) {
     if (!runs_in_fp8(c)) continue;
-    casts_forward.push_back({.cls = KernelClass::memory, .m = c.batch * c.m, .n = c.k, .count = c.count, .element_bytes = 4, .name = "fp8.cast " + c.name});
+    casts_forward.push_back(forward_cast(c));
     casts_backward.push_back({.cls = KernelClass::memory, .m = c.batch * c.m, .n = c.n, .count = c.count, .element_bytes = 4, .name = "fp8.cast " + c.name});
+  }
+  std::vector<KernelCall> again;
+  layer_recompute(job, mixture, again);
+  for (const KernelCall& c : again) {
+    if (runs_in_fp8(c)) casts_again.push_back(forward_cast(c));
   }
   forward.insert(forward.end(), casts_forward.begin(), casts_forward.end());
   backward.insert(backward.end(), casts_backward.begin(), casts_backward.end());
-  if (job.recompute == Recompute::full) backward.insert(backward.end(), casts_forward.begin(), casts_forward.end());
+  backward.insert(backward.end(), casts_again.begin(), casts_again.end());
 }
 
 // One model chunk: its layers, with the embedding where it is the first and the head where it is the last.
@@ -732,7 +884,7 @@ PassKernels chunk_kernels(const TrainingJob& job, const LayerMix& layers, bool f
     std::vector<KernelCall> f, b;
     layer_forward(job, mixture, f);
     layer_backward(job, mixture, b);
-    if (job.dtype == Dtype::fp8) add_fp8_casts(job, f, b);
+    if (job.dtype == Dtype::fp8) add_fp8_casts(job, mixture, f, b);
     for (KernelCall& c : f) c.count *= count;
     for (KernelCall& c : b) c.count *= count;
     forward.insert(forward.end(), f.begin(), f.end());
@@ -989,10 +1141,20 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
   // Per layer: TP's all-reduces and, in a mixture of experts, the dispatch and combine all-to-alls, once
   // forward, once backward, and once more in the backward where it recomputes the whole layer. The
   // backward's exchanges carry 16-bit gradients: both move as a combine does (an fp8 dispatch only forward).
+  // Selective recomputation of a whole MLP (dense or a mixture's, or its shared expert) runs that MLP's
+  // exchanges again.
   const double passes_backward = job.recompute == Recompute::full ? 2 : 1;
-  const double tp_forward_s = tp_attention_s + tp_mlp_s, tp_backward_s = passes_backward * tp_forward_s;
-  const double tp_dense_forward_s = tp_attention_s + tp_attention_s, tp_dense_backward_s = passes_backward * tp_dense_forward_s;
-  const double ep_forward_s = alltoall_s + combine_s, ep_backward_s = (passes_backward - 1) * ep_forward_s + 2 * combine_s;
+  const double tp_forward_s = tp_attention_s + tp_mlp_s, tp_dense_forward_s = tp_attention_s + tp_attention_s;
+  double tp_backward_s = passes_backward * tp_forward_s, tp_dense_backward_s = passes_backward * tp_dense_forward_s;
+  const double ep_forward_s = alltoall_s + combine_s;
+  double ep_backward_s = (passes_backward - 1) * ep_forward_s + 2 * combine_s;
+  if (job.recomputes(kRecomputeMoe)) {
+    tp_backward_s += tp_mlp_s;
+    ep_backward_s += ep_forward_s;
+  } else if (job.recomputes(kRecomputeSharedExperts)) {
+    tp_backward_s += tp_attention_s;  // the shared expert's all-reduce (as large as attention's)
+  }
+  if (job.recomputes(kRecomputeMlp)) tp_dense_backward_s += tp_attention_s;
   // CP: every GPU of a stage passes its keys and values to the next CP rank at once; a ring step costs what
   // its send takes beyond the block of attention it overlaps (the backward sends the key and value
   // gradients back as well).
@@ -1280,8 +1442,9 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads, const 
             j.sequence_parallel = tp > 1;
             j.schedule = PipelineSchedule::one_f_one_b;
             candidates.push_back(j);
-            // Combined 1F1B too, where there are all-to-alls to hide and the schedule allows it.
-            if (ep > 1 && (pp == 1 || vp > 1)) {
+            // Combined 1F1B too, where there are all-to-alls to hide and the schedule allows it (not where
+            // selective recomputation re-runs the whole mixture, as Megatron-Core refuses).
+            if (ep > 1 && (pp == 1 || vp > 1) && !j.recomputes(kRecomputeMoe)) {
               j.ep_overlap = true;
               candidates.push_back(std::move(j));
             }

@@ -36,6 +36,24 @@
 namespace fleetsim {
 
 enum class Recompute : std::uint8_t { none, selective, full };
+// What selective recomputation re-runs, as Megatron-Core's --recompute-modules names it (a set of bits).
+// core_attn: the attention core (the default, Korthikanti et al.'s selective recomputation); layernorm: the
+// norms whose output a separate module reads (latent attention's input norm, a mixture's pre-MLP norm; TE
+// fuses the others into the next linear, which keeps its input); mla_up_proj: latent attention's query and
+// key-value up-projections with their latent norms (the down-projections' outputs kept); moe_act: the
+// experts' activation (SwiGLU), its input kept; mlp: a dense layer's whole MLP; moe: a mixture's whole layer,
+// dispatch and combine included; shared_experts: the shared expert's MLP.
+enum RecomputeModule : unsigned {
+  kRecomputeCoreAttention = 1u << 0,
+  kRecomputeLayerNorm = 1u << 1,
+  kRecomputeLatentUpProjection = 1u << 2,
+  kRecomputeExpertActivation = 1u << 3,
+  kRecomputeMlp = 1u << 4,
+  kRecomputeMoe = 1u << 5,
+  kRecomputeSharedExperts = 1u << 6,
+};
+// The modules' names, in bit order, as the job file and Megatron-Core spell them.
+const std::vector<std::string>& recompute_module_names();
 enum class PipelineSchedule : std::uint8_t { gpipe, one_f_one_b };
 enum class AttentionKernel : std::uint8_t { flash, unfused };
 
@@ -151,6 +169,9 @@ struct TrainingJob {
   int global_batch = 1, micro_batch = 1;  // sequences
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   Recompute recompute = Recompute::none;
+  unsigned recompute_modules = kRecomputeCoreAttention;  // under selective recomputation (RecomputeModule bits)
+  // Whether selective recomputation re-runs `module` (never under none or full).
+  bool recomputes(RecomputeModule module) const { return recompute == Recompute::selective && (recompute_modules & module) != 0; }
   Dtype dtype = Dtype::bf16;
   AttentionKernel attention = AttentionKernel::flash;
   // Achieved / peak FLOP rate for all the compute, in place of the kernel model (none: the kernel model).
