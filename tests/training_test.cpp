@@ -202,6 +202,82 @@ TEST_CASE("interleaved 1F1B: the bubble shrinks to (p - 1) / (v m) of the passes
                                                          {1, 2, false}, {1, 3, false}, {0, 4, false}, {0, 5, false}, {0, 6, false}, {1, 0, true}});
 }
 
+TEST_CASE("interleaved 1F1B in groups of micro-batches and an uneven layout of virtual stages, by hand", "[training][layout]") {
+  // Megatron-Core's schedule table for PP 2, VP 2, 5 micro-batches in groups of 3 (its own comment in
+  // schedules.py): micro-batches 0 1 2 0 1 2 3 4 3 4, chunks 0 0 0 1 1 1 0 0 1 1. Forwards on each GPU run in
+  // that order, the backwards too with the chunks reversed.
+  TrainingJob job = small(2, 5, PipelineSchedule::one_f_one_b);
+  job.vp = 2;
+  job.microbatch_group = 3;
+  check_training_job(job);
+  const TrainingStep step = simulate_training_step(job);
+  CHECK(step.ops.size() == 2u * 2 * 5 * 2);
+  for (int stage : {0, 1}) {
+    std::vector<std::pair<int, int>> forwards, backwards;  // (micro-batch, chunk)
+    for (const PipelineOp& op : step.ops) {
+      if (op.stage == stage) (op.backward ? backwards : forwards).emplace_back(op.micro_batch, op.chunk);
+    }
+    const std::vector<std::pair<int, int>> table{{0, 0}, {1, 0}, {2, 0}, {0, 1}, {1, 1}, {2, 1}, {3, 0}, {4, 0}, {3, 1}, {4, 1}};
+    CHECK(forwards == table);
+    std::vector<std::pair<int, int>> reversed = table;
+    for (auto& [i, chunk] : reversed) chunk = 1 - chunk;
+    CHECK(backwards == reversed);
+  }
+  // Groups as Megatron-Core refuses them: below pp, above the micro-batches, a last group of 1 < pp; none without VP.
+  for (const auto& [group, message] : std::vector<std::pair<int, std::string>>{
+           {1, "expected pp (2) to the 5 micro-batches, found 1"}, {6, "expected pp (2) to the 5 micro-batches, found 6"}, {4, "expected the last group (5 mod 4 = 1 micro-batches) empty or at least pp (2)"}}) {
+    job.microbatch_group = group;
+    CHECK_THROWS_WITH(check_training_job(job), Catch::Contains("/parallel/microbatch_group: " + message));
+  }
+  job.vp = 1;
+  job.microbatch_group = 2;
+  CHECK_THROWS_WITH(check_training_job(job), Catch::Contains("expected microbatch_group only with virtual stages"));
+
+  // A layout: 16 layers as 2, 6 | 6, 2 over PP 2 x VP 2 (GPU 0 holds virtual stages 0 and 2, GPU 1 1 and 3).
+  TrainingJob uneven = small(2, 4, PipelineSchedule::one_f_one_b);
+  uneven.vp = 2;
+  uneven.virtual_stage_layers = {2, 6, 6, 2};
+  check_training_job(uneven);
+  CHECK(uneven.stage_layers() == std::vector<int>{8, 8});
+  // Activations at the warm-up's end: GPU 0 runs 2 (p - 1) + (v - 1) p = 4 forwards and a fifth before its first
+  // backward ends: chunks 0, 0, 1, 1, 0 of 2, 2, 6, 6, 2 layers = 18; GPU 1 three: chunks 0, 0, 1 of 6, 6, 2 = 14.
+  const TrainingCounts c = count_training(uneven);
+  CHECK(c.stage_memory[0].activations == Approx(18 * c.activation_bytes_per_layer).epsilon(1e-12));
+  CHECK(c.stage_memory[1].activations == Approx(14 * c.activation_bytes_per_layer).epsilon(1e-12));
+  // Each chunk's passes take its layers' time (vocabulary 1: the head costs nothing): a 6-layer chunk three
+  // times a 2-layer one.
+  const TrainingStep played = simulate_training_step(uneven);
+  std::map<int, double> pass_s;  // virtual stage -> a forward's duration
+  for (const PipelineOp& op : played.ops) {
+    if (!op.backward) pass_s[op.chunk * 2 + op.stage] = op.end_s - op.start_s;
+  }
+  CHECK(pass_s[1] == Approx(3 * pass_s[0]).epsilon(0.02));
+  CHECK(pass_s[2] == Approx(pass_s[1]).epsilon(0.02));
+  std::ostringstream text;
+  write_training_text(text, uneven, played);
+  CHECK_THAT(text.str(), Catch::Contains("PP 2 (virtual stages of 2, 2 x 6, 2 layers)"));
+
+  const std::string head = R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+      "model": {"layers": 16, "hidden": 2048, "heads": 16, "vocab": 8, "seq_len": 2048}, "batch": {"global": 8}, "parallel": {"pp": 2, "vp": 2, )";
+  CHECK_THAT(job_error(head + R"("virtual_stage_layers": [2, 6, 8]}})"), Catch::Contains("/parallel/virtual_stage_layers: expected pp x vp (4) entries, one a virtual stage, found 3"));
+  CHECK_THAT(job_error(head + R"("virtual_stage_layers": [2, 6, 6, 1]}})"), Catch::Contains("/parallel/virtual_stage_layers: expected the 16 layers in all, found 15"));
+  CHECK_THAT(job_error(head + R"("virtual_stage_layers": [2, -6, 6, 2]}})"), Catch::Contains("/parallel/virtual_stage_layers/1: expected a count of layers, 0 to 16, found the number -6"));
+  CHECK_THAT(job_error(head + R"("virtual_stage_layers": "2, 6"}})"), Catch::Contains("/parallel/virtual_stage_layers: expected an array of layer counts"));
+  CHECK_THAT(job_error(head + R"("virtual_stage_layers": [2, 6, 6, 2], "first_stage_layers": 8}})"), Catch::Contains("not both"));
+  CHECK(job_error(head + R"("virtual_stage_layers": [0, 7, 8, 1]}})") == "");  // an empty chunk, as Megatron-Core's layouts allow
+
+  // The search keeps the job's layout where its shape is the job's (PP 2, VP 2), and times it as played alone.
+  TrainingJob base = uneven;
+  base.global_batch = 16;
+  const TrainingSearch search = search_training(base, 1);
+  const auto own = std::find_if(search.ranked.begin(), search.ranked.end(), [](const TrainingCandidate& c) { return !c.job.virtual_stage_layers.empty(); });
+  REQUIRE(own != search.ranked.end());
+  CHECK(own->job.pp == 2);
+  CHECK(own->job.vp == 2);
+  CHECK(own->job.virtual_stage_layers == uneven.virtual_stage_layers);
+  CHECK(own->step.iteration_s == simulate_training_step(own->job).iteration_s);
+}
+
 TEST_CASE("virtual stages that cannot run as Megatron runs them are refused with the field", "[training]") {
   const std::string base = R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
       "model": {"layers": 16, "hidden": 2048, "heads": 16, "vocab": 8, "seq_len": 2048}, )";

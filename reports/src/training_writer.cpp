@@ -48,6 +48,17 @@ std::string expert_shape(const TrainingJob& j) {
 
 // " (3 + 14 x 4 + 2 layers)" where the end stages hold their own counts; "" where every stage holds as many.
 std::string uneven_stages(const TrainingJob& j) {
+  if (!j.virtual_stage_layers.empty()) {  // " (virtual stages of 1, 30 x 2, 0 layers)": runs of equal counts
+    std::string text;
+    const std::vector<int>& n = j.virtual_stage_layers;
+    for (std::size_t k = 0; k < n.size();) {
+      std::size_t run = 1;
+      while (k + run < n.size() && n[k + run] == n[k]) ++run;
+      text += (text.empty() ? "" : ", ") + (run > 1 ? std::to_string(run) + " x " : std::string()) + std::to_string(n[k]);
+      k += run;
+    }
+    return " (virtual stages of " + text + " layers)";
+  }
   if (j.first_stage_layers == 0 && j.last_stage_layers == 0) return {};
   const std::vector<int> layers = j.stage_layers();
   std::string text = " (" + std::to_string(layers.front());
@@ -98,12 +109,11 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
   const char* sharding[] = {"", ", ZeRO-1 (optimizer sharded)", ", ZeRO-2 (optimizer and gradients sharded)", ", ZeRO-3 / FSDP (weights too)"};
   const std::string cp = job.cp > 1 ? " x CP " + std::to_string(job.cp) : "";
   const std::string ep = m.moe() ? " (" + expert_shape(job) + ")" : "";
-  std::snprintf(line, sizeof line, "  TP %d%s x PP %d%s x DP %d%s = %d GPUs; batch %d = %d micro-batches of %d per replica; %s, recompute %s%s%s%s\n",
-                job.tp, cp.c_str(), job.pp, uneven_stages(job).c_str(), job.dp, ep.c_str(), job.gpus(), job.global_batch, job.micro_batches(), job.micro_batch, schedule_text(job).c_str(),
-                recompute_text(job).c_str(), job.sequence_parallel ? ", sequence parallel" : "",
-                (std::string(job.dp_overlap ? ", DP overlapped" : "") + (job.ep_overlap ? ", expert all-to-alls overlapped (combined 1F1B)" : "")).c_str(),
-                sharding[job.zero_stage()]);
-  out << line;
+  // Streamed, not formatted into `line`: a layout of virtual stages has no bound on its length.
+  out << "  TP " << job.tp << cp << " x PP " << job.pp << uneven_stages(job) << " x DP " << job.dp << ep << " = " << job.gpus() << " GPUs; batch " << job.global_batch
+      << " = " << job.micro_batches() << " micro-batches of " << job.micro_batch << " per replica; " << schedule_text(job) << ", recompute " << recompute_text(job)
+      << (job.sequence_parallel ? ", sequence parallel" : "") << (job.dp_overlap ? ", DP overlapped" : "")
+      << (job.ep_overlap ? ", expert all-to-alls overlapped (combined 1F1B)" : "") << sharding[job.zero_stage()] << "\n";
   if (job.compute_efficiency) {
     std::snprintf(line, sizeof line, "  compute: FLOP at %.3g of the datasheet peak (compute_efficiency); the kernel model would give %s\n\n",
                   *job.compute_efficiency, seconds(step.kernel_model_iteration_s).c_str());
@@ -210,6 +220,7 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
                    {"ep", job.ep},
                    {"etp", job.expert_tp()},
                    {"vp", job.vp},
+                   {"virtual_stage_layers", job.virtual_stage_layers},
                    {"dp", job.dp},
                    {"micro_batches", job.micro_batches()},
                    {"schedule", schedule_name(job.schedule)},
@@ -277,12 +288,11 @@ void write_training_sweep_text(std::ostream& out, const std::string& key, const 
 namespace {
 
 std::string configuration(const TrainingJob& j) {
-  char text[160];
-  const std::string vp = j.vp > 1 ? " (VP " + std::to_string(j.vp) + ")" : uneven_stages(j);
+  const std::string vp = (j.vp > 1 ? " (VP " + std::to_string(j.vp) + ")" : std::string()) + uneven_stages(j);
   const std::string cp = j.cp > 1 ? " x CP " + std::to_string(j.cp) : "";
   const std::string ep = j.model.moe() ? " (" + expert_shape(j) + (j.ep_overlap ? ", overlapped" : "") + ")" : "";
-  std::snprintf(text, sizeof text, "TP %d%s x PP %d%s x DP %d%s, micro %d, recompute ", j.tp, cp.c_str(), j.pp, vp.c_str(), j.dp, ep.c_str(), j.micro_batch);
-  return text + recompute_text(j) + (j.zero_stage() >= 3 ? ", FSDP" : ", ZeRO-1");
+  return "TP " + std::to_string(j.tp) + cp + " x PP " + std::to_string(j.pp) + vp + " x DP " + std::to_string(j.dp) + ep + ", micro " + std::to_string(j.micro_batch) +
+         ", recompute " + recompute_text(j) + (j.zero_stage() >= 3 ? ", FSDP" : ", ZeRO-1");
 }
 
 }  // namespace
@@ -318,7 +328,7 @@ std::string training_search_json(const TrainingJob& base, const TrainingSearch& 
   for (std::size_t k = 0; k < search.ranked.size() && k < top; ++k) {
     const TrainingCandidate& c = search.ranked[k];
     ranked.push_back({{"tp", c.job.tp}, {"cp", c.job.cp}, {"pp", c.job.pp}, {"vp", c.job.vp}, {"dp", c.job.dp}, {"ep", c.job.ep}, {"etp", c.job.expert_tp()}, {"ep_overlap", c.job.ep_overlap},
-                      {"first_stage_layers", c.job.first_stage_layers}, {"last_stage_layers", c.job.last_stage_layers}, {"micro", c.job.micro_batch}, {"recompute", recompute_name(c.job.recompute)},
+                      {"first_stage_layers", c.job.first_stage_layers}, {"last_stage_layers", c.job.last_stage_layers}, {"virtual_stage_layers", c.job.virtual_stage_layers}, {"micro", c.job.micro_batch}, {"recompute", recompute_name(c.job.recompute)},
                       {"zero", c.job.zero_stage()}, {"iteration_s", c.step.iteration_s}, {"tokens_per_s", c.step.tokens_per_s}, {"mfu", c.step.mfu},
                       {"bubble", c.step.bubble}, {"memory_per_gpu_bytes", largest_need(c.step.counts)}});
   }

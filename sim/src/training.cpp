@@ -88,7 +88,9 @@ struct LayerMix {
 // the multi-token prediction modules' on the last.
 std::vector<LayerMix> chunk_layers(const TrainingJob& job) {
   const int chunks = job.pp * job.vp;
-  const std::vector<int> counts = job.vp == 1 ? job.stage_layers() : std::vector<int>(static_cast<std::size_t>(chunks), job.model.layers / chunks);
+  const std::vector<int> counts = !job.virtual_stage_layers.empty() ? job.virtual_stage_layers
+                                  : job.vp == 1                     ? job.stage_layers()
+                                                                    : std::vector<int>(static_cast<std::size_t>(chunks), job.model.layers / chunks);
   std::vector<LayerMix> mixes(counts.size());
   int layer = 0;
   for (std::size_t k = 0; k < counts.size(); ++k) {
@@ -98,6 +100,25 @@ std::vector<LayerMix> chunk_layers(const TrainingJob& job) {
   (job.model.moe() ? mixes.back().mixture : mixes.back().dense) += job.model.mtp_layers;
   return mixes;
 }
+// Interleaved 1F1B's order of chunk passes on every stage (Megatron-Core's schedule table): the micro-batches
+// in groups of `group`, each group through chunk 0, then chunk 1, ...; the last group takes what is left. The
+// k-th forward runs (micro-batch, chunk) = table[k]; the k-th backward the same micro-batch, chunks reversed.
+struct ChunkPass {
+  int micro_batch, chunk;
+};
+std::vector<ChunkPass> interleaved_order(int micro_batches, int chunks_a_gpu, int group) {
+  std::vector<ChunkPass> table;
+  table.reserve(static_cast<std::size_t>(micro_batches) * chunks_a_gpu);
+  for (int first = 0; first < micro_batches; first += group) {
+    const int end = first + group >= micro_batches ? micro_batches : first + group;
+    for (int chunk = 0; chunk < chunks_a_gpu; ++chunk) {
+      for (int i = first; i < end; ++i) table.push_back({i, chunk});
+    }
+    if (end == micro_batches) break;
+  }
+  return table;
+}
+
 // A GPU stage's layers: its chunks'.
 LayerMix stage_mix(const std::vector<LayerMix>& chunks, int pp, int stage) {
   LayerMix mix;
@@ -162,8 +183,12 @@ double TransformerModel::active_parameters() const {
 }
 
 std::vector<int> TrainingJob::stage_layers() const {
-  // The stages given their own count, then the rest split evenly over the others (check_training_job: whole).
   std::vector<int> counts(static_cast<std::size_t>(pp), 0);
+  if (!virtual_stage_layers.empty()) {  // each GPU stage's chunks
+    for (std::size_t k = 0; k < virtual_stage_layers.size(); ++k) counts[k % counts.size()] += virtual_stage_layers[k];
+    return counts;
+  }
+  // The stages given their own count, then the rest split evenly over the others (check_training_job: whole).
   if (first_stage_layers > 0) counts.front() = first_stage_layers;
   if (last_stage_layers > 0 && pp > 1) counts.back() = last_stage_layers;
   const int given = counts.front() + (pp > 1 ? counts.back() : 0);
@@ -200,7 +225,18 @@ void check_training_job(const TrainingJob& job) {
     if (!ok) problems.push_back(Problem{job.file, job.pointer + pointer, message});
   };
   const TransformerModel& m = job.model;
-  if (job.first_stage_layers > 0 || job.last_stage_layers > 0) {
+  const bool layout = !job.virtual_stage_layers.empty();
+  if (layout) {
+    // Megatron-Core's layout: every virtual stage listed, every layer placed once.
+    const std::int64_t chunks = std::int64_t{job.pp} * job.vp;
+    std::int64_t placed = 0;
+    for (int n : job.virtual_stage_layers) placed += n;
+    need(static_cast<std::int64_t>(job.virtual_stage_layers.size()) == chunks, "/parallel/virtual_stage_layers",
+         "expected pp x vp (" + std::to_string(chunks) + ") entries, one a virtual stage, found " + std::to_string(job.virtual_stage_layers.size()));
+    need(placed == m.layers, "/parallel/virtual_stage_layers", "expected the " + std::to_string(m.layers) + " layers in all, found " + std::to_string(placed));
+    need(job.first_stage_layers == 0 && job.last_stage_layers == 0, "/parallel/virtual_stage_layers",
+         "expected virtual_stage_layers or first_stage_layers and last_stage_layers, not both");
+  } else if (job.first_stage_layers > 0 || job.last_stage_layers > 0) {
     // Megatron-Core's uneven pipeline: the first and last stages' own counts, the rest split evenly, each
     // stage at least one layer.
     need(job.pp > 1, "/parallel/pp", "expected pipeline stages (pp above 1) with first_stage_layers or last_stage_layers, found pp 1");
@@ -228,12 +264,26 @@ void check_training_job(const TrainingJob& job) {
     // Megatron-LM's interleaved schedule: chunks of whole layers, micro-batches in groups of pp.
     need(job.pp > 1, "/parallel/vp", "expected virtual stages only with pipeline stages (pp above 1), found vp " + std::to_string(job.vp) + " with pp 1");
     const std::int64_t chunks = std::int64_t{job.pp} * job.vp;  // as read, past what an int holds
-    need(m.layers % chunks == 0, "/parallel/vp", "expected pp x vp (" + std::to_string(chunks) + ") to divide the " + std::to_string(m.layers) + " layers");
+    need(layout || m.layers % chunks == 0, "/parallel/vp",
+         "expected pp x vp (" + std::to_string(chunks) + ") to divide the " + std::to_string(m.layers) + " layers (virtual_stage_layers places them unevenly)");
     need(job.schedule == PipelineSchedule::one_f_one_b, "/schedule", "expected 1f1b with virtual stages (interleaved 1F1B), found gpipe");
     if (job.global_batch % (job.dp * job.micro_batch) == 0) {
-      need(job.micro_batches() % job.pp == 0, "/batch/global",
-           "expected micro-batches a multiple of pp (" + std::to_string(job.pp) + ") with virtual stages, found " + std::to_string(job.micro_batches()));
+      // Megatron-Core's rule: groups of pp to all micro-batches, the last group whole or at least pp.
+      const int mb = job.micro_batches(), n = job.group(), last = mb % n;
+      if (job.microbatch_group == 0) {
+        need(last == 0, "/batch/global",
+             "expected micro-batches a multiple of pp (" + std::to_string(job.pp) + ") with virtual stages, found " + std::to_string(mb) +
+                 " (parallel.microbatch_group sets groups of another size)");
+      } else {
+        need(n >= job.pp && n <= mb, "/parallel/microbatch_group",
+             "expected pp (" + std::to_string(job.pp) + ") to the " + std::to_string(mb) + " micro-batches, found " + std::to_string(n));
+        need(n < job.pp || n > mb || last == 0 || last >= job.pp, "/parallel/microbatch_group",
+             "expected the last group (" + std::to_string(mb) + " mod " + std::to_string(n) + " = " + std::to_string(last) + " micro-batches) empty or at least pp (" +
+                 std::to_string(job.pp) + "), as Megatron-Core requires");
+      }
     }
+  } else {
+    need(job.microbatch_group == 0, "/parallel/microbatch_group", "expected microbatch_group only with virtual stages (vp above 1)");
   }
   if (m.moe()) {
     need(m.top_k >= 1 && m.top_k <= m.experts, "/model/experts_per_token",
@@ -382,9 +432,26 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
     job.pp = static_cast<int>(r.integer_or("pp", 1, 1, 1 << 16));
     job.dp = static_cast<int>(r.integer_or("dp", 1, 1, 1 << 20));
     job.vp = static_cast<int>(r.integer_or("vp", 1, 1, 1 << 16));
+    job.microbatch_group = static_cast<int>(r.integer_or("microbatch_group", 0, 1, 1 << 20));
     job.cp = static_cast<int>(r.integer_or("cp", 1, 1, 1 << 16));
     job.first_stage_layers = static_cast<int>(r.integer_or("first_stage_layers", 0, 1, job.model.layers));
     job.last_stage_layers = static_cast<int>(r.integer_or("last_stage_layers", 0, 1, job.model.layers));
+    if (const Json* layout = r.field("virtual_stage_layers")) {
+      const std::string at = r.pointer("virtual_stage_layers");
+      if (!layout->is_array() || layout->empty() || layout->size() > (1u << 16)) {
+        r.problem("virtual_stage_layers", "expected an array of layer counts, one a virtual stage (pp x vp), found " + detail::describe(*layout));
+      } else {
+        for (std::size_t k = 0; k < layout->size(); ++k) {
+          const Json& n = (*layout)[k];
+          if (!n.is_number_integer() || n.get<std::int64_t>() < 0 || n.get<std::int64_t>() > job.model.layers) {
+            problems.add(detail::child_pointer(at, k), "expected a count of layers, 0 to " + std::to_string(job.model.layers) + ", found " + detail::describe(n));
+            job.virtual_stage_layers.clear();
+            break;
+          }
+          job.virtual_stage_layers.push_back(static_cast<int>(n.get<std::int64_t>()));
+        }
+      }
+    }
     job.ep = static_cast<int>(r.integer_or("ep", 1, 1, 1 << 16));
     job.etp = static_cast<int>(r.integer_or("etp", 0, 1, 1 << 16));
     job.sequence_parallel = r.boolean_or("sequence_parallel", false);
@@ -593,14 +660,30 @@ TrainingCounts count_training(const TrainingJob& job) {
     mem.optimizer = kOptimizerBytes * (zero >= 1 ? dense / shards + expert_params / expert_shards : params);
     // Micro-batches whose activations a stage holds at once: all under GPipe; under 1F1B those its warm-up
     // forwards start before the first backward, plus one; interleaved, chunk passes of 1/vp of the stage
-    // (Megatron's warm-up of 2 (pp - stage - 1) + (vp - 1) pp), so the first stage holds pp + (pp - 1) / vp.
+    // (Megatron's warm-up of 2 (pp - stage - 1) + (vp - 1) x the micro-batch group, pp by default), so with
+    // groups of pp the first stage holds pp + (pp - 1) / vp.
     const int v = job.vp;
     double in_flight = job.schedule == PipelineSchedule::gpipe ? mb
                              : v == 1                                ? std::min(p - stage, mb)
-                                                                     : std::min(2.0 * (p - stage - 1) + (v - 1) * p + 1, static_cast<double>(mb) * v) / v;
+                                                                     : std::min(2.0 * (p - stage - 1) + (v - 1) * job.group() + 1, static_cast<double>(mb) * v) / v;
     // Overlapped all-to-alls: a forward starts beside the backward before it, one chunk pass more in flight.
     if (job.ep_overlap) in_flight = std::min(in_flight + 1.0 / v, static_cast<double>(mb));
-    mem.activations = in_flight * layers.mixture * c.activation_bytes_per_layer + in_flight * layers.dense * (m.moe() ? c.dense_layer_activation_bytes : c.activation_bytes_per_layer);
+    const double dense_bytes = m.moe() ? c.dense_layer_activation_bytes : c.activation_bytes_per_layer;
+    mem.activations = in_flight * layers.mixture * c.activation_bytes_per_layer + in_flight * layers.dense * dense_bytes;
+    if (!job.virtual_stage_layers.empty() && job.schedule == PipelineSchedule::one_f_one_b) {
+      // Uneven chunks: the chunk passes in flight at the peak, each its own chunk's layers. The warm-up runs
+      // chunk 0 of pp micro-batches, then chunk 1, ... (Megatron's order), and one more pass starts before the
+      // first backward ends; combined 1F1B one more again.
+      const int passes = static_cast<int>(std::lround(in_flight * v));
+      const std::vector<ChunkPass> order = interleaved_order(mb, v, job.group());
+      LayerMix held;
+      for (int k = 0; k < passes; ++k) {
+        const LayerMix& chunk = chunks[static_cast<std::size_t>(order[static_cast<std::size_t>(k)].chunk * p + stage)];
+        held.mixture += chunk.mixture;
+        held.dense += chunk.dense;
+      }
+      mem.activations = held.mixture * c.activation_bytes_per_layer + held.dense * dense_bytes;
+    }
     c.stage_memory.push_back(mem);
     c.dp_allreduce_bytes.push_back(2 * (params - expert_params));  // 16-bit gradients
     c.expert_allreduce_bytes.push_back(2 * expert_params);
@@ -1275,6 +1358,7 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
     bool with_next = false;  // ep_overlap: a backward run together with the forward after it
   };
   std::vector<std::vector<Pass>> order(static_cast<std::size_t>(p));
+  const std::vector<ChunkPass> table = v > 1 ? interleaved_order(mb, v, job.group()) : std::vector<ChunkPass>{};
   for (int stage = 0; stage < p; ++stage) {
     auto& o = order[stage];
     if (job.schedule == PipelineSchedule::gpipe) {
@@ -1286,10 +1370,10 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
     // of micro-batch (k / p v) p + k mod p, the k-th backward the chunks in reverse; warm-up forwards first,
     // then one forward and one backward in turn, then the remaining backwards.
     const int total = mb * v;
-    const int warmup = v == 1 ? std::min(p - stage - 1, mb) : (mb == p ? total : std::min(2 * (p - stage - 1) + (v - 1) * p, total));
+    const int warmup = v == 1 ? std::min(p - stage - 1, mb) : (mb == p ? total : std::min(2 * (p - stage - 1) + (v - 1) * job.group(), total));
     auto pass = [&](int k, bool backward) {
-      const int chunk = (k % chunks) / p;
-      return Pass{(k / chunks) * p + k % p, (backward ? v - 1 - chunk : chunk) * p + stage, backward};
+      const ChunkPass at = table[static_cast<std::size_t>(k)];
+      return Pass{at.micro_batch, (backward ? v - 1 - at.chunk : at.chunk) * p + stage, backward};
     };
     auto plain = [&](int k, bool backward) { return Pass{k, stage, backward}; };
     for (int k = 0; k < warmup; ++k) o.push_back(v == 1 ? plain(k, false) : pass(k, false));
@@ -1419,8 +1503,10 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads, const 
     for (int micro : {1, 2, 4, 8}) {
       if (base.global_batch % (dp * micro) != 0) continue;
       for (int vp : {1, 2, 4}) {
-        // Interleaved 1F1B where chunks of whole layers and groups of pp micro-batches allow it.
-        if (vp > 1 && (pp == 1 || first_layers > 0 || m.layers % (pp * vp) != 0 || (base.global_batch / (dp * micro)) % pp != 0)) continue;
+        // The job's own layout of virtual stages where the shape is its own; elsewhere interleaved 1F1B where
+        // chunks of whole layers and groups of pp micro-batches allow it.
+        const bool own_layout = !base.virtual_stage_layers.empty() && pp == base.pp && vp == base.vp;
+        if (vp > 1 && (pp == 1 || (!own_layout && (first_layers > 0 || m.layers % (pp * vp) != 0 || (base.global_batch / (dp * micro)) % pp != 0)))) continue;
         for (Recompute recompute : {Recompute::none, Recompute::selective, Recompute::full}) {
           for (int zero : {1, 3}) {
             if (zero == 3 && (pp > 1 || dp == 1 || cp > 1 || m.moe())) continue;
@@ -1432,8 +1518,10 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads, const 
             j.etp = etp;
             j.pp = pp;
             j.vp = vp;
-            j.first_stage_layers = first_layers;
-            j.last_stage_layers = last_layers;
+            j.virtual_stage_layers = own_layout ? base.virtual_stage_layers : std::vector<int>{};
+            j.microbatch_group = own_layout ? base.microbatch_group : 0;  // the job's groups (checked) with its layout
+            j.first_stage_layers = own_layout ? 0 : first_layers;
+            j.last_stage_layers = own_layout ? 0 : last_layers;
             j.dp = dp;
             j.micro_batch = micro;
             j.recompute = recompute;

@@ -116,12 +116,21 @@ struct TrainingJob {
   // Virtual pipeline stages per GPU (interleaved 1F1B, Megatron-LM's virtual pipeline): each stage's
   // layers split into vp chunks, GPU d holding chunks d, d + pp, d + 2 pp, ...; 1: plain 1F1B.
   int vp = 1;
+  // Interleaved 1F1B runs the micro-batches in groups of this many through each chunk in turn (Megatron-Core's
+  // --microbatch-group-size-per-virtual-pipeline-stage; 0: pp, its default). The last group takes what is left.
+  int microbatch_group = 0;
+  int group() const { return microbatch_group > 0 ? microbatch_group : pp; }
   // Layers of the first and last pipeline stages where they differ from the others' (Megatron-Core's
   // decoder_first/last_pipeline_num_layers: DeepSeek-V3's 61 layers on 16 stages); 0: as the others. The
   // stages not given split the rest evenly.
   int first_stage_layers = 0, last_stage_layers = 0;
+  // The layers of each of the pp x vp virtual stages in model order (virtual stage k: chunk k / pp on GPU stage
+  // k % pp), as Megatron-Core's --pipeline-model-parallel-layout places its transformer layers: uneven chunks,
+  // interleaved or not; the embedding on the first, the multi-token prediction modules and the head on the last.
+  // Empty: as first_stage_layers, last_stage_layers and vp say.
+  std::vector<int> virtual_stage_layers;
   // The layers on each pipeline stage, first to last (pp entries; every layer once, in order). Virtual stages
-  // (vp above 1) split each stage's evenly.
+  // (vp above 1) split each stage's evenly unless virtual_stage_layers places them.
   std::vector<int> stage_layers() const;
   // Context parallelism (Megatron-Core's, ring attention as Transformer Engine's p2p CP runs it): each
   // sequence split over cp GPUs in 2 cp load-balanced chunks; every layer's attention passes the keys and
