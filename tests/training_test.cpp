@@ -270,12 +270,64 @@ TEST_CASE("interleaved 1F1B in groups of micro-batches and an uneven layout of v
   TrainingJob base = uneven;
   base.global_batch = 16;
   const TrainingSearch search = search_training(base, 1);
-  const auto own = std::find_if(search.ranked.begin(), search.ranked.end(), [](const TrainingCandidate& c) { return !c.job.virtual_stage_layers.empty(); });
+  const auto own = std::find_if(search.ranked.begin(), search.ranked.end(), [](const TrainingCandidate& candidate) { return !candidate.job.virtual_stage_layers.empty(); });
   REQUIRE(own != search.ranked.end());
   CHECK(own->job.pp == 2);
   CHECK(own->job.vp == 2);
   CHECK(own->job.virtual_stage_layers == uneven.virtual_stage_layers);
   CHECK(own->step.iteration_s == simulate_training_step(own->job).iteration_s);
+}
+
+TEST_CASE("DualPipe: both directions' passes, its README's bubble (PP/2 - 1)(F&B + B - 3W) and PP + 1 stages of activations", "[training][dualpipe]") {
+  // Every stage alike (vocabulary 1) at a given efficiency: B = 2F, W = F (the weight gradients' FLOP are the
+  // forward's), and with no all-to-all to hide a pair takes F&B = F + B. deepseek-ai/DualPipe's README: bubble
+  // (PP/2 - 1)(F&B + B - 3W) = (PP/2 - 1) 2F, against 1F1B's (PP - 1)(F + B); each GPU works m(F + B), half the
+  // micro-batches through each of its two stages.
+  for (int p : {4, 8}) {
+    for (int m : {2 * p, 40}) {
+      TrainingJob job = small(p, m, PipelineSchedule::dualpipe);
+      check_training_job(job);
+      const TrainingStep step = simulate_training_step(job);
+      const double d = step.pp_send_s;
+      // One micro-batch through a stage, from the 1F1B job's passes (the same stages).
+      const TrainingStep plain = simulate_training_step(small(p, m, PipelineSchedule::one_f_one_b));
+      const double f = plain.forward_s, b = plain.backward_s;
+      REQUIRE(b == Approx(2 * f).epsilon(1e-9));
+      const double pipeline = *std::max_element(step.stage_end_s.begin(), step.stage_end_s.end());
+      const double expected = m * (f + b) + (p / 2 - 1) * (f + b + b - 3 * f);
+      CHECK(pipeline >= expected - 1e-9);
+      INFO("p " << p << ", m " << m << ": pipeline " << pipeline << ", expected " << expected << ", F " << f << ", send " << d);
+      // As in 1F1B's steady state, a pass waits on a round trip through other GPUs: the sends add up along the micro-batches.
+      CHECK(pipeline <= expected + 2 * (m + p) * d);
+      // Each GPU: m / 2 forwards and backwards of each direction, and as many weight passes as input-only backwards.
+      for (int gpu = 0; gpu < p; ++gpu) {
+        std::map<std::pair<int, bool>, int> passes;  // (direction, backward) -> count
+        int weights = 0;
+        for (const PipelineOp& op : step.ops) {
+          if (op.stage != gpu) continue;
+          if (op.weight) ++weights;
+          else ++passes[{op.chunk, op.backward}];
+        }
+        CHECK(passes == std::map<std::pair<int, bool>, int>{{{0, false}, m / 2}, {{0, true}, m / 2}, {{1, false}, m / 2}, {{1, true}, m / 2}});
+        CHECK(weights == p - 1 - std::min(gpu, p - 1 - gpu));  // steps 3, 7 and 8 of DualPipe.step
+      }
+      // Each GPU holds two stages' weights, and at its peak pp + 1 stages' activations of a micro-batch (the README).
+      const TrainingCounts c = count_training(job), one = count_training(small(p, m, PipelineSchedule::one_f_one_b));
+      CHECK(c.stage_parameters[1] == Approx(2 * one.stage_parameters[1]).epsilon(1e-12));
+      CHECK(c.stage_memory[1].activations == Approx((p + 1) * (16 / p) * c.activation_bytes_per_layer).epsilon(1e-12));
+    }
+  }
+  // Its own asserts: an even pp, at least 2 pp micro-batches, an even number of them; no virtual stages; its pairs, not ep_overlap's.
+  TrainingJob job = small(4, 16, PipelineSchedule::dualpipe);
+  job.pp = 2;
+  job.global_batch = 3;
+  CHECK_THROWS_WITH(check_training_job(job), Catch::Contains("/batch/global: expected an even number of micro-batches, at least 2 x pp (4), with dualpipe, found 3"));
+  job.pp = 1;
+  job.global_batch = 16;
+  CHECK_THROWS_WITH(check_training_job(job), Catch::Contains("/parallel/pp: expected an even number of pipeline stages with dualpipe, found 1"));
+  job.pp = 4;
+  job.vp = 2;
+  CHECK_THROWS_WITH(check_training_job(job), Catch::Contains("/parallel/vp: expected no virtual stages with dualpipe"));
 }
 
 TEST_CASE("virtual stages that cannot run as Megatron runs them are refused with the field", "[training]") {
@@ -1012,6 +1064,17 @@ TEST_CASE("DeepSeek-V3: latent attention, dense first layers and uneven stages c
   write_training_text(text, job, step);
   CHECK_THAT(text.str(), Catch::Contains("128 heads of latent attention (q latent 1536, kv latent 512, heads of 192 for scores and 128 for values)") &&
                              Catch::Contains("the first 3 layers dense (MLP of 18432)") && Catch::Contains("PP 16 (3 + 14 x 4 + 2 layers)"));
+}
+
+TEST_CASE("DualPipe hides a mixture's all-to-alls behind the other direction's compute", "[training][dualpipe][moe]") {
+  // DeepSeek-V3's layout on its 2,048 H800s: 1F1B pays the all-to-alls; DualPipe's pairs hide them.
+  const TrainingStep plain = simulate_training_step(deepseek());
+  const TrainingStep dual = simulate_training_step(deepseek("", R"(, "schedule": "dualpipe")"));
+  REQUIRE(plain.ep_comm_s > 0);
+  CHECK(dual.iteration_s < plain.iteration_s - 0.5 * 120 * plain.ep_comm_s * 0.5);
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h800-8", "count": 4}]}, "model": {"architecture": "deepseek-v3", "seq_len": 4096},
+      "parallel": {"pp": 2, "first_stage_layers": 31, "dp": 16, "ep": 16, "ep_overlap": true}, "batch": {"global": 64}, "schedule": "dualpipe"})"),
+             Catch::Contains("/parallel/ep_overlap: expected ep_overlap with the 1f1b schedule, whose backwards it pairs with forwards, found dualpipe (which pairs its own)"));
 }
 
 TEST_CASE("selective recomputation by module frees and re-runs what Megatron-Core's modules do, counted by hand", "[training][mla][recompute]") {

@@ -18,8 +18,8 @@ std::string count(double v) {
   return buf;
 }
 
-const char* schedule_name(PipelineSchedule s) { return s == PipelineSchedule::gpipe ? "gpipe" : "1f1b"; }
 std::string schedule_text(const TrainingJob& j) {
+  if (j.schedule == PipelineSchedule::dualpipe) return "dualpipe (a stage of each direction a GPU, forward and backward chunks overlapped in pairs)";
   return j.vp > 1 ? "interleaved 1f1b (" + std::to_string(j.vp) + " virtual stages a GPU)" : schedule_name(j.schedule);
 }
 const char* recompute_name(Recompute r) { return r == Recompute::none ? "none" : r == Recompute::selective ? "selective" : "full"; }
@@ -174,8 +174,11 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
   const std::vector<int> layers = job.stage_layers();
   for (std::size_t s = 0; s < c.stage_memory.size(); ++s) {
     const StageMemory& mem = c.stage_memory[s];
-    // The last stage's multi-token prediction layers after a +.
-    const std::string held = std::to_string(layers[s]) + (s + 1 == c.stage_memory.size() && job.model.mtp_layers > 0 ? "+" + std::to_string(job.model.mtp_layers) : "");
+    // The last stage's multi-token prediction layers after a +; under DualPipe a GPU's two stages, "4|4".
+    const auto stage_text = [&](std::size_t stage) {
+      return std::to_string(layers[stage]) + (stage + 1 == layers.size() && job.model.mtp_layers > 0 ? "+" + std::to_string(job.model.mtp_layers) : "");
+    };
+    const std::string held = stage_text(s) + (job.schedule == PipelineSchedule::dualpipe ? "|" + stage_text(layers.size() - 1 - s) : "");
     std::snprintf(line, sizeof line, "%5zu  %6s  %10s  %-10s %-10s %-10s %-12s %-11s %s\n", s, held.c_str(),
                   count(c.stage_parameters[s]).c_str(), bytes(mem.weights).c_str(), bytes(mem.gradients).c_str(),
                   bytes(mem.optimizer).c_str(), bytes(mem.activations).c_str(), bytes(mem.total()).c_str(), seconds(step.stage_end_s[s]).c_str());
@@ -292,7 +295,7 @@ std::string configuration(const TrainingJob& j) {
   const std::string cp = j.cp > 1 ? " x CP " + std::to_string(j.cp) : "";
   const std::string ep = j.model.moe() ? " (" + expert_shape(j) + (j.ep_overlap ? ", overlapped" : "") + ")" : "";
   return "TP " + std::to_string(j.tp) + cp + " x PP " + std::to_string(j.pp) + vp + " x DP " + std::to_string(j.dp) + ep + ", micro " + std::to_string(j.micro_batch) +
-         ", recompute " + recompute_text(j) + (j.zero_stage() >= 3 ? ", FSDP" : ", ZeRO-1");
+         (j.schedule == PipelineSchedule::dualpipe ? ", dualpipe" : "") + ", recompute " + recompute_text(j) + (j.zero_stage() >= 3 ? ", FSDP" : ", ZeRO-1");
 }
 
 }  // namespace
@@ -328,7 +331,7 @@ std::string training_search_json(const TrainingJob& base, const TrainingSearch& 
   for (std::size_t k = 0; k < search.ranked.size() && k < top; ++k) {
     const TrainingCandidate& c = search.ranked[k];
     ranked.push_back({{"tp", c.job.tp}, {"cp", c.job.cp}, {"pp", c.job.pp}, {"vp", c.job.vp}, {"dp", c.job.dp}, {"ep", c.job.ep}, {"etp", c.job.expert_tp()}, {"ep_overlap", c.job.ep_overlap},
-                      {"first_stage_layers", c.job.first_stage_layers}, {"last_stage_layers", c.job.last_stage_layers}, {"virtual_stage_layers", c.job.virtual_stage_layers}, {"micro", c.job.micro_batch}, {"recompute", recompute_name(c.job.recompute)},
+                      {"first_stage_layers", c.job.first_stage_layers}, {"last_stage_layers", c.job.last_stage_layers}, {"virtual_stage_layers", c.job.virtual_stage_layers}, {"micro", c.job.micro_batch}, {"schedule", schedule_name(c.job.schedule)}, {"recompute", recompute_name(c.job.recompute)},
                       {"zero", c.job.zero_stage()}, {"iteration_s", c.step.iteration_s}, {"tokens_per_s", c.step.tokens_per_s}, {"mfu", c.step.mfu},
                       {"bubble", c.step.bubble}, {"memory_per_gpu_bytes", largest_need(c.step.counts)}});
   }

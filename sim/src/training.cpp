@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <deque>
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -84,20 +85,37 @@ struct LayerMix {
   int dense = 0, mixture = 0;
   int total() const { return dense + mixture; }
 };
-// Each virtual stage's layers (virtual stage k: chunk k / pp of GPU stage k % pp), whole, in model order, and
-// the multi-token prediction modules' on the last.
+// Where each virtual stage runs. Virtual stage k is chunk k / pp on GPU k % pp; under DualPipe the 2 pp virtual
+// stages are the model's pp stages twice, one pipeline a direction: k < pp fed from GPU 0 (its stage k on GPU
+// k), k >= pp fed from GPU pp - 1 (its stage k - pp on GPU 2 pp - 1 - k).
+struct VirtualStages {
+  int pp, count;
+  bool dual;
+  explicit VirtualStages(const TrainingJob& job)
+      : pp(job.pp), count(job.schedule == PipelineSchedule::dualpipe ? 2 * job.pp : job.pp * job.vp), dual(job.schedule == PipelineSchedule::dualpipe) {}
+  int gpu(int k) const { return dual && k >= pp ? 2 * pp - 1 - k : k % pp; }
+  bool first(int k) const { return dual ? k % pp == 0 : k == 0; }             // the embedding's, fed by no stage
+  bool last(int k) const { return dual ? k % pp == pp - 1 : k == count - 1; }  // the head's, its backward its own
+};
+
+// Each virtual stage's layers, whole, in model order (under DualPipe, each direction's), and the multi-token
+// prediction modules' on the last.
 std::vector<LayerMix> chunk_layers(const TrainingJob& job) {
-  const int chunks = job.pp * job.vp;
-  const std::vector<int> counts = !job.virtual_stage_layers.empty() ? job.virtual_stage_layers
-                                  : job.vp == 1                     ? job.stage_layers()
-                                                                    : std::vector<int>(static_cast<std::size_t>(chunks), job.model.layers / chunks);
+  const VirtualStages stages(job);
+  std::vector<int> counts = !job.virtual_stage_layers.empty() ? job.virtual_stage_layers
+                            : job.vp == 1                     ? job.stage_layers()
+                                                              : std::vector<int>(static_cast<std::size_t>(stages.count), job.model.layers / stages.count);
+  const std::size_t model = counts.size();
+  if (stages.dual) counts.insert(counts.end(), counts.begin(), counts.end());  // the same stages, the other way
   std::vector<LayerMix> mixes(counts.size());
-  int layer = 0;
-  for (std::size_t k = 0; k < counts.size(); ++k) {
-    for (int n = 0; n < counts[k]; ++n, ++layer) ++(job.model.moe_layer(layer) ? mixes[k].mixture : mixes[k].dense);
+  for (std::size_t k = 0, layer = 0; k < counts.size(); ++k) {
+    if (k == model) layer = 0;
+    for (int n = 0; n < counts[k]; ++n, ++layer) ++(job.model.moe_layer(static_cast<int>(layer)) ? mixes[k].mixture : mixes[k].dense);
   }
   // The multi-token prediction modules' layers run on the last stage, after its own.
-  (job.model.moe() ? mixes.back().mixture : mixes.back().dense) += job.model.mtp_layers;
+  for (std::size_t k = 0; k < mixes.size(); ++k) {
+    if (stages.last(static_cast<int>(k))) (job.model.moe() ? mixes[k].mixture : mixes[k].dense) += job.model.mtp_layers;
+  }
   return mixes;
 }
 // Interleaved 1F1B's order of chunk passes on every stage (Megatron-Core's schedule table): the micro-batches
@@ -120,13 +138,66 @@ std::vector<ChunkPass> interleaved_order(int micro_batches, int chunks_a_gpu, in
 }
 
 // A GPU stage's layers: its chunks'.
-LayerMix stage_mix(const std::vector<LayerMix>& chunks, int pp, int stage) {
+LayerMix stage_mix(const std::vector<LayerMix>& chunks, const VirtualStages& stages, int stage) {
   LayerMix mix;
-  for (std::size_t k = static_cast<std::size_t>(stage); k < chunks.size(); k += static_cast<std::size_t>(pp)) {
-    mix.dense += chunks[k].dense;
-    mix.mixture += chunks[k].mixture;
+  for (int k = 0; k < stages.count; ++k) {
+    if (stages.gpu(k) != stage) continue;
+    mix.dense += chunks[static_cast<std::size_t>(k)].dense;
+    mix.mixture += chunks[static_cast<std::size_t>(k)].mixture;
   }
   return mix;
+}
+
+// One GPU's passes under DualPipe, in its order, as deepseek-ai/DualPipe's `DualPipe.step` runs them (its steps 1
+// to 8). `near` is the direction whose first stage is nearer the GPU (GPU r < pp / 2: the one fed from GPU 0),
+// `far` the other; h = min(r, pp - 1 - r). A backward `input` only computes the input gradient (zero-bubble: its
+// weight gradients wait in a queue), a `weight` pass runs the oldest queued ones; `with_next` pairs a pass with
+// the next, their computation and communication overlapped (DualPipe's overlapped_forward_backward).
+struct DualPass {
+  enum Kind : std::uint8_t { forward, backward, input, weight } kind;
+  int direction;
+  bool with_next = false;
+};
+std::vector<DualPass> dualpipe_order(int pp, int micro_batches, int gpu) {
+  const int half_gpus = pp / 2, h = std::min(gpu, pp - 1 - gpu), half = micro_batches / 2;
+  const int near = gpu < half_gpus ? 0 : 1, far = 1 - near;
+  const bool middle = gpu == half_gpus - 1 || gpu == half_gpus;
+  std::vector<DualPass> order;
+  const auto add = [&](DualPass::Kind kind, int direction, bool with_next = false) { order.push_back({kind, direction, with_next}); };
+  for (int i = 0; i < 2 * (half_gpus - h - 1); ++i) add(DualPass::forward, near);  // 1: nF0
+  for (int i = 0; i < h + 1; ++i) {                                                // 2: nF0F1
+    add(DualPass::forward, near);
+    add(DualPass::forward, far);
+  }
+  for (int i = 0; i < half_gpus - h - 1; ++i) {  // 3: nB1W1F1
+    add(DualPass::input, far);
+    add(DualPass::weight, far);
+    add(DualPass::forward, far);
+  }
+  for (int i = 0; i < half - pp + h + 1; ++i) {  // 4, the main step: nF0B1F1B0 (the middle GPUs' first pair not overlapped)
+    add(DualPass::forward, near, !(i == 0 && middle));
+    add(DualPass::backward, far);
+    add(DualPass::forward, far, true);
+    add(DualPass::backward, near);
+  }
+  for (int i = 0; i < half_gpus - h - 1; ++i) {  // 5: nB1F1B0
+    add(DualPass::backward, far);
+    add(DualPass::forward, far, true);
+    add(DualPass::backward, near);
+  }
+  bool deferred = false;  // 6: nB1B0, the second half's weight gradients deferred
+  for (int i = 0; i < h + 1; ++i) {
+    if (i == (h + 1) / 2 && h % 2 == 1) deferred = true;
+    add(deferred ? DualPass::input : DualPass::backward, far);
+    if (i == (h + 1) / 2 && h % 2 == 0) deferred = true;
+    add(deferred ? DualPass::input : DualPass::backward, near);
+  }
+  for (int i = 0; i < half_gpus - h - 1; ++i) {  // 7: nWB0
+    add(DualPass::weight, near);
+    add(DualPass::input, near);
+  }
+  for (int i = 0; i < h + 1; ++i) add(DualPass::weight, near);  // 8: nW
+  return order;
 }
 
 // A mixture-of-experts layer on one GPU: its own tokens (1/tp of them under sequence parallelism), the top-k
@@ -199,6 +270,10 @@ std::vector<int> TrainingJob::stage_layers() const {
   return counts;
 }
 
+std::string schedule_name(PipelineSchedule schedule) {
+  return schedule == PipelineSchedule::gpipe ? "gpipe" : schedule == PipelineSchedule::one_f_one_b ? "1f1b" : "dualpipe";
+}
+
 const std::vector<std::string>& recompute_module_names() {
   static const std::vector<std::string> names{"core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "moe", "shared_experts"};
   return names;
@@ -266,7 +341,7 @@ void check_training_job(const TrainingJob& job) {
     const std::int64_t chunks = std::int64_t{job.pp} * job.vp;  // as read, past what an int holds
     need(layout || m.layers % chunks == 0, "/parallel/vp",
          "expected pp x vp (" + std::to_string(chunks) + ") to divide the " + std::to_string(m.layers) + " layers (virtual_stage_layers places them unevenly)");
-    need(job.schedule == PipelineSchedule::one_f_one_b, "/schedule", "expected 1f1b with virtual stages (interleaved 1F1B), found gpipe");
+    need(job.schedule == PipelineSchedule::one_f_one_b, "/schedule", "expected 1f1b with virtual stages (interleaved 1F1B), found " + schedule_name(job.schedule));
     if (job.global_batch % (job.dp * job.micro_batch) == 0) {
       // Megatron-Core's rule: groups of pp to all micro-batches, the last group whole or at least pp.
       const int mb = job.micro_batches(), n = job.group(), last = mb % n;
@@ -284,6 +359,16 @@ void check_training_job(const TrainingJob& job) {
     }
   } else {
     need(job.microbatch_group == 0, "/parallel/microbatch_group", "expected microbatch_group only with virtual stages (vp above 1)");
+  }
+  if (job.schedule == PipelineSchedule::dualpipe) {
+    // deepseek-ai/DualPipe's own asserts: an even pp, an even number of micro-batches, at least 2 pp.
+    need(job.pp >= 2 && job.pp % 2 == 0, "/parallel/pp", "expected an even number of pipeline stages with dualpipe, found " + std::to_string(job.pp));
+    need(job.vp == 1, "/parallel/vp", "expected no virtual stages with dualpipe (each GPU holds a stage of each direction), found vp " + std::to_string(job.vp));
+    if (job.global_batch % (job.dp * job.micro_batch) == 0) {
+      const int mb = job.micro_batches();
+      need(mb % 2 == 0 && mb >= 2 * job.pp, "/batch/global",
+           "expected an even number of micro-batches, at least 2 x pp (" + std::to_string(2 * job.pp) + "), with dualpipe, found " + std::to_string(mb));
+    }
   }
   if (m.moe()) {
     need(m.top_k >= 1 && m.top_k <= m.experts, "/model/experts_per_token",
@@ -305,7 +390,9 @@ void check_training_job(const TrainingJob& job) {
       if (const auto missing = fp8_missing(job.cluster)) need(false, "/moe/dispatch_dtype", *missing);
     }
     need(!job.ep_overlap || job.ep > 1, "/parallel/ep_overlap", "expected ep_overlap only with expert parallelism (ep above 1): without it there is no all-to-all to hide");
-    need(!job.ep_overlap || job.schedule == PipelineSchedule::one_f_one_b, "/parallel/ep_overlap", "expected ep_overlap with the 1f1b schedule, whose backwards it pairs with forwards, found gpipe");
+    need(!job.ep_overlap || job.schedule == PipelineSchedule::one_f_one_b, "/parallel/ep_overlap",
+         "expected ep_overlap with the 1f1b schedule, whose backwards it pairs with forwards, found " + schedule_name(job.schedule) +
+             (job.schedule == PipelineSchedule::dualpipe ? " (which pairs its own)" : ""));
     // As Megatron-Core requires: with pipeline stages, only the interleaved schedule leaves the paired passes
     // enough slack (plain 1F1B would wait on each pair's forward from one stage to the next).
     need(!job.ep_overlap || job.pp == 1 || job.vp > 1, "/parallel/ep_overlap",
@@ -479,7 +566,7 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
     r.finish();
     if (job.model.experts == 0) top.problem("moe", "expected \"moe\" only for a mixture of experts (a model with experts)");
   }
-  job.schedule = top.choice("schedule", {"gpipe", "1f1b"}, 1) == 0 ? PipelineSchedule::gpipe : PipelineSchedule::one_f_one_b;
+  job.schedule = static_cast<PipelineSchedule>(top.choice("schedule", {"gpipe", "1f1b", "dualpipe"}, 1));
   job.recompute = static_cast<Recompute>(top.choice("recompute", {"none", "selective", "full"}, 0));
   if (const Json* modules = top.field("recompute_modules")) {
     // Megatron-Core's --recompute-modules: which parts selective recomputation re-runs.
@@ -624,26 +711,29 @@ TrainingCounts count_training(const TrainingJob& job) {
   c.active_parameters = m.active_parameters();
   const double replicated = m.latent ? m.latent->replicated_parameters(h) : 0;
   const std::vector<LayerMix> chunks = chunk_layers(job);
+  const VirtualStages stages(job);
   for (int stage = 0; stage < p; ++stage) {
     // Experts split over expert TP and EP; latent attention's down-projections whole on every TP rank;
     // everything else over TP.
-    const LayerMix layers = stage_mix(chunks, p, stage);
+    const LayerMix layers = stage_mix(chunks, stages, stage);
+    // The stages holding the embedding and the head (DualPipe: both end GPUs hold both, one a direction).
+    const bool first = stage == 0 || (stages.dual && stage == p - 1), last = stage == p - 1 || (stages.dual && stage == 0);
     const double expert_params = layers.mixture * m.expert_parameters() / (static_cast<double>(job.expert_tp()) * job.ep);
     const double split_weights = layers.mixture * (m.layer_parameters(true) - m.expert_parameters() - replicated) + layers.dense * (m.layer_parameters(false) - replicated);
     const double layer_weights = split_weights / t + layers.total() * replicated + expert_params;
     // The word embedding sits on the first stage, and a copy for the logits on the last.
     double params = layer_weights;
     if (m.llama_layout) {  // the embedding first, the untied head and the final norm last
-      if (stage == 0) params += V * h / t;
-      if (stage == p - 1) params += V * h / t + h;
+      if (first) params += V * h / t;
+      if (last) params += V * h / t + h;
     } else {
-      if (stage == 0) params += (V * h + s * h) / t;
-      if (stage == p - 1) params += (p > 1 ? V * h / t : 0) + 2 * h;
+      if (first) params += (V * h + s * h) / t;
+      if (last) params += (p > 1 ? V * h / t : 0) + 2 * h;
     }
     // Multi-token prediction: each module's projection (split over TP) and norms; its layer is in `layers`. The
     // output head is the last stage's; an untied model's embedding, on the first, is copied here (Megatron-
     // Core's MTP; a tied one's last stage holds it already, as its head).
-    if (stage == p - 1 && m.mtp_layers > 0) params += m.mtp_layers * (2 * h * h / t + 3 * h) + (p > 1 && m.llama_layout ? V * h / t : 0);
+    if (last && m.mtp_layers > 0) params += m.mtp_layers * (2 * h * h / t + 3 * h) + (p > 1 && m.llama_layout ? V * h / t : 0);
     c.stage_parameters.push_back(params);
     c.stage_expert_parameters.push_back(expert_params);
     // FP8: the layers' weights also held as fp8 and its transpose (the embedding and head stay bf16).
@@ -684,6 +774,22 @@ TrainingCounts count_training(const TrainingJob& job) {
       }
       mem.activations = held.mixture * c.activation_bytes_per_layer + held.dense * dense_bytes;
     }
+    if (stages.dual) {
+      // DualPipe: the most layers' activations the GPU's own order has in flight (a forward adds its stage's
+      // layers, a backward's input gradient frees them; within an overlapped pair the forward starts first),
+      // pp + 1 stages' worth where the stages are alike (its README's table).
+      LayerMix held, peak;
+      const int own[2] = {stage, 2 * p - 1 - stage};
+      for (const DualPass& pass : dualpipe_order(p, mb, stage)) {
+        if (pass.kind == DualPass::weight) continue;
+        const LayerMix& chunk = chunks[static_cast<std::size_t>(own[pass.direction])];
+        const int sign = pass.kind == DualPass::forward ? 1 : -1;
+        held.mixture += sign * chunk.mixture;
+        held.dense += sign * chunk.dense;
+        if (held.total() > peak.total()) peak = held;
+      }
+      mem.activations = peak.mixture * c.activation_bytes_per_layer + peak.dense * dense_bytes;
+    }
     c.stage_memory.push_back(mem);
     c.dp_allreduce_bytes.push_back(2 * (params - expert_params));  // 16-bit gradients
     c.expert_allreduce_bytes.push_back(2 * expert_params);
@@ -721,6 +827,7 @@ void memory_op(std::vector<KernelCall>& out, KernelClass cls, const std::string&
 void gemm_backward(std::vector<KernelCall>& out, const std::string& name, double tokens, double n, double k, double batch = 1) {
   gemm(out, name, tokens, k, n, batch);
   gemm(out, name, k, n, tokens, batch);
+  out.back().weight_gradient = true;
 }
 
 // Core attention of one layer: FlashAttention (its backward recomputes the scores), or Megatron's
@@ -1009,6 +1116,7 @@ PassTime pass_time(const KernelModel& model, const std::vector<KernelCall>& call
   for (const KernelCall& c : calls) {
     const double time = c.count * model.estimate(c, call_dtype(c, dtype)).time_s();
     (c.cls == KernelClass::gemm ? p.gemm_s : c.cls == KernelClass::attention ? p.attention_s : p.memory_s) += time;
+    if (c.weight_gradient) p.weight_gradient_s += time;
   }
   return p;
 }
@@ -1266,33 +1374,41 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
     cp_forward_s = (job.cp - 1) * std::max(0.0, step.cp_send_s - forward_block_s);
     cp_backward_s = (job.cp - 1) * std::max(0.0, 2 * step.cp_send_s - backward_block_s);
   }
-  const int v = job.vp, chunks = p * v;
-  // Virtual stage k = chunk x p + stage: chunk k / p of GPU stage k % p.
+  const int v = job.vp;
+  const VirtualStages stages(job);
+  const int chunks = stages.count;
   std::vector<double> fwd(static_cast<std::size_t>(chunks)), bwd(static_cast<std::size_t>(chunks));
+  std::vector<double> weight_s(fwd.size());  // of each backward, its weight gradients' (what DualPipe defers)
   // Of each pass, its compute and its expert all-to-alls: what ep_overlap hides behind each other.
   std::vector<double> fwd_compute_s(fwd.size()), bwd_compute_s(fwd.size()), fwd_alltoall_s(fwd.size()), bwd_alltoall_s(fwd.size());
   std::vector<double> stage_fwd(static_cast<std::size_t>(p), 0.0), stage_bwd(static_cast<std::size_t>(p), 0.0), optimizer(static_cast<std::size_t>(p));
   std::vector<PassTime> stage_fwd_kernels(static_cast<std::size_t>(p)), stage_bwd_kernels(static_cast<std::size_t>(p));
   const std::vector<LayerMix> chunk_mixes = chunk_layers(job);
+  // A GPU's passes of one micro-batch: under DualPipe each micro-batch passes one of its two stages, so a
+  // micro-batch's share is their mean.
+  const double share = stages.dual ? 0.5 : 1.0;
   for (int k = 0; k < chunks; ++k) {
-    const int stage = k % p;
+    const int stage = stages.gpu(k);
     const LayerMix layers = chunk_mixes[static_cast<std::size_t>(k)];
     const double mixtures = layers.mixture, dense = layers.dense;
     double fwd_compute = 0, bwd_compute = 0;
     if (job.compute_efficiency) {
       const double rate = gpu.peak_for(job.dtype) * *job.compute_efficiency;
-      const double extra = k == chunks - 1 ? (1 + m.mtp_layers) * logits + m.mtp_layers * tokens * flop.mtp_projection / t : 0;
+      const double extra = stages.last(k) ? (1 + m.mtp_layers) * logits + m.mtp_layers * tokens * flop.mtp_projection / t : 0;
       fwd_compute = (mixtures * layer_forward(true) + dense * layer_forward(false) + extra) / rate;
       bwd_compute = (mixtures * (2 * layer_forward(true) + recompute(true)) + dense * (2 * layer_forward(false) + recompute(false)) + 2 * extra) / rate;
+      weight_s[k] = fwd_compute;  // the weight gradients' FLOP: the forward's
     } else {
-      const PassKernels pass = chunk_kernels(job, layers, k == 0, k == chunks - 1);
+      const PassKernels pass = chunk_kernels(job, layers, stages.first(k), stages.last(k));
       const PassTime f = pass_time(kernels, pass.forward, job.dtype), bk = pass_time(kernels, pass.backward, job.dtype);
       fwd_compute = f.total();
       bwd_compute = bk.total();
+      weight_s[k] = bk.weight_gradient_s;
       for (auto [sum, part] : {std::pair{&stage_fwd_kernels[stage], &f}, std::pair{&stage_bwd_kernels[stage], &bk}}) {
-        sum->gemm_s += part->gemm_s;
-        sum->attention_s += part->attention_s;
-        sum->memory_s += part->memory_s;
+        sum->gemm_s += share * part->gemm_s;
+        sum->attention_s += share * part->attention_s;
+        sum->memory_s += share * part->memory_s;
+        sum->weight_gradient_s += share * part->weight_gradient_s;
       }
     }
     fwd[k] = fwd_compute + mixtures * (tp_forward_s + ep_forward_s + cp_forward_s) + dense * (tp_dense_forward_s + cp_forward_s);
@@ -1312,8 +1428,8 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
       bwd[k] = n * std::max(per_layer_b, gather_s) + gather_s;
       dp_s[static_cast<std::size_t>(stage)] = std::max(0.0, n * (gather_s + scatter_s) - n * std::max(per_layer_b, gather_s));
     }
-    stage_fwd[stage] += fwd[k];
-    stage_bwd[stage] += bwd[k];
+    stage_fwd[stage] += share * fwd[k];
+    stage_bwd[stage] += share * bwd[k];
   }
   for (int stage = 0; stage < p; ++stage) {
     if (!job.compute_efficiency) {
@@ -1341,11 +1457,11 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
   step.optimizer_s = *std::max_element(optimizer.begin(), optimizer.end());
   step.stage_optimizer_s = optimizer;
   for (int stage = 0; stage < p; ++stage) {  // the slowest stage's: the one with the most
-    const LayerMix layers = stage_mix(chunk_mixes, p, stage);
-    const double mixtures = layers.mixture, dense = layers.dense;
+    const LayerMix layers = stage_mix(chunk_mixes, stages, stage);
+    const double mixtures = share * layers.mixture, dense = share * layers.dense;
     step.tp_comm_s = std::max(step.tp_comm_s, mixtures * (tp_forward_s + tp_backward_s) + dense * (tp_dense_forward_s + tp_dense_backward_s));
     step.ep_comm_s = std::max(step.ep_comm_s, mixtures * (ep_forward_s + ep_backward_s));
-    step.cp_comm_s = std::max(step.cp_comm_s, layers.total() * (cp_forward_s + cp_backward_s));
+    step.cp_comm_s = std::max(step.cp_comm_s, share * layers.total() * (cp_forward_s + cp_backward_s));
   }
   step.ep_alltoall_s = alltoall_s;
   step.ep_combine_s = combine_s;
@@ -1355,7 +1471,10 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
   struct Pass {
     int micro_batch, virtual_stage;
     bool backward;
-    bool with_next = false;  // ep_overlap: a backward run together with the forward after it
+    bool with_next = false;  // ep_overlap, DualPipe's pairs: run together with the pass after it
+    // A backward whole, its input gradient only (DualPipe's zero-bubble passes), or the weight gradients of the
+    // GPU's oldest input-only backward.
+    enum class Part : std::uint8_t { whole, input, weight } part = Part::whole;
   };
   std::vector<std::vector<Pass>> order(static_cast<std::size_t>(p));
   const std::vector<ChunkPass> table = v > 1 ? interleaved_order(mb, v, job.group()) : std::vector<ChunkPass>{};
@@ -1364,6 +1483,21 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
     if (job.schedule == PipelineSchedule::gpipe) {
       for (int i = 0; i < mb; ++i) o.push_back({i, stage, false});
       for (int i = 0; i < mb; ++i) o.push_back({i, stage, true});
+      continue;
+    }
+    if (stages.dual) {
+      // Half the micro-batches a direction, each direction's in order; its virtual stage on this GPU.
+      const int own[2] = {stage, 2 * p - 1 - stage};
+      int forwards[2] = {0, 0}, backwards[2] = {0, 0};
+      for (const DualPass& d : dualpipe_order(p, mb, stage)) {
+        if (d.kind == DualPass::weight) {
+          o.push_back({0, 0, true, false, Pass::Part::weight});
+          continue;
+        }
+        const bool backward = d.kind != DualPass::forward;
+        const int i = backward ? backwards[d.direction]++ : forwards[d.direction]++;
+        o.push_back({i, own[d.direction], backward, d.with_next, d.kind == DualPass::input ? Pass::Part::input : Pass::Part::whole});
+      }
       continue;
     }
     // 1F1B (Megatron-LM's, interleaved where vp > 1): the k-th forward of a stage runs chunk (k mod p v) / p
@@ -1395,13 +1529,23 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
   std::vector<std::size_t> next(static_cast<std::size_t>(p), 0);
   std::vector<double> free_at(static_cast<std::size_t>(p), 0.0), busy(static_cast<std::size_t>(p), 0.0);
   std::vector<double> last_backward_start(static_cast<std::size_t>(p), 0.0);
-  // When a pass's input has arrived (kNotYet until its producer has been played).
+  std::vector<std::deque<Pass>> deferred(static_cast<std::size_t>(p));  // DualPipe: input-only backwards whose weight gradients wait
+  // When a pass's input has arrived (kNotYet until its producer has been played); a weight pass's backward ran
+  // before it on its GPU.
   const auto arrived = [&](const Pass& op) {
     const int k = op.virtual_stage, i = op.micro_batch;
-    if (!op.backward) return k == 0 ? 0.0 : fwd_end[k - 1][i] == kNotYet ? kNotYet : fwd_end[k - 1][i] + send_s;
-    return k == chunks - 1 ? fwd_end[k][i] : (bwd_end[k + 1][i] == kNotYet ? kNotYet : bwd_end[k + 1][i] + send_s);
+    if (op.part == Pass::Part::weight) return 0.0;
+    if (!op.backward) return stages.first(k) ? 0.0 : fwd_end[k - 1][i] == kNotYet ? kNotYet : fwd_end[k - 1][i] + send_s;
+    return stages.last(k) ? fwd_end[k][i] : (bwd_end[k + 1][i] == kNotYet ? kNotYet : bwd_end[k + 1][i] + send_s);
   };
-  for (std::size_t done = 0, total = static_cast<std::size_t>(2 * chunks * mb); done < total;) {
+  const auto alone_s = [&](const Pass& op) {
+    const auto k = static_cast<std::size_t>(op.virtual_stage);
+    if (!op.backward) return fwd[k];
+    return op.part == Pass::Part::whole ? bwd[k] : op.part == Pass::Part::input ? bwd[k] - weight_s[k] : weight_s[k];
+  };
+  std::size_t total = 0;
+  for (const auto& o : order) total += o.size();
+  for (std::size_t done = 0; done < total;) {
     int best = -1;
     double best_start = 0;
     for (int stage = 0; stage < p; ++stage) {
@@ -1420,26 +1564,36 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
       }
     }
     FLEETSIM_CHECK(best >= 0, "a pipeline schedule waits on itself");
-    const Pass op = order[best][next[best]++];
+    Pass op = order[best][next[best]++];
+    if (op.part == Pass::Part::weight) {  // the oldest waiting weight gradients (DualPipe's queue is first in, first out)
+      FLEETSIM_CHECK(!deferred[best].empty(), "a weight pass with no input-only backward before it");
+      const Pass owner = deferred[best].front();
+      deferred[best].pop_front();
+      op.micro_batch = owner.micro_batch;
+      op.virtual_stage = owner.virtual_stage;
+    } else if (op.part == Pass::Part::input) {
+      deferred[best].push_back(op);
+    }
     std::array<Pass, 2> played{op, op};
     std::size_t count = 1;
-    double duration = op.backward ? bwd[op.virtual_stage] : fwd[op.virtual_stage];
+    double duration = alone_s(op);
     if (op.with_next) {
       // The pair: both passes, less the shorter of their compute and their all-to-alls, each hidden behind the other.
-      const Pass f = order[best][next[best]++];
-      const auto kb = static_cast<std::size_t>(op.virtual_stage), kf = static_cast<std::size_t>(f.virtual_stage);
+      played[count++] = order[best][next[best]++];
+      const Pass& back = played[0].backward ? played[0] : played[1];
+      const Pass& forth = played[0].backward ? played[1] : played[0];
+      const auto kb = static_cast<std::size_t>(back.virtual_stage), kf = static_cast<std::size_t>(forth.virtual_stage);
       duration = bwd[kb] + fwd[kf] - std::min(bwd_compute_s[kb] + fwd_compute_s[kf], bwd_alltoall_s[kb] + fwd_alltoall_s[kf]);
-      played[count++] = f;
     }
     for (std::size_t j = 0; j < count; ++j) {
       const Pass& pass = played[j];
-      (pass.backward ? bwd_end : fwd_end)[pass.virtual_stage][pass.micro_batch] = best_start + duration;
-      step.ops.push_back({best, pass.micro_batch, pass.virtual_stage / p, pass.backward, best_start, best_start + duration});
+      if (pass.part != Pass::Part::weight) (pass.backward ? bwd_end : fwd_end)[pass.virtual_stage][pass.micro_batch] = best_start + duration;
+      step.ops.push_back({best, pass.micro_batch, pass.virtual_stage / p, pass.backward, pass.part == Pass::Part::weight, best_start, best_start + duration});
+      if (pass.backward) last_backward_start[best] = best_start;
     }
     done += count;
     free_at[best] = best_start + duration;
     busy[best] += duration;
-    if (op.backward) last_backward_start[best] = best_start;
   }
   const double pipeline_s = *std::max_element(free_at.begin(), free_at.end());
   double idle = 0;
@@ -1534,6 +1688,12 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads, const 
             // selective recomputation re-runs the whole mixture, as Megatron-Core refuses).
             if (ep > 1 && (pp == 1 || vp > 1) && !j.recomputes(kRecomputeMoe)) {
               j.ep_overlap = true;
+              candidates.push_back(j);
+            }
+            // DualPipe, where its pairs have all-to-alls to hide and the stages pair up (its own rules checked).
+            if (ep > 1 && vp == 1 && pp >= 2 && pp % 2 == 0) {
+              j.ep_overlap = false;
+              j.schedule = PipelineSchedule::dualpipe;
               candidates.push_back(std::move(j));
             }
           }

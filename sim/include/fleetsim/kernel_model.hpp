@@ -52,6 +52,7 @@ struct KernelCall {
   double groups = 1;    // attention: query heads per key/value head (GQA)
   bool causal = false;  // attention
   bool backward = false;  // attention: the backward pass (dQ, dK, dV), as FlashAttention-2 runs it
+  bool weight_gradient = false;  // gemm: a backward's weight-gradient GEMM (what a zero-bubble pipeline defers)
   // attention: the values' head dimension where it is not the keys' `k` (0: k); MLA's prefill runs keys
   // of 192 and values of 128.
   double v = 0;

@@ -54,7 +54,12 @@ enum RecomputeModule : unsigned {
 };
 // The modules' names, in bit order, as the job file and Megatron-Core spell them.
 const std::vector<std::string>& recompute_module_names();
-enum class PipelineSchedule : std::uint8_t { gpipe, one_f_one_b };
+// DualPipe: DeepSeek-V3's bidirectional schedule (deepseek-ai/DualPipe): each GPU holds two stages, one of the
+// pipeline fed from the first GPU and one of the same model fed from the last, the forward of one chunk and the
+// backward of another overlapped in pairs, and weight gradients deferred into the bubbles.
+enum class PipelineSchedule : std::uint8_t { gpipe, one_f_one_b, dualpipe };
+// "gpipe", "1f1b" or "dualpipe", as the job file names them.
+std::string schedule_name(PipelineSchedule schedule);
 enum class AttentionKernel : std::uint8_t { flash, unfused };
 
 struct TransformerModel {
@@ -235,14 +240,16 @@ TrainingCounts count_training(const TrainingJob& job);
 // Kernel time of one micro-batch on one stage, by kind of kernel, TP communication not included.
 struct PassTime {
   double gemm_s = 0, attention_s = 0, memory_s = 0;
+  double weight_gradient_s = 0;  // of gemm_s, the backward's weight-gradient GEMMs (what DualPipe defers)
   double total() const { return gemm_s + attention_s + memory_s; }
 };
 
 // One pass of one micro-batch on one stage, as simulated.
 struct PipelineOp {
   int stage = 0, micro_batch = 0;
-  int chunk = 0;  // the model chunk on that stage's GPUs (interleaved 1F1B), 0 otherwise
+  int chunk = 0;  // the model chunk on that stage's GPUs (interleaved 1F1B; DualPipe: the direction), 0 otherwise
   bool backward = false;
+  bool weight = false;  // DualPipe: a deferred weight-gradient pass (backward true), its micro-batch's
   double start_s = 0, end_s = 0;
 };
 
