@@ -113,7 +113,9 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
   out << "  TP " << job.tp << cp << " x PP " << job.pp << uneven_stages(job) << " x DP " << job.dp << ep << " = " << job.gpus() << " GPUs; batch " << job.global_batch
       << " = " << job.micro_batches() << " micro-batches of " << job.micro_batch << " per replica; " << schedule_text(job) << ", recompute " << recompute_text(job)
       << (job.sequence_parallel ? ", sequence parallel" : "") << (job.dp_overlap ? ", DP overlapped" : "")
-      << (job.ep_overlap ? ", expert all-to-alls overlapped (combined 1F1B)" : "") << sharding[job.zero_stage()] << "\n";
+      << (job.ep_overlap ? ", expert all-to-alls overlapped (combined 1F1B)" : "") << sharding[job.zero_stage()]
+      << (job.optimizer_moments != Dtype::fp32 ? ", Adam's moments in " + std::string(dtype_name(job.optimizer_moments)) : std::string())
+      << (job.activation_fp8_input_store ? ", SwiGLU inputs kept in fp8" : "") << "\n";
   if (job.compute_efficiency) {
     std::snprintf(line, sizeof line, "  compute: FLOP at %.3g of the datasheet peak (compute_efficiency); the kernel model would give %s\n\n",
                   *job.compute_efficiency, seconds(step.kernel_model_iteration_s).c_str());
@@ -230,6 +232,8 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
                    {"recompute", recompute_name(job.recompute)},
                    {"recompute_modules", job.recompute == Recompute::selective ? ordered_json(recompute_modules(job)) : ordered_json::array()},
                    {"attention", attention_name(job.attention)},
+                   {"optimizer_moments", dtype_name(job.optimizer_moments)},
+                   {"activation_func_fp8_input_store", job.activation_fp8_input_store},
                    {"dp_overlap", job.dp_overlap},
                    {"ep_overlap", job.ep_overlap},
                    {"zero", job.zero_stage()},

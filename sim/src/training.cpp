@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <array>
-#include <deque>
 #include <cmath>
+#include <deque>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -27,6 +27,8 @@ using detail::ObjectReader;
 constexpr double kActivationBytes = 2;  // 16-bit activations, as the memory formulas assume
 constexpr double kBytesPerParameter = 16;  // mixed-precision Adam: 2 weights, 2 gradients, 12 fp32 states
 constexpr double kOptimizerBytes = 12;
+// The optimizer's state a parameter: the fp32 master weight and the two moments at the job's precision.
+double optimizer_bytes(const TrainingJob& job) { return 4 + 2 * dtype_bytes(job.optimizer_moments); }
 
 // The weight matrices of one layer's MLP: dense, two (or, gated, three) h x f; a mixture of experts, the
 // router (h x E), the shared expert and either every expert or (`active`) the top_k a token reaches.
@@ -52,6 +54,10 @@ double latent_up_parameters(const TransformerModel& m) {
   const LatentAttention& la = *m.latent;
   return (la.q_rank > 0 ? la.q_rank : m.hidden) * m.heads * la.qk() + la.kv_rank * m.heads * (la.nope + la.v);
 }
+
+// Latent attention's normed latents a token, the up-projections' inputs: the query's (where it has one) and the
+// keys' and values'.
+double normed_latents(const TransformerModel& m) { return (m.latent->q_rank > 0 ? m.latent->q_rank : 0) + m.latent->kv_rank; }
 
 // FLOP per token: a layer's forward (GEMMs 2(4h^2 + 2hf), attention scores and values 4sh), what
 // recomputation adds to a layer's backward, the logits' forward 2hV, and a multi-token prediction module's
@@ -94,6 +100,7 @@ struct VirtualStages {
   explicit VirtualStages(const TrainingJob& job)
       : pp(job.pp), count(job.schedule == PipelineSchedule::dualpipe ? 2 * job.pp : job.pp * job.vp), dual(job.schedule == PipelineSchedule::dualpipe) {}
   int gpu(int k) const { return dual && k >= pp ? 2 * pp - 1 - k : k % pp; }
+  int held(int gpu, int direction) const { return direction == 0 ? gpu : 2 * pp - 1 - gpu; }  // DualPipe: a GPU's stage of a direction
   bool first(int k) const { return dual ? k % pp == 0 : k == 0; }             // the embedding's, fed by no stage
   bool last(int k) const { return dual ? k % pp == pp - 1 : k == count - 1; }  // the head's, its backward its own
 };
@@ -148,56 +155,101 @@ LayerMix stage_mix(const std::vector<LayerMix>& chunks, const VirtualStages& sta
   return mix;
 }
 
+// One pass of a micro-batch through a virtual stage, in a GPU's schedule order.
+struct Pass {
+  int micro_batch, virtual_stage;
+  bool backward;
+  bool with_next = false;  // ep_overlap, DualPipe's pairs: run together with the pass after it
+  // A backward whole, its input gradient only (DualPipe's zero-bubble passes), or the weight gradients of the
+  // GPU's oldest input-only backward (its micro-batch and stage are that backward's, known when it is played).
+  enum class Part : std::uint8_t { whole, input, weight } part = Part::whole;
+};
+
 // One GPU's passes under DualPipe, in its order, as deepseek-ai/DualPipe's `DualPipe.step` runs them (its steps 1
 // to 8). `near` is the direction whose first stage is nearer the GPU (GPU r < pp / 2: the one fed from GPU 0),
-// `far` the other; h = min(r, pp - 1 - r). A backward `input` only computes the input gradient (zero-bubble: its
-// weight gradients wait in a queue), a `weight` pass runs the oldest queued ones; `with_next` pairs a pass with
-// the next, their computation and communication overlapped (DualPipe's overlapped_forward_backward).
-struct DualPass {
-  enum Kind : std::uint8_t { forward, backward, input, weight } kind;
-  int direction;
-  bool with_next = false;
-};
-std::vector<DualPass> dualpipe_order(int pp, int micro_batches, int gpu) {
-  const int half_gpus = pp / 2, h = std::min(gpu, pp - 1 - gpu), half = micro_batches / 2;
+// `far` the other; half_rank = min(r, pp - 1 - r). Each direction's micro-batches in order.
+std::vector<Pass> dualpipe_order(const VirtualStages& stages, int micro_batches, int gpu) {
+  const int pp = stages.pp, half_gpus = pp / 2, half_rank = std::min(gpu, pp - 1 - gpu), half = micro_batches / 2;
   const int near = gpu < half_gpus ? 0 : 1, far = 1 - near;
   const bool middle = gpu == half_gpus - 1 || gpu == half_gpus;
-  std::vector<DualPass> order;
-  const auto add = [&](DualPass::Kind kind, int direction, bool with_next = false) { order.push_back({kind, direction, with_next}); };
-  for (int i = 0; i < 2 * (half_gpus - h - 1); ++i) add(DualPass::forward, near);  // 1: nF0
-  for (int i = 0; i < h + 1; ++i) {                                                // 2: nF0F1
-    add(DualPass::forward, near);
-    add(DualPass::forward, far);
+  int forwards[2] = {0, 0}, backwards[2] = {0, 0};
+  std::vector<Pass> order;
+  const auto forward = [&](int direction, bool with_next = false) {
+    order.push_back({forwards[direction]++, stages.held(gpu, direction), false, with_next});
+  };
+  const auto backward = [&](int direction, Pass::Part part = Pass::Part::whole) {
+    order.push_back({backwards[direction]++, stages.held(gpu, direction), true, false, part});
+  };
+  const auto weight = [&] { order.push_back({0, 0, true, false, Pass::Part::weight}); };
+  for (int i = 0; i < 2 * (half_gpus - half_rank - 1); ++i) forward(near);  // 1: nF0
+  for (int i = 0; i < half_rank + 1; ++i) {                                  // 2: nF0F1
+    forward(near);
+    forward(far);
   }
-  for (int i = 0; i < half_gpus - h - 1; ++i) {  // 3: nB1W1F1
-    add(DualPass::input, far);
-    add(DualPass::weight, far);
-    add(DualPass::forward, far);
+  for (int i = 0; i < half_gpus - half_rank - 1; ++i) {  // 3: nB1W1F1
+    backward(far, Pass::Part::input);
+    weight();
+    forward(far);
   }
-  for (int i = 0; i < half - pp + h + 1; ++i) {  // 4, the main step: nF0B1F1B0 (the middle GPUs' first pair not overlapped)
-    add(DualPass::forward, near, !(i == 0 && middle));
-    add(DualPass::backward, far);
-    add(DualPass::forward, far, true);
-    add(DualPass::backward, near);
+  for (int i = 0; i < half - pp + half_rank + 1; ++i) {  // 4, the main step: nF0B1F1B0 (the middle GPUs' first pair not overlapped)
+    forward(near, !(i == 0 && middle));
+    backward(far);
+    forward(far, true);
+    backward(near);
   }
-  for (int i = 0; i < half_gpus - h - 1; ++i) {  // 5: nB1F1B0
-    add(DualPass::backward, far);
-    add(DualPass::forward, far, true);
-    add(DualPass::backward, near);
+  for (int i = 0; i < half_gpus - half_rank - 1; ++i) {  // 5: nB1F1B0
+    backward(far);
+    forward(far, true);
+    backward(near);
   }
-  bool deferred = false;  // 6: nB1B0, the second half's weight gradients deferred
-  for (int i = 0; i < h + 1; ++i) {
-    if (i == (h + 1) / 2 && h % 2 == 1) deferred = true;
-    add(deferred ? DualPass::input : DualPass::backward, far);
-    if (i == (h + 1) / 2 && h % 2 == 0) deferred = true;
-    add(deferred ? DualPass::input : DualPass::backward, near);
+  Pass::Part part = Pass::Part::whole;  // 6: nB1B0, the second half's weight gradients deferred
+  for (int i = 0; i < half_rank + 1; ++i) {
+    if (i == (half_rank + 1) / 2 && half_rank % 2 == 1) part = Pass::Part::input;
+    backward(far, part);
+    if (i == (half_rank + 1) / 2 && half_rank % 2 == 0) part = Pass::Part::input;
+    backward(near, part);
   }
-  for (int i = 0; i < half_gpus - h - 1; ++i) {  // 7: nWB0
-    add(DualPass::weight, near);
-    add(DualPass::input, near);
+  for (int i = 0; i < half_gpus - half_rank - 1; ++i) {  // 7: nWB0
+    weight();
+    backward(near, Pass::Part::input);
   }
-  for (int i = 0; i < h + 1; ++i) add(DualPass::weight, near);  // 8: nW
+  for (int i = 0; i < half_rank + 1; ++i) weight();  // 8: nW
   return order;
+}
+
+// A GPU stage's passes in its schedule's order: GPipe's, 1F1B's (Megatron-LM's, interleaved where vp > 1, in the
+// groups of `table`), DualPipe's.
+std::vector<Pass> pipeline_order(const TrainingJob& job, const VirtualStages& stages, const std::vector<ChunkPass>& table, int stage) {
+  const int p = job.pp, v = job.vp, mb = job.micro_batches();
+  std::vector<Pass> o;
+  if (job.schedule == PipelineSchedule::gpipe) {
+    for (int i = 0; i < mb; ++i) o.push_back({i, stage, false});
+    for (int i = 0; i < mb; ++i) o.push_back({i, stage, true});
+    return o;
+  }
+  if (stages.dual) return dualpipe_order(stages, mb, stage);
+  // 1F1B: the k-th forward of a stage runs table[k] (interleaved) or micro-batch k, the k-th backward the
+  // chunks in reverse; warm-up forwards first, then one forward and one backward in turn, then the remaining
+  // backwards.
+  const int total = mb * v;
+  const int warmup = v == 1 ? std::min(p - stage - 1, mb) : (mb == p ? total : std::min(2 * (p - stage - 1) + (v - 1) * job.group(), total));
+  const auto pass = [&](int k, bool backward) {
+    if (v == 1) return Pass{k, stage, backward};
+    const ChunkPass at = table[static_cast<std::size_t>(k)];
+    return Pass{at.micro_batch, (backward ? v - 1 - at.chunk : at.chunk) * p + stage, backward};
+  };
+  for (int k = 0; k < warmup; ++k) o.push_back(pass(k, false));
+  for (int k = 0; k < total - warmup; ++k) {
+    o.push_back(pass(warmup + k, false));
+    o.push_back(pass(k, true));
+  }
+  for (int k = total - warmup; k < total; ++k) o.push_back(pass(k, true));
+  // Combined 1F1B: each backward followed by a forward runs with it. The forward is one the plain order runs
+  // after that backward, so the backward never waits on it, and forwards never wait on backwards.
+  for (std::size_t i = 0; job.ep_overlap && i + 1 < o.size(); ++i) {
+    if (o[i].backward && !o[i + 1].backward) o[i++].with_next = true;
+  }
+  return o;
 }
 
 // A mixture-of-experts layer on one GPU: its own tokens (1/tp of them under sequence parallelism), the top-k
@@ -414,6 +466,7 @@ void check_training_job(const TrainingJob& job) {
        "expected layernorm only for latent attention or a mixture of experts: Transformer Engine fuses the other norms into the linear after them, which keeps their output");
   // As Megatron-Core refuses: a layer re-run whole cannot also hide its all-to-alls behind another micro-batch.
   need(!job.recomputes(kRecomputeMoe) || !job.ep_overlap, "/recompute_modules", "expected no moe recomputation with ep_overlap, as Megatron-Core requires");
+  need(!job.activation_fp8_input_store || m.gated, "/activation_func_fp8_input_store", "expected activation_func_fp8_input_store only for a gated MLP (SwiGLU), as Megatron-Core stores it");
   need(m.heads % job.tp == 0, "/parallel/tp", "expected a divisor of the " + std::to_string(m.heads) + " heads, found " + std::to_string(job.tp));
   need(m.hidden % m.heads == 0, "/model/heads", "expected a divisor of the hidden size " + std::to_string(m.hidden));
   need(m.heads % m.kv() == 0, "/model/kv_heads", "expected a divisor of the " + std::to_string(m.heads) + " heads, found " + std::to_string(m.kv()));
@@ -426,7 +479,7 @@ void check_training_job(const TrainingJob& job) {
   need(job.zero_stage() < 3 || job.pp == 1, "/parallel/zero", "expected ZeRO-3 / FSDP without pipeline stages (pp 1), as FSDP runs, found pp " + std::to_string(job.pp));
   need(job.dp <= kMaxTrainingDp, "/parallel/dp", "expected at most " + std::to_string(kMaxTrainingDp) + " data-parallel replicas, found " + std::to_string(job.dp));
   if (job.global_batch % (job.dp * job.micro_batch) == 0) {
-    const double cells = static_cast<double>(job.micro_batches()) * job.pp * job.vp;
+    const double cells = static_cast<double>(job.micro_batches()) * job.pp * job.vp * (job.schedule == PipelineSchedule::dualpipe ? 2 : 1);  // DualPipe's two directions
     need(cells <= kMaxPipelineCells, "/batch/global",
          "expected at most " + std::to_string(kMaxPipelineCells) + " micro-batches x pipeline stages x virtual stages a step, found " + format_number(cells));
   }
@@ -597,6 +650,14 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
   const std::string dtype = top.string_or("dtype", "bf16");
   if (auto d = parse_dtype(dtype)) job.dtype = *d;
   else top.problem("dtype", "expected a dtype such as bf16, found \"" + dtype + "\"");
+  if (const Json* optimizer = top.field("optimizer")) {
+    ObjectReader r(*optimizer, top.pointer("optimizer"), problems);
+    const std::string moments = r.string_or("moments", "fp32");
+    if (moments == "bf16" || moments == "fp16" || moments == "fp32") job.optimizer_moments = *parse_dtype(moments);
+    else r.problem("moments", "expected fp32, bf16 or fp16 (Adam's moments), found \"" + moments + "\"");
+    r.finish();
+  }
+  job.activation_fp8_input_store = top.boolean_or("activation_func_fp8_input_store", false);
   job.compute_efficiency = top.number("compute_efficiency", Need::optional, 0.0, 1.0);
   if (job.compute_efficiency && !(*job.compute_efficiency > 0)) top.problem("compute_efficiency", "expected a fraction above 0, at most 1");
   top.finish();
@@ -674,9 +735,11 @@ TrainingCounts count_training(const TrainingJob& job) {
       // Each routed copy: the experts' fc1 input (gathered over expert TP) and, unless moe_act frees it, fc2's.
       d.split -= job.expert_load() * m.top_k * (job.expert_tp() + (job.recomputes(kRecomputeExpertActivation) ? 0 : f / h));
     }
-    // The output projection's input: FlashAttention keeps its output in 16 bits unless core_attn recomputes it.
-    d.split += (job.recomputes(kRecomputeCoreAttention) ? -1 : 1) * attention_output_width(m) / h;
-    if (m.latent && !job.recomputes(kRecomputeLatentUpProjection)) d.whole -= ((m.latent->q_rank > 0 ? m.latent->q_rank : 0) + m.latent->kv_rank) / h;  // the up-projections' normed inputs
+    // The output projection's input: FlashAttention keeps its output in 16 bits unless core_attn recomputes it
+    // (unfused attention's backward reads the probabilities and values, not its output).
+    const bool projection_alone = job.recomputes(kRecomputeCoreAttention) || job.attention == AttentionKernel::unfused;
+    d.split += (projection_alone ? -1 : 1) * attention_output_width(m) / h;
+    if (m.latent && !job.recomputes(kRecomputeLatentUpProjection)) d.whole -= normed_latents(m) / h;
     return d;
   };
   const auto activations = [&](bool mixture) {
@@ -687,7 +750,7 @@ TrainingCounts count_training(const TrainingJob& job) {
     if (job.recomputes(kRecomputeLayerNorm)) kept -= 2 * ((m.latent ? 1 : 0) + (mixture ? 1 : 0));  // the norms' outputs
     if (job.recomputes(kRecomputeLatentUpProjection)) {
       split -= 2 * m.heads * (2 * m.latent->qk() + m.latent->v) / h;                  // the queries, keys and values
-      kept_whole -= 2 * ((m.latent->q_rank > 0 ? m.latent->q_rank : 0) + m.latent->kv_rank) / h;  // the normed latents
+      kept_whole -= 2 * normed_latents(m) / h;
     }
     if (mixture && job.recomputes(kRecomputeMoe)) {
       split -= mlp(true);
@@ -696,6 +759,13 @@ TrainingCounts count_training(const TrainingJob& job) {
       if (job.recomputes(kRecomputeSharedExperts)) split -= (m.gated ? 6 : 4) * static_cast<double>(m.shared_ffn) / h;
     }
     if (!mixture && job.recomputes(kRecomputeMlp)) split -= (m.gated ? 6 : 4) * static_cast<double>(m.dense_mlp_width()) / h;
+    if (job.activation_fp8_input_store) {  // the SwiGLUs' inputs (gate and up, 2f wide) as fp8, where still kept
+      if (!mixture && !job.recomputes(kRecomputeMlp)) split -= 2.0 * m.dense_mlp_width() / h;
+      if (mixture && !job.recomputes(kRecomputeMoe)) {
+        split -= job.expert_load() * m.top_k * 2.0 * m.ffn() / h;
+        if (!job.recomputes(kRecomputeSharedExperts)) split -= 2.0 * m.shared_ffn / h;
+      }
+    }
     if (job.dtype == Dtype::fp8) {
       const auto [d_kept, d_split, d_whole] = fp8_saved_inputs(mixture);
       kept += d_kept;
@@ -712,28 +782,29 @@ TrainingCounts count_training(const TrainingJob& job) {
   const double replicated = m.latent ? m.latent->replicated_parameters(h) : 0;
   const std::vector<LayerMix> chunks = chunk_layers(job);
   const VirtualStages stages(job);
+  const std::vector<ChunkPass> table = job.vp > 1 ? interleaved_order(mb, job.vp, job.group()) : std::vector<ChunkPass>{};
   for (int stage = 0; stage < p; ++stage) {
     // Experts split over expert TP and EP; latent attention's down-projections whole on every TP rank;
     // everything else over TP.
     const LayerMix layers = stage_mix(chunks, stages, stage);
     // The stages holding the embedding and the head (DualPipe: both end GPUs hold both, one a direction).
-    const bool first = stage == 0 || (stages.dual && stage == p - 1), last = stage == p - 1 || (stages.dual && stage == 0);
+    const bool embedding = stage == 0 || (stages.dual && stage == p - 1), head = stage == p - 1 || (stages.dual && stage == 0);
     const double expert_params = layers.mixture * m.expert_parameters() / (static_cast<double>(job.expert_tp()) * job.ep);
     const double split_weights = layers.mixture * (m.layer_parameters(true) - m.expert_parameters() - replicated) + layers.dense * (m.layer_parameters(false) - replicated);
     const double layer_weights = split_weights / t + layers.total() * replicated + expert_params;
     // The word embedding sits on the first stage, and a copy for the logits on the last.
     double params = layer_weights;
     if (m.llama_layout) {  // the embedding first, the untied head and the final norm last
-      if (first) params += V * h / t;
-      if (last) params += V * h / t + h;
+      if (embedding) params += V * h / t;
+      if (head) params += V * h / t + h;
     } else {
-      if (first) params += (V * h + s * h) / t;
-      if (last) params += (p > 1 ? V * h / t : 0) + 2 * h;
+      if (embedding) params += (V * h + s * h) / t;
+      if (head) params += (p > 1 ? V * h / t : 0) + 2 * h;
     }
     // Multi-token prediction: each module's projection (split over TP) and norms; its layer is in `layers`. The
     // output head is the last stage's; an untied model's embedding, on the first, is copied here (Megatron-
     // Core's MTP; a tied one's last stage holds it already, as its head).
-    if (last && m.mtp_layers > 0) params += m.mtp_layers * (2 * h * h / t + 3 * h) + (p > 1 && m.llama_layout ? V * h / t : 0);
+    if (head && m.mtp_layers > 0) params += m.mtp_layers * (2 * h * h / t + 3 * h) + (p > 1 && m.llama_layout ? V * h / t : 0);
     c.stage_parameters.push_back(params);
     c.stage_expert_parameters.push_back(expert_params);
     // FP8: the layers' weights also held as fp8 and its transpose (the embedding and head stay bf16).
@@ -747,7 +818,7 @@ TrainingCounts count_training(const TrainingJob& job) {
     // and for the experts their expert DP group.
     const double dense = params - expert_params, shards = static_cast<double>(job.dp) * job.cp, expert_shards = job.expert_dp();
     mem.gradients = zero >= 2 ? 2 * (dense / shards + expert_params / expert_shards) : 2 * params;
-    mem.optimizer = kOptimizerBytes * (zero >= 1 ? dense / shards + expert_params / expert_shards : params);
+    mem.optimizer = optimizer_bytes(job) * (zero >= 1 ? dense / shards + expert_params / expert_shards : params);
     // Micro-batches whose activations a stage holds at once: all under GPipe; under 1F1B those its warm-up
     // forwards start before the first backward, plus one; interleaved, chunk passes of 1/vp of the stage
     // (Megatron's warm-up of 2 (pp - stage - 1) + (vp - 1) x the micro-batch group, pp by default), so with
@@ -760,35 +831,28 @@ TrainingCounts count_training(const TrainingJob& job) {
     if (job.ep_overlap) in_flight = std::min(in_flight + 1.0 / v, static_cast<double>(mb));
     const double dense_bytes = m.moe() ? c.dense_layer_activation_bytes : c.activation_bytes_per_layer;
     mem.activations = in_flight * layers.mixture * c.activation_bytes_per_layer + in_flight * layers.dense * dense_bytes;
-    if (!job.virtual_stage_layers.empty() && job.schedule == PipelineSchedule::one_f_one_b) {
-      // Uneven chunks: the chunk passes in flight at the peak, each its own chunk's layers. The warm-up runs
-      // chunk 0 of pp micro-batches, then chunk 1, ... (Megatron's order), and one more pass starts before the
-      // first backward ends; combined 1F1B one more again.
-      const int passes = static_cast<int>(std::lround(in_flight * v));
-      const std::vector<ChunkPass> order = interleaved_order(mb, v, job.group());
-      LayerMix held;
-      for (int k = 0; k < passes; ++k) {
-        const LayerMix& chunk = chunks[static_cast<std::size_t>(order[static_cast<std::size_t>(k)].chunk * p + stage)];
-        held.mixture += chunk.mixture;
-        held.dense += chunk.dense;
+    if ((!job.virtual_stage_layers.empty() && job.schedule == PipelineSchedule::one_f_one_b) || stages.dual) {
+      // Uneven chunks, or DualPipe's two stages a GPU: the most the GPU's own order holds at once, each pass its
+      // own chunk's layers (a forward adds them, a backward's input gradient frees them; in a pair the forward
+      // starts first). DualPipe: pp + 1 stages' worth where the stages are alike (its README's table).
+      const std::vector<Pass> passes = pipeline_order(job, stages, table, stage);
+      double held = 0;
+      mem.activations = 0;
+      const auto hold = [&](const Pass& pass) {
+        if (pass.part == Pass::Part::weight) return;
+        const LayerMix& chunk = chunks[static_cast<std::size_t>(pass.virtual_stage)];
+        held += (pass.backward ? -1.0 : 1.0) * (chunk.mixture * c.activation_bytes_per_layer + chunk.dense * dense_bytes);
+        mem.activations = std::max(mem.activations, held);
+      };
+      for (std::size_t i = 0; i < passes.size(); ++i) {
+        if (passes[i].with_next && i + 1 < passes.size()) {
+          const Pass &first = passes[i], &second = passes[++i];  // a pair: its forward starts first
+          hold(first.backward ? second : first);
+          hold(first.backward ? first : second);
+        } else {
+          hold(passes[i]);
+        }
       }
-      mem.activations = held.mixture * c.activation_bytes_per_layer + held.dense * dense_bytes;
-    }
-    if (stages.dual) {
-      // DualPipe: the most layers' activations the GPU's own order has in flight (a forward adds its stage's
-      // layers, a backward's input gradient frees them; within an overlapped pair the forward starts first),
-      // pp + 1 stages' worth where the stages are alike (its README's table).
-      LayerMix held, peak;
-      const int own[2] = {stage, 2 * p - 1 - stage};
-      for (const DualPass& pass : dualpipe_order(p, mb, stage)) {
-        if (pass.kind == DualPass::weight) continue;
-        const LayerMix& chunk = chunks[static_cast<std::size_t>(own[pass.direction])];
-        const int sign = pass.kind == DualPass::forward ? 1 : -1;
-        held.mixture += sign * chunk.mixture;
-        held.dense += sign * chunk.dense;
-        if (held.total() > peak.total()) peak = held;
-      }
-      mem.activations = peak.mixture * c.activation_bytes_per_layer + peak.dense * dense_bytes;
     }
     c.stage_memory.push_back(mem);
     c.dp_allreduce_bytes.push_back(2 * (params - expert_params));  // 16-bit gradients
@@ -1075,6 +1139,14 @@ PassKernels chunk_kernels(const TrainingJob& job, const LayerMix& layers, bool f
     layer_forward(job, mixture, f);
     layer_backward(job, mixture, b);
     if (job.dtype == Dtype::fp8) add_fp8_casts(job, mixture, f, b);
+    if (job.activation_fp8_input_store) {
+      // Each SwiGLU's input (gate and up) cast to fp8 as it is kept, and back before its backward: 3 bytes an element.
+      for (const KernelCall& c : std::vector<KernelCall>(f)) {
+        if (!c.name.ends_with(".swiglu")) continue;
+        f.push_back({.cls = KernelClass::memory, .m = c.m, .n = 2 * c.n, .count = c.count, .element_bytes = 3, .name = "fp8.store " + c.name});
+        b.push_back({.cls = KernelClass::memory, .m = c.m, .n = 2 * c.n, .count = c.count, .element_bytes = 3, .name = "fp8.load " + c.name});
+      }
+    }
     for (KernelCall& c : f) c.count *= count;
     for (KernelCall& c : b) c.count *= count;
     forward.insert(forward.end(), f.begin(), f.end());
@@ -1290,17 +1362,23 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
     gather_s = analytical_time_s(topology, plan_collective(cluster, topology, CollectiveOp::all_gather, CollectiveAlgo::automatic, replicas, c.zero_gather_bytes_per_layer));
     scatter_s = analytical_time_s(topology, plan_collective(cluster, topology, CollectiveOp::reduce_scatter, CollectiveAlgo::automatic, replicas, c.zero_gather_bytes_per_layer));
   }
-  if ((job.dp * job.cp > 1 || (m.moe() && job.expert_dp() > 1)) && !fsdp) {
+  // DualPipe: GPUs r and pp - 1 - r hold the same two stages, one a direction, and sum their gradients too.
+  const bool dual = job.schedule == PipelineSchedule::dualpipe;
+  if ((job.dp * job.cp > 1 || (m.moe() && job.expert_dp() > 1) || dual) && !fsdp) {
     // Every stage's reductions at once: over DP x CP for each TP rank, and a mixture of experts' expert
     // gradients over the GPUs holding the same share of the same experts (every etp x ep-th of the stage's).
     std::vector<CollectivePlan> plans;
     std::vector<int> plan_stage;
     const int edp = job.expert_dp();
-    for (int stage = 0; stage < p; ++stage) {
-      for (int r = 0; job.dp * job.cp > 1 && r < job.tp; ++r) {
+    for (int stage = 0; stage < (dual ? p / 2 : p); ++stage) {
+      std::vector<int> holding{stage};
+      if (dual) holding.push_back(p - 1 - stage);
+      for (int r = 0; (job.dp * job.cp > 1 || dual) && r < job.tp; ++r) {
         std::vector<GpuId> replicas;
-        for (int d = 0; d < job.dp; ++d) {
-          for (int k = 0; k < job.cp; ++k) replicas.push_back(gpu_at(job, r, d, stage, k));
+        for (int held : holding) {
+          for (int d = 0; d < job.dp; ++d) {
+            for (int k = 0; k < job.cp; ++k) replicas.push_back(gpu_at(job, r, d, held, k));
+          }
         }
         plans.push_back(plan_collective(cluster, topology, CollectiveOp::all_reduce, CollectiveAlgo::automatic, replicas,
                                         c.dp_allreduce_bytes[static_cast<std::size_t>(stage)]));
@@ -1308,9 +1386,11 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
       }
       // Expert gradients: each (expert TP rank, EP rank) over its expert DP group.
       const int etp = job.expert_tp(), block = etp * job.ep;
-      for (int e = 0; m.moe() && edp > 1 && e < block; ++e) {
+      for (int e = 0; m.moe() && (edp > 1 || dual) && e < block; ++e) {
         std::vector<GpuId> holders;
-        for (int g = 0; g < edp; ++g) holders.push_back(stage_gpu(e + block * g, stage));
+        for (int held : holding) {
+          for (int g = 0; g < edp; ++g) holders.push_back(stage_gpu(e + block * g, held));
+        }
         plans.push_back(plan_collective(cluster, topology, CollectiveOp::all_reduce, CollectiveAlgo::automatic, holders,
                                         c.expert_allreduce_bytes[static_cast<std::size_t>(stage)]));
         plan_stage.push_back(stage);
@@ -1318,6 +1398,7 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
     }
     const auto times = simulated_times_s(topology, plans);
     for (std::size_t i = 0; i < times.size(); ++i) dp_s[plan_stage[i]] = std::max(dp_s[plan_stage[i]], times[i]);
+    for (int stage = 0; dual && stage < p / 2; ++stage) dp_s[p - 1 - stage] = dp_s[stage];
   }
 
   // Compute per micro-batch and model chunk (a stage's layers, or 1/vp of them interleaved): the kernel
@@ -1437,7 +1518,9 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
       const std::size_t st = static_cast<std::size_t>(stage);
       const double experts = c.stage_expert_parameters[st], dense = c.stage_parameters[st] - experts;
       const double params = job.zero_stage() >= 1 ? dense / (static_cast<double>(job.dp) * job.cp) + experts / job.expert_dp() : c.stage_parameters[st];
-      const KernelCall adam{.cls = KernelClass::memory, .m = params, .n = kOptimizerStepBytes / dtype_bytes(job.dtype), .name = "optimizer"};
+      // Narrower moments move fewer bytes: each read and written once.
+      const double step_bytes = kOptimizerStepBytes - 2 * 2 * (4 - dtype_bytes(job.optimizer_moments));
+      const KernelCall adam{.cls = KernelClass::memory, .m = params, .n = step_bytes / dtype_bytes(job.dtype), .name = "optimizer"};
       optimizer[stage] = kernels.estimate(adam, job.dtype).time_s();
       if (job.dtype == Dtype::fp8) {
         // The fp8 copies of the layers' weights (and their transposes) cast once an iteration, cached over its
@@ -1467,61 +1550,10 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
   step.ep_combine_s = combine_s;
   step.pp_send_s = send_s;
 
-  // Each stage's passes in schedule order, as (micro-batch, virtual stage, backward).
-  struct Pass {
-    int micro_batch, virtual_stage;
-    bool backward;
-    bool with_next = false;  // ep_overlap, DualPipe's pairs: run together with the pass after it
-    // A backward whole, its input gradient only (DualPipe's zero-bubble passes), or the weight gradients of the
-    // GPU's oldest input-only backward.
-    enum class Part : std::uint8_t { whole, input, weight } part = Part::whole;
-  };
+  // Each stage's passes in schedule order.
   std::vector<std::vector<Pass>> order(static_cast<std::size_t>(p));
   const std::vector<ChunkPass> table = v > 1 ? interleaved_order(mb, v, job.group()) : std::vector<ChunkPass>{};
-  for (int stage = 0; stage < p; ++stage) {
-    auto& o = order[stage];
-    if (job.schedule == PipelineSchedule::gpipe) {
-      for (int i = 0; i < mb; ++i) o.push_back({i, stage, false});
-      for (int i = 0; i < mb; ++i) o.push_back({i, stage, true});
-      continue;
-    }
-    if (stages.dual) {
-      // Half the micro-batches a direction, each direction's in order; its virtual stage on this GPU.
-      const int own[2] = {stage, 2 * p - 1 - stage};
-      int forwards[2] = {0, 0}, backwards[2] = {0, 0};
-      for (const DualPass& d : dualpipe_order(p, mb, stage)) {
-        if (d.kind == DualPass::weight) {
-          o.push_back({0, 0, true, false, Pass::Part::weight});
-          continue;
-        }
-        const bool backward = d.kind != DualPass::forward;
-        const int i = backward ? backwards[d.direction]++ : forwards[d.direction]++;
-        o.push_back({i, own[d.direction], backward, d.with_next, d.kind == DualPass::input ? Pass::Part::input : Pass::Part::whole});
-      }
-      continue;
-    }
-    // 1F1B (Megatron-LM's, interleaved where vp > 1): the k-th forward of a stage runs chunk (k mod p v) / p
-    // of micro-batch (k / p v) p + k mod p, the k-th backward the chunks in reverse; warm-up forwards first,
-    // then one forward and one backward in turn, then the remaining backwards.
-    const int total = mb * v;
-    const int warmup = v == 1 ? std::min(p - stage - 1, mb) : (mb == p ? total : std::min(2 * (p - stage - 1) + (v - 1) * job.group(), total));
-    auto pass = [&](int k, bool backward) {
-      const ChunkPass at = table[static_cast<std::size_t>(k)];
-      return Pass{at.micro_batch, (backward ? v - 1 - at.chunk : at.chunk) * p + stage, backward};
-    };
-    auto plain = [&](int k, bool backward) { return Pass{k, stage, backward}; };
-    for (int k = 0; k < warmup; ++k) o.push_back(v == 1 ? plain(k, false) : pass(k, false));
-    for (int k = 0; k < total - warmup; ++k) {
-      o.push_back(v == 1 ? plain(warmup + k, false) : pass(warmup + k, false));
-      o.push_back(v == 1 ? plain(k, true) : pass(k, true));
-    }
-    for (int k = total - warmup; k < total; ++k) o.push_back(v == 1 ? plain(k, true) : pass(k, true));
-    // Combined 1F1B: each backward followed by a forward runs with it. The forward is one the plain order runs
-    // after that backward, so the backward never waits on it, and forwards never wait on backwards.
-    for (std::size_t i = 0; job.ep_overlap && i + 1 < o.size(); ++i) {
-      if (o[i].backward && !o[i + 1].backward) o[i++].with_next = true;
-    }
-  }
+  for (int stage = 0; stage < p; ++stage) order[stage] = pipeline_order(job, stages, table, stage);
   // Play it out: repeatedly start the pass that can start earliest among those whose input has arrived.
   constexpr double kNotYet = -1;
   std::vector<std::vector<double>> fwd_end(static_cast<std::size_t>(chunks), std::vector<double>(static_cast<std::size_t>(mb), kNotYet));
@@ -1580,6 +1612,8 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
     if (op.with_next) {
       // The pair: both passes, less the shorter of their compute and their all-to-alls, each hidden behind the other.
       played[count++] = order[best][next[best]++];
+      FLEETSIM_CHECK(played[0].part == Pass::Part::whole && played[1].part == Pass::Part::whole && played[0].backward != played[1].backward,
+                     "a pair is a whole forward and a whole backward");
       const Pass& back = played[0].backward ? played[0] : played[1];
       const Pass& forth = played[0].backward ? played[1] : played[0];
       const auto kb = static_cast<std::size_t>(back.virtual_stage), kf = static_cast<std::size_t>(forth.virtual_stage);
@@ -1673,7 +1707,7 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads, const 
             j.pp = pp;
             j.vp = vp;
             j.virtual_stage_layers = own_layout ? base.virtual_stage_layers : std::vector<int>{};
-            j.microbatch_group = own_layout ? base.microbatch_group : 0;  // the job's groups (checked) with its layout
+            j.microbatch_group = own_layout && micro == base.micro_batch ? base.microbatch_group : 0;  // the job's groups where its micro-batches are the job's
             j.first_stage_layers = own_layout ? 0 : first_layers;
             j.last_stage_layers = own_layout ? 0 : last_layers;
             j.dp = dp;
@@ -1708,8 +1742,8 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads, const 
     }
     // Expert TP as TP (Megatron-Core's default) or 1 (each expert whole on a GPU, an EP group on fewer nodes).
     for (int ep : eps) {
-      for (int etp : {shape.tp, 1}) {
-        if ((etp == 1 && shape.tp == 1) || (shape.tp * shape.cp * shape.dp) % (etp * ep) != 0) continue;
+      for (int etp : shape.tp == 1 ? std::vector<int>{1} : std::vector<int>{shape.tp, 1}) {
+        if ((shape.tp * shape.cp * shape.dp) % (etp * ep) != 0) continue;
         add(shape, ep, etp);
       }
     }

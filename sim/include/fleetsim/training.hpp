@@ -183,6 +183,12 @@ struct TrainingJob {
   int global_batch = 1, micro_batch = 1;  // sequences
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   Recompute recompute = Recompute::none;
+  // Adam's two moments as the optimizer keeps them (Megatron-Core's precision-aware optimizer, --exp-avg-dtype
+  // and --exp-avg-sq-dtype; DeepSeek-V3 keeps them in bf16): fp32 (the default), bf16 or fp16. Master weights stay fp32.
+  Dtype optimizer_moments = Dtype::fp32;
+  // The SwiGLU's input kept for the backward as fp8, cast back there (Megatron-Core's
+  // activation_func_fp8_input_store; DeepSeek-V3 caches it so): half its bytes, two casts a pass.
+  bool activation_fp8_input_store = false;
   unsigned recompute_modules = kRecomputeCoreAttention;  // under selective recomputation (RecomputeModule bits)
   // Whether selective recomputation re-runs `module` (never under none or full).
   bool recomputes(RecomputeModule module) const { return recompute == Recompute::selective && (recompute_modules & module) != 0; }
@@ -249,7 +255,7 @@ struct PipelineOp {
   int stage = 0, micro_batch = 0;
   int chunk = 0;  // the model chunk on that stage's GPUs (interleaved 1F1B; DualPipe: the direction), 0 otherwise
   bool backward = false;
-  bool weight = false;  // DualPipe: a deferred weight-gradient pass (backward true), its micro-batch's
+  bool weight = false;  // DualPipe: the deferred weight gradients of that backward (backward is true too)
   double start_s = 0, end_s = 0;
 };
 
