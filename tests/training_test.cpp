@@ -1173,6 +1173,35 @@ TEST_CASE("selective recomputation by module frees and re-runs what Megatron-Cor
   CHECK_THAT(text.str(), Catch::Contains("recompute selective (layernorm, mla_up_proj, moe_act)"));
 }
 
+TEST_CASE("Adam's moments in bf16 and the SwiGLU input kept in fp8 save what they say, counted by hand", "[training][recompute]") {
+  const auto llama = [](const std::string& extra) {
+    return parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "llama-3-8b", "seq_len": 8192},
+        "parallel": {"dp": 8, "distributed_optimizer": true}, "batch": {"global": 8}, "recompute": "selective")" + extra + "}",
+                              "llama.json");
+  };
+  const TrainingJob plain = llama(""), stored = llama(R"(, "activation_func_fp8_input_store": true, "optimizer": {"moments": "bf16"})");
+  const TrainingCounts a = count_training(plain), b = count_training(stored);
+  // The master weight (4) and two moments (2 each) a parameter, sharded 8 ways: 8 bytes where fp32 moments take 12.
+  CHECK(b.stage_memory[0].optimizer == Approx(a.stage_memory[0].optimizer * 8 / 12).epsilon(1e-12));
+  // The SwiGLU's input, gate and up (2 x 14,336 wide), a byte an element instead of two: 2f/h sbh less a layer.
+  const double h = 4096, f = 14336, s = 8192;
+  CHECK(a.activation_bytes_per_layer - b.activation_bytes_per_layer == Approx(2 * f / h * s * h).epsilon(1e-12));
+  // The casts cost memory-bound time each way; the optimizer step moves 26 bytes a parameter where it moved 34.
+  const TrainingStep one = simulate_training_step(plain), two = simulate_training_step(stored);
+  CHECK(two.forward_kernels.memory_s > one.forward_kernels.memory_s);
+  CHECK(two.backward_kernels.memory_s > one.backward_kernels.memory_s);
+  CHECK(two.optimizer_s < one.optimizer_s);
+  std::ostringstream text;
+  write_training_text(text, stored, two);
+  CHECK_THAT(text.str(), Catch::Contains("Adam's moments in bf16, SwiGLU inputs kept in fp8"));
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"layers": 4, "hidden": 1024, "heads": 8, "vocab": 8, "seq_len": 1024},
+      "parallel": {}, "batch": {"global": 8}, "activation_func_fp8_input_store": true})"),
+             Catch::Contains("job.json: /activation_func_fp8_input_store: expected activation_func_fp8_input_store only for a gated MLP (SwiGLU)"));
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"layers": 4, "hidden": 1024, "heads": 8, "vocab": 8, "seq_len": 1024},
+      "parallel": {}, "batch": {"global": 8}, "optimizer": {"moments": "fp8"}})"),
+             Catch::Contains("job.json: /optimizer/moments: expected fp32, bf16 or fp16 (Adam's moments), found \"fp8\""));
+}
+
 TEST_CASE("recompute_modules that name nothing the model has, or come without selective, are refused with the field", "[training][recompute]") {
   const std::string head = R"({"cluster": {"nodes": [{"type": "hgx-h800-8", "count": 4}]}, "model": {"architecture": ")";
   const auto job = [&](const std::string& model, const std::string& rest, const std::string& parallel = "") {
