@@ -620,6 +620,10 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
     if (job.model.experts == 0) top.problem("moe", "expected \"moe\" only for a mixture of experts (a model with experts)");
   }
   job.schedule = static_cast<PipelineSchedule>(top.choice("schedule", {"gpipe", "1f1b", "dualpipe"}, 1));
+  if (in_scenario && job.schedule == PipelineSchedule::dualpipe) {
+    top.problem("schedule", "expected 1f1b or gpipe for a job inside a scenario: DualPipe's GPU pairs reducing their gradients together are not yet "
+                            "placed on the shared network (train runs it alone)");
+  }
   job.recompute = static_cast<Recompute>(top.choice("recompute", {"none", "selective", "full"}, 0));
   if (const Json* modules = top.field("recompute_modules")) {
     // Megatron-Core's --recompute-modules: which parts selective recomputation re-runs.
