@@ -1083,21 +1083,42 @@ TEST_CASE("DualPipe hides a mixture's all-to-alls behind the other direction's c
   CHECK(dual.iteration_s < plain.iteration_s);
   // A middle GPU (4 mixtures a stage, no TP or CP traffic): a pair of its two directions takes the longer of its
   // compute (a forward and a backward played alone, less their all-to-alls) and its all-to-alls (ep_comm_s: a
-  // stage's forward and backward; here, NCCL's flat bf16 all-to-alls, the longer).
-  std::map<double, std::vector<PipelineOp>> at;  // GPU 4's passes by start
-  for (const PipelineOp& op : dual.ops) {
-    if (op.stage == 4) at[op.start_s].push_back(op);
-  }
-  double forward_alone = 0, backward_alone = 0, pair = 0;
-  for (const auto& [start, ops] : at) {
-    const double length = ops.front().end_s - ops.front().start_s;
-    if (ops.size() == 2) pair = length;
-    else if (!ops.front().backward && ops.front().chunk == 0) forward_alone = length;
-    else if (ops.front().backward && !ops.front().weight && ops.front().chunk == 1) backward_alone = std::max(backward_alone, length);
-  }
-  REQUIRE(pair > 0);
-  INFO("pair " << pair << ", forward " << forward_alone << ", backward " << backward_alone << ", all-to-alls " << dual.ep_comm_s);
-  CHECK(pair == Approx(std::max(forward_alone + backward_alone - dual.ep_comm_s, dual.ep_comm_s)).epsilon(1e-9));
+  // stage's forward and backward; here, NCCL's flat bf16 all-to-alls, the longer; their SMs are not modelled).
+  struct Passes {
+    double forward_alone = 0, backward_alone = 0, pair = 0;
+  };
+  const auto gpu4 = [](const TrainingStep& step) {
+    std::map<double, std::vector<PipelineOp>> at;  // GPU 4's passes by start
+    for (const PipelineOp& op : step.ops) {
+      if (op.stage == 4) at[op.start_s].push_back(op);
+    }
+    Passes p;
+    for (const auto& [start, ops] : at) {
+      const double length = ops.front().end_s - ops.front().start_s;
+      if (ops.size() == 2) p.pair = length;
+      else if (!ops.front().backward && ops.front().chunk == 0) p.forward_alone = length;
+      else if (ops.front().backward && !ops.front().weight && ops.front().chunk == 1) p.backward_alone = std::max(p.backward_alone, length);
+    }
+    return p;
+  };
+  const Passes flat = gpu4(dual);
+  REQUIRE(flat.pair > 0);
+  CHECK(flat.pair == Approx(std::max(flat.forward_alone + flat.backward_alone - dual.ep_comm_s, dual.ep_comm_s)).epsilon(1e-9));
+  // DeepEP's kernels hold 20 of the H800's 132 SMs while they run: the compute beside them runs at 112/132, so the
+  // pair takes max(A, C + 20/132 A) (C its compute at full speed, A its all-to-alls; here C is the longer).
+  const std::string fast = R"(, "schedule": "dualpipe", "moe": {"dispatcher": "deepep", "dispatch_dtype": "fp8", "max_nodes": 4)";
+  const TrainingStep deepep = simulate_training_step(deepseek("", fast + "}"));
+  const Passes ep = gpu4(deepep);
+  const double exchanges = deepep.ep_comm_s, compute = ep.forward_alone + ep.backward_alone - exchanges;
+  REQUIRE(compute > exchanges);
+  CHECK(ep.pair == Approx(compute + 20.0 / 132 * exchanges).epsilon(1e-9));
+  CHECK(simulate_training_step(deepseek("", fast + R"(, "dispatcher_sms": 40})")).iteration_s > deepep.iteration_s);
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h800-8", "count": 4}]}, "model": {"architecture": "deepseek-v3", "seq_len": 4096},
+      "parallel": {"dp": 32, "ep": 32}, "batch": {"global": 64}, "moe": {"dispatcher_sms": 24}})"),
+             Catch::Contains("/moe/dispatcher_sms: expected \"dispatcher\": \"deepep\" with dispatcher_sms"));
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h800-8", "count": 4}]}, "model": {"architecture": "deepseek-v3", "seq_len": 4096},
+      "parallel": {"dp": 32, "ep": 32}, "batch": {"global": 64}, "moe": {"dispatcher": "deepep", "dispatcher_sms": 132}})"),
+             Catch::Contains("/moe/dispatcher_sms: expected fewer SMs than h800-sxm's 132, found 132"));
   CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h800-8", "count": 4}]}, "model": {"architecture": "deepseek-v3", "seq_len": 4096},
       "parallel": {"pp": 2, "first_stage_layers": 31, "dp": 16, "ep": 16, "ep_overlap": true}, "batch": {"global": 64}, "schedule": "dualpipe"})"),
              Catch::Contains("/parallel/ep_overlap: expected ep_overlap with the 1f1b schedule, whose backwards it pairs with forwards, found dualpipe (which pairs its own)"));

@@ -150,7 +150,9 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
     if (job.dispatcher == TrainingJob::Dispatcher::deepep && job.ep > 1) {
       out << "each layer's DeepEP dispatch " << seconds(step.ep_alltoall_s) << (job.dispatch_dtype == Dtype::fp8 ? " (fp8)" : "") << " and combine "
           << seconds(step.ep_combine_s) << (job.max_nodes > 0 ? ", a token's experts on at most " + std::to_string(job.max_nodes) + " nodes" : std::string()) << ", "
-          << seconds(step.ep_comm_s) << " a micro-batch forward and backward\n";
+          << seconds(step.ep_comm_s) << " a micro-batch forward and backward"
+          << (job.ep_overlap || job.schedule == PipelineSchedule::dualpipe ? ", its kernels on " + std::to_string(job.dispatcher_sms) + " SMs beside the overlapped compute" : std::string())
+          << "\n";
     } else if (job.ep > 1) {
       out << "each layer's dispatch and combine all-to-alls " << seconds(step.ep_alltoall_s) << " each (" << bytes(c.ep_alltoall_bytes)
           << " a GPU), " << seconds(step.ep_comm_s) << " a micro-batch forward and backward\n";
@@ -218,6 +220,7 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
                    {"dispatcher", job.dispatcher == TrainingJob::Dispatcher::deepep ? "deepep" : "alltoall"},
                    {"max_nodes", job.max_nodes},
                    {"dispatch_dtype", dtype_name(job.dispatch_dtype)},
+                   {"dispatcher_sms", job.dispatcher == TrainingJob::Dispatcher::deepep ? job.dispatcher_sms : 0},
                    {"gpus", job.gpus()},
                    {"tp", job.tp},
                    {"pp", job.pp},

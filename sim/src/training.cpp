@@ -435,6 +435,10 @@ void check_training_job(const TrainingJob& job) {
     need(job.tp == 1 || job.sequence_parallel, "/parallel/sequence_parallel", "expected sequence parallelism with experts and TP above 1, as Megatron-Core expects");
     need(job.zero_stage() < 3, "/parallel/zero", "expected ZeRO 0 to 2 with experts: FSDP of a mixture of experts is not modelled yet");
     const bool deepep = job.dispatcher == TrainingJob::Dispatcher::deepep;
+    for (const NodeGroup& g : job.cluster.groups) {
+      need(!deepep || g.gpu.sms == 0 || job.dispatcher_sms < g.gpu.sms, "/moe/dispatcher_sms",
+           "expected fewer SMs than " + g.gpu.id + "'s " + std::to_string(g.gpu.sms) + ", found " + std::to_string(job.dispatcher_sms));
+    }
     need(deepep || job.max_nodes == 0, "/moe/max_nodes",
          "expected \"dispatcher\": \"deepep\" with max_nodes: a flat all-to-all sends a copy an expert, however few nodes hold them");
     need(deepep || job.dispatch_dtype == Dtype::bf16, "/moe/dispatch_dtype", "expected \"dispatcher\": \"deepep\" with an fp8 dispatch (NCCL's all-to-all moves 16-bit tokens)");
@@ -613,10 +617,13 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
     job.capacity_factor = r.number("capacity_factor", Need::optional, 0.0, 1e3).value_or(0.0);
     job.dispatcher = r.choice("dispatcher", {"alltoall", "deepep"}, 0) == 0 ? TrainingJob::Dispatcher::alltoall : TrainingJob::Dispatcher::deepep;
     job.max_nodes = static_cast<int>(r.integer_or("max_nodes", 0, 1, 100'000));
+    job.dispatcher_sms = static_cast<int>(r.integer_or("dispatcher_sms", 20, 1, 1'000));
+    const bool sms_given = r.field("dispatcher_sms") != nullptr;
     const std::string wire = r.string_or("dispatch_dtype", "bf16");
     if (wire == "fp8") job.dispatch_dtype = Dtype::fp8;
     else if (wire != "bf16") r.problem("dispatch_dtype", "expected bf16 or fp8, found \"" + wire + "\"");
     r.finish();
+    if (sms_given && job.dispatcher != TrainingJob::Dispatcher::deepep) r.problem("dispatcher_sms", "expected \"dispatcher\": \"deepep\" with dispatcher_sms (NCCL's all-to-all's SMs are not modelled)");
     if (job.model.experts == 0) top.problem("moe", "expected \"moe\" only for a mixture of experts (a model with experts)");
   }
   job.schedule = static_cast<PipelineSchedule>(top.choice("schedule", {"gpipe", "1f1b", "dualpipe"}, 1));
@@ -1581,6 +1588,8 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
   };
   std::size_t total = 0;
   for (const auto& o : order) total += o.size();
+  // The share of the GPU's SMs DeepEP's kernels take from the compute they overlap (0: NCCL's, not modelled).
+  const double stolen_sms = m.moe() && job.dispatcher == TrainingJob::Dispatcher::deepep && gpu.sms > 0 ? static_cast<double>(job.dispatcher_sms) / gpu.sms : 0;
   for (std::size_t done = 0; done < total;) {
     int best = -1;
     double best_start = 0;
@@ -1621,7 +1630,11 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
       const Pass& back = played[0].backward ? played[0] : played[1];
       const Pass& forth = played[0].backward ? played[1] : played[0];
       const auto kb = static_cast<std::size_t>(back.virtual_stage), kf = static_cast<std::size_t>(forth.virtual_stage);
-      duration = bwd[kb] + fwd[kf] - std::min(bwd_compute_s[kb] + fwd_compute_s[kf], bwd_alltoall_s[kb] + fwd_alltoall_s[kf]);
+      const double compute = bwd_compute_s[kb] + fwd_compute_s[kf], exchanges = bwd_alltoall_s[kb] + fwd_alltoall_s[kf];
+      duration = bwd[kb] + fwd[kf] - std::min(compute, exchanges);
+      // DeepEP's kernels hold a share f of the SMs while they run: the compute beside them runs at 1 - f, so the
+      // pair's core takes max(exchanges, compute + f x exchanges) rather than the longer of the two.
+      if (stolen_sms > 0) duration += std::max(exchanges, compute + stolen_sms * exchanges) - std::max(exchanges, compute);
     }
     for (std::size_t j = 0; j < count; ++j) {
       const Pass& pass = played[j];

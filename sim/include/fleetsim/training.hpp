@@ -166,6 +166,10 @@ struct TrainingJob {
   // The dispatch's elements on the wire (fp8 with DeepEP: a byte each and a 4-byte scale a 128, as
   // DeepSeek-V3 dispatches); the combine stays 16-bit.
   Dtype dispatch_dtype = Dtype::bf16;
+  // The SMs DeepEP's kernels hold while they move tokens, taken from the compute they overlap (Megatron-Core's
+  // moe_flex_dispatcher_num_sms, DeepEP's historical default 20; DeepSeek-V3's report, section 3.2.2: 20 SMs
+  // suffice). Under ep_overlap and DualPipe the paired compute runs on the rest while the exchanges last.
+  int dispatcher_sms = 20;
   // Each steady-state backward of 1F1B runs together with the forward that follows it, layer by layer, each
   // one's dispatch and combine all-to-alls hidden behind the other's compute (Megatron-Core's combined 1F1B,
   // --overlap-moe-expert-parallel-comm; DeepSeek's DualPipe overlaps likewise): the pair takes its passes'
