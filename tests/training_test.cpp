@@ -1081,7 +1081,7 @@ TEST_CASE("DualPipe hides a mixture's all-to-alls behind the other direction's c
   const TrainingStep dual = simulate_training_step(deepseek("", R"(, "schedule": "dualpipe")"));
   REQUIRE(plain.ep_comm_s > 0);
   CHECK(dual.iteration_s < plain.iteration_s);
-  // A middle GPU (4 mixtures a stage, no TP or CP traffic): a pair of its two directions takes the longer of its
+  // GPU 4 (stages 4 and 11, 4 mixtures each; no TP or CP traffic): a pair of its two directions takes the longer of its
   // compute (a forward and a backward played alone, less their all-to-alls) and its all-to-alls (ep_comm_s: a
   // stage's forward and backward; here, NCCL's flat bf16 all-to-alls, the longer; their SMs are not modelled).
   struct Passes {
@@ -1162,6 +1162,16 @@ TEST_CASE("selective recomputation by module frees and re-runs what Megatron-Cor
     return layer(Dtype::fp8) - layer(Dtype::bf16);
   };
   CHECK(fp8_change(kRecomputeCoreAttention) == Approx(1 - f / h - 8 * (1 + f / h) - heads * 128 / h - (1536 + 512) / h));
+  // The SwiGLU input kept in fp8 (bf16 job): each of the 8 routed copies' and the shared expert's gate and up
+  // outputs (2 x 2,048 wide) a byte instead of two; nothing where full recomputation keeps no SwiGLU input.
+  const auto store_change = [&](Recompute recompute, unsigned modules) {
+    TrainingJob stored = with(recompute, modules);
+    stored.activation_fp8_input_store = true;
+    return (count_training(with(recompute, modules)).activation_bytes_per_layer - count_training(stored).activation_bytes_per_layer) / sbh;
+  };
+  CHECK(store_change(Recompute::selective, kRecomputeCoreAttention) == Approx(8 * 2 * f / h + 2 * f / h));
+  CHECK(store_change(Recompute::selective, kRecomputeMoe) == 0);
+  CHECK(store_change(Recompute::full, 0) == 0);
   // DeepSeek-V3's recipe: the norms and the up-projections recomputed, fc2's input freed by moe_act; without
   // core_attn FlashAttention keeps its output and the projection an fp8 copy beside it.
   CHECK(fp8_change(kRecomputeLayerNorm | kRecomputeLatentUpProjection | kRecomputeExpertActivation) == Approx(-f / h - 8 + heads * 128 / h));

@@ -25,7 +25,7 @@ using detail::Need;
 using detail::ObjectReader;
 
 constexpr double kActivationBytes = 2;  // 16-bit activations, as the memory formulas assume
-constexpr double kBytesPerParameter = 16;  // mixed-precision Adam: 2 weights, 2 gradients, 12 fp32 states
+constexpr double kBytesPerParameter = 16;  // mixed-precision Adam: 2 weights, 2 gradients, 12 fp32 states (fp32 moments)
 constexpr double kOptimizerBytes = 12;
 // The optimizer's state a parameter: the fp32 master weight and the two moments at the job's precision.
 double optimizer_bytes(const TrainingJob& job) { return 4 + 2 * dtype_bytes(job.optimizer_moments); }
@@ -1650,8 +1650,11 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
   double idle = 0;
   for (int stage = 0; stage < p; ++stage) {
     step.stage_end_s.push_back(free_at[stage]);
-    // The gradients' reduction after the last backward, or beside it (dp_overlap); then the optimizer.
-    const double reduced = job.dp_overlap ? std::max(free_at[stage], last_backward_start[stage] + dp_s[stage]) : free_at[stage] + dp_s[stage];
+    // The gradients' reduction after the last backward, or beside it (dp_overlap); then the optimizer. Under
+    // DualPipe it waits for both GPUs of the pair holding the stage.
+    const auto partner = static_cast<std::size_t>(stages.dual ? p - 1 - stage : stage);
+    const double done = std::max(free_at[stage], free_at[partner]), last_start = std::max(last_backward_start[stage], last_backward_start[partner]);
+    const double reduced = job.dp_overlap ? std::max(done, last_start + dp_s[stage]) : done + dp_s[stage];
     step.iteration_s = std::max(step.iteration_s, reduced + optimizer[stage]);
     idle += 1 - busy[stage] / pipeline_s;
   }
@@ -1724,7 +1727,9 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads, const 
             j.pp = pp;
             j.vp = vp;
             j.virtual_stage_layers = own_layout ? base.virtual_stage_layers : std::vector<int>{};
-            j.microbatch_group = own_layout && micro == base.micro_batch ? base.microbatch_group : 0;  // the job's groups where its micro-batches are the job's
+            // The job's micro-batch groups where they obey Megatron-Core's rule for this candidate's micro-batches.
+            const int count = base.global_batch / (dp * micro), group = base.microbatch_group, rest = group > 0 ? count % group : 0;
+            j.microbatch_group = own_layout && group >= pp && group <= count && (rest == 0 || rest >= pp) ? group : 0;
             j.first_stage_layers = own_layout ? 0 : first_layers;
             j.last_stage_layers = own_layout ? 0 : last_layers;
             j.dp = dp;

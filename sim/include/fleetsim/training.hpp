@@ -173,7 +173,8 @@ struct TrainingJob {
   // Each steady-state backward of 1F1B runs together with the forward that follows it, layer by layer, each
   // one's dispatch and combine all-to-alls hidden behind the other's compute (Megatron-Core's combined 1F1B,
   // --overlap-moe-expert-parallel-comm; DeepSeek's DualPipe overlaps likewise): the pair takes its passes'
-  // time less the shorter of its compute and its all-to-alls, and a stage holds one micro-batch more.
+  // time less the shorter of its compute and its all-to-alls (with DeepEP, whose kernels hold dispatcher_sms,
+  // max(A, C + f A) for its compute C and all-to-alls A), and a stage holds one micro-batch more.
   bool ep_overlap = false;
   bool sequence_parallel = false;
   bool distributed_optimizer = false;  // optimizer state sharded over DP (ZeRO-1)
@@ -191,7 +192,7 @@ struct TrainingJob {
   // and --exp-avg-sq-dtype; DeepSeek-V3 keeps them in bf16): fp32 (the default), bf16 or fp16. Master weights stay fp32.
   Dtype optimizer_moments = Dtype::fp32;
   // The SwiGLU's input kept for the backward as fp8, cast back there (Megatron-Core's
-  // activation_func_fp8_input_store; DeepSeek-V3 caches it so): half its bytes, two casts a pass.
+  // activation_func_fp8_input_store; DeepSeek-V3 caches it so): half its bytes, a cast each way.
   bool activation_fp8_input_store = false;
   unsigned recompute_modules = kRecomputeCoreAttention;  // under selective recomputation (RecomputeModule bits)
   // Whether selective recomputation re-runs `module` (never under none or full).
