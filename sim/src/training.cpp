@@ -25,9 +25,8 @@ using detail::Need;
 using detail::ObjectReader;
 
 constexpr double kActivationBytes = 2;  // 16-bit activations, as the memory formulas assume
-constexpr double kBytesPerParameter = 16;  // mixed-precision Adam: 2 weights, 2 gradients, 12 fp32 states (fp32 moments)
-constexpr double kOptimizerBytes = 12;
-// The optimizer's state a parameter: the fp32 master weight and the two moments at the job's precision.
+// The optimizer's state a parameter: the fp32 master weight and the two moments at the job's precision (12 bytes
+// with fp32 moments: with the 16-bit weight and gradient, mixed-precision Adam's 16 a parameter).
 double optimizer_bytes(const TrainingJob& job) { return 4 + 2 * dtype_bytes(job.optimizer_moments); }
 
 // The weight matrices of one layer's MLP: dense, two (or, gated, three) h x f; a mixture of experts, the
@@ -869,7 +868,6 @@ TrainingCounts count_training(const TrainingJob& job) {
     c.dp_allreduce_bytes.push_back(2 * (params - expert_params));  // 16-bit gradients
     c.expert_allreduce_bytes.push_back(2 * expert_params);
   }
-  static_assert(kBytesPerParameter == 2 + 2 + kOptimizerBytes);
   if (job.zero_stage() >= 3) c.zero_gather_bytes_per_layer = 2 * ((m.layer_parameters() - replicated) / t + replicated);
   c.tp_allreduce_bytes = kActivationBytes * sbh;
   c.tp_allreduces_per_layer = job.tp > 1 ? (job.recompute == Recompute::full ? 6 : job.recomputes(kRecomputeMlp) ? 5 : 4) : 0;
@@ -1152,8 +1150,9 @@ PassKernels chunk_kernels(const TrainingJob& job, const LayerMix& layers, bool f
     if (job.dtype == Dtype::fp8) add_fp8_casts(job, mixture, f, b);
     if (job.activation_fp8_input_store) {
       // Each SwiGLU's input (gate and up) cast to fp8 as it is kept, and back before its backward: 3 bytes an element.
-      for (const KernelCall& c : std::vector<KernelCall>(f)) {
-        if (!c.name.ends_with(".swiglu")) continue;
+      for (std::size_t i = 0, calls = f.size(); i < calls; ++i) {
+        if (!f[i].name.ends_with(".swiglu")) continue;
+        const KernelCall c = f[i];  // a copy: the pushes below may move f's storage
         f.push_back({.cls = KernelClass::memory, .m = c.m, .n = 2 * c.n, .count = c.count, .element_bytes = 3, .name = "fp8.store " + c.name});
         b.push_back({.cls = KernelClass::memory, .m = c.m, .n = 2 * c.n, .count = c.count, .element_bytes = 3, .name = "fp8.load " + c.name});
       }
@@ -1299,6 +1298,7 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
   const TransformerModel& m = job.model;
   const int p = job.pp, mb = job.micro_batches();
   const double s = m.seq_len, b = job.micro_batch, t = job.tp;
+  const VirtualStages stages(job);
 
   // Communication, from the topology: one TP all-reduce on stage 0's first group; the stage
   // boundary with every TP rank of every DP replica sending its share at once; the gradient
@@ -1374,7 +1374,7 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
     scatter_s = analytical_time_s(topology, plan_collective(cluster, topology, CollectiveOp::reduce_scatter, CollectiveAlgo::automatic, replicas, c.zero_gather_bytes_per_layer));
   }
   // DualPipe: GPUs r and pp - 1 - r hold the same two stages, one a direction, and sum their gradients too.
-  const bool dual = job.schedule == PipelineSchedule::dualpipe;
+  const bool dual = stages.dual;
   if ((job.dp * job.cp > 1 || (m.moe() && job.expert_dp() > 1) || dual) && !fsdp) {
     // Every stage's reductions at once: over DP x CP for each TP rank, and a mixture of experts' expert
     // gradients over the GPUs holding the same share of the same experts (every etp x ep-th of the stage's).
@@ -1467,7 +1467,6 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
     cp_backward_s = (job.cp - 1) * std::max(0.0, 2 * step.cp_send_s - backward_block_s);
   }
   const int v = job.vp;
-  const VirtualStages stages(job);
   const int chunks = stages.count;
   std::vector<double> fwd(static_cast<std::size_t>(chunks)), bwd(static_cast<std::size_t>(chunks));
   std::vector<double> weight_s(fwd.size());  // of each backward, its weight gradients' (what DualPipe defers)
