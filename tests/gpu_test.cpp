@@ -184,7 +184,7 @@ TEST_CASE("a plan replayed on the GPU runs the same tasks on the same devices, r
     REQUIRE(m.start_s <= m.compute_start_s);
     REQUIRE(m.compute_start_s < m.end_s);
     REQUIRE(m.start_s >= measured.trace.instances[index(m.instance)].arrival_s);
-    if (wf.tasks[m.task].collective && m.gpu_count > 1) REQUIRE((m.comm_start_s >= m.compute_start_s && m.comm_start_s <= m.end_s));
+    if (!wf.tasks[m.task].collectives.empty() && m.gpu_count > 1) REQUIRE((m.comm_start_s >= m.compute_start_s && m.comm_start_s <= m.end_s));
     for (std::uint32_t e : wf.inputs(m.task)) {
       const TaskRecord& producer = measured.trace.tasks[i - m.task + wf.edges[e].from];
       REQUIRE(producer.end_s <= m.start_s);

@@ -321,13 +321,13 @@ TEST_CASE("a sequence-parallel sampler step runs each GPU's shard and the gang's
           "work": {"architecture": "flux-dit", "steps": 1, "width": 256, "height": 256, "parallel": {"sequence": 4}}}]}},
       "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
   const TaskSpec& task = sc.workflows[0].tasks[0];
-  REQUIRE(task.collective);
+  REQUIRE(task.collectives.size() == 1);
   // Four all-to-alls (queries, keys, values, output) per attention layer, 19 + 38 layers; each rank's
   // buffer a quarter of the 768 tokens times 3072 hidden, bf16.
   const double calls = 4 * 57, per_call = 768 / 4 * 3072 * 2.0;
-  CHECK(task.collective->op == CollectiveOp::all_to_all);
-  CHECK(task.collective->calls == calls);
-  CHECK(task.collective->bytes == Approx(calls * per_call));
+  CHECK(task.collectives[0].op == CollectiveOp::all_to_all);
+  CHECK(task.collectives[0].calls == calls);
+  CHECK(task.collectives[0].bytes == Approx(calls * per_call));
   const RunResult run = simulate(sc);
   const TaskRecord& r = run.trace.tasks[0];
   // Each GPU runs its shard of every step: a quarter of the tokens, a quarter of the heads in attention.
@@ -350,18 +350,19 @@ TEST_CASE("ring attention passes keys and values round the gang, hidden behind t
   // queries over one block of 192 keys a pass, four passes, the keys and values going round.
   const auto sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-4", "count": 1}]},
       "workflows": {"w": {"tasks": [{"name": "denoise", "gpus": 4,
-          "work": {"architecture": "flux-dit", "steps": 1, "width": 256, "height": 256, "parallel": {"sequence": 4, "attention": "ring"}}}]}},
+          "work": {"architecture": "flux-dit", "steps": 1, "width": 256, "height": 256, "parallel": {"sequence": 4, "ring": 4}}}]}},
       "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
   const TaskSpec& task = sc.workflows[0].tasks[0];
-  REQUIRE(task.collective);
-  CHECK(task.shape.ring_attention);
+  REQUIRE(task.collectives.size() == 1);
+  CHECK(task.shape.ring_degree == 4);
+  CHECK(task.shape.ulysses_degree() == 1);
   // Three passes a self-attention layer, 19 + 38 layers; each GPU sends its 192 tokens' keys and values
   // (2 x 3,072 wide, bf16) to the next, in rings of the gang's four.
   const double calls = 3 * 57, per_call = 2 * 192 * 3072 * 2.0;
-  CHECK(task.collective->op == CollectiveOp::send_recv);
-  CHECK(task.collective->calls == calls);
-  CHECK(task.collective->bytes == Approx(calls * per_call));
-  CHECK(task.collective->group_size == 4);
+  CHECK(task.collectives[0].op == CollectiveOp::send_recv);
+  CHECK(task.collectives[0].calls == calls);
+  CHECK(task.collectives[0].bytes == Approx(calls * per_call));
+  CHECK(task.collectives[0].group_size == 4);
   // The sends may run beside three of the four blocks of each self-attention: 3/4 of its share of the FLOP.
   const auto kernels = step_kernels(arch("flux-dit"), task.shape, Dtype::bf16);
   double attention_flop = 0, attention_launches = 0;
@@ -370,11 +371,11 @@ TEST_CASE("ring attention passes keys and values round the gang, hidden behind t
     attention_flop += kernels_flop({c});
     attention_launches += c.count;
   }
-  CHECK(task.collective->overlap == Approx(0.75 * attention_flop / kernels_flop(kernels)).epsilon(1e-12));
+  CHECK(task.collectives[0].overlap == Approx(0.75 * attention_flop / kernels_flop(kernels)).epsilon(1e-12));
   CHECK(attention_launches == 4 * 57);  // a block a pass
   // The same FLOP as Ulysses' shard: a quarter of the queries over every key, all heads.
   StepShape ulysses = task.shape;
-  ulysses.ring_attention = false;
+  ulysses.ring_degree = 1;
   CHECK(kernels_flop(kernels) == Approx(kernels_flop(step_kernels(arch("flux-dit"), ulysses, Dtype::bf16))).epsilon(1e-12));
   // Hand-worked: the sends start when the attention's share of the shard is left, each GPU's flow alone on
   // its 100 GB/s link into the switch and on the next GPU's out of it, each call paying the two hops.
@@ -382,9 +383,58 @@ TEST_CASE("ring attention passes keys and values round the gang, hidden behind t
   const TaskRecord& r = run.trace.tasks[0];
   const GpuType& unit = run.cluster.gpu_type(make_id<GpuId>(0));
   const double shard = estimate_step(arch("flux-dit"), task.shape, KernelModel(unit), Dtype::bf16).time_s;
-  const double sends = calls * (per_call / 100e9 + 2e-6), start = (1 - task.collective->overlap) * shard;
+  const double sends = calls * (per_call / 100e9 + 2e-6), start = (1 - task.collectives[0].overlap) * shard;
   CHECK(r.comm_start_s - r.compute_start_s == Approx(start));
   CHECK(r.end_s - r.compute_start_s == Approx(std::max(shard, start + sends)).epsilon(0.01));
+}
+
+TEST_CASE("a USP step runs Ulysses' all-to-alls in groups and ring passes in rings across them", "[profiles][simulation][collectives]") {
+  // The same FLUX.1 step (768 tokens) on four unit GPUs as xDiT's USP runs it with ring degree 2: Ulysses
+  // over GPUs {0, 1} and {2, 3}, rings over {0, 2} and {1, 3} (yunchang's groups, Ulysses low).
+  const auto sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-4", "count": 1}]},
+      "workflows": {"w": {"tasks": [{"name": "denoise", "gpus": 4,
+          "work": {"architecture": "flux-dit", "steps": 1, "width": 256, "height": 256, "parallel": {"sequence": 4, "ring": 2}}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
+  const TaskSpec& task = sc.workflows[0].tasks[0];
+  CHECK(task.shape.ulysses_degree() == 2);
+  REQUIRE(task.collectives.size() == 2);
+  // Each rank's share is a quarter of the tokens: the all-to-alls' buffers as under Ulysses alone, in pairs.
+  const double shard = 768 / 4 * 3072 * 2.0;
+  const CollectiveSpec& ulysses = task.collectives[0];
+  CHECK(ulysses.op == CollectiveOp::all_to_all);
+  CHECK(ulysses.calls == 4 * 57);
+  CHECK(ulysses.bytes == Approx(4 * 57 * shard));
+  CHECK(ulysses.group_size == 2);
+  CHECK(ulysses.group_stride == 1);
+  // One pass a self-attention (a ring of two), keys and values of half the tokens and half the heads.
+  const CollectiveSpec& ring = task.collectives[1];
+  CHECK(ring.op == CollectiveOp::send_recv);
+  CHECK(ring.calls == 57);
+  CHECK(ring.bytes == Approx(57 * 2 * shard));
+  CHECK(ring.group_size == 2);
+  CHECK(ring.group_stride == 2);
+  // Attention: half the queries, half the heads, over half the keys a pass, two passes; the FLOP of Ulysses alone.
+  const auto kernels = step_kernels(arch("flux-dit"), task.shape, Dtype::bf16);
+  const auto joint = std::find_if(kernels.begin(), kernels.end(), [](const KernelCall& c) { return c.cls == KernelClass::attention; });
+  REQUIRE(joint != kernels.end());
+  CHECK(joint->m == 384);
+  CHECK(joint->n == 384);
+  CHECK(joint->batch == 12);
+  CHECK(joint->count == 2);
+  StepShape alone = task.shape;
+  alone.ring_degree = 1;
+  CHECK(kernels_flop(kernels) == Approx(kernels_flop(step_kernels(arch("flux-dit"), alone, Dtype::bf16))).epsilon(1e-12));
+  // Hand-worked: the ring's sends, each GPU to its ring partner alone on its link, run beside the last
+  // half of the attention's share and end before the compute does; then the pairs' all-to-alls, each GPU
+  // sending half its buffer to its partner, the two pairs on links of their own.
+  const RunResult run = simulate(sc);
+  const TaskRecord& r = run.trace.tasks[0];
+  const GpuType& unit = run.cluster.gpu_type(make_id<GpuId>(0));
+  const double compute = estimate_step(arch("flux-dit"), task.shape, KernelModel(unit), Dtype::bf16).time_s;
+  const double ring_start = (1 - ring.overlap) * compute, sends = 57 * (2 * shard / 100e9 + 2e-6);
+  REQUIRE(ring_start + sends < compute);
+  CHECK(r.comm_start_s - r.compute_start_s == Approx(ring_start));
+  CHECK(r.end_s - r.compute_start_s == Approx(compute + 4 * 57 * (0.5 * shard / 100e9 + 2e-6)).epsilon(0.01));
 }
 
 TEST_CASE("sequence parallelism is checked against its model and gang", "[profiles][input]") {
@@ -413,14 +463,21 @@ TEST_CASE("sequence parallelism is checked against its model and gang", "[profil
              Catch::Contains("cannot be elastic"));
   CHECK_THAT(with_task(R"({"name": "t", "gpus": 4, "work": {"architecture": "flux-dit", "width": 64, "height": 64, "parallel": {"sequense": 4}}})"),
              Catch::Contains("parallel/sequense"));
-  // Ring attention needs no head split: five GPUs for FLUX's 24 heads.
-  CHECK(with_task(R"({"name": "t", "gpus": 5, "work": {"architecture": "flux-dit", "width": 64, "height": 64, "parallel": {"sequence": 5, "attention": "ring"}}})").empty());
-  CHECK_THAT(with_task(R"({"name": "t", "gpus": 4, "work": {"architecture": "flux-dit", "width": 64, "height": 64, "parallel": {"sequence": 4, "attention": "rings"}}})"),
-             Catch::Contains("parallel/attention") && Catch::Contains("ulysses"));
-  CHECK_THAT(with_task(R"({"name": "t", "gpus": 2, "work": {"architecture": "flux-dit", "width": 64, "height": 64, "batch": 2, "parallel": {"cfg": 2, "attention": "ring"}}})"),
-             Catch::Contains("parallel/attention") && Catch::Contains("only beside \"sequence\" above 1"));
-  CHECK_THAT(with_task(R"({"name": "t", "gpus": 1, "work": {"architecture": "flux-dit", "width": 64, "height": 64, "parallel": {"sequence": 1, "attention": "ring"}}})"),
-             Catch::Contains("parallel/attention"));
+  // Ring attention needs no head split: five GPUs for FLUX's 24 heads; Ulysses over the rest of a USP gang does.
+  const std::string flux_64 = R"("architecture": "flux-dit", "width": 64, "height": 64)";
+  CHECK(with_task(R"({"name": "t", "gpus": 5, "work": {)" + flux_64 + R"(, "parallel": {"sequence": 5, "ring": 5}}})").empty());
+  CHECK(with_task(R"({"name": "t", "gpus": 6, "work": {)" + flux_64 + R"(, "parallel": {"sequence": 6, "ring": 3}}})").empty());  // Ulysses over 2
+  const std::string sd35 = R"("architecture": "sd35-large-mmdit", "width": 64, "height": 64)";  // 38 heads
+  CHECK(with_task(R"({"name": "t", "gpus": 8, "work": {)" + sd35 + R"(, "parallel": {"sequence": 8, "ring": 4}}})").empty());
+  CHECK_THAT(with_task(R"({"name": "t", "gpus": 8, "work": {)" + sd35 + R"(, "parallel": {"sequence": 8, "ring": 2}}})"),
+             Catch::Contains("parallel/ring") && Catch::Contains("Ulysses splits the heads over 4 GPUs") && Catch::Contains("sd35-large-mmdit's 38 attention heads"));
+  CHECK_THAT(with_task(R"({"name": "t", "gpus": 4, "work": {)" + flux_64 + R"(, "parallel": {"sequence": 4, "ring": 3}}})"),
+             Catch::Contains("parallel/ring") && Catch::Contains("expected a divisor of \"sequence\" 4 "));
+  CHECK_THAT(with_task(R"({"name": "t", "gpus": 2, "work": {)" + flux_64 + R"(, "batch": 2, "parallel": {"cfg": 2, "ring": 2}}})"),
+             Catch::Contains("parallel/ring") && Catch::Contains("expected a divisor of \"sequence\" 1 "));
+  // The old spelling says what replaced it.
+  CHECK_THAT(with_task(R"({"name": "t", "gpus": 4, "work": {)" + flux_64 + R"(, "parallel": {"sequence": 4, "attention": "ring"}}})"),
+             Catch::Contains("parallel/attention") && Catch::Contains("replaced by \"ring\""));
 }
 
 TEST_CASE("a guidance-parallel sampler step runs each half of the batch on its own GPU and gathers the outputs", "[profiles][simulation]") {
@@ -430,11 +487,11 @@ TEST_CASE("a guidance-parallel sampler step runs each half of the batch on its o
           "work": {"architecture": "sdxl-unet", "steps": 1, "batch": 2, "width": 256, "height": 256, "parallel": {"cfg": 2}}}]}},
       "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
   const TaskSpec& task = sc.workflows[0].tasks[0];
-  REQUIRE(task.collective);
+  REQUIRE(task.collectives.size() == 1);
   // The denoised latents of both halves, 2 x 4 channels x 32 x 32, bf16, gathered once a step.
   const double gathered = 2 * 4 * 32 * 32 * 2.0;
-  CHECK(task.collective->op == CollectiveOp::all_gather);
-  CHECK(task.collective->bytes == Approx(gathered));
+  CHECK(task.collectives[0].op == CollectiveOp::all_gather);
+  CHECK(task.collectives[0].bytes == Approx(gathered));
   const RunResult run = simulate(sc);
   const TaskRecord& r = run.trace.tasks[0];
   StepShape half = task.shape;

@@ -83,6 +83,22 @@ TEST_CASE("a replayed plan runs the same tasks on the same devices, respecting d
   CHECK(diff.measured_makespan_s > 0);
 }
 
+TEST_CASE("a gang with two collectives runs both on the CPU backend, one after the other") {
+  Scenario sc = validation_scenario();
+  TaskSpec& gang = sc.workflows[0].tasks[3];
+  REQUIRE(gang.collectives.size() == 1);
+  gang.collectives.push_back(CollectiveSpec{.op = CollectiveOp::all_gather, .bytes = gang.collectives[0].bytes / 2, .overlap = 0.5});
+  const RunResult plan = simulate(sc);
+  const RunResult measured = execute_on_cpu(sc, plan, {});
+  CHECK(test::replay_problems(sc, plan, measured) == std::vector<std::string>{});
+  CHECK(measured.summary.tasks.completed == plan.summary.tasks.completed);
+  std::size_t gangs = 0, communicated = 0;
+  for (const TaskRecord& r : plan.trace.tasks) gangs += r.task == 3 && r.status == TaskStatus::completed && r.gpu_count > 1;
+  for (const TaskRecord& r : measured.trace.tasks) communicated += r.task == 3 && r.comm_start_s != kNever && r.comm_start_s <= r.end_s;
+  CHECK(gangs == 3);  // the scenario's three arrivals
+  CHECK(communicated == gangs);
+}
+
 TEST_CASE("the replay check finds a task moved to another device, a phase out of order and a missing load") {
   const Scenario& sc = validation_scenario();
   const RunResult plan = simulate(sc);
@@ -155,7 +171,7 @@ TEST_CASE("scaling the work scales every size of a task and nothing else") {
   CHECK(b.flop == a.flop / 2);
   CHECK(b.bytes == a.bytes / 2);
   CHECK(b.working_set_bytes == a.working_set_bytes / 2);
-  CHECK(b.collective->bytes == a.collective->bytes / 2);
+  CHECK(b.collectives[0].bytes == a.collectives[0].bytes / 2);
   CHECK(b.launches == a.launches);
   CHECK(half.workflows[0].edges[0].bytes == base.workflows[0].edges[0].bytes / 2);
 }

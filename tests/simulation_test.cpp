@@ -250,6 +250,50 @@ TEST_CASE("a gang's compute is followed by its collective, or overlaps it", "[si
   CHECK(partial.end_s == Approx(0.99 * compute + comm).epsilon(1e-9));
 }
 
+TEST_CASE("a task's collectives each start at their own overlap and share the gang's links", "[simulation][network][collectives]") {
+  // One unit node of 2 GPUs (100 GB/s NVLink each way): 100 TFLOP over the gang is 0.5 s of compute. Each
+  // collective sends GPU 0 -> 1 and 1 -> 0, one flow a direction, so its flows meet the others' alone on
+  // each link. A (40 GB) runs beside the whole compute, B (20 GB) beside its second half, C (10 GB) after it:
+  //   0 - 0.25 s     A alone, 100 GB/s: 25 GB (A 15 GB left)
+  //   0.25 - 0.5 s   A and B, 50 GB/s each: 12.5 GB each (A 2.5, B 7.5 left)
+  //   0.5 - 0.575 s  A, B and C, a third each: A done (B 5, C 7.5 left)
+  //   0.575 - 0.675  B and C, half each: B done (C 2.5 left)
+  //   0.675 - 0.7 s  C alone: the task ends at 0.7 s (and microseconds of latency).
+  auto run_with = [](const std::string& collectives) {
+    const auto sc = unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-2", "count": 1}]},
+        "workflows": {"w": {"tasks": [{"name": "step", "gpus": 2, "work": {"flop": "100 TFLOP"}, "collective": )" +
+                                  collectives + R"(}]}}, "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
+    return fleetsim::simulate(sc).trace.tasks[0];
+  };
+  const std::string a = R"({"op": "send-recv", "bytes": "40 GB", "overlap": 1})", b = R"({"op": "send-recv", "bytes": "20 GB", "overlap": 0.5})",
+                    c = R"({"op": "send-recv", "bytes": "10 GB"})";
+  const fleetsim::TaskRecord three = run_with("[" + c + ", " + a + ", " + b + "]");  // in any order
+  CHECK(three.compute_start_s == 0);
+  CHECK(three.comm_start_s == 0);  // the first to begin
+  CHECK(three.end_s == Approx(0.7).epsilon(1e-4));
+  // Alone, A hides behind the compute; beside B, it outlasts it.
+  CHECK(run_with(a).end_s == Approx(0.5).epsilon(1e-4));
+  const fleetsim::TaskRecord two = run_with("[" + a + ", " + b + "]");  // A 15 GB left at 0.25 s, then half each: A done at 0.55, B at 0.6
+  CHECK(two.end_s == Approx(0.6).epsilon(1e-4));
+  CHECK(run_with("[" + b + "]").comm_start_s == Approx(0.25).epsilon(1e-4));
+}
+
+TEST_CASE("a task's collectives are one object or a list of one to eight", "[simulation][input][collectives]") {
+  auto error = [](const std::string& collective) {
+    return fleetsim::test::scenario_error(R"({"name": "x", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+        "workflows": {"w": {"tasks": [{"name": "t", "gpus": 2, "collective": )" + collective + R"(}]}},
+        "workload": [{"workflow": "w", "arrival": {"process": "once"}}]})");
+  };
+  const std::string one = R"({"op": "all-reduce", "bytes": "1 GB"})";
+  CHECK(error(one).empty());
+  CHECK(error("[" + one + ", " + one + "]").empty());
+  CHECK(error("[]").find("/workflows/w/tasks/0/collective: expected one collective or a list of 1 to 8, found a list of 0") != std::string::npos);
+  std::string nine = one;
+  for (int i = 1; i < 9; ++i) nine += ", " + one;
+  CHECK(error("[" + nine + "]").find("found a list of 9") != std::string::npos);
+  CHECK(error("[" + one + R"(, {"op": "all-reduce"}])").find("/workflows/w/tasks/0/collective/1/bytes") != std::string::npos);
+}
+
 TEST_CASE("two jobs' collectives sharing a NIC slow each other as max-min predicts", "[simulation][network]") {
   // Three unit nodes of 2 GPUs and 1 NIC (25 GB/s). Job A's 3-GPU gang takes n0.g0, n0.g1, n1.g0; job B's
   // takes n1.g1, n2.g0, n2.g1. Each ring sends 2 x 2/3 x S into and out of node 1 through its one NIC.

@@ -131,7 +131,7 @@ class CpuRun {
         devices_[g]->order.push_back(rec);
         Sizes& z = sizes_[g];
         z.weights = std::max(z.weights, s.weights_bytes / s.gpus);
-        if (s.collective && r.gpu_count > 1) z.collective = std::max(z.collective, replay::collective_floats(s));
+        if (r.gpu_count > 1) z.collective = std::max(z.collective, replay::collective_floats(s));
       }
       const Workflow& wf = sc_.workflows[r.workflow];
       for (std::uint32_t e : wf.inputs(r.task)) {
@@ -227,13 +227,13 @@ class CpuRun {
       const double share = trace_.tasks[rec].work_scale / s.gpus;
       run_work(d.scratch, s.flop * share, s.bytes * share, s.dtype, s.launches);
     });
-    const bool communicates = s.collective && gang != nullptr;
+    const bool communicates = !s.collectives.empty() && gang != nullptr;
     const double comm_start_s = communicates ? pass() : kNever;
     if (communicates) {
       // Every member takes every step, even after a failure, so no member waits forever.
       std::vector<float*> buffers;
       for (std::uint32_t m = 0; m < trace_.tasks[rec].gpu_count; ++m) buffers.push_back(devices_[index(gpu(rec, m))]->collective.data());
-      cpu::collective(s.collective->op, buffers, replay::collective_floats(s), member, [&] { gang->pass(); });
+      for (const CollectiveSpec& c : s.collectives) cpu::collective(c.op, buffers, replay::collective_floats(c), member, [&] { gang->pass(); });
     }
     working_set.reset();
     TaskRecord& r = trace_.tasks[rec];
@@ -356,7 +356,7 @@ Scenario scale_work(Scenario scenario, double factor) {
       t.working_set_bytes *= factor;
       t.flop *= factor;
       t.bytes *= factor;
-      if (t.collective) t.collective->bytes *= factor;
+      for (CollectiveSpec& c : t.collectives) c.bytes *= factor;
     }
     for (EdgeSpec& e : wf.edges) e.bytes *= factor;
   }

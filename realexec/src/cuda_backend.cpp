@@ -338,7 +338,7 @@ class CudaRun {
         d.order.push_back(rec);
         d.weights_bytes = std::max(d.weights_bytes, s.weights_bytes / s.gpus);
         if (s.flop > 0) d.elements[static_cast<std::size_t>(element_of(s.dtype))] = true;
-        if (s.collective && r.gpu_count > 1) d.collective_floats = std::max(d.collective_floats, replay::collective_floats(s));
+        if (r.gpu_count > 1) d.collective_floats = std::max(d.collective_floats, replay::collective_floats(s));
       }
       const Workflow& wf = sc_.workflows[r.workflow];
       for (std::uint32_t e : wf.inputs(r.task)) {
@@ -371,7 +371,7 @@ class CudaRun {
     const bool nccl = false;
 #endif
     for (std::uint32_t rec : replayed_) {
-      if (gangs_[rec]) gangs_[rec]->nccl = nccl && spec(rec).collective.has_value();
+      if (gangs_[rec]) gangs_[rec]->nccl = nccl && !spec(rec).collectives.empty();
     }
     marks_.assign(trace_.gpus.size(), {});
     load_marks_.assign(trace_.weight_loads.size(), {});
@@ -449,7 +449,9 @@ class CudaRun {
       std::vector<int> key;
       for (std::uint32_t m = 0; m < trace_.tasks[rec].gpu_count; ++m) key.push_back(devices_[index(gpu(rec, m))]->gpu);
       std::vector<CollectiveOp>& list = ops[key];
-      if (std::find(list.begin(), list.end(), spec(rec).collective->op) == list.end()) list.push_back(spec(rec).collective->op);
+      for (const CollectiveSpec& c : spec(rec).collectives) {
+        if (std::find(list.begin(), list.end(), c.op) == list.end()) list.push_back(c.op);
+      }
     }
     for (const auto& [key, list] : ops) {
       std::string where = "NCCL communicator over local GPUs";
@@ -526,9 +528,9 @@ class CudaRun {
 
   // A collective without NCCL: the CPU backend's ring steps, each a peer copy into the receive half
   // of the buffer (and a reduction kernel), with the gang meeting between steps.
-  void copy_collective(std::uint32_t rec, std::uint32_t member, Gang& gang, Device& d, std::string& failure, const std::string& where) {
-    const TaskSpec& s = spec(rec);
-    const std::size_t k = trace_.tasks[rec].gpu_count, count = replay::collective_floats(s), rank = member;
+  void copy_collective(const CollectiveSpec& collective, std::uint32_t rec, std::uint32_t member, Gang& gang, Device& d, std::string& failure,
+                       const std::string& where) {
+    const std::size_t k = trace_.tasks[rec].gpu_count, count = replay::collective_floats(collective), rank = member;
     auto peer = [&](std::size_t m) -> Device& { return *devices_[index(gpu(rec, static_cast<std::uint32_t>(m)))]; };
     Device& left = peer((rank + k - 1) % k);
     float* mine = d.collective;
@@ -571,7 +573,7 @@ class CudaRun {
         step();
       }
     };
-    switch (s.collective->op) {
+    switch (collective.op) {
       case CollectiveOp::all_reduce:
         reduce_scatter();
         all_gather(1);
@@ -678,23 +680,25 @@ class CudaRun {
         stream(d, s.bytes * share * per_launch, where);
       }
     });
-    const bool communicates = s.collective && gang != nullptr;
-    if (communicates) {
-      pass(kComputed);
-      // Every member takes part even after a failure, so no member waits forever.
+    const bool communicates = !s.collectives.empty() && gang != nullptr;
+    if (communicates) pass(kComputed);
+    // Every member takes part even after a failure, so no member waits forever; a task's collectives
+    // run one after another.
+    for (const CollectiveSpec& c : s.collectives) {
+      if (!communicates) break;
 #if defined(FLEETSIM_HAVE_NCCL)
       if (gang->nccl) {
         try {
-          nccl_collective(s.collective->op, (*gang->comms)[member], d.collective, replay::collective_floats(s), static_cast<int>(member),
+          nccl_collective(c.op, (*gang->comms)[member], d.collective, replay::collective_floats(c), static_cast<int>(member),
                           static_cast<int>(trace_.tasks[rec].gpu_count), d.stream, where);
         } catch (const std::exception& e) {
           if (failure.empty()) failure = e.what();
         }
       } else {
-        copy_collective(rec, member, *gang, d, failure, where);
+        copy_collective(c, rec, member, *gang, d, failure, where);
       }
 #else
-      copy_collective(rec, member, *gang, d, failure, where);
+      copy_collective(c, rec, member, *gang, d, failure, where);
 #endif
     }
     if (working_set != nullptr) {
@@ -776,7 +780,7 @@ class CudaRun {
     };
     // Each member's phase boundaries, merged as a multi-node run's ranks are (ranks.hpp): a phase
     // ends for the task when its last member ends it.
-    auto communicates = [&](std::uint32_t rec) { return spec(rec).collective && gangs_[rec]; };
+    auto communicates = [&](std::uint32_t rec) { return !spec(rec).collectives.empty() && gangs_[rec]; };
     RankReport report;
     for (std::uint32_t rec : replayed_) {
       for (std::uint32_t m = 0; m < trace_.tasks[rec].gpu_count; ++m) {

@@ -47,7 +47,7 @@ class RankRun {
     const std::vector<RankReport> reports = ranks::gather_reports(report_);
     if (me_ != 0) return measured_result(sc_, plan_, std::move(trace_));  // this rank's own tasks only
     for (std::uint32_t rec : plan_index_.replayed) trace_.tasks[rec].status = TaskStatus::queued;  // the members' reports say
-    merge_rank_reports(trace_, reports, [&](std::uint32_t rec) { return group_of_.contains(rec) && spec(rec).collective; });
+    merge_rank_reports(trace_, reports, [&](std::uint32_t rec) { return group_of_.contains(rec) && !spec(rec).collectives.empty(); });
     for (std::uint32_t rec : plan_index_.replayed) {
       if (trace_.tasks[rec].status != TaskStatus::failed) trace_.tasks[rec].status = TaskStatus::completed;
     }
@@ -98,7 +98,7 @@ class RankRun {
       order_.push_back(rec);
       if (gpu(rec, 0) == mine_) ++total_;
       sizes_.weights = std::max(sizes_.weights, s.weights_bytes / s.gpus);
-      if (s.collective && r.gpu_count > 1) sizes_.collective_floats = std::max(sizes_.collective_floats, collective_floats(s));
+      if (r.gpu_count > 1) sizes_.collective_floats = std::max(sizes_.collective_floats, collective_floats(s));
       if (s.flop > 0 && std::find(sizes_.dtypes.begin(), sizes_.dtypes.end(), s.dtype) == sizes_.dtypes.end()) sizes_.dtypes.push_back(s.dtype);
     }
     for (WeightLoad& load : trace_.weight_loads) {
@@ -118,9 +118,8 @@ class RankRun {
       const auto group = group_of_.find(rec);
       if (group == group_of_.end()) continue;
       if (met.insert(group->second).second) transport_->meet(group->second, 0, false);
-      const TaskSpec& s = spec(rec);
-      if (s.collective && ran.emplace(group->second, s.collective->op, collective_floats(s)).second) {
-        device_.collective(group->second, s.collective->op, collective_floats(s));
+      for (const CollectiveSpec& c : spec(rec).collectives) {
+        if (ran.emplace(group->second, c.op, collective_floats(c)).second) device_.collective(group->second, c.op, collective_floats(c));
       }
     }
     std::map<int, double> to, from;  // largest tensor per rank it goes to / comes from
@@ -213,9 +212,11 @@ class RankRun {
       const double share = r.work_scale / s.gpus;
       device_.compute(s.flop * share, s.bytes * share, s.dtype, s.launches);
     });
-    const bool communicates = gang && s.collective;
+    const bool communicates = gang && !s.collectives.empty();
     const double comm_start_s = communicates ? pass() : kNever;
-    if (communicates) device_.collective(group->second, s.collective->op, collective_floats(s));  // even after a failure: every member takes part
+    if (communicates) {
+      for (const CollectiveSpec& c : s.collectives) device_.collective(group->second, c.op, collective_floats(c));  // even after a failure: every member takes part
+    }
     try {  // even after a failure, so a failed task does not keep its memory
       device_.release_working_set();
     } catch (const std::exception& e) {

@@ -2,6 +2,7 @@
 // result with its summary, in the simulator's schema.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -15,8 +16,12 @@
 namespace fleetsim::replay {
 
 // Floats in one member's collective buffer: the data as sent (compression included).
+inline std::size_t collective_floats(const CollectiveSpec& c) { return static_cast<std::size_t>(std::ceil(c.bytes * c.compression / sizeof(float))); }
+// The buffer the task's largest collective needs (0: it has none); its collectives run one after another.
 inline std::size_t collective_floats(const TaskSpec& s) {
-  return static_cast<std::size_t>(std::ceil(s.collective->bytes * s.collective->compression / sizeof(float)));
+  std::size_t most = 0;
+  for (const CollectiveSpec& c : s.collectives) most = std::max(most, collective_floats(c));
+  return most;
 }
 
 // How a plan is replayed: each instance's first task record, each task's weight loads, and the

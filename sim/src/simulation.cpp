@@ -137,8 +137,7 @@ class Run {
         return true;
       case kCommStart:
         if (!tasks_.current(stamp_of(e), e.subject) || trace_.tasks[e.subject].status != TaskStatus::running) return false;
-        tasks_.on_collective_start(task);
-        return true;
+        return tasks_.on_collective_start(task);
       case kRetry:
         if (!tasks_.current(stamp_of(e), e.subject)) return false;
         tasks_.on_retry(task);

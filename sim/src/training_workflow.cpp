@@ -23,8 +23,8 @@ Workflow detail::training_workflow(const TrainingJob& job, int iterations, const
   task.training = iteration;
   if (job.dp * job.cp > 1) {
     // Every (TP rank, stage) reduces its gradients over its DP x CP group at once: dp x cp ranks, tp apart.
-    task.collective = CollectiveSpec{.op = CollectiveOp::all_reduce, .bytes = iteration->dp_bytes, .overlap = iteration->dp_overlap, .calls = iteration->dp_calls,
-                                     .group_size = job.dp * job.cp, .group_stride = job.tp};
+    task.collectives.push_back(CollectiveSpec{.op = CollectiveOp::all_reduce, .bytes = iteration->dp_bytes, .overlap = iteration->dp_overlap,
+                                              .calls = iteration->dp_calls, .group_size = job.dp * job.cp, .group_stride = job.tp});
   }
   for (int i = 0; i < iterations; ++i) {
     task.name = "iteration " + std::to_string(i + 1);

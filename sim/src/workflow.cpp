@@ -27,34 +27,39 @@ std::vector<KernelCall> set_model_step(TaskSpec& task, std::shared_ptr<const Arc
 namespace detail {
 namespace {
 
-// "parallel": {"sequence": k, "attention": "ring", "cfg": 2}: a step split over the task's gang of k x 2 GPUs,
-// by sequence (a diffusion transformer's tokens; in attention its heads, Ulysses, or its queries with the
-// keys passed round, ring) and by guidance (the batch's halves).
+// "parallel": {"sequence": k, "ring": r, "cfg": 2}: a step split over the task's gang of k x 2 GPUs, by
+// sequence (a diffusion transformer's tokens; in attention, its heads over groups of k / r GPUs, Ulysses,
+// and its queries over rings of r with the keys passed round) and by guidance (the batch's halves).
 void read_parallel(ObjectReader& w, TaskSpec& task, const Architecture& a) {
   const Json* value = w.field("parallel");
   if (value == nullptr) return;
   ObjectReader p(*value, w.pointer("parallel"), w.problems());
   if (!p.ok()) return;
-  const std::int64_t k = p.integer_or("sequence", 1, 1, 1024), cfg = p.integer_or("cfg", 1, 1, 2);
+  const std::int64_t k = p.integer_or("sequence", 1, 1, 1024), cfg = p.integer_or("cfg", 1, 1, 2), ring = p.integer_or("ring", 1, 1, 1024);
   if (p.field("sequence") == nullptr && p.field("cfg") == nullptr) p.problem("sequence", "expected \"sequence\" (GPUs per step by tokens), \"cfg\" (2: the guidance batch's halves) or both");
-  const bool ring = p.choice("attention", {"ulysses", "ring"}, 0) == 1;
-  if (p.field("attention") != nullptr && k <= 1) p.problem("attention", "expected \"attention\" only beside \"sequence\" above 1 (how a sequence-parallel step's attention exchanges)");
+  if (p.field("attention") != nullptr) {
+    p.problem("attention", "replaced by \"ring\", the GPUs of each ring that passes keys and values round (xDiT's ring degree): ring attention over "
+                           "the whole sequence gang is \"ring\" equal to \"sequence\"");
+  }
   p.finish();
-  const double heads = a.number("heads", 0), gang = static_cast<double>(k * cfg);
+  const double heads = a.number("heads", 0), gang = static_cast<double>(k * cfg), ulysses = static_cast<double>(k / ring);
   if (k > 1 && a.family != "dit") {
     p.problem("sequence", "sequence parallelism splits a diffusion transformer's tokens (family dit); " + a.id + " is a " + a.family);
-  } else if (k > 1 && !ring && std::fmod(heads, static_cast<double>(k)) != 0) {
-    p.problem("sequence", "expected a divisor of " + a.id + "'s " + std::to_string(static_cast<long long>(heads)) + " attention heads, found " + std::to_string(k));
+  } else if (k % ring != 0) {
+    p.problem("ring", "expected a divisor of \"sequence\" " + std::to_string(k) + " (rings of that many GPUs, Ulysses over the other factor), found " + std::to_string(ring));
+  } else if (ulysses > 1 && std::fmod(heads, ulysses) != 0) {
+    p.problem(ring > 1 ? "ring" : "sequence", "Ulysses splits the heads over " + std::to_string(k / ring) + " GPUs (\"sequence\" / \"ring\"): expected a divisor of " + a.id +
+                                                   "'s " + std::to_string(static_cast<long long>(heads)) + " attention heads");
   } else if (cfg > 1 && std::fmod(task.shape.batch, static_cast<double>(cfg)) != 0) {
     p.problem("cfg", "guidance parallelism puts the batch's halves on two GPUs: expected an even batch, found " + std::to_string(static_cast<long long>(task.shape.batch)));
   } else if (gang > 1 && task.gpus != k * cfg) {
     p.problem(k > 1 ? "sequence" : "cfg", "a parallel step runs on a gang of its degree: expected the task's \"gpus\" to be " + std::to_string(k * cfg) +
                                                ", found " + std::to_string(task.gpus));
-  } else if (gang > 1 && task.collective) {
+  } else if (gang > 1 && !task.collectives.empty()) {
     p.problem(k > 1 ? "sequence" : "cfg", "a parallel step's collective is its own exchange: give the task no \"collective\"");
   } else {
     task.shape.sequence_parallel = static_cast<double>(k);
-    task.shape.ring_attention = ring && k > 1;
+    task.shape.ring_degree = static_cast<double>(ring);
     task.shape.cfg_parallel = static_cast<double>(cfg);
   }
 }
@@ -94,21 +99,26 @@ void read_model_step(ObjectReader& w, TaskSpec& task, const Catalog& catalog) {
   read_parallel(w, task, a);
   if (!w.problems().empty()) return;  // the file is rejected: no kernels for a shape with holes
   const std::vector<KernelCall> calls = set_model_step(task, found->second, s, task.steps);
-  if (s.ring_attention) {
-    // Each group of `sequence` GPUs passes keys and values round its ring (each GPU to the next), each pass
-    // hidden behind a block of self-attention: the sends may run beside (k - 1)/k of the self-attention's
-    // share of the step's FLOP (the last block has no send to hide; a cross-attention passes nothing).
+  // The process groups as xDiT's USP makes them (yunchang's set_seq_parallel_pg, Ulysses low): each guidance
+  // half's k GPUs in Ulysses groups of u consecutive ranks and rings of r ranks u apart.
+  const int u = static_cast<int>(s.ulysses_degree()), r = static_cast<int>(s.ring_degree);
+  if (u > 1) {  // each group's all-to-alls, every step
+    const SequenceExchange x = sequence_exchange(a, s, task.dtype);
+    task.collectives.push_back(CollectiveSpec{.op = CollectiveOp::all_to_all, .bytes = task.steps * x.bytes, .calls = task.steps * x.calls, .group_size = u});
+  }
+  if (r > 1) {
+    // Each ring passes keys and values round (each GPU to the next), each pass hidden behind a block of
+    // self-attention: the sends may run beside (r - 1)/r of the self-attention's share of the step's FLOP
+    // (the last block has no send to hide; a cross-attention passes nothing).
     const SequenceExchange x = ring_exchange(a, s, task.dtype);
     std::vector<KernelCall> passes;
     std::copy_if(calls.begin(), calls.end(), std::back_inserter(passes), [](const KernelCall& c) { return c.cls == KernelClass::attention && !c.name.ends_with(".cross"); });
-    const double k = s.sequence_parallel;
-    task.collective = CollectiveSpec{.op = CollectiveOp::send_recv, .bytes = task.steps * x.bytes, .overlap = (k - 1) / k * kernels_flop(passes) / kernels_flop(calls),
-                                     .calls = task.steps * x.calls, .group_size = static_cast<int>(k)};
-  } else if (s.sequence_parallel > 1) {  // the gang's all-to-alls, every step (with guidance parallel too, over the whole gang)
-    const SequenceExchange x = sequence_exchange(a, s, task.dtype);
-    task.collective = CollectiveSpec{.op = CollectiveOp::all_to_all, .bytes = task.steps * x.bytes, .calls = task.steps * x.calls};
-  } else if (s.cfg_parallel > 1) {  // the halves' outputs gathered for the guidance, every step
-    task.collective = CollectiveSpec{.op = CollectiveOp::all_gather, .bytes = task.steps * guidance_exchange_bytes(a, s, task.dtype), .calls = task.steps};
+    task.collectives.push_back(CollectiveSpec{.op = CollectiveOp::send_recv, .bytes = task.steps * x.bytes,
+                                              .overlap = (r - 1.0) / r * kernels_flop(passes) / kernels_flop(calls), .calls = task.steps * x.calls,
+                                              .group_size = r, .group_stride = u});
+  }
+  if (s.cfg_parallel > 1) {  // the halves' outputs gathered for the guidance, every step
+    task.collectives.push_back(CollectiveSpec{.op = CollectiveOp::all_gather, .bytes = task.steps * guidance_exchange_bytes(a, s, task.dtype), .calls = task.steps});
   }
 }
 
@@ -116,7 +126,7 @@ void read_model_step(ObjectReader& w, TaskSpec& task, const Catalog& catalog) {
 // model step {"architecture", "steps", shape}.
 void read_work(ObjectReader& task_reader, TaskSpec& task, const Catalog& catalog) {
   // A task that only communicates needs no work.
-  const Json* work = task_reader.field("work", task.collective ? Need::optional : Need::required);
+  const Json* work = task_reader.field("work", !task.collectives.empty() ? Need::optional : Need::required);
   if (work == nullptr) return;
   ObjectReader w(*work, task_reader.pointer("work"), task_reader.problems());
   if (!w.ok()) return;
@@ -188,10 +198,8 @@ void read_model(ObjectReader& task_reader, TaskSpec& task, const Catalog& catalo
   m.finish();
 }
 
-void read_collective(ObjectReader& task_reader, TaskSpec& task) {
-  const Json* value = task_reader.field("collective");
-  if (value == nullptr) return;
-  ObjectReader c(*value, task_reader.pointer("collective"), task_reader.problems());
+void read_one_collective(const Json& value, const std::string& pointer, Problems& problems, TaskSpec& task) {
+  ObjectReader c(value, pointer, problems);
   if (!c.ok()) return;
   CollectiveSpec spec;
   if (auto op = c.string("op", Need::required)) {
@@ -223,7 +231,24 @@ void read_collective(ObjectReader& task_reader, TaskSpec& task) {
   spec.compression = c.number("compression", Need::optional, 1e-6, 1.0).value_or(1.0);
   spec.overlap = c.number("overlap", Need::optional, 0.0, 1.0).value_or(0.0);
   c.finish();
-  task.collective = spec;
+  task.collectives.push_back(spec);
+}
+
+// "collective": one {"op", "bytes", ...}, or a list of them, each from its own overlap on.
+void read_collective(ObjectReader& task_reader, TaskSpec& task) {
+  const Json* value = task_reader.field("collective");
+  if (value == nullptr) return;
+  const std::string pointer = task_reader.pointer("collective");
+  if (!value->is_array()) {
+    read_one_collective(*value, pointer, task_reader.problems(), task);
+    return;
+  }
+  if (value->empty() || value->size() > TaskSpec::kMaxCollectives) {
+    task_reader.problem("collective", "expected one collective or a list of 1 to " + std::to_string(TaskSpec::kMaxCollectives) + ", found a list of " +
+                                          std::to_string(value->size()));
+    return;
+  }
+  for (std::size_t i = 0; i < value->size(); ++i) read_one_collective((*value)[i], child_pointer(pointer, i), task_reader.problems(), task);
 }
 
 void read_batching(ObjectReader& task_reader, TaskSpec& task) {

@@ -38,27 +38,62 @@ TEST_CASE("a collective is played step by step and its plan given back after the
   Fixture f;
   const CollectivePlan plan = plan_collective(f.cluster, f.topology, f.all_reduce.op, f.all_reduce.algo, f.gang, f.all_reduce.bytes);
   REQUIRE(!plan.steps.empty());
-  CHECK_FALSE(f.collectives.begin(kA, f.all_reduce, f.gang));
-  CHECK_FALSE(f.collectives.begin(kB, f.all_reduce, f.gang));  // two at once, each with its own plan
+  CHECK_FALSE(f.collectives.begin(kA, 0, f.all_reduce, f.gang));
+  CHECK_FALSE(f.collectives.begin(kB, 0, f.all_reduce, f.gang));  // two at once, each with its own plan
   for (std::size_t step = 0; step < plan.steps.size(); ++step) {
-    const std::vector<CollectiveFlow>* flows = f.collectives.next_step(kA);
+    const std::vector<CollectiveFlow>* flows = f.collectives.next_step(kA, 0);
     REQUIRE(flows != nullptr);
     CHECK(flows->size() == plan.steps[step].size());
   }
   CHECK(f.collectives.running(kA));
-  CHECK(f.collectives.next_step(kA) == nullptr);  // after the last step
+  CHECK(f.collectives.next_step(kA, 0) == nullptr);  // after the last step
   CHECK_FALSE(f.collectives.running(kA));
   CHECK(f.collectives.running(kB));
   f.collectives.drop(kB);  // stopped mid-collective
   CHECK_FALSE(f.collectives.running(kB));
 }
 
+TEST_CASE("a task's collectives play apart, each awaiting its own step's flows", "[run][collectives]") {
+  Fixture f;
+  CollectiveSpec gather = f.all_reduce;
+  gather.op = CollectiveOp::all_gather;
+  gather.bytes = 8e6;
+  const CollectivePlan reduce_plan = plan_collective(f.cluster, f.topology, f.all_reduce.op, f.all_reduce.algo, f.gang, f.all_reduce.bytes);
+  const CollectivePlan gather_plan = plan_collective(f.cluster, f.topology, gather.op, gather.algo, f.gang, gather.bytes);
+  CHECK_FALSE(f.collectives.begin(kA, 0, f.all_reduce, f.gang));
+  CHECK_FALSE(f.collectives.begin(kA, 1, gather, f.gang));
+  const std::vector<CollectiveFlow>* reduce_step = f.collectives.next_step(kA, 0);
+  const std::vector<CollectiveFlow>* gather_step = f.collectives.next_step(kA, 1);
+  REQUIRE(reduce_step != nullptr);
+  REQUIRE(gather_step != nullptr);
+  CHECK(reduce_step->front().bytes == Approx(reduce_plan.steps[0].front().bytes));
+  CHECK(gather_step->front().bytes == Approx(gather_plan.steps[0].front().bytes));
+  // The all-reduce's step ends with its own last flow, whatever the gather's flows do.
+  const std::size_t reduce_flows = reduce_plan.steps[0].size(), gather_flows = gather_plan.steps[0].size();
+  for (std::size_t i = 0; i + 1 < reduce_flows; ++i) CHECK_FALSE(f.collectives.delivered(kA, 0));
+  for (std::size_t i = 0; i + 1 < gather_flows; ++i) CHECK_FALSE(f.collectives.delivered(kA, 1));
+  CHECK(f.collectives.delivered(kA, 0));
+  CHECK(f.collectives.delivered(kA, 1));
+  // The gather ends after its steps; the all-reduce still runs.
+  for (std::size_t step = 1; step < gather_plan.steps.size(); ++step) REQUIRE(f.collectives.next_step(kA, 1) != nullptr);
+  CHECK(f.collectives.next_step(kA, 1) == nullptr);
+  CHECK_FALSE(f.collectives.delivered(kA, 1));  // a flow of a collective no longer running
+  CHECK(f.collectives.running(kA));  // the all-reduce, not yet asked for its next step
+  f.collectives.drop(kA);
+  CHECK_FALSE(f.collectives.running(kA));
+  // Their slots are reused: two new plans, neither mixed up with the other.
+  CHECK_FALSE(f.collectives.begin(kB, 1, gather, f.gang));
+  CHECK_FALSE(f.collectives.begin(kB, 0, f.all_reduce, f.gang));
+  CHECK(f.collectives.next_step(kB, 0)->front().bytes == Approx(reduce_plan.steps[0].front().bytes));
+  CHECK(f.collectives.next_step(kB, 1)->front().bytes == Approx(gather_plan.steps[0].front().bytes));
+}
+
 TEST_CASE("compression shrinks the bytes a collective plans", "[run][collectives]") {
   Fixture f;
   f.all_reduce.compression = 0.25;
-  CHECK_FALSE(f.collectives.begin(kA, f.all_reduce, f.gang));
+  CHECK_FALSE(f.collectives.begin(kA, 0, f.all_reduce, f.gang));
   const CollectivePlan full = plan_collective(f.cluster, f.topology, f.all_reduce.op, f.all_reduce.algo, f.gang, f.all_reduce.bytes);
-  const std::vector<CollectiveFlow>* first = f.collectives.next_step(kA);
+  const std::vector<CollectiveFlow>* first = f.collectives.next_step(kA, 0);
   REQUIRE(first != nullptr);
   REQUIRE(first->size() == full.steps[0].size());
   CHECK(first->front().bytes == Approx(0.25 * full.steps[0].front().bytes));
@@ -69,7 +104,7 @@ TEST_CASE("a collective whose algorithm does not apply, or whose gang is cut off
   CollectiveSpec direct = f.all_reduce;
   direct.algo = CollectiveAlgo::direct;  // point-to-point exchanges only: no all-reduce
   REQUIRE_FALSE(algorithm_applies(f.cluster, f.topology, direct.op, direct.algo, f.gang));
-  const auto blocked = f.collectives.begin(kA, direct, f.gang);
+  const auto blocked = f.collectives.begin(kA, 0, direct, f.gang);
   REQUIRE(blocked);
   CHECK_FALSE(blocked->cut);
   CHECK(blocked->reason == "direct cannot run all-reduce on the GPUs it was placed on");
@@ -81,7 +116,7 @@ TEST_CASE("a collective whose algorithm does not apply, or whose gang is cut off
     if (name.find("n1.") != std::string::npos && name.find("nic") != std::string::npos) f.topology.set_link_down(l, true);
   }
   REQUIRE(f.topology.any_link_down());
-  const auto cut = f.collectives.begin(kB, f.all_reduce, f.gang);
+  const auto cut = f.collectives.begin(kB, 0, f.all_reduce, f.gang);
   REQUIRE(cut);
   CHECK(cut->cut);
   CHECK(cut->reason == "link failures left no route from GPU " + f.cluster.gpu_name(f.gang[0]) + " to GPU " + f.cluster.gpu_name(f.gang[1]));

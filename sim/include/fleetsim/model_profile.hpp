@@ -102,12 +102,14 @@ struct StepShape {
   double context = 0;            // text tokens of a diffusion model, cached tokens of an LLM
   bool training = false;         // logits for every token (a training step), not the last only
   Runtime runtime = Runtime::comfyui;
-  // Sequence parallelism over a gang of this many GPUs (a diffusion transformer, as xDiT's Ulysses runs
-  // it): each GPU's kernels, on its share of the tokens and, in attention, of the heads.
+  // Sequence parallelism over a gang of this many GPUs (a diffusion transformer, as xDiT's USP runs it):
+  // each GPU's kernels on its share of the tokens; in attention, Ulysses' all-to-alls give each GPU of a
+  // group its share of the heads over the group's tokens, and ring attention passes keys and values round
+  // rings of `ring_degree` GPUs, a block a pass (xDiT's ring degree: 1 is Ulysses alone, the whole
+  // sequence_parallel ring attention alone).
   double sequence_parallel = 1;
-  // Its attention as ring attention (xDiT's ring degree) instead of Ulysses: each GPU's share of the queries
-  // over every key, all heads, one block of keys a pass as the keys and values go round the gang.
-  bool ring_attention = false;
+  double ring_degree = 1;
+  double ulysses_degree() const { return sequence_parallel / ring_degree; }
   // Classifier-free guidance parallelism: the guidance batch's halves on this many GPUs (1 or 2), as
   // xDiT's CFG parallel and ComfyUI's multi-GPU nodes run them; each GPU's kernels on its share.
   double cfg_parallel = 1;
@@ -120,14 +122,16 @@ StepShape reference_shape(const Architecture& architecture);
 
 // What one sequence-parallel step exchanges (DeepSpeed-Ulysses, as xDiT's USP and yunchang run it): each
 // attention layer moves its queries, keys and values to head shards and its output back, four
-// all-to-alls over the gang, each rank's buffer its share of the tokens times the hidden size.
+// all-to-alls over each Ulysses group, each rank's buffer its share of the tokens times the hidden size.
 struct SequenceExchange {
   double calls = 0;  // all-to-alls (ring attention: sends) per step
   double bytes = 0;  // each rank's buffers, summed over the calls
 };
 SequenceExchange sequence_exchange(const Architecture& architecture, const StepShape& shape, Dtype dtype);
 // What one ring-attention step passes (xDiT's ring attention): each self-attention layer sends its block of
-// keys and values to the next GPU k - 1 times, each send its share of the tokens times 2 x hidden.
+// keys and values to the next GPU of its ring r - 1 times, each send its share of the tokens (of the
+// whole sequence-parallel gang's) times 2 x hidden: after Ulysses' exchange a GPU holds 1/r of the
+// tokens and 1/u of the heads, u x r the gang.
 SequenceExchange ring_exchange(const Architecture& architecture, const StepShape& shape, Dtype dtype);
 // What a guidance-parallel step gathers: the denoiser's output for the whole batch, in `dtype` (one
 // all-gather over the gang per step).

@@ -18,7 +18,8 @@ namespace fleetsim {
 
 struct TrainingIteration;
 
-// A collective the task's gang runs after its compute (gradient all-reduce, activation exchange...).
+// A collective the task's gang runs after its compute, or beside it from a point of it on (gradient
+// all-reduce, activation exchange...).
 struct CollectiveSpec {
   CollectiveOp op = CollectiveOp::all_reduce;
   CollectiveAlgo algo = CollectiveAlgo::automatic;
@@ -77,7 +78,10 @@ struct TaskSpec {
   // A training job's iteration (docs/training.md#inside-a-scenario): its compute per GPU type from the
   // training model, in place of the roofline (flop holds the model FLOP, for reports).
   std::shared_ptr<const TrainingIteration> training;
-  std::optional<CollectiveSpec> collective;
+  // What its gang exchanges (nothing on one GPU): each collective from its own point of the compute on
+  // (its overlap), all at once where they overlap; the task ends when its compute and every one are done.
+  std::vector<CollectiveSpec> collectives;
+  static constexpr std::size_t kMaxCollectives = 8;  // a run keeps which have begun in a byte
   std::optional<BatchingSpec> batching;
   std::optional<ElasticSpec> elastic;
 

@@ -314,16 +314,18 @@ void dit(const Architecture& a, const StepShape& s, Builder& b) {
   auto qk_norms = [&](const char* name, double tokens) {
     if (qk_norm) b.op("rms_norm", name, r * tokens * heads, hd, 2);  // queries and keys, per head
   };
-  // Attention of this GPU's queries over `keys` (every token's, or the text's): Ulysses gives it 1/sp of
-  // the heads over every query; ring attention its 1/sp of the queries, all heads, over one block of the
-  // keys a pass (sp passes where the keys go round the gang, each pass after the first merging its
-  // output into the others' in fp32: zhuzilin/ring-flash-attention's _update_out_and_lse, as xDiT runs
-  // it, a cast, a subtraction, a broadcast product and a subtraction, unfused; 38 bytes an element).
+  // Attention of this GPU's queries over `keys` (every token's, or the text's): Ulysses alone gives it 1/sp
+  // of the heads over every query; with rings of ring_degree GPUs, 1/u of the heads (u = sp / ring_degree,
+  // Ulysses' share) over its ring's 1/ring_degree of the queries, one block of the keys a pass
+  // (ring_degree passes where the keys go round the ring, each pass after the first merging its output
+  // into the others' in fp32: zhuzilin/ring-flash-attention's _update_out_and_lse, as xDiT runs it, a
+  // cast, a subtraction, a broadcast product and a subtraction, unfused; 38 bytes an element).
   auto attention = [&](const char* name, double tokens, double keys, bool ring_keys) {
-    if (!s.ring_attention) return b.attention(name, r * heads, tokens, keys, hd);
-    const double passes = ring_keys ? sp : 1, rows = n * tokens / sp;
-    b.push({.cls = KernelClass::attention, .m = tokens / sp, .n = keys / passes, .k = hd, .batch = n * heads, .count = passes, .name = name});
-    if (passes > 1) b.push({.cls = KernelClass::memory, .m = rows * heads, .n = hd, .count = 4 * (passes - 1), .element_bytes = 38.0 / 4, .name = std::string(name) + ".merge"});
+    const double ring = std::max(1.0, s.ring_degree), head_share = heads / (sp / ring);
+    if (ring <= 1) return b.attention(name, r * heads, tokens, keys, hd);
+    const double passes = ring_keys ? ring : 1, rows = n * tokens / ring;
+    b.push({.cls = KernelClass::attention, .m = tokens / ring, .n = keys / passes, .k = hd, .batch = n * head_share, .count = passes, .name = name});
+    if (passes > 1) b.push({.cls = KernelClass::memory, .m = rows * head_share, .n = hd, .count = 4 * (passes - 1), .element_bytes = 38.0 / 4, .name = std::string(name) + ".merge"});
   };
   b.op("sampler", "step", n, 0);  // the sampler's and guidance's arithmetic on the latent
   b.op("timestep_embedding", "time.embed", n, 0);
@@ -540,16 +542,16 @@ SelfAttention self_attention(const Architecture& a, const StepShape& s, Dtype dt
 }  // namespace
 
 SequenceExchange sequence_exchange(const Architecture& a, const StepShape& s, Dtype dtype) {
-  if (a.family != "dit" || s.sequence_parallel <= 1) return {};
+  if (a.family != "dit" || s.ulysses_degree() <= 1) return {};
   const SelfAttention x = self_attention(a, s, dtype);
   const double calls = 4 * x.layers;  // queries, keys, values and the output, per layer
   return {calls, calls * x.shard_bytes};
 }
 
 SequenceExchange ring_exchange(const Architecture& a, const StepShape& s, Dtype dtype) {
-  if (a.family != "dit" || s.sequence_parallel <= 1) return {};
+  if (a.family != "dit" || s.ring_degree <= 1) return {};
   const SelfAttention x = self_attention(a, s, dtype);
-  const double calls = x.layers * (s.sequence_parallel - 1);  // every self-attention passes its block on k - 1 times
+  const double calls = x.layers * (s.ring_degree - 1);  // every self-attention passes its block on r - 1 times
   return {calls, calls * 2 * x.shard_bytes};          // keys and values
 }
 

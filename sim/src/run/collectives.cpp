@@ -5,7 +5,7 @@
 
 namespace fleetsim::run {
 
-std::optional<Collectives::Blocked> Collectives::begin(TaskId task, const CollectiveSpec& c, std::span<const GpuId> gang) {
+std::optional<Collectives::Blocked> Collectives::begin(TaskId task, std::uint32_t which, const CollectiveSpec& c, std::span<const GpuId> gang) {
   // The groups that run the collective at once (CollectiveSpec::group_size): block by block of size x
   // stride ranks, `stride` groups a block, each taking every stride-th rank; or the gang as one group,
   // planned on the gang itself.
@@ -50,23 +50,48 @@ std::optional<Collectives::Blocked> Collectives::begin(TaskId task, const Collec
       }
     }
   }
-  plans_[slot].step = 0;
+  Playing& p = plans_[slot];
+  p.step = 0;
+  p.pending = 0;
+  p.which = which;
+  p.next = plan_of_[index(task)];
   plan_of_[index(task)] = slot;
   return std::nullopt;
 }
 
-const std::vector<CollectiveFlow>* Collectives::next_step(TaskId task) {
-  Playing& p = plans_[plan_of_[index(task)]];
+Collectives::Playing* Collectives::find(TaskId task, std::uint32_t which) {
+  for (std::uint32_t slot = plan_of_[index(task)]; slot != kNone; slot = plans_[slot].next) {
+    if (plans_[slot].which == which) return &plans_[slot];
+  }
+  return nullptr;
+}
+
+const std::vector<CollectiveFlow>* Collectives::next_step(TaskId task, std::uint32_t which) {
+  Playing& p = *find(task, which);
   if (p.step == p.plan.steps.size()) {
-    drop(task);
+    give_back(task, which);
     return nullptr;
   }
+  p.pending = static_cast<std::uint32_t>(p.plan.steps[p.step].size());
   return &p.plan.steps[p.step++];
 }
 
+bool Collectives::delivered(TaskId task, std::uint32_t which) {
+  Playing* p = find(task, which);
+  return p != nullptr && --p->pending == 0;
+}
+
+void Collectives::give_back(TaskId task, std::uint32_t which) {
+  for (std::uint32_t* link = &plan_of_[index(task)]; *link != kNone; link = &plans_[*link].next) {
+    if (plans_[*link].which != which) continue;
+    free_.push_back(*link);
+    *link = plans_[*link].next;
+    return;
+  }
+}
+
 void Collectives::drop(TaskId task) {
-  if (plan_of_[index(task)] == kNone) return;
-  free_.push_back(plan_of_[index(task)]);
+  for (std::uint32_t slot = plan_of_[index(task)]; slot != kNone; slot = plans_[slot].next) free_.push_back(slot);
   plan_of_[index(task)] = kNone;
 }
 

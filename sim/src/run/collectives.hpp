@@ -1,6 +1,7 @@
 // Tasks' collectives: planned over the links up when the collective starts, then played step by step
-// (a step's flows start together; the next starts once all of them have been delivered). A plan lives
-// only while its task's collective runs; its slot is reused.
+// (a step's flows start together; the next starts once all of them have been delivered). A task's
+// collectives (TaskSpec::collectives, by their place there) may run at once, each on a plan of its own;
+// a plan lives only while its collective runs, and its slot is reused.
 #pragma once
 
 #include <cstdint>
@@ -27,28 +28,37 @@ class Collectives {
     bool cut;
     std::string reason;
   };
-  // Plans the task's collective on `gang` (rank order); nothing when it cannot run.
-  std::optional<Blocked> begin(TaskId task, const CollectiveSpec& collective, std::span<const GpuId> gang);
-  // The flows of the task's next step; nothing after its last step (its plan is then given back).
-  const std::vector<CollectiveFlow>* next_step(TaskId task);
+  // Plans the task's collective `which` on `gang` (rank order); nothing when it cannot run.
+  std::optional<Blocked> begin(TaskId task, std::uint32_t which, const CollectiveSpec& collective, std::span<const GpuId> gang);
+  // The flows of the collective's next step, all of which are then awaited; nothing after its last step
+  // (its plan is then given back).
+  const std::vector<CollectiveFlow>* next_step(TaskId task, std::uint32_t which);
+  // One flow of the collective's current step was delivered: true when it was the step's last.
+  bool delivered(TaskId task, std::uint32_t which);
   bool running(TaskId task) const { return plan_of_[index(task)] != kNone; }
-  // The task was stopped mid-collective.
+  // The task was stopped mid-collective: every plan it runs is given back.
   void drop(TaskId task);
 
  private:
   // A GPU of the gang that failed links have cut off from its first one, if any.
   std::optional<GpuId> split(std::span<const GpuId> gang) const;
 
+  static constexpr std::uint32_t kNone = 0xFFFFFFFFu;
   struct Playing {
     CollectivePlan plan;
-    std::size_t step = 0;  // the next step to start
+    std::size_t step = 0;        // the next step to start
+    std::uint32_t pending = 0;   // flows of the current step not yet delivered
+    std::uint32_t which = 0;     // the collective's place in its task's list
+    std::uint32_t next = kNone;  // the slot of the task's next running plan
   };
-  static constexpr std::uint32_t kNone = 0xFFFFFFFFu;
+  Playing* find(TaskId task, std::uint32_t which);
+  void give_back(TaskId task, std::uint32_t which);
+
   const Cluster& cluster_;
   const Topology& topology_;
   std::vector<Playing> plans_;
   std::vector<std::uint32_t> free_;     // slots of plans_ given back
-  std::vector<std::uint32_t> plan_of_;  // per task: its plan's slot while its collective runs
+  std::vector<std::uint32_t> plan_of_;  // per task: the slot of its first running plan (the others chained from it)
   std::vector<GpuId> groups_;           // scratch: a grouped collective's ranks, group after group
 };
 

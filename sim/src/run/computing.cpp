@@ -45,6 +45,7 @@ Computing::Computing(const Scenario& scenario, const Cluster& cluster, const Com
       shared_(interference(cluster)),
       node_shares_(node_shares(cluster)) {
   parts_left_.assign(trace_.tasks.size(), 0);
+  begun_.assign(trace_.tasks.size(), 0);
   if (restartable || shared_.any() || node_shares_.any()) stamp_.assign(trace_.tasks.size(), 0);
 }
 
@@ -74,7 +75,8 @@ void Computing::start(TaskId id, double known_scale) {
   for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
     occupancy_.set_free_at(index(trace_.gpus[r.gpu_begin + i]), r.compute_start_s + predicted_s);
   }
-  parts_left_[index(id)] = s.collective && r.gpu_count > 1 ? 2 : 1;
+  parts_left_[index(id)] = static_cast<std::uint8_t>(1 + (r.gpu_count > 1 ? s.collectives.size() : 0));
+  begun_[index(id)] = 0;
   run(id, compute_s, slowest);
 }
 
@@ -85,6 +87,7 @@ void Computing::start_batch(const std::vector<TaskId>& members, const ComputeEst
     r.compute_start_s = queue_.now();
     record_parts(r, estimate);
     parts_left_[index(m)] = 1;
+    begun_[index(m)] = 0;
     if (recovery_.on()) recovery_.set_full_compute(m, compute_s);
   }
   run(members.front(), compute_s, estimate);
@@ -115,15 +118,17 @@ void Computing::run(TaskId id, double compute_s, const ComputeEstimate& per_devi
     return;
   }
   queue_.push(queue_.now() + compute_s, event(kComputeDone, id), index(id));
-  if (const double overlap = overlap_of(id); overlap > 0) {
-    queue_.push(queue_.now() + (1 - overlap) * compute_s, event(kCommStart, id), index(id));
-  }
+  for_each_overlapped(id, [&](double overlap) { queue_.push(queue_.now() + (1 - overlap) * compute_s, event(kCommStart, id), index(id)); });
 }
 
-// The share of the task's compute its collective overlaps (0: it follows the compute).
-double Computing::overlap_of(TaskId id) const {
+template <typename Due>
+void Computing::for_each_overlapped(TaskId id, Due due) const {
   const TaskRecord& r = trace_.tasks[index(id)];
-  return parts_left_[index(id)] == 2 && r.comm_start_s == kNever ? sc_.workflows[r.workflow].tasks[r.task].collective->overlap : 0;
+  if (r.gpu_count <= 1) return;
+  const std::vector<CollectiveSpec>& collectives = sc_.workflows[r.workflow].tasks[r.task].collectives;
+  for (std::size_t k = 0; k < collectives.size(); ++k) {
+    if (collectives[k].overlap > 0 && (begun_[index(id)] >> k & 1u) == 0) due(collectives[k].overlap);
+  }
 }
 
 // These tasks' paces changed: their pending compute ends (and collective starts) are stale.
@@ -132,16 +137,38 @@ void Computing::repace(const std::vector<std::uint32_t>& tasks) {
     const TaskId id = make_id<TaskId>(t);
     ++stamp_[t];
     queue_.push(reaches_s(t, 0), event(kComputeDone, id), t);
-    if (const double overlap = overlap_of(id); overlap > 0) {
-      queue_.push(reaches_s(t, overlap * work_s(t)), event(kCommStart, id), t);
-    }
+    for_each_overlapped(id, [&](double overlap) { queue_.push(reaches_s(t, overlap * work_s(t)), event(kCommStart, id), t); });
   }
 }
 
-bool Computing::compute_done(TaskId id) {
+std::uint8_t Computing::compute_done(TaskId id) {
   leave(id);
   const TaskRecord& r = trace_.tasks[index(id)];
-  return parts_left_[index(id)] == 2 && sc_.workflows[r.workflow].tasks[r.task].collective->overlap == 0;
+  if (r.gpu_count <= 1) return 0;
+  const std::vector<CollectiveSpec>& collectives = sc_.workflows[r.workflow].tasks[r.task].collectives;
+  std::uint8_t now = 0;
+  for (std::size_t k = 0; k < collectives.size(); ++k) {
+    if (collectives[k].overlap == 0) now |= static_cast<std::uint8_t>(1u << k);
+  }
+  begun_[index(id)] |= now;
+  return now;
+}
+
+// Overlapped collectives' events come due in the order of their overlaps, largest first (ties: by their
+// place in the list), so the one due is the largest overlap not yet begun.
+std::optional<std::uint32_t> Computing::collective_due(TaskId id) {
+  std::optional<std::uint32_t> due;
+  double most = 0;
+  const TaskRecord& r = trace_.tasks[index(id)];
+  const std::vector<CollectiveSpec>& collectives = sc_.workflows[r.workflow].tasks[r.task].collectives;
+  for (std::uint32_t k = 0; k < collectives.size(); ++k) {
+    if (collectives[k].overlap > most && (begun_[index(id)] >> k & 1u) == 0) {
+      due = k;
+      most = collectives[k].overlap;
+    }
+  }
+  if (due) begun_[index(id)] |= static_cast<std::uint8_t>(1u << *due);
+  return due;
 }
 
 double Computing::computed_s(TaskId id, double now_s) const {
@@ -164,6 +191,7 @@ void Computing::leave(TaskId id) {
 void Computing::end_run(TaskId id) {
   ++stamp_[index(id)];
   parts_left_[index(id)] = 0;
+  begun_[index(id)] = 0;
 }
 
 }  // namespace fleetsim::run

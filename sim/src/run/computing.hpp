@@ -2,13 +2,14 @@
 // slowest member; a run resuming from a checkpoint pays its restore (after a resize, its restart) and
 // computes what is left. On time-sliced GPUs a task shares each GPU with the tasks computing there, so
 // its end, and theirs, move whenever those tasks change: a task's events carry its stamp
-// (run/events.hpp), which moves on when they go stale. A task with a collective ends when both its
-// compute and its collective are done; the collective starts when the compute ends, or earlier by the
-// share of the compute it overlaps. On a node whose devices share a memory bus, the tasks computing
-// there share its bandwidth, so their ends move the same way.
+// (run/events.hpp), which moves on when they go stale. A gang with collectives ends when its compute
+// and every collective are done; each collective starts when the compute ends, or earlier by the share
+// of the compute it overlaps. On a node whose devices share a memory bus, the tasks computing there
+// share its bandwidth, so their ends move the same way.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "../node_shares.hpp"
@@ -40,9 +41,13 @@ class Computing {
   void start(TaskId task, double known_scale);
   // A batch computes as one: its members' estimate, ended with the leader's.
   void start_batch(const std::vector<TaskId>& members, const ComputeEstimate& estimate);
-  // kComputeDone. Returns whether the task's collective, which follows its compute, starts now.
-  bool compute_done(TaskId task);
-  // One part of the task (its compute, its collective) is done; true when it was the last.
+  // kComputeDone. Returns the collectives that follow the compute, which start now (a bit each, by
+  // their place in the task's list).
+  std::uint8_t compute_done(TaskId task);
+  // kCommStart: the overlapped collective due now (the one overlapping most of those not yet begun),
+  // marked begun; nothing when none is left (the event is stale).
+  std::optional<std::uint32_t> collective_due(TaskId task);
+  // One part of the task (its compute, one collective) is done; true when it was the last.
   bool part_done(TaskId task) { return --parts_left_[index(task)] == 0; }
 
   // Whether the task computes now on time-sliced GPUs or on a node whose devices share memory or
@@ -56,7 +61,9 @@ class Computing {
 
  private:
   void run(TaskId task, double compute_s, const ComputeEstimate& per_device);
-  double overlap_of(TaskId task) const;
+  // Calls `due(overlap)` for each collective of the task not yet begun that overlaps its compute.
+  template <typename Due>
+  void for_each_overlapped(TaskId task, Due due) const;
   void repace(const std::vector<std::uint32_t>& tasks);
   // Where a sharing task's pace is kept: time-sliced GPUs or the node's shares.
   double work_s(std::uint32_t task) const { return shared_.computing(task) ? shared_.work_s(task) : node_shares_.work_s(task); }
@@ -73,7 +80,8 @@ class Computing {
   EventQueue& queue_;
   SharedCompute shared_;                   // the pace of tasks on time-sliced GPUs
   NodeShares node_shares_;                 // the pace of tasks on nodes whose devices share memory bandwidth or compute
-  std::vector<std::uint8_t> parts_left_;   // per running task: compute and collective not yet done
+  std::vector<std::uint8_t> parts_left_;   // per running task: its compute and collectives not yet done
+  std::vector<std::uint8_t> begun_;        // per running task: its collectives begun, a bit each
   std::vector<std::uint32_t> stamp_;       // per task: its events' stamp (none kept where nothing goes stale)
   std::vector<std::uint32_t> changed_;     // scratch: tasks whose pace changed
   std::vector<NodeId> nodes_;              // scratch: a task's devices' nodes

@@ -35,7 +35,6 @@ Tasks::Tasks(const Scenario& scenario, const Cluster& cluster, const Topology& t
       computing_(scenario, cluster, compute, trace, occupancy, recovery_, queue, restartable) {
   const std::size_t tasks = trace_.tasks.size();
   pending_flows_.assign(tasks, 0);
-  stage_.assign(tasks, Stage::inputs);
   recovery_.size_tasks(tasks, restartable);
   collectives_.size_tasks(tasks);
 }
@@ -134,7 +133,6 @@ void Tasks::start_task(TaskId id, std::span<const GpuId> gpus) {
     if (memory_.admit(g, model, weights, s.working_set_bytes - offload, queue_.now())) load_weights(id, member, g, model, weights);
   }
   start_inputs(id, gpus[0]);
-  stage_[index(id)] = Stage::inputs;
   if (pending_flows_[index(id)] == 0 && !s.batching) start_compute(id);
 }
 
@@ -168,7 +166,6 @@ void Tasks::place_member(TaskId member, TaskId leader, GpuId g) {
 
 void Tasks::send_inputs(TaskId member, GpuId g) {
   start_inputs(member, g);
-  stage_[index(member)] = Stage::inputs;
 }
 
 bool Tasks::inputs_pending(TaskId member) const { return pending_flows_[index(member)] > 0; }
@@ -207,24 +204,31 @@ void Tasks::start_compute(TaskId id) {
 
 void Tasks::on_compute_done(TaskId id) {
   if (trace_.tasks[index(id)].status != TaskStatus::running) return;  // failed meanwhile
-  const bool collective_follows = computing_.compute_done(id);
+  const std::uint8_t following = computing_.compute_done(id);
   if (const std::uint32_t slot = batching_.batch_of(id); slot != Batching::kNone) {
     batching_.dissolve(id);
     for (std::size_t i = 1; i < batching_.members(slot).size(); ++i) end_task(batching_.members(slot)[i]);
   }
-  if (collective_follows) {
-    on_collective_start(id);
+  for (std::uint32_t k = 0; k < TaskSpec::kMaxCollectives; ++k) {
+    if ((following >> k & 1u) == 0) continue;
+    begin_collective(id, k);
     if (trace_.tasks[index(id)].status != TaskStatus::running) return;  // the collective could not run
   }
   if (computing_.part_done(id)) end_task(id);
 }
 
-void Tasks::on_collective_start(TaskId id) {
+bool Tasks::on_collective_start(TaskId id) {
+  const std::optional<std::uint32_t> due = computing_.collective_due(id);
+  if (due) begin_collective(id, *due);
+  return due.has_value();
+}
+
+void Tasks::begin_collective(TaskId id, std::uint32_t which) {
   TaskRecord& r = trace_.tasks[index(id)];
   const TaskSpec& s = spec(r);
-  r.comm_start_s = queue_.now();
+  if (r.comm_start_s == kNever) r.comm_start_s = queue_.now();
   const std::span<const GpuId> gang(trace_.gpus.data() + r.gpu_begin, r.gpu_count);
-  if (const auto blocked = collectives_.begin(id, *s.collective, gang)) {
+  if (const auto blocked = collectives_.begin(id, which, s.collectives[which], gang)) {
     if (blocked->cut) {
       stop_task(id, blocked->reason);
     } else {
@@ -232,21 +236,20 @@ void Tasks::on_collective_start(TaskId id) {
     }
     return;
   }
-  stage_[index(id)] = Stage::collective;
-  start_collective_step(id);
+  start_collective_step(id, which);
 }
 
-// Starts the task's current collective step, or ends the task after the last one.
-void Tasks::start_collective_step(TaskId id) {
-  const std::vector<CollectiveFlow>* step = collectives_.next_step(id);
+// Starts the collective's current step, or, after its last one, ends that part of the task (the task
+// with it, if it was the last).
+void Tasks::start_collective_step(TaskId id, std::uint32_t which) {
+  const std::vector<CollectiveFlow>* step = collectives_.next_step(id, which);
   if (step == nullptr) {
     if (computing_.part_done(id)) end_task(id);
     return;
   }
   for (const CollectiveFlow& f : *step) {
-    const FlowTag tag{FlowKind::collective, 0, id};
+    const FlowTag tag{FlowKind::collective, which, id};
     if (!flows_.start(tag, f.from, f.to, f.bytes, (std::uint64_t{f.from} << 32) | f.to, f.latency_s, f.cap_Bps)) strand(id, no_route(f.from, f.to));
-    ++pending_flows_[index(id)];
   }
   flows_.changed();
 }
@@ -258,6 +261,10 @@ void Tasks::on_network() {
     const FlowTag tag = FlowTag::of(d.tag);
     if (tag.kind == FlowKind::kv) continue;  // serving's (run/serving.hpp)
     const TaskId id = tag.task;
+    if (tag.kind == FlowKind::collective) {
+      if (collectives_.delivered(id, tag.part)) start_collective_step(id, tag.part);
+      continue;
+    }
     const TaskRecord& r = trace_.tasks[index(id)];
     if (tag.kind == FlowKind::input) {
       tensors_.release(index(r.instance), tag.part, queue_.now());
@@ -265,12 +272,10 @@ void Tasks::on_network() {
       weights_.delivered(d.tag, predicted_.model(r.workflow, r.task), queue_.now());
     }
     if (--pending_flows_[index(id)] != 0) continue;
-    if (stage_[index(id)] == Stage::inputs && batching_.batch_of(id) != Batching::kNone) {
+    if (batching_.batch_of(id) != Batching::kNone) {
       batching_.member_ready(id, *this);
-    } else if (stage_[index(id)] == Stage::inputs) {
-      start_compute(id);
     } else {
-      start_collective_step(id);
+      start_compute(id);
     }
   }
 }
@@ -390,7 +395,6 @@ void Tasks::resize(TaskId id, const std::vector<GpuId>& gang, const std::string&
   r.compute_start_s = r.comm_start_s = kNever;
   round_.record(DecisionKind::resized, id, why);
   round_wanted_ = true;
-  stage_[index(id)] = Stage::inputs;
   if (pending_flows_[index(id)] == 0) start_compute(id);
 }
 

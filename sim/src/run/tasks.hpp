@@ -56,7 +56,8 @@ class Tasks : public ElasticHost, public RoundHost, public BatchHost {
   // Task events (run/events.hpp): whether the event's stamp is the task's current one (else it is stale).
   bool current(std::uint32_t stamp, std::uint32_t task) const { return computing_.current(stamp, task); }
   void on_compute_done(TaskId task);
-  void on_collective_start(TaskId task);  // an overlapped collective starts before the compute ends
+  // kCommStart: an overlapped collective starts before the compute ends; false when none was due (stale).
+  bool on_collective_start(TaskId task);
   void on_retry(TaskId task);
   void on_network();  // the flows just delivered
 
@@ -89,9 +90,6 @@ class Tasks : public ElasticHost, public RoundHost, public BatchHost {
   std::string label(TaskId task) const override { return round_.label(task); }
 
  private:
-  // What a task's pending flows are for.
-  enum class Stage : std::uint8_t { inputs, collective };
-
   const TaskSpec& spec(const TaskRecord& r) const { return sc_.workflows[r.workflow].tasks[r.task]; }
   double known_scale(TaskId task) const { return workload_.known_scale(trace_.tasks[index(task)].instance); }
   std::string no_route(std::uint32_t from, std::uint32_t to) const;
@@ -101,7 +99,8 @@ class Tasks : public ElasticHost, public RoundHost, public BatchHost {
   void start_inputs(TaskId task, GpuId to);
   void start_flow(TaskId task, std::uint32_t from, std::uint32_t to, double bytes, FlowTag tag, std::uint64_t key);
   void start_compute(TaskId task);
-  void start_collective_step(TaskId task);
+  void begin_collective(TaskId task, std::uint32_t which);
+  void start_collective_step(TaskId task, std::uint32_t which);
   // A failure's stop uses a retry attempt; a preemption's does not, and a suspension saves all the
   // task computed (it pays `restore_s` when it runs again).
   enum class Stop { failed, preempted, suspended };
@@ -135,8 +134,7 @@ class Tasks : public ElasticHost, public RoundHost, public BatchHost {
   Tensors tensors_;
   Recovery recovery_;
   Computing computing_;
-  std::vector<std::uint32_t> pending_flows_;  // per task: flows not yet delivered
-  std::vector<Stage> stage_;                  // per task
+  std::vector<std::uint32_t> pending_flows_;  // per task: its input and weight flows not yet delivered
   std::vector<double> offloaded_;             // per entry of trace_.gpus: working-set bytes its task keeps in host memory
   struct Stranded {
     TaskId task;
