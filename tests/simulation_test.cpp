@@ -278,6 +278,25 @@ TEST_CASE("a task's collectives each start at their own overlap and share the ga
   CHECK(run_with("[" + b + "]").comm_start_s == Approx(0.25).epsilon(1e-4));
 }
 
+TEST_CASE("a collective that cannot run fails its task and stops the task's other collectives", "[simulation][network][collectives]") {
+  // Two L40S of a PCIe box: a short compute, beside it a 40 GB send each way (over a second alone); at the
+  // compute's end the all-reduce is due, and NVLS cannot run without NVSwitch: the task fails then, and its
+  // sends stop with it instead of running on from GPUs it no longer holds.
+  const auto sc = fleetsim::test::builtin_scenario(R"("cluster": {"nodes": [{"type": "l40s-pcie-2", "count": 1}]},
+      "workflows": {"w": {"tasks": [{"name": "step", "gpus": 2, "work": {"flop": "50 TFLOP"},
+          "collective": [{"op": "send-recv", "bytes": "40 GB", "overlap": 1}, {"op": "all-reduce", "bytes": "1 GB", "algo": "nvls"}]}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
+  const auto run = fleetsim::simulate(sc);
+  const fleetsim::TaskRecord& r = run.trace.tasks[0];
+  CHECK(r.status == TaskStatus::failed);
+  CHECK(run.trace.reasons[r.reason].find("nvls cannot run all-reduce") != std::string::npos);
+  CHECK(r.comm_start_s == r.compute_start_s);  // the sends began with the compute
+  CHECK(r.end_s < 0.5);
+  // The whole sends would carry 80 GB over at least two links each; they stopped at the failure.
+  const auto& n = run.summary;
+  CHECK(n.gpu_link_bytes + n.host_link_bytes + n.nic_bytes + n.fabric_bytes < 40e9);
+}
+
 TEST_CASE("a task's collectives are one object or a list of one to eight", "[simulation][input][collectives]") {
   auto error = [](const std::string& collective) {
     return fleetsim::test::scenario_error(R"({"name": "x", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},

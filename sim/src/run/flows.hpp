@@ -24,7 +24,7 @@ enum class FlowKind : std::uint8_t { input, weights, collective, offload, kv };
 
 struct FlowTag {
   FlowKind kind;
-  std::uint32_t part;  // the edge (inputs), the gang member (weights, offload), 0 (collectives), the deployment (kv); 24 bits
+  std::uint32_t part;  // the edge (inputs), the gang member (weights, offload), the collective's place in its task's list, the deployment (kv); 24 bits
   TaskId task;         // the task; for kv, the KV transfer's number (not a task)
 
   std::uint64_t packed() const {

@@ -440,6 +440,9 @@ void Tasks::end_task(TaskId id) {
 // A running task that cannot go on: its GPUs are freed and it fails, with everything downstream.
 void Tasks::abort_running(TaskId id, const std::string& reason) {
   TaskRecord& r = trace_.tasks[index(id)];
+  dropped_.clear();
+  flows_.cancel(id, queue_.now(), dropped_);  // its other collectives, which may be running
+  collectives_.drop(id);
   release_gpus(r);
   r.status = TaskStatus::queued;  // so fail_task takes it
   fail_task(id, reason);
