@@ -384,11 +384,49 @@ TEST_CASE("owning a cluster costs its purchase over its years, the energy it dra
   CHECK(l40s.space_usd == Approx(3 * 184.06).epsilon(1e-12));
 }
 
+TEST_CASE("a plan rents reserved or spot only at the discount its file quotes, and ranks by it when asked", "[plan][cost]") {
+  OwnershipCost cost;
+  const ClusterSpec two = cluster_of("hgx-h100-8", 2);
+  CHECK(monthly_cost(cost, two, 0.5).reserved_usd == 0);  // none quoted: none shown
+  CHECK(monthly_cost(cost, two, 0.5).spot_usd == 0);
+  cost.reserved_discount = 0.4;
+  cost.spot_discount = 0.7;
+  const MonthlyCost m = monthly_cost(cost, two, 0.5);
+  CHECK(m.reserved_usd == Approx(0.6 * two.usd_per_month()).epsilon(1e-12));
+  CHECK(m.spot_usd == Approx(0.3 * two.usd_per_month()).epsilon(1e-12));
+  CHECK(m.ranked_usd(cost) == m.rent_usd);
+  cost.basis = OwnershipCost::Basis::reserved;
+  CHECK(m.ranked_usd(cost) == m.reserved_usd);
+  cost.basis = OwnershipCost::Basis::spot;
+  CHECK(m.ranked_usd(cost) == m.spot_usd);
+
+  const std::string search = R"("search": {"node_types": ["hgx-h100-8"], "nodes": {"min": 1, "max": 3}, "policies": ["memory-aware"]},
+      "slos": [{"metric": "latency_p95", "target": "30 s"}], "seeds": 2, "confirm_seeds": 2)";
+  const PlanSpec reserved = parse_plan(R"({"base": "comfyui-studio.json", )" + search + R"(, "cost": {"basis": "reserved", "reserved_discount": 0.35, "spot_discount": 0.6}})",
+                                       "reserved.json", kScenarios);
+  const PlanResult r = run_plan(reserved, {.threads = 2});
+  REQUIRE_FALSE(r.points.empty());
+  for (const PlanPoint& p : r.points) {
+    CHECK(p.monthly_usd == Approx(0.65 * cluster_of(p.node_type, p.nodes).usd_per_month()).epsilon(1e-12));
+    CHECK(p.cost.spot_usd == Approx(0.4 * p.cost.rent_usd).epsilon(1e-12));
+  }
+  std::ostringstream text;
+  write_plan_text(text, reserved, r);
+  CHECK_THAT(text.str(), Catch::Contains("costs ranked by renting reserved (on demand 35% off, as quoted)") && Catch::Contains(", reserved $") &&
+                             Catch::Contains(", spot $") && Catch::Contains("preemptions only where the scenario models them"));
+  CHECK_THAT(plan_json(reserved, r), Catch::Contains("\"basis\": \"reserved\"") && Catch::Contains("\"reserved_usd\"") && Catch::Contains("\"spot_discount\": 0.6"));
+  // Refused: a reserved or spot basis with no quote, a discount of 100% or more.
+  CHECK_THAT(plan_error(R"({"base": "comfyui-studio.json", "search": {"node_types": ["hgx-h100-8"], "nodes": {"min": 1, "max": 2}}, "cost": {"basis": "spot"}})"),
+             Catch::Contains("/cost/basis") && Catch::Contains("expected \"spot_discount\" beside it"));
+  CHECK_THAT(plan_error(R"({"base": "comfyui-studio.json", "search": {"node_types": ["hgx-h100-8"], "nodes": {"min": 1, "max": 2}},
+      "cost": {"basis": "reserved", "reserved_discount": 1}})"), Catch::Contains("/cost/reserved_discount"));
+}
+
 TEST_CASE("a plan that owns ranks by owning, says both costs, and refuses a node type it cannot price", "[plan][cost]") {
   const std::string search = R"("search": {"node_types": ["hgx-h100-8", "h100-pcie-2"], "nodes": {"min": 1, "max": 8}, "policies": ["memory-aware"]},
       "slos": [{"metric": "latency_p95", "target": "30 s"}], "seeds": 2, "confirm_seeds": 2)";
   const PlanSpec own = parse_plan(R"({"base": "comfyui-studio.json", )" + search + R"(, "cost": {"basis": "own", "years": 4}})", "own.json", kScenarios);
-  CHECK(own.cost.own);
+  CHECK(own.cost.basis == OwnershipCost::Basis::own);
   CHECK(own.cost.years == 4);
   const PlanResult r = run_plan(own, {.threads = 2});
   for (const PlanPoint& p : r.points) {

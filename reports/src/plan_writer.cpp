@@ -82,12 +82,19 @@ std::string load_name(double load) {
 
 std::string cost_basis_text(const OwnershipCost& cost) {
   if (!cost.given) return "";
-  char text[320];
-  std::snprintf(text, sizeof text,
-                "costs ranked %s; owning: the purchase over %.3g years, energy at the run's GPU utilization with PUE %.3g at $%.4g/kWh, colocation at $%.5g "
-                "per kW-month provisioned",
-                cost.own ? "by owning" : "by renting (every GPU at its hourly price, 730 h)", cost.years, cost.pue, cost.usd_per_kwh,
-                cost.colocation_usd_per_kw_month);
+  const auto off = [](double discount) { return format_number(discount * 100) + "% off"; };
+  std::string ranked = "by renting on demand (every GPU at its catalog hourly price, 730 h)";
+  if (cost.basis == OwnershipCost::Basis::reserved) ranked = "by renting reserved (on demand " + off(cost.reserved_discount) + ", as quoted)";
+  if (cost.basis == OwnershipCost::Basis::spot) ranked = "by renting spot (on demand " + off(cost.spot_discount) + ", as quoted)";
+  if (cost.basis == OwnershipCost::Basis::own) ranked = "by owning";
+  char owning[240];
+  std::snprintf(owning, sizeof owning,
+                "; owning: the purchase over %.3g years, energy at the run's GPU utilization with PUE %.3g at $%.4g/kWh, colocation at $%.5g per kW-month "
+                "provisioned",
+                cost.years, cost.pue, cost.usd_per_kwh, cost.colocation_usd_per_kw_month);
+  std::string text = "costs ranked " + ranked + owning;
+  // Spot capacity can be taken back; the SLO figures hold only the preemptions the scenario itself models.
+  if (cost.spot_discount > 0) text += "; spot: its SLO figures include preemptions only where the scenario models them (\"spot\" in the scenario)";
   return text;
 }
 
@@ -97,16 +104,21 @@ std::string cost_text(const OwnershipCost& basis, const MonthlyCost& c) {
                                           usd(c.space_usd) + ")"
                                     : std::string("owning: no purchase price");
   text += "; renting " + usd(c.rent_usd) + " a month";
+  if (c.reserved_usd > 0) text += ", reserved " + usd(c.reserved_usd);
+  if (c.spot_usd > 0) text += ", spot " + usd(c.spot_usd);
   if (c.purchase_estimated) text += "; purchase estimated from card prices (x1.64, a rule of thumb)";
   if (c.power_estimated) text += "; system power a guess (1.5x the GPUs' TDP)";
   return text;
 }
 
 nlohmann::ordered_json monthly_cost_json(const MonthlyCost& c) {
-  return {{"rent_usd", c.rent_usd},          {"own_usd", c.own_usd},
-          {"capital_usd", c.capital_usd},    {"energy_usd", c.energy_usd},
-          {"colocation_usd", c.space_usd},   {"purchase_estimated", c.purchase_estimated},
-          {"power_estimated", c.power_estimated}};
+  nlohmann::ordered_json j{{"rent_usd", c.rent_usd},          {"own_usd", c.own_usd},
+                           {"capital_usd", c.capital_usd},    {"energy_usd", c.energy_usd},
+                           {"colocation_usd", c.space_usd},   {"purchase_estimated", c.purchase_estimated},
+                           {"power_estimated", c.power_estimated}};
+  if (c.reserved_usd > 0) j["reserved_usd"] = c.reserved_usd;
+  if (c.spot_usd > 0) j["spot_usd"] = c.spot_usd;
+  return j;
 }
 
 void write_plan_text(std::ostream& out, const PlanSpec& spec, const PlanResult& r) {
@@ -186,8 +198,11 @@ std::string plan_json(const PlanSpec& spec, const PlanResult& r) {
   ordered_json doc{{"plan", spec.file}, {"base", spec.base}, {"loads", loads}, {"points", points}};
   if (spec.cost.given) {
     const OwnershipCost& c = spec.cost;
-    doc["cost"] = {{"basis", c.own ? "own" : "rent"}, {"years", c.years}, {"pue", c.pue}, {"usd_per_kwh", c.usd_per_kwh},
+    static constexpr const char* kBasis[] = {"rent", "reserved", "spot", "own"};
+    doc["cost"] = {{"basis", kBasis[static_cast<int>(c.basis)]}, {"years", c.years}, {"pue", c.pue}, {"usd_per_kwh", c.usd_per_kwh},
                    {"colocation_usd_per_kw_month", c.colocation_usd_per_kw_month}};
+    if (c.reserved_discount > 0) doc["cost"]["reserved_discount"] = c.reserved_discount;
+    if (c.spot_discount > 0) doc["cost"]["spot_discount"] = c.spot_discount;
   }
   return doc.dump(1) + "\n";
 }

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <tuple>
 
 #include "../loaders.hpp"
 #include "fleetsim/catalog.hpp"
@@ -35,6 +36,8 @@ std::pair<double, bool> node_purchase_usd(const OwnershipCost& cost, const std::
 MonthlyCost monthly_cost(const OwnershipCost& cost, const ClusterSpec& cluster, double utilization) {
   MonthlyCost m;
   m.rent_usd = cluster.usd_per_month();
+  m.reserved_usd = (1 - cost.reserved_discount) * m.rent_usd * (cost.reserved_discount > 0);
+  m.spot_usd = (1 - cost.spot_discount) * m.rent_usd * (cost.spot_discount > 0);
   bool priced = true;
   double drawn_w = 0, provisioned_w = 0;
   for (const NodeGroup& g : cluster.groups) {
@@ -67,7 +70,16 @@ void detail::read_ownership_cost(const Json& value, const std::string& pointer, 
   ObjectReader c(value, pointer, problems);
   if (!c.ok()) return;
   cost.given = true;
-  cost.own = c.choice("basis", {"rent", "own"}, 0) == 1;
+  cost.basis = static_cast<OwnershipCost::Basis>(c.choice("basis", {"rent", "reserved", "spot", "own"}, 0));
+  cost.reserved_discount = c.number("reserved_discount", Need::optional, 0, 0.99).value_or(0);
+  cost.spot_discount = c.number("spot_discount", Need::optional, 0, 0.99).value_or(0);
+  for (const auto& [basis, discount, name] : {std::tuple{OwnershipCost::Basis::reserved, cost.reserved_discount, "reserved_discount"},
+                                              std::tuple{OwnershipCost::Basis::spot, cost.spot_discount, "spot_discount"}}) {
+    if (cost.basis == basis && discount <= 0) {
+      c.problem("basis", std::string("expected \"") + name + "\" beside it: the fraction off the on-demand price your provider quoted (the catalog holds "
+                         "on-demand prices only; commitments and spare capacity are priced per quote)");
+    }
+  }
   cost.years = c.number("years", Need::optional, 0.1, 50).value_or(cost.years);
   cost.pue = c.number("pue", Need::optional, 1, 5).value_or(cost.pue);
   cost.usd_per_kwh = c.number("usd_per_kwh", Need::optional, 0, 10).value_or(cost.usd_per_kwh);
@@ -91,7 +103,7 @@ void detail::read_ownership_cost(const Json& value, const std::string& pointer, 
     }
   }
   c.finish();
-  if (!cost.own) return;
+  if (cost.basis != OwnershipCost::Basis::own) return;
   for (std::size_t i = 0; i < node_types.size(); ++i) {
     if (Catalog::builtin().node(node_types[i]) == nullptr || node_purchase_usd(cost, node_types[i]).first > 0) continue;
     problems.add(child_pointer(node_types_pointer, i), "no purchase price for \"" + node_types[i] + "\" in the catalog: expected \"cost\": {\"nodes\": {\"" +

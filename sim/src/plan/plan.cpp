@@ -184,7 +184,8 @@ nlohmann::json points_json(const std::vector<PlanPoint>& points) {
     out.push_back({p.load, p.node_type, p.nodes, p.gpus, p.fabric, p.policy, p.monthly_usd, p.confirmation, p.seeds,
                    stats_json(p.p95_s), stats_json(p.p99_s), stats_json(p.mean_s), stats_json(p.utilization), slos, p.passes, p.verdict,
                    p.fabric_index,
-                   {p.cost.rent_usd, p.cost.own_usd, p.cost.capital_usd, p.cost.energy_usd, p.cost.space_usd, p.cost.purchase_estimated, p.cost.power_estimated}});
+                   {p.cost.rent_usd, p.cost.own_usd, p.cost.capital_usd, p.cost.energy_usd, p.cost.space_usd, p.cost.purchase_estimated, p.cost.power_estimated,
+                    p.cost.reserved_usd, p.cost.spot_usd}});
   }
   return out;
 }
@@ -214,7 +215,7 @@ std::vector<PlanPoint> points_from_json(const nlohmann::json& list) {
     p.fabric_index = j.at(16).get<std::size_t>();
     const nlohmann::json& c = j.at(17);
     p.cost = {c.at(0).get<double>(), c.at(1).get<double>(), c.at(2).get<double>(), c.at(3).get<double>(), c.at(4).get<double>(), c.at(5).get<bool>(),
-              c.at(6).get<bool>()};
+              c.at(6).get<bool>(), c.at(7).get<double>(), c.at(8).get<double>()};
     out.push_back(std::move(p));
   }
   return out;
