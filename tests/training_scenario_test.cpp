@@ -227,12 +227,66 @@ TEST_CASE("a mixture of experts in a scenario: its all-to-alls with the compute,
   const TrainingStep step = simulate_training_step(job);
   CHECK(step.ep_comm_s > 0);
   CHECK(it.on.front().compute_s == Approx(step.stage_end_s[0] + step.stage_optimizer_s[0]).epsilon(1e-12));
+  // The all-to-alls also run on the shared network, beside the whole compute: per mixture layer (32) and
+  // micro-batch (16 / DP 8 = 2) a dispatch and a combine forward, two combines backward, and, recomputing
+  // the whole layer, its dispatch and combine again: 6 calls of the busiest GPU's buffer, in EP groups of 4
+  // ranks 2 (expert TP) apart.
+  CHECK(it.etp == 2);
+  CHECK(it.ep_calls == 2 * 32 * 6);
+  CHECK(it.ep_bytes == Approx(2 * 32 * 6 * c.ep_alltoall_bytes * job.expert_load()).epsilon(1e-12));
+  const TaskSpec& task = sc.workflows.front().tasks.front();
+  REQUIRE(task.collectives.size() == 2);
+  const CollectiveSpec& ep = task.collectives[1];
+  CHECK(ep.op == CollectiveOp::all_to_all);
+  CHECK(ep.group_size == 4);
+  CHECK(ep.group_stride == 2);
+  CHECK(ep.overlap == 1);
+  CHECK(ep.calls == it.ep_calls);
+  CHECK(ep.bytes == it.ep_bytes);
   const RunResult run = simulate(sc);
   REQUIRE(run.summary.training.size() == 1);
   CHECK(run.summary.training.front().completed == 2);
+  // Alone, they hide behind the compute that holds their time: the iteration is what it is with them off the
+  // network (their flows share the NVLink of the gradient reduction's first calls only briefly).
+  Scenario quiet = sc;
+  quiet.workflows.front().tasks.front().collectives.pop_back();
+  quiet.workflows.front().tasks.back().collectives.pop_back();
+  INFO("alone " << run.summary.training.front().iteration_s.mean << " s; without the exchanges on the network " << simulate(quiet).summary.training.front().iteration_s.mean << " s");
+  CHECK(run.summary.training.front().iteration_s.mean == Approx(simulate(quiet).summary.training.front().iteration_s.mean).epsilon(0.01));
   bool noted = false;
-  for (const std::string& a : sc.workflows.front().assumptions) noted = noted || a.find("expert all-to-alls") != std::string::npos;
+  for (const std::string& a : sc.workflows.front().assumptions) noted = noted || a.find("expert all-to-alls (384 an iteration") != std::string::npos;
   CHECK(noted);
+  // DeepEP's exchanges stay with the compute, timed alone.
+  const std::string deepep = R"({"name": "moe", "model": {"architecture": "mixtral-8x7b", "seq_len": 4096},
+      "parallel": {"tp": 2, "dp": 8, "ep": 4, "sequence_parallel": true, "distributed_optimizer": true}, "batch": {"global": 16}, "recompute": "full",
+      "moe": {"dispatcher": "deepep"}})";
+  const Scenario with_deepep = parse_scenario(scenario(kOneSwitch, "", R"([{"training": )" + deepep + R"(, "iterations": 1}])"), "s.json", ".");
+  CHECK(iteration_of(with_deepep).ep_calls == 0);
+  CHECK(with_deepep.workflows.front().tasks.front().collectives.size() == 1);
+}
+
+TEST_CASE("a mixture's all-to-alls across a spine slow another job's reduction there", "[training][scenario][moe]") {
+  // As two jobs across one spine above: job a, Mixtral 8x7B at TP 2 x DP 8 with EP 8, on n0 and n2, so each
+  // EP group (8 ranks 2 apart) has four GPUs on each leaf; job b, Llama 3 8B at TP 8 x DP 2, on n1 and n3.
+  // a's all-to-alls cross the spine beside its compute: b's all-reduce, which crosses it too, takes longer
+  // than with a's exchanges off the network (as before they ran there), and the spine carries their bytes.
+  const std::string cluster = R"({"nodes": [{"type": "hgx-h100-8", "count": 4}], "fabric": {"topology": "fat-tree", "nodes_per_leaf": 2, "oversubscription": 4, "spines": 1}})";
+  const std::string tenants = R"([{"name": "a", "nodes": ["n0", "n2"]}, {"name": "b", "nodes": ["n1", "n3"]}])";
+  const std::string mixtral = R"({"name": "a", "model": {"architecture": "mixtral-8x7b", "seq_len": 4096},
+      "parallel": {"tp": 2, "dp": 8, "ep": 8, "sequence_parallel": true, "distributed_optimizer": true}, "batch": {"global": 16}, "recompute": "full"})";
+  const std::string a = R"({"tenant": "a", "training": )" + mixtral + R"(, "iterations": 3})";
+  const std::string b = R"({"tenant": "b", "training": )" + job("b", R"({"tp": 8, "dp": 2})") + R"(, "iterations": 6})";
+  const Scenario both = parse_scenario(scenario(cluster, tenants, "[" + a + ", " + b + "]"), "two.json", ".");
+  REQUIRE(both.workflows.front().tasks.front().collectives.size() == 2);
+  Scenario quiet = both;  // a's exchanges off the shared network
+  for (TaskSpec& t : quiet.workflows.front().tasks) t.collectives.pop_back();
+  const RunResult loud = simulate(both), still = simulate(quiet);
+  const auto b_of = [](const RunResult& r) { return r.summary.training.at(1); };
+  REQUIRE(b_of(loud).completed == 6);
+  REQUIRE(b_of(still).completed == 6);
+  INFO("b's iteration " << b_of(still).iteration_s.mean << " s with a's exchanges off the network, " << b_of(loud).iteration_s.mean << " s on it");
+  CHECK(b_of(loud).iteration_s.mean > b_of(still).iteration_s.mean);
+  CHECK(loud.summary.fabric_bytes > still.summary.fabric_bytes + 3 * 16 * iteration_of(both).ep_bytes / 4);
 }
 
 TEST_CASE("an fp8 training job is refused on a scenario's GPUs without fp8 tensor cores", "[training][scenario][fp8]") {

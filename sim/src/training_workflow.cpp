@@ -26,21 +26,33 @@ Workflow detail::training_workflow(const TrainingJob& job, int iterations, const
     task.collectives.push_back(CollectiveSpec{.op = CollectiveOp::all_reduce, .bytes = iteration->dp_bytes, .overlap = iteration->dp_overlap,
                                               .calls = iteration->dp_calls, .group_size = job.dp * job.cp, .group_stride = job.tp});
   }
+  if (iteration->ep_calls > 0) {
+    // The expert all-to-alls, in each EP group (ep ranks, expert TP apart, as the training model groups them),
+    // beside the whole compute, which already holds their time alone.
+    task.collectives.push_back(CollectiveSpec{.op = CollectiveOp::all_to_all, .bytes = iteration->ep_bytes, .overlap = 1, .calls = iteration->ep_calls,
+                                              .group_size = job.ep, .group_stride = iteration->etp});
+  }
   for (int i = 0; i < iterations; ++i) {
     task.name = "iteration " + std::to_string(i + 1);
     wf.tasks.push_back(task);
     if (i > 0) wf.edges.push_back({.from = static_cast<std::uint32_t>(i - 1), .to = static_cast<std::uint32_t>(i)});
   }
   wf.assumptions.push_back("training job \"" + job.name + "\": its compute is timed alone on its GPU type (TP inside a node, stage sends on one switch); "
-                           "only its data-parallel gradient reduction runs on the shared network");
+                           "only its data-parallel gradient reduction (and a mixture's expert all-to-alls, below) runs on the shared network");
   if (job.zero_stage() >= 3 && job.dp > 1) {
     wf.assumptions.push_back("training job \"" + job.name + "\": its FSDP gathers and reduce-scatters (two all-gathers and a reduce-scatter of every layer a step) "
                              "run on the shared network beside its forward and backward passes, as one all-reduce of 1.5 times its gradients in " +
                              format_number(iteration->dp_calls) + " calls; a layer waiting for a gather its compute did not hide (train times it) is not modelled");
   }
   if (job.model.moe() && job.ep > 1) {
-    wf.assumptions.push_back("training job \"" + job.name + "\": its expert all-to-alls are timed with its compute, alone; its expert gradients "
-                             "are reduced with the dense ones over DP x CP, scaled to the bytes their own " + std::to_string(job.expert_dp()) + "-GPU groups move");
+    const std::string exchanges =
+        iteration->ep_calls > 0
+            ? "its expert all-to-alls (" + format_number(iteration->ep_calls) + " an iteration, " + format_quantity(iteration->ep_bytes, Dimension::bytes) +
+                  " a GPU) also run on the shared network beside its whole compute, which holds their time alone: they load the links other work uses, "
+                  "and lengthen an iteration only where contention makes them outlast its compute (an exposed exchange slowed is not counted whole); "
+            : "its expert all-to-alls (DeepEP's) are timed with its compute, alone; ";
+    wf.assumptions.push_back("training job \"" + job.name + "\": " + exchanges + "its expert gradients are reduced with the dense ones over DP x CP, scaled to the bytes their own " +
+                             std::to_string(job.expert_dp()) + "-GPU groups move");
   }
   wf.finalize();
   return wf;

@@ -330,12 +330,17 @@ struct TrainingIteration {
   int gpus = 0;                    // tp x cp x pp x dp
   int tp = 1, pp = 1, cp = 1, dp = 1;
   int ep = 1;                      // a mixture of experts' expert parallelism (inside the gang)
+  int etp = 1;                     // its expert TP: an EP group's ranks are etp apart
   double model_flop = 0;           // forward and backward of every sequence (what MFU counts)
   double tokens = 0;               // trained per iteration
   double memory_per_gpu_bytes = 0; // the largest stage's
   double dp_bytes = 0;             // the gradient all-reduce of one GPU (the largest stage's), nccl-tests' size
   double dp_overlap = 0;           // the share of the compute the reduction may run beside (dp_overlap: the last backward; FSDP: every pass)
   double dp_calls = 1;             // FSDP: its gathers and reduce-scatters, each a call of the reduction (3 a layer)
+  // A mixture of experts' dispatch and combine all-to-alls (NCCL's, over each EP group) of one GPU an
+  // iteration: the GPU with the most mixture layers, every micro-batch; nccl-tests' size summed over the
+  // calls. 0 where the job has none on the network (no experts, EP 1, or DeepEP, timed with the compute).
+  double ep_bytes = 0, ep_calls = 0;
   struct OnGpu {
     std::string gpu;               // GpuType::id
     double compute_s = 0;          // pipeline and optimizer step
