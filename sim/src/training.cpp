@@ -1867,12 +1867,12 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
   it.tokens = static_cast<double>(job.global_batch) * job.model.seq_len;
   for (const StageMemory& m : counts.stage_memory) it.memory_per_gpu_bytes = std::max(it.memory_per_gpu_bytes, m.total());
   if (job.dp * job.cp > 1) {
-    // A mixture of experts' expert gradients ride in the same reduction, scaled to the bytes a ring moves
-    // over their own dp x cp / ep holders rather than all dp x cp ranks ((n - 1) / n of the buffer each).
-    const double n = static_cast<double>(job.dp) * job.cp, holders = job.expert_dp();
-    const double expert_share = ((holders - 1) / holders) / ((n - 1) / n);
+    // The dense gradients over dp x cp; a mixture's expert gradients apart, over their own holders (as step_on
+    // plans them).
+    it.expert_dp = job.expert_dp();
     for (std::size_t stage = 0; stage < counts.dp_allreduce_bytes.size(); ++stage) {
-      it.dp_bytes = std::max(it.dp_bytes, counts.dp_allreduce_bytes[stage] + expert_share * counts.expert_allreduce_bytes[stage]);
+      it.dp_bytes = std::max(it.dp_bytes, counts.dp_allreduce_bytes[stage]);
+      if (it.expert_dp > 1) it.expert_dp_bytes = std::max(it.expert_dp_bytes, counts.expert_allreduce_bytes[stage]);
     }
   }
   if (job.model.moe() && job.ep > 1 && job.dispatcher == TrainingJob::Dispatcher::alltoall) {

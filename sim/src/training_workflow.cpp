@@ -26,6 +26,12 @@ Workflow detail::training_workflow(const TrainingJob& job, int iterations, const
     task.collectives.push_back(CollectiveSpec{.op = CollectiveOp::all_reduce, .bytes = iteration->dp_bytes, .overlap = iteration->dp_overlap,
                                               .calls = iteration->dp_calls, .group_size = job.dp * job.cp, .group_stride = job.tp});
   }
+  if (iteration->expert_dp_bytes > 0) {
+    // The expert gradients over each expert-DP group: the GPUs holding the same share of the same experts,
+    // etp x ep apart in a stage (as the training model plans them), when the dense reduction runs.
+    task.collectives.push_back(CollectiveSpec{.op = CollectiveOp::all_reduce, .bytes = iteration->expert_dp_bytes, .overlap = iteration->dp_overlap,
+                                              .group_size = iteration->expert_dp, .group_stride = iteration->etp * job.ep});
+  }
   if (iteration->ep_calls > 0) {
     // The expert all-to-alls, in each EP group (ep ranks, expert TP apart, as the training model groups them),
     // beside the whole compute, which already holds their time alone.
@@ -51,8 +57,10 @@ Workflow detail::training_workflow(const TrainingJob& job, int iterations, const
                   " a GPU) also run on the shared network beside its whole compute, which holds their time alone: they load the links other work uses, "
                   "and lengthen an iteration only where contention makes them outlast its compute (an exposed exchange slowed is not counted whole); "
             : "its expert all-to-alls (DeepEP's) are timed with its compute, alone; ";
-    wf.assumptions.push_back("training job \"" + job.name + "\": " + exchanges + "its expert gradients are reduced with the dense ones over DP x CP, scaled to the bytes their own " +
-                             std::to_string(job.expert_dp()) + "-GPU groups move");
+    const std::string gradients = iteration->expert_dp_bytes > 0 ? "reduced over their own " + std::to_string(job.expert_dp()) + "-GPU groups, beside the dense ones, on the shared network"
+                                  : job.expert_dp() > 1          ? "reduced over their own " + std::to_string(job.expert_dp()) + "-GPU groups inside the gang, timed with the compute"
+                                                                 : "held once, not reduced";
+    wf.assumptions.push_back("training job \"" + job.name + "\": " + exchanges + "its expert gradients are " + gradients);
   }
   wf.finalize();
   return wf;
