@@ -416,10 +416,12 @@ TEST_CASE("a plan rents reserved or spot only at the discount its file quotes, a
                              Catch::Contains(", spot $") && Catch::Contains("preemptions only where the scenario models them"));
   CHECK_THAT(plan_json(reserved, r), Catch::Contains("\"basis\": \"reserved\"") && Catch::Contains("\"reserved_usd\"") && Catch::Contains("\"spot_discount\": 0.6"));
   // Refused: a reserved or spot basis with no quote, a discount of 100% or more.
-  CHECK_THAT(plan_error(R"({"base": "comfyui-studio.json", "search": {"node_types": ["hgx-h100-8"], "nodes": {"min": 1, "max": 2}}, "cost": {"basis": "spot"}})"),
-             Catch::Contains("/cost/basis") && Catch::Contains("expected \"spot_discount\" beside it"));
-  CHECK_THAT(plan_error(R"({"base": "comfyui-studio.json", "search": {"node_types": ["hgx-h100-8"], "nodes": {"min": 1, "max": 2}},
-      "cost": {"basis": "reserved", "reserved_discount": 1}})"), Catch::Contains("/cost/reserved_discount"));
+  const std::string one_node = R"("base": "comfyui-studio.json", "search": {"node_types": ["hgx-h100-8"], "nodes": {"min": 1, "max": 2}})";
+  CHECK_THAT(plan_error("{" + one_node + R"(, "cost": {"basis": "spot"}})"),
+             Catch::Contains("/cost/spot_discount: required beside \"basis\": the fraction off the on-demand price"));
+  CHECK_THAT(plan_error("{" + one_node + R"(, "cost": {"basis": "spot", "spot_discount": 0}})"), Catch::Contains("/cost/spot_discount: expected above 0"));
+  const std::string whole = plan_error("{" + one_node + R"(, "cost": {"basis": "reserved", "reserved_discount": 1}})");
+  CHECK_THAT(whole, Catch::Contains("/cost/reserved_discount") && !Catch::Contains("required beside") && !Catch::Contains("above 0"));
 }
 
 TEST_CASE("a plan that owns ranks by owning, says both costs, and refuses a node type it cannot price", "[plan][cost]") {

@@ -60,9 +60,11 @@ void write_training_results(std::ostream& out, const std::vector<TrainingResult>
                   any ? format_number(r.tokens_per_s).c_str() : "-", any ? fmt("%.1f%%", 100 * r.mfu).c_str() : "-");
     out << line;
   }
+  const bool experts = std::any_of(results.begin(), results.end(), [](const TrainingResult& r) { return r.iteration->ep_calls > 0 || r.iteration->expert_dp_bytes > 0; });
   out << "an iteration counts from the previous one's end (the first from its start); alone: the iteration by itself on its GPU type,\n"
          "its reduction on one switch; each job's compute is timed alone (TP inside a node, stage sends on one switch) and its\n"
-         "data-parallel gradient all-reduce runs on the shared network beside every other flow (docs/training.md)\n";
+         "data-parallel gradient all-reduce runs on the shared network beside every other flow"
+      << (experts ? ", as do a mixture's expert-gradient\nreduction and NCCL all-to-alls (beside its compute, whose time holds theirs alone)" : "") << " (docs/training.md)\n";
 }
 
 ordered_json training_results_json(const std::vector<TrainingResult>& results) {
@@ -73,6 +75,8 @@ ordered_json training_results_json(const std::vector<TrainingResult>& results) {
                     {"iterations", r.iterations}, {"completed", r.completed}, {"iteration_s", latency_json(r.iteration_s)},
                     {"alone_s", r.alone_s}, {"slowdown", r.slowdown}, {"tokens_per_s", r.tokens_per_s}, {"mfu", r.mfu},
                     {"dp_allreduce_bytes", it.dp_bytes}});
+    if (it.expert_dp_bytes > 0) list.back()["expert_allreduce_bytes"] = it.expert_dp_bytes;
+    if (it.ep_calls > 0) list.back()["expert_alltoall"] = {{"calls", it.ep_calls}, {"bytes", it.ep_bytes}};
   }
   return list;
 }

@@ -1878,19 +1878,17 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
   if (job.model.moe() && job.ep > 1 && job.dispatcher == TrainingJob::Dispatcher::alltoall) {
     // The exchanges step_on times, counted: per mixture layer and micro-batch a dispatch and a combine
     // forward, the backward's two combines (16-bit gradients), both again where the backward recomputes the
-    // layer or the mixture; an fp8 dispatch moves its 1 + 4/128 bytes an element. On the GPU with the most
-    // mixture layers (under DualPipe a GPU runs half of each micro-batch's passes on each of its two stages).
+    // layer or the mixture (an fp8 dispatch needs DeepEP: check_training_job). On the GPU with the most mixture
+    // layers (under DualPipe a GPU runs half of each micro-batch's passes on each of its two stages).
     const VirtualStages stages(job);
     const std::vector<LayerMix> mixes = chunk_layers(job);
     double layers = 0;
     for (int gpu = 0; gpu < job.pp; ++gpu) layers = std::max(layers, (stages.dual ? 0.5 : 1.0) * stage_mix(mixes, stages, gpu).mixture);
     const double again = (job.recompute == Recompute::full ? 1 : 0) + (job.recomputes(kRecomputeMoe) ? 1 : 0);
     const double dispatches = 1 + again, combines = 3 + again;
-    const double combine_bytes = counts.ep_alltoall_bytes * job.expert_load();
-    const double dispatch_bytes = combine_bytes * (job.dispatch_dtype == Dtype::fp8 ? (1 + 4.0 / 128) / kActivationBytes : 1);
-    const double calls_a_layer = job.micro_batches() * layers;
-    it.ep_calls = calls_a_layer * (dispatches + combines);
-    it.ep_bytes = calls_a_layer * (dispatches * dispatch_bytes + combines * combine_bytes);
+    const double calls = job.micro_batches() * layers * (dispatches + combines);
+    it.ep_calls = calls;
+    it.ep_bytes = calls * counts.ep_alltoall_bytes * job.expert_load();
   }
   if (fsdp) {
     // FSDP / ZeRO-3 (pp 1, no experts: check_training_job): every layer's weights gathered before its

@@ -43,20 +43,22 @@ Workflow detail::training_workflow(const TrainingJob& job, int iterations, const
     wf.tasks.push_back(task);
     if (i > 0) wf.edges.push_back({.from = static_cast<std::uint32_t>(i - 1), .to = static_cast<std::uint32_t>(i)});
   }
+  const bool experts_on_network = iteration->ep_calls > 0 || iteration->expert_dp_bytes > 0;
   wf.assumptions.push_back("training job \"" + job.name + "\": its compute is timed alone on its GPU type (TP inside a node, stage sends on one switch); "
-                           "only its data-parallel gradient reduction (and a mixture's expert all-to-alls, below) runs on the shared network");
+                           "only its data-parallel gradient reduction" + (experts_on_network ? " (and its experts' traffic, below)" : "") + " runs on the shared network");
   if (job.zero_stage() >= 3 && job.dp > 1) {
     wf.assumptions.push_back("training job \"" + job.name + "\": its FSDP gathers and reduce-scatters (two all-gathers and a reduce-scatter of every layer a step) "
                              "run on the shared network beside its forward and backward passes, as one all-reduce of 1.5 times its gradients in " +
                              format_number(iteration->dp_calls) + " calls; a layer waiting for a gather its compute did not hide (train times it) is not modelled");
   }
-  if (job.model.moe() && job.ep > 1) {
+  if (job.model.moe() && (job.ep > 1 || iteration->expert_dp_bytes > 0)) {
     const std::string exchanges =
         iteration->ep_calls > 0
             ? "its expert all-to-alls (" + format_number(iteration->ep_calls) + " an iteration, " + format_quantity(iteration->ep_bytes, Dimension::bytes) +
                   " a GPU) also run on the shared network beside its whole compute, which holds their time alone: they load the links other work uses, "
                   "and lengthen an iteration only where contention makes them outlast its compute (an exposed exchange slowed is not counted whole); "
-            : "its expert all-to-alls (DeepEP's) are timed with its compute, alone; ";
+            : job.ep > 1 ? "its expert all-to-alls (DeepEP's) are timed with its compute, alone; "
+                         : "";
     const std::string gradients = iteration->expert_dp_bytes > 0 ? "reduced over their own " + std::to_string(job.expert_dp()) + "-GPU groups, beside the dense ones, on the shared network"
                                   : job.expert_dp() > 1          ? "reduced over their own " + std::to_string(job.expert_dp()) + "-GPU groups inside the gang, timed with the compute"
                                                                  : "held once, not reduced";

@@ -75,10 +75,12 @@ void detail::read_ownership_cost(const Json& value, const std::string& pointer, 
   cost.spot_discount = c.number("spot_discount", Need::optional, 0, 0.99).value_or(0);
   for (const auto& [basis, discount, name] : {std::tuple{OwnershipCost::Basis::reserved, cost.reserved_discount, "reserved_discount"},
                                               std::tuple{OwnershipCost::Basis::spot, cost.spot_discount, "spot_discount"}}) {
-    if (cost.basis == basis && discount <= 0) {
-      c.problem("basis", std::string("expected \"") + name + "\" beside it: the fraction off the on-demand price your provider quoted (the catalog holds "
-                         "on-demand prices only; commitments and spare capacity are priced per quote)");
-    }
+    if (cost.basis != basis || discount > 0) continue;
+    const Json* given = c.field(name);
+    if (given != nullptr && !(given->is_number() && given->get<double>() == 0)) continue;  // out of range or not a number: said at the field
+    c.problem(name, std::string(given == nullptr ? "required beside \"basis\": " : "expected above 0: ") +
+                        "the fraction off the on-demand price your provider quoted (the catalog holds on-demand prices only; commitments and spare "
+                        "capacity are priced per quote)");
   }
   cost.years = c.number("years", Need::optional, 0.1, 50).value_or(cost.years);
   cost.pue = c.number("pue", Need::optional, 1, 5).value_or(cost.pue);
