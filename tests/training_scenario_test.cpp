@@ -56,6 +56,38 @@ TEST_CASE("a training job alone in a scenario takes train's iteration, pipeline 
   CHECK(r.mfu == Approx(step.mfu).epsilon(1e-6));
   CHECK(r.slowdown == Approx(1).epsilon(1e-6));
   CHECK(r.gpu == "h100-sxm");
+  // Its stage sends run on the shared network too, beside the compute that holds their time (so the
+  // iteration above is still train's): the pairs of the two stages (TP ranks 4 apart), each way once a
+  // micro-batch, each TP rank its share of the boundary's activations.
+  const TrainingIteration& it = iteration_of(sc);
+  const TrainingCounts c = count_training(alone);
+  CHECK(it.pp_calls == 16);
+  CHECK(it.pp_bytes == Approx(16 * c.pp_send_bytes / 4).epsilon(1e-12));
+  const std::vector<CollectiveSpec>& collectives = sc.workflows.front().tasks.front().collectives;
+  REQUIRE(collectives.size() == 1);
+  CHECK(collectives[0].op == CollectiveOp::send_recv);
+  CHECK(collectives[0].group_size == 2);
+  CHECK(collectives[0].group_stride == 4);
+  CHECK(collectives[0].group_offset == 0);
+  CHECK(collectives[0].overlap == 1);
+}
+
+TEST_CASE("a pipeline's stage sends run as two sets of pairs, the even boundaries and the odd", "[training][scenario]") {
+  // TP 2 x PP 4 on one node: stages of 2 GPUs; the pairs (0, 2), (1, 3), (4, 6), (5, 7) carry boundaries 0-1 and
+  // 2-3, the pairs from rank 2 on, (2, 4) and (3, 5), boundary 1-2.
+  const Scenario sc = parse_scenario(scenario(kOneSwitch, "", R"([{"training": )" + job("pp", R"({"tp": 2, "pp": 4})") + R"(, "iterations": 2}])"), "s.json", ".");
+  const std::vector<CollectiveSpec>& collectives = sc.workflows.front().tasks.front().collectives;
+  REQUIRE(collectives.size() == 2);
+  for (const CollectiveSpec& c : collectives) {
+    CHECK(c.group_size == 2);
+    CHECK(c.group_stride == 2);
+  }
+  CHECK(collectives[0].group_offset == 0);
+  CHECK(collectives[1].group_offset == 2);
+  const RunResult run = simulate(sc);
+  const TrainingResult& r = run.summary.training.front();
+  CHECK(r.completed == 2);
+  CHECK(r.iteration_s.mean == Approx(r.alone_s).epsilon(1e-6));  // hidden behind the compute, alone
 }
 
 TEST_CASE("a data-parallel job alone on one switch comes within 5% of train's iteration", "[training][scenario]") {

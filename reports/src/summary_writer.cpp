@@ -60,11 +60,17 @@ void write_training_results(std::ostream& out, const std::vector<TrainingResult>
                   any ? format_number(r.tokens_per_s).c_str() : "-", any ? fmt("%.1f%%", 100 * r.mfu).c_str() : "-");
     out << line;
   }
-  const bool experts = std::any_of(results.begin(), results.end(), [](const TrainingResult& r) { return r.iteration->ep_calls > 0 || r.iteration->expert_dp_bytes > 0; });
+  const auto any = [&](auto has) { return std::any_of(results.begin(), results.end(), [&](const TrainingResult& r) { return has(*r.iteration); }); };
+  const bool experts = any([](const TrainingIteration& it) { return it.ep_calls > 0 || it.expert_dp_bytes > 0; });
+  const bool stages = any([](const TrainingIteration& it) { return it.pp_calls > 0; });
   out << "an iteration counts from the previous one's end (the first from its start); alone: the iteration by itself on its GPU type,\n"
          "its reduction on one switch; each job's compute is timed alone (TP inside a node, stage sends on one switch) and its\n"
-         "data-parallel gradient all-reduce runs on the shared network beside every other flow"
-      << (experts ? ", as do a mixture's expert-gradient\nreduction and NCCL all-to-alls (beside its compute, whose time holds theirs alone)" : "") << " (docs/training.md)\n";
+         "data-parallel gradient all-reduce runs on the shared network beside every other flow";
+  if (experts || stages) {
+    out << ", as do " << (experts ? "a mixture's expert-gradient\nreduction and NCCL all-to-alls" : "") << (experts && stages ? " and " : "")
+        << (stages ? "the stage sends" : "") << " (beside the compute, whose time holds theirs alone)";
+  }
+  out << " (docs/training.md)\n";
 }
 
 ordered_json training_results_json(const std::vector<TrainingResult>& results) {
@@ -77,6 +83,7 @@ ordered_json training_results_json(const std::vector<TrainingResult>& results) {
                     {"dp_allreduce_bytes", it.dp_bytes}});
     if (it.expert_dp_bytes > 0) list.back()["expert_allreduce_bytes"] = it.expert_dp_bytes;
     if (it.ep_calls > 0) list.back()["expert_alltoall"] = {{"calls", it.ep_calls}, {"bytes", it.ep_bytes}};
+    if (it.pp_calls > 0) list.back()["stage_sends"] = {{"calls", it.pp_calls}, {"bytes", it.pp_bytes}};
   }
   return list;
 }

@@ -1890,6 +1890,13 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
     it.ep_calls = calls;
     it.ep_bytes = calls * counts.ep_alltoall_bytes * job.expert_load();
   }
+  if (job.pp > 1) {
+    // Each micro-batch crosses each boundary between adjacent stages once a virtual stage, forward and back: a
+    // send-recv pair a crossing, each TP rank sending its share (as step_on plans them). Interleaved, the
+    // crossings from the last stage back to the first (vp - 1 a micro-batch) are left out.
+    it.pp_calls = static_cast<double>(job.micro_batches()) * job.vp;
+    it.pp_bytes = it.pp_calls * counts.pp_send_bytes / job.tp;
+  }
   if (fsdp) {
     // FSDP / ZeRO-3 (pp 1, no experts: check_training_job): every layer's weights gathered before its
     // forward and again before its backward, its gradients reduce-scattered after: on a ring, two

@@ -38,6 +38,16 @@ Workflow detail::training_workflow(const TrainingJob& job, int iterations, const
     task.collectives.push_back(CollectiveSpec{.op = CollectiveOp::all_to_all, .bytes = iteration->ep_bytes, .overlap = 1, .calls = iteration->ep_calls,
                                               .group_size = job.ep, .group_stride = iteration->etp});
   }
+  if (iteration->pp_calls > 0) {
+    // The stage sends: pairs of adjacent stages (the same TP, CP and DP ranks, a stage apart), the even
+    // boundaries, then the odd ones, each pair sending both ways, beside the whole compute, which already
+    // holds their time alone.
+    const int stage = job.tp * job.cp * job.dp;
+    for (int offset = 0; offset < std::min(2, job.pp - 1) * stage; offset += stage) {
+      task.collectives.push_back(CollectiveSpec{.op = CollectiveOp::send_recv, .bytes = iteration->pp_bytes, .overlap = 1, .calls = iteration->pp_calls,
+                                                .group_size = 2, .group_stride = stage, .group_offset = offset});
+    }
+  }
   for (int i = 0; i < iterations; ++i) {
     task.name = "iteration " + std::to_string(i + 1);
     wf.tasks.push_back(task);
@@ -45,7 +55,15 @@ Workflow detail::training_workflow(const TrainingJob& job, int iterations, const
   }
   const bool experts_on_network = iteration->ep_calls > 0 || iteration->expert_dp_bytes > 0;
   wf.assumptions.push_back("training job \"" + job.name + "\": its compute is timed alone on its GPU type (TP inside a node, stage sends on one switch); "
-                           "only its data-parallel gradient reduction" + (experts_on_network ? " (and its experts' traffic, below)" : "") + " runs on the shared network");
+                           "only its data-parallel gradient reduction" + (experts_on_network || iteration->pp_calls > 0 ? " (and the traffic below)" : "") +
+                           " runs on the shared network");
+  if (iteration->pp_calls > 0) {
+    wf.assumptions.push_back("training job \"" + job.name + "\": its stage sends (" + format_number(iteration->pp_calls) + " an iteration each way, " +
+                             format_quantity(iteration->pp_bytes, Dimension::bytes) + " a GPU) run on the shared network beside its whole compute, which holds "
+                             "their time alone: they load the links other work uses, and lengthen an iteration only where contention makes them outlast its "
+                             "compute (an exposed send slowed is not counted whole)" +
+                             (job.vp > 1 ? "; interleaved, the sends from the last stage back to the first are left out" : ""));
+  }
   if (job.zero_stage() >= 3 && job.dp > 1) {
     wf.assumptions.push_back("training job \"" + job.name + "\": its FSDP gathers and reduce-scatters (two all-gathers and a reduce-scatter of every layer a step) "
                              "run on the shared network beside its forward and backward passes, as one all-reduce of 1.5 times its gradients in " +

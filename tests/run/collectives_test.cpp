@@ -2,6 +2,8 @@
 // a collective whose algorithm does not apply, or whose gang failed links have split, does not start.
 #include <catch2/catch.hpp>
 
+#include <set>
+
 #include "../helpers.hpp"
 #include "fleetsim/cluster.hpp"
 #include "run/collectives.hpp"
@@ -86,6 +88,28 @@ TEST_CASE("a task's collectives play apart, each awaiting its own step's flows",
   CHECK_FALSE(f.collectives.begin(kB, 0, f.all_reduce, f.gang));
   CHECK(f.collectives.next_step(kB, 0)->front().bytes == Approx(reduce_plan.steps[0].front().bytes));
   CHECK(f.collectives.next_step(kB, 1)->front().bytes == Approx(gather_plan.steps[0].front().bytes));
+}
+
+TEST_CASE("a collective's groups start at its offset: a pipeline's odd stage boundaries", "[run][collectives]") {
+  // Eight unit GPUs on two nodes as four stages of two (ranks 2 s and 2 s + 1): send-recv pairs a stage
+  // apart, from stage 1 on, are (2, 4) and (3, 5): stages 1 and 2 only (stages 3 and 4 would need ranks 8, 9).
+  const Scenario sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-4", "count": 2}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
+  const Cluster cluster(sc.cluster);
+  const Topology topology(cluster, sc.cluster.fabric);
+  run::Collectives collectives(cluster, topology);
+  collectives.size_tasks(1);
+  std::vector<GpuId> gang;
+  for (std::uint32_t g = 0; g < 8; ++g) gang.push_back(make_id<GpuId>(g));
+  const CollectiveSpec odd{.op = CollectiveOp::send_recv, .bytes = 1e6, .group_size = 2, .group_stride = 2, .group_offset = 2};
+  REQUIRE_FALSE(collectives.begin(kA, 0, odd, gang));
+  std::set<std::pair<std::uint32_t, std::uint32_t>> pairs;
+  while (const std::vector<CollectiveFlow>* step = collectives.next_step(kA, 0)) {
+    for (const CollectiveFlow& f : *step) pairs.emplace(f.from, f.to);
+  }
+  const auto v = [&](std::uint32_t g) { return topology.gpu_vertex(make_id<GpuId>(g)); };
+  CHECK(pairs == std::set<std::pair<std::uint32_t, std::uint32_t>>{{v(2), v(4)}, {v(4), v(2)}, {v(3), v(5)}, {v(5), v(3)}});
 }
 
 TEST_CASE("compression shrinks the bytes a collective plans", "[run][collectives]") {

@@ -345,6 +345,9 @@ struct TrainingIteration {
   // iteration: the GPU with the most mixture layers, every micro-batch; nccl-tests' size summed over the
   // calls. 0 where the job has none on the network (no experts, EP 1, or DeepEP, timed with the compute).
   double ep_bytes = 0, ep_calls = 0;
+  // The pipeline's stage sends of one GPU an iteration (its activations forward and their gradients back, each
+  // TP rank its share, every micro-batch and virtual stage), as send-recv pairs of adjacent stages; 0 without PP.
+  double pp_bytes = 0, pp_calls = 0;
   struct OnGpu {
     std::string gpu;               // GpuType::id
     double compute_s = 0;          // pipeline and optimizer step

@@ -32,9 +32,11 @@ struct CollectiveSpec {
   double calls = 1;
   // Groups of the gang that each run the collective at once, on their own ranks: `group_size` ranks
   // `group_stride` apart (a training job's data-parallel groups: dp ranks, tp apart, in Megatron's rank
-  // order); 0: the whole gang as one group.
+  // order), block after block of size x stride ranks from rank `group_offset` on (a pipeline's odd stage
+  // boundaries: pairs of stages from the second); 0: the whole gang as one group.
   int group_size = 0;
   int group_stride = 1;
+  int group_offset = 0;
 };
 
 // Serving-style batching: ready instances of the same task run together on one GPU, up to

@@ -12,7 +12,7 @@ std::optional<Collectives::Blocked> Collectives::begin(TaskId task, std::uint32_
   groups_.clear();
   if (c.group_size > 0) {
     const auto size = static_cast<std::size_t>(c.group_size), stride = static_cast<std::size_t>(c.group_stride);
-    for (std::size_t block = 0; block + size * stride <= gang.size(); block += size * stride) {
+    for (std::size_t block = static_cast<std::size_t>(c.group_offset); block + size * stride <= gang.size(); block += size * stride) {
       for (std::size_t first = 0; first < stride; ++first) {
         for (std::size_t k = 0; k < size; ++k) groups_.push_back(gang[block + first + k * stride]);
       }
