@@ -1223,6 +1223,10 @@ struct JobNetwork {
 
 TrainingStep step_on(const TrainingJob& job, const JobNetwork& network);
 
+// How often a mixture layer's backward runs its dispatch and combine again, beside its own two combines:
+// once where it recomputes the whole layer (full) or the mixture (the `moe` module).
+double exchanges_recomputed(const TrainingJob& job) { return (job.recompute == Recompute::full ? 1 : 0) + (job.recomputes(kRecomputeMoe) ? 1 : 0); }
+
 // Expected distinct bins a token's top-k experts reach, the experts spread evenly over `bins` bins of
 // `per_bin` each and chosen uniformly without repetition: bins x (1 - C(E - per_bin, k) / C(E, k)).
 double bins_reached(double bins, double per_bin, int top_k) {
@@ -1430,10 +1434,9 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
   const double tp_forward_s = tp_attention_s + tp_mlp_s, tp_dense_forward_s = tp_attention_s + tp_attention_s;
   double tp_backward_s = passes_backward * tp_forward_s, tp_dense_backward_s = passes_backward * tp_dense_forward_s;
   const double ep_forward_s = alltoall_s + combine_s;
-  double ep_backward_s = (passes_backward - 1) * ep_forward_s + 2 * combine_s;
+  const double ep_backward_s = exchanges_recomputed(job) * ep_forward_s + 2 * combine_s;
   if (job.recomputes(kRecomputeMoe)) {
     tp_backward_s += tp_mlp_s;
-    ep_backward_s += ep_forward_s;
   } else if (job.recomputes(kRecomputeSharedExperts)) {
     tp_backward_s += tp_attention_s;  // the shared expert's all-reduce (as large as attention's)
   }
@@ -1884,7 +1887,7 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
     const std::vector<LayerMix> mixes = chunk_layers(job);
     double layers = 0;
     for (int gpu = 0; gpu < job.pp; ++gpu) layers = std::max(layers, (stages.dual ? 0.5 : 1.0) * stage_mix(mixes, stages, gpu).mixture);
-    const double again = (job.recompute == Recompute::full ? 1 : 0) + (job.recomputes(kRecomputeMoe) ? 1 : 0);
+    const double again = exchanges_recomputed(job);
     const double dispatches = 1 + again, combines = 3 + again;
     const double calls = job.micro_batches() * layers * (dispatches + combines);
     it.ep_calls = calls;

@@ -75,7 +75,7 @@ void Computing::start(TaskId id, double known_scale) {
   for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
     occupancy_.set_free_at(index(trace_.gpus[r.gpu_begin + i]), r.compute_start_s + predicted_s);
   }
-  parts_left_[index(id)] = static_cast<std::uint8_t>(1 + (r.gpu_count > 1 ? s.collectives.size() : 0));
+  parts_left_[index(id)] = static_cast<std::uint8_t>(1 + collectives_of(id).size());
   begun_[index(id)] = 0;
   run(id, compute_s, slowest);
 }
@@ -121,13 +121,17 @@ void Computing::run(TaskId id, double compute_s, const ComputeEstimate& per_devi
   for_each_overlapped(id, [&](double overlap) { queue_.push(queue_.now() + (1 - overlap) * compute_s, event(kCommStart, id), index(id)); });
 }
 
+std::span<const CollectiveSpec> Computing::collectives_of(TaskId id) const {
+  const TaskRecord& r = trace_.tasks[index(id)];
+  if (r.gpu_count <= 1) return {};
+  return sc_.workflows[r.workflow].tasks[r.task].collectives;
+}
+
 template <typename Due>
 void Computing::for_each_overlapped(TaskId id, Due due) const {
-  const TaskRecord& r = trace_.tasks[index(id)];
-  if (r.gpu_count <= 1) return;
-  const std::vector<CollectiveSpec>& collectives = sc_.workflows[r.workflow].tasks[r.task].collectives;
+  const std::span<const CollectiveSpec> collectives = collectives_of(id);
   for (std::size_t k = 0; k < collectives.size(); ++k) {
-    if (collectives[k].overlap > 0 && (begun_[index(id)] >> k & 1u) == 0) due(collectives[k].overlap);
+    if (collectives[k].overlap > 0 && !begun(id, k)) due(collectives[k].overlap);
   }
 }
 
@@ -143,9 +147,7 @@ void Computing::repace(const std::vector<std::uint32_t>& tasks) {
 
 std::uint8_t Computing::compute_done(TaskId id) {
   leave(id);
-  const TaskRecord& r = trace_.tasks[index(id)];
-  if (r.gpu_count <= 1) return 0;
-  const std::vector<CollectiveSpec>& collectives = sc_.workflows[r.workflow].tasks[r.task].collectives;
+  const std::span<const CollectiveSpec> collectives = collectives_of(id);
   std::uint8_t now = 0;
   for (std::size_t k = 0; k < collectives.size(); ++k) {
     if (collectives[k].overlap == 0) now |= static_cast<std::uint8_t>(1u << k);
@@ -159,10 +161,9 @@ std::uint8_t Computing::compute_done(TaskId id) {
 std::optional<std::uint32_t> Computing::collective_due(TaskId id) {
   std::optional<std::uint32_t> due;
   double most = 0;
-  const TaskRecord& r = trace_.tasks[index(id)];
-  const std::vector<CollectiveSpec>& collectives = sc_.workflows[r.workflow].tasks[r.task].collectives;
+  const std::span<const CollectiveSpec> collectives = collectives_of(id);
   for (std::uint32_t k = 0; k < collectives.size(); ++k) {
-    if (collectives[k].overlap > most && (begun_[index(id)] >> k & 1u) == 0) {
+    if (collectives[k].overlap > most && !begun(id, k)) {
       due = k;
       most = collectives[k].overlap;
     }

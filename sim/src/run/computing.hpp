@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "../node_shares.hpp"
@@ -61,6 +62,9 @@ class Computing {
 
  private:
   void run(TaskId task, double compute_s, const ComputeEstimate& per_device);
+  // The collectives the task's gang runs (none on one GPU), and whether the k-th has begun.
+  std::span<const CollectiveSpec> collectives_of(TaskId task) const;
+  bool begun(TaskId task, std::size_t k) const { return (begun_[index(task)] >> k & 1u) != 0; }
   // Calls `due(overlap)` for each collective of the task not yet begun that overlaps its compute.
   template <typename Due>
   void for_each_overlapped(TaskId task, Due due) const;
