@@ -127,19 +127,30 @@ TEST_CASE("diurnal arrivals peak and trough as the cosine says", "[workload]") {
 TEST_CASE("a closed loop obeys the interactive response time law", "[workload][validation]") {
   // N = 4 users, each: submit a 1-s job (exponential), wait, think 3 s (exponential), again. For any
   // closed system, throughput X = N / (R + Z), with R the mean response time and Z the mean think time.
-  const Scenario sc = queue("fifo", 1, R"([{"workflow": "job", "arrival": {"process": "closed", "users": 4, "think": "3 s", "count": 20000}}])");
+  // One user a tenant, so that each user's workflows can be told apart in the trace.
+  std::string users = "[", tenants = R"("tenants": [)";
+  for (int u = 0; u < 4; ++u) {
+    users += std::string(u > 0 ? ", " : "") + R"({"workflow": "job", "tenant": "u)" + std::to_string(u) +
+             R"(", "arrival": {"process": "closed", "users": 1, "think": "3 s", "count": 20000}})";
+    tenants += std::string(u > 0 ? ", " : "") + R"({"name": "u)" + std::to_string(u) + R"("})";
+  }
+  const Scenario sc = queue("fifo", 1, users + "]", tenants + "],");
   const auto run = simulate(sc);
   const double R = run.summary.latency_s.mean;
   const double X = static_cast<double>(run.summary.workflows.completed) / run.summary.end_s;
   double think = 0;
   std::size_t gaps = 0;
   // Measured think time: from one workflow's end to the same user's next arrival.
-  std::vector<double> ends(run.trace.instances.size());
-  for (std::size_t i = 0; i + 1 < run.trace.instances.size(); ++i) {
-    if (i % 20000 == 19999) continue;  // the last workflow of a user has no successor
-    think += run.trace.instances[i + 1].arrival_s - run.trace.instances[i].end_s;
-    ++gaps;
+  std::vector<double> last_end(4, kNever);
+  for (const InstanceRecord& i : run.trace.instances) {
+    double& end = last_end[index(i.tenant)];
+    if (end != kNever) {
+      think += i.arrival_s - end;
+      ++gaps;
+    }
+    end = i.end_s;
   }
+  CHECK(gaps == 4 * 19999);
   const double Z = think / static_cast<double>(gaps);
   CHECK(Z == Approx(3.0).epsilon(0.03));
   CHECK(X * (R + Z) == Approx(4.0).epsilon(0.01));

@@ -68,8 +68,6 @@ class Run {
     }
     network_.record_samples(options.record_link_samples);
     memory_.record_samples(options.record_link_samples);
-    occupancy_.size_instances(trace_.instances.size());
-    batching_.size_tasks(trace_.tasks.size());
     if (sc_.autoscale.on()) {
       // A node going off loses what its host memory held.
       autoscaler_.emplace(sc_, cluster_, queue_, occupancy_, memory_, billing_, workload_, round_,
@@ -78,7 +76,6 @@ class Run {
     }
     if (Elastic::any(sc_)) {
       elastic_.emplace(sc_, cluster_, trace_, occupancy_, memory_, tasks_.shared(), predicted_, queue_, tasks_);
-      elastic_->size_tasks(trace_.tasks.size());
       listeners_.push_back(&*elastic_);
     }
   }
@@ -101,7 +98,7 @@ class Run {
       if (events == sc_.max_events) stop_runaway(events);
       const Event e = queue_.pop();
       event_digest_ = hash_combine(hash_combine(hash_combine(event_digest_, std::bit_cast<std::uint64_t>(e.time_s)), e.kind), e.subject);
-      if ((++events & 0xFFFFu) == 0 && progress_) progress_(trace_.instances.size() - workload_.unfinished(), trace_.instances.size());
+      if ((++events & 0xFFFFu) == 0 && progress_) progress_(workload_.most_instances() - workload_.unfinished(), workload_.most_instances());
       if (dispatch(e)) last_s = e.time_s;
       tasks_.stop_stranded();
       serving_.lose_stranded_kv();
@@ -130,7 +127,7 @@ class Run {
   bool dispatch(const Event& e) {
     const TaskId task = make_id<TaskId>(e.subject);
     switch (kind_of(e)) {
-      case kArrival: workload_.arrive(e.subject, [this](TaskId id) { tasks_.make_ready(id); }); return true;
+      case kArrival: workload_.arrive(e.subject, [this](std::uint32_t) { size_tables(); }, [this](TaskId id) { tasks_.make_ready(id); }); return true;
       case kComputeDone:
         if (!tasks_.current(stamp_of(e), e.subject)) return false;
         tasks_.on_compute_done(task);
@@ -162,6 +159,16 @@ class Run {
       case kServingScale: serving_.scale(e.subject); return false;  // a decision alone does not extend the run
     }
     FLEETSIM_CHECK(false, "unknown event kind");
+  }
+
+  // An instance arrived: the tables a task or an instance grow to hold its records.
+  void size_tables() {
+    const RecordCounts n{.tasks = trace_.tasks.size(), .instances = trace_.instances.size(),
+                         .most_tasks = workload_.most_tasks(), .most_instances = workload_.most_instances()};
+    occupancy_.size_instances(n);
+    batching_.size_tasks(n);
+    tasks_.size_tasks(n);
+    if (elastic_) elastic_->size_tasks(n);
   }
 
   // A scheduling round (run/policy_round checks the policy's decisions; the tasks carry them out).

@@ -37,10 +37,10 @@ struct Fixture : run::RoundHost, run::BatchHost {
         occupancy(sc, cluster, trace, round_wanted),
         round(sc, std::make_unique<PlaceFirst>(), cluster, occupancy, memory, predicted, trace, queue, true),
         batching(sc, cluster, trace, predicted, compute, occupancy, memory, queue, round_wanted) {
-    batching.size_tasks(8);
+    batching.size_tasks({.tasks = 8});
     // Tasks 0, 2 and 4 decode "chat", 1 decodes "summary" (twice the steps), 3 is "summary"'s FLOP task.
     for (auto [workflow, task] : {std::pair{0u, 0u}, {1u, 0u}, {0u, 0u}, {1u, 1u}, {0u, 0u}}) trace.tasks.push_back(record(workflow, task));
-    occupancy.size_instances(1);
+    occupancy.size_instances({.instances = 1});
   }
 
   // The run's side, in brief.

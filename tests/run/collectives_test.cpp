@@ -21,7 +21,7 @@ struct Fixture {
         cluster(sc.cluster),
         topology(cluster, sc.cluster.fabric),
         collectives(cluster, topology) {
-    collectives.size_tasks(4);
+    collectives.size_tasks({.tasks = 4});
     all_reduce.bytes = 64e6;
   }
   Scenario sc;
@@ -99,7 +99,7 @@ TEST_CASE("a collective's groups start at its offset: a pipeline's odd stage bou
   const Cluster cluster(sc.cluster);
   const Topology topology(cluster, sc.cluster.fabric);
   run::Collectives collectives(cluster, topology);
-  collectives.size_tasks(1);
+  collectives.size_tasks({.tasks = 1});
   std::vector<GpuId> gang;
   for (std::uint32_t g = 0; g < 8; ++g) gang.push_back(make_id<GpuId>(g));
   const CollectiveSpec odd{.op = CollectiveOp::send_recv, .bytes = 1e6, .group_size = 2, .group_stride = 2, .group_offset = 2};

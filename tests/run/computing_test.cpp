@@ -23,7 +23,7 @@ struct Fixture {
               {"name": "after", "gpus": 2, "work": {"flop": "100 TFLOP"}, "collective": {"op": "all-reduce", "bytes": "1 GB"}}]}},
           "workload": [{"workflow": "w", "arrival": {"process": "once"}}])")),
         cluster(sc.cluster),
-        recovery(sc.faults),
+        recovery(sc.faults, /*restartable=*/false),
         occupancy(sc, cluster, trace, round_wanted) {}
   // Places a task of workflow "w" on `gpus`.
   TaskId place(std::uint32_t local, std::vector<std::uint32_t> gpus) {
@@ -39,6 +39,11 @@ struct Fixture {
     return compute.of(sc.workflows[0].tasks[local], cluster.gpu_type(make_id<GpuId>(0)), share).total_s();
   }
   Event pop() { return queue.pop(); }
+  // The computing component, once the tasks are placed (its tables sized by them).
+  void make_computing(bool restartable) {
+    computing.emplace(sc, cluster, compute, trace, occupancy, recovery, queue, restartable);
+    computing->size_tasks({.tasks = trace.tasks.size()});
+  }
 
   Scenario sc;
   Cluster cluster;
@@ -48,7 +53,7 @@ struct Fixture {
   bool round_wanted = false;
   run::Recovery recovery;
   run::Occupancy occupancy;
-  std::optional<run::Computing> computing;  // made once the tasks are placed (it sizes its state by them)
+  std::optional<run::Computing> computing;
 };
 
 }  // namespace
@@ -57,7 +62,7 @@ TEST_CASE("a gang computes its share and an overlapped collective starts before 
   Fixture f;
   const TaskId overlapped = f.place(1, {0, 1});
   const TaskId after = f.place(2, {0, 1});
-  f.computing.emplace(f.sc, f.cluster, f.compute, f.trace, f.occupancy, f.recovery, f.queue, false);
+  f.make_computing(false);
   f.computing->start(overlapped, 1);
   const double half_s = f.solo_s(1, 0.5);
   REQUIRE(f.queue.size() == 2);
@@ -81,7 +86,7 @@ TEST_CASE("tasks on a time-sliced GPU share it: a second task re-paces the first
   Fixture f;
   const TaskId a = f.place(0, {2});
   const TaskId b = f.place(0, {2});
-  f.computing.emplace(f.sc, f.cluster, f.compute, f.trace, f.occupancy, f.recovery, f.queue, false);
+  f.make_computing(false);
   const double alone_s = f.solo_s(0, 1);
   f.computing->start(a, 1);
   REQUIRE(f.queue.size() == 1);
@@ -105,7 +110,7 @@ TEST_CASE("an ended run's events are stale, and compute done is measured at the 
   Fixture f;
   const TaskId a = f.place(0, {2});
   const TaskId b = f.place(0, {2});
-  f.computing.emplace(f.sc, f.cluster, f.compute, f.trace, f.occupancy, f.recovery, f.queue, /*restartable=*/true);
+  f.make_computing(/*restartable=*/true);
   f.computing->start(a, 1);
   f.computing->start(b, 1);
   CHECK(f.computing->computed_s(a, 0) == 0);

@@ -26,8 +26,8 @@ struct Fixture : run::ElasticHost {
         occupancy(sc, cluster, trace, round_wanted),
         predicted(sc, cluster, compute),
         elastic(sc, cluster, trace, occupancy, memory, shared, predicted, queue, *this) {
-    elastic.size_tasks(4);
-    occupancy.size_instances(4);
+    elastic.size_tasks({.tasks = 4, .instances = 4});
+    occupancy.size_instances({.tasks = 4, .instances = 4});
     trace.tasks.resize(4);
     for (std::uint32_t w = 0; w < sc.workflows.size(); ++w) (sc.workflows[w].id == "train" ? train : gang) = w;
   }

@@ -32,7 +32,7 @@ struct Fixture {
       r.start_s = i;
       trace.tasks.push_back(r);
     }
-    occupancy.size_instances(3);
+    occupancy.size_instances({.instances = 3});
   }
   ClusterView view() const { return occupancy.view(memory, compute, {}, 5.0); }
 

@@ -44,7 +44,7 @@ struct Fixture : run::RoundHost, run::RunListener {
       r.task = local;
       trace.tasks.push_back(r);
     }
-    occupancy.size_instances(1);
+    occupancy.size_instances({.instances = 1});
     listeners.push_back(this);
   }
   void make_ready(std::uint32_t task) {

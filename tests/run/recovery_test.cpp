@@ -23,8 +23,8 @@ const TaskId kTask = make_id<TaskId>(1);
 
 TEST_CASE("a run stopped mid-compute keeps its whole checkpoint intervals and the next one restores them", "[run][recovery]") {
   const FaultSpec f = faults(3, 10, 2, 5);
-  run::Recovery recovery(f);
-  recovery.size_tasks(2, true);
+  run::Recovery recovery(f, /*restartable=*/true);
+  recovery.size_tasks({.tasks = 2});
   CHECK(recovery.begin_compute(kTask, 35, 0, 1) == Approx(35));  // nothing saved yet: no restore
   CHECK(recovery.checkpoint(kTask, 25) == Approx(20));            // 25 s computed: two 10-s intervals
   const auto again = recovery.stopped(kTask, 100, false, 5);
@@ -39,8 +39,8 @@ TEST_CASE("a run stopped mid-compute keeps its whole checkpoint intervals and th
 
 TEST_CASE("failures use the retry attempts, preemptions do not", "[run][recovery]") {
   const FaultSpec f = faults(2, 0, 0, 1);
-  run::Recovery recovery(f);
-  recovery.size_tasks(2, true);
+  run::Recovery recovery(f, /*restartable=*/true);
+  recovery.size_tasks({.tasks = 2});
   CHECK(recovery.stopped(kTask, 10, true, 0) == std::optional<double>(10));  // preempted: ready at once
   CHECK(recovery.stopped(kTask, 20, false, 0) == std::optional<double>(21));  // first failure: retried
   CHECK_FALSE(recovery.stopped(kTask, 30, false, 0));                         // second: out of attempts
@@ -54,8 +54,8 @@ TEST_CASE("failures use the retry attempts, preemptions do not", "[run][recovery
 
 TEST_CASE("a resize keeps the work done and the next run pays the task's restart on its new gang", "[run][recovery]") {
   const FaultSpec f = faults(2, 0, 7, 0);
-  run::Recovery recovery(f);
-  recovery.size_tasks(2, true);
+  run::Recovery recovery(f, /*restartable=*/true);
+  recovery.size_tasks({.tasks = 2});
   CHECK(recovery.begin_compute(kTask, 100, 3, 4) == Approx(100));  // no restart pending: the restart time is not paid
   recovery.resized(kTask, 40);                                      // 40 of 100 s done
   CHECK(recovery.begin_compute(kTask, 50, 3, 2) == Approx(3 + 0.6 * 50));  // restart, not restore
@@ -71,8 +71,8 @@ TEST_CASE("a resize keeps the work done and the next run pays the task's restart
 
 TEST_CASE("recovery time runs from a stop to the next start, goodput counts lost GPU time", "[run][recovery]") {
   const FaultSpec f = faults(3, 0, 0, 0);
-  run::Recovery recovery(f);
-  recovery.size_tasks(2, true);
+  run::Recovery recovery(f, /*restartable=*/true);
+  recovery.size_tasks({.tasks = 2});
   recovery.started(kTask, 1);  // a first start: nothing recovered
   recovery.stopped(kTask, 10, false, 30);
   recovery.started(kTask, 14);
@@ -88,8 +88,8 @@ TEST_CASE("recovery time runs from a stop to the next start, goodput counts lost
 
 TEST_CASE("runs that are never stopped keep no per-task state", "[run][recovery]") {
   const FaultSpec f = faults(1, 0, 0, 0);
-  run::Recovery recovery(f);
-  recovery.size_tasks(1000, false);
+  run::Recovery recovery(f, /*restartable=*/false);
+  recovery.size_tasks({.tasks = 1000});
   CHECK_FALSE(recovery.on());
   recovery.started(kTask, 5);  // a no-op
   Summary s;

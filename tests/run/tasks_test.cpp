@@ -49,9 +49,14 @@ struct Fixture {
         round(sc, std::make_unique<PlaceOn>(std::map<std::uint32_t, std::uint32_t>{{0, 0}, {1, 1}}), cluster, occupancy, memory,
               predicted, trace, queue, true),
         tasks(sc, cluster, topology, memory, compute, flows, occupancy, predicted, workload, batching, round, queue, trace, listeners,
-              round_wanted, /*restartable=*/sc.faults.max_attempts > 1) {
-    occupancy.size_instances(trace.instances.size());
-    batching.size_tasks(trace.tasks.size());
+              round_wanted, /*restartable=*/sc.faults.max_attempts > 1) {}
+
+  // An instance arrived: the tables grow to hold its records.
+  void size_tables() {
+    const run::RecordCounts n{.tasks = trace.tasks.size(), .instances = trace.instances.size()};
+    occupancy.size_instances(n);
+    batching.size_tasks(n);
+    tasks.size_tasks(n);
   }
 
   // Plays events (rounds at once, when wanted) until nothing is left or `until_s` is reached.
@@ -67,7 +72,7 @@ struct Fixture {
       const Event e = queue.pop();
       const TaskId task = make_id<TaskId>(e.subject);
       switch (run::kind_of(e)) {
-        case run::kArrival: workload.arrive(e.subject, [this](TaskId id) { tasks.make_ready(id); }); break;
+        case run::kArrival: workload.arrive(e.subject, [this](std::uint32_t) { size_tables(); }, [this](TaskId id) { tasks.make_ready(id); }); break;
         case run::kComputeDone:
           if (tasks.current(run::stamp_of(e), e.subject)) tasks.on_compute_done(task);
           break;

@@ -24,7 +24,11 @@ struct Fixture {
         predicted(sc, cluster, compute),
         workload(sc, 1, predicted.job_gpu_s(), queue, trace),
         memory({50e9, 50e9}),
-        tensors(sc, trace, workload, memory, [this](GpuId g) { freed.push_back(g); }) {}
+        tensors(sc, trace, workload, memory, [this](GpuId g) { freed.push_back(g); }) {
+    workload.start_open_loops();
+    workload.arrive(queue.pop().subject, [this](std::uint32_t) { tensors.size_tasks({.tasks = trace.tasks.size(), .instances = trace.instances.size()}); },
+                    [](TaskId) {});
+  }
   // The task ran on `gpu` and completed.
   void complete(std::uint32_t task, GpuId gpu) {
     TaskRecord& r = trace.tasks[task];

@@ -20,6 +20,7 @@
 #include "occupancy.hpp"
 #include "policy_round.hpp"
 #include "predictions.hpp"
+#include "slots.hpp"
 
 namespace fleetsim::run {
 
@@ -44,7 +45,7 @@ class Batching {
   // `round_wanted` is set when held tasks join the ready queue.
   Batching(const Scenario& scenario, const Cluster& cluster, const Trace& trace, const Predictions& predicted,
            const ComputeModel& compute, const Occupancy& occupancy, const GpuMemory& memory, EventQueue& queue, bool& round_wanted);
-  void size_tasks(std::size_t tasks) { batch_of_.assign(tasks, kNone); }
+  void size_tasks(const RecordCounts& n) { grow(batch_of_, n.tasks, n.most_tasks, kNone); }
 
   std::uint32_t key(const TaskRecord& r) const { return key_of_[r.workflow][r.task]; }
 

@@ -14,13 +14,14 @@
 #include "fleetsim/collective.hpp"
 #include "fleetsim/topology.hpp"
 #include "fleetsim/workflow.hpp"
+#include "slots.hpp"
 
 namespace fleetsim::run {
 
 class Collectives {
  public:
   Collectives(const Cluster& cluster, const Topology& topology) : cluster_(cluster), topology_(topology) {}
-  void size_tasks(std::size_t tasks) { plan_of_.assign(tasks, kNone); }
+  void size_tasks(const RecordCounts& n) { grow(plan_of_, n.tasks, n.most_tasks, kNone); }
 
   // Why a collective cannot start on its gang: its algorithm does not apply there (the task fails), or
   // failed links have cut a GPU of the gang off from the first (the task is stopped, as a failure stops it).

@@ -43,10 +43,13 @@ Computing::Computing(const Scenario& scenario, const Cluster& cluster, const Com
       recovery_(recovery),
       queue_(queue),
       shared_(interference(cluster)),
-      node_shares_(node_shares(cluster)) {
-  parts_left_.assign(trace_.tasks.size(), 0);
-  begun_.assign(trace_.tasks.size(), 0);
-  if (restartable || shared_.any() || node_shares_.any()) stamp_.assign(trace_.tasks.size(), 0);
+      node_shares_(node_shares(cluster)),
+      stamped_(restartable || shared_.any() || node_shares_.any()) {}
+
+void Computing::size_tasks(const RecordCounts& n) {
+  grow(parts_left_, n.tasks, n.most_tasks, std::uint8_t{0});
+  grow(begun_, n.tasks, n.most_tasks, std::uint8_t{0});
+  if (stamped_) grow(stamp_, n.tasks, n.most_tasks, 0u);
 }
 
 void Computing::start(TaskId id, double known_scale) {

@@ -34,8 +34,9 @@ class Computing {
 
   const SharedCompute& shared() const { return shared_; }
   // A task event of this kind for the task's current run; whether an event's stamp is current.
-  std::uint32_t event(EventKind kind, TaskId task) const { return stamp_.empty() ? kind : stamped(kind, stamp_[index(task)]); }
-  bool current(std::uint32_t stamp, std::uint32_t task) const { return stamp_.empty() || stamp == (stamp_[task] & kStampMask); }
+  std::uint32_t event(EventKind kind, TaskId task) const { return stamped_ ? stamped(kind, stamp_[index(task)]) : kind; }
+  bool current(std::uint32_t stamp, std::uint32_t task) const { return !stamped_ || stamp == (stamp_[task] & kStampMask); }
+  void size_tasks(const RecordCounts& n);
 
   // The task's compute begins now on its gang. `known_scale`: the part of its work declared in advance,
   // by which policies predict when its GPUs are free.
@@ -86,6 +87,7 @@ class Computing {
   NodeShares node_shares_;                 // the pace of tasks on nodes whose devices share memory bandwidth or compute
   std::vector<std::uint8_t> parts_left_;   // per running task: its compute and collectives not yet done
   std::vector<std::uint8_t> begun_;        // per running task: its collectives begun, a bit each
+  bool stamped_;                           // task events carry stamps (some may go stale)
   std::vector<std::uint32_t> stamp_;       // per task: its events' stamp (none kept where nothing goes stale)
   std::vector<std::uint32_t> changed_;     // scratch: tasks whose pace changed
   std::vector<NodeId> nodes_;              // scratch: a task's devices' nodes

@@ -17,6 +17,7 @@
 #include "fleetsim/scenario.hpp"
 #include "fleetsim/trace.hpp"
 #include "listener.hpp"
+#include "slots.hpp"
 #include "occupancy.hpp"
 #include "predictions.hpp"
 
@@ -39,9 +40,9 @@ class Elastic : public RunListener {
   Elastic(const Scenario& scenario, const Cluster& cluster, const Trace& trace, const Occupancy& occupancy, const GpuMemory& memory,
           const SharedCompute& shared, const Predictions& predicted, EventQueue& queue, ElasticHost& host);
   static bool any(const Scenario& scenario);  // whether the scenario has elastic tasks
-  void size_tasks(std::size_t tasks) {
-    wake_s_.assign(tasks, kNever);
-    listed_.assign(tasks, 0);
+  void size_tasks(const RecordCounts& n) {
+    run::grow(wake_s_, n.tasks, n.most_tasks, kNever);
+    run::grow(listed_, n.tasks, n.most_tasks, std::uint8_t{0});
   }
 
   void task_started(TaskId task) override;

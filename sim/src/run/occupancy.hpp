@@ -13,6 +13,7 @@
 #include "fleetsim/policy.hpp"
 #include "fleetsim/scenario.hpp"
 #include "fleetsim/trace.hpp"
+#include "slots.hpp"
 
 namespace fleetsim::run {
 
@@ -21,7 +22,7 @@ class Occupancy {
   // `round_wanted` is set whenever a GPU turns free: a waiting task may start there.
   Occupancy(const Scenario& scenario, const Cluster& cluster, const Trace& trace, bool& round_wanted);
   // Per-instance attained service, once the workload has drawn its instances.
-  void size_instances(std::size_t instances) { attained_s_.assign(instances, 0.0); }
+  void size_instances(const RecordCounts& n) { grow(attained_s_, n.instances, n.most_instances, 0.0); }
 
   ClusterView view(const GpuMemory& memory, const ComputeModel& compute, std::span<const double> job_sizes, double now_s) const;
 

@@ -7,16 +7,16 @@
 
 namespace fleetsim::run {
 
-void Recovery::size_tasks(std::size_t tasks, bool restartable) {
-  if (!restartable) return;
-  run_.assign(tasks, 0);
-  preempted_runs_.assign(tasks, 0);
-  progress_.assign(tasks, 0.0);
-  full_compute_s_.assign(tasks, 0.0);
-  resume_s_.assign(tasks, 0.0);
-  restore_s_.assign(tasks, faults_.restore_s);
-  stopped_at_.assign(tasks, kNever);
-  restart_pending_.assign(tasks, 0);
+void Recovery::size_tasks(const RecordCounts& n) {
+  if (!on_) return;
+  grow(run_, n.tasks, n.most_tasks, 0u);
+  grow(preempted_runs_, n.tasks, n.most_tasks, 0u);
+  grow(progress_, n.tasks, n.most_tasks, 0.0);
+  grow(full_compute_s_, n.tasks, n.most_tasks, 0.0);
+  grow(resume_s_, n.tasks, n.most_tasks, 0.0);
+  grow(restore_s_, n.tasks, n.most_tasks, faults_.restore_s);
+  grow(stopped_at_, n.tasks, n.most_tasks, kNever);
+  grow(restart_pending_, n.tasks, n.most_tasks, std::uint8_t{0});
 }
 
 void Recovery::started(TaskId task, double now_s) {

@@ -12,15 +12,16 @@
 #include "fleetsim/ids.hpp"
 #include "fleetsim/scenario.hpp"
 #include "fleetsim/summary.hpp"
+#include "slots.hpp"
 
 namespace fleetsim::run {
 
 class Recovery {
  public:
-  explicit Recovery(const FaultSpec& faults) : faults_(faults) {}  // kept by reference
-  // Keeps per-task state only where runs may be stopped.
-  void size_tasks(std::size_t tasks, bool restartable);
-  bool on() const { return !run_.empty(); }
+  // Keeps per-task state only where runs may be stopped (`restartable`).
+  Recovery(const FaultSpec& faults, bool restartable) : faults_(faults), on_(restartable) {}  // faults kept by reference
+  void size_tasks(const RecordCounts& n);
+  bool on() const { return on_; }
   bool checkpoints() const { return faults_.checkpoint_interval_s > 0; }
 
   // The task's current run (0 for its first): a stop ends it.
@@ -58,6 +59,7 @@ class Recovery {
   double save(std::uint32_t t, double saved_s, double restore_s);
 
   const FaultSpec& faults_;
+  bool on_;
   std::vector<std::uint32_t> run_;             // per task: runs stopped, so the current run's number
   std::vector<std::uint32_t> preempted_runs_;  // per task: runs a preemption or a resize ended (not attempts)
   std::vector<double> progress_;               // per task: share of its compute saved by checkpoints

@@ -31,12 +31,15 @@ Tasks::Tasks(const Scenario& scenario, const Cluster& cluster, const Topology& t
         round_wanted_ = true;  // the freed VRAM may let a waiting task start
         released(index(g));
       }),
-      recovery_(scenario.faults),
-      computing_(scenario, cluster, compute, trace, occupancy, recovery_, queue, restartable) {
-  const std::size_t tasks = trace_.tasks.size();
-  pending_flows_.assign(tasks, 0);
-  recovery_.size_tasks(tasks, restartable);
-  collectives_.size_tasks(tasks);
+      recovery_(scenario.faults, restartable),
+      computing_(scenario, cluster, compute, trace, occupancy, recovery_, queue, restartable) {}
+
+void Tasks::size_tasks(const RecordCounts& n) {
+  grow(pending_flows_, n.tasks, n.most_tasks, 0u);
+  recovery_.size_tasks(n);
+  collectives_.size_tasks(n);
+  computing_.size_tasks(n);
+  tensors_.size_tasks(n);
 }
 
 std::string Tasks::no_route(std::uint32_t from, std::uint32_t to) const {

@@ -46,6 +46,8 @@ class Tasks : public ElasticHost, public RoundHost, public BatchHost {
         PolicyRound& round, EventQueue& queue, Trace& trace, const std::vector<RunListener*>& listeners, bool& round_wanted,
         bool restartable);
 
+  // Instances arrived: the per-task tables grow.
+  void size_tasks(const RecordCounts& n);
   // The task's inputs are all produced (or it is retried): it joins the ready queue, or its batch's hold.
   void make_ready(TaskId task);
 

@@ -4,11 +4,13 @@ namespace fleetsim::run {
 
 Tensors::Tensors(const Scenario& scenario, const Trace& trace, const Workload& workload, GpuMemory& memory,
                  std::function<void(GpuId)> freed)
-    : sc_(scenario), trace_(trace), workload_(workload), memory_(memory), freed_(std::move(freed)) {
-  inputs_left_.reserve(trace_.tasks.size());
-  first_edge_.reserve(trace_.instances.size());
-  for (const InstanceRecord& inst : trace_.instances) {
-    const Workflow& wf = sc_.workflows[inst.workflow];
+    : sc_(scenario), trace_(trace), workload_(workload), memory_(memory), freed_(std::move(freed)) {}
+
+void Tensors::size_tasks(const RecordCounts& n) {
+  inputs_left_.reserve(n.most_tasks);
+  first_edge_.reserve(n.most_instances);
+  for (std::size_t i = first_edge_.size(); i < n.instances; ++i) {
+    const Workflow& wf = sc_.workflows[trace_.instances[i].workflow];
     first_edge_.push_back(static_cast<std::uint32_t>(held_.size()));
     held_.resize(held_.size() + wf.edges.size(), 0.0);
     for (std::uint32_t t = 0; t < wf.tasks.size(); ++t) inputs_left_.push_back(static_cast<std::uint32_t>(wf.inputs(t).size()));

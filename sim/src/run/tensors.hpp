@@ -11,15 +11,18 @@
 #include "fleetsim/memory.hpp"
 #include "fleetsim/scenario.hpp"
 #include "fleetsim/trace.hpp"
+#include "slots.hpp"
 #include "workload.hpp"
 
 namespace fleetsim::run {
 
 class Tensors {
  public:
-  // Sized for the workload's instances. `freed` is told each time a tensor leaves a GPU's VRAM.
+  // `freed` is told each time a tensor leaves a GPU's VRAM.
   Tensors(const Scenario& scenario, const Trace& trace, const Workload& workload, GpuMemory& memory,
           std::function<void(GpuId)> freed);
+  // The instances that arrived since the last call: their edges and their tasks' inputs.
+  void size_tasks(const RecordCounts& n);
 
   // The task ended: its outputs are held on its first GPU. Returns the consumers it was the last
   // input of that wait to be made ready, in edge order.

@@ -2,176 +2,239 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
-#include <span>
+#include <numeric>
 #include <string>
 
 #include "events.hpp"
+#include "fleetsim/error.hpp"
 
 namespace fleetsim::run {
 
-namespace {
 
-// Puts at each of the ascending `ranks` (within [first, last)) the value a sort would put there,
-// without sorting the rest: a selection at the middle rank splits the others' ranges. A million
-// arrivals' 512 quantiles cost a few passes instead of a sort.
-void select_ranks(std::vector<double>& v, std::span<const std::size_t> ranks, std::size_t first, std::size_t last) {
-  if (ranks.empty() || first >= last) return;
-  const std::size_t mid = ranks.size() / 2;
-  const std::size_t r = ranks[mid];
-  std::nth_element(v.begin() + static_cast<std::ptrdiff_t>(first), v.begin() + static_cast<std::ptrdiff_t>(r),
-                   v.begin() + static_cast<std::ptrdiff_t>(last));
-  select_ranks(v, ranks.first(mid), first, r);
-  select_ranks(v, ranks.subspan(mid + 1), r + 1, last);
+ArrivalDraws::ArrivalDraws(const ArrivalSpec& a, double horizon_s, Rng rng) : a_(&a), horizon_s_(horizon_s), rng_(std::move(rng)) {
+  if (a.process == ArrivalProcess::times && !std::is_sorted(a.times_s.begin(), a.times_s.end())) {
+    order_.resize(a.times_s.size());
+    std::iota(order_.begin(), order_.end(), 0u);
+    std::stable_sort(order_.begin(), order_.end(), [&](std::uint32_t x, std::uint32_t y) { return a.times_s[x] < a.times_s[y]; });
+  }
 }
 
-}  // namespace
-
-std::vector<double> arrival_times(const ArrivalSpec& a, double horizon_s, Rng& rng) {
-  std::vector<double> times;
-  const auto more = [&](double t) {
-    return t <= horizon_s && (a.count < 0 || static_cast<std::int64_t>(times.size()) < a.count);
+// Each process draws as it would for the whole list at once, one arrival a call: the same numbers from
+// the same stream, in the same order.
+std::optional<ArrivalDraws::Arrival> ArrivalDraws::next() {
+  const ArrivalSpec& a = *a_;
+  if (done_) return std::nullopt;
+  const auto emit = [&](double t, double scale = 1.0) -> std::optional<Arrival> {
+    ++drawn_;
+    return Arrival{t, scale};
   };
   switch (a.process) {
     case ArrivalProcess::once:
-      for (std::int64_t k = 0; k < a.count && a.start_s <= horizon_s; ++k) times.push_back(a.start_s);
+      if (drawn_ < a.count && a.start_s <= horizon_s_) return emit(a.start_s);
       break;
     case ArrivalProcess::periodic:
-      for (double t = a.start_s; more(t); t = a.start_s + a.interval_s * static_cast<double>(times.size())) {
-        times.push_back(t);
-      }
+      if (const double t = a.start_s + a.interval_s * static_cast<double>(drawn_); more(t)) return emit(t);
       break;
     case ArrivalProcess::poisson:
-      for (double t = a.start_s + rng.exponential(a.rate_per_s); more(t); t += rng.exponential(a.rate_per_s)) {
-        times.push_back(t);
-      }
+      t_ = started_ ? t_ + rng_.exponential(a.rate_per_s) : a.start_s + rng_.exponential(a.rate_per_s);
+      started_ = true;
+      if (more(t_)) return emit(t_);
       break;
     case ArrivalProcess::times:
-      for (double offset : a.times_s) {
-        if (a.start_s + offset <= horizon_s) times.push_back(a.start_s + offset);
+      if (static_cast<std::size_t>(drawn_) < a.times_s.size()) {
+        const std::size_t k = order_.empty() ? static_cast<std::size_t>(drawn_) : order_[static_cast<std::size_t>(drawn_)];
+        if (a.start_s + a.times_s[k] <= horizon_s_) return emit(a.start_s + a.times_s[k], a.work_scales.empty() ? 1.0 : a.work_scales[k]);
       }
       break;
-    case ArrivalProcess::bursty: {
+    case ArrivalProcess::bursty:
       // Alternate exponential on and off periods, a Poisson process at each period's rate.
-      double t = a.start_s;
-      for (bool on = true; more(t); on = !on) {
-        const double end = t + rng.exponential(1.0 / (on ? a.on_s : a.off_s));
-        const double rate = on ? a.rate_per_s : a.off_rate_per_s;
-        if (rate > 0) {
-          for (double next = t + rng.exponential(rate); next < end && more(next); next += rng.exponential(rate)) {
-            times.push_back(next);
+      if (!started_) {
+        t_ = a.start_s;
+        started_ = true;
+      }
+      while (true) {
+        if (in_period_) {
+          if (next_s_ < end_s_ && more(next_s_)) {
+            const double t = next_s_;
+            next_s_ += rng_.exponential(on_ ? a.rate_per_s : a.off_rate_per_s);
+            return emit(t);
           }
+          in_period_ = false;
+          t_ = end_s_;
+          on_ = !on_;
+          continue;
         }
-        t = end;
+        if (!more(t_)) break;
+        end_s_ = t_ + rng_.exponential(1.0 / (on_ ? a.on_s : a.off_s));
+        if (const double rate = on_ ? a.rate_per_s : a.off_rate_per_s; rate > 0) {
+          next_s_ = t_ + rng_.exponential(rate);  // the period's first arrival
+          in_period_ = true;
+        } else {
+          t_ = end_s_;
+          on_ = !on_;
+        }
       }
       break;
-    }
     case ArrivalProcess::diurnal: {
       // Thinning: candidates at the peak rate, each kept with probability rate(t) / peak rate.
       const double peak_rate = a.rate_per_s * (1 + a.amplitude);
-      for (double t = a.start_s + rng.exponential(peak_rate); more(t); t += rng.exponential(peak_rate)) {
-        const double rate = a.rate_per_s * (1 + a.amplitude * std::cos(2 * std::numbers::pi * (t - a.peak_s) / a.period_s));
-        if (rng.uniform() * peak_rate < rate) times.push_back(t);
+      while (true) {
+        t_ = started_ ? t_ + rng_.exponential(peak_rate) : a.start_s + rng_.exponential(peak_rate);
+        started_ = true;
+        if (!more(t_)) break;
+        const double rate = a.rate_per_s * (1 + a.amplitude * std::cos(2 * std::numbers::pi * (t_ - a.peak_s) / a.period_s));
+        if (rng_.uniform() * peak_rate < rate) return emit(t_);
       }
       break;
     }
     case ArrivalProcess::closed:
       break;
   }
+  done_ = true;
+  return std::nullopt;
+}
+
+std::vector<double> arrival_times(const ArrivalSpec& a, double horizon_s, Rng& rng) {
+  ArrivalDraws draws(a, horizon_s, std::move(rng));
+  std::vector<double> times;
+  while (const auto next = draws.next()) times.push_back(next->time_s);
   return times;
 }
 
-// All arrivals are drawn up front, so the event loop allocates nothing per event.
+// Open-loop arrivals are drawn twice: once here, to count them (the run's tables are reserved once,
+// and size-based policies rank by the job-size distribution), and again as they come.
 Workload::Workload(const Scenario& sc, std::uint64_t seed, const std::vector<double>& job_gpu_s, EventQueue& queue,
                    Trace& trace)
-    : sc_(sc), queue_(queue), trace_(trace) {
-  struct Arrival {
-    double time_s;
-    std::uint32_t stream;
-    double scale = 1;  // this arrival's work over the workflow's (trace replay)
-  };
-  std::vector<Arrival> arrivals;
+    : sc_(sc), queue_(queue), trace_(trace), task_sizes_(seed, 0, "task-sizes") {
+  // The job-size distribution size-based policies rank by: GPU-seconds of each open-loop instance as
+  // predicted (declared sizes included), kept as at most 512 quantiles; counted as (size, count), since a
+  // stream's instances are alike unless it replays a trace.
+  std::vector<std::pair<double, std::uint64_t>> sizes_gpu_s;
+  std::uint64_t open = 0;
   for (std::uint32_t s = 0; s < sc_.streams.size(); ++s) {
-    const ArrivalSpec& a = sc_.streams[s].arrival;
-    if (!a.work_scales.empty()) {
-      for (std::size_t k = 0; k < a.times_s.size(); ++k) {
-        if (a.start_s + a.times_s[k] <= sc_.horizon_s) arrivals.push_back({a.start_s + a.times_s[k], s, a.work_scales[k]});
+    const Stream& stream = sc_.streams[s];
+    const std::uint64_t tasks = sc_.workflows[stream.workflow].tasks.size();
+    const auto draws = [&] { return ArrivalDraws(stream.arrival, sc_.horizon_s, Rng(seed, 0, "arrivals/" + std::to_string(s))); };
+    draws_.push_back(draws());
+    think_rngs_.emplace_back(seed, 0, "think/" + std::to_string(s));
+    if (stream.arrival.process == ArrivalProcess::closed) continue;
+    std::uint64_t alike = 0;
+    for (ArrivalDraws count = draws(); const auto a = count.next(); ++open) {
+      if (a->scale == 1.0) {
+        ++alike;
+      } else {
+        sizes_gpu_s.emplace_back(job_gpu_s[stream.workflow] * a->scale, 1);
       }
-      continue;
+      most_tasks_ += tasks;
     }
-    Rng rng(seed, 0, "arrivals/" + std::to_string(s));
-    for (double t : arrival_times(a, sc_.horizon_s, rng)) arrivals.push_back({t, s});
+    if (alike > 0) sizes_gpu_s.emplace_back(job_gpu_s[stream.workflow], alike);
   }
-  std::stable_sort(arrivals.begin(), arrivals.end(), [](const Arrival& a, const Arrival& b) { return a.time_s < b.time_s; });
-  open_instances_ = static_cast<std::uint32_t>(arrivals.size());
-  // The job-size distribution size-based policies rank by: GPU-seconds of each open-loop instance
-  // as predicted (declared sizes included), kept as at most 512 quantiles.
-  std::vector<double> sizes_gpu_s;
-  for (const Arrival& a : arrivals) sizes_gpu_s.push_back(job_gpu_s[sc_.streams[a.stream].workflow] * a.scale);
-  const std::size_t keep = std::min<std::size_t>(sizes_gpu_s.size(), 512);
-  std::vector<std::size_t> ranks;
-  for (std::size_t q = 0; q < keep; ++q) ranks.push_back(q * sizes_gpu_s.size() / keep);
-  select_ranks(sizes_gpu_s, ranks, 0, sizes_gpu_s.size());
-  for (std::size_t r : ranks) job_sizes_.push_back(sizes_gpu_s[r]);
-  // Closed-loop users: each user's workflows follow one another; arrival times are set when they
-  // come (kNever until then), after the open-loop instances.
-  // Tables an instance are held to the end of a run of many million: the successors only where a stream
-  // is closed, the known work scales (below) only where one replays a trace.
-  const auto closed = [](const Stream& s) { return s.arrival.process == ArrivalProcess::closed; };
-  if (std::any_of(sc_.streams.begin(), sc_.streams.end(), closed)) next_in_loop_.assign(arrivals.size(), kNoInstance);
-  const bool scaled = std::any_of(sc_.streams.begin(), sc_.streams.end(), [](const Stream& s) { return !s.arrival.work_scales.empty(); });
+  std::sort(sizes_gpu_s.begin(), sizes_gpu_s.end());
+  const std::uint64_t keep = std::min<std::uint64_t>(open, 512);
+  std::uint64_t below = 0;  // instances in the pairs before `it`
+  auto it = sizes_gpu_s.begin();
+  for (std::uint64_t q = 0; q < keep; ++q) {
+    const std::uint64_t rank = q * open / keep;
+    while (below + it->second <= rank) below += (it++)->second;
+    job_sizes_.push_back(it->first);
+  }
+  FLEETSIM_CHECK(most_tasks_ <= std::numeric_limits<std::uint32_t>::max(), "more open-loop tasks than task ids (the loader's limit on tasks is lower)");
+  open_arrivals_ = static_cast<std::uint32_t>(open);
+  // Closed-loop users: each user's workflows follow one another, subjects after the open-loop arrivals.
+  std::uint64_t slots = open;
   for (std::uint32_t s = 0; s < sc_.streams.size(); ++s) {
     const ArrivalSpec& a = sc_.streams[s].arrival;
     if (a.process != ArrivalProcess::closed) continue;
-    for (std::int64_t u = 0; u < a.users; ++u) {
-      for (std::int64_t k = 0; k < a.count; ++k) {
-        arrivals.push_back({kNever, s});
-        next_in_loop_.push_back(k + 1 < a.count ? static_cast<std::uint32_t>(arrivals.size()) : kNoInstance);
-      }
+    closed_.push_back({s, static_cast<std::uint32_t>(slots)});
+    const std::uint64_t workflows = static_cast<std::uint64_t>(a.users) * static_cast<std::uint64_t>(std::max<std::int64_t>(a.count, 0));
+    slots += workflows;
+    most_tasks_ += workflows * sc_.workflows[sc_.streams[s].workflow].tasks.size();
+  }
+  most_instances_ = slots;
+  // Tables an instance are held to the end of a run of many million: the closed-loop subjects only where a
+  // stream is closed, the known work scales only where one replays a trace.
+  scaled_ = std::any_of(sc_.streams.begin(), sc_.streams.end(), [](const Stream& s) { return !s.arrival.work_scales.empty(); });
+  trace_.instances.reserve(most_instances_);
+  trace_.tasks.reserve(most_tasks_);
+  first_task_.reserve(most_instances_);
+  remaining_.reserve(most_instances_);
+  if (scaled_) scale_.reserve(most_instances_);
+  if (!closed_.empty()) slot_of_.reserve(most_instances_);
+  for (std::uint32_t s = 0; s < sc_.streams.size(); ++s) {
+    next_.push_back({});
+    if (const auto a = draws_[s].next()) {
+      next_[s] = *a;
+      heap_.push_back(s);
     }
   }
-  for (std::size_t s = 0; s < sc_.streams.size(); ++s) think_rngs_.emplace_back(seed, 0, "think/" + std::to_string(s));
-  std::size_t total_tasks = 0;
-  for (const Arrival& a : arrivals) total_tasks += sc_.workflows[sc_.streams[a.stream].workflow].tasks.size();
-  trace_.instances.reserve(arrivals.size());
-  trace_.tasks.reserve(total_tasks);
-  Rng sizes(seed, 0, "task-sizes");
-  for (const Arrival& a : arrivals) {
-    const Stream& s = sc_.streams[a.stream];
-    const Workflow& wf = sc_.workflows[s.workflow];
-    const InstanceId id = make_id<InstanceId>(trace_.instances.size());
-    trace_.instances.push_back(InstanceRecord{s.workflow, make_id<TenantId>(s.tenant), a.time_s, kNever, false});
-    stream_of_.push_back(a.stream);
-    if (scaled) scale_.push_back(a.scale);
-    first_task_.push_back(static_cast<std::uint32_t>(trace_.tasks.size()));
-    remaining_.push_back(static_cast<std::uint32_t>(wf.tasks.size()));
-    for (std::uint32_t t = 0; t < wf.tasks.size(); ++t) {
-      TaskRecord r;
-      r.instance = id;
-      r.workflow = s.workflow;
-      r.task = t;
-      r.tenant = make_id<TenantId>(s.tenant);
-      r.work_scale = a.scale * (wf.tasks[t].size == TaskSpec::Size::exponential ? sizes.exponential(1.0) : 1.0);
-      trace_.tasks.push_back(r);
-    }
-  }
-  unfinished_ = trace_.instances.size();
+  std::make_heap(heap_.begin(), heap_.end(), Later{&next_});
+  unfinished_ = most_instances_;
+}
+
+bool Workload::Later::operator()(std::uint32_t x, std::uint32_t y) const {
+  const auto& n = *next;
+  return n[x].time_s != n[y].time_s ? n[x].time_s > n[y].time_s : x > y;
 }
 
 void Workload::start_open_loops() {
-  if (open_instances_ > 0) queue_.push(trace_.instances[0].arrival_s, kArrival, 0);
+  if (open_arrivals_ > 0) schedule_open(0);
 }
 
 void Workload::start_closed_loops() {
-  for (std::uint32_t i = open_instances_; i < trace_.instances.size(); ++i) {
-    const bool first = i == open_instances_ || next_in_loop_[i - 1] != i;  // no predecessor points here
-    const ArrivalSpec& a = sc_.streams[stream_of_[i]].arrival;
-    if (first && a.start_s <= sc_.horizon_s) queue_.push(a.start_s, kArrival, i);
+  for (const ClosedStream& c : closed_) {
+    const ArrivalSpec& a = sc_.streams[c.stream].arrival;
+    for (std::int64_t u = 0; u < a.users && a.count > 0; ++u) {
+      if (a.start_s <= sc_.horizon_s) queue_.push(a.start_s, kArrival, c.first_slot + static_cast<std::uint32_t>(u * a.count));
+    }
   }
 }
 
-void Workload::schedule_after(std::uint32_t instance) {
-  if (instance + 1 < open_instances_) queue_.push(trace_.instances[instance + 1].arrival_s, kArrival, instance + 1);
+// The earliest drawn arrival, the lowest stream's among equal times (as a stable sort of every stream's
+// list in stream order would put them).
+void Workload::schedule_open(std::uint32_t subject) {
+  if (subject < open_arrivals_) queue_.push(next_[heap_.front()].time_s, kArrival, subject);
+}
+
+const Workload::ClosedStream& Workload::closed_stream(std::uint32_t slot) const {
+  return *std::prev(std::upper_bound(closed_.begin(), closed_.end(), slot, [](std::uint32_t x, const ClosedStream& c) { return x < c.first_slot; }));
+}
+
+std::uint32_t Workload::admit(std::uint32_t subject) {
+  std::uint32_t stream = 0;
+  double scale = 1;
+  if (subject < open_arrivals_) {
+    std::pop_heap(heap_.begin(), heap_.end(), Later{&next_});
+    stream = heap_.back();
+    scale = next_[stream].scale;
+    if (const auto a = draws_[stream].next()) {
+      next_[stream] = *a;
+      std::push_heap(heap_.begin(), heap_.end(), Later{&next_});
+    } else {
+      heap_.pop_back();
+    }
+  } else {
+    stream = closed_stream(subject).stream;
+  }
+  const Stream& s = sc_.streams[stream];
+  const Workflow& wf = sc_.workflows[s.workflow];
+  const auto instance = static_cast<std::uint32_t>(trace_.instances.size());
+  trace_.instances.push_back(InstanceRecord{s.workflow, make_id<TenantId>(s.tenant), queue_.now(), kNever, false});
+  if (scaled_) scale_.push_back(scale);
+  if (!closed_.empty()) slot_of_.push_back(subject < open_arrivals_ ? kNoSlot : subject);
+  first_task_.push_back(static_cast<std::uint32_t>(trace_.tasks.size()));
+  remaining_.push_back(static_cast<std::uint32_t>(wf.tasks.size()));
+  for (std::uint32_t t = 0; t < wf.tasks.size(); ++t) {
+    TaskRecord r;
+    r.instance = make_id<InstanceId>(instance);
+    r.workflow = s.workflow;
+    r.task = t;
+    r.tenant = make_id<TenantId>(s.tenant);
+    r.work_scale = scale * (wf.tasks[t].size == TaskSpec::Size::exponential ? task_sizes_.exponential(1.0) : 1.0);
+    trace_.tasks.push_back(r);
+  }
+  return instance;
 }
 
 bool Workload::task_ended(std::uint32_t instance) {
@@ -179,11 +242,13 @@ bool Workload::task_ended(std::uint32_t instance) {
   trace_.instances[instance].end_s = queue_.now();
   --in_flight_;
   --unfinished_;
-  if (const std::uint32_t next = next_in_loop_.empty() ? kNoInstance : next_in_loop_[instance]; next != kNoInstance) {
-    const ArrivalSpec& a = sc_.streams[stream_of_[instance]].arrival;
-    Rng& rng = think_rngs_[stream_of_[instance]];
+  if (const std::uint32_t slot = slot_of_.empty() ? kNoSlot : slot_of_[instance]; slot != kNoSlot) {
+    const ClosedStream& c = closed_stream(slot);
+    const ArrivalSpec& a = sc_.streams[c.stream].arrival;
+    if ((slot - c.first_slot + 1) % static_cast<std::uint64_t>(a.count) == 0) return true;  // the user's last
+    Rng& rng = think_rngs_[c.stream];
     const double at = queue_.now() + (a.think_s > 0 ? rng.exponential(1.0 / a.think_s) : 0.0);
-    if (at <= sc_.horizon_s) queue_.push(at, kArrival, next);
+    if (at <= sc_.horizon_s) queue_.push(at, kArrival, slot + 1);
   }
   return true;
 }
