@@ -10,7 +10,9 @@
 // "network" on the rail-optimized fabric. "shuffle" is congestion: one task fanning out to 16 and back
 // into one, 1 GB on every edge, on the rail-optimized fabric, at half the GPUs' capacity, so the fabric
 // is busy and every transfer's start and end re-levels flows that share links. Each run
-// is a child process, so its peak resident memory (getrusage) is its own. The last two columns are the
+// is a child process, so its peak resident memory (getrusage) is its own. Runs keep no task records
+// (RunOptions::keep_records false, as `fleetsim simulate` without outputs): ended instances' records are
+// folded into the summary and dropped as the run goes. The last two columns are the
 // network's max-min work: flows re-solved per re-levelling of rates (one per batch of flow starts and
 // ends at an instant), and re-levellings that fell back to solving a whole connected component.
 //
@@ -110,7 +112,7 @@ Point run_here(std::int64_t gpus, std::int64_t tasks, bool network, bool rails =
   p.shuffle = shuffle;
   p.base_bytes = peak_rss_bytes();
   const auto t0 = std::chrono::steady_clock::now();
-  const fleetsim::RunResult run = fleetsim::simulate(sc);
+  const fleetsim::RunResult run = fleetsim::simulate(sc, {.keep_records = false});
   p.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   p.peak_bytes = peak_rss_bytes();
   p.events = static_cast<double>(run.summary.events);

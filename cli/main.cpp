@@ -657,7 +657,11 @@ int run_simulate(const SimulateArgs& args) {
   const fleetsim::Scenario scenario = read_scenario(args.scenario, args.sets, args.profile, args.cluster);
   check_outputs(args.out_dir, fleetsim::run_directory_names(), args.report);
   const bool timelines = !args.out_dir.empty() || !args.report.empty();
-  const fleetsim::RunResult run = fleetsim::simulate(scenario, {.seed = args.seed, .record_link_samples = timelines, .progress = progress_line("workflows")});
+  // The records of every task only where a file or the task breakdown lists them: a long run without
+  // outputs holds those of the instances in flight.
+  const fleetsim::RunResult run = fleetsim::simulate(scenario, {.seed = args.seed, .record_link_samples = timelines,
+                                                                .progress = progress_line("workflows"),
+                                                                .keep_records = timelines || !args.cluster.empty()});
   if (!args.report.empty()) {
     fleetsim::write_output_file(args.report, "the report", [&](std::ostream& o) { fleetsim::write_run_report_html(o, scenario, run); });
   }

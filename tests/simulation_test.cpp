@@ -5,6 +5,7 @@
 // and two NIC hops (25 GB/s, 3 us), so 25 GB/s and 14 us.
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <filesystem>
 #include <sstream>
 
 #include "fleetsim/cluster.hpp"
@@ -196,6 +197,89 @@ TEST_CASE("one seed gives identical output, another seed a different one", "[sim
   const std::string first = outputs(42);
   CHECK(first == outputs(42));
   CHECK(first != outputs(43));
+}
+
+namespace {
+
+// The summary and the events of a run that keeps every record, and of one that drops ended instances' as it
+// goes; and how many task records the second dropped.
+struct BothWays {
+  std::string kept, dropped;
+  std::uint64_t kept_events = 0, dropped_events = 0;
+  std::uint32_t tasks_dropped = 0;
+  std::size_t tasks_held = 0;
+};
+BothWays both_ways(const fleetsim::Scenario& sc) {
+  const auto kept = fleetsim::simulate(sc);
+  const auto dropped = fleetsim::simulate(sc, {.keep_records = false});
+  return {fleetsim::summary_json(kept.summary), fleetsim::summary_json(dropped.summary), kept.event_digest, dropped.event_digest,
+          dropped.trace.tasks_dropped, dropped.trace.tasks.size()};
+}
+
+}  // namespace
+
+TEST_CASE("a run that drops ended instances' records has the summary of one that keeps them", "[simulation][records]") {
+  // Two tenants (one interactive), chains whose tensor crosses nodes, weights loaded, gangs with an
+  // all-reduce, a warm-up, latency and attainment SLOs: every sum of the summary, folded in parts.
+  const fleetsim::Scenario sc = unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-2", "count": 3}]},
+      "tenants": [{"name": "batch"}, {"name": "chat", "class": "interactive"}],
+      "workflows": {"chain": {"tasks": [{"name": "a", "model": {"id": "m", "weights": "2 GB"}, "work": {"flop": "20 TFLOP", "size": "exponential"}},
+                                        {"name": "b", "work": {"flop": "10 TFLOP"}}],
+                              "edges": [{"from": "a", "to": "b", "bytes": "1 GB"}]},
+                    "gang": {"tasks": [{"name": "g", "gpus": 2, "work": {"flop": "50 TFLOP"}, "collective": {"op": "all-reduce", "bytes": "1 GB"}}]}},
+      "workload": [{"workflow": "chain", "tenant": "chat", "arrival": {"process": "poisson", "rate": "8/s", "count": 6000}},
+                   {"workflow": "gang", "tenant": "batch", "arrival": {"process": "poisson", "rate": "1/s", "count": 600}}],
+      "warmup": "5 s",
+      "slos": [{"tenant": "chat", "metric": "latency_p95", "target": "2 s"}, {"class": "interactive", "metric": "attainment", "within": "1 s", "target": 0.9},
+               {"metric": "throughput", "target": "5/s"}])");
+  const BothWays run = both_ways(sc);
+  CHECK(run.dropped == run.kept);
+  CHECK(run.dropped_events == run.kept_events);
+  CHECK(run.tasks_dropped > 10000);  // of 12,600
+  CHECK(run.tasks_held < 2000);
+}
+
+TEST_CASE("every shipped scenario has the same summary whether it keeps its records or not", "[simulation][records]") {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> scenarios;
+  for (const auto& entry : fs::directory_iterator(fs::path(fleetsim::test::source_dir()) / "scenarios")) {
+    if (entry.path().extension() == ".json") scenarios.push_back(entry.path());
+  }
+  std::sort(scenarios.begin(), scenarios.end());
+  REQUIRE(scenarios.size() >= 10);
+  int dropping = 0;
+  for (const fs::path& file : scenarios) {
+    INFO(file.filename().string());
+    const BothWays run = both_ways(fleetsim::load_scenario(file.string()));
+    CHECK(run.dropped == run.kept);
+    CHECK(run.dropped_events == run.kept_events);
+    if (run.tasks_dropped > 0) ++dropping;
+  }
+  CHECK(dropping >= 1);
+}
+
+TEST_CASE("a run that would keep more than 20 million task records is refused before it starts", "[simulation][records][input]") {
+  const fleetsim::Scenario sc = unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 1}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "periodic", "interval": "1 ms", "count": 20000001}}])");
+  try {
+    fleetsim::simulate(sc);  // keeps every record, as runs writing files do
+    FAIL("a run keeping 20,000,001 records started");
+  } catch (const fleetsim::InputError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("/workload: would make up to 20000001 tasks, over the 20000000 whose records a run keeps"));
+  }
+}
+
+TEST_CASE("runs whose summary reads records together keep them all", "[simulation][records]") {
+  // Batches share a GPU's time among their members, read together at the end.
+  const fleetsim::Scenario batched = unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 1}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "model": {"id": "m", "weights": "1 GB"}, "work": {"flop": "1 TFLOP"},
+                                     "batching": {"max_size": 4, "max_wait": "0.1 s"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "poisson", "rate": "20/s", "count": 5000}}])");
+  const BothWays run = both_ways(batched);
+  CHECK(run.tasks_dropped == 0);
+  CHECK(run.tasks_held == 5000);
+  CHECK(run.dropped == run.kept);
 }
 
 TEST_CASE("the default scenario completes every task", "[simulation]") {

@@ -372,9 +372,9 @@ double most_arrivals(const ArrivalSpec& a, double horizon_s) {
   return std::isfinite(horizon_s) ? peak_rate(a) * std::max(0.0, horizon_s - a.start_s) : 0;
 }
 
-// A run holds every task of every arrival in memory (its trace record, some 200 bytes each): past this
-// many, a workload is refused at load rather than run out of memory (10^8 arrivals took 22 GB).
-constexpr double kMaxTaskRecords = 20'000'000;
+// A run holds some 80 bytes a task in its tables to its end (more where it keeps every task's record: see
+// simulation.cpp): past this many, a workload is refused at load rather than run out of memory.
+constexpr double kMaxTasks = 200'000'000;
 
 // `horizon_given`: the scenario has a "horizon" field, well formed or not (a malformed one is reported
 // at itself, not again here as a missing horizon).
@@ -697,8 +697,8 @@ void read_workload(ObjectReader& top, Scenario& sc, const std::vector<std::strin
   for (const Stream& s : sc.streams) {
     if (s.workflow < sc.workflows.size()) records += most_arrivals(s.arrival, sc.horizon_s) * static_cast<double>(sc.workflows[s.workflow].tasks.size());
   }
-  if (records > kMaxTaskRecords) {
-    top.problem("workload", "would make up to " + about(records) + " tasks (each stream's arrivals times its workflow's tasks), over the 20,000,000 a run "
+  if (records > kMaxTasks) {
+    top.problem("workload", "would make up to " + about(records) + " tasks (each stream's arrivals times its workflow's tasks), over the 200,000,000 a run "
                             "holds in memory: fewer arrivals, a slower rate or an earlier horizon");
   }
 }

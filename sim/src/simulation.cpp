@@ -27,6 +27,23 @@ namespace {
 
 using namespace run;  // event kinds
 
+// Whether a run may fold ended instances' records into its summary and drop them as it goes: nothing
+// asks for them (RunOptions::keep_records), and nothing reads several of them together at the end: GPU
+// time shared among tasks (time-sliced GPUs, batches), gangs left by stopped or resized runs
+// (`restartable`), training jobs' iterations.
+// A run that keeps every record holds some 260 bytes a task to its end (a task's and its instance's
+// records and the run's tables): past this many, it is refused before any arrival is made.
+constexpr std::uint64_t kMostKeptTasks = 20'000'000;
+
+bool drops_records(const Scenario& sc, const RunOptions& options, bool restartable) {
+  if (options.keep_records || restartable) return false;
+  const auto& groups = sc.cluster.groups;
+  if (std::any_of(groups.begin(), groups.end(), [](const NodeGroup& g) { return g.time_sliced_tasks > 1; })) return false;
+  return std::none_of(sc.workflows.begin(), sc.workflows.end(), [](const Workflow& wf) {
+    return std::any_of(wf.tasks.begin(), wf.tasks.end(), [](const TaskSpec& t) { return t.batching || t.training; });
+  });
+}
+
 std::vector<double> vram_capacities(const Cluster& cluster) {
   std::vector<double> c;
   for (std::uint32_t g = 0; g < cluster.gpu_count(); ++g) c.push_back(cluster.gpu_type(make_id<GpuId>(g)).vram_bytes);
@@ -60,7 +77,10 @@ class Run {
         // resize (which restarts a run, keeping its progress as a checkpoint does).
         restartable_(scenario.faults.any() || scenario.spot.any() || round_.may_preempt() || Elastic::any(scenario)),
         tasks_(scenario, cluster_, topology_, memory_, compute_, flows_, occupancy_, predicted_, workload_, batching_, round_,
-               queue_, trace_, listeners_, round_wanted_, restartable_) {
+               queue_, trace_, listeners_, round_wanted_, restartable_),
+        drop_records_(drops_records(scenario, options, restartable_)),
+        fold_(scenario, cluster_),
+        slowdown_sum_(scenario.tenants.size(), 0.0) {
     if (sc_.instance_placement == Scenario::InstancePlacement::one_gpu && round_.may_preempt()) {
       throw InputError({Problem{sc_.file.empty() ? "scenario " + sc_.name : sc_.file, "/instance_placement",
                                 "\"one-gpu\" runs each instance to its end on its GPU (as stock ComfyUI runs a prompt), but policy \"" + sc_.policy.name +
@@ -68,6 +88,12 @@ class Run {
     }
     network_.record_samples(options.record_link_samples);
     memory_.record_samples(options.record_link_samples);
+    // Kept records are reserved once; a run that drops them holds few at once.
+    if (!drop_records_) {
+      if (workload_.most_tasks() > kMostKeptTasks) refuse_kept_records();
+      trace_.instances.reserve(workload_.most_instances());
+      trace_.tasks.reserve(workload_.most_tasks());
+    }
     if (sc_.autoscale.on()) {
       // A node going off loses what its host memory held.
       autoscaler_.emplace(sc_, cluster_, queue_, occupancy_, memory_, billing_, workload_, round_,
@@ -102,6 +128,7 @@ class Run {
       if (dispatch(e)) last_s = e.time_s;
       tasks_.stop_stranded();
       serving_.lose_stranded_kv();
+      if (drop_records_) drop_ended();
       diverged = max_in_flight_ > 0 && workload_.in_flight() > max_in_flight_;
       flows_.arm();
       if (round_wanted_ && !round_pending_) {
@@ -122,6 +149,15 @@ class Run {
                                   "(--max-events)"}});
   }
 
+  [[noreturn]] void refuse_kept_records() const {
+    throw InputError({Problem{sc_.file.empty() ? "scenario " + sc_.name : sc_.file, "/workload",
+                              "would make up to " + std::to_string(workload_.most_tasks()) + " tasks, over the " + std::to_string(kMostKeptTasks) +
+                                  " whose records a run keeps to its end (some 260 bytes each, in memory). A run keeps them where outputs list "
+                                  "tasks (simulate's --out, --report and --cluster; plan; compare) or its summary reads them together (batches, "
+                                  "time-sliced GPUs, runs that may stop tasks, training jobs); otherwise it holds only the instances in flight. "
+                                  "Else: fewer arrivals, a slower rate or an earlier horizon"}});
+  }
+
   // Hands the event to its component. False for a stale event (see run/events.hpp), which does not
   // extend the run.
   bool dispatch(const Event& e) {
@@ -133,7 +169,7 @@ class Run {
         tasks_.on_compute_done(task);
         return true;
       case kCommStart:
-        if (!tasks_.current(stamp_of(e), e.subject) || trace_.tasks[e.subject].status != TaskStatus::running) return false;
+        if (!tasks_.current(stamp_of(e), e.subject) || e.subject < trace_.tasks_dropped || trace_.task(task).status != TaskStatus::running) return false;
         return tasks_.on_collective_start(task);
       case kRetry:
         if (!tasks_.current(stamp_of(e), e.subject)) return false;
@@ -163,7 +199,7 @@ class Run {
 
   // An instance arrived: the tables a task or an instance grow to hold its records.
   void size_tables() {
-    const RecordCounts n{.tasks = trace_.tasks.size(), .instances = trace_.instances.size(),
+    const RecordCounts n{.tasks = trace_.tasks_dropped + trace_.tasks.size(), .instances = trace_.instances_dropped + trace_.instances.size(),
                          .most_tasks = workload_.most_tasks(), .most_instances = workload_.most_instances()};
     occupancy_.size_instances(n);
     batching_.size_tasks(n);
@@ -272,7 +308,8 @@ class Run {
       stalled = false;
     }
     network_.settle_all(end_s);
-    Summary summary = summarize(sc_, cluster_, topology_, trace_, network_.link_bytes(), end_s, horizon_reached, seed_, events);
+    fold(trace_.instances.size(), end_s);
+    Summary summary = fold_.finish(trace_, topology_, network_.link_bytes(), end_s, horizon_reached, seed_, events);
     std::vector<double> link_bytes = network_.link_bytes();
     summary.stalled = stalled;
     summary.diverged = diverged;
@@ -299,17 +336,38 @@ class Run {
                      std::move(link_bytes), std::move(samples), std::move(vram), billing_.take_samples(), event_digest_};
   }
 
-  // Slowdown: latency over the workflow's critical path (its entry tasks' largest upward rank).
-  void summarize_slowdown(Summary& summary) const {
-    std::vector<double> slowdown_sum(sc_.tenants.size(), 0.0);
-    for (const InstanceRecord& inst : trace_.instances) {
+  // The first `instances` records held, and their tasks', added to the summary (in id order).
+  void fold(std::size_t instances, double now_s) {
+    fold_.add(trace_, instances, now_s);
+    // Slowdown: latency over the workflow's critical path (its entry tasks' largest upward rank).
+    for (std::size_t i = 0; i < instances; ++i) {
+      const InstanceRecord& inst = trace_.instances[i];
       if (inst.end_s == kNever || inst.failed) continue;
-      const double ideal = predicted_.critical_path_s(inst.workflow) * workload_.known_scale(make_id<InstanceId>(&inst - trace_.instances.data()));
-      if (ideal > 0) slowdown_sum[index(inst.tenant)] += (inst.end_s - inst.arrival_s) / ideal;
+      const double ideal = predicted_.critical_path_s(inst.workflow) * workload_.known_scale(make_id<InstanceId>(trace_.instances_dropped + i));
+      if (ideal > 0) slowdown_sum_[index(inst.tenant)] += (inst.end_s - inst.arrival_s) / ideal;
     }
+  }
+
+  // Once the oldest records held, at least half of them (so that each record moves a few times at most),
+  // are of ended instances, they are folded into the summary and dropped.
+  void drop_ended() {
+    const std::vector<InstanceRecord>& held = trace_.instances;
+    while (ended_held_ < held.size() && held[ended_held_].end_s != kNever) ++ended_held_;
+    if (ended_held_ < 1024 || ended_held_ < held.size() / 2) return;
+    fold(ended_held_, queue_.now());
+    const std::size_t tasks = ended_held_ < held.size() ? index(workload_.task_id(trace_.instances_dropped + static_cast<std::uint32_t>(ended_held_), 0)) - trace_.tasks_dropped
+                                                        : trace_.tasks.size();
+    trace_.instances.erase(trace_.instances.begin(), trace_.instances.begin() + static_cast<std::ptrdiff_t>(ended_held_));
+    trace_.tasks.erase(trace_.tasks.begin(), trace_.tasks.begin() + static_cast<std::ptrdiff_t>(tasks));
+    trace_.instances_dropped += static_cast<std::uint32_t>(ended_held_);
+    trace_.tasks_dropped += static_cast<std::uint32_t>(tasks);
+    ended_held_ = 0;
+  }
+
+  void summarize_slowdown(Summary& summary) const {
     for (std::size_t t = 0; t < sc_.tenants.size(); ++t) {
       const auto done = summary.tenants[t].workflows.completed;
-      summary.tenants[t].mean_slowdown = done > 0 ? slowdown_sum[t] / static_cast<double>(done) : 0;
+      summary.tenants[t].mean_slowdown = done > 0 ? slowdown_sum_[t] / static_cast<double>(done) : 0;
     }
   }
 
@@ -357,6 +415,10 @@ class Run {
   Tasks tasks_;
   std::optional<Autoscaler> autoscaler_;
   std::optional<Elastic> elastic_;
+  bool drop_records_;           // ended instances' records are folded into the summary and dropped as the run goes
+  SummaryFold fold_;            // the summary's sums over the records folded so far
+  std::vector<double> slowdown_sum_;  // per tenant: completed instances' slowdowns folded so far
+  std::size_t ended_held_ = 0;  // records held from the first whose instances have all ended
 };
 
 }  // namespace

@@ -5,8 +5,10 @@
 #include <cstdio>
 #include <map>
 #include <numeric>
+#include <span>
 
 #include "fleetsim/cluster.hpp"
+#include "fleetsim/error.hpp"
 #include "fleetsim/scenario.hpp"
 #include "fleetsim/topology.hpp"
 #include "fleetsim/training.hpp"
@@ -81,32 +83,33 @@ TaskStatus instance_status(const InstanceRecord& inst, bool any_started) {
   return any_started ? TaskStatus::running : TaskStatus::queued;
 }
 
-// GPU time. A GPU is busy while it holds a task; tasks holding it together (a batch, co-runners on a
-// time-sliced GPU) share that time evenly. Fills each task's GPU-seconds and each GPU's busy seconds.
-void share_gpu_time(const Cluster& cluster, const Trace& trace, double end_s, std::vector<double>& task_gpu_s,
+// GPU time of the first `tasks` records held. A GPU is busy while it holds a task; tasks holding it
+// together (a batch, co-runners on a time-sliced GPU) share that time evenly. Fills each task's
+// GPU-seconds and adds to each GPU's busy seconds.
+void share_gpu_time(const Cluster& cluster, const Trace& trace, std::size_t tasks, double end_s, std::vector<double>& task_gpu_s,
                     std::vector<double>& busy_per_gpu) {
-  task_gpu_s.assign(trace.tasks.size(), 0.0);
-  busy_per_gpu.assign(cluster.gpu_count(), 0.0);
+  task_gpu_s.assign(tasks, 0.0);
+  const std::span<const TaskRecord> records(trace.tasks.data(), tasks);
   const auto& groups = cluster.spec().groups;
   const bool sliced = std::any_of(groups.begin(), groups.end(), [](const NodeGroup& g) { return g.time_sliced_tasks > 1; });
   if (!sliced) {
     // One task per GPU, or a batch whose members share its span: the closed form, in one pass (each
     // batch's size counted only where a task was batched: a table a task is a run's peak memory).
-    const bool batched = std::any_of(trace.tasks.begin(), trace.tasks.end(), [](const TaskRecord& t) { return t.batched_with != 0; });
-    std::vector<std::uint32_t> batch_size(batched ? trace.tasks.size() : 0, 0);
-    for (const TaskRecord& t : trace.tasks) {
-      if (t.batched_with != 0) ++batch_size[t.batched_with - 1];
+    const bool batched = std::any_of(records.begin(), records.end(), [](const TaskRecord& t) { return t.batched_with != 0; });
+    std::vector<std::uint32_t> batch_size(batched ? tasks : 0, 0);
+    for (const TaskRecord& t : records) {
+      if (t.batched_with != 0) ++batch_size[t.batched_with - 1 - trace.tasks_dropped];
     }
-    for (std::size_t k = 0; k < trace.tasks.size(); ++k) {
+    for (std::size_t k = 0; k < tasks; ++k) {
       const TaskRecord& t = trace.tasks[k];
       if (t.start_s == kNever) continue;
-      const double held = ((t.end_s != kNever ? t.end_s : end_s) - gang_start_s(t)) / (t.batched_with != 0 ? batch_size[t.batched_with - 1] : 1);
+      const double held = ((t.end_s != kNever ? t.end_s : end_s) - gang_start_s(t)) / (t.batched_with != 0 ? batch_size[t.batched_with - 1 - trace.tasks_dropped] : 1);
       task_gpu_s[k] = held * t.gpu_count;
       for (std::uint32_t i = 0; i < t.gpu_count; ++i) busy_per_gpu[index(trace.gpus[t.gpu_begin + i])] += held;
     }
     // Gangs held before a resize or a stop.
     for (const LeftGang& left : trace.left_gangs) {
-      task_gpu_s[index(left.task)] += (left.end_s - left.start_s) * left.gpu_count;
+      task_gpu_s[index(left.task) - trace.tasks_dropped] += (left.end_s - left.start_s) * left.gpu_count;
       for (std::uint32_t i = 0; i < left.gpu_count; ++i) busy_per_gpu[index(trace.gpus[left.gpu_begin + i])] += left.end_s - left.start_s;
     }
     return;
@@ -119,7 +122,7 @@ void share_gpu_time(const Cluster& cluster, const Trace& trace, double end_s, st
     bool operator<(const Change& o) const { return time_s < o.time_s || (time_s == o.time_s && delta < o.delta); }
   };
   std::vector<std::vector<Change>> changes(cluster.gpu_count());
-  for (std::size_t k = 0; k < trace.tasks.size(); ++k) {
+  for (std::size_t k = 0; k < tasks; ++k) {
     const TaskRecord& t = trace.tasks[k];
     if (t.start_s == kNever) continue;
     for (std::uint32_t i = 0; i < t.gpu_count; ++i) {
@@ -131,8 +134,8 @@ void share_gpu_time(const Cluster& cluster, const Trace& trace, double end_s, st
   for (const LeftGang& left : trace.left_gangs) {
     for (std::uint32_t i = 0; i < left.gpu_count; ++i) {
       auto& c = changes[index(trace.gpus[left.gpu_begin + i])];
-      c.push_back({left.start_s, +1, index(left.task)});
-      c.push_back({left.end_s, -1, index(left.task)});
+      c.push_back({left.start_s, +1, index(left.task) - trace.tasks_dropped});
+      c.push_back({left.end_s, -1, index(left.task) - trace.tasks_dropped});
     }
   }
   std::vector<std::uint32_t> holding;
@@ -234,11 +237,92 @@ std::optional<double> measured_latency(const Scenario& scenario, const InstanceR
   return inst.end_s - inst.arrival_s;  // measured past the warm-up
 }
 
-Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topology& topology, const Trace& trace,
-                  const std::vector<double>& link_bytes, double end_s, bool horizon_reached, std::uint64_t seed,
-                  std::uint64_t events) {
-  Summary s;
-  s.tenants.resize(scenario.tenants.size());
+SummaryFold::SummaryFold(const Scenario& scenario, const Cluster& cluster)
+    : sc_(scenario),
+      cluster_(cluster),
+      busy_per_gpu_(cluster.gpu_count(), 0.0),
+      latencies_(scenario.tenants.size()),
+      waited_(scenario.tenants.size(), 0.0),
+      placed_(scenario.tenants.size(), 0.0),
+      slo_submitted_(scenario.slos.size(), 0),
+      slo_within_(scenario.slos.size(), 0),
+      recorded_s_(scenario.workflows.size(), 0.0),
+      recorded_n_(scenario.workflows.size(), 0) {
+  s_.tenants.resize(scenario.tenants.size());
+}
+
+void SummaryFold::add(const Trace& trace, std::size_t instances, double end_s) {
+  const Scenario& scenario = sc_;
+  Summary& s = s_;
+  std::size_t tasks = 0;
+  for (std::size_t i = 0; i < instances; ++i) tasks += scenario.workflows[trace.instances[i].workflow].tasks.size();
+  if (instances < trace.instances.size()) {
+    const auto& groups = cluster_.spec().groups;
+    FLEETSIM_CHECK(trace.left_gangs.empty() && std::none_of(groups.begin(), groups.end(), [](const NodeGroup& g) { return g.time_sliced_tasks > 1; }) &&
+                       std::none_of(trace.tasks.begin(), trace.tasks.begin() + static_cast<std::ptrdiff_t>(tasks), [](const TaskRecord& t) { return t.batched_with != 0; }),
+                   "records added in parts whose GPU time is shared among tasks");
+  }
+  // Closed-loop workflows that never came (the horizon cut the loop) were never submitted.
+  auto arrived = [&](const TaskRecord& t) { return trace.instance(index(t.instance)).arrival_s != kNever; };
+  std::vector<std::uint8_t> started(instances, 0);
+  std::vector<double> task_gpu_s;
+  share_gpu_time(cluster_, trace, tasks, end_s, task_gpu_s, busy_per_gpu_);
+  for (std::size_t k = 0; k < tasks; ++k) {
+    const TaskRecord& t = trace.tasks[k];
+    if (!arrived(t)) continue;
+    count(s.tasks, t.status);
+    if (t.start_s != kNever) started[index(t.instance) - trace.instances_dropped] = 1;
+    if (t.status == TaskStatus::completed) s.makespan_s = std::max(s.makespan_s, t.end_s);
+    s.gpu_busy_s += task_gpu_s[k];
+    s.bytes_transferred += t.input_bytes;
+    if (t.batched_with != 0 && t.status == TaskStatus::completed) {
+      ++s.batched_tasks;
+      if (t.batched_with == index(trace.id_of(t)) + 1) ++s.batches;
+    }
+    if (t.offload_bytes > 0) {
+      ++s.offloaded_tasks;
+      s.offload_bytes += t.offload_bytes;
+    }
+  }
+  for (std::size_t i = 0; i < instances; ++i) {
+    const InstanceRecord& inst = trace.instances[i];
+    if (inst.arrival_s == kNever) continue;
+    const TaskStatus status = instance_status(inst, started[i] != 0);
+    count(s.workflows, status);
+    count(s.tenants[index(inst.tenant)].workflows, status);
+    if (const std::optional<double> latency = measured_latency(scenario, inst)) latencies_[index(inst.tenant)].push_back(*latency);
+  }
+  for (std::size_t k = 0; k < tasks; ++k) {
+    const TaskRecord& t = trace.tasks[k];
+    if (t.start_s == kNever) continue;
+    waited_[index(t.tenant)] += t.start_s - t.ready_s;
+    placed_[index(t.tenant)] += 1;
+    s.tenants[index(t.tenant)].gpu_s += task_gpu_s[k];
+  }
+  for (std::size_t k = 0; k < scenario.slos.size(); ++k) {
+    const Slo& slo = scenario.slos[k];
+    if (slo.metric != SloMetric::attainment) continue;
+    for (std::size_t i = 0; i < instances; ++i) {
+      const InstanceRecord& inst = trace.instances[i];
+      if (inst.arrival_s == kNever || inst.arrival_s < scenario.warmup_s || (slo.tenant && index(inst.tenant) != *slo.tenant)) continue;
+      if (slo.work_class && scenario.tenants[index(inst.tenant)].work_class != *slo.work_class) continue;
+      ++slo_submitted_[k];
+      if (inst.end_s != kNever && !inst.failed && inst.end_s - inst.arrival_s <= slo.within_s) ++slo_within_[k];
+    }
+  }
+  for (std::size_t i = 0; i < instances; ++i) {
+    const InstanceRecord& inst = trace.instances[i];
+    if (!scenario.workflows[inst.workflow].recorded || inst.arrival_s == kNever || inst.end_s == kNever || inst.failed) continue;
+    recorded_s_[inst.workflow] += inst.end_s - inst.arrival_s;
+    ++recorded_n_[inst.workflow];
+  }
+}
+
+Summary SummaryFold::finish(const Trace& trace, const Topology& topology, const std::vector<double>& link_bytes, double end_s,
+                            bool horizon_reached, std::uint64_t seed, std::uint64_t events) {
+  const Scenario& scenario = sc_;
+  const Cluster& cluster = cluster_;
+  Summary s = std::move(s_);
   s.scenario = scenario.name;
   s.policy = scenario.policy.name;
   s.one_gpu_instances = scenario.instance_placement == Scenario::InstancePlacement::one_gpu;
@@ -253,28 +337,6 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
     if (load.from_storage) ++s.storage_reads;
     s.weight_bytes_loaded += load.bytes;
     if (load.end_s != kNever) s.weight_load_s += load.end_s - load.start_s;
-  }
-
-  // Closed-loop workflows that never came (the horizon cut the loop) were never submitted.
-  auto arrived = [&](const TaskRecord& t) { return trace.instances[index(t.instance)].arrival_s != kNever; };
-  std::vector<std::uint8_t> started(trace.instances.size(), 0);
-  std::vector<double> task_gpu_s, busy_per_gpu;
-  share_gpu_time(cluster, trace, end_s, task_gpu_s, busy_per_gpu);
-  for (const TaskRecord& t : trace.tasks) {
-    if (!arrived(t)) continue;
-    count(s.tasks, t.status);
-    if (t.start_s != kNever) started[index(t.instance)] = 1;
-    if (t.status == TaskStatus::completed) s.makespan_s = std::max(s.makespan_s, t.end_s);
-    s.gpu_busy_s += task_gpu_s[static_cast<std::size_t>(&t - trace.tasks.data())];
-    s.bytes_transferred += t.input_bytes;
-    if (t.batched_with != 0 && t.status == TaskStatus::completed) {
-      ++s.batched_tasks;
-      if (t.batched_with == static_cast<std::uint32_t>(&t - trace.tasks.data()) + 1) ++s.batches;
-    }
-    if (t.offload_bytes > 0) {
-      ++s.offloaded_tasks;
-      s.offload_bytes += t.offload_bytes;
-    }
   }
   s.resizes = static_cast<std::uint64_t>(std::count_if(trace.left_gangs.begin(), trace.left_gangs.end(), [](const LeftGang& l) { return !l.stopped; }));
   for (std::size_t l = 0; l < link_bytes.size(); ++l) {
@@ -295,31 +357,17 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
   // Energy: each GPU at TDP while held by a task, at idle power otherwise.
   for (std::uint32_t g = 0; g < cluster.gpu_count(); ++g) {
     const GpuType& type = cluster.gpu_type(make_id<GpuId>(g));
-    s.energy_j += busy_per_gpu[g] * type.tdp_w + std::max(0.0, end_s - busy_per_gpu[g]) * type.idle_power_w;
+    s.energy_j += busy_per_gpu_[g] * type.tdp_w + std::max(0.0, end_s - busy_per_gpu_[g]) * type.idle_power_w;
   }
 
-  std::vector<std::vector<double>> per_tenant(scenario.tenants.size());
+  // Latencies: every tenant's together (latency_stats sorts them, so the order they are put in does not matter).
+  std::vector<std::vector<double>>& per_tenant = latencies_;
   std::vector<double> all;
+  for (const auto& l : per_tenant) all.insert(all.end(), l.begin(), l.end());
   for (std::size_t i = 0; i < scenario.tenants.size(); ++i) s.tenants[i].name = scenario.tenants[i].name;
-  for (std::size_t i = 0; i < trace.instances.size(); ++i) {
-    const InstanceRecord& inst = trace.instances[i];
-    if (inst.arrival_s == kNever) continue;
-    const TaskStatus status = instance_status(inst, started[i] != 0);
-    count(s.workflows, status);
-    count(s.tenants[index(inst.tenant)].workflows, status);
-    if (const std::optional<double> latency = measured_latency(scenario, inst)) {
-      all.push_back(*latency);
-      per_tenant[index(inst.tenant)].push_back(*latency);
-    }
-  }
   s.latency_s = latency_stats(std::move(all));
-  std::vector<double> waited(s.tenants.size(), 0.0), placed(s.tenants.size(), 0.0);
-  for (const TaskRecord& t : trace.tasks) {
-    if (t.start_s == kNever) continue;
-    waited[index(t.tenant)] += t.start_s - t.ready_s;
-    placed[index(t.tenant)] += 1;
-    s.tenants[index(t.tenant)].gpu_s += task_gpu_s[static_cast<std::size_t>(&t - trace.tasks.data())];
-  }
+  const std::vector<double>& waited = waited_;
+  const std::vector<double>& placed = placed_;
   // Per class: the tenants of each class together (their latencies only where a page or an SLO asks
   // for a class: a run's latencies are a good part of its memory at the end).
   const bool classes = std::any_of(scenario.tenants.begin(), scenario.tenants.end(), [](const Tenant& t) { return t.work_class == WorkClass::interactive; });
@@ -365,7 +413,8 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
   }
   if (classes) s.classes = by_class;
 
-  for (const Slo& slo : scenario.slos) {
+  for (std::size_t k = 0; k < scenario.slos.size(); ++k) {
+    const Slo& slo = scenario.slos[k];
     SloResult r;
     r.tenant = slo.tenant ? scenario.tenants[*slo.tenant].name : "";
     r.work_class = slo.work_class ? std::string(work_class_name(*slo.work_class)) : "";
@@ -381,13 +430,7 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
       case SloMetric::latency_p99: r.actual = stats.p99; break;
       case SloMetric::throughput: r.actual = scope != nullptr ? scope->throughput_per_s : (end_s > 0 ? static_cast<double>(s.workflows.completed) / end_s : 0); break;
       case SloMetric::attainment: {
-        std::uint64_t submitted = 0, within = 0;
-        for (const InstanceRecord& inst : trace.instances) {
-          if (inst.arrival_s == kNever || inst.arrival_s < scenario.warmup_s || (slo.tenant && index(inst.tenant) != *slo.tenant)) continue;
-          if (slo.work_class && scenario.tenants[index(inst.tenant)].work_class != *slo.work_class) continue;
-          ++submitted;
-          if (inst.end_s != kNever && !inst.failed && inst.end_s - inst.arrival_s <= slo.within_s) ++within;
-        }
+        const std::uint64_t submitted = slo_submitted_[k], within = slo_within_[k];
         r.actual = submitted > 0 ? static_cast<double>(within) / static_cast<double>(submitted) : 0;
         break;
       }
@@ -400,18 +443,21 @@ Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topolo
   for (std::size_t w = 0; w < scenario.workflows.size(); ++w) {
     const Workflow& wf = scenario.workflows[w];
     if (!wf.recorded) continue;
-    RecordedCheck c{.workflow = wf.id.empty() ? wf.name : wf.id, .recorded_s = wf.recorded->makespan_s, .simulated_s = 0, .instances = 0,
-                    .machines = wf.recorded->machines};
-    for (const InstanceRecord& inst : trace.instances) {
-      if (inst.workflow != w || inst.arrival_s == kNever || inst.end_s == kNever || inst.failed) continue;
-      c.simulated_s += inst.end_s - inst.arrival_s;
-      ++c.instances;
-    }
+    RecordedCheck c{.workflow = wf.id.empty() ? wf.name : wf.id, .recorded_s = wf.recorded->makespan_s, .simulated_s = recorded_s_[w],
+                    .instances = recorded_n_[w], .machines = wf.recorded->machines};
     if (c.instances > 0) c.simulated_s /= static_cast<double>(c.instances);
     s.recorded_runs.push_back(std::move(c));
   }
   s.uneven_uplinks = uneven_uplinks(topology, link_bytes);
   return s;
+}
+
+Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topology& topology, const Trace& trace,
+                  const std::vector<double>& link_bytes, double end_s, bool horizon_reached, std::uint64_t seed,
+                  std::uint64_t events) {
+  SummaryFold fold(scenario, cluster);
+  fold.add(trace, trace.instances.size(), end_s);
+  return fold.finish(trace, topology, link_bytes, end_s, horizon_reached, seed, events);
 }
 
 }  // namespace fleetsim

@@ -2,6 +2,9 @@
 // another, closed-loop users coming back after their think time.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <string_view>
+
 #include "../helpers.hpp"
 #include "run/events.hpp"
 #include "run/workload.hpp"
@@ -99,20 +102,32 @@ TEST_CASE("a replayed trace's arrivals come in time order with their own work sc
   CHECK(trace.tasks[2].work_scale == 10);
 }
 
-TEST_CASE("one stream drawn one at a time gives the list a whole draw gives", "[run][workload]") {
-  for (const std::string arrival : {R"({"process": "poisson", "rate": "3/s"})", R"({"process": "bursty", "rate": "5/s", "on": "2 s", "off": "3 s", "off_rate": "0.5/s"})",
-                                    R"({"process": "diurnal", "rate": "2/s", "amplitude": 0.8, "period": "20 s"})"}) {
-    const Scenario sc = streams_scenario(R"([{"workflow": "pair", "tenant": "x", "arrival": )" + arrival + R"(}], "horizon": "60 s")");
-    Rng rng(7, 0, "s");
-    const std::vector<double> list = run::arrival_times(sc.streams[0].arrival, 60, rng);
-    run::ArrivalDraws draws(sc.streams[0].arrival, 60, Rng(7, 0, "s"));
-    std::vector<double> one_by_one;
-    while (const auto a = draws.next()) one_by_one.push_back(a->time_s);
-    CHECK(list.size() > 20);
-    CHECK(one_by_one == list);
-    CHECK(std::is_sorted(list.begin(), list.end()));
-    CHECK(list.back() <= 60);
+TEST_CASE("a stream's draws come in time order, within its horizon and count, the same from the same random stream", "[run][workload]") {
+  // Mean rates: poisson 3/s; bursty (5/s for 2 s, 0.5/s for 3 s) 2.3/s; diurnal 2/s over whole periods.
+  for (const auto& [arrival, rate] : {std::pair<std::string, double>{R"({"process": "poisson", "rate": "3/s"})", 3.0},
+                                      {R"({"process": "bursty", "rate": "5/s", "on": "2 s", "off": "3 s", "off_rate": "0.5/s"})", 2.3},
+                                      {R"({"process": "diurnal", "rate": "2/s", "amplitude": 0.8, "period": "20 s"})", 2.0}}) {
+    INFO(arrival);
+    const Scenario sc = streams_scenario(R"([{"workflow": "pair", "tenant": "x", "arrival": )" + arrival + R"(}], "horizon": "4000 s")");
+    const auto draw = [&](std::string_view stream) {
+      run::ArrivalDraws draws(sc.streams[0].arrival, 4000, Rng(7, 0, stream));
+      std::vector<double> times;
+      while (const auto a = draws.next()) times.push_back(a->time_s);
+      return times;
+    };
+    const std::vector<double> times = draw("s");
+    CHECK(std::is_sorted(times.begin(), times.end()));
+    CHECK(times.back() <= 4000);
+    CHECK(static_cast<double>(times.size()) == Approx(rate * 4000).epsilon(0.05));
+    CHECK(draw("s") == times);
+    CHECK(draw("t") != times);
   }
+  // A count stops the draws before the horizon does.
+  const Scenario counted = streams_scenario(R"([{"workflow": "pair", "tenant": "x", "arrival": {"process": "poisson", "rate": "3/s", "count": 10}}])");
+  run::ArrivalDraws draws(counted.streams[0].arrival, 4000, Rng(7, 0, "s"));
+  int n = 0;
+  while (draws.next()) ++n;
+  CHECK(n == 10);
 }
 
 TEST_CASE("an open-loop arrival makes its roots ready and schedules the next one", "[run][workload]") {

@@ -22,10 +22,16 @@ struct RunOptions {
   bool record_link_samples = false;   // every change of every link's load and GPU's VRAM, for timelines
   // Stop early once more workflow instances than this have arrived and not finished (0: never): a
   // queue that grows without bound shows itself here long before the horizon. The summary says
-  // `diverged`, and what was left counts as running or queued.
+  // `diverged`, and what had arrived and not ended counts as running or queued.
   std::uint64_t max_in_flight = 0;
   // Called now and then (every 2^16 events) with the workflow instances ended so far and in all.
   std::function<void(std::size_t done, std::size_t total)> progress = {};
+  // Keep every instance's and task's record in the trace to the end (what outputs that list tasks read).
+  // False lets a run fold the records of ended instances into its summary and drop them as it goes, so
+  // that its memory grows with the instances in flight rather than with all of them; the summary is the
+  // same. Runs whose summary needs records read together keep them all anyway: GPUs time-sliced or
+  // batched, runs that may stop tasks (failures, spot, preemption, elastic resizes), training jobs.
+  bool keep_records = true;
 };
 
 // The cluster's billing rate from `time_s` on: the nodes billed then, at their hourly prices (spot

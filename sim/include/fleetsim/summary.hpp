@@ -158,6 +158,34 @@ LatencyStats latency_stats(std::vector<double> values);
 // warm-up; none otherwise.
 std::optional<double> measured_latency(const Scenario& scenario, const InstanceRecord& instance);
 
+// The summary of a run, summed over its instances and their tasks in id order. A run that keeps every
+// record adds them all at its end; one that drops ended instances' records as it goes adds each prefix
+// before it is dropped and the rest at its end: the same additions in the same order, so the same summary.
+class SummaryFold {
+ public:
+  SummaryFold(const Scenario& scenario, const Cluster& cluster);
+  // The first `instances` instances held in `trace` and their tasks. A task still running counts its
+  // GPU time to `end_s`. GPUs shared by several tasks (time slicing, batches) and gangs left (resizes,
+  // stops) are shared out over the tasks added together: add them all at once.
+  void add(const Trace& trace, std::size_t instances, double end_s);
+  // Everything else, from what the run kept to its end (weight loads, gangs left, the training jobs'
+  // iterations from the records still held, the links' bytes).
+  Summary finish(const Trace& trace, const Topology& topology, const std::vector<double>& link_bytes, double end_s,
+                 bool horizon_reached, std::uint64_t seed, std::uint64_t events);
+
+ private:
+  const Scenario& sc_;
+  const Cluster& cluster_;
+  Summary s_;                                   // the counts and sums so far
+  std::vector<double> busy_per_gpu_;            // seconds each GPU held a task
+  std::vector<std::vector<double>> latencies_;  // per tenant: its instances' measured latencies
+  std::vector<double> waited_, placed_;         // per tenant: ready-to-start seconds and tasks placed
+  std::vector<std::uint64_t> slo_submitted_, slo_within_;  // per SLO (attainment)
+  std::vector<double> recorded_s_;              // per workflow with a recorded run: its instances' latencies
+  std::vector<std::uint64_t> recorded_n_;
+};
+
+// The summary of a trace holding every record (a measured run's): a SummaryFold of all of it.
 Summary summarize(const Scenario& scenario, const Cluster& cluster, const Topology& topology, const Trace& trace,
                   const std::vector<double>& link_bytes, double end_s, bool horizon_reached, std::uint64_t seed,
                   std::uint64_t events);

@@ -99,8 +99,16 @@ struct Trace {
   std::vector<Decision> decisions;       // in time order; empty unless recorded
   std::vector<LeftGang> left_gangs;      // in time order: elastic tasks' gangs before each resize
   std::vector<std::string> reasons{""};
+  // Records a run dropped from the front of `instances` and `tasks` once they were folded into its summary
+  // (RunOptions::keep_records false): ids stay as they were, so task k's record is tasks[k - tasks_dropped].
+  std::uint32_t instances_dropped = 0, tasks_dropped = 0;
 
   std::uint32_t add_reason(std::string reason);
+  TaskRecord& task(TaskId id) { return tasks[index(id) - tasks_dropped]; }
+  const TaskRecord& task(TaskId id) const { return tasks[index(id) - tasks_dropped]; }
+  InstanceRecord& instance(std::uint32_t id) { return instances[id - instances_dropped]; }
+  const InstanceRecord& instance(std::uint32_t id) const { return instances[id - instances_dropped]; }
+  TaskId id_of(const TaskRecord& r) const { return make_id<TaskId>(static_cast<std::uint32_t>(&r - tasks.data()) + tasks_dropped); }
 };
 
 }  // namespace fleetsim

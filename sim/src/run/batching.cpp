@@ -104,12 +104,12 @@ void Batching::dissolve(TaskId member) {
 }
 
 const TaskSpec& Batching::spec(TaskId task) const {
-  const TaskRecord& r = trace_.tasks[index(task)];
+  const TaskRecord& r = trace_.task(task);
   return sc_.workflows[r.workflow].tasks[r.task];
 }
 
 void Batching::fill(TaskId leader, PolicyRound& round, BatchHost& host) {
-  const TaskRecord& lead = trace_.tasks[index(leader)];
+  const TaskRecord& lead = trace_.task(leader);
   const TaskSpec& s = spec(leader);
   const GpuId g = trace_.gpus[lead.gpu_begin];
   const std::uint32_t k = key(lead);
@@ -119,7 +119,7 @@ void Batching::fill(TaskId leader, PolicyRound& round, BatchHost& host) {
   std::vector<ReadyTask>& ready = round.ready();
   for (std::size_t i = 0; i < ready.size() && members(slot).size() < s.batching->max_size; ++i) {
     const TaskId f = ready[i].task;
-    const TaskRecord& r = trace_.tasks[index(f)];
+    const TaskRecord& r = trace_.task(f);
     if (round.decided(i) || key(r) != k) continue;
     if (!host.view().allowed(r.tenant, g) || (r.tenant != lead.tenant && (occupancy_.private_tenant(r.tenant) || occupancy_.private_tenant(lead.tenant)))) continue;
     // Members of other workflows may need more or less working set.
@@ -145,11 +145,11 @@ void Batching::member_ready(TaskId member, BatchHost& host) {
 // rest by each member. A model step runs once at the batch's size.
 void Batching::start(std::uint32_t batch, BatchHost& host) {
   const std::vector<TaskId>& joined = members(batch);
-  const TaskRecord& lead = trace_.tasks[index(joined.front())];
+  const TaskRecord& lead = trace_.task(joined.front());
   const TaskSpec& s = spec(joined.front());
   double flop = 0, own_bytes = 0, largest_bytes = 0;
   for (TaskId m : joined) {
-    const TaskRecord& r = trace_.tasks[index(m)];
+    const TaskRecord& r = trace_.task(m);
     flop += spec(m).flop * r.work_scale;
     own_bytes += spec(m).bytes * r.work_scale;
     largest_bytes = std::max(largest_bytes, spec(m).bytes * r.work_scale);

@@ -53,7 +53,7 @@ void Computing::size_tasks(const RecordCounts& n) {
 }
 
 void Computing::start(TaskId id, double known_scale) {
-  TaskRecord& r = trace_.tasks[index(id)];
+  TaskRecord& r = trace_.task(id);
   const TaskSpec& s = sc_.workflows[r.workflow].tasks[r.task];
   r.compute_start_s = queue_.now();
   const double share = r.work_scale / static_cast<double>(r.gpu_count);
@@ -86,7 +86,7 @@ void Computing::start(TaskId id, double known_scale) {
 void Computing::start_batch(const std::vector<TaskId>& members, const ComputeEstimate& estimate) {
   const double compute_s = estimate.total_s();
   for (TaskId m : members) {
-    TaskRecord& r = trace_.tasks[index(m)];
+    TaskRecord& r = trace_.task(m);
     r.compute_start_s = queue_.now();
     record_parts(r, estimate);
     parts_left_[index(m)] = 1;
@@ -94,11 +94,11 @@ void Computing::start_batch(const std::vector<TaskId>& members, const ComputeEst
     if (recovery_.on()) recovery_.set_full_compute(m, compute_s);
   }
   run(members.front(), compute_s, estimate);
-  occupancy_.set_free_at(index(trace_.gpus[trace_.tasks[index(members.front())].gpu_begin]), queue_.now() + compute_s);
+  occupancy_.set_free_at(index(trace_.gpus[trace_.task(members.front()).gpu_begin]), queue_.now() + compute_s);
 }
 
 void Computing::run(TaskId id, double compute_s, const ComputeEstimate& per_device) {
-  const TaskRecord& r = trace_.tasks[index(id)];
+  const TaskRecord& r = trace_.task(id);
   const std::span<const GpuId> gpus(trace_.gpus.data() + r.gpu_begin, r.gpu_count);
   if (shared_.any() && std::any_of(gpus.begin(), gpus.end(), [&](GpuId g) { return shared_.shared(g); })) {
     shared_.start(index(id), gpus, compute_s, queue_.now(), changed_);
@@ -125,7 +125,7 @@ void Computing::run(TaskId id, double compute_s, const ComputeEstimate& per_devi
 }
 
 std::span<const CollectiveSpec> Computing::collectives_of(TaskId id) const {
-  const TaskRecord& r = trace_.tasks[index(id)];
+  const TaskRecord& r = trace_.task(id);
   if (r.gpu_count <= 1) return {};
   return sc_.workflows[r.workflow].tasks[r.task].collectives;
 }
@@ -178,7 +178,7 @@ std::optional<std::uint32_t> Computing::collective_due(TaskId id) {
 double Computing::computed_s(TaskId id, double now_s) const {
   if (shared_.computing(index(id))) return shared_.done_s(index(id), now_s);
   if (node_shares_.computing(index(id))) return node_shares_.done_s(index(id), now_s);
-  return now_s - trace_.tasks[index(id)].compute_start_s;
+  return now_s - trace_.task(id).compute_start_s;
 }
 
 void Computing::leave(TaskId id) {

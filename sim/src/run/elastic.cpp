@@ -29,7 +29,7 @@ bool Elastic::any(const Scenario& sc) {
 }
 
 void Elastic::task_started(TaskId id) {
-  if (!spec(trace_.tasks[index(id)]).elastic || listed_[index(id)] != 0) return;
+  if (!spec(trace_.task(id)).elastic || listed_[index(id)] != 0) return;
   listed_[index(id)] = 1;
   running_.push_back(id);
 }
@@ -61,7 +61,7 @@ void Elastic::round_begins(std::vector<ReadyTask>& ready) {
 
 // Computing alone and past its min_interval.
 bool Elastic::resizable(TaskId id) const {
-  const TaskRecord& r = trace_.tasks[index(id)];
+  const TaskRecord& r = trace_.task(id);
   return r.status == TaskStatus::running && r.compute_start_s != kNever && r.comm_start_s == kNever && host_.computing_alone(id) &&
          queue_.now() - gang_start_s(r) >= spec(r).elastic->min_interval_s;
 }
@@ -69,7 +69,7 @@ bool Elastic::resizable(TaskId id) const {
 void Elastic::round_ends(const std::vector<ReadyTask>& ready) {
   // Tasks that ended or were stopped leave the list; the rest in task order, for determinism.
   std::erase_if(running_, [&](TaskId id) {
-    const bool gone = trace_.tasks[index(id)].status != TaskStatus::running;
+    const bool gone = trace_.task(id).status != TaskStatus::running;
     if (gone) listed_[index(id)] = 0;
     return gone;
   });
@@ -86,7 +86,7 @@ void Elastic::round_ends(const std::vector<ReadyTask>& ready) {
 // A task that could grow (nothing waits) or give GPUs back (something waits) but for its min_interval
 // gets a scheduling round when the interval has passed, as nothing else may cause one.
 void Elastic::wake_when_resizable(TaskId id, bool waiting) {
-  const TaskRecord& r = trace_.tasks[index(id)];
+  const TaskRecord& r = trace_.task(id);
   const ElasticSpec& e = *spec(r).elastic;
   const bool could = waiting ? r.gpu_count > static_cast<std::uint32_t>(e.min_gpus) : r.gpu_count < static_cast<std::uint32_t>(spec(r).gpus);
   const double at = gang_start_s(r) + e.min_interval_s;
@@ -97,7 +97,7 @@ void Elastic::wake_when_resizable(TaskId id, bool waiting) {
 
 // Onto free GPUs the task's share fits without offload: on its own nodes first, then in GPU order.
 void Elastic::grow(TaskId id) {
-  const TaskRecord& r = trace_.tasks[index(id)];
+  const TaskRecord& r = trace_.task(id);
   const TaskSpec& s = spec(r);
   if (r.gpu_count >= static_cast<std::uint32_t>(s.gpus) || !resizable(id)) return;
   const std::uint32_t model = predicted_.model(r.workflow, r.task);
@@ -150,13 +150,13 @@ void Elastic::shrink_for(const ReadyTask& waiting) {
   const ClusterView v = host_.view();
   order_.clear();
   for (TaskId id : running_) {
-    const TaskRecord& r = trace_.tasks[index(id)];
+    const TaskRecord& r = trace_.task(id);
     if (r.gpu_count > static_cast<std::uint32_t>(spec(r).elastic->min_gpus) && resizable(id) && wait_s > spec(r).elastic->restart_s) {
       order_.push_back(id);
     }
   }
   const auto above_min = [&](TaskId id) {
-    const TaskRecord& r = trace_.tasks[index(id)];
+    const TaskRecord& r = trace_.task(id);
     return r.gpu_count - static_cast<std::uint32_t>(spec(r).elastic->min_gpus);
   };
   std::stable_sort(order_.begin(), order_.end(), [&](TaskId a, TaskId b) {
@@ -164,7 +164,7 @@ void Elastic::shrink_for(const ReadyTask& waiting) {
   });
   for (TaskId id : order_) {
     if (lacking == 0) break;
-    const TaskRecord& r = trace_.tasks[index(id)];
+    const TaskRecord& r = trace_.task(id);
     gang_.assign(trace_.gpus.begin() + r.gpu_begin, trace_.gpus.begin() + r.gpu_begin + r.gpu_count);
     std::uint32_t give = std::min(lacking, above_min(id));
     const std::size_t before = gang_.size();

@@ -96,7 +96,7 @@ void Occupancy::occupied(std::uint32_t g) {
   gpu_rank_[g] = ClusterView::kNoRank;
   gpu_tenant_[g] = -1;
   for (std::uint32_t t : gpu_tasks_[g]) {
-    const TaskRecord& r = trace_.tasks[t];
+    const TaskRecord& r = trace_.task(make_id<TaskId>(t));
     const Tenant& tenant = sc_.tenants[index(r.tenant)];
     const std::int32_t rank = ClusterView::rank_of(tenant.priority, tenant.work_class == WorkClass::interactive);
     const bool first = t == gpu_tasks_[g].front();

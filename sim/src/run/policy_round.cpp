@@ -26,12 +26,12 @@ PolicyRound::PolicyRound(const Scenario& scenario, std::unique_ptr<Policy> polic
       policy_(std::move(policy)) {}
 
 const TaskSpec& PolicyRound::spec(TaskId task) const {
-  const TaskRecord& r = trace_.tasks[index(task)];
+  const TaskRecord& r = trace_.task(task);
   return sc_.workflows[r.workflow].tasks[r.task];
 }
 
 std::string PolicyRound::label(TaskId task) const {
-  const TaskRecord& r = trace_.tasks[index(task)];
+  const TaskRecord& r = trace_.task(task);
   return "task \"" + spec(task).name + "\" of workflow \"" + sc_.workflows[r.workflow].id + "\" (instance " +
          std::to_string(index(r.instance)) + ")";
 }
@@ -42,7 +42,7 @@ void PolicyRound::reject(TaskId task, const std::string& why) const {
 
 void PolicyRound::record(DecisionKind kind, TaskId task, const std::string& reason) {
   if (!record_decisions_) return;
-  const TaskRecord& r = trace_.tasks[index(task)];
+  const TaskRecord& r = trace_.task(task);
   const bool has_gpus = r.status == TaskStatus::running;
   trace_.decisions.push_back({queue_.now(), kind, task, has_gpus ? r.gpu_begin : 0, has_gpus ? r.gpu_count : 0,
                               reason.empty() ? 0 : trace_.add_reason(reason)});
@@ -76,7 +76,7 @@ bool PolicyRound::play(RoundHost& host, const std::vector<RunListener*>& listene
     }
     for (const Decisions::Placement& p : decisions_.placements()) {
       const TaskId leader = ready_[p.ready_index].task;
-      if (spec(leader).batching && trace_.tasks[index(leader)].status == TaskStatus::running) host.fill_batch(leader);
+      if (spec(leader).batching && trace_.task(leader).status == TaskStatus::running) host.fill_batch(leader);
     }
     if (!decisions_.placements().empty() || !decisions_.failures().empty()) {
       // The tasks before the first one decided stay where they are (a long queue's head often does).
@@ -121,7 +121,7 @@ std::string PolicyRound::placement_problem(TaskId task, std::span<const GpuId> g
     return "on " + std::to_string(gpus.size()) + " GPUs; it needs " + std::to_string(s.gpus) +
            (s.elastic ? " or, elastic, at least " + std::to_string(s.elastic->min_gpus) : "");
   }
-  const TaskRecord& r = trace_.tasks[index(task)];
+  const TaskRecord& r = trace_.task(task);
   const std::uint32_t model = predicted_.model(r.workflow, r.task);
   const double weights = s.weights_per_gpu_bytes();
   const auto keeps = [&](GpuId g) { return std::find(kept.begin(), kept.end(), g) != kept.end(); };
@@ -163,7 +163,7 @@ void PolicyRound::carry_out_preemptions(RoundHost& host) {
     // Every task on the GPU (several where it is time-sliced) is stopped.
     while (!occupancy_.tasks_on(index(p.gpu)).empty()) {
       const TaskId victim = make_id<TaskId>(occupancy_.tasks_on(index(p.gpu)).front());
-      const TaskRecord& v = trace_.tasks[index(victim)];
+      const TaskRecord& v = trace_.task(victim);
       freed_.insert(freed_.end(), trace_.gpus.begin() + v.gpu_begin, trace_.gpus.begin() + v.gpu_begin + v.gpu_count);
       record(DecisionKind::preempted, victim, p.reason);
       host.preempt(victim, p);

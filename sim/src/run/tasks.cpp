@@ -47,10 +47,10 @@ std::string Tasks::no_route(std::uint32_t from, std::uint32_t to) const {
 }
 
 void Tasks::make_ready(TaskId id) {
-  TaskRecord& r = trace_.tasks[index(id)];
+  TaskRecord& r = trace_.task(id);
   r.ready_s = queue_.now();
   const TaskSpec& s = spec(r);
-  const InstanceRecord& inst = trace_.instances[index(r.instance)];
+  const InstanceRecord& inst = trace_.instance(index(r.instance));
   // Where most of its input bytes are.
   const Workflow& wf = sc_.workflows[r.workflow];
   std::uint32_t input_gpu = kNoGpu;
@@ -86,7 +86,7 @@ bool Tasks::computing_alone(TaskId id) const {
 void Tasks::start_on_instance_gpus() {
   // Taken first, then started: a task that does not fit fails its instance's waiting tasks with it.
   for (const auto& [id, g] : instance_gpus_.take_startable()) {
-    const TaskRecord& r = trace_.tasks[index(id)];
+    const TaskRecord& r = trace_.task(id);
     if (!memory_.fits(g, predicted_.model(r.workflow, r.task), spec(r).weights_per_gpu_bytes(), spec(r).working_set_bytes)) {
       fail_task(id, "it does not fit the VRAM left on " + cluster_.gpu_name(g) + ", the GPU its instance runs on (instance_placement one-gpu)");
       continue;
@@ -101,7 +101,7 @@ ClusterView Tasks::view() const {
 }
 
 void Tasks::start_task(TaskId id, std::span<const GpuId> gpus) {
-  TaskRecord& r = trace_.tasks[index(id)];
+  TaskRecord& r = trace_.task(id);
   const TaskSpec& s = spec(r);
   const std::uint32_t model = predicted_.model(r.workflow, r.task);
   const double weights = s.weights_per_gpu_bytes();
@@ -150,15 +150,15 @@ void Tasks::load_weights(TaskId id, std::uint32_t member, GpuId g, std::uint32_t
 void Tasks::fill_batch(TaskId leader) { batching_.fill(leader, round_, *this); }
 
 void Tasks::place_member(TaskId member, TaskId leader, GpuId g) {
-  TaskRecord& r = trace_.tasks[index(member)];
-  const double weights = spec(trace_.tasks[index(leader)]).weights_bytes, working_set = spec(r).working_set_bytes;
+  TaskRecord& r = trace_.task(member);
+  const double weights = spec(trace_.task(leader)).weights_bytes, working_set = spec(r).working_set_bytes;
   const std::uint32_t model = predicted_.model(r.workflow, r.task);
   r.status = TaskStatus::running;
   r.start_s = queue_.now();
   r.gpu_begin = static_cast<std::uint32_t>(trace_.gpus.size());
   r.gpu_count = 1;
   r.batched_with = index(leader) + 1;
-  trace_.tasks[index(leader)].batched_with = index(leader) + 1;
+  trace_.task(leader).batched_with = index(leader) + 1;
   trace_.gpus.push_back(g);
   offloaded_.resize(trace_.gpus.size());
   offloaded_.back() = memory_.offload_bytes(g, model, weights, working_set);
@@ -180,7 +180,7 @@ void Tasks::compute_batch(const std::vector<TaskId>& members, const ComputeEstim
 // Inputs move from each producer's first GPU to `to`, all at once. A tensor already there is read
 // in place and released at once.
 void Tasks::start_inputs(TaskId id, GpuId to) {
-  TaskRecord& r = trace_.tasks[index(id)];
+  TaskRecord& r = trace_.task(id);
   const Workflow& wf = sc_.workflows[r.workflow];
   for (std::uint32_t e : wf.inputs(r.task)) {
     const EdgeSpec& edge = wf.edges[e];
@@ -202,11 +202,11 @@ void Tasks::start_flow(TaskId id, std::uint32_t from, std::uint32_t to, double b
 
 void Tasks::start_compute(TaskId id) {
   computing_.start(id, known_scale(id));
-  if (spec(trace_.tasks[index(id)]).elastic) round_wanted_ = true;  // it can be resized from now on: a round looks at it
+  if (spec(trace_.task(id)).elastic) round_wanted_ = true;  // it can be resized from now on: a round looks at it
 }
 
 void Tasks::on_compute_done(TaskId id) {
-  if (trace_.tasks[index(id)].status != TaskStatus::running) return;  // failed meanwhile
+  if (trace_.task(id).status != TaskStatus::running) return;  // failed meanwhile
   const std::uint8_t following = computing_.compute_done(id);
   if (const std::uint32_t slot = batching_.batch_of(id); slot != Batching::kNone) {
     batching_.dissolve(id);
@@ -215,7 +215,7 @@ void Tasks::on_compute_done(TaskId id) {
   for (std::uint32_t k = 0; k < TaskSpec::kMaxCollectives; ++k) {
     if ((following >> k & 1u) == 0) continue;
     begin_collective(id, k);
-    if (trace_.tasks[index(id)].status != TaskStatus::running) return;  // the collective could not run
+    if (trace_.task(id).status != TaskStatus::running) return;  // the collective could not run
   }
   if (computing_.part_done(id)) end_task(id);
 }
@@ -227,7 +227,7 @@ bool Tasks::on_collective_start(TaskId id) {
 }
 
 void Tasks::begin_collective(TaskId id, std::uint32_t which) {
-  TaskRecord& r = trace_.tasks[index(id)];
+  TaskRecord& r = trace_.task(id);
   const TaskSpec& s = spec(r);
   if (r.comm_start_s == kNever) r.comm_start_s = queue_.now();
   const std::span<const GpuId> gang(trace_.gpus.data() + r.gpu_begin, r.gpu_count);
@@ -268,7 +268,7 @@ void Tasks::on_network() {
       if (collectives_.delivered(id, tag.part)) start_collective_step(id, tag.part);
       continue;
     }
-    const TaskRecord& r = trace_.tasks[index(id)];
+    const TaskRecord& r = trace_.task(id);
     if (tag.kind == FlowKind::input) {
       tensors_.release(index(r.instance), tag.part, queue_.now());
     } else if (tag.kind == FlowKind::weights) {
@@ -290,7 +290,7 @@ void Tasks::stop_stranded() {
   std::vector<Stranded> stranded;
   stranded.swap(stranded_);
   for (const Stranded& s : stranded) {
-    if (trace_.tasks[index(s.task)].status == TaskStatus::running && recovery_.run(s.task) == s.run) stop_task(s.task, s.reason);
+    if (trace_.task(s.task).status == TaskStatus::running && recovery_.run(s.task) == s.run) stop_task(s.task, s.reason);
   }
 }
 
@@ -300,7 +300,7 @@ void Tasks::lose_tensors(GpuId g, const std::string& event) {
   tensors_.lose(g, [&](TaskId consumer, TaskId producer) {
     std::erase_if(round_.ready(), [&](const ReadyTask& r) { return r.task == consumer; });
     batching_.forget(consumer);
-    fail_task(consumer, "its input from task \"" + spec(trace_.tasks[index(producer)]).name + "\" was lost when " + event);
+    fail_task(consumer, "its input from task \"" + spec(trace_.task(producer)).name + "\" was lost when " + event);
   });
 }
 
@@ -314,7 +314,7 @@ void Tasks::stop_task(TaskId id, const std::string& what, Stop how, double resto
     for (std::size_t i = batching_.members(slot).size(); i-- > 0;) stop_task(batching_.members(slot)[i], what, how, restore_s);
     return;
   }
-  TaskRecord& r = trace_.tasks[index(id)];
+  TaskRecord& r = trace_.task(id);
   const double now = queue_.now();
   const bool preempted = how != Stop::failed;
   if (!preempted) round_.record(DecisionKind::stopped, id, what);
@@ -352,14 +352,14 @@ void Tasks::stop_task(TaskId id, const std::string& what, Stop how, double resto
 }
 
 void Tasks::on_retry(TaskId id) {
-  if (trace_.tasks[index(id)].status == TaskStatus::queued) make_ready(id);
+  if (trace_.task(id).status == TaskStatus::queued) make_ready(id);
 }
 
 // Moves a computing elastic task onto `gang` (GPUs it keeps, in their order, then new ones). The
 // work done is kept; it computes what is left at the new degree after its restart (and after the
 // weights reach new GPUs). Not a stop: no attempt is used and nothing counts as lost.
 void Tasks::resize(TaskId id, const std::vector<GpuId>& gang, const std::string& why) {
-  TaskRecord& r = trace_.tasks[index(id)];
+  TaskRecord& r = trace_.task(id);
   const TaskSpec& s = spec(r);
   const double now = queue_.now();
   round_.check_resize(id, gang, std::span<const GpuId>(trace_.gpus.data() + r.gpu_begin, r.gpu_count), view());
@@ -404,7 +404,7 @@ void Tasks::resize(TaskId id, const std::vector<GpuId>& gang, const std::string&
 // One GPU of the task's gang is free again: at the task's end or stop (release_gpus), or when an
 // elastic task leaves it at a resize.
 void Tasks::give_back_gpu(const TaskRecord& r, GpuId g, double offloaded_bytes) {
-  occupancy_.remove_task(index(g), static_cast<std::uint32_t>(&r - trace_.tasks.data()));
+  occupancy_.remove_task(index(g), index(trace_.id_of(r)));
   occupancy_.set_free_at(index(g), queue_.now());
   memory_.release(g, predicted_.model(r.workflow, r.task), spec(r).working_set_bytes - offloaded_bytes, queue_.now());
   released(index(g));
@@ -419,7 +419,7 @@ void Tasks::release_gpus(const TaskRecord& r) {
   occupancy_.add_tenant_gpus(r.tenant, -static_cast<std::int64_t>(r.gpu_count));
   occupancy_.attain(r.instance, (queue_.now() - gang_start_s(r)) * r.gpu_count);
   // A batch's follower gives back its VRAM; the GPU is the leader's to free.
-  const auto self = static_cast<std::uint32_t>(&r - trace_.tasks.data());
+  const std::uint32_t self = index(trace_.id_of(r));
   if (r.batched_with != 0 && r.batched_with != self + 1) {
     const GpuId g = trace_.gpus[r.gpu_begin];
     memory_.release(g, predicted_.model(r.workflow, r.task), spec(r).working_set_bytes - offloaded_[r.gpu_begin], queue_.now());
@@ -432,7 +432,7 @@ void Tasks::release_gpus(const TaskRecord& r) {
 }
 
 void Tasks::end_task(TaskId id) {
-  TaskRecord& r = trace_.tasks[index(id)];
+  TaskRecord& r = trace_.task(id);
   r.status = TaskStatus::completed;
   r.end_s = queue_.now();
   release_gpus(r);
@@ -442,7 +442,7 @@ void Tasks::end_task(TaskId id) {
 
 // A running task that cannot go on: its GPUs are freed and it fails, with everything downstream.
 void Tasks::abort_running(TaskId id, const std::string& reason) {
-  TaskRecord& r = trace_.tasks[index(id)];
+  TaskRecord& r = trace_.task(id);
   dropped_.clear();
   flows_.cancel(id, queue_.now(), dropped_);  // its other collectives, which may be running
   collectives_.drop(id);
@@ -453,13 +453,13 @@ void Tasks::abort_running(TaskId id, const std::string& reason) {
 
 // Fails a task that has not started, and every task downstream of it.
 void Tasks::fail_task(TaskId id, const std::string& reason) {
-  TaskRecord& r = trace_.tasks[index(id)];
+  TaskRecord& r = trace_.task(id);
   if (r.status != TaskStatus::queued) return;
   r.status = TaskStatus::failed;
   r.end_s = queue_.now();
   r.reason = trace_.add_reason(reason);
   const std::uint32_t instance = index(r.instance);
-  trace_.instances[instance].failed = true;
+  trace_.instance(instance).failed = true;
   tensors_.release_inputs(id, queue_.now());
   if (workload_.task_ended(instance) && instance_gpus_.on()) instance_gpus_.ended(instance);
   const Workflow& wf = sc_.workflows[r.workflow];

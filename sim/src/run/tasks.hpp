@@ -93,7 +93,7 @@ class Tasks : public ElasticHost, public RoundHost, public BatchHost {
 
  private:
   const TaskSpec& spec(const TaskRecord& r) const { return sc_.workflows[r.workflow].tasks[r.task]; }
-  double known_scale(TaskId task) const { return workload_.known_scale(trace_.tasks[index(task)].instance); }
+  double known_scale(TaskId task) const { return workload_.known_scale(trace_.task(task).instance); }
   std::string no_route(std::uint32_t from, std::uint32_t to) const;
 
   void start_task(TaskId task, std::span<const GpuId> gpus);

@@ -96,13 +96,6 @@ std::optional<ArrivalDraws::Arrival> ArrivalDraws::next() {
   return std::nullopt;
 }
 
-std::vector<double> arrival_times(const ArrivalSpec& a, double horizon_s, Rng& rng) {
-  ArrivalDraws draws(a, horizon_s, std::move(rng));
-  std::vector<double> times;
-  while (const auto next = draws.next()) times.push_back(next->time_s);
-  return times;
-}
-
 // Open-loop arrivals are drawn twice: once here, to count them (the run's tables are reserved once,
 // and size-based policies rank by the job-size distribution), and again as they come.
 Workload::Workload(const Scenario& sc, std::uint64_t seed, const std::vector<double>& job_gpu_s, EventQueue& queue,
@@ -156,8 +149,6 @@ Workload::Workload(const Scenario& sc, std::uint64_t seed, const std::vector<dou
   // Tables an instance are held to the end of a run of many million: the closed-loop subjects only where a
   // stream is closed, the known work scales only where one replays a trace.
   scaled_ = std::any_of(sc_.streams.begin(), sc_.streams.end(), [](const Stream& s) { return !s.arrival.work_scales.empty(); });
-  trace_.instances.reserve(most_instances_);
-  trace_.tasks.reserve(most_tasks_);
   first_task_.reserve(most_instances_);
   remaining_.reserve(most_instances_);
   if (scaled_) scale_.reserve(most_instances_);
@@ -219,11 +210,11 @@ std::uint32_t Workload::admit(std::uint32_t subject) {
   }
   const Stream& s = sc_.streams[stream];
   const Workflow& wf = sc_.workflows[s.workflow];
-  const auto instance = static_cast<std::uint32_t>(trace_.instances.size());
+  const auto instance = static_cast<std::uint32_t>(trace_.instances_dropped + trace_.instances.size());
   trace_.instances.push_back(InstanceRecord{s.workflow, make_id<TenantId>(s.tenant), queue_.now(), kNever, false});
   if (scaled_) scale_.push_back(scale);
   if (!closed_.empty()) slot_of_.push_back(subject < open_arrivals_ ? kNoSlot : subject);
-  first_task_.push_back(static_cast<std::uint32_t>(trace_.tasks.size()));
+  first_task_.push_back(static_cast<std::uint32_t>(trace_.tasks_dropped + trace_.tasks.size()));
   remaining_.push_back(static_cast<std::uint32_t>(wf.tasks.size()));
   for (std::uint32_t t = 0; t < wf.tasks.size(); ++t) {
     TaskRecord r;
@@ -239,7 +230,7 @@ std::uint32_t Workload::admit(std::uint32_t subject) {
 
 bool Workload::task_ended(std::uint32_t instance) {
   if (--remaining_[instance] != 0) return false;
-  trace_.instances[instance].end_s = queue_.now();
+  trace_.instance(instance).end_s = queue_.now();
   --in_flight_;
   --unfinished_;
   if (const std::uint32_t slot = slot_of_.empty() ? kNoSlot : slot_of_[instance]; slot != kNoSlot) {

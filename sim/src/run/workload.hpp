@@ -40,9 +40,6 @@ class ArrivalDraws {
   bool started_ = false, in_period_ = false, on_ = true, done_ = false;
 };
 
-// A stream's arrival times as a list (what ArrivalDraws draws one at a time).
-std::vector<double> arrival_times(const ArrivalSpec& arrival, double horizon_s, Rng& rng);
-
 class Workload {
  public:
   // Counts every stream's arrivals (a draw that keeps nothing) to size the run's tables once and to
@@ -64,7 +61,7 @@ class Workload {
     const std::uint32_t instance = admit(subject);
     made(instance);
     ++in_flight_;
-    const Workflow& wf = sc_.workflows[trace_.instances[instance].workflow];
+    const Workflow& wf = sc_.workflows[trace_.instance(instance).workflow];
     for (std::uint32_t t = 0; t < wf.tasks.size(); ++t) {
       if (wf.inputs(t).empty()) make_ready(task_id(instance, t));
     }
