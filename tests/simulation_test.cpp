@@ -258,6 +258,33 @@ TEST_CASE("every shipped scenario has the same summary whether it keeps its reco
   CHECK(dropping >= 1);
 }
 
+TEST_CASE("a dropped task's compute end still due after its collective failed it changes nothing", "[simulation][records][collectives]") {
+  // NVLS cannot run on a PCIe box: each task fails when its overlapped all-reduce starts, half-way through its
+  // compute, and the instance ends; its compute's end is still queued and comes after the record is dropped.
+  const auto sc = fleetsim::test::builtin_scenario(R"("cluster": {"nodes": [{"type": "l40s-pcie-2", "count": 4}]},
+      "workflows": {"w": {"tasks": [{"name": "step", "gpus": 2, "work": {"flop": "50 TFLOP"},
+          "collective": {"op": "all-reduce", "bytes": "1 GB", "algo": "nvls", "overlap": 0.5}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "poisson", "rate": "20/s", "count": 4000}}])");
+  const BothWays run = both_ways(sc);
+  CHECK(run.dropped == run.kept);
+  CHECK(run.dropped_events == run.kept_events);
+  CHECK(run.tasks_dropped > 2000);
+}
+
+TEST_CASE("closed loops and one GPU an instance fold to the same summary as they keep", "[simulation][records]") {
+  const fleetsim::Scenario sc = unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-2", "count": 2}]},
+      "instance_placement": "one-gpu",
+      "tenants": [{"name": "a"}, {"name": "b"}],
+      "workflows": {"chain": {"tasks": [{"name": "x", "work": {"flop": "20 TFLOP", "size": "exponential"}}, {"name": "y", "work": {"flop": "10 TFLOP"}}],
+                              "edges": [{"from": "x", "to": "y", "bytes": "1 GB"}]}},
+      "workload": [{"workflow": "chain", "tenant": "a", "arrival": {"process": "closed", "users": 3, "think": "0.5 s", "count": 1000}},
+                   {"workflow": "chain", "tenant": "b", "arrival": {"process": "poisson", "rate": "2/s", "count": 2000}}])");
+  const BothWays run = both_ways(sc);
+  CHECK(run.dropped == run.kept);
+  CHECK(run.dropped_events == run.kept_events);
+  CHECK(run.tasks_dropped > 5000);
+}
+
 TEST_CASE("a run that would keep more than 20 million task records is refused before it starts", "[simulation][records][input]") {
   const fleetsim::Scenario sc = unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 1}]},
       "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},

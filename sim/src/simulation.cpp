@@ -166,7 +166,9 @@ class Run {
       case kArrival: workload_.arrive(e.subject, [this](std::uint32_t) { size_tables(); }, [this](TaskId id) { tasks_.make_ready(id); }); return true;
       case kComputeDone:
         if (!tasks_.current(stamp_of(e), e.subject)) return false;
-        tasks_.on_compute_done(task);
+        // A task failed mid-compute (a collective that cannot run) leaves its compute's end queued; its
+        // record may be dropped by then. It changes nothing either way, but counts as an event of the run.
+        if (e.subject >= trace_.tasks_dropped) tasks_.on_compute_done(task);
         return true;
       case kCommStart:
         if (!tasks_.current(stamp_of(e), e.subject) || e.subject < trace_.tasks_dropped || trace_.task(task).status != TaskStatus::running) return false;

@@ -14,10 +14,11 @@ namespace fleetsim::run {
 
 
 ArrivalDraws::ArrivalDraws(const ArrivalSpec& a, double horizon_s, Rng rng) : a_(&a), horizon_s_(horizon_s), rng_(std::move(rng)) {
+  // Sorted by arrival time as computed (start + offset), so that offsets that round to one time keep their order.
   if (a.process == ArrivalProcess::times && !std::is_sorted(a.times_s.begin(), a.times_s.end())) {
     order_.resize(a.times_s.size());
     std::iota(order_.begin(), order_.end(), 0u);
-    std::stable_sort(order_.begin(), order_.end(), [&](std::uint32_t x, std::uint32_t y) { return a.times_s[x] < a.times_s[y]; });
+    std::stable_sort(order_.begin(), order_.end(), [&](std::uint32_t x, std::uint32_t y) { return a.start_s + a.times_s[x] < a.start_s + a.times_s[y]; });
   }
 }
 
@@ -133,7 +134,6 @@ Workload::Workload(const Scenario& sc, std::uint64_t seed, const std::vector<dou
     while (below + it->second <= rank) below += (it++)->second;
     job_sizes_.push_back(it->first);
   }
-  FLEETSIM_CHECK(most_tasks_ <= std::numeric_limits<std::uint32_t>::max(), "more open-loop tasks than task ids (the loader's limit on tasks is lower)");
   open_arrivals_ = static_cast<std::uint32_t>(open);
   // Closed-loop users: each user's workflows follow one another, subjects after the open-loop arrivals.
   std::uint64_t slots = open;
@@ -146,6 +146,7 @@ Workload::Workload(const Scenario& sc, std::uint64_t seed, const std::vector<dou
     most_tasks_ += workflows * sc_.workflows[sc_.streams[s].workflow].tasks.size();
   }
   most_instances_ = slots;
+  FLEETSIM_CHECK(most_tasks_ <= std::numeric_limits<std::uint32_t>::max(), "more tasks than task ids (the loader's limit on tasks is lower)");
   // Tables an instance are held to the end of a run of many million: the closed-loop subjects only where a
   // stream is closed, the known work scales only where one replays a trace.
   scaled_ = std::any_of(sc_.streams.begin(), sc_.streams.end(), [](const Stream& s) { return !s.arrival.work_scales.empty(); });
