@@ -287,6 +287,9 @@ int run_collective(const CollectiveArgs& args) {
   // past this it is refused before any cluster is built.
   constexpr int kMaxRanks = 16384;
   if (ranks > kMaxRanks) throw bad("--gpus", "expected at most 16,384 ranks (a collective over 8,192 takes about a minute to plan), found " + std::to_string(ranks));
+  if (*op == fleetsim::CollectiveOp::all_to_all && static_cast<std::size_t>(ranks) > fleetsim::kMaxAllToAllRanks) {
+    throw bad("--gpus", "expected at most " + std::to_string(fleetsim::kMaxAllToAllRanks) + " ranks for an all-to-all (a flow from each to every other), found " + std::to_string(ranks));
+  }
   // A node type gets as many nodes as the GPUs need; anything else is a file.
   fleetsim::ClusterSpec spec;
   if (const fleetsim::NodeType* node = fleetsim::Catalog::builtin().node(args.cluster)) {

@@ -220,6 +220,10 @@ TEST_CASE("a user's registry file adds families, file rules and node types, trie
   CHECK_THAT(bad(R"({"families": {"f": {"label": "F", "diffusion": {"model": "m"}}}})"),
              Contains("/families/f/diffusion/architecture: a stage needs an \"architecture\" or an \"operator\""));
   CHECK_THAT(bad(R"({"familes": {}})"), Contains("mine.json: /familes"));
+  // An architecture the catalog lacks is the registry's mistake, not the graph's.
+  CHECK_THAT(bad(R"({"families": {"juggernaut": {"label": "J", "diffusion": {"architecture": "sdxl-unnet"}}},
+                     "files": [{"contains": ["juggernaut"], "family": "juggernaut"}]})"),
+             Contains("mine.json: /families/juggernaut/diffusion/architecture: the catalog lacks architecture \"sdxl-unnet\"; did you mean \"sdxl-unet\"?"));
 }
 
 TEST_CASE("strict imports turn every guess into an error, listed", "[import][comfyui]") {

@@ -35,6 +35,19 @@ TEST_CASE("a task on a failed GPU fails when it has no attempts left", "[faults]
   CHECK(run.summary.lost_gpu_s == Approx(4.0));
 }
 
+TEST_CASE("work waiting for a GPU whose repair comes after the horizon is left at the horizon, not stalled", "[faults]") {
+  // One GPU, down from 1 s for 2 h; the horizon is 1 h. The tasks arriving meanwhile wait for it.
+  const Scenario sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 1}]}, "horizon": "1 h",
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "100 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "periodic", "interval": "10 s", "count": 5, "start": "5 s"}}],
+      "faults": {"events": [{"at": "1 s", "gpu": "n0.g0", "for": "2 h"}]})");
+  const RunResult run = simulate(sc);
+  CHECK(run.summary.horizon_reached);
+  CHECK_FALSE(run.summary.stalled);
+  CHECK(run.summary.end_s == 3600);
+  CHECK(run.summary.tasks.queued == 5);
+}
+
 TEST_CASE("a retried task waits for its backoff and a free GPU: the hand-computed delays", "[faults]") {
   const std::string retry = R"(, "retry": {"max_attempts": 2, "backoff": "1 s"}})";
   SECTION("one GPU: the retry waits for the repair at 7 s and ends at 17 s") {

@@ -294,6 +294,10 @@ TEST_CASE("WfCommons instances (WfFormat 1.5 and 1.4) import with runtimes and f
   const std::string bad = R"({"schemaVersion": "1.5", "workflow": {"specification": {"tasks": [{"id": "a"}]},
                              "execution": {"makespanInSeconds": -1, "tasks": [{"id": "a", "runtimeInSeconds": 1}]}}})";
   CHECK_THROWS_WITH(import_wfcommons(bad, "w.json", unit), Contains("w.json: /workflow/execution/makespanInSeconds: expected a non-negative number of seconds, found the number -1"));
+  std::string forever = bad;
+  forever.replace(forever.find("-1"), 2, "7").replace(forever.find("\"runtimeInSeconds\": 1"), 21, "\"runtimeInSeconds\": 1e300");
+  CHECK_THROWS_WITH(import_wfcommons(forever, "w.json", unit),
+                    Contains("/workflow/execution/tasks/0/runtimeInSeconds: expected a number of seconds from 0 to 1e9, found the number 1e+300"));
   std::string machines = bad;
   machines.replace(machines.find("-1"), 2, R"(7, "machines": {"nodeName": "n"})");
   CHECK_THROWS_WITH(import_wfcommons(machines, "w.json", unit), Contains("/workflow/execution/machines: expected an array of machines"));
@@ -473,7 +477,7 @@ TEST_CASE("a malformed job CSV or column mapping is rejected naming the line, th
   CHECK_THAT(error, Catch::Contains("log.csv: line 2, gpus: expected a count of GPUs from 0 to 65536, found \"many\""));
   CHECK_THAT(error, Catch::Contains("and 3 more like the above: gpus cells that are not a count of GPUs"));
   CHECK_THAT(error, Catch::Contains("line 10, submit: expected seconds or a time such as \"2020-07-01 08:00:00\", found \"yesterday\""));
-  CHECK_THAT(error, Catch::Contains("line 11, duration: expected seconds, 0 or more, found \"long\""));
+  CHECK_THAT(error, Catch::Contains("line 11, duration: expected seconds from 0 to 1e+09, found \"long\""));
   CHECK_THAT(error, Catch::Contains("line 12: expected 3 cells, found 2"));
 }
 

@@ -117,7 +117,16 @@ TEST_CASE("catalog files are checked strictly", "[catalog][errors]") {
              Contains("cat.json: /gpu: unknown field"));
   std::string typo = std::string("{\"gpus\": {") + kGpu + "}}";
   typo.replace(typo.find("\"tdp\""), 5, "\"tpd\"");
-  CHECK_THAT(catalog_error(typo), Contains("/gpus/g/tpd: unknown field") && Contains("/gpus/g/tdp: missing required field"));
+  CHECK_THAT(catalog_error(typo), Contains("/gpus/g/tpd: unknown field") && Contains("did you mean \"tdp\"?") && !Contains("/gpus/g/tdp: missing required field"));
+  // Names chosen from a list say which was meant; prices and launch times have ceilings.
+  const auto edited = [](const std::string& from, const std::string& to) {
+    std::string text = std::string("{\"gpus\": {") + kGpu + "}}";
+    return catalog_error(text.replace(text.find(from), from.size(), to));
+  };
+  CHECK_THAT(edited("\"tdp\"", "\"arch\": \"hoper\", \"tdp\""), Contains("/gpus/g/arch: expected one of") && Contains("did you mean \"hopper\"?"));
+  CHECK_THAT(edited("\"price_usd_per_hour\": 1", "\"price_usd_per_hour\": 1e308"),
+             Contains("/gpus/g/price_usd_per_hour: expected a number from 0.0 to 1000000.0"));
+  CHECK_THAT(edited("\"tdp\"", "\"launch_overhead\": \"1e300 s\", \"tdp\""), Contains("/gpus/g/launch_overhead: expected at most 1 s"));
   std::string negative = std::string("{\"gpus\": {") + kGpu + "}}";
   negative.replace(negative.find("10 GB"), 5, "-10 GB");
   CHECK_THAT(catalog_error(negative), Contains("/gpus/g/vram: expected a size") && Contains("negative"));

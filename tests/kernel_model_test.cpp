@@ -223,8 +223,19 @@ TEST_CASE("measured kernels and kernel constants are read strictly", "[kernels][
   for (int i = 0; i < 100001; ++i) many += "a,gemm,1,2,3,4\n";
   CHECK_THAT(error_of(many), Catch::Contains("k.csv: line 100002: expected at most 100000 rows of kernels"));
   // Not numbers, though strtod and from_chars read them as such.
-  CHECK_THAT(error_of("name,kernel,m,n,k,time_us\na,gemm,1,2,3,inf\n"), Catch::Contains("line 2, column time_us: expected a positive number, found \"inf\""));
-  CHECK_THAT(error_of("name,kernel,m,n,k,time_us\na,gemm,nan,2,3,4\n"), Catch::Contains("line 2, column m: expected a positive number, found \"nan\""));
+  CHECK_THAT(error_of("name,kernel,m,n,k,time_us\na,gemm,1,2,3,inf\n"), Catch::Contains("line 2, column time_us: expected a time from 0.001 to 1e9 microseconds, found \"inf\""));
+  CHECK_THAT(error_of("name,kernel,m,n,k,time_us\na,gemm,nan,2,3,4\n"), Catch::Contains("line 2, column m: expected a whole number from 1 to 2^31, found \"nan\""));
+  // Numbers, but not a kernel's shape or time.
+  for (const auto& [row, expected] : {std::pair<std::string, std::string>{"a,gemm,1e300,2,3,4", "column m: expected a whole number from 1 to 2^31, found \"1e300\""},
+                                      {"a,gemm,1.5,2,3,4", "column m: expected a whole number"},
+                                      {"a,gemm,1,2,3,1e-300", "column time_us: expected a time from 0.001 to 1e9 microseconds"}}) {
+    CHECK_THAT(error_of("name,kernel,m,n,k,time_us\n" + row + "\n"), Catch::Contains("line 2, " + expected));
+  }
+  std::string rows = "name,kernel,m,n,k,time_us\n";
+  for (int i = 0; i < 100; ++i) rows += "a,gemm,x,2,3,4\n";
+  const std::string listed = error_of(rows);
+  CHECK_THAT(listed, Catch::Contains("and 80 more problems like these"));
+  CHECK(std::count(listed.begin(), listed.end(), '\n') < 25);
   const std::string text = read_text_file(test::source_dir() + "/models/kernels.json");
   std::string broken = text;
   broken.replace(broken.find("\"attention_block\": 128"), 22, "\"attention_block\": 0");

@@ -244,4 +244,7 @@ TEST_CASE("measured collectives are read strictly", "[nccl][input]") {
   CHECK_THAT(error_of("bytes,time_us\n1024,inf\n"), Catch::Contains("line 2, column time_us: expected a number, found \"inf\""));
   CHECK_THAT(error_of("bytes,time_us\n1024,nan\n"), Catch::Contains("line 2, column time_us: expected a number, found \"nan\""));
   CHECK_THAT(error_of("bytes,time_us\ninf,10\n"), Catch::Contains("line 2, column bytes: expected a number, found \"inf\""));
+  // Numbers, but not a size or a time a run can have.
+  CHECK_THAT(error_of("bytes,time_us\n1e300,10\n"), Catch::Contains("line 2, column bytes: expected a size of at most 2^50 bytes, found \"1e300\""));
+  CHECK_THAT(error_of("bytes,time_us\n1024,1e-300\n"), Catch::Contains("line 2, column time_us: expected a time from 0.001 to 1e10 microseconds"));
 }

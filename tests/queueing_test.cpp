@@ -180,7 +180,7 @@ TEST_CASE("a job trace replays with each job's GPUs and duration", "[workload]")
       "workflows": {"unused": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
       "workload": [{"trace": "bad-jobs.csv"}]})");
   CHECK_THAT(error, Catch::Contains("bad-jobs.csv: line 3, gpus: expected a whole number of GPUs") &&
-                        Catch::Contains("bad-jobs.csv: line 4, duration: expected seconds (at least 0) or a duration"));
+                        Catch::Contains("bad-jobs.csv: line 4, duration: expected seconds from 0 to 1e9 or a duration"));
 }
 
 TEST_CASE("a job trace takes numbers in any standard form and summarizes repeated errors", "[workload][input]") {
@@ -207,7 +207,7 @@ TEST_CASE("a job trace takes numbers in any standard form and summarizes repeate
   CHECK_THAT(error, Catch::Contains("many-bad-jobs.csv: line 3, gpus: expected a whole number of GPUs from 1 to 65536, found \"x0\"") &&
                         Catch::Contains("line 7, gpus") && !Catch::Contains("line 8, gpus") &&
                         Catch::Contains("and 35 more like the above: gpus cells that are not a whole number from 1 to 65536") &&
-                        Catch::Contains("line 43, duration: expected seconds (at least 0) or a duration such as \"90 s\", found \"-3\""));
+                        Catch::Contains("line 43, duration: expected seconds from 0 to 1e9 or a duration such as \"90 s\", found \"-3\""));
   std::size_t lines = 0;
   for (char c : error) lines += c == '\n';
   CHECK(lines < 12);

@@ -266,6 +266,8 @@ TEST_CASE("a request trace is replayed row by row, and a bad row is refused with
   write("0,100,10\n1,-3,5\n0.5,10,inf\n2,10,10\n1.5,10,10\n");
   CHECK_THAT(error_of_file(json, file), Catch::Contains("/requests/trace: ") && Catch::Contains("r.csv line 3: column prompt_tokens: expected a whole number of tokens") &&
                                             Catch::Contains("line 4: column output_tokens") && Catch::Contains("line 6: column arrival_s: expected times in order"));
+  write("0,100,10\n1e300,100,10\n");
+  CHECK_THAT(error_of_file(json, file), Catch::Contains("r.csv line 3: column arrival_s: expected a time from 0 to 1e9 seconds, found \"1e300\""));
   write("");
   CHECK_THAT(error_of_file(json, file), Catch::Contains("expected request rows, found none"));
   // The public traces as published: Azure's LLM inference traces, BurstGPT, Mooncake; failed requests dropped and said.

@@ -1,6 +1,7 @@
 #include "fleetsim/measured_kernels.hpp"
 
 #include <charconv>
+#include <cmath>
 #include <sstream>
 
 #include "fleetsim/error.hpp"
@@ -10,12 +11,21 @@ namespace fleetsim {
 namespace {
 // Rows of measured kernels a file may hold (a fit over 450,000 took 21 s).
 constexpr std::size_t kMaxRows = 100000;
+// Problems listed one by one; the rest are counted (a file of bad rows would print a line for each).
+constexpr std::size_t kListed = 20;
 }  // namespace
-
 
 std::vector<MeasuredKernel> parse_measured_kernels(std::string_view text, const std::string& file) {
   std::vector<MeasuredKernel> out;
   std::vector<Problem> problems;
+  std::size_t unlisted = 0;
+  const auto add = [&](Problem p) {
+    if (problems.size() < kListed) {
+      problems.push_back(std::move(p));
+    } else {
+      ++unlisted;
+    }
+  };
   std::istringstream in{std::string(text)};
   std::string line;
   std::size_t number = 0;
@@ -26,14 +36,14 @@ std::vector<MeasuredKernel> parse_measured_kernels(std::string_view text, const 
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     const std::string at = "line " + std::to_string(number);
     if (out.size() >= kMaxRows) {  // a fit over more rows takes minutes and learns nothing more
-      problems.push_back({file, at, "expected at most " + std::to_string(kMaxRows) + " rows of kernels"});
+      add({file, at, "expected at most " + std::to_string(kMaxRows) + " rows of kernels"});
       break;
     }
     if (!header) {
       header = true;
       batched = line == "name,kernel,m,n,k,batch,time_us";
       if (line != "name,kernel,m,n,k,time_us" && !batched) {
-        problems.push_back({file, at, "expected the header \"name,kernel,m,n,k,time_us\" or \"name,kernel,m,n,k,batch,time_us\", found \"" + line + "\""});
+        add({file, at, "expected the header \"name,kernel,m,n,k,time_us\" or \"name,kernel,m,n,k,batch,time_us\", found \"" + line + "\""});
       }
       continue;
     }
@@ -42,7 +52,7 @@ std::vector<MeasuredKernel> parse_measured_kernels(std::string_view text, const 
     for (std::string cell; std::getline(row, cell, ',');) cells.push_back(cell);
     const std::size_t columns = batched ? 7 : 6;
     if (cells.size() != columns) {
-      problems.push_back({file, at, "expected " + std::to_string(columns) + " columns, found " + std::to_string(cells.size())});
+      add({file, at, "expected " + std::to_string(columns) + " columns, found " + std::to_string(cells.size())});
       continue;
     }
     MeasuredKernel m;
@@ -51,7 +61,7 @@ std::vector<MeasuredKernel> parse_measured_kernels(std::string_view text, const 
     const bool causal = cells[1] == "attention-causal";
     const auto cls = causal ? std::optional{KernelClass::attention} : parse_kernel_class(cells[1]);
     if (!cls || *cls == KernelClass::memory || (*cls == KernelClass::attention && !batched)) {
-      problems.push_back({file, at + ", column kernel",
+      add({file, at + ", column kernel",
                           "expected gemm, norm, add, activation, gated-activation, rope, softmax, embedding, or attention or attention-causal "
                           "(with the batch column), found \"" + cells[1] + "\""});
       continue;
@@ -62,12 +72,18 @@ std::vector<MeasuredKernel> parse_measured_kernels(std::string_view text, const 
     const std::vector<const char*> names = batched ? std::vector<const char*>{"m", "n", "k", "batch", "time_us"} : std::vector<const char*>{"m", "n", "k", "time_us"};
     std::vector<double> values(names.size(), 0.0);
     bool good = true;
+    // Dimensions are whole numbers a GPU's kernels take (up to 2^31); a time from a nanosecond to 1,000 s.
     for (std::size_t i = 0; i < names.size(); ++i) {
       const std::string& cell = cells[i + 2];
       values[i] = parse_number(cell).value_or(-1);
+      const bool time = i + 1 == names.size();
       const bool zero_ok = i == 2 && *cls != KernelClass::gemm && *cls != KernelClass::attention;
-      if (!(values[i] > 0 || (zero_ok && values[i] == 0))) {
-        problems.push_back({file, at + ", column " + names[i], std::string("expected a ") + (zero_ok ? "non-negative" : "positive") + " number, found \"" + cell + "\""});
+      const bool fits = time ? values[i] >= 1e-3 && values[i] <= 1e9
+                             : values[i] == std::floor(values[i]) && (values[i] >= 1 || (zero_ok && values[i] == 0)) && values[i] <= 2147483648.0;
+      if (!fits) {
+        const std::string expected = time ? "a time from 0.001 to 1e9 microseconds"
+                                          : std::string("a whole number from ") + (zero_ok ? "0" : "1") + " to 2^31";
+        add({file, at + ", column " + names[i], "expected " + expected + ", found \"" + cell + "\""});
         good = false;
       }
     }
@@ -79,6 +95,7 @@ std::vector<MeasuredKernel> parse_measured_kernels(std::string_view text, const 
     m.time_s = values.back() * 1e-6;
     out.push_back(std::move(m));
   }
+  if (unlisted > 0) problems.push_back({file, "", "and " + std::to_string(unlisted) + " more problems like these"});
   if (problems.empty() && out.empty()) problems.push_back({file, "", "expected rows of name,kernel,m,n,k,time_us, found none"});
   if (!problems.empty()) throw InputError(std::move(problems));
   return out;

@@ -77,6 +77,19 @@ class RowReader {
     return static_cast<std::int64_t>(v);
   }
 
+  // A size in bytes up to 2^50 (a pebibyte; nccl-tests' largest are gigabytes), or a time in microseconds from
+  // a nanosecond to 10,000 s: past those a log is broken, and the fits would take its numbers as measured.
+  double bytes(std::size_t i, const char* column) {
+    const double v = number(i, column);
+    if (v > 1125899906842624.0) fail(column, "expected a size of at most 2^50 bytes, found \"" + cells_[i] + "\"");
+    return v;
+  }
+  double time_us(std::size_t i, const char* column) {
+    const double v = number(i, column);
+    if (v != 0 && (v < 1e-3 || v > 1e10)) fail(column, "expected a time from 0.001 to 1e10 microseconds, found \"" + cells_[i] + "\"");
+    return v;
+  }
+
   void fail(const char* column, std::string message) {
     problems_.push_back(Problem{file_, "line " + std::to_string(line_) + ", column " + column, std::move(message)});
   }
@@ -144,7 +157,7 @@ NcclTestsLog parse_nccl_tests_log(std::string_view text, const std::string& file
     RowReader r(rest, line_no, file, problems);
     NcclTestsRow row;
     row.line = line_no;
-    row.bytes = r.number(0, "size");
+    row.bytes = r.bytes(0, "size");
     row.count = static_cast<std::uint64_t>(r.whole(1, "count"));
     row.type = rest[2];
     row.redop = rest[3];
@@ -152,7 +165,7 @@ NcclTestsLog parse_nccl_tests_log(std::string_view text, const std::string& file
     if (rest.size() == 13) row.root = r.whole(c++, "root");
     for (NcclTestsResult* result : {&row.out_of_place, &row.in_place}) {
       const char* place = result == &row.out_of_place ? "(out-of-place)" : "(in-place)";
-      result->time_s = r.number(c++, "time") * 1e-6;
+      result->time_s = r.time_us(c++, "time") * 1e-6;
       result->algbw_Bps = r.number(c++, "algbw") * 1e9;
       result->busbw_Bps = r.number(c++, "busbw") * 1e9;
       const std::string& wrong = rest[c++];
@@ -203,7 +216,7 @@ MeasuredCollective parse_measured_collective(std::string_view text, const std::s
       const std::vector<std::string> cells{line.substr(0, comma), line.substr(comma + 1)};
       RowReader r(cells, number, file, problems);
       const std::size_t before = problems.size();
-      const double bytes = r.number(0, "bytes"), us = r.number(1, "time_us");
+      const double bytes = r.bytes(0, "bytes"), us = r.time_us(1, "time_us");
       if (problems.size() == before && !(bytes > 0)) r.fail("bytes", "expected a positive size");
       if (problems.size() == before && !(us > 0)) r.fail("time_us", "expected a positive time");
       if (problems.size() == before) m.rows.emplace_back(bytes, us * 1e-6);

@@ -64,8 +64,11 @@ GpuType read_gpu(ObjectReader& r, const std::string& id, const GpuType* base) {
   g.tdp_w = r.quantity("tdp", Dimension::power, need).value_or(g.tdp_w);
   g.idle_power_w = r.quantity_or("idle_power", Dimension::power, g.idle_power_w);
   g.launch_overhead_s = r.quantity_or("launch_overhead", Dimension::time, g.launch_overhead_s);
-  g.price_usd_per_hour = r.number("price_usd_per_hour", need).value_or(g.price_usd_per_hour);
-  g.purchase_usd = r.number("purchase_usd", Need::optional).value_or(g.purchase_usd);
+  // A launch takes microseconds; a second is far past any GPU's, and 1e300 s would end no run.
+  if (g.launch_overhead_s > 1) r.problem("launch_overhead", "expected at most 1 s (a kernel launch takes microseconds), found " + format_quantity(g.launch_overhead_s, Dimension::time));
+  // Prices up to $1M an hour and $1B a GPU: past those a cost is a typo, and sums of them overflow.
+  g.price_usd_per_hour = r.number("price_usd_per_hour", need, 0.0, 1e6).value_or(g.price_usd_per_hour);
+  g.purchase_usd = r.number("purchase_usd", Need::optional, 0.0, 1e9).value_or(g.purchase_usd);
   g.sequential_compute_and_memory =
       r.choice("compute_and_memory", {"overlapped", "sequential"}, g.sequential_compute_and_memory ? 1 : 0) == 1;
   const std::string source = read_source(r, need);

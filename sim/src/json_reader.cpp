@@ -267,11 +267,13 @@ std::size_t ObjectReader::choice(std::string_view key, std::span<const std::stri
   if (!value) return fallback;
   std::size_t i = 0;
   std::string names;
+  std::vector<std::string> known;
   for (std::string_view option : options) {
     if (*value == option) return i;
     names += (i++ == 0 ? "\"" : ", \"") + std::string(option) + "\"";
+    known.emplace_back(option);
   }
-  problem(key, "expected one of " + names + ", found \"" + *value + "\"");
+  problem(key, "expected one of " + names + ", found \"" + *value + "\"" + did_you_mean(*value, known));
   return fallback;
 }
 
@@ -286,6 +288,8 @@ void ObjectReader::finish() {
       if (valid.find("\"" + k + "\"") != std::string::npos) continue;
       valid += (valid.empty() ? "" : ", ") + ("\"" + k + "\"");
     }
+    // A misspelt required field is one mistake: its "missing" goes, the unknown name says which it meant.
+    if (const std::string close = closest_name(key, known_); !close.empty()) problems_.remove(pointer(close), "missing required field");
     problems_.add(pointer(key), "unknown field (expected one of " + valid + ")" + did_you_mean(key, known_));
   }
 }

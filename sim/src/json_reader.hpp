@@ -37,6 +37,13 @@ class Problems {
   }
   bool empty() const { return list_.empty(); }
   std::size_t size() const { return list_.size(); }
+  // Takes back a problem already added (one that a later, better one explains); whether there was one.
+  bool remove(const std::string& pointer, std::string_view message) {
+    const auto it = std::find_if(list_.begin(), list_.end(), [&](const Problem& p) { return p.pointer == pointer && p.message == message; });
+    if (it == list_.end()) return false;
+    list_.erase(it);
+    return true;
+  }
   // Takes over the problems of an error thrown while loading another file.
   void absorb(const InputError& error) {
     list_.insert(list_.end(), error.problems().begin(), error.problems().end());

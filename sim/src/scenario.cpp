@@ -521,19 +521,20 @@ void read_trace(ObjectReader& s, Scenario& sc, const std::string& base_dir) {
       continue;
     }
     // Numbers in any standard form ("82.2", "2.24e+06"), or a duration with its unit.
+    // At most 1e9 s (some 32 years): a trace's times and durations past that are broken cells.
     auto seconds = [&](int c) -> std::optional<double> {
       const std::string& v = cells[static_cast<std::size_t>(c)];
-      if (const std::optional<double> x = parse_number(v)) {
-        if (*x >= 0) return x;
-      } else {
+      std::optional<double> x = parse_number(v);
+      if (!x) {
         try {
-          return parse_quantity(v, Dimension::time);
+          x = parse_quantity(v, Dimension::time);
         } catch (const std::exception&) {
         }
       }
+      if (x && *x >= 0 && *x <= 1e9) return x;
       const std::string& name = header[static_cast<std::size_t>(c)];
       csv.add_repeated(name + " cells that are not seconds", at + ", " + name,
-                       "expected seconds (at least 0) or a duration such as \"90 s\", found \"" + v + "\"");
+                       "expected seconds from 0 to 1e9 or a duration such as \"90 s\", found \"" + v + "\"");
       return std::nullopt;
     };
     const auto submit = seconds(c_submit);
@@ -693,11 +694,15 @@ void read_workload(ObjectReader& top, Scenario& sc, const std::vector<std::strin
     s.finish();
     sc.streams.push_back(std::move(stream));
   }
+  // A stream over its own limit was reported there: not again here, through the tasks it would make.
   double records = 0;
+  bool stream_over = false;
   for (const Stream& s : sc.streams) {
-    if (s.workflow < sc.workflows.size()) records += most_arrivals(s.arrival, sc.horizon_s) * static_cast<double>(sc.workflows[s.workflow].tasks.size());
+    const double arrivals = most_arrivals(s.arrival, sc.horizon_s);
+    stream_over = stream_over || arrivals > static_cast<double>(kMaxArrivals);
+    if (s.workflow < sc.workflows.size()) records += arrivals * static_cast<double>(sc.workflows[s.workflow].tasks.size());
   }
-  if (records > kMaxTasks) {
+  if (records > kMaxTasks && !stream_over) {
     top.problem("workload", "would make up to " + about(records) + " tasks (each stream's arrivals times its workflow's tasks), over the 200,000,000 a run "
                             "holds in memory: fewer arrivals, a slower rate or an earlier horizon");
   }
@@ -967,6 +972,8 @@ void read_autoscale(ObjectReader& top, Scenario& sc) {
         e.problem("at", "expected a time within the period (" + format_quantity(spec.period_s, Dimension::time) + "): the schedule repeats every period");
       } else if (at > sc.horizon_s) {
         e.problem("at", "after the horizon (" + format_quantity(sc.horizon_s, Dimension::time) + "): it would never take effect");
+      } else if (std::any_of(spec.schedule.begin(), spec.schedule.end(), [&](const auto& entry) { return entry.first == at; })) {
+        e.problem("at", "another entry is at " + format_quantity(at, Dimension::time) + ": expected one number of nodes at each time");
       }
       const int n = static_cast<int>(e.integer("nodes", Need::required, spec.min_nodes, nodes).value_or(spec.min_nodes));
       e.finish();

@@ -231,6 +231,10 @@ void read_one_collective(const Json& value, const std::string& pointer, Problems
   spec.compression = c.number("compression", Need::optional, 1e-6, 1.0).value_or(1.0);
   spec.overlap = c.number("overlap", Need::optional, 0.0, 1.0).value_or(0.0);
   c.finish();
+  if (spec.op == CollectiveOp::all_to_all && static_cast<std::size_t>(task.gpus) > kMaxAllToAllRanks) {
+    c.problem("op", "an all-to-all over the task's " + std::to_string(task.gpus) + " GPUs is a flow from each to every other, over the " +
+                        std::to_string(kMaxAllToAllRanks) + " ranks an all-to-all may have: a smaller gang");
+  }
   task.collectives.push_back(spec);
 }
 

@@ -3,6 +3,8 @@
 // only within the horizon.
 #include <catch2/catch.hpp>
 
+#include <limits>
+
 #include "../helpers.hpp"
 #include "fleetsim/cluster.hpp"
 #include "run/events.hpp"
@@ -66,7 +68,7 @@ TEST_CASE("fault sources are one table: scripted events, then cables, GPUs, node
   CHECK(spot.down_s > 0);  // drawn with mean 1 min
 }
 
-TEST_CASE("every source schedules its first failure, repairs only within the horizon", "[run][faults]") {
+TEST_CASE("every source schedules its first failure, and repairs are queued past the horizon too", "[run][faults]") {
   Fixture f(R"({"events": [{"at": "1 s", "gpu": "n0.g1", "for": "2 h"}, {"at": "2 h", "gpu": "n0.g0"}]})");
   f.faults.start();
   // The scripted failure at 1 s, and the spot node's first preemption; not the one past the horizon.
@@ -78,10 +80,14 @@ TEST_CASE("every source schedules its first failure, repairs only within the hor
   const run::Fault gpu = f.faults.fail(0);
   CHECK(gpu.event == "GPU n0.g1 failed");
   const std::size_t pending = f.queue.size();
+  // 2 h is past the horizon: queued anyway, so that the run ends at its horizon with the GPU still down
+  // (rather than running out of events first and calling the work waiting for it stalled).
   f.faults.schedule_repair(0, gpu.down_s);
-  CHECK(f.queue.size() == pending);  // 2 h is past the horizon: no repair
-  f.faults.schedule_repair(0, 60);
   CHECK(f.queue.size() == pending + 1);
+  f.faults.schedule_repair(0, 60);
+  CHECK(f.queue.size() == pending + 2);
+  f.faults.schedule_repair(0, std::numeric_limits<double>::infinity());  // never repaired: nothing queued
+  CHECK(f.queue.size() == pending + 2);
   f.faults.gpu_down(1, false);
   Summary summary;
   f.faults.summarize(100, summary);

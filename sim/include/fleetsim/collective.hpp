@@ -19,6 +19,7 @@
 // Sizes follow nccl-tests: all-gather's size is the gathered output, reduce-scatter's the input.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -35,6 +36,10 @@ class Cluster;
 class Topology;
 
 enum class CollectiveOp : std::uint8_t { all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, send_recv };
+
+// An all-to-all is a flow from every rank to every other: over 1,024 ranks, a million flows (a 1 GiB one takes
+// some 15 s to simulate; 4,096 ranks ran out of memory). Larger ones are refused before any is planned.
+inline constexpr std::size_t kMaxAllToAllRanks = 1024;
 enum class CollectiveAlgo : std::uint8_t { automatic, ring, tree, nvls, nvls_tree, pat, direct };
 // NCCL's protocols: LL (8-byte stores with flags), LL128 (128-byte lines), Simple (bulk copies).
 enum class CollectiveProto : std::uint8_t { automatic, ll, ll128, simple };

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "fleetsim/import.hpp"
+#include "fleetsim/suggest.hpp"
 #include "../json_reader.hpp"
 #include "comfyui_registry.hpp"
 #include "comfyui_ui.hpp"
@@ -330,14 +331,20 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
   wf.file = file_name;
   if (!unknown_note.empty()) wf.assumptions.push_back(unknown_note);
   wf.name = "ComfyUI graph " + file_name;
-  auto op = [&](const std::string& id) -> const OperatorSpec& {
-    const OperatorSpec* spec = catalog.op(id);
-    if (spec == nullptr) throw InputError({Problem{file_name, "", "the catalog lacks operator profile \"" + id + "\""}});
+  // A stage's architecture or operator profile the catalog lacks is the registry's mistake: reported there.
+  auto op = [&](const ComfyStage& stage) -> const OperatorSpec& {
+    const OperatorSpec* spec = catalog.op(stage.op);
+    if (spec == nullptr) {
+      throw InputError({Problem{stage.file, stage.pointer + "/operator", "the catalog lacks operator profile \"" + stage.op + "\""}});
+    }
     return *spec;
   };
-  auto arch = [&](const std::string& id) {
+  auto arch = [&](const std::string& id, const ComfyStage* stage) {
     const auto it = catalog.architectures().find(id);
-    if (it == catalog.architectures().end()) throw InputError({Problem{file_name, "", "the catalog lacks architecture \"" + id + "\""}});
+    if (it == catalog.architectures().end()) {
+      throw InputError({Problem{stage != nullptr ? stage->file : file_name, stage != nullptr ? stage->pointer + "/architecture" : "",
+                                "the catalog lacks architecture \"" + id + "\"" + did_you_mean_key(id, catalog.architectures())}});
+    }
     return it->second;
   };
   // The prompt a sampler or text encoder works from: its own text, or the text encoder's its
@@ -531,9 +538,9 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
           const StepShape shape{.batch = s.batch * (std::abs(cfg - 1) < 1e-9 ? 1 : 2), .width = s.width, .height = s.height,
                                 .frames = s.frames + (f->reference_image ? 1 : 0), .context = prompt_tokens(prompt_of(*n), f->text_tokens)};
           t.dtype = f->dtype;
-          set_model_step(t, arch(stage->architecture), shape, count);
+          set_model_step(t, arch(stage->architecture, stage), shape, count);
         } else {
-          scaled(op(stage->op), count * (stage->at_pixels > 0 ? s.pixels() / (stage->at_pixels * stage->at_frames) : 1));
+          scaled(op(*stage), count * (stage->at_pixels > 0 ? s.pixels() / (stage->at_pixels * stage->at_frames) : 1));
           t.launches = static_cast<std::uint32_t>(count);
         }
         t.model = stage->model;
@@ -546,9 +553,9 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
         costed_as = f;
         if (!stage->architecture.empty()) {
           t.dtype = Dtype::fp16;
-          set_model_step(t, arch(stage->architecture), StepShape{.tokens = prompt_tokens(prompt_of(*n), f->text_tokens)}, 1);
+          set_model_step(t, arch(stage->architecture, stage), StepShape{.tokens = prompt_tokens(prompt_of(*n), f->text_tokens)}, 1);
         } else {
-          scaled(op(stage->op), 1);
+          scaled(op(*stage), 1);
         }
         t.model = stage->model;
         t.working_set_bytes = 1e9;
@@ -561,10 +568,10 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
         costed_as = f;
         if (n->role == ComfyRole::decode && !stage->architecture.empty()) {
           t.dtype = Dtype::bf16;  // ComfyUI's VAE dtype where bf16 runs
-          set_model_step(t, arch(stage->architecture), StepShape{.batch = s.batch * s.frames, .width = s.width, .height = s.height}, 1);
+          set_model_step(t, arch(stage->architecture, stage), StepShape{.batch = s.batch * s.frames, .width = s.width, .height = s.height}, 1);
         } else {
           // A VAE encoder costs about half its decoder (approx.).
-          scaled(op(stage->op), s.pixels() / stage->at_pixels * (n->role == ComfyRole::decode ? 1.0 : 0.5));
+          scaled(op(*stage), s.pixels() / stage->at_pixels * (n->role == ComfyRole::decode ? 1.0 : 0.5));
         }
         t.model = stage->model;
         t.working_set_bytes = 2e9 + 8 * image_bytes;
@@ -573,7 +580,7 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
       }
       case ComfyRole::upscale:
         t.dtype = Dtype::fp16;
-        set_model_step(t, arch("real-esrgan-x4"), StepShape{.batch = s.batch * s.frames, .width = s.width, .height = s.height}, 1);
+        set_model_step(t, arch("real-esrgan-x4", nullptr), StepShape{.batch = s.batch * s.frames, .width = s.width, .height = s.height}, 1);
         t.model = "real-esrgan-x4plus";
         t.working_set_bytes = 2e9 + 16 * image_bytes;
         s.width *= 4;

@@ -76,6 +76,8 @@ ComfyStage read_stage(ObjectReader& parent, std::string_view key) {
   ComfyStage stage;
   const Json* value = parent.field(key);
   if (value == nullptr) return stage;
+  stage.file = parent.problems().file();
+  stage.pointer = parent.pointer(key);
   ObjectReader r(*value, parent.pointer(key), parent.problems());
   stage.architecture = r.string_or("architecture", "");
   stage.op = r.string_or("operator", "");

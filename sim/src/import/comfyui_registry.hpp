@@ -41,6 +41,7 @@ struct ComfyNodeType {
 struct ComfyStage {
   std::string architecture, op, model;
   double at_pixels = 0, at_frames = 1;
+  std::string file, pointer;  // where it was written (a registry file and the stage's pointer), for messages
   bool empty() const { return architecture.empty() && op.empty(); }
 };
 

@@ -66,8 +66,9 @@ Workflow import_wfcommons(std::string_view json_text, const std::string& file_na
   };
   auto runtime_of = [&](const Json& t, const std::string& at) {
     const auto it = t.find("runtimeInSeconds");
-    if (it == t.end() || !it->is_number() || it->get<double>() < 0) {
-      fail(at + "/runtimeInSeconds", "expected a non-negative number of seconds");
+    if (it == t.end() || !it->is_number() || !(it->get<double>() >= 0 && it->get<double>() <= 1e9)) {  // 1e9 s: some 32 years
+      fail(at + "/runtimeInSeconds", "expected a number of seconds from 0 to 1e9" + (it == t.end() ? std::string() : ", found " + detail::describe(*it)));
+      return 0.0;
     }
     return it->get<double>();
   };

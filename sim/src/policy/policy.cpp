@@ -1,6 +1,7 @@
 #include "fleetsim/policy.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "fleetsim/cluster.hpp"
@@ -71,8 +72,10 @@ const std::string& PolicyParams::string(std::string_view name) const { return st
 
 double PolicyParams::non_negative(std::string_view name) const {
   const double v = number(name);
-  if (!(v >= 0) || !std::isfinite(v)) {
-    throw InputError({Problem{"", std::string(name), "expected a number of at least 0, found " + std::to_string(v)}});
+  if (!(v >= 0) || !(v <= 1e9)) {  // 1e9 s is some 32 years
+    char found[32];
+    std::snprintf(found, sizeof found, "%g", v);
+    throw InputError({Problem{"", std::string(name), std::string("expected a number from 0 to 1e9, found ") + found}});
   }
   return v;
 }

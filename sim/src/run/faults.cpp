@@ -83,8 +83,10 @@ Fault Faults::fail(std::uint32_t subject) {
 
 Fault Faults::repair(std::uint32_t subject) const { return describe(subject); }
 
+// A repair due after the horizon is queued too: the run then reaches its horizon with the work that waited
+// for those GPUs left, rather than running out of events and calling that work stalled.
 void Faults::schedule_repair(std::uint32_t subject, double down_s) {
-  if (std::isfinite(down_s) && queue_.now() + down_s <= sc_.horizon_s) queue_.push(queue_.now() + down_s, kRepair, subject);
+  if (std::isfinite(down_s)) queue_.push(queue_.now() + down_s, kRepair, subject);
 }
 
 void Faults::schedule_next(std::uint32_t subject) {

@@ -144,8 +144,10 @@ std::vector<ServingDeployment::Request> read_request_trace(const std::string& pa
         output = tokens(cells[2], "output_tokens", false);
       }
     }
-    if (!when || (format != TraceFormat::azure && *when < 0)) {
-      bad(std::string("column ") + time_column + ": expected a time, found another value");
+    // Seconds from the trace's start, up to 1e9 (some 32 years); Azure's are dates.
+    if (!when || (format != TraceFormat::azure && !(*when >= 0 && *when <= 1e9))) {
+      const std::string found = format == TraceFormat::mooncake ? "another value" : "\"" + detail::csv_cells(row).front() + "\"";
+      bad(std::string("column ") + time_column + ": expected a time" + (format == TraceFormat::azure ? "" : " from 0 to 1e9 seconds") + ", found " + found);
       continue;
     }
     if (!prompt || !output) continue;
