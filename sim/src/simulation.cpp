@@ -27,14 +27,14 @@ namespace {
 
 using namespace run;  // event kinds
 
-// Whether a run may fold ended instances' records into its summary and drop them as it goes: nothing
-// asks for them (RunOptions::keep_records), and nothing reads several of them together at the end: GPU
-// time shared among tasks (time-sliced GPUs, batches), gangs left by stopped or resized runs
-// (`restartable`), training jobs' iterations.
 // A run that keeps every record holds some 260 bytes a task to its end (a task's and its instance's
 // records and the run's tables): past this many, it is refused before any arrival is made.
 constexpr std::uint64_t kMostKeptTasks = 20'000'000;
 
+// Whether a run may fold ended instances' records into its summary and drop them as it goes: nothing
+// asks for them (RunOptions::keep_records), and nothing reads several of them together at the end: GPU
+// time shared among tasks (time-sliced GPUs, batches), gangs left by stopped or resized runs
+// (`restartable`), training jobs' iterations.
 bool drops_records(const Scenario& sc, const RunOptions& options, bool restartable) {
   if (options.keep_records || restartable) return false;
   const auto& groups = sc.cluster.groups;
