@@ -4,7 +4,6 @@
 // FLEETSIM_UPDATE_GOLDEN=1 and says why in its commit.
 #include <catch2/catch.hpp>
 
-#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -31,11 +30,7 @@ std::string hex(std::uint64_t value) {
 TEST_CASE("every shipped scenario pops the golden event sequence under every policy", "[golden][simulation]") {
   namespace fs = std::filesystem;
   const fs::path golden = fs::path(test::source_dir()) / "tests/golden/events.txt";
-  std::vector<fs::path> scenarios;
-  for (const auto& entry : fs::directory_iterator(fs::path(test::source_dir()) / "scenarios")) {
-    if (entry.path().extension() == ".json") scenarios.push_back(entry.path());
-  }
-  std::sort(scenarios.begin(), scenarios.end());
+  const std::vector<std::string> scenarios = test::shipped_scenarios();
   REQUIRE(scenarios.size() >= 10);
 
   std::map<std::string, std::string> expected;
@@ -55,7 +50,7 @@ TEST_CASE("every shipped scenario pops the golden event sequence under every pol
   constexpr std::uint64_t kLargeRun = 500'000;
   int skipped = 0;
   std::ostringstream actual;
-  for (const fs::path& file : scenarios) {
+  for (const fs::path file : scenarios) {
     Scenario sc = load_scenario(file.string());
     const std::string own = sc.policy.name;
     for (const PolicyInfo& info : policy_registry()) {

@@ -1,5 +1,6 @@
 #include "helpers.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,15 @@ namespace fleetsim::test {
 
 std::string source_dir() { return FLEETSIM_SOURCE_DIR; }
 std::string data_dir() { return source_dir() + "/tests/data"; }
+
+std::vector<std::string> shipped_scenarios() {
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(source_dir()) / "scenarios")) {
+    if (entry.path().extension() == ".json") files.push_back(entry.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
 
 Scenario unit_scenario(const std::string& body) {
   const std::string json = R"({"name": "unit", "catalog": ["unit-catalog.json"], )" + body + "}";

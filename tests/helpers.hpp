@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "fleetsim/plan.hpp"
 #include "fleetsim/scenario.hpp"
@@ -12,6 +13,8 @@ namespace fleetsim::test {
 std::string data_dir();
 // Directory of the source tree.
 std::string source_dir();
+// The shipped scenarios (scenarios/*.json, not its folders), sorted by path.
+std::vector<std::string> shipped_scenarios();
 
 // A scenario whose "catalog" is the test catalog; `body` is the rest of the scenario object's fields.
 Scenario unit_scenario(const std::string& body);

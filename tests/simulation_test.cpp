@@ -5,7 +5,6 @@
 // and two NIC hops (25 GB/s, 3 us), so 25 GB/s and 14 us.
 #include <catch2/catch.hpp>
 #include <algorithm>
-#include <filesystem>
 #include <sstream>
 
 #include "fleetsim/cluster.hpp"
@@ -209,6 +208,12 @@ struct BothWays {
   std::uint32_t tasks_dropped = 0;
   std::size_t tasks_held = 0;
 };
+// Both ways gave the same summary and the same events.
+void check_alike(const BothWays& run) {
+  CHECK(run.dropped == run.kept);
+  CHECK(run.dropped_events == run.kept_events);
+}
+
 BothWays both_ways(const fleetsim::Scenario& sc) {
   const auto kept = fleetsim::simulate(sc);
   const auto dropped = fleetsim::simulate(sc, {.keep_records = false});
@@ -233,26 +238,19 @@ TEST_CASE("a run that drops ended instances' records has the summary of one that
       "slos": [{"tenant": "chat", "metric": "latency_p95", "target": "2 s"}, {"class": "interactive", "metric": "attainment", "within": "1 s", "target": 0.9},
                {"metric": "throughput", "target": "5/s"}])");
   const BothWays run = both_ways(sc);
-  CHECK(run.dropped == run.kept);
-  CHECK(run.dropped_events == run.kept_events);
+  check_alike(run);
   CHECK(run.tasks_dropped > 10000);  // of 12,600
   CHECK(run.tasks_held < 2000);
 }
 
 TEST_CASE("every shipped scenario has the same summary whether it keeps its records or not", "[simulation][records]") {
-  namespace fs = std::filesystem;
-  std::vector<fs::path> scenarios;
-  for (const auto& entry : fs::directory_iterator(fs::path(fleetsim::test::source_dir()) / "scenarios")) {
-    if (entry.path().extension() == ".json") scenarios.push_back(entry.path());
-  }
-  std::sort(scenarios.begin(), scenarios.end());
+  const std::vector<std::string> scenarios = fleetsim::test::shipped_scenarios();
   REQUIRE(scenarios.size() >= 10);
   int dropping = 0;
-  for (const fs::path& file : scenarios) {
-    INFO(file.filename().string());
-    const BothWays run = both_ways(fleetsim::load_scenario(file.string()));
-    CHECK(run.dropped == run.kept);
-    CHECK(run.dropped_events == run.kept_events);
+  for (const std::string& file : scenarios) {
+    INFO(file);
+    const BothWays run = both_ways(fleetsim::load_scenario(file));
+    check_alike(run);
     if (run.tasks_dropped > 0) ++dropping;
   }
   CHECK(dropping >= 1);
@@ -266,8 +264,7 @@ TEST_CASE("a dropped task's compute end still due after its collective failed it
           "collective": {"op": "all-reduce", "bytes": "1 GB", "algo": "nvls", "overlap": 0.5}}]}},
       "workload": [{"workflow": "w", "arrival": {"process": "poisson", "rate": "20/s", "count": 4000}}])");
   const BothWays run = both_ways(sc);
-  CHECK(run.dropped == run.kept);
-  CHECK(run.dropped_events == run.kept_events);
+  check_alike(run);
   CHECK(run.tasks_dropped > 2000);
 }
 
@@ -280,8 +277,7 @@ TEST_CASE("closed loops and one GPU an instance fold to the same summary as they
       "workload": [{"workflow": "chain", "tenant": "a", "arrival": {"process": "closed", "users": 3, "think": "0.5 s", "count": 1000}},
                    {"workflow": "chain", "tenant": "b", "arrival": {"process": "poisson", "rate": "2/s", "count": 2000}}])");
   const BothWays run = both_ways(sc);
-  CHECK(run.dropped == run.kept);
-  CHECK(run.dropped_events == run.kept_events);
+  check_alike(run);
   CHECK(run.tasks_dropped > 5000);
 }
 

@@ -17,6 +17,7 @@
 #include "fleetsim/serving.hpp"
 #include "fleetsim/topology.hpp"
 #include "fleetsim/training.hpp"
+#include "fleetsim/units.hpp"
 #include "import/job_log.hpp"
 #include "loaders.hpp"
 #include "fleetsim/suggest.hpp"
@@ -521,7 +522,6 @@ void read_trace(ObjectReader& s, Scenario& sc, const std::string& base_dir) {
       continue;
     }
     // Numbers in any standard form ("82.2", "2.24e+06"), or a duration with its unit.
-    // At most 1e9 s (some 32 years): a trace's times and durations past that are broken cells.
     auto seconds = [&](int c) -> std::optional<double> {
       const std::string& v = cells[static_cast<std::size_t>(c)];
       std::optional<double> x = parse_number(v);
@@ -531,7 +531,7 @@ void read_trace(ObjectReader& s, Scenario& sc, const std::string& base_dir) {
         } catch (const std::exception&) {
         }
       }
-      if (x && *x >= 0 && *x <= 1e9) return x;
+      if (x && *x >= 0 && *x <= kLongestSeconds) return x;
       const std::string& name = header[static_cast<std::size_t>(c)];
       csv.add_repeated(name + " cells that are not seconds", at + ", " + name,
                        "expected seconds from 0 to 1e9 or a duration such as \"90 s\", found \"" + v + "\"");

@@ -46,4 +46,8 @@ std::string format_quantity(double value, Dimension dim);
 // number with thousands separators from there ("1,234", "10,475,497"); never an exponent.
 std::string format_number(double value);
 
+// The longest time an input may give in seconds (a trace's times and durations, policies' seconds): 1e9 s,
+// some 32 years. Past it a number is a broken cell or a typo, and sums of such times lose every digit.
+inline constexpr double kLongestSeconds = 1e9;
+
 }  // namespace fleetsim

@@ -192,7 +192,7 @@ TraceImport import_job_csv(std::string_view text, const std::string& file_name, 
     std::optional<double> start_s, end_s, duration_s;
     if (c_duration >= 0) {
       if (!cell(c_duration).empty()) {
-        duration_s = number_in(c_duration, columns.duration, 1e9, "seconds");  // 1e9 s: some 32 years
+        duration_s = number_in(c_duration, columns.duration, kLongestSeconds, "seconds");
         if (!duration_s) continue;
       }
     } else if (!cell(c_start).empty() && !cell(c_end).empty()) {

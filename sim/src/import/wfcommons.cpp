@@ -7,6 +7,7 @@
 
 #include "../json_reader.hpp"
 #include "fleetsim/import.hpp"
+#include "fleetsim/units.hpp"
 
 namespace fleetsim {
 
@@ -66,7 +67,7 @@ Workflow import_wfcommons(std::string_view json_text, const std::string& file_na
   };
   auto runtime_of = [&](const Json& t, const std::string& at) {
     const auto it = t.find("runtimeInSeconds");
-    if (it == t.end() || !it->is_number() || !(it->get<double>() >= 0 && it->get<double>() <= 1e9)) {  // 1e9 s: some 32 years
+    if (it == t.end() || !it->is_number() || !(it->get<double>() >= 0 && it->get<double>() <= kLongestSeconds)) {
       fail(at + "/runtimeInSeconds", "expected a number of seconds from 0 to 1e9" + (it == t.end() ? std::string() : ", found " + detail::describe(*it)));
       return 0.0;
     }

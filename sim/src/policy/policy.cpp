@@ -7,6 +7,7 @@
 #include "fleetsim/cluster.hpp"
 #include "fleetsim/compute.hpp"
 #include "fleetsim/error.hpp"
+#include "fleetsim/units.hpp"
 #include "fleetsim/workflow.hpp"
 
 namespace fleetsim {
@@ -72,7 +73,7 @@ const std::string& PolicyParams::string(std::string_view name) const { return st
 
 double PolicyParams::non_negative(std::string_view name) const {
   const double v = number(name);
-  if (!(v >= 0) || !(v <= 1e9)) {  // 1e9 s is some 32 years
+  if (!(v >= 0) || !(v <= kLongestSeconds)) {
     char found[32];
     std::snprintf(found, sizeof found, "%g", v);
     throw InputError({Problem{"", std::string(name), std::string("expected a number from 0 to 1e9, found ") + found}});

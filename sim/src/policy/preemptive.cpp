@@ -159,7 +159,7 @@ std::unique_ptr<Policy> make_time_slice(const PolicyParams& p) {
   // A slice is a job's turn on its GPUs, suspended and resumed after it: shorter than a second it would switch
   // jobs faster than one is suspended (and a nanosecond's slices are an event storm).
   const double quantum = p.number("quantum");
-  if (!(quantum >= 1) || !(quantum <= 1e9)) {
+  if (!(quantum >= 1) || !(quantum <= kLongestSeconds)) {
     throw InputError({Problem{"", "quantum", "expected a number of seconds from 1 to 1e9, found " + format_quantity(quantum, Dimension::time)}});
   }
   return std::make_unique<TimeSlice>(quantum, p.non_negative("restore"));

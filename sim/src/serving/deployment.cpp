@@ -6,6 +6,7 @@
 #include <map>
 
 #include "fleetsim/suggest.hpp"
+#include "fleetsim/units.hpp"
 #include "../import/job_log.hpp"
 #include "../loaders.hpp"
 #include "fleetsim/serving.hpp"
@@ -144,8 +145,8 @@ std::vector<ServingDeployment::Request> read_request_trace(const std::string& pa
         output = tokens(cells[2], "output_tokens", false);
       }
     }
-    // Seconds from the trace's start, up to 1e9 (some 32 years); Azure's are dates.
-    if (!when || (format != TraceFormat::azure && !(*when >= 0 && *when <= 1e9))) {
+    // Seconds from the trace's start (Azure's are dates).
+    if (!when || (format != TraceFormat::azure && !(*when >= 0 && *when <= kLongestSeconds))) {
       const std::string found = format == TraceFormat::mooncake ? "another value" : "\"" + detail::csv_cells(row).front() + "\"";
       bad(std::string("column ") + time_column + ": expected a time" + (format == TraceFormat::azure ? "" : " from 0 to 1e9 seconds") + ", found " + found);
       continue;
