@@ -112,7 +112,7 @@ struct NcclTestsArgs {
   bool json = false;
 };
 
-// "8", "64K", "8G" as nccl-tests reads them (binary multiples), or a size with a unit ("1 GB").
+// "8", "64K", "8G" as nccl-tests reads them (binary multiples), a number of bytes ("1e9"), or a size with a unit ("1 GB").
 double parse_size(const std::string& option, const std::string& text) {
   try {
     double value = 0;
@@ -120,8 +120,8 @@ double parse_size(const std::string& option, const std::string& text) {
         text.find_first_not_of("0123456789") == text.size() - 1 && text.size() > 1) {
       const double scale = text.back() == 'K' ? 1024.0 : text.back() == 'M' ? 1048576.0 : 1073741824.0;
       value = fleetsim::parse_number(std::string_view(text).substr(0, text.size() - 1)).value_or(0) * scale;
-    } else if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) {
-      value = fleetsim::parse_number(text).value_or(0);
+    } else if (!text.empty() && text.find_first_not_of("0123456789.eE+-") == std::string::npos) {
+      value = fleetsim::parse_number(text).value_or(0);  // bytes, a number alone ("8", "1e9")
     } else {
       value = fleetsim::parse_quantity(text, fleetsim::Dimension::bytes);
     }
@@ -537,6 +537,14 @@ int run_train(const TrainArgs& args) {
     (key == "dp" ? j.dp : key == "tp" ? j.tp : key == "pp" ? j.pp : key == "vp" ? j.vp : key == "ep" ? j.ep : key == "micro" ? j.micro_batch : j.global_batch) = value;
     // With more replicas the global batch grows with them, so each replica keeps its work.
     if (key == "dp") j.global_batch = job.global_batch / job.dp * value;
+    try {
+      fleetsim::check_training_job(j);
+    } catch (const fleetsim::InputError& e) {
+      // The job file is fine; the value swept into it is what breaks a rule.
+      std::vector<fleetsim::Problem> problems;
+      for (const fleetsim::Problem& p : e.problems()) problems.push_back({"--sweep", "", key + "=" + text + ": " + p.message + " (at " + p.pointer + ")"});
+      throw fleetsim::InputError(std::move(problems));
+    }
     steps.push_back(fleetsim::simulate_training_step(j));
     jobs.push_back(std::move(j));
   }
@@ -745,6 +753,19 @@ int run_execute(const RunArgs& args) {
   comparison << "predicted (simulated" << (args.profile.empty() ? "" : ", profile " + args.profile) << ") against measured (backend "
              << args.backend << ")\n";
   fleetsim::write_trace_diff_text(comparison, diff);
+  if (!diff.tasks.empty()) {
+    // Tasks scaled down to microseconds time the run's own overheads (thread wake-ups, timers, launches), not their work.
+    std::vector<double> lengths;
+    for (const fleetsim::TaskError& t : diff.tasks) lengths.push_back(t.measured_s);
+    std::nth_element(lengths.begin(), lengths.begin() + static_cast<std::ptrdiff_t>(lengths.size() / 2), lengths.end());
+    if (const double median = lengths[lengths.size() / 2]; median < 1e-3) {
+      char scale[32];
+      std::snprintf(scale, sizeof scale, "%g", args.work_scale);
+      comparison << "note: the median task ran for " << fleetsim::format_quantity(median, fleetsim::Dimension::time)
+                 << ": that short, a real run measures its own overheads more than the work, so these errors say little; raise --work-scale (it is "
+                 << scale << ")\n";
+    }
+  }
   if (!before.empty()) fleetsim::write_profile_check_text(comparison, before, after);
   std::vector<std::string> written;
   if (!args.out_dir.empty()) {
@@ -1051,6 +1072,7 @@ void add_import(CLI::App& app, Commands& commands) {
   import_comfy->add_option("--out", comfy->out, "Write the workflow here instead of stdout");
   import_comfy->add_flag("--strict", comfy->strict, "Refuse to guess: unknown node types, unknown model families, sizes no node sets");
   commands.add(import_comfy, [comfy] {
+    if (!comfy->out.empty()) fleetsim::check_output_file(comfy->out, "--out");  // a bad --out is bad input, as for every command
     const std::string costs = comfy->costs.empty() ? "" : fleetsim::read_text_file(comfy->costs);
     const std::string registry = comfy->registry.empty() ? "" : fleetsim::read_text_file(comfy->registry);
     return emit_workflow(fleetsim::import_comfyui(fleetsim::read_text_file(comfy->file), comfy->file, fleetsim::Catalog::builtin(),
@@ -1154,6 +1176,7 @@ void add_import(CLI::App& app, Commands& commands) {
   import_wfc->add_option("--reference-gpu", wfc->reference, "Catalog GPU on which a task's work takes its recorded runtime")->capture_default_str();
   import_wfc->add_option("--out", wfc->out, "Write the workflow here instead of stdout");
   commands.add(import_wfc, [wfc] {
+    if (!wfc->out.empty()) fleetsim::check_output_file(wfc->out, "--out");
     const fleetsim::GpuType* reference = fleetsim::Catalog::builtin().gpu(wfc->reference);
     if (reference == nullptr) {
       throw fleetsim::InputError({fleetsim::Problem{"--reference-gpu", "", "unknown GPU type \"" + wfc->reference + "\""}});

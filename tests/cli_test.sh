@@ -160,6 +160,9 @@ check "run writes one error row per task" test "$(wc -l <"$tmp/real/task_errors.
 check "run --work-scale 0 exits 2" test $? -eq 2
 "$fleetsim" run "$src/scenarios/cpu-validate.json" --work-scale 1e300 >/dev/null 2>"$tmp/scale.err"
 check "run --work-scale 1e300 exits 2" test $? -eq 2
+"$fleetsim" run "$src/scenarios/cpu-validate.json" --work-scale 1e-300 >"$tmp/tiny.txt" 2>&1
+check "run --work-scale 1e-300 says its errors mean little" bash -c "test $? -eq 0 && grep -q 'note: the median task ran for .*raise --work-scale (it is 1e-300)' '$tmp/tiny.txt'"
+check "run --work-scale 0.05 has no such note" bash -c "! grep -q 'note: the median task ran for' '$tmp/real.txt'"
 "$fleetsim" run "$src/scenarios/cpu-validate.json" --work-scale 0.05 --max-seconds nan >/dev/null 2>"$tmp/maxs.err"
 check "run --max-seconds nan exits 2 naming it" bash -c "test $? -eq 2 && grep -q -- '--max-seconds: expected a positive number' '$tmp/maxs.err'"
 "$fleetsim" run "$src/scenarios/default.json" 2>"$tmp/big.err"
@@ -288,6 +291,9 @@ printf '%s' '{"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model
   "parallel": {"dp": 8, "distributed_optimizer": true}, "batch": {"global": 8}, "recompute": "selective"}' >"$tmp/oom.json"
 "$fleetsim" train "$tmp/oom.json" >"$tmp/oom.txt" 2>"$tmp/oom.err"
 check "train refuses a configuration that does not fit (exit 2, stage and bytes)" bash -c "test $? -eq 2 && grep -q 'DOES NOT FIT' '$tmp/oom.txt' && grep -q '/parallel: stage 0 needs 82.8 GB a GPU' '$tmp/oom.err'"
+"$fleetsim" train "$src/scenarios/training/dp-1.3b.json" --sweep micro=3 >/dev/null 2>"$tmp/sweep.err"
+check "train --sweep with a value that breaks a rule blames --sweep, not the job file" \
+  bash -c "test $? -eq 2 && grep -q -- '--sweep: micro=3: expected a multiple of dp x micro (3), found 8 (at /batch/global)' '$tmp/sweep.err'"
 "$fleetsim" train "$tmp/oom.json" --search --top 3 >"$tmp/search.txt"
 check "train --search ranks the configurations that fit" bash -c "test $? -eq 0 && grep -q 'configurations in' '$tmp/search.txt' && test \$(grep -cE '^ +[1-3]  TP' '$tmp/search.txt') -eq 3"
 "$fleetsim" train "$tmp/oom.json" --json >"$tmp/oom-json.json" 2>/dev/null
@@ -296,6 +302,8 @@ check "train --json says out_of_memory" bash -c "test $? -eq 2 && grep -q '\"sta
 # Numbers that are not numbers, or too large to mean anything, are refused at the option.
 "$fleetsim" collective --cluster hgx-h100-8 --gpus 8 -b "$(printf '9%.0s' $(seq 400))" >/dev/null 2>"$tmp/digits.err"
 check "collective -b with 400 digits exits 2 naming --min" bash -c "test $? -eq 2 && grep -q -- '--min: expected a positive size up to 1 EB' '$tmp/digits.err'"
+"$fleetsim" collective --cluster hgx-h100-8 --gpus 8 --algo ring -b 1e9 -e 1e9 >"$tmp/bare.txt"
+check "collective -b 1e9 reads a bare number as bytes, as -b 8 does" bash -c "test $? -eq 0 && grep -qE '^ +1000000000 ' '$tmp/bare.txt'"
 "$fleetsim" collective --cluster hgx-h100-8 --gpus 8 -e 1e300B >/dev/null 2>"$tmp/huge.err"
 check "collective -e 1e300B exits 2 naming --max" bash -c "test $? -eq 2 && grep -q -- '--max: expected a positive size up to 1 EB' '$tmp/huge.err'"
 "$fleetsim" collective --cluster hgx-h100-8 --gpus 800000 >/dev/null 2>"$tmp/ranks.err"

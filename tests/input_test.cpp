@@ -4,6 +4,7 @@
 
 #include "fleetsim/error.hpp"
 #include "fleetsim/scenario.hpp"
+#include "fleetsim/units.hpp"
 #include "helpers.hpp"
 
 using Catch::Contains;
@@ -369,7 +370,10 @@ TEST_CASE("a field that failed is reported once, not again through the fields th
 }
 
 TEST_CASE("a MIG instance of no memory is refused", "[input]") {
-  CHECK_THAT(scenario_error(R"({"name": "m", "catalog": ["unit-catalog.json"], "cluster": {"nodes": [{"type": "unit-node-1", "count": 1, "mig": {"slices": 2, "vram": "0 GB"}}]},
+  for (const std::string vram : {"0 GB", "1 B", "0.5 GB"}) {
+    CHECK_THAT(scenario_error(R"({"name": "m", "catalog": ["unit-catalog.json"], "cluster": {"nodes": [{"type": "unit-node-1", "count": 1, "mig": {"slices": 2, "vram": ")" +
+                              vram + R"("}}]},
       "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}}, "workload": [{"workflow": "w", "arrival": {"process": "once"}}]})"),
-             Contains("/cluster/nodes/0/mig/vram: expected a positive size for each instance, found 0 B"));
+               Contains("/cluster/nodes/0/mig/vram: expected at least 1 GB for each instance") && Contains("found " + fleetsim::format_quantity(fleetsim::parse_quantity(vram, fleetsim::Dimension::bytes), fleetsim::Dimension::bytes)));
+  }
 }

@@ -71,6 +71,12 @@ check "--report to a directory says so" grep -q -- "--report: cannot write to $t
 "$fleetsim" calibrate --out "$tmp/adir" >"$tmp/cal.out" 2>"$tmp/cal.err"
 check "calibrate --out to a directory exits 2 before measuring" bash -c "test $? -eq 2 && test ! -s '$tmp/cal.out'"
 check "calibrate --out to a directory says so" grep -q -- "--out: cannot write to $tmp/adir: is a directory" "$tmp/cal.err"
+for importer in "comfyui $src/tests/data/comfyui/$(ls "$src/tests/data/comfyui" | head -1)" "wfcommons $src/tests/data/wf14.json"; do
+  # shellcheck disable=SC2086
+  "$fleetsim" import $importer --out "$tmp/adir" >/dev/null 2>"$tmp/import.err"
+  check "import ${importer%% *} --out to a directory exits 2" test $? -eq 2
+  check "import ${importer%% *} --out to a directory says so" grep -q -- "--out: cannot write to $tmp/adir: is a directory" "$tmp/import.err"
+done
 "$fleetsim" validate "$src/scenarios/cpu-validate.json" --profile "$tmp/nothing.json" --out "$tmp/real.html" >/dev/null 2>"$tmp/val.err"
 check "validate --out onto a file is refused before measuring" grep -q -- "--out: $tmp/real.html exists and is not a directory" "$tmp/val.err"
 

@@ -106,7 +106,7 @@ TEST_CASE("tasks of one model and operator share a batching key across workflows
 
 TEST_CASE("held tasks join the ready queue when their batch fills or max_wait passes", "[run][batching]") {
   Fixture f;
-  std::vector<ReadyTask> ready;
+  run::ReadyQueue ready;
   const std::uint32_t key = f.batching.key(f.record(0, 0));
   CHECK(f.batching.hold(key, f.ready_task(0, 0, 0), ready));
   CHECK(f.batching.hold(key, f.ready_task(1, 1, 0), ready));

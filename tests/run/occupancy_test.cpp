@@ -8,6 +8,7 @@
 #include "fleetsim/cluster.hpp"
 #include "fleetsim/policy.hpp"
 #include "run/occupancy.hpp"
+#include "run/ready_queue.hpp"
 
 using namespace fleetsim;
 
@@ -138,7 +139,7 @@ TEST_CASE("a policy that keeps its order from round to round places what a fresh
     const std::unique_ptr<Policy> policy = find_policy(name)->make(defaults);
     std::mt19937 engine(7);
     const auto pick = [&](int lo, int hi) { return lo + static_cast<int>(engine() % static_cast<unsigned>(hi - lo + 1)); };
-    std::vector<ReadyTask> queue;
+    run::ReadyQueue queue;
     std::uint32_t next_task = 0;
     const auto joined = [&](std::uint32_t task) {
       ReadyTask r{};
@@ -152,9 +153,9 @@ TEST_CASE("a policy that keeps its order from round to round places what a fresh
       return r;
     };
     std::vector<ReadyTask> left;  // placed, to come back later (preempted)
-    for (int round = 0; round < 300; ++round) {
-      // Some join at the end; now and then one that left comes back, at the end too.
-      for (int k = pick(0, 12); k > 0; --k) queue.push_back(joined(next_task++));
+    for (int round = 0; round < 600; ++round) {
+      // Some join at the end (now and then many); now and then one that left comes back, at the end too.
+      for (int k = pick(0, 12) + (round % 50 == 0 ? 2000 : 0); k > 0; --k) queue.push_back(joined(next_task++));
       if (!left.empty() && pick(0, 3) == 0) {
         queue.push_back(left.back());
         left.pop_back();
@@ -168,21 +169,18 @@ TEST_CASE("a policy that keeps its order from round to round places what a fresh
       std::stable_sort(expected.begin(), expected.end(), [&](std::uint32_t a, std::uint32_t b) { return key(queue[a]) < key(queue[b]); });
       expected.resize(std::min<std::size_t>(expected.size(), 8));
       Decisions out;
-      policy->schedule(view, queue, out);
+      policy->schedule(view, queue.tasks(), out);
       std::vector<std::uint32_t> placed;
       for (const Decisions::Placement& p : out.placements()) placed.push_back(p.ready_index);
       REQUIRE(placed == expected);
-      // The placed leave the queue (the others keep their order); some of them come back later.
-      std::vector<std::uint8_t> gone(queue.size(), 0);
+      // The placed leave the queue (the others keep their order); some of them come back later. Others leave
+      // unplaced (failed), deep in the queue: the policy must forget them without being told.
       for (std::uint32_t i : placed) {
-        gone[i] = 1;
         if (pick(0, 4) == 0) left.push_back(queue[i]);
       }
-      std::vector<ReadyTask> kept;
-      for (std::size_t i = 0; i < queue.size(); ++i) {
-        if (gone[i] == 0) kept.push_back(queue[i]);
-      }
-      queue.swap(kept);
+      std::sort(placed.begin(), placed.end());
+      queue.remove(placed);
+      queue.erase_if([&](const ReadyTask&) { return pick(0, 9) == 0; });
     }
   }
 }

@@ -76,8 +76,8 @@ struct Fixture : run::RoundHost, run::RunListener {
   }
   void fill_batch(TaskId) override {}
   // RunListener: the ready queue each round saw.
-  void round_begins(std::vector<ReadyTask>& ready) override { seen_before.push_back(ready.size()); }
-  void round_ends(const std::vector<ReadyTask>& ready) override { seen_after.push_back(ready.size()); }
+  void round_begins(std::span<ReadyTask> ready) override { seen_before.push_back(ready.size()); }
+  void round_ends(std::span<const ReadyTask> ready) override { seen_after.push_back(ready.size()); }
 
   std::string error_of_round() {
     try {

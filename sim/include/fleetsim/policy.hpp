@@ -47,6 +47,10 @@ struct ReadyTask {
   double known_scale;         // work declared for this instance over the workflow's (trace jobs); 1 otherwise
   std::uint32_t input_gpu;    // GPU holding most of its input bytes, kNoGpu when it has none
   double input_bytes;         // from other tasks
+  // The queue's count of tasks joined when this one joined (set by the queue): it grows along the queue, so a
+  // policy that keeps its own order between rounds finds the tasks that joined since its last round at the
+  // end, and a task's place by binary search. A task that leaves and comes back joins again, with a new count.
+  std::uint64_t joined;
 };
 
 // A task holding GPUs now (a batch's members count as their leader).

@@ -63,7 +63,10 @@ class CountingWalk : public Greedy {
                                   double before_s = std::numeric_limits<double>::infinity());
   bool allowed(const ClusterView&, const ReadyTask& t) override { return is_allowed(t); }
   // The greedy loop places the allowed jobs only, in walk order.
-  void narrow(std::vector<std::uint32_t>& order) override { order.assign(allowed_order_.begin(), allowed_order_.end()); }
+  bool narrow(std::vector<std::uint32_t>& order) override {
+    order.assign(allowed_order_.begin(), allowed_order_.end());
+    return true;
+  }
   bool is_allowed(const ReadyTask& t) const { return index(t.task) < allowed_walk_.size() && allowed_walk_[index(t.task)] == walk_; }
   // Whether the walk of waiting jobs is done: no part can allow one more (every GPU is counted for, or
   // the part is reserved) and a job was held back, so every waiting job left is held back too.

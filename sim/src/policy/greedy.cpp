@@ -4,7 +4,6 @@
 #include <bit>
 #include <functional>
 #include <limits>
-#include <numeric>
 #include <string>
 #include <tuple>
 
@@ -44,57 +43,26 @@ void Greedy::note_no_room(const Shape& s) {
   no_room_[i] = NoRoom{round_, s};
 }
 
+std::optional<std::uint32_t> Greedy::place_of(std::span<const ReadyTask> ready, std::uint64_t joined) {
+  const auto it = std::partition_point(ready.begin(), ready.end(), [&](const ReadyTask& t) { return t.joined < joined; });
+  if (it == ready.end() || it->joined != joined) return std::nullopt;
+  return static_cast<std::uint32_t>(it - ready.begin());
+}
+
 void Greedy::keep_order(const ClusterView& view, std::span<const ReadyTask> ready) {
-  joining_.clear();
-  bool in_order = true;
-  std::uint64_t last = 0;
-  std::size_t stayed = 0;
-  for (std::uint32_t i = 0; i < ready.size(); ++i) {
-    const std::size_t t = index(ready[i].task);
-    if (t >= slots_.size()) slots_.resize(std::max(t + 1, 2 * slots_.size()));
-    Slot& slot = slots_[t];
-    slot.round = round_;
-    slot.index = i;
-    if (slot.joined == 0) {
-      slot.joined = ++joins_;
-      joining_.push_back({order_key(view, ready[i]), slot.joined, ready[i].task});
-    } else {
-      in_order = in_order && joining_.empty() && slot.joined > last;
-      last = slot.joined;
-      ++stayed;
-    }
-  }
-  if (!in_order) {
-    // Not the queue's order (a task came back to it between rounds in another place): start again from it.
-    for (const Keyed& k : kept_) {
-      if (slots_[index(k.task)].round != round_) slots_[index(k.task)].joined = 0;
-    }
+  if (ready.empty()) return;
+  // A queue numbered anew (another run) starts the order again.
+  if (ready.back().joined < last_joined_) {
     kept_.clear();
-    joining_.clear();
-    for (std::uint32_t i = 0; i < ready.size(); ++i) {
-      Slot& slot = slots_[index(ready[i].task)];
-      slot.joined = ++joins_;
-      kept_.push_back({order_key(view, ready[i]), slot.joined, ready[i].task});
-    }
-    std::sort(kept_.begin(), kept_.end());
-    return;
+    last_joined_ = 0;
   }
-  if (joining_.empty() && stayed == kept_.size()) return;  // nobody joined or left
-  // Those that left (not in this round's queue) go; those that joined are merged in by key.
-  std::sort(joining_.begin(), joining_.end());
-  merged_.clear();
-  auto j = joining_.begin();
-  for (const Keyed& k : kept_) {
-    Slot& slot = slots_[index(k.task)];
-    if (slot.round != round_) {
-      slot.joined = 0;
-      continue;
-    }
-    for (; j != joining_.end() && *j < k; ++j) merged_.push_back(*j);
-    merged_.push_back(k);
+  std::size_t first_new = ready.size();
+  while (first_new > 0 && ready[first_new - 1].joined > last_joined_) --first_new;
+  for (std::size_t i = first_new; i < ready.size(); ++i) kept_.insert({order_key(view, ready[i]), ready[i].joined});
+  last_joined_ = ready.back().joined;
+  if (kept_.size() > 2 * ready.size() + 1024) {
+    std::erase_if(kept_, [&](const Keyed& k) { return !place_of(ready, k.joined); });
   }
-  merged_.insert(merged_.end(), j, joining_.end());
-  kept_.swap(merged_);
 }
 
 void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready, Decisions& out) {
@@ -109,25 +77,32 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
   ++round_;
   order_.clear();
   by_key_.clear();
-  const bool kept = orders_by_key() && keys_fixed();
+  const bool by_key = orders_by_key();
+  const bool kept = by_key && keys_fixed();
   if (kept) {
     keep_order(view, ready);
-  } else if (orders_by_key()) {
+  } else if (by_key) {
     for (std::uint32_t i = 0; i < ready.size(); ++i) by_key_.emplace_back(order_key(view, ready[i]), i);
     std::make_heap(by_key_.begin(), by_key_.end(), std::greater<>());
-  } else {
-    order_.resize(ready.size());
-    std::iota(order_.begin(), order_.end(), 0u);
-    order(view, ready, order_);
   }
+  bool ordered = !by_key && order(view, ready, order_);
   begin_round(view, ready, out);
-  narrow(order_);
-  std::size_t drawn = 0;  // from order_, or from kept_
+  ordered = narrow(order_) || ordered;
+  std::size_t drawn = 0;  // from order_, or from ready itself
+  auto cursor = kept_.begin();
   const auto next = [&](std::uint32_t& i) {
     if (kept) {
-      if (drawn == kept_.size()) return false;
-      i = slots_[index(kept_[drawn++].task)].index;
-      return true;
+      while (cursor != kept_.end()) {
+        const std::optional<std::uint32_t> at = place_of(ready, cursor->joined);
+        if (!at) {
+          cursor = kept_.erase(cursor);  // it left the queue
+          continue;
+        }
+        ++cursor;
+        i = *at;
+        return true;
+      }
+      return false;
     }
     if (!by_key_.empty()) {
       std::pop_heap(by_key_.begin(), by_key_.end(), std::greater<>());
@@ -135,8 +110,13 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
       by_key_.pop_back();
       return true;
     }
-    if (drawn == order_.size()) return false;
-    i = order_[drawn++];
+    if (ordered) {
+      if (drawn == order_.size()) return false;
+      i = order_[drawn++];
+      return true;
+    }
+    if (by_key || drawn == ready.size()) return false;
+    i = static_cast<std::uint32_t>(drawn++);
     return true;
   };
   // Time-sliced GPUs take a second task only when no idle GPUs can hold this one.

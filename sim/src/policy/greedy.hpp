@@ -5,6 +5,8 @@
 #pragma once
 
 #include <array>
+#include <optional>
+#include <set>
 #include <vector>
 
 #include "fleetsim/policy.hpp"
@@ -21,9 +23,13 @@ class Greedy : public Policy {
   bool idle_when_full() const override { return !may_preempt(); }
 
  protected:
-  // Indices into `ready`, in the order to consider them; on entry, the order they became ready.
-  virtual void order(const ClusterView& /*view*/, std::span<const ReadyTask> /*ready*/,
-                     std::vector<std::uint32_t>& /*order*/) {}
+  // Fills `order` (empty on entry) with indices into `ready`, in the order to consider them, and returns
+  // true; the default leaves it and returns false: the order tasks became ready, drawn as the round goes,
+  // so that a round that fills the free GPUs at the head of a long queue costs what it places.
+  virtual bool order(const ClusterView& /*view*/, std::span<const ReadyTask> /*ready*/,
+                     std::vector<std::uint32_t>& /*order*/) {
+    return false;
+  }
   // A policy whose order is one number per task (lower first, equal numbers in the order tasks
   // became ready) gives that number here instead of overriding order(): the round then draws tasks
   // from a heap as it goes, so a round that fills the free GPUs early costs what it places, not a
@@ -51,9 +57,9 @@ class Greedy : public Policy {
   // allowed cannot be placed (and the round goes on). Once a round has taken every free GPU it ends:
   // what these hooks note about the tasks left must not outlive the round.
   virtual void begin_round(const ClusterView& /*view*/, std::span<const ReadyTask> /*ready*/, Decisions& /*out*/) {}
-  // After begin_round: may cut the order down to the tasks it will allow, so that a long queue of
-  // held-back tasks costs the round nothing.
-  virtual void narrow(std::vector<std::uint32_t>& /*order*/) {}
+  // After begin_round: may replace the order (`order`, as order() left it) with the tasks it will allow,
+  // returning true, so that a long queue of held-back tasks costs the round nothing.
+  virtual bool narrow(std::vector<std::uint32_t>& /*order*/) { return false; }
   virtual bool allowed(const ClusterView& /*view*/, const ReadyTask& /*task*/) { return true; }
   virtual void placed(const ClusterView& /*view*/, const ReadyTask& /*task*/, Decisions& /*out*/) {}
   virtual void blocked(const ClusterView& /*view*/, const ReadyTask& /*task*/) {}
@@ -71,24 +77,20 @@ class Greedy : public Policy {
   std::vector<std::uint32_t> order_;
   std::vector<std::pair<double, std::uint32_t>> by_key_;  // a min-heap of (key, index into ready)
 
-  // The kept order (keys_fixed): the queued tasks by (key, when they joined), and per task its place in this
-  // round's ready queue and when it joined (0: not queued). Tasks join the ready queue at its end and leave it
-  // keeping the others' order, so "when it joined" orders them as their places do; a round that finds otherwise
-  // rebuilds the order from the queue.
+  // The kept order (keys_fixed): the queued tasks by (key, when they joined the queue). Tasks join at the
+  // queue's end (ReadyTask::joined grows along it), so a round adds those past the last it saw and finds a
+  // task's place by binary search; one that left is dropped when a round reaches it, or in a sweep once the
+  // order holds twice the queue. A round costs what joined and what it draws, not the queue's length.
   struct Keyed {
     double key;
     std::uint64_t joined;
-    TaskId task;
     bool operator<(const Keyed& o) const { return key < o.key || (key == o.key && joined < o.joined); }
   };
-  struct Slot {
-    std::uint32_t round = 0, index = 0;
-    std::uint64_t joined = 0;
-  };
   void keep_order(const ClusterView& view, std::span<const ReadyTask> ready);
-  std::vector<Keyed> kept_, joining_, merged_;
-  std::vector<Slot> slots_;  // per task
-  std::uint64_t joins_ = 0;
+  // The place in `ready` of the task that joined as `joined`, or none where it has left.
+  static std::optional<std::uint32_t> place_of(std::span<const ReadyTask> ready, std::uint64_t joined);
+  std::set<Keyed> kept_;
+  std::uint64_t last_joined_ = 0;  // the last task added to kept_
   bool taken(GpuId g) const { return taken_[index(g)] == round_; }
   void take(GpuId g, TenantId tenant);
 

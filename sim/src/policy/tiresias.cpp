@@ -67,7 +67,7 @@ class Tiresias final : public CountingWalk {
   // (a waiting job's service does not grow; a running job's LAS queue changes only at a threshold) keeps
   // it, and only the others are sorted in. A round costs what changed, not a sort of the whole queue
   // (under Gittins every running job's index moves: those are sorted every round).
-  void order(const ClusterView& view, std::span<const ReadyTask> ready, std::vector<std::uint32_t>& order) override {
+  bool order(const ClusterView& view, std::span<const ReadyTask> ready, std::vector<std::uint32_t>& order) override {
     ++round_;
     fresh_.clear();
     for (std::uint32_t i = 0; i < ready.size(); ++i) {
@@ -114,6 +114,7 @@ class Tiresias final : public CountingWalk {
     for (const Job& j : jobs_) {
       if (j.waiting) order.push_back(j.ref);
     }
+    return true;
   }
 
   struct Key {

@@ -58,7 +58,7 @@ class Autoscaler : public RunListener {
   Billing& billing_;
   const Workload& workload_;
   PolicyRound& round_;
-  const std::vector<ReadyTask>& ready_;
+  const ReadyQueue& ready_;
   std::function<void(std::uint32_t)> node_off_;
   std::vector<NodeState> node_state_;
   std::vector<double> billed_since_;           // per node: when it was last turned on

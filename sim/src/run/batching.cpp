@@ -55,7 +55,7 @@ std::string Batching::work_identity(const TaskSpec& s) {
   return text;
 }
 
-bool Batching::hold(std::uint32_t key, const ReadyTask& task, std::vector<ReadyTask>& ready) {
+bool Batching::hold(std::uint32_t key, const ReadyTask& task, ReadyQueue& ready) {
   const auto& batching = task.spec->batching;
   if (!batching || batching->max_wait_s <= 0) return false;
   held_[key].push_back(task);
@@ -68,14 +68,14 @@ bool Batching::hold(std::uint32_t key, const ReadyTask& task, std::vector<ReadyT
   return true;
 }
 
-bool Batching::release_due(std::uint32_t key, std::vector<ReadyTask>& ready) {
+bool Batching::release_due(std::uint32_t key, ReadyQueue& ready) {
   if (held_[key].empty() || queue_.now() < hold_deadline_[key]) return false;
   release(key, ready);
   return true;
 }
 
-void Batching::release(std::uint32_t key, std::vector<ReadyTask>& ready) {
-  ready.insert(ready.end(), held_[key].begin(), held_[key].end());
+void Batching::release(std::uint32_t key, ReadyQueue& ready) {
+  ready.append(held_[key]);
   held_[key].clear();
   round_wanted_ = true;
 }
@@ -116,7 +116,7 @@ void Batching::fill(TaskId leader, PolicyRound& round, BatchHost& host) {
   const std::uint32_t slot = open(leader);
   const std::uint32_t model = predicted_.model(lead.workflow, lead.task);
   const double weights = s.weights_bytes;
-  std::vector<ReadyTask>& ready = round.ready();
+  ReadyQueue& ready = round.ready();
   for (std::size_t i = 0; i < ready.size() && members(slot).size() < s.batching->max_size; ++i) {
     const TaskId f = ready[i].task;
     const TaskRecord& r = trace_.task(f);

@@ -51,9 +51,9 @@ class Batching {
 
   // A ready task that batches with a wait: held until its batch is full (then all join `ready`) or
   // until the first one held has waited max_wait. False: not held, it is ready now.
-  bool hold(std::uint32_t key, const ReadyTask& task, std::vector<ReadyTask>& ready);
+  bool hold(std::uint32_t key, const ReadyTask& task, ReadyQueue& ready);
   // kBatchRelease: the key's held tasks join `ready` if they are still held and their wait is over.
-  bool release_due(std::uint32_t key, std::vector<ReadyTask>& ready);
+  bool release_due(std::uint32_t key, ReadyQueue& ready);
   // The task is no longer waiting (it failed): it leaves any hold.
   void forget(TaskId task);
 
@@ -82,7 +82,7 @@ class Batching {
     std::uint32_t waiting = 0;    // members whose inputs have not all arrived
   };
 
-  void release(std::uint32_t key, std::vector<ReadyTask>& ready);
+  void release(std::uint32_t key, ReadyQueue& ready);
   void start(std::uint32_t batch, BatchHost& host);
   const TaskSpec& spec(TaskId task) const;
 

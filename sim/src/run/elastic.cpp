@@ -47,7 +47,7 @@ std::uint32_t Elastic::free_gpus_for(const ReadyTask& t) const {
 
 // A waiting elastic task asks the policy for as many GPUs as are free for it once the tasks ahead of it
 // in the ready queue have their gangs, within its range.
-void Elastic::round_begins(std::vector<ReadyTask>& ready) {
+void Elastic::round_begins(std::span<ReadyTask> ready) {
   std::uint32_t ahead = 0;
   for (ReadyTask& t : ready) {
     if (t.spec->elastic) {
@@ -66,7 +66,7 @@ bool Elastic::resizable(TaskId id) const {
          queue_.now() - gang_start_s(r) >= spec(r).elastic->min_interval_s;
 }
 
-void Elastic::round_ends(const std::vector<ReadyTask>& ready) {
+void Elastic::round_ends(std::span<const ReadyTask> ready) {
   // Tasks that ended or were stopped leave the list; the rest in task order, for determinism.
   std::erase_if(running_, [&](TaskId id) {
     const bool gone = trace_.task(id).status != TaskStatus::running;

@@ -46,8 +46,8 @@ class Elastic : public RunListener {
   }
 
   void task_started(TaskId task) override;
-  void round_begins(std::vector<ReadyTask>& ready) override;
-  void round_ends(const std::vector<ReadyTask>& ready) override;
+  void round_begins(std::span<ReadyTask> ready) override;
+  void round_ends(std::span<const ReadyTask> ready) override;
 
  private:
   const TaskSpec& spec(const TaskRecord& r) const { return sc_.workflows[r.workflow].tasks[r.task]; }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "fleetsim/ids.hpp"
@@ -19,8 +20,8 @@ class RunListener {
   virtual void task_started(TaskId /*task*/) {}
   // A scheduling round: before the policy sees the ready queue (which a listener may adjust), and after
   // its decisions were carried out (the tasks left waiting).
-  virtual void round_begins(std::vector<ReadyTask>& /*ready*/) {}
-  virtual void round_ends(const std::vector<ReadyTask>& /*ready*/) {}
+  virtual void round_begins(std::span<ReadyTask> /*ready*/) {}
+  virtual void round_ends(std::span<const ReadyTask> /*ready*/) {}
 };
 
 }  // namespace fleetsim::run

@@ -58,11 +58,10 @@ bool PolicyRound::play(RoundHost& host, const std::vector<RunListener*>& listene
   decisions_.clear();
   // With every GPU busy, most policies could only hold every task: their part of the round is skipped.
   const bool idle = policy_->idle_when_full() && occupancy_.free_gpus() == 0;
-  if (!ready_.empty()) for (RunListener* l : listeners) l->round_begins(ready_);
+  if (!ready_.empty()) for (RunListener* l : listeners) l->round_begins(ready_.tasks());
   if (!ready_.empty() && !idle) {
     const ClusterView view = host.view();
-    policy_->schedule(view, ready_, decisions_);
-    decided_.assign(ready_.size(), 0);
+    policy_->schedule(view, ready_.tasks(), decisions_);
     for (const Decisions::Placement& p : decisions_.placements()) {
       const TaskId task = claim(p.ready_index);
       check_placement(task, decisions_.gpus(p), host.view());
@@ -78,19 +77,15 @@ bool PolicyRound::play(RoundHost& host, const std::vector<RunListener*>& listene
       const TaskId leader = ready_[p.ready_index].task;
       if (spec(leader).batching && trace_.task(leader).status == TaskStatus::running) host.fill_batch(leader);
     }
-    if (!decisions_.placements().empty() || !decisions_.failures().empty()) {
-      // The tasks before the first one decided stay where they are (a long queue's head often does).
-      std::size_t kept = static_cast<std::size_t>(std::find(decided_.begin(), decided_.end(), 1) - decided_.begin());
-      for (std::size_t i = kept; i < ready_.size(); ++i) {
-        if (decided_[i] == 0) ready_[kept++] = ready_[i];
-      }
-      ready_.resize(kept);
-    }
+    std::sort(decided_list_.begin(), decided_list_.end());
+    for (std::uint32_t i : decided_list_) decided_[i] = 0;
+    ready_.remove(decided_list_);
+    decided_list_.clear();
     // Last, so that the stopped tasks join the ready queue after this round's bookkeeping.
     carry_out_preemptions(host);
     placed_and_waiting = !decisions_.placements().empty() && !ready_.empty();
   }
-  for (RunListener* l : listeners) l->round_ends(ready_);
+  for (RunListener* l : listeners) l->round_ends(ready_.tasks());
   return placed_and_waiting;
 }
 
@@ -99,9 +94,15 @@ TaskId PolicyRound::claim(std::uint32_t ready_index) {
     throw PolicyError("policy \"" + sc_.policy.name + "\" decided on ready index " + std::to_string(ready_index) +
                       ", but only " + std::to_string(ready_.size()) + " tasks are ready");
   }
-  if (decided_[ready_index] != 0) reject(ready_[ready_index].task, "twice in one round");
-  decided_[ready_index] = 1;
+  if (decided(ready_index)) reject(ready_[ready_index].task, "twice in one round");
+  decide(ready_index);
   return ready_[ready_index].task;
+}
+
+void PolicyRound::decide(std::size_t i) {
+  if (decided_.size() <= i) decided_.resize(std::max(i + 1, ready_.size()), 0);
+  decided_[i] = 1;
+  decided_list_.push_back(static_cast<std::uint32_t>(i));
 }
 
 void PolicyRound::check_placement(TaskId task, std::span<const GpuId> gpus, const ClusterView& view) const {

@@ -21,6 +21,7 @@
 #include "listener.hpp"
 #include "occupancy.hpp"
 #include "predictions.hpp"
+#include "ready_queue.hpp"
 
 namespace fleetsim::run {
 
@@ -44,7 +45,7 @@ class PolicyRound {
   // The scenario's policy, from the registry.
   static std::unique_ptr<Policy> make_policy(const Scenario& scenario);
 
-  std::vector<ReadyTask>& ready() { return ready_; }
+  ReadyQueue& ready() { return ready_; }
   bool may_preempt() const { return policy_->may_preempt(); }
 
   // One round over the ready queue; returns whether the policy placed tasks while others still wait
@@ -52,8 +53,8 @@ class PolicyRound {
   // task and the rule a decision broke.
   bool play(RoundHost& host, const std::vector<RunListener*>& listeners);
   // Within a round: whether the ready task at `i` has been decided on; a batch member is taken so.
-  bool decided(std::size_t i) const { return decided_[i] != 0; }
-  void decide(std::size_t i) { decided_[i] = 1; }
+  bool decided(std::size_t i) const { return i < decided_.size() && decided_[i] != 0; }
+  void decide(std::size_t i);
 
   // The decision log (kept when the run records timelines).
   bool recording() const { return record_decisions_; }
@@ -88,8 +89,11 @@ class PolicyRound {
   const EventQueue& queue_;
   bool record_decisions_;
   std::unique_ptr<Policy> policy_;
-  std::vector<ReadyTask> ready_;
-  std::vector<std::uint8_t> decided_;  // per ready task, this round
+  ReadyQueue ready_;
+  // Per ready task, whether this round decided on it, and those decided: the flags are cleared one by
+  // one after the round, so a round costs what it decides, not the queue's length.
+  std::vector<std::uint8_t> decided_;
+  std::vector<std::uint32_t> decided_list_;
   Decisions decisions_;
   std::vector<GpuId> freed_;           // GPUs freed by this round's preemptions
 };

@@ -67,7 +67,7 @@ void Tasks::make_ready(TaskId id) {
                         r.ready_s, inst.arrival_s, sc_.tenants[index(r.tenant)].priority,
                         sc_.tenants[index(r.tenant)].work_class == WorkClass::interactive, predicted_.rank_s(r.workflow, r.task) * known_scale(id),
                         predicted_.job_s(r.workflow) * known_scale(id), known_scale(id), input_gpu,
-                        input_bytes};
+                        input_bytes, 0};
   // A batchable task may wait out of the policy's sight until its batch is full; one whose instance has
   // (or is about to have) a GPU of its own waits for that GPU.
   if (batching_.hold(batching_.key(r), ready, round_.ready())) return;
@@ -298,7 +298,7 @@ void Tasks::stop_stranded() {
 // (No lineage: the producer is not run again.)
 void Tasks::lose_tensors(GpuId g, const std::string& event) {
   tensors_.lose(g, [&](TaskId consumer, TaskId producer) {
-    std::erase_if(round_.ready(), [&](const ReadyTask& r) { return r.task == consumer; });
+    round_.ready().erase_if([&](const ReadyTask& r) { return r.task == consumer; });
     batching_.forget(consumer);
     fail_task(consumer, "its input from task \"" + spec(trace_.task(producer)).name + "\" was lost when " + event);
   });
