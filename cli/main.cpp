@@ -121,12 +121,14 @@ double parse_size(const std::string& option, const std::string& text) {
       const double scale = text.back() == 'K' ? 1024.0 : text.back() == 'M' ? 1048576.0 : 1073741824.0;
       value = fleetsim::parse_number(std::string_view(text).substr(0, text.size() - 1)).value_or(0) * scale;
     } else if (!text.empty() && text.find_first_not_of("0123456789.eE+-") == std::string::npos) {
-      value = fleetsim::parse_number(text).value_or(0);  // bytes, a number alone ("8", "1e9")
+      const auto bytes = fleetsim::parse_number(text);  // bytes, a number alone ("8", "1e9")
+      if (!bytes) throw fleetsim::UnitError("expected a number of bytes from 1 to 1e18, found \"" + text + "\"");
+      value = *bytes;
     } else {
       value = fleetsim::parse_quantity(text, fleetsim::Dimension::bytes);
     }
     // At most an exabyte: beyond it every time in the table is overflow, not a prediction.
-    if (!(value > 0) || value > 1e18) throw fleetsim::UnitError("expected a positive size up to 1 EB, found \"" + text + "\"");
+    if (!(value >= 1) || value > 1e18) throw fleetsim::UnitError("expected a size from 1 B up to 1 EB, found \"" + text + "\"");
     return value;
   } catch (const fleetsim::UnitError& e) {
     throw fleetsim::InputError({fleetsim::Problem{option, "", std::string(e.what()) + " (or 8, 64K, 1M, 8G as nccl-tests reads them)"}});

@@ -301,11 +301,11 @@ check "train --json says out_of_memory" bash -c "test $? -eq 2 && grep -q '\"sta
 
 # Numbers that are not numbers, or too large to mean anything, are refused at the option.
 "$fleetsim" collective --cluster hgx-h100-8 --gpus 8 -b "$(printf '9%.0s' $(seq 400))" >/dev/null 2>"$tmp/digits.err"
-check "collective -b with 400 digits exits 2 naming --min" bash -c "test $? -eq 2 && grep -q -- '--min: expected a positive size up to 1 EB' '$tmp/digits.err'"
+check "collective -b with 400 digits exits 2 naming --min" bash -c "test $? -eq 2 && grep -q -- '--min: expected a number of bytes from 1 to 1e18' '$tmp/digits.err'"
 "$fleetsim" collective --cluster hgx-h100-8 --gpus 8 --algo ring -b 1e9 -e 1e9 >"$tmp/bare.txt"
 check "collective -b 1e9 reads a bare number as bytes, as -b 8 does" bash -c "test $? -eq 0 && grep -qE '^ +1000000000 ' '$tmp/bare.txt'"
 "$fleetsim" collective --cluster hgx-h100-8 --gpus 8 -e 1e300B >/dev/null 2>"$tmp/huge.err"
-check "collective -e 1e300B exits 2 naming --max" bash -c "test $? -eq 2 && grep -q -- '--max: expected a positive size up to 1 EB' '$tmp/huge.err'"
+check "collective -e 1e300B exits 2 naming --max" bash -c "test $? -eq 2 && grep -q -- '--max: expected a size from 1 B up to 1 EB' '$tmp/huge.err'"
 "$fleetsim" collective --cluster hgx-h100-8 --gpus 800000 >/dev/null 2>"$tmp/ranks.err"
 check "collective over 800,000 ranks is refused before any cluster is built" bash -c "test $? -eq 2 && grep -q -- '--gpus: expected at most 16,384 ranks' '$tmp/ranks.err'"
 "$fleetsim" kernels --gpu h100-sxm --gemm inf,4096,4096 >/dev/null 2>"$tmp/gemm.err"

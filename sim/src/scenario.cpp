@@ -70,8 +70,8 @@ void read_mig(const Json& value, const std::string& pointer, Problems& problems,
   const double vram = m.quantity_or("vram", Dimension::bytes, group.gpu.vram_bytes / slices);
   // NVIDIA's smallest MIG profile holds 5 GB (A100 40GB's 1g.5gb); below a gigabyte an instance holds no model.
   if (!(vram >= 1e9)) {
-    m.problem("vram", "expected at least 1 GB for each instance (the smallest MIG profile, A100's 1g.5gb, holds 5 GB), found " +
-                          format_quantity(vram, Dimension::bytes));
+    m.problem("vram", "expected at least 1 GB for each instance (NVIDIA's smallest MIG profile holds 5 GB), found " + format_number(vram) + " B" +
+                          (m.field("vram") == nullptr ? " (the default: an even share of the GPU's " + format_quantity(group.gpu.vram_bytes, Dimension::bytes) + ")" : ""));
   } else if (vram * slices > group.gpu.vram_bytes * (1 + 1e-9)) {
     m.problem("vram", std::to_string(slices) + " slices of " + format_quantity(vram, Dimension::bytes) + " exceed the GPU's " +
                           format_quantity(group.gpu.vram_bytes, Dimension::bytes));
@@ -957,10 +957,6 @@ void read_autoscale(ObjectReader& top, Scenario& sc) {
   if (!(spec.interval_s >= 1)) a.problem("interval", "expected at least 1 s (autoscalers decide every 15 s to a few minutes)");
   spec.provisioning_s = a.quantity_or("provisioning", Dimension::time, 0);
   spec.scale_in_window_s = a.quantity_or("scale_in_window", Dimension::time, 300);
-  for (const auto& [field, seconds] : {std::pair{"interval", spec.interval_s}, std::pair{"provisioning", spec.provisioning_s},
-                                       std::pair{"scale_in_window", spec.scale_in_window_s}}) {
-    if (seconds > kLongestSeconds) a.problem(field, "expected at most 1e9 s (32 years), found " + format_quantity(seconds, Dimension::time));
-  }
   // Every policy's settings are known fields, so `--set /autoscale/policy=none` keeps a file valid.
   using P = AutoscaleSpec::Policy;
   const auto need = [&](P p) { return spec.policy == p ? Need::required : Need::optional; };
@@ -969,6 +965,11 @@ void read_autoscale(ObjectReader& top, Scenario& sc) {
   spec.target_wait_s = a.quantity("target_wait", Dimension::time, need(P::queue)).value_or(30);
   spec.period_s = a.quantity_or("period", Dimension::time, 86400);
   if (!(spec.period_s >= 1)) a.problem("period", "expected at least 1 s: the schedule repeats every period");
+  for (const auto& [field, seconds] : {std::pair{"interval", spec.interval_s}, std::pair{"provisioning", spec.provisioning_s},
+                                       std::pair{"scale_in_window", spec.scale_in_window_s}, std::pair{"target_wait", spec.target_wait_s},
+                                       std::pair{"period", spec.period_s}}) {
+    if (seconds > kLongestSeconds) a.problem(field, "expected at most 1e9 s (32 years), found " + format_quantity(seconds, Dimension::time));
+  }
   if (const Json* table = a.field("schedule", need(P::schedule))) {
     if (!table->is_array() || table->empty()) a.problem("schedule", "expected a non-empty array of {at, nodes}");
     for (std::size_t i = 0; table->is_array() && i < table->size(); ++i) {

@@ -47,9 +47,10 @@ struct ReadyTask {
   double known_scale;         // work declared for this instance over the workflow's (trace jobs); 1 otherwise
   std::uint32_t input_gpu;    // GPU holding most of its input bytes, kNoGpu when it has none
   double input_bytes;         // from other tasks
-  // The queue's count of tasks joined when this one joined (set by the queue): it grows along the queue, so a
-  // policy that keeps its own order between rounds finds the tasks that joined since its last round at the
+  // The queue's count of tasks joined when this one joined (set by the queue, from 1): it grows along the queue,
+  // so a policy that keeps its own order between rounds finds the tasks that joined since its last round at the
   // end, and a task's place by binary search. A task that leaves and comes back joins again, with a new count.
+  // The built-in policies rely on it: a caller of Policy::schedule passes the run's ready queue as it is.
   std::uint64_t joined;
 };
 
@@ -218,7 +219,7 @@ class Decisions {
 class Policy {
  public:
   virtual ~Policy() = default;
-  // `ready` is in the order tasks became ready. Place, fail, or leave (hold) each of them; preempt
+  // `ready` is in the order tasks became ready (ascending `joined`). Place, fail, or leave (hold) each of them; preempt
   // running tasks (only a policy whose may_preempt() says so).
   virtual void schedule(const ClusterView& view, std::span<const ReadyTask> ready, Decisions& out) = 0;
   virtual bool may_preempt() const { return false; }

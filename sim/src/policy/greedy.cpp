@@ -50,16 +50,13 @@ std::optional<std::uint32_t> Greedy::place_of(std::span<const ReadyTask> ready, 
 }
 
 void Greedy::keep_order(const ClusterView& view, std::span<const ReadyTask> ready) {
+  // A policy serves one run's queue (made per run), whose numbers only grow: the tasks past the last one seen
+  // are those that joined since. (The newest may have left already, so the queue's end can be below it.)
   if (ready.empty()) return;
-  // A queue numbered anew (another run) starts the order again.
-  if (ready.back().joined < last_joined_) {
-    kept_.clear();
-    last_joined_ = 0;
-  }
   std::size_t first_new = ready.size();
   while (first_new > 0 && ready[first_new - 1].joined > last_joined_) --first_new;
   for (std::size_t i = first_new; i < ready.size(); ++i) kept_.insert({order_key(view, ready[i]), ready[i].joined});
-  last_joined_ = ready.back().joined;
+  last_joined_ = std::max(last_joined_, ready.back().joined);
   if (kept_.size() > 2 * ready.size() + 1024) {
     std::erase_if(kept_, [&](const Keyed& k) { return !place_of(ready, k.joined); });
   }
