@@ -513,7 +513,12 @@ int run_train(const TrainArgs& args) {
       fleetsim::write_training_text(std::cout, job, step);
     }
     // A configuration that does not fit is refused, after what it would need is shown.
-    if (const auto oom = fleetsim::out_of_memory(job, step.counts)) {
+    if (const auto oom = fleetsim::out_of_memory(job, step.counts); oom && oom->host) {
+      std::cerr << args.file << ": /optimizer/offload: a node of stage " << oom->stage << " needs " << fleetsim::format_quantity(oom->needed_bytes, fleetsim::Dimension::bytes)
+                << " of host memory for its GPUs' offloaded optimizer state and gradients, more than its " << fleetsim::format_quantity(oom->vram_bytes, fleetsim::Dimension::bytes)
+                << ": expected a smaller offload share, or more DP to shard the optimizer\n";
+      return kBadInput;
+    } else if (oom) {
       std::cerr << args.file << ": /parallel: stage " << oom->stage << " needs " << fleetsim::format_quantity(oom->needed_bytes, fleetsim::Dimension::bytes)
                 << " a GPU (weights, gradients, optimizer state, activations), " << fleetsim::format_quantity(oom->needed_bytes - oom->vram_bytes, fleetsim::Dimension::bytes)
                 << " more than its GPU's " << fleetsim::format_quantity(oom->vram_bytes, fleetsim::Dimension::bytes)

@@ -291,6 +291,18 @@ printf '%s' '{"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model
   "parallel": {"dp": 8, "distributed_optimizer": true}, "batch": {"global": 8}, "recompute": "selective"}' >"$tmp/oom.json"
 "$fleetsim" train "$tmp/oom.json" >"$tmp/oom.txt" 2>"$tmp/oom.err"
 check "train refuses a configuration that does not fit (exit 2, stage and bytes)" bash -c "test $? -eq 2 && grep -q 'DOES NOT FIT' '$tmp/oom.txt' && grep -q '/parallel: stage 0 needs 82.8 GB a GPU' '$tmp/oom.err'"
+"$fleetsim" train "$src/scenarios/training/gpt2-10b-zero-offload-v100.json" >"$tmp/offload.txt"
+check "train with the optimizer on the CPU fits a 10 B model on one 32 GB V100 and times the offload" \
+  bash -c "test $? -eq 0 && grep -q '^offload  .*DeepSpeed.s CPU-Adam.*CPU step' '$tmp/offload.txt' && grep -q 'largest per-GPU need 25.8 GB of 32 GB$' '$tmp/offload.txt'"
+cat >"$tmp/host-oom.json" <<'JOB'
+{"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+ "model": {"layers": 96, "hidden": 12288, "heads": 96, "vocab": 51200, "seq_len": 2048},
+ "parallel": {"tp": 8, "zero": 1}, "batch": {"global": 1}, "recompute": "full",
+ "optimizer": {"offload": 1, "cpu_adam": "deepspeed"}}
+JOB
+"$fleetsim" train "$tmp/host-oom.json" >/dev/null 2>"$tmp/host-oom.err"
+check "train refuses an offloaded optimizer its node's host memory cannot hold (exit 2, the bytes)" \
+  bash -c "test $? -eq 2 && grep -q '/optimizer/offload: a node of stage 0 needs 2.79 TB of host memory' '$tmp/host-oom.err'"
 "$fleetsim" train "$src/scenarios/training/dp-1.3b.json" --sweep micro=3 >/dev/null 2>"$tmp/sweep.err"
 check "train --sweep with a value that breaks a rule blames --sweep, not the job file" \
   bash -c "test $? -eq 2 && grep -q -- '--sweep: micro=3: expected a multiple of dp x micro (3), found 8 (at /batch/global)' '$tmp/sweep.err'"

@@ -943,6 +943,31 @@ TEST_CASE("fp8: the layers' GEMMs at the fp8 rate with their operands quantized,
   CHECK(step.mfu == Approx(c.model_flop / (step.iteration_s * 1 * peak)).epsilon(1e-12));
 }
 
+TEST_CASE("fp8 scaled by blocks: the same GEMMs at the blockwise rate, the casts writing their scales", "[training][fp8]") {
+  const TrainingJob tensorwise = layer_job(1, R"(, "dtype": "fp8")"), blockwise = layer_job(1, R"(, "dtype": "fp8", "fp8_recipe": "blockwise")");
+  const TrainingStep t = simulate_training_step(tensorwise), b = simulate_training_step(blockwise);
+  const KernelModel model(*Catalog::builtin().gpu("h100-sxm"));
+  auto gemm = [&](double n, double k, bool blocks) {
+    return model.estimate({.cls = KernelClass::gemm, .m = 4096, .n = n, .k = k, .block_scaled = blocks}, Dtype::fp8).time_s();
+  };
+  // A large GEMM: blockwise at 0.733 of bf16's tile efficiency at twice the peak, 1.47x bf16 (FBGEMM's 1.44-1.49x); per tensor 0.883, 1.77x.
+  const double bf16 = model.estimate({.cls = KernelClass::gemm, .m = 8192, .n = 8192, .k = 8192}, Dtype::bf16).time_s();
+  const double blocks = model.estimate({.cls = KernelClass::gemm, .m = 8192, .n = 8192, .k = 8192, .block_scaled = true}, Dtype::fp8).time_s();
+  CHECK(bf16 / blocks == Approx(2 * 0.733).epsilon(0.02));
+  // The four layer GEMMs of layer_job, each at the blockwise rate; the logits stay bf16 and alike.
+  const auto layer = [&](bool scaled) { return gemm(12288, 4096, scaled) + gemm(4096, 4096, scaled) + gemm(16384, 4096, scaled) + gemm(4096, 16384, scaled); };
+  CHECK(b.forward_kernels.gemm_s - t.forward_kernels.gemm_s == Approx(32 * (layer(true) - layer(false))).epsilon(1e-9));
+  // The casts write an fp32 scale a 128 elements of each of their two copies: 4 + 8/128 bytes an element, not 4.
+  CHECK(b.forward_kernels.memory_s > t.forward_kernels.memory_s);
+  CHECK(b.iteration_s > t.iteration_s);
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "llama-3-8b", "seq_len": 4096},
+      "parallel": {"tp": 8}, "batch": {"global": 1}, "fp8_recipe": "blockwise"})"),
+             Catch::Contains("/fp8_recipe: expected \"fp8_recipe\" only beside \"dtype\": \"fp8\""));
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "llama-3-8b", "seq_len": 4096},
+      "parallel": {"tp": 8}, "batch": {"global": 1}, "dtype": "fp8", "fp8_recipe": "mxfp8"})"),
+             Catch::Contains("/fp8_recipe: expected one of"));
+}
+
 TEST_CASE("fp8 is refused where the GPU has no fp8 tensor cores, and with FSDP", "[training][fp8]") {
   CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-a100-8", "count": 1}]}, "model": {"architecture": "llama-3-8b", "seq_len": 4096},
       "parallel": {"tp": 8}, "batch": {"global": 1}, "dtype": "fp8"})"),
@@ -1398,4 +1423,85 @@ TEST_CASE("combined 1F1B: each steady backward runs with the next forward, the s
   CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"layers": 4, "hidden": 256, "heads": 4, "vocab": 100, "seq_len": 64},
       "parallel": {"dp": 8, "ep_overlap": true}, "batch": {"global": 8}})"),
              Catch::Contains("/parallel/ep_overlap: expected ep_overlap only for a mixture of experts"));
+}
+
+TEST_CASE("CPU offload of the optimizer: memory moves to the host, and the step is the copies and the node's CPU (by hand)", "[training][offload]") {
+  // GPT-2 1.3B-like on one 8x H100 node, DP 8 with a distributed optimizer: each GPU's shard is an eighth.
+  // pcie5-x16: 63 GB/s a GPU; the node's host memory: 614.4 GB/s, 2 TB (models/hardware.json).
+  const auto job = [](const std::string& optimizer) {
+    return parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+        "model": {"layers": 24, "hidden": 2048, "heads": 16, "vocab": 51200, "seq_len": 2048},
+        "parallel": {"dp": 8, "distributed_optimizer": true}, "batch": {"global": 8, "micro": 1},
+        "compute_efficiency": 0.5, "optimizer": )" + optimizer + "}",
+                              "offload.json");
+  };
+  const TrainingJob none = job("{}");
+  const TrainingJob torch = job(R"({"offload": 1})");
+  const TrainingCounts c0 = count_training(none), c = count_training(torch);
+  const double shard = c.stage_parameters[0] / 8;
+  CHECK(c.stage_offloaded_parameters[0] == Approx(shard));
+  CHECK(c0.stage_memory[0].optimizer == Approx(12 * shard));
+  CHECK(c.stage_memory[0].optimizer == Approx(0).margin(1e-6));
+  CHECK(c.stage_memory[0].host == Approx(16 * shard));  // fp32 master and moments, and the fp32 gradients copied down
+  CHECK(c.stage_memory[0].gradients == c0.stage_memory[0].gradients);  // Megatron-Core keeps them on the GPU
+
+  // Under compute_efficiency the GPU's own step is not timed: the optimizer is the offload alone. The node's eight
+  // GPUs step eight shards on its CPUs: at 0.7 G parameters a second (models/kernels.json), slower than host
+  // memory moves Adam's 30 bytes each; each GPU's copies at its own link's 63 GB/s, the eight together under
+  // host memory's 614.4 GB/s.
+  const double all = 8 * shard;
+  const double down = std::max(shard * 4 / 63e9, all * 4 / 614.4e9), cpu = std::max(all / 7e8, all * 30 / 614.4e9),
+               up = std::max(shard * 2 / 63e9, all * 2 / 614.4e9);
+  const TrainingStep s0 = simulate_training_step(none), s = simulate_training_step(torch);
+  CHECK(s0.optimizer_s == 0);
+  CHECK(s.offload_down_s == Approx(down));
+  CHECK(s.offload_cpu_s == Approx(cpu));
+  CHECK(s.offload_up_s == Approx(up));
+  CHECK(s.optimizer_s == Approx(down + cpu + up));
+  CHECK(s.iteration_s == Approx(s0.iteration_s + down + cpu + up));
+  // Pipelined tensor by tensor: the slowest of the three.
+  CHECK(simulate_training_step(job(R"({"offload": 1, "offload_overlap": true})")).optimizer_s == Approx(cpu));
+  // Half: half the parameters, the CPU's step half as long.
+  CHECK(simulate_training_step(job(R"({"offload": 0.5})")).offload_cpu_s == Approx(cpu / 2));
+
+  // DeepSpeed: its CPU-Adam's rate (its logged step holds the copy up), and the GPU keeps one reduce bucket of gradients.
+  const TrainingJob ds = job(R"({"offload": 1, "cpu_adam": "deepspeed"})");
+  const TrainingStep sd = simulate_training_step(ds);
+  CHECK(sd.offload_cpu_s == Approx(std::max(all / 1.6e9, all * 30 / 614.4e9)));
+  CHECK(sd.offload_up_s == 0);
+  CHECK(count_training(ds).stage_memory[0].gradients == Approx(std::min(c0.stage_memory[0].gradients, 2 * 5e8)));
+}
+
+TEST_CASE("an offloaded optimizer that does not fit in host memory is refused, and offload settings are checked", "[training][offload]") {
+  // GPT-3 175B on TP 8 alone: each GPU's 21.9 B parameters; with DeepSpeed's offload the GPU holds the weights and
+  // a gradient bucket (fits in 80 GB), the host 16 bytes each of every GPU's: 2.8 TB, over the node's 2 TB.
+  TrainingJob big = parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+      "model": {"layers": 96, "hidden": 12288, "heads": 96, "vocab": 51200, "seq_len": 2048},
+      "parallel": {"tp": 8, "zero": 1}, "batch": {"global": 1, "micro": 1}, "recompute": "full",
+      "optimizer": {"offload": 1, "cpu_adam": "deepspeed"}})",
+                                       "big.json");
+  const TrainingCounts c = count_training(big);
+  const std::optional<OutOfMemory> oom = out_of_memory(big, c);
+  REQUIRE(oom.has_value());
+  CHECK(oom->host);
+  CHECK(oom->needed_bytes == Approx(8 * 16 * c.stage_parameters[0]));
+  CHECK(oom->vram_bytes == Approx(2e12));
+  big.optimizer_offload = 0;
+  const std::optional<OutOfMemory> on_gpu = out_of_memory(big, count_training(big));
+  REQUIRE(on_gpu.has_value());
+  CHECK_FALSE(on_gpu->host);
+
+  const std::string base = R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+      "model": {"layers": 2, "hidden": 256, "heads": 4, "vocab": 100, "seq_len": 128}, "batch": {"global": 8}, )";
+  CHECK_THAT(job_error(base + R"("parallel": {"dp": 8}, "optimizer": {"offload": 1}})"),
+             Catch::Contains("/optimizer/offload: expected a sharded optimizer beside it"));
+  CHECK_THAT(job_error(base + R"("parallel": {"dp": 8, "zero": 1}, "optimizer": {"offload": 0.5, "cpu_adam": "deepspeed"}})"),
+             Catch::Contains("/optimizer/offload: expected 1 with cpu_adam \"deepspeed\""));
+  CHECK_THAT(job_error(base + R"("parallel": {"dp": 8, "zero": 1}, "optimizer": {"offload": 1, "cpu_adam": "deepspeed", "offload_overlap": true}})"),
+             Catch::Contains("/optimizer/offload_overlap: expected it only with cpu_adam \"torch\""));
+  CHECK_THAT(job_error(base + R"("parallel": {"dp": 8, "zero": 1}, "optimizer": {"cpu_adam": "torch"}})"),
+             Catch::Contains("/optimizer/cpu_adam: expected \"cpu_adam\" only beside \"offload\" above 0"));
+  CHECK_THAT(job_error(base + R"("parallel": {"dp": 8, "zero": 1}, "optimizer": {"offload": 2}})"), Catch::Contains("/optimizer/offload"));
+  CHECK_THAT(job_error(base + R"("parallel": {"dp": 8, "zero": 3}, "optimizer": {"offload": 1}})"),
+             Catch::Contains("/optimizer/offload: expected ZeRO 1 or 2 with CPU offload"));
 }

@@ -123,7 +123,9 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
     std::snprintf(line, sizeof line, "  compute: the kernel model (%s attention, %s)%s\n\n", attention_name(job.attention),
                   KernelModel(Cluster(job.cluster).gpu_type(make_id<GpuId>(0))).measured() ? "constants measured for this GPU's architecture"
                                                                                            : "another architecture's constants: a guess",
-                  job.dtype == Dtype::fp8 ? "; fp8 layer GEMMs with per-tensor scaling, their operands cast; attention, norms and logits in bf16" : "");
+                  job.dtype != Dtype::fp8                                    ? ""
+                  : job.fp8_recipe == TrainingJob::Fp8Recipe::blockwise ? "; fp8 layer GEMMs scaled by blocks (1x128 tiles, 128x128 weight blocks), their operands cast; attention, norms and logits in bf16"
+                                                                            : "; fp8 layer GEMMs with per-tensor scaling, their operands cast; attention, norms and logits in bf16");
   }
   out << line;
   out << "iteration      " << seconds(step.iteration_s) << "\n";
@@ -166,6 +168,18 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
     out << "kernels        GEMMs " << seconds(f.gemm_s + b.gemm_s) << ", attention " << seconds(f.attention_s + b.attention_s) << ", memory-bound "
         << seconds(f.memory_s + b.memory_s) << " (forward and backward); optimizer step " << seconds(step.optimizer_s) << "\n";
   }
+  if (job.optimizer_offload > 0) {
+    const KernelConstants& k = *builtin_kernel_constants();
+    const bool torch = job.cpu_adam == TrainingJob::CpuAdam::torch;
+    double host = 0;
+    for (const StageMemory& mem : c.stage_memory) host = std::max(host, mem.host);
+    std::snprintf(line, sizeof line, "offload        %.3g%% of each GPU's optimizer shard on the CPU (%s, %.2g G parameters a second a node): ",
+                  100 * job.optimizer_offload, torch ? "PyTorch's fused AdamW, as Megatron-Core" : "DeepSpeed's CPU-Adam",
+                  (torch ? k.cpu_adam_torch_params_per_s : k.cpu_adam_deepspeed_params_per_s) / 1e9);
+    out << line << "gradients down " << seconds(step.offload_down_s) << ", CPU step " << seconds(step.offload_cpu_s)
+        << (torch ? ", weights up " + seconds(step.offload_up_s) : std::string(" with the weights' copy up")) << (job.offload_overlap ? " (pipelined)" : " (one after another)")
+        << "; host memory " << bytes(host) << " a GPU\n";
+  }
   if (job.zero_stage() >= 3) {
     out << "transfers      FSDP / ZeRO-3: one layer's all-gather " << seconds(step.zero_gather_s) << " (" << bytes(c.zero_gather_bytes_per_layer)
         << "), before each layer's forward and backward, the next one's beside its compute; the gradients' reduce-scatters add "
@@ -192,6 +206,9 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
   const double vram = cluster.gpu_type(make_id<GpuId>(0)).vram_bytes;
   const double peak = largest_need(c);
   out << "\nlargest per-GPU need " << bytes(peak) << " of " << bytes(vram) << (peak > vram ? "  DOES NOT FIT" : "") << "\n";
+  if (const std::optional<OutOfMemory> oom = out_of_memory(job, c); oom && oom->host) {
+    out << "host memory a node " << bytes(oom->needed_bytes) << " of " << bytes(oom->vram_bytes) << "  DOES NOT FIT\n";
+  }
 }
 
 std::string training_json(const TrainingJob& job, const TrainingStep& step) {
@@ -202,7 +219,7 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
   for (std::size_t s = 0; s < c.stage_memory.size(); ++s) {
     const StageMemory& mem = c.stage_memory[s];
     stages.push_back({{"layers", layers[s]}, {"parameters_per_gpu", c.stage_parameters[s]}, {"weights_bytes", mem.weights}, {"gradients_bytes", mem.gradients},
-                      {"optimizer_bytes", mem.optimizer}, {"activation_bytes", mem.activations}, {"total_bytes", mem.total()},
+                      {"optimizer_bytes", mem.optimizer}, {"activation_bytes", mem.activations}, {"total_bytes", mem.total()}, {"host_bytes", mem.host},
                       {"dp_allreduce_bytes", c.dp_allreduce_bytes[s]}, {"expert_allreduce_bytes", c.expert_allreduce_bytes[s]},
                       {"last_backward_s", step.stage_end_s[s]}});
   }
@@ -236,6 +253,7 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
                    {"recompute_modules", job.recompute == Recompute::selective ? ordered_json(recompute_modules(job)) : ordered_json::array()},
                    {"attention", attention_name(job.attention)},
                    {"optimizer_moments", dtype_name(job.optimizer_moments)},
+                   {"fp8_recipe", job.dtype != Dtype::fp8 ? "" : job.fp8_recipe == TrainingJob::Fp8Recipe::blockwise ? "blockwise" : "tensorwise"},
                    {"activation_func_fp8_input_store", job.activation_fp8_input_store},
                    {"dp_overlap", job.dp_overlap},
                    {"ep_overlap", job.ep_overlap},
@@ -264,14 +282,23 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
                    {"pp_send_s", step.pp_send_s},
                    {"dp_allreduce_s", step.dp_allreduce_s},
                    {"optimizer_s", step.optimizer_s},
+                   {"optimizer_offload", job.optimizer_offload > 0 ? ordered_json{{"share", job.optimizer_offload},
+                                                                                  {"cpu_adam", job.cpu_adam == TrainingJob::CpuAdam::torch ? "torch" : "deepspeed"},
+                                                                                  {"overlap", job.offload_overlap},
+                                                                                  {"down_s", step.offload_down_s},
+                                                                                  {"cpu_s", step.offload_cpu_s},
+                                                                                  {"up_s", step.offload_up_s}}
+                                                                    : ordered_json()},
                    {"kernels_s", {{"gemm", step.forward_kernels.gemm_s + step.backward_kernels.gemm_s},
                                   {"attention", step.forward_kernels.attention_s + step.backward_kernels.attention_s},
                                   {"memory", step.forward_kernels.memory_s + step.backward_kernels.memory_s}}},
                    {"activation_bytes_per_layer", c.activation_bytes_per_layer},
                    {"dense_layer_activation_bytes", c.dense_layer_activation_bytes},
-                   {"out_of_memory", oom ? ordered_json{{"stage", oom->stage}, {"needed_bytes", oom->needed_bytes}, {"vram_bytes", oom->vram_bytes},
-                                                        {"short_bytes", oom->needed_bytes - oom->vram_bytes}}
-                                         : ordered_json()},
+                   {"out_of_memory", !oom        ? ordered_json()
+                                     : oom->host ? ordered_json{{"stage", oom->stage}, {"host_needed_bytes", oom->needed_bytes}, {"host_memory_bytes", oom->vram_bytes},
+                                                                {"short_bytes", oom->needed_bytes - oom->vram_bytes}}
+                                                 : ordered_json{{"stage", oom->stage}, {"needed_bytes", oom->needed_bytes}, {"vram_bytes", oom->vram_bytes},
+                                                                {"short_bytes", oom->needed_bytes - oom->vram_bytes}}},
                    {"stages", stages}};
   return doc.dump(1) + "\n";
 }

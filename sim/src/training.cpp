@@ -25,6 +25,8 @@ using detail::Need;
 using detail::ObjectReader;
 
 constexpr double kActivationBytes = 2;  // 16-bit activations, as the memory formulas assume
+// DeepSpeed's default reduce_bucket_size, in elements (deepspeed/runtime/zero/config.py, 5e8).
+constexpr double kDeepSpeedReduceBucket = 5e8;
 // The optimizer's state a parameter: the fp32 master weight and the two moments at the job's precision (12 bytes
 // with fp32 moments: with the 16-bit weight and gradient, mixed-precision Adam's 16 a parameter).
 double optimizer_bytes(const TrainingJob& job) { return 4 + 2 * dtype_bytes(job.optimizer_moments); }
@@ -486,6 +488,11 @@ void check_training_job(const TrainingJob& job) {
     need(cells <= kMaxPipelineCells, "/batch/global",
          "expected at most " + std::to_string(kMaxPipelineCells) + " micro-batches x pipeline stages x virtual stages a step, found " + format_number(cells));
   }
+  if (job.optimizer_offload > 0) {
+    // Both offload a sharded optimizer: Megatron-Core's needs its distributed optimizer, DeepSpeed's a ZeRO stage.
+    need(job.zero_stage() >= 1, "/optimizer/offload", "expected a sharded optimizer beside it (distributed_optimizer, or zero 1 or 2), as Megatron-Core and DeepSpeed offload only theirs");
+    need(job.zero_stage() < 3, "/optimizer/offload", "expected ZeRO 1 or 2 with CPU offload: ZeRO-3's offload (parameters too) is not modelled yet");
+  }
   if (job.dtype == Dtype::fp8) {
     need(job.zero_stage() < 3, "/parallel/zero", "expected ZeRO 0 to 2 with fp8: FSDP's fp8 weight gathers are not modelled yet");
     if (const auto missing = fp8_missing(job.cluster)) need(false, "/dtype", *missing);
@@ -665,9 +672,22 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
     const std::string moments = r.string_or("moments", "fp32");
     if (moments == "bf16" || moments == "fp16" || moments == "fp32") job.optimizer_moments = *parse_dtype(moments);
     else r.problem("moments", "expected fp32, bf16 or fp16 (Adam's moments), found \"" + moments + "\"");
+    job.optimizer_offload = r.number("offload", Need::optional, 0.0, 1.0).value_or(0);
+    job.cpu_adam = r.choice("cpu_adam", {"torch", "deepspeed"}, 0) == 0 ? TrainingJob::CpuAdam::torch : TrainingJob::CpuAdam::deepspeed;
+    job.offload_overlap = r.boolean_or("offload_overlap", false);
+    if (!(job.optimizer_offload > 0)) {
+      for (const char* key : {"cpu_adam", "offload_overlap"}) {
+        if (r.field(key) != nullptr) r.problem(key, "expected \"" + std::string(key) + "\" only beside \"offload\" above 0 (CPU offload of the optimizer)");
+      }
+    } else if (job.cpu_adam == TrainingJob::CpuAdam::deepspeed) {
+      if (job.offload_overlap) r.problem("offload_overlap", "expected it only with cpu_adam \"torch\": it is Megatron-Core's --overlap-cpu-optimizer-d2h-h2d");
+      if (job.optimizer_offload < 1) r.problem("offload", "expected 1 with cpu_adam \"deepspeed\": ZeRO-Offload moves the whole optimizer (its ratio is for ZeRO-3)");
+    }
     r.finish();
   }
   job.activation_fp8_input_store = top.boolean_or("activation_func_fp8_input_store", false);
+  job.fp8_recipe = top.choice("fp8_recipe", {"tensorwise", "blockwise"}, 0) == 0 ? TrainingJob::Fp8Recipe::tensorwise : TrainingJob::Fp8Recipe::blockwise;
+  if (top.field("fp8_recipe") != nullptr && job.dtype != Dtype::fp8) top.problem("fp8_recipe", "expected \"fp8_recipe\" only beside \"dtype\": \"fp8\"");
   job.compute_efficiency = top.number("compute_efficiency", Need::optional, 0.0, 1.0);
   if (job.compute_efficiency && !(*job.compute_efficiency > 0)) top.problem("compute_efficiency", "expected a fraction above 0, at most 1");
   top.finish();
@@ -828,7 +848,17 @@ TrainingCounts count_training(const TrainingJob& job) {
     // and for the experts their expert DP group.
     const double dense = params - expert_params, shards = static_cast<double>(job.dp) * job.cp, expert_shards = job.expert_dp();
     mem.gradients = zero >= 2 ? 2 * (dense / shards + expert_params / expert_shards) : 2 * params;
-    mem.optimizer = optimizer_bytes(job) * (zero >= 1 ? dense / shards + expert_params / expert_shards : params);
+    const double shard = zero >= 1 ? dense / shards + expert_params / expert_shards : params;
+    mem.optimizer = optimizer_bytes(job) * shard;
+    if (job.optimizer_offload > 0) {
+      // In host memory: the offloaded state and the fp32 gradients copied down to step it.
+      const double offloaded = job.optimizer_offload * shard;
+      mem.optimizer -= optimizer_bytes(job) * offloaded;
+      mem.host = offloaded * (optimizer_bytes(job) + 4);
+      // DeepSpeed moves each reduce bucket's gradients to the host as it fills: the GPU holds one bucket.
+      if (job.cpu_adam == TrainingJob::CpuAdam::deepspeed) mem.gradients = std::min(mem.gradients, 2 * kDeepSpeedReduceBucket);
+    }
+    c.stage_offloaded_parameters.push_back(job.optimizer_offload * shard);
     // Micro-batches whose activations a stage holds at once: all under GPipe; under 1F1B those its warm-up
     // forwards start before the first backward, plus one; interleaved, chunk passes of 1/vp of the stage
     // (Megatron's warm-up of 2 (pp - stage - 1) + (vp - 1) x the micro-batch group, pp by default), so with
@@ -1114,16 +1144,22 @@ Dtype call_dtype(const KernelCall& c, Dtype job_dtype) {
 }
 // Each fp8 GEMM's operands quantized: its activation input in the forward and its output gradient in the
 // backward, each read in bf16 and written as fp8 and its fp8 transpose (what the other GEMM of the backward
-// reads): 4 bytes an element. Where a layer's GEMMs are recomputed, their forward casts run again in the backward.
-void add_fp8_casts(const TrainingJob& job, bool mixture, std::vector<KernelCall>& forward, std::vector<KernelCall>& backward) {
-  const auto forward_cast = [](const KernelCall& c) {
-    return KernelCall{.cls = KernelClass::memory, .m = c.batch * c.m, .n = c.k, .count = c.count, .element_bytes = 4, .name = "fp8.cast " + c.name};
+// reads): 4 bytes an element, and under the blockwise recipe an fp32 scale a 128 elements of each copy. Where a
+// layer's GEMMs are recomputed, their forward casts run again in the backward. The GEMMs are marked with the recipe.
+void apply_fp8(const TrainingJob& job, bool mixture, std::vector<KernelCall>& forward, std::vector<KernelCall>& backward) {
+  const bool blockwise = job.fp8_recipe == TrainingJob::Fp8Recipe::blockwise;
+  const double cast_bytes = blockwise ? 4 + 2 * 4.0 / 128 : 4;
+  for (std::vector<KernelCall>* pass : {&forward, &backward}) {
+    for (KernelCall& c : *pass) c.block_scaled = blockwise && runs_in_fp8(c);
+  }
+  const auto forward_cast = [&](const KernelCall& c) {
+    return KernelCall{.cls = KernelClass::memory, .m = c.batch * c.m, .n = c.k, .count = c.count, .element_bytes = cast_bytes, .name = "fp8.cast " + c.name};
   };
   std::vector<KernelCall> casts_forward, casts_backward, casts_again;
   for (const KernelCall& c : forward) {
     if (!runs_in_fp8(c)) continue;
     casts_forward.push_back(forward_cast(c));
-    casts_backward.push_back({.cls = KernelClass::memory, .m = c.batch * c.m, .n = c.n, .count = c.count, .element_bytes = 4, .name = "fp8.cast " + c.name});
+    casts_backward.push_back({.cls = KernelClass::memory, .m = c.batch * c.m, .n = c.n, .count = c.count, .element_bytes = cast_bytes, .name = "fp8.cast " + c.name});
   }
   std::vector<KernelCall> again;
   layer_recompute(job, mixture, again);
@@ -1147,7 +1183,7 @@ PassKernels chunk_kernels(const TrainingJob& job, const LayerMix& layers, bool f
     std::vector<KernelCall> f, b;
     layer_forward(job, mixture, f);
     layer_backward(job, mixture, b);
-    if (job.dtype == Dtype::fp8) add_fp8_casts(job, mixture, f, b);
+    if (job.dtype == Dtype::fp8) apply_fp8(job, mixture, f, b);
     if (job.activation_fp8_input_store) {
       // Each SwiGLU's input (gate and up) cast to fp8 as it is kept, and back before its backward: 3 bytes an element.
       for (std::size_t i = 0, calls = f.size(); i < calls; ++i) {
@@ -1207,6 +1243,57 @@ PassTime pass_time(const KernelModel& model, const std::vector<KernelCall>& call
 // and writing three of them back plus the 16-bit weight (30), after a pass over the gradients for
 // their norm (4).
 constexpr double kOptimizerStepBytes = 34;
+
+// CPU offload of the optimizer, per stage: the slowest node holding its GPUs. Each GPU copies its offloaded
+// parameters' fp32 gradients down its host link and their 16-bit weights back up; the node's CPUs step all its
+// GPUs' offloaded parameters at the implementation's rate, and no faster than host memory moves Adam's bytes
+// (the copies share host memory too).
+struct OffloadTimes {
+  double down_s = 0, cpu_s = 0, up_s = 0;
+  double total(bool overlap) const { return overlap ? std::max({down_s, cpu_s, up_s}) : down_s + cpu_s + up_s; }
+};
+
+// Calls `visit(node, first, end)` for each node holding the job's ranks [first, end): ranks in order fill the
+// nodes in order (gpu_at), TP fastest, so rank r is on stage r / (tp cp dp).
+template <class Visit>
+void for_each_node(const TrainingJob& job, const Cluster& cluster, Visit visit) {
+  for (int first = 0; first < job.gpus();) {
+    const NodeId node = cluster.node_of(make_id<GpuId>(static_cast<std::uint32_t>(first)));
+    const int end = std::min(job.gpus(), static_cast<int>(index(cluster.first_gpu(node)) + cluster.gpus_in(node)));
+    visit(node, first, end);
+    first = end;
+  }
+}
+
+std::vector<OffloadTimes> offload_times(const TrainingJob& job, const Cluster& cluster, const std::vector<double>& offloaded, const KernelConstants& k) {
+  const int stage_gpus = job.tp * job.cp * job.dp;
+  // Adam reads the fp32 weight and gradient and both moments, writes the weight, the moments and the 16-bit copy.
+  const double adam_bytes = 4 + 4 + 2 * dtype_bytes(job.optimizer_moments) + 4 + 2 * dtype_bytes(job.optimizer_moments) + 2;
+  const double rate = job.cpu_adam == TrainingJob::CpuAdam::torch ? k.cpu_adam_torch_params_per_s : k.cpu_adam_deepspeed_params_per_s;
+  std::vector<OffloadTimes> out(static_cast<std::size_t>(job.pp));
+  // A node's load is the sum of its GPUs' offloaded parameters.
+  for_each_node(job, cluster, [&](NodeId node, int first, int end) {
+    const NodeGroup& group = cluster.group(node);
+    double sum = 0, largest = 0;
+    for (int r = first; r < end; ++r) {
+      const double q = offloaded[static_cast<std::size_t>(r / stage_gpus)];
+      sum += q;
+      largest = std::max(largest, q);
+    }
+    const double memory = group.node.host_memory_bandwidth_Bps, link = group.host_link.bandwidth_Bps;
+    const auto copy_s = [&](double bytes_each) {
+      return std::max(largest * bytes_each / link, memory > 0 ? sum * bytes_each / memory : 0.0);
+    };
+    // DeepSpeed's rate is its logged optimizer_step, which copies the weights back up within it.
+    const double up_s = job.cpu_adam == TrainingJob::CpuAdam::deepspeed ? 0.0 : copy_s(2);
+    const OffloadTimes node_times{copy_s(4), std::max(sum / rate, memory > 0 ? sum * adam_bytes / memory : 0.0), up_s};
+    for (int stage = first / stage_gpus; stage <= (end - 1) / stage_gpus; ++stage) {
+      OffloadTimes& t = out[static_cast<std::size_t>(stage)];
+      if (node_times.total(job.offload_overlap) > t.total(job.offload_overlap)) t = node_times;
+    }
+  });
+  return out;
+}
 
 // GPU of (tp rank, dp rank, stage): TP fastest, then DP, then PP.
 GpuId gpu_at(const TrainingJob& job, int tp_rank, int dp_rank, int stage, int cp_rank = 0) {
@@ -1530,11 +1617,12 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
       // Each GPU steps its shard: the dense weights' over DP x CP, the experts' over expert DP.
       const std::size_t st = static_cast<std::size_t>(stage);
       const double experts = c.stage_expert_parameters[st], dense = c.stage_parameters[st] - experts;
-      const double params = job.zero_stage() >= 1 ? dense / (static_cast<double>(job.dp) * job.cp) + experts / job.expert_dp() : c.stage_parameters[st];
-      // Narrower moments move fewer bytes: each read and written once.
+      const double shard = job.zero_stage() >= 1 ? dense / (static_cast<double>(job.dp) * job.cp) + experts / job.expert_dp() : c.stage_parameters[st];
+      // Narrower moments move fewer bytes: each read and written once. What the CPU steps is not the GPU's.
       const double step_bytes = kOptimizerStepBytes - 2 * 2 * (4 - dtype_bytes(job.optimizer_moments));
+      const double params = shard - c.stage_offloaded_parameters[st];
       const KernelCall adam{.cls = KernelClass::memory, .m = params, .n = step_bytes / dtype_bytes(job.dtype), .name = "optimizer"};
-      optimizer[stage] = kernels.estimate(adam, job.dtype).time_s();
+      if (params > 0) optimizer[stage] = kernels.estimate(adam, job.dtype).time_s();
       if (job.dtype == Dtype::fp8) {
         // The fp8 copies of the layers' weights (and their transposes) cast once an iteration, cached over its
         // micro-batches as Megatron-Core's first-micro-batch flag lets Transformer Engine do.
@@ -1544,6 +1632,21 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
       if (stage_fwd_kernels[stage].total() + stage_bwd_kernels[stage].total() > step.forward_kernels.total() + step.backward_kernels.total()) {
         step.forward_kernels = stage_fwd_kernels[stage];
         step.backward_kernels = stage_bwd_kernels[stage];
+      }
+    }
+  }
+  if (job.optimizer_offload > 0) {
+    // The CPU's share runs beside the GPU's (Megatron-Core steps both at once); the optimizer waits for both.
+    const std::vector<OffloadTimes> offload = offload_times(job, cluster, c.stage_offloaded_parameters, kernels.constants());
+    double longest = -1;
+    for (std::size_t stage = 0; stage < offload.size(); ++stage) {
+      const double total = offload[stage].total(job.offload_overlap);
+      optimizer[stage] = std::max(optimizer[stage], total);
+      if (total > longest) {
+        longest = total;
+        step.offload_down_s = offload[stage].down_s;
+        step.offload_cpu_s = offload[stage].cpu_s;
+        step.offload_up_s = offload[stage].up_s;
       }
     }
   }
@@ -1826,7 +1929,17 @@ std::optional<OutOfMemory> out_of_memory(const TrainingJob& job, const TrainingC
     const double need = counts.stage_memory[static_cast<std::size_t>(stage)].total();
     if (need > vram) return OutOfMemory{stage, need, vram};
   }
-  return std::nullopt;
+  // An offloaded optimizer in host memory: each node's GPUs' share against the node's memory.
+  if (job.optimizer_offload <= 0) return std::nullopt;
+  const int stage_gpus = job.tp * job.cp * job.dp;
+  std::optional<OutOfMemory> short_of_host;
+  for_each_node(job, cluster, [&](NodeId node, int first, int end) {
+    double need = 0;
+    for (int r = first; r < end; ++r) need += counts.stage_memory[static_cast<std::size_t>(r / stage_gpus)].host;
+    const double has = cluster.group(node).node.host_memory_bytes;
+    if (!short_of_host && has > 0 && need > has) short_of_host = OutOfMemory{first / stage_gpus, need, has, true};
+  });
+  return short_of_host;
 }
 
 }  // namespace fleetsim
@@ -1856,6 +1969,16 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
                                   " a GPU (weights, gradients, optimizer state, activations), " + format_quantity(need - vram, Dimension::bytes) +
                                   " more than the cluster's largest GPU (" + format_quantity(vram, Dimension::bytes) +
                                   "): " + memory_advice(job)}});
+  }
+  // An offloaded optimizer: a node full of the job's GPUs holds their share in host memory.
+  double host = 0;
+  for (const StageMemory& mem : counts.stage_memory) host = std::max(host, mem.host);
+  if (host > 0 && std::none_of(cluster.groups.begin(), cluster.groups.end(), [&](const NodeGroup& g) {
+        return g.node.host_memory_bytes <= 0 || host * g.node.gpus <= g.node.host_memory_bytes;
+      })) {
+    throw InputError({Problem{job.file, job.pointer + "/optimizer/offload",
+                              "a node of the job's GPUs needs " + format_quantity(host, Dimension::bytes) +
+                                  " of host memory a GPU for the offloaded optimizer state and gradients, more than any node of the cluster has: expected a smaller offload share, or more DP to shard the optimizer"}});
   }
   TrainingIteration it;
   it.job = job.name;

@@ -53,6 +53,9 @@ struct KernelCall {
   bool causal = false;  // attention
   bool backward = false;  // attention: the backward pass (dQ, dK, dV), as FlashAttention-2 runs it
   bool weight_gradient = false;  // gemm: a backward's weight-gradient GEMM (what a zero-bubble pipeline defers)
+  // gemm, fp8: scaled by blocks (1 x 128 activation tiles, 128 x 128 weight blocks, DeepSeek-V3's recipe), the
+  // scales applied in the main loop, rather than by one scale a tensor.
+  bool block_scaled = false;
   // attention: the values' head dimension where it is not the keys' `k` (0: k); MLA's prefill runs keys
   // of 192 and values of 128.
   double v = 0;
@@ -102,6 +105,7 @@ struct KernelArchConstants {
   double gemm_memory_efficiency = 1;
   double gemm_fixed_us = 0;
   double gemm_fp8_efficiency = 1;       // fp8 GEMMs' tile efficiency as a share of the (bf16) figures above
+  double gemm_fp8_blockwise_efficiency = 1;  // the same of fp8 GEMMs scaled by blocks (KernelCall::block_scaled)
   std::array<MemoryKernelConstants, kMemoryKernelClasses> memory{};
   double attention_efficiency = 1;
   double attention_key_overhead = 0;   // a query block's prologue and epilogue, in keys
@@ -124,6 +128,10 @@ struct KernelConstants {
   // launch itself. A compiled step (CUDA graphs) pays none of it.
   double eager_dispatch_us = 0;
   std::string host_source;
+  // Adam on a node's CPUs (a training job's offloaded optimizer): parameters stepped a second, by PyTorch's fused
+  // CPU AdamW (Megatron-Core's offload) and by DeepSpeed's CPU-Adam, each as one process with the machine's cores.
+  double cpu_adam_torch_params_per_s = 0, cpu_adam_deepspeed_params_per_s = 0;
+  std::string cpu_adam_source;
   KernelArchConstants ampere, hopper, ada, fallback;
   // The section an architecture uses (architectures without their own use `fallback`).
   const KernelArchConstants& of(GpuArch arch) const;
@@ -149,7 +157,7 @@ class KernelModel {
   const KernelConstants& constants() const { return *k_; }
 
  private:
-  KernelEstimate gemm(double m, double n, double k, double batch, double taps, Dtype dtype, double weight_bytes) const;
+  KernelEstimate gemm(const KernelCall& call, Dtype dtype) const;
   GpuType gpu_;
   std::shared_ptr<const KernelConstants> k_;
   const KernelArchConstants* arch_ = nullptr;  // the GPU architecture's, within k_

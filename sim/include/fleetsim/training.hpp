@@ -191,6 +191,18 @@ struct TrainingJob {
   // Adam's two moments as the optimizer keeps them (Megatron-Core's precision-aware optimizer, --exp-avg-dtype
   // and --exp-avg-sq-dtype; DeepSeek-V3 keeps them in bf16): fp32 (the default), bf16 or fp16. Master weights stay fp32.
   Dtype optimizer_moments = Dtype::fp32;
+  // CPU offload of the optimizer: this share of each GPU's optimizer shard (its fp32 master weights and moments)
+  // lives in host memory and is stepped by the node's CPUs: its fp32 gradients copied down, Adam on the CPU, its
+  // 16-bit weights copied back up; the GPU steps the rest meanwhile. As Megatron-Core runs it
+  // (--optimizer-cpu-offload, --optimizer-offload-fraction; PyTorch's fused AdamW on the CPU, the gradients kept
+  // on the GPU until the step) or as DeepSpeed's ZeRO-Offload does (offload_optimizer; its AVX CPU-Adam, the
+  // gradients leaving the GPU bucket by bucket, so that it holds one reduce bucket of them). 0: none.
+  double optimizer_offload = 0;
+  enum class CpuAdam : std::uint8_t { torch, deepspeed };
+  CpuAdam cpu_adam = CpuAdam::torch;
+  // The copies down and up pipelined with the CPU's steps, tensor by tensor (Megatron-Core's
+  // --overlap-cpu-optimizer-d2h-h2d); otherwise one after another.
+  bool offload_overlap = false;
   // The SwiGLU's input kept for the backward as fp8, cast back there (Megatron-Core's
   // activation_func_fp8_input_store; DeepSeek-V3 caches it so): half its bytes, a cast each way.
   bool activation_fp8_input_store = false;
@@ -198,6 +210,11 @@ struct TrainingJob {
   // Whether selective recomputation re-runs `module` (never under none or full).
   bool recomputes(RecomputeModule module) const { return recompute == Recompute::selective && (recompute_modules & module) != 0; }
   Dtype dtype = Dtype::bf16;
+  // How fp8 GEMMs are scaled (Megatron-Core's --fp8-recipe): one scale a tensor (tensorwise, the default), or
+  // blockwise as DeepSeek-V3 trains (1 x 128 activation tiles, 128 x 128 weight blocks): slower GEMMs, scales
+  // written with every cast.
+  enum class Fp8Recipe : std::uint8_t { tensorwise, blockwise };
+  Fp8Recipe fp8_recipe = Fp8Recipe::tensorwise;
   AttentionKernel attention = AttentionKernel::flash;
   // Achieved / peak FLOP rate for all the compute, in place of the kernel model (none: the kernel model).
   std::optional<double> compute_efficiency;
@@ -217,6 +234,7 @@ void check_training_job(const TrainingJob& job);
 
 struct StageMemory {
   double weights = 0, gradients = 0, optimizer = 0, activations = 0;  // bytes per GPU
+  double host = 0;  // host memory per GPU: its offloaded optimizer state and its fp32 gradients there
   double total() const { return weights + gradients + optimizer + activations; }
 };
 
@@ -230,6 +248,7 @@ struct TrainingCounts {
   std::vector<double> stage_expert_parameters;  // of those, the routed experts' (1/etp of 1/ep of them)
   std::vector<double> stage_fp8_weights;        // fp8: of those, the layers' (held again as fp8, twice); 0 otherwise
   std::vector<StageMemory> stage_memory;   // per GPU of each stage
+  std::vector<double> stage_offloaded_parameters;  // per GPU of each stage: those whose optimizer runs on the CPU
   double activation_bytes_per_layer = 0;   // one micro-batch, one GPU (a mixture's layer where the model is one)
   double dense_layer_activation_bytes = 0; // the same of a mixture's dense first layers (0 where it has none)
   double tp_allreduce_bytes = 0;           // one TP all-reduce (b s h activations)
@@ -280,6 +299,9 @@ struct TrainingStep {
   double dp_allreduce_s = 0; // the slowest stage's gradient all-reduce (ZeRO-3: what its reduce-scatters add)
   double zero_gather_s = 0;  // ZeRO-3: one layer's all-gather (and as long its reduce-scatter), alone
   double optimizer_s = 0;    // the optimizer step after it, slowest stage
+  // CPU offload, the stage whose offloaded step takes longest: its GPUs' gradients copied down, the node's CPU
+  // steps, the weights copied up (each alone; optimizer_s holds them together, beside the GPU's share).
+  double offload_down_s = 0, offload_cpu_s = 0, offload_up_s = 0;
   PassTime forward_kernels, backward_kernels;  // the slowest stage's (zero under compute_efficiency)
   double kernel_model_iteration_s = 0;  // under a given compute_efficiency: the iteration without it
   std::vector<double> stage_end_s;  // each stage's last backward
@@ -297,6 +319,9 @@ TrainingStep simulate_training_step(const TrainingJob& job);
 struct OutOfMemory {
   int stage = 0;
   double needed_bytes = 0, vram_bytes = 0;
+  // Host memory instead: a node holding GPUs of `stage` needs more for its GPUs' offloaded optimizer state
+  // than the node has (needed and vram_bytes are then the node's need and its host memory).
+  bool host = false;
 };
 std::optional<OutOfMemory> out_of_memory(const TrainingJob& job, const TrainingCounts& counts);
 // What would make `job` fit, for the message that refuses it ("expected more TP or PP, ...").

@@ -59,6 +59,7 @@ KernelArchConstants read_arch(ObjectReader& a, std::size_t tiles) {
   k.gemm_memory_efficiency = a.number("gemm_memory_efficiency", Need::required, 1e-6, 2).value_or(1);
   k.gemm_fixed_us = a.number("gemm_fixed_us", Need::required, 0, 1e6).value_or(0);
   k.gemm_fp8_efficiency = a.number("gemm_fp8_efficiency", Need::optional, 1e-3, 2).value_or(1);
+  k.gemm_fp8_blockwise_efficiency = a.number("gemm_fp8_blockwise_efficiency", Need::optional, 1e-3, 2).value_or(k.gemm_fp8_efficiency);
   if (const Json* v = a.field("memory_bound", Need::required)) {
     ObjectReader m(*v, a.pointer("memory_bound"), a.problems());
     if (m.ok()) {
@@ -135,6 +136,15 @@ std::shared_ptr<const KernelConstants> read_constants(const Json& doc, Problems&
     if (r.ok()) {
       k->host_source = r.string("source", Need::required).value_or("");
       k->eager_dispatch_us = r.number("eager_dispatch_us", Need::required, 0, 1e4).value_or(0);
+      if (const Json* adam = r.field("cpu_adam", Need::required)) {
+        ObjectReader a(*adam, r.pointer("cpu_adam"), problems);
+        if (a.ok()) {
+          k->cpu_adam_source = a.string("source", Need::required).value_or("");
+          k->cpu_adam_torch_params_per_s = a.number("torch_params_per_s", Need::required, 1e6, 1e12).value_or(1e9);
+          k->cpu_adam_deepspeed_params_per_s = a.number("deepspeed_params_per_s", Need::required, 1e6, 1e12).value_or(1e9);
+          a.finish();
+        }
+      }
       r.finish();
     }
   }
@@ -166,7 +176,10 @@ std::string kernel_constants_json(const KernelConstants& k) {
   doc["attention_head_dims"] = {{"source", k.attention_head_dims_source}, {"dims", k.attention_head_dims}};
   doc["attention_backward"] = {{"source", k.attention_backward_source}, {"flop_factor", k.attention_backward_flop},
                                {"rate", k.attention_backward_rate}, {"rate_causal", k.attention_backward_rate_causal}};
-  doc["host"] = {{"source", k.host_source}, {"eager_dispatch_us", k.eager_dispatch_us}};
+  doc["host"] = {{"source", k.host_source},
+                 {"eager_dispatch_us", k.eager_dispatch_us},
+                 {"cpu_adam", {{"source", k.cpu_adam_source}, {"torch_params_per_s", k.cpu_adam_torch_params_per_s},
+                               {"deepspeed_params_per_s", k.cpu_adam_deepspeed_params_per_s}}}};
   Json archs = Json::object();
   for (const auto& [name, a] : {std::pair{"ampere", &k.ampere}, std::pair{"hopper", &k.hopper}, std::pair{"ada", &k.ada}, std::pair{"default", &k.fallback}}) {
     Json memory = Json::object();
@@ -186,6 +199,7 @@ std::string kernel_constants_json(const KernelConstants& k) {
                    {"attention_head_overhead", a->attention_head_overhead},
                    {"attention_fixed_us", a->attention_fixed_us}};
     if (a->gemm_fp8_efficiency != 1) archs[name]["gemm_fp8_efficiency"] = a->gemm_fp8_efficiency;
+    if (a->gemm_fp8_blockwise_efficiency != a->gemm_fp8_efficiency) archs[name]["gemm_fp8_blockwise_efficiency"] = a->gemm_fp8_blockwise_efficiency;
     if (!a->borrowed.empty()) archs[name]["borrowed"] = a->borrowed;
   }
   doc["architectures"] = archs;
@@ -238,7 +252,8 @@ const std::string& KernelModel::borrowed() const { return arch_->borrowed; }
 // a tile's work (its K plus the prologue and epilogue) at the SM's share of peak times the shape's
 // efficiency. The fastest candidate is cuBLAS's pick; operands through HBM bound it from below (a
 // convolution's input once, not once per tap: an implicit GEMM gathers its columns on chip).
-KernelEstimate KernelModel::gemm(double m, double n, double k, double batch, double taps, Dtype dtype, double weight_bytes) const {
+KernelEstimate KernelModel::gemm(const KernelCall& call, Dtype dtype) const {
+  const double m = call.m, n = call.n, k = call.k, batch = call.batch, taps = call.taps, weight_bytes = call.weight_bytes;
   KernelEstimate e;
   e.fixed_s = arch_->gemm_fixed_us * 1e-6;
   if (m <= 0 || n <= 0 || k <= 0) return e;
@@ -251,7 +266,8 @@ KernelEstimate KernelModel::gemm(double m, double n, double k, double batch, dou
   for (std::size_t t = 0; t < k_->tiles.size(); ++t) {
     const auto [tm, tn] = k_->tiles[t];
     const double tiles = batch * std::ceil(m / tm) * std::ceil(n / tn);
-    const double rate = per_sm * arch_->tile_efficiency[t] * (dtype == Dtype::fp8 ? arch_->gemm_fp8_efficiency : 1.0);
+    const double fp8 = call.block_scaled ? arch_->gemm_fp8_blockwise_efficiency : arch_->gemm_fp8_efficiency;
+    const double rate = per_sm * arch_->tile_efficiency[t] * (dtype == Dtype::fp8 ? fp8 : 1.0);
     for (double s : k_->split_k) {
       if (s > 1 && (tiles * s > 2 * sms || k / s < k_->split_k_min_k)) break;
       const double waves = std::ceil(tiles * s / sms);
@@ -291,7 +307,7 @@ double kernel_bytes(const KernelCall& c, Dtype dtype) {
 KernelEstimate KernelModel::estimate(const KernelCall& c, Dtype dtype) const {
   const double bw = gpu_.memory_bandwidth_Bps * gpu_.kernel_memory_scale;
   KernelEstimate e;
-  if (c.cls == KernelClass::gemm) return gemm(c.m, c.n, c.k, c.batch, c.taps, dtype, c.weight_bytes);
+  if (c.cls == KernelClass::gemm) return gemm(c, dtype);
   if (c.cls == KernelClass::attention) {
     // FlashAttention: query blocks of attention_block rows per CTA, in waves over the SMs; QK^T and
     // PV are 4 m n k FLOP per head. Each block also pays a prologue and epilogue (key_overhead keys)
