@@ -122,7 +122,7 @@ double parse_size(const std::string& option, const std::string& text) {
       value = fleetsim::parse_number(std::string_view(text).substr(0, text.size() - 1)).value_or(0) * scale;
     } else if (!text.empty() && text.find_first_not_of("0123456789.eE+-") == std::string::npos) {
       const auto bytes = fleetsim::parse_number(text);  // bytes, a number alone ("8", "1e9")
-      if (!bytes) throw fleetsim::UnitError("expected a number of bytes from 1 to 1e18, found \"" + text + "\"");
+      if (!bytes || *bytes != std::floor(*bytes)) throw fleetsim::UnitError("expected a whole number of bytes from 1 to 1e18, found \"" + text + "\"");
       value = *bytes;
     } else {
       value = fleetsim::parse_quantity(text, fleetsim::Dimension::bytes);
@@ -516,7 +516,7 @@ int run_train(const TrainArgs& args) {
     if (const auto oom = fleetsim::out_of_memory(job, step.counts); oom && oom->host) {
       std::cerr << args.file << ": /optimizer/offload: a node of stage " << oom->stage << " needs " << fleetsim::format_quantity(oom->needed_bytes, fleetsim::Dimension::bytes)
                 << " of host memory for its GPUs' offloaded optimizer state and gradients, more than its " << fleetsim::format_quantity(oom->vram_bytes, fleetsim::Dimension::bytes)
-                << ": expected a smaller offload share, or more DP to shard the optimizer\n";
+                << ": expected a smaller offload share (cpu_adam torch), or more DP to shard the optimizer\n";
       return kBadInput;
     } else if (oom) {
       std::cerr << args.file << ": /parallel: stage " << oom->stage << " needs " << fleetsim::format_quantity(oom->needed_bytes, fleetsim::Dimension::bytes)

@@ -313,7 +313,7 @@ check "train --json says out_of_memory" bash -c "test $? -eq 2 && grep -q '\"sta
 
 # Numbers that are not numbers, or too large to mean anything, are refused at the option.
 "$fleetsim" collective --cluster hgx-h100-8 --gpus 8 -b "$(printf '9%.0s' $(seq 400))" >/dev/null 2>"$tmp/digits.err"
-check "collective -b with 400 digits exits 2 naming --min" bash -c "test $? -eq 2 && grep -q -- '--min: expected a number of bytes from 1 to 1e18' '$tmp/digits.err'"
+check "collective -b with 400 digits exits 2 naming --min" bash -c "test $? -eq 2 && grep -q -- '--min: expected a whole number of bytes from 1 to 1e18' '$tmp/digits.err'"
 "$fleetsim" collective --cluster hgx-h100-8 --gpus 8 --algo ring -b 1e9 -e 1e9 >"$tmp/bare.txt"
 check "collective -b 1e9 reads a bare number as bytes, as -b 8 does" bash -c "test $? -eq 0 && grep -qE '^ +1000000000 ' '$tmp/bare.txt'"
 "$fleetsim" collective --cluster hgx-h100-8 --gpus 8 -e 1e300B >/dev/null 2>"$tmp/huge.err"

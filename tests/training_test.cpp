@@ -960,9 +960,9 @@ TEST_CASE("fp8 scaled by blocks: the same GEMMs at the blockwise rate, the casts
   // The casts write an fp32 scale a 128 elements of each of their two copies: 4 + 8/128 bytes an element, not 4.
   CHECK(b.forward_kernels.memory_s > t.forward_kernels.memory_s);
   CHECK(b.iteration_s > t.iteration_s);
-  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "llama-3-8b", "seq_len": 4096},
-      "parallel": {"tp": 8}, "batch": {"global": 1}, "fp8_recipe": "blockwise"})"),
-             Catch::Contains("/fp8_recipe: expected \"fp8_recipe\" only beside \"dtype\": \"fp8\""));
+  // The recipe applies to fp8 only: a bf16 job with it (a dtype swapped on an fp8 job's file) times as without.
+  const TrainingJob plain = layer_job(1), plain_recipe = layer_job(1, R"(, "fp8_recipe": "blockwise")");
+  CHECK(simulate_training_step(plain_recipe).iteration_s == simulate_training_step(plain).iteration_s);
   CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "llama-3-8b", "seq_len": 4096},
       "parallel": {"tp": 8}, "batch": {"global": 1}, "dtype": "fp8", "fp8_recipe": "mxfp8"})"),
              Catch::Contains("/fp8_recipe: expected one of"));
@@ -1470,6 +1470,20 @@ TEST_CASE("CPU offload of the optimizer: memory moves to the host, and the step 
   CHECK(sd.offload_cpu_s == Approx(std::max(all / 1.6e9, all * 30 / 614.4e9)));
   CHECK(sd.offload_up_s == 0);
   CHECK(count_training(ds).stage_memory[0].gradients == Approx(std::min(c0.stage_memory[0].gradients, 2 * 5e8)));
+}
+
+TEST_CASE("train --search keeps the optimizer on the GPU: an offloading job searches as one without", "[training][offload]") {
+  const std::string job = R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"layers": 4, "hidden": 1024, "heads": 8, "vocab": 1000, "seq_len": 1024},
+      "parallel": {"dp": 8, "distributed_optimizer": true}, "batch": {"global": 16, "micro": 1}, "compute_efficiency": 0.5)";
+  const TrainingSearch with = search_training(parse_training_job(job + R"(, "optimizer": {"offload": 1}})", "with.json"), 1);
+  const TrainingSearch without = search_training(parse_training_job(job + "}", "without.json"), 1);
+  CHECK(with.searched == without.searched);
+  REQUIRE(with.ranked.size() == without.ranked.size());
+  CHECK(with.searched == with.ranked.size() + with.out_of_memory);  // no FSDP candidate refused for the offload
+  for (std::size_t k = 0; k < with.ranked.size(); ++k) {
+    CHECK(with.ranked[k].job.optimizer_offload == 0);
+    CHECK(with.ranked[k].step.iteration_s == without.ranked[k].step.iteration_s);
+  }
 }
 
 TEST_CASE("an offloaded optimizer that does not fit in host memory is refused, and offload settings are checked", "[training][offload]") {

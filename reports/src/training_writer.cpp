@@ -173,7 +173,7 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
     const bool torch = job.cpu_adam == TrainingJob::CpuAdam::torch;
     double host = 0;
     for (const StageMemory& mem : c.stage_memory) host = std::max(host, mem.host);
-    std::snprintf(line, sizeof line, "offload        %.3g%% of each GPU's optimizer shard on the CPU (%s, %.2g G parameters a second a node): ",
+    std::snprintf(line, sizeof line, "offload        %.3g%% of each GPU's optimizer shard on the CPU (%s, %.2g G parameters a second a node, as measured on another host: a guess): ",
                   100 * job.optimizer_offload, torch ? "PyTorch's fused AdamW, as Megatron-Core" : "DeepSpeed's CPU-Adam",
                   (torch ? k.cpu_adam_torch_params_per_s : k.cpu_adam_deepspeed_params_per_s) / 1e9);
     out << line << "gradients down " << seconds(step.offload_down_s) << ", CPU step " << seconds(step.offload_cpu_s)

@@ -687,7 +687,6 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
   }
   job.activation_fp8_input_store = top.boolean_or("activation_func_fp8_input_store", false);
   job.fp8_recipe = top.choice("fp8_recipe", {"tensorwise", "blockwise"}, 0) == 0 ? TrainingJob::Fp8Recipe::tensorwise : TrainingJob::Fp8Recipe::blockwise;
-  if (top.field("fp8_recipe") != nullptr && job.dtype != Dtype::fp8) top.problem("fp8_recipe", "expected \"fp8_recipe\" only beside \"dtype\": \"fp8\"");
   job.compute_efficiency = top.number("compute_efficiency", Need::optional, 0.0, 1.0);
   if (job.compute_efficiency && !(*job.compute_efficiency > 0)) top.problem("compute_efficiency", "expected a fraction above 0, at most 1");
   top.finish();
@@ -1145,13 +1144,9 @@ Dtype call_dtype(const KernelCall& c, Dtype job_dtype) {
 // Each fp8 GEMM's operands quantized: its activation input in the forward and its output gradient in the
 // backward, each read in bf16 and written as fp8 and its fp8 transpose (what the other GEMM of the backward
 // reads): 4 bytes an element, and under the blockwise recipe an fp32 scale a 128 elements of each copy. Where a
-// layer's GEMMs are recomputed, their forward casts run again in the backward. The GEMMs are marked with the recipe.
+// layer's GEMMs are recomputed, their forward casts run again in the backward.
 void apply_fp8(const TrainingJob& job, bool mixture, std::vector<KernelCall>& forward, std::vector<KernelCall>& backward) {
-  const bool blockwise = job.fp8_recipe == TrainingJob::Fp8Recipe::blockwise;
-  const double cast_bytes = blockwise ? 4 + 2 * 4.0 / 128 : 4;
-  for (std::vector<KernelCall>* pass : {&forward, &backward}) {
-    for (KernelCall& c : *pass) c.block_scaled = blockwise && runs_in_fp8(c);
-  }
+  const double cast_bytes = job.fp8_recipe == TrainingJob::Fp8Recipe::blockwise ? 4 + 2 * 4.0 / 128 : 4;
   const auto forward_cast = [&](const KernelCall& c) {
     return KernelCall{.cls = KernelClass::memory, .m = c.batch * c.m, .n = c.k, .count = c.count, .element_bytes = cast_bytes, .name = "fp8.cast " + c.name};
   };
@@ -1225,6 +1220,12 @@ PassKernels chunk_kernels(const TrainingJob& job, const LayerMix& layers, bool f
       memory_op(head, KernelClass::activation, "mtp.embedding", tokens, h);
     }
     k.backward.insert(k.backward.begin(), head.begin(), head.end());
+  }
+  // Every fp8 GEMM of the chunk (the layers', the multi-token prediction projection's) scaled as the recipe says.
+  if (job.dtype == Dtype::fp8 && job.fp8_recipe == TrainingJob::Fp8Recipe::blockwise) {
+    for (std::vector<KernelCall>* pass : {&k.forward, &k.backward}) {
+      for (KernelCall& c : *pass) c.block_scaled = runs_in_fp8(c);
+    }
   }
   return k;
 }
@@ -1824,6 +1825,8 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads, const 
           for (int zero : {1, 3}) {
             if (zero == 3 && (pp > 1 || dp == 1 || cp > 1 || m.moe())) continue;
             TrainingJob j = base;
+            j.optimizer_offload = 0;  // the search keeps the optimizer on the GPU (it does not try offload)
+            j.offload_overlap = false;
             j.ep_overlap = false;
             j.tp = tp;
             j.cp = cp;
@@ -1974,11 +1977,11 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
   double host = 0;
   for (const StageMemory& mem : counts.stage_memory) host = std::max(host, mem.host);
   if (host > 0 && std::none_of(cluster.groups.begin(), cluster.groups.end(), [&](const NodeGroup& g) {
-        return g.node.host_memory_bytes <= 0 || host * g.node.gpus <= g.node.host_memory_bytes;
+        return g.node.host_memory_bytes <= 0 || host * std::min(g.node.gpus, job.gpus()) <= g.node.host_memory_bytes;
       })) {
     throw InputError({Problem{job.file, job.pointer + "/optimizer/offload",
                               "a node of the job's GPUs needs " + format_quantity(host, Dimension::bytes) +
-                                  " of host memory a GPU for the offloaded optimizer state and gradients, more than any node of the cluster has: expected a smaller offload share, or more DP to shard the optimizer"}});
+                                  " of host memory a GPU for the offloaded optimizer state and gradients, more than any node of the cluster has for its GPUs: expected a smaller offload share (cpu_adam torch), or more DP to shard the optimizer"}});
   }
   TrainingIteration it;
   it.job = job.name;

@@ -136,7 +136,14 @@ std::shared_ptr<const KernelConstants> read_constants(const Json& doc, Problems&
     if (r.ok()) {
       k->host_source = r.string("source", Need::required).value_or("");
       k->eager_dispatch_us = r.number("eager_dispatch_us", Need::required, 0, 1e4).value_or(0);
-      if (const Json* adam = r.field("cpu_adam", Need::required)) {
+      // Optional: a constants file written before it was measured takes the built-in figures.
+      const Json* adam = r.field("cpu_adam", Need::optional);
+      if (adam == nullptr) {
+        const KernelConstants& b = *builtin_kernel_constants();
+        k->cpu_adam_source = b.cpu_adam_source;
+        k->cpu_adam_torch_params_per_s = b.cpu_adam_torch_params_per_s;
+        k->cpu_adam_deepspeed_params_per_s = b.cpu_adam_deepspeed_params_per_s;
+      } else {
         ObjectReader a(*adam, r.pointer("cpu_adam"), problems);
         if (a.ok()) {
           k->cpu_adam_source = a.string("source", Need::required).value_or("");
