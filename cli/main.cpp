@@ -761,14 +761,15 @@ int run_execute(const RunArgs& args) {
              << args.backend << ")\n";
   fleetsim::write_trace_diff_text(comparison, diff);
   if (!diff.tasks.empty()) {
-    // Tasks scaled down to microseconds time the run's own overheads (thread wake-ups, timers, launches), not their work.
+    // Tasks scaled down to microseconds time the run's own overheads (thread wake-ups, timers, launches), not their
+    // work. Judged on the prediction, which a slow or busy machine does not move.
     std::vector<double> lengths;
-    for (const fleetsim::TaskError& t : diff.tasks) lengths.push_back(t.measured_s);
+    for (const fleetsim::TaskError& t : diff.tasks) lengths.push_back(t.predicted_s);
     std::nth_element(lengths.begin(), lengths.begin() + static_cast<std::ptrdiff_t>(lengths.size() / 2), lengths.end());
     if (const double median = lengths[lengths.size() / 2]; median < 1e-3) {
       char scale[32];
       std::snprintf(scale, sizeof scale, "%g", args.work_scale);
-      comparison << "note: the median task ran for " << fleetsim::format_quantity(median, fleetsim::Dimension::time)
+      comparison << "note: the median task is predicted to run for " << fleetsim::format_quantity(median, fleetsim::Dimension::time)
                  << ": that short, a real run measures its own overheads more than the work, so these errors say little; raise --work-scale (it is "
                  << scale << ")\n";
     }

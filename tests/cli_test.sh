@@ -161,8 +161,8 @@ check "run --work-scale 0 exits 2" test $? -eq 2
 "$fleetsim" run "$src/scenarios/cpu-validate.json" --work-scale 1e300 >/dev/null 2>"$tmp/scale.err"
 check "run --work-scale 1e300 exits 2" test $? -eq 2
 "$fleetsim" run "$src/scenarios/cpu-validate.json" --work-scale 1e-300 >"$tmp/tiny.txt" 2>&1
-check "run --work-scale 1e-300 says its errors mean little" bash -c "test $? -eq 0 && grep -q 'note: the median task ran for .*raise --work-scale (it is 1e-300)' '$tmp/tiny.txt'"
-check "run --work-scale 0.05 has no such note" bash -c "! grep -q 'note: the median task ran for' '$tmp/real.txt'"
+check "run --work-scale 1e-300 says its errors mean little" bash -c "test $? -eq 0 && grep -q 'note: the median task is predicted to run for .*raise --work-scale (it is 1e-300)' '$tmp/tiny.txt'"
+check "run --work-scale 0.05 has no such note" bash -c "! grep -q 'note: the median task is predicted' '$tmp/real.txt'"
 "$fleetsim" run "$src/scenarios/cpu-validate.json" --work-scale 0.05 --max-seconds nan >/dev/null 2>"$tmp/maxs.err"
 check "run --max-seconds nan exits 2 naming it" bash -c "test $? -eq 2 && grep -q -- '--max-seconds: expected a positive number' '$tmp/maxs.err'"
 "$fleetsim" run "$src/scenarios/default.json" 2>"$tmp/big.err"
