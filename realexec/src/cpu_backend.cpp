@@ -210,7 +210,8 @@ class CpuRun {
         const Device* peer = load.peer ? devices_[index(*load.peer)].get() : nullptr;
         const bool from_peer = peer != nullptr && static_cast<double>(peer->weights.size()) >= load.bytes;  // else the peer ran nothing this big
         const std::byte* from = from_peer ? peer->weights.data() : host_store_.data();
-        std::memcpy(d.weights.data(), from, static_cast<std::size_t>(load.bytes));
+        // A load scaled below a byte copies nothing (and its buffers may be empty: memcpy wants real pointers).
+        if (const auto n = static_cast<std::size_t>(load.bytes); n > 0) std::memcpy(d.weights.data(), from, n);
         load.end_s = now();
       }
       if (member != 0) return;
@@ -219,7 +220,7 @@ class CpuRun {
       for (std::uint32_t e : wf.inputs(r.task)) {
         const GpuId from = gpu(record_of(r.instance, wf.edges[e].from), 0);
         if (index(from) == g) continue;
-        std::memcpy(d.inbox.data(), devices_[index(from)]->outbox.data(), static_cast<std::size_t>(wf.edges[e].bytes));
+        if (const auto n = static_cast<std::size_t>(wf.edges[e].bytes); n > 0) std::memcpy(d.inbox.data(), devices_[index(from)]->outbox.data(), n);
       }
     });
     const double compute_start_s = pass();
@@ -309,7 +310,9 @@ class CpuRankDevice final : public replay::RankDevice {
   }
   void hold_working_set(double bytes) override { working_set_ = std::make_unique_for_overwrite<std::byte[]>(static_cast<std::size_t>(bytes) + 1); }
   void release_working_set() override { working_set_.reset(); }
-  void load_weights(double bytes) override { std::memcpy(weights_.data(), host_.data(), static_cast<std::size_t>(bytes)); }
+  void load_weights(double bytes) override {
+    if (const auto n = static_cast<std::size_t>(bytes); n > 0) std::memcpy(weights_.data(), host_.data(), n);
+  }
   void compute(double flop, double bytes, Dtype dtype, std::uint32_t launches) override { run_work(scratch_, flop, bytes, dtype, launches); }
   void collective(std::size_t group, CollectiveOp op, std::size_t count) override { transport_->collective(group, op, collective_.data(), count); }
   const void* outgoing(double) override { return outbox_.data(); }
