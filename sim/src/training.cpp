@@ -1145,7 +1145,7 @@ Dtype call_dtype(const KernelCall& c, Dtype job_dtype) {
 // backward, each read in bf16 and written as fp8 and its fp8 transpose (what the other GEMM of the backward
 // reads): 4 bytes an element, and under the blockwise recipe an fp32 scale a 128 elements of each copy. Where a
 // layer's GEMMs are recomputed, their forward casts run again in the backward.
-void apply_fp8(const TrainingJob& job, bool mixture, std::vector<KernelCall>& forward, std::vector<KernelCall>& backward) {
+void add_fp8_casts(const TrainingJob& job, bool mixture, std::vector<KernelCall>& forward, std::vector<KernelCall>& backward) {
   const double cast_bytes = job.fp8_recipe == TrainingJob::Fp8Recipe::blockwise ? 4 + 2 * 4.0 / 128 : 4;
   const auto forward_cast = [&](const KernelCall& c) {
     return KernelCall{.cls = KernelClass::memory, .m = c.batch * c.m, .n = c.k, .count = c.count, .element_bytes = cast_bytes, .name = "fp8.cast " + c.name};
@@ -1178,7 +1178,7 @@ PassKernels chunk_kernels(const TrainingJob& job, const LayerMix& layers, bool f
     std::vector<KernelCall> f, b;
     layer_forward(job, mixture, f);
     layer_backward(job, mixture, b);
-    if (job.dtype == Dtype::fp8) apply_fp8(job, mixture, f, b);
+    if (job.dtype == Dtype::fp8) add_fp8_casts(job, mixture, f, b);
     if (job.activation_fp8_input_store) {
       // Each SwiGLU's input (gate and up) cast to fp8 as it is kept, and back before its backward: 3 bytes an element.
       for (std::size_t i = 0, calls = f.size(); i < calls; ++i) {
