@@ -442,7 +442,7 @@ int run_kernels(const KernelsArgs& args) {
   }
   const auto measured = fleetsim::load_measured_kernels(args.measured);
   std::vector<fleetsim::KernelEstimate> predicted;
-  for (const auto& m : measured) predicted.push_back(model.estimate(m.call, *dtype));
+  for (const auto& m : measured) predicted.push_back(fleetsim::estimate_measured(model, m, *dtype));
   if (args.json) {
     std::cout << fleetsim::kernel_comparison_json(*gpu, measured, predicted, notes);
   } else {

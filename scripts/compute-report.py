@@ -20,6 +20,7 @@ SETS = [  # (title, GPU type, file, fitted to it)
     ("Vidur, A100 SXM 80GB, fp16", "a100-sxm-80gb", "calibrate/data/vidur/compute/a100.csv", True),
     ("Vidur, H100 SXM, fp16", "h100-sxm", "calibrate/data/vidur/compute/h100.csv", True),
     ("FlashAttention-2 and PyTorch SDPA (published), H100 SXM, fp16", "h100-sxm", "calibrate/data/attention/h100_fa2_sdpa.csv", True),
+    ("FlashAttention-2 forward and backward (published), A100 SXM 80GB, fp16", "a100-sxm-80gb", "calibrate/data/attention/a100_fa2_fwd_bwd.csv", True),
 ]
 
 

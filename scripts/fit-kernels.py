@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Fits the A100 and H100 sections of models/kernels.json to Vidur's per-operation profiles, and the H100
+"""Fits the A100 and H100 sections of models/kernels.json to Vidur's per-operation profiles, and their
 attention constants to published FlashAttention-2 and SDPA timings.
 
     python3 scripts/fit-kernels.py [--fleetsim build/fleetsim] [--write]
 
 Runs `fleetsim kernels --gpu G --measured FILE --fit OUT` (the fit is fleetsim's own, fit_kernel_constants)
-on calibrate/data/vidur/compute/G.csv and, for H100, calibrate/data/attention/h100_fa2_sdpa.csv, and prints
+on calibrate/data/vidur/compute/G.csv and calibrate/data/attention/{a100_fa2_fwd_bwd,h100_fa2_sdpa}.csv, and prints
 the fitted figures; --write puts the numbers into models/kernels.json, keeping its sources and layout
 (rebuild afterwards: the file is compiled in). Standard library only.
 """
@@ -18,11 +18,12 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FITS = [  # (architecture, GPU type, Vidur's set, attention set or None)
-    ("ampere", "a100-sxm-80gb", "calibrate/data/vidur/compute/a100.csv", None),
+FITS = [  # (architecture, GPU type, Vidur's set, attention set)
+    ("ampere", "a100-sxm-80gb", "calibrate/data/vidur/compute/a100.csv", "calibrate/data/attention/a100_fa2_fwd_bwd.csv"),
     ("hopper", "h100-sxm", "calibrate/data/vidur/compute/h100.csv", "calibrate/data/attention/h100_fa2_sdpa.csv"),
 ]
 ATTENTION = ("attention_efficiency", "attention_key_overhead", "attention_head_overhead")
+BACKWARD = ("attention_backward_rate", "attention_backward_rate_causal")  # fitted where a set times both passes
 
 
 def fit(fleetsim, gpu, data):
@@ -54,7 +55,7 @@ def write_back(path, arch, section):
         block = re.sub(r'"%s": [0-9.e+-]+' % key, '"%s": %s' % (key, json.dumps(section[key])), block)
     for cls, m in section["memory_bound"].items():
         block = re.sub(r'"%s": \{[^}]*\}' % re.escape(cls), '"%s": %s' % (cls, json.dumps(m)), block)
-    for key in ATTENTION:
+    for key in [k for k in ATTENTION + BACKWARD if k in section]:
         block = re.sub(r'"%s": [0-9.e+-]+' % key, '"%s": %s' % (key, json.dumps(section[key])), block)
     open(path, "w").write(text[:start] + block + text[end:])
 
@@ -70,8 +71,9 @@ def main():
         section = round_all(fitted["architectures"][arch])
         if attention:
             fitted_attention, attention_report = fit(args.fleetsim, gpu, attention)
-            for key in ATTENTION:
-                section[key] = round_all(fitted_attention["architectures"][arch][key])
+            for key in ATTENTION + BACKWARD:
+                if key in fitted_attention["architectures"][arch]:
+                    section[key] = round_all(fitted_attention["architectures"][arch][key])
             report += attention_report
         # Classes the profiles do not measure take the activation figures, as the file's source says;
         # GroupNorm's statistics (reduction) keep the figures derived in the file's source.
@@ -81,7 +83,7 @@ def main():
         print("%s (%s):" % (arch, gpu))
         print("  gemm tiles %s, k overhead %s, memory efficiency %s, fixed %s us" %
               (section["gemm_tile_efficiency"], section["gemm_k_overhead"], section["gemm_memory_efficiency"], section["gemm_fixed_us"]))
-        print("  attention %s" % ", ".join("%s %s" % (k, section[k]) for k in ATTENTION))
+        print("  attention %s" % ", ".join("%s %s" % (k, section[k]) for k in ATTENTION + BACKWARD if k in section))
         for cls, m in section["memory_bound"].items():
             print("  %-17s %s" % (cls, m))
         print("\n".join("  " + line for line in report.splitlines() if line and not line.startswith("#")))

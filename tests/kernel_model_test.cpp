@@ -119,6 +119,74 @@ TEST_CASE("attention runs query blocks in waves at its share of peak, decoding r
   CHECK(decode.memory_s == Approx(2.0 * (2 * 64 * 128 + 2.0 * 64 / 8 * 32768 * 128) / 1e12));
 }
 
+TEST_CASE("the attention backward runs at the shared rates unless its architecture has its own", "[kernels]") {
+  const GpuType gpu = round_gpu();
+  auto constants = round_constants();
+  constants->attention_backward_flop = 2.5;
+  constants->attention_backward_rate = 0.8;
+  constants->attention_backward_rate_causal = 1.0;
+  const KernelCall forward{.cls = KernelClass::attention, .m = 4096, .n = 4096, .k = 128, .batch = 16};
+  KernelCall backward = forward;
+  backward.backward = true;
+  const double f = KernelModel(gpu, constants).estimate(forward, Dtype::bf16).compute_s;
+  CHECK(KernelModel(gpu, constants).estimate(backward, Dtype::bf16).compute_s == Approx(f * 2.5 / 0.8));
+  constants->hopper.attention_backward_rate = 0.9;  // the round GPU is a Hopper
+  CHECK(KernelModel(gpu, constants).estimate(backward, Dtype::bf16).compute_s == Approx(f * 2.5 / 0.9));
+  KernelCall causal = backward;
+  causal.causal = true;
+  const double fc = KernelModel(gpu, constants).estimate({.cls = KernelClass::attention, .m = 4096, .n = 4096, .k = 128, .batch = 16, .causal = true}, Dtype::bf16).compute_s;
+  CHECK(KernelModel(gpu, constants).estimate(causal, Dtype::bf16).compute_s == Approx(fc * 2.5 / 1.0));  // the shared causal rate still
+  // A row that times both passes is predicted as their sum, and read back from its kind.
+  const auto rows = parse_measured_kernels("name,kernel,m,n,k,batch,time_us\na,attention-fwd-bwd,4096,4096,128,16,1000\n"
+                                           "b,attention-causal-fwd-bwd,4096,4096,128,16,600\nc,attention-causal,4096,4096,128,16,200\n", "k.csv");
+  REQUIRE(rows.size() == 3);
+  CHECK((rows[0].with_backward && !rows[0].call.causal && rows[1].with_backward && rows[1].call.causal && !rows[2].with_backward && rows[2].call.causal));
+  CHECK(estimate_measured(KernelModel(gpu, constants), rows[0], Dtype::bf16).time_s() ==
+        Approx(KernelModel(gpu, constants).estimate(forward, Dtype::bf16).time_s() + KernelModel(gpu, constants).estimate(backward, Dtype::bf16).time_s()));
+}
+
+TEST_CASE("the kernel fit finds the forward and the causal backward from passes timed together", "[kernels][calibrate]") {
+  const GpuType gpu = round_gpu();
+  auto truth = round_constants();
+  truth->attention_backward_rate = 0.8;
+  truth->attention_backward_rate_causal = 1.0;
+  truth->hopper.attention_efficiency = 0.6;
+  truth->hopper.attention_key_overhead = 150;
+  truth->hopper.attention_head_overhead = 20;
+  truth->hopper.attention_backward_rate = 0.9;
+  truth->hopper.attention_backward_rate_causal = 0.85;
+  const KernelModel model(gpu, truth);
+  std::vector<MeasuredKernel> measured;
+  for (double d : {64.0, 128.0}) {
+    for (double s : {512.0, 2048.0, 8192.0}) {
+      for (bool causal : {false, true}) {
+        MeasuredKernel row;
+        row.call = {.cls = KernelClass::attention, .m = s, .n = s, .k = d, .batch = 16384 / s * 16, .causal = causal};
+        row.with_backward = true;
+        row.time_s = estimate_measured(model, row, Dtype::bf16).time_s();
+        measured.push_back(row);
+      }
+    }
+  }
+  KernelConstants start = *truth;
+  start.hopper.attention_efficiency = 0.3;
+  start.hopper.attention_key_overhead = 0;
+  start.hopper.attention_head_overhead = 0;
+  start.hopper.attention_backward_rate_causal = 0;  // the shared 1.0 to start from
+  const auto fitted = fit_kernel_constants(gpu, Dtype::bf16, measured, start, "test");
+  CHECK(fitted->hopper.attention_efficiency == Approx(0.6).epsilon(0.03));
+  CHECK(fitted->hopper.attention_head_overhead == Approx(20).epsilon(0.1));
+  CHECK(fitted->hopper.attention_backward_rate == 0.9);  // held: the passes together cannot tell it from the forward's level
+  CHECK(fitted->hopper.attention_backward_rate_causal == Approx(0.85).epsilon(0.03));
+  // Written and read back with the rest of a section; absent, the shared rates serve.
+  KernelConstants file = *builtin_kernel_constants();
+  file.hopper.attention_backward_rate_causal = fitted->hopper.attention_backward_rate_causal;
+  const auto again = parse_kernel_constants(kernel_constants_json(file), "fit.json");
+  CHECK(again->hopper.attention_backward_rate_causal == fitted->hopper.attention_backward_rate_causal);
+  CHECK(again->hopper.attention_backward_rate == 0);
+  CHECK(again->ampere.attention_backward_rate == 0.9);
+}
+
 TEST_CASE("the kernel fit recovers the constants that made the measurements", "[kernels][calibrate]") {
   const GpuType gpu = round_gpu();
   auto truth = round_constants();
@@ -203,6 +271,21 @@ TEST_CASE("the attention constants against published FlashAttention-2 and SDPA t
         Approx(791.9e-6).epsilon(0.05));
 }
 
+TEST_CASE("the attention constants against FlashAttention-2's published forward and backward on A100 (rows of reports/compute.md)", "[kernels][validation]") {
+  const KernelModel a100(*Catalog::builtin().gpu("a100-sxm-80gb"));
+  const auto measured = load_measured_kernels(test::source_dir() + "/calibrate/data/attention/a100_fa2_fwd_bwd.csv");
+  REQUIRE(measured.size() == 23);
+  std::vector<double> errors;
+  for (const MeasuredKernel& m : measured) errors.push_back(std::abs(estimate_measured(a100, m, Dtype::fp16).time_s() / m.time_s - 1));
+  CHECK(*std::max_element(errors.begin(), errors.end()) <= 0.05);  // fitted to: within 10% each, as the issue asks, and closer
+  // The forward alone at head dimension 64 over 16k tokens: between the 187-205 TFLOP/s reported on A100
+  // (triton-lang/triton issue 5437) and FlashAttention-2's best, 73% of the 312 TFLOP/s peak.
+  const double flop = 4.0 * 16384 * 16384 * 64 * 32;
+  const double tflops = flop / a100.estimate({.cls = KernelClass::attention, .m = 16384, .n = 16384, .k = 64, .batch = 32}, Dtype::fp16).time_s() / 1e12;
+  CHECK(tflops >= 180);
+  CHECK(tflops <= 0.73 * 312);
+}
+
 TEST_CASE("measured kernels and kernel constants are read strictly", "[kernels][input]") {
   auto error_of = [](const std::string& text) {
     try {
@@ -218,6 +301,7 @@ TEST_CASE("measured kernels and kernel constants are read strictly", "[kernels][
   CHECK_THAT(error_of("name,kernel,m,n,k,time_us\na,gemm,1,2,0,4\n"), Catch::Contains("line 2, column k"));
   CHECK_THAT(error_of("name,kernel,m,n,k,time_us\na,attention,1,2,3,4\n"), Catch::Contains("batch column"));
   CHECK_THAT(error_of("name,kernel,m,n,k,time_us\na,conv,1,2,3,4\n"), Catch::Contains("column kernel"));
+  CHECK_THAT(error_of("name,kernel,m,n,k,batch,time_us\na,gemm-fwd-bwd,1,2,3,1,4\n"), Catch::Contains("attention-causal-fwd-bwd (with the batch column), found \"gemm-fwd-bwd\""));
   CHECK_THAT(error_of("name,kernel,m,n,k,time_us\n"), Catch::Contains("found none"));
   std::string many = "name,kernel,m,n,k,time_us\n";
   for (int i = 0; i < 100001; ++i) many += "a,gemm,1,2,3,4\n";

@@ -88,7 +88,7 @@ double loss(const GpuType& gpu, Dtype dtype, const std::vector<const MeasuredKer
   double sum = 0;
   constexpr double scale = 0.05;
   for (const MeasuredKernel* m : rows) {
-    const double r = std::log(model.estimate(m->call, dtype).time_s() / m->time_s) / scale;
+    const double r = std::log(estimate_measured(model, *m, dtype).time_s() / m->time_s) / scale;
     sum += 2 * (std::sqrt(1 + r * r) - 1);
   }
   return sum / static_cast<double>(rows.size());
@@ -160,15 +160,22 @@ std::shared_ptr<const KernelConstants> fit_kernel_constants(const GpuType& gpu, 
     apply(x, arch.memory[c]);
   }
   // Attention: the share of peak (0..1), the key overhead of a query block and the softmax's per-key
-  // work in head-dimension units; the fixed cost stays.
+  // work in head-dimension units; the fixed cost stays. Rows that time a causal forward and backward
+  // together also fit the causal backward's rate, against the non-causal backward's held where it is:
+  // passes timed together cannot tell the forward's level from both backward rates at once.
   if (const auto rows = rows_of(KernelClass::attention); !rows.empty()) {
-    auto apply = [](const std::vector<double>& x, KernelArchConstants& a) {
+    const bool causal_backward = std::any_of(rows.begin(), rows.end(), [](const MeasuredKernel* m) { return m->with_backward && m->call.causal; });
+    if (causal_backward && arch.attention_backward_rate <= 0) arch.attention_backward_rate = fitted->attention_backward_rate;
+    const double causal_rate = arch.attention_backward_rate_causal > 0 ? arch.attention_backward_rate_causal : fitted->attention_backward_rate_causal;
+    auto apply = [causal_backward](const std::vector<double>& x, KernelArchConstants& a) {
       a.attention_efficiency = sigmoid(x[0]);
       a.attention_key_overhead = std::exp(x[1]) - 1;
       a.attention_head_overhead = std::exp(x[2]) - 1;
+      if (causal_backward) a.attention_backward_rate_causal = std::exp(x[3]);
     };
-    const std::vector<double> x0{logit(std::clamp(arch.attention_efficiency, 0.01, 0.99)), std::log(arch.attention_key_overhead + 1),
-                                 std::log(arch.attention_head_overhead + 1)};
+    std::vector<double> x0{logit(std::clamp(arch.attention_efficiency, 0.01, 0.99)), std::log(arch.attention_key_overhead + 1),
+                           std::log(arch.attention_head_overhead + 1)};
+    if (causal_backward) x0.push_back(std::log(causal_rate));
     const auto x = nelder_mead(
         [&](const std::vector<double>& v) {
           auto trial = std::make_shared<KernelConstants>(*fitted);

@@ -57,13 +57,16 @@ std::vector<MeasuredKernel> parse_measured_kernels(std::string_view text, const 
     }
     MeasuredKernel m;
     m.name = cells[0];
-    // "attention-causal": attention under a causal mask.
-    const bool causal = cells[1] == "attention-causal";
-    const auto cls = causal ? std::optional{KernelClass::attention} : parse_kernel_class(cells[1]);
+    // "attention-causal": attention under a causal mask; "-fwd-bwd": its forward and backward together.
+    std::string_view kind = cells[1];
+    m.with_backward = kind.starts_with("attention") && kind.ends_with("-fwd-bwd");
+    if (m.with_backward) kind.remove_suffix(std::string_view("-fwd-bwd").size());
+    const bool causal = kind == "attention-causal";
+    const auto cls = causal ? std::optional{KernelClass::attention} : parse_kernel_class(kind);
     if (!cls || *cls == KernelClass::memory || (*cls == KernelClass::attention && !batched)) {
       add({file, at + ", column kernel",
-                          "expected gemm, norm, add, activation, gated-activation, rope, softmax, embedding, or attention or attention-causal "
-                          "(with the batch column), found \"" + cells[1] + "\""});
+                          "expected gemm, norm, add, activation, gated-activation, rope, softmax, embedding, or attention, attention-causal, "
+                          "attention-fwd-bwd or attention-causal-fwd-bwd (with the batch column), found \"" + cells[1] + "\""});
       continue;
     }
     m.call.cls = *cls;
@@ -99,6 +102,18 @@ std::vector<MeasuredKernel> parse_measured_kernels(std::string_view text, const 
   if (problems.empty() && out.empty()) problems.push_back({file, "", "expected rows of name,kernel,m,n,k,time_us, found none"});
   if (!problems.empty()) throw InputError(std::move(problems));
   return out;
+}
+
+KernelEstimate estimate_measured(const KernelModel& model, const MeasuredKernel& m, Dtype dtype) {
+  KernelEstimate e = model.estimate(m.call, dtype);
+  if (!m.with_backward) return e;
+  KernelCall backward = m.call;
+  backward.backward = true;
+  const KernelEstimate b = model.estimate(backward, dtype);
+  e.compute_s += b.compute_s;
+  e.memory_s += b.memory_s;
+  e.fixed_s += b.fixed_s;
+  return e;
 }
 
 std::vector<MeasuredKernel> load_measured_kernels(const std::string& path) { return parse_measured_kernels(read_text_file(path), path); }

@@ -3,7 +3,8 @@
 // one kernel call per row. `name` is a free label ("Llama-2-7b/tp1/mlp_up_proj"); `kernel` a kernel
 // class (fleetsim/kernel_model.hpp) other than memory; m, n, k its dimensions as that class reads them
 // (k 0 for the memory-bound classes); batch a batched GEMM's count or attention's batch x heads
-// (attention needs the batch column).
+// (attention needs the batch column). `attention-fwd-bwd` (and `attention-causal-fwd-bwd`) rows time a
+// forward and a backward pass together, as FlashAttention's benchmark reports them.
 #pragma once
 
 #include <memory>
@@ -18,8 +19,13 @@ namespace fleetsim {
 struct MeasuredKernel {
   std::string name;
   KernelCall call;
+  bool with_backward = false;  // attention: the time is of the forward and the backward pass together
   double time_s = 0;
 };
+
+// What the model predicts for a measured row: the call's estimate, or with `with_backward` the sum of the
+// two passes' (each compute-bound at the shapes attention is benchmarked at, so their times add).
+KernelEstimate estimate_measured(const KernelModel& model, const MeasuredKernel& m, Dtype dtype);
 
 // Strict: a wrong header, a malformed or non-positive number, an unknown class is an InputError
 // naming the file, the line and the column.
@@ -31,7 +37,8 @@ std::vector<MeasuredKernel> load_measured_kernels(const std::string& path);
 namespace fleetsim {
 
 // The kernel-model constants of `gpu`'s architecture fitted to measured kernels: the GEMM figures to
-// the GEMM rows, each memory-bound class's to its rows (classes without rows keep `base`'s), by
+// the GEMM rows, each memory-bound class's to its rows (classes without rows keep `base`'s), attention's
+// to its rows (with the causal backward's rate where causal rows time both passes), by
 // least squares on log(predicted / measured) with a soft-L1 loss, so a few odd rows do not pull the
 // fit. The rest of `base` is kept. `source` is written into the fitted section.
 std::shared_ptr<const KernelConstants> fit_kernel_constants(const GpuType& gpu, Dtype dtype, const std::vector<MeasuredKernel>& measured,

@@ -111,6 +111,9 @@ struct KernelArchConstants {
   double attention_key_overhead = 0;   // a query block's prologue and epilogue, in keys
   double attention_head_overhead = 0;  // per-key softmax work, in head-dimension units
   double attention_fixed_us = 0;
+  // The attention backward's achieved rate over the forward's, where this architecture has its own
+  // (0: KernelConstants' figure).
+  double attention_backward_rate = 0, attention_backward_rate_causal = 0;
 };
 struct KernelConstants {
   std::string about, gemm_source;

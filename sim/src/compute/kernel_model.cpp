@@ -84,6 +84,8 @@ KernelArchConstants read_arch(ObjectReader& a, std::size_t tiles) {
   k.attention_key_overhead = a.number("attention_key_overhead", Need::required, 0, 1e6).value_or(0);
   k.attention_head_overhead = a.number("attention_head_overhead", Need::required, 0, 1e4).value_or(0);
   k.attention_fixed_us = a.number("attention_fixed_us", Need::required, 0, 1e6).value_or(0);
+  k.attention_backward_rate = a.number("attention_backward_rate", Need::optional, 1e-3, 10).value_or(0);
+  k.attention_backward_rate_causal = a.number("attention_backward_rate_causal", Need::optional, 1e-3, 10).value_or(0);
   a.finish();
   return k;
 }
@@ -207,6 +209,8 @@ std::string kernel_constants_json(const KernelConstants& k) {
                    {"attention_fixed_us", a->attention_fixed_us}};
     if (a->gemm_fp8_efficiency != 1) archs[name]["gemm_fp8_efficiency"] = a->gemm_fp8_efficiency;
     if (a->gemm_fp8_blockwise_efficiency != a->gemm_fp8_efficiency) archs[name]["gemm_fp8_blockwise_efficiency"] = a->gemm_fp8_blockwise_efficiency;
+    if (a->attention_backward_rate > 0) archs[name]["attention_backward_rate"] = a->attention_backward_rate;
+    if (a->attention_backward_rate_causal > 0) archs[name]["attention_backward_rate_causal"] = a->attention_backward_rate_causal;
     if (!a->borrowed.empty()) archs[name]["borrowed"] = a->borrowed;
   }
   doc["architectures"] = archs;
@@ -337,7 +341,8 @@ KernelEstimate KernelModel::estimate(const KernelCall& c, Dtype dtype) const {
     e.compute_s = waves * 2 * block * (keys + arch_->attention_key_overhead) * (head_dims + 2 * arch_->attention_head_overhead) / rate;
     e.memory_s = kernel_bytes(c, dtype) / bw;
     if (c.backward) {  // the same blocks, more products at their own rate; twice the tensors moved
-      e.compute_s *= k_->attention_backward_flop / (c.causal ? k_->attention_backward_rate_causal : k_->attention_backward_rate);
+      const double own = c.causal ? arch_->attention_backward_rate_causal : arch_->attention_backward_rate;
+      e.compute_s *= k_->attention_backward_flop / (own > 0 ? own : c.causal ? k_->attention_backward_rate_causal : k_->attention_backward_rate);
       e.memory_s *= 2;
     }
     return e;
