@@ -231,8 +231,9 @@ def main():
       "where a count rests on PyTorch internals (RMSNorm a composite before PyTorch 2.9, cuDNN's layout transposes "
       "around each NCHW convolution) the entry says so. Broadcast and strided elementwise kernels on Hopper are fitted to "
       "one eager RMSNorm chain; Ampere's are scaled from it (a guess).")
-    w("- Attention on A100 (its level from maintainers' and users' reports, its shape from H100), and every constant for "
-      "Volta, Ada and Blackwell GPUs: no measurement of them was fitted; `fleetsim kernels` says so where it applies them.\n")
+    w("- Attention on A100: fitted to forward and backward passes timed together, so its forward level rests on the "
+      "backward's rate measured on another Ampere GPU (an RTX A5000; `models/kernels.json`). Every constant for Volta, "
+      "Ada and Blackwell GPUs: no measurement of them was fitted; `fleetsim kernels` says so where it applies them.\n")
 
     w("## Square GEMMs on every catalog GPU\n")
     w("`fleetsim kernels --gpu GPU --gemm N,N,N` (bf16): achieved TFLOP/s and the share of the dense peak.\n")
