@@ -515,7 +515,7 @@ int run_train(const TrainArgs& args) {
     // A configuration that does not fit is refused, after what it would need is shown.
     if (const auto oom = fleetsim::out_of_memory(job, step.counts); oom && oom->host) {
       std::cerr << args.file << ": /optimizer/offload: a node of stage " << oom->stage << " needs " << fleetsim::format_quantity(oom->needed_bytes, fleetsim::Dimension::bytes)
-                << " of host memory for its GPUs' offloaded optimizer state and gradients, more than its " << fleetsim::format_quantity(oom->vram_bytes, fleetsim::Dimension::bytes)
+                << " of host memory for its GPUs' offloaded optimizer state and gradients" << (job.offload_parameters ? " and weights" : "") << ", more than its " << fleetsim::format_quantity(oom->vram_bytes, fleetsim::Dimension::bytes)
                 << ": expected a smaller offload share (cpu_adam torch), or more DP to shard the optimizer\n";
       return kBadInput;
     } else if (oom) {

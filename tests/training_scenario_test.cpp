@@ -204,6 +204,10 @@ TEST_CASE("training jobs in a scenario that cannot run are refused with the file
   // DualPipe's GPU pairs reduce together, which the shared network does not place yet.
   CHECK_THAT(error_of(entry(R"({"training": )" + job("dual", R"({"pp": 2, "dp": 2})", R"(, "schedule": "dualpipe")") + R"(, "iterations": 1})")),
              Catch::Contains("/workload/0/training/schedule: expected 1f1b or gpipe for a job inside a scenario"));
+  // ZeRO-3's copies up from host memory, likewise.
+  CHECK_THAT(error_of(entry(R"({"training": )" + job("infinity", R"({"dp": 16, "zero": 3, "offload_parameters": true})",
+                                                     R"(, "optimizer": {"offload": 1, "cpu_adam": "deepspeed"})") + R"(, "iterations": 1})")),
+             Catch::Contains("/workload/0/training/parallel/offload_parameters: expected no parameter offload for a job inside a scenario"));
   // A job no GPU of the cluster can hold: the stage and the bytes it lacks, as train says it.
   CHECK_THAT(error_of(entry(R"({"training": {"name": "oom", "model": {"architecture": "llama-3-70b", "seq_len": 8192}, "parallel": {"dp": 2}, "batch": {"global": 2}}, "iterations": 1})")),
              Catch::Contains("/workload/0/training/parallel: stage 0 needs 1.32 TB a GPU (weights, gradients, optimizer state, activations), 1.24 TB more than the cluster's largest GPU (80 GB)"));

@@ -1517,5 +1517,46 @@ TEST_CASE("an offloaded optimizer that does not fit in host memory is refused, a
              Catch::Contains("/optimizer/cpu_adam: expected \"cpu_adam\" only beside \"offload\" above 0"));
   CHECK_THAT(job_error(base + R"("parallel": {"dp": 8, "zero": 1}, "optimizer": {"offload": 2}})"), Catch::Contains("/optimizer/offload"));
   CHECK_THAT(job_error(base + R"("parallel": {"dp": 8, "zero": 3}, "optimizer": {"offload": 1}})"),
-             Catch::Contains("/optimizer/offload: expected ZeRO 1 or 2 with CPU offload"));
+             Catch::Contains("/optimizer/cpu_adam: expected \"deepspeed\" with ZeRO-3"));
+  CHECK(job_error(base + R"("parallel": {"dp": 8, "zero": 3}, "optimizer": {"offload": 1, "cpu_adam": "deepspeed"}})").empty());
+  CHECK_THAT(job_error(base + R"("parallel": {"dp": 8, "zero": 2, "offload_parameters": true}, "optimizer": {"offload": 1, "cpu_adam": "deepspeed"}})"),
+             Catch::Contains("/parallel/offload_parameters: expected \"zero\": 3 with it"));
+  CHECK_THAT(job_error(base + R"("parallel": {"dp": 8, "zero": 3, "offload_parameters": true}})"),
+             Catch::Contains("/parallel/offload_parameters: expected the optimizer offloaded too"));
+}
+
+TEST_CASE("ZeRO-3's parameter offload: the weights' shard in host memory, copied up before each layer (by hand)", "[training][offload]") {
+  // GPT-2 1.3B-like on one 8x H100 node under ZeRO-3 with DeepSpeed's CPU optimizer; the node's host links carry
+  // 63 GB/s a GPU, its host memory 614.4 GB/s (models/hardware.json).
+  const auto job = [](int dp, bool offload) {
+    return parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+        "model": {"layers": 24, "hidden": 2048, "heads": 16, "vocab": 51200, "seq_len": 128},
+        "parallel": {"dp": )" + std::to_string(dp) + R"(, "zero": 3, "offload_parameters": )" + (offload ? "true" : "false") + R"(},
+        "batch": {"global": 8, "micro": 1}, "compute_efficiency": 0.5, "optimizer": {"offload": 1, "cpu_adam": "deepspeed"}})",
+                              "zero-infinity.json");
+  };
+  const TrainingCounts kept = count_training(job(8, false)), offloaded = count_training(job(8, true));
+  const double shard = 2 * kept.stage_parameters[0] / 8;  // 16-bit weights, an eighth a GPU
+  CHECK(offloaded.stage_memory[0].weights == Approx(kept.stage_memory[0].weights - shard));
+  CHECK(offloaded.stage_memory[0].host == Approx(kept.stage_memory[0].host + shard));
+  // Eight GPUs each copy an eighth of a layer up at once: each at its own link's 63 GB/s, together under host
+  // memory's 614.4 GB/s (the links bind).
+  const double layer = kept.zero_gather_bytes_per_layer;
+  const TrainingStep with = simulate_training_step(job(8, true)), without = simulate_training_step(job(8, false));
+  CHECK(with.zero_fetch_s == Approx(std::max(layer / 8 / 63e9, layer / 614.4e9)));
+  CHECK(without.zero_fetch_s == 0);
+  // At 128 tokens a micro-batch a layer computes in less than a gather takes, and a copy up is shorter still:
+  // each pass pays one copy more, the first layer's, which nothing hides.
+  REQUIRE(with.zero_fetch_s < with.zero_gather_s);
+  REQUIRE(without.forward_s == Approx(25 * with.zero_gather_s));  // the gathers bind: 24 a pass and the first
+  CHECK(with.forward_s == Approx(without.forward_s + with.zero_fetch_s));
+  CHECK(with.backward_s == Approx(without.backward_s + with.zero_fetch_s));
+  // One GPU (DP 1: nothing gathered): the whole layer comes up its link, before each layer, the next one's
+  // beside the compute; the copies bind, and each pass takes one more than it has layers.
+  const TrainingStep alone = simulate_training_step(job(1, true)), alone_kept = simulate_training_step(job(1, false));
+  const double fetch = std::max(layer / 63e9, layer / 614.4e9);
+  CHECK(alone.zero_fetch_s == Approx(fetch));
+  REQUIRE(alone_kept.forward_s / 24 < fetch);
+  CHECK(alone.forward_s == Approx(25 * fetch));
+  CHECK(alone.backward_s == Approx(25 * std::max(fetch, alone_kept.backward_s / 24)));
 }

@@ -181,8 +181,12 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
         << "; host memory " << bytes(host) << " a GPU\n";
   }
   if (job.zero_stage() >= 3) {
-    out << "transfers      FSDP / ZeRO-3: one layer's all-gather " << seconds(step.zero_gather_s) << " (" << bytes(c.zero_gather_bytes_per_layer)
-        << "), before each layer's forward and backward, the next one's beside its compute; the gradients' reduce-scatters add "
+    out << "transfers      FSDP / ZeRO-3: one layer's all-gather " << seconds(step.zero_gather_s) << " (" << bytes(c.zero_gather_bytes_per_layer) << ")";
+    if (job.offload_parameters) {
+      out << " after its shard is copied up from host memory, " << seconds(step.zero_fetch_s) << " (" << bytes(c.zero_gather_bytes_per_layer / job.dp)
+          << " a GPU, every GPU of a node at once)";
+    }
+    out << ", before each layer's forward and backward, the next one's beside its compute; the gradients' reduce-scatters add "
         << seconds(step.dp_allreduce_s) << " after the last backward\n\n";
   } else {
     out << "transfers      stage boundary " << seconds(step.pp_send_s) << " (" << bytes(c.pp_send_bytes) << "), DP all-reduce "
@@ -300,6 +304,9 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
                                                  : ordered_json{{"stage", oom->stage}, {"needed_bytes", oom->needed_bytes}, {"vram_bytes", oom->vram_bytes},
                                                                 {"short_bytes", oom->needed_bytes - oom->vram_bytes}}},
                    {"stages", stages}};
+  if (job.offload_parameters) {  // present only where the weights live in host memory
+    doc["parameter_offload"] = {{"layer_bytes_per_gpu", c.zero_gather_bytes_per_layer / job.dp}, {"layer_fetch_s", step.zero_fetch_s}};
+  }
   return doc.dump(1) + "\n";
 }
 

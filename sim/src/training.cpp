@@ -490,8 +490,15 @@ void check_training_job(const TrainingJob& job) {
   }
   if (job.optimizer_offload > 0) {
     // Both offload a sharded optimizer: Megatron-Core's needs its distributed optimizer, DeepSpeed's a ZeRO stage.
-    need(job.zero_stage() >= 1, "/optimizer/offload", "expected a sharded optimizer beside it (distributed_optimizer, or zero 1 or 2), as Megatron-Core and DeepSpeed offload only theirs");
-    need(job.zero_stage() < 3, "/optimizer/offload", "expected ZeRO 1 or 2 with CPU offload: ZeRO-3's offload (parameters too) is not modelled yet");
+    need(job.zero_stage() >= 1, "/optimizer/offload", "expected a sharded optimizer beside it (distributed_optimizer, or zero 1 to 3), as Megatron-Core and DeepSpeed offload only theirs");
+    need(job.zero_stage() < 3 || job.cpu_adam == TrainingJob::CpuAdam::deepspeed, "/optimizer/cpu_adam",
+         "expected \"deepspeed\" with ZeRO-3: ZeRO-3 Offload is DeepSpeed's (Megatron-Core offloads its distributed optimizer, ZeRO 1)");
+  }
+  if (job.offload_parameters) {
+    need(job.zero_stage() >= 3, "/parallel/offload_parameters", "expected \"zero\": 3 with it, as DeepSpeed offloads parameters only at stage 3");
+    need(job.optimizer_offload >= 1 && job.cpu_adam == TrainingJob::CpuAdam::deepspeed, "/parallel/offload_parameters",
+         "expected the optimizer offloaded too (\"optimizer\": {\"offload\": 1, \"cpu_adam\": \"deepspeed\"}), as ZeRO-Infinity runs: a GPU "
+         "stepping a shard that lives in host memory is not modelled");
   }
   if (job.dtype == Dtype::fp8) {
     need(job.zero_stage() < 3, "/parallel/zero", "expected ZeRO 0 to 2 with fp8: FSDP's fp8 weight gathers are not modelled yet");
@@ -607,6 +614,11 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
     job.sequence_parallel = r.boolean_or("sequence_parallel", false);
     job.distributed_optimizer = r.boolean_or("distributed_optimizer", false);
     job.zero = static_cast<int>(r.integer_or("zero", 0, 0, 3));
+    job.offload_parameters = r.boolean_or("offload_parameters", false);
+    if (in_scenario && job.offload_parameters) {
+      r.problem("offload_parameters", "expected no parameter offload for a job inside a scenario: its copies up from host memory are not yet placed on the "
+                                      "shared network (train runs it alone)");
+    }
     job.dp_overlap = r.boolean_or("dp_overlap", false);
     job.ep_overlap = r.boolean_or("ep_overlap", false);
     r.finish();
@@ -841,8 +853,11 @@ TrainingCounts count_training(const TrainingJob& job) {
     StageMemory mem;
     const int zero = job.zero_stage();
     const double layer_share = (m.layer_parameters() - replicated) / t + replicated;
-    // ZeRO-3 keeps the layer computing and the one prefetched whole, beside its shard of everything.
-    mem.weights = (zero >= 3 ? 2 * params / job.dp + 2 * 2 * layer_share : 2 * params) + 2 * c.stage_fp8_weights.back();
+    // ZeRO-3 keeps the layer computing and the one prefetched whole, beside its shard of everything (in host
+    // memory when the parameters are offloaded).
+    const double weight_shard = zero >= 3 ? 2 * params / job.dp : 0;
+    mem.weights = (zero >= 3 ? 2 * 2 * layer_share + (job.offload_parameters ? 0 : weight_shard) : 2 * params) + 2 * c.stage_fp8_weights.back();
+    if (job.offload_parameters) mem.host += weight_shard;
     // Sharded over the gradients' reduction group (Megatron's distributed optimizer shards over it): DP x CP,
     // and for the experts their expert DP group.
     const double dense = params - expert_params, shards = static_cast<double>(job.dp) * job.cp, expert_shards = job.expert_dp();
@@ -853,7 +868,7 @@ TrainingCounts count_training(const TrainingJob& job) {
       // In host memory: the offloaded state and the fp32 gradients copied down to step it.
       const double offloaded = job.optimizer_offload * shard;
       mem.optimizer -= optimizer_bytes(job) * offloaded;
-      mem.host = offloaded * (optimizer_bytes(job) + 4);
+      mem.host += offloaded * (optimizer_bytes(job) + 4);
       // DeepSpeed moves each reduce bucket's gradients to the host as it fills: the GPU holds one bucket.
       if (job.cpu_adam == TrainingJob::CpuAdam::deepspeed) mem.gradients = std::min(mem.gradients, 2 * kDeepSpeedReduceBucket);
     }
@@ -1266,6 +1281,13 @@ void for_each_node(const TrainingJob& job, const Cluster& cluster, Visit visit) 
   }
 }
 
+// Copies between a node's GPUs and its host memory, all at once: no faster than a GPU's host link moves its own
+// (`largest_bytes`, the most any GPU moves), nor than host memory moves them all (`sum_bytes`).
+double host_copy_s(const NodeGroup& group, double largest_bytes, double sum_bytes) {
+  const double memory = group.node.host_memory_bandwidth_Bps;
+  return std::max(largest_bytes / group.host_link.bandwidth_Bps, memory > 0 ? sum_bytes / memory : 0.0);
+}
+
 std::vector<OffloadTimes> offload_times(const TrainingJob& job, const Cluster& cluster, const std::vector<double>& offloaded, const KernelConstants& k) {
   const int stage_gpus = job.tp * job.cp * job.dp;
   // Adam reads the fp32 weight and gradient and both moments, writes the weight, the moments and the 16-bit copy.
@@ -1281,10 +1303,8 @@ std::vector<OffloadTimes> offload_times(const TrainingJob& job, const Cluster& c
       sum += q;
       largest = std::max(largest, q);
     }
-    const double memory = group.node.host_memory_bandwidth_Bps, link = group.host_link.bandwidth_Bps;
-    const auto copy_s = [&](double bytes_each) {
-      return std::max(largest * bytes_each / link, memory > 0 ? sum * bytes_each / memory : 0.0);
-    };
+    const double memory = group.node.host_memory_bandwidth_Bps;
+    const auto copy_s = [&](double bytes_each) { return host_copy_s(group, largest * bytes_each, sum * bytes_each); };
     // DeepSpeed's rate is its logged optimizer_step, which copies the weights back up within it.
     const double up_s = job.cpu_adam == TrainingJob::CpuAdam::deepspeed ? 0.0 : copy_s(2);
     const OffloadTimes node_times{copy_s(4), std::max(sum / rate, memory > 0 ? sum * adam_bytes / memory : 0.0), up_s};
@@ -1465,6 +1485,11 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
     gather_s = analytical_time_s(topology, plan_collective(cluster, topology, CollectiveOp::all_gather, CollectiveAlgo::automatic, replicas, c.zero_gather_bytes_per_layer));
     scatter_s = analytical_time_s(topology, plan_collective(cluster, topology, CollectiveOp::reduce_scatter, CollectiveAlgo::automatic, replicas, c.zero_gather_bytes_per_layer));
   }
+  double fetch_s = 0;  // offloaded parameters: one layer's shard copied up on every GPU at once, the slowest node's
+  if (job.offload_parameters) {
+    const double bytes = c.zero_gather_bytes_per_layer / job.dp;
+    for_each_node(job, cluster, [&](NodeId node, int first, int end) { fetch_s = std::max(fetch_s, host_copy_s(cluster.group(node), bytes, (end - first) * bytes)); });
+  }
   // DualPipe: GPUs r and pp - 1 - r hold the same two stages, one a direction, and sum their gradients too.
   const bool dual = stages.dual;
   if ((job.dp * job.cp > 1 || (m.moe() && job.expert_dp() > 1) || dual) && !fsdp) {
@@ -1599,15 +1624,16 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
     bwd_compute_s[k] = bwd_compute;
     fwd_alltoall_s[k] = mixtures * ep_forward_s;
     bwd_alltoall_s[k] = mixtures * ep_backward_s;
-    if (fsdp) {  // pp 1, so one chunk: the stage; its layers alike (check_training_job)
-      // Each layer's weights are gathered before it runs, the next layer's while it computes (FSDP's
-      // prefetch): a layer takes the longer of its compute and one gather, and the first gather is not
-      // hidden. The gradients' reduce-scatters run beside the last micro-batch's backward, sharing the
-      // links with its gathers: what they add beyond it is paid after it, as the DP reduction.
+    if (fsdp || job.offload_parameters) {  // pp 1, so one chunk: the stage; its layers alike (check_training_job)
+      // Each layer's weights are gathered before it runs (its shard first copied up from host memory where the
+      // parameters are offloaded), the next layer's while it computes (FSDP's prefetch): a layer takes the
+      // longest of its compute, one gather and one copy up, and the first layer's are not hidden. The
+      // gradients' reduce-scatters run beside the last micro-batch's backward, sharing the links with its
+      // gathers: what they add beyond it is paid after it, as the DP reduction.
       const double n = layers.total();
       const double per_layer_f = fwd[k] / n, per_layer_b = bwd[k] / n;
-      fwd[k] = n * std::max(per_layer_f, gather_s) + gather_s;
-      bwd[k] = n * std::max(per_layer_b, gather_s) + gather_s;
+      fwd[k] = n * std::max({per_layer_f, gather_s, fetch_s}) + gather_s + fetch_s;
+      bwd[k] = n * std::max({per_layer_b, gather_s, fetch_s}) + gather_s + fetch_s;
       dp_s[static_cast<std::size_t>(stage)] = std::max(0.0, n * (gather_s + scatter_s) - n * std::max(per_layer_b, gather_s));
     }
     stage_fwd[stage] += share * fwd[k];
@@ -1652,6 +1678,7 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
     }
   }
   step.zero_gather_s = gather_s;
+  step.zero_fetch_s = fetch_s;
   step.forward_s = *std::max_element(stage_fwd.begin(), stage_fwd.end());
   step.backward_s = *std::max_element(stage_bwd.begin(), stage_bwd.end());
   step.optimizer_s = *std::max_element(optimizer.begin(), optimizer.end());
@@ -1825,8 +1852,9 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads, const 
           for (int zero : {1, 3}) {
             if (zero == 3 && (pp > 1 || dp == 1 || cp > 1 || m.moe())) continue;
             TrainingJob j = base;
-            j.optimizer_offload = 0;  // the search keeps the optimizer on the GPU (it does not try offload)
+            j.optimizer_offload = 0;  // the search keeps the optimizer and the weights on the GPU (it does not try offload)
             j.offload_overlap = false;
+            j.offload_parameters = false;
             j.ep_overlap = false;
             j.tp = tp;
             j.cp = cp;

@@ -182,6 +182,11 @@ struct TrainingJob {
   // weights, gathered layer by layer as FSDP and ZeRO-3 do (0 or 1: as distributed_optimizer says).
   int zero = 0;
   int zero_stage() const { return std::max(zero, distributed_optimizer ? 1 : 0); }
+  // ZeRO-3's parameter offload (DeepSpeed's offload_param to the CPU, ZeRO-Infinity): each GPU's shard of the
+  // 16-bit weights lives in host memory and is copied up its host link before the layer's all-gather, for
+  // each forward and backward of each micro-batch, the next layer's beside the compute; the CPU optimizer
+  // writes the stepped shard there.
+  bool offload_parameters = false;
   // The DP gradient reduction overlaps the last micro-batch's backward pass (Megatron-LM's
   // --overlap-grad-reduce; off by default there, as here).
   bool dp_overlap = false;
@@ -234,7 +239,7 @@ void check_training_job(const TrainingJob& job);
 
 struct StageMemory {
   double weights = 0, gradients = 0, optimizer = 0, activations = 0;  // bytes per GPU
-  double host = 0;  // host memory per GPU: its offloaded optimizer state and its fp32 gradients there
+  double host = 0;  // host memory per GPU: its offloaded optimizer state, its fp32 gradients there, its offloaded weight shard
   double total() const { return weights + gradients + optimizer + activations; }
 };
 
@@ -298,6 +303,7 @@ struct TrainingStep {
   double pp_send_s = 0;      // one boundary transfer
   double dp_allreduce_s = 0; // the slowest stage's gradient all-reduce (ZeRO-3: what its reduce-scatters add)
   double zero_gather_s = 0;  // ZeRO-3: one layer's all-gather (and as long its reduce-scatter), alone
+  double zero_fetch_s = 0;   // ZeRO-3 with offload_parameters: one layer's shard copied up from host memory, every GPU of a node at once
   double optimizer_s = 0;    // the optimizer step after it, slowest stage
   // CPU offload, the stage whose offloaded step takes longest: its GPUs' gradients copied down, the node's CPU
   // steps, the weights copied up (each alone; optimizer_s holds them together, beside the GPU's share).
