@@ -1472,7 +1472,7 @@ TEST_CASE("CPU offload of the optimizer: memory moves to the host, and the step 
   CHECK(count_training(ds).stage_memory[0].gradients == Approx(std::min(c0.stage_memory[0].gradients, 2 * 5e8)));
 }
 
-TEST_CASE("train --search keeps the optimizer on the GPU: an offloading job searches as one without", "[training][offload]") {
+TEST_CASE("train --search keeps the optimizer on the GPU where it fits: an offloading job that fits searches as one without", "[training][offload]") {
   const std::string job = R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"layers": 4, "hidden": 1024, "heads": 8, "vocab": 1000, "seq_len": 1024},
       "parallel": {"dp": 8, "distributed_optimizer": true}, "batch": {"global": 16, "micro": 1}, "compute_efficiency": 0.5)";
   const TrainingSearch with = search_training(parse_training_job(job + R"(, "optimizer": {"offload": 1}})", "with.json"), 1);
@@ -1480,9 +1480,39 @@ TEST_CASE("train --search keeps the optimizer on the GPU: an offloading job sear
   CHECK(with.searched == without.searched);
   REQUIRE(with.ranked.size() == without.ranked.size());
   CHECK(with.searched == with.ranked.size() + with.out_of_memory);  // no FSDP candidate refused for the offload
+  CHECK(with.offloaded == 0);
   for (std::size_t k = 0; k < with.ranked.size(); ++k) {
     CHECK(with.ranked[k].job.optimizer_offload == 0);
     CHECK(with.ranked[k].step.iteration_s == without.ranked[k].step.iteration_s);
+  }
+}
+
+TEST_CASE("train --search offloads what the job offloads where a candidate does not fit otherwise", "[training][offload]") {
+  // Llama 3 70B on one 8x H100 node: its weights, gradients and Adam's state (16 bytes a parameter) are 1.1 TB,
+  // more than the node's 640 GB of VRAM, so no candidate fits on the GPUs; with the optimizer in host memory some do.
+  const std::string job = R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "llama-3-70b", "seq_len": 4096},
+      "batch": {"global": 32}, "recompute": "full", )";
+  const TrainingSearch kept = search_training(parse_training_job(job + R"("parallel": {"dp": 8, "zero": 3}})", "kept.json"), 2);
+  const TrainingSearch offloading = search_training(
+      parse_training_job(job + R"("parallel": {"dp": 8, "zero": 3, "offload_parameters": true}, "optimizer": {"offload": 1, "cpu_adam": "deepspeed"}})", "offloading.json"), 2);
+  CHECK(kept.ranked.empty());
+  CHECK(kept.out_of_memory == kept.searched);
+  CHECK(offloading.searched == kept.searched);
+  REQUIRE(!offloading.ranked.empty());
+  CHECK(offloading.offloaded == offloading.ranked.size());
+  CHECK(offloading.searched == offloading.ranked.size() + offloading.out_of_memory);
+  for (const TrainingCandidate& c : offloading.ranked) {
+    CHECK(c.job.optimizer_offload == 1);
+    if (c.job.zero_stage() >= 3) CHECK(c.job.cpu_adam == TrainingJob::CpuAdam::deepspeed);  // ZeRO-3 Offload is DeepSpeed's
+    // Each needed what it offloads: without the weights' offload (where it took it), or without any, it does not fit.
+    TrainingJob less = c.job;
+    if (less.offload_parameters) {
+      less.offload_parameters = false;
+    } else {
+      less.optimizer_offload = 0;
+    }
+    CHECK(out_of_memory(less, count_training(less)).has_value());
+    CHECK_FALSE(out_of_memory(c.job, count_training(c.job)).has_value());
   }
 }
 

@@ -336,7 +336,8 @@ std::string configuration(const TrainingJob& j) {
   const std::string cp = j.cp > 1 ? " x CP " + std::to_string(j.cp) : "";
   const std::string ep = j.model.moe() ? " (" + expert_shape(j) + (j.ep_overlap ? ", overlapped" : "") + ")" : "";
   return "TP " + std::to_string(j.tp) + cp + " x PP " + std::to_string(j.pp) + vp + " x DP " + std::to_string(j.dp) + ep + ", micro " + std::to_string(j.micro_batch) +
-         (j.schedule == PipelineSchedule::dualpipe ? ", dualpipe" : "") + ", recompute " + recompute_text(j) + (j.zero_stage() >= 3 ? ", FSDP" : ", ZeRO-1");
+         (j.schedule == PipelineSchedule::dualpipe ? ", dualpipe" : "") + ", recompute " + recompute_text(j) + (j.zero_stage() >= 3 ? ", FSDP" : ", ZeRO-1") +
+         (j.offload_parameters ? ", weights and optimizer on the CPU" : j.optimizer_offload > 0 ? ", optimizer on the CPU" : "");
 }
 
 }  // namespace
@@ -344,10 +345,12 @@ std::string configuration(const TrainingJob& j) {
 void write_training_search_text(std::ostream& out, const TrainingJob& base, const TrainingSearch& search, std::size_t top, double wall_s) {
   const std::size_t refused = search.searched - search.out_of_memory - search.ranked.size();
   char line[256];
-  std::snprintf(line, sizeof line, "%s on %d GPUs, global batch %d: %zu configurations in %.1f s (%.0f a minute); %zu do not fit, %zu refused, %zu ranked\n\n",
+  std::snprintf(line, sizeof line, "%s on %d GPUs, global batch %d: %zu configurations in %.1f s (%.0f a minute); %zu do not fit, %zu refused, %zu ranked",
                 base.name.c_str(), base.cluster.gpu_count(), base.global_batch, search.searched, wall_s, wall_s > 0 ? 60 * static_cast<double>(search.searched) / wall_s : 0.0,
                 search.out_of_memory, refused, search.ranked.size());
   out << line;
+  if (search.offloaded > 0) out << " (" << search.offloaded << " of them only by offloading to the CPU, as the job does)";
+  out << "\n\n";
   if (search.ranked.empty()) {
     out << "no configuration fits: more GPUs, a shorter sequence or a smaller batch\n";
     return;
@@ -373,11 +376,11 @@ std::string training_search_json(const TrainingJob& base, const TrainingSearch& 
     const TrainingCandidate& c = search.ranked[k];
     ranked.push_back({{"tp", c.job.tp}, {"cp", c.job.cp}, {"pp", c.job.pp}, {"vp", c.job.vp}, {"dp", c.job.dp}, {"ep", c.job.ep}, {"etp", c.job.expert_tp()}, {"ep_overlap", c.job.ep_overlap},
                       {"first_stage_layers", c.job.first_stage_layers}, {"last_stage_layers", c.job.last_stage_layers}, {"virtual_stage_layers", c.job.virtual_stage_layers}, {"micro", c.job.micro_batch}, {"schedule", schedule_name(c.job.schedule)}, {"recompute", recompute_name(c.job.recompute)},
-                      {"zero", c.job.zero_stage()}, {"iteration_s", c.step.iteration_s}, {"tokens_per_s", c.step.tokens_per_s}, {"mfu", c.step.mfu},
+                      {"zero", c.job.zero_stage()}, {"optimizer_offload", c.job.optimizer_offload}, {"offload_parameters", c.job.offload_parameters}, {"iteration_s", c.step.iteration_s}, {"tokens_per_s", c.step.tokens_per_s}, {"mfu", c.step.mfu},
                       {"bubble", c.step.bubble}, {"memory_per_gpu_bytes", largest_need(c.step.counts)}});
   }
   const ordered_json doc{{"name", base.name}, {"gpus", base.cluster.gpu_count()}, {"global_batch", base.global_batch}, {"searched", search.searched},
-                         {"out_of_memory", search.out_of_memory}, {"ranked", search.ranked.size()}, {"top", ranked}};
+                         {"out_of_memory", search.out_of_memory}, {"ranked", search.ranked.size()}, {"offloaded", search.offloaded}, {"top", ranked}};
   return doc.dump(1) + "\n";
 }
 

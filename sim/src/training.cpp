@@ -1805,6 +1805,25 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
 
 }  // namespace
 
+namespace {
+
+// A candidate that does not fit on its GPUs, tried again offloading what the job offloads: the whole optimizer
+// to the CPU (DeepSpeed's CPU-Adam under ZeRO-3, which is its; the job's own implementation otherwise), then,
+// under ZeRO-3 and where the job offloads its weights, those too. Whether it fits then (on the GPU and in host
+// memory). A job that offloads nothing keeps every candidate on the GPU.
+bool offload_to_fit(TrainingJob& j, const TrainingJob& base) {
+  if (!(base.optimizer_offload > 0)) return false;
+  j.optimizer_offload = 1;
+  j.cpu_adam = j.zero_stage() >= 3 ? TrainingJob::CpuAdam::deepspeed : base.cpu_adam;
+  j.offload_overlap = j.cpu_adam == TrainingJob::CpuAdam::torch && base.offload_overlap;
+  if (!out_of_memory(j, count_training(j))) return true;
+  if (!base.offload_parameters || j.zero_stage() < 3) return false;
+  j.offload_parameters = true;
+  return !out_of_memory(j, count_training(j));
+}
+
+}  // namespace
+
 TrainingSearch search_training(const TrainingJob& base, unsigned threads, const std::function<void(std::size_t done, std::size_t total)>& progress) {
   const ClusterSpec& cs = base.cluster;
   const int gpus = cs.gpu_count(), per_node = cs.groups.front().node.gpus;
@@ -1852,7 +1871,7 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads, const 
           for (int zero : {1, 3}) {
             if (zero == 3 && (pp > 1 || dp == 1 || cp > 1 || m.moe())) continue;
             TrainingJob j = base;
-            j.optimizer_offload = 0;  // the search keeps the optimizer and the weights on the GPU (it does not try offload)
+            j.optimizer_offload = 0;  // on the GPU unless it does not fit there (offload_to_fit)
             j.offload_overlap = false;
             j.offload_parameters = false;
             j.ep_overlap = false;
@@ -1919,7 +1938,7 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads, const 
     } catch (const InputError&) {
       return;
     }
-    if (out_of_memory(candidates[i], count_training(candidates[i]))) {
+    if (out_of_memory(candidates[i], count_training(candidates[i])) && !offload_to_fit(candidates[i], base)) {
       outcomes[i] = Outcome::does_not_fit;
       return;
     }
@@ -1941,7 +1960,9 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads, const 
   result.searched = candidates.size();
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     if (outcomes[i] == Outcome::does_not_fit) ++result.out_of_memory;
-    if (outcomes[i] == Outcome::timed) result.ranked.push_back({std::move(candidates[i]), std::move(steps[i])});
+    if (outcomes[i] != Outcome::timed) continue;
+    if (candidates[i].optimizer_offload > 0) ++result.offloaded;
+    result.ranked.push_back({std::move(candidates[i]), std::move(steps[i])});
   }
   // Fastest first; equal times in the order searched, so that the ranking is the same on any threads.
   std::stable_sort(result.ranked.begin(), result.ranked.end(),

@@ -325,8 +325,7 @@ TrainingStep simulate_training_step(const TrainingJob& job);
 struct OutOfMemory {
   int stage = 0;
   double needed_bytes = 0, vram_bytes = 0;
-  // Host memory instead: a node holding GPUs of `stage` needs more for its GPUs' offloaded optimizer state
-  // than the node has (needed and vram_bytes are then the node's need and its host memory).
+  // Host memory instead: a node holding GPUs of `stage` needs more for what its GPUs offload than the node has (needed and vram_bytes are then the node's need and its host memory).
   bool host = false;
 };
 std::optional<OutOfMemory> out_of_memory(const TrainingJob& job, const TrainingCounts& counts);
@@ -338,8 +337,9 @@ std::string memory_advice(const TrainingJob& job);
 // divides the sequence), PP (a divisor of the layers) with 1, 2 or 4 virtual stages (interleaved 1F1B where the layers and micro-batches allow), DP
 // (the rest), for a mixture of experts EP (powers of two dividing the experts and DP x CP), the micro-batch
 // (1, 2, 4, 8 where DP x micro divides the batch), recomputation (none, selective, full) and sharding
-// (ZeRO-1, and ZeRO-3 / FSDP for dense models without PP). What does not fit in
-// memory is counted, not ranked; the rest are ranked by iteration time (the same tokens each).
+// (ZeRO-1, and ZeRO-3 / FSDP for dense models without PP). Candidates keep the optimizer and the weights on
+// the GPU; for a job that offloads, one that does not fit so is tried again offloading what the job does.
+// What does not fit in memory is counted, not ranked; the rest are ranked by iteration time (the same tokens each).
 struct TrainingCandidate {
   TrainingJob job;
   TrainingStep step;
@@ -347,6 +347,7 @@ struct TrainingCandidate {
 struct TrainingSearch {
   std::vector<TrainingCandidate> ranked;  // fastest first
   std::size_t searched = 0, out_of_memory = 0;
+  std::size_t offloaded = 0;  // of the ranked, those that fit only by offloading (a job that offloads searches so)
 };
 // `progress`, where given, hears of each configuration done (done, total), from the thread that did it, one at a time.
 TrainingSearch search_training(const TrainingJob& base, unsigned threads, const std::function<void(std::size_t done, std::size_t total)>& progress = {});
