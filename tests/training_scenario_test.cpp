@@ -90,6 +90,34 @@ TEST_CASE("a pipeline's stage sends run as two sets of pairs, the even boundarie
   CHECK(r.iteration_s.mean == Approx(r.alone_s).epsilon(1e-6));  // hidden behind the compute, alone
 }
 
+TEST_CASE("context parallelism's ring passes run on the shared network: across nodes they load the NICs and hide behind the compute", "[training][scenario]") {
+  // TP 8 x CP 2 on two nodes: the CP pairs are ranks 8 apart, one on each node. Each of the 32 layers, each of the
+  // 16 micro-batches: one ring pass forward, two backward, each a ring all-gather of the two ranks' blocks.
+  const Scenario sc = parse_scenario(scenario(kOneSwitch, "", R"([{"training": )" + job("cp", R"({"tp": 8, "cp": 2})") + R"(, "iterations": 2}])"), "s.json", ".");
+  const TrainingIteration& it = iteration_of(sc);
+  const TrainingCounts c = count_training(parse_training_job(R"({"cluster": )" + kOneSwitch + R"(, "model": {"architecture": "llama-3-8b", "seq_len": 4096},
+      "parallel": {"tp": 8, "cp": 2}, "batch": {"global": 16}})", "cp.json"));
+  CHECK(it.cp_calls == 3 * 16 * 32);
+  CHECK(it.cp_bytes == Approx(it.cp_calls * 2 * c.cp_send_bytes).epsilon(1e-12));
+  const std::vector<CollectiveSpec>& collectives = sc.workflows.front().tasks.front().collectives;
+  const auto ring = std::find_if(collectives.begin(), collectives.end(), [](const CollectiveSpec& s) { return s.op == CollectiveOp::all_gather; });
+  REQUIRE(ring != collectives.end());
+  CHECK(ring->algo == CollectiveAlgo::ring);
+  CHECK(ring->group_size == 2);
+  CHECK(ring->group_stride == 8);
+  CHECK(ring->overlap == 1);
+  // The same run without them: the iteration is the same (alone they hide), the NICs carry less.
+  Scenario without = sc;
+  auto& kept = without.workflows.front().tasks;
+  for (TaskSpec& t : kept) std::erase_if(t.collectives, [](const CollectiveSpec& s) { return s.op == CollectiveOp::all_gather; });
+  const RunResult with_rings = simulate(sc), no_rings = simulate(without);
+  REQUIRE(with_rings.summary.training.front().completed == 2);
+  CHECK(with_rings.summary.training.front().iteration_s.mean == Approx(no_rings.summary.training.front().iteration_s.mean).epsilon(1e-6));
+  // Each of the 16 GPUs sends (cp - 1) / cp of its passes' bytes to the other node each iteration, over two NIC
+  // links (its node's up, the other's down): 2 iterations x 16 x cp_bytes / 2 x 2.
+  CHECK(with_rings.summary.nic_bytes - no_rings.summary.nic_bytes == Approx(2 * 16 * (it.cp_bytes / 2) * 2).epsilon(1e-6));
+}
+
 TEST_CASE("a data-parallel job alone on one switch comes within 5% of train's iteration", "[training][scenario]") {
   // Its gradient all-reduce runs on the scenario's network (flows, max-min), train's on the collective
   // model's analytical time: the two agree closely where nothing else shares the links.

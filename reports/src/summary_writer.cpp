@@ -1,4 +1,6 @@
 #include <cstdio>
+#include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "fleetsim/compute.hpp"
@@ -63,13 +65,16 @@ void write_training_results(std::ostream& out, const std::vector<TrainingResult>
   const auto any = [&](auto has) { return std::any_of(results.begin(), results.end(), [&](const TrainingResult& r) { return has(*r.iteration); }); };
   const bool experts = any([](const TrainingIteration& it) { return it.ep_calls > 0 || it.expert_dp_bytes > 0; });
   const bool stages = any([](const TrainingIteration& it) { return it.pp_calls > 0; });
+  const bool rings = any([](const TrainingIteration& it) { return it.cp_calls > 0; });
   out << "an iteration counts from the previous one's end (the first from its start); alone: the iteration by itself on its GPU type,\n"
          "its reduction on one switch; each job's compute is timed alone (TP inside a node, stage sends on one switch) and its\n"
          "data-parallel gradient all-reduce runs on the shared network beside every other flow";
-  if (experts || stages) {
-    out << ", as do " << (experts ? "a mixture's expert-gradient\nreduction and NCCL all-to-alls" : "") << (experts && stages ? " and " : "")
-        << (stages ? "the stage sends" : "") << " (beside the compute, whose time holds theirs alone)";
-  }
+  std::vector<std::string> also;
+  if (experts) also.emplace_back("a mixture's expert-gradient\nreduction and NCCL all-to-alls");
+  if (stages) also.emplace_back("the stage sends");
+  if (rings) also.emplace_back("the context-parallel ring passes");
+  for (std::size_t i = 0; i < also.size(); ++i) out << (i == 0 ? ", as do " : " and ") << also[i];
+  if (!also.empty()) out << " (beside the compute, whose time holds theirs alone)";
   out << " (docs/training.md)\n";
 }
 
@@ -84,6 +89,7 @@ ordered_json training_results_json(const std::vector<TrainingResult>& results) {
     if (it.expert_dp_bytes > 0) list.back()["expert_allreduce_bytes"] = it.expert_dp_bytes;
     if (it.ep_calls > 0) list.back()["expert_alltoall"] = {{"calls", it.ep_calls}, {"bytes", it.ep_bytes}};
     if (it.pp_calls > 0) list.back()["stage_sends"] = {{"calls", it.pp_calls}, {"bytes", it.pp_bytes}};
+    if (it.cp_calls > 0) list.back()["context_parallel_passes"] = {{"calls", it.cp_calls}, {"bytes", it.cp_bytes}};
   }
   return list;
 }

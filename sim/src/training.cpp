@@ -2075,6 +2075,14 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
     it.pp_calls = static_cast<double>(job.micro_batches()) * job.vp;
     it.pp_bytes = it.pp_calls * counts.pp_send_bytes / job.tp;
   }
+  if (job.cp > 1) {
+    // Each layer of a GPU's stage (the largest), each micro-batch: a ring pass of its keys and values forward
+    // and two backward (them again, and their gradients back), as step_on times them: each pass cp - 1 steps of
+    // every rank sending its block to the next, a ring all-gather of cp blocks.
+    const std::vector<int> layers = job.stage_layers();
+    it.cp_calls = 3.0 * job.micro_batches() * *std::max_element(layers.begin(), layers.end());
+    it.cp_bytes = it.cp_calls * job.cp * counts.cp_send_bytes;
+  }
   if (fsdp) {
     // FSDP / ZeRO-3 (pp 1, no experts: check_training_job): every layer's weights gathered before its
     // forward and again before its backward, its gradients reduce-scattered after: on a ring, two

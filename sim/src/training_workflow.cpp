@@ -48,6 +48,12 @@ Workflow detail::training_workflow(const TrainingJob& job, int iterations, const
                                                 .group_size = 2, .group_stride = stage, .group_offset = offset});
     }
   }
+  if (iteration->cp_calls > 0) {
+    // Context parallelism's ring passes: each CP group (cp ranks, tp apart) passing blocks round its ring, beside
+    // the whole compute, which already holds their time alone.
+    task.collectives.push_back(CollectiveSpec{.op = CollectiveOp::all_gather, .algo = CollectiveAlgo::ring, .bytes = iteration->cp_bytes, .overlap = 1,
+                                              .calls = iteration->cp_calls, .group_size = job.cp, .group_stride = job.tp});
+  }
   for (int i = 0; i < iterations; ++i) {
     task.name = "iteration " + std::to_string(i + 1);
     wf.tasks.push_back(task);
@@ -55,14 +61,22 @@ Workflow detail::training_workflow(const TrainingJob& job, int iterations, const
   }
   const bool experts_on_network = iteration->ep_calls > 0 || iteration->expert_dp_bytes > 0;
   wf.assumptions.push_back("training job \"" + job.name + "\": its compute is timed alone on its GPU type (TP inside a node, stage sends on one switch); "
-                           "only its data-parallel gradient reduction" + (experts_on_network || iteration->pp_calls > 0 ? " (and the traffic below)" : "") +
-                           " runs on the shared network");
+                           "only its data-parallel gradient reduction" +
+                           (experts_on_network || iteration->pp_calls > 0 || iteration->cp_calls > 0 ? " (and the traffic below)" : "") + " runs on the shared network");
+  // Traffic beside the compute, whose time holds its time alone.
+  const auto beside_compute = [](const std::string& one) {
+    return "run on the shared network beside its whole compute, which holds their time alone: they load the links other work uses, and lengthen an "
+           "iteration only where contention makes them outlast its compute (an exposed " + one + " slowed is not counted whole)";
+  };
   if (iteration->pp_calls > 0) {
     wf.assumptions.push_back("training job \"" + job.name + "\": its stage sends (" + format_number(iteration->pp_calls) + " an iteration each way, " +
-                             format_quantity(iteration->pp_bytes, Dimension::bytes) + " a GPU) run on the shared network beside its whole compute, which holds "
-                             "their time alone: they load the links other work uses, and lengthen an iteration only where contention makes them outlast its "
-                             "compute (an exposed send slowed is not counted whole)" +
+                             format_quantity(iteration->pp_bytes, Dimension::bytes) + " a GPU) " + beside_compute("send") +
                              (job.vp > 1 ? "; interleaved, the sends from the last stage back to the first are left out" : ""));
+  }
+  if (iteration->cp_calls > 0) {
+    wf.assumptions.push_back("training job \"" + job.name + "\": its context-parallel ring passes (" + format_number(iteration->cp_calls) + " an iteration, " +
+                             format_quantity(iteration->cp_bytes, Dimension::bytes) + " a GPU's group's, as ring all-gathers of " + std::to_string(job.cp) +
+                             " ranks) " + beside_compute("pass"));
   }
   if (job.zero_stage() >= 3 && job.dp > 1) {
     wf.assumptions.push_back("training job \"" + job.name + "\": its FSDP gathers and reduce-scatters (two all-gathers and a reduce-scatter of every layer a step) "
@@ -73,8 +87,7 @@ Workflow detail::training_workflow(const TrainingJob& job, int iterations, const
     const std::string exchanges =
         iteration->ep_calls > 0
             ? "its expert all-to-alls (" + format_number(iteration->ep_calls) + " an iteration, " + format_quantity(iteration->ep_bytes, Dimension::bytes) +
-                  " a GPU) also run on the shared network beside its whole compute, which holds their time alone: they load the links other work uses, "
-                  "and lengthen an iteration only where contention makes them outlast its compute (an exposed exchange slowed is not counted whole); "
+                  " a GPU) also " + beside_compute("exchange") + "; "
             : job.ep > 1 ? "its expert all-to-alls (DeepEP's) are timed with its compute, alone; "
                          : "";
     const std::string gradients = iteration->expert_dp_bytes > 0 ? "reduced over their own " + std::to_string(job.expert_dp()) + "-GPU groups, beside the dense ones, on the shared network"

@@ -380,6 +380,10 @@ struct TrainingIteration {
   // The pipeline's stage sends of one GPU an iteration (its activations forward and their gradients back, each
   // TP rank its share, every micro-batch and virtual stage), as send-recv pairs of adjacent stages; 0 without PP.
   double pp_bytes = 0, pp_calls = 0;
+  // Context parallelism's ring passes of one GPU an iteration (each layer's keys and values passed round its CP
+  // group forward, and round again with their gradients backward, every micro-batch), as ring all-gathers of
+  // the CP group; 0 without CP.
+  double cp_bytes = 0, cp_calls = 0;
   struct OnGpu {
     std::string gpu;               // GpuType::id
     double compute_s = 0;          // pipeline and optimizer step
