@@ -148,7 +148,6 @@ TEST_CASE("serving deployments in a scenario are refused with the field where th
   const Scenario on_a100 = parse_scenario(scenario(named, "", two_groups), "s.json", ".");
   CHECK(on_a100.serving[0]->placement[0].node == 1);
   CHECK(on_a100.serving[0]->cluster.groups.front().gpu.id == "a100-sxm-80gb");
-  CHECK_THAT(error_of(scenario(unnamed, R"(, "autoscale": {"policy": "utilization", "target_utilization": 0.7, "min_nodes": 1, "interval": "1 min", "provisioning": "3 min"})")), Catch::Contains("/autoscale") && Catch::Contains("not yet scaled"));
   CHECK_THAT(error_of(scenario("")), Catch::Contains("/serving") && Catch::Contains("non-empty array"));
   // A gang larger than the GPUs the replicas leave can never run: said before the run.
   const std::string eight_gang = R"(, "workflows": {"w": {"name": "w", "tasks": [{"name": "a", "gpus": 8, "work": {"flop": "1 TFLOP"}}]}},
@@ -481,6 +480,26 @@ TEST_CASE("an autoscaled deployment adds replicas on free GPUs as its queue grow
              Catch::Contains("/serving/0/autoscale/max: expected at least min"));
   CHECK_THAT(error_of(scenario(R"({"model": "llama-3-8b", "autoscale": {"min": 1, "max": 2}, "disaggregation": {"prefill": 1, "decode": 1}, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})")),
              Catch::Contains("/serving/0/autoscale: autoscaling a disaggregated deployment"));
+}
+
+TEST_CASE("a node autoscaler beside serving keeps the replica's node on and scales the others for the tasks", "[serving][scenario][autoscale]") {
+  // The chat replica on node 0's first GPU; 16 two-GPU gangs of 10 PFLOP each (seconds each); the autoscaler
+  // starts with no node of its own on.
+  const std::string nodes = R"([{"type": "hgx-h100-8", "count": 3}])";
+  const std::string scaled = R"(, "workflows": {"w": {"name": "w", "tasks": [{"name": "a", "gpus": 2, "work": {"flop": "10 PFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once", "count": 16}}], "autoscale": {"policy": "utilization", "target_utilization": 0.7, "min_nodes": 0, "initial_nodes": 0,
+      "interval": "10 s", "provisioning": "30 s", "scale_in_window": "0 s"})";
+  const Scenario sc = parse_scenario(scenario(kChat, scaled, nodes), "s.json", ".");
+  const RunResult run = simulate(sc);
+  REQUIRE(run.summary.serving.size() == 1);
+  CHECK(run.summary.serving.front().completed == 400);
+  CHECK(run.summary.workflows.completed == 16);
+  CHECK(run.summary.nodes_started >= 1);  // nodes came up for the tasks
+  for (const Decision& d : run.trace.decisions) {
+    if (d.node) CHECK(index(*d.node) != 0);  // never started, drained or stopped: it serves throughout
+  }
+  CHECK(run.summary.node_s_on >= run.summary.end_s);  // node 0 on from start to end, the others while wanted
+  CHECK(run.summary.node_s_on < 3 * run.summary.end_s);
 }
 
 TEST_CASE("GPU busy time grows with the horizon, even where the run stops during a swap's copies", "[serving][scenario]") {

@@ -1310,9 +1310,6 @@ Scenario parse_scenario(std::string_view json_text, const std::string& file_name
   read_faults(top, sc, cluster_ok);
   read_spot(top, sc);
   read_autoscale(top, sc);
-  if (!sc.serving.empty()) {
-    if (top.field("autoscale") != nullptr) top.problem("autoscale", "serving replicas are not yet scaled by the autoscaler; expected no \"autoscale\" beside \"serving\"");
-  }
   sc.instance_placement = static_cast<Scenario::InstancePlacement>(top.choice("instance_placement", {"spread", "one-gpu"}, 0));
   if (sc.instance_placement == Scenario::InstancePlacement::one_gpu) check_one_gpu(top, sc);
   if (const Json* memory = top.field("memory")) {

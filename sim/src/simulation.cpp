@@ -96,7 +96,7 @@ class Run {
     }
     if (sc_.autoscale.on()) {
       // A node going off loses what its host memory held.
-      autoscaler_.emplace(sc_, cluster_, queue_, occupancy_, memory_, billing_, workload_, round_,
+      autoscaler_.emplace(sc_, cluster_, queue_, occupancy_, memory_, billing_, [this] { return workload_.unfinished() > 0 || serving_.unfinished() > 0; }, round_,
                           [this](std::uint32_t n) { tasks_.host_memory_lost(make_id<NodeId>(n)); });
       listeners_.push_back(&*autoscaler_);
     }
@@ -290,7 +290,7 @@ class Run {
   // Nodes are billed from the start, but those an autoscaler starts off.
   void start_billing() {
     for (std::uint32_t n = 0; n < cluster_.node_count(); ++n) {
-      if (!autoscaler_ || n < static_cast<std::uint32_t>(sc_.autoscale.initial_nodes)) billing_.start(n);
+      if (!autoscaler_ || autoscaler_->starts_on(n)) billing_.start(n);
     }
     billing_.open_timeline();
     if (autoscaler_) autoscaler_->start();

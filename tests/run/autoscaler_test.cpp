@@ -13,7 +13,8 @@ namespace {
 
 // Three 1-GPU nodes at $1 per GPU-hour; a schedule wants 3 nodes from 10 s and 1 from 50 s.
 struct Fixture {
-  Fixture()
+  // `held`: GPUs a serving replica holds from the start.
+  explicit Fixture(const std::vector<std::uint32_t>& held = {})
       : sc(test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-1", "count": 3}]},
           "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
           "workload": [{"workflow": "w", "arrival": {"process": "once"}}],
@@ -26,8 +27,9 @@ struct Fixture {
         workload(sc, sc.seed, {1.0}, queue, trace),
         predicted(sc, cluster, compute),
         round(sc, run::PolicyRound::make_policy(sc), cluster, occupancy, memory, predicted, trace, queue, /*record_decisions=*/true),
-        autoscaler(sc, cluster, queue, occupancy, memory, billing, workload, round,
+        autoscaler(sc, cluster, queue, occupancy, memory, billing, [this] { return workload.unfinished() > 0; }, round,
                    [this](std::uint32_t n) { nodes_off.push_back(n); }) {
+    for (std::uint32_t g : held) occupancy.set_held(g, true);
     billing.start(0);  // the node on from the start
     billing.open_timeline();
     autoscaler.start();
@@ -110,4 +112,17 @@ TEST_CASE("the autoscaler's decisions go in the run's decision log, with their r
   CHECK(log == expected);
   CHECK(f.trace.reasons[f.trace.decisions[0].reason] == "the autoscaler wants 3 nodes on; 1 is on or provisioning");
   CHECK_THAT(f.trace.reasons[f.trace.decisions[3].reason], Catch::StartsWith("drained"));
+}
+
+TEST_CASE("a node holding a serving replica stays on, counted apart from the nodes the autoscaler sizes", "[run][autoscale]") {
+  Fixture f({2});  // node 2's GPU serves
+  CHECK(f.autoscaler.starts_on(2));
+  CHECK_FALSE(f.occupancy.off(0));
+  CHECK(f.occupancy.off(1));
+  f.run_until(60);  // 3 nodes wanted from 10 s (node 1 started), 1 from 50 s: the two others drain, node 2 stays
+  CHECK(f.nodes_off == std::vector<std::uint32_t>{1, 0});
+  for (const Decision& d : f.trace.decisions) CHECK(index(*d.node) != 2);
+  Summary summary;
+  f.autoscaler.summarize(100, summary);
+  CHECK(summary.node_s_on == Approx(100 + 50 + 40));  // node 2 throughout; node 0 0-50 s; node 1 10-50 s
 }

@@ -8,14 +8,14 @@
 namespace fleetsim::run {
 
 Autoscaler::Autoscaler(const Scenario& sc, const Cluster& cluster, EventQueue& queue, Occupancy& occupancy, GpuMemory& memory,
-                       Billing& billing, const Workload& workload, PolicyRound& round, std::function<void(std::uint32_t node)> node_off)
+                       Billing& billing, std::function<bool()> work_left, PolicyRound& round, std::function<void(std::uint32_t node)> node_off)
     : sc_(sc),
       cluster_(cluster),
       queue_(queue),
       occupancy_(occupancy),
       memory_(memory),
       billing_(billing),
-      workload_(workload),
+      work_left_(std::move(work_left)),
       round_(round),
       ready_(round.ready()),
       node_off_(std::move(node_off)),
@@ -25,6 +25,7 @@ Autoscaler::Autoscaler(const Scenario& sc, const Cluster& cluster, EventQueue& q
 
 void Autoscaler::start() {
   for (std::uint32_t n = static_cast<std::uint32_t>(sc_.autoscale.initial_nodes); n < cluster_.node_count(); ++n) {
+    if (starts_on(n)) continue;
     node_state_[n] = NodeState::off;
     set_gpus_off(n, true);
   }
@@ -50,15 +51,28 @@ int Autoscaler::nodes_on() const {
                                         [](NodeState s) { return s == NodeState::on || s == NodeState::provisioning; }));
 }
 
+bool Autoscaler::pinned(std::uint32_t n) const {
+  bool held = false;
+  for_gpus_of(n, [&](std::uint32_t g) { held = held || occupancy_.held(g); });
+  return held;
+}
+
+int Autoscaler::pinned_nodes() const {
+  int pinned_count = 0;
+  for (std::uint32_t n = 0; n < cluster_.node_count(); ++n) pinned_count += pinned(n) ? 1 : 0;
+  return pinned_count;
+}
+
 int Autoscaler::desired_nodes() const {
   const AutoscaleSpec& a = sc_.autoscale;
-  const int on = nodes_on(), per_node = static_cast<int>(cluster_.gpus_in(make_id<NodeId>(0)));
+  const int on = nodes_on(), per_node = static_cast<int>(cluster_.gpus_in(make_id<NodeId>(0))), kept = pinned_nodes();
   int want = on;
   switch (a.policy) {
     case AutoscaleSpec::Policy::utilization: {
       double demand = occupancy_.gpus_running();  // GPUs running tasks, and GPUs waiting tasks ask for
       for (const ReadyTask& r : ready_) demand += r.gpus;
-      want = static_cast<int>(std::ceil(demand / (a.target_utilization * per_node) - 1e-9));
+      // The tasks' nodes, beside those serving replicas keep on (tasks on their free GPUs counted as on others).
+      want = kept + static_cast<int>(std::ceil(demand / (a.target_utilization * per_node) - 1e-9));
       break;
     }
     case AutoscaleSpec::Policy::queue: {
@@ -78,7 +92,7 @@ int Autoscaler::desired_nodes() const {
     }
     case AutoscaleSpec::Policy::none: break;
   }
-  return std::clamp(want, a.min_nodes, static_cast<int>(cluster_.node_count()));
+  return std::clamp(want, std::max(a.min_nodes, kept), static_cast<int>(cluster_.node_count()));
 }
 
 void Autoscaler::on_decide() {
@@ -91,6 +105,13 @@ void Autoscaler::on_decide() {
     for (const auto& [at, n] : wanted_) want = std::max(want, std::min(n, on_now));
   }
   const auto count = static_cast<std::uint32_t>(node_state_.size());
+  // A draining node a serving replica has since taken GPUs of is on again: it cannot drain while the replica runs.
+  for (std::uint32_t n = 0; n < count; ++n) {
+    if (node_state_[n] != NodeState::draining || !pinned(n)) continue;
+    record(DecisionKind::node_kept, n, "a serving replica holds GPUs of it");
+    node_state_[n] = NodeState::on;
+    set_gpus_off(n, false);
+  }
   // The reason for the decision log, written only where the log is kept.
   const std::string why = !round_.recording() ? std::string()
                                               : "the autoscaler wants " + std::to_string(want) + (want == 1 ? " node" : " nodes") + " on; " +
@@ -128,16 +149,17 @@ void Autoscaler::on_decide() {
       continue;
     }
     for (std::uint32_t k = count; k-- > 0;) {
-      if (node_state_[k] == NodeState::on) {
+      if (node_state_[k] == NodeState::on && !pinned(k)) {
         n = k;
         break;
       }
     }
+    if (n == count) break;  // every node on holds a serving replica
     record(DecisionKind::node_draining, n, why);
     node_state_[n] = NodeState::draining;
     for_gpus_of(n, [&](std::uint32_t g) { gpu_released(g); });
   }
-  if (workload_.unfinished() > 0 && now + sc_.autoscale.interval_s <= sc_.horizon_s) {
+  if (work_left_() && now + sc_.autoscale.interval_s <= sc_.horizon_s) {
     queue_.push(now + sc_.autoscale.interval_s, kAutoscale, 0);
   }
 }

@@ -1,8 +1,9 @@
 // The autoscaler: every interval it decides how many nodes should be on (by utilization, queue wait
 // or a schedule), provisions nodes that are off, and drains nodes it no longer wants. A draining
 // node's GPU goes off once it runs nothing and holds no tensor a consumer waits for; the node is off
-// (and no longer billed) when all of its GPUs are, with its VRAM emptied. Each of these decisions goes
-// in the run's decision log.
+// (and no longer billed) when all of its GPUs are, with its VRAM emptied. A node holding a serving replica
+// stays on, counted apart: the autoscaler sizes the rest for the tasks. Each of these decisions goes in the
+// run's decision log.
 #pragma once
 
 #include <cstdint>
@@ -23,12 +24,14 @@ namespace fleetsim::run {
 class Autoscaler : public RunListener {
  public:
   // It sees the round's ready queue and records its decisions in the round's log. `node_off` is told
-  // when a node goes off: its host memory is gone.
+  // when a node goes off: its host memory is gone. It decides while `work_left` says there is work.
   Autoscaler(const Scenario& scenario, const Cluster& cluster, EventQueue& queue, Occupancy& occupancy, GpuMemory& memory,
-             Billing& billing, const Workload& workload, PolicyRound& round, std::function<void(std::uint32_t node)> node_off);
+             Billing& billing, std::function<bool()> work_left, PolicyRound& round, std::function<void(std::uint32_t node)> node_off);
 
-  // Nodes past `initial_nodes` start off; the first decision comes one interval in.
+  // Nodes past `initial_nodes` start off, but those holding serving replicas; the first decision comes one
+  // interval in.
   void start();
+  bool starts_on(std::uint32_t node) const { return node < static_cast<std::uint32_t>(sc_.autoscale.initial_nodes) || pinned(node); }
   void on_decide();                      // kAutoscale
   void on_node_up(std::uint32_t node);   // kNodeUp
   void gpu_released(std::uint32_t gpu) override;
@@ -41,6 +44,9 @@ class Autoscaler : public RunListener {
 
   int nodes_on() const;
   int desired_nodes() const;
+  // A GPU of the node is held by a serving replica: the node stays on.
+  bool pinned(std::uint32_t node) const;
+  int pinned_nodes() const;
   void set_gpus_off(std::uint32_t node, bool off);
   void turn_off(std::uint32_t node, const std::string& why);
   void record(DecisionKind kind, std::uint32_t node, const std::string& why) { round_.record_node(kind, make_id<NodeId>(node), why); }
@@ -56,7 +62,7 @@ class Autoscaler : public RunListener {
   Occupancy& occupancy_;
   GpuMemory& memory_;
   Billing& billing_;
-  const Workload& workload_;
+  std::function<bool()> work_left_;
   PolicyRound& round_;
   const ReadyQueue& ready_;
   std::function<void(std::uint32_t)> node_off_;

@@ -35,6 +35,7 @@ class Occupancy {
   void set_down(std::uint32_t gpu, bool down);
   // Held by a serving replica for the whole run: never free for a task.
   void set_held(std::uint32_t gpu, bool held);
+  bool held(std::uint32_t gpu) const { return gpu_held_[gpu] != 0; }
   bool off(std::uint32_t gpu) const { return gpu_off_[gpu] != 0; }  // its node is off, or draining and this GPU idle
   void set_off(std::uint32_t gpu, bool off);
   // When the GPU is predicted to be free again.
