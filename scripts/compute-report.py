@@ -88,7 +88,7 @@ def main():
       "every measured kernel predicted from its shape by the kernel-time model (`sim/src/compute/kernel_model.cpp`, constants "
       "in `models/kernels.json`). Error = (predicted - measured) / measured; bias is the median signed error.\n" % version)
     w("The A100 and H100 GEMM and memory-bound constants were fitted to the Vidur sets below (`python3 scripts/fit-kernels.py`, "
-      "which runs `fleetsim kernels --fit`), and the H100 attention constants to the attention set: these errors are "
+      "which runs `fleetsim kernels --fit`), and the A100 and H100 attention constants to the attention sets: these errors are "
       "in-sample. They show the model's shape can follow the measurements with a few constants per architecture; "
       "end-to-end steps it was not fitted to are the test of it.\n")
     for title, gpu, path, fitted in SETS:

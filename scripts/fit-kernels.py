@@ -24,6 +24,7 @@ FITS = [  # (architecture, GPU type, Vidur's set, attention set)
 ]
 ATTENTION = ("attention_efficiency", "attention_key_overhead", "attention_head_overhead")
 BACKWARD = ("attention_backward_rate", "attention_backward_rate_causal")  # fitted where a set times both passes
+BORROW_AMPERE = ("ada", "default")  # sections whose attention is Ampere's (models/kernels.json says so in each)
 
 
 def fit(fleetsim, gpu, data):
@@ -55,9 +56,22 @@ def write_back(path, arch, section):
         block = re.sub(r'"%s": [0-9.e+-]+' % key, '"%s": %s' % (key, json.dumps(section[key])), block)
     for cls, m in section["memory_bound"].items():
         block = re.sub(r'"%s": \{[^}]*\}' % re.escape(cls), '"%s": %s' % (cls, json.dumps(m)), block)
+    block = attention_numbers(block, section)
+    open(path, "w").write(text[:start] + block + text[end:])
+
+
+def attention_numbers(block, section):
     for key in [k for k in ATTENTION + BACKWARD if k in section]:
         block = re.sub(r'"%s": [0-9.e+-]+' % key, '"%s": %s' % (key, json.dumps(section[key])), block)
-    open(path, "w").write(text[:start] + block + text[end:])
+    return block
+
+
+def write_borrowed_attention(path, arch, section):
+    """Gives an architecture that borrows Ampere's constants (its source says so) Ampere's fitted attention."""
+    text = open(path).read()
+    start = text.index('"%s": {' % arch, text.index('"architectures"'))
+    end = text.index('"attention_fixed_us"', start)
+    open(path, "w").write(text[:start] + attention_numbers(text[start:end], section) + text[end:])
 
 
 def main():
@@ -89,6 +103,9 @@ def main():
         print("\n".join("  " + line for line in report.splitlines() if line and not line.startswith("#")))
         if args.write:
             write_back(models, arch, section)
+            if arch == "ampere":
+                for borrower in BORROW_AMPERE:
+                    write_borrowed_attention(models, borrower, section)
     if args.write:
         print("wrote", models)
 

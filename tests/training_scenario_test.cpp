@@ -98,6 +98,9 @@ TEST_CASE("context parallelism's ring passes run on the shared network: across n
   const TrainingCounts c = count_training(parse_training_job(R"({"cluster": )" + kOneSwitch + R"(, "model": {"architecture": "llama-3-8b", "seq_len": 4096},
       "parallel": {"tp": 8, "cp": 2}, "batch": {"global": 16}})", "cp.json"));
   CHECK(it.cp_calls == 3 * 16 * 32);
+  // Full recomputation runs each layer's forward ring again in the backward.
+  const Scenario full = parse_scenario(scenario(kOneSwitch, "", R"([{"training": )" + job("cp", R"({"tp": 8, "cp": 2})", R"(, "recompute": "full")") + R"(, "iterations": 1}])"), "s.json", ".");
+  CHECK(iteration_of(full).cp_calls == 4 * 16 * 32);
   CHECK(it.cp_bytes == Approx(it.cp_calls * 2 * c.cp_send_bytes).epsilon(1e-12));
   const std::vector<CollectiveSpec>& collectives = sc.workflows.front().tasks.front().collectives;
   const auto ring = std::find_if(collectives.begin(), collectives.end(), [](const CollectiveSpec& s) { return s.op == CollectiveOp::all_gather; });

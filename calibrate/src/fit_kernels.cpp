@@ -171,7 +171,7 @@ std::shared_ptr<const KernelConstants> fit_kernel_constants(const GpuType& gpu, 
       a.attention_efficiency = sigmoid(x[0]);
       a.attention_key_overhead = std::exp(x[1]) - 1;
       a.attention_head_overhead = std::exp(x[2]) - 1;
-      if (causal_backward) a.attention_backward_rate_causal = std::exp(x[3]);
+      if (causal_backward) a.attention_backward_rate_causal = std::clamp(std::exp(x[3]), 1e-3, 10.0);  // what a constants file may hold
     };
     std::vector<double> x0{logit(std::clamp(arch.attention_efficiency, 0.01, 0.99)), std::log(arch.attention_key_overhead + 1),
                            std::log(arch.attention_head_overhead + 1)};

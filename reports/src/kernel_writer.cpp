@@ -101,7 +101,7 @@ std::string kernel_comparison_json(const GpuType& gpu, const std::vector<Measure
   for (std::size_t i = 0; i < measured.size(); ++i) {
     const double e = (predicted[i].time_s() - measured[i].time_s) / measured[i].time_s;
     by_class[std::string(kernel_class_name(measured[i].call.cls))].push_back(e);
-    rows.push_back({{"name", measured[i].name}, {"kernel", kernel_class_name(measured[i].call.cls)}, {"m", measured[i].call.m},
+    rows.push_back({{"name", measured[i].name}, {"kernel", kernel_class_name(measured[i].call.cls)}, {"causal", measured[i].call.causal}, {"with_backward", measured[i].with_backward}, {"m", measured[i].call.m},
                     {"n", measured[i].call.n}, {"k", measured[i].call.k}, {"measured_s", measured[i].time_s},
                     {"time_s", predicted[i].time_s()}, {"memory_bound", predicted[i].memory_bound()}, {"error", e}});
   }

@@ -181,10 +181,14 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
         << "; host memory " << bytes(host) << " a GPU\n";
   }
   if (job.zero_stage() >= 3) {
-    out << "transfers      FSDP / ZeRO-3: one layer's all-gather " << seconds(step.zero_gather_s) << " (" << bytes(c.zero_gather_bytes_per_layer) << ")";
+    if (job.dp > 1) {
+      out << "transfers      FSDP / ZeRO-3: one layer's all-gather " << seconds(step.zero_gather_s) << " (" << bytes(c.zero_gather_bytes_per_layer) << ")";
+    } else {
+      out << "transfers      ZeRO-3 on one replica: nothing gathered";
+    }
     if (job.offload_parameters) {
-      out << " after its shard is copied up from host memory, " << seconds(step.zero_fetch_s) << " (" << bytes(c.zero_gather_bytes_per_layer / job.dp)
-          << " a GPU, every GPU of a node at once)";
+      out << (job.dp > 1 ? " after its shard is copied up from host memory, " : "; each layer copied up from host memory, ") << seconds(step.zero_fetch_s) << " ("
+          << bytes(c.zero_gather_bytes_per_layer / job.dp) << " a GPU, every GPU of a node at once)";
     }
     out << ", before each layer's forward and backward, the next one's beside its compute; the gradients' reduce-scatters add "
         << seconds(step.dp_allreduce_s) << " after the last backward\n\n";
@@ -344,7 +348,7 @@ std::string configuration(const TrainingJob& j) {
 
 void write_training_search_text(std::ostream& out, const TrainingJob& base, const TrainingSearch& search, std::size_t top, double wall_s) {
   const std::size_t refused = search.searched - search.out_of_memory - search.ranked.size();
-  char line[256];
+  char line[512];  // a mixture's configuration with its offload runs past 200 characters
   std::snprintf(line, sizeof line, "%s on %d GPUs, global batch %d: %zu configurations in %.1f s (%.0f a minute); %zu do not fit, %zu refused, %zu ranked",
                 base.name.c_str(), base.cluster.gpu_count(), base.global_batch, search.searched, wall_s, wall_s > 0 ? 60 * static_cast<double>(search.searched) / wall_s : 0.0,
                 search.out_of_memory, refused, search.ranked.size());

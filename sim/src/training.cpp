@@ -1556,7 +1556,7 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
   if (job.recomputes(kRecomputeMlp)) tp_dense_backward_s += tp_attention_s;
   // CP: every GPU of a stage passes its keys and values to the next CP rank at once; a ring step costs what
   // its send takes beyond the block of attention it overlaps (the backward sends the key and value
-  // gradients back as well).
+  // gradients back as well, and under full recomputation runs the forward's ring again first).
   double cp_forward_s = 0, cp_backward_s = 0;
   if (job.cp > 1) {
     std::vector<CollectivePlan> ring;
@@ -1580,7 +1580,7 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
     const double forward_block_s = job.compute_efficiency ? block_flop / (gpu.peak_for(job.dtype) * *job.compute_efficiency) : kernels.estimate(block, job.dtype).time_s();
     const double backward_block_s = job.compute_efficiency ? 2 * block_flop / (gpu.peak_for(job.dtype) * *job.compute_efficiency) : kernels.estimate(block_backward, job.dtype).time_s();
     cp_forward_s = (job.cp - 1) * std::max(0.0, step.cp_send_s - forward_block_s);
-    cp_backward_s = (job.cp - 1) * std::max(0.0, 2 * step.cp_send_s - backward_block_s);
+    cp_backward_s = (job.cp - 1) * std::max(0.0, 2 * step.cp_send_s - backward_block_s) + (job.recompute == Recompute::full ? cp_forward_s : 0.0);
   }
   const int v = job.vp;
   const int chunks = stages.count;
@@ -1626,15 +1626,16 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
     bwd_alltoall_s[k] = mixtures * ep_backward_s;
     if (fsdp || job.offload_parameters) {  // pp 1, so one chunk: the stage; its layers alike (check_training_job)
       // Each layer's weights are gathered before it runs (its shard first copied up from host memory where the
-      // parameters are offloaded), the next layer's while it computes (FSDP's prefetch): a layer takes the
-      // longest of its compute, one gather and one copy up, and the first layer's are not hidden. The
-      // gradients' reduce-scatters run beside the last micro-batch's backward, sharing the links with its
-      // gathers: what they add beyond it is paid after it, as the DP reduction.
-      const double n = layers.total();
+      // parameters are offloaded, then gathered), the next layer's while it computes (FSDP's prefetch: one layer
+      // ahead, as the memory holds it): a layer takes the longer of its compute and the next one's copy and
+      // gather, and the first layer's are not hidden. The gradients' reduce-scatters run beside the last
+      // micro-batch's backward, sharing the links with its gathers: what they add beyond it is paid after it,
+      // as the DP reduction.
+      const double n = layers.total(), fetched = gather_s + fetch_s;
       const double per_layer_f = fwd[k] / n, per_layer_b = bwd[k] / n;
-      fwd[k] = n * std::max({per_layer_f, gather_s, fetch_s}) + gather_s + fetch_s;
-      bwd[k] = n * std::max({per_layer_b, gather_s, fetch_s}) + gather_s + fetch_s;
-      dp_s[static_cast<std::size_t>(stage)] = std::max(0.0, n * (gather_s + scatter_s) - n * std::max(per_layer_b, gather_s));
+      fwd[k] = n * std::max(per_layer_f, fetched) + fetched;
+      bwd[k] = n * std::max(per_layer_b, fetched) + fetched;
+      dp_s[static_cast<std::size_t>(stage)] = std::max(0.0, n * (gather_s + scatter_s) - n * std::max(per_layer_b, fetched));
     }
     stage_fwd[stage] += share * fwd[k];
     stage_bwd[stage] += share * bwd[k];
@@ -1807,19 +1808,31 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
 
 namespace {
 
-// A candidate that does not fit on its GPUs, tried again offloading what the job offloads: the whole optimizer
-// to the CPU (DeepSpeed's CPU-Adam under ZeRO-3, which is its; the job's own implementation otherwise), then,
-// under ZeRO-3 and where the job offloads its weights, those too. Whether it fits then (on the GPU and in host
-// memory). A job that offloads nothing keeps every candidate on the GPU.
+// A candidate that does not fit on its GPUs, tried again offloading what the job offloads, as the framework
+// that runs such a candidate would: an FSDP one DeepSpeed's way (ZeRO-3 Offload: the whole optimizer, its
+// CPU-Adam; then, where the job offloads its weights, those too), a ZeRO-1 one Megatron-Core's way (its
+// distributed optimizer offloaded, PyTorch's AdamW on the CPU: the job's share where it runs that, else the
+// whole), since Megatron-Core runs every ZeRO-1 shape the search makes (TP, PP, virtual stages, CP). Whether it
+// fits then, on the GPU and in host memory, and passes the checks. A job that offloads nothing keeps every
+// candidate on the GPU.
 bool offload_to_fit(TrainingJob& j, const TrainingJob& base) {
   if (!(base.optimizer_offload > 0)) return false;
-  j.optimizer_offload = 1;
-  j.cpu_adam = j.zero_stage() >= 3 ? TrainingJob::CpuAdam::deepspeed : base.cpu_adam;
-  j.offload_overlap = j.cpu_adam == TrainingJob::CpuAdam::torch && base.offload_overlap;
-  if (!out_of_memory(j, count_training(j))) return true;
-  if (!base.offload_parameters || j.zero_stage() < 3) return false;
+  const bool fsdp = j.zero_stage() >= 3;
+  j.cpu_adam = fsdp ? TrainingJob::CpuAdam::deepspeed : TrainingJob::CpuAdam::torch;
+  j.optimizer_offload = !fsdp && base.cpu_adam == TrainingJob::CpuAdam::torch ? base.optimizer_offload : 1;
+  j.offload_overlap = !fsdp && base.cpu_adam == TrainingJob::CpuAdam::torch && base.offload_overlap;
+  const auto fits = [&] {
+    try {
+      check_training_job(j);
+    } catch (const InputError&) {
+      return false;
+    }
+    return !out_of_memory(j, count_training(j));
+  };
+  if (fits()) return true;
+  if (!base.offload_parameters || !fsdp) return false;
   j.offload_parameters = true;
-  return !out_of_memory(j, count_training(j));
+  return fits();
 }
 
 }  // namespace
@@ -2006,6 +2019,7 @@ const TrainingIteration::OnGpu& TrainingIteration::on_gpu(const GpuType& gpu) co
 
 TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& cluster) {
   const bool fsdp = job.zero_stage() >= 3 && job.dp > 1;
+  FLEETSIM_CHECK(!job.offload_parameters, "a job inside a scenario offloads no parameters (its reader refuses it)");
   if (job.dtype == Dtype::fp8) {
     if (const auto missing = fp8_missing(cluster)) throw InputError({Problem{job.file, job.pointer + "/dtype", *missing}});
   }
@@ -2076,11 +2090,15 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
     it.pp_bytes = it.pp_calls * counts.pp_send_bytes / job.tp;
   }
   if (job.cp > 1) {
-    // Each layer of a GPU's stage (the largest), each micro-batch: a ring pass of its keys and values forward
-    // and two backward (them again, and their gradients back), as step_on times them: each pass cp - 1 steps of
-    // every rank sending its block to the next, a ring all-gather of cp blocks.
-    const std::vector<int> layers = job.stage_layers();
-    it.cp_calls = 3.0 * job.micro_batches() * *std::max_element(layers.begin(), layers.end());
+    // Each layer of a GPU's chunks (the GPU with the most, multi-token prediction's included), each micro-batch:
+    // a ring pass of its keys and values forward and two backward (them again, and their gradients back), one
+    // more where the backward recomputes the forward, as step_on times them: each pass cp - 1 steps of every
+    // rank sending its block to the next, a ring all-gather of cp blocks.
+    const VirtualStages stages(job);
+    const std::vector<LayerMix> mixes = chunk_layers(job);
+    double layers = 0;
+    for (int gpu = 0; gpu < job.pp; ++gpu) layers = std::max(layers, (stages.dual ? 0.5 : 1.0) * stage_mix(mixes, stages, gpu).total());
+    it.cp_calls = (job.recompute == Recompute::full ? 4.0 : 3.0) * job.micro_batches() * layers;
     it.cp_bytes = it.cp_calls * job.cp * counts.cp_send_bytes;
   }
   if (fsdp) {
