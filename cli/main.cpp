@@ -496,12 +496,19 @@ int run_train(const TrainArgs& args) {
   if (args.search) {
     if (!args.sweep.empty()) throw fleetsim::InputError({fleetsim::Problem{"--search", "", "searches every setting; expected no --sweep beside it"}});
     const auto started = std::chrono::steady_clock::now();
-    const fleetsim::TrainingSearch search = fleetsim::search_training(job, args.threads, progress_line("configurations"));
+    // Under mpirun the ranks share the configurations; rank 0 writes what they found.
+    const Distributed mpi = start_distributed();
+    const StopDistributed stop;
+    const fleetsim::TrainingSearch search =
+        fleetsim::search_training(job, args.threads, mpi.rank == 0 ? progress_line("configurations") : nullptr,
+                                  {.rank = mpi.rank, .ranks = mpi.ranks, .exchange = mpi.exchange, .keep = args.top});
     const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (mpi.rank != 0) return kOk;
     if (args.json) {
       std::cout << fleetsim::training_search_json(job, search, args.top);
     } else {
       fleetsim::write_training_search_text(std::cout, job, search, args.top, wall_s);
+      if (mpi.ranks > 1) std::cout << "(the configurations shared by " << mpi.ranks << " MPI ranks)\n";
     }
     return kOk;
   }

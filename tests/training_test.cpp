@@ -3,9 +3,12 @@
 // event by event against the closed form of its bubble.
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <array>
+#include <barrier>
 #include <cmath>
 #include <map>
 #include <sstream>
+#include <thread>
 #include <tuple>
 
 #include "fleetsim/catalog.hpp"
@@ -1594,4 +1597,42 @@ TEST_CASE("ZeRO-3's parameter offload: the weights' shard in host memory, copied
   REQUIRE(alone_kept.forward_s / 24 < fetch);
   CHECK(alone.forward_s == Approx(25 * fetch));
   CHECK(alone.backward_s == Approx(25 * std::max(fetch, alone_kept.backward_s / 24)));
+}
+
+TEST_CASE("a search shared by two ranks ranks what one process ranks, offload included", "[training][offload][search]") {
+  // Two ranks as threads, their exchange an all-gather through shared slots (what MPI does between processes).
+  const TrainingJob job = parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "llama-3-70b", "seq_len": 4096},
+      "batch": {"global": 32}, "recompute": "full", "parallel": {"dp": 8, "zero": 3, "offload_parameters": true}, "optimizer": {"offload": 1, "cpu_adam": "deepspeed"}})",
+                                             "offload.json");
+  const TrainingSearch one = search_training(job, 1);
+  std::vector<std::string> slots(2);
+  std::barrier sync(2);
+  const auto exchange = [&](unsigned rank) {
+    return [&, rank](const std::string& mine) {
+      slots[rank] = mine;
+      sync.arrive_and_wait();
+      std::vector<std::string> all = slots;
+      sync.arrive_and_wait();
+      return all;
+    };
+  };
+  std::array<TrainingSearch, 2> shared;
+  std::thread other([&] { shared[1] = search_training(job, 1, {}, {.rank = 1, .ranks = 2, .exchange = exchange(1), .keep = 12}); });
+  shared[0] = search_training(job, 1, {}, {.rank = 0, .ranks = 2, .exchange = exchange(0), .keep = 12});
+  other.join();
+  for (const TrainingSearch& s : shared) {
+    CHECK(s.searched == one.searched);
+    CHECK(s.out_of_memory == one.out_of_memory);
+    CHECK(s.ranked_total == one.ranked_total);
+    CHECK(s.offloaded == one.offloaded);
+    REQUIRE(s.ranked.size() == std::min<std::size_t>(12, one.ranked_total));
+    for (std::size_t k = 0; k < s.ranked.size(); ++k) {
+      CHECK(s.ranked[k].step.iteration_s == one.ranked[k].step.iteration_s);
+      CHECK(s.ranked[k].step.mfu == one.ranked[k].step.mfu);
+      CHECK(s.ranked[k].job.tp == one.ranked[k].job.tp);
+      CHECK(s.ranked[k].job.optimizer_offload == one.ranked[k].job.optimizer_offload);
+      CHECK(s.ranked[k].job.cpu_adam == one.ranked[k].job.cpu_adam);
+      CHECK(s.ranked[k].job.offload_parameters == one.ranked[k].job.offload_parameters);
+    }
+  }
 }

@@ -347,11 +347,11 @@ std::string configuration(const TrainingJob& j) {
 }  // namespace
 
 void write_training_search_text(std::ostream& out, const TrainingJob& base, const TrainingSearch& search, std::size_t top, double wall_s) {
-  const std::size_t refused = search.searched - search.out_of_memory - search.ranked.size();
+  const std::size_t refused = search.searched - search.out_of_memory - search.ranked_total;
   char line[512];  // a mixture's configuration with its offload runs past 200 characters
   std::snprintf(line, sizeof line, "%s on %d GPUs, global batch %d: %zu configurations in %.1f s (%.0f a minute); %zu do not fit, %zu refused, %zu ranked",
                 base.name.c_str(), base.cluster.gpu_count(), base.global_batch, search.searched, wall_s, wall_s > 0 ? 60 * static_cast<double>(search.searched) / wall_s : 0.0,
-                search.out_of_memory, refused, search.ranked.size());
+                search.out_of_memory, refused, search.ranked_total);
   out << line;
   if (search.offloaded > 0) out << " (" << search.offloaded << " of them only by offloading to the CPU, as the job does)";
   out << "\n\n";
@@ -384,7 +384,7 @@ std::string training_search_json(const TrainingJob& base, const TrainingSearch& 
                       {"bubble", c.step.bubble}, {"memory_per_gpu_bytes", largest_need(c.step.counts)}});
   }
   const ordered_json doc{{"name", base.name}, {"gpus", base.cluster.gpu_count()}, {"global_batch", base.global_batch}, {"searched", search.searched},
-                         {"out_of_memory", search.out_of_memory}, {"ranked", search.ranked.size()}, {"offloaded", search.offloaded}, {"top", ranked}};
+                         {"out_of_memory", search.out_of_memory}, {"ranked", search.ranked_total}, {"offloaded", search.offloaded}, {"top", ranked}};
   return doc.dump(1) + "\n";
 }
 

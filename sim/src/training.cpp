@@ -1837,7 +1837,8 @@ bool offload_to_fit(TrainingJob& j, const TrainingJob& base) {
 
 }  // namespace
 
-TrainingSearch search_training(const TrainingJob& base, unsigned threads, const std::function<void(std::size_t done, std::size_t total)>& progress) {
+TrainingSearch search_training(const TrainingJob& base, unsigned threads, const std::function<void(std::size_t done, std::size_t total)>& progress,
+                               const SearchRanks& ranks) {
   const ClusterSpec& cs = base.cluster;
   const int gpus = cs.gpu_count(), per_node = cs.groups.front().node.gpus;
   const TransformerModel& m = base.model;
@@ -1942,10 +1943,14 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads, const 
   enum class Outcome : std::uint8_t { refused, does_not_fit, timed };
   std::vector<Outcome> outcomes(candidates.size(), Outcome::refused);
   std::vector<TrainingStep> steps(candidates.size());
+  const unsigned rank_count = std::max(1u, ranks.ranks);
+  std::vector<std::size_t> mine;  // this rank's share of the candidates
+  for (std::size_t i = ranks.rank; i < candidates.size(); i += rank_count) mine.push_back(i);
   // Networks lent to the threads: a candidate takes one (or builds one) and gives it back.
   std::mutex lent;
   std::vector<std::unique_ptr<JobNetwork>> idle;
-  detail::parallel_for(candidates.size(), threads, [&](std::size_t i) {
+  detail::parallel_for(mine.size(), threads, [&](std::size_t k) {
+    const std::size_t i = mine[k];
     try {
       check_training_job(candidates[i]);
     } catch (const InputError&) {
@@ -1969,17 +1974,53 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads, const 
     const std::lock_guard lock(lent);
     idle.push_back(std::move(network));
   }, progress);
+  std::vector<double> iteration_s(candidates.size(), 0.0);
+  for (std::size_t i : mine) iteration_s[i] = steps[i].iteration_s;
+  if (rank_count > 1) {
+    // Each rank's outcomes, their times as exact doubles, and the offload a candidate took to fit.
+    FLEETSIM_CHECK(static_cast<bool>(ranks.exchange), "a search over several ranks needs an exchange");
+    Json local = Json::array();
+    for (std::size_t i : mine) {
+      const TrainingJob& j = candidates[i];
+      local.push_back({i, static_cast<int>(outcomes[i]), iteration_s[i], j.optimizer_offload, j.cpu_adam == TrainingJob::CpuAdam::deepspeed, j.offload_overlap,
+                       j.offload_parameters});
+    }
+    for (const std::string& text : ranks.exchange(local.dump())) {
+      for (const Json& e : Json::parse(text)) {
+        const auto i = e.at(0).get<std::size_t>();
+        outcomes.at(i) = static_cast<Outcome>(e.at(1).get<int>());
+        iteration_s[i] = e.at(2).get<double>();
+        TrainingJob& j = candidates[i];
+        j.optimizer_offload = e.at(3).get<double>();
+        j.cpu_adam = e.at(4).get<bool>() ? TrainingJob::CpuAdam::deepspeed : TrainingJob::CpuAdam::torch;
+        j.offload_overlap = e.at(5).get<bool>();
+        j.offload_parameters = e.at(6).get<bool>();
+      }
+    }
+  }
   TrainingSearch result;
   result.searched = candidates.size();
+  std::vector<std::size_t> timed;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     if (outcomes[i] == Outcome::does_not_fit) ++result.out_of_memory;
     if (outcomes[i] != Outcome::timed) continue;
     if (candidates[i].optimizer_offload > 0) ++result.offloaded;
+    timed.push_back(i);
+  }
+  // Fastest first; equal times in the order searched, so that the ranking is the same on any threads and ranks.
+  std::stable_sort(timed.begin(), timed.end(), [&](std::size_t a, std::size_t b) { return iteration_s[a] < iteration_s[b]; });
+  result.ranked_total = timed.size();
+  const std::size_t kept = rank_count > 1 ? std::min(ranks.keep, timed.size()) : timed.size();
+  const auto is_mine = [&](std::size_t i) { return i % rank_count == ranks.rank; };
+  std::unique_ptr<JobNetwork> network;
+  for (std::size_t k = 0; k < kept; ++k) {
+    const std::size_t i = timed[k];
+    if (!is_mine(i)) {  // timed by another rank: again here, as that rank timed it
+      if (!network) network = std::make_unique<JobNetwork>(cs);
+      steps[i] = step_on(candidates[i], *network);
+    }
     result.ranked.push_back({std::move(candidates[i]), std::move(steps[i])});
   }
-  // Fastest first; equal times in the order searched, so that the ranking is the same on any threads.
-  std::stable_sort(result.ranked.begin(), result.ranked.end(),
-                   [](const TrainingCandidate& a, const TrainingCandidate& b) { return a.step.iteration_s < b.step.iteration_s; });
   return result;
 }
 

@@ -345,12 +345,23 @@ struct TrainingCandidate {
   TrainingStep step;
 };
 struct TrainingSearch {
-  std::vector<TrainingCandidate> ranked;  // fastest first
+  std::vector<TrainingCandidate> ranked;  // fastest first (over several ranks, the first SearchRanks::keep of them)
   std::size_t searched = 0, out_of_memory = 0;
-  std::size_t offloaded = 0;  // of the ranked, those that fit only by offloading (a job that offloads searches so)
+  std::size_t ranked_total = 0;  // configurations that fit and were timed
+  std::size_t offloaded = 0;  // of those, the ones that fit only by offloading (a job that offloads searches so)
+};
+// Several processes (MPI ranks) share a search: this one times the configurations whose index is `rank` modulo
+// `ranks`, and `exchange` hands every process's text to every process, in rank order (an all-gather). Each then
+// ranks them all as one process would (the same order, the same times), and holds the steps of the first `keep`,
+// timed again where another rank timed them.
+struct SearchRanks {
+  unsigned rank = 0, ranks = 1;
+  std::function<std::vector<std::string>(const std::string& mine)> exchange = {};
+  std::size_t keep = 10;
 };
 // `progress`, where given, hears of each configuration done (done, total), from the thread that did it, one at a time.
-TrainingSearch search_training(const TrainingJob& base, unsigned threads, const std::function<void(std::size_t done, std::size_t total)>& progress = {});
+TrainingSearch search_training(const TrainingJob& base, unsigned threads, const std::function<void(std::size_t done, std::size_t total)>& progress = {},
+                               const SearchRanks& ranks = {});
 
 // One iteration of a job inside a scenario (docs/training.md#inside-a-scenario), split where the shared
 // network takes over: what its gang computes (the pipeline with its TP all-reduces and stage sends, then
