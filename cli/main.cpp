@@ -523,8 +523,9 @@ int run_train(const TrainArgs& args) {
     if (const auto oom = fleetsim::out_of_memory(job, step.counts); oom && oom->host) {
       std::cerr << args.file << ": /optimizer/offload: a node of stage " << oom->stage << " needs " << fleetsim::format_quantity(oom->needed_bytes, fleetsim::Dimension::bytes)
                 << " of host memory for its GPUs' offloaded optimizer state and gradients" << (job.offload_parameters ? " and weights" : "") << ", more than its " << fleetsim::format_quantity(oom->vram_bytes, fleetsim::Dimension::bytes)
-                << (job.offload_parameters ? ": expected more nodes to shard the optimizer and the weights over (more DP), or the weights on the GPU (no offload_parameters)\n"
-                                           : ": expected a smaller offload share (cpu_adam torch), or more DP over more nodes to shard the optimizer\n");
+                << (job.offload_parameters     ? ": expected more nodes to shard the optimizer and the weights over (more DP), or the weights on the GPU (no offload_parameters)\n"
+                    : job.zero_stage() >= 3    ? ": expected more nodes to shard the optimizer over (more DP)\n"
+                                               : ": expected a smaller offload share (cpu_adam torch), or more DP over more nodes to shard the optimizer\n");
       return kBadInput;
     } else if (oom) {
       std::cerr << args.file << ": /parallel: stage " << oom->stage << " needs " << fleetsim::format_quantity(oom->needed_bytes, fleetsim::Dimension::bytes)

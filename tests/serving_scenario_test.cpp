@@ -500,6 +500,33 @@ TEST_CASE("a node autoscaler beside serving keeps the replica's node on and scal
   }
   CHECK(run.summary.node_s_on >= run.summary.end_s);  // node 0 on from start to end, the others while wanted
   CHECK(run.summary.node_s_on < 3 * run.summary.end_s);
+  // Seven one-GPU tasks fit on the replica's node beside it: no node is started for them.
+  const std::string beside = R"(, "workflows": {"w": {"name": "w", "tasks": [{"name": "a", "work": {"flop": "20 PFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once", "count": 7}}], "autoscale": {"policy": "utilization", "target_utilization": 0.7,
+      "min_nodes": 0, "initial_nodes": 0, "interval": "10 s", "provisioning": "30 s", "scale_in_window": "0 s"})";
+  const RunResult fitting = simulate(parse_scenario(scenario(kChat, beside, nodes), "s.json", "."));
+  CHECK(fitting.summary.workflows.completed == 7);
+  CHECK(fitting.summary.end_s > 10);  // past the first decision
+  CHECK(fitting.summary.nodes_started == 0);
+}
+
+TEST_CASE("a node autoscaler starts nodes for the replicas a deployment's own autoscaling wants", "[serving][scenario][autoscale]") {
+  // TP 4 replicas of Llama 3 8B, 1 to 4 as the queue grows, on three HGX H100 nodes of which only the first
+  // replica's is on at the start: node 0 holds two replicas; the other two need nodes the node autoscaler starts.
+  const std::string burst = R"({"name": "chat", "model": "llama-3-8b", "tp": 4, "router": "least-tokens", "autoscale": {"min": 1, "max": 4, "interval": "10 s"},
+      "requests": {"rate": "120 /s", "count": 12000, "prompt_tokens": {"uniform": [512, 2048]}, "output_tokens": {"uniform": [64, 256]}}})";
+  const std::string nodes = R"([{"type": "hgx-h100-8", "count": 3}])";
+  const std::string scaled = R"(, "autoscale": {"policy": "utilization", "target_utilization": 0.7, "min_nodes": 0, "initial_nodes": 0,
+      "interval": "10 s", "provisioning": "30 s", "scale_in_window": "0 s"})";
+  const RunResult fixed = simulate(parse_scenario(scenario(burst, "", nodes), "s.json", "."));
+  const RunResult run = simulate(parse_scenario(scenario(burst, scaled, nodes), "s.json", "."));
+  const ServingResult& r = run.summary.serving.front();
+  CHECK(r.completed == 12000);
+  CHECK(fixed.summary.serving.front().scale_ups == 3);
+  CHECK(r.scale_ups == 3);  // as on the fixed cluster, once the nodes are up
+  CHECK(r.scale_ups_without_gpus > 0);  // asked for while the nodes came up
+  CHECK(run.summary.nodes_started >= 1);
+  CHECK(run.summary.node_s_on < 3 * run.summary.end_s);  // not every node for the whole run
 }
 
 TEST_CASE("GPU busy time grows with the horizon, even where the run stops during a swap's copies", "[serving][scenario]") {

@@ -181,17 +181,16 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
         << "; host memory " << bytes(host) << " a GPU\n";
   }
   if (job.zero_stage() >= 3) {
-    if (job.dp > 1) {
-      out << "transfers      FSDP / ZeRO-3: one layer's all-gather " << seconds(step.zero_gather_s) << " (" << bytes(c.zero_gather_bytes_per_layer) << ")";
+    const std::string copied = job.offload_parameters ? seconds(step.zero_fetch_s) + " (" + bytes(c.zero_gather_bytes_per_layer / job.dp) + " a GPU, every GPU of a node at once)" : "";
+    if (job.dp == 1) {
+      out << "transfers      ZeRO-3 on one replica: nothing gathered"
+          << (job.offload_parameters ? "; each layer copied up from host memory before its forward and backward, the next one's beside its compute, " + copied : "") << "\n\n";
     } else {
-      out << "transfers      ZeRO-3 on one replica: nothing gathered";
+      out << "transfers      FSDP / ZeRO-3: one layer's all-gather " << seconds(step.zero_gather_s) << " (" << bytes(c.zero_gather_bytes_per_layer) << ")"
+          << (job.offload_parameters ? " after its shard is copied up from host memory, " + copied : "")
+          << ", before each layer's forward and backward, the next one's beside its compute; the gradients' reduce-scatters add "
+          << seconds(step.dp_allreduce_s) << " after the last backward\n\n";
     }
-    if (job.offload_parameters) {
-      out << (job.dp > 1 ? " after its shard is copied up from host memory, " : "; each layer copied up from host memory, ") << seconds(step.zero_fetch_s) << " ("
-          << bytes(c.zero_gather_bytes_per_layer / job.dp) << " a GPU, every GPU of a node at once)";
-    }
-    out << ", before each layer's forward and backward, the next one's beside its compute; the gradients' reduce-scatters add "
-        << seconds(step.dp_allreduce_s) << " after the last backward\n\n";
   } else {
     out << "transfers      stage boundary " << seconds(step.pp_send_s) << " (" << bytes(c.pp_send_bytes) << "), DP all-reduce "
         << seconds(step.dp_allreduce_s) << (job.dp_overlap ? " (beside the last backward)" : "") << "\n\n";
@@ -335,13 +334,22 @@ void write_training_sweep_text(std::ostream& out, const std::string& key, const 
 
 namespace {
 
+// What a candidate offloads, as the configuration column says it: the share, where not the whole, and the Adam.
+std::string offload_text(const TrainingJob& j) {
+  if (!(j.optimizer_offload > 0)) return "";
+  const std::string adam = j.cpu_adam == TrainingJob::CpuAdam::deepspeed ? "DeepSpeed CPU-Adam" : "PyTorch AdamW";
+  char share[32] = "";
+  if (j.optimizer_offload < 1) std::snprintf(share, sizeof share, " %.3g%%", 100 * j.optimizer_offload);
+  return std::string(j.offload_parameters ? ", weights and optimizer" : ", optimizer") + share + " on the CPU (" + adam + (j.offload_overlap ? ", pipelined" : "") + ")";
+}
+
 std::string configuration(const TrainingJob& j) {
   const std::string vp = (j.vp > 1 ? " (VP " + std::to_string(j.vp) + ")" : std::string()) + uneven_stages(j);
   const std::string cp = j.cp > 1 ? " x CP " + std::to_string(j.cp) : "";
   const std::string ep = j.model.moe() ? " (" + expert_shape(j) + (j.ep_overlap ? ", overlapped" : "") + ")" : "";
   return "TP " + std::to_string(j.tp) + cp + " x PP " + std::to_string(j.pp) + vp + " x DP " + std::to_string(j.dp) + ep + ", micro " + std::to_string(j.micro_batch) +
          (j.schedule == PipelineSchedule::dualpipe ? ", dualpipe" : "") + ", recompute " + recompute_text(j) + (j.zero_stage() >= 3 ? ", FSDP" : ", ZeRO-1") +
-         (j.offload_parameters ? ", weights and optimizer on the CPU" : j.optimizer_offload > 0 ? ", optimizer on the CPU" : "");
+         offload_text(j);
 }
 
 }  // namespace
@@ -353,7 +361,7 @@ void write_training_search_text(std::ostream& out, const TrainingJob& base, cons
                 base.name.c_str(), base.cluster.gpu_count(), base.global_batch, search.searched, wall_s, wall_s > 0 ? 60 * static_cast<double>(search.searched) / wall_s : 0.0,
                 search.out_of_memory, refused, search.ranked_total);
   out << line;
-  if (search.offloaded > 0) out << " (" << search.offloaded << " of them only by offloading to the CPU, as the job does)";
+  if (search.offloaded > 0) out << " (" << search.offloaded << " of them only by offloading to the CPU, as the framework running each would)";
   out << "\n\n";
   if (search.ranked.empty()) {
     out << "no configuration fits: more GPUs, a shorter sequence or a smaller batch\n";
@@ -380,7 +388,8 @@ std::string training_search_json(const TrainingJob& base, const TrainingSearch& 
     const TrainingCandidate& c = search.ranked[k];
     ranked.push_back({{"tp", c.job.tp}, {"cp", c.job.cp}, {"pp", c.job.pp}, {"vp", c.job.vp}, {"dp", c.job.dp}, {"ep", c.job.ep}, {"etp", c.job.expert_tp()}, {"ep_overlap", c.job.ep_overlap},
                       {"first_stage_layers", c.job.first_stage_layers}, {"last_stage_layers", c.job.last_stage_layers}, {"virtual_stage_layers", c.job.virtual_stage_layers}, {"micro", c.job.micro_batch}, {"schedule", schedule_name(c.job.schedule)}, {"recompute", recompute_name(c.job.recompute)},
-                      {"zero", c.job.zero_stage()}, {"optimizer_offload", c.job.optimizer_offload}, {"offload_parameters", c.job.offload_parameters}, {"iteration_s", c.step.iteration_s}, {"tokens_per_s", c.step.tokens_per_s}, {"mfu", c.step.mfu},
+                      {"zero", c.job.zero_stage()}, {"optimizer_offload", c.job.optimizer_offload}, {"cpu_adam", c.job.optimizer_offload > 0 ? (c.job.cpu_adam == TrainingJob::CpuAdam::deepspeed ? "deepspeed" : "torch") : ""},
+                      {"offload_overlap", c.job.offload_overlap}, {"offload_parameters", c.job.offload_parameters}, {"iteration_s", c.step.iteration_s}, {"tokens_per_s", c.step.tokens_per_s}, {"mfu", c.step.mfu},
                       {"bubble", c.step.bubble}, {"memory_per_gpu_bytes", largest_need(c.step.counts)}});
   }
   const ordered_json doc{{"name", base.name}, {"gpus", base.cluster.gpu_count()}, {"global_batch", base.global_batch}, {"searched", search.searched},

@@ -8,7 +8,8 @@
 namespace fleetsim::run {
 
 Autoscaler::Autoscaler(const Scenario& sc, const Cluster& cluster, EventQueue& queue, Occupancy& occupancy, GpuMemory& memory,
-                       Billing& billing, std::function<bool()> work_left, PolicyRound& round, std::function<void(std::uint32_t node)> node_off)
+                       Billing& billing, std::function<bool()> work_left, std::function<double()> serving_wants, PolicyRound& round,
+                       std::function<void(std::uint32_t node)> node_off)
     : sc_(sc),
       cluster_(cluster),
       queue_(queue),
@@ -16,6 +17,7 @@ Autoscaler::Autoscaler(const Scenario& sc, const Cluster& cluster, EventQueue& q
       memory_(memory),
       billing_(billing),
       work_left_(std::move(work_left)),
+      serving_wants_(std::move(serving_wants)),
       round_(round),
       ready_(round.ready()),
       node_off_(std::move(node_off)),
@@ -69,16 +71,26 @@ int Autoscaler::desired_nodes() const {
   int want = on;
   switch (a.policy) {
     case AutoscaleSpec::Policy::utilization: {
-      double demand = occupancy_.gpus_running();  // GPUs running tasks, and GPUs waiting tasks ask for
-      for (const ReadyTask& r : ready_) demand += r.gpus;
-      // The tasks' nodes, beside those serving replicas keep on (tasks on their free GPUs counted as on others).
+      // GPUs running tasks on the nodes no serving replica keeps on, and those waiting tasks and the replicas'
+      // autoscaling ask for, less the free GPUs of the nodes replicas keep on (taken first): what the other
+      // nodes are for.
+      double running = 0, free_kept = 0, waiting = serving_wants_();
+      for (std::uint32_t n = 0; n < cluster_.node_count(); ++n) {
+        const bool kept_on = pinned(n);
+        for_gpus_of(n, [&](std::uint32_t g) {
+          if (kept_on) free_kept += occupancy_.busy(g) ? 0 : 1;
+          else running += occupancy_.tasks_on(g).empty() ? 0 : 1;
+        });
+      }
+      for (const ReadyTask& r : ready_) waiting += r.gpus;
+      const double demand = running + std::max(0.0, waiting - free_kept);
       want = kept + static_cast<int>(std::ceil(demand / (a.target_utilization * per_node) - 1e-9));
       break;
     }
     case AutoscaleSpec::Policy::queue: {
       double oldest = queue_.now();
       for (const ReadyTask& r : ready_) oldest = std::min(oldest, r.ready_s);
-      if (queue_.now() - oldest > a.target_wait_s) want = on + 1;
+      if (queue_.now() - oldest > a.target_wait_s || serving_wants_() > 0) want = on + 1;
       else if (ready_.empty() && occupancy_.free_gpus() >= static_cast<std::uint32_t>(per_node)) want = on - 1;
       break;
     }
@@ -97,20 +109,25 @@ int Autoscaler::desired_nodes() const {
 
 void Autoscaler::on_decide() {
   const double now = queue_.now();
+  const auto count = static_cast<std::uint32_t>(node_state_.size());
+  for (std::uint32_t n = 0; n < count && !sc_.serving.empty(); ++n) {
+    if (node_state_[n] != NodeState::draining) continue;
+    if (pinned(n)) {  // a serving replica has since taken GPUs of it: it cannot drain while the replica runs
+      record(DecisionKind::node_kept, n, "a serving replica holds GPUs of it");
+      node_state_[n] = NodeState::on;
+      set_gpus_off(n, false);
+    } else {  // a replica that held GPUs of it may have given them back since
+      for_gpus_of(n, [&](std::uint32_t g) {
+        if (!occupancy_.off(g)) gpu_released(g);
+      });
+    }
+  }
   wanted_.emplace_back(now, desired_nodes());
   while (wanted_.front().first < now - sc_.autoscale.scale_in_window_s) wanted_.pop_front();
   int want = wanted_.back().second;
   const int on_now = nodes_on();
   if (want < on_now) {  // the most wanted over the window, and never more than now
     for (const auto& [at, n] : wanted_) want = std::max(want, std::min(n, on_now));
-  }
-  const auto count = static_cast<std::uint32_t>(node_state_.size());
-  // A draining node a serving replica has since taken GPUs of is on again: it cannot drain while the replica runs.
-  for (std::uint32_t n = 0; n < count; ++n) {
-    if (node_state_[n] != NodeState::draining || !pinned(n)) continue;
-    record(DecisionKind::node_kept, n, "a serving replica holds GPUs of it");
-    node_state_[n] = NodeState::on;
-    set_gpus_off(n, false);
   }
   // The reason for the decision log, written only where the log is kept.
   const std::string why = !round_.recording() ? std::string()

@@ -120,6 +120,7 @@ void Serving::scale(std::uint32_t k) {
   const double busy = (load.busy_s - last_busy_s_[k]) / (as.interval_s * std::max(1, load.serving));
   last_busy_s_[k] = load.busy_s;
   const int replicas = load.serving + load.starting;
+  scaled_[k].waiting_for_gpus = false;  // until this decision says otherwise
   if (load.waiting >= static_cast<std::uint64_t>(as.queue) * static_cast<std::uint64_t>(std::max(1, load.serving)) && replicas < as.max && load.parked) {
     // The first node of its group with tp GPUs no task, replica or failure holds.
     std::vector<std::uint32_t> gpus;
@@ -136,6 +137,7 @@ void Serving::scale(std::uint32_t k) {
       ++scaled_[k].ups;
     } else {
       ++scaled_[k].ups_without_gpus;
+      scaled_[k].waiting_for_gpus = true;
     }
   } else if (load.waiting == 0 && load.serving > as.min && load.starting == 0 && load.last_serving &&
              busy * load.serving / (load.serving - 1) < as.target_busy) {
@@ -189,6 +191,12 @@ void Serving::gpu_up(std::uint32_t gpu) {
   // The failure wiped the GPU's memory: the engine takes its share again as it starts.
   memory_->hold(make_id<GpuId>(gpu), engine_bytes_[k], queue_.now());
   if (--replica_gpus_down_[static_cast<std::size_t>(replica)] == 0) sets_[k].replica_up(lane / static_cast<std::uint32_t>(sc_.serving[k]->lanes_a_replica()), startup_s_[k]);
+}
+
+double Serving::gpus_wanted() const {
+  double gpus = 0;
+  for (std::size_t k = 0; k < sets_.size(); ++k) gpus += scaled_[k].waiting_for_gpus ? sc_.serving[k]->tp : 0;
+  return gpus;
 }
 
 std::uint64_t Serving::unfinished() const {

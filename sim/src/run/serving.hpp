@@ -46,6 +46,9 @@ class Serving {
   void gpu_down(std::uint32_t gpu);
   void gpu_up(std::uint32_t gpu);
   std::uint64_t unfinished() const;
+  // GPUs the deployments' autoscaling wanted at its last decisions and found none free for: demand a node
+  // autoscaler beside them counts.
+  double gpus_wanted() const;
   // Each deployment's results up to `end_s`; their GPUs' busy time joins the run's utilization and energy.
   void summarize(double end_s, Summary& summary) const;
 
@@ -72,6 +75,7 @@ class Serving {
   std::vector<double> last_busy_s_;               // per deployment: its iteration time at the last decision
   struct ScaleCounts {
     std::uint64_t ups = 0, downs = 0, ups_without_gpus = 0;
+    bool waiting_for_gpus = false;  // the last decision wanted a replica and found no GPUs for it
   };
   std::vector<ScaleCounts> scaled_;               // per deployment: the autoscaler's decisions
   // KV transfers on the network, by number (their flows' tag): whose, and how many shares are still to arrive.
