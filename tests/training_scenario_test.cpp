@@ -374,3 +374,17 @@ TEST_CASE("an fp8 training job is refused on a scenario's GPUs without fp8 tenso
   const Scenario sc = parse_scenario(scenario(kOneSwitch, "", R"([{"training": )" + job("f8", R"({"tp": 8})", R"(, "dtype": "fp8")") + R"(, "iterations": 1}])"), "s.json", ".");
   CHECK(iteration_of(sc).on.front().compute_s > 0);
 }
+
+TEST_CASE("an FSDP job reducing in fp32 puts a third more bytes on the shared network", "[training][scenario][reduce]") {
+  // Two gathers of the bf16 weights and a reduce-scatter of the gradients: 2 + 2 + 2 bytes a parameter in bf16,
+  // 2 + 2 + 4 in fp32, counted as an all-reduce of the gradients (1.5 x 2 bytes, 1 x 4 bytes).
+  const auto iteration = [](const std::string& reduce) {
+    const Scenario sc = parse_scenario(scenario(kOneSwitch, "", R"([{"training": )" + job("f", R"({"dp": 16, "zero": 3, "reduce_dtype": ")" + reduce + R"("})") +
+                                                                      R"(, "iterations": 1}])"),
+                                       "s.json", ".");
+    return iteration_of(sc);
+  };
+  const TrainingIteration bf16 = iteration("bf16"), fp32 = iteration("fp32");
+  CHECK(fp32.dp_bytes == Approx(bf16.dp_bytes * 8 / 6));
+  CHECK(fp32.dp_calls == bf16.dp_calls);
+}

@@ -1636,3 +1636,32 @@ TEST_CASE("a search shared by two ranks ranks what one process ranks, offload in
     }
   }
 }
+
+TEST_CASE("gradients reduced in fp32: twice the bytes reduced and kept, the gathers unchanged (by hand)", "[training][reduce]") {
+  // GPT-2 1.3B-like on one 8x H100 node, DP 8, under ZeRO-1 (an all-reduce) and FSDP (gathers and reduce-scatters).
+  const auto job = [](int zero, const std::string& reduce) {
+    return parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+        "model": {"layers": 24, "hidden": 2048, "heads": 16, "vocab": 51200, "seq_len": 2048},
+        "parallel": {"dp": 8, "zero": )" + std::to_string(zero) + R"(, "reduce_dtype": ")" + reduce + R"("}, "batch": {"global": 8, "micro": 1}})",
+                              "reduce.json");
+  };
+  for (int zero : {1, 3}) {
+    INFO("zero " << zero);
+    const TrainingCounts bf16 = count_training(job(zero, "bf16")), fp32 = count_training(job(zero, "fp32"));
+    CHECK(fp32.dp_allreduce_bytes[0] == Approx(2 * bf16.dp_allreduce_bytes[0]));
+    CHECK(fp32.stage_memory[0].gradients == Approx(2 * bf16.stage_memory[0].gradients));  // a fp32 buffer (ZeRO-1) or shard (FSDP)
+    CHECK(fp32.stage_memory[0].weights == bf16.stage_memory[0].weights);
+    CHECK(fp32.zero_gather_bytes_per_layer == bf16.zero_gather_bytes_per_layer);  // the weights still gathered in bf16
+  }
+  // ZeRO-1's all-reduce after the backward moves twice the bytes: on one node's NVLink, bandwidth-bound, about twice the time.
+  const TrainingStep a = simulate_training_step(job(1, "bf16")), b = simulate_training_step(job(1, "fp32"));
+  CHECK(b.dp_allreduce_s == Approx(2 * a.dp_allreduce_s).epsilon(0.1));
+  CHECK(b.iteration_s > a.iteration_s);
+  // FSDP: the gathers as before; the reduce-scatters beside the last backward carry twice the bytes.
+  const TrainingStep f = simulate_training_step(job(3, "bf16")), g = simulate_training_step(job(3, "fp32"));
+  CHECK(g.zero_gather_s == f.zero_gather_s);
+  CHECK(g.dp_allreduce_s >= f.dp_allreduce_s);
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"layers": 2, "hidden": 256, "heads": 4, "vocab": 100, "seq_len": 128},
+      "parallel": {"dp": 8, "reduce_dtype": "fp16"}, "batch": {"global": 8}})"),
+             Catch::Contains("/parallel/reduce_dtype: expected bf16 or fp32 (the dtype gradients are reduced in), found \"fp16\""));
+}

@@ -115,6 +115,7 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
       << (job.sequence_parallel ? ", sequence parallel" : "") << (job.dp_overlap ? ", DP overlapped" : "")
       << (job.ep_overlap ? ", expert all-to-alls overlapped (combined 1F1B)" : "") << sharding[job.zero_stage()]
       << (job.optimizer_moments != Dtype::fp32 ? ", Adam's moments in " + std::string(dtype_name(job.optimizer_moments)) : std::string())
+      << (job.reduce_dtype != Dtype::bf16 ? ", gradients reduced in " + std::string(dtype_name(job.reduce_dtype)) : std::string())
       << (job.activation_fp8_input_store ? ", SwiGLU inputs kept in fp8" : "") << "\n";
   if (job.compute_efficiency) {
     std::snprintf(line, sizeof line, "  compute: FLOP at %.3g of the datasheet peak (compute_efficiency); the kernel model would give %s\n\n",
@@ -260,6 +261,7 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
                    {"recompute_modules", job.recompute == Recompute::selective ? ordered_json(recompute_modules(job)) : ordered_json::array()},
                    {"attention", attention_name(job.attention)},
                    {"optimizer_moments", dtype_name(job.optimizer_moments)},
+                   {"reduce_dtype", dtype_name(job.reduce_dtype)},
                    {"fp8_recipe", job.dtype != Dtype::fp8 ? "" : job.fp8_recipe == TrainingJob::Fp8Recipe::blockwise ? "blockwise" : "tensorwise"},
                    {"activation_func_fp8_input_store", job.activation_fp8_input_store},
                    {"dp_overlap", job.dp_overlap},

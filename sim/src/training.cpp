@@ -615,6 +615,9 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
     job.distributed_optimizer = r.boolean_or("distributed_optimizer", false);
     job.zero = static_cast<int>(r.integer_or("zero", 0, 0, 3));
     job.offload_parameters = r.boolean_or("offload_parameters", false);
+    const std::string reduce = r.string_or("reduce_dtype", "bf16");
+    if (reduce == "bf16" || reduce == "fp32") job.reduce_dtype = *parse_dtype(reduce);
+    else r.problem("reduce_dtype", "expected bf16 or fp32 (the dtype gradients are reduced in), found \"" + reduce + "\"");
     if (in_scenario && job.offload_parameters) {
       r.problem("offload_parameters", "expected no parameter offload for a job inside a scenario: its copies up from host memory are not yet placed on the "
                                       "shared network (train runs it alone)");
@@ -861,7 +864,8 @@ TrainingCounts count_training(const TrainingJob& job) {
     // Sharded over the gradients' reduction group (Megatron's distributed optimizer shards over it): DP x CP,
     // and for the experts their expert DP group.
     const double dense = params - expert_params, shards = static_cast<double>(job.dp) * job.cp, expert_shards = job.expert_dp();
-    mem.gradients = zero >= 2 ? 2 * (dense / shards + expert_params / expert_shards) : 2 * params;
+    const double grad_bytes = dtype_bytes(job.reduce_dtype);  // a gradient as reduced and kept
+    mem.gradients = zero >= 2 ? grad_bytes * (dense / shards + expert_params / expert_shards) : grad_bytes * params;
     const double shard = zero >= 1 ? dense / shards + expert_params / expert_shards : params;
     mem.optimizer = optimizer_bytes(job) * shard;
     if (job.optimizer_offload > 0) {
@@ -870,7 +874,7 @@ TrainingCounts count_training(const TrainingJob& job) {
       mem.optimizer -= optimizer_bytes(job) * offloaded;
       mem.host += offloaded * (optimizer_bytes(job) + 4);
       // DeepSpeed moves each reduce bucket's gradients to the host as it fills: the GPU holds one bucket.
-      if (job.cpu_adam == TrainingJob::CpuAdam::deepspeed) mem.gradients = std::min(mem.gradients, 2 * kDeepSpeedReduceBucket);
+      if (job.cpu_adam == TrainingJob::CpuAdam::deepspeed) mem.gradients = std::min(mem.gradients, grad_bytes * kDeepSpeedReduceBucket);
     }
     c.stage_offloaded_parameters.push_back(job.optimizer_offload * shard);
     // Micro-batches whose activations a stage holds at once: all under GPipe; under 1F1B those its warm-up
@@ -909,8 +913,8 @@ TrainingCounts count_training(const TrainingJob& job) {
       }
     }
     c.stage_memory.push_back(mem);
-    c.dp_allreduce_bytes.push_back(2 * (params - expert_params));  // 16-bit gradients
-    c.expert_allreduce_bytes.push_back(2 * expert_params);
+    c.dp_allreduce_bytes.push_back(grad_bytes * (params - expert_params));  // in the reduce dtype
+    c.expert_allreduce_bytes.push_back(grad_bytes * expert_params);
   }
   if (job.zero_stage() >= 3) c.zero_gather_bytes_per_layer = 2 * ((m.layer_parameters() - replicated) / t + replicated);
   c.tp_allreduce_bytes = kActivationBytes * sbh;
@@ -1483,7 +1487,9 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
     std::vector<GpuId> replicas;
     for (int d = 0; d < job.dp; ++d) replicas.push_back(gpu_at(job, 0, d, 0));
     gather_s = analytical_time_s(topology, plan_collective(cluster, topology, CollectiveOp::all_gather, CollectiveAlgo::automatic, replicas, c.zero_gather_bytes_per_layer));
-    scatter_s = analytical_time_s(topology, plan_collective(cluster, topology, CollectiveOp::reduce_scatter, CollectiveAlgo::automatic, replicas, c.zero_gather_bytes_per_layer));
+    // The 16-bit weights gathered; the gradients reduce-scattered in the reduce dtype.
+    const double scatter_bytes = c.zero_gather_bytes_per_layer * dtype_bytes(job.reduce_dtype) / 2;
+    scatter_s = analytical_time_s(topology, plan_collective(cluster, topology, CollectiveOp::reduce_scatter, CollectiveAlgo::automatic, replicas, scatter_bytes));
   }
   double fetch_s = 0;  // offloaded parameters: one layer's shard copied up on every GPU at once, the slowest node's
   if (job.offload_parameters) {
@@ -2145,9 +2151,11 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
   if (fsdp) {
     // FSDP / ZeRO-3 (pp 1, no experts: check_training_job): every layer's weights gathered before its
     // forward and again before its backward, its gradients reduce-scattered after: on a ring, two
-    // all-gathers and a reduce-scatter move 3 (n - 1) / n of the buffer a rank, an all-reduce's bytes
-    // times 1.5, in three calls a layer.
-    it.dp_bytes *= 1.5;
+    // all-gathers of the 16-bit weights and a reduce-scatter of the g-byte gradients move (n - 1) / n of
+    // (4 + g) bytes a parameter a rank, where an all-reduce of the gradients moves 2 (n - 1) / n of g:
+    // its bytes times (4 + g) / 2g (1.5 in bf16, 1 in fp32), in three calls a layer.
+    const double g = dtype_bytes(job.reduce_dtype);
+    it.dp_bytes *= (4 + g) / (2 * g);
     it.dp_calls = 3 * job.model.layers;
   }
   for (const NodeGroup& g : cluster.groups) {

@@ -187,6 +187,10 @@ struct TrainingJob {
   // each forward and backward of each micro-batch, the next layer's beside the compute; the CPU optimizer
   // writes the stepped shard there.
   bool offload_parameters = false;
+  // The dtype gradients are reduced over DP in, and kept in after (bf16, the default, or fp32): FSDP2's
+  // MixedPrecisionPolicy reduce_dtype (torchtitan sets fp32: its sharded gradients fp32, the reduce-scatter twice
+  // the bytes), Megatron-Core's --grad-reduce-in-fp32 (its gradient buffer fp32, the all-reduce twice the bytes).
+  Dtype reduce_dtype = Dtype::bf16;
   // The DP gradient reduction overlaps the last micro-batch's backward pass (Megatron-LM's
   // --overlap-grad-reduce; off by default there, as here).
   bool dp_overlap = false;
