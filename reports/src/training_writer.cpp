@@ -176,7 +176,7 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
     for (const StageMemory& mem : c.stage_memory) host = std::max(host, mem.host);
     std::snprintf(line, sizeof line, "offload        %.3g%% of each GPU's optimizer shard on the CPU (%s, %.2g G parameters a second a node, as measured on another host: a guess): ",
                   100 * job.optimizer_offload, torch ? "PyTorch's fused AdamW, as Megatron-Core" : "DeepSpeed's CPU-Adam",
-                  (torch ? k.cpu_adam_torch_params_per_s : k.cpu_adam_deepspeed_params_per_s) / 1e9);
+                  cpu_adam_params_per_s(job.cpu_adam, k) / 1e9);
     out << line << "gradients down " << seconds(step.offload_down_s) << ", CPU step " << seconds(step.offload_cpu_s)
         << (torch ? ", weights up " + seconds(step.offload_up_s) : std::string(" with the weights' copy up")) << (job.offload_overlap ? " (pipelined)" : " (one after another)")
         << "; host memory " << bytes(host) << " a GPU\n";
@@ -292,7 +292,7 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
                    {"dp_allreduce_s", step.dp_allreduce_s},
                    {"optimizer_s", step.optimizer_s},
                    {"optimizer_offload", job.optimizer_offload > 0 ? ordered_json{{"share", job.optimizer_offload},
-                                                                                  {"cpu_adam", job.cpu_adam == TrainingJob::CpuAdam::torch ? "torch" : "deepspeed"},
+                                                                                  {"cpu_adam", cpu_adam_name(job.cpu_adam)},
                                                                                   {"overlap", job.offload_overlap},
                                                                                   {"down_s", step.offload_down_s},
                                                                                   {"cpu_s", step.offload_cpu_s},
@@ -390,7 +390,7 @@ std::string training_search_json(const TrainingJob& base, const TrainingSearch& 
     const TrainingCandidate& c = search.ranked[k];
     ranked.push_back({{"tp", c.job.tp}, {"cp", c.job.cp}, {"pp", c.job.pp}, {"vp", c.job.vp}, {"dp", c.job.dp}, {"ep", c.job.ep}, {"etp", c.job.expert_tp()}, {"ep_overlap", c.job.ep_overlap},
                       {"first_stage_layers", c.job.first_stage_layers}, {"last_stage_layers", c.job.last_stage_layers}, {"virtual_stage_layers", c.job.virtual_stage_layers}, {"micro", c.job.micro_batch}, {"schedule", schedule_name(c.job.schedule)}, {"recompute", recompute_name(c.job.recompute)},
-                      {"zero", c.job.zero_stage()}, {"optimizer_offload", c.job.optimizer_offload}, {"cpu_adam", c.job.optimizer_offload > 0 ? (c.job.cpu_adam == TrainingJob::CpuAdam::deepspeed ? "deepspeed" : "torch") : ""},
+                      {"zero", c.job.zero_stage()}, {"optimizer_offload", c.job.optimizer_offload}, {"cpu_adam", c.job.optimizer_offload > 0 ? cpu_adam_name(c.job.cpu_adam) : ""},
                       {"offload_overlap", c.job.offload_overlap}, {"offload_parameters", c.job.offload_parameters}, {"iteration_s", c.step.iteration_s}, {"tokens_per_s", c.step.tokens_per_s}, {"mfu", c.step.mfu},
                       {"bubble", c.step.bubble}, {"memory_per_gpu_bytes", largest_need(c.step.counts)}});
   }

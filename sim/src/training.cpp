@@ -327,6 +327,12 @@ std::string schedule_name(PipelineSchedule schedule) {
   return schedule == PipelineSchedule::gpipe ? "gpipe" : schedule == PipelineSchedule::one_f_one_b ? "1f1b" : "dualpipe";
 }
 
+std::string cpu_adam_name(TrainingJob::CpuAdam adam) { return adam == TrainingJob::CpuAdam::torch ? "torch" : "deepspeed"; }
+
+double cpu_adam_params_per_s(TrainingJob::CpuAdam adam, const KernelConstants& k) {
+  return adam == TrainingJob::CpuAdam::torch ? k.cpu_adam_torch_params_per_s : k.cpu_adam_deepspeed_params_per_s;
+}
+
 const std::vector<std::string>& recompute_module_names() {
   static const std::vector<std::string> names{"core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "moe", "shared_experts"};
   return names;
@@ -688,7 +694,7 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
     if (moments == "bf16" || moments == "fp16" || moments == "fp32") job.optimizer_moments = *parse_dtype(moments);
     else r.problem("moments", "expected fp32, bf16 or fp16 (Adam's moments), found \"" + moments + "\"");
     job.optimizer_offload = r.number("offload", Need::optional, 0.0, 1.0).value_or(0);
-    job.cpu_adam = r.choice("cpu_adam", {"torch", "deepspeed"}, 0) == 0 ? TrainingJob::CpuAdam::torch : TrainingJob::CpuAdam::deepspeed;
+    job.cpu_adam = static_cast<TrainingJob::CpuAdam>(r.choice("cpu_adam", {"torch", "deepspeed"}, 0));  // in CpuAdam's order
     job.offload_overlap = r.boolean_or("offload_overlap", false);
     if (!(job.optimizer_offload > 0)) {
       for (const char* key : {"cpu_adam", "offload_overlap"}) {
@@ -1296,7 +1302,7 @@ std::vector<OffloadTimes> offload_times(const TrainingJob& job, const Cluster& c
   const int stage_gpus = job.tp * job.cp * job.dp;
   // Adam reads the fp32 weight and gradient and both moments, writes the weight, the moments and the 16-bit copy.
   const double adam_bytes = 4 + 4 + 2 * dtype_bytes(job.optimizer_moments) + 4 + 2 * dtype_bytes(job.optimizer_moments) + 2;
-  const double rate = job.cpu_adam == TrainingJob::CpuAdam::torch ? k.cpu_adam_torch_params_per_s : k.cpu_adam_deepspeed_params_per_s;
+  const double rate = cpu_adam_params_per_s(job.cpu_adam, k);
   std::vector<OffloadTimes> out(static_cast<std::size_t>(job.pp));
   // A node's load is the sum of its GPUs' offloaded parameters.
   for_each_node(job, cluster, [&](NodeId node, int first, int end) {

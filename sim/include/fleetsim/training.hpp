@@ -235,6 +235,11 @@ struct TrainingJob {
   int micro_batches() const { return global_batch / (dp * micro_batch); }
 };
 
+// "torch" or "deepspeed", as the job file names a CPU Adam; and the rate a node's CPUs step parameters at with it
+// (models/kernels.json, host.cpu_adam).
+std::string cpu_adam_name(TrainingJob::CpuAdam adam);
+double cpu_adam_params_per_s(TrainingJob::CpuAdam adam, const KernelConstants& k);
+
 TrainingJob load_training_job(const std::string& path);
 TrainingJob parse_training_job(std::string_view json_text, const std::string& file_name);
 // Checks a job edited in code (a sweep): the same rules the loader applies. Throws InputError. A job
