@@ -1283,6 +1283,50 @@ TEST_CASE("recompute_modules that name nothing the model has, or come without se
   CHECK(job("llama-3-8b", R"(, "recompute": "selective", "recompute_modules": ["core_attn", "mlp"])") == "");
 }
 
+TEST_CASE("torchtitan's recomputation by op re-runs every second matrix product and the ops between, counted by hand", "[training][recompute]") {
+  const auto llama = [](const std::string& recompute, int tp = 1, const std::string& extra = "") {
+    return parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "llama-3-8b", "seq_len": 8192},
+        "parallel": {"tp": )" + std::to_string(tp) + R"(, "dp": )" + std::to_string(8 / tp) + R"(, "distributed_optimizer": true)" + extra + R"(}, "batch": {"global": 8},
+        "recompute": ")" + recompute + "\"}",
+                              "llama.json");
+  };
+  const double h = 4096, f = 14336, s = 8192, kv = 8 * 128, a = 32, sbh = s * h, tokens = 8 * s;
+  const TrainingJob op = llama("selective_op");
+  const TrainingCounts c = count_training(op);
+  // Of wq, wk, wv, wo, w1, w3 and w2 the policy saves the odd ones: wk, wo and w3 run again, on all 32 layers.
+  CHECK((c.hardware_flop - c.model_flop) / tokens == Approx(32 * 2 * h * (kv + h + f)).epsilon(1e-12));
+  // Kept a layer: its input 2, wq's and attention's outputs 2 each, wv's 2 kv/h, w1's 2f/h, w2's 2, the
+  // log-sum-exp 4a/h (fp32 a head and token): 15.5 sbh, against 36 with nothing recomputed and 2 with everything.
+  CHECK(c.activation_bytes_per_layer / sbh == Approx(2 + 2 + 2 + 2 * kv / h + 2 * f / h + 2 + 4 * a / h).epsilon(1e-12));
+  CHECK(count_training(llama("none")).activation_bytes_per_layer / sbh == Approx(36 + 4 * a / h).epsilon(1e-12));
+  // TP 2 with sequence parallelism: the input and the two reduce-scatters' outputs split, wq, wv, attention and
+  // w1 split, w2's partial sums whole on each rank; one all-reduce's worth of all-gathers re-run a layer.
+  const TrainingCounts tp = count_training(llama("selective_op", 2, R"(, "sequence_parallel": true)"));
+  CHECK(tp.activation_bytes_per_layer / sbh == Approx((2 + 4 + 4 + 2 * kv / h + 2 * f / h + 4 * a / h) / 2 + 2).epsilon(1e-12));
+  CHECK(tp.tp_allreduces_per_layer == 5);
+  // The backward runs the re-run GEMMs and memory-bound ops: between none and full, which re-runs attention too.
+  const TrainingStep none = simulate_training_step(llama("none")), by_op = simulate_training_step(op), full = simulate_training_step(llama("full"));
+  CHECK(by_op.backward_kernels.gemm_s > none.backward_kernels.gemm_s);
+  CHECK(by_op.backward_kernels.gemm_s < full.backward_kernels.gemm_s);
+  CHECK(by_op.backward_kernels.memory_s > none.backward_kernels.memory_s);
+  CHECK(by_op.backward_kernels.attention_s == Approx(none.backward_kernels.attention_s));
+  CHECK(by_op.iteration_s > none.iteration_s);
+  CHECK(by_op.iteration_s < full.iteration_s);
+  std::ostringstream text;
+  write_training_text(text, op, by_op);
+  CHECK_THAT(text.str(), Catch::Contains("recompute selective_op"));
+  // Refused with the field where torchtitan's policy would meet other ops.
+  const std::string head = R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "parallel": {"dp": 8}, "batch": {"global": 8}, "recompute": "selective_op", )";
+  CHECK_THAT(job_error(head + R"("model": {"layers": 4, "hidden": 1024, "heads": 8, "vocab": 8, "seq_len": 1024}})"),
+             Catch::Contains("job.json: /recompute: expected selective_op only for a dense Llama-layout model"));
+  CHECK_THAT(job_error(head + R"("model": {"architecture": "mixtral-8x7b", "seq_len": 4096}})"), Catch::Contains("/recompute: expected selective_op only for a dense Llama-layout model"));
+  CHECK_THAT(job_error(head + R"("model": {"architecture": "llama-3-8b", "seq_len": 4096}, "attention": "unfused"})"),
+             Catch::Contains("/attention: expected flash attention with selective_op"));
+  CHECK_THAT(job_error(head + R"("model": {"architecture": "llama-3-8b", "seq_len": 4096}, "dtype": "fp8"})"), Catch::Contains("/dtype: expected bf16 or fp16 with selective_op"));
+  CHECK_THAT(job_error(head + R"("model": {"architecture": "llama-3-8b", "seq_len": 4096}, "recompute_modules": ["core_attn"]})"),
+             Catch::Contains("/recompute_modules: expected recompute_modules only with \"recompute\": \"selective\""));
+}
+
 TEST_CASE("latent attention's kernels: down-projections whole on every TP rank, up-projections split, heads of 192 and 128", "[training][mla]") {
   // One dense DeepSeek-style layer would need a hand-written model; the catalog's on 8 GPUs, TP 2, compares the
   // GEMMs of TP 2 with TP 1 at compute_efficiency: the FLOP are the same, the parameters per GPU are not halved

@@ -22,7 +22,6 @@ std::string schedule_text(const TrainingJob& j) {
   if (j.schedule == PipelineSchedule::dualpipe) return "dualpipe (a stage of each direction a GPU, forward and backward chunks overlapped in pairs)";
   return j.vp > 1 ? "interleaved 1f1b (" + std::to_string(j.vp) + " virtual stages a GPU)" : schedule_name(j.schedule);
 }
-const char* recompute_name(Recompute r) { return r == Recompute::none ? "none" : r == Recompute::selective ? "selective" : "full"; }
 // Selective recomputation's modules, as the job names them.
 std::vector<std::string> recompute_modules(const TrainingJob& j) {
   std::vector<std::string> names;

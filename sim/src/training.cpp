@@ -76,6 +76,8 @@ TokenFlop token_flop(const TrainingJob& job) {
   const auto layer = [&](bool mixture) { return 2 * (attention_matrices(m) + mlp_matrices(m, mixture, true)) + scores; };
   const auto recompute = [&](bool mixture) {
     if (job.recompute == Recompute::full) return layer(mixture);
+    // By op: the key projection, the output projection and the MLP's up projection (one of the gated pair's two).
+    if (job.recompute == Recompute::selective_op) return 2 * h * (m.kv() * m.head_size() + m.attention_width() + m.ffn());
     // Selective: each module's forward FLOP again (the norms and the activation are memory-bound: none).
     double flop = job.recomputes(kRecomputeCoreAttention) ? scores : 0;
     if (job.recomputes(kRecomputeLatentUpProjection)) flop += 2 * latent_up_parameters(m);
@@ -327,6 +329,16 @@ std::string schedule_name(PipelineSchedule schedule) {
   return schedule == PipelineSchedule::gpipe ? "gpipe" : schedule == PipelineSchedule::one_f_one_b ? "1f1b" : "dualpipe";
 }
 
+std::string recompute_name(Recompute recompute) {
+  switch (recompute) {
+    case Recompute::none: return "none";
+    case Recompute::selective: return "selective";
+    case Recompute::full: return "full";
+    case Recompute::selective_op: return "selective_op";
+  }
+  return "none";
+}
+
 std::string cpu_adam_name(TrainingJob::CpuAdam adam) { return adam == TrainingJob::CpuAdam::torch ? "torch" : "deepspeed"; }
 
 double cpu_adam_params_per_s(TrainingJob::CpuAdam adam, const KernelConstants& k) {
@@ -477,6 +489,14 @@ void check_training_job(const TrainingJob& job) {
        "expected layernorm only for latent attention or a mixture of experts: Transformer Engine fuses the other norms into the linear after them, which keeps their output");
   // As Megatron-Core refuses: a layer re-run whole cannot also hide its all-to-alls behind another micro-batch.
   need(!job.recomputes(kRecomputeMoe) || !job.ep_overlap, "/recompute_modules", "expected no moe recomputation with ep_overlap, as Megatron-Core requires");
+  // torchtitan's policy counts bias-free matrix products (aten.mm) through a Llama layer of SDPA attention; other
+  // layers run other ops (addmm with biases, grouped experts, latent projections) that it would treat otherwise.
+  if (job.recompute == Recompute::selective_op) {
+    need(m.llama_layout && !m.moe() && !m.latent, "/recompute",
+         "expected selective_op only for a dense Llama-layout model (torchtitan's: no biases, no experts, no latent attention)");
+    need(job.attention == AttentionKernel::flash, "/attention", "expected flash attention with selective_op, whose policy keeps SDPA's output");
+    need(job.dtype != Dtype::fp8, "/dtype", "expected bf16 or fp16 with selective_op: its policy under float8 (saved amax reductions) is not modelled");
+  }
   need(!job.activation_fp8_input_store || m.gated, "/activation_func_fp8_input_store", "expected activation_func_fp8_input_store only for a gated MLP (SwiGLU), as Megatron-Core stores it");
   need(m.heads % job.tp == 0, "/parallel/tp", "expected a divisor of the " + std::to_string(m.heads) + " heads, found " + std::to_string(job.tp));
   need(m.hidden % m.heads == 0, "/model/heads", "expected a divisor of the hidden size " + std::to_string(m.hidden));
@@ -658,7 +678,7 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
     top.problem("schedule", "expected 1f1b or gpipe for a job inside a scenario: DualPipe's GPU pairs reducing their gradients together are not yet "
                             "placed on the shared network (train runs it alone)");
   }
-  job.recompute = static_cast<Recompute>(top.choice("recompute", {"none", "selective", "full"}, 0));
+  job.recompute = static_cast<Recompute>(top.choice("recompute", {"none", "selective", "full", "selective_op"}, 0));
   if (const Json* modules = top.field("recompute_modules")) {
     // Megatron-Core's --recompute-modules: which parts selective recomputation re-runs.
     const std::vector<std::string>& names = recompute_module_names();
@@ -794,6 +814,15 @@ TrainingCounts count_training(const TrainingJob& job) {
   };
   const auto activations = [&](bool mixture) {
     if (job.recompute == Recompute::full) return 2 * sbh / (job.sequence_parallel ? t : 1);
+    if (job.recompute == Recompute::selective_op) {
+      // The layer's input 2, the saved products: the queries and values (2 a d / h + 2 kv d / h), attention's
+      // output (2 a d / h) with its log-sum-exp, the gate projection 2f/h, split over TP; the down projection's
+      // output 2, whole on every TP rank (its partial sums, before they are reduced); under sequence parallelism
+      // the two reduce-scatters' outputs 2 each, which the policy keeps too.
+      const double kept_op = 2 + (job.sequence_parallel && t > 1 ? 4 : 0);
+      const double split_op = 4.0 * m.attention_width() / h + 2.0 * m.kv() * m.head_size() / h + 2.0 * m.ffn() / h;
+      return job.sequence_parallel ? sbh * (kept_op + split_op + attention) / t + 2 * sbh : sbh * (kept_op + 2 + (split_op + attention) / t);
+    }
     // Selective recomputation frees what its modules re-run; each keeps its input.
     double kept = 10, split = attention_split + mlp(mixture), kept_whole = whole;
     const double kept_attention = job.recomputes(kRecomputeCoreAttention) ? 0 : attention;
@@ -924,7 +953,7 @@ TrainingCounts count_training(const TrainingJob& job) {
   }
   if (job.zero_stage() >= 3) c.zero_gather_bytes_per_layer = 2 * ((m.layer_parameters() - replicated) / t + replicated);
   c.tp_allreduce_bytes = kActivationBytes * sbh;
-  c.tp_allreduces_per_layer = job.tp > 1 ? (job.recompute == Recompute::full ? 6 : job.recomputes(kRecomputeMlp) ? 5 : 4) : 0;
+  c.tp_allreduces_per_layer = job.tp > 1 ? (job.recompute == Recompute::full ? 6 : job.recomputes(kRecomputeMlp) || job.recompute == Recompute::selective_op ? 5 : 4) : 0;
   c.pp_send_bytes = kActivationBytes * sbh;
   if (m.moe()) c.ep_alltoall_bytes = kActivationBytes * moe_shape(job).own_rows * m.top_k * h;
   if (job.cp > 1) {  // K and V (latent attention's up-projected per head)
@@ -1104,6 +1133,16 @@ void layer_recompute(const TrainingJob& job, bool mixture, std::vector<KernelCal
   }
   const double t = job.tp, h = m.hidden, tokens = job.local_tokens();
   const double rows = job.sequence_parallel ? tokens / t : tokens;
+  if (job.recompute == Recompute::selective_op) {  // up to the SwiGLU, whose output the down projection's backward reads
+    memory_op(out, KernelClass::norm, "attention.norm", rows, h);
+    gemm(out, "attention.k", tokens, m.kv() * m.head_size() / t, h);
+    gemm(out, "attention.out", tokens, h, attention_output_width(m) / t);
+    memory_op(out, KernelClass::add, "attention.bias-dropout-add", rows, h);
+    memory_op(out, KernelClass::norm, "mlp.norm", rows, h);
+    gemm(out, "mlp.up", tokens, m.ffn() / t, h);
+    memory_op(out, KernelClass::add, "mlp.swiglu", tokens, m.ffn() / t);
+    return;
+  }
   if (job.recomputes(kRecomputeLayerNorm)) {
     if (m.latent) memory_op(out, KernelClass::norm, "attention.norm", rows, h);
     if (mixture) memory_op(out, KernelClass::norm, "mlp.norm", rows, h);
@@ -1566,6 +1605,9 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
     tp_backward_s += tp_attention_s;  // the shared expert's all-reduce (as large as attention's)
   }
   if (job.recomputes(kRecomputeMlp)) tp_dense_backward_s += tp_attention_s;
+  // By op, the recomputation re-runs the all-gathers of the two norms' outputs (the key and up projections
+  // read them; sequence parallelism) or the output projection's all-reduce: about one all-reduce.
+  if (job.recompute == Recompute::selective_op) tp_dense_backward_s += tp_attention_s;
   // CP: every GPU of a stage passes its keys and values to the next CP rank at once; a ring step costs what
   // its send takes beyond the block of attention it overlaps (the backward sends the key and value
   // gradients back as well, and under full recomputation runs the forward's ring again first).

@@ -35,7 +35,15 @@
 
 namespace fleetsim {
 
-enum class Recompute : std::uint8_t { none, selective, full };
+// none; Megatron-Core's selective (the modules below) or full (every layer whole); or selective_op, torchtitan's
+// selective recomputation by op (activation_checkpoint mode "selective", selective_ac_option "op",
+// torchtitan/parallelisms/parallelize_llama.py at 1ea476e9): each layer keeps the outputs of its matrix products
+// but every second one, of attention (SDPA) and of TP's reduce-scatters, and re-runs the rest. In a Llama layer
+// (wq, wk, wv, wo, w1, w3, w2 in that order) it re-runs wk, wo and w3 with the norms, the residual add and the
+// SwiGLU around them.
+enum class Recompute : std::uint8_t { none, selective, full, selective_op };
+// "none", "selective", "full" or "selective_op", as the job file names them.
+std::string recompute_name(Recompute recompute);
 // What selective recomputation re-runs, as Megatron-Core's --recompute-modules names it (a set of bits).
 // core_attn: the attention core (the default, Korthikanti et al.'s selective recomputation); layernorm: the
 // norms whose output a separate module reads (latent attention's input norm, a mixture's pre-MLP norm; TE
