@@ -141,10 +141,19 @@ TEST_CASE("a Wan 2.2 A14B graph is two 14B experts at its video size, not one FL
   for (const std::string& note : wan.assumptions) said = said || (note.find("KSamplerAdvanced#57") != std::string::npos &&
                                                                       note.find("a byte per parameter (an fp8 file)") != std::string::npos);
   CHECK(said);
-  // The VAE decode's family comes from the sampler, whose file is fp8: its own weights are not.
+  // The VAE decode's family comes from the sampler, whose file is fp8: its own weights are not. Wan 2.1's causal
+  // 3D decoder decodes the video's 57 frames together, not each as an image.
+  bool decoded = false;
   for (const TaskSpec& t : wan.tasks) {
-    if (t.name.rfind("VAEDecode", 0) == 0) CHECK(t.model == "video-vae");
+    if (t.name.rfind("VAEDecode", 0) != 0) continue;
+    decoded = true;
+    CHECK(t.model == "video-vae");
+    REQUIRE(t.architecture != nullptr);
+    CHECK(t.architecture->id == "wan21-vae-decoder");
+    CHECK(t.shape.frames == 57);
+    CHECK(t.shape.batch == 1);
   }
+  CHECK(decoded);
 }
 
 TEST_CASE("video latents set frames and size, and image-to-video nodes encode only an image they are given", "[import][comfyui]") {

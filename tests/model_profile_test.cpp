@@ -46,6 +46,42 @@ TEST_CASE("model profiles count the FLOP their published configurations imply", 
   CHECK(kernels_flop(step_kernels(arch("llama-3-8b"), {.tokens = 2048, .training = true}, Dtype::bf16)) == Approx(llama).epsilon(0.01));
 }
 
+TEST_CASE("Wan 2.1's causal 3D VAE decoder: its convolutions' FLOP level by level counted by hand, a call a latent frame", "[profiles][vae]") {
+  // 256 x 128 pixels and 9 frames: 3 latent frames of 32 x 16. Level 0 and the middle decode the 3 latent
+  // frames; the first two upsamplings double the frames after the first call's (1 + 2 x 2 = 5, then 9).
+  const double p0 = 32 * 16, t = 3, f1 = 5, f3 = 9;
+  const auto conv3 = [](double cin, double cout) { return 2 * 27 * cin * cout; };  // a voxel of a 3x3x3 convolution
+  const auto conv2 = [](double cin, double cout) { return 2 * 9 * cin * cout; };   // a pixel of a 3x3 one
+  const auto time_conv = [](double c) { return 2 * 3 * c * 2 * c; };               // (3, 1, 1) onto twice the channels
+  double flop = t * p0 * 2 * 16 * 16;                                               // the 1x1x1 convolution before the decoder
+  flop += t * p0 * conv3(16, 384);                                                  // conv_in
+  flop += t * p0 * (2 * 2 * conv3(384, 384) + 2 * 384 * 3 * 384 + 2 * 384 * 384);  // the middle's two ResNets, q k v and out
+  flop += t * 4 * p0 * p0 * 384;                                                    // its attention within each frame, one head of 384
+  flop += t * p0 * 3 * 2 * conv3(384, 384);                                         // level 0: three ResNets
+  flop += (t - 1) * p0 * time_conv(384) + f1 * 4 * p0 * conv2(384, 192);            // upsampling in time (not the first frame) and space
+  flop += f1 * 4 * p0 * (conv3(192, 384) + 2 * 192 * 384 + 5 * conv3(384, 384));   // level 1: from half the channels, a 1x1x1 shortcut
+  flop += (f1 - 1) * 4 * p0 * time_conv(384) + f3 * 16 * p0 * conv2(384, 192);
+  flop += f3 * 16 * p0 * 6 * conv3(192, 192);                                       // level 2
+  flop += f3 * 64 * p0 * conv2(192, 96);                                            // upsampling in space only
+  flop += f3 * 64 * p0 * (6 * conv3(96, 96) + conv3(96, 3));                        // level 3 and the convolution out to RGB
+  const Architecture& wan = arch("wan21-vae-decoder");
+  const auto calls = [&](double frames) { return step_kernels(wan, {.width = 256, .height = 128, .frames = frames}, Dtype::bf16); };
+  CHECK(kernels_flop(calls(9)) == Approx(flop).epsilon(1e-12));
+  // One decoder call a latent frame, each later one launching the same kernels: the launches grow by a call's
+  // worth with each latent frame (frames 5, 9, 13: 2, 3, 4 latent frames).
+  const double per_call = count_kernels(calls(13)) - count_kernels(calls(9));
+  CHECK(count_kernels(calls(9)) - count_kernels(calls(5)) == Approx(per_call));
+  CHECK(per_call > 400);  // eager: the norms' five kernels, pads, copies and layout changes around ~40 convolutions
+  // An image (Qwen-Image's VAE) is the first call alone: every 3x3x3 convolution over two zero frames padded before it.
+  const double image = kernels_flop(calls(1)), first_frame = p0 * (2 * 16 * 16 + conv3(16, 384));
+  CHECK(image > first_frame);
+  CHECK(image < kernels_flop(calls(5)));
+  // Compiled, the same convolutions and attention with fewer kernels around them.
+  const auto compiled = step_kernels(wan, {.width = 256, .height = 128, .frames = 9, .runtime = Runtime::compiled}, Dtype::bf16);
+  CHECK(kernels_flop(compiled) == Approx(flop).epsilon(1e-12));
+  CHECK(count_kernels(compiled) < count_kernels(calls(9)));
+}
+
 TEST_CASE("eager PyTorch launches more kernels than a compiled step and waits on its host", "[profiles]") {
   const KernelModel h100(*Catalog::builtin().gpu("h100-sxm"));
   for (const char* id : {"sdxl-unet", "flux-dit", "sd-vae-decoder", "real-esrgan-x4", "clip-l-text"}) {

@@ -41,7 +41,7 @@ void write_catalog_text(std::ostream& out, const Catalog& c) {
   }
   out << "\nArchitectures (layer-level profiles; fleetsim kernels --model ID times a step)\n";
   for (const auto& [id, a] : c.architectures()) {
-    std::snprintf(line, sizeof line, "  %-19s %-12s %s\n", id.c_str(), a->family.c_str(), a->name.c_str());
+    std::snprintf(line, sizeof line, "  %-19s %-18s %s\n", id.c_str(), a->family.c_str(), a->name.c_str());
     out << line;
   }
   out << "\nModels: " << c.models().size() << ", operator profiles: " << c.operators().size()

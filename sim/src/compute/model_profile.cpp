@@ -39,6 +39,7 @@ const std::map<std::string_view, ArchitectureFields>& families() {
         {"cross_attention", "ffn", "temporal_factor", "temporal_patch", "rope", "qk_norm"},
         {}}},
       {"vae-decoder", {{"latent_channels", "layers_per_block", "vae_factor"}, {"temporal_factor"}, {"channels"}}},
+      {"causal-vae-decoder", {{"latent_channels", "layers_per_block", "vae_factor", "temporal_factor", "temporal_upsamplings"}, {}, {"channels"}}},
       {"rrdb", {{"blocks", "features", "growth", "scale"}, {}, {}}},
   };
   return f;
@@ -55,11 +56,12 @@ class Builder {
   void gemm(const std::string& name, double m, double n, double k, double count = 1) {
     push({.cls = KernelClass::gemm, .m = m, .n = n, .k = k, .count = count, .name = name});
   }
-  // A k x k convolution with stride s onto an output of b x h x w pixels, as an implicit GEMM, with the
-  // layout changes and the bias its runtime adds around it.
-  void conv(const std::string& name, double b, double h, double w, double cin, double cout, double k, double s = 1) {
+  // A k x k convolution (kt x k x k: over kt frames too, each of the b outputs reading its kt) with stride s
+  // onto an output of b x h x w pixels, as an implicit GEMM, with the layout changes and the bias its runtime
+  // adds around it.
+  void conv(const std::string& name, double b, double h, double w, double cin, double cout, double k, double s = 1, double kt = 1) {
     op("conv_layout", name + ".to_nhwc", b * h * w * s * s, cin);
-    push({.cls = KernelClass::gemm, .m = b * h * w, .n = cout, .k = cin * k * k, .taps = k * k, .name = name});
+    push({.cls = KernelClass::gemm, .m = b * h * w, .n = cout, .k = cin * k * k * kt, .taps = k * k * kt, .name = name});
     op("conv_layout", name + ".to_nchw", b * h * w, cout);
     op("conv_bias", name + ".bias", b * h * w, cout);
   }
@@ -84,6 +86,11 @@ class Builder {
 
   // Any other kernel, written out (a batched GEMM, an attention of its own shape).
   void push(KernelCall call) { out_.push_back(std::move(call)); }
+  // The kernels appended so far; every one appended since `mark` run `times` as often.
+  std::size_t size() const { return out_.size(); }
+  void repeat_since(std::size_t mark, double times) {
+    for (std::size_t i = mark; i < out_.size(); ++i) out_[i].count *= times;
+  }
 
  private:
   std::vector<KernelCall>& out_;
@@ -468,6 +475,105 @@ void vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
   b.conv("conv_out", n, h, w, c, 3, 3);
 }
 
+// A causal 3D VAE decoder, as ComfyUI runs Wan 2.1's (comfy/ldm/wan/vae.py at a125cd8, Decoder3d and
+// WanVAE.decode, the Wan 2.1 code with ComfyUI's ops): one latent frame a call, each call's output appended to
+// the video so far (a torch.cat of all of it). Every causal convolution pads its input with F.pad, a copy (a
+// clone where nothing is padded): the first call with two zero frames before its one, the others after a
+// torch.cat of the two input frames kept from the call before; each 3x3x3 one first keeps its input's last two
+// frames for the next call (a clone, joined to the frame before where the input has one). Norms are RMS over
+// the channels (F.normalize x sqrt(C) x gamma, no bias), each followed by a SiLU; the middle attends, one head,
+// within each frame. The first `temporal_upsamplings` upsamplings double the frames as well (after the first
+// call): a causal (3, 1, 1) convolution to twice the channels, its halves stacked as twice the frames. Every
+// upsampling then doubles the pixels (nearest) and halves the channels with a 3x3 convolution a frame (the
+// frames moved into a batch of images and back: einops rearrange, a copy where there are several), and the
+// next level's first ResNet block starts from half. 4(T - 1) + 1 frames out of T latent ones.
+void causal_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
+  const std::vector<double>& widths = a.list("channels");  // the input convolution's and middle's, then each level's
+  const double f = a.number("vae_factor", 8), tf = a.number("temporal_factor", 4), latent = a.number("latent_channels", 16);
+  const double resnets = a.number("layers_per_block", 2) + 1;
+  const double temporal = a.number("temporal_upsamplings", 0);
+  const double latent_frames = s.frames > 1 ? std::floor((s.frames - 1) / tf) + 1 : 1;
+  const double batch = s.batch, h0 = std::ceil(s.height / f), w0 = std::ceil(s.width / f);
+  // One decoder call on one latent frame (the frames before it kept unless it is the first), `times` times.
+  const auto decoder_call = [&](bool cached, double times) {
+    const std::size_t mark = b.size();
+    double n = 1, h = h0, w = w0;  // frames at this level, their pixels
+    const auto rows = [&](double frames) { return batch * frames * h * w; };
+    // The frames a convolution keeps for the next call: its input's last two, joined to the one before.
+    const auto keep = [&](const std::string& name, double c) {  // the cache is kept even where there is no next call
+      b.op("concat", name + ".keep", rows(std::min(n, 2.0)), c);
+      if (n < 2 && cached) b.op("concat", name + ".keep", rows(2), c);
+    };
+    // A causal convolution over kt frames (3 or 1) of k x k pixels: the kept frames joined, the input padded.
+    const auto conv = [&](const std::string& name, double cin, double cout, double kt, double k) {
+      const double frames_in = n + kt - 1, pad = k - 1;
+      if (cached && kt > 1) b.op("concat", name + ".with_kept", rows(frames_in), cin);
+      b.op("pad", name + ".pad", batch * frames_in * (h + pad) * (w + pad), cin);
+      b.conv(name, batch * n, h, w, cin, cout, k, 1, kt);
+    };
+    const auto norm_silu = [&](const std::string& name, double c) {
+      b.op("channel_rms_norm", name, rows(n), c);
+      b.op("silu", name + ".silu", rows(n), c);
+    };
+    const auto resnet = [&](double cin, double cout) {
+      norm_silu("resnet.norm1", cin);
+      keep("resnet.conv1", cin);
+      conv("resnet.conv1", cin, cout, 3, 3);
+      norm_silu("resnet.norm2", cout);
+      keep("resnet.conv2", cout);
+      conv("resnet.conv2", cout, cout, 3, 3);
+      if (cin != cout) conv("resnet.shortcut", cin, cout, 1, 1);
+      b.op("residual_add", "resnet.residual", rows(n), cout);
+    };
+    double c = widths.front();
+    keep("conv_in", latent);
+    conv("conv_in", latent, c, 3, 3);
+    resnet(c, c);
+    b.op("channel_rms_norm", "mid.attn.norm", rows(n), c);  // one frame: its rearranges are views
+    b.conv("mid.attn.qkv", batch * n, h, w, c, 3 * c, 1);
+    b.op("to_tokens", "mid.attn.to_tokens", rows(n), c, 3);
+    b.attention("mid.attn", batch * n, h * w, h * w, c);
+    b.op("to_pixels", "mid.attn.to_pixels", rows(n), c);
+    b.conv("mid.attn.out", batch * n, h, w, c, c, 1);
+    b.op("residual_add", "mid.attn.residual", rows(n), c);
+    resnet(c, c);
+    for (std::size_t i = 1; i < widths.size(); ++i) {
+      double cin = i > 1 ? c / 2 : c;
+      for (double j = 0; j < resnets; ++j) {
+        resnet(cin, widths[i]);
+        cin = widths[i];
+      }
+      c = widths[i];
+      if (i + 1 == widths.size()) break;
+      if (static_cast<double>(i) <= temporal && cached) {
+        keep("upsample.time", c);
+        conv("upsample.time", c, 2 * c, 3, 1);
+        b.op("concat", "upsample.time.stack", rows(2 * n), c);
+        n *= 2;
+      }
+      if (n > 1) b.op("frames_to_batch", "upsample.to_images", rows(n), c);
+      h *= 2;
+      w *= 2;
+      b.op("upsample", "upsample.interpolate", rows(n), c);
+      b.conv("upsample", batch * n, h, w, c, c / 2, 3);
+      if (n > 1) b.op("frames_to_batch", "upsample.to_video", rows(n), c / 2);
+    }
+    norm_silu("norm_out", c);
+    keep("conv_out", c);
+    conv("conv_out", c, 3, 3, 3);
+    b.repeat_since(mark, times);
+  };
+  b.op("pad", "post_quant.pad", batch * latent_frames * h0 * w0, latent);
+  b.conv("post_quant", batch * latent_frames, h0, w0, latent, latent, 1);
+  decoder_call(false, 1);
+  if (latent_frames == 1) return;
+  decoder_call(true, latent_frames - 1);
+  // Each later call's frames appended to the video so far: 1 + 4i frames copied at call i, (2T + 1) on average.
+  const std::size_t mark = b.size();
+  b.op("concat", "frames.cat", batch * (2 * latent_frames + 1) * s.height * s.width, 3);
+  b.repeat_since(mark, latent_frames - 1);
+}
+
 // Real-ESRGAN's RRDBNet: a convolution in, residual-in-residual dense blocks (three dense blocks of five
 // convolutions each over the concatenation of the block's input and what came before, growing by
 // `growth` channels, LeakyReLU after each but the last, scaled residuals), a trunk convolution, two
@@ -598,6 +704,7 @@ std::vector<KernelCall> step_kernels(const Architecture& a, const StepShape& who
   else if (a.family == "unet") unet(a, s, b);
   else if (a.family == "dit") dit(a, s, b);
   else if (a.family == "vae-decoder") vae_decoder(a, s, b);
+  else if (a.family == "causal-vae-decoder") causal_vae_decoder(a, s, b);
   else if (a.family == "rrdb") rrdb(a, s, b);
   else FLEETSIM_CHECK(false, "unknown architecture family " + a.family + " (checked at load)");
   return calls;

@@ -21,11 +21,12 @@ using detail::ObjectReader;
 constexpr std::array<std::string_view, 3> kRuntimeNames{"comfyui", "diffusers", "compiled"};
 
 // The operations model_profile.cpp calls: every runtime says what it launches for each.
-constexpr std::array<std::string_view, 27> kOperations{
-    "attention_out", "concat",       "conv_bias",  "conv_layout",     "elementwise",   "gate_residual",     "gated_activation",
-    "gelu",          "group_norm",   "group_norm_silu", "layer_norm", "modulate",      "patchify",          "position_tables",
-    "qkv_join",      "residual_add", "rms_norm",   "rope",            "sampler",       "silu",              "stream_join",
-    "time_add",      "timestep_embedding", "to_pixels", "to_tokens",  "upsample",      "vector_silu"};
+constexpr std::array<std::string_view, 30> kOperations{
+    "attention_out", "channel_rms_norm", "concat",       "conv_bias",  "conv_layout",     "elementwise",   "frames_to_batch",
+    "gate_residual", "gated_activation", "gelu",         "group_norm", "group_norm_silu", "layer_norm",    "modulate",
+    "pad",           "patchify",         "position_tables", "qkv_join", "residual_add",   "rms_norm",      "rope",
+    "sampler",       "silu",             "stream_join",  "time_add",   "timestep_embedding", "to_pixels", "to_tokens",
+    "upsample",      "vector_silu"};
 
 // "act", "fp32", "fp32*0.5": a tensor of the operation's size (or a share of it) in a dtype.
 bool add_tensor(const Json& v, RuntimeKernel& k) {

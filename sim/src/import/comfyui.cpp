@@ -568,7 +568,10 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
         costed_as = f;
         if (n->role == ComfyRole::decode && !stage->architecture.empty()) {
           t.dtype = Dtype::bf16;  // ComfyUI's VAE dtype where bf16 runs
-          set_model_step(t, arch(stage->architecture, stage), StepShape{.batch = s.batch * s.frames, .width = s.width, .height = s.height}, 1);
+          // A causal 3D decoder decodes the video's frames together; a 2D one, each frame as an image.
+          const auto vae = arch(stage->architecture, stage);
+          const bool causal = vae->family == "causal-vae-decoder";
+          set_model_step(t, vae, StepShape{.batch = causal ? s.batch : s.batch * s.frames, .width = s.width, .height = s.height, .frames = causal ? s.frames : 1}, 1);
         } else {
           // A VAE encoder costs about half its decoder (approx.).
           scaled(op(*stage), s.pixels() / stage->at_pixels * (n->role == ComfyRole::decode ? 1.0 : 0.5));
