@@ -538,8 +538,10 @@ int run_train(const TrainArgs& args) {
   }
   const std::size_t eq = args.sweep.find('=');
   const std::string key = args.sweep.substr(0, eq);
-  if (eq == std::string::npos || (key != "dp" && key != "tp" && key != "pp" && key != "vp" && key != "ep" && key != "micro" && key != "global")) {
-    throw fleetsim::InputError({fleetsim::Problem{"--sweep", "", "expected dp=, tp=, pp=, vp=, ep=, micro= or global= and values such as dp=1,8,64, found \"" + args.sweep + "\""}});
+  if (eq == std::string::npos ||
+      (key != "dp" && key != "tp" && key != "pp" && key != "vp" && key != "ep" && key != "micro" && key != "global" && key != "recompute_layers")) {
+    throw fleetsim::InputError({fleetsim::Problem{
+        "--sweep", "", "expected dp=, tp=, pp=, vp=, ep=, micro=, global= or recompute_layers= and values such as dp=1,8,64, found \"" + args.sweep + "\""}});
   }
   std::vector<fleetsim::TrainingJob> jobs;
   std::vector<fleetsim::TrainingStep> steps;
@@ -550,7 +552,14 @@ int run_train(const TrainArgs& args) {
       throw fleetsim::InputError({fleetsim::Problem{"--sweep", "", "expected positive integers, found \"" + text + "\""}});
     }
     fleetsim::TrainingJob j = job;
-    (key == "dp" ? j.dp : key == "tp" ? j.tp : key == "pp" ? j.pp : key == "vp" ? j.vp : key == "ep" ? j.ep : key == "micro" ? j.micro_batch : j.global_batch) = value;
+    (key == "dp"                 ? j.dp
+     : key == "tp"               ? j.tp
+     : key == "pp"               ? j.pp
+     : key == "vp"               ? j.vp
+     : key == "ep"               ? j.ep
+     : key == "micro"            ? j.micro_batch
+     : key == "recompute_layers" ? j.recompute_layers
+                                 : j.global_batch) = value;
     // With more replicas the global batch grows with them, so each replica keeps its work.
     if (key == "dp") j.global_batch = job.global_batch / job.dp * value;
     try {
@@ -976,7 +985,7 @@ void add_train(CLI::App& app, Commands& commands) {
   auto train = std::make_shared<TrainArgs>();
   CLI::App* train_cmd = app.add_subcommand("train", "One training iteration of a transformer under TP x PP x DP: time, MFU, bubble, memory per GPU");
   train_cmd->add_option("job", train->file, "Training job file (JSON): cluster, model, parallelism, batch, schedule, recompute")->required();
-  train_cmd->add_option("--sweep", train->sweep, "One setting over several values, as a scaling table: dp=1,8,64 (global batch grows with dp), pp=, tp=, micro=, global=");
+  train_cmd->add_option("--sweep", train->sweep, "One setting over several values, as a scaling table: dp=1,8,64 (global batch grows with dp), pp=, tp=, micro=, global=, recompute_layers= (with full recomputation)");
   train_cmd->add_flag("--json", train->json, "Print JSON instead of the table");
   train_cmd->add_flag("--search", train->search, "Rank the ways to run the job on all its cluster's GPUs: TP, PP, DP, micro-batch, recomputation, ZeRO-1 or FSDP");
   train_cmd->add_option("--top", train->top, "With --search: how many configurations to print")->capture_default_str()->check(CLI::Range(1, 100000));

@@ -286,6 +286,9 @@ check "train prints each stage's memory" test "$(grep -cE '^ +[0-3] +10 ' "$tmp/
 check "train --sweep prints one row per value" test "$(wc -l <"$tmp/sweep.txt")" -eq 3
 "$fleetsim" train "$src/scenarios/training/dp-1.3b.json" --sweep dp=1,x 2>"$tmp/sweep.err"
 check "train --sweep refuses a bad value" test $? -eq 2
+"$fleetsim" train "$src/scenarios/training/llama-3-70b-fsdp-a100.json" --sweep recompute_layers=40,80 >"$tmp/sweep-layers.txt"
+check "train --sweep recompute_layers trades memory for time, a row per value" \
+  bash -c "test $? -eq 0 && test \$(wc -l <'$tmp/sweep-layers.txt') -eq 3 && grep -qE '^40 +64 ' '$tmp/sweep-layers.txt' && grep -qE '^80 +64 ' '$tmp/sweep-layers.txt'"
 # A configuration that does not fit its GPUs is shown, then refused with the stage and what it lacks.
 printf '%s' '{"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "llama-3-8b", "seq_len": 8192},
   "parallel": {"dp": 8, "distributed_optimizer": true}, "batch": {"global": 8}, "recompute": "selective"}' >"$tmp/oom.json"

@@ -71,7 +71,7 @@ TEST_CASE("Wan 2.1's causal 3D VAE decoder: its convolutions' FLOP level by leve
   // worth with each latent frame (frames 5, 9, 13: 2, 3, 4 latent frames).
   const double per_call = count_kernels(calls(13)) - count_kernels(calls(9));
   CHECK(count_kernels(calls(9)) - count_kernels(calls(5)) == Approx(per_call));
-  CHECK(per_call > 400);  // eager: the norms' five kernels, pads, copies and layout changes around ~40 convolutions
+  CHECK(per_call > 400);  // eager: the norms' six kernels, pads, copies and layout changes around ~40 convolutions
   // An image (Qwen-Image's VAE) is the first call alone: every 3x3x3 convolution over two zero frames padded before it.
   const double image = kernels_flop(calls(1)), first_frame = p0 * (2 * 16 * 16 + conv3(16, 384));
   CHECK(image > first_frame);

@@ -1320,11 +1320,74 @@ TEST_CASE("torchtitan's recomputation by op re-runs every second matrix product 
   CHECK_THAT(job_error(head + R"("model": {"layers": 4, "hidden": 1024, "heads": 8, "vocab": 8, "seq_len": 1024}})"),
              Catch::Contains("job.json: /recompute: expected selective_op only for a dense Llama-layout model"));
   CHECK_THAT(job_error(head + R"("model": {"architecture": "mixtral-8x7b", "seq_len": 4096}})"), Catch::Contains("/recompute: expected selective_op only for a dense Llama-layout model"));
+  CHECK_THAT(job_error(head + R"("model": {"architecture": "qwen2-7b", "seq_len": 4096}})"), Catch::Contains("/recompute: expected selective_op only for a dense Llama-layout model"));
+  CHECK_THAT(job_error(head + R"("model": {"architecture": "llama-3-8b", "seq_len": 4096}, "activation_func_fp8_input_store": true})"),
+             Catch::Contains("/activation_func_fp8_input_store: expected no activation_func_fp8_input_store with selective_op"));
   CHECK_THAT(job_error(head + R"("model": {"architecture": "llama-3-8b", "seq_len": 4096}, "attention": "unfused"})"),
              Catch::Contains("/attention: expected flash attention with selective_op"));
   CHECK_THAT(job_error(head + R"("model": {"architecture": "llama-3-8b", "seq_len": 4096}, "dtype": "fp8"})"), Catch::Contains("/dtype: expected bf16 or fp16 with selective_op"));
   CHECK_THAT(job_error(head + R"("model": {"architecture": "llama-3-8b", "seq_len": 4096}, "recompute_modules": ["core_attn"]})"),
              Catch::Contains("/recompute_modules: expected recompute_modules only with \"recompute\": \"selective\""));
+}
+
+TEST_CASE("full recomputation of the first layers of each chunk: those re-run, the others keep their activations (by hand)", "[training][recompute]") {
+  const auto llama = [](const std::string& recompute, int tp = 1) {
+    return parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "llama-3-8b", "seq_len": 8192},
+        "parallel": {"tp": )" + std::to_string(tp) + R"(, "dp": )" + std::to_string(8 / tp) + R"(, "distributed_optimizer": true, "sequence_parallel": )" +
+                                  (tp > 1 ? "true" : "false") + R"(}, "batch": {"global": 8}, "recompute": )" + recompute + "}",
+                              "llama.json");
+  };
+  const TrainingCounts none = count_training(llama(R"("none")")), full = count_training(llama(R"("full")"));
+  for (int layers : {1, 12, 31}) {
+    INFO(layers);
+    const TrainingJob partial = llama(R"("full", "recompute_layers": )" + std::to_string(layers));
+    const TrainingCounts c = count_training(partial);
+    // One stage of 32 layers, one micro-batch in flight: `layers` of them re-run their forward and keep their
+    // input; the others keep everything.
+    CHECK(c.hardware_flop - c.model_flop == Approx((full.hardware_flop - full.model_flop) * layers / 32).epsilon(1e-12));
+    CHECK(c.stage_memory[0].activations == Approx(layers * full.activation_bytes_per_layer + (32 - layers) * none.activation_bytes_per_layer).epsilon(1e-12));
+  }
+  // All 32: full recomputation, to the byte and the nanosecond.
+  const TrainingJob all = llama(R"("full", "recompute_layers": 32)");
+  CHECK(count_training(all).stage_memory[0].activations == full.stage_memory[0].activations);
+  CHECK(simulate_training_step(all).iteration_s == simulate_training_step(llama(R"("full")")).iteration_s);
+  // Time grows with the layers re-run, between none and full; with TP, so do the exchanges (6 a layer re-run, 4 the others).
+  double last = simulate_training_step(llama(R"("none")")).iteration_s;
+  for (int layers : {8, 16, 24}) {
+    const double now = simulate_training_step(llama(R"("full", "recompute_layers": )" + std::to_string(layers))).iteration_s;
+    CHECK(now > last);
+    last = now;
+  }
+  CHECK(last < simulate_training_step(llama(R"("full")")).iteration_s);
+  const TrainingStep tp_none = simulate_training_step(llama(R"("none")", 2)), tp_full = simulate_training_step(llama(R"("full")", 2));
+  const TrainingStep tp_half = simulate_training_step(llama(R"("full", "recompute_layers": 16)", 2));
+  CHECK(tp_half.tp_comm_s == Approx((tp_none.tp_comm_s + tp_full.tp_comm_s) / 2).epsilon(1e-12));
+  CHECK(tp_full.tp_comm_s == Approx(tp_none.tp_comm_s * 6 / 4).epsilon(1e-12));
+  std::ostringstream text;
+  write_training_text(text, llama(R"("full", "recompute_layers": 12)"), simulate_training_step(llama(R"("full", "recompute_layers": 12)")));
+  CHECK_THAT(text.str(), Catch::Contains("recompute full (the first 12 layers of each model chunk; the others keep their activations)"));
+
+  // Interleaved, per chunk: 16 layers on 4 stages of 2 virtual stages is 8 chunks of 2; the first of each re-runs.
+  TrainingJob gpt = small(4, 16, PipelineSchedule::one_f_one_b);
+  gpt.vp = 2;
+  gpt.recompute = Recompute::full;
+  check_training_job(gpt);
+  const TrainingCounts whole = count_training(gpt);
+  gpt.recompute_layers = 1;
+  check_training_job(gpt);
+  const TrainingCounts half = count_training(gpt);
+  CHECK(half.hardware_flop - half.model_flop == Approx((whole.hardware_flop - whole.model_flop) / 2).epsilon(1e-12));
+
+  // Refused with the field: without full recomputation, past the model's layers, not a positive count, with DualPipe.
+  const std::string head = R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "llama-3-8b", "seq_len": 4096}, "parallel": {"dp": 8}, "batch": {"global": 8}, )";
+  CHECK_THAT(job_error(head + R"("recompute": "selective", "recompute_layers": 4})"),
+             Catch::Contains("job.json: /recompute_layers: expected recompute_layers only with \"recompute\": \"full\""));
+  CHECK_THAT(job_error(head + R"("recompute_layers": 4})"), Catch::Contains("/recompute_layers: expected recompute_layers only with \"recompute\": \"full\""));
+  CHECK_THAT(job_error(head + R"("recompute": "full", "recompute_layers": 33})"), Catch::Contains("/recompute_layers: expected at most the model's 32 layers, found 33"));
+  CHECK_THAT(job_error(head + R"("recompute": "full", "recompute_layers": 0})"), Catch::Contains("/recompute_layers"));
+  CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "llama-3-8b", "seq_len": 4096}, "parallel": {"pp": 4, "dp": 2},
+      "batch": {"global": 16}, "schedule": "dualpipe", "recompute": "full", "recompute_layers": 4})"),
+             Catch::Contains("/recompute_layers: expected every layer recomputed under dualpipe"));
 }
 
 TEST_CASE("latent attention's kernels: down-projections whole on every TP rank, up-projections split, heads of 192 and 128", "[training][mla]") {

@@ -33,6 +33,7 @@ std::vector<std::string> recompute_modules(const TrainingJob& j) {
 // "full", or "selective (layernorm, mla_up_proj)" where the modules are not the default core_attn.
 std::string recompute_text(const TrainingJob& j) {
   std::string text = recompute_name(j.recompute);
+  if (j.recompute_layers > 0) return text + " (the first " + std::to_string(j.recompute_layers) + " layers of each model chunk; the others keep their activations)";
   if (j.recompute != Recompute::selective || j.recompute_modules == kRecomputeCoreAttention) return text;
   std::string list;
   for (const std::string& name : recompute_modules(j)) list += (list.empty() ? "" : ", ") + name;
@@ -257,6 +258,7 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
                    {"micro_batches", job.micro_batches()},
                    {"schedule", schedule_name(job.schedule)},
                    {"recompute", recompute_name(job.recompute)},
+                   {"recompute_layers", job.recompute_layers},
                    {"recompute_modules", job.recompute == Recompute::selective ? ordered_json(recompute_modules(job)) : ordered_json::array()},
                    {"attention", attention_name(job.attention)},
                    {"optimizer_moments", dtype_name(job.optimizer_moments)},
@@ -325,8 +327,16 @@ void write_training_sweep_text(std::ostream& out, const std::string& key, const 
     const double speedup = s.tokens_per_s / steps[0].tokens_per_s;
     const double efficiency = speedup / (static_cast<double>(j.gpus()) / jobs[0].gpus());
     const double peak = largest_need(s.counts);
-    const int value = key == "tp" ? j.tp : key == "pp" ? j.pp : key == "vp" ? j.vp : key == "dp" ? j.dp : key == "ep" ? j.ep : key == "micro" ? j.micro_batch : j.global_batch;
-    std::snprintf(line, sizeof line, "%-6d %5d  %13d  %-11s %-13.0f %7.2fx  %9.1f%%  %5.1f%%  %4.1f%%  %s%s\n", value, j.gpus(), j.micro_batches(),
+    const int value = key == "tp"                 ? j.tp
+                      : key == "pp"               ? j.pp
+                      : key == "vp"               ? j.vp
+                      : key == "dp"               ? j.dp
+                      : key == "ep"               ? j.ep
+                      : key == "micro"            ? j.micro_batch
+                      : key == "recompute_layers" ? j.recompute_layers
+                                                  : j.global_batch;
+    const int width = std::max(6, static_cast<int>(key.size()));
+    std::snprintf(line, sizeof line, "%-*d %5d  %13d  %-11s %-13.0f %7.2fx  %9.1f%%  %5.1f%%  %4.1f%%  %s%s\n", width, value, j.gpus(), j.micro_batches(),
                   seconds(s.iteration_s).c_str(), s.tokens_per_s, speedup, 100 * efficiency, 100 * s.bubble, 100 * s.mfu, bytes(peak).c_str(),
                   out_of_memory(j, s.counts) ? "  DOES NOT FIT" : "");
     out << line;

@@ -158,6 +158,37 @@ LayerMix stage_mix(const std::vector<LayerMix>& chunks, const VirtualStages& sta
   return mix;
 }
 
+// A chunk's layers that run as the job says (all of them unless it recomputes only the first recompute_layers
+// of each chunk), and the others, which recompute nothing (Megatron-Core's block method: the first layers of
+// the chunk, a mixture of experts' dense first layers before its mixtures).
+struct RecomputeSplit {
+  LayerMix as_job, kept;
+};
+RecomputeSplit split_recompute(const TrainingJob& job, const LayerMix& chunk) {
+  if (job.recompute != Recompute::full || job.recompute_layers == 0) return {chunk, {}};
+  const int dense = std::min(job.recompute_layers, chunk.dense), mixture = std::min(job.recompute_layers - dense, chunk.mixture);
+  return {{dense, mixture}, {chunk.dense - dense, chunk.mixture - mixture}};
+}
+// The same over a GPU stage's chunks.
+RecomputeSplit stage_split(const TrainingJob& job, const std::vector<LayerMix>& chunks, const VirtualStages& stages, int stage) {
+  RecomputeSplit sum;
+  for (int k = 0; k < stages.count; ++k) {
+    if (stages.gpu(k) != stage) continue;
+    const RecomputeSplit part = split_recompute(job, chunks[static_cast<std::size_t>(k)]);
+    sum.as_job.dense += part.as_job.dense;
+    sum.as_job.mixture += part.as_job.mixture;
+    sum.kept.dense += part.kept.dense;
+    sum.kept.mixture += part.kept.mixture;
+  }
+  return sum;
+}
+// The job as its kept layers run: recomputing nothing.
+TrainingJob without_recompute(TrainingJob job) {
+  job.recompute = Recompute::none;
+  job.recompute_layers = 0;
+  return job;
+}
+
 // One pass of a micro-batch through a virtual stage, in a GPU's schedule order.
 struct Pass {
   int micro_batch, virtual_stage;
@@ -489,13 +520,20 @@ void check_training_job(const TrainingJob& job) {
        "expected layernorm only for latent attention or a mixture of experts: Transformer Engine fuses the other norms into the linear after them, which keeps their output");
   // As Megatron-Core refuses: a layer re-run whole cannot also hide its all-to-alls behind another micro-batch.
   need(!job.recomputes(kRecomputeMoe) || !job.ep_overlap, "/recompute_modules", "expected no moe recomputation with ep_overlap, as Megatron-Core requires");
+  need(job.recompute_layers == 0 || job.recompute == Recompute::full, "/recompute_layers",
+       "expected recompute_layers only with \"recompute\": \"full\", found \"" + recompute_name(job.recompute) + "\"");
+  need(job.recompute_layers <= m.layers, "/recompute_layers", "expected at most the model's " + std::to_string(m.layers) + " layers, found " + std::to_string(job.recompute_layers));
+  need(job.recompute_layers == 0 || job.schedule != PipelineSchedule::dualpipe, "/recompute_layers",
+       "expected every layer recomputed under dualpipe (recompute_layers is not modelled for its two stages a GPU)");
   // torchtitan's policy counts bias-free matrix products (aten.mm) through a Llama layer of SDPA attention; other
-  // layers run other ops (addmm with biases, grouped experts, latent projections) that it would treat otherwise.
+  // layers run other ops (addmm with biases, grouped experts, latent projections, float8's _scaled_mm) that it
+  // would keep or re-run otherwise.
   if (job.recompute == Recompute::selective_op) {
-    need(m.llama_layout && !m.moe() && !m.latent, "/recompute",
+    need(m.llama_layout && !m.qkv_bias && !m.moe() && !m.latent, "/recompute",
          "expected selective_op only for a dense Llama-layout model (torchtitan's: no biases, no experts, no latent attention)");
     need(job.attention == AttentionKernel::flash, "/attention", "expected flash attention with selective_op, whose policy keeps SDPA's output");
-    need(job.dtype != Dtype::fp8, "/dtype", "expected bf16 or fp16 with selective_op: its policy under float8 (saved amax reductions) is not modelled");
+    need(job.dtype != Dtype::fp8, "/dtype", "expected bf16 or fp16 with selective_op: float8 linears run as _scaled_mm, which its policy re-runs (not modelled)");
+    need(!job.activation_fp8_input_store, "/activation_func_fp8_input_store", "expected no activation_func_fp8_input_store with selective_op (a Megatron-Core option)");
   }
   need(!job.activation_fp8_input_store || m.gated, "/activation_func_fp8_input_store", "expected activation_func_fp8_input_store only for a gated MLP (SwiGLU), as Megatron-Core stores it");
   need(m.heads % job.tp == 0, "/parallel/tp", "expected a divisor of the " + std::to_string(m.heads) + " heads, found " + std::to_string(job.tp));
@@ -572,6 +610,7 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
         m.dense_ffn = static_cast<int>(a->number("dense_ffn", 0));
         m.latent = LatentAttention::of(*a);
         m.llama_layout = true;
+        m.qkv_bias = a->number("qkv_bias", 0) != 0;
       }
       for (const char* key : {"layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "gated", "vocab", "experts", "experts_per_token", "shared_ffn",
                               "dense_layers", "dense_ffn"}) {
@@ -679,6 +718,12 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
                             "placed on the shared network (train runs it alone)");
   }
   job.recompute = static_cast<Recompute>(top.choice("recompute", {"none", "selective", "full", "selective_op"}, 0));
+  if (top.field("recompute_layers") != nullptr) {
+    job.recompute_layers = static_cast<int>(top.integer_or("recompute_layers", 0, 1, 1 << 20));
+    if (job.recompute != Recompute::full) {
+      top.problem("recompute_layers", "expected recompute_layers only with \"recompute\": \"full\" (the layers of each stage it recomputes whole; the rest keep their activations)");
+    }
+  }
   if (const Json* modules = top.field("recompute_modules")) {
     // Megatron-Core's --recompute-modules: which parts selective recomputation re-runs.
     const std::vector<std::string>& names = recompute_module_names();
@@ -855,6 +900,13 @@ TrainingCounts count_training(const TrainingJob& job) {
   };
   c.activation_bytes_per_layer = activations(m.moe());
   if (m.moe() && m.dense_layers > 0) c.dense_layer_activation_bytes = activations(false);
+  // Where full recomputation re-runs only some layers, the others keep what they would without it.
+  double kept_bytes = 0, kept_dense_bytes = 0;
+  if (job.recompute_layers > 0) {
+    const TrainingCounts kept = count_training(without_recompute(job));
+    kept_bytes = kept.activation_bytes_per_layer;
+    kept_dense_bytes = m.moe() ? kept.dense_layer_activation_bytes : kept.activation_bytes_per_layer;
+  }
 
   const int p = job.pp, mb = job.micro_batches();
   c.active_parameters = m.active_parameters();
@@ -862,6 +914,15 @@ TrainingCounts count_training(const TrainingJob& job) {
   const std::vector<LayerMix> chunks = chunk_layers(job);
   const VirtualStages stages(job);
   const std::vector<ChunkPass> table = job.vp > 1 ? interleaved_order(mb, job.vp, job.group()) : std::vector<ChunkPass>{};
+  if (job.recompute_layers > 0) {  // only the layers recomputed re-run their forward (a chunk's multi-token prediction layers among them)
+    double mixture = 0, dense = 0;
+    for (const LayerMix& chunk : chunks) {
+      const LayerMix again = split_recompute(job, chunk).as_job;
+      mixture += again.mixture;
+      dense += again.dense;
+    }
+    c.hardware_flop = c.model_flop + tokens * mixture * flop.recompute(true) + tokens * dense * flop.recompute(false);
+  }
   for (int stage = 0; stage < p; ++stage) {
     // Experts split over expert TP and EP; latent attention's down-projections whole on every TP rank;
     // everything else over TP.
@@ -923,7 +984,13 @@ TrainingCounts count_training(const TrainingJob& job) {
     // Overlapped all-to-alls: a forward starts beside the backward before it, one chunk pass more in flight.
     if (job.ep_overlap) in_flight = std::min(in_flight + 1.0 / v, static_cast<double>(mb));
     const double dense_bytes = m.moe() ? c.dense_layer_activation_bytes : c.activation_bytes_per_layer;
-    mem.activations = in_flight * layers.mixture * c.activation_bytes_per_layer + in_flight * layers.dense * dense_bytes;
+    // A chunk's layers' bytes: those run as the job says, and those kept whole under partial recomputation.
+    const auto chunk_bytes = [&](const RecomputeSplit& part) {
+      return part.as_job.mixture * c.activation_bytes_per_layer + part.as_job.dense * dense_bytes + part.kept.mixture * kept_bytes + part.kept.dense * kept_dense_bytes;
+    };
+    const RecomputeSplit stage_part = stage_split(job, chunks, stages, stage);
+    mem.activations = in_flight * stage_part.as_job.mixture * c.activation_bytes_per_layer + in_flight * stage_part.as_job.dense * dense_bytes +
+                      in_flight * (stage_part.kept.mixture * kept_bytes + stage_part.kept.dense * kept_dense_bytes);
     if ((!job.virtual_stage_layers.empty() && job.schedule == PipelineSchedule::one_f_one_b) || stages.dual) {
       // Uneven chunks, or DualPipe's two stages a GPU: the most the GPU's own order holds at once, each pass its
       // own chunk's layers (a forward adds them, a backward's input gradient frees them; in a pair the forward
@@ -933,8 +1000,7 @@ TrainingCounts count_training(const TrainingJob& job) {
       mem.activations = 0;
       const auto hold = [&](const Pass& pass) {
         if (pass.part == Pass::Part::weight) return;
-        const LayerMix& chunk = chunks[static_cast<std::size_t>(pass.virtual_stage)];
-        held += (pass.backward ? -1.0 : 1.0) * (chunk.mixture * c.activation_bytes_per_layer + chunk.dense * dense_bytes);
+        held += (pass.backward ? -1.0 : 1.0) * chunk_bytes(split_recompute(job, chunks[static_cast<std::size_t>(pass.virtual_stage)]));
         mem.activations = std::max(mem.activations, held);
       };
       for (std::size_t i = 0; i < passes.size(); ++i) {
@@ -1611,7 +1677,7 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
   // CP: every GPU of a stage passes its keys and values to the next CP rank at once; a ring step costs what
   // its send takes beyond the block of attention it overlaps (the backward sends the key and value
   // gradients back as well, and under full recomputation runs the forward's ring again first).
-  double cp_forward_s = 0, cp_backward_s = 0;
+  double cp_forward_s = 0, cp_backward_s = 0, cp_kept_backward_s = 0;  // the last: a layer not recomputed
   if (job.cp > 1) {
     std::vector<CollectivePlan> ring;
     for (int d = 0; d < job.dp; ++d) {
@@ -1634,8 +1700,11 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
     const double forward_block_s = job.compute_efficiency ? block_flop / (gpu.peak_for(job.dtype) * *job.compute_efficiency) : kernels.estimate(block, job.dtype).time_s();
     const double backward_block_s = job.compute_efficiency ? 2 * block_flop / (gpu.peak_for(job.dtype) * *job.compute_efficiency) : kernels.estimate(block_backward, job.dtype).time_s();
     cp_forward_s = (job.cp - 1) * std::max(0.0, step.cp_send_s - forward_block_s);
-    cp_backward_s = (job.cp - 1) * std::max(0.0, 2 * step.cp_send_s - backward_block_s) + (job.recompute == Recompute::full ? cp_forward_s : 0.0);
+    cp_kept_backward_s = (job.cp - 1) * std::max(0.0, 2 * step.cp_send_s - backward_block_s);
+    cp_backward_s = cp_kept_backward_s + (job.recompute == Recompute::full ? cp_forward_s : 0.0);
   }
+  // A layer that partial recomputation leaves alone exchanges in its backward what it would without recomputation.
+  const double tp_kept_backward_s = tp_forward_s, tp_dense_kept_backward_s = tp_dense_forward_s, ep_kept_backward_s = 2 * combine_s;
   const int v = job.vp;
   const int chunks = stages.count;
   std::vector<double> fwd(static_cast<std::size_t>(chunks)), bwd(static_cast<std::size_t>(chunks));
@@ -1651,33 +1720,51 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
   for (int k = 0; k < chunks; ++k) {
     const int stage = stages.gpu(k);
     const LayerMix layers = chunk_mixes[static_cast<std::size_t>(k)];
+    const RecomputeSplit part = split_recompute(job, layers);
     const double mixtures = layers.mixture, dense = layers.dense;
-    double fwd_compute = 0, bwd_compute = 0;
+    double fwd_compute = 0, bwd_compute = 0, kept_bwd_compute = 0;  // the last: of the layers partial recomputation leaves alone
     if (job.compute_efficiency) {
       const double rate = gpu.peak_for(job.dtype) * *job.compute_efficiency;
       const double extra = stages.last(k) ? (1 + m.mtp_layers) * logits + m.mtp_layers * tokens * flop.mtp_projection / t : 0;
       fwd_compute = (mixtures * layer_forward(true) + dense * layer_forward(false) + extra) / rate;
-      bwd_compute = (mixtures * (2 * layer_forward(true) + recompute(true)) + dense * (2 * layer_forward(false) + recompute(false)) + 2 * extra) / rate;
+      kept_bwd_compute = (part.kept.mixture * 2 * layer_forward(true) + part.kept.dense * 2 * layer_forward(false)) / rate;
+      bwd_compute = (part.as_job.mixture * (2 * layer_forward(true) + recompute(true)) + part.as_job.dense * (2 * layer_forward(false) + recompute(false)) + 2 * extra) / rate +
+                    kept_bwd_compute;
       weight_s[k] = fwd_compute;  // the weight gradients' FLOP: the forward's
     } else {
-      const PassKernels pass = chunk_kernels(job, layers, stages.first(k), stages.last(k));
-      const PassTime f = pass_time(kernels, pass.forward, job.dtype), bk = pass_time(kernels, pass.backward, job.dtype);
+      PassKernels pass = chunk_kernels(job, part.as_job, stages.first(k), stages.last(k));
+      PassTime kept_b;
+      if (part.kept.total() > 0) {
+        const PassKernels kept = chunk_kernels(without_recompute(job), part.kept, false, false);
+        pass.forward.insert(pass.forward.end(), kept.forward.begin(), kept.forward.end());
+        kept_b = pass_time(kernels, kept.backward, job.dtype);
+      }
+      const PassTime f = pass_time(kernels, pass.forward, job.dtype);
+      PassTime bk = pass_time(kernels, pass.backward, job.dtype);
+      bk.gemm_s += kept_b.gemm_s;
+      bk.attention_s += kept_b.attention_s;
+      bk.memory_s += kept_b.memory_s;
+      bk.weight_gradient_s += kept_b.weight_gradient_s;
       fwd_compute = f.total();
       bwd_compute = bk.total();
+      kept_bwd_compute = kept_b.total();
       weight_s[k] = bk.weight_gradient_s;
-      for (auto [sum, part] : {std::pair{&stage_fwd_kernels[stage], &f}, std::pair{&stage_bwd_kernels[stage], &bk}}) {
-        sum->gemm_s += share * part->gemm_s;
-        sum->attention_s += share * part->attention_s;
-        sum->memory_s += share * part->memory_s;
-        sum->weight_gradient_s += share * part->weight_gradient_s;
+      for (auto [sum, pass_part] : {std::pair{&stage_fwd_kernels[stage], &f}, std::pair{&stage_bwd_kernels[stage], &std::as_const(bk)}}) {
+        sum->gemm_s += share * pass_part->gemm_s;
+        sum->attention_s += share * pass_part->attention_s;
+        sum->memory_s += share * pass_part->memory_s;
+        sum->weight_gradient_s += share * pass_part->weight_gradient_s;
       }
     }
     fwd[k] = fwd_compute + mixtures * (tp_forward_s + ep_forward_s + cp_forward_s) + dense * (tp_dense_forward_s + cp_forward_s);
-    bwd[k] = bwd_compute + mixtures * (tp_backward_s + ep_backward_s + cp_backward_s) + dense * (tp_dense_backward_s + cp_backward_s);
+    const double kept_bwd = kept_bwd_compute + part.kept.mixture * (tp_kept_backward_s + ep_kept_backward_s + cp_kept_backward_s) +
+                            part.kept.dense * (tp_dense_kept_backward_s + cp_kept_backward_s);
+    bwd[k] = bwd_compute + part.as_job.mixture * (tp_backward_s + ep_backward_s + cp_backward_s) + part.as_job.dense * (tp_dense_backward_s + cp_backward_s) +
+             part.kept.mixture * (tp_kept_backward_s + ep_kept_backward_s + cp_kept_backward_s) + part.kept.dense * (tp_dense_kept_backward_s + cp_kept_backward_s);
     fwd_compute_s[k] = fwd_compute;
     bwd_compute_s[k] = bwd_compute;
     fwd_alltoall_s[k] = mixtures * ep_forward_s;
-    bwd_alltoall_s[k] = mixtures * ep_backward_s;
+    bwd_alltoall_s[k] = part.as_job.mixture * ep_backward_s + part.kept.mixture * ep_kept_backward_s;
     if (fsdp || job.offload_parameters) {  // pp 1, so one chunk: the stage; its layers alike (check_training_job)
       // Each layer's weights are gathered before it runs (its shard first copied up from host memory where the
       // parameters are offloaded, then gathered), the next layer's while it computes (FSDP's prefetch: one layer
@@ -1685,11 +1772,13 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
       // gather, and the first layer's are not hidden. The gradients' reduce-scatters run beside the last
       // micro-batch's backward, sharing the links with its gathers: what they add beyond it is paid after it,
       // as the DP reduction.
-      const double n = layers.total(), fetched = gather_s + fetch_s;
-      const double per_layer_f = fwd[k] / n, per_layer_b = bwd[k] / n;
+      // Under partial recomputation the layers it re-runs and the others each take their own backward.
+      const double n = layers.total(), fetched = gather_s + fetch_s, again = part.as_job.total(), kept = part.kept.total();
+      const double per_layer_f = fwd[k] / n, per_layer_b = (bwd[k] - kept_bwd) / again, kept_layer_b = kept > 0 ? kept_bwd / kept : 0;
+      const double backward_layers = again * std::max(per_layer_b, fetched) + kept * std::max(kept_layer_b, fetched);
       fwd[k] = n * std::max(per_layer_f, fetched) + fetched;
-      bwd[k] = n * std::max(per_layer_b, fetched) + fetched;
-      dp_s[static_cast<std::size_t>(stage)] = std::max(0.0, n * (gather_s + scatter_s) - n * std::max(per_layer_b, fetched));
+      bwd[k] = backward_layers + fetched;
+      dp_s[static_cast<std::size_t>(stage)] = std::max(0.0, n * (gather_s + scatter_s) - backward_layers);
     }
     stage_fwd[stage] += share * fwd[k];
     stage_bwd[stage] += share * bwd[k];
@@ -1739,11 +1828,12 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
   step.optimizer_s = *std::max_element(optimizer.begin(), optimizer.end());
   step.stage_optimizer_s = optimizer;
   for (int stage = 0; stage < p; ++stage) {  // the slowest stage's: the one with the most
-    const LayerMix layers = stage_mix(chunk_mixes, stages, stage);
-    const double mixtures = share * layers.mixture, dense = share * layers.dense;
-    step.tp_comm_s = std::max(step.tp_comm_s, mixtures * (tp_forward_s + tp_backward_s) + dense * (tp_dense_forward_s + tp_dense_backward_s));
-    step.ep_comm_s = std::max(step.ep_comm_s, mixtures * (ep_forward_s + ep_backward_s));
-    step.cp_comm_s = std::max(step.cp_comm_s, share * layers.total() * (cp_forward_s + cp_backward_s));
+    const RecomputeSplit part = stage_split(job, chunk_mixes, stages, stage);
+    const double mixtures = share * part.as_job.mixture, dense = share * part.as_job.dense, kept_mixtures = share * part.kept.mixture, kept_dense = share * part.kept.dense;
+    step.tp_comm_s = std::max(step.tp_comm_s, mixtures * (tp_forward_s + tp_backward_s) + dense * (tp_dense_forward_s + tp_dense_backward_s) +
+                                                  kept_mixtures * (tp_forward_s + tp_kept_backward_s) + kept_dense * (tp_dense_forward_s + tp_dense_kept_backward_s));
+    step.ep_comm_s = std::max(step.ep_comm_s, mixtures * (ep_forward_s + ep_backward_s) + kept_mixtures * (ep_forward_s + ep_kept_backward_s));
+    step.cp_comm_s = std::max(step.cp_comm_s, share * part.as_job.total() * (cp_forward_s + cp_backward_s) + share * part.kept.total() * (cp_forward_s + cp_kept_backward_s));
   }
   step.ep_alltoall_s = alltoall_s;
   step.ep_combine_s = combine_s;
@@ -1935,7 +2025,9 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads, const 
         // chunks of whole layers and groups of pp micro-batches allow it.
         const bool own_layout = !base.virtual_stage_layers.empty() && pp == base.pp && vp == base.vp;
         if (vp > 1 && (pp == 1 || (!own_layout && (first_layers > 0 || m.layers % (pp * vp) != 0 || (base.global_batch / (dp * micro)) % pp != 0)))) continue;
-        for (Recompute recompute : {Recompute::none, Recompute::selective, Recompute::full}) {
+        // Selective as the job runs it: Megatron-Core's modules, or torchtitan's by op.
+        const Recompute selective = base.recompute == Recompute::selective_op ? Recompute::selective_op : Recompute::selective;
+        for (Recompute recompute : {Recompute::none, selective, Recompute::full}) {
           for (int zero : {1, 3}) {
             if (zero == 3 && (pp > 1 || dp == 1 || cp > 1 || m.moe())) continue;
             TrainingJob j = base;
@@ -1958,6 +2050,7 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads, const 
             j.dp = dp;
             j.micro_batch = micro;
             j.recompute = recompute;
+            j.recompute_layers = recompute == Recompute::full ? base.recompute_layers : 0;
             j.zero = zero;
             j.distributed_optimizer = true;
             j.sequence_parallel = tp > 1;
@@ -2167,13 +2260,17 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
     // forward, the backward's two combines (16-bit gradients), both again where the backward recomputes the
     // layer or the mixture (an fp8 dispatch needs DeepEP: check_training_job). On the GPU with the most mixture
     // layers (under DualPipe a GPU runs half of each micro-batch's passes on each of its two stages).
+    // Layers partial recomputation leaves alone exchange four times.
     const VirtualStages stages(job);
     const std::vector<LayerMix> mixes = chunk_layers(job);
-    double layers = 0;
-    for (int gpu = 0; gpu < job.pp; ++gpu) layers = std::max(layers, (stages.dual ? 0.5 : 1.0) * stage_mix(mixes, stages, gpu).mixture);
     const double again = exchanges_recomputed(job);
     const double dispatches = 1 + again, combines = 3 + again;
-    const double calls = job.micro_batches() * layers * (dispatches + combines);
+    double exchanges = 0;
+    for (int gpu = 0; gpu < job.pp; ++gpu) {
+      const RecomputeSplit part = stage_split(job, mixes, stages, gpu);
+      exchanges = std::max(exchanges, (stages.dual ? 0.5 : 1.0) * (part.as_job.mixture * (dispatches + combines) + part.kept.mixture * 4.0));
+    }
+    const double calls = job.micro_batches() * exchanges;
     it.ep_calls = calls;
     it.ep_bytes = calls * counts.ep_alltoall_bytes * job.expert_load();
   }
@@ -2191,9 +2288,13 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
     // rank sending its block to the next, a ring all-gather of cp blocks.
     const VirtualStages stages(job);
     const std::vector<LayerMix> mixes = chunk_layers(job);
-    double layers = 0;
-    for (int gpu = 0; gpu < job.pp; ++gpu) layers = std::max(layers, (stages.dual ? 0.5 : 1.0) * stage_mix(mixes, stages, gpu).total());
-    it.cp_calls = (job.recompute == Recompute::full ? 4.0 : 3.0) * job.micro_batches() * layers;
+    const double passes = job.recompute == Recompute::full ? 4.0 : 3.0;
+    double layer_passes = 0;
+    for (int gpu = 0; gpu < job.pp; ++gpu) {
+      const RecomputeSplit part = stage_split(job, mixes, stages, gpu);
+      layer_passes = std::max(layer_passes, (stages.dual ? 0.5 : 1.0) * (passes * part.as_job.total() + 3.0 * part.kept.total()));
+    }
+    it.cp_calls = job.micro_batches() * layer_passes;
     it.cp_bytes = it.cp_calls * job.cp * counts.cp_send_bytes;
   }
   if (fsdp) {

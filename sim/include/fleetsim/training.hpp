@@ -79,6 +79,9 @@ struct TransformerModel {
   // own (untied), no biases, RMSNorm (a weight only). Otherwise GPT's: learned positions, the word
   // embedding reused for the logits, biases, LayerNorm.
   bool llama_layout = false;
+  // Biases on the q, k and v projections (Qwen2's), in Llama's layout otherwise: left out of the counts (a vector
+  // add each), but the projections run as addmm, not mm (what torchtitan's recomputation by op counts).
+  bool qkv_bias = false;
   // A mixture of experts (Mixtral's, Megatron-Core's MoE layer): every layer's MLP is `experts` MLPs of
   // ffn() each (gated as `gated` says), a router sending each token to top_k of them, and, where
   // shared_ffn is above 0, a shared expert of that width every token passes through. 0 experts: dense.
@@ -205,6 +208,11 @@ struct TrainingJob {
   int global_batch = 1, micro_batch = 1;  // sequences
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   Recompute recompute = Recompute::none;
+  // Under full recomputation, only the first this many layers of each model chunk (a stage, or a virtual stage
+  // interleaved) recompute whole; the others keep every activation (Megatron-Core's --recompute-method block
+  // --recompute-num-layers; torchtitan's selective recomputation by layer, every n-th block whole, recomputes
+  // as many). 0: every layer.
+  int recompute_layers = 0;
   // Adam's two moments as the optimizer keeps them (Megatron-Core's precision-aware optimizer, --exp-avg-dtype
   // and --exp-avg-sq-dtype; DeepSeek-V3 keeps them in bf16): fp32 (the default), bf16 or fp16. Master weights stay fp32.
   Dtype optimizer_moments = Dtype::fp32;

@@ -27,7 +27,7 @@ namespace {
 const std::map<std::string_view, ArchitectureFields>& families() {
   static const std::map<std::string_view, ArchitectureFields> f{
       {"transformer", {{"layers", "hidden", "heads", "ffn"}, {"kv_heads", "head_dim", "gated", "vocab", "causal", "rope", "experts", "experts_per_token", "shared_ffn", "dense_layers", "dense_ffn",
-         "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"},
+         "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "qkv_bias"},
         {}}},
       {"unet",
        {{"mid_depth", "context_dim", "context_tokens", "layers_per_block", "latent_channels", "vae_factor"},
@@ -58,9 +58,9 @@ class Builder {
   }
   // A k x k convolution (kt x k x k: over kt frames too, each of the b outputs reading its kt) with stride s
   // onto an output of b x h x w pixels, as an implicit GEMM, with the layout changes and the bias its runtime
-  // adds around it.
-  void conv(const std::string& name, double b, double h, double w, double cin, double cout, double k, double s = 1, double kt = 1) {
-    op("conv_layout", name + ".to_nhwc", b * h * w * s * s, cin);
+  // adds around it; `input_pixels` where its input is not b x h x w x s^2 (a causal convolution's, padded).
+  void conv(const std::string& name, double b, double h, double w, double cin, double cout, double k, double s = 1, double kt = 1, double input_pixels = 0) {
+    op("conv_layout", name + ".to_nhwc", input_pixels > 0 ? input_pixels : b * h * w * s * s, cin);
     push({.cls = KernelClass::gemm, .m = b * h * w, .n = cout, .k = cin * k * k * kt, .taps = k * k * kt, .name = name});
     op("conv_layout", name + ".to_nchw", b * h * w, cout);
     op("conv_bias", name + ".bias", b * h * w, cout);
@@ -485,8 +485,8 @@ void vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
 // within each frame. The first `temporal_upsamplings` upsamplings double the frames as well (after the first
 // call): a causal (3, 1, 1) convolution to twice the channels, its halves stacked as twice the frames. Every
 // upsampling then doubles the pixels (nearest) and halves the channels with a 3x3 convolution a frame (the
-// frames moved into a batch of images and back: einops rearrange, a copy where there are several), and the
-// next level's first ResNet block starts from half. 4(T - 1) + 1 frames out of T latent ones.
+// frames moved into a batch of images: einops rearrange, a view the interpolation copies where there are
+// several; the way back stays a view), and the next level's first ResNet block starts from half. 4(T - 1) + 1 frames out of T latent ones.
 void causal_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
   const std::vector<double>& widths = a.list("channels");  // the input convolution's and middle's, then each level's
   const double f = a.number("vae_factor", 8), tf = a.number("temporal_factor", 4), latent = a.number("latent_channels", 16);
@@ -508,8 +508,9 @@ void causal_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
     const auto conv = [&](const std::string& name, double cin, double cout, double kt, double k) {
       const double frames_in = n + kt - 1, pad = k - 1;
       if (cached && kt > 1) b.op("concat", name + ".with_kept", rows(frames_in), cin);
-      b.op("pad", name + ".pad", batch * frames_in * (h + pad) * (w + pad), cin);
-      b.conv(name, batch * n, h, w, cin, cout, k, 1, kt);
+      const double padded = batch * frames_in * (h + pad) * (w + pad);
+      b.op("pad", name + ".pad", padded, cin);
+      b.conv(name, batch * n, h, w, cin, cout, k, 1, kt, padded);
     };
     const auto norm_silu = [&](const std::string& name, double c) {
       b.op("channel_rms_norm", name, rows(n), c);
@@ -551,12 +552,11 @@ void causal_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
         b.op("concat", "upsample.time.stack", rows(2 * n), c);
         n *= 2;
       }
-      if (n > 1) b.op("frames_to_batch", "upsample.to_images", rows(n), c);
+      if (n > 1) b.op("frames_to_batch", "upsample.to_images", rows(n), c);  // back is a view
       h *= 2;
       w *= 2;
       b.op("upsample", "upsample.interpolate", rows(n), c);
       b.conv("upsample", batch * n, h, w, c, c / 2, 3);
-      if (n > 1) b.op("frames_to_batch", "upsample.to_video", rows(n), c / 2);
     }
     norm_silu("norm_out", c);
     keep("conv_out", c);
