@@ -282,6 +282,10 @@ check "a bad plan exits 2 naming the field" grep -q "bad-plan.json: /search/node
 "$fleetsim" train "$src/scenarios/training/gpt-13b-hybrid.json" >"$tmp/train.txt"
 check "train exits 0" test $? -eq 0
 check "train prints each stage's memory" test "$(grep -cE '^ +[0-3] +10 ' "$tmp/train.txt")" -eq 4
+for job in "$src"/scenarios/training/*.json; do
+  "$fleetsim" train "$job" >/dev/null 2>"$tmp/job.err"
+  check "train runs the shipped job $(basename "$job") (exit 0)" test $? -eq 0
+done
 "$fleetsim" train "$src/scenarios/training/dp-1.3b.json" --sweep dp=1,8 >"$tmp/sweep.txt"
 check "train --sweep prints one row per value" test "$(wc -l <"$tmp/sweep.txt")" -eq 3
 "$fleetsim" train "$src/scenarios/training/dp-1.3b.json" --sweep dp=1,x 2>"$tmp/sweep.err"

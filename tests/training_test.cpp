@@ -1378,6 +1378,16 @@ TEST_CASE("full recomputation of the first layers of each chunk: those re-run, t
   const TrainingCounts half = count_training(gpt);
   CHECK(half.hardware_flop - half.model_flop == Approx((whole.hardware_flop - whole.model_flop) / 2).epsilon(1e-12));
 
+  // A multi-token prediction module's layer is never recomputed under the block method (Megatron-Core skips it).
+  const auto mtp = [](const std::string& recompute) {
+    return count_training(parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+        "model": {"layers": 4, "hidden": 256, "heads": 4, "vocab": 100, "seq_len": 64, "experts": 4, "experts_per_token": 2, "mtp_layers": 1},
+        "parallel": {"dp": 8}, "batch": {"global": 8}, "recompute": )" + recompute + "}",
+                                             "mtp.json"));
+  };
+  const TrainingCounts mtp_full = mtp(R"("full")"), mtp_layers = mtp(R"("full", "recompute_layers": 4)");
+  CHECK(mtp_layers.hardware_flop - mtp_layers.model_flop == Approx((mtp_full.hardware_flop - mtp_full.model_flop) * 4 / 5).epsilon(1e-12));
+
   // Refused with the field: without full recomputation, past the model's layers, not a positive count, with DualPipe.
   const std::string head = R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "llama-3-8b", "seq_len": 4096}, "parallel": {"dp": 8}, "batch": {"global": 8}, )";
   CHECK_THAT(job_error(head + R"("recompute": "selective", "recompute_layers": 4})"),
@@ -1491,7 +1501,7 @@ TEST_CASE("combined 1F1B: each steady backward runs with the next forward, the s
   const auto job = [](bool overlap) {
     return parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 2}]}, "model": {"architecture": "mixtral-8x7b", "seq_len": 4096},
         "parallel": {"dp": 16, "ep": 8, "etp": 1, "distributed_optimizer": true, "ep_overlap": )" + std::string(overlap ? "true" : "false") + R"(},
-        "batch": {"global": 64}, "recompute": "full"})",
+        "batch": {"global": 64}, "recompute": "selective"})",
                               "overlap.json");
   };
   const TrainingJob plain = job(false), paired = job(true);
@@ -1501,7 +1511,7 @@ TEST_CASE("combined 1F1B: each steady backward runs with the next forward, the s
   CHECK(b.forward_s == a.forward_s);
   CHECK(b.backward_s == a.backward_s);
   const double F = a.forward_s, B = a.backward_s;
-  const double alltoalls = a.ep_comm_s;                          // a micro-batch's, forward and backward (recomputed twice)
+  const double alltoalls = a.ep_comm_s;                          // a micro-batch's, forward and backward
   const double compute = F + B - alltoalls;                      // no TP, no CP: the rest is compute
   const double pair = F + B - std::min(compute, alltoalls);
   const double tail = b.iteration_s - b.stage_end_s[0];           // the DP reduction and the optimizer, as before
@@ -1529,6 +1539,7 @@ TEST_CASE("combined 1F1B: each steady backward runs with the next forward, the s
     return job_error(text);
   };
   CHECK_THAT(with(R"("dp": 16)"), Catch::Contains("/parallel/ep_overlap: expected ep_overlap only with expert parallelism"));
+  CHECK_THAT(with(R"("dp": 16, "ep": 8)", R"(, "recompute": "full")"), Catch::Contains("/recompute: expected no full recomputation with ep_overlap"));
   CHECK_THAT(with(R"("pp": 2, "dp": 8, "ep": 8)"), Catch::Contains("/parallel/ep_overlap: expected virtual stages (vp above 1)"));
   CHECK_THAT(with(R"("dp": 16, "ep": 8)", R"(, "schedule": "gpipe")"), Catch::Contains("/parallel/ep_overlap: expected ep_overlap with the 1f1b schedule"));
   CHECK_THAT(job_error(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"layers": 4, "hidden": 256, "heads": 4, "vocab": 100, "seq_len": 64},

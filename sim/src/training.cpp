@@ -160,13 +160,16 @@ LayerMix stage_mix(const std::vector<LayerMix>& chunks, const VirtualStages& sta
 
 // A chunk's layers that run as the job says (all of them unless it recomputes only the first recompute_layers
 // of each chunk), and the others, which recompute nothing (Megatron-Core's block method: the first layers of
-// the chunk, a mixture of experts' dense first layers before its mixtures).
+// the chunk, a mixture of experts' dense first layers before its mixtures; never the multi-token prediction
+// modules' layers on the last chunk, which it skips).
 struct RecomputeSplit {
   LayerMix as_job, kept;
 };
-RecomputeSplit split_recompute(const TrainingJob& job, const LayerMix& chunk) {
+RecomputeSplit split_recompute(const TrainingJob& job, const LayerMix& chunk, bool last) {
   if (job.recompute != Recompute::full || job.recompute_layers == 0) return {chunk, {}};
-  const int dense = std::min(job.recompute_layers, chunk.dense), mixture = std::min(job.recompute_layers - dense, chunk.mixture);
+  LayerMix own = chunk;
+  if (last) (job.model.moe() ? own.mixture : own.dense) -= job.model.mtp_layers;
+  const int dense = std::min(job.recompute_layers, own.dense), mixture = std::min(job.recompute_layers - dense, own.mixture);
   return {{dense, mixture}, {chunk.dense - dense, chunk.mixture - mixture}};
 }
 // The same over a GPU stage's chunks.
@@ -174,7 +177,7 @@ RecomputeSplit stage_split(const TrainingJob& job, const std::vector<LayerMix>& 
   RecomputeSplit sum;
   for (int k = 0; k < stages.count; ++k) {
     if (stages.gpu(k) != stage) continue;
-    const RecomputeSplit part = split_recompute(job, chunks[static_cast<std::size_t>(k)]);
+    const RecomputeSplit part = split_recompute(job, chunks[static_cast<std::size_t>(k)], stages.last(k));
     sum.as_job.dense += part.as_job.dense;
     sum.as_job.mixture += part.as_job.mixture;
     sum.kept.dense += part.kept.dense;
@@ -525,6 +528,9 @@ void check_training_job(const TrainingJob& job) {
   need(job.recompute_layers <= m.layers, "/recompute_layers", "expected at most the model's " + std::to_string(m.layers) + " layers, found " + std::to_string(job.recompute_layers));
   need(job.recompute_layers == 0 || job.schedule != PipelineSchedule::dualpipe, "/recompute_layers",
        "expected every layer recomputed under dualpipe (recompute_layers is not modelled for its two stages a GPU)");
+  // As Megatron-Core refuses (overlap_moe_expert_parallel_comm): a layer re-run whole cannot hide its all-to-alls
+  // behind another micro-batch.
+  need(!job.ep_overlap || job.recompute != Recompute::full, "/recompute", "expected no full recomputation with ep_overlap, as Megatron-Core requires");
   // torchtitan's policy counts bias-free matrix products (aten.mm) through a Llama layer of SDPA attention; other
   // layers run other ops (addmm with biases, grouped experts, latent projections, float8's _scaled_mm) that it
   // would keep or re-run otherwise.
@@ -914,10 +920,10 @@ TrainingCounts count_training(const TrainingJob& job) {
   const std::vector<LayerMix> chunks = chunk_layers(job);
   const VirtualStages stages(job);
   const std::vector<ChunkPass> table = job.vp > 1 ? interleaved_order(mb, job.vp, job.group()) : std::vector<ChunkPass>{};
-  if (job.recompute_layers > 0) {  // only the layers recomputed re-run their forward (a chunk's multi-token prediction layers among them)
+  if (job.recompute_layers > 0) {  // only the layers recomputed re-run their forward (never the multi-token prediction modules')
     double mixture = 0, dense = 0;
-    for (const LayerMix& chunk : chunks) {
-      const LayerMix again = split_recompute(job, chunk).as_job;
+    for (int k = 0; k < stages.count; ++k) {
+      const LayerMix again = split_recompute(job, chunks[static_cast<std::size_t>(k)], stages.last(k)).as_job;
       mixture += again.mixture;
       dense += again.dense;
     }
@@ -1000,7 +1006,7 @@ TrainingCounts count_training(const TrainingJob& job) {
       mem.activations = 0;
       const auto hold = [&](const Pass& pass) {
         if (pass.part == Pass::Part::weight) return;
-        held += (pass.backward ? -1.0 : 1.0) * chunk_bytes(split_recompute(job, chunks[static_cast<std::size_t>(pass.virtual_stage)]));
+        held += (pass.backward ? -1.0 : 1.0) * chunk_bytes(split_recompute(job, chunks[static_cast<std::size_t>(pass.virtual_stage)], stages.last(pass.virtual_stage)));
         mem.activations = std::max(mem.activations, held);
       };
       for (std::size_t i = 0; i < passes.size(); ++i) {
@@ -1720,7 +1726,7 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
   for (int k = 0; k < chunks; ++k) {
     const int stage = stages.gpu(k);
     const LayerMix layers = chunk_mixes[static_cast<std::size_t>(k)];
-    const RecomputeSplit part = split_recompute(job, layers);
+    const RecomputeSplit part = split_recompute(job, layers, stages.last(k));
     const double mixtures = layers.mixture, dense = layers.dense;
     double fwd_compute = 0, bwd_compute = 0, kept_bwd_compute = 0;  // the last: of the layers partial recomputation leaves alone
     if (job.compute_efficiency) {
@@ -2057,8 +2063,8 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads, const 
             j.schedule = PipelineSchedule::one_f_one_b;
             candidates.push_back(j);
             // Combined 1F1B too, where there are all-to-alls to hide and the schedule allows it (not where
-            // selective recomputation re-runs the whole mixture, as Megatron-Core refuses).
-            if (ep > 1 && (pp == 1 || vp > 1) && !j.recomputes(kRecomputeMoe)) {
+            // recomputation re-runs the whole mixture or layer, as Megatron-Core refuses).
+            if (ep > 1 && (pp == 1 || vp > 1) && !j.recomputes(kRecomputeMoe) && recompute != Recompute::full) {
               j.ep_overlap = true;
               candidates.push_back(j);
             }
@@ -2066,6 +2072,7 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads, const 
             if (ep > 1 && vp == 1 && pp >= 2 && pp % 2 == 0) {
               j.ep_overlap = false;
               j.schedule = PipelineSchedule::dualpipe;
+              j.recompute_layers = 0;  // DualPipe recomputes every layer or none
               candidates.push_back(std::move(j));
             }
           }
