@@ -1347,6 +1347,8 @@ TEST_CASE("full recomputation of the first layers of each chunk: those re-run, t
     CHECK(c.hardware_flop - c.model_flop == Approx((full.hardware_flop - full.model_flop) * layers / 32).epsilon(1e-12));
     CHECK(c.stage_memory[0].activations == Approx(layers * full.activation_bytes_per_layer + (32 - layers) * none.activation_bytes_per_layer).epsilon(1e-12));
   }
+  CHECK(count_training(llama(R"("full", "recompute_layers": 12)")).kept_layer_activation_bytes == Approx(none.activation_bytes_per_layer).epsilon(1e-12));
+  CHECK(full.kept_layer_activation_bytes == 0);
   // All 32: full recomputation, to the byte and the nanosecond.
   const TrainingJob all = llama(R"("full", "recompute_layers": 32)");
   CHECK(count_training(all).stage_memory[0].activations == full.stage_memory[0].activations);

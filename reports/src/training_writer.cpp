@@ -304,6 +304,7 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
                                   {"memory", step.forward_kernels.memory_s + step.backward_kernels.memory_s}}},
                    {"activation_bytes_per_layer", c.activation_bytes_per_layer},
                    {"dense_layer_activation_bytes", c.dense_layer_activation_bytes},
+                   {"kept_layer_activation_bytes", c.kept_layer_activation_bytes},
                    {"out_of_memory", !oom        ? ordered_json()
                                      : oom->host ? ordered_json{{"stage", oom->stage}, {"host_needed_bytes", oom->needed_bytes}, {"host_memory_bytes", oom->vram_bytes},
                                                                 {"short_bytes", oom->needed_bytes - oom->vram_bytes}}
@@ -399,7 +400,7 @@ std::string training_search_json(const TrainingJob& base, const TrainingSearch& 
     const TrainingCandidate& c = search.ranked[k];
     ranked.push_back({{"tp", c.job.tp}, {"cp", c.job.cp}, {"pp", c.job.pp}, {"vp", c.job.vp}, {"dp", c.job.dp}, {"ep", c.job.ep}, {"etp", c.job.expert_tp()}, {"ep_overlap", c.job.ep_overlap},
                       {"first_stage_layers", c.job.first_stage_layers}, {"last_stage_layers", c.job.last_stage_layers}, {"virtual_stage_layers", c.job.virtual_stage_layers}, {"micro", c.job.micro_batch}, {"schedule", schedule_name(c.job.schedule)}, {"recompute", recompute_name(c.job.recompute)},
-                      {"zero", c.job.zero_stage()}, {"optimizer_offload", c.job.optimizer_offload}, {"cpu_adam", c.job.optimizer_offload > 0 ? cpu_adam_name(c.job.cpu_adam) : ""},
+                      {"recompute_layers", c.job.recompute_layers}, {"zero", c.job.zero_stage()}, {"optimizer_offload", c.job.optimizer_offload}, {"cpu_adam", c.job.optimizer_offload > 0 ? cpu_adam_name(c.job.cpu_adam) : ""},
                       {"offload_overlap", c.job.offload_overlap}, {"offload_parameters", c.job.offload_parameters}, {"iteration_s", c.step.iteration_s}, {"tokens_per_s", c.step.tokens_per_s}, {"mfu", c.step.mfu},
                       {"bubble", c.step.bubble}, {"memory_per_gpu_bytes", largest_need(c.step.counts)}});
   }

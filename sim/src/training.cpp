@@ -911,6 +911,7 @@ TrainingCounts count_training(const TrainingJob& job) {
   if (job.recompute_layers > 0) {
     const TrainingCounts kept = count_training(without_recompute(job));
     kept_bytes = kept.activation_bytes_per_layer;
+    c.kept_layer_activation_bytes = kept_bytes;
     kept_dense_bytes = m.moe() ? kept.dense_layer_activation_bytes : kept.activation_bytes_per_layer;
   }
 

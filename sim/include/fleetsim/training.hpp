@@ -281,6 +281,7 @@ struct TrainingCounts {
   std::vector<double> stage_offloaded_parameters;  // per GPU of each stage: those whose optimizer runs on the CPU
   double activation_bytes_per_layer = 0;   // one micro-batch, one GPU (a mixture's layer where the model is one)
   double dense_layer_activation_bytes = 0; // the same of a mixture's dense first layers (0 where it has none)
+  double kept_layer_activation_bytes = 0;  // under partial full recomputation, a layer it leaves alone (0 otherwise)
   double tp_allreduce_bytes = 0;           // one TP all-reduce (b s h activations)
   int tp_allreduces_per_layer = 0;         // per micro-batch, forward and backward (a dense layer's)
   double pp_send_bytes = 0;                // one stage boundary, one micro-batch, one direction (all TP ranks)
