@@ -357,6 +357,30 @@ TEST_CASE("disaggregated replicas on two nodes move each KV cache over the share
   CHECK(q.kv_transfer_s == Approx(one_nic.topology.latency_s(route) + 4 * quarter / nic.bandwidth_Bps).epsilon(1e-9));
 }
 
+TEST_CASE("data-parallel attention split into prefill and decode replicas moves each KV from one rank's GPU to another's over the shared network", "[serving][scenario][dp-attention]") {
+  // One request: the prefill rank's whole KV (one GPU's, not eight shares) to the decode rank on the other node,
+  // one flow over its NIC; the bytes out of node 0's NICs are that one share.
+  const std::string pd = R"({"name": "pd", "model": "deepseek-v3", "weights": "fp8", "engine": "sglang", "tp": 8, "dp_attention": true,
+      "disaggregation": {"prefill": 1, "decode": 1}, "requests": {"count": 1, "prompt_tokens": 2048, "output_tokens": 16}})";
+  const Scenario sc = parse_scenario(scenario(pd, "", R"([{"type": "hgx-h200-8", "count": 2}])"), "s.json", ".");
+  const RunResult run = simulate(sc);
+  const ServingResult& r = run.summary.serving.front();
+  const double share = 2048 * kv_capacity(*sc.serving[0]).kv_bytes_per_token;
+  CHECK(r.completed == 1);
+  CHECK(r.kv_transfers == 1);
+  CHECK(r.kv_on_shared_network);
+  CHECK(r.kv_transfer_bytes == Approx(share).epsilon(1e-12));
+  double nic_bytes = 0;
+  for (std::uint32_t l = 0; l < run.topology.links().size(); ++l) {
+    if (run.topology.links()[l].cls == LinkClass::nic && run.topology.vertex_name(run.topology.links()[l].from).rfind("n0.", 0) == 0) nic_bytes += run.link_bytes[l];
+  }
+  CHECK(nic_bytes == Approx(share));
+  // The same as `serve` times it alone where nothing else is on the network: one NIC's route.
+  std::vector<std::uint32_t> route;
+  run.topology.route(run.topology.gpu_vertex(make_id<GpuId>(0)), run.topology.gpu_vertex(make_id<GpuId>(8)), 0, route);
+  CHECK(r.kv_transfer_s == Approx(run.topology.latency_s(route) + share / run.topology.bottleneck_Bps(route)).epsilon(1e-9));
+}
+
 TEST_CASE("a KV transfer whose NIC cable fails is lost: the request is prefilled again and decoded once the cable is back", "[serving][scenario]") {
   const std::string pd = R"({"name": "pd", "model": "llama-3-8b", "tp": 4, "disaggregation": {"prefill": 1, "decode": 1},
       "requests": {"count": 1, "prompt_tokens": 8192, "output_tokens": 16}})";

@@ -462,10 +462,10 @@ TEST_CASE("a serving plan weighs data-parallel attention against attention over 
       "disaggregation": [0, 0.5], "replicas": {"min": 1, "max": 2}}, "rates": ["12 /s"], "seeds": 1})", file);
   REQUIRE(plan.dp_attentions == std::vector<bool>{false, true});
   const ServingPlanResult r = plan_serving(plan, 2);
-  // Attention over TP with and without a split; data-parallel attention without (a split is not modelled with it).
-  REQUIRE(r.lines.size() == 3);
-  CHECK(std::count_if(r.lines.begin(), r.lines.end(), [](const ServingPoint& p) { return p.dp_attention; }) == 1);
-  for (const ServingPoint& p : r.points) CHECK_FALSE((p.dp_attention && p.prefill_share > 0));
+  // Attention over TP and data-parallel attention, each with and without a split.
+  REQUIRE(r.lines.size() == 4);
+  CHECK(std::count_if(r.lines.begin(), r.lines.end(), [](const ServingPoint& p) { return p.dp_attention; }) == 2);
+  CHECK(std::count_if(r.lines.begin(), r.lines.end(), [](const ServingPoint& p) { return p.dp_attention && p.prefill_share > 0; }) == 1);
   int checked = 0;
   for (const ServingPoint& p : r.lines) {
     if (p.verdict != ServingPoint::Verdict::met || p.prefill_share > 0) continue;
@@ -483,6 +483,8 @@ TEST_CASE("a serving plan weighs data-parallel attention against attention over 
   // A base with data-parallel attention plans as it is; a dense model cannot have it, said with the field.
   std::ofstream(dir / "dp.json") << read_text_file((dir / "ds.json").string()).replace(0, 1, R"({"dp_attention": true, )");
   CHECK(parse_serving_plan(R"({"serving": "dp.json", "search": {"node_types": ["hgx-h200-8"]}})", file).dp_attentions == std::vector<bool>{true});
+  // Its ranks split into prefill and decode replicas are searched too.
+  CHECK(parse_serving_plan(R"({"serving": "dp.json", "search": {"node_types": ["hgx-h200-8"], "disaggregation": [0.5]}})", file).prefill_shares == std::vector<double>{0.5});
   std::ofstream(dir / "dense.json") << deployment(R"(, "slos": [{"metric": "ttft", "target": "1 s"}])", R"("rate": "10 /s", "count": 10, "prompt_tokens": 100, "output_tokens": 10)");
   CHECK_THROWS_WITH(parse_serving_plan(R"({"serving": "dense.json", "search": {"node_types": ["hgx-h100-8"], "dp_attention": [false, true]}})", file),
                     Catch::Contains("plan.json: /search/dp_attention/1: /dp_attention: data-parallel attention spreads"));
@@ -726,9 +728,33 @@ TEST_CASE("data-parallel attention: a GPU a rank with its own KV pool, attention
   // Refused where it means nothing or is not modelled.
   CHECK_THAT(error_of(deployment(R"(, "dp_attention": true)")), Catch::Contains("/dp_attention") && Catch::Contains("has none: expected a mixture-of-experts model"));
   CHECK_THAT(error_of(deployment(R"(, "dp_attention": true, "pp": 2)")), Catch::Contains("/dp_attention") && Catch::Contains("pipeline stages"));
-  CHECK_THAT(error_of(deployment(R"(, "dp_attention": true, "disaggregation": {"prefill": 1, "decode": 1})")),
-             Catch::Contains("/dp_attention") && Catch::Contains("disaggregation"));
   CHECK_THAT(error_of(deployment(R"(, "dp_attention": 1)")), Catch::Contains("/dp_attention"));
+}
+
+TEST_CASE("data-parallel attention split into prefill and decode replicas: a rank hands its request's KV to a decode rank, one GPU's worth", "[serving][dp-attention]") {
+  // DeepSeek-V3 in fp8 with SGLang on two HGX H200s: the first node's eight ranks only prefill, the second's
+  // only decode. One request: its prompt on a prefill rank, its whole latent KV (512 tokens, on that rank's GPU
+  // alone) over one NIC to a decode rank on the other node, its tokens decoded there.
+  const auto deepseek = [](const std::string& requests) {
+    return parse_serving(R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h200-8", "count": 2}]}, "model": "deepseek-v3", "weights": "fp8", "engine": "sglang",
+                             "tp": 8, "dp_attention": true, "disaggregation": {"prefill": 1, "decode": 1}, "requests": {)" +
+                             requests + "}}",
+                         "d.json");
+  };
+  const ServingDeployment d = deepseek(R"("count": 1, "prompt_tokens": 512, "output_tokens": 16)");
+  REQUIRE(d.replicas == 2);
+  REQUIRE(d.lanes_a_replica() == 8);
+  const ServingResult one = simulate_serving(d);
+  const double bytes = 512 * kv_capacity(d).kv_bytes_per_token;
+  const LinkType& nic = d.cluster.groups.front().nic;
+  CHECK(one.completed == 1);
+  CHECK(one.kv_transfers == 1);
+  CHECK(one.kv_transfer_bytes == Approx(bytes).epsilon(1e-12));  // one rank's, not eight shares
+  CHECK(one.kv_transfer_s == Approx(nic.latency_s + bytes / nic.bandwidth_Bps).epsilon(1e-12));
+  // Under load every request is prefilled on the first node and decoded on the second.
+  const ServingResult load = simulate_serving(deepseek(R"("rate": "8 /s", "count": 400, "prompt_tokens": {"uniform": [256, 2048]}, "output_tokens": {"uniform": [32, 256]})"));
+  CHECK(load.completed == 400);
+  CHECK(load.kv_transfers == 400);
 }
 
 TEST_CASE("data-parallel attention ranks step together: a step lasts as long as its slowest rank", "[serving][dp-attention]") {

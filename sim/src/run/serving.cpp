@@ -17,7 +17,7 @@ Serving::Serving(const Scenario& scenario, const Cluster& cluster, EventQueue& q
     // Each deployment draws its requests from streams of its own: the run's seed, the deployment's place.
     sets_.emplace_back(d, serving::make_requests(d, seed, k), queue, names);
     sets_.back().send_kv_with([this, k](const serving::KvTransfer& t) { send_kv(k, t); },
-                              [this, k](std::uint32_t from, std::uint32_t to) { return reaches(first_replica_[k] + from, first_replica_[k] + to); });
+                              [this, k](std::uint32_t from, std::uint32_t to) { return reaches(k, from, to); });
     for (std::uint32_t lane = 0; lane < static_cast<std::uint32_t>(d.replicas * d.lanes_a_replica()); ++lane) replica_owner_.emplace_back(k, lane);
     // The engine's start-up, and its weights read from the node's memory over the GPU's host link.
     const NodeGroup& g = d.cluster.groups.front();
@@ -35,14 +35,27 @@ Serving::Serving(const Scenario& scenario, const Cluster& cluster, EventQueue& q
   }
 }
 
-// Each TP rank of the prefill replica sends its share of the KV to the same rank of the decode replica,
-// all at once, over the routes the topology picks (NVLink within a node; the NICs and the fabric between
-// nodes), sharing every link with whatever else is in flight.
+// The subject a lane's replica holds its GPUs under (its first lane's), and the GPUs that hold the lane's KV:
+// the replica's, or with data-parallel attention its rank's one.
+std::uint32_t Serving::replica_subject(std::uint32_t deployment, std::uint32_t lane) const {
+  const auto lanes = static_cast<std::uint32_t>(sc_.serving[deployment]->lanes_a_replica());
+  return first_replica_[deployment] + lane / lanes * lanes;
+}
+std::vector<std::uint32_t> Serving::kv_gpus(std::uint32_t deployment, std::uint32_t lane) const {
+  const std::vector<std::uint32_t>& gpus = replica_gpus_[replica_subject(deployment, lane)];
+  if (!sc_.serving[deployment]->dp_attention) return gpus;
+  const std::size_t rank = lane % static_cast<std::uint32_t>(sc_.serving[deployment]->lanes_a_replica());
+  return rank < gpus.size() ? std::vector<std::uint32_t>{gpus[rank]} : std::vector<std::uint32_t>{};
+}
+
+// Each TP rank of the prefill replica sends its share of the KV to the same rank of the decode replica (with
+// data-parallel attention, the prefill rank its KV to the decode rank), all at once, over the routes the
+// topology picks (NVLink within a node; the NICs and the fabric between nodes), sharing every link with
+// whatever else is in flight.
 void Serving::send_kv(std::uint32_t deployment, const serving::KvTransfer& t) {
   const std::uint32_t number = next_kv_++;
-  const std::vector<std::uint32_t>& from = replica_gpus_[first_replica_[deployment] + t.from];
-  const std::vector<std::uint32_t>& to = replica_gpus_[first_replica_[deployment] + t.to];
-  kv_in_flight_.emplace(number, KvInFlight{deployment, t.request, first_replica_[deployment] + t.from, first_replica_[deployment] + t.to, from.size()});
+  const std::vector<std::uint32_t> from = kv_gpus(deployment, t.from), to = kv_gpus(deployment, t.to);
+  kv_in_flight_.emplace(number, KvInFlight{deployment, t.request, replica_subject(deployment, t.from), replica_subject(deployment, t.to), from.size()});
   for (std::size_t rank = 0; rank < from.size(); ++rank) {
     const FlowTag tag{FlowKind::kv, deployment, make_id<TaskId>(number)};
     const std::uint32_t src = topology_.gpu_vertex(make_id<GpuId>(from[rank])), dst = topology_.gpu_vertex(make_id<GpuId>(to[rank]));
@@ -50,11 +63,11 @@ void Serving::send_kv(std::uint32_t deployment, const serving::KvTransfer& t) {
   }
 }
 
-// Every TP rank of one replica has a route to the same rank of the other (while no link is down, all do).
-bool Serving::reaches(std::uint32_t from, std::uint32_t to) const {
+// Every TP rank of one lane's replica has a route to the same rank of the other's (with data-parallel
+// attention, the one rank to the other; while no link is down, all do).
+bool Serving::reaches(std::uint32_t deployment, std::uint32_t from, std::uint32_t to) const {
   if (!topology_.any_link_down()) return true;
-  const std::vector<std::uint32_t>& a = replica_gpus_[from];
-  const std::vector<std::uint32_t>& b = replica_gpus_[to];
+  const std::vector<std::uint32_t> a = kv_gpus(deployment, from), b = kv_gpus(deployment, to);
   for (std::size_t rank = 0; rank < std::min(a.size(), b.size()); ++rank) {
     if (!topology_.reachable(topology_.gpu_vertex(make_id<GpuId>(a[rank])), topology_.gpu_vertex(make_id<GpuId>(b[rank])))) return false;
   }

@@ -434,7 +434,6 @@ void read_deployment(ObjectReader& top, ServingDeployment& d, bool cluster_ok, c
       d.prefill_replicas = prefill;
       d.replicas = prefill + decode;
       if (d.pp > 1) top.problem("pp", "pipeline-parallel replicas with prefill/decode disaggregation are not modelled yet; expected pp 1 beside \"disaggregation\"");
-      if (d.dp_attention) top.problem("dp_attention", "data-parallel attention with prefill/decode disaggregation is not modelled yet; expected no \"dp_attention\" beside \"disaggregation\"");
     }
   }
   read_engine(top, d, cluster_ok);

@@ -248,11 +248,6 @@ ServingPlan parse_serving_plan(std::string_view json_text, const std::string& fi
       }
     }
     if (const Json* knobs = s.field("knobs")) read_knob_search(*knobs, plan, problems);
-    const bool all_dp = std::all_of(plan.dp_attentions.begin(), plan.dp_attentions.end(), [](bool dp) { return dp; });
-    if (all_dp && std::none_of(plan.prefill_shares.begin(), plan.prefill_shares.end(), [](double share) { return share == 0; })) {
-      s.problem("disaggregation", "data-parallel attention with a prefill/decode split is not modelled yet, and every point searched has both: expected a share of 0 "
-                                  "or \"dp_attention\" with false");
-    }
     if (const Json* r = s.field("replicas")) {
       ObjectReader rr(*r, "/search/replicas", problems);
       plan.min_replicas = static_cast<int>(rr.integer_or("min", 1, 1, 100000));
@@ -291,7 +286,6 @@ ServingPlanResult plan_serving(const ServingPlan& plan, unsigned threads) {
         for (const bool dp : plan.dp_attentions) {
           for (const std::string& engine : plan.engines) {
             for (double share : plan.prefill_shares) {
-              if (dp && share > 0) continue;  // data-parallel attention with a prefill/decode split is not modelled
               for (std::size_t k = 0; k < plan.knob_settings.size(); ++k) lines.push_back({rate, node, engine, tp, dp, share, k});
             }
           }

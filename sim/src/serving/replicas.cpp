@@ -161,7 +161,7 @@ class Engine {
     const std::size_t pieces = d.pieces_a_replica();
     for (int i = 0; i < d.replicas * lanes; ++i) {
       Replica rep(KvBlocks(capacity_.lane_blocks, d.engine.block_size));
-      if (d.prefill_replicas > 0) rep.role = i < d.prefill_replicas ? Replica::Role::prefill : Replica::Role::decode;
+      if (d.prefill_replicas > 0) rep.role = i / lanes < d.prefill_replicas ? Replica::Role::prefill : Replica::Role::decode;
       // In a scenario the placement says; alone, replicas fill the nodes in order.
       if (d.placement.empty()) {
         rep.node = static_cast<std::uint32_t>(i / lanes * d.tp * d.pp / g.node.gpus);
@@ -219,7 +219,7 @@ class Engine {
     replicas_[from].outstanding_tokens -= r.output - r.generated;  // decoded there, not here
     dest.outstanding_tokens += r.output - r.generated;
     ++replicas_[from].transfers_out;
-    const double bytes = static_cast<double>(r.kv_tokens) * capacity_.kv_bytes_per_token;  // on each GPU of the TP group
+    const double bytes = static_cast<double>(r.kv_tokens) * capacity_.kv_bytes_per_token;  // on each GPU of the TP group (data-parallel attention: on its rank's)
     if (send_kv_) {
       send_kv_({id, from, *to, bytes});
       return true;
@@ -266,7 +266,7 @@ class Engine {
     --from.transfers_out;
     // Counted as they end (arrived or lost), so that the mean time is over transfers that ended.
     ++kv_transfers_;
-    kv_transfer_bytes_ += static_cast<double>(r.kv_tokens) * capacity_.kv_bytes_per_token * d_.tp;
+    kv_transfer_bytes_ += static_cast<double>(r.kv_tokens) * capacity_.kv_bytes_per_token * (d_.dp_attention ? 1 : d_.tp);  // a rank's, or every TP rank's share
     kv_transfer_s_ += queue_.now() - r.transfer_start_s;
     const bool to_same = to.stamp == r.to_stamp;
     const bool kept = arrived && from.stamp == r.from_stamp && to_same;
