@@ -363,6 +363,8 @@ TEST_CASE("data-parallel attention split into prefill and decode replicas moves 
   const std::string pd = R"({"name": "pd", "model": "deepseek-v3", "weights": "fp8", "engine": "sglang", "tp": 8, "dp_attention": true,
       "disaggregation": {"prefill": 1, "decode": 1}, "requests": {"count": 1, "prompt_tokens": 2048, "output_tokens": 16}})";
   const Scenario sc = parse_scenario(scenario(pd, "", R"([{"type": "hgx-h200-8", "count": 2}])"), "s.json", ".");
+  REQUIRE(sc.serving[0]->placement.size() == 2);
+  REQUIRE(sc.serving[0]->placement[1].node == 1);  // the decode replica's ranks are GPUs 8 to 15
   const RunResult run = simulate(sc);
   const ServingResult& r = run.summary.serving.front();
   const double share = 2048 * kv_capacity(*sc.serving[0]).kv_bytes_per_token;

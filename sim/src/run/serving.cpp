@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "fleetsim/error.hpp"
 #include "fleetsim/units.hpp"
 
 namespace fleetsim::run {
@@ -41,11 +42,12 @@ std::uint32_t Serving::replica_subject(std::uint32_t deployment, std::uint32_t l
   const auto lanes = static_cast<std::uint32_t>(sc_.serving[deployment]->lanes_a_replica());
   return first_replica_[deployment] + lane / lanes * lanes;
 }
-std::vector<std::uint32_t> Serving::kv_gpus(std::uint32_t deployment, std::uint32_t lane) const {
-  const std::vector<std::uint32_t>& gpus = replica_gpus_[replica_subject(deployment, lane)];
-  if (!sc_.serving[deployment]->dp_attention) return gpus;
+std::span<const std::uint32_t> Serving::kv_gpus(std::uint32_t deployment, std::uint32_t lane) const {
+  const std::span<const std::uint32_t> gpus = replica_gpus_[replica_subject(deployment, lane)];
+  if (!sc_.serving[deployment]->dp_attention || gpus.empty()) return gpus;  // empty: not placed (never sent to)
   const std::size_t rank = lane % static_cast<std::uint32_t>(sc_.serving[deployment]->lanes_a_replica());
-  return rank < gpus.size() ? std::vector<std::uint32_t>{gpus[rank]} : std::vector<std::uint32_t>{};
+  FLEETSIM_CHECK(rank < gpus.size(), "a data-parallel rank beyond its replica's GPUs");
+  return gpus.subspan(rank, 1);
 }
 
 // Each TP rank of the prefill replica sends its share of the KV to the same rank of the decode replica (with
@@ -54,7 +56,7 @@ std::vector<std::uint32_t> Serving::kv_gpus(std::uint32_t deployment, std::uint3
 // whatever else is in flight.
 void Serving::send_kv(std::uint32_t deployment, const serving::KvTransfer& t) {
   const std::uint32_t number = next_kv_++;
-  const std::vector<std::uint32_t> from = kv_gpus(deployment, t.from), to = kv_gpus(deployment, t.to);
+  const std::span<const std::uint32_t> from = kv_gpus(deployment, t.from), to = kv_gpus(deployment, t.to);
   kv_in_flight_.emplace(number, KvInFlight{deployment, t.request, replica_subject(deployment, t.from), replica_subject(deployment, t.to), from.size()});
   for (std::size_t rank = 0; rank < from.size(); ++rank) {
     const FlowTag tag{FlowKind::kv, deployment, make_id<TaskId>(number)};
@@ -67,7 +69,7 @@ void Serving::send_kv(std::uint32_t deployment, const serving::KvTransfer& t) {
 // attention, the one rank to the other; while no link is down, all do).
 bool Serving::reaches(std::uint32_t deployment, std::uint32_t from, std::uint32_t to) const {
   if (!topology_.any_link_down()) return true;
-  const std::vector<std::uint32_t> a = kv_gpus(deployment, from), b = kv_gpus(deployment, to);
+  const std::span<const std::uint32_t> a = kv_gpus(deployment, from), b = kv_gpus(deployment, to);
   for (std::size_t rank = 0; rank < std::min(a.size(), b.size()); ++rank) {
     if (!topology_.reachable(topology_.gpu_vertex(make_id<GpuId>(a[rank])), topology_.gpu_vertex(make_id<GpuId>(b[rank])))) return false;
   }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -87,7 +88,7 @@ class Serving {
   void give_up_kv(std::uint32_t number);
   bool reaches(std::uint32_t deployment, std::uint32_t from, std::uint32_t to) const;  // the deployment's lanes
   std::uint32_t replica_subject(std::uint32_t deployment, std::uint32_t lane) const;
-  std::vector<std::uint32_t> kv_gpus(std::uint32_t deployment, std::uint32_t lane) const;
+  std::span<const std::uint32_t> kv_gpus(std::uint32_t deployment, std::uint32_t lane) const;
   std::unordered_map<std::uint32_t, KvInFlight> kv_in_flight_;
   std::uint32_t next_kv_ = 0;
   std::vector<std::uint32_t> stranded_kv_;

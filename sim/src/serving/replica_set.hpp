@@ -59,8 +59,9 @@ struct EventNames {
   std::uint32_t arrival_subject = 0, first_replica_subject = 0;
 };
 
-// Disaggregated: a request's KV cache moving from a prefill replica to the decode replica the router
-// chose for it, `bytes_per_gpu` from each GPU of the one's TP group to the same rank of the other's.
+// Disaggregated: a request's KV cache moving from a prefill lane to the decode lane the router chose for
+// it, `bytes_per_gpu` from each GPU of the one's TP group to the same rank of the other's (with
+// data-parallel attention, from the prefill rank's GPU to the decode rank's: a lane a rank).
 struct KvTransfer {
   std::uint32_t request, from, to;
   double bytes_per_gpu;
@@ -79,8 +80,8 @@ class ReplicaSet {
   // (latency + bytes / bandwidth), and schedules its end (transfer_done). Given `send`, the owner moves
   // them (a scenario's run: over its shared network) and says when each has arrived (kv_arrived) or
   // cannot (kv_lost: no route left; the request is prefilled again). `reachable(from, to)` says whether
-  // replica `from` can send to replica `to` now (links fail): the router sends a KV cache only to a decode
-  // replica its prefill replica reaches, and a prompt only to a prefill replica that reaches one.
+  // lane `from` can send to lane `to` now (links fail): the router sends a KV cache only to a decode lane
+  // its prefill lane reaches, and a prompt only to a prefill lane that reaches one.
   void send_kv_with(std::function<void(const KvTransfer&)> send, std::function<bool(std::uint32_t from, std::uint32_t to)> reachable);
   // Routes changed (a link repaired): requests that found no replica to take them are routed again.
   void routes_changed();

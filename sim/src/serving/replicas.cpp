@@ -4,6 +4,7 @@
 #include "replica_set.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <deque>
 #include <optional>
@@ -204,8 +205,9 @@ class Engine {
 
   // Disaggregated: the request's prompt is through on a prefill replica, its first token sampled. The
   // router chooses its decode replica now (which counts its tokens from now on), and its KV cache moves
-  // there: each TP rank sends its share to the same rank. The prefill replica keeps the blocks until the
-  // transfer ends. False with no decode replica up (see no_decode_replica).
+  // there: each TP rank sends its share to the same rank (with data-parallel attention, the prefill rank
+  // its whole KV to the decode rank). The prefill replica keeps the blocks until the transfer ends. False
+  // with no decode replica up (see no_decode_replica).
   bool start_transfer(std::uint32_t from, std::uint32_t id) {
     Request& r = requests_[id];
     const std::optional<std::uint32_t> to = route(r, Replica::Role::decode, from);
@@ -679,8 +681,12 @@ class Engine {
       return replicas_[i].role != Replica::Role::prefill || reaches_decode(i);
     };
     if (d_.router == Router::round_robin) {
+      // Disaggregated, prompts and KV caches each go round their own replicas: one cursor shared by both
+      // would, with arrivals and prompts through alternating, land every prompt on the first prefill
+      // replica and every KV cache on the first decode one.
+      std::uint32_t& next = next_replica_[d_.prefill_replicas > 0 ? static_cast<std::size_t>(role) : 0];
       for (std::uint32_t k = 0; k < n; ++k) {
-        const std::uint32_t i = next_replica_++ % n;
+        const std::uint32_t i = next++ % n;
         if (takes(i)) return i;
       }
       return std::nullopt;
@@ -874,7 +880,8 @@ class Engine {
       rep.last_batch = 0;
       rep.last_kv_use = 0;
       sample();
-      FLEETSIM_CHECK(rep.running.empty() && rep.waiting.empty(), "a replica with requests formed no batch");
+      // A prefill replica whose blocks its KV transfers hold may have to wait for them to end (each restarts it).
+      FLEETSIM_CHECK((rep.running.empty() && rep.waiting.empty()) || rep.transfers_out > 0, "a replica with requests formed no batch");
       if (rep.draining && rep.transfers_out == 0) park(index);
       return false;
     }
@@ -957,7 +964,7 @@ class Engine {
   KvCapacity capacity_;
   std::int64_t swap_capacity_tokens_;  // a replica's swap space, in tokens of KV (0: preemption recomputes)
   std::vector<Replica> replicas_;
-  std::uint32_t next_replica_ = 0;
+  std::array<std::uint32_t, 3> next_replica_{};  // round-robin's cursor, one a role where disaggregated
   std::uint64_t preemptions_ = 0, iterations_ = 0, batched_ = 0;
   std::uint64_t swapped_out_ = 0, swap_space_full_ = 0, swapped_tokens_ = 0;  // tokens copied, either way
   std::uint64_t prompt_tokens_ = 0, prefix_hit_tokens_ = 0, prefix_evictions_ = 0;
