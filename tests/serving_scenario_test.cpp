@@ -383,6 +383,27 @@ TEST_CASE("data-parallel attention split into prefill and decode replicas moves 
   CHECK(r.kv_transfer_s == Approx(run.topology.latency_s(route) + share / run.topology.bottleneck_Bps(route)).epsilon(1e-9));
 }
 
+TEST_CASE("a data-parallel decode rank out of reach takes no KV, the other ranks take it all, and a failed rank's GPU stops its replica", "[serving][scenario][dp-attention]") {
+  // The cable into decode rank 3's NIC (GPU n1.g3, lane 11) is down for the whole run: the router sends no KV
+  // there (reach is judged rank to rank), so none is stranded and nothing is prefilled twice. Judged replica
+  // to replica, the decode replica would be out of reach of every prefill rank and nothing would be decoded.
+  const std::string pd = R"({"name": "pd", "model": "deepseek-v3", "weights": "fp8", "engine": "sglang", "tp": 8, "dp_attention": true,
+      "disaggregation": {"prefill": 1, "decode": 1}, "requests": {"rate": "8 /s", "count": 80, "prompt_tokens": {"uniform": [256, 2048]}, "output_tokens": {"uniform": [16, 64]}}})";
+  const std::string nodes = R"([{"type": "hgx-h200-8", "count": 2}])";
+  const std::string cable = R"(, "faults": {"events": [{"at": "1 ms", "link": "switch>n1.nic3", "for": "1000 s"}]})";
+  const ServingResult cut = simulate(parse_scenario(scenario(pd, cable, nodes), "s.json", ".")).summary.serving.front();
+  CHECK(cut.completed == 80);
+  CHECK(cut.kv_transfers == 80);
+  CHECK(cut.requests_rerouted == 0);
+  // Prefill rank 5's GPU fails for 10 s mid-run: the whole prefill replica stops (its ranks step together), the
+  // prompts arriving meanwhile wait for it, and every request is served once it is back.
+  const std::string gpu = R"(, "faults": {"events": [{"at": "4 s", "gpu": "n0.g5", "for": "10 s"}]})";
+  const ServingResult down = simulate(parse_scenario(scenario(pd, gpu, nodes), "s.json", ".")).summary.serving.front();
+  CHECK(down.completed == 80);
+  CHECK(down.replica_failures == 1);
+  CHECK(down.ttft_s.max > 10);
+}
+
 TEST_CASE("a KV transfer whose NIC cable fails is lost: the request is prefilled again and decoded once the cable is back", "[serving][scenario]") {
   const std::string pd = R"({"name": "pd", "model": "llama-3-8b", "tp": 4, "disaggregation": {"prefill": 1, "decode": 1},
       "requests": {"count": 1, "prompt_tokens": 8192, "output_tokens": 16}})";
