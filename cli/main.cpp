@@ -538,10 +538,12 @@ int run_train(const TrainArgs& args) {
   }
   const std::size_t eq = args.sweep.find('=');
   const std::string key = args.sweep.substr(0, eq);
-  if (eq == std::string::npos ||
-      (key != "dp" && key != "tp" && key != "pp" && key != "vp" && key != "ep" && key != "micro" && key != "global" && key != "recompute_layers")) {
-    throw fleetsim::InputError({fleetsim::Problem{
-        "--sweep", "", "expected dp=, tp=, pp=, vp=, ep=, micro=, global= or recompute_layers= and values such as dp=1,8,64, found \"" + args.sweep + "\""}});
+  const fleetsim::SweepSetting* setting = eq == std::string::npos ? nullptr : fleetsim::sweep_setting(key);
+  if (setting == nullptr) {
+    const std::vector<fleetsim::SweepSetting>& settings = fleetsim::sweep_settings();
+    std::string keys;
+    for (std::size_t i = 0; i < settings.size(); ++i) keys += std::string(i == 0 ? "" : i + 1 == settings.size() ? " or " : ", ") + std::string(settings[i].key) + "=";
+    throw fleetsim::InputError({fleetsim::Problem{"--sweep", "", "expected " + keys + " and values such as dp=1,8,64, found \"" + args.sweep + "\""}});
   }
   std::vector<fleetsim::TrainingJob> jobs;
   std::vector<fleetsim::TrainingStep> steps;
@@ -552,14 +554,7 @@ int run_train(const TrainArgs& args) {
       throw fleetsim::InputError({fleetsim::Problem{"--sweep", "", "expected positive integers, found \"" + text + "\""}});
     }
     fleetsim::TrainingJob j = job;
-    (key == "dp"                 ? j.dp
-     : key == "tp"               ? j.tp
-     : key == "pp"               ? j.pp
-     : key == "vp"               ? j.vp
-     : key == "ep"               ? j.ep
-     : key == "micro"            ? j.micro_batch
-     : key == "recompute_layers" ? j.recompute_layers
-                                 : j.global_batch) = value;
+    j.*setting->field = value;
     // With more replicas the global batch grows with them, so each replica keeps its work.
     if (key == "dp") j.global_batch = job.global_batch / job.dp * value;
     try {

@@ -328,14 +328,8 @@ void write_training_sweep_text(std::ostream& out, const std::string& key, const 
     const double speedup = s.tokens_per_s / steps[0].tokens_per_s;
     const double efficiency = speedup / (static_cast<double>(j.gpus()) / jobs[0].gpus());
     const double peak = largest_need(s.counts);
-    const int value = key == "tp"                 ? j.tp
-                      : key == "pp"               ? j.pp
-                      : key == "vp"               ? j.vp
-                      : key == "dp"               ? j.dp
-                      : key == "ep"               ? j.ep
-                      : key == "micro"            ? j.micro_batch
-                      : key == "recompute_layers" ? j.recompute_layers
-                                                  : j.global_batch;
+    const SweepSetting* setting = sweep_setting(key);
+    const int value = setting != nullptr ? j.*setting->field : j.global_batch;
     const int width = std::max(6, static_cast<int>(key.size()));
     std::snprintf(line, sizeof line, "%-*d %5d  %13d  %-11s %-13.0f %7.2fx  %9.1f%%  %5.1f%%  %4.1f%%  %s%s\n", width, value, j.gpus(), j.micro_batches(),
                   seconds(s.iteration_s).c_str(), s.tokens_per_s, speedup, 100 * efficiency, 100 * s.bubble, 100 * s.mfu, bytes(peak).c_str(),

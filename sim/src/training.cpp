@@ -379,6 +379,20 @@ double cpu_adam_params_per_s(TrainingJob::CpuAdam adam, const KernelConstants& k
   return adam == TrainingJob::CpuAdam::torch ? k.cpu_adam_torch_params_per_s : k.cpu_adam_deepspeed_params_per_s;
 }
 
+const std::vector<SweepSetting>& sweep_settings() {
+  static const std::vector<SweepSetting> settings{{"dp", &TrainingJob::dp},       {"tp", &TrainingJob::tp},
+                                                  {"pp", &TrainingJob::pp},       {"vp", &TrainingJob::vp},
+                                                  {"ep", &TrainingJob::ep},       {"micro", &TrainingJob::micro_batch},
+                                                  {"global", &TrainingJob::global_batch}, {"recompute_layers", &TrainingJob::recompute_layers}};
+  return settings;
+}
+
+const SweepSetting* sweep_setting(std::string_view key) {
+  const std::vector<SweepSetting>& settings = sweep_settings();
+  const auto found = std::find_if(settings.begin(), settings.end(), [&](const SweepSetting& s) { return s.key == key; });
+  return found == settings.end() ? nullptr : &*found;
+}
+
 const std::vector<std::string>& recompute_module_names() {
   static const std::vector<std::string> names{"core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "moe", "shared_experts"};
   return names;
@@ -724,12 +738,8 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
                             "placed on the shared network (train runs it alone)");
   }
   job.recompute = static_cast<Recompute>(top.choice("recompute", {"none", "selective", "full", "selective_op"}, 0));
-  if (top.field("recompute_layers") != nullptr) {
-    job.recompute_layers = static_cast<int>(top.integer_or("recompute_layers", 0, 1, 1 << 20));
-    if (job.recompute != Recompute::full) {
-      top.problem("recompute_layers", "expected recompute_layers only with \"recompute\": \"full\" (the layers of each stage it recomputes whole; the rest keep their activations)");
-    }
-  }
+  // Checked against the recomputation with the other rules (check_training_job).
+  if (top.field("recompute_layers") != nullptr) job.recompute_layers = static_cast<int>(top.integer_or("recompute_layers", 0, 1, 1 << 20));
   if (const Json* modules = top.field("recompute_modules")) {
     // Megatron-Core's --recompute-modules: which parts selective recomputation re-runs.
     const std::vector<std::string>& names = recompute_module_names();

@@ -27,6 +27,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fleetsim/catalog.hpp"
@@ -255,6 +256,15 @@ struct TrainingJob {
 // (models/kernels.json, host.cpu_adam).
 std::string cpu_adam_name(TrainingJob::CpuAdam adam);
 double cpu_adam_params_per_s(TrainingJob::CpuAdam adam, const KernelConstants& k);
+
+// The settings `train --sweep` varies, as it names them, each with the job's field it sets.
+struct SweepSetting {
+  std::string_view key;
+  int TrainingJob::*field;
+};
+const std::vector<SweepSetting>& sweep_settings();
+// The one named `key`; nullptr for another name.
+const SweepSetting* sweep_setting(std::string_view key);
 
 TrainingJob load_training_job(const std::string& path);
 TrainingJob parse_training_job(std::string_view json_text, const std::string& file_name);

@@ -504,9 +504,11 @@ void causal_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
       b.op("concat", name + ".keep", rows(std::min(n, 2.0)), c);
       if (n < 2 && cached) b.op("concat", name + ".keep", rows(2), c);
     };
-    // A causal convolution over kt frames (3 or 1) of k x k pixels: the kept frames joined, the input padded.
+    // A causal convolution over kt frames (3 or 1) of k x k pixels: over 3, its input's last frames kept first and
+    // the frames kept from the call before joined; the input padded.
     const auto conv = [&](const std::string& name, double cin, double cout, double kt, double k) {
       const double frames_in = n + kt - 1, pad = k - 1;
+      if (kt > 1) keep(name, cin);
       if (cached && kt > 1) b.op("concat", name + ".with_kept", rows(frames_in), cin);
       const double padded = batch * frames_in * (h + pad) * (w + pad);
       b.op("pad", name + ".pad", padded, cin);
@@ -518,16 +520,13 @@ void causal_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
     };
     const auto resnet = [&](double cin, double cout) {
       norm_silu("resnet.norm1", cin);
-      keep("resnet.conv1", cin);
       conv("resnet.conv1", cin, cout, 3, 3);
       norm_silu("resnet.norm2", cout);
-      keep("resnet.conv2", cout);
       conv("resnet.conv2", cout, cout, 3, 3);
       if (cin != cout) conv("resnet.shortcut", cin, cout, 1, 1);
       b.op("residual_add", "resnet.residual", rows(n), cout);
     };
     double c = widths.front();
-    keep("conv_in", latent);
     conv("conv_in", latent, c, 3, 3);
     resnet(c, c);
     b.op("channel_rms_norm", "mid.attn.norm", rows(n), c);  // one frame: its rearranges are views
@@ -547,7 +546,6 @@ void causal_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
       c = widths[i];
       if (i + 1 == widths.size()) break;
       if (static_cast<double>(i) <= temporal && cached) {
-        keep("upsample.time", c);
         conv("upsample.time", c, 2 * c, 3, 1);
         b.op("concat", "upsample.time.stack", rows(2 * n), c);
         n *= 2;
@@ -559,7 +557,6 @@ void causal_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
       b.conv("upsample", batch * n, h, w, c, c / 2, 3);
     }
     norm_silu("norm_out", c);
-    keep("conv_out", c);
     conv("conv_out", c, 3, 3, 3);
     b.repeat_since(mark, times);
   };
@@ -569,9 +566,7 @@ void causal_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
   if (latent_frames == 1) return;
   decoder_call(true, latent_frames - 1);
   // Each later call's frames appended to the video so far: 1 + 4i frames copied at call i, (2T + 1) on average.
-  const std::size_t mark = b.size();
-  b.op("concat", "frames.cat", batch * (2 * latent_frames + 1) * s.height * s.width, 3);
-  b.repeat_since(mark, latent_frames - 1);
+  b.op("concat", "frames.cat", batch * (2 * latent_frames + 1) * s.height * s.width, 3, latent_frames - 1);
 }
 
 // Real-ESRGAN's RRDBNet: a convolution in, residual-in-residual dense blocks (three dense blocks of five
