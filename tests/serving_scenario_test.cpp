@@ -357,6 +357,35 @@ TEST_CASE("disaggregated replicas on two nodes move each KV cache over the share
   CHECK(q.kv_transfer_s == Approx(one_nic.topology.latency_s(route) + 4 * quarter / nic.bandwidth_Bps).epsilon(1e-9));
 }
 
+TEST_CASE("disaggregated pipeline-parallel replicas move each stage's KV from its GPUs to the same GPUs of the decode replica over the shared network", "[serving][scenario][pp]") {
+  // Llama 3 70B at TP 4 x PP 2: a replica a node. Each of node 0's 8 GPUs sends its stage's 40 layers'
+  // share (two KV heads of 128: 2 x 2 x 128 x 2 bytes a layer a token) to the same GPU of node 1, all at once.
+  const std::string pd = R"({"name": "pd", "model": "llama-3-70b", "tp": 4, "pp": 2, "disaggregation": {"prefill": 1, "decode": 1},
+      "requests": {"count": 1, "prompt_tokens": 2048, "output_tokens": 16}})";
+  const Scenario sc = parse_scenario(scenario(pd, "", R"([{"type": "hgx-h100-8", "count": 2}])"), "s.json", ".");
+  REQUIRE(sc.serving[0]->placement.size() == 2);
+  CHECK(sc.serving[0]->placement[1].node == 1);
+  const RunResult run = simulate(sc);
+  const ServingResult& r = run.summary.serving.front();
+  const double share = 2048.0 * 40 * 2 * 2 * 128 * 2;
+  REQUIRE(8 * share == 2048.0 * 2 * 80 * 8 * 128 * 2);  // the whole model's KV
+  CHECK(r.completed == 1);
+  CHECK(r.kv_transfers == 1);
+  CHECK(r.kv_transfer_bytes == Approx(8 * share).epsilon(1e-12));
+  double slowest = 0;
+  for (std::uint32_t gpu = 0; gpu < 8; ++gpu) {
+    std::vector<std::uint32_t> route;
+    run.topology.route(run.topology.gpu_vertex(make_id<GpuId>(gpu)), run.topology.gpu_vertex(make_id<GpuId>(gpu + 8)), 0, route);
+    slowest = std::max(slowest, run.topology.latency_s(route) + share / run.topology.bottleneck_Bps(route));
+  }
+  CHECK(r.kv_transfer_s == Approx(slowest).epsilon(1e-9));
+  double nic_bytes = 0;
+  for (std::uint32_t l = 0; l < run.topology.links().size(); ++l) {
+    if (run.topology.links()[l].cls == LinkClass::nic && run.topology.vertex_name(run.topology.links()[l].from).rfind("n0.", 0) == 0) nic_bytes += run.link_bytes[l];
+  }
+  CHECK(nic_bytes == Approx(8 * share));
+}
+
 TEST_CASE("data-parallel attention split into prefill and decode replicas moves each KV from one rank's GPU to another's over the shared network", "[serving][scenario][dp-attention]") {
   // One request: the prefill rank's whole KV (one GPU's, not eight shares) to the decode rank on the other node,
   // one flow over its NIC; the bytes out of node 0's NICs are that one share.

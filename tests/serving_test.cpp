@@ -907,6 +907,49 @@ TEST_CASE("hot experts: the busiest GPU's experts take imbalance times the mean 
              Catch::Contains("capacity_factor"));
 }
 
+TEST_CASE("disaggregated pipeline stages: each stage's GPUs send their own layers' KV to the same stage of the decode replica, stages side by side", "[serving][pp]") {
+  // Llama 3 70B (80 layers, 8 KV heads of 128) at TP 2 x PP 3: stages of 27, 27 and 26 layers, each GPU a
+  // token 2 x 4 heads x 128 x 2 bytes a layer. Two replicas of 6 GPUs on two 8-GPU nodes: the prefill
+  // replica on GPUs 0-5 (node 0), the decode replica on 6-11: its stage 0 on node 0 (NVLink from the
+  // prefill's stage 0), stages 1 and 2 on node 1 (NICs). The transfer lasts as long as stage 1's 27 layers
+  // over a NIC; every stage's TP ranks together move the whole model's KV.
+  const std::string requests = R"("count": 1, "prompt_tokens": 2048, "output_tokens": 16)";
+  std::string base = deployment("", requests);
+  base.replace(base.find("llama-3-8b"), 10, "llama-3-70b");
+  base.replace(base.find(R"("count": 1}])"), 12, R"("count": 2}])");
+  base.erase(base.find(R"("replicas": 1,)"), 14);
+  const auto with = [&](const std::string& extra) {
+    std::string text = base;
+    return parse_serving(text.insert(text.size() - 1, extra), "d.json");
+  };
+  const ServingDeployment d = with(R"(, "tp": 2, "pp": 3, "replicas": 2, "disaggregation": {"prefill": 1, "decode": 1})");
+  REQUIRE(stage_layers(80, 3) == std::vector<int>{27, 27, 26});
+  const double per_layer = 2.0 * 4 * 128 * 2;
+  REQUIRE(kv_capacity(d).stage_kv_bytes_per_token == std::vector<double>{27 * per_layer, 27 * per_layer, 26 * per_layer});
+  const ServingResult split = simulate_serving(d);
+  const ServingResult together = simulate_serving(with(R"(, "tp": 2, "pp": 3, "replicas": 1)"));
+  const NodeGroup& g = d.cluster.groups.front();
+  const double transfer = g.nic.latency_s + 2048 * 27 * per_layer / g.nic.bandwidth_Bps;
+  REQUIRE(transfer > g.gpu_link.latency_s + 2048 * 27 * per_layer / g.gpu_link.bandwidth_Bps);  // the NIC's stages bind
+  CHECK(split.completed == 1);
+  CHECK(split.kv_transfers == 1);
+  CHECK(split.kv_transfer_bytes == Approx(2048.0 * 2 * 80 * 8 * 128 * 2).epsilon(1e-12));  // the whole model's KV: 320 KiB a token
+  CHECK(split.kv_transfer_s == Approx(transfer).epsilon(1e-12));
+  CHECK(split.ttft_s.p50 == Approx(together.ttft_s.p50).epsilon(1e-12));
+  CHECK(split.e2e_s.p50 == Approx(together.e2e_s.p50 + transfer).epsilon(1e-12));
+  // Under load, decodes apart from prompts step faster, as without stages; every request is served.
+  const std::string load = R"("rate": "4 /s", "count": 300, "prompt_tokens": {"uniform": [1000, 3000]}, "output_tokens": {"uniform": [100, 300]})";
+  base = deployment("", load);
+  base.replace(base.find("llama-3-8b"), 10, "llama-3-70b");
+  base.replace(base.find(R"("count": 1}])"), 12, R"("count": 2}])");
+  base.erase(base.find(R"("replicas": 1,)"), 14);
+  const ServingResult mixed = simulate_serving(with(R"(, "tp": 4, "pp": 2, "replicas": 2)"));
+  const ServingResult apart = simulate_serving(with(R"(, "tp": 4, "pp": 2, "replicas": 2, "disaggregation": {"prefill": 1, "decode": 1})"));
+  CHECK(apart.completed == 300);
+  CHECK(apart.kv_transfers == 300);
+  CHECK(apart.tpot_s.p50 < mixed.tpot_s.p50);
+}
+
 TEST_CASE("pipeline stages are refused where they are not modelled, with the field and why", "[serving][pp][input]") {
   std::string seventy = deployment();
   seventy.replace(seventy.find("llama-3-8b"), 10, "llama-3-70b");
@@ -914,7 +957,6 @@ TEST_CASE("pipeline stages are refused where they are not modelled, with the fie
     std::string text = seventy;
     return error_of(text.insert(text.size() - 1, extra));
   };
-  CHECK(error_with(R"(, "tp": 4, "pp": 2, "disaggregation": {"prefill": 1, "decode": 1})").find("/pp: pipeline-parallel replicas with prefill/decode disaggregation") != std::string::npos);
   CHECK(error_with(R"(, "pp": 65)").find("/pp: expected an integer from 1 to 64") != std::string::npos);
   CHECK(error_with(R"(, "tp": 3, "pp": 2)").find("attention heads") != std::string::npos);  // 64 heads: tp 3 refused first
   CHECK(error_with(R"(, "tp": 8, "pp": 2)").find("/replicas: expected at most the 0 replicas of 16 GPUs") != std::string::npos);

@@ -223,6 +223,8 @@ ServingDeployment load_serving(const std::string& path, std::span<const Scenario
 struct KvCapacity {
   double weights_per_gpu_bytes = 0, activation_bytes = 0, reserved_bytes = 0, usable_bytes = 0;
   double kv_bytes_per_token = 0;  // on each GPU of the TP group
+  // Each stage's, on each of its GPUs (its own layers'); one entry without pipeline stages.
+  std::vector<double> stage_kv_bytes_per_token;
   std::int64_t blocks = 0, tokens = 0;
   std::int64_t lane_blocks = 0, lane_tokens = 0;  // blocks / pp (vLLM: num_gpu_blocks //= pipeline_parallel_size)
   int bound_stage = 0;  // the stage whose GPUs hold the fewest blocks

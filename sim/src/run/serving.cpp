@@ -50,18 +50,20 @@ std::span<const std::uint32_t> Serving::kv_gpus(std::uint32_t deployment, std::u
   return gpus.subspan(rank, 1);
 }
 
-// Each TP rank of the prefill replica sends its share of the KV to the same rank of the decode replica (with
-// data-parallel attention, the prefill rank its KV to the decode rank), all at once, over the routes the
-// topology picks (NVLink within a node; the NICs and the fabric between nodes), sharing every link with
-// whatever else is in flight.
+// Each GPU of the prefill replica (a stage's TP rank) sends its share of the KV (its stage's layers') to the
+// same GPU of the decode replica (with data-parallel attention, the prefill rank its KV to the decode rank),
+// all at once, over the routes the topology picks (NVLink within a node; the NICs and the fabric between
+// nodes), sharing every link with whatever else is in flight. A replica's GPUs are stage after stage.
 void Serving::send_kv(std::uint32_t deployment, const serving::KvTransfer& t) {
   const std::uint32_t number = next_kv_++;
   const std::span<const std::uint32_t> from = kv_gpus(deployment, t.from), to = kv_gpus(deployment, t.to);
+  FLEETSIM_CHECK(from.size() == to.size() && from.size() % t.stage_bytes.size() == 0, "a KV transfer between replicas of other shapes");
+  const std::size_t per_stage = from.size() / t.stage_bytes.size();
   kv_in_flight_.emplace(number, KvInFlight{deployment, t.request, replica_subject(deployment, t.from), replica_subject(deployment, t.to), from.size()});
   for (std::size_t rank = 0; rank < from.size(); ++rank) {
     const FlowTag tag{FlowKind::kv, deployment, make_id<TaskId>(number)};
     const std::uint32_t src = topology_.gpu_vertex(make_id<GpuId>(from[rank])), dst = topology_.gpu_vertex(make_id<GpuId>(to[rank]));
-    if (!flows_.start(tag, src, dst, t.bytes_per_gpu, route_key(number, rank))) kv_stranded(number);
+    if (!flows_.start(tag, src, dst, t.stage_bytes[rank / per_stage], route_key(number, rank))) kv_stranded(number);
   }
 }
 

@@ -433,7 +433,6 @@ void read_deployment(ObjectReader& top, ServingDeployment& d, bool cluster_ok, c
       }
       d.prefill_replicas = prefill;
       d.replicas = prefill + decode;
-      if (d.pp > 1) top.problem("pp", "pipeline-parallel replicas with prefill/decode disaggregation are not modelled yet; expected pp 1 beside \"disaggregation\"");
     }
   }
   read_engine(top, d, cluster_ok);
@@ -448,7 +447,8 @@ void read_deployment(ObjectReader& top, ServingDeployment& d, bool cluster_ok, c
   if (d.pp > 1) {
     d.assumptions.push_back("pipeline stages run as vLLM V0's virtual engines: " + std::to_string(d.pp) + " lanes a replica, each with 1/" + std::to_string(d.pp) +
                             " of the KV blocks and the requests routed to it, perfectly staggered; " + d.engine.name +
-                            " may instead share one KV pool among its batches in flight (vLLM V1 does), which preempts less");
+                            " may instead share one KV pool among its batches in flight (vLLM V1 does), which preempts less" +
+                            (d.prefill_replicas > 0 ? "; disaggregated, each stage sends its layers' KV to the decode replica's same stage once the prompt is through, not layer by layer during it" : ""));
   }
   if (d.dp_attention) {
     d.assumptions.push_back("data-parallel attention: " + std::to_string(d.tp) + " ranks a replica, each its own scheduler and KV pool, stepping together " +

@@ -138,6 +138,7 @@ KvCapacity kv_capacity(const ServingDeployment& d) {
   // the fewest blocks bound the replica.
   KvCapacity c;
   const std::vector<int> layers = stage_layers(static_cast<int>(m.layers), d.pp);
+  std::vector<double> stage_bytes;
   int first = 0;
   for (int s = 0; s < d.pp; ++s) {
     const int n = layers[static_cast<std::size_t>(s)];
@@ -148,8 +149,10 @@ KvCapacity kv_capacity(const ServingDeployment& d) {
     stage.bound_stage = s;
     blocks_of(stage);
     if (s == 0 || stage.blocks < c.blocks) c = stage;
+    stage_bytes.push_back(stage.kv_bytes_per_token);
     first += n;
   }
+  c.stage_kv_bytes_per_token = std::move(stage_bytes);
   if (d.dp_attention) {  // each rank its own pool: the replica holds tp of them
     c.lane_blocks = c.blocks;
     c.blocks *= d.tp;

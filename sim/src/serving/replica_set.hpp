@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "fleetsim/engine.hpp"
@@ -60,11 +61,12 @@ struct EventNames {
 };
 
 // Disaggregated: a request's KV cache moving from a prefill lane to the decode lane the router chose for
-// it, `bytes_per_gpu` from each GPU of the one's TP group to the same rank of the other's (with
-// data-parallel attention, from the prefill rank's GPU to the decode rank's: a lane a rank).
+// it, from each GPU of the one's replica to the same GPU of the other's (stage s's TP rank r to stage s's
+// rank r: each stage holds its own layers' KV), `stage_bytes[s]` from each GPU of stage s (with
+// data-parallel attention, from the prefill rank's GPU to the decode rank's: a lane a rank, one stage).
 struct KvTransfer {
   std::uint32_t request, from, to;
-  double bytes_per_gpu;
+  std::span<const double> stage_bytes;
 };
 
 class ReplicaSet {

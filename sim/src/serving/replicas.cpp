@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <deque>
+#include <numeric>
 #include <optional>
 #include <queue>
 #include <set>
@@ -122,7 +123,6 @@ struct Replica {
   double up_since_s = 0;  // when it was last given GPUs (for the replica-seconds)
   std::uint32_t stamp = 0;
   enum class Role : std::uint8_t { both, prefill, decode } role = Role::both;
-  std::uint32_t node = 0;  // where its GPUs are: a KV transfer between nodes crosses their NICs
   std::uint32_t transfers_out = 0;  // a prefill replica's KV transfers in flight (it holds their blocks until they end)
   // Swap preemption: KV tokens its waiting requests hold in host memory, and tokens to copy (either way)
   // before its next iteration's forward pass.
@@ -154,7 +154,6 @@ class Engine {
         swap_capacity_tokens_(d.engine.swap && capacity_.kv_bytes_per_token > 0
                                   ? static_cast<std::int64_t>(d.engine.swap_space_bytes / capacity_.kv_bytes_per_token) / d.pp  // a rank's own, with data-parallel attention
                                   : 0) {
-    const NodeGroup& g = d.cluster.groups.front();
     // A pipeline-parallel replica is pp lanes (vLLM's virtual engines), each a Replica here with its own
     // queues and 1/pp of the blocks, routed to as replicas are; one with data-parallel attention, a lane a
     // rank, each with its rank's pool: replica r's lanes are r * lanes to r * lanes + lanes - 1.
@@ -163,14 +162,8 @@ class Engine {
     for (int i = 0; i < d.replicas * lanes; ++i) {
       Replica rep(KvBlocks(capacity_.lane_blocks, d.engine.block_size));
       if (d.prefill_replicas > 0) rep.role = i / lanes < d.prefill_replicas ? Replica::Role::prefill : Replica::Role::decode;
-      // In a scenario the placement says; alone, replicas fill the nodes in order.
-      if (d.placement.empty()) {
-        rep.node = static_cast<std::uint32_t>(i / lanes * d.tp * d.pp / g.node.gpus);
-      } else if (const std::size_t first_piece = static_cast<std::size_t>(i / lanes) * pieces; first_piece < d.placement.size()) {
-        rep.node = d.placement[first_piece].node;  // its first GPU's
-      } else {  // an autoscaled slot, placed when it is needed
-        rep.down = rep.parked = true;
-      }
+      // In a scenario beyond the placement: an autoscaled slot, placed when it is needed.
+      if (!d.placement.empty() && static_cast<std::size_t>(i / lanes) * pieces >= d.placement.size()) rep.down = rep.parked = true;
       replicas_.push_back(std::move(rep));
     }
   }
@@ -205,9 +198,10 @@ class Engine {
 
   // Disaggregated: the request's prompt is through on a prefill replica, its first token sampled. The
   // router chooses its decode replica now (which counts its tokens from now on), and its KV cache moves
-  // there: each TP rank sends its share to the same rank (with data-parallel attention, the prefill rank
-  // its whole KV to the decode rank). The prefill replica keeps the blocks until the transfer ends. False
-  // with no decode replica up (see no_decode_replica).
+  // there: each TP rank of each stage sends its share of the stage's layers to the same rank of the same
+  // stage (with data-parallel attention, the prefill rank its whole KV to the decode rank). The prefill
+  // replica keeps the blocks until the transfer ends. False with no decode replica up (see
+  // no_decode_replica).
   bool start_transfer(std::uint32_t from, std::uint32_t id) {
     Request& r = requests_[id];
     const std::optional<std::uint32_t> to = route(r, Replica::Role::decode, from);
@@ -221,18 +215,34 @@ class Engine {
     replicas_[from].outstanding_tokens -= r.output - r.generated;  // decoded there, not here
     dest.outstanding_tokens += r.output - r.generated;
     ++replicas_[from].transfers_out;
-    const double bytes = static_cast<double>(r.kv_tokens) * capacity_.kv_bytes_per_token;  // on each GPU of the TP group (data-parallel attention: on its rank's)
+    stage_bytes_.clear();  // on each GPU of a stage's TP group (data-parallel attention: on its rank's)
+    for (double per_token : capacity_.stage_kv_bytes_per_token) stage_bytes_.push_back(static_cast<double>(r.kv_tokens) * per_token);
     if (send_kv_) {
-      send_kv_({id, from, *to, bytes});
+      send_kv_({id, from, *to, stage_bytes_});
       return true;
     }
-    // Timed alone: NVLink within a node, a NIC each between nodes.
+    // Timed alone: stage beside stage, NVLink within a node, a NIC each between nodes; the slowest
+    // stage's ends it.
     const NodeGroup& g = d_.cluster.groups.front();
-    const LinkType& link = dest.node == replicas_[from].node ? g.gpu_link : g.nic;
-    const double time = link.latency_s + (link.bandwidth_Bps > 0 ? bytes / link.bandwidth_Bps : 0);
+    double time = 0;
+    for (int s = 0; s < d_.pp; ++s) {
+      const LinkType& link = stage_node(*to, s) == stage_node(from, s) ? g.gpu_link : g.nic;
+      const double bytes = stage_bytes_[static_cast<std::size_t>(s)];
+      time = std::max(time, link.latency_s + (link.bandwidth_Bps > 0 ? bytes / link.bandwidth_Bps : 0));
+    }
     transfers_.push({queue_.now() + time, id});
     queue_.push(queue_.now() + time, names_.transfer_kind, names_.arrival_subject);
     return true;
+  }
+
+  // The node of stage s of a lane's replica (with data-parallel attention, of the lane's rank), where a KV
+  // transfer leaves or arrives: in a scenario the placement's; alone, replicas fill the nodes in order.
+  std::uint32_t stage_node(std::uint32_t lane, int stage) const {
+    const auto lanes = static_cast<std::uint32_t>(d_.lanes_a_replica());
+    const std::uint32_t replica = lane / lanes, per_node = static_cast<std::uint32_t>(d_.cluster.groups.front().node.gpus);
+    const std::uint32_t gpu = d_.dp_attention ? lane % lanes : static_cast<std::uint32_t>(stage * d_.tp);  // its first GPU's, in the replica
+    if (d_.placement.empty()) return (replica * static_cast<std::uint32_t>(d_.tp * d_.pp) + gpu) / per_node;
+    return d_.placement[replica * d_.pieces_a_replica() + gpu / per_node].node;
   }
 
   // A prompt through with no decode replica up (or reachable) to take its KV: the KV is dropped and the
@@ -268,7 +278,7 @@ class Engine {
     --from.transfers_out;
     // Counted as they end (arrived or lost), so that the mean time is over transfers that ended.
     ++kv_transfers_;
-    kv_transfer_bytes_ += static_cast<double>(r.kv_tokens) * capacity_.kv_bytes_per_token * (d_.dp_attention ? 1 : d_.tp);  // a rank's, or every TP rank's share
+    kv_transfer_bytes_ += static_cast<double>(r.kv_tokens) * kv_bytes_a_token_moved_;
     kv_transfer_s_ += queue_.now() - r.transfer_start_s;
     const bool to_same = to.stamp == r.to_stamp;
     const bool kept = arrived && from.stamp == r.from_stamp && to_same;
@@ -973,6 +983,11 @@ class Engine {
   std::vector<std::uint32_t> unrouted_;  // requests that found no replica up
   // KV transfers timed alone in flight, earliest end first (ties by request).
   std::priority_queue<std::pair<double, std::uint32_t>, std::vector<std::pair<double, std::uint32_t>>, std::greater<>> transfers_;
+  std::vector<double> stage_bytes_;  // the transfer being started's, each stage's a GPU
+  // A request's KV a token, all of it that a transfer moves: a rank's (data-parallel attention), or every
+  // stage's TP ranks' shares.
+  const double kv_bytes_a_token_moved_ =
+      std::accumulate(capacity_.stage_kv_bytes_per_token.begin(), capacity_.stage_kv_bytes_per_token.end(), 0.0) * (d_.dp_attention ? 1 : d_.tp);
   std::uint64_t kv_transfers_ = 0;
   double kv_transfer_bytes_ = 0, kv_transfer_s_ = 0;
   double replica_s_ = 0;  // of replicas parked since; the ones up are added at the summary
