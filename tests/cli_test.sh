@@ -362,6 +362,9 @@ EOF
 "$fleetsim" plan "$tmp/serving-plan.json" --out "$tmp/splan" >"$tmp/splan.txt"
 check "plan over a serving deployment recommends one" grep -q "recommended: 1 replica of vllm at TP 8 on 1 hgx-h100-8 node (8 GPUs)" "$tmp/splan.txt"
 check "plan over a serving deployment writes plan.json" grep -q '"recommended"' "$tmp/splan/plan.json"
+"$fleetsim" plan "$src/scenarios/plans/serving-llama-3.1-405b.json" >"$tmp/splan405.txt"
+check "a serving plan over stages and TP across nodes names the stages it recommends" grep -q "recommended: 1 replica of vllm at TP 8 x PP 2 on 2 hgx-h100-8 nodes (16 GPUs)" "$tmp/splan405.txt"
+check "a serving plan says why a TP group cannot hold the model" grep -q "cannot run /tp: the model does not fit its TP group" "$tmp/splan405.txt"
 
 echo "cli: $failures failed"
 test $failures -eq 0

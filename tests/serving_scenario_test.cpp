@@ -358,32 +358,34 @@ TEST_CASE("disaggregated replicas on two nodes move each KV cache over the share
 }
 
 TEST_CASE("disaggregated pipeline-parallel replicas move each stage's KV from its GPUs to the same GPUs of the decode replica over the shared network", "[serving][scenario][pp]") {
-  // Llama 3 70B at TP 4 x PP 2: a replica a node. Each of node 0's 8 GPUs sends its stage's 40 layers'
-  // share (two KV heads of 128: 2 x 2 x 128 x 2 bytes a layer a token) to the same GPU of node 1, all at once.
-  const std::string pd = R"({"name": "pd", "model": "llama-3-70b", "tp": 4, "pp": 2, "disaggregation": {"prefill": 1, "decode": 1},
+  // Llama 3 70B at TP 4 x PP 3 (stages of 27, 27 and 26 layers; a GPU two KV heads of 128: 2 x 2 x 128 x 2
+  // bytes a layer a token) on three HGX H100s: the prefill replica on node 0 (stages 0 and 1) and node 1's
+  // GPUs 0-3 (stage 2), the decode replica on node 2 and node 1's GPUs 4-7. Each GPU sends its stage's
+  // share to the same GPU of the other, all at once: node 0's eight GPUs 27 layers' each over the NICs,
+  // node 1's stage 2 its 26 layers' over NVLink, no NIC.
+  const std::string pd = R"({"name": "pd", "model": "llama-3-70b", "tp": 4, "pp": 3, "disaggregation": {"prefill": 1, "decode": 1},
       "requests": {"count": 1, "prompt_tokens": 2048, "output_tokens": 16}})";
-  const Scenario sc = parse_scenario(scenario(pd, "", R"([{"type": "hgx-h100-8", "count": 2}])"), "s.json", ".");
-  REQUIRE(sc.serving[0]->placement.size() == 2);
-  CHECK(sc.serving[0]->placement[1].node == 1);
+  const Scenario sc = parse_scenario(scenario(pd, "", R"([{"type": "hgx-h100-8", "count": 3}])"), "s.json", ".");
+  REQUIRE(sc.serving[0]->placement.size() == 4);
   const RunResult run = simulate(sc);
   const ServingResult& r = run.summary.serving.front();
-  const double share = 2048.0 * 40 * 2 * 2 * 128 * 2;
-  REQUIRE(8 * share == 2048.0 * 2 * 80 * 8 * 128 * 2);  // the whole model's KV
+  const double per_layer = 2048.0 * 2 * 2 * 128 * 2;
   CHECK(r.completed == 1);
   CHECK(r.kv_transfers == 1);
-  CHECK(r.kv_transfer_bytes == Approx(8 * share).epsilon(1e-12));
-  double slowest = 0;
-  for (std::uint32_t gpu = 0; gpu < 8; ++gpu) {
-    std::vector<std::uint32_t> route;
-    run.topology.route(run.topology.gpu_vertex(make_id<GpuId>(gpu)), run.topology.gpu_vertex(make_id<GpuId>(gpu + 8)), 0, route);
-    slowest = std::max(slowest, run.topology.latency_s(route) + share / run.topology.bottleneck_Bps(route));
-  }
-  CHECK(r.kv_transfer_s == Approx(slowest).epsilon(1e-9));
-  double nic_bytes = 0;
-  for (std::uint32_t l = 0; l < run.topology.links().size(); ++l) {
-    if (run.topology.links()[l].cls == LinkClass::nic && run.topology.vertex_name(run.topology.links()[l].from).rfind("n0.", 0) == 0) nic_bytes += run.link_bytes[l];
-  }
-  CHECK(nic_bytes == Approx(8 * share));
+  CHECK(r.kv_transfer_bytes == Approx(2048.0 * 2 * 80 * 8 * 128 * 2).epsilon(1e-12));  // the whole model's KV
+  const auto nic_bytes_from = [&](const std::string& node) {
+    double bytes = 0;
+    for (std::uint32_t l = 0; l < run.topology.links().size(); ++l) {
+      if (run.topology.links()[l].cls == LinkClass::nic && run.topology.vertex_name(run.topology.links()[l].from).rfind(node, 0) == 0) bytes += run.link_bytes[l];
+    }
+    return bytes;
+  };
+  CHECK(nic_bytes_from("n0.") == Approx(8 * 27 * per_layer));
+  CHECK(nic_bytes_from("n1.") == 0);
+  // The transfer ends with its slowest share: one of node 0's over its route to node 2.
+  std::vector<std::uint32_t> route;
+  run.topology.route(run.topology.gpu_vertex(make_id<GpuId>(0)), run.topology.gpu_vertex(make_id<GpuId>(16)), 0, route);
+  CHECK(r.kv_transfer_s == Approx(run.topology.latency_s(route) + 27 * per_layer / run.topology.bottleneck_Bps(route)).epsilon(1e-9));
 }
 
 TEST_CASE("data-parallel attention split into prefill and decode replicas moves each KV from one rank's GPU to another's over the shared network", "[serving][scenario][dp-attention]") {

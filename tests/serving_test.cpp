@@ -908,26 +908,30 @@ TEST_CASE("hot experts: the busiest GPU's experts take imbalance times the mean 
 }
 
 TEST_CASE("disaggregated pipeline stages: each stage's GPUs send their own layers' KV to the same stage of the decode replica, stages side by side", "[serving][pp]") {
-  // Llama 3 70B (80 layers, 8 KV heads of 128) at TP 2 x PP 3: stages of 27, 27 and 26 layers, each GPU a
-  // token 2 x 4 heads x 128 x 2 bytes a layer. Two replicas of 6 GPUs on two 8-GPU nodes: the prefill
-  // replica on GPUs 0-5 (node 0), the decode replica on 6-11: its stage 0 on node 0 (NVLink from the
-  // prefill's stage 0), stages 1 and 2 on node 1 (NICs). The transfer lasts as long as stage 1's 27 layers
-  // over a NIC; every stage's TP ranks together move the whole model's KV.
+  // Llama 3 70B (80 layers, 8 KV heads of 128) at TP 4 x PP 3: stages of 27, 27 and 26 layers, each GPU a
+  // token 2 x 2 heads x 128 x 2 bytes a layer. Replicas of 12 GPUs on three 8-GPU nodes, placed as a
+  // scenario places them (a node's worth, then the rest, first fit): the prefill replica on node 0 (stages
+  // 0 and 1) and node 1's GPUs 0-3 (stage 2), the decode replica on node 2 and node 1's GPUs 4-7. Stages 0
+  // and 1 cross the NICs, stage 2 stays on node 1's NVLink: the transfer lasts as long as 27 layers over a
+  // NIC; every stage's TP ranks together move the whole model's KV.
   const std::string requests = R"("count": 1, "prompt_tokens": 2048, "output_tokens": 16)";
   std::string base = deployment("", requests);
   base.replace(base.find("llama-3-8b"), 10, "llama-3-70b");
-  base.replace(base.find(R"("count": 1}])"), 12, R"("count": 2}])");
+  base.replace(base.find(R"("count": 1}])"), 12, R"("count": 3}])");
   base.erase(base.find(R"("replicas": 1,)"), 14);
   const auto with = [&](const std::string& extra) {
     std::string text = base;
     return parse_serving(text.insert(text.size() - 1, extra), "d.json");
   };
-  const ServingDeployment d = with(R"(, "tp": 2, "pp": 3, "replicas": 2, "disaggregation": {"prefill": 1, "decode": 1})");
+  const ServingDeployment d = with(R"(, "tp": 4, "pp": 3, "replicas": 2, "disaggregation": {"prefill": 1, "decode": 1})");
   REQUIRE(stage_layers(80, 3) == std::vector<int>{27, 27, 26});
-  const double per_layer = 2.0 * 4 * 128 * 2;
+  const double per_layer = 2.0 * 2 * 128 * 2;
   REQUIRE(kv_capacity(d).stage_kv_bytes_per_token == std::vector<double>{27 * per_layer, 27 * per_layer, 26 * per_layer});
+  REQUIRE(d.placement.size() == 4);
+  CHECK((d.placement[0].node == 0 && d.placement[0].gpus == 8 && d.placement[1].node == 1 && d.placement[1].first_gpu == 0 && d.placement[1].gpus == 4));
+  CHECK((d.placement[2].node == 2 && d.placement[2].gpus == 8 && d.placement[3].node == 1 && d.placement[3].first_gpu == 4 && d.placement[3].gpus == 4));
   const ServingResult split = simulate_serving(d);
-  const ServingResult together = simulate_serving(with(R"(, "tp": 2, "pp": 3, "replicas": 1)"));
+  const ServingResult together = simulate_serving(with(R"(, "tp": 4, "pp": 3, "replicas": 1)"));
   const NodeGroup& g = d.cluster.groups.front();
   const double transfer = g.nic.latency_s + 2048 * 27 * per_layer / g.nic.bandwidth_Bps;
   REQUIRE(transfer > g.gpu_link.latency_s + 2048 * 27 * per_layer / g.gpu_link.bandwidth_Bps);  // the NIC's stages bind
@@ -937,6 +941,10 @@ TEST_CASE("disaggregated pipeline stages: each stage's GPUs send their own layer
   CHECK(split.kv_transfer_s == Approx(transfer).epsilon(1e-12));
   CHECK(split.ttft_s.p50 == Approx(together.ttft_s.p50).epsilon(1e-12));
   CHECK(split.e2e_s.p50 == Approx(together.e2e_s.p50 + transfer).epsilon(1e-12));
+  // Alone as in a scenario: replicas that do not fit whole per node are refused (TP 2 x PP 3 leaves 2 GPUs
+  // of each 8-GPU node, so three nodes hold three replicas, not the four their TP groups would make).
+  CHECK_THAT(error_of(std::string(base).insert(base.size() - 1, R"(, "tp": 2, "pp": 3, "disaggregation": {"prefill": 2, "decode": 2})")),
+             Catch::Contains("/replicas: expected prefill and decode replicas that fit the cluster's 3 nodes whole") && Catch::Contains("3 of the 4 replicas of TP 2 x PP 3 found room"));
   // Under load, decodes apart from prompts step faster, as without stages; every request is served.
   const std::string load = R"("rate": "4 /s", "count": 300, "prompt_tokens": {"uniform": [1000, 3000]}, "output_tokens": {"uniform": [100, 300]})";
   base = deployment("", load);
@@ -948,6 +956,43 @@ TEST_CASE("disaggregated pipeline stages: each stage's GPUs send their own layer
   CHECK(apart.completed == 300);
   CHECK(apart.kv_transfers == 300);
   CHECK(apart.tpot_s.p50 < mixed.tpot_s.p50);
+}
+
+TEST_CASE("a serving plan searches pipeline stages and TP across nodes, each point the deployment it names on the nodes it needs", "[serving][plan][pp]") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fleetsim-serving-plan-pp-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::string base = deployment(R"(, "tp": 4, "slos": [{"metric": "ttft", "percentile": 95, "target": "2 s"}, {"metric": "tpot", "target": "60 ms"}])",
+                                R"("rate": "2 /s", "count": 120, "prompt_tokens": {"uniform": [500, 1500]}, "output_tokens": {"uniform": [50, 150]})");
+  base.replace(base.find("llama-3-8b"), 10, "llama-3-70b");
+  std::ofstream(dir / "d.json") << base;
+  const std::string file = (dir / "plan.json").string();
+  const ServingPlan plan = parse_serving_plan(R"({"serving": "d.json", "search": {"node_types": ["hgx-h100-8"], "tp": [4, 8, 16], "pp": [1, 2],
+      "replicas": {"min": 1, "max": 2}}, "rates": ["2 /s"], "seeds": 1})", file);
+  REQUIRE(plan.pps == std::vector<int>{1, 2});
+  const ServingPlanResult r = plan_serving(plan, 2);
+  REQUIRE(r.lines.size() == 6);
+  for (const ServingPoint& p : r.points) {
+    // Nodes: TP groups of a node's GPUs or less, as many a node as fit; a TP group over whole nodes.
+    const int groups = p.replicas * p.pp;
+    CHECK(p.nodes == (p.tp <= 8 ? (groups + 8 / p.tp - 1) / (8 / p.tp) : groups * p.tp / 8));
+    CHECK(p.gpus == 8 * p.nodes);
+    CHECK(p.verdict != ServingPoint::Verdict::does_not_fit);  // every shape fits: TP 4 alone holds 70B's weights
+    // The point is the deployment it names: its SLOs as a run of that deployment gives them.
+    const ServingDeployment d = parse_serving(base, (dir / "d.json").string(),
+                                              std::vector<ScenarioEdit>{{"/cluster", R"({"nodes": [{"type": "hgx-h100-8", "count": )" + std::to_string(p.nodes) + "}]}"},
+                                                                        {"/tp", std::to_string(p.tp)}, {"/pp", std::to_string(p.pp)}, {"/replicas", std::to_string(p.replicas)}});
+    const ServingResult run = simulate_serving(d);
+    REQUIRE(p.slos.size() == run.verdicts.size());
+    CHECK(p.slos[0].mean_s == run.verdicts[0].achieved_s);
+  }
+  // The text has a stages column, the recommendation its stages where it has some; the JSON each point's.
+  std::ostringstream text;
+  write_serving_plan_text(text, plan, r);
+  CHECK_THAT(text.str(), Catch::Contains(" tp  pp  replicas"));
+  CHECK_THAT(serving_plan_json(plan, r), Catch::Contains("\"pp\": 2"));
+  CHECK_THROWS_WITH(parse_serving_plan(R"({"serving": "d.json", "search": {"node_types": ["hgx-h100-8"], "pp": [0]}})", file),
+                    Catch::Contains("plan.json: /search/pp: expected a non-empty array of pipeline stages a replica, each from 1 to 64"));
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("pipeline stages are refused where they are not modelled, with the field and why", "[serving][pp][input]") {
@@ -962,17 +1007,8 @@ TEST_CASE("pipeline stages are refused where they are not modelled, with the fie
   CHECK(error_with(R"(, "tp": 8, "pp": 2)").find("/replicas: expected at most the 0 replicas of 16 GPUs") != std::string::npos);
   CHECK(error_with(R"(, "pp": 0)").find("/pp") != std::string::npos);
   CHECK(error_with(R"(, "tp": 4, "pp": 2)").empty());
-  // A plan searches one-node TP replicas: a base with stages is refused.
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fleetsim-serving-pp-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  std::string base = seventy;
-  std::ofstream(dir / "d.json") << base.insert(base.size() - 1, R"(, "tp": 4, "pp": 2, "slos": [{"metric": "ttft", "target": "1 s"}])");
-  try {
-    parse_serving_plan(R"({"serving": "d.json", "search": {"node_types": ["hgx-h100-8"]}, "rates": ["1 /s"]})", (dir / "plan.json").string());
-    FAIL("a plan over a pipeline-parallel base was accepted");
-  } catch (const InputError& e) {
-    CHECK_THAT(e.what(), Catch::Contains("/serving") && Catch::Contains("has pipeline stages (pp 2)"));
-  }
   std::ofstream(dir / "d.json") << R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h200-8", "count": 1}]}, "model": "deepseek-v3", "weights": "fp8", "tp": 8,
       "dp_attention": true, "requests": {"rate": "1 /s", "count": 10, "prompt_tokens": 512, "output_tokens": 64}, "slos": [{"metric": "ttft", "target": "1 s"}]})";
   // A data-parallel attention base plans as it is (search.dp_attention weighs it against TP).

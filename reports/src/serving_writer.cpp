@@ -60,7 +60,7 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
                 d.weights_name().c_str(), std::string(dtype_name(d.kv_cache)).c_str(), d.replicas, d.replicas == 1 ? "" : "s", d.tp, pp.c_str(),
                 g.gpu.id.c_str(), router_name(d.router), hot.c_str());
   out << line;
-  if (!d.placement.empty()) {  // in a scenario: where the replicas run, a replica's pieces (one a node) joined by +
+  if (!d.placement.empty()) {  // in a scenario, or disaggregated: where the replicas run, a replica's pieces (one a node) joined by +
     out << "placed      ";
     const std::size_t pieces = d.pieces_a_replica(), replicas = d.placement.size() / pieces;
     for (std::size_t k = 0; k < replicas && k < 8; ++k) {
@@ -130,7 +130,7 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
   if (d.prefill_replicas > 0) {
     out << "split       " << d.prefill_replicas << " prefill and " << d.replicas - d.prefill_replicas << " decode replicas: " << format_number(static_cast<double>(r.kv_transfers))
         << " KV caches moved (" << bytes(r.kv_transfer_bytes) << ", " << seconds(r.kv_transfers > 0 ? r.kv_transfer_s / static_cast<double>(r.kv_transfers) : 0)
-        << " each on average, " << (r.kv_on_shared_network ? "on the shared network" : "timed alone on the link between the replicas") << ")\n";
+        << " each on average, " << (r.kv_on_shared_network ? "on the shared network" : (d.pp > 1 ? "timed alone, stage by stage, on the links between the replicas" : "timed alone on the link between the replicas")) << ")\n";
   }
   if (r.replica_failures > 0) {
     out << "failures    " << format_number(static_cast<double>(r.replica_failures)) << " replica" << (r.replica_failures == 1 ? "" : "s")
@@ -309,23 +309,26 @@ void write_serving_plan_text(std::ostream& out, const ServingPlan& plan, const S
                       plan.dp_attentions.front();
   int setup_width = 5;
   for (const ServingPoint& p : r.lines) setup_width = std::max(setup_width, static_cast<int>(point_setup(p).size()));
+  // A column for the stages where the plan searches them (or its deployment has them).
+  const bool stages = plan.pps.size() > 1 || (!plan.pps.empty() && plan.pps.front() > 1);
+  const auto stages_cell = [&](const ServingPoint& p) { return stages ? " " + std::string(p.pp < 10 ? "  " : " ") + std::to_string(p.pp) : std::string(); };
   for (std::size_t k = 0; k < plan.rates_per_s.size(); ++k) {
     const double rate = plan.rates_per_s[k];
     out << "\nat " << format_number(rate) << " requests/s\n";
-    std::snprintf(line, sizeof line, "  %-16s %-14s %3s %9s %6s %6s %12s  %-10s %s\n", "node type", "engine", "tp", "replicas", "GPUs", "nodes", "$/month", "verdict",
+    std::snprintf(line, sizeof line, "  %-16s %-14s %3s%s %9s %6s %6s %12s  %-10s %s\n", "node type", "engine", "tp", stages ? "  pp" : "", "replicas", "GPUs", "nodes", "$/month", "verdict",
                   ((setups ? std::string("setup") + std::string(static_cast<std::size_t>(setup_width - 5) + 2, ' ') : std::string()) + "SLOs (mean +- 95% CI over seeds)").c_str());
     out << line;
     for (const ServingPoint& p : r.lines) {
       if (p.rate_per_s != rate) continue;
       std::string setup = setups ? point_setup(p) : std::string();
       if (setups) setup += std::string(static_cast<std::size_t>(setup_width) - setup.size() + 2, ' ');
-      std::snprintf(line, sizeof line, "  %-16s %-14s %3d %9d %6d %6d %12s  %-10s %s%s\n", p.node_type.c_str(), p.engine.c_str(), p.tp, p.replicas, p.gpus, p.nodes,
+      std::snprintf(line, sizeof line, "  %-16s %-14s %3d%s %9d %6d %6d %12s  %-10s %s%s\n", p.node_type.c_str(), p.engine.c_str(), p.tp, stages_cell(p).c_str(), p.replicas, p.gpus, p.nodes,
                     format_number(p.usd_per_month).c_str(), verdict_name(p.verdict), setup.c_str(),
                     p.verdict == ServingPoint::Verdict::does_not_fit ? p.why.c_str() : (point_slos(p) + (p.verdict == ServingPoint::Verdict::met ? "" : " (at the most replicas searched)")).c_str());
       out << line;
     }
     if (const auto& pick = r.recommended[k]) {
-      out << "  recommended: " << pick->replicas << " replica" << (pick->replicas == 1 ? "" : "s") << " of " << pick->engine << " at TP " << pick->tp << " on "
+      out << "  recommended: " << pick->replicas << " replica" << (pick->replicas == 1 ? "" : "s") << " of " << pick->engine << " at TP " << pick->tp << (pick->pp > 1 ? " x PP " + std::to_string(pick->pp) : std::string()) << " on "
           << pick->nodes << " " << pick->node_type << " node" << (pick->nodes == 1 ? "" : "s") << " (" << pick->gpus << " GPUs)"
           << (setups ? " (" + point_setup(*pick) + ")" : std::string()) << ", $" << format_number(pick->usd_per_month)
           << " a month: " << point_slos(*pick) << "\n";
@@ -342,7 +345,7 @@ std::string serving_plan_json(const ServingPlan& plan, const ServingPlanResult& 
     for (const auto& s : p.slos) {
       slos.push_back({{"metric", s.slo.metric}, {"percentile", s.slo.percentile}, {"target_s", s.slo.target_s}, {"mean_s", s.mean_s}, {"ci95_s", s.ci95_s}});
     }
-    nlohmann::ordered_json j{{"rate_per_s", p.rate_per_s}, {"node_type", p.node_type}, {"engine", p.engine}, {"tp", p.tp}, {"dp_attention", p.dp_attention}, {"replicas", p.replicas},
+    nlohmann::ordered_json j{{"rate_per_s", p.rate_per_s}, {"node_type", p.node_type}, {"engine", p.engine}, {"tp", p.tp}, {"pp", p.pp}, {"dp_attention", p.dp_attention}, {"replicas", p.replicas},
                              {"gpus", p.gpus}, {"nodes", p.nodes}, {"prefill_replicas", p.prefill_replicas}, {"knobs", p.knobs},
                              {"usd_per_month", p.usd_per_month}, {"verdict", verdict_name(p.verdict)},
                              {"why", p.why}, {"slos", slos}};

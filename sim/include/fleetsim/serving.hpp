@@ -186,10 +186,11 @@ struct ServingDeployment {
   std::vector<Slo> slos;
   std::uint64_t seed = 1;
   std::vector<std::string> assumptions;  // what the deployment left out and fleetsim assumed
-  // In a scenario: where each replica runs, as pieces: its tp x pp GPUs, stage after stage, cut where
-  // they fill a node (one piece a replica unless it needs more than a node), each piece its node (an
-  // index into the scenario's cluster), its first GPU there (an index within the node) and how many.
-  // `cluster` then holds the one node group it runs on.
+  // In a scenario (and alone, where disaggregated: a KV transfer's links depend on it): where each replica
+  // runs, as pieces: its tp x pp GPUs, stage after stage, cut where they fill a node (one piece a replica
+  // unless it needs more than a node), each piece its node (an index into the scenario's cluster), its
+  // first GPU there (an index within the node) and how many. In a scenario `cluster` then holds the one
+  // node group it runs on.
   struct Placement {
     std::uint32_t node = 0;
     int first_gpu = 0;
@@ -348,6 +349,7 @@ struct ServingPlan {
   std::string file, base_file, base_text;
   std::vector<std::string> node_types, engines;
   std::vector<int> tps;
+  std::vector<int> pps;  // pipeline stages a replica (the deployment's own where the search gives none)
   // Attention split over TP (false) or data-parallel with the experts spread (true), for a mixture of experts.
   std::vector<bool> dp_attentions{false};
   // Prefill/decode splits: the share of a point's replicas that only prefill (0: every replica does both).
@@ -370,7 +372,7 @@ bool is_serving_plan(std::string_view json_text);  // a plan file naming a servi
 struct ServingPoint {
   double rate_per_s = 0;
   std::string node_type, engine;
-  int tp = 1, replicas = 0, gpus = 0, nodes = 0;
+  int tp = 1, pp = 1, replicas = 0, gpus = 0, nodes = 0;
   bool dp_attention = false;  // the replicas' attention data-parallel over their tp GPUs
   double prefill_share = 0;  // of the plan's prefill_shares
   int prefill_replicas = 0;  // of the replicas (0: not disaggregated)

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include "fleetsim/suggest.hpp"
 #include "fleetsim/units.hpp"
@@ -467,6 +468,18 @@ void read_deployment(ObjectReader& top, ServingDeployment& d, bool cluster_ok, c
   if (cluster_ok && model_ok && top.problems().size() == problems_before) check_fit(top, d);
 }
 
+// A piece of a replica (a node's worth of its GPUs, or less) on the first node from where the last piece of
+// its size went with room for it, its lowest free GPUs: the node, or no value with none. A node without
+// room for a piece of some size has none for the next of that size (room only shrinks), so each size's
+// search goes on from where the last stopped.
+std::optional<std::uint32_t> first_fit(int need, std::vector<int>& free_gpus, std::map<int, std::uint32_t>& search_from, std::uint32_t first, std::uint32_t end) {
+  std::uint32_t& n = search_from.try_emplace(need, first).first->second;
+  while (n < end && free_gpus[n] < need) ++n;
+  if (n == end) return std::nullopt;
+  free_gpus[n] -= need;
+  return n;
+}
+
 }  // namespace
 
 ServingDeployment parse_serving(std::string_view json_text, const std::string& file, std::span<const ScenarioEdit> edits) {
@@ -506,6 +519,25 @@ ServingDeployment parse_serving(std::string_view json_text, const std::string& f
       if (fit == 0) top.problem("pp", "expected replicas of " + std::to_string(d.tp * d.pp) + " GPUs (TP " + std::to_string(d.tp) + " x PP " + std::to_string(d.pp) + ") that the cluster's " + std::to_string(g.count * g.node.gpus) + " GPUs hold");
     } else if (d.replicas > fit) {
       top.problem("replicas", "expected at most the " + std::to_string(fit) + " replicas of " + std::to_string(d.tp * d.pp) + " GPUs the cluster holds, found " + std::to_string(d.replicas));
+    }
+    // Disaggregated, a KV transfer's links depend on where the replicas' stages lie: placed as a scenario
+    // places them (replica by replica, each piece first fit), so that a replica's stages lie as its
+    // iteration time has them, from a node's first free GPU.
+    if (problems.empty() && d.prefill_replicas > 0) {
+      std::vector<int> free_gpus(static_cast<std::size_t>(g.count), g.node.gpus);
+      std::map<int, std::uint32_t> search_from;
+      for (int r = 0; r < d.replicas && problems.empty(); ++r) {
+        for (const int need : d.piece_gpus()) {
+          const std::optional<std::uint32_t> n = first_fit(need, free_gpus, search_from, 0, static_cast<std::uint32_t>(g.count));
+          if (!n) {
+            top.problem("replicas", "expected prefill and decode replicas that fit the cluster's " + std::to_string(g.count) + " nodes whole, each stage's " +
+                                        std::to_string(d.tp) + " GPUs on one node (as a scenario places them): " + std::to_string(r) + " of the " +
+                                        std::to_string(d.replicas) + " replicas of TP " + std::to_string(d.tp) + " x PP " + std::to_string(d.pp) + " found room");
+            break;
+          }
+          d.placement.push_back({*n, g.node.gpus - free_gpus[*n] - need, need});
+        }
+      }
     }
     // Alone, replicas fill the nodes in order: the first holds the most.
     const double first_node_gpus = std::min(g.node.gpus, d.replicas * d.tp * d.pp);
@@ -600,26 +632,23 @@ void read_serving(const Json& value, const std::string& pointer, Problems& probl
       const NodeGroup& g = cluster.groups[*group];
       // A replica's GPUs lie as its iteration time has them (serving/iteration.cpp): tp x pp, stage after
       // stage, filling nodes in order; so its pieces (a node's worth each, the last maybe less) go each on
-      // one node, first fit. A node without room for a piece of some size has none for the next of that
-      // size (room only shrinks), so each size's search goes on from where the last stopped.
+      // one node, first fit.
       std::map<int, std::uint32_t> search_from;  // by a piece's GPUs: the first node that may have room
       const std::uint32_t end = first_node[*group] + static_cast<std::uint32_t>(g.count);
       const int placed = d->autoscale.on() ? d->autoscale.min : d->replicas;
       const std::vector<int> pieces = d->piece_gpus();
       for (int r = 0; r < placed && problems.size() == problems_before; ++r) {
         for (const int need : pieces) {
-          std::uint32_t& n = search_from.try_emplace(need, first_node[*group]).first->second;
-          while (n < end && free_gpus[n] < need) ++n;
-          if (n == end) {
+          const std::optional<std::uint32_t> n = first_fit(need, free_gpus, search_from, first_node[*group], end);
+          if (!n) {
             top.problem("replicas", "expected replicas that fit the " + std::to_string(g.count * g.node.gpus) + " GPUs of the " + g.node.id + " nodes beside the deployments above: " +
                                         std::to_string(r) + " of the " + std::to_string(placed) + " replicas of TP " + std::to_string(d->tp) +
                                         (d->pp > 1 ? " x PP " + std::to_string(d->pp) : "") + " found room");
             break;
           }
-          d->placement.push_back({n, g.node.gpus - free_gpus[n], need});
-          free_gpus[n] -= need;
-          if (d->engine.swap && g.node.host_memory_bytes > 0 && (swap_left[n] -= d->engine.swap_space_bytes * need) < 0) {
-            top.problem("knobs", swap_over_host_memory(*d, g, n, true));
+          d->placement.push_back({*n, g.node.gpus - free_gpus[*n] - need, need});
+          if (d->engine.swap && g.node.host_memory_bytes > 0 && (swap_left[*n] -= d->engine.swap_space_bytes * need) < 0) {
+            top.problem("knobs", swap_over_host_memory(*d, g, *n, true));
             break;
           }
         }

@@ -23,12 +23,12 @@ std::string first_problem(const InputError& e) {
   return e.problems().empty() ? e.what() : e.problems().front().pointer + ": " + e.problems().front().message;
 }
 
-// One line of the search: a rate, a node type, a TP size, an engine, a prefill share and a knob
-// setting; only the replicas change.
+// One line of the search: a rate, a node type, a TP size and stages, an engine, a prefill share and a
+// knob setting; only the replicas change.
 struct Line {
   double rate_per_s;
   std::string node_type, engine;
-  int tp;
+  int tp, pp;
   bool dp_attention;
   double prefill_share;
   std::size_t knobs;  // into the plan's knob_settings
@@ -40,6 +40,7 @@ ServingPoint point_of(const ServingPlan& plan, const Line& line) {
   p.node_type = line.node_type;
   p.engine = line.engine;
   p.tp = line.tp;
+  p.pp = line.pp;
   p.dp_attention = line.dp_attention;
   p.prefill_share = line.prefill_share;
   p.knobs = plan.knob_settings[line.knobs].label;
@@ -50,8 +51,11 @@ ServingPoint evaluate(const ServingPlan& plan, const Line& line, int replicas) {
   ServingPoint p = point_of(plan, line);
   p.replicas = replicas;
   const NodeType* node = Catalog::builtin().node(line.node_type);
-  const int per_node = std::max(1, node->gpus / line.tp);
-  p.nodes = (replicas + per_node - 1) / per_node;
+  // A replica is pp TP groups, placed as the deployment places them: whole TP groups a node, or a TP group
+  // over whole nodes (one the deployment refuses comes back as its reason below).
+  const int groups = replicas * line.pp;
+  const int per_node = line.tp <= node->gpus ? node->gpus / line.tp : 0;
+  p.nodes = per_node > 0 ? (groups + per_node - 1) / per_node : groups * ((line.tp + node->gpus - 1) / node->gpus);
   p.gpus = p.nodes * node->gpus;
   const ClusterSpec cluster = cluster_of(line.node_type, p.nodes);
   // The month both ways; owning's energy follows the GPUs' busy share over the seeds (idle where none ran).
@@ -62,6 +66,7 @@ ServingPoint evaluate(const ServingPlan& plan, const Line& line, int replicas) {
   price(0);
   std::vector<ScenarioEdit> edits{{"/cluster", R"({"nodes": [{"type": ")" + line.node_type + R"(", "count": )" + std::to_string(p.nodes) + "}]}"},
                                   {"/tp", std::to_string(line.tp)},
+                                  {"/pp", std::to_string(line.pp)},
                                   {"/dp_attention", line.dp_attention ? "true" : "false"},
                                   {"/replicas", std::to_string(replicas)},
                                   {"/engine", "\"" + line.engine + "\""},
@@ -179,10 +184,10 @@ ServingPlan parse_serving_plan(std::string_view json_text, const std::string& fi
       if (d.prefill_replicas > 0) {
         top.problem("serving", plan.base_file + " fixes its replicas with \"disaggregation\"; a plan varies them: give the split as search.disaggregation (prefill shares)");
       }
-      if (d.pp > 1) top.problem("serving", plan.base_file + " has pipeline stages (pp " + std::to_string(d.pp) + "); a plan searches TP sizes of one-node replicas for now: expected pp 1");
       plan.engines = {d.engine.id};
       plan.dp_attentions = {d.dp_attention};
       plan.tps = {d.tp};
+      plan.pps = {d.pp};
       plan.rates_per_s = {d.rate_per_s};
       if (!(d.rate_per_s > 0)) top.problem("serving", plan.base_file + " sends every request at once; a plan needs a \"rate\"");
     } catch (const InputError& e) {
@@ -219,6 +224,15 @@ ServingPlan parse_serving_plan(std::string_view json_text, const std::string& fi
       } else {
         plan.tps.clear();
         for (const Json& x : *tp) plan.tps.push_back(x.get<int>());
+      }
+    }
+    if (const Json* pp = s.field("pp")) {
+      if (!pp->is_array() || pp->empty() ||
+          !std::all_of(pp->begin(), pp->end(), [](const Json& x) { return x.is_number_integer() && x.get<std::int64_t>() >= 1 && x.get<std::int64_t>() <= 64; })) {
+        s.problem("pp", "expected a non-empty array of pipeline stages a replica, each from 1 to 64, found " + detail::describe(*pp));
+      } else {
+        plan.pps.clear();
+        for (const Json& x : *pp) plan.pps.push_back(x.get<int>());
       }
     }
     if (const Json* dp = s.field("dp_attention")) {  // [false, true]: TP attention, data-parallel attention
@@ -283,10 +297,12 @@ ServingPlanResult plan_serving(const ServingPlan& plan, unsigned threads) {
   for (double rate : plan.rates_per_s) {
     for (const std::string& node : plan.node_types) {
       for (int tp : plan.tps) {
-        for (const bool dp : plan.dp_attentions) {
-          for (const std::string& engine : plan.engines) {
-            for (double share : plan.prefill_shares) {
-              for (std::size_t k = 0; k < plan.knob_settings.size(); ++k) lines.push_back({rate, node, engine, tp, dp, share, k});
+        for (int pp : plan.pps) {
+          for (const bool dp : plan.dp_attentions) {
+            for (const std::string& engine : plan.engines) {
+              for (double share : plan.prefill_shares) {
+                for (std::size_t k = 0; k < plan.knob_settings.size(); ++k) lines.push_back({rate, node, engine, tp, pp, dp, share, k});
+              }
             }
           }
         }
@@ -299,13 +315,6 @@ ServingPlanResult plan_serving(const ServingPlan& plan, unsigned threads) {
   std::vector<ServingPoint> best(lines.size());
   detail::parallel_for(lines.size(), threads, [&](std::size_t i) {
     const Line& line = lines[i];
-    const NodeType* node = Catalog::builtin().node(line.node_type);
-    if (line.tp > node->gpus) {
-      best[i] = point_of(plan, line);
-      best[i].why = "TP " + std::to_string(line.tp) + " spans more than a node's " + std::to_string(node->gpus) + " GPUs";
-      tried[i].push_back(best[i]);
-      return;
-    }
     int lo = plan.min_replicas, hi = plan.max_replicas;
     ServingPoint top = evaluate(plan, line, hi);
     tried[i].push_back(top);

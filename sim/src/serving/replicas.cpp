@@ -7,7 +7,6 @@
 #include <array>
 #include <cmath>
 #include <deque>
-#include <numeric>
 #include <optional>
 #include <queue>
 #include <set>
@@ -236,13 +235,14 @@ class Engine {
   }
 
   // The node of stage s of a lane's replica (with data-parallel attention, of the lane's rank), where a KV
-  // transfer leaves or arrives: in a scenario the placement's; alone, replicas fill the nodes in order.
+  // transfer leaves or arrives: the placement's (a disaggregated deployment has one alone too).
   std::uint32_t stage_node(std::uint32_t lane, int stage) const {
     const auto lanes = static_cast<std::uint32_t>(d_.lanes_a_replica());
     const std::uint32_t replica = lane / lanes, per_node = static_cast<std::uint32_t>(d_.cluster.groups.front().node.gpus);
     const std::uint32_t gpu = d_.dp_attention ? lane % lanes : static_cast<std::uint32_t>(stage * d_.tp);  // its first GPU's, in the replica
-    if (d_.placement.empty()) return (replica * static_cast<std::uint32_t>(d_.tp * d_.pp) + gpu) / per_node;
-    return d_.placement[replica * d_.pieces_a_replica() + gpu / per_node].node;
+    const std::size_t piece = replica * d_.pieces_a_replica() + gpu / per_node;
+    FLEETSIM_CHECK(piece < d_.placement.size(), "a KV transfer from or to a replica not placed");
+    return d_.placement[piece].node;
   }
 
   // A prompt through with no decode replica up (or reachable) to take its KV: the KV is dropped and the
@@ -278,7 +278,9 @@ class Engine {
     --from.transfers_out;
     // Counted as they end (arrived or lost), so that the mean time is over transfers that ended.
     ++kv_transfers_;
-    kv_transfer_bytes_ += static_cast<double>(r.kv_tokens) * kv_bytes_a_token_moved_;
+    for (double per_token : capacity_.stage_kv_bytes_per_token) {  // a rank's, or every stage's TP ranks' shares
+      kv_transfer_bytes_ += static_cast<double>(r.kv_tokens) * per_token * (d_.dp_attention ? 1 : d_.tp);
+    }
     kv_transfer_s_ += queue_.now() - r.transfer_start_s;
     const bool to_same = to.stamp == r.to_stamp;
     const bool kept = arrived && from.stamp == r.from_stamp && to_same;
@@ -984,10 +986,6 @@ class Engine {
   // KV transfers timed alone in flight, earliest end first (ties by request).
   std::priority_queue<std::pair<double, std::uint32_t>, std::vector<std::pair<double, std::uint32_t>>, std::greater<>> transfers_;
   std::vector<double> stage_bytes_;  // the transfer being started's, each stage's a GPU
-  // A request's KV a token, all of it that a transfer moves: a rank's (data-parallel attention), or every
-  // stage's TP ranks' shares.
-  const double kv_bytes_a_token_moved_ =
-      std::accumulate(capacity_.stage_kv_bytes_per_token.begin(), capacity_.stage_kv_bytes_per_token.end(), 0.0) * (d_.dp_attention ? 1 : d_.tp);
   std::uint64_t kv_transfers_ = 0;
   double kv_transfer_bytes_ = 0, kv_transfer_s_ = 0;
   double replica_s_ = 0;  // of replicas parked since; the ones up are added at the summary
