@@ -971,9 +971,15 @@ TEST_CASE("a serving plan searches pipeline stages and TP across nodes, each poi
   REQUIRE(plan.pps == std::vector<int>{1, 2});
   const ServingPlanResult r = plan_serving(plan, 2);
   REQUIRE(r.lines.size() == 6);
+  // Nodes as a scenario places replicas: pieces of a node's worth, first fit (TP 2 x PP 3 leaves 2 GPUs of a
+  // node, which no 6-GPU replica takes; TP 4 x PP 3's 4-GPU pieces pair up on a node).
+  CHECK(replica_nodes(2, 3, 8, 4) == 4);
+  CHECK(replica_nodes(4, 3, 8, 2) == 3);
+  CHECK(replica_nodes(4, 2, 8, 3) == 3);
+  CHECK(replica_nodes(2, 1, 8, 5) == 2);
+  CHECK(replica_nodes(16, 2, 8, 2) == 8);
   for (const ServingPoint& p : r.points) {
-    // Nodes: TP groups of a node's GPUs or less, as many a node as fit; a TP group over whole nodes.
-    const int groups = p.replicas * p.pp;
+    const int groups = p.replicas * p.pp;  // here TP groups of 4 and 8 fill nodes, one of 16 takes two whole
     CHECK(p.nodes == (p.tp <= 8 ? (groups + 8 / p.tp - 1) / (8 / p.tp) : groups * p.tp / 8));
     CHECK(p.gpus == 8 * p.nodes);
     CHECK(p.verdict != ServingPoint::Verdict::does_not_fit);  // every shape fits: TP 4 alone holds 70B's weights
@@ -984,6 +990,13 @@ TEST_CASE("a serving plan searches pipeline stages and TP across nodes, each poi
     const ServingResult run = simulate_serving(d);
     REQUIRE(p.slos.size() == run.verdicts.size());
     CHECK(p.slos[0].mean_s == run.verdicts[0].achieved_s);
+  }
+  // Split into prefill and decode replicas, TP 2 x PP 3 replicas (6 GPUs, one a node) run at every count.
+  const ServingPlan split = parse_serving_plan(R"({"serving": "d.json", "search": {"node_types": ["hgx-h100-8"], "tp": [2], "pp": [3], "disaggregation": [0.5],
+      "replicas": {"min": 2, "max": 4}}, "rates": ["2 /s"], "seeds": 1})", file);
+  for (const ServingPoint& p : plan_serving(split, 2).points) {
+    CHECK(p.verdict != ServingPoint::Verdict::does_not_fit);
+    CHECK(p.nodes == p.replicas);
   }
   // The text has a stages column, the recommendation its stages where it has some; the JSON each point's.
   std::ostringstream text;

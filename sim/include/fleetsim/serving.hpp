@@ -365,6 +365,9 @@ struct ServingPlan {
   int seeds = 3;
   OwnershipCost cost;  // "cost": rent by default, or a month owned (docs/plan.md#cost)
 };
+// The nodes of `node_gpus` GPUs that `replicas` replicas of tp x pp GPUs take, placed as a scenario places
+// them: each replica's pieces (a node's worth of its GPUs, stage after stage, the last maybe less) first fit.
+int replica_nodes(int tp, int pp, int node_gpus, int replicas);
 ServingPlan parse_serving_plan(std::string_view json_text, const std::string& file);
 ServingPlan load_serving_plan(const std::string& path);
 bool is_serving_plan(std::string_view json_text);  // a plan file naming a serving deployment

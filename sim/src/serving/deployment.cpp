@@ -482,6 +482,23 @@ std::optional<std::uint32_t> first_fit(int need, std::vector<int>& free_gpus, st
 
 }  // namespace
 
+int replica_nodes(int tp, int pp, int node_gpus, int replicas) {
+  ServingDeployment shape;
+  shape.tp = tp;
+  shape.pp = pp;
+  shape.cluster.groups.emplace_back().node.gpus = node_gpus;
+  const std::vector<int> pieces = shape.piece_gpus();
+  // As many nodes as the pieces could need, one each; the placement takes the first ones.
+  const auto most = static_cast<std::uint32_t>(replicas * static_cast<int>(pieces.size()));
+  std::vector<int> free_gpus(most, node_gpus);
+  std::map<int, std::uint32_t> search_from;
+  std::uint32_t used = 0;
+  for (int r = 0; r < replicas; ++r) {
+    for (const int need : pieces) used = std::max(used, *first_fit(need, free_gpus, search_from, 0, most) + 1);
+  }
+  return static_cast<int>(used);
+}
+
 ServingDeployment parse_serving(std::string_view json_text, const std::string& file, std::span<const ScenarioEdit> edits) {
   detail::Problems problems(file);
   Json doc = detail::parse_json(json_text, problems);
@@ -539,7 +556,7 @@ ServingDeployment parse_serving(std::string_view json_text, const std::string& f
         }
       }
     }
-    // Alone, replicas fill the nodes in order: the first holds the most.
+    // Alone, replicas fill the nodes in order (disaggregated, as placed above): the first holds the most.
     const double first_node_gpus = std::min(g.node.gpus, d.replicas * d.tp * d.pp);
     if (problems.empty() && d.engine.swap && g.node.host_memory_bytes > 0 && d.engine.swap_space_bytes * first_node_gpus > 0.7 * g.node.host_memory_bytes) {
       top.problem("knobs", swap_over_host_memory(d, g, 0, false));

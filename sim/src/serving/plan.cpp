@@ -51,11 +51,9 @@ ServingPoint evaluate(const ServingPlan& plan, const Line& line, int replicas) {
   ServingPoint p = point_of(plan, line);
   p.replicas = replicas;
   const NodeType* node = Catalog::builtin().node(line.node_type);
-  // A replica is pp TP groups, placed as the deployment places them: whole TP groups a node, or a TP group
-  // over whole nodes (one the deployment refuses comes back as its reason below).
-  const int groups = replicas * line.pp;
-  const int per_node = line.tp <= node->gpus ? node->gpus / line.tp : 0;
-  p.nodes = per_node > 0 ? (groups + per_node - 1) / per_node : groups * ((line.tp + node->gpus - 1) / node->gpus);
+  // The nodes the replicas take as a scenario places them (a shape the deployment refuses comes back as its
+  // reason below).
+  p.nodes = replica_nodes(line.tp, line.pp, node->gpus, replicas);
   p.gpus = p.nodes * node->gpus;
   const ClusterSpec cluster = cluster_of(line.node_type, p.nodes);
   // The month both ways; owning's energy follows the GPUs' busy share over the seeds (idle where none ran).
