@@ -2,9 +2,11 @@
 // data-parallel jobs whose gradient all-reduces cross one spine slow each other by what max-min sharing
 // of that spine predicts (worked by hand below); bad jobs are refused with the file and field.
 #include <catch2/catch.hpp>
+#include <sstream>
 
 #include "fleetsim/error.hpp"
 #include "fleetsim/plan.hpp"
+#include "fleetsim/report.hpp"
 #include "fleetsim/simulation.hpp"
 #include "fleetsim/training.hpp"
 #include "helpers.hpp"
@@ -387,4 +389,76 @@ TEST_CASE("an FSDP job reducing in fp32 puts a third more bytes on the shared ne
   const TrainingIteration bf16 = iteration("bf16"), fp32 = iteration("fp32");
   CHECK(fp32.dp_bytes == Approx(bf16.dp_bytes * 8 / 6));
   CHECK(fp32.dp_calls == bf16.dp_calls);
+}
+
+TEST_CASE("a training job's own checkpoint: each save holds its iteration up, and a failure rolls the job back to the last one", "[training][scenario][checkpoint]") {
+  // Llama 3 8B at TP 8 x DP 2 on two HGX H100s, 20 iterations, a checkpoint every 5: each GPU writes 1/16 of
+  // every parameter's bf16 weight and fp32 main copy and two Adam moments (2 + 4 + 4 + 4 bytes), a node's 8 at
+  // 10 GB/s together.
+  const std::string parallel = R"({"tp": 8, "dp": 2})";
+  const auto with = [&](const std::string& checkpoint, const std::string& faults = "") {
+    std::string text = scenario(kOneSwitch, "", R"([{"training": )" + job("ckpt", parallel) + R"(, "iterations": 20)" + checkpoint + "}]");
+    if (!faults.empty()) text.insert(text.size() - 1, R"(, "faults": )" + faults);
+    return parse_scenario(text, "s.json", ".");
+  };
+  const Scenario calm_sc = with(R"(, "checkpoint": {"every": 5, "write": "10 GB/s"})");
+  const TrainingIteration& it = iteration_of(calm_sc);
+  const TrainingJob alone = parse_training_job(R"({"cluster": )" + kOneSwitch + R"(, "model": {"architecture": "llama-3-8b", "seq_len": 4096}, "parallel": )" +
+                                                   parallel + R"(, "batch": {"global": 16}})",
+                                               "ckpt.json");
+  const double parameters = count_training(alone).parameters;
+  CHECK(parameters == Approx(8.03e9).epsilon(0.005));  // Meta's count for Llama 3 8B
+  CHECK(it.checkpoint_every == 5);
+  CHECK(it.checkpoint_bytes_per_gpu == Approx(parameters * 14 / 16).epsilon(1e-12));
+  REQUIRE(it.on.size() == 1);
+  const TrainingIteration::OnGpu& on = it.on.front();
+  CHECK(on.checkpoint_s == Approx(it.checkpoint_bytes_per_gpu * 8 / 10e9).epsilon(1e-12));
+  CHECK(on.checkpoint_load_s == on.checkpoint_s);
+  // Four saves, each adding its time to the run (the gradient reduction runs after the compute: no overlap).
+  const RunResult calm = simulate(calm_sc);
+  const RunResult none = simulate(with(""));
+  const TrainingResult& r = calm.summary.training.front();
+  CHECK(r.completed == 20);
+  CHECK(r.checkpoints == 4);
+  CHECK(r.rollbacks == 0);
+  CHECK(r.checkpoint_s == on.checkpoint_s);
+  CHECK(calm.summary.makespan_s == Approx(none.summary.makespan_s + 4 * on.checkpoint_s).epsilon(1e-9));
+  // GPU n0.g3 fails halfway through iteration 8, for a moment: the job goes back to the save after iteration 5
+  // and, after the backoff, the scenario's restore and reading it back, computes iterations 6 and 7 again
+  // before iteration 8 on the same GPUs.
+  const TaskRecord& eighth = calm.trace.tasks.at(7);
+  const double fail_at = eighth.start_s + 0.5 * (eighth.end_s - eighth.start_s);
+  char at[64];
+  std::snprintf(at, sizeof at, "%.9f s", fail_at);
+  const RunResult failed = simulate(with(R"(, "checkpoint": {"every": 5, "write": "10 GB/s"})",
+                                         R"({"events": [{"at": ")" + std::string(at) + R"(", "gpu": "n0.g3", "for": "1 ms"}], "retry": {"max_attempts": 2, "backoff": "2 s"},
+                                             "checkpoint": {"interval": "1 h", "restore": "1 s"}})"));
+  const TrainingResult& f = failed.summary.training.front();
+  CHECK(f.completed == 20);
+  CHECK(f.rollbacks == 1);
+  CHECK(f.iterations_rolled_back == 2);
+  CHECK(f.checkpoints == 4);
+  const double lost_run_s = fail_at - eighth.start_s;
+  CHECK(failed.summary.makespan_s == Approx(calm.summary.makespan_s + lost_run_s + 2 + 1 + on.checkpoint_load_s + 2 * on.compute_s).epsilon(1e-9));
+  CHECK(failed.summary.lost_gpu_s == Approx((lost_run_s + 2 * on.compute_s) * 16).epsilon(1e-9));
+  std::ostringstream text;
+  write_summary_text(text, calm_sc, failed.summary);
+  CHECK_THAT(summary_json(failed.summary), Catch::Contains("\"iterations_rolled_back\": 2"));
+  CHECK_THAT(text.str(), Catch::Contains("checkpoint    ckpt: every 5 iterations") && Catch::Contains("1 rollback to the last save") &&
+                             Catch::Contains("2 iterations computed again"));
+  // Asynchronous: the save holds the iteration up for the copy into host memory; the write goes on behind.
+  const TrainingIteration& async = iteration_of(with(R"(, "checkpoint": {"every": 5, "write": "10 GB/s", "async": true})"));
+  const NodeGroup& g = calm_sc.cluster.groups.front();
+  const double copy_s = std::max(async.checkpoint_bytes_per_gpu / g.host_link.bandwidth_Bps, async.checkpoint_bytes_per_gpu * 8 / g.node.host_memory_bandwidth_Bps);
+  CHECK(async.on.front().checkpoint_s == Approx(copy_s + std::max(0.0, on.checkpoint_load_s - 5 * on.alone_s)).epsilon(1e-12));
+  CHECK(async.on.front().checkpoint_s < on.checkpoint_s);
+  // Bad input, with the field.
+  const auto checkpoint_error = [&](const std::string& checkpoint) {
+    return error_of(scenario(kOneSwitch, "", R"([{"training": )" + job("ckpt", parallel) + R"(, "iterations": 20, "checkpoint": )" + checkpoint + "}]"));
+  };
+  CHECK_THAT(checkpoint_error(R"({"every": 0, "write": "10 GB/s"})"), Catch::Contains("/workload/0/checkpoint/every"));
+  CHECK_THAT(checkpoint_error(R"({"every": 5})"), Catch::Contains("/workload/0/checkpoint") && Catch::Contains("write"));
+  CHECK_THAT(checkpoint_error(R"({"every": 50, "write": "10 GB/s"})"), Catch::Contains("/workload/0/checkpoint/every: expected at most the job's 20 iterations"));
+  CHECK_THAT(checkpoint_error(R"({"every": 5, "write": "0 GB/s"})"), Catch::Contains("/workload/0/checkpoint/write: expected a positive rate"));
+  CHECK_THAT(checkpoint_error(R"({"every": 5, "write": "10 GB/s", "later": 1})"), Catch::Contains("/workload/0/checkpoint") && Catch::Contains("later"));
 }

@@ -62,6 +62,14 @@ void write_training_results(std::ostream& out, const std::vector<TrainingResult>
                   any ? format_number(r.tokens_per_s).c_str() : "-", any ? fmt("%.1f%%", 100 * r.mfu).c_str() : "-");
     out << line;
   }
+  for (const TrainingResult& r : results) {
+    const TrainingIteration& it = *r.iteration;
+    if (it.checkpoint_every == 0) continue;
+    out << "  checkpoint    " << it.job << ": every " << it.checkpoint_every << " iterations, " << format_quantity(it.checkpoint_bytes_per_gpu, Dimension::bytes)
+        << " a GPU; " << r.checkpoints << " saved, each holding its iteration up " << format_quantity(r.checkpoint_s, Dimension::time) << "; "
+        << r.rollbacks << " rollback" << (r.rollbacks == 1 ? "" : "s") << " to the last save (" << format_quantity(r.checkpoint_load_s, Dimension::time)
+        << " to read it back), " << r.iterations_rolled_back << " iteration" << (r.iterations_rolled_back == 1 ? "" : "s") << " computed again\n";
+  }
   const auto any = [&](auto has) { return std::any_of(results.begin(), results.end(), [&](const TrainingResult& r) { return has(*r.iteration); }); };
   const bool experts = any([](const TrainingIteration& it) { return it.ep_calls > 0 || it.expert_dp_bytes > 0; });
   const bool stages = any([](const TrainingIteration& it) { return it.pp_calls > 0; });
@@ -90,6 +98,11 @@ ordered_json training_results_json(const std::vector<TrainingResult>& results) {
     if (it.ep_calls > 0) list.back()["expert_alltoall"] = {{"calls", it.ep_calls}, {"bytes", it.ep_bytes}};
     if (it.pp_calls > 0) list.back()["stage_sends"] = {{"calls", it.pp_calls}, {"bytes", it.pp_bytes}};
     if (it.cp_calls > 0) list.back()["context_parallel_passes"] = {{"calls", it.cp_calls}, {"bytes", it.cp_bytes}};
+    if (it.checkpoint_every > 0) {
+      list.back()["checkpoint"] = {{"every", it.checkpoint_every}, {"bytes_per_gpu", it.checkpoint_bytes_per_gpu}, {"saved", r.checkpoints},
+                                   {"save_s", r.checkpoint_s}, {"load_s", r.checkpoint_load_s}, {"rollbacks", r.rollbacks},
+                                   {"iterations_rolled_back", r.iterations_rolled_back}};
+    }
   }
   return list;
 }

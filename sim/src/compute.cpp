@@ -46,7 +46,8 @@ ComputeEstimate ComputeModel::of(const TaskSpec& task, const GpuType& gpu, doubl
     // The iteration's compute on one GPU of its gang: `share` of the gang's work.
     ComputeEstimate e;
     e.sequential = true;
-    e.flop_s = task.training->on_gpu(gpu).compute_s * task.gpus * share;
+    const TrainingIteration::OnGpu& on = task.training->on_gpu(gpu);
+    e.flop_s = (on.compute_s + (task.checkpoint ? on.checkpoint_s : 0)) * task.gpus * share;
     return e;
   }
   if (!task.architecture) return estimate_compute(gpu, task.flop * share, task.bytes * share, task.dtype, task.launches);

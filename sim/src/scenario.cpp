@@ -626,7 +626,22 @@ std::optional<Workflow> read_training(ObjectReader& s, const ClusterSpec& cluste
   } else {
     s.problem("training", "expected a training job file path or an inline training job object, found " + detail::describe(value));
   }
-  if (!job || !iterations || cluster.groups.empty()) return std::nullopt;
+  // {"every": 100, "write": "20 GB/s", "async": false}: the job's own checkpoint (docs/training.md#checkpoints).
+  TrainingCheckpoint checkpoint;
+  if (const Json* c = s.field("checkpoint")) {
+    ObjectReader r(*c, s.pointer("checkpoint"), s.problems());
+    if (r.ok()) {
+      checkpoint.every = static_cast<int>(r.integer("every", Need::required, 1, 100'000).value_or(0));
+      checkpoint.write_Bps = r.quantity("write", Dimension::bandwidth, Need::required).value_or(0);
+      if (r.field("write") != nullptr && !(checkpoint.write_Bps > 0)) r.problem("write", "expected a positive rate at which a node writes the checkpoint, such as \"20 GB/s\"");
+      checkpoint.async = r.boolean_or("async", false);
+      if (iterations && checkpoint.every > *iterations) {
+        r.problem("every", "expected at most the job's " + std::to_string(*iterations) + " iterations (a checkpoint never saved keeps nothing), found " + std::to_string(checkpoint.every));
+      }
+      r.finish();
+    }
+  }
+  if (!job || !iterations || cluster.groups.empty() || (s.field("checkpoint") != nullptr && !(checkpoint.every > 0 && checkpoint.write_Bps > 0))) return std::nullopt;
   // Before anything is timed: the job's gang on the scenario's cluster (in doubles, as read it may pass an int).
   const double gang = static_cast<double>(job->tp) * job->cp * job->pp * job->dp;
   if (gang > cluster.gpu_count()) {
@@ -637,7 +652,7 @@ std::optional<Workflow> read_training(ObjectReader& s, const ClusterSpec& cluste
   }
   return absorbing(s.problems(), [&] {
     check_training_job(*job);
-    Workflow wf = detail::training_workflow(*job, static_cast<int>(*iterations), cluster);
+    Workflow wf = detail::training_workflow(*job, static_cast<int>(*iterations), cluster, checkpoint);
     wf.id = "training:" + job->name;
     return wf;
   });

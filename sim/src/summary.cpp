@@ -210,10 +210,17 @@ std::vector<TrainingResult> training_results(const Scenario& scenario, const Clu
       if (first_gpu[k] == nullptr && t->gpu_count > 0) first_gpu[k] = &cluster.gpu_type(trace.gpus[t->gpu_begin]);
       if (t->status == TaskStatus::completed) {
         ++out[k].completed;
+        if (scenario.workflows[t->workflow].tasks[t->task].checkpoint) ++out[k].checkpoints;
         durations[k].push_back(t->end_s - (previous_end != kNever ? previous_end : t->start_s));
         previous_end = t->end_s;
       }
     }
+  }
+  for (const LeftGang& left : trace.left_gangs) {
+    if (!left.rolled_back) continue;
+    TrainingResult& r = out[static_cast<std::size_t>(result_of[trace.task(left.task).workflow])];
+    ++r.rollbacks;
+    r.iterations_rolled_back += left.iterations_lost;
   }
   for (std::size_t k = 0; k < out.size(); ++k) {
     TrainingResult& r = out[k];
@@ -222,6 +229,8 @@ std::vector<TrainingResult> training_results(const Scenario& scenario, const Clu
     const TrainingIteration::OnGpu& on = r.iteration->on_gpu(*first_gpu[k]);
     r.gpu = on.gpu;
     r.alone_s = on.alone_s;
+    r.checkpoint_s = on.checkpoint_s;
+    r.checkpoint_load_s = on.checkpoint_load_s;
     if (r.iteration_s.count == 0) continue;
     r.slowdown = r.iteration_s.mean / r.alone_s;
     r.tokens_per_s = r.iteration->tokens / r.iteration_s.mean;

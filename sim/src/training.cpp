@@ -2352,4 +2352,30 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
   return it;
 }
 
+void plan_checkpoint(TrainingIteration& it, const TrainingJob& job, const ClusterSpec& cluster, const TrainingCheckpoint& checkpoint) {
+  if (checkpoint.every <= 0) return;
+  FLEETSIM_CHECK(checkpoint.write_Bps > 0, "a checkpoint without a write rate");
+  // Every parameter once: its bf16 weight (as Megatron-Core's model state holds it) and its optimizer state
+  // (the fp32 main copy and Adam's two moments), spread evenly over the job's GPUs.
+  const double bytes = count_training(job).parameters * (2 + optimizer_bytes(job));
+  it.checkpoint_every = checkpoint.every;
+  it.checkpoint_bytes_per_gpu = bytes / it.gpus;
+  for (TrainingIteration::OnGpu& on : it.on) {
+    const auto g = std::find_if(cluster.groups.begin(), cluster.groups.end(), [&](const NodeGroup& n) { return n.gpu.id == on.gpu; });
+    FLEETSIM_CHECK(g != cluster.groups.end(), "a training iteration timed on a GPU type the cluster lacks");
+    const double on_node = std::min(g->node.gpus, it.gpus);  // a node's GPUs of the job write through it together
+    const double write_s = it.checkpoint_bytes_per_gpu * on_node / checkpoint.write_Bps;
+    on.checkpoint_load_s = write_s;
+    if (!checkpoint.async) {
+      on.checkpoint_s = write_s;
+      continue;
+    }
+    // Each GPU copies its slice over its host link, the node's GPUs at once under its host memory's bandwidth;
+    // the write behind the next `every` iterations holds the next save up only where it is longer.
+    double copy_s = g->host_link.bandwidth_Bps > 0 ? it.checkpoint_bytes_per_gpu / g->host_link.bandwidth_Bps : 0;
+    if (g->node.host_memory_bandwidth_Bps > 0) copy_s = std::max(copy_s, it.checkpoint_bytes_per_gpu * on_node / g->node.host_memory_bandwidth_Bps);
+    on.checkpoint_s = copy_s + std::max(0.0, write_s - checkpoint.every * on.alone_s);
+  }
+}
+
 }  // namespace fleetsim

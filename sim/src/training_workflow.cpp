@@ -7,8 +7,10 @@
 
 namespace fleetsim {
 
-Workflow detail::training_workflow(const TrainingJob& job, int iterations, const ClusterSpec& cluster) {
-  const auto iteration = std::make_shared<const TrainingIteration>(training_iteration(job, cluster));
+Workflow detail::training_workflow(const TrainingJob& job, int iterations, const ClusterSpec& cluster, const TrainingCheckpoint& checkpoint) {
+  TrainingIteration timed = training_iteration(job, cluster);
+  plan_checkpoint(timed, job, cluster, checkpoint);
+  const auto iteration = std::make_shared<const TrainingIteration>(std::move(timed));
   Workflow wf;
   wf.name = job.name + " (training, " + std::to_string(iterations) + " iteration" + (iterations == 1 ? "" : "s") + ")";
   wf.file = job.file;
@@ -56,6 +58,7 @@ Workflow detail::training_workflow(const TrainingJob& job, int iterations, const
   }
   for (int i = 0; i < iterations; ++i) {
     task.name = "iteration " + std::to_string(i + 1);
+    task.checkpoint = checkpoint.every > 0 && (i + 1) % checkpoint.every == 0;
     wf.tasks.push_back(task);
     if (i > 0) wf.edges.push_back({.from = static_cast<std::uint32_t>(i - 1), .to = static_cast<std::uint32_t>(i)});
   }
@@ -94,6 +97,19 @@ Workflow detail::training_workflow(const TrainingJob& job, int iterations, const
                                   : job.expert_dp() > 1          ? "reduced over their own " + std::to_string(job.expert_dp()) + "-GPU groups inside the gang, timed with the compute"
                                                                  : "held once, not reduced";
     wf.assumptions.push_back("training job \"" + job.name + "\": " + exchanges + "its expert gradients are " + gradients);
+  }
+  if (checkpoint.every > 0) {
+    std::string per_type;
+    for (const TrainingIteration::OnGpu& on : iteration->on) {
+      per_type += (per_type.empty() ? "" : ", ") + on.gpu + " " + format_quantity(on.checkpoint_s, Dimension::time) + " a save, " +
+                  format_quantity(on.checkpoint_load_s, Dimension::time) + " to read back";
+    }
+    wf.assumptions.push_back("training job \"" + job.name + "\": a checkpoint every " + std::to_string(checkpoint.every) + " iterations, " +
+                             format_quantity(iteration->checkpoint_bytes_per_gpu, Dimension::bytes) + " from each GPU (bf16 weights and optimizer state, " +
+                             "fully parallel, each slice once) at " + format_quantity(checkpoint.write_Bps, Dimension::bandwidth) + " a node" +
+                             (checkpoint.async ? ", asynchronous (the copy to host memory holds the iteration up; the write runs behind the next iterations)" : "") +
+                             " (" + per_type + "); a failure or preemption loses the iterations since the last one, which its retry computes again after the read, " +
+                             "their compute only (not their reduction on the network)");
   }
   wf.finalize();
   return wf;

@@ -81,6 +81,11 @@ struct TrainingResult {
   double slowdown = 0;              // mean iteration / alone
   double tokens_per_s = 0;          // the job's, at its mean iteration
   double mfu = 0;                   // model FLOP / (mean iteration x GPUs x peak)
+  // Its own checkpoint, where it keeps one: saves completed, what one holds an iteration up and what reading
+  // it back costs (on that GPU type); failures and preemptions rolled back to it, and the iterations lost so.
+  std::uint64_t checkpoints = 0;
+  double checkpoint_s = 0, checkpoint_load_s = 0;
+  std::uint64_t rollbacks = 0, iterations_rolled_back = 0;
 };
 
 struct Summary {

@@ -52,6 +52,10 @@ struct LeftGang {
   double start_s = 0, end_s = 0;
   std::uint32_t gpu_begin = 0, gpu_count = 0;  // into Trace::gpus
   bool stopped = false;
+  // Stopped, a training iteration whose job keeps its own checkpoint goes back to the last save: the
+  // iterations done since, lost with the run and computed again by its next.
+  bool rolled_back = false;
+  std::uint32_t iterations_lost = 0;
 };
 
 // A model's weights copied onto one GPU of a task because they were not resident there: from host

@@ -431,11 +431,17 @@ struct TrainingIteration {
   // group forward, and round again with their gradients backward, every micro-batch), as ring all-gathers of
   // the CP group; 0 without CP.
   double cp_bytes = 0, cp_calls = 0;
+  // The job's own checkpoint, where its scenario entry keeps one (TrainingCheckpoint): saved after every
+  // `checkpoint_every` iterations, `checkpoint_bytes_per_gpu` from each GPU; 0 for none.
+  int checkpoint_every = 0;
+  double checkpoint_bytes_per_gpu = 0;
   struct OnGpu {
     std::string gpu;               // GpuType::id
     double compute_s = 0;          // pipeline and optimizer step
     double alone_s = 0;            // the whole iteration alone, its reduction on one switch
     double peak_flops = 0;         // the GPU's peak at the job's dtype
+    double checkpoint_s = 0;       // what saving a checkpoint holds the iteration up (0 without one)
+    double checkpoint_load_s = 0;  // what reading it back costs a restarted iteration
   };
   std::vector<OnGpu> on;           // one per GPU type of the cluster
   const OnGpu& on_gpu(const GpuType& gpu) const;
@@ -443,5 +449,20 @@ struct TrainingIteration {
 // Times `job` on every GPU type of `cluster`. Throws InputError where the job cannot run as given: a stage
 // larger than every GPU. FSDP / ZeRO-3's gathers and reduce-scatters are its reduction on the network.
 TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& cluster);
+
+// A training job's own checkpoint inside a scenario (docs/training.md#checkpoints): saved after every `every`
+// iterations, as Megatron-Core's distributed checkpointing saves it fully parallel (each GPU a distinct
+// slice of the weights in bf16 and the optimizer state: no copy written twice), to storage that a node
+// writes at `write_Bps` (its GPUs together; read back at the same rate). Synchronous, the iteration waits
+// for the write; `async` (Megatron-Core's --async-save, torchtitan's async_mode), only for the copy into
+// host memory, the write going on behind the next iterations (a save still writing when the next is due
+// holds that one up for the rest).
+struct TrainingCheckpoint {
+  int every = 0;  // 0: none
+  double write_Bps = 0;
+  bool async = false;
+};
+// Fills `it`'s checkpoint figures for `job` on each GPU type of `cluster` (the first node group of the type).
+void plan_checkpoint(TrainingIteration& it, const TrainingJob& job, const ClusterSpec& cluster, const TrainingCheckpoint& checkpoint);
 
 }  // namespace fleetsim

@@ -80,6 +80,7 @@ struct TaskSpec {
   // A training job's iteration (docs/training.md#inside-a-scenario): its compute per GPU type from the
   // training model, in place of the roofline (flop holds the model FLOP, for reports).
   std::shared_ptr<const TrainingIteration> training;
+  bool checkpoint = false;  // a training iteration that ends by saving its job's checkpoint (training->checkpoint_every)
   // What its gang exchanges (nothing on one GPU): each collective from its own point of the compute on
   // (its overlap), all at once where they overlap; the task ends when its compute and every one are done.
   std::vector<CollectiveSpec> collectives;

@@ -15,6 +15,7 @@ void Recovery::size_tasks(const RecordCounts& n) {
   grow(full_compute_s_, n.tasks, n.most_tasks, 0.0);
   grow(resume_s_, n.tasks, n.most_tasks, 0.0);
   grow(restore_s_, n.tasks, n.most_tasks, faults_.restore_s);
+  grow(rollback_s_, n.tasks, n.most_tasks, 0.0);
   grow(stopped_at_, n.tasks, n.most_tasks, kNever);
   grow(restart_pending_, n.tasks, n.most_tasks, std::uint8_t{0});
 }
@@ -34,7 +35,7 @@ double Recovery::begin_compute(TaskId task, double full_s, double restart_s, std
     restart_gpu_s_ += restart_s * gpus;
     resume_s_[t] = restart_s;
   } else {
-    resume_s_[t] = progress_[t] > 0 ? restore_s_[t] : 0.0;
+    resume_s_[t] = (progress_[t] > 0 ? restore_s_[t] : 0.0) + rollback_s_[t];
   }
   return resume_s_[t] + (1 - progress_[t]) * full_s;
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 
+#include "fleetsim/training.hpp"
+
 namespace fleetsim::run {
 
 Tasks::Tasks(const Scenario& scenario, const Cluster& cluster, const Topology& topology, GpuMemory& memory,
@@ -326,14 +328,18 @@ void Tasks::stop_task(TaskId id, const std::string& what, Stop how, double resto
   }
   collectives_.drop(id);
   double saved_s = 0;
+  RollBack rolled_back;
+  const TaskSpec& s = spec(r);
   if (how == Stop::suspended) {
     saved_s = recovery_.suspend(id, r.compute_start_s != kNever ? computing_.computed_s(id, now) : 0, restore_s);
+  } else if (s.training && s.training->checkpoint_every > 0) {
+    rolled_back = roll_back(id, r, s);
   } else if (r.compute_start_s != kNever && recovery_.checkpoints()) {
     saved_s = recovery_.checkpoint(id, computing_.computed_s(id, now));
   }
-  const double lost_gpu_s = std::max(0.0, now - gang_start_s(r) - saved_s) * r.gpu_count;
+  const double lost_gpu_s = (std::max(0.0, now - gang_start_s(r) - saved_s) + rolled_back.compute_s) * r.gpu_count;
   // The stopped run held its GPUs (a batch's members share its leader's; their runs are not kept).
-  if (r.batched_with == 0) trace_.left_gangs.push_back({id, gang_start_s(r), now, r.gpu_begin, r.gpu_count, true});
+  if (r.batched_with == 0) trace_.left_gangs.push_back({id, gang_start_s(r), now, r.gpu_begin, r.gpu_count, true, rolled_back.happened, rolled_back.iterations});
   release_gpus(r);
   for (GpuId g : unloaded) memory_.drop_unloaded(g, predicted_.model(r.workflow, r.task), now);
   computing_.end_run(id);
@@ -349,6 +355,19 @@ void Tasks::stop_task(TaskId id, const std::string& what, Stop how, double resto
   } else {
     fail_task(id, what + " " + recovery_.attempts(id));
   }
+}
+
+// A training job that keeps its own checkpoint goes back to the last one saved (after every `every`
+// iterations; none yet: to its start): the iterations since, done on this gang's GPU type, are lost and
+// computed again by the next run, after it reads the checkpoint back (and pays the scenario's restore).
+Tasks::RollBack Tasks::roll_back(TaskId id, const TaskRecord& r, const TaskSpec& s) {
+  const auto every = static_cast<std::uint32_t>(s.training->checkpoint_every);
+  RollBack out{.happened = true, .iterations = r.task % every};  // done since the last save
+  const TrainingIteration::OnGpu& on = s.training->on_gpu(cluster_.gpu_type(trace_.gpus[r.gpu_begin]));
+  out.compute_s = out.iterations * on.compute_s * r.work_scale;
+  const bool saved = r.task >= every;
+  recovery_.roll_back(id, out.compute_s + (saved ? on.checkpoint_load_s + sc_.faults.restore_s : 0));
+  return out;
 }
 
 void Tasks::on_retry(TaskId id) {

@@ -107,6 +107,14 @@ class Tasks : public ElasticHost, public RoundHost, public BatchHost {
   // task computed (it pays `restore_s` when it runs again).
   enum class Stop { failed, preempted, suspended };
   void stop_task(TaskId task, const std::string& what, Stop how = Stop::failed, double restore_s = 0);
+  // A training job that keeps its own checkpoint goes back to the last one saved: the iterations lost
+  // (done since), and their compute a GPU, which its next run computes again.
+  struct RollBack {
+    bool happened = false;
+    std::uint32_t iterations = 0;
+    double compute_s = 0;
+  };
+  RollBack roll_back(TaskId id, const TaskRecord& r, const TaskSpec& s);
   void give_back_gpu(const TaskRecord& r, GpuId g, double offloaded_bytes);
   void released(std::uint32_t gpu);
   void release_gpus(const TaskRecord& r);
