@@ -386,6 +386,18 @@ TEST_CASE("disaggregated pipeline-parallel replicas move each stage's KV from it
   std::vector<std::uint32_t> route;
   run.topology.route(run.topology.gpu_vertex(make_id<GpuId>(0)), run.topology.gpu_vertex(make_id<GpuId>(16)), 0, route);
   CHECK(r.kv_transfer_s == Approx(run.topology.latency_s(route) + 27 * per_layer / run.topology.bottleneck_Bps(route)).epsilon(1e-9));
+  // A GPU of the decode replica's last stage (node 1's GPU 6: its TP rank 2 there) fails halfway through the
+  // transfer, for a second: every stage's flows stop at once, and the request is prefilled and moved again
+  // once the replica is back: half a transfer lost, then a whole one.
+  const double fail_s = r.ttft_s.p50 + r.kv_transfer_s / 2;
+  const std::string fault = R"(, "faults": {"events": [{"at": ")" + std::to_string(fail_s * 1e3) + R"( ms", "gpu": "n1.g6", "for": "1 s"}]})";
+  const RunResult cut = simulate(parse_scenario(scenario(pd, fault, R"([{"type": "hgx-h100-8", "count": 3}])"), "s.json", "."));
+  const ServingResult& c = cut.summary.serving.front();
+  CHECK(c.completed == 1);
+  CHECK(c.replica_failures == 1);
+  CHECK(c.kv_transfers == 2);
+  CHECK(c.requests_rerouted == 1);
+  CHECK(c.kv_transfer_s == Approx(1.5 * r.kv_transfer_s).epsilon(1e-3));
 }
 
 TEST_CASE("data-parallel attention split into prefill and decode replicas moves each KV from one rank's GPU to another's over the shared network", "[serving][scenario][dp-attention]") {
