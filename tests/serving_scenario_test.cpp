@@ -156,7 +156,9 @@ TEST_CASE("serving deployments in a scenario are refused with the field where th
   const std::string a = R"({"name": "a", "model": "llama-3-8b", "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
   CHECK_THAT(error_of(scenario(a + ", " + a)), Catch::Contains("/serving/1/name") && Catch::Contains("no other deployment has"));
   const std::string staged = R"({"model": "llama-3-8b", "tp": 2, "pp": 2, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}, "autoscale": {"min": 1, "max": 2}})";
-  CHECK_THAT(error_of(scenario(staged)), Catch::Contains("/serving/0/autoscale") && Catch::Contains("autoscaling replicas of several lanes"));
+  CHECK(error_of(scenario(staged)).empty());  // a pipeline's lanes autoscale together (tested below)
+  const std::string ranks = R"({"model": "qwen3-30b-a3b", "tp": 2, "dp_attention": true, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}, "autoscale": {"min": 1, "max": 2}})";
+  CHECK_THAT(error_of(scenario(ranks)), Catch::Contains("/serving/0/autoscale") && Catch::Contains("autoscaling replicas of data-parallel ranks"));
   const std::string too_many_stages = R"({"model": "llama-3-70b", "tp": 4, "pp": 4, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
   CHECK_THAT(error_of(scenario(too_many_stages)), Catch::Contains("/serving/0/replicas") && Catch::Contains("0 of the 1 replicas of TP 4 x PP 4 found room"));
 }
@@ -570,6 +572,41 @@ TEST_CASE("an autoscaled deployment adds replicas on free GPUs as its queue grow
              Catch::Contains("/serving/0/autoscale/max: expected at least min"));
   CHECK_THAT(error_of(scenario(R"({"model": "llama-3-8b", "autoscale": {"min": 1, "max": 2}, "disaggregation": {"prefill": 1, "decode": 1}, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})")),
              Catch::Contains("/serving/0/autoscale: autoscaling a disaggregated deployment"));
+}
+
+TEST_CASE("an autoscaled pipeline-parallel deployment adds and drains whole replicas, every lane together, on a node's worth of GPUs each", "[serving][scenario][pp][autoscale]") {
+  // Llama 3 70B at TP 4 x PP 2 (8 GPUs, two lanes a replica) on three HGX H100s, one replica to start: a
+  // burst fills its queue, so replicas are added on the free nodes, each taking a whole node's 8 GPUs, and
+  // after the burst they drain (both lanes) and give the nodes back.
+  const std::string burst = R"({"name": "chat", "model": "llama-3-70b", "tp": 4, "pp": 2, "router": "least-tokens", "autoscale": {"min": 1, "max": 3, "interval": "10 s"},
+      "requests": {"rate": "30 /s", "count": 3000, "prompt_tokens": {"uniform": [512, 2048]}, "output_tokens": {"uniform": [64, 256]}}})";
+  const std::string nodes = R"([{"type": "hgx-h100-8", "count": 3}])";
+  const Scenario sc = parse_scenario(scenario(burst, "", nodes), "s.json", ".");
+  REQUIRE(sc.serving[0]->placement.size() == 1);
+  const RunResult run = simulate(sc);
+  const ServingResult& r = run.summary.serving.front();
+  CHECK(r.completed == 3000);
+  CHECK(r.scale_ups == 2);
+  CHECK(r.scale_ups_without_gpus == 0);
+  CHECK(r.scale_downs == 2);
+  CHECK(r.replica_s > 1.5 * r.makespan_s);
+  // Against the one replica alone: the added ones cut the waiting.
+  std::string fixed = burst;
+  fixed.replace(fixed.find(R"("autoscale": {"min": 1, "max": 3, "interval": "10 s"},)"), 57, "");
+  const ServingResult one = simulate(parse_scenario(scenario(fixed, "", nodes), "s.json", ".")).summary.serving.front();
+  CHECK(r.ttft_s.p95 < one.ttft_s.p95);
+  // Drained, the added replicas' 16 GPUs go back whole: 8-GPU gangs arriving long after the burst run on
+  // nodes 1 and 2, the first replica keeping node 0.
+  const std::string later = R"(, "workflows": {"eight": {"name": "eight", "tasks": [{"name": "a", "gpus": 8, "work": {"flop": "1000 PFLOP"}}]}},
+      "workload": [{"workflow": "eight", "arrival": {"process": "times", "times": ["2 h", "2 h"]}}])";
+  const RunResult after = simulate(parse_scenario(scenario(burst, later, nodes), "s.json", "."));
+  std::set<std::uint32_t> used;
+  for (const TaskRecord& t : after.trace.tasks) {
+    for (std::uint32_t k = t.gpu_begin; k < t.gpu_begin + t.gpu_count; ++k) used.insert(index(after.trace.gpus[k]));
+  }
+  CHECK(used.size() == 16);
+  CHECK(*used.begin() == 8);
+  CHECK(after.summary.serving.front().scale_downs == 2);
 }
 
 TEST_CASE("a node autoscaler beside serving keeps the replica's node on and scales the others for the tasks", "[serving][scenario][autoscale]") {

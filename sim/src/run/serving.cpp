@@ -134,22 +134,15 @@ void Serving::scale(std::uint32_t k) {
   const ServingDeployment::Autoscale& as = d.autoscale;
   serving::ReplicaSet& set = sets_[k];
   const serving::ReplicaSet::Load load = set.load();
-  const double busy = (load.busy_s - last_busy_s_[k]) / (as.interval_s * std::max(1, load.serving));
+  const int lanes = d.lanes_a_replica();  // a pipeline's lanes run side by side, each busy as its replica
+  const double busy = (load.busy_s - last_busy_s_[k]) / (as.interval_s * std::max(1, load.serving) * lanes);
   last_busy_s_[k] = load.busy_s;
   const int replicas = load.serving + load.starting;
   scaled_[k].waiting_for_gpus = false;  // until this decision says otherwise
   if (load.waiting >= static_cast<std::uint64_t>(as.queue) * static_cast<std::uint64_t>(std::max(1, load.serving)) && replicas < as.max && load.parked) {
-    // The first node of its group with tp GPUs no task, replica or failure holds.
     std::vector<std::uint32_t> gpus;
-    for (std::uint32_t n = d.first_node; n < d.first_node + d.nodes && gpus.size() < static_cast<std::size_t>(d.tp); ++n) {
-      gpus.clear();
-      const std::uint32_t first = index(cluster_.first_gpu(make_id<NodeId>(n)));
-      for (std::uint32_t g = first; g < first + cluster_.gpus_in(make_id<NodeId>(n)) && gpus.size() < static_cast<std::size_t>(d.tp); ++g) {
-        if (!occupancy_->busy(g) && occupancy_->tasks_on(g).empty()) gpus.push_back(g);
-      }
-    }
-    if (gpus.size() == static_cast<std::size_t>(d.tp)) {
-      take_gpus(first_replica_[k] + *load.parked, k, std::move(gpus));
+    if (free_gpus_for(d, gpus)) {
+      take_gpus(first_replica_[k] + *load.parked * static_cast<std::uint32_t>(lanes), k, std::move(gpus));
       set.replica_up(*load.parked, startup_s_[k]);
       ++scaled_[k].ups;
     } else {
@@ -163,6 +156,26 @@ void Serving::scale(std::uint32_t k) {
   }
   // Decisions go on while requests remain, and after them until the replicas are back to min.
   if (set.unfinished() > 0 || replicas > as.min) queue_.push(queue_.now() + as.interval_s, scale_kind_, k);
+}
+
+// A replica's GPUs as a scenario places it, stage after stage: each piece (a node's worth of them, or what is
+// left) on the first node of its group with that many GPUs no task, replica or failure holds, and none of
+// this replica's other pieces took. False where a piece finds none.
+bool Serving::free_gpus_for(const ServingDeployment& d, std::vector<std::uint32_t>& gpus) const {
+  gpus.clear();
+  for (const int need : d.piece_gpus()) {
+    std::vector<std::uint32_t> piece;
+    for (std::uint32_t n = d.first_node; n < d.first_node + d.nodes && piece.size() < static_cast<std::size_t>(need); ++n) {
+      piece.clear();
+      const std::uint32_t first = index(cluster_.first_gpu(make_id<NodeId>(n)));
+      for (std::uint32_t g = first; g < first + cluster_.gpus_in(make_id<NodeId>(n)) && piece.size() < static_cast<std::size_t>(need); ++g) {
+        if (!occupancy_->busy(g) && occupancy_->tasks_on(g).empty() && std::find(gpus.begin(), gpus.end(), g) == gpus.end()) piece.push_back(g);
+      }
+    }
+    if (piece.size() < static_cast<std::size_t>(need)) return false;
+    gpus.insert(gpus.end(), piece.begin(), piece.end());
+  }
+  return true;
 }
 
 void Serving::start(Occupancy& occupancy, GpuMemory& memory) {
@@ -212,7 +225,7 @@ void Serving::gpu_up(std::uint32_t gpu) {
 
 double Serving::gpus_wanted() const {
   double gpus = 0;
-  for (std::size_t k = 0; k < sets_.size(); ++k) gpus += scaled_[k].waiting_for_gpus ? sc_.serving[k]->tp : 0;
+  for (std::size_t k = 0; k < sets_.size(); ++k) gpus += scaled_[k].waiting_for_gpus ? sc_.serving[k]->tp * sc_.serving[k]->pp : 0;
   return gpus;
 }
 

@@ -96,17 +96,18 @@ class ReplicaSet {
   void replica_down(std::uint32_t replica);
   // Its GPUs are back, or it was just given some (autoscaled): its lanes serve after `startup_s`.
   void replica_up(std::uint32_t replica, double startup_s);
-  // Autoscaled: what the replicas carry now, and the slots to grow into or drain.
+  // Autoscaled: what the replicas carry now, and the slots to grow into or drain (replicas, each of its lanes).
   struct Load {
     int serving = 0, starting = 0;  // up and taking requests; restarting or newly added
     std::uint64_t waiting = 0;      // requests waiting for a replica's batch, or for any replica
-    double busy_s = 0;              // iteration time so far, over every replica
-    std::optional<std::uint32_t> parked, last_serving;  // a slot with no GPUs; the last slot serving
+    double busy_s = 0;              // iteration time so far, over every lane
+    std::optional<std::uint32_t> parked, last_serving;  // a replica slot with no GPUs; the last replica serving
   };
   Load load() const;
-  // Stops routing to the replica; once its requests are done it calls `drained` and parks.
+  // Stops routing to the replica's lanes; once the requests of all are done it calls `drained` with its
+  // first lane and parks.
   void drain(std::uint32_t replica);
-  void on_drained(std::function<void(std::uint32_t replica)> drained);
+  void on_drained(std::function<void(std::uint32_t first_lane)> drained);
   std::uint64_t unfinished() const;            // requests not yet completed
   // The run so far, up to `end_s` (iterations still running count as busy until then).
   ServingResult summarize(double end_s) const;

@@ -368,27 +368,35 @@ class Engine {
     queue_.push(rep.iteration_end_s, names_.iteration_kind | ((rep.stamp & 0xFFFFFFu) << 8), names_.first_replica_subject + index);
   }
 
+  // By replica (a pipeline's lanes together): parked when all its lanes are, serving when all are up and
+  // taking requests, starting while any is.
   ReplicaSet::Load load() const {
     ReplicaSet::Load l;
     l.waiting = unrouted_.size();
     l.busy_s = busy_.total_s;
-    for (std::uint32_t i = 0; i < replicas_.size(); ++i) {
-      const Replica& rep = replicas_[i];
-      if (rep.parked) {
-        if (!l.parked) l.parked = i;
+    const auto lanes = static_cast<std::uint32_t>(d_.lanes_a_replica());
+    for (std::uint32_t r = 0; r * lanes < replicas_.size(); ++r) {
+      const auto first = replicas_.begin() + r * lanes, end = first + lanes;
+      if (std::all_of(first, end, [](const Replica& rep) { return rep.parked; })) {
+        if (!l.parked) l.parked = r;
         continue;
       }
-      l.waiting += rep.waiting.size();
-      if (rep.restarting) ++l.starting;
-      if (!rep.down && !rep.draining) {
+      for (auto rep = first; rep != end; ++rep) l.waiting += rep->waiting.size();
+      if (std::any_of(first, end, [](const Replica& rep) { return rep.restarting; })) ++l.starting;
+      if (std::all_of(first, end, [](const Replica& rep) { return !rep.down && !rep.draining; })) {
         ++l.serving;
-        l.last_serving = i;
+        l.last_serving = r;
       }
     }
     return l;
   }
 
-  void drain(std::uint32_t index) {
+  // Every lane of the replica drains; the replica parks when the last has.
+  void drain(std::uint32_t replica) {
+    const auto lanes = static_cast<std::uint32_t>(d_.lanes_a_replica());
+    for (std::uint32_t lane = replica * lanes; lane < (replica + 1) * lanes; ++lane) drain_lane(lane);
+  }
+  void drain_lane(std::uint32_t index) {
     Replica& rep = replicas_[index];
     if (rep.down || rep.draining) return;
     rep.draining = true;
@@ -416,7 +424,11 @@ class Engine {
     replica_s_ += queue_.now() - rep.up_since_s;
     rep.cache = PrefixCache{};
     rep.kv = KvBlocks(capacity_.lane_blocks, d_.engine.block_size);
-    if (drained_) drained_(index);
+    // The replica's GPUs go back once its last lane has parked (held under its first lane).
+    const auto lanes = static_cast<std::uint32_t>(d_.lanes_a_replica());
+    const std::uint32_t first = index / lanes * lanes;
+    const bool all = std::all_of(replicas_.begin() + first, replicas_.begin() + first + lanes, [](const Replica& r) { return r.parked; });
+    if (all && drained_) drained_(first);
   }
 
   std::function<void(std::uint32_t)> drained_;
