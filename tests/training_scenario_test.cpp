@@ -10,6 +10,7 @@
 #include "fleetsim/simulation.hpp"
 #include "fleetsim/training.hpp"
 #include "helpers.hpp"
+#include "run/recovery.hpp"
 
 using namespace fleetsim;
 
@@ -461,4 +462,28 @@ TEST_CASE("a training job's own checkpoint: each save holds its iteration up, an
   CHECK_THAT(checkpoint_error(R"({"every": 50, "write": "10 GB/s"})"), Catch::Contains("/workload/0/checkpoint/every: expected at most the job's 20 iterations"));
   CHECK_THAT(checkpoint_error(R"({"every": 5, "write": "0 GB/s"})"), Catch::Contains("/workload/0/checkpoint/write: expected a positive rate"));
   CHECK_THAT(checkpoint_error(R"({"every": 5, "write": "10 GB/s", "later": 1})"), Catch::Contains("/workload/0/checkpoint") && Catch::Contains("later"));
+}
+
+TEST_CASE("a rollback is paid once: a suspension keeps what of it was paid, a second rollback loses no iteration twice", "[training][checkpoint]") {
+  // One task: a rollback of 5 s before a 10-s compute; suspended 3 s into its run, 2 s of rollback are left.
+  const FaultSpec faults{};
+  run::Recovery recovery(faults, true);
+  recovery.size_tasks({.tasks = 1, .most_tasks = 1});
+  const TaskId task = make_id<TaskId>(0);
+  const run::Recovery::RolledBack first = recovery.roll_back(task, 5);
+  CHECK(first.first);
+  CHECK(first.saved_lost_s == 0);
+  CHECK(recovery.begin_compute(task, 10, 0, 8) == 15);
+  CHECK(recovery.suspend(task, 3, 0) == 0);  // nothing of the iteration computed yet
+  CHECK(recovery.begin_compute(task, 10, 0, 8) == 12);
+  // Suspended 6 s into that run: the rollback paid, 4 s of the iteration saved; its next run pays the
+  // suspension's restore of 1 s and computes the other 6.
+  CHECK(recovery.suspend(task, 6, 1) == 4);
+  CHECK(recovery.begin_compute(task, 10, 0, 8) == 7);
+  // Then a failure rolls it back again: what the suspension saved of the iteration is lost, and the
+  // rollback is not the task's first.
+  const run::Recovery::RolledBack second = recovery.roll_back(task, 5);
+  CHECK_FALSE(second.first);
+  CHECK(second.saved_lost_s == 4);
+  CHECK(recovery.begin_compute(task, 10, 0, 8) == 15);
 }

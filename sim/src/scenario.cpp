@@ -632,8 +632,9 @@ std::optional<Workflow> read_training(ObjectReader& s, const ClusterSpec& cluste
     ObjectReader r(*c, s.pointer("checkpoint"), s.problems());
     if (r.ok()) {
       checkpoint.every = static_cast<int>(r.integer("every", Need::required, 1, 100'000).value_or(0));
-      checkpoint.write_Bps = r.quantity("write", Dimension::bandwidth, Need::required).value_or(0);
-      if (r.field("write") != nullptr && !(checkpoint.write_Bps > 0)) r.problem("write", "expected a positive rate at which a node writes the checkpoint, such as \"20 GB/s\"");
+      const std::optional<double> write = r.quantity("write", Dimension::bandwidth, Need::required);
+      checkpoint.write_Bps = write.value_or(0);
+      if (write && !(*write > 0)) r.problem("write", "expected a positive rate at which a node writes the checkpoint, such as \"20 GB/s\"");
       checkpoint.async = r.boolean_or("async", false);
       if (iterations && checkpoint.every > *iterations) {
         r.problem("every", "expected at most the job's " + std::to_string(*iterations) + " iterations (a checkpoint never saved keeps nothing), found " + std::to_string(checkpoint.every));

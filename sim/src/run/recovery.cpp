@@ -16,6 +16,7 @@ void Recovery::size_tasks(const RecordCounts& n) {
   grow(resume_s_, n.tasks, n.most_tasks, 0.0);
   grow(restore_s_, n.tasks, n.most_tasks, faults_.restore_s);
   grow(rollback_s_, n.tasks, n.most_tasks, 0.0);
+  grow(rolled_back_, n.tasks, n.most_tasks, std::uint8_t{0});
   grow(stopped_at_, n.tasks, n.most_tasks, kNever);
   grow(restart_pending_, n.tasks, n.most_tasks, std::uint8_t{0});
 }
@@ -61,7 +62,19 @@ double Recovery::checkpoint(TaskId task, double elapsed_s) {
 double Recovery::suspend(TaskId task, double elapsed_s, double restore_s) {
   const std::uint32_t t = index(task);
   if (full_compute_s_[t] <= 0) return 0;
+  // A rollback being paid keeps what it has paid: its run's resume is the restore, then the rollback.
+  const double restored_s = resume_s_[t] - rollback_s_[t];
+  rollback_s_[t] -= std::clamp(elapsed_s - restored_s, 0.0, rollback_s_[t]);
   return save(t, computed_s(t, elapsed_s), restore_s);
+}
+
+Recovery::RolledBack Recovery::roll_back(TaskId task, double rollback_s) {
+  const std::uint32_t t = index(task);
+  const RolledBack out{.saved_lost_s = progress_[t] * full_compute_s_[t], .first = rolled_back_[t] == 0};
+  progress_[t] = 0;
+  rollback_s_[t] = rollback_s;
+  rolled_back_[t] = 1;
+  return out;
 }
 
 std::optional<double> Recovery::stopped(TaskId task, double now_s, bool preempted, double lost_gpu_s) {

@@ -39,8 +39,15 @@ class Recovery {
   // computed are saved. Returns the compute seconds saved.
   double checkpoint(TaskId task, double elapsed_s);
   // A training iteration whose job keeps its own checkpoint is stopped: its next run first pays `rollback_s`
-  // (reading the checkpoint back, and computing again the iterations done since it was saved).
-  void roll_back(TaskId task, double rollback_s) { rollback_s_[index(task)] = rollback_s; }
+  // (reading the checkpoint back, and computing again the iterations done since it was saved), and computes
+  // the iteration from its start (what a suspension had saved of it is lost with the rest). Returns the
+  // compute seconds so lost, and whether this is the task's first rollback (the iterations it loses were
+  // counted lost then; a later one only repeats their recomputation, which its run's time holds).
+  struct RolledBack {
+    double saved_lost_s = 0;
+    bool first = true;
+  };
+  RolledBack roll_back(TaskId task, double rollback_s);
   // The task is suspended `elapsed_s` after its compute began: all it computed is saved, and its next
   // run pays `restore_s` first. Returns the compute seconds saved.
   double suspend(TaskId task, double elapsed_s, double restore_s);
@@ -69,7 +76,8 @@ class Recovery {
   std::vector<double> full_compute_s_;         // per task: this run's compute time from scratch
   std::vector<double> resume_s_;               // per task: restore or restart its run paid before computing
   std::vector<double> restore_s_;              // per task: what restoring its saved progress costs
-  std::vector<double> rollback_s_;             // per task: what a training job's rollback to its checkpoint costs its next run
+  std::vector<double> rollback_s_;             // per task: what a training job's rollback to its checkpoint costs its next run, still unpaid
+  std::vector<std::uint8_t> rolled_back_;      // per task: rolled back before
   std::vector<double> stopped_at_;             // per task: when it was stopped, until it starts again
   std::vector<std::uint8_t> restart_pending_;  // per task: resized, its restart not yet paid
   std::uint64_t tasks_stopped_ = 0, tasks_preempted_ = 0, retries_ = 0, recoveries_ = 0;

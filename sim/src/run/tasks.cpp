@@ -337,9 +337,10 @@ void Tasks::stop_task(TaskId id, const std::string& what, Stop how, double resto
   } else if (r.compute_start_s != kNever && recovery_.checkpoints()) {
     saved_s = recovery_.checkpoint(id, computing_.computed_s(id, now));
   }
-  const double lost_gpu_s = (std::max(0.0, now - gang_start_s(r) - saved_s) + rolled_back.compute_s) * r.gpu_count;
+  const double lost_gpu_s = (std::max(0.0, now - gang_start_s(r) - saved_s) + rolled_back.lost_s) * r.gpu_count;
   // The stopped run held its GPUs (a batch's members share its leader's; their runs are not kept).
-  if (r.batched_with == 0) trace_.left_gangs.push_back({id, gang_start_s(r), now, r.gpu_begin, r.gpu_count, true, rolled_back.happened, rolled_back.iterations});
+  const bool kept_run = r.batched_with == 0;
+  if (kept_run) trace_.left_gangs.push_back({id, gang_start_s(r), now, r.gpu_begin, r.gpu_count, true, rolled_back.happened, rolled_back.iterations});
   release_gpus(r);
   for (GpuId g : unloaded) memory_.drop_unloaded(g, predicted_.model(r.workflow, r.task), now);
   computing_.end_run(id);
@@ -353,6 +354,7 @@ void Tasks::stop_task(TaskId id, const std::string& what, Stop how, double resto
   if (const std::optional<double> again_s = recovery_.stopped(id, now, preempted, lost_gpu_s)) {
     queue_.push(*again_s, computing_.event(kRetry, id), index(id));
   } else {
+    if (kept_run) trace_.left_gangs.back().rolled_back = false;  // no run comes back to the save
     fail_task(id, what + " " + recovery_.attempts(id));
   }
 }
@@ -364,9 +366,10 @@ Tasks::RollBack Tasks::roll_back(TaskId id, const TaskRecord& r, const TaskSpec&
   const auto every = static_cast<std::uint32_t>(s.training->checkpoint_every);
   RollBack out{.happened = true, .iterations = r.task % every};  // done since the last save
   const TrainingIteration::OnGpu& on = s.training->on_gpu(cluster_.gpu_type(trace_.gpus[r.gpu_begin]));
-  out.compute_s = out.iterations * on.compute_s * r.work_scale;
+  const double redo_s = out.iterations * on.compute_s * r.work_scale;
   const bool saved = r.task >= every;
-  recovery_.roll_back(id, out.compute_s + (saved ? on.checkpoint_load_s + sc_.faults.restore_s : 0));
+  const Recovery::RolledBack back = recovery_.roll_back(id, redo_s + (saved ? on.checkpoint_load_s + sc_.faults.restore_s : 0));
+  out.lost_s = (back.first ? redo_s : 0) + back.saved_lost_s;
   return out;
 }
 

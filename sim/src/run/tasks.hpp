@@ -108,11 +108,12 @@ class Tasks : public ElasticHost, public RoundHost, public BatchHost {
   enum class Stop { failed, preempted, suspended };
   void stop_task(TaskId task, const std::string& what, Stop how = Stop::failed, double restore_s = 0);
   // A training job that keeps its own checkpoint goes back to the last one saved: the iterations lost
-  // (done since), and their compute a GPU, which its next run computes again.
+  // (done since), which its next run computes again, and the compute a GPU newly lost (those iterations the
+  // first time, and what a suspension had saved of the stopped one).
   struct RollBack {
     bool happened = false;
     std::uint32_t iterations = 0;
-    double compute_s = 0;
+    double lost_s = 0;
   };
   RollBack roll_back(TaskId id, const TaskRecord& r, const TaskSpec& s);
   void give_back_gpu(const TaskRecord& r, GpuId g, double offloaded_bytes);
