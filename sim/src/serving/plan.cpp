@@ -215,24 +215,20 @@ ServingPlan parse_serving_plan(std::string_view json_text, const std::string& fi
     for (std::size_t i = 0; i < plan.engines.size(); ++i) {
       if (find_engine(plan.engines[i]) == nullptr) problems.add(detail::child_pointer("/search/engines", i), "unknown engine \"" + plan.engines[i] + "\"");
     }
-    if (const Json* tp = s.field("tp")) {
-      if (!tp->is_array() || tp->empty() ||
-          !std::all_of(tp->begin(), tp->end(), [](const Json& x) { return x.is_number_integer() && x.get<std::int64_t>() >= 1 && x.get<std::int64_t>() <= 64; })) {
-        s.problem("tp", "expected a non-empty array of TP sizes from 1 to 64, found " + detail::describe(*tp));
-      } else {
-        plan.tps.clear();
-        for (const Json& x : *tp) plan.tps.push_back(x.get<int>());
+    // search.tp and search.pp: degrees from 1 to 64, replacing the deployment's own.
+    const auto degrees = [&](std::string_view key, const std::string& what, std::vector<int>& into) {
+      const Json* v = s.field(key);
+      if (v == nullptr) return;
+      if (!v->is_array() || v->empty() ||
+          !std::all_of(v->begin(), v->end(), [](const Json& x) { return x.is_number_integer() && x.get<std::int64_t>() >= 1 && x.get<std::int64_t>() <= 64; })) {
+        s.problem(key, "expected a non-empty array of " + what + " from 1 to 64, found " + detail::describe(*v));
+        return;
       }
-    }
-    if (const Json* pp = s.field("pp")) {
-      if (!pp->is_array() || pp->empty() ||
-          !std::all_of(pp->begin(), pp->end(), [](const Json& x) { return x.is_number_integer() && x.get<std::int64_t>() >= 1 && x.get<std::int64_t>() <= 64; })) {
-        s.problem("pp", "expected a non-empty array of pipeline stages a replica, each from 1 to 64, found " + detail::describe(*pp));
-      } else {
-        plan.pps.clear();
-        for (const Json& x : *pp) plan.pps.push_back(x.get<int>());
-      }
-    }
+      into.clear();
+      for (const Json& x : *v) into.push_back(x.get<int>());
+    };
+    degrees("tp", "TP sizes", plan.tps);
+    degrees("pp", "pipeline stages a replica, each", plan.pps);
     if (const Json* dp = s.field("dp_attention")) {  // [false, true]: TP attention, data-parallel attention
       if (!dp->is_array() || dp->empty() || !std::all_of(dp->begin(), dp->end(), [](const Json& x) { return x.is_boolean(); })) {
         s.problem("dp_attention", "expected a non-empty array of true (data-parallel attention) and false (attention over TP), found " + detail::describe(*dp));
