@@ -129,7 +129,7 @@ TEST_CASE("serving deployments in a scenario are refused with the field where th
   CHECK_THAT(error_of(scenario(tp16)), Catch::Contains("/serving/0/replicas") && Catch::Contains("0 of the 1 replicas of TP 16 found room"));
   CHECK_THAT(error_of(scenario(R"({"model": "llama-3-8b", "tp": 16, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}, "autoscale": {"min": 1, "max": 2}})", "",
                                R"([{"type": "hgx-h100-8", "count": 2}])")),
-             Catch::Contains("/serving/0/autoscale") && Catch::Contains("replicas that span nodes"));
+             Catch::Contains("/serving/0/autoscale") && Catch::Contains("TP group spans nodes"));
   // Five TP-2 replicas on 8 GPUs: four fit.
   const std::string five = R"({"model": "llama-3-8b", "tp": 2, "replicas": 5, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
   CHECK_THAT(error_of(scenario(five)), Catch::Contains("/serving/0/replicas") && Catch::Contains("4 of the 5 replicas of TP 2 found room"));
@@ -607,6 +607,16 @@ TEST_CASE("an autoscaled pipeline-parallel deployment adds and drains whole repl
   CHECK(used.size() == 16);
   CHECK(*used.begin() == 8);
   CHECK(after.summary.serving.front().scale_downs == 2);
+  // A replica larger than a node (TP 4 x PP 3: a node's 8 GPUs and 4 of another) is added piece by piece.
+  std::string wide = burst;
+  wide.replace(wide.find(R"("pp": 2)"), 7, R"("pp": 3)");
+  const Scenario wide_sc = parse_scenario(scenario(wide, "", R"([{"type": "hgx-h100-8", "count": 5}])"), "s.json", ".");
+  REQUIRE(wide_sc.serving[0]->placement.size() == 2);
+  const RunResult wide_run = simulate(wide_sc);
+  const ServingResult& w = wide_run.summary.serving.front();
+  CHECK(w.completed == 3000);
+  CHECK(w.scale_ups == 2);
+  CHECK(w.scale_ups_without_gpus == 0);
 }
 
 TEST_CASE("a node autoscaler beside serving keeps the replica's node on and scales the others for the tasks", "[serving][scenario][autoscale]") {

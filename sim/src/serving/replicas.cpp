@@ -391,15 +391,21 @@ class Engine {
     return l;
   }
 
-  // Every lane of the replica drains; the replica parks when the last has.
+  // Every lane of the replica drains (all stop taking requests first, so none goes to a sibling); the
+  // replica parks when the last has.
   void drain(std::uint32_t replica) {
     const auto lanes = static_cast<std::uint32_t>(d_.lanes_a_replica());
-    for (std::uint32_t lane = replica * lanes; lane < (replica + 1) * lanes; ++lane) drain_lane(lane);
+    std::vector<std::uint32_t> draining;
+    for (std::uint32_t lane = replica * lanes; lane < (replica + 1) * lanes; ++lane) {
+      Replica& rep = replicas_[lane];
+      if (rep.down || rep.draining) continue;
+      rep.draining = true;
+      draining.push_back(lane);
+    }
+    for (std::uint32_t lane : draining) drain_lane(lane);
   }
   void drain_lane(std::uint32_t index) {
     Replica& rep = replicas_[index];
-    if (rep.down || rep.draining) return;
-    rep.draining = true;
     // Requests it had not begun go back to the router (to the replicas still taking them).
     std::deque<std::uint32_t> waiting;
     waiting.swap(rep.waiting);
@@ -421,7 +427,7 @@ class Engine {
     rep.draining = false;
     rep.down = rep.parked = true;
     ++rep.stamp;
-    replica_s_ += queue_.now() - rep.up_since_s;
+    replica_s_ += (queue_.now() - rep.up_since_s) / d_.lanes_a_replica();  // a lane's share of its replica's time
     rep.cache = PrefixCache{};
     rep.kv = KvBlocks(capacity_.lane_blocks, d_.engine.block_size);
     // The replica's GPUs go back once its last lane has parked (held under its first lane).
@@ -525,7 +531,7 @@ class Engine {
     out.kv_transfer_s = kv_transfer_s_;
     out.replica_s = replica_s_;
     for (const Replica& rep : replicas_) {
-      if (!rep.parked) out.replica_s += std::max(0.0, end_s - rep.up_since_s);
+      if (!rep.parked) out.replica_s += std::max(0.0, end_s - rep.up_since_s) / d_.lanes_a_replica();
     }
     out.requests_rerouted = rerouted_;
     out.timeline = timeline_;
