@@ -448,7 +448,8 @@ TEST_CASE("a training job's own checkpoint: each save holds its iteration up, an
   CHECK_THAT(text.str(), Catch::Contains("checkpoint    ckpt: every 5 iterations") && Catch::Contains("1 rollback to the last save") &&
                              Catch::Contains("2 iterations computed again"));
   // Asynchronous: the save holds the iteration up for the copy into host memory; the write goes on behind.
-  const TrainingIteration& async = iteration_of(with(R"(, "checkpoint": {"every": 5, "write": "10 GB/s", "async": true})"));
+  const Scenario async_sc = with(R"(, "checkpoint": {"every": 5, "write": "10 GB/s", "async": true})");
+  const TrainingIteration& async = iteration_of(async_sc);
   const NodeGroup& g = calm_sc.cluster.groups.front();
   const double copy_s = std::max(async.checkpoint_bytes_per_gpu / g.host_link.bandwidth_Bps, async.checkpoint_bytes_per_gpu * 8 / g.node.host_memory_bandwidth_Bps);
   CHECK(async.on.front().checkpoint_s == Approx(copy_s + std::max(0.0, on.checkpoint_load_s - 5 * on.alone_s)).epsilon(1e-12));
