@@ -157,8 +157,7 @@ TEST_CASE("serving deployments in a scenario are refused with the field where th
   CHECK_THAT(error_of(scenario(a + ", " + a)), Catch::Contains("/serving/1/name") && Catch::Contains("no other deployment has"));
   const std::string staged = R"({"model": "llama-3-8b", "tp": 2, "pp": 2, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}, "autoscale": {"min": 1, "max": 2}})";
   CHECK(error_of(scenario(staged)).empty());  // a pipeline's lanes autoscale together (tested below)
-  const std::string ranks = R"({"model": "qwen3-30b-a3b", "tp": 2, "dp_attention": true, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}, "autoscale": {"min": 1, "max": 2}})";
-  CHECK_THAT(error_of(scenario(ranks)), Catch::Contains("/serving/0/autoscale") && Catch::Contains("autoscaling replicas of data-parallel ranks"));
+
   const std::string too_many_stages = R"({"model": "llama-3-70b", "tp": 4, "pp": 4, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
   CHECK_THAT(error_of(scenario(too_many_stages)), Catch::Contains("/serving/0/replicas") && Catch::Contains("0 of the 1 replicas of TP 4 x PP 4 found room"));
 }
@@ -617,6 +616,37 @@ TEST_CASE("an autoscaled pipeline-parallel deployment adds and drains whole repl
   CHECK(w.completed == 3000);
   CHECK(w.scale_ups == 2);
   CHECK(w.scale_ups_without_gpus == 0);
+}
+
+TEST_CASE("an autoscaled deployment with data-parallel attention adds and drains whole replicas, its ranks together", "[serving][scenario][dp-attention][autoscale]") {
+  // Qwen3 30B-A3B with data-parallel attention over 2 GPUs (two ranks a replica, the experts spread over
+  // them) on one HGX H100, one replica to start: a burst adds replicas of 2 GPUs, which drain (both ranks)
+  // and give their GPUs back after it.
+  const std::string burst = R"({"name": "moe", "model": "qwen3-30b-a3b", "tp": 2, "dp_attention": true, "router": "least-tokens",
+      "autoscale": {"min": 1, "max": 3, "interval": "10 s"},
+      "requests": {"rate": "60 /s", "count": 12000, "prompt_tokens": {"uniform": [512, 2048]}, "output_tokens": {"uniform": [64, 256]}}})";
+  const Scenario sc = parse_scenario(scenario(burst), "s.json", ".");
+  REQUIRE(sc.serving[0]->placement.size() == 1);
+  const RunResult run = simulate(sc);
+  const ServingResult& r = run.summary.serving.front();
+  CHECK(r.completed == 12000);
+  CHECK(r.scale_ups == 2);
+  CHECK(r.scale_downs == 2);
+  CHECK(r.replica_s > 1.5 * r.makespan_s);
+  CHECK(r.replica_s < 4 * r.makespan_s);  // three replicas at most: counted once a replica, not once a rank (that would be about 6)
+  std::string fixed = burst;
+  fixed.replace(fixed.find(R"("autoscale": {"min": 1, "max": 3, "interval": "10 s"},)"), 57, "");
+  const ServingResult one = simulate(parse_scenario(scenario(fixed), "s.json", ".")).summary.serving.front();
+  CHECK(r.ttft_s.p95 < one.ttft_s.p95);
+  // Drained, the added replicas' GPUs go back: 1-GPU tasks long after the burst use all but the first two.
+  const std::string later = R"(, "workflows": {"one": {"name": "one", "tasks": [{"name": "a", "gpus": 1, "work": {"flop": "1000 PFLOP"}}]}},
+      "workload": [{"workflow": "one", "arrival": {"process": "times", "times": ["2 h", "2 h", "2 h", "2 h", "2 h", "2 h"]}}])";
+  const RunResult after = simulate(parse_scenario(scenario(burst, later), "s.json", "."));
+  std::set<std::uint32_t> used;
+  for (const TaskRecord& t : after.trace.tasks) {
+    for (std::uint32_t k = t.gpu_begin; k < t.gpu_begin + t.gpu_count; ++k) used.insert(index(after.trace.gpus[k]));
+  }
+  CHECK(used == std::set<std::uint32_t>{2, 3, 4, 5, 6, 7});
 }
 
 TEST_CASE("a node autoscaler beside serving keeps the replica's node on and scales the others for the tasks", "[serving][scenario][autoscale]") {
