@@ -157,7 +157,6 @@ TEST_CASE("serving deployments in a scenario are refused with the field where th
   CHECK_THAT(error_of(scenario(a + ", " + a)), Catch::Contains("/serving/1/name") && Catch::Contains("no other deployment has"));
   const std::string staged = R"({"model": "llama-3-8b", "tp": 2, "pp": 2, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}, "autoscale": {"min": 1, "max": 2}})";
   CHECK(error_of(scenario(staged)).empty());  // a pipeline's lanes autoscale together (tested below)
-
   const std::string too_many_stages = R"({"model": "llama-3-70b", "tp": 4, "pp": 4, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})";
   CHECK_THAT(error_of(scenario(too_many_stages)), Catch::Contains("/serving/0/replicas") && Catch::Contains("0 of the 1 replicas of TP 4 x PP 4 found room"));
 }
@@ -317,6 +316,14 @@ TEST_CASE("a GPU failure takes its replica down: its requests go to the other re
   CHECK(solo.summary.serving.front().completed == 600);
   CHECK(solo.summary.serving.front().ttft_s.max > 30);
   CHECK(summary_json(solo.summary) == summary_json(simulate(parse_scenario(scenario(one, fault), "s.json", ".")).summary));
+  // Its GPU fails again during the restart (at 20 s, for 100 s): the start-up stops and begins again once the
+  // GPU is back, so nothing is served before 120 s and a minute of start-up (it used to come up on the failed GPU).
+  const std::string twice = R"(, "faults": {"events": [{"at": "5 s", "gpu": "n0.g0", "for": "1 s"}, {"at": "20 s", "gpu": "n0.g0", "for": "100 s"}]})";
+  const RunResult again = simulate(parse_scenario(scenario(one, twice), "s.json", "."));
+  const ServingResult& a = again.summary.serving.front();
+  CHECK(a.completed == 600);
+  CHECK(a.replica_failures == 2);
+  CHECK(a.ttft_s.max > 120 + 60 - 5);
 }
 
 TEST_CASE("disaggregated replicas on two nodes move each KV cache over the shared network, rank to rank", "[serving][scenario]") {

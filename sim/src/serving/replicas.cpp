@@ -323,10 +323,16 @@ class Engine {
       enqueue(id);
     }
   }
-  // A lane stops, its KV lost; what it ran or queued joins `held`. False if it was down already.
+  // A lane stops, its KV lost; what it ran or queued joins `held`. False if it was down already; one starting
+  // up (after a repair, or added by the autoscaler) stops its start-up, to begin again once its GPUs are back.
   bool stop_lane(std::uint32_t index, std::vector<std::uint32_t>& held) {
     Replica& rep = replicas_[index];
-    if (rep.down) return false;
+    if (rep.down) {
+      if (!rep.restarting) return false;
+      rep.restarting = false;
+      ++rep.stamp;
+      return true;
+    }
     rep.down = true;
     rep.restarting = false;
     rep.draining = false;
