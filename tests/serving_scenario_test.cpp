@@ -20,6 +20,23 @@ using namespace fleetsim;
 
 namespace {
 
+// The GPUs the run's tasks ran on.
+std::set<std::uint32_t> gpus_used(const RunResult& run) {
+  std::set<std::uint32_t> used;
+  for (const TaskRecord& t : run.trace.tasks) {
+    for (std::uint32_t k = t.gpu_begin; k < t.gpu_begin + t.gpu_count; ++k) used.insert(index(run.trace.gpus[k]));
+  }
+  return used;
+}
+
+// An autoscaled run served every request, added `ups` replicas and drained them all after.
+void check_scaled(const ServingResult& r, std::uint64_t completed, std::uint64_t ups) {
+  CHECK(r.completed == completed);
+  CHECK(r.scale_ups == ups);
+  CHECK(r.scale_ups_without_gpus == 0);
+  CHECK(r.scale_downs == ups);
+}
+
 const std::string kChat = R"({"name": "chat", "model": "llama-3-8b", "tp": 1, "replicas": 1,
     "requests": {"rate": "20 /s", "count": 400, "prompt_tokens": {"uniform": [256, 1024]}, "output_tokens": {"uniform": [16, 128]}},
     "slos": [{"metric": "ttft", "percentile": 95, "target": "1 s"}, {"metric": "tpot", "percentile": 95, "target": "50 ms"}]})";
@@ -567,10 +584,7 @@ TEST_CASE("an autoscaled deployment adds replicas on free GPUs as its queue grow
   const std::string later = R"(, "workflows": {"one": {"name": "one", "tasks": [{"name": "a", "gpus": 1, "work": {"flop": "1000 PFLOP"}}]}},
       "workload": [{"workflow": "one", "arrival": {"process": "times", "times": ["1 h", "1 h", "1 h", "1 h", "1 h", "1 h", "1 h"]}}])";
   const RunResult after = simulate(parse_scenario(scenario(burst, later), "s.json", "."));
-  std::set<std::uint32_t> used;
-  for (const TaskRecord& t : after.trace.tasks) {
-    for (std::uint32_t k = t.gpu_begin; k < t.gpu_begin + t.gpu_count; ++k) used.insert(index(after.trace.gpus[k]));
-  }
+  const std::set<std::uint32_t> used = gpus_used(after);
   CHECK(used == std::set<std::uint32_t>{1, 2, 3, 4, 5, 6, 7});
   CHECK_THAT(error_of(scenario(R"({"model": "llama-3-8b", "replicas": 2, "autoscale": {"min": 1, "max": 2}, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})")),
              Catch::Contains("/serving/0/replicas: an autoscaled deployment"));
@@ -591,10 +605,7 @@ TEST_CASE("an autoscaled pipeline-parallel deployment adds and drains whole repl
   REQUIRE(sc.serving[0]->placement.size() == 1);
   const RunResult run = simulate(sc);
   const ServingResult& r = run.summary.serving.front();
-  CHECK(r.completed == 3000);
-  CHECK(r.scale_ups == 2);
-  CHECK(r.scale_ups_without_gpus == 0);
-  CHECK(r.scale_downs == 2);
+  check_scaled(r, 3000, 2);
   CHECK(r.replica_s > 1.5 * r.makespan_s);
   // Against the one replica alone: the added ones cut the waiting.
   std::string fixed = burst;
@@ -606,10 +617,7 @@ TEST_CASE("an autoscaled pipeline-parallel deployment adds and drains whole repl
   const std::string later = R"(, "workflows": {"eight": {"name": "eight", "tasks": [{"name": "a", "gpus": 8, "work": {"flop": "1000 PFLOP"}}]}},
       "workload": [{"workflow": "eight", "arrival": {"process": "times", "times": ["2 h", "2 h"]}}])";
   const RunResult after = simulate(parse_scenario(scenario(burst, later, nodes), "s.json", "."));
-  std::set<std::uint32_t> used;
-  for (const TaskRecord& t : after.trace.tasks) {
-    for (std::uint32_t k = t.gpu_begin; k < t.gpu_begin + t.gpu_count; ++k) used.insert(index(after.trace.gpus[k]));
-  }
+  const std::set<std::uint32_t> used = gpus_used(after);
   CHECK(used.size() == 16);
   CHECK(*used.begin() == 8);
   CHECK(after.summary.serving.front().scale_downs == 2);
@@ -619,10 +627,7 @@ TEST_CASE("an autoscaled pipeline-parallel deployment adds and drains whole repl
   const Scenario wide_sc = parse_scenario(scenario(wide, "", R"([{"type": "hgx-h100-8", "count": 5}])"), "s.json", ".");
   REQUIRE(wide_sc.serving[0]->placement.size() == 2);
   const RunResult wide_run = simulate(wide_sc);
-  const ServingResult& w = wide_run.summary.serving.front();
-  CHECK(w.completed == 3000);
-  CHECK(w.scale_ups == 2);
-  CHECK(w.scale_ups_without_gpus == 0);
+  check_scaled(wide_run.summary.serving.front(), 3000, 2);
 }
 
 TEST_CASE("an autoscaled deployment with data-parallel attention adds and drains whole replicas, its ranks together", "[serving][scenario][dp-attention][autoscale]") {
@@ -636,9 +641,7 @@ TEST_CASE("an autoscaled deployment with data-parallel attention adds and drains
   REQUIRE(sc.serving[0]->placement.size() == 1);
   const RunResult run = simulate(sc);
   const ServingResult& r = run.summary.serving.front();
-  CHECK(r.completed == 12000);
-  CHECK(r.scale_ups == 2);
-  CHECK(r.scale_downs == 2);
+  check_scaled(r, 12000, 2);
   CHECK(r.replica_s > 1.5 * r.makespan_s);
   CHECK(r.replica_s < 4 * r.makespan_s);  // three replicas at most: counted once a replica, not once a rank (that would be about 6)
   std::string fixed = burst;
@@ -649,10 +652,7 @@ TEST_CASE("an autoscaled deployment with data-parallel attention adds and drains
   const std::string later = R"(, "workflows": {"one": {"name": "one", "tasks": [{"name": "a", "gpus": 1, "work": {"flop": "1000 PFLOP"}}]}},
       "workload": [{"workflow": "one", "arrival": {"process": "times", "times": ["2 h", "2 h", "2 h", "2 h", "2 h", "2 h"]}}])";
   const RunResult after = simulate(parse_scenario(scenario(burst, later), "s.json", "."));
-  std::set<std::uint32_t> used;
-  for (const TaskRecord& t : after.trace.tasks) {
-    for (std::uint32_t k = t.gpu_begin; k < t.gpu_begin + t.gpu_count; ++k) used.insert(index(after.trace.gpus[k]));
-  }
+  const std::set<std::uint32_t> used = gpus_used(after);
   CHECK(used == std::set<std::uint32_t>{2, 3, 4, 5, 6, 7});
 }
 
