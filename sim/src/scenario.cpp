@@ -628,7 +628,8 @@ std::optional<Workflow> read_training(ObjectReader& s, const ClusterSpec& cluste
   }
   // {"every": 100, "write": "20 GB/s", "async": false}: the job's own checkpoint (docs/training.md#checkpoints).
   TrainingCheckpoint checkpoint;
-  if (const Json* c = s.field("checkpoint")) {
+  const Json* c = s.field("checkpoint");
+  if (c != nullptr) {
     ObjectReader r(*c, s.pointer("checkpoint"), s.problems());
     if (r.ok()) {
       checkpoint.every = static_cast<int>(r.integer("every", Need::required, 1, 100'000).value_or(0));
@@ -642,7 +643,7 @@ std::optional<Workflow> read_training(ObjectReader& s, const ClusterSpec& cluste
       r.finish();
     }
   }
-  if (!job || !iterations || cluster.groups.empty() || (s.field("checkpoint") != nullptr && !(checkpoint.every > 0 && checkpoint.write_Bps > 0))) return std::nullopt;
+  if (!job || !iterations || cluster.groups.empty() || (c != nullptr && !(checkpoint.every > 0 && checkpoint.write_Bps > 0))) return std::nullopt;
   // Before anything is timed: the job's gang on the scenario's cluster (in doubles, as read it may pass an int).
   const double gang = static_cast<double>(job->tp) * job->cp * job->pp * job->dp;
   if (gang > cluster.gpu_count()) {

@@ -234,10 +234,13 @@ class Engine {
     return true;
   }
 
+  // A replica's lanes: its pipeline's stages, or its data-parallel ranks (replica r's are r * lanes on).
+  std::uint32_t lanes_a_replica() const { return static_cast<std::uint32_t>(d_.lanes_a_replica()); }
+
   // The node of stage s of a lane's replica (with data-parallel attention, of the lane's rank), where a KV
   // transfer leaves or arrives: the placement's (a disaggregated deployment has one alone too).
   std::uint32_t stage_node(std::uint32_t lane, int stage) const {
-    const auto lanes = static_cast<std::uint32_t>(d_.lanes_a_replica());
+    const std::uint32_t lanes = lanes_a_replica();
     const std::uint32_t replica = lane / lanes, per_node = static_cast<std::uint32_t>(d_.cluster.groups.front().node.gpus);
     const std::uint32_t gpu = d_.dp_attention ? lane % lanes : static_cast<std::uint32_t>(stage * d_.tp);  // its first GPU's, in the replica
     const std::size_t piece = replica * d_.pieces_a_replica() + gpu / per_node;
@@ -312,7 +315,7 @@ class Engine {
   void replica_down(std::uint32_t replica) {
     std::vector<std::uint32_t> held;
     bool stopped = false;
-    const auto lanes = static_cast<std::uint32_t>(d_.lanes_a_replica());
+    const std::uint32_t lanes = lanes_a_replica();
     for (std::uint32_t lane = replica * lanes; lane < (replica + 1) * lanes; ++lane) stopped |= stop_lane(lane, held);
     if (!stopped) return;
     ++replica_failures_;
@@ -359,7 +362,7 @@ class Engine {
   // Its GPUs are all back: the engine starts again (weights loaded, KV cache allocated) and serves
   // after `startup_s`, taking the requests that found no replica up meanwhile.
   void replica_up(std::uint32_t replica, double startup_s) {
-    const auto lanes = static_cast<std::uint32_t>(d_.lanes_a_replica());
+    const std::uint32_t lanes = lanes_a_replica();
     for (std::uint32_t lane = replica * lanes; lane < (replica + 1) * lanes; ++lane) start_lane(lane, startup_s);
   }
   void start_lane(std::uint32_t index, double startup_s) {
@@ -380,7 +383,7 @@ class Engine {
     ReplicaSet::Load l;
     l.waiting = unrouted_.size();
     l.busy_s = busy_.total_s;
-    const auto lanes = static_cast<std::uint32_t>(d_.lanes_a_replica());
+    const std::uint32_t lanes = lanes_a_replica();
     for (std::uint32_t r = 0; r * lanes < replicas_.size(); ++r) {
       const auto first = replicas_.begin() + r * lanes, end = first + lanes;
       if (std::all_of(first, end, [](const Replica& rep) { return rep.parked; })) {
@@ -400,7 +403,7 @@ class Engine {
   // Every lane of the replica drains (all stop taking requests first, so none goes to a sibling); the
   // replica parks when the last has.
   void drain(std::uint32_t replica) {
-    const auto lanes = static_cast<std::uint32_t>(d_.lanes_a_replica());
+    const std::uint32_t lanes = lanes_a_replica();
     std::vector<std::uint32_t> draining;
     for (std::uint32_t lane = replica * lanes; lane < (replica + 1) * lanes; ++lane) {
       Replica& rep = replicas_[lane];
@@ -433,11 +436,11 @@ class Engine {
     rep.draining = false;
     rep.down = rep.parked = true;
     ++rep.stamp;
-    replica_s_ += (queue_.now() - rep.up_since_s) / d_.lanes_a_replica();  // a lane's share of its replica's time
+    replica_s_ += (queue_.now() - rep.up_since_s) / lanes_a_replica();  // a lane's share of its replica's time
     rep.cache = PrefixCache{};
     rep.kv = KvBlocks(capacity_.lane_blocks, d_.engine.block_size);
     // The replica's GPUs go back once its last lane has parked (held under its first lane).
-    const auto lanes = static_cast<std::uint32_t>(d_.lanes_a_replica());
+    const std::uint32_t lanes = lanes_a_replica();
     const std::uint32_t first = index / lanes * lanes;
     const bool all = std::all_of(replicas_.begin() + first, replicas_.begin() + first + lanes, [](const Replica& r) { return r.parked; });
     if (all && drained_) drained_(first);
@@ -537,7 +540,7 @@ class Engine {
     out.kv_transfer_s = kv_transfer_s_;
     out.replica_s = replica_s_;
     for (const Replica& rep : replicas_) {
-      if (!rep.parked) out.replica_s += std::max(0.0, end_s - rep.up_since_s) / d_.lanes_a_replica();
+      if (!rep.parked) out.replica_s += std::max(0.0, end_s - rep.up_since_s) / lanes_a_replica();
     }
     out.requests_rerouted = rerouted_;
     out.timeline = timeline_;
