@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "fleetsim/error.hpp"
+#include "fleetsim/serving.hpp"
 
 namespace fleetsim::test {
 
@@ -33,6 +34,15 @@ Scenario builtin_scenario(const std::string& body) {
 std::string scenario_error(const std::string& json) {
   try {
     parse_scenario(json, "bad.json", data_dir());
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string serving_error(const std::string& json) {
+  try {
+    parse_serving(json, "d.json");
   } catch (const InputError& e) {
     return e.what();
   }

@@ -23,6 +23,8 @@ Scenario builtin_scenario(const std::string& body);
 
 // The message of the InputError that loading this scenario JSON throws ("" if it loads).
 std::string scenario_error(const std::string& json);
+// The message of the InputError that reading this serving deployment JSON (as "d.json") throws ("" if it reads).
+std::string serving_error(const std::string& json);
 
 // An exhaustive plan over 1 to `max_nodes` nodes of `node_type` (one seed a point, one to confirm) of the
 // scenario `base_json`, written to a temporary folder for the run and removed after it.

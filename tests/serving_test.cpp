@@ -11,6 +11,7 @@
 #include "fleetsim/error.hpp"
 #include "fleetsim/report.hpp"
 #include "fleetsim/serving.hpp"
+#include "helpers.hpp"
 #include "serving/serving_model.hpp"
 
 using namespace fleetsim;
@@ -20,15 +21,6 @@ namespace {
 std::string deployment(const std::string& extra = "", const std::string& requests = R"("count": 1, "prompt_tokens": 512, "output_tokens": 64)") {
   return R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": "llama-3-8b", "replicas": 1,
              "requests": {)" + requests + "}" + extra + "}";
-}
-
-std::string error_of(const std::string& json) {
-  try {
-    parse_serving(json, "d.json");
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 std::string error_of_file(const std::string& json, const std::string& file) {
@@ -128,22 +120,22 @@ TEST_CASE("with swap preemption a preempted request's KV goes to host memory and
   CHECK(tiny.swap_space_full == tiny.preemptions);
   CHECK(tiny.iterations == recompute.iterations);
   CHECK(tiny.e2e_s.max == recompute.e2e_s.max);
-  CHECK_THAT(error_of(deployment(R"(, "knobs": {"preemption": "evict"})")), Catch::Contains("/knobs/preemption"));
-  CHECK_THAT(error_of(deployment(R"(, "knobs": {"swap_space": "-1 GB"})")), Catch::Contains("/knobs/swap_space"));
+  CHECK_THAT(test::serving_error(deployment(R"(, "knobs": {"preemption": "evict"})")), Catch::Contains("/knobs/preemption"));
+  CHECK_THAT(test::serving_error(deployment(R"(, "knobs": {"swap_space": "-1 GB"})")), Catch::Contains("/knobs/swap_space"));
   // vLLM refuses a swap space over 70% of the node's host memory (2 TB on an HGX H100) over the TP group.
-  CHECK(error_of(deployment(R"(, "tp": 8, "knobs": {"preemption": "swap", "swap_space": "175 GB"})")).empty());
-  CHECK_THAT(error_of(deployment(R"(, "tp": 8, "knobs": {"preemption": "swap", "swap_space": "176 GB"})")),
+  CHECK(test::serving_error(deployment(R"(, "tp": 8, "knobs": {"preemption": "swap", "swap_space": "175 GB"})")).empty());
+  CHECK_THAT(test::serving_error(deployment(R"(, "tp": 8, "knobs": {"preemption": "swap", "swap_space": "176 GB"})")),
              Catch::Contains("/knobs") && Catch::Contains("1.41 TB, over 70% of a hgx-h100-8 node's 2 TB of host memory"));
-  CHECK(error_of(deployment(R"(, "tp": 8, "knobs": {"swap_space": "176 GB"})")).empty());  // recomputing: no swap space taken
+  CHECK(test::serving_error(deployment(R"(, "tp": 8, "knobs": {"swap_space": "176 GB"})")).empty());  // recomputing: no swap space taken
   // Engines on one node share its host memory: alone, replicas fill the nodes in order, so six of 200 GB a GPU
   // (1.2 TB) fit beside each other and eight (1.6 TB) do not, though each alone would.
   const auto replicas = [](int n) {
     return R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 2}]}, "model": "llama-3-8b", "replicas": )" + std::to_string(n) +
            R"(, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}, "knobs": {"preemption": "swap", "swap_space": "200 GB"}})";
   };
-  CHECK(error_of(replicas(6)).empty());
-  CHECK_THAT(error_of(replicas(8)), Catch::Contains("/knobs") && Catch::Contains("the replicas on node 0 pin more swap space than 70% of its 2 TB"));
-  CHECK_THAT(error_of(replicas(16)), Catch::Contains("the replicas on node 0"));
+  CHECK(test::serving_error(replicas(6)).empty());
+  CHECK_THAT(test::serving_error(replicas(8)), Catch::Contains("/knobs") && Catch::Contains("the replicas on node 0 pin more swap space than 70% of its 2 TB"));
+  CHECK_THAT(test::serving_error(replicas(16)), Catch::Contains("the replicas on node 0"));
 }
 
 TEST_CASE("int4 weights hold the linear layers in 4 bits: a third of the memory, decodes read faster, prefills compute as bf16", "[serving]") {
@@ -192,11 +184,11 @@ TEST_CASE("tenants share a deployment: each request is one's by share, with perc
   CHECK(r.tenants[0].goodput_per_s == 0);
   CHECK(r.goodput_per_s == Approx(r.tenants[1].goodput_per_s));
   CHECK(r.tenants[1].goodput_per_s > 0);
-  CHECK_THAT(error_of(deployment("", load + R"(, "tenants": [{"name": "a", "share": 0.5}, {"name": "b", "share": 0.4}])")),
+  CHECK_THAT(test::serving_error(deployment("", load + R"(, "tenants": [{"name": "a", "share": 0.5}, {"name": "b", "share": 0.4}])")),
              Catch::Contains("/requests/tenants: expected shares summing to 1, found 0.9"));
-  CHECK_THAT(error_of(deployment("", load + R"(, "tenants": [{"name": "a", "share": 0.5}, {"name": "a", "share": 0.5}])")),
+  CHECK_THAT(test::serving_error(deployment("", load + R"(, "tenants": [{"name": "a", "share": 0.5}, {"name": "a", "share": 0.5}])")),
              Catch::Contains("/requests/tenants/1/name: expected a name no other tenant has"));
-  CHECK_THAT(error_of(deployment(R"(, "slos": [{"metric": "ttft", "target": "1 s", "tenant": "gold"}])", load + tenants)),
+  CHECK_THAT(test::serving_error(deployment(R"(, "slos": [{"metric": "ttft", "target": "1 s", "tenant": "gold"}])", load + tenants)),
              Catch::Contains("/slos/0/tenant: expected one of the tenants in /requests/tenants (pro, free), found \"gold\""));
 }
 
@@ -233,23 +225,23 @@ TEST_CASE("SLOs are met or missed at their percentile, and goodput counts reques
 }
 
 TEST_CASE("bad deployments are refused with the file, the field and what was expected", "[serving][input]") {
-  CHECK(error_of(deployment()).empty());
-  CHECK_THAT(error_of(deployment().replace(deployment().find("llama-3-8b"), 10, "llama-3-70b")),
+  CHECK(test::serving_error(deployment()).empty());
+  CHECK_THAT(test::serving_error(deployment().replace(deployment().find("llama-3-8b"), 10, "llama-3-70b")),
              Catch::Contains("d.json: /tp: the model does not fit its TP group") && Catch::Contains("expected a larger tp"));
-  CHECK_THAT(error_of(deployment(R"(, "knobs": {"block_size": 0})")), Catch::Contains("d.json: /knobs/block_size"));
-  CHECK_THAT(error_of(deployment("", R"("count": 1, "prompt_tokens": -5, "output_tokens": 64)")),
+  CHECK_THAT(test::serving_error(deployment(R"(, "knobs": {"block_size": 0})")), Catch::Contains("d.json: /knobs/block_size"));
+  CHECK_THAT(test::serving_error(deployment("", R"("count": 1, "prompt_tokens": -5, "output_tokens": 64)")),
              Catch::Contains("/requests/prompt_tokens: expected a whole number of tokens from 1 to 1,048,576"));
-  CHECK_THAT(error_of(deployment(R"(, "engine": "vllm2")")), Catch::Contains("/engine: unknown engine \"vllm2\" (expected one of"));
-  CHECK_THAT(error_of(deployment(R"(, "weights": "int5")")), Catch::Contains("/weights: expected bf16, fp16, fp8 or int4, found \"int5\""));
-  CHECK_THAT(error_of(deployment(R"(, "kv_cache": "int4")")), Catch::Contains("/kv_cache: expected bf16, fp16, fp8, found \"int4\""));
-  CHECK_THAT(error_of(deployment(R"(, "tp": 3)")), Catch::Contains("/tp: expected a divisor of the model's 32 attention heads"));
-  CHECK_THAT(error_of(deployment(R"(, "replicas": 9)").replace(deployment().find("\"replicas\": 1,"), 14, "")),
+  CHECK_THAT(test::serving_error(deployment(R"(, "engine": "vllm2")")), Catch::Contains("/engine: unknown engine \"vllm2\" (expected one of"));
+  CHECK_THAT(test::serving_error(deployment(R"(, "weights": "int5")")), Catch::Contains("/weights: expected bf16, fp16, fp8 or int4, found \"int5\""));
+  CHECK_THAT(test::serving_error(deployment(R"(, "kv_cache": "int4")")), Catch::Contains("/kv_cache: expected bf16, fp16, fp8, found \"int4\""));
+  CHECK_THAT(test::serving_error(deployment(R"(, "tp": 3)")), Catch::Contains("/tp: expected a divisor of the model's 32 attention heads"));
+  CHECK_THAT(test::serving_error(deployment(R"(, "replicas": 9)").replace(deployment().find("\"replicas\": 1,"), 14, "")),
              Catch::Contains("/replicas: expected at most the 8 replicas"));
-  CHECK_THAT(error_of(deployment(R"(, "replica": 2)")), Catch::Contains("/replica"));
-  CHECK_THAT(error_of(deployment().replace(deployment().find("llama-3-8b"), 10, "sdxl-unet")), Catch::Contains("/model"));
-  CHECK_THAT(error_of(deployment("", R"("count": 1, "prompt_tokens": 1000000, "output_tokens": 64)")),
+  CHECK_THAT(test::serving_error(deployment(R"(, "replica": 2)")), Catch::Contains("/replica"));
+  CHECK_THAT(test::serving_error(deployment().replace(deployment().find("llama-3-8b"), 10, "sdxl-unet")), Catch::Contains("/model"));
+  CHECK_THAT(test::serving_error(deployment("", R"("count": 1, "prompt_tokens": 1000000, "output_tokens": 64)")),
              Catch::Contains("/requests: a request of 1,000,064 tokens") && Catch::Contains("could never run"));
-  CHECK_THAT(error_of(deployment(R"(, "slos": [{"metric": "ttft", "percentile": 97, "target": "1 s"}])")), Catch::Contains("/slos/0/percentile: expected 50, 90, 95 or 99"));
+  CHECK_THAT(test::serving_error(deployment(R"(, "slos": [{"metric": "ttft", "percentile": 97, "target": "1 s"}])")), Catch::Contains("/slos/0/percentile: expected 50, 90, 95 or 99"));
 }
 
 TEST_CASE("a request trace is replayed row by row, and a bad row is refused with its line and column", "[serving][input]") {
@@ -339,7 +331,7 @@ TEST_CASE("a prompt whose prefix is cached prefills only the rest, over the cach
   const ServingResult aware = four("prefix-aware"), least = four("least-tokens");
   CHECK(aware.prefix_hit_tokens > least.prefix_hit_tokens);
   CHECK(aware.completed == 2000);
-  CHECK_THAT(error_of(deployment("", R"("count": 1, "prompt_tokens": 8, "output_tokens": 8, "shared_prefix": {"tokens": 0})")),
+  CHECK_THAT(test::serving_error(deployment("", R"("count": 1, "prompt_tokens": 8, "output_tokens": 8, "shared_prefix": {"tokens": 0})")),
              Catch::Contains("/requests/shared_prefix/tokens"));
 }
 
@@ -364,8 +356,8 @@ TEST_CASE("disaggregated, a request is prefilled on one replica, its KV moved, a
   const ServingResult apart = simulate_serving(parse_serving(deployment(R"(, "disaggregation": {"prefill": 2, "decode": 2})", load).replace(deployment().find("\"replicas\": 1,"), 14, ""), "d.json"));
   CHECK(apart.completed == 1000);
   CHECK(apart.tpot_s.p50 < mixed.tpot_s.p50);
-  CHECK_THAT(error_of(deployment(pd)), Catch::Contains("/replicas: expected the 2 replicas \"disaggregation\" makes"));
-  CHECK_THAT(error_of(deployment(R"(, "autoscale": {"min": 1, "max": 2})")), Catch::Contains("/autoscale: autoscaling replicas needs a scenario"));
+  CHECK_THAT(test::serving_error(deployment(pd)), Catch::Contains("/replicas: expected the 2 replicas \"disaggregation\" makes"));
+  CHECK_THAT(test::serving_error(deployment(R"(, "autoscale": {"min": 1, "max": 2})")), Catch::Contains("/autoscale: autoscaling replicas needs a scenario"));
 }
 
 TEST_CASE("a serving plan finds the fewest replicas meeting the SLOs by bisection, as a scan of every count does", "[serving][plan]") {
@@ -726,9 +718,9 @@ TEST_CASE("data-parallel attention: a GPU a rank with its own KV pool, attention
   CHECK_THAT(text.str(), Catch::Contains("attention data-parallel, experts over the 8") && Catch::Contains("expert all-to-alls"));
   CHECK_THAT(serving_json(deepseek(R"(, "dp_attention": true)", load), under_dp), Catch::Contains(R"("dp_attention": true)"));
   // Refused where it means nothing or is not modelled.
-  CHECK_THAT(error_of(deployment(R"(, "dp_attention": true)")), Catch::Contains("/dp_attention") && Catch::Contains("has none: expected a mixture-of-experts model"));
-  CHECK_THAT(error_of(deployment(R"(, "dp_attention": true, "pp": 2)")), Catch::Contains("/dp_attention") && Catch::Contains("pipeline stages"));
-  CHECK_THAT(error_of(deployment(R"(, "dp_attention": 1)")), Catch::Contains("/dp_attention"));
+  CHECK_THAT(test::serving_error(deployment(R"(, "dp_attention": true)")), Catch::Contains("/dp_attention") && Catch::Contains("has none: expected a mixture-of-experts model"));
+  CHECK_THAT(test::serving_error(deployment(R"(, "dp_attention": true, "pp": 2)")), Catch::Contains("/dp_attention") && Catch::Contains("pipeline stages"));
+  CHECK_THAT(test::serving_error(deployment(R"(, "dp_attention": 1)")), Catch::Contains("/dp_attention"));
 }
 
 TEST_CASE("data-parallel attention split into prefill and decode replicas: a rank hands its request's KV to a decode rank, one GPU's worth", "[serving][dp-attention]") {
@@ -840,7 +832,7 @@ TEST_CASE("expert parallelism beside TP attention: each GPU holds 1/tp of the ro
   write_serving_text(text, ep, r);
   CHECK_THAT(text.str(), Catch::Contains("TP 8 (experts over the 8, expert parallel)") && Catch::Contains("experts spread over 8 GPUs"));
   CHECK_THAT(serving_json(ep, r), Catch::Contains(R"("expert_parallel": true)"));
-  CHECK_THAT(error_of(deployment(R"(, "expert_parallel": true)")), Catch::Contains("/expert_parallel") && Catch::Contains("has none: expected a mixture-of-experts model"));
+  CHECK_THAT(test::serving_error(deployment(R"(, "expert_parallel": true)")), Catch::Contains("/expert_parallel") && Catch::Contains("has none: expected a mixture-of-experts model"));
 }
 
 TEST_CASE("hot experts: the busiest GPU's experts take imbalance times the mean tokens, and its all-to-alls as much more", "[serving][expert-parallel]") {
@@ -892,17 +884,17 @@ TEST_CASE("hot experts: the busiest GPU's experts take imbalance times the mean 
   CHECK_THAT(text.str(), Catch::Contains("hot experts: the busiest GPU 2x the mean tokens") && Catch::Contains("reaching the busiest GPU's experts 2 times as often"));
   CHECK_THAT(serving_json(hot, r), Catch::Contains(R"("expert_imbalance": 2.0)"));
   // Refused where it means nothing, or out of range, with the field.
-  CHECK_THAT(error_of(deployment(R"(, "moe": {"imbalance": 2})")), Catch::Contains("/moe") && Catch::Contains("only for a mixture of experts"));
+  CHECK_THAT(test::serving_error(deployment(R"(, "moe": {"imbalance": 2})")), Catch::Contains("/moe") && Catch::Contains("only for a mixture of experts"));
   std::string tp_only = R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": "qwen3-30b-a3b", "tp": 8, "moe": {"imbalance": 2},
                             "requests": {"count": 2, "prompt_tokens": 512, "output_tokens": 64}})";
-  CHECK_THAT(error_of(tp_only), Catch::Contains("/moe") && Catch::Contains("expected \"expert_parallel\" or \"dp_attention\""));
-  CHECK_THAT(error_of(R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": "qwen3-30b-a3b", "tp": 8, "expert_parallel": true,
+  CHECK_THAT(test::serving_error(tp_only), Catch::Contains("/moe") && Catch::Contains("expected \"expert_parallel\" or \"dp_attention\""));
+  CHECK_THAT(test::serving_error(R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": "qwen3-30b-a3b", "tp": 8, "expert_parallel": true,
                           "moe": {"imbalance": 9}, "requests": {"count": 2, "prompt_tokens": 512, "output_tokens": 64}})"),
              Catch::Contains("/moe") && Catch::Contains("at most the 8 GPUs"));
-  CHECK_THAT(error_of(R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": "qwen3-30b-a3b", "tp": 8, "expert_parallel": true,
+  CHECK_THAT(test::serving_error(R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": "qwen3-30b-a3b", "tp": 8, "expert_parallel": true,
                           "moe": {"imbalance": 0.5}, "requests": {"count": 2, "prompt_tokens": 512, "output_tokens": 64}})"),
              Catch::Contains("/moe/imbalance"));
-  CHECK_THAT(error_of(R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": "qwen3-30b-a3b", "tp": 8, "expert_parallel": true,
+  CHECK_THAT(test::serving_error(R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": "qwen3-30b-a3b", "tp": 8, "expert_parallel": true,
                           "moe": {"imbalance": 2, "capacity_factor": 1}, "requests": {"count": 2, "prompt_tokens": 512, "output_tokens": 64}})"),
              Catch::Contains("capacity_factor"));
 }
@@ -943,7 +935,7 @@ TEST_CASE("disaggregated pipeline stages: each stage's GPUs send their own layer
   CHECK(split.e2e_s.p50 == Approx(together.e2e_s.p50 + transfer).epsilon(1e-12));
   // Alone as in a scenario: replicas that do not fit whole per node are refused (TP 2 x PP 3 leaves 2 GPUs
   // of each 8-GPU node, so three nodes hold three replicas, not the four their TP groups would make).
-  CHECK_THAT(error_of(std::string(base).insert(base.size() - 1, R"(, "tp": 2, "pp": 3, "disaggregation": {"prefill": 2, "decode": 2})")),
+  CHECK_THAT(test::serving_error(std::string(base).insert(base.size() - 1, R"(, "tp": 2, "pp": 3, "disaggregation": {"prefill": 2, "decode": 2})")),
              Catch::Contains("/replicas: expected prefill and decode replicas that fit the cluster's 3 nodes whole") && Catch::Contains("3 of the 4 replicas of TP 2 x PP 3 found room"));
   // Under load, decodes apart from prompts step faster, as without stages; every request is served.
   const std::string load = R"("rate": "4 /s", "count": 300, "prompt_tokens": {"uniform": [1000, 3000]}, "output_tokens": {"uniform": [100, 300]})";
@@ -1013,7 +1005,7 @@ TEST_CASE("pipeline stages are refused where they are not modelled, with the fie
   seventy.replace(seventy.find("llama-3-8b"), 10, "llama-3-70b");
   const auto error_with = [&](const std::string& extra) {
     std::string text = seventy;
-    return error_of(text.insert(text.size() - 1, extra));
+    return test::serving_error(text.insert(text.size() - 1, extra));
   };
   CHECK(error_with(R"(, "pp": 65)").find("/pp: expected an integer from 1 to 64") != std::string::npos);
   CHECK(error_with(R"(, "tp": 3, "pp": 2)").find("attention heads") != std::string::npos);  // 64 heads: tp 3 refused first

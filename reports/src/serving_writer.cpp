@@ -51,22 +51,25 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
   char line[512];
   // In a scenario the run's seed draws the requests; the summary's head says it.
   out << "deployment  " << d.name << "  (" << d.engine.name << ", " << policy_name(d.policy) << (r.deployment ? std::string() : ", seed " + std::to_string(d.seed)) << ")\n";
-  const std::string pp = d.pp > 1 ? " x PP " + std::to_string(d.pp) + (d.expert_parallel ? " (experts over each stage's " + std::to_string(d.tp) + ")" : "")
+  const std::string pp = d.pp > 1 ? " x PP " + std::to_string(d.pp) + (d.expert_parallel ? " (experts over each stage's " + std::to_string(d.tp) + (d.decode_tp > 0 ? ", a decode replica's " + std::to_string(d.decode_tp) : "") + ")" : "")
                          : d.dp_attention ? " (attention data-parallel, experts over the " + std::to_string(d.tp) + ")"
-                         : d.expert_parallel ? " (experts over the " + std::to_string(d.tp) + ", expert parallel)"
+                         : d.expert_parallel ? " (experts over the " + std::to_string(d.tp) + (d.decode_tp > 0 ? ", a decode replica's " + std::to_string(d.decode_tp) : "") + ", expert parallel)"
                                              : "";
   const std::string hot = d.expert_imbalance != 1 ? "; hot experts: the busiest GPU " + format_number(d.expert_imbalance) + "x the mean tokens" : "";
-  std::snprintf(line, sizeof line, "model       %s: %s weights, %s KV cache; %d replica%s x TP %d%s on %s (%s router)%s\n", d.model.id.c_str(),
-                d.weights_name().c_str(), std::string(dtype_name(d.kv_cache)).c_str(), d.replicas, d.replicas == 1 ? "" : "s", d.tp, pp.c_str(),
+  const std::string tp = std::to_string(d.tp) + (d.decode_tp > 0 ? " (decode replicas: TP " + std::to_string(d.decode_tp) + ")" : "");
+  std::snprintf(line, sizeof line, "model       %s: %s weights, %s KV cache; %d replica%s x TP %s%s on %s (%s router)%s\n", d.model.id.c_str(),
+                d.weights_name().c_str(), std::string(dtype_name(d.kv_cache)).c_str(), d.replicas, d.replicas == 1 ? "" : "s", tp.c_str(), pp.c_str(),
                 g.gpu.id.c_str(), router_name(d.router), hot.c_str());
   out << line;
   if (!d.placement.empty()) {  // in a scenario, or disaggregated: where the replicas run, a replica's pieces (one a node) joined by +
     out << "placed      ";
-    const std::size_t pieces = d.pieces_a_replica(), replicas = d.placement.size() / pieces;
+    std::size_t replicas = 0;
+    while (d.first_piece(replicas) < d.placement.size()) ++replicas;
     for (std::size_t k = 0; k < replicas && k < 8; ++k) {
-      for (std::size_t i = k * pieces; i < (k + 1) * pieces; ++i) {
+      const std::size_t first = d.first_piece(k);
+      for (std::size_t i = first; i < first + d.pieces_a_replica(k); ++i) {
         const auto& p = d.placement[i];
-        out << (i == k * pieces ? (k > 0 ? ", " : "") : " + ") << "node " << p.node << " GPU"
+        out << (i == first ? (k > 0 ? ", " : "") : " + ") << "node " << p.node << " GPU"
             << (p.gpus > 1 ? "s " + std::to_string(p.first_gpu) + "-" + std::to_string(p.first_gpu + p.gpus - 1) : " " + std::to_string(p.first_gpu));
       }
     }
@@ -77,15 +80,20 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
   out << "engine      max " << d.engine.max_num_seqs << " sequences and " << format_number(d.engine.max_num_batched_tokens) << " tokens an iteration"
       << (lane_budget != d.engine.max_num_batched_tokens ? " (" + format_number(lane_budget) + " a data-parallel rank)" : "") << ", blocks of "
       << d.engine.block_size << " tokens, " << seconds(d.engine.iteration_host_s) << " host time an iteration\n";
-  out << "kv cache    " << format_number(static_cast<double>(c.tokens)) << " tokens a replica (" << format_number(static_cast<double>(c.blocks)) << " blocks, "
-      << bytes(c.kv_bytes_per_token) << " a token a GPU): " << bytes(c.usable_bytes) << " of " << bytes(g.gpu.vram_bytes) << " after " << bytes(c.weights_per_gpu_bytes)
-      << " of weights, " << bytes(c.activation_bytes) << " of activations, " << bytes(c.reserved_bytes) << " reserved\n";
+  const auto kv_cache = [&](const KvCapacity& k, const std::string& whose) {
+    out << "kv cache    " << format_number(static_cast<double>(k.tokens)) << " tokens a" << whose << " replica (" << format_number(static_cast<double>(k.blocks)) << " blocks, "
+        << bytes(k.kv_bytes_per_token) << " a token a GPU): " << bytes(k.usable_bytes) << " of " << bytes(g.gpu.vram_bytes) << " after " << bytes(k.weights_per_gpu_bytes)
+        << " of weights, " << bytes(k.activation_bytes) << " of activations, " << bytes(k.reserved_bytes) << " reserved\n";
+  };
+  kv_cache(c, r.decode_capacity ? " prefill" : "");
+  if (r.decode_capacity) kv_cache(*r.decode_capacity, " decode");
   if (d.pp > 1) {
     std::string layers;
     for (int n : stage_layers(static_cast<int>(d.model.number("layers", 0)), d.pp)) layers += (layers.empty() ? "" : " + ") + std::to_string(n);
+    const std::string decode_lanes = r.decode_capacity ? " (a decode replica's " + format_number(static_cast<double>(r.decode_capacity->lane_tokens)) + ")" : "";
     out << "pipeline    " << d.pp << " stages of " << layers << " layers (vLLM's split); stage "
         << c.bound_stage << " holds the fewest blocks (above); " << d.pp << " lanes a replica (vLLM's virtual engines), each with "
-        << format_number(static_cast<double>(c.lane_tokens)) << " tokens of it and a batch in flight, taken as perfectly staggered\n";
+        << format_number(static_cast<double>(c.lane_tokens)) << decode_lanes << " tokens of it and a batch in flight, taken as perfectly staggered\n";
   }
   if (d.dp_attention) {
     out << "dp ranks    " << d.tp << " a replica (lanes), each a GPU with its own scheduler and " << format_number(static_cast<double>(c.lane_tokens))
@@ -130,7 +138,12 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
   if (d.prefill_replicas > 0) {
     out << "split       " << d.prefill_replicas << " prefill and " << d.replicas - d.prefill_replicas << " decode replicas: " << format_number(static_cast<double>(r.kv_transfers))
         << " KV caches moved (" << bytes(r.kv_transfer_bytes) << ", " << seconds(r.kv_transfers > 0 ? r.kv_transfer_s / static_cast<double>(r.kv_transfers) : 0)
-        << " each on average, " << (r.kv_on_shared_network ? "on the shared network" : (d.pp > 1 ? "timed alone, stage by stage, on the links between the replicas" : "timed alone on the link between the replicas")) << ")\n";
+        << " each on average, "
+        << (r.kv_on_shared_network ? "on the shared network"
+            : d.decode_tp > 0      ? "timed alone on the links between the replicas, the busiest GPU's ending each"
+            : d.pp > 1             ? "timed alone, stage by stage, on the links between the replicas"
+                                   : "timed alone on the link between the replicas")
+        << ")\n";
   }
   if (r.replica_failures > 0) {
     out << "failures    " << format_number(static_cast<double>(r.replica_failures)) << " replica" << (r.replica_failures == 1 ? "" : "s")
@@ -218,7 +231,11 @@ nlohmann::ordered_json serving_results_json(const ServingDeployment& d, const Se
     tenants.push_back({{"name", tr.name}, {"share", d.tenants[t].share}, {"completed", tr.completed}, {"goodput_per_s", tr.goodput_per_s},
                        {"ttft_s", percentiles_json(tr.ttft_s)}, {"tpot_s", percentiles_json(tr.tpot_s)}, {"e2e_s", percentiles_json(tr.e2e_s)}});
   }
-  const KvCapacity& c = r.capacity;
+  const auto kv_cache_json = [](const KvCapacity& c) {
+    return nlohmann::ordered_json{{"tokens", c.tokens}, {"blocks", c.blocks}, {"bytes_per_token", c.kv_bytes_per_token}, {"usable_bytes", c.usable_bytes},
+                                  {"weights_per_gpu_bytes", c.weights_per_gpu_bytes}, {"activation_bytes", c.activation_bytes}, {"reserved_bytes", c.reserved_bytes},
+                                  {"lane_tokens", c.lane_tokens}, {"lane_blocks", c.lane_blocks}, {"bound_stage", c.bound_stage}};
+  };
   nlohmann::ordered_json j{
       {"deployment", d.name},
       {"engine", d.engine.id},
@@ -232,9 +249,7 @@ nlohmann::ordered_json serving_results_json(const ServingDeployment& d, const Se
       {"expert_imbalance", d.expert_imbalance},
       {"replicas", d.replicas},
       {"router", router_name(d.router)},
-      {"kv_cache", {{"tokens", c.tokens}, {"blocks", c.blocks}, {"bytes_per_token", c.kv_bytes_per_token}, {"usable_bytes", c.usable_bytes},
-                    {"weights_per_gpu_bytes", c.weights_per_gpu_bytes}, {"activation_bytes", c.activation_bytes}, {"reserved_bytes", c.reserved_bytes},
-                    {"lane_tokens", c.lane_tokens}, {"lane_blocks", c.lane_blocks}, {"bound_stage", c.bound_stage}}},
+      {"kv_cache", kv_cache_json(r.capacity)},
       {"requests", r.requests},
       {"completed", r.completed},
       {"makespan_s", r.makespan_s},
@@ -262,6 +277,7 @@ nlohmann::ordered_json serving_results_json(const ServingDeployment& d, const Se
       {"slos", verdicts},
       {"assumed", r.notes}};
   if (!r.deployment) j["seed"] = d.seed;  // in a scenario the run's seed draws the requests
+  if (r.decode_capacity) j["decode"] = {{"tp", d.decode_tp}, {"kv_cache", kv_cache_json(*r.decode_capacity)}};  // decode replicas of another TP
   return j;
 }
 

@@ -138,6 +138,19 @@ struct ServingDeployment {
   // `prefill_replicas` of the replicas only prefill; each request's KV cache then moves to one of the
   // others, which only decode (0: every replica does both).
   int prefill_replicas = 0;
+  // Disaggregated: the decode replicas' TP where it differs from the prefill replicas' `tp` (vLLM's P/D
+  // with heterogeneous TP, PRs 18833 and 27274); 0: the same. Their PP is the same (`pp`).
+  int decode_tp = 0;
+  bool decodes_only(std::size_t replica) const { return prefill_replicas > 0 && replica >= static_cast<std::size_t>(prefill_replicas); }
+  int tp_of(std::size_t replica) const { return decode_tp > 0 && decodes_only(replica) ? decode_tp : tp; }
+  // The decode replicas' shape where it differs: a copy at their TP, for their memory and iteration times
+  // (a whole copy, once a run, so that whatever a replica's timing reads comes along).
+  ServingDeployment decode_shape() const {
+    ServingDeployment out = *this;
+    out.tp = decode_tp;
+    out.decode_tp = 0;
+    return out;
+  }
   // In a scenario: replicas added and removed with the load, between `min` and `max` (then `replicas`
   // is max, the slots, of which `min` start placed). Every `interval`: one more when the requests
   // waiting per replica reach `queue` and GPUs are free; one fewer (drained, then its GPUs freed) when
@@ -196,17 +209,28 @@ struct ServingDeployment {
     int first_gpu = 0;
     int gpus = 0;
   };
-  std::vector<Placement> placement;  // pieces_a_replica() a replica, replica after replica
+  std::vector<Placement> placement;  // pieces_a_replica(r) for replica r, replica after replica
   // A replica's GPUs cut into nodes' worth, stage after stage: the pieces' sizes.
-  std::vector<int> piece_gpus() const {
+  std::vector<int> piece_gpus(std::size_t replica) const {
     const int per_node = cluster.groups.front().node.gpus;
     std::vector<int> out;
-    for (int left = tp * pp; left > 0; left -= per_node) out.push_back(std::min(left, per_node));
+    for (int left = tp_of(replica) * pp; left > 0; left -= per_node) out.push_back(std::min(left, per_node));
     return out;
   }
-  std::size_t pieces_a_replica() const {
+  std::size_t pieces_a_replica(std::size_t replica) const {
     const int per_node = cluster.groups.front().node.gpus;
-    return static_cast<std::size_t>((tp * pp + per_node - 1) / per_node);
+    return static_cast<std::size_t>((tp_of(replica) * pp + per_node - 1) / per_node);
+  }
+  // Replica r's first piece in `placement`: the prefill replicas' pieces come first.
+  std::size_t first_piece(std::size_t replica) const {
+    if (!decodes_only(replica)) return replica * pieces_a_replica(0);
+    const auto prefill = static_cast<std::size_t>(prefill_replicas);
+    return prefill * pieces_a_replica(0) + (replica - prefill) * pieces_a_replica(replica);
+  }
+  // GPUs of every replica.
+  int gpus() const {
+    const int decode = prefill_replicas > 0 ? replicas - prefill_replicas : 0;
+    return ((replicas - decode) * tp + decode * (decode_tp > 0 ? decode_tp : tp)) * pp;
   }
   std::uint32_t first_node = 0, nodes = 0;  // in a scenario: its node group's nodes in the cluster
 };
@@ -328,7 +352,8 @@ struct ServingResult {
     double sequences, kv_use;
   };
   std::vector<Sample> timeline;
-  KvCapacity capacity;
+  KvCapacity capacity;  // a replica's (where prefill and decode replicas differ in TP, a prefill replica's)
+  std::optional<KvCapacity> decode_capacity;  // a decode replica's, where their TP differs
   struct Verdict {
     ServingDeployment::Slo slo;
     double achieved_s = 0;

@@ -19,12 +19,20 @@ Serving::Serving(const Scenario& scenario, const Cluster& cluster, EventQueue& q
     sets_.emplace_back(d, serving::make_requests(d, seed, k), queue, names);
     sets_.back().send_kv_with([this, k](const serving::KvTransfer& t) { send_kv(k, t); },
                               [this, k](std::uint32_t from, std::uint32_t to) { return reaches(k, from, to); });
-    for (std::uint32_t lane = 0; lane < static_cast<std::uint32_t>(d.replicas * d.lanes_a_replica()); ++lane) replica_owner_.emplace_back(k, lane);
     // The engine's start-up, and its weights read from the node's memory over the GPU's host link.
     const NodeGroup& g = d.cluster.groups.front();
-    const KvCapacity c = kv_capacity(d);
-    startup_s_.push_back(d.engine.startup_s + (g.host_link.bandwidth_Bps > 0 ? c.weights_per_gpu_bytes / g.host_link.bandwidth_Bps : 0));
-    engine_bytes_.push_back(c.weights_per_gpu_bytes + c.activation_bytes + c.reserved_bytes + c.usable_bytes);
+    const auto engine = [&](const ServingDeployment& shape) {
+      const KvCapacity c = kv_capacity(shape);
+      return std::pair{d.engine.startup_s + (g.host_link.bandwidth_Bps > 0 ? c.weights_per_gpu_bytes / g.host_link.bandwidth_Bps : 0),
+                       c.weights_per_gpu_bytes + c.activation_bytes + c.reserved_bytes + c.usable_bytes};
+    };
+    const auto same = engine(d), decode = d.decode_tp > 0 ? engine(d.decode_shape()) : same;
+    for (std::uint32_t lane = 0; lane < static_cast<std::uint32_t>(d.replicas * d.lanes_a_replica()); ++lane) {
+      replica_owner_.emplace_back(k, lane);
+      const auto [startup_s, bytes] = d.decodes_only(lane / static_cast<std::uint32_t>(d.lanes_a_replica())) ? decode : same;
+      startup_s_.push_back(startup_s);
+      engine_bytes_.push_back(bytes);
+    }
   }
   gpu_replica_.assign(cluster_.gpu_count(), -1);
   replica_gpus_down_.assign(replica_owner_.size(), 0);
@@ -32,7 +40,7 @@ Serving::Serving(const Scenario& scenario, const Cluster& cluster, EventQueue& q
   last_busy_s_.assign(sets_.size(), 0);
   scaled_.resize(sets_.size());
   for (std::uint32_t k = 0; k < sets_.size(); ++k) {
-    if (sc_.serving[k]->autoscale.on()) sets_[k].on_drained([this, k](std::uint32_t local) { give_back_gpus(first_replica_[k] + local, k); });
+    if (sc_.serving[k]->autoscale.on()) sets_[k].on_drained([this, k](std::uint32_t local) { give_back_gpus(first_replica_[k] + local); });
   }
 }
 
@@ -50,30 +58,39 @@ std::span<const std::uint32_t> Serving::kv_gpus(std::uint32_t deployment, std::u
   return gpus.subspan(rank, 1);
 }
 
-// Each GPU of the prefill replica (a stage's TP rank) sends its share of the KV (its stage's layers') to the
-// same GPU of the decode replica (with data-parallel attention, the prefill rank its KV to the decode rank),
-// all at once, over the routes the topology picks (NVLink within a node; the NICs and the fabric between
-// nodes), sharing every link with whatever else is in flight. A replica's GPUs are stage after stage.
+// Each share of the KV (a stage's layers', a decode GPU's heads: the engine's) goes from its GPU of the
+// prefill replica to its GPU of the decode replica (with data-parallel attention, the prefill rank's to the
+// decode rank's), all at once, over the routes the topology picks (NVLink within a node; the NICs and the
+// fabric between nodes), sharing every link with whatever else is in flight.
 void Serving::send_kv(std::uint32_t deployment, const serving::KvTransfer& t) {
   const std::uint32_t number = next_kv_++;
   const std::span<const std::uint32_t> from = kv_gpus(deployment, t.from), to = kv_gpus(deployment, t.to);
-  FLEETSIM_CHECK(from.size() == to.size() && from.size() % t.stage_bytes.size() == 0, "a KV transfer between replicas of other shapes");
-  const std::size_t per_stage = from.size() / t.stage_bytes.size();
-  kv_in_flight_.emplace(number, KvInFlight{deployment, t.request, replica_subject(deployment, t.from), replica_subject(deployment, t.to), from.size()});
-  for (std::size_t rank = 0; rank < from.size(); ++rank) {
+  kv_in_flight_.emplace(number, KvInFlight{deployment, t.request, replica_subject(deployment, t.from), replica_subject(deployment, t.to), t.shares.size()});
+  for (std::size_t i = 0; i < t.shares.size(); ++i) {
+    const serving::KvShare& share = t.shares[i];
+    FLEETSIM_CHECK(share.from < from.size() && share.to < to.size(), "a KV share from or to a GPU its replica does not hold");
     const FlowTag tag{FlowKind::kv, deployment, make_id<TaskId>(number)};
-    const std::uint32_t src = topology_.gpu_vertex(make_id<GpuId>(from[rank])), dst = topology_.gpu_vertex(make_id<GpuId>(to[rank]));
-    if (!flows_.start(tag, src, dst, t.stage_bytes[rank / per_stage], route_key(number, rank))) kv_stranded(number);
+    const std::uint32_t src = topology_.gpu_vertex(make_id<GpuId>(from[share.from])), dst = topology_.gpu_vertex(make_id<GpuId>(to[share.to]));
+    if (!flows_.start(tag, src, dst, share.bytes, route_key(number, i))) kv_stranded(number);
   }
 }
 
-// Every TP rank of one lane's replica has a route to the same rank of the other's (with data-parallel
-// attention, the one rank to the other; while no link is down, all do).
+// Every GPU of one lane's replica that would send a share of a KV cache has a route to the GPU of the
+// other's that would receive it (equal TP: each rank to the same rank; with data-parallel attention, the
+// one rank to the other). While no link is down, all do.
 bool Serving::reaches(std::uint32_t deployment, std::uint32_t from, std::uint32_t to) const {
   if (!topology_.any_link_down()) return true;
+  const ServingDeployment& d = *sc_.serving[deployment];
   const std::span<const std::uint32_t> a = kv_gpus(deployment, from), b = kv_gpus(deployment, to);
-  for (std::size_t rank = 0; rank < std::min(a.size(), b.size()); ++rank) {
-    if (!topology_.reachable(topology_.gpu_vertex(make_id<GpuId>(a[rank])), topology_.gpu_vertex(make_id<GpuId>(b[rank])))) return false;
+  if (a.empty() || b.empty()) return true;  // not placed (never sent to)
+  const auto lanes = static_cast<std::uint32_t>(d.lanes_a_replica());
+  const int p = d.dp_attention ? 1 : d.tp_of(from / lanes), q = d.dp_attention ? 1 : d.tp_of(to / lanes);
+  const double kv_heads = serving::kv_heads_shared(d);
+  std::vector<serving::KvShare> shares;
+  for (std::uint32_t stage = 0; stage < static_cast<std::uint32_t>(d.dp_attention ? 1 : d.pp); ++stage) serving::add_kv_shares(p, q, kv_heads, 0, stage, shares);
+  for (const serving::KvShare& share : shares) {
+    FLEETSIM_CHECK(share.from < a.size() && share.to < b.size(), "a KV share from or to a GPU its replica does not hold");
+    if (!topology_.reachable(topology_.gpu_vertex(make_id<GpuId>(a[share.from])), topology_.gpu_vertex(make_id<GpuId>(b[share.to])))) return false;
   }
   return true;
 }
@@ -110,21 +127,21 @@ void Serving::give_up_kv(std::uint32_t number) {
   sets_[lost.deployment].kv_lost(lost.request);
 }
 
-void Serving::take_gpus(std::uint32_t replica, std::uint32_t deployment, std::vector<std::uint32_t> gpus) {
+void Serving::take_gpus(std::uint32_t replica, std::vector<std::uint32_t> gpus) {
   for (std::uint32_t g : gpus) {
     gpu_replica_[g] = replica;
     occupancy_->set_held(g, true);
-    memory_->hold(make_id<GpuId>(g), engine_bytes_[deployment], queue_.now());
+    memory_->hold(make_id<GpuId>(g), engine_bytes_[replica], queue_.now());
   }
   replica_gpus_[replica] = std::move(gpus);
 }
 
 // A drained replica's GPUs go back to the tasks (their VRAM too; a failed one's was wiped already).
-void Serving::give_back_gpus(std::uint32_t replica, std::uint32_t deployment) {
+void Serving::give_back_gpus(std::uint32_t replica) {
   for (std::uint32_t g : replica_gpus_[replica]) {
     gpu_replica_[g] = -1;
     occupancy_->set_held(g, false);
-    if (!occupancy_->down(g)) memory_->unhold(make_id<GpuId>(g), engine_bytes_[deployment], queue_.now());
+    if (!occupancy_->down(g)) memory_->unhold(make_id<GpuId>(g), engine_bytes_[replica], queue_.now());
   }
   replica_gpus_[replica].clear();
 }
@@ -142,8 +159,9 @@ void Serving::scale(std::uint32_t k) {
   if (load.waiting >= static_cast<std::uint64_t>(as.queue) * static_cast<std::uint64_t>(std::max(1, load.serving)) && replicas < as.max && load.parked) {
     std::vector<std::uint32_t> gpus;
     if (free_gpus_for(d, gpus)) {
-      take_gpus(first_replica_[k] + *load.parked * static_cast<std::uint32_t>(lanes), k, std::move(gpus));
-      set.replica_up(*load.parked, startup_s_[k]);
+      const std::uint32_t subject = first_replica_[k] + *load.parked * static_cast<std::uint32_t>(lanes);
+      take_gpus(subject, std::move(gpus));
+      set.replica_up(*load.parked, startup_s_[subject]);
       ++scaled_[k].ups;
     } else {
       ++scaled_[k].ups_without_gpus;
@@ -163,7 +181,7 @@ void Serving::scale(std::uint32_t k) {
 // this replica's other pieces took. False where a piece finds none.
 bool Serving::free_gpus_for(const ServingDeployment& d, std::vector<std::uint32_t>& gpus) const {
   gpus.clear();
-  for (const int need : d.piece_gpus()) {
+  for (const int need : d.piece_gpus(0)) {  // autoscaled replicas are of one shape
     std::vector<std::uint32_t> piece;
     for (std::uint32_t n = d.first_node; n < d.first_node + d.nodes && piece.size() < static_cast<std::size_t>(need); ++n) {
       piece.clear();
@@ -184,15 +202,14 @@ void Serving::start(Occupancy& occupancy, GpuMemory& memory) {
   for (std::size_t k = 0; k < sets_.size(); ++k) {
     const ServingDeployment& d = *sc_.serving[k];
     // A replica's GPUs, stage after stage (its pieces in order), are held under its first lane's subject.
-    const std::size_t pieces = d.pieces_a_replica();
-    for (std::size_t r = 0; r * pieces < d.placement.size(); ++r) {
+    for (std::size_t r = 0; d.first_piece(r) < d.placement.size(); ++r) {
       std::vector<std::uint32_t> gpus;
-      for (std::size_t piece = r * pieces; piece < (r + 1) * pieces; ++piece) {
+      for (std::size_t piece = d.first_piece(r); piece < d.first_piece(r) + d.pieces_a_replica(r); ++piece) {
         const ServingDeployment::Placement& p = d.placement[piece];
         const std::uint32_t first = index(cluster_.first_gpu(make_id<NodeId>(p.node))) + static_cast<std::uint32_t>(p.first_gpu);
         for (std::uint32_t g = first; g < first + static_cast<std::uint32_t>(p.gpus); ++g) gpus.push_back(g);
       }
-      take_gpus(first_replica_[k] + static_cast<std::uint32_t>(r * static_cast<std::size_t>(d.lanes_a_replica())), static_cast<std::uint32_t>(k), std::move(gpus));
+      take_gpus(first_replica_[k] + static_cast<std::uint32_t>(r * static_cast<std::size_t>(d.lanes_a_replica())), std::move(gpus));
     }
     sets_[k].start();
     if (d.autoscale.on()) queue_.push(d.autoscale.interval_s, scale_kind_, static_cast<std::uint32_t>(k));
@@ -219,8 +236,10 @@ void Serving::gpu_up(std::uint32_t gpu) {
   if (replica < 0) return;
   const auto [k, lane] = replica_owner_[static_cast<std::size_t>(replica)];
   // The failure wiped the GPU's memory: the engine takes its share again as it starts.
-  memory_->hold(make_id<GpuId>(gpu), engine_bytes_[k], queue_.now());
-  if (--replica_gpus_down_[static_cast<std::size_t>(replica)] == 0) sets_[k].replica_up(lane / static_cast<std::uint32_t>(sc_.serving[k]->lanes_a_replica()), startup_s_[k]);
+  memory_->hold(make_id<GpuId>(gpu), engine_bytes_[static_cast<std::size_t>(replica)], queue_.now());
+  if (--replica_gpus_down_[static_cast<std::size_t>(replica)] == 0) {
+    sets_[k].replica_up(lane / static_cast<std::uint32_t>(sc_.serving[k]->lanes_a_replica()), startup_s_[static_cast<std::size_t>(replica)]);
+  }
 }
 
 double Serving::gpus_wanted() const {
@@ -246,7 +265,10 @@ void Serving::summarize(double end_s, Summary& summary) const {
     r.kv_on_shared_network = d.prefill_replicas > 0;
     if (r.replica_failures > 0 || r.scale_ups > 0) {
       const bool guessed = std::find(d.engine.assumed.begin(), d.engine.assumed.end(), "startup") != d.engine.assumed.end();
-      r.notes.push_back("a replica serves " + format_quantity(startup_s_[k], Dimension::time) + " after it is given GPUs, or they are back: " + d.engine.name + "'s start-up of " +
+      const std::string decode = d.decode_tp > 0 ? " (a prefill replica; a decode replica " +
+                                 format_quantity(startup_s_[first_replica_[k] + static_cast<std::uint32_t>(d.prefill_replicas * d.lanes_a_replica())], Dimension::time) + ")"
+                                                 : "";
+      r.notes.push_back("a replica serves " + format_quantity(startup_s_[first_replica_[k]], Dimension::time) + decode + " after it is given GPUs, or they are back: " + d.engine.name + "'s start-up of " +
                         format_quantity(d.engine.startup_s, Dimension::time) + (guessed ? " (a guess, models/engines.json)" : "") + " and its weights over the host link");
     }
     // The replicas' GPUs computed while their iterations ran: busy at TDP, idle power otherwise (the

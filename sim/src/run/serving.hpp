@@ -68,8 +68,9 @@ class Serving {
   std::vector<std::pair<std::uint32_t, std::uint32_t>> replica_owner_;  // per lane subject: (deployment, its lane)
   std::vector<std::int64_t> gpu_replica_;         // per GPU: the replica (first lane) subject holding it, or -1
   std::vector<std::uint32_t> replica_gpus_down_;  // per replica subject: its GPUs down now
-  std::vector<double> startup_s_;                 // per deployment: a restart, from its GPUs back to serving
-  std::vector<double> engine_bytes_;              // per deployment: the VRAM the engine takes on each GPU
+  // Per lane subject, its replica's (prefill and decode replicas may differ in TP): a restart, from its GPUs
+  // back to serving, and the VRAM the engine takes on each GPU.
+  std::vector<double> startup_s_, engine_bytes_;
   GpuMemory* memory_ = nullptr;                   // given at start()
   Occupancy* occupancy_ = nullptr;
   std::vector<std::vector<std::uint32_t>> replica_gpus_;  // per replica subject: the GPUs it holds now
@@ -94,8 +95,8 @@ class Serving {
   std::vector<std::uint32_t> stranded_kv_;
   bool free_gpus_for(const ServingDeployment& d, std::vector<std::uint32_t>& gpus) const;
   void send_kv(std::uint32_t deployment, const serving::KvTransfer& t);
-  void take_gpus(std::uint32_t replica, std::uint32_t deployment, std::vector<std::uint32_t> gpus);
-  void give_back_gpus(std::uint32_t replica, std::uint32_t deployment);
+  void take_gpus(std::uint32_t replica, std::vector<std::uint32_t> gpus);
+  void give_back_gpus(std::uint32_t replica);
 };
 
 }  // namespace fleetsim::run

@@ -313,53 +313,61 @@ std::string swap_over_host_memory(const ServingDeployment& d, const NodeGroup& g
 
 // The model and its GPUs: a transformer LLM whose heads the TP ranks split (unless attention is data-
 // parallel), within one node or over whole nodes, and whose weights leave each GPU room for KV blocks.
-void check_fit(ObjectReader& top, ServingDeployment& d) {
+// `decode_side`: d is the decode replicas' shape (decode_tp), its problems reported at "disaggregation".
+void check_fit(ObjectReader& top, const ServingDeployment& d, bool decode_side = false) {
+  const auto problem = [&](std::string_view key, const std::string& message) {
+    if (decode_side) {
+      top.problem("disaggregation", "the decode replicas (decode_tp " + std::to_string(d.tp) + "): " + message);
+    } else {
+      top.problem(key, message);
+    }
+  };
   const NodeGroup& g = d.cluster.groups.front();
   if (d.dp_attention && d.model.number("experts", 0) <= 0) {
-    top.problem("dp_attention", "data-parallel attention spreads a mixture of experts' experts over the replica's GPUs; \"" + d.model.id + "\" has none: expected a mixture-of-experts model, or no \"dp_attention\"");
+    problem("dp_attention", "data-parallel attention spreads a mixture of experts' experts over the replica's GPUs; \"" + d.model.id + "\" has none: expected a mixture-of-experts model, or no \"dp_attention\"");
     return;
   }
   if (d.expert_parallel && d.model.number("experts", 0) <= 0) {
-    top.problem("expert_parallel", "expert parallelism spreads a mixture of experts' experts over the replica's GPUs; \"" + d.model.id + "\" has none: expected a mixture-of-experts model, or no \"expert_parallel\"");
+    problem("expert_parallel", "expert parallelism spreads a mixture of experts' experts over the replica's GPUs; \"" + d.model.id + "\" has none: expected a mixture-of-experts model, or no \"expert_parallel\"");
     return;
   }
   if (top.field("moe") != nullptr && (!d.experts_spread() || d.tp == 1)) {
-    top.problem("moe", "hot experts load the GPUs unevenly only where each holds its own experts; split over TP (or on one GPU) every GPU holds every expert's share: "
+    problem("moe", "hot experts load the GPUs unevenly only where each holds its own experts; split over TP (or on one GPU) every GPU holds every expert's share: "
                        "expected \"expert_parallel\" or \"dp_attention\" over tp above 1 beside \"moe\"");
     return;
   }
   if (d.expert_imbalance > d.tp) {  // the busiest of tp GPUs takes at most every token
-    top.problem("moe", "expected an imbalance of at most the " + std::to_string(d.tp) + " GPUs the experts are spread over (the busiest one receiving every token), found " +
+    problem("moe", "expected an imbalance of at most the " + std::to_string(d.tp) + " GPUs the experts are spread over (the busiest one receiving every token), found " +
                            format_number(d.expert_imbalance));
     return;
   }
   if (!d.dp_attention && d.model.number("heads", 0) > 0 && std::fmod(d.model.number("heads", 0), d.tp) != 0) {
-    top.problem("tp", "expected a divisor of the model's " + format_number(d.model.number("heads", 0)) + " attention heads, found " + std::to_string(d.tp));
+    problem("tp", "expected a divisor of the model's " + format_number(d.model.number("heads", 0)) + " attention heads, found " + std::to_string(d.tp));
     return;
   }
   if (d.tp > g.node.gpus && d.tp % g.node.gpus != 0) {  // a TP group is one node's GPUs or whole nodes'
-    top.problem("tp", "expected at most the " + std::to_string(g.node.gpus) + " GPUs of a " + g.node.id + " node, or a multiple of them (whole nodes), found " + std::to_string(d.tp));
+    problem("tp", "expected at most the " + std::to_string(g.node.gpus) + " GPUs of a " + g.node.id + " node, or a multiple of them (whole nodes), found " + std::to_string(d.tp));
     return;
   }
   if (d.pp > d.model.number("layers", 0)) {
-    top.problem("pp", "expected at most the model's " + format_number(d.model.number("layers", 0)) + " layers, one stage each at least, found " + std::to_string(d.pp));
+    problem("pp", "expected at most the model's " + format_number(d.model.number("layers", 0)) + " layers, one stage each at least, found " + std::to_string(d.pp));
     return;
   }
   if (g.node.gpus % d.tp != 0 && d.tp % g.node.gpus != 0 && d.pp > 1) {  // a stage's TP group must not straddle two nodes
-    top.problem("pp", "pipeline stages need a tp that divides a " + g.node.id + " node's " + std::to_string(g.node.gpus) + " GPUs, so that no stage spans two nodes; found tp " + std::to_string(d.tp));
+    problem("pp", "pipeline stages need a tp that divides a " + g.node.id + " node's " + std::to_string(g.node.gpus) + " GPUs, so that no stage spans two nodes; found tp " + std::to_string(d.tp));
     return;
   }
   // vLLM refuses a swap space of more than 70% of the node's host memory over the TP group's GPUs
   // (CacheConfig.verify_with_parallel_config: "Too large swap space").
   if (const double swap = d.engine.swap_space_bytes * d.tp; d.engine.swap && g.node.host_memory_bytes > 0 && swap > 0.7 * g.node.host_memory_bytes) {
-    top.problem("knobs", "a swap space of " + format_quantity(d.engine.swap_space_bytes, Dimension::bytes) + " a GPU over TP " + std::to_string(d.tp) + " is " +
+    problem("knobs", "a swap space of " + format_quantity(d.engine.swap_space_bytes, Dimension::bytes) + " a GPU over TP " + std::to_string(d.tp) + " is " +
                              format_quantity(swap, Dimension::bytes) + ", over 70% of a " + g.node.id + " node's " +
                              format_quantity(g.node.host_memory_bytes, Dimension::bytes) + " of host memory, which vLLM refuses: expected a smaller swap_space");
   }
   const KvCapacity c = kv_capacity(d);
   if (c.lane_blocks <= 0) {
     const std::string group = d.pp > 1 ? "stage " + std::to_string(c.bound_stage) + " of its pipeline" : d.dp_attention ? "a GPU of its replica (attention whole on each)" : "its TP group";
-    top.problem(d.pp > 1 ? "pp" : "tp", "the model does not fit " + group + ": " + format_quantity(c.weights_per_gpu_bytes, Dimension::bytes) + " of weights a GPU, " +
+    problem(d.pp > 1 ? "pp" : "tp", "the model does not fit " + group + ": " + format_quantity(c.weights_per_gpu_bytes, Dimension::bytes) + " of weights a GPU, " +
                           format_quantity(c.activation_bytes, Dimension::bytes) + " of activations and " + format_quantity(c.reserved_bytes, Dimension::bytes) +
                           " reserved leave no room for a KV block " + (d.pp > 1 ? "a lane " : "") + "in " + format_number(d.engine.gpu_memory_utilization * 100) + "% of a " + g.gpu.id + "'s " +
                           format_quantity(g.gpu.vram_bytes, Dimension::bytes) + ": expected a larger tp" + (d.pp > 1 ? " or pp" : ""));
@@ -368,7 +376,7 @@ void check_fit(ObjectReader& top, ServingDeployment& d) {
   std::int64_t longest = d.shared_prefix.tokens + d.prompt_tokens.high + d.output_tokens.high;
   for (const auto& r : d.trace) longest = std::max(longest, r.prompt + r.output);
   if (longest > c.lane_tokens) {
-    top.problem("requests", "a request of " + format_number(static_cast<double>(longest)) + " tokens (prompt and output) would not fit a replica's KV cache of " +
+    problem("requests", "a request of " + format_number(static_cast<double>(longest)) + " tokens (prompt and output) would not fit a replica's KV cache of " +
                                 format_number(static_cast<double>(c.lane_tokens)) + " tokens" + (d.pp > 1 ? " a lane (1/" + std::to_string(d.pp) + " of its blocks)" : "") +
                                 ", so it could never run");
   }
@@ -428,6 +436,7 @@ void read_deployment(ObjectReader& top, ServingDeployment& d, bool cluster_ok, c
     if (r.ok()) {
       const int prefill = static_cast<int>(r.integer("prefill", Need::required, 1, 50'000).value_or(1));
       const int decode = static_cast<int>(r.integer("decode", Need::required, 1, 50'000).value_or(1));
+      if (r.field("decode_tp") != nullptr) d.decode_tp = static_cast<int>(r.integer("decode_tp", Need::required, 1, 64).value_or(0));
       r.finish();
       if (top.field("replicas") != nullptr && d.replicas != prefill + decode) {
         top.problem("replicas", "expected the " + std::to_string(prefill + decode) + " replicas \"disaggregation\" makes (or no \"replicas\"), found " + std::to_string(d.replicas));
@@ -465,7 +474,13 @@ void read_deployment(ObjectReader& top, ServingDeployment& d, bool cluster_ok, c
   d.router = static_cast<Router>(top.choice("router", {"round-robin", "least-requests", "least-tokens", "prefix-aware"}, 0));
   read_requests(top, d, base_dir);
   read_slos(top, d);
-  if (cluster_ok && model_ok && top.problems().size() == problems_before) check_fit(top, d);
+  if (cluster_ok && model_ok && top.problems().size() == problems_before) check_fit(top, d, false);
+  if (d.decode_tp == d.tp) d.decode_tp = 0;  // one shape
+  if (d.decode_tp > 0 && d.dp_attention) {
+    top.problem("disaggregation", "decode replicas of another TP beside data-parallel attention are not modelled yet; expected no \"decode_tp\" beside \"dp_attention\"");
+  } else if (d.decode_tp > 0 && cluster_ok && model_ok && top.problems().size() == problems_before) {
+    check_fit(top, d.decode_shape(), true);
+  }
 }
 
 // A piece of a replica (a node's worth of its GPUs, or less) on the first node from where the last piece of
@@ -487,7 +502,7 @@ int replica_nodes(int tp, int pp, int node_gpus, int replicas) {
   shape.tp = tp;
   shape.pp = pp;
   shape.cluster.groups.emplace_back().node.gpus = node_gpus;
-  const std::vector<int> pieces = shape.piece_gpus();
+  const std::vector<int> pieces = shape.piece_gpus(0);
   // As many nodes as the pieces could need, one each; the placement takes the first ones.
   const auto most = static_cast<std::uint32_t>(replicas * static_cast<int>(pieces.size()));
   std::vector<int> free_gpus(most, node_gpus);
@@ -534,7 +549,7 @@ ServingDeployment parse_serving(std::string_view json_text, const std::string& f
     if (top.field("replicas") == nullptr && d.prefill_replicas == 0) {
       d.replicas = fit;
       if (fit == 0) top.problem("pp", "expected replicas of " + std::to_string(d.tp * d.pp) + " GPUs (TP " + std::to_string(d.tp) + " x PP " + std::to_string(d.pp) + ") that the cluster's " + std::to_string(g.count * g.node.gpus) + " GPUs hold");
-    } else if (d.replicas > fit) {
+    } else if (d.replicas > fit && d.decode_tp == 0) {  // replicas of two shapes: the placement below says
       top.problem("replicas", "expected at most the " + std::to_string(fit) + " replicas of " + std::to_string(d.tp * d.pp) + " GPUs the cluster holds, found " + std::to_string(d.replicas));
     }
     // Disaggregated, a KV transfer's links depend on where the replicas' stages lie: placed as a scenario
@@ -544,12 +559,13 @@ ServingDeployment parse_serving(std::string_view json_text, const std::string& f
       std::vector<int> free_gpus(static_cast<std::size_t>(g.count), g.node.gpus);
       std::map<int, std::uint32_t> search_from;
       for (int r = 0; r < d.replicas && problems.empty(); ++r) {
-        for (const int need : d.piece_gpus()) {
+        for (const int need : d.piece_gpus(static_cast<std::size_t>(r))) {
           const std::optional<std::uint32_t> n = first_fit(need, free_gpus, search_from, 0, static_cast<std::uint32_t>(g.count));
           if (!n) {
+            const std::string shape = "TP " + std::to_string(d.tp) + (d.decode_tp > 0 ? " (decode: " + std::to_string(d.decode_tp) + ")" : "") + " x PP " + std::to_string(d.pp);
             top.problem("replicas", "expected prefill and decode replicas that fit the cluster's " + std::to_string(g.count) + " nodes whole, each stage's " +
-                                        std::to_string(d.tp) + " GPUs on one node (as a scenario places them): " + std::to_string(r) + " of the " +
-                                        std::to_string(d.replicas) + " replicas of TP " + std::to_string(d.tp) + " x PP " + std::to_string(d.pp) + " found room");
+                                        "TP group on one node (as a scenario places them): " + std::to_string(r) + " of the " +
+                                        std::to_string(d.replicas) + " replicas of " + shape + " found room");
             break;
           }
           d.placement.push_back({*n, g.node.gpus - free_gpus[*n] - need, need});
@@ -557,7 +573,7 @@ ServingDeployment parse_serving(std::string_view json_text, const std::string& f
       }
     }
     // Alone, replicas fill the nodes in order (disaggregated, as placed above): the first holds the most.
-    const double first_node_gpus = std::min(g.node.gpus, d.replicas * d.tp * d.pp);
+    const double first_node_gpus = std::min(g.node.gpus, d.gpus());
     if (problems.empty() && d.engine.swap && g.node.host_memory_bytes > 0 && d.engine.swap_space_bytes * first_node_gpus > 0.7 * g.node.host_memory_bytes) {
       top.problem("knobs", swap_over_host_memory(d, g, 0, false));
     }
@@ -652,14 +668,13 @@ void read_serving(const Json& value, const std::string& pointer, Problems& probl
       std::map<int, std::uint32_t> search_from;  // by a piece's GPUs: the first node that may have room
       const std::uint32_t end = first_node[*group] + static_cast<std::uint32_t>(g.count);
       const int placed = d->autoscale.on() ? d->autoscale.min : d->replicas;
-      const std::vector<int> pieces = d->piece_gpus();
       for (int r = 0; r < placed && problems.size() == problems_before; ++r) {
-        for (const int need : pieces) {
+        for (const int need : d->piece_gpus(static_cast<std::size_t>(r))) {
           const std::optional<std::uint32_t> n = first_fit(need, free_gpus, search_from, first_node[*group], end);
           if (!n) {
             top.problem("replicas", "expected replicas that fit the " + std::to_string(g.count * g.node.gpus) + " GPUs of the " + g.node.id + " nodes beside the deployments above: " +
                                         std::to_string(r) + " of the " + std::to_string(placed) + " replicas of TP " + std::to_string(d->tp) +
-                                        (d->pp > 1 ? " x PP " + std::to_string(d->pp) : "") + " found room");
+                                        (d->decode_tp > 0 ? " (decode: " + std::to_string(d->decode_tp) + ")" : "") + (d->pp > 1 ? " x PP " + std::to_string(d->pp) : "") + " found room");
             break;
           }
           d->placement.push_back({*n, g.node.gpus - free_gpus[*n] - need, need});

@@ -60,14 +60,31 @@ struct EventNames {
   std::uint32_t arrival_subject = 0, first_replica_subject = 0;
 };
 
+// One GPU's share of a KV transfer: `bytes` from the `from`-th GPU holding the prefill lane's KV to the
+// `to`-th holding the decode lane's (a replica's GPUs stage after stage, TP rank after rank; with
+// data-parallel attention, the lane's rank's one GPU, index 0).
+struct KvShare {
+  std::uint32_t from = 0, to = 0;
+  double bytes = 0;
+};
+
 // Disaggregated: a request's KV cache moving from a prefill lane to the decode lane the router chose for
-// it, from each GPU of the one's replica to the same GPU of the other's (stage s's TP rank r to stage s's
-// rank r: each stage holds its own layers' KV), `stage_bytes[s]` from each GPU of stage s (with
-// data-parallel attention, from the prefill rank's GPU to the decode rank's: a lane a rank, one stage).
+// it, every share at once (each stage holds its own layers' KV and sends it to the same stage).
 struct KvTransfer {
   std::uint32_t request, from, to;
-  std::span<const double> stage_bytes;
+  std::span<const KvShare> shares;
 };
+
+// Stage `stage`'s shares between a prefill replica of TP p and a decode replica of TP q, appended to
+// `out`: decode GPU j receives `bytes` (its own KV heads of the stage's layers) from the prefill GPUs
+// holding those heads, each its part, as vLLM's P/D connector reads them (PR 18833: decode TP a multiple of
+// the prefill's, each decode rank reading its heads from one prefill rank; PR 27274: the prefill's larger,
+// each decode rank reading from several). Where TP exceeds the `kv_heads`, ranks hold copies of a head;
+// a decode GPU then reads each head from one copy, chosen by its own rank so that the reads spread. Equal
+// TPs: GPU j to GPU j.
+void add_kv_shares(int p, int q, double kv_heads, double bytes, std::uint32_t stage, std::vector<KvShare>& out);
+// The KV heads TP splits: the model's KV heads (latent attention's one latent, whole on every rank: 1).
+double kv_heads_shared(const ServingDeployment& d);
 
 class ReplicaSet {
  public:

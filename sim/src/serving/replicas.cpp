@@ -2,6 +2,7 @@
 // fleetsim/serving.hpp). Each replica owns its KV blocks; each scheduling variant only chooses the
 // next batch (Vidur's shape).
 #include "replica_set.hpp"
+#include "serving_model.hpp"
 
 #include <algorithm>
 #include <array>
@@ -122,11 +123,55 @@ struct Replica {
   double up_since_s = 0;  // when it was last given GPUs (for the replica-seconds)
   std::uint32_t stamp = 0;
   enum class Role : std::uint8_t { both, prefill, decode } role = Role::both;
+  std::uint8_t shape = 0;  // its index in the engine's shapes (1: a decode replica of another TP)
   std::uint32_t transfers_out = 0;  // a prefill replica's KV transfers in flight (it holds their blocks until they end)
   // Swap preemption: KV tokens its waiting requests hold in host memory, and tokens to copy (either way)
   // before its next iteration's forward pass.
   std::int64_t swap_tokens = 0, swap_pending_tokens = 0;
 };
+
+}  // namespace
+
+double kv_heads_shared(const ServingDeployment& d) {
+  const ModelShape m = ModelShape::of(d.model, 1);
+  return m.latent ? 1.0 : m.kv_heads;
+}
+
+// A rank's KV heads under TP t of H: [r H / t, (r + 1) H / t) where t <= H; one head (one copy of it) where
+// t > H.
+void add_kv_shares(int p, int q, double kv_heads, double bytes, std::uint32_t stage, std::vector<KvShare>& out) {
+  const auto gpu = [stage](int tp, int rank) { return static_cast<std::uint32_t>(static_cast<int>(stage) * tp + rank); };
+  if (p == q) {
+    for (int j = 0; j < q; ++j) out.push_back({gpu(p, j), gpu(q, j), bytes});
+    return;
+  }
+  const double H = kv_heads;
+  const auto heads = [H](int tp, int rank) {
+    if (tp <= H) return std::pair{rank * H / tp, (rank + 1) * H / tp};
+    const double head = std::floor(rank * H / tp);
+    return std::pair{head, head + 1};
+  };
+  for (int j = 0; j < q; ++j) {
+    const auto [a, b] = heads(q, j);
+    const double width = b - a;
+    if (p <= H) {  // each prefill rank its own heads: every one they overlap
+      for (int i = static_cast<int>(std::floor(a * p / H)); i < p && heads(p, i).first < b; ++i) {
+        const auto [c, e] = heads(p, i);
+        const double overlap = std::min(b, e) - std::max(a, c);
+        if (overlap > 1e-9 * width) out.push_back({gpu(p, i), gpu(q, j), bytes * overlap / width});
+      }
+    } else {  // copies of each head: the copy j's rank picks
+      for (double h = std::floor(a); h < b; ++h) {
+        const double overlap = std::min(b, h + 1) - std::max(a, h);
+        if (overlap <= 1e-9 * width) continue;
+        const int first = static_cast<int>(std::ceil(h * p / H)), copies = static_cast<int>(std::ceil((h + 1) * p / H)) - first;
+        out.push_back({gpu(p, first + j % copies), gpu(q, j), bytes * overlap / width});
+      }
+    }
+  }
+}
+
+namespace {
 
 // A request that lost its KV (preempted, its replica failed, a transfer's source failed) prefills its
 // prompt and what it generated again.
@@ -147,22 +192,22 @@ class Engine {
         segment_tokens_(d.engine.prefix_caching ? requests.segment_tokens / d.engine.block_size * d.engine.block_size : 0),
         queue_(queue),
         names_(names),
-        timer_(d),
-        capacity_(kv_capacity(d)),
-        // A lane's share of the swap space, as of the KV blocks (vLLM: num_cpu_blocks //= pipeline_parallel_size).
-        swap_capacity_tokens_(d.engine.swap && capacity_.kv_bytes_per_token > 0
-                                  ? static_cast<std::int64_t>(d.engine.swap_space_bytes / capacity_.kv_bytes_per_token) / d.pp  // a rank's own, with data-parallel attention
-                                  : 0) {
+        kv_heads_(kv_heads_shared(d)) {
+    shapes_.reserve(2);
+    shapes_.emplace_back(d);
+    if (d.decode_tp > 0) shapes_.emplace_back(d.decode_shape());
     // A pipeline-parallel replica is pp lanes (vLLM's virtual engines), each a Replica here with its own
     // queues and 1/pp of the blocks, routed to as replicas are; one with data-parallel attention, a lane a
     // rank, each with its rank's pool: replica r's lanes are r * lanes to r * lanes + lanes - 1.
     const int lanes = d.lanes_a_replica();
-    const std::size_t pieces = d.pieces_a_replica();
     for (int i = 0; i < d.replicas * lanes; ++i) {
-      Replica rep(KvBlocks(capacity_.lane_blocks, d.engine.block_size));
-      if (d.prefill_replicas > 0) rep.role = i / lanes < d.prefill_replicas ? Replica::Role::prefill : Replica::Role::decode;
+      const auto replica = static_cast<std::size_t>(i / lanes);
+      const std::uint8_t shape = d.decode_tp > 0 && d.decodes_only(replica) ? 1 : 0;
+      Replica rep(KvBlocks(shapes_[shape].capacity.lane_blocks, d.engine.block_size));
+      rep.shape = shape;
+      if (d.prefill_replicas > 0) rep.role = d.decodes_only(replica) ? Replica::Role::decode : Replica::Role::prefill;
       // In a scenario beyond the placement: an autoscaled slot, placed when it is needed.
-      if (!d.placement.empty() && static_cast<std::size_t>(i / lanes) * pieces >= d.placement.size()) rep.down = rep.parked = true;
+      if (!d.placement.empty() && d.first_piece(replica) >= d.placement.size()) rep.down = rep.parked = true;
       replicas_.push_back(std::move(rep));
     }
   }
@@ -197,8 +242,9 @@ class Engine {
 
   // Disaggregated: the request's prompt is through on a prefill replica, its first token sampled. The
   // router chooses its decode replica now (which counts its tokens from now on), and its KV cache moves
-  // there: each TP rank of each stage sends its share of the stage's layers to the same rank of the same
-  // stage (with data-parallel attention, the prefill rank its whole KV to the decode rank). The prefill
+  // there: each decode GPU of each stage receives its KV heads of the stage's layers from the prefill GPUs
+  // of the same stage that hold them (kv_shares: equal TP, rank to rank; with data-parallel attention, the
+  // prefill rank its whole KV to the decode rank). The prefill
   // replica keeps the blocks until the transfer ends. False with no decode replica up (see
   // no_decode_replica).
   bool start_transfer(std::uint32_t from, std::uint32_t id) {
@@ -214,20 +260,27 @@ class Engine {
     replicas_[from].outstanding_tokens -= r.output - r.generated;  // decoded there, not here
     dest.outstanding_tokens += r.output - r.generated;
     ++replicas_[from].transfers_out;
-    stage_bytes_.clear();  // on each GPU of a stage's TP group (data-parallel attention: on its rank's)
-    for (double per_token : capacity_.stage_kv_bytes_per_token) stage_bytes_.push_back(static_cast<double>(r.kv_tokens) * per_token);
+    const Shape& source = shape_of(replicas_[from]);
+    const Shape& dest_shape = shape_of(dest);
+    kv_shares(r.kv_tokens, source.tp, dest_shape, shares_);
     if (send_kv_) {
-      send_kv_({id, from, *to, stage_bytes_});
+      send_kv_({id, from, *to, shares_});
       return true;
     }
-    // Timed alone: stage beside stage, NVLink within a node, a NIC each between nodes; the slowest
-    // stage's ends it.
+    // Timed alone: every share at once, NVLink within a node, a NIC a GPU between nodes; a GPU that sends
+    // (or receives) several shares over one link sends them one after another; the busiest link ends it.
     const NodeGroup& g = d_.cluster.groups.front();
+    const std::size_t from_gpus = static_cast<std::size_t>(d_.dp_attention ? 1 : source.tp * d_.pp);
+    link_bytes_.assign(2 * (from_gpus + static_cast<std::size_t>(d_.dp_attention ? 1 : dest_shape.tp * d_.pp)), 0.0);
+    for (const KvShare& share : shares_) {
+      const bool nic = gpu_node(*to, share.to) != gpu_node(from, share.from);
+      link_bytes_[2 * share.from + nic] += share.bytes;
+      link_bytes_[2 * (from_gpus + share.to) + nic] += share.bytes;
+    }
     double time = 0;
-    for (int s = 0; s < d_.pp; ++s) {
-      const LinkType& link = stage_node(*to, s) == stage_node(from, s) ? g.gpu_link : g.nic;
-      const double bytes = stage_bytes_[static_cast<std::size_t>(s)];
-      time = std::max(time, link.latency_s + (link.bandwidth_Bps > 0 ? bytes / link.bandwidth_Bps : 0));
+    for (std::size_t i = 0; i < link_bytes_.size(); ++i) {
+      const LinkType& link = i % 2 == 1 ? g.nic : g.gpu_link;
+      if (link_bytes_[i] > 0) time = std::max(time, link.latency_s + (link.bandwidth_Bps > 0 ? link_bytes_[i] / link.bandwidth_Bps : 0));
     }
     transfers_.push({queue_.now() + time, id});
     queue_.push(queue_.now() + time, names_.transfer_kind, names_.arrival_subject);
@@ -237,13 +290,14 @@ class Engine {
   // A replica's lanes: its pipeline's stages, or its data-parallel ranks (replica r's are r * lanes on).
   std::uint32_t lanes_a_replica() const { return static_cast<std::uint32_t>(d_.lanes_a_replica()); }
 
-  // The node of stage s of a lane's replica (with data-parallel attention, of the lane's rank), where a KV
-  // transfer leaves or arrives: the placement's (a disaggregated deployment has one alone too).
-  std::uint32_t stage_node(std::uint32_t lane, int stage) const {
+  // The node of a lane's `kv_gpu`-th GPU holding KV (stage after stage, TP rank after rank; with data-
+  // parallel attention, the lane's rank's one), where a KV transfer leaves or arrives: the placement's (a
+  // disaggregated deployment has one alone too).
+  std::uint32_t gpu_node(std::uint32_t lane, std::uint32_t kv_gpu) const {
     const std::uint32_t lanes = lanes_a_replica();
     const std::uint32_t replica = lane / lanes, per_node = static_cast<std::uint32_t>(d_.cluster.groups.front().node.gpus);
-    const std::uint32_t gpu = d_.dp_attention ? lane % lanes : static_cast<std::uint32_t>(stage * d_.tp);  // its first GPU's, in the replica
-    const std::size_t piece = replica * d_.pieces_a_replica() + gpu / per_node;
+    const std::uint32_t gpu = d_.dp_attention ? lane % lanes : kv_gpu;  // in the replica
+    const std::size_t piece = d_.first_piece(replica) + gpu / per_node;
     FLEETSIM_CHECK(piece < d_.placement.size(), "a KV transfer from or to a replica not placed");
     return d_.placement[piece].node;
   }
@@ -281,8 +335,9 @@ class Engine {
     --from.transfers_out;
     // Counted as they end (arrived or lost), so that the mean time is over transfers that ended.
     ++kv_transfers_;
-    for (double per_token : capacity_.stage_kv_bytes_per_token) {  // a rank's, or every stage's TP ranks' shares
-      kv_transfer_bytes_ += static_cast<double>(r.kv_tokens) * per_token * (d_.dp_attention ? 1 : d_.tp);
+    const Shape& dest = shape_of(to);
+    for (double per_token : dest.capacity.stage_kv_bytes_per_token) {  // a rank's, or every decode GPU's share
+      kv_transfer_bytes_ += static_cast<double>(r.kv_tokens) * per_token * (d_.dp_attention ? 1 : dest.tp);
     }
     kv_transfer_s_ += queue_.now() - r.transfer_start_s;
     const bool to_same = to.stamp == r.to_stamp;
@@ -340,7 +395,10 @@ class Engine {
     rep.restarting = false;
     rep.draining = false;
     ++rep.stamp;
-    if (rep.busy) cut_s_ += rep.compute_after(queue_.now());
+    if (rep.busy) {
+      cut_s_ += rep.compute_after(queue_.now());
+      shape_of(rep).cut_s += rep.compute_after(queue_.now());
+    }
     rep.busy = false;
     rep.batch.clear();
     sequences_now_ -= static_cast<double>(rep.last_batch);
@@ -355,7 +413,7 @@ class Engine {
     rep.outstanding_tokens = 0;
     rep.swap_tokens = rep.swap_pending_tokens = 0;  // what host memory held for it is of no use to another replica
     rep.cache = PrefixCache{};
-    rep.kv = KvBlocks(capacity_.lane_blocks, d_.engine.block_size);
+    rep.kv = KvBlocks(shape_of(rep).capacity.lane_blocks, d_.engine.block_size);
     return true;
   }
 
@@ -438,7 +496,7 @@ class Engine {
     ++rep.stamp;
     replica_s_ += (queue_.now() - rep.up_since_s) / lanes_a_replica();  // a lane's share of its replica's time
     rep.cache = PrefixCache{};
-    rep.kv = KvBlocks(capacity_.lane_blocks, d_.engine.block_size);
+    rep.kv = KvBlocks(shape_of(rep).capacity.lane_blocks, d_.engine.block_size);
     // The replica's GPUs go back once its last lane has parked (held under its first lane).
     const std::uint32_t lanes = lanes_a_replica();
     const std::uint32_t first = index / lanes * lanes;
@@ -512,13 +570,15 @@ class Engine {
       }
     }
     ServingResult out;
-    out.capacity = capacity_;
+    out.capacity = shapes_.front().capacity;
+    if (shapes_.size() > 1) out.decode_capacity = shapes_.back().capacity;
     out.requests = next_arrival_;  // those that arrived before the run stopped
     out.preemptions = preemptions_;
     out.swapped_out = swapped_out_;
     out.swap_space_full = swap_space_full_;
     // pp: the bound stage's share times the stages; data-parallel attention: a rank's swap is its GPU's alone.
-    out.swap_bytes = static_cast<double>(swapped_tokens_) * capacity_.kv_bytes_per_token * (d_.dp_attention ? 1 : d_.tp * d_.pp);
+    const Shape& prefill = shapes_.front();
+    out.swap_bytes = static_cast<double>(swapped_tokens_) * prefill.capacity.kv_bytes_per_token * (d_.dp_attention ? 1 : d_.tp * d_.pp);
     out.iterations = iterations_;
     out.prompt_tokens = prompt_tokens_;
     out.prefix_hit_tokens = prefix_hit_tokens_;
@@ -526,14 +586,19 @@ class Engine {
     out.mean_batch = iterations_ > 0 ? static_cast<double>(batched_) / static_cast<double>(iterations_) : 0;
     out.peak_kv_use = peak_kv_use_;
     out.busy = busy_;
-    double unfinished_iterations_s = 0;  // what of the iterations in flight lies past end_s
+    double unfinished_iterations_s = 0, unfinished_decode_s = 0;  // what of the iterations in flight lies past end_s
     for (const Replica& rep : replicas_) {
-      if (rep.busy && !rep.restarting) unfinished_iterations_s += rep.compute_after(end_s);
+      if (rep.busy && !rep.restarting) (rep.shape == 0 ? unfinished_iterations_s : unfinished_decode_s) += rep.compute_after(end_s);
     }
     // A swap's copies run on the GPUs' copy engines while their SMs wait: held, not computing (their
     // energy at idle power).
     // A lane's iteration keeps tp GPUs busy (a pipeline's stage after stage), a data-parallel rank its own.
-    out.gpu_busy_s = (busy_.total_s - busy_.swap_s - unfinished_iterations_s - cut_s_) * (d_.dp_attention ? 1 : d_.tp);
+    out.gpu_busy_s = (busy_.total_s - busy_.swap_s - unfinished_iterations_s - unfinished_decode_s - cut_s_) * (d_.dp_attention ? 1 : d_.tp);
+    if (shapes_.size() > 1) {  // decode replicas of another TP: their iterations' GPUs counted again at their TP
+      const Shape& decode = shapes_.back();
+      out.gpu_busy_s += (decode.compute_s - unfinished_decode_s - decode.cut_s) * (decode.tp - prefill.tp);
+      out.swap_bytes += static_cast<double>(decode.swapped_tokens) * (decode.capacity.kv_bytes_per_token * decode.tp - prefill.capacity.kv_bytes_per_token * prefill.tp) * d_.pp;
+    }
     out.replica_failures = replica_failures_;
     out.kv_transfers = kv_transfers_;
     out.kv_transfer_bytes = kv_transfer_bytes_;
@@ -695,7 +760,8 @@ class Engine {
 
   // KV blocks in use as engines report it: cached prefixes no request holds count as free.
   double kv_use(const Replica& rep) const {
-    return capacity_.lane_blocks > 0 ? rep.kv.use() - static_cast<double>(rep.cache.evictable_blocks) / static_cast<double>(capacity_.lane_blocks) : 0;
+    const std::int64_t blocks = shape_of(rep).capacity.lane_blocks;
+    return blocks > 0 ? rep.kv.use() - static_cast<double>(rep.cache.evictable_blocks) / static_cast<double>(blocks) : 0;
   }
 
   // The replica the router sends the request to, taking the `role`'s work; a KV cache leaving replica
@@ -763,11 +829,13 @@ class Engine {
     rep.running.pop_back();
     Request& r = requests_[id];
     release(rep, r);
-    if (swap_capacity_tokens_ > 0 && r.kv_tokens > 0 && rep.swap_tokens + r.kv_tokens <= swap_capacity_tokens_) {
+    Shape& shape = shape_of(rep);
+    if (shape.swap_capacity_tokens > 0 && r.kv_tokens > 0 && rep.swap_tokens + r.kv_tokens <= shape.swap_capacity_tokens) {
       r.swapped = true;
       rep.swap_tokens += r.kv_tokens;
       rep.swap_pending_tokens += r.kv_tokens;
       swapped_tokens_ += static_cast<std::uint64_t>(r.kv_tokens);
+      shape.swapped_tokens += static_cast<std::uint64_t>(r.kv_tokens);
       ++swapped_out_;
     } else {
       if (d_.engine.swap) ++swap_space_full_;
@@ -837,6 +905,7 @@ class Engine {
         rep.swap_tokens -= r.kv_tokens;
         rep.swap_pending_tokens += r.kv_tokens;
         swapped_tokens_ += static_cast<std::uint64_t>(r.kv_tokens);
+        shape_of(rep).swapped_tokens += static_cast<std::uint64_t>(r.kv_tokens);
       } else if (r.prefilling()) {
         prompt_tokens_ += static_cast<std::uint64_t>(r.to_prefill);
         prefix_hit_tokens_ += static_cast<std::uint64_t>(hit);
@@ -947,12 +1016,13 @@ class Engine {
       }
     }
     shape.replica_tokens = replica_tokens;
-    IterationTimer::Time t = timer_.time(shape);
+    Shape& own = shape_of(rep);
+    IterationTimer::Time t = own.timer.time(shape);
     if (rep.swap_pending_tokens > 0) {
       // Each GPU copies its share of the KV over its own host link, before the forward pass (vLLM V0's
       // cache engine swaps blocks at the start of the step); timed alone, not on a shared network.
       const double host_Bps = d_.cluster.groups.front().host_link.bandwidth_Bps;
-      t.swap_s = host_Bps > 0 ? static_cast<double>(rep.swap_pending_tokens) * capacity_.kv_bytes_per_token / host_Bps : 0;
+      t.swap_s = host_Bps > 0 ? static_cast<double>(rep.swap_pending_tokens) * own.capacity.kv_bytes_per_token / host_Bps : 0;
       t.total_s += t.swap_s;
       rep.swap_pending_tokens = 0;
     }
@@ -973,6 +1043,7 @@ class Engine {
     rep.last_kv_use = kv;
     sample();
     busy_ += t;
+    shape_of(rep).compute_s += t.total_s - t.swap_s;
     rep.iteration_end_s = queue_.now() + t.total_s;
     rep.iteration_compute_s = t.total_s - t.swap_s;
     queue_.push(rep.iteration_end_s, names_.iteration_kind | ((rep.stamp & 0xFFFFFFu) << 8), names_.first_replica_subject + index);
@@ -999,9 +1070,43 @@ class Engine {
   EventNames names_;
   std::size_t next_arrival_ = 0;
   std::uint64_t finished_ = 0;
-  IterationTimer timer_;
-  KvCapacity capacity_;
-  std::int64_t swap_capacity_tokens_;  // a replica's swap space, in tokens of KV (0: preemption recomputes)
+  // A replica's shape: its TP, iteration times and KV capacity; the prefill replicas' (every replica's) first,
+  // and where the decode replicas' TP differs, theirs second (each replica's `shape`).
+  struct Shape {
+    explicit Shape(const ServingDeployment& d)
+        : tp(d.tp),
+          timer(d),
+          capacity(kv_capacity(d)),
+          // A lane's share of the swap space, as of the KV blocks (vLLM: num_cpu_blocks //= pipeline_parallel_size).
+          swap_capacity_tokens(d.engine.swap && capacity.kv_bytes_per_token > 0
+                                   ? static_cast<std::int64_t>(d.engine.swap_space_bytes / capacity.kv_bytes_per_token) / d.pp  // a rank's own, with data-parallel attention
+                                   : 0) {}
+    int tp;
+    IterationTimer timer;
+    KvCapacity capacity;
+    std::int64_t swap_capacity_tokens;  // a lane's swap space, in tokens of KV (0: preemption recomputes)
+    // Its lanes' iterations: their forward passes' time, and what of it failures cut; KV tokens swapped.
+    double compute_s = 0, cut_s = 0;
+    std::uint64_t swapped_tokens = 0;
+  };
+  Shape& shape_of(const Replica& rep) { return shapes_[rep.shape]; }
+  const Shape& shape_of(const Replica& rep) const { return shapes_[rep.shape]; }
+  const Shape& shape_of(std::uint32_t lane) const { return shapes_[replicas_[lane].shape]; }
+
+  // A KV cache of `tokens` from a replica of `from_tp` to one of shape `to`: each GPU of the decode
+  // replica receives its own TP rank's KV heads of each stage's layers from the prefill GPUs that hold
+  // them (data-parallel attention: the rank's whole KV, one GPU to one), into `out`.
+  void kv_shares(std::int64_t tokens, int from_tp, const Shape& to, std::vector<KvShare>& out) const {
+    out.clear();
+    const int p = d_.dp_attention ? 1 : from_tp, q = d_.dp_attention ? 1 : to.tp;
+    for (std::size_t s = 0; s < to.capacity.stage_kv_bytes_per_token.size(); ++s) {
+      const double bytes = static_cast<double>(tokens) * to.capacity.stage_kv_bytes_per_token[s];  // on each decode GPU
+      add_kv_shares(p, q, kv_heads_, bytes, static_cast<std::uint32_t>(s), out);
+    }
+  }
+
+  std::vector<Shape> shapes_;
+  double kv_heads_;  // the KV heads TP splits (latent attention's one latent, whole on every rank: 1)
   std::vector<Replica> replicas_;
   std::array<std::uint32_t, 3> next_replica_{};  // round-robin's cursor, one a role where disaggregated
   std::uint64_t preemptions_ = 0, iterations_ = 0, batched_ = 0;
@@ -1012,7 +1117,8 @@ class Engine {
   std::vector<std::uint32_t> unrouted_;  // requests that found no replica up
   // KV transfers timed alone in flight, earliest end first (ties by request).
   std::priority_queue<std::pair<double, std::uint32_t>, std::vector<std::pair<double, std::uint32_t>>, std::greater<>> transfers_;
-  std::vector<double> stage_bytes_;  // the transfer being started's, each stage's a GPU
+  std::vector<KvShare> shares_;      // the transfer being started's
+  std::vector<double> link_bytes_;   // scratch: a transfer timed alone, each GPU's bytes on NVLink and on its NIC
   std::uint64_t kv_transfers_ = 0;
   double kv_transfer_bytes_ = 0, kv_transfer_s_ = 0;
   double replica_s_ = 0;  // of replicas parked since; the ones up are added at the summary
