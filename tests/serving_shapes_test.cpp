@@ -3,8 +3,13 @@
 // replica's decode, exactly; in a scenario the shares are flows on the network; bad shapes are refused by
 // field.
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
 
 #include "fleetsim/error.hpp"
+#include "fleetsim/report.hpp"
 #include "fleetsim/serving.hpp"
 #include "helpers.hpp"
 #include "fleetsim/simulation.hpp"
@@ -191,4 +196,42 @@ TEST_CASE("in a scenario a failed GPU of a TP 8 decode replica stops it, and it 
   CHECK(r.e2e_s.max > 2 + startup);
   CHECK(r.prompt_tokens > 2048);
   CHECK(std::any_of(r.notes.begin(), r.notes.end(), [&](const std::string& n) { return n.find("a decode replica " + format_quantity(startup, Dimension::time)) != std::string::npos; }));
+}
+
+TEST_CASE("a serving plan searches the decode replicas' TP beside each split, on the nodes both shapes take", "[serving][plan][pd-shapes]") {
+  // Nodes as a scenario places them: prefill replicas' pieces first, then the decode replicas'.
+  CHECK(replica_nodes(4, 1, 8, 3, 2, 8) == 2);   // two TP 4 on node 0, one TP 8 on node 1
+  CHECK(replica_nodes(4, 1, 8, 3, 1, 8) == 3);   // one TP 4 on node 0 (half empty), two TP 8
+  CHECK(replica_nodes(16, 1, 8, 2, 1, 8) == 3);  // TP 16 over two nodes, TP 8 on a third
+  CHECK(replica_nodes(8, 1, 8, 3, 1, 4) == 2);   // TP 8, then two TP 4 sharing a node
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fleetsim-serving-plan-decode-tp-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "d.json") << R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": "llama-3-70b", "tp": 4,
+      "requests": {"rate": "2 /s", "count": 60, "prompt_tokens": {"uniform": [500, 1500]}, "output_tokens": {"uniform": [50, 150]}},
+      "slos": [{"metric": "ttft", "percentile": 95, "target": "2 s"}, {"metric": "tpot", "target": "60 ms"}]})";
+  const std::string file = (dir / "plan.json").string();
+  const ServingPlan plan = parse_serving_plan(R"({"serving": "d.json", "search": {"node_types": ["hgx-h100-8"], "disaggregation": [0, 0.5], "decode_tp": [4, 8],
+      "replicas": {"min": 2, "max": 3}}, "rates": ["2 /s"], "seeds": 1})", file);
+  const ServingPlanResult r = plan_serving(plan, 2);
+  // Together; split at TP 4 both sides (decode_tp 4 is tp's own: one line, not two); split with TP 8 decodes.
+  REQUIRE(r.lines.size() == 3);
+  CHECK(r.lines[0].prefill_share == 0);
+  CHECK(r.lines[1].decode_tp == 0);
+  CHECK(r.lines[2].decode_tp == 8);
+  for (const ServingPoint& p : r.points) {
+    CHECK(p.nodes == replica_nodes(4, 1, 8, p.replicas, p.prefill_replicas, p.decode_tp));
+    CHECK(p.verdict != ServingPoint::Verdict::does_not_fit);
+  }
+  std::ostringstream text;
+  write_serving_plan_text(text, plan, r);
+  CHECK_THAT(text.str(), Catch::Contains("(D at TP 8)"));
+  CHECK_THAT(serving_plan_json(plan, r), Catch::Contains("\"decode_tp\": 8"));
+  // Without a split there is no decode replica to size.
+  try {
+    parse_serving_plan(R"({"serving": "d.json", "search": {"node_types": ["hgx-h100-8"], "decode_tp": [8]}, "rates": ["2 /s"]})", file);
+    FAIL("a decode TP without a split was accepted");
+  } catch (const InputError& e) {
+    CHECK_THAT(std::string(e.what()), Catch::Contains("/search/decode_tp: the decode replicas' TP applies to prefill/decode splits"));
+  }
+  std::filesystem::remove_all(dir);
 }

@@ -965,11 +965,11 @@ TEST_CASE("a serving plan searches pipeline stages and TP across nodes, each poi
   REQUIRE(r.lines.size() == 6);
   // Nodes as a scenario places replicas: pieces of a node's worth, first fit (TP 2 x PP 3 leaves 2 GPUs of a
   // node, which no 6-GPU replica takes; TP 4 x PP 3's 4-GPU pieces pair up on a node).
-  CHECK(replica_nodes(2, 3, 8, 4) == 4);
-  CHECK(replica_nodes(4, 3, 8, 2) == 3);
-  CHECK(replica_nodes(4, 2, 8, 3) == 3);
-  CHECK(replica_nodes(2, 1, 8, 5) == 2);
-  CHECK(replica_nodes(16, 2, 8, 2) == 8);
+  CHECK(replica_nodes(2, 3, 8, 4, 0, 0) == 4);
+  CHECK(replica_nodes(4, 3, 8, 2, 0, 0) == 3);
+  CHECK(replica_nodes(4, 2, 8, 3, 0, 0) == 3);
+  CHECK(replica_nodes(2, 1, 8, 5, 0, 0) == 2);
+  CHECK(replica_nodes(16, 2, 8, 2, 0, 0) == 8);
   for (const ServingPoint& p : r.points) {
     const int groups = p.replicas * p.pp;  // here TP groups of 4 and 8 fill nodes, one of 16 takes two whole
     CHECK(p.nodes == (p.tp <= 8 ? (groups + 8 / p.tp - 1) / (8 / p.tp) : groups * p.tp / 8));

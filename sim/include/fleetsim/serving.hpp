@@ -379,6 +379,8 @@ struct ServingPlan {
   std::vector<bool> dp_attentions{false};
   // Prefill/decode splits: the share of a point's replicas that only prefill (0: every replica does both).
   std::vector<double> prefill_shares{0.0};
+  // The decode replicas' TP sizes to try beside each split's (0: the prefill replicas' tp).
+  std::vector<int> decode_tps{0};
   // Engine knob settings to try: each the deployment's "knobs" object with some knobs set (JSON text),
   // and what it sets ("" for the deployment's own).
   struct Knobs {
@@ -390,9 +392,11 @@ struct ServingPlan {
   int seeds = 3;
   OwnershipCost cost;  // "cost": rent by default, or a month owned (docs/plan.md#cost)
 };
-// The nodes of `node_gpus` GPUs that `replicas` replicas of tp x pp GPUs take, placed as a scenario places
-// them: each replica's pieces (a node's worth of its GPUs, stage after stage, the last maybe less) first fit.
-int replica_nodes(int tp, int pp, int node_gpus, int replicas);
+// The nodes of `node_gpus` GPUs that `replicas` replicas of tp x pp GPUs take (of which, where
+// `prefill_replicas` > 0 and `decode_tp` > 0, the decode replicas of decode_tp x pp), placed as a scenario
+// places them: each replica's pieces (a node's worth of its GPUs, stage after stage, the last maybe less)
+// first fit.
+int replica_nodes(int tp, int pp, int node_gpus, int replicas, int prefill_replicas, int decode_tp);
 ServingPlan parse_serving_plan(std::string_view json_text, const std::string& file);
 ServingPlan load_serving_plan(const std::string& path);
 bool is_serving_plan(std::string_view json_text);  // a plan file naming a serving deployment
@@ -404,6 +408,7 @@ struct ServingPoint {
   bool dp_attention = false;  // the replicas' attention data-parallel over their tp GPUs
   double prefill_share = 0;  // of the plan's prefill_shares
   int prefill_replicas = 0;  // of the replicas (0: not disaggregated)
+  int decode_tp = 0;         // the decode replicas' TP where it differs (0: tp)
   std::string knobs;         // the knob setting's label ("" for the deployment's own)
   double usd_per_month = 0;  // what the plan ranks by: rent, or owning where the plan says so
   MonthlyCost cost;          // both ways, owning's energy at the replicas' GPU utilization

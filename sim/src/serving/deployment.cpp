@@ -497,19 +497,21 @@ std::optional<std::uint32_t> first_fit(int need, std::vector<int>& free_gpus, st
 
 }  // namespace
 
-int replica_nodes(int tp, int pp, int node_gpus, int replicas) {
+int replica_nodes(int tp, int pp, int node_gpus, int replicas, int prefill_replicas, int decode_tp) {
   ServingDeployment shape;
   shape.tp = tp;
   shape.pp = pp;
+  shape.replicas = replicas;
+  shape.prefill_replicas = prefill_replicas;
+  shape.decode_tp = decode_tp;
   shape.cluster.groups.emplace_back().node.gpus = node_gpus;
-  const std::vector<int> pieces = shape.piece_gpus(0);
   // As many nodes as the pieces could need, one each; the placement takes the first ones.
-  const auto most = static_cast<std::uint32_t>(replicas * static_cast<int>(pieces.size()));
+  const auto most = static_cast<std::uint32_t>(shape.first_piece(static_cast<std::size_t>(replicas)));
   std::vector<int> free_gpus(most, node_gpus);
   std::map<int, std::uint32_t> search_from;
   std::uint32_t used = 0;
   for (int r = 0; r < replicas; ++r) {
-    for (const int need : pieces) used = std::max(used, *first_fit(need, free_gpus, search_from, 0, most) + 1);
+    for (const int need : shape.piece_gpus(static_cast<std::size_t>(r))) used = std::max(used, *first_fit(need, free_gpus, search_from, 0, most) + 1);
   }
   return static_cast<int>(used);
 }

@@ -23,14 +23,15 @@ std::string first_problem(const InputError& e) {
   return e.problems().empty() ? e.what() : e.problems().front().pointer + ": " + e.problems().front().message;
 }
 
-// One line of the search: a rate, a node type, a TP size and stages, an engine, a prefill share and a
-// knob setting; only the replicas change.
+// One line of the search: a rate, a node type, a TP size and stages, an engine, a prefill share (with the
+// decode replicas' TP) and a knob setting; only the replicas change.
 struct Line {
   double rate_per_s;
   std::string node_type, engine;
   int tp, pp;
   bool dp_attention;
   double prefill_share;
+  int decode_tp;      // 0: tp
   std::size_t knobs;  // into the plan's knob_settings
 };
 
@@ -43,6 +44,7 @@ ServingPoint point_of(const ServingPlan& plan, const Line& line) {
   p.pp = line.pp;
   p.dp_attention = line.dp_attention;
   p.prefill_share = line.prefill_share;
+  p.decode_tp = line.decode_tp;
   p.knobs = plan.knob_settings[line.knobs].label;
   return p;
 }
@@ -50,10 +52,17 @@ ServingPoint point_of(const ServingPlan& plan, const Line& line) {
 ServingPoint evaluate(const ServingPlan& plan, const Line& line, int replicas) {
   ServingPoint p = point_of(plan, line);
   p.replicas = replicas;
+  if (line.prefill_share > 0) {
+    if (replicas < 2) {
+      p.why = "a prefill/decode split needs 2 replicas at least";
+      return p;
+    }
+    p.prefill_replicas = std::clamp(static_cast<int>(std::lround(replicas * line.prefill_share)), 1, replicas - 1);
+  }
   const NodeType* node = Catalog::builtin().node(line.node_type);
   // The nodes the replicas take as a scenario places them (a shape the deployment refuses comes back as its
   // reason below).
-  p.nodes = replica_nodes(line.tp, line.pp, node->gpus, replicas);
+  p.nodes = replica_nodes(line.tp, line.pp, node->gpus, replicas, p.prefill_replicas, line.decode_tp);
   p.gpus = p.nodes * node->gpus;
   const ClusterSpec cluster = cluster_of(line.node_type, p.nodes);
   // The month both ways; owning's energy follows the GPUs' busy share over the seeds (idle where none ran).
@@ -70,13 +79,9 @@ ServingPoint evaluate(const ServingPlan& plan, const Line& line, int replicas) {
                                   {"/engine", "\"" + line.engine + "\""},
                                   {"/requests/rate", "\"" + detail::shortest_text(line.rate_per_s) + " /s\""}};
   if (!plan.knob_settings[line.knobs].json.empty()) edits.push_back({"/knobs", plan.knob_settings[line.knobs].json});
-  if (line.prefill_share > 0) {
-    if (replicas < 2) {
-      p.why = "a prefill/decode split needs 2 replicas at least";
-      return p;
-    }
-    p.prefill_replicas = std::clamp(static_cast<int>(std::lround(replicas * line.prefill_share)), 1, replicas - 1);
-    edits.push_back({"/disaggregation", R"({"prefill": )" + std::to_string(p.prefill_replicas) + R"(, "decode": )" + std::to_string(replicas - p.prefill_replicas) + "}"});
+  if (p.prefill_replicas > 0) {
+    edits.push_back({"/disaggregation", R"({"prefill": )" + std::to_string(p.prefill_replicas) + R"(, "decode": )" + std::to_string(replicas - p.prefill_replicas) +
+                                            (line.decode_tp > 0 ? R"(, "decode_tp": )" + std::to_string(line.decode_tp) : "") + "}"});
   }
   ServingDeployment base;
   try {
@@ -255,6 +260,10 @@ ServingPlan parse_serving_plan(std::string_view json_text, const std::string& fi
         for (const Json& x : *shares) plan.prefill_shares.push_back(x.get<double>());
       }
     }
+    degrees("decode_tp", "the decode replicas' TP sizes", plan.decode_tps);
+    if (s.field("decode_tp") != nullptr && std::all_of(plan.prefill_shares.begin(), plan.prefill_shares.end(), [](double share) { return share == 0; })) {
+      s.problem("decode_tp", "the decode replicas' TP applies to prefill/decode splits: expected \"disaggregation\" with a share above 0 beside it");
+    }
     if (const Json* knobs = s.field("knobs")) read_knob_search(*knobs, plan, problems);
     if (const Json* r = s.field("replicas")) {
       ObjectReader rr(*r, "/search/replicas", problems);
@@ -295,7 +304,16 @@ ServingPlanResult plan_serving(const ServingPlan& plan, unsigned threads) {
           for (const bool dp : plan.dp_attentions) {
             for (const std::string& engine : plan.engines) {
               for (double share : plan.prefill_shares) {
-                for (std::size_t k = 0; k < plan.knob_settings.size(); ++k) lines.push_back({rate, node, engine, tp, pp, dp, share, k});
+                // A split's decode replicas at each TP searched (one equal to tp is the split's own shape,
+                // tried once); no split, one line.
+                std::vector<int> decode_tps;
+                for (int d : share > 0 ? plan.decode_tps : std::vector<int>{0}) {
+                  if (d == tp) d = 0;
+                  if (std::find(decode_tps.begin(), decode_tps.end(), d) == decode_tps.end()) decode_tps.push_back(d);
+                }
+                for (int decode_tp : decode_tps) {
+                  for (std::size_t k = 0; k < plan.knob_settings.size(); ++k) lines.push_back({rate, node, engine, tp, pp, dp, share, decode_tp, k});
+                }
               }
             }
           }
