@@ -224,7 +224,16 @@ TEST_CASE("a serving plan searches the decode replicas' TP beside each split, on
   }
   std::ostringstream text;
   write_serving_plan_text(text, plan, r);
-  CHECK_THAT(text.str(), Catch::Contains("(D at TP 8)"));
+  CHECK_THAT(text.str(), Catch::Contains("P+1D, D at TP 8"));
+  // The points simulated TP 8 decodes: at 3 replicas (2 prefill, 1 decode) a token is faster than at TP 4.
+  const auto tpot_at_three = [&](int decode_tp) {
+    for (const ServingPoint& p : r.points) {
+      if (p.replicas == 3 && p.prefill_replicas == 2 && p.decode_tp == decode_tp) return p.slos.at(1).mean_s;
+    }
+    FAIL("no point of 2 prefill and 1 decode replicas");
+    return 0.0;
+  };
+  CHECK(tpot_at_three(8) < 0.8 * tpot_at_three(0));
   CHECK_THAT(serving_plan_json(plan, r), Catch::Contains("\"decode_tp\": 8"));
   // Without a split there is no decode replica to size.
   try {
@@ -232,6 +241,15 @@ TEST_CASE("a serving plan searches the decode replicas' TP beside each split, on
     FAIL("a decode TP without a split was accepted");
   } catch (const InputError& e) {
     CHECK_THAT(std::string(e.what()), Catch::Contains("/search/decode_tp: the decode replicas' TP applies to prefill/decode splits"));
+  }
+  // Nor beside data-parallel attention on every line.
+  std::ofstream(dir / "moe.json") << R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": "qwen3-30b-a3b", "tp": 2, "dp_attention": true,
+      "requests": {"rate": "2 /s", "count": 60, "prompt_tokens": 512, "output_tokens": 64}, "slos": [{"metric": "ttft", "target": "2 s"}]})";
+  try {
+    parse_serving_plan(R"({"serving": "moe.json", "search": {"node_types": ["hgx-h100-8"], "disaggregation": [0.5], "decode_tp": [4]}, "rates": ["2 /s"]})", file);
+    FAIL("a decode TP beside data-parallel attention was accepted");
+  } catch (const InputError& e) {
+    CHECK_THAT(std::string(e.what()), Catch::Contains("/search/decode_tp: decode replicas of another TP beside data-parallel attention are not modelled yet"));
   }
   std::filesystem::remove_all(dir);
 }

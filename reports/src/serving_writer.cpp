@@ -309,7 +309,7 @@ std::string point_setup(const ServingPoint& p) {
   std::string split = p.prefill_replicas > 0 ? std::to_string(p.prefill_replicas) + "P+" + std::to_string(p.replicas - p.prefill_replicas) + "D"
                       : p.prefill_share > 0  ? format_number(100 * p.prefill_share) + "% P"
                                              : "together";
-  if (p.decode_tp > 0) split += " (D at TP " + std::to_string(p.decode_tp) + ")";
+  if (p.decode_tp > 0) split += ", D at TP " + std::to_string(p.decode_tp);
   if (p.dp_attention) split = "DP attention; " + split;
   return p.knobs.empty() ? split : split + "; " + p.knobs;
 }

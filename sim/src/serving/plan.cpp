@@ -52,13 +52,7 @@ ServingPoint point_of(const ServingPlan& plan, const Line& line) {
 ServingPoint evaluate(const ServingPlan& plan, const Line& line, int replicas) {
   ServingPoint p = point_of(plan, line);
   p.replicas = replicas;
-  if (line.prefill_share > 0) {
-    if (replicas < 2) {
-      p.why = "a prefill/decode split needs 2 replicas at least";
-      return p;
-    }
-    p.prefill_replicas = std::clamp(static_cast<int>(std::lround(replicas * line.prefill_share)), 1, replicas - 1);
-  }
+  if (line.prefill_share > 0 && replicas >= 2) p.prefill_replicas = std::clamp(static_cast<int>(std::lround(replicas * line.prefill_share)), 1, replicas - 1);
   const NodeType* node = Catalog::builtin().node(line.node_type);
   // The nodes the replicas take as a scenario places them (a shape the deployment refuses comes back as its
   // reason below).
@@ -71,6 +65,10 @@ ServingPoint evaluate(const ServingPlan& plan, const Line& line, int replicas) {
     p.usd_per_month = p.cost.ranked_usd(plan.cost);
   };
   price(0);
+  if (line.prefill_share > 0 && replicas < 2) {
+    p.why = "a prefill/decode split needs 2 replicas at least";
+    return p;
+  }
   std::vector<ScenarioEdit> edits{{"/cluster", R"({"nodes": [{"type": ")" + line.node_type + R"(", "count": )" + std::to_string(p.nodes) + "}]}"},
                                   {"/tp", std::to_string(line.tp)},
                                   {"/pp", std::to_string(line.pp)},
@@ -251,9 +249,11 @@ ServingPlan parse_serving_plan(std::string_view json_text, const std::string& fi
         }
       }
     }
+    bool shares_ok = true;
     if (const Json* shares = s.field("disaggregation")) {  // prefill shares of the replicas, 0 for none
       if (!shares->is_array() || shares->empty() ||
           !std::all_of(shares->begin(), shares->end(), [](const Json& x) { return x.is_number() && x.get<double>() >= 0 && x.get<double>() < 1; })) {
+        shares_ok = false;
         s.problem("disaggregation", "expected a non-empty array of prefill shares of the replicas, each from 0 (no split) to below 1, found " + detail::describe(*shares));
       } else {
         plan.prefill_shares.clear();
@@ -261,8 +261,10 @@ ServingPlan parse_serving_plan(std::string_view json_text, const std::string& fi
       }
     }
     degrees("decode_tp", "the decode replicas' TP sizes", plan.decode_tps);
-    if (s.field("decode_tp") != nullptr && std::all_of(plan.prefill_shares.begin(), plan.prefill_shares.end(), [](double share) { return share == 0; })) {
+    if (s.field("decode_tp") != nullptr && shares_ok && std::all_of(plan.prefill_shares.begin(), plan.prefill_shares.end(), [](double share) { return share == 0; })) {
       s.problem("decode_tp", "the decode replicas' TP applies to prefill/decode splits: expected \"disaggregation\" with a share above 0 beside it");
+    } else if (s.field("decode_tp") != nullptr && std::all_of(plan.dp_attentions.begin(), plan.dp_attentions.end(), [](bool dp) { return dp; })) {
+      s.problem("decode_tp", "decode replicas of another TP beside data-parallel attention are not modelled yet: expected false in search.dp_attention, or no \"decode_tp\"");
     }
     if (const Json* knobs = s.field("knobs")) read_knob_search(*knobs, plan, problems);
     if (const Json* r = s.field("replicas")) {
@@ -305,9 +307,9 @@ ServingPlanResult plan_serving(const ServingPlan& plan, unsigned threads) {
             for (const std::string& engine : plan.engines) {
               for (double share : plan.prefill_shares) {
                 // A split's decode replicas at each TP searched (one equal to tp is the split's own shape,
-                // tried once); no split, one line.
+                // tried once); no split, or data-parallel attention (its ranks one GPU each), one line.
                 std::vector<int> decode_tps;
-                for (int d : share > 0 ? plan.decode_tps : std::vector<int>{0}) {
+                for (int d : share > 0 && !dp ? plan.decode_tps : std::vector<int>{0}) {
                   if (d == tp) d = 0;
                   if (std::find(decode_tps.begin(), decode_tps.end(), d) == decode_tps.end()) decode_tps.push_back(d);
                 }
