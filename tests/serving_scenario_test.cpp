@@ -5,6 +5,7 @@
 // yet run beside, are refused with the field.
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -15,6 +16,7 @@
 #include "fleetsim/serving.hpp"
 #include "fleetsim/simulation.hpp"
 #include "helpers.hpp"
+#include "serving/replica_set.hpp"
 
 using namespace fleetsim;
 
@@ -592,6 +594,44 @@ TEST_CASE("an autoscaled deployment adds replicas on free GPUs as its queue grow
              Catch::Contains("/serving/0/autoscale/max: expected at least min"));
   CHECK_THAT(error_of(scenario(R"({"model": "llama-3-8b", "autoscale": {"min": 1, "max": 2}, "disaggregation": {"prefill": 1, "decode": 1}, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})")),
              Catch::Contains("/serving/0/autoscale: autoscaling a disaggregated deployment"));
+}
+
+TEST_CASE("a GPU failure during a drain parks the replica and gives its GPUs back instead of restarting it", "[serving][scenario][autoscale][faults]") {
+  // The engine driven by hand: a second replica added at once, drained at 2 s while it still decodes, and
+  // one of its GPUs failing then. It used to come back serving once repaired (the drain undone).
+  const Scenario sc = parse_scenario(scenario(R"({"name": "chat", "model": "llama-3-8b", "autoscale": {"min": 1, "max": 2, "interval": "10 s"},
+      "requests": {"rate": "20 /s", "count": 200, "prompt_tokens": 512, "output_tokens": 256}})"), "s.json", ".");
+  const ServingDeployment& d = *sc.serving[0];
+  EventQueue queue;
+  const serving::EventNames names{.arrival_kind = 0, .iteration_kind = 1, .transfer_kind = 2, .arrival_subject = 0, .first_replica_subject = 0};
+  serving::ReplicaSet set(d, serving::make_requests(d, 1, 0), queue, names);
+  std::vector<std::uint32_t> drained;
+  set.on_drained([&](std::uint32_t lane) { drained.push_back(lane); });
+  const auto run_until = [&](double t) {
+    while (!queue.empty() && queue.top().time_s <= t) {
+      const Event e = queue.pop();
+      if (e.kind == names.arrival_kind) {
+        set.arrive();
+      } else {
+        set.iteration_done(e.subject, e.kind >> 8);
+      }
+    }
+  };
+  set.start();
+  set.replica_up(1, 0.0);
+  run_until(2.0);
+  REQUIRE(set.load().serving == 2);
+  set.drain(1);
+  REQUIRE(set.load().serving == 1);
+  REQUIRE(drained.empty());  // it still holds requests
+  set.replica_down(1);
+  CHECK(drained == std::vector<std::uint32_t>{1});
+  CHECK(set.load().parked == std::optional<std::uint32_t>{1});
+  run_until(std::numeric_limits<double>::infinity());
+  const ServingResult r = set.summarize(queue.now());
+  CHECK(r.completed == 200);
+  CHECK(r.replica_failures == 1);
+  CHECK(r.requests_rerouted > 0);
 }
 
 TEST_CASE("an autoscaled pipeline-parallel deployment adds and drains whole replicas, every lane together, on a node's worth of GPUs each", "[serving][scenario][pp][autoscale]") {

@@ -136,7 +136,8 @@ void Serving::take_gpus(std::uint32_t replica, std::vector<std::uint32_t> gpus) 
   replica_gpus_[replica] = std::move(gpus);
 }
 
-// A drained replica's GPUs go back to the tasks (their VRAM too; a failed one's was wiped already).
+// A drained replica's GPUs go back to the tasks (their VRAM too; a failed one's was wiped already, and it
+// goes back to them once repaired: the replica no longer counts it).
 void Serving::give_back_gpus(std::uint32_t replica) {
   for (std::uint32_t g : replica_gpus_[replica]) {
     gpu_replica_[g] = -1;
@@ -144,6 +145,7 @@ void Serving::give_back_gpus(std::uint32_t replica) {
     if (!occupancy_->down(g)) memory_->unhold(make_id<GpuId>(g), engine_bytes_[replica], queue_.now());
   }
   replica_gpus_[replica].clear();
+  replica_gpus_down_[replica] = 0;
 }
 
 void Serving::scale(std::uint32_t k) {

@@ -366,14 +366,21 @@ class Engine {
   // One of the replica's GPUs failed: every lane of it stops (a pipeline's lanes each run on all its
   // stages; data-parallel ranks wait on each other's experts), their iterations in flight and KV caches
   // lost. Every request they held goes back to the router, to prefill its prompt and what it generated
-  // again, once all are down, so that none is routed to a lane about to stop.
+  // again, once all are down, so that none is routed to a lane about to stop. A replica being drained is
+  // not restarted: it parks at once, its GPUs going back (the failed one to the tasks once repaired).
   void replica_down(std::uint32_t replica) {
     std::vector<std::uint32_t> held;
-    bool stopped = false;
+    bool stopped = false, draining = false;
     const std::uint32_t lanes = lanes_a_replica();
+    for (std::uint32_t lane = replica * lanes; lane < (replica + 1) * lanes; ++lane) draining |= replicas_[lane].draining;
     for (std::uint32_t lane = replica * lanes; lane < (replica + 1) * lanes; ++lane) stopped |= stop_lane(lane, held);
     if (!stopped) return;
     ++replica_failures_;
+    if (draining) {
+      for (std::uint32_t lane = replica * lanes; lane < (replica + 1) * lanes; ++lane) {
+        if (!replicas_[lane].parked) park(lane);
+      }
+    }
     sample();
     for (std::uint32_t id : held) {
       recompute_from_start(requests_[id]);
