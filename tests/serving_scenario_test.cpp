@@ -53,6 +53,31 @@ const std::string kWorkflows = R"(, "workflows": {"steps": {"name": "steps", "ta
   "workload": [{"workflow": "steps", "arrival": {"process": "once", "count": 64}}],
   "slos": [{"metric": "latency_p95", "target": "1 h"}])";
 
+// An autoscaled deployment of a scenario on one HGX H100, its engine driven by hand (no autoscaler, no
+// faults: the test adds, drains and fails replicas itself); `drained`: each replica parked, and when.
+struct HandDriven {
+  explicit HandDriven(const std::string& deployment)
+      : sc(parse_scenario(scenario(deployment), "s.json", ".")), set(*sc.serving[0], serving::make_requests(*sc.serving[0], 1, 0), queue, names) {
+    set.on_drained([this](std::uint32_t lane) { drained.emplace_back(lane, queue.now()); });
+    set.start();
+  }
+  void run_until(double t) {
+    while (!queue.empty() && queue.top().time_s <= t) {
+      const Event e = queue.pop();
+      if (e.kind == names.arrival_kind) {
+        set.arrive();
+      } else {
+        set.iteration_done(e.subject, e.kind >> 8);
+      }
+    }
+  }
+  Scenario sc;
+  EventQueue queue;
+  serving::EventNames names{.arrival_kind = 0, .iteration_kind = 1, .transfer_kind = 2, .arrival_subject = 0, .first_replica_subject = 0};
+  serving::ReplicaSet set;
+  std::vector<std::pair<std::uint32_t, double>> drained;
+};
+
 std::string error_of(const std::string& json) {
   try {
     parse_scenario(json, "s.json", ".");
@@ -597,41 +622,40 @@ TEST_CASE("an autoscaled deployment adds replicas on free GPUs as its queue grow
 }
 
 TEST_CASE("a GPU failure during a drain parks the replica and gives its GPUs back instead of restarting it", "[serving][scenario][autoscale][faults]") {
-  // The engine driven by hand: a second replica added at once, drained at 2 s while it still decodes, and
-  // one of its GPUs failing then. It used to come back serving once repaired (the drain undone).
-  const Scenario sc = parse_scenario(scenario(R"({"name": "chat", "model": "llama-3-8b", "autoscale": {"min": 1, "max": 2, "interval": "10 s"},
-      "requests": {"rate": "20 /s", "count": 200, "prompt_tokens": 512, "output_tokens": 256}})"), "s.json", ".");
-  const ServingDeployment& d = *sc.serving[0];
-  EventQueue queue;
-  const serving::EventNames names{.arrival_kind = 0, .iteration_kind = 1, .transfer_kind = 2, .arrival_subject = 0, .first_replica_subject = 0};
-  serving::ReplicaSet set(d, serving::make_requests(d, 1, 0), queue, names);
-  std::vector<std::uint32_t> drained;
-  set.on_drained([&](std::uint32_t lane) { drained.push_back(lane); });
-  const auto run_until = [&](double t) {
-    while (!queue.empty() && queue.top().time_s <= t) {
-      const Event e = queue.pop();
-      if (e.kind == names.arrival_kind) {
-        set.arrive();
-      } else {
-        set.iteration_done(e.subject, e.kind >> 8);
-      }
-    }
-  };
-  set.start();
-  set.replica_up(1, 0.0);
-  run_until(2.0);
-  REQUIRE(set.load().serving == 2);
-  set.drain(1);
-  REQUIRE(set.load().serving == 1);
-  REQUIRE(drained.empty());  // it still holds requests
-  set.replica_down(1);
-  CHECK(drained == std::vector<std::uint32_t>{1});
-  CHECK(set.load().parked == std::optional<std::uint32_t>{1});
-  run_until(std::numeric_limits<double>::infinity());
-  const ServingResult r = set.summarize(queue.now());
+  // A second replica added at once, drained at 2 s while it still decodes, and one of its GPUs failing
+  // then. It used to come back serving once repaired (the drain undone).
+  HandDriven engine(R"({"name": "chat", "model": "llama-3-8b", "autoscale": {"min": 1, "max": 2, "interval": "10 s"},
+      "requests": {"rate": "20 /s", "count": 200, "prompt_tokens": 512, "output_tokens": 256}})");
+  engine.set.replica_up(1, 0.0);
+  engine.run_until(2.0);
+  REQUIRE(engine.set.load().serving == 2);
+  engine.set.drain(1);
+  REQUIRE(engine.set.load().serving == 1);
+  REQUIRE(engine.drained.empty());  // it still holds requests
+  engine.set.replica_down(1);
+  CHECK(engine.drained == std::vector<std::pair<std::uint32_t, double>>{{1, engine.queue.now()}});  // at once
+  CHECK(engine.set.load().parked == std::optional<std::uint32_t>{1});
+  engine.run_until(std::numeric_limits<double>::infinity());
+  const ServingResult r = engine.set.summarize(engine.queue.now());
   CHECK(r.completed == 200);
   CHECK(r.replica_failures == 1);
   CHECK(r.requests_rerouted > 0);
+}
+
+TEST_CASE("a replica of several lanes counts its time until its last lane parks", "[serving][scenario][autoscale][dp-attention]") {
+  // Two data-parallel ranks a replica: the second replica, up from 0 s, drains at 2 s; its ranks finish
+  // at different times, and its GPUs are held until the last has (it used to count each rank's half
+  // until that rank parked).
+  HandDriven engine(R"({"name": "moe", "model": "qwen3-30b-a3b", "tp": 2, "dp_attention": true, "autoscale": {"min": 1, "max": 2, "interval": "10 s"},
+      "requests": {"rate": "40 /s", "count": 400, "prompt_tokens": {"uniform": [256, 1024]}, "output_tokens": {"uniform": [32, 512]}}})");
+  engine.set.replica_up(1, 0.0);
+  engine.run_until(2.0);
+  engine.set.drain(1);
+  engine.run_until(std::numeric_limits<double>::infinity());
+  REQUIRE(engine.drained.size() == 1);
+  const ServingResult r = engine.set.summarize(engine.queue.now());
+  CHECK(r.completed == 400);
+  CHECK(r.replica_s == Approx(engine.queue.now() + engine.drained.front().second).epsilon(1e-12));  // the first replica throughout, the second until drained
 }
 
 TEST_CASE("an autoscaled pipeline-parallel deployment adds and drains whole replicas, every lane together, on a node's worth of GPUs each", "[serving][scenario][pp][autoscale]") {

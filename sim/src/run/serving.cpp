@@ -136,8 +136,9 @@ void Serving::take_gpus(std::uint32_t replica, std::vector<std::uint32_t> gpus) 
   replica_gpus_[replica] = std::move(gpus);
 }
 
-// A drained replica's GPUs go back to the tasks (their VRAM too; a failed one's was wiped already, and it
-// goes back to them once repaired: the replica no longer counts it).
+// A drained replica's GPUs go back to the tasks, their VRAM too (a GPU down was wiped already; one failing
+// now, which ended the drain, is released here and wiped by the fault just after). A GPU down goes to the
+// tasks once repaired: the replica no longer counts it.
 void Serving::give_back_gpus(std::uint32_t replica) {
   for (std::uint32_t g : replica_gpus_[replica]) {
     gpu_replica_[g] = -1;

@@ -109,7 +109,8 @@ class ReplicaSet {
   void kv_lost(std::uint32_t request);
   // A lane's iteration (or its restart) ended: the next one starts. False for one a failure cut short.
   bool iteration_done(std::uint32_t lane, std::uint32_t stamp);
-  // A GPU of the replica failed: every lane of it stops, their requests back to the router, KV lost.
+  // A GPU of the replica failed: every lane of it stops, their requests back to the router, KV lost. One
+  // being drained parks at once, calling `drained` (see on_drained) before this returns.
   void replica_down(std::uint32_t replica);
   // Its GPUs are back, or it was just given some (autoscaled): its lanes serve after `startup_s`.
   void replica_up(std::uint32_t replica, double startup_s);
@@ -121,8 +122,8 @@ class ReplicaSet {
     std::optional<std::uint32_t> parked, last_serving;  // a replica slot with no GPUs; the last replica serving
   };
   Load load() const;
-  // Stops routing to the replica's lanes; once the requests of all are done it calls `drained` with its
-  // first lane and parks.
+  // Stops routing to the replica's lanes; once the requests of all are done (or a GPU of it fails) it calls
+  // `drained` with its first lane and parks.
   void drain(std::uint32_t replica);
   void on_drained(std::function<void(std::uint32_t first_lane)> drained);
   std::uint64_t unfinished() const;            // requests not yet completed

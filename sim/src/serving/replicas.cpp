@@ -501,14 +501,16 @@ class Engine {
     rep.draining = false;
     rep.down = rep.parked = true;
     ++rep.stamp;
-    replica_s_ += (queue_.now() - rep.up_since_s) / lanes_a_replica();  // a lane's share of its replica's time
     rep.cache = PrefixCache{};
     rep.kv = KvBlocks(shape_of(rep).capacity.lane_blocks, d_.engine.block_size);
-    // The replica's GPUs go back once its last lane has parked (held under its first lane).
+    // The replica's GPUs go back once its last lane has parked (held under its first lane): its time ends
+    // then, not when its first lane parked (its lanes were given GPUs together).
     const std::uint32_t lanes = lanes_a_replica();
     const std::uint32_t first = index / lanes * lanes;
     const bool all = std::all_of(replicas_.begin() + first, replicas_.begin() + first + lanes, [](const Replica& r) { return r.parked; });
-    if (all && drained_) drained_(first);
+    if (!all) return;
+    replica_s_ += queue_.now() - replicas_[first].up_since_s;
+    if (drained_) drained_(first);
   }
 
   std::function<void(std::uint32_t)> drained_;
@@ -611,8 +613,10 @@ class Engine {
     out.kv_transfer_bytes = kv_transfer_bytes_;
     out.kv_transfer_s = kv_transfer_s_;
     out.replica_s = replica_s_;
-    for (const Replica& rep : replicas_) {
-      if (!rep.parked) out.replica_s += std::max(0.0, end_s - rep.up_since_s) / lanes_a_replica();
+    const std::uint32_t lanes = lanes_a_replica();
+    for (std::uint32_t first = 0; first < replicas_.size(); first += lanes) {  // a replica holds its GPUs until its last lane parks
+      const auto lane = replicas_.begin() + first;
+      if (std::any_of(lane, lane + lanes, [](const Replica& r) { return !r.parked; })) out.replica_s += std::max(0.0, end_s - lane->up_since_s);
     }
     out.requests_rerouted = rerouted_;
     out.timeline = timeline_;
