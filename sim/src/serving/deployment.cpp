@@ -314,7 +314,7 @@ std::string swap_over_host_memory(const ServingDeployment& d, const NodeGroup& g
 // The model and its GPUs: a transformer LLM whose heads the TP ranks split (unless attention is data-
 // parallel), within one node or over whole nodes, and whose weights leave each GPU room for KV blocks.
 // `decode_side`: d is the decode replicas' shape (decode_tp), its problems reported at "disaggregation".
-void check_fit(ObjectReader& top, const ServingDeployment& d, bool decode_side = false) {
+void check_fit(ObjectReader& top, const ServingDeployment& d, bool decode_side) {
   const auto problem = [&](std::string_view key, const std::string& message) {
     if (decode_side) {
       top.problem("disaggregation", "the decode replicas (decode_tp " + std::to_string(d.tp) + "): " + message);
@@ -333,12 +333,12 @@ void check_fit(ObjectReader& top, const ServingDeployment& d, bool decode_side =
   }
   if (top.field("moe") != nullptr && (!d.experts_spread() || d.tp == 1)) {
     problem("moe", "hot experts load the GPUs unevenly only where each holds its own experts; split over TP (or on one GPU) every GPU holds every expert's share: "
-                       "expected \"expert_parallel\" or \"dp_attention\" over tp above 1 beside \"moe\"");
+                   "expected \"expert_parallel\" or \"dp_attention\" over tp above 1 beside \"moe\"");
     return;
   }
   if (d.expert_imbalance > d.tp) {  // the busiest of tp GPUs takes at most every token
     problem("moe", "expected an imbalance of at most the " + std::to_string(d.tp) + " GPUs the experts are spread over (the busiest one receiving every token), found " +
-                           format_number(d.expert_imbalance));
+                       format_number(d.expert_imbalance));
     return;
   }
   if (!d.dp_attention && d.model.number("heads", 0) > 0 && std::fmod(d.model.number("heads", 0), d.tp) != 0) {
@@ -361,24 +361,24 @@ void check_fit(ObjectReader& top, const ServingDeployment& d, bool decode_side =
   // (CacheConfig.verify_with_parallel_config: "Too large swap space").
   if (const double swap = d.engine.swap_space_bytes * d.tp; d.engine.swap && g.node.host_memory_bytes > 0 && swap > 0.7 * g.node.host_memory_bytes) {
     problem("knobs", "a swap space of " + format_quantity(d.engine.swap_space_bytes, Dimension::bytes) + " a GPU over TP " + std::to_string(d.tp) + " is " +
-                             format_quantity(swap, Dimension::bytes) + ", over 70% of a " + g.node.id + " node's " +
-                             format_quantity(g.node.host_memory_bytes, Dimension::bytes) + " of host memory, which vLLM refuses: expected a smaller swap_space");
+                         format_quantity(swap, Dimension::bytes) + ", over 70% of a " + g.node.id + " node's " +
+                         format_quantity(g.node.host_memory_bytes, Dimension::bytes) + " of host memory, which vLLM refuses: expected a smaller swap_space");
   }
   const KvCapacity c = kv_capacity(d);
   if (c.lane_blocks <= 0) {
     const std::string group = d.pp > 1 ? "stage " + std::to_string(c.bound_stage) + " of its pipeline" : d.dp_attention ? "a GPU of its replica (attention whole on each)" : "its TP group";
     problem(d.pp > 1 ? "pp" : "tp", "the model does not fit " + group + ": " + format_quantity(c.weights_per_gpu_bytes, Dimension::bytes) + " of weights a GPU, " +
-                          format_quantity(c.activation_bytes, Dimension::bytes) + " of activations and " + format_quantity(c.reserved_bytes, Dimension::bytes) +
-                          " reserved leave no room for a KV block " + (d.pp > 1 ? "a lane " : "") + "in " + format_number(d.engine.gpu_memory_utilization * 100) + "% of a " + g.gpu.id + "'s " +
-                          format_quantity(g.gpu.vram_bytes, Dimension::bytes) + ": expected a larger tp" + (d.pp > 1 ? " or pp" : ""));
+                      format_quantity(c.activation_bytes, Dimension::bytes) + " of activations and " + format_quantity(c.reserved_bytes, Dimension::bytes) +
+                      " reserved leave no room for a KV block " + (d.pp > 1 ? "a lane " : "") + "in " + format_number(d.engine.gpu_memory_utilization * 100) + "% of a " + g.gpu.id + "'s " +
+                      format_quantity(g.gpu.vram_bytes, Dimension::bytes) + ": expected a larger tp" + (d.pp > 1 ? " or pp" : ""));
     return;
   }
   std::int64_t longest = d.shared_prefix.tokens + d.prompt_tokens.high + d.output_tokens.high;
   for (const auto& r : d.trace) longest = std::max(longest, r.prompt + r.output);
   if (longest > c.lane_tokens) {
     problem("requests", "a request of " + format_number(static_cast<double>(longest)) + " tokens (prompt and output) would not fit a replica's KV cache of " +
-                                format_number(static_cast<double>(c.lane_tokens)) + " tokens" + (d.pp > 1 ? " a lane (1/" + std::to_string(d.pp) + " of its blocks)" : "") +
-                                ", so it could never run");
+                            format_number(static_cast<double>(c.lane_tokens)) + " tokens" + (d.pp > 1 ? " a lane (1/" + std::to_string(d.pp) + " of its blocks)" : "") +
+                            ", so it could never run");
   }
 }
 

@@ -1102,7 +1102,6 @@ class Engine {
   };
   Shape& shape_of(const Replica& rep) { return shapes_[rep.shape]; }
   const Shape& shape_of(const Replica& rep) const { return shapes_[rep.shape]; }
-  const Shape& shape_of(std::uint32_t lane) const { return shapes_[replicas_[lane].shape]; }
 
   // A KV cache of `tokens` from a replica of `from_tp` to one of shape `to`: each GPU of the decode
   // replica receives its own TP rank's KV heads of each stage's layers from the prefill GPUs that hold
