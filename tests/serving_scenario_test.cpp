@@ -789,3 +789,29 @@ TEST_CASE("GPU busy time grows with the horizon, even where the run stops during
     previous = s.gpu_busy_s;
   }
 }
+
+TEST_CASE("a replica wanted by its deployment's autoscaling gets a node even where other replicas' nodes have as many GPUs free, scattered", "[serving][scenario][autoscale]") {
+  // Llama 3 8B at TP 4 on one HGX H100 and one HGX H200 (4 GPUs free on each, kept on by their replicas),
+  // and a TP 8 chat deployment on two HGX A100s, one replica to start: its second replica needs the other A100
+  // node. The 8 free GPUs elsewhere cannot hold it; the node autoscaler used to count them against its
+  // demand and never started the node.
+  const std::string small = R"({"name": "%s", "model": "llama-3-8b", "tp": 4, "nodes": "%s", "requests": {"rate": "1 /s", "count": 50, "prompt_tokens": 256, "output_tokens": 32}})";
+  const auto on = [&](const std::string& name, const std::string& type) {
+    std::string s = small;
+    s.replace(s.find("%s"), 2, name);
+    s.replace(s.find("%s"), 2, type);
+    return s;
+  };
+  const std::string chat = R"({"name": "chat", "model": "llama-3-8b", "tp": 8, "nodes": "hgx-a100-8", "router": "least-tokens", "autoscale": {"min": 1, "max": 2, "interval": "10 s"},
+      "requests": {"rate": "100 /s", "count": 6000, "prompt_tokens": {"uniform": [512, 2048]}, "output_tokens": {"uniform": [64, 256]}}})";
+  const std::string nodes = R"([{"type": "hgx-h100-8", "count": 1}, {"type": "hgx-h200-8", "count": 1}, {"type": "hgx-a100-8", "count": 2}])";
+  const std::string scaled = R"(, "autoscale": {"policy": "utilization", "target_utilization": 1.0, "min_nodes": 0, "initial_nodes": 0,
+      "interval": "10 s", "provisioning": "30 s", "scale_in_window": "0 s"})";
+  const RunResult run = simulate(parse_scenario(scenario(on("a", "hgx-h100-8") + ", " + on("b", "hgx-h200-8") + ", " + chat, scaled, nodes), "s.json", "."));
+  const ServingResult& r = run.summary.serving.back();
+  REQUIRE(r.deployment->name == "chat");
+  CHECK(r.completed == 6000);
+  CHECK(r.scale_ups_without_gpus > 0);  // asked for while the node came up
+  CHECK(r.scale_ups >= 1);
+  CHECK(run.summary.nodes_started >= 1);
+}

@@ -71,10 +71,11 @@ int Autoscaler::desired_nodes() const {
   int want = on;
   switch (a.policy) {
     case AutoscaleSpec::Policy::utilization: {
-      // GPUs running tasks on the nodes no serving replica keeps on, and those waiting tasks and the replicas'
-      // autoscaling ask for, less the free GPUs of the nodes replicas keep on (taken first): what the other
-      // nodes are for.
-      double running = 0, free_kept = 0, waiting = serving_wants_();
+      // GPUs running tasks on the nodes no serving replica keeps on, and those waiting tasks ask for less the
+      // free GPUs of the nodes replicas keep on (taken first), and those the replicas' autoscaling asks for
+      // (it found no free GPUs that could hold a replica's pieces, so none of those free ones count for
+      // it): what the other nodes are for.
+      double running = 0, free_kept = 0, waiting = 0;
       for (std::uint32_t n = 0; n < cluster_.node_count(); ++n) {
         const bool kept_on = pinned(n);
         for_gpus_of(n, [&](std::uint32_t g) {
@@ -83,7 +84,7 @@ int Autoscaler::desired_nodes() const {
         });
       }
       for (const ReadyTask& r : ready_) waiting += r.gpus;
-      const double demand = running + std::max(0.0, waiting - free_kept);
+      const double demand = running + std::max(0.0, waiting - free_kept) + serving_wants_();
       want = kept + static_cast<int>(std::ceil(demand / (a.target_utilization * per_node) - 1e-9));
       break;
     }
