@@ -814,4 +814,13 @@ TEST_CASE("a replica wanted by its deployment's autoscaling gets a node even whe
   CHECK(r.scale_ups_without_gpus > 0);  // asked for while the node came up
   CHECK(r.scale_ups >= 1);
   CHECK(run.summary.nodes_started >= 1);
+  // The same on one node type: replicas of TP 2 x PP 3 leave 2 GPUs free on each of four A100 nodes (8 in
+  // all, none able to hold a TP 8 replica); the sixth node, off, is started for the second chat replica.
+  const std::string staged = R"({"name": "a", "model": "llama-3-8b", "tp": 2, "pp": 3, "replicas": 4, "nodes": "hgx-a100-8",
+      "requests": {"rate": "1 /s", "count": 50, "prompt_tokens": 256, "output_tokens": 32}})";
+  const RunResult same = simulate(parse_scenario(scenario(staged + ", " + chat, scaled, R"([{"type": "hgx-a100-8", "count": 6}])"), "s.json", "."));
+  const ServingResult& c = same.summary.serving.back();
+  CHECK(c.completed == 6000);
+  CHECK(c.scale_ups >= 1);
+  CHECK(same.summary.nodes_started == 1);
 }

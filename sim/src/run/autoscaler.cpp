@@ -72,9 +72,9 @@ int Autoscaler::desired_nodes() const {
   switch (a.policy) {
     case AutoscaleSpec::Policy::utilization: {
       // GPUs running tasks on the nodes no serving replica keeps on, and those waiting tasks ask for less the
-      // free GPUs of the nodes replicas keep on (taken first), and those the replicas' autoscaling asks for
-      // (it found no free GPUs that could hold a replica's pieces, so none of those free ones count for
-      // it): what the other nodes are for.
+      // free GPUs of the nodes replicas keep on (taken first), at the target utilization; and whole nodes for
+      // the pieces of replicas the deployments' autoscaling wants that find no room (no free GPUs offset
+      // them: they found none that could hold them): what the other nodes are for.
       double running = 0, free_kept = 0, waiting = 0;
       for (std::uint32_t n = 0; n < cluster_.node_count(); ++n) {
         const bool kept_on = pinned(n);
@@ -84,8 +84,8 @@ int Autoscaler::desired_nodes() const {
         });
       }
       for (const ReadyTask& r : ready_) waiting += r.gpus;
-      const double demand = running + std::max(0.0, waiting - free_kept) + serving_wants_();
-      want = kept + static_cast<int>(std::ceil(demand / (a.target_utilization * per_node) - 1e-9));
+      const double demand = running + std::max(0.0, waiting - free_kept);
+      want = kept + static_cast<int>(std::ceil(demand / (a.target_utilization * per_node) - 1e-9)) + static_cast<int>(std::ceil(serving_wants_() / per_node - 1e-9));
       break;
     }
     case AutoscaleSpec::Policy::queue: {

@@ -161,7 +161,7 @@ void Serving::scale(std::uint32_t k) {
   scaled_[k].waiting_for_gpus = false;  // until this decision says otherwise
   if (load.waiting >= static_cast<std::uint64_t>(as.queue) * static_cast<std::uint64_t>(std::max(1, load.serving)) && replicas < as.max && load.parked) {
     std::vector<std::uint32_t> gpus;
-    if (free_gpus_for(d, gpus)) {
+    if (free_gpus_for(d, gpus) == 0) {
       const std::uint32_t subject = first_replica_[k] + *load.parked * static_cast<std::uint32_t>(lanes);
       take_gpus(subject, std::move(gpus));
       set.replica_up(*load.parked, startup_s_[subject]);
@@ -181,9 +181,10 @@ void Serving::scale(std::uint32_t k) {
 
 // A replica's GPUs as a scenario places it, stage after stage: each piece (a node's worth of them, or what is
 // left) on the first node of its group with that many GPUs no task, replica or failure holds, and none of
-// this replica's other pieces took. False where a piece finds none.
-bool Serving::free_gpus_for(const ServingDeployment& d, std::vector<std::uint32_t>& gpus) const {
+// this replica's other pieces took. The GPUs of the pieces that find none (0: the replica is placed).
+int Serving::free_gpus_for(const ServingDeployment& d, std::vector<std::uint32_t>& gpus) const {
   gpus.clear();
+  int unplaced = 0;
   for (const int need : d.piece_gpus(0)) {  // autoscaled replicas are of one shape
     std::vector<std::uint32_t> piece;
     for (std::uint32_t n = d.first_node; n < d.first_node + d.nodes && piece.size() < static_cast<std::size_t>(need); ++n) {
@@ -193,10 +194,13 @@ bool Serving::free_gpus_for(const ServingDeployment& d, std::vector<std::uint32_
         if (!occupancy_->busy(g) && occupancy_->tasks_on(g).empty() && std::find(gpus.begin(), gpus.end(), g) == gpus.end()) piece.push_back(g);
       }
     }
-    if (piece.size() < static_cast<std::size_t>(need)) return false;
-    gpus.insert(gpus.end(), piece.begin(), piece.end());
+    if (piece.size() < static_cast<std::size_t>(need)) {
+      unplaced += need;
+    } else {
+      gpus.insert(gpus.end(), piece.begin(), piece.end());
+    }
   }
-  return true;
+  return unplaced;
 }
 
 void Serving::start(Occupancy& occupancy, GpuMemory& memory) {
@@ -245,9 +249,12 @@ void Serving::gpu_up(std::uint32_t gpu) {
   }
 }
 
+// The GPUs of the replicas' pieces that the deployments' last decisions wanted and that find no room now
+// (GPUs may have come free since).
 double Serving::gpus_wanted() const {
   double gpus = 0;
-  for (std::size_t k = 0; k < sets_.size(); ++k) gpus += scaled_[k].waiting_for_gpus ? sc_.serving[k]->tp * sc_.serving[k]->pp : 0;
+  std::vector<std::uint32_t> scratch;
+  for (std::size_t k = 0; k < sets_.size(); ++k) gpus += scaled_[k].waiting_for_gpus ? free_gpus_for(*sc_.serving[k], scratch) : 0;
   return gpus;
 }
 

@@ -93,7 +93,7 @@ class Serving {
   std::unordered_map<std::uint32_t, KvInFlight> kv_in_flight_;
   std::uint32_t next_kv_ = 0;
   std::vector<std::uint32_t> stranded_kv_;
-  bool free_gpus_for(const ServingDeployment& d, std::vector<std::uint32_t>& gpus) const;
+  int free_gpus_for(const ServingDeployment& d, std::vector<std::uint32_t>& gpus) const;
   void send_kv(std::uint32_t deployment, const serving::KvTransfer& t);
   void take_gpus(std::uint32_t replica, std::vector<std::uint32_t> gpus);
   void give_back_gpus(std::uint32_t replica);
