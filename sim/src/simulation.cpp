@@ -97,7 +97,7 @@ class Run {
     if (sc_.autoscale.on()) {
       // A node going off loses what its host memory held.
       autoscaler_.emplace(sc_, cluster_, queue_, occupancy_, memory_, billing_, [this] { return workload_.unfinished() > 0 || serving_.unfinished() > 0; },
-                          [this] { return serving_.gpus_wanted(); }, round_,
+                          [this] { return serving_.nodes_wanted(); }, round_,
                           [this](std::uint32_t n) { tasks_.host_memory_lost(make_id<NodeId>(n)); });
       listeners_.push_back(&*autoscaler_);
     }

@@ -27,7 +27,7 @@ struct Fixture {
         workload(sc, sc.seed, {1.0}, queue, trace),
         predicted(sc, cluster, compute),
         round(sc, run::PolicyRound::make_policy(sc), cluster, occupancy, memory, predicted, trace, queue, /*record_decisions=*/true),
-        autoscaler(sc, cluster, queue, occupancy, memory, billing, [this] { return workload.unfinished() > 0; }, [] { return 0.0; }, round,
+        autoscaler(sc, cluster, queue, occupancy, memory, billing, [this] { return workload.unfinished() > 0; }, [] { return std::vector<run::Serving::NodesWanted>{}; }, round,
                    [this](std::uint32_t n) { nodes_off.push_back(n); }) {
     for (std::uint32_t g : held) occupancy.set_held(g, true);
     billing.start(0);  // the node on from the start

@@ -2,13 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "events.hpp"
 
 namespace fleetsim::run {
 
 Autoscaler::Autoscaler(const Scenario& sc, const Cluster& cluster, EventQueue& queue, Occupancy& occupancy, GpuMemory& memory,
-                       Billing& billing, std::function<bool()> work_left, std::function<double()> serving_wants, PolicyRound& round,
+                       Billing& billing, std::function<bool()> work_left, std::function<std::vector<Serving::NodesWanted>()> serving_wants, PolicyRound& round,
                        std::function<void(std::uint32_t node)> node_off)
     : sc_(sc),
       cluster_(cluster),
@@ -85,13 +86,14 @@ int Autoscaler::desired_nodes() const {
       }
       for (const ReadyTask& r : ready_) waiting += r.gpus;
       const double demand = running + std::max(0.0, waiting - free_kept);
-      want = kept + static_cast<int>(std::ceil(demand / (a.target_utilization * per_node) - 1e-9)) + static_cast<int>(std::ceil(serving_wants_() / per_node - 1e-9));
+      want = kept + static_cast<int>(std::ceil(demand / (a.target_utilization * per_node) - 1e-9));
+      for (const Serving::NodesWanted& w : serving_wants_()) want += w.nodes;
       break;
     }
     case AutoscaleSpec::Policy::queue: {
       double oldest = queue_.now();
       for (const ReadyTask& r : ready_) oldest = std::min(oldest, r.ready_s);
-      if (queue_.now() - oldest > a.target_wait_s || serving_wants_() > 0) want = on + 1;
+      if (queue_.now() - oldest > a.target_wait_s || !serving_wants_().empty()) want = on + 1;
       else if (ready_.empty() && occupancy_.free_gpus() >= static_cast<std::uint32_t>(per_node)) want = on - 1;
       break;
     }
@@ -134,18 +136,28 @@ void Autoscaler::on_decide() {
   const std::string why = !round_.recording() ? std::string()
                                               : "the autoscaler wants " + std::to_string(want) + (want == 1 ? " node" : " nodes") + " on; " +
                                                     std::to_string(on_now) + (on_now == 1 ? " is" : " are") + " on or provisioning";
+  // Nodes for the serving replicas wanted come from their deployments' groups, first; the rest from any.
+  std::vector<Serving::NodesWanted> serving = want > on_now ? serving_wants_() : std::vector<Serving::NodesWanted>{};
   for (int on = nodes_on(); on < want; ++on) {
+    std::uint32_t first = 0, end = count;
+    while (!serving.empty() && serving.front().nodes == 0) serving.erase(serving.begin());
+    if (!serving.empty()) {
+      --serving.front().nodes;
+      const bool room = std::any_of(node_state_.begin() + serving.front().first_node, node_state_.begin() + serving.front().end_node,
+                                    [](NodeState s) { return s == NodeState::draining || s == NodeState::off; });
+      if (room) std::tie(first, end) = std::pair{serving.front().first_node, serving.front().end_node};
+    }
     // A draining node is the quickest to have back; else the first node that is off.
-    std::uint32_t n = 0;
-    while (n < count && node_state_[n] != NodeState::draining) ++n;
-    if (n < count) {
+    std::uint32_t n = first;
+    while (n < end && node_state_[n] != NodeState::draining) ++n;
+    if (n < end) {
       record(DecisionKind::node_kept, n, why);
       node_state_[n] = NodeState::on;
       set_gpus_off(n, false);
       continue;
     }
-    n = 0;
-    while (n < count && node_state_[n] != NodeState::off) ++n;
+    n = first;
+    while (n < end && node_state_[n] != NodeState::off) ++n;
     record(DecisionKind::node_started, n, why);
     node_state_[n] = NodeState::provisioning;
     billed_since_[n] = now;

@@ -17,6 +17,7 @@
 #include "listener.hpp"
 #include "occupancy.hpp"
 #include "policy_round.hpp"
+#include "serving.hpp"
 #include "workload.hpp"
 
 namespace fleetsim::run {
@@ -25,9 +26,9 @@ class Autoscaler : public RunListener {
  public:
   // It sees the round's ready queue and records its decisions in the round's log. `node_off` is told
   // when a node goes off: its host memory is gone. It decides while `work_left` says there is work;
-  // `serving_wants` is the GPUs serving replicas' autoscaling wanted and found none free for.
+  // `serving_wants` is the nodes serving replicas' autoscaling wanted and found no free GPUs for, by node group.
   Autoscaler(const Scenario& scenario, const Cluster& cluster, EventQueue& queue, Occupancy& occupancy, GpuMemory& memory,
-             Billing& billing, std::function<bool()> work_left, std::function<double()> serving_wants, PolicyRound& round,
+             Billing& billing, std::function<bool()> work_left, std::function<std::vector<Serving::NodesWanted>()> serving_wants, PolicyRound& round,
              std::function<void(std::uint32_t node)> node_off);
 
   // Nodes past `initial_nodes` start off, but those holding serving replicas; the first decision comes one
@@ -65,7 +66,7 @@ class Autoscaler : public RunListener {
   GpuMemory& memory_;
   Billing& billing_;
   std::function<bool()> work_left_;
-  std::function<double()> serving_wants_;
+  std::function<std::vector<Serving::NodesWanted>()> serving_wants_;
   PolicyRound& round_;
   const ReadyQueue& ready_;
   std::function<void(std::uint32_t)> node_off_;

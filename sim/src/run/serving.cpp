@@ -249,13 +249,18 @@ void Serving::gpu_up(std::uint32_t gpu) {
   }
 }
 
-// The GPUs of the replicas' pieces that the deployments' last decisions wanted and that find no room now
-// (GPUs may have come free since).
-double Serving::gpus_wanted() const {
-  double gpus = 0;
+// The pieces of the replicas the deployments' last decisions wanted that find no room now (GPUs may have
+// come free since), in whole nodes of each deployment's group.
+std::vector<Serving::NodesWanted> Serving::nodes_wanted() const {
+  std::vector<NodesWanted> out;
   std::vector<std::uint32_t> scratch;
-  for (std::size_t k = 0; k < sets_.size(); ++k) gpus += scaled_[k].waiting_for_gpus ? free_gpus_for(*sc_.serving[k], scratch) : 0;
-  return gpus;
+  for (std::size_t k = 0; k < sets_.size(); ++k) {
+    if (!scaled_[k].waiting_for_gpus) continue;
+    const ServingDeployment& d = *sc_.serving[k];
+    const int unplaced = free_gpus_for(d, scratch), per_node = d.cluster.groups.front().node.gpus;
+    if (unplaced > 0) out.push_back({d.first_node, d.first_node + d.nodes, (unplaced + per_node - 1) / per_node});
+  }
+  return out;
 }
 
 std::uint64_t Serving::unfinished() const {

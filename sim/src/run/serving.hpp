@@ -47,9 +47,14 @@ class Serving {
   void gpu_down(std::uint32_t gpu);
   void gpu_up(std::uint32_t gpu);
   std::uint64_t unfinished() const;
-  // GPUs the deployments' autoscaling wanted at its last decisions and found none free for: demand a node
-  // autoscaler beside them counts.
-  double gpus_wanted() const;
+  // Nodes a deployment's autoscaling wanted at its last decision for a replica whose pieces find no room
+  // now: `nodes` more of its node group's (cluster nodes `first_node` to `end_node`), demand a node
+  // autoscaler beside it counts and starts nodes of that group for.
+  struct NodesWanted {
+    std::uint32_t first_node = 0, end_node = 0;
+    int nodes = 0;
+  };
+  std::vector<NodesWanted> nodes_wanted() const;
   // Each deployment's results up to `end_s`; their GPUs' busy time joins the run's utilization and energy.
   void summarize(double end_s, Summary& summary) const;
 
