@@ -827,6 +827,7 @@ TEST_CASE("a replica wanted by its deployment's autoscaling gets a node even whe
   // node off in the cluster's order used to be started, where the replica could never run).
   const std::string before = R"([{"type": "hgx-h100-8", "count": 2}, {"type": "hgx-h200-8", "count": 1}, {"type": "hgx-a100-8", "count": 2}])";
   const RunResult ordered = simulate(parse_scenario(scenario(on("a", "hgx-h100-8") + ", " + on("b", "hgx-h200-8") + ", " + chat, scaled, before), "s.json", "."));
+  CHECK(ordered.summary.serving.back().completed == 6000);
   CHECK(ordered.summary.serving.back().scale_ups >= 1);
   CHECK(ordered.summary.nodes_started == 1);
 }

@@ -27,7 +27,7 @@ struct Fixture {
         workload(sc, sc.seed, {1.0}, queue, trace),
         predicted(sc, cluster, compute),
         round(sc, run::PolicyRound::make_policy(sc), cluster, occupancy, memory, predicted, trace, queue, /*record_decisions=*/true),
-        autoscaler(sc, cluster, queue, occupancy, memory, billing, [this] { return workload.unfinished() > 0; }, [] { return std::vector<run::Serving::NodesWanted>{}; }, round,
+        autoscaler(sc, cluster, queue, occupancy, memory, billing, [this] { return workload.unfinished() > 0; }, [this] { return serving_wants; }, round,
                    [this](std::uint32_t n) { nodes_off.push_back(n); }) {
     for (std::uint32_t g : held) occupancy.set_held(g, true);
     billing.start(0);  // the node on from the start
@@ -56,6 +56,7 @@ struct Fixture {
   run::Predictions predicted;
   run::PolicyRound round;
   std::vector<std::uint32_t> nodes_off;
+  std::vector<run::Serving::NodesWanted> serving_wants;  // what serving replicas ask nodes for
   run::Autoscaler autoscaler;
 };
 
@@ -125,4 +126,15 @@ TEST_CASE("a node holding a serving replica stays on, counted apart from the nod
   Summary summary;
   f.autoscaler.summarize(100, summary);
   CHECK(summary.node_s_on == Approx(100 + 50 + 40));  // node 2 throughout; node 0 0-50 s; node 1 10-50 s
+}
+
+TEST_CASE("nodes started for a serving replica wanted come from its deployment's nodes first", "[run][autoscale]") {
+  Fixture f;
+  f.serving_wants = {{.first_node = 2, .end_node = 3, .nodes = 1}};  // a replica that only node 2's type can hold
+  f.run_until(10);  // 3 nodes wanted: node 2 first, for the replica, then node 1
+  std::vector<std::uint32_t> started;
+  for (const Decision& d : f.trace.decisions) {
+    if (std::string(decision_kind_name(d.kind)) == "node-started") started.push_back(index(*d.node));
+  }
+  CHECK(started == std::vector<std::uint32_t>{2, 1});
 }

@@ -66,6 +66,25 @@ int Autoscaler::pinned_nodes() const {
   return pinned_count;
 }
 
+std::vector<Serving::NodesWanted> Autoscaler::serving_nodes(bool unserved) const {
+  std::vector<Serving::NodesWanted> wants = serving_wants_();
+  std::vector<std::pair<std::uint32_t, int>> claimed;  // by a group's first node: its nodes not on taken so far
+  for (Serving::NodesWanted& w : wants) {
+    int free = 0, provisioning = 0;
+    for (std::uint32_t n = w.first_node; n < w.end_node; ++n) {
+      free += node_state_[n] == NodeState::off || node_state_[n] == NodeState::draining ? 1 : 0;
+      provisioning += node_state_[n] == NodeState::provisioning ? 1 : 0;
+    }
+    auto it = std::find_if(claimed.begin(), claimed.end(), [&](const auto& c) { return c.first == w.first_node; });
+    if (it == claimed.end()) it = claimed.insert(claimed.end(), {w.first_node, 0});
+    w.nodes = std::min(w.nodes, free + provisioning - it->second);
+    it->second += w.nodes;
+    if (unserved) w.nodes -= std::min(w.nodes, std::max(0, provisioning - (it->second - w.nodes)));
+  }
+  std::erase_if(wants, [](const Serving::NodesWanted& w) { return w.nodes <= 0; });
+  return wants;
+}
+
 int Autoscaler::desired_nodes() const {
   const AutoscaleSpec& a = sc_.autoscale;
   const int on = nodes_on(), per_node = static_cast<int>(cluster_.gpus_in(make_id<NodeId>(0))), kept = pinned_nodes();
@@ -87,13 +106,13 @@ int Autoscaler::desired_nodes() const {
       for (const ReadyTask& r : ready_) waiting += r.gpus;
       const double demand = running + std::max(0.0, waiting - free_kept);
       want = kept + static_cast<int>(std::ceil(demand / (a.target_utilization * per_node) - 1e-9));
-      for (const Serving::NodesWanted& w : serving_wants_()) want += w.nodes;
+      for (const Serving::NodesWanted& w : serving_nodes(false)) want += w.nodes;
       break;
     }
     case AutoscaleSpec::Policy::queue: {
       double oldest = queue_.now();
       for (const ReadyTask& r : ready_) oldest = std::min(oldest, r.ready_s);
-      if (queue_.now() - oldest > a.target_wait_s || !serving_wants_().empty()) want = on + 1;
+      if (queue_.now() - oldest > a.target_wait_s || !serving_nodes(true).empty()) want = on + 1;
       else if (ready_.empty() && occupancy_.free_gpus() >= static_cast<std::uint32_t>(per_node)) want = on - 1;
       break;
     }
@@ -136,16 +155,14 @@ void Autoscaler::on_decide() {
   const std::string why = !round_.recording() ? std::string()
                                               : "the autoscaler wants " + std::to_string(want) + (want == 1 ? " node" : " nodes") + " on; " +
                                                     std::to_string(on_now) + (on_now == 1 ? " is" : " are") + " on or provisioning";
-  // Nodes for the serving replicas wanted come from their deployments' groups, first; the rest from any.
-  std::vector<Serving::NodesWanted> serving = want > on_now ? serving_wants_() : std::vector<Serving::NodesWanted>{};
+  // Nodes for the serving replicas wanted and not yet on their way come from their deployments' groups,
+  // first (each such want has a node off or draining there); the rest from any.
+  std::vector<Serving::NodesWanted> serving = want > on_now ? serving_nodes(true) : std::vector<Serving::NodesWanted>{};
   for (int on = nodes_on(); on < want; ++on) {
     std::uint32_t first = 0, end = count;
-    while (!serving.empty() && serving.front().nodes == 0) serving.erase(serving.begin());
     if (!serving.empty()) {
-      --serving.front().nodes;
-      const bool room = std::any_of(node_state_.begin() + serving.front().first_node, node_state_.begin() + serving.front().end_node,
-                                    [](NodeState s) { return s == NodeState::draining || s == NodeState::off; });
-      if (room) std::tie(first, end) = std::pair{serving.front().first_node, serving.front().end_node};
+      std::tie(first, end) = std::pair{serving.front().first_node, serving.front().end_node};
+      if (--serving.front().nodes == 0) serving.erase(serving.begin());
     }
     // A draining node is the quickest to have back; else the first node that is off.
     std::uint32_t n = first;
@@ -165,11 +182,24 @@ void Autoscaler::on_decide() {
     ++nodes_started_;
     queue_.push(now + sc_.autoscale.provisioning_s, kNodeUp, n);
   }
+  // Provisioning nodes on their way to serving replicas wanted are not called off.
+  std::vector<char> spared(count, 0);
+  if (want < on_now) {
+    for (const Serving::NodesWanted& w : serving_nodes(false)) {
+      int keep = w.nodes;
+      for (std::uint32_t n = w.first_node; n < w.end_node && keep > 0; ++n) {
+        if (node_state_[n] == NodeState::provisioning && spared[n] == 0) {
+          spared[n] = 1;
+          --keep;
+        }
+      }
+    }
+  }
   for (int on = nodes_on(); on > want; --on) {
     // The last node still provisioning, else the last node on, drains.
     std::uint32_t n = count;
     for (std::uint32_t k = count; k-- > 0;) {
-      if (node_state_[k] == NodeState::provisioning) {
+      if (node_state_[k] == NodeState::provisioning && spared[k] == 0) {
         n = k;
         break;
       }

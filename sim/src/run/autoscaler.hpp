@@ -47,6 +47,10 @@ class Autoscaler : public RunListener {
 
   int nodes_on() const;
   int desired_nodes() const;
+  // The nodes serving replicas want (serving_wants), each capped at what its group has not on: off,
+  // draining or provisioning nodes, shared in order among the deployments of one group; `unserved`: less
+  // the provisioning ones, already on their way.
+  std::vector<Serving::NodesWanted> serving_nodes(bool unserved) const;
   // A GPU of the node is held by a serving replica: the node stays on.
   bool pinned(std::uint32_t node) const;
   int pinned_nodes() const;
