@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   cmake g++ ninja-build pkg-config
+  ccache               # rebuilds of unchanged sources (CI's clean clones) are lookups
   libboost-graph-dev   # workflow DAGs, topology graphs
   libeigen3-dev        # calibration fits, CPU backend GEMMs
   libcli11-dev         # the fleetsim command line

@@ -9,6 +9,7 @@
 #include "fleetsim/error.hpp"
 #include "fleetsim/realexec.hpp"
 #include "fleetsim/trace_diff.hpp"
+#include "helpers.hpp"
 #include "replay_check.hpp"
 
 using namespace fleetsim;
@@ -38,7 +39,7 @@ std::pair<std::vector<std::vector<float>>, std::vector<std::vector<float>>> run_
 }
 
 const Scenario& validation_scenario() {
-  static const Scenario sc = scale_work(load_scenario(FLEETSIM_SOURCE_DIR "/scenarios/cpu-validate.json"), 0.05);
+  static const Scenario sc = scale_work(load_scenario(test::source_dir() + "/scenarios/cpu-validate.json"), 0.05);
   return sc;
 }
 
@@ -122,7 +123,7 @@ TEST_CASE("the replay check finds a task moved to another device, a phase out of
 
 TEST_CASE("the CPU backend refuses a plan that would not fit in this machine's memory, naming the way out") {
   const ScenarioEdit roomy{"/cluster/nodes/0/gpu_overrides", R"({"vram": "1 PB"})"};
-  const Scenario huge = scale_work(load_scenario(FLEETSIM_SOURCE_DIR "/scenarios/cpu-validate.json", {&roomy, 1}), 1e5);
+  const Scenario huge = scale_work(load_scenario(test::source_dir() + "/scenarios/cpu-validate.json", {&roomy, 1}), 1e5);
   const RunResult plan = simulate(huge);
   REQUIRE_THROWS_WITH(execute_on_cpu(huge, plan), Catch::Contains("--work-scale"));
   CHECK(cpu_seconds_estimate(huge, plan) > 1e4);
@@ -164,7 +165,7 @@ TEST_CASE("against several runs, each task's error is taken from its median, wit
 }
 
 TEST_CASE("scaling the work scales every size of a task and nothing else") {
-  const Scenario& base = load_scenario(FLEETSIM_SOURCE_DIR "/scenarios/cpu-validate.json");
+  const Scenario& base = load_scenario(test::source_dir() + "/scenarios/cpu-validate.json");
   const Scenario half = scale_work(base, 0.5);
   const TaskSpec& a = base.workflows[0].tasks[3];
   const TaskSpec& b = half.workflows[0].tasks[3];

@@ -728,14 +728,18 @@ TEST_CASE("a node autoscaler beside serving keeps the replica's node on and scal
       "workload": [{"workflow": "w", "arrival": {"process": "once", "count": 16}}], "autoscale": {"policy": "utilization", "target_utilization": 0.7, "min_nodes": 0, "initial_nodes": 0,
       "interval": "10 s", "provisioning": "30 s", "scale_in_window": "0 s"})";
   const Scenario sc = parse_scenario(scenario(kChat, scaled, nodes), "s.json", ".");
-  const RunResult run = simulate(sc);
+  const RunResult run = simulate(sc, {.record_link_samples = true});  // with the decision log
   REQUIRE(run.summary.serving.size() == 1);
   CHECK(run.summary.serving.front().completed == 400);
   CHECK(run.summary.workflows.completed == 16);
   CHECK(run.summary.nodes_started >= 1);  // nodes came up for the tasks
+  int node_decisions = 0;
   for (const Decision& d : run.trace.decisions) {
-    if (d.node) CHECK(index(*d.node) != 0);  // never started, drained or stopped: it serves throughout
+    if (!d.node) continue;
+    CHECK(index(*d.node) != 0);  // never started, drained or stopped: it serves throughout
+    ++node_decisions;
   }
+  CHECK(node_decisions > 0);
   CHECK(run.summary.node_s_on >= run.summary.end_s);  // node 0 on from start to end, the others while wanted
   CHECK(run.summary.node_s_on < 3 * run.summary.end_s);
   // Seven one-GPU tasks fit on the replica's node beside it: no node is started for them.
@@ -765,6 +769,48 @@ TEST_CASE("a node autoscaler starts nodes for the replicas a deployment's own au
   CHECK(r.scale_ups_without_gpus > 0);  // asked for while the nodes came up
   CHECK(run.summary.nodes_started >= 1);
   CHECK(run.summary.node_s_on < 3 * run.summary.end_s);  // not every node for the whole run
+}
+
+TEST_CASE("an idle node of another type left on does not stand in for the node a wanted replica needs", "[serving][scenario][autoscale]") {
+  // Llama 3 8B at TP 4 on the first HGX H100 and on the HGX H200, a TP 8 chat deployment on two HGX A100s (one
+  // replica to start), and one 8-GPU task at the start, run on the second H100 (on from the start). The task ends
+  // in seconds, and the chat deployment wants its second replica at the first decisions (10 s): three nodes pinned
+  // by replicas and one for the replica wanted are four nodes wanted, as many as are on. The idle H100 used to
+  // stand in for the A100 the replica needs: nothing started or drained, and the replica never came. Now the A100
+  // starts and the idle H100 drains, in the same decision.
+  const std::string small = R"({"name": "%s", "model": "llama-3-8b", "tp": 4, "nodes": "%s", "requests": {"rate": "1 /s", "count": 50, "prompt_tokens": 256, "output_tokens": 32}})";
+  const auto on = [&](const std::string& name, const std::string& type) {
+    std::string s = small;
+    s.replace(s.find("%s"), 2, name);
+    s.replace(s.find("%s"), 2, type);
+    return s;
+  };
+  const std::string chat = R"({"name": "chat", "model": "llama-3-8b", "tp": 8, "nodes": "hgx-a100-8", "router": "least-tokens", "autoscale": {"min": 1, "max": 2, "interval": "10 s"},
+      "requests": {"rate": "100 /s", "count": 6000, "prompt_tokens": {"uniform": [512, 2048]}, "output_tokens": {"uniform": [64, 256]}}})";
+  const std::string nodes = R"([{"type": "hgx-h100-8", "count": 2}, {"type": "hgx-h200-8", "count": 1}, {"type": "hgx-a100-8", "count": 2}])";
+  const std::string rest = R"(, "workflows": {"w": {"name": "w", "tasks": [{"name": "a", "gpus": 8, "work": {"flop": "20 PFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once", "count": 1}}],
+      "autoscale": {"policy": "utilization", "target_utilization": 1.0, "min_nodes": 0, "initial_nodes": 2,
+      "interval": "10 s", "provisioning": "30 s", "scale_in_window": "1 h"})";
+  const RunResult run = simulate(parse_scenario(scenario(on("a", "hgx-h100-8") + ", " + on("b", "hgx-h200-8") + ", " + chat, rest, nodes), "s.json", "."),
+                                 {.record_link_samples = true});  // with the decision log
+  REQUIRE(run.summary.workflows.completed == 1);
+  REQUIRE(run.trace.instances.size() == 1);
+  CHECK(run.trace.instances.front().end_s < 10);  // done before the first decisions
+  const ServingResult& r = run.summary.serving.back();
+  REQUIRE(r.deployment->name == "chat");
+  CHECK(r.completed == 6000);
+  CHECK(r.scale_ups >= 1);
+  CHECK(run.summary.nodes_started == 1);
+  std::vector<double> started_a100, drained_h100;
+  for (const Decision& d : run.trace.decisions) {
+    if (!d.node) continue;
+    if (d.kind == DecisionKind::node_started && index(*d.node) == 4) started_a100.push_back(d.time_s);
+    if (d.kind == DecisionKind::node_draining && index(*d.node) == 1) drained_h100.push_back(d.time_s);
+  }
+  REQUIRE(started_a100.size() == 1);
+  REQUIRE(drained_h100.size() == 1);
+  CHECK(started_a100.front() == drained_h100.front());
 }
 
 TEST_CASE("GPU busy time grows with the horizon, even where the run stops during a swap's copies", "[serving][scenario]") {

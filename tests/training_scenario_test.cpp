@@ -29,7 +29,7 @@ const std::string kOneSwitch = R"({"nodes": [{"type": "hgx-h100-8", "count": 2}]
 
 std::string error_of(const std::string& json) {
   try {
-    parse_scenario(json, "s.json", FLEETSIM_SOURCE_DIR "/scenarios");
+    parse_scenario(json, "s.json", test::source_dir() + "/scenarios");
   } catch (const InputError& e) {
     return e.what();
   }
@@ -201,7 +201,7 @@ TEST_CASE("a training job file for train runs in a scenario on the scenario's cl
   // dp-1.3b.json names a cluster of 8 HGX nodes; the scenario's single node is what it runs on.
   const Scenario sc = parse_scenario(scenario(R"({"nodes": [{"type": "hgx-a100-8", "count": 1}]})", "",
                                               R"([{"training": "training/dp-1.3b.json", "iterations": 2, "arrival": {"process": "once", "start": "10 s"}}])"),
-                                     "s.json", FLEETSIM_SOURCE_DIR "/scenarios");
+                                     "s.json", test::source_dir() + "/scenarios");
   REQUIRE(sc.workflows.size() == 1);
   CHECK(sc.workflows[0].id == "training:gpt-1.3b-data-parallel");
   CHECK(iteration_of(sc).on.front().gpu == "a100-sxm-80gb");

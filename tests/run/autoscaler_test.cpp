@@ -82,22 +82,25 @@ TEST_CASE("an autoscaler's nodes come up after provisioning and are billed from 
 TEST_CASE("a draining node goes off only when its GPUs run nothing", "[run][autoscale]") {
   Fixture f;
   f.trace.tasks.push_back(TaskRecord{});
+  f.trace.tasks.push_back(TaskRecord{});
   f.run_until(15);
-  f.occupancy.add_task(2, 0);  // node 2 runs a task
-  f.run_until(50);             // one node wanted: nodes 2 then 1 drain (the last ones on)
-  CHECK(f.nodes_off == std::vector<std::uint32_t>{1});
+  f.occupancy.add_task(1, 0);  // nodes 1 and 2 run a task each
+  f.occupancy.add_task(2, 1);
+  f.run_until(50);  // one node wanted: node 0, idle, drains first, then node 2 (the last on)
+  CHECK(f.nodes_off == std::vector<std::uint32_t>{0});
   CHECK_FALSE(f.occupancy.off(2));
   f.queue.push(60, run::kSchedule, 0);
   f.run_until(60);
-  f.occupancy.remove_task(2, 0);
+  f.occupancy.remove_task(2, 1);
   f.autoscaler.gpu_released(2);
-  CHECK(f.nodes_off == std::vector<std::uint32_t>{1, 2});
+  CHECK(f.nodes_off == std::vector<std::uint32_t>{0, 2});
   CHECK(f.occupancy.off(2));
+  CHECK_FALSE(f.occupancy.off(1));  // not draining: it still runs its task
   Summary summary;
   f.autoscaler.summarize(100, summary);
   CHECK(summary.nodes_started == 2);
   CHECK(summary.nodes_stopped == 2);
-  CHECK(summary.node_s_on == Approx(100 + 40 + 50));  // node 0 throughout; node 1 10-50 s; node 2 10-60 s
+  CHECK(summary.node_s_on == Approx(50 + 90 + 50));  // node 0 0-50 s; node 1 10-100 s; node 2 10-60 s
 }
 
 TEST_CASE("the autoscaler's decisions go in the run's decision log, with their reasons", "[run][autoscale]") {
@@ -137,4 +140,26 @@ TEST_CASE("nodes started for a serving replica wanted come from its deployment's
     if (std::string(decision_kind_name(d.kind)) == "node-started") started.push_back(index(*d.node));
   }
   CHECK(started == std::vector<std::uint32_t>{2, 1});
+}
+
+TEST_CASE("a draining node kept for a serving replica is not drained again in the same decision", "[run][autoscale]") {
+  Fixture f;
+  f.run_until(45);  // nodes 1 and 2 on since 15 s
+  f.memory.hold(make_id<GpuId>(2), 1e9, 45);  // an output waits on node 2's GPU: a drain cannot finish
+  f.run_until(50);  // one node wanted: node 1 goes off, node 2 stays draining
+  REQUIRE(f.nodes_off == std::vector<std::uint32_t>{1});
+  f.serving_wants = {{.first_node = 2, .end_node = 3, .nodes = 1}};  // a replica that only node 2's type can hold
+  f.run_until(60);  // node 2 kept for it, and node 0, idle, drains in its place (one node wanted)
+  CHECK(f.nodes_off == std::vector<std::uint32_t>{1, 0});
+  const auto log_at = [&](double t) {
+    std::vector<std::pair<std::string, std::uint32_t>> log;
+    for (const Decision& d : f.trace.decisions) {
+      if (d.time_s == t) log.emplace_back(decision_kind_name(d.kind), index(*d.node));
+    }
+    return log;
+  };
+  using Log = std::vector<std::pair<std::string, std::uint32_t>>;
+  CHECK(log_at(50) == Log{{"node-draining", 2}, {"node-draining", 1}, {"node-off", 1}});
+  CHECK(log_at(60) == Log{{"node-kept", 2}, {"node-draining", 0}, {"node-off", 0}});
+  CHECK(f.trace.reasons[f.trace.decisions[f.trace.decisions.size() - 3].reason] == "a serving replica wanted needs a node of nodes 2 to 2");
 }

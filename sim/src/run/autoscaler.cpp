@@ -112,7 +112,12 @@ int Autoscaler::desired_nodes() const {
     case AutoscaleSpec::Policy::queue: {
       double oldest = queue_.now();
       for (const ReadyTask& r : ready_) oldest = std::min(oldest, r.ready_s);
-      if (queue_.now() - oldest > a.target_wait_s || !serving_nodes(true).empty()) want = on + 1;
+      // One node more for the tasks where the oldest has waited too long, and the nodes of serving replicas
+      // wanted that are not on their way.
+      const bool waited = queue_.now() - oldest > a.target_wait_s;
+      int unserved = 0;
+      for (const Serving::NodesWanted& w : serving_nodes(true)) unserved += w.nodes;
+      if (waited || unserved > 0) want = on + (waited ? 1 : 0) + unserved;
       else if (ready_.empty() && occupancy_.free_gpus() >= static_cast<std::uint32_t>(per_node)) want = on - 1;
       break;
     }
@@ -151,40 +156,54 @@ void Autoscaler::on_decide() {
   if (want < on_now) {  // the most wanted over the window, and never more than now
     for (const auto& [at, n] : wanted_) want = std::max(want, std::min(n, on_now));
   }
-  // The reason for the decision log, written only where the log is kept.
-  const std::string why = !round_.recording() ? std::string()
-                                              : "the autoscaler wants " + std::to_string(want) + (want == 1 ? " node" : " nodes") + " on; " +
-                                                    std::to_string(on_now) + (on_now == 1 ? " is" : " are") + " on or provisioning";
+  // The reasons for the decision log, written only where the log is kept.
+  const bool log = round_.recording();
+  const auto why = [&](int on) {
+    return !log ? std::string()
+                : "the autoscaler wants " + std::to_string(want) + (want == 1 ? " node" : " nodes") + " on; " + std::to_string(on) +
+                      (on == 1 ? " is" : " are") + " on or provisioning";
+  };
+  const std::string why_now = why(on_now);
   // Nodes for the serving replicas wanted and not yet on their way come from their deployments' groups,
-  // first (each such want has a node off or draining there); the rest from any.
-  std::vector<Serving::NodesWanted> serving = want > on_now ? serving_nodes(true) : std::vector<Serving::NodesWanted>{};
-  for (int on = nodes_on(); on < want; ++on) {
+  // first (each such want has a node off or draining there); the rest from any. They start even where as many
+  // nodes as wanted are on: an idle node of another type can stand in that count, and the replica runs only on
+  // its group's; the scale-in below then drains one node for each started beyond the count. Nodes started or
+  // kept for a replica, and provisioning nodes on their way to one, are spared by that scale-in.
+  std::vector<char> spared(count, 0);
+  std::vector<Serving::NodesWanted> serving = serving_nodes(true);
+  int unserved = 0;
+  for (const Serving::NodesWanted& w : serving) unserved += w.nodes;
+  const int to_start = std::max(want - on_now, unserved);
+  for (int started = 0; started < to_start; ++started) {
     std::uint32_t first = 0, end = count;
-    if (!serving.empty()) {
+    std::string reason = why_now;
+    const bool for_replica = !serving.empty();
+    if (for_replica) {
       std::tie(first, end) = std::pair{serving.front().first_node, serving.front().end_node};
       if (--serving.front().nodes == 0) serving.erase(serving.begin());
+      if (log) reason = "a serving replica wanted needs a node of nodes " + std::to_string(first) + " to " + std::to_string(end - 1);
     }
     // A draining node is the quickest to have back; else the first node that is off.
     std::uint32_t n = first;
     while (n < end && node_state_[n] != NodeState::draining) ++n;
     if (n < end) {
-      record(DecisionKind::node_kept, n, why);
+      record(DecisionKind::node_kept, n, reason);
       node_state_[n] = NodeState::on;
       set_gpus_off(n, false);
-      continue;
+    } else {
+      n = first;
+      while (n < end && node_state_[n] != NodeState::off) ++n;
+      record(DecisionKind::node_started, n, reason);
+      node_state_[n] = NodeState::provisioning;
+      billed_since_[n] = now;
+      billing_.start(n);
+      ++nodes_started_;
+      queue_.push(now + sc_.autoscale.provisioning_s, kNodeUp, n);
     }
-    n = first;
-    while (n < end && node_state_[n] != NodeState::off) ++n;
-    record(DecisionKind::node_started, n, why);
-    node_state_[n] = NodeState::provisioning;
-    billed_since_[n] = now;
-    billing_.start(n);
-    ++nodes_started_;
-    queue_.push(now + sc_.autoscale.provisioning_s, kNodeUp, n);
+    if (for_replica) spared[n] = 1;
   }
-  // Provisioning nodes on their way to serving replicas wanted are not called off.
-  std::vector<char> spared(count, 0);
-  if (want < on_now) {
+  const int on_before_scale_in = nodes_on();
+  if (want < on_before_scale_in) {
     for (const Serving::NodesWanted& w : serving_nodes(false)) {
       int keep = w.nodes;
       for (std::uint32_t n = w.first_node; n < w.end_node && keep > 0; ++n) {
@@ -195,8 +214,9 @@ void Autoscaler::on_decide() {
       }
     }
   }
-  for (int on = nodes_on(); on > want; --on) {
-    // The last node still provisioning, else the last node on, drains.
+  const std::string why_scale_in = on_before_scale_in == on_now ? why_now : why(on_before_scale_in);
+  for (int on = on_before_scale_in; on > want; --on) {
+    // The last node still provisioning, else the last node on that runs no task, else the last node on, drains.
     std::uint32_t n = count;
     for (std::uint32_t k = count; k-- > 0;) {
       if (node_state_[k] == NodeState::provisioning && spared[k] == 0) {
@@ -205,17 +225,20 @@ void Autoscaler::on_decide() {
       }
     }
     if (n < count) {
-      turn_off(n, why + " (called off while provisioning)");
+      turn_off(n, why_scale_in + " (called off while provisioning)");
       continue;
     }
-    for (std::uint32_t k = count; k-- > 0;) {
-      if (node_state_[k] == NodeState::on && !pinned(k)) {
-        n = k;
-        break;
-      }
+    const auto drainable = [&](std::uint32_t k) { return node_state_[k] == NodeState::on && !pinned(k) && spared[k] == 0; };
+    for (std::uint32_t k = count; k-- > 0 && n == count;) {
+      bool idle = drainable(k);
+      if (idle) for_gpus_of(k, [&](std::uint32_t g) { idle = idle && occupancy_.tasks_on(g).empty(); });
+      if (idle) n = k;
     }
-    if (n == count) break;  // every node on holds a serving replica
-    record(DecisionKind::node_draining, n, why);
+    for (std::uint32_t k = count; k-- > 0 && n == count;) {
+      if (drainable(k)) n = k;
+    }
+    if (n == count) break;  // every node on holds a serving replica, or was started for one
+    record(DecisionKind::node_draining, n, why_scale_in);
     node_state_[n] = NodeState::draining;
     for_gpus_of(n, [&](std::uint32_t g) { gpu_released(g); });
   }
