@@ -332,12 +332,20 @@ TEST_CASE("runtime op lists are read strictly", "[profiles][input]") {
              Catch::Contains("/runtimes/comfyui/ops/rms_norm/kernels/0/class") && Catch::Contains("memory-bound"));
   CHECK_THAT(with_kernel(R"({"op": "x", "class": "norm", "reads": ["fp33"], "writes": []})"),
              Catch::Contains("/runtimes/comfyui/ops/rms_norm/kernels/0/reads") && Catch::Contains("\"fp32*0.5\""));
-  CHECK_THAT(with_kernel(R"({"op": "x", "class": "norm", "reads": [], "writes": []})"), Catch::Contains("at least one"));
+  CHECK_THAT(with_kernel(R"({"op": "x", "class": "norm", "reads": [], "writes": []})"), Catch::Contains("a tensor read or written"));
   CHECK_THAT(with_kernel(R"({"op": "x", "class": "norm", "reads": ["act*inf"], "writes": []})"), Catch::Contains("kernels/0/reads"));
   CHECK_THAT(with_kernel(R"({"op": "x", "class": "norm", "grid": "groups", "reads": ["act"], "writes": []})"),
              Catch::Contains("kernels/0/grid") && Catch::Contains("reduction"));
   CHECK_THAT(error(R"({"about": "a", "runtimes": {"comfyui": {"name": "n", "source": "s", "launch": "eager", "ops": {"rms_nrom": {}}}}})"),
              Catch::Contains("rms_nrom") && Catch::Contains("did you mean \"rms_norm\""));
+  // The training runtime's section, as strict.
+  const std::string projections = R"("launch": "eager", "projections": {"layout": "separate", "source": "s"})";
+  CHECK_THAT(error(R"({"about": "a", "training_about": "t", "runtimes": {}, "training": {"torchtitan": {"name": "n", "source": "s", )" + projections +
+                   R"(, "ops": {"layer_norm": {}}}}})"),
+             Catch::Contains("/training/torchtitan/ops/layer_norm") && Catch::Contains("no model calls") && Catch::Contains("/training/torchtitan/ops/rope"));
+  CHECK_THAT(error(R"({"about": "a", "runtimes": {}})"), Catch::Contains("/training_about") && Catch::Contains("/training"));
+  CHECK(torchtitan_profile().separate_projections);
+  CHECK(torchtitan_profile().ops.size() == 13);
   // How a diffusion transformer's projections are held, with the code it was read from.
   CHECK(runtime_profile(Runtime::diffusers).separate_projections);
   CHECK_FALSE(runtime_profile(Runtime::comfyui).separate_projections);

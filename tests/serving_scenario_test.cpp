@@ -53,6 +53,15 @@ const std::string kWorkflows = R"(, "workflows": {"steps": {"name": "steps", "ta
   "workload": [{"workflow": "steps", "arrival": {"process": "once", "count": 64}}],
   "slos": [{"metric": "latency_p95", "target": "1 h"}])";
 
+// A light Llama 3 8B deployment at TP 4 on nodes of one type.
+std::string light_on(const std::string& name, const std::string& type) {
+  return R"({"name": ")" + name + R"(", "model": "llama-3-8b", "tp": 4, "nodes": ")" + type +
+         R"(", "requests": {"rate": "1 /s", "count": 50, "prompt_tokens": 256, "output_tokens": 32}})";
+}
+// A TP 8 chat deployment on HGX A100s, autoscaled from one replica to two under a burst.
+const std::string kA100Chat = R"({"name": "chat", "model": "llama-3-8b", "tp": 8, "nodes": "hgx-a100-8", "router": "least-tokens", "autoscale": {"min": 1, "max": 2, "interval": "10 s"},
+    "requests": {"rate": "100 /s", "count": 6000, "prompt_tokens": {"uniform": [512, 2048]}, "output_tokens": {"uniform": [64, 256]}}})";
+
 // An autoscaled deployment of a scenario on one HGX H100, its engine driven by hand (no autoscaler, no
 // faults: the test adds, drains and fails replicas itself); `drained`: each replica parked, and when.
 struct HandDriven {
@@ -778,21 +787,12 @@ TEST_CASE("an idle node of another type left on does not stand in for the node a
   // by replicas and one for the replica wanted are four nodes wanted, as many as are on. The idle H100 used to
   // stand in for the A100 the replica needs: nothing started or drained, and the replica never came. Now the A100
   // starts and the idle H100 drains, in the same decision.
-  const std::string small = R"({"name": "%s", "model": "llama-3-8b", "tp": 4, "nodes": "%s", "requests": {"rate": "1 /s", "count": 50, "prompt_tokens": 256, "output_tokens": 32}})";
-  const auto on = [&](const std::string& name, const std::string& type) {
-    std::string s = small;
-    s.replace(s.find("%s"), 2, name);
-    s.replace(s.find("%s"), 2, type);
-    return s;
-  };
-  const std::string chat = R"({"name": "chat", "model": "llama-3-8b", "tp": 8, "nodes": "hgx-a100-8", "router": "least-tokens", "autoscale": {"min": 1, "max": 2, "interval": "10 s"},
-      "requests": {"rate": "100 /s", "count": 6000, "prompt_tokens": {"uniform": [512, 2048]}, "output_tokens": {"uniform": [64, 256]}}})";
   const std::string nodes = R"([{"type": "hgx-h100-8", "count": 2}, {"type": "hgx-h200-8", "count": 1}, {"type": "hgx-a100-8", "count": 2}])";
   const std::string rest = R"(, "workflows": {"w": {"name": "w", "tasks": [{"name": "a", "gpus": 8, "work": {"flop": "20 PFLOP"}}]}},
       "workload": [{"workflow": "w", "arrival": {"process": "once", "count": 1}}],
       "autoscale": {"policy": "utilization", "target_utilization": 1.0, "min_nodes": 0, "initial_nodes": 2,
       "interval": "10 s", "provisioning": "30 s", "scale_in_window": "1 h"})";
-  const RunResult run = simulate(parse_scenario(scenario(on("a", "hgx-h100-8") + ", " + on("b", "hgx-h200-8") + ", " + chat, rest, nodes), "s.json", "."),
+  const RunResult run = simulate(parse_scenario(scenario(light_on("a", "hgx-h100-8") + ", " + light_on("b", "hgx-h200-8") + ", " + kA100Chat, rest, nodes), "s.json", "."),
                                  {.record_link_samples = true});  // with the decision log
   REQUIRE(run.summary.workflows.completed == 1);
   REQUIRE(run.trace.instances.size() == 1);
@@ -841,19 +841,10 @@ TEST_CASE("a replica wanted by its deployment's autoscaling gets a node even whe
   // and a TP 8 chat deployment on two HGX A100s, one replica to start: its second replica needs the other A100
   // node. The 8 free GPUs elsewhere cannot hold it; the node autoscaler used to count them against its
   // demand and never started the node.
-  const std::string small = R"({"name": "%s", "model": "llama-3-8b", "tp": 4, "nodes": "%s", "requests": {"rate": "1 /s", "count": 50, "prompt_tokens": 256, "output_tokens": 32}})";
-  const auto on = [&](const std::string& name, const std::string& type) {
-    std::string s = small;
-    s.replace(s.find("%s"), 2, name);
-    s.replace(s.find("%s"), 2, type);
-    return s;
-  };
-  const std::string chat = R"({"name": "chat", "model": "llama-3-8b", "tp": 8, "nodes": "hgx-a100-8", "router": "least-tokens", "autoscale": {"min": 1, "max": 2, "interval": "10 s"},
-      "requests": {"rate": "100 /s", "count": 6000, "prompt_tokens": {"uniform": [512, 2048]}, "output_tokens": {"uniform": [64, 256]}}})";
   const std::string nodes = R"([{"type": "hgx-h100-8", "count": 1}, {"type": "hgx-h200-8", "count": 1}, {"type": "hgx-a100-8", "count": 2}])";
   const std::string scaled = R"(, "autoscale": {"policy": "utilization", "target_utilization": 1.0, "min_nodes": 0, "initial_nodes": 0,
       "interval": "10 s", "provisioning": "30 s", "scale_in_window": "0 s"})";
-  const RunResult run = simulate(parse_scenario(scenario(on("a", "hgx-h100-8") + ", " + on("b", "hgx-h200-8") + ", " + chat, scaled, nodes), "s.json", "."));
+  const RunResult run = simulate(parse_scenario(scenario(light_on("a", "hgx-h100-8") + ", " + light_on("b", "hgx-h200-8") + ", " + kA100Chat, scaled, nodes), "s.json", "."));
   const ServingResult& r = run.summary.serving.back();
   REQUIRE(r.deployment->name == "chat");
   CHECK(r.completed == 6000);
@@ -864,7 +855,7 @@ TEST_CASE("a replica wanted by its deployment's autoscaling gets a node even whe
   // all, none able to hold a TP 8 replica); the sixth node, off, is started for the second chat replica.
   const std::string staged = R"({"name": "a", "model": "llama-3-8b", "tp": 2, "pp": 3, "replicas": 4, "nodes": "hgx-a100-8",
       "requests": {"rate": "1 /s", "count": 50, "prompt_tokens": 256, "output_tokens": 32}})";
-  const RunResult same = simulate(parse_scenario(scenario(staged + ", " + chat, scaled, R"([{"type": "hgx-a100-8", "count": 6}])"), "s.json", "."));
+  const RunResult same = simulate(parse_scenario(scenario(staged + ", " + kA100Chat, scaled, R"([{"type": "hgx-a100-8", "count": 6}])"), "s.json", "."));
   const ServingResult& c = same.summary.serving.back();
   CHECK(c.completed == 6000);
   CHECK(c.scale_ups >= 1);
@@ -872,7 +863,7 @@ TEST_CASE("a replica wanted by its deployment's autoscaling gets a node even whe
   // An H100 node off before the A100 node off: the node started for the chat replica is the A100 (the first
   // node off in the cluster's order used to be started, where the replica could never run).
   const std::string before = R"([{"type": "hgx-h100-8", "count": 2}, {"type": "hgx-h200-8", "count": 1}, {"type": "hgx-a100-8", "count": 2}])";
-  const RunResult ordered = simulate(parse_scenario(scenario(on("a", "hgx-h100-8") + ", " + on("b", "hgx-h200-8") + ", " + chat, scaled, before), "s.json", "."));
+  const RunResult ordered = simulate(parse_scenario(scenario(light_on("a", "hgx-h100-8") + ", " + light_on("b", "hgx-h200-8") + ", " + kA100Chat, scaled, before), "s.json", "."));
   CHECK(ordered.summary.serving.back().completed == 6000);
   CHECK(ordered.summary.serving.back().scale_ups >= 1);
   CHECK(ordered.summary.nodes_started == 1);

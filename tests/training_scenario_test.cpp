@@ -4,7 +4,10 @@
 #include <catch2/catch.hpp>
 #include <sstream>
 
+#include "fleetsim/catalog.hpp"
 #include "fleetsim/error.hpp"
+#include "fleetsim/kernel_model.hpp"
+#include "fleetsim/model_profile.hpp"
 #include "fleetsim/plan.hpp"
 #include "fleetsim/report.hpp"
 #include "fleetsim/simulation.hpp"
@@ -182,6 +185,23 @@ TEST_CASE("an FSDP job in a scenario moves its gathers and reduce-scatters on th
   // train's FSDP iteration (gathers hidden layer by layer) against the scenario's (hidden over the passes).
   CHECK(r.iteration_s.mean == Approx(r.alone_s).epsilon(0.15));
   CHECK_THAT(sc.workflows.front().assumptions.back(), Catch::Contains("FSDP gathers and reduce-scatters") && Catch::Contains("96 calls"));
+  // torchtitan's eager layer: FSDP2 copies each gathered layer out of its buffer on the compute stream, so the
+  // compute timed for the scenario keeps those copies, which ZeRO-2's has not.
+  const auto eager = [&](const std::string& parallel) {
+    return iteration_of(parse_scenario(scenario(kOneSwitch, "", R"([{"training": )" + job("e", parallel, R"(, "runtime": "torchtitan")") + R"(, "iterations": 3}])"),
+                                       "s.json", "."))
+        .on.front()
+        .compute_s;
+  };
+  const double eager_fsdp = eager(R"({"dp": 16, "zero": 3})"), eager_zero2 = eager(R"({"dp": 16, "zero": 2})");
+  const TrainingJob fsdp_alone = parse_training_job(R"({"cluster": )" + kOneSwitch + R"(, "model": {"architecture": "llama-3-8b", "seq_len": 4096}, "parallel": {"dp": 16, "zero": 3},
+      "batch": {"global": 16}, "runtime": "torchtitan"})", "e.json");
+  const KernelModel model(*Catalog::builtin().gpu("h100-sxm"));
+  double copy_out = 0;
+  for (const KernelCall& c : operation_kernels(torchtitan_profile(), "fsdp_copy_out", fsdp_alone.model.layer_parameters() / 4096, 4096, Dtype::bf16)) {
+    copy_out += model.estimate(c, Dtype::bf16).time_s();
+  }
+  CHECK(eager_fsdp - eager_zero2 == Approx(2 * 32 * copy_out).epsilon(1e-6));  // one micro-batch: each layer's forward and backward
   // Across one spine, 8:1 oversubscribed (a leaf's uplinks 100 GB/s): one job's gathers cross it behind its
   // compute; two jobs' halve each other's share and no longer hide, so both steps stretch.
   const std::string cluster = R"({"nodes": [{"type": "hgx-h100-8", "count": 4}], "fabric": {"topology": "fat-tree", "nodes_per_leaf": 2, "oversubscription": 8, "spines": 1}})";

@@ -16,6 +16,7 @@
 #include "fleetsim/collective.hpp"
 #include "fleetsim/error.hpp"
 #include "fleetsim/kernel_model.hpp"
+#include "fleetsim/model_profile.hpp"
 #include "fleetsim/report.hpp"
 #include "fleetsim/topology.hpp"
 #include "fleetsim/training.hpp"
@@ -491,6 +492,87 @@ TEST_CASE("training passes are the kernel model's GEMMs, attention and memory-bo
   // Iteration: one forward and backward, then the optimizer step over all 6.7 B parameters.
   CHECK(step.iteration_s == Approx(step.forward_s + step.backward_s + step.optimizer_s));
   CHECK(step.optimizer_s > 34 * step.counts.parameters / 3.35e12);  // 34 bytes each, no faster than HBM
+}
+
+TEST_CASE("torchtitan's eager layer: its projections one GEMM each, its small operations kernel by kernel, counted by hand", "[training][eager]") {
+  // Llama 3 8B at sequence 2048 on one H100, once as Megatron-Core's layer and once as torchtitan's.
+  const auto job = [](const std::string& extra) {
+    return parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "llama-3-8b", "seq_len": 2048},
+        "parallel": {}, "batch": {"global": 1, "micro": 1})" + extra + "}", "eager.json");
+  };
+  const TrainingStep megatron = simulate_training_step(job("")), eager = simulate_training_step(job(R"(, "runtime": "torchtitan", "norm": "fused_rmsnorm")"));
+  const KernelModel model(*Catalog::builtin().gpu("h100-sxm"));
+  const auto time = [&](const KernelCall& c) { return c.count * model.estimate(c, Dtype::bf16).time_s(); };
+  const auto gemm = [&](double m, double n, double k) { return time({.cls = KernelClass::gemm, .m = m, .n = n, .k = k}); };
+  const auto memory = [&](KernelClass cls, double rows, double width) { return time({.cls = cls, .m = rows, .n = width}); };
+  const auto op = [&](std::string_view operation, double rows, double width) {
+    double s = 0;
+    for (const KernelCall& c : operation_kernels(torchtitan_profile(), operation, rows, width, Dtype::bf16)) s += time(c);
+    return s;
+  };
+  const double t = 2048, h = 4096, q = 4096, kv = 1024, f = 14336;
+  // GEMMs: wq, wk and wv one each where Megatron-Core runs one QKV; w1 and w3 one each where it runs one of 2f.
+  const double megatron_gemms = gemm(t, q + 2 * kv, h) + gemm(t, h, q) + gemm(t, 2 * f, h) + gemm(t, h, f);
+  const double eager_gemms = gemm(t, q, h) + 2 * gemm(t, kv, h) + gemm(t, h, q) + 2 * gemm(t, f, h) + gemm(t, h, f);
+  CHECK(eager.forward_kernels.gemm_s - megatron.forward_kernels.gemm_s == Approx(32 * (eager_gemms - megatron_gemms)).epsilon(1e-6));
+  CHECK(eager.forward_kernels.attention_s == megatron.forward_kernels.attention_s);  // SDPA's flash kernel either way
+  // Forward: two fused norms, the rotary embeddings of q and k (fp32), K and V repeated to 32 heads, two residual
+  // adds and the SwiGLU's two kernels, where Megatron-Core runs two norms, two bias-dropout-adds and one SwiGLU.
+  const double megatron_forward = 2 * memory(KernelClass::norm, t, h) + 2 * memory(KernelClass::add, t, h) + memory(KernelClass::add, t, f);
+  const double eager_forward = 2 * op("fused_rms_norm", t, h) + op("rope", t, q) + op("rope", t, kv) + 2 * op("repeat_kv", t, q) +
+                               2 * op("residual_add", t, h) + op("swiglu", t, f);
+  CHECK(eager.forward_kernels.memory_s - megatron.forward_kernels.memory_s == Approx(32 * (eager_forward - megatron_forward)).epsilon(1e-6));
+  // Backward, nothing recomputed: autograd's kernels, with the gradients of tensors read more than once added.
+  const double megatron_backward = 2 * memory(KernelClass::activation, t, h) + 2 * memory(KernelClass::add, t, f) + 2 * memory(KernelClass::add, t, h);
+  const double eager_backward = op("swiglu_backward", t, f) + 5 * op("gradient_add", t, h) + 2 * op("fused_rms_norm_backward", t, h) +
+                                2 * op("repeat_kv_backward", t, q) + op("rope_backward", t, q) + op("rope_backward", t, kv);
+  CHECK(eager.backward_kernels.memory_s - megatron.backward_kernels.memory_s == Approx(32 * (eager_backward - megatron_backward)).epsilon(1e-6));
+  CHECK(eager.iteration_s > megatron.iteration_s);
+  // The composite RMSNorm: eight kernels forward (fp32 inside), sixteen backward, where the fused one runs one and three.
+  CHECK(operation_kernels(torchtitan_profile(), "rms_norm", t, h, Dtype::bf16).size() == 7);  // six that move bytes, one of two launches
+  const TrainingStep composite = simulate_training_step(job(R"(, "runtime": "torchtitan")"));
+  CHECK(composite.forward_kernels.memory_s - eager.forward_kernels.memory_s == Approx(64 * (op("rms_norm", t, h) - op("fused_rms_norm", t, h))).epsilon(1e-6));
+  CHECK(composite.backward_kernels.memory_s - eager.backward_kernels.memory_s ==
+        Approx(64 * (op("rms_norm_backward", t, h) - op("fused_rms_norm_backward", t, h))).epsilon(1e-6));
+  // Selective recomputation by op re-runs what torchtitan's policy does not keep: the norms, wk, the rotary
+  // embeddings, the repeats, wo, the residual add, w3 and the SwiGLU.
+  const TrainingStep by_op = simulate_training_step(job(R"(, "runtime": "torchtitan", "norm": "fused_rmsnorm", "recompute": "selective_op")"));
+  const double again = 2 * op("fused_rms_norm", t, h) + gemm(t, kv, h) + op("rope", t, q) + op("rope", t, kv) + 2 * op("repeat_kv", t, q) + gemm(t, h, q) +
+                       op("residual_add", t, h) + gemm(t, f, h) + op("swiglu", t, f);
+  CHECK(by_op.backward_kernels.total() - eager.backward_kernels.total() == Approx(32 * again).epsilon(1e-6));
+  // FSDP: each gather's copy-out, the layer's parameters, before the forward and the backward.
+  const auto fsdp = [&](const std::string& runtime) {
+    return simulate_training_step(parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "llama-3-8b", "seq_len": 2048},
+        "parallel": {"dp": 8, "zero": 3}, "batch": {"global": 8, "micro": 1}, "runtime": ")" + runtime + R"("})", "fsdp.json"));
+  };
+  const TrainingStep sharded = fsdp("torchtitan"), sharded_megatron = fsdp("megatron");
+  const double layer_parameters = 2 * h * q + 2 * h * kv + 3 * h * f + 2 * h;
+  const double composite_forward = eager_forward + 2 * (op("rms_norm", t, h) - op("fused_rms_norm", t, h));
+  CHECK(sharded.forward_kernels.memory_s - sharded_megatron.forward_kernels.memory_s ==
+        Approx(32 * (composite_forward - megatron_forward + op("fsdp_copy_out", layer_parameters / h, h))).epsilon(1e-6));
+}
+
+TEST_CASE("a runtime torchtitan job is refused where its layer was not read", "[training][eager][input]") {
+  const auto error = [](const std::string& extra, const std::string& model = R"({"architecture": "llama-3-8b", "seq_len": 2048})", const std::string& parallel = "{}") {
+    try {
+      parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": )" + model + R"(, "parallel": )" + parallel +
+                             R"(, "batch": {"global": 2, "micro": 1})" + extra + "}",
+                         "eager.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error(R"(, "runtime": "torchtitan")").empty());
+  CHECK_THAT(error(R"(, "runtime": "torchtitan")", R"({"architecture": "mixtral-8x7b", "seq_len": 2048})"), Catch::Contains("eager.json: /runtime"));
+  CHECK_THAT(error(R"(, "runtime": "torchtitan", "recompute": "selective")"), Catch::Contains("/recompute") && Catch::Contains("selective_op"));
+  CHECK_THAT(error(R"(, "norm": "fused_rmsnorm")"), Catch::Contains("/norm") && Catch::Contains("only with \"runtime\": \"torchtitan\""));
+  CHECK_THAT(error(R"(, "norm": "rmsnorm")"), Catch::Contains("/norm"));
+  CHECK_THAT(error(R"(, "runtime": "torchtitan", "compute_efficiency": 0.5)"), Catch::Contains("/compute_efficiency"));
+  CHECK_THAT(error(R"(, "runtime": "torchtitan", "norm": "fused_rmsnorm")", R"({"architecture": "llama-3-8b", "seq_len": 2048})", R"({"tp": 2})"),
+             Catch::Contains("/norm") && Catch::Contains("TP"));
+  CHECK_THAT(error(R"(, "runtime": "torchtitan", "dtype": "fp8")"), Catch::Contains("/dtype"));
+  CHECK_THAT(error(R"(, "runtime": "eager")"), Catch::Contains("/runtime") && Catch::Contains("torchtitan"));
 }
 
 TEST_CASE("TP splits the GEMMs, recomputation and unfused attention cost what they re-run", "[training]") {

@@ -40,6 +40,11 @@ std::string recompute_text(const TrainingJob& j) {
   return text + " (" + list + ")";
 }
 const char* attention_name(AttentionKernel a) { return a == AttentionKernel::flash ? "FlashAttention" : "unfused"; }
+// How the layer's small operations run, as the job file names it.
+std::string training_runtime_name(const TrainingJob& job) {
+  if (job.runtime == TrainingJob::Runtime::megatron) return "megatron";
+  return job.fused_rms_norm ? "torchtitan, fused_rmsnorm" : "torchtitan, rmsnorm";
+}
 
 // How a mixture of experts' layers regroup the GPUs: EP, and expert TP where it is not TP.
 std::string expert_shape(const TrainingJob& j) {
@@ -121,7 +126,8 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
     std::snprintf(line, sizeof line, "  compute: FLOP at %.3g of the datasheet peak (compute_efficiency); the kernel model would give %s\n\n",
                   *job.compute_efficiency, seconds(step.kernel_model_iteration_s).c_str());
   } else {
-    std::snprintf(line, sizeof line, "  compute: the kernel model (%s attention, %s)%s\n\n", attention_name(job.attention),
+    std::snprintf(line, sizeof line, "  compute: the kernel model (%s attention, %s%s)%s\n\n", attention_name(job.attention),
+                  job.runtime == TrainingJob::Runtime::megatron ? "" : ("torchtitan's eager layer" + std::string(job.fused_rms_norm ? " with its fused RMSNorm" : "") + ", ").c_str(),
                   KernelModel(Cluster(job.cluster).gpu_type(make_id<GpuId>(0))).measured() ? "constants measured for this GPU's architecture"
                                                                                            : "another architecture's constants: a guess",
                   job.dtype != Dtype::fp8                                    ? ""
@@ -261,6 +267,7 @@ std::string training_json(const TrainingJob& job, const TrainingStep& step) {
                    {"recompute_layers", job.recompute_layers},
                    {"recompute_modules", job.recompute == Recompute::selective ? ordered_json(recompute_modules(job)) : ordered_json::array()},
                    {"attention", attention_name(job.attention)},
+                   {"runtime", training_runtime_name(job)},
                    {"optimizer_moments", dtype_name(job.optimizer_moments)},
                    {"reduce_dtype", dtype_name(job.reduce_dtype)},
                    {"fp8_recipe", job.dtype != Dtype::fp8 ? "" : job.fp8_recipe == TrainingJob::Fp8Recipe::blockwise ? "blockwise" : "tensorwise"},

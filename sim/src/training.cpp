@@ -12,6 +12,7 @@
 #include "fleetsim/collective.hpp"
 #include "fleetsim/error.hpp"
 #include "fleetsim/kernel_model.hpp"
+#include "fleetsim/model_profile.hpp"
 #include "fleetsim/topology.hpp"
 #include "fleetsim/units.hpp"
 #include "loaders.hpp"
@@ -75,6 +76,9 @@ TokenFlop token_flop(const TrainingJob& job) {
   const double scores = 2 * s * m.score_width();
   const auto layer = [&](bool mixture) { return 2 * (attention_matrices(m) + mlp_matrices(m, mixture, true)) + scores; };
   const auto recompute = [&](bool mixture) {
+    // torchtitan's checkpoint stops its re-run once the last tensor the backward reads is back (PyTorch's
+    // non-reentrant checkpoint stops early): w2's input, so w2 does not run again.
+    if (job.recompute == Recompute::full && job.runtime == TrainingJob::Runtime::torchtitan) return layer(mixture) - 2 * h * m.ffn();
     if (job.recompute == Recompute::full) return layer(mixture);
     // By op: the key projection, the output projection and the MLP's up projection (one of the gated pair's two).
     if (job.recompute == Recompute::selective_op) return 2 * h * (m.kv() * m.head_size() + m.attention_width() + m.ffn());
@@ -555,6 +559,21 @@ void check_training_job(const TrainingJob& job) {
     need(job.dtype != Dtype::fp8, "/dtype", "expected bf16 or fp16 with selective_op: float8 linears run as _scaled_mm, which its policy re-runs (not modelled)");
     need(!job.activation_fp8_input_store, "/activation_func_fp8_input_store", "expected no activation_func_fp8_input_store with selective_op (a Megatron-Core option)");
   }
+  // torchtitan's eager layer is read for a dense Llama layer with SDPA flash attention in bf16 (models/runtimes.json
+  // "training"); what else it ran then (float8, pipelining experiments) is not.
+  if (job.runtime == TrainingJob::Runtime::torchtitan) {
+    need(m.llama_layout && m.gated && !m.qkv_bias && !m.moe() && !m.latent, "/runtime",
+         "expected runtime torchtitan only for a dense Llama-layout model (its op list is read for that layer: no biases, no experts, no latent attention)");
+    need(job.attention == AttentionKernel::flash, "/attention", "expected flash attention with runtime torchtitan (its layer calls SDPA)");
+    need(job.dtype != Dtype::fp8, "/dtype", "expected bf16 or fp16 with runtime torchtitan (its float8 linears are not read)");
+    need(job.cp == 1, "/parallel/cp", "expected cp 1 with runtime torchtitan (its layer of that commit had no context parallelism)");
+    need(job.recompute != Recompute::selective, "/recompute",
+         "expected none, full or selective_op with runtime torchtitan (selective names Megatron-Core's modules)");
+    need(job.schedule != PipelineSchedule::dualpipe, "/schedule", "expected no dualpipe with runtime torchtitan");
+    need(!job.activation_fp8_input_store, "/activation_func_fp8_input_store", "expected no activation_func_fp8_input_store with runtime torchtitan (a Megatron-Core option)");
+    need(!job.compute_efficiency, "/compute_efficiency", "expected no compute_efficiency with runtime torchtitan: an efficiency replaces the kernels the runtime launches");
+  }
+  need(!job.fused_rms_norm || job.tp == 1, "/norm", "expected norm rmsnorm under TP: torchtitan's fused_rmsnorm does not run under TP");
   need(!job.activation_fp8_input_store || m.gated, "/activation_func_fp8_input_store", "expected activation_func_fp8_input_store only for a gated MLP (SwiGLU), as Megatron-Core stores it");
   need(m.heads % job.tp == 0, "/parallel/tp", "expected a divisor of the " + std::to_string(m.heads) + " heads, found " + std::to_string(job.tp));
   need(m.hidden % m.heads == 0, "/model/heads", "expected a divisor of the hidden size " + std::to_string(m.hidden));
@@ -766,6 +785,11 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
     }
   }
   job.attention = static_cast<AttentionKernel>(top.choice("attention", {"flash", "unfused"}, 0));
+  job.runtime = static_cast<TrainingJob::Runtime>(top.choice("runtime", {"megatron", "torchtitan"}, 0));
+  job.fused_rms_norm = top.choice("norm", {"rmsnorm", "fused_rmsnorm"}, 0) == 1;
+  if (top.field("norm") != nullptr && job.runtime != TrainingJob::Runtime::torchtitan) {
+    top.problem("norm", "expected norm only with \"runtime\": \"torchtitan\" (Megatron-Core's norms are fused)");
+  }
   const std::string dtype = top.string_or("dtype", "bf16");
   if (auto d = parse_dtype(dtype)) job.dtype = *d;
   else top.problem("dtype", "expected a dtype such as bf16, found \"" + dtype + "\"");
@@ -1186,8 +1210,102 @@ void latent_projections_backward(const TrainingJob& job, std::vector<KernelCall>
   }
 }
 
+// torchtitan's eager layer (models/runtimes.json "training"): one GEMM a projection, and each small operation's
+// kernels as its code launches them, over rows x width of the operation's tensor.
+void eager(std::vector<KernelCall>& out, const TrainingJob& job, std::string_view operation, double rows, double width, double count = 1) {
+  for (KernelCall& c : operation_kernels(torchtitan_profile(), operation, rows, width, job.dtype)) {
+    c.count *= count;
+    c.name = "torchtitan." + std::string(operation);
+    out.push_back(std::move(c));
+  }
+}
+// The widths of an eager layer's tensors on one GPU, and its rows (a 1/tp share of the tokens where the norms and
+// residual adds run sequence-parallel).
+struct EagerShape {
+  double tokens, rows, h, q, kv, f;
+  bool repeats;  // K and V repeated to the queries' heads (grouped-query attention)
+  const char *norm, *norm_backward;
+};
+EagerShape eager_shape(const TrainingJob& job) {
+  const TransformerModel& m = job.model;
+  const double t = job.tp, tokens = job.local_tokens();
+  return {tokens,
+          job.sequence_parallel ? tokens / t : tokens,
+          static_cast<double>(m.hidden),
+          m.heads * m.head_size() / t,
+          m.kv() * m.head_size() / t,
+          m.ffn() / t,
+          m.kv() < m.heads,
+          job.fused_rms_norm ? "fused_rms_norm" : "rms_norm",
+          job.fused_rms_norm ? "fused_rms_norm_backward" : "rms_norm_backward"};
+}
+// `until_last_saved`: as a checkpointed layer's re-run, which PyTorch's non-reentrant checkpoint stops once the
+// last tensor its backward reads is back (w2's input): without w2 and the residual add after it.
+void eager_layer_forward(const TrainingJob& job, std::vector<KernelCall>& out, bool until_last_saved = false) {
+  const EagerShape x = eager_shape(job);
+  eager(out, job, x.norm, x.rows, x.h);
+  gemm(out, "attention.q", x.tokens, x.q, x.h);
+  gemm(out, "attention.k", x.tokens, x.kv, x.h);
+  gemm(out, "attention.v", x.tokens, x.kv, x.h);
+  eager(out, job, "rope", x.tokens, x.q);
+  eager(out, job, "rope", x.tokens, x.kv);
+  if (x.repeats) eager(out, job, "repeat_kv", x.tokens, x.q, 2);  // keys and values
+  core_attention(job, out, false);
+  gemm(out, "attention.out", x.tokens, x.h, x.q);
+  eager(out, job, "residual_add", x.rows, x.h);
+  eager(out, job, x.norm, x.rows, x.h);
+  gemm(out, "mlp.gate", x.tokens, x.f, x.h);
+  gemm(out, "mlp.up", x.tokens, x.f, x.h);
+  eager(out, job, "swiglu", x.tokens, x.f);
+  if (until_last_saved) return;
+  gemm(out, "mlp.down", x.tokens, x.h, x.f);
+  eager(out, job, "residual_add", x.rows, x.h);
+}
+// torchtitan's selective recomputation by op: what its policy does not keep, up to the SwiGLU (wq's, wv's, w1's
+// and w2's outputs and SDPA's are kept; the norms, wk, the rotary embeddings, the repeats, wo, the residual add,
+// w3 and the SwiGLU run again).
+void eager_layer_recompute_by_op(const TrainingJob& job, std::vector<KernelCall>& out) {
+  const EagerShape x = eager_shape(job);
+  eager(out, job, x.norm, x.rows, x.h);
+  gemm(out, "attention.k", x.tokens, x.kv, x.h);
+  eager(out, job, "rope", x.tokens, x.q);
+  eager(out, job, "rope", x.tokens, x.kv);
+  if (x.repeats) eager(out, job, "repeat_kv", x.tokens, x.q, 2);
+  gemm(out, "attention.out", x.tokens, x.h, x.q);
+  eager(out, job, "residual_add", x.rows, x.h);
+  eager(out, job, x.norm, x.rows, x.h);
+  gemm(out, "mlp.up", x.tokens, x.f, x.h);
+  eager(out, job, "swiglu", x.tokens, x.f);
+}
+// Autograd's order, last operation first; the gradients of a tensor read twice or more added.
+void eager_layer_backward(const TrainingJob& job, std::vector<KernelCall>& out) {
+  const EagerShape x = eager_shape(job);
+  gemm_backward(out, "mlp.down", x.tokens, x.h, x.f);
+  eager(out, job, "swiglu_backward", x.tokens, x.f);
+  gemm_backward(out, "mlp.up", x.tokens, x.f, x.h);
+  gemm_backward(out, "mlp.gate", x.tokens, x.f, x.h);
+  eager(out, job, "gradient_add", x.tokens, x.h);  // w1's and w3's input gradients
+  eager(out, job, x.norm_backward, x.rows, x.h);
+  eager(out, job, "gradient_add", x.rows, x.h);  // the residual stream's
+  gemm_backward(out, "attention.out", x.tokens, x.h, x.q);
+  core_attention(job, out, true);
+  if (x.repeats) eager(out, job, "repeat_kv_backward", x.tokens, x.q, 2);
+  eager(out, job, "rope_backward", x.tokens, x.q);
+  eager(out, job, "rope_backward", x.tokens, x.kv);
+  gemm_backward(out, "attention.q", x.tokens, x.q, x.h);
+  gemm_backward(out, "attention.k", x.tokens, x.kv, x.h);
+  gemm_backward(out, "attention.v", x.tokens, x.kv, x.h);
+  eager(out, job, "gradient_add", x.tokens, x.h, 2);  // wq's, wk's and wv's input gradients
+  eager(out, job, x.norm_backward, x.rows, x.h);
+  eager(out, job, "gradient_add", x.rows, x.h);
+}
+
 // One layer: a mixture of experts' (`mixture`) or a dense MLP's.
 void layer_forward(const TrainingJob& job, bool mixture, std::vector<KernelCall>& out) {
+  if (job.runtime == TrainingJob::Runtime::torchtitan) {
+    eager_layer_forward(job, out);
+    return;
+  }
   const TransformerModel& m = job.model;
   const double t = job.tp, h = m.hidden, f = m.dense_mlp_width(), tokens = job.local_tokens();
   const double rows = job.sequence_parallel ? tokens / t : tokens;
@@ -1210,12 +1328,20 @@ void layer_forward(const TrainingJob& job, bool mixture, std::vector<KernelCall>
 // chosen modules' kernels under selective.
 void layer_recompute(const TrainingJob& job, bool mixture, std::vector<KernelCall>& out) {
   const TransformerModel& m = job.model;
+  if (job.recompute == Recompute::full && job.runtime == TrainingJob::Runtime::torchtitan) {
+    eager_layer_forward(job, out, /*until_last_saved=*/true);
+    return;
+  }
   if (job.recompute == Recompute::full) {
     layer_forward(job, mixture, out);
     return;
   }
   const double t = job.tp, h = m.hidden, tokens = job.local_tokens();
   const double rows = job.sequence_parallel ? tokens / t : tokens;
+  if (job.recompute == Recompute::selective_op && job.runtime == TrainingJob::Runtime::torchtitan) {
+    eager_layer_recompute_by_op(job, out);
+    return;
+  }
   if (job.recompute == Recompute::selective_op) {  // up to the SwiGLU, whose output the down projection's backward reads
     memory_op(out, KernelClass::norm, "attention.norm", rows, h);
     gemm(out, "attention.k", tokens, m.kv() * m.head_size() / t, h);
@@ -1264,6 +1390,10 @@ void layer_backward(const TrainingJob& job, bool mixture, std::vector<KernelCall
   const double t = job.tp, h = m.hidden, f = m.dense_mlp_width(), tokens = job.local_tokens();
   const double rows = job.sequence_parallel ? tokens / t : tokens;
   layer_recompute(job, mixture, out);
+  if (job.runtime == TrainingJob::Runtime::torchtitan) {
+    eager_layer_backward(job, out);
+    return;
+  }
   memory_op(out, KernelClass::activation, "mlp.bias-dropout-add", rows, h);
   if (mixture) {
     moe_backward(job, out);
@@ -1325,6 +1455,13 @@ PassKernels chunk_kernels(const TrainingJob& job, const LayerMix& layers, bool f
     std::vector<KernelCall> f, b;
     layer_forward(job, mixture, f);
     layer_backward(job, mixture, b);
+    if (job.runtime == TrainingJob::Runtime::torchtitan && ((job.zero_stage() >= 3 && job.dp > 1) || job.fsdp_gathers_elsewhere)) {
+      // FSDP2's copy-out of each gather, before the forward and again before the backward: the layer's
+      // parameters on this GPU, as rows of the hidden size.
+      const double params = m.layer_parameters(mixture) / t;
+      eager(f, job, "fsdp_copy_out", params / h, h);
+      eager(b, job, "fsdp_copy_out", params / h, h);
+    }
     if (job.dtype == Dtype::fp8) add_fp8_casts(job, mixture, f, b);
     if (job.activation_fp8_input_store) {
       // Each SwiGLU's input (gate and up) cast to fp8 as it is kept, and back before its backward: 3 bytes an element.
@@ -2042,8 +2179,9 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads, const 
         // chunks of whole layers and groups of pp micro-batches allow it.
         const bool own_layout = !base.virtual_stage_layers.empty() && pp == base.pp && vp == base.vp;
         if (vp > 1 && (pp == 1 || (!own_layout && (first_layers > 0 || m.layers % (pp * vp) != 0 || (base.global_batch / (dp * micro)) % pp != 0)))) continue;
-        // Selective as the job runs it: Megatron-Core's modules, or torchtitan's by op.
-        const Recompute selective = base.recompute == Recompute::selective_op ? Recompute::selective_op : Recompute::selective;
+        // Selective as the job runs it: Megatron-Core's modules, or torchtitan's by op (its only kind in its runtime).
+        const bool by_op = base.recompute == Recompute::selective_op || base.runtime == TrainingJob::Runtime::torchtitan;
+        const Recompute selective = by_op ? Recompute::selective_op : Recompute::selective;
         for (Recompute recompute : {Recompute::none, selective, Recompute::full}) {
           for (int zero : {1, 3}) {
             if (zero == 3 && (pp > 1 || dp == 1 || cp > 1 || m.moe())) continue;
@@ -2071,6 +2209,7 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads, const 
             j.zero = zero;
             j.distributed_optimizer = true;
             j.sequence_parallel = tp > 1;
+            j.fused_rms_norm = base.fused_rms_norm && tp == 1;  // torchtitan's Triton norm does not run under TP: its composite one does
             j.schedule = PipelineSchedule::one_f_one_b;
             candidates.push_back(j);
             // Combined 1F1B too, where there are all-to-alls to hide and the schedule allows it (not where
@@ -2337,7 +2476,10 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
     // FSDP's compute is timed without its gathers (as ZeRO-2, whose optimizer step is as sharded): they
     // are the collective the scenario's network carries, beside the forward and backward passes.
     TrainingJob compute_only = alone;
-    if (fsdp) compute_only.zero = 2;
+    if (fsdp) {
+      compute_only.zero = 2;
+      compute_only.fsdp_gathers_elsewhere = true;
+    }
     const TrainingStep step = simulate_training_step(compute_only);
     double compute_s = 0;  // the last stage to finish its passes and its optimizer step
     for (std::size_t stage = 0; stage < step.stage_end_s.size(); ++stage) compute_s = std::max(compute_s, step.stage_end_s[stage] + step.stage_optimizer_s[stage]);

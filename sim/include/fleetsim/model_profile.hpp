@@ -87,8 +87,15 @@ std::vector<KernelCall> operation_kernels(const RuntimeProfile& runtime, std::st
                                           double groups = 0);
 // The built-in profiles (models/runtimes.json), indexed by Runtime.
 const RuntimeProfile& runtime_profile(Runtime runtime);
-// Strict: every runtime defines exactly the operations the model code calls; errors name `file`.
-std::vector<RuntimeProfile> parse_runtimes(std::string_view text, const std::string& file);
+// The eager training runtime `train`'s "runtime": "torchtitan" times a transformer layer by (models/runtimes.json
+// "training"): the small operations of its forward and backward, as sim/src/training.cpp calls them.
+const RuntimeProfile& torchtitan_profile();
+// Strict: every runtime defines exactly the operations the model code (or the training code) calls; errors name `file`.
+struct RuntimeProfiles {
+  std::vector<RuntimeProfile> inference;  // indexed by Runtime
+  std::vector<RuntimeProfile> training;   // torchtitan
+};
+RuntimeProfiles parse_runtimes(std::string_view text, const std::string& file);
 
 // What one step works on and how it runs. Image and video models: the output's pixels and frames (the
 // VAE's factors make the latent; an upscaler: the input image's pixels) and the text tokens they attend

@@ -242,6 +242,16 @@ struct TrainingJob {
   enum class Fp8Recipe : std::uint8_t { tensorwise, blockwise };
   Fp8Recipe fp8_recipe = Fp8Recipe::tensorwise;
   AttentionKernel attention = AttentionKernel::flash;
+  // How a layer's small operations run: Megatron-Core's fused kernels (fused QKV and gate-and-up GEMMs, fused
+  // SwiGLU, norm and bias-dropout-add), or torchtitan's eager PyTorch (models/runtimes.json "training": separate
+  // projections, rotary embeddings in fp32, K and V repeated for grouped-query attention, FSDP2's copy-out), with
+  // its composite RMSNorm or its fused Triton one (`fused_rms_norm`, its norm_type "fused_rmsnorm").
+  enum class Runtime : std::uint8_t { megatron, torchtitan };
+  Runtime runtime = Runtime::megatron;
+  bool fused_rms_norm = false;
+  // Set where a scenario times the job's compute with zero lowered to 2, its FSDP gathers carried by the
+  // scenario's network: the compute-stream copies of each gather still run.
+  bool fsdp_gathers_elsewhere = false;
   // Achieved / peak FLOP rate for all the compute, in place of the kernel model (none: the kernel model).
   std::optional<double> compute_efficiency;
 

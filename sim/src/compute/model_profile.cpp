@@ -609,7 +609,7 @@ void rrdb(const Architecture& a, const StepShape& s, Builder& b) {
 
 std::vector<KernelCall> operation_kernels(const RuntimeProfile& runtime, std::string_view operation, double rows, double width, Dtype dtype, double groups) {
   const auto it = runtime.ops.find(operation);
-  FLEETSIM_CHECK(it != runtime.ops.end(), "runtime " + std::string(runtime_name(runtime.runtime)) + " lacks operation " + std::string(operation) + " (checked at load)");
+  FLEETSIM_CHECK(it != runtime.ops.end(), "runtime " + runtime.name + " lacks operation " + std::string(operation) + " (checked at load)");
   std::vector<KernelCall> calls;
   for (const RuntimeKernel& k : it->second) {
     if (k.launches > 0) {

@@ -19,6 +19,7 @@ using detail::Need;
 using detail::ObjectReader;
 
 constexpr std::array<std::string_view, 3> kRuntimeNames{"comfyui", "diffusers", "compiled"};
+constexpr std::array<std::string_view, 1> kTrainingRuntimeNames{"torchtitan"};
 
 // The operations model_profile.cpp calls: every runtime says what it launches for each.
 constexpr std::array<std::string_view, 30> kOperations{
@@ -27,6 +28,11 @@ constexpr std::array<std::string_view, 30> kOperations{
     "pad",           "patchify",         "position_tables", "qkv_join", "residual_add",   "rms_norm",      "rope",
     "sampler",       "silu",             "stream_join",  "time_add",   "timestep_embedding", "to_pixels", "to_tokens",
     "upsample",      "vector_silu"};
+
+// The operations training.cpp calls in an eager runtime's transformer layer.
+constexpr std::array<std::string_view, 13> kTrainingOperations{
+    "fsdp_copy_out", "fused_rms_norm", "fused_rms_norm_backward", "gradient_add", "repeat_kv", "repeat_kv_backward", "residual_add",
+    "rms_norm",      "rms_norm_backward", "rope",          "rope_backward", "swiglu",   "swiglu_backward"};
 
 // "act", "fp32", "fp32*0.5": a tensor of the operation's size (or a share of it) in a dtype.
 bool add_tensor(const Json& v, RuntimeKernel& k) {
@@ -74,17 +80,22 @@ RuntimeKernel read_kernel(ObjectReader& r, const std::string& operation, const s
   } else {
     k.cls = *cls;
   }
+  std::size_t tensors = 0;
   for (const char* key : {"reads", "writes"}) {
     const Json* list = r.field(key, Need::required);
     if (list == nullptr) continue;
-    bool good = list->is_array() && (list->size() > 0 || std::string_view(key) == "writes");
+    bool good = list->is_array();
     for (std::size_t i = 0; good && i < list->size(); ++i) good = add_tensor((*list)[i], k);
     if (!good) {
       r.problem(key, "expected an array of tensors, each \"act\" (the step's dtype) or a dtype (fp32, bf16, ...), optionally \"*share\" with a share "
-                     "up to 16, such as [\"act\", \"fp32*0.5\"]" + std::string(std::string_view(key) == "reads" ? ", at least one" : ""));
+                     "up to 16, such as [\"act\", \"fp32*0.5\"]");
     } else {
       (std::string_view(key) == "reads" ? k.reads : k.writes) = tensors_text(*list);
+      tensors += list->size();
     }
+  }
+  if (tensors == 0 && r.field("reads") != nullptr && r.field("writes") != nullptr) {
+    r.problem("reads", "expected a tensor read or written (a kernel too small to move bytes that matter is {\"op\": ..., \"launches\": n})");
   }
   if (const auto grid = r.string("grid", Need::optional)) {
     if (*grid == "groups" && k.cls == KernelClass::reduction) {
@@ -97,9 +108,10 @@ RuntimeKernel read_kernel(ObjectReader& r, const std::string& operation, const s
   return k;
 }
 
-RuntimeProfile read_runtime(ObjectReader& r, Runtime runtime) {
+// One runtime's entry; `operations`: what the code that calls it asks for, each required and none other.
+template <std::size_t N>
+RuntimeProfile read_runtime(ObjectReader& r, const std::array<std::string_view, N>& operations) {
   RuntimeProfile p;
-  p.runtime = runtime;
   p.name = r.string("name", Need::required).value_or("");
   p.source = r.string("source", Need::required).value_or("");
   p.eager = r.choice("launch", {"eager", "graph"}, 0) == 0;
@@ -117,7 +129,7 @@ RuntimeProfile read_runtime(ObjectReader& r, Runtime runtime) {
   if (ops != nullptr && !ops->is_object()) r.problem("ops", "expected an object of operations by name");
   if (ops != nullptr && ops->is_object()) {
     ObjectReader o(*ops, r.pointer("ops"), r.problems());
-    for (std::string_view name : kOperations) {
+    for (std::string_view name : operations) {
       const Json* op = o.field(name, Need::required);
       if (op == nullptr) continue;
       ObjectReader opr(*op, o.pointer(name), r.problems());
@@ -133,8 +145,8 @@ RuntimeProfile read_runtime(ObjectReader& r, Runtime runtime) {
       opr.finish();
     }
     for (const auto& [name, value] : ops->items()) {
-      if (std::find(kOperations.begin(), kOperations.end(), name) == kOperations.end()) {
-        o.problem(name, "no model calls an operation \"" + name + "\"" + did_you_mean(name, std::vector<std::string>(kOperations.begin(), kOperations.end())));
+      if (std::find(operations.begin(), operations.end(), name) == operations.end()) {
+        o.problem(name, "no model calls an operation \"" + name + "\"" + did_you_mean(name, std::vector<std::string>(operations.begin(), operations.end())));
       }
     }
     o.finish_without_unknowns();
@@ -156,31 +168,44 @@ std::optional<Runtime> parse_runtime(std::string_view name) {
 
 std::string runtime_choices() { return "comfyui, diffusers or compiled"; }
 
-std::vector<RuntimeProfile> parse_runtimes(std::string_view text, const std::string& file) {
+RuntimeProfiles parse_runtimes(std::string_view text, const std::string& file) {
   detail::Problems problems(file);
   const Json doc = detail::parse_json(text, problems);
   problems.throw_if_any();
   ObjectReader top(doc, "", problems);
   top.string("about", Need::required);
-  std::vector<RuntimeProfile> out;
-  if (const Json* runtimes = top.field("runtimes", Need::required)) {
-    ObjectReader r(*runtimes, top.pointer("runtimes"), problems);
-    for (std::size_t i = 0; r.ok() && i < kRuntimeNames.size(); ++i) {
-      const Json* v = r.field(kRuntimeNames[i], Need::required);
+  top.string("training_about", Need::required);
+  RuntimeProfiles out;
+  // Each section's runtimes in their names' order, every one required.
+  const auto read_section = [&](const char* key, const auto& names, const auto& operations, std::vector<RuntimeProfile>& into) {
+    const Json* section = top.field(key, Need::required);
+    if (section == nullptr) return;
+    ObjectReader r(*section, top.pointer(key), problems);
+    for (std::size_t i = 0; r.ok() && i < names.size(); ++i) {
+      const Json* v = r.field(names[i], Need::required);
       if (v == nullptr) continue;
-      ObjectReader one(*v, r.pointer(kRuntimeNames[i]), problems);
-      if (one.ok()) out.push_back(read_runtime(one, static_cast<Runtime>(i)));
+      ObjectReader one(*v, r.pointer(names[i]), problems);
+      if (one.ok()) into.push_back(read_runtime(one, operations));
     }
     r.finish();
-  }
+  };
+  read_section("runtimes", kRuntimeNames, kOperations, out.inference);
+  for (std::size_t i = 0; i < out.inference.size(); ++i) out.inference[i].runtime = static_cast<Runtime>(i);  // all read, or problems below
+  read_section("training", kTrainingRuntimeNames, kTrainingOperations, out.training);
   top.finish();
   problems.throw_if_any();
   return out;
 }
 
-const RuntimeProfile& runtime_profile(Runtime runtime) {
-  static const std::vector<RuntimeProfile> profiles = parse_runtimes(embedded::runtimes_json(), "models/runtimes.json (built in)");
-  return profiles[static_cast<std::size_t>(runtime)];
+namespace {
+const RuntimeProfiles& builtin_runtimes() {
+  static const RuntimeProfiles profiles = parse_runtimes(embedded::runtimes_json(), "models/runtimes.json (built in)");
+  return profiles;
 }
+}  // namespace
+
+const RuntimeProfile& runtime_profile(Runtime runtime) { return builtin_runtimes().inference[static_cast<std::size_t>(runtime)]; }
+
+const RuntimeProfile& torchtitan_profile() { return builtin_runtimes().training.front(); }
 
 }  // namespace fleetsim
