@@ -552,6 +552,26 @@ TEST_CASE("torchtitan's eager layer: its projections one GEMM each, its small op
         Approx(32 * (composite_forward - megatron_forward + op("fsdp_copy_out", layer_parameters / h, h))).epsilon(1e-6));
 }
 
+TEST_CASE("a search of a torchtitan job ranks what torchtitan ran: FSDP with or without TP, its norm fused only without TP", "[training][eager][search]") {
+  const TrainingJob base = parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 2}]}, "model": {"architecture": "llama-3-8b", "seq_len": 4096},
+      "parallel": {"dp": 16, "zero": 3}, "batch": {"global": 16, "micro": 1}, "recompute": "selective_op", "runtime": "torchtitan", "norm": "fused_rmsnorm"})",
+                                              "search.json");
+  const TrainingSearch found = search_training(base, 1);
+  REQUIRE(!found.ranked.empty());
+  bool tp = false, by_op = false;
+  for (const TrainingCandidate& c : found.ranked) {
+    CHECK(c.job.runtime == TrainingJob::Runtime::torchtitan);
+    CHECK(c.job.zero_stage() == 3);
+    CHECK(c.job.pp == 1);
+    CHECK(c.job.fused_rms_norm == (c.job.tp == 1));
+    CHECK(c.job.recompute != Recompute::selective);
+    tp = tp || c.job.tp > 1;
+    by_op = by_op || c.job.recompute == Recompute::selective_op;
+  }
+  CHECK(tp);
+  CHECK(by_op);
+}
+
 TEST_CASE("a runtime torchtitan job is refused where its layer was not read", "[training][eager][input]") {
   const auto error = [](const std::string& extra, const std::string& model = R"({"architecture": "llama-3-8b", "seq_len": 2048})", const std::string& parallel = "{}") {
     try {

@@ -2185,6 +2185,8 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads, const 
         for (Recompute recompute : {Recompute::none, selective, Recompute::full}) {
           for (int zero : {1, 3}) {
             if (zero == 3 && (pp > 1 || dp == 1 || cp > 1 || m.moe())) continue;
+            // torchtitan's runtime as it ran then: FSDP2 over the data-parallel ranks, with or without TP.
+            if (base.runtime == TrainingJob::Runtime::torchtitan && (zero != 3 || pp > 1)) continue;
             TrainingJob j = base;
             j.optimizer_offload = 0;  // on the GPU unless it does not fit there (offload_to_fit)
             j.offload_overlap = false;
