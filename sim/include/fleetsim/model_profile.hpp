@@ -72,7 +72,7 @@ struct RuntimeKernel {
   double element_bytes(Dtype dtype) const { return act_tensors * dtype_bytes(dtype) + fixed_bytes; }
 };
 struct RuntimeProfile {
-  Runtime runtime = Runtime::comfyui;
+  Runtime runtime = Runtime::comfyui;  // an inference runtime's; a training runtime (torchtitan) leaves it unset
   std::string name, source;
   bool eager = true;  // the host launches each kernel (false: from a graph)
   // A diffusion transformer's attention projections: one GEMM for q, k and v (and, in FLUX's single

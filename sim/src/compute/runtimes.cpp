@@ -146,7 +146,7 @@ RuntimeProfile read_runtime(ObjectReader& r, const std::array<std::string_view, 
     }
     for (const auto& [name, value] : ops->items()) {
       if (std::find(operations.begin(), operations.end(), name) == operations.end()) {
-        o.problem(name, "no model calls an operation \"" + name + "\"" + did_you_mean(name, std::vector<std::string>(operations.begin(), operations.end())));
+        o.problem(name, "no model or layer calls an operation \"" + name + "\"" + did_you_mean(name, std::vector<std::string>(operations.begin(), operations.end())));
       }
     }
     o.finish_without_unknowns();
