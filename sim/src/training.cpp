@@ -78,8 +78,7 @@ TokenFlop token_flop(const TrainingJob& job) {
   const auto recompute = [&](bool mixture) {
     // torchtitan's checkpoint stops its re-run once the last tensor the backward reads is back (PyTorch's
     // non-reentrant checkpoint stops early): w2's input, so w2 does not run again.
-    if (job.recompute == Recompute::full && job.runtime == TrainingJob::Runtime::torchtitan) return layer(mixture) - 2 * h * m.ffn();
-    if (job.recompute == Recompute::full) return layer(mixture);
+    if (job.recompute == Recompute::full) return layer(mixture) - (job.runtime == TrainingJob::Runtime::torchtitan ? 2 * h * m.ffn() : 0);
     // By op: the key projection, the output projection and the MLP's up projection (one of the gated pair's two).
     if (job.recompute == Recompute::selective_op) return 2 * h * (m.kv() * m.head_size() + m.attention_width() + m.ffn());
     // Selective: each module's forward FLOP again (the norms and the activation are memory-bound: none).
@@ -1328,12 +1327,9 @@ void layer_forward(const TrainingJob& job, bool mixture, std::vector<KernelCall>
 // chosen modules' kernels under selective.
 void layer_recompute(const TrainingJob& job, bool mixture, std::vector<KernelCall>& out) {
   const TransformerModel& m = job.model;
-  if (job.recompute == Recompute::full && job.runtime == TrainingJob::Runtime::torchtitan) {
-    eager_layer_forward(job, out, /*until_last_saved=*/true);
-    return;
-  }
   if (job.recompute == Recompute::full) {
-    layer_forward(job, mixture, out);
+    if (job.runtime == TrainingJob::Runtime::torchtitan) eager_layer_forward(job, out, /*until_last_saved=*/true);
+    else layer_forward(job, mixture, out);
     return;
   }
   const double t = job.tp, h = m.hidden, tokens = job.local_tokens();

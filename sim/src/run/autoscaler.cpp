@@ -66,6 +66,14 @@ int Autoscaler::pinned_nodes() const {
   return pinned_count;
 }
 
+namespace {
+int nodes_in(const std::vector<Serving::NodesWanted>& wants) {
+  int nodes = 0;
+  for (const Serving::NodesWanted& w : wants) nodes += w.nodes;
+  return nodes;
+}
+}  // namespace
+
 std::vector<Serving::NodesWanted> Autoscaler::serving_nodes(bool unserved) const {
   std::vector<Serving::NodesWanted> wants = serving_wants_();
   std::vector<std::pair<std::uint32_t, int>> claimed;  // by a group's first node: its nodes not on taken so far
@@ -106,7 +114,7 @@ int Autoscaler::desired_nodes() const {
       for (const ReadyTask& r : ready_) waiting += r.gpus;
       const double demand = running + std::max(0.0, waiting - free_kept);
       want = kept + static_cast<int>(std::ceil(demand / (a.target_utilization * per_node) - 1e-9));
-      for (const Serving::NodesWanted& w : serving_nodes(false)) want += w.nodes;
+      want += nodes_in(serving_nodes(false));
       break;
     }
     case AutoscaleSpec::Policy::queue: {
@@ -115,8 +123,7 @@ int Autoscaler::desired_nodes() const {
       // One node more for the tasks where the oldest has waited too long, and the nodes of serving replicas
       // wanted that are not on their way.
       const bool waited = queue_.now() - oldest > a.target_wait_s;
-      int unserved = 0;
-      for (const Serving::NodesWanted& w : serving_nodes(true)) unserved += w.nodes;
+      const int unserved = nodes_in(serving_nodes(true));
       if (waited || unserved > 0) want = on + (waited ? 1 : 0) + unserved;
       else if (ready_.empty() && occupancy_.free_gpus() >= static_cast<std::uint32_t>(per_node)) want = on - 1;
       break;
@@ -171,9 +178,7 @@ void Autoscaler::on_decide() {
   // kept for a replica, and provisioning nodes on their way to one, are spared by that scale-in.
   std::vector<char> spared(count, 0);
   std::vector<Serving::NodesWanted> serving = serving_nodes(true);
-  int unserved = 0;
-  for (const Serving::NodesWanted& w : serving) unserved += w.nodes;
-  const int to_start = std::max(want - on_now, unserved);
+  const int to_start = std::max(want - on_now, nodes_in(serving));
   for (int started = 0; started < to_start; ++started) {
     std::uint32_t first = 0, end = count;
     std::string reason = why_now;
@@ -214,7 +219,7 @@ void Autoscaler::on_decide() {
       }
     }
   }
-  const std::string why_scale_in = on_before_scale_in == on_now ? why_now : why(on_before_scale_in);
+  const std::string why_scale_in = why(on_before_scale_in);
   for (int on = on_before_scale_in; on > want; --on) {
     // The last node still provisioning, else the last node on that runs no task, else the last node on, drains.
     std::uint32_t n = count;
