@@ -359,9 +359,12 @@ fleetsim::StepShape parse_step_shape(const std::string& text) {
     const double value = eq == std::string::npos ? -1 : fleetsim::parse_number(std::string_view(item).substr(eq + 1)).value_or(-1);
     bool good = value >= 0 && value <= 1e7;
     double* field = key == "batch" ? &shape.batch : key == "width" ? &shape.width : key == "height" ? &shape.height
-                  : key == "frames" ? &shape.frames : key == "tokens" ? &shape.tokens : key == "context" ? &shape.context : nullptr;
+                  : key == "frames" ? &shape.frames : key == "tokens" ? &shape.tokens : key == "context" ? &shape.context
+                  : key == "tile" ? &shape.tiles.size : key == "tile_overlap" ? &shape.tiles.overlap
+                  : key == "tile_frames" ? &shape.tiles.frames : key == "tile_frame_overlap" ? &shape.tiles.frame_overlap : nullptr;
     if (field == nullptr || !good) {
-      throw fleetsim::InputError({fleetsim::Problem{"--shape", "", "expected key=value pairs of batch, width, height, frames, tokens, context "
+      throw fleetsim::InputError({fleetsim::Problem{"--shape", "", "expected key=value pairs of batch, width, height, frames, tokens, context, and a video "
+                                                                 "VAE's tile, tile_overlap, tile_frames, tile_frame_overlap in latent units "
                                                                  "(numbers from 0 to 1e7), such as width=1024,height=1024,batch=2; found \"" + item + "\""}});
     }
     *field = value;
@@ -401,6 +404,7 @@ int run_kernels(const KernelsArgs& args) {
                            fleetsim::did_you_mean_key(args.model, fleetsim::Catalog::builtin().architectures()));
     }
     fleetsim::StepShape shape = parse_step_shape(args.shape);
+    if (const auto problem = fleetsim::tiles_problem(*arch, shape.tiles)) throw bad("--shape", "tiles' " + problem->field + ": " + problem->message);
     if (args.runtime.empty()) {
       shape.runtime = fleetsim::default_runtime(*arch);
       notes.push_back("assumed: runs " + std::string(fleetsim::runtime_name(shape.runtime)) + " (--runtime says otherwise)");

@@ -156,6 +156,42 @@ TEST_CASE("a Wan 2.2 A14B graph is two 14B experts at its video size, not one FL
   CHECK(decoded);
 }
 
+TEST_CASE("HunyuanVideo's VAE decodes the clip in 3D: tiled as VAEDecodeTiled's widgets say, or whole where it fits", "[import][comfyui]") {
+  // The shipped ComfyUI example graph: VAE Decode (Tiled) at 256, 64, 64 and 8: tiles of 32 latent pixels
+  // overlapping by 8, 16 latent frames overlapping by 2 (nodes.py's conversion).
+  const Workflow tiled = import_file(corpus("hunyuanvideo-t2v.json"));
+  const TaskSpec* decode = nullptr;
+  for (const TaskSpec& t : tiled.tasks) decode = t.name.rfind("VAEDecodeTiled", 0) == 0 ? &t : decode;
+  REQUIRE(decode != nullptr);
+  REQUIRE(decode->architecture != nullptr);
+  CHECK(decode->architecture->id == "hunyuan-video-vae-decoder");
+  CHECK(decode->shape.tiles == StepShape::Tiles{.size = 32, .overlap = 8, .frames = 16, .frame_overlap = 2});
+  // VAEDecode: the whole clip in one call where it fits, ComfyUI's fallback tiles (a guess) where it would not.
+  const auto graph = [](int width, int height, int length) {
+    return R"({"1": {"class_type": "UNETLoader", "inputs": {"unet_name": "hunyuan_video_t2v_720p_bf16.safetensors"}},
+               "2": {"class_type": "VAELoader", "inputs": {"vae_name": "hunyuan_video_vae_bf16.safetensors"}},
+               "3": {"class_type": "EmptyHunyuanLatentVideo", "inputs": {"width": )" + std::to_string(width) + R"(, "height": )" +
+           std::to_string(height) + R"(, "length": )" + std::to_string(length) + R"(, "batch_size": 1}},
+               "4": {"class_type": "KSampler", "inputs": {"model": ["1", 0], "latent_image": ["3", 0], "steps": 30, "cfg": 1}},
+               "5": {"class_type": "VAEDecode", "inputs": {"samples": ["4", 0], "vae": ["2", 0]}}})";
+  };
+  const Workflow small = import_comfyui(graph(848, 480, 65), "small.json", Catalog::builtin());
+  const TaskSpec* whole = find_task(small, "VAEDecode#5");
+  REQUIRE(whole != nullptr);
+  CHECK(whole->architecture->id == "hunyuan-video-vae-decoder");
+  CHECK(whole->shape.frames == 65);
+  CHECK(whole->shape.tiles == StepShape::Tiles{});
+  const std::string big_graph = graph(1280, 720, 129);
+  const Workflow big = import_comfyui(big_graph, "big.json", Catalog::builtin());
+  CHECK(find_task(big, "VAEDecode#5")->shape.tiles == StepShape::Tiles{.size = 32, .overlap = 8, .frames = 999, .frame_overlap = 1});
+  CHECK(find_task(big, "VAEDecode#5")->working_set_bytes < 80e9);  // a tile's peak, not the whole clip's
+  bool said = false;
+  for (const std::string& note : big.assumptions) said = said || note.find("falls back after running out of memory") != std::string::npos;
+  CHECK(said);
+  CHECK_THAT(error_of([&] { import_comfyui(big_graph, "big.json", Catalog::builtin(), {.strict = true}); }), Contains("256-pixel tiles"));
+  CHECK(error_of([&] { import_comfyui(graph(848, 480, 65), "small.json", Catalog::builtin(), {.strict = true}); }).empty());
+}
+
 TEST_CASE("video latents set frames and size, and image-to-video nodes encode only an image they are given", "[import][comfyui]") {
   const auto graph = [](const std::string& start_image) {
     return R"({"1": {"class_type": "UNETLoader", "inputs": {"unet_name": "wan2.2_ti2v_5B_fp16.safetensors"}},

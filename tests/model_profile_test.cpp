@@ -82,6 +82,58 @@ TEST_CASE("Wan 2.1's causal 3D VAE decoder: its convolutions' FLOP level by leve
   CHECK(count_kernels(compiled) < count_kernels(calls(9)));
 }
 
+TEST_CASE("HunyuanVideo's 3D VAE decoder: its convolutions' FLOP level by level counted by hand, one call over the clip", "[profiles][vae]") {
+  // 128 x 64 pixels and 9 frames: 3 latent frames of 16 x 8. The middle and the lowest level decode the 3 latent
+  // frames; the lowest upsampling doubles the pixels only, the next two the frames after the first as well
+  // (1 + 2 x 2 = 5, then 9). Every convolution but the 1x1x1 ones is 3x3x3; an upsampling keeps its channels.
+  const double p0 = 16 * 8, t = 3, f1 = 5, f2 = 9;
+  const auto conv3 = [](double cin, double cout) { return 2 * 27 * cin * cout; };  // a voxel of a 3x3x3 convolution
+  double flop = t * p0 * 2 * 16 * 16;                                               // post_quant_conv, 1x1x1
+  flop += t * p0 * conv3(16, 512);                                                  // conv_in
+  flop += t * p0 * (2 * 2 * conv3(512, 512) + 4 * 2 * 512 * 512);                  // the middle's two ResNets, q k v and out
+  flop += 4 * (t * p0) * (t * p0) * 512;                                            // one head of 512 over every frame's pixels
+  flop += t * p0 * 6 * conv3(512, 512) + t * 4 * p0 * conv3(512, 512);             // level 3, then the upsampling in space
+  flop += t * 4 * p0 * 6 * conv3(512, 512) + f1 * 16 * p0 * conv3(512, 512);       // level 2, the upsampling in time and space
+  flop += f1 * 16 * p0 * (conv3(512, 256) + 2 * 512 * 256 + 5 * conv3(256, 256));  // level 1: a 1x1x1 shortcut where the width halves
+  flop += f2 * 64 * p0 * conv3(256, 256);                                           // its upsampling in time and space
+  flop += f2 * 64 * p0 * (conv3(256, 128) + 2 * 256 * 128 + 5 * conv3(128, 128));  // level 0
+  flop += f2 * 64 * p0 * conv3(128, 3);                                             // conv_out to RGB
+  const Architecture& hunyuan = arch("hunyuan-video-vae-decoder");
+  const auto calls = step_kernels(hunyuan, {.width = 128, .height = 64, .frames = 9}, Dtype::bf16);
+  CHECK(kernels_flop(calls) == Approx(flop).epsilon(1e-12));
+  // Against the 2D stand-in it replaces (every output frame decoded as an image), 3x3x3 convolutions where the
+  // frames have been upsampled: more than the 2D decoder's work over the same frames.
+  CHECK(kernels_flop(calls) > 1.5 * kernels_flop(step_kernels(arch("video-vae-decoder"), {.batch = 9, .width = 128, .height = 64}, Dtype::bf16)));
+}
+
+TEST_CASE("a video VAE decode in tiles is a whole decoder call a tile, placed as ComfyUI places them", "[profiles][vae]") {
+  // ComfyUI's tiled_scale_multidim: starts every tile - overlap from 0 below extent - overlap, each clamped to
+  // end inside: 90 latent rows in tiles of 32 overlapping by 8 start at 0, 24, 48 and 72 (the last 18 long).
+  using Extents = std::vector<std::pair<double, double>>;
+  CHECK(tile_extents(90, 32, 8) == Extents{{18, 1}, {32, 3}});
+  CHECK(tile_extents(160, 32, 8) == Extents{{16, 1}, {32, 6}});  // 0, 24, ..., 144
+  CHECK(tile_extents(33, 16, 2) == Extents{{5, 1}, {16, 2}});    // frames: 0, 14, 28
+  CHECK(tile_extents(20, 32, 8) == Extents{{20, 1}});             // a tile covers it: one call
+  // 720 x 256 pixels, 17 frames (5 latent frames of 90 x 32) in tiles of 32 latent pixels overlapping by 8 and
+  // 4 latent frames overlapping by 1: rows as above; 32 columns in one tile; frames 0 and 3, of 4 and 2.
+  const Architecture& hunyuan = arch("hunyuan-video-vae-decoder");
+  StepShape tiled{.width = 256, .height = 720, .frames = 17};
+  tiled.tiles = {.size = 32, .overlap = 8, .frames = 4, .frame_overlap = 1};
+  const auto call = [&](double latent_frames, double rows) {
+    return kernels_flop(step_kernels(hunyuan, {.width = 256, .height = rows * 8, .frames = 4 * (latent_frames - 1) + 1}, Dtype::bf16));
+  };
+  const double expected = 3 * call(4, 32) + call(4, 18) + 3 * call(2, 32) + call(2, 18);
+  CHECK(kernels_flop(step_kernels(hunyuan, tiled, Dtype::bf16)) == Approx(expected).epsilon(1e-12));
+  // Smaller calls hold less: the peak is the largest tile's.
+  const StepShape whole{.width = 256, .height = 720, .frames = 17};
+  CHECK(conv3d_decode_peak_bytes(hunyuan, tiled, Dtype::bf16) < conv3d_decode_peak_bytes(hunyuan, whole, Dtype::bf16));
+  // Tiles are for this family only, each overlapping the next by less than itself.
+  CHECK_FALSE(tiles_problem(hunyuan, tiled.tiles).has_value());
+  CHECK(tiles_problem(arch("sd-vae-decoder"), tiled.tiles)->message.find("sd-vae-decoder is a vae-decoder") != std::string::npos);
+  CHECK(tiles_problem(hunyuan, {.size = 8, .overlap = 8, .frames = 4})->field == "overlap");
+  CHECK(tiles_problem(hunyuan, {.size = 8, .overlap = 2, .frames = 4, .frame_overlap = 4})->field == "frame_overlap");
+}
+
 TEST_CASE("eager PyTorch launches more kernels than a compiled step and waits on its host", "[profiles]") {
   const KernelModel h100(*Catalog::builtin().gpu("h100-sxm"));
   for (const char* id : {"sdxl-unet", "flux-dit", "sd-vae-decoder", "real-esrgan-x4", "clip-l-text"}) {
@@ -522,6 +574,15 @@ TEST_CASE("sequence parallelism is checked against its model and gang", "[profil
   // The old spelling says what replaced it.
   CHECK_THAT(with_task(R"({"name": "t", "gpus": 4, "work": {)" + flux_64 + R"(, "parallel": {"sequence": 4, "attention": "ring"}}})"),
              Catch::Contains("parallel/attention") && Catch::Contains("replaced by \"ring\""));
+  // A video VAE's tiles, by field.
+  const std::string hunyuan_vae = R"("architecture": "hunyuan-video-vae-decoder", "width": 256, "height": 256, "frames": 17)";
+  CHECK(with_task(R"({"name": "t", "work": {)" + hunyuan_vae + R"(, "tiles": {"size": 16, "overlap": 4, "frames": 2, "frame_overlap": 1}}})").empty());
+  CHECK_THAT(with_task(R"({"name": "t", "work": {)" + hunyuan_vae + R"(, "tiles": {"size": 16, "overlap": 16}}})"),
+             Catch::Contains("work/tiles/overlap") && Catch::Contains("fewer latent pixels than the tile's size 16"));
+  CHECK_THAT(with_task(R"({"name": "t", "work": {)" + flux_64 + R"(, "tiles": {"size": 16}}})"),
+             Catch::Contains("work/tiles/size") && Catch::Contains("flux-dit is a dit"));
+  CHECK_THAT(with_task(R"({"name": "t", "work": {)" + hunyuan_vae + R"(, "tiles": {"overlap": 4}}})"), Catch::Contains("work/tiles/size"));
+  CHECK_THAT(with_task(R"({"name": "t", "work": {)" + hunyuan_vae + R"(, "tiles": {"size": 16, "sise": 4}}})"), Catch::Contains("work/tiles/sise"));
 }
 
 TEST_CASE("a guidance-parallel sampler step runs each half of the batch on its own GPU and gathers the outputs", "[profiles][simulation]") {

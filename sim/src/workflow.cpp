@@ -64,7 +64,29 @@ void read_parallel(ObjectReader& w, TaskSpec& task, const Architecture& a) {
   }
 }
 
-// A model step: {"architecture", "steps", "runtime", "parallel", and the shape: batch, width, height, frames, tokens, context}.
+// "tiles": {"size": 64, "overlap": 8, "frames": 16, "frame_overlap": 2}: a video VAE's decode in tiles of latent
+// pixels and latent frames, each overlapping the next (StepShape::Tiles).
+void read_tiles(ObjectReader& w, StepShape& s, const Architecture& a) {
+  const Json* value = w.field("tiles");
+  if (value == nullptr) return;
+  const std::size_t before = w.problems().size();
+  ObjectReader t(*value, w.pointer("tiles"), w.problems());
+  if (!t.ok()) return;
+  StepShape::Tiles tiles;
+  tiles.size = t.number("size", Need::required, 1, 1e5).value_or(0);
+  tiles.overlap = t.number("overlap", Need::optional, 0, 1e5).value_or(0);
+  tiles.frames = t.number("frames", Need::optional, 1, 1e5).value_or(1e5);
+  tiles.frame_overlap = t.number("frame_overlap", Need::optional, 0, 1e5).value_or(0);
+  t.finish();
+  if (w.problems().size() > before) return;  // a field's own problem says enough
+  if (const auto problem = tiles_problem(a, tiles)) {
+    t.problem(problem->field, problem->message);
+  } else {
+    s.tiles = tiles;
+  }
+}
+
+// A model step: {"architecture", "steps", "runtime", "parallel", "tiles", and the shape: batch, width, height, frames, tokens, context}.
 void read_model_step(ObjectReader& w, TaskSpec& task, const Catalog& catalog) {
   const auto id = w.string("architecture", Need::required);
   const auto found = id ? catalog.architectures().find(*id) : catalog.architectures().end();
@@ -93,10 +115,12 @@ void read_model_step(ObjectReader& w, TaskSpec& task, const Catalog& catalog) {
   if (found == catalog.architectures().end()) return;
   const Architecture& a = *found->second;
   s.runtime = runtime && parse_runtime(*runtime) ? *parse_runtime(*runtime) : default_runtime(a);
-  const bool image = a.family == "unet" || a.family == "dit" || a.family == "vae-decoder" || a.family == "causal-vae-decoder" || a.family == "rrdb";
+  const bool image = a.family == "unet" || a.family == "dit" || a.family == "vae-decoder" || a.family == "causal-vae-decoder" ||
+                     a.family == "conv3d-vae-decoder" || a.family == "rrdb";
   if (image && (s.width <= 0 || s.height <= 0)) w.problem(s.width <= 0 ? "width" : "height", "a " + a.family + " step needs the image's width and height in pixels");
   if (a.family == "transformer" && s.tokens <= 0) w.problem("tokens", "a transformer step needs the tokens it processes");
   read_parallel(w, task, a);
+  read_tiles(w, s, a);
   if (!w.problems().empty()) return;  // the file is rejected: no kernels for a shape with holes
   const std::vector<KernelCall> calls = set_model_step(task, found->second, s, task.steps);
   // The process groups as xDiT's USP makes them (yunchang's set_seq_parallel_pg, Ulysses low): each guidance

@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "fleetsim/kernel_model.hpp"
@@ -121,7 +122,32 @@ struct StepShape {
   // xDiT's CFG parallel and ComfyUI's multi-GPU nodes run them; each GPU's kernels on its share.
   double cfg_parallel = 1;
   double gpus() const { return sequence_parallel * cfg_parallel; }  // the gang one step runs on
+  // A video VAE's decode in tiles, as ComfyUI's tiled decode cuts the latent (comfy/utils.py
+  // tiled_scale_multidim): tiles of `size` latent pixels a side overlapping by `overlap`, and of `frames`
+  // latent frames overlapping by `frame_overlap`, each tile a whole decoder call. Size 0: one call over
+  // the whole clip. Only a conv3d-vae-decoder takes tiles.
+  struct Tiles {
+    double size = 0, overlap = 0, frames = 0, frame_overlap = 0;
+    bool operator==(const Tiles&) const = default;
+  } tiles = {};
 };
+
+// What is wrong with `tiles` for `architecture`, by the Tiles field at fault; nullopt where nothing is
+// (no tiles, or tiles of a conv3d-vae-decoder each overlapping the next by less than itself).
+struct ShapeProblem {
+  std::string field, message;
+};
+std::optional<ShapeProblem> tiles_problem(const Architecture& architecture, const StepShape::Tiles& tiles);
+
+// The tiles' latent extents along one side of `extent` latent pixels or frames, as ComfyUI places them
+// (starts every tile - overlap from 0, the last pulled back to end at the edge), each extent with how
+// many tiles have it; one of the whole extent where a tile covers it.
+std::vector<std::pair<double, double>> tile_extents(double extent, double tile, double overlap);
+
+// The most bytes a conv3d-vae-decoder call of `shape` holds at once (an estimate: the largest level's
+// block input, its normalized copy, the padded copy a 3x3x3 convolution makes and its output, at the
+// widest of the level's channels), over its tiles where it has them.
+double conv3d_decode_peak_bytes(const Architecture& architecture, const StepShape& shape, Dtype dtype);
 
 // The shape the catalog lists an architecture's profile at: one 1024x1024 image (an upscaler's input
 // 512x512), 512 text tokens, an LLM's 2048-token prompt; the architecture's default runtime.

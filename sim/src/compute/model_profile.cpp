@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "fleetsim/error.hpp"
+#include "fleetsim/units.hpp"
 
 namespace fleetsim {
 
@@ -40,6 +41,7 @@ const std::map<std::string_view, ArchitectureFields>& families() {
         {}}},
       {"vae-decoder", {{"latent_channels", "layers_per_block", "vae_factor"}, {"temporal_factor"}, {"channels"}}},
       {"causal-vae-decoder", {{"latent_channels", "layers_per_block", "vae_factor", "temporal_factor", "temporal_upsamplings"}, {}, {"channels"}}},
+      {"conv3d-vae-decoder", {{"latent_channels", "layers_per_block", "vae_factor", "temporal_factor"}, {}, {"channels"}}},
       {"rrdb", {{"blocks", "features", "growth", "scale"}, {}, {}}},
   };
   return f;
@@ -569,6 +571,90 @@ void causal_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
   b.op("concat", "frames.cat", batch * (2 * latent_frames + 1) * s.height * s.width, 3, latent_frames - 1);
 }
 
+// A VAE decoder of 3D convolutions over the whole clip, as ComfyUI runs HunyuanVideo's (comfy/ldm/modules/
+// diffusionmodules/model.py Decoder with conv3d and time_compress, at a125cd8): the 2D decoder's layout with
+// every 3x3 convolution a 3x3x3 one (VideoConv3d: its input padded first, a copy, replicating the edges, two
+// frames before the first and none after, so causal in time), each GroupNorm over its groups' channels of
+// every frame, and the middle's one-head attention over the pixels of all the call's frames (q, k and v made
+// contiguous, a copy each). An upsampling keeps its channels (the next level's first ResNet block changes
+// them); the lowest level's doubles the pixels only, the log2(temporal_factor) levels above it double the
+// frames after the first as well (the first frame interpolated apart, the two joined by a torch.cat): a call
+// of T latent frames makes 4(T - 1) + 1. Tiled, each tile is a call of its own and its pixels are cast to
+// fp32 on the GPU (ComfyUI's decode_fn); the blend of the tiles runs on the host, left out here.
+void conv3d_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
+  auto channels = a.list("channels");
+  std::reverse(channels.begin(), channels.end());
+  const double f = a.number("vae_factor", 8), tf = a.number("temporal_factor", 4), latent = a.number("latent_channels", 16);
+  const double resnets = a.number("layers_per_block", 2) + 1, temporal_levels = std::log2(tf);
+  const bool tiled = s.tiles.size > 0;
+  // One decoder call on t0 latent frames of h0 x w0, `times` times.
+  const auto decoder_call = [&](double t0, double h0, double w0, double times) {
+    const std::size_t mark = b.size();
+    double t = t0, h = h0, w = w0;
+    const auto voxels = [&] { return s.batch * t * h * w; };
+    const auto conv = [&](const std::string& name, double cin, double cout, double k) {
+      const double padded = k > 1 ? s.batch * (t + k - 1) * (h + k - 1) * (w + k - 1) : 0;
+      if (k > 1) b.op("pad", name + ".pad", padded, cin);
+      b.conv(name, s.batch * t, h, w, cin, cout, k, 1, k, padded);
+    };
+    const auto resnet = [&](double cin, double cout) {
+      b.group_norm("resnet.norm1", s.batch, t * h * w, cin, true);
+      conv("resnet.conv1", cin, cout, 3);
+      b.group_norm("resnet.norm2", s.batch, t * h * w, cout, true);
+      conv("resnet.conv2", cout, cout, 3);
+      if (cin != cout) conv("resnet.shortcut", cin, cout, 1);
+      b.op("residual_add", "resnet.residual", voxels(), cout);
+    };
+    b.conv("post_quant", s.batch * t, h, w, latent, latent, 1);  // AutoencoderKL's, a 1x1x1 Conv3d
+    double c = channels.front();
+    conv("conv_in", latent, c, 3);
+    resnet(c, c);
+    b.group_norm("mid.attn.norm", s.batch, t * h * w, c, false);
+    for (const char* name : {"mid.attn.q", "mid.attn.k", "mid.attn.v"}) b.conv(name, s.batch * t, h, w, c, c, 1);
+    b.op("to_tokens", "mid.attn.to_tokens", voxels(), c, 3);
+    b.attention("mid.attn", s.batch, t * h * w, t * h * w, c);
+    b.op("to_pixels", "mid.attn.to_pixels", voxels(), c);
+    b.conv("mid.attn.out", s.batch * t, h, w, c, c, 1);
+    b.op("residual_add", "mid.attn.residual", voxels(), c);
+    resnet(c, c);
+    for (std::size_t i = 0; i < channels.size(); ++i) {
+      for (double j = 0; j < resnets; ++j) {
+        resnet(c, channels[i]);
+        c = channels[i];
+      }
+      if (i + 1 == channels.size()) break;
+      const double level = static_cast<double>(channels.size() - 1 - i);  // ComfyUI's i_level, from the top
+      h *= 2;
+      w *= 2;
+      if (level <= temporal_levels && t > 1) {
+        b.op("upsample", "upsample.interpolate", s.batch * 2 * (t - 1) * h * w, c);
+        b.op("upsample", "upsample.first_frame", s.batch * h * w, c);
+        t = 2 * t - 1;
+        b.op("concat", "upsample.cat", voxels(), c);
+      } else {
+        b.op("upsample", "upsample.interpolate", voxels(), c);
+      }
+      conv("upsample", c, c, 3);
+    }
+    b.group_norm("norm_out", s.batch, t * h * w, c, false);
+    b.op("silu", "norm_out.nonlinearity", voxels(), c, 2);  // x * torch.sigmoid(x): two kernels
+    conv("conv_out", c, 3, 3);
+    if (tiled) b.op("elementwise", "tile.to_fp32", voxels(), 3);
+    b.repeat_since(mark, times);
+  };
+  const double latent_frames = s.frames > 1 ? std::floor((s.frames - 1) / tf) + 1 : 1;
+  const double latent_h = std::ceil(s.height / f), latent_w = std::ceil(s.width / f);
+  if (!tiled) {
+    decoder_call(latent_frames, latent_h, latent_w, 1);
+    return;
+  }
+  for (const auto& [t, nt] : tile_extents(latent_frames, s.tiles.frames, s.tiles.frame_overlap)) {
+    for (const auto& [h, nh] : tile_extents(latent_h, s.tiles.size, s.tiles.overlap)) {
+      for (const auto& [w, nw] : tile_extents(latent_w, s.tiles.size, s.tiles.overlap)) decoder_call(t, h, w, nt * nh * nw);
+    }
+  }
+}
+
 // Real-ESRGAN's RRDBNet: a convolution in, residual-in-residual dense blocks (three dense blocks of five
 // convolutions each over the concatenation of the block's input and what came before, growing by
 // `growth` channels, LeakyReLU after each but the last, scaled residuals), a trunk convolution, two
@@ -668,6 +754,58 @@ double experts_touched(double experts, double top_k, double tokens) {
   return std::max(k, experts * (1 - std::pow(1 - k / experts, std::max(tokens, 1.0))));
 }
 
+std::optional<ShapeProblem> tiles_problem(const Architecture& a, const StepShape::Tiles& tiles) {
+  if (tiles == StepShape::Tiles{}) return std::nullopt;
+  if (a.family != "conv3d-vae-decoder") return ShapeProblem{"size", "tiles cut a video VAE's decode (family conv3d-vae-decoder); " + a.id + " is a " + a.family};
+  if (tiles.size < 1) return ShapeProblem{"size", "expected at least 1 latent pixel a side, found " + format_number(tiles.size)};
+  if (tiles.overlap >= tiles.size) {
+    return ShapeProblem{"overlap", "expected fewer latent pixels than the tile's size " + format_number(tiles.size) + ", found " + format_number(tiles.overlap)};
+  }
+  if (tiles.frames < 1) return ShapeProblem{"frames", "expected at least 1 latent frame a tile, found " + format_number(tiles.frames)};
+  if (tiles.frame_overlap >= tiles.frames) {
+    return ShapeProblem{"frame_overlap", "expected fewer latent frames than the tile's " + format_number(tiles.frames) + ", found " + format_number(tiles.frame_overlap)};
+  }
+  return std::nullopt;
+}
+
+std::vector<std::pair<double, double>> tile_extents(double extent, double tile, double overlap) {
+  if (extent <= tile || tile <= overlap) return {{extent, 1}};
+  std::map<double, double> counts;  // extent -> tiles of it
+  for (double start = 0; start < extent - overlap; start += tile - overlap) {
+    const double at = std::max(0.0, std::min(extent - overlap, start));
+    counts[std::min(tile, extent - at)] += 1;
+  }
+  return {counts.begin(), counts.end()};
+}
+
+double conv3d_decode_peak_bytes(const Architecture& a, const StepShape& s, Dtype dtype) {
+  if (a.family != "conv3d-vae-decoder") return 0;
+  auto channels = a.list("channels");
+  std::reverse(channels.begin(), channels.end());
+  const double f = a.number("vae_factor", 8), tf = a.number("temporal_factor", 4), temporal_levels = std::log2(tf);
+  const auto call_peak = [&](double t, double h, double w) {
+    double peak = 0;
+    for (std::size_t i = 0; i < channels.size(); ++i) {
+      const double widest = std::max(channels[i], i > 0 ? channels[i - 1] : channels[i]);
+      // The block's input and its normalized copy, the padded copy and the convolution's output.
+      const double held = s.batch * (3 * t * h * w + (t + 2) * (h + 2) * (w + 2)) * widest * dtype_bytes(dtype);
+      peak = std::max(peak, held);
+      if (i + 1 == channels.size()) break;
+      h *= 2;
+      w *= 2;
+      if (static_cast<double>(channels.size() - 1 - i) <= temporal_levels && t > 1) t = 2 * t - 1;
+    }
+    return peak;
+  };
+  const double latent_frames = s.frames > 1 ? std::floor((s.frames - 1) / tf) + 1 : 1;
+  const double latent_h = std::ceil(s.height / f), latent_w = std::ceil(s.width / f);
+  if (s.tiles.size <= 0) return call_peak(latent_frames, latent_h, latent_w);
+  // The largest tile: the longest extent along each side (tile_extents lists them shortest first).
+  const auto largest = [](const std::vector<std::pair<double, double>>& extents) { return extents.back().first; };
+  return call_peak(largest(tile_extents(latent_frames, s.tiles.frames, s.tiles.frame_overlap)), largest(tile_extents(latent_h, s.tiles.size, s.tiles.overlap)),
+                   largest(tile_extents(latent_w, s.tiles.size, s.tiles.overlap)));
+}
+
 const ArchitectureFields* architecture_fields(std::string_view family) {
   const auto it = families().find(family);
   return it == families().end() ? nullptr : &it->second;
@@ -700,6 +838,7 @@ std::vector<KernelCall> step_kernels(const Architecture& a, const StepShape& who
   else if (a.family == "dit") dit(a, s, b);
   else if (a.family == "vae-decoder") vae_decoder(a, s, b);
   else if (a.family == "causal-vae-decoder") causal_vae_decoder(a, s, b);
+  else if (a.family == "conv3d-vae-decoder") conv3d_vae_decoder(a, s, b);
   else if (a.family == "rrdb") rrdb(a, s, b);
   else FLEETSIM_CHECK(false, "unknown architecture family " + a.family + " (checked at load)");
   return calls;

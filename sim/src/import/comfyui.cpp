@@ -69,6 +69,42 @@ std::string number_text(double v) {
   return buf;
 }
 
+// The bytes past which a whole-clip decode is taken to run out of memory (an 80 GB GPU's, A100's and H100's; an
+// assumption: ComfyUI tries the whole clip and tiles only once CUDA refuses an allocation).
+constexpr double kWholeDecodeBytes = 80e9;
+
+// How ComfyUI cuts a video VAE's decode (a conv3d-vae-decoder of spatial factor f and temporal factor tf) into
+// tiles: VAEDecodeTiled's widgets as nodes.py converts them to latent units (the overlap at most a quarter
+// of the tile, the temporal overlap at most half the temporal size; at least 2 latent frames a tile and 1 of
+// overlap, comfy/sd.py decode_tiled); VAEDecode's whole clip in one call, or, where that would not fit
+// (kWholeDecodeBytes), comfy/sd.py decode's fallback after the out-of-memory error: 256-pixel tiles
+// overlapping by a quarter, every frame in each, a guess.
+struct VideoDecode {
+  StepShape::Tiles tiles;
+  std::string note;  // which, in words
+  bool guess = false;
+};
+VideoDecode video_decode(const Node& n, const Architecture& vae, const StepShape& shape, Dtype dtype,
+                         const std::function<double(const std::string&, double)>& widget) {
+  const double f = vae.number("vae_factor", 8), tf = vae.number("temporal_factor", 4);
+  if (n.cls == "VAEDecodeTiled") {
+    const double size = widget("tile_size", 512), time = widget("temporal_size", 64);
+    const double overlap = size < 4 * widget("overlap", 64) ? std::floor(size / 4) : widget("overlap", 64);
+    const double time_overlap = time < 2 * widget("temporal_overlap", 8) ? std::floor(time / 2) : widget("temporal_overlap", 8);
+    const double frames = std::max(2.0, std::floor(time / tf));
+    const StepShape::Tiles tiles{.size = std::floor(size / f), .overlap = std::floor(overlap / f), .frames = frames,
+                                 .frame_overlap = std::max(1.0, std::min(std::floor(frames / 2), std::floor(time_overlap / tf)))};
+    return {tiles, "decoded in tiles of " + number_text(tiles.size * f) + " pixels and " + number_text(tiles.frames) + " latent frames"};
+  }
+  const std::string peak = format_quantity(conv3d_decode_peak_bytes(vae, shape, dtype), Dimension::bytes);
+  if (conv3d_decode_peak_bytes(vae, shape, dtype) <= kWholeDecodeBytes) return {{}, "the whole clip decoded in one call (its peak about " + peak + ")"};
+  const double tile = std::floor(256 / f);
+  return {{.size = tile, .overlap = std::floor(tile / 4), .frames = 999, .frame_overlap = 1},
+          "the whole clip's decode would hold about " + peak + ", past " + format_quantity(kWholeDecodeBytes, Dimension::bytes) +
+              ": decoded as ComfyUI falls back after running out of memory, in 256-pixel tiles of every frame (the failed attempt left out), a guess",
+          true};
+}
+
 // What a task's work was taken to be, in words: the model step and its shape, or the operator.
 std::string work_text(const TaskSpec& t) {
   if (t.architecture) {
@@ -137,7 +173,8 @@ struct WidgetBounds {
 constexpr WidgetBounds kWidgetBounds[] = {
     {"width", 16, 16384},      {"height", 16, 16384},         {"batch_size", 1, 4096}, {"steps", 1, 10000},
     {"start_at_step", 0, 10000}, {"end_at_step", 0, 10000}, {"cfg", 0, 100},         {"scale_by", 0.01, 8},
-    {"amount", 1, 64},         {"video_frames", 1, 4096},    {"length", 1, 16384},     {"megapixels", 0.01, 16}};
+    {"amount", 1, 64},         {"video_frames", 1, 4096},    {"length", 1, 16384},     {"megapixels", 0.01, 16},
+    {"tile_size", 64, 4096},   {"overlap", 0, 4096},         {"temporal_size", 8, 4096}, {"temporal_overlap", 4, 4096}};
 
 // A node's number widget, or `fallback` where it has none (or a link feeds it); a value outside
 // ComfyUI's own range is a problem at its pointer (and `fallback` stands in, to go on checking).
@@ -519,6 +556,8 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
       t.op = o.id;
     };
     const ComfyFamily* costed_as = nullptr;  // the family whose stage priced the task
+    VideoDecode decode;                       // how a video VAE's decode was cut
+    double peak_bytes = 0;                    // a video VAE decode's estimated peak
     switch (n->role) {
       case ComfyRole::sample: {
         const auto [f, stage] = stage_of(&ComfyFamily::diffusion);
@@ -568,16 +607,22 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
         costed_as = f;
         if (n->role == ComfyRole::decode && !stage->architecture.empty()) {
           t.dtype = Dtype::bf16;  // ComfyUI's VAE dtype where bf16 runs
-          // A causal 3D decoder decodes the video's frames together; a 2D one, each frame as an image.
+          // A video decoder decodes the video's frames together; a 2D one, each frame as an image.
           const auto vae = arch(stage->architecture, stage);
-          const bool causal = vae->family == "causal-vae-decoder";
-          set_model_step(t, vae, StepShape{.batch = causal ? s.batch : s.batch * s.frames, .width = s.width, .height = s.height, .frames = causal ? s.frames : 1}, 1);
+          const bool video = vae->family == "causal-vae-decoder" || vae->family == "conv3d-vae-decoder";
+          StepShape shape{.batch = video ? s.batch : s.batch * s.frames, .width = s.width, .height = s.height, .frames = video ? s.frames : 1};
+          if (vae->family == "conv3d-vae-decoder") {
+            decode = video_decode(*n, *vae, shape, t.dtype, [&](const std::string& key, double otherwise) { return number(*n, key, otherwise); });
+            shape.tiles = decode.tiles;
+            peak_bytes = conv3d_decode_peak_bytes(*vae, shape, t.dtype);
+          }
+          set_model_step(t, vae, shape, 1);
         } else {
           // A VAE encoder costs about half its decoder (approx.).
           scaled(op(*stage), s.pixels() / stage->at_pixels * (n->role == ComfyRole::decode ? 1.0 : 0.5));
         }
         t.model = stage->model;
-        t.working_set_bytes = 2e9 + 8 * image_bytes;
+        t.working_set_bytes = std::max(2e9 + 8 * image_bytes, peak_bytes);
         n->output_bytes = n->role == ComfyRole::decode ? image_bytes : latent_bytes;
         break;
       }
@@ -625,6 +670,7 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
     // What was assumed, in words, for the user to check; guesses are said to be.
     std::string note = t.name + ": " + work_text(t);
     if (fp8) note += ", weights at a byte per parameter (an fp8 file)";
+    if (!decode.note.empty()) note += ", " + decode.note;
     bool guessed = false;
     if (costed_as != nullptr) {
       if (family == nullptr) {
@@ -642,7 +688,7 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
       note += "; size " + number_text(s.width) + "x" + number_text(s.height) + " assumed: no node sets it, a guess";
       guessed = true;
     }
-    if (guessed) guesses.push_back(note);
+    if (guessed || decode.guess) guesses.push_back(note);
     wf.assumptions.push_back(std::move(note));
     n->task = static_cast<int>(wf.tasks.size());
     wf.tasks.push_back(std::move(t));
@@ -728,6 +774,9 @@ std::string workflow_json(const Workflow& wf) {
       if (s.frames != 1) work["frames"] = s.frames;
       if (s.tokens > 0) work["tokens"] = s.tokens;
       if (s.context > 0) work["context"] = s.context;
+      if (s.tiles.size > 0) {
+        work["tiles"] = {{"size", s.tiles.size}, {"overlap", s.tiles.overlap}, {"frames", s.tiles.frames}, {"frame_overlap", s.tiles.frame_overlap}};
+      }
       work["dtype"] = dtype_name(t.dtype);
       work["runtime"] = runtime_name(s.runtime);
       task["work"] = std::move(work);
