@@ -369,6 +369,7 @@ fleetsim::StepShape parse_step_shape(const std::string& text) {
     }
     *field = value;
   }
+  if (shape.tiles.size > 0 && shape.tiles.frames == 0) shape.tiles.frames = 1e5;  // every frame in each tile, as a workflow's "tiles" default
   return shape;
 }
 
@@ -404,7 +405,10 @@ int run_kernels(const KernelsArgs& args) {
                            fleetsim::did_you_mean_key(args.model, fleetsim::Catalog::builtin().architectures()));
     }
     fleetsim::StepShape shape = parse_step_shape(args.shape);
-    if (const auto problem = fleetsim::tiles_problem(*arch, shape.tiles)) throw bad("--shape", "tiles' " + problem->field + ": " + problem->message);
+    if (const auto problem = fleetsim::tiles_problem(*arch, shape.tiles)) {
+      const std::string key = problem->field == "size" ? "tile" : "tile_" + problem->field;  // the --shape key of the Tiles field
+      throw bad("--shape", key + ": " + problem->message);
+    }
     if (args.runtime.empty()) {
       shape.runtime = fleetsim::default_runtime(*arch);
       notes.push_back("assumed: runs " + std::string(fleetsim::runtime_name(shape.runtime)) + " (--runtime says otherwise)");
@@ -1219,7 +1223,7 @@ void add_kernels(CLI::App& app, Commands& commands) {
   kernels->add_option("--measured", kern->measured, "A CSV of measured kernels (name,kernel,m,n,k,time_us): the error by class and operation");
   kernels->add_option("--kernels", kern->constants, "Kernel-model constants in place of the built-in models/kernels.json (same shape)");
   kernels->add_option("--model", kern->model, "An architecture (fleetsim catalog lists them): one step's kernels and their time");
-  kernels->add_option("--shape", kern->shape, "The step's shape for --model: batch, width, height, frames, tokens, context, as width=1024,height=1024,batch=2");
+  kernels->add_option("--shape", kern->shape, "The step's shape for --model: batch, width, height, frames, tokens, context, and a video VAE's tile, tile_overlap, tile_frames, tile_frame_overlap (latent units), as width=1024,height=1024,batch=2");
   kernels->add_option("--runtime", kern->runtime, "How --model runs: comfyui or diffusers (their eager PyTorch code, models/runtimes.json) or compiled (fused kernels, CUDA graphs); default by model");
   kernels->add_option("--fit", kern->fit, "Fit the GPU architecture's constants to --measured and write them (models/kernels.json's shape) here");
   kernels->add_flag("--json", kern->json, "Print JSON instead of text");

@@ -55,6 +55,17 @@ DIFFUSION_CHECKS = [
     {"title": "Wan 2.1 VAE decode alone, 81 frames at 1280x720", "gpu": "a800-sxm-80gb", "runtime": "diffusers", "dtype": "bf16",
      "parts": [("wan21-vae-decoder", "width=1280,height=720,frames=81", 1)], "measured_s": 9.256,
      "source": "nono-Sang/FastVAE README, Wan2_1 table, 1 process: diffusers AutoencoderKLWan, 5 s of 720p video, A800, bf16, after a warm-up"},
+    {"title": "HunyuanVideo VAE decode alone, 65 frames at 848x480, tiled", "gpu": "h100-sxm", "runtime": "diffusers", "dtype": "fp16",
+     "parts": [("hunyuan-video-vae-decoder", "width=848,height=480,frames=65,tile=32,tile_overlap=8,tile_frames=5,tile_frame_overlap=2", 1)],
+     "measured_s": 15.5146,
+     "source": "sgl-project/sglang pull request 22814, description: DecodingStage 15,514.60 ms on one H100 before its fused GroupNorm+SiLU "
+               "(14,548.95 ms after). SGLang's HunyuanVideo config runs the VAE in fp16 with tiling on: 256-pixel, 16-frame tiles at "
+               "strides of 192 and 12 (read from its config files, not the PR), timed here as ComfyUI places tiles (diffusers' "
+               "temporal tiling adds a sixth, 2-frame tile: the prediction is some 7% of the work short)"},
+    {"title": "HunyuanVideo VAE decode alone, 61 frames at 512x320", "gpu": "h100-sxm", "runtime": "diffusers", "dtype": "fp16",
+     "parts": [("hunyuan-video-vae-decoder", "width=512,height=320,frames=61", 1)], "measured_s": 2.5,
+     "source": "madebyollin/taehv README, the full HunyuanVideo VAE's \"Runtime (in fp16, on GH200)\": \"~2-3 s\", taken as 2.5; "
+               "a GH200 timed as an H100 SXM; whole or tiled not stated (whole here)"},
 ]
 
 
@@ -183,9 +194,23 @@ def main():
         error = (total - check["measured_s"]) / check["measured_s"]
         w("| %s%s | %s | %s | %.3g | %.3g | %s | %s |" % (check["title"], " (fitted)" if check.get("fitted") else "", check["gpu"],
                                                        check["runtime"], total, check["measured_s"], spct(error), check["source"]))
-    w("\nThe VAE decode row is Wan 2.1's causal 3D decoder (`wan21-vae-decoder`: one latent frame a call, the frames before "
-      "it kept and padded in, as diffusers and ComfyUI run it). Its 3x3x3 convolutions are timed as implicit GEMMs at the "
-      "GEMM class's rates; no measured 3D convolution has checked those, and they are the likeliest part of the gap.\n")
+    w("\nThe VAE decode rows are the video models' 3D decoders: Wan 2.1's causal one (`wan21-vae-decoder`: one latent frame "
+      "a call, the frames before it kept and padded in, as diffusers and ComfyUI run it) and HunyuanVideo's "
+      "(`hunyuan-video-vae-decoder`: 3x3x3 convolutions over the whole clip or each tile). Their 3x3x3 convolutions are "
+      "timed as implicit GEMMs at the GEMM class's rates (some 690 TFLOP/s in fp16 on an H100); no measured 3D "
+      "convolution has checked those, and they are the likeliest part of the gaps. The two HunyuanVideo figures, from "
+      "different code and sizes, both take about three times the model's time: the model is far too fast for this "
+      "decoder. They are not fitted to (kept as checks). GroupNorm over whole clips (a CTA per sample and group) is "
+      "already the model's largest share of the decode (about 40%); SGLang's fused kernel for it saved 1 s of the 15.5.\n")
+    w("What the 3D convolutions reach depends on the software path, which neither figure states. Published cuDNN 3x3x3 "
+      "convolutions at these widths (128-512 channels) ran at 146-219 TFLOP/s on an A100 in fp16, 47-70% of its peak, "
+      "about the GEMM class's share (xwang233/code-snippet, conv3d-channels-last/a100, cuDNN 8.0.5; NCDHW the lower "
+      "figures, channels-last the higher). But PyTorch 2.9.0 turned cuDNN off for fp16 and bf16 3D convolutions (a cuDNN "
+      "9.8-9.10 wrong-result bug, pytorch/pytorch issue 163539), falling back to vol2col, reported about four times "
+      "slower (pytorch/pytorch issue 166122), until cuDNN 9.15 (PyTorch 2.9.1 with it, 2.10); and on Hopper, NCDHW 3D "
+      "convolutions ran 2.7-3.7 times slower than channels-last ones (sgl-project/sglang pull request 27431). Either "
+      "would account for a factor of three. A 3D convolution measured on a GPU (the conv class) settles it; until then "
+      "the model times cuDNN's good path.\n")
 
     w("## One step across GPUs: sequence parallelism against xDiT\n")
     w("HunyuanVideo at 1280x720, 129 frames, 50 steps on one HGX H100 node, the transformer's steps split by sequence "
@@ -213,9 +238,12 @@ def main():
         speedup, measured = times[1] / times[k], xdit[1] / xdit[k]
         w("| %d | %.0f | %.2f | %.0f | %.2f | %s |" % (k, times[k], speedup, xdit[k], measured, spct(speedup / measured - 1)))
     w("\nxDiT's times fit a serial part beside the divided one (T = A / k + B gives B of about 110 s from its 1- and 8-GPU "
-      "rows), which its text encoders and VAE decode would be; the model's video VAE, timed as a 2D decoder of every frame, "
-      "takes 4.9 s here, far less than HunyuanVideo's causal 3D decoder is reported to (15.5 s at 848x480 and 65 frames in "
-      "sgl-project/sglang pull request 22814). Steps alone, the 8-GPU speed-up is overstated.\n")
+      "rows), which its text encoders and VAE decode would be; the model's HunyuanVideo VAE, its 3D decoder in diffusers' "
+      "tiles (256 pixels, 16 frames), takes %.1f s for this clip on one H100 (4.9 s as the 2D decoder of every frame it "
+      "replaced), itself some three times too fast against the published decodes above. Steps alone, the 8-GPU speed-up "
+      "is overstated.\n" % fleetsim(args.fleetsim, "kernels", "--gpu", "h100-sxm", "--model", "hunyuan-video-vae-decoder", "--shape",
+                                     "width=1280,height=720,frames=129,tile=32,tile_overlap=8,tile_frames=5,tile_frame_overlap=2",
+                                     "--runtime", "diffusers", "--dtype", "fp16")["time_s"])
 
     w("## Where the model is weakest\n")
     w("- Kernels of a few rows (m <= 64): their time is a few microseconds of fixed cost and one CTA's pace per row, which "
@@ -225,8 +253,9 @@ def main():
       "heuristics are not public; the model takes the fastest of its candidates, which the real pick is not always.")
     w("- The L2 term (the share of a memory-bound kernel's bytes that fits in the L2 cache moves faster) is a smooth "
       "stand-in for a sharp effect.")
-    w("- Convolutions run at the GEMM tiles' efficiency as implicit GEMMs; no convolution timing was found to test "
-      "that against. The NCHW transposes eager PyTorch adds around them are modelled as copies.")
+    w("- Convolutions run at the GEMM tiles' efficiency as implicit GEMMs; none was measured here. Published cuDNN 3x3x3 "
+      "figures on an A100 sit near the GEMM class's share (above), but the HunyuanVideo decodes take three times the "
+      "model's time. The NCHW transposes eager PyTorch adds around them are modelled as copies.")
     w("- GroupNorm's statistics (one CTA per sample and group) take a per-CTA pace derived from four published eager "
       "GroupNorm+SiLU timings on Hopper (sglang pull requests 26045 and 23938; see `models/kernels.json`); Ampere takes the "
       "same pace, a guess.")

@@ -167,13 +167,13 @@ TEST_CASE("HunyuanVideo's VAE decodes the clip in 3D: tiled as VAEDecodeTiled's 
   CHECK(decode->architecture->id == "hunyuan-video-vae-decoder");
   CHECK(decode->shape.tiles == StepShape::Tiles{.size = 32, .overlap = 8, .frames = 16, .frame_overlap = 2});
   // VAEDecode: the whole clip in one call where it fits, ComfyUI's fallback tiles (a guess) where it would not.
-  const auto graph = [](int width, int height, int length) {
+  const auto graph = [](int width, int height, int length, const std::string& decoder = R"("VAEDecode", "inputs": {)", int batch = 1) {
     return R"({"1": {"class_type": "UNETLoader", "inputs": {"unet_name": "hunyuan_video_t2v_720p_bf16.safetensors"}},
                "2": {"class_type": "VAELoader", "inputs": {"vae_name": "hunyuan_video_vae_bf16.safetensors"}},
                "3": {"class_type": "EmptyHunyuanLatentVideo", "inputs": {"width": )" + std::to_string(width) + R"(, "height": )" +
-           std::to_string(height) + R"(, "length": )" + std::to_string(length) + R"(, "batch_size": 1}},
+           std::to_string(height) + R"(, "length": )" + std::to_string(length) + R"(, "batch_size": )" + std::to_string(batch) + R"(}},
                "4": {"class_type": "KSampler", "inputs": {"model": ["1", 0], "latent_image": ["3", 0], "steps": 30, "cfg": 1}},
-               "5": {"class_type": "VAEDecode", "inputs": {"samples": ["4", 0], "vae": ["2", 0]}}})";
+               "5": {"class_type": )" + decoder + R"("samples": ["4", 0], "vae": ["2", 0]}}})";
   };
   const Workflow small = import_comfyui(graph(848, 480, 65), "small.json", Catalog::builtin());
   const TaskSpec* whole = find_task(small, "VAEDecode#5");
@@ -184,12 +184,24 @@ TEST_CASE("HunyuanVideo's VAE decodes the clip in 3D: tiled as VAEDecodeTiled's 
   const std::string big_graph = graph(1280, 720, 129);
   const Workflow big = import_comfyui(big_graph, "big.json", Catalog::builtin());
   CHECK(find_task(big, "VAEDecode#5")->shape.tiles == StepShape::Tiles{.size = 32, .overlap = 8, .frames = 999, .frame_overlap = 1});
-  CHECK(find_task(big, "VAEDecode#5")->working_set_bytes < 80e9);  // a tile's peak, not the whole clip's
+  const TaskSpec& fallback = *find_task(big, "VAEDecode#5");
+  CHECK(fallback.working_set_bytes == Approx(conv3d_decode_peak_bytes(*fallback.architecture, fallback.shape, fallback.dtype)));  // a tile's peak
+  CHECK(fallback.working_set_bytes < 80e9);
   bool said = false;
   for (const std::string& note : big.assumptions) said = said || note.find("falls back after running out of memory") != std::string::npos;
   CHECK(said);
   CHECK_THAT(error_of([&] { import_comfyui(big_graph, "big.json", Catalog::builtin(), {.strict = true}); }), Contains("256-pixel tiles"));
   CHECK(error_of([&] { import_comfyui(graph(848, 480, 65), "small.json", Catalog::builtin(), {.strict = true}); }).empty());
+  // Two videos: each decodes alone (ComfyUI's batch_number where one clip fills the memory), so the choice is one's.
+  CHECK(find_task(import_comfyui(graph(848, 480, 65, R"("VAEDecode", "inputs": {)", 2), "two.json", Catalog::builtin()), "VAEDecode#5")->shape.tiles ==
+        StepShape::Tiles{});
+  // VAEDecodeTiled's widgets as nodes.py converts them: a temporal overlap over half the temporal size is halved
+  // (40 -> 20 frames, 5 latent), an overlap over a quarter of the tile becomes a quarter (200 -> 64 pixels, 8 latent).
+  const Workflow widgets = import_comfyui(graph(848, 480, 65, R"("VAEDecodeTiled", "inputs": {"tile_size": 256, "overlap": 200, "temporal_size": 64, "temporal_overlap": 40, )"),
+                                          "tiled.json", Catalog::builtin());
+  CHECK(find_task(widgets, "VAEDecodeTiled#5")->shape.tiles == StepShape::Tiles{.size = 32, .overlap = 8, .frames = 16, .frame_overlap = 5});
+  CHECK_THAT(error_of([&] { import_comfyui(graph(848, 480, 65, R"("VAEDecodeTiled", "inputs": {"tile_size": 32, )"), "t.json", Catalog::builtin()); }),
+             Contains("/5/inputs/tile_size: expected a number from 64 to 4096"));
 }
 
 TEST_CASE("video latents set frames and size, and image-to-video nodes encode only an image they are given", "[import][comfyui]") {

@@ -132,6 +132,14 @@ TEST_CASE("a video VAE decode in tiles is a whole decoder call a tile, placed as
   CHECK(tiles_problem(arch("sd-vae-decoder"), tiled.tiles)->message.find("sd-vae-decoder is a vae-decoder") != std::string::npos);
   CHECK(tiles_problem(hunyuan, {.size = 8, .overlap = 8, .frames = 4})->field == "overlap");
   CHECK(tiles_problem(hunyuan, {.size = 8, .overlap = 2, .frames = 4, .frame_overlap = 4})->field == "frame_overlap");
+  CHECK(tiles_problem(hunyuan, {.size = 16.5, .overlap = 2, .frames = 4})->field == "size");
+  // Two videos decode one a call, whole or tiled: twice the kernels, each call's GroupNorm over one sample.
+  StepShape two = tiled;
+  two.batch = 2;
+  const auto one_call = step_kernels(hunyuan, tiled, Dtype::bf16), two_calls = step_kernels(hunyuan, two, Dtype::bf16);
+  CHECK(kernels_flop(two_calls) == Approx(2 * kernels_flop(one_call)).epsilon(1e-12));
+  CHECK(count_kernels(two_calls) == Approx(2 * count_kernels(one_call)));
+  CHECK(conv3d_decode_peak_bytes(hunyuan, two, Dtype::bf16) == conv3d_decode_peak_bytes(hunyuan, tiled, Dtype::bf16));
 }
 
 TEST_CASE("eager PyTorch launches more kernels than a compiled step and waits on its host", "[profiles]") {

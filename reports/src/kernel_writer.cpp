@@ -170,10 +170,15 @@ double kernel_count(const StepEstimate& step) {
 }
 
 std::string shape_text(const StepShape& s) {
-  char text[240];
-  std::snprintf(text, sizeof text, "batch %g, %gx%g pixels, %g frames, %g tokens, context %g; %s", s.batch, s.width, s.height, s.frames, s.tokens,
-                s.context, std::string(runtime_name(s.runtime)).c_str());
-  return text;
+  char text[320];
+  std::snprintf(text, sizeof text, "batch %g, %gx%g pixels, %g frames, %g tokens, context %g", s.batch, s.width, s.height, s.frames, s.tokens, s.context);
+  std::string out = text;
+  if (s.tiles.size > 0) {
+    std::snprintf(text, sizeof text, ", in tiles of %g latent pixels (overlap %g) and %g latent frames (overlap %g)", s.tiles.size, s.tiles.overlap,
+                  s.tiles.frames, s.tiles.frame_overlap);
+    out += text;
+  }
+  return out + "; " + std::string(runtime_name(s.runtime));
 }
 
 }  // namespace
@@ -242,7 +247,10 @@ std::string model_step_json(const GpuType& gpu, const Architecture& arch, const 
                              {"architecture", arch.id},
                              {"dtype", dtype_name(dtype)},
                              {"runtime", runtime_name(shape.runtime)},
-                             {"shape", {{"batch", shape.batch}, {"width", shape.width}, {"height", shape.height}, {"frames", shape.frames}, {"tokens", shape.tokens}, {"context", shape.context}}},
+                             {"shape", {{"batch", shape.batch}, {"width", shape.width}, {"height", shape.height}, {"frames", shape.frames}, {"tokens", shape.tokens}, {"context", shape.context},
+                                        {"tiles", shape.tiles.size > 0 ? nlohmann::ordered_json{{"size", shape.tiles.size}, {"overlap", shape.tiles.overlap},
+                                                                                              {"frames", shape.tiles.frames}, {"frame_overlap", shape.tiles.frame_overlap}}
+                                                                       : nlohmann::ordered_json()}}},
                              {"time_s", step.time_s},
                              {"flop", kernels_flop(step.calls)},
                              {"kernels", kernel_count(step)},

@@ -6,7 +6,9 @@
 //
 // Families: `transformer` (decoder LLMs, and the CLIP and T5 text encoders), `unet` (Stable Diffusion
 // 1.x, 2.x, XL and its refiner), `dit` (FLUX, SD3, HunyuanVideo: joint double-stream and single-stream
-// blocks; Wan: blocks with cross-attention to the text), `vae-decoder`, and `rrdb` (Real-ESRGAN).
+// blocks; Wan: blocks with cross-attention to the text), `vae-decoder` (the image VAEs, and a 2D stand-in
+// for video ones), `causal-vae-decoder` (Wan 2.1's, a latent frame a call), `conv3d-vae-decoder`
+// (HunyuanVideo's, 3D convolutions over the whole clip or each tile), and `rrdb` (Real-ESRGAN).
 //
 // How a step runs matters as much as what it computes. The family code lays out the GEMMs, convolutions
 // and attentions and calls the step's small operations by name; a runtime (models/runtimes.json) says
@@ -140,13 +142,14 @@ struct ShapeProblem {
 std::optional<ShapeProblem> tiles_problem(const Architecture& architecture, const StepShape::Tiles& tiles);
 
 // The tiles' latent extents along one side of `extent` latent pixels or frames, as ComfyUI places them
-// (starts every tile - overlap from 0, the last pulled back to end at the edge), each extent with how
-// many tiles have it; one of the whole extent where a tile covers it.
+// (a start every tile - overlap from 0 while short of extent - overlap; the last tile shorter where the
+// extent ends within it), each extent with how many tiles have it; one of the whole extent where a tile
+// covers it.
 std::vector<std::pair<double, double>> tile_extents(double extent, double tile, double overlap);
 
-// The most bytes a conv3d-vae-decoder call of `shape` holds at once (an estimate: the largest level's
-// block input, its normalized copy, the padded copy a 3x3x3 convolution makes and its output, at the
-// widest of the level's channels), over its tiles where it has them.
+// The most bytes one decoder call of a conv3d-vae-decoder holds at once for `shape` (an estimate: a level's
+// block input, its normalized copy, the padded copy a 3x3x3 convolution makes and its output, at the widest
+// of the level's channels, the largest level's): one sample's whole clip, or its largest tile.
 double conv3d_decode_peak_bytes(const Architecture& architecture, const StepShape& shape, Dtype dtype);
 
 // The shape the catalog lists an architecture's profile at: one 1024x1024 image (an upscaler's input

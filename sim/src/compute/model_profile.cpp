@@ -587,34 +587,36 @@ void conv3d_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
   const double f = a.number("vae_factor", 8), tf = a.number("temporal_factor", 4), latent = a.number("latent_channels", 16);
   const double resnets = a.number("layers_per_block", 2) + 1, temporal_levels = std::log2(tf);
   const bool tiled = s.tiles.size > 0;
-  // One decoder call on t0 latent frames of h0 x w0, `times` times.
+  // One decoder call on one sample's t0 latent frames of h0 x w0, `times` times: a batch's samples decode one a
+  // call (tiled_scale_multidim takes them one by one; a whole decode where one sample's clip fills the memory,
+  // as a video's does, batches one: sd.py decode's batch_number).
   const auto decoder_call = [&](double t0, double h0, double w0, double times) {
     const std::size_t mark = b.size();
     double t = t0, h = h0, w = w0;
-    const auto voxels = [&] { return s.batch * t * h * w; };
+    const auto voxels = [&] { return t * h * w; };
     const auto conv = [&](const std::string& name, double cin, double cout, double k) {
-      const double padded = k > 1 ? s.batch * (t + k - 1) * (h + k - 1) * (w + k - 1) : 0;
+      const double padded = k > 1 ? (t + k - 1) * (h + k - 1) * (w + k - 1) : 0;
       if (k > 1) b.op("pad", name + ".pad", padded, cin);
-      b.conv(name, s.batch * t, h, w, cin, cout, k, 1, k, padded);
+      b.conv(name, t, h, w, cin, cout, k, 1, k, padded);
     };
     const auto resnet = [&](double cin, double cout) {
-      b.group_norm("resnet.norm1", s.batch, t * h * w, cin, true);
+      b.group_norm("resnet.norm1", 1, voxels(), cin, true);
       conv("resnet.conv1", cin, cout, 3);
-      b.group_norm("resnet.norm2", s.batch, t * h * w, cout, true);
+      b.group_norm("resnet.norm2", 1, voxels(), cout, true);
       conv("resnet.conv2", cout, cout, 3);
       if (cin != cout) conv("resnet.shortcut", cin, cout, 1);
       b.op("residual_add", "resnet.residual", voxels(), cout);
     };
-    b.conv("post_quant", s.batch * t, h, w, latent, latent, 1);  // AutoencoderKL's, a 1x1x1 Conv3d
+    b.conv("post_quant", t, h, w, latent, latent, 1);  // AutoencoderKL's, a 1x1x1 Conv3d
     double c = channels.front();
     conv("conv_in", latent, c, 3);
     resnet(c, c);
-    b.group_norm("mid.attn.norm", s.batch, t * h * w, c, false);
-    for (const char* name : {"mid.attn.q", "mid.attn.k", "mid.attn.v"}) b.conv(name, s.batch * t, h, w, c, c, 1);
+    b.group_norm("mid.attn.norm", 1, voxels(), c, false);
+    for (const char* name : {"mid.attn.q", "mid.attn.k", "mid.attn.v"}) b.conv(name, t, h, w, c, c, 1);
     b.op("to_tokens", "mid.attn.to_tokens", voxels(), c, 3);
-    b.attention("mid.attn", s.batch, t * h * w, t * h * w, c);
+    b.attention("mid.attn", 1, voxels(), t * h * w, c);
     b.op("to_pixels", "mid.attn.to_pixels", voxels(), c);
-    b.conv("mid.attn.out", s.batch * t, h, w, c, c, 1);
+    b.conv("mid.attn.out", t, h, w, c, c, 1);
     b.op("residual_add", "mid.attn.residual", voxels(), c);
     resnet(c, c);
     for (std::size_t i = 0; i < channels.size(); ++i) {
@@ -627,8 +629,8 @@ void conv3d_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
       h *= 2;
       w *= 2;
       if (level <= temporal_levels && t > 1) {
-        b.op("upsample", "upsample.interpolate", s.batch * 2 * (t - 1) * h * w, c);
-        b.op("upsample", "upsample.first_frame", s.batch * h * w, c);
+        b.op("upsample", "upsample.interpolate", 2 * (t - 1) * h * w, c);
+        b.op("upsample", "upsample.first_frame", h * w, c);
         t = 2 * t - 1;
         b.op("concat", "upsample.cat", voxels(), c);
       } else {
@@ -636,8 +638,8 @@ void conv3d_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
       }
       conv("upsample", c, c, 3);
     }
-    b.group_norm("norm_out", s.batch, t * h * w, c, false);
-    b.op("silu", "norm_out.nonlinearity", voxels(), c, 2);  // x * torch.sigmoid(x): two kernels
+    b.group_norm("norm_out", 1, voxels(), c, false);
+    b.op("silu", "norm_out.nonlinearity", voxels(), c);
     conv("conv_out", c, 3, 3);
     if (tiled) b.op("elementwise", "tile.to_fp32", voxels(), 3);
     b.repeat_since(mark, times);
@@ -645,12 +647,12 @@ void conv3d_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
   const double latent_frames = s.frames > 1 ? std::floor((s.frames - 1) / tf) + 1 : 1;
   const double latent_h = std::ceil(s.height / f), latent_w = std::ceil(s.width / f);
   if (!tiled) {
-    decoder_call(latent_frames, latent_h, latent_w, 1);
+    decoder_call(latent_frames, latent_h, latent_w, s.batch);
     return;
   }
   for (const auto& [t, nt] : tile_extents(latent_frames, s.tiles.frames, s.tiles.frame_overlap)) {
     for (const auto& [h, nh] : tile_extents(latent_h, s.tiles.size, s.tiles.overlap)) {
-      for (const auto& [w, nw] : tile_extents(latent_w, s.tiles.size, s.tiles.overlap)) decoder_call(t, h, w, nt * nh * nw);
+      for (const auto& [w, nw] : tile_extents(latent_w, s.tiles.size, s.tiles.overlap)) decoder_call(t, h, w, s.batch * nt * nh * nw);
     }
   }
 }
@@ -757,6 +759,9 @@ double experts_touched(double experts, double top_k, double tokens) {
 std::optional<ShapeProblem> tiles_problem(const Architecture& a, const StepShape::Tiles& tiles) {
   if (tiles == StepShape::Tiles{}) return std::nullopt;
   if (a.family != "conv3d-vae-decoder") return ShapeProblem{"size", "tiles cut a video VAE's decode (family conv3d-vae-decoder); " + a.id + " is a " + a.family};
+  for (const auto& [field, value] : {std::pair{"size", tiles.size}, {"overlap", tiles.overlap}, {"frames", tiles.frames}, {"frame_overlap", tiles.frame_overlap}}) {
+    if (value != std::floor(value)) return ShapeProblem{field, "expected a whole number of latent pixels or frames, found " + format_number(value)};
+  }
   if (tiles.size < 1) return ShapeProblem{"size", "expected at least 1 latent pixel a side, found " + format_number(tiles.size)};
   if (tiles.overlap >= tiles.size) {
     return ShapeProblem{"overlap", "expected fewer latent pixels than the tile's size " + format_number(tiles.size) + ", found " + format_number(tiles.overlap)};
@@ -788,7 +793,7 @@ double conv3d_decode_peak_bytes(const Architecture& a, const StepShape& s, Dtype
     for (std::size_t i = 0; i < channels.size(); ++i) {
       const double widest = std::max(channels[i], i > 0 ? channels[i - 1] : channels[i]);
       // The block's input and its normalized copy, the padded copy and the convolution's output.
-      const double held = s.batch * (3 * t * h * w + (t + 2) * (h + 2) * (w + 2)) * widest * dtype_bytes(dtype);
+      const double held = (3 * t * h * w + (t + 2) * (h + 2) * (w + 2)) * widest * dtype_bytes(dtype);
       peak = std::max(peak, held);
       if (i + 1 == channels.size()) break;
       h *= 2;

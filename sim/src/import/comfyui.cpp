@@ -74,9 +74,9 @@ std::string number_text(double v) {
 constexpr double kWholeDecodeBytes = 80e9;
 
 // How ComfyUI cuts a video VAE's decode (a conv3d-vae-decoder of spatial factor f and temporal factor tf) into
-// tiles: VAEDecodeTiled's widgets as nodes.py converts them to latent units (the overlap at most a quarter
-// of the tile, the temporal overlap at most half the temporal size; at least 2 latent frames a tile and 1 of
-// overlap, comfy/sd.py decode_tiled); VAEDecode's whole clip in one call, or, where that would not fit
+// tiles: VAEDecodeTiled's widgets as nodes.py (a125cd8) converts them to latent units (an overlap over a
+// quarter of the tile becomes a quarter; a temporal overlap over half the temporal size is halved; at least 2
+// latent frames a tile and 1 of overlap, comfy/sd.py decode_tiled); VAEDecode's whole clip in one call, or, where that would not fit
 // (kWholeDecodeBytes), comfy/sd.py decode's fallback after the out-of-memory error: 256-pixel tiles
 // overlapping by a quarter, every frame in each, a guess.
 struct VideoDecode {
@@ -88,9 +88,10 @@ VideoDecode video_decode(const Node& n, const Architecture& vae, const StepShape
                          const std::function<double(const std::string&, double)>& widget) {
   const double f = vae.number("vae_factor", 8), tf = vae.number("temporal_factor", 4);
   if (n.cls == "VAEDecodeTiled") {
-    const double size = widget("tile_size", 512), time = widget("temporal_size", 64);
-    const double overlap = size < 4 * widget("overlap", 64) ? std::floor(size / 4) : widget("overlap", 64);
-    const double time_overlap = time < 2 * widget("temporal_overlap", 8) ? std::floor(time / 2) : widget("temporal_overlap", 8);
+    const double size = widget("tile_size", 512), time = widget("temporal_size", 64), overlap_given = widget("overlap", 64),
+                 time_overlap_given = widget("temporal_overlap", 8);
+    const double overlap = size < 4 * overlap_given ? std::floor(size / 4) : overlap_given;
+    const double time_overlap = time < 2 * time_overlap_given ? std::floor(time_overlap_given / 2) : time_overlap_given;
     const double frames = std::max(2.0, std::floor(time / tf));
     const StepShape::Tiles tiles{.size = std::floor(size / f), .overlap = std::floor(overlap / f), .frames = frames,
                                  .frame_overlap = std::max(1.0, std::min(std::floor(frames / 2), std::floor(time_overlap / tf)))};
