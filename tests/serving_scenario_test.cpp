@@ -402,6 +402,14 @@ TEST_CASE("disaggregated replicas on two nodes move each KV cache over the share
     if (run.topology.links()[l].cls == LinkClass::nic && run.topology.vertex_name(run.topology.links()[l].from).rfind("n0.", 0) == 0) nic_bytes += run.link_bytes[l];
   }
   CHECK(nic_bytes == Approx(8 * share));
+  // Layer by layer: all but the last of the 80 layers' KV went while the prompt's pass ran (the NIC carries the
+  // whole share in far less than the pass), so each share's last layer is left.
+  const Scenario layered = parse_scenario(scenario(std::string(pd).replace(pd.find("\"decode\": 1}"), 12, R"("decode": 1, "kv_transfer": "by_layer"})"), "",
+                                                   R"([{"type": "hgx-h100-8", "count": 2}])"), "s.json", ".");
+  const ServingResult& l = simulate(layered).summary.serving.front();
+  CHECK(share / run.topology.bottleneck_Bps(route) < r.ttft_s.p50 / 10);
+  CHECK(l.kv_transfer_s == Approx(run.topology.latency_s(route) + share / 80 / run.topology.bottleneck_Bps(route)).epsilon(1e-9));
+  CHECK(l.kv_transfer_bytes == Approx(r.kv_transfer_bytes));  // what the decode replica holds, counted whole
 
   // Nodes of four PCIe H100s and one NIC: the four ranks' shares queue through it, where timed alone
   // (`serve`) each had a NIC to itself.

@@ -11,6 +11,7 @@
 #include "fleetsim/error.hpp"
 #include "fleetsim/report.hpp"
 #include "fleetsim/serving.hpp"
+#include "../sim/src/serving/replica_set.hpp"
 #include "helpers.hpp"
 #include "serving/serving_model.hpp"
 
@@ -350,6 +351,25 @@ TEST_CASE("disaggregated, a request is prefilled on one replica, its KV moved, a
   CHECK(split.kv_transfer_s == Approx(transfer).epsilon(1e-12));
   CHECK(split.ttft_s.p50 == Approx(together.ttft_s.p50).epsilon(1e-12));
   CHECK(split.e2e_s.p50 == Approx(together.e2e_s.p50 + transfer).epsilon(1e-12));
+  // Sent layer by layer: each of the 32 layers' KV leaves as the prompt's pass ends that layer; the link keeps up
+  // (the whole KV takes far less than the pass), so only the last layer's 1/32 is left once the prompt is through.
+  const std::string by_layer = R"(, "disaggregation": {"prefill": 1, "decode": 1, "kv_transfer": "by_layer"})";
+  const ServingDeployment layered = parse_serving(deployment(by_layer).replace(deployment().find("\"replicas\": 1,"), 14, ""), "d.json");
+  REQUIRE(layered.kv_by_layer);
+  const ServingResult streamed = simulate_serving(layered);
+  CHECK(512 * kv_capacity(d).kv_bytes_per_token / link.bandwidth_Bps < together.ttft_s.p50 / 10);
+  CHECK(streamed.kv_transfer_s == Approx(link.latency_s + 512 * kv_capacity(d).kv_bytes_per_token / 32 / link.bandwidth_Bps).epsilon(1e-12));
+  CHECK(streamed.e2e_s.p50 < split.e2e_s.p50);
+  CHECK(streamed.ttft_s.p50 == Approx(split.ttft_s.p50).epsilon(1e-12));
+  // A link slower than the pass: what it could not carry during the pass is left (the last layer's at least).
+  serving::KvTransfer slow{};
+  slow.early_s = 0.031;
+  slow.last_layer = 1.0 / 32;
+  CHECK(serving::kv_bytes_left(100, 1000, slow) == Approx(100 - 31));
+  CHECK(serving::kv_bytes_left(100, 1e6, slow) == Approx(100.0 / 32));
+  CHECK(serving::kv_bytes_left(100, 1e6, serving::KvTransfer{}) == 100);
+  CHECK_THAT(test::serving_error(deployment(R"(, "disaggregation": {"prefill": 1, "decode": 1, "kv_transfer": "layer"})").replace(deployment().find("\"replicas\": 1,"), 14, "")),
+             Catch::Contains("/disaggregation/kv_transfer: expected \"after_prefill\"") && Catch::Contains("found \"layer\""));
   // Under load the decode replicas never wait behind a prompt: the time per output token drops.
   const std::string load = R"("rate": "20 /s", "count": 1000, "prompt_tokens": {"uniform": [1000, 3000]}, "output_tokens": {"uniform": [100, 300]})";
   const ServingResult mixed = simulate_serving(parse_serving(deployment("", load).replace(deployment().find("\"replicas\": 1"), 13, "\"replicas\": 4"), "d.json"));

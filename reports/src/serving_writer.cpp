@@ -138,7 +138,7 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
   if (d.prefill_replicas > 0) {
     out << "split       " << d.prefill_replicas << " prefill and " << d.replicas - d.prefill_replicas << " decode replicas: " << format_number(static_cast<double>(r.kv_transfers))
         << " KV caches moved (" << bytes(r.kv_transfer_bytes) << ", " << seconds(r.kv_transfers > 0 ? r.kv_transfer_s / static_cast<double>(r.kv_transfers) : 0)
-        << " each on average, "
+        << " each on average, " << (d.kv_by_layer ? "layer by layer as the prompt's last pass ran, timed from its end, " : "")
         << (r.kv_on_shared_network ? "on the shared network"
             : d.decode_tp > 0      ? "timed alone on the links between the replicas, the busiest GPU's ending each"
             : d.pp > 1             ? "timed alone, stage by stage, on the links between the replicas"
@@ -263,7 +263,7 @@ nlohmann::ordered_json serving_results_json(const ServingDeployment& d, const Se
       {"preemptions", r.preemptions},
       {"swap", {{"on", d.engine.swap}, {"swap_space_bytes", d.engine.swap_space_bytes}, {"swapped_out", r.swapped_out}, {"bytes", r.swap_bytes}, {"recomputed_swap_full", r.swap_space_full}}},
       {"prefill_replicas", d.prefill_replicas},
-      {"kv_transfers", {{"count", r.kv_transfers}, {"bytes", r.kv_transfer_bytes}, {"seconds", r.kv_transfer_s}, {"shared_network", r.kv_on_shared_network}}},
+      {"kv_transfers", {{"count", r.kv_transfers}, {"bytes", r.kv_transfer_bytes}, {"seconds", r.kv_transfer_s}, {"shared_network", r.kv_on_shared_network}, {"by_layer", d.kv_by_layer}}},
       {"autoscale", d.autoscale.on() ? nlohmann::ordered_json{{"min", d.autoscale.min}, {"max", d.autoscale.max}, {"added", r.scale_ups}, {"removed", r.scale_downs},
                                                                 {"wanted_without_gpus", r.scale_ups_without_gpus}, {"replica_s", r.replica_s}}
                                         : nlohmann::ordered_json()},

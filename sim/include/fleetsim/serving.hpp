@@ -141,6 +141,11 @@ struct ServingDeployment {
   // Disaggregated: the decode replicas' TP where it differs from the prefill replicas' `tp` (vLLM's P/D
   // with heterogeneous TP, PRs 18833 and 27274); 0: the same. Their PP is the same (`pp`).
   int decode_tp = 0;
+  // Disaggregated: each stage sends its layers' KV layer by layer, each layer's as the prompt's last forward
+  // pass ends that layer (Mooncake's Transfer Engine, FAST'25 section 3.1; vLLM's P2P NCCL connector; SGLang's
+  // open pull requests 23515 and 28529), rather than all of it once the pass is over (vLLM's NIXL and Mooncake
+  // connectors, SGLang's release): only the last layer's share is left when the prompt is through.
+  bool kv_by_layer = false;
   bool decodes_only(std::size_t replica) const { return prefill_replicas > 0 && replica >= static_cast<std::size_t>(prefill_replicas); }
   int tp_of(std::size_t replica) const { return decode_tp > 0 && decodes_only(replica) ? decode_tp : tp; }
   // The decode replicas' shape where it differs: a copy at their TP, for their memory and iteration times

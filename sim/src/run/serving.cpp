@@ -71,7 +71,14 @@ void Serving::send_kv(std::uint32_t deployment, const serving::KvTransfer& t) {
     FLEETSIM_CHECK(share.from < from.size() && share.to < to.size(), "a KV share from or to a GPU its replica does not hold");
     const FlowTag tag{FlowKind::kv, deployment, make_id<TaskId>(number)};
     const std::uint32_t src = topology_.gpu_vertex(make_id<GpuId>(from[share.from])), dst = topology_.gpu_vertex(make_id<GpuId>(to[share.to]));
-    if (!flows_.start(tag, src, dst, share.bytes, route_key(number, i))) kv_stranded(number);
+    double bytes = share.bytes;
+    if (t.early_s > 0 && topology_.try_route(src, dst, route_key(number, i), route_)) {
+      // Layer by layer: what its route could carry while the pass ran has gone, at the route's bottleneck (what
+      // else the links carried meanwhile is not counted).
+      bytes = serving::kv_bytes_left(share.bytes, topology_.bottleneck_Bps(route_), t);
+      route_.clear();
+    }
+    if (!flows_.start(tag, src, dst, bytes, route_key(number, i))) kv_stranded(number);
   }
 }
 

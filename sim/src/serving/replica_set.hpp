@@ -2,6 +2,7 @@
 // `serve` command's own, or a scenario's run, where the replicas share the cluster with other work.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -73,7 +74,17 @@ struct KvShare {
 struct KvTransfer {
   std::uint32_t request, from, to;
   std::span<const KvShare> shares;
+  // Sent layer by layer (kv_by_layer): each share's KV could flow this long before the transfer starts (all
+  // but the last of a stage's layers' share of the prompt's last forward pass, its layers evenly spaced over
+  // it), and `last_layer` of it, the last layer's, is left whatever the links carried meanwhile. After the
+  // pass: 0 and 1.
+  double early_s = 0, last_layer = 1;
 };
+// What of `bytes` is left to send when the transfer starts, over a route of `bandwidth_Bps` that carried it
+// for `early_s` already (all of it where nothing went early).
+inline double kv_bytes_left(double bytes, double bandwidth_Bps, const KvTransfer& t) {
+  return t.early_s > 0 ? std::max(bytes * t.last_layer, bytes - bandwidth_Bps * t.early_s) : bytes;
+}
 
 // Stage `stage`'s shares between a prefill replica of TP p and a decode replica of TP q, appended to
 // `out`: decode GPU j receives `bytes` (its own KV heads of the stage's layers) from the prefill GPUs

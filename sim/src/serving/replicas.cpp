@@ -263,8 +263,14 @@ class Engine {
     const Shape& source = shape_of(replicas_[from]);
     const Shape& dest_shape = shape_of(dest);
     kv_shares(r.kv_tokens, source.tp, dest_shape, shares_);
+    KvTransfer transfer{id, from, *to, shares_};
+    if (d_.kv_by_layer) {
+      const double layers = std::max(1.0, d_.model.number("layers", 1) / d_.pp);  // a stage's
+      transfer.early_s = (layers - 1) / layers * replicas_[from].iteration_compute_s;
+      transfer.last_layer = 1 / layers;
+    }
     if (send_kv_) {
-      send_kv_({id, from, *to, shares_});
+      send_kv_(transfer);
       return true;
     }
     // Timed alone: every share at once, NVLink within a node, a NIC a GPU between nodes; a GPU that sends
@@ -280,7 +286,7 @@ class Engine {
     double time = 0;
     for (std::size_t i = 0; i < link_bytes_.size(); ++i) {
       const LinkType& link = i % 2 == 1 ? g.nic : g.gpu_link;
-      if (link_bytes_[i] > 0) time = std::max(time, link.latency_s + (link.bandwidth_Bps > 0 ? link_bytes_[i] / link.bandwidth_Bps : 0));
+      if (link_bytes_[i] > 0) time = std::max(time, link.latency_s + (link.bandwidth_Bps > 0 ? kv_bytes_left(link_bytes_[i], link.bandwidth_Bps, transfer) / link.bandwidth_Bps : 0));
     }
     transfers_.push({queue_.now() + time, id});
     queue_.push(queue_.now() + time, names_.transfer_kind, names_.arrival_subject);
