@@ -424,6 +424,19 @@ TEST_CASE("disaggregated replicas on two nodes move each KV cache over the share
   one_nic.topology.route(one_nic.topology.gpu_vertex(make_id<GpuId>(0)), one_nic.topology.gpu_vertex(make_id<GpuId>(4)), 0, route);
   REQUIRE(one_nic.topology.bottleneck_Bps(route) == Approx(nic.bandwidth_Bps));
   CHECK(q.kv_transfer_s == Approx(one_nic.topology.latency_s(route) + 4 * quarter / nic.bandwidth_Bps).epsilon(1e-9));
+
+  // One 25 Gb/s NIC for a node's eight GPUs, slower than Llama 3 70B's prefill makes KV: layer by layer, the
+  // NIC's capacity during the pass is shared by the eight shares, so the transfer after the prompt shrinks by
+  // at most the pass (each share credited the whole NIC would leave only the last layer's).
+  const auto slow_nic = [&](const std::string& mode) {
+    const std::string json = std::string(pd).replace(pd.find("\"decode\": 1}"), 12, "\"decode\": 1, \"kv_transfer\": \"" + mode + "\"}");
+    return simulate(parse_scenario(scenario(json, "", R"([{"type": "hgx-h100-8", "count": 2, "node_overrides": {"nic": "eth-25g", "nics": 1}}])"), "s.json", "."))
+        .summary.serving.front();
+  };
+  const ServingResult bulk = slow_nic("after_prefill"), streamed = slow_nic("by_layer");
+  REQUIRE(bulk.kv_transfer_s > 2 * bulk.ttft_s.p50);  // the NIC is the bottleneck
+  CHECK(streamed.kv_transfer_s > bulk.kv_transfer_s - bulk.ttft_s.p50);
+  CHECK(streamed.kv_transfer_s < bulk.kv_transfer_s - 0.9 * bulk.ttft_s.p50);
 }
 
 TEST_CASE("disaggregated pipeline-parallel replicas move each stage's KV from its GPUs to the same GPUs of the decode replica over the shared network", "[serving][scenario][pp]") {
@@ -455,6 +468,10 @@ TEST_CASE("disaggregated pipeline-parallel replicas move each stage's KV from it
   std::vector<std::uint32_t> route;
   run.topology.route(run.topology.gpu_vertex(make_id<GpuId>(0)), run.topology.gpu_vertex(make_id<GpuId>(16)), 0, route);
   CHECK(r.kv_transfer_s == Approx(run.topology.latency_s(route) + 27 * per_layer / run.topology.bottleneck_Bps(route)).epsilon(1e-9));
+  // Layer by layer: the last stage's 26 layers set the window and the floor, 1/26 of each share left.
+  const std::string layered = std::string(pd).replace(pd.find("\"decode\": 1}"), 12, R"("decode": 1, "kv_transfer": "by_layer"})");
+  const ServingResult& l = simulate(parse_scenario(scenario(layered, "", R"([{"type": "hgx-h100-8", "count": 3}])"), "s.json", ".")).summary.serving.front();
+  CHECK(l.kv_transfer_s == Approx(run.topology.latency_s(route) + 27 * per_layer / 26 / run.topology.bottleneck_Bps(route)).epsilon(1e-9));
   // A GPU of the decode replica's last stage (node 1's GPU 6: its TP rank 2 there) fails halfway through the
   // transfer, for a second: every stage's flows stop at once, and the request is prefilled and moved again
   // once the replica is back: half a transfer lost, then a whole one.

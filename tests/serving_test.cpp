@@ -11,7 +11,7 @@
 #include "fleetsim/error.hpp"
 #include "fleetsim/report.hpp"
 #include "fleetsim/serving.hpp"
-#include "../sim/src/serving/replica_set.hpp"
+#include "serving/replica_set.hpp"
 #include "helpers.hpp"
 #include "serving/serving_model.hpp"
 
@@ -365,11 +365,11 @@ TEST_CASE("disaggregated, a request is prefilled on one replica, its KV moved, a
   serving::KvTransfer slow{};
   slow.early_s = 0.031;
   slow.last_layer = 1.0 / 32;
-  CHECK(serving::kv_bytes_left(100, 1000, slow) == Approx(100 - 31));
-  CHECK(serving::kv_bytes_left(100, 1e6, slow) == Approx(100.0 / 32));
+  CHECK(serving::kv_bytes_left(100, 1000 * slow.early_s, slow) == Approx(100 - 31));
+  CHECK(serving::kv_bytes_left(100, 1e6 * slow.early_s, slow) == Approx(100.0 / 32));
   CHECK(serving::kv_bytes_left(100, 1e6, serving::KvTransfer{}) == 100);
   CHECK_THAT(test::serving_error(deployment(R"(, "disaggregation": {"prefill": 1, "decode": 1, "kv_transfer": "layer"})").replace(deployment().find("\"replicas\": 1,"), 14, "")),
-             Catch::Contains("/disaggregation/kv_transfer: expected \"after_prefill\"") && Catch::Contains("found \"layer\""));
+             Catch::Contains("/disaggregation/kv_transfer: expected one of \"after_prefill\", \"by_layer\", found \"layer\""));
   // Under load the decode replicas never wait behind a prompt: the time per output token drops.
   const std::string load = R"("rate": "20 /s", "count": 1000, "prompt_tokens": {"uniform": [1000, 3000]}, "output_tokens": {"uniform": [100, 300]})";
   const ServingResult mixed = simulate_serving(parse_serving(deployment("", load).replace(deployment().find("\"replicas\": 1"), 13, "\"replicas\": 4"), "d.json"));

@@ -66,19 +66,33 @@ void Serving::send_kv(std::uint32_t deployment, const serving::KvTransfer& t) {
   const std::uint32_t number = next_kv_++;
   const std::span<const std::uint32_t> from = kv_gpus(deployment, t.from), to = kv_gpus(deployment, t.to);
   kv_in_flight_.emplace(number, KvInFlight{deployment, t.request, replica_subject(deployment, t.from), replica_subject(deployment, t.to), t.shares.size()});
+  const auto ends = [&](std::size_t i) {
+    return std::pair{topology_.gpu_vertex(make_id<GpuId>(from[t.shares[i].from])), topology_.gpu_vertex(make_id<GpuId>(to[t.shares[i].to]))};
+  };
+  // Layer by layer: what the links could carry while the pass ran has gone, each link's capacity shared by the
+  // transfer's shares over it in proportion to their bytes, a share as far as its slowest link let it (what
+  // else the links carried meanwhile is not counted, nor are those bytes on the links' counts).
+  std::vector<double> sendable(t.shares.size(), 0.0);
+  if (t.early_s > 0) {
+    std::vector<std::vector<std::uint32_t>> routes(t.shares.size());
+    std::unordered_map<std::uint32_t, double> link_bytes;
+    for (std::size_t i = 0; i < t.shares.size(); ++i) {
+      const auto [src, dst] = ends(i);
+      if (!topology_.try_route(src, dst, route_key(number, i), routes[i])) continue;
+      for (std::uint32_t l : routes[i]) link_bytes[l] += t.shares[i].bytes;
+    }
+    for (std::size_t i = 0; i < t.shares.size(); ++i) {
+      double share = routes[i].empty() ? 0.0 : 1.0;  // of its bytes
+      for (std::uint32_t l : routes[i]) share = std::min(share, topology_.links()[l].capacity_Bps * t.early_s / link_bytes[l]);
+      sendable[i] = share * t.shares[i].bytes;
+    }
+  }
   for (std::size_t i = 0; i < t.shares.size(); ++i) {
     const serving::KvShare& share = t.shares[i];
     FLEETSIM_CHECK(share.from < from.size() && share.to < to.size(), "a KV share from or to a GPU its replica does not hold");
     const FlowTag tag{FlowKind::kv, deployment, make_id<TaskId>(number)};
-    const std::uint32_t src = topology_.gpu_vertex(make_id<GpuId>(from[share.from])), dst = topology_.gpu_vertex(make_id<GpuId>(to[share.to]));
-    double bytes = share.bytes;
-    if (t.early_s > 0 && topology_.try_route(src, dst, route_key(number, i), route_)) {
-      // Layer by layer: what its route could carry while the pass ran has gone, at the route's bottleneck (what
-      // else the links carried meanwhile is not counted).
-      bytes = serving::kv_bytes_left(share.bytes, topology_.bottleneck_Bps(route_), t);
-      route_.clear();
-    }
-    if (!flows_.start(tag, src, dst, bytes, route_key(number, i))) kv_stranded(number);
+    const auto [src, dst] = ends(i);
+    if (!flows_.start(tag, src, dst, serving::kv_bytes_left(share.bytes, sendable[i], t), route_key(number, i))) kv_stranded(number);
   }
 }
 

@@ -97,7 +97,6 @@ class Serving {
   std::span<const std::uint32_t> kv_gpus(std::uint32_t deployment, std::uint32_t lane) const;
   std::unordered_map<std::uint32_t, KvInFlight> kv_in_flight_;
   std::uint32_t next_kv_ = 0;
-  std::vector<std::uint32_t> route_;  // a KV share's route, scratch
   std::vector<std::uint32_t> stranded_kv_;
   int free_gpus_for(const ServingDeployment& d, std::vector<std::uint32_t>& gpus) const;
   void send_kv(std::uint32_t deployment, const serving::KvTransfer& t);

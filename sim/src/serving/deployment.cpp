@@ -437,12 +437,7 @@ void read_deployment(ObjectReader& top, ServingDeployment& d, bool cluster_ok, c
       const int prefill = static_cast<int>(r.integer("prefill", Need::required, 1, 50'000).value_or(1));
       const int decode = static_cast<int>(r.integer("decode", Need::required, 1, 50'000).value_or(1));
       if (r.field("decode_tp") != nullptr) d.decode_tp = static_cast<int>(r.integer("decode_tp", Need::required, 1, 64).value_or(0));
-      const std::string send = r.string_or("kv_transfer", "after_prefill");
-      if (send != "after_prefill" && send != "by_layer") {
-        r.problem("kv_transfer", "expected \"after_prefill\" (each stage's KV once the prompt's last forward pass is over) or \"by_layer\" (each layer's as "
-                                 "the pass ends it), found \"" + send + "\"");
-      }
-      d.kv_by_layer = send == "by_layer";
+      d.kv_by_layer = r.choice("kv_transfer", {"after_prefill", "by_layer"}, 0) == 1;
       r.finish();
       if (top.field("replicas") != nullptr && d.replicas != prefill + decode) {
         top.problem("replicas", "expected the " + std::to_string(prefill + decode) + " replicas \"disaggregation\" makes (or no \"replicas\"), found " + std::to_string(d.replicas));
@@ -464,8 +459,12 @@ void read_deployment(ObjectReader& top, ServingDeployment& d, bool cluster_ok, c
     d.assumptions.push_back("pipeline stages run as vLLM V0's virtual engines: " + std::to_string(d.pp) + " lanes a replica, each with 1/" + std::to_string(d.pp) +
                             " of the KV blocks and the requests routed to it, perfectly staggered; " + d.engine.name +
                             " may instead share one KV pool among its batches in flight (vLLM V1 does), which preempts less" +
-                            (d.prefill_replicas > 0 && !d.kv_by_layer ? "; disaggregated, each stage sends its layers' KV to the decode replica's same stage once the prompt is through, not layer by layer during it" : "") +
-                            (d.kv_by_layer ? "; disaggregated, each stage's layers end evenly spaced over the prompt's last forward pass, as if the stages ran it one beside the other" : ""));
+                            (d.prefill_replicas > 0 && !d.kv_by_layer ? "; disaggregated, each stage sends its layers' KV to the decode replica's same stage once the prompt is through, not layer by layer during it" : ""));
+  }
+  if (d.kv_by_layer) {
+    d.assumptions.push_back("KV sent layer by layer: the last stage's layers end evenly spaced over its share of the prompt's last forward pass, and what "
+                            "the links could carry meanwhile (their whole capacity, shared by the transfer's own shares) has gone when the prompt is "
+                            "through; each layer's own message costs and earlier chunks' KV are not counted");
   }
   if (d.dp_attention) {
     d.assumptions.push_back("data-parallel attention: " + std::to_string(d.tp) + " ranks a replica, each its own scheduler and KV pool, stepping together " +

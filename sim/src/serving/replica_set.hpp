@@ -74,16 +74,16 @@ struct KvShare {
 struct KvTransfer {
   std::uint32_t request, from, to;
   std::span<const KvShare> shares;
-  // Sent layer by layer (kv_by_layer): each share's KV could flow this long before the transfer starts (all
-  // but the last of a stage's layers' share of the prompt's last forward pass, its layers evenly spaced over
-  // it), and `last_layer` of it, the last layer's, is left whatever the links carried meanwhile. After the
-  // pass: 0 and 1.
+  // Sent layer by layer (kv_by_layer): the KV could flow this long before the transfer starts (the last
+  // stage's layers of the prompt's last forward pass, evenly spaced, from the end of its first to the end of
+  // its last: the other stages ran theirs earlier, which is not counted), and `last_layer` of it, the last
+  // layer's, is left whatever the links carried meanwhile. After the pass: 0 and 1.
   double early_s = 0, last_layer = 1;
 };
-// What of `bytes` is left to send when the transfer starts, over a route of `bandwidth_Bps` that carried it
-// for `early_s` already (all of it where nothing went early).
-inline double kv_bytes_left(double bytes, double bandwidth_Bps, const KvTransfer& t) {
-  return t.early_s > 0 ? std::max(bytes * t.last_layer, bytes - bandwidth_Bps * t.early_s) : bytes;
+// What of `bytes` is left to send when the transfer starts, where `sendable` bytes of it could have gone
+// during the pass (all of it where the transfer is not layer by layer).
+inline double kv_bytes_left(double bytes, double sendable, const KvTransfer& t) {
+  return t.early_s > 0 ? std::max(bytes * t.last_layer, bytes - sendable) : bytes;
 }
 
 // Stage `stage`'s shares between a prefill replica of TP p and a decode replica of TP q, appended to

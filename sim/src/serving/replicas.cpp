@@ -112,6 +112,7 @@ struct Replica {
   double last_kv_use = 0;
   double iteration_end_s = 0;           // of the iteration in flight
   double iteration_compute_s = 0;       // of it, the forward pass (what follows its swap copies)
+  double iteration_layers_s = 0;        // of that, the last stage's layers (what a KV sent layer by layer overlaps)
   // What of the iteration in flight lies past `at_s` and was counted as computing: its forward pass's
   // remainder (its swap copies, first, are counted apart).
   double compute_after(double at_s) const { return std::min(iteration_compute_s, std::max(0.0, iteration_end_s - at_s)); }
@@ -265,9 +266,8 @@ class Engine {
     kv_shares(r.kv_tokens, source.tp, dest_shape, shares_);
     KvTransfer transfer{id, from, *to, shares_};
     if (d_.kv_by_layer) {
-      const double layers = std::max(1.0, d_.model.number("layers", 1) / d_.pp);  // a stage's
-      transfer.early_s = (layers - 1) / layers * replicas_[from].iteration_compute_s;
-      transfer.last_layer = 1 / layers;
+      transfer.early_s = (last_stage_layers_ - 1) / last_stage_layers_ * replicas_[from].iteration_layers_s;
+      transfer.last_layer = 1 / last_stage_layers_;
     }
     if (send_kv_) {
       send_kv_(transfer);
@@ -286,7 +286,8 @@ class Engine {
     double time = 0;
     for (std::size_t i = 0; i < link_bytes_.size(); ++i) {
       const LinkType& link = i % 2 == 1 ? g.nic : g.gpu_link;
-      if (link_bytes_[i] > 0) time = std::max(time, link.latency_s + (link.bandwidth_Bps > 0 ? kv_bytes_left(link_bytes_[i], link.bandwidth_Bps, transfer) / link.bandwidth_Bps : 0));
+      const double left = kv_bytes_left(link_bytes_[i], link.bandwidth_Bps * transfer.early_s, transfer);
+      if (link_bytes_[i] > 0) time = std::max(time, link.latency_s + (link.bandwidth_Bps > 0 ? left / link.bandwidth_Bps : 0));
     }
     transfers_.push({queue_.now() + time, id});
     queue_.push(queue_.now() + time, names_.transfer_kind, names_.arrival_subject);
@@ -1063,6 +1064,7 @@ class Engine {
     shape_of(rep).compute_s += t.total_s - t.swap_s;
     rep.iteration_end_s = queue_.now() + t.total_s;
     rep.iteration_compute_s = t.total_s - t.swap_s;
+    rep.iteration_layers_s = (t.linear_s + t.allreduce_s + t.attention_s + t.expert_alltoall_s) * last_stage_layers_ / model_layers_;
     queue_.push(rep.iteration_end_s, names_.iteration_kind | ((rep.stamp & 0xFFFFFFu) << 8), names_.first_replica_subject + index);
   }
 
@@ -1123,6 +1125,9 @@ class Engine {
 
   std::vector<Shape> shapes_;
   double kv_heads_;  // the KV heads TP splits (latent attention's one latent, whole on every rank: 1)
+  // The model's layers, and its last pipeline stage's (all of them without stages).
+  double model_layers_ = std::max(1.0, d_.model.number("layers", 1));
+  double last_stage_layers_ = std::max(1, stage_layers(static_cast<int>(model_layers_), d_.pp).back());
   std::vector<Replica> replicas_;
   std::array<std::uint32_t, 3> next_replica_{};  // round-robin's cursor, one a role where disaggregated
   std::uint64_t preemptions_ = 0, iterations_ = 0, batched_ = 0;
