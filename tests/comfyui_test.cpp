@@ -223,7 +223,9 @@ TEST_CASE("video latents set frames and size, and image-to-video nodes encode on
   CHECK(sampler->shape.width == 1280);
   const TaskSpec* decode = find_task(text_to_video, "VAEDecode#6");
   REQUIRE(decode != nullptr);
-  CHECK(decode->shape.batch == 121);  // every frame decoded
+  CHECK(decode->architecture->id == "wan22-vae-decoder");  // its causal 3D decoder, the video's frames together
+  CHECK(decode->shape.frames == 121);
+  CHECK(decode->shape.batch == 1);
 
   const Workflow image_to_video = import_comfyui(graph(R"("start_image": ["3", 0], )"), "i2v.json", Catalog::builtin());
   const TaskSpec* encode = find_task(image_to_video, "Wan22ImageToVideoLatent#4");

@@ -82,6 +82,38 @@ TEST_CASE("Wan 2.1's causal 3D VAE decoder: its convolutions' FLOP level by leve
   CHECK(count_kernels(compiled) < count_kernels(calls(9)));
 }
 
+TEST_CASE("Wan 2.2's causal VAE decoder: its convolutions' FLOP level by level counted by hand, widths kept through each upsampling", "[profiles][vae]") {
+  // 256 x 128 pixels and 9 frames: 3 latent frames of 16 x 8 (16x). As Wan 2.1's, a call a latent frame, the first
+  // two upsamplings doubling the frames after the first call's (1 + 2 x 2 = 5, then 9); but an upsampling keeps its
+  // width (the next level's first ResNet block changes it, with a 1x1x1 shortcut), and the head makes 12 channels
+  // at half the pixels, unfolded 2 x 2 into RGB.
+  const double p0 = 16 * 8, t = 3, f1 = 5, f3 = 9;
+  const auto conv3 = [](double cin, double cout) { return 2 * 27 * cin * cout; };
+  const auto conv2 = [](double cin, double cout) { return 2 * 9 * cin * cout; };
+  const auto time_conv = [](double c) { return 2 * 3 * c * 2 * c; };
+  double flop = t * p0 * 2 * 48 * 48;                                                 // the 1x1x1 convolution before the decoder
+  flop += t * p0 * conv3(48, 1024);                                                   // conv_in
+  flop += t * p0 * (2 * 2 * conv3(1024, 1024) + 2 * 1024 * 3 * 1024 + 2 * 1024 * 1024) + t * 4 * p0 * p0 * 1024;  // the middle
+  flop += t * p0 * 6 * conv3(1024, 1024);                                             // level 0
+  flop += (t - 1) * p0 * time_conv(1024) + f1 * 4 * p0 * conv2(1024, 1024);           // upsampling in time and space, width kept
+  flop += f1 * 4 * p0 * 6 * conv3(1024, 1024);                                        // level 1
+  flop += (f1 - 1) * 4 * p0 * time_conv(1024) + f3 * 16 * p0 * conv2(1024, 1024);
+  flop += f3 * 16 * p0 * (conv3(1024, 512) + 2 * 1024 * 512 + 5 * conv3(512, 512));  // level 2: a 1x1x1 shortcut where the width halves
+  flop += f3 * 64 * p0 * conv2(512, 512);                                             // upsampling in space only
+  flop += f3 * 64 * p0 * (conv3(512, 256) + 2 * 512 * 256 + 5 * conv3(256, 256));    // level 3
+  flop += f3 * 64 * p0 * conv3(256, 12);                                              // the head, to 2 x 2 pixels of RGB
+  const Architecture& wan = arch("wan22-vae-decoder");
+  const auto calls = [&](double frames) { return step_kernels(wan, {.width = 256, .height = 128, .frames = frames}, Dtype::bf16); };
+  CHECK(kernels_flop(calls(9)) == Approx(flop).epsilon(1e-12));
+  // The shortcuts and the unfolding are copies: more bytes than Wan 2.1's layout would move, no FLOP.
+  const auto named = [](const std::vector<KernelCall>& list, const std::string& name) {
+    return std::count_if(list.begin(), list.end(), [&](const KernelCall& c) { return c.name == name; });
+  };
+  CHECK(named(calls(9), "upsample.shortcut") == 2 * 3 * 2);  // two kernels, three upsamplings, two calls (first and the rest)
+  CHECK(named(calls(9), "unpatchify") == 1);
+  CHECK(named(step_kernels(arch("wan21-vae-decoder"), {.width = 256, .height = 128, .frames = 9}, Dtype::bf16), "upsample.shortcut") == 0);
+}
+
 TEST_CASE("HunyuanVideo's 3D VAE decoder: its convolutions' FLOP level by level counted by hand, one call over the clip", "[profiles][vae]") {
   // 128 x 64 pixels and 9 frames: 3 latent frames of 16 x 8. The middle and the lowest level decode the 3 latent
   // frames; the lowest upsampling doubles the pixels only, the next two the frames after the first as well

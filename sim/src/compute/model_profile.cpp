@@ -40,7 +40,7 @@ const std::map<std::string_view, ArchitectureFields>& families() {
         {"cross_attention", "ffn", "temporal_factor", "temporal_patch", "rope", "qk_norm"},
         {}}},
       {"vae-decoder", {{"latent_channels", "layers_per_block", "vae_factor"}, {"temporal_factor"}, {"channels"}}},
-      {"causal-vae-decoder", {{"latent_channels", "layers_per_block", "vae_factor", "temporal_factor", "temporal_upsamplings"}, {}, {"channels"}}},
+      {"causal-vae-decoder", {{"latent_channels", "layers_per_block", "vae_factor", "temporal_factor", "temporal_upsamplings"}, {"patch", "up_residual"}, {"channels"}}},
       {"conv3d-vae-decoder", {{"latent_channels", "layers_per_block", "vae_factor", "temporal_factor"}, {}, {"channels"}}},
       {"rrdb", {{"blocks", "features", "growth", "scale"}, {}, {}}},
   };
@@ -489,11 +489,17 @@ void vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
 // upsampling then doubles the pixels (nearest) and halves the channels with a 3x3 convolution a frame (the
 // frames moved into a batch of images: einops rearrange, a view the interpolation copies where there are
 // several; the way back stays a view), and the next level's first ResNet block starts from half. 4(T - 1) + 1 frames out of T latent ones.
+// Wan 2.2's (`up_residual`, comfy/ldm/wan/vae2_2.py at a125cd8: Decoder3d of Up_ResidualBlocks) keeps the width
+// through an upsampling (the next level's first ResNet block changes it, its 1x1x1 shortcut where it does) and
+// adds to each upsampling level a shortcut from the level's input (DupUp3D: its channels repeated and folded into
+// the doubled frames and pixels, two copies); its output is `patch` x `patch` pixels a channel group (3 x patch^2
+// channels out of the last convolution), unfolded into the video at the end (einops rearrange, one copy of it).
 void causal_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
   const std::vector<double>& widths = a.list("channels");  // the input convolution's and middle's, then each level's
   const double f = a.number("vae_factor", 8), tf = a.number("temporal_factor", 4), latent = a.number("latent_channels", 16);
   const double resnets = a.number("layers_per_block", 2) + 1;
-  const double temporal = a.number("temporal_upsamplings", 0);
+  const double temporal = a.number("temporal_upsamplings", 0), patch = a.number("patch", 1);
+  const bool up_residual = a.number("up_residual", 0) != 0;
   const double latent_frames = s.frames > 1 ? std::floor((s.frames - 1) / tf) + 1 : 1;
   const double batch = s.batch, h0 = std::ceil(s.height / f), w0 = std::ceil(s.width / f);
   // One decoder call on one latent frame (the frames before it kept unless it is the first), `times` times.
@@ -540,14 +546,16 @@ void causal_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
     b.op("residual_add", "mid.attn.residual", rows(n), c);
     resnet(c, c);
     for (std::size_t i = 1; i < widths.size(); ++i) {
-      double cin = i > 1 ? c / 2 : c;
+      double cin = i > 1 && !up_residual ? c / 2 : c;
+      const double frames_in = n;  // the level's input, which Wan 2.2's shortcut starts from
       for (double j = 0; j < resnets; ++j) {
         resnet(cin, widths[i]);
         cin = widths[i];
       }
       c = widths[i];
       if (i + 1 == widths.size()) break;
-      if (static_cast<double>(i) <= temporal && cached) {
+      const bool in_time = static_cast<double>(i) <= temporal;
+      if (in_time && cached) {
         conv("upsample.time", c, 2 * c, 3, 1);
         b.op("concat", "upsample.time.stack", rows(2 * n), c);
         n *= 2;
@@ -556,19 +564,25 @@ void causal_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
       h *= 2;
       w *= 2;
       b.op("upsample", "upsample.interpolate", rows(n), c);
-      b.conv("upsample", batch * n, h, w, c, c / 2, 3);
+      b.conv("upsample", batch * n, h, w, c, up_residual ? c : c / 2, 3);
+      if (up_residual) {  // the first call's shortcut makes both frames of a time upsampling and keeps the last
+        b.op("dup_up", "upsample.shortcut", rows(frames_in * (in_time ? 2 : 1)), c);
+        b.op("residual_add", "upsample.shortcut.add", rows(n), c);
+      }
     }
     norm_silu("norm_out", c);
-    conv("conv_out", c, 3, 3, 3);
+    conv("conv_out", c, 3 * patch * patch, 3, 3);
     b.repeat_since(mark, times);
   };
   b.op("pad", "post_quant.pad", batch * latent_frames * h0 * w0, latent);
   b.conv("post_quant", batch * latent_frames, h0, w0, latent, latent, 1);
   decoder_call(false, 1);
-  if (latent_frames == 1) return;
-  decoder_call(true, latent_frames - 1);
-  // Each later call's frames appended to the video so far: 1 + 4i frames copied at call i, (2T + 1) on average.
-  b.op("concat", "frames.cat", batch * (2 * latent_frames + 1) * s.height * s.width, 3, latent_frames - 1);
+  if (latent_frames > 1) {
+    decoder_call(true, latent_frames - 1);
+    // Each later call's frames appended to the video so far: 1 + 4i frames copied at call i, (2T + 1) on average.
+    b.op("concat", "frames.cat", batch * (2 * latent_frames + 1) * s.height * s.width, 3, latent_frames - 1);
+  }
+  if (patch > 1) b.op("patchify", "unpatchify", batch * (4 * (latent_frames - 1) + 1) * s.height * s.width, 3);
 }
 
 // A VAE decoder of 3D convolutions over the whole clip, as ComfyUI runs HunyuanVideo's (comfy/ldm/modules/

@@ -22,8 +22,8 @@ constexpr std::array<std::string_view, 3> kRuntimeNames{"comfyui", "diffusers", 
 constexpr std::array<std::string_view, 1> kTrainingRuntimeNames{"torchtitan"};
 
 // The operations model_profile.cpp calls: every runtime says what it launches for each.
-constexpr std::array<std::string_view, 30> kOperations{
-    "attention_out", "channel_rms_norm", "concat",       "conv_bias",  "conv_layout",     "elementwise",   "frames_to_batch",
+constexpr std::array<std::string_view, 31> kOperations{
+    "attention_out", "channel_rms_norm", "concat",       "conv_bias",  "conv_layout",     "dup_up",        "elementwise",   "frames_to_batch",
     "gate_residual", "gated_activation", "gelu",         "group_norm", "group_norm_silu", "layer_norm",    "modulate",
     "pad",           "patchify",         "position_tables", "qkv_join", "residual_add",   "rms_norm",      "rope",
     "sampler",       "silu",             "stream_join",  "time_add",   "timestep_embedding", "to_pixels", "to_tokens",
