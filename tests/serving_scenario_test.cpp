@@ -406,7 +406,7 @@ TEST_CASE("disaggregated replicas on two nodes move each KV cache over the share
   // whole share in far less than the pass), so each share's last layer is left.
   const Scenario layered = parse_scenario(scenario(std::string(pd).replace(pd.find("\"decode\": 1}"), 12, R"("decode": 1, "kv_transfer": "by_layer"})"), "",
                                                    R"([{"type": "hgx-h100-8", "count": 2}])"), "s.json", ".");
-  const ServingResult& l = simulate(layered).summary.serving.front();
+  const ServingResult l = simulate(layered).summary.serving.front();
   CHECK(share / run.topology.bottleneck_Bps(route) < r.ttft_s.p50 / 10);
   CHECK(l.kv_transfer_s == Approx(run.topology.latency_s(route) + share / 80 / run.topology.bottleneck_Bps(route)).epsilon(1e-9));
   CHECK(l.kv_transfer_bytes == Approx(r.kv_transfer_bytes));  // what the decode replica holds, counted whole
@@ -470,7 +470,7 @@ TEST_CASE("disaggregated pipeline-parallel replicas move each stage's KV from it
   CHECK(r.kv_transfer_s == Approx(run.topology.latency_s(route) + 27 * per_layer / run.topology.bottleneck_Bps(route)).epsilon(1e-9));
   // Layer by layer: the last stage's 26 layers set the window and the floor, 1/26 of each share left.
   const std::string layered = std::string(pd).replace(pd.find("\"decode\": 1}"), 12, R"("decode": 1, "kv_transfer": "by_layer"})");
-  const ServingResult& l = simulate(parse_scenario(scenario(layered, "", R"([{"type": "hgx-h100-8", "count": 3}])"), "s.json", ".")).summary.serving.front();
+  const ServingResult l = simulate(parse_scenario(scenario(layered, "", R"([{"type": "hgx-h100-8", "count": 3}])"), "s.json", ".")).summary.serving.front();
   CHECK(l.kv_transfer_s == Approx(run.topology.latency_s(route) + 27 * per_layer / 26 / run.topology.bottleneck_Bps(route)).epsilon(1e-9));
   // A GPU of the decode replica's last stage (node 1's GPU 6: its TP rank 2 there) fails halfway through the
   // transfer, for a second: every stage's flows stop at once, and the request is prefilled and moved again
