@@ -160,6 +160,8 @@ def main():
              ("wan21-14b-dit", "batch=1,width=1280,height=720,frames=81", "Wan 2.1 14B, 81 frames at 1280x720"),
              ("sd-vae-decoder", "batch=1,width=1024,height=1024", "SD/SDXL VAE decode, 1024x1024"),
              ("wan21-vae-decoder", "batch=1,width=1280,height=720,frames=81", "Wan 2.1 VAE decode (causal 3D), 81 frames at 1280x720"),
+             ("wan22-vae-decoder", "batch=1,width=1280,height=704,frames=121", "Wan 2.2 5B VAE decode (causal 3D, 16x), 121 frames at 1280x704"),
+             ("hunyuan-video-vae-decoder", "batch=1,width=848,height=480,frames=65", "HunyuanVideo VAE decode (3D, whole), 65 frames at 848x480"),
              ("real-esrgan-x4", "batch=1,width=1024,height=1024", "Real-ESRGAN x4 of a 1024x1024 image"),
              ("t5-xxl-encoder", "tokens=256", "T5-XXL encoder, 256 tokens"),
              ("llama-3-8b", "batch=32,tokens=1,context=2048", "Llama-3-8B decode, 32 sequences at 2k context")]

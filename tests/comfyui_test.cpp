@@ -224,13 +224,14 @@ TEST_CASE("video latents set frames and size, and image-to-video nodes encode on
   const TaskSpec* decode = find_task(text_to_video, "VAEDecode#6");
   REQUIRE(decode != nullptr);
   CHECK(decode->architecture->id == "wan22-vae-decoder");  // its causal 3D decoder, the video's frames together
+  CHECK(decode->model == "wan2.2-vae");
   CHECK(decode->shape.frames == 121);
   CHECK(decode->shape.batch == 1);
 
   const Workflow image_to_video = import_comfyui(graph(R"("start_image": ["3", 0], )"), "i2v.json", Catalog::builtin());
   const TaskSpec* encode = find_task(image_to_video, "Wan22ImageToVideoLatent#4");
   REQUIRE(encode != nullptr);
-  CHECK(encode->model == "video-vae");
+  CHECK(encode->model == "wan2.2-vae");
 
   // A side of 0 keeps the aspect where ComfyUI says so (LatentUpscale).
   const Workflow upscaled = import_comfyui(R"({

@@ -111,6 +111,14 @@ TEST_CASE("Wan 2.2's causal VAE decoder: its convolutions' FLOP level by level c
   };
   CHECK(named(calls(9), "upsample.shortcut") == 2 * 3 * 2);  // two kernels, three upsamplings, two calls (first and the rest)
   CHECK(named(calls(9), "unpatchify") == 1);
+  // The shortcuts' copies (a write of the repeat, a read and a write of the fold) at the upsampled sizes: two
+  // frames from the first call's one where the time doubles, then each later call's frames doubled.
+  std::vector<KernelCall> shortcuts;
+  for (const KernelCall& c : calls(9)) {
+    if (c.name == "upsample.shortcut") shortcuts.push_back(c);
+  }
+  const double first = 2 * 4 * p0 * 1024 + 2 * 16 * p0 * 1024 + 64 * p0 * 512, later = 2 * 4 * p0 * 1024 + 4 * 16 * p0 * 1024 + 4 * 64 * p0 * 512;
+  CHECK(kernels_bytes(shortcuts, Dtype::bf16) == Approx(3 * 2 * (first + (t - 1) * later)).epsilon(1e-12));
   CHECK(named(step_kernels(arch("wan21-vae-decoder"), {.width = 256, .height = 128, .frames = 9}, Dtype::bf16), "upsample.shortcut") == 0);
 }
 
@@ -314,6 +322,12 @@ TEST_CASE("model steps and architectures are read strictly", "[profiles][input]"
   CHECK_THAT(catalog_error("{" + latent + R"(, "experts": 8, "experts_per_token": 2, "dense_layers": 1.5, "dense_ffn": 512})"), Catch::Contains("whole number"));
   CHECK_THAT(catalog_error("{" + transformer + R"(, "layers": 4, "kv_lora_rank": 0, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16})"),
              Catch::Contains("/architectures/mine/kv_lora_rank") && Catch::Contains("positive"));
+  // Wan 2.2's decoder fields: residual upsamplings on or off, a whole patch of at least a pixel.
+  const std::string causal = R"("name": "v", "source": "s", "family": "causal-vae-decoder", "channels": [64, 64, 32], "latent_channels": 4,
+                                "layers_per_block": 1, "vae_factor": 8, "temporal_factor": 4, "temporal_upsamplings": 1)";
+  CHECK(catalog_error("{" + causal + R"(, "patch": 2, "up_residual": 1})").empty());
+  CHECK_THAT(catalog_error("{" + causal + R"(, "patch": 0})"), Catch::Contains("/architectures/mine/patch") && Catch::Contains("at least 1"));
+  CHECK_THAT(catalog_error("{" + causal + R"(, "up_residual": 2})"), Catch::Contains("/architectures/mine/up_residual") && Catch::Contains("0 or 1"));
 }
 
 TEST_CASE("eager GroupNorm + SiLU against published Hopper timings (the reduction class's source)", "[profiles][validation]") {

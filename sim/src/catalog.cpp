@@ -223,6 +223,13 @@ std::shared_ptr<const Architecture> read_architecture(ObjectReader& r, const std
     if (mla && (!has(key) || a->numbers[std::string(key)] <= 0)) r.problem(key, "expected a positive number beside \"kv_lora_rank\" (multi-head latent attention)");
     if (!mla && has(key)) r.problem(key, "expected only beside \"kv_lora_rank\" (multi-head latent attention)");
   }
+  // Wan 2.2's VAE decoder: residual upsamplings or not, and the head's pixels a channel group.
+  if (has("up_residual") && a->numbers["up_residual"] != 0 && a->numbers["up_residual"] != 1) {
+    r.problem("up_residual", "expected 0 or 1, found " + format_number(a->numbers["up_residual"]));
+  }
+  if (has("patch") && (a->numbers["patch"] < 1 || a->numbers["patch"] != std::floor(a->numbers["patch"]))) {
+    r.problem("patch", "expected a whole number of pixels, at least 1, found " + format_number(a->numbers["patch"]));
+  }
   if (!mla && has("q_lora_rank")) r.problem("q_lora_rank", "expected only beside \"kv_lora_rank\" (multi-head latent attention)");
   if (mla && (has("head_dim") || has("kv_heads"))) r.problem(has("head_dim") ? "head_dim" : "kv_heads", "expected no head_dim or kv_heads beside \"kv_lora_rank\": latent attention's heads are qk_nope_head_dim + qk_rope_head_dim wide and share one latent");
   // The first dense_layers layers of a mixture of experts have a dense MLP of dense_ffn (DeepSeek's first_k_dense_replace).

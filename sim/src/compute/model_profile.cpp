@@ -493,7 +493,8 @@ void vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
 // through an upsampling (the next level's first ResNet block changes it, its 1x1x1 shortcut where it does) and
 // adds to each upsampling level a shortcut from the level's input (DupUp3D: its channels repeated and folded into
 // the doubled frames and pixels, two copies); its output is `patch` x `patch` pixels a channel group (3 x patch^2
-// channels out of the last convolution), unfolded into the video at the end (einops rearrange, one copy of it).
+// channels out of the last convolution), unfolded into the video at the end (einops rearrange, one copy of it);
+// diffusers' copies each up block's input for its shortcut, ComfyUI's keeps it (up_block_input).
 void causal_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
   const std::vector<double>& widths = a.list("channels");  // the input convolution's and middle's, then each level's
   const double f = a.number("vae_factor", 8), tf = a.number("temporal_factor", 4), latent = a.number("latent_channels", 16);
@@ -548,6 +549,7 @@ void causal_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
     for (std::size_t i = 1; i < widths.size(); ++i) {
       double cin = i > 1 && !up_residual ? c / 2 : c;
       const double frames_in = n;  // the level's input, which Wan 2.2's shortcut starts from
+      if (up_residual) b.op("up_block_input", "up_block.input", rows(n), cin);
       for (double j = 0; j < resnets; ++j) {
         resnet(cin, widths[i]);
         cin = widths[i];
@@ -582,7 +584,7 @@ void causal_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
     // Each later call's frames appended to the video so far: 1 + 4i frames copied at call i, (2T + 1) on average.
     b.op("concat", "frames.cat", batch * (2 * latent_frames + 1) * s.height * s.width, 3, latent_frames - 1);
   }
-  if (patch > 1) b.op("patchify", "unpatchify", batch * (4 * (latent_frames - 1) + 1) * s.height * s.width, 3);
+  if (patch > 1) b.op("unpatchify", "unpatchify", batch * (tf * (latent_frames - 1) + 1) * s.height * s.width, 3);
 }
 
 // A VAE decoder of 3D convolutions over the whole clip, as ComfyUI runs HunyuanVideo's (comfy/ldm/modules/
