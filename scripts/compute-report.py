@@ -55,6 +55,11 @@ DIFFUSION_CHECKS = [
     {"title": "Wan 2.1 VAE decode alone, 81 frames at 1280x720", "gpu": "a800-sxm-80gb", "runtime": "diffusers", "dtype": "bf16",
      "parts": [("wan21-vae-decoder", "width=1280,height=720,frames=81", 1)], "measured_s": 9.256,
      "source": "nono-Sang/FastVAE README, Wan2_1 table, 1 process: diffusers AutoencoderKLWan, 5 s of 720p video, A800, bf16, after a warm-up"},
+    {"title": "Wan 2.2 5B VAE decode alone, 121 frames at 1280x704", "gpu": "b200", "runtime": "diffusers", "dtype": "bf16",
+     "parts": [("wan22-vae-decoder", "width=1280,height=704,frames=121", 1)], "measured_s": 4.024,
+     "source": "NVIDIA/TensorRT-LLM pull request 17262, description: FastWan2.2 TI2V-5B's VAE decode alone on one B200, its "
+               "\"Diffusers bf16\" column, 4,024 ms; whether it ran tiled is not stated (whole here); Blackwell runs on Ampere's "
+               "kernel constants here, a guess"},
     {"title": "HunyuanVideo VAE decode alone, 65 frames at 848x480, tiled", "gpu": "h100-sxm", "runtime": "diffusers", "dtype": "fp16",
      "parts": [("hunyuan-video-vae-decoder", "width=848,height=480,frames=65,tile=32,tile_overlap=8,tile_frames=5,tile_frame_overlap=2", 1)],
      "measured_s": 15.5146,
@@ -198,7 +203,8 @@ def main():
                                                        check["runtime"], total, check["measured_s"], spct(error), check["source"]))
     w("\nThe VAE decode rows are the video models' 3D decoders: Wan 2.1's causal one (`wan21-vae-decoder`: one latent frame "
       "a call, the frames before it kept and padded in, as diffusers and ComfyUI run it) and HunyuanVideo's "
-      "(`hunyuan-video-vae-decoder`: 3x3x3 convolutions over the whole clip or each tile). Their 3x3x3 convolutions are "
+      "(`hunyuan-video-vae-decoder`: 3x3x3 convolutions over the whole clip or each tile), and Wan 2.2 5B's "
+      "(`wan22-vae-decoder`, Wan 2.1's layout at 16x with residual upsamplings). Their 3x3x3 convolutions are "
       "timed as implicit GEMMs at the GEMM class's rates (some 690 TFLOP/s in fp16 on an H100); no measured 3D "
       "convolution has checked those, and they are the likeliest part of the gaps. The two HunyuanVideo figures, from "
       "different code and sizes, both take about three times the model's time: the model is far too fast for this "
