@@ -122,6 +122,26 @@ TEST_CASE("Wan 2.2's causal VAE decoder: its convolutions' FLOP level by level c
   CHECK(named(step_kernels(arch("wan21-vae-decoder"), {.width = 256, .height = 128, .frames = 9}, Dtype::bf16), "upsample.shortcut") == 0);
 }
 
+TEST_CASE("LTX-Video's VAE decoder: its convolutions' FLOP level by level counted by hand, depth to space between levels", "[profiles][vae]") {
+  // 256 x 128 pixels and 17 frames: 3 latent frames of 8 x 4 (32x, 8x in time). One call over the clip; each level
+  // ten 3x3x3 convolutions at its width, then a convolution to 8 x the next width at its size, folded into twice
+  // the frames (less the first), height and width; the last convolution to 48 channels, 4 x 4 pixels of RGB each.
+  const double p0 = 8 * 4;
+  const auto conv3 = [](double cin, double cout) { return 2 * 27 * cin * cout; };
+  const auto embed = [](double out) { return 2 * 256 * out + 2 * out * out; };  // the timestep's two linear layers
+  double flop = 3 * p0 * conv3(128, 1024);                                           // conv_in
+  flop += embed(4 * 1024) + 3 * p0 * (10 * conv3(1024, 1024) + conv3(1024, 8 * 512));
+  flop += embed(4 * 512) + 5 * 4 * p0 * (10 * conv3(512, 512) + conv3(512, 8 * 256));
+  flop += embed(4 * 256) + 9 * 16 * p0 * (10 * conv3(256, 256) + conv3(256, 8 * 128));
+  flop += embed(4 * 128) + 17 * 64 * p0 * 10 * conv3(128, 128);
+  flop += embed(2 * 128) + 17 * 64 * p0 * conv3(128, 48);                             // the last embedding and conv_out
+  const Architecture& ltx = arch("ltx-video-vae-decoder");
+  const auto calls = step_kernels(ltx, {.width = 256, .height = 128, .frames = 17}, Dtype::bf16);
+  CHECK(kernels_flop(calls) == Approx(flop).epsilon(1e-12));
+  // Two videos: two calls.
+  CHECK(kernels_flop(step_kernels(ltx, {.batch = 2, .width = 256, .height = 128, .frames = 17}, Dtype::bf16)) == Approx(2 * flop).epsilon(1e-12));
+}
+
 TEST_CASE("HunyuanVideo's 3D VAE decoder: its convolutions' FLOP level by level counted by hand, one call over the clip", "[profiles][vae]") {
   // 128 x 64 pixels and 9 frames: 3 latent frames of 16 x 8. The middle and the lowest level decode the 3 latent
   // frames; the lowest upsampling doubles the pixels only, the next two the frames after the first as well

@@ -8,7 +8,8 @@
 // 1.x, 2.x, XL and its refiner), `dit` (FLUX, SD3, HunyuanVideo: joint double-stream and single-stream
 // blocks; Wan: blocks with cross-attention to the text), `vae-decoder` (the image VAEs, and a 2D stand-in
 // for video ones), `causal-vae-decoder` (Wan 2.1's and 2.2's, a latent frame a call), `conv3d-vae-decoder`
-// (HunyuanVideo's, 3D convolutions over the whole clip or each tile), and `rrdb` (Real-ESRGAN).
+// (HunyuanVideo's, 3D convolutions over the whole clip or each tile), `ltx-vae-decoder` (LTX-Video's, depth-to-
+// space upsamplings), and `rrdb` (Real-ESRGAN).
 //
 // How a step runs matters as much as what it computes. The family code lays out the GEMMs, convolutions
 // and attentions and calls the step's small operations by name; a runtime (models/runtimes.json) says

@@ -42,6 +42,7 @@ const std::map<std::string_view, ArchitectureFields>& families() {
       {"vae-decoder", {{"latent_channels", "layers_per_block", "vae_factor"}, {"temporal_factor"}, {"channels"}}},
       {"causal-vae-decoder", {{"latent_channels", "layers_per_block", "vae_factor", "temporal_factor", "temporal_upsamplings"}, {"patch", "up_residual"}, {"channels"}}},
       {"conv3d-vae-decoder", {{"latent_channels", "layers_per_block", "vae_factor", "temporal_factor"}, {}, {"channels"}}},
+      {"ltx-vae-decoder", {{"latent_channels", "layers_per_block", "vae_factor", "temporal_factor", "patch"}, {"timestep_conditioning"}, {"channels"}}},
       {"rrdb", {{"blocks", "features", "growth", "scale"}, {}, {}}},
   };
   return f;
@@ -673,6 +674,76 @@ void conv3d_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
   }
 }
 
+// LTX-Video's VAE decoder as ComfyUI runs its 0.9.5+ version (comfy/ldm/lightricks/vae/causal_video_autoencoder.py
+// at a125cd8, the decoder sd.py builds for those weights): one call over the whole clip. The latent is noised and
+// scaled first (randn_like x 0.025 + 0.975 x, then un-normalized: six small kernels). Every convolution is 3x3x3 and,
+// decoding, not causal: the first and last frames are repeated (two copies) and joined to the video (a copy), then
+// padded by reflection in height and width (a copy) before a convolution that pads nothing. Each level is
+// `layers_per_block` ResNet blocks of PixelNorm (over the channels), the timestep's scale and shift where the
+// weights have `timestep_conditioning` (its embedding two small GEMMs a level), SiLU and a convolution, twice, and
+// a residual add; between levels, a depth-to-space upsampling: a convolution to 8 x the next width at the level's
+// size, its channels rearranged into 2x the frames, height and width (a copy; the first frame dropped), plus the
+// input rearranged and repeated into the same shape (two copies) and added. So T latent frames become 8(T - 1) + 1,
+// and the last convolution's 3 x patch^2 channels unfold into patch x patch pixels each (a copy of the video).
+void ltx_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
+  const std::vector<double>& widths = a.list("channels");  // the first level's (conv_in's), then each upsampled level's
+  const double f = a.number("vae_factor", 32), tf = a.number("temporal_factor", 8), latent = a.number("latent_channels", 128);
+  const double resnets = a.number("layers_per_block", 5), patch = a.number("patch", 4);
+  const bool timestep = a.number("timestep_conditioning", 0) != 0;
+  const double latent_frames = s.frames > 1 ? std::floor((s.frames - 1) / tf) + 1 : 1;
+  const std::size_t mark = b.size();  // one sample's call, repeated for each of the batch's
+  double t = latent_frames, h = std::ceil(s.height / f), w = std::ceil(s.width / f);
+  const auto voxels = [&] { return t * h * w; };
+  const auto conv = [&](const std::string& name, double cin, double cout) {
+    b.op("concat", name + ".edge_frames", 2 * h * w, cin);
+    b.op("concat", name + ".cat", (t + 2) * h * w, cin);
+    const double padded = (t + 2) * (h + 2) * (w + 2);
+    b.op("spatial_pad", name + ".pad", padded, cin);
+    b.conv(name, t, h, w, cin, cout, 3, 1, 3, padded);
+  };
+  const auto embed = [&](const std::string& name, double out) {  // the timestep's embedding, once a level
+    if (!timestep) return;
+    b.op("timestep_embedding", name, 1, 256);
+    b.gemm(name + ".linear_1", 1, out, 256);
+    b.op("silu", name + ".silu", 1, out);
+    b.gemm(name + ".linear_2", 1, out, out);
+  };
+  const auto norm = [&](const std::string& name, double c) {
+    b.op("pixel_norm", name, voxels(), c);
+    if (timestep) b.op("scale_shift", name + ".scale_shift", voxels(), c);
+    b.op("silu", name + ".silu", voxels(), c);
+  };
+  b.op("elementwise", "latent.noise_and_scale", voxels(), latent, 6);
+  double c = widths.front();
+  conv("conv_in", latent, c);
+  for (std::size_t i = 0; i < widths.size(); ++i) {
+    embed("time_embedder", 4 * c);
+    for (double j = 0; j < resnets; ++j) {
+      norm("resnet.norm1", c);
+      conv("resnet.conv1", c, c);
+      norm("resnet.norm2", c);
+      conv("resnet.conv2", c, c);
+      b.op("residual_add", "resnet.residual", voxels(), c);
+    }
+    if (i + 1 == widths.size()) break;
+    const double next = widths[i + 1];
+    conv("upsample", c, 8 * next);
+    const double doubled = 8 * voxels();  // before the first frame is dropped
+    b.op("depth_to_space", "upsample.depth_to_space", doubled, next);
+    b.op("depth_to_space_residual", "upsample.shortcut", doubled, next);
+    t = 2 * t - 1;
+    h *= 2;
+    w *= 2;
+    b.op("residual_add", "upsample.residual", voxels(), next);
+    c = next;
+  }
+  embed("last_time_embedder", 2 * c);
+  norm("norm_out", c);
+  conv("conv_out", c, 3 * patch * patch);
+  b.op("unpatchify", "unpatchify", voxels() * patch * patch, 3);
+  b.repeat_since(mark, s.batch);
+}
+
 // Real-ESRGAN's RRDBNet: a convolution in, residual-in-residual dense blocks (three dense blocks of five
 // convolutions each over the concatenation of the block's input and what came before, growing by
 // `growth` channels, LeakyReLU after each but the last, scaled residuals), a trunk convolution, two
@@ -860,6 +931,7 @@ std::vector<KernelCall> step_kernels(const Architecture& a, const StepShape& who
   else if (a.family == "vae-decoder") vae_decoder(a, s, b);
   else if (a.family == "causal-vae-decoder") causal_vae_decoder(a, s, b);
   else if (a.family == "conv3d-vae-decoder") conv3d_vae_decoder(a, s, b);
+  else if (a.family == "ltx-vae-decoder") ltx_vae_decoder(a, s, b);
   else if (a.family == "rrdb") rrdb(a, s, b);
   else FLEETSIM_CHECK(false, "unknown architecture family " + a.family + " (checked at load)");
   return calls;

@@ -22,12 +22,14 @@ constexpr std::array<std::string_view, 3> kRuntimeNames{"comfyui", "diffusers", 
 constexpr std::array<std::string_view, 1> kTrainingRuntimeNames{"torchtitan"};
 
 // The operations model_profile.cpp calls: every runtime says what it launches for each.
-constexpr std::array<std::string_view, 33> kOperations{
-    "attention_out",   "channel_rms_norm",   "concat",     "conv_bias",      "conv_layout", "dup_up",    "elementwise",
-    "frames_to_batch", "gate_residual",      "gated_activation", "gelu",     "group_norm",  "group_norm_silu", "layer_norm",
-    "modulate",        "pad",                "patchify",   "position_tables", "qkv_join",   "residual_add", "rms_norm",
-    "rope",            "sampler",            "silu",       "stream_join",    "time_add",    "timestep_embedding", "to_pixels",
-    "to_tokens",       "unpatchify",         "up_block_input", "upsample",   "vector_silu"};
+constexpr std::array<std::string_view, 38> kOperations{
+    "attention_out",   "channel_rms_norm", "concat",           "conv_bias",       "conv_layout",  "depth_to_space",
+    "depth_to_space_residual",             "dup_up",           "elementwise",     "frames_to_batch", "gate_residual",
+    "gated_activation", "gelu",            "group_norm",       "group_norm_silu", "layer_norm",   "modulate",
+    "pad",             "patchify",         "pixel_norm",       "position_tables", "qkv_join",     "residual_add",
+    "rms_norm",        "rope",             "sampler",          "scale_shift",     "silu",         "spatial_pad",
+    "stream_join",     "time_add",         "timestep_embedding", "to_pixels",     "to_tokens",    "unpatchify",
+    "up_block_input",  "upsample",         "vector_silu"};
 
 // The operations training.cpp calls in an eager runtime's transformer layer.
 constexpr std::array<std::string_view, 13> kTrainingOperations{
