@@ -140,6 +140,23 @@ TEST_CASE("LTX-Video's VAE decoder: its convolutions' FLOP level by level counte
   CHECK(kernels_flop(calls) == Approx(flop).epsilon(1e-12));
   // Two videos: two calls.
   CHECK(kernels_flop(step_kernels(ltx, {.batch = 2, .width = 256, .height = 128, .frames = 17}, Dtype::bf16)) == Approx(2 * flop).epsilon(1e-12));
+  // The copies around the convolutions: each upsampling's shortcut folded and repeated (two kernels in eager code,
+  // folded into the add compiled), and the 48 channels unfolded into the video at the end, once.
+  const auto named = [](const std::vector<KernelCall>& list, const std::string& name) {
+    std::vector<KernelCall> out;
+    std::copy_if(list.begin(), list.end(), std::back_inserter(out), [&](const KernelCall& c) { return c.name == name; });
+    return out;
+  };
+  CHECK(named(calls, "upsample.shortcut").size() == 2 * 3);
+  CHECK(named(step_kernels(ltx, {.width = 256, .height = 128, .frames = 17, .runtime = Runtime::compiled}, Dtype::bf16), "upsample.shortcut").empty());
+  CHECK(kernels_bytes(named(calls, "unpatchify"), Dtype::bf16) == Approx(2 * 2 * 17 * 64 * p0 * 48).epsilon(1e-12));  // read and written
+  // Without timestep conditioning: no embeddings (nor the noise, scale and shift around them).
+  Catalog plain;
+  plain.add_json(R"({"architectures": {"plain": {"name": "p", "source": "s", "family": "ltx-vae-decoder", "channels": [1024, 512, 256, 128],
+      "latent_channels": 128, "layers_per_block": 5, "vae_factor": 32, "temporal_factor": 8, "patch": 4}}})", "plain.json");
+  const auto unconditioned = step_kernels(*plain.architecture("plain"), {.width = 256, .height = 128, .frames = 17}, Dtype::bf16);
+  CHECK(kernels_flop(unconditioned) == Approx(flop - embed(4 * 1024) - embed(4 * 512) - embed(4 * 256) - embed(4 * 128) - embed(2 * 128)).epsilon(1e-12));
+  CHECK(count_kernels(unconditioned) < count_kernels(calls));
 }
 
 TEST_CASE("HunyuanVideo's 3D VAE decoder: its convolutions' FLOP level by level counted by hand, one call over the clip", "[profiles][vae]") {
@@ -348,6 +365,13 @@ TEST_CASE("model steps and architectures are read strictly", "[profiles][input]"
   CHECK(catalog_error("{" + causal + R"(, "patch": 2, "up_residual": 1})").empty());
   CHECK_THAT(catalog_error("{" + causal + R"(, "patch": 0})"), Catch::Contains("/architectures/mine/patch") && Catch::Contains("at least 1"));
   CHECK_THAT(catalog_error("{" + causal + R"(, "up_residual": 2})"), Catch::Contains("/architectures/mine/up_residual") && Catch::Contains("0 or 1"));
+  // LTX-Video's decoder: the compression it states must be what its levels make.
+  const std::string ltx = R"("name": "l", "source": "s", "family": "ltx-vae-decoder", "channels": [64, 32, 16], "latent_channels": 8,
+                             "layers_per_block": 1, "patch": 2)";
+  CHECK(catalog_error("{" + ltx + R"(, "vae_factor": 8, "temporal_factor": 4})").empty());
+  CHECK_THAT(catalog_error("{" + ltx + R"(, "vae_factor": 32, "temporal_factor": 4})"), Catch::Contains("/architectures/mine/vae_factor") && Catch::Contains("expected 8"));
+  CHECK_THAT(catalog_error("{" + ltx + R"(, "vae_factor": 8, "temporal_factor": 8})"), Catch::Contains("/architectures/mine/temporal_factor") && Catch::Contains("expected 4"));
+  CHECK_THAT(catalog_error("{" + ltx + R"(, "vae_factor": 8, "temporal_factor": 4, "timestep_conditioning": 3})"), Catch::Contains("0 or 1"));
 }
 
 TEST_CASE("eager GroupNorm + SiLU against published Hopper timings (the reduction class's source)", "[profiles][validation]") {

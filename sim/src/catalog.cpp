@@ -230,6 +230,20 @@ std::shared_ptr<const Architecture> read_architecture(ObjectReader& r, const std
   if (has("patch") && (a->numbers["patch"] < 1 || a->numbers["patch"] != std::floor(a->numbers["patch"]))) {
     r.problem("patch", "expected a whole number of pixels, at least 1, found " + format_number(a->numbers["patch"]));
   }
+  if (has("timestep_conditioning") && a->numbers["timestep_conditioning"] != 0 && a->numbers["timestep_conditioning"] != 1) {
+    r.problem("timestep_conditioning", "expected 0 or 1, found " + format_number(a->numbers["timestep_conditioning"]));
+  }
+  // LTX-Video's decoder doubles the frames and pixels at each level but the last, and unfolds its patches: the
+  // compression its entry states must be what its levels make.
+  if (a->family == "ltx-vae-decoder" && a->lists.count("channels") != 0 && has("patch")) {
+    const double doublings = std::pow(2.0, static_cast<double>(a->lists["channels"].size()) - 1);
+    if (has("temporal_factor") && a->numbers["temporal_factor"] != doublings) {
+      r.problem("temporal_factor", "expected " + format_number(doublings) + ", the frames its " + std::to_string(a->lists["channels"].size()) + " levels double to");
+    }
+    if (has("vae_factor") && a->numbers["vae_factor"] != doublings * a->numbers["patch"]) {
+      r.problem("vae_factor", "expected " + format_number(doublings * a->numbers["patch"]) + ": its levels' doublings times its patch");
+    }
+  }
   if (!mla && has("q_lora_rank")) r.problem("q_lora_rank", "expected only beside \"kv_lora_rank\" (multi-head latent attention)");
   if (mla && (has("head_dim") || has("kv_heads"))) r.problem(has("head_dim") ? "head_dim" : "kv_heads", "expected no head_dim or kv_heads beside \"kv_lora_rank\": latent attention's heads are qk_nope_head_dim + qk_rope_head_dim wide and share one latent");
   // The first dense_layers layers of a mixture of experts have a dense MLP of dense_ffn (DeepSeek's first_k_dense_replace).

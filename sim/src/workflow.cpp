@@ -115,9 +115,7 @@ void read_model_step(ObjectReader& w, TaskSpec& task, const Catalog& catalog) {
   if (found == catalog.architectures().end()) return;
   const Architecture& a = *found->second;
   s.runtime = runtime && parse_runtime(*runtime) ? *parse_runtime(*runtime) : default_runtime(a);
-  const bool image = a.family == "unet" || a.family == "dit" || a.family == "vae-decoder" || a.family == "causal-vae-decoder" ||
-                     a.family == "conv3d-vae-decoder" || a.family == "ltx-vae-decoder" || a.family == "rrdb";
-  if (image && (s.width <= 0 || s.height <= 0)) w.problem(s.width <= 0 ? "width" : "height", "a " + a.family + " step needs the image's width and height in pixels");
+  if (works_on_pixels(a.family) && (s.width <= 0 || s.height <= 0)) w.problem(s.width <= 0 ? "width" : "height", "a " + a.family + " step needs the image's width and height in pixels");
   if (a.family == "transformer" && s.tokens <= 0) w.problem("tokens", "a transformer step needs the tokens it processes");
   read_parallel(w, task, a);
   read_tiles(w, s, a);

@@ -47,6 +47,10 @@ struct ArchitectureFields {
 // No value for an unknown family.
 const ArchitectureFields* architecture_fields(std::string_view family);
 std::vector<std::string_view> architecture_families();
+// Whether a step of the family works on pixels (its shape needs a width and a height), and whether it decodes a
+// video's frames together (a 3D VAE decoder) rather than each as an image.
+bool works_on_pixels(std::string_view family);
+bool decodes_video(std::string_view family);
 
 // How a step's code runs: ComfyUI's or diffusers' eager PyTorch (a kernel per operator, each launched
 // by the host), or compiled (torch.compile, TensorRT, an engine's fused kernels, launched from a graph).

@@ -713,7 +713,8 @@ void ltx_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
     if (timestep) b.op("scale_shift", name + ".scale_shift", voxels(), c);
     b.op("silu", name + ".silu", voxels(), c);
   };
-  b.op("elementwise", "latent.noise_and_scale", voxels(), latent, 6);
+  // With timestep conditioning the latent is noised first (randn_like, two scalings, an add); then un-normalized.
+  b.op("elementwise", "latent.noise_and_scale", voxels(), latent, timestep ? 6 : 2);
   double c = widths.front();
   conv("conv_in", latent, c);
   for (std::size_t i = 0; i < widths.size(); ++i) {
@@ -901,6 +902,14 @@ double conv3d_decode_peak_bytes(const Architecture& a, const StepShape& s, Dtype
 const ArchitectureFields* architecture_fields(std::string_view family) {
   const auto it = families().find(family);
   return it == families().end() ? nullptr : &it->second;
+}
+
+bool decodes_video(std::string_view family) {
+  return family == "causal-vae-decoder" || family == "conv3d-vae-decoder" || family == "ltx-vae-decoder";
+}
+
+bool works_on_pixels(std::string_view family) {
+  return decodes_video(family) || family == "unet" || family == "dit" || family == "vae-decoder" || family == "rrdb";
 }
 
 std::vector<std::string_view> architecture_families() {

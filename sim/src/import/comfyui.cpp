@@ -610,7 +610,7 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
           t.dtype = Dtype::bf16;  // ComfyUI's VAE dtype where bf16 runs
           // A video decoder decodes the video's frames together; a 2D one, each frame as an image.
           const auto vae = arch(stage->architecture, stage);
-          const bool video = vae->family == "causal-vae-decoder" || vae->family == "conv3d-vae-decoder" || vae->family == "ltx-vae-decoder";
+          const bool video = decodes_video(vae->family);
           StepShape shape{.batch = video ? s.batch : s.batch * s.frames, .width = s.width, .height = s.height, .frames = video ? s.frames : 1};
           if (vae->family == "conv3d-vae-decoder") {
             decode = video_decode(*n, *vae, shape, t.dtype, [&](const std::string& key, double otherwise) { return number(*n, key, otherwise); });
