@@ -48,6 +48,10 @@ const std::map<std::string_view, ArchitectureFields>& families() {
   return f;
 }
 
+// The latent frames a video VAE of temporal factor `tf` makes of `shape`'s frames: the first alone, then tf a
+// latent frame (1 for an image).
+double latent_frames_of(const StepShape& shape, double tf) { return shape.frames > 1 ? std::floor((shape.frames - 1) / tf) + 1 : 1; }
+
 // Appends a family's kernels in launch order: the model's GEMMs, convolutions and attentions, and its
 // small operations (norms, activations, copies) as the runtime runs them (models/runtimes.json).
 class Builder {
@@ -313,7 +317,7 @@ void dit(const Architecture& a, const StepShape& s, Builder& b) {
   const double h = a.number("hidden", 0), heads = a.number("heads", 0), hd = h / heads;
   const double f = a.number("vae_factor", 8), p = a.number("patch", 2), lat = a.number("latent_channels", 16);
   const double tf = a.number("temporal_factor", 1), tp = a.number("temporal_patch", 1);
-  const double latent_frames = s.frames > 1 ? std::floor((s.frames - 1) / tf) + 1 : 1;
+  const double latent_frames = latent_frames_of(s, tf);
   const double img = std::ceil(latent_frames / tp) * std::ceil(s.height / f / p) * std::ceil(s.width / f / p);
   const double txt = s.context > 0 ? s.context : a.number("text_tokens", 0), n = s.batch, all = img + txt;
   const double mlp = a.number("ffn", a.number("mlp_ratio", 4) * h);
@@ -440,7 +444,7 @@ void vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
   auto channels = a.list("channels");
   std::reverse(channels.begin(), channels.end());
   const double f = a.number("vae_factor", 8), tf = a.number("temporal_factor", 1);
-  const double frames = s.frames > 1 ? std::floor((s.frames - 1) / tf) + 1 : 1;
+  const double frames = latent_frames_of(s, tf);
   const double n = s.batch * frames;
   double h = std::ceil(s.height / f), w = std::ceil(s.width / f);
   auto resnet = [&](double cin, double cout) {
@@ -502,7 +506,7 @@ void causal_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
   const double resnets = a.number("layers_per_block", 2) + 1;
   const double temporal = a.number("temporal_upsamplings", 0), patch = a.number("patch", 1);
   const bool up_residual = a.number("up_residual", 0) != 0;
-  const double latent_frames = s.frames > 1 ? std::floor((s.frames - 1) / tf) + 1 : 1;
+  const double latent_frames = latent_frames_of(s, tf);
   const double batch = s.batch, h0 = std::ceil(s.height / f), w0 = std::ceil(s.width / f);
   // One decoder call on one latent frame (the frames before it kept unless it is the first), `times` times.
   const auto decoder_call = [&](bool cached, double times) {
@@ -661,7 +665,7 @@ void conv3d_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
     if (tiled) b.op("elementwise", "tile.to_fp32", voxels(), 3);
     b.repeat_since(mark, times);
   };
-  const double latent_frames = s.frames > 1 ? std::floor((s.frames - 1) / tf) + 1 : 1;
+  const double latent_frames = latent_frames_of(s, tf);
   const double latent_h = std::ceil(s.height / f), latent_w = std::ceil(s.width / f);
   if (!tiled) {
     decoder_call(latent_frames, latent_h, latent_w, s.batch);
@@ -690,7 +694,7 @@ void ltx_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
   const double f = a.number("vae_factor", 32), tf = a.number("temporal_factor", 8), latent = a.number("latent_channels", 128);
   const double resnets = a.number("layers_per_block", 5), patch = a.number("patch", 4);
   const bool timestep = a.number("timestep_conditioning", 0) != 0;
-  const double latent_frames = s.frames > 1 ? std::floor((s.frames - 1) / tf) + 1 : 1;
+  const double latent_frames = latent_frames_of(s, tf);
   const std::size_t mark = b.size();  // one sample's call, repeated for each of the batch's
   double t = latent_frames, h = std::ceil(s.height / f), w = std::ceil(s.width / f);
   const auto voxels = [&] { return t * h * w; };
@@ -808,7 +812,7 @@ struct SelfAttention {
 };
 SelfAttention self_attention(const Architecture& a, const StepShape& s, Dtype dtype) {
   const double f = a.number("vae_factor", 8), p = a.number("patch", 2), tf = a.number("temporal_factor", 1), tp = a.number("temporal_patch", 1);
-  const double latent_frames = s.frames > 1 ? std::floor((s.frames - 1) / tf) + 1 : 1;
+  const double latent_frames = latent_frames_of(s, tf);
   const double img = std::ceil(latent_frames / tp) * std::ceil(s.height / f / p) * std::ceil(s.width / f / p);
   const double txt = s.context > 0 ? s.context : a.number("text_tokens", 0);
   const double joint = a.number("cross_attention", 0) != 0 ? img : img + txt;
@@ -834,7 +838,7 @@ SequenceExchange ring_exchange(const Architecture& a, const StepShape& s, Dtype 
 
 double guidance_exchange_bytes(const Architecture& a, const StepShape& s, Dtype dtype) {
   const double f = a.number("vae_factor", 8), tf = a.number("temporal_factor", 1);
-  const double latent_frames = s.frames > 1 ? std::floor((s.frames - 1) / tf) + 1 : 1;
+  const double latent_frames = latent_frames_of(s, tf);
   return s.batch * a.number("latent_channels", 4) * latent_frames * std::ceil(s.height / f) * std::ceil(s.width / f) * dtype_bytes(dtype);
 }
 
@@ -890,7 +894,7 @@ double conv3d_decode_peak_bytes(const Architecture& a, const StepShape& s, Dtype
     }
     return peak;
   };
-  const double latent_frames = s.frames > 1 ? std::floor((s.frames - 1) / tf) + 1 : 1;
+  const double latent_frames = latent_frames_of(s, tf);
   const double latent_h = std::ceil(s.height / f), latent_w = std::ceil(s.width / f);
   if (s.tiles.size <= 0) return call_peak(latent_frames, latent_h, latent_w);
   // The largest tile: the longest extent along each side (tile_extents lists them shortest first).

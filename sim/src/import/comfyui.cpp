@@ -97,8 +97,9 @@ VideoDecode video_decode(const Node& n, const Architecture& vae, const StepShape
                                  .frame_overlap = std::max(1.0, std::min(std::floor(frames / 2), std::floor(time_overlap / tf)))};
     return {tiles, "decoded in tiles of " + number_text(tiles.size * f) + " pixels and " + number_text(tiles.frames) + " latent frames"};
   }
-  const std::string peak = format_quantity(conv3d_decode_peak_bytes(vae, shape, dtype), Dimension::bytes);
-  if (conv3d_decode_peak_bytes(vae, shape, dtype) <= kWholeDecodeBytes) return {{}, "the whole clip decoded in one call (its peak about " + peak + ")"};
+  const double peak_bytes = conv3d_decode_peak_bytes(vae, shape, dtype);
+  const std::string peak = format_quantity(peak_bytes, Dimension::bytes);
+  if (peak_bytes <= kWholeDecodeBytes) return {{}, "the whole clip decoded in one call (its peak about " + peak + ")"};
   const double tile = std::floor(256 / f);
   return {{.size = tile, .overlap = std::floor(tile / 4), .frames = 999, .frame_overlap = 1},
           "the whole clip's decode would hold about " + peak + ", past " + format_quantity(kWholeDecodeBytes, Dimension::bytes) +

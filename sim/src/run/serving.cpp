@@ -72,18 +72,21 @@ void Serving::send_kv(std::uint32_t deployment, const serving::KvTransfer& t) {
   // Layer by layer: what the links could carry while the pass ran has gone, each link's capacity shared by the
   // transfer's shares over it in proportion to their bytes, a share as far as its slowest link let it (what
   // else the links carried meanwhile is not counted, nor are those bytes on the links' counts).
-  std::vector<double> sendable(t.shares.size(), 0.0);
+  std::vector<double>& sendable = kv_sendable_;
+  sendable.assign(t.shares.size(), 0.0);
   if (t.early_s > 0) {
-    std::vector<std::vector<std::uint32_t>> routes(t.shares.size());
-    std::unordered_map<std::uint32_t, double> link_bytes;
+    std::vector<std::vector<std::uint32_t>>& routes = kv_routes_;
+    if (routes.size() < t.shares.size()) routes.resize(t.shares.size());
+    kv_link_bytes_.clear();
     for (std::size_t i = 0; i < t.shares.size(); ++i) {
       const auto [src, dst] = ends(i);
+      routes[i].clear();
       if (!topology_.try_route(src, dst, route_key(number, i), routes[i])) continue;
-      for (std::uint32_t l : routes[i]) link_bytes[l] += t.shares[i].bytes;
+      for (std::uint32_t l : routes[i]) kv_link_bytes_[l] += t.shares[i].bytes;
     }
     for (std::size_t i = 0; i < t.shares.size(); ++i) {
       double share = routes[i].empty() ? 0.0 : 1.0;  // of its bytes
-      for (std::uint32_t l : routes[i]) share = std::min(share, topology_.links()[l].capacity_Bps * t.early_s / link_bytes[l]);
+      for (std::uint32_t l : routes[i]) share = std::min(share, topology_.links()[l].capacity_Bps * t.early_s / kv_link_bytes_[l]);
       sendable[i] = share * t.shares[i].bytes;
     }
   }
