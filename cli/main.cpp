@@ -244,10 +244,15 @@ int run_compare(const CompareArgs& args) {
   const std::vector<std::string> out_names{"comparison.csv", "comparison.json", "report.html"};
   check_outputs(args.out_dir, out_names, args.report);
   const unsigned threads = args.threads > 0 ? args.threads : std::max(1u, std::thread::hardware_concurrency());
-  if (!quiet && args.seeds > 1 && fleetsim::seed_use(scenario).empty()) {
+  // Under mpirun the ranks share the runs; rank 0 writes what they found.
+  const Distributed mpi = start_distributed();
+  const StopDistributed stop;
+  if (!quiet && mpi.rank == 0 && args.seeds > 1 && fleetsim::seed_use(scenario).empty()) {
     std::cerr << "fleetsim: note: " << args.scenario << " draws nothing at random (every seed gives the same run): one run per policy\n";
   }
-  const auto results = fleetsim::compare_policies(scenario, policies, args.seeds, threads, progress_line("runs"));
+  const auto results = fleetsim::compare_policies(scenario, policies, args.seeds, threads, mpi.rank == 0 ? progress_line("runs") : nullptr,
+                                                  {.rank = mpi.rank, .ranks = mpi.ranks, .exchange = mpi.exchange});
+  if (mpi.rank != 0) return kOk;  // every rank holds the runs; one writes them
   if (!args.out_dir.empty()) {
     fleetsim::write_output_directory(args.out_dir, {{out_names[0], "the runs", [&](std::ostream& o) { fleetsim::write_comparison_csv(o, results); }},
                                                     {out_names[1], "the comparison", [&](std::ostream& o) { o << fleetsim::comparison_json(scenario.name, results); }},

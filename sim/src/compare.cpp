@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "fleetsim/error.hpp"
@@ -21,6 +23,79 @@ double t95(std::size_t df) {
                                  2.201,  2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
                                  2.080,  2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
   return df >= 1 && df <= 30 ? t[df - 1] : 1.960;
+}
+
+// What ranks exchange of a run, exact: a double as the shortest text that reads back the same, and one
+// that JSON cannot hold (NaN: an instance not measured; an infinity) as a string.
+using Json = nlohmann::json;
+
+Json exact(double x) {
+  if (std::isfinite(x)) return x;
+  return std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf";
+}
+double exact_from(const Json& j) {
+  if (j.is_number()) return j.get<double>();
+  const std::string text = j.get<std::string>();
+  return text == "nan" ? std::numeric_limits<double>::quiet_NaN() : text == "inf" ? HUGE_VAL : -HUGE_VAL;
+}
+Json exact(const std::vector<double>& values) {
+  Json out = Json::array();
+  for (double x : values) out.push_back(exact(x));
+  return out;
+}
+std::vector<double> exact_list(const Json& j) {
+  std::vector<double> out;
+  for (const Json& x : j) out.push_back(exact_from(x));
+  return out;
+}
+
+Json counts_json(const Counts& c) { return {c.submitted, c.completed, c.failed, c.running, c.queued}; }
+Counts counts_from(const Json& j) { return {j.at(0), j.at(1), j.at(2), j.at(3), j.at(4)}; }
+Json latency_json(const LatencyStats& l) { return {l.count, exact(l.mean), exact(l.p50), exact(l.p95), exact(l.p99), exact(l.max)}; }
+LatencyStats latency_from(const Json& j) {
+  return {j.at(0), exact_from(j.at(1)), exact_from(j.at(2)), exact_from(j.at(3)), exact_from(j.at(4)), exact_from(j.at(5))};
+}
+
+// Of a summary, what a comparison reads (compared_metrics, the pages' SLO targets, the run's end).
+Json compared_summary_json(const Summary& s) {
+  Json slos = Json::array(), tenants = Json::array();
+  for (const SloResult& r : s.slos) {
+    slos.push_back({r.tenant, r.deployment, r.work_class, r.metric, exact(r.target), exact(r.actual), r.at_least, exact(r.within_s), r.met});
+  }
+  for (const TenantSummary& t : s.tenants) {
+    tenants.push_back({t.name, counts_json(t.workflows), latency_json(t.latency_s), exact(t.mean_wait_s), exact(t.mean_slowdown),
+                       exact(t.throughput_per_s), exact(t.gpu_s)});
+  }
+  return {s.scenario, s.policy, s.seed, exact(s.makespan_s), exact(s.end_s), latency_json(s.latency_s), counts_json(s.workflows),
+          exact(s.gpu_utilization), s.weight_loads, exact(s.weight_load_s), exact(s.fairness), exact(s.vram_utilization),
+          exact(s.energy_j), exact(s.cost_usd), slos, tenants};
+}
+
+Summary compared_summary_from(const Json& j) {
+  Summary s;
+  s.scenario = j.at(0);
+  s.policy = j.at(1);
+  s.seed = j.at(2);
+  s.makespan_s = exact_from(j.at(3));
+  s.end_s = exact_from(j.at(4));
+  s.latency_s = latency_from(j.at(5));
+  s.workflows = counts_from(j.at(6));
+  s.gpu_utilization = exact_from(j.at(7));
+  s.weight_loads = j.at(8);
+  s.weight_load_s = exact_from(j.at(9));
+  s.fairness = exact_from(j.at(10));
+  s.vram_utilization = exact_from(j.at(11));
+  s.energy_j = exact_from(j.at(12));
+  s.cost_usd = exact_from(j.at(13));
+  for (const Json& r : j.at(14)) {
+    s.slos.push_back({.tenant = r.at(0), .deployment = r.at(1), .work_class = r.at(2), .metric = r.at(3), .target = exact_from(r.at(4)),
+                      .actual = exact_from(r.at(5)), .at_least = r.at(6), .within_s = exact_from(r.at(7)), .met = r.at(8)});
+  }
+  for (const Json& t : j.at(15)) {
+    s.tenants.push_back({.name = t.at(0), .workflows = counts_from(t.at(1)), .latency_s = latency_from(t.at(2)), .mean_wait_s = exact_from(t.at(3)),
+                         .mean_slowdown = exact_from(t.at(4)), .throughput_per_s = exact_from(t.at(5)), .gpu_s = exact_from(t.at(6))});
+  }
+  return s;
 }
 
 }  // namespace
@@ -248,7 +323,7 @@ Scenario with_policy(Scenario scenario, const PolicyInfo& policy) {
 
 std::vector<PolicyRuns> compare_policies(const Scenario& scenario, const std::vector<std::string>& policies,
                                          unsigned seeds, unsigned threads,
-                                         const std::function<void(std::size_t, std::size_t)>& progress) {
+                                         const std::function<void(std::size_t, std::size_t)>& progress, const CompareRanks& ranks) {
   std::vector<Scenario> variants;
   std::vector<Problem> problems;
   for (const std::string& name : policies) {
@@ -273,16 +348,43 @@ std::vector<PolicyRuns> compare_policies(const Scenario& scenario, const std::ve
     results[p].seeds_repeat = seeds_repeat;
   }
   for (PolicyRuns& r : results) r.latencies.resize(seeds);
+  // This rank's runs: every `ranks`-th, policy by policy and seed by seed.
+  const unsigned share = std::max(1u, ranks.ranks);
+  std::vector<std::size_t> mine;
+  for (std::size_t job = ranks.rank; job < variants.size() * seeds; job += share) mine.push_back(job);
   detail::parallel_for(
-      variants.size() * seeds, threads,
-      [&](std::size_t job) {
-        const std::size_t p = job / seeds, k = job % seeds;
+      mine.size(), threads,
+      [&](std::size_t i) {
+        const std::size_t p = mine[i] / seeds, k = mine[i] % seeds;
         RunResult run = simulate(variants[p], {.seed = variants[p].seed + k});
         results[p].runs[k] = std::move(run.summary);
         results[p].latencies[k] = latencies_of(variants[p], run);
         if (k == 0) results[p].waiting = waiting_tasks(run.trace, results[p].runs[0].end_s, kOverTimeBins).series(1);
       },
       progress);
+  if (share > 1) {
+    FLEETSIM_CHECK(static_cast<bool>(ranks.exchange), "a comparison over several ranks needs an exchange");
+    Json local = Json::array();
+    for (std::size_t job : mine) {
+      const std::size_t p = job / seeds, k = job % seeds;
+      Json waiting = Json::array();
+      if (k == 0) {
+        for (const auto& [t, tasks] : results[p].waiting) waiting.push_back({exact(t), exact(tasks)});
+      }
+      local.push_back({job, compared_summary_json(results[p].runs[k]), exact(results[p].latencies[k]), waiting});
+    }
+    for (const std::string& text : ranks.exchange(local.dump())) {
+      for (const Json& run : Json::parse(text)) {
+        const std::size_t job = run.at(0), p = job / seeds, k = job % seeds;
+        if (job % share == ranks.rank) continue;  // this rank's own, kept whole
+        results.at(p).runs.at(k) = compared_summary_from(run.at(1));
+        results[p].latencies[k] = exact_list(run.at(2));
+        if (k == 0) {
+          for (const Json& bin : run.at(3)) results[p].waiting.emplace_back(exact_from(bin.at(0)), exact_from(bin.at(1)));
+        }
+      }
+    }
+  }
   if (seeds == 1 && results.size() > 1) {  // one run each: the instances say how sure
     const std::size_t base = compare_baseline(results);
     for (PolicyRuns& r : results) r.instance_intervals.resize(kResampledMetrics.size());

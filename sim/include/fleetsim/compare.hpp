@@ -103,6 +103,16 @@ struct PolicyVerdict {
 std::vector<PolicyVerdict> compare_verdicts(const std::vector<PolicyRuns>& results);
 std::size_t compare_baseline(const std::vector<PolicyRuns>& results);
 
+// Several processes (MPI ranks) share a comparison: this one simulates the runs whose index (policy by policy,
+// seed by seed) is `rank` modulo `ranks`, and `exchange` hands every process's text to every process, in rank
+// order (an all-gather). Each then holds every run as one process would, bit for bit: the instances' latencies,
+// the queue over time, and of each summary what a comparison reads (its metrics, the SLOs its pages draw as
+// targets, the run's end); the rest of a summary stays on the rank that ran it.
+struct CompareRanks {
+  unsigned rank = 0, ranks = 1;
+  std::function<std::vector<std::string>(const std::string& mine)> exchange = {};
+};
+
 // The scenario under `policy`: its own policy keeps its parameters, any other runs with its defaults.
 Scenario with_policy(Scenario scenario, const PolicyInfo& policy);
 
@@ -110,9 +120,10 @@ Scenario with_policy(Scenario scenario, const PolicyInfo& policy);
 // (unknown names are an InputError listing the valid ones); seeds scenario.seed, scenario.seed + 1,
 // ..., or one run each where the scenario draws nothing at random (seed_use), since every seed would
 // repeat it; then each latency metric's instance_intervals against the baseline. `progress` is called
-// after each run.
+// after each run (of this rank's, over several).
 std::vector<PolicyRuns> compare_policies(const Scenario& scenario, const std::vector<std::string>& policies,
                                          unsigned seeds, unsigned threads,
-                                         const std::function<void(std::size_t done, std::size_t total)>& progress = {});
+                                         const std::function<void(std::size_t done, std::size_t total)>& progress = {},
+                                         const CompareRanks& ranks = {});
 
 }  // namespace fleetsim
