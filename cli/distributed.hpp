@@ -23,3 +23,5 @@ struct StopDistributed {
 
 // The number of processes a launcher started, from its environment (1 without one).
 unsigned launcher_ranks();
+// This process's rank among them, from the same (0 without one): known before MPI starts.
+unsigned launcher_rank();

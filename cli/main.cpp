@@ -244,10 +244,11 @@ int run_compare(const CompareArgs& args) {
   const std::vector<std::string> out_names{"comparison.csv", "comparison.json", "report.html"};
   check_outputs(args.out_dir, out_names, args.report);
   const unsigned threads = args.threads > 0 ? args.threads : std::max(1u, std::thread::hardware_concurrency());
+  fleetsim::find_policies(policies);  // an unknown name said once, before the ranks start
   // Under mpirun the ranks share the runs; rank 0 writes what they found.
   const Distributed mpi = start_distributed();
   const StopDistributed stop;
-  if (!quiet && mpi.rank == 0 && args.seeds > 1 && fleetsim::seed_use(scenario).empty()) {
+  if (!quiet && args.seeds > 1 && fleetsim::seed_use(scenario).empty()) {
     std::cerr << "fleetsim: note: " << args.scenario << " draws nothing at random (every seed gives the same run): one run per policy\n";
   }
   const auto results = fleetsim::compare_policies(scenario, policies, args.seeds, threads, mpi.rank == 0 ? progress_line("runs") : nullptr,
@@ -1320,6 +1321,7 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? kOk : kBadInput;
   }
 
+  if (launcher_rank() > 0) quiet = true;  // under mpirun one rank's notes and progress, not one copy a rank
   try {
     for (const auto& [command, run] : commands.list) {
       if (command->parsed()) return written(run());

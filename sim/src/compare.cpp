@@ -312,6 +312,20 @@ std::vector<PolicyVerdict> compare_verdicts(const std::vector<PolicyRuns>& resul
   return verdicts;
 }
 
+std::vector<const PolicyInfo*> find_policies(const std::vector<std::string>& names) {
+  std::vector<const PolicyInfo*> found;
+  std::vector<Problem> problems;
+  for (const std::string& name : names) {
+    const PolicyInfo* info = find_policy(name);
+    if (info == nullptr) {
+      problems.push_back(Problem{"--policies", "", "unknown policy \"" + name + "\" (expected one of " + policy_names() + ")" + did_you_mean(name, policy_ids())});
+    }
+    found.push_back(info);
+  }
+  if (!problems.empty()) throw InputError(std::move(problems));
+  return found;
+}
+
 Scenario with_policy(Scenario scenario, const PolicyInfo& policy) {
   if (scenario.policy.name != policy.name) {
     scenario.policy.name = policy.name;
@@ -325,17 +339,7 @@ std::vector<PolicyRuns> compare_policies(const Scenario& scenario, const std::ve
                                          unsigned seeds, unsigned threads,
                                          const std::function<void(std::size_t, std::size_t)>& progress, const CompareRanks& ranks) {
   std::vector<Scenario> variants;
-  std::vector<Problem> problems;
-  for (const std::string& name : policies) {
-    const PolicyInfo* info = find_policy(name);
-    if (info == nullptr) {
-      problems.push_back(Problem{"--policies", "", "unknown policy \"" + name + "\" (expected one of " + policy_names() + ")" + did_you_mean(name, policy_ids())});
-      continue;
-    }
-    Scenario sc = with_policy(scenario, *info);
-    variants.push_back(std::move(sc));
-  }
-  if (!problems.empty()) throw InputError(std::move(problems));
+  for (const PolicyInfo* info : find_policies(policies)) variants.push_back(with_policy(scenario, *info));
   if (seeds == 0) throw InputError({Problem{"--seeds", "", "expected at least 1 seed"}});
   // A scenario that draws nothing at random gives every seed the same run: one each is the answer.
   const bool seeds_repeat = seed_use(scenario).empty();
@@ -373,9 +377,11 @@ std::vector<PolicyRuns> compare_policies(const Scenario& scenario, const std::ve
       }
       local.push_back({job, compared_summary_json(results[p].runs[k]), exact(results[p].latencies[k]), waiting});
     }
+    std::size_t received = 0;
     for (const std::string& text : ranks.exchange(local.dump())) {
       for (const Json& run : Json::parse(text)) {
         const std::size_t job = run.at(0), p = job / seeds, k = job % seeds;
+        ++received;
         if (job % share == ranks.rank) continue;  // this rank's own, kept whole
         results.at(p).runs.at(k) = compared_summary_from(run.at(1));
         results[p].latencies[k] = exact_list(run.at(2));
@@ -384,6 +390,7 @@ std::vector<PolicyRuns> compare_policies(const Scenario& scenario, const std::ve
         }
       }
     }
+    FLEETSIM_CHECK(received == variants.size() * seeds, "every rank's runs came back from the exchange");
   }
   if (seeds == 1 && results.size() > 1) {  // one run each: the instances say how sure
     const std::size_t base = compare_baseline(results);

@@ -113,6 +113,9 @@ struct CompareRanks {
   std::function<std::vector<std::string>(const std::string& mine)> exchange = {};
 };
 
+// Each name's registry entry, in order; unknown names are an InputError (of `--policies`) listing the valid ones.
+std::vector<const PolicyInfo*> find_policies(const std::vector<std::string>& names);
+
 // The scenario under `policy`: its own policy keeps its parameters, any other runs with its defaults.
 Scenario with_policy(Scenario scenario, const PolicyInfo& policy);
 
