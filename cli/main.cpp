@@ -369,13 +369,12 @@ fleetsim::StepShape parse_step_shape(const std::string& text) {
                   : key == "tile" ? &shape.tiles.size : key == "tile_overlap" ? &shape.tiles.overlap
                   : key == "tile_frames" ? &shape.tiles.frames : key == "tile_frame_overlap" ? &shape.tiles.frame_overlap : nullptr;
     if (field == nullptr || !good) {
-      throw fleetsim::InputError({fleetsim::Problem{"--shape", "", "expected key=value pairs of batch, width, height, frames, tokens, context, and a video "
+      throw fleetsim::InputError({fleetsim::Problem{"--shape", "", "expected key=value pairs of batch, width, height, frames, tokens, context, and a "
                                                                  "VAE's tile, tile_overlap, tile_frames, tile_frame_overlap in latent units "
                                                                  "(numbers from 0 to 1e7), such as width=1024,height=1024,batch=2; found \"" + item + "\""}});
     }
     *field = value;
   }
-  if (shape.tiles.size > 0 && shape.tiles.frames == 0) shape.tiles.frames = 1e5;  // every frame in each tile, as a workflow's "tiles" default
   return shape;
 }
 
@@ -411,6 +410,7 @@ int run_kernels(const KernelsArgs& args) {
                            fleetsim::did_you_mean_key(args.model, fleetsim::Catalog::builtin().architectures()));
     }
     fleetsim::StepShape shape = parse_step_shape(args.shape);
+    if (shape.tiles.size > 0 && shape.tiles.frames == 0) shape.tiles.frames = fleetsim::default_tile_frames(*arch);  // as a workflow's "tiles" default
     if (const auto problem = fleetsim::tiles_problem(*arch, shape.tiles)) {
       const std::string key = problem->field == "size" ? "tile" : "tile_" + problem->field;  // the --shape key of the Tiles field
       throw bad("--shape", key + ": " + problem->message);
@@ -1229,7 +1229,7 @@ void add_kernels(CLI::App& app, Commands& commands) {
   kernels->add_option("--measured", kern->measured, "A CSV of measured kernels (name,kernel,m,n,k,time_us): the error by class and operation");
   kernels->add_option("--kernels", kern->constants, "Kernel-model constants in place of the built-in models/kernels.json (same shape)");
   kernels->add_option("--model", kern->model, "An architecture (fleetsim catalog lists them): one step's kernels and their time");
-  kernels->add_option("--shape", kern->shape, "The step's shape for --model: batch, width, height, frames, tokens, context, and a video VAE's tile, tile_overlap, tile_frames, tile_frame_overlap (latent units), as width=1024,height=1024,batch=2");
+  kernels->add_option("--shape", kern->shape, "The step's shape for --model: batch, width, height, frames, tokens, context, and a VAE's tile, tile_overlap, tile_frames, tile_frame_overlap (latent units), as width=1024,height=1024,batch=2");
   kernels->add_option("--runtime", kern->runtime, "How --model runs: comfyui or diffusers (their eager PyTorch code, models/runtimes.json) or compiled (fused kernels, CUDA graphs); default by model");
   kernels->add_option("--fit", kern->fit, "Fit the GPU architecture's constants to --measured and write them (models/kernels.json's shape) here");
   kernels->add_flag("--json", kern->json, "Print JSON instead of text");

@@ -204,6 +204,54 @@ TEST_CASE("HunyuanVideo's VAE decodes the clip in 3D: tiled as VAEDecodeTiled's 
              Contains("/5/inputs/tile_size: expected a number from 64 to 4096"));
 }
 
+TEST_CASE("a 2D VAE decodes in ComfyUI's three passes of tiles: as VAEDecodeTiled's widgets say, or where one image would not fit", "[import][comfyui]") {
+  const auto graph = [](int size, const std::string& decoder, const std::string& vae = "sdxl_vae.safetensors") {
+    return R"({"1": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "sd_xl_base_1.0.safetensors"}},
+               "2": {"class_type": "VAELoader", "inputs": {"vae_name": ")" + vae + R"("}},
+               "3": {"class_type": "EmptyLatentImage", "inputs": {"width": )" + std::to_string(size) + R"(, "height": )" + std::to_string(size) + R"(, "batch_size": 2}},
+               "4": {"class_type": "KSampler", "inputs": {"model": ["1", 0], "latent_image": ["3", 0], "steps": 20, "cfg": 7}},
+               "5": {"class_type": )" + decoder + R"("samples": ["4", 0], "vae": ["2", 0]}}})";
+  };
+  const auto decode_of = [](const Workflow& wf) {
+    const TaskSpec* found = nullptr;
+    for (const TaskSpec& t : wf.tasks) found = t.name.rfind("VAEDecode", 0) == 0 ? &t : found;
+    REQUIRE(found != nullptr);
+    REQUIRE(found->architecture != nullptr);
+    return *found;
+  };
+  const auto noted = [](const Workflow& wf, const std::string& text) {
+    return std::any_of(wf.assumptions.begin(), wf.assumptions.end(), [&](const std::string& a) { return a.find(text) != std::string::npos; });
+  };
+  // VAEDecodeTiled's defaults (512 and 64 pixels) in latent pixels; an overlap over a quarter of the tile is a quarter.
+  const Workflow tiled = import_comfyui(graph(1024, R"("VAEDecodeTiled", "inputs": {"tile_size": 512, "overlap": 64, )"), "tiled.json", Catalog::builtin());
+  const TaskSpec tiled_decode = decode_of(tiled);
+  CHECK(tiled_decode.architecture->id == "sd-vae-decoder");
+  CHECK(tiled_decode.shape.batch == 2);
+  CHECK(tiled_decode.shape.tiles == StepShape::Tiles{.size = 64, .overlap = 8});
+  CHECK(noted(tiled, "three passes of tiles of 512 pixels overlapping by 64"));
+  CHECK(decode_of(import_comfyui(graph(1024, R"("VAEDecodeTiled", "inputs": {"tile_size": 256, "overlap": 128, )"), "t.json", Catalog::builtin())).shape.tiles ==
+        StepShape::Tiles{.size = 32, .overlap = 8});
+  // Written and read back, its tiles have no frames.
+  const std::string written = workflow_json(tiled);
+  CHECK(workflow_json(parse_workflow(written, "tiled.json (as written)", Catalog::builtin())) == written);
+  // VAEDecode: whole, and nothing said, where one image's decode fits (ComfyUI's estimate, 2,178 x 64 x 2 bytes a
+  // latent pixel: 4.6 GB at 1024 x 1024); past 80 GB (4608 x 4608: 92 GB) decode_tiled_'s defaults, a guess.
+  const Workflow whole = import_comfyui(graph(1024, R"("VAEDecode", "inputs": {)"), "whole.json", Catalog::builtin());
+  CHECK(decode_of(whole).shape.tiles == StepShape::Tiles{});
+  CHECK_FALSE(noted(whole, "tiles"));
+  const Workflow huge = import_comfyui(graph(4608, R"("VAEDecode", "inputs": {)"), "huge.json", Catalog::builtin());
+  CHECK(decode_of(huge).shape.tiles == StepShape::Tiles{.size = 64, .overlap = 16});
+  CHECK_THAT(error_of([&] { import_comfyui(graph(4608, R"("VAEDecode", "inputs": {)"), "huge.json", Catalog::builtin(), {.strict = true}); }),
+             Contains("--strict: the import would guess") && Contains("in three passes of 512-pixel tiles"));
+  CHECK_NOTHROW(import_comfyui(graph(1024, R"("VAEDecodeTiled", "inputs": {)"), "tiled.json", Catalog::builtin(), {.strict = true}));
+  // A VAE whose tiles are not modelled (Wan 2.1's causal decoder) is timed whole, and says so as a guess.
+  const Workflow wan = import_comfyui(graph(1024, R"("VAEDecodeTiled", "inputs": {)", "wan_2.1_vae.safetensors"), "wan.json", Catalog::builtin());
+  CHECK(decode_of(wan).architecture->id == "wan21-vae-decoder");
+  CHECK(decode_of(wan).shape.tiles == StepShape::Tiles{});
+  CHECK_THAT(error_of([&] { import_comfyui(graph(1024, R"("VAEDecodeTiled", "inputs": {)", "wan_2.1_vae.safetensors"), "wan.json", Catalog::builtin(), {.strict = true}); }),
+             Contains("its tiles not modelled for wan21-vae-decoder: timed as one whole decode, a guess"));
+}
+
 TEST_CASE("video latents set frames and size, and image-to-video nodes encode only an image they are given", "[import][comfyui]") {
   const auto graph = [](const std::string& start_image) {
     return R"({"1": {"class_type": "UNETLoader", "inputs": {"unet_name": "wan2.2_ti2v_5B_fp16.safetensors"}},

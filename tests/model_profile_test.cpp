@@ -206,7 +206,8 @@ TEST_CASE("a video VAE decode in tiles is a whole decoder call a tile, placed as
   CHECK(conv3d_decode_peak_bytes(hunyuan, tiled, Dtype::bf16) < conv3d_decode_peak_bytes(hunyuan, whole, Dtype::bf16));
   // Tiles are for this family only, each overlapping the next by less than itself.
   CHECK_FALSE(tiles_problem(hunyuan, tiled.tiles).has_value());
-  CHECK(tiles_problem(arch("sd-vae-decoder"), tiled.tiles)->message.find("sd-vae-decoder is a vae-decoder") != std::string::npos);
+  CHECK(tiles_problem(arch("wan21-vae-decoder"), tiled.tiles)->message.find("wan21-vae-decoder is a causal-vae-decoder") != std::string::npos);
+  CHECK(tiles_problem(arch("video-vae-decoder"), tiled.tiles)->message.find("standing in for a video VAE") != std::string::npos);
   CHECK(tiles_problem(hunyuan, {.size = 8, .overlap = 8, .frames = 4})->field == "overlap");
   CHECK(tiles_problem(hunyuan, {.size = 8, .overlap = 2, .frames = 4, .frame_overlap = 4})->field == "frame_overlap");
   CHECK(tiles_problem(hunyuan, {.size = 16.5, .overlap = 2, .frames = 4})->field == "size");
@@ -217,6 +218,43 @@ TEST_CASE("a video VAE decode in tiles is a whole decoder call a tile, placed as
   CHECK(kernels_flop(two_calls) == Approx(2 * kernels_flop(one_call)).epsilon(1e-12));
   CHECK(count_kernels(two_calls) == Approx(2 * count_kernels(one_call)));
   CHECK(conv3d_decode_peak_bytes(hunyuan, two, Dtype::bf16) == conv3d_decode_peak_bytes(hunyuan, tiled, Dtype::bf16));
+}
+
+TEST_CASE("a 2D VAE decode in tiles runs ComfyUI's three passes, a whole decoder call a tile", "[profiles][vae]") {
+  // A 1024 x 768 image (128 x 96 latent) in tiles of 64 latent pixels overlapping by 8 (VAEDecodeTiled's
+  // defaults, 512 and 64 pixels). decode_tiled_'s passes cut (height, width) by (128, 32), (32, 128) and (64, 64):
+  //   rows of 128 fit one tile; columns of 32 start at 0, 24, 48, 72 (96 - 8 = 88 ends them): 32, 32, 32, 24;
+  //   rows of 32 start at 0, 24, 48, 72, 96 (the last clamped to 96, 32 long): 5; columns of 128: 1 of 96;
+  //   rows of 64 start at 0, 56, 112 (to 120): 64, 64, 16; columns of 64 start at 0, 56: 64 and 40.
+  const Architecture& sd = arch("sd-vae-decoder");
+  StepShape tiled{.batch = 2, .width = 768, .height = 1024};
+  tiled.tiles = {.size = 64, .overlap = 8};
+  REQUIRE_FALSE(tiles_problem(sd, tiled.tiles).has_value());
+  const auto call = [&](double rows, double columns) {
+    return kernels_flop(step_kernels(sd, {.width = columns * 8, .height = rows * 8}, Dtype::bf16));
+  };
+  const double one_image = 3 * call(128, 32) + call(128, 24) + 5 * call(32, 96) + 2 * call(64, 64) + 2 * call(64, 40) + call(16, 64) + call(16, 40);
+  CHECK(kernels_flop(step_kernels(sd, tiled, Dtype::bf16)) == Approx(2 * one_image).epsilon(1e-12));  // an image at a time
+  // Each tile a call of its own: (4 + 5 + 6) x 2 of them, each with the whole decoder's kernels and a cast of its
+  // pixels to fp32.
+  const double whole_call = count_kernels(step_kernels(sd, {.width = 256, .height = 1024}, Dtype::bf16));
+  CHECK(count_kernels(step_kernels(sd, tiled, Dtype::bf16)) == Approx(30 * (whole_call + 1)));
+  // Tiles smaller than the image cost more than the whole: the passes decode it three times over, with overlaps.
+  const StepShape whole{.batch = 2, .width = 768, .height = 1024};
+  const KernelModel h100(*Catalog::builtin().gpu("h100-sxm"));
+  CHECK(estimate_step(sd, tiled, h100, Dtype::bf16).time_s > 3 * estimate_step(sd, whole, h100, Dtype::bf16).time_s);
+  // A tile covering the image: three whole calls (each pass fits in one).
+  StepShape covering = whole;
+  covering.tiles = {.size = 256, .overlap = 8};
+  CHECK(kernels_flop(step_kernels(sd, covering, Dtype::bf16)) == Approx(3 * kernels_flop(step_kernels(sd, whole, Dtype::bf16))).epsilon(1e-12));
+  // A 2D VAE's tiles have no frames, and its narrow passes must still step forward.
+  CHECK(tiles_problem(sd, {.size = 64, .overlap = 8, .frames = 4})->field == "frames");
+  CHECK(tiles_problem(sd, {.size = 64, .overlap = 8, .frame_overlap = 1})->field == "frame_overlap");
+  CHECK(tiles_problem(sd, {.size = 64, .overlap = 32})->field == "overlap");
+  CHECK_FALSE(tiles_problem(sd, {.size = 64, .overlap = 31}).has_value());
+  CHECK(tiles_problem(sd, {.size = 1})->field == "size");
+  CHECK(default_tile_frames(sd) == 0);
+  CHECK(default_tile_frames(arch("hunyuan-video-vae-decoder")) == 1e5);
 }
 
 TEST_CASE("eager PyTorch launches more kernels than a compiled step and waits on its host", "[profiles]") {

@@ -173,9 +173,12 @@ std::string shape_text(const StepShape& s) {
   char text[320];
   std::snprintf(text, sizeof text, "batch %g, %gx%g pixels, %g frames, %g tokens, context %g", s.batch, s.width, s.height, s.frames, s.tokens, s.context);
   std::string out = text;
-  if (s.tiles.size > 0) {
+  if (s.tiles.size > 0 && s.tiles.frames > 0) {
     std::snprintf(text, sizeof text, ", in tiles of %g latent pixels (overlap %g) and %g latent frames (overlap %g)", s.tiles.size, s.tiles.overlap,
                   s.tiles.frames, s.tiles.frame_overlap);
+    out += text;
+  } else if (s.tiles.size > 0) {  // a 2D VAE's
+    std::snprintf(text, sizeof text, ", in three passes of tiles of %g latent pixels (overlap %g)", s.tiles.size, s.tiles.overlap);
     out += text;
   }
   return out + "; " + std::string(runtime_name(s.runtime));

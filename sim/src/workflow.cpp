@@ -64,8 +64,8 @@ void read_parallel(ObjectReader& w, TaskSpec& task, const Architecture& a) {
   }
 }
 
-// "tiles": {"size": 64, "overlap": 8, "frames": 16, "frame_overlap": 2}: a video VAE's decode in tiles of latent
-// pixels and latent frames, each overlapping the next (StepShape::Tiles).
+// "tiles": {"size": 64, "overlap": 8, "frames": 16, "frame_overlap": 2}: a VAE's decode in tiles of latent
+// pixels and (a video VAE's) latent frames, each overlapping the next (StepShape::Tiles).
 void read_tiles(ObjectReader& w, StepShape& s, const Architecture& a) {
   const Json* value = w.field("tiles");
   if (value == nullptr) return;
@@ -75,7 +75,7 @@ void read_tiles(ObjectReader& w, StepShape& s, const Architecture& a) {
   StepShape::Tiles tiles;
   tiles.size = t.number("size", Need::required, 1, 1e5).value_or(0);
   tiles.overlap = t.number("overlap", Need::optional, 0, 1e5).value_or(0);
-  tiles.frames = t.number("frames", Need::optional, 1, 1e5).value_or(1e5);
+  tiles.frames = t.number("frames", Need::optional, 1, 1e5).value_or(default_tile_frames(a));
   tiles.frame_overlap = t.number("frame_overlap", Need::optional, 0, 1e5).value_or(0);
   t.finish();
   if (w.problems().size() > before) return;  // a field's own problem says enough

@@ -129,10 +129,11 @@ struct StepShape {
   // xDiT's CFG parallel and ComfyUI's multi-GPU nodes run them; each GPU's kernels on its share.
   double cfg_parallel = 1;
   double gpus() const { return sequence_parallel * cfg_parallel; }  // the gang one step runs on
-  // A video VAE's decode in tiles, as ComfyUI's tiled decode cuts the latent (comfy/utils.py
+  // A VAE's decode in tiles, as ComfyUI's tiled decode cuts the latent (comfy/utils.py
   // tiled_scale_multidim): tiles of `size` latent pixels a side overlapping by `overlap`, and of `frames`
   // latent frames overlapping by `frame_overlap`, each tile a whole decoder call. Size 0: one call over
-  // the whole clip. Only a conv3d-vae-decoder takes tiles.
+  // the whole clip. A conv3d-vae-decoder takes tiles, and a 2D image VAE (a vae-decoder, not a video VAE's
+  // stand-in), whose tiles have no frames (0) and whose decode runs three passes of them (comfy/sd.py decode_tiled_).
   struct Tiles {
     double size = 0, overlap = 0, frames = 0, frame_overlap = 0;
     bool operator==(const Tiles&) const = default;
@@ -140,11 +141,17 @@ struct StepShape {
 };
 
 // What is wrong with `tiles` for `architecture`, by the Tiles field at fault; nullopt where nothing is
-// (no tiles, or tiles of a conv3d-vae-decoder each overlapping the next by less than itself).
+// (no tiles, tiles of a conv3d-vae-decoder each overlapping the next by less than itself, or a 2D VAE's
+// overlapping by less than the narrow passes' half a tile, without frames).
 struct ShapeProblem {
   std::string field, message;
 };
 std::optional<ShapeProblem> tiles_problem(const Architecture& architecture, const StepShape::Tiles& tiles);
+// A 2D image VAE's decoder (a vae-decoder that is not a video VAE's stand-in), which ComfyUI tiles image by
+// image in three passes.
+bool decodes_images_in_tiles(const Architecture& architecture);
+// Tiles' `frames` where none is given: every frame in each tile for a 3D video VAE, none for a 2D one.
+double default_tile_frames(const Architecture& architecture);
 
 // The tiles' latent extents along one side of `extent` latent pixels or frames, as ComfyUI places them
 // (a start every tile - overlap from 0 while short of extent - overlap; the last tile shorter where the

@@ -39,7 +39,7 @@ const std::map<std::string_view, ArchitectureFields>& families() {
          "text_dim"},
         {"cross_attention", "ffn", "temporal_factor", "temporal_patch", "rope", "qk_norm"},
         {}}},
-      {"vae-decoder", {{"latent_channels", "layers_per_block", "vae_factor"}, {"temporal_factor"}, {"channels"}}},
+      {"vae-decoder", {{"latent_channels", "layers_per_block", "vae_factor"}, {"temporal_factor", "video_stand_in"}, {"channels"}}},
       {"causal-vae-decoder", {{"latent_channels", "layers_per_block", "vae_factor", "temporal_factor", "temporal_upsamplings"}, {"patch", "up_residual"}, {"channels"}}},
       {"conv3d-vae-decoder", {{"latent_channels", "layers_per_block", "vae_factor", "temporal_factor"}, {}, {"channels"}}},
       {"ltx-vae-decoder", {{"latent_channels", "layers_per_block", "vae_factor", "temporal_factor", "patch"}, {"timestep_conditioning"}, {"channels"}}},
@@ -439,47 +439,68 @@ void dit(const Architecture& a, const StepShape& s, Builder& b) {
 
 // A VAE decoder (ComfyUI's, as in Stable Diffusion and FLUX): a convolution in, a middle of two ResNet
 // blocks around a one-head attention (q, k and v as 1x1 convolutions), then per level ResNet blocks and
-// a 2x upsampling, and a convolution out to RGB. Video frames decode as a batch of images.
+// a 2x upsampling, and a convolution out to RGB. Video frames decode as a batch of images. Tiled, each image
+// decodes in three passes of tiles (comfy/sd.py decode_tiled_ at a125cd8): size/2 wide by 2 size tall, 2 size wide
+// by size/2 tall, then size square, placed as tiled_scale_multidim places them, the three passes averaged; each
+// tile a call of its own whose pixels are cast to fp32 on the GPU (decode_fn); the blend runs on the host, left out.
 void vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
   auto channels = a.list("channels");
   std::reverse(channels.begin(), channels.end());
   const double f = a.number("vae_factor", 8), tf = a.number("temporal_factor", 1);
-  const double frames = latent_frames_of(s, tf);
-  const double n = s.batch * frames;
-  double h = std::ceil(s.height / f), w = std::ceil(s.width / f);
-  auto resnet = [&](double cin, double cout) {
-    b.group_norm("resnet.norm1", n, h * w, cin, true);
-    b.conv("resnet.conv1", n, h, w, cin, cout, 3);
-    b.group_norm("resnet.norm2", n, h * w, cout, true);
-    b.conv("resnet.conv2", n, h, w, cout, cout, 3);
-    if (cin != cout) b.conv("resnet.shortcut", n, h, w, cin, cout, 1);
-    b.op("residual_add", "resnet.residual", n * h * w, cout);
-  };
-  double c = channels.front();
-  b.conv("conv_in", n, h, w, a.number("latent_channels", 4), c, 3);
-  resnet(c, c);
-  b.group_norm("mid.attn.norm", n, h * w, c, false);
-  for (const char* name : {"mid.attn.q", "mid.attn.k", "mid.attn.v"}) b.conv(name, n, h, w, c, c, 1);
-  b.op("to_tokens", "mid.attn.to_tokens", n * h * w, c, 3);
-  b.attention("mid.attn", n, h * w, h * w, c);
-  b.op("to_pixels", "mid.attn.to_pixels", n * h * w, c);
-  b.conv("mid.attn.out", n, h, w, c, c, 1);
-  b.op("residual_add", "mid.attn.residual", n * h * w, c);
-  resnet(c, c);
-  for (std::size_t i = 0; i < channels.size(); ++i) {
-    for (double j = 0; j <= a.number("layers_per_block", 2); ++j) {
-      resnet(c, channels[i]);
-      c = channels[i];
+  const double images = s.batch * latent_frames_of(s, tf);
+  const bool tiled = s.tiles.size > 0;
+  // One call on n images of h0 x w0 latent pixels, `times` times.
+  const auto decoder_call = [&](double n, double h0, double w0, double times) {
+    const std::size_t mark = b.size();
+    double h = h0, w = w0;
+    auto resnet = [&](double cin, double cout) {
+      b.group_norm("resnet.norm1", n, h * w, cin, true);
+      b.conv("resnet.conv1", n, h, w, cin, cout, 3);
+      b.group_norm("resnet.norm2", n, h * w, cout, true);
+      b.conv("resnet.conv2", n, h, w, cout, cout, 3);
+      if (cin != cout) b.conv("resnet.shortcut", n, h, w, cin, cout, 1);
+      b.op("residual_add", "resnet.residual", n * h * w, cout);
+    };
+    double c = channels.front();
+    b.conv("conv_in", n, h, w, a.number("latent_channels", 4), c, 3);
+    resnet(c, c);
+    b.group_norm("mid.attn.norm", n, h * w, c, false);
+    for (const char* name : {"mid.attn.q", "mid.attn.k", "mid.attn.v"}) b.conv(name, n, h, w, c, c, 1);
+    b.op("to_tokens", "mid.attn.to_tokens", n * h * w, c, 3);
+    b.attention("mid.attn", n, h * w, h * w, c);
+    b.op("to_pixels", "mid.attn.to_pixels", n * h * w, c);
+    b.conv("mid.attn.out", n, h, w, c, c, 1);
+    b.op("residual_add", "mid.attn.residual", n * h * w, c);
+    resnet(c, c);
+    for (std::size_t i = 0; i < channels.size(); ++i) {
+      for (double j = 0; j <= a.number("layers_per_block", 2); ++j) {
+        resnet(c, channels[i]);
+        c = channels[i];
+      }
+      if (i + 1 < channels.size()) {
+        h *= 2;
+        w *= 2;
+        b.op("upsample", "upsample.interpolate", n * h * w, c);
+        b.conv("upsample", n, h, w, c, c, 3);
+      }
     }
-    if (i + 1 < channels.size()) {
-      h *= 2;
-      w *= 2;
-      b.op("upsample", "upsample.interpolate", n * h * w, c);
-      b.conv("upsample", n, h, w, c, c, 3);
+    b.group_norm("norm_out", n, h * w, c, true);
+    b.conv("conv_out", n, h, w, c, 3, 3);
+    if (tiled) b.op("elementwise", "tile.to_fp32", n * h * w, 3);
+    b.repeat_since(mark, times);
+  };
+  const double latent_h = std::ceil(s.height / f), latent_w = std::ceil(s.width / f);
+  if (!tiled) {
+    decoder_call(images, latent_h, latent_w, 1);
+    return;
+  }
+  // tiled_scale(tile_x, tile_y) tiles (height, width) by (tile_y, tile_x), an image at a time.
+  const double size = s.tiles.size, half = std::floor(size / 2);
+  for (const auto& [tile_h, tile_w] : {std::pair{2 * size, half}, {half, 2 * size}, {size, size}}) {
+    for (const auto& [h, nh] : tile_extents(latent_h, tile_h, s.tiles.overlap)) {
+      for (const auto& [w, nw] : tile_extents(latent_w, tile_w, s.tiles.overlap)) decoder_call(1, h, w, images * nh * nw);
     }
   }
-  b.group_norm("norm_out", n, h * w, c, true);
-  b.conv("conv_out", n, h, w, c, 3, 3);
 }
 
 // A causal 3D VAE decoder, as ComfyUI runs Wan 2.1's (comfy/ldm/wan/vae.py at a125cd8, Decoder3d and
@@ -848,11 +869,30 @@ double experts_touched(double experts, double top_k, double tokens) {
   return std::max(k, experts * (1 - std::pow(1 - k / experts, std::max(tokens, 1.0))));
 }
 
+bool decodes_images_in_tiles(const Architecture& a) { return a.family == "vae-decoder" && a.number("video_stand_in", 0) == 0; }
+
+double default_tile_frames(const Architecture& a) { return a.family == "conv3d-vae-decoder" ? 1e5 : 0; }
+
 std::optional<ShapeProblem> tiles_problem(const Architecture& a, const StepShape::Tiles& tiles) {
   if (tiles == StepShape::Tiles{}) return std::nullopt;
-  if (a.family != "conv3d-vae-decoder") return ShapeProblem{"size", "tiles cut a video VAE's decode (family conv3d-vae-decoder); " + a.id + " is a " + a.family};
+  if (a.family != "conv3d-vae-decoder" && !decodes_images_in_tiles(a)) {
+    return ShapeProblem{"size", "tiles cut the decode of a 2D image VAE (family vae-decoder) or a 3D video VAE (conv3d-vae-decoder); " +
+                                    a.id + " is a " + a.family + (a.family == "vae-decoder" ? " standing in for a video VAE" : "")};
+  }
   for (const auto& [field, value] : {std::pair{"size", tiles.size}, {"overlap", tiles.overlap}, {"frames", tiles.frames}, {"frame_overlap", tiles.frame_overlap}}) {
     if (value != std::floor(value)) return ShapeProblem{field, "expected a whole number of latent pixels or frames, found " + format_number(value)};
+  }
+  if (decodes_images_in_tiles(a)) {
+    // Its passes' narrow tiles are size / 2 across, and overlap by as much as the square ones.
+    if (tiles.frames != 0 || tiles.frame_overlap != 0) {
+      return ShapeProblem{tiles.frames != 0 ? "frames" : "frame_overlap", "a 2D VAE decodes each frame as an image: its tiles take no frames"};
+    }
+    if (tiles.size < 2) return ShapeProblem{"size", "expected at least 2 latent pixels a side (its narrow passes are half as wide), found " + format_number(tiles.size)};
+    if (tiles.overlap >= std::floor(tiles.size / 2)) {
+      return ShapeProblem{"overlap", "expected fewer latent pixels than half the tile's size " + format_number(tiles.size) +
+                                         " (the narrow passes' tiles), found " + format_number(tiles.overlap)};
+    }
+    return std::nullopt;
   }
   if (tiles.size < 1) return ShapeProblem{"size", "expected at least 1 latent pixel a side, found " + format_number(tiles.size)};
   if (tiles.overlap >= tiles.size) {

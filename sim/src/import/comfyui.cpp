@@ -73,29 +73,48 @@ std::string number_text(double v) {
 // assumption: ComfyUI tries the whole clip and tiles only once CUDA refuses an allocation).
 constexpr double kWholeDecodeBytes = 80e9;
 
-// How ComfyUI cuts a video VAE's decode (a conv3d-vae-decoder of spatial factor f and temporal factor tf) into
-// tiles: VAEDecodeTiled's widgets as nodes.py (a125cd8) converts them to latent units (an overlap over a
-// quarter of the tile becomes a quarter; a temporal overlap over half the temporal size is halved; at least 2
-// latent frames a tile and 1 of overlap, comfy/sd.py decode_tiled); VAEDecode's whole clip in one call, or, where that would not fit
-// (kWholeDecodeBytes), comfy/sd.py decode's fallback after the out-of-memory error: 256-pixel tiles
-// overlapping by a quarter, every frame in each, a guess.
-struct VideoDecode {
+// How ComfyUI cuts a VAE's decode into tiles (comfy/sd.py and nodes.py at a125cd8), for a 3D video VAE (a
+// conv3d-vae-decoder of spatial factor f and temporal factor tf) and a 2D image VAE. VAEDecodeTiled's widgets as
+// nodes.py converts them to latent units: an overlap over a quarter of the tile becomes a quarter; for a video VAE
+// a temporal overlap over half the temporal size is halved, and at least 2 latent frames a tile and 1 of overlap
+// (sd.py decode_tiled); a 2D VAE's tiles run decode_tiled_'s three passes. VAEDecode: the whole decode in one call,
+// or, where that would not fit (kWholeDecodeBytes), sd.py decode's fallback after the out-of-memory error, a guess:
+// for a video VAE 256-pixel tiles overlapping by a quarter, every frame in each (whether it fits: the clip's
+// estimated peak); for a 2D VAE decode_tiled_'s defaults, 64 latent pixels overlapping by 16 (whether it fits:
+// ComfyUI's own estimate of one image's decode, memory_used_decode, 2,178 x 64 values of its dtype a latent pixel,
+// since decode splits a batch to fit).
+struct DecodeTiles {
   StepShape::Tiles tiles;
   std::string note;  // which, in words
   bool guess = false;
 };
-VideoDecode video_decode(const Node& n, const Architecture& vae, const StepShape& shape, Dtype dtype,
+DecodeTiles decode_tiles(const Node& n, const Architecture& vae, const StepShape& shape, Dtype dtype,
                          const std::function<double(const std::string&, double)>& widget) {
   const double f = vae.number("vae_factor", 8), tf = vae.number("temporal_factor", 4);
+  const bool video = vae.family == "conv3d-vae-decoder";
   if (n.cls == "VAEDecodeTiled") {
     const double size = widget("tile_size", 512), time = widget("temporal_size", 64), overlap_given = widget("overlap", 64),
                  time_overlap_given = widget("temporal_overlap", 8);
     const double overlap = size < 4 * overlap_given ? std::floor(size / 4) : overlap_given;
+    if (!video) {
+      const StepShape::Tiles tiles{.size = std::floor(size / f), .overlap = std::floor(overlap / f)};
+      return {tiles, "decoded in three passes of tiles of " + number_text(tiles.size * f) + " pixels overlapping by " + number_text(tiles.overlap * f) +
+                         " (ComfyUI's decode_tiled_: half as wide and twice as tall, twice as wide and half as tall, square)"};
+    }
     const double time_overlap = time < 2 * time_overlap_given ? std::floor(time_overlap_given / 2) : time_overlap_given;
     const double frames = std::max(2.0, std::floor(time / tf));
     const StepShape::Tiles tiles{.size = std::floor(size / f), .overlap = std::floor(overlap / f), .frames = frames,
                                  .frame_overlap = std::max(1.0, std::min(std::floor(frames / 2), std::floor(time_overlap / tf)))};
     return {tiles, "decoded in tiles of " + number_text(tiles.size * f) + " pixels and " + number_text(tiles.frames) + " latent frames"};
+  }
+  if (!video) {
+    const double image_bytes = 2178 * 64 * std::ceil(shape.height / f) * std::ceil(shape.width / f) * dtype_bytes(dtype);
+    if (image_bytes <= kWholeDecodeBytes) return {};
+    return {{.size = 64, .overlap = 16},
+            "one image's decode would hold about " + format_quantity(image_bytes, Dimension::bytes) + " by ComfyUI's estimate, past " +
+                format_quantity(kWholeDecodeBytes, Dimension::bytes) +
+                ": decoded as ComfyUI falls back after running out of memory, in three passes of 512-pixel tiles (the failed attempt left out), a guess",
+            true};
   }
   const double peak_bytes = conv3d_decode_peak_bytes(vae, shape, dtype);
   const std::string peak = format_quantity(peak_bytes, Dimension::bytes);
@@ -558,7 +577,7 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
       t.op = o.id;
     };
     const ComfyFamily* costed_as = nullptr;  // the family whose stage priced the task
-    VideoDecode decode;                       // how a video VAE's decode was cut
+    DecodeTiles decode;                       // how a VAE's decode was cut
     double peak_bytes = 0;                    // a video VAE decode's estimated peak
     switch (n->role) {
       case ComfyRole::sample: {
@@ -613,10 +632,12 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
           const auto vae = arch(stage->architecture, stage);
           const bool video = decodes_video(vae->family);
           StepShape shape{.batch = video ? s.batch : s.batch * s.frames, .width = s.width, .height = s.height, .frames = video ? s.frames : 1};
-          if (vae->family == "conv3d-vae-decoder") {
-            decode = video_decode(*n, *vae, shape, t.dtype, [&](const std::string& key, double otherwise) { return number(*n, key, otherwise); });
+          if (vae->family == "conv3d-vae-decoder" || decodes_images_in_tiles(*vae)) {
+            decode = decode_tiles(*n, *vae, shape, t.dtype, [&](const std::string& key, double otherwise) { return number(*n, key, otherwise); });
             shape.tiles = decode.tiles;
             peak_bytes = conv3d_decode_peak_bytes(*vae, shape, t.dtype);
+          } else if (n->cls == "VAEDecodeTiled") {
+            decode = {{}, "its tiles not modelled for " + vae->id + ": timed as one whole decode, a guess", true};
           }
           set_model_step(t, vae, shape, 1);
         } else {
@@ -777,7 +798,11 @@ std::string workflow_json(const Workflow& wf) {
       if (s.tokens > 0) work["tokens"] = s.tokens;
       if (s.context > 0) work["context"] = s.context;
       if (s.tiles.size > 0) {
-        work["tiles"] = {{"size", s.tiles.size}, {"overlap", s.tiles.overlap}, {"frames", s.tiles.frames}, {"frame_overlap", s.tiles.frame_overlap}};
+        work["tiles"] = {{"size", s.tiles.size}, {"overlap", s.tiles.overlap}};
+        if (s.tiles.frames > 0) {  // a video VAE's
+          work["tiles"]["frames"] = s.tiles.frames;
+          work["tiles"]["frame_overlap"] = s.tiles.frame_overlap;
+        }
       }
       work["dtype"] = dtype_name(t.dtype);
       work["runtime"] = runtime_name(s.runtime);
