@@ -224,7 +224,7 @@ TEST_CASE("a 2D VAE decode in tiles runs ComfyUI's three passes, a whole decoder
   // A 1024 x 768 image (128 x 96 latent) in tiles of 64 latent pixels overlapping by 8 (VAEDecodeTiled's
   // defaults, 512 and 64 pixels). decode_tiled_'s passes cut (height, width) by (128, 32), (32, 128) and (64, 64):
   //   rows of 128 fit one tile; columns of 32 start at 0, 24, 48, 72 (96 - 8 = 88 ends them): 32, 32, 32, 24;
-  //   rows of 32 start at 0, 24, 48, 72, 96 (the last clamped to 96, 32 long): 5; columns of 128: 1 of 96;
+  //   rows of 32 start at 0, 24, 48, 72, 96 (below 120), each 32 long: 5; columns of 128: 1 of 96;
   //   rows of 64 start at 0, 56, 112 (to 120): 64, 64, 16; columns of 64 start at 0, 56: 64 and 40.
   const Architecture& sd = arch("sd-vae-decoder");
   StepShape tiled{.batch = 2, .width = 768, .height = 1024};

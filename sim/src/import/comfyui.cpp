@@ -69,8 +69,8 @@ std::string number_text(double v) {
   return buf;
 }
 
-// The bytes past which a whole-clip decode is taken to run out of memory (an 80 GB GPU's, A100's and H100's; an
-// assumption: ComfyUI tries the whole clip and tiles only once CUDA refuses an allocation).
+// The bytes past which a whole decode (a clip, or one image) is taken to run out of memory (an 80 GB GPU's, A100's
+// and H100's; an assumption: ComfyUI tries the whole decode and tiles only once CUDA refuses an allocation).
 constexpr double kWholeDecodeBytes = 80e9;
 
 // How ComfyUI cuts a VAE's decode into tiles (comfy/sd.py and nodes.py at a125cd8), for a 3D video VAE (a
@@ -110,10 +110,11 @@ DecodeTiles decode_tiles(const Node& n, const Architecture& vae, const StepShape
   if (!video) {
     const double image_bytes = 2178 * 64 * std::ceil(shape.height / f) * std::ceil(shape.width / f) * dtype_bytes(dtype);
     if (image_bytes <= kWholeDecodeBytes) return {};
-    return {{.size = 64, .overlap = 16},
+    const StepShape::Tiles fallback{.size = 64, .overlap = 16};  // decode_tiled_'s defaults
+    return {fallback,
             "one image's decode would hold about " + format_quantity(image_bytes, Dimension::bytes) + " by ComfyUI's estimate, past " +
-                format_quantity(kWholeDecodeBytes, Dimension::bytes) +
-                ": decoded as ComfyUI falls back after running out of memory, in three passes of 512-pixel tiles (the failed attempt left out), a guess",
+                format_quantity(kWholeDecodeBytes, Dimension::bytes) + ": decoded as ComfyUI falls back after running out of memory, in three passes of " +
+                number_text(fallback.size * f) + "-pixel tiles overlapping by " + number_text(fallback.overlap * f) + " (the failed attempt left out), a guess",
             true};
   }
   const double peak_bytes = conv3d_decode_peak_bytes(vae, shape, dtype);
