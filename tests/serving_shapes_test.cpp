@@ -253,3 +253,42 @@ TEST_CASE("a serving plan searches the decode replicas' TP beside each split, on
   }
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a serving plan tries each split's KV sent after the prompt and layer by layer", "[serving][plan][pd-shapes]") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fleetsim-serving-plan-kv-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "d.json") << R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": "llama-3-70b", "tp": 4,
+      "requests": {"rate": "2 /s", "count": 60, "prompt_tokens": {"uniform": [1000, 3000]}, "output_tokens": {"uniform": [50, 150]}},
+      "slos": [{"metric": "ttft", "percentile": 95, "target": "2 s"}, {"metric": "e2e", "percentile": 50, "target": "30 s"}]})";
+  const std::string file = (dir / "plan.json").string();
+  const ServingPlan plan = parse_serving_plan(R"({"serving": "d.json", "search": {"node_types": ["hgx-h100-8"], "disaggregation": [0, 0.5],
+      "kv_transfer": ["after_prefill", "by_layer"], "replicas": {"min": 2, "max": 2}}, "rates": ["2 /s"], "seeds": 1})", file);
+  const ServingPlanResult r = plan_serving(plan, 2);
+  // Together (no transfer: one line), then the split with each transfer.
+  REQUIRE(r.lines.size() == 3);
+  CHECK_FALSE(r.lines[0].kv_by_layer);
+  CHECK(r.lines[1].prefill_replicas == 1);
+  CHECK_FALSE(r.lines[1].kv_by_layer);
+  CHECK(r.lines[2].prefill_replicas == 1);
+  CHECK(r.lines[2].kv_by_layer);
+  // The same requests; by layer each decode starts as the prompt ends, not a transfer later, and TTFT (the prefill's) is the same.
+  REQUIRE(r.lines[1].slos.size() == 2);
+  CHECK(r.lines[2].slos[0].mean_s == Approx(r.lines[1].slos[0].mean_s).epsilon(1e-9));
+  CHECK(r.lines[2].slos[1].mean_s < r.lines[1].slos[1].mean_s);
+  std::ostringstream text;
+  write_serving_plan_text(text, plan, r);
+  CHECK_THAT(text.str(), Catch::Contains("1P+1D, KV by layer"));
+  CHECK_THAT(serving_plan_json(plan, r), Catch::Contains("\"kv_transfer\": \"by_layer\""));
+  // Without a split there is nothing to send; a transfer the deployment does not know is named.
+  const auto refusal = [&](const std::string& search) {
+    try {
+      parse_serving_plan(R"({"serving": "d.json", "search": {"node_types": ["hgx-h100-8"], )" + search + R"(}, "rates": ["2 /s"]})", file);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  CHECK_THAT(refusal(R"("kv_transfer": ["by_layer"])"), Catch::Contains("/search/kv_transfer: a KV transfer applies to prefill/decode splits"));
+  CHECK_THAT(refusal(R"("disaggregation": [0.5], "kv_transfer": ["by_token"])"), Catch::Contains("/search/kv_transfer: expected a non-empty array of \"after_prefill\" and \"by_layer\""));
+  std::filesystem::remove_all(dir);
+}

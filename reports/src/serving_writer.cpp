@@ -310,6 +310,7 @@ std::string point_setup(const ServingPoint& p) {
                       : p.prefill_share > 0  ? format_number(100 * p.prefill_share) + "% P"
                                              : "together";
   if (p.decode_tp > 0) split += ", D at TP " + std::to_string(p.decode_tp);
+  if (p.kv_by_layer) split += ", KV by layer";
   if (p.dp_attention) split = "DP attention; " + split;
   return p.knobs.empty() ? split : split + "; " + p.knobs;
 }
@@ -363,7 +364,8 @@ std::string serving_plan_json(const ServingPlan& plan, const ServingPlanResult& 
       slos.push_back({{"metric", s.slo.metric}, {"percentile", s.slo.percentile}, {"target_s", s.slo.target_s}, {"mean_s", s.mean_s}, {"ci95_s", s.ci95_s}});
     }
     nlohmann::ordered_json j{{"rate_per_s", p.rate_per_s}, {"node_type", p.node_type}, {"engine", p.engine}, {"tp", p.tp}, {"pp", p.pp}, {"dp_attention", p.dp_attention}, {"replicas", p.replicas},
-                             {"gpus", p.gpus}, {"nodes", p.nodes}, {"prefill_replicas", p.prefill_replicas}, {"decode_tp", p.decode_tp}, {"knobs", p.knobs},
+                             {"gpus", p.gpus}, {"nodes", p.nodes}, {"prefill_replicas", p.prefill_replicas}, {"decode_tp", p.decode_tp},
+                             {"kv_transfer", p.kv_by_layer ? "by_layer" : "after_prefill"}, {"knobs", p.knobs},
                              {"usd_per_month", p.usd_per_month}, {"verdict", verdict_name(p.verdict)},
                              {"why", p.why}, {"slos", slos}};
     if (plan.cost.given) j["cost"] = monthly_cost_json(p.cost);

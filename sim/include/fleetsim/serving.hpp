@@ -386,6 +386,8 @@ struct ServingPlan {
   std::vector<double> prefill_shares{0.0};
   // The decode replicas' TP sizes to try beside each split's (0: the prefill replicas' tp).
   std::vector<int> decode_tps{0};
+  // The KV transfers to try beside each split: once the prompt is through (false), or layer by layer (true).
+  std::vector<bool> kv_by_layer{false};
   // Engine knob settings to try: each the deployment's "knobs" object with some knobs set (JSON text),
   // and what it sets ("" for the deployment's own).
   struct Knobs {
@@ -414,6 +416,7 @@ struct ServingPoint {
   double prefill_share = 0;  // of the plan's prefill_shares
   int prefill_replicas = 0;  // of the replicas (0: not disaggregated)
   int decode_tp = 0;         // the decode replicas' TP where it differs (0: tp)
+  bool kv_by_layer = false;  // a split's KV sent layer by layer (false: after the prompt's pass)
   std::string knobs;         // the knob setting's label ("" for the deployment's own)
   double usd_per_month = 0;  // what the plan ranks by: rent, or owning where the plan says so
   MonthlyCost cost;          // both ways, owning's energy at the replicas' GPU utilization

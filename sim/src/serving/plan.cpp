@@ -24,7 +24,7 @@ std::string first_problem(const InputError& e) {
 }
 
 // One line of the search: a rate, a node type, a TP size and stages, an engine, a prefill share (with the
-// decode replicas' TP) and a knob setting; only the replicas change.
+// decode replicas' TP and the KV transfer) and a knob setting; only the replicas change.
 struct Line {
   double rate_per_s;
   std::string node_type, engine;
@@ -32,6 +32,7 @@ struct Line {
   bool dp_attention;
   double prefill_share;
   int decode_tp;      // 0: tp
+  bool kv_by_layer;
   std::size_t knobs;  // into the plan's knob_settings
 };
 
@@ -45,6 +46,7 @@ ServingPoint point_of(const ServingPlan& plan, const Line& line) {
   p.dp_attention = line.dp_attention;
   p.prefill_share = line.prefill_share;
   p.decode_tp = line.decode_tp;
+  p.kv_by_layer = line.kv_by_layer;
   p.knobs = plan.knob_settings[line.knobs].label;
   return p;
 }
@@ -79,7 +81,8 @@ ServingPoint evaluate(const ServingPlan& plan, const Line& line, int replicas) {
   if (!plan.knob_settings[line.knobs].json.empty()) edits.push_back({"/knobs", plan.knob_settings[line.knobs].json});
   if (p.prefill_replicas > 0) {
     edits.push_back({"/disaggregation", R"({"prefill": )" + std::to_string(p.prefill_replicas) + R"(, "decode": )" + std::to_string(replicas - p.prefill_replicas) +
-                                            (line.decode_tp > 0 ? R"(, "decode_tp": )" + std::to_string(line.decode_tp) : "") + "}"});
+                                            (line.decode_tp > 0 ? R"(, "decode_tp": )" + std::to_string(line.decode_tp) : "") +
+                                            (line.kv_by_layer ? R"(, "kv_transfer": "by_layer")" : "") + "}"});
   }
   ServingDeployment base;
   try {
@@ -266,6 +269,20 @@ ServingPlan parse_serving_plan(std::string_view json_text, const std::string& fi
     } else if (s.field("decode_tp") != nullptr && std::all_of(plan.dp_attentions.begin(), plan.dp_attentions.end(), [](bool dp) { return dp; })) {
       s.problem("decode_tp", "decode replicas of another TP beside data-parallel attention are not modelled yet: expected false in search.dp_attention, or no \"decode_tp\"");
     }
+    if (const Json* kv = s.field("kv_transfer")) {  // ["after_prefill", "by_layer"]
+      const auto known = [](const Json& x) { return x.is_string() && (x.get<std::string>() == "after_prefill" || x.get<std::string>() == "by_layer"); };
+      if (!kv->is_array() || kv->empty() || !std::all_of(kv->begin(), kv->end(), known)) {
+        s.problem("kv_transfer", "expected a non-empty array of \"after_prefill\" and \"by_layer\", found " + detail::describe(*kv));
+      } else if (shares_ok && std::all_of(plan.prefill_shares.begin(), plan.prefill_shares.end(), [](double share) { return share == 0; })) {
+        s.problem("kv_transfer", "a KV transfer applies to prefill/decode splits: expected \"disaggregation\" with a share above 0 beside it");
+      } else {
+        plan.kv_by_layer.clear();
+        for (const Json& x : *kv) {
+          const bool by_layer = x.get<std::string>() == "by_layer";
+          if (std::find(plan.kv_by_layer.begin(), plan.kv_by_layer.end(), by_layer) == plan.kv_by_layer.end()) plan.kv_by_layer.push_back(by_layer);
+        }
+      }
+    }
     if (const Json* knobs = s.field("knobs")) read_knob_search(*knobs, plan, problems);
     if (const Json* r = s.field("replicas")) {
       ObjectReader rr(*r, "/search/replicas", problems);
@@ -314,7 +331,9 @@ ServingPlanResult plan_serving(const ServingPlan& plan, unsigned threads) {
                   if (std::find(decode_tps.begin(), decode_tps.end(), d) == decode_tps.end()) decode_tps.push_back(d);
                 }
                 for (int decode_tp : decode_tps) {
-                  for (std::size_t k = 0; k < plan.knob_settings.size(); ++k) lines.push_back({rate, node, engine, tp, pp, dp, share, decode_tp, k});
+                  for (const bool by_layer : share > 0 ? plan.kv_by_layer : std::vector<bool>{false}) {  // no split, no transfer: one line
+                    for (std::size_t k = 0; k < plan.knob_settings.size(); ++k) lines.push_back({rate, node, engine, tp, pp, dp, share, decode_tp, by_layer, k});
+                  }
                 }
               }
             }
