@@ -258,11 +258,12 @@ TEST_CASE("a serving plan tries each split's KV sent after the prompt and layer 
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fleetsim-serving-plan-kv-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "d.json") << R"({"name": "t", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": "llama-3-70b", "tp": 4,
-      "requests": {"rate": "2 /s", "count": 60, "prompt_tokens": {"uniform": [1000, 3000]}, "output_tokens": {"uniform": [50, 150]}},
+      "requests": {"rate": "2 /s", "count": 30, "prompt_tokens": {"uniform": [1000, 3000]}, "output_tokens": {"uniform": [50, 150]}},
       "slos": [{"metric": "ttft", "percentile": 95, "target": "2 s"}, {"metric": "e2e", "percentile": 50, "target": "30 s"}]})";
   const std::string file = (dir / "plan.json").string();
+  // At a request every 10 s the decode replica is idle when each KV cache lands: a request's decode starts then.
   const ServingPlan plan = parse_serving_plan(R"({"serving": "d.json", "search": {"node_types": ["hgx-h100-8"], "disaggregation": [0, 0.5],
-      "kv_transfer": ["after_prefill", "by_layer"], "replicas": {"min": 2, "max": 2}}, "rates": ["2 /s"], "seeds": 1})", file);
+      "kv_transfer": ["after_prefill", "by_layer"], "replicas": {"min": 2, "max": 2}}, "rates": ["0.1 /s"], "seeds": 1})", file);
   const ServingPlanResult r = plan_serving(plan, 2);
   // Together (no transfer: one line), then the split with each transfer.
   REQUIRE(r.lines.size() == 3);
@@ -273,12 +274,13 @@ TEST_CASE("a serving plan tries each split's KV sent after the prompt and layer 
   CHECK(r.lines[2].kv_by_layer);
   // The same requests; by layer each decode starts as the prompt ends, not a transfer later, and TTFT (the prefill's) is the same.
   REQUIRE(r.lines[1].slos.size() == 2);
+  REQUIRE(r.lines[1].slos[1].slo.metric == "e2e");
   CHECK(r.lines[2].slos[0].mean_s == Approx(r.lines[1].slos[0].mean_s).epsilon(1e-9));
   CHECK(r.lines[2].slos[1].mean_s < r.lines[1].slos[1].mean_s);
   std::ostringstream text;
   write_serving_plan_text(text, plan, r);
   CHECK_THAT(text.str(), Catch::Contains("1P+1D, KV by layer"));
-  CHECK_THAT(serving_plan_json(plan, r), Catch::Contains("\"kv_transfer\": \"by_layer\""));
+  CHECK_THAT(serving_plan_json(plan, r), Catch::Contains("\"kv_transfer\": \"by_layer\"") && Catch::Contains("\"kv_transfer\": \"none\""));
   // Without a split there is nothing to send; a transfer the deployment does not know is named.
   const auto refusal = [&](const std::string& search) {
     try {
