@@ -159,6 +159,40 @@ TEST_CASE("LTX-Video's VAE decoder: its convolutions' FLOP level by level counte
   CHECK(count_kernels(unconditioned) < count_kernels(calls));
 }
 
+TEST_CASE("Mochi's VAE decoder: its convolutions' FLOP level by level counted by hand, frames expanded 3 then 2 times", "[profiles][vae]") {
+  // 848 x 480 pixels and 163 frames: 28 latent frames of 60 x 106 (8x, 6x in time). A 1x1x1 convolution to 768
+  // channels; 3 + 6 ResBlocks (two 3x3x3 convolutions each) at 768, a Conv1x1 to 512 x 3 x 4 folded into 3 x 28 - 2
+  // = 82 frames at twice the pixels; 4 ResBlocks at 512, a Conv1x1 to 256 x 2 x 4 folded into 2 x 82 - 1 = 163
+  // frames; 3 ResBlocks at 256, a Conv1x1 to 128 x 4 (pixels only); 3 ResBlocks at 128 and a Conv1x1 to RGB.
+  const auto conv3 = [](double c) { return 2 * 27 * c * c; };
+  const double v0 = 28 * 60 * 106, v1 = 82 * 120 * 212, v2 = 163 * 240 * 424, v3 = 163 * 480 * 848;
+  double flop = v0 * (2 * 12 * 768 + 18 * conv3(768) + 2 * 768 * 6144);
+  flop += v1 * (8 * conv3(512) + 2 * 512 * 2048);
+  flop += v2 * (6 * conv3(256) + 2 * 256 * 512);
+  flop += v3 * (6 * conv3(128) + 2 * 128 * 3);
+  const Architecture& mochi = arch("mochi-vae-decoder");
+  const StepShape clip{.width = 848, .height = 480, .frames = 163};
+  const auto calls = step_kernels(mochi, clip, Dtype::bf16);
+  CHECK(kernels_flop(calls) == Approx(flop).epsilon(1e-12));
+  const auto out = std::find_if(calls.begin(), calls.end(), [](const KernelCall& c) { return c.name == "output_proj"; });
+  REQUIRE(out != calls.end());
+  CHECK(out->m == v3);  // 6 (28 - 1) + 1 = 163 frames of 480 x 848
+  // Every norm runs over 8 frames at a time: 2 a ResBlock, 4 chunks of 28 frames, 11 of 82, 21 of 163.
+  double moments = 0;
+  for (const KernelCall& c : calls) moments += c.cls == KernelClass::reduction ? c.count : 0;
+  CHECK(moments == 2 * (9 * 4 + 4 * 11 + 3 * 21 + 3 * 21));
+  // Two videos: two calls.
+  CHECK(kernels_flop(step_kernels(mochi, {.batch = 2, .width = 848, .height = 480, .frames = 163}, Dtype::bf16)) == Approx(2 * flop).epsilon(1e-12));
+  // Its levels must make the compression its entry states.
+  Catalog wrong;
+  CHECK_THROWS_WITH(wrong.add_json(R"({"architectures": {"m": {"name": "m", "source": "s", "family": "mochi-vae-decoder", "channels": [128, 256, 512, 768],
+      "res_blocks": [3, 3, 4, 6, 3], "temporal_expansions": [1, 2, 2], "latent_channels": 12, "vae_factor": 8, "temporal_factor": 6}}})", "m.json"),
+                    Catch::Contains("temporal_factor: expected 4, the product of its temporal expansions"));
+  CHECK_THROWS_WITH(wrong.add_json(R"({"architectures": {"m": {"name": "m", "source": "s", "family": "mochi-vae-decoder", "channels": [128, 256, 512, 768],
+      "res_blocks": [3, 3, 4, 6], "temporal_expansions": [1, 2, 3], "latent_channels": 12, "vae_factor": 8, "temporal_factor": 6}}})", "m.json"),
+                    Catch::Contains("res_blocks: expected 5 counts"));
+}
+
 TEST_CASE("HunyuanVideo's 3D VAE decoder: its convolutions' FLOP level by level counted by hand, one call over the clip", "[profiles][vae]") {
   // 128 x 64 pixels and 9 frames: 3 latent frames of 16 x 8. The middle and the lowest level decode the 3 latent
   // frames; the lowest upsampling doubles the pixels only, the next two the frames after the first as well

@@ -1,5 +1,6 @@
 #include "fleetsim/catalog.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -242,6 +243,27 @@ std::shared_ptr<const Architecture> read_architecture(ObjectReader& r, const std
     }
     if (has("vae_factor") && a->numbers["vae_factor"] != doublings * a->numbers["patch"]) {
       r.problem("vae_factor", "expected " + format_number(doublings * a->numbers["patch"]) + ": its levels' doublings times its patch");
+    }
+  }
+  // Mochi's decoder: ResBlocks for the widest level's start, each upsampling level and the narrowest level's end; an
+  // expansion of the frames a upsampling, each doubling the pixels; what they make is the compression stated.
+  if (a->family == "mochi-vae-decoder" && a->lists.count("channels") != 0 && a->lists.count("res_blocks") != 0 && a->lists.count("temporal_expansions") != 0) {
+    const std::size_t levels = a->lists["channels"].size();
+    const std::vector<double>& expansions = a->lists["temporal_expansions"];
+    if (a->lists["res_blocks"].size() != levels + 1) r.problem("res_blocks", "expected " + std::to_string(levels + 1) + " counts: one a level of \"channels\" and one more for the widest level's start");
+    if (expansions.size() + 1 != levels) {
+      r.problem("temporal_expansions", "expected " + std::to_string(levels - 1) + " expansions: one an upsampling between the levels of \"channels\"");
+    } else {
+      double frames = 1;
+      for (double e : expansions) frames *= e;
+      if (std::any_of(expansions.begin(), expansions.end(), [](double e) { return e < 1 || e != std::floor(e); })) {
+        r.problem("temporal_expansions", "expected whole numbers of frames, at least 1 each");
+      } else if (has("temporal_factor") && a->numbers["temporal_factor"] != frames) {
+        r.problem("temporal_factor", "expected " + format_number(frames) + ", the product of its temporal expansions");
+      }
+      if (has("vae_factor") && a->numbers["vae_factor"] != std::pow(2.0, static_cast<double>(levels) - 1)) {
+        r.problem("vae_factor", "expected " + format_number(std::pow(2.0, static_cast<double>(levels) - 1)) + ": each of its upsamplings doubles the pixels");
+      }
     }
   }
   if (!mla && has("q_lora_rank")) r.problem("q_lora_rank", "expected only beside \"kv_lora_rank\" (multi-head latent attention)");

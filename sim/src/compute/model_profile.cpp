@@ -43,6 +43,7 @@ const std::map<std::string_view, ArchitectureFields>& families() {
       {"causal-vae-decoder", {{"latent_channels", "layers_per_block", "vae_factor", "temporal_factor", "temporal_upsamplings"}, {"patch", "up_residual"}, {"channels"}}},
       {"conv3d-vae-decoder", {{"latent_channels", "layers_per_block", "vae_factor", "temporal_factor"}, {}, {"channels"}}},
       {"ltx-vae-decoder", {{"latent_channels", "layers_per_block", "vae_factor", "temporal_factor", "patch"}, {"timestep_conditioning"}, {"channels"}}},
+      {"mochi-vae-decoder", {{"latent_channels", "vae_factor", "temporal_factor"}, {}, {"channels", "res_blocks", "temporal_expansions"}}},
       {"rrdb", {{"blocks", "features", "growth", "scale"}, {}, {}}},
   };
   return f;
@@ -770,6 +771,65 @@ void ltx_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
   b.repeat_since(mark, s.batch);
 }
 
+// Mochi 1's VAE decoder as ComfyUI runs it (comfy/ldm/genmo/vae/model.py at a125cd8, Decoder of VideoVAE): one
+// call over the whole clip, no attention. A 1x1x1 convolution from the latent to the widest level, then levels from
+// the widest down of `res_blocks` ResBlocks each (the first level's and the last's as well), each upsampling level
+// ending in a Conv1x1 (a Linear over channels-last activations: movedim, a copy where it is not contiguous, a GEMM
+// and the bias added on its own) to the next width x its frames' and pixels' expansion, rearranged into them
+// (DepthToSpaceTime: a copy; the first expansion - 1 frames dropped, a view); then a SiLU and a Conv1x1 to RGB made
+// contiguous. A ResBlock is two of (GroupNormSpatial, SiLU, a causal 3x3x3 convolution), then a residual add: the
+// norm runs over 8 frames at a time (each chunk of the frames-into-batch view made contiguous, normalized and
+// copied into the output), the SiLU in place on the permuted view, and each convolution first repeats the first
+// frame twice (F.pad replicate in time, a copy) and pads height and width itself. T latent frames become
+// 6(T - 1) + 1 with expansions 3 and 2, each side 8 times.
+void mochi_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
+  const std::vector<double>& widths = a.list("channels");  // narrowest first, as the code lists them
+  const std::vector<double>& res_blocks = a.list("res_blocks");  // the last level's, the upsampling levels' from the narrowest, the first's
+  const std::vector<double>& expansions = a.list("temporal_expansions");  // the upsamplings' from the narrowest
+  const double f = a.number("vae_factor", 8), tf = a.number("temporal_factor", 6);
+  const std::size_t mark = b.size();  // one sample's call, repeated for each of the batch's
+  double t = latent_frames_of(s, tf), h = std::ceil(s.height / f), w = std::ceil(s.width / f);
+  const auto voxels = [&] { return t * h * w; };
+  const auto resblock = [&](double c) {
+    for (const char* half : {"1", "2"}) {
+      const std::string name = std::string("resblock.") + half;
+      // Each chunk of 8 frames (the last maybe fewer) a norm over its frames, 32 groups each.
+      const double chunks = std::floor(t / 8), rest = t - 8 * chunks;
+      if (chunks > 0) b.op("frame_chunk_norm", name + ".norm", 8 * h * w, c, chunks, 8 * 32);
+      if (rest > 0) b.op("frame_chunk_norm", name + ".norm", rest * h * w, c, 1, rest * 32);
+      b.op("silu", name + ".silu", voxels(), c);
+      const double padded = (t + 2) * h * w;
+      b.op("pad", name + ".pad", padded, c);
+      b.conv(name + ".conv", t, h, w, c, c, 3, 1, 3, padded);
+    }
+    b.op("residual_add", "resblock.residual", voxels(), c);
+  };
+  const auto linear = [&](const std::string& name, double cin, double cout) {  // Conv1x1
+    b.op("to_tokens", name + ".movedim", voxels(), cin);
+    b.gemm(name, voxels(), cout, cin);
+    b.op("conv_bias", name + ".bias", voxels(), cout);
+  };
+  std::size_t level = widths.size() - 1;
+  double c = widths[level];
+  b.conv("conv_in", t, h, w, a.number("latent_channels", 12), c, 1);
+  for (double j = 0; j < res_blocks.back(); ++j) resblock(c);
+  for (; level > 0; --level) {
+    for (double j = 0; j < res_blocks[level]; ++j) resblock(c);
+    const double next = widths[level - 1], expansion = expansions[level - 1];
+    linear("upsample.proj", c, next * expansion * 4);
+    b.op("depth_to_space", "upsample.depth_to_space", voxels() * expansion * 4, next);
+    t = expansion * t - (expansion - 1);
+    h *= 2;
+    w *= 2;
+    c = next;
+  }
+  for (double j = 0; j < res_blocks.front(); ++j) resblock(c);
+  b.op("silu", "output.silu", voxels(), c);
+  linear("output_proj", c, 3);
+  b.op("to_pixels", "output.contiguous", voxels(), 3);
+  b.repeat_since(mark, s.batch);
+}
+
 // Real-ESRGAN's RRDBNet: a convolution in, residual-in-residual dense blocks (three dense blocks of five
 // convolutions each over the concatenation of the block's input and what came before, growing by
 // `growth` channels, LeakyReLU after each but the last, scaled residuals), a trunk convolution, two
@@ -949,7 +1009,7 @@ const ArchitectureFields* architecture_fields(std::string_view family) {
 }
 
 bool decodes_video(std::string_view family) {
-  return family == "causal-vae-decoder" || family == "conv3d-vae-decoder" || family == "ltx-vae-decoder";
+  return family == "causal-vae-decoder" || family == "conv3d-vae-decoder" || family == "ltx-vae-decoder" || family == "mochi-vae-decoder";
 }
 
 bool works_on_pixels(std::string_view family) {
@@ -985,6 +1045,7 @@ std::vector<KernelCall> step_kernels(const Architecture& a, const StepShape& who
   else if (a.family == "causal-vae-decoder") causal_vae_decoder(a, s, b);
   else if (a.family == "conv3d-vae-decoder") conv3d_vae_decoder(a, s, b);
   else if (a.family == "ltx-vae-decoder") ltx_vae_decoder(a, s, b);
+  else if (a.family == "mochi-vae-decoder") mochi_vae_decoder(a, s, b);
   else if (a.family == "rrdb") rrdb(a, s, b);
   else FLEETSIM_CHECK(false, "unknown architecture family " + a.family + " (checked at load)");
   return calls;
