@@ -185,7 +185,7 @@ TEST_CASE("HunyuanVideo's VAE decodes the clip in 3D: tiled as VAEDecodeTiled's 
   const Workflow big = import_comfyui(big_graph, "big.json", Catalog::builtin());
   CHECK(find_task(big, "VAEDecode#5")->shape.tiles == StepShape::Tiles{.size = 32, .overlap = 8, .frames = 999, .frame_overlap = 1});
   const TaskSpec& fallback = *find_task(big, "VAEDecode#5");
-  CHECK(fallback.working_set_bytes == Approx(conv3d_decode_peak_bytes(*fallback.architecture, fallback.shape, fallback.dtype)));  // a tile's peak
+  CHECK(fallback.working_set_bytes == Approx(video_decode_peak_bytes(*fallback.architecture, fallback.shape, fallback.dtype)));  // a tile's peak
   CHECK(fallback.working_set_bytes < 80e9);
   bool said = false;
   for (const std::string& note : big.assumptions) said = said || note.find("falls back after running out of memory") != std::string::npos;
@@ -250,6 +250,37 @@ TEST_CASE("a 2D VAE decodes in ComfyUI's three passes of tiles: as VAEDecodeTile
   CHECK(decode_of(wan).shape.tiles == StepShape::Tiles{});
   CHECK_THAT(error_of([&] { import_comfyui(graph(1024, R"("VAEDecodeTiled", "inputs": {)", "wan_2.1_vae.safetensors"), "wan.json", Catalog::builtin(), {.strict = true}); }),
              Contains("its tiles not modelled for wan21-vae-decoder: timed as one whole decode, a guess"));
+}
+
+TEST_CASE("Mochi's VAE decodes as its own decoder: whole where it fits, in 3D tiles where it does not or VAEDecodeTiled says", "[import][comfyui]") {
+  const Workflow shipped = import_file(corpus("mochi-t2v.json"));
+  const TaskSpec* decode = nullptr;
+  for (const TaskSpec& t : shipped.tasks) decode = t.name.rfind("VAEDecode", 0) == 0 ? &t : decode;
+  REQUIRE(decode != nullptr);
+  REQUIRE(decode->architecture != nullptr);
+  CHECK(decode->architecture->id == "mochi-vae-decoder");
+  CHECK(decode->model == "mochi-vae");
+  const auto graph = [](int width, int height, int length, const std::string& decoder) {
+    return R"({"1": {"class_type": "UNETLoader", "inputs": {"unet_name": "mochi_preview_bf16.safetensors"}},
+               "2": {"class_type": "VAELoader", "inputs": {"vae_name": "mochi_vae.safetensors"}},
+               "3": {"class_type": "EmptyMochiLatentVideo", "inputs": {"width": )" + std::to_string(width) + R"(, "height": )" + std::to_string(height) +
+           R"(, "length": )" + std::to_string(length) + R"(, "batch_size": 1}},
+               "4": {"class_type": "KSampler", "inputs": {"model": ["1", 0], "latent_image": ["3", 0], "steps": 30, "cfg": 4.5}},
+               "5": {"class_type": )" + decoder + R"("samples": ["4", 0], "vae": ["2", 0]}}})";
+  };
+  // 848 x 480 x 163 whole: its estimated peak, four 17 GB tensors at the last level, fits 80 GB; at 1280 x 720 it
+  // would not (~154 GB): ComfyUI's fallback tiles, a guess.
+  const TaskSpec whole = *find_task(import_comfyui(graph(848, 480, 163, R"("VAEDecode", "inputs": {)"), "w.json", Catalog::builtin()), "VAEDecode#5");
+  CHECK(whole.shape.tiles == StepShape::Tiles{});
+  CHECK(whole.working_set_bytes == Approx(video_decode_peak_bytes(*whole.architecture, whole.shape, whole.dtype)));
+  CHECK(whole.working_set_bytes > 60e9);
+  const TaskSpec big = *find_task(import_comfyui(graph(1280, 720, 163, R"("VAEDecode", "inputs": {)"), "b.json", Catalog::builtin()), "VAEDecode#5");
+  CHECK(big.shape.tiles == StepShape::Tiles{.size = 32, .overlap = 8, .frames = 999, .frame_overlap = 1});
+  CHECK(big.working_set_bytes < 80e9);
+  // VAEDecodeTiled's defaults: 512 pixels overlapping by 64, 64 frames (10 latent at 6x) overlapping by 8 (1 latent).
+  CHECK(find_task(import_comfyui(graph(848, 480, 163, R"("VAEDecodeTiled", "inputs": {"tile_size": 512, "overlap": 64, "temporal_size": 64, "temporal_overlap": 8, )"),
+                                 "t.json", Catalog::builtin()), "VAEDecodeTiled#5")
+            ->shape.tiles == StepShape::Tiles{.size = 64, .overlap = 8, .frames = 10, .frame_overlap = 1});
 }
 
 TEST_CASE("video latents set frames and size, and image-to-video nodes encode only an image they are given", "[import][comfyui]") {

@@ -191,6 +191,26 @@ TEST_CASE("Mochi's VAE decoder: its convolutions' FLOP level by level counted by
   CHECK_THROWS_WITH(wrong.add_json(R"({"architectures": {"m": {"name": "m", "source": "s", "family": "mochi-vae-decoder", "channels": [128, 256, 512, 768],
       "res_blocks": [3, 3, 4, 6], "temporal_expansions": [1, 2, 3], "latent_channels": 12, "vae_factor": 8, "temporal_factor": 6}}})", "m.json"),
                     Catch::Contains("res_blocks: expected 5 counts"));
+  CHECK_THROWS_WITH(wrong.add_json(R"({"architectures": {"m": {"name": "m", "source": "s", "family": "mochi-vae-decoder", "channels": [128, 256, 512, 768],
+      "res_blocks": [3, 3, 4.5, 6, 3000], "temporal_expansions": [1, 2, 3], "latent_channels": 12, "vae_factor": 8, "temporal_factor": 6}}})", "m.json"),
+                    Catch::Contains("res_blocks: expected an array of 1 to 16 numbers from 0 to 1000"));
+  // In tiles of 32 latent pixels overlapping by 8, every frame in each, placed as ComfyUI places them (tile_extents,
+  // pinned in the HunyuanVideo case below): 60 rows as 32, 32 and 12; 106 columns as 32, 32, 32, 32 and 10; each a whole call.
+  StepShape tiled = clip;
+  tiled.tiles = {.size = 32, .overlap = 8, .frames = 1e5};
+  REQUIRE_FALSE(tiles_problem(mochi, tiled.tiles).has_value());
+  const auto call = [&](double rows, double columns) {
+    return kernels_flop(step_kernels(mochi, {.width = columns * 8, .height = rows * 8, .frames = 163}, Dtype::bf16));
+  };
+  double tiles_flop = 0;
+  for (const auto& [rows, nr] : tile_extents(60, 32, 8)) {
+    for (const auto& [columns, nc] : tile_extents(106, 32, 8)) tiles_flop += nr * nc * call(rows, columns);
+  }
+  CHECK(kernels_flop(step_kernels(mochi, tiled, Dtype::bf16)) == Approx(tiles_flop).epsilon(1e-12));
+  CHECK(tile_extents(60, 32, 8) == std::vector<std::pair<double, double>>{{12, 1}, {32, 2}});
+  // Its peak: the 128-channel level's ResBlock, four tensors of 163 x 480 x 848 x 128 in bf16 (one padded by 2 frames).
+  CHECK(video_decode_peak_bytes(mochi, clip, Dtype::bf16) == Approx((3 * 163.0 + 165) * 480 * 848 * 128 * 2).epsilon(1e-12));
+  CHECK(video_decode_peak_bytes(mochi, tiled, Dtype::bf16) < video_decode_peak_bytes(mochi, clip, Dtype::bf16) / 3);
 }
 
 TEST_CASE("HunyuanVideo's 3D VAE decoder: its convolutions' FLOP level by level counted by hand, one call over the clip", "[profiles][vae]") {
@@ -237,7 +257,7 @@ TEST_CASE("a video VAE decode in tiles is a whole decoder call a tile, placed as
   CHECK(kernels_flop(step_kernels(hunyuan, tiled, Dtype::bf16)) == Approx(expected).epsilon(1e-12));
   // Smaller calls hold less: the peak is the largest tile's.
   const StepShape whole{.width = 256, .height = 720, .frames = 17};
-  CHECK(conv3d_decode_peak_bytes(hunyuan, tiled, Dtype::bf16) < conv3d_decode_peak_bytes(hunyuan, whole, Dtype::bf16));
+  CHECK(video_decode_peak_bytes(hunyuan, tiled, Dtype::bf16) < video_decode_peak_bytes(hunyuan, whole, Dtype::bf16));
   // Tiles are for this family only, each overlapping the next by less than itself.
   CHECK_FALSE(tiles_problem(hunyuan, tiled.tiles).has_value());
   CHECK(tiles_problem(arch("wan21-vae-decoder"), tiled.tiles)->message.find("wan21-vae-decoder is a causal-vae-decoder") != std::string::npos);
@@ -251,7 +271,7 @@ TEST_CASE("a video VAE decode in tiles is a whole decoder call a tile, placed as
   const auto one_call = step_kernels(hunyuan, tiled, Dtype::bf16), two_calls = step_kernels(hunyuan, two, Dtype::bf16);
   CHECK(kernels_flop(two_calls) == Approx(2 * kernels_flop(one_call)).epsilon(1e-12));
   CHECK(count_kernels(two_calls) == Approx(2 * count_kernels(one_call)));
-  CHECK(conv3d_decode_peak_bytes(hunyuan, two, Dtype::bf16) == conv3d_decode_peak_bytes(hunyuan, tiled, Dtype::bf16));
+  CHECK(video_decode_peak_bytes(hunyuan, two, Dtype::bf16) == video_decode_peak_bytes(hunyuan, tiled, Dtype::bf16));
 }
 
 TEST_CASE("a 2D VAE decode in tiles runs ComfyUI's three passes, a whole decoder call a tile", "[profiles][vae]") {

@@ -9,7 +9,7 @@
 // blocks; Wan: blocks with cross-attention to the text), `vae-decoder` (the image VAEs, and a 2D stand-in
 // for video ones), `causal-vae-decoder` (Wan 2.1's and 2.2's, a latent frame a call), `conv3d-vae-decoder`
 // (HunyuanVideo's, 3D convolutions over the whole clip or each tile), `ltx-vae-decoder` (LTX-Video's, depth-to-
-// space upsamplings), and `rrdb` (Real-ESRGAN).
+// space upsamplings), `mochi-vae-decoder` (Mochi's, per-frame norms and Conv1x1 upsamplings), and `rrdb` (Real-ESRGAN).
 //
 // How a step runs matters as much as what it computes. The family code lays out the GEMMs, convolutions
 // and attentions and calls the step's small operations by name; a runtime (models/runtimes.json) says
@@ -132,8 +132,8 @@ struct StepShape {
   // A VAE's decode in tiles, as ComfyUI's tiled decode cuts the latent (comfy/utils.py
   // tiled_scale_multidim): tiles of `size` latent pixels a side overlapping by `overlap`, and of `frames`
   // latent frames overlapping by `frame_overlap`, each tile a whole decoder call. Size 0: one call over
-  // the whole clip. A conv3d-vae-decoder takes tiles, and a 2D image VAE (a vae-decoder, not a video VAE's
-  // stand-in), whose tiles have no frames (0) and whose decode runs three passes of them (comfy/sd.py decode_tiled_).
+  // the whole clip. A conv3d-vae-decoder or mochi-vae-decoder takes tiles, and a 2D image VAE (a vae-decoder, not a
+  // video VAE's stand-in), whose tiles have no frames (0) and whose decode runs three passes of them (comfy/sd.py decode_tiled_).
   struct Tiles {
     double size = 0, overlap = 0, frames = 0, frame_overlap = 0;
     bool operator==(const Tiles&) const = default;
@@ -141,7 +141,7 @@ struct StepShape {
 };
 
 // What is wrong with `tiles` for `architecture`, by the Tiles field at fault; nullopt where nothing is
-// (no tiles, tiles of a conv3d-vae-decoder each overlapping the next by less than itself, or a 2D VAE's
+// (no tiles, a 3D video VAE's each overlapping the next by less than itself, or a 2D VAE's
 // overlapping by less than the narrow passes' half a tile, without frames).
 struct ShapeProblem {
   std::string field, message;
@@ -150,6 +150,9 @@ std::optional<ShapeProblem> tiles_problem(const Architecture& architecture, cons
 // A 2D image VAE's decoder (a vae-decoder that is not a video VAE's stand-in), which ComfyUI tiles image by
 // image in three passes.
 bool decodes_images_in_tiles(const Architecture& architecture);
+// A 3D video VAE's decoder whose tiles are modelled (HunyuanVideo's conv3d-vae-decoder, Mochi's mochi-vae-decoder):
+// tiles of latent frames and pixels, each a whole call.
+bool decodes_video_in_tiles(const Architecture& architecture);
 // Tiles' `frames` where none is given: every frame in each tile for a 3D video VAE, none for a 2D one.
 double default_tile_frames(const Architecture& architecture);
 
@@ -159,10 +162,11 @@ double default_tile_frames(const Architecture& architecture);
 // covers it.
 std::vector<std::pair<double, double>> tile_extents(double extent, double tile, double overlap);
 
-// The most bytes one decoder call of a conv3d-vae-decoder holds at once for `shape` (an estimate: a level's
-// block input, its normalized copy, the padded copy a 3x3x3 convolution makes and its output, at the widest
-// of the level's channels, the largest level's): one sample's whole clip, or its largest tile.
-double conv3d_decode_peak_bytes(const Architecture& architecture, const StepShape& shape, Dtype dtype);
+// The most bytes one decoder call of a video VAE that decodes in 3D tiles (decodes_video_in_tiles) holds at once
+// for `shape` (an estimate: a level's block input, its normalized copy, the padded copy a 3x3x3 convolution makes
+// and its output, at the widest of the level's channels, the largest level's; Mochi's upsamplings' Conv1x1 output
+// and its rearranged copy too): one sample's whole clip, or its largest tile. 0 for other families.
+double video_decode_peak_bytes(const Architecture& architecture, const StepShape& shape, Dtype dtype);
 
 // The shape the catalog lists an architecture's profile at: one 1024x1024 image (an upscaler's input
 // 512x512), 512 text tokens, an LLM's 2048-token prompt; the architecture's default runtime.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "fleetsim/error.hpp"
 #include "fleetsim/units.hpp"
@@ -624,6 +625,20 @@ void causal_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
 // frames after the first as well (the first frame interpolated apart, the two joined by a torch.cat): a call
 // of T latent frames makes 4(T - 1) + 1. Tiled, each tile is a call of its own and its pixels are cast to
 // fp32 on the GPU (ComfyUI's decode_fn); the blend of the tiles runs on the host, left out here.
+// A video decode of t x h x w latent frames and pixels a sample: one call a sample, or one a tile as ComfyUI's
+// tiled_scale_multidim places them (StepShape::Tiles); `call` takes a call's frames, height, width and how many.
+void decode_in_3d_tiles(const StepShape& s, double t, double h, double w, const std::function<void(double, double, double, double)>& call) {
+  if (s.tiles.size <= 0) {
+    call(t, h, w, s.batch);
+    return;
+  }
+  for (const auto& [tile_t, nt] : tile_extents(t, s.tiles.frames, s.tiles.frame_overlap)) {
+    for (const auto& [tile_h, nh] : tile_extents(h, s.tiles.size, s.tiles.overlap)) {
+      for (const auto& [tile_w, nw] : tile_extents(w, s.tiles.size, s.tiles.overlap)) call(tile_t, tile_h, tile_w, s.batch * nt * nh * nw);
+    }
+  }
+}
+
 void conv3d_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
   auto channels = a.list("channels");
   std::reverse(channels.begin(), channels.end());
@@ -687,17 +702,7 @@ void conv3d_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
     if (tiled) b.op("elementwise", "tile.to_fp32", voxels(), 3);
     b.repeat_since(mark, times);
   };
-  const double latent_frames = latent_frames_of(s, tf);
-  const double latent_h = std::ceil(s.height / f), latent_w = std::ceil(s.width / f);
-  if (!tiled) {
-    decoder_call(latent_frames, latent_h, latent_w, s.batch);
-    return;
-  }
-  for (const auto& [t, nt] : tile_extents(latent_frames, s.tiles.frames, s.tiles.frame_overlap)) {
-    for (const auto& [h, nh] : tile_extents(latent_h, s.tiles.size, s.tiles.overlap)) {
-      for (const auto& [w, nw] : tile_extents(latent_w, s.tiles.size, s.tiles.overlap)) decoder_call(t, h, w, s.batch * nt * nh * nw);
-    }
-  }
+  decode_in_3d_tiles(s, latent_frames_of(s, tf), std::ceil(s.height / f), std::ceil(s.width / f), decoder_call);
 }
 
 // LTX-Video's VAE decoder as ComfyUI runs its 0.9.5+ version (comfy/ldm/lightricks/vae/causal_video_autoencoder.py
@@ -781,53 +786,60 @@ void ltx_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
 // norm runs over 8 frames at a time (each chunk of the frames-into-batch view made contiguous, normalized and
 // copied into the output), the SiLU in place on the permuted view, and each convolution first repeats the first
 // frame twice (F.pad replicate in time, a copy) and pads height and width itself. T latent frames become
-// 6(T - 1) + 1 with expansions 3 and 2, each side 8 times.
+// 6(T - 1) + 1 with expansions 3 and 2, each side 8 times. A batch's videos decode one a call; tiled, each tile is a
+// call of its own (as conv3d_vae_decoder's) whose pixels are cast to fp32 on the GPU.
 void mochi_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
   const std::vector<double>& widths = a.list("channels");  // narrowest first, as the code lists them
-  const std::vector<double>& res_blocks = a.list("res_blocks");  // the last level's, the upsampling levels' from the narrowest, the first's
+  const std::vector<double>& res_blocks = a.list("res_blocks");  // the narrowest level's, the upsampling levels' up to the widest's, the widest's start
   const std::vector<double>& expansions = a.list("temporal_expansions");  // the upsamplings' from the narrowest
   const double f = a.number("vae_factor", 8), tf = a.number("temporal_factor", 6);
-  const std::size_t mark = b.size();  // one sample's call, repeated for each of the batch's
-  double t = latent_frames_of(s, tf), h = std::ceil(s.height / f), w = std::ceil(s.width / f);
-  const auto voxels = [&] { return t * h * w; };
-  const auto resblock = [&](double c) {
-    for (const char* half : {"1", "2"}) {
-      const std::string name = std::string("resblock.") + half;
-      // Each chunk of 8 frames (the last maybe fewer) a norm over its frames, 32 groups each.
-      const double chunks = std::floor(t / 8), rest = t - 8 * chunks;
-      if (chunks > 0) b.op("frame_chunk_norm", name + ".norm", 8 * h * w, c, chunks, 8 * 32);
-      if (rest > 0) b.op("frame_chunk_norm", name + ".norm", rest * h * w, c, 1, rest * 32);
-      b.op("silu", name + ".silu", voxels(), c);
-      const double padded = (t + 2) * h * w;
-      b.op("pad", name + ".pad", padded, c);
-      b.conv(name + ".conv", t, h, w, c, c, 3, 1, 3, padded);
+  const bool tiled = s.tiles.size > 0;
+  // One call on one sample's t0 latent frames of h0 x w0, `times` times (a batch's samples, or tiles).
+  const auto decoder_call = [&](double t0, double h0, double w0, double times) {
+    const std::size_t mark = b.size();
+    double t = t0, h = h0, w = w0;
+    const auto voxels = [&] { return t * h * w; };
+    const auto resblock = [&](double c) {
+      for (const char* half : {"1", "2"}) {
+        const std::string name = std::string("resblock.") + half;
+        // Each chunk of 8 frames (the last maybe fewer) a norm over its frames, 32 groups each.
+        const double chunks = std::floor(t / 8), rest = t - 8 * chunks;
+        if (chunks > 0) b.op("frame_chunk_norm", name + ".norm", 8 * h * w, c, chunks, 8 * 32);
+        if (rest > 0) b.op("frame_chunk_norm", name + ".norm", rest * h * w, c, 1, rest * 32);
+        b.op("silu", name + ".silu", voxels(), c);
+        const double padded = (t + 2) * h * w;
+        b.op("pad", name + ".pad", padded, c);
+        b.conv(name + ".conv", t, h, w, c, c, 3, 1, 3, padded);
+      }
+      b.op("residual_add", "resblock.residual", voxels(), c);
+    };
+    const auto linear = [&](const std::string& name, double cin, double cout) {  // Conv1x1
+      b.op("to_tokens", name + ".movedim", voxels(), cin);
+      b.gemm(name, voxels(), cout, cin);
+      b.op("conv_bias", name + ".bias", voxels(), cout);
+    };
+    std::size_t level = widths.size() - 1;
+    double c = widths[level];
+    b.conv("conv_in", t, h, w, a.number("latent_channels", 12), c, 1);
+    for (double j = 0; j < res_blocks.back(); ++j) resblock(c);
+    for (; level > 0; --level) {
+      for (double j = 0; j < res_blocks[level]; ++j) resblock(c);
+      const double next = widths[level - 1], expansion = expansions[level - 1];
+      linear("upsample.proj", c, next * expansion * 4);
+      b.op("depth_to_space", "upsample.depth_to_space", voxels() * expansion * 4, next);
+      t = expansion * t - (expansion - 1);
+      h *= 2;
+      w *= 2;
+      c = next;
     }
-    b.op("residual_add", "resblock.residual", voxels(), c);
+    for (double j = 0; j < res_blocks.front(); ++j) resblock(c);
+    b.op("silu", "output.silu", voxels(), c);
+    linear("output_proj", c, 3);
+    b.op("to_pixels", "output.contiguous", voxels(), 3);
+    if (tiled) b.op("elementwise", "tile.to_fp32", voxels(), 3);
+    b.repeat_since(mark, times);
   };
-  const auto linear = [&](const std::string& name, double cin, double cout) {  // Conv1x1
-    b.op("to_tokens", name + ".movedim", voxels(), cin);
-    b.gemm(name, voxels(), cout, cin);
-    b.op("conv_bias", name + ".bias", voxels(), cout);
-  };
-  std::size_t level = widths.size() - 1;
-  double c = widths[level];
-  b.conv("conv_in", t, h, w, a.number("latent_channels", 12), c, 1);
-  for (double j = 0; j < res_blocks.back(); ++j) resblock(c);
-  for (; level > 0; --level) {
-    for (double j = 0; j < res_blocks[level]; ++j) resblock(c);
-    const double next = widths[level - 1], expansion = expansions[level - 1];
-    linear("upsample.proj", c, next * expansion * 4);
-    b.op("depth_to_space", "upsample.depth_to_space", voxels() * expansion * 4, next);
-    t = expansion * t - (expansion - 1);
-    h *= 2;
-    w *= 2;
-    c = next;
-  }
-  for (double j = 0; j < res_blocks.front(); ++j) resblock(c);
-  b.op("silu", "output.silu", voxels(), c);
-  linear("output_proj", c, 3);
-  b.op("to_pixels", "output.contiguous", voxels(), 3);
-  b.repeat_since(mark, s.batch);
+  decode_in_3d_tiles(s, latent_frames_of(s, tf), std::ceil(s.height / f), std::ceil(s.width / f), decoder_call);
 }
 
 // Real-ESRGAN's RRDBNet: a convolution in, residual-in-residual dense blocks (three dense blocks of five
@@ -931,12 +943,14 @@ double experts_touched(double experts, double top_k, double tokens) {
 
 bool decodes_images_in_tiles(const Architecture& a) { return a.family == "vae-decoder" && a.number("video_stand_in", 0) == 0; }
 
-double default_tile_frames(const Architecture& a) { return a.family == "conv3d-vae-decoder" ? 1e5 : 0; }
+bool decodes_video_in_tiles(const Architecture& a) { return a.family == "conv3d-vae-decoder" || a.family == "mochi-vae-decoder"; }
+
+double default_tile_frames(const Architecture& a) { return decodes_video_in_tiles(a) ? 1e5 : 0; }
 
 std::optional<ShapeProblem> tiles_problem(const Architecture& a, const StepShape::Tiles& tiles) {
   if (tiles == StepShape::Tiles{}) return std::nullopt;
-  if (a.family != "conv3d-vae-decoder" && !decodes_images_in_tiles(a)) {
-    return ShapeProblem{"size", "tiles cut the decode of a 2D image VAE (family vae-decoder) or a 3D video VAE (conv3d-vae-decoder); " +
+  if (!decodes_video_in_tiles(a) && !decodes_images_in_tiles(a)) {
+    return ShapeProblem{"size", "tiles cut the decode of a 2D image VAE (family vae-decoder) or a 3D video VAE (conv3d-vae-decoder, mochi-vae-decoder); " +
                                     a.id + " is a " + a.family + (a.family == "vae-decoder" ? " standing in for a video VAE" : "")};
   }
   for (const auto& [field, value] : {std::pair{"size", tiles.size}, {"overlap", tiles.overlap}, {"frames", tiles.frames}, {"frame_overlap", tiles.frame_overlap}}) {
@@ -975,26 +989,55 @@ std::vector<std::pair<double, double>> tile_extents(double extent, double tile, 
   return {counts.begin(), counts.end()};
 }
 
-double conv3d_decode_peak_bytes(const Architecture& a, const StepShape& s, Dtype dtype) {
-  if (a.family != "conv3d-vae-decoder") return 0;
+namespace {
+
+// One decoder call's peak over t x h x w latent frames and pixels (see video_decode_peak_bytes).
+double conv3d_call_peak(const Architecture& a, double t, double h, double w, Dtype dtype) {
   auto channels = a.list("channels");
   std::reverse(channels.begin(), channels.end());
-  const double f = a.number("vae_factor", 8), tf = a.number("temporal_factor", 4), temporal_levels = std::log2(tf);
+  const double temporal_levels = std::log2(a.number("temporal_factor", 4));
+  double peak = 0;
+  for (std::size_t i = 0; i < channels.size(); ++i) {
+    const double widest = std::max(channels[i], i > 0 ? channels[i - 1] : channels[i]);
+    // The block's input and its normalized copy, the padded copy and the convolution's output.
+    const double held = (3 * t * h * w + (t + 2) * (h + 2) * (w + 2)) * widest * dtype_bytes(dtype);
+    peak = std::max(peak, held);
+    if (i + 1 == channels.size()) break;
+    h *= 2;
+    w *= 2;
+    if (static_cast<double>(channels.size() - 1 - i) <= temporal_levels && t > 1) t = 2 * t - 1;
+  }
+  return peak;
+}
+
+double mochi_call_peak(const Architecture& a, double t, double h, double w, Dtype dtype) {
+  const std::vector<double>& widths = a.list("channels");
+  const std::vector<double>& expansions = a.list("temporal_expansions");
+  double peak = 0;
+  for (std::size_t level = widths.size(); level-- > 0;) {
+    const double c = widths[level];
+    // A ResBlock: its input, the norm's output, the padded copy (in time) and the convolution's output.
+    peak = std::max(peak, (3 * t * h * w + (t + 2) * h * w) * c * dtype_bytes(dtype));
+    if (level == 0) break;
+    // The upsampling: its input, the Conv1x1's output and its rearranged copy.
+    const double expanded = widths[level - 1] * expansions[level - 1] * 4;
+    peak = std::max(peak, (c + 2 * expanded) * t * h * w * dtype_bytes(dtype));
+    t = expansions[level - 1] * t - (expansions[level - 1] - 1);
+    h *= 2;
+    w *= 2;
+  }
+  return peak;
+}
+
+}  // namespace
+
+double video_decode_peak_bytes(const Architecture& a, const StepShape& s, Dtype dtype) {
+  if (!decodes_video_in_tiles(a)) return 0;
   const auto call_peak = [&](double t, double h, double w) {
-    double peak = 0;
-    for (std::size_t i = 0; i < channels.size(); ++i) {
-      const double widest = std::max(channels[i], i > 0 ? channels[i - 1] : channels[i]);
-      // The block's input and its normalized copy, the padded copy and the convolution's output.
-      const double held = (3 * t * h * w + (t + 2) * (h + 2) * (w + 2)) * widest * dtype_bytes(dtype);
-      peak = std::max(peak, held);
-      if (i + 1 == channels.size()) break;
-      h *= 2;
-      w *= 2;
-      if (static_cast<double>(channels.size() - 1 - i) <= temporal_levels && t > 1) t = 2 * t - 1;
-    }
-    return peak;
+    return a.family == "mochi-vae-decoder" ? mochi_call_peak(a, t, h, w, dtype) : conv3d_call_peak(a, t, h, w, dtype);
   };
-  const double latent_frames = latent_frames_of(s, tf);
+  const double f = a.number("vae_factor", 8);
+  const double latent_frames = latent_frames_of(s, a.number("temporal_factor", 4));
   const double latent_h = std::ceil(s.height / f), latent_w = std::ceil(s.width / f);
   if (s.tiles.size <= 0) return call_peak(latent_frames, latent_h, latent_w);
   // The largest tile: the longest extent along each side (tile_extents lists them shortest first).

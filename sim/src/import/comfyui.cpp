@@ -74,7 +74,7 @@ std::string number_text(double v) {
 constexpr double kWholeDecodeBytes = 80e9;
 
 // How ComfyUI cuts a VAE's decode into tiles (comfy/sd.py and nodes.py at a125cd8), for a 3D video VAE (a
-// conv3d-vae-decoder of spatial factor f and temporal factor tf) and a 2D image VAE. VAEDecodeTiled's widgets as
+// conv3d-vae-decoder or mochi-vae-decoder of spatial factor f and temporal factor tf) and a 2D image VAE. VAEDecodeTiled's widgets as
 // nodes.py converts them to latent units: an overlap over a quarter of the tile becomes a quarter; for a video VAE
 // a temporal overlap over half the temporal size is halved, and at least 2 latent frames a tile and 1 of overlap
 // (sd.py decode_tiled); a 2D VAE's tiles run decode_tiled_'s three passes. VAEDecode: the whole decode in one call,
@@ -91,7 +91,7 @@ struct DecodeTiles {
 DecodeTiles decode_tiles(const Node& n, const Architecture& vae, const StepShape& shape, Dtype dtype,
                          const std::function<double(const std::string&, double)>& widget) {
   const double f = vae.number("vae_factor", 8), tf = vae.number("temporal_factor", 4);
-  const bool video = vae.family == "conv3d-vae-decoder";
+  const bool video = decodes_video_in_tiles(vae);
   if (n.cls == "VAEDecodeTiled") {
     const double size = widget("tile_size", 512), time = widget("temporal_size", 64), overlap_given = widget("overlap", 64),
                  time_overlap_given = widget("temporal_overlap", 8);
@@ -117,7 +117,7 @@ DecodeTiles decode_tiles(const Node& n, const Architecture& vae, const StepShape
                 number_text(fallback.size * f) + "-pixel tiles overlapping by " + number_text(fallback.overlap * f) + " (the failed attempt left out), a guess",
             true};
   }
-  const double peak_bytes = conv3d_decode_peak_bytes(vae, shape, dtype);
+  const double peak_bytes = video_decode_peak_bytes(vae, shape, dtype);
   const std::string peak = format_quantity(peak_bytes, Dimension::bytes);
   if (peak_bytes <= kWholeDecodeBytes) return {{}, "the whole clip decoded in one call (its peak about " + peak + ")"};
   const double tile = std::floor(256 / f);
@@ -633,10 +633,10 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
           const auto vae = arch(stage->architecture, stage);
           const bool video = decodes_video(vae->family);
           StepShape shape{.batch = video ? s.batch : s.batch * s.frames, .width = s.width, .height = s.height, .frames = video ? s.frames : 1};
-          if (vae->family == "conv3d-vae-decoder" || decodes_images_in_tiles(*vae)) {
+          if (decodes_video_in_tiles(*vae) || decodes_images_in_tiles(*vae)) {
             decode = decode_tiles(*n, *vae, shape, t.dtype, [&](const std::string& key, double otherwise) { return number(*n, key, otherwise); });
             shape.tiles = decode.tiles;
-            peak_bytes = conv3d_decode_peak_bytes(*vae, shape, t.dtype);
+            peak_bytes = video_decode_peak_bytes(*vae, shape, t.dtype);
           } else if (n->cls == "VAEDecodeTiled") {
             decode = {{}, "its tiles not modelled for " + vae->id + ": timed as one whole decode, a guess", true};
           }
