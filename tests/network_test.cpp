@@ -443,6 +443,34 @@ TEST_CASE("routes from the fabric's structure are the ones the graph search walk
   }
 }
 
+TEST_CASE("a route walked without the memo is the one kept in it, and a large all-to-all plans the same either way", "[network][topology]") {
+  Built fabric = build(R"([{"type": "hgx-h100-8", "count": 40}])", R"({"topology": "fat-tree", "nodes_per_leaf": 4, "spines": 3})");
+  const std::uint32_t gpus = 320;
+  for (std::uint32_t from = 0; from < gpus; from += 37) {
+    for (std::uint32_t to = 5; to < gpus; to += 41) {
+      const std::uint32_t a = fabric.topology.gpu_vertex(make_id<GpuId>(from)), b = fabric.topology.gpu_vertex(make_id<GpuId>(to));
+      std::vector<std::uint32_t> skipped, kept, again;
+      REQUIRE(fabric.topology.try_route(a, b, from * 131 + to, skipped, Topology::RouteMemo::skip));
+      REQUIRE(fabric.topology.try_route(a, b, from * 131 + to, kept));
+      REQUIRE(fabric.topology.try_route(a, b, from * 131 + to, again));  // from the memo now
+      CHECK(skipped == kept);
+      CHECK(again == kept);
+      CHECK(kept.empty() == (from == to));
+    }
+  }
+  // 300 ranks (past the 256 whose all-to-all routes are remembered): the plan's routes on a fresh topology, and on
+  // one whose memo already holds every pair's (a 200-rank plan of the same GPUs first, remembered), are the same.
+  std::vector<GpuId> ranks;
+  for (std::uint32_t g = 0; g < 300; ++g) ranks.push_back(make_id<GpuId>(g));
+  Built warm = build(R"([{"type": "hgx-h100-8", "count": 40}])", R"({"topology": "fat-tree", "nodes_per_leaf": 4, "spines": 3})");
+  (void)plan_collective(warm.cluster, warm.topology, CollectiveOp::all_to_all, CollectiveAlgo::direct, std::span(ranks).first(200), 1e9);
+  const CollectivePlan cold_plan = plan_collective(fabric.cluster, fabric.topology, CollectiveOp::all_to_all, CollectiveAlgo::direct, ranks, 1e9);
+  const CollectivePlan warm_plan = plan_collective(warm.cluster, warm.topology, CollectiveOp::all_to_all, CollectiveAlgo::direct, ranks, 1e9);
+  REQUIRE(cold_plan.steps.size() == 1);
+  CHECK(cold_plan.steps.front().size() == 300 * 299);
+  CHECK(cold_plan.route_links == warm_plan.route_links);
+}
+
 TEST_CASE("every route is a lowest-latency path, as an exhaustive search finds it", "[network][topology]") {
   // Floyd-Warshall with only non-GPU vertices as intermediates (GPUs forward nothing), against the
   // routes the topology walks from its tables, on fabrics with NVSwitch, PCIe-only and MIG nodes,

@@ -79,12 +79,15 @@ class Topology {
   // The node's host memory bus (a link from its host to itself), or no value when it has none.
   std::optional<std::uint32_t> memory_bus(NodeId node) const;
 
+  // Whether a route walked is kept for the next ask of the same (from, to, key): kept, unless the caller keeps
+  // it itself and will not ask again (a plan of a million pairs, each asked once, would only fill the memo).
+  enum class RouteMemo : std::uint8_t { keep, skip };
   // Appends the links of the route from `from` to `to` (vertices) to `out`, with the host memory bus
   // where the route begins or ends in host memory, and twice where it goes to or from a MIG instance
   // through its node's host; empty when from == to.
-  void route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out) const;
+  void route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out, RouteMemo memo = RouteMemo::keep) const;
   // As route, but false (and nothing appended) when down links leave no path.
-  bool try_route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out) const;
+  bool try_route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out, RouteMemo memo = RouteMemo::keep) const;
   bool reachable(std::uint32_t from, std::uint32_t to) const;
   // Distances from searches of the graph even while every link is up, to check the structure's against.
   void always_search_graph(bool on) { always_search_graph_ = on; }

@@ -782,15 +782,15 @@ std::span<const std::uint32_t> Topology::hop_links(std::uint32_t at, std::uint32
   return scratch;
 }
 
-void Topology::route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out) const {
-  FLEETSIM_CHECK(try_route(from, to, key, out), "no route from " + vertex_names_[from] + " to " + vertex_names_[to]);
+void Topology::route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out, RouteMemo memo) const {
+  FLEETSIM_CHECK(try_route(from, to, key, out, memo), "no route from " + vertex_names_[from] + " to " + vertex_names_[to]);
 }
 
 bool Topology::reachable(std::uint32_t from, std::uint32_t to) const {
   return from == to || distances_to(to).from(from) != kUnreachable;
 }
 
-bool Topology::try_route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out) const {
+bool Topology::try_route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out, RouteMemo memo) const {
   if (from == to) return true;
   DistanceCache& c = *cache_;
   if (c.routes > 0) {
@@ -802,6 +802,7 @@ bool Topology::try_route(std::uint32_t from, std::uint32_t to, std::uint64_t key
   }
   const std::size_t start = out.size();
   if (!walk_route(from, to, key, out)) return false;
+  if (memo == RouteMemo::skip) return true;
   constexpr std::size_t kRouteMemoBytes = std::size_t{128} << 20;
   if (c.route_slots.size() * sizeof(DistanceCache::RouteSlot) + c.route_links.size() * sizeof(std::uint32_t) > kRouteMemoBytes) forget_routes();
   c.remember(from, to, key, static_cast<std::uint32_t>(c.route_links.size()), static_cast<std::uint32_t>(out.size() - start));
