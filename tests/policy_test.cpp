@@ -291,7 +291,7 @@ TEST_CASE("a comparison shared by two ranks writes what one process writes", "[c
   for (const auto& [file, names, runs] : {std::tuple{"default.json", std::vector<std::string>{"fifo", "memory-aware", "sjf"}, 3u},
                                           std::tuple{"trace-replay.json", std::vector<std::string>{"fifo", "las", "sjf"}, 1u}}) {
     INFO(file);
-    const std::vector<std::string>& policies = names;  // a lambda takes a copy, not a structured binding (clang before 16)
+    const std::vector<std::string>& policies = names;  // a lambda may not capture a structured binding (clang before 16)
     const unsigned seeds = runs;
     const Scenario sc = load_scenario(test::source_dir() + "/scenarios/" + file);
     const std::string one = outputs(sc.name, compare_policies(sc, policies, seeds, 1));

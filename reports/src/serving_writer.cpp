@@ -365,7 +365,7 @@ std::string serving_plan_json(const ServingPlan& plan, const ServingPlanResult& 
     }
     nlohmann::ordered_json j{{"rate_per_s", p.rate_per_s}, {"node_type", p.node_type}, {"engine", p.engine}, {"tp", p.tp}, {"pp", p.pp}, {"dp_attention", p.dp_attention}, {"replicas", p.replicas},
                              {"gpus", p.gpus}, {"nodes", p.nodes}, {"prefill_replicas", p.prefill_replicas}, {"decode_tp", p.decode_tp},
-                             {"kv_transfer", p.prefill_replicas == 0 ? "none" : p.kv_by_layer ? "by_layer" : "after_prefill"}, {"knobs", p.knobs},
+                             {"kv_transfer", p.prefill_share == 0 ? "none" : p.kv_by_layer ? "by_layer" : "after_prefill"}, {"knobs", p.knobs},
                              {"usd_per_month", p.usd_per_month}, {"verdict", verdict_name(p.verdict)},
                              {"why", p.why}, {"slos", slos}};
     if (plan.cost.given) j["cost"] = monthly_cost_json(p.cost);

@@ -195,11 +195,12 @@ std::shared_ptr<const Architecture> read_architecture(ObjectReader& r, const std
     const Json* v = r.field(key, Need::required);
     if (v == nullptr) continue;
     // Levels of a UNet or a VAE: at most 16, each at most 1e9 channels or 1000 transformer or ResBlocks deep.
-    const double top = key == "depth" || key == "res_blocks" ? 1e3 : 1e9;
+    const bool blocks = key == "depth" || key == "res_blocks";
+    const double top = blocks ? 1e3 : 1e9;
     bool good = v->is_array() && !v->empty() && v->size() <= 16;
     for (std::size_t i = 0; good && i < v->size(); ++i) good = (*v)[i].is_number() && (*v)[i].get<double>() >= 0 && (*v)[i].get<double>() <= top;
     if (!good) {
-      r.problem(key, "expected an array of 1 to 16 numbers from 0 to " + std::string(key == "depth" || key == "res_blocks" ? "1000" : "1e9") + ", found " + detail::describe(*v));
+      r.problem(key, "expected an array of 1 to 16 numbers from 0 to " + std::string(blocks ? "1000" : "1e9") + ", found " + detail::describe(*v));
       continue;
     }
     std::vector<double>& list = a->lists[std::string(key)];
@@ -252,7 +253,7 @@ std::shared_ptr<const Architecture> read_architecture(ObjectReader& r, const std
     const std::vector<double>& expansions = a->lists["temporal_expansions"];
     const std::vector<double>& blocks = a->lists["res_blocks"];
     if (std::any_of(blocks.begin(), blocks.end(), [](double n) { return n != std::floor(n); })) r.problem("res_blocks", "expected whole numbers of ResBlocks");
-    if (a->lists["res_blocks"].size() != levels + 1) r.problem("res_blocks", "expected " + std::to_string(levels + 1) + " counts: one a level of \"channels\" and one more for the widest level's start");
+    if (blocks.size() != levels + 1) r.problem("res_blocks", "expected " + std::to_string(levels + 1) + " counts: one a level of \"channels\" and one more for the widest level's start");
     if (expansions.size() + 1 != levels) {
       r.problem("temporal_expansions", "expected " + std::to_string(levels - 1) + " expansions: one an upsampling between the levels of \"channels\"");
     } else {

@@ -377,11 +377,12 @@ std::vector<PolicyRuns> compare_policies(const Scenario& scenario, const std::ve
       }
       local.push_back({job, compared_summary_json(results[p].runs[k]), exact(results[p].latencies[k]), waiting});
     }
-    std::size_t received = 0;
+    std::vector<bool> received(variants.size() * seeds, false);
     for (const std::string& text : ranks.exchange(local.dump())) {
       for (const Json& run : Json::parse(text)) {
         const std::size_t job = run.at(0), p = job / seeds, k = job % seeds;
-        ++received;
+        FLEETSIM_CHECK(job < received.size() && !received[job], "each run comes back from the exchange once");
+        received[job] = true;
         if (job % share == ranks.rank) continue;  // this rank's own, kept whole
         results.at(p).runs.at(k) = compared_summary_from(run.at(1));
         results[p].latencies[k] = exact_list(run.at(2));
@@ -390,7 +391,7 @@ std::vector<PolicyRuns> compare_policies(const Scenario& scenario, const std::ve
         }
       }
     }
-    FLEETSIM_CHECK(received == variants.size() * seeds, "every rank's runs came back from the exchange");
+    FLEETSIM_CHECK(std::all_of(received.begin(), received.end(), [](bool r) { return r; }), "every rank's runs came back from the exchange");
   }
   if (seeds == 1 && results.size() > 1) {  // one run each: the instances say how sure
     const std::size_t base = compare_baseline(results);

@@ -88,6 +88,8 @@ class Topology {
   void route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out, RouteMemo memo = RouteMemo::keep) const;
   // As route, but false (and nothing appended) when down links leave no path.
   bool try_route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out, RouteMemo memo = RouteMemo::keep) const;
+  // Routes the memo holds now (for tests and benchmarks).
+  std::size_t routes_remembered() const;
   bool reachable(std::uint32_t from, std::uint32_t to) const;
   // Distances from searches of the graph even while every link is up, to check the structure's against.
   void always_search_graph(bool on) { always_search_graph_ = on; }

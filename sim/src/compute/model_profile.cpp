@@ -615,16 +615,6 @@ void causal_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
   if (patch > 1) b.op("unpatchify", "unpatchify", batch * (tf * (latent_frames - 1) + 1) * s.height * s.width, 3);
 }
 
-// A VAE decoder of 3D convolutions over the whole clip, as ComfyUI runs HunyuanVideo's (comfy/ldm/modules/
-// diffusionmodules/model.py Decoder with conv3d and time_compress, at a125cd8): the 2D decoder's layout with
-// every 3x3 convolution a 3x3x3 one (VideoConv3d: its input padded first, a copy, replicating the edges, two
-// frames before the first and none after, so causal in time), each GroupNorm over its groups' channels of
-// every frame, and the middle's one-head attention over the pixels of all the call's frames (q, k and v made
-// contiguous, a copy each). An upsampling keeps its channels (the next level's first ResNet block changes
-// them); the lowest level's doubles the pixels only, the log2(temporal_factor) levels above it double the
-// frames after the first as well (the first frame interpolated apart, the two joined by a torch.cat): a call
-// of T latent frames makes 4(T - 1) + 1. Tiled, each tile is a call of its own and its pixels are cast to
-// fp32 on the GPU (ComfyUI's decode_fn); the blend of the tiles runs on the host, left out here.
 // A video decode of t x h x w latent frames and pixels a sample: one call a sample, or one a tile as ComfyUI's
 // tiled_scale_multidim places them (StepShape::Tiles); `call` takes a call's frames, height, width and how many.
 void decode_in_3d_tiles(const StepShape& s, double t, double h, double w, const std::function<void(double, double, double, double)>& call) {
@@ -639,6 +629,16 @@ void decode_in_3d_tiles(const StepShape& s, double t, double h, double w, const 
   }
 }
 
+// A VAE decoder of 3D convolutions over the whole clip, as ComfyUI runs HunyuanVideo's (comfy/ldm/modules/
+// diffusionmodules/model.py Decoder with conv3d and time_compress, at a125cd8): the 2D decoder's layout with
+// every 3x3 convolution a 3x3x3 one (VideoConv3d: its input padded first, a copy, replicating the edges, two
+// frames before the first and none after, so causal in time), each GroupNorm over its groups' channels of
+// every frame, and the middle's one-head attention over the pixels of all the call's frames (q, k and v made
+// contiguous, a copy each). An upsampling keeps its channels (the next level's first ResNet block changes
+// them); the lowest level's doubles the pixels only, the log2(temporal_factor) levels above it double the
+// frames after the first as well (the first frame interpolated apart, the two joined by a torch.cat): a call
+// of T latent frames makes 4(T - 1) + 1. Tiled, each tile is a call of its own and its pixels are cast to
+// fp32 on the GPU (ComfyUI's decode_fn); the blend of the tiles runs on the host, left out here.
 void conv3d_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
   auto channels = a.list("channels");
   std::reverse(channels.begin(), channels.end());
@@ -1037,13 +1037,10 @@ double video_decode_peak_bytes(const Architecture& a, const StepShape& s, Dtype 
     return a.family == "mochi-vae-decoder" ? mochi_call_peak(a, t, h, w, dtype) : conv3d_call_peak(a, t, h, w, dtype);
   };
   const double f = a.number("vae_factor", 8);
-  const double latent_frames = latent_frames_of(s, a.number("temporal_factor", 4));
-  const double latent_h = std::ceil(s.height / f), latent_w = std::ceil(s.width / f);
-  if (s.tiles.size <= 0) return call_peak(latent_frames, latent_h, latent_w);
-  // The largest tile: the longest extent along each side (tile_extents lists them shortest first).
-  const auto largest = [](const std::vector<std::pair<double, double>>& extents) { return extents.back().first; };
-  return call_peak(largest(tile_extents(latent_frames, s.tiles.frames, s.tiles.frame_overlap)), largest(tile_extents(latent_h, s.tiles.size, s.tiles.overlap)),
-                   largest(tile_extents(latent_w, s.tiles.size, s.tiles.overlap)));
+  double peak = 0;  // over the calls (one a sample's whole clip, or one a tile), the largest
+  decode_in_3d_tiles(s, latent_frames_of(s, a.number("temporal_factor", 4)), std::ceil(s.height / f), std::ceil(s.width / f),
+                     [&](double t, double h, double w, double) { peak = std::max(peak, call_peak(t, h, w)); });
+  return peak;
 }
 
 const ArchitectureFields* architecture_fields(std::string_view family) {

@@ -82,7 +82,8 @@ constexpr double kWholeDecodeBytes = 80e9;
 // for a video VAE 256-pixel tiles overlapping by a quarter, every frame in each (whether it fits: the clip's
 // estimated peak); for a 2D VAE decode_tiled_'s defaults, 64 latent pixels overlapping by 16 (whether it fits:
 // ComfyUI's own estimate of one image's decode, memory_used_decode, 2,178 x 64 values of its dtype a latent pixel,
-// since decode splits a batch to fit).
+// since decode splits a batch to fit; sd.py's video estimates are pessimistic, Mochi's 137 GB at 848x480x163 against
+// about 68 GB of its largest tensors, so a video VAE's own peak is estimated here instead).
 struct DecodeTiles {
   StepShape::Tiles tiles;
   std::string note;  // which, in words
@@ -96,15 +97,14 @@ DecodeTiles decode_tiles(const Node& n, const Architecture& vae, const StepShape
     const double size = widget("tile_size", 512), time = widget("temporal_size", 64), overlap_given = widget("overlap", 64),
                  time_overlap_given = widget("temporal_overlap", 8);
     const double overlap = size < 4 * overlap_given ? std::floor(size / 4) : overlap_given;
+    StepShape::Tiles tiles{.size = std::floor(size / f), .overlap = std::floor(overlap / f)};
     if (!video) {
-      const StepShape::Tiles tiles{.size = std::floor(size / f), .overlap = std::floor(overlap / f)};
       return {tiles, "decoded in three passes of tiles of " + number_text(tiles.size * f) + " pixels overlapping by " + number_text(tiles.overlap * f) +
                          " (ComfyUI's decode_tiled_: half as wide and twice as tall, twice as wide and half as tall, square)"};
     }
     const double time_overlap = time < 2 * time_overlap_given ? std::floor(time_overlap_given / 2) : time_overlap_given;
-    const double frames = std::max(2.0, std::floor(time / tf));
-    const StepShape::Tiles tiles{.size = std::floor(size / f), .overlap = std::floor(overlap / f), .frames = frames,
-                                 .frame_overlap = std::max(1.0, std::min(std::floor(frames / 2), std::floor(time_overlap / tf)))};
+    tiles.frames = std::max(2.0, std::floor(time / tf));
+    tiles.frame_overlap = std::max(1.0, std::min(std::floor(tiles.frames / 2), std::floor(time_overlap / tf)));
     return {tiles, "decoded in tiles of " + number_text(tiles.size * f) + " pixels and " + number_text(tiles.frames) + " latent frames"};
   }
   if (!video) {

@@ -221,8 +221,8 @@ void plan_direct(const Topology& topo, CollectivePlan& plan, std::span<const Gpu
   std::vector<CollectiveFlow> flows;
   const std::size_t n = gpus.size();
   // The plan keeps every route; past 256 ranks (65,536 pairs) an all-to-all's routes are left out of the
-  // topology's memo, which they would fill for pairs seldom asked again (a 1,024-rank one: a million, 18% of
-  // its time and 73 MB). Smaller groups, an MoE layer's, are planned again and again: their routes are kept.
+  // topology's memo, which they would fill with pairs seldom asked again (reports/performance.md section 20
+  // measures it). Smaller groups, an MoE layer's, are planned again and again: their routes are kept.
   constexpr std::size_t kRememberedRanks = 256;
   const auto memo = plan.op == CollectiveOp::all_to_all && n > kRememberedRanks ? Topology::RouteMemo::skip : Topology::RouteMemo::keep;
   auto add = [&](GpuId a, GpuId b, double size) {

@@ -786,6 +786,8 @@ void Topology::route(std::uint32_t from, std::uint32_t to, std::uint64_t key, st
   FLEETSIM_CHECK(try_route(from, to, key, out, memo), "no route from " + vertex_names_[from] + " to " + vertex_names_[to]);
 }
 
+std::size_t Topology::routes_remembered() const { return cache_->routes; }
+
 bool Topology::reachable(std::uint32_t from, std::uint32_t to) const {
   return from == to || distances_to(to).from(from) != kUnreachable;
 }
