@@ -1,9 +1,11 @@
 #include "helpers.hpp"
 
 #include <algorithm>
+#include <barrier>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "fleetsim/error.hpp"
 #include "fleetsim/serving.hpp"
@@ -71,6 +73,24 @@ const PlanPoint* searched_point(const PlanResult& result, int nodes) {
     if (p.nodes == nodes && !p.confirmation) return &p;
   }
   return nullptr;
+}
+
+void on_two_ranks(const std::function<void(unsigned rank, const Exchange& exchange)>& run) {
+  std::vector<std::string> slots(2);
+  std::barrier sync(2);
+  const auto exchange = [&](unsigned rank) -> Exchange {
+    return [&, rank](const std::string& mine) {
+      slots[rank] = mine;
+      sync.arrive_and_wait();
+      std::vector<std::string> all = slots;
+      sync.arrive_and_wait();  // nobody writes a slot again before everyone has read them all
+      return all;
+    };
+  };
+  const Exchange first = exchange(0), second = exchange(1);
+  std::thread other([&] { run(1, second); });
+  run(0, first);
+  other.join();
 }
 
 }  // namespace fleetsim::test

@@ -1,6 +1,7 @@
 // Test helpers: scenarios built from inline JSON over the round-number test catalog.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,5 +32,11 @@ std::string serving_error(const std::string& json);
 PlanResult plan_over_node_counts(const std::string& base_json, const std::string& node_type, int max_nodes);
 // The searched (not confirmation) point of `result` at `nodes` nodes; none if the plan has none.
 const PlanPoint* searched_point(const PlanResult& result, int nodes);
+
+// Every process's text to every process, in rank order (an all-gather), as plan, compare and train --search take it.
+using Exchange = std::function<std::vector<std::string>(const std::string& mine)>;
+// Runs `run` as ranks 0 and 1 on two threads, their exchange an all-gather through shared slots (what MPI does
+// between processes), and waits for both.
+void on_two_ranks(const std::function<void(unsigned rank, const Exchange& exchange)>& run);
 
 }  // namespace fleetsim::test

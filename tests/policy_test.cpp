@@ -4,12 +4,10 @@
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <array>
-#include <barrier>
 #include <cmath>
 #include <filesystem>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include "fleetsim/compare.hpp"
 #include "fleetsim/error.hpp"
@@ -278,8 +276,7 @@ TEST_CASE("a comparison is the same on one thread and on several", "[compare][de
 }
 
 TEST_CASE("a comparison shared by two ranks writes what one process writes", "[compare][determinism][ranks]") {
-  // Two ranks as threads, their exchange an all-gather through shared slots (what MPI does between processes).
-  // Every output of the comparison, from either rank's runs, byte for byte: seeds paired (an odd number of runs,
+  // Two ranks as threads (test::on_two_ranks). Every output of the comparison, from either rank's runs, byte for byte: seeds paired (an odd number of runs,
   // so the ranks hold different counts), and one run each with the instances' bootstrap.
   const auto outputs = [](const std::string& scenario, const std::vector<PolicyRuns>& results) {
     std::ostringstream csv, page, text;
@@ -295,21 +292,10 @@ TEST_CASE("a comparison shared by two ranks writes what one process writes", "[c
     const unsigned seeds = runs;
     const Scenario sc = load_scenario(test::source_dir() + "/scenarios/" + file);
     const std::string one = outputs(sc.name, compare_policies(sc, policies, seeds, 1));
-    std::vector<std::string> slots(2);
-    std::barrier sync(2);
-    const auto exchange = [&](unsigned rank) {
-      return [&, rank](const std::string& mine) {
-        slots[rank] = mine;
-        sync.arrive_and_wait();
-        std::vector<std::string> all = slots;
-        sync.arrive_and_wait();
-        return all;
-      };
-    };
     std::array<std::vector<PolicyRuns>, 2> shared;
-    std::thread other([&] { shared[1] = compare_policies(sc, policies, seeds, 1, {}, {.rank = 1, .ranks = 2, .exchange = exchange(1)}); });
-    shared[0] = compare_policies(sc, policies, seeds, 1, {}, {.rank = 0, .ranks = 2, .exchange = exchange(0)});
-    other.join();
+    test::on_two_ranks([&](unsigned rank, const test::Exchange& exchange) {
+      shared[rank] = compare_policies(sc, policies, seeds, 1, {}, {.rank = rank, .ranks = 2, .exchange = exchange});
+    });
     REQUIRE(shared[0].front().runs.size() == seeds);
     if (seeds == 1) REQUIRE(!shared[0][1].instance_intervals.empty());
     CHECK(outputs(sc.name, shared[0]) == one);

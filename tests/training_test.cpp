@@ -4,11 +4,9 @@
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <array>
-#include <barrier>
 #include <cmath>
 #include <map>
 #include <sstream>
-#include <thread>
 #include <tuple>
 
 #include "fleetsim/catalog.hpp"
@@ -1822,26 +1820,14 @@ TEST_CASE("ZeRO-3's parameter offload: the weights' shard in host memory, copied
 }
 
 TEST_CASE("a search shared by two ranks ranks what one process ranks, offload included", "[training][offload][search]") {
-  // Two ranks as threads, their exchange an all-gather through shared slots (what MPI does between processes).
   const TrainingJob job = parse_training_job(R"({"cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "model": {"architecture": "llama-3-70b", "seq_len": 4096},
       "batch": {"global": 32}, "recompute": "full", "parallel": {"dp": 8, "zero": 3, "offload_parameters": true}, "optimizer": {"offload": 1, "cpu_adam": "deepspeed"}})",
                                              "offload.json");
   const TrainingSearch one = search_training(job, 1);
-  std::vector<std::string> slots(2);
-  std::barrier sync(2);
-  const auto exchange = [&](unsigned rank) {
-    return [&, rank](const std::string& mine) {
-      slots[rank] = mine;
-      sync.arrive_and_wait();
-      std::vector<std::string> all = slots;
-      sync.arrive_and_wait();
-      return all;
-    };
-  };
   std::array<TrainingSearch, 2> shared;
-  std::thread other([&] { shared[1] = search_training(job, 1, {}, {.rank = 1, .ranks = 2, .exchange = exchange(1), .keep = 12}); });
-  shared[0] = search_training(job, 1, {}, {.rank = 0, .ranks = 2, .exchange = exchange(0), .keep = 12});
-  other.join();
+  test::on_two_ranks([&](unsigned rank, const test::Exchange& exchange) {
+    shared[rank] = search_training(job, 1, {}, {.rank = rank, .ranks = 2, .exchange = exchange, .keep = 12});
+  });
   for (const TrainingSearch& s : shared) {
     CHECK(s.searched == one.searched);
     CHECK(s.out_of_memory == one.out_of_memory);
