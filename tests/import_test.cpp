@@ -8,11 +8,13 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "fleetsim/catalog.hpp"
 #include "fleetsim/error.hpp"
 #include "fleetsim/import.hpp"
 #include "fleetsim/model_profile.hpp"
 #include "fleetsim/report.hpp"
 #include "fleetsim/simulation.hpp"
+#include "fleetsim/units.hpp"
 #include "helpers.hpp"
 
 using namespace fleetsim;
@@ -530,6 +532,25 @@ TEST_CASE("a scenario replays a named job log directly", "[import][trace]") {
   CHECK_THAT(test::scenario_error(R"({"name": "x", "catalog": ["unit-catalog.json"],)" + head +
                                   R"("workload": [{"trace": "job-logs/helios-sample.csv", "format": "slurm"}]})"),
              Contains("format") && Contains("helios"));
+}
+
+TEST_CASE("a trace replayed on GPU types other than its reference says how fast they run it, once a file", "[import][trace]") {
+  const auto assumptions = [](const std::string& nodes) {
+    const Scenario sc = test::builtin_scenario(R"("cluster": {"nodes": )" + nodes + R"(}, "tenants": [{"name": "vision"}, {"name": "speech"}, {"name": "llm"}],
+        "workload": [{"trace": ")" + test::source_dir() + R"(/scenarios/traces/synthetic-jobs.csv", "reference_gpu": "h100-sxm"}])");
+    std::vector<std::string> all;
+    for (const Workflow& wf : sc.workflows) all.insert(all.end(), wf.assumptions.begin(), wf.assumptions.end());
+    return all;
+  };
+  // On the reference's own GPUs nothing is assumed; beside A100s and V100s, the ratio of bf16 peaks for each, said once.
+  CHECK(assumptions(R"([{"type": "hgx-h100-8", "count": 2}])").empty());
+  const auto mixed = assumptions(R"([{"type": "hgx-h100-8", "count": 2}, {"type": "hgx-a100-8", "count": 1}, {"type": "dgx1-v100-8", "count": 1}])");
+  REQUIRE(mixed.size() == 1);
+  const GpuType& h100 = *Catalog::builtin().gpu("h100-sxm");
+  const GpuType& a100 = *Catalog::builtin().gpu("a100-sxm-80gb");
+  CHECK_THAT(mixed.front(), Contains("ran their durations on h100-sxm (reference_gpu)") &&
+                                Contains("a100-sxm-80gb " + format_number(a100.peak_for(Dtype::bf16) / h100.peak_for(Dtype::bf16)) + "x") &&
+                                Contains("v100-sxm2-32gb") && Contains("the ratio of bf16 tensor peaks: a guess"));
 }
 
 TEST_CASE("a ComfyUI graph with a long chain of pass-through nodes imports (no recursion as deep as the chain)", "[import][comfyui]") {

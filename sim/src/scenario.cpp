@@ -574,6 +574,22 @@ void read_trace(ObjectReader& s, Scenario& sc, const std::string& base_dir) {
     return;
   }
   if (ref == nullptr) return;
+  // How fast a job recorded on the reference GPU runs on each other GPU type of the cluster: the ratio of their
+  // bf16 peaks, a guess said once a file (a measured training speed-up depends on the model and its precision).
+  std::vector<std::string> speeds;
+  for (const NodeGroup& group : sc.cluster.groups) {
+    const GpuType& gpu = group.gpu;
+    const double ratio = ref->peak_for(Dtype::bf16) > 0 ? gpu.peak_for(Dtype::bf16) / ref->peak_for(Dtype::bf16) : 0;
+    const std::string text = gpu.id + " " + format_number(ratio) + "x";
+    if (gpu.id != ref->id && ratio > 0 && std::find(speeds.begin(), speeds.end(), text) == speeds.end()) speeds.push_back(text);
+  }
+  std::string speed_note;
+  for (const std::string& s : speeds) speed_note += (speed_note.empty() ? "" : ", ") + s;
+  if (!speed_note.empty()) {
+    speed_note = "the jobs of " + file + " ran their durations on " + ref->id + " (reference_gpu); on the cluster's other GPU types they run " +
+                 speed_note + " as fast, the ratio of bf16 tensor peaks: a guess, not a measured training speed-up";
+  }
+  bool noted = false;
   for (auto& [key, stream] : groups) {
     const std::string id = "trace/" + std::to_string(key.second) + "gpu";
     auto it = std::find_if(sc.workflows.begin(), sc.workflows.end(), [&](const Workflow& w) { return w.id == id; });
@@ -590,6 +606,10 @@ void read_trace(ObjectReader& s, Scenario& sc, const std::string& base_dir) {
       wf.finalize();
       sc.workflows.push_back(std::move(wf));
       it = sc.workflows.end() - 1;
+    }
+    if (!speed_note.empty() && !noted) {  // once a file, on its first gang size's workflow
+      noted = true;
+      if (std::find(it->assumptions.begin(), it->assumptions.end(), speed_note) == it->assumptions.end()) it->assumptions.push_back(speed_note);
     }
     stream.workflow = static_cast<std::uint32_t>(it - sc.workflows.begin());
     stream.arrival.count = static_cast<std::int64_t>(stream.arrival.times_s.size());
