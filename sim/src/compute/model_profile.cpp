@@ -1,6 +1,7 @@
 #include "fleetsim/model_profile.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 
@@ -439,6 +440,30 @@ void dit(const Architecture& a, const StepShape& s, Builder& b) {
   b.op("patchify", "unpatchify", r * img, lat * p * p * tp);
 }
 
+// A decoder call's latent frames, height and width, and how many calls have them.
+using TileCall = std::function<void(double t, double h, double w, double times)>;
+
+// The tiles of a t x h x w latent (frames, height, width), each side cut into tiles of its own size overlapping by
+// its own overlap as ComfyUI's tiled_scale_multidim places them; each distinct tile a `call`, `times` as many as
+// tiles have it.
+void for_each_tile(const std::array<double, 3>& extent, const std::array<double, 3>& tile, const std::array<double, 3>& overlap, double times,
+                   const TileCall& call) {
+  for (const auto& [tile_t, nt] : tile_extents(extent[0], tile[0], overlap[0])) {
+    for (const auto& [tile_h, nh] : tile_extents(extent[1], tile[1], overlap[1])) {
+      for (const auto& [tile_w, nw] : tile_extents(extent[2], tile[2], overlap[2])) call(tile_t, tile_h, tile_w, times * nt * nh * nw);
+    }
+  }
+}
+
+// A video decode of t x h x w latent frames and pixels a sample: one call a sample, or one a tile (StepShape::Tiles).
+void decode_in_3d_tiles(const StepShape& s, double t, double h, double w, const TileCall& call) {
+  if (s.tiles.size <= 0) {
+    call(t, h, w, s.batch);
+    return;
+  }
+  for_each_tile({t, h, w}, {s.tiles.frames, s.tiles.size, s.tiles.size}, {s.tiles.frame_overlap, s.tiles.overlap, s.tiles.overlap}, s.batch, call);
+}
+
 // A VAE decoder (ComfyUI's, as in Stable Diffusion and FLUX): a convolution in, a middle of two ResNet
 // blocks around a one-head attention (q, k and v as 1x1 convolutions), then per level ResNet blocks and
 // a 2x upsampling, and a convolution out to RGB. Video frames decode as a batch of images. Tiled, each image
@@ -499,9 +524,8 @@ void vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
   // tiled_scale(tile_x, tile_y) tiles (height, width) by (tile_y, tile_x), an image at a time.
   const double size = s.tiles.size, half = std::floor(size / 2);
   for (const auto& [tile_h, tile_w] : {std::pair{2 * size, half}, {half, 2 * size}, {size, size}}) {
-    for (const auto& [h, nh] : tile_extents(latent_h, tile_h, s.tiles.overlap)) {
-      for (const auto& [w, nw] : tile_extents(latent_w, tile_w, s.tiles.overlap)) decoder_call(1, h, w, images * nh * nw);
-    }
+    for_each_tile({1, latent_h, latent_w}, {1, tile_h, tile_w}, {0, s.tiles.overlap, s.tiles.overlap}, images,
+                  [&](double, double h, double w, double times) { decoder_call(1, h, w, times); });
   }
 }
 
@@ -613,20 +637,6 @@ void causal_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
     b.op("concat", "frames.cat", batch * (2 * latent_frames + 1) * s.height * s.width, 3, latent_frames - 1);
   }
   if (patch > 1) b.op("unpatchify", "unpatchify", batch * (tf * (latent_frames - 1) + 1) * s.height * s.width, 3);
-}
-
-// A video decode of t x h x w latent frames and pixels a sample: one call a sample, or one a tile as ComfyUI's
-// tiled_scale_multidim places them (StepShape::Tiles); `call` takes a call's frames, height, width and how many.
-void decode_in_3d_tiles(const StepShape& s, double t, double h, double w, const std::function<void(double, double, double, double)>& call) {
-  if (s.tiles.size <= 0) {
-    call(t, h, w, s.batch);
-    return;
-  }
-  for (const auto& [tile_t, nt] : tile_extents(t, s.tiles.frames, s.tiles.frame_overlap)) {
-    for (const auto& [tile_h, nh] : tile_extents(h, s.tiles.size, s.tiles.overlap)) {
-      for (const auto& [tile_w, nw] : tile_extents(w, s.tiles.size, s.tiles.overlap)) call(tile_t, tile_h, tile_w, s.batch * nt * nh * nw);
-    }
-  }
 }
 
 // A VAE decoder of 3D convolutions over the whole clip, as ComfyUI runs HunyuanVideo's (comfy/ldm/modules/

@@ -77,18 +77,23 @@ void Serving::send_kv(std::uint32_t deployment, const serving::KvTransfer& t) {
   if (t.early_s > 0) {
     std::vector<std::vector<std::uint32_t>>& routes = kv_routes_;
     if (routes.size() < t.shares.size()) routes.resize(t.shares.size());
-    kv_link_bytes_.clear();
+    kv_link_bytes_.resize(topology_.links().size(), 0.0);
     for (std::size_t i = 0; i < t.shares.size(); ++i) {
       const auto [src, dst] = ends(i);
       routes[i].clear();
       if (!topology_.try_route(src, dst, route_key(number, i), routes[i])) continue;
-      for (std::uint32_t l : routes[i]) kv_link_bytes_[l] += t.shares[i].bytes;
+      for (std::uint32_t l : routes[i]) {
+        if (kv_link_bytes_[l] == 0) kv_loaded_.push_back(l);
+        kv_link_bytes_[l] += t.shares[i].bytes;
+      }
     }
     for (std::size_t i = 0; i < t.shares.size(); ++i) {
       double share = routes[i].empty() ? 0.0 : 1.0;  // of its bytes
       for (std::uint32_t l : routes[i]) share = std::min(share, topology_.links()[l].capacity_Bps * t.early_s / kv_link_bytes_[l]);
       sendable[i] = share * t.shares[i].bytes;
     }
+    for (std::uint32_t l : kv_loaded_) kv_link_bytes_[l] = 0;
+    kv_loaded_.clear();
   }
   for (std::size_t i = 0; i < t.shares.size(); ++i) {
     const serving::KvShare& share = t.shares[i];

@@ -98,10 +98,11 @@ class Serving {
   std::unordered_map<std::uint32_t, KvInFlight> kv_in_flight_;
   std::uint32_t next_kv_ = 0;
   // A KV transfer's scratch, kept between transfers: what each share could send during the pass, its route, and
-  // the transfer's bytes on each link.
+  // the transfer's bytes on each link (zero but on the links in kv_loaded_ while one is worked out).
   std::vector<double> kv_sendable_;
   std::vector<std::vector<std::uint32_t>> kv_routes_;
-  std::unordered_map<std::uint32_t, double> kv_link_bytes_;
+  std::vector<double> kv_link_bytes_;
+  std::vector<std::uint32_t> kv_loaded_;
   std::vector<std::uint32_t> stranded_kv_;
   int free_gpus_for(const ServingDeployment& d, std::vector<std::uint32_t>& gpus) const;
   void send_kv(std::uint32_t deployment, const serving::KvTransfer& t);
