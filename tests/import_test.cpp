@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <sstream>
 #include <unistd.h>
@@ -542,15 +543,53 @@ TEST_CASE("a trace replayed on GPU types other than its reference says how fast 
     for (const Workflow& wf : sc.workflows) all.insert(all.end(), wf.assumptions.begin(), wf.assumptions.end());
     return all;
   };
-  // On the reference's own GPUs nothing is assumed; beside A100s and V100s, the ratio of bf16 peaks for each, said once.
+  // On the reference's own GPUs nothing is assumed; beside A100s and V100s, the ratio of their training throughputs, said once
+  // with the figures and which of them are estimated.
   CHECK(assumptions(R"([{"type": "hgx-h100-8", "count": 2}])").empty());
   const auto mixed = assumptions(R"([{"type": "hgx-h100-8", "count": 2}, {"type": "hgx-a100-8", "count": 1}, {"type": "dgx1-v100-8", "count": 1}])");
   REQUIRE(mixed.size() == 1);
-  const GpuType& h100 = *Catalog::builtin().gpu("h100-sxm");
-  const GpuType& a100 = *Catalog::builtin().gpu("a100-sxm-80gb");
-  CHECK_THAT(mixed.front(), Contains("ran their durations on h100-sxm (reference_gpu)") &&
-                                Contains("a100-sxm-80gb " + format_number(a100.peak_for(Dtype::bf16) / h100.peak_for(Dtype::bf16)) + "x") &&
-                                Contains("v100-sxm2-32gb") && Contains("the ratio of bf16 tensor peaks: a guess"));
+  CHECK_THAT(mixed.front(), Contains("ran their durations on h100-sxm (reference_gpu) in fp32") &&
+                                Contains("a100-sxm-80gb " + format_number(2.91 / 4.89) + "x (2.91/4.89)") &&
+                                Contains("v100-sxm2-32gb " + format_number(1 / 4.89) + "x") &&
+                                Contains("estimated, not measured (a guess): the figure of v100-sxm2-32gb") && !Contains("bf16"));
+}
+
+TEST_CASE("a trace job recorded on one GPU type runs on another at the ratio of their training throughputs", "[import][trace]") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "fleetsim-trace-speed-test";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "one.csv") << "submit_time,gpus,duration\n0,2,100\n";
+  const auto run = [&](const std::string& node, const std::string& precision) {
+    const Scenario sc = test::builtin_scenario(R"("cluster": {"nodes": [{"type": ")" + node + R"(", "count": 1}]},
+        "workload": [{"trace": ")" + (dir / "one.csv").string() + R"(", "reference_gpu": "p100-pcie-16gb")" + precision + "}]");
+    std::string notes;
+    for (const Workflow& wf : sc.workflows) {
+      for (const std::string& a : wf.assumptions) notes += a;
+    }
+    const RunResult r = simulate(sc);
+    REQUIRE(r.trace.tasks.size() == 1);
+    const TaskRecord& t = r.trace.tasks.front();
+    return std::make_pair(t.end_s - t.compute_start_s - sc.cluster.groups[0].gpu.launch_overhead_s, notes);
+  };
+  // 100 s on a P100 (Gavel: 0.74 of a V100 in fp32) take 100 x 0.74 / 4.89 on an H100 SXM (Lambda: 4.89).
+  const auto [h100, h100_note] = run("hgx-h100-8", "");
+  CHECK(h100 == Approx(100 * 0.74 / 4.89).epsilon(1e-12));
+  CHECK_THAT(h100_note, Contains("in fp32 (precision)") && Contains("h100-sxm " + format_number(4.89 / 0.74) + "x (4.89/0.74)") &&
+                            !Contains("estimated"));
+  // In mixed precision the P100's figure is itself a guess (no tensor cores), and the note says so.
+  const auto [amp, amp_note] = run("hgx-h100-8", R"(, "precision": "mixed")");
+  CHECK(amp == Approx(100 * 0.28 / 3.27).epsilon(1e-12));
+  CHECK_THAT(amp_note, Contains("in mixed (precision)") && Contains("(a guess): the figure of p100-pcie-16gb"));
+  // The same GPU type runs the recorded duration exactly; a GPU without a figure in the catalog, the ratio of bf16 peaks.
+  CHECK(run("p100-pcie-4", "").first == Approx(100).epsilon(1e-12));
+  const GpuType& p100 = *Catalog::builtin().gpu("p100-pcie-16gb");
+  const GpuType& mi250x = *Catalog::builtin().gpu("mi250x-gcd");
+  const auto [amd, amd_note] = run("mi250x-4", "");
+  CHECK(amd == Approx(100 * p100.peak_for(Dtype::bf16) / mi250x.peak_for(Dtype::bf16)).epsilon(1e-12));
+  CHECK_THAT(amd_note, Contains("at the ratio of bf16 tensor peaks, mi250x-gcd") && Contains("no training throughput for them"));
+  CHECK_THAT(test::scenario_error(R"({"name": "x", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+      "workload": [{"trace": ")" + (dir / "one.csv").string() + R"(", "precision": "fp16"}]})"),
+             Contains("/workload/0/precision") && Contains("\"fp32\", \"mixed\""));
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("a ComfyUI graph with a long chain of pass-through nodes imports (no recursion as deep as the chain)", "[import][comfyui]") {

@@ -88,6 +88,20 @@ TEST_CASE("the catalog has the GPUs of public cluster traces and older clusters,
   CHECK(c.gpu("p40")->peak_for(fleetsim::Dtype::bf16) == Approx(12e12));
   CHECK(c.gpu("t4")->peak_for(fleetsim::Dtype::fp8) == Approx(65e12));  // no fp8: int8 is not a float format
   CHECK(fleetsim::gpu_arch_name(c.gpu("t4")->arch) == "turing");
+  // Every NVIDIA GPU has a training throughput against the V100 16 GB, the table's 1, each with its source; a figure
+  // that no benchmark measured on that GPU is marked estimated (the P40's: no published comparison).
+  using fleetsim::TrainingPrecision;
+  for (const auto& [id, g] : c.gpus()) {
+    INFO(id);
+    const bool nvidia = g.arch != fleetsim::GpuArch::unknown;
+    CHECK((g.training_throughput.of(TrainingPrecision::fp32) > 0) == nvidia);
+    CHECK((g.training_throughput.of(TrainingPrecision::mixed) > 0) == nvidia);
+    CHECK(g.training_throughput.source.empty() == !nvidia);
+  }
+  CHECK(c.gpu("v100-sxm2-16gb")->training_throughput.of(TrainingPrecision::fp32) == 1);
+  CHECK(c.gpu("p40")->training_throughput.estimated_in(TrainingPrecision::fp32));
+  CHECK_FALSE(c.gpu("p100-pcie-16gb")->training_throughput.estimated_in(TrainingPrecision::fp32));
+  CHECK(c.gpu("p100-pcie-16gb")->training_throughput.estimated_in(TrainingPrecision::mixed));
   CHECK(fleetsim::gpu_arch_name(c.gpu("p100-pcie-12gb")->arch) == "pascal");
   CHECK(c.gpu("h800-sxm")->peak_for(fleetsim::Dtype::fp64) == Approx(1e12));
   // The A800 and H800 differ from the A100 and H100 by their NVLink: 400 GB/s both ways, 200 per direction.
@@ -128,6 +142,14 @@ TEST_CASE("catalog files are checked strictly", "[catalog][errors]") {
   CHECK_THAT(edited("\"price_usd_per_hour\": 1", "\"price_usd_per_hour\": 1e308"),
              Contains("/gpus/g/price_usd_per_hour: expected a number from 0.0 to 1000000.0"));
   CHECK_THAT(edited("\"tdp\"", "\"launch_overhead\": \"1e300 s\", \"tdp\""), Contains("/gpus/g/launch_overhead: expected at most 1 s"));
+  // A training throughput names both precisions, says which are estimated, and its source.
+  CHECK_THAT(edited("\"tdp\"", "\"training_throughput\": {\"fp32\": 2, \"estimated\": \"some\", \"source\": \"\"}, \"tdp\""),
+             Contains("/gpus/g/training_throughput/mixed: missing required field") &&
+                 Contains("/gpus/g/training_throughput/estimated: expected one of \"none\", \"fp32\", \"mixed\", \"both\"") &&
+                 Contains("/gpus/g/training_throughput/source: expected the public source"));
+  CHECK_THAT(edited("\"tdp\"", "\"training_throughput\": {\"fp32\": 0, \"mixed\": 1, \"source\": \"x\", \"fp16\": 1}, \"tdp\""),
+             Contains("/gpus/g/training_throughput/fp32: expected a number from 1e-06") && Contains("/gpus/g/training_throughput/fp16: unknown field"));
+  CHECK_THAT(edited("\"tdp\"", "\"training_throughput\": 3, \"tdp\""), Contains("/gpus/g/training_throughput: expected an object"));
   std::string negative = std::string("{\"gpus\": {") + kGpu + "}}";
   negative.replace(negative.find("10 GB"), 5, "-10 GB");
   CHECK_THAT(catalog_error(negative), Contains("/gpus/g/vram: expected a size") && Contains("negative"));

@@ -39,6 +39,21 @@ std::string read_source(ObjectReader& r, Need need) {
   return source.value_or("");
 }
 
+// A GPU's training throughput relative to a V100-SXM2-16GB: both precisions, which of them are estimated, and
+// the benchmarks they come from.
+TrainingThroughput read_training_throughput(ObjectReader& r) {
+  TrainingThroughput t;
+  for (TrainingPrecision p : {TrainingPrecision::fp32, TrainingPrecision::mixed}) {
+    // Past 1,000 V100s in one GPU is a typo.
+    t.relative[static_cast<std::size_t>(p)] = r.number(training_precision_name(p), Need::required, 1e-6, 1e3).value_or(0);
+  }
+  const std::size_t estimated = r.choice("estimated", {"none", "fp32", "mixed", "both"}, 0);
+  t.estimated = {estimated == 1 || estimated == 3, estimated == 2 || estimated == 3};
+  t.source = read_source(r, Need::required);
+  r.finish();
+  return t;
+}
+
 }  // namespace
 
 namespace detail {
@@ -72,6 +87,10 @@ GpuType read_gpu(ObjectReader& r, const std::string& id, const GpuType* base) {
   g.purchase_usd = r.number("purchase_usd", Need::optional, 0.0, 1e9).value_or(g.purchase_usd);
   g.sequential_compute_and_memory =
       r.choice("compute_and_memory", {"overlapped", "sequential"}, g.sequential_compute_and_memory ? 1 : 0) == 1;
+  if (const Json* throughput = r.field("training_throughput")) {
+    ObjectReader t(*throughput, r.pointer("training_throughput"), r.problems());
+    if (t.ok()) g.training_throughput = read_training_throughput(t);
+  }
   const std::string source = read_source(r, need);
   if (!source.empty()) g.source = source;
   bool any_peak = false;
@@ -318,6 +337,7 @@ std::optional<Dtype> parse_dtype(std::string_view name) {
 
 std::string_view link_kind_name(LinkKind kind) { return kLinkKindNames[static_cast<std::size_t>(kind)]; }
 std::string_view gpu_arch_name(GpuArch arch) { return kGpuArchNames[static_cast<std::size_t>(arch)]; }
+std::string_view training_precision_name(TrainingPrecision precision) { return precision == TrainingPrecision::fp32 ? "fp32" : "mixed"; }
 
 double GpuType::peak_for(Dtype dtype) const {
   // Where a format is unsupported, the first supported one of its chain runs it: the other 16-bit

@@ -50,7 +50,16 @@ ComputeEstimate ComputeModel::of(const TaskSpec& task, const GpuType& gpu, doubl
     e.flop_s = (on.compute_s + (task.checkpoint ? on.checkpoint_s : 0)) * task.gpus * share;
     return e;
   }
-  if (!task.architecture) return estimate_compute(gpu, task.flop * share, task.bytes * share, task.dtype, task.launches);
+  if (!task.architecture) {
+    ComputeEstimate e = estimate_compute(gpu, task.flop * share, task.bytes * share, task.dtype, task.launches);
+    if (task.recorded) {
+      const double throughput = gpu.training_throughput.of(task.recorded->precision);
+      if (task.recorded->throughput > 0 && throughput > 0) {
+        e.flop_s = task.flop * share / task.recorded->peak_flop_per_s * (task.recorded->throughput / throughput);
+      }
+    }
+    return e;
+  }
   ComputeEstimate e = step(task, gpu, 1);
   const double times = task.steps * share;
   e.launch_s *= times;

@@ -463,9 +463,51 @@ ArrivalSpec read_arrival(ObjectReader& s, double horizon_s, bool horizon_given, 
   return a;
 }
 
+// How fast a trace's jobs, recorded on `ref`, run on each other GPU type of the cluster, for the run's notes
+// ("" when every GPU is the reference's type): the ratio of training throughputs in the jobs' precision, each
+// figure's estimate said; the ratio of bf16 peaks, a guess, where either GPU has no throughput in the catalog.
+std::string trace_speed_note(const std::string& file, const GpuType& ref, const TaskSpec::Recorded& recorded, const ClusterSpec& cluster) {
+  const TrainingPrecision p = recorded.precision;
+  std::vector<std::string> speeds, estimated, by_peaks;
+  const auto add = [](std::vector<std::string>& to, const std::string& text) {
+    if (std::find(to.begin(), to.end(), text) == to.end()) to.push_back(text);
+  };
+  for (const NodeGroup& group : cluster.groups) {
+    const GpuType& gpu = group.gpu;
+    if (gpu.id == ref.id) continue;
+    const double throughput = gpu.training_throughput.of(p);
+    if (recorded.throughput > 0 && throughput > 0) {
+      add(speeds, gpu.id + " " + format_number(throughput / recorded.throughput) + "x (" + format_number(throughput) + "/" +
+                      format_number(recorded.throughput) + ")");
+      if (gpu.training_throughput.estimated_in(p)) add(estimated, gpu.id);
+    } else if (recorded.peak_flop_per_s > 0) {
+      add(by_peaks, gpu.id + " " + format_number(gpu.peak_for(Dtype::bf16) / recorded.peak_flop_per_s) + "x");
+    }
+  }
+  if (speeds.empty() && by_peaks.empty()) return "";
+  const auto joined = [](const std::vector<std::string>& items) {
+    std::string out;
+    for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
+    return out;
+  };
+  const std::string precision(training_precision_name(p));
+  std::string note = "the jobs of " + file + " ran their durations on " + ref.id + " (reference_gpu) in " + precision +
+                     " (precision); on the cluster's other GPU types they run";
+  if (!speeds.empty()) {
+    if (recorded.throughput > 0 && ref.training_throughput.estimated_in(p)) add(estimated, ref.id);
+    note += " as fast as the ratio of training throughputs in " + precision + " (against a V100's, models/hardware.json) says: " + joined(speeds);
+    if (!estimated.empty()) note += "; estimated, not measured (a guess): the figure of " + joined(estimated);
+  }
+  if (!by_peaks.empty()) {
+    note += std::string(speeds.empty() ? "" : ";") + " at the ratio of bf16 tensor peaks, " + joined(by_peaks) +
+            ": a guess, as the catalog has no training throughput for " + (recorded.throughput > 0 ? "them" : ref.id);
+  }
+  return note;
+}
+
 // A job trace (CSV: submit_time, gpus, duration, and optionally tenant) replayed as arrivals of
 // single-task jobs: one synthetic workflow per gang size, whose work takes 1 s on the reference GPU
-// at its bf16 peak, scaled per job by its duration.
+// (its bf16 peak's FLOP), scaled per job by its duration; other GPU types run it as trace_speed_note says.
 void read_trace(ObjectReader& s, Scenario& sc, const std::string& base_dir) {
   const std::string file = resolve(base_dir, s.string("trace", Need::required).value_or(""));
   const std::optional<std::string> default_tenant = s.string("tenant", Need::optional);
@@ -476,6 +518,7 @@ void read_trace(ObjectReader& s, Scenario& sc, const std::string& base_dir) {
   std::vector<std::string_view> formats{"csv", "philly"};
   for (const JobLogFormat& f : job_log_formats()) formats.push_back(f.name);
   const std::string_view format = formats[s.choice("format", formats, 0)];
+  const auto precision = static_cast<TrainingPrecision>(s.choice("precision", {"fp32", "mixed"}, 0));
   std::string text = read_named_file(s.problems(), s.pointer("trace"), file);
   if (format == "philly") {
     text = import_philly_trace(text, file, default_tenant ? PhillyTenant::none : PhillyTenant::vc).csv;
@@ -574,21 +617,8 @@ void read_trace(ObjectReader& s, Scenario& sc, const std::string& base_dir) {
     return;
   }
   if (ref == nullptr) return;
-  // How fast a job recorded on the reference GPU runs on each other GPU type of the cluster: the ratio of their
-  // bf16 peaks, a guess said once a file (a measured training speed-up depends on the model and its precision).
-  std::vector<std::string> speeds;
-  for (const NodeGroup& group : sc.cluster.groups) {
-    const GpuType& gpu = group.gpu;
-    const double ratio = ref->peak_for(Dtype::bf16) > 0 ? gpu.peak_for(Dtype::bf16) / ref->peak_for(Dtype::bf16) : 0;
-    const std::string text = gpu.id + " " + format_number(ratio) + "x";
-    if (gpu.id != ref->id && ratio > 0 && std::find(speeds.begin(), speeds.end(), text) == speeds.end()) speeds.push_back(text);
-  }
-  std::string speed_note;
-  for (const std::string& s : speeds) speed_note += (speed_note.empty() ? "" : ", ") + s;
-  if (!speed_note.empty()) {
-    speed_note = "the jobs of " + file + " ran their durations on " + ref->id + " (reference_gpu); on the cluster's other GPU types they run " +
-                 speed_note + " as fast, the ratio of bf16 tensor peaks: a guess, not a measured training speed-up";
-  }
+  const TaskSpec::Recorded recorded{ref->peak_for(Dtype::bf16), ref->training_throughput.of(precision), precision};
+  const std::string speed_note = trace_speed_note(file, *ref, recorded, sc.cluster);
   bool noted = false;
   for (auto& [key, stream] : groups) {
     const std::string id = "trace/" + std::to_string(key.second) + "gpu";
@@ -601,7 +631,8 @@ void read_trace(ObjectReader& s, Scenario& sc, const std::string& base_dir) {
       TaskSpec t;
       t.name = "job";
       t.gpus = key.second;
-      t.flop = ref->peak_for(Dtype::bf16) * key.second;  // one second on each GPU of the gang
+      t.flop = recorded.peak_flop_per_s * key.second;  // one second on each GPU of the gang
+      t.recorded = recorded;
       wf.tasks.push_back(t);
       wf.finalize();
       sc.workflows.push_back(std::move(wf));

@@ -24,6 +24,22 @@ std::optional<Dtype> parse_dtype(std::string_view name);
 enum class GpuArch : std::uint8_t { unknown, volta, ampere, ada, hopper, blackwell, pascal, turing };
 std::string_view gpu_arch_name(GpuArch arch);
 
+// The precision a training job ran in: fp32 (TF32 where the GPU has it, as frameworks run fp32 convolutions)
+// or mixed (AMP: fp16/bf16 GEMMs, fp32 master weights).
+enum class TrainingPrecision : std::uint8_t { fp32, mixed };
+std::string_view training_precision_name(TrainingPrecision precision);
+
+// How fast a GPU trains a GPU-bound job, relative to a V100-SXM2-16GB (1), per precision, from published
+// benchmarks: what a job recorded on one GPU type takes on another (a trace replay). 0: not in the catalog.
+// `estimated`: no measurement of this GPU in that precision; a sibling's figure scaled by the catalog's peaks.
+struct TrainingThroughput {
+  std::array<double, 2> relative{};  // by TrainingPrecision
+  std::array<bool, 2> estimated{};
+  std::string source;
+  double of(TrainingPrecision p) const { return relative[static_cast<std::size_t>(p)]; }
+  bool estimated_in(TrainingPrecision p) const { return estimated[static_cast<std::size_t>(p)]; }
+};
+
 struct GpuType {
   std::string id;
   std::string name;
@@ -46,6 +62,7 @@ struct GpuType {
   // Whether a task's FLOP and memory traffic overlap (one fused kernel: the roofline's max) or run
   // back to back (a CPU worker that runs a GEMM, then a streaming kernel: their sum).
   bool sequential_compute_and_memory = false;
+  TrainingThroughput training_throughput;
   std::string source;
 
   // The peak used for a dtype: its own, else the first supported one of fp8/int8 -> fp16 -> bf16 ->

@@ -81,6 +81,15 @@ struct TaskSpec {
   // training model, in place of the roofline (flop holds the model FLOP, for reports).
   std::shared_ptr<const TrainingIteration> training;
   bool checkpoint = false;  // a training iteration that ends by saving its job's checkpoint (training->checkpoint_every)
+  // A job replayed from a trace: `flop` is its duration on the GPU it was recorded on, at that GPU's bf16 peak
+  // (`peak_flop_per_s`); another GPU type runs it at the ratio of their training throughputs in its precision
+  // (of their bf16 peaks where either has no throughput in the catalog).
+  struct Recorded {
+    double peak_flop_per_s = 0;
+    double throughput = 0;  // the recording GPU's, relative to a V100 (0: none in the catalog)
+    TrainingPrecision precision = TrainingPrecision::fp32;
+  };
+  std::optional<Recorded> recorded;
   // What its gang exchanges (nothing on one GPU): each collective from its own point of the compute on
   // (its overlap), all at once where they overlap; the task ends when its compute and every one are done.
   std::vector<CollectiveSpec> collectives;
