@@ -555,12 +555,13 @@ TEST_CASE("a trace replayed on GPU types other than its reference says how fast 
 }
 
 TEST_CASE("a trace job recorded on one GPU type runs on another at the ratio of their training throughputs", "[import][trace]") {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "fleetsim-trace-speed-test";
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fleetsim-trace-speed-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "one.csv") << "submit_time,gpus,duration\n0,2,100\n";
+  const std::string trace = (dir / "one.csv").string();
   const auto run = [&](const std::string& node, const std::string& precision) {
     const Scenario sc = test::builtin_scenario(R"("cluster": {"nodes": [{"type": ")" + node + R"(", "count": 1}]},
-        "workload": [{"trace": ")" + (dir / "one.csv").string() + R"(", "reference_gpu": "p100-pcie-16gb")" + precision + "}]");
+        "workload": [{"trace": ")" + trace + R"(", "reference_gpu": "p100-pcie-16gb")" + precision + "}]");
     std::string notes;
     for (const Workflow& wf : sc.workflows) {
       for (const std::string& a : wf.assumptions) notes += a;
@@ -577,7 +578,7 @@ TEST_CASE("a trace job recorded on one GPU type runs on another at the ratio of 
                             !Contains("estimated"));
   // In mixed precision the P100's figure is itself a guess (no tensor cores), and the note says so.
   const auto [amp, amp_note] = run("hgx-h100-8", R"(, "precision": "mixed")");
-  CHECK(amp == Approx(100 * 0.28 / 3.27).epsilon(1e-12));
+  CHECK(amp == Approx(100 * 0.33 / 3.27).epsilon(1e-12));
   CHECK_THAT(amp_note, Contains("in mixed (precision)") && Contains("(a guess): the figure of p100-pcie-16gb"));
   // The same GPU type runs the recorded duration exactly; a GPU without a figure in the catalog, the ratio of bf16 peaks.
   CHECK(run("p100-pcie-4", "").first == Approx(100).epsilon(1e-12));
@@ -587,8 +588,50 @@ TEST_CASE("a trace job recorded on one GPU type runs on another at the ratio of 
   CHECK(amd == Approx(100 * p100.peak_for(Dtype::bf16) / mi250x.peak_for(Dtype::bf16)).epsilon(1e-12));
   CHECK_THAT(amd_note, Contains("at the ratio of bf16 tensor peaks, mi250x-gcd") && Contains("no training throughput for them"));
   CHECK_THAT(test::scenario_error(R"({"name": "x", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
-      "workload": [{"trace": ")" + (dir / "one.csv").string() + R"(", "precision": "fp16"}]})"),
+      "workload": [{"trace": ")" + trace + R"(", "precision": "fp16"}]})"),
              Contains("/workload/0/precision") && Contains("\"fp32\", \"mixed\""));
+  // A GPU type whose peaks a scenario overrides keeps the catalog's throughput scaled as its peaks, a guess said;
+  // one whose throughput it gives runs at that, said too on the recording GPU's own type.
+  const auto overridden = [&](const std::string& overrides) {
+    const Scenario sc = test::builtin_scenario(R"("cluster": {"nodes": [{"type": "p100-pcie-4", "count": 1, "gpu_overrides": )" + overrides + R"(}]},
+        "workload": [{"trace": ")" + trace + R"(", "reference_gpu": "p100-pcie-16gb"}])");
+    const RunResult r = simulate(sc);
+    return std::make_pair(r.trace.tasks.front().end_s - r.trace.tasks.front().compute_start_s - sc.cluster.groups[0].gpu.launch_overhead_s,
+                          sc.workflows.front().assumptions);
+  };
+  const auto [twice, twice_note] = overridden(R"({"peak_flops": {"fp32": "18.6 TFLOP/s"}})");
+  CHECK(twice == Approx(50).epsilon(1e-12));
+  CHECK_THAT(twice_note.front(), Contains("p100-pcie-16gb 2x (1.48/0.74)") && Contains("(a guess): the figure of p100-pcie-16gb"));
+  const auto [given, given_note] = overridden(R"({"training_throughput": {"fp32": 1.48, "mixed": 1, "source": "a test"}})");
+  CHECK(given == Approx(50).epsilon(1e-12));
+  CHECK_THAT(given_note.front(), Contains("p100-pcie-16gb 2x (1.48/0.74)") && !Contains("estimated"));
+  CHECK_THAT(test::scenario_error(R"({"name": "x", "cluster": {"nodes": [{"type": "p100-pcie-4", "count": 1,
+      "gpu_overrides": {"training_throughput": {"fp32": 2000}}}]}, "workload": [{"trace": ")" + trace + R"("}]})"),
+             Contains("training_throughput/fp32: expected a number from 1e-06 to 1000") && Contains("training_throughput/mixed: missing required field"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("two traces recorded on different GPUs keep their own speeds", "[import][trace]") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fleetsim-two-traces-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "one.csv") << "submit_time,gpus,duration\n0,1,100\n";
+  const std::string trace = (dir / "one.csv").string();
+  // The same gang size from a P100 trace, an H100 trace and the P100 trace in mixed precision: three workflows.
+  const Scenario sc = test::builtin_scenario(R"("cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "workload": [
+      {"trace": ")" + trace + R"(", "reference_gpu": "p100-pcie-16gb"}, {"trace": ")" + trace + R"(", "reference_gpu": "h100-sxm"},
+      {"trace": ")" + trace + R"(", "reference_gpu": "p100-pcie-16gb", "precision": "mixed"}, {"trace": ")" + trace + R"(", "reference_gpu": "p100-pcie-16gb"}])");
+  std::vector<std::string> ids;
+  for (const Stream& s : sc.streams) ids.push_back(sc.workflows[s.workflow].id);
+  CHECK(ids == std::vector<std::string>{"trace/1gpu", "trace/1gpu/h100-sxm-fp32", "trace/1gpu/p100-pcie-16gb-mixed", "trace/1gpu"});
+  const RunResult r = simulate(sc);
+  std::vector<double> times;
+  for (const TaskRecord& t : r.trace.tasks) times.push_back(t.end_s - t.compute_start_s - sc.cluster.groups[0].gpu.launch_overhead_s);
+  std::sort(times.begin(), times.end());
+  REQUIRE(times.size() == 4);
+  CHECK(times[0] == Approx(100 * 0.33 / 3.27).epsilon(1e-12));
+  CHECK(times[1] == Approx(100 * 0.74 / 4.89).epsilon(1e-12));
+  CHECK(times[2] == Approx(100 * 0.74 / 4.89).epsilon(1e-12));
+  CHECK(times[3] == Approx(100).epsilon(1e-12));
   std::filesystem::remove_all(dir);
 }
 

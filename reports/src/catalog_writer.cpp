@@ -62,6 +62,11 @@ std::string catalog_json(const Catalog& c) {
                 {"launch_overhead_s", g.launch_overhead_s}, {"price_usd_per_hour", g.price_usd_per_hour},
                 {"compute_and_memory", g.sequential_compute_and_memory ? "sequential" : "overlapped"},
                 {"source", g.source}};
+    if (const TrainingThroughput& t = g.training_throughput; t.of(TrainingPrecision::fp32) > 0) {
+      const char* estimated = t.estimated[0] ? (t.estimated[1] ? "both" : "fp32") : (t.estimated[1] ? "mixed" : "none");
+      gpus[id]["training_throughput"] = {{"fp32", t.of(TrainingPrecision::fp32)}, {"mixed", t.of(TrainingPrecision::mixed)},
+                                         {"estimated", estimated}, {"source", t.source}};
+    }
   }
   j["gpus"] = gpus;
   ordered_json links = ordered_json::object();

@@ -90,6 +90,13 @@ GpuType read_gpu(ObjectReader& r, const std::string& id, const GpuType* base) {
   if (const Json* throughput = r.field("training_throughput")) {
     ObjectReader t(*throughput, r.pointer("training_throughput"), r.problems());
     if (t.ok()) g.training_throughput = read_training_throughput(t);
+  } else if (base != nullptr && g.training_throughput.of(TrainingPrecision::fp32) > 0 && g.peak_flop_per_s != base->peak_flop_per_s) {
+    // Other peaks without a throughput of their own: the base's, scaled as the peaks its precisions run at, a guess.
+    TrainingThroughput& t = g.training_throughput;
+    t.relative[0] *= g.peak_for(Dtype::tf32) / base->peak_for(Dtype::tf32);
+    t.relative[1] *= g.peak_for(Dtype::bf16) / base->peak_for(Dtype::bf16);
+    t.estimated = {true, true};
+    t.source = "The catalog's figures scaled by the overridden peaks (tf32 or fp32, bf16 or fp16), a guess. " + t.source;
   }
   const std::string source = read_source(r, need);
   if (!source.empty()) g.source = source;

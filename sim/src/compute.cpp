@@ -21,6 +21,13 @@ ComputeEstimate estimate_compute(const GpuType& gpu, double flop, double bytes, 
   return e;
 }
 
+std::optional<double> recorded_time_factor(const TaskSpec& task, const GpuType& gpu) {
+  if (!task.recorded) return std::nullopt;
+  const double recorded = task.recorded->throughput, here = gpu.training_throughput.of(task.recorded->precision);
+  if (recorded <= 0 || here <= 0) return std::nullopt;
+  return recorded / here;
+}
+
 ComputeModel::ComputeModel(std::shared_ptr<const KernelConstants> kernels)
     : kernels_(kernels ? std::move(kernels) : builtin_kernel_constants()) {}
 
@@ -52,12 +59,8 @@ ComputeEstimate ComputeModel::of(const TaskSpec& task, const GpuType& gpu, doubl
   }
   if (!task.architecture) {
     ComputeEstimate e = estimate_compute(gpu, task.flop * share, task.bytes * share, task.dtype, task.launches);
-    if (task.recorded) {
-      const double throughput = gpu.training_throughput.of(task.recorded->precision);
-      if (task.recorded->throughput > 0 && throughput > 0) {
-        e.flop_s = task.flop * share / task.recorded->peak_flop_per_s * (task.recorded->throughput / throughput);
-      }
-    }
+    // A trace job's work is seconds on the GPU that recorded it: on another, a training speed-up, not a FLOP rate.
+    if (const std::optional<double> factor = recorded_time_factor(task, gpu)) e.flop_s = task.flop * share / task.recorded->peak_flop_per_s * *factor;
     return e;
   }
   ComputeEstimate e = step(task, gpu, 1);

@@ -13,6 +13,7 @@
 
 #include "catalog_readers.hpp"
 #include "fleetsim/cluster.hpp"
+#include "fleetsim/compute.hpp"
 #include "fleetsim/import.hpp"
 #include "fleetsim/serving.hpp"
 #include "fleetsim/topology.hpp"
@@ -463,10 +464,11 @@ ArrivalSpec read_arrival(ObjectReader& s, double horizon_s, bool horizon_given, 
   return a;
 }
 
-// How fast a trace's jobs, recorded on `ref`, run on each other GPU type of the cluster, for the run's notes
-// ("" when every GPU is the reference's type): the ratio of training throughputs in the jobs' precision, each
-// figure's estimate said; the ratio of bf16 peaks, a guess, where either GPU has no throughput in the catalog.
-std::string trace_speed_note(const std::string& file, const GpuType& ref, const TaskSpec::Recorded& recorded, const ClusterSpec& cluster) {
+// How fast a trace's jobs (`job`, recorded on `ref`) run on each GPU type of the cluster other than the one they
+// were recorded on, for the run's notes ("" when there is none): the ratio of training throughputs in the jobs'
+// precision, each estimated figure said; the ratio of bf16 peaks, a guess, where either GPU has no throughput.
+std::string trace_speed_note(const std::string& file, const GpuType& ref, const TaskSpec& job, const ClusterSpec& cluster) {
+  const TaskSpec::Recorded& recorded = *job.recorded;
   const TrainingPrecision p = recorded.precision;
   std::vector<std::string> speeds, estimated, by_peaks;
   const auto add = [](std::vector<std::string>& to, const std::string& text) {
@@ -474,14 +476,17 @@ std::string trace_speed_note(const std::string& file, const GpuType& ref, const 
   };
   for (const NodeGroup& group : cluster.groups) {
     const GpuType& gpu = group.gpu;
-    if (gpu.id == ref.id) continue;
-    const double throughput = gpu.training_throughput.of(p);
-    if (recorded.throughput > 0 && throughput > 0) {
-      add(speeds, gpu.id + " " + format_number(throughput / recorded.throughput) + "x (" + format_number(throughput) + "/" +
-                      format_number(recorded.throughput) + ")");
+    const std::optional<double> factor = recorded_time_factor(job, gpu);
+    const double by_peak = recorded.peak_flop_per_s > 0 ? gpu.peak_for(Dtype::bf16) / recorded.peak_flop_per_s : 0;
+    // The recording GPU's own type runs the recorded durations, unless the scenario overrides its figures.
+    if (gpu.id == ref.id && (factor ? *factor == 1 : by_peak == 1)) continue;
+    if (factor) {
+      const double throughput = gpu.training_throughput.of(p);
+      add(speeds, gpu.id + " " + format_number(1 / *factor) + "x (" + format_number(throughput) + "/" + format_number(recorded.throughput) + ")");
       if (gpu.training_throughput.estimated_in(p)) add(estimated, gpu.id);
-    } else if (recorded.peak_flop_per_s > 0) {
-      add(by_peaks, gpu.id + " " + format_number(gpu.peak_for(Dtype::bf16) / recorded.peak_flop_per_s) + "x");
+      if (ref.training_throughput.estimated_in(p)) add(estimated, ref.id);
+    } else if (by_peak > 0) {
+      add(by_peaks, gpu.id + " " + format_number(by_peak) + "x");
     }
   }
   if (speeds.empty() && by_peaks.empty()) return "";
@@ -492,10 +497,9 @@ std::string trace_speed_note(const std::string& file, const GpuType& ref, const 
   };
   const std::string precision(training_precision_name(p));
   std::string note = "the jobs of " + file + " ran their durations on " + ref.id + " (reference_gpu) in " + precision +
-                     " (precision); on the cluster's other GPU types they run";
+                     " (precision); on the cluster's GPU types they run";
   if (!speeds.empty()) {
-    if (recorded.throughput > 0 && ref.training_throughput.estimated_in(p)) add(estimated, ref.id);
-    note += " as fast as the ratio of training throughputs in " + precision + " (against a V100's, models/hardware.json) says: " + joined(speeds);
+    note += " as fast as the ratio of training throughputs in " + precision + " (against a V100's, from the catalog) says: " + joined(speeds);
     if (!estimated.empty()) note += "; estimated, not measured (a guess): the figure of " + joined(estimated);
   }
   if (!by_peaks.empty()) {
@@ -617,22 +621,30 @@ void read_trace(ObjectReader& s, Scenario& sc, const std::string& base_dir) {
     return;
   }
   if (ref == nullptr) return;
-  const TaskSpec::Recorded recorded{ref->peak_for(Dtype::bf16), ref->training_throughput.of(precision), precision};
-  const std::string speed_note = trace_speed_note(file, *ref, recorded, sc.cluster);
+  TaskSpec job;
+  job.name = "job";
+  job.recorded = TaskSpec::Recorded{ref->peak_for(Dtype::bf16), ref->training_throughput.of(precision), precision};
+  const std::string speed_note = trace_speed_note(file, *ref, job, sc.cluster);
   bool noted = false;
   for (auto& [key, stream] : groups) {
-    const std::string id = "trace/" + std::to_string(key.second) + "gpu";
-    auto it = std::find_if(sc.workflows.begin(), sc.workflows.end(), [&](const Workflow& w) { return w.id == id; });
+    // One workflow per gang size, shared by the traces recorded alike; another trace's, recorded on another GPU
+    // or in another precision, is its own: "trace/8gpu/p40-fp32".
+    std::string id = "trace/" + std::to_string(key.second) + "gpu";
+    const auto named = [&](const std::string& name) {
+      return std::find_if(sc.workflows.begin(), sc.workflows.end(), [&](const Workflow& w) { return w.id == name; });
+    };
+    if (const auto same = named(id); same != sc.workflows.end() && same->tasks.front().recorded != job.recorded) {
+      id += "/" + ref->id + "-" + std::string(training_precision_name(precision));
+    }
+    auto it = named(id);
     if (it == sc.workflows.end()) {
       Workflow wf;
       wf.id = id;
       wf.name = "trace job on " + std::to_string(key.second) + " GPUs";
       wf.file = file;
-      TaskSpec t;
-      t.name = "job";
+      TaskSpec t = job;
       t.gpus = key.second;
-      t.flop = recorded.peak_flop_per_s * key.second;  // one second on each GPU of the gang
-      t.recorded = recorded;
+      t.flop = job.recorded->peak_flop_per_s * key.second;  // one second on each GPU of the gang
       wf.tasks.push_back(t);
       wf.finalize();
       sc.workflows.push_back(std::move(wf));

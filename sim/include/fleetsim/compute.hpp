@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -37,6 +38,11 @@ struct ComputeEstimate {
 
 ComputeEstimate estimate_compute(const GpuType& gpu, double flop, double bytes, Dtype dtype,
                                  std::uint32_t launches);
+
+// How long a trace job recorded on one GPU takes on `gpu`, as a multiple of its recorded duration: the ratio
+// of their training throughputs in its precision; none where either has no throughput in the catalog (the
+// task's work then runs at `gpu`'s bf16 peak, as any FLOP do).
+std::optional<double> recorded_time_factor(const TaskSpec& task, const GpuType& gpu);
 
 // Task compute times for one run: `share` of a task's work on a GPU type (a gang's member does
 // 1 / gang of it), a model step's kernels timed once per (task, GPU type, batch) and kept. Not for

@@ -88,6 +88,7 @@ struct TaskSpec {
     double peak_flop_per_s = 0;
     double throughput = 0;  // the recording GPU's, relative to a V100 (0: none in the catalog)
     TrainingPrecision precision = TrainingPrecision::fp32;
+    bool operator==(const Recorded&) const = default;
   };
   std::optional<Recorded> recorded;
   // What its gang exchanges (nothing on one GPU): each collective from its own point of the compute on
