@@ -49,6 +49,10 @@ chart_lacks() {
 check "run report: Gantt, utilization, queue, VRAM, cost, latency CDF and link heatmap render" render "$tmp/run.html" 7
 check "run report: round ticks" round "$tmp/run.html"
 check "run report: the link heatmap has a colour scale" holds "$tmp/run.html" 'class="scale"'
+"$fleetsim" --quiet simulate "$src/scenarios/training-shared.json" --report "$tmp/training.html" >/dev/null
+check "run report with training jobs: its charts render" render "$tmp/training.html" 7
+check "run report with training jobs: each job's iteration against alone on the first screen" holds "$tmp/training.html" \
+  '<h2>Summary</h2>.*<th>training llama-8b-a</th><td>[0-9.]+ s an iteration \(mean\), 1\.[0-9]+x its time alone.*<h2>GPUs</h2>.*<h2>Training</h2>'
 "$fleetsim" --quiet compare "$src/scenarios/studio.json" --seeds 2 --policies fifo,sjf,priority --report "$tmp/compare.html" >/dev/null
 check "comparison report: a chart per metric renders" render "$tmp/compare.html" 11
 check "comparison report: round ticks" round "$tmp/compare.html"

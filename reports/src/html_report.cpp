@@ -54,6 +54,13 @@ void summary_table(std::ostream& out, const Summary& s) {
   row(out, "workflows", std::to_string(s.workflows.completed) + " completed, " + std::to_string(s.workflows.failed) + " failed, " +
                             std::to_string(s.workflows.running) + " running, " + std::to_string(s.workflows.queued) + " queued");
   row(out, "tasks", std::to_string(s.tasks.completed) + " completed of " + std::to_string(s.tasks.submitted));
+  // A training job's answer on the first screen: how long an iteration took beside the rest, against alone.
+  for (const TrainingResult& r : s.training) {
+    if (r.iteration_s.count == 0) continue;
+    char b[64];
+    std::snprintf(b, sizeof b, "%.2fx its time alone, %.1f %% MFU", r.slowdown, 100 * r.mfu);
+    row(out, "training " + r.iteration->job, seconds(r.iteration_s.mean) + " an iteration (mean), " + b);
+  }
   row(out, "GPU utilization", pct(s.gpu_utilization));
   row(out, "VRAM utilization", pct(s.vram_utilization) + " (peak " + pct(s.vram_peak_utilization) + " of a GPU)");
   row(out, "weight loads", std::to_string(s.weight_loads) + " (" + format_quantity(s.weight_bytes_loaded, Dimension::bytes) + ", " +
