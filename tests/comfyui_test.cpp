@@ -244,12 +244,12 @@ TEST_CASE("a 2D VAE decodes in ComfyUI's three passes of tiles: as VAEDecodeTile
   CHECK_THAT(error_of([&] { import_comfyui(graph(4608, R"("VAEDecode", "inputs": {)"), "huge.json", Catalog::builtin(), {.strict = true}); }),
              Contains("--strict: the import would guess") && Contains("in three passes of 512-pixel tiles"));
   CHECK_NOTHROW(import_comfyui(graph(1024, R"("VAEDecodeTiled", "inputs": {)"), "tiled.json", Catalog::builtin(), {.strict = true}));
-  // A VAE whose tiles are not modelled (Wan 2.1's causal decoder) is timed whole, and says so as a guess.
+  // Wan 2.1's causal decoder takes VAEDecodeTiled's tiles as the other video VAEs do (its defaults in latent units:
+  // 512 and 64 pixels, 64 and 8 frames over its 8 and 4), without a guess.
   const Workflow wan = import_comfyui(graph(1024, R"("VAEDecodeTiled", "inputs": {)", "wan_2.1_vae.safetensors"), "wan.json", Catalog::builtin());
   CHECK(decode_of(wan).architecture->id == "wan21-vae-decoder");
-  CHECK(decode_of(wan).shape.tiles == StepShape::Tiles{});
-  CHECK_THAT(error_of([&] { import_comfyui(graph(1024, R"("VAEDecodeTiled", "inputs": {)", "wan_2.1_vae.safetensors"), "wan.json", Catalog::builtin(), {.strict = true}); }),
-             Contains("its tiles not modelled for wan21-vae-decoder: timed as one whole decode, a guess"));
+  CHECK(decode_of(wan).shape.tiles == StepShape::Tiles{.size = 64, .overlap = 8, .frames = 16, .frame_overlap = 2});
+  CHECK_NOTHROW(import_comfyui(graph(1024, R"("VAEDecodeTiled", "inputs": {)", "wan_2.1_vae.safetensors"), "wan.json", Catalog::builtin(), {.strict = true}));
 }
 
 TEST_CASE("Mochi's VAE decodes as its own decoder: whole where it fits, in 3D tiles where it does not or VAEDecodeTiled says", "[import][comfyui]") {

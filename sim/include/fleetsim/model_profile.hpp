@@ -150,8 +150,9 @@ std::optional<ShapeProblem> tiles_problem(const Architecture& architecture, cons
 // A 2D image VAE's decoder (a vae-decoder that is not a video VAE's stand-in), which ComfyUI tiles image by
 // image in three passes.
 bool decodes_images_in_tiles(const Architecture& architecture);
-// A 3D video VAE's decoder whose tiles are modelled (HunyuanVideo's conv3d-vae-decoder, Mochi's mochi-vae-decoder):
-// tiles of latent frames and pixels, each a whole call.
+// A 3D video VAE's decoder (every family decodes_video names: Wan's causal-vae-decoder, HunyuanVideo's
+// conv3d-vae-decoder, LTX-Video's ltx-vae-decoder, Mochi's mochi-vae-decoder): tiles of latent frames and pixels,
+// each a whole decode.
 bool decodes_video_in_tiles(const Architecture& architecture);
 // Tiles' `frames` where none is given: every frame in each tile for a 3D video VAE, none for a 2D one.
 double default_tile_frames(const Architecture& architecture);
@@ -165,7 +166,8 @@ std::vector<std::pair<double, double>> tile_extents(double extent, double tile, 
 // The most bytes one decoder call of a video VAE that decodes in 3D tiles (decodes_video_in_tiles) holds at once
 // for `shape` (an estimate: a level's block input, its normalized copy, the padded copy a 3x3x3 convolution makes
 // and its output, at the widest of the level's channels, the largest level's; Mochi's upsamplings' Conv1x1 output
-// and its rearranged copy too): one sample's whole clip, or its largest tile. 0 for other families.
+// and its rearranged copy too, LTX-Video's depth-to-space ones; for Wan's, which decodes a latent frame a call, the
+// largest call's and the video so far, twice): one sample's whole clip, or its largest tile. 0 for other families.
 double video_decode_peak_bytes(const Architecture& architecture, const StepShape& shape, Dtype dtype);
 
 // The shape the catalog lists an architecture's profile at: one 1024x1024 image (an upscaler's input

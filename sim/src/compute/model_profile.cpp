@@ -552,91 +552,103 @@ void causal_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
   const double f = a.number("vae_factor", 8), tf = a.number("temporal_factor", 4), latent = a.number("latent_channels", 16);
   const double resnets = a.number("layers_per_block", 2) + 1;
   const double temporal = a.number("temporal_upsamplings", 0), patch = a.number("patch", 1);
-  const bool up_residual = a.number("up_residual", 0) != 0;
-  const double latent_frames = latent_frames_of(s, tf);
-  const double batch = s.batch, h0 = std::ceil(s.height / f), w0 = std::ceil(s.width / f);
-  // One decoder call on one latent frame (the frames before it kept unless it is the first), `times` times.
-  const auto decoder_call = [&](bool cached, double times) {
-    const std::size_t mark = b.size();
-    double n = 1, h = h0, w = w0;  // frames at this level, their pixels
-    const auto rows = [&](double frames) { return batch * frames * h * w; };
-    // The frames a convolution keeps for the next call: its input's last two, joined to the one before.
-    const auto keep = [&](const std::string& name, double c) {  // the cache is kept even where there is no next call
-      b.op("concat", name + ".keep", rows(std::min(n, 2.0)), c);
-      if (n < 2 && cached) b.op("concat", name + ".keep", rows(2), c);
-    };
-    // A causal convolution over kt frames (3 or 1) of k x k pixels: over 3, its input's last frames kept first and
-    // the frames kept from the call before joined; the input padded.
-    const auto conv = [&](const std::string& name, double cin, double cout, double kt, double k) {
-      const double frames_in = n + kt - 1, pad = k - 1;
-      if (kt > 1) keep(name, cin);
-      if (cached && kt > 1) b.op("concat", name + ".with_kept", rows(frames_in), cin);
-      const double padded = batch * frames_in * (h + pad) * (w + pad);
-      b.op("pad", name + ".pad", padded, cin);
-      b.conv(name, batch * n, h, w, cin, cout, k, 1, kt, padded);
-    };
-    const auto norm_silu = [&](const std::string& name, double c) {
-      b.op("channel_rms_norm", name, rows(n), c);
-      b.op("silu", name + ".silu", rows(n), c);
-    };
-    const auto resnet = [&](double cin, double cout) {
-      norm_silu("resnet.norm1", cin);
-      conv("resnet.conv1", cin, cout, 3, 3);
-      norm_silu("resnet.norm2", cout);
-      conv("resnet.conv2", cout, cout, 3, 3);
-      if (cin != cout) conv("resnet.shortcut", cin, cout, 1, 1);
-      b.op("residual_add", "resnet.residual", rows(n), cout);
-    };
-    double c = widths.front();
-    conv("conv_in", latent, c, 3, 3);
-    resnet(c, c);
-    b.op("channel_rms_norm", "mid.attn.norm", rows(n), c);  // one frame: its rearranges are views
-    b.conv("mid.attn.qkv", batch * n, h, w, c, 3 * c, 1);
-    b.op("to_tokens", "mid.attn.to_tokens", rows(n), c, 3);
-    b.attention("mid.attn", batch * n, h * w, h * w, c);
-    b.op("to_pixels", "mid.attn.to_pixels", rows(n), c);
-    b.conv("mid.attn.out", batch * n, h, w, c, c, 1);
-    b.op("residual_add", "mid.attn.residual", rows(n), c);
-    resnet(c, c);
-    for (std::size_t i = 1; i < widths.size(); ++i) {
-      double cin = i > 1 && !up_residual ? c / 2 : c;
-      const double frames_in = n;  // the level's input, which Wan 2.2's shortcut starts from
-      if (up_residual) b.op("up_block_input", "up_block.input", rows(n), cin);
-      for (double j = 0; j < resnets; ++j) {
-        resnet(cin, widths[i]);
-        cin = widths[i];
+  const bool up_residual = a.number("up_residual", 0) != 0, tiled = s.tiles.size > 0;
+  // One decode (WanVAE.decode) of `batch` samples of `latent_frames` x h0 x w0, `height` x `width` pixels out, `times` times.
+  const auto decode = [&](double batch, double latent_frames, double h0, double w0, double height, double width, double decodes) {
+    const std::size_t decode_mark = b.size();
+    // One decoder call on one latent frame (the frames before it kept unless it is the first), `times` times.
+    const auto decoder_call = [&](bool cached, double times) {
+      const std::size_t mark = b.size();
+      double n = 1, h = h0, w = w0;  // frames at this level, their pixels
+      const auto rows = [&](double frames) { return batch * frames * h * w; };
+      // The frames a convolution keeps for the next call: its input's last two, joined to the one before.
+      const auto keep = [&](const std::string& name, double c) {  // the cache is kept even where there is no next call
+        b.op("concat", name + ".keep", rows(std::min(n, 2.0)), c);
+        if (n < 2 && cached) b.op("concat", name + ".keep", rows(2), c);
+      };
+      // A causal convolution over kt frames (3 or 1) of k x k pixels: over 3, its input's last frames kept first and
+      // the frames kept from the call before joined; the input padded.
+      const auto conv = [&](const std::string& name, double cin, double cout, double kt, double k) {
+        const double frames_in = n + kt - 1, pad = k - 1;
+        if (kt > 1) keep(name, cin);
+        if (cached && kt > 1) b.op("concat", name + ".with_kept", rows(frames_in), cin);
+        const double padded = batch * frames_in * (h + pad) * (w + pad);
+        b.op("pad", name + ".pad", padded, cin);
+        b.conv(name, batch * n, h, w, cin, cout, k, 1, kt, padded);
+      };
+      const auto norm_silu = [&](const std::string& name, double c) {
+        b.op("channel_rms_norm", name, rows(n), c);
+        b.op("silu", name + ".silu", rows(n), c);
+      };
+      const auto resnet = [&](double cin, double cout) {
+        norm_silu("resnet.norm1", cin);
+        conv("resnet.conv1", cin, cout, 3, 3);
+        norm_silu("resnet.norm2", cout);
+        conv("resnet.conv2", cout, cout, 3, 3);
+        if (cin != cout) conv("resnet.shortcut", cin, cout, 1, 1);
+        b.op("residual_add", "resnet.residual", rows(n), cout);
+      };
+      double c = widths.front();
+      conv("conv_in", latent, c, 3, 3);
+      resnet(c, c);
+      b.op("channel_rms_norm", "mid.attn.norm", rows(n), c);  // one frame: its rearranges are views
+      b.conv("mid.attn.qkv", batch * n, h, w, c, 3 * c, 1);
+      b.op("to_tokens", "mid.attn.to_tokens", rows(n), c, 3);
+      b.attention("mid.attn", batch * n, h * w, h * w, c);
+      b.op("to_pixels", "mid.attn.to_pixels", rows(n), c);
+      b.conv("mid.attn.out", batch * n, h, w, c, c, 1);
+      b.op("residual_add", "mid.attn.residual", rows(n), c);
+      resnet(c, c);
+      for (std::size_t i = 1; i < widths.size(); ++i) {
+        double cin = i > 1 && !up_residual ? c / 2 : c;
+        const double frames_in = n;  // the level's input, which Wan 2.2's shortcut starts from
+        if (up_residual) b.op("up_block_input", "up_block.input", rows(n), cin);
+        for (double j = 0; j < resnets; ++j) {
+          resnet(cin, widths[i]);
+          cin = widths[i];
+        }
+        c = widths[i];
+        if (i + 1 == widths.size()) break;
+        const bool in_time = static_cast<double>(i) <= temporal;
+        if (in_time && cached) {
+          conv("upsample.time", c, 2 * c, 3, 1);
+          b.op("concat", "upsample.time.stack", rows(2 * n), c);
+          n *= 2;
+        }
+        if (n > 1) b.op("frames_to_batch", "upsample.to_images", rows(n), c);  // back is a view
+        h *= 2;
+        w *= 2;
+        b.op("upsample", "upsample.interpolate", rows(n), c);
+        b.conv("upsample", batch * n, h, w, c, up_residual ? c : c / 2, 3);
+        if (up_residual) {  // the first call's shortcut makes both frames of a time upsampling and keeps the last
+          b.op("dup_up", "upsample.shortcut", rows(frames_in * (in_time ? 2 : 1)), c);
+          b.op("residual_add", "upsample.shortcut.add", rows(n), c);
+        }
       }
-      c = widths[i];
-      if (i + 1 == widths.size()) break;
-      const bool in_time = static_cast<double>(i) <= temporal;
-      if (in_time && cached) {
-        conv("upsample.time", c, 2 * c, 3, 1);
-        b.op("concat", "upsample.time.stack", rows(2 * n), c);
-        n *= 2;
-      }
-      if (n > 1) b.op("frames_to_batch", "upsample.to_images", rows(n), c);  // back is a view
-      h *= 2;
-      w *= 2;
-      b.op("upsample", "upsample.interpolate", rows(n), c);
-      b.conv("upsample", batch * n, h, w, c, up_residual ? c : c / 2, 3);
-      if (up_residual) {  // the first call's shortcut makes both frames of a time upsampling and keeps the last
-        b.op("dup_up", "upsample.shortcut", rows(frames_in * (in_time ? 2 : 1)), c);
-        b.op("residual_add", "upsample.shortcut.add", rows(n), c);
-      }
+      norm_silu("norm_out", c);
+      conv("conv_out", c, 3 * patch * patch, 3, 3);
+      b.repeat_since(mark, times);
+    };
+    b.op("pad", "post_quant.pad", batch * latent_frames * h0 * w0, latent);
+    b.conv("post_quant", batch * latent_frames, h0, w0, latent, latent, 1);
+    decoder_call(false, 1);
+    if (latent_frames > 1) {
+      decoder_call(true, latent_frames - 1);
+      // Each later call's frames appended to the video so far: 1 + 4i frames copied at call i, (2T + 1) on average.
+      b.op("concat", "frames.cat", batch * (2 * latent_frames + 1) * height * width, 3, latent_frames - 1);
     }
-    norm_silu("norm_out", c);
-    conv("conv_out", c, 3 * patch * patch, 3, 3);
-    b.repeat_since(mark, times);
+    const double frames_out = tf * (latent_frames - 1) + 1;
+    if (patch > 1) b.op("unpatchify", "unpatchify", batch * frames_out * height * width, 3);
+    if (tiled) b.op("elementwise", "tile.to_fp32", batch * frames_out * height * width, 3);
+    b.repeat_since(decode_mark, decodes);
   };
-  b.op("pad", "post_quant.pad", batch * latent_frames * h0 * w0, latent);
-  b.conv("post_quant", batch * latent_frames, h0, w0, latent, latent, 1);
-  decoder_call(false, 1);
-  if (latent_frames > 1) {
-    decoder_call(true, latent_frames - 1);
-    // Each later call's frames appended to the video so far: 1 + 4i frames copied at call i, (2T + 1) on average.
-    b.op("concat", "frames.cat", batch * (2 * latent_frames + 1) * s.height * s.width, 3, latent_frames - 1);
+  const double latent_frames = latent_frames_of(s, tf), h0 = std::ceil(s.height / f), w0 = std::ceil(s.width / f);
+  if (!tiled) {
+    decode(s.batch, latent_frames, h0, w0, s.height, s.width, 1);
+    return;
   }
-  if (patch > 1) b.op("unpatchify", "unpatchify", batch * (tf * (latent_frames - 1) + 1) * s.height * s.width, 3);
+  // Tiled (sd.py decode_tiled_3d), each tile a decode of its own, its frames one a call as the whole clip's.
+  decode_in_3d_tiles(s, latent_frames, h0, w0, [&](double t, double h, double w, double times) { decode(1, t, h, w, h * f, w * f, times); });
 }
 
 // A VAE decoder of 3D convolutions over the whole clip, as ComfyUI runs HunyuanVideo's (comfy/ldm/modules/
@@ -726,64 +738,69 @@ void conv3d_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
 // size, its channels rearranged into 2x the frames, height and width (a copy; the first frame dropped), plus the
 // input rearranged and repeated into the same shape (two copies) and added. So T latent frames become 8(T - 1) + 1,
 // and the last convolution's 3 x patch^2 channels unfold into patch x patch pixels each (a copy of the video).
+// Tiled (sd.py decode_tiled_3d), each tile is such a call of its own, its pixels cast to fp32 on the GPU.
 void ltx_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
   const std::vector<double>& widths = a.list("channels");  // the first level's (conv_in's), then each upsampled level's
   const double f = a.number("vae_factor", 32), tf = a.number("temporal_factor", 8), latent = a.number("latent_channels", 128);
   const double resnets = a.number("layers_per_block", 5), patch = a.number("patch", 4);
   const bool timestep = a.number("timestep_conditioning", 0) != 0;
-  const double latent_frames = latent_frames_of(s, tf);
-  const std::size_t mark = b.size();  // one sample's call, repeated for each of the batch's
-  double t = latent_frames, h = std::ceil(s.height / f), w = std::ceil(s.width / f);
-  const auto voxels = [&] { return t * h * w; };
-  const auto conv = [&](const std::string& name, double cin, double cout) {
-    b.op("concat", name + ".edge_frames", 2 * h * w, cin);
-    b.op("concat", name + ".cat", (t + 2) * h * w, cin);
-    const double padded = (t + 2) * (h + 2) * (w + 2);
-    b.op("spatial_pad", name + ".pad", padded, cin);
-    b.conv(name, t, h, w, cin, cout, 3, 1, 3, padded);
-  };
-  const auto embed = [&](const std::string& name, double out) {  // the timestep's embedding, once a level
-    if (!timestep) return;
-    b.op("timestep_embedding", name, 1, 256);
-    b.gemm(name + ".linear_1", 1, out, 256);
-    b.op("silu", name + ".silu", 1, out);
-    b.gemm(name + ".linear_2", 1, out, out);
-  };
-  const auto norm = [&](const std::string& name, double c) {
-    b.op("pixel_norm", name, voxels(), c);
-    if (timestep) b.op("scale_shift", name + ".scale_shift", voxels(), c);
-    b.op("silu", name + ".silu", voxels(), c);
-  };
-  // With timestep conditioning the latent is noised first (randn_like, two scalings, an add); then un-normalized.
-  b.op("elementwise", "latent.noise_and_scale", voxels(), latent, timestep ? 6 : 2);
-  double c = widths.front();
-  conv("conv_in", latent, c);
-  for (std::size_t i = 0; i < widths.size(); ++i) {
-    embed("time_embedder", 4 * c);
-    for (double j = 0; j < resnets; ++j) {
-      norm("resnet.norm1", c);
-      conv("resnet.conv1", c, c);
-      norm("resnet.norm2", c);
-      conv("resnet.conv2", c, c);
-      b.op("residual_add", "resnet.residual", voxels(), c);
+  // One call (a sample's whole clip, or a tile) of t0 x h0 x w0 latent frames and pixels, `times` times.
+  const auto decoder_call = [&](double t0, double h0, double w0, double times) {
+    const std::size_t mark = b.size();
+    double t = t0, h = h0, w = w0;
+    const auto voxels = [&] { return t * h * w; };
+    const auto conv = [&](const std::string& name, double cin, double cout) {
+      b.op("concat", name + ".edge_frames", 2 * h * w, cin);
+      b.op("concat", name + ".cat", (t + 2) * h * w, cin);
+      const double padded = (t + 2) * (h + 2) * (w + 2);
+      b.op("spatial_pad", name + ".pad", padded, cin);
+      b.conv(name, t, h, w, cin, cout, 3, 1, 3, padded);
+    };
+    const auto embed = [&](const std::string& name, double out) {  // the timestep's embedding, once a level
+      if (!timestep) return;
+      b.op("timestep_embedding", name, 1, 256);
+      b.gemm(name + ".linear_1", 1, out, 256);
+      b.op("silu", name + ".silu", 1, out);
+      b.gemm(name + ".linear_2", 1, out, out);
+    };
+    const auto norm = [&](const std::string& name, double c) {
+      b.op("pixel_norm", name, voxels(), c);
+      if (timestep) b.op("scale_shift", name + ".scale_shift", voxels(), c);
+      b.op("silu", name + ".silu", voxels(), c);
+    };
+    // With timestep conditioning the latent is noised first (randn_like, two scalings, an add); then un-normalized.
+    b.op("elementwise", "latent.noise_and_scale", voxels(), latent, timestep ? 6 : 2);
+    double c = widths.front();
+    conv("conv_in", latent, c);
+    for (std::size_t i = 0; i < widths.size(); ++i) {
+      embed("time_embedder", 4 * c);
+      for (double j = 0; j < resnets; ++j) {
+        norm("resnet.norm1", c);
+        conv("resnet.conv1", c, c);
+        norm("resnet.norm2", c);
+        conv("resnet.conv2", c, c);
+        b.op("residual_add", "resnet.residual", voxels(), c);
+      }
+      if (i + 1 == widths.size()) break;
+      const double next = widths[i + 1];
+      conv("upsample", c, 8 * next);
+      const double doubled = 8 * voxels();  // before the first frame is dropped
+      b.op("depth_to_space", "upsample.depth_to_space", doubled, next);
+      b.op("depth_to_space_residual", "upsample.shortcut", doubled, next);
+      t = 2 * t - 1;
+      h *= 2;
+      w *= 2;
+      b.op("residual_add", "upsample.residual", voxels(), next);
+      c = next;
     }
-    if (i + 1 == widths.size()) break;
-    const double next = widths[i + 1];
-    conv("upsample", c, 8 * next);
-    const double doubled = 8 * voxels();  // before the first frame is dropped
-    b.op("depth_to_space", "upsample.depth_to_space", doubled, next);
-    b.op("depth_to_space_residual", "upsample.shortcut", doubled, next);
-    t = 2 * t - 1;
-    h *= 2;
-    w *= 2;
-    b.op("residual_add", "upsample.residual", voxels(), next);
-    c = next;
-  }
-  embed("last_time_embedder", 2 * c);
-  norm("norm_out", c);
-  conv("conv_out", c, 3 * patch * patch);
-  b.op("unpatchify", "unpatchify", voxels() * patch * patch, 3);
-  b.repeat_since(mark, s.batch);
+    embed("last_time_embedder", 2 * c);
+    norm("norm_out", c);
+    conv("conv_out", c, 3 * patch * patch);
+    b.op("unpatchify", "unpatchify", voxels() * patch * patch, 3);
+    if (s.tiles.size > 0) b.op("elementwise", "tile.to_fp32", voxels() * patch * patch, 3);
+    b.repeat_since(mark, times);
+  };
+  decode_in_3d_tiles(s, latent_frames_of(s, tf), std::ceil(s.height / f), std::ceil(s.width / f), decoder_call);
 }
 
 // Mochi 1's VAE decoder as ComfyUI runs it (comfy/ldm/genmo/vae/model.py at a125cd8, Decoder of VideoVAE): one
@@ -953,14 +970,14 @@ double experts_touched(double experts, double top_k, double tokens) {
 
 bool decodes_images_in_tiles(const Architecture& a) { return a.family == "vae-decoder" && a.number("video_stand_in", 0) == 0; }
 
-bool decodes_video_in_tiles(const Architecture& a) { return a.family == "conv3d-vae-decoder" || a.family == "mochi-vae-decoder"; }
+bool decodes_video_in_tiles(const Architecture& a) { return decodes_video(a.family); }
 
 double default_tile_frames(const Architecture& a) { return decodes_video_in_tiles(a) ? 1e5 : 0; }
 
 std::optional<ShapeProblem> tiles_problem(const Architecture& a, const StepShape::Tiles& tiles) {
   if (tiles == StepShape::Tiles{}) return std::nullopt;
   if (!decodes_video_in_tiles(a) && !decodes_images_in_tiles(a)) {
-    return ShapeProblem{"size", "tiles cut the decode of a 2D image VAE (family vae-decoder) or a 3D video VAE (conv3d-vae-decoder, mochi-vae-decoder); " +
+    return ShapeProblem{"size", "tiles cut the decode of a 2D image VAE (family vae-decoder) or a 3D video VAE (causal-vae-decoder, conv3d-vae-decoder, ltx-vae-decoder, mochi-vae-decoder); " +
                                     a.id + " is a " + a.family + (a.family == "vae-decoder" ? " standing in for a video VAE" : "")};
   }
   for (const auto& [field, value] : {std::pair{"size", tiles.size}, {"overlap", tiles.overlap}, {"frames", tiles.frames}, {"frame_overlap", tiles.frame_overlap}}) {
@@ -1039,11 +1056,50 @@ double mochi_call_peak(const Architecture& a, double t, double h, double w, Dtyp
   return peak;
 }
 
+// A causal decoder's decode (causal_vae_decoder): one latent frame a call, the two before it kept, so each level holds
+// a few frames (its block's input and normalized copy, the padded copy and the convolution's output, of the call's
+// frames and the kept ones); and the video so far, twice while torch.cat joins a call's frames to it.
+double causal_decode_peak(const Architecture& a, double t, double h, double w, Dtype dtype) {
+  const std::vector<double>& widths = a.list("channels");
+  const double temporal = a.number("temporal_upsamplings", 0), tf = a.number("temporal_factor", 4), f = a.number("vae_factor", 8);
+  const double video = 2 * (tf * (t - 1) + 1) * h * f * w * f * 3 * dtype_bytes(dtype);
+  double n = 1, peak = 0;  // frames a call at this level: 1, doubled by each upsampling in time after the first call
+  for (std::size_t i = 0; i < widths.size(); ++i) {
+    const double widest = std::max(widths[i], i > 0 ? widths[i - 1] : widths[i]);
+    peak = std::max(peak, (3 * n * h * w + (n + 2) * (h + 2) * (w + 2)) * widest * dtype_bytes(dtype));
+    if (i == 0 || i + 1 == widths.size()) continue;
+    if (static_cast<double>(i) <= temporal && t > 1) n *= 2;
+    h *= 2;
+    w *= 2;
+  }
+  return peak + video;
+}
+
+// LTX-Video's decoder call over t x h x w latent frames and pixels (ltx_vae_decoder): per level a block's input and
+// normalized copy, the edge-framed and padded copies and the convolution's output; the upsampling's convolution to
+// 8 x the next width, its rearranged copy and the shortcut's.
+double ltx_call_peak(const Architecture& a, double t, double h, double w, Dtype dtype) {
+  const std::vector<double>& widths = a.list("channels");
+  double peak = 0;
+  for (std::size_t i = 0; i < widths.size(); ++i) {
+    const double c = widths[i], voxels = t * h * w;
+    peak = std::max(peak, (3 * voxels + (t + 2) * h * w + (t + 2) * (h + 2) * (w + 2)) * c * dtype_bytes(dtype));
+    if (i + 1 == widths.size()) break;
+    peak = std::max(peak, (c + 3 * 8 * widths[i + 1]) * voxels * dtype_bytes(dtype));
+    t = 2 * t - 1;
+    h *= 2;
+    w *= 2;
+  }
+  return peak;
+}
+
 }  // namespace
 
 double video_decode_peak_bytes(const Architecture& a, const StepShape& s, Dtype dtype) {
   if (!decodes_video_in_tiles(a)) return 0;
   const auto call_peak = [&](double t, double h, double w) {
+    if (a.family == "causal-vae-decoder") return causal_decode_peak(a, t, h, w, dtype);
+    if (a.family == "ltx-vae-decoder") return ltx_call_peak(a, t, h, w, dtype);
     return a.family == "mochi-vae-decoder" ? mochi_call_peak(a, t, h, w, dtype) : conv3d_call_peak(a, t, h, w, dtype);
   };
   const double f = a.number("vae_factor", 8);

@@ -73,8 +73,8 @@ std::string number_text(double v) {
 // and H100's; an assumption: ComfyUI tries the whole decode and tiles only once CUDA refuses an allocation).
 constexpr double kWholeDecodeBytes = 80e9;
 
-// How ComfyUI cuts a VAE's decode into tiles (comfy/sd.py and nodes.py at a125cd8), for a 3D video VAE (a
-// conv3d-vae-decoder or mochi-vae-decoder of spatial factor f and temporal factor tf) and a 2D image VAE. VAEDecodeTiled's widgets as
+// How ComfyUI cuts a VAE's decode into tiles (comfy/sd.py and nodes.py at a125cd8), for a 3D video VAE (any family
+// decodes_video_in_tiles names, of spatial factor f and temporal factor tf) and a 2D image VAE. VAEDecodeTiled's widgets as
 // nodes.py converts them to latent units: an overlap over a quarter of the tile becomes a quarter; for a video VAE
 // a temporal overlap over half the temporal size is halved, and at least 2 latent frames a tile and 1 of overlap
 // (sd.py decode_tiled); a 2D VAE's tiles run decode_tiled_'s three passes. VAEDecode: the whole decode in one call,
@@ -119,7 +119,7 @@ DecodeTiles decode_tiles(const Node& n, const Architecture& vae, const StepShape
   }
   const double peak_bytes = video_decode_peak_bytes(vae, shape, dtype);
   const std::string peak = format_quantity(peak_bytes, Dimension::bytes);
-  if (peak_bytes <= kWholeDecodeBytes) return {{}, "the whole clip decoded in one call (its peak about " + peak + ")"};
+  if (peak_bytes <= kWholeDecodeBytes) return {{}, "the whole clip decoded without tiles (its peak about " + peak + ")"};
   const double tile = std::floor(256 / f);
   return {{.size = tile, .overlap = std::floor(tile / 4), .frames = 999, .frame_overlap = 1},
           "the whole clip's decode would hold about " + peak + ", past " + format_quantity(kWholeDecodeBytes, Dimension::bytes) +
