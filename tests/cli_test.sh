@@ -342,15 +342,17 @@ check "kernels --model --json carries the operations" grep -q '"source": "diffus
 "$fleetsim" kernels --gpu h100-sxm --model flux-dit --shape width=1024,height=1024 --runtime eager >/dev/null 2>"$tmp/runtime.err"
 check "kernels --runtime names the runtimes it knows" bash -c "test $? -eq 2 && grep -q 'expected comfyui, diffusers or compiled' '$tmp/runtime.err'"
 # A video VAE's decode in tiles: every frame in each tile unless tile_frames says; an image VAE's in three passes,
-# without frames; not a causal video VAE's; whole numbers.
+# without frames; not the video stand-in's; whole numbers.
 "$fleetsim" kernels --gpu h100-sxm --model hunyuan-video-vae-decoder --shape width=512,height=512,frames=33,tile=32,tile_overlap=8 --json >"$tmp/vae-tiles.json"
 check "kernels --shape tile= decodes in tiles of every frame" bash -c "tr -d ' \\n' < '$tmp/vae-tiles.json' | grep -q '\"tiles\":{\"size\":32.0,\"overlap\":8.0,\"frames\":100000.0,\"frame_overlap\":0.0}'"
 "$fleetsim" kernels --gpu h100-sxm --model sd-vae-decoder --shape width=1024,height=1024,tile=64,tile_overlap=8 >"$tmp/image-tiles.txt"
 check "kernels --shape tile= on an image VAE decodes in three passes of tiles" grep -q 'in three passes of tiles of 64 latent pixels (overlap 8)' "$tmp/image-tiles.txt"
 "$fleetsim" kernels --gpu h100-sxm --model sd-vae-decoder --shape width=512,height=512,tile=32,tile_frames=4 >/dev/null 2>"$tmp/tiles.err"
 check "kernels --shape tile_frames= on an image VAE is refused by key" bash -c "test $? -eq 2 && grep -q 'tile_frames: a 2D VAE decodes each frame as an image' '$tmp/tiles.err'"
-"$fleetsim" kernels --gpu h100-sxm --model wan21-vae-decoder --shape width=512,height=512,tile=32 >/dev/null 2>"$tmp/tiles.err"
-check "kernels --shape tile= on a causal video VAE is refused by key" bash -c "test $? -eq 2 && grep -q 'tile: tiles cut the decode of a 2D image VAE' '$tmp/tiles.err'"
+"$fleetsim" kernels --gpu h100-sxm --model wan21-vae-decoder --shape width=512,height=512,frames=33,tile=32 >"$tmp/wan-tiles.txt"
+check "kernels --shape tile= on Wan's causal VAE decodes in tiles" grep -q 'tiles of 32 latent pixels' "$tmp/wan-tiles.txt"
+"$fleetsim" kernels --gpu h100-sxm --model video-vae-decoder --shape width=512,height=512,tile=32 >/dev/null 2>"$tmp/tiles.err"
+check "kernels --shape tile= on the video stand-in is refused by key" bash -c "test $? -eq 2 && grep -q 'tile: tiles cut the decode of a 2D image VAE' '$tmp/tiles.err' && grep -q 'standing in for a video VAE' '$tmp/tiles.err'"
 "$fleetsim" kernels --gpu h100-sxm --model hunyuan-video-vae-decoder --shape width=512,height=512,tile=32,tile_overlap=32 >/dev/null 2>"$tmp/tiles.err"
 check "kernels --shape tile_overlap= as large as the tile is refused" bash -c "test $? -eq 2 && grep -q 'tile_overlap: expected fewer latent pixels' '$tmp/tiles.err'"
 

@@ -132,7 +132,7 @@ struct StepShape {
   // A VAE's decode in tiles, as ComfyUI's tiled decode cuts the latent (comfy/utils.py
   // tiled_scale_multidim): tiles of `size` latent pixels a side overlapping by `overlap`, and of `frames`
   // latent frames overlapping by `frame_overlap`, each tile a whole decoder call. Size 0: one call over
-  // the whole clip. A conv3d-vae-decoder or mochi-vae-decoder takes tiles, and a 2D image VAE (a vae-decoder, not a
+  // the whole clip. A video VAE takes tiles (decodes_video_in_tiles), and a 2D image VAE (a vae-decoder, not a
   // video VAE's stand-in), whose tiles have no frames (0) and whose decode runs three passes of them (comfy/sd.py decode_tiled_).
   struct Tiles {
     double size = 0, overlap = 0, frames = 0, frame_overlap = 0;

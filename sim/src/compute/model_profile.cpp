@@ -553,7 +553,7 @@ void causal_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
   const double resnets = a.number("layers_per_block", 2) + 1;
   const double temporal = a.number("temporal_upsamplings", 0), patch = a.number("patch", 1);
   const bool up_residual = a.number("up_residual", 0) != 0, tiled = s.tiles.size > 0;
-  // One decode (WanVAE.decode) of `batch` samples of `latent_frames` x h0 x w0, `height` x `width` pixels out, `times` times.
+  // One decode (WanVAE.decode) of `batch` samples of `latent_frames` x h0 x w0, `height` x `width` pixels out, `decodes` times.
   const auto decode = [&](double batch, double latent_frames, double h0, double w0, double height, double width, double decodes) {
     const std::size_t decode_mark = b.size();
     // One decoder call on one latent frame (the frames before it kept unless it is the first), `times` times.
@@ -743,7 +743,7 @@ void ltx_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
   const std::vector<double>& widths = a.list("channels");  // the first level's (conv_in's), then each upsampled level's
   const double f = a.number("vae_factor", 32), tf = a.number("temporal_factor", 8), latent = a.number("latent_channels", 128);
   const double resnets = a.number("layers_per_block", 5), patch = a.number("patch", 4);
-  const bool timestep = a.number("timestep_conditioning", 0) != 0;
+  const bool timestep = a.number("timestep_conditioning", 0) != 0, tiled = s.tiles.size > 0;
   // One call (a sample's whole clip, or a tile) of t0 x h0 x w0 latent frames and pixels, `times` times.
   const auto decoder_call = [&](double t0, double h0, double w0, double times) {
     const std::size_t mark = b.size();
@@ -797,7 +797,7 @@ void ltx_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
     norm("norm_out", c);
     conv("conv_out", c, 3 * patch * patch);
     b.op("unpatchify", "unpatchify", voxels() * patch * patch, 3);
-    if (s.tiles.size > 0) b.op("elementwise", "tile.to_fp32", voxels() * patch * patch, 3);
+    if (tiled) b.op("elementwise", "tile.to_fp32", voxels() * patch * patch, 3);
     b.repeat_since(mark, times);
   };
   decode_in_3d_tiles(s, latent_frames_of(s, tf), std::ceil(s.height / f), std::ceil(s.width / f), decoder_call);
@@ -1056,23 +1056,37 @@ double mochi_call_peak(const Architecture& a, double t, double h, double w, Dtyp
   return peak;
 }
 
-// A causal decoder's decode (causal_vae_decoder): one latent frame a call, the two before it kept, so each level holds
-// a few frames (its block's input and normalized copy, the padded copy and the convolution's output, of the call's
-// frames and the kept ones); and the video so far, twice while torch.cat joins a call's frames to it.
+// A causal decoder's decode (causal_vae_decoder): one latent frame a call, so each level holds a few frames (its
+// block's input and normalized copy, the padded copy and the convolution's output, of the call's frames and the two
+// kept); besides, for the whole decode, the two frames every causal 3x3x3 convolution keeps for the next call (of
+// its input: a level's first block starts from the upsampling's output, half the width before it in Wan 2.1's),
+// and the video so far, twice while torch.cat joins a call's frames.
 double causal_decode_peak(const Architecture& a, double t, double h, double w, Dtype dtype) {
   const std::vector<double>& widths = a.list("channels");
   const double temporal = a.number("temporal_upsamplings", 0), tf = a.number("temporal_factor", 4), f = a.number("vae_factor", 8);
+  const double convs = 2 * (a.number("layers_per_block", 2) + 1);  // a level's causal 3x3x3 convolutions (two a ResNet block)
+  const bool up_residual = a.number("up_residual", 0) != 0;
   const double video = 2 * (tf * (t - 1) + 1) * h * f * w * f * 3 * dtype_bytes(dtype);
+  double kept = 2 * h * w * (a.number("latent_channels", 16) + 4 * widths[0]);  // conv_in's, and the middle's two blocks'
   double n = 1, peak = 0;  // frames a call at this level: 1, doubled by each upsampling in time after the first call
   for (std::size_t i = 0; i < widths.size(); ++i) {
     const double widest = std::max(widths[i], i > 0 ? widths[i - 1] : widths[i]);
     peak = std::max(peak, (3 * n * h * w + (n + 2) * (h + 2) * (w + 2)) * widest * dtype_bytes(dtype));
-    if (i == 0 || i + 1 == widths.size()) continue;
-    if (static_cast<double>(i) <= temporal && t > 1) n *= 2;
+    if (i == 0) continue;
+    const double first_input = i > 1 && !up_residual ? widths[i - 1] / 2 : widths[i - 1];
+    kept += 2 * h * w * (first_input + (convs - 1) * widths[i]);
+    if (i + 1 == widths.size()) {
+      kept += 2 * h * w * widths[i];  // conv_out's
+      break;
+    }
+    if (static_cast<double>(i) <= temporal && t > 1) {
+      n *= 2;
+      kept += 2 * h * w * widths[i];  // the upsampling's causal convolution in time
+    }
     h *= 2;
     w *= 2;
   }
-  return peak + video;
+  return peak + kept * dtype_bytes(dtype) + video;
 }
 
 // LTX-Video's decoder call over t x h x w latent frames and pixels (ltx_vae_decoder): per level a block's input and

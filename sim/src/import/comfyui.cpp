@@ -77,7 +77,7 @@ constexpr double kWholeDecodeBytes = 80e9;
 // decodes_video_in_tiles names, of spatial factor f and temporal factor tf) and a 2D image VAE. VAEDecodeTiled's widgets as
 // nodes.py converts them to latent units: an overlap over a quarter of the tile becomes a quarter; for a video VAE
 // a temporal overlap over half the temporal size is halved, and at least 2 latent frames a tile and 1 of overlap
-// (sd.py decode_tiled); a 2D VAE's tiles run decode_tiled_'s three passes. VAEDecode: the whole decode in one call,
+// (sd.py decode_tiled); a 2D VAE's tiles run decode_tiled_'s three passes. VAEDecode: the whole decode, untiled,
 // or, where that would not fit (kWholeDecodeBytes), sd.py decode's fallback after the out-of-memory error, a guess:
 // for a video VAE 256-pixel tiles overlapping by a quarter, every frame in each (whether it fits: the clip's
 // estimated peak); for a 2D VAE decode_tiled_'s defaults, 64 latent pixels overlapping by 16 (whether it fits:
