@@ -252,6 +252,39 @@ TEST_CASE("a 2D VAE decodes in ComfyUI's three passes of tiles: as VAEDecodeTile
   CHECK_NOTHROW(import_comfyui(graph(1024, R"("VAEDecodeTiled", "inputs": {)", "wan_2.1_vae.safetensors"), "wan.json", Catalog::builtin(), {.strict = true}));
 }
 
+TEST_CASE("LTX-Video's and Wan 2.2's VAEs take VAEDecodeTiled's tiles and ComfyUI's fallback tiles", "[import][comfyui][vae]") {
+  // LTX-Video (32x, 8x in time): VAEDecodeTiled's 512 and 64 pixels, 64 and 8 frames are 16 and 2 latent pixels, 8 and 1 frames.
+  const Workflow ltx = import_comfyui(R"({"1": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "ltx-video-2b-v0.9.5.safetensors"}},
+      "3": {"class_type": "EmptyLTXVLatentVideo", "inputs": {"width": 768, "height": 512, "length": 97, "batch_size": 1}},
+      "4": {"class_type": "KSampler", "inputs": {"model": ["1", 0], "latent_image": ["3", 0], "steps": 30, "cfg": 3}},
+      "5": {"class_type": "VAEDecodeTiled", "inputs": {"samples": ["4", 0], "vae": ["1", 2], "tile_size": 512, "overlap": 64, "temporal_size": 64, "temporal_overlap": 8}}})",
+                                      "ltx.json", Catalog::builtin(), {.strict = true});
+  const TaskSpec& tiled = *find_task(ltx, "VAEDecodeTiled#5");
+  CHECK(tiled.architecture->id == "ltx-video-vae-decoder");
+  CHECK(tiled.shape.tiles == StepShape::Tiles{.size = 16, .overlap = 2, .frames = 8, .frame_overlap = 1});
+  // Wan 2.2 5B (16x): VAEDecode whole at 1280 x 704 x 121; at 3840 x 2176 x 241 its estimated peak passes 80 GB, so
+  // ComfyUI's fallback: 256 // 16 = 16 latent pixels overlapping by 4, every frame in each, a guess said.
+  const auto wan = [](int width, int height, int length) {
+    return import_comfyui(R"({"1": {"class_type": "UNETLoader", "inputs": {"unet_name": "wan2.2_ti2v_5B_fp16.safetensors"}},
+        "2": {"class_type": "VAELoader", "inputs": {"vae_name": "wan2.2_vae.safetensors"}},
+        "3": {"class_type": "Wan22ImageToVideoLatent", "inputs": {"vae": ["2", 0], "width": )" + std::to_string(width) + R"(, "height": )" +
+                              std::to_string(height) + R"(, "length": )" + std::to_string(length) + R"(, "batch_size": 1}},
+        "4": {"class_type": "KSampler", "inputs": {"model": ["1", 0], "latent_image": ["3", 0], "steps": 30, "cfg": 5}},
+        "5": {"class_type": "VAEDecode", "inputs": {"samples": ["4", 0], "vae": ["2", 0]}}})",
+                          "wan.json", Catalog::builtin());
+  };
+  const Workflow small = wan(1280, 704, 121);
+  CHECK(find_task(small, "VAEDecode#5")->architecture->id == "wan22-vae-decoder");
+  CHECK(find_task(small, "VAEDecode#5")->shape.tiles == StepShape::Tiles{});
+  const Workflow big = wan(3840, 2176, 241);
+  const TaskSpec& fallback = *find_task(big, "VAEDecode#5");
+  CHECK(fallback.shape.tiles == StepShape::Tiles{.size = 16, .overlap = 4, .frames = 999, .frame_overlap = 1});
+  CHECK(video_decode_peak_bytes(*fallback.architecture, StepShape{.width = 3840, .height = 2176, .frames = 241}, fallback.dtype) > 80e9);
+  bool said = false;
+  for (const std::string& note : big.assumptions) said = said || note.find("falls back after running out of memory") != std::string::npos;
+  CHECK(said);
+}
+
 TEST_CASE("Mochi's VAE decodes as its own decoder: whole where it fits, in 3D tiles where it does not or VAEDecodeTiled says", "[import][comfyui]") {
   const Workflow shipped = import_file(corpus("mochi-t2v.json"));
   const TaskSpec* decode = nullptr;

@@ -260,6 +260,19 @@ TEST_CASE("Wan's and LTX-Video's VAEs decode in tiles too, each tile a whole dec
     // A latent frame a call: the peak hardly depends on the frames, but the video so far does, and the pixels do.
     CHECK(video_decode_peak_bytes(wan, tiled, Dtype::bf16) < video_decode_peak_bytes(wan, whole, Dtype::bf16));
   }
+  // Wan 2.1's peak by hand at 64 x 64 pixels, 5 frames (2 latent frames of 8 x 8), levels of 384, 384, 384, 192 and 96
+  // channels, a call's frames 1, 2 after the first upsampling in time, 4 after the second: the largest level is the
+  // last (4 frames of 64 x 64, its input and normalized copy, its output, the padded copy of 6 frames, at 192, the
+  // width before the upsampling halved it); the frames every causal convolution keeps (two of its input: conv_in's 16,
+  // the middle's four at 384; each level's six, the first from the upsampled input, half the width before it after the
+  // first level; the two upsamplings in time; conv_out's 96); the video so far twice (5 frames of RGB).
+  {
+    const double peak = (3 * 4 * 64 * 64 + 6 * 66 * 66) * 192.0;
+    const double kept = 2 * 64 * (16 + 4 * 384.0) + 2 * 64 * (384 + 5 * 384.0) + 2 * 64 * 384.0 + 2 * 256 * (192 + 5 * 384.0) + 2 * 256 * 384.0 +
+                        2 * 1024 * (192 + 5 * 192.0) + 2 * 4096 * (96 + 5 * 96.0) + 2 * 4096 * 96.0;
+    const double video = 2 * 5 * 64 * 64 * 3.0;
+    CHECK(video_decode_peak_bytes(arch("wan21-vae-decoder"), {.width = 64, .height = 64, .frames = 5}, Dtype::bf16) == Approx((peak + kept + video) * 2).epsilon(1e-12));
+  }
   // LTX-Video: 256 x 640 pixels, 25 frames (4 latent frames of 20 x 8) in tiles of 8 latent pixels overlapping by 2
   // and 2 latent frames overlapping by 1: rows at 0, 6 and 12, frames at 0, 1 and 2, nine calls of 2 x 8 x 8.
   const Architecture& ltx = arch("ltx-video-vae-decoder");
