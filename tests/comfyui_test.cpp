@@ -31,6 +31,20 @@ bool is_sampler(const TaskSpec& t) {
   return cls == "KSampler" || cls == "KSamplerAdvanced" || cls == "SamplerCustom" || cls == "SamplerCustomAdvanced";
 }
 
+// The last task whose node class starts with `prefix` (a graph's VAE decode), a model step.
+const TaskSpec& last_decode(const Workflow& wf, const std::string& prefix = "VAEDecode") {
+  const TaskSpec* found = nullptr;
+  for (const TaskSpec& t : wf.tasks) found = t.name.rfind(prefix, 0) == 0 ? &t : found;
+  REQUIRE(found != nullptr);
+  REQUIRE(found->architecture != nullptr);
+  return *found;
+}
+
+// Whether one of the workflow's notes says `text`.
+bool noted(const Workflow& wf, const std::string& text) {
+  return std::any_of(wf.assumptions.begin(), wf.assumptions.end(), [&](const std::string& a) { return a.find(text) != std::string::npos; });
+}
+
 std::string corpus(const std::string& file) { return test::source_dir() + "/tests/data/comfyui-corpus/" + file; }
 
 Workflow import_file(const std::string& path) { return import_comfyui(read_text_file(path), path, Catalog::builtin()); }
@@ -160,12 +174,9 @@ TEST_CASE("HunyuanVideo's VAE decodes the clip in 3D: tiled as VAEDecodeTiled's 
   // The shipped ComfyUI example graph: VAE Decode (Tiled) at 256, 64, 64 and 8: tiles of 32 latent pixels
   // overlapping by 8, 16 latent frames overlapping by 2 (nodes.py's conversion).
   const Workflow tiled = import_file(corpus("hunyuanvideo-t2v.json"));
-  const TaskSpec* decode = nullptr;
-  for (const TaskSpec& t : tiled.tasks) decode = t.name.rfind("VAEDecodeTiled", 0) == 0 ? &t : decode;
-  REQUIRE(decode != nullptr);
-  REQUIRE(decode->architecture != nullptr);
-  CHECK(decode->architecture->id == "hunyuan-video-vae-decoder");
-  CHECK(decode->shape.tiles == StepShape::Tiles{.size = 32, .overlap = 8, .frames = 16, .frame_overlap = 2});
+  const TaskSpec& decode = last_decode(tiled, "VAEDecodeTiled");
+  CHECK(decode.architecture->id == "hunyuan-video-vae-decoder");
+  CHECK(decode.shape.tiles == StepShape::Tiles{.size = 32, .overlap = 8, .frames = 16, .frame_overlap = 2});
   // VAEDecode: the whole clip in one call where it fits, ComfyUI's fallback tiles (a guess) where it would not.
   const auto graph = [](int width, int height, int length, const std::string& decoder = R"("VAEDecode", "inputs": {)", int batch = 1) {
     return R"({"1": {"class_type": "UNETLoader", "inputs": {"unet_name": "hunyuan_video_t2v_720p_bf16.safetensors"}},
@@ -187,9 +198,7 @@ TEST_CASE("HunyuanVideo's VAE decodes the clip in 3D: tiled as VAEDecodeTiled's 
   const TaskSpec& fallback = *find_task(big, "VAEDecode#5");
   CHECK(fallback.working_set_bytes == Approx(video_decode_peak_bytes(*fallback.architecture, fallback.shape, fallback.dtype)));  // a tile's peak
   CHECK(fallback.working_set_bytes < 80e9);
-  bool said = false;
-  for (const std::string& note : big.assumptions) said = said || note.find("falls back after running out of memory") != std::string::npos;
-  CHECK(said);
+  CHECK(noted(big, "falls back after running out of memory"));
   CHECK_THAT(error_of([&] { import_comfyui(big_graph, "big.json", Catalog::builtin(), {.strict = true}); }), Contains("256-pixel tiles"));
   CHECK(error_of([&] { import_comfyui(graph(848, 480, 65), "small.json", Catalog::builtin(), {.strict = true}); }).empty());
   // Two videos: each decodes alone (ComfyUI's batch_number where one clip fills the memory), so the choice is one's.
@@ -212,24 +221,14 @@ TEST_CASE("a 2D VAE decodes in ComfyUI's three passes of tiles: as VAEDecodeTile
                "4": {"class_type": "KSampler", "inputs": {"model": ["1", 0], "latent_image": ["3", 0], "steps": 20, "cfg": 7}},
                "5": {"class_type": )" + decoder + R"("samples": ["4", 0], "vae": ["2", 0]}}})";
   };
-  const auto decode_of = [](const Workflow& wf) {
-    const TaskSpec* found = nullptr;
-    for (const TaskSpec& t : wf.tasks) found = t.name.rfind("VAEDecode", 0) == 0 ? &t : found;
-    REQUIRE(found != nullptr);
-    REQUIRE(found->architecture != nullptr);
-    return *found;
-  };
-  const auto noted = [](const Workflow& wf, const std::string& text) {
-    return std::any_of(wf.assumptions.begin(), wf.assumptions.end(), [&](const std::string& a) { return a.find(text) != std::string::npos; });
-  };
   // VAEDecodeTiled's defaults (512 and 64 pixels) in latent pixels; an overlap over a quarter of the tile is a quarter.
   const Workflow tiled = import_comfyui(graph(1024, R"("VAEDecodeTiled", "inputs": {"tile_size": 512, "overlap": 64, )"), "tiled.json", Catalog::builtin());
-  const TaskSpec tiled_decode = decode_of(tiled);
+  const TaskSpec tiled_decode = last_decode(tiled);
   CHECK(tiled_decode.architecture->id == "sd-vae-decoder");
   CHECK(tiled_decode.shape.batch == 2);
   CHECK(tiled_decode.shape.tiles == StepShape::Tiles{.size = 64, .overlap = 8});
   CHECK(noted(tiled, "three passes of tiles of 512 pixels overlapping by 64"));
-  CHECK(decode_of(import_comfyui(graph(1024, R"("VAEDecodeTiled", "inputs": {"tile_size": 256, "overlap": 128, )"), "t.json", Catalog::builtin())).shape.tiles ==
+  CHECK(last_decode(import_comfyui(graph(1024, R"("VAEDecodeTiled", "inputs": {"tile_size": 256, "overlap": 128, )"), "t.json", Catalog::builtin())).shape.tiles ==
         StepShape::Tiles{.size = 32, .overlap = 8});
   // Written and read back, its tiles have no frames.
   const std::string written = workflow_json(tiled);
@@ -237,18 +236,18 @@ TEST_CASE("a 2D VAE decodes in ComfyUI's three passes of tiles: as VAEDecodeTile
   // VAEDecode: whole, and nothing said, where one image's decode fits (ComfyUI's estimate, 2,178 x 64 x 2 bytes a
   // latent pixel: 4.6 GB at 1024 x 1024); past 80 GB (4608 x 4608: 92 GB) decode_tiled_'s defaults, a guess.
   const Workflow whole = import_comfyui(graph(1024, R"("VAEDecode", "inputs": {)"), "whole.json", Catalog::builtin());
-  CHECK(decode_of(whole).shape.tiles == StepShape::Tiles{});
+  CHECK(last_decode(whole).shape.tiles == StepShape::Tiles{});
   CHECK_FALSE(noted(whole, "tiles"));
   const Workflow huge = import_comfyui(graph(4608, R"("VAEDecode", "inputs": {)"), "huge.json", Catalog::builtin());
-  CHECK(decode_of(huge).shape.tiles == StepShape::Tiles{.size = 64, .overlap = 16});
+  CHECK(last_decode(huge).shape.tiles == StepShape::Tiles{.size = 64, .overlap = 16});
   CHECK_THAT(error_of([&] { import_comfyui(graph(4608, R"("VAEDecode", "inputs": {)"), "huge.json", Catalog::builtin(), {.strict = true}); }),
              Contains("--strict: the import would guess") && Contains("in three passes of 512-pixel tiles"));
   CHECK_NOTHROW(import_comfyui(graph(1024, R"("VAEDecodeTiled", "inputs": {)"), "tiled.json", Catalog::builtin(), {.strict = true}));
   // Wan 2.1's causal decoder takes VAEDecodeTiled's tiles as the other video VAEs do (its defaults in latent units:
   // 512 and 64 pixels, 64 and 8 frames over its 8 and 4), without a guess.
   const Workflow wan = import_comfyui(graph(1024, R"("VAEDecodeTiled", "inputs": {)", "wan_2.1_vae.safetensors"), "wan.json", Catalog::builtin());
-  CHECK(decode_of(wan).architecture->id == "wan21-vae-decoder");
-  CHECK(decode_of(wan).shape.tiles == StepShape::Tiles{.size = 64, .overlap = 8, .frames = 16, .frame_overlap = 2});
+  CHECK(last_decode(wan).architecture->id == "wan21-vae-decoder");
+  CHECK(last_decode(wan).shape.tiles == StepShape::Tiles{.size = 64, .overlap = 8, .frames = 16, .frame_overlap = 2});
   CHECK_NOTHROW(import_comfyui(graph(1024, R"("VAEDecodeTiled", "inputs": {)", "wan_2.1_vae.safetensors"), "wan.json", Catalog::builtin(), {.strict = true}));
 }
 
@@ -280,19 +279,14 @@ TEST_CASE("LTX-Video's and Wan 2.2's VAEs take VAEDecodeTiled's tiles and ComfyU
   const TaskSpec& fallback = *find_task(big, "VAEDecode#5");
   CHECK(fallback.shape.tiles == StepShape::Tiles{.size = 16, .overlap = 4, .frames = 999, .frame_overlap = 1});
   CHECK(video_decode_peak_bytes(*fallback.architecture, StepShape{.width = 3840, .height = 2176, .frames = 241}, fallback.dtype) > 80e9);
-  bool said = false;
-  for (const std::string& note : big.assumptions) said = said || note.find("falls back after running out of memory") != std::string::npos;
-  CHECK(said);
+  CHECK(noted(big, "falls back after running out of memory"));
 }
 
 TEST_CASE("Mochi's VAE decodes as its own decoder: whole where it fits, in 3D tiles where it does not or VAEDecodeTiled says", "[import][comfyui]") {
   const Workflow shipped = import_file(corpus("mochi-t2v.json"));
-  const TaskSpec* decode = nullptr;
-  for (const TaskSpec& t : shipped.tasks) decode = t.name.rfind("VAEDecode", 0) == 0 ? &t : decode;
-  REQUIRE(decode != nullptr);
-  REQUIRE(decode->architecture != nullptr);
-  CHECK(decode->architecture->id == "mochi-vae-decoder");
-  CHECK(decode->model == "mochi-vae");
+  const TaskSpec& decode = last_decode(shipped);
+  CHECK(decode.architecture->id == "mochi-vae-decoder");
+  CHECK(decode.model == "mochi-vae");
   const auto graph = [](int width, int height, int length, const std::string& decoder) {
     return R"({"1": {"class_type": "UNETLoader", "inputs": {"unet_name": "mochi_preview_bf16.safetensors"}},
                "2": {"class_type": "VAELoader", "inputs": {"vae_name": "mochi_vae.safetensors"}},
