@@ -127,6 +127,61 @@ TEST_CASE("context parallelism's ring passes run on the shared network: across n
   CHECK(with_rings.summary.nic_bytes - no_rings.summary.nic_bytes == Approx(2 * 16 * (it.cp_bytes / 2) * 2).epsilon(1e-6));
 }
 
+TEST_CASE("DualPipe in a scenario: the two GPUs holding the same two stages reduce their gradients together on the shared network", "[training][scenario][dualpipe]") {
+  // TP 8 x PP 2 under DualPipe, no DP, on two HGX H100s: GPU r of the first node holds stages 0 and 1, as does GPU
+  // r of the second (the other direction's), so each pair (r, r + 8) all-reduces a GPU's gradients B: a two-rank
+  // ring sends B each way, through each GPU's own NIC, after the last backward. Alone the iteration is the
+  // compute and that reduction, as train has it; the NICs carry 16 GPUs x B x 2 links (a node's up, the other's down) an iteration.
+  const std::string parallel = R"({"tp": 8, "pp": 2})", extra = R"(, "schedule": "dualpipe")";
+  const Scenario sc = parse_scenario(scenario(kOneSwitch, "", R"([{"training": )" + job("dual", parallel, extra) + R"(, "iterations": 2}])"), "s.json", ".");
+  const TrainingIteration& it = iteration_of(sc);
+  const TrainingJob alone = parse_training_job(R"({"cluster": )" + kOneSwitch + R"(, "model": {"architecture": "llama-3-8b", "seq_len": 4096}, "parallel": )" +
+                                                   parallel + R"(, "batch": {"global": 16})" + extra + "}",
+                                               "dual.json");
+  const TrainingCounts c = count_training(alone);
+  CHECK(it.dp_bytes == c.dp_allreduce_bytes[0]);
+  CHECK(it.dp_bytes == Approx(2 * 8.03e9 / 8).epsilon(0.01));  // both stages: the whole model's 16-bit gradients over TP 8
+  const std::vector<CollectiveSpec>& collectives = sc.workflows.front().tasks.front().collectives;
+  REQUIRE(!collectives.empty());
+  CHECK(collectives[0].op == CollectiveOp::all_reduce);
+  CHECK(collectives[0].group_size == 1);
+  CHECK(collectives[0].group_stride == 8);
+  CHECK(collectives[0].mirrored);
+  const RunResult run = simulate(sc);
+  REQUIRE(run.summary.training.size() == 1);
+  const TrainingResult& r = run.summary.training.front();
+  CHECK(r.completed == 2);
+  const double nic = sc.cluster.groups[0].nic.bandwidth_Bps;
+  const TrainingStep step = simulate_training_step(alone);
+  // The exposed reduction is train's for these pairs, and B over one NIC plus the collective model's latencies
+  // and protocol (4% here).
+  const double exposed = r.iteration_s.mean - it.on.front().compute_s;
+  CHECK(exposed == Approx(step.dp_allreduce_s).epsilon(1e-6));
+  CHECK(exposed > it.dp_bytes / nic);
+  CHECK(exposed < 1.05 * it.dp_bytes / nic);
+  CHECK(r.iteration_s.mean == Approx(step.iteration_s).epsilon(1e-6));
+  Scenario without = sc;
+  for (TaskSpec& t : without.workflows.front().tasks) std::erase_if(t.collectives, [](const CollectiveSpec& s) { return s.op == CollectiveOp::all_reduce; });
+  CHECK(run.summary.nic_bytes - simulate(without).summary.nic_bytes == Approx(2 * 16 * it.dp_bytes * 2).epsilon(1e-6));
+  // PP 4 (TP 4): the first stage's GPUs (ranks 0-3, the first node) pair with the last's (12-15, the second), the
+  // second's (4-7) with the third's (8-11): every pair crosses the nodes, each GPU sending the largest stage's B.
+  const Scenario four = parse_scenario(scenario(kOneSwitch, "", R"([{"training": )" + job("dual", R"({"tp": 4, "pp": 4})", extra) + R"(, "iterations": 1}])"),
+                                       "s.json", ".");
+  Scenario four_without = four;
+  for (TaskSpec& t : four_without.workflows.front().tasks) std::erase_if(t.collectives, [](const CollectiveSpec& s) { return s.op == CollectiveOp::all_reduce; });
+  CHECK(simulate(four).summary.nic_bytes - simulate(four_without).summary.nic_bytes == Approx(16 * iteration_of(four).dp_bytes * 2).epsilon(1e-6));
+  // With DP 2 (TP 4): each group is a TP rank's four GPUs, its two DP ranks of each stage pair: ranks r, r + 4,
+  // r + 8 and r + 12, two on each node.
+  const Scenario dp = parse_scenario(scenario(kOneSwitch, "", R"([{"training": )" + job("dual", R"({"tp": 4, "pp": 2, "dp": 2})", extra) + R"(, "iterations": 1}])"),
+                                     "s.json", ".");
+  const CollectiveSpec& grouped = dp.workflows.front().tasks.front().collectives.front();
+  CHECK(grouped.group_size == 2);
+  CHECK(grouped.group_stride == 4);
+  CHECK(grouped.mirrored);
+  const RunResult dp_run = simulate(dp);
+  CHECK(dp_run.summary.training.front().iteration_s.mean == Approx(dp_run.summary.training.front().alone_s).epsilon(0.03));
+}
+
 TEST_CASE("a data-parallel job alone on one switch comes within 5% of train's iteration", "[training][scenario]") {
   // Its gradient all-reduce runs on the scenario's network (flows, max-min), train's on the collective
   // model's analytical time: the two agree closely where nothing else shares the links.
@@ -255,9 +310,9 @@ TEST_CASE("training jobs in a scenario that cannot run are refused with the file
              Catch::Contains("tp x cp x pp x dp = 68,719,476,736 GPUs, more than the cluster's 16"));
   CHECK_THAT(error_of(entry(R"({"training": "training/gpt-13b-hybrid.json", "iterations": 1})")),
              Catch::Contains("s.json: /workload/0/training: tp x cp x pp x dp = 64 GPUs, more than the cluster's 16"));
-  // DualPipe's GPU pairs reduce together, which the shared network does not place yet.
-  CHECK_THAT(error_of(entry(R"({"training": )" + job("dual", R"({"pp": 2, "dp": 2})", R"(, "schedule": "dualpipe")") + R"(, "iterations": 1})")),
-             Catch::Contains("/workload/0/training/schedule: expected 1f1b or gpipe for a job inside a scenario"));
+  // DualPipe as train refuses it: an odd number of stages.
+  CHECK_THAT(error_of(entry(R"({"training": )" + job("dual", R"({"pp": 3})", R"(, "schedule": "dualpipe")") + R"(, "iterations": 1})")),
+             Catch::Contains("/workload/0/training/parallel/pp: expected an even number of pipeline stages with dualpipe, found 3"));
   // ZeRO-3's copies up from host memory, likewise.
   CHECK_THAT(error_of(entry(R"({"training": )" + job("infinity", R"({"dp": 16, "zero": 3, "offload_parameters": true})",
                                                      R"(, "optimizer": {"offload": 1, "cpu_adam": "deepspeed"})") + R"(, "iterations": 1})")),

@@ -751,10 +751,6 @@ void detail::read_training_job(const Json& value, const std::string& pointer, Pr
     if (job.model.experts == 0) top.problem("moe", "expected \"moe\" only for a mixture of experts (a model with experts)");
   }
   job.schedule = static_cast<PipelineSchedule>(top.choice("schedule", {"gpipe", "1f1b", "dualpipe"}, 1));
-  if (in_scenario && job.schedule == PipelineSchedule::dualpipe) {
-    top.problem("schedule", "expected 1f1b or gpipe for a job inside a scenario: DualPipe's GPU pairs reducing their gradients together are not yet "
-                            "placed on the shared network (train runs it alone)");
-  }
   job.recompute = static_cast<Recompute>(top.choice("recompute", {"none", "selective", "full", "selective_op"}, 0));
   // Checked against the recomputation with the other rules (check_training_job).
   if (top.field("recompute_layers") != nullptr) job.recompute_layers = static_cast<int>(top.integer_or("recompute_layers", 0, 1, 1 << 20));
@@ -2401,13 +2397,15 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
   it.model_flop = counts.model_flop;
   it.tokens = static_cast<double>(job.global_batch) * job.model.seq_len;
   for (const StageMemory& m : counts.stage_memory) it.memory_per_gpu_bytes = std::max(it.memory_per_gpu_bytes, m.total());
-  if (job.dp * job.cp > 1) {
+  // DualPipe: the GPUs holding the same two stages reduce their gradients together, at DP 1 too (step_on's groups).
+  const bool dual = job.schedule == PipelineSchedule::dualpipe;
+  if (job.dp * job.cp > 1 || dual) {
     // The dense gradients over dp x cp; a mixture's expert gradients apart, over their own holders (as step_on
     // plans them).
     it.expert_dp = job.expert_dp();
     for (std::size_t stage = 0; stage < counts.dp_allreduce_bytes.size(); ++stage) {
       it.dp_bytes = std::max(it.dp_bytes, counts.dp_allreduce_bytes[stage]);
-      if (it.expert_dp > 1) it.expert_dp_bytes = std::max(it.expert_dp_bytes, counts.expert_allreduce_bytes[stage]);
+      if (it.expert_dp > 1 || dual) it.expert_dp_bytes = std::max(it.expert_dp_bytes, counts.expert_allreduce_bytes[stage]);
     }
   }
   if (job.model.moe() && job.ep > 1 && job.dispatcher == TrainingJob::Dispatcher::alltoall) {
@@ -2481,9 +2479,9 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
     const TrainingStep step = simulate_training_step(compute_only);
     double compute_s = 0;  // the last stage to finish its passes and its optimizer step
     for (std::size_t stage = 0; stage < step.stage_end_s.size(); ++stage) compute_s = std::max(compute_s, step.stage_end_s[stage] + step.stage_optimizer_s[stage]);
-    // Without DP x CP there is no reduction on the shared network, but experts split over fewer GPUs than
-    // TP still reduce theirs among their holders inside the gang: timed alone, with the compute.
-    if (job.dp * job.cp == 1) compute_s += step.dp_allreduce_s;
+    // Without DP x CP (or DualPipe's pairs) there is no reduction on the shared network, but experts split over
+    // fewer GPUs than TP still reduce theirs among their holders inside the gang: timed alone, with the compute.
+    if (job.dp * job.cp == 1 && !dual) compute_s += step.dp_allreduce_s;
     const double alone_s = fsdp ? simulate_training_step(alone).iteration_s : step.iteration_s;
     it.on.push_back({.gpu = g.gpu.id, .compute_s = compute_s, .alone_s = alone_s, .peak_flops = g.gpu.peak_for(job.dtype)});
     // FSDP's gathers run beside every pass; a reduction with dp_overlap beside the last backward.

@@ -23,16 +23,19 @@ Workflow detail::training_workflow(const TrainingJob& job, int iterations, const
   task.flop = iteration->model_flop;
   task.dtype = job.dtype;
   task.training = iteration;
-  if (job.dp * job.cp > 1) {
+  // DualPipe: GPUs r and pp - 1 - r hold the same two stages, so each group takes its DP x CP ranks of both
+  // (stage blocks mirrored), as the training model plans them, at DP 1 too.
+  const bool dual = job.schedule == PipelineSchedule::dualpipe;
+  if (job.dp * job.cp > 1 || dual) {
     // Every (TP rank, stage) reduces its gradients over its DP x CP group at once: dp x cp ranks, tp apart.
     task.collectives.push_back(CollectiveSpec{.op = CollectiveOp::all_reduce, .bytes = iteration->dp_bytes, .overlap = iteration->dp_overlap,
-                                              .calls = iteration->dp_calls, .group_size = job.dp * job.cp, .group_stride = job.tp});
+                                              .calls = iteration->dp_calls, .group_size = job.dp * job.cp, .group_stride = job.tp, .mirrored = dual});
   }
   if (iteration->expert_dp_bytes > 0) {
     // The expert gradients over each expert-DP group: the GPUs holding the same share of the same experts,
     // etp x ep apart in a stage (as the training model plans them), when the dense reduction runs.
     task.collectives.push_back(CollectiveSpec{.op = CollectiveOp::all_reduce, .bytes = iteration->expert_dp_bytes, .overlap = iteration->dp_overlap,
-                                              .group_size = iteration->expert_dp, .group_stride = iteration->etp * job.ep});
+                                              .group_size = iteration->expert_dp, .group_stride = iteration->etp * job.ep, .mirrored = dual});
   }
   if (iteration->ep_calls > 0) {
     // The expert all-to-alls, in each EP group (ep ranks, expert TP apart, as the training model groups them),
@@ -64,7 +67,7 @@ Workflow detail::training_workflow(const TrainingJob& job, int iterations, const
   }
   const bool experts_on_network = iteration->ep_calls > 0 || iteration->expert_dp_bytes > 0;
   wf.assumptions.push_back("training job \"" + job.name + "\": its compute is timed alone on its GPU type (TP inside a node, stage sends on one switch); "
-                           "only its data-parallel gradient reduction" +
+                           "only its data-parallel gradient reduction" + (dual ? " (DualPipe: each pair of GPUs holding the same two stages reducing with its DP ranks)" : "") +
                            (experts_on_network || iteration->pp_calls > 0 || iteration->cp_calls > 0 ? " (and the traffic below)" : "") + " runs on the shared network");
   // Traffic beside the compute, whose time holds its time alone.
   const auto beside_compute = [](const std::string& one) {
@@ -93,7 +96,7 @@ Workflow detail::training_workflow(const TrainingJob& job, int iterations, const
                   " a GPU) also " + beside_compute("exchange") + "; "
             : job.ep > 1 ? "its expert all-to-alls (DeepEP's) are timed with its compute, alone; "
                          : "";
-    const std::string gradients = iteration->expert_dp_bytes > 0 ? "reduced over their own " + std::to_string(job.expert_dp()) + "-GPU groups, beside the dense ones, on the shared network"
+    const std::string gradients = iteration->expert_dp_bytes > 0 ? "reduced over their own " + std::to_string((dual ? 2 : 1) * job.expert_dp()) + "-GPU groups, beside the dense ones, on the shared network"
                                   : job.expert_dp() > 1          ? "reduced over their own " + std::to_string(job.expert_dp()) + "-GPU groups inside the gang, timed with the compute"
                                                                  : "held once, not reduced";
     wf.assumptions.push_back("training job \"" + job.name + "\": " + exchanges + "its expert gradients are " + gradients);

@@ -33,10 +33,14 @@ struct CollectiveSpec {
   // Groups of the gang that each run the collective at once, on their own ranks: `group_size` ranks
   // `group_stride` apart (a training job's data-parallel groups: dp ranks, tp apart, in Megatron's rank
   // order), block after block of size x stride ranks from rank `group_offset` on (a pipeline's odd stage
-  // boundaries: pairs of stages from the second); 0: the whole gang as one group.
+  // boundaries: pairs of stages from the second); 0: the whole gang as one group. `mirrored`: each group
+  // also takes the same ranks of the block as far from the gang's end as its own is from the start (the first
+  // block's with the last's...), so groups hold 2 x group_size ranks (DualPipe: the two GPUs holding the same
+  // two stages reduce their gradients together).
   int group_size = 0;
   int group_stride = 1;
   int group_offset = 0;
+  bool mirrored = false;
 };
 
 // Serving-style batching: ready instances of the same task run together on one GPU, up to

@@ -7,19 +7,23 @@ namespace fleetsim::run {
 
 std::optional<Collectives::Blocked> Collectives::begin(TaskId task, std::uint32_t which, const CollectiveSpec& c, std::span<const GpuId> gang) {
   // The groups that run the collective at once (CollectiveSpec::group_size): block by block of size x
-  // stride ranks, `stride` groups a block, each taking every stride-th rank; or the gang as one group,
-  // planned on the gang itself.
+  // stride ranks, `stride` groups a block, each taking every stride-th rank (mirrored: and the same ranks of
+  // the block as far from the end, for the first half of the blocks); or the gang as one group, planned on
+  // the gang itself.
   groups_.clear();
   if (c.group_size > 0) {
     const auto size = static_cast<std::size_t>(c.group_size), stride = static_cast<std::size_t>(c.group_stride);
-    for (std::size_t block = static_cast<std::size_t>(c.group_offset); block + size * stride <= gang.size(); block += size * stride) {
+    const auto offset = static_cast<std::size_t>(c.group_offset), span = size * stride;
+    const std::size_t blocks = gang.size() < offset ? 0 : (gang.size() - offset) / span;
+    for (std::size_t b = 0; b < (c.mirrored ? blocks / 2 : blocks); ++b) {
       for (std::size_t first = 0; first < stride; ++first) {
-        for (std::size_t k = 0; k < size; ++k) groups_.push_back(gang[block + first + k * stride]);
+        for (std::size_t k = 0; k < size; ++k) groups_.push_back(gang[offset + b * span + first + k * stride]);
+        for (std::size_t k = 0; c.mirrored && k < size; ++k) groups_.push_back(gang[offset + (blocks - 1 - b) * span + first + k * stride]);
       }
     }
   }
   const std::span<const GpuId> ranks = c.group_size > 0 ? std::span<const GpuId>(groups_) : gang;
-  const std::size_t group = c.group_size > 0 ? static_cast<std::size_t>(c.group_size) : gang.size();
+  const std::size_t group = c.group_size > 0 ? static_cast<std::size_t>(c.group_size) * (c.mirrored ? 2 : 1) : gang.size();
   FLEETSIM_CHECK(!ranks.empty(), "a collective's groups do not fit its gang");
   for (std::size_t first = 0; first < ranks.size(); first += group) {
     if (!algorithm_applies(cluster_, topology_, c.op, c.algo, ranks.subspan(first, group))) {
