@@ -378,14 +378,19 @@ fleetsim::StepShape parse_step_shape(const std::string& text) {
   return shape;
 }
 
+// The built-in catalog's GPU type an option names, or an error that lists them.
+const fleetsim::GpuType& catalog_gpu(const std::string& option, const std::string& id) {
+  const fleetsim::GpuType* gpu = fleetsim::Catalog::builtin().gpu(id);
+  if (gpu != nullptr) return *gpu;
+  std::string known;
+  for (const auto& [name, g] : fleetsim::Catalog::builtin().gpus()) known += (known.empty() ? "" : ", ") + name;
+  throw fleetsim::InputError({fleetsim::Problem{option, "",
+                                                "unknown GPU type \"" + id + "\" (expected one of " + known + ")" + fleetsim::did_you_mean_key(id, fleetsim::Catalog::builtin().gpus())}});
+}
+
 int run_kernels(const KernelsArgs& args) {
   auto bad = [](const std::string& option, std::string message) { return fleetsim::InputError({fleetsim::Problem{option, "", std::move(message)}}); };
-  const fleetsim::GpuType* gpu = fleetsim::Catalog::builtin().gpu(args.gpu);
-  if (gpu == nullptr) {
-    std::string known;
-    for (const auto& [id, g] : fleetsim::Catalog::builtin().gpus()) known += (known.empty() ? "" : ", ") + id;
-    throw bad("--gpu", "unknown GPU type \"" + args.gpu + "\" (expected one of " + known + ")" + fleetsim::did_you_mean_key(args.gpu, fleetsim::Catalog::builtin().gpus()));
-  }
+  const fleetsim::GpuType* gpu = &catalog_gpu("--gpu", args.gpu);
   const auto dtype = fleetsim::parse_dtype(args.dtype);
   if (!dtype) throw bad("--dtype", "expected fp64, fp32, tf32, bf16, fp16, fp8 or int8, found \"" + args.dtype + "\"");
   if (gpu->peak_for(*dtype) <= 0) throw bad("--dtype", args.gpu + " has no peak for " + args.dtype);
@@ -1095,7 +1100,7 @@ void add_import(CLI::App& app, Commands& commands) {
   import->require_subcommand(1);
 
   struct ComfyArgs {
-    std::string file, costs, registry, out;
+    std::string file, costs, registry, out, gpu;
     bool strict = false;
   };
   auto comfy = std::make_shared<ComfyArgs>();
@@ -1106,13 +1111,16 @@ void add_import(CLI::App& app, Commands& commands) {
                            "Node types, model families and file-name rules to add to the built-in models/comfyui.json (JSON)");
   import_comfy->add_option("--out", comfy->out, "Write the workflow here instead of stdout");
   import_comfy->add_flag("--strict", comfy->strict, "Refuse to guess: unknown node types, unknown model families, sizes no node sets");
+  import_comfy->add_option("--gpu", comfy->gpu,
+                           "Catalog GPU the graph runs on: a VAE decode its memory cannot hold falls back to tiles, as ComfyUI does (default: 80 GB)");
   commands.add(import_comfy, [comfy] {
     if (!comfy->out.empty()) fleetsim::check_output_file(comfy->out, "--out");  // a bad --out is bad input, as for every command
     const std::string costs = comfy->costs.empty() ? "" : fleetsim::read_text_file(comfy->costs);
     const std::string registry = comfy->registry.empty() ? "" : fleetsim::read_text_file(comfy->registry);
+    const fleetsim::GpuType* gpu = comfy->gpu.empty() ? nullptr : &catalog_gpu("--gpu", comfy->gpu);
     return emit_workflow(fleetsim::import_comfyui(fleetsim::read_text_file(comfy->file), comfy->file, fleetsim::Catalog::builtin(),
                                                   {.node_costs_json = costs, .node_costs_file = comfy->costs, .registry_json = registry,
-                                                   .registry_file = comfy->registry, .strict = comfy->strict}),
+                                                   .registry_file = comfy->registry, .strict = comfy->strict, .gpu = gpu}),
                          comfy->out);
   });
 
@@ -1212,11 +1220,7 @@ void add_import(CLI::App& app, Commands& commands) {
   import_wfc->add_option("--out", wfc->out, "Write the workflow here instead of stdout");
   commands.add(import_wfc, [wfc] {
     if (!wfc->out.empty()) fleetsim::check_output_file(wfc->out, "--out");
-    const fleetsim::GpuType* reference = fleetsim::Catalog::builtin().gpu(wfc->reference);
-    if (reference == nullptr) {
-      throw fleetsim::InputError({fleetsim::Problem{"--reference-gpu", "", "unknown GPU type \"" + wfc->reference + "\""}});
-    }
-    return emit_workflow(fleetsim::import_wfcommons(fleetsim::read_text_file(wfc->file), wfc->file, *reference), wfc->out);
+    return emit_workflow(fleetsim::import_wfcommons(fleetsim::read_text_file(wfc->file), wfc->file, catalog_gpu("--reference-gpu", wfc->reference)), wfc->out);
   });
 }
 

@@ -225,6 +225,17 @@ check "import trace --format csv asks for --columns" grep -q "needs --columns" "
 check "import trace names a bad --from" grep -q -- "--from" "$tmp/from.err"
 "$fleetsim" import trace --format alibaba "$src/tests/data/philly-sample.json" >/dev/null 2>&1
 check "import trace refuses an unknown format" test $? -ne 0
+cat >"$tmp/hunyuan.json" <<'EOF'
+{"1": {"class_type": "UNETLoader", "inputs": {"unet_name": "hunyuan_video_t2v_720p_bf16.safetensors"}},
+ "2": {"class_type": "VAELoader", "inputs": {"vae_name": "hunyuan_video_vae_bf16.safetensors"}},
+ "3": {"class_type": "EmptyHunyuanLatentVideo", "inputs": {"width": 848, "height": 480, "length": 33, "batch_size": 1}},
+ "4": {"class_type": "KSampler", "inputs": {"model": ["1", 0], "latent_image": ["3", 0], "steps": 30, "cfg": 1}},
+ "5": {"class_type": "VAEDecode", "inputs": {"samples": ["4", 0], "vae": ["2", 0]}}}
+EOF
+"$fleetsim" import comfyui "$tmp/hunyuan.json" --gpu rtx-4090 >/dev/null 2>"$tmp/hunyuan-4090.err"
+check "import comfyui --gpu: a decode the GPU cannot hold falls back to tiles, said" grep -q "past rtx-4090's 24 GB" "$tmp/hunyuan-4090.err"
+"$fleetsim" import comfyui "$tmp/hunyuan.json" --gpu nope >/dev/null 2>"$tmp/hunyuan-nope.err"
+check "import comfyui --gpu names the GPU types it knows" bash -c "test $? -eq 2 && grep -q -- '--gpu: unknown GPU type \"nope\" (expected one of' '$tmp/hunyuan-nope.err'"
 "$fleetsim" import nccl-tests "$src/tests/data/nccl-tests/all_reduce_8ranks.log" --node-type hgx-h100-8 --json >"$tmp/nccl.json"
 check "import nccl-tests --json prints a profile" grep -q '"fleetsim_profile"' "$tmp/nccl.json"
 check "validate prints the error table" grep -q "task error          median" "$tmp/val.txt"

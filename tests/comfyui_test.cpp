@@ -3,9 +3,11 @@
 // 65 real saved graphs (tests/data/comfyui-corpus, with their provenance) imported as ComfyUI runs them.
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <unistd.h>
 
 #include "../sim/src/import/comfyui_registry.hpp"
 #include "fleetsim/error.hpp"
@@ -43,6 +45,16 @@ const TaskSpec& last_decode(const Workflow& wf, const std::string& prefix = "VAE
 // Whether one of the workflow's notes says `text`.
 bool noted(const Workflow& wf, const std::string& text) {
   return std::any_of(wf.assumptions.begin(), wf.assumptions.end(), [&](const std::string& a) { return a.find(text) != std::string::npos; });
+}
+
+// A HunyuanVideo text-to-video graph in the API format, its decoder's class and opening of inputs as given.
+std::string hunyuan_video_graph(int width, int height, int length, const std::string& decoder = R"("VAEDecode", "inputs": {)", int batch = 1) {
+  return R"({"1": {"class_type": "UNETLoader", "inputs": {"unet_name": "hunyuan_video_t2v_720p_bf16.safetensors"}},
+             "2": {"class_type": "VAELoader", "inputs": {"vae_name": "hunyuan_video_vae_bf16.safetensors"}},
+             "3": {"class_type": "EmptyHunyuanLatentVideo", "inputs": {"width": )" + std::to_string(width) + R"(, "height": )" +
+         std::to_string(height) + R"(, "length": )" + std::to_string(length) + R"(, "batch_size": )" + std::to_string(batch) + R"(}},
+             "4": {"class_type": "KSampler", "inputs": {"model": ["1", 0], "latent_image": ["3", 0], "steps": 30, "cfg": 1}},
+             "5": {"class_type": )" + decoder + R"("samples": ["4", 0], "vae": ["2", 0]}}})";
 }
 
 std::string corpus(const std::string& file) { return test::source_dir() + "/tests/data/comfyui-corpus/" + file; }
@@ -178,21 +190,13 @@ TEST_CASE("HunyuanVideo's VAE decodes the clip in 3D: tiled as VAEDecodeTiled's 
   CHECK(decode.architecture->id == "hunyuan-video-vae-decoder");
   CHECK(decode.shape.tiles == StepShape::Tiles{.size = 32, .overlap = 8, .frames = 16, .frame_overlap = 2});
   // VAEDecode: the whole clip in one call where it fits, ComfyUI's fallback tiles (a guess) where it would not.
-  const auto graph = [](int width, int height, int length, const std::string& decoder = R"("VAEDecode", "inputs": {)", int batch = 1) {
-    return R"({"1": {"class_type": "UNETLoader", "inputs": {"unet_name": "hunyuan_video_t2v_720p_bf16.safetensors"}},
-               "2": {"class_type": "VAELoader", "inputs": {"vae_name": "hunyuan_video_vae_bf16.safetensors"}},
-               "3": {"class_type": "EmptyHunyuanLatentVideo", "inputs": {"width": )" + std::to_string(width) + R"(, "height": )" +
-           std::to_string(height) + R"(, "length": )" + std::to_string(length) + R"(, "batch_size": )" + std::to_string(batch) + R"(}},
-               "4": {"class_type": "KSampler", "inputs": {"model": ["1", 0], "latent_image": ["3", 0], "steps": 30, "cfg": 1}},
-               "5": {"class_type": )" + decoder + R"("samples": ["4", 0], "vae": ["2", 0]}}})";
-  };
-  const Workflow small = import_comfyui(graph(848, 480, 65), "small.json", Catalog::builtin());
+  const Workflow small = import_comfyui(hunyuan_video_graph(848, 480, 65), "small.json", Catalog::builtin());
   const TaskSpec* whole = find_task(small, "VAEDecode#5");
   REQUIRE(whole != nullptr);
   CHECK(whole->architecture->id == "hunyuan-video-vae-decoder");
   CHECK(whole->shape.frames == 65);
   CHECK(whole->shape.tiles == StepShape::Tiles{});
-  const std::string big_graph = graph(1280, 720, 129);
+  const std::string big_graph = hunyuan_video_graph(1280, 720, 129);
   const Workflow big = import_comfyui(big_graph, "big.json", Catalog::builtin());
   CHECK(find_task(big, "VAEDecode#5")->shape.tiles == StepShape::Tiles{.size = 32, .overlap = 8, .frames = 999, .frame_overlap = 1});
   const TaskSpec& fallback = *find_task(big, "VAEDecode#5");
@@ -200,17 +204,55 @@ TEST_CASE("HunyuanVideo's VAE decodes the clip in 3D: tiled as VAEDecodeTiled's 
   CHECK(fallback.working_set_bytes < 80e9);
   CHECK(noted(big, "falls back after running out of memory"));
   CHECK_THAT(error_of([&] { import_comfyui(big_graph, "big.json", Catalog::builtin(), {.strict = true}); }), Contains("256-pixel tiles"));
-  CHECK(error_of([&] { import_comfyui(graph(848, 480, 65), "small.json", Catalog::builtin(), {.strict = true}); }).empty());
+  CHECK(error_of([&] { import_comfyui(hunyuan_video_graph(848, 480, 65), "small.json", Catalog::builtin(), {.strict = true}); }).empty());
   // Two videos: each decodes alone (ComfyUI's batch_number where one clip fills the memory), so the choice is one's.
-  CHECK(find_task(import_comfyui(graph(848, 480, 65, R"("VAEDecode", "inputs": {)", 2), "two.json", Catalog::builtin()), "VAEDecode#5")->shape.tiles ==
+  CHECK(find_task(import_comfyui(hunyuan_video_graph(848, 480, 65, R"("VAEDecode", "inputs": {)", 2), "two.json", Catalog::builtin()), "VAEDecode#5")->shape.tiles ==
         StepShape::Tiles{});
   // VAEDecodeTiled's widgets as nodes.py converts them: a temporal overlap over half the temporal size is halved
   // (40 -> 20 frames, 5 latent), an overlap over a quarter of the tile becomes a quarter (200 -> 64 pixels, 8 latent).
-  const Workflow widgets = import_comfyui(graph(848, 480, 65, R"("VAEDecodeTiled", "inputs": {"tile_size": 256, "overlap": 200, "temporal_size": 64, "temporal_overlap": 40, )"),
+  const Workflow widgets = import_comfyui(hunyuan_video_graph(848, 480, 65, R"("VAEDecodeTiled", "inputs": {"tile_size": 256, "overlap": 200, "temporal_size": 64, "temporal_overlap": 40, )"),
                                           "tiled.json", Catalog::builtin());
   CHECK(find_task(widgets, "VAEDecodeTiled#5")->shape.tiles == StepShape::Tiles{.size = 32, .overlap = 8, .frames = 16, .frame_overlap = 5});
-  CHECK_THAT(error_of([&] { import_comfyui(graph(848, 480, 65, R"("VAEDecodeTiled", "inputs": {"tile_size": 32, )"), "t.json", Catalog::builtin()); }),
+  CHECK_THAT(error_of([&] { import_comfyui(hunyuan_video_graph(848, 480, 65, R"("VAEDecodeTiled", "inputs": {"tile_size": 32, )"), "t.json", Catalog::builtin()); }),
              Contains("/5/inputs/tile_size: expected a number from 64 to 4096"));
+}
+
+TEST_CASE("a VAE decode falls back to tiles where the GPU it runs on cannot hold it whole (the one named or a scenario's largest)", "[import][comfyui][vae]") {
+  // HunyuanVideo at 848 x 480 x 33 with VAEDecode (its transformer in fp8, 12.8 GB, to fit an RTX 4090): its whole
+  // decode's estimated peak (about 28 GB) fits an L40S's 48 GB, not an RTX 4090's 24 GB, where ComfyUI's fallback
+  // tiles run, the GPU and its memory named in the note.
+  std::string text = hunyuan_video_graph(848, 480, 33);
+  text.replace(text.find("720p_bf16"), 9, "720p_fp8_e4m3fn");
+  const TaskSpec whole = last_decode(import_comfyui(text, "h.json", Catalog::builtin()));
+  REQUIRE(whole.shape.tiles == StepShape::Tiles{});
+  const double peak = video_decode_peak_bytes(*whole.architecture, whole.shape, whole.dtype);
+  INFO("the whole decode's estimated peak: " << peak / 1e9 << " GB");
+  const GpuType& small = *Catalog::builtin().gpu("rtx-4090");
+  const GpuType& large = *Catalog::builtin().gpu("l40s");
+  REQUIRE(small.vram_bytes < peak);
+  REQUIRE(peak <= large.vram_bytes);
+  const StepShape::Tiles fallback{.size = 32, .overlap = 8, .frames = 999, .frame_overlap = 1};  // 256 // 8 latent pixels
+  const Workflow on_small = import_comfyui(text, "h.json", Catalog::builtin(), {.gpu = &small});
+  CHECK(last_decode(on_small).shape.tiles == fallback);
+  CHECK(last_decode(on_small).working_set_bytes < small.vram_bytes);
+  CHECK(noted(on_small, "past rtx-4090's 24 GB: decoded as ComfyUI falls back"));
+  CHECK(last_decode(import_comfyui(text, "h.json", Catalog::builtin(), {.gpu = &large})).shape.tiles == StepShape::Tiles{});
+  // A scenario imports its graphs for its cluster's largest GPU (placement puts a decode that needs it there).
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fleetsim-decode-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  struct Remove {
+    std::filesystem::path dir;
+    ~Remove() { std::filesystem::remove_all(dir); }
+  } remove{dir};
+  std::ofstream(dir / "h.json") << text;
+  const auto decode_on = [&](const std::string& nodes) {
+    const Scenario sc = parse_scenario(R"({"name": "d", "cluster": {"nodes": )" + nodes +
+                                           R"(}, "workflows": {"h": "h.json"}, "workload": [{"workflow": "h", "arrival": {"process": "once"}}]})",
+                                       "d.json", dir.string());
+    return last_decode(sc.workflows.front()).shape.tiles;
+  };
+  CHECK(decode_on(R"([{"type": "rtx4090-pcie-8", "count": 1}])") == fallback);
+  CHECK(decode_on(R"([{"type": "rtx4090-pcie-8", "count": 1}, {"type": "l40s-pcie-8", "count": 1}])") == StepShape::Tiles{});
 }
 
 TEST_CASE("a 2D VAE decodes in ComfyUI's three passes of tiles: as VAEDecodeTiled's widgets say, or where one image would not fit", "[import][comfyui]") {
