@@ -67,7 +67,7 @@ Workflow detail::training_workflow(const TrainingJob& job, int iterations, const
   }
   const bool experts_on_network = iteration->ep_calls > 0 || iteration->expert_dp_bytes > 0;
   wf.assumptions.push_back("training job \"" + job.name + "\": its compute is timed alone on its GPU type (TP inside a node, stage sends on one switch); "
-                           "only its data-parallel gradient reduction" + (dual ? " (DualPipe: each pair of GPUs holding the same two stages reducing with its DP ranks)" : "") +
+                           "only its data-parallel gradient reduction" + (dual ? " (DualPipe: each pair of GPUs holding the same two stages reducing with its DP x CP ranks)" : "") +
                            (experts_on_network || iteration->pp_calls > 0 || iteration->cp_calls > 0 ? " (and the traffic below)" : "") + " runs on the shared network");
   // Traffic beside the compute, whose time holds its time alone.
   const auto beside_compute = [](const std::string& one) {

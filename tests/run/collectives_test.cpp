@@ -112,6 +112,29 @@ TEST_CASE("a collective's groups start at its offset: a pipeline's odd stage bou
   CHECK(pairs == std::set<std::pair<std::uint32_t, std::uint32_t>>{{v(2), v(4)}, {v(4), v(2)}, {v(3), v(5)}, {v(5), v(3)}});
 }
 
+TEST_CASE("mirrored groups pair each block's ranks with the same ranks of the block as far from the end: DualPipe's stage pairs", "[run][collectives][dualpipe]") {
+  // Eight unit GPUs as four stages of two (ranks 2 s and 2 s + 1), groups of one rank two apart, mirrored: stage 0
+  // with stage 3, stage 1 with stage 2, each TP rank apart: {0, 6}, {1, 7}, {2, 4}, {3, 5}, as send-recv pairs.
+  const Scenario sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-4", "count": 2}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
+  const Cluster cluster(sc.cluster);
+  const Topology topology(cluster, sc.cluster.fabric);
+  run::Collectives collectives(cluster, topology);
+  collectives.size_tasks({.tasks = 1});
+  std::vector<GpuId> gang;
+  for (std::uint32_t g = 0; g < 8; ++g) gang.push_back(make_id<GpuId>(g));
+  const CollectiveSpec mirrored{.op = CollectiveOp::send_recv, .bytes = 1e6, .group_size = 1, .group_stride = 2, .mirrored = true};
+  REQUIRE_FALSE(collectives.begin(kA, 0, mirrored, gang));
+  std::set<std::pair<std::uint32_t, std::uint32_t>> pairs;
+  while (const std::vector<CollectiveFlow>* step = collectives.next_step(kA, 0)) {
+    for (const CollectiveFlow& f : *step) pairs.emplace(f.from, f.to);
+  }
+  const auto v = [&](std::uint32_t g) { return topology.gpu_vertex(make_id<GpuId>(g)); };
+  CHECK(pairs == std::set<std::pair<std::uint32_t, std::uint32_t>>{{v(0), v(6)}, {v(6), v(0)}, {v(1), v(7)}, {v(7), v(1)},
+                                                                   {v(2), v(4)}, {v(4), v(2)}, {v(3), v(5)}, {v(5), v(3)}});
+}
+
 TEST_CASE("compression shrinks the bytes a collective plans", "[run][collectives]") {
   Fixture f;
   f.all_reduce.compression = 0.25;

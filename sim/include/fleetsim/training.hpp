@@ -425,7 +425,8 @@ struct TrainingIteration {
   double memory_per_gpu_bytes = 0; // the largest stage's
   double dp_bytes = 0;             // the gradient all-reduce of one GPU (the largest stage's), nccl-tests' size
   // A mixture's expert gradients: reduced apart, over each expert-DP group (the expert_dp GPUs holding the same
-  // share of the same experts, etp x ep apart in a stage), the largest stage's; 0 where no group holds two.
+  // share of the same experts, etp x ep apart in a stage; under DualPipe twice that, both stages' holders), the
+  // largest stage's; 0 where no group holds two.
   double expert_dp_bytes = 0;
   int expert_dp = 1;
   double dp_overlap = 0;           // the share of the compute the reduction may run beside (dp_overlap: the last backward; FSDP: every pass)

@@ -33,10 +33,10 @@ struct CollectiveSpec {
   // Groups of the gang that each run the collective at once, on their own ranks: `group_size` ranks
   // `group_stride` apart (a training job's data-parallel groups: dp ranks, tp apart, in Megatron's rank
   // order), block after block of size x stride ranks from rank `group_offset` on (a pipeline's odd stage
-  // boundaries: pairs of stages from the second); 0: the whole gang as one group. `mirrored`: each group
-  // also takes the same ranks of the block as far from the gang's end as its own is from the start (the first
-  // block's with the last's...), so groups hold 2 x group_size ranks (DualPipe: the two GPUs holding the same
-  // two stages reduce their gradients together).
+  // boundaries: pairs of stages from the second); 0: the whole gang as one group. `mirrored` (the gang an even
+  // number of whole blocks, no offset): each group also takes the same ranks of the block as far from the gang's
+  // end as its own is from the start (the first block's with the last's...), so groups hold 2 x group_size ranks
+  // (DualPipe: the two GPUs holding the same two stages reduce their gradients together).
   int group_size = 0;
   int group_stride = 1;
   int group_offset = 0;

@@ -15,6 +15,7 @@ std::optional<Collectives::Blocked> Collectives::begin(TaskId task, std::uint32_
     const auto size = static_cast<std::size_t>(c.group_size), stride = static_cast<std::size_t>(c.group_stride);
     const auto offset = static_cast<std::size_t>(c.group_offset), span = size * stride;
     const std::size_t blocks = gang.size() < offset ? 0 : (gang.size() - offset) / span;
+    FLEETSIM_CHECK(!c.mirrored || (offset == 0 && blocks % 2 == 0 && blocks * span == gang.size()), "mirrored groups need an even number of whole blocks");
     for (std::size_t b = 0; b < (c.mirrored ? blocks / 2 : blocks); ++b) {
       for (std::size_t first = 0; first < stride; ++first) {
         for (std::size_t k = 0; k < size; ++k) groups_.push_back(gang[offset + b * span + first + k * stride]);
