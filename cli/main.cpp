@@ -1115,9 +1115,9 @@ void add_import(CLI::App& app, Commands& commands) {
                            "Catalog GPU the graph runs on: a VAE decode its memory cannot hold falls back to tiles, as ComfyUI does (default: 80 GB)");
   commands.add(import_comfy, [comfy] {
     if (!comfy->out.empty()) fleetsim::check_output_file(comfy->out, "--out");  // a bad --out is bad input, as for every command
+    const fleetsim::GpuType* gpu = comfy->gpu.empty() ? nullptr : &catalog_gpu("--gpu", comfy->gpu);
     const std::string costs = comfy->costs.empty() ? "" : fleetsim::read_text_file(comfy->costs);
     const std::string registry = comfy->registry.empty() ? "" : fleetsim::read_text_file(comfy->registry);
-    const fleetsim::GpuType* gpu = comfy->gpu.empty() ? nullptr : &catalog_gpu("--gpu", comfy->gpu);
     return emit_workflow(fleetsim::import_comfyui(fleetsim::read_text_file(comfy->file), comfy->file, fleetsim::Catalog::builtin(),
                                                   {.node_costs_json = costs, .node_costs_file = comfy->costs, .registry_json = registry,
                                                    .registry_file = comfy->registry, .strict = comfy->strict, .gpu = gpu}),

@@ -226,7 +226,7 @@ check "import trace names a bad --from" grep -q -- "--from" "$tmp/from.err"
 "$fleetsim" import trace --format alibaba "$src/tests/data/philly-sample.json" >/dev/null 2>&1
 check "import trace refuses an unknown format" test $? -ne 0
 cat >"$tmp/hunyuan.json" <<'EOF'
-{"1": {"class_type": "UNETLoader", "inputs": {"unet_name": "hunyuan_video_t2v_720p_bf16.safetensors"}},
+{"1": {"class_type": "UNETLoader", "inputs": {"unet_name": "hunyuan_video_t2v_720p_fp8_e4m3fn.safetensors"}},
  "2": {"class_type": "VAELoader", "inputs": {"vae_name": "hunyuan_video_vae_bf16.safetensors"}},
  "3": {"class_type": "EmptyHunyuanLatentVideo", "inputs": {"width": 848, "height": 480, "length": 33, "batch_size": 1}},
  "4": {"class_type": "KSampler", "inputs": {"model": ["1", 0], "latent_image": ["3", 0], "steps": 30, "cfg": 1}},

@@ -217,7 +217,7 @@ TEST_CASE("HunyuanVideo's VAE decodes the clip in 3D: tiled as VAEDecodeTiled's 
              Contains("/5/inputs/tile_size: expected a number from 64 to 4096"));
 }
 
-TEST_CASE("a VAE decode falls back to tiles where the GPU it runs on cannot hold it whole (the one named or a scenario's largest)", "[import][comfyui][vae]") {
+TEST_CASE("a VAE decode falls back to tiles where the GPU it runs on cannot hold it whole (the one named or a scenario's smallest)", "[import][comfyui][vae]") {
   // HunyuanVideo at 848 x 480 x 33 with VAEDecode (its transformer in fp8, 12.8 GB, to fit an RTX 4090): its whole
   // decode's estimated peak (about 28 GB) fits an L40S's 48 GB, not an RTX 4090's 24 GB, where ComfyUI's fallback
   // tiles run, the GPU and its memory named in the note.
@@ -237,7 +237,7 @@ TEST_CASE("a VAE decode falls back to tiles where the GPU it runs on cannot hold
   CHECK(last_decode(on_small).working_set_bytes < small.vram_bytes);
   CHECK(noted(on_small, "past rtx-4090's 24 GB: decoded as ComfyUI falls back"));
   CHECK(last_decode(import_comfyui(text, "h.json", Catalog::builtin(), {.gpu = &large})).shape.tiles == StepShape::Tiles{});
-  // A scenario imports its graphs for its cluster's largest GPU (placement puts a decode that needs it there).
+  // A scenario imports its graphs for its cluster's smallest GPU, where a prompt may run.
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fleetsim-decode-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   struct Remove {
@@ -251,8 +251,14 @@ TEST_CASE("a VAE decode falls back to tiles where the GPU it runs on cannot hold
                                        "d.json", dir.string());
     return last_decode(sc.workflows.front()).shape.tiles;
   };
+  CHECK(decode_on(R"([{"type": "l40s-pcie-8", "count": 1}])") == StepShape::Tiles{});
   CHECK(decode_on(R"([{"type": "rtx4090-pcie-8", "count": 1}])") == fallback);
-  CHECK(decode_on(R"([{"type": "rtx4090-pcie-8", "count": 1}, {"type": "l40s-pcie-8", "count": 1}])") == StepShape::Tiles{});
+  CHECK(decode_on(R"([{"type": "l40s-pcie-8", "count": 1}, {"type": "rtx4090-pcie-8", "count": 1}])") == fallback);
+  // The VAE's weights count too: a GPU of the peak's size alone is not enough.
+  GpuType exact = large;
+  exact.vram_bytes = peak;
+  CHECK(last_decode(import_comfyui(text, "h.json", Catalog::builtin(), {.gpu = &exact})).shape.tiles == fallback);
+  CHECK(noted(import_comfyui(text, "h.json", Catalog::builtin()), "80 GB (an A100's or H100's: no GPU given)") == false);  // whole: no limit said
 }
 
 TEST_CASE("a 2D VAE decodes in ComfyUI's three passes of tiles: as VAEDecodeTiled's widgets say, or where one image would not fit", "[import][comfyui]") {

@@ -220,10 +220,11 @@ std::vector<std::string> read_workflows(ObjectReader& top, const Catalog& catalo
   if (value == nullptr) return broken;
   ObjectReader list(*value, top.pointer("workflows"), top.problems());
   if (!list.ok()) return broken;
-  // A ComfyUI graph's VAE decodes whole where the cluster's largest GPU holds them (placement puts them there).
-  const GpuType* largest = nullptr;
+  // A ComfyUI graph's VAE decodes whole where the cluster's smallest GPU (or MIG slice) holds them: a prompt may
+  // run on any of them (on one GPU throughout, as stock ComfyUI runs it), and tiles fit wherever the whole would.
+  const GpuType* smallest = nullptr;
   for (const NodeGroup& g : cluster.groups) {
-    if (largest == nullptr || g.gpu.vram_bytes > largest->vram_bytes) largest = &g.gpu;
+    if (g.gpu.vram_bytes > 0 && (smallest == nullptr || g.gpu.vram_bytes < smallest->vram_bytes)) smallest = &g.gpu;
   }
   for (const auto& [id, entry] : value->items()) {
     const std::string at = list.pointer(id);
@@ -233,7 +234,7 @@ std::vector<std::string> read_workflows(ObjectReader& top, const Catalog& catalo
       const std::string path = resolve(base_dir, entry.get<std::string>());
       wf = absorbing(top.problems(), [&] {
         const std::string text = read_named_file(top.problems(), at, path);
-        if (is_comfyui_prompt(text)) return import_comfyui(text, path, catalog, {.gpu = largest});
+        if (is_comfyui_prompt(text)) return import_comfyui(text, path, catalog, {.gpu = smallest});
         // WfCommons runtimes become work on the cluster's first GPU type.
         if (is_wfcommons_instance(text) && !cluster.groups.empty()) return import_wfcommons(text, path, cluster.groups[0].gpu);
         return parse_workflow(text, path, catalog);
@@ -257,7 +258,7 @@ std::vector<std::string> read_workflows(ObjectReader& top, const Catalog& catalo
           const std::string graph_path = resolve(base_dir, *graph);
           return import_comfyui(read_named_file(top.problems(), r.pointer("comfyui"), graph_path), graph_path, catalog,
                                 {.node_costs_json = costs_text, .node_costs_file = costs_path, .registry_json = registry_text,
-                                 .registry_file = registry_path, .gpu = largest});
+                                 .registry_file = registry_path, .gpu = smallest});
         });
       }
     } else if (entry.is_object()) {

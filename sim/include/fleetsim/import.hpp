@@ -35,8 +35,8 @@ struct ComfyUiOptions {
   // Every guess an error instead of an assumption: node types neither known nor priced, families the
   // importer has no profile for or could not tell, sizes no node sets.
   bool strict = false;
-  // The GPU whose memory a VAE decode may fill before ComfyUI, out of memory, falls back to tiles (a scenario:
-  // its cluster's largest, where placement puts a decode that needs it); none: 80 GB, an A100's or H100's.
+  // The GPU whose memory a VAE decode and its weights may fill before ComfyUI, out of memory, falls back to tiles
+  // (a scenario: its cluster's smallest, where a prompt may run); none: 80 GB, an A100's or H100's.
   const GpuType* gpu = nullptr;
 };
 

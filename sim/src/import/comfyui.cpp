@@ -84,7 +84,7 @@ struct DecodeMemory {
 // nodes.py converts them to latent units: an overlap over a quarter of the tile becomes a quarter; for a video VAE
 // a temporal overlap over half the temporal size is halved, and at least 2 latent frames a tile and 1 of overlap
 // (sd.py decode_tiled); a 2D VAE's tiles run decode_tiled_'s three passes. VAEDecode: the whole decode, untiled,
-// or, where that would not fit the GPU's memory (DecodeMemory), sd.py decode's fallback after the out-of-memory error, a guess:
+// or, where that and the VAE's weights would not fit the GPU's memory (DecodeMemory), sd.py decode's fallback after the out-of-memory error, a guess:
 // for a video VAE 256-pixel tiles overlapping by a quarter, every frame in each (whether it fits: the clip's
 // estimated peak); for a 2D VAE decode_tiled_'s defaults, 64 latent pixels overlapping by 16 (whether it fits:
 // ComfyUI's own estimate of one image's decode, memory_used_decode, 2,178 x 64 values of its dtype a latent pixel,
@@ -95,7 +95,7 @@ struct DecodeTiles {
   std::string note;  // which, in words
   bool guess = false;
 };
-DecodeTiles decode_tiles(const Node& n, const Architecture& vae, const StepShape& shape, Dtype dtype, const DecodeMemory& memory,
+DecodeTiles decode_tiles(const Node& n, const Architecture& vae, const StepShape& shape, Dtype dtype, const DecodeMemory& memory, double weights_bytes,
                          const std::function<double(const std::string&, double)>& widget) {
   const double f = vae.number("vae_factor", 8), tf = vae.number("temporal_factor", 4);
   const bool video = decodes_video_in_tiles(vae);
@@ -115,20 +115,20 @@ DecodeTiles decode_tiles(const Node& n, const Architecture& vae, const StepShape
   }
   if (!video) {
     const double image_bytes = 2178 * 64 * std::ceil(shape.height / f) * std::ceil(shape.width / f) * dtype_bytes(dtype);
-    if (image_bytes <= memory.bytes) return {};
+    if (image_bytes + weights_bytes <= memory.bytes) return {};
     const StepShape::Tiles fallback{.size = 64, .overlap = 16};  // decode_tiled_'s defaults
     return {fallback,
-            "one image's decode would hold about " + format_quantity(image_bytes, Dimension::bytes) + " by ComfyUI's estimate, past " +
+            "one image's decode would hold about " + format_quantity(image_bytes, Dimension::bytes) + " by ComfyUI's estimate, with its weights past " +
                 memory.words + ": decoded as ComfyUI falls back after running out of memory, in three passes of " +
                 number_text(fallback.size * f) + "-pixel tiles overlapping by " + number_text(fallback.overlap * f) + " (the failed attempt left out), a guess",
             true};
   }
   const double peak_bytes = video_decode_peak_bytes(vae, shape, dtype);
   const std::string peak = format_quantity(peak_bytes, Dimension::bytes);
-  if (peak_bytes <= memory.bytes) return {{}, "the whole clip decoded without tiles (its peak about " + peak + ")"};
+  if (peak_bytes + weights_bytes <= memory.bytes) return {{}, "the whole clip decoded without tiles (its peak about " + peak + ")"};
   const double tile = std::floor(256 / f);
   return {{.size = tile, .overlap = std::floor(tile / 4), .frames = 999, .frame_overlap = 1},
-          "the whole clip's decode would hold about " + peak + ", past " + memory.words +
+          "the whole clip's decode would hold about " + peak + ", with its weights past " + memory.words +
               ": decoded as ComfyUI falls back after running out of memory, in 256-pixel tiles of every frame (the failed attempt left out), a guess",
           true};
 }
@@ -641,7 +641,7 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
           const bool video = decodes_video(vae->family);
           StepShape shape{.batch = video ? s.batch : s.batch * s.frames, .width = s.width, .height = s.height, .frames = video ? s.frames : 1};
           if (decodes_video_in_tiles(*vae) || decodes_images_in_tiles(*vae)) {
-            decode = decode_tiles(*n, *vae, shape, t.dtype, decode_memory, [&](const std::string& key, double otherwise) { return number(*n, key, otherwise); });
+            decode = decode_tiles(*n, *vae, shape, t.dtype, decode_memory, weights_of(stage->model), [&](const std::string& key, double otherwise) { return number(*n, key, otherwise); });
             shape.tiles = decode.tiles;
             peak_bytes = video_decode_peak_bytes(*vae, shape, t.dtype);
           } else if (n->cls == "VAEDecodeTiled") {
