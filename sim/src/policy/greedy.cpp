@@ -55,11 +55,22 @@ void Greedy::keep_order(const ClusterView& view, std::span<const ReadyTask> read
   if (ready.empty()) return;
   std::size_t first_new = ready.size();
   while (first_new > 0 && ready[first_new - 1].joined > last_joined_) --first_new;
-  for (std::size_t i = first_new; i < ready.size(); ++i) kept_.insert({order_key(view, ready[i]), ready[i].joined});
+  const bool per_tenant = keys_per_tenant();
+  for (std::size_t i = first_new; i < ready.size(); ++i) {
+    kept_.insert({per_tenant ? static_cast<double>(index(ready[i].tenant)) : order_key(view, ready[i]), ready[i].joined});
+  }
   last_joined_ = std::max(last_joined_, ready.back().joined);
   if (kept_.size() > 2 * ready.size() + 1024) {
     std::erase_if(kept_, [&](const Keyed& k) { return !place_of(ready, k.joined); });
   }
+}
+
+std::set<Greedy::Keyed>::iterator Greedy::first_queued(std::span<const ReadyTask> ready, std::set<Keyed>::iterator at, double tenant) {
+  while (at != kept_.end() && at->key == tenant) {
+    if (place_of(ready, at->joined)) return at;
+    at = kept_.erase(at);  // it left the queue
+  }
+  return kept_.end();
 }
 
 void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready, Decisions& out) {
@@ -75,9 +86,20 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
   order_.clear();
   by_key_.clear();
   const bool by_key = orders_by_key();
-  const bool kept = by_key && keys_fixed();
+  const bool per_tenant = by_key && keys_per_tenant();
+  const bool kept = by_key && (keys_fixed() || per_tenant);
+  tenant_heads_.clear();
   if (kept) {
     keep_order(view, ready);
+    // Per tenant: each tenant's first queued task, under the tenant's key now.
+    for (auto at = kept_.begin(); per_tenant && at != kept_.end();) {
+      const double tenant = at->key;
+      const auto end = kept_.lower_bound({tenant, std::numeric_limits<std::uint64_t>::max()});
+      const auto first = first_queued(ready, at, tenant);
+      if (first != kept_.end()) tenant_heads_.push_back({order_key(view, ready[*place_of(ready, first->joined)]), first->joined, first});
+      at = end;
+    }
+    std::make_heap(tenant_heads_.begin(), tenant_heads_.end(), std::greater<>());
   } else if (by_key) {
     for (std::uint32_t i = 0; i < ready.size(); ++i) by_key_.emplace_back(order_key(view, ready[i]), i);
     std::make_heap(by_key_.begin(), by_key_.end(), std::greater<>());
@@ -88,6 +110,19 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
   std::size_t drawn = 0;  // from order_, or from ready itself
   auto cursor = kept_.begin();
   const auto next = [&](std::uint32_t& i) {
+    if (per_tenant) {
+      if (tenant_heads_.empty()) return false;
+      std::pop_heap(tenant_heads_.begin(), tenant_heads_.end(), std::greater<>());
+      const TenantHead head = tenant_heads_.back();
+      tenant_heads_.pop_back();
+      i = *place_of(ready, head.joined);
+      const auto after = first_queued(ready, std::next(head.at), head.at->key);
+      if (after != kept_.end()) {
+        tenant_heads_.push_back({head.key, after->joined, after});
+        std::push_heap(tenant_heads_.begin(), tenant_heads_.end(), std::greater<>());
+      }
+      return true;
+    }
     if (kept) {
       while (cursor != kept_.end()) {
         const std::optional<std::uint32_t> at = place_of(ready, cursor->joined);

@@ -40,6 +40,10 @@ class Greedy : public Policy {
   // rank): the order is then kept from round to round, each round merging in the tasks that joined and
   // dropping those that left, instead of building a heap of the whole queue again.
   virtual bool keys_fixed() const { return false; }
+  // Whether a task's key is its tenant's alone (a share that changes from round to round): the order is
+  // then kept per tenant, by when tasks joined, and a round merges the tenants by their keys at its start
+  // (the order a heap of every task would give), so it costs the tenants and what it draws.
+  virtual bool keys_per_tenant() const { return false; }
   // Lower is better. The default, the GPU's number, packs work onto the first GPUs. A policy that
   // overrides it must say so in cost_is_gpu_number(), which lets the loop stop at the first fit.
   virtual Cost cost(const ClusterView& /*view*/, const ReadyTask& /*task*/, GpuId gpu) const {
@@ -87,6 +91,16 @@ class Greedy : public Policy {
     bool operator<(const Keyed& o) const { return key < o.key || (key == o.key && joined < o.joined); }
   };
   void keep_order(const ClusterView& view, std::span<const ReadyTask> ready);
+  // keys_per_tenant: kept_ holds (tenant, joined); each tenant's first task still queued, under its key.
+  struct TenantHead {
+    double key;
+    std::uint64_t joined;
+    std::set<Keyed>::iterator at;
+    bool operator>(const TenantHead& o) const { return key > o.key || (key == o.key && joined > o.joined); }
+  };
+  // The first task of `tenant` from `at` on still in the queue, erasing those that left; kept_.end() where none.
+  std::set<Keyed>::iterator first_queued(std::span<const ReadyTask> ready, std::set<Keyed>::iterator at, double tenant);
+  std::vector<TenantHead> tenant_heads_;  // a min-heap
   // The place in `ready` of the task that joined as `joined`, or none where it has left.
   static std::optional<std::uint32_t> place_of(std::span<const ReadyTask> ready, std::uint64_t joined);
   std::set<Keyed> kept_;

@@ -94,6 +94,7 @@ class Heft final : public Greedy {
 // for its quota goes first.
 class Drf final : public Greedy {
   bool orders_by_key() const override { return true; }
+  bool keys_per_tenant() const override { return true; }
   double order_key(const ClusterView& view, const ReadyTask& t) const override { return view.tenant_gpus(t.tenant) / view.tenant_quota(t.tenant); }
 };
 
