@@ -2,6 +2,7 @@
 // a collective whose algorithm does not apply, or whose gang failed links have split, does not start.
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <set>
 
 #include "../helpers.hpp"
@@ -33,6 +34,29 @@ struct Fixture {
 };
 
 const TaskId kA = make_id<TaskId>(0), kB = make_id<TaskId>(1);
+
+// The (from, to) GPUs of every flow a send-recv `spec` plays on a gang of eight unit GPUs on two nodes.
+std::set<std::pair<std::uint32_t, std::uint32_t>> send_pairs_of_eight(const CollectiveSpec& spec) {
+  const Scenario sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-4", "count": 2}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
+  const Cluster cluster(sc.cluster);
+  const Topology topology(cluster, sc.cluster.fabric);
+  run::Collectives collectives(cluster, topology);
+  collectives.size_tasks({.tasks = 1});
+  std::vector<GpuId> gang;
+  std::map<std::uint32_t, std::uint32_t> gpu_of_vertex;
+  for (std::uint32_t g = 0; g < 8; ++g) {
+    gang.push_back(make_id<GpuId>(g));
+    gpu_of_vertex[topology.gpu_vertex(make_id<GpuId>(g))] = g;
+  }
+  REQUIRE_FALSE(collectives.begin(kA, 0, spec, gang));
+  std::set<std::pair<std::uint32_t, std::uint32_t>> pairs;
+  while (const std::vector<CollectiveFlow>* step = collectives.next_step(kA, 0)) {
+    for (const CollectiveFlow& f : *step) pairs.emplace(gpu_of_vertex.at(f.from), gpu_of_vertex.at(f.to));
+  }
+  return pairs;
+}
 
 }  // namespace
 
@@ -93,46 +117,16 @@ TEST_CASE("a task's collectives play apart, each awaiting its own step's flows",
 TEST_CASE("a collective's groups start at its offset: a pipeline's odd stage boundaries", "[run][collectives]") {
   // Eight unit GPUs on two nodes as four stages of two (ranks 2 s and 2 s + 1): send-recv pairs a stage
   // apart, from stage 1 on, are (2, 4) and (3, 5): stages 1 and 2 only (stages 3 and 4 would need ranks 8, 9).
-  const Scenario sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-4", "count": 2}]},
-      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
-      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
-  const Cluster cluster(sc.cluster);
-  const Topology topology(cluster, sc.cluster.fabric);
-  run::Collectives collectives(cluster, topology);
-  collectives.size_tasks({.tasks = 1});
-  std::vector<GpuId> gang;
-  for (std::uint32_t g = 0; g < 8; ++g) gang.push_back(make_id<GpuId>(g));
   const CollectiveSpec odd{.op = CollectiveOp::send_recv, .bytes = 1e6, .group_size = 2, .group_stride = 2, .group_offset = 2};
-  REQUIRE_FALSE(collectives.begin(kA, 0, odd, gang));
-  std::set<std::pair<std::uint32_t, std::uint32_t>> pairs;
-  while (const std::vector<CollectiveFlow>* step = collectives.next_step(kA, 0)) {
-    for (const CollectiveFlow& f : *step) pairs.emplace(f.from, f.to);
-  }
-  const auto v = [&](std::uint32_t g) { return topology.gpu_vertex(make_id<GpuId>(g)); };
-  CHECK(pairs == std::set<std::pair<std::uint32_t, std::uint32_t>>{{v(2), v(4)}, {v(4), v(2)}, {v(3), v(5)}, {v(5), v(3)}});
+  CHECK(send_pairs_of_eight(odd) == std::set<std::pair<std::uint32_t, std::uint32_t>>{{2, 4}, {4, 2}, {3, 5}, {5, 3}});
 }
 
 TEST_CASE("mirrored groups pair each block's ranks with the same ranks of the block as far from the end: DualPipe's stage pairs", "[run][collectives][dualpipe]") {
-  // Eight unit GPUs as four stages of two (ranks 2 s and 2 s + 1), groups of one rank two apart, mirrored: stage 0
-  // with stage 3, stage 1 with stage 2, each TP rank apart: {0, 6}, {1, 7}, {2, 4}, {3, 5}, as send-recv pairs.
-  const Scenario sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-4", "count": 2}]},
-      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
-      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
-  const Cluster cluster(sc.cluster);
-  const Topology topology(cluster, sc.cluster.fabric);
-  run::Collectives collectives(cluster, topology);
-  collectives.size_tasks({.tasks = 1});
-  std::vector<GpuId> gang;
-  for (std::uint32_t g = 0; g < 8; ++g) gang.push_back(make_id<GpuId>(g));
+  // The same eight GPUs as four stages of two, groups of one rank two apart, mirrored: stage 0 with stage 3, stage 1
+  // with stage 2, each TP rank apart: {0, 6}, {1, 7}, {2, 4}, {3, 5}.
   const CollectiveSpec mirrored{.op = CollectiveOp::send_recv, .bytes = 1e6, .group_size = 1, .group_stride = 2, .mirrored = true};
-  REQUIRE_FALSE(collectives.begin(kA, 0, mirrored, gang));
-  std::set<std::pair<std::uint32_t, std::uint32_t>> pairs;
-  while (const std::vector<CollectiveFlow>* step = collectives.next_step(kA, 0)) {
-    for (const CollectiveFlow& f : *step) pairs.emplace(f.from, f.to);
-  }
-  const auto v = [&](std::uint32_t g) { return topology.gpu_vertex(make_id<GpuId>(g)); };
-  CHECK(pairs == std::set<std::pair<std::uint32_t, std::uint32_t>>{{v(0), v(6)}, {v(6), v(0)}, {v(1), v(7)}, {v(7), v(1)},
-                                                                   {v(2), v(4)}, {v(4), v(2)}, {v(3), v(5)}, {v(5), v(3)}});
+  CHECK(send_pairs_of_eight(mirrored) ==
+        std::set<std::pair<std::uint32_t, std::uint32_t>>{{0, 6}, {6, 0}, {1, 7}, {7, 1}, {2, 4}, {4, 2}, {3, 5}, {5, 3}});
 }
 
 TEST_CASE("compression shrinks the bytes a collective plans", "[run][collectives]") {

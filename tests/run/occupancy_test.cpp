@@ -133,7 +133,9 @@ TEST_CASE("a policy that keeps its order from round to round places what a fresh
   const ComputeModel compute;
   const ClusterView view = occupancy.view(memory, compute, {}, 0);
   // (heft orders as critical-path does; its GPU cost needs a task spec, which these bare tasks lack.)
-  for (const char* name : {"sjf", "critical-path", "priority"}) {
+  // drf keeps its order per tenant: one tenant here holding no GPUs, so its key ties and the queue's order decides,
+  // through tasks leaving, joining and coming back.
+  for (const char* name : {"sjf", "critical-path", "priority", "drf"}) {
     PolicyParams defaults;
     for (const ParamInfo& param : find_policy(name)->params) defaults.set(param.name, param.default_value);
     const std::unique_ptr<Policy> policy = find_policy(name)->make(defaults);
@@ -162,7 +164,10 @@ TEST_CASE("a policy that keeps its order from round to round places what a fresh
       }
       const double key_sign = std::string(name) == "sjf" ? 1 : -1;
       const auto key = [&](const ReadyTask& r) {
-        return std::string(name) == "sjf" ? r.job_s : std::string(name) == "priority" ? -ClusterView::rank_of(r.priority, r.interactive) : key_sign * r.rank_s;
+        return std::string(name) == "sjf"        ? r.job_s
+               : std::string(name) == "priority" ? -ClusterView::rank_of(r.priority, r.interactive)
+               : std::string(name) == "drf"      ? 0.0
+                                                 : key_sign * r.rank_s;
       };
       std::vector<std::uint32_t> expected(queue.size());
       std::iota(expected.begin(), expected.end(), 0u);

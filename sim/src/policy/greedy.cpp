@@ -65,12 +65,12 @@ void Greedy::keep_order(const ClusterView& view, std::span<const ReadyTask> read
   }
 }
 
-std::set<Greedy::Keyed>::iterator Greedy::first_queued(std::span<const ReadyTask> ready, std::set<Keyed>::iterator at, double tenant) {
+std::optional<Greedy::TenantHead> Greedy::first_queued(std::span<const ReadyTask> ready, std::set<Keyed>::iterator at, double tenant, double key) {
   while (at != kept_.end() && at->key == tenant) {
-    if (place_of(ready, at->joined)) return at;
+    if (const std::optional<std::uint32_t> place = place_of(ready, at->joined)) return TenantHead{key, at->joined, at, *place};
     at = kept_.erase(at);  // it left the queue
   }
-  return kept_.end();
+  return std::nullopt;
 }
 
 void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready, Decisions& out) {
@@ -95,8 +95,10 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
     for (auto at = kept_.begin(); per_tenant && at != kept_.end();) {
       const double tenant = at->key;
       const auto end = kept_.lower_bound({tenant, std::numeric_limits<std::uint64_t>::max()});
-      const auto first = first_queued(ready, at, tenant);
-      if (first != kept_.end()) tenant_heads_.push_back({order_key(view, ready[*place_of(ready, first->joined)]), first->joined, first});
+      if (std::optional<TenantHead> first = first_queued(ready, at, tenant, 0)) {
+        first->key = order_key(view, ready[first->place]);
+        tenant_heads_.push_back(*first);
+      }
       at = end;
     }
     std::make_heap(tenant_heads_.begin(), tenant_heads_.end(), std::greater<>());
@@ -115,10 +117,9 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
       std::pop_heap(tenant_heads_.begin(), tenant_heads_.end(), std::greater<>());
       const TenantHead head = tenant_heads_.back();
       tenant_heads_.pop_back();
-      i = *place_of(ready, head.joined);
-      const auto after = first_queued(ready, std::next(head.at), head.at->key);
-      if (after != kept_.end()) {
-        tenant_heads_.push_back({head.key, after->joined, after});
+      i = head.place;
+      if (const std::optional<TenantHead> after = first_queued(ready, std::next(head.at), head.at->key, head.key)) {
+        tenant_heads_.push_back(*after);
         std::push_heap(tenant_heads_.begin(), tenant_heads_.end(), std::greater<>());
       }
       return true;

@@ -40,9 +40,10 @@ class Greedy : public Policy {
   // rank): the order is then kept from round to round, each round merging in the tasks that joined and
   // dropping those that left, instead of building a heap of the whole queue again.
   virtual bool keys_fixed() const { return false; }
-  // Whether a task's key is its tenant's alone (a share that changes from round to round): the order is
-  // then kept per tenant, by when tasks joined, and a round merges the tenants by their keys at its start
-  // (the order a heap of every task would give), so it costs the tenants and what it draws.
+  // Whether a task's key depends on its tenant alone (a share that changes from round to round; nothing
+  // checks it, and it wins over keys_fixed): the order is then kept per tenant, by when tasks joined, and a
+  // round merges the tenants by their keys at its start (the order a heap of every task would give), so it
+  // costs its tenants and what it draws, beside an insert for each task that joined.
   virtual bool keys_per_tenant() const { return false; }
   // Lower is better. The default, the GPU's number, packs work onto the first GPUs. A policy that
   // overrides it must say so in cost_is_gpu_number(), which lets the loop stop at the first fit.
@@ -81,7 +82,8 @@ class Greedy : public Policy {
   std::vector<std::uint32_t> order_;
   std::vector<std::pair<double, std::uint32_t>> by_key_;  // a min-heap of (key, index into ready)
 
-  // The kept order (keys_fixed): the queued tasks by (key, when they joined the queue). Tasks join at the
+  // The kept order (keys_fixed): the queued tasks by (key, when they joined the queue); keys_per_tenant: by
+  // (tenant, when they joined). Tasks join at the
   // queue's end (ReadyTask::joined grows along it), so a round adds those past the last it saw and finds a
   // task's place by binary search; one that left is dropped when a round reaches it, or in a sweep once the
   // order holds twice the queue. A round costs what joined and what it draws, not the queue's length.
@@ -96,10 +98,12 @@ class Greedy : public Policy {
     double key;
     std::uint64_t joined;
     std::set<Keyed>::iterator at;
+    std::uint32_t place;  // in the round's ready queue
     bool operator>(const TenantHead& o) const { return key > o.key || (key == o.key && joined > o.joined); }
   };
-  // The first task of `tenant` from `at` on still in the queue, erasing those that left; kept_.end() where none.
-  std::set<Keyed>::iterator first_queued(std::span<const ReadyTask> ready, std::set<Keyed>::iterator at, double tenant);
+  // The first task of `tenant` from `at` on still in the queue, erasing those that left, with its key and place
+  // in the queue; none where the tenant has none left.
+  std::optional<TenantHead> first_queued(std::span<const ReadyTask> ready, std::set<Keyed>::iterator at, double tenant, double key);
   std::vector<TenantHead> tenant_heads_;  // a min-heap
   // The place in `ready` of the task that joined as `joined`, or none where it has left.
   static std::optional<std::uint32_t> place_of(std::span<const ReadyTask> ready, std::uint64_t joined);
