@@ -728,6 +728,30 @@ TEST_CASE("an autoscaled pipeline-parallel deployment adds and drains whole repl
   check_scaled(wide_run.summary.serving.front(), 3000, 2);
 }
 
+TEST_CASE("an autoscaled deployment whose TP group spans nodes adds and drains replicas of whole nodes", "[serving][scenario][autoscale]") {
+  // Llama 3.1 405B at TP 16 (two HGX H100s a replica) on six nodes, one replica to start: a burst fills its queue,
+  // so two replicas are added, each on two free nodes, and after the burst they drain and give the four back.
+  const std::string burst = R"({"name": "big", "model": "llama-3.1-405b", "tp": 16, "router": "least-tokens", "autoscale": {"min": 1, "max": 3, "interval": "10 s"},
+      "requests": {"rate": "20 /s", "count": 2000, "prompt_tokens": {"uniform": [512, 2048]}, "output_tokens": {"uniform": [64, 256]}}})";
+  const std::string nodes = R"([{"type": "hgx-h100-8", "count": 6}])";
+  const Scenario sc = parse_scenario(scenario(burst, "", nodes), "s.json", ".");
+  REQUIRE(sc.serving[0]->placement.size() == 2);  // the first replica: two nodes' pieces
+  CHECK(sc.serving[0]->placement[0].node != sc.serving[0]->placement[1].node);
+  const RunResult run = simulate(sc);
+  const ServingResult& r = run.summary.serving.front();
+  check_scaled(r, 2000, 2);
+  CHECK(r.replica_s > 1.5 * r.makespan_s);
+  // Drained, the added replicas' 32 GPUs go back whole: four 8-GPU gangs long after the burst run on nodes 2 to 5,
+  // the first replica keeping nodes 0 and 1.
+  const std::string later = R"(, "workflows": {"eight": {"name": "eight", "tasks": [{"name": "a", "gpus": 8, "work": {"flop": "1000 PFLOP"}}]}},
+      "workload": [{"workflow": "eight", "arrival": {"process": "times", "times": ["2 h", "2 h", "2 h", "2 h"]}}])";
+  const RunResult after = simulate(parse_scenario(scenario(burst, later, nodes), "s.json", "."));
+  const std::set<std::uint32_t> used = gpus_used(after);
+  CHECK(used.size() == 32);
+  CHECK(*used.begin() == 16);
+  CHECK(after.summary.serving.front().scale_downs == 2);
+}
+
 TEST_CASE("an autoscaled deployment with data-parallel attention adds and drains whole replicas, its ranks together", "[serving][scenario][dp-attention][autoscale]") {
   // Qwen3 30B-A3B with data-parallel attention over 2 GPUs (two ranks a replica, the experts spread over
   // them) on one HGX H100, one replica to start: a burst adds replicas of 2 GPUs, which drain (both ranks)

@@ -660,7 +660,6 @@ void read_serving(const Json& value, const std::string& pointer, Problems& probl
         a.finish();
         if (top.field("replicas") != nullptr) top.problem("replicas", "an autoscaled deployment has between autoscale's min and max; expected no \"replicas\"");
         if (d->prefill_replicas > 0) top.problem("autoscale", "autoscaling a disaggregated deployment is not modelled yet; expected no \"disaggregation\" beside it");
-        if (!d->cluster.groups.empty() && d->tp > d->cluster.groups.front().node.gpus) top.problem("autoscale", "autoscaling replicas whose TP group spans nodes is not modelled yet; expected a tp of at most a node's GPUs beside \"autoscale\"");
         d->replicas = as.max;  // the slots; min of them start placed
       }
     }
