@@ -220,11 +220,12 @@ std::vector<std::string> read_workflows(ObjectReader& top, const Catalog& catalo
   if (value == nullptr) return broken;
   ObjectReader list(*value, top.pointer("workflows"), top.problems());
   if (!list.ok()) return broken;
-  // A ComfyUI graph's VAE decodes whole where the cluster's smallest GPU (or MIG slice) holds them: a prompt may
-  // run on any of them (on one GPU throughout, as stock ComfyUI runs it), and tiles fit wherever the whole would.
+  // A ComfyUI graph's VAE decodes whole where the cluster's smallest GPU (or MIG slice) that runs bf16 holds them:
+  // a prompt may run on any of them (on one GPU throughout, as stock ComfyUI runs it), and tiles fit wherever the
+  // whole would. (A CPU device, with no bf16, runs no ComfyUI model.)
   const GpuType* smallest = nullptr;
   for (const NodeGroup& g : cluster.groups) {
-    if (g.gpu.vram_bytes > 0 && (smallest == nullptr || g.gpu.vram_bytes < smallest->vram_bytes)) smallest = &g.gpu;
+    if (g.gpu.vram_bytes > 0 && g.gpu.peak_for(Dtype::bf16) > 0 && (smallest == nullptr || g.gpu.vram_bytes < smallest->vram_bytes)) smallest = &g.gpu;
   }
   for (const auto& [id, entry] : value->items()) {
     const std::string at = list.pointer(id);

@@ -83,10 +83,10 @@ class Greedy : public Policy {
   std::vector<std::pair<double, std::uint32_t>> by_key_;  // a min-heap of (key, index into ready)
 
   // The kept order (keys_fixed): the queued tasks by (key, when they joined the queue); keys_per_tenant: by
-  // (tenant, when they joined). Tasks join at the
-  // queue's end (ReadyTask::joined grows along it), so a round adds those past the last it saw and finds a
-  // task's place by binary search; one that left is dropped when a round reaches it, or in a sweep once the
-  // order holds twice the queue. A round costs what joined and what it draws, not the queue's length.
+  // (tenant, when they joined). Tasks join at the queue's end (ReadyTask::joined grows along it), so a round
+  // adds those past the last it saw and finds a task's place by binary search; one that left is dropped when a
+  // round reaches it, or in a sweep once the order holds twice the queue. A round costs what joined and what it
+  // draws, not the queue's length.
   struct Keyed {
     double key;
     std::uint64_t joined;
