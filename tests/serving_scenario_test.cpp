@@ -752,6 +752,26 @@ TEST_CASE("an autoscaled deployment whose TP group spans nodes adds and drains r
   CHECK(after.summary.serving.front().scale_downs == 2);
 }
 
+TEST_CASE("a node autoscaler starts no node for a replica wider than the nodes it could start", "[serving][scenario][autoscale]") {
+  // Llama 3.1 405B at TP 16 on three HGX H100s, its first replica on nodes 0 and 1, node 2 off: a second replica
+  // would need two more nodes and the group has one. Starting it would do nothing but be drained idle and wanted
+  // again, decision after decision.
+  const std::string burst = R"({"name": "big", "model": "llama-3.1-405b", "tp": 16, "router": "least-tokens", "autoscale": {"min": 1, "max": 2, "interval": "10 s"},
+      "requests": {"rate": "20 /s", "count": 2000, "prompt_tokens": {"uniform": [512, 2048]}, "output_tokens": {"uniform": [64, 256]}}})";
+  const std::string scaled = R"(, "autoscale": {"policy": "utilization", "target_utilization": 0.7, "min_nodes": 0, "initial_nodes": 0,
+      "interval": "10 s", "provisioning": "30 s", "scale_in_window": "0 s"})";
+  const RunResult run = simulate(parse_scenario(scenario(burst, scaled, R"([{"type": "hgx-h100-8", "count": 3}])"), "s.json", "."));
+  const ServingResult& r = run.summary.serving.front();
+  CHECK(r.completed == 2000);
+  CHECK(r.scale_ups == 0);
+  CHECK(r.scale_ups_without_gpus > 0);
+  CHECK(run.summary.nodes_started == 0);
+  // With a fourth node the two it needs start, and the replica comes up on them.
+  const RunResult four = simulate(parse_scenario(scenario(burst, scaled, R"([{"type": "hgx-h100-8", "count": 4}])"), "s.json", "."));
+  CHECK(four.summary.serving.front().scale_ups == 1);
+  CHECK(four.summary.nodes_started >= 2);
+}
+
 TEST_CASE("an autoscaled deployment with data-parallel attention adds and drains whole replicas, its ranks together", "[serving][scenario][dp-attention][autoscale]") {
   // Qwen3 30B-A3B with data-parallel attention over 2 GPUs (two ranks a replica, the experts spread over
   // them) on one HGX H100, one replica to start: a burst adds replicas of 2 GPUs, which drain (both ranks)

@@ -85,7 +85,9 @@ std::vector<Serving::NodesWanted> Autoscaler::serving_nodes(bool unserved) const
     }
     auto it = std::find_if(claimed.begin(), claimed.end(), [&](const auto& c) { return c.first == w.first_node; });
     if (it == claimed.end()) it = claimed.insert(claimed.end(), {w.first_node, 0});
-    w.nodes = std::min(w.nodes, free + provisioning - it->second);
+    // A replica needs every node its pieces want: fewer would start nodes it cannot use, drained idle and wanted
+    // again decision after decision (a replica of TP 16, or TP 8 x PP 2, on a group with one node to spare).
+    if (w.nodes > free + provisioning - it->second) w.nodes = 0;
     it->second += w.nodes;
     if (unserved) w.nodes -= std::min(w.nodes, std::max(0, provisioning - (it->second - w.nodes)));
   }
