@@ -767,6 +767,13 @@ TEST_CASE("a node autoscaler starts no node for a replica wider than the nodes i
   CHECK(r.scale_ups_without_gpus > 0);
   CHECK(run.summary.nodes_started == 0);
   // With a fourth node the two it needs start, and the replica comes up on them.
+  // And where one of them is on already, idle (three on at the start), it is kept for the replica while the other
+  // starts: the one start is the whole of it.
+  const std::string three_on = R"(, "autoscale": {"policy": "utilization", "target_utilization": 0.7, "min_nodes": 0, "initial_nodes": 3,
+      "interval": "10 s", "provisioning": "30 s", "scale_in_window": "0 s"})";
+  const RunResult held = simulate(parse_scenario(scenario(burst, three_on, R"([{"type": "hgx-h100-8", "count": 4}])"), "s.json", "."));
+  CHECK(held.summary.serving.front().scale_ups == 1);
+  CHECK(held.summary.nodes_started == 1);
   const RunResult four = simulate(parse_scenario(scenario(burst, scaled, R"([{"type": "hgx-h100-8", "count": 4}])"), "s.json", "."));
   CHECK(four.summary.serving.front().scale_ups == 1);
   CHECK(four.summary.nodes_started >= 2);

@@ -116,7 +116,15 @@ int Autoscaler::desired_nodes() const {
       for (const ReadyTask& r : ready_) waiting += r.gpus;
       const double demand = running + std::max(0.0, waiting - free_kept);
       want = kept + static_cast<int>(std::ceil(demand / (a.target_utilization * per_node) - 1e-9));
-      want += nodes_in(serving_nodes(false));
+      // The nodes wanted replicas need, and the idle ones on that already hold their pieces that fit.
+      for (const Serving::NodesWanted& w : serving_nodes(false)) {
+        want += w.nodes;
+        for (const std::uint32_t n : w.holding) {
+          bool idle = !pinned(n);
+          if (idle) for_gpus_of(n, [&](std::uint32_t g) { idle = idle && occupancy_.tasks_on(g).empty(); });
+          want += idle ? 1 : 0;
+        }
+      }
       break;
     }
     case AutoscaleSpec::Policy::queue: {
@@ -212,6 +220,7 @@ void Autoscaler::on_decide() {
   const int on_before_scale_in = nodes_on();
   if (want < on_before_scale_in) {
     for (const Serving::NodesWanted& w : serving_nodes(false)) {
+      for (const std::uint32_t n : w.holding) spared[n] = 1;  // the nodes on that hold the replica's other pieces
       int keep = w.nodes;
       for (std::uint32_t n = w.first_node; n < w.end_node && keep > 0; ++n) {
         if (node_state_[n] == NodeState::provisioning && spared[n] == 0) {

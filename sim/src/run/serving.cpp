@@ -287,7 +287,12 @@ std::vector<Serving::NodesWanted> Serving::nodes_wanted() const {
     if (!scaled_[k].waiting_for_gpus) continue;
     const ServingDeployment& d = *sc_.serving[k];
     const int unplaced = free_gpus_for(d, scratch), per_node = d.cluster.groups.front().node.gpus;
-    if (unplaced > 0) out.push_back({d.first_node, d.first_node + d.nodes, (unplaced + per_node - 1) / per_node});
+    if (unplaced <= 0) continue;
+    NodesWanted& w = out.emplace_back(NodesWanted{d.first_node, d.first_node + d.nodes, (unplaced + per_node - 1) / per_node, {}});
+    for (const std::uint32_t g : scratch) {
+      const std::uint32_t node = index(cluster_.node_of(make_id<GpuId>(g)));
+      if (std::find(w.holding.begin(), w.holding.end(), node) == w.holding.end()) w.holding.push_back(node);
+    }
   }
   return out;
 }

@@ -53,6 +53,7 @@ class Serving {
   struct NodesWanted {
     std::uint32_t first_node = 0, end_node = 0;
     int nodes = 0;
+    std::vector<std::uint32_t> holding;  // the nodes on where its pieces that fit now lie: kept on for it
   };
   std::vector<NodesWanted> nodes_wanted() const;
   // Each deployment's results up to `end_s`; their GPUs' busy time joins the run's utilization and energy.
