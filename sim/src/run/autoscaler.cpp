@@ -119,11 +119,7 @@ int Autoscaler::desired_nodes() const {
       // The nodes wanted replicas need, and the idle ones on that already hold their pieces that fit.
       for (const Serving::NodesWanted& w : serving_nodes(false)) {
         want += w.nodes;
-        for (const std::uint32_t n : w.holding) {
-          bool idle = !pinned(n);
-          if (idle) for_gpus_of(n, [&](std::uint32_t g) { idle = idle && occupancy_.tasks_on(g).empty(); });
-          want += idle ? 1 : 0;
-        }
+        for (const std::uint32_t n : w.holding) want += !pinned(n) && runs_no_task(n) ? 1 : 0;
       }
       break;
     }
@@ -246,9 +242,7 @@ void Autoscaler::on_decide() {
     }
     const auto drainable = [&](std::uint32_t k) { return node_state_[k] == NodeState::on && !pinned(k) && spared[k] == 0; };
     for (std::uint32_t k = count; k-- > 0 && n == count;) {
-      bool idle = drainable(k);
-      if (idle) for_gpus_of(k, [&](std::uint32_t g) { idle = idle && occupancy_.tasks_on(g).empty(); });
-      if (idle) n = k;
+      if (drainable(k) && runs_no_task(k)) n = k;
     }
     for (std::uint32_t k = count; k-- > 0 && n == count;) {
       if (drainable(k)) n = k;

@@ -47,13 +47,19 @@ class Autoscaler : public RunListener {
 
   int nodes_on() const;
   int desired_nodes() const;
-  // The nodes serving replicas want (serving_wants), each capped at what its group has not on: off,
-  // draining or provisioning nodes, shared in order among the deployments of one group; `unserved`: less
-  // the provisioning ones, already on their way.
+  // The nodes serving replicas want (serving_wants), each all of what it needs or none, from what its group has
+  // not on: off, draining or provisioning nodes, shared in order among the deployments of one group; `unserved`:
+  // less the provisioning ones, already on their way.
   std::vector<Serving::NodesWanted> serving_nodes(bool unserved) const;
   // A GPU of the node is held by a serving replica: the node stays on.
   bool pinned(std::uint32_t node) const;
   int pinned_nodes() const;
+  // No task runs on any GPU of the node.
+  bool runs_no_task(std::uint32_t node) const {
+    bool none = true;
+    for_gpus_of(node, [&](std::uint32_t g) { none = none && occupancy_.tasks_on(g).empty(); });
+    return none;
+  }
   void set_gpus_off(std::uint32_t node, bool off);
   void turn_off(std::uint32_t node, const std::string& why);
   void record(DecisionKind kind, std::uint32_t node, const std::string& why) { round_.record_node(kind, make_id<NodeId>(node), why); }
