@@ -34,9 +34,9 @@ std::set<std::uint32_t> gpus_used(const RunResult& run) {
 // An autoscaled run served every request, added `ups` replicas and drained them all after.
 void check_scaled(const ServingResult& r, std::uint64_t completed, std::uint64_t ups) {
   CHECK(r.completed == completed);
-  CHECK(r.scale_ups == ups);
-  CHECK(r.scale_ups_without_gpus == 0);
-  CHECK(r.scale_downs == ups);
+  CHECK(r.scaled.ups == ups);
+  CHECK(r.scaled.ups_without_gpus == 0);
+  CHECK(r.scaled.downs == ups);
 }
 
 const std::string kChat = R"({"name": "chat", "model": "llama-3-8b", "tp": 1, "replicas": 1,
@@ -623,8 +623,8 @@ TEST_CASE("an autoscaled deployment adds replicas on free GPUs as its queue grow
   const RunResult run = simulate(sc);
   const ServingResult& r = run.summary.serving.front();
   CHECK(r.completed == 6000);
-  CHECK(r.scale_ups == 3);
-  CHECK(r.scale_ups_without_gpus == 0);
+  CHECK(r.scaled.ups == 3);
+  CHECK(r.scaled.ups_without_gpus == 0);
   CHECK(r.replica_s > 1.5 * r.makespan_s);  // more than one replica on average
   // Against one replica alone: the added ones cut the waiting.
   std::string fixed = burst;
@@ -636,12 +636,12 @@ TEST_CASE("an autoscaled deployment adds replicas on free GPUs as its queue grow
       "workload": [{"workflow": "hog", "arrival": {"process": "once", "count": 1}}])";
   const RunResult crowded = simulate(parse_scenario(scenario(burst, hog), "s.json", "."));
   const ServingResult& c = crowded.summary.serving.front();
-  CHECK(c.scale_ups == 0);
-  CHECK(c.scale_ups_without_gpus > 0);
+  CHECK(c.scaled.ups == 0);
+  CHECK(c.scaled.ups_without_gpus > 0);
   CHECK(c.completed == 6000);
   // Drained replicas' GPUs go back to the tasks: 1-GPU tasks arriving long after the burst use every GPU
   // but the one the last replica keeps.
-  CHECK(r.scale_downs == 3);
+  CHECK(r.scaled.downs == 3);
   const std::string later = R"(, "workflows": {"one": {"name": "one", "tasks": [{"name": "a", "gpus": 1, "work": {"flop": "1000 PFLOP"}}]}},
       "workload": [{"workflow": "one", "arrival": {"process": "times", "times": ["1 h", "1 h", "1 h", "1 h", "1 h", "1 h", "1 h"]}}])";
   const RunResult after = simulate(parse_scenario(scenario(burst, later), "s.json", "."));
@@ -651,8 +651,91 @@ TEST_CASE("an autoscaled deployment adds replicas on free GPUs as its queue grow
              Catch::Contains("/serving/0/replicas: an autoscaled deployment"));
   CHECK_THAT(error_of(scenario(R"({"model": "llama-3-8b", "autoscale": {"min": 3, "max": 2}, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})")),
              Catch::Contains("/serving/0/autoscale/max: expected at least min"));
-  CHECK_THAT(error_of(scenario(R"({"model": "llama-3-8b", "autoscale": {"min": 1, "max": 2}, "disaggregation": {"prefill": 1, "decode": 1}, "requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8}})")),
-             Catch::Contains("/serving/0/autoscale: autoscaling a disaggregated deployment"));
+}
+
+TEST_CASE("a disaggregated deployment scales its prefill and decode replicas apart, each pool on its own queue", "[serving][scenario][autoscale]") {
+  // Llama 3 8B on one HGX H100, one prefill and one decode replica to start, each pool up to three. Long
+  // prompts with short outputs overload the prefill replica alone; short prompts with long outputs the
+  // decode replica alone (more sequences than its batch takes). Each burst grows its own pool only, and
+  // after it the added replicas drain back.
+  const auto pd = [](const std::string& prompt, const std::string& output, const std::string& rate) {
+    return R"({"name": "pd", "model": "llama-3-8b", "router": "least-tokens", "disaggregation": {},
+        "autoscale": {"prefill": {"min": 1, "max": 3}, "decode": {"min": 1, "max": 3}, "interval": "10 s"},
+        "requests": {"rate": ")" + rate + R"(", "count": 3000, "prompt_tokens": )" + prompt + R"(, "output_tokens": )" + output + "}}";
+  };
+  const Scenario sc = parse_scenario(scenario(pd("8192", "8", "12 /s")), "s.json", ".");
+  const ServingDeployment& d = *sc.serving[0];
+  CHECK(d.prefill_replicas == 3);
+  CHECK(d.replicas == 6);
+  REQUIRE(d.placement.size() == 2);  // the first slot of each pool placed
+  CHECK((d.starts_placed(0) && !d.starts_placed(1) && !d.starts_placed(2) && d.starts_placed(3) && !d.starts_placed(4)));
+  const ServingResult prefill_bound = simulate(sc).summary.serving.front();
+  CHECK(prefill_bound.completed == 3000);
+  CHECK(prefill_bound.scaled.ups == 2);
+  CHECK(prefill_bound.scaled.downs == 2);
+  CHECK(prefill_bound.decode_scaled.ups == 0);
+  CHECK(prefill_bound.requests_rerouted == 0);
+  const ServingResult decode_bound = simulate(parse_scenario(scenario(pd("64", "2048", "12 /s")), "s.json", ".")).summary.serving.front();
+  CHECK(decode_bound.completed == 3000);
+  CHECK(decode_bound.scaled.ups == 0);
+  CHECK(decode_bound.decode_scaled.ups > 0);
+  CHECK(decode_bound.decode_scaled.downs == decode_bound.decode_scaled.ups);
+  CHECK(decode_bound.requests_rerouted == 0);
+  CHECK(decode_bound.kv_transfers == 3000);  // each KV cache moved once, none lost to a drain
+
+  const std::string requests = R"("requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8})";
+  CHECK_THAT(error_of(scenario(R"({"model": "llama-3-8b", "autoscale": {"min": 1, "max": 2}, "disaggregation": {}, )" + requests + "}")),
+             Catch::Contains("/serving/0/autoscale/min: a disaggregated deployment scales its prefill and decode replicas apart"));
+  CHECK_THAT(error_of(scenario(R"({"model": "llama-3-8b", "autoscale": {"prefill": {"min": 1, "max": 2}, "decode": {"min": 1, "max": 2}}, "disaggregation": {"prefill": 1, "decode": 1}, )" + requests + "}")),
+             Catch::Contains("/serving/0/disaggregation/prefill: an autoscaled deployment's prefill and decode replicas are autoscale's"));
+  CHECK_THAT(error_of(scenario(R"({"model": "llama-3-8b", "autoscale": {"prefill": {"min": 1, "max": 2}, "decode": {"min": 3, "max": 2}}, "disaggregation": {}, )" + requests + "}")),
+             Catch::Contains("/serving/0/autoscale/decode/max: expected at least min (3), found 2"));
+  CHECK_THAT(error_of(scenario(R"({"model": "llama-3-8b", "autoscale": {"prefill": {"min": 1, "max": 2}}, "disaggregation": {}, )" + requests + "}")),
+             Catch::Contains("/serving/0/autoscale/decode: missing required field"));
+  CHECK_THAT(error_of(scenario(R"({"model": "llama-3-8b", "autoscale": {"min": 1, "max": 2, "decode": {"min": 1, "max": 2}}, )" + requests + "}")),
+             Catch::Contains("/serving/0/autoscale/decode: pools of prefill and decode replicas are a disaggregated deployment's"));
+}
+
+TEST_CASE("a decode replica being drained decodes the KV caches sent to it before the drain, then parks", "[serving][scenario][autoscale]") {
+  // One prefill replica and two decode replicas (the second added at once); KV caches go to the decode
+  // replicas by hand, each at once, but those bound for the second are held back. It is drained at 1 s and
+  // its held caches arrive at 10 s, long after it decoded the rest: it waits for them, decodes them there,
+  // and parks. (It used to park as soon as it ran dry, the held caches then lost and prefilled again, and
+  // caches waiting on it when the drain began were handed to the other decode replica without a transfer.)
+  HandDriven engine(R"({"name": "pd", "model": "llama-3-8b", "disaggregation": {}, "autoscale": {"prefill": {"min": 1, "max": 1}, "decode": {"min": 1, "max": 2}, "interval": "10 s"},
+      "requests": {"rate": "20 /s", "count": 40, "prompt_tokens": 512, "output_tokens": 256}})");
+  std::vector<std::uint32_t> sent, held;  // requests whose KV is on its way
+  std::uint64_t held_total = 0;
+  engine.set.send_kv_with([&](const serving::KvTransfer& t) { (t.to == 2 ? held : sent).push_back(t.request); }, [](std::uint32_t, std::uint32_t) { return true; });
+  engine.set.replica_up(2, 0.0);
+  bool drained_yet = false;
+  double released_s = -1;
+  while (!engine.queue.empty() || !held.empty()) {
+    if (!engine.queue.empty() && engine.queue.top().time_s < 10.0) {
+      engine.run_until(engine.queue.top().time_s);
+    } else {  // 10 s, or nothing else left to run: the held caches arrive
+      held_total += held.size();
+      released_s = engine.queue.now();
+      std::vector<std::uint32_t> now;
+      now.swap(held);
+      for (std::uint32_t id : now) engine.set.kv_arrived(id);
+      if (!engine.queue.empty()) engine.run_until(engine.queue.top().time_s);
+    }
+    if (!drained_yet && engine.queue.now() >= 1.0) {
+      engine.set.drain(2);
+      drained_yet = true;
+    }
+    std::vector<std::uint32_t> now;
+    now.swap(sent);
+    for (std::uint32_t id : now) engine.set.kv_arrived(id);
+  }
+  REQUIRE(held_total > 0);
+  const ServingResult r = engine.set.summarize(engine.queue.now());
+  CHECK(r.completed == 40);
+  CHECK(r.requests_rerouted == 0);
+  REQUIRE(engine.drained.size() == 1);
+  CHECK(engine.drained.front().first == 2);
+  CHECK(engine.drained.front().second > released_s);  // after decoding what arrived late
 }
 
 TEST_CASE("a GPU failure during a drain parks the replica and gives its GPUs back instead of restarting it", "[serving][scenario][autoscale][faults]") {
@@ -718,7 +801,7 @@ TEST_CASE("an autoscaled pipeline-parallel deployment adds and drains whole repl
   const std::set<std::uint32_t> used = gpus_used(after);
   CHECK(used.size() == 16);
   CHECK(*used.begin() == 8);
-  CHECK(after.summary.serving.front().scale_downs == 2);
+  CHECK(after.summary.serving.front().scaled.downs == 2);
   // A replica larger than a node (TP 4 x PP 3: a node's 8 GPUs and 4 of another) is added piece by piece.
   std::string wide = burst;
   wide.replace(wide.find(R"("pp": 2)"), 7, R"("pp": 3)");
@@ -749,7 +832,7 @@ TEST_CASE("an autoscaled deployment whose TP group spans nodes adds and drains r
   const std::set<std::uint32_t> used = gpus_used(after);
   CHECK(used.size() == 32);
   CHECK(*used.begin() == 16);
-  CHECK(after.summary.serving.front().scale_downs == 2);
+  CHECK(after.summary.serving.front().scaled.downs == 2);
 }
 
 TEST_CASE("a node autoscaler starts no node for a replica wider than the nodes it could start", "[serving][scenario][autoscale]") {
@@ -763,8 +846,8 @@ TEST_CASE("a node autoscaler starts no node for a replica wider than the nodes i
   const RunResult run = simulate(parse_scenario(scenario(burst, scaled, R"([{"type": "hgx-h100-8", "count": 3}])"), "s.json", "."));
   const ServingResult& r = run.summary.serving.front();
   CHECK(r.completed == 2000);
-  CHECK(r.scale_ups == 0);
-  CHECK(r.scale_ups_without_gpus > 0);
+  CHECK(r.scaled.ups == 0);
+  CHECK(r.scaled.ups_without_gpus > 0);
   CHECK(run.summary.nodes_started == 0);
   // With a fourth node the two it needs start, and the replica comes up on them.
   // And where one of them is on already, idle (three on at the start), it is kept for the replica while the other
@@ -772,10 +855,10 @@ TEST_CASE("a node autoscaler starts no node for a replica wider than the nodes i
   const std::string three_on = R"(, "autoscale": {"policy": "utilization", "target_utilization": 0.7, "min_nodes": 0, "initial_nodes": 3,
       "interval": "10 s", "provisioning": "30 s", "scale_in_window": "0 s"})";
   const RunResult held = simulate(parse_scenario(scenario(burst, three_on, R"([{"type": "hgx-h100-8", "count": 4}])"), "s.json", "."));
-  CHECK(held.summary.serving.front().scale_ups == 1);
+  CHECK(held.summary.serving.front().scaled.ups == 1);
   CHECK(held.summary.nodes_started == 1);
   const RunResult four = simulate(parse_scenario(scenario(burst, scaled, R"([{"type": "hgx-h100-8", "count": 4}])"), "s.json", "."));
-  CHECK(four.summary.serving.front().scale_ups == 1);
+  CHECK(four.summary.serving.front().scaled.ups == 1);
   CHECK(four.summary.nodes_started >= 2);
 }
 
@@ -849,9 +932,9 @@ TEST_CASE("a node autoscaler starts nodes for the replicas a deployment's own au
   const RunResult run = simulate(parse_scenario(scenario(burst, scaled, nodes), "s.json", "."));
   const ServingResult& r = run.summary.serving.front();
   CHECK(r.completed == 12000);
-  CHECK(fixed.summary.serving.front().scale_ups == 3);
-  CHECK(r.scale_ups == 3);  // as on the fixed cluster, once the nodes are up
-  CHECK(r.scale_ups_without_gpus > 0);  // asked for while the nodes came up
+  CHECK(fixed.summary.serving.front().scaled.ups == 3);
+  CHECK(r.scaled.ups == 3);  // as on the fixed cluster, once the nodes are up
+  CHECK(r.scaled.ups_without_gpus > 0);  // asked for while the nodes came up
   CHECK(run.summary.nodes_started >= 1);
   CHECK(run.summary.node_s_on < 3 * run.summary.end_s);  // not every node for the whole run
 }
@@ -876,7 +959,7 @@ TEST_CASE("an idle node of another type left on does not stand in for the node a
   const ServingResult& r = run.summary.serving.back();
   REQUIRE(r.deployment->name == "chat");
   CHECK(r.completed == 6000);
-  CHECK(r.scale_ups >= 1);
+  CHECK(r.scaled.ups >= 1);
   CHECK(run.summary.nodes_started == 1);
   std::vector<double> started_a100, drained_h100;
   for (const Decision& d : run.trace.decisions) {
@@ -924,8 +1007,8 @@ TEST_CASE("a replica wanted by its deployment's autoscaling gets a node even whe
   const ServingResult& r = run.summary.serving.back();
   REQUIRE(r.deployment->name == "chat");
   CHECK(r.completed == 6000);
-  CHECK(r.scale_ups_without_gpus > 0);  // asked for while the node came up
-  CHECK(r.scale_ups >= 1);
+  CHECK(r.scaled.ups_without_gpus > 0);  // asked for while the node came up
+  CHECK(r.scaled.ups >= 1);
   CHECK(run.summary.nodes_started >= 1);
   // The same on one node type: replicas of TP 2 x PP 3 leave 2 GPUs free on each of four A100 nodes (8 in
   // all, none able to hold a TP 8 replica); the sixth node, off, is started for the second chat replica.
@@ -934,13 +1017,13 @@ TEST_CASE("a replica wanted by its deployment's autoscaling gets a node even whe
   const RunResult same = simulate(parse_scenario(scenario(staged + ", " + kA100Chat, scaled, R"([{"type": "hgx-a100-8", "count": 6}])"), "s.json", "."));
   const ServingResult& c = same.summary.serving.back();
   CHECK(c.completed == 6000);
-  CHECK(c.scale_ups >= 1);
+  CHECK(c.scaled.ups >= 1);
   CHECK(same.summary.nodes_started == 1);
   // An H100 node off before the A100 node off: the node started for the chat replica is the A100 (the first
   // node off in the cluster's order used to be started, where the replica could never run).
   const std::string before = R"([{"type": "hgx-h100-8", "count": 2}, {"type": "hgx-h200-8", "count": 1}, {"type": "hgx-a100-8", "count": 2}])";
   const RunResult ordered = simulate(parse_scenario(scenario(light_on("a", "hgx-h100-8") + ", " + light_on("b", "hgx-h200-8") + ", " + kA100Chat, scaled, before), "s.json", "."));
   CHECK(ordered.summary.serving.back().completed == 6000);
-  CHECK(ordered.summary.serving.back().scale_ups >= 1);
+  CHECK(ordered.summary.serving.back().scaled.ups >= 1);
   CHECK(ordered.summary.nodes_started == 1);
 }

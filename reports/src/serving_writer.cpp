@@ -39,6 +39,22 @@ std::string slo_text(const ServingDeployment::Slo& s) {
   return s.tenant.empty() ? std::string(line) : s.tenant + "'s " + line;
 }
 
+// Disaggregated, each pool's bounds and decisions apart.
+nlohmann::ordered_json autoscale_json(const ServingDeployment& d, const ServingResult& r) {
+  if (!d.autoscale.on()) return nlohmann::ordered_json();
+  const auto pool = [](int min, int max, const ServingResult::Scaling& s) {
+    return nlohmann::ordered_json{{"min", min}, {"max", max}, {"added", s.ups}, {"removed", s.downs}, {"wanted_without_gpus", s.ups_without_gpus}};
+  };
+  nlohmann::ordered_json out;
+  if (d.prefill_replicas > 0) {
+    out = {{"prefill", pool(d.autoscale.min, d.autoscale.max, r.scaled)}, {"decode", pool(d.autoscale.decode_min, d.autoscale.decode_max, r.decode_scaled)}};
+  } else {
+    out = pool(d.autoscale.min, d.autoscale.max, r.scaled);
+  }
+  out["replica_s"] = r.replica_s;
+  return out;
+}
+
 nlohmann::ordered_json percentiles_json(const Percentiles& p) {
   return {{"p50", p.p50}, {"p90", p.p90}, {"p95", p.p95}, {"p99", p.p99}, {"mean", p.mean}, {"max", p.max}};
 }
@@ -131,12 +147,23 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
         << " recomputed with the " << bytes(d.engine.swap_space_bytes) << " swap space a GPU full (vLLM's V0 engine aborts there)\n";
   }
   if (d.autoscale.on()) {
-    out << "autoscale   " << d.autoscale.min << " to " << d.autoscale.max << " replicas: " << r.scale_ups << " added, " << r.scale_downs << " removed"
-        << (r.scale_ups_without_gpus > 0 ? ", " + std::to_string(r.scale_ups_without_gpus) + " more wanted but no GPUs were free" : std::string()) << "; "
-        << format_number(r.replica_s / 3600) << " replica-hours (" << format_number(r.replica_s / std::max(r.makespan_s, 1e-9)) << " on average)\n";
+    const auto pool = [&](int min, int max, const ServingResult::Scaling& s) {
+      out << min << " to " << max << " replicas: " << s.ups << " added, " << s.downs << " removed"
+          << (s.ups_without_gpus > 0 ? ", " + std::to_string(s.ups_without_gpus) + " more wanted but no GPUs were free" : std::string()) << "; ";
+    };
+    out << "autoscale   ";
+    if (d.prefill_replicas > 0) {
+      out << "prefill ";
+      pool(d.autoscale.min, d.autoscale.max, r.scaled);
+      out << "decode ";
+      pool(d.autoscale.decode_min, d.autoscale.decode_max, r.decode_scaled);
+    } else {
+      pool(d.autoscale.min, d.autoscale.max, r.scaled);
+    }
+    out << format_number(r.replica_s / 3600) << " replica-hours (" << format_number(r.replica_s / std::max(r.makespan_s, 1e-9)) << " on average)\n";
   }
   if (d.prefill_replicas > 0) {
-    out << "split       " << d.prefill_replicas << " prefill and " << d.replicas - d.prefill_replicas << " decode replicas: " << format_number(static_cast<double>(r.kv_transfers))
+    out << "split       " << (d.autoscale.on() ? "up to " : "") << d.prefill_replicas << " prefill and " << d.replicas - d.prefill_replicas << " decode replicas: " << format_number(static_cast<double>(r.kv_transfers))
         << " KV caches moved (" << bytes(r.kv_transfer_bytes) << ", " << seconds(r.kv_transfers > 0 ? r.kv_transfer_s / static_cast<double>(r.kv_transfers) : 0)
         << " each on average, " << (d.kv_by_layer ? "layer by layer as the prompt's last pass ran, timed from its end, " : "")
         << (r.kv_on_shared_network ? "on the shared network"
@@ -264,9 +291,7 @@ nlohmann::ordered_json serving_results_json(const ServingDeployment& d, const Se
       {"swap", {{"on", d.engine.swap}, {"swap_space_bytes", d.engine.swap_space_bytes}, {"swapped_out", r.swapped_out}, {"bytes", r.swap_bytes}, {"recomputed_swap_full", r.swap_space_full}}},
       {"prefill_replicas", d.prefill_replicas},
       {"kv_transfers", {{"count", r.kv_transfers}, {"bytes", r.kv_transfer_bytes}, {"seconds", r.kv_transfer_s}, {"shared_network", r.kv_on_shared_network}, {"by_layer", d.kv_by_layer}}},
-      {"autoscale", d.autoscale.on() ? nlohmann::ordered_json{{"min", d.autoscale.min}, {"max", d.autoscale.max}, {"added", r.scale_ups}, {"removed", r.scale_downs},
-                                                                {"wanted_without_gpus", r.scale_ups_without_gpus}, {"replica_s", r.replica_s}}
-                                        : nlohmann::ordered_json()},
+      {"autoscale", autoscale_json(d, r)},
       {"replica_failures", r.replica_failures},
       {"requests_rerouted", r.requests_rerouted},
       {"prefix_cache", {{"on", d.engine.prefix_caching}, {"prompt_tokens", r.prompt_tokens}, {"hit_tokens", r.prefix_hit_tokens}, {"evictions", r.prefix_evictions}}},

@@ -133,7 +133,7 @@ TEST_CASE("a node holding a serving replica stays on, counted apart from the nod
 
 TEST_CASE("nodes started for a serving replica wanted come from its deployment's nodes first", "[run][autoscale]") {
   Fixture f;
-  f.serving_wants = {{.first_node = 2, .end_node = 3, .nodes = 1}};  // a replica that only node 2's type can hold
+  f.serving_wants = {{.first_node = 2, .end_node = 3, .nodes = 1, .holding = {}}};  // a replica that only node 2's type can hold
   f.run_until(10);  // 3 nodes wanted: node 2 first, for the replica, then node 1
   std::vector<std::uint32_t> started;
   for (const Decision& d : f.trace.decisions) {
@@ -148,7 +148,7 @@ TEST_CASE("a draining node kept for a serving replica is not drained again in th
   f.memory.hold(make_id<GpuId>(2), 1e9, 45);  // an output waits on node 2's GPU: a drain cannot finish
   f.run_until(50);  // one node wanted: node 1 goes off, node 2 stays draining
   REQUIRE(f.nodes_off == std::vector<std::uint32_t>{1});
-  f.serving_wants = {{.first_node = 2, .end_node = 3, .nodes = 1}};  // a replica that only node 2's type can hold
+  f.serving_wants = {{.first_node = 2, .end_node = 3, .nodes = 1, .holding = {}}};  // a replica that only node 2's type can hold
   f.run_until(60);  // node 2 kept for it, and node 0, idle, drains in its place (one node wanted)
   CHECK(f.nodes_off == std::vector<std::uint32_t>{1, 0});
   const auto log_at = [&](double t) {

@@ -159,9 +159,14 @@ struct ServingDeployment {
   // In a scenario: replicas added and removed with the load, between `min` and `max` (then `replicas`
   // is max, the slots, of which `min` start placed). Every `interval`: one more when the requests
   // waiting per replica reach `queue` and GPUs are free; one fewer (drained, then its GPUs freed) when
-  // none waits and the others would be less than `target_busy` busy with its share.
+  // none waits and the others would be less than `target_busy` busy with its share. Disaggregated, the
+  // prefill and decode replicas are two pools scaled apart, each by its own waiting and busy share
+  // (Dynamo's planner scales its prefill and decode workers apart too): `min` and `max` bound the prefill
+  // replicas, `decode_min` and `decode_max` the decode replicas (`prefill_replicas` is max, the decode
+  // replicas' slots follow).
   struct Autoscale {
     int min = 0, max = 0;
+    int decode_min = 0, decode_max = 0;  // disaggregated: the decode pool's bounds
     double interval_s = 30, target_busy = 0.6;
     int queue = 8;
     bool on() const { return max > 0; }
@@ -226,11 +231,19 @@ struct ServingDeployment {
     const int per_node = cluster.groups.front().node.gpus;
     return static_cast<std::size_t>((tp_of(replica) * pp + per_node - 1) / per_node);
   }
-  // Replica r's first piece in `placement`: the prefill replicas' pieces come first.
+  // Autoscaled in a scenario: replica slot r is one of those placed at the start (the first `min` of its
+  // pool); the others are placed when the autoscaler adds them. Otherwise every replica is placed.
+  bool starts_placed(std::size_t replica) const {
+    if (!autoscale.on()) return true;
+    if (!decodes_only(replica)) return replica < static_cast<std::size_t>(autoscale.min);
+    return replica - static_cast<std::size_t>(prefill_replicas) < static_cast<std::size_t>(autoscale.decode_min);
+  }
+  // Placed replica r's first piece in `placement`: the placed prefill replicas' pieces come first.
   std::size_t first_piece(std::size_t replica) const {
     if (!decodes_only(replica)) return replica * pieces_a_replica(0);
     const auto prefill = static_cast<std::size_t>(prefill_replicas);
-    return prefill * pieces_a_replica(0) + (replica - prefill) * pieces_a_replica(replica);
+    const auto prefill_placed = static_cast<std::size_t>(autoscale.on() ? autoscale.min : prefill_replicas);
+    return prefill_placed * pieces_a_replica(0) + (replica - prefill) * pieces_a_replica(replica);
   }
   // GPUs of every replica.
   int gpus() const {
@@ -328,9 +341,13 @@ struct ServingResult {
   std::uint64_t kv_transfers = 0;
   double kv_transfer_bytes = 0, kv_transfer_s = 0;
   bool kv_on_shared_network = false;
-  // Autoscaled: replicas added and removed, additions wanted that found no free GPUs, replica-seconds up
-  // (restarts and draining included).
-  std::uint64_t scale_ups = 0, scale_downs = 0, scale_ups_without_gpus = 0;
+  // Autoscaled: replicas added and removed, additions wanted that found no free GPUs (disaggregated:
+  // `scaled` the prefill replicas', `decode_scaled` the decode replicas'), replica-seconds up (restarts and
+  // draining included, every replica's).
+  struct Scaling {
+    std::uint64_t ups = 0, downs = 0, ups_without_gpus = 0;
+  };
+  Scaling scaled, decode_scaled;
   double replica_s = 0;
   double makespan_s = 0;    // from the first arrival to the last completion
   double last_finish_s = 0;  // the last completion, on the run's clock

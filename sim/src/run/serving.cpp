@@ -37,7 +37,7 @@ Serving::Serving(const Scenario& scenario, const Cluster& cluster, EventQueue& q
   gpu_replica_.assign(cluster_.gpu_count(), -1);
   replica_gpus_down_.assign(replica_owner_.size(), 0);
   replica_gpus_.resize(replica_owner_.size());
-  last_busy_s_.assign(sets_.size(), 0);
+  last_busy_s_.assign(sets_.size(), {0, 0});
   scaled_.resize(sets_.size());
   for (std::uint32_t k = 0; k < sets_.size(); ++k) {
     if (sc_.serving[k]->autoscale.on()) sets_[k].on_drained([this, k](std::uint32_t local) { give_back_gpus(first_replica_[k] + local); });
@@ -178,43 +178,54 @@ void Serving::give_back_gpus(std::uint32_t replica) {
   replica_gpus_down_[replica] = 0;
 }
 
+// Each pool of the deployment decides apart (disaggregated: its prefill replicas, then its decode replicas;
+// otherwise every replica), the prefill pool's addition taking its GPUs before the decode pool looks.
 void Serving::scale(std::uint32_t k) {
   const ServingDeployment& d = *sc_.serving[k];
   const ServingDeployment::Autoscale& as = d.autoscale;
   serving::ReplicaSet& set = sets_[k];
-  const serving::ReplicaSet::Load load = set.load();
-  const int lanes = d.lanes_a_replica();  // a pipeline's lanes run side by side, each busy as its replica
-  const double busy = (load.busy_s - last_busy_s_[k]) / (as.interval_s * std::max(1, load.serving) * lanes);
-  last_busy_s_[k] = load.busy_s;
-  const int replicas = load.serving + load.starting;
-  scaled_[k].waiting_for_gpus = false;  // until this decision says otherwise
-  if (load.waiting >= static_cast<std::uint64_t>(as.queue) * static_cast<std::uint64_t>(std::max(1, load.serving)) && replicas < as.max && load.parked) {
-    std::vector<std::uint32_t> gpus;
-    if (free_gpus_for(d, gpus) == 0) {
-      const std::uint32_t subject = first_replica_[k] + *load.parked * static_cast<std::uint32_t>(lanes);
-      take_gpus(subject, std::move(gpus));
-      set.replica_up(*load.parked, startup_s_[subject]);
-      ++scaled_[k].ups;
-    } else {
-      ++scaled_[k].ups_without_gpus;
-      scaled_[k].waiting_for_gpus = true;
+  bool above_min = false;
+  for (const bool decode : {false, true}) {
+    if (decode && d.prefill_replicas == 0) break;
+    const int min = decode ? as.decode_min : as.min, max = decode ? as.decode_max : as.max;
+    const serving::ReplicaSet::Load load = set.load(decode);
+    ScaleCounts& counts = scaled_[k][decode ? 1 : 0];
+    double& last_busy_s = last_busy_s_[k][decode ? 1 : 0];
+    const int lanes = d.lanes_a_replica();  // a pipeline's lanes run side by side, each busy as its replica
+    const double busy = (load.busy_s - last_busy_s) / (as.interval_s * std::max(1, load.serving) * lanes);
+    last_busy_s = load.busy_s;
+    const int replicas = load.serving + load.starting;
+    above_min |= replicas > min;
+    counts.waiting_for_gpus = false;  // until this decision says otherwise
+    if (load.waiting >= static_cast<std::uint64_t>(as.queue) * static_cast<std::uint64_t>(std::max(1, load.serving)) && replicas < max && load.parked) {
+      std::vector<std::uint32_t> gpus;
+      if (free_gpus_for(d, *load.parked, gpus) == 0) {
+        const std::uint32_t subject = first_replica_[k] + *load.parked * static_cast<std::uint32_t>(lanes);
+        take_gpus(subject, std::move(gpus));
+        set.replica_up(*load.parked, startup_s_[subject]);
+        ++counts.ups;
+      } else {
+        ++counts.ups_without_gpus;
+        counts.waiting_for_gpus = true;
+        counts.wanted = *load.parked;
+      }
+    } else if (load.waiting == 0 && load.serving > min && load.starting == 0 && load.last_serving &&
+               busy * load.serving / (load.serving - 1) < as.target_busy) {
+      set.drain(*load.last_serving);
+      ++counts.downs;
     }
-  } else if (load.waiting == 0 && load.serving > as.min && load.starting == 0 && load.last_serving &&
-             busy * load.serving / (load.serving - 1) < as.target_busy) {
-    set.drain(*load.last_serving);
-    ++scaled_[k].downs;
   }
   // Decisions go on while requests remain, and after them until the replicas are back to min.
-  if (set.unfinished() > 0 || replicas > as.min) queue_.push(queue_.now() + as.interval_s, scale_kind_, k);
+  if (set.unfinished() > 0 || above_min) queue_.push(queue_.now() + as.interval_s, scale_kind_, k);
 }
 
-// A replica's GPUs as a scenario places it, stage after stage: each piece (a node's worth of them, or what is
-// left) on the first node of its group with that many GPUs no task, replica or failure holds, and none of
-// this replica's other pieces took. The GPUs of the pieces that find none (0: the replica is placed).
-int Serving::free_gpus_for(const ServingDeployment& d, std::vector<std::uint32_t>& gpus) const {
+// Replica slot `replica`'s GPUs as a scenario places it, stage after stage: each piece (a node's worth of them,
+// or what is left) on the first node of its group with that many GPUs no task, replica or failure holds, and
+// none of this replica's other pieces took. The GPUs of the pieces that find none (0: the replica is placed).
+int Serving::free_gpus_for(const ServingDeployment& d, std::uint32_t replica, std::vector<std::uint32_t>& gpus) const {
   gpus.clear();
   int unplaced = 0;
-  for (const int need : d.piece_gpus(0)) {  // autoscaled replicas are of one shape
+  for (const int need : d.piece_gpus(replica)) {
     std::vector<std::uint32_t> piece;
     for (std::uint32_t n = d.first_node; n < d.first_node + d.nodes && piece.size() < static_cast<std::size_t>(need); ++n) {
       piece.clear();
@@ -238,7 +249,8 @@ void Serving::start(Occupancy& occupancy, GpuMemory& memory) {
   for (std::size_t k = 0; k < sets_.size(); ++k) {
     const ServingDeployment& d = *sc_.serving[k];
     // A replica's GPUs, stage after stage (its pieces in order), are held under its first lane's subject.
-    for (std::size_t r = 0; d.first_piece(r) < d.placement.size(); ++r) {
+    for (std::size_t r = 0; r < static_cast<std::size_t>(d.replicas); ++r) {
+      if (!d.starts_placed(r)) continue;
       std::vector<std::uint32_t> gpus;
       for (std::size_t piece = d.first_piece(r); piece < d.first_piece(r) + d.pieces_a_replica(r); ++piece) {
         const ServingDeployment::Placement& p = d.placement[piece];
@@ -284,14 +296,16 @@ std::vector<Serving::NodesWanted> Serving::nodes_wanted() const {
   std::vector<NodesWanted> out;
   std::vector<std::uint32_t> scratch;
   for (std::size_t k = 0; k < sets_.size(); ++k) {
-    if (!scaled_[k].waiting_for_gpus) continue;
     const ServingDeployment& d = *sc_.serving[k];
-    const int unplaced = free_gpus_for(d, scratch), per_node = d.cluster.groups.front().node.gpus;
-    if (unplaced <= 0) continue;
-    NodesWanted& w = out.emplace_back(NodesWanted{d.first_node, d.first_node + d.nodes, (unplaced + per_node - 1) / per_node, {}});
-    for (const std::uint32_t g : scratch) {
-      const std::uint32_t node = index(cluster_.node_of(make_id<GpuId>(g)));
-      if (std::find(w.holding.begin(), w.holding.end(), node) == w.holding.end()) w.holding.push_back(node);
+    for (const ScaleCounts& pool : scaled_[k]) {  // disaggregated, each pool's want apart
+      if (!pool.waiting_for_gpus) continue;
+      const int unplaced = free_gpus_for(d, pool.wanted, scratch), per_node = d.cluster.groups.front().node.gpus;
+      if (unplaced <= 0) continue;
+      NodesWanted& w = out.emplace_back(NodesWanted{d.first_node, d.first_node + d.nodes, (unplaced + per_node - 1) / per_node, {}});
+      for (const std::uint32_t g : scratch) {
+        const std::uint32_t node = index(cluster_.node_of(make_id<GpuId>(g)));
+        if (std::find(w.holding.begin(), w.holding.end(), node) == w.holding.end()) w.holding.push_back(node);
+      }
     }
   }
   return out;
@@ -308,11 +322,11 @@ void Serving::summarize(double end_s, Summary& summary) const {
     const ServingDeployment& d = *sc_.serving[k];
     ServingResult r = sets_[k].summarize(end_s);
     r.deployment = sc_.serving[k];
-    r.scale_ups = scaled_[k].ups;
-    r.scale_downs = scaled_[k].downs;
-    r.scale_ups_without_gpus = scaled_[k].ups_without_gpus;
+    const auto scaling = [](const ScaleCounts& c) { return ServingResult::Scaling{c.ups, c.downs, c.ups_without_gpus}; };
+    r.scaled = scaling(scaled_[k][0]);
+    r.decode_scaled = scaling(scaled_[k][1]);
     r.kv_on_shared_network = d.prefill_replicas > 0;
-    if (r.replica_failures > 0 || r.scale_ups > 0) {
+    if (r.replica_failures > 0 || r.scaled.ups > 0 || r.decode_scaled.ups > 0) {
       const bool guessed = std::find(d.engine.assumed.begin(), d.engine.assumed.end(), "startup") != d.engine.assumed.end();
       const std::string decode = d.decode_tp > 0 ? " (a prefill replica; a decode replica " +
                                  format_quantity(startup_s_[first_replica_[k] + static_cast<std::uint32_t>(d.prefill_replicas * d.lanes_a_replica())], Dimension::time) + ")"

@@ -4,6 +4,7 @@
 // disaggregated deployment's KV caches move over the run's shared network, beside the tasks' flows.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <unordered_map>
@@ -80,12 +81,15 @@ class Serving {
   GpuMemory* memory_ = nullptr;                   // given at start()
   Occupancy* occupancy_ = nullptr;
   std::vector<std::vector<std::uint32_t>> replica_gpus_;  // per replica subject: the GPUs it holds now
-  std::vector<double> last_busy_s_;               // per deployment: its iteration time at the last decision
+  // Per deployment and pool (every replica, or disaggregated the prefill replicas; the decode replicas): its
+  // iteration time at the last decision, and the autoscaler's decisions.
+  std::vector<std::array<double, 2>> last_busy_s_;
   struct ScaleCounts {
     std::uint64_t ups = 0, downs = 0, ups_without_gpus = 0;
     bool waiting_for_gpus = false;  // the last decision wanted a replica and found no GPUs for it
+    std::uint32_t wanted = 0;       // then: the replica slot it wanted placed
   };
-  std::vector<ScaleCounts> scaled_;               // per deployment: the autoscaler's decisions
+  std::vector<std::array<ScaleCounts, 2>> scaled_;
   // KV transfers on the network, by number (their flows' tag): whose, and how many shares are still to arrive.
   struct KvInFlight {
     std::uint32_t deployment, request;
@@ -105,7 +109,7 @@ class Serving {
   std::vector<double> kv_link_bytes_;
   std::vector<std::uint32_t> kv_loaded_;
   std::vector<std::uint32_t> stranded_kv_;
-  int free_gpus_for(const ServingDeployment& d, std::vector<std::uint32_t>& gpus) const;
+  int free_gpus_for(const ServingDeployment& d, std::uint32_t replica, std::vector<std::uint32_t>& gpus) const;
   void send_kv(std::uint32_t deployment, const serving::KvTransfer& t);
   void take_gpus(std::uint32_t replica, std::vector<std::uint32_t> gpus);
   void give_back_gpus(std::uint32_t replica);

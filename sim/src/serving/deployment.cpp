@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <tuple>
 
 #include "fleetsim/suggest.hpp"
 #include "fleetsim/units.hpp"
@@ -434,12 +435,21 @@ void read_deployment(ObjectReader& top, ServingDeployment& d, bool cluster_ok, c
   if (const Json* pd = top.field("disaggregation")) {  // {"prefill": 1, "decode": 3}
     ObjectReader r(*pd, top.pointer("disaggregation"), top.problems());
     if (r.ok()) {
-      const int prefill = static_cast<int>(r.integer("prefill", Need::required, 1, 50'000).value_or(1));
-      const int decode = static_cast<int>(r.integer("decode", Need::required, 1, 50'000).value_or(1));
+      // Autoscaled (read before this), the pools' slots are autoscale's maxima.
+      const ServingDeployment::Autoscale& as = d.autoscale;
+      int prefill = as.max, decode = as.decode_max;
+      if (as.on()) {
+        for (const char* key : {"prefill", "decode"}) {
+          if (r.field(key) != nullptr) r.problem(key, "an autoscaled deployment's prefill and decode replicas are autoscale's \"prefill\" and \"decode\" bounds; expected no \"" + std::string(key) + "\" here");
+        }
+      } else {
+        prefill = static_cast<int>(r.integer("prefill", Need::required, 1, 50'000).value_or(1));
+        decode = static_cast<int>(r.integer("decode", Need::required, 1, 50'000).value_or(1));
+      }
       if (r.field("decode_tp") != nullptr) d.decode_tp = static_cast<int>(r.integer("decode_tp", Need::required, 1, 64).value_or(0));
       d.kv_by_layer = r.choice("kv_transfer", {"after_prefill", "by_layer"}, 0) == 1;
       r.finish();
-      if (top.field("replicas") != nullptr && d.replicas != prefill + decode) {
+      if (!as.on() && top.field("replicas") != nullptr && d.replicas != prefill + decode) {
         top.problem("replicas", "expected the " + std::to_string(prefill + decode) + " replicas \"disaggregation\" makes (or no \"replicas\"), found " + std::to_string(d.replicas));
       }
       d.prefill_replicas = prefill;
@@ -593,6 +603,46 @@ ServingDeployment parse_serving(std::string_view json_text, const std::string& f
 
 namespace detail {
 
+// A pool's bounds: {"min": 1, "max": 4}.
+void read_bounds(ObjectReader& r, int& min, int& max) {
+  min = static_cast<int>(r.integer("min", Need::required, 1, 10'000).value_or(1));
+  max = static_cast<int>(r.integer("max", Need::required, 1, 10'000).value_or(1));
+  if (max < min) r.problem("max", "expected at least min (" + std::to_string(min) + "), found " + std::to_string(max));
+}
+
+// A scenario deployment's `autoscale`: {"min": 1, "max": 4, "interval": "30 s", "queue": 8, "target_busy": 0.6};
+// disaggregated, "prefill" and "decode" bounds in place of min and max.
+void read_autoscale(ObjectReader& top, ServingDeployment::Autoscale& as) {
+  const Json* scale = top.field("autoscale");
+  if (scale == nullptr) return;
+  ObjectReader a(*scale, top.pointer("autoscale"), top.problems());
+  if (!a.ok()) return;
+  if (top.field("disaggregation") != nullptr) {
+    for (const char* key : {"min", "max"}) {
+      if (a.field(key) != nullptr) a.problem(key, "a disaggregated deployment scales its prefill and decode replicas apart: expected {\"min\", \"max\"} under \"prefill\" and \"decode\" in place of \"" + std::string(key) + "\"");
+    }
+    const std::tuple<const char*, int&, int&> pools[] = {{"prefill", as.min, as.max}, {"decode", as.decode_min, as.decode_max}};
+    for (const auto& [pool, min, max] : pools) {
+      const Json* bounds = a.field(pool, Need::required);
+      if (bounds == nullptr) continue;
+      ObjectReader b(*bounds, a.pointer(pool), top.problems());
+      if (!b.ok()) continue;
+      read_bounds(b, min, max);
+      b.finish();
+    }
+  } else {
+    for (const char* pool : {"prefill", "decode"}) {
+      if (a.field(pool) != nullptr) a.problem(pool, "pools of prefill and decode replicas are a disaggregated deployment's; expected \"min\" and \"max\" here, or \"disaggregation\" beside autoscale");
+    }
+    read_bounds(a, as.min, as.max);
+  }
+  as.interval_s = a.quantity_or("interval", Dimension::time, as.interval_s);
+  if (!(as.interval_s >= 1e-3)) a.problem("interval", "expected at least 1 ms");
+  as.queue = static_cast<int>(a.integer_or("queue", as.queue, 1, 1'000'000));
+  as.target_busy = a.number("target_busy", Need::optional, 0.0, 1.0).value_or(as.target_busy);
+  a.finish();
+}
+
 void read_serving(const Json& value, const std::string& pointer, Problems& problems, const ClusterSpec& cluster, bool cluster_ok,
                   const std::string& base_dir, std::vector<std::shared_ptr<const ServingDeployment>>& out) {
   if (!value.is_array() || value.empty()) {
@@ -645,23 +695,11 @@ void read_serving(const Json& value, const std::string& pointer, Problems& probl
       d->cluster.groups = {cluster.groups[*group]};
     }
     const std::size_t problems_before = problems.size();
+    read_autoscale(top, d->autoscale);  // first: a disaggregated deployment's pools are sized by it
     read_deployment(top, *d, group.has_value(), base_dir);
-    if (const Json* scale = top.field("autoscale")) {  // {"min": 1, "max": 4, "interval": "30 s", "queue": 8, "target_busy": 0.6}
-      ObjectReader a(*scale, top.pointer("autoscale"), problems);
-      if (a.ok()) {
-        ServingDeployment::Autoscale& as = d->autoscale;
-        as.min = static_cast<int>(a.integer("min", Need::required, 1, 10'000).value_or(1));
-        as.max = static_cast<int>(a.integer("max", Need::required, 1, 10'000).value_or(1));
-        if (as.max < as.min) a.problem("max", "expected at least min (" + std::to_string(as.min) + "), found " + std::to_string(as.max));
-        as.interval_s = a.quantity_or("interval", Dimension::time, as.interval_s);
-        if (!(as.interval_s >= 1e-3)) a.problem("interval", "expected at least 1 ms");
-        as.queue = static_cast<int>(a.integer_or("queue", as.queue, 1, 1'000'000));
-        as.target_busy = a.number("target_busy", Need::optional, 0.0, 1.0).value_or(as.target_busy);
-        a.finish();
-        if (top.field("replicas") != nullptr) top.problem("replicas", "an autoscaled deployment has between autoscale's min and max; expected no \"replicas\"");
-        if (d->prefill_replicas > 0) top.problem("autoscale", "autoscaling a disaggregated deployment is not modelled yet; expected no \"disaggregation\" beside it");
-        d->replicas = as.max;  // the slots; min of them start placed
-      }
+    if (d->autoscale.on()) {
+      if (top.field("replicas") != nullptr) top.problem("replicas", "an autoscaled deployment has between autoscale's min and max; expected no \"replicas\"");
+      if (d->prefill_replicas == 0) d->replicas = d->autoscale.max;  // the slots; min of them start placed
     }
     if (group) {
       d->first_node = first_node[*group];
@@ -674,13 +712,15 @@ void read_serving(const Json& value, const std::string& pointer, Problems& probl
       // one node, first fit.
       std::map<int, std::uint32_t> search_from;  // by a piece's GPUs: the first node that may have room
       const std::uint32_t end = first_node[*group] + static_cast<std::uint32_t>(g.count);
-      const int placed = d->autoscale.on() ? d->autoscale.min : d->replicas;
-      for (int r = 0; r < placed && problems.size() == problems_before; ++r) {
+      int placed = 0, fitted = 0;
+      for (int r = 0; r < d->replicas; ++r) placed += d->starts_placed(static_cast<std::size_t>(r)) ? 1 : 0;
+      for (int r = 0; r < d->replicas && problems.size() == problems_before; ++r) {
+        if (!d->starts_placed(static_cast<std::size_t>(r))) continue;
         for (const int need : d->piece_gpus(static_cast<std::size_t>(r))) {
           const std::optional<std::uint32_t> n = first_fit(need, free_gpus, search_from, first_node[*group], end);
           if (!n) {
             top.problem("replicas", "expected replicas that fit the " + std::to_string(g.count * g.node.gpus) + " GPUs of the " + g.node.id + " nodes beside the deployments above: " +
-                                        std::to_string(r) + " of the " + std::to_string(placed) + " replicas of TP " + std::to_string(d->tp) +
+                                        std::to_string(fitted) + " of the " + std::to_string(placed) + " replicas of TP " + std::to_string(d->tp) +
                                         (d->decode_tp > 0 ? " (decode: " + std::to_string(d->decode_tp) + ")" : "") + (d->pp > 1 ? " x PP " + std::to_string(d->pp) : "") + " found room");
             break;
           }
@@ -690,6 +730,7 @@ void read_serving(const Json& value, const std::string& pointer, Problems& probl
             break;
           }
         }
+        ++fitted;
       }
       if (d->pp > 1) {
         d->assumptions.push_back("a replica's stage sends are timed on its own links (NVLink, or the NICs and the fabric between its nodes), not as flows the shared network carries beside other work");

@@ -36,6 +36,8 @@ struct Request {
   double first_token_s = -1, finish_s = -1;
   std::uint16_t tenant = 0;      // an index into the deployment's tenants
   bool prefilling() const { return prefilled < to_prefill; }
+  // Disaggregated: for a prefill replica (its prompt not through, or to prefill again), else a decode one.
+  bool wants_prefill() const { return prefilling() || generated == 0; }
 };
 
 struct Requests {
@@ -125,14 +127,16 @@ class ReplicaSet {
   void replica_down(std::uint32_t replica);
   // Its GPUs are back, or it was just given some (autoscaled): its lanes serve after `startup_s`.
   void replica_up(std::uint32_t replica, double startup_s);
-  // Autoscaled: what the replicas carry now, and the slots to grow into or drain (replicas, each of its lanes).
+  // Autoscaled: what a pool's replicas carry now, and its slots to grow into or drain (replicas, each of its
+  // lanes). The pool is every replica, or, disaggregated, the prefill replicas (`decode` false) or the decode
+  // replicas.
   struct Load {
     int serving = 0, starting = 0;  // up and taking requests; restarting or newly added
-    std::uint64_t waiting = 0;      // requests waiting for a replica's batch, or for any replica
-    double busy_s = 0;              // iteration time so far, over every lane
+    std::uint64_t waiting = 0;      // requests waiting for one of its replicas' batches, or for any of them
+    double busy_s = 0;              // iteration time so far, over every lane of the pool
     std::optional<std::uint32_t> parked, last_serving;  // a replica slot with no GPUs; the last replica serving
   };
-  Load load() const;
+  Load load(bool decode = false) const;
   // Stops routing to the replica's lanes; once the requests of all are done (or a GPU of it fails) it calls
   // `drained` with its first lane and parks.
   void drain(std::uint32_t replica);

@@ -126,6 +126,7 @@ struct Replica {
   enum class Role : std::uint8_t { both, prefill, decode } role = Role::both;
   std::uint8_t shape = 0;  // its index in the engine's shapes (1: a decode replica of another TP)
   std::uint32_t transfers_out = 0;  // a prefill replica's KV transfers in flight (it holds their blocks until they end)
+  std::uint32_t transfers_in = 0;   // a decode replica's (a draining one parks once they have ended)
   // Swap preemption: KV tokens its waiting requests hold in host memory, and tokens to copy (either way)
   // before its next iteration's forward pass.
   std::int64_t swap_tokens = 0, swap_pending_tokens = 0;
@@ -208,7 +209,7 @@ class Engine {
       rep.shape = shape;
       if (d.prefill_replicas > 0) rep.role = d.decodes_only(replica) ? Replica::Role::decode : Replica::Role::prefill;
       // In a scenario beyond the placement: an autoscaled slot, placed when it is needed.
-      if (!d.placement.empty() && d.first_piece(replica) >= d.placement.size()) rep.down = rep.parked = true;
+      if (!d.placement.empty() && !d.starts_placed(replica)) rep.down = rep.parked = true;
       replicas_.push_back(std::move(rep));
     }
   }
@@ -230,7 +231,7 @@ class Engine {
   // unless its prompt is through); with none up the request waits for the first back.
   void enqueue(std::uint32_t id) {
     const Request& r = requests_[id];
-    const std::optional<std::uint32_t> to = route(r, r.prefilling() || r.generated == 0 ? Replica::Role::prefill : Replica::Role::decode);
+    const std::optional<std::uint32_t> to = route(r, r.wants_prefill() ? Replica::Role::prefill : Replica::Role::decode);
     if (!to) {
       unrouted_.push_back(id);
       return;
@@ -261,6 +262,7 @@ class Engine {
     replicas_[from].outstanding_tokens -= r.output - r.generated;  // decoded there, not here
     dest.outstanding_tokens += r.output - r.generated;
     ++replicas_[from].transfers_out;
+    ++dest.transfers_in;
     const Shape& source = shape_of(replicas_[from]);
     const Shape& dest_shape = shape_of(dest);
     kv_shares(r.kv_tokens, source.tp, dest_shape, shares_);
@@ -340,6 +342,7 @@ class Engine {
     Replica& from = replicas_[r.from_replica];
     Replica& to = replicas_[r.to_replica];
     --from.transfers_out;
+    --to.transfers_in;
     // Counted as they end (arrived or lost), so that the mean time is over transfers that ended.
     ++kv_transfers_;
     const Shape& dest = shape_of(to);
@@ -357,12 +360,13 @@ class Engine {
       r.shared_tokens = 0;
       r.referenced = 0;
     }
-    if (kept && !to.draining) {
+    if (kept) {  // a decode replica being drained decodes what was sent to it before the drain
       to.waiting.push_back(id);
       if (!to.busy) start_iteration(r.to_replica);
       return;
     }
     if (to_same) to.outstanding_tokens -= r.output - r.generated;
+    if (to_same && to.draining && !to.busy) start_iteration(r.to_replica);  // parks if that was all it waited for
     if (!kept) {
       recompute_from_start(r);
       ++rerouted_;
@@ -451,12 +455,16 @@ class Engine {
 
   // By replica (a pipeline's lanes together): parked when all its lanes are, serving when all are up and
   // taking requests, starting while any is.
-  ReplicaSet::Load load() const {
+  ReplicaSet::Load load(bool decode) const {
     ReplicaSet::Load l;
-    l.waiting = unrouted_.size();
-    l.busy_s = busy_.total_s;
+    // A request that found no replica up waits for a prefill replica until its prompt is through.
+    for (std::uint32_t id : unrouted_) {
+      if (d_.prefill_replicas == 0 || requests_[id].wants_prefill() != decode) ++l.waiting;
+    }
+    l.busy_s = pool_busy_s_[decode ? 1 : 0];
     const std::uint32_t lanes = lanes_a_replica();
     for (std::uint32_t r = 0; r * lanes < replicas_.size(); ++r) {
+      if (d_.decodes_only(r) != decode) continue;
       const auto first = replicas_.begin() + r * lanes, end = first + lanes;
       if (std::all_of(first, end, [](const Replica& rep) { return rep.parked; })) {
         if (!l.parked) l.parked = r;
@@ -487,7 +495,12 @@ class Engine {
   }
   void drain_lane(std::uint32_t index) {
     Replica& rep = replicas_[index];
-    // Requests it had not begun go back to the router (to the replicas still taking them).
+    // Requests it had not begun go back to the router (to the replicas still taking them); a decode
+    // replica's waiting requests hold their KV there, so it decodes them first.
+    if (rep.role == Replica::Role::decode) {
+      if (!rep.busy) start_iteration(index);
+      return;
+    }
     std::deque<std::uint32_t> waiting;
     waiting.swap(rep.waiting);
     for (std::uint32_t id : waiting) {
@@ -1008,7 +1021,7 @@ class Engine {
       sample();
       // A prefill replica whose blocks its KV transfers hold may have to wait for them to end (each restarts it).
       FLEETSIM_CHECK((rep.running.empty() && rep.waiting.empty()) || rep.transfers_out > 0, "a replica with requests formed no batch");
-      if (rep.draining && rep.transfers_out == 0) park(index);
+      if (rep.draining && rep.transfers_out == 0 && rep.transfers_in == 0) park(index);
       return false;
     }
     rep.batch_tokens = 0;
@@ -1061,6 +1074,7 @@ class Engine {
     rep.last_kv_use = kv;
     sample();
     busy_ += t;
+    pool_busy_s_[rep.role == Replica::Role::decode ? 1 : 0] += t.total_s;
     shape_of(rep).compute_s += t.total_s - t.swap_s;
     rep.iteration_end_s = queue_.now() + t.total_s;
     rep.iteration_compute_s = t.total_s - t.swap_s;
@@ -1136,6 +1150,7 @@ class Engine {
   std::uint64_t replica_failures_ = 0, rerouted_ = 0;
   double cut_s_ = 0;                      // iteration time lost to failures (counted in busy_ when they started)
   std::vector<std::uint32_t> unrouted_;  // requests that found no replica up
+  double pool_busy_s_[2] = {0, 0};         // busy_.total_s of the prefill replicas (or all) and of the decode replicas
   // KV transfers timed alone in flight, earliest end first (ties by request).
   std::priority_queue<std::pair<double, std::uint32_t>, std::vector<std::pair<double, std::uint32_t>>, std::greater<>> transfers_;
   std::vector<KvShare> shares_;      // the transfer being started's
@@ -1221,7 +1236,7 @@ void ReplicaSet::routes_changed() { impl_->route_unrouted(); }
 void ReplicaSet::transfer_done() { impl_->transfer_done(); }
 void ReplicaSet::kv_arrived(std::uint32_t request) { impl_->kv_arrived(request, true); }
 void ReplicaSet::kv_lost(std::uint32_t request) { impl_->kv_arrived(request, false); }
-ReplicaSet::Load ReplicaSet::load() const { return impl_->load(); }
+ReplicaSet::Load ReplicaSet::load(bool decode) const { return impl_->load(decode); }
 void ReplicaSet::drain(std::uint32_t replica) { impl_->drain(replica); }
 void ReplicaSet::on_drained(std::function<void(std::uint32_t)> drained) { impl_->drained_ = std::move(drained); }
 bool ReplicaSet::iteration_done(std::uint32_t lane, std::uint32_t stamp) { return impl_->finish_iteration(lane, stamp); }
