@@ -682,6 +682,18 @@ TEST_CASE("a disaggregated deployment scales its prefill and decode replicas apa
   CHECK(decode_bound.decode_scaled.downs == decode_bound.decode_scaled.ups);
   CHECK(decode_bound.requests_rerouted == 0);
   CHECK(decode_bound.kv_transfers == 3000);  // each KV cache moved once, none lost to a drain
+  std::ostringstream text;
+  write_serving_text(text, d, prefill_bound);
+  CHECK_THAT(text.str(), Catch::Contains("placed      node 0 GPU 0, node 0 GPU 1\n"));
+  CHECK_THAT(text.str(), Catch::Contains("autoscale   prefill 1 to 3 replicas: 2 added, 2 removed; decode 1 to 3 replicas: 0 added, 0 removed;"));
+  // The only decode replica's GPU fails for an hour: requests then find no replica (a prefill replica takes a
+  // prompt only where its KV cache can go on), and the decode pool, not the prefill pool, adds one on a free GPU.
+  const std::string fault = R"(, "faults": {"events": [{"at": "5 s", "gpu": "n0.g1", "for": "1 h"}]})";
+  const ServingResult failed = simulate(parse_scenario(scenario(pd("512", "64", "4 /s"), fault), "s.json", ".")).summary.serving.front();
+  CHECK(failed.completed == 3000);
+  CHECK(failed.decode_scaled.ups >= 1);
+  CHECK(failed.scaled.ups == 0);
+  CHECK(failed.last_finish_s < 3600);  // long before the repair
 
   const std::string requests = R"("requests": {"count": 1, "prompt_tokens": 8, "output_tokens": 8})";
   CHECK_THAT(error_of(scenario(R"({"model": "llama-3-8b", "autoscale": {"min": 1, "max": 2}, "disaggregation": {}, )" + requests + "}")),

@@ -79,17 +79,17 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
   out << line;
   if (!d.placement.empty()) {  // in a scenario, or disaggregated: where the replicas run, a replica's pieces (one a node) joined by +
     out << "placed      ";
-    std::size_t replicas = 0;
-    while (d.first_piece(replicas) < d.placement.size()) ++replicas;
-    for (std::size_t k = 0; k < replicas && k < 8; ++k) {
+    std::size_t placed = 0;  // autoscaled, the first of each pool's slots (ServingDeployment::starts_placed)
+    for (std::size_t k = 0; k < static_cast<std::size_t>(d.replicas); ++k) {
+      if (!d.starts_placed(k) || placed++ >= 8) continue;
       const std::size_t first = d.first_piece(k);
       for (std::size_t i = first; i < first + d.pieces_a_replica(k); ++i) {
         const auto& p = d.placement[i];
-        out << (i == first ? (k > 0 ? ", " : "") : " + ") << "node " << p.node << " GPU"
+        out << (i == first ? (placed > 1 ? ", " : "") : " + ") << "node " << p.node << " GPU"
             << (p.gpus > 1 ? "s " + std::to_string(p.first_gpu) + "-" + std::to_string(p.first_gpu + p.gpus - 1) : " " + std::to_string(p.first_gpu));
       }
     }
-    if (replicas > 8) out << " and " << replicas - 8 << " more";
+    if (placed > 8) out << " and " << placed - 8 << " more";
     out << "\n";
   }
   const int lane_budget = d.engine.lane_token_budget(d.dp_attention, d.tp);

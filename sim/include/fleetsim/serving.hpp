@@ -167,6 +167,7 @@ struct ServingDeployment {
   struct Autoscale {
     int min = 0, max = 0;
     int decode_min = 0, decode_max = 0;  // disaggregated: the decode pool's bounds
+    bool given = false;                  // the deployment has an `autoscale` (read, whether or not it was well formed)
     double interval_s = 30, target_busy = 0.6;
     int queue = 8;
     bool on() const { return max > 0; }

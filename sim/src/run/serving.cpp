@@ -221,8 +221,9 @@ void Serving::scale(std::uint32_t k) {
 
 // Replica slot `replica`'s GPUs as a scenario places it, stage after stage: each piece (a node's worth of them,
 // or what is left) on the first node of its group with that many GPUs no task, replica or failure holds, and
-// none of this replica's other pieces took. The GPUs of the pieces that find none (0: the replica is placed).
-int Serving::free_gpus_for(const ServingDeployment& d, std::uint32_t replica, std::vector<std::uint32_t>& gpus) const {
+// none of this replica's other pieces took (nor `taken`). The GPUs of the pieces that find none (0: the replica is
+// placed).
+int Serving::free_gpus_for(const ServingDeployment& d, std::uint32_t replica, std::vector<std::uint32_t>& gpus, std::span<const std::uint32_t> taken) const {
   gpus.clear();
   int unplaced = 0;
   for (const int need : d.piece_gpus(replica)) {
@@ -231,7 +232,10 @@ int Serving::free_gpus_for(const ServingDeployment& d, std::uint32_t replica, st
       piece.clear();
       const std::uint32_t first = index(cluster_.first_gpu(make_id<NodeId>(n)));
       for (std::uint32_t g = first; g < first + cluster_.gpus_in(make_id<NodeId>(n)) && piece.size() < static_cast<std::size_t>(need); ++g) {
-        if (!occupancy_->busy(g) && occupancy_->tasks_on(g).empty() && std::find(gpus.begin(), gpus.end(), g) == gpus.end()) piece.push_back(g);
+        if (!occupancy_->busy(g) && occupancy_->tasks_on(g).empty() && std::find(gpus.begin(), gpus.end(), g) == gpus.end() &&
+            std::find(taken.begin(), taken.end(), g) == taken.end()) {
+          piece.push_back(g);
+        }
       }
     }
     if (piece.size() < static_cast<std::size_t>(need)) {
@@ -294,12 +298,15 @@ void Serving::gpu_up(std::uint32_t gpu) {
 // come free since), in whole nodes of each deployment's group.
 std::vector<Serving::NodesWanted> Serving::nodes_wanted() const {
   std::vector<NodesWanted> out;
-  std::vector<std::uint32_t> scratch;
+  std::vector<std::uint32_t> scratch, taken;
   for (std::size_t k = 0; k < sets_.size(); ++k) {
     const ServingDeployment& d = *sc_.serving[k];
-    for (const ScaleCounts& pool : scaled_[k]) {  // disaggregated, each pool's want apart
+    taken.clear();
+    // Disaggregated, each pool's want apart, the decode replica's pieces beside those the prefill replica's took.
+    for (const ScaleCounts& pool : scaled_[k]) {
       if (!pool.waiting_for_gpus) continue;
-      const int unplaced = free_gpus_for(d, pool.wanted, scratch), per_node = d.cluster.groups.front().node.gpus;
+      const int unplaced = free_gpus_for(d, pool.wanted, scratch, taken), per_node = d.cluster.groups.front().node.gpus;
+      taken.insert(taken.end(), scratch.begin(), scratch.end());
       if (unplaced <= 0) continue;
       NodesWanted& w = out.emplace_back(NodesWanted{d.first_node, d.first_node + d.nodes, (unplaced + per_node - 1) / per_node, {}});
       for (const std::uint32_t g : scratch) {

@@ -109,7 +109,7 @@ class Serving {
   std::vector<double> kv_link_bytes_;
   std::vector<std::uint32_t> kv_loaded_;
   std::vector<std::uint32_t> stranded_kv_;
-  int free_gpus_for(const ServingDeployment& d, std::uint32_t replica, std::vector<std::uint32_t>& gpus) const;
+  int free_gpus_for(const ServingDeployment& d, std::uint32_t replica, std::vector<std::uint32_t>& gpus, std::span<const std::uint32_t> taken = {}) const;
   void send_kv(std::uint32_t deployment, const serving::KvTransfer& t);
   void take_gpus(std::uint32_t replica, std::vector<std::uint32_t> gpus);
   void give_back_gpus(std::uint32_t replica);

@@ -438,7 +438,7 @@ void read_deployment(ObjectReader& top, ServingDeployment& d, bool cluster_ok, c
       // Autoscaled (read before this), the pools' slots are autoscale's maxima.
       const ServingDeployment::Autoscale& as = d.autoscale;
       int prefill = as.max, decode = as.decode_max;
-      if (as.on()) {
+      if (as.given) {
         for (const char* key : {"prefill", "decode"}) {
           if (r.field(key) != nullptr) r.problem(key, "an autoscaled deployment's prefill and decode replicas are autoscale's \"prefill\" and \"decode\" bounds; expected no \"" + std::string(key) + "\" here");
         }
@@ -449,7 +449,7 @@ void read_deployment(ObjectReader& top, ServingDeployment& d, bool cluster_ok, c
       if (r.field("decode_tp") != nullptr) d.decode_tp = static_cast<int>(r.integer("decode_tp", Need::required, 1, 64).value_or(0));
       d.kv_by_layer = r.choice("kv_transfer", {"after_prefill", "by_layer"}, 0) == 1;
       r.finish();
-      if (!as.on() && top.field("replicas") != nullptr && d.replicas != prefill + decode) {
+      if (!as.given && top.field("replicas") != nullptr && d.replicas != prefill + decode) {
         top.problem("replicas", "expected the " + std::to_string(prefill + decode) + " replicas \"disaggregation\" makes (or no \"replicas\"), found " + std::to_string(d.replicas));
       }
       d.prefill_replicas = prefill;
@@ -615,6 +615,7 @@ void read_bounds(ObjectReader& r, int& min, int& max) {
 void read_autoscale(ObjectReader& top, ServingDeployment::Autoscale& as) {
   const Json* scale = top.field("autoscale");
   if (scale == nullptr) return;
+  as.given = true;
   ObjectReader a(*scale, top.pointer("autoscale"), top.problems());
   if (!a.ok()) return;
   if (top.field("disaggregation") != nullptr) {

@@ -457,9 +457,12 @@ class Engine {
   // taking requests, starting while any is.
   ReplicaSet::Load load(bool decode) const {
     ReplicaSet::Load l;
-    // A request that found no replica up waits for a prefill replica until its prompt is through.
+    // A request that found no replica up waits for a prefill replica until its prompt is through, or,
+    // disaggregated with no decode replica taking requests, for one (a prefill replica takes a prompt only
+    // where its KV cache can go on).
+    const bool decode_up = std::any_of(replicas_.begin(), replicas_.end(), [](const Replica& rep) { return rep.role == Replica::Role::decode && !rep.down && !rep.draining; });
     for (std::uint32_t id : unrouted_) {
-      if (d_.prefill_replicas == 0 || requests_[id].wants_prefill() != decode) ++l.waiting;
+      if (d_.prefill_replicas == 0 || (decode_up ? requests_[id].wants_prefill() != decode : decode)) ++l.waiting;
     }
     l.busy_s = pool_busy_s_[decode ? 1 : 0];
     const std::uint32_t lanes = lanes_a_replica();
@@ -470,7 +473,8 @@ class Engine {
         if (!l.parked) l.parked = r;
         continue;
       }
-      for (auto rep = first; rep != end; ++rep) l.waiting += rep->waiting.size();
+      // A draining replica's waiting requests are its own to finish (a decode replica's KV caches), not the pool's.
+      for (auto rep = first; rep != end; ++rep) l.waiting += rep->draining ? 0 : rep->waiting.size();
       if (std::any_of(first, end, [](const Replica& rep) { return rep.restarting; })) ++l.starting;
       if (std::all_of(first, end, [](const Replica& rep) { return !rep.down && !rep.draining; })) {
         ++l.serving;
