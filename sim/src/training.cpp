@@ -2403,10 +2403,8 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
     // The dense gradients over dp x cp; a mixture's expert gradients apart, over their own holders (as step_on
     // plans them).
     it.expert_dp = job.expert_dp();
-    for (std::size_t stage = 0; stage < counts.dp_allreduce_bytes.size(); ++stage) {
-      it.dp_bytes = std::max(it.dp_bytes, counts.dp_allreduce_bytes[stage]);
-      if (it.expert_dp > 1 || dual) it.expert_dp_bytes = std::max(it.expert_dp_bytes, counts.expert_allreduce_bytes[stage]);
-    }
+    it.dp_stage_bytes = counts.dp_allreduce_bytes;
+    if (it.expert_dp > 1 || dual) it.expert_dp_stage_bytes = counts.expert_allreduce_bytes;
   }
   if (job.model.moe() && job.ep > 1 && job.dispatcher == TrainingJob::Dispatcher::alltoall) {
     // The exchanges step_on times, counted: per mixture layer and micro-batch a dispatch and a combine
@@ -2457,9 +2455,11 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
     // (4 + g) bytes a parameter a rank, where an all-reduce of the gradients moves 2 (n - 1) / n of g:
     // its bytes times (4 + g) / 2g (1.5 in bf16, 1 in fp32), in three calls a layer.
     const double g = dtype_bytes(job.reduce_dtype);
-    it.dp_bytes *= (4 + g) / (2 * g);
+    for (double& bytes : it.dp_stage_bytes) bytes *= (4 + g) / (2 * g);
     it.dp_calls = 3 * job.model.layers;
   }
+  for (double bytes : it.dp_stage_bytes) it.dp_bytes = std::max(it.dp_bytes, bytes);
+  for (double bytes : it.expert_dp_stage_bytes) it.expert_dp_bytes = std::max(it.expert_dp_bytes, bytes);
   for (const NodeGroup& g : cluster.groups) {
     if (std::any_of(it.on.begin(), it.on.end(), [&](const TrainingIteration::OnGpu& o) { return o.gpu == g.gpu.id; })) continue;
     // The job alone on enough nodes of this type under one switch: its compute does not depend on where

@@ -27,15 +27,18 @@ Workflow detail::training_workflow(const TrainingJob& job, int iterations, const
   // (stage blocks mirrored), as the training model plans them, at DP 1 too.
   const bool dual = job.schedule == PipelineSchedule::dualpipe;
   if (job.dp * job.cp > 1 || dual) {
-    // Every (TP rank, stage) reduces its gradients over its DP x CP group at once: dp x cp ranks, tp apart.
+    // Every (TP rank, stage) reduces its gradients over its DP x CP group at once: dp x cp ranks, tp apart, each
+    // stage's own (a block of the gang a stage).
     task.collectives.push_back(CollectiveSpec{.op = CollectiveOp::all_reduce, .bytes = iteration->dp_bytes, .overlap = iteration->dp_overlap,
-                                              .calls = iteration->dp_calls, .group_size = job.dp * job.cp, .group_stride = job.tp, .mirrored = dual});
+                                              .calls = iteration->dp_calls, .group_size = job.dp * job.cp, .group_stride = job.tp, .mirrored = dual,
+                                              .block_bytes = iteration->dp_stage_bytes});
   }
   if (iteration->expert_dp_bytes > 0) {
     // The expert gradients over each expert-DP group: the GPUs holding the same share of the same experts,
     // etp x ep apart in a stage (as the training model plans them), when the dense reduction runs.
     task.collectives.push_back(CollectiveSpec{.op = CollectiveOp::all_reduce, .bytes = iteration->expert_dp_bytes, .overlap = iteration->dp_overlap,
-                                              .group_size = iteration->expert_dp, .group_stride = iteration->etp * job.ep, .mirrored = dual});
+                                              .group_size = iteration->expert_dp, .group_stride = iteration->etp * job.ep, .mirrored = dual,
+                                              .block_bytes = iteration->expert_dp_stage_bytes});
   }
   if (iteration->ep_calls > 0) {
     // The expert all-to-alls, in each EP group (ep ranks, expert TP apart, as the training model groups them),

@@ -35,8 +35,9 @@ struct Fixture {
 
 const TaskId kA = make_id<TaskId>(0), kB = make_id<TaskId>(1);
 
-// The (from, to) GPUs of every flow a send-recv `spec` plays on a gang of eight unit GPUs on two nodes.
-std::set<std::pair<std::uint32_t, std::uint32_t>> send_pairs_of_eight(const CollectiveSpec& spec) {
+// The (from, to) GPUs of every flow a send-recv `spec` plays on a gang of eight unit GPUs on two nodes, and the
+// bytes each pair's flows carry.
+std::map<std::pair<std::uint32_t, std::uint32_t>, double> send_bytes_of_eight(const CollectiveSpec& spec) {
   const Scenario sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-4", "count": 2}]},
       "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
       "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
@@ -51,10 +52,15 @@ std::set<std::pair<std::uint32_t, std::uint32_t>> send_pairs_of_eight(const Coll
     gpu_of_vertex[topology.gpu_vertex(make_id<GpuId>(g))] = g;
   }
   REQUIRE_FALSE(collectives.begin(kA, 0, spec, gang));
-  std::set<std::pair<std::uint32_t, std::uint32_t>> pairs;
+  std::map<std::pair<std::uint32_t, std::uint32_t>, double> bytes;
   while (const std::vector<CollectiveFlow>* step = collectives.next_step(kA, 0)) {
-    for (const CollectiveFlow& f : *step) pairs.emplace(gpu_of_vertex.at(f.from), gpu_of_vertex.at(f.to));
+    for (const CollectiveFlow& f : *step) bytes[{gpu_of_vertex.at(f.from), gpu_of_vertex.at(f.to)}] += f.bytes;
   }
+  return bytes;
+}
+std::set<std::pair<std::uint32_t, std::uint32_t>> send_pairs_of_eight(const CollectiveSpec& spec) {
+  std::set<std::pair<std::uint32_t, std::uint32_t>> pairs;
+  for (const auto& [pair, bytes] : send_bytes_of_eight(spec)) pairs.insert(pair);
   return pairs;
 }
 
@@ -127,6 +133,21 @@ TEST_CASE("mirrored groups pair each block's ranks with the same ranks of the bl
   const CollectiveSpec mirrored{.op = CollectiveOp::send_recv, .bytes = 1e6, .group_size = 1, .group_stride = 2, .mirrored = true};
   CHECK(send_pairs_of_eight(mirrored) ==
         std::set<std::pair<std::uint32_t, std::uint32_t>>{{0, 6}, {6, 0}, {1, 7}, {7, 1}, {2, 4}, {4, 2}, {3, 5}, {5, 3}});
+}
+
+TEST_CASE("groups carry their own block's bytes where the blocks' data differ: a pipeline's stages", "[run][collectives][dualpipe]") {
+  // Two blocks of four (two groups of two, two apart, a block): the first block's pairs send 1 MB, the second's 3 MB.
+  const CollectiveSpec staged{.op = CollectiveOp::send_recv, .bytes = 3e6, .group_size = 2, .group_stride = 2, .block_bytes = {1e6, 3e6}};
+  using Pair = std::pair<std::uint32_t, std::uint32_t>;
+  const std::map<Pair, double> bytes = send_bytes_of_eight(staged);
+  REQUIRE(bytes.size() == 8);
+  for (const auto& [pair, sent] : bytes) CHECK(sent == (pair.first < 4 ? 1e6 : 3e6));
+  // Mirrored, four stages of two: a pair of stages carries its first stage's bytes (stages 0 and 3: 1 MB; 1 and 2: 2 MB).
+  const CollectiveSpec mirrored{.op = CollectiveOp::send_recv, .bytes = 2e6, .group_size = 1, .group_stride = 2, .mirrored = true, .block_bytes = {1e6, 2e6, 2e6, 1e6}};
+  const std::map<Pair, double> pairs = send_bytes_of_eight(mirrored);
+  REQUIRE(pairs.size() == 8);
+  for (const Pair& end : {Pair{0, 6}, Pair{6, 0}, Pair{1, 7}, Pair{7, 1}}) CHECK(pairs.at(end) == 1e6);
+  for (const Pair& middle : {Pair{2, 4}, Pair{4, 2}, Pair{3, 5}, Pair{5, 3}}) CHECK(pairs.at(middle) == 2e6);
 }
 
 TEST_CASE("compression shrinks the bytes a collective plans", "[run][collectives]") {

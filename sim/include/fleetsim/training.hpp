@@ -428,6 +428,10 @@ struct TrainingIteration {
   // share of the same experts, etp x ep apart in a stage; under DualPipe twice that, both stages' holders), the
   // largest stage's; 0 where no group holds two.
   double expert_dp_bytes = 0;
+  // The two reductions' bytes of one GPU of each pipeline rank (its stage's weights: the first holds the
+  // embedding, the last the head; under DualPipe a rank's two stages), as step_on reduces each stage's;
+  // dp_bytes and expert_dp_bytes are their largest.
+  std::vector<double> dp_stage_bytes, expert_dp_stage_bytes;
   int expert_dp = 1;
   double dp_overlap = 0;           // the share of the compute the reduction may run beside (dp_overlap: the last backward; FSDP: every pass)
   double dp_calls = 1;             // FSDP: its gathers and reduce-scatters, each a call of the reduction (3 a layer)

@@ -38,9 +38,12 @@ std::optional<Collectives::Blocked> Collectives::begin(TaskId task, std::uint32_
   }
   const std::uint32_t slot = take_slot(plans_, free_);
   CollectivePlan& plan = plans_[slot].plan;
-  // Each group's plan; the groups' steps run together, step by step.
+  // Each group's plan (`stride` groups a block, in block order); the groups' steps run together, step by step.
   for (std::size_t first = 0; first < ranks.size(); first += group) {
-    CollectivePlan one = plan_collective(cluster_, topology_, c.op, c.algo, ranks.subspan(first, group), c.bytes * c.compression / c.calls);
+    const std::size_t block = first / group / static_cast<std::size_t>(c.group_stride);
+    FLEETSIM_CHECK(c.block_bytes.empty() || block < c.block_bytes.size(), "a collective's groups run past its blocks' bytes");
+    const double bytes = c.block_bytes.empty() ? c.bytes : c.block_bytes[block];
+    CollectivePlan one = plan_collective(cluster_, topology_, c.op, c.algo, ranks.subspan(first, group), bytes * c.compression / c.calls);
     if (first == 0) {
       plan = std::move(one);
       continue;
