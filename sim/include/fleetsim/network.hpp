@@ -52,6 +52,9 @@ class Network {
                       double now, double cap_Bps = std::numeric_limits<double>::infinity());
   // When the next flow finishes sending or is delivered; infinity when none is in flight.
   double next_time();
+  // Room for `flows` in flight without growing (a caller that starts many at once: a large all-to-all's
+  // million), so that starting them moves no flow already kept.
+  void reserve(std::size_t flows);
   // Starts a flow that no route can carry: in flight, moving nothing, until cancelled.
   std::uint32_t start_stranded(double bytes, double latency_s, std::uint64_t tag, double now);
   // Moves a sending flow to `route` at `now`: the bytes it has left go on from there, and it is

@@ -456,6 +456,13 @@ std::vector<double> simulated_times_s(const Topology& topo, std::span<const Coll
   std::vector<FlowDelivery> delivered;
   std::vector<std::size_t> step(plans.size(), 0), pending(plans.size(), 0);
   std::vector<double> finish(plans.size(), 0.0);
+  std::size_t most = 0;  // in flight at once: each plan's largest step
+  for (const CollectivePlan& plan : plans) {
+    std::size_t largest = 0;
+    for (const auto& s : plan.steps) largest = std::max(largest, s.size());
+    most += largest;
+  }
+  net.reserve(most);
   double now = 0;
   auto start_step = [&](std::size_t p) {
     while (step[p] < plans[p].steps.size() && plans[p].steps[step[p]].empty()) ++step[p];

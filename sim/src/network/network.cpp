@@ -35,6 +35,15 @@ std::uint32_t Network::new_slot() {
   return id;
 }
 
+void Network::reserve(std::size_t flows) {
+  flows_.reserve(flows);
+  flow_stamp_.reserve(flows);
+  heap_pos_.reserve(flows);
+  in_set_.reserve(flows);
+  checked_.reserve(flows);
+  rate_.reserve(flows);
+}
+
 std::uint32_t Network::start(std::span<const std::uint32_t> route, double bytes, double latency_s,
                              std::uint64_t tag, double now, double cap_Bps) {
   FLEETSIM_CHECK(cap_Bps > 0, "a flow's cap must be positive");

@@ -473,8 +473,8 @@ class Engine {
         if (!l.parked) l.parked = r;
         continue;
       }
-      // A draining replica's waiting requests are its own to finish (a decode replica's KV caches), not the pool's.
-      for (auto rep = first; rep != end; ++rep) l.waiting += rep->draining ? 0 : rep->waiting.size();
+      // A draining decode replica's waiting requests hold their KV caches there: its own to finish, not the pool's.
+      for (auto rep = first; rep != end; ++rep) l.waiting += rep->draining && rep->role == Replica::Role::decode ? 0 : rep->waiting.size();
       if (std::any_of(first, end, [](const Replica& rep) { return rep.restarting; })) ++l.starting;
       if (std::all_of(first, end, [](const Replica& rep) { return !rep.down && !rep.draining; })) {
         ++l.serving;
