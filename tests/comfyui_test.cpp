@@ -246,12 +246,16 @@ TEST_CASE("a VAE decode falls back to tiles where the GPU it runs on cannot hold
     ~Remove() { std::filesystem::remove_all(dir); }
   } remove{dir};
   std::ofstream(dir / "h.json") << text;
-  const auto decode_on = [&](const std::string& nodes) {
-    const Scenario sc = parse_scenario(R"({"name": "d", "cluster": {"nodes": )" + nodes +
-                                           R"(}, "workflows": {"h": "h.json"}, "workload": [{"workflow": "h", "arrival": {"process": "once"}}]})",
-                                       "d.json", dir.string());
-    return last_decode(sc.workflows.front()).shape.tiles;
+  const auto imported_on = [&](const std::string& nodes) {
+    return parse_scenario(R"({"name": "d", "cluster": {"nodes": )" + nodes + R"(}, "workflows": {"h": "h.json"}, "workload": [{"workflow": "h", "arrival": {"process": "once"}}]})",
+                          "d.json", dir.string())
+        .workflows.front();
   };
+  const auto decode_on = [&](const std::string& nodes) { return last_decode(imported_on(nodes)).shape.tiles; };
+  // A MIG instance is named as a slice of its GPU, not as the whole GPU it is part of.
+  const Workflow on_slices = imported_on(R"([{"type": "hgx-h100-8", "count": 1, "mig": {"slices": 3}}])");
+  CHECK(last_decode(on_slices).shape.tiles == fallback);
+  CHECK(noted(on_slices, "past h100-sxm MIG slice (1/3)'s 26.7 GB: decoded as ComfyUI falls back"));
   CHECK(decode_on(R"([{"type": "l40s-pcie-8", "count": 1}])") == StepShape::Tiles{});
   CHECK(decode_on(R"([{"type": "rtx4090-pcie-8", "count": 1}])") == fallback);
   CHECK(decode_on(R"([{"type": "l40s-pcie-8", "count": 1}, {"type": "rtx4090-pcie-8", "count": 1}])") == fallback);

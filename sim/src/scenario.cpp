@@ -224,8 +224,19 @@ std::vector<std::string> read_workflows(ObjectReader& top, const Catalog& catalo
   // a prompt may run on any of them (on one GPU throughout, as stock ComfyUI runs it), and tiles fit wherever the
   // whole would. (A CPU device, with no bf16, runs no ComfyUI model.)
   const GpuType* smallest = nullptr;
+  int slices = 1;
   for (const NodeGroup& g : cluster.groups) {
-    if (g.gpu.vram_bytes > 0 && g.gpu.peak_for(Dtype::bf16) > 0 && (smallest == nullptr || g.gpu.vram_bytes < smallest->vram_bytes)) smallest = &g.gpu;
+    if (g.gpu.vram_bytes > 0 && g.gpu.peak_for(Dtype::bf16) > 0 && (smallest == nullptr || g.gpu.vram_bytes < smallest->vram_bytes)) {
+      smallest = &g.gpu;
+      slices = g.mig_slices;
+    }
+  }
+  // A MIG instance keeps its GPU's id; the decode's note names it as a slice.
+  GpuType slice;
+  if (smallest != nullptr && slices > 1) {
+    slice = *smallest;
+    slice.id += " MIG slice (1/" + std::to_string(slices) + ")";
+    smallest = &slice;
   }
   for (const auto& [id, entry] : value->items()) {
     const std::string at = list.pointer(id);
