@@ -874,6 +874,25 @@ TEST_CASE("a node autoscaler starts no node for a replica wider than the nodes i
   CHECK(four.summary.nodes_started >= 2);
 }
 
+TEST_CASE("a node autoscaler starts a node for the decode pool of a disaggregated deployment, not for its prefill pool", "[serving][scenario][autoscale]") {
+  // Llama 3 70B at TP 8 on three HGX H100s: the prefill replica on node 0, the decode replica on node 1, node 2 off.
+  // Decode-bound requests (64-token prompts, 2,048-token outputs) fill the decode replica's batch; its pool wants a
+  // second replica, which needs a whole node: node 2 starts and the replica comes up there.
+  const std::string pd = R"({"name": "pd", "model": "llama-3-70b", "tp": 8, "router": "least-tokens", "disaggregation": {},
+      "autoscale": {"prefill": {"min": 1, "max": 2}, "decode": {"min": 1, "max": 2}, "interval": "10 s"},
+      "requests": {"rate": "12 /s", "count": 2000, "prompt_tokens": 64, "output_tokens": 2048}})";
+  const std::string nodes = R"(, "autoscale": {"policy": "utilization", "target_utilization": 0.7, "min_nodes": 0, "initial_nodes": 0,
+      "interval": "10 s", "provisioning": "30 s", "scale_in_window": "0 s"})";
+  const RunResult run = simulate(parse_scenario(scenario(pd, nodes, R"([{"type": "hgx-h100-8", "count": 3}])"), "s.json", "."));
+  const ServingResult& r = run.summary.serving.front();
+  CHECK(r.completed == 2000);
+  CHECK(r.scaled.ups == 0);
+  CHECK(r.scaled.ups_without_gpus == 0);
+  CHECK(r.decode_scaled.ups == 1);
+  CHECK(r.decode_scaled.ups_without_gpus > 0);  // wanted while node 2 was off or starting
+  CHECK(run.summary.nodes_started == 1);
+}
+
 TEST_CASE("an autoscaled deployment with data-parallel attention adds and drains whole replicas, its ranks together", "[serving][scenario][dp-attention][autoscale]") {
   // Qwen3 30B-A3B with data-parallel attention over 2 GPUs (two ranks a replica, the experts spread over
   // them) on one HGX H100, one replica to start: a burst adds replicas of 2 GPUs, which drain (both ranks)
