@@ -684,6 +684,7 @@ TEST_CASE("a disaggregated deployment scales its prefill and decode replicas apa
   CHECK(decode_bound.kv_transfers == 3000);  // each KV cache moved once, none lost to a drain
   std::ostringstream text;
   write_serving_text(text, d, prefill_bound);
+  CHECK_THAT(text.str(), Catch::Contains("up to 6 replicas x TP 1 on h100-sxm"));  // the slots: 3 of each pool
   CHECK_THAT(text.str(), Catch::Contains("placed      node 0 GPU 0, node 0 GPU 1\n"));
   CHECK_THAT(text.str(), Catch::Contains("autoscale   prefill 1 to 3 replicas: 2 added, 2 removed; decode 1 to 3 replicas: 0 added, 0 removed;"));
   // The only decode replica's GPU fails for an hour: requests then find no replica (a prefill replica takes a

@@ -73,8 +73,8 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
                                              : "";
   const std::string hot = d.expert_imbalance != 1 ? "; hot experts: the busiest GPU " + format_number(d.expert_imbalance) + "x the mean tokens" : "";
   const std::string tp = std::to_string(d.tp) + (d.decode_tp > 0 ? " (decode replicas: TP " + std::to_string(d.decode_tp) + ")" : "");
-  std::snprintf(line, sizeof line, "model       %s: %s weights, %s KV cache; %d replica%s x TP %s%s on %s (%s router)%s\n", d.model.id.c_str(),
-                d.weights_name().c_str(), std::string(dtype_name(d.kv_cache)).c_str(), d.replicas, d.replicas == 1 ? "" : "s", tp.c_str(), pp.c_str(),
+  std::snprintf(line, sizeof line, "model       %s: %s weights, %s KV cache; %s%d replica%s x TP %s%s on %s (%s router)%s\n", d.model.id.c_str(),
+                d.weights_name().c_str(), std::string(dtype_name(d.kv_cache)).c_str(), d.autoscale.on() ? "up to " : "", d.replicas, d.replicas == 1 ? "" : "s", tp.c_str(), pp.c_str(),
                 g.gpu.id.c_str(), router_name(d.router), hot.c_str());
   out << line;
   if (!d.placement.empty()) {  // in a scenario, or disaggregated: where the replicas run, a replica's pieces (one a node) joined by +
