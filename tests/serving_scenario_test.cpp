@@ -87,6 +87,12 @@ struct HandDriven {
   std::vector<std::pair<std::uint32_t, double>> drained;
 };
 
+// A scenario's node autoscaler (utilization, 10 s decisions, 30 s to start a node), `on` nodes on at the start.
+std::string node_autoscaler(int on) {
+  return R"(, "autoscale": {"policy": "utilization", "target_utilization": 0.7, "min_nodes": 0, "initial_nodes": )" + std::to_string(on) +
+         R"(, "interval": "10 s", "provisioning": "30 s", "scale_in_window": "0 s"})";
+}
+
 std::string error_of(const std::string& json) {
   try {
     parse_scenario(json, "s.json", ".");
@@ -854,8 +860,7 @@ TEST_CASE("a node autoscaler starts no node for a replica wider than the nodes i
   // again, decision after decision.
   const std::string burst = R"({"name": "big", "model": "llama-3.1-405b", "tp": 16, "router": "least-tokens", "autoscale": {"min": 1, "max": 2, "interval": "10 s"},
       "requests": {"rate": "20 /s", "count": 2000, "prompt_tokens": {"uniform": [512, 2048]}, "output_tokens": {"uniform": [64, 256]}}})";
-  const std::string scaled = R"(, "autoscale": {"policy": "utilization", "target_utilization": 0.7, "min_nodes": 0, "initial_nodes": 0,
-      "interval": "10 s", "provisioning": "30 s", "scale_in_window": "0 s"})";
+  const std::string scaled = node_autoscaler(0);
   const RunResult run = simulate(parse_scenario(scenario(burst, scaled, R"([{"type": "hgx-h100-8", "count": 3}])"), "s.json", "."));
   const ServingResult& r = run.summary.serving.front();
   CHECK(r.completed == 2000);
@@ -865,8 +870,7 @@ TEST_CASE("a node autoscaler starts no node for a replica wider than the nodes i
   // With a fourth node the two it needs start, and the replica comes up on them.
   // And where one of them is on already, idle (three on at the start), it is kept for the replica while the other
   // starts: the one start is the whole of it.
-  const std::string three_on = R"(, "autoscale": {"policy": "utilization", "target_utilization": 0.7, "min_nodes": 0, "initial_nodes": 3,
-      "interval": "10 s", "provisioning": "30 s", "scale_in_window": "0 s"})";
+  const std::string three_on = node_autoscaler(3);
   const RunResult held = simulate(parse_scenario(scenario(burst, three_on, R"([{"type": "hgx-h100-8", "count": 4}])"), "s.json", "."));
   CHECK(held.summary.serving.front().scaled.ups == 1);
   CHECK(held.summary.nodes_started == 1);
@@ -882,8 +886,7 @@ TEST_CASE("a node autoscaler starts a node for the decode pool of a disaggregate
   const std::string pd = R"({"name": "pd", "model": "llama-3-70b", "tp": 8, "router": "least-tokens", "disaggregation": {},
       "autoscale": {"prefill": {"min": 1, "max": 2}, "decode": {"min": 1, "max": 2}, "interval": "10 s"},
       "requests": {"rate": "12 /s", "count": 2000, "prompt_tokens": 64, "output_tokens": 2048}})";
-  const std::string nodes = R"(, "autoscale": {"policy": "utilization", "target_utilization": 0.7, "min_nodes": 0, "initial_nodes": 0,
-      "interval": "10 s", "provisioning": "30 s", "scale_in_window": "0 s"})";
+  const std::string nodes = node_autoscaler(0);
   const RunResult run = simulate(parse_scenario(scenario(pd, nodes, R"([{"type": "hgx-h100-8", "count": 3}])"), "s.json", "."));
   const ServingResult& r = run.summary.serving.front();
   CHECK(r.completed == 2000);
@@ -958,8 +961,7 @@ TEST_CASE("a node autoscaler starts nodes for the replicas a deployment's own au
   const std::string burst = R"({"name": "chat", "model": "llama-3-8b", "tp": 4, "router": "least-tokens", "autoscale": {"min": 1, "max": 4, "interval": "10 s"},
       "requests": {"rate": "120 /s", "count": 12000, "prompt_tokens": {"uniform": [512, 2048]}, "output_tokens": {"uniform": [64, 256]}}})";
   const std::string nodes = R"([{"type": "hgx-h100-8", "count": 3}])";
-  const std::string scaled = R"(, "autoscale": {"policy": "utilization", "target_utilization": 0.7, "min_nodes": 0, "initial_nodes": 0,
-      "interval": "10 s", "provisioning": "30 s", "scale_in_window": "0 s"})";
+  const std::string scaled = node_autoscaler(0);
   const RunResult fixed = simulate(parse_scenario(scenario(burst, "", nodes), "s.json", "."));
   const RunResult run = simulate(parse_scenario(scenario(burst, scaled, nodes), "s.json", "."));
   const ServingResult& r = run.summary.serving.front();
