@@ -255,7 +255,7 @@ TEST_CASE("a VAE decode falls back to tiles where the GPU it runs on cannot hold
   // A MIG instance is named as a slice of its GPU, not as the whole GPU it is part of.
   const Workflow on_slices = imported_on(R"([{"type": "hgx-h100-8", "count": 1, "mig": {"slices": 3}}])");
   CHECK(last_decode(on_slices).shape.tiles == fallback);
-  CHECK(noted(on_slices, "past h100-sxm MIG slice (1/3)'s 26.7 GB: decoded as ComfyUI falls back"));
+  CHECK(noted(on_slices, "past h100-sxm MIG slice (one of 3)'s 26.7 GB: decoded as ComfyUI falls back"));
   CHECK(decode_on(R"([{"type": "l40s-pcie-8", "count": 1}])") == StepShape::Tiles{});
   CHECK(decode_on(R"([{"type": "rtx4090-pcie-8", "count": 1}])") == fallback);
   CHECK(decode_on(R"([{"type": "l40s-pcie-8", "count": 1}, {"type": "rtx4090-pcie-8", "count": 1}])") == fallback);

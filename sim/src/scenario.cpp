@@ -235,7 +235,7 @@ std::vector<std::string> read_workflows(ObjectReader& top, const Catalog& catalo
   GpuType slice;
   if (smallest != nullptr && slices > 1) {
     slice = *smallest;
-    slice.id += " MIG slice (1/" + std::to_string(slices) + ")";
+    slice.id += " MIG slice (one of " + std::to_string(slices) + ")";
     smallest = &slice;
   }
   for (const auto& [id, entry] : value->items()) {
