@@ -64,7 +64,8 @@ class Network {
   void strand(std::uint32_t flow, double now);
   // Appends the flows sending over `link` now, in id order.
   void sending_on(std::uint32_t link, std::vector<std::uint32_t>& out) const;
-  std::span<const std::uint32_t> route(std::uint32_t flow) const { return flows_[flow].route; }
+  // A flow's route, valid until the next flow is started or rerouted.
+  std::span<const std::uint32_t> route(std::uint32_t flow) const { return {hop_link_.data() + flows_[flow].hop_at, flows_[flow].hops}; }
   double latency_s(std::uint32_t flow) const { return flows_[flow].latency_s; }
   double cap_Bps(std::uint32_t flow) const { return flows_[flow].cap_Bps; }
   std::uint64_t tag(std::uint32_t flow) const { return flows_[flow].tag; }
@@ -99,9 +100,11 @@ class Network {
 
  private:
   enum class Phase : std::uint8_t { free, sending, delivering, stranded };
+  // A flow's route lies in hop_link_ from hop_at, `hops` links, in room for hop_room kept between uses of the slot
+  // (at least kHopRoom, so routes of a fabric's usual lengths never move); hop_pos_ beside it holds, while it
+  // sends, each hop's place in that link's flows.
   struct Flow {
-    std::vector<std::uint32_t> route;  // kept between uses of the slot: no allocation in steady state
-    std::vector<std::uint32_t> link_pos;  // while sending, per hop of the route: its place in that link's flows
+    std::uint32_t hop_at = 0, hops = 0, hop_room = 0;
     double remaining_bytes = 0;
     double size_bytes = 0;
     double updated_s = 0;
@@ -111,6 +114,9 @@ class Network {
     Phase phase = Phase::free;
   };
 
+  static constexpr std::uint32_t kHopRoom = 8;
+  std::vector<std::uint32_t> hop_link_, hop_pos_;
+  void set_route(Flow& f, std::span<const std::uint32_t> route);
   std::uint32_t new_slot();
   void settle(std::uint32_t flow, double now);
   void attach(std::uint32_t flow, double now);  // onto its route's links, to be solved with the flows of `now`

@@ -44,7 +44,7 @@ struct CollectiveSpec {
   // Groups whose data differ block by block (a training job's stages hold different weights: the first the
   // embedding, the last the head): the bytes of the groups of each block, in place of `bytes` (mirrored: of
   // each pair of blocks, by its first). Empty: every group's is `bytes`.
-  std::vector<double> block_bytes;
+  std::vector<double> block_bytes = {};
 };
 
 // Serving-style batching: ready instances of the same task run together on one GPU, up to

@@ -19,6 +19,21 @@ Network::Network(std::vector<double> link_capacity_Bps)
   for (double c : capacity_) FLEETSIM_CHECK(c > 0, "link capacity must be positive");
 }
 
+// The route goes in the slot's room where it fits, else in new room at the arenas' end (the old left unused: a
+// route longer than kHopRoom, rerouted longer still, or a slot first used for a long one).
+void Network::set_route(Flow& f, std::span<const std::uint32_t> route) {
+  const auto hops = static_cast<std::uint32_t>(route.size());
+  if (hops > f.hop_room) {
+    f.hop_at = static_cast<std::uint32_t>(hop_link_.size());
+    f.hop_room = std::max(hops, kHopRoom);
+    FLEETSIM_CHECK(hop_link_.size() + f.hop_room <= std::numeric_limits<std::uint32_t>::max(), "too many hops in flight");
+    hop_link_.resize(hop_link_.size() + f.hop_room);
+    hop_pos_.resize(hop_pos_.size() + f.hop_room);
+  }
+  std::copy(route.begin(), route.end(), hop_link_.begin() + f.hop_at);
+  f.hops = hops;
+}
+
 std::uint32_t Network::new_slot() {
   if (!free_slots_.empty()) {
     const std::uint32_t id = free_slots_.back();
@@ -37,6 +52,8 @@ std::uint32_t Network::new_slot() {
 
 void Network::reserve(std::size_t flows) {
   flows_.reserve(flows);
+  hop_link_.reserve(flows * kHopRoom);
+  hop_pos_.reserve(flows * kHopRoom);
   flow_stamp_.reserve(flows);
   heap_pos_.reserve(flows);
   in_set_.reserve(flows);
@@ -50,7 +67,7 @@ std::uint32_t Network::start(std::span<const std::uint32_t> route, double bytes,
   if (pending_ && now != pending_s_) flush();
   const std::uint32_t id = new_slot();
   Flow& f = flows_[id];
-  f.route.assign(route.begin(), route.end());
+  set_route(f, route);
   f.remaining_bytes = bytes;
   f.size_bytes = bytes;
   rate_[id] = 0;
@@ -71,7 +88,7 @@ std::uint32_t Network::start(std::span<const std::uint32_t> route, double bytes,
 std::uint32_t Network::start_stranded(double bytes, double latency_s, std::uint64_t tag, double now) {
   const std::uint32_t id = new_slot();
   Flow& f = flows_[id];
-  f.route.clear();
+  f.hops = 0;
   f.remaining_bytes = f.size_bytes = bytes;
   rate_[id] = 0;
   f.updated_s = now;
@@ -87,12 +104,13 @@ void Network::attach(std::uint32_t flow, double now) {
   Flow& f = flows_[flow];
   f.phase = Phase::sending;
   ++sending_;
-  f.link_pos.resize(f.route.size());
-  for (std::size_t i = 0; i < f.route.size(); ++i) {
-    const std::uint32_t l = f.route[i];
+  const std::uint32_t* links = hop_link_.data() + f.hop_at;
+  std::uint32_t* link_pos = hop_pos_.data() + f.hop_at;
+  for (std::size_t i = 0; i < f.hops; ++i) {
+    const std::uint32_t l = links[i];
     FLEETSIM_CHECK(l < capacity_.size(), "route names a link that does not exist");
     FLEETSIM_CHECK(link_down_[l] == 0, "a flow was routed over a link that is down");
-    f.link_pos[i] = static_cast<std::uint32_t>(link_flows_[l].size());
+    link_pos[i] = static_cast<std::uint32_t>(link_flows_[l].size());
     link_flows_[l].push_back(flow);
     link_state_valid_[l] = 0;
     links_touched_.push_back(l);
@@ -111,7 +129,7 @@ void Network::reroute(std::uint32_t flow, std::span<const std::uint32_t> route, 
   detach(flow);
   if (heap_pos_[flow] != kNotQueued) unschedule(flow);
   rate_[flow] = 0;
-  f.route.assign(route.begin(), route.end());
+  set_route(f, route);
   f.latency_s = latency_s;
   attach(flow, now);
 }
@@ -124,7 +142,7 @@ void Network::strand(std::uint32_t flow, double now) {
   detach(flow);
   if (heap_pos_[flow] != kNotQueued) unschedule(flow);
   rate_[flow] = 0;
-  f.route.clear();
+  f.hops = 0;
   f.phase = Phase::stranded;
   pending_ = true;  // the others' rates are recomputed with the next solve
   pending_s_ = now;
@@ -225,7 +243,7 @@ void Network::settle(std::uint32_t flow, double now) {
   Flow& f = flows_[flow];
   const double sent = std::min(f.remaining_bytes, rate_[flow] * (now - f.updated_s));
   f.remaining_bytes -= sent;
-  for (std::uint32_t l : f.route) link_bytes_[l] += sent;
+  for (std::uint32_t l : route(flow)) link_bytes_[l] += sent;
   f.updated_s = now;
 }
 
@@ -240,25 +258,29 @@ void Network::settle_all(double now) {
 // holds there (a link crossed twice holds it twice), so the lists keep the order they always had; the
 // places kept per hop spare a search through a link's flows, thousands on a busy one.
 void Network::detach(std::uint32_t flow) {
-  Flow& f = flows_[flow];
+  const Flow& f = flows_[flow];
+  const std::uint32_t* links = hop_link_.data() + f.hop_at;
+  std::uint32_t* link_pos = hop_pos_.data() + f.hop_at;
   constexpr std::uint32_t kLeft = 0xFFFFFFFFu;
-  for (std::size_t i = 0; i < f.route.size(); ++i) {
-    const std::uint32_t l = f.route[i];
+  for (std::size_t i = 0; i < f.hops; ++i) {
+    const std::uint32_t l = links[i];
     std::size_t hop = i;  // of this flow's hops still on l, the one at the first place
-    for (std::size_t j = 0; j < f.route.size(); ++j) {
-      if (f.route[j] == l && f.link_pos[j] != kLeft && f.link_pos[j] < f.link_pos[hop]) hop = j;
+    for (std::size_t j = 0; j < f.hops; ++j) {
+      if (links[j] == l && link_pos[j] != kLeft && link_pos[j] < link_pos[hop]) hop = j;
     }
     auto& on_link = link_flows_[l];
-    const std::uint32_t at = f.link_pos[hop], last = static_cast<std::uint32_t>(on_link.size() - 1);
+    const std::uint32_t at = link_pos[hop], last = static_cast<std::uint32_t>(on_link.size() - 1);
     FLEETSIM_CHECK(at <= last && on_link[at] == flow, "flow missing from its link");
-    f.link_pos[hop] = kLeft;
+    link_pos[hop] = kLeft;
     const std::uint32_t moved = on_link[last];
     on_link[at] = moved;
     on_link.pop_back();
     if (at != last) {
-      Flow& m = flows_[moved];
-      for (std::size_t j = 0; j < m.route.size(); ++j) {
-        if (m.route[j] == l && m.link_pos[j] == last) m.link_pos[j] = at;
+      const Flow& m = flows_[moved];
+      const std::uint32_t* m_links = hop_link_.data() + m.hop_at;
+      std::uint32_t* m_pos = hop_pos_.data() + m.hop_at;
+      for (std::size_t j = 0; j < m.hops; ++j) {
+        if (m_links[j] == l && m_pos[j] == last) m_pos[j] = at;
       }
     }
     link_state_valid_[l] = 0;
@@ -351,7 +373,7 @@ const Network::LinkState& Network::link_state(std::uint32_t link) {
 bool Network::has_bottleneck(std::uint32_t flow) {
   const double r = rate_[flow];
   if (r >= flows_[flow].cap_Bps * (1 - kTolerance)) return true;  // its own cap
-  for (std::uint32_t l : flows_[flow].route) {
+  for (std::uint32_t l : route(flow)) {
     const LinkState& s = link_state(l);
     if (saturated(l, s) && r >= s.max_rate_Bps * (1 - kTolerance)) return true;
   }
@@ -373,7 +395,7 @@ void Network::solve_set() {
   local_offsets_.assign(1, 0);
   local_route_links_.clear();
   for (std::uint32_t f : set_) {
-    for (std::uint32_t l : flows_[f].route) {
+    for (std::uint32_t l : route(f)) {
       if (link_stamp_[l] != stamp_) {
         link_stamp_[l] = stamp_;
         local_link_[l] = static_cast<std::uint32_t>(local_capacity_.size());
@@ -447,7 +469,7 @@ bool Network::reshare_incremental(double now) {
         if (has_bottleneck(f)) continue;
         const double r = rate_[f];
         const std::size_t joined = set_.size();
-        for (std::uint32_t l : flows_[f].route) {
+        for (std::uint32_t l : route(f)) {
           if (!saturated(l, link_state(l))) continue;
           for (std::uint32_t g : link_flows_[l]) {
             if (in_set_[g] != set_stamp_ && rate_[g] > r * (1 + kTolerance)) join(g, now);
@@ -470,7 +492,7 @@ bool Network::reshare_incremental(double now) {
       const std::uint32_t f = set_[i];
       if (rate_[f] == set_prev_rate_[i]) continue;
       set_prev_rate_[i] = rate_[f];
-      for (std::uint32_t l : flows_[f].route) {
+      for (std::uint32_t l : route(f)) {
         link_state_valid_[l] = 0;
         if (changed_mark_[l] == changed_stamp_) continue;
         changed_mark_[l] = changed_stamp_;
@@ -481,7 +503,7 @@ bool Network::reshare_incremental(double now) {
 
   // No link above capacity: the solver promises it; checking costs one pass over the set's links.
   for (std::uint32_t f : set_) {
-    for (std::uint32_t l : flows_[f].route) {
+    for (std::uint32_t l : route(f)) {
       FLEETSIM_CHECK(link_state(l).load_Bps <= capacity_[l] * (1 + 1e-9), "link above capacity");
     }
   }
@@ -496,7 +518,7 @@ bool Network::reshare_incremental(double now) {
     const double due_s = done ? now : now + f.remaining_bytes / rate_[id];
     rebuild ? set_due(id, due_s) : schedule(id, due_s);
     if (recording_) {
-      for (std::uint32_t l : f.route) {
+      for (std::uint32_t l : route(id)) {
         if (changed_mark_[l] == changed_stamp_) continue;
         changed_mark_[l] = changed_stamp_;
         seed_links_.push_back(l);
@@ -548,7 +570,7 @@ void Network::reshare_component(double now) {
       if (flow_stamp_[f] == stamp_) continue;
       flow_stamp_[f] = stamp_;
       component_flows_.push_back(f);
-      for (std::uint32_t l : flows_[f].route) {
+      for (std::uint32_t l : route(f)) {
         if (link_stamp_[l] != stamp_) {
           link_stamp_[l] = stamp_;
           component_links_.push_back(l);
@@ -568,7 +590,7 @@ void Network::reshare_component(double now) {
   local_route_links_.clear();
   for (std::uint32_t f : component_flows_) {
     settle(f, now);
-    for (std::uint32_t l : flows_[f].route) local_route_links_.push_back(local_link_[l]);
+    for (std::uint32_t l : route(f)) local_route_links_.push_back(local_link_[l]);
     add_cap_link(f);
     local_offsets_.push_back(static_cast<std::uint32_t>(local_route_links_.size()));
   }
