@@ -164,6 +164,29 @@ TEST_CASE("a capped flow takes no more than its cap and leaves the rest to the o
   CHECK(seen[1].first == Approx(4.0));
 }
 
+TEST_CASE("routes longer than a slot's room move to new room, and a route given as another flow's is copied first", "[network]") {
+  // Twelve links of 1 GB/s. A 12-hop flow takes a new slot; a 2-hop flow reuses it once the first is delivered; a
+  // flow started on the first's route (a span into the network's own hops) and rerouted onto a 10-hop one of the
+  // others' keeps its links right through the arrays' growth, and the rates follow the routes.
+  Network net(std::vector<double>(12, 1e9));
+  std::vector<std::uint32_t> twelve(12), two{0, 1}, ten;
+  for (std::uint32_t l = 0; l < 12; ++l) twelve[l] = l;
+  for (std::uint32_t l = 2; l < 12; ++l) ten.push_back(l);
+  const std::uint32_t a = net.start(twelve, 1e9, 0, 1, 0);
+  CHECK(std::vector<std::uint32_t>(net.route(a).begin(), net.route(a).end()) == twelve);
+  CHECK(deliveries(net) == std::vector<std::pair<double, std::uint64_t>>{{1.0, 1}});
+  const std::uint32_t b = net.start(two, 1e9, 0, 2, 1.0);  // a's slot, its room kept
+  CHECK(b == a);
+  const std::uint32_t c = net.start(net.route(b), 1e9, 0, 3, 1.0);  // b's own hops as the route
+  CHECK(std::vector<std::uint32_t>(net.route(c).begin(), net.route(c).end()) == two);
+  const std::uint32_t d = net.start(ten, 2e9, 0, 4, 1.0);
+  net.reroute(c, net.route(d), 0, 1.0);  // longer than c's room: new room, d's hops copied first
+  CHECK(std::vector<std::uint32_t>(net.route(c).begin(), net.route(c).end()) == ten);
+  CHECK(std::vector<std::uint32_t>(net.route(b).begin(), net.route(b).end()) == two);
+  // b alone on links 0-1 (1 GB in 1 s); c and d share links 2-11 (c's 1 GB at 0.5 GB/s, then d's last 1 GB alone).
+  CHECK(deliveries(net) == std::vector<std::pair<double, std::uint64_t>>{{2.0, 2}, {3.0, 3}, {4.0, 4}});
+}
+
 TEST_CASE("a rerouted flow sends what it has left over its new route, then pays that route's latency", "[network][faults]") {
   // Two links: 1 GB/s (0) and 0.5 GB/s (1). A 2 GB flow starts on link 0 with 1 ms of latency, and at
   // 1 s (1 GB sent) moves to link 1 with 5 ms: its last 1 GB takes 2 s there, so it is delivered at
