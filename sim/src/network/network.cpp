@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <functional>
 
 #include "fleetsim/error.hpp"
 
@@ -25,7 +26,8 @@ void Network::set_route(Flow& f, std::span<const std::uint32_t> route) {
   const auto hops = static_cast<std::uint32_t>(route.size());
   if (hops > f.hop_room) {
     // A route given as another flow's (a span into hop_link_) would move as the arrays grow: copied first.
-    const bool own = !hop_link_.empty() && route.data() >= hop_link_.data() && route.data() < hop_link_.data() + hop_link_.size();
+    const std::less<const std::uint32_t*> before;  // a total order, also for pointers into other arrays
+    const bool own = !hop_link_.empty() && !before(route.data(), hop_link_.data()) && before(route.data(), hop_link_.data() + hop_link_.size());
     const std::vector<std::uint32_t> copy = own ? std::vector<std::uint32_t>(route.begin(), route.end()) : std::vector<std::uint32_t>();
     if (own) route = copy;
     const std::uint32_t room = std::max(hops, kHopRoom);
