@@ -24,22 +24,22 @@ Network::Network(std::vector<double> link_capacity_Bps)
 // route longer than kHopRoom, rerouted longer still, or a slot first used for a long one).
 void Network::set_route(Flow& f, std::span<const std::uint32_t> route) {
   const auto hops = static_cast<std::uint32_t>(route.size());
+  std::vector<std::uint32_t> copy;  // outlives the copy below
   if (hops > f.hop_room) {
     // A route given as another flow's (a span into hop_link_) would move as the arrays grow: copied first.
     const std::less<const std::uint32_t*> before;  // a total order, also for pointers into other arrays
-    const bool own = !hop_link_.empty() && !before(route.data(), hop_link_.data()) && before(route.data(), hop_link_.data() + hop_link_.size());
-    const std::vector<std::uint32_t> copy = own ? std::vector<std::uint32_t>(route.begin(), route.end()) : std::vector<std::uint32_t>();
-    if (own) route = copy;
+    if (!hop_link_.empty() && !before(route.data(), hop_link_.data()) && before(route.data(), hop_link_.data() + hop_link_.size())) {
+      copy.assign(route.begin(), route.end());
+      route = copy;
+    }
     const std::uint32_t room = std::max(hops, kHopRoom);
     FLEETSIM_CHECK(hop_link_.size() + room <= std::numeric_limits<std::uint32_t>::max(), "too many hops in flight");
     f.hop_at = static_cast<std::uint32_t>(hop_link_.size());
     f.hop_room = room;
     hop_link_.resize(hop_link_.size() + room);
     hop_pos_.resize(hop_pos_.size() + room);
-    std::copy(route.begin(), route.end(), hop_link_.begin() + f.hop_at);
-  } else {
-    std::copy(route.begin(), route.end(), hop_link_.begin() + f.hop_at);  // within its own room (may be the same place)
   }
+  std::copy(route.begin(), route.end(), hop_link_.begin() + f.hop_at);  // in its own room, the route may be its own already
   f.hops = hops;
 }
 
