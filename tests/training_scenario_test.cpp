@@ -573,3 +573,141 @@ TEST_CASE("a rollback is paid once: a suspension keeps what of it was paid, a se
   CHECK(second.saved_lost_s == 4);
   CHECK(recovery.begin_compute(task, 10, 0, 8) == 15);
 }
+
+namespace {
+
+// Two HGX H100s; a Llama 3 8B job at TP 8 x DP 2 (`elastic` beside it, where given), and where `eval_flop` is
+// given, an 8-GPU task of another tenant arriving 5 s in.
+std::string elastic_scenario(const std::string& parallel, const std::string& elastic, const std::string& eval_flop = "") {
+  const std::string eval = eval_flop.empty() ? "" : R"(, {"tenant": "eval", "workflow": "eval", "arrival": {"process": "once", "start": "5 s"}})";
+  return R"({"name": "elastic", "cluster": )" + kOneSwitch + R"(, "tenants": [{"name": "train"}, {"name": "eval"}],
+    "workflows": {"eval": {"tasks": [{"name": "eval", "gpus": 8, "work": {"flop": ")" + (eval_flop.empty() ? "1 TFLOP" : eval_flop) + R"("}}]}},
+    "workload": [{"tenant": "train", "training": )" + job("llama", parallel) + R"(, "iterations": 40)" + elastic + "}" + eval + R"(],
+    "policy": {"name": "fifo"}})";
+}
+
+const TaskSpec& training_task(const Scenario& sc) {
+  for (const Workflow& wf : sc.workflows) {
+    if (wf.id == "training:llama") return wf.tasks.front();
+  }
+  throw std::logic_error("no training job");
+}
+
+}  // namespace
+
+TEST_CASE("an elastic training job alone runs every iteration at its largest DP, as the same job not elastic", "[training][scenario][elastic]") {
+  const std::string dp2 = R"({"tp": 8, "dp": 2})";
+  const RunResult plain = simulate(parse_scenario(elastic_scenario(dp2, ""), "s.json", "."));
+  const Scenario sc = parse_scenario(elastic_scenario(dp2, R"(, "elastic": {"min_dp": 1, "restart": "10 s"})"), "s.json", ".");
+  const TaskSpec& task = training_task(sc);
+  REQUIRE(task.elastic);
+  CHECK(task.elastic->sizes == std::vector<std::uint32_t>{8, 16});
+  REQUIRE(task.on_sizes);
+  CHECK(task.as_run_on(8).training->dp == 1);
+  CHECK(task.as_run_on(8).collectives.empty());  // DP 1: no gradient reduction
+  CHECK(task.as_run_on(16).training->dp == 2);
+  CHECK(task.as_run_on(16).collectives.size() == 1);
+  CHECK(task.runs_on(8));
+  CHECK(task.runs_on(16));
+  CHECK_FALSE(task.runs_on(12));
+  const RunResult run = simulate(sc);
+  const TrainingResult& r = run.summary.training.at(0);
+  CHECK(r.completed == 40);
+  CHECK(r.completed_at_dp == std::vector<std::uint64_t>{0, 40});
+  CHECK(r.restarts == 0);
+  CHECK(r.iteration_s.mean == plain.summary.training.at(0).iteration_s.mean);
+  CHECK(r.mfu == Approx(plain.summary.training.at(0).mfu).epsilon(1e-12));
+}
+
+TEST_CASE("an elastic training job gives GPUs to a task that waits and takes them back, paying its restart at each change", "[training][scenario][elastic]") {
+  // FIFO: the eval task, arriving while an iteration runs, is placed at the iteration's end on one node, and
+  // the next iteration on the other at DP 1; once the eval ends, the next iteration is placed at DP 2 again.
+  // Each change moves the job onto other GPUs, so it pays its 10 s restart twice. Its iterations then take,
+  // in all, n2 of DP 2's iteration alone, n1 of DP 1's and two restarts: nothing else shares its links.
+  const double restart = 10;
+  const std::string elastic = R"(, "elastic": {"min_dp": 1, "restart": "10 s"})";
+  const RunResult dp2 = simulate(parse_scenario(elastic_scenario(R"({"tp": 8, "dp": 2})", ""), "s.json", "."));
+  const RunResult dp1 = simulate(parse_scenario(elastic_scenario(R"({"tp": 8, "dp": 1})", ""), "s.json", "."));
+  const double t2 = dp2.summary.training.at(0).iteration_s.mean, t1 = dp1.summary.training.at(0).iteration_s.mean;
+  const Scenario sc = parse_scenario(elastic_scenario(R"({"tp": 8, "dp": 2})", elastic, "200 PFLOP"), "s.json", ".");
+  const RunResult run = simulate(sc);
+  const TrainingResult& r = run.summary.training.at(0);
+  REQUIRE(r.completed == 40);
+  REQUIRE(r.completed_at_dp.size() == 2);
+  const auto n1 = static_cast<double>(r.completed_at_dp[0]), n2 = static_cast<double>(r.completed_at_dp[1]);
+  CHECK(n1 > 0);
+  CHECK(n2 > 0);
+  CHECK(n1 + n2 == 40);
+  CHECK(r.restarts == 2);
+  const double total = r.iteration_s.mean * static_cast<double>(r.iteration_s.count);
+  CHECK(total == Approx(n2 * t2 + n1 * t1 + 2 * restart).epsilon(1e-6));
+  // The restarts' GPU-time: 8 GPUs at the shrink, 16 at the growth.
+  CHECK(run.summary.restart_gpu_s == Approx(restart * (8 + 16)).epsilon(1e-9));
+  // MFU over the GPUs each iteration held.
+  const double gpu_s = 16 * n2 * t2 + 8 * n1 * t1 + restart * (8 + 16);
+  CHECK(r.mfu == Approx(r.iteration->model_flop * 40 / (gpu_s * r.iteration->on.front().peak_flops)).epsilon(1e-6));
+  // The eval waited for the iteration that was running, no longer.
+  CHECK(run.summary.tenants.at(1).mean_wait_s <= t2);
+  // The same run twice: the same summary.
+  const RunResult again = simulate(sc);
+  CHECK(again.summary.training.at(0).iteration_s.mean == r.iteration_s.mean);
+  CHECK(again.summary.training.at(0).completed_at_dp == r.completed_at_dp);
+  CHECK(again.summary.makespan_s == run.summary.makespan_s);
+}
+
+TEST_CASE("an elastic training job runs only at DP degrees its batch divides into, and every GPU holds the most any needs", "[training][scenario][elastic]") {
+  // Global batch 16 over DP 8 at TP 2: from min_dp 3, the degrees 4 and 8 (3, 5, 6 and 7 do not divide 16).
+  const Scenario sc = parse_scenario(elastic_scenario(R"({"tp": 2, "dp": 8, "distributed_optimizer": true})", R"(, "elastic": {"min_dp": 3, "restart": "1 min"})"), "s.json", ".");
+  const TaskSpec& task = training_task(sc);
+  REQUIRE(task.elastic);
+  CHECK(task.elastic->sizes == std::vector<std::uint32_t>{8, 16});
+  CHECK(task.elastic->min_gpus == 8);
+  CHECK(task.training->elastic_dp == std::vector<int>{4, 8});
+  // The distributed optimizer's share is larger on fewer replicas: the task holds DP 4's.
+  CHECK(task.as_run_on(8).training->memory_per_gpu_bytes > task.as_run_on(16).training->memory_per_gpu_bytes);
+  CHECK(task.working_set_bytes == task.as_run_on(8).training->memory_per_gpu_bytes);
+  const std::vector<std::string>& notes = sc.workflows.back().assumptions;
+  CHECK(std::any_of(notes.begin(), notes.end(), [](const std::string& n) { return n.find("elastic at DP 4, 8 (8 to 16 GPUs") != std::string::npos; }));
+}
+
+TEST_CASE("elastic training jobs that cannot run are refused with the file and field", "[training][scenario][elastic]") {
+  const std::string dp2 = R"({"tp": 8, "dp": 2})";
+  CHECK_THAT(error_of(elastic_scenario(dp2, R"(, "elastic": {"min_dp": 2, "restart": "10 s"})")),
+             Catch::Contains("/workload/0/elastic/min_dp: expected fewer than the job's dp (2, the most replicas it runs), found 2"));
+  CHECK_THAT(error_of(elastic_scenario(dp2, R"(, "elastic": {"min_dp": 0, "restart": "10 s"})")), Catch::Contains("/workload/0/elastic/min_dp"));
+  CHECK_THAT(error_of(elastic_scenario(dp2, R"(, "elastic": {"min_dp": 1})")), Catch::Contains("/workload/0/elastic/restart: missing required field"));
+  CHECK_THAT(error_of(elastic_scenario(dp2, R"(, "elastic": {"min_dp": 1, "restart": "10 s", "grow": true})")), Catch::Contains("/workload/0/elastic/grow"));
+  CHECK_THAT(error_of(elastic_scenario(dp2, R"(, "elastic": 1)")), Catch::Contains("/workload/0/elastic"));
+  CHECK_THAT(error_of(elastic_scenario(dp2, R"(, "elastic": {"min_dp": 1, "restart": "10 s"}, "checkpoint": {"every": 10, "write": "10 GB/s"})")),
+             Catch::Contains("/workload/0/elastic: expected an elastic job or a job with its own checkpoint, not both"));
+  // At DP 1 the whole optimizer state on each GPU (ZeRO-1 shards it over the replicas): it does not fit.
+  CHECK_THAT(error_of(elastic_scenario(R"({"tp": 1, "dp": 16, "distributed_optimizer": true})", R"(, "elastic": {"min_dp": 1, "restart": "10 s"})")),
+             Catch::Contains("elastic, at DP 1: "));
+}
+
+TEST_CASE("elastic training jobs beside other gangs under random failures break no invariant", "[training][scenario][elastic][faults][property]") {
+  // 8-GPU tasks arriving at random take GPUs between iterations; GPUs and nodes fail and are repaired. The
+  // invariants (every gang one of the job's sizes, no GPU held twice) are checked inside each run.
+  const std::string sc_json = R"({"name": "elastic-faults", "cluster": )" + kOneSwitch + R"(, "tenants": [{"name": "train"}, {"name": "eval"}],
+    "workflows": {"eval": {"tasks": [{"name": "eval", "gpus": 8, "work": {"flop": "40 PFLOP"}}]}},
+    "workload": [{"tenant": "train", "training": )" + job("llama", R"({"tp": 4, "dp": 4})") + R"(, "iterations": 60, "elastic": {"min_dp": 1, "restart": "2 s"}},
+                 {"tenant": "eval", "workflow": "eval", "arrival": {"process": "poisson", "rate": "0.1 /s", "count": 6}}],
+    "faults": {"gpu": {"mtbf": "10 min", "mttr": "5 s"}, "node": {"mtbf": "1 h", "mttr": "10 s"}, "retry": {"max_attempts": 3, "backoff": "1 s"}},
+    "policy": {"name": "fifo"}})";
+  const Scenario sc = parse_scenario(sc_json, "s.json", ".");
+  std::uint64_t restarts = 0, stopped = 0, at_smaller = 0;
+  for (std::uint64_t seed = 1; seed <= 30; ++seed) {
+    const RunResult run = simulate(sc, {.seed = seed});
+    const Summary& s = run.summary;
+    CHECK(s.tasks.completed + s.tasks.failed + s.tasks.running + s.tasks.queued == s.tasks.submitted);
+    const TrainingResult& r = s.training.at(0);
+    REQUIRE(r.completed_at_dp.size() == 3);  // DP 1, 2 and 4 (16 divides into each; 3 does not)
+    CHECK(r.completed_at_dp[0] + r.completed_at_dp[1] + r.completed_at_dp[2] == r.completed);
+    restarts += r.restarts;
+    stopped += s.tasks_stopped;
+    at_smaller += r.completed_at_dp[0] + r.completed_at_dp[1];
+  }
+  CHECK(restarts > 0);
+  CHECK(stopped > 0);
+  CHECK(at_smaller > 0);
+}

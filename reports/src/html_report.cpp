@@ -59,7 +59,12 @@ void summary_table(std::ostream& out, const Summary& s) {
     if (r.iteration_s.count == 0) continue;
     char b[64];
     std::snprintf(b, sizeof b, "%.2fx its time alone, %.1f %% MFU", r.slowdown, 100 * r.mfu);
-    row(out, "training " + r.iteration->job, seconds(r.iteration_s.mean) + " an iteration (mean), " + b);
+    std::string elastic;  // an elastic job: where its iterations ran and what moving cost it
+    for (std::size_t i = 0; i < r.completed_at_dp.size(); ++i) {
+      elastic += (i == 0 ? "; elastic: " : ", ") + std::to_string(r.completed_at_dp[i]) + " at DP " + std::to_string(r.iteration->elastic_dp[i]);
+    }
+    if (!elastic.empty()) elastic += ", " + std::to_string(r.restarts) + " restarts of " + seconds(r.iteration->elastic_restart_s);
+    row(out, "training " + r.iteration->job, seconds(r.iteration_s.mean) + " an iteration (mean), " + b + elastic);
   }
   row(out, "GPU utilization", pct(s.gpu_utilization));
   row(out, "VRAM utilization", pct(s.vram_utilization) + " (peak " + pct(s.vram_peak_utilization) + " of a GPU)");

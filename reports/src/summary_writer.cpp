@@ -70,6 +70,16 @@ void write_training_results(std::ostream& out, const std::vector<TrainingResult>
         << r.rollbacks << " rollback" << (r.rollbacks == 1 ? "" : "s") << " to the last save (" << format_quantity(r.checkpoint_load_s, Dimension::time)
         << " to read it back), " << r.iterations_rolled_back << " iteration" << (r.iterations_rolled_back == 1 ? "" : "s") << " computed again\n";
   }
+  for (const TrainingResult& r : results) {
+    const TrainingIteration& it = *r.iteration;
+    if (it.elastic_dp.empty()) continue;
+    out << "  elastic       " << it.job << ": iterations completed at DP";
+    for (std::size_t i = 0; i < it.elastic_dp.size(); ++i) {
+      out << (i == 0 ? " " : ", ") << it.elastic_dp[i] << ": " << (i < r.completed_at_dp.size() ? r.completed_at_dp[i] : 0);
+    }
+    out << "; " << r.restarts << " restart" << (r.restarts == 1 ? "" : "s") << " on other GPUs, " << format_quantity(it.elastic_restart_s, Dimension::time)
+        << " each; MFU over the GPUs each iteration held\n";
+  }
   const auto any = [&](auto has) { return std::any_of(results.begin(), results.end(), [&](const TrainingResult& r) { return has(*r.iteration); }); };
   const bool experts = any([](const TrainingIteration& it) { return it.ep_calls > 0 || it.expert_dp_bytes > 0; });
   const bool stages = any([](const TrainingIteration& it) { return it.pp_calls > 0; });
@@ -98,6 +108,9 @@ ordered_json training_results_json(const std::vector<TrainingResult>& results) {
     if (it.ep_calls > 0) list.back()["expert_alltoall"] = {{"calls", it.ep_calls}, {"bytes", it.ep_bytes}};
     if (it.pp_calls > 0) list.back()["stage_sends"] = {{"calls", it.pp_calls}, {"bytes", it.pp_bytes}};
     if (it.cp_calls > 0) list.back()["context_parallel_passes"] = {{"calls", it.cp_calls}, {"bytes", it.cp_bytes}};
+    if (!it.elastic_dp.empty()) {
+      list.back()["elastic"] = {{"dp", it.elastic_dp}, {"completed_at_dp", r.completed_at_dp}, {"restarts", r.restarts}, {"restart_s", it.elastic_restart_s}};
+    }
     if (it.checkpoint_every > 0) {
       list.back()["checkpoint"] = {{"every", it.checkpoint_every}, {"bytes_per_gpu", it.checkpoint_bytes_per_gpu}, {"saved", r.checkpoints},
                                    {"save_s", r.checkpoint_s}, {"load_s", r.checkpoint_load_s}, {"rollbacks", r.rollbacks},

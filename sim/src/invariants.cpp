@@ -63,8 +63,7 @@ void check_invariants(const Scenario& sc, const RunResult& run) {
     if (started) {
       const Workflow& wf = sc.workflows[t.workflow];
       const TaskSpec& spec = wf.tasks[t.task];
-      const auto smallest = static_cast<std::uint32_t>(spec.elastic ? spec.elastic->min_gpus : spec.gpus);
-      FLEETSIM_CHECK(t.gpu_count >= smallest && t.gpu_count <= static_cast<std::uint32_t>(spec.gpus), at() + " ran on a gang of the wrong size");
+      FLEETSIM_CHECK(spec.runs_on(t.gpu_count), at() + " ran on a gang of the wrong size");
       for (std::uint32_t e : wf.inputs(t.task)) {
         const TaskRecord& producer = trace.tasks[first_task[index(t.instance) - trace.instances_dropped] + wf.edges[e].from];
         FLEETSIM_CHECK(producer.status == TaskStatus::completed && producer.end_s <= t.start_s + eps,
@@ -88,9 +87,7 @@ void check_invariants(const Scenario& sc, const RunResult& run) {
   // The gangs tasks held before a resize (elastic tasks) or a stop occupy their GPUs too.
   for (const LeftGang& left : trace.left_gangs) {
     const TaskSpec& spec = sc.workflows[trace.task(left.task).workflow].tasks[trace.task(left.task).task];
-    const auto smallest = static_cast<std::uint32_t>(spec.elastic ? spec.elastic->min_gpus : spec.gpus);
-    FLEETSIM_CHECK((spec.elastic || left.stopped) && left.gpu_count >= smallest &&
-                       left.gpu_count <= static_cast<std::uint32_t>(spec.gpus) && left.start_s <= left.end_s + eps,
+    FLEETSIM_CHECK((spec.elastic || left.stopped) && spec.runs_on(left.gpu_count) && left.start_s <= left.end_s + eps,
                    where(sc, trace.task(left.task)) + " held a gang it could not have been resized from");
     for (std::uint32_t i = 0; i < left.gpu_count; ++i) busy[index(trace.gpus[left.gpu_begin + i])].emplace_back(left.start_s, left.end_s);
   }

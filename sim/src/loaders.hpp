@@ -31,8 +31,10 @@ void read_training_job(const Json& value, const std::string& pointer, Problems& 
 
 // A training job of a scenario's workload (docs/training.md#inside-a-scenario) as a workflow: one task an
 // iteration, each waiting for the one before, the job's gang computing the iteration and then reducing its
-// gradients over the scenario's network. Throws InputError where the job cannot run in a scenario.
-Workflow training_workflow(const TrainingJob& job, int iterations, const ClusterSpec& cluster, const TrainingCheckpoint& checkpoint = {});
+// gradients over the scenario's network; elastic, at each DP degree it may run at. Throws InputError where the
+// job cannot run in a scenario.
+Workflow training_workflow(const TrainingJob& job, int iterations, const ClusterSpec& cluster, const TrainingCheckpoint& checkpoint = {},
+                           const TrainingElastic& elastic = {});
 
 // Reads a plan file's "cost" object (docs/plan.md#cost) at `pointer` into `cost`. Owning needs a purchase price
 // for every node type searched: one without is a problem at its index under `node_types_pointer`.

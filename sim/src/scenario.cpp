@@ -724,7 +724,30 @@ std::optional<Workflow> read_training(ObjectReader& s, const ClusterSpec& cluste
       r.finish();
     }
   }
-  if (!job || !iterations || cluster.groups.empty() || (c != nullptr && !(checkpoint.every > 0 && checkpoint.write_Bps > 0))) return std::nullopt;
+  // {"min_dp": 1, "restart": "2 min"}: an elastic job (docs/training.md#elastic-jobs).
+  TrainingElastic elastic;
+  bool elastic_ok = true;
+  if (const Json* e = s.field("elastic")) {
+    ObjectReader r(*e, s.pointer("elastic"), s.problems());
+    elastic_ok = r.ok();
+    if (r.ok()) {
+      const auto min_dp = r.integer("min_dp", Need::required, 1, 8192);
+      const auto restart = r.quantity("restart", Dimension::time, Need::required);
+      elastic.min_dp = static_cast<int>(min_dp.value_or(0));
+      elastic.restart_s = restart.value_or(0);
+      elastic_ok = min_dp && restart;
+      if (job && min_dp && *min_dp >= job->dp) {
+        r.problem("min_dp", "expected fewer than the job's dp (" + std::to_string(job->dp) + ", the most replicas it runs), found " + std::to_string(*min_dp));
+        elastic_ok = false;
+      }
+      r.finish();
+    }
+    if (c != nullptr) {
+      s.problem("elastic", "expected an elastic job or a job with its own checkpoint, not both (an elastic job's restart reads its state back)");
+      elastic_ok = false;
+    }
+  }
+  if (!job || !iterations || cluster.groups.empty() || !elastic_ok || (c != nullptr && !(checkpoint.every > 0 && checkpoint.write_Bps > 0))) return std::nullopt;
   // Before anything is timed: the job's gang on the scenario's cluster (in doubles, as read it may pass an int).
   const double gang = static_cast<double>(job->tp) * job->cp * job->pp * job->dp;
   if (gang > cluster.gpu_count()) {
@@ -735,7 +758,7 @@ std::optional<Workflow> read_training(ObjectReader& s, const ClusterSpec& cluste
   }
   return absorbing(s.problems(), [&] {
     check_training_job(*job);
-    Workflow wf = detail::training_workflow(*job, static_cast<int>(*iterations), cluster, checkpoint);
+    Workflow wf = detail::training_workflow(*job, static_cast<int>(*iterations), cluster, checkpoint, elastic);
     wf.id = "training:" + job->name;
     return wf;
   });

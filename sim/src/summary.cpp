@@ -200,18 +200,35 @@ std::vector<TrainingResult> training_results(const Scenario& scenario, const Clu
     v[t.task] = &t;
   }
   std::vector<std::vector<double>> durations(out.size());
+  std::vector<double> gpu_s(out.size(), 0.0);  // elastic jobs: the completed iterations' durations times their gangs
   std::vector<const GpuType*> first_gpu(out.size(), nullptr);
   for (const auto& records : per_instance) {
     double previous_end = kNever;
+    const TaskRecord* placed = nullptr;  // the last iteration placed
     for (const TaskRecord* t : records) {
       if (t == nullptr) continue;
       const auto k = static_cast<std::size_t>(result_of[t->workflow]);
-      ++out[k].iterations;
+      TrainingResult& r = out[k];
+      const std::vector<int>& degrees = r.iteration->elastic_dp;
+      ++r.iterations;
       if (first_gpu[k] == nullptr && t->gpu_count > 0) first_gpu[k] = &cluster.gpu_type(trace.gpus[t->gpu_begin]);
+      if (!degrees.empty() && t->gpu_count > 0) {
+        const auto gang = [&](const TaskRecord* x) { return std::span<const GpuId>(trace.gpus.data() + x->gpu_begin, x->gpu_count); };
+        if (placed != nullptr && !std::ranges::is_permutation(gang(placed), gang(t))) ++r.restarts;
+        placed = t;
+      }
       if (t->status == TaskStatus::completed) {
-        ++out[k].completed;
-        if (scenario.workflows[t->workflow].tasks[t->task].checkpoint) ++out[k].checkpoints;
+        ++r.completed;
+        if (scenario.workflows[t->workflow].tasks[t->task].checkpoint) ++r.checkpoints;
         durations[k].push_back(t->end_s - (previous_end != kNever ? previous_end : t->start_s));
+        if (!degrees.empty()) {
+          gpu_s[k] += durations[k].back() * t->gpu_count;
+          r.completed_at_dp.resize(degrees.size());
+          const int dp = static_cast<int>(t->gpu_count) / (r.iteration->gpus / r.iteration->dp);
+          const auto at = static_cast<std::size_t>(std::find(degrees.begin(), degrees.end(), dp) - degrees.begin());
+          FLEETSIM_CHECK(at < degrees.size(), "an elastic training iteration ran at a DP degree it does not have");
+          ++r.completed_at_dp[at];
+        }
         previous_end = t->end_s;
       }
     }
@@ -234,7 +251,9 @@ std::vector<TrainingResult> training_results(const Scenario& scenario, const Clu
     if (r.iteration_s.count == 0) continue;
     r.slowdown = r.iteration_s.mean / r.alone_s;
     r.tokens_per_s = r.iteration->tokens / r.iteration_s.mean;
-    r.mfu = r.iteration->model_flop / (r.iteration_s.mean * r.iteration->gpus * on.peak_flops);
+    // An elastic job's MFU over the GPUs each iteration held.
+    r.mfu = r.iteration->elastic_dp.empty() ? r.iteration->model_flop / (r.iteration_s.mean * r.iteration->gpus * on.peak_flops)
+                                            : r.iteration->model_flop * static_cast<double>(r.iteration_s.count) / (gpu_s[k] * on.peak_flops);
   }
   return out;
 }

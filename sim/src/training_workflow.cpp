@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -7,14 +9,11 @@
 
 namespace fleetsim {
 
-Workflow detail::training_workflow(const TrainingJob& job, int iterations, const ClusterSpec& cluster, const TrainingCheckpoint& checkpoint) {
-  TrainingIteration timed = training_iteration(job, cluster);
-  plan_checkpoint(timed, job, cluster, checkpoint);
-  const auto iteration = std::make_shared<const TrainingIteration>(std::move(timed));
-  Workflow wf;
-  wf.name = job.name + " (training, " + std::to_string(iterations) + " iteration" + (iterations == 1 ? "" : "s") + ")";
-  wf.file = job.file;
-  wf.pointer = job.pointer;
+namespace {
+
+// One iteration of `job` as a task: its gang, the memory it holds, and the collectives it runs on the shared
+// network.
+TaskSpec iteration_task(const TrainingJob& job, std::shared_ptr<const TrainingIteration> iteration) {
   TaskSpec task;
   task.gpus = job.gpus();
   // Weights, gradients, optimizer state and activations stay for the whole job; they are the job's
@@ -61,6 +60,71 @@ Workflow detail::training_workflow(const TrainingJob& job, int iterations, const
     // the whole compute, which already holds their time alone.
     task.collectives.push_back(CollectiveSpec{.op = CollectiveOp::all_gather, .algo = CollectiveAlgo::ring, .bytes = iteration->cp_bytes, .overlap = 1,
                                               .calls = iteration->cp_calls, .group_size = job.cp, .group_stride = job.tp});
+  }
+  return task;
+}
+
+// The elastic job at each DP degree from min_dp below its dp that check_training_job accepts (its global batch
+// divides into that many replicas' micro-batches, in groups where interleaved), ascending.
+std::vector<TrainingJob> elastic_degrees(const TrainingJob& job, const TrainingElastic& elastic) {
+  std::vector<TrainingJob> out;
+  for (int dp = elastic.min_dp; dp < job.dp; ++dp) {
+    TrainingJob at = job;
+    at.dp = dp;
+    try {
+      check_training_job(at);
+    } catch (const InputError&) {
+      continue;
+    }
+    out.push_back(std::move(at));
+  }
+  return out;
+}
+
+}  // namespace
+
+Workflow detail::training_workflow(const TrainingJob& job, int iterations, const ClusterSpec& cluster, const TrainingCheckpoint& checkpoint,
+                                   const TrainingElastic& elastic) {
+  TrainingIteration timed = training_iteration(job, cluster);
+  plan_checkpoint(timed, job, cluster, checkpoint);
+  std::vector<TaskSpec> on_sizes;
+  if (elastic.min_dp > 0) {
+    for (const TrainingJob& at : elastic_degrees(job, elastic)) {
+      try {
+        on_sizes.push_back(iteration_task(at, std::make_shared<const TrainingIteration>(training_iteration(at, cluster))));
+      } catch (const InputError& e) {
+        std::vector<Problem> problems = e.problems();
+        for (Problem& p : problems) p.message = "elastic, at DP " + std::to_string(at.dp) + ": " + p.message + " (or an elastic min_dp above " + std::to_string(at.dp) + ")";
+        throw InputError(std::move(problems));
+      }
+      timed.elastic_dp.push_back(at.dp);
+    }
+    timed.elastic_dp.push_back(job.dp);
+    timed.elastic_restart_s = elastic.restart_s;
+  }
+  const auto iteration = std::make_shared<const TrainingIteration>(std::move(timed));
+  Workflow wf;
+  wf.name = job.name + " (training, " + std::to_string(iterations) + " iteration" + (iterations == 1 ? "" : "s") + ")";
+  wf.file = job.file;
+  wf.pointer = job.pointer;
+  TaskSpec task = iteration_task(job, iteration);
+  const bool dual = job.schedule == PipelineSchedule::dualpipe;
+  if (elastic.min_dp > 0) {
+    // Elastic: placed on a gang of any of its degrees, never resized while it runs (min_interval never passes);
+    // each GPU holds the most any degree needs (the fewer replicas, the larger a sharded optimizer's share).
+    on_sizes.push_back(task);
+    ElasticSpec spec{.restart_s = elastic.restart_s, .min_interval_s = std::numeric_limits<double>::infinity()};
+    for (const TaskSpec& t : on_sizes) {
+      spec.sizes.push_back(static_cast<std::uint32_t>(t.gpus));
+      task.working_set_bytes = std::max(task.working_set_bytes, t.working_set_bytes);
+    }
+    spec.min_gpus = static_cast<int>(spec.sizes.front());
+    for (TaskSpec& t : on_sizes) {
+      t.elastic = spec;
+      t.working_set_bytes = task.working_set_bytes;
+    }
+    task.elastic = std::move(spec);
+    task.on_sizes = std::make_shared<const std::vector<TaskSpec>>(std::move(on_sizes));
   }
   for (int i = 0; i < iterations; ++i) {
     task.name = "iteration " + std::to_string(i + 1);
@@ -116,6 +180,17 @@ Workflow detail::training_workflow(const TrainingJob& job, int iterations, const
                              (checkpoint.async ? ", asynchronous (the copy to host memory holds the iteration up; the write runs behind the next iterations)" : "") +
                              " (" + per_type + "); a failure or preemption loses the iterations since the last one, which its retry computes again after the read, " +
                              "their compute only (not their reduction on the network)");
+  }
+  if (elastic.min_dp > 0) {
+    std::string degrees;
+    for (int dp : iteration->elastic_dp) degrees += (degrees.empty() ? "" : ", ") + std::to_string(dp);
+    wf.assumptions.push_back("training job \"" + job.name + "\": elastic at DP " + degrees + " (" + std::to_string(task.elastic->sizes.front()) + " to " +
+                             std::to_string(task.gpus) + " GPUs; its global batch of " + std::to_string(job.global_batch) +
+                             " kept, each replica taking its share): each iteration runs at the largest degree the GPUs free for it hold once the "
+                             "tasks ahead of it in the queue have theirs, and is not resized while it runs; one placed on other GPUs than the "
+                             "iteration before it first pays the restart, " + format_quantity(elastic.restart_s, Dimension::time) +
+                             " (the workers restarted at a new world size and their state read back); every GPU holds the most any degree "
+                             "needs, " + format_quantity(task.working_set_bytes, Dimension::bytes));
   }
   wf.finalize();
   return wf;

@@ -12,6 +12,19 @@
 #include "loaders.hpp"
 
 namespace fleetsim {
+
+bool TaskSpec::runs_on(std::size_t gang) const {
+  if (!elastic) return gang == static_cast<std::size_t>(gpus);
+  if (gang < static_cast<std::size_t>(elastic->min_gpus) || gang > static_cast<std::size_t>(gpus)) return false;
+  return elastic->sizes.empty() || std::find(elastic->sizes.begin(), elastic->sizes.end(), gang) != elastic->sizes.end();
+}
+
+const TaskSpec& TaskSpec::as_run_on(std::size_t gang) const {
+  if (!on_sizes) return *this;
+  const auto at = std::find(elastic->sizes.begin(), elastic->sizes.end(), gang);
+  return at == elastic->sizes.end() ? *this : (*on_sizes)[static_cast<std::size_t>(at - elastic->sizes.begin())];
+}
+
 std::vector<KernelCall> set_model_step(TaskSpec& task, std::shared_ptr<const Architecture> architecture, const StepShape& shape, double steps) {
   auto calls = step_kernels(*architecture, shape, task.dtype);  // one GPU's, of a parallel step's gang
   const double gang = shape.gpus();

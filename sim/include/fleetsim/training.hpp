@@ -450,6 +450,10 @@ struct TrainingIteration {
   // `checkpoint_every` iterations, `checkpoint_bytes_per_gpu` from each GPU; 0 for none.
   int checkpoint_every = 0;
   double checkpoint_bytes_per_gpu = 0;
+  // An elastic job's DP degrees, ascending, the last its dp (TrainingElastic); empty for a job of one degree.
+  // This iteration is timed at the largest. What an iteration placed on other GPUs than the one before it pays first.
+  std::vector<int> elastic_dp;
+  double elastic_restart_s = 0;
   struct OnGpu {
     std::string gpu;               // GpuType::id
     double compute_s = 0;          // pipeline and optimizer step
@@ -477,6 +481,15 @@ struct TrainingCheckpoint {
   double write_Bps = 0;
   bool async = false;
 };
+// An elastic training job inside a scenario (docs/training.md#elastic-jobs): each iteration runs at the largest DP
+// degree from `min_dp` to the job's dp that the GPUs free for it hold (and its global batch divides into), as
+// torchrun's elastic agent restarts a job's workers at a new world size; an iteration placed on other GPUs than
+// the one before it first pays `restart_s` (the workers' restart and their state read back).
+struct TrainingElastic {
+  int min_dp = 0;  // 0: not elastic
+  double restart_s = 0;
+};
+
 // Fills `it`'s checkpoint figures for `job` on each GPU type of `cluster` (the first node group of the type).
 void plan_checkpoint(TrainingIteration& it, const TrainingJob& job, const ClusterSpec& cluster, const TrainingCheckpoint& checkpoint);
 

@@ -64,6 +64,9 @@ struct ElasticSpec {
   int min_gpus = 1;
   double restart_s = 0;
   double min_interval_s = 0;
+  // The gang sizes it may run on, ascending (an elastic training job's: tp x cp x pp times each DP degree its
+  // batch divides into); empty: every size from min_gpus to the task's gpus.
+  std::vector<std::uint32_t> sizes = {};
 };
 
 struct TaskSpec {
@@ -105,6 +108,15 @@ struct TaskSpec {
   static constexpr std::size_t kMaxCollectives = 8;  // a run keeps which have begun in a byte
   std::optional<BatchingSpec> batching;
   std::optional<ElasticSpec> elastic;
+  // An elastic training iteration as it runs on each of its gang sizes (elastic->sizes, in that order): the
+  // iteration timed at that DP degree and its collectives laid out over that gang. Null for other tasks.
+  std::shared_ptr<const std::vector<TaskSpec>> on_sizes;
+
+  // Whether a gang of `gang` GPUs may run it: its gpus, or (elastic) a size in its range and, where listed, in
+  // elastic->sizes.
+  bool runs_on(std::size_t gang) const;
+  // The task as it runs on a gang of `gang` GPUs: its on_sizes entry where it has them, else itself.
+  const TaskSpec& as_run_on(std::size_t gang) const;
 
   // VRAM one GPU of the gang needs while the task runs; the least it can start with when up to
   // `offloadable` of its working set may stay in host memory.

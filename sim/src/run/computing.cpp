@@ -54,7 +54,7 @@ void Computing::size_tasks(const RecordCounts& n) {
 
 void Computing::start(TaskId id, double known_scale) {
   TaskRecord& r = trace_.task(id);
-  const TaskSpec& s = sc_.workflows[r.workflow].tasks[r.task];
+  const TaskSpec& s = sc_.workflows[r.workflow].tasks[r.task].as_run_on(r.gpu_count);
   r.compute_start_s = queue_.now();
   const double share = r.work_scale / static_cast<double>(r.gpu_count);
   double compute_s = 0;
@@ -127,7 +127,7 @@ void Computing::run(TaskId id, double compute_s, const ComputeEstimate& per_devi
 std::span<const CollectiveSpec> Computing::collectives_of(TaskId id) const {
   const TaskRecord& r = trace_.task(id);
   if (r.gpu_count <= 1) return {};
-  return sc_.workflows[r.workflow].tasks[r.task].collectives;
+  return sc_.workflows[r.workflow].tasks[r.task].as_run_on(r.gpu_count).collectives;
 }
 
 template <typename Due>

@@ -28,8 +28,10 @@ bool Elastic::any(const Scenario& sc) {
   return false;
 }
 
+// Tasks of listed sizes (training iterations) are not resized while they run: they are not listed.
 void Elastic::task_started(TaskId id) {
-  if (!spec(trace_.task(id)).elastic || listed_[index(id)] != 0) return;
+  const TaskSpec& s = spec(trace_.task(id));
+  if (!s.elastic || !s.elastic->sizes.empty() || listed_[index(id)] != 0) return;
   listed_[index(id)] = 1;
   running_.push_back(id);
 }
@@ -54,6 +56,11 @@ void Elastic::round_begins(std::span<ReadyTask> ready) {
       const std::uint32_t free = free_gpus_for(t);
       t.gpus = std::clamp(free > ahead ? free - ahead : 0u, static_cast<std::uint32_t>(t.spec->elastic->min_gpus),
                           static_cast<std::uint32_t>(t.spec->gpus));
+      // Listed sizes (a training job's DP degrees): the largest of them that many GPUs hold, else the smallest.
+      if (const std::vector<std::uint32_t>& sizes = t.spec->elastic->sizes; !sizes.empty()) {
+        const auto above = std::upper_bound(sizes.begin(), sizes.end(), t.gpus);
+        t.gpus = above == sizes.begin() ? sizes.front() : *(above - 1);
+      }
     }
     ahead += t.gpus;
   }

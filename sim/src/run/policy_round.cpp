@@ -117,10 +117,11 @@ void PolicyRound::check_resize(TaskId task, std::span<const GpuId> gang, std::sp
 std::string PolicyRound::placement_problem(TaskId task, std::span<const GpuId> gpus, std::span<const GpuId> kept,
                                            const ClusterView& view) const {
   const TaskSpec& s = spec(task);
-  const auto smallest = static_cast<std::size_t>(s.elastic ? s.elastic->min_gpus : s.gpus);
-  if (gpus.size() < smallest || gpus.size() > static_cast<std::size_t>(s.gpus)) {
+  if (!s.runs_on(gpus.size())) {
+    std::string sizes;
+    for (std::uint32_t n : s.elastic ? s.elastic->sizes : std::vector<std::uint32_t>{}) sizes += (sizes.empty() ? "" : ", ") + std::to_string(n);
     return "on " + std::to_string(gpus.size()) + " GPUs; it needs " + std::to_string(s.gpus) +
-           (s.elastic ? " or, elastic, at least " + std::to_string(s.elastic->min_gpus) : "");
+           (!sizes.empty() ? " or, elastic, one of " + sizes : s.elastic ? " or, elastic, at least " + std::to_string(s.elastic->min_gpus) : "");
   }
   const TaskRecord& r = trace_.task(task);
   const std::uint32_t model = predicted_.model(r.workflow, r.task);

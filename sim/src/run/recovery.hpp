@@ -58,6 +58,11 @@ class Recovery {
   std::string attempts(TaskId task) const;
   // An elastic resize ends the run `elapsed_s` after its compute began; the next pays the task's restart.
   void resized(TaskId task, double elapsed_s);
+  // The task's next compute first pays its restart (an elastic training iteration placed on other GPUs than
+  // the iteration before it ran on).
+  void restart_next(TaskId task) {
+    if (on_) restart_pending_[index(task)] = 1;
+  }
 
   // Tasks stopped, preempted, retries, lost and restart GPU time, goodput (of summary.gpu_busy_s), recovery time.
   void summarize(Summary& summary) const;

@@ -114,6 +114,13 @@ void Tasks::start_task(TaskId id, std::span<const GpuId> gpus) {
     occupancy_.add_task(index(g), index(id));
   }
   recovery_.started(id, queue_.now());
+  if (s.on_sizes && r.task > 0) {
+    // An elastic training job's workers restart where its world changes (torchrun's rendezvous): an iteration
+    // placed on other GPUs than the one before it ran on.
+    const TaskRecord& before = trace_.task(make_id<TaskId>(index(id) - 1));
+    const std::span<const GpuId> held(trace_.gpus.data() + before.gpu_begin, before.gpu_count);
+    if (!std::is_permutation(held.begin(), held.end(), gpus.begin(), gpus.end())) recovery_.restart_next(id);
+  }
   occupancy_.add_tenant_gpus(r.tenant, static_cast<std::int64_t>(gpus.size()));
   r.gpu_begin = static_cast<std::uint32_t>(trace_.gpus.size());
   r.gpu_count = static_cast<std::uint32_t>(gpus.size());
@@ -204,7 +211,8 @@ void Tasks::start_flow(TaskId id, std::uint32_t from, std::uint32_t to, double b
 
 void Tasks::start_compute(TaskId id) {
   computing_.start(id, known_scale(id));
-  if (spec(trace_.task(id)).elastic) round_wanted_ = true;  // it can be resized from now on: a round looks at it
+  const std::optional<ElasticSpec>& elastic = spec(trace_.task(id)).elastic;
+  if (elastic && elastic->sizes.empty()) round_wanted_ = true;  // it can be resized from now on: a round looks at it
 }
 
 void Tasks::on_compute_done(TaskId id) {
@@ -233,7 +241,7 @@ void Tasks::begin_collective(TaskId id, std::uint32_t which) {
   const TaskSpec& s = spec(r);
   if (r.comm_start_s == kNever) r.comm_start_s = queue_.now();
   const std::span<const GpuId> gang(trace_.gpus.data() + r.gpu_begin, r.gpu_count);
-  if (const auto blocked = collectives_.begin(id, which, s.collectives[which], gang)) {
+  if (const auto blocked = collectives_.begin(id, which, s.as_run_on(gang.size()).collectives[which], gang)) {
     if (blocked->cut) {
       stop_task(id, blocked->reason);
     } else {
