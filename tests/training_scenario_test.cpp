@@ -680,6 +680,9 @@ TEST_CASE("elastic training jobs that cannot run are refused with the file and f
   CHECK_THAT(error_of(elastic_scenario(dp2, R"(, "elastic": 1)")), Catch::Contains("/workload/0/elastic"));
   CHECK_THAT(error_of(elastic_scenario(dp2, R"(, "elastic": {"min_dp": 1, "restart": "10 s"}, "checkpoint": {"every": 10, "write": "10 GB/s"})")),
              Catch::Contains("/workload/0/elastic: expected an elastic job or a job with its own checkpoint, not both"));
+  // From DP 5 to 7 none divides the global batch of 16: the job could only run at its full degree.
+  CHECK_THAT(error_of(elastic_scenario(R"({"tp": 2, "dp": 8})", R"(, "elastic": {"min_dp": 5, "restart": "10 s"})")),
+             Catch::Contains("/workload/0/elastic/min_dp: expected a DP degree from 5 to 7 that the global batch of 16 divides into (as train accepts it), found none"));
   // At DP 1 the whole optimizer state on each GPU (ZeRO-1 shards it over the replicas): it does not fit.
   CHECK_THAT(error_of(elastic_scenario(R"({"tp": 1, "dp": 16, "distributed_optimizer": true})", R"(, "elastic": {"min_dp": 1, "restart": "10 s"})")),
              Catch::Contains("elastic, at DP 1: "));
@@ -710,4 +713,32 @@ TEST_CASE("elastic training jobs beside other gangs under random failures break 
   CHECK(restarts > 0);
   CHECK(stopped > 0);
   CHECK(at_smaller > 0);
+}
+
+TEST_CASE("an elastic training iteration a higher-priority task overtakes runs at once on what that task leaves", "[training][scenario][elastic][policy]") {
+  // A 16-GPU task holds both nodes; the job's first iteration waits for it, asking for DP 2; an 8-GPU task of a
+  // higher priority arrives behind it. When the 16 GPUs free up, the policy places the 8-GPU task first; the
+  // iteration, left with 8 GPUs, runs at DP 1 at once rather than wait for the other task to end.
+  const std::string sc_json = R"({"name": "elastic-priority", "cluster": )" + kOneSwitch + R"(,
+    "tenants": [{"name": "train"}, {"name": "eval", "priority": 1}, {"name": "hold"}],
+    "workflows": {"eval": {"tasks": [{"name": "eval", "gpus": 8, "work": {"flop": "200 PFLOP"}}]},
+                  "hold": {"tasks": [{"name": "hold", "gpus": 16, "work": {"flop": "100 PFLOP"}}]}},
+    "workload": [{"tenant": "hold", "workflow": "hold", "arrival": {"process": "once"}},
+                 {"tenant": "train", "training": )" + job("llama", R"({"tp": 8, "dp": 2})") + R"(, "iterations": 4, "elastic": {"min_dp": 1, "restart": "1 s"},
+                  "arrival": {"process": "once", "start": "100 ms"}},
+                 {"tenant": "eval", "workflow": "eval", "arrival": {"process": "once", "start": "1 s"}}],
+    "policy": {"name": "priority"}})";
+  const Scenario sc = parse_scenario(sc_json, "s.json", ".");
+  const RunResult run = simulate(sc);
+  const auto record = [&](const std::string& id) -> const TaskRecord& {
+    for (const TaskRecord& t : run.trace.tasks) {
+      if (sc.workflows[t.workflow].id == id && t.task == 0) return t;
+    }
+    throw std::logic_error("no record");
+  };
+  const TaskRecord &hold = record("hold"), &eval = record("eval"), &first = record("training:llama");
+  CHECK(eval.start_s == hold.end_s);
+  CHECK(first.start_s == hold.end_s);
+  CHECK(first.gpu_count == 8);
+  CHECK(first.start_s < eval.end_s);
 }

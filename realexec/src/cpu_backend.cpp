@@ -106,9 +106,10 @@ class CpuRun {
  private:
   double now() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
 
+  // As it ran: an elastic training iteration at its gang's degree (its work and collectives there).
   const TaskSpec& spec(std::uint32_t rec) const {
     const TaskRecord& r = trace_.tasks[rec];
-    return sc_.workflows[r.workflow].tasks[r.task];
+    return sc_.workflows[r.workflow].tasks[r.task].as_run_on(r.gpu_count);
   }
   GpuId gpu(std::uint32_t rec, std::uint32_t member) const { return trace_.gpus[trace_.tasks[rec].gpu_begin + member]; }
   std::uint32_t record_of(InstanceId instance, std::uint32_t task) const { return plan_index_.record_of(instance, task); }
@@ -344,7 +345,7 @@ double cpu_seconds_estimate(const Scenario& scenario, const RunResult& plan) {
   const ComputeModel compute;
   for (const TaskRecord& r : plan.trace.tasks) {
     if (r.status != TaskStatus::completed) continue;
-    const TaskSpec& s = scenario.workflows[r.workflow].tasks[r.task];
+    const TaskSpec& s = scenario.workflows[r.workflow].tasks[r.task].as_run_on(r.gpu_count);
     const double share = r.work_scale / s.gpus;
     const double t = compute.of(s, core, share).total_s();
     for (std::uint32_t m = 0; m < r.gpu_count; ++m) busy[index(plan.trace.gpus[r.gpu_begin + m])] += t;
@@ -353,13 +354,23 @@ double cpu_seconds_estimate(const Scenario& scenario, const RunResult& plan) {
 }
 
 Scenario scale_work(Scenario scenario, double factor) {
+  const auto scale = [&](TaskSpec& t) {
+    t.weights_bytes *= factor;
+    t.working_set_bytes *= factor;
+    t.flop *= factor;
+    t.bytes *= factor;
+    for (CollectiveSpec& c : t.collectives) {
+      c.bytes *= factor;
+      for (double& b : c.block_bytes) b *= factor;  // a training job's stages' own bytes
+    }
+  };
   for (Workflow& wf : scenario.workflows) {
     for (TaskSpec& t : wf.tasks) {
-      t.weights_bytes *= factor;
-      t.working_set_bytes *= factor;
-      t.flop *= factor;
-      t.bytes *= factor;
-      for (CollectiveSpec& c : t.collectives) c.bytes *= factor;
+      scale(t);
+      if (!t.on_sizes) continue;
+      std::vector<TaskSpec> sizes = *t.on_sizes;  // shared by the job's iterations: scaled once a task, on a copy
+      for (TaskSpec& u : sizes) scale(u);
+      t.on_sizes = std::make_shared<const std::vector<TaskSpec>>(std::move(sizes));
     }
     for (EdgeSpec& e : wf.edges) e.bytes *= factor;
   }

@@ -57,9 +57,10 @@ class RankRun {
 
  private:
   double now() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
+  // As it ran: an elastic training iteration at its gang's degree (its work and collectives there).
   const TaskSpec& spec(std::uint32_t rec) const {
     const TaskRecord& r = trace_.tasks[rec];
-    return sc_.workflows[r.workflow].tasks[r.task];
+    return sc_.workflows[r.workflow].tasks[r.task].as_run_on(r.gpu_count);
   }
   std::uint32_t gpu(std::uint32_t rec, std::uint32_t member) const { return index(trace_.gpus[trace_.tasks[rec].gpu_begin + member]); }
   std::uint32_t producer_of(std::uint32_t rec, std::uint32_t edge) const {

@@ -759,6 +759,10 @@ std::optional<Workflow> read_training(ObjectReader& s, const ClusterSpec& cluste
   return absorbing(s.problems(), [&] {
     check_training_job(*job);
     Workflow wf = detail::training_workflow(*job, static_cast<int>(*iterations), cluster, checkpoint, elastic);
+    if (elastic.min_dp > 0 && wf.tasks.front().elastic->sizes.size() < 2) {
+      s.problems().add(s.pointer("elastic") + "/min_dp", "expected a DP degree from " + std::to_string(elastic.min_dp) + " to " + std::to_string(job->dp - 1) +
+                                                             " that the global batch of " + std::to_string(job->global_batch) + " divides into (as train accepts it), found none");
+    }
     wf.id = "training:" + job->name;
     return wf;
   });

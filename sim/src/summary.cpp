@@ -189,6 +189,7 @@ std::vector<TrainingResult> training_results(const Scenario& scenario, const Clu
     if (wf.tasks.empty() || !wf.tasks.front().training) continue;
     result_of[w] = static_cast<std::int32_t>(out.size());
     out.emplace_back().iteration = wf.tasks.front().training;
+    out.back().completed_at_dp.resize(out.back().iteration->elastic_dp.size());
   }
   if (out.empty()) return out;
   // Per instance, its iterations' records in order (an instance's tasks are its workflow's, in order).
@@ -204,7 +205,6 @@ std::vector<TrainingResult> training_results(const Scenario& scenario, const Clu
   std::vector<const GpuType*> first_gpu(out.size(), nullptr);
   for (const auto& records : per_instance) {
     double previous_end = kNever;
-    const TaskRecord* placed = nullptr;  // the last iteration placed
     for (const TaskRecord* t : records) {
       if (t == nullptr) continue;
       const auto k = static_cast<std::size_t>(result_of[t->workflow]);
@@ -212,18 +212,13 @@ std::vector<TrainingResult> training_results(const Scenario& scenario, const Clu
       const std::vector<int>& degrees = r.iteration->elastic_dp;
       ++r.iterations;
       if (first_gpu[k] == nullptr && t->gpu_count > 0) first_gpu[k] = &cluster.gpu_type(trace.gpus[t->gpu_begin]);
-      if (!degrees.empty() && t->gpu_count > 0) {
-        const auto gang = [&](const TaskRecord* x) { return std::span<const GpuId>(trace.gpus.data() + x->gpu_begin, x->gpu_count); };
-        if (placed != nullptr && !std::ranges::is_permutation(gang(placed), gang(t))) ++r.restarts;
-        placed = t;
-      }
+      r.restarts += t->restarts;
       if (t->status == TaskStatus::completed) {
         ++r.completed;
         if (scenario.workflows[t->workflow].tasks[t->task].checkpoint) ++r.checkpoints;
         durations[k].push_back(t->end_s - (previous_end != kNever ? previous_end : t->start_s));
         if (!degrees.empty()) {
           gpu_s[k] += durations[k].back() * t->gpu_count;
-          r.completed_at_dp.resize(degrees.size());
           const int dp = static_cast<int>(t->gpu_count) / (r.iteration->gpus / r.iteration->dp);
           const auto at = static_cast<std::size_t>(std::find(degrees.begin(), degrees.end(), dp) - degrees.begin());
           FLEETSIM_CHECK(at < degrees.size(), "an elastic training iteration ran at a DP degree it does not have");

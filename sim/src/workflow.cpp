@@ -20,7 +20,7 @@ bool TaskSpec::runs_on(std::size_t gang) const {
 }
 
 const TaskSpec& TaskSpec::as_run_on(std::size_t gang) const {
-  if (!on_sizes) return *this;
+  if (!on_sizes || gang == static_cast<std::size_t>(gpus)) return *this;
   const auto at = std::find(elastic->sizes.begin(), elastic->sizes.end(), gang);
   return at == elastic->sizes.end() ? *this : (*on_sizes)[static_cast<std::size_t>(at - elastic->sizes.begin())];
 }

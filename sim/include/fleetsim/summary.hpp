@@ -87,7 +87,8 @@ struct TrainingResult {
   double checkpoint_s = 0, checkpoint_load_s = 0;
   std::uint64_t rollbacks = 0, iterations_rolled_back = 0;
   // An elastic job (iteration->elastic_dp): its completed iterations at each DP degree it may run at (in that
-  // order), and the iterations placed on other GPUs than the one before them, each paying the restart.
+  // order), and the runs of its iterations that paid the restart (placed on other GPUs than the iteration
+  // before them ran on; a retry moved again pays again).
   std::vector<std::uint64_t> completed_at_dp;
   std::uint64_t restarts = 0;
 };

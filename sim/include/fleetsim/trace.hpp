@@ -28,6 +28,7 @@ struct TaskRecord {
   std::uint32_t batched_with = 0;  // 1 + the task index of its batch's leader (itself, if it led one); 0: ran alone
   std::uint32_t reason = 0;        // into Trace::reasons; 0 is "no reason"
   TaskStatus status = TaskStatus::queued;
+  std::uint16_t restarts = 0;       // runs that began by paying the task's elastic restart (saturating)
   double ready_s = kNever;
   double start_s = kNever;          // placed on its GPUs; input transfers begin
   double compute_start_s = kNever;  // inputs arrived

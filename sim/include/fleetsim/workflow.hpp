@@ -115,7 +115,7 @@ struct TaskSpec {
   // Whether a gang of `gang` GPUs may run it: its gpus, or (elastic) a size in its range and, where listed, in
   // elastic->sizes.
   bool runs_on(std::size_t gang) const;
-  // The task as it runs on a gang of `gang` GPUs: its on_sizes entry where it has them, else itself.
+  // The task as it runs on a gang of `gang` GPUs: itself at its gpus, else its on_sizes entry where it has them.
   const TaskSpec& as_run_on(std::size_t gang) const;
 
   // VRAM one GPU of the gang needs while the task runs; the least it can start with when up to

@@ -43,7 +43,7 @@ double ClusterView::compute_estimate_s(const ReadyTask& task, GpuId gpu) const {
 
 double ClusterView::compute_estimate_s(const ReadyTask& task, const GpuType& gpu) const {
   const double share = task.known_scale / static_cast<double>(task.gpus);  // an elastic task's degree this round
-  return compute_.of(*task.spec, gpu, share).total_s();
+  return compute_.of(task.spec->as_run_on(task.gpus), gpu, share).total_s();  // a training job's timed at that degree
 }
 
 void Decisions::place(std::size_t ready_index, std::span<const GpuId> gpus) {

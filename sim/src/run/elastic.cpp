@@ -73,7 +73,19 @@ bool Elastic::resizable(TaskId id) const {
          queue_.now() - gang_start_s(r) >= spec(r).elastic->min_interval_s;
 }
 
+// A task of listed sizes asks for its size in queue order, but a policy may place a task behind it first (by
+// priority): where it is left waiting and the GPUs free for it now hold a smaller size than it asked for, a
+// round follows at once, in which it asks for that size.
+bool Elastic::asked_too_many(const ReadyTask& t) const {
+  const std::vector<std::uint32_t>& sizes = t.spec->elastic->sizes;
+  const std::uint32_t free = free_gpus_for(t);
+  return free >= sizes.front() && *(std::upper_bound(sizes.begin(), sizes.end(), free) - 1) < t.gpus;
+}
+
 void Elastic::round_ends(std::span<const ReadyTask> ready) {
+  if (std::any_of(ready.begin(), ready.end(), [&](const ReadyTask& t) { return t.spec->elastic && !t.spec->elastic->sizes.empty() && asked_too_many(t); })) {
+    queue_.push(queue_.now(), kSchedule, 0);
+  }
   // Tasks that ended or were stopped leave the list; the rest in task order, for determinism.
   std::erase_if(running_, [&](TaskId id) {
     const bool gone = trace_.task(id).status != TaskStatus::running;

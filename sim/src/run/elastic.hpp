@@ -52,6 +52,7 @@ class Elastic : public RunListener {
  private:
   const TaskSpec& spec(const TaskRecord& r) const { return sc_.workflows[r.workflow].tasks[r.task]; }
   std::uint32_t free_gpus_for(const ReadyTask& task) const;
+  bool asked_too_many(const ReadyTask& task) const;
   bool resizable(TaskId task) const;
   void wake_when_resizable(TaskId task, bool waiting);
   void grow(TaskId task);

@@ -63,6 +63,7 @@ class Recovery {
   void restart_next(TaskId task) {
     if (on_) restart_pending_[index(task)] = 1;
   }
+  bool restart_pending(TaskId task) const { return on_ && restart_pending_[index(task)] != 0; }
 
   // Tasks stopped, preempted, retries, lost and restart GPU time, goodput (of summary.gpu_busy_s), recovery time.
   void summarize(Summary& summary) const;
