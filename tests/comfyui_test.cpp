@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../sim/src/import/comfyui_registry.hpp"
+#include "fleetsim/compute.hpp"
 #include "fleetsim/error.hpp"
 #include "fleetsim/import.hpp"
 #include "helpers.hpp"
@@ -258,7 +259,28 @@ TEST_CASE("a VAE decode falls back to tiles where the GPU it runs on cannot hold
   CHECK(noted(on_slices, "past h100-sxm MIG slice (one of 3)'s 26.7 GB: decoded as ComfyUI falls back"));
   CHECK(decode_on(R"([{"type": "l40s-pcie-8", "count": 1}])") == StepShape::Tiles{});
   CHECK(decode_on(R"([{"type": "rtx4090-pcie-8", "count": 1}])") == fallback);
-  CHECK(decode_on(R"([{"type": "l40s-pcie-8", "count": 1}, {"type": "rtx4090-pcie-8", "count": 1}])") == fallback);
+  // Both: the L40S decodes whole and the RTX 4090 in the fallback tiles, each as a cluster of its type alone has
+  // it; the tiles (and the task's working set, which must fit the smaller GPU) say where.
+  const Workflow mixed = imported_on(R"([{"type": "l40s-pcie-8", "count": 1}, {"type": "rtx4090-pcie-8", "count": 1}])");
+  const TaskSpec& both = last_decode(mixed);
+  StepShape::Tiles below = fallback;
+  below.vram_below = both.shape.tiles.vram_below;
+  CHECK(both.shape.tiles == below);
+  CHECK(both.shape.tiles.vram_below > peak);
+  CHECK(both.shape.tiles.vram_below <= large.vram_bytes);
+  CHECK(both.working_set_bytes < small.vram_bytes);
+  CHECK(noted(mixed, "(the failed attempt left out); whole where a prompt runs on a GPU of"));
+  CHECK(noted(mixed, "(as l40s's 48 GB)"));
+  const ComputeModel compute;
+  const Workflow l40s_alone = imported_on(R"([{"type": "l40s-pcie-8", "count": 1}])"), rtx_alone = imported_on(R"([{"type": "rtx4090-pcie-8", "count": 1}])");
+  CHECK(compute.of(both, large, 1).total_s() == compute.of(last_decode(l40s_alone), large, 1).total_s());
+  CHECK(compute.of(both, small, 1).total_s() == compute.of(last_decode(rtx_alone), small, 1).total_s());
+  INFO("decode on the L40S " << compute.of(both, large, 1).total_s() << " s, on the RTX 4090 " << compute.of(both, small, 1).total_s() << " s");
+  CHECK(compute.of(both, small, 1).total_s() > compute.of(both, large, 1).total_s());  // the tiles overlap
+  // Written and read back, the tiles keep where they apply.
+  const std::string written = workflow_json(mixed);
+  CHECK(written.find("\"vram_below\"") != std::string::npos);
+  CHECK(workflow_json(parse_workflow(written, "mixed.json (as written)", Catalog::builtin())) == written);
   // The VAE's weights count too: a GPU of the peak's size alone is not enough.
   GpuType exact = large;
   exact.vram_bytes = peak;

@@ -36,6 +36,7 @@ ComputeEstimate ComputeModel::step(const TaskSpec& task, const GpuType& gpu, dou
   if (const auto it = steps_.find(key); it != steps_.end()) return it->second;
   StepShape shape = task.shape;
   shape.batch *= batch_factor;
+  if (shape.tiles.vram_below > 0 && gpu.vram_bytes >= shape.tiles.vram_below) shape.tiles = {};  // this GPU holds the whole decode
   const StepEstimate step = estimate_step(*task.architecture, shape, KernelModel(gpu, kernels_), task.dtype);
   // A parallel step is its gang's work: each of its GPUs runs one GPU's share of it (the task's work is
   // split evenly over its gang).

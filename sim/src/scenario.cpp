@@ -222,22 +222,25 @@ std::vector<std::string> read_workflows(ObjectReader& top, const Catalog& catalo
   if (!list.ok()) return broken;
   // A ComfyUI graph's VAE decodes whole where the cluster's smallest GPU (or MIG slice) that runs bf16 holds them:
   // a prompt may run on any of them (on one GPU throughout, as stock ComfyUI runs it), and tiles fit wherever the
-  // whole would. (A CPU device, with no bf16, runs no ComfyUI model.)
-  const GpuType* smallest = nullptr;
-  int slices = 1;
+  // whole would. Where only larger GPUs hold a decode whole, they decode it whole and the others in tiles. (A CPU
+  // device, with no bf16, runs no ComfyUI model.)
+  const NodeGroup *smallest_group = nullptr, *largest_group = nullptr;
   for (const NodeGroup& g : cluster.groups) {
-    if (g.gpu.vram_bytes > 0 && g.gpu.peak_for(Dtype::bf16) > 0 && (smallest == nullptr || g.gpu.vram_bytes < smallest->vram_bytes)) {
-      smallest = &g.gpu;
-      slices = g.mig_slices;
-    }
+    if (g.gpu.vram_bytes <= 0 || !(g.gpu.peak_for(Dtype::bf16) > 0)) continue;
+    if (smallest_group == nullptr || g.gpu.vram_bytes < smallest_group->gpu.vram_bytes) smallest_group = &g;
+    if (largest_group == nullptr || g.gpu.vram_bytes > largest_group->gpu.vram_bytes) largest_group = &g;
   }
   // A MIG instance keeps its GPU's id; the decode's note names it as a slice.
-  GpuType slice;
-  if (smallest != nullptr && slices > 1) {
-    slice = *smallest;
-    slice.id += " MIG slice (one of " + std::to_string(slices) + ")";
-    smallest = &slice;
-  }
+  const auto by_name = [](const NodeGroup* g) {
+    std::optional<GpuType> gpu;
+    if (g == nullptr) return gpu;
+    gpu = g->gpu;
+    if (g->mig_slices > 1) gpu->id += " MIG slice (one of " + std::to_string(g->mig_slices) + ")";
+    return gpu;
+  };
+  const std::optional<GpuType> smallest_gpu = by_name(smallest_group), largest_gpu = by_name(largest_group);
+  const GpuType* smallest = smallest_gpu ? &*smallest_gpu : nullptr;
+  const GpuType* largest = largest_gpu ? &*largest_gpu : nullptr;
   for (const auto& [id, entry] : value->items()) {
     const std::string at = list.pointer(id);
     std::optional<Workflow> wf;
@@ -246,7 +249,7 @@ std::vector<std::string> read_workflows(ObjectReader& top, const Catalog& catalo
       const std::string path = resolve(base_dir, entry.get<std::string>());
       wf = absorbing(top.problems(), [&] {
         const std::string text = read_named_file(top.problems(), at, path);
-        if (is_comfyui_prompt(text)) return import_comfyui(text, path, catalog, {.gpu = smallest});
+        if (is_comfyui_prompt(text)) return import_comfyui(text, path, catalog, {.gpu = smallest, .largest_gpu = largest});
         // WfCommons runtimes become work on the cluster's first GPU type.
         if (is_wfcommons_instance(text) && !cluster.groups.empty()) return import_wfcommons(text, path, cluster.groups[0].gpu);
         return parse_workflow(text, path, catalog);
@@ -270,7 +273,7 @@ std::vector<std::string> read_workflows(ObjectReader& top, const Catalog& catalo
           const std::string graph_path = resolve(base_dir, *graph);
           return import_comfyui(read_named_file(top.problems(), r.pointer("comfyui"), graph_path), graph_path, catalog,
                                 {.node_costs_json = costs_text, .node_costs_file = costs_path, .registry_json = registry_text,
-                                 .registry_file = registry_path, .gpu = smallest});
+                                 .registry_file = registry_path, .gpu = smallest, .largest_gpu = largest});
         });
       }
     } else if (entry.is_object()) {

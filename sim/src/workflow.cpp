@@ -77,8 +77,9 @@ void read_parallel(ObjectReader& w, TaskSpec& task, const Architecture& a) {
   }
 }
 
-// "tiles": {"size": 64, "overlap": 8, "frames": 16, "frame_overlap": 2}: a VAE's decode in tiles of latent
-// pixels and (a video VAE's) latent frames, each overlapping the next (StepShape::Tiles).
+// "tiles": {"size": 64, "overlap": 8, "frames": 16, "frame_overlap": 2, "vram_below": "30 GB"}: a VAE's decode in tiles
+// of latent pixels and (a video VAE's) latent frames, each overlapping the next, only on GPUs with less memory than
+// `vram_below` where given (StepShape::Tiles).
 void read_tiles(ObjectReader& w, StepShape& s, const Architecture& a) {
   const Json* value = w.field("tiles");
   if (value == nullptr) return;
@@ -90,6 +91,7 @@ void read_tiles(ObjectReader& w, StepShape& s, const Architecture& a) {
   tiles.overlap = t.number("overlap", Need::optional, 0, 1e5).value_or(0);
   tiles.frames = t.number("frames", Need::optional, 1, 1e5).value_or(default_tile_frames(a));
   tiles.frame_overlap = t.number("frame_overlap", Need::optional, 0, 1e5).value_or(0);
+  tiles.vram_below = t.quantity_or("vram_below", Dimension::bytes, 0);
   t.finish();
   if (w.problems().size() > before) return;  // a field's own problem says enough
   if (const auto problem = tiles_problem(a, tiles)) {

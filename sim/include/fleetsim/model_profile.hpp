@@ -134,8 +134,11 @@ struct StepShape {
   // latent frames overlapping by `frame_overlap`, each tile a whole decoder call. Size 0: one call over
   // the whole clip. A video VAE takes tiles (decodes_video_in_tiles), and a 2D image VAE (a vae-decoder, not a
   // video VAE's stand-in), whose tiles have no frames (0) and whose decode runs three passes of them (comfy/sd.py decode_tiled_).
+  // `vram_below` (ComfyUI's fallback once a whole decode runs out of memory): the tiles only on a GPU with less
+  // memory than that, the whole decode's peak with its weights; a larger GPU decodes in one call. 0: on every GPU.
   struct Tiles {
     double size = 0, overlap = 0, frames = 0, frame_overlap = 0;
+    double vram_below = 0;
     bool operator==(const Tiles&) const = default;
   } tiles = {};
 };

@@ -71,13 +71,22 @@ std::string number_text(double v) {
 
 // The bytes past which a whole decode (a clip, or one image) is taken to run out of memory: the GPU's memory
 // (ComfyUI tries the whole decode and tiles only once CUDA refuses an allocation), and in words, for the notes.
+// A scenario's largest GPU, where larger, decodes whole what it holds (largest_bytes; 0 where none is larger).
 struct DecodeMemory {
   double bytes;
   std::string words;
-  explicit DecodeMemory(const GpuType* gpu)
+  double largest_bytes = 0;
+  std::string largest_words;
+  DecodeMemory(const GpuType* gpu, const GpuType* largest)
       : bytes(gpu != nullptr ? gpu->vram_bytes : 80e9),
-        words(gpu != nullptr ? gpu->id + "'s " + format_quantity(bytes, Dimension::bytes) : "80 GB (an A100's or H100's: no GPU given)") {}
+        words(gpu != nullptr ? gpu->id + "'s " + format_quantity(bytes, Dimension::bytes) : "80 GB (an A100's or H100's: no GPU given)") {
+    if (gpu != nullptr && largest != nullptr && largest->vram_bytes > bytes) {
+      largest_bytes = largest->vram_bytes;
+      largest_words = largest->id + "'s " + format_quantity(largest_bytes, Dimension::bytes);
+    }
+  }
 };
+
 
 // How ComfyUI cuts a VAE's decode into tiles (comfy/sd.py and nodes.py at a125cd8), for a 3D video VAE (any family
 // decodes_video_in_tiles names, of spatial factor f and temporal factor tf) and a 2D image VAE. VAEDecodeTiled's widgets as
@@ -95,6 +104,10 @@ struct DecodeTiles {
   std::string note;  // which, in words
   bool guess = false;
 };
+// ComfyUI's fallback once the whole decode, `need` bytes with its weights, runs out of memory (`holds`: what the
+// decode would hold, in words): `tiles` (`how`, in words), a guess; where the scenario's largest GPU holds it
+// whole, only on the GPUs that do not (Tiles::vram_below).
+DecodeTiles fallback_tiles(StepShape::Tiles tiles, double need, const DecodeMemory& memory, const std::string& holds, const std::string& how);
 DecodeTiles decode_tiles(const Node& n, const Architecture& vae, const StepShape& shape, Dtype dtype, const DecodeMemory& memory, double weights_bytes,
                          const std::function<double(const std::string&, double)>& widget) {
   const double f = vae.number("vae_factor", 8), tf = vae.number("temporal_factor", 4);
@@ -117,19 +130,28 @@ DecodeTiles decode_tiles(const Node& n, const Architecture& vae, const StepShape
     const double image_bytes = 2178 * 64 * std::ceil(shape.height / f) * std::ceil(shape.width / f) * dtype_bytes(dtype);
     if (image_bytes + weights_bytes <= memory.bytes) return {};
     const StepShape::Tiles fallback{.size = 64, .overlap = 16};  // decode_tiled_'s defaults
-    return {fallback,
-            "one image's decode would hold about " + format_quantity(image_bytes, Dimension::bytes) + " by ComfyUI's estimate, with its weights past " +
-                memory.words + ": decoded as ComfyUI falls back after running out of memory, in three passes of " +
-                number_text(fallback.size * f) + "-pixel tiles overlapping by " + number_text(fallback.overlap * f) + " (the failed attempt left out), a guess",
-            true};
+    return fallback_tiles(fallback, image_bytes + weights_bytes, memory,
+                          "one image's decode would hold about " + format_quantity(image_bytes, Dimension::bytes) + " by ComfyUI's estimate",
+                          "in three passes of " + number_text(fallback.size * f) + "-pixel tiles overlapping by " + number_text(fallback.overlap * f));
   }
   const double peak_bytes = video_decode_peak_bytes(vae, shape, dtype);
   const std::string peak = format_quantity(peak_bytes, Dimension::bytes);
   if (peak_bytes + weights_bytes <= memory.bytes) return {{}, "the whole clip decoded without tiles (its peak about " + peak + ")"};
   const double tile = std::floor(256 / f);
-  return {{.size = tile, .overlap = std::floor(tile / 4), .frames = 999, .frame_overlap = 1},
-          "the whole clip's decode would hold about " + peak + ", with its weights past " + memory.words +
-              ": decoded as ComfyUI falls back after running out of memory, in 256-pixel tiles of every frame (the failed attempt left out), a guess",
+  return fallback_tiles({.size = tile, .overlap = std::floor(tile / 4), .frames = 999, .frame_overlap = 1}, peak_bytes + weights_bytes, memory,
+                        "the whole clip's decode would hold about " + peak, "in 256-pixel tiles of every frame");
+}
+
+DecodeTiles fallback_tiles(StepShape::Tiles tiles, double need, const DecodeMemory& memory, const std::string& holds, const std::string& how) {
+  const bool mixed = need <= memory.largest_bytes;
+  if (mixed) tiles.vram_below = need;
+  return {tiles,
+          holds + ", with its weights past " + memory.words + ": decoded as ComfyUI falls back after running out of memory, " + how +
+              " (the failed attempt left out)" +
+              (mixed ? "; whole where a prompt runs on a GPU of " + format_quantity(need, Dimension::bytes) + " or more (as " + memory.largest_words +
+                           "), which holds more than the tiles' working set"
+                     : "") +
+              ", a guess",
           true};
 }
 
@@ -243,7 +265,7 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
     extended = detail::extend_comfyui_registry(detail::builtin_comfyui_registry(), options.registry_json, options.registry_file);
   }
   const ComfyRegistry& registry = extended ? *extended : detail::builtin_comfyui_registry();
-  const DecodeMemory decode_memory(options.gpu);
+  const DecodeMemory decode_memory(options.gpu, options.largest_gpu);
   Problems problems(file_name);
   Json doc = detail::parse_json(json_text, problems);
   problems.throw_if_any();
@@ -811,6 +833,7 @@ std::string workflow_json(const Workflow& wf) {
           work["tiles"]["frames"] = s.tiles.frames;
           work["tiles"]["frame_overlap"] = s.tiles.frame_overlap;
         }
+        if (s.tiles.vram_below > 0) work["tiles"]["vram_below"] = bytes(s.tiles.vram_below);
       }
       work["dtype"] = dtype_name(t.dtype);
       work["runtime"] = runtime_name(s.runtime);
