@@ -227,7 +227,8 @@ class CpuRun {
     const double compute_start_s = pass();
     attempt([&] {
       const double share = trace_.tasks[rec].work_scale / s.gpus;
-      run_work(d.scratch, s.flop * share, s.bytes * share, s.dtype, s.launches);
+      const TaskWork w = work_on(s, plan_.cluster.gpu_type(gpu(rec, member)));
+      run_work(d.scratch, w.flop * share, w.bytes * share, s.dtype, w.launches);
     });
     const bool communicates = !s.collectives.empty() && gang != nullptr;
     const double comm_start_s = communicates ? pass() : kNever;

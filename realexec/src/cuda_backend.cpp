@@ -674,11 +674,12 @@ class CudaRun {
     pass(kLoaded);
     attempt([&] {
       const double share = trace_.tasks[rec].work_scale / s.gpus;
-      const std::uint32_t launches = std::max<std::uint32_t>(s.launches, 1);
+      const TaskWork w = work_on(s, plan_.cluster.gpu_type(gpu(rec, member)));
+      const std::uint32_t launches = std::max<std::uint32_t>(w.launches, 1);
       const double per_launch = 1.0 / launches;
       for (std::uint32_t l = 0; l < launches; ++l) {
-        gemm(d, s.flop * share * per_launch, element_of(s.dtype), where);
-        stream(d, s.bytes * share * per_launch, where);
+        gemm(d, w.flop * share * per_launch, element_of(s.dtype), where);
+        stream(d, w.bytes * share * per_launch, where);
       }
     });
     const bool communicates = !s.collectives.empty() && gang != nullptr;

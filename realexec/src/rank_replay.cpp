@@ -211,7 +211,8 @@ class RankRun {
     const double compute_start_s = pass();
     attempt([&] {
       const double share = r.work_scale / s.gpus;
-      device_.compute(s.flop * share, s.bytes * share, s.dtype, s.launches);
+      const TaskWork w = work_on(s, plan_.cluster.gpu_type(make_id<GpuId>(gpu(rec, member))));
+      device_.compute(w.flop * share, w.bytes * share, s.dtype, w.launches);
     });
     const bool communicates = gang && !s.collectives.empty();
     const double comm_start_s = communicates ? pass() : kNever;

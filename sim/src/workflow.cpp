@@ -37,6 +37,18 @@ std::vector<KernelCall> set_model_step(TaskSpec& task, std::shared_ptr<const Arc
   return calls;
 }
 
+TaskWork work_on(const TaskSpec& task, const GpuType& gpu) {
+  if (!task.architecture || task.shape.tiles.vram_below <= 0 || gpu.vram_bytes < task.shape.tiles.vram_below) return {task.flop, task.bytes, task.launches};
+  // The whole decode's count, at the task's scale (scale_work multiplies a task's flop and bytes).
+  TaskSpec tiled = task, whole = task;
+  set_model_step(tiled, task.architecture, task.shape, task.steps);
+  StepShape shape = task.shape;
+  shape.tiles = {};
+  set_model_step(whole, task.architecture, shape, task.steps);
+  const auto scaled = [](double of_whole, double given, double counted) { return counted > 0 ? of_whole * given / counted : of_whole; };
+  return {scaled(whole.flop, task.flop, tiled.flop), scaled(whole.bytes, task.bytes, tiled.bytes), whole.launches};
+}
+
 namespace detail {
 namespace {
 

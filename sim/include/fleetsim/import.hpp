@@ -38,8 +38,9 @@ struct ComfyUiOptions {
   // The GPU whose memory a VAE decode and its weights may fill before ComfyUI, out of memory, falls back to tiles
   // (a scenario: its cluster's smallest, where a prompt may run); none: 80 GB, an A100's or H100's.
   const GpuType* gpu = nullptr;
-  // A scenario's largest GPU, where larger than `gpu`: a decode that `gpu` cannot hold whole but this one can is
-  // timed whole on each GPU that holds it and in the fallback tiles on the others (StepShape::Tiles::vram_below).
+  // A scenario's largest GPU, where larger than `gpu` (and `gpu` given): the notes say where a decode that `gpu`
+  // cannot hold whole runs whole. (The fallback tiles apply only below the whole decode's need on any GPU:
+  // StepShape::Tiles::vram_below.)
   const GpuType* largest_gpu = nullptr;
 };
 

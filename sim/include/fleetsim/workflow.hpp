@@ -174,6 +174,14 @@ class Workflow {
 // Returns one step's kernels (one GPU's, of a parallel step's gang).
 std::vector<KernelCall> set_model_step(TaskSpec& task, std::shared_ptr<const Architecture> architecture, const StepShape& shape, double steps);
 
+// A task's work as it runs on `gpu` (what a real backend replays): its flop, bytes and launches, but for a decode
+// whose fallback tiles apply only below Tiles::vram_below, whole on a GPU that holds it (as ComputeModel times it).
+struct TaskWork {
+  double flop = 0, bytes = 0;
+  std::uint32_t launches = 1;
+};
+TaskWork work_on(const TaskSpec& task, const GpuType& gpu);
+
 // Loads a workflow file; operator and model references resolve against `catalog`.
 Workflow load_workflow(const std::string& path, const Catalog& catalog);
 Workflow parse_workflow(std::string_view json_text, const std::string& file_name, const Catalog& catalog);

@@ -105,8 +105,8 @@ struct DecodeTiles {
   bool guess = false;
 };
 // ComfyUI's fallback once the whole decode, `need` bytes with its weights, runs out of memory (`holds`: what the
-// decode would hold, in words): `tiles` (`how`, in words), a guess; where the scenario's largest GPU holds it
-// whole, only on the GPUs that do not (Tiles::vram_below).
+// decode would hold, in words): `tiles` (`how`, in words), a guess, only on GPUs with less memory than `need`
+// (Tiles::vram_below); the note says so where the scenario's largest GPU holds it whole.
 DecodeTiles fallback_tiles(StepShape::Tiles tiles, double need, const DecodeMemory& memory, const std::string& holds, const std::string& how);
 DecodeTiles decode_tiles(const Node& n, const Architecture& vae, const StepShape& shape, Dtype dtype, const DecodeMemory& memory, double weights_bytes,
                          const std::function<double(const std::string&, double)>& widget) {
@@ -144,7 +144,9 @@ DecodeTiles decode_tiles(const Node& n, const Architecture& vae, const StepShape
 
 DecodeTiles fallback_tiles(StepShape::Tiles tiles, double need, const DecodeMemory& memory, const std::string& holds, const std::string& how) {
   const bool mixed = need <= memory.largest_bytes;
-  if (mixed) tiles.vram_below = need;
+  // On every GPU that holds the whole decode, ComfyUI's first try succeeds: the tiles only below that, here and
+  // wherever the workflow is taken (rounded up to a whole MB, which the workflow file writes exactly).
+  tiles.vram_below = std::ceil(need / 1e6) * 1e6;
   return {tiles,
           holds + ", with its weights past " + memory.words + ": decoded as ComfyUI falls back after running out of memory, " + how +
               " (the failed attempt left out)" +

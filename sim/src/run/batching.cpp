@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <tuple>
 
@@ -49,9 +50,13 @@ Batching::Batching(const Scenario& sc, const Cluster& cluster, const Trace& trac
 std::string Batching::work_identity(const TaskSpec& s) {
   if (!s.op.empty() || !s.architecture) return s.op;
   const StepShape& a = s.shape;
-  char text[256];
+  char text[320];
   std::snprintf(text, sizeof text, "%s/%g/%g/%g/%g/%g/%g/%s/%s", s.architecture->id.c_str(), a.width, a.height, a.frames, a.tokens,
                 a.context, s.steps, std::string(dtype_name(s.dtype)).c_str(), std::string(runtime_name(a.runtime)).c_str());
+  if (a.tiles.size > 0) {  // a decode in tiles is other work than the same decode whole
+    const std::size_t n = std::strlen(text);
+    std::snprintf(text + n, sizeof text - n, "/tiles %g %g %g %g %.17g", a.tiles.size, a.tiles.overlap, a.tiles.frames, a.tiles.frame_overlap, a.tiles.vram_below);
+  }
   return text;
 }
 
