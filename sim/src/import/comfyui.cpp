@@ -71,7 +71,8 @@ std::string number_text(double v) {
 
 // The bytes past which a whole decode (a clip, or one image) is taken to run out of memory: the GPU's memory
 // (ComfyUI tries the whole decode and tiles only once CUDA refuses an allocation), and in words, for the notes.
-// A scenario's largest GPU, where larger, decodes whole what it holds (largest_bytes; 0 where none is larger).
+// A scenario's largest GPU, where larger (largest_bytes; 0 where none is larger): the note names it where it holds a
+// decode whole that the smallest cannot.
 struct DecodeMemory {
   double bytes;
   std::string words;
@@ -86,7 +87,6 @@ struct DecodeMemory {
     }
   }
 };
-
 
 // How ComfyUI cuts a VAE's decode into tiles (comfy/sd.py and nodes.py at a125cd8), for a 3D video VAE (any family
 // decodes_video_in_tiles names, of spatial factor f and temporal factor tf) and a 2D image VAE. VAEDecodeTiled's widgets as
