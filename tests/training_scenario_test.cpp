@@ -617,6 +617,11 @@ TEST_CASE("an elastic training job alone runs every iteration at its largest DP,
   CHECK(r.restarts == 0);
   CHECK(r.iteration_s.mean == plain.summary.training.at(0).iteration_s.mean);
   CHECK(r.mfu == Approx(plain.summary.training.at(0).mfu).epsilon(1e-12));
+  // min_dp at the job's dp turns elasticity off (handy with --set): the job as without the field.
+  const Scenario off = parse_scenario(elastic_scenario(dp2, R"(, "elastic": {"min_dp": 2, "restart": "10 s"})", "200 PFLOP"), "s.json", ".");
+  CHECK_FALSE(training_task(off).elastic);
+  const RunResult fixed = simulate(parse_scenario(elastic_scenario(dp2, "", "200 PFLOP"), "s.json", "."));
+  CHECK(simulate(off).summary.makespan_s == fixed.summary.makespan_s);
 }
 
 TEST_CASE("an elastic training job gives GPUs to a task that waits and takes them back, paying its restart at each change", "[training][scenario][elastic]") {
@@ -672,8 +677,8 @@ TEST_CASE("an elastic training job runs only at DP degrees its batch divides int
 
 TEST_CASE("elastic training jobs that cannot run are refused with the file and field", "[training][scenario][elastic]") {
   const std::string dp2 = R"({"tp": 8, "dp": 2})";
-  CHECK_THAT(error_of(elastic_scenario(dp2, R"(, "elastic": {"min_dp": 2, "restart": "10 s"})")),
-             Catch::Contains("/workload/0/elastic/min_dp: expected fewer than the job's dp (2, the most replicas it runs), found 2"));
+  CHECK_THAT(error_of(elastic_scenario(dp2, R"(, "elastic": {"min_dp": 3, "restart": "10 s"})")),
+             Catch::Contains("/workload/0/elastic/min_dp: expected at most the job's dp (2, the most replicas it runs), found 3"));
   CHECK_THAT(error_of(elastic_scenario(dp2, R"(, "elastic": {"min_dp": 0, "restart": "10 s"})")), Catch::Contains("/workload/0/elastic/min_dp"));
   CHECK_THAT(error_of(elastic_scenario(dp2, R"(, "elastic": {"min_dp": 1})")), Catch::Contains("/workload/0/elastic/restart: missing required field"));
   CHECK_THAT(error_of(elastic_scenario(dp2, R"(, "elastic": {"min_dp": 1, "restart": "10 s", "grow": true})")), Catch::Contains("/workload/0/elastic/grow"));

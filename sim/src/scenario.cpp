@@ -739,13 +739,14 @@ std::optional<Workflow> read_training(ObjectReader& s, const ClusterSpec& cluste
       elastic.min_dp = static_cast<int>(min_dp.value_or(0));
       elastic.restart_s = restart.value_or(0);
       elastic_ok = min_dp && restart;
-      if (job && min_dp && *min_dp >= job->dp) {
-        r.problem("min_dp", "expected fewer than the job's dp (" + std::to_string(job->dp) + ", the most replicas it runs), found " + std::to_string(*min_dp));
+      if (job && min_dp && *min_dp > job->dp) {
+        r.problem("min_dp", "expected at most the job's dp (" + std::to_string(job->dp) + ", the most replicas it runs), found " + std::to_string(*min_dp));
         elastic_ok = false;
       }
+      if (job && min_dp && *min_dp == job->dp) elastic = {};  // elasticity off, as without the field (handy with --set)
       r.finish();
     }
-    if (c != nullptr) {
+    if (c != nullptr && elastic.min_dp > 0) {
       s.problem("elastic", "expected an elastic job or a job with its own checkpoint, not both (an elastic job's restart reads its state back)");
       elastic_ok = false;
     }
