@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <map>
 #include <tuple>
 
@@ -50,13 +49,11 @@ Batching::Batching(const Scenario& sc, const Cluster& cluster, const Trace& trac
 std::string Batching::work_identity(const TaskSpec& s) {
   if (!s.op.empty() || !s.architecture) return s.op;
   const StepShape& a = s.shape;
+  // A decode in tiles is other work than the same decode whole: the tiles are part of it.
   char text[320];
-  std::snprintf(text, sizeof text, "%s/%g/%g/%g/%g/%g/%g/%s/%s", s.architecture->id.c_str(), a.width, a.height, a.frames, a.tokens,
-                a.context, s.steps, std::string(dtype_name(s.dtype)).c_str(), std::string(runtime_name(a.runtime)).c_str());
-  if (a.tiles.size > 0) {  // a decode in tiles is other work than the same decode whole
-    const std::size_t n = std::strlen(text);
-    std::snprintf(text + n, sizeof text - n, "/tiles %g %g %g %g %.17g", a.tiles.size, a.tiles.overlap, a.tiles.frames, a.tiles.frame_overlap, a.tiles.vram_below);
-  }
+  std::snprintf(text, sizeof text, "%s/%g/%g/%g/%g/%g/%g/%s/%s/%g %g %g %g %.17g", s.architecture->id.c_str(), a.width, a.height, a.frames, a.tokens,
+                a.context, s.steps, std::string(dtype_name(s.dtype)).c_str(), std::string(runtime_name(a.runtime)).c_str(), a.tiles.size,
+                a.tiles.overlap, a.tiles.frames, a.tiles.frame_overlap, a.tiles.vram_below);
   return text;
 }
 

@@ -6,6 +6,15 @@
 #include "events.hpp"
 
 namespace fleetsim::run {
+namespace {
+
+// Of a task's listed sizes (ascending), the largest that `gpus` GPUs hold, else the smallest.
+std::uint32_t size_within(const std::vector<std::uint32_t>& sizes, std::uint32_t gpus) {
+  const auto above = std::upper_bound(sizes.begin(), sizes.end(), gpus);
+  return above == sizes.begin() ? sizes.front() : *(above - 1);
+}
+
+}  // namespace
 
 Elastic::Elastic(const Scenario& sc, const Cluster& cluster, const Trace& trace, const Occupancy& occupancy, const GpuMemory& memory,
                  const SharedCompute& shared, const Predictions& predicted, EventQueue& queue, ElasticHost& host)
@@ -57,10 +66,7 @@ void Elastic::round_begins(std::span<ReadyTask> ready) {
       t.gpus = std::clamp(free > ahead ? free - ahead : 0u, static_cast<std::uint32_t>(t.spec->elastic->min_gpus),
                           static_cast<std::uint32_t>(t.spec->gpus));
       // Listed sizes (a training job's DP degrees): the largest of them that many GPUs hold, else the smallest.
-      if (const std::vector<std::uint32_t>& sizes = t.spec->elastic->sizes; !sizes.empty()) {
-        const auto above = std::upper_bound(sizes.begin(), sizes.end(), t.gpus);
-        t.gpus = above == sizes.begin() ? sizes.front() : *(above - 1);
-      }
+      if (!t.spec->elastic->sizes.empty()) t.gpus = size_within(t.spec->elastic->sizes, t.gpus);
     }
     ahead += t.gpus;
   }
@@ -79,7 +85,7 @@ bool Elastic::resizable(TaskId id) const {
 bool Elastic::asked_too_many(const ReadyTask& t) const {
   const std::vector<std::uint32_t>& sizes = t.spec->elastic->sizes;
   const std::uint32_t free = free_gpus_for(t);
-  return free >= sizes.front() && *(std::upper_bound(sizes.begin(), sizes.end(), free) - 1) < t.gpus;
+  return free >= sizes.front() && size_within(sizes, free) < t.gpus;
 }
 
 void Elastic::round_ends(std::span<const ReadyTask> ready) {
