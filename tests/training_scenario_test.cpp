@@ -2,9 +2,11 @@
 // data-parallel jobs whose gradient all-reduces cross one spine slow each other by what max-min sharing
 // of that spine predicts (worked by hand below); bad jobs are refused with the file and field.
 #include <catch2/catch.hpp>
+#include <set>
 #include <sstream>
 
 #include "fleetsim/catalog.hpp"
+#include "fleetsim/collective.hpp"
 #include "fleetsim/error.hpp"
 #include "fleetsim/kernel_model.hpp"
 #include "fleetsim/model_profile.hpp"
@@ -70,12 +72,13 @@ TEST_CASE("a training job alone in a scenario takes train's iteration, pipeline 
   CHECK(it.pp_calls == 16);
   CHECK(it.pp_bytes == Approx(16 * c.pp_send_bytes / 4).epsilon(1e-12));
   const std::vector<CollectiveSpec>& collectives = sc.workflows.front().tasks.front().collectives;
-  REQUIRE(collectives.size() == 1);
+  REQUIRE(collectives.size() == 2);  // and TP's all-reduces, for TP groups split across nodes only
   CHECK(collectives[0].op == CollectiveOp::send_recv);
   CHECK(collectives[0].group_size == 2);
   CHECK(collectives[0].group_stride == 4);
   CHECK(collectives[0].group_offset == 0);
   CHECK(collectives[0].overlap == 1);
+  CHECK(collectives[1].split_groups_only);
 }
 
 TEST_CASE("a pipeline's stage sends run as two sets of pairs, the even boundaries and the odd", "[training][scenario]") {
@@ -83,10 +86,10 @@ TEST_CASE("a pipeline's stage sends run as two sets of pairs, the even boundarie
   // 2-3, the pairs from rank 2 on, (2, 4) and (3, 5), boundary 1-2.
   const Scenario sc = parse_scenario(scenario(kOneSwitch, "", R"([{"training": )" + job("pp", R"({"tp": 2, "pp": 4})") + R"(, "iterations": 2}])"), "s.json", ".");
   const std::vector<CollectiveSpec>& collectives = sc.workflows.front().tasks.front().collectives;
-  REQUIRE(collectives.size() == 2);
-  for (const CollectiveSpec& c : collectives) {
-    CHECK(c.group_size == 2);
-    CHECK(c.group_stride == 2);
+  REQUIRE(collectives.size() == 3);  // and TP's all-reduces, for TP groups split across nodes only
+  for (std::size_t k = 0; k < 2; ++k) {
+    CHECK(collectives[k].group_size == 2);
+    CHECK(collectives[k].group_stride == 2);
   }
   CHECK(collectives[0].group_offset == 0);
   CHECK(collectives[1].group_offset == 2);
@@ -393,7 +396,11 @@ TEST_CASE("a mixture of experts in a scenario: its all-to-alls with the compute,
   CHECK(it.ep_calls == 2 * 32 * 6);
   CHECK(it.ep_bytes == Approx(2 * 32 * 6 * c.ep_alltoall_bytes * job.expert_load()).epsilon(1e-12));
   const TaskSpec& task = sc.workflows.front().tasks.front();
-  REQUIRE(task.collectives.size() == 3);
+  REQUIRE(task.collectives.size() == 5);  // and TP's and expert TP's all-reduces, for groups split across nodes only
+  CHECK(task.collectives[3].group_size == 2);
+  CHECK(task.collectives[3].split_groups_only);
+  CHECK(task.collectives[4].group_size == 2);
+  CHECK(task.collectives[4].split_groups_only);
   const CollectiveSpec& experts = task.collectives[1];
   CHECK(experts.op == CollectiveOp::all_reduce);
   CHECK(experts.group_size == 2);
@@ -414,20 +421,140 @@ TEST_CASE("a mixture of experts in a scenario: its all-to-alls with the compute,
   // The all-to-alls hide behind the compute that holds their time: the iteration is what it is with them off
   // the network.
   Scenario quiet = sc;
-  quiet.workflows.front().tasks.front().collectives.pop_back();
-  quiet.workflows.front().tasks.back().collectives.pop_back();
+  for (TaskSpec& t : quiet.workflows.front().tasks) std::erase_if(t.collectives, [](const CollectiveSpec& s) { return s.op == CollectiveOp::all_to_all; });
   INFO("alone " << run.summary.training.front().iteration_s.mean << " s; without the exchanges on the network " << simulate(quiet).summary.training.front().iteration_s.mean << " s");
   CHECK(run.summary.training.front().iteration_s.mean == Approx(simulate(quiet).summary.training.front().iteration_s.mean).epsilon(0.01));
   bool noted = false;
   for (const std::string& a : sc.workflows.front().assumptions) noted = noted || a.find("expert all-to-alls (384 an iteration") != std::string::npos;
   CHECK(noted);
-  // DeepEP's exchanges stay with the compute, timed alone.
+  // DeepEP's exchanges inside a node (an EP block of 4 x 2 GPUs) stay with the compute, timed alone.
   const std::string deepep = R"({"name": "moe", "model": {"architecture": "mixtral-8x7b", "seq_len": 4096},
       "parallel": {"tp": 2, "dp": 8, "ep": 4, "sequence_parallel": true, "distributed_optimizer": true}, "batch": {"global": 16}, "recompute": "full",
       "moe": {"dispatcher": "deepep"}})";
   const Scenario with_deepep = parse_scenario(scenario(kOneSwitch, "", R"([{"training": )" + deepep + R"(, "iterations": 1}])"), "s.json", ".");
   CHECK(iteration_of(with_deepep).ep_calls == 0);
-  CHECK(with_deepep.workflows.front().tasks.front().collectives.size() == 2);  // the two reductions
+  CHECK(with_deepep.workflows.front().tasks.front().collectives.size() == 4);  // the two reductions, TP's and expert TP's
+}
+
+TEST_CASE("DeepEP's network leg runs on the shared network among the GPUs of one local rank", "[training][scenario][moe][deepep]") {
+  // Mixtral 8x7B (8 experts, top 2) at TP 2 x DP 8, EP 8 under DeepEP on two HGX H100s: each EP group (8 ranks,
+  // 2 apart) has 4 GPUs on each node, an expert each. A token goes over the network once to each node holding one
+  // of its experts (its own among them), to the GPU of its own local rank there: with 4 experts a node, both
+  // picks miss a node with probability (4/8)(3/7), so 2 (1 - 12/56) = 11/7 nodes, 11/14 of the flat all-to-all's
+  // two copies. The pairs: GPU q of n0 with GPU q of n1 (2 ranks, 8 apart).
+  const std::string deepep = R"({"name": "moe", "model": {"architecture": "mixtral-8x7b", "seq_len": 4096},
+      "parallel": {"tp": 2, "dp": 8, "ep": 8, "sequence_parallel": true, "distributed_optimizer": true}, "batch": {"global": 16}, "recompute": "full",
+      "moe": {"dispatcher": "deepep"}})";
+  const Scenario sc = parse_scenario(scenario(kOneSwitch, "", R"([{"training": )" + deepep + R"(, "iterations": 2}])"), "s.json", ".");
+  const TrainingIteration& it = iteration_of(sc);
+  const TrainingJob job = parse_training_job(R"({"cluster": )" + kOneSwitch + R"(, "model": {"architecture": "mixtral-8x7b", "seq_len": 4096},
+      "parallel": {"tp": 2, "dp": 8, "ep": 8, "sequence_parallel": true, "distributed_optimizer": true}, "batch": {"global": 16}, "recompute": "full"})",
+                                             "moe.json");
+  const TrainingCounts c = count_training(job);
+  // As NCCL's all-to-alls are counted: 32 mixture layers x 2 micro-batches x 6 exchanges (full recomputation).
+  CHECK(it.ep_calls == 2 * 32 * 6);
+  CHECK(it.ep_group_size == 2);
+  CHECK(it.ep_group_stride == 8);
+  CHECK(it.ep_bytes == Approx(2 * 32 * 6 * c.ep_alltoall_bytes * job.expert_load() * 11.0 / 14).epsilon(1e-12));
+  const std::vector<CollectiveSpec>& collectives = sc.workflows.front().tasks.front().collectives;
+  const auto exchanges = std::find_if(collectives.begin(), collectives.end(), [](const CollectiveSpec& s) { return s.op == CollectiveOp::all_to_all; });
+  REQUIRE(exchanges != collectives.end());
+  CHECK(exchanges->group_size == 2);
+  CHECK(exchanges->group_stride == 8);
+  CHECK(exchanges->overlap == 1);
+  CHECK(exchanges->bytes == it.ep_bytes);
+  // Alone they hide behind the compute (which holds both legs' time); the NICs carry each GPU's half of its
+  // buffer to its pair on the other node, over two links (its node's up, the other's down), every iteration.
+  Scenario without = sc;
+  for (TaskSpec& t : without.workflows.front().tasks) std::erase_if(t.collectives, [](const CollectiveSpec& s) { return s.op == CollectiveOp::all_to_all; });
+  const RunResult run = simulate(sc), quiet = simulate(without);
+  REQUIRE(run.summary.training.front().completed == 2);
+  CHECK(run.summary.training.front().iteration_s.mean == Approx(quiet.summary.training.front().iteration_s.mean).epsilon(1e-6));
+  CHECK(run.summary.nic_bytes - quiet.summary.nic_bytes == Approx(2 * 16 * (it.ep_bytes / 2) * 2).epsilon(1e-6));
+  bool noted = false;
+  for (const std::string& a : sc.workflows.front().assumptions) noted = noted || a.find("DeepEP's network leg, among each EP group's GPUs a node apart in the gang's order (of one local rank where the gang fills whole nodes), 384 an iteration") != std::string::npos;
+  CHECK(noted);
+  // An fp8 dispatch: the dispatches (2 of the 6) at a byte and a 4-byte scale a 128 elements, the combines at 2.
+  std::string fp8 = deepep;
+  fp8.replace(fp8.find(R"("dispatcher": "deepep")"), 22, R"("dispatcher": "deepep", "dispatch_dtype": "fp8")");
+  const Scenario with_fp8 = parse_scenario(scenario(kOneSwitch, "", R"([{"training": )" + fp8 + R"(, "iterations": 1}])"), "s.json", ".");
+  const TrainingIteration& eight = iteration_of(with_fp8);
+  CHECK(eight.ep_bytes == Approx(it.ep_bytes * (2 * (1 + 4.0 / 128) / 2 + 4) / 6).epsilon(1e-12));
+  // Nodes of two sizes: no rail layout is assumed, the exchanges stay with the compute.
+  const std::string mixed = R"({"nodes": [{"type": "hgx-h100-8", "count": 2}, {"type": "h100-pcie-4", "count": 1}]})";
+  const Scenario odd = parse_scenario(scenario(mixed, "", R"([{"training": )" + deepep + R"(, "iterations": 1}])"), "s.json", ".");
+  CHECK(iteration_of(odd).ep_calls == 0);
+  noted = false;
+  for (const std::string& a : odd.workflows.front().assumptions) noted = noted || a.find("no rail layout is assumed: its EP blocks of 16 GPUs split nodes, or its nodes differ in size") != std::string::npos;
+  CHECK(noted);
+}
+
+TEST_CASE("TP groups a placement splits across nodes run their all-reduces on the shared network", "[training][scenario][tp]") {
+  // Llama 3 8B at TP 8, 16 micro-batches of one sequence: each of the 32 layers all-reduces twice forward and twice
+  // backward a micro-batch, as train times them inside the compute.
+  const auto scenario_of = [](bool split) {
+    // Split: a 4-GPU task on each node (its tenant pinned there) holds GPUs 0-3 of both, so the job's 8 GPUs are
+    // 4-7 of each node, one TP group across the two.
+    const std::string holds = split ? R"({"tenant": "x", "workflow": "hold", "arrival": {"process": "once"}}, {"tenant": "y", "workflow": "hold", "arrival": {"process": "once"}}, )" : "";
+    return R"({"name": "tp", "cluster": )" + kOneSwitch + R"(, "tenants": [{"name": "x", "nodes": ["n0"]}, {"name": "y", "nodes": ["n1"]}, {"name": "train"}],
+      "workflows": {"hold": {"tasks": [{"name": "hold", "gpus": 4, "work": {"flop": "20 EFLOP"}}]}},
+      "workload": [)" + holds + R"({"tenant": "train", "training": )" + job("tp", R"({"tp": 8})") + R"(, "iterations": 2, "arrival": {"process": "once", "start": "1 ms"}}],
+      "policy": {"name": "fifo"}})";
+  };
+  const Scenario aligned = parse_scenario(scenario_of(false), "s.json", "."), split = parse_scenario(scenario_of(true), "s.json", ".");
+  const auto job_of = [](const Scenario& sc) {
+    const auto wf = std::find_if(sc.workflows.begin(), sc.workflows.end(), [](const Workflow& w) { return w.id == "training:tp"; });
+    REQUIRE(wf != sc.workflows.end());
+    return static_cast<std::size_t>(wf - sc.workflows.begin());
+  };
+  const TrainingIteration& it = iteration_of(aligned, job_of(aligned));
+  const TrainingCounts c = count_training(parse_training_job(R"({"cluster": )" + kOneSwitch + R"(, "model": {"architecture": "llama-3-8b", "seq_len": 4096},
+      "parallel": {"tp": 8}, "batch": {"global": 16}})", "tp.json"));
+  CHECK(it.tp_calls == 16 * 32 * 4);
+  CHECK(it.tp_bytes == Approx(16 * 32 * 4 * c.tp_allreduce_bytes).epsilon(1e-12));
+  CHECK(it.etp_calls == 0);
+  const std::vector<CollectiveSpec>& collectives = aligned.workflows[job_of(aligned)].tasks.front().collectives;
+  REQUIRE(collectives.size() == 1);
+  CHECK(collectives[0].op == CollectiveOp::all_reduce);
+  CHECK(collectives[0].group_size == 8);
+  CHECK(collectives[0].group_stride == 1);
+  CHECK(collectives[0].split_groups_only);
+  CHECK(collectives[0].overlap == 0);
+  // On 4-GPU nodes a TP 8 group always spans two: the compute times its all-reduces across them, and nothing is added.
+  const Scenario wide = parse_scenario(scenario(R"({"nodes": [{"type": "h100-pcie-4", "count": 2}]})", "", R"([{"training": )" + job("tp", R"({"tp": 8})") + R"(, "iterations": 1}])"),
+                                       "s.json", ".");
+  CHECK(iteration_of(wide).tp_calls == 0);
+  CHECK(wide.workflows.front().tasks.front().collectives.empty());
+  // Inside a node: nothing on the network, the iteration train's.
+  const RunResult inside = simulate(aligned);
+  const TrainingResult& alone = inside.summary.training.front();
+  REQUIRE(alone.completed == 2);
+  CHECK(inside.summary.nic_bytes == 0);
+  CHECK(alone.iteration_s.mean == Approx(alone.alone_s).epsilon(1e-6));
+  // Split across the nodes: the group's all-reduces load the NICs beside the compute.
+  const RunResult across = simulate(split);
+  const TrainingResult* job_result = nullptr;
+  for (const TrainingResult& r : across.summary.training) job_result = &r;
+  REQUIRE(job_result != nullptr);
+  REQUIRE(job_result->completed == 2);
+  std::vector<GpuId> gang;
+  for (const TaskRecord& t : across.trace.tasks) {
+    if (split.workflows[t.workflow].id != "training:tp") continue;
+    REQUIRE(t.gpu_count == 8);
+    gang.assign(across.trace.gpus.begin() + t.gpu_begin, across.trace.gpus.begin() + t.gpu_begin + t.gpu_count);
+    std::set<std::uint32_t> nodes;
+    for (GpuId g : gang) nodes.insert(index(across.cluster.node_of(g)));
+    CHECK(nodes.size() == 2);
+  }
+  REQUIRE(!gang.empty());
+  // They run after the compute: the iteration is train's and then the calls, each one all-reduce of the group on
+  // those GPUs (the collective model's, alone: nothing else runs), back to back.
+  const CollectivePlan one = plan_collective(across.cluster, across.topology, CollectiveOp::all_reduce, CollectiveAlgo::automatic, gang, it.tp_bytes / it.tp_calls);
+  const double calls_s = it.tp_calls * simulated_times_s(across.topology, std::span(&one, 1)).front();
+  INFO("NIC bytes " << across.summary.nic_bytes << "; iteration " << job_result->iteration_s.mean << " s against " << job_result->alone_s << " s alone, "
+                    << calls_s << " s of calls");
+  CHECK(across.summary.nic_bytes > 0);
+  CHECK(job_result->iteration_s.mean - job_result->alone_s == Approx(calls_s).epsilon(0.02));
 }
 
 TEST_CASE("a mixture's all-to-alls across a spine slow another job's reduction there", "[training][scenario][moe]") {
@@ -442,9 +569,11 @@ TEST_CASE("a mixture's all-to-alls across a spine slow another job's reduction t
   const std::string a = R"({"tenant": "a", "training": )" + mixtral + R"(, "iterations": 3})";
   const std::string b = R"({"tenant": "b", "training": )" + job("b", R"({"tp": 8, "dp": 2})") + R"(, "iterations": 6})";
   const Scenario both = parse_scenario(scenario(cluster, tenants, "[" + a + ", " + b + "]"), "two.json", ".");
-  REQUIRE(both.workflows.front().tasks.front().collectives.size() == 2);  // each expert held once (EP 8 x expert TP 2 = 16): no expert reduction
+  // Each expert held once (EP 8 x expert TP 2 = 16): no expert reduction; TP's and expert TP's all-reduces (groups
+  // inside nodes here).
+  REQUIRE(both.workflows.front().tasks.front().collectives.size() == 4);
   Scenario quiet = both;  // a's exchanges off the shared network
-  for (TaskSpec& t : quiet.workflows.front().tasks) t.collectives.pop_back();
+  for (TaskSpec& t : quiet.workflows.front().tasks) std::erase_if(t.collectives, [](const CollectiveSpec& s) { return s.op == CollectiveOp::all_to_all; });
   const RunResult loud = simulate(both), still = simulate(quiet);
   const auto b_of = [](const RunResult& r) { return r.summary.training.at(1); };
   REQUIRE(b_of(loud).completed == 6);
@@ -604,9 +733,11 @@ TEST_CASE("an elastic training job alone runs every iteration at its largest DP,
   CHECK(task.elastic->sizes == std::vector<std::uint32_t>{8, 16});
   REQUIRE(task.on_sizes);
   CHECK(task.as_run_on(8).training->dp == 1);
-  CHECK(task.as_run_on(8).collectives.empty());  // DP 1: no gradient reduction
+  // DP 1: no gradient reduction, only TP's all-reduces (for TP groups split across nodes).
+  REQUIRE(task.as_run_on(8).collectives.size() == 1);
+  CHECK(task.as_run_on(8).collectives[0].split_groups_only);
   CHECK(task.as_run_on(16).training->dp == 2);
-  CHECK(task.as_run_on(16).collectives.size() == 1);
+  CHECK(task.as_run_on(16).collectives.size() == 2);
   CHECK(task.runs_on(8));
   CHECK(task.runs_on(16));
   CHECK_FALSE(task.runs_on(12));

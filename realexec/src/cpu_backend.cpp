@@ -230,13 +230,15 @@ class CpuRun {
       const TaskWork w = work_on(s, plan_.cluster.gpu_type(gpu(rec, member)));
       run_work(d.scratch, w.flop * share, w.bytes * share, s.dtype, w.launches);
     });
-    const bool communicates = !s.collectives.empty() && gang != nullptr;
+    const bool communicates = replay::communicates(s) && gang != nullptr;
     const double comm_start_s = communicates ? pass() : kNever;
     if (communicates) {
       // Every member takes every step, even after a failure, so no member waits forever.
       std::vector<float*> buffers;
       for (std::uint32_t m = 0; m < trace_.tasks[rec].gpu_count; ++m) buffers.push_back(devices_[index(gpu(rec, m))]->collective.data());
-      for (const CollectiveSpec& c : s.collectives) cpu::collective(c.op, buffers, replay::collective_floats(c), member, [&] { gang->pass(); });
+      for (const CollectiveSpec& c : s.collectives) {
+        if (replay::replays(c)) cpu::collective(c.op, buffers, replay::collective_floats(c), member, [&] { gang->pass(); });
+      }
     }
     working_set.reset();
     TaskRecord& r = trace_.tasks[rec];

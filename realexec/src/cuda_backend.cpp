@@ -372,7 +372,7 @@ class CudaRun {
     const bool nccl = false;
 #endif
     for (std::uint32_t rec : replayed_) {
-      if (gangs_[rec]) gangs_[rec]->nccl = nccl && !spec(rec).collectives.empty();
+      if (gangs_[rec]) gangs_[rec]->nccl = nccl && replay::communicates(spec(rec));
     }
     marks_.assign(trace_.gpus.size(), {});
     load_marks_.assign(trace_.weight_loads.size(), {});
@@ -451,7 +451,7 @@ class CudaRun {
       for (std::uint32_t m = 0; m < trace_.tasks[rec].gpu_count; ++m) key.push_back(devices_[index(gpu(rec, m))]->gpu);
       std::vector<CollectiveOp>& list = ops[key];
       for (const CollectiveSpec& c : spec(rec).collectives) {
-        if (std::find(list.begin(), list.end(), c.op) == list.end()) list.push_back(c.op);
+        if (replay::replays(c) && std::find(list.begin(), list.end(), c.op) == list.end()) list.push_back(c.op);
       }
     }
     for (const auto& [key, list] : ops) {
@@ -682,12 +682,13 @@ class CudaRun {
         stream(d, w.bytes * share * per_launch, where);
       }
     });
-    const bool communicates = !s.collectives.empty() && gang != nullptr;
+    const bool communicates = replay::communicates(s) && gang != nullptr;
     if (communicates) pass(kComputed);
     // Every member takes part even after a failure, so no member waits forever; a task's collectives
     // run one after another.
     for (const CollectiveSpec& c : s.collectives) {
       if (!communicates) break;
+      if (!replay::replays(c)) continue;
 #if defined(FLEETSIM_HAVE_NCCL)
       if (gang->nccl) {
         try {
@@ -782,7 +783,7 @@ class CudaRun {
     };
     // Each member's phase boundaries, merged as a multi-node run's ranks are (ranks.hpp): a phase
     // ends for the task when its last member ends it.
-    auto communicates = [&](std::uint32_t rec) { return !spec(rec).collectives.empty() && gangs_[rec]; };
+    auto communicates = [&](std::uint32_t rec) { return replay::communicates(spec(rec)) && gangs_[rec]; };
     RankReport report;
     for (std::uint32_t rec : replayed_) {
       for (std::uint32_t m = 0; m < trace_.tasks[rec].gpu_count; ++m) {

@@ -47,7 +47,7 @@ class RankRun {
     const std::vector<RankReport> reports = ranks::gather_reports(report_);
     if (me_ != 0) return measured_result(sc_, plan_, std::move(trace_));  // this rank's own tasks only
     for (std::uint32_t rec : plan_index_.replayed) trace_.tasks[rec].status = TaskStatus::queued;  // the members' reports say
-    merge_rank_reports(trace_, reports, [&](std::uint32_t rec) { return group_of_.contains(rec) && !spec(rec).collectives.empty(); });
+    merge_rank_reports(trace_, reports, [&](std::uint32_t rec) { return group_of_.contains(rec) && communicates(spec(rec)); });
     for (std::uint32_t rec : plan_index_.replayed) {
       if (trace_.tasks[rec].status != TaskStatus::failed) trace_.tasks[rec].status = TaskStatus::completed;
     }
@@ -120,7 +120,7 @@ class RankRun {
       if (group == group_of_.end()) continue;
       if (met.insert(group->second).second) transport_->meet(group->second, 0, false);
       for (const CollectiveSpec& c : spec(rec).collectives) {
-        if (ran.emplace(group->second, c.op, collective_floats(c)).second) device_.collective(group->second, c.op, collective_floats(c));
+        if (replays(c) && ran.emplace(group->second, c.op, collective_floats(c)).second) device_.collective(group->second, c.op, collective_floats(c));
       }
     }
     std::map<int, double> to, from;  // largest tensor per rank it goes to / comes from
@@ -214,10 +214,12 @@ class RankRun {
       const TaskWork w = work_on(s, plan_.cluster.gpu_type(make_id<GpuId>(gpu(rec, member))));
       device_.compute(w.flop * share, w.bytes * share, s.dtype, w.launches);
     });
-    const bool communicates = gang && !s.collectives.empty();
+    const bool communicates = gang && replay::communicates(s);
     const double comm_start_s = communicates ? pass() : kNever;
     if (communicates) {
-      for (const CollectiveSpec& c : s.collectives) device_.collective(group->second, c.op, collective_floats(c));  // even after a failure: every member takes part
+      for (const CollectiveSpec& c : s.collectives) {
+        if (replays(c)) device_.collective(group->second, c.op, collective_floats(c));  // even after a failure: every member takes part
+      }
     }
     try {  // even after a failure, so a failed task does not keep its memory
       device_.release_working_set();

@@ -15,12 +15,20 @@
 
 namespace fleetsim::replay {
 
+// Whether a replay runs the collective: not one that only groups split across nodes run (a training job's TP
+// all-reduces, which its compute holds): a replay runs a task's collectives over its whole gang, knowing no
+// nodes, so it runs none of those (where the plan split a group, the replayed iteration lacks them).
+inline bool replays(const CollectiveSpec& c) { return !c.split_groups_only; }
+// Whether a replay runs any of the task's collectives: its gang then meets for them.
+inline bool communicates(const TaskSpec& s) { return std::any_of(s.collectives.begin(), s.collectives.end(), replays); }
 // Floats in one member's collective buffer: the data as sent (compression included).
 inline std::size_t collective_floats(const CollectiveSpec& c) { return static_cast<std::size_t>(std::ceil(c.bytes * c.compression / sizeof(float))); }
 // The buffer the task's largest collective needs (0: it has none); its collectives run one after another.
 inline std::size_t collective_floats(const TaskSpec& s) {
   std::size_t most = 0;
-  for (const CollectiveSpec& c : s.collectives) most = std::max(most, collective_floats(c));
+  for (const CollectiveSpec& c : s.collectives) {
+    if (replays(c)) most = std::max(most, collective_floats(c));
+  }
   return most;
 }
 

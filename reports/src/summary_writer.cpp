@@ -84,15 +84,17 @@ void write_training_results(std::ostream& out, const std::vector<TrainingResult>
   const bool experts = any([](const TrainingIteration& it) { return it.ep_calls > 0 || it.expert_dp_bytes > 0; });
   const bool stages = any([](const TrainingIteration& it) { return it.pp_calls > 0; });
   const bool rings = any([](const TrainingIteration& it) { return it.cp_calls > 0; });
+  const bool tp = any([](const TrainingIteration& it) { return it.tp_calls > 0 || it.etp_calls > 0; });
   out << "an iteration counts from the previous one's end (the first from its start); alone: the iteration by itself on its GPU type,\n"
          "its reduction on one switch; each job's compute is timed alone (TP inside a node, stage sends on one switch) and its\n"
          "data-parallel gradient all-reduce runs on the shared network beside every other flow";
   std::vector<std::string> also;
-  if (experts) also.emplace_back("a mixture's expert-gradient\nreduction and NCCL all-to-alls");
+  if (experts) also.emplace_back("a mixture's expert-gradient\nreduction and expert all-to-alls");
   if (stages) also.emplace_back("the stage sends");
   if (rings) also.emplace_back("the context-parallel ring passes");
   for (std::size_t i = 0; i < also.size(); ++i) out << (i == 0 ? ", as do " : " and ") << also[i];
   if (!also.empty()) out << " (beside the compute, whose time holds theirs alone)";
+  if (tp) out << ";\na TP group the placement splits across nodes runs its all-reduces there too, after the compute";
   out << " (docs/training.md)\n";
 }
 

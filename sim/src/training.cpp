@@ -1605,33 +1605,82 @@ double bins_reached(double bins, double per_bin, int top_k) {
   return bins * (1 - none);
 }
 
+// A mixture's all-reduce over its expert TP group: the copies of the routed tokens its GPUs received.
+double expert_tp_all_reduce_bytes(const TrainingJob& job) { return kActivationBytes * moe_shape(job).routed * job.model.hidden; }
+
+// The all-reduces one layer runs a micro-batch, by its kind and pass: over its TP group, each as large as
+// attention's (attention's own, a dense MLP's, a mixture's shared expert's), and over a mixture's expert TP
+// group. Forward; backward with what the job's recomputation runs again. A layer that partial recomputation
+// leaves alone runs its forward's count backward.
+struct LayerAllReduces {
+  struct Count {
+    double tp = 0, etp = 0;
+  };
+  Count dense_forward, dense_backward, mixture_forward, mixture_backward;
+};
+LayerAllReduces layer_all_reduces(const TrainingJob& job) {
+  const TransformerModel& m = job.model;
+  // A mixture's MLP: its shared expert's (a dense model's MLP all-reduces as much as its attention), and its
+  // expert TP group's.
+  const double shared = !m.moe() || m.shared_ffn > 0 ? 1 : 0, expert = m.moe() && job.expert_tp() > 1 ? 1 : 0;
+  const double passes_backward = job.recompute == Recompute::full ? 2 : 1;
+  LayerAllReduces n;
+  n.dense_forward = {.tp = 2};
+  n.mixture_forward = {.tp = 1 + shared, .etp = expert};
+  n.dense_backward = {.tp = passes_backward * 2};
+  n.mixture_backward = {.tp = passes_backward * (1 + shared), .etp = passes_backward * expert};
+  if (job.recomputes(kRecomputeMoe)) {
+    n.mixture_backward.tp += shared;
+    n.mixture_backward.etp += expert;
+  } else if (job.recomputes(kRecomputeSharedExperts)) {
+    n.mixture_backward.tp += 1;  // the shared expert's all-reduce (as large as attention's)
+  }
+  if (job.recomputes(kRecomputeMlp)) n.dense_backward.tp += 1;
+  // By op, the recomputation re-runs the all-gathers of the two norms' outputs (the key and up projections
+  // read them; sequence parallelism) or the output projection's all-reduce: about one all-reduce.
+  if (job.recompute == Recompute::selective_op) n.dense_backward.tp += 1;
+  return n;
+}
+
+// Where one token of an EP group of `gpus` GPUs over `spanned` nodes goes under DeepEP: the GPUs holding its
+// experts (the NVLink leg's copies) and the nodes they are on (the network leg's, its own node's among them).
+struct DeepEpReach {
+  double gpus = 0, nodes = 0;
+};
+DeepEpReach deepep_reach(const TrainingJob& job, double spanned, double gpus) {
+  const TransformerModel& m = job.model;
+  // The nodes a token may use: max_nodes, or as many as hold its top-k experts where they hold fewer (a
+  // group-limited router needs that many groups).
+  const double per_gpu = m.experts / gpus, per_node = per_gpu * gpus / spanned;
+  const double reach = job.max_nodes > 0 ? std::min(spanned, std::max<double>(job.max_nodes, std::ceil(m.top_k / per_node))) : spanned;
+  // Nodes a token reaches: one network copy each. Limited, the router picks the nodes holding its best
+  // experts, so it uses all it may (fewer where even unlimited its top-k reach fewer).
+  return {.gpus = bins_reached(reach * gpus / spanned, per_gpu, m.top_k), .nodes = std::min(reach, bins_reached(spanned, per_node, m.top_k))};
+}
+
+// A dispatched element's bytes on the wire: fp8 with a 4-byte scale a 128 (DeepEP's fp8 dispatch), or 16-bit.
+double dispatch_wire_bytes(const TrainingJob& job) { return job.dispatch_dtype == Dtype::fp8 ? 1 + 4.0 / 128 : kActivationBytes; }
+
+// A token's bytes in one dispatch (or combine) at `wire` bytes an element, on the busiest GPU.
+double deepep_token_bytes(const TrainingJob& job, double wire) { return moe_shape(job).own_rows * job.model.hidden * wire * job.expert_load(); }
+
 // One dispatch (or combine) under DeepEP for every EP group of `groups` at once, at `wire` bytes an element
 // (docs/training.md#deepep-dispatch). A token goes once to each GPU holding one of its experts (a copy a
 // GPU, not an expert), and, where the group spans nodes, over the network once to each node it reaches,
 // to the GPU of its own local rank there, which forwards it over NVLink. Each leg as an all-to-all of
 // every group at once, at the busiest GPU's load; pipelined, the slower leg sets the time.
 double deepep_s(const TrainingJob& job, const Cluster& cluster, const Topology& topology, const std::vector<std::vector<GpuId>>& groups, double wire) {
-  const TransformerModel& m = job.model;
-  const double token_bytes = moe_shape(job).own_rows * m.hidden * wire * job.expert_load();
+  const double token_bytes = deepep_token_bytes(job, wire);
   std::vector<CollectivePlan> network_leg, nvlink_leg;
   for (const std::vector<GpuId>& group : groups) {
     const std::vector<std::vector<GpuId>> by_node = gpus_by_node(cluster, group);  // the nodes it spans, its GPUs on each
-    const double spanned = static_cast<double>(by_node.size()), gpus = static_cast<double>(group.size());
-    // The nodes a token may use: max_nodes, or as many as hold its top-k experts where they hold fewer (a
-    // group-limited router needs that many groups).
-    const double per_gpu = m.experts / gpus, per_node = per_gpu * gpus / spanned;
-    const double reach = job.max_nodes > 0 ? std::min(spanned, std::max<double>(job.max_nodes, std::ceil(m.top_k / per_node))) : spanned;
-    // GPUs a token reaches, among those of the nodes it may use: the NVLink leg's copies.
-    const double gpus_reached = bins_reached(reach * gpus / spanned, per_gpu, m.top_k);
+    const DeepEpReach reached = deepep_reach(job, static_cast<double>(by_node.size()), static_cast<double>(group.size()));
     if (by_node.size() == 1) {
-      nvlink_leg.push_back(plan_collective(cluster, topology, CollectiveOp::all_to_all, CollectiveAlgo::automatic, group, token_bytes * gpus_reached));
+      nvlink_leg.push_back(plan_collective(cluster, topology, CollectiveOp::all_to_all, CollectiveAlgo::automatic, group, token_bytes * reached.gpus));
       continue;
     }
-    // Nodes a token reaches: one network copy each (its own node's share stays on the node). Limited, the
-    // router picks the nodes holding its best experts, so it uses all it may (fewer where even unlimited
-    // its top-k reach fewer). As an all-to-all among the GPUs of one local rank, a copy a node reached;
-    // then each node's GPUs forward every copy to the GPUs of its experts there.
-    const double nodes_reached = std::min(reach, bins_reached(spanned, per_node, m.top_k));
+    // As an all-to-all among the GPUs of one local rank, a copy a node reached (its own node's share stays on
+    // the node); then each node's GPUs forward every copy to the GPUs of its experts there.
     std::size_t ranks = 0;
     for (const auto& on_node : by_node) ranks = std::max(ranks, on_node.size());
     for (std::size_t r = 0; r < ranks; ++r) {
@@ -1639,10 +1688,10 @@ double deepep_s(const TrainingJob& job, const Cluster& cluster, const Topology& 
       for (const auto& on_node : by_node) {
         if (r < on_node.size()) rail.push_back(on_node[r]);
       }
-      if (rail.size() > 1) network_leg.push_back(plan_collective(cluster, topology, CollectiveOp::all_to_all, CollectiveAlgo::automatic, rail, token_bytes * nodes_reached));
+      if (rail.size() > 1) network_leg.push_back(plan_collective(cluster, topology, CollectiveOp::all_to_all, CollectiveAlgo::automatic, rail, token_bytes * reached.nodes));
     }
     for (const auto& on_node : by_node) {
-      if (on_node.size() > 1) nvlink_leg.push_back(plan_collective(cluster, topology, CollectiveOp::all_to_all, CollectiveAlgo::automatic, on_node, token_bytes * gpus_reached));
+      if (on_node.size() > 1) nvlink_leg.push_back(plan_collective(cluster, topology, CollectiveOp::all_to_all, CollectiveAlgo::automatic, on_node, token_bytes * reached.gpus));
     }
   }
   const auto slowest = [&](const std::vector<CollectivePlan>& plans) {
@@ -1687,20 +1736,19 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
   const auto all_reduce_s = [&](const std::vector<GpuId>& group, double bytes) {
     return analytical_time_s(topology, plan_collective(cluster, topology, CollectiveOp::all_reduce, CollectiveAlgo::automatic, group, bytes));
   };
-  // tp_mlp_s: a mixture's MLP (a dense layer's MLP all-reduces as much as its attention).
-  double tp_attention_s = 0, tp_mlp_s = 0, alltoall_s = 0, combine_s = 0;
+  // etp_s: a mixture's all-reduce over its expert TP group.
+  double tp_attention_s = 0, etp_s = 0, alltoall_s = 0, combine_s = 0;
   if (job.tp > 1) {
     std::vector<GpuId> group;
     for (int r = 0; r < job.tp; ++r) group.push_back(gpu_at(job, r, 0, 0));
     tp_attention_s = all_reduce_s(group, c.tp_allreduce_bytes);
-    tp_mlp_s = !m.moe() || m.shared_ffn > 0 ? tp_attention_s : 0;
   }
   if (m.moe()) {
     const int etp = job.expert_tp();
     if (etp > 1) {
       std::vector<GpuId> group;
       for (int e = 0; e < etp; ++e) group.push_back(stage_gpu(e, 0));
-      tp_mlp_s += all_reduce_s(group, kActivationBytes * moe_shape(job).routed * m.hidden);
+      etp_s = all_reduce_s(group, expert_tp_all_reduce_bytes(job));
     }
     if (job.ep > 1) {
       std::vector<std::vector<GpuId>> groups;
@@ -1710,7 +1758,7 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
         groups.push_back(std::move(group));
       }
       if (job.dispatcher == TrainingJob::Dispatcher::deepep) {
-        const double wire = job.dispatch_dtype == Dtype::fp8 ? 1 + 4.0 / 128 : kActivationBytes;
+        const double wire = dispatch_wire_bytes(job);
         combine_s = deepep_s(job, cluster, topology, groups, kActivationBytes);
         alltoall_s = wire == kActivationBytes ? combine_s : deepep_s(job, cluster, topology, groups, wire);
       } else {
@@ -1806,20 +1854,12 @@ TrainingStep step_on(const TrainingJob& job, const JobNetwork& network) {
   // backward's exchanges carry 16-bit gradients: both move as a combine does (an fp8 dispatch only forward).
   // Selective recomputation of a whole MLP (dense or a mixture's, or its shared expert) runs that MLP's
   // exchanges again.
-  const double passes_backward = job.recompute == Recompute::full ? 2 : 1;
-  const double tp_forward_s = tp_attention_s + tp_mlp_s, tp_dense_forward_s = tp_attention_s + tp_attention_s;
-  double tp_backward_s = passes_backward * tp_forward_s, tp_dense_backward_s = passes_backward * tp_dense_forward_s;
+  const LayerAllReduces tp = layer_all_reduces(job);
+  const auto tp_s = [&](const LayerAllReduces::Count& n) { return n.tp * tp_attention_s + n.etp * etp_s; };
+  const double tp_forward_s = tp_s(tp.mixture_forward), tp_dense_forward_s = tp_s(tp.dense_forward);
+  const double tp_backward_s = tp_s(tp.mixture_backward), tp_dense_backward_s = tp_s(tp.dense_backward);
   const double ep_forward_s = alltoall_s + combine_s;
   const double ep_backward_s = exchanges_recomputed(job) * ep_forward_s + 2 * combine_s;
-  if (job.recomputes(kRecomputeMoe)) {
-    tp_backward_s += tp_mlp_s;
-  } else if (job.recomputes(kRecomputeSharedExperts)) {
-    tp_backward_s += tp_attention_s;  // the shared expert's all-reduce (as large as attention's)
-  }
-  if (job.recomputes(kRecomputeMlp)) tp_dense_backward_s += tp_attention_s;
-  // By op, the recomputation re-runs the all-gathers of the two norms' outputs (the key and up projections
-  // read them; sequence parallelism) or the output projection's all-reduce: about one all-reduce.
-  if (job.recompute == Recompute::selective_op) tp_dense_backward_s += tp_attention_s;
   // CP: every GPU of a stage passes its keys and values to the next CP rank at once; a ring step costs what
   // its send takes beyond the block of attention it overlaps (the backward sends the key and value
   // gradients back as well, and under full recomputation runs the forward's ring again first).
@@ -2161,12 +2201,15 @@ TrainingSearch search_training(const TrainingJob& base, unsigned threads, const 
   for (int ep = 2; m.moe() && ep <= m.experts; ep *= 2) {
     if (m.experts % ep == 0) eps.push_back(ep);
   }
+  // Virtual stages: 1, 2 and 4, and the job's own (Megatron-MoE-ModelZoo's Mixtral 8x22B runs 7: a layer a chunk).
+  std::vector<int> vps{1, 2, 4};
+  if (std::find(vps.begin(), vps.end(), base.vp) == vps.end()) vps.push_back(base.vp);
   std::vector<TrainingJob> candidates;
   const auto add = [&](const Shape& shape, int ep, int etp) {
     const auto& [tp, cp, pp, dp, first_layers, last_layers] = shape;
     for (int micro : {1, 2, 4, 8}) {
       if (base.global_batch % (dp * micro) != 0) continue;
-      for (int vp : {1, 2, 4}) {
+      for (int vp : vps) {
         // The job's own layout of virtual stages where the shape is its own; elsewhere interleaved 1F1B where
         // chunks of whole layers and groups of pp micro-batches allow it.
         const bool own_layout = !base.virtual_stage_layers.empty() && pp == base.pp && vp == base.vp;
@@ -2356,6 +2399,14 @@ const TrainingIteration::OnGpu& TrainingIteration::on_gpu(const GpuType& gpu) co
   return *it;
 }
 
+int deepep_rail_node(const TrainingJob& job, const ClusterSpec& cluster) {
+  if (!job.model.moe() || job.ep <= 1 || job.dispatcher != TrainingJob::Dispatcher::deepep || cluster.groups.empty()) return 0;
+  const int node = cluster.groups.front().node.gpus;
+  if (std::any_of(cluster.groups.begin(), cluster.groups.end(), [&](const NodeGroup& g) { return g.node.gpus != node; })) return 0;
+  const int block = job.ep * job.expert_tp();
+  return block > node && block % node == 0 && node % job.expert_tp() == 0 ? node : 0;
+}
+
 TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& cluster) {
   const bool fsdp = job.zero_stage() >= 3 && job.dp > 1;
   FLEETSIM_CHECK(!job.offload_parameters, "a job inside a scenario offloads no parameters (its reader refuses it)");
@@ -2406,24 +2457,74 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
     it.dp_stage_bytes = counts.dp_allreduce_bytes;
     if (it.expert_dp > 1 || dual) it.expert_dp_stage_bytes = counts.expert_allreduce_bytes;
   }
-  if (job.model.moe() && job.ep > 1 && job.dispatcher == TrainingJob::Dispatcher::alltoall) {
+  if (job.model.moe() && job.ep > 1) {
     // The exchanges step_on times, counted: per mixture layer and micro-batch a dispatch and a combine
     // forward, the backward's two combines (16-bit gradients), both again where the backward recomputes the
-    // layer or the mixture (an fp8 dispatch needs DeepEP: check_training_job). On the GPU with the most mixture
-    // layers (under DualPipe a GPU runs half of each micro-batch's passes on each of its two stages).
-    // Layers partial recomputation leaves alone exchange four times.
+    // layer or the mixture. On the GPU with the most mixture layers (under DualPipe a GPU runs half of each
+    // micro-batch's passes on each of its two stages). Layers partial recomputation leaves alone exchange four
+    // times.
     const VirtualStages stages(job);
     const std::vector<LayerMix> mixes = chunk_layers(job);
-    const double again = exchanges_recomputed(job);
-    const double dispatches = 1 + again, combines = 3 + again;
-    double exchanges = 0;
+    const double again = exchanges_recomputed(job), share = stages.dual ? 0.5 : 1.0;
+    // The busiest GPU by bytes: an fp8 dispatch moves fewer than a combine.
+    const bool deepep = job.dispatcher == TrainingJob::Dispatcher::deepep;
+    const double dispatch_bytes = deepep ? dispatch_wire_bytes(job) : 1, combine_bytes = deepep ? kActivationBytes : 1;
+    double dispatches = 0, combines = 0;  // the busiest GPU's, a micro-batch
     for (int gpu = 0; gpu < job.pp; ++gpu) {
       const RecomputeSplit part = stage_split(job, mixes, stages, gpu);
-      exchanges = std::max(exchanges, (stages.dual ? 0.5 : 1.0) * (part.as_job.mixture * (dispatches + combines) + part.kept.mixture * 4.0));
+      const double d = share * (part.as_job.mixture * (1 + again) + part.kept.mixture), c = share * (part.as_job.mixture * (3 + again) + part.kept.mixture * 3);
+      if (d * dispatch_bytes + c * combine_bytes > dispatches * dispatch_bytes + combines * combine_bytes) {
+        dispatches = d;
+        combines = c;
+      }
     }
-    const double calls = job.micro_batches() * exchanges;
-    it.ep_calls = calls;
-    it.ep_bytes = calls * counts.ep_alltoall_bytes * job.expert_load();
+    const double mb = job.micro_batches();
+    if (!deepep) {
+      // NCCL's all-to-alls over each EP group, alike (an fp8 dispatch needs DeepEP: check_training_job).
+      it.ep_calls = mb * (dispatches + combines);
+      it.ep_bytes = it.ep_calls * counts.ep_alltoall_bytes * job.expert_load();
+      it.ep_group_size = job.ep;
+      it.ep_group_stride = it.etp;
+    } else if (const int node = deepep_rail_node(job, cluster); node > 0) {
+      // DeepEP's network leg: among the GPUs of one local rank on the EP group's nodes, a copy of each token to
+      // each node it reaches, as step_on times it (the other leg forwards them inside each node, on links only
+      // the gang's GPUs use, and stays with the compute).
+      const DeepEpReach reached = deepep_reach(job, job.ep * it.etp / node, job.ep);
+      it.ep_calls = mb * (dispatches + combines);
+      it.ep_bytes = mb * reached.nodes * (dispatches * deepep_token_bytes(job, dispatch_bytes) + combines * deepep_token_bytes(job, combine_bytes));
+      it.ep_group_size = job.ep * it.etp / node;
+      it.ep_group_stride = node;
+    }
+  }
+  // Groups of `size` consecutive GPUs lie inside nodes (on whole nodes, in Megatron's order) on every node type: then
+  // step_on times their all-reduces inside a node, and only a placement that splits one puts them on the network.
+  const auto inside_nodes = [&](int size) {
+    return std::all_of(cluster.groups.begin(), cluster.groups.end(), [&](const NodeGroup& g) { return g.node.gpus % size == 0; });
+  };
+  if ((job.tp > 1 && inside_nodes(job.tp)) || (it.etp > 1 && inside_nodes(it.etp))) {
+    // TP's all-reduces as step_on times them (layer_all_reduces), on the GPU with the most, every micro-batch.
+    const LayerAllReduces n = layer_all_reduces(job);
+    const VirtualStages stages(job);
+    const std::vector<LayerMix> mixes = chunk_layers(job);
+    const double share = stages.dual ? 0.5 : 1.0;
+    LayerAllReduces::Count most;
+    for (int gpu = 0; gpu < job.pp; ++gpu) {
+      const RecomputeSplit part = stage_split(job, mixes, stages, gpu);
+      const auto calls = [&](double LayerAllReduces::Count::*of) {
+        return share * (part.as_job.mixture * (n.mixture_forward.*of + n.mixture_backward.*of) + part.as_job.dense * (n.dense_forward.*of + n.dense_backward.*of) +
+                        2 * (part.kept.mixture * n.mixture_forward.*of + part.kept.dense * n.dense_forward.*of));
+      };
+      most.tp = std::max(most.tp, calls(&LayerAllReduces::Count::tp));
+      most.etp = std::max(most.etp, calls(&LayerAllReduces::Count::etp));
+    }
+    if (job.tp > 1 && inside_nodes(job.tp)) {
+      it.tp_calls = job.micro_batches() * most.tp;
+      it.tp_bytes = it.tp_calls * counts.tp_allreduce_bytes;
+    }
+    if (it.etp > 1 && inside_nodes(it.etp)) {
+      it.etp_calls = job.micro_batches() * most.etp;
+      it.etp_bytes = it.etp_calls * expert_tp_all_reduce_bytes(job);
+    }
   }
   if (job.pp > 1) {
     // Each micro-batch crosses each boundary between adjacent stages once a virtual stage, forward and back: a

@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 
+#include "fleetsim/error.hpp"
 #include "fleetsim/training.hpp"
 #include "fleetsim/units.hpp"
 #include "loaders.hpp"
@@ -40,10 +41,11 @@ TaskSpec iteration_task(const TrainingJob& job, std::shared_ptr<const TrainingIt
                                               .block_bytes = iteration->expert_dp_stage_bytes});
   }
   if (iteration->ep_calls > 0) {
-    // The expert all-to-alls, in each EP group (ep ranks, expert TP apart, as the training model groups them),
-    // beside the whole compute, which already holds their time alone.
+    // The expert all-to-alls, in each EP group (ep ranks, expert TP apart, as the training model groups them) or,
+    // DeepEP's, among each group's GPUs of one local rank (a node apart), beside the whole compute, which
+    // already holds their time alone.
     task.collectives.push_back(CollectiveSpec{.op = CollectiveOp::all_to_all, .bytes = iteration->ep_bytes, .overlap = 1, .calls = iteration->ep_calls,
-                                              .group_size = job.ep, .group_stride = iteration->etp});
+                                              .group_size = iteration->ep_group_size, .group_stride = iteration->ep_group_stride});
   }
   if (iteration->pp_calls > 0) {
     // The stage sends: pairs of adjacent stages (the same TP, CP and DP ranks, a stage apart), the even
@@ -61,6 +63,18 @@ TaskSpec iteration_task(const TrainingJob& job, std::shared_ptr<const TrainingIt
     task.collectives.push_back(CollectiveSpec{.op = CollectiveOp::all_gather, .algo = CollectiveAlgo::ring, .bytes = iteration->cp_bytes, .overlap = 1,
                                               .calls = iteration->cp_calls, .group_size = job.cp, .group_stride = job.tp});
   }
+  // TP's all-reduces (tp consecutive GPUs a group) and a mixture's over its expert TP groups (etp consecutive), only
+  // in groups the placement splits across nodes, after the compute: they block the passes they belong to, and the
+  // compute holds them only as they run inside a node.
+  if (iteration->tp_calls > 0) {
+    task.collectives.push_back(CollectiveSpec{.op = CollectiveOp::all_reduce, .bytes = iteration->tp_bytes, .calls = iteration->tp_calls,
+                                              .group_size = job.tp, .split_groups_only = true});
+  }
+  if (iteration->etp_calls > 0) {
+    task.collectives.push_back(CollectiveSpec{.op = CollectiveOp::all_reduce, .bytes = iteration->etp_bytes, .calls = iteration->etp_calls,
+                                              .group_size = iteration->etp, .split_groups_only = true});
+  }
+  FLEETSIM_CHECK(task.collectives.size() <= TaskSpec::kMaxCollectives, "a training iteration with more collectives than a task holds");
   return task;
 }
 
@@ -135,7 +149,7 @@ Workflow detail::training_workflow(const TrainingJob& job, int iterations, const
   const bool experts_on_network = iteration->ep_calls > 0 || iteration->expert_dp_bytes > 0;
   wf.assumptions.push_back("training job \"" + job.name + "\": its compute is timed alone on its GPU type (TP inside a node, stage sends on one switch); "
                            "only its data-parallel gradient reduction" + (dual ? " (DualPipe: each pair of GPUs holding the same two stages reducing with its DP x CP ranks)" : "") +
-                           (experts_on_network || iteration->pp_calls > 0 || iteration->cp_calls > 0 ? " (and the traffic below)" : "") + " runs on the shared network");
+                           (experts_on_network || iteration->pp_calls > 0 || iteration->cp_calls > 0 || iteration->tp_calls > 0 || iteration->etp_calls > 0 ? " (and the traffic below)" : "") + " runs on the shared network");
   // Traffic beside the compute, whose time holds its time alone.
   const auto beside_compute = [](const std::string& one) {
     return "run on the shared network beside its whole compute, which holds their time alone: they load the links other work uses, and lengthen an "
@@ -145,6 +159,17 @@ Workflow detail::training_workflow(const TrainingJob& job, int iterations, const
     wf.assumptions.push_back("training job \"" + job.name + "\": its stage sends (" + format_number(iteration->pp_calls) + " an iteration each way, " +
                              format_quantity(iteration->pp_bytes, Dimension::bytes) + " a GPU) " + beside_compute("send") +
                              (job.vp > 1 ? "; interleaved, the sends from the last stage back to the first are left out" : ""));
+  }
+  if (iteration->tp_calls > 0 || iteration->etp_calls > 0) {
+    const auto all_reduces = [](double calls, double bytes, int group) {
+      return format_number(calls) + " an iteration, " + format_quantity(bytes, Dimension::bytes) + " a GPU, in groups of " + std::to_string(group) + " consecutive GPUs";
+    };
+    const std::string tp = iteration->tp_calls > 0 ? "TP all-reduces (" + all_reduces(iteration->tp_calls, iteration->tp_bytes, job.tp) + ")" : "";
+    const std::string etp = iteration->etp_calls > 0 ? "experts' TP all-reduces (" + all_reduces(iteration->etp_calls, iteration->etp_bytes, iteration->etp) + ")" : "";
+    wf.assumptions.push_back("training job \"" + job.name + "\": its " + tp + (tp.empty() || etp.empty() ? "" : " and ") + etp +
+                             " are timed with its compute as inside a node; a group its placement splits across nodes runs them again on the shared "
+                             "network after the compute (they block the passes they belong to): the iteration then counts them twice, once at the "
+                             "node's rate, a small overstatement beside their time across nodes");
   }
   if (iteration->cp_calls > 0) {
     wf.assumptions.push_back("training job \"" + job.name + "\": its context-parallel ring passes (" + format_number(iteration->cp_calls) + " an iteration, " +
@@ -157,12 +182,20 @@ Workflow detail::training_workflow(const TrainingJob& job, int iterations, const
                              format_number(iteration->dp_calls) + " calls; a layer waiting for a gather its compute did not hide (train times it) is not modelled");
   }
   if (job.model.moe() && (job.ep > 1 || iteration->expert_dp_bytes > 0)) {
+    const bool deepep = job.dispatcher == TrainingJob::Dispatcher::deepep;
+    const int ep_block = job.ep * job.expert_tp();
+    const bool ep_inside_nodes = std::all_of(cluster.groups.begin(), cluster.groups.end(), [&](const NodeGroup& g) { return g.node.gpus % ep_block == 0; });
     const std::string exchanges =
         iteration->ep_calls > 0
-            ? "its expert all-to-alls (" + format_number(iteration->ep_calls) + " an iteration, " + format_quantity(iteration->ep_bytes, Dimension::bytes) +
-                  " a GPU) also " + beside_compute("exchange") + "; "
-            : job.ep > 1 ? "its expert all-to-alls (DeepEP's) are timed with its compute, alone; "
-                         : "";
+            ? "its expert all-to-alls (" +
+                  std::string(deepep ? "DeepEP's network leg, among each EP group's GPUs a node apart in the gang's order (of one local rank where the gang fills whole nodes), " : "") +
+                  format_number(iteration->ep_calls) + " an iteration, " + format_quantity(iteration->ep_bytes, Dimension::bytes) + " a GPU) also " +
+                  beside_compute("exchange") + (deepep ? " (its leg inside each node stays with the compute)" : "") + "; "
+        : job.ep > 1 && !ep_inside_nodes
+            ? "its expert all-to-alls (DeepEP's) are timed with its compute, alone (no rail layout is assumed: its EP blocks of " + std::to_string(ep_block) +
+                  " GPUs split nodes, or its nodes differ in size, or its expert TP of " + std::to_string(job.expert_tp()) + " does not divide a node); "
+        : job.ep > 1 ? "its expert all-to-alls (DeepEP's, inside a node, on links only its GPUs use) are timed with its compute, alone; "
+                     : "";
     const std::string gradients = iteration->expert_dp_bytes > 0 ? "reduced over their own " + std::to_string((dual ? 2 : 1) * job.expert_dp()) + "-GPU groups, beside the dense ones, on the shared network"
                                   : job.expert_dp() > 1          ? "reduced over their own " + std::to_string(job.expert_dp()) + "-GPU groups inside the gang, timed with the compute"
                                                                  : "held once, not reduced";

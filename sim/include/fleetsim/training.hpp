@@ -435,10 +435,19 @@ struct TrainingIteration {
   int expert_dp = 1;
   double dp_overlap = 0;           // the share of the compute the reduction may run beside (dp_overlap: the last backward; FSDP: every pass)
   double dp_calls = 1;             // FSDP: its gathers and reduce-scatters, each a call of the reduction (3 a layer)
-  // A mixture of experts' dispatch and combine all-to-alls (NCCL's, over each EP group) of one GPU an
-  // iteration: the GPU with the most mixture layers, every micro-batch; nccl-tests' size summed over the
-  // calls. 0 where the job has none on the network (no experts, EP 1, or DeepEP, timed with the compute).
+  // A mixture of experts' dispatch and combine all-to-alls of one GPU an iteration: the GPU with the most mixture
+  // layers, every micro-batch; nccl-tests' size summed over the calls; in groups of `ep_group_size` ranks
+  // `ep_group_stride` apart in the gang's order: NCCL's over each EP group (ep ranks, expert TP apart), or
+  // DeepEP's network leg (deepep_rail_node: the GPUs of one local rank on an EP group's nodes, a node apart).
+  // 0 where the job has none on the network (no experts, EP 1, or DeepEP where deepep_rail_node is 0).
   double ep_bytes = 0, ep_calls = 0;
+  int ep_group_size = 0, ep_group_stride = 1;
+  // TP's all-reduces of one GPU an iteration, each as large as attention's (attention's, a dense MLP's, a shared
+  // expert's), and a mixture's over its expert TP group: the GPU with the most, every micro-batch, as the
+  // training model times them inside the compute; nccl-tests' size summed over the calls. On the shared network
+  // only where a placement splits a group across nodes (CollectiveSpec::split_groups_only). 0 without TP (or
+  // expert TP), and where a group does not fit a node of every type (the compute then times it across nodes).
+  double tp_bytes = 0, tp_calls = 0, etp_bytes = 0, etp_calls = 0;
   // The pipeline's stage sends of one GPU an iteration (its activations forward and their gradients back, each
   // TP rank its share, every micro-batch and virtual stage), as send-recv pairs of adjacent stages; 0 without PP.
   double pp_bytes = 0, pp_calls = 0;
@@ -465,6 +474,12 @@ struct TrainingIteration {
   std::vector<OnGpu> on;           // one per GPU type of the cluster
   const OnGpu& on_gpu(const GpuType& gpu) const;
 };
+// The GPUs a node holds where a DeepEP job's exchanges cross the network as a leg of their own: every node of
+// `cluster` holds as many, the job's EP blocks (ep x expert TP GPUs in the gang's order) fill more than one
+// whole node, and its expert TP divides a node (Megatron's rank order then puts an EP group's GPUs of one local
+// rank a node apart). 0 otherwise (no DeepEP, EP inside a node, nodes of different sizes, blocks that split
+// nodes, or an expert TP that does not divide a node): its exchanges are timed with its compute, alone.
+int deepep_rail_node(const TrainingJob& job, const ClusterSpec& cluster);
 // Times `job` on every GPU type of `cluster`. Throws InputError where the job cannot run as given: a stage
 // larger than every GPU. FSDP / ZeRO-3's gathers and reduce-scatters are its reduction on the network.
 TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& cluster);

@@ -1,5 +1,7 @@
 #include "collectives.hpp"
 
+#include <algorithm>
+
 #include "fleetsim/error.hpp"
 #include "slots.hpp"
 
@@ -23,9 +25,10 @@ std::optional<Collectives::Blocked> Collectives::begin(TaskId task, std::uint32_
       }
     }
   }
+  if (c.split_groups_only) keep_split_groups(c);
   const std::span<const GpuId> ranks = c.group_size > 0 ? std::span<const GpuId>(groups_) : gang;
   const std::size_t group = c.group_size > 0 ? static_cast<std::size_t>(c.group_size) * (c.mirrored ? 2 : 1) : gang.size();
-  FLEETSIM_CHECK(!ranks.empty(), "a collective's groups do not fit its gang");
+  FLEETSIM_CHECK(!ranks.empty(), "a collective's groups do not fit its gang (or none of them is split across nodes: plays() says so first)");
   for (std::size_t first = 0; first < ranks.size(); first += group) {
     if (!algorithm_applies(cluster_, topology_, c.op, c.algo, ranks.subspan(first, group))) {
       return Blocked{false, std::string(collective_algo_name(c.algo)) + " cannot run " + std::string(collective_op_name(c.op)) +
@@ -65,6 +68,36 @@ std::optional<Collectives::Blocked> Collectives::begin(TaskId task, std::uint32_
   p.next = plan_of_[index(task)];
   plan_of_[index(task)] = slot;
   return std::nullopt;
+}
+
+void Collectives::keep_split_groups(const CollectiveSpec& c) {
+  FLEETSIM_CHECK(c.group_size > 0 && !c.mirrored && c.block_bytes.empty(), "only plain groups run split groups only");
+  const auto size = static_cast<std::size_t>(c.group_size);
+  std::size_t kept = 0;
+  for (std::size_t first = 0; first < groups_.size(); first += size) {
+    const auto group = std::span<const GpuId>(groups_).subspan(first, size);
+    const NodeId node = cluster_.node_of(group.front());
+    if (std::all_of(group.begin(), group.end(), [&](GpuId g) { return cluster_.node_of(g) == node; })) continue;
+    std::copy(group.begin(), group.end(), groups_.begin() + static_cast<std::ptrdiff_t>(kept));
+    kept += size;
+  }
+  groups_.resize(kept);
+}
+
+bool Collectives::plays(const CollectiveSpec& c, std::span<const GpuId> gang) const {
+  if (!c.split_groups_only) return true;
+  // A group split across nodes: one whose ranks (consecutive blocks of group_size x stride, every stride-th) do not
+  // all lie on its first one's node.
+  const auto size = static_cast<std::size_t>(c.group_size), stride = static_cast<std::size_t>(c.group_stride), span = size * stride;
+  for (std::size_t b = 0; b + span <= gang.size(); b += span) {
+    for (std::size_t first = 0; first < stride; ++first) {
+      const NodeId node = cluster_.node_of(gang[b + first]);
+      for (std::size_t k = 1; k < size; ++k) {
+        if (cluster_.node_of(gang[b + first + k * stride]) != node) return true;
+      }
+    }
+  }
+  return false;
 }
 
 Collectives::Playing* Collectives::find(TaskId task, std::uint32_t which) {

@@ -29,7 +29,10 @@ class Collectives {
     bool cut;
     std::string reason;
   };
-  // Plans the task's collective `which` on `gang` (rank order); nothing when it cannot run.
+  // Whether the collective has anything to play on `gang`: false only for one that runs split groups only
+  // (CollectiveSpec::split_groups_only) where every group lies inside a node.
+  bool plays(const CollectiveSpec& collective, std::span<const GpuId> gang) const;
+  // Plans the task's collective `which` on `gang` (rank order), which it plays; nothing when it cannot run.
   std::optional<Blocked> begin(TaskId task, std::uint32_t which, const CollectiveSpec& collective, std::span<const GpuId> gang);
   // The flows of the collective's next step, all of which are then awaited; nothing after its last step
   // (its plan is then given back).
@@ -41,6 +44,8 @@ class Collectives {
   void drop(TaskId task);
 
  private:
+  // Drops from groups_ the groups that lie inside one node.
+  void keep_split_groups(const CollectiveSpec& c);
   // A GPU of the gang that failed links have cut off from its first one, if any.
   std::optional<GpuId> split(std::span<const GpuId> gang) const;
 

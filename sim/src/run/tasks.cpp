@@ -239,9 +239,14 @@ bool Tasks::on_collective_start(TaskId id) {
 void Tasks::begin_collective(TaskId id, std::uint32_t which) {
   TaskRecord& r = trace_.task(id);
   const TaskSpec& s = spec(r);
-  if (r.comm_start_s == kNever) r.comm_start_s = queue_.now();
   const std::span<const GpuId> gang(trace_.gpus.data() + r.gpu_begin, r.gpu_count);
-  if (const auto blocked = collectives_.begin(id, which, s.as_run_on(gang.size()).collectives[which], gang)) {
+  const CollectiveSpec& collective = s.as_run_on(gang.size()).collectives[which];
+  if (!collectives_.plays(collective, gang)) {  // split groups only, and none is: that part of the task is done
+    if (computing_.part_done(id)) end_task(id);
+    return;
+  }
+  if (r.comm_start_s == kNever) r.comm_start_s = queue_.now();
+  if (const auto blocked = collectives_.begin(id, which, collective, gang)) {
     if (blocked->cut) {
       stop_task(id, blocked->reason);
     } else {
