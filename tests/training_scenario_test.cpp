@@ -525,6 +525,12 @@ TEST_CASE("TP groups a placement splits across nodes run their all-reduces on th
                                        "s.json", ".");
   CHECK(iteration_of(wide).tp_calls == 0);
   CHECK(wide.workflows.front().tasks.front().collectives.empty());
+  // Beside an 8-GPU node a group may be split where a node holds it whole: the calls are counted (and a group on
+  // the 4-GPU nodes, timed across them by the compute, is not played: Collectives::plays).
+  const Scenario mixed = parse_scenario(scenario(R"({"nodes": [{"type": "hgx-h100-8", "count": 1}, {"type": "h100-pcie-4", "count": 2}]})", "",
+                                                 R"([{"training": )" + job("tp", R"({"tp": 8})") + R"(, "iterations": 1}])"),
+                                        "s.json", ".");
+  CHECK(iteration_of(mixed).tp_calls == it.tp_calls);
   // Inside a node: nothing on the network, the iteration train's.
   const RunResult inside = simulate(aligned);
   const TrainingResult& alone = inside.summary.training.front();

@@ -2496,10 +2496,11 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
       it.ep_group_stride = node;
     }
   }
-  // Groups of `size` consecutive GPUs lie inside nodes (on whole nodes, in Megatron's order) on every node type: then
-  // step_on times their all-reduces inside a node, and only a placement that splits one puts them on the network.
+  // Groups of `size` consecutive GPUs lie inside nodes (on whole nodes, in Megatron's order) on some node type: there
+  // step_on times their all-reduces inside a node, and only a placement that splits one puts them on the network
+  // (Collectives::plays; on node types too small for a group the compute times them across nodes).
   const auto inside_nodes = [&](int size) {
-    return std::all_of(cluster.groups.begin(), cluster.groups.end(), [&](const NodeGroup& g) { return g.node.gpus % size == 0; });
+    return std::any_of(cluster.groups.begin(), cluster.groups.end(), [&](const NodeGroup& g) { return g.node.gpus % size == 0; });
   };
   if ((job.tp > 1 && inside_nodes(job.tp)) || (it.etp > 1 && inside_nodes(it.etp))) {
     // TP's all-reduces as step_on times them (layer_all_reduces), on the GPU with the most, every micro-batch.

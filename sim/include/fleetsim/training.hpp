@@ -446,7 +446,7 @@ struct TrainingIteration {
   // expert's), and a mixture's over its expert TP group: the GPU with the most, every micro-batch, as the
   // training model times them inside the compute; nccl-tests' size summed over the calls. On the shared network
   // only where a placement splits a group across nodes (CollectiveSpec::split_groups_only). 0 without TP (or
-  // expert TP), and where a group does not fit a node of every type (the compute then times it across nodes).
+  // expert TP), and where a group fits no node type whole (the compute then times it across nodes).
   double tp_bytes = 0, tp_calls = 0, etp_bytes = 0, etp_calls = 0;
   // The pipeline's stage sends of one GPU an iteration (its activations forward and their gradients back, each
   // TP rank its share, every micro-batch and virtual stage), as send-recv pairs of adjacent stages; 0 without PP.

@@ -45,9 +45,10 @@ struct CollectiveSpec {
   // embedding, the last the head): the bytes of the groups of each block, in place of `bytes` (mirrored: of
   // each pair of blocks, by its first). Empty: every group's is `bytes`.
   std::vector<double> block_bytes = {};
-  // Only the groups the gang's placement splits across nodes run (a training job's TP groups: inside a node
-  // their traffic is on links only the gang's GPUs use, and its compute already holds their time); none where
-  // every group lies inside a node. Not with block_bytes.
+  // Only the groups the gang's placement splits across nodes run, where the first GPU's node could hold a group
+  // whole (a training job's TP groups: inside a node their traffic is on links only the gang's GPUs use, and its
+  // compute already holds their time; on smaller nodes its compute times them across nodes); none where no group
+  // is. Groups of consecutive ranks only (stride 1, no offset, not mirrored, no block_bytes).
   bool split_groups_only = false;
 };
 

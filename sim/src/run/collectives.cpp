@@ -70,15 +70,21 @@ std::optional<Collectives::Blocked> Collectives::begin(TaskId task, std::uint32_
   return std::nullopt;
 }
 
+// A group the collective runs in split_groups_only: one whose ranks do not all lie on its first one's node, where
+// that node holds a whole group (on smaller nodes every group is split, and the training model already times them
+// across nodes).
+bool Collectives::split_group(std::span<const GpuId> group) const {
+  const NodeId node = cluster_.node_of(group.front());
+  if (cluster_.gpus_in(node) % group.size() != 0) return false;
+  return std::any_of(group.begin() + 1, group.end(), [&](GpuId g) { return cluster_.node_of(g) != node; });
+}
+
 void Collectives::keep_split_groups(const CollectiveSpec& c) {
-  FLEETSIM_CHECK(c.group_size > 0 && !c.mirrored && c.block_bytes.empty(), "only plain groups run split groups only");
   const auto size = static_cast<std::size_t>(c.group_size);
   std::size_t kept = 0;
   for (std::size_t first = 0; first < groups_.size(); first += size) {
-    const auto group = std::span<const GpuId>(groups_).subspan(first, size);
-    const NodeId node = cluster_.node_of(group.front());
-    if (std::all_of(group.begin(), group.end(), [&](GpuId g) { return cluster_.node_of(g) == node; })) continue;
-    std::copy(group.begin(), group.end(), groups_.begin() + static_cast<std::ptrdiff_t>(kept));
+    if (!split_group(std::span<const GpuId>(groups_).subspan(first, size))) continue;
+    if (kept != first) std::copy_n(groups_.begin() + static_cast<std::ptrdiff_t>(first), size, groups_.begin() + static_cast<std::ptrdiff_t>(kept));
     kept += size;
   }
   groups_.resize(kept);
@@ -86,16 +92,11 @@ void Collectives::keep_split_groups(const CollectiveSpec& c) {
 
 bool Collectives::plays(const CollectiveSpec& c, std::span<const GpuId> gang) const {
   if (!c.split_groups_only) return true;
-  // A group split across nodes: one whose ranks (consecutive blocks of group_size x stride, every stride-th) do not
-  // all lie on its first one's node.
-  const auto size = static_cast<std::size_t>(c.group_size), stride = static_cast<std::size_t>(c.group_stride), span = size * stride;
-  for (std::size_t b = 0; b + span <= gang.size(); b += span) {
-    for (std::size_t first = 0; first < stride; ++first) {
-      const NodeId node = cluster_.node_of(gang[b + first]);
-      for (std::size_t k = 1; k < size; ++k) {
-        if (cluster_.node_of(gang[b + first + k * stride]) != node) return true;
-      }
-    }
+  FLEETSIM_CHECK(c.group_size > 1 && c.group_stride == 1 && c.group_offset == 0 && !c.mirrored && c.block_bytes.empty(),
+                 "split groups only: groups of consecutive ranks from the first, not mirrored, of one size of data");
+  const auto size = static_cast<std::size_t>(c.group_size);
+  for (std::size_t first = 0; first + size <= gang.size(); first += size) {
+    if (split_group(gang.subspan(first, size))) return true;
   }
   return false;
 }

@@ -30,7 +30,8 @@ class Collectives {
     std::string reason;
   };
   // Whether the collective has anything to play on `gang`: false only for one that runs split groups only
-  // (CollectiveSpec::split_groups_only) where every group lies inside a node.
+  // (CollectiveSpec::split_groups_only: consecutive ranks, no offset) where no group is split across nodes that
+  // could each hold one whole.
   bool plays(const CollectiveSpec& collective, std::span<const GpuId> gang) const;
   // Plans the task's collective `which` on `gang` (rank order), which it plays; nothing when it cannot run.
   std::optional<Blocked> begin(TaskId task, std::uint32_t which, const CollectiveSpec& collective, std::span<const GpuId> gang);
@@ -44,8 +45,9 @@ class Collectives {
   void drop(TaskId task);
 
  private:
-  // Drops from groups_ the groups that lie inside one node.
+  // Drops from groups_ the groups split_groups_only does not run.
   void keep_split_groups(const CollectiveSpec& c);
+  bool split_group(std::span<const GpuId> group) const;
   // A GPU of the gang that failed links have cut off from its first one, if any.
   std::optional<GpuId> split(std::span<const GpuId> gang) const;
 
