@@ -2399,6 +2399,21 @@ const TrainingIteration::OnGpu& TrainingIteration::on_gpu(const GpuType& gpu) co
   return *it;
 }
 
+namespace {
+
+// Visits each pipeline rank's layers, split as the job recomputes them (RecomputeSplit), with the share of each
+// micro-batch's passes the rank runs (half on each of its two stages under DualPipe): an iteration's calls are the
+// busiest rank's.
+template <class Visit>
+void each_pipeline_rank(const TrainingJob& job, Visit visit) {
+  const VirtualStages stages(job);
+  const std::vector<LayerMix> mixes = chunk_layers(job);
+  const double share = stages.dual ? 0.5 : 1.0;
+  for (int gpu = 0; gpu < job.pp; ++gpu) visit(stage_split(job, mixes, stages, gpu), share);
+}
+
+}  // namespace
+
 int deepep_rail_node(const TrainingJob& job, const ClusterSpec& cluster) {
   if (!job.model.moe() || job.ep <= 1 || job.dispatcher != TrainingJob::Dispatcher::deepep || cluster.groups.empty()) return 0;
   const int node = cluster.groups.front().node.gpus;
@@ -2463,26 +2478,23 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
     // layer or the mixture. On the GPU with the most mixture layers (under DualPipe a GPU runs half of each
     // micro-batch's passes on each of its two stages). Layers partial recomputation leaves alone exchange four
     // times.
-    const VirtualStages stages(job);
-    const std::vector<LayerMix> mixes = chunk_layers(job);
-    const double again = exchanges_recomputed(job), share = stages.dual ? 0.5 : 1.0;
+    const double again = exchanges_recomputed(job);
     // The busiest GPU by bytes: an fp8 dispatch moves fewer than a combine.
     const bool deepep = job.dispatcher == TrainingJob::Dispatcher::deepep;
     const double dispatch_bytes = deepep ? dispatch_wire_bytes(job) : 1, combine_bytes = deepep ? kActivationBytes : 1;
     double dispatches = 0, combines = 0;  // the busiest GPU's, a micro-batch
-    for (int gpu = 0; gpu < job.pp; ++gpu) {
-      const RecomputeSplit part = stage_split(job, mixes, stages, gpu);
+    each_pipeline_rank(job, [&](const RecomputeSplit& part, double share) {
       const double d = share * (part.as_job.mixture * (1 + again) + part.kept.mixture), c = share * (part.as_job.mixture * (3 + again) + part.kept.mixture * 3);
       if (d * dispatch_bytes + c * combine_bytes > dispatches * dispatch_bytes + combines * combine_bytes) {
         dispatches = d;
         combines = c;
       }
-    }
-    const double mb = job.micro_batches();
+    });
+    const double mb = job.micro_batches(), calls = mb * (dispatches + combines);
     if (!deepep) {
       // NCCL's all-to-alls over each EP group, alike (an fp8 dispatch needs DeepEP: check_training_job).
-      it.ep_calls = mb * (dispatches + combines);
-      it.ep_bytes = it.ep_calls * counts.ep_alltoall_bytes * job.expert_load();
+      it.ep_calls = calls;
+      it.ep_bytes = calls * counts.ep_alltoall_bytes * job.expert_load();
       it.ep_group_size = job.ep;
       it.ep_group_stride = it.etp;
     } else if (const int node = deepep_rail_node(job, cluster); node > 0) {
@@ -2490,7 +2502,7 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
       // each node it reaches, as step_on times it (the other leg forwards them inside each node, on links only
       // the gang's GPUs use, and stays with the compute).
       const DeepEpReach reached = deepep_reach(job, job.ep * it.etp / node, job.ep);
-      it.ep_calls = mb * (dispatches + combines);
+      it.ep_calls = calls;
       it.ep_bytes = mb * reached.nodes * (dispatches * deepep_token_bytes(job, dispatch_bytes) + combines * deepep_token_bytes(job, combine_bytes));
       it.ep_group_size = job.ep * it.etp / node;
       it.ep_group_stride = node;
@@ -2505,19 +2517,15 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
   if ((job.tp > 1 && inside_nodes(job.tp)) || (it.etp > 1 && inside_nodes(it.etp))) {
     // TP's all-reduces as step_on times them (layer_all_reduces), on the GPU with the most, every micro-batch.
     const LayerAllReduces n = layer_all_reduces(job);
-    const VirtualStages stages(job);
-    const std::vector<LayerMix> mixes = chunk_layers(job);
-    const double share = stages.dual ? 0.5 : 1.0;
     LayerAllReduces::Count most;
-    for (int gpu = 0; gpu < job.pp; ++gpu) {
-      const RecomputeSplit part = stage_split(job, mixes, stages, gpu);
+    each_pipeline_rank(job, [&](const RecomputeSplit& part, double share) {
       const auto calls = [&](double LayerAllReduces::Count::*of) {
         return share * (part.as_job.mixture * (n.mixture_forward.*of + n.mixture_backward.*of) + part.as_job.dense * (n.dense_forward.*of + n.dense_backward.*of) +
                         2 * (part.kept.mixture * n.mixture_forward.*of + part.kept.dense * n.dense_forward.*of));
       };
       most.tp = std::max(most.tp, calls(&LayerAllReduces::Count::tp));
       most.etp = std::max(most.etp, calls(&LayerAllReduces::Count::etp));
-    }
+    });
     if (job.tp > 1 && inside_nodes(job.tp)) {
       it.tp_calls = job.micro_batches() * most.tp;
       it.tp_bytes = it.tp_calls * counts.tp_allreduce_bytes;
@@ -2539,14 +2547,11 @@ TrainingIteration training_iteration(const TrainingJob& job, const ClusterSpec& 
     // a ring pass of its keys and values forward and two backward (them again, and their gradients back), one
     // more where the backward recomputes the forward, as step_on times them: each pass cp - 1 steps of every
     // rank sending its block to the next, a ring all-gather of cp blocks.
-    const VirtualStages stages(job);
-    const std::vector<LayerMix> mixes = chunk_layers(job);
     const double passes = job.recompute == Recompute::full ? 4.0 : 3.0;
     double layer_passes = 0;
-    for (int gpu = 0; gpu < job.pp; ++gpu) {
-      const RecomputeSplit part = stage_split(job, mixes, stages, gpu);
-      layer_passes = std::max(layer_passes, (stages.dual ? 0.5 : 1.0) * (passes * part.as_job.total() + 3.0 * part.kept.total()));
-    }
+    each_pipeline_rank(job, [&](const RecomputeSplit& part, double share) {
+      layer_passes = std::max(layer_passes, share * (passes * part.as_job.total() + 3.0 * part.kept.total()));
+    });
     it.cp_calls = job.micro_batches() * layer_passes;
     it.cp_bytes = it.cp_calls * job.cp * counts.cp_send_bytes;
   }
