@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -220,6 +221,7 @@ void plan_nvls(const Cluster& cluster, const Topology& topo, CollectivePlan& pla
 void plan_direct(const Topology& topo, CollectivePlan& plan, std::span<const GpuId> gpus, double bytes) {
   std::vector<CollectiveFlow> flows;
   const std::size_t n = gpus.size();
+  flows.reserve(plan.op == CollectiveOp::all_to_all ? n * (n - 1) : n);
   // The plan keeps every route; past 256 ranks (65,536 pairs) an all-to-all's routes are left out of the
   // topology's memo, which they would fill with pairs seldom asked again (reports/performance.md section 20
   // measures it). Smaller groups, an MoE layer's, are planned again and again: their routes are kept.
@@ -234,6 +236,8 @@ void plan_direct(const Topology& topo, CollectivePlan& plan, std::span<const Gpu
       for (std::size_t j = 0; j < n; ++j) {
         if (i != j) add(gpus[i], gpus[j], bytes / static_cast<double>(n));
       }
+      // Room for the rest, by the first rank's routes (a million pairs' routes would otherwise be copied as they grow).
+      if (i == 0) plan.route_links.reserve(plan.route_links.size() * n + n);
     }
   } else {  // send/recv, as nccl-tests runs it: each rank sends to the next
     for (std::size_t i = 0; i < n; ++i) add(gpus[i], gpus[(i + 1) % n], bytes);
@@ -258,12 +262,15 @@ double step_time_s(const Topology& topo, const CollectivePlan& plan, const std::
     for (std::uint32_t l : plan.route(f)) {
       if (scratch.load[l] == 0) scratch.loaded.push_back(l);
       scratch.load[l] += f.bytes;
-      bandwidth_s = std::max(bandwidth_s, scratch.load[l] / topo.links()[l].capacity_Bps);
     }
     bandwidth_s = std::max(bandwidth_s, f.bytes / f.cap_Bps);
     latency = std::max(latency, f.latency_s);
   }
-  for (std::uint32_t l : scratch.loaded) scratch.load[l] = 0;
+  // A link's load only grows, so its busiest moment is its last: one division a link, not one a hop.
+  for (std::uint32_t l : scratch.loaded) {
+    bandwidth_s = std::max(bandwidth_s, scratch.load[l] / topo.links()[l].capacity_Bps);
+    scratch.load[l] = 0;
+  }
   scratch.loaded.clear();
   return bandwidth_s + (with_latency ? latency : 0.0);
 }
@@ -451,7 +458,57 @@ double analytical_time_s(const Topology& topo, const CollectivePlan& plan) {
   return total;
 }
 
-std::vector<double> simulated_times_s(const Topology& topo, std::span<const CollectivePlan> plans) {
+// Whatever subset of the flows is in flight, every one runs at its bound from start to end: the network's max-min
+// gives exactly that, the flow's narrowest link being its alone and the shared links keeping more room than the
+// rounding of their loads (1e-9 of the capacity against a million flows' 1e-10). A flow then ends at start +
+// bytes / bound and is delivered its latency later, and a step starts when its plan's previous step's last flow is
+// delivered, as simulated_times_s's loop has it, to the bit.
+std::optional<std::vector<double>> times_at_bounds_s(const Topology& topo, std::span<const CollectivePlan> plans) {
+  const std::vector<TopoLink>& links = topo.links();
+  std::vector<double> demand(links.size(), 0.0);
+  std::vector<std::uint32_t> crossings(links.size(), 0);
+  const auto bound_of = [&](const CollectivePlan& plan, const CollectiveFlow& f) {
+    double bound = f.cap_Bps;
+    for (std::uint32_t l : plan.route(f)) bound = std::min(bound, links[l].capacity_Bps);
+    return bound;
+  };
+  for (const CollectivePlan& plan : plans) {
+    for (const auto& step : plan.steps) {
+      for (const CollectiveFlow& f : step) {
+        if (!(f.cap_Bps > 0)) return std::nullopt;  // the network refuses it
+        if (f.route_size == 0 || f.bytes <= 0) continue;
+        const double bound = bound_of(plan, f);
+        for (std::uint32_t l : plan.route(f)) {
+          demand[l] += bound;
+          ++crossings[l];
+        }
+      }
+    }
+  }
+  for (std::size_t l = 0; l < links.size(); ++l) {
+    if (crossings[l] > 1 && demand[l] >= links[l].capacity_Bps * (1 - 1e-9)) return std::nullopt;
+  }
+  std::vector<double> finish(plans.size(), 0.0);
+  for (std::size_t p = 0; p < plans.size(); ++p) {
+    double now = 0;
+    for (const auto& step : plans[p].steps) {
+      if (step.empty()) continue;
+      double last = now;
+      for (const CollectiveFlow& f : step) {
+        const double sent = f.route_size == 0 || f.bytes <= 0 ? now : now + f.bytes / bound_of(plans[p], f);
+        last = std::max(last, sent + f.latency_s);
+      }
+      now = last;
+    }
+    finish[p] = now;
+  }
+  return finish;
+}
+
+std::vector<double> simulated_times_s(const Topology& topo, std::span<const CollectivePlan> plans, FlowEvents events) {
+  if (events == FlowEvents::skip_when_unshared) {
+    if (auto times = times_at_bounds_s(topo, plans)) return std::move(*times);
+  }
   Network net(topo.capacities());
   std::vector<FlowDelivery> delivered;
   std::vector<std::size_t> step(plans.size(), 0), pending(plans.size(), 0);
