@@ -121,6 +121,7 @@ class Network {
   void settle(std::uint32_t flow, double now);
   void attach(std::uint32_t flow, double now);  // onto its route's links, to be solved with the flows of `now`
   void detach(std::uint32_t flow);
+  void touch(std::uint32_t link);  // before its flows change
   void flush();              // solves the flows started at pending_s_
   void reshare(double now);  // new rates after the changes on links_touched_ and new_flows_
   bool reshare_incremental(double now);  // false: gave up, nothing scheduled
@@ -193,6 +194,11 @@ class Network {
   std::vector<std::uint64_t> in_set_, checked_, changed_mark_;  // stamps
   std::vector<LinkState> link_state_;
   std::vector<std::uint8_t> link_state_valid_;
+  // Per link: the last batch of changes (between two re-levellings) that touched it, and whether it was full
+  // before that batch's first change to it.
+  std::vector<std::uint64_t> touched_;
+  std::vector<std::uint8_t> was_full_;
+  std::uint64_t batch_ = 1;
   std::uint64_t set_stamp_ = 0, check_stamp_ = 0, changed_stamp_ = 0;
 
   std::vector<double> link_bytes_;

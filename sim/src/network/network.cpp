@@ -16,6 +16,8 @@ Network::Network(std::vector<double> link_capacity_Bps)
       changed_mark_(capacity_.size(), 0),
       link_state_(capacity_.size()),
       link_state_valid_(capacity_.size(), 0),
+      touched_(capacity_.size(), 0),
+      was_full_(capacity_.size(), 0),
       link_bytes_(capacity_.size(), 0.0) {
   for (double c : capacity_) FLEETSIM_CHECK(c > 0, "link capacity must be positive");
 }
@@ -119,10 +121,9 @@ void Network::attach(std::uint32_t flow, double now) {
     const std::uint32_t l = links[i];
     FLEETSIM_CHECK(l < capacity_.size(), "route names a link that does not exist");
     FLEETSIM_CHECK(link_down_[l] == 0, "a flow was routed over a link that is down");
+    touch(l);
     link_pos[i] = static_cast<std::uint32_t>(link_flows_[l].size());
     link_flows_[l].push_back(flow);
-    link_state_valid_[l] = 0;
-    links_touched_.push_back(l);
   }
   // Solved when next asked, together with every other flow started at this instant.
   new_flows_.push_back(flow);
@@ -277,6 +278,7 @@ void Network::detach(std::uint32_t flow) {
     for (std::size_t j = 0; j < f.hops; ++j) {
       if (links[j] == l && link_pos[j] != kLeft && link_pos[j] < link_pos[hop]) hop = j;
     }
+    touch(l);
     auto& on_link = link_flows_[l];
     const std::uint32_t at = link_pos[hop], last = static_cast<std::uint32_t>(on_link.size() - 1);
     FLEETSIM_CHECK(at <= last && on_link[at] == flow, "flow missing from its link");
@@ -292,10 +294,19 @@ void Network::detach(std::uint32_t flow) {
         if (m_links[j] == l && m_pos[j] == last) m_pos[j] = at;
       }
     }
-    link_state_valid_[l] = 0;
-    links_touched_.push_back(l);
   }
   --sending_;
+}
+
+// Called before a link's flows change: the link is listed once for the next re-levelling, with whether it was
+// full at the rates the last one left (no flow had its bottleneck on a link that was not).
+void Network::touch(std::uint32_t link) {
+  if (touched_[link] != batch_) {
+    touched_[link] = batch_;
+    was_full_[link] = saturated(link, link_state(link)) ? 1 : 0;
+    links_touched_.push_back(link);
+  }
+  link_state_valid_[link] = 0;
 }
 
 void Network::advance(double now, std::vector<FlowDelivery>& delivered) {
@@ -309,8 +320,8 @@ void Network::advance(double now, std::vector<FlowDelivery>& delivered) {
       if (f.phase == Phase::sending) {
         settle(id, t);
         f.remaining_bytes = 0;  // its due time was computed for exactly this
+        detach(id);  // at the rate it had, which the link's state before the change counts
         rate_[id] = 0;
-        detach(id);
         f.phase = Phase::delivering;
         schedule(id, t + f.latency_s);
       } else {
@@ -346,6 +357,7 @@ void Network::cancel_if(const std::function<bool(std::uint64_t)>& drop, double n
 
 void Network::reshare(double now) {
   ++solve_counts_.relevellings;
+  ++batch_;  // changes from here on are the next re-levelling's
   seed_links_.assign(links_touched_.begin(), links_touched_.end());
   if (reshare_incremental(now)) {
     new_flows_.clear();
@@ -456,16 +468,20 @@ bool Network::reshare_incremental(double now) {
     changed_links_.push_back(l);
   }
   links_touched_.clear();
-  bool solved = set_.empty();
+  bool solved = set_.empty(), first = true;
   std::size_t work = 0;
   const std::size_t budget = sending_ + 16;
   for (;;) {
     // Who must join: flows on changed links left without a bottleneck, and flows taking more than
-    // a set flow on its saturated links when that flow has no bottleneck.
+    // a set flow on its saturated links when that flow has no bottleneck. A flow loses its bottleneck
+    // only on a link that was full: the first pass, over the links whose flows came and went, looks
+    // at those that were (on a congested fabric most a finishing flow leaves are not); later passes at
+    // every link on which the solve moved a rate.
     ++check_stamp_;
     const std::size_t before = set_.size();
     bool stuck = false;
     for (std::uint32_t l : changed_links_) {
+      if (first && was_full_[l] == 0) continue;
       for (std::uint32_t g : link_flows_[l]) {
         if (in_set_[g] == set_stamp_ || checked_[g] == check_stamp_) continue;
         checked_[g] = check_stamp_;
@@ -495,6 +511,7 @@ bool Network::reshare_incremental(double now) {
     if (work > budget) return false;
     solve_set();
     solved = true;
+    first = false;
     ++changed_stamp_;
     changed_links_.clear();
     for (std::size_t i = 0; i < set_.size(); ++i) {
