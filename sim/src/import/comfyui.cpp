@@ -99,6 +99,23 @@ struct DecodeMemory {
 // ComfyUI's own estimate of one image's decode, memory_used_decode, 2,178 x 64 values of its dtype a latent pixel,
 // since decode splits a batch to fit; sd.py's video estimates are pessimistic, Mochi's 137 GB at 848x480x163 against
 // about 68 GB of its largest tensors, so a video VAE's own peak is estimated here instead).
+// ComfyUI's own estimate of what a 2D image VAE's decode of one image of h x w latent pixels holds (memory_used_decode in
+// comfy/sd.py at a125cd8): 2,178 x 64 values of the VAE's dtype a latent pixel. Published peaks agree: diffusers' VAE-decode
+// tables (docs/source/en/hybrid_inference/vae_decode.md) give SD 1.5's VAE in fp16 4.8-5.2 GB at 1024x1024 and 1.3-1.5 GB at
+// 512x512 on six GPUs, against 4.6 and 1.1 GB here plus its 0.1 GB of weights.
+double comfy_image_decode_bytes(double h, double w, Dtype dtype) { return 2178 * 64 * h * w * dtype_bytes(dtype); }
+
+// What a 2D image VAE's decode task holds, by that estimate: one tile's where it decodes in tiles (tiled_scale runs one tile
+// of one image at a time; each of decode_tiled_'s passes has tiles of size x size latent pixels' area, or the image where
+// smaller), else the images ComfyUI's decode runs at once (as many as `memory` less the weights holds, at least one, at most
+// the batch: decode's batch_number).
+double image_decode_working_set(const StepShape& shape, double f, Dtype dtype, double memory_bytes, double weights_bytes) {
+  const double h = std::ceil(shape.height / f), w = std::ceil(shape.width / f);
+  if (shape.tiles.size > 0) return comfy_image_decode_bytes(1, std::min(shape.tiles.size * shape.tiles.size, h * w), dtype);
+  const double one = comfy_image_decode_bytes(h, w, dtype);
+  return one * std::clamp(std::floor((memory_bytes - weights_bytes) / one), 1.0, std::max(1.0, shape.batch));
+}
+
 struct DecodeTiles {
   StepShape::Tiles tiles;
   std::string note;  // which, in words
@@ -127,7 +144,7 @@ DecodeTiles decode_tiles(const Node& n, const Architecture& vae, const StepShape
     return {tiles, "decoded in tiles of " + number_text(tiles.size * f) + " pixels and " + number_text(tiles.frames) + " latent frames"};
   }
   if (!video) {
-    const double image_bytes = 2178 * 64 * std::ceil(shape.height / f) * std::ceil(shape.width / f) * dtype_bytes(dtype);
+    const double image_bytes = comfy_image_decode_bytes(std::ceil(shape.height / f), std::ceil(shape.width / f), dtype);
     if (image_bytes + weights_bytes <= memory.bytes) return {};
     const StepShape::Tiles fallback{.size = 64, .overlap = 16};  // decode_tiled_'s defaults
     return fallback_tiles(fallback, image_bytes + weights_bytes, memory,
@@ -610,7 +627,8 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
     };
     const ComfyFamily* costed_as = nullptr;  // the family whose stage priced the task
     DecodeTiles decode;                       // how a VAE's decode was cut
-    double peak_bytes = 0;                    // a video VAE decode's estimated peak
+    double peak_bytes = 0;                    // a decode's estimated working set: a video VAE's peak, a 2D image VAE's ComfyUI's estimate
+    bool image_vae_decode = false;
     switch (n->role) {
       case ComfyRole::sample: {
         const auto [f, stage] = stage_of(&ComfyFamily::diffusion);
@@ -667,7 +685,9 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
           if (decodes_video_in_tiles(*vae) || decodes_images_in_tiles(*vae)) {
             decode = decode_tiles(*n, *vae, shape, t.dtype, decode_memory, weights_of(stage->model), [&](const std::string& key, double otherwise) { return number(*n, key, otherwise); });
             shape.tiles = decode.tiles;
-            peak_bytes = video_decode_peak_bytes(*vae, shape, t.dtype);
+            image_vae_decode = decodes_images_in_tiles(*vae);
+            peak_bytes = image_vae_decode ? image_decode_working_set(shape, vae->number("vae_factor", 8), t.dtype, decode_memory.bytes, weights_of(stage->model))
+                                          : video_decode_peak_bytes(*vae, shape, t.dtype);
           } else if (n->cls == "VAEDecodeTiled") {
             decode = {{}, "its tiles not modelled for " + vae->id + ": timed as one whole decode, a guess", true};
           }
@@ -677,7 +697,9 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
           scaled(op(*stage), s.pixels() / stage->at_pixels * (n->role == ComfyRole::decode ? 1.0 : 0.5));
         }
         t.model = stage->model;
-        t.working_set_bytes = std::max(2e9 + 8 * image_bytes, peak_bytes);
+        // A 2D image VAE's decode holds what ComfyUI's estimate says (image_decode_working_set); a video VAE's its peak, and
+        // other stages (encodes, decodes of the video stand-in) 2 GB and eight copies of the image, a guess.
+        t.working_set_bytes = image_vae_decode ? peak_bytes : std::max(2e9 + 8 * image_bytes, peak_bytes);
         n->output_bytes = n->role == ComfyRole::decode ? image_bytes : latent_bytes;
         break;
       }
