@@ -88,17 +88,6 @@ struct DecodeMemory {
   }
 };
 
-// How ComfyUI cuts a VAE's decode into tiles (comfy/sd.py and nodes.py at a125cd8), for a 3D video VAE (any family
-// decodes_video_in_tiles names, of spatial factor f and temporal factor tf) and a 2D image VAE. VAEDecodeTiled's widgets as
-// nodes.py converts them to latent units: an overlap over a quarter of the tile becomes a quarter; for a video VAE
-// a temporal overlap over half the temporal size is halved, and at least 2 latent frames a tile and 1 of overlap
-// (sd.py decode_tiled); a 2D VAE's tiles run decode_tiled_'s three passes. VAEDecode: the whole decode, untiled,
-// or, where that and the VAE's weights would not fit the GPU's memory (DecodeMemory), sd.py decode's fallback after the out-of-memory error, a guess:
-// for a video VAE 256-pixel tiles overlapping by a quarter, every frame in each (whether it fits: the clip's
-// estimated peak); for a 2D VAE decode_tiled_'s defaults, 64 latent pixels overlapping by 16 (whether it fits:
-// ComfyUI's own estimate of one image's decode, memory_used_decode, 2,178 x 64 values of its dtype a latent pixel,
-// since decode splits a batch to fit; sd.py's video estimates are pessimistic, Mochi's 137 GB at 848x480x163 against
-// about 68 GB of its largest tensors, so a video VAE's own peak is estimated here instead).
 // ComfyUI's own estimate of what a 2D image VAE's decode of one image of h x w latent pixels holds (memory_used_decode in
 // comfy/sd.py at a125cd8): 2,178 x 64 values of the VAE's dtype a latent pixel. Published peaks agree: diffusers' VAE-decode
 // tables (docs/source/en/hybrid_inference/vae_decode.md) give SD 1.5's VAE in fp16 4.8-5.2 GB at 1024x1024 and 1.3-1.5 GB at
@@ -116,6 +105,17 @@ double image_decode_working_set(const StepShape& shape, double f, Dtype dtype, d
   return one * std::clamp(std::floor((memory_bytes - weights_bytes) / one), 1.0, std::max(1.0, shape.batch));
 }
 
+// How ComfyUI cuts a VAE's decode into tiles (comfy/sd.py and nodes.py at a125cd8), for a 3D video VAE (any family
+// decodes_video_in_tiles names, of spatial factor f and temporal factor tf) and a 2D image VAE. VAEDecodeTiled's widgets as
+// nodes.py converts them to latent units: an overlap over a quarter of the tile becomes a quarter; for a video VAE
+// a temporal overlap over half the temporal size is halved, and at least 2 latent frames a tile and 1 of overlap
+// (sd.py decode_tiled); a 2D VAE's tiles run decode_tiled_'s three passes. VAEDecode: the whole decode, untiled,
+// or, where that and the VAE's weights would not fit the GPU's memory (DecodeMemory), sd.py decode's fallback after the out-of-memory error, a guess:
+// for a video VAE 256-pixel tiles overlapping by a quarter, every frame in each (whether it fits: the clip's
+// estimated peak); for a 2D VAE decode_tiled_'s defaults, 64 latent pixels overlapping by 16 (whether it fits:
+// ComfyUI's own estimate of one image's decode, memory_used_decode, 2,178 x 64 values of its dtype a latent pixel,
+// since decode splits a batch to fit; sd.py's video estimates are pessimistic, Mochi's 137 GB at 848x480x163 against
+// about 68 GB of its largest tensors, so a video VAE's own peak is estimated here instead).
 struct DecodeTiles {
   StepShape::Tiles tiles;
   std::string note;  // which, in words
