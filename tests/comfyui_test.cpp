@@ -333,17 +333,22 @@ TEST_CASE("a 2D VAE decodes in ComfyUI's three passes of tiles: as VAEDecodeTile
   CHECK_THAT(error_of([&] { import_comfyui(graph(4608, R"("VAEDecode", "inputs": {)"), "huge.json", Catalog::builtin(), {.strict = true}); }),
              Contains("--strict: the import would guess") && Contains("in three passes of 512-pixel tiles"));
   CHECK_NOTHROW(import_comfyui(graph(1024, R"("VAEDecodeTiled", "inputs": {)"), "tiled.json", Catalog::builtin(), {.strict = true}));
-  // What the decode holds, by the same estimate: a tile's (64 x 64 latent pixels, in bf16) where tiled, one at a time;
-  // whole, the images ComfyUI decodes at once, both of the batch of 2 on the default 80 GB, one of them at 2048 x 2048
-  // (18.3 GB each) on a V100's 32 GB.
-  const auto estimate = [](double latent_pixels) { return 2178.0 * 64 * latent_pixels * 2; };
+  // What the decode holds, by the same estimate: a tile's (64 x 64 latent pixels, in bf16) where tiled, one image's where
+  // whole, on any GPU (ComfyUI decodes more at once where memory is free, but needs no more than one).
+  const auto estimate = [](double latent_pixels, double dtype_bytes = 2) { return 2178.0 * 64 * latent_pixels * dtype_bytes; };
   CHECK(tiled_decode.working_set_bytes == estimate(64 * 64));
   CHECK(last_decode(huge).working_set_bytes == estimate(64 * 64));
-  CHECK(last_decode(whole).working_set_bytes == 2 * estimate(128 * 128));
-  const GpuType& v100 = *Catalog::builtin().gpu("v100-sxm2-32gb");
-  CHECK(last_decode(import_comfyui(graph(2048, R"("VAEDecode", "inputs": {)"), "w.json", Catalog::builtin(), {.gpu = &v100})).working_set_bytes ==
+  CHECK(last_decode(whole).working_set_bytes == estimate(128 * 128));
+  CHECK(last_decode(whole).dtype == Dtype::bf16);
+  const GpuType& l40s = *Catalog::builtin().gpu("l40s");
+  CHECK(last_decode(import_comfyui(graph(2048, R"("VAEDecode", "inputs": {)"), "w.json", Catalog::builtin(), {.gpu = &l40s})).working_set_bytes ==
         estimate(256 * 256));
-  CHECK(last_decode(import_comfyui(graph(2048, R"("VAEDecode", "inputs": {)"), "w.json", Catalog::builtin())).working_set_bytes == 2 * estimate(256 * 256));
+  // A V100 has no bf16: ComfyUI decodes in fp32 there, 9.1 GB at 1024 x 1024, whole within its 32 GB.
+  const GpuType& v100 = *Catalog::builtin().gpu("v100-sxm2-32gb");
+  const TaskSpec on_v100 = last_decode(import_comfyui(graph(1024, R"("VAEDecode", "inputs": {)"), "w.json", Catalog::builtin(), {.gpu = &v100}));
+  CHECK(on_v100.dtype == Dtype::fp32);
+  CHECK(on_v100.shape.tiles == StepShape::Tiles{});
+  CHECK(on_v100.working_set_bytes == estimate(128 * 128, 4));
   // Wan 2.1's causal decoder takes VAEDecodeTiled's tiles as the other video VAEs do (its defaults in latent units:
   // 512 and 64 pixels, 64 and 8 frames over its 8 and 4), without a guess.
   const Workflow wan = import_comfyui(graph(1024, R"("VAEDecodeTiled", "inputs": {)", "wan_2.1_vae.safetensors"), "wan.json", Catalog::builtin());

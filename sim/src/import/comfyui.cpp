@@ -91,18 +91,17 @@ struct DecodeMemory {
 // ComfyUI's own estimate of what a 2D image VAE's decode of one image of h x w latent pixels holds (memory_used_decode in
 // comfy/sd.py at a125cd8): 2,178 x 64 values of the VAE's dtype a latent pixel. Published peaks agree: diffusers' VAE-decode
 // tables (docs/source/en/hybrid_inference/vae_decode.md) give SD 1.5's VAE in fp16 4.8-5.2 GB at 1024x1024 and 1.3-1.5 GB at
-// 512x512 on six GPUs, against 4.6 and 1.1 GB here plus its 0.1 GB of weights.
+// 512x512 on six GPUs, against 4.6 and 1.1 GB here plus its 0.17 GB of weights.
 double comfy_image_decode_bytes(double h, double w, Dtype dtype) { return 2178 * 64 * h * w * dtype_bytes(dtype); }
 
 // What a 2D image VAE's decode task holds, by that estimate: one tile's where it decodes in tiles (tiled_scale runs one tile
 // of one image at a time; each of decode_tiled_'s passes has tiles of size x size latent pixels' area, or the image where
-// smaller), else the images ComfyUI's decode runs at once (as many as `memory` less the weights holds, at least one, at most
-// the batch: decode's batch_number).
-double image_decode_working_set(const StepShape& shape, double f, Dtype dtype, double memory_bytes, double weights_bytes) {
+// smaller), else one image's. ComfyUI's decode runs as many images at once as the free memory holds (its batch_number), so
+// on a large GPU it may hold more; one image is what it needs on any GPU, and the task runs on GPUs the import does not know.
+double image_decode_working_set(const StepShape& shape, double f, Dtype dtype) {
   const double h = std::ceil(shape.height / f), w = std::ceil(shape.width / f);
   if (shape.tiles.size > 0) return comfy_image_decode_bytes(1, std::min(shape.tiles.size * shape.tiles.size, h * w), dtype);
-  const double one = comfy_image_decode_bytes(h, w, dtype);
-  return one * std::clamp(std::floor((memory_bytes - weights_bytes) / one), 1.0, std::max(1.0, shape.batch));
+  return comfy_image_decode_bytes(h, w, dtype);
 }
 
 // How ComfyUI cuts a VAE's decode into tiles (comfy/sd.py and nodes.py at a125cd8), for a 3D video VAE (any family
@@ -677,7 +676,9 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
         const auto [f, stage] = stage_of(&ComfyFamily::vae);
         costed_as = f;
         if (n->role == ComfyRole::decode && !stage->architecture.empty()) {
-          t.dtype = Dtype::bf16;  // ComfyUI's VAE dtype where bf16 runs
+          // ComfyUI's VAE dtype (vae_dtype in comfy/model_management.py): bf16 where the GPU runs it, else fp32 (a V100, a T4).
+          const bool no_bf16 = options.gpu != nullptr && options.gpu->peak_flop_per_s[static_cast<std::size_t>(Dtype::bf16)] == 0;
+          t.dtype = no_bf16 ? Dtype::fp32 : Dtype::bf16;
           // A video decoder decodes the video's frames together; a 2D one, each frame as an image.
           const auto vae = arch(stage->architecture, stage);
           const bool video = decodes_video(vae->family);
@@ -686,7 +687,7 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
             decode = decode_tiles(*n, *vae, shape, t.dtype, decode_memory, weights_of(stage->model), [&](const std::string& key, double otherwise) { return number(*n, key, otherwise); });
             shape.tiles = decode.tiles;
             image_vae_decode = decodes_images_in_tiles(*vae);
-            peak_bytes = image_vae_decode ? image_decode_working_set(shape, vae->number("vae_factor", 8), t.dtype, decode_memory.bytes, weights_of(stage->model))
+            peak_bytes = image_vae_decode ? image_decode_working_set(shape, vae->number("vae_factor", 8), t.dtype)
                                           : video_decode_peak_bytes(*vae, shape, t.dtype);
           } else if (n->cls == "VAEDecodeTiled") {
             decode = {{}, "its tiles not modelled for " + vae->id + ": timed as one whole decode, a guess", true};
