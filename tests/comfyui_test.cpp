@@ -498,6 +498,38 @@ TEST_CASE("a user's registry file adds families, file rules and node types, trie
              Contains("mine.json: /families/juggernaut/diffusion/architecture: the catalog lacks architecture \"sdxl-unnet\"; did you mean \"sdxl-unet\"?"));
 }
 
+TEST_CASE("a 2D VAE's encode holds ComfyUI's estimate of one image or one tile", "[import][comfyui]") {
+  const auto graph = [](const std::string& encoder) {
+    return R"({"1": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "sd_xl_base_1.0.safetensors"}},
+               "2": {"class_type": "LoadImage", "inputs": {"image": "in.png"}},
+               "3": {"class_type": "ImageScale", "inputs": {"image": ["2", 0], "upscale_method": "bicubic", "width": 1024, "height": 768, "crop": "disabled"}},
+               "4": {"class_type": )" + encoder + R"("pixels": ["3", 0], "vae": ["1", 2]}},
+               "5": {"class_type": "KSampler", "inputs": {"model": ["1", 0], "latent_image": ["4", 0], "steps": 20, "cfg": 7}}})";
+  };
+  const auto encode = [](const Workflow& wf) {
+    const auto it = std::find_if(wf.tasks.begin(), wf.tasks.end(), [](const TaskSpec& t) { return t.name.rfind("VAEEncode", 0) == 0; });
+    REQUIRE(it != wf.tasks.end());
+    return *it;
+  };
+  // memory_used_encode: 1,767 values of the VAE's dtype an image pixel (bf16 by default, fp32 on a V100).
+  const auto estimate = [](double pixels, double dtype_bytes = 2) { return 1767.0 * pixels * dtype_bytes; };
+  const Workflow whole = import_comfyui(graph(R"("VAEEncode", "inputs": {)"), "e.json", Catalog::builtin());
+  CHECK(encode(whole).working_set_bytes == estimate(1024 * 768));
+  CHECK_FALSE(noted(whole, "tiles"));
+  CHECK(encode(import_comfyui(graph(R"("VAEEncodeTiled", "inputs": {"tile_size": 256, )"), "e.json", Catalog::builtin())).working_set_bytes == estimate(256 * 256));
+  const GpuType& v100 = *Catalog::builtin().gpu("v100-sxm2-32gb");
+  CHECK(encode(import_comfyui(graph(R"("VAEEncode", "inputs": {)"), "e.json", Catalog::builtin(), {.gpu = &v100})).working_set_bytes ==
+        estimate(1024 * 768, 4));
+  // Where the image and the checkpoint's weights would not fit, ComfyUI falls back to 512-pixel tiles: a guess, said.
+  GpuType small = v100;
+  small.vram_bytes = 8e9;
+  const Workflow tiled = import_comfyui(graph(R"("VAEEncode", "inputs": {)"), "e.json", Catalog::builtin(), {.gpu = &small});
+  CHECK(encode(tiled).working_set_bytes == estimate(512 * 512, 4));
+  CHECK(noted(tiled, "held as one 512-pixel tile's"));
+  CHECK_THAT(error_of([&] { import_comfyui(graph(R"("VAEEncode", "inputs": {)"), "e.json", Catalog::builtin(), {.strict = true, .gpu = &small}); }),
+             Contains("--strict: the import would guess") && Contains("VAEEncode#4"));
+}
+
 TEST_CASE("strict imports turn every guess into an error, listed", "[import][comfyui]") {
   const std::string graph = R"({
       "1": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "my_model.safetensors"}},

@@ -104,6 +104,10 @@ double image_decode_working_set(const StepShape& shape, double f, Dtype dtype) {
   return comfy_image_decode_bytes(h, w, dtype);
 }
 
+// ComfyUI's own estimate of what a 2D image VAE's encode of `pixels` image pixels holds (memory_used_encode in comfy/sd.py at
+// a125cd8): 1,767 values of the VAE's dtype a pixel.
+double comfy_image_encode_bytes(double pixels, Dtype dtype) { return 1767 * pixels * dtype_bytes(dtype); }
+
 // How ComfyUI cuts a VAE's decode into tiles (comfy/sd.py and nodes.py at a125cd8), for a 3D video VAE (any family
 // decodes_video_in_tiles names, of spatial factor f and temporal factor tf) and a 2D image VAE. VAEDecodeTiled's widgets as
 // nodes.py converts them to latent units: an overlap over a quarter of the tile becomes a quarter; for a video VAE
@@ -625,9 +629,9 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
       t.op = o.id;
     };
     const ComfyFamily* costed_as = nullptr;  // the family whose stage priced the task
-    DecodeTiles decode;                       // how a VAE's decode was cut
-    double peak_bytes = 0;                    // a decode's estimated working set: a video VAE's peak, a 2D image VAE's ComfyUI's estimate
-    bool image_vae_decode = false;
+    DecodeTiles decode;                       // how a VAE's decode (or a 2D image VAE's encode) was cut
+    double peak_bytes = 0;                    // a VAE task's estimated working set: a video VAE decode's peak, or ComfyUI's estimate
+    bool image_vae = false;                   // a 2D image VAE's decode or encode: its working set is ComfyUI's estimate
     switch (n->role) {
       case ComfyRole::sample: {
         const auto [f, stage] = stage_of(&ComfyFamily::diffusion);
@@ -675,10 +679,11 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
       case ComfyRole::encode_image: {
         const auto [f, stage] = stage_of(&ComfyFamily::vae);
         costed_as = f;
+        // ComfyUI's VAE dtype (vae_dtype in comfy/model_management.py): bf16 where the GPU runs it, else fp32 (a V100, a T4).
+        const bool no_bf16 = options.gpu != nullptr && options.gpu->peak_flop_per_s[static_cast<std::size_t>(Dtype::bf16)] == 0;
+        const Dtype vae_dtype = no_bf16 ? Dtype::fp32 : Dtype::bf16;
         if (n->role == ComfyRole::decode && !stage->architecture.empty()) {
-          // ComfyUI's VAE dtype (vae_dtype in comfy/model_management.py): bf16 where the GPU runs it, else fp32 (a V100, a T4).
-          const bool no_bf16 = options.gpu != nullptr && options.gpu->peak_flop_per_s[static_cast<std::size_t>(Dtype::bf16)] == 0;
-          t.dtype = no_bf16 ? Dtype::fp32 : Dtype::bf16;
+          t.dtype = vae_dtype;
           // A video decoder decodes the video's frames together; a 2D one, each frame as an image.
           const auto vae = arch(stage->architecture, stage);
           const bool video = decodes_video(vae->family);
@@ -686,9 +691,8 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
           if (decodes_video_in_tiles(*vae) || decodes_images_in_tiles(*vae)) {
             decode = decode_tiles(*n, *vae, shape, t.dtype, decode_memory, weights_of(stage->model), [&](const std::string& key, double otherwise) { return number(*n, key, otherwise); });
             shape.tiles = decode.tiles;
-            image_vae_decode = decodes_images_in_tiles(*vae);
-            peak_bytes = image_vae_decode ? image_decode_working_set(shape, vae->number("vae_factor", 8), t.dtype)
-                                          : video_decode_peak_bytes(*vae, shape, t.dtype);
+            image_vae = decodes_images_in_tiles(*vae);
+            peak_bytes = image_vae ? image_decode_working_set(shape, vae->number("vae_factor", 8), t.dtype) : video_decode_peak_bytes(*vae, shape, t.dtype);
           } else if (n->cls == "VAEDecodeTiled") {
             decode = {{}, "its tiles not modelled for " + vae->id + ": timed as one whole decode, a guess", true};
           }
@@ -696,11 +700,26 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
         } else {
           // A VAE encoder costs about half its decoder (approx.).
           scaled(op(*stage), s.pixels() / stage->at_pixels * (n->role == ComfyRole::decode ? 1.0 : 0.5));
+          // A 2D image VAE's encode holds ComfyUI's estimate of one image's (encode splits a batch to fit), or of one tile's:
+          // VAEEncodeTiled's, or, where the image and the weights would not fit the GPU, encode_tiled_'s defaults, 512 pixels,
+          // as ComfyUI falls back after running out of memory (a guess: its time stays the whole encode's).
+          if (n->role == ComfyRole::encode_image && !stage->architecture.empty() && decodes_images_in_tiles(*arch(stage->architecture, stage))) {
+            const double pixels = s.width * s.height, whole = comfy_image_encode_bytes(pixels, vae_dtype);
+            double tile = n->cls == "VAEEncodeTiled" ? number(*n, "tile_size", 512) : 0;
+            if (tile == 0 && whole + weights_of(stage->model) > decode_memory.bytes) {
+              tile = 512;
+              decode = {{}, "one image's encode would hold about " + format_quantity(whole, Dimension::bytes) + " by ComfyUI's estimate, with its weights past " +
+                                decode_memory.words + ": held as one 512-pixel tile's, as ComfyUI falls back to tiles after running out of memory (timed whole), a guess",
+                        true};
+            }
+            peak_bytes = tile > 0 ? comfy_image_encode_bytes(std::min(tile * tile, pixels), vae_dtype) : whole;
+            image_vae = true;
+          }
         }
         t.model = stage->model;
-        // A 2D image VAE's decode holds what ComfyUI's estimate says (image_decode_working_set); a video VAE's its peak, and
-        // other stages (encodes, decodes of the video stand-in) 2 GB and eight copies of the image, a guess.
-        t.working_set_bytes = image_vae_decode ? peak_bytes : std::max(2e9 + 8 * image_bytes, peak_bytes);
+        // A 2D image VAE's decode and encode hold what ComfyUI's estimates say; a video VAE's decode its peak, and other
+        // stages (video encodes, decodes of the video stand-in) 2 GB and eight copies of the image, a guess.
+        t.working_set_bytes = image_vae ? peak_bytes : std::max(2e9 + 8 * image_bytes, peak_bytes);
         n->output_bytes = n->role == ComfyRole::decode ? image_bytes : latent_bytes;
         break;
       }
