@@ -306,8 +306,10 @@ TEST_CASE("incremental re-levelling gives the from-scratch max-min allocation af
   // (as when a link fails), and after each change every flow's rate must be what the solver gives on
   // all flows in flight. Capacities
   // come from a few round values, so equal fair shares (ties) are common; the larger cases
-  // chain flows into one component, where the incremental solver may hand over to the full one.
+  // chain flows into one component, where the incremental solver may hand over to the full one. Odd seeds read the rates
+  // only every third change, so starts, cancels and moves pile up into one re-levelling.
   for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+    const bool batched = seed % 2 == 1;
     Rng rng(seed, 0, "incremental-maxmin");
     const std::uint32_t links = 2 + static_cast<std::uint32_t>(rng.next() % (seed % 4 == 0 ? 200 : 30));
     const std::size_t target = 1 + rng.next() % (seed % 4 == 0 ? 300 : 40);
@@ -364,7 +366,7 @@ TEST_CASE("incremental re-levelling gives the from-scratch max-min allocation af
         for (const FlowDelivery& d : delivered) in_flight.erase(std::find(in_flight.begin(), in_flight.end(), d.tag));
       }
       REQUIRE(net.flows_in_flight() == in_flight.size());
-      if (in_flight.empty()) continue;
+      if (in_flight.empty() || (batched && step % 3 != 2)) continue;
       // From scratch, a cap is a private link of its own.
       std::vector<std::vector<std::uint32_t>> routes;
       std::vector<double> with_caps = capacity;
