@@ -176,7 +176,7 @@ fleetsim::Scenario read_scenario(const std::string& path, const std::vector<std:
   if (!profile.empty() && fleetsim::apply_profile(scenario.cluster, fleetsim::load_profile(profile)) == 0 && !quiet) {
     std::cerr << "fleetsim: note: " << profile << " calibrates no GPU or link type of " << path << "\n";
   }
-  for (const std::string& b : fleetsim::borrowed_kernel_constants(scenario.cluster, scenario.workflows)) {
+  for (const std::string& b : fleetsim::borrowed_kernel_constants(scenario.cluster, scenario.workflows, !scenario.serving.empty())) {
     if (!quiet) std::cerr << "fleetsim: note: model steps on " << b << "\n";
   }
   for (const fleetsim::Workflow& wf : scenario.workflows) {
@@ -405,7 +405,7 @@ int run_kernels(const KernelsArgs& args) {
   }
   const fleetsim::KernelModel model(*gpu, constants);
   std::vector<std::string> notes;
-  if (!model.measured()) notes.push_back("assumed: " + std::string(fleetsim::gpu_arch_name(gpu->arch)) + " GPUs: " + model.borrowed());
+  if (const std::string guess = model.guess(); !guess.empty()) notes.push_back("assumed: " + gpu->id + " (" + std::string(fleetsim::gpu_arch_name(gpu->arch)) + "): " + guess);
   if (!args.model.empty()) {
     const fleetsim::Architecture* arch = fleetsim::Catalog::builtin().architecture(args.model);
     if (arch == nullptr) {

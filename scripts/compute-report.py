@@ -261,7 +261,9 @@ def main():
       "and 8 GPUs. Its absolute times there are not: %.0f s on one H20 where xDiT took 6,639 s (%s). The model scales an "
       "H100's kernels by the H20's tensor peak (148 against 989 TFLOP/s, partner sheets' figures, approx.), while xDiT's "
       "run reached about 60%% of that peak on the H20 against a third on the H100 (600 PFLOP a video by the model's count). "
-      "Nothing was fitted to these rows; the H20's catalog entry says its figures are approximate.\n"
+      "Nothing was fitted to these rows; the H20's catalog entry says its figures are approximate, and fleetsim names "
+      "its kernel constants a guess wherever it times work on it (Hopper's, fitted on an H100 whose tensor cores do four "
+      "times its work an SM).\n"
       % (vae_s, 100 * h20_worst, times["h20", 1], spct(times["h20", 1] / xdit["h20"][1] - 1)))
 
     w("## Where the model is weakest\n")

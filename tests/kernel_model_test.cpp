@@ -3,9 +3,11 @@
 // reports/compute.md).
 #include <catch2/catch.hpp>
 
+#include "fleetsim/compute.hpp"
 #include "fleetsim/error.hpp"
 #include "fleetsim/kernel_model.hpp"
 #include "fleetsim/measured_kernels.hpp"
+#include "fleetsim/scenario.hpp"
 #include "helpers.hpp"
 
 using namespace fleetsim;
@@ -284,6 +286,27 @@ TEST_CASE("the attention constants against FlashAttention-2's published forward 
   const double tflops = flop / a100.estimate({.cls = KernelClass::attention, .m = 16384, .n = 16384, .k = 64, .batch = 32}, Dtype::fp16).time_s() / 1e12;
   CHECK(tflops >= 180);
   CHECK(tflops <= 0.73 * 312);
+}
+
+TEST_CASE("a GPU's kernel constants are a guess where borrowed, or fitted on a GPU whose tensor cores do far more an SM", "[kernels]") {
+  const auto guess = [](const char* gpu) { return KernelModel(*Catalog::builtin().gpu(gpu)).guess(); };
+  // Fitted on these, or on GPUs alike an SM (the H200 and H800 are H100s with other memory and links; the A30 is half an A100).
+  for (const char* gpu : {"h100-sxm", "h200-sxm", "h800-sxm", "h100-pcie", "a100-sxm-80gb", "a800-sxm-80gb", "a30"}) {
+    INFO(gpu);
+    CHECK(guess(gpu).empty());
+  }
+  // An H20's SMs do a quarter of an H100's tensor work (148 TFLOP/s on 78 SMs against 989 on 132); GA102's A10 and A40 about
+  // 0.6 of an A100's.
+  CHECK(guess("h20") == "Hopper's constants were fitted on h100-sxm, whose tensor cores do 4.0 times this GPU's work an SM: its GEMMs and attention are a guess");
+  CHECK_THAT(guess("a10"), Catch::StartsWith("Ampere's constants were fitted on a100-sxm-80gb, whose tensor cores do 1.7 times"));
+  CHECK_THAT(guess("a40"), Catch::StartsWith("Ampere's constants were fitted on a100-sxm-80gb"));
+  // Borrowed from another architecture: said as the constants say it.
+  CHECK_THAT(guess("l40s"), Catch::StartsWith("Ampere's GEMM, attention and memory-bound constants stand in"));
+  CHECK_THAT(guess("v100-sxm2-32gb"), Catch::StartsWith("no kernel of this architecture was measured"));
+  // A run names them where the kernel model times its work: serving deployments here, none without.
+  const ClusterSpec h20s = cluster_of("hgx-h20-8", 2);
+  CHECK(borrowed_kernel_constants(h20s, {}, true) == std::vector<std::string>{"h20 (hopper): " + guess("h20")});
+  CHECK(borrowed_kernel_constants(h20s, {}, false).empty());
 }
 
 TEST_CASE("measured kernels and kernel constants are read strictly", "[kernels][input]") {

@@ -459,7 +459,7 @@ void write_run_report_html(std::ostream& out, const Scenario& scenario, const Ru
   html::page_begin(out, "fleetsim run: " + scenario.name);
   out << "<p>" << html::escape(scenario.description) << "</p>\n<p>Policy <b>" << html::escape(run.summary.policy) << "</b>, seed "
       << run.summary.seed << "; " << run.cluster.node_count() << " nodes, " << run.cluster.gpu_count() << " GPUs.</p>\n";
-  for (const std::string& b : borrowed_kernel_constants(scenario.cluster, scenario.workflows)) {
+  for (const std::string& b : borrowed_kernel_constants(scenario.cluster, scenario.workflows, !scenario.serving.empty())) {
     out << "<p class=\"note\">Borrowed constants: " << html::escape(b) << ".</p>\n";
   }
   out << "<h2>Summary</h2>\n";

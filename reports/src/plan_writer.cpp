@@ -69,7 +69,8 @@ std::string option_text(const PlanResult& r, const PlanRecommendation& rec, cons
   } else {
     std::snprintf(line, sizeof line, "%-16s cannot run the workload", o.node_type.c_str());
   }
-  return line;
+  const bool ran = o.point || o.closest;
+  return line + std::string(ran && r.kernel_guess(o.node_type) != nullptr ? " (kernel constants a guess: below)" : "");
 }
 
 std::string load_name(double load) {
@@ -139,13 +140,18 @@ void write_plan_text(std::ostream& out, const PlanSpec& spec, const PlanResult& 
     }
     const PlanPoint& p = r.points[*rec.point];
     const PlanPoint& c = r.points[*rec.confirmed];
-    out << configuration(p) << ", " << usd(p.monthly_usd) << " a month\n";
+    out << configuration(p) << ", " << usd(p.monthly_usd) << " a month"
+        << (r.kernel_guess(p.node_type) != nullptr ? " (its GPU's kernel constants a guess: below)" : "") << "\n";
     if (spec.cost.given) out << "  " << cost_text(spec.cost, p.cost) << "\n";
     for (std::size_t i = 0; i < p.slos.size(); ++i) {
       const SloStats& s = p.slos[i];
       out << "  " << s.name << " " << slo_ci(s.metric, s.actual) << " (target " << (s.at_least ? ">= " : "<= ") << format_slo_value(s.metric, s.target)
           << "); confirmed " << slo_ci(s.metric, c.slos[i].actual) << " over " << c.seeds << " fresh seeds\n";
     }
+  }
+  if (!r.kernel_guesses.empty()) {
+    out << "\nnode types whose GPU's kernel constants are a guess (and so are the times above on them):\n";
+    for (const auto& [type, why] : r.kernel_guesses) out << "  " << type << ": " << why << "\n";
   }
   out << "\n load  configuration                                            $/month   p95 latency              util   verdict\n";
   char line[512];
@@ -195,7 +201,9 @@ std::string plan_json(const PlanSpec& spec, const PlanResult& r) {
     entry["per_node_type"] = options;
     loads.push_back(entry);
   }
-  ordered_json doc{{"plan", spec.file}, {"base", spec.base}, {"loads", loads}, {"points", points}};
+  ordered_json guesses = ordered_json::array();
+  for (const auto& [type, why] : r.kernel_guesses) guesses.push_back({{"node_type", type}, {"why", why}});
+  ordered_json doc{{"plan", spec.file}, {"base", spec.base}, {"loads", loads}, {"points", points}, {"kernel_guesses", guesses}};
   if (spec.cost.given) {
     const OwnershipCost& c = spec.cost;
     static constexpr const char* kBasis[] = {"rent", "reserved", "spot", "own"};
@@ -246,9 +254,13 @@ void write_plan_html(std::ostream& out, const PlanSpec& spec, const PlanResult& 
     }
     out << ".";
     if (spec.cost.given) out << " " << html::escape(cost_text(spec.cost, p.cost)) << ".";
+    if (r.kernel_guess(p.node_type) != nullptr) out << " Its GPU's kernel constants are a guess (below).";
     out << "</li>\n";
   }
   out << "</ul>\n";
+  for (const auto& [type, why] : r.kernel_guesses) {
+    out << "<p class=\"note\">The kernel constants of " << html::escape(type) << "'s GPU are a guess, and so are its times: " << html::escape(why) << ".</p>\n";
+  }
   // Side by side: each node type's best, so a choice between them is one look.
   if (!r.loads.empty() && r.loads.front().per_node_type.size() > 1) {
     out << "<h2>Per node type</h2>\n<p>The cheapest configuration of each node type that meets every SLO on its seeds (only the recommendation is "

@@ -216,7 +216,7 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
   }
   out << "\n";
   // A constant borrowed from another GPU is said beside the numbers it feeds.
-  for (const std::string& b : borrowed_kernel_constants(scenario.cluster, scenario.workflows)) out << "borrowed   " << b << "\n";
+  for (const std::string& b : borrowed_kernel_constants(scenario.cluster, scenario.workflows, !scenario.serving.empty())) out << "borrowed   " << b << "\n";
   out << "makespan   " << format_quantity(s.makespan_s, Dimension::time);
   if (s.horizon_reached) out << "  (stopped at the horizon, " << format_quantity(s.end_s, Dimension::time) << ")";
   if (s.diverged) out << "  (stopped early at " << format_quantity(s.end_s, Dimension::time) << ": the queue grew past its limit)";

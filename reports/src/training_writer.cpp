@@ -128,8 +128,8 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
   } else {
     std::snprintf(line, sizeof line, "  compute: the kernel model (%s attention, %s%s)%s\n\n", attention_name(job.attention),
                   job.runtime == TrainingJob::Runtime::megatron ? "" : ("torchtitan's eager layer" + std::string(job.fused_rms_norm ? " with its fused RMSNorm" : "") + ", ").c_str(),
-                  KernelModel(Cluster(job.cluster).gpu_type(make_id<GpuId>(0))).measured() ? "constants measured for this GPU's architecture"
-                                                                                           : "another architecture's constants: a guess",
+                  KernelModel(Cluster(job.cluster).gpu_type(make_id<GpuId>(0))).guess().empty() ? "constants measured for this GPU's architecture"
+                                                                                                : "constants not measured for this GPU: a guess",
                   job.dtype != Dtype::fp8                                    ? ""
                   : job.fp8_recipe == TrainingJob::Fp8Recipe::blockwise ? "; fp8 layer GEMMs scaled by blocks (1x128 tiles, 128x128 weight blocks), their operands cast; attention, norms and logits in bf16"
                                                                             : "; fp8 layer GEMMs with per-tensor scaling, their operands cast; attention, norms and logits in bf16");

@@ -80,16 +80,17 @@ ComputeEstimate ComputeModel::batched(const TaskSpec& task, const GpuType& gpu, 
   return e;
 }
 
-std::vector<std::string> borrowed_kernel_constants(const ClusterSpec& cluster, const std::vector<Workflow>& workflows) {
-  const bool steps = std::any_of(workflows.begin(), workflows.end(), [](const Workflow& w) {
-    return std::any_of(w.tasks.begin(), w.tasks.end(), [](const TaskSpec& t) { return t.architecture != nullptr; });
+std::vector<std::string> borrowed_kernel_constants(const ClusterSpec& cluster, const std::vector<Workflow>& workflows, bool serving) {
+  const bool steps = serving || std::any_of(workflows.begin(), workflows.end(), [](const Workflow& w) {
+    return std::any_of(w.tasks.begin(), w.tasks.end(), [](const TaskSpec& t) { return t.architecture != nullptr || t.training != nullptr; });
   });
   std::vector<std::string> out;
   if (!steps) return out;
   for (const NodeGroup& g : cluster.groups) {
     const KernelModel model(g.gpu);
-    const std::string line = g.gpu.id + " (" + std::string(gpu_arch_name(g.gpu.arch)) + "): " + model.borrowed();
-    if (!model.measured() && std::find(out.begin(), out.end(), line) == out.end()) out.push_back(line);
+    const std::string guess = model.guess();
+    const std::string line = g.gpu.id + " (" + std::string(gpu_arch_name(g.gpu.arch)) + "): " + guess;
+    if (!guess.empty() && std::find(out.begin(), out.end(), line) == out.end()) out.push_back(line);
   }
   return out;
 }

@@ -47,9 +47,11 @@ std::optional<double> recorded_time_factor(const TaskSpec& task, const GpuType& 
 // Task compute times for one run: `share` of a task's work on a GPU type (a gang's member does
 // 1 / gang of it), a model step's kernels timed once per (task, GPU type, batch) and kept. Not for
 // sharing between threads: each run has its own.
-// The GPU types of `cluster` that run model steps on kernel constants borrowed from another
-// architecture, each with what is borrowed ("l40s (ada): ..."): for a run's notes, never silent.
-std::vector<std::string> borrowed_kernel_constants(const ClusterSpec& cluster, const std::vector<Workflow>& workflows);
+// The GPU types of `cluster` whose kernel constants are a guess (KernelModel::guess: borrowed from another
+// architecture, or fitted on a GPU unlike it), each with why ("l40s (ada): ..."), where the kernel model times
+// something: a workflow's model steps or training iterations, or serving deployments (`serving`). For a run's
+// notes and a plan's, never silent.
+std::vector<std::string> borrowed_kernel_constants(const ClusterSpec& cluster, const std::vector<Workflow>& workflows, bool serving = false);
 
 class ComputeModel {
  public:

@@ -100,6 +100,7 @@ struct MemoryKernelConstants {
 struct KernelArchConstants {
   std::string source;
   std::string borrowed;  // what of it is borrowed from another architecture, not measured on this one ("": none)
+  std::string fitted_on;  // the catalog GPU its measurements were taken on ("": none named)
   std::vector<double> tile_efficiency;  // per tile shape of KernelConstants::tiles
   double k_overhead = 0;                // a tile's prologue and epilogue, in K elements
   double gemm_memory_efficiency = 1;
@@ -153,10 +154,10 @@ class KernelModel {
   KernelEstimate estimate(const KernelCall& call, Dtype dtype) const;
   // Calls in sequence, each `count` times.
   double time_s(const std::vector<KernelCall>& calls, Dtype dtype) const;
-  // The constants are measured for this GPU's architecture (false: some are another architecture's, a
-  // guess that borrowed() states).
-  bool measured() const;
-  const std::string& borrowed() const;
+  // Where the constants are a guess for this GPU, why, in words ("": they were fitted on it or on a GPU like it):
+  // borrowed from another architecture, or fitted on a GPU of its architecture whose tensor cores do half as much
+  // again (or less) work an SM, as an H100's against an H20's, where the fitted shares of peak need not hold.
+  std::string guess() const;
   const KernelConstants& constants() const { return *k_; }
 
  private:

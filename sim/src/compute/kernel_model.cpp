@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "../json_reader.hpp"
@@ -54,6 +56,7 @@ KernelArchConstants read_arch(ObjectReader& a, std::size_t tiles) {
   KernelArchConstants k;
   k.source = a.string("source", Need::required).value_or("");
   k.borrowed = a.string("borrowed", Need::optional).value_or("");
+  k.fitted_on = a.string("fitted_on", Need::optional).value_or("");
   k.tile_efficiency = read_numbers(a, "gemm_tile_efficiency", tiles, 1e-6);
   k.k_overhead = a.number("gemm_k_overhead", Need::required, 0, 1e6).value_or(0);
   k.gemm_memory_efficiency = a.number("gemm_memory_efficiency", Need::required, 1e-6, 2).value_or(1);
@@ -212,6 +215,7 @@ std::string kernel_constants_json(const KernelConstants& k) {
     if (a->attention_backward_rate > 0) archs[name]["attention_backward_rate"] = a->attention_backward_rate;
     if (a->attention_backward_rate_causal > 0) archs[name]["attention_backward_rate_causal"] = a->attention_backward_rate_causal;
     if (!a->borrowed.empty()) archs[name]["borrowed"] = a->borrowed;
+    if (!a->fitted_on.empty()) archs[name]["fitted_on"] = a->fitted_on;
   }
   doc["architectures"] = archs;
   return doc.dump(2) + "\n";
@@ -256,8 +260,22 @@ std::shared_ptr<const KernelConstants> builtin_kernel_constants() {
 KernelModel::KernelModel(const GpuType& gpu, std::shared_ptr<const KernelConstants> constants)
     : gpu_(gpu), k_(std::move(constants)), arch_(&k_->of(gpu.arch)) {}
 
-bool KernelModel::measured() const { return arch_->borrowed.empty(); }
-const std::string& KernelModel::borrowed() const { return arch_->borrowed; }
+std::string KernelModel::guess() const {
+  if (!arch_->borrowed.empty()) return arch_->borrowed;
+  const GpuType* fitted = arch_->fitted_on.empty() ? nullptr : Catalog::builtin().gpu(arch_->fitted_on);
+  if (fitted == nullptr || fitted->id == gpu_.id) return "";
+  // The GEMM and attention constants are shares of the tensor cores' peak, which hold across GPUs whose tensor cores
+  // are alike; a GPU whose SMs do far less tensor work (an H20, GA102's A10 and A40) reaches other shares.
+  const auto per_sm = [](const GpuType& g) { return g.peak_for(Dtype::bf16) / std::max(1, g.sms); };
+  const double ratio = per_sm(*fitted) / per_sm(gpu_);
+  if (ratio < 1.5 && ratio > 1 / 1.5) return "";
+  char times[32];
+  std::snprintf(times, sizeof times, "%.1f", ratio);
+  std::string arch(gpu_arch_name(gpu_.arch));
+  if (!arch.empty()) arch[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(arch[0])));
+  return arch + "'s constants were fitted on " + fitted->id + ", whose tensor cores do " + times +
+         " times this GPU's work an SM: its GEMMs and attention are a guess";
+}
 
 // Each candidate tile shape, and split-K where its tiles cannot fill the SMs: waves of one tile per SM,
 // a tile's work (its K plus the prologue and epilogue) at the SM's share of peak times the shape's

@@ -11,6 +11,7 @@
 #include "../json_reader.hpp"
 #include "../loaders.hpp"
 #include "../parallel.hpp"
+#include "fleetsim/compute.hpp"
 #include "fleetsim/error.hpp"
 #include "fleetsim/policy.hpp"
 #include "fleetsim/serving.hpp"
@@ -303,6 +304,9 @@ class Planner {
       for (PlanPoint& p : pts) result.points.push_back(std::move(p));
     }
     recommend(result);
+    for (const std::string& type : spec_.node_types) {
+      for (std::string& why : kernel_guesses(type)) result.kernel_guesses.emplace_back(type, std::move(why));
+    }
     return result;
   }
 
@@ -324,6 +328,17 @@ class Planner {
       std::vector<Problem> problems = e.problems();
       for (Problem& p : problems) p.message += " (with " + std::to_string(nodes) + " x " + node_type + " from " + spec_.file + ")";
       throw InputError(std::move(problems));
+    }
+  }
+
+  // Why a node type's kernel constants are a guess for this workload, as a run's summary says it: the base at the
+  // search's most nodes, or, where the base refuses that, on one node, as if the kernel model timed its work.
+  std::vector<std::string> kernel_guesses(const std::string& node_type) const {
+    try {
+      const Scenario sc = load_point(node_type, spec_.max_nodes, 0);
+      return borrowed_kernel_constants(sc.cluster, sc.workflows, !sc.serving.empty());
+    } catch (const InputError&) {
+      return borrowed_kernel_constants(cluster_of(node_type, 1), {}, true);
     }
   }
 
@@ -625,6 +640,11 @@ class Planner {
 };
 
 }  // namespace
+
+const std::string* PlanResult::kernel_guess(const std::string& node_type) const {
+  const auto it = std::find_if(kernel_guesses.begin(), kernel_guesses.end(), [&](const auto& g) { return g.first == node_type; });
+  return it == kernel_guesses.end() ? nullptr : &it->second;
+}
 
 PlanResult run_plan(const PlanSpec& spec, const PlanOptions& options) {
   if (spec.node_types.empty()) throw InputError({Problem{spec.file, "/search/node_types", "expected at least one node type"}});
