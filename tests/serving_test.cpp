@@ -629,6 +629,19 @@ TEST_CASE("a pipeline lane's iteration is the whole model's kernels and the stag
   CHECK(far.stage_send_s > staged.stage_send_s);
 }
 
+TEST_CASE("a deployment alone names its GPU where the kernel constants are a guess for it", "[serving]") {
+  std::string h20 = deployment();
+  h20.replace(h20.find("hgx-h100-8"), 10, "hgx-h20-8");
+  for (const bool on_h20 : {true, false}) {
+    const ServingDeployment d = parse_serving(on_h20 ? h20 : deployment(), "d.json");
+    std::ostringstream out;
+    write_serving_text(out, d, simulate_serving(d));
+    INFO(on_h20);
+    CHECK((out.str().find("borrowed    h20 (hopper): Hopper's constants were fitted on h100-sxm") != std::string::npos) == on_h20);
+    CHECK((out.str().find("borrowed") != std::string::npos) == on_h20);
+  }
+}
+
 TEST_CASE("a pipeline-parallel replica keeps pp batches in flight, one a lane", "[serving][pp]") {
   // 64 long prompts at once on one TP 4 replica, then on TP 4 x PP 2: two lanes, each half the prompts,
   // run side by side on the stages, so prefilling them takes about half as long; no GPU is busier than

@@ -56,6 +56,20 @@ std::string job_error(const std::string& json) {
 
 }  // namespace
 
+TEST_CASE("a job timed on kernel constants that are a guess for its GPU says why", "[training]") {
+  for (const char* node : {"hgx-h20-8", "hgx-h100-8"}) {
+    const TrainingJob job = parse_training_job(R"({"cluster": {"nodes": [{"type": ")" + std::string(node) + R"(", "count": 1}]},
+        "model": {"layers": 4, "hidden": 1024, "heads": 8, "vocab": 1000, "seq_len": 1024}, "parallel": {"dp": 8}, "batch": {"global": 8, "micro": 1}})",
+                                               "j.json");
+    std::ostringstream text;
+    write_training_text(text, job, simulate_training_step(job));
+    INFO(node);
+    const bool h20 = std::string(node) == "hgx-h20-8";
+    CHECK((text.str().find("constants a guess for this GPU, why below)\n  borrowed: h20 (hopper): Hopper's constants were fitted on h100-sxm") != std::string::npos) == h20);
+    CHECK((text.str().find("constants measured for this GPU's architecture)\n\n") != std::string::npos) == !h20);
+  }
+}
+
 TEST_CASE("parameters and FLOP match Narayanan et al.'s formulas", "[training]") {
   const TrainingJob job = gpt3();
   const TrainingCounts c = count_training(job);

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "cost_text.hpp"
+#include "fleetsim/compute.hpp"
 #include "fleetsim/report.hpp"
 #include "fleetsim/units.hpp"
 #include "serving_parts.hpp"
@@ -77,6 +78,10 @@ void write_serving_results(std::ostream& out, const ServingDeployment& d, const 
                 d.weights_name().c_str(), std::string(dtype_name(d.kv_cache)).c_str(), d.autoscale.on() ? "up to " : "", d.replicas, d.replicas == 1 ? "" : "s", tp.c_str(), pp.c_str(),
                 g.gpu.id.c_str(), router_name(d.router), hot.c_str());
   out << line;
+  // Alone, the deployment's GPU is said here when its kernel constants are a guess (in a scenario, its summary's head says it).
+  if (!r.deployment) {
+    for (const std::string& b : borrowed_kernel_constants(d.cluster, {}, true)) out << "borrowed    " << b << "\n";
+  }
   if (!d.placement.empty()) {  // in a scenario, or disaggregated: where the replicas run, a replica's pieces (one a node) joined by +
     out << "placed      ";
     std::size_t placed = 0;  // autoscaled, the first of each pool's slots (ServingDeployment::starts_placed)
@@ -483,6 +488,7 @@ void write_serving_sections(std::ostream& out, const ServingDeployment& d, const
 void write_serving_html(std::ostream& out, const ServingDeployment& d, const ServingResult& r) {
   html::page_begin(out, "fleetsim serve: " + d.name);
   if (!d.description.empty()) out << "<p>" << html::escape(d.description) << "</p>\n";
+  for (const std::string& b : borrowed_kernel_constants(d.cluster, {}, true)) out << "<p class=\"note\">Borrowed constants: " << html::escape(b) << ".</p>\n";
   write_serving_sections(out, d, r, "", "h2");
   html::page_end(out);
 }

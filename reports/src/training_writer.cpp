@@ -122,19 +122,21 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
       << (job.optimizer_moments != Dtype::fp32 ? ", Adam's moments in " + std::string(dtype_name(job.optimizer_moments)) : std::string())
       << (job.reduce_dtype != Dtype::bf16 ? ", gradients reduced in " + std::string(dtype_name(job.reduce_dtype)) : std::string())
       << (job.activation_fp8_input_store ? ", SwiGLU inputs kept in fp8" : "") << "\n";
+  const GpuType& gpu = Cluster(job.cluster).gpu_type(make_id<GpuId>(0));
+  const std::string guess = KernelModel(gpu).guess();
   if (job.compute_efficiency) {
     std::snprintf(line, sizeof line, "  compute: FLOP at %.3g of the datasheet peak (compute_efficiency); the kernel model would give %s\n\n",
                   *job.compute_efficiency, seconds(step.kernel_model_iteration_s).c_str());
   } else {
-    std::snprintf(line, sizeof line, "  compute: the kernel model (%s attention, %s%s)%s\n\n", attention_name(job.attention),
+    std::snprintf(line, sizeof line, "  compute: the kernel model (%s attention, %s%s)%s\n", attention_name(job.attention),
                   job.runtime == TrainingJob::Runtime::megatron ? "" : ("torchtitan's eager layer" + std::string(job.fused_rms_norm ? " with its fused RMSNorm" : "") + ", ").c_str(),
-                  KernelModel(Cluster(job.cluster).gpu_type(make_id<GpuId>(0))).guess().empty() ? "constants measured for this GPU's architecture"
-                                                                                                : "constants not measured for this GPU: a guess",
+                  guess.empty() ? "constants measured for this GPU's architecture" : "constants a guess for this GPU, why below",
                   job.dtype != Dtype::fp8                                    ? ""
                   : job.fp8_recipe == TrainingJob::Fp8Recipe::blockwise ? "; fp8 layer GEMMs scaled by blocks (1x128 tiles, 128x128 weight blocks), their operands cast; attention, norms and logits in bf16"
                                                                             : "; fp8 layer GEMMs with per-tensor scaling, their operands cast; attention, norms and logits in bf16");
   }
   out << line;
+  if (!job.compute_efficiency) out << (guess.empty() ? "" : "  borrowed: " + gpu.id + " (" + std::string(gpu_arch_name(gpu.arch)) + "): " + guess + "\n") << "\n";
   out << "iteration      " << seconds(step.iteration_s) << "\n";
   std::snprintf(line, sizeof line, "throughput     %.0f tokens/s\nMFU            %.1f%%\npipeline idle  %.1f%% (bubble, averaged over stages)\n",
                 step.tokens_per_s, 100 * step.mfu, 100 * step.bubble);
