@@ -858,6 +858,30 @@ TEST_CASE("plans whose flows never fill a shared link are timed without events a
   INFO(answered << " answered, " << declined << " declined");
   CHECK(answered > 50);
   CHECK(declined > 50);
+  // By hand, on one link of capacity C: two plans of one flow each, capped at 0.6 C, fill it together though
+  // neither does alone (declined); capped at 0.4 C they leave it room (answered, as the events give it); a flow
+  // alone on it, capped at 2 C, runs at C, its narrowest link (bytes / C + its latency).
+  const Built b(test::builtin_scenario(R"("cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+      "workflows": {"w": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])"));
+  const std::uint32_t link = 0;
+  const TopoLink& l = b.topology.links()[link];
+  const auto single = [&](double cap_share, double bytes) {
+    CollectivePlan p{CollectiveOp::send_recv, CollectiveAlgo::ring};
+    p.route_links = {link};
+    p.steps = {{CollectiveFlow{l.from, l.to, bytes, 2e-6, cap_share * l.capacity_Bps, 0, 1}}};
+    return p;
+  };
+  CHECK_FALSE(times_at_bounds_s(b.topology, std::vector{single(0.6, 1e9), single(0.6, 3e9)}));
+  const std::vector roomy{single(0.4, 1e9), single(0.4, 3e9)};
+  const auto at_bounds = times_at_bounds_s(b.topology, roomy);
+  REQUIRE(at_bounds);
+  CHECK(*at_bounds == simulated_times_s(b.topology, roomy, FlowEvents::every_flow));
+  CHECK((*at_bounds)[1] == 3e9 / (0.4 * l.capacity_Bps) + 2e-6);
+  const std::vector alone{single(2, 1e9)};
+  REQUIRE(times_at_bounds_s(b.topology, alone));
+  CHECK((*times_at_bounds_s(b.topology, alone))[0] == 1e9 / l.capacity_Bps + 2e-6);
+  CHECK(simulated_times_s(b.topology, alone, FlowEvents::every_flow)[0] == 1e9 / l.capacity_Bps + 2e-6);
 }
 
 TEST_CASE("NVLS bus bandwidth exceeds the per-GPU link rate, ring's cannot", "[network][collective]") {

@@ -104,9 +104,9 @@ double analytical_time_s(const Topology& topo, const CollectivePlan& plan);
 // so that collectives on shared links slow each other; returns each plan's finish time. Where
 // times_at_bounds_s has them, they are its (the same, to the bit), unless `every_flow` asks for the model's
 // events all the same (tests compare the two).
-enum class FlowEvents : std::uint8_t { skip_when_unshared, every_flow };
+enum class FlowEvents : std::uint8_t { skip_where_never_full, every_flow };
 std::vector<double> simulated_times_s(const Topology& topo, std::span<const CollectivePlan> plans,
-                                      FlowEvents events = FlowEvents::skip_when_unshared);
+                                      FlowEvents events = FlowEvents::skip_where_never_full);
 // The flow model's times without its events, where no flow ever gives up rate to another: when the plans' flows,
 // every step of every plan in flight at once, each at its bound (its cap or the least capacity of its route), load
 // no link that two of them (or one twice) cross to within 1e-9 of its capacity. No value otherwise. A 1,024-rank
