@@ -288,6 +288,20 @@ TEST_CASE("the attention constants against FlashAttention-2's published forward 
   CHECK(tflops <= 0.73 * 312);
 }
 
+TEST_CASE("a share of peak fitted on one GPU carries to another as time lost beside the tensor cores", "[kernels]") {
+  // Attention at H100 and H20 sizes that fill whole waves on both (13,728 query blocks: 104 waves of 132 SMs, 176 of 78).
+  // On the H100 it runs at the fitted share s; on the H20, whose SMs do r = (148 / 78) / (989.4 / 132) of the H100's
+  // tensor work, the H100's lost time (1 / s - 1 of its tensor time) stays as it is: 1 / (1 + r (1 / s - 1)).
+  const GpuType& h100 = *Catalog::builtin().gpu("h100-sxm");
+  const GpuType& h20 = *Catalog::builtin().gpu("h20");
+  const KernelCall call{.cls = KernelClass::attention, .m = 4096, .n = 4096, .k = 128, .batch = 429};
+  const double s = builtin_kernel_constants()->hopper.attention_efficiency, r = (148.0 / 78) / (989.4 / 132);
+  const double on_h100 = KernelModel(h100).estimate(call, Dtype::bf16).compute_s, on_h20 = KernelModel(h20).estimate(call, Dtype::bf16).compute_s;
+  CHECK(on_h20 / on_h100 == Approx((176.0 / 104) * (989.4 / 132 * s) / (148.0 / 78 / (1 + r * (1 / s - 1)))).epsilon(1e-9));
+  // The GPU it was fitted on, and one of the same SMs (the H200), keep the share as fitted, to the bit.
+  CHECK(KernelModel(*Catalog::builtin().gpu("h200-sxm")).estimate(call, Dtype::bf16).compute_s == on_h100);
+}
+
 TEST_CASE("a GPU's kernel constants are a guess where borrowed, or fitted on a GPU whose tensor cores do far more an SM", "[kernels]") {
   const auto guess = [](const char* gpu) { return KernelModel(*Catalog::builtin().gpu(gpu)).guess(); };
   // Fitted on these, or on GPUs alike an SM (the H200 and H800 are H100s with other memory and links; the A30 is half an A100).

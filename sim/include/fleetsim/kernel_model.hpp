@@ -162,7 +162,12 @@ class KernelModel {
 
  private:
   KernelEstimate gemm(const KernelCall& call, Dtype dtype) const;
+  // A fitted share of the tensor peak, on this GPU: the time the fitted GPU lost to its peak (1 / share - 1 of the
+  // tensor cores' time: epilogues, softmax, stalls) does not shrink or grow with the tensor cores' rate, so where an SM
+  // does `ratio` times the fitted GPU's tensor work, the share is 1 / (1 + ratio (1 / share - 1)).
+  double share(double fitted_share, Dtype dtype) const;
   GpuType gpu_;
+  const GpuType* fitted_ = nullptr;  // the GPU the architecture's constants were fitted on (nullptr: none named)
   std::shared_ptr<const KernelConstants> k_;
   const KernelArchConstants* arch_ = nullptr;  // the GPU architecture's, within k_
 };

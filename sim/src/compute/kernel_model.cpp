@@ -258,14 +258,24 @@ std::shared_ptr<const KernelConstants> builtin_kernel_constants() {
 }
 
 KernelModel::KernelModel(const GpuType& gpu, std::shared_ptr<const KernelConstants> constants)
-    : gpu_(gpu), k_(std::move(constants)), arch_(&k_->of(gpu.arch)) {}
+    : gpu_(gpu), k_(std::move(constants)), arch_(&k_->of(gpu.arch)) {
+  if (!arch_->fitted_on.empty()) fitted_ = Catalog::builtin().gpu(arch_->fitted_on);
+}
+
+double KernelModel::share(double fitted_share, Dtype dtype) const {
+  if (fitted_ == nullptr || fitted_->id == gpu_.id) return fitted_share;
+  const double here = gpu_.peak_for(dtype) / std::max(1, gpu_.sms), there = fitted_->peak_for(dtype) / std::max(1, fitted_->sms);
+  if (here == there) return fitted_share;
+  return 1 / (1 + here / there * (1 / fitted_share - 1));
+}
 
 std::string KernelModel::guess() const {
   if (!arch_->borrowed.empty()) return arch_->borrowed;
-  const GpuType* fitted = arch_->fitted_on.empty() ? nullptr : Catalog::builtin().gpu(arch_->fitted_on);
+  const GpuType* fitted = fitted_;
   if (fitted == nullptr || fitted->id == gpu_.id) return "";
-  // The GEMM and attention constants are shares of the tensor cores' peak, which hold across GPUs whose tensor cores
-  // are alike; a GPU whose SMs do far less tensor work (an H20, GA102's A10 and A40) reaches other shares.
+  // The GEMM and attention constants are shares of the tensor cores' peak, carried to another GPU by share(): an
+  // assumption that matters little where the SMs' tensor work is alike, and much where it is not (an H20, GA102's A10
+  // and A40).
   const auto per_sm = [](const GpuType& g) { return g.peak_for(Dtype::bf16) / std::max(1, g.sms); };
   const double ratio = per_sm(*fitted) / per_sm(gpu_);
   if (ratio < 1.5 && ratio > 1 / 1.5) return "";
@@ -296,7 +306,7 @@ KernelEstimate KernelModel::gemm(const KernelCall& call, Dtype dtype) const {
     const auto [tm, tn] = k_->tiles[t];
     const double tiles = batch * std::ceil(m / tm) * std::ceil(n / tn);
     const double fp8 = call.block_scaled ? arch_->gemm_fp8_blockwise_efficiency : arch_->gemm_fp8_efficiency;
-    const double rate = per_sm * arch_->tile_efficiency[t] * (dtype == Dtype::fp8 ? fp8 : 1.0);
+    const double rate = per_sm * share(arch_->tile_efficiency[t], dtype) * (dtype == Dtype::fp8 ? fp8 : 1.0);
     for (double s : k_->split_k) {
       if (s > 1 && (tiles * s > 2 * sms || k / s < k_->split_k_min_k)) break;
       const double waves = std::ceil(tiles * s / sms);
@@ -348,7 +358,7 @@ KernelEstimate KernelModel::estimate(const KernelCall& c, Dtype dtype) const {
     const double block = std::min(k_->attention_block, c.m);
     const double keys = c.causal ? std::min(c.n, c.n - c.m / 2 + block / 2) : c.n;
     const double waves = std::ceil(c.batch * std::ceil(c.m / block) / sms);
-    const double rate = gpu_.peak_for(dtype) * gpu_.kernel_compute_scale[static_cast<std::size_t>(dtype)] / sms * arch_->attention_efficiency;
+    const double rate = gpu_.peak_for(dtype) * gpu_.kernel_compute_scale[static_cast<std::size_t>(dtype)] / sms * share(arch_->attention_efficiency, dtype);
     // A head dimension the kernels are not built for runs padded to the next one they are. QK^T at the
     // keys' dimension, PV at the values'.
     const auto padded = [&](double dim) {
