@@ -299,7 +299,33 @@ TEST_CASE("a share of peak fitted on one GPU carries to another as time lost bes
   const double on_h100 = KernelModel(h100).estimate(call, Dtype::bf16).compute_s, on_h20 = KernelModel(h20).estimate(call, Dtype::bf16).compute_s;
   CHECK(on_h20 / on_h100 == Approx((176.0 / 104) * (989.4 / 132 * s) / (148.0 / 78 / (1 + r * (1 / s - 1)))).epsilon(1e-9));
   // The GPU it was fitted on, and one of the same SMs (the H200), keep the share as fitted, to the bit.
-  CHECK(KernelModel(*Catalog::builtin().gpu("h200-sxm")).estimate(call, Dtype::bf16).compute_s == on_h100);
+  const GpuType& h200 = *Catalog::builtin().gpu("h200-sxm");
+  CHECK(KernelModel(h200).estimate(call, Dtype::bf16).compute_s == on_h100);
+  // A MIG slice keeps its SMs' design: half an H200's peak on the same SMs takes twice the time, its share as fitted.
+  GpuType half = h200;
+  for (double& peak : half.peak_flop_per_s) peak /= 2;
+  CHECK(KernelModel(half).estimate(call, Dtype::bf16).compute_s == 2 * on_h100);
+  CHECK(KernelModel(half).guess().empty());
+  // A GPU of unknown SM count is carried over as it is, and not called a guess on that account.
+  GpuType unknown = h20;
+  unknown.id = "my-gpu";
+  unknown.sms = 0;
+  CHECK(KernelModel(unknown).guess().empty());
+  // Constants fitted on the H20 are its own: no longer carried over from the H100, nor a guess there.
+  std::vector<MeasuredKernel> rows;
+  for (double m : {256.0, 1024.0, 4096.0}) {
+    MeasuredKernel row;
+    row.call = {.cls = KernelClass::gemm, .m = m, .n = 4096, .k = 4096};
+    row.time_s = KernelModel(h20).estimate(row.call, Dtype::bf16).time_s();
+    rows.push_back(row);
+  }
+  const auto on_its_own = fit_kernel_constants(h20, Dtype::bf16, rows, *builtin_kernel_constants(), "fitted on an H20");
+  CHECK(on_its_own->hopper.fitted_on == "h20");
+  CHECK(KernelModel(h20, on_its_own).guess().empty());
+  // fitted_on names a GPU of the built-in catalog.
+  std::string text = read_text_file(test::source_dir() + "/models/kernels.json");
+  text.replace(text.find("\"fitted_on\": \"h100-sxm\""), 23, "\"fitted_on\": \"h100-sxmm\"");
+  CHECK_THROWS_WITH(parse_kernel_constants(text, "k.json"), Catch::Contains("fitted_on: expected a GPU of the built-in catalog") && Catch::Contains("h100-sxmm"));
 }
 
 TEST_CASE("a GPU's kernel constants are a guess where borrowed, or fitted on a GPU whose tensor cores do far more an SM", "[kernels]") {

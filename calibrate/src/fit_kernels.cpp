@@ -101,6 +101,9 @@ std::shared_ptr<const KernelConstants> fit_kernel_constants(const GpuType& gpu, 
   auto fitted = std::make_shared<KernelConstants>(base);
   KernelArchConstants& arch = fitted->of(gpu.arch);
   arch.source = source;
+  // Fitted on this GPU now: its shares are its own (carried to others of its architecture from it), no longer borrowed.
+  arch.borrowed.clear();
+  arch.fitted_on = Catalog::builtin().gpu(gpu.id) != nullptr ? gpu.id : "";
   auto rows_of = [&](KernelClass cls) {
     std::vector<const MeasuredKernel*> rows;
     for (const MeasuredKernel& m : measured) {

@@ -168,6 +168,10 @@ class KernelModel {
   double share(double fitted_share, Dtype dtype) const;
   GpuType gpu_;
   const GpuType* fitted_ = nullptr;  // the GPU the architecture's constants were fitted on (nullptr: none named)
+  // Per dtype, the tensor work an SM of this GPU's design (the catalog's entry of its id: a MIG slice or a calibrated
+  // GPU keeps its SMs) against the fitted GPU's; 1 where none is named, an SM count is unknown, or the dtype runs
+  // on the CUDA cores (fp32, fp64).
+  std::array<double, kDtypeCount> tensor_ratio_{};
   std::shared_ptr<const KernelConstants> k_;
   const KernelArchConstants* arch_ = nullptr;  // the GPU architecture's, within k_
 };

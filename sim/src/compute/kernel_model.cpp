@@ -57,7 +57,13 @@ KernelArchConstants read_arch(ObjectReader& a, std::size_t tiles) {
   k.source = a.string("source", Need::required).value_or("");
   k.borrowed = a.string("borrowed", Need::optional).value_or("");
   k.fitted_on = a.string("fitted_on", Need::optional).value_or("");
+  if (!k.fitted_on.empty() && Catalog::builtin().gpu(k.fitted_on) == nullptr) {
+    a.problem("fitted_on", "expected a GPU of the built-in catalog (fleetsim catalog lists them), found \"" + k.fitted_on + "\"");
+  }
   k.tile_efficiency = read_numbers(a, "gemm_tile_efficiency", tiles, 1e-6);
+  if (std::any_of(k.tile_efficiency.begin(), k.tile_efficiency.end(), [](double e) { return e > 1; })) {
+    a.problem("gemm_tile_efficiency", "expected shares of peak of at most 1");
+  }
   k.k_overhead = a.number("gemm_k_overhead", Need::required, 0, 1e6).value_or(0);
   k.gemm_memory_efficiency = a.number("gemm_memory_efficiency", Need::required, 1e-6, 2).value_or(1);
   k.gemm_fixed_us = a.number("gemm_fixed_us", Need::required, 0, 1e6).value_or(0);
@@ -259,31 +265,38 @@ std::shared_ptr<const KernelConstants> builtin_kernel_constants() {
 
 KernelModel::KernelModel(const GpuType& gpu, std::shared_ptr<const KernelConstants> constants)
     : gpu_(gpu), k_(std::move(constants)), arch_(&k_->of(gpu.arch)) {
+  tensor_ratio_.fill(1.0);
   if (!arch_->fitted_on.empty()) fitted_ = Catalog::builtin().gpu(arch_->fitted_on);
+  const GpuType* listed = Catalog::builtin().gpu(gpu_.id);
+  const GpuType& design = listed != nullptr ? *listed : gpu_;
+  if (fitted_ == nullptr || fitted_->id == design.id || design.sms <= 0 || fitted_->sms <= 0) return;
+  const auto per_sm = [](const GpuType& g, Dtype d) { return g.peak_flop_per_s[static_cast<std::size_t>(d)] / g.sms; };
+  // A dtype one of the two has no peak of its own for falls back to another on it: compared as bf16 is.
+  const auto ratio = [&](Dtype d) { return per_sm(design, d) > 0 && per_sm(*fitted_, d) > 0 ? per_sm(design, d) / per_sm(*fitted_, d) : 0.0; };
+  const double bf16 = ratio(Dtype::bf16) > 0 ? ratio(Dtype::bf16) : ratio(Dtype::fp16);
+  for (Dtype d : {Dtype::tf32, Dtype::bf16, Dtype::fp16, Dtype::fp8, Dtype::int8}) {
+    const double r = ratio(d) > 0 ? ratio(d) : bf16;
+    tensor_ratio_[static_cast<std::size_t>(d)] = r > 0 ? r : 1.0;
+  }
 }
 
 double KernelModel::share(double fitted_share, Dtype dtype) const {
-  if (fitted_ == nullptr || fitted_->id == gpu_.id) return fitted_share;
-  const double here = gpu_.peak_for(dtype) / std::max(1, gpu_.sms), there = fitted_->peak_for(dtype) / std::max(1, fitted_->sms);
-  if (here == there) return fitted_share;
-  return 1 / (1 + here / there * (1 / fitted_share - 1));
+  const double r = tensor_ratio_[static_cast<std::size_t>(dtype)];
+  return r == 1.0 ? fitted_share : 1 / (1 + r * (1 / fitted_share - 1));
 }
 
 std::string KernelModel::guess() const {
   if (!arch_->borrowed.empty()) return arch_->borrowed;
-  const GpuType* fitted = fitted_;
-  if (fitted == nullptr || fitted->id == gpu_.id) return "";
   // The GEMM and attention constants are shares of the tensor cores' peak, carried to another GPU by share(): an
   // assumption that matters little where the SMs' tensor work is alike, and much where it is not (an H20, GA102's A10
   // and A40).
-  const auto per_sm = [](const GpuType& g) { return g.peak_for(Dtype::bf16) / std::max(1, g.sms); };
-  const double ratio = per_sm(*fitted) / per_sm(gpu_);
+  const double ratio = 1 / tensor_ratio_[static_cast<std::size_t>(Dtype::bf16)];  // the fitted GPU's work an SM against this one's
   if (ratio < 1.5 && ratio > 1 / 1.5) return "";
   char times[32];
   std::snprintf(times, sizeof times, "%.1f", ratio);
   std::string arch(gpu_arch_name(gpu_.arch));
   if (!arch.empty()) arch[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(arch[0])));
-  return arch + "'s constants were fitted on " + fitted->id + ", whose tensor cores do " + times +
+  return arch + "'s constants were fitted on " + fitted_->id + ", whose tensor cores do " + times +
          " times this GPU's work an SM: its GEMMs and attention are a guess";
 }
 

@@ -305,7 +305,9 @@ class Planner {
     }
     recommend(result);
     for (const std::string& type : spec_.node_types) {
-      for (std::string& why : kernel_guesses(type)) result.kernel_guesses.emplace_back(type, std::move(why));
+      const auto ran = std::find_if(result.points.begin(), result.points.end(), [&](const PlanPoint& p) { return p.node_type == type && p.ran(); });
+      if (ran == result.points.end()) continue;  // no times on it to qualify
+      for (std::string& why : kernel_guesses(*ran)) result.kernel_guesses.emplace_back(type, std::move(why));
     }
     return result;
   }
@@ -331,15 +333,11 @@ class Planner {
     }
   }
 
-  // Why a node type's kernel constants are a guess for this workload, as a run's summary says it: the base at the
-  // search's most nodes, or, where the base refuses that, on one node, as if the kernel model timed its work.
-  std::vector<std::string> kernel_guesses(const std::string& node_type) const {
-    try {
-      const Scenario sc = load_point(node_type, spec_.max_nodes, 0);
-      return borrowed_kernel_constants(sc.cluster, sc.workflows, !sc.serving.empty());
-    } catch (const InputError&) {
-      return borrowed_kernel_constants(cluster_of(node_type, 1), {}, true);
-    }
+  // Why a node type's kernel constants are a guess for this workload, as a run's summary says it: of the scenario a
+  // point of that node type ran.
+  std::vector<std::string> kernel_guesses(const PlanPoint& ran) const {
+    const Scenario sc = load_point(ran.node_type, ran.nodes, ran.fabric_index);
+    return borrowed_kernel_constants(sc.cluster, sc.workflows, !sc.serving.empty());
   }
 
   // A point's month both ways; it is ranked by the plan's basis.
