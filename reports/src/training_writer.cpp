@@ -122,7 +122,7 @@ void write_training_text(std::ostream& out, const TrainingJob& job, const Traini
       << (job.optimizer_moments != Dtype::fp32 ? ", Adam's moments in " + std::string(dtype_name(job.optimizer_moments)) : std::string())
       << (job.reduce_dtype != Dtype::bf16 ? ", gradients reduced in " + std::string(dtype_name(job.reduce_dtype)) : std::string())
       << (job.activation_fp8_input_store ? ", SwiGLU inputs kept in fp8" : "") << "\n";
-  const GpuType& gpu = Cluster(job.cluster).gpu_type(make_id<GpuId>(0));
+  const GpuType gpu = Cluster(job.cluster).gpu_type(make_id<GpuId>(0));  // a copy: the Cluster is a temporary
   const std::string guess = KernelModel(gpu).guess();
   if (job.compute_efficiency) {
     std::snprintf(line, sizeof line, "  compute: FLOP at %.3g of the datasheet peak (compute_efficiency); the kernel model would give %s\n\n",
