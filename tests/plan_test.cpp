@@ -358,7 +358,7 @@ TEST_CASE("each node type's best stands beside the recommendation: its cheapest 
   REQUIRE(r.kernel_guesses.size() == 1);
   CHECK(r.kernel_guesses[0].first == "l40s-pcie-8");
   CHECK_THAT(r.kernel_guesses[0].second, Catch::StartsWith("l40s (ada): Ampere's"));
-  CHECK(r.kernel_guess("hgx-h100-8") == nullptr);
+  CHECK(kernel_guess(r.kernel_guesses, "hgx-h100-8") == nullptr);
   std::istringstream lines(text.str());
   for (std::string line; std::getline(lines, line);) {
     if (line.starts_with("  l40s-pcie-8    ")) CHECK(line.ends_with(" (kernel constants a guess: below)"));
@@ -367,7 +367,7 @@ TEST_CASE("each node type's best stands beside the recommendation: its cheapest 
   }
   CHECK_THAT(text.str(), Catch::Contains("node types whose GPU's kernel constants are a guess") && Catch::Contains("  l40s-pcie-8: l40s (ada): Ampere's"));
   CHECK_THAT(plan_json(spec, r), Catch::Contains(R"("node_type": "l40s-pcie-8")") && Catch::Contains(R"("why": "l40s (ada): Ampere's)"));
-  CHECK(r.kernel_guess("rtx4090-pcie-8") == nullptr);
+  CHECK(kernel_guess(r.kernel_guesses, "rtx4090-pcie-8") == nullptr);
 }
 
 TEST_CASE("owning a cluster costs its purchase over its years, the energy it draws at its utilization and the space it is provisioned, by hand", "[plan][cost]") {

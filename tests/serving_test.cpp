@@ -425,6 +425,31 @@ TEST_CASE("a serving plan finds the fewest replicas meeting the SLOs by bisectio
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("a serving plan names the node types whose GPU's kernel constants are a guess", "[serving][plan][kernels]") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fleetsim-serving-guess-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "d.json") << deployment(R"(, "slos": [{"metric": "ttft", "percentile": 95, "target": "2 s"}])",
+                                              R"("rate": "2 /s", "count": 40, "prompt_tokens": 500, "output_tokens": 50)");
+  const std::string file = (dir / "plan.json").string();
+  // The H20's SMs do four times the tensor work of the H100 SXM's its constants were fitted on, the A10's 1.7
+  // times the A100's: guesses, in the search's order; the H100's own are not.
+  const ServingPlan plan = parse_serving_plan(
+      R"({"serving": "d.json", "search": {"node_types": ["hgx-h100-8", "hgx-h20-8", "a10-pcie-4"], "tp": [8], "replicas": {"min": 1, "max": 1}}, "rates": ["2 /s"], "seeds": 1})", file);
+  const ServingPlanResult r = plan_serving(plan, 2);
+  REQUIRE(r.kernel_guesses.size() == 2);
+  CHECK(r.kernel_guesses[0].first == "hgx-h20-8");
+  CHECK(r.kernel_guesses[0].second == borrowed_kernel_constants(cluster_of("hgx-h20-8", 1), {}, true).at(0));
+  CHECK_THAT(r.kernel_guesses[0].second, Catch::StartsWith("h20 (hopper): "));
+  CHECK(r.kernel_guesses[1].first == "a10-pcie-4");
+  CHECK_THAT(r.kernel_guesses[1].second, Catch::StartsWith("a10 (ampere): "));
+  CHECK(kernel_guess(r.kernel_guesses, "hgx-h100-8") == nullptr);
+  std::ostringstream text;
+  write_serving_plan_text(text, plan, r);
+  CHECK_THAT(text.str(), Catch::Contains("node types whose GPU's kernel constants are a guess (and so are the times below on them):\n  hgx-h20-8: h20 (hopper): "));
+  CHECK_THAT(serving_plan_json(plan, r), Catch::Contains(R"("node_type": "hgx-h20-8")"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("a serving plan searches prefill/decode splits and engine knobs, each point the deployment they make", "[serving][plan]") {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("fleetsim-serving-plan-pd-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);

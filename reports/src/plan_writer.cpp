@@ -70,7 +70,7 @@ std::string option_text(const PlanResult& r, const PlanRecommendation& rec, cons
     std::snprintf(line, sizeof line, "%-16s cannot run the workload", o.node_type.c_str());
   }
   const bool ran = o.point || o.closest;
-  return line + std::string(ran && r.kernel_guess(o.node_type) != nullptr ? " (kernel constants a guess: below)" : "");
+  return line + std::string(ran && kernel_guess(r.kernel_guesses, o.node_type) != nullptr ? " (kernel constants a guess: below)" : "");
 }
 
 std::string load_name(double load) {
@@ -141,7 +141,7 @@ void write_plan_text(std::ostream& out, const PlanSpec& spec, const PlanResult& 
     const PlanPoint& p = r.points[*rec.point];
     const PlanPoint& c = r.points[*rec.confirmed];
     out << configuration(p) << ", " << usd(p.monthly_usd) << " a month"
-        << (r.kernel_guess(p.node_type) != nullptr ? " (its GPU's kernel constants a guess: below)" : "") << "\n";
+        << (kernel_guess(r.kernel_guesses, p.node_type) != nullptr ? " (its GPU's kernel constants a guess: below)" : "") << "\n";
     if (spec.cost.given) out << "  " << cost_text(spec.cost, p.cost) << "\n";
     for (std::size_t i = 0; i < p.slos.size(); ++i) {
       const SloStats& s = p.slos[i];
@@ -254,7 +254,7 @@ void write_plan_html(std::ostream& out, const PlanSpec& spec, const PlanResult& 
     }
     out << ".";
     if (spec.cost.given) out << " " << html::escape(cost_text(spec.cost, p.cost)) << ".";
-    if (r.kernel_guess(p.node_type) != nullptr) out << " Its GPU's kernel constants are a guess (below).";
+    if (kernel_guess(r.kernel_guesses, p.node_type) != nullptr) out << " Its GPU's kernel constants are a guess (below).";
     out << "</li>\n";
   }
   out << "</ul>\n";

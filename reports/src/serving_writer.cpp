@@ -351,6 +351,10 @@ void write_serving_plan_text(std::ostream& out, const ServingPlan& plan, const S
   out << "serving plan  " << plan.file << "  (" << plan.base_file << "; " << plan.seeds << " seed" << (plan.seeds == 1 ? "" : "s") << " a point, "
       << format_number(static_cast<double>(r.points.size())) << " points simulated)\n";
   if (plan.cost.given) out << cost_basis_text(plan.cost) << "\n";
+  if (!r.kernel_guesses.empty()) {
+    out << "node types whose GPU's kernel constants are a guess (and so are the times below on them):\n";
+    for (const auto& [type, why] : r.kernel_guesses) out << "  " << type << ": " << why << "\n";
+  }
   char line[1024];
   // A column for the split and knobs where the plan searches them.
   const bool setups = plan.prefill_shares.size() > 1 || plan.prefill_shares.front() > 0 || plan.knob_settings.size() > 1 || plan.dp_attentions.size() > 1 ||
@@ -379,7 +383,7 @@ void write_serving_plan_text(std::ostream& out, const ServingPlan& plan, const S
       out << "  recommended: " << pick->replicas << " replica" << (pick->replicas == 1 ? "" : "s") << " of " << pick->engine << " at TP " << pick->tp << (pick->pp > 1 ? " x PP " + std::to_string(pick->pp) : std::string()) << " on "
           << pick->nodes << " " << pick->node_type << " node" << (pick->nodes == 1 ? "" : "s") << " (" << pick->gpus << " GPUs)"
           << (setups ? " (" + point_setup(*pick) + ")" : std::string()) << ", $" << format_number(pick->usd_per_month)
-          << " a month: " << point_slos(*pick) << "\n";
+          << " a month: " << point_slos(*pick) << (kernel_guess(r.kernel_guesses, pick->node_type) != nullptr ? " (its GPU's kernel constants a guess: above)" : "") << "\n";
       if (plan.cost.given) out << "    " << cost_text(plan.cost, pick->cost) << "\n";
     } else {
       out << "  recommended: none; no deployment searched meets every SLO at this rate (more replicas, other GPUs or looser targets)\n";
@@ -405,7 +409,10 @@ std::string serving_plan_json(const ServingPlan& plan, const ServingPlanResult& 
   for (const ServingPoint& p : r.lines) lines.push_back(point(p));
   for (const ServingPoint& p : r.points) points.push_back(point(p));
   for (const auto& p : r.recommended) picks.push_back(p ? point(*p) : nlohmann::ordered_json());
-  const nlohmann::ordered_json j{{"plan", plan.file}, {"serving", plan.base_file}, {"seeds", plan.seeds}, {"recommended", picks}, {"lines", lines}, {"points", points}};
+  nlohmann::ordered_json guesses = nlohmann::ordered_json::array();
+  for (const auto& [type, why] : r.kernel_guesses) guesses.push_back({{"node_type", type}, {"why", why}});
+  const nlohmann::ordered_json j{{"plan", plan.file},      {"serving", plan.base_file}, {"seeds", plan.seeds},         {"recommended", picks},
+                                 {"lines", lines},         {"points", points},          {"kernel_guesses", guesses}};
   return j.dump(2) + "\n";
 }
 

@@ -95,4 +95,9 @@ std::vector<std::string> borrowed_kernel_constants(const ClusterSpec& cluster, c
   return out;
 }
 
+const std::string* kernel_guess(const KernelGuesses& guesses, const std::string& node_type) {
+  const auto it = std::find_if(guesses.begin(), guesses.end(), [&](const auto& g) { return g.first == node_type; });
+  return it == guesses.end() ? nullptr : &it->second;
+}
+
 }  // namespace fleetsim

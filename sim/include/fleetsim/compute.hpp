@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "fleetsim/catalog.hpp"
@@ -52,6 +53,11 @@ std::optional<double> recorded_time_factor(const TaskSpec& task, const GpuType& 
 // something: a workflow's model steps or training iterations, or serving deployments (`serving`). For a run's
 // notes and a plan's, never silent.
 std::vector<std::string> borrowed_kernel_constants(const ClusterSpec& cluster, const std::vector<Workflow>& workflows, bool serving = false);
+// A plan's node types whose GPU's kernel constants are a guess where its workload is timed by them, each with
+// why ("l40s (ada): ...", borrowed_kernel_constants of a cluster of that type), in the search's order: its pages
+// say so beside the numbers timed on them.
+using KernelGuesses = std::vector<std::pair<std::string, std::string>>;
+const std::string* kernel_guess(const KernelGuesses& guesses, const std::string& node_type);  // nullptr: none
 
 class ComputeModel {
  public:

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "fleetsim/compare.hpp"
+#include "fleetsim/compute.hpp"
 #include "fleetsim/cost.hpp"
 #include "fleetsim/profile.hpp"
 #include "fleetsim/scenario.hpp"
@@ -98,10 +99,7 @@ struct PlanRecommendation {
 struct PlanResult {
   std::vector<PlanPoint> points;  // every simulated point: by load, node type, fabric, policy, nodes; confirmations last
   std::vector<PlanRecommendation> loads;
-  // Node types whose GPU's kernel constants are a guess where the workload is timed by them, and why
-  // ("l40s (ada): ...", borrowed_kernel_constants), in the search's order: said beside their numbers.
-  std::vector<std::pair<std::string, std::string>> kernel_guesses;
-  const std::string* kernel_guess(const std::string& node_type) const;
+  KernelGuesses kernel_guesses;
 };
 
 struct PlanOptions {

@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "fleetsim/catalog.hpp"
+#include "fleetsim/compute.hpp"
 #include "fleetsim/cost.hpp"
 #include "fleetsim/model_profile.hpp"
 #include "fleetsim/scenario.hpp"
@@ -450,6 +451,7 @@ struct ServingPlanResult {
   std::vector<ServingPoint> points;  // every point simulated, in search order
   std::vector<ServingPoint> lines;   // the fewest replicas meeting the SLOs on each line, or the line's largest count where none did
   std::vector<std::optional<ServingPoint>> recommended;  // per rate
+  KernelGuesses kernel_guesses;  // of the node types some point of which ran
 };
 ServingPlanResult plan_serving(const ServingPlan& plan, unsigned threads);
 

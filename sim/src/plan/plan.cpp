@@ -639,11 +639,6 @@ class Planner {
 
 }  // namespace
 
-const std::string* PlanResult::kernel_guess(const std::string& node_type) const {
-  const auto it = std::find_if(kernel_guesses.begin(), kernel_guesses.end(), [&](const auto& g) { return g.first == node_type; });
-  return it == kernel_guesses.end() ? nullptr : &it->second;
-}
-
 PlanResult run_plan(const PlanSpec& spec, const PlanOptions& options) {
   if (spec.node_types.empty()) throw InputError({Problem{spec.file, "/search/node_types", "expected at least one node type"}});
   return Planner(spec, options).run();

@@ -378,6 +378,11 @@ ServingPlanResult plan_serving(const ServingPlan& plan, unsigned threads) {
     }
     out.recommended.push_back(pick);
   }
+  for (const std::string& type : plan.node_types) {
+    const bool ran = std::any_of(out.points.begin(), out.points.end(), [&](const ServingPoint& p) { return p.node_type == type && p.verdict != ServingPoint::Verdict::does_not_fit; });
+    if (!ran) continue;  // no times on it to qualify
+    for (std::string& why : borrowed_kernel_constants(cluster_of(type, 1), {}, true)) out.kernel_guesses.emplace_back(type, std::move(why));
+  }
   return out;
 }
 
