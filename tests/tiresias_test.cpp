@@ -136,6 +136,33 @@ TEST_CASE("a starving job goes back to the end of the first queue", "[policy][ti
   CHECK(end_of(promoted, 0) == Approx(30));
 }
 
+TEST_CASE("a waiting task's queue follows the service its instance's other tasks received", "[policy][tiresias]") {
+  // X: a (1 s), then b (3 s) and c (1 s) both after a; Y (1 s) at 2 s; threshold 3 GPU-seconds. a runs 0-1,
+  // then b (first in the queue) while c waits. At 3 s X has had 3 GPU-seconds: b passes into queue 1 and is
+  // suspended for Y, still in queue 0. c waits in queue 1 with its instance (1 GPU-second when it joined, 3
+  // once b stopped), so Y runs 3-4, then c (in queue 1 since 1 s) 4-5 and b 5-6. Keyed once when it joined,
+  // c would have run at 3 s, ahead of Y.
+  const std::string workflows = R"("x": {"tasks": [{"name": "a", "work": {"flop": "100 TFLOP"}}, {"name": "b", "work": {"flop": "300 TFLOP"}},
+      {"name": "c", "work": {"flop": "100 TFLOP"}}], "edges": [{"from": "a", "to": "b"}, {"from": "a", "to": "c"}]}, )" + job("y", 1);
+  const std::string workload = arrivals("x", R"("0 s")") + ", " + arrivals("y", R"("2 s")");
+  for (const char* name : {"las", "gittins"}) {
+    INFO(name);
+    const RunResult run = simulate(one_gpu(std::string(R"({"name": ")") + name + R"(", "params": {"thresholds": "3"}})", workflows, workload));
+    const auto start_of = [&](std::uint32_t instance, std::uint32_t task) {  // its last start
+      for (const TaskRecord& t : run.trace.tasks) {
+        if (index(t.instance) == instance && t.task == task) return t.start_s;
+      }
+      return -1.0;
+    };
+    CHECK(start_of(1, 0) == Approx(3));  // y
+    CHECK(start_of(0, 2) == Approx(4));  // c
+    CHECK(start_of(0, 1) == Approx(5));  // b, resumed
+    CHECK(end_of(run, 1) == Approx(4));
+    CHECK(end_of(run, 0) == Approx(6));
+    CHECK(run.summary.tasks_preempted == 1);
+  }
+}
+
 TEST_CASE("on a heavy-tailed trace las and gittins differ from fifo and from each other", "[policy][tiresias][compare]") {
   // 300 jobs of 1-4 GPUs with Pareto (alpha 1.1) durations on 8 GPUs, arriving faster than FIFO
   // clears them. Preemptive LAS and Gittins both cut the mean completion time; their orders differ.

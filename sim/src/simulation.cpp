@@ -216,7 +216,9 @@ class Run {
     round_wanted_ = false;
     tasks_.start_on_instance_gpus();
     // A time-sliced GPU may take more tasks than one per round: another round, at once.
+    const std::size_t listed = occupancy_.attained_changes();
     if (round_.play(tasks_, listeners_) && tasks_.shared().any()) round_wanted_ = true;
+    occupancy_.drop_attained_changes(listed);
     // Only the latest round's wish stands: an earlier wake-up goes stale.
     ++wake_generation_;
     if (const double at_s = round_.wake_at_s(); std::isfinite(at_s) && at_s > queue_.now()) queue_.push(at_s, kPolicyWake, wake_generation_);

@@ -85,6 +85,7 @@ class ClusterView {
     std::span<const std::uint8_t> tenant_private;  // tenants that share no physical GPU (MIG instances) with others
     std::span<const RunningTask> running;          // in no particular order
     const std::uint32_t* free_gpu_total = nullptr;  // the sum of free_gpus_per_node, kept as GPUs change state
+    std::span<const InstanceId> attained_changed;   // instances whose attained service grew since the last round
   };
   static constexpr std::int32_t kNoRank = std::numeric_limits<std::int32_t>::max();
   // Preemption rank of a task: its tenant's priority, interactive above batch at equal priority.
@@ -133,6 +134,11 @@ class ClusterView {
   double tenant_quota(TenantId tenant) const { return state_.tenant_quota[index(tenant)]; }
   // GPU-seconds the instance has received from tasks that have released their GPUs.
   double attained_s(InstanceId instance) const { return state_.instance_attained_s[index(instance)]; }
+  // The instances whose attained_s grew since the last round's view was taken (an instance once or more, in
+  // no order), so a policy that keys waiting tasks by their instance's service can keep its keys between
+  // rounds. A round in which the policy is not asked (no task waits, or every GPU is busy under
+  // Policy::idle_when_full) counts: such a policy is asked in every round where a task waits.
+  std::span<const InstanceId> attained_changed() const { return state_.attained_changed; }
   // The tasks running now; with attained_now_s, what their instance has received up to now.
   std::span<const RunningTask> running() const { return state_.running; }
   double attained_now_s(const RunningTask& t) const { return attained_s(t.instance) + (now_s_ - t.started_s) * t.gpus; }

@@ -68,6 +68,8 @@ class Greedy : public Policy {
   virtual bool allowed(const ClusterView& /*view*/, const ReadyTask& /*task*/) { return true; }
   virtual void placed(const ClusterView& /*view*/, const ReadyTask& /*task*/, Decisions& /*out*/) {}
   virtual void blocked(const ClusterView& /*view*/, const ReadyTask& /*task*/) {}
+  // The place in `ready` of the task that joined as `joined` (ReadyTask::joined), or none where it has left.
+  static std::optional<std::uint32_t> place_of(std::span<const ReadyTask> ready, std::uint64_t joined);
 
  private:
   // With idle_only, only GPUs that run nothing; else time-sliced GPUs with a task slot left too.
@@ -105,8 +107,6 @@ class Greedy : public Policy {
   // in the queue; none where the tenant has none left.
   std::optional<TenantHead> first_queued(std::span<const ReadyTask> ready, std::set<Keyed>::iterator at, double tenant, double key);
   std::vector<TenantHead> tenant_heads_;  // a min-heap
-  // The place in `ready` of the task that joined as `joined`, or none where it has left.
-  static std::optional<std::uint32_t> place_of(std::span<const ReadyTask> ready, std::uint64_t joined);
   std::set<Keyed> kept_;
   std::uint64_t last_joined_ = 0;  // the last task added to kept_
   bool taken(GpuId g) const { return taken_[index(g)] == round_; }

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <limits>
+#include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -11,6 +14,7 @@
 #include "fleetsim/catalog.hpp"
 #include "fleetsim/error.hpp"
 #include "fleetsim/units.hpp"
+#include "fleetsim/workflow.hpp"
 #include "counting_walk.hpp"
 
 namespace fleetsim::policies {
@@ -35,119 +39,219 @@ class Tiresias final : public CountingWalk {
     double restore_s;
     std::vector<double> sizes_gpu_s;  // sorted past job sizes the index is over; empty: the workload's own
   };
-  explicit Tiresias(Settings settings) : s_(std::move(settings)) {}
+  explicit Tiresias(Settings settings) : s_(std::move(settings)), waiting_(WalkOrder{s_.gittins}) {}
 
  private:
   struct Job {
     std::uint32_t queue;
-    double service_gpu_s;  // received since it was last promoted
-    double index;     // Gittins index (0 under LAS)
-    bool waiting;     // ready, not running
-    double ready_s;   // joined its queue
-    std::uint32_t gpus;
-    std::uint32_t ref;  // into ready, or into view.running()
+    double index;          // Gittins index (0 under LAS)
+    bool waiting;          // ready, not running
+    double ready_s;        // joined its queue
+    std::uint64_t joined;  // waiting: the ready queue's count when it joined (ReadyTask::joined)
     TaskId task;
-    std::uint64_t version;  // which of the task's keys this is (see keys_)
+    std::uint32_t gpus;
+    double service_gpu_s;  // received since it was last promoted
+    std::uint32_t ref;     // running: into view.running()
+    std::uint64_t version; // running: which of the task's entries in running_ this is
+  };
+  // The walk's order: queue, then (Gittins) the index, highest first, or (LAS) running before waiting;
+  // then the time it joined its queue; waiting jobs in ready order, running ones by task number.
+  struct WalkOrder {
+    bool gittins;
+    bool operator()(const Job& a, const Job& b) const {
+      if (a.queue != b.queue) return a.queue < b.queue;
+      if (gittins && a.index != b.index) return a.index > b.index;
+      if (!gittins && a.waiting != b.waiting) return !a.waiting;
+      if (a.ready_s != b.ready_s) return a.ready_s < b.ready_s;
+      if (a.waiting != b.waiting) return !a.waiting;
+      return a.waiting ? a.joined < b.joined : index(a.task) < index(b.task);
+    }
   };
 
   bool preempts() const override { return s_.preempt; }
 
-  // The walk's order: queue, then (Gittins) the index, highest first, or (LAS) running before waiting;
-  // then the time it joined its queue; waiting jobs in ready order, running ones by task number.
-  bool before(const Job& a, const Job& b) const {
-    if (a.queue != b.queue) return a.queue < b.queue;
-    if (s_.gittins && a.index != b.index) return a.index > b.index;
-    if (!s_.gittins && a.waiting != b.waiting) return !a.waiting;
-    if (a.ready_s != b.ready_s) return a.ready_s < b.ready_s;
-    if (a.waiting != b.waiting) return !a.waiting;
-    return a.waiting ? a.ref < b.ref : index(a.task) < index(b.task);
+  // Waiting jobs stay keyed in walk order from round to round (waiting_): a waiting job's key moves only when
+  // its instance's service grows (a task of it ran: ClusterView::attained_changed), its instance is promoted,
+  // or its gang size moves (an elastic task's). A round keys the tasks that joined and those, sorts the
+  // running jobs (their service grows as they run), and walks both together until every GPU is counted
+  // for: it costs what changed and what it allows, not the queue's length. A task that left the queue is
+  // dropped when a walk meets it, or in a sweep once the keys hold twice the queue.
+  bool order(const ClusterView& view, std::span<const ReadyTask> ready, std::vector<std::uint32_t>& /*order*/) override {
+    ++round_;
+    if (!ready.empty()) {  // the tasks that joined since the last round are at the queue's end
+      std::size_t first_new = ready.size();
+      while (first_new > 0 && ready[first_new - 1].joined > last_joined_) --first_new;
+      for (std::size_t i = first_new; i < ready.size(); ++i) key(view, ready[i]);
+      last_joined_ = std::max(last_joined_, ready.back().joined);
+    }
+    for (InstanceId instance : view.attained_changed()) {
+      if (index(instance) >= instance_round_.size()) instance_round_.resize(index(instance) + 1, 0);
+      if (instance_round_[index(instance)] == round_) continue;
+      instance_round_[index(instance)] = round_;
+      rekey_instance(view, ready, instance);
+    }
+    std::erase_if(elastic_, [&](TaskId task) {
+      if (rekey(view, ready, task)) return false;
+      listed_[index(task)] &= ~kElastic;
+      return true;
+    });
+    if (s_.starvation > 0) {
+      // Promotions come due with time: the jobs whose due time has come (a hair of tolerance for the
+      // rounding of the sum; key() checks the condition itself).
+      due_now_.clear();
+      const double limit = view.now() + 1e-9 * std::max(1.0, std::abs(view.now()));
+      for (auto d = due_.begin(); d != due_.end() && d->at_s <= limit; ++d) due_now_.push_back(d->task);
+      for (TaskId task : due_now_) rekey(view, ready, task);
+      while (!promoted_now_.empty()) {  // a promotion moves every waiting task of its instance
+        const InstanceId instance = promoted_now_.back();
+        promoted_now_.pop_back();
+        rekey_instance(view, ready, instance);
+      }
+    }
+    order_running(view);
+    if (waiting_.size() > 2 * ready.size() + 1024) {
+      for (auto w = waiting_.begin(); w != waiting_.end();) {
+        const Job& j = *w++;
+        if (!place_of(ready, j.joined)) forget(j.task);
+      }
+    }
+    return true;  // the walk gives the order (narrow)
   }
 
-  // jobs_ holds every job in walk order, kept from round to round: a job whose place cannot have moved
-  // (a waiting job's service does not grow; a running job's LAS queue changes only at a threshold) keeps
-  // it, and only the others are sorted in. A round costs what changed, not a sort of the whole queue
-  // (under Gittins every running job's index moves: those are sorted every round).
-  bool order(const ClusterView& view, std::span<const ReadyTask> ready, std::vector<std::uint32_t>& order) override {
-    ++round_;
+  // running_ in walk order. Under LAS a running job keeps its place from round to round until it passes a
+  // threshold (its service grows, but its key is its queue and when it joined): only the new and the moved are
+  // sorted in, so a round costs a pass over the running jobs, not a sort of them. Under Gittins every running
+  // job's index moves: they are sorted every round.
+  void order_running(const ClusterView& view) {
     fresh_.clear();
-    for (std::uint32_t i = 0; i < ready.size(); ++i) {
-      const ReadyTask& t = ready[i];
-      double service = view.attained_s(t.instance) - promoted_at(t.instance);
-      // Promotion: waited `starvation` times as long as it ran since it was last in queue 0. It joins
-      // the back of queue 0.
-      if (s_.starvation > 0 && queue_of(service) > 0 && view.now() - t.ready_s >= s_.starvation * service / t.gpus) {
-        if (index(t.instance) >= promoted_.size()) promoted_.resize(index(t.instance) + 1);
-        promoted_[index(t.instance)] = {view.attained_s(t.instance), view.now()};
-        service = 0;
-      }
-      const double joined_s = index(t.instance) < promoted_.size() ? std::max(t.ready_s, promoted_[index(t.instance)].at_s) : t.ready_s;
-      Key& k = key(t.task);
-      const bool same = k.job.waiting && k.job.service_gpu_s == service && k.job.ready_s == joined_s && k.job.gpus == t.gpus;
-      keep_or_renew(k, same, {queue_of(service), service, 0, true, joined_s, t.gpus, i, t.task, 0}, view);
-    }
     const std::span<const RunningTask> running = view.running();
     for (std::uint32_t j = 0; j < running.size(); ++j) {
       const RunningTask& r = running[j];
       const double service = view.attained_now_s(r) - promoted_at(r.instance);
-      const std::uint32_t queue = queue_of(service);
-      Key& k = key(r.task);
-      const bool same = !s_.gittins && !k.job.waiting && k.job.queue == queue && k.job.ready_s == r.ready_s && k.job.gpus == r.gpus;
-      keep_or_renew(k, same, {queue, service, 0, false, r.ready_s, r.gpus, j, r.task, 0}, view);
+      Job job{queue_of(service), gittins(view, service), false, r.ready_s, 0, r.task, r.gpus, service, j, 0};
+      if (index(r.task) >= ran_.size()) ran_.resize(index(r.task) + 1);
+      Ran& k = ran_[index(r.task)];
+      const bool kept = !s_.gittins && k.round + 1 == round_ && k.queue == job.queue && k.ready_s == job.ready_s && k.gpus == job.gpus;
+      job.version = kept ? k.version : ++versions_;
+      if (!kept) fresh_.push_back(job);
+      k = {round_, job.version, job.ready_s, service, job.queue, job.gpus, j};
     }
-    // Jobs that left (placed, ended, suspended) or moved go; the rest take this round's ready index
-    // and service (neither moves a job against its neighbours); the moved and new are merged in.
-    std::erase_if(jobs_, [&](const Job& j) {
-      const Key& k = keys_[index(j.task)];
-      return k.round != round_ || k.job.version != j.version;
+    // Those that stopped or moved go; the rest take this round's service and place in view.running().
+    std::erase_if(running_, [&](Job& j) {
+      const Ran& k = ran_[index(j.task)];
+      if (k.round != round_ || k.version != j.version) return true;
+      j.service_gpu_s = k.service_gpu_s;
+      j.ref = k.ref;
+      return false;
     });
-    for (Job& j : jobs_) {
-      const Job& now = keys_[index(j.task)].job;
-      j.ref = now.ref;
-      j.service_gpu_s = now.service_gpu_s;
+    const WalkOrder before{s_.gittins};
+    std::sort(fresh_.begin(), fresh_.end(), before);
+    const auto kept = static_cast<std::ptrdiff_t>(running_.size());
+    running_.insert(running_.end(), fresh_.begin(), fresh_.end());
+    std::inplace_merge(running_.begin(), running_.begin() + kept, running_.end(), before);
+  }
+
+  // Keys the waiting task afresh where its service, queue time or gang size moved (or it is new), promoting
+  // it first where it waited `starvation` times as long as it ran since it was last in queue 0.
+  void key(const ClusterView& view, const ReadyTask& t) {
+    double service = view.attained_s(t.instance) - promoted_at(t.instance);
+    if (s_.starvation > 0 && queue_of(service) > 0 && view.now() - t.ready_s >= s_.starvation * service / t.gpus) {
+      if (index(t.instance) >= promoted_.size()) promoted_.resize(index(t.instance) + 1);
+      promoted_[index(t.instance)] = {view.attained_s(t.instance), view.now()};
+      promoted_now_.push_back(t.instance);
+      service = 0;  // it joins the back of queue 0
     }
-    const auto cmp = [this](const Job& a, const Job& b) { return before(a, b); };
-    std::sort(fresh_.begin(), fresh_.end(), cmp);
-    const auto kept = static_cast<std::ptrdiff_t>(jobs_.size());
-    jobs_.insert(jobs_.end(), fresh_.begin(), fresh_.end());
-    std::inplace_merge(jobs_.begin(), jobs_.begin() + kept, jobs_.end(), cmp);
-    order.clear();
-    for (const Job& j : jobs_) {
-      if (j.waiting) order.push_back(j.ref);
+    const double joined_s = index(t.instance) < promoted_.size() ? std::max(t.ready_s, promoted_[index(t.instance)].at_s) : t.ready_s;
+    if (index(t.task) >= keyed_.size()) {
+      keyed_.resize(index(t.task) + 1);
+      next_of_task_.resize(index(t.task) + 1, 0);
+      listed_.resize(index(t.task) + 1, 0);
     }
+    Keyed& k = keyed_[index(t.task)];
+    const bool keyed = k.job.joined != 0;
+    if (keyed && k.job.joined == t.joined && k.job.service_gpu_s == service && k.job.ready_s == joined_s && k.job.gpus == t.gpus) return;
+    // A new stay in the queue: listed where its key may move, unless still listed from an earlier one. (Only
+    // here do the lists grow, so a rekey may key the tasks of a list as it walks it.)
+    std::uint8_t& listed = listed_[index(t.task)];
+    if ((listed & kOnInstanceList) == 0) {
+      if (index(t.instance) >= first_of_instance_.size()) first_of_instance_.resize(index(t.instance) + 1, 0);
+      next_of_task_[index(t.task)] = first_of_instance_[index(t.instance)];
+      first_of_instance_[index(t.instance)] = index(t.task) + 1;
+      listed |= kOnInstanceList;
+    }
+    if (t.spec->elastic && (listed & kElastic) == 0) {
+      elastic_.push_back(t.task);
+      listed |= kElastic;
+    }
+    if (keyed) forget(t.task);
+    k.job = {queue_of(service), gittins(view, service), true, joined_s, t.joined, t.task, t.gpus, service, 0, 0};
+    waiting_.insert(k.job);
+    k.due_s = std::numeric_limits<double>::infinity();
+    if (s_.starvation > 0 && k.job.queue > 0) {
+      k.due_s = t.ready_s + s_.starvation * service / t.gpus;
+      due_.insert({k.due_s, t.joined, t.task});
+    }
+  }
+
+  // key() for a listed task that still waits (true); false where it left the queue (its entries dropped).
+  bool rekey(const ClusterView& view, std::span<const ReadyTask> ready, TaskId task) {
+    const std::uint64_t joined = keyed_[index(task)].job.joined;
+    const std::optional<std::uint32_t> place = joined != 0 ? place_of(ready, joined) : std::nullopt;
+    if (!place) {
+      if (joined != 0) forget(task);
+      return false;
+    }
+    key(view, ready[*place]);
     return true;
   }
 
-  struct Key {
-    std::uint64_t round = 0;  // the last round the task was a job (waiting or running)
-    Job job{};                // as of that round; job.version 0: never
-  };
-  Key& key(TaskId task) {
-    if (index(task) >= keys_.size()) keys_.resize(index(task) + 1);
-    return keys_[index(task)];
+  // rekey() for the tasks of the instance's list; those no longer waiting leave it.
+  void rekey_instance(const ClusterView& view, std::span<const ReadyTask> ready, InstanceId instance) {
+    if (index(instance) >= first_of_instance_.size()) return;
+    std::uint32_t* link = &first_of_instance_[index(instance)];
+    while (*link != 0) {
+      const TaskId task = make_id<TaskId>(*link - 1);
+      if (rekey(view, ready, task)) {
+        link = &next_of_task_[index(task)];
+      } else {
+        *link = next_of_task_[index(task)];
+        listed_[index(task)] &= ~kOnInstanceList;
+      }
+    }
   }
 
-  // The task's job this round: its place in jobs_ kept when `same` held last round too, else a new
-  // version to sort in.
-  void keep_or_renew(Key& k, bool same, Job job, const ClusterView& view) {
-    if (k.job.version != 0 && k.round + 1 == round_ && same) {
-      job.index = k.job.index;
-      job.version = k.job.version;
-    } else {
-      job.index = gittins(view, job.service_gpu_s);
-      job.version = ++versions_;
-      fresh_.push_back(job);
-    }
-    k = Key{round_, job};
+  // Drops a task's entries (it left the queue, or is keyed afresh).
+  void forget(TaskId task) {
+    Keyed& k = keyed_[index(task)];
+    waiting_.erase(k.job);
+    if (std::isfinite(k.due_s)) due_.erase({k.due_s, k.job.joined, task});
+    k.job.joined = 0;
   }
 
   void begin_round(const ClusterView& view, std::span<const ReadyTask> ready, Decisions& out) override {
     // Without preemption running jobs keep their GPUs: only the free ones are handed out.
     const std::span<const RunningTask> running = view.running();
     begin_walk(view, s_.preempt);
-    for (const Job& j : jobs_) {
-      if (j.waiting) {
-        walk_waiting(ready, j.ref);
-      } else if (s_.preempt && !keeps_gpus(running[j.ref])) {
+    const WalkOrder before{s_.gittins};
+    auto w = waiting_.begin();
+    for (std::size_t r = 0; w != waiting_.end() || r < running_.size();) {
+      if (w != waiting_.end() && (r == running_.size() || before(*w, running_[r]))) {
+        if (walk_done()) {  // every job left waiting is held back
+          w = waiting_.end();
+          continue;
+        }
+        const TaskId task = w->task;
+        const std::optional<std::uint32_t> place = place_of(ready, w->joined);
+        ++w;
+        if (place) {
+          walk_waiting(ready, *place);
+        } else {
+          forget(task);  // it left the queue
+        }
+        continue;
+      }
+      const Job& j = running_[r++];
+      if (s_.preempt && !keeps_gpus(running[j.ref])) {
         out.suspend(running[j.ref].first_gpu, "a job of a higher-priority queue needs its GPUs (this job is in queue " + std::to_string(j.queue) + ")", s_.restore_s);
       }
     }
@@ -160,14 +264,19 @@ class Tiresias final : public CountingWalk {
   }
 
   // While jobs are held back, the order changes when a running job passes a threshold (see also
-  // placed()), or a held job's promotion comes due: a round is wanted then. A task allowed but not
-  // placed (it does not fit) asks nothing: its service does not grow.
-  void ask_to_wake(const ClusterView& view, std::span<const ReadyTask> ready, Decisions& out) const {
-    for (const Job& j : jobs_) {
-      if (!j.waiting) {
-        wake_at_threshold(view, j.service_gpu_s, j.gpus, out);
-      } else if (s_.starvation > 0 && j.queue > 0 && !is_allowed(ready[j.ref])) {
-        out.wake_at(ready[j.ref].ready_s + s_.starvation * j.service_gpu_s / j.gpus);
+  // placed()), or a held job's promotion comes due: a round is wanted then, at the earliest of them (the
+  // earliest due of the jobs not allowed). A task allowed but not placed (it does not fit) asks nothing:
+  // its service does not grow.
+  void ask_to_wake(const ClusterView& view, std::span<const ReadyTask> ready, Decisions& out) {
+    for (const Job& j : running_) wake_at_threshold(view, j.service_gpu_s, j.gpus, out);
+    for (auto d = due_.begin(); d != due_.end();) {
+      const Due due = *d++;
+      const std::optional<std::uint32_t> place = place_of(ready, due.joined);
+      if (!place) {
+        forget(due.task);
+      } else if (!is_allowed(ready[*place])) {
+        out.wake_at(due.at_s);
+        break;
       }
     }
   }
@@ -218,10 +327,39 @@ class Tiresias final : public CountingWalk {
   }
 
   Settings s_;
-  std::vector<Job> jobs_;   // every job, in walk order
-  std::vector<Job> fresh_;  // new or moved this round
-  std::vector<Key> keys_;   // per task
+  std::set<Job, WalkOrder> waiting_;  // every waiting job keyed, in walk order
+  std::vector<Job> running_;          // this round's running jobs, in walk order
+  struct Ran {  // a running job as of the last round it ran in
+    std::uint64_t round = 0;
+    std::uint64_t version = 0;  // of its entry in running_
+    double ready_s = 0, service_gpu_s = 0;
+    std::uint32_t queue = 0, gpus = 0, ref = 0;
+  };
+  std::vector<Ran> ran_;        // per task
+  std::vector<Job> fresh_;      // running jobs new or moved this round
   std::uint64_t versions_ = 0;
+  struct Keyed {
+    Job job{};                    // its entry in waiting_; job.joined 0: none
+    double due_s = 0;             // its entry in due_ (infinite: none)
+  };
+  std::vector<Keyed> keyed_;      // per task
+  struct Due {
+    double at_s;  // when a waiting job in a queue below the first is promoted (starvation)
+    std::uint64_t joined;
+    TaskId task;
+    bool operator<(const Due& o) const { return at_s < o.at_s || (at_s == o.at_s && joined < o.joined); }
+  };
+  std::set<Due> due_;
+  // Each instance's tasks keyed while waiting (some since left: dropped when met), a list through its tasks:
+  // 1 + the first task, 1 + the next (0: none).
+  std::vector<std::uint32_t> first_of_instance_, next_of_task_;
+  std::vector<TaskId> elastic_;         // elastic tasks keyed while waiting (their gang size moves)
+  static constexpr std::uint8_t kOnInstanceList = 1, kElastic = 2;
+  std::vector<std::uint8_t> listed_;    // per task: on which of the two lists
+  std::vector<TaskId> due_now_;
+  std::vector<InstanceId> promoted_now_;
+  std::vector<std::uint64_t> instance_round_;     // per instance: the last round its tasks were keyed afresh
+  std::uint64_t last_joined_ = 0;                 // the last task that joined the queue keyed
   std::vector<double> prefix_;             // prefix sums of the job-size sample
   struct Promotion {
     double service_gpu_s = 0;  // attained service when it was last promoted: counted from there on

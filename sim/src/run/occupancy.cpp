@@ -36,7 +36,8 @@ ClusterView Occupancy::view(const GpuMemory& memory, const ComputeModel& compute
                             double now_s) const {
   return ClusterView(cluster_, memory, compute,
                      {gpu_busy_, free_per_node_, free_nodes_, gpu_free_at_, tenant_gpus_, tenant_quota_, attained_s_, job_sizes,
-                      tenant_node_allowed_, gpu_rank_, gpu_started_, gpu_tenant_, tenant_private_, running_, &free_total_},
+                      tenant_node_allowed_, gpu_rank_, gpu_started_, gpu_tenant_, tenant_private_, running_, &free_total_,
+                      attained_changed_},
                      now_s);
 }
 

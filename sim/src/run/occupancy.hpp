@@ -43,7 +43,16 @@ class Occupancy {
   void set_free_at(std::uint32_t gpu, double at_s) { gpu_free_at_[gpu] = at_s; }
   // GPUs a tenant holds now; GPU-seconds an instance has received.
   void add_tenant_gpus(TenantId tenant, std::int64_t gpus) { tenant_gpus_[index(tenant)] += static_cast<std::uint32_t>(gpus); }
-  void attain(InstanceId instance, double gpu_s) { attained_s_[index(instance)] += gpu_s; }
+  void attain(InstanceId instance, double gpu_s) {
+    attained_s_[index(instance)] += gpu_s;
+    attained_changed_.push_back(instance);
+  }
+  // ClusterView::attained_changed: what a round's view lists, and after the round, those it listed dropped
+  // (a preemption the round carries out adds to the next round's).
+  std::size_t attained_changes() const { return attained_changed_.size(); }
+  void drop_attained_changes(std::size_t listed) {
+    attained_changed_.erase(attained_changed_.begin(), attained_changed_.begin() + static_cast<std::ptrdiff_t>(listed));
+  }
   // The tasks holding GPUs now, as policies see them: a task's entry is replaced when it is resized.
   void set_running(const RunningTask& task);
   void stop_running(TaskId task);
@@ -77,6 +86,7 @@ class Occupancy {
   std::vector<std::uint8_t> tenant_private_;
   std::vector<std::uint8_t> tenant_node_allowed_;
   std::vector<double> attained_s_;
+  std::vector<InstanceId> attained_changed_;  // since the last round
   std::vector<RunningTask> running_;
   std::vector<std::uint32_t> running_slot_;  // per task: its entry in running_, kNotRunning when none
   static constexpr std::uint32_t kNotRunning = 0xFFFFFFFFu;
