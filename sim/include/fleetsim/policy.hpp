@@ -134,8 +134,8 @@ class ClusterView {
   double tenant_quota(TenantId tenant) const { return state_.tenant_quota[index(tenant)]; }
   // GPU-seconds the instance has received from tasks that have released their GPUs.
   double attained_s(InstanceId instance) const { return state_.instance_attained_s[index(instance)]; }
-  // The instances whose attained_s grew since the last round's view was taken (an instance once or more, in
-  // no order), so a policy that keys waiting tasks by their instance's service can keep its keys between
+  // The instances whose attained_s grew since the last round's view was taken (a task gave GPUs back, or an
+  // elastic one was resized: an instance once or more, in no order, some with nothing added), so a policy that keys waiting tasks by their instance's service can keep its keys between
   // rounds. A round in which the policy is not asked (no task waits, or every GPU is busy under
   // Policy::idle_when_full) counts: such a policy is asked in every round where a task waits.
   std::span<const InstanceId> attained_changed() const { return state_.attained_changed; }

@@ -186,12 +186,11 @@ class Tiresias final : public CountingWalk {
     if (keyed) forget(t.task);
     k.job = {queue_of(service), gittins(view, service), true, joined_s, t.joined, t.task, t.gpus, service, 0, 0};
     waiting_.insert(k.job);
-    k.due_s = std::numeric_limits<double>::infinity();
-    if (s_.starvation > 0 && k.job.queue > 0) {
-      k.due_s = t.ready_s + s_.starvation * service / t.gpus;
-      due_.insert({k.due_s, t.joined, t.task});
-    }
+    k.due_s = s_.starvation > 0 && k.job.queue > 0 ? promotion_due_s(t, service) : std::numeric_limits<double>::infinity();
+    if (std::isfinite(k.due_s)) due_.insert({k.due_s, t.joined, t.task});
   }
+
+  double promotion_due_s(const ReadyTask& t, double service_gpu_s) const { return t.ready_s + s_.starvation * service_gpu_s / t.gpus; }
 
   // key() for a listed task that still waits (true); false where it left the queue (its entries dropped).
   bool rekey(const ClusterView& view, std::span<const ReadyTask> ready, TaskId task) {
