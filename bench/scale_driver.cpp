@@ -19,7 +19,7 @@
 //   fleetsim_scale            the whole table (a few minutes on one core)
 //   fleetsim_scale --quick    a smaller table, for a quick look
 //   fleetsim_scale --target   the issue's target: 10M tasks on 102,400 GPUs
-//   fleetsim_scale GPUS TASKS [compute|network|rails|shuffle]   one run
+//   fleetsim_scale GPUS TASKS [compute|network|rails|shuffle [SEED]]   one run (seed 1 unless given)
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -69,7 +69,7 @@ std::string shuffle_workflow() {
 }
 
 std::string scenario_text(std::int64_t gpus, std::int64_t instances, bool network, bool rails, double rate_per_s,
-                          bool shuffle = false) {
+                          bool shuffle = false, std::int64_t seed = 1) {
   const std::int64_t nodes = (gpus + 7) / 8;
   const std::string workflow =
       shuffle   ? shuffle_workflow()
@@ -78,8 +78,8 @@ std::string scenario_text(std::int64_t gpus, std::int64_t instances, bool networ
                 : R"({"tasks": [{"name": "t", "work": {"flop": "100 TFLOP"}}]})";
   char rate[64];
   std::snprintf(rate, sizeof rate, "%.17g /s", rate_per_s);
-  return std::string(R"({"name": "scale", "seed": 1,
-    "cluster": {"nodes": [{"type": "hgx-h100-8", "count": )") +
+  return std::string(R"({"name": "scale", "seed": )") + std::to_string(seed) + R"(,
+    "cluster": {"nodes": [{"type": "hgx-h100-8", "count": )" +
          std::to_string(nodes) + R"(}],
                 "fabric": )" + (rails ? R"({"topology": "rail-optimized", "nodes_per_leaf": 16})"
                                : R"({"topology": "fat-tree", "nodes_per_leaf": 16, "oversubscription": 2})") + R"(},
@@ -90,7 +90,8 @@ std::string scenario_text(std::int64_t gpus, std::int64_t instances, bool networ
 }
 
 // One run, in this process.
-Point run_here(std::int64_t gpus, std::int64_t tasks, bool network, bool rails = false, bool shuffle = false) {
+Point run_here(std::int64_t gpus, std::int64_t tasks, bool network, bool rails = false, bool shuffle = false,
+               std::int64_t seed = 1) {
   const std::int64_t per_instance = shuffle ? kShuffleWidth + 2 : network ? 2 : 1;
   // A single instance first, alone on the cluster, gives the time one instance's GPUs are busy. The
   // shuffle's fan-out runs side by side, so for it: GPU-seconds, its tasks times one of them alone (a
@@ -103,7 +104,7 @@ Point run_here(std::int64_t gpus, std::int64_t tasks, bool network, bool rails =
   const double rate = 0.5 * static_cast<double>(gpus) / busy_s;
   const std::int64_t instances = std::max<std::int64_t>(1, tasks / per_instance);
   const fleetsim::Scenario sc =
-      fleetsim::parse_scenario(scenario_text(gpus, instances, network, rails, rate, shuffle), "scale.json", ".");
+      fleetsim::parse_scenario(scenario_text(gpus, instances, network, rails, rate, shuffle, seed), "scale.json", ".");
   Point p;
   p.gpus = gpus;
   p.tasks = instances * per_instance;
@@ -203,13 +204,14 @@ void memory_fit(const std::vector<Point>& pts) {
 }
 
 constexpr const char* kUsage =
-    "usage: fleetsim_scale [--quick | --target | GPUS TASKS [compute|network|rails|shuffle]]\n"
+    "usage: fleetsim_scale [--quick | --target | GPUS TASKS [compute|network|rails|shuffle [SEED]]]\n"
     "  (no argument)  the whole table: tasks grow on 1,024 GPUs, GPUs grow, with network traffic (a few minutes on one core)\n"
     "  --quick        a smaller table, for a quick look\n"
     "  --target       10,000,000 tasks on 102,400 GPUs\n"
     "  GPUS TASKS     one run; compute (default): one-task workflows; network: two-task chains with 64 MB tensors;\n"
     "                 rails: network on a rail-optimized fabric; shuffle: 1-to-16-to-1 fan-outs with 1 GB edges on\n"
-    "                 a rail-optimized fabric, at half the GPUs' capacity (a congested fabric)\n";
+    "                 a rail-optimized fabric, at half the GPUs' capacity (a congested fabric); SEED: the scenario's\n"
+    "                 seed (1 unless given; arrivals and so the fabric's load follow it)\n";
 
 // A whole number from 1 up, or nothing.
 std::optional<std::int64_t> count_of(const char* text) {
@@ -230,16 +232,17 @@ int main(int argc, char** argv) {
   }
   if (argc >= 3) {
     const auto gpus = count_of(argv[1]), tasks = count_of(argv[2]);
-    const bool kind_known = argc == 3 || (argc == 4 && (is(3, "compute") || is(3, "network") || is(3, "rails") || is(3, "shuffle")));
-    if (!gpus || !tasks || !kind_known) {
-      std::fprintf(stderr, "fleetsim_scale: expected GPUS and TASKS as whole numbers from 1 and then compute, network, rails or shuffle\n%s", kUsage);
+    const bool kind_known = argc == 3 || ((argc == 4 || argc == 5) && (is(3, "compute") || is(3, "network") || is(3, "rails") || is(3, "shuffle")));
+    const auto seed = argc == 5 ? count_of(argv[4]) : std::optional<std::int64_t>(1);
+    if (!gpus || !tasks || !kind_known || !seed) {
+      std::fprintf(stderr, "fleetsim_scale: expected GPUS and TASKS as whole numbers from 1, then compute, network, rails or shuffle, then a seed from 1\n%s", kUsage);
       return 2;
     }
     const bool shuffle = is(3, "shuffle");
     const bool rails = shuffle || is(3, "rails");
     const bool network = rails || is(3, "network");
     print_header();
-    print(run_here(*gpus, *tasks, network, rails, shuffle));
+    print(run_here(*gpus, *tasks, network, rails, shuffle, *seed));
     return 0;
   }
   const bool quick = is(1, "--quick");

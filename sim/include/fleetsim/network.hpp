@@ -139,6 +139,7 @@ class Network {
   const LinkState& link_state(std::uint32_t link);
   bool saturated(std::uint32_t link, const LinkState& s) const { return s.load_Bps >= capacity_[link] * (1 - kTolerance); }
   static constexpr double kTolerance = 1e-10;
+  bool bottleneck_on(std::uint32_t flow, std::uint32_t link, const LinkState& s) const;
   // Each flow in flight has exactly one entry in a heap ordered by (due time, flow): when it finishes
   // sending, or is delivered. A rate change moves the entry instead of leaving stale ones behind. The
   // heap is 4-ary with each entry's time in it, so a sift compares four children side by side (64
@@ -194,6 +195,10 @@ class Network {
   std::vector<std::uint64_t> in_set_, checked_, changed_mark_;  // stamps
   std::vector<LinkState> link_state_;
   std::vector<std::uint8_t> link_state_valid_;
+  // Per link, during a re-levelling: the capacity the flows outside the set leave (valid while held_stamp_ is the
+  // set's stamp; a flow of the link joining the set clears it).
+  std::vector<double> held_left_;
+  std::vector<std::uint64_t> held_stamp_;
   // Per link: the last batch of changes (between two re-levellings) that touched it, and whether it was full
   // before that batch's first change to it.
   std::vector<std::uint64_t> touched_;

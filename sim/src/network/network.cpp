@@ -16,6 +16,8 @@ Network::Network(std::vector<double> link_capacity_Bps)
       changed_mark_(capacity_.size(), 0),
       link_state_(capacity_.size()),
       link_state_valid_(capacity_.size(), 0),
+      held_left_(capacity_.size(), 0.0),
+      held_stamp_(capacity_.size(), 0),
       touched_(capacity_.size(), 0),
       was_full_(capacity_.size(), 0),
       link_bytes_(capacity_.size(), 0.0) {
@@ -371,6 +373,7 @@ void Network::reshare(double now) {
 void Network::join(std::uint32_t flow, double now) {
   settle(flow, now);  // at the rate it had
   in_set_[flow] = set_stamp_;
+  for (std::uint32_t l : route(flow)) held_stamp_[l] = 0;  // what the others leave of its links is counted anew
   set_.push_back(flow);
   set_old_rate_.push_back(rate_[flow]);
   set_prev_rate_.push_back(rate_[flow]);
@@ -401,8 +404,15 @@ bool Network::has_bottleneck(std::uint32_t flow) {
   return false;
 }
 
+// Whether `link`, one of the flow's, is its bottleneck, or its own cap is: enough to know it has one without
+// walking its route.
+bool Network::bottleneck_on(std::uint32_t flow, std::uint32_t link, const LinkState& s) const {
+  const double r = rate_[flow];
+  return r >= flows_[flow].cap_Bps * (1 - kTolerance) || (saturated(link, s) && r >= s.max_rate_Bps * (1 - kTolerance));
+}
+
 // Max-min over the flows of set_, with every other flow's rate held: each link offers what the
-// others leave of it.
+// others leave of it (kept per link through one re-levelling, until a flow of it joins the set).
 void Network::solve_set() {
   solve_counts_.flows_solved += set_.size();
   if (++stamp_ == 0) {
@@ -421,11 +431,15 @@ void Network::solve_set() {
         link_stamp_[l] = stamp_;
         local_link_[l] = static_cast<std::uint32_t>(local_capacity_.size());
         component_links_.push_back(l);
-        double left = capacity_[l];
-        for (std::uint32_t g : link_flows_[l]) {
-          if (in_set_[g] != set_stamp_) left -= rate_[g];
+        if (held_stamp_[l] != set_stamp_) {
+          held_stamp_[l] = set_stamp_;
+          double left = capacity_[l];
+          for (std::uint32_t g : link_flows_[l]) {
+            if (in_set_[g] != set_stamp_) left -= rate_[g];
+          }
+          held_left_[l] = left;
         }
-        local_capacity_.push_back(std::max(0.0, left));
+        local_capacity_.push_back(std::max(0.0, held_left_[l]));
       }
       local_route_links_.push_back(local_link_[l]);
     }
@@ -482,10 +496,11 @@ bool Network::reshare_incremental(double now) {
     bool stuck = false;
     for (std::uint32_t l : changed_links_) {
       if (first && was_full_[l] == 0) continue;
+      const LinkState state = link_state(l);  // joining moves no rate
       for (std::uint32_t g : link_flows_[l]) {
         if (in_set_[g] == set_stamp_ || checked_[g] == check_stamp_) continue;
         checked_[g] = check_stamp_;
-        if (!has_bottleneck(g)) join(g, now);
+        if (!bottleneck_on(g, l, state) && !has_bottleneck(g)) join(g, now);
       }
     }
     if (solved) {
