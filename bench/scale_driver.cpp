@@ -14,12 +14,15 @@
 // (RunOptions::keep_records false, as `fleetsim simulate` without outputs): ended instances' records are
 // folded into the summary and dropped as the run goes. The last two columns are the
 // network's max-min work: flows re-solved per re-levelling of rates (one per batch of flow starts and
-// ends at an instant), and re-levellings that fell back to solving a whole connected component.
+// ends at an instant), and re-levellings that fell back to solving a whole connected component. The congested rows
+// run again with links shared max-min within a relative 1e-4 (the scenario's max_min_tolerance, a bounded-error
+// option): what it saves there, and reports/performance.md what it moves.
 //
 //   fleetsim_scale            the whole table (a few minutes on one core)
 //   fleetsim_scale --quick    a smaller table, for a quick look
 //   fleetsim_scale --target   the issue's target: 10M tasks on 102,400 GPUs
-//   fleetsim_scale GPUS TASKS [compute|network|rails|shuffle [SEED]]   one run (seed 1 unless given)
+//   fleetsim_scale GPUS TASKS [compute|network|rails|shuffle [SEED [TOLERANCE]]]   one run (seed 1 unless given;
+//                             exact max-min unless a TOLERANCE is given)
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -44,7 +47,9 @@ struct Point {
   std::int64_t gpus = 0, tasks = 0;
   bool network = false, rails = false, shuffle = false;
   double wall_s = 0, events = 0, peak_bytes = 0, base_bytes = 0, makespan_s = 0, transferred_bytes = 0;
+  double latency_mean_s = 0, latency_p99_s = 0;  // workflow instances', arrival to end
   double relevellings = 0, flows_solved = 0, component_solves = 0;
+  double tolerance = 0;  // the max-min tolerance, where one was given
   std::int64_t completed = 0;
 };
 
@@ -69,16 +74,17 @@ std::string shuffle_workflow() {
 }
 
 std::string scenario_text(std::int64_t gpus, std::int64_t instances, bool network, bool rails, double rate_per_s,
-                          bool shuffle = false, std::int64_t seed = 1) {
+                          bool shuffle = false, std::int64_t seed = 1, double tolerance = 0) {
   const std::int64_t nodes = (gpus + 7) / 8;
   const std::string workflow =
       shuffle   ? shuffle_workflow()
       : network ? R"({"tasks": [{"name": "a", "work": {"flop": "50 TFLOP"}}, {"name": "b", "work": {"flop": "50 TFLOP"}}],
                    "edges": [{"from": "a", "to": "b", "bytes": "64 MB"}]})"
                 : R"({"tasks": [{"name": "t", "work": {"flop": "100 TFLOP"}}]})";
-  char rate[64];
+  char rate[64], within[64] = "";
   std::snprintf(rate, sizeof rate, "%.17g /s", rate_per_s);
-  return std::string(R"({"name": "scale", "seed": )") + std::to_string(seed) + R"(,
+  if (tolerance > 0) std::snprintf(within, sizeof within, R"("max_min_tolerance": %.17g, )", tolerance);
+  return std::string(R"({"name": "scale", "seed": )") + std::to_string(seed) + ", " + within + R"(
     "cluster": {"nodes": [{"type": "hgx-h100-8", "count": )" +
          std::to_string(nodes) + R"(}],
                 "fabric": )" + (rails ? R"({"topology": "rail-optimized", "nodes_per_leaf": 16})"
@@ -91,7 +97,7 @@ std::string scenario_text(std::int64_t gpus, std::int64_t instances, bool networ
 
 // One run, in this process.
 Point run_here(std::int64_t gpus, std::int64_t tasks, bool network, bool rails = false, bool shuffle = false,
-               std::int64_t seed = 1) {
+               std::int64_t seed = 1, double tolerance = 0) {
   const std::int64_t per_instance = shuffle ? kShuffleWidth + 2 : network ? 2 : 1;
   // A single instance first, alone on the cluster, gives the time one instance's GPUs are busy. The
   // shuffle's fan-out runs side by side, so for it: GPU-seconds, its tasks times one of them alone (a
@@ -104,13 +110,14 @@ Point run_here(std::int64_t gpus, std::int64_t tasks, bool network, bool rails =
   const double rate = 0.5 * static_cast<double>(gpus) / busy_s;
   const std::int64_t instances = std::max<std::int64_t>(1, tasks / per_instance);
   const fleetsim::Scenario sc =
-      fleetsim::parse_scenario(scenario_text(gpus, instances, network, rails, rate, shuffle, seed), "scale.json", ".");
+      fleetsim::parse_scenario(scenario_text(gpus, instances, network, rails, rate, shuffle, seed, tolerance), "scale.json", ".");
   Point p;
   p.gpus = gpus;
   p.tasks = instances * per_instance;
   p.network = network;
   p.rails = rails;
   p.shuffle = shuffle;
+  p.tolerance = tolerance;
   p.base_bytes = peak_rss_bytes();
   const auto t0 = std::chrono::steady_clock::now();
   const fleetsim::RunResult run = fleetsim::simulate(sc, {.keep_records = false});
@@ -119,6 +126,8 @@ Point run_here(std::int64_t gpus, std::int64_t tasks, bool network, bool rails =
   p.events = static_cast<double>(run.summary.events);
   p.completed = static_cast<std::int64_t>(run.summary.tasks.completed);
   p.makespan_s = run.summary.makespan_s;
+  p.latency_mean_s = run.summary.latency_s.mean;
+  p.latency_p99_s = run.summary.latency_s.p99;
   p.relevellings = static_cast<double>(run.summary.relevellings);
   p.flows_solved = static_cast<double>(run.summary.flows_solved);
   p.component_solves = static_cast<double>(run.summary.component_solves);
@@ -127,13 +136,14 @@ Point run_here(std::int64_t gpus, std::int64_t tasks, bool network, bool rails =
 }
 
 // One run, in a child process, so that its peak memory is its own.
-Point run_child(std::int64_t gpus, std::int64_t tasks, bool network, bool rails = false, bool shuffle = false) {
+Point run_child(std::int64_t gpus, std::int64_t tasks, bool network, bool rails = false, bool shuffle = false,
+                double tolerance = 0) {
   int fd[2];
   if (pipe(fd) != 0) std::abort();
   const pid_t pid = fork();
   if (pid == 0) {
     close(fd[0]);
-    Point p = run_here(gpus, tasks, network, rails, shuffle);
+    Point p = run_here(gpus, tasks, network, rails, shuffle, 1, tolerance);
     if (write(fd[1], &p, sizeof p) != static_cast<ssize_t>(sizeof p)) _exit(1);
     _exit(0);
   }
@@ -162,6 +172,11 @@ void print(const Point& p) {
               static_cast<double>(p.tasks) / p.wall_s, p.events / p.wall_s, p.peak_bytes / 1048576.0,
               p.peak_bytes / static_cast<double>(p.tasks), p.peak_bytes / static_cast<double>(p.gpus),
               p.transferred_bytes / 1e9, p.relevellings > 0 ? p.flows_solved / p.relevellings : 0.0, p.component_solves);
+  if (p.shuffle) {
+    std::printf("         (makespan %.4f s, instance latency mean %.4f s, p99 %.4f s; links shared max-min ", p.makespan_s,
+                p.latency_mean_s, p.latency_p99_s);
+    p.tolerance > 0 ? std::printf("within a relative %g)\n", p.tolerance) : std::printf("exactly)\n");
+  }
   if (p.completed != p.tasks) std::printf("         (only %lld tasks completed)\n", static_cast<long long>(p.completed));
   std::fflush(stdout);
 }
@@ -204,14 +219,15 @@ void memory_fit(const std::vector<Point>& pts) {
 }
 
 constexpr const char* kUsage =
-    "usage: fleetsim_scale [--quick | --target | GPUS TASKS [compute|network|rails|shuffle [SEED]]]\n"
+    "usage: fleetsim_scale [--quick | --target | GPUS TASKS [compute|network|rails|shuffle [SEED [TOLERANCE]]]]\n"
     "  (no argument)  the whole table: tasks grow on 1,024 GPUs, GPUs grow, with network traffic (a few minutes on one core)\n"
     "  --quick        a smaller table, for a quick look\n"
     "  --target       10,000,000 tasks on 102,400 GPUs\n"
     "  GPUS TASKS     one run; compute (default): one-task workflows; network: two-task chains with 64 MB tensors;\n"
     "                 rails: network on a rail-optimized fabric; shuffle: 1-to-16-to-1 fan-outs with 1 GB edges on\n"
     "                 a rail-optimized fabric, at half the GPUs' capacity (a congested fabric); SEED: the scenario's\n"
-    "                 seed (1 unless given; arrivals and so the fabric's load follow it)\n";
+    "                 seed (1 unless given; arrivals and so the fabric's load follow it); TOLERANCE: links shared\n"
+    "                 max-min within this relative tolerance (the scenario's max_min_tolerance; exact unless given)\n";
 
 // A whole number from 1 up, or nothing.
 std::optional<std::int64_t> count_of(const char* text) {
@@ -232,17 +248,23 @@ int main(int argc, char** argv) {
   }
   if (argc >= 3) {
     const auto gpus = count_of(argv[1]), tasks = count_of(argv[2]);
-    const bool kind_known = argc == 3 || ((argc == 4 || argc == 5) && (is(3, "compute") || is(3, "network") || is(3, "rails") || is(3, "shuffle")));
-    const auto seed = argc == 5 ? count_of(argv[4]) : std::optional<std::int64_t>(1);
-    if (!gpus || !tasks || !kind_known || !seed) {
-      std::fprintf(stderr, "fleetsim_scale: expected GPUS and TASKS as whole numbers from 1, then compute, network, rails or shuffle, then a seed from 1\n%s", kUsage);
+    const bool kind_known = argc == 3 || (argc <= 6 && (is(3, "compute") || is(3, "network") || is(3, "rails") || is(3, "shuffle")));
+    const auto seed = argc >= 5 ? count_of(argv[4]) : std::optional<std::int64_t>(1);
+    char* end = nullptr;
+    const double tolerance = argc == 6 ? std::strtod(argv[5], &end) : 0;
+    const bool tolerance_ok = argc < 6 || (end != argv[5] && *end == '\0' && tolerance >= 1e-10 && tolerance <= 0.01);
+    if (!gpus || !tasks || !kind_known || !seed || !tolerance_ok) {
+      std::fprintf(stderr,
+                   "fleetsim_scale: expected GPUS and TASKS as whole numbers from 1, then compute, network, rails or shuffle, then a seed "
+                   "from 1, then a tolerance from 1e-10 to 0.01\n%s",
+                   kUsage);
       return 2;
     }
     const bool shuffle = is(3, "shuffle");
     const bool rails = shuffle || is(3, "rails");
     const bool network = rails || is(3, "network");
     print_header();
-    print(run_here(*gpus, *tasks, network, rails, shuffle, *seed));
+    print(run_here(*gpus, *tasks, network, rails, shuffle, *seed, tolerance));
     return 0;
   }
   const bool quick = is(1, "--quick");
@@ -285,6 +307,7 @@ int main(int argc, char** argv) {
   print(run_child(10'240, fixed_tasks, true, true));
   std::printf("-- congested fabric (1-to-16-to-1 shuffles, 1 GB edges, rail-optimized; 2,000 and 5,000 instances)\n");
   for (std::int64_t instances : {2'000, 5'000}) print(run_child(1'024, instances / k * (kShuffleWidth + 2), true, true, true));
+  for (std::int64_t instances : {2'000, 5'000}) print(run_child(1'024, instances / k * (kShuffleWidth + 2), true, true, true, 1e-4));
   std::printf("wall time ~ tasks^%.2f (1,024 GPUs); ~ GPUs^%.2f (%lld tasks)\n", exponent(tx, ty), exponent(gx, gy),
               static_cast<long long>(fixed_tasks));
   memory_fit(compute);

@@ -112,6 +112,37 @@ TEST_CASE("a fork on two GPUs takes the longer branch plus its transfer", "[simu
   CHECK(run.summary.bytes_transferred == Approx(15e9));
 }
 
+TEST_CASE("max_min_tolerance is off unless given, stated where given, and bounded", "[simulation][network][scenario]") {
+  // The fork above shares no link, so the option changes no time here; what it changes is held against the exact
+  // sharing in the network tests and reports/performance.md.
+  const std::string body = one_arrival(
+      R"([{"name": "a", "work": {"flop": "100 TFLOP"}}, {"name": "b", "work": {"flop": "100 TFLOP"}},
+          {"name": "c", "work": {"flop": "200 TFLOP"}}, {"name": "d", "work": {"flop": "100 TFLOP"}}])",
+      R"([{"from": "a", "to": "b", "bytes": "10 GB"}, {"from": "a", "to": "c", "bytes": "10 GB"},
+          {"from": "b", "to": "d", "bytes": "1 GB"}, {"from": "c", "to": "d", "bytes": "5 GB"}])",
+      R"([{"type": "unit-node-2", "count": 1}])");
+  const auto exact_sc = unit_scenario(body);
+  const auto within_sc = unit_scenario(body + R"(, "max_min_tolerance": 1e-4)");
+  CHECK_FALSE(exact_sc.max_min_tolerance.has_value());
+  REQUIRE(within_sc.max_min_tolerance == 1e-4);
+  const auto exact = fleetsim::simulate(exact_sc);
+  const auto within = fleetsim::simulate(within_sc);
+  CHECK(within.summary.makespan_s == exact.summary.makespan_s);
+  std::ostringstream exact_text, within_text;
+  fleetsim::write_summary_text(exact_text, exact_sc, exact.summary);
+  fleetsim::write_summary_text(within_text, within_sc, within.summary);
+  CHECK(exact_text.str().find("max_min_tolerance") == std::string::npos);
+  CHECK(within_text.str().find("\n           links shared max-min within a relative 0.0001 (max_min_tolerance") != std::string::npos);
+  CHECK(fleetsim::summary_json(exact.summary).find("max_min_tolerance") == std::string::npos);
+  CHECK(fleetsim::summary_json(within.summary).find(R"("max_min_tolerance": 0.0001)") != std::string::npos);
+  for (const char* bad : {"0", "0.5", R"("small")"}) {
+    CHECK_THAT(fleetsim::test::scenario_error(R"({"name": "w", "max_min_tolerance": )" + std::string(bad) + R"(, "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
+                                                "workflows": {"x": {"tasks": [{"name": "t", "work": {"flop": "1 TFLOP"}}]}},
+                                                "workload": [{"workflow": "x", "arrival": {"process": "once"}}]})"),
+               Catch::Contains("bad.json: /max_min_tolerance: expected a number from"));
+  }
+}
+
 TEST_CASE("a transfer across nodes pays every hop", "[simulation]") {
   // Two 1-GPU nodes; the fork puts c on the other node: 14 us + 10 GB / 25 GB/s = 0.400014 s.
   const auto sc = unit_scenario(one_arrival(

@@ -127,6 +127,7 @@ std::string summary_json(const Summary& s) {
   j["scenario"] = s.scenario;
   j["policy"] = s.policy;
   j["instance_placement"] = s.one_gpu_instances ? "one-gpu" : "spread";
+  if (s.max_min_tolerance) j["max_min_tolerance"] = *s.max_min_tolerance;
   j["seed"] = s.seed;
   j["cluster"] = {{"nodes", s.nodes}, {"gpus", s.gpus}};
   j["makespan_s"] = s.makespan_s;
@@ -253,6 +254,10 @@ void write_summary_text(std::ostream& out, const Scenario& scenario, const Summa
       << ", fabric " << format_quantity(s.fabric_bytes, Dimension::bytes);
   if (s.storage_bytes > 0) out << ", storage " << format_quantity(s.storage_bytes, Dimension::bytes);
   out << "\n";
+  if (s.max_min_tolerance) {
+    out << "           links shared max-min within a relative " << fmt("%g", *s.max_min_tolerance)
+        << " (max_min_tolerance, a bounded-error option: rates and so transfer times move with it; reports/performance.md section 25)\n";
+  }
   // ECMP's uneven splits, the most uneven first (three at most, then how many more).
   for (std::size_t k = 0; k < s.uneven_uplinks.size() && k < 3; ++k) {
     const UnevenUplinks& u = s.uneven_uplinks[k];

@@ -61,7 +61,7 @@ class Run {
         progress_(options.progress),
         cluster_(scenario.cluster),
         topology_(cluster_, scenario.cluster.fabric),
-        network_(topology_.capacities()),
+        network_(topology_.capacities(), scenario.max_min_tolerance.value_or(Network::kExactTolerance)),
         flows_(topology_, network_, queue_),
         memory_(vram_capacities(cluster_), sc_.max_offload),
         occupancy_(scenario, cluster_, trace_, round_wanted_),

@@ -349,6 +349,7 @@ Summary SummaryFold::finish(const Trace& trace, const Topology& topology, const 
   s.scenario = scenario.name;
   s.policy = scenario.policy.name;
   s.one_gpu_instances = scenario.instance_placement == Scenario::InstancePlacement::one_gpu;
+  s.max_min_tolerance = scenario.max_min_tolerance;
   s.seed = seed;
   s.gpus = cluster.gpu_count();
   s.nodes = cluster.node_count();

@@ -3,6 +3,10 @@
 // delivered its route's latency after its last byte left. A flow may carry a cap of its own (the rate
 // its sender can drive, such as a protocol's), which acts as a private link of that capacity. A route
 // may list a link twice (host memory a transfer is staged in): the flow then draws twice its rate there.
+// The sharing is exact up to rounding by default (kExactTolerance). A larger tolerance bounds the cost of a
+// change on a congested fabric: a link within that share of its capacity counts as full, and a flow within it of
+// the largest rate on such a link as bottlenecked there, so changes smaller than it stop spreading (the rates are
+// then max-min fair within the tolerance; reports/performance.md measures what that costs in accuracy).
 // When a flow starts or ends, rates are
 // recomputed only for the flows whose rates can change: the solver re-levels a growing set of flows
 // (with every other flow's rate held) until every flow has a bottleneck, a saturated link on which
@@ -41,7 +45,8 @@ struct LinkSample {
 
 class Network {
  public:
-  explicit Network(std::vector<double> link_capacity_Bps);
+  static constexpr double kExactTolerance = 1e-10;  // room for rounding only
+  explicit Network(std::vector<double> link_capacity_Bps, double tolerance = kExactTolerance);
 
   std::size_t link_count() const { return capacity_.size(); }
   double capacity(std::uint32_t link) const { return capacity_[link]; }
@@ -137,8 +142,7 @@ class Network {
     double max_rate_Bps = 0;
   };
   const LinkState& link_state(std::uint32_t link);
-  bool saturated(std::uint32_t link, const LinkState& s) const { return s.load_Bps >= capacity_[link] * (1 - kTolerance); }
-  static constexpr double kTolerance = 1e-10;
+  bool saturated(std::uint32_t link, const LinkState& s) const { return s.load_Bps >= capacity_[link] * (1 - tolerance_); }
   bool bottleneck_on(std::uint32_t flow, std::uint32_t link, const LinkState& s) const;
   // Each flow in flight has exactly one entry in a heap ordered by (due time, flow): when it finishes
   // sending, or is delivered. A rate change moves the entry instead of leaving stale ones behind. The
@@ -167,6 +171,7 @@ class Network {
     heap_pos_[entry.flow] = static_cast<std::uint32_t>(i);
   }
 
+  double tolerance_;  // relative: of a link's capacity, and of the largest rate on it
   std::vector<double> capacity_;
   std::vector<std::uint8_t> link_down_;
   std::vector<std::vector<std::uint32_t>> link_flows_;  // sending flows per link

@@ -217,6 +217,9 @@ struct Scenario {
   // A run that pops more events than this is stopped with an error: one that would not end (a fault
   // every nanosecond) ends in minutes, not never. A billion is over ten times the largest run measured.
   std::uint64_t max_events = 1'000'000'000;
+  // The network's max-min sharing within this relative tolerance (Network: exact, up to rounding, unless given):
+  // a bounded-error option that caps what a flow's start or end costs on a congested fabric.
+  std::optional<double> max_min_tolerance;
   Catalog catalog;
   ClusterSpec cluster;
   std::vector<Workflow> workflows;

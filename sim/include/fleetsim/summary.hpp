@@ -97,6 +97,7 @@ struct Summary {
   std::string scenario;
   std::string policy;
   bool one_gpu_instances = false;  // instance_placement one-gpu: each instance ran on one GPU, a task at a time
+  std::optional<double> max_min_tolerance;  // the scenario's, where it gave one: links shared max-min within it
   std::uint64_t seed = 0;
   std::uint32_t gpus = 0;
   std::uint32_t nodes = 0;

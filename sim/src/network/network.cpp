@@ -8,8 +8,9 @@
 
 namespace fleetsim {
 
-Network::Network(std::vector<double> link_capacity_Bps)
-    : capacity_(std::move(link_capacity_Bps)),
+Network::Network(std::vector<double> link_capacity_Bps, double tolerance)
+    : tolerance_(tolerance),
+      capacity_(std::move(link_capacity_Bps)),
       link_down_(capacity_.size(), 0),
       link_flows_(capacity_.size()),
       link_stamp_(capacity_.size(), 0),
@@ -22,6 +23,7 @@ Network::Network(std::vector<double> link_capacity_Bps)
       was_full_(capacity_.size(), 0),
       link_bytes_(capacity_.size(), 0.0) {
   for (double c : capacity_) FLEETSIM_CHECK(c > 0, "link capacity must be positive");
+  FLEETSIM_CHECK(tolerance_ >= kExactTolerance && tolerance_ < 1, "the max-min tolerance must be from 1e-10 and below 1");
 }
 
 // The route goes in the slot's room where it fits, else in new room at the arenas' end (the old left unused: a
@@ -396,10 +398,10 @@ const Network::LinkState& Network::link_state(std::uint32_t link) {
 // allocation in which every flow has one is the max-min fair allocation.
 bool Network::has_bottleneck(std::uint32_t flow) {
   const double r = rate_[flow];
-  if (r >= flows_[flow].cap_Bps * (1 - kTolerance)) return true;  // its own cap
+  if (r >= flows_[flow].cap_Bps * (1 - tolerance_)) return true;  // its own cap
   for (std::uint32_t l : route(flow)) {
     const LinkState& s = link_state(l);
-    if (saturated(l, s) && r >= s.max_rate_Bps * (1 - kTolerance)) return true;
+    if (saturated(l, s) && r >= s.max_rate_Bps * (1 - tolerance_)) return true;
   }
   return false;
 }
@@ -408,7 +410,7 @@ bool Network::has_bottleneck(std::uint32_t flow) {
 // walking its route.
 bool Network::bottleneck_on(std::uint32_t flow, std::uint32_t link, const LinkState& s) const {
   const double r = rate_[flow];
-  return r >= flows_[flow].cap_Bps * (1 - kTolerance) || (saturated(link, s) && r >= s.max_rate_Bps * (1 - kTolerance));
+  return r >= flows_[flow].cap_Bps * (1 - tolerance_) || (saturated(link, s) && r >= s.max_rate_Bps * (1 - tolerance_));
 }
 
 // Max-min over the flows of set_, with every other flow's rate held: each link offers what the
@@ -512,7 +514,7 @@ bool Network::reshare_incremental(double now) {
         for (std::uint32_t l : route(f)) {
           if (!saturated(l, link_state(l))) continue;
           for (std::uint32_t g : link_flows_[l]) {
-            if (in_set_[g] != set_stamp_ && rate_[g] > r * (1 + kTolerance)) join(g, now);
+            if (in_set_[g] != set_stamp_ && rate_[g] > r * (1 + tolerance_)) join(g, now);
           }
         }
         if (set_.size() == joined) stuck = true;
