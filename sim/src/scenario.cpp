@@ -15,6 +15,7 @@
 #include "fleetsim/cluster.hpp"
 #include "fleetsim/compute.hpp"
 #include "fleetsim/import.hpp"
+#include "fleetsim/network.hpp"
 #include "fleetsim/serving.hpp"
 #include "fleetsim/topology.hpp"
 #include "fleetsim/training.hpp"
@@ -1405,7 +1406,8 @@ Scenario parse_scenario(std::string_view json_text, const std::string& file_name
   sc.warmup_s = top.quantity_or("warmup", Dimension::time, 0);
   if (sc.warmup_s >= sc.horizon_s) top.problem("warmup", "expected less than the horizon (" + format_quantity(sc.horizon_s, Dimension::time) + ")");
   sc.max_events = static_cast<std::uint64_t>(top.integer_or("max_events", static_cast<std::int64_t>(sc.max_events), 1, std::int64_t{1} << 62));
-  sc.max_min_tolerance = top.number("max_min_tolerance", Need::optional, 1e-10, 0.01);
+  // From the network's own rounding room (what it refuses below) to 1%.
+  sc.max_min_tolerance = top.number("max_min_tolerance", Need::optional, Network::kExactTolerance, 0.01);
 
   sc.catalog = Catalog::builtin();
   if (const Json* files = top.field("catalog")) {
