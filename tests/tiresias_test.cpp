@@ -7,7 +7,9 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <random>
+#include <sstream>
 
 #include "fleetsim/compare.hpp"
 #include "fleetsim/simulation.hpp"
@@ -134,6 +136,50 @@ TEST_CASE("a starving job goes back to the end of the first queue", "[policy][ti
   CHECK(promoted.summary.tasks_preempted == 4);
   CHECK(promoted.trace.tasks[0].start_s == Approx(28));
   CHECK(end_of(promoted, 0) == Approx(30));
+}
+
+TEST_CASE("a restore is not service: two starving jobs whose restore passes the first threshold still finish", "[policy][tiresias]") {
+  // A (10 s) at 0, B (10 s) at 0.5 s on one GPU; threshold 1 GPU-second, starvation 0.5, restore 2 s. A passes
+  // the threshold at 1 s and B suspends it; A waits 0.5 s (half its 1 GPU-second), goes back to queue 0 and
+  // suspends B at 2 s, when B passes the threshold in turn. From then each resumed job pays its 2-s restore,
+  // computes 1 s, passes the threshold and is suspended by the other, promoted 0.5 s after its own suspension:
+  // A computes at 4-5, 10-11, ..., 52-53 (its 10th second: it ends at 53); B at 7-8, ..., 49-50, then alone
+  // 53-55 restoring and 55-56 computing its last second. Counting the restore as service would demote a resumed
+  // job 1 s into its restore, before it computed anything, and the two would take turns forever.
+  const std::string workflows = job("a", 10) + ", " + job("b", 10);
+  const std::string workload = arrivals("a", R"("0 s")") + ", " + arrivals("b", R"("0.5 s")");
+  Scenario scenario = one_gpu(R"({"name": "las", "params": {"thresholds": "1", "starvation": 0.5, "restore": 2}})", workflows, workload);
+  scenario.max_events = 100000;
+  const RunResult run = simulate(scenario);
+  CHECK(end_of(run, 0) == Approx(53));
+  CHECK(end_of(run, 1) == Approx(56));
+  CHECK(run.summary.tasks_preempted == 18);
+}
+
+TEST_CASE("a starving job's promotion comes at its due time whatever the rounding of the sum", "[policy][tiresias]") {
+  // The case of "a starving job goes back to the end of the first queue" with its times scaled: the due time,
+  // ready + starvation x service / GPUs, need not give the service back when the ready time is taken off it
+  // again, and a promotion tested by that difference missed the wake-up asked for its due time (at 0.3, L was
+  // last suspended at 24 x 0.3 s, not 23 x 0.3). Every time scales.
+  const auto seconds = [](double s) {
+    std::ostringstream out;
+    out << std::setprecision(17) << s;
+    return out.str();
+  };
+  for (const double scale : {0.3, 0.13}) {
+    std::string times;
+    for (int t = 1; t <= 20; ++t) times += (t > 1 ? ", " : "") + std::string("\"") + seconds(t * scale) + " s\"";
+    const std::string workflows = R"("long": {"tasks": [{"name": "long", "work": {"flop": ")" + seconds(1000 * scale) +
+                                  R"( TFLOP"}}]}, "short": {"tasks": [{"name": "short", "work": {"flop": ")" + seconds(100 * scale) + R"( TFLOP"}}]})";
+    const std::string workload = arrivals("long", R"("0 s")") + ", " + arrivals("short", times);
+    const RunResult promoted =
+        simulate(one_gpu(R"({"name": "las", "params": {"thresholds": ")" + seconds(2 * scale) + R"(", "starvation": 1}})", workflows, workload));
+    INFO("scale " << scale);
+    CHECK(promoted.summary.tasks_preempted == 4);
+    CHECK(promoted.trace.tasks[0].ready_s == Approx(23 * scale));  // its last suspension
+    CHECK(promoted.trace.tasks[0].start_s == Approx(28 * scale));
+    CHECK(end_of(promoted, 0) == Approx(30 * scale));
+  }
 }
 
 TEST_CASE("a waiting task's queue follows the service its instance's other tasks received", "[policy][tiresias]") {

@@ -62,6 +62,14 @@ struct RunningTask {
   std::uint32_t gpus;
   double started_s;    // when its gang started (or was last resized)
   double ready_s;      // when it last became ready (joined the queue)
+  // The restore (or an elastic restart) its run pays before it computes forward again, once it has begun: from
+  // resume_from_s for resume_s (0: none). It holds the GPUs without moving the job on, so it is not service.
+  double resume_from_s = 0;
+  double resume_s = 0;
+  // Of the time since its gang started, what moved the job forward (the restore paid so far left out).
+  double served_s(double now_s) const { return (now_s - started_s) - std::clamp(now_s - resume_from_s, 0.0, resume_s); }
+  // What is left of the restore it is paying (0 where none is, or it is paid).
+  double restore_left_s(double now_s) const { return std::clamp(resume_from_s + resume_s - now_s, 0.0, resume_s); }
 };
 
 // What a policy may look at: the cluster's shape, which GPUs are free, their VRAM and which model
@@ -141,7 +149,7 @@ class ClusterView {
   std::span<const InstanceId> attained_changed() const { return state_.attained_changed; }
   // The tasks running now; with attained_now_s, what their instance has received up to now.
   std::span<const RunningTask> running() const { return state_.running; }
-  double attained_now_s(const RunningTask& t) const { return attained_s(t.instance) + (now_s_ - t.started_s) * t.gpus; }
+  double attained_now_s(const RunningTask& t) const { return attained_s(t.instance) + t.served_s(now_s_) * t.gpus; }
   // The distribution of job sizes (GPU-seconds), as a sorted sample of at most 512 quantiles.
   std::span<const double> job_sizes_gpu_s() const { return state_.job_sizes_gpu_s; }
   // VRAM a new task could use: capacity less working sets, held tensors and weights in use.

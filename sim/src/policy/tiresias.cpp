@@ -21,7 +21,9 @@ namespace fleetsim::policies {
 namespace {
 
 // A job's priority falls as it receives service (GPUs x seconds, the "two dimensions"): it starts in
-// queue 0 and moves down a queue as its attained service passes each threshold. Queues go in order;
+// queue 0 and moves down a queue as its attained service passes each threshold. The restore a resumed job
+// pays is not service (ClusterView::attained_s): were it, a restore longer than the first queue's threshold
+// would demote a job before it computed anything, and two starving jobs could take turns forever. Queues go in order;
 // within one, LAS keeps running jobs ahead of waiting ones and then goes by the time each became
 // ready (so it never preempts inside a queue), and Gittins goes by the job's Gittins index. Every round walks running
 // and waiting jobs in that order, counting GPUs: the jobs that fit in the cluster's GPUs should run;
@@ -96,10 +98,10 @@ class Tiresias final : public CountingWalk {
       return true;
     });
     if (s_.starvation > 0) {
-      // Promotions come due with time: the jobs whose due time has come (a hair of tolerance for the
-      // rounding of the sum; key() checks the condition itself).
+      // Promotions come due with time: the jobs whose due time has come (key() checks the condition itself,
+      // by the same sum and limit, so a wake-up asked for a due time finds it come).
       due_now_.clear();
-      const double limit = view.now() + 1e-9 * std::max(1.0, std::abs(view.now()));
+      const double limit = due_limit(view.now());
       for (auto d = due_.begin(); d != due_.end() && d->at_s <= limit; ++d) due_now_.push_back(d->task);
       for (TaskId task : due_now_) rekey(view, ready, task);
       while (!promoted_now_.empty()) {  // a promotion moves every waiting task of its instance
@@ -155,7 +157,7 @@ class Tiresias final : public CountingWalk {
   // it first where it waited `starvation` times as long as it ran since it was last in queue 0.
   void key(const ClusterView& view, const ReadyTask& t) {
     double service = view.attained_s(t.instance) - promoted_at(t.instance);
-    if (s_.starvation > 0 && queue_of(service) > 0 && view.now() - t.ready_s >= s_.starvation * service / t.gpus) {
+    if (s_.starvation > 0 && queue_of(service) > 0 && promotion_due_s(t, service) <= due_limit(view.now())) {
       if (index(t.instance) >= promoted_.size()) promoted_.resize(index(t.instance) + 1);
       promoted_[index(t.instance)] = {view.attained_s(t.instance), view.now()};
       promoted_now_.push_back(t.instance);
@@ -191,6 +193,8 @@ class Tiresias final : public CountingWalk {
   }
 
   double promotion_due_s(const ReadyTask& t, double service_gpu_s) const { return t.ready_s + s_.starvation * service_gpu_s / t.gpus; }
+  // The latest due time that has come at `now`: a hair of tolerance for the rounding of the sum.
+  static double due_limit(double now) { return now + 1e-9 * std::max(1.0, std::abs(now)); }
 
   // key() for a listed task that still waits (true); false where it left the queue (its entries dropped).
   bool rekey(const ClusterView& view, std::span<const ReadyTask> ready, TaskId task) {
@@ -259,7 +263,7 @@ class Tiresias final : public CountingWalk {
 
   // A task that starts now while others wait: a round is wanted when it passes its threshold.
   void placed(const ClusterView& view, const ReadyTask& t, Decisions& out) override {
-    if (held_back()) wake_at_threshold(view, view.attained_s(t.instance) - promoted_at(t.instance), t.gpus, out);
+    if (held_back()) wake_at_threshold(view, view.attained_s(t.instance) - promoted_at(t.instance), t.gpus, 0, out);
   }
 
   // While jobs are held back, the order changes when a running job passes a threshold (see also
@@ -267,7 +271,7 @@ class Tiresias final : public CountingWalk {
   // earliest due of the jobs not allowed). A task allowed but not placed (it does not fit) asks nothing:
   // its service does not grow.
   void ask_to_wake(const ClusterView& view, std::span<const ReadyTask> ready, Decisions& out) {
-    for (const Job& j : running_) wake_at_threshold(view, j.service_gpu_s, j.gpus, out);
+    for (const Job& j : running_) wake_at_threshold(view, j.service_gpu_s, j.gpus, view.running()[j.ref].restore_left_s(view.now()), out);
     for (auto d = due_.begin(); d != due_.end();) {
       const Due due = *d++;
       const std::optional<std::uint32_t> place = place_of(ready, due.joined);
@@ -280,10 +284,11 @@ class Tiresias final : public CountingWalk {
     }
   }
 
-  // When a job running on `gpus` with this service passes its queue's threshold (none in the last queue).
-  void wake_at_threshold(const ClusterView& view, double service_gpu_s, std::uint32_t gpus, Decisions& out) const {
+  // When a job running on `gpus` with this service passes its queue's threshold (none in the last queue): its
+  // service grows once the restore it pays (`restore_left_s` more; not yet known for a job just placed) is paid.
+  void wake_at_threshold(const ClusterView& view, double service_gpu_s, std::uint32_t gpus, double restore_left_s, Decisions& out) const {
     const std::uint32_t q = queue_of(service_gpu_s);
-    if (q < s_.thresholds_gpu_s.size()) out.wake_at(view.now() + (s_.thresholds_gpu_s[q] - service_gpu_s) / gpus);
+    if (q < s_.thresholds_gpu_s.size()) out.wake_at(view.now() + restore_left_s + (s_.thresholds_gpu_s[q] - service_gpu_s) / gpus);
   }
 
   std::uint32_t queue_of(double service_gpu_s) const {

@@ -68,7 +68,10 @@ void Computing::start(TaskId id, double known_scale) {
     compute_s = std::max(compute_s, e.total_s());
   }
   if (recovery_.restart_pending(id) && r.restarts < UINT16_MAX) ++r.restarts;
-  if (recovery_.on()) compute_s = recovery_.begin_compute(id, compute_s, s.elastic ? s.elastic->restart_s : 0, r.gpu_count);
+  if (recovery_.on()) {
+    compute_s = recovery_.begin_compute(id, compute_s, s.elastic ? s.elastic->restart_s : 0, r.gpu_count);
+    if (recovery_.resume_s(id) > 0) occupancy_.set_resume(id, r.compute_start_s, recovery_.resume_s(id));
+  }
   // Policies predict with the declared work (a trace job's duration), not a random draw.
   const double known = known_scale / static_cast<double>(r.gpu_count);
   double predicted_s = 0;

@@ -62,6 +62,14 @@ void Occupancy::set_running(const RunningTask& task) {
   }
 }
 
+void Occupancy::set_resume(TaskId task, double from_s, double resume_s) {
+  const std::uint32_t t = index(task);
+  if (t >= running_slot_.size() || running_slot_[t] == kNotRunning) return;
+  RunningTask& r = running_[running_slot_[t]];
+  r.resume_from_s = from_s;
+  r.resume_s = resume_s;
+}
+
 void Occupancy::stop_running(TaskId task) {
   const std::uint32_t t = index(task);
   if (t >= running_slot_.size() || running_slot_[t] == kNotRunning) return;

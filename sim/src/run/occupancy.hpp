@@ -55,6 +55,8 @@ class Occupancy {
   }
   // The tasks holding GPUs now, as policies see them: a task's entry is replaced when it is resized.
   void set_running(const RunningTask& task);
+  // The running task's run pays `resume_s` of restore from `from_s` (RunningTask::resume_s).
+  void set_resume(TaskId task, double from_s, double resume_s);
   void stop_running(TaskId task);
   // Whether the tenant's GPUs (with MIG: physical GPUs) are its own.
   bool private_tenant(TenantId tenant) const { return tenant_private_[index(tenant)] != 0; }

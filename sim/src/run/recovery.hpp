@@ -32,6 +32,8 @@ class Recovery {
   // The task begins computing; `full_s` is its compute from scratch on its gang of `gpus`. Returns what it
   // computes: the restore or restart it pays first, then the share not saved by checkpoints.
   double begin_compute(TaskId task, double full_s, double restart_s, std::uint32_t gpus);
+  // The restore or restart the task's current run pays before computing (set by begin_compute).
+  double resume_s(TaskId task) const { return on_ ? resume_s_[index(task)] : 0.0; }
   // A batch member computes `full_s` (batches are not resumed from checkpoints).
   void set_full_compute(TaskId task, double full_s) { full_compute_s_[index(task)] = full_s; }
 

@@ -400,7 +400,7 @@ void Tasks::resize(TaskId id, const std::vector<GpuId>& gang, const std::string&
   round_.check_resize(id, gang, std::span<const GpuId>(trace_.gpus.data() + r.gpu_begin, r.gpu_count), view());
   recovery_.resized(id, now - r.compute_start_s);  // a new run, whose end, as a preemption's, uses no retry attempt
   trace_.left_gangs.push_back({id, gang_start_s(r), now, r.gpu_begin, r.gpu_count});
-  occupancy_.attain(r.instance, (now - gang_start_s(r)) * r.gpu_count);
+  occupancy_.attain(r.instance, served_gpu_s(r, now));
   computing_.end_run(id);  // the old run's compute and collective events are stale
   const std::uint32_t old_begin = r.gpu_begin, old_count = r.gpu_count;
   const auto old_member = [&](GpuId g) {
@@ -450,9 +450,16 @@ void Tasks::released(std::uint32_t g) {
   for (RunListener* l : listeners_) l->gpu_released(g);
 }
 
+// The GPU time the run gave its job up to now: the GPUs held, less the restore it paid (RunningTask::served_s;
+// a batch pays none).
+double Tasks::served_gpu_s(const TaskRecord& r, double now) const {
+  const double restored_s = r.batched_with == 0 && r.compute_start_s != kNever ? std::clamp(now - r.compute_start_s, 0.0, recovery_.resume_s(trace_.id_of(r))) : 0.0;
+  return (now - gang_start_s(r) - restored_s) * r.gpu_count;
+}
+
 void Tasks::release_gpus(const TaskRecord& r) {
   occupancy_.add_tenant_gpus(r.tenant, -static_cast<std::int64_t>(r.gpu_count));
-  occupancy_.attain(r.instance, (queue_.now() - gang_start_s(r)) * r.gpu_count);
+  occupancy_.attain(r.instance, served_gpu_s(r, queue_.now()));
   // A batch's follower gives back its VRAM; the GPU is the leader's to free.
   const std::uint32_t self = index(trace_.id_of(r));
   if (r.batched_with != 0 && r.batched_with != self + 1) {

@@ -118,6 +118,7 @@ class Tasks : public ElasticHost, public RoundHost, public BatchHost {
   RollBack roll_back(TaskId id, const TaskRecord& r, const TaskSpec& s);
   void give_back_gpu(const TaskRecord& r, GpuId g, double offloaded_bytes);
   void released(std::uint32_t gpu);
+  double served_gpu_s(const TaskRecord& r, double now) const;
   void release_gpus(const TaskRecord& r);
   void end_task(TaskId task);
   void abort_running(TaskId task, const std::string& reason);
