@@ -291,6 +291,21 @@ TEST_CASE("time-slice alternates equal jobs a quantum at a time and leaves a lon
   CHECK(alone.summary.tasks_preempted == 0);
 }
 
+TEST_CASE("time-slice counts a slice from the end of the restore, so a restore longer than the quantum still lets jobs finish", "[policy][time-slice]") {
+  // A and B (3 s each) at 0 on one GPU, 1-s quantum, 2-s restore. A 0-1; B 1-2 (a first run pays no restore);
+  // A restores 2-4 and computes 4-5; B restores 5-7, computes 7-8; A 8-10 and 10-11 (done, 3 s computed);
+  // B alone 11-13 and 13-14 (done). Were the restore in the slice, every resumed job's slice would end
+  // while it restored and the two would take turns forever.
+  const std::string workflows = job("a", 3) + ", " + job("b", 3);
+  const std::string workload = arrivals("a", R"("0 s")") + ", " + arrivals("b", R"("0 s")");
+  Scenario scenario = one_gpu(R"({"name": "time-slice", "params": {"quantum": 1, "restore": 2}})", workflows, workload);
+  scenario.max_events = 10000;
+  const RunResult run = simulate(scenario);
+  CHECK(end_of(run, 0) == Approx(11));
+  CHECK(end_of(run, 1) == Approx(14));
+  CHECK(run.summary.tasks_preempted == 4);  // A at 1 and 5, B at 2 and 8
+}
+
 TEST_CASE("time-slice keeps the GPUs a waiting gang has counted for it", "[policy][time-slice]") {
   // Two unit GPUs, 30-s quantum. A and B (1 GPU, 1000 s) start at 0 and 15 s; C (2 GPUs, 20 s) arrives at
   // 16 s, then 1-GPU jobs of 10 s every 5 s from 17 s. At 30 s A's slice ends: C is first in the queue

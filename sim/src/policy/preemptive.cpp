@@ -20,6 +20,9 @@ namespace {
 // slice). With no job waiting nothing is suspended, so a lone job runs on uninterrupted. The first waiting
 // job too large for the GPUs counted so far holds its turn (CountingWalk's reserving mode): the waiting
 // jobs behind it wait until it fits, at most a quantum later, when the first slices ahead of it have ended.
+// A slice is time that moves the job forward: the restore a resumed job pays first is not in it (its slices
+// count from started_s + resume_s), or a restore as long as the quantum would end every slice before the job
+// computed anything, and jobs would take turns forever.
 class TimeSlice final : public CountingWalk {
  public:
   TimeSlice(double quantum_s, double restore_s)
@@ -31,10 +34,10 @@ class TimeSlice final : public CountingWalk {
  private:
   bool preempts() const override { return true; }
 
-  // Whole slices a job running since `started_s` has completed by `now` (a hair of tolerance, so a
+  // Whole slices a job whose slices count from `from_s` has completed by `now` (a hair of tolerance, so a
   // wake-up at a slice's end finds it ended despite rounding).
-  double slices_done(double started_s, double now) const {
-    const double ran = now - started_s;
+  double slices_done(double from_s, double now) const {
+    const double ran = now - from_s;
     return std::floor((ran + 1e-9 * std::max(1.0, std::abs(ran))) / quantum_s_);
   }
 
@@ -54,14 +57,15 @@ class TimeSlice final : public CountingWalk {
     double next_slice_end = std::numeric_limits<double>::infinity();  // of the others
     for (std::uint32_t j = 0; j < running.size(); ++j) {
       const RunningTask& r = running[j];
-      if (r.started_s > first_slice_from) {
-        first_started = std::min(first_started, r.started_s);
+      const double from = r.started_s + r.resume_s;  // its slices' origin: the restore is not in them
+      if (from > first_slice_from) {
+        first_started = std::min(first_started, from);
         continue;
       }
-      const double done = slices_done(r.started_s, view.now());
-      next_slice_end = std::min(next_slice_end, r.started_s + (done + 1) * quantum_s_);
+      const double done = slices_done(from, view.now());
+      next_slice_end = std::min(next_slice_end, from + (done + 1) * quantum_s_);
       if (done == 0) continue;
-      queued_.push_back({r.started_s + done * quantum_s_, index(r.task), j});
+      queued_.push_back({from + done * quantum_s_, index(r.task), j});
       count_in(r);
     }
     next_slice_end = std::min(next_slice_end, first_started + quantum_s_);
