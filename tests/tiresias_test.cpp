@@ -363,6 +363,18 @@ TEST_CASE("srtf suspends a running job only for one with less time left", "[poli
   CHECK(kept.summary.tasks_preempted == 0);
 }
 
+TEST_CASE("srtf's waiting task takes the time left its workflow has once a sibling ends", "[policy][srtf]") {
+  // X: a and b (2 s each, no edge between them) at 0, so X's time left is 4 s; Y (3 s) at 1.5 s. a runs 0-2 (at
+  // 1.5 s it has 2.5 s left, under Y's 3). At 2 s a ends and X has 2 s left: b, waiting since 0, goes ahead of Y
+  // (2-4), then Y (4-7). Had b kept the key it joined with (4 s), Y would have run 2-5 and b 5-7.
+  const std::string workflows =
+      R"("x": {"tasks": [{"name": "a", "work": {"flop": "200 TFLOP"}}, {"name": "b", "work": {"flop": "200 TFLOP"}}]}, )" + job("y", 3);
+  const RunResult run = simulate(one_gpu(R"({"name": "srtf"})", workflows, arrivals("x", R"("0 s")") + ", " + arrivals("y", R"("1.5 s")")));
+  CHECK(end_of(run, 0) == Approx(4));
+  CHECK(end_of(run, 1) == Approx(7));
+  CHECK(run.summary.tasks_preempted == 0);
+}
+
 TEST_CASE("the counting policies count each virtual cluster's own GPUs", "[policy][time-slice][tiresias][srtf]") {
   // Two tenants pinned to a 1-GPU node each (virtual clusters). In a's node, L (1000 s) at 0 and S
   // (10 s) at 1 s; b's node stays idle. Counted over the whole cluster, b's idle GPU would seem to

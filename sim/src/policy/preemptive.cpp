@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "counting_walk.hpp"
 #include "fleetsim/error.hpp"
 #include "fleetsim/units.hpp"
+#include "fleetsim/workflow.hpp"
 
 namespace fleetsim::policies {
 namespace {
@@ -105,6 +108,13 @@ class TimeSlice final : public CountingWalk {
 // trace's duration for a job log, less the seconds it has received), running ones first at equal
 // times. A running job's time left only shrinks, so the order moves only when jobs arrive or end,
 // which start rounds anyway: no wake-ups are needed.
+//
+// The waiting jobs stay keyed in walk order from round to round: a waiting job's time left moves only when its
+// instance's service grows (ClusterView::attained_changed) or its gang size does (an elastic task). A round keys
+// the jobs that joined, and keys the whole queue afresh only where a job whose time left may have moved still
+// waits (a waiting sibling of a task that gave its GPUs back; an elastic task); it sorts the running jobs and
+// walks both together until every GPU is counted for. A trace of one-task jobs so costs a round what joined and
+// what it allows, not the queue's length.
 class Srtf final : public CountingWalk {
  public:
   explicit Srtf(double restore_s) : restore_s_(restore_s) {}
@@ -115,46 +125,104 @@ class Srtf final : public CountingWalk {
   void begin_round(const ClusterView& view, std::span<const ReadyTask> ready, Decisions& out) override {
     const std::span<const RunningTask> running = view.running();
     begin_walk(view, true);
-    jobs_.clear();
+    keep_waiting(view, ready);
+    running_.clear();
     for (std::uint32_t j = 0; j < running.size(); ++j) {
       const RunningTask& r = running[j];
       const double job_s = index(r.task) < job_s_.size() ? job_s_[index(r.task)] : 0.0;
-      jobs_.push_back({std::max(0.0, job_s - view.attained_now_s(r) / r.gpus), false, index(r.task), j});
+      running_.push_back({std::max(0.0, job_s - view.attained_now_s(r) / r.gpus), index(r.task), j});
     }
-    for (std::uint32_t i = 0; i < ready.size(); ++i) {
-      const ReadyTask& t = ready[i];
-      jobs_.push_back({std::max(0.0, t.job_s - view.attained_s(t.instance) / t.gpus), true, i, i});
-    }
-    std::sort(jobs_.begin(), jobs_.end());
-    for (const Job& j : jobs_) {
-      if (j.waiting) {
-        walk_waiting(ready, j.ref);
-      } else if (!keeps_gpus(running[j.ref])) {
-        out.suspend(running[j.ref].first_gpu, "a job with less time left needs its GPUs", restore_s_);
+    std::sort(running_.begin(), running_.end());
+    // Merged by time left, a running job first at equal times; once the walk is done every waiting job left is held back.
+    auto w = waiting_.begin();
+    for (std::size_t r = 0; w != waiting_.end() || r < running_.size();) {
+      if (w != waiting_.end() && (r == running_.size() || w->left_s < running_[r].left_s)) {
+        if (walk_done()) {
+          w = waiting_.end();
+          continue;
+        }
+        const std::optional<std::uint32_t> place = place_of(ready, w->joined);
+        if (place) {
+          walk_waiting(ready, *place);
+          ++w;
+        } else {
+          w = drop(w);  // it left the queue
+        }
+        continue;
       }
+      const Running& j = running_[r++];
+      if (!keeps_gpus(running[j.ref])) out.suspend(running[j.ref].first_gpu, "a job with less time left needs its GPUs", restore_s_);
     }
   }
 
-  // What the oracle knows of a job that starts: its predicted time, kept for the rounds it runs in.
+  // What the oracle knows of a job that starts: its predicted time, kept for the rounds it runs in. It leaves
+  // the queue: its key goes.
   void placed(const ClusterView&, const ReadyTask& t, Decisions&) override {
     if (index(t.task) >= job_s_.size()) job_s_.resize(index(t.task) + 1, 0.0);
     job_s_[index(t.task)] = t.job_s;
+    if (index(t.task) < key_of_.size() && key_of_[index(t.task)].joined == t.joined) drop(waiting_.find(key_of_[index(t.task)]));
   }
 
-  struct Job {
+  struct Waiting {
     double left_s;
-    bool waiting;
-    std::uint32_t order;  // running: task number; waiting: ready order
-    std::uint32_t ref;    // into view.running() or ready
-    bool operator<(const Job& o) const {
-      if (left_s != o.left_s) return left_s < o.left_s;
-      if (waiting != o.waiting) return !waiting;
-      return order < o.order;
-    }
+    std::uint64_t joined;  // ReadyTask::joined: the queue's order at equal times
+    std::uint32_t task, instance;
+    bool elastic;
+    bool operator<(const Waiting& o) const { return left_s < o.left_s || (left_s == o.left_s && joined < o.joined); }
   };
+  struct Running {
+    double left_s;
+    std::uint32_t task;
+    std::uint32_t ref;  // into view.running()
+    bool operator<(const Running& o) const { return left_s < o.left_s || (left_s == o.left_s && task < o.task); }
+  };
+
+  static Waiting key(const ClusterView& view, const ReadyTask& t) {
+    return {std::max(0.0, t.job_s - view.attained_s(t.instance) / t.gpus), t.joined, index(t.task), index(t.instance), t.spec->elastic.has_value()};
+  }
+
+  // Brings waiting_ up to the queue: the jobs that joined since the last round keyed; every job keyed afresh where
+  // one whose time left may have moved waits (a stale key of a task that left the queue counts: rare, and only
+  // costs a round that sort); a sweep once stale keys hold half of it.
+  void keep_waiting(const ClusterView& view, std::span<const ReadyTask> ready) {
+    bool moved = elastic_keyed_ > 0 || waiting_.size() > 2 * ready.size() + 1024;
+    for (InstanceId instance : view.attained_changed()) moved = moved || (index(instance) < keyed_of_instance_.size() && keyed_of_instance_[index(instance)] > 0);
+    if (moved) {
+      while (!waiting_.empty()) drop(waiting_.begin());
+      last_joined_ = 0;
+    }
+    std::size_t first_new = ready.size();
+    while (first_new > 0 && ready[first_new - 1].joined > last_joined_) --first_new;
+    for (std::size_t i = first_new; i < ready.size(); ++i) {
+      const ReadyTask& t = ready[i];
+      const Waiting k = key(view, t);
+      if (k.task >= key_of_.size()) key_of_.resize(k.task + 1, Waiting{});
+      if (k.instance >= keyed_of_instance_.size()) keyed_of_instance_.resize(k.instance + 1, 0);
+      if (key_of_[k.task].joined != 0) drop(waiting_.find(key_of_[k.task]));
+      key_of_[k.task] = k;
+      ++keyed_of_instance_[k.instance];
+      if (k.elastic) ++elastic_keyed_;
+      waiting_.insert(k);
+    }
+    if (!ready.empty()) last_joined_ = std::max(last_joined_, ready.back().joined);
+  }
+
+  std::set<Waiting>::iterator drop(std::set<Waiting>::iterator at) {
+    if (at == waiting_.end()) return at;
+    --keyed_of_instance_[at->instance];
+    if (at->elastic) --elastic_keyed_;
+    key_of_[at->task].joined = 0;
+    return waiting_.erase(at);
+  }
+
   double restore_s_;
-  std::vector<Job> jobs_;
-  std::vector<double> job_s_;  // per task, from when it was placed
+  std::vector<Running> running_;
+  std::set<Waiting> waiting_;                   // every waiting job keyed, in walk order (some since left: dropped when met)
+  std::vector<Waiting> key_of_;                 // per task: its entry in waiting_ (joined 0: none)
+  std::vector<std::uint32_t> keyed_of_instance_;  // per instance: its tasks in waiting_
+  std::uint64_t elastic_keyed_ = 0;             // elastic tasks in waiting_
+  std::uint64_t last_joined_ = 0;               // the last task that joined the queue keyed
+  std::vector<double> job_s_;                   // per task, from when it was placed
 };
 
 }  // namespace
