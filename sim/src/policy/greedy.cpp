@@ -49,6 +49,19 @@ std::optional<std::uint32_t> Greedy::place_of(std::span<const ReadyTask> ready, 
   return static_cast<std::uint32_t>(it - ready.begin());
 }
 
+std::optional<std::uint32_t> Greedy::place_of(std::span<const ReadyTask> ready, std::uint64_t joined, std::uint32_t from) {
+  std::size_t lo = std::min<std::size_t>(from, ready.size()), hi = lo, step = 1;
+  while (hi < ready.size() && ready[hi].joined < joined) {  // everything up to hi joined before: look further
+    lo = hi + 1;
+    hi = lo + step;
+    step *= 2;
+  }
+  const auto end = ready.begin() + static_cast<std::ptrdiff_t>(std::min(hi + 1, ready.size()));
+  const auto it = std::partition_point(ready.begin() + static_cast<std::ptrdiff_t>(lo), end, [&](const ReadyTask& t) { return t.joined < joined; });
+  if (it == end || it->joined != joined) return std::nullopt;
+  return static_cast<std::uint32_t>(it - ready.begin());
+}
+
 void Greedy::keep_order(const ClusterView& view, std::span<const ReadyTask> ready) {
   // A policy serves one run's queue (made per run), whose numbers only grow: the tasks past the last one seen
   // are those that joined since. (The newest may have left already, so the queue's end can be below it.)
@@ -65,9 +78,10 @@ void Greedy::keep_order(const ClusterView& view, std::span<const ReadyTask> read
   }
 }
 
-std::optional<Greedy::TenantHead> Greedy::first_queued(std::span<const ReadyTask> ready, std::set<Keyed>::iterator at, double tenant, double key) {
+std::optional<Greedy::TenantHead> Greedy::first_queued(std::span<const ReadyTask> ready, std::set<Keyed>::iterator at, double tenant, double key,
+                                                        std::uint32_t from) {
   while (at != kept_.end() && at->key == tenant) {
-    if (const std::optional<std::uint32_t> place = place_of(ready, at->joined)) return TenantHead{key, at->joined, at, *place};
+    if (const std::optional<std::uint32_t> place = place_of(ready, at->joined, from)) return TenantHead{key, at->joined, at, *place};
     at = kept_.erase(at);  // it left the queue
   }
   return std::nullopt;
@@ -95,7 +109,7 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
     for (auto at = kept_.begin(); per_tenant && at != kept_.end();) {
       const double tenant = at->key;
       const auto end = kept_.lower_bound({tenant, std::numeric_limits<std::uint64_t>::max()});
-      if (std::optional<TenantHead> first = first_queued(ready, at, tenant, 0)) {
+      if (std::optional<TenantHead> first = first_queued(ready, at, tenant, 0, 0)) {
         first->key = order_key(view, ready[first->place]);
         tenant_heads_.push_back(*first);
       }
@@ -118,7 +132,7 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
       const TenantHead head = tenant_heads_.back();
       tenant_heads_.pop_back();
       i = head.place;
-      if (const std::optional<TenantHead> after = first_queued(ready, std::next(head.at), head.at->key, head.key)) {
+      if (const std::optional<TenantHead> after = first_queued(ready, std::next(head.at), head.at->key, head.key, head.place + 1)) {
         tenant_heads_.push_back(*after);
         std::push_heap(tenant_heads_.begin(), tenant_heads_.end(), std::greater<>());
       }

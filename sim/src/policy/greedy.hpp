@@ -70,6 +70,9 @@ class Greedy : public Policy {
   virtual void blocked(const ClusterView& /*view*/, const ReadyTask& /*task*/) {}
   // The place in `ready` of the task that joined as `joined` (ReadyTask::joined), or none where it has left.
   static std::optional<std::uint32_t> place_of(std::span<const ReadyTask> ready, std::uint64_t joined);
+  // The same, where every task before ready[from] joined before it: searched from there out, doubling the step, so a
+  // task near `from` costs a step or two (a tenant's next task, after its last).
+  static std::optional<std::uint32_t> place_of(std::span<const ReadyTask> ready, std::uint64_t joined, std::uint32_t from);
 
  private:
   // With idle_only, only GPUs that run nothing; else time-sliced GPUs with a task slot left too.
@@ -105,7 +108,7 @@ class Greedy : public Policy {
   };
   // The first task of `tenant` from `at` on still in the queue, erasing those that left, with its key and place
   // in the queue; none where the tenant has none left.
-  std::optional<TenantHead> first_queued(std::span<const ReadyTask> ready, std::set<Keyed>::iterator at, double tenant, double key);
+  std::optional<TenantHead> first_queued(std::span<const ReadyTask> ready, std::set<Keyed>::iterator at, double tenant, double key, std::uint32_t from);
   std::vector<TenantHead> tenant_heads_;  // a min-heap
   std::set<Keyed> kept_;
   std::uint64_t last_joined_ = 0;  // the last task added to kept_
