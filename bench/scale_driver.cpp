@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "fleetsim/network.hpp"
 #include "fleetsim/scenario.hpp"
 #include "fleetsim/simulation.hpp"
 
@@ -252,7 +253,7 @@ int main(int argc, char** argv) {
     const auto seed = argc >= 5 ? count_of(argv[4]) : std::optional<std::int64_t>(1);
     char* end = nullptr;
     const double tolerance = argc == 6 ? std::strtod(argv[5], &end) : 0;
-    const bool tolerance_ok = argc < 6 || (end != argv[5] && *end == '\0' && tolerance >= 1e-10 && tolerance <= 0.01);
+    const bool tolerance_ok = argc < 6 || (end != argv[5] && *end == '\0' && tolerance >= fleetsim::Network::kExactTolerance && tolerance <= 0.01);
     if (!gpus || !tasks || !kind_known || !seed || !tolerance_ok) {
       std::fprintf(stderr,
                    "fleetsim_scale: expected GPUS and TASKS as whole numbers from 1, then compute, network, rails or shuffle, then a seed "

@@ -43,20 +43,17 @@ void Greedy::note_no_room(const Shape& s) {
   no_room_[i] = NoRoom{round_, s};
 }
 
-std::optional<std::uint32_t> Greedy::place_of(std::span<const ReadyTask> ready, std::uint64_t joined) {
-  const auto it = std::partition_point(ready.begin(), ready.end(), [&](const ReadyTask& t) { return t.joined < joined; });
-  if (it == ready.end() || it->joined != joined) return std::nullopt;
-  return static_cast<std::uint32_t>(it - ready.begin());
-}
-
 std::optional<std::uint32_t> Greedy::place_of(std::span<const ReadyTask> ready, std::uint64_t joined, std::uint32_t from) {
-  std::size_t lo = std::min<std::size_t>(from, ready.size()), hi = lo, step = 1;
-  while (hi < ready.size() && ready[hi].joined < joined) {  // everything up to hi joined before: look further
-    lo = hi + 1;
-    hi = lo + step;
-    step *= 2;
+  std::size_t lo = std::min<std::size_t>(from, ready.size()), hi = ready.size();
+  if (from > 0) {  // doubling steps from a known place; from the queue's start, a binary search of it all
+    hi = lo;
+    for (std::size_t step = 1; hi < ready.size() && ready[hi].joined < joined; step *= 2) {  // everything up to hi joined before
+      lo = hi + 1;
+      hi = lo + step;
+    }
+    hi = std::min(hi + 1, ready.size());
   }
-  const auto end = ready.begin() + static_cast<std::ptrdiff_t>(std::min(hi + 1, ready.size()));
+  const auto end = ready.begin() + static_cast<std::ptrdiff_t>(hi);
   const auto it = std::partition_point(ready.begin() + static_cast<std::ptrdiff_t>(lo), end, [&](const ReadyTask& t) { return t.joined < joined; });
   if (it == end || it->joined != joined) return std::nullopt;
   return static_cast<std::uint32_t>(it - ready.begin());

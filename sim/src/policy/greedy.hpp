@@ -68,11 +68,10 @@ class Greedy : public Policy {
   virtual bool allowed(const ClusterView& /*view*/, const ReadyTask& /*task*/) { return true; }
   virtual void placed(const ClusterView& /*view*/, const ReadyTask& /*task*/, Decisions& /*out*/) {}
   virtual void blocked(const ClusterView& /*view*/, const ReadyTask& /*task*/) {}
-  // The place in `ready` of the task that joined as `joined` (ReadyTask::joined), or none where it has left.
-  static std::optional<std::uint32_t> place_of(std::span<const ReadyTask> ready, std::uint64_t joined);
-  // The same, where every task before ready[from] joined before it: searched from there out, doubling the step, so a
-  // task near `from` costs a step or two (a tenant's next task, after its last).
-  static std::optional<std::uint32_t> place_of(std::span<const ReadyTask> ready, std::uint64_t joined, std::uint32_t from);
+  // The place in `ready` of the task that joined as `joined` (ReadyTask::joined), or none where it has left; every
+  // task before ready[from] joined before it. From a place, searched out from it doubling the step: a task near
+  // `from` costs a step or two (a tenant's next task, after its last); from 0, a binary search.
+  static std::optional<std::uint32_t> place_of(std::span<const ReadyTask> ready, std::uint64_t joined, std::uint32_t from = 0);
 
  private:
   // With idle_only, only GPUs that run nothing; else time-sliced GPUs with a task slot left too.
