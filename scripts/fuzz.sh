@@ -27,7 +27,7 @@ cmake --build "$build" --target fuzz_loaders -j"$(nproc)"
 corpus=$build/corpus
 rm -rf "$corpus" && mkdir -p "$corpus"
 i=0
-for f in scenarios/*.json; do { printf '\x00'; cat "$f"; } >"$corpus/s$i"; i=$((i + 1)); done
+for f in scenarios/*.json scenarios/studies/*.json; do { printf '\x00'; cat "$f"; } >"$corpus/s$i"; i=$((i + 1)); done
 for f in scenarios/workflows/*.json; do { printf '\x01'; cat "$f"; } >"$corpus/w$i"; i=$((i + 1)); done
 for f in models/*.json tests/data/*.json; do { printf '\x02'; cat "$f"; } >"$corpus/c$i"; i=$((i + 1)); done
 { printf '\x04'; echo '{"fleetsim_profile": 1, "provenance": {"backend": "cpu"}, "gpus": {"cpu-core": {"peak_flops": {"fp32": "40 GFLOP/s"}, "memory_bandwidth": "30 GB/s", "shared_memory_bandwidth": "40 GB/s", "compute_pool": 1.5}}, "links": {"host-memcpy": {"bandwidth": "15 GB/s", "latency": "1 us"}}, "measurements": [{"kernel": "gemm", "dtype": "fp32", "size": 1e9, "seconds": 0.025}]}'; } >"$corpus/p$i"

@@ -769,6 +769,82 @@ TEST_CASE("a USP step runs Ulysses' all-to-alls in groups and ring passes in rin
   CHECK(r.end_s - r.compute_start_s == Approx(compute + 4 * 57 * (0.5 * shard / 100e9 + 2e-6)).epsilon(0.01));
 }
 
+TEST_CASE("a PipeFusion run's time is its warm-up steps, its bands' steps and the pipeline's fill", "[profiles]") {
+  // FLUX.1's 19 double and 38 single blocks in four stages: xDiT gives the first ceil(57 / 4) = 15, all double.
+  StepShape s;
+  s.pipeline_stages = 4;
+  s.patches = 2;
+  s.pipeline_warmup = 2;
+  const PipelineStage first = first_pipeline_stage(arch("flux-dit"), s);
+  CHECK(first.doubles == 15);
+  CHECK(first.singles == 0);
+  CHECK(first.share() == Approx(15.0 / 57));
+  s.pipeline_stages = 2;  // 29 blocks: the 19 double ones and 10 single
+  CHECK(first_pipeline_stage(arch("flux-dit"), s).singles == 10);
+  s.pipeline_stages = 4;
+  // Ten steps, a band's step 1 s of the first stage's kernels, its whole-image step 3 s. The two warm-up steps
+  // pass the image through the stages one at a time: 2 x 3 x 57 / 15 = 22.8 s. Two bands keep only two of the
+  // four stages busy: each of the eight other steps takes four bands' times, 4 x 0.5 s; the pipeline fills and
+  // drains once, three bands' times.
+  CHECK(pipefusion_run_s(arch("flux-dit"), s, 10, 1.0, 3.0) == Approx(22.8 + 8 * 2 + 1.5));
+  s.patches = 8;  // more bands than stages: every stage busy, eight bands' times a step
+  CHECK(pipefusion_run_s(arch("flux-dit"), s, 10, 1.0, 3.0) == Approx(22.8 + 8 * 1 + 3 * 0.125));
+  CHECK(pipefusion_run_s(arch("flux-dit"), s, 1, 1.0, 3.0) == Approx(11.4));  // warm-up only
+  s.pipeline_warmup = 0;
+  CHECK(pipefusion_run_s(arch("flux-dit"), s, 10, 1.0, 3.0) == Approx(10 + 3 * 0.125));
+}
+
+TEST_CASE("a PipeFusion sampler step runs the first stage's blocks band by band and hands each on", "[profiles][simulation]") {
+  // FLUX.1 at 256x256 (256 image tokens in 16 latent rows, 512 text tokens), three steps, on four unit GPUs
+  // (NVLink of 100 GB/s, 1 us a hop through the switch): four stages, four bands, one warm-up step.
+  const auto sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "unit-node-4", "count": 1}]},
+      "workflows": {"w": {"tasks": [{"name": "denoise", "gpus": 4, "model": {"id": "flux", "weights": "24 GB"}, "working_set": "1 GB",
+          "work": {"architecture": "flux-dit", "steps": 3, "width": 256, "height": 256, "parallel": {"pipefusion": 4, "patches": 4}}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
+  const TaskSpec& task = sc.workflows[0].tasks[0];
+  CHECK(task.shape.pipeline_stages == 4);
+  CHECK(task.shape.patches == 4);
+  CHECK(task.shape.pipeline_warmup == 1);  // xDiT's default
+  // The first stage's 15 double blocks, each band's 64 image tokens with the 512 text ones over every token's keys.
+  const auto kernels = step_kernels(arch("flux-dit"), task.shape, Dtype::bf16);
+  double attentions = 0;
+  for (const KernelCall& c : kernels) {
+    if (c.cls != KernelClass::attention) continue;
+    CHECK(c.m == 64 + 512);
+    CHECK(c.n == 768);
+    attentions += c.count;
+  }
+  CHECK(attentions == 4 * 15);
+  CHECK(std::none_of(kernels.begin(), kernels.end(), [](const KernelCall& c) { return c.name.starts_with("final.") || c.name.starts_with("single."); }));
+  // Each GPU holds its stage's weights and every image token's keys and values for its 15 layers.
+  CHECK(task.weights_per_gpu_bytes() == Approx(24e9 * 15 / 57));
+  CHECK(task.working_set_bytes == Approx(1e9 + 2 * 15 * 256 * 3072 * 2.0));
+  // Sends: the two banded steps' four bands and text (the whole sequence's hidden states, bf16), beside the
+  // compute; the warm-up step's three sends of all of it, after.
+  const double hidden = 768 * 3072 * 2.0;
+  REQUIRE(task.collectives.size() == 2);
+  CHECK(task.collectives[0].op == CollectiveOp::send_recv);
+  CHECK(task.collectives[0].calls == 2 * 5);
+  CHECK(task.collectives[0].bytes == Approx(2 * hidden));
+  CHECK(task.collectives[0].overlap == 1);
+  CHECK(task.collectives[0].group_size == 4);
+  CHECK(task.collectives[1].calls == 3);
+  CHECK(task.collectives[1].bytes == Approx(3 * hidden));
+  CHECK(task.collectives[1].overlap == 0);
+  // Hand-worked: the warm-up step is the first stage's whole-image step 57 / 15 times; the two banded steps four
+  // bands' times each, and three bands' times to fill and drain; then the warm-up's three sends, each GPU's
+  // on its own link.
+  const RunResult run = simulate(sc);
+  const TaskRecord& r = run.trace.tasks[0];
+  const GpuType& unit = run.cluster.gpu_type(make_id<GpuId>(0));
+  StepShape whole_image = task.shape;
+  whole_image.patches = 1;
+  const double banded = estimate_step(arch("flux-dit"), task.shape, KernelModel(unit), Dtype::bf16).time_s;
+  const double whole = estimate_step(arch("flux-dit"), whole_image, KernelModel(unit), Dtype::bf16).time_s;
+  const double compute = whole * 57 / 15 + 2 * banded + 3 * banded / 4;
+  CHECK(r.end_s - r.compute_start_s == Approx(compute + 3 * (hidden / 100e9 + 2e-6)).epsilon(0.01));
+}
+
 TEST_CASE("sequence parallelism is checked against its model and gang", "[profiles][input]") {
   auto with_task = [](const std::string& task) {
     return test::scenario_error(R"({"name": "x", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
@@ -810,6 +886,23 @@ TEST_CASE("sequence parallelism is checked against its model and gang", "[profil
   // The old spelling says what replaced it.
   CHECK_THAT(with_task(R"({"name": "t", "gpus": 4, "work": {)" + flux_64 + R"(, "parallel": {"sequence": 4, "attention": "ring"}}})"),
              Catch::Contains("parallel/attention") && Catch::Contains("replaced by \"ring\""));
+  // PipeFusion, by field.
+  const std::string flux_pf = R"("architecture": "flux-dit", "width": 256, "height": 256)";  // 16 latent rows
+  CHECK(with_task(R"({"name": "t", "gpus": 8, "work": {)" + flux_pf + R"(, "batch": 2, "parallel": {"pipefusion": 4, "patches": 16, "cfg": 2, "warmup": 0}}})").empty());
+  CHECK_THAT(with_task(R"({"name": "t", "gpus": 4, "work": {)" + flux_pf + R"(, "parallel": {"pipefusion": 4, "patches": 17}}})"),
+             Catch::Contains("parallel/patches") && Catch::Contains("at most the image's 16"));
+  CHECK_THAT(with_task(R"({"name": "t", "gpus": 64, "work": {)" + flux_pf + R"(, "parallel": {"pipefusion": 64}}})"),
+             Catch::Contains("parallel/pipefusion") && Catch::Contains("at most flux-dit's 57 transformer blocks"));
+  CHECK_THAT(with_task(R"({"name": "t", "gpus": 2, "work": {)" + flux_pf + R"(, "parallel": {"pipefusion": 4}}})"),
+             Catch::Contains("parallel/pipefusion") && Catch::Contains("\"gpus\" to be 4, found 2"));
+  CHECK_THAT(with_task(R"({"name": "t", "gpus": 8, "work": {)" + flux_pf + R"(, "parallel": {"pipefusion": 2, "sequence": 4}}})"),
+             Catch::Contains("parallel/pipefusion") && Catch::Contains("not modelled"));
+  CHECK_THAT(with_task(R"({"name": "t", "gpus": 2, "work": {"architecture": "sdxl-unet", "width": 64, "height": 64, "parallel": {"pipefusion": 2}}})"),
+             Catch::Contains("parallel/pipefusion") && Catch::Contains("sdxl-unet is a unet"));
+  CHECK_THAT(with_task(R"({"name": "t", "gpus": 4, "work": {)" + flux_pf + R"(, "parallel": {"sequence": 4, "patches": 2}}})"),
+             Catch::Contains("parallel/patches") && Catch::Contains("give \"pipefusion\""));
+  CHECK_THAT(with_task(R"({"name": "t", "gpus": 4, "work": {)" + flux_pf + R"(, "parallel": {"pipefusion": 4, "warmup": -1}}})"),
+             Catch::Contains("parallel/warmup"));
   // A video VAE's tiles, by field.
   const std::string hunyuan_vae = R"("architecture": "hunyuan-video-vae-decoder", "width": 256, "height": 256, "frames": 17)";
   CHECK(with_task(R"({"name": "t", "work": {)" + hunyuan_vae + R"(, "tiles": {"size": 16, "overlap": 4, "frames": 2, "frame_overlap": 1}}})").empty());

@@ -37,10 +37,19 @@ ComputeEstimate ComputeModel::step(const TaskSpec& task, const GpuType& gpu, dou
   StepShape shape = task.shape;
   shape.batch *= batch_factor;
   if (shape.tiles.vram_below > 0 && gpu.vram_bytes >= shape.tiles.vram_below) shape.tiles = {};  // this GPU holds the whole decode
-  const StepEstimate step = estimate_step(*task.architecture, shape, KernelModel(gpu, kernels_), task.dtype);
+  const KernelModel model(gpu, kernels_);
+  const StepEstimate step = estimate_step(*task.architecture, shape, model, task.dtype);
   // A parallel step is its gang's work: each of its GPUs runs one GPU's share of it (the task's work is
-  // split evenly over its gang).
-  const double gang = shape.gpus();
+  // split evenly over its gang). A PipeFusion run's steps take its pipeline's time: its first stage's
+  // kernels, stretched by the warm-up steps and the pipeline's filling and draining.
+  double stretch = 1;
+  if (shape.pipeline_stages > 1 && step.time_s > 0 && task.steps > 0) {
+    StepShape whole = shape;
+    whole.patches = 1;
+    const double whole_s = estimate_step(*task.architecture, whole, model, task.dtype).time_s;
+    stretch = pipefusion_run_s(*task.architecture, shape, task.steps, step.time_s, whole_s) / (task.steps * step.time_s);
+  }
+  const double gang = shape.gpus() * stretch;
   ComputeEstimate e;
   e.sequential = true;  // kernels run one after another
   e.launch_s = gang * (step.fixed_s + step.host_wait_s);

@@ -52,24 +52,46 @@ TaskWork work_on(const TaskSpec& task, const GpuType& gpu) {
 namespace detail {
 namespace {
 
-// "parallel": {"sequence": k, "ring": r, "cfg": 2}: a step split over the task's gang of k x 2 GPUs, by
-// sequence (a diffusion transformer's tokens; in attention, its heads over groups of k / r GPUs, Ulysses,
-// and its queries over rings of r with the keys passed round) and by guidance (the batch's halves).
+// "parallel": {"sequence": k, "ring": r, "cfg": 2} or {"pipefusion": n, "patches": m, "warmup": w, "cfg": 2}: a
+// step split over the task's gang of k (or n) x 2 GPUs, by sequence (a diffusion transformer's tokens; in
+// attention, its heads over groups of k / r GPUs, Ulysses, and its queries over rings of r with the keys passed
+// round), by PipeFusion's stages of blocks and bands of rows, and by guidance (the batch's halves).
 void read_parallel(ObjectReader& w, TaskSpec& task, const Architecture& a) {
   const Json* value = w.field("parallel");
   if (value == nullptr) return;
   ObjectReader p(*value, w.pointer("parallel"), w.problems());
   if (!p.ok()) return;
   const std::int64_t k = p.integer_or("sequence", 1, 1, 1024), cfg = p.integer_or("cfg", 1, 1, 2), ring = p.integer_or("ring", 1, 1, 1024);
-  if (p.field("sequence") == nullptr && p.field("cfg") == nullptr) p.problem("sequence", "expected \"sequence\" (GPUs per step by tokens), \"cfg\" (2: the guidance batch's halves) or both");
+  const std::int64_t stages = p.integer_or("pipefusion", 1, 1, 1024), patches = p.integer_or("patches", stages, 1, 1 << 20);
+  const std::int64_t warmup = p.integer_or("warmup", 1, 0, 1'000'000);  // xDiT's default --warmup_steps
+  if (p.field("sequence") == nullptr && p.field("cfg") == nullptr && p.field("pipefusion") == nullptr) {
+    p.problem("sequence", "expected \"sequence\" (GPUs per step by tokens), \"pipefusion\" (stages of blocks), \"cfg\" (2: the guidance batch's halves) or a mix");
+  }
+  if (p.field("pipefusion") == nullptr) {
+    for (const char* field : {"patches", "warmup"}) {
+      if (p.field(field) != nullptr) p.problem(field, std::string("a PipeFusion setting: give \"pipefusion\", the stages, with it"));
+    }
+  }
   if (p.field("attention") != nullptr) {
     p.problem("attention", "replaced by \"ring\", the GPUs of each ring that passes keys and values round (xDiT's ring degree): ring attention over "
                            "the whole sequence gang is \"ring\" equal to \"sequence\"");
   }
   p.finish();
-  const double heads = a.number("heads", 0), gang = static_cast<double>(k * cfg), ulysses = static_cast<double>(k / ring);
+  const double heads = a.number("heads", 0), gang = static_cast<double>(k * cfg * stages), ulysses = static_cast<double>(k / ring);
+  const StepShape& s = task.shape;
+  const double blocks = a.number("double_blocks", 0) + a.number("single_blocks", 0);
+  const double rows = std::ceil(s.height / a.number("vae_factor", 8) / a.number("patch", 2));  // the latent's rows of tokens, which bands split
+  const char* split = k > 1 ? "sequence" : stages > 1 ? "pipefusion" : "cfg";
   if (k > 1 && a.family != "dit") {
     p.problem("sequence", "sequence parallelism splits a diffusion transformer's tokens (family dit); " + a.id + " is a " + a.family);
+  } else if (stages > 1 && a.family != "dit") {
+    p.problem("pipefusion", "PipeFusion splits a diffusion transformer's blocks (family dit); " + a.id + " is a " + a.family);
+  } else if (stages > 1 && k > 1) {
+    p.problem("pipefusion", "PipeFusion beside sequence parallelism (xDiT's hybrid) is not modelled: give one of \"pipefusion\" and \"sequence\"");
+  } else if (stages > 1 && static_cast<double>(stages) > blocks) {
+    p.problem("pipefusion", "expected at most " + a.id + "'s " + std::to_string(static_cast<long long>(blocks)) + " transformer blocks, a stage's at least one, found " + std::to_string(stages));
+  } else if (stages > 1 && static_cast<double>(patches) > rows) {
+    p.problem("patches", "bands are rows of the latent's tokens: expected at most the image's " + std::to_string(static_cast<long long>(rows)) + ", found " + std::to_string(patches));
   } else if (k % ring != 0) {
     p.problem("ring", "expected a divisor of \"sequence\" " + std::to_string(k) + " (rings of that many GPUs, Ulysses over the other factor), found " + std::to_string(ring));
   } else if (ulysses > 1 && std::fmod(heads, ulysses) != 0) {
@@ -77,15 +99,20 @@ void read_parallel(ObjectReader& w, TaskSpec& task, const Architecture& a) {
                                                    "'s " + std::to_string(static_cast<long long>(heads)) + " attention heads");
   } else if (cfg > 1 && std::fmod(task.shape.batch, static_cast<double>(cfg)) != 0) {
     p.problem("cfg", "guidance parallelism puts the batch's halves on two GPUs: expected an even batch, found " + std::to_string(static_cast<long long>(task.shape.batch)));
-  } else if (gang > 1 && task.gpus != k * cfg) {
-    p.problem(k > 1 ? "sequence" : "cfg", "a parallel step runs on a gang of its degree: expected the task's \"gpus\" to be " + std::to_string(k * cfg) +
-                                               ", found " + std::to_string(task.gpus));
+  } else if (gang > 1 && task.gpus != k * cfg * stages) {
+    p.problem(split, "a parallel step runs on a gang of its degree: expected the task's \"gpus\" to be " + std::to_string(k * cfg * stages) +
+                         ", found " + std::to_string(task.gpus));
   } else if (gang > 1 && !task.collectives.empty()) {
-    p.problem(k > 1 ? "sequence" : "cfg", "a parallel step's collective is its own exchange: give the task no \"collective\"");
+    p.problem(split, "a parallel step's collective is its own exchange: give the task no \"collective\"");
   } else {
     task.shape.sequence_parallel = static_cast<double>(k);
     task.shape.ring_degree = static_cast<double>(ring);
     task.shape.cfg_parallel = static_cast<double>(cfg);
+    if (stages > 1) {
+      task.shape.pipeline_stages = static_cast<double>(stages);
+      task.shape.patches = static_cast<double>(patches);
+      task.shape.pipeline_warmup = static_cast<double>(warmup);
+    }
   }
 }
 
@@ -165,6 +192,21 @@ void read_model_step(ObjectReader& w, TaskSpec& task, const Catalog& catalog) {
     task.collectives.push_back(CollectiveSpec{.op = CollectiveOp::send_recv, .bytes = task.steps * x.bytes,
                                               .overlap = (r - 1.0) / r * kernels_flop(passes) / kernels_flop(calls), .calls = task.steps * x.calls,
                                               .group_size = r, .group_stride = u});
+  }
+  if (s.pipeline_stages > 1) {
+    // Each stage hands each band (and the text, once a step) to the next as it finishes it, behind the next
+    // band's kernels (xDiT's isend); a warm-up step hands the whole image down the stages one at a time.
+    const PipelineExchange x = pipeline_exchange(a, s, task.dtype);
+    const double warmup = std::min(s.pipeline_warmup, task.steps), patched = task.steps - warmup, stages = s.pipeline_stages;
+    if (patched > 0) {
+      task.collectives.push_back(CollectiveSpec{.op = CollectiveOp::send_recv, .bytes = patched * x.bytes, .overlap = 1, .calls = patched * x.calls,
+                                                .group_size = static_cast<int>(stages)});
+    }
+    if (warmup > 0) {
+      task.collectives.push_back(CollectiveSpec{.op = CollectiveOp::send_recv, .bytes = warmup * (stages - 1) * x.whole_bytes, .calls = warmup * (stages - 1),
+                                                .group_size = static_cast<int>(stages)});
+    }
+    task.working_set_bytes += pipeline_buffer_bytes(a, s, task.dtype);
   }
   if (s.cfg_parallel > 1) {  // the halves' outputs gathered for the guidance, every step
     task.collectives.push_back(CollectiveSpec{.op = CollectiveOp::all_gather, .bytes = task.steps * guidance_exchange_bytes(a, s, task.dtype), .calls = task.steps});

@@ -128,7 +128,14 @@ struct StepShape {
   // Classifier-free guidance parallelism: the guidance batch's halves on this many GPUs (1 or 2), as
   // xDiT's CFG parallel and ComfyUI's multi-GPU nodes run them; each GPU's kernels on its share.
   double cfg_parallel = 1;
-  double gpus() const { return sequence_parallel * cfg_parallel; }  // the gang one step runs on
+  // PipeFusion (xDiT): the transformer's blocks in `pipeline_stages` stages of consecutive blocks, a GPU each,
+  // and the image's tokens in `patches` bands of latent rows, each band sent through the stages after the one
+  // before; each attention layer keeps every token's keys and values, the other bands' a band's time stale. The
+  // first `pipeline_warmup` steps of a run pass the whole image through the stages one stage at a time.
+  double pipeline_stages = 1;
+  double patches = 1;
+  double pipeline_warmup = 0;
+  double gpus() const { return sequence_parallel * cfg_parallel * pipeline_stages; }  // the gang one step runs on
   // A VAE's decode in tiles, as ComfyUI's tiled decode cuts the latent (comfy/utils.py
   // tiled_scale_multidim): tiles of `size` latent pixels a side overlapping by `overlap`, and of `frames`
   // latent frames overlapping by `frame_overlap`, each tile a whole decoder call. Size 0: one call over
@@ -193,6 +200,35 @@ SequenceExchange ring_exchange(const Architecture& architecture, const StepShape
 // What a guidance-parallel step gathers: the denoiser's output for the whole batch, in `dtype` (one
 // all-gather over the gang per step).
 double guidance_exchange_bytes(const Architecture& architecture, const StepShape& shape, Dtype dtype);
+
+// A PipeFusion step (StepShape::pipeline_stages above 1), as xDiT splits and runs it.
+struct PipelineStage {
+  double doubles = 0, singles = 0;  // the first stage's blocks: ceil(blocks / stages), the double ones first
+  double blocks = 0;                // the model's
+  double share() const { return (doubles + singles) / blocks; }
+};
+// The first stage's blocks (xDiT's _split_transformer_blocks gives each stage but the last ceil(blocks /
+// stages) consecutive blocks, the double-stream ones first): the most of any stage, the heaviest, and the
+// embeddings besides. step_kernels of a pipelined shape are this stage's, one GPU's.
+PipelineStage first_pipeline_stage(const Architecture& architecture, const StepShape& shape);
+// The wall time of a PipeFusion run of `steps` steps from one GPU's steps (the first stage's, the pipeline's
+// slowest): `patched_step_s` of its bands' kernels at their `patches`, `whole_step_s` of its kernels on the
+// whole image (patches 1). Its first pipeline_warmup steps pass the whole image through the stages one at a
+// time, each stage timed as the first per block; the rest keep every stage busy on a band, max(patches,
+// stages) bands' times a step (fewer bands than stages leave stages waiting for the band they handed on), and
+// fill and drain the pipeline once: stages - 1 bands' times.
+double pipefusion_run_s(const Architecture& architecture, const StepShape& shape, double steps, double patched_step_s, double whole_step_s);
+// What one GPU of a PipeFusion step sends the next stage: each band's hidden states as it leaves the
+// stage and the text's once a step (`patches` + 1 sends, the batch's every token times the hidden size in
+// `dtype`); `whole_bytes` is one warm-up step's send of the whole image and text.
+struct PipelineExchange {
+  double calls = 0, bytes = 0;  // a patched step's
+  double whole_bytes = 0;       // a warm-up step's, each of its stages - 1 sends
+};
+PipelineExchange pipeline_exchange(const Architecture& architecture, const StepShape& shape, Dtype dtype);
+// The keys and values of every image token each GPU of a PipeFusion step keeps for its stage's attention
+// layers (xDiT's cache manager), in `dtype`.
+double pipeline_buffer_bytes(const Architecture& architecture, const StepShape& shape, Dtype dtype);
 
 // Multi-head latent attention (DeepSeek-V2 section 2.1, DeepSeek-V3): a token caches one latent of
 // `kv_rank` plus a rotary key of `rope` a layer, shared by every head; queries (through a latent of

@@ -126,8 +126,12 @@ struct TaskSpec {
   // VRAM one GPU of the gang needs while the task runs; the least it can start with when up to
   // `offloadable` of its working set may stay in host memory.
   // The weights one GPU of the gang holds: a shard, but the whole model under a parallel step, where every
-  // GPU runs every layer on its share of the tokens or of the batch.
-  double weights_per_gpu_bytes() const { return shape.gpus() > 1 ? weights_bytes : weights_bytes / gpus; }
+  // GPU runs every layer on its share of the tokens or of the batch; its stage's share under PipeFusion (the
+  // first stage's, the largest).
+  double weights_per_gpu_bytes() const {
+    if (shape.pipeline_stages > 1 && architecture) return weights_bytes * first_pipeline_stage(*architecture, shape).share();
+    return shape.gpus() > 1 ? weights_bytes : weights_bytes / gpus;
+  }
   double vram_per_gpu_bytes(double offloadable = 0) const { return weights_per_gpu_bytes() + (1 - offloadable) * working_set_bytes; }
 };
 

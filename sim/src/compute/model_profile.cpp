@@ -327,6 +327,13 @@ void dit(const Architecture& a, const StepShape& s, Builder& b) {
   // Sequence parallel over sp GPUs: each holds 1/sp of the tokens (rows r per token of the batch) and,
   // in attention, 1/sp of the heads over every token; the cross-attention's text stays whole on each.
   const double sp = std::max(1.0, s.sequence_parallel), r = n / sp;
+  // PipeFusion: this GPU is the first stage (the embeddings and the stage's blocks; the final layer and the
+  // sampler run on the last), each step on one band of the image's rows at a time (`q_img` of its tokens,
+  // the text whole with each band, as xDiT's blocks take it), its attention over every token's keys and
+  // values, the band's own written into the layer's buffer first. The list is one band's, run `patches` times.
+  const bool piped = s.pipeline_stages > 1, banded = s.patches > 1;
+  const PipelineStage stage = first_pipeline_stage(a, s);
+  const double patches = std::max(1.0, s.patches), q_img = img / patches, q_all = q_img + txt;
   const bool cross = a.number("cross_attention", 0) != 0, rope = a.number("rope", 1) != 0, qk_norm = a.number("qk_norm", 1) != 0;
   auto qk_norms = [&](const char* name, double tokens) {
     if (qk_norm) b.op("rms_norm", name, r * tokens * heads, hd, 2);  // queries and keys, per head
@@ -338,22 +345,24 @@ void dit(const Architecture& a, const StepShape& s, Builder& b) {
   // into the others' in fp32: zhuzilin/ring-flash-attention's _update_out_and_lse, as xDiT runs it, a
   // cast, a subtraction, a broadcast product and a subtraction, unfused; 38 bytes an element).
   auto attention = [&](const char* name, double tokens, double keys, bool ring_keys) {
+    if (banded && ring_keys) b.op("concat", std::string(name) + ".kv_buffer", r * q_img, 2 * h, 2);  // torch.cat of the band's keys and values, then its write into the buffer
     const double ring = std::max(1.0, s.ring_degree), head_share = heads / (sp / ring);
     if (ring <= 1) return b.attention(name, r * heads, tokens, keys, hd);
     const double passes = ring_keys ? ring : 1, rows = n * tokens / ring;
     b.push({.cls = KernelClass::attention, .m = tokens / ring, .n = keys / passes, .k = hd, .batch = n * head_share, .count = passes, .name = name});
     if (passes > 1) b.push({.cls = KernelClass::memory, .m = rows * head_share, .n = hd, .count = 4 * (passes - 1), .element_bytes = 38.0 / 4, .name = std::string(name) + ".merge"});
   };
-  b.op("sampler", "step", n, 0);  // the sampler's and guidance's arithmetic on the latent
+  const std::size_t band = b.size();
+  if (!piped) b.op("sampler", "step", n, 0);  // the sampler's and guidance's arithmetic on the latent
   b.op("timestep_embedding", "time.embed", n, 0);
   if (rope) b.op("position_tables", "rope.tables", n, 0);
-  b.op("patchify", "patchify", r * img, lat * p * p * tp);
-  b.gemm("patch_embed", r * img, h, lat * p * p * tp);
+  b.op("patchify", "patchify", r * q_img, lat * p * p * tp);
+  b.gemm("patch_embed", r * q_img, h, lat * p * p * tp);
   b.gemm("text_embed", r * txt, h, a.number("text_dim", 0));
   b.gemm("time_embed", n, h, 256);
   b.gemm("time_embed", n, h, h);
-  for (double i = 0; i < a.number("double_blocks", 0); ++i) {
-    for (double tokens : {img, txt}) {
+  for (double i = 0; i < stage.doubles; ++i) {
+    for (double tokens : {q_img, txt}) {
       b.op("vector_silu", "double.modulation", n, h);
       b.gemm("double.modulation", n, 6 * h, h);
       b.op("layer_norm", "double.norm1", r * tokens, h);
@@ -365,11 +374,17 @@ void dit(const Architecture& a, const StepShape& s, Builder& b) {
       }
       qk_norms("double.qk_norm", tokens);
     }
-    b.op("qkv_join", "double.join", r * all, h, 3);  // text and image queries, keys and values concatenated
-    if (rope) b.op("rope", "double.rope", r * all, h, 2);
-    attention("double.attn", all, all, true);
-    b.op("attention_out", "double.attn.out", r * all, h);
-    for (double tokens : {img, txt}) {
+    // Text and image queries, keys and values concatenated (a band's queries with the text's, every token's keys and values).
+    if (banded) {
+      b.op("qkv_join", "double.join", r * q_all, h);
+      b.op("qkv_join", "double.join", r * all, h, 2);
+    } else {
+      b.op("qkv_join", "double.join", r * all, h, 3);
+    }
+    if (rope) b.op("rope", "double.rope", r * q_all, h, 2);
+    attention("double.attn", q_all, all, true);
+    b.op("attention_out", "double.attn.out", r * q_all, h);
+    for (double tokens : {q_img, txt}) {
       b.gemm("double.out", r * tokens, h, h);
       b.op("gate_residual", "double.residual1", r * tokens, h);
       b.op("layer_norm", "double.norm2", r * tokens, h);
@@ -380,10 +395,10 @@ void dit(const Architecture& a, const StepShape& s, Builder& b) {
       b.op("gate_residual", "double.residual2", r * tokens, h);
     }
   }
-  const double singles = a.number("single_blocks", 0);
-  if (singles > 0 && !cross) b.op("concat", "single.join", r * all, h);  // text and image, once
+  const double singles = stage.singles;
+  if (singles > 0 && !cross) b.op("concat", "single.join", r * q_all, h);  // text and image, once
   for (double i = 0; i < singles; ++i) {
-    const double tokens = cross ? img : all, m = r * tokens;
+    const double tokens = cross ? q_img : q_all, keys = cross ? img : all, m = r * tokens;
     b.op("vector_silu", "single.modulation", n, h);
     if (!cross) b.gemm("single.modulation", n, 3 * h, h);  // Wan's blocks add learned modulation: no GEMM
     if (!cross) b.op("stream_join", "single.join", m, h);   // diffusers joins text and image in every block
@@ -395,7 +410,7 @@ void dit(const Architecture& a, const StepShape& s, Builder& b) {
       b.gemm("single.v", m, h, h);
       qk_norms("single.qk_norm", tokens);
       if (rope) b.op("rope", "single.rope", m, h, 2);
-      attention("single.attn", tokens, tokens, true);
+      attention("single.attn", tokens, keys, true);
       b.op("attention_out", "single.attn.out", m, h);
       b.gemm("single.out", m, h, h);
       b.op("gate_residual", "single.residual1", m, h);
@@ -425,12 +440,16 @@ void dit(const Architecture& a, const StepShape& s, Builder& b) {
       }
       qk_norms("single.qk_norm", tokens);
       if (rope) b.op("rope", "single.rope", m, h, 2);
-      attention("single.attn", tokens, tokens, true);
+      attention("single.attn", tokens, keys, true);
       b.op("gelu", "single.mlp.act", m, mlp);
       b.op("concat", "single.concat", m, h + mlp);
       b.gemm("single.out", m, h, h + mlp);
       b.op("gate_residual", "single.residual", m, h);
     }
+  }
+  if (piped) {
+    b.repeat_since(band, patches);
+    return;
   }
   b.op("vector_silu", "final.modulation", n, h);
   b.gemm("final.modulation", n, 2 * h, h);
@@ -960,6 +979,43 @@ double guidance_exchange_bytes(const Architecture& a, const StepShape& s, Dtype 
   const double f = a.number("vae_factor", 8), tf = a.number("temporal_factor", 1);
   const double latent_frames = latent_frames_of(s, tf);
   return s.batch * a.number("latent_channels", 4) * latent_frames * std::ceil(s.height / f) * std::ceil(s.width / f) * dtype_bytes(dtype);
+}
+
+PipelineStage first_pipeline_stage(const Architecture& a, const StepShape& s) {
+  PipelineStage stage;
+  const double doubles = a.number("double_blocks", 0), singles = a.number("single_blocks", 0);
+  stage.blocks = doubles + singles;
+  const double first = std::ceil(stage.blocks / std::max(1.0, s.pipeline_stages));
+  stage.doubles = std::min(doubles, first);
+  stage.singles = std::min(singles, first - stage.doubles);
+  return stage;
+}
+
+double pipefusion_run_s(const Architecture& a, const StepShape& s, double steps, double patched_step_s, double whole_step_s) {
+  const double stages = std::max(1.0, s.pipeline_stages), patches = std::max(1.0, s.patches);
+  const double warmup = std::min(s.pipeline_warmup, steps), band_s = patched_step_s / patches;
+  const double warm_s = warmup * whole_step_s / first_pipeline_stage(a, s).share();
+  if (steps <= warmup) return warm_s;
+  return warm_s + (steps - warmup) * std::max(patches, stages) * band_s + (stages - 1) * band_s;
+}
+
+PipelineExchange pipeline_exchange(const Architecture& a, const StepShape& s, Dtype dtype) {
+  if (a.family != "dit" || s.pipeline_stages <= 1) return {};
+  StepShape whole = s;
+  whole.sequence_parallel = 1;  // every token's hidden states (self_attention's shard of the sequence is its all)
+  const double bytes = self_attention(a, whole, dtype).shard_bytes;
+  // Where the text is cross-attended self_attention counts the image alone: the text is sent too.
+  const double txt = s.context > 0 ? s.context : a.number("text_tokens", 0);
+  const double text = a.number("cross_attention", 0) != 0 ? s.batch / std::max(1.0, s.cfg_parallel) * txt * a.number("hidden", 0) * dtype_bytes(dtype) : 0;
+  return {.calls = std::max(1.0, s.patches) + 1, .bytes = bytes + text, .whole_bytes = bytes + text};
+}
+
+double pipeline_buffer_bytes(const Architecture& a, const StepShape& s, Dtype dtype) {
+  if (a.family != "dit" || s.pipeline_stages <= 1) return 0;
+  const double f = a.number("vae_factor", 8), p = a.number("patch", 2), tf = a.number("temporal_factor", 1), tp = a.number("temporal_patch", 1);
+  const double img = std::ceil(latent_frames_of(s, tf) / tp) * std::ceil(s.height / f / p) * std::ceil(s.width / f / p);
+  const PipelineStage stage = first_pipeline_stage(a, s);
+  return 2 * (stage.doubles + stage.singles) * s.batch / std::max(1.0, s.cfg_parallel) * img * a.number("hidden", 0) * dtype_bytes(dtype);
 }
 
 double experts_touched(double experts, double top_k, double tokens) {
