@@ -367,13 +367,21 @@ fleetsim::StepShape parse_step_shape(const std::string& text) {
     double* field = key == "batch" ? &shape.batch : key == "width" ? &shape.width : key == "height" ? &shape.height
                   : key == "frames" ? &shape.frames : key == "tokens" ? &shape.tokens : key == "context" ? &shape.context
                   : key == "tile" ? &shape.tiles.size : key == "tile_overlap" ? &shape.tiles.overlap
-                  : key == "tile_frames" ? &shape.tiles.frames : key == "tile_frame_overlap" ? &shape.tiles.frame_overlap : nullptr;
+                  : key == "tile_frames" ? &shape.tiles.frames : key == "tile_frame_overlap" ? &shape.tiles.frame_overlap
+                  : key == "sequence" ? &shape.sequence_parallel : key == "ring" ? &shape.ring_degree : key == "cfg" ? &shape.cfg_parallel
+                  : key == "pipefusion" ? &shape.pipeline_stages : key == "patches" ? &shape.patches : nullptr;
+    const bool degree = field == &shape.sequence_parallel || field == &shape.ring_degree || field == &shape.cfg_parallel || field == &shape.pipeline_stages ||
+                        field == &shape.patches;
+    if (degree) good = good && value >= 1 && value == std::floor(value) && (field != &shape.cfg_parallel || value <= 2);
     if (field == nullptr || !good) {
-      throw fleetsim::InputError({fleetsim::Problem{"--shape", "", "expected key=value pairs of batch, width, height, frames, tokens, context, and a "
+      throw fleetsim::InputError({fleetsim::Problem{"--shape", "", "expected key=value pairs of batch, width, height, frames, tokens, context, a "
                                                                  "VAE's tile, tile_overlap, tile_frames, tile_frame_overlap in latent units "
-                                                                 "(numbers from 0 to 1e7), such as width=1024,height=1024,batch=2; found \"" + item + "\""}});
+                                                                 "(numbers from 0 to 1e7), and one GPU's share of a parallel step: sequence, ring, "
+                                                                 "cfg (1 or 2), pipefusion, patches (whole numbers from 1), such as "
+                                                                 "width=1024,height=1024,batch=2; found \"" + item + "\""}});
     }
     *field = value;
+    if (field == &shape.pipeline_stages && text.find("patches=") == std::string::npos) shape.patches = value;  // as a workflow's default
   }
   return shape;
 }
@@ -419,6 +427,15 @@ int run_kernels(const KernelsArgs& args) {
     if (const auto problem = fleetsim::tiles_problem(*arch, shape.tiles)) {
       const std::string key = problem->field == "size" ? "tile" : "tile_" + problem->field;  // the --shape key of the Tiles field
       throw bad("--shape", key + ": " + problem->message);
+    }
+    if (shape.patches > 1 && shape.pipeline_stages <= 1) throw bad("--shape", "patches: a PipeFusion setting: give pipefusion, the stages, with it");
+    if (const auto problem = fleetsim::parallel_problem(*arch, shape)) throw bad("--shape", problem->field + ": " + problem->message);
+    if (shape.gpus() > 1) {
+      notes.push_back("one GPU of a gang of " + std::to_string(static_cast<long long>(shape.gpus())) +
+                      (shape.pipeline_stages > 1 ? ": the first PipeFusion stage's kernels, " + std::to_string(static_cast<long long>(shape.patches)) +
+                                                       " bands a step (a run adds its warm-up steps and the pipeline's fill)"
+                                                 : ": its share of the step") +
+                      "; the gang's exchanges are not in these times");
     }
     if (args.runtime.empty()) {
       shape.runtime = fleetsim::default_runtime(*arch);
@@ -1233,7 +1250,7 @@ void add_kernels(CLI::App& app, Commands& commands) {
   kernels->add_option("--measured", kern->measured, "A CSV of measured kernels (name,kernel,m,n,k,time_us): the error by class and operation");
   kernels->add_option("--kernels", kern->constants, "Kernel-model constants in place of the built-in models/kernels.json (same shape)");
   kernels->add_option("--model", kern->model, "An architecture (fleetsim catalog lists them): one step's kernels and their time");
-  kernels->add_option("--shape", kern->shape, "The step's shape for --model: batch, width, height, frames, tokens, context, and a VAE's tile, tile_overlap, tile_frames, tile_frame_overlap (latent units), as width=1024,height=1024,batch=2");
+  kernels->add_option("--shape", kern->shape, "The step's shape for --model: batch, width, height, frames, tokens, context, a VAE's tile, tile_overlap, tile_frames, tile_frame_overlap (latent units), and a parallel step's sequence, ring, cfg, pipefusion, patches (one GPU's kernels), as width=1024,height=1024,batch=2");
   kernels->add_option("--runtime", kern->runtime, "How --model runs: comfyui or diffusers (their eager PyTorch code, models/runtimes.json) or compiled (fused kernels, CUDA graphs); default by model");
   kernels->add_option("--fit", kern->fit, "Fit the GPU architecture's constants to --measured and write them (models/kernels.json's shape) here");
   kernels->add_flag("--json", kern->json, "Print JSON instead of text");

@@ -367,6 +367,14 @@ check "kernels --shape tile= on the video stand-in is refused by key" bash -c "t
 "$fleetsim" kernels --gpu h100-sxm --model hunyuan-video-vae-decoder --shape width=512,height=512,tile=32,tile_overlap=32 >/dev/null 2>"$tmp/tiles.err"
 check "kernels --shape tile_overlap= as large as the tile is refused" bash -c "test $? -eq 2 && grep -q 'tile_overlap: expected fewer latent pixels' '$tmp/tiles.err'"
 
+# One GPU's share of a parallel step, checked as a workflow's "parallel" is.
+"$fleetsim" kernels --gpu a100-sxm-80gb --model sd3-medium-mmdit --shape width=1024,height=1024,batch=2,cfg=2,pipefusion=4 --runtime diffusers >"$tmp/pipefusion.txt"
+check "kernels --shape pipefusion= times the first stage's bands" grep -q "one GPU of a gang of 8: the first PipeFusion stage's kernels, 4 bands a step" "$tmp/pipefusion.txt"
+"$fleetsim" kernels --gpu a100-sxm-80gb --model sd3-medium-mmdit --shape width=1024,height=1024,pipefusion=2,sequence=2 >/dev/null 2>"$tmp/parallel.err"
+check "kernels --shape pipefusion= with sequence= is refused by key" bash -c "test $? -eq 2 && grep -q 'pipefusion: PipeFusion beside sequence parallelism' '$tmp/parallel.err'"
+"$fleetsim" kernels --gpu a100-sxm-80gb --model sd3-medium-mmdit --shape width=1024,height=1024,cfg=3 >/dev/null 2>"$tmp/parallel.err"
+check "kernels --shape cfg=3 is refused" bash -c "test $? -eq 2 && grep -q 'cfg (1 or 2)' '$tmp/parallel.err'"
+
 # Serving: a deployment's TTFT and TPOT, the same for one seed, and a deployment that cannot run refused by field.
 "$fleetsim" serve "$src/scenarios/serving/llama-3-8b-chat.json" >"$tmp/serve.txt"
 check "serve prints TTFT and TPOT percentiles" bash -c "grep -q '^ttft ' '$tmp/serve.txt' && grep -q '^tpot ' '$tmp/serve.txt' && grep -q '^goodput ' '$tmp/serve.txt'"

@@ -77,42 +77,23 @@ void read_parallel(ObjectReader& w, TaskSpec& task, const Architecture& a) {
                            "the whole sequence gang is \"ring\" equal to \"sequence\"");
   }
   p.finish();
-  const double heads = a.number("heads", 0), gang = static_cast<double>(k * cfg * stages), ulysses = static_cast<double>(k / ring);
-  const StepShape& s = task.shape;
-  const double blocks = a.number("double_blocks", 0) + a.number("single_blocks", 0);
-  const double rows = std::ceil(s.height / a.number("vae_factor", 8) / a.number("patch", 2));  // the latent's rows of tokens, which bands split
+  StepShape shape = task.shape;
+  shape.sequence_parallel = static_cast<double>(k);
+  shape.ring_degree = static_cast<double>(ring);
+  shape.cfg_parallel = static_cast<double>(cfg);
+  shape.pipeline_stages = static_cast<double>(stages);
+  shape.patches = stages > 1 ? static_cast<double>(patches) : 1;
+  shape.pipeline_warmup = stages > 1 ? static_cast<double>(warmup) : 0;
   const char* split = k > 1 ? "sequence" : stages > 1 ? "pipefusion" : "cfg";
-  if (k > 1 && a.family != "dit") {
-    p.problem("sequence", "sequence parallelism splits a diffusion transformer's tokens (family dit); " + a.id + " is a " + a.family);
-  } else if (stages > 1 && a.family != "dit") {
-    p.problem("pipefusion", "PipeFusion splits a diffusion transformer's blocks (family dit); " + a.id + " is a " + a.family);
-  } else if (stages > 1 && k > 1) {
-    p.problem("pipefusion", "PipeFusion beside sequence parallelism (xDiT's hybrid) is not modelled: give one of \"pipefusion\" and \"sequence\"");
-  } else if (stages > 1 && static_cast<double>(stages) > blocks) {
-    p.problem("pipefusion", "expected at most " + a.id + "'s " + std::to_string(static_cast<long long>(blocks)) + " transformer blocks, a stage's at least one, found " + std::to_string(stages));
-  } else if (stages > 1 && static_cast<double>(patches) > rows) {
-    p.problem("patches", "bands are rows of the latent's tokens: expected at most the image's " + std::to_string(static_cast<long long>(rows)) + ", found " + std::to_string(patches));
-  } else if (k % ring != 0) {
-    p.problem("ring", "expected a divisor of \"sequence\" " + std::to_string(k) + " (rings of that many GPUs, Ulysses over the other factor), found " + std::to_string(ring));
-  } else if (ulysses > 1 && std::fmod(heads, ulysses) != 0) {
-    p.problem(ring > 1 ? "ring" : "sequence", "Ulysses splits the heads over " + std::to_string(k / ring) + " GPUs (\"sequence\" / \"ring\"): expected a divisor of " + a.id +
-                                                   "'s " + std::to_string(static_cast<long long>(heads)) + " attention heads");
-  } else if (cfg > 1 && std::fmod(task.shape.batch, static_cast<double>(cfg)) != 0) {
-    p.problem("cfg", "guidance parallelism puts the batch's halves on two GPUs: expected an even batch, found " + std::to_string(static_cast<long long>(task.shape.batch)));
-  } else if (gang > 1 && task.gpus != k * cfg * stages) {
+  if (const auto problem = parallel_problem(a, shape)) {
+    p.problem(problem->field, problem->message);
+  } else if (shape.gpus() > 1 && task.gpus != k * cfg * stages) {
     p.problem(split, "a parallel step runs on a gang of its degree: expected the task's \"gpus\" to be " + std::to_string(k * cfg * stages) +
                          ", found " + std::to_string(task.gpus));
-  } else if (gang > 1 && !task.collectives.empty()) {
+  } else if (shape.gpus() > 1 && !task.collectives.empty()) {
     p.problem(split, "a parallel step's collective is its own exchange: give the task no \"collective\"");
   } else {
-    task.shape.sequence_parallel = static_cast<double>(k);
-    task.shape.ring_degree = static_cast<double>(ring);
-    task.shape.cfg_parallel = static_cast<double>(cfg);
-    if (stages > 1) {
-      task.shape.pipeline_stages = static_cast<double>(stages);
-      task.shape.patches = static_cast<double>(patches);
-      task.shape.pipeline_warmup = static_cast<double>(warmup);
-    }
+    task.shape = shape;
   }
 }
 

@@ -157,6 +157,9 @@ struct ShapeProblem {
   std::string field, message;
 };
 std::optional<ShapeProblem> tiles_problem(const Architecture& architecture, const StepShape::Tiles& tiles);
+// What is wrong with the shape's split over GPUs (sequence, ring, cfg, pipefusion, patches) for `architecture`,
+// by the field at fault of a task's "parallel"; nullopt where nothing is.
+std::optional<ShapeProblem> parallel_problem(const Architecture& architecture, const StepShape& shape);
 // A 2D image VAE's decoder (a vae-decoder that is not a video VAE's stand-in), which ComfyUI tiles image by
 // image in three passes.
 bool decodes_images_in_tiles(const Architecture& architecture);

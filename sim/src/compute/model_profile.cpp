@@ -1030,6 +1030,37 @@ bool decodes_video_in_tiles(const Architecture& a) { return decodes_video(a.fami
 
 double default_tile_frames(const Architecture& a) { return decodes_video_in_tiles(a) ? 1e5 : 0; }
 
+std::optional<ShapeProblem> parallel_problem(const Architecture& a, const StepShape& s) {
+  const auto whole = [](double x) { return std::to_string(static_cast<long long>(x)); };
+  const double heads = a.number("heads", 0), ulysses = s.ulysses_degree(), stages = s.pipeline_stages;
+  const double blocks = a.number("double_blocks", 0) + a.number("single_blocks", 0);
+  const double rows = std::ceil(s.height / a.number("vae_factor", 8) / a.number("patch", 2));  // the latent's rows of tokens, which bands split
+  if (s.sequence_parallel > 1 && a.family != "dit") {
+    return ShapeProblem{"sequence", "sequence parallelism splits a diffusion transformer's tokens (family dit); " + a.id + " is a " + a.family};
+  }
+  if (stages > 1 && a.family != "dit") return ShapeProblem{"pipefusion", "PipeFusion splits a diffusion transformer's blocks (family dit); " + a.id + " is a " + a.family};
+  if (stages > 1 && s.sequence_parallel > 1) {
+    return ShapeProblem{"pipefusion", "PipeFusion beside sequence parallelism (xDiT's hybrid) is not modelled: give one of \"pipefusion\" and \"sequence\""};
+  }
+  if (stages > blocks && stages > 1) {
+    return ShapeProblem{"pipefusion", "expected at most " + a.id + "'s " + whole(blocks) + " transformer blocks, a stage's at least one, found " + whole(stages)};
+  }
+  if (stages > 1 && s.patches > rows) {
+    return ShapeProblem{"patches", "bands are rows of the latent's tokens: expected at most the image's " + whole(rows) + ", found " + whole(s.patches)};
+  }
+  if (std::fmod(s.sequence_parallel, s.ring_degree) != 0) {
+    return ShapeProblem{"ring", "expected a divisor of \"sequence\" " + whole(s.sequence_parallel) + " (rings of that many GPUs, Ulysses over the other factor), found " + whole(s.ring_degree)};
+  }
+  if (ulysses > 1 && std::fmod(heads, ulysses) != 0) {
+    return ShapeProblem{s.ring_degree > 1 ? "ring" : "sequence", "Ulysses splits the heads over " + whole(ulysses) + " GPUs (\"sequence\" / \"ring\"): expected a divisor of " + a.id +
+                                                                      "'s " + whole(heads) + " attention heads"};
+  }
+  if (s.cfg_parallel > 1 && std::fmod(s.batch, s.cfg_parallel) != 0) {
+    return ShapeProblem{"cfg", "guidance parallelism puts the batch's halves on two GPUs: expected an even batch, found " + whole(s.batch)};
+  }
+  return std::nullopt;
+}
+
 std::optional<ShapeProblem> tiles_problem(const Architecture& a, const StepShape::Tiles& tiles) {
   if (tiles == StepShape::Tiles{}) return std::nullopt;
   if (!decodes_video_in_tiles(a) && !decodes_images_in_tiles(a)) {
