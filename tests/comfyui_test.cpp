@@ -278,6 +278,10 @@ TEST_CASE("a VAE decode falls back to tiles where the GPU it runs on cannot hold
   CHECK(both.shape.tiles.vram_below > peak);
   CHECK(both.shape.tiles.vram_below <= large.vram_bytes);
   CHECK(both.working_set_bytes < small.vram_bytes);
+  // The L40S holds the whole decode's working set (its peak: vram_below less the weights), the 4090 the tiles'.
+  CHECK(both.working_set_on(large.vram_bytes) == Approx(both.shape.tiles.vram_below - both.weights_per_gpu_bytes()));
+  CHECK(both.working_set_on(large.vram_bytes) >= peak);
+  CHECK(both.working_set_on(small.vram_bytes) == both.working_set_bytes);
   CHECK(noted(mixed, "(the failed attempt left out); whole where a prompt runs on a GPU of"));
   CHECK(noted(mixed, "(as l40s's 48 GB)"));
   const ComputeModel compute;

@@ -1,6 +1,7 @@
 // VRAM: the weights cache (a resident model costs no load; eviction is least recently used; a
 // peer GPU of the node can serve a load), held edge tensors, and never above capacity.
 #include <catch2/catch.hpp>
+#include <map>
 
 #include "fleetsim/memory.hpp"
 #include "fleetsim/simulation.hpp"
@@ -129,6 +130,38 @@ TEST_CASE("an output tensor occupies the producer's VRAM until its consumer has 
   }
   CHECK(g0_while_sending == Approx(60e9));  // d read its 1 GB in place at once
   CHECK(g0_after_read == Approx(0));
+}
+
+TEST_CASE("a decode tiled only on smaller GPUs holds its whole working set on a larger one", "[memory][simulation]") {
+  // Two SD VAE decodes at once, each tiled only below 30 GB (its whole peak with its 1 GB of weights): one on an
+  // RTX 4090 (24 GB) holds the tiles' 2 GB, one on an L40S (48 GB) the whole decode's 29 GB.
+  const auto sc = test::builtin_scenario(R"("cluster": {"nodes": [{"type": "rtx4090-ws-1", "count": 1}, {"type": "l40s-pcie-1", "count": 1}]},
+      "workflows": {"w": {"tasks": [{"name": "decode", "model": {"id": "vae", "weights": "1 GB"}, "working_set": "2 GB",
+          "work": {"architecture": "sd-vae-decoder", "width": 1024, "height": 1024, "tiles": {"size": 64, "overlap": 8, "vram_below": "30 GB"}}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "times", "times": ["0 s", "0 s"]}}])");
+  const TaskSpec& decode = sc.workflows[0].tasks[0];
+  CHECK(decode.working_set_on(24e9) == Approx(2e9));
+  CHECK(decode.working_set_on(48e9) == Approx(29e9));
+  CHECK(decode.working_set_on(30e9) == Approx(29e9));
+  RunOptions options;
+  options.record_link_samples = true;
+  const auto run = simulate(sc, options);
+  REQUIRE(run.summary.tasks.completed == 2);
+  std::map<std::string, double> peak;
+  for (const VramSample& v : run.vram_samples) peak[run.cluster.gpu_type(v.gpu).id] = std::max(peak[run.cluster.gpu_type(v.gpu).id], v.used_bytes);
+  CHECK(peak["rtx-4090"] == Approx(3e9));
+  CHECK(peak["l40s"] == Approx(30e9));
+  // On a time-sliced L40S that may run two tasks at once, the second decode does not fit beside the first's whole
+  // working set (1 + 29 + 29 GB): it waits, where two tiles' working sets would have run together.
+  const RunResult busy = simulate(test::builtin_scenario(R"("cluster": {"nodes": [{"type": "l40s-pcie-1", "count": 1, "time_slicing": {"tasks": 2}}]},
+      "workflows": {"w": {"tasks": [{"name": "decode", "model": {"id": "vae", "weights": "1 GB"}, "working_set": "2 GB",
+          "work": {"architecture": "sd-vae-decoder", "width": 1024, "height": 1024, "tiles": {"size": 64, "overlap": 8, "vram_below": "30 GB"}}}]}},
+      "workload": [{"workflow": "w", "arrival": {"process": "times", "times": ["0 s", "0 s"]}}])"), options);
+  CHECK(busy.summary.tasks.completed == 2);
+  peak.clear();
+  for (const VramSample& v : busy.vram_samples) peak["l40s"] = std::max(peak["l40s"], v.used_bytes);
+  CHECK(peak["l40s"] == Approx(30e9));
+  CHECK(busy.trace.tasks[1].start_s == Approx(busy.trace.tasks[0].end_s));
 }
 
 TEST_CASE("a run that can never place a task stalls, or fails it when told to", "[memory][simulation]") {

@@ -52,6 +52,11 @@ struct ReadyTask {
   // end, and a task's place by binary search. A task that leaves and comes back joins again, with a new count.
   // The built-in policies rely on it: a caller of Policy::schedule passes the run's ready queue as it is.
   std::uint64_t joined;
+  // A decode tiled only on smaller GPUs holds its whole decode's working set on a GPU of whole_from_vram_bytes or
+  // more (TaskSpec::working_set_on); 0: working_set_bytes on every GPU.
+  double whole_working_set_bytes = 0;
+  double whole_from_vram_bytes = 0;
+  double working_set_on(double vram_bytes) const { return working_set_for(vram_bytes, working_set_bytes, whole_working_set_bytes, whole_from_vram_bytes); }
 };
 
 // A task holding GPUs now (a batch's members count as their leader).
@@ -160,12 +165,12 @@ class ClusterView {
   // Whether the task's share fits this GPU's VRAM (its weights count only if not resident), with
   // as much of its working set offloaded to host memory as the scenario allows.
   bool fits(GpuId gpu, const ReadyTask& task) const {
-    return memory_.fits(gpu, task.model, task.weights_per_gpu_bytes, task.working_set_bytes);
+    return memory_.fits(gpu, task.model, task.weights_per_gpu_bytes, task.working_set_on(memory_.capacity(gpu)));
   }
   // Whether the task's share would fit once the task running there has gone: only held tensors stay
   // (the running task's working set and weights leave, idle cached models can be evicted).
   bool fits_when_free(GpuId gpu, const ReadyTask& task) const {
-    return memory_.least_need(gpu, task.model, task.weights_per_gpu_bytes, task.working_set_bytes) <= memory_.capacity(gpu) - memory_.held(gpu);
+    return memory_.least_need(gpu, task.model, task.weights_per_gpu_bytes, task.working_set_on(memory_.capacity(gpu))) <= memory_.capacity(gpu) - memory_.held(gpu);
   }
   // The roofline compute time of the task's share on this GPU's type.
   double compute_estimate_s(const ReadyTask& task, GpuId gpu) const;

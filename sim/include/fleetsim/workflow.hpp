@@ -3,6 +3,7 @@
 // (FLOP + bytes of memory traffic, or a count of a named operator profile from the catalog).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -12,6 +13,7 @@
 
 #include "fleetsim/catalog.hpp"
 #include "fleetsim/collective.hpp"
+#include "fleetsim/memory.hpp"
 #include "fleetsim/model_profile.hpp"
 
 namespace fleetsim {
@@ -133,6 +135,13 @@ struct TaskSpec {
     return shape.gpus() > 1 ? weights_bytes : weights_bytes / gpus;
   }
   double vram_per_gpu_bytes(double offloadable = 0) const { return weights_per_gpu_bytes() + (1 - offloadable) * working_set_bytes; }
+  // The working set on a GPU of `vram_bytes`: a decode tiled only below `vram_below` (StepShape::Tiles) holds
+  // its whole decode's peak on a GPU that large (vram_below is that peak with the weights); working_set_bytes,
+  // the tiles', elsewhere. The least any GPU needs is working_set_bytes.
+  double whole_working_set_bytes() const { return std::max(working_set_bytes, shape.tiles.vram_below - weights_per_gpu_bytes()); }
+  double working_set_on(double vram_bytes) const {
+    return working_set_for(vram_bytes, working_set_bytes, whole_working_set_bytes(), shape.tiles.vram_below);
+  }
 };
 
 struct EdgeSpec {

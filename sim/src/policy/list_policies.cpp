@@ -46,7 +46,8 @@ class MemoryAware final : public Greedy {
     // Model affinity first (no load at all), then the fewest cached bytes evicted, then best fit:
     // the least VRAM left over.
     const bool resident = task.model != kNoModel && view.resident(gpu, task.model);
-    const double need = resident ? task.working_set_bytes : task.weights_per_gpu_bytes + task.working_set_bytes;
+    const double working_set = task.working_set_on(view.cluster().gpu_type(gpu).vram_bytes);
+    const double need = resident ? working_set : task.weights_per_gpu_bytes + working_set;
     const double evicted = std::max(0.0, need - view.unused_vram_bytes(gpu));
     return {resident ? 0.0 : 1.0, evicted, view.available_vram_bytes(gpu) - need};
   }

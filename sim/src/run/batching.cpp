@@ -125,7 +125,7 @@ void Batching::fill(TaskId leader, PolicyRound& round, BatchHost& host) {
     if (round.decided(i) || key(r) != k) continue;
     if (!host.view().allowed(r.tenant, g) || (r.tenant != lead.tenant && (occupancy_.private_tenant(r.tenant) || occupancy_.private_tenant(lead.tenant)))) continue;
     // Members of other workflows may need more or less working set.
-    if (!memory_.fits(g, model, weights, spec(f).working_set_bytes)) break;
+    if (!memory_.fits(g, model, weights, spec(f).working_set_on(memory_.capacity(g)))) break;
     round.decide(i);
     host.place_member(f, leader, g);
     join(slot, f);

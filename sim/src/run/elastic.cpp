@@ -131,7 +131,8 @@ void Elastic::grow(TaskId id) {
   const auto usable = [&](std::uint32_t g) {
     const GpuId gpu = make_id<GpuId>(g);
     return occupancy_.tasks_on(g).empty() && !occupancy_.busy(g) && !shared_.shared(gpu) && v.allowed(r.tenant, gpu) &&
-           memory_.fits(gpu, model, weights, s.working_set_bytes) && memory_.offload_bytes(gpu, model, weights, s.working_set_bytes) == 0;
+           memory_.fits(gpu, model, weights, s.working_set_on(memory_.capacity(gpu))) &&
+           memory_.offload_bytes(gpu, model, weights, s.working_set_on(memory_.capacity(gpu))) == 0;
   };
   const auto own_node = [&](std::uint32_t g) {
     const NodeId node = cluster_.node_of(make_id<GpuId>(g));

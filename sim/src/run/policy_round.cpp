@@ -137,8 +137,8 @@ std::string PolicyRound::placement_problem(TaskId task, std::span<const GpuId> g
     if (std::find(gpus.begin(), gpus.begin() + static_cast<std::ptrdiff_t>(i), g) != gpus.begin() + static_cast<std::ptrdiff_t>(i)) {
       return "on GPU " + cluster_.gpu_name(g) + " twice";
     }
-    if (!keeps(g) && !memory_.fits(g, model, weights, s.working_set_bytes)) {
-      const double need = memory_.least_need(g, model, weights, s.working_set_bytes);
+    if (!keeps(g) && !memory_.fits(g, model, weights, s.working_set_on(memory_.capacity(g)))) {
+      const double need = memory_.least_need(g, model, weights, s.working_set_on(memory_.capacity(g)));
       return "on GPU " + cluster_.gpu_name(g) + ", which has " + format_quantity(memory_.available(g), Dimension::bytes) +
              " of VRAM available; it needs " + format_quantity(need, Dimension::bytes);
     }

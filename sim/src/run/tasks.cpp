@@ -69,7 +69,7 @@ void Tasks::make_ready(TaskId id) {
                         r.ready_s, inst.arrival_s, sc_.tenants[index(r.tenant)].priority,
                         sc_.tenants[index(r.tenant)].work_class == WorkClass::interactive, predicted_.rank_s(r.workflow, r.task) * known_scale(id),
                         predicted_.job_s(r.workflow) * known_scale(id), known_scale(id), input_gpu,
-                        input_bytes, 0};
+                        input_bytes, 0, s.whole_working_set_bytes(), s.shape.tiles.vram_below};
   // A batchable task may wait out of the policy's sight until its batch is full; one whose instance has
   // (or is about to have) a GPU of its own waits for that GPU.
   if (batching_.hold(batching_.key(r), ready, round_.ready())) return;
@@ -89,7 +89,7 @@ void Tasks::start_on_instance_gpus() {
   // Taken first, then started: a task that does not fit fails its instance's waiting tasks with it.
   for (const auto& [id, g] : instance_gpus_.take_startable()) {
     const TaskRecord& r = trace_.task(id);
-    if (!memory_.fits(g, predicted_.model(r.workflow, r.task), spec(r).weights_per_gpu_bytes(), spec(r).working_set_bytes)) {
+    if (!memory_.fits(g, predicted_.model(r.workflow, r.task), spec(r).weights_per_gpu_bytes(), spec(r).working_set_on(memory_.capacity(g)))) {
       fail_task(id, "it does not fit the VRAM left on " + cluster_.gpu_name(g) + ", the GPU its instance runs on (instance_placement one-gpu)");
       continue;
     }
@@ -134,7 +134,8 @@ void Tasks::start_task(TaskId id, std::span<const GpuId> gpus) {
   for (std::uint32_t member = 0; member < gpus.size(); ++member) {
     const GpuId g = gpus[member];
     // What does not fit of the working set goes to host memory: out and back over the host link.
-    const double offload = memory_.offload_bytes(g, model, weights, s.working_set_bytes);
+    const double working_set = s.working_set_on(memory_.capacity(g));
+    const double offload = memory_.offload_bytes(g, model, weights, working_set);
     offloaded_[r.gpu_begin + member] = offload;
     if (offload > 0) {
       r.offload_bytes += offload;
@@ -142,7 +143,7 @@ void Tasks::start_task(TaskId id, std::span<const GpuId> gpus) {
       start_flow(id, topology_.gpu_vertex(g), host, offload, FlowTag{FlowKind::offload, member * 2, id}, route_key(index(g), index(id)));
       start_flow(id, host, topology_.gpu_vertex(g), offload, FlowTag{FlowKind::offload, member * 2 + 1, id}, route_key(index(g), index(id)));
     }
-    if (memory_.admit(g, model, weights, s.working_set_bytes - offload, queue_.now())) load_weights(id, member, g, model, weights);
+    if (memory_.admit(g, model, weights, working_set - offload, queue_.now())) load_weights(id, member, g, model, weights);
   }
   start_inputs(id, gpus[0]);
   if (pending_flows_[index(id)] == 0 && !s.batching) start_compute(id);
@@ -160,7 +161,7 @@ void Tasks::fill_batch(TaskId leader) { batching_.fill(leader, round_, *this); }
 
 void Tasks::place_member(TaskId member, TaskId leader, GpuId g) {
   TaskRecord& r = trace_.task(member);
-  const double weights = spec(trace_.task(leader)).weights_bytes, working_set = spec(r).working_set_bytes;
+  const double weights = spec(trace_.task(leader)).weights_bytes, working_set = spec(r).working_set_on(memory_.capacity(g));
   const std::uint32_t model = predicted_.model(r.workflow, r.task);
   r.status = TaskStatus::running;
   r.start_s = queue_.now();
@@ -425,7 +426,7 @@ void Tasks::resize(TaskId id, const std::vector<GpuId>& gang, const std::string&
   for (std::uint32_t i = 0; i < r.gpu_count; ++i) {
     if (old_member(gang[i]) < old_count) continue;
     occupancy_.add_task(index(gang[i]), index(id));  // an idle GPU (PolicyRound::check_resize)
-    if (memory_.admit(gang[i], model, weights, s.working_set_bytes, now)) load_weights(id, i, gang[i], model, weights);
+    if (memory_.admit(gang[i], model, weights, s.working_set_on(memory_.capacity(gang[i])), now)) load_weights(id, i, gang[i], model, weights);
   }
   occupancy_.add_tenant_gpus(r.tenant, static_cast<std::int64_t>(r.gpu_count) - old_count);
   r.resized_s = now;
@@ -441,7 +442,7 @@ void Tasks::resize(TaskId id, const std::vector<GpuId>& gang, const std::string&
 void Tasks::give_back_gpu(const TaskRecord& r, GpuId g, double offloaded_bytes) {
   occupancy_.remove_task(index(g), index(trace_.id_of(r)));
   occupancy_.set_free_at(index(g), queue_.now());
-  memory_.release(g, predicted_.model(r.workflow, r.task), spec(r).working_set_bytes - offloaded_bytes, queue_.now());
+  memory_.release(g, predicted_.model(r.workflow, r.task), spec(r).working_set_on(memory_.capacity(g)) - offloaded_bytes, queue_.now());
   released(index(g));
 }
 
@@ -464,7 +465,7 @@ void Tasks::release_gpus(const TaskRecord& r) {
   const std::uint32_t self = index(trace_.id_of(r));
   if (r.batched_with != 0 && r.batched_with != self + 1) {
     const GpuId g = trace_.gpus[r.gpu_begin];
-    memory_.release(g, predicted_.model(r.workflow, r.task), spec(r).working_set_bytes - offloaded_[r.gpu_begin], queue_.now());
+    memory_.release(g, predicted_.model(r.workflow, r.task), spec(r).working_set_on(memory_.capacity(g)) - offloaded_[r.gpu_begin], queue_.now());
     return;
   }
   computing_.leave(make_id<TaskId>(self));
