@@ -14,12 +14,6 @@ namespace fleetsim {
 
 inline constexpr std::uint32_t kNoModel = std::numeric_limits<std::uint32_t>::max();
 
-// A task's working set on a GPU of `vram_bytes`: `whole_bytes` on a GPU of `whole_from_bytes` or more (a decode
-// ComfyUI cuts into tiles only on smaller GPUs, StepShape::Tiles::vram_below, is whole there), else `bytes`.
-inline double working_set_for(double vram_bytes, double bytes, double whole_bytes, double whole_from_bytes) {
-  return whole_from_bytes > 0 && vram_bytes >= whole_from_bytes ? whole_bytes : bytes;
-}
-
 // One change of a GPU's VRAM use, for timelines.
 struct VramSample {
   double time_s;

@@ -42,6 +42,9 @@ struct ReadyTask {
   double arrival_s;           // of its workflow instance
   int priority;               // of its tenant; larger is more important
   bool interactive;           // its tenant's class is interactive
+  // Its working set depends on the GPU's size (a decode tiled only on smaller GPUs: TaskSpec::working_set_on);
+  // false: working_set_bytes on every GPU.
+  bool working_set_by_gpu;
   double rank_s;              // predicted time from this task's start to its workflow's end (critical path)
   double job_s;               // predicted compute time of its whole workflow instance
   double known_scale;         // work declared for this instance over the workflow's (trace jobs); 1 otherwise
@@ -52,11 +55,11 @@ struct ReadyTask {
   // end, and a task's place by binary search. A task that leaves and comes back joins again, with a new count.
   // The built-in policies rely on it: a caller of Policy::schedule passes the run's ready queue as it is.
   std::uint64_t joined;
-  // A decode tiled only on smaller GPUs holds its whole decode's working set on a GPU of whole_from_vram_bytes or
-  // more (TaskSpec::working_set_on); 0: working_set_bytes on every GPU.
-  double whole_working_set_bytes = 0;
-  double whole_from_vram_bytes = 0;
-  double working_set_on(double vram_bytes) const { return working_set_for(vram_bytes, working_set_bytes, whole_working_set_bytes, whole_from_vram_bytes); }
+  // Its working set on a GPU of `vram_bytes`.
+  double working_set_on(double vram_bytes) const { return working_set_by_gpu ? spec_working_set_on(vram_bytes) : working_set_bytes; }
+
+ private:
+  double spec_working_set_on(double vram_bytes) const;  // the spec's (policy.cpp: TaskSpec is whole there)
 };
 
 // A task holding GPUs now (a batch's members count as their leader).

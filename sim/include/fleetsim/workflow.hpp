@@ -13,7 +13,6 @@
 
 #include "fleetsim/catalog.hpp"
 #include "fleetsim/collective.hpp"
-#include "fleetsim/memory.hpp"
 #include "fleetsim/model_profile.hpp"
 
 namespace fleetsim {
@@ -138,9 +137,9 @@ struct TaskSpec {
   // The working set on a GPU of `vram_bytes`: a decode tiled only below `vram_below` (StepShape::Tiles) holds
   // its whole decode's peak on a GPU that large (vram_below is that peak with the weights); working_set_bytes,
   // the tiles', elsewhere. The least any GPU needs is working_set_bytes.
-  double whole_working_set_bytes() const { return std::max(working_set_bytes, shape.tiles.vram_below - weights_per_gpu_bytes()); }
   double working_set_on(double vram_bytes) const {
-    return working_set_for(vram_bytes, working_set_bytes, whole_working_set_bytes(), shape.tiles.vram_below);
+    const double below = shape.tiles.vram_below;
+    return below > 0 && vram_bytes >= below ? std::max(working_set_bytes, below - weights_per_gpu_bytes()) : working_set_bytes;
   }
 };
 

@@ -20,8 +20,7 @@ void Greedy::take(GpuId g, TenantId tenant) {
 std::size_t Greedy::slot_of(const Shape& s, std::size_t slots) {
   std::uint64_t h = 0x9E3779B97F4A7C15u;
   for (std::uint64_t v : {std::uint64_t{s.tenant}, std::uint64_t{s.gpus}, std::uint64_t{s.model},
-                          std::bit_cast<std::uint64_t>(s.weights_per_gpu_bytes), std::bit_cast<std::uint64_t>(s.working_set_bytes),
-                          std::bit_cast<std::uint64_t>(s.whole_working_set_bytes), std::bit_cast<std::uint64_t>(s.whole_from_vram_bytes)}) {
+                          std::bit_cast<std::uint64_t>(s.weights_per_gpu_bytes), std::bit_cast<std::uint64_t>(s.working_set_bytes)}) {
     h = (h ^ v) * 0xBF58476D1CE4E5B9u;
     h ^= h >> 31;
   }
@@ -173,14 +172,15 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
   for (std::uint32_t i; next(i);) {
     if (ends_when_full && taken_list_.size() >= free_gpus) break;
     if (!allowed(view, ready[i])) continue;
-    const Shape shape{index(ready[i].tenant), ready[i].gpus, ready[i].model, ready[i].weights_per_gpu_bytes, ready[i].working_set_bytes,
-                      ready[i].whole_working_set_bytes, ready[i].whole_from_vram_bytes};
-    if (!known_no_room(shape)) {
+    const Shape shape{index(ready[i].tenant), ready[i].gpus, ready[i].model, ready[i].weights_per_gpu_bytes, ready[i].working_set_bytes};
+    // A decode whose working set depends on the GPU's size (ReadyTask::working_set_on) is not a shape: it is tried.
+    const bool shaped = !ready[i].working_set_by_gpu;
+    if (!shaped || !known_no_room(shape)) {
       if (place(view, ready[i], i, true, out) || (time_sliced && place(view, ready[i], i, false, out))) {
         placed(view, ready[i], out);
         continue;
       }
-      note_no_room(shape);
+      if (shaped) note_no_room(shape);
     }
     if (makes_room() && make_room(view, ready[i], out)) continue;
     if (blocks()) break;

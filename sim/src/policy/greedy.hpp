@@ -129,7 +129,6 @@ class Greedy : public Policy {
   struct Shape {
     std::uint32_t tenant, gpus, model;
     double weights_per_gpu_bytes, working_set_bytes;
-    double whole_working_set_bytes, whole_from_vram_bytes;  // a decode's on GPUs large enough (ReadyTask)
     bool operator==(const Shape&) const = default;
   };
   struct NoRoom {

@@ -12,6 +12,8 @@
 
 namespace fleetsim {
 
+double ReadyTask::spec_working_set_on(double vram_bytes) const { return spec->working_set_on(vram_bytes); }
+
 bool ClusterView::tenant_may_use(TenantId tenant, NodeId node) const {
   return state_.tenant_node_allowed[index(tenant) * cluster_.node_count() + index(node)] != 0;
 }

@@ -67,9 +67,10 @@ void Tasks::make_ready(TaskId id) {
   const ReadyTask ready{id, r.instance, r.tenant, &s, static_cast<std::uint32_t>(s.gpus),
                         predicted_.model(r.workflow, r.task), s.weights_per_gpu_bytes(), s.working_set_bytes,
                         r.ready_s, inst.arrival_s, sc_.tenants[index(r.tenant)].priority,
-                        sc_.tenants[index(r.tenant)].work_class == WorkClass::interactive, predicted_.rank_s(r.workflow, r.task) * known_scale(id),
+                        sc_.tenants[index(r.tenant)].work_class == WorkClass::interactive, s.shape.tiles.vram_below > 0,
+                        predicted_.rank_s(r.workflow, r.task) * known_scale(id),
                         predicted_.job_s(r.workflow) * known_scale(id), known_scale(id), input_gpu,
-                        input_bytes, 0, s.whole_working_set_bytes(), s.shape.tiles.vram_below};
+                        input_bytes, 0};
   // A batchable task may wait out of the policy's sight until its batch is full; one whose instance has
   // (or is about to have) a GPU of its own waits for that GPU.
   if (batching_.hold(batching_.key(r), ready, round_.ready())) return;
