@@ -370,6 +370,8 @@ check "kernels --shape tile_overlap= as large as the tile is refused" bash -c "t
 # One GPU's share of a parallel step, checked as a workflow's "parallel" is.
 "$fleetsim" kernels --gpu a100-sxm-80gb --model sd3-medium-mmdit --shape width=1024,height=1024,batch=2,cfg=2,pipefusion=4 --runtime diffusers >"$tmp/pipefusion.txt"
 check "kernels --shape pipefusion= times the first stage's bands" grep -q "one GPU of a gang of 8: the first PipeFusion stage's kernels, 4 bands a step" "$tmp/pipefusion.txt"
+"$fleetsim" kernels --gpu a100-sxm-80gb --model sd3-medium-mmdit --shape width=1024,height=1024,batch=2,cfg=2,pipefusion=4 --json >"$tmp/pipefusion.json"
+check "kernels --shape pipefusion= --json names the split" bash -c "tr -d ' \\n' < '$tmp/pipefusion.json' | grep -q '\"parallel\":{\"gpus\":8.0,\"sequence\":1.0,\"ring\":1.0,\"cfg\":2.0,\"pipefusion\":4.0,\"patches\":4.0}'"
 "$fleetsim" kernels --gpu a100-sxm-80gb --model sd3-medium-mmdit --shape width=1024,height=1024,pipefusion=2,sequence=2 >/dev/null 2>"$tmp/parallel.err"
 check "kernels --shape pipefusion= with sequence= is refused by key" bash -c "test $? -eq 2 && grep -q 'pipefusion: PipeFusion beside sequence parallelism' '$tmp/parallel.err'"
 "$fleetsim" kernels --gpu a100-sxm-80gb --model sd3-medium-mmdit --shape width=1024,height=1024,cfg=3 >/dev/null 2>"$tmp/parallel.err"

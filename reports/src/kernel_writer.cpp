@@ -181,6 +181,11 @@ std::string shape_text(const StepShape& s) {
     std::snprintf(text, sizeof text, ", in three passes of tiles of %g latent pixels (overlap %g)", s.tiles.size, s.tiles.overlap);
     out += text;
   }
+  if (s.gpus() > 1) {
+    std::snprintf(text, sizeof text, "; one GPU of %g (sequence %g, ring %g, cfg %g, pipefusion %g, patches %g)", s.gpus(), s.sequence_parallel, s.ring_degree,
+                  s.cfg_parallel, s.pipeline_stages, s.patches);
+    out += text;
+  }
   return out + "; " + std::string(runtime_name(s.runtime));
 }
 
@@ -262,6 +267,10 @@ std::string model_step_json(const GpuType& gpu, const Architecture& arch, const 
                              {"fixed_s", step.fixed_s},
                              {"host_wait_s", step.host_wait_s},
                              {"classes", classes}};
+  if (shape.gpus() > 1) {  // one GPU's share of a parallel step
+    doc["shape"]["parallel"] = {{"gpus", shape.gpus()}, {"sequence", shape.sequence_parallel}, {"ring", shape.ring_degree}, {"cfg", shape.cfg_parallel},
+                                {"pipefusion", shape.pipeline_stages}, {"patches", shape.patches}};
+  }
   nlohmann::ordered_json ops = nlohmann::ordered_json::array();
   for (const OperationRow& r : operations(step, dtype)) {
     nlohmann::ordered_json row;
