@@ -784,9 +784,12 @@ TEST_CASE("a PipeFusion run's time is its warm-up steps, its bands' steps and th
   s.pipeline_stages = 4;
   // Ten steps, a band's step 1 s of the first stage's kernels, its whole-image step 3 s. The two warm-up steps
   // pass the image through the stages one at a time: 2 x 3 x 57 / 15 = 22.8 s. Two bands keep only two of the
-  // four stages busy: each of the eight other steps takes four bands' times, 4 x 0.5 s; the pipeline fills and
-  // drains once, three bands' times.
-  CHECK(pipefusion_run_s(arch("flux-dit"), s, 10, 1.0, 3.0) == Approx(22.8 + 8 * 2 + 1.5));
+  // four stages busy: each of the eight other steps takes four bands' times, 4 x 0.5 s (the first band is back at
+  // stage 0 after four), and the last step's second band leaves one band's time after its first.
+  CHECK(pipefusion_run_s(arch("flux-dit"), s, 10, 1.0, 3.0) == Approx(22.8 + 8 * 2 + 0.5));
+  s.patches = 1;  // one band: each step passes the four stages in turn
+  CHECK(pipefusion_run_s(arch("flux-dit"), s, 10, 1.0, 3.0) == Approx(22.8 + 8 * 4));
+  s.patches = 2;
   s.patches = 8;  // more bands than stages: every stage busy, eight bands' times a step
   CHECK(pipefusion_run_s(arch("flux-dit"), s, 10, 1.0, 3.0) == Approx(22.8 + 8 * 1 + 3 * 0.125));
   CHECK(pipefusion_run_s(arch("flux-dit"), s, 1, 1.0, 3.0) == Approx(11.4));  // warm-up only
@@ -891,8 +894,18 @@ TEST_CASE("sequence parallelism is checked against its model and gang", "[profil
   CHECK(with_task(R"({"name": "t", "gpus": 8, "work": {)" + flux_pf + R"(, "batch": 2, "parallel": {"pipefusion": 4, "patches": 16, "cfg": 2, "warmup": 0}}})").empty());
   CHECK_THAT(with_task(R"({"name": "t", "gpus": 4, "work": {)" + flux_pf + R"(, "parallel": {"pipefusion": 4, "patches": 17}}})"),
              Catch::Contains("parallel/patches") && Catch::Contains("at most the image's 16"));
-  CHECK_THAT(with_task(R"({"name": "t", "gpus": 64, "work": {)" + flux_pf + R"(, "parallel": {"pipefusion": 64}}})"),
-             Catch::Contains("parallel/pipefusion") && Catch::Contains("at most flux-dit's 57 transformer blocks"));
+  CHECK_THAT(with_task(R"({"name": "t", "gpus": 64, "work": {)" + flux_pf + R"(, "parallel": {"pipefusion": 64, "patches": 16}}})"),
+             Catch::Contains("parallel/pipefusion") && Catch::Contains("flux-dit's 57 blocks, leave the last of 64 stages none"));
+  // 20 stages of ceil(57 / 20) = 3 blocks: 19 take all 57.
+  CHECK_THAT(with_task(R"({"name": "t", "gpus": 20, "work": {)" + flux_pf + R"(, "parallel": {"pipefusion": 20, "patches": 16}}})"),
+             Catch::Contains("leave the last of 20 stages none"));
+  CHECK_THAT(with_task(R"({"name": "t", "gpus": 19, "work": {)" + flux_pf + R"(, "parallel": {"pipefusion": 19, "patches": 16}}})"),
+             !Catch::Contains("parallel/"));  // only that the box has 8 GPUs
+  // The bands default to the stages: too many for the image's rows is said of the stages.
+  CHECK_THAT(with_task(R"({"name": "t", "gpus": 19, "work": {)" + flux_pf + R"(, "parallel": {"pipefusion": 19}}})"),
+             Catch::Contains("parallel/pipefusion") && Catch::Contains("at most the image's 16, found 19 (\"patches\" defaults to the stages)"));
+  CHECK_THAT(with_task(R"({"name": "t", "gpus": 1, "work": {)" + flux_pf + R"(, "parallel": {"pipefusion": 1, "patches": 4}}})"),
+             Catch::Contains("parallel/patches") && Catch::Contains("two or more stages"));
   CHECK_THAT(with_task(R"({"name": "t", "gpus": 2, "work": {)" + flux_pf + R"(, "parallel": {"pipefusion": 4}}})"),
              Catch::Contains("parallel/pipefusion") && Catch::Contains("\"gpus\" to be 4, found 2"));
   CHECK_THAT(with_task(R"({"name": "t", "gpus": 8, "work": {)" + flux_pf + R"(, "parallel": {"pipefusion": 2, "sequence": 4}}})"),

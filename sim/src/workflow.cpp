@@ -67,9 +67,9 @@ void read_parallel(ObjectReader& w, TaskSpec& task, const Architecture& a) {
   if (p.field("sequence") == nullptr && p.field("cfg") == nullptr && p.field("pipefusion") == nullptr) {
     p.problem("sequence", "expected \"sequence\" (GPUs per step by tokens), \"pipefusion\" (stages of blocks), \"cfg\" (2: the guidance batch's halves) or a mix");
   }
-  if (p.field("pipefusion") == nullptr) {
+  if (stages <= 1) {
     for (const char* field : {"patches", "warmup"}) {
-      if (p.field(field) != nullptr) p.problem(field, std::string("a PipeFusion setting: give \"pipefusion\", the stages, with it"));
+      if (p.field(field) != nullptr) p.problem(field, std::string("a PipeFusion setting: give \"pipefusion\", two or more stages, with it"));
     }
   }
   if (p.field("attention") != nullptr) {
@@ -86,7 +86,8 @@ void read_parallel(ObjectReader& w, TaskSpec& task, const Architecture& a) {
   shape.pipeline_warmup = stages > 1 ? static_cast<double>(warmup) : 0;
   const char* split = k > 1 ? "sequence" : stages > 1 ? "pipefusion" : "cfg";
   if (const auto problem = parallel_problem(a, shape)) {
-    p.problem(problem->field, problem->message);
+    const bool defaulted = problem->field == "patches" && p.field("patches") == nullptr;  // the bands default to the stages
+    p.problem(defaulted ? "pipefusion" : problem->field, problem->message + (defaulted ? " (\"patches\" defaults to the stages)" : ""));
   } else if (shape.gpus() > 1 && task.gpus != k * cfg * stages) {
     p.problem(split, "a parallel step runs on a gang of its degree: expected the task's \"gpus\" to be " + std::to_string(k * cfg * stages) +
                          ", found " + std::to_string(task.gpus));

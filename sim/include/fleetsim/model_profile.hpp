@@ -217,9 +217,9 @@ PipelineStage first_pipeline_stage(const Architecture& architecture, const StepS
 // The wall time of a PipeFusion run of `steps` steps from one GPU's steps (the first stage's, the pipeline's
 // slowest): `patched_step_s` of its bands' kernels at their `patches`, `whole_step_s` of its kernels on the
 // whole image (patches 1). Its first pipeline_warmup steps pass the whole image through the stages one at a
-// time, each stage timed as the first per block; the rest keep every stage busy on a band, max(patches,
-// stages) bands' times a step (fewer bands than stages leave stages waiting for the band they handed on), and
-// fill and drain the pipeline once: stages - 1 bands' times.
+// time, each stage timed as the first per block; the rest take max(patches, stages) bands' times a step (fewer
+// bands than stages leave stage 0 waiting for its first band to come round the ring), and the last step's last
+// band leaves min(patches, stages) - 1 bands' times after its first: the pipeline's fill and drain, once a run.
 double pipefusion_run_s(const Architecture& architecture, const StepShape& shape, double steps, double patched_step_s, double whole_step_s);
 // What one GPU of a PipeFusion step sends the next stage: each band's hidden states as it leaves the
 // stage and the text's once a step (`patches` + 1 sends, the batch's every token times the hidden size in

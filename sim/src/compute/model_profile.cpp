@@ -996,7 +996,7 @@ double pipefusion_run_s(const Architecture& a, const StepShape& s, double steps,
   const double warmup = std::min(s.pipeline_warmup, steps), band_s = patched_step_s / patches;
   const double warm_s = warmup * whole_step_s / first_pipeline_stage(a, s).share();
   if (steps <= warmup) return warm_s;
-  return warm_s + (steps - warmup) * std::max(patches, stages) * band_s + (stages - 1) * band_s;
+  return warm_s + (steps - warmup) * std::max(patches, stages) * band_s + (std::min(patches, stages) - 1) * band_s;
 }
 
 PipelineExchange pipeline_exchange(const Architecture& a, const StepShape& s, Dtype dtype) {
@@ -1042,8 +1042,9 @@ std::optional<ShapeProblem> parallel_problem(const Architecture& a, const StepSh
   if (stages > 1 && s.sequence_parallel > 1) {
     return ShapeProblem{"pipefusion", "PipeFusion beside sequence parallelism (xDiT's hybrid) is not modelled: give one of \"pipefusion\" and \"sequence\""};
   }
-  if (stages > blocks && stages > 1) {
-    return ShapeProblem{"pipefusion", "expected at most " + a.id + "'s " + whole(blocks) + " transformer blocks, a stage's at least one, found " + whole(stages)};
+  if (stages > 1 && std::ceil(blocks / stages) * (stages - 1) >= blocks) {  // xDiT gives every stage but the last ceil(blocks / stages)
+    return ShapeProblem{"pipefusion", "stages of ceil(blocks / stages) consecutive blocks, as xDiT splits " + a.id + "'s " + whole(blocks) +
+                                          " blocks, leave the last of " + whole(stages) + " stages none: expected fewer stages"};
   }
   if (stages > 1 && s.patches > rows) {
     return ShapeProblem{"patches", "bands are rows of the latent's tokens: expected at most the image's " + whole(rows) + ", found " + whole(s.patches)};
