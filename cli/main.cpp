@@ -428,7 +428,6 @@ int run_kernels(const KernelsArgs& args) {
       const std::string key = problem->field == "size" ? "tile" : "tile_" + problem->field;  // the --shape key of the Tiles field
       throw bad("--shape", key + ": " + problem->message);
     }
-    if (shape.patches > 1 && shape.pipeline_stages <= 1) throw bad("--shape", "patches: a PipeFusion setting: give pipefusion, the stages, with it");
     if (const auto problem = fleetsim::parallel_problem(*arch, shape)) throw bad("--shape", problem->field + ": " + problem->message);
     if (shape.gpus() > 1) {
       notes.push_back("one GPU of a gang of " + std::to_string(static_cast<long long>(shape.gpus())) +

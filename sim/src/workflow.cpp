@@ -67,11 +67,7 @@ void read_parallel(ObjectReader& w, TaskSpec& task, const Architecture& a) {
   if (p.field("sequence") == nullptr && p.field("cfg") == nullptr && p.field("pipefusion") == nullptr) {
     p.problem("sequence", "expected \"sequence\" (GPUs per step by tokens), \"pipefusion\" (stages of blocks), \"cfg\" (2: the guidance batch's halves) or a mix");
   }
-  if (stages <= 1) {
-    for (const char* field : {"patches", "warmup"}) {
-      if (p.field(field) != nullptr) p.problem(field, std::string("a PipeFusion setting: give \"pipefusion\", two or more stages, with it"));
-    }
-  }
+  if (stages <= 1 && p.field("warmup") != nullptr) p.problem("warmup", "a PipeFusion setting: give \"pipefusion\", two or more stages, with it");
   if (p.field("attention") != nullptr) {
     p.problem("attention", "replaced by \"ring\", the GPUs of each ring that passes keys and values round (xDiT's ring degree): ring attention over "
                            "the whole sequence gang is \"ring\" equal to \"sequence\"");
@@ -82,7 +78,7 @@ void read_parallel(ObjectReader& w, TaskSpec& task, const Architecture& a) {
   shape.ring_degree = static_cast<double>(ring);
   shape.cfg_parallel = static_cast<double>(cfg);
   shape.pipeline_stages = static_cast<double>(stages);
-  shape.patches = stages > 1 ? static_cast<double>(patches) : 1;
+  shape.patches = static_cast<double>(patches);  // defaults to the stages: more without them is a problem
   shape.pipeline_warmup = stages > 1 ? static_cast<double>(warmup) : 0;
   const char* split = k > 1 ? "sequence" : stages > 1 ? "pipefusion" : "cfg";
   if (const auto problem = parallel_problem(a, shape)) {

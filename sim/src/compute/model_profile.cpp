@@ -55,6 +55,13 @@ const std::map<std::string_view, ArchitectureFields>& families() {
 // latent frame (1 for an image).
 double latent_frames_of(const StepShape& shape, double tf) { return shape.frames > 1 ? std::floor((shape.frames - 1) / tf) + 1 : 1; }
 
+// A diffusion transformer's image (or video) tokens: its latent (vae_factor, temporal_factor) cut into patches of
+// `patch` latent pixels a side and `temporal_patch` latent frames.
+double image_tokens(const Architecture& a, const StepShape& s) {
+  const double f = a.number("vae_factor", 8), p = a.number("patch", 2), tf = a.number("temporal_factor", 1), tp = a.number("temporal_patch", 1);
+  return std::ceil(latent_frames_of(s, tf) / tp) * std::ceil(s.height / f / p) * std::ceil(s.width / f / p);
+}
+
 // Appends a family's kernels in launch order: the model's GEMMs, convolutions and attentions, and its
 // small operations (norms, activations, copies) as the runtime runs them (models/runtimes.json).
 class Builder {
@@ -318,10 +325,8 @@ void unet(const Architecture& a, const StepShape& s, Builder& b) {
 // attend to the text (Wan, with separate q, k and v projections).
 void dit(const Architecture& a, const StepShape& s, Builder& b) {
   const double h = a.number("hidden", 0), heads = a.number("heads", 0), hd = h / heads;
-  const double f = a.number("vae_factor", 8), p = a.number("patch", 2), lat = a.number("latent_channels", 16);
-  const double tf = a.number("temporal_factor", 1), tp = a.number("temporal_patch", 1);
-  const double latent_frames = latent_frames_of(s, tf);
-  const double img = std::ceil(latent_frames / tp) * std::ceil(s.height / f / p) * std::ceil(s.width / f / p);
+  const double p = a.number("patch", 2), lat = a.number("latent_channels", 16), tp = a.number("temporal_patch", 1);
+  const double img = image_tokens(a, s);
   const double txt = s.context > 0 ? s.context : a.number("text_tokens", 0), n = s.batch, all = img + txt;
   const double mlp = a.number("ffn", a.number("mlp_ratio", 4) * h);
   // Sequence parallel over sp GPUs: each holds 1/sp of the tokens (rows r per token of the batch) and,
@@ -950,9 +955,7 @@ struct SelfAttention {
   double layers = 0, shard_bytes = 0;
 };
 SelfAttention self_attention(const Architecture& a, const StepShape& s, Dtype dtype) {
-  const double f = a.number("vae_factor", 8), p = a.number("patch", 2), tf = a.number("temporal_factor", 1), tp = a.number("temporal_patch", 1);
-  const double latent_frames = latent_frames_of(s, tf);
-  const double img = std::ceil(latent_frames / tp) * std::ceil(s.height / f / p) * std::ceil(s.width / f / p);
+  const double img = image_tokens(a, s);
   const double txt = s.context > 0 ? s.context : a.number("text_tokens", 0);
   const double joint = a.number("cross_attention", 0) != 0 ? img : img + txt;
   return {a.number("double_blocks", 0) + a.number("single_blocks", 0),
@@ -1012,10 +1015,8 @@ PipelineExchange pipeline_exchange(const Architecture& a, const StepShape& s, Dt
 
 double pipeline_buffer_bytes(const Architecture& a, const StepShape& s, Dtype dtype) {
   if (a.family != "dit" || s.pipeline_stages <= 1) return 0;
-  const double f = a.number("vae_factor", 8), p = a.number("patch", 2), tf = a.number("temporal_factor", 1), tp = a.number("temporal_patch", 1);
-  const double img = std::ceil(latent_frames_of(s, tf) / tp) * std::ceil(s.height / f / p) * std::ceil(s.width / f / p);
   const PipelineStage stage = first_pipeline_stage(a, s);
-  return 2 * (stage.doubles + stage.singles) * s.batch / std::max(1.0, s.cfg_parallel) * img * a.number("hidden", 0) * dtype_bytes(dtype);
+  return 2 * (stage.doubles + stage.singles) * s.batch / std::max(1.0, s.cfg_parallel) * image_tokens(a, s) * a.number("hidden", 0) * dtype_bytes(dtype);
 }
 
 double experts_touched(double experts, double top_k, double tokens) {
@@ -1039,6 +1040,7 @@ std::optional<ShapeProblem> parallel_problem(const Architecture& a, const StepSh
     return ShapeProblem{"sequence", "sequence parallelism splits a diffusion transformer's tokens (family dit); " + a.id + " is a " + a.family};
   }
   if (stages > 1 && a.family != "dit") return ShapeProblem{"pipefusion", "PipeFusion splits a diffusion transformer's blocks (family dit); " + a.id + " is a " + a.family};
+  if (stages <= 1 && s.patches > 1) return ShapeProblem{"patches", "a PipeFusion setting: give \"pipefusion\", two or more stages, with it"};
   if (stages > 1 && s.sequence_parallel > 1) {
     return ShapeProblem{"pipefusion", "PipeFusion beside sequence parallelism (xDiT's hybrid) is not modelled: give one of \"pipefusion\" and \"sequence\""};
   }

@@ -63,10 +63,8 @@ void Greedy::keep_order(const ClusterView& view, std::span<const ReadyTask> read
   // A policy serves one run's queue (made per run), whose numbers only grow: the tasks past the last one seen
   // are those that joined since. (The newest may have left already, so the queue's end can be below it.)
   if (ready.empty()) return;
-  std::size_t first_new = ready.size();
-  while (first_new > 0 && ready[first_new - 1].joined > last_joined_) --first_new;
   const bool per_tenant = keys_per_tenant();
-  for (std::size_t i = first_new; i < ready.size(); ++i) {
+  for (std::size_t i = joined_after(ready, last_joined_); i < ready.size(); ++i) {
     kept_.insert({per_tenant ? static_cast<double>(index(ready[i].tenant)) : order_key(view, ready[i]), ready[i].joined});
   }
   last_joined_ = std::max(last_joined_, ready.back().joined);

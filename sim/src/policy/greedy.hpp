@@ -72,6 +72,12 @@ class Greedy : public Policy {
   // task before ready[from] joined before it. From a place, searched out from it doubling the step: a task near
   // `from` costs a step or two (a tenant's next task, after its last); from 0, a binary search.
   static std::optional<std::uint32_t> place_of(std::span<const ReadyTask> ready, std::uint64_t joined, std::uint32_t from = 0);
+  // Where the tasks that joined after `last_joined` begin in `ready`: they are at its end (ReadyTask::joined grows).
+  static std::size_t joined_after(std::span<const ReadyTask> ready, std::uint64_t last_joined) {
+    std::size_t first = ready.size();
+    while (first > 0 && ready[first - 1].joined > last_joined) --first;
+    return first;
+  }
 
  private:
   // With idle_only, only GPUs that run nothing; else time-sliced GPUs with a task slot left too.

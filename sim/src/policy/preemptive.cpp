@@ -191,9 +191,7 @@ class Srtf final : public CountingWalk {
       while (!waiting_.empty()) drop(waiting_.begin());
       last_joined_ = 0;
     }
-    std::size_t first_new = ready.size();
-    while (first_new > 0 && ready[first_new - 1].joined > last_joined_) --first_new;
-    for (std::size_t i = first_new; i < ready.size(); ++i) {
+    for (std::size_t i = joined_after(ready, last_joined_); i < ready.size(); ++i) {
       const ReadyTask& t = ready[i];
       const Waiting k = key(view, t);
       if (k.task >= key_of_.size()) key_of_.resize(k.task + 1, Waiting{});

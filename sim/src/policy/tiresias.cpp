@@ -81,9 +81,7 @@ class Tiresias final : public CountingWalk {
   bool order(const ClusterView& view, std::span<const ReadyTask> ready, std::vector<std::uint32_t>& /*order*/) override {
     ++round_;
     if (!ready.empty()) {  // the tasks that joined since the last round are at the queue's end
-      std::size_t first_new = ready.size();
-      while (first_new > 0 && ready[first_new - 1].joined > last_joined_) --first_new;
-      for (std::size_t i = first_new; i < ready.size(); ++i) key(view, ready[i]);
+      for (std::size_t i = joined_after(ready, last_joined_); i < ready.size(); ++i) key(view, ready[i]);
       last_joined_ = std::max(last_joined_, ready.back().joined);
     }
     for (InstanceId instance : view.attained_changed()) {
