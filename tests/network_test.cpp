@@ -3,6 +3,7 @@
 // share links, and the bandwidth an oversubscribed fat-tree leaves between leaves.
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -35,14 +36,17 @@ std::vector<std::pair<double, std::uint64_t>> deliveries(Network& net) {
   return seen;
 }
 
-std::vector<double> max_min(const std::vector<double>& capacity, const std::vector<std::vector<std::uint32_t>>& flows) {
+std::vector<double> max_min(const std::vector<double>& capacity, const std::vector<std::vector<std::uint32_t>>& flows,
+                            bool always_fill = false) {
   std::vector<std::uint32_t> offsets{0}, links;
   for (const auto& f : flows) {
     links.insert(links.end(), f.begin(), f.end());
     offsets.push_back(static_cast<std::uint32_t>(links.size()));
   }
   std::vector<double> rates(flows.size());
-  MaxMinSolver().solve(capacity, offsets, links, rates);
+  MaxMinSolver solver;
+  solver.always_fill(always_fill);
+  solver.solve(capacity, offsets, links, rates);
   return rates;
 }
 
@@ -126,6 +130,42 @@ TEST_CASE("max-min: levels freeze in order", "[network][maxmin]") {
   CHECK(r[2] + r[3] <= 10 + 1e-9);
 }
 
+TEST_CASE("max-min: a link every flow crosses, tighter than the rest, gives the filling's rates bit for bit", "[network][maxmin]") {
+  // Forks: every flow leaves over one link (a NIC of capacity 50 or 7, odd so shares round; the last link, so that
+  // others at its share come first in the filling's order of ties) and goes on over links drawn from a few
+  // others, some shared, of capacities that sometimes tie with or undercut the NIC's share; now and then a flow
+  // crosses a link twice. The shortcut must give exactly what the level-by-level filling gives, whether it takes
+  // the problem or leaves it to the heap.
+  std::size_t one_level = 0, filled = 0;
+  for (std::uint64_t seed = 1; seed <= 2000; ++seed) {
+    Rng rng(seed, 0, "maxmin-one-level");
+    const std::size_t flows = 2 + rng.next() % 30;
+    const double nic = std::array{50.0, 7.0, 0.3, 12.345}[seed % 4];
+    const std::uint32_t others = 1 + static_cast<std::uint32_t>(rng.next() % 6);
+    std::vector<double> capacity;
+    for (std::uint32_t l = 0; l < others; ++l) {
+      const double pick = rng.uniform();
+      const double crossings = static_cast<double>(1 + rng.next() % 3);  // a link this many flows cross ties
+      capacity.push_back(pick < 0.2 ? nic : pick < 0.5 ? nic / static_cast<double>(flows) * crossings : 1.0 + 100.0 * rng.uniform());
+    }
+    capacity.push_back(nic);
+    std::vector<std::vector<std::uint32_t>> routes(flows, std::vector<std::uint32_t>{others});
+    for (auto& r : routes) {
+      const std::size_t hops = rng.next() % 3;
+      for (std::size_t h = 0; h < hops; ++h) r.push_back(static_cast<std::uint32_t>(rng.next() % others));
+      if (rng.uniform() < 0.05) r.push_back(others);  // twice over the NIC
+    }
+    const std::vector<double> shortcut = max_min(capacity, routes), full = max_min(capacity, routes, true);
+    INFO("seed " << seed);
+    CHECK(shortcut == full);
+    const double level = nic / static_cast<double>(flows);
+    ++(std::all_of(full.begin(), full.end(), [&](double r) { return r == level; }) ? one_level : filled);
+  }
+  // Both kinds of problem were drawn: the shortcut's and the heap's.
+  CHECK(one_level >= 200);
+  CHECK(filled >= 200);
+}
+
 TEST_CASE("max-min: random problems meet the max-min conditions, and flows that never meet on a full link get their narrowest", "[network][maxmin]") {
   // Each flow crosses a few shared links and, for most, a private one (a cap). Roomy shared links leave every flow
   // its narrowest link's capacity, exactly (the solver's way around its heap); tight ones make flows give way.
@@ -148,6 +188,7 @@ TEST_CASE("max-min: random problems meet the max-min conditions, and flows that 
       }
     }
     const std::vector<double> rates = max_min(capacity, routes);
+    CHECK(rates == max_min(capacity, routes, true));  // the shortcuts give the heap's rates, bit for bit
     std::vector<double> load(capacity.size(), 0.0), most(capacity.size(), 0.0);
     for (std::size_t f = 0; f < flows; ++f) {
       for (std::uint32_t l : routes[f]) {
@@ -609,6 +650,27 @@ TEST_CASE("a route walked without the memo is the one kept in it, and a large al
   REQUIRE(cold_plan.steps.size() == 1);
   CHECK(cold_plan.steps.front().size() == 300 * 299);
   CHECK(cold_plan.route_links == warm_plan.route_links);
+}
+
+TEST_CASE("a pair with one path is walked once for every key, a pair with equal ways once a key", "[network][topology]") {
+  Built fabric = build(R"([{"type": "hgx-h100-8", "count": 8}])", R"({"topology": "fat-tree", "nodes_per_leaf": 4, "spines": 3})");
+  const auto gpu = [&](std::uint32_t g) { return fabric.topology.gpu_vertex(make_id<GpuId>(g)); };
+  // GPU 0 to GPU 9: the next node, under the same leaf (one path); GPU 0 to GPU 40: across the spines (three).
+  for (const auto& [to, one_path] : {std::pair{9u, true}, std::pair{40u, false}}) {
+    const std::size_t before = fabric.topology.routes_remembered();
+    std::set<std::vector<std::uint32_t>> seen;
+    for (std::uint64_t key = 1; key <= 50; ++key) {
+      std::vector<std::uint32_t> walked, kept, again;
+      REQUIRE(fabric.topology.try_route(gpu(0), gpu(to), key, walked, Topology::RouteMemo::skip));
+      REQUIRE(fabric.topology.try_route(gpu(0), gpu(to), key, kept));
+      REQUIRE(fabric.topology.try_route(gpu(0), gpu(to), key, again));
+      CHECK(kept == walked);
+      CHECK(again == walked);
+      seen.insert(walked);
+    }
+    CHECK(seen.size() == (one_path ? 1u : 3u));
+    CHECK(fabric.topology.routes_remembered() - before == (one_path ? 1u : 50u));
+  }
 }
 
 TEST_CASE("every route is a lowest-latency path, as an exhaustive search finds it", "[network][topology]") {

@@ -18,8 +18,13 @@ class MaxMinSolver {
   // flow into `rates`.
   void solve(std::span<const double> capacity, std::span<const std::uint32_t> flow_offsets,
              std::span<const std::uint32_t> flow_links, std::span<double> rates);
+  // Fills level by level even where a shortcut gives the same rates, bit for bit (for the tests that hold it to that).
+  void always_fill(bool on) { always_fill_ = on; }
 
  private:
+  bool one_level(std::span<const double> capacity, std::span<const std::uint32_t> flow_offsets,
+                 std::span<const std::uint32_t> flow_links, std::span<double> rates);
+  bool always_fill_ = false;
   struct Candidate {
     double share;
     std::uint32_t link;
@@ -29,7 +34,7 @@ class MaxMinSolver {
   std::vector<double> remaining_, bound_, demand_;
   std::vector<std::uint32_t> unfrozen_on_link_;
   std::vector<std::uint8_t> frozen_;
-  std::vector<std::uint32_t> link_offsets_, link_flows_, fill_;
+  std::vector<std::uint32_t> link_offsets_, link_flows_, fill_, seen_by_;
   std::vector<Candidate> heap_;
 };
 

@@ -147,7 +147,8 @@ class Topology {
   void forget_distances() const;
   void forget_targets() const;
   void forget_routes() const;
-  bool walk_route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out) const;
+  // `chose`: set when some hop had equal ways to pick from by the key (else the route is the same for every key).
+  bool walk_route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out, bool& chose) const;
 
   std::vector<std::string> vertex_names_;
   std::vector<std::uint8_t> is_gpu_;

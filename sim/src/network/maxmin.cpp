@@ -22,6 +22,7 @@ void MaxMinSolver::solve(std::span<const double> capacity, std::span<const std::
     FLEETSIM_CHECK(flow_offsets[f + 1] > flow_offsets[f], "a flow must cross at least one link");
     for (std::uint32_t i = flow_offsets[f]; i < flow_offsets[f + 1]; ++i) ++unfrozen_on_link_[flow_links[i]];
   }
+  if (!always_fill_ && flows > 1 && one_level(capacity, flow_offsets, flow_links, rates)) return;
 
   // A flow never gets more than the least capacity of its route (less where it crosses a link twice). A link whose
   // flows' bounds add up to less than its capacity can never saturate, so it never freezes a flow
@@ -91,6 +92,58 @@ void MaxMinSolver::solve(std::span<const double> capacity, std::span<const std::
       }
     }
   }
+}
+
+// The filling's first level, when it is the last: a link that every flow crosses once, with a fair share below
+// every other link's (its capacity over the crossings on it), saturates first and freezes every flow at that
+// share, and nothing moves after. A fork's transfers out of one NIC are such a problem. The rates are the ones the
+// heap below gives, bit for bit: the same division, by the same link (the lowest-numbered of those at the least
+// share, as the heap orders ties), which the heap holds only when its flows' bounds add up to its capacity, summed
+// in the same order. A link at that same share that every flow crosses once freezes them at the same value; one
+// that only some cross, or that a flow crosses twice, would split the level, so it is left to the heap.
+bool MaxMinSolver::one_level(std::span<const double> capacity, std::span<const std::uint32_t> flow_offsets,
+                             std::span<const std::uint32_t> flow_links, std::span<double> rates) {
+  const std::size_t flows = rates.size();
+  const std::size_t links = capacity.size();
+  constexpr std::uint32_t kNoLink = 0xFFFFFFFFu;
+  std::uint32_t level_link = kNoLink;
+  double level = 0;
+  for (std::uint32_t l = 0; l < links; ++l) {
+    if (unfrozen_on_link_[l] != flows) continue;
+    const double share = capacity[l] / unfrozen_on_link_[l];
+    if (level_link == kNoLink || share < level) {
+      level_link = l;
+      level = share;
+    }
+  }
+  if (level_link == kNoLink) return false;
+  std::uint32_t at_level = 0;  // links at the level's share, every one crossed by every flow
+  for (std::uint32_t l = 0; l < links; ++l) {
+    if (unfrozen_on_link_[l] == 0) continue;
+    const double share = capacity[l] / unfrozen_on_link_[l];
+    if (share < level || (share == level && unfrozen_on_link_[l] != flows)) return false;
+    at_level += share == level ? 1 : 0;
+  }
+  // Each flow crosses each link at the level once; its bound (its narrowest link) goes into the level link's demand.
+  seen_by_.assign(links, kNoLink);
+  double demand = 0;
+  for (std::uint32_t f = 0; f < flows; ++f) {
+    double bound = capacity[flow_links[flow_offsets[f]]];
+    std::uint32_t crossed = 0;
+    for (std::uint32_t i = flow_offsets[f]; i < flow_offsets[f + 1]; ++i) {
+      const std::uint32_t l = flow_links[i];
+      bound = std::min(bound, capacity[l]);
+      if (unfrozen_on_link_[l] != flows || capacity[l] / unfrozen_on_link_[l] != level) continue;
+      if (seen_by_[l] == f) return false;
+      seen_by_[l] = f;
+      ++crossed;
+    }
+    if (crossed != at_level) return false;
+    demand += bound;
+  }
+  if (demand < capacity[level_link] * (1 - 1e-12)) return false;
+  std::fill(rates.begin(), rates.end(), level);
+  return true;
 }
 
 }  // namespace fleetsim

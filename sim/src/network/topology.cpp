@@ -50,33 +50,52 @@ struct Topology::DistanceCache {
   // Routes already walked, by (from, to, flow key): a walk asks for the distances of the links it may
   // take at every hop, a lookup costs one hash. Collectives key a flow by its two ends, so plans made
   // again (a search's candidates, a job's iterations, a collective's latency, time and flows) walk each
-  // pair once. Their links are slices of one array; both are dropped with the distances, and when they
-  // pass kRouteMemoBytes. The table is open-addressed (linear probing over a power of two of slots, at
-  // most half full), so a lookup reads a slot or two where a node-based map chases a pointer a node:
-  // with a million routes remembered that was a third of an all-to-all's time.
+  // pair once. A walk that met no choice of equal ways (one path: inside a node, on one switch, within a
+  // rail) is the pair's route under every key, so it is kept once for any key: a DAG's transfers, each
+  // keyed by its own edge, then walk each pair of GPUs once. Their links are slices of one array; both are
+  // dropped with the distances, and when they pass kRouteMemoBytes. The table is open-addressed (linear
+  // probing over a power of two of slots, at most half full), so a lookup reads a slot or two where a
+  // node-based map chases a pointer a node: with a million routes remembered that was a third of an
+  // all-to-all's time.
   struct RouteSlot {
-    std::uint64_t key = 0;
+    std::uint64_t key = 0;  // unused when any_key
     std::uint32_t from = kNone, to = 0;  // from kNone: empty
-    std::uint32_t first = 0, count = 0;  // the route's links in route_links
+    std::uint32_t first = 0;  // the route's links in route_links
+    std::uint32_t count : 31 = 0, any_key : 1 = 0;
   };
+  static constexpr std::uint64_t kAnyKey = 0x9e3779b97f4a7c15ull;  // only seeds the hash of a key-free slot
   std::vector<RouteSlot> route_slots;
   std::size_t routes = 0;
   std::vector<std::uint32_t> route_links;
-  std::size_t slot_of(std::uint32_t from, std::uint32_t to, std::uint64_t key) const {  // its slot, or the empty one it would take
+  // The slot of (from, to, key), or of (from, to) for any key, or the empty one it would take.
+  std::size_t slot_of(std::uint32_t from, std::uint32_t to, std::uint64_t key, bool any_key) const {
     const std::size_t mask = route_slots.size() - 1;
-    std::size_t i = hash_combine(key, (std::uint64_t{from} << 32) | to) & mask;
-    while (route_slots[i].from != kNone && (route_slots[i].from != from || route_slots[i].to != to || route_slots[i].key != key)) i = (i + 1) & mask;
-    return i;
+    std::size_t i = hash_combine(any_key ? kAnyKey : key, (std::uint64_t{from} << 32) | to) & mask;
+    for (;; i = (i + 1) & mask) {
+      const RouteSlot& r = route_slots[i];
+      if (r.from == kNone || (r.from == from && r.to == to && r.any_key == any_key && (any_key || r.key == key))) return i;
+    }
   }
-  void remember(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::uint32_t first, std::uint32_t count) {
+  const RouteSlot* find(std::uint32_t from, std::uint32_t to, std::uint64_t key) const {
+    if (routes == 0) return nullptr;
+    for (const bool any_key : {true, false}) {
+      const RouteSlot& r = route_slots[slot_of(from, to, key, any_key)];
+      if (r.from != kNone) return &r;
+    }
+    return nullptr;
+  }
+  void remember(std::uint32_t from, std::uint32_t to, std::uint64_t key, bool any_key, std::uint32_t first, std::uint32_t count) {
     if (2 * (routes + 1) > route_slots.size()) {
       std::vector<RouteSlot> old(std::max<std::size_t>(1024, 2 * route_slots.size()));
       old.swap(route_slots);
       for (const RouteSlot& r : old) {
-        if (r.from != kNone) route_slots[slot_of(r.from, r.to, r.key)] = r;
+        if (r.from != kNone) route_slots[slot_of(r.from, r.to, r.key, r.any_key != 0)] = r;
       }
     }
-    route_slots[slot_of(from, to, key)] = RouteSlot{key, from, to, first, count};
+    RouteSlot r{.key = key, .from = from, .to = to, .first = first};
+    r.count = count & 0x7FFFFFFFu;  // a route of 2^31 links is not walked
+    r.any_key = any_key ? 1 : 0;
+    route_slots[slot_of(from, to, key, any_key)] = r;
     ++routes;
   }
   // The structure's parts (every link up; kept while links go down and up): per node type (indexed by its
@@ -795,24 +814,23 @@ bool Topology::reachable(std::uint32_t from, std::uint32_t to) const {
 bool Topology::try_route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out, RouteMemo memo) const {
   if (from == to) return true;
   DistanceCache& c = *cache_;
-  if (c.routes > 0) {
-    if (const auto& known = c.route_slots[c.slot_of(from, to, key)]; known.from != kNone) {
-      const auto first = c.route_links.begin() + known.first;
-      out.insert(out.end(), first, first + known.count);
-      return true;
-    }
+  if (const DistanceCache::RouteSlot* known = c.find(from, to, key)) {
+    const auto first = c.route_links.begin() + known->first;
+    out.insert(out.end(), first, first + known->count);
+    return true;
   }
   const std::size_t start = out.size();
-  if (!walk_route(from, to, key, out)) return false;
+  bool chose = false;
+  if (!walk_route(from, to, key, out, chose)) return false;
   if (memo == RouteMemo::skip) return true;
   constexpr std::size_t kRouteMemoBytes = std::size_t{128} << 20;
   if (c.route_slots.size() * sizeof(DistanceCache::RouteSlot) + c.route_links.size() * sizeof(std::uint32_t) > kRouteMemoBytes) forget_routes();
-  c.remember(from, to, key, static_cast<std::uint32_t>(c.route_links.size()), static_cast<std::uint32_t>(out.size() - start));
+  c.remember(from, to, key, !chose, static_cast<std::uint32_t>(c.route_links.size()), static_cast<std::uint32_t>(out.size() - start));
   c.route_links.insert(c.route_links.end(), out.begin() + static_cast<std::ptrdiff_t>(start), out.end());
   return true;
 }
 
-bool Topology::walk_route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out) const {
+bool Topology::walk_route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out, bool& chose) const {
   const Distances dist = distances_to(to);
   std::uint64_t here = dist.from(from);
   if (here == kUnreachable) return false;
@@ -849,6 +867,7 @@ bool Topology::walk_route(std::uint32_t from, std::uint32_t to, std::uint64_t ke
       }
     }
     FLEETSIM_CHECK(n > 0, "route walk found no next hop");
+    chose |= n > 1;
     const std::uint32_t pick = n == 1 ? 0 : static_cast<std::uint32_t>(hash_combine(key, at) % n);
     out.push_back(candidates[pick]);
     at = links_[candidates[pick]].to;
