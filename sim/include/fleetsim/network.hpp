@@ -177,6 +177,7 @@ class Network {
   std::vector<std::vector<std::uint32_t>> link_flows_;  // sending flows per link
   std::vector<Flow> flows_;
   std::vector<double> rate_;  // per flow, apart from the rest: the solver's hot loops read only these
+  std::vector<std::uint32_t> bottleneck_hop_;  // per flow: the hop of its route last found its bottleneck (a hint)
   std::vector<std::uint32_t> free_slots_;
   std::vector<Due> heap_;
   std::vector<std::uint32_t> heap_pos_;  // per flow: its index in heap_, or kNotQueued

@@ -62,6 +62,7 @@ std::uint32_t Network::new_slot() {
   in_set_.push_back(0);
   checked_.push_back(0);
   rate_.push_back(0);
+  bottleneck_hop_.push_back(0);
   return id;
 }
 
@@ -74,6 +75,7 @@ void Network::reserve(std::size_t flows) {
   in_set_.reserve(flows);
   checked_.reserve(flows);
   rate_.reserve(flows);
+  bottleneck_hop_.reserve(flows);
 }
 
 std::uint32_t Network::start(std::span<const std::uint32_t> route, double bytes, double latency_s,
@@ -396,12 +398,25 @@ const Network::LinkState& Network::link_state(std::uint32_t link) {
 
 // A flow's bottleneck: a saturated link of its route on which no flow gets more than it. A feasible
 // allocation in which every flow has one is the max-min fair allocation.
+// The hop last found to be the flow's bottleneck is looked at first: a flow mostly keeps its bottleneck, and
+// the others' link states need not be brought up to date to find it (on a congested fabric most of a re-levelling
+// went into such checks).
 bool Network::has_bottleneck(std::uint32_t flow) {
   const double r = rate_[flow];
-  if (r >= flows_[flow].cap_Bps * (1 - tolerance_)) return true;  // its own cap
-  for (std::uint32_t l : route(flow)) {
-    const LinkState& s = link_state(l);
-    if (saturated(l, s) && r >= s.max_rate_Bps * (1 - tolerance_)) return true;
+  const Flow& f = flows_[flow];
+  if (r >= f.cap_Bps * (1 - tolerance_)) return true;  // its own cap
+  const std::uint32_t* links = hop_link_.data() + f.hop_at;
+  const auto bottleneck_at = [&](std::uint32_t hop) {
+    const LinkState& s = link_state(links[hop]);
+    return saturated(links[hop], s) && r >= s.max_rate_Bps * (1 - tolerance_);
+  };
+  std::uint32_t& hint = bottleneck_hop_[flow];
+  if (hint < f.hops && bottleneck_at(hint)) return true;
+  for (std::uint32_t hop = 0; hop < f.hops; ++hop) {
+    if (hop != hint && bottleneck_at(hop)) {
+      hint = hop;
+      return true;
+    }
   }
   return false;
 }
