@@ -14,8 +14,8 @@ class MaxMinSolver {
  public:
   // Flow f crosses links flow_links[flow_offsets[f] .. flow_offsets[f+1]); links are indices into
   // `capacity`. A link listed k times for a flow carries k times its rate (host memory a transfer is
-  // staged in: written, then read). Every flow must cross at least one link. Writes one rate per
-  // flow into `rates`.
+  // staged in: written, then read). Every flow must cross at least one link; capacities are non-negative
+  // numbers (not NaN). Writes one rate per flow into `rates`.
   void solve(std::span<const double> capacity, std::span<const std::uint32_t> flow_offsets,
              std::span<const std::uint32_t> flow_links, std::span<double> rates);
   // Fills level by level even where a shortcut gives the same rates, bit for bit (for the tests that hold it to that).

@@ -141,6 +141,8 @@ bool MaxMinSolver::one_level(std::span<const double> capacity, std::span<const s
     if (crossed != at_level) return false;
     demand += bound;
   }
+  // Each bound is at least the level, so this holds once the checks above do; it is the heap's own test, kept so
+  // that the two ways stay in step.
   if (demand < capacity[level_link] * (1 - 1e-12)) return false;
   std::fill(rates.begin(), rates.end(), level);
   return true;

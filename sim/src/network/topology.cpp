@@ -48,7 +48,7 @@ struct Topology::DistanceCache {
   std::size_t bytes = 0, tabled_bytes = 0;  // of every NodeTarget; of their `every` tables
   std::vector<std::pair<std::uint64_t, std::uint32_t>> heap;  // search scratch
   // Routes already walked, by (from, to, flow key): a walk asks for the distances of the links it may
-  // take at every hop, a lookup costs one hash. Collectives key a flow by its two ends, so plans made
+  // take at every hop, a lookup costs a hash or two (the pair's slot for any key first). Collectives key a flow by its two ends, so plans made
   // again (a search's candidates, a job's iterations, a collective's latency, time and flows) walk each
   // pair once. A walk that met no choice of equal ways (one path: inside a node, on one switch, within a
   // rail) is the pair's route under every key, so it is kept once for any key: a DAG's transfers, each
@@ -58,7 +58,7 @@ struct Topology::DistanceCache {
   // node-based map chases a pointer a node: with a million routes remembered that was a third of an
   // all-to-all's time.
   struct RouteSlot {
-    std::uint64_t key = 0;  // unused when any_key
+    std::uint64_t key = 0;  // not compared when any_key
     std::uint32_t from = kNone, to = 0;  // from kNone: empty
     std::uint32_t first = 0;  // the route's links in route_links
     std::uint32_t count : 31 = 0, any_key : 1 = 0;
