@@ -72,9 +72,44 @@ BENCHMARK(BM_NetworkFlowsFatTree)
     ->Args({256, 16})->Args({256, 32})->Args({256, 64})->Args({256, 128})
     ->Unit(benchmark::kMicrosecond);
 
+// A fork: one GPU sends a transfer to each of `fanout` GPUs of other nodes at once, each of another size. They
+// share its NIC and end one by one, and each end raises the rate of all the others still on it: every end
+// re-levels them (the fork-join DAGs of the SimGrid comparison; reports/performance.md sections 9 and 29). When the
+// last is delivered the fork starts again. Items: flow ends.
+// Args: fan-out.
+void BM_NetworkForkJoin(benchmark::State& state) {
+  const auto fanout = static_cast<std::uint32_t>(state.range(0));
+  const FatTree tree(static_cast<int>(fanout / 8 + 2));
+  std::vector<std::vector<std::uint32_t>> routes(fanout);
+  std::vector<double> sizes(fanout);
+  for (std::uint32_t i = 0; i < fanout; ++i) {
+    tree.topology.route(tree.topology.gpu_vertex(fleetsim::make_id<fleetsim::GpuId>(0)),
+                        tree.topology.gpu_vertex(fleetsim::make_id<fleetsim::GpuId>(8 + i)), i, routes[i]);
+    sizes[i] = 64e6 * (1.0 + static_cast<double>(i) / fanout);  // 64 to 128 MB: no two end together
+  }
+  fleetsim::Network net(tree.topology.capacities());
+  std::vector<fleetsim::FlowDelivery> delivered;
+  std::uint64_t ends = 0;
+  double t = 0;
+  for (auto _ : state) {
+    if (net.flows_in_flight() == 0) {
+      for (std::uint32_t i = 0; i < fanout; ++i) net.start(routes[i], sizes[i], 2e-6, i, t);
+    }
+    t = net.next_time();
+    delivered.clear();
+    net.advance(t, delivered);
+    ends += delivered.size();
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(ends));
+  const fleetsim::Network::SolveCounts& solves = net.solve_counts();
+  state.counters["solved_per_relevel"] = solves.relevellings > 0 ? static_cast<double>(solves.flows_solved) / static_cast<double>(solves.relevellings) : 0.0;
+}
+BENCHMARK(BM_NetworkForkJoin)->Arg(16)->Arg(63)->Arg(255)->Unit(benchmark::kMicrosecond);
+
 // Args: nodes (8 GPUs each), rail-optimized (1) or fat-tree (0), graph search (1) or structure (0). Each
-// route is between random GPUs of different nodes under a key of its own, so none is remembered; the
-// set-up (the structure's shapes, or the graph's switch-by-switch table) is paid before timing starts.
+// route is between random GPUs of different nodes, walked without the memo (a pair whose route is the same
+// under every key would be remembered); the set-up (the structure's shapes, or the graph's switch-by-switch
+// table) is paid before timing starts.
 void BM_Routes(benchmark::State& state) {
   const auto nodes = static_cast<int>(state.range(0));
   FatTree fabric(nodes, state.range(1) != 0 ? fleetsim::FabricKind::rail_optimized : fleetsim::FabricKind::fat_tree);
@@ -91,7 +126,7 @@ void BM_Routes(benchmark::State& state) {
       b = static_cast<std::uint32_t>(rng.next() % gpus);
     } while (a / 8 == b / 8);
     route.clear();
-    fabric.topology.route(a, b, ++key, route);
+    fabric.topology.route(a, b, ++key, route, fleetsim::Topology::RouteMemo::skip);
     benchmark::DoNotOptimize(route.data());
   }
   state.SetItemsProcessed(state.iterations());
