@@ -1,6 +1,7 @@
 #include "tiresias.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -121,7 +122,8 @@ class Tiresias final : public CountingWalk {
   // running_ in walk order. Under LAS a running job keeps its place from round to round until it passes a
   // threshold (its service grows, but its key is its queue and when it joined): only the new and the moved are
   // sorted in, so a round costs a pass over the running jobs, not a sort of them. Under Gittins every running
-  // job's index moves: they are sorted every round.
+  // job's index moves, but little from one round to the next: the jobs still running keep last round's order,
+  // take their new keys and are sorted again from it (an insertion sort, a pass where few pairs swapped).
   void order_running(const ClusterView& view) {
     fresh_.clear();
     const std::span<const RunningTask> running = view.running();
@@ -131,20 +133,23 @@ class Tiresias final : public CountingWalk {
       Job job{queue_of(service), gittins(view, service), false, r.ready_s, 0, r.task, r.gpus, service, j, 0};
       if (index(r.task) >= ran_.size()) ran_.resize(index(r.task) + 1);
       Ran& k = ran_[index(r.task)];
-      const bool kept = !s_.gittins && k.round + 1 == round_ && k.queue == job.queue && k.ready_s == job.ready_s && k.gpus == job.gpus;
+      const bool kept = k.round + 1 == round_ && (s_.gittins || k.queue == job.queue) && k.ready_s == job.ready_s && k.gpus == job.gpus;
       job.version = kept ? k.version : ++versions_;
       if (!kept) fresh_.push_back(job);
-      k = {round_, job.version, job.ready_s, service, job.queue, job.gpus, j};
+      k = {round_, job.version, job.ready_s, service, job.index, job.queue, job.gpus, j};
     }
-    // Those that stopped or moved go; the rest take this round's service and place in view.running().
+    // Those that stopped or moved go; the rest take this round's service, keys and place in view.running().
     std::erase_if(running_, [&](Job& j) {
       const Ran& k = ran_[index(j.task)];
       if (k.round != round_ || k.version != j.version) return true;
       j.service_gpu_s = k.service_gpu_s;
+      j.queue = k.queue;
+      j.index = k.index;
       j.ref = k.ref;
       return false;
     });
     const WalkOrder before{s_.gittins};
+    if (s_.gittins) sort_from(running_, before);
     std::sort(fresh_.begin(), fresh_.end(), before);
     const auto kept = static_cast<std::ptrdiff_t>(running_.size());
     running_.insert(running_.end(), fresh_.begin(), fresh_.end());
@@ -334,9 +339,29 @@ class Tiresias final : public CountingWalk {
   struct Ran {  // a running job as of the last round it ran in
     std::uint64_t round = 0;
     std::uint64_t version = 0;  // of its entry in running_
-    double ready_s = 0, service_gpu_s = 0;
+    double ready_s = 0, service_gpu_s = 0, index = 0;
     std::uint32_t queue = 0, gpus = 0, ref = 0;
   };
+  // Sorts jobs that were in order by their last keys: by insertion, which costs a pass and a move a pair out of
+  // order, while the moves stay under the n log n a sort costs; past that, by a sort. The order is total (the task
+  // number last), so either way gives the same sequence.
+  static void sort_from(std::vector<Job>& jobs, const WalkOrder& before) {
+    const std::size_t n = jobs.size();
+    std::size_t moves = 0;
+    const std::size_t limit = n * static_cast<std::size_t>(std::bit_width(n));
+    for (std::size_t i = 1; i < n; ++i) {
+      if (!before(jobs[i], jobs[i - 1])) continue;
+      Job moving = jobs[i];
+      std::size_t at = i;
+      for (; at > 0 && before(moving, jobs[at - 1]); --at) jobs[at] = jobs[at - 1];
+      jobs[at] = moving;
+      moves += i - at;
+      if (moves > limit) {
+        std::sort(jobs.begin(), jobs.end(), before);
+        return;
+      }
+    }
+  }
   std::vector<Ran> ran_;        // per task
   std::vector<Job> fresh_;      // running jobs new or moved this round
   std::uint64_t versions_ = 0;
