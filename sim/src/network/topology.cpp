@@ -48,11 +48,11 @@ struct Topology::DistanceCache {
   std::size_t bytes = 0, tabled_bytes = 0;  // of every NodeTarget; of their `every` tables
   std::vector<std::pair<std::uint64_t, std::uint32_t>> heap;  // search scratch
   // Routes already walked, by (from, to, flow key): a walk asks for the distances of the links it may
-  // take at every hop, a lookup costs a hash or two (the pair's slot for any key first). Collectives key a flow by its two ends, so plans made
-  // again (a search's candidates, a job's iterations, a collective's latency, time and flows) walk each
-  // pair once. A walk that met no choice of equal ways (one path: inside a node, on one switch, within a
-  // rail) is the pair's route under every key, so it is kept once for any key: a DAG's transfers, each
-  // keyed by its own edge, then walk each pair of GPUs once. Their links are slices of one array; both are
+  // take at every hop, a lookup costs a hash or two (the pair's slot for any key first). Collectives key
+  // a flow by its two ends, so plans made again (a search's candidates, a job's iterations, a collective's
+  // latency, time and flows) walk each pair once. A walk that met no choice of equal ways (one path: inside
+  // a node, under one switch or one leaf) is the pair's route under every key, so it is kept once for any
+  // key: a DAG's transfers, each keyed by its own edge, then walk each pair of GPUs once. Their links are slices of one array; both are
   // dropped with the distances, and when they pass kRouteMemoBytes. The table is open-addressed (linear
   // probing over a power of two of slots, at most half full), so a lookup reads a slot or two where a
   // node-based map chases a pointer a node: with a million routes remembered that was a third of an
