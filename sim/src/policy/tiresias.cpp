@@ -120,10 +120,12 @@ class Tiresias final : public CountingWalk {
   }
 
   // running_ in walk order. Under LAS a running job keeps its place from round to round until it passes a
-  // threshold (its service grows, but its key is its queue and when it joined): only the new and the moved are
-  // sorted in, so a round costs a pass over the running jobs, not a sort of them. Under Gittins every running
-  // job's index moves, but little from one round to the next: the jobs still running keep last round's order,
-  // take their new keys and are sorted again from it (an insertion sort, a pass where few pairs swapped).
+  // threshold (its service grows, but its key is its queue and when it joined): only the new and those that
+  // changed queue are sorted in, so a round costs a pass over the running jobs, not a sort of them. Under
+  // Gittins every running job's index (and at times its queue) moves, but little from one round to the next:
+  // the jobs still running keep last round's order, take their new keys and are sorted again from it (an
+  // insertion sort, a pass where few pairs swapped); only new jobs, and jobs restarted or resized (another
+  // ready_s or gang), are sorted in.
   void order_running(const ClusterView& view) {
     fresh_.clear();
     const std::span<const RunningTask> running = view.running();
@@ -133,12 +135,14 @@ class Tiresias final : public CountingWalk {
       Job job{queue_of(service), gittins(view, service), false, r.ready_s, 0, r.task, r.gpus, service, j, 0};
       if (index(r.task) >= ran_.size()) ran_.resize(index(r.task) + 1);
       Ran& k = ran_[index(r.task)];
-      const bool kept = k.round + 1 == round_ && (s_.gittins || k.queue == job.queue) && k.ready_s == job.ready_s && k.gpus == job.gpus;
+      const bool kept = k.version != 0 && k.round + 1 == round_ && (s_.gittins || k.queue == job.queue) && k.ready_s == job.ready_s &&
+                        k.gpus == job.gpus;
       job.version = kept ? k.version : ++versions_;
       if (!kept) fresh_.push_back(job);
       k = {round_, job.version, job.ready_s, service, job.index, job.queue, job.gpus, j};
     }
-    // Those that stopped or moved go; the rest take this round's service, keys and place in view.running().
+    // Those that stopped or are sorted in afresh go; the rest take this round's service, keys and place in
+    // view.running().
     std::erase_if(running_, [&](Job& j) {
       const Ran& k = ran_[index(j.task)];
       if (k.round != round_ || k.version != j.version) return true;
@@ -338,13 +342,14 @@ class Tiresias final : public CountingWalk {
   std::vector<Job> running_;          // this round's running jobs, in walk order
   struct Ran {  // a running job as of the last round it ran in
     std::uint64_t round = 0;
-    std::uint64_t version = 0;  // of its entry in running_
-    double ready_s = 0, service_gpu_s = 0, index = 0;
+    std::uint64_t version = 0;  // of its entry in running_ (0: never ran)
+    double ready_s = 0, service_gpu_s = 0;
+    double index = 0;  // its Gittins index (0 under LAS)
     std::uint32_t queue = 0, gpus = 0, ref = 0;
   };
-  // Sorts jobs that were in order by their last keys: by insertion, which costs a pass and a move a pair out of
-  // order, while the moves stay under the n log n a sort costs; past that, by a sort. The order is total (the task
-  // number last), so either way gives the same sequence.
+  // Sorts jobs that were in order by their last keys: by insertion, which costs a pass and a move per pair out of
+  // order, while the moves stay under the n log n a sort costs; past that, by a sort. Over running jobs (each task
+  // once) the order is total, the task number last, so either way gives the same sequence.
   static void sort_from(std::vector<Job>& jobs, const WalkOrder& before) {
     const std::size_t n = jobs.size();
     std::size_t moves = 0;
@@ -363,7 +368,7 @@ class Tiresias final : public CountingWalk {
     }
   }
   std::vector<Ran> ran_;        // per task
-  std::vector<Job> fresh_;      // running jobs new or moved this round
+  std::vector<Job> fresh_;      // running jobs sorted in afresh this round
   std::uint64_t versions_ = 0;
   struct Keyed {
     Job job{};                    // its entry in waiting_; job.joined 0: none
