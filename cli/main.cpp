@@ -357,6 +357,7 @@ int run_collective(const CollectiveArgs& args) {
 // "width=1024,height=1024,batch=2": a model step's shape.
 fleetsim::StepShape parse_step_shape(const std::string& text) {
   fleetsim::StepShape shape;
+  bool patches_given = false;
   std::stringstream in(text);
   for (std::string item; std::getline(in, item, ',');) {
     if (item.empty()) continue;
@@ -381,8 +382,9 @@ fleetsim::StepShape parse_step_shape(const std::string& text) {
                                                                  "width=1024,height=1024,batch=2; found \"" + item + "\""}});
     }
     *field = value;
-    if (field == &shape.pipeline_stages && text.find("patches=") == std::string::npos) shape.patches = value;  // as a workflow's default
+    patches_given = patches_given || field == &shape.patches;
   }
+  if (!patches_given) shape.patches = shape.pipeline_stages;  // as a workflow's default: a band a stage
   return shape;
 }
 

@@ -181,7 +181,7 @@ void read_model_step(ObjectReader& w, TaskSpec& task, const Catalog& catalog) {
                                                 .group_size = static_cast<int>(stages)});
     }
     if (warmup > 0) {
-      task.collectives.push_back(CollectiveSpec{.op = CollectiveOp::send_recv, .bytes = warmup * (stages - 1) * x.whole_bytes, .calls = warmup * (stages - 1),
+      task.collectives.push_back(CollectiveSpec{.op = CollectiveOp::send_recv, .bytes = warmup * (stages - 1) * x.bytes, .calls = warmup * (stages - 1),
                                                 .group_size = static_cast<int>(stages)});
     }
     task.working_set_bytes += pipeline_buffer_bytes(a, s, task.dtype);

@@ -223,10 +223,10 @@ PipelineStage first_pipeline_stage(const Architecture& architecture, const StepS
 double pipefusion_run_s(const Architecture& architecture, const StepShape& shape, double steps, double patched_step_s, double whole_step_s);
 // What one GPU of a PipeFusion step sends the next stage: each band's hidden states as it leaves the
 // stage and the text's once a step (`patches` + 1 sends, the batch's every token times the hidden size in
-// `dtype`); `whole_bytes` is one warm-up step's send of the whole image and text.
+// `dtype`). A warm-up step sends the same bytes at once, the whole image and the text, at each of its
+// stages - 1 hand-overs.
 struct PipelineExchange {
   double calls = 0, bytes = 0;  // a patched step's
-  double whole_bytes = 0;       // a warm-up step's, each of its stages - 1 sends
 };
 PipelineExchange pipeline_exchange(const Architecture& architecture, const StepShape& shape, Dtype dtype);
 // The keys and values of every image token each GPU of a PipeFusion step keeps for its stage's attention

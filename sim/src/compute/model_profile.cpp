@@ -1010,7 +1010,7 @@ PipelineExchange pipeline_exchange(const Architecture& a, const StepShape& s, Dt
   // Where the text is cross-attended self_attention counts the image alone: the text is sent too.
   const double txt = s.context > 0 ? s.context : a.number("text_tokens", 0);
   const double text = a.number("cross_attention", 0) != 0 ? s.batch / std::max(1.0, s.cfg_parallel) * txt * a.number("hidden", 0) * dtype_bytes(dtype) : 0;
-  return {.calls = std::max(1.0, s.patches) + 1, .bytes = bytes + text, .whole_bytes = bytes + text};
+  return {.calls = std::max(1.0, s.patches) + 1, .bytes = bytes + text};
 }
 
 double pipeline_buffer_bytes(const Architecture& a, const StepShape& s, Dtype dtype) {
