@@ -364,6 +364,10 @@ void Network::cancel_if(const std::function<bool(std::uint64_t)>& drop, double n
 void Network::reshare(double now) {
   ++solve_counts_.relevellings;
   ++batch_;  // changes from here on are the next re-levelling's
+  if (reshare_one_link(now)) {
+    links_touched_.clear();
+    return;
+  }
   seed_links_.assign(links_touched_.begin(), links_touched_.end());
   if (reshare_incremental(now)) {
     new_flows_.clear();
@@ -372,6 +376,98 @@ void Network::reshare(double now) {
   links_touched_.assign(seed_links_.begin(), seed_links_.end());
   new_flows_.clear();
   reshare_component(now);
+}
+
+// Flows that left one full link, and no other full one, at an instant when none started: when every flow left on
+// that link crosses it once, has no cap and no other link near full, and finds room on each of its other links for
+// the link's new fair share, the re-levelling below would join exactly them (its first pass looks only at full
+// links, and finds none of them bottlenecked elsewhere), give each the link's capacity over their number (the
+// solver's one_level, with the same local capacities, summed in the same order), and then find every flow with a
+// bottleneck: theirs is that link, and no other flow had its bottleneck on a link that was not full. That is
+// answered here in one pass over their routes, with the same rates and due times to the bit. A fork's transfers
+// leaving one NIC end one by one this way; each end re-levelled all the others at several times the cost.
+bool Network::reshare_one_link(double now) {
+  if (always_relevel_ || recording_ || !new_flows_.empty()) return false;
+  constexpr std::uint32_t kNoLink = 0xFFFFFFFFu;
+  std::uint32_t full = kNoLink;
+  for (std::uint32_t l : links_touched_) {
+    if (was_full_[l] == 0) continue;
+    if (full != kNoLink) return false;
+    full = l;
+  }
+  if (full == kNoLink) return false;
+  const std::vector<std::uint32_t>& flows = link_flows_[full];
+  if (flows.size() < 2 || saturated(full, link_state(full))) return false;
+  const double level = capacity_[full] / static_cast<double>(flows.size());
+
+  // The flows of the link, each once and uncapped; on local_link_, how many of them cross each of their other links.
+  ++set_stamp_;
+  if (++stamp_ == 0) {
+    std::fill(link_stamp_.begin(), link_stamp_.end(), 0);
+    std::fill(flow_stamp_.begin(), flow_stamp_.end(), 0);
+    stamp_ = 1;
+  }
+  local_link_.resize(capacity_.size());
+  component_links_.clear();
+  for (std::uint32_t g : flows) {
+    if (in_set_[g] == set_stamp_ || flows_[g].cap_Bps != std::numeric_limits<double>::infinity()) return false;
+    in_set_[g] = set_stamp_;
+    for (std::uint32_t l : route(g)) {
+      if (l == full) continue;
+      if (link_stamp_[l] != stamp_) {
+        link_stamp_[l] = stamp_;
+        local_link_[l] = 0;
+        component_links_.push_back(l);
+      }
+      ++local_link_[l];
+    }
+  }
+  // Their other links: not full (so none is bottlenecked there), with a share (what the other flows leave, over
+  // their crossings) above the level, and every other flow on them bottlenecked (it stays so: its bottleneck is a
+  // full link, and none of these is).
+  for (std::uint32_t l : component_links_) {
+    // The link's state (as link_state sums it) and what the others leave, in one pass.
+    LinkState state;
+    double left = capacity_[l];
+    for (std::uint32_t g : link_flows_[l]) {
+      const double r = rate_[g];
+      state.load_Bps += r;
+      state.max_rate_Bps = std::max(state.max_rate_Bps, r);
+      if (in_set_[g] != set_stamp_) left -= r;
+    }
+    link_state_[l] = state;
+    link_state_valid_[l] = 1;
+    if (saturated(l, state)) return false;
+    held_left_[l] = std::max(0.0, left);
+    if (!(held_left_[l] / local_link_[l] > level)) return false;
+  }
+  for (std::uint32_t l : component_links_) {
+    for (std::uint32_t g : link_flows_[l]) {
+      if (in_set_[g] != set_stamp_ && !has_bottleneck(g)) return false;
+    }
+  }
+  // The solver's own demand test, and the link full again at the level (as the checks after a solve find it).
+  double demand = 0, load = 0;
+  for (std::uint32_t g : flows) {
+    double bound = capacity_[full];
+    for (std::uint32_t l : route(g)) bound = std::min(bound, l == full ? capacity_[full] : held_left_[l]);
+    demand += bound;
+    load += level;
+  }
+  if (demand < capacity_[full] * (1 - 1e-12) || load < capacity_[full] * (1 - tolerance_)) return false;
+
+  set_.clear();
+  set_old_rate_.clear();
+  set_prev_rate_.clear();
+  for (std::uint32_t g : flows) join(g, now);
+  for (std::uint32_t g : set_) {
+    rate_[g] = level;
+    for (std::uint32_t l : route(g)) link_state_valid_[l] = 0;
+  }
+  solve_counts_.flows_solved += set_.size();
+  ++solve_counts_.one_link;
+  schedule_set(now);
+  return true;
 }
 
 void Network::join(std::uint32_t flow, double now) {
@@ -565,6 +661,13 @@ bool Network::reshare_incremental(double now) {
       FLEETSIM_CHECK(link_state(l).load_Bps <= capacity_[l] * (1 + 1e-9), "link above capacity");
     }
   }
+  schedule_set(now);
+  return true;
+}
+
+// The set's new due times (a flow whose rate did not move keeps its entry), and, when recording, the new totals of
+// the links whose flows' rates moved.
+void Network::schedule_set(double now) {
   ++changed_stamp_;
   const bool rebuild = rebuild_cheaper(set_.size());
   for (std::size_t i = 0; i < set_.size(); ++i) {
@@ -596,7 +699,6 @@ bool Network::reshare_incremental(double now) {
     }
     ++changed_stamp_;
   }
-  return true;
 }
 
 // A capped flow crosses a private link of its cap's capacity in the local problem.
