@@ -446,21 +446,29 @@ bool Network::reshare_one_link(double now) {
       if (in_set_[g] != set_stamp_ && !has_bottleneck(g)) return false;
     }
   }
-  // The solver's own demand test, and the link full again at the level (as the checks after a solve find it).
-  double demand = 0, load = 0;
-  for (std::uint32_t g : flows) {
-    double bound = capacity_[full];
-    for (std::uint32_t l : route(g)) bound = std::min(bound, l == full ? capacity_[full] : held_left_[l]);
-    demand += bound;
-    load += level;
+  // The link full again at the level (as the checks after a solve sum it), and the solver's own demand test: the
+  // sum of each flow's bound (its narrowest link in the local problem), none below the level (each share above it
+  // is), so no sum below the level's, in the same order; summed only when that does not settle it.
+  double load = 0;
+  for (std::size_t i = 0; i < flows.size(); ++i) load += level;
+  if (load < capacity_[full] * (1 - tolerance_)) return false;
+  if (load < capacity_[full] * (1 - 1e-12)) {
+    double demand = 0;
+    for (std::uint32_t g : flows) {
+      double bound = capacity_[full];
+      for (std::uint32_t l : route(g)) bound = std::min(bound, l == full ? capacity_[full] : held_left_[l]);
+      demand += bound;
+    }
+    if (demand < capacity_[full] * (1 - 1e-12)) return false;
   }
-  if (demand < capacity_[full] * (1 - 1e-12) || load < capacity_[full] * (1 - tolerance_)) return false;
 
+  // As join would, but with no solve to come: settled at the rates they had, then given the level.
   set_.clear();
   set_old_rate_.clear();
-  set_prev_rate_.clear();
-  for (std::uint32_t g : flows) join(g, now);
-  for (std::uint32_t g : set_) {
+  for (std::uint32_t g : flows) {
+    settle(g, now);
+    set_.push_back(g);
+    set_old_rate_.push_back(rate_[g]);
     rate_[g] = level;
     for (std::uint32_t l : route(g)) link_state_valid_[l] = 0;
   }
