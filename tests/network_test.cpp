@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <set>
@@ -447,94 +448,134 @@ TEST_CASE("incremental re-levelling gives the from-scratch max-min allocation af
 TEST_CASE("one full link's flows re-levelled by its division get the growing set's rates and due times, bit for bit", "[network][maxmin]") {
   // Forks: one sender's transfers of many sizes share its link (the first of their routes) and go on over a few of
   // many other links, some of them other forks' (so a shared link can fill, or leave too little room); background
-  // flows cross random links; in a third of the cases some flows carry a cap or cross a link twice; now and then flows are cancelled or
-  // moved. Two networks take the same changes, one re-levelling every change through the growing set: every rate
-  // and every delivery (its time and flow) must be the same to the bit, and the shortcut must have been taken.
-  std::uint64_t shortcuts = 0, relevellings = 0;
-  for (std::uint64_t seed = 1; seed <= 30; ++seed) {
-    Rng rng(seed, 0, "one-link-relevel");
-    const double odd = seed % 3 == 0 ? 0.02 : 0.0;  // the share of fork flows with a cap, and crossing a link twice
-    const std::uint32_t senders = 2 + static_cast<std::uint32_t>(rng.next() % 6);
-    const std::uint32_t others = 8 + static_cast<std::uint32_t>(rng.next() % 80);
-    // Most other links roomier than a sender's, as a fabric's are than one NIC; some as narrow.
-    std::vector<double> capacity(senders + others);
-    for (std::uint32_t l = 0; l < capacity.size(); ++l) {
-      capacity[l] = 1e9 * static_cast<double>(1 + rng.next() % 4) * (l >= senders && rng.uniform() < 0.7 ? 8 : 1);
-    }
-    Network fast(capacity), slow(capacity);
-    slow.always_relevel(true);
-    std::vector<std::uint32_t> slot;  // by tag, the same in both (they take the same calls)
-    double now = 0;
-    std::uint64_t next_tag = 0;
-    std::vector<FlowDelivery> got_fast, got_slow;
-    std::vector<std::uint64_t> drop_fast, drop_slow;
-    const auto start = [&](const std::vector<std::uint32_t>& route, double bytes, double cap) {
-      const std::uint32_t a = fast.start(route, bytes, 1e-6, next_tag, now, cap);
-      const std::uint32_t b = slow.start(route, bytes, 1e-6, next_tag, now, cap);
-      REQUIRE(a == b);
-      slot.push_back(a);
-      ++next_tag;
-    };
-    const auto other_link = [&] { return senders + static_cast<std::uint32_t>(rng.next() % others); };
-    for (int step = 0; step < 400; ++step) {
-      const double u = rng.uniform();
-      if (u < 0.12 && fast.flows_in_flight() < 200) {
-        const auto sender = static_cast<std::uint32_t>(rng.next() % senders);
-        const std::size_t fan = 2 + rng.next() % 40;
-        for (std::size_t k = 0; k < fan; ++k) {
-          std::vector<std::uint32_t> route{sender};
-          const std::size_t hops = 1 + rng.next() % 3;
-          while (route.size() <= hops) {
-            const std::uint32_t l = other_link();
-            if (std::find(route.begin(), route.end(), l) == route.end()) route.push_back(l);
-          }
-          if (rng.uniform() < odd) route.push_back(route[rng.next() % route.size()]);
-          const double cap = rng.uniform() < odd ? 0.1e9 * static_cast<double>(1 + rng.next() % 8) : std::numeric_limits<double>::infinity();
-          start(route, 1e6 * static_cast<double>(1 + rng.next() % 1000), cap);
-        }
-      } else if (u < 0.2) {
-        std::vector<std::uint32_t> route{other_link()};
-        if (rng.uniform() < 0.5 && route[0] != other_link()) route.push_back(static_cast<std::uint32_t>(rng.next() % senders));
-        start(route, 1e6 * static_cast<double>(1 + rng.next() % 1000), std::numeric_limits<double>::infinity());
-      } else if (u < 0.21 && fast.flows_in_flight() > 0) {
-        const std::uint64_t k = rng.next() % 7;
+  // flows cross random links; in a third of the cases some fork flows carry a cap or cross a link twice; now and
+  // then flows are cancelled, moved to another route or stranded (as when a link fails). Two networks take the same
+  // calls, one re-levelling every change through the growing set: every rate, every delivery (its flow, tag and
+  // time), the re-levelling counts and the bytes each link carried must be the same to the bit, exactly and within
+  // a tolerance, and the division must have answered a good share of the re-levellings.
+  for (const double tolerance : {Network::kExactTolerance, 1e-4}) {
+    std::uint64_t shortcuts = 0, relevellings = 0;
+    for (std::uint64_t seed = 1; seed <= 30; ++seed) {
+      Rng rng(seed, 0, "one-link-relevel");
+      const double odd = seed % 3 == 0 ? 0.02 : 0.0;  // the share of fork flows with a cap, and crossing a link twice
+      const std::uint32_t senders = 2 + static_cast<std::uint32_t>(rng.next() % 6);
+      const std::uint32_t others = 8 + static_cast<std::uint32_t>(rng.next() % 80);
+      // Most other links roomier than a sender's, as a fabric's are than one NIC; some as narrow.
+      std::vector<double> capacity(senders + others);
+      for (std::uint32_t l = 0; l < capacity.size(); ++l) {
+        capacity[l] = 1e9 * static_cast<double>(1 + rng.next() % 4) * (l >= senders && rng.uniform() < 0.7 ? 8 : 1);
+      }
+      Network fast(capacity, tolerance), slow(capacity, tolerance);
+      slow.always_relevel(true);
+      std::vector<std::uint32_t> slot;  // by tag, the same in both (they take the same calls)
+      std::vector<std::uint64_t> live, stranded;  // tags in flight; of them, stranded
+      double now = 0;
+      std::uint64_t next_tag = 0;
+      std::vector<FlowDelivery> got_fast, got_slow;
+      std::vector<std::uint64_t> drop_fast, drop_slow;
+      const auto start = [&](const std::vector<std::uint32_t>& route, double bytes, double cap) {
+        const std::uint32_t a = fast.start(route, bytes, 1e-6, next_tag, now, cap);
+        const std::uint32_t b = slow.start(route, bytes, 1e-6, next_tag, now, cap);
+        REQUIRE(a == b);
+        slot.push_back(a);
+        live.push_back(next_tag++);
+      };
+      const auto forget = [&](std::uint64_t tag) {
+        live.erase(std::find(live.begin(), live.end(), tag));
+        if (const auto it = std::find(stranded.begin(), stranded.end(), tag); it != stranded.end()) stranded.erase(it);
+      };
+      const auto cancel = [&](const std::function<bool(std::uint64_t)>& drop) {
         drop_fast.clear();
         drop_slow.clear();
-        fast.cancel_if([&](std::uint64_t tag) { return tag % 7 == k; }, now, drop_fast);
-        slow.cancel_if([&](std::uint64_t tag) { return tag % 7 == k; }, now, drop_slow);
+        fast.cancel_if(drop, now, drop_fast);
+        slow.cancel_if(drop, now, drop_slow);
         REQUIRE(drop_fast == drop_slow);
-      } else if (fast.flows_in_flight() > 0) {
-        const double t = fast.next_time();
-        REQUIRE(t == slow.next_time());
-        now = t;
-        got_fast.clear();
-        got_slow.clear();
-        fast.advance(now, got_fast);
-        slow.advance(now, got_slow);
-        REQUIRE(got_fast.size() == got_slow.size());
-        for (std::size_t i = 0; i < got_fast.size(); ++i) {
-          REQUIRE(got_fast[i].flow == got_slow[i].flow);
-          REQUIRE(got_fast[i].tag == got_slow[i].tag);
+        for (std::uint64_t t : drop_fast) forget(t);
+      };
+      const auto other_link = [&] { return senders + static_cast<std::uint32_t>(rng.next() % others); };
+      const auto fork_route = [&](std::uint32_t sender) {
+        std::vector<std::uint32_t> route{sender};
+        const std::size_t hops = 1 + rng.next() % 3;
+        while (route.size() <= hops) {
+          const std::uint32_t l = other_link();
+          if (std::find(route.begin(), route.end(), l) == route.end()) route.push_back(l);
         }
+        if (rng.uniform() < odd) route.push_back(route[rng.next() % route.size()]);
+        return route;
+      };
+      for (int step = 0; step < 400; ++step) {
+        const double u = rng.uniform();
+        if (u < 0.12 && live.size() < 200) {
+          const auto sender = static_cast<std::uint32_t>(rng.next() % senders);
+          const std::size_t fan = 2 + rng.next() % 40;
+          for (std::size_t k = 0; k < fan; ++k) {
+            const std::vector<std::uint32_t> route = fork_route(sender);
+            const double cap = rng.uniform() < odd ? 0.1e9 * static_cast<double>(1 + rng.next() % 8) : std::numeric_limits<double>::infinity();
+            start(route, 1e6 * static_cast<double>(1 + rng.next() % 1000), cap);
+          }
+        } else if (u < 0.2) {
+          std::vector<std::uint32_t> route{other_link()};
+          if (rng.uniform() < 0.5) route.push_back(static_cast<std::uint32_t>(rng.next() % senders));
+          start(route, 1e6 * static_cast<double>(1 + rng.next() % 1000), std::numeric_limits<double>::infinity());
+        } else if (u < 0.21 && !live.empty()) {
+          const std::uint64_t k = rng.next() % 7;
+          cancel([&](std::uint64_t tag) { return tag % 7 == k; });
+        } else if (u < 0.23 && !live.empty()) {  // a link failed under a sending flow: moved, or stranded
+          const std::uint64_t tag = live[rng.next() % live.size()];
+          const bool sending = fast.rate(slot[tag]) > 0;
+          REQUIRE(sending == (slow.rate(slot[tag]) > 0));
+          if (sending && rng.uniform() < 0.7) {
+            const std::vector<std::uint32_t> route = fork_route(static_cast<std::uint32_t>(rng.next() % senders));
+            fast.reroute(slot[tag], route, 1e-6, now);
+            slow.reroute(slot[tag], route, 1e-6, now);
+          } else if (sending) {
+            fast.strand(slot[tag], now);
+            slow.strand(slot[tag], now);
+            stranded.push_back(tag);
+          }
+        } else if (!live.empty()) {
+          const double t = fast.next_time();
+          REQUIRE(t == slow.next_time());
+          if (t == std::numeric_limits<double>::infinity()) {  // only stranded flows left: their owners give up
+            cancel([&](std::uint64_t tag) { return std::find(stranded.begin(), stranded.end(), tag) != stranded.end(); });
+            continue;
+          }
+          now = t;
+          got_fast.clear();
+          got_slow.clear();
+          fast.advance(now, got_fast);
+          slow.advance(now, got_slow);
+          REQUIRE(got_fast.size() == got_slow.size());
+          for (std::size_t i = 0; i < got_fast.size(); ++i) {
+            REQUIRE(got_fast[i].flow == got_slow[i].flow);
+            REQUIRE(got_fast[i].tag == got_slow[i].tag);
+            forget(got_fast[i].tag);
+          }
+        }
+        REQUIRE(fast.flows_in_flight() == live.size());
+        REQUIRE(slow.flows_in_flight() == live.size());
+        if (step % 3 != 2) continue;  // between reads, flows started at one instant are solved together
+        std::uint64_t differs = next_tag;
+        for (std::uint64_t tag = 0; tag < next_tag && differs == next_tag; ++tag) {
+          if (fast.rate(slot[tag]) != slow.rate(slot[tag])) differs = tag;
+        }
+        INFO("tolerance " << tolerance << " seed " << seed << " step " << step);
+        REQUIRE(differs == next_tag);
       }
-      REQUIRE(fast.flows_in_flight() == slow.flows_in_flight());
-      if (step % 3 != 2) continue;  // between reads, starts, ends and cancels pile up into one re-levelling
-      std::uint64_t differs = next_tag;
-      for (std::uint64_t tag = 0; tag < next_tag && differs == next_tag; ++tag) {
-        if (fast.rate(slot[tag]) != slow.rate(slot[tag])) differs = tag;
-      }
-      INFO("seed " << seed << " step " << step);
-      REQUIRE(differs == next_tag);
+      fast.settle_all(now);
+      slow.settle_all(now);
+      REQUIRE(fast.link_bytes() == slow.link_bytes());
+      REQUIRE(fast.solve_counts().relevellings == slow.solve_counts().relevellings);
+      REQUIRE(fast.solve_counts().flows_solved == slow.solve_counts().flows_solved);
+      REQUIRE(fast.solve_counts().component_solves == slow.solve_counts().component_solves);
+      REQUIRE(slow.solve_counts().one_link == 0);
+      shortcuts += fast.solve_counts().one_link;
+      relevellings += fast.solve_counts().relevellings;
     }
-    REQUIRE(fast.solve_counts().relevellings == slow.solve_counts().relevellings);
-    REQUIRE(fast.solve_counts().flows_solved == slow.solve_counts().flows_solved);
-    REQUIRE(slow.solve_counts().one_link == 0);
-    shortcuts += fast.solve_counts().one_link;
-    relevellings += fast.solve_counts().relevellings;
+    INFO("tolerance " << tolerance << ": " << shortcuts << " of " << relevellings << " re-levellings by one link's division");
+    CHECK(shortcuts * 8 > relevellings);  // both ways taken often
+    CHECK(shortcuts * 2 < relevellings);
   }
-  INFO(shortcuts << " of " << relevellings << " re-levellings by one link's division");
-  CHECK(shortcuts * 8 > relevellings);  // 1,556 of 7,208 when written: both ways taken often
-  CHECK(shortcuts * 2 < relevellings);
 }
 
 TEST_CASE("max-min within a tolerance: a change smaller than it stops spreading", "[network][maxmin]") {

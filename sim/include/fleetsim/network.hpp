@@ -198,6 +198,7 @@ class Network {
   std::vector<std::uint32_t> links_touched_;
   std::vector<std::uint32_t> link_stamp_, flow_stamp_;
   std::uint32_t stamp_ = 0;
+  void next_stamp();
   std::vector<std::uint32_t> component_links_, component_flows_, local_link_;
   std::vector<double> local_capacity_, local_rates_, local_load_;
   std::vector<std::uint32_t> local_offsets_, local_route_links_;

@@ -402,11 +402,7 @@ bool Network::reshare_one_link(double now) {
 
   // The flows of the link, each once and uncapped; on local_link_, how many of them cross each of their other links.
   ++set_stamp_;
-  if (++stamp_ == 0) {
-    std::fill(link_stamp_.begin(), link_stamp_.end(), 0);
-    std::fill(flow_stamp_.begin(), flow_stamp_.end(), 0);
-    stamp_ = 1;
-  }
+  next_stamp();
   local_link_.resize(capacity_.size());
   component_links_.clear();
   for (std::uint32_t g : flows) {
@@ -478,6 +474,14 @@ bool Network::reshare_one_link(double now) {
   return true;
 }
 
+// A stamp no link or flow carries yet (all cleared when the counter wraps).
+void Network::next_stamp() {
+  if (++stamp_ != 0) return;
+  std::fill(link_stamp_.begin(), link_stamp_.end(), 0);
+  std::fill(flow_stamp_.begin(), flow_stamp_.end(), 0);
+  stamp_ = 1;
+}
+
 void Network::join(std::uint32_t flow, double now) {
   settle(flow, now);  // at the rate it had
   in_set_[flow] = set_stamp_;
@@ -536,11 +540,7 @@ bool Network::bottleneck_on(std::uint32_t flow, std::uint32_t link, const LinkSt
 // others leave of it (kept per link through one re-levelling, until a flow of it joins the set).
 void Network::solve_set() {
   solve_counts_.flows_solved += set_.size();
-  if (++stamp_ == 0) {
-    std::fill(link_stamp_.begin(), link_stamp_.end(), 0);
-    std::fill(flow_stamp_.begin(), flow_stamp_.end(), 0);
-    stamp_ = 1;
-  }
+  next_stamp();
   local_link_.resize(capacity_.size());
   component_links_.clear();
   local_capacity_.clear();
@@ -719,11 +719,7 @@ void Network::add_cap_link(std::uint32_t flow) {
 
 void Network::reshare_component(double now) {
   // Collect the component: links touched, their flows, those flows' links, and so on.
-  if (++stamp_ == 0) {
-    std::fill(link_stamp_.begin(), link_stamp_.end(), 0);
-    std::fill(flow_stamp_.begin(), flow_stamp_.end(), 0);
-    stamp_ = 1;
-  }
+  next_stamp();
   component_links_.clear();
   component_flows_.clear();
   for (std::uint32_t l : links_touched_) {
