@@ -25,12 +25,17 @@ class MaxMinSolver {
   bool one_level(std::span<const double> capacity, std::span<const std::uint32_t> flow_offsets,
                  std::span<const std::uint32_t> flow_links, std::span<double> rates);
   bool always_fill_ = false;
+  // A link that may saturate, under its share when last looked at; the smallest share (then the lowest link) first.
   struct Candidate {
     double share;
     std::uint32_t link;
-    // std::push_heap keeps the largest on top: invert, so the smallest share (then lowest link) wins.
-    bool operator<(const Candidate& o) const { return share > o.share || (share == o.share && link > o.link); }
+    bool before(const Candidate& o) const { return share < o.share || (share == o.share && link < o.link); }
   };
+  // The candidates as a 4-ary min-heap: a stale key on top is raised in place and sunk, not popped and pushed
+  // (a congested fabric's solves spent half their time in a binary heap's pops and pushes).
+  static constexpr std::size_t kArity = 4;
+  void sift_down(std::size_t i);
+  void pop_top();
   std::vector<double> remaining_, bound_, demand_;
   std::vector<std::uint32_t> unfrozen_on_link_;
   std::vector<std::uint8_t> frozen_;

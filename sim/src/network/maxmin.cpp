@@ -59,27 +59,29 @@ void MaxMinSolver::solve(std::span<const double> capacity, std::span<const std::
     for (std::uint32_t i = flow_offsets[f]; i < flow_offsets[f + 1]; ++i) link_flows_[fill_[flow_links[i]]++] = f;
   }
 
-  // Keys are lower bounds: a link's share only rises as flows elsewhere freeze, so a popped key
-  // that has gone stale is pushed back with its current share; a fresh one is the true minimum.
+  // Keys are lower bounds: a link's share only rises as flows elsewhere freeze, so a key on top that has gone stale
+  // takes the current share and sinks; a fresh one is the true minimum. A link has one entry at most, so the order
+  // of entries is total and the links come out in the same order from any heap.
   heap_.clear();
-  auto push = [&](std::uint32_t l, double share) {
-    heap_.push_back(Candidate{share, l});
-    std::push_heap(heap_.begin(), heap_.end());
-  };
   for (std::uint32_t l = 0; l < links; ++l) {
     if (unfrozen_on_link_[l] > 0 && demand_[l] >= capacity[l] * (1 - 1e-12)) heap_.push_back(Candidate{remaining_[l] / unfrozen_on_link_[l], l});
   }
-  std::make_heap(heap_.begin(), heap_.end());
+  if (heap_.size() > 1) {
+    for (std::size_t i = (heap_.size() - 2) / kArity + 1; i-- > 0;) sift_down(i);
+  }
   while (!heap_.empty()) {
-    std::pop_heap(heap_.begin(), heap_.end());
-    const Candidate c = heap_.back();
-    heap_.pop_back();
-    if (unfrozen_on_link_[c.link] == 0) continue;  // all its flows froze elsewhere
-    const double share = remaining_[c.link] / unfrozen_on_link_[c.link];
-    if (share > c.share * (1 + 1e-12)) {
-      push(c.link, share);
+    const Candidate c = heap_.front();
+    if (unfrozen_on_link_[c.link] == 0) {  // all its flows froze elsewhere
+      pop_top();
       continue;
     }
+    const double share = remaining_[c.link] / unfrozen_on_link_[c.link];
+    if (share > c.share * (1 + 1e-12)) {
+      heap_.front().share = share;
+      sift_down(0);
+      continue;
+    }
+    pop_top();
     for (std::uint32_t i = link_offsets_[c.link]; i < link_offsets_[c.link + 1]; ++i) {
       const std::uint32_t f = link_flows_[i];
       if (frozen_[f] != 0) continue;
@@ -92,6 +94,28 @@ void MaxMinSolver::solve(std::span<const double> capacity, std::span<const std::
       }
     }
   }
+}
+
+void MaxMinSolver::sift_down(std::size_t i) {
+  const Candidate moving = heap_[i];
+  for (;;) {
+    const std::size_t first = kArity * i + 1;
+    if (first >= heap_.size()) break;
+    std::size_t least = first;
+    for (std::size_t c = first + 1; c < std::min(first + kArity, heap_.size()); ++c) {
+      if (heap_[c].before(heap_[least])) least = c;
+    }
+    if (!heap_[least].before(moving)) break;
+    heap_[i] = heap_[least];
+    i = least;
+  }
+  heap_[i] = moving;
+}
+
+void MaxMinSolver::pop_top() {
+  heap_.front() = heap_.back();
+  heap_.pop_back();
+  if (!heap_.empty()) sift_down(0);
 }
 
 // The filling's first level, when it is the last: a link that every flow crosses once, with a fair share below
