@@ -34,6 +34,7 @@ class MaxMinSolver {
   // The candidates as a 4-ary min-heap: a stale key on top is raised in place and sunk, not popped and pushed
   // (a congested fabric's solves spent half their time in a binary heap's pops and pushes).
   static constexpr std::size_t kArity = 4;
+  static constexpr std::size_t kScanAtMost = 16;
   void sift_down(std::size_t i);
   void pop_top();
   std::vector<double> remaining_, bound_, demand_;

@@ -66,26 +66,46 @@ void MaxMinSolver::solve(std::span<const double> capacity, std::span<const std::
   for (std::uint32_t l = 0; l < links; ++l) {
     if (unfrozen_on_link_[l] > 0 && demand_[l] >= capacity[l] * (1 - 1e-12)) heap_.push_back(Candidate{remaining_[l] / unfrozen_on_link_[l], l});
   }
-  if (heap_.size() > 1) {
+  // A few candidates (a re-levelling's small set) are scanned for the least instead: the same entries, so the same
+  // order, without building and sifting a heap.
+  const bool scan = heap_.size() <= kScanAtMost;
+  if (!scan && heap_.size() > 1) {
     for (std::size_t i = (heap_.size() - 2) / kArity + 1; i-- > 0;) sift_down(i);
   }
-  while (!heap_.empty()) {
-    const Candidate c = heap_.front();
+  const auto least = [&]() -> std::size_t {
+    if (!scan) return 0;
+    std::size_t at = 0;
+    for (std::size_t i = 1; i < heap_.size(); ++i) {
+      if (heap_[i].before(heap_[at])) at = i;
+    }
+    return at;
+  };
+  const auto remove = [&](std::size_t at) {
+    if (!scan) return pop_top();
+    heap_[at] = heap_.back();
+    heap_.pop_back();
+  };
+  // Once every flow is frozen, the entries left hold links whose flows all froze elsewhere: nothing to pop for.
+  std::size_t unfrozen = flows;
+  while (unfrozen > 0 && !heap_.empty()) {
+    const std::size_t at = least();
+    const Candidate c = heap_[at];
     if (unfrozen_on_link_[c.link] == 0) {  // all its flows froze elsewhere
-      pop_top();
+      remove(at);
       continue;
     }
     const double share = remaining_[c.link] / unfrozen_on_link_[c.link];
     if (share > c.share * (1 + 1e-12)) {
-      heap_.front().share = share;
-      sift_down(0);
+      heap_[at].share = share;
+      if (!scan) sift_down(0);
       continue;
     }
-    pop_top();
+    remove(at);
     for (std::uint32_t i = link_offsets_[c.link]; i < link_offsets_[c.link + 1]; ++i) {
       const std::uint32_t f = link_flows_[i];
       if (frozen_[f] != 0) continue;
       frozen_[f] = 1;
+      --unfrozen;
       rates[f] = share;
       for (std::uint32_t j = flow_offsets[f]; j < flow_offsets[f + 1]; ++j) {
         const std::uint32_t l = flow_links[j];

@@ -420,24 +420,27 @@ bool Network::reshare_one_link(double now) {
   }
   // Their other links: not full (so none is bottlenecked there), with a share (what the other flows leave, over
   // their crossings) above the level, and every other flow on them bottlenecked (it stays so: its bottleneck is a
-  // full link, and none of these is).
+  // full link, and none of these is). The checks only decline, so their order does not matter.
   for (std::uint32_t l : component_links_) {
     // The link's state (as link_state sums it) and what the others leave, in one pass.
     LinkState state;
     double left = capacity_[l];
+    bool others = false;
     for (std::uint32_t g : link_flows_[l]) {
       const double r = rate_[g];
       state.load_Bps += r;
       state.max_rate_Bps = std::max(state.max_rate_Bps, r);
-      if (in_set_[g] != set_stamp_) left -= r;
+      if (in_set_[g] != set_stamp_) {
+        left -= r;
+        others = true;
+      }
     }
     link_state_[l] = state;
     link_state_valid_[l] = 1;
     if (saturated(l, state)) return false;
     held_left_[l] = std::max(0.0, left);
     if (!(held_left_[l] / local_link_[l] > level)) return false;
-  }
-  for (std::uint32_t l : component_links_) {
+    if (!others) continue;
     for (std::uint32_t g : link_flows_[l]) {
       if (in_set_[g] != set_stamp_ && !has_bottleneck(g)) return false;
     }
@@ -466,8 +469,9 @@ bool Network::reshare_one_link(double now) {
     set_.push_back(g);
     set_old_rate_.push_back(rate_[g]);
     rate_[g] = level;
-    for (std::uint32_t l : route(g)) link_state_valid_[l] = 0;
   }
+  link_state_valid_[full] = 0;  // and their other links', each listed once
+  for (std::uint32_t l : component_links_) link_state_valid_[l] = 0;
   solve_counts_.flows_solved += set_.size();
   ++solve_counts_.one_link;
   schedule_set(now);
