@@ -18,8 +18,9 @@
 // Timed: fleetsim, the simulate() call (cluster, topology and run; the scenario is built in memory
 // beforehand). SimGrid, building the platform (hosts, links, routes), the activities' dependency graph
 // (and, eager style, the activities), and Engine::run(); the Engine's construction and configuration
-// are not timed. Each SimGrid run is a fork()ed child, as SimGrid allows one Engine per process. Each side
-// runs --reps times per DAG; the table gives each side's median.
+// are not timed. Each SimGrid run is a fork()ed child, as SimGrid allows one Engine per process. The two
+// sides run --reps rounds per DAG, a timed run of each a round; the table gives each side's median wall time
+// and the median of the rounds' ratios.
 #include <simgrid/s4u.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,7 +33,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -468,46 +468,52 @@ int main(int argc, char** argv) try {
       const fleetsim::Scenario sc =
           make_scenario(fleetsim::bench::make_dag(kind, size, width, o.seed + size), o, nodes);
       const fleetsim::Workflow& wf = sc.workflows[0];
-      // Each side's median over the runs: a shared machine's hiccups move single runs by a quarter. fleetsim's
-      // first run of a DAG is not timed: it pays the process's once-only costs (the built-in catalogs read) and
-      // its first touch of fresh memory, where each SimGrid run is a child of this warm process.
-      std::vector<double> walls;
-      std::optional<fleetsim::RunResult> run = fleetsim::simulate(sc);
-      for (int i = 0; i < o.reps; ++i) {
-        const auto t0 = std::chrono::steady_clock::now();
-        fleetsim::RunResult r = fleetsim::simulate(sc);
-        walls.push_back(seconds_since(t0));
-        run.emplace(std::move(r));
-      }
-      std::sort(walls.begin(), walls.end());
-      const double fleetsim_wall = walls[walls.size() / 2];
-      const Replay replay = replay_of(*run, wf);
-      const Routes routes = routes_of(run->topology, wf, replay);
+      // A first fleetsim run gives the schedule SimGrid replays (untimed: it pays the process's once-only costs).
+      // Then --reps rounds of one timed run of each side, so that the machine's slow spells (a minute or so in
+      // which single runs take up to 60% longer) fall on both; the table gives each side's median and the median
+      // of the rounds' ratios. After each SimGrid child, fleetsim runs once untimed: after a fork() every page it
+      // writes faults once (copy on write, though the child is gone), which made its next run 40-60% slower.
+      const fleetsim::RunResult run = fleetsim::simulate(sc);
+      const Replay replay = replay_of(run, wf);
+      const Routes routes = routes_of(run.topology, wf, replay);
       std::uint64_t transfers = 0;
       for (const fleetsim::EdgeSpec& e : wf.edges) transfers += replay.gpu[e.from] != replay.gpu[e.to];
 
+      std::vector<double> walls, ratios;
       std::vector<SimgridResult> sg;
-      for (int i = 0; i < o.reps; ++i) sg.push_back(run_simgrid_in_child(wf, run->cluster, run->topology, replay, routes, o));
+      for (int i = 0; i < o.reps; ++i) {
+        sg.push_back(run_simgrid_in_child(wf, run.cluster, run.topology, replay, routes, o));
+        (void)fleetsim::simulate(sc);
+        const auto t0 = std::chrono::steady_clock::now();
+        const fleetsim::RunResult timed = fleetsim::simulate(sc);
+        walls.push_back(seconds_since(t0));
+        ratios.push_back(sg.back().wall_s / walls.back());
+      }
+      const auto middle = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+      };
+      const double fleetsim_wall = middle(walls), ratio = middle(ratios);
       std::sort(sg.begin(), sg.end(), [](const SimgridResult& a, const SimgridResult& b) { return a.wall_s < b.wall_s; });
-      const SimgridResult median = sg[sg.size() / 2];  // the median run
+      const SimgridResult median = sg[sg.size() / 2];  // SimGrid's median run
       // SimGrid against itself with every task's FLOP changed by a relative +-sensitivity (about a
       // nanosecond per task): how far rounding-size differences carry on this DAG, the floor for any agreement.
       double spread = 0;
       const bool self_check = o.sensitivity > 0 && size <= 10000;  // two more SimGrid runs: small DAGs only
       if (self_check) {
         for (double sign : {1.0, -1.0}) {
-          const SimgridResult p = run_simgrid_in_child(wf, run->cluster, run->topology, replay, routes, o,
+          const SimgridResult p = run_simgrid_in_child(wf, run.cluster, run.topology, replay, routes, o,
                                                        1 + sign * o.sensitivity);
           spread = std::max(spread, std::abs(p.makespan_s - median.makespan_s) / median.makespan_s);
         }
       }
-      const double fs = run->summary.makespan_s;
+      const double fs = run.summary.makespan_s;
       const double diff = (median.makespan_s - fs) / fs;
       worst = std::max(worst, std::abs(diff));
       std::printf("| %s | %zu | %zu | %llu | %u | %.6f | %.6f | %+.2g%% | %.2f | %.2f | %.2f | %.1fx | %s |\n",
                   std::string(dag_kind_name(kind)).c_str(), wf.tasks.size(), wf.edges.size(),
                   static_cast<unsigned long long>(transfers), gpus, fs, median.makespan_s, 100 * diff,
-                  1e3 * fleetsim_wall, 1e3 * median.wall_s, 1e3 * median.run_wall_s, median.wall_s / fleetsim_wall,
+                  1e3 * fleetsim_wall, 1e3 * median.wall_s, 1e3 * median.run_wall_s, ratio,
                   self_check ? format_percent(spread).c_str() : "-");
       std::fflush(stdout);
       if (replay.late_placements > 0 || routes.ambiguous > 0 || median.unfinished > 0) {
