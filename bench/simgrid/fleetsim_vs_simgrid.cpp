@@ -60,7 +60,7 @@ struct Options {
   int nodes = 0;  // 0: grows with the DAG (2 nodes at 100 tasks, doubling per factor 10)
   LatencyMode latency = LatencyMode::links;
   Style style = Style::lazy;
-  int reps = 3;   // each side's median wall time of this many runs
+  int reps = 3;   // rounds, a timed run of each side a round; medians reported
   double check = -1;  // exit 1 when a relative makespan difference exceeds this
   std::uint64_t seed = 1;
   std::vector<std::string> simgrid_cfg;  // extra --cfg KEY:VALUE, after the model's settings
