@@ -152,6 +152,7 @@ class Backfill final : public Greedy {
 
   // The profile had room but the nodes' shape did not: a reservation from the next release on.
   void blocked(const ClusterView& view, const ReadyTask& task) override { reserve(task, std::nextafter(view.now(), kInf)); }
+  bool notes_unplaced() const override { return true; }
 
   void reserve(const ReadyTask& task, double after_s) {
     if (reserved_ == reservations_) return;

@@ -111,7 +111,29 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
       at = end;
     }
     std::make_heap(tenant_heads_.begin(), tenant_heads_.end(), std::greater<>());
-  } else if (by_key) {
+  }
+  // Once this round has taken every free GPU nothing more can start (unless running tasks can be stopped or GPUs
+  // shared): the rest of a long queue costs nothing.
+  const bool time_sliced = view.any_time_sliced();
+  const bool ends_when_full = !time_sliced && !makes_room();
+  const std::size_t free_gpus = ends_when_full ? view.free_gpu_count() : 0;
+  // Keys that change from round to round: each round orders the whole queue. There, a task whose gang is larger
+  // than the GPUs left cannot start, and trying it changes nothing (unless the round stops at it, or a hook notes
+  // it), so the queue is kept as one heap per gang size and each step takes the least key among the gangs that fit:
+  // the same tasks in the same order, without walking past the large gangs queued ahead of a freed GPU or two.
+  const bool by_gang = by_key && !kept && ends_when_full && !blocks() && !notes_unplaced();
+  for (std::uint32_t g : gangs_) gang_heaps_[g].clear();
+  gangs_.clear();
+  if (by_gang) {
+    for (std::uint32_t i = 0; i < ready.size(); ++i) {
+      const std::uint32_t g = ready[i].gpus;
+      if (g >= gang_heaps_.size()) gang_heaps_.resize(g + 1);
+      if (gang_heaps_[g].empty()) gangs_.push_back(g);
+      gang_heaps_[g].emplace_back(order_key(view, ready[i]), i);
+    }
+    std::sort(gangs_.begin(), gangs_.end());
+    for (std::uint32_t g : gangs_) std::make_heap(gang_heaps_[g].begin(), gang_heaps_[g].end(), std::greater<>());
+  } else if (by_key && !kept) {
     for (std::uint32_t i = 0; i < ready.size(); ++i) by_key_.emplace_back(order_key(view, ready[i]), i);
     std::make_heap(by_key_.begin(), by_key_.end(), std::greater<>());
   }
@@ -146,6 +168,21 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
       }
       return false;
     }
+    if (by_gang) {
+      if (taken_list_.size() >= free_gpus) return false;
+      const std::size_t left = free_gpus - taken_list_.size();
+      std::vector<std::pair<double, std::uint32_t>>* least = nullptr;
+      for (std::uint32_t g : gangs_) {
+        if (g > left) break;
+        auto& heap = gang_heaps_[g];
+        if (!heap.empty() && (least == nullptr || heap.front() < least->front())) least = &heap;
+      }
+      if (least == nullptr) return false;
+      std::pop_heap(least->begin(), least->end(), std::greater<>());
+      i = least->back().second;
+      least->pop_back();
+      return true;
+    }
     if (!by_key_.empty()) {
       std::pop_heap(by_key_.begin(), by_key_.end(), std::greater<>());
       i = by_key_.back().second;
@@ -162,11 +199,6 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
     return true;
   };
   // Time-sliced GPUs take a second task only when no idle GPUs can hold this one.
-  const bool time_sliced = view.any_time_sliced();
-  // Once this round has taken every free GPU nothing more can start (unless running tasks can be
-  // stopped or GPUs shared): the rest of a long queue costs nothing.
-  const bool ends_when_full = !time_sliced && !makes_room();
-  const std::size_t free_gpus = ends_when_full ? view.free_gpu_count() : 0;
   for (std::uint32_t i; next(i);) {
     if (ends_when_full && taken_list_.size() >= free_gpus) break;
     if (!allowed(view, ready[i])) continue;

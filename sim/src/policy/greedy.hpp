@@ -68,6 +68,9 @@ class Greedy : public Policy {
   virtual bool allowed(const ClusterView& /*view*/, const ReadyTask& /*task*/) { return true; }
   virtual void placed(const ClusterView& /*view*/, const ReadyTask& /*task*/, Decisions& /*out*/) {}
   virtual void blocked(const ClusterView& /*view*/, const ReadyTask& /*task*/) {}
+  // Whether allowed() or blocked() notes the tasks a round reaches that cannot start: the round then tries each in
+  // order, even one whose gang cannot fit (else such a task is passed over unseen).
+  virtual bool notes_unplaced() const { return false; }
   // The place in `ready` of the task that joined as `joined` (ReadyTask::joined), or none where it has left; every
   // task before ready[from] joined before it. From a place, searched out from it doubling the step: a task near
   // `from` costs a step or two (a tenant's next task, after its last); from 0, a binary search.
@@ -91,6 +94,8 @@ class Greedy : public Policy {
   };
   std::vector<std::uint32_t> order_;
   std::vector<std::pair<double, std::uint32_t>> by_key_;  // a min-heap of (key, index into ready)
+  std::vector<std::vector<std::pair<double, std::uint32_t>>> gang_heaps_;  // per gang size: a min-heap as by_key_
+  std::vector<std::uint32_t> gangs_;  // the gang sizes queued this round, smallest first
 
   // The kept order (keys_fixed): the queued tasks by (key, when they joined the queue); keys_per_tenant: by
   // (tenant, when they joined). Tasks join at the queue's end (ReadyTask::joined grows along it), so a round
