@@ -65,7 +65,7 @@ void Greedy::keep_order(const ClusterView& view, std::span<const ReadyTask> read
   if (ready.empty()) return;
   const bool per_tenant = keys_per_tenant();
   for (std::size_t i = joined_after(ready, last_joined_); i < ready.size(); ++i) {
-    kept_.insert({per_tenant ? static_cast<double>(index(ready[i].tenant)) : order_key(view, ready[i]), ready[i].joined});
+    kept_.insert({per_tenant ? tenant_stream(ready[i]) : order_key(view, ready[i]), ready[i].joined});
   }
   last_joined_ = std::max(last_joined_, ready.back().joined);
   if (kept_.size() > 2 * ready.size() + 1024) {
@@ -73,9 +73,19 @@ void Greedy::keep_order(const ClusterView& view, std::span<const ReadyTask> read
   }
 }
 
-std::optional<Greedy::TenantHead> Greedy::first_queued(std::span<const ReadyTask> ready, std::set<Keyed>::iterator at, double tenant, double key,
+// A tenant's queue is kept as streams, one per gang size of its rigid tasks and one for its elastic ones (whose
+// gang is what is free for them at the time): every task of a stream needs as many GPUs as its first. A tenant's
+// tasks all take the tenant's key, so the streams' heads ordered by (key, when they joined) give its tasks in the
+// order they joined, as one stream per tenant would.
+double Greedy::tenant_stream(const ReadyTask& t) {
+  constexpr std::uint32_t kGangs = 1u << 16;
+  const std::uint32_t gang = t.spec != nullptr && t.spec->elastic ? 0 : std::min(t.gpus, kGangs - 1);
+  return static_cast<double>(index(t.tenant)) * kGangs + gang;
+}
+
+std::optional<Greedy::TenantHead> Greedy::first_queued(std::span<const ReadyTask> ready, std::set<Keyed>::iterator at, double stream, double key,
                                                         std::uint32_t from) {
-  while (at != kept_.end() && at->key == tenant) {
+  while (at != kept_.end() && at->key == stream) {
     if (const std::optional<std::uint32_t> place = place_of(ready, at->joined, from)) return TenantHead{key, at->joined, at, *place};
     at = kept_.erase(at);  // it left the queue
   }
@@ -100,11 +110,11 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
   tenant_heads_.clear();
   if (kept) {
     keep_order(view, ready);
-    // Per tenant: each tenant's first queued task, under the tenant's key now.
+    // Per tenant: each of its streams' first queued task, under the tenant's key now.
     for (auto at = kept_.begin(); per_tenant && at != kept_.end();) {
-      const double tenant = at->key;
-      const auto end = kept_.lower_bound({tenant, std::numeric_limits<std::uint64_t>::max()});
-      if (std::optional<TenantHead> first = first_queued(ready, at, tenant, 0, 0)) {
+      const double stream = at->key;
+      const auto end = kept_.lower_bound({stream, std::numeric_limits<std::uint64_t>::max()});
+      if (std::optional<TenantHead> first = first_queued(ready, at, stream, 0, 0)) {
         first->key = order_key(view, ready[first->place]);
         tenant_heads_.push_back(*first);
       }
@@ -121,7 +131,8 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
   // than the GPUs left cannot start, and trying it changes nothing (unless the round stops at it, or a hook notes
   // it), so the queue is kept as one heap per gang size and each step takes the least key among the gangs that fit:
   // the same tasks in the same order, without walking past the large gangs queued ahead of a freed GPU or two.
-  const bool by_gang = by_key && !kept && ends_when_full && !blocks() && !notes_unplaced();
+  const bool skips_large_gangs = ends_when_full && !blocks() && !notes_unplaced();
+  const bool by_gang = by_key && !kept && skips_large_gangs;
   for (std::uint32_t g : gangs_) gang_heaps_[g].clear();
   gangs_.clear();
   if (by_gang) {
@@ -143,11 +154,14 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
   std::size_t drawn = 0;  // from order_, or from ready itself
   auto cursor = kept_.begin();
   const auto next = [&](std::uint32_t& i) {
-    if (per_tenant) {
+    while (per_tenant) {
       if (tenant_heads_.empty()) return false;
       std::pop_heap(tenant_heads_.begin(), tenant_heads_.end(), std::greater<>());
       const TenantHead head = tenant_heads_.back();
       tenant_heads_.pop_back();
+      // A rigid stream whose gang is larger than the GPUs left holds nothing this round can start: passed over whole.
+      const bool rigid = ready[head.place].spec == nullptr || !ready[head.place].spec->elastic;
+      if (skips_large_gangs && rigid && ready[head.place].gpus > free_gpus - std::min(free_gpus, taken_list_.size())) continue;
       i = head.place;
       if (const std::optional<TenantHead> after = first_queued(ready, std::next(head.at), head.at->key, head.key, head.place + 1)) {
         tenant_heads_.push_back(*after);

@@ -98,17 +98,17 @@ class Greedy : public Policy {
   std::vector<std::uint32_t> gangs_;  // the gang sizes queued this round, smallest first
 
   // The kept order (keys_fixed): the queued tasks by (key, when they joined the queue); keys_per_tenant: by
-  // (tenant, when they joined). Tasks join at the queue's end (ReadyTask::joined grows along it), so a round
-  // adds those past the last it saw and finds a task's place by binary search; one that left is dropped when a
-  // round reaches it, or in a sweep once the order holds twice the queue. A round costs what joined and what it
-  // draws, not the queue's length.
+  // (the tenant's stream, tenant_stream, when they joined). Tasks join at the queue's end (ReadyTask::joined grows
+  // along it), so a round adds those past the last it saw and finds a task's place by binary search; one that left
+  // is dropped when a round reaches it, or in a sweep once the order holds twice the queue. A round costs what
+  // joined and what it draws, not the queue's length.
   struct Keyed {
     double key;
     std::uint64_t joined;
     bool operator<(const Keyed& o) const { return key < o.key || (key == o.key && joined < o.joined); }
   };
   void keep_order(const ClusterView& view, std::span<const ReadyTask> ready);
-  // keys_per_tenant: kept_ holds (tenant, joined); each tenant's first task still queued, under its key.
+  // keys_per_tenant: kept_ holds (stream, joined); each stream's first task still queued, under its tenant's key.
   struct TenantHead {
     double key;
     std::uint64_t joined;
@@ -116,10 +116,11 @@ class Greedy : public Policy {
     std::uint32_t place;  // in the round's ready queue
     bool operator>(const TenantHead& o) const { return key > o.key || (key == o.key && joined > o.joined); }
   };
-  // The first task of `tenant` from `at` on still in the queue, erasing those that left, with its key and place
-  // in the queue; none where the tenant has none left.
-  std::optional<TenantHead> first_queued(std::span<const ReadyTask> ready, std::set<Keyed>::iterator at, double tenant, double key, std::uint32_t from);
+  // The first task of `stream` from `at` on still in the queue, erasing those that left, with its key and place
+  // in the queue; none where the stream has none left.
+  std::optional<TenantHead> first_queued(std::span<const ReadyTask> ready, std::set<Keyed>::iterator at, double stream, double key, std::uint32_t from);
   std::vector<TenantHead> tenant_heads_;  // a min-heap
+  static double tenant_stream(const ReadyTask& t);  // keys_per_tenant: a task's stream in kept_
   std::set<Keyed> kept_;
   std::uint64_t last_joined_ = 0;  // the last task added to kept_
   bool taken(GpuId g) const { return taken_[index(g)] == round_; }
