@@ -119,13 +119,15 @@ TEST_CASE("backfilling parameters out of range are named", "[policy][backfill]")
              Catch::Contains("/policy/params/depth") && Catch::Contains("at least 1"));
 }
 
-TEST_CASE("ftf and drf start what fits behind a gang that does not fit", "[policy][backfill]") {
-  // 4 GPUs. A (1 GPU, 100 s) runs. B (4 GPUs, 10 s) comes at 1 and leads the order from then on (under ftf it has
-  // waited longest for its length; under drf, one tenant, it joined first) but cannot fit while anything runs. C
-  // (1 GPU) at 2 and D (2 GPUs) at 3 fit beside A: each starts as it comes, past B (a round takes, of the gangs that
-  // fit, the first in its order). E (1 GPU) at 4 finds no GPU left and starts at 100, when A ends, again past B. B
-  // starts when C and D have ended, at 1,003.
-  for (const char* policy : {R"({"name": "ftf"})", R"({"name": "drf"})"}) {
+TEST_CASE("greedy orders start what fits behind a gang that does not fit", "[policy][backfill]") {
+  // 4 GPUs. A (1 GPU, 100 s) runs. B (4 GPUs, 10 s) comes at 1 and cannot fit while anything runs; it leads the
+  // order under ftf (it has waited longest for its length), drf (one tenant: it joined first) and sjf (the shortest
+  // but for E), not under critical-path (the longest first). C (1 GPU) at 2 and D (2 GPUs) at 3 fit beside A: each
+  // starts as it comes, past B where B leads (a round takes, of the gangs that fit, the first in its order). E
+  // (1 GPU) at 4 finds no GPU left and starts at 100, when A ends. B starts when C and D have ended, at 1,003. One
+  // case for each way a round draws its order: keys made each round (ftf), kept per tenant (drf), kept (sjf,
+  // critical-path).
+  for (const char* policy : {R"({"name": "ftf"})", R"({"name": "drf"})", R"({"name": "sjf"})", R"({"name": "critical-path"})"}) {
     INFO(policy);
     const RunResult run = replay(policy, 1, "0,1,100\n1,4,10\n2,1,1000\n3,2,1000\n4,1,5\n");
     CHECK(start_of(run, 0, 100) == Approx(0));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdint>
 #include <functional>
 #include <limits>
 #include <string>
@@ -65,23 +66,35 @@ void Greedy::keep_order(const ClusterView& view, std::span<const ReadyTask> read
   if (ready.empty()) return;
   const bool per_tenant = keys_per_tenant();
   for (std::size_t i = joined_after(ready, last_joined_); i < ready.size(); ++i) {
-    kept_.insert({per_tenant ? tenant_stream(ready[i]) : order_key(view, ready[i]), ready[i].joined});
+    if (per_tenant) {
+      kept_.insert({tenant_stream(ready[i]), ready[i].joined});
+      continue;
+    }
+    const std::uint32_t gang = gang_slot(ready[i]);
+    if (gang >= kept_by_gang_.size()) kept_by_gang_.resize(gang + 1);
+    if (kept_by_gang_[gang].empty() && std::find(kept_gangs_.begin(), kept_gangs_.end(), gang) == kept_gangs_.end()) {
+      kept_gangs_.insert(std::upper_bound(kept_gangs_.begin(), kept_gangs_.end(), gang), gang);
+    }
+    kept_by_gang_[gang].insert({order_key(view, ready[i]), ready[i].joined});
   }
   last_joined_ = std::max(last_joined_, ready.back().joined);
-  if (kept_.size() > 2 * ready.size() + 1024) {
-    std::erase_if(kept_, [&](const Keyed& k) { return !place_of(ready, k.joined); });
+  const auto left_queue = [&](const Keyed& k) { return !place_of(ready, k.joined); };
+  if (kept_.size() > 2 * ready.size() + 1024) std::erase_if(kept_, left_queue);
+  std::size_t by_gang = 0;
+  for (std::uint32_t g : kept_gangs_) by_gang += kept_by_gang_[g].size();
+  if (by_gang > 2 * ready.size() + 1024) {
+    for (std::uint32_t g : kept_gangs_) std::erase_if(kept_by_gang_[g], left_queue);
   }
 }
 
-// A tenant's queue is kept as streams, one per gang size of its rigid tasks and one for its elastic ones (whose
-// gang is what is free for them at the time): every task of a stream needs as many GPUs as its first. A tenant's
-// tasks all take the tenant's key, so the streams' heads ordered by (key, when they joined) give its tasks in the
-// order they joined, as one stream per tenant would.
-double Greedy::tenant_stream(const ReadyTask& t) {
-  constexpr std::uint32_t kGangs = 1u << 16;
-  const std::uint32_t gang = t.spec != nullptr && t.spec->elastic ? 0 : std::min(t.gpus, kGangs - 1);
-  return static_cast<double>(index(t.tenant)) * kGangs + gang;
-}
+// The kept orders hold the queue by gang size, one part per gang of the rigid tasks and one (slot 0) for the elastic
+// ones, whose gang is what is free for them at the time: every task of a rigid part needs as many GPUs as its first.
+// keys_fixed: a part per gang, merged by (key, when they joined) as one order would give them. keys_per_tenant: a
+// stream per tenant and gang; a tenant's tasks all take the tenant's key, so the streams' heads ordered by (key,
+// when they joined) give its tasks in the order they joined, as one stream per tenant would.
+std::uint32_t Greedy::gang_slot(const ReadyTask& t) { return t.spec != nullptr && t.spec->elastic ? 0 : std::min(t.gpus, kGangSlots - 1); }
+
+double Greedy::tenant_stream(const ReadyTask& t) { return static_cast<double>(index(t.tenant)) * kGangSlots + gang_slot(t); }
 
 std::optional<Greedy::TenantHead> Greedy::first_queued(std::span<const ReadyTask> ready, std::set<Keyed>::iterator at, double stream, double key,
                                                         std::uint32_t from) {
@@ -152,7 +165,10 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
   begin_round(view, ready, out);
   ordered = narrow(order_) || ordered;
   std::size_t drawn = 0;  // from order_, or from ready itself
-  auto cursor = kept_.begin();
+  gang_cursors_.clear();
+  if (kept && !per_tenant) {
+    for (std::uint32_t g : kept_gangs_) gang_cursors_.push_back(kept_by_gang_[g].begin());
+  }
   const auto next = [&](std::uint32_t& i) {
     while (per_tenant) {
       if (tenant_heads_.empty()) return false;
@@ -169,18 +185,26 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
       }
       return true;
     }
-    if (kept) {
-      while (cursor != kept_.end()) {
-        const std::optional<std::uint32_t> at = place_of(ready, cursor->joined);
-        if (!at) {
-          cursor = kept_.erase(cursor);  // it left the queue
-          continue;
-        }
-        ++cursor;
-        i = *at;
-        return true;
+    while (kept) {
+      // The least (key, joined) of the parts' next entries, of the gangs that fit the GPUs left where skipping them
+      // changes nothing (the parts ascend: slot 0, the elastic tasks, first).
+      const std::size_t left = skips_large_gangs ? free_gpus - std::min(free_gpus, taken_list_.size()) : SIZE_MAX;
+      std::size_t least = kept_gangs_.size();
+      for (std::size_t p = 0; p < kept_gangs_.size(); ++p) {
+        if (kept_gangs_[p] != 0 && kept_gangs_[p] > left) break;
+        if (gang_cursors_[p] == kept_by_gang_[kept_gangs_[p]].end()) continue;
+        if (least == kept_gangs_.size() || *gang_cursors_[p] < *gang_cursors_[least]) least = p;
       }
-      return false;
+      if (least == kept_gangs_.size()) return false;
+      auto& cursor = gang_cursors_[least];
+      const std::optional<std::uint32_t> at = place_of(ready, cursor->joined);
+      if (!at) {
+        cursor = kept_by_gang_[kept_gangs_[least]].erase(cursor);  // it left the queue
+        continue;
+      }
+      ++cursor;
+      i = *at;
+      return true;
     }
     if (by_gang) {
       if (taken_list_.size() >= free_gpus) return false;

@@ -120,8 +120,13 @@ class Greedy : public Policy {
   // in the queue; none where the stream has none left.
   std::optional<TenantHead> first_queued(std::span<const ReadyTask> ready, std::set<Keyed>::iterator at, double stream, double key, std::uint32_t from);
   std::vector<TenantHead> tenant_heads_;  // a min-heap
+  static constexpr std::uint32_t kGangSlots = 1u << 16;
+  static std::uint32_t gang_slot(const ReadyTask& t);  // 0 for an elastic task, else its gang (capped)
   static double tenant_stream(const ReadyTask& t);  // keys_per_tenant: a task's stream in kept_
-  std::set<Keyed> kept_;
+  std::set<Keyed> kept_;  // keys_per_tenant
+  std::vector<std::set<Keyed>> kept_by_gang_;  // keys_fixed: per gang slot
+  std::vector<std::uint32_t> kept_gangs_;      // the slots that have held tasks, ascending
+  std::vector<std::set<Keyed>::iterator> gang_cursors_;  // a round's place in each, as kept_gangs_
   std::uint64_t last_joined_ = 0;  // the last task added to kept_
   bool taken(GpuId g) const { return taken_[index(g)] == round_; }
   void take(GpuId g, TenantId tenant);
