@@ -169,6 +169,8 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
   if (kept && !per_tenant) {
     for (std::uint32_t g : kept_gangs_) gang_cursors_.push_back(kept_by_gang_[g].begin());
   }
+  // The free GPUs this round has not taken (counted only where it ends once they are taken).
+  const auto gpus_left = [&]() -> std::size_t { return free_gpus - std::min(free_gpus, taken_list_.size()); };
   const auto next = [&](std::uint32_t& i) {
     while (per_tenant) {
       if (tenant_heads_.empty()) return false;
@@ -177,7 +179,7 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
       tenant_heads_.pop_back();
       // A rigid stream whose gang is larger than the GPUs left holds nothing this round can start: passed over whole.
       const bool rigid = ready[head.place].spec == nullptr || !ready[head.place].spec->elastic;
-      if (skips_large_gangs && rigid && ready[head.place].gpus > free_gpus - std::min(free_gpus, taken_list_.size())) continue;
+      if (skips_large_gangs && rigid && ready[head.place].gpus > gpus_left()) continue;
       i = head.place;
       if (const std::optional<TenantHead> after = first_queued(ready, std::next(head.at), head.at->key, head.key, head.place + 1)) {
         tenant_heads_.push_back(*after);
@@ -188,7 +190,7 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
     while (kept) {
       // The least (key, joined) of the parts' next entries, of the gangs that fit the GPUs left where skipping them
       // changes nothing (the parts ascend: slot 0, the elastic tasks, first).
-      const std::size_t left = skips_large_gangs ? free_gpus - std::min(free_gpus, taken_list_.size()) : SIZE_MAX;
+      const std::size_t left = skips_large_gangs ? gpus_left() : SIZE_MAX;
       std::size_t least = kept_gangs_.size();
       for (std::size_t p = 0; p < kept_gangs_.size(); ++p) {
         if (kept_gangs_[p] != 0 && kept_gangs_[p] > left) break;
@@ -207,8 +209,8 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
       return true;
     }
     if (by_gang) {
-      if (taken_list_.size() >= free_gpus) return false;
-      const std::size_t left = free_gpus - taken_list_.size();
+      const std::size_t left = gpus_left();
+      if (left == 0) return false;
       std::vector<std::pair<double, std::uint32_t>>* least = nullptr;
       for (std::uint32_t g : gangs_) {
         if (g > left) break;
