@@ -445,21 +445,24 @@ TEST_CASE("incremental re-levelling gives the from-scratch max-min allocation af
   random_changes_against_scratch(Network::kExactTolerance, 1e-9);
 }
 
-TEST_CASE("one full link's flows re-levelled by its division get the growing set's rates and due times, bit for bit", "[network][maxmin]") {
+TEST_CASE("re-levellings answered by one full link's division or by lone flows' routes get the growing set's rates and due times, bit for bit", "[network][maxmin]") {
   // Forks: one sender's transfers of many sizes share its link (the first of their routes) and go on over a few of
   // many other links, some of them other forks' (so a shared link can fill, or leave too little room); background
   // flows cross random links; in a third of the cases some fork flows carry a cap or cross a link twice; now and
   // then flows are cancelled, moved to another route or stranded (as when a link fails). Two networks take the same
   // calls, one re-levelling every change through the growing set: every rate, every delivery (its flow, tag and
   // time), the re-levelling counts and the bytes each link carried must be the same to the bit, exactly and within
-  // a tolerance, and the division must have answered a good share of the re-levellings.
+  // a tolerance, and the division must have answered a good share of the re-levellings. Sparse: many senders and
+  // links, forks of one to three flows, so that most flows start alone on their routes (as a chain's transfers do)
+  // and some meet others; lone flows' routes must then answer a good share.
+  for (const bool sparse : {false, true})
   for (const double tolerance : {Network::kExactTolerance, 1e-4}) {
-    std::uint64_t shortcuts = 0, relevellings = 0;
+    std::uint64_t shortcuts = 0, alone = 0, relevellings = 0;
     for (std::uint64_t seed = 1; seed <= 30; ++seed) {
-      Rng rng(seed, 0, "one-link-relevel");
+      Rng rng(seed, sparse ? 1 : 0, "one-link-relevel");
       const double odd = seed % 3 == 0 ? 0.02 : 0.0;  // the share of fork flows with a cap, and crossing a link twice
-      const std::uint32_t senders = 2 + static_cast<std::uint32_t>(rng.next() % 6);
-      const std::uint32_t others = 8 + static_cast<std::uint32_t>(rng.next() % 80);
+      const std::uint32_t senders = sparse ? 100 + static_cast<std::uint32_t>(rng.next() % 100) : 2 + static_cast<std::uint32_t>(rng.next() % 6);
+      const std::uint32_t others = sparse ? 300 + static_cast<std::uint32_t>(rng.next() % 300) : 8 + static_cast<std::uint32_t>(rng.next() % 80);
       // Most other links roomier than a sender's, as a fabric's are than one NIC; some as narrow.
       std::vector<double> capacity(senders + others);
       for (std::uint32_t l = 0; l < capacity.size(); ++l) {
@@ -507,7 +510,7 @@ TEST_CASE("one full link's flows re-levelled by its division get the growing set
         const double u = rng.uniform();
         if (u < 0.12 && live.size() < 200) {
           const auto sender = static_cast<std::uint32_t>(rng.next() % senders);
-          const std::size_t fan = 2 + rng.next() % 40;
+          const std::size_t fan = sparse ? 1 + rng.next() % 3 : 2 + rng.next() % 40;
           for (std::size_t k = 0; k < fan; ++k) {
             const std::vector<std::uint32_t> route = fork_route(sender);
             const double cap = rng.uniform() < odd ? 0.1e9 * static_cast<double>(1 + rng.next() % 8) : std::numeric_limits<double>::infinity();
@@ -569,12 +572,20 @@ TEST_CASE("one full link's flows re-levelled by its division get the growing set
       REQUIRE(fast.solve_counts().flows_solved == slow.solve_counts().flows_solved);
       REQUIRE(fast.solve_counts().component_solves == slow.solve_counts().component_solves);
       REQUIRE(slow.solve_counts().one_link == 0);
+      REQUIRE(slow.solve_counts().alone == 0);
+      alone += fast.solve_counts().alone;
       shortcuts += fast.solve_counts().one_link;
       relevellings += fast.solve_counts().relevellings;
     }
-    INFO("tolerance " << tolerance << ": " << shortcuts << " of " << relevellings << " re-levellings by one link's division");
-    CHECK(shortcuts * 8 > relevellings);  // both ways taken often
-    CHECK(shortcuts * 2 < relevellings);
+    INFO("tolerance " << tolerance << (sparse ? ", sparse: " : ": ") << shortcuts << " of " << relevellings
+                      << " re-levellings by one link's division, " << alone << " by lone flows' routes");
+    if (sparse) {
+      CHECK(alone * 4 > relevellings);  // both ways taken often
+      CHECK(alone * 4 < relevellings * 3);
+    } else {
+      CHECK(shortcuts * 8 > relevellings);
+      CHECK(shortcuts * 2 < relevellings);
+    }
   }
 }
 

@@ -93,17 +93,18 @@ class Network {
   // The work of keeping rates max-min fair so far: re-levellings (one per batch of changes at an
   // instant), the flows they re-solved in all (a flow solved twice in one counts twice), and how many
   // fell back to a solve of the whole connected component.
-  // Of the re-levellings, `one_link` were one full link's flows given its capacity over their number.
+  // Of the re-levellings, `one_link` were one full link's flows given its capacity over their number, and `alone` new
+  // flows each alone on its route (or links left with no flow) given what their routes offer.
   struct SolveCounts {
-    std::uint64_t relevellings = 0, flows_solved = 0, component_solves = 0, one_link = 0;
+    std::uint64_t relevellings = 0, flows_solved = 0, component_solves = 0, one_link = 0, alone = 0;
   };
   const SolveCounts& solve_counts() const { return solve_counts_; }
   // Counts every sending flow's bytes up to `now`, as at the end of a run.
   void settle_all(double now);
   // Every change of a link's total rate, in time order; only when recording is on.
   void record_samples(bool on) { recording_ = on; }
-  // Re-levels every change through the growing set, even where one link's division gives the same rates (for the
-  // tests that hold the two to that, bit for bit).
+  // Re-levels every change through the growing set, even where one link's division, or a lone flow's route, gives the
+  // same rates (for the tests that hold the two to that, bit for bit).
   void always_relevel(bool on) { always_relevel_ = on; }
   const std::vector<LinkSample>& samples() const { return samples_; }
 
@@ -133,6 +134,7 @@ class Network {
   void touch(std::uint32_t link);  // before its flows change
   void flush();              // solves the flows started at pending_s_
   void reshare(double now);  // new rates after the changes on links_touched_ and new_flows_
+  bool reshare_alone(double now);        // false: not that case, nothing changed
   bool reshare_one_link(double now);     // false: not that case, nothing changed that matters
   bool reshare_incremental(double now);  // false: gave up, nothing scheduled
   void schedule_set(double now);         // due times of set_ after its new rates

@@ -76,28 +76,31 @@ struct ElasticSpec {
 };
 
 struct TaskSpec {
-  std::string name;
+  // The fields a run reads for every task it starts come first, so that a task touches few cache lines of its
+  // spec (a 100,000-task DAG's specs are some 50 MB, far more than the cache holds); names and ids, read for
+  // outputs, last.
   int gpus = 1;                  // gang size
-  std::string model;             // model id, "" when the task loads no weights
+  Dtype dtype = Dtype::bf16;
+  // How the work of one instance varies around the given amount (its mean): fixed, or drawn
+  // per instance from an exponential distribution (job sizes in queueing models).
+  enum class Size : std::uint8_t { fixed, exponential } size = Size::fixed;
+  bool checkpoint = false;  // a training iteration that ends by saving its job's checkpoint (training->checkpoint_every)
+  std::uint32_t launches = 1;    // kernel launches, each paying the GPU's launch overhead
   double weights_bytes = 0;      // whole model; a gang shards it evenly (weights_per_gpu_bytes)
   double working_set_bytes = 0;  // per GPU of the gang
   double flop = 0;               // whole task; a gang splits it evenly
   double bytes = 0;              // memory traffic of the whole task
-  Dtype dtype = Dtype::bf16;
-  std::uint32_t launches = 1;    // kernel launches, each paying the GPU's launch overhead
-  std::string op;                // operator profile id when work came from one
   // A model step's kernels (layer-level profile), `steps` times, in place of the roofline of flop and
   // bytes (which then hold the steps' totals, for reports).
   std::shared_ptr<const Architecture> architecture;
-  StepShape shape;
   double steps = 0;
-  // How the work of one instance varies around the given amount (its mean): fixed, or drawn
-  // per instance from an exponential distribution (job sizes in queueing models).
-  enum class Size : std::uint8_t { fixed, exponential } size = Size::fixed;
   // A training job's iteration (docs/training.md#inside-a-scenario): its compute per GPU type from the
   // training model, in place of the roofline (flop holds the model FLOP, for reports).
   std::shared_ptr<const TrainingIteration> training;
-  bool checkpoint = false;  // a training iteration that ends by saving its job's checkpoint (training->checkpoint_every)
+  std::optional<ElasticSpec> elastic;
+  // An elastic training iteration as it runs on each of its gang sizes (elastic->sizes, in that order): the
+  // iteration timed at that DP degree and its collectives laid out over that gang. Null for other tasks.
+  std::shared_ptr<const std::vector<TaskSpec>> on_sizes;
   // A job replayed from a trace: `flop` is its duration on the GPU it was recorded on, at that GPU's bf16 peak
   // (`peak_flop_per_s`); another GPU type runs it at the ratio of their training throughputs in its precision
   // (of their bf16 peaks where either has no throughput in the catalog).
@@ -108,15 +111,15 @@ struct TaskSpec {
     bool operator==(const Recorded&) const = default;
   };
   std::optional<Recorded> recorded;
+  std::optional<BatchingSpec> batching;
   // What its gang exchanges (nothing on one GPU): each collective from its own point of the compute on
   // (its overlap), all at once where they overlap; the task ends when its compute and every one are done.
   std::vector<CollectiveSpec> collectives;
   static constexpr std::size_t kMaxCollectives = 8;  // a run keeps which have begun in a byte
-  std::optional<BatchingSpec> batching;
-  std::optional<ElasticSpec> elastic;
-  // An elastic training iteration as it runs on each of its gang sizes (elastic->sizes, in that order): the
-  // iteration timed at that DP degree and its collectives laid out over that gang. Null for other tasks.
-  std::shared_ptr<const std::vector<TaskSpec>> on_sizes;
+  StepShape shape;
+  std::string name;
+  std::string model;             // model id, "" when the task loads no weights
+  std::string op;                // operator profile id when work came from one
 
   // Whether a gang of `gang` GPUs may run it: its gpus, or (elastic) a size in its range and, where listed, in
   // elastic->sizes.

@@ -364,6 +364,11 @@ void Network::cancel_if(const std::function<bool(std::uint64_t)>& drop, double n
 void Network::reshare(double now) {
   ++solve_counts_.relevellings;
   ++batch_;  // changes from here on are the next re-levelling's
+  if (reshare_alone(now)) {
+    links_touched_.clear();
+    new_flows_.clear();
+    return;
+  }
   if (reshare_one_link(now)) {
     links_touched_.clear();
     return;
@@ -376,6 +381,42 @@ void Network::reshare(double now) {
   links_touched_.assign(seed_links_.begin(), seed_links_.end());
   new_flows_.clear();
   reshare_component(now);
+}
+
+// Changes after which every link they touched carries no flow, or one that started (or moved) in this batch: such a
+// flow shares no link with any other, old or new, and no flow left elsewhere lost a link it shared. The re-levelling
+// below would join just the new flows, offer each every link of its route whole (no other flow holds any of it), give
+// each the least its route or its cap offers (solve_set's answer for one flow; the solver's bounds for several that
+// share nothing), find each bottlenecked where it got its rate, and set their due times. That is done here, with the
+// same rates and due times to the bit, without the passes. A chain's tasks, each reading its input from the last,
+// start and end their transfers this way, one at a time. A flow crossing a link twice is two entries on it: not here.
+bool Network::reshare_alone(double now) {
+  if (always_relevel_ || recording_) return false;
+  ++set_stamp_;
+  for (std::uint32_t f : new_flows_) {
+    if (flows_[f].phase == Phase::sending) in_set_[f] = set_stamp_;
+  }
+  for (std::uint32_t l : links_touched_) {
+    const std::vector<std::uint32_t>& on = link_flows_[l];
+    if (on.size() > 1 || (on.size() == 1 && in_set_[on[0]] != set_stamp_)) return false;
+  }
+  set_.clear();
+  set_old_rate_.clear();
+  ++check_stamp_;
+  for (std::uint32_t f : new_flows_) {
+    if (in_set_[f] != set_stamp_ || checked_[f] == check_stamp_) continue;
+    checked_[f] = check_stamp_;
+    settle(f, now);  // as join does: at the rate it had
+    set_.push_back(f);
+    set_old_rate_.push_back(rate_[f]);
+    double rate = flows_[f].cap_Bps;
+    for (std::uint32_t l : route(f)) rate = std::min(rate, capacity_[l]);
+    rate_[f] = rate;
+  }
+  solve_counts_.flows_solved += set_.size();
+  ++solve_counts_.alone;
+  schedule_set(now);
+  return true;
 }
 
 // Flows that left one full link, and no other full one, at an instant when none started: when every flow left on

@@ -141,6 +141,7 @@ void Serving::on_network(const std::vector<FlowDelivery>& delivered) {
 }
 
 void Serving::lose_stranded_kv() {
+  if (stranded_kv_.empty()) return;  // after every event: mostly none
   std::vector<std::uint32_t> stranded;
   stranded.swap(stranded_kv_);
   for (std::uint32_t number : stranded) give_up_kv(number);
