@@ -246,6 +246,38 @@ TEST_CASE("flows share a link until one finishes, then the other speeds up", "[n
   CHECK(net.solve_counts().component_solves == 0);
 }
 
+TEST_CASE("flows alone on their routes get the least their route or cap offers, and the rest the growing set", "[network][maxmin]") {
+  // Links of 4, 1, 2, 8 and 2 GB/s. At 0 s, A crosses links 0 and 1 (1 GB) and B links 2 and 3 with a 0.5 GB/s cap
+  // (1 GB): each alone on its route, so A gets link 1's 1 GB/s and B its cap, in one re-levelling without the
+  // growing set. A's end at 1 s leaves links 0 and 1 with no flow: nothing to re-level, the same way. Then C (links 1
+  // and 2) meets B on link 2, and E crosses link 4 twice (2 GB/s, so 1 GB/s): neither alone, the growing set solves
+  // them: C gets link 1's 1 GB/s (link 2 has 1.5 left beside B's cap), E 1 GB/s, B keeps its cap.
+  Network net({4e9, 1e9, 2e9, 8e9, 2e9});
+  const std::uint32_t a_route[] = {0, 1}, b_route[] = {2, 3}, c_route[] = {1, 2}, e_route[] = {4, 4};
+  const std::uint32_t a = net.start(a_route, 1e9, 0, 1, 0.0);
+  const std::uint32_t b = net.start(b_route, 1e9, 0, 2, 0.0, 0.5e9);
+  CHECK(net.rate(a) == 1e9);
+  CHECK(net.rate(b) == 0.5e9);
+  CHECK(net.solve_counts().relevellings == 1);
+  CHECK(net.solve_counts().alone == 1);
+  CHECK(net.solve_counts().flows_solved == 2);
+  std::vector<FlowDelivery> delivered;
+  CHECK(net.next_time() == 1.0);
+  net.advance(1.0, delivered);
+  REQUIRE(delivered.size() == 1);
+  CHECK(delivered[0].tag == 1);
+  CHECK(net.solve_counts().relevellings == 2);
+  CHECK(net.solve_counts().alone == 2);
+  const std::uint32_t c = net.start(c_route, 1e9, 0, 3, 1.0);
+  const std::uint32_t e = net.start(e_route, 1e9, 0, 4, 1.0);
+  CHECK(net.rate(c) == 1e9);
+  CHECK(net.rate(e) == 1e9);
+  CHECK(net.rate(b) == 0.5e9);
+  CHECK(net.solve_counts().relevellings == 3);
+  CHECK(net.solve_counts().alone == 2);
+  CHECK(net.solve_counts().component_solves == 0);
+}
+
 TEST_CASE("a capped flow takes no more than its cap and leaves the rest to the others", "[network]") {
   // One 1 GB/s link. A: 1 GB capped at 0.25 GB/s; B: 1.5 GB. A runs at its cap, B takes the other
   // 0.75 GB/s and finishes at 2 s; A, with 0.5 GB left, still runs at its cap: done at 4 s.
