@@ -107,6 +107,12 @@ def quantile(values, q):
     return v[lo] + (pos - lo) * (v[hi] - v[lo])
 
 
+def diffusers_part_s(args, gpu, model, shape):
+    """A part a pipeline runs once (a text encoder, a VAE decode), under diffusers' eager code in fp16: seconds."""
+    return fleetsim(args.fleetsim, "kernels", "--gpu", gpu, "--model", model, "--shape", shape, "--runtime", "diffusers",
+                    "--dtype", "fp16")["time_s"]
+
+
 def pipefusion_section(w, args):
     """SD3 Medium's sampler on an HGX A100 box in xDiT's splits (scenarios/studies/xdit-sd3-a100.json) against its table."""
     study = os.path.join("scenarios", "studies", "xdit-sd3-a100.json")
@@ -121,8 +127,7 @@ def pipefusion_section(w, args):
         return fleetsim(args.fleetsim, "simulate", study, *flags)["makespan_s"]
 
     def part_s(model, shape):
-        return fleetsim(args.fleetsim, "kernels", "--gpu", "a100-sxm-80gb", "--model", model, "--shape", shape,
-                        "--runtime", "diffusers", "--dtype", "fp16")["time_s"]
+        return diffusers_part_s(args, "a100-sxm-80gb", model, shape)
 
     clip_l, clip_g = part_s("clip-l-text", "tokens=77,batch=2"), part_s("clip-g-text", "tokens=77,batch=2")
     t5, vae = part_s("t5-xxl-encoder", "tokens=256,batch=2"), part_s("flux-vae-decoder", "width=1024,height=1024")
@@ -322,14 +327,11 @@ def main():
                 with open(path, "w") as f:
                     json.dump(scenario, f)
                 times[gpu, k] = fleetsim(args.fleetsim, "simulate", path)["makespan_s"]
-    def once_s(gpu, model, shape):
-        return fleetsim(args.fleetsim, "kernels", "--gpu", gpu, "--model", model, "--shape", shape, "--runtime", "diffusers",
-                        "--dtype", "fp16")["time_s"]
-
-    vae = {g: once_s(g + ("-sxm" if g == "h100" else ""), "hunyuan-video-vae-decoder",
-                     "width=1280,height=720,frames=129,tile=32,tile_overlap=8,tile_frames=5,tile_frame_overlap=2") for g in ("h100", "h20")}
-    encoders = {g: once_s(g + ("-sxm" if g == "h100" else ""), "llama-3-8b", "tokens=256") +
-                   once_s(g + ("-sxm" if g == "h100" else ""), "clip-l-text", "tokens=77") for g in ("h100", "h20")}
+    gpu_id = {"h100": "h100-sxm", "h20": "h20"}
+    vae = {g: diffusers_part_s(args, gpu_id[g], "hunyuan-video-vae-decoder",
+                               "width=1280,height=720,frames=129,tile=32,tile_overlap=8,tile_frames=5,tile_frame_overlap=2") for g in gpu_id}
+    encoders = {g: diffusers_part_s(args, gpu_id[g], "llama-3-8b", "tokens=256") + diffusers_part_s(args, gpu_id[g], "clip-l-text", "tokens=77")
+                for g in gpu_id}
     video_errors = {}
     for gpu in ("h100", "h20"):
         once = vae[gpu] + encoders[gpu]

@@ -178,7 +178,7 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
       const TenantHead head = tenant_heads_.back();
       tenant_heads_.pop_back();
       // A rigid stream whose gang is larger than the GPUs left holds nothing this round can start: passed over whole.
-      const bool rigid = ready[head.place].spec == nullptr || !ready[head.place].spec->elastic;
+      const bool rigid = gang_slot(ready[head.place]) != 0;  // slot 0 holds the elastic tasks
       if (skips_large_gangs && rigid && ready[head.place].gpus > gpus_left()) continue;
       i = head.place;
       if (const std::optional<TenantHead> after = first_queued(ready, std::next(head.at), head.at->key, head.key, head.place + 1)) {
