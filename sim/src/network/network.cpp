@@ -8,6 +8,12 @@
 
 namespace fleetsim {
 
+namespace {
+// The growing set's budget: it gives up, for a solve of the whole component, once the flows it has solved pass the
+// sending flows' number by this many (a change that spreads that far is cheaper solved whole).
+constexpr std::size_t kBudgetSlack = 16;
+}  // namespace
+
 Network::Network(std::vector<double> link_capacity_Bps, double tolerance)
     : tolerance_(tolerance),
       capacity_(std::move(link_capacity_Bps)),
@@ -371,6 +377,7 @@ void Network::reshare(double now) {
   }
   if (reshare_one_link(now)) {
     links_touched_.clear();
+    new_flows_.clear();
     return;
   }
   seed_links_.assign(links_touched_.begin(), links_touched_.end());
@@ -419,16 +426,20 @@ bool Network::reshare_alone(double now) {
   return true;
 }
 
-// Flows that left one full link, and no other full one, at an instant when none started: when every flow left on
-// that link crosses it once, has no cap and no other link near full, and finds room on each of its other links for
-// the link's new fair share, the re-levelling below would join exactly them (its first pass looks only at full
-// links, and finds none of them bottlenecked elsewhere), give each the link's capacity over their number (the
-// solver's one_level, with the same local capacities, summed in the same order), and then find every flow with a
-// bottleneck: theirs is that link, and no other flow had its bottleneck on a link that was not full. That is
-// answered here in one pass over their routes, with the same rates and due times to the bit. A fork's transfers
-// leaving one NIC end one by one this way; each end re-levelled all the others at several times the cost.
+// Flows that left one full link, or joined it, and no other full one: when every flow on that link crosses it once, has
+// no cap and no other link near full (after a join that leaves the link full, none that other flows cross), and finds room on each of its other links for the link's new fair share, the
+// re-levelling below would give each the link's capacity over their number, and leave every other flow as it was.
+// Leaving: its first pass looks only at full links, and finds none of the flows left bottlenecked elsewhere, so it joins
+// exactly them. Joining (every new flow on that link; the link was full, so it still is): the new flows are solved
+// first, get what the others leave of the link (nothing, to rounding), are found without a bottleneck, and the faster
+// flows, the link's others, join them. Either way the last solve is the solver's one_level, with the same local
+// capacities, summed in the same order, after which every flow has its bottleneck on that link, and no other flow had
+// its bottleneck on a link that was not full. That is answered here in one pass over their routes, with the same rates
+// and due times to the bit. A fork's transfers leaving one NIC end one by one this way; each end re-levelled all the
+// others at several times the cost. A transfer that starts where another is sending (a chain's next input, a layer's
+// reads meeting at a NIC) joins this way.
 bool Network::reshare_one_link(double now) {
-  if (always_relevel_ || recording_ || !new_flows_.empty()) return false;
+  if (always_relevel_ || recording_) return false;
   constexpr std::uint32_t kNoLink = 0xFFFFFFFFu;
   std::uint32_t full = kNoLink;
   for (std::uint32_t l : links_touched_) {
@@ -438,7 +449,26 @@ bool Network::reshare_one_link(double now) {
   }
   if (full == kNoLink) return false;
   const std::vector<std::uint32_t>& flows = link_flows_[full];
-  if (flows.size() < 2 || saturated(full, link_state(full))) return false;
+  // The new flows that send, each once, in the order the growing set joins them (checked_ marks them).
+  ++check_stamp_;
+  set_.clear();
+  for (std::uint32_t f : new_flows_) {
+    if (flows_[f].phase != Phase::sending || checked_[f] == check_stamp_) continue;
+    checked_[f] = check_stamp_;
+    set_.push_back(f);
+  }
+  const std::size_t joining = set_.size();
+  for (std::uint32_t f : set_) {  // each on that link
+    const std::span<const std::uint32_t> hops = route(f);
+    if (std::find(hops.begin(), hops.end(), full) == hops.end()) return false;
+  }
+  // Joining is left to the growing set under a coarser tolerance: there the new flows' first share may count as the
+  // link's largest.
+  if (joining > 0 && tolerance_ != kExactTolerance) return false;
+  const bool still_full = saturated(full, link_state(full));  // with the new flows at nothing yet
+  if (flows.size() < 2 || (joining == 0 && still_full)) return false;
+  // The growing set gives up past its budget (and the component's solve settles other flows): so does this.
+  if (joining > 0 && joining + flows.size() > sending_ + kBudgetSlack) return false;
   const double level = capacity_[full] / static_cast<double>(flows.size());
 
   // The flows of the link, each once and uncapped; on local_link_, how many of them cross each of their other links.
@@ -457,6 +487,13 @@ bool Network::reshare_one_link(double now) {
         component_links_.push_back(l);
       }
       ++local_link_[l];
+    }
+  }
+  if (joining == 0) {
+    set_.assign(flows.begin(), flows.end());
+  } else {
+    for (std::uint32_t g : flows) {  // after the new flows, as the growing set lists them
+      if (checked_[g] != check_stamp_) set_.push_back(g);
     }
   }
   // Their other links: not full (so none is bottlenecked there), with a share (what the other flows leave, over
@@ -478,7 +515,9 @@ bool Network::reshare_one_link(double now) {
     }
     link_state_[l] = state;
     link_state_valid_[l] = 1;
-    if (saturated(l, state)) return false;
+    // A full link that only the link's flows cross may stay so when the link is still full with the new flows at
+    // nothing: the growing set then joins all its flows after solving the new ones, whatever their other bottlenecks.
+    if (saturated(l, state) && (others || !still_full)) return false;
     held_left_[l] = std::max(0.0, left);
     if (!(held_left_[l] / local_link_[l] > level)) return false;
     if (!others) continue;
@@ -494,7 +533,7 @@ bool Network::reshare_one_link(double now) {
   if (load < capacity_[full] * (1 - tolerance_)) return false;
   if (load < capacity_[full] * (1 - 1e-12)) {
     double demand = 0;
-    for (std::uint32_t g : flows) {
+    for (std::uint32_t g : set_) {
       double bound = capacity_[full];
       for (std::uint32_t l : route(g)) bound = std::min(bound, l == full ? capacity_[full] : held_left_[l]);
       demand += bound;
@@ -503,11 +542,9 @@ bool Network::reshare_one_link(double now) {
   }
 
   // As join would, but with no solve to come: settled at the rates they had, then given the level.
-  set_.clear();
   set_old_rate_.clear();
-  for (std::uint32_t g : flows) {
+  for (std::uint32_t g : set_) {
     settle(g, now);
-    set_.push_back(g);
     set_old_rate_.push_back(rate_[g]);
     rate_[g] = level;
   }
@@ -650,7 +687,7 @@ bool Network::reshare_incremental(double now) {
   links_touched_.clear();
   bool solved = set_.empty(), first = true;
   std::size_t work = 0;
-  const std::size_t budget = sending_ + 16;
+  const std::size_t budget = sending_ + kBudgetSlack;
   for (;;) {
     // Who must join: flows on changed links left without a bottleneck, and flows taking more than
     // a set flow on its saturated links when that flow has no bottleneck. A flow loses its bottleneck
