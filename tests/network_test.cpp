@@ -309,6 +309,46 @@ TEST_CASE("a flow joining a full link where every flow has room elsewhere gets t
   CHECK(net.solve_counts().component_solves == 0);
 }
 
+TEST_CASE("a flow joining a full link whose residue would fill a link other flows cross is left to the growing set", "[network][maxmin]") {
+  // Links: f of 1 GB/s, l of 1.33333333345 GB/s, m of 1 GB/s. X (on f, capped at 0.05 B/s), A (f and l), O (l and m),
+  // P1 and P2 (m): O, P1 and P2 get a third of m each, A what X leaves of f, and l is 0.03 B/s short of full. Then X
+  // is stranded and N starts on f and l in one batch: f is still full, and the growing set's first solve gives N the
+  // 0.05 B/s f has left, which fills l, so O (bottlenecked on m) joins the set and is re-solved. The division must not
+  // answer it: both ways give the same rates, due times and link bytes to the bit.
+  const std::vector<double> capacity{1e9, 1333333333.45, 1e9};
+  Network fast(capacity), slow(capacity);
+  slow.always_relevel(true);
+  const std::uint32_t on_f[] = {0}, f_l[] = {0, 1}, l_m[] = {1, 2}, on_m[] = {2};
+  std::vector<std::uint32_t> ids;
+  for (Network* net : {&fast, &slow}) {
+    ids.clear();
+    ids.push_back(net->start(on_f, 1e9, 0, 0, 0.0, 0.05));
+    ids.push_back(net->start(f_l, 5e9, 0, 1, 0.0));
+    ids.push_back(net->start(l_m, 5e9, 0, 2, 0.0));
+    ids.push_back(net->start(on_m, 5e9, 0, 3, 0.0));
+    ids.push_back(net->start(on_m, 6e9, 0, 4, 0.0));
+    REQUIRE(net->rate(ids[1]) == 1e9 - 0.05);
+    net->strand(ids[0], 1.0);
+    ids.push_back(net->start(f_l, 5e9, 0, 5, 1.0));
+  }
+  for (std::size_t i = 1; i < ids.size(); ++i) CHECK(fast.rate(ids[i]) == slow.rate(ids[i]));
+  CHECK(fast.solve_counts().one_link == 0);
+  std::vector<std::uint64_t> dropped;
+  fast.cancel_if([](std::uint64_t tag) { return tag == 0; }, 1.0, dropped);
+  slow.cancel_if([](std::uint64_t tag) { return tag == 0; }, 1.0, dropped);
+  std::vector<FlowDelivery> got_fast, got_slow;
+  while (fast.next_time() != std::numeric_limits<double>::infinity()) {
+    const double t = fast.next_time();
+    REQUIRE(t == slow.next_time());
+    fast.advance(t, got_fast);
+    slow.advance(t, got_slow);
+  }
+  CHECK(slow.next_time() == std::numeric_limits<double>::infinity());
+  REQUIRE(got_fast.size() == got_slow.size());
+  for (std::size_t i = 0; i < got_fast.size(); ++i) CHECK(got_fast[i].tag == got_slow[i].tag);
+  CHECK(fast.link_bytes() == slow.link_bytes());
+}
+
 TEST_CASE("a capped flow takes no more than its cap and leaves the rest to the others", "[network]") {
   // One 1 GB/s link. A: 1 GB capped at 0.25 GB/s; B: 1.5 GB. A runs at its cap, B takes the other
   // 0.75 GB/s and finishes at 2 s; A, with 0.5 GB left, still runs at its cap: done at 4 s.

@@ -467,6 +467,11 @@ bool Network::reshare_one_link(double now) {
   if (joining > 0 && tolerance_ != kExactTolerance) return false;
   const bool still_full = saturated(full, link_state(full));  // with the new flows at nothing yet
   if (flows.size() < 2 || (joining == 0 && still_full)) return false;
+  // The growing set's first solve gives the new flows what the full link has left (rounding's residue, or up to the
+  // tolerance's share of it): that much more, crossing a link at most twice, and the sums' rounding, must not fill a
+  // link other flows cross, or they would join the set. A leave has no such solve: a link is full as saturated says.
+  const double pad = joining == 0 ? 0.0 : 2 * std::max(0.0, capacity_[full] - link_state(full).load_Bps);
+  const double full_share = joining == 0 ? 1 - tolerance_ : 1 - tolerance_ - 1e-12;
   // The growing set gives up past its budget (and the component's solve settles other flows): so does this.
   if (joining > 0 && joining + flows.size() > sending_ + kBudgetSlack) return false;
   const double level = capacity_[full] / static_cast<double>(flows.size());
@@ -515,9 +520,10 @@ bool Network::reshare_one_link(double now) {
     }
     link_state_[l] = state;
     link_state_valid_[l] = 1;
-    // A full link that only the link's flows cross may stay so when the link is still full with the new flows at
-    // nothing: the growing set then joins all its flows after solving the new ones, whatever their other bottlenecks.
-    if (saturated(l, state) && (others || !still_full)) return false;
+    // Full, or filled by the new flows' first share. One that only the link's flows cross may be so when the link is
+    // still full with the new flows at nothing: the growing set then joins all its flows after solving the new ones,
+    // whatever their other bottlenecks.
+    if (state.load_Bps + pad >= capacity_[l] * full_share && (others || !still_full)) return false;
     held_left_[l] = std::max(0.0, left);
     if (!(held_left_[l] / local_link_[l] > level)) return false;
     if (!others) continue;
