@@ -426,18 +426,19 @@ bool Network::reshare_alone(double now) {
   return true;
 }
 
-// Flows that left one full link, or joined it, and no other full one: when every flow on that link crosses it once, has
-// no cap and no other link near full (after a join that leaves the link full, none that other flows cross), and finds room on each of its other links for the link's new fair share, the
-// re-levelling below would give each the link's capacity over their number, and leave every other flow as it was.
-// Leaving: its first pass looks only at full links, and finds none of the flows left bottlenecked elsewhere, so it joins
-// exactly them. Joining (every new flow on that link; the link was full, so it still is): the new flows are solved
-// first, get what the others leave of the link (nothing, to rounding), are found without a bottleneck, and the faster
-// flows, the link's others, join them. Either way the last solve is the solver's one_level, with the same local
-// capacities, summed in the same order, after which every flow has its bottleneck on that link, and no other flow had
-// its bottleneck on a link that was not full. That is answered here in one pass over their routes, with the same rates
-// and due times to the bit. A fork's transfers leaving one NIC end one by one this way; each end re-levelled all the
-// others at several times the cost. A transfer that starts where another is sending (a chain's next input, a layer's
-// reads meeting at a NIC) joins this way.
+// Flows that left one full link, or joined it, and no other full one: when every flow on that link crosses it once,
+// has no cap and no other link near full (after a join that leaves the link full, none that other flows cross), and
+// finds room on each of its other links for the link's new fair share, the re-levelling below would give each the
+// link's capacity over their number, and leave every other flow as it was. Leaving: its first pass looks only at full
+// links, and finds none of the flows left bottlenecked elsewhere, so it joins exactly them. Joining (every new flow
+// on that link): the new flows are solved first, get what the others leave of the link (nothing, to rounding), are
+// found without a bottleneck, and the faster flows, the link's others, join them (or, where flows also left and the
+// link is no longer full, the others join at once). Either way the last solve is the solver's one_level, with the
+// same local capacities, summed in the same order, after which every flow has its bottleneck on that link, and no
+// other flow had its bottleneck on a link that was not full. That is answered here in one pass over their routes,
+// with the same rates and due times to the bit. A fork's transfers leaving one NIC end one by one this way; each end
+// re-levelled all the others at several times the cost. A transfer that starts where another is sending (a chain's
+// next input, a layer's reads meeting at a NIC) joins this way.
 bool Network::reshare_one_link(double now) {
   if (always_relevel_ || recording_) return false;
   constexpr std::uint32_t kNoLink = 0xFFFFFFFFu;
