@@ -278,7 +278,7 @@ TEST_CASE("flows alone on their routes get the least their route or cap offers, 
   CHECK(net.solve_counts().component_solves == 0);
 }
 
-TEST_CASE("a flow joining a full link where every flow has room elsewhere gets the link's division, and one held elsewhere the growing set", "[network][maxmin]") {
+TEST_CASE("a flow joining a full link where every flow has room elsewhere gets the link's division and one held elsewhere the growing set", "[network][maxmin]") {
   // Links of 3, 8, 8, 8 and 0.5 GB/s. A crosses links 0 and 1: alone, 3 GB/s. B (links 0 and 2) joins link 0, full
   // with A: link 0's 3 GB/s over two, 1.5 each, by the division, which solves A and B once each where the growing set
   // solves B alone first (it gets nothing of the full link), then both. C (links 0 and 3) the same: 1 GB/s each.
