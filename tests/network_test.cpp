@@ -556,9 +556,9 @@ TEST_CASE("re-levellings answered by one full link's division or by lone flows' 
   // calls, one re-levelling every change through the growing set: every rate, every delivery (its flow, tag and
   // time), the re-levelling counts and the bytes each link carried must be the same to the bit, exactly and within
   // a tolerance, and the division must have answered a good share of the re-levellings, some of them flows joining a
-  // full link (which the growing set solves twice). Sparse: many senders and
-  // links, forks of one to three flows, so that most flows start alone on their routes (as a chain's transfers do)
-  // and some meet others; lone flows' routes must then answer a good share.
+  // full link (which the growing set solves twice). Sparse: many senders and links, forks of one to three flows, so
+  // that most flows start alone on their routes (as a chain's transfers do) and some meet others; lone flows' routes
+  // must then answer a good share.
   for (const bool sparse : {false, true})
   for (const double tolerance : {Network::kExactTolerance, 1e-4}) {
     std::uint64_t shortcuts = 0, alone = 0, relevellings = 0, saved = 0;

@@ -134,6 +134,7 @@ class Network {
   void touch(std::uint32_t link);  // before its flows change
   void flush();              // solves the flows started at pending_s_
   void reshare(double now);  // new rates after the changes on links_touched_ and new_flows_
+  void list_new_flows();                 // into set_, each once; checked_ marks them
   bool reshare_alone(double now);        // false: not that case, nothing changed
   bool reshare_one_link(double now);     // false: not that case, nothing changed that matters
   bool reshare_incremental(double now);  // false: gave up, nothing scheduled

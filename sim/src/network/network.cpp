@@ -370,12 +370,8 @@ void Network::cancel_if(const std::function<bool(std::uint64_t)>& drop, double n
 void Network::reshare(double now) {
   ++solve_counts_.relevellings;
   ++batch_;  // changes from here on are the next re-levelling's
-  if (reshare_alone(now)) {
-    links_touched_.clear();
-    new_flows_.clear();
-    return;
-  }
-  if (reshare_one_link(now)) {
+  list_new_flows();  // for the two shortcuts, which leave it as it is when they decline
+  if (reshare_alone(now) || reshare_one_link(now)) {
     links_touched_.clear();
     new_flows_.clear();
     return;
@@ -390,6 +386,17 @@ void Network::reshare(double now) {
   reshare_component(now);
 }
 
+// set_: the new flows that send, each once, in the order the growing set joins them; checked_ marks them.
+void Network::list_new_flows() {
+  ++check_stamp_;
+  set_.clear();
+  for (std::uint32_t f : new_flows_) {
+    if (flows_[f].phase != Phase::sending || checked_[f] == check_stamp_) continue;
+    checked_[f] = check_stamp_;
+    set_.push_back(f);
+  }
+}
+
 // Changes after which every link they touched carries no flow, or one that started (or moved) in this batch: such a
 // flow shares no link with any other, old or new, and no flow left elsewhere lost a link it shared. The re-levelling
 // below would join just the new flows, offer each every link of its route whole (no other flow holds any of it), give
@@ -399,22 +406,13 @@ void Network::reshare(double now) {
 // start and end their transfers this way, one at a time. A flow crossing a link twice is two entries on it: not here.
 bool Network::reshare_alone(double now) {
   if (always_relevel_ || recording_) return false;
-  ++set_stamp_;
-  for (std::uint32_t f : new_flows_) {
-    if (flows_[f].phase == Phase::sending) in_set_[f] = set_stamp_;
-  }
   for (std::uint32_t l : links_touched_) {
     const std::vector<std::uint32_t>& on = link_flows_[l];
-    if (on.size() > 1 || (on.size() == 1 && in_set_[on[0]] != set_stamp_)) return false;
+    if (on.size() > 1 || (on.size() == 1 && checked_[on[0]] != check_stamp_)) return false;
   }
-  set_.clear();
   set_old_rate_.clear();
-  ++check_stamp_;
-  for (std::uint32_t f : new_flows_) {
-    if (in_set_[f] != set_stamp_ || checked_[f] == check_stamp_) continue;
-    checked_[f] = check_stamp_;
+  for (std::uint32_t f : set_) {
     settle(f, now);  // as join does: at the rate it had
-    set_.push_back(f);
     set_old_rate_.push_back(rate_[f]);
     double rate = flows_[f].cap_Bps;
     for (std::uint32_t l : route(f)) rate = std::min(rate, capacity_[l]);
@@ -450,15 +448,7 @@ bool Network::reshare_one_link(double now) {
   }
   if (full == kNoLink) return false;
   const std::vector<std::uint32_t>& flows = link_flows_[full];
-  // The new flows that send, each once, in the order the growing set joins them (checked_ marks them).
-  ++check_stamp_;
-  set_.clear();
-  for (std::uint32_t f : new_flows_) {
-    if (flows_[f].phase != Phase::sending || checked_[f] == check_stamp_) continue;
-    checked_[f] = check_stamp_;
-    set_.push_back(f);
-  }
-  const std::size_t joining = set_.size();
+  const std::size_t joining = set_.size();  // the new flows, listed by list_new_flows
   for (std::uint32_t f : set_) {  // each on that link
     const std::span<const std::uint32_t> hops = route(f);
     if (std::find(hops.begin(), hops.end(), full) == hops.end()) return false;
@@ -466,12 +456,13 @@ bool Network::reshare_one_link(double now) {
   // Joining is left to the growing set under a coarser tolerance: there the new flows' first share may count as the
   // link's largest.
   if (joining > 0 && tolerance_ != kExactTolerance) return false;
-  const bool still_full = saturated(full, link_state(full));  // with the new flows at nothing yet
+  const LinkState& full_state = link_state(full);  // with the new flows at nothing yet
+  const bool still_full = saturated(full, full_state);
   if (flows.size() < 2 || (joining == 0 && still_full)) return false;
   // The growing set's first solve gives the new flows what the full link has left (rounding's residue, or up to the
   // tolerance's share of it): that much more, crossing a link at most twice, and the sums' rounding, must not fill a
   // link other flows cross, or they would join the set. A leave has no such solve: a link is full as saturated says.
-  const double pad = joining == 0 ? 0.0 : 2 * std::max(0.0, capacity_[full] - link_state(full).load_Bps);
+  const double pad = joining == 0 ? 0.0 : 2 * std::max(0.0, capacity_[full] - full_state.load_Bps);
   const double full_share = joining == 0 ? 1 - tolerance_ : 1 - tolerance_ - 1e-12;
   // The growing set gives up past its budget (and the component's solve settles other flows): so does this.
   if (joining > 0 && joining + flows.size() > sending_ + kBudgetSlack) return false;
