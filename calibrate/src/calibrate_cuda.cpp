@@ -37,6 +37,7 @@ constexpr std::size_t kLargestCopy = std::size_t{256} << 20;  // bytes
 constexpr std::size_t kLargestCollective = std::size_t{1} << 30;
 constexpr std::size_t kBlasWorkspace = std::size_t{32} << 20;  // as the backend gives its handles
 constexpr int kWarmups = 2;
+constexpr int kTriadsPerSample = 4;
 constexpr int kLaunchesPerSample = 1000;  // back-to-back launches: the per-launch cost, not one event's resolution
 
 struct ElementDtype {
@@ -287,13 +288,17 @@ class CudaCalibration {
     void* c = g->allocate(elements * sizeof(double), "GEMM operands");
     (void)g->blas();  // the handle and its workspace now, not inside a timed sample
     for (const ElementDtype t : kGemmTypes) {
-      // Filled before each dtype's points run, in that dtype.
+      // Filled before each dtype's points run, in that dtype, with the random values the backend's operands hold.
       auto prepare = [g, a, b, t, elements] {
         g->select();
-        FLEETSIM_CUDA(g->name(), kernel(gpu::fill(a, t.element, 0.5, elements, g->stream())));
-        FLEETSIM_CUDA(g->name(), kernel(gpu::fill(b, t.element, 0.25, elements, g->stream())));
+        FLEETSIM_CUDA(g->name(), kernel(gpu::fill_random(a, t.element, 1, elements, g->stream())));
+        FLEETSIM_CUDA(g->name(), kernel(gpu::fill_random(b, t.element, 2, elements, g->stream())));
       };
-      for (int tiles : {1, 2, 4, 8}) {
+      // 8 to 64 tiles a sample (1.5 to 12 ms of bf16 on an H200), with no pure-GEMM warm-up beyond kWarmups: under
+      // its power limit an H200 ran bf16 tiles at 757 TFLOP/s so, and at 700 after a quarter second of nothing but
+      // GEMMs, while the GEMMs of a graph that mixes them with other work ran nearer the first figure
+      // (reports/gpu-validation.md).
+      for (int tiles : {8, 16, 32, 64}) {
         const double flop = tiles * gpu::gemm_flop(kGemmTile, kGemmTile, kGemmTile);
         points_.push_back({measurement("gemm", t.dtype, flop), [this, g, a, b, c, t, tiles, prepare] {
                              prepare();
@@ -323,9 +328,11 @@ class CudaCalibration {
     auto* c = static_cast<float*>(g->allocate(kLargestTriad * sizeof(float), "triad arrays"));
     FLEETSIM_CUDA(g->name(), kernel(gpu::fill(b, gpu::Element::f32, 1.0, kLargestTriad, g->stream())));
     FLEETSIM_CUDA(g->name(), kernel(gpu::fill(c, gpu::Element::f32, 2.0, kLargestTriad, g->stream())));
-    for (std::size_t n : sizes_between(kLargestTriad / 8, kLargestTriad, 2)) {
+    // Back to back, as the backend runs a task's bytes (triads of 2^26 floats an array, one after another), so a
+    // launch's start and tail are not charged to every point.
+    for (std::size_t n : sizes_between(kLargestTriad / 4, kLargestTriad, 2)) {
       points_.push_back({measurement("stream", Dtype::fp32, static_cast<double>(12 * n)), [this, g, a, b, c, n] {
-                           return g->time_ops(options_.repeats, 1, [&] {
+                           return g->time_ops(options_.repeats, kTriadsPerSample, [&] {
                              FLEETSIM_CUDA(g->name() + ": the triad", kernel(gpu::triad(a, b, c, 3.0f, n, g->stream())));
                            }, "the triad");
                          }});

@@ -37,6 +37,13 @@ __global__ void fill_kernel(T* x, double value, std::size_t count) {
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count; i += std::size_t{gridDim.x} * blockDim.x) x[i] = v;
 }
 
+template <typename T>
+__global__ void fill_random_kernel(T* x, std::uint64_t seed, std::size_t count) {
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count; i += std::size_t{gridDim.x} * blockDim.x) {
+    x[i] = convert<T>(random_value(seed, i));
+  }
+}
+
 __global__ void triad_kernel(float* __restrict__ a, const float* __restrict__ b, const float* __restrict__ c, float scalar,
                              std::size_t count) {
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count; i += std::size_t{gridDim.x} * blockDim.x) {
@@ -105,6 +112,12 @@ int fill_as(void* x, double value, std::size_t count, Stream stream) {
   return launched();
 }
 
+template <typename T>
+int fill_random_as(void* x, std::uint64_t seed, std::size_t count, Stream stream) {
+  fill_random_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(static_cast<T*>(x), seed, count);
+  return launched();
+}
+
 }  // namespace
 
 std::size_t element_bytes(Element e) {
@@ -126,6 +139,18 @@ int fill(void* x, Element e, double value, std::size_t count, Stream stream) {
     case Element::tf32: return fill_as<float>(x, value, count, stream);
     case Element::f16: return fill_as<__half>(x, value, count, stream);
     case Element::bf16: return fill_as<__nv_bfloat16>(x, value, count, stream);
+  }
+  return static_cast<int>(cudaErrorInvalidValue);
+}
+
+int fill_random(void* x, Element e, std::uint64_t seed, std::size_t count, Stream stream) {
+  if (count == 0) return 0;
+  switch (e) {
+    case Element::f64: return fill_random_as<double>(x, seed, count, stream);
+    case Element::f32:
+    case Element::tf32: return fill_random_as<float>(x, seed, count, stream);
+    case Element::f16: return fill_random_as<__half>(x, seed, count, stream);
+    case Element::bf16: return fill_random_as<__nv_bfloat16>(x, seed, count, stream);
   }
   return static_cast<int>(cudaErrorInvalidValue);
 }

@@ -46,7 +46,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr int kGemmTile = 4096;                                  // square GEMMs of this side, then one for the remainder
-constexpr std::size_t kStreamFloats = std::size_t{1} << 24;      // 64 MiB per triad array, above any GPU's L2
+// GEMM dimensions in multiples of this: cuBLAS's tensor-core kernels want 16-byte aligned rows.
+constexpr int kGemmAlign = 16;
+// 256 MiB per triad array, far above any GPU's L2: each triad long enough that its launch and tail cost little, as
+// in the CUDA calibration's stream points (calibrate_cuda.cpp).
+constexpr std::size_t kStreamFloats = std::size_t{1} << 26;
 constexpr std::size_t kBlasWorkspace = std::size_t{32} << 20;    // cuBLAS workspace per device, given up front
 
 using cuda::blas;
@@ -84,7 +88,10 @@ struct Device {
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
   void* workspace = nullptr;
-  void *a = nullptr, *b = nullptr, *c = nullptr;  // GEMM operands, kGemmTile^2 elements of the widest dtype used
+  // GEMM operands, kGemmTile^2 elements: a and b of each element type its tasks use (random values, each in its
+  // own type, as real data has), c of the widest.
+  std::array<void*, 5> a{}, b{};
+  void* c = nullptr;
   float *sa = nullptr, *sb = nullptr, *sc = nullptr;  // triad arrays
   std::size_t cursor = 0;                             // where the next triad begins
   void *outbox = nullptr, *inbox = nullptr, *weights = nullptr;
@@ -118,19 +125,23 @@ void* device_alloc(double bytes, const std::string& what, const Device& d) {
   return p;
 }
 
-// GEMMs totalling `flop`: tiles of kGemmTile^3, then an n x n x k product for the remainder (or a
-// cube when the remainder is under one n x n x 1 product).
+// A multiple of kGemmAlign elements, the nearest to `x` (0 below half of one).
+int aligned(double x) { return kGemmAlign * static_cast<int>(std::llround(x / kGemmAlign)); }
+
+// GEMMs totalling `flop`: tiles of kGemmTile^3, then an n x n x k product for the remainder (or a cube when the
+// remainder is under one n x n x kGemmAlign product), k and the cube's side rounded to kGemmAlign.
 void gemm(Device& d, double flop, gpu::Element e, const std::string& where) {
   if (!(flop > 0)) return;
   const double n = kGemmTile, tile = gpu::gemm_flop(n, n, n);
-  for (double done = tile; done <= flop; done += tile) FLEETSIM_CUDA(where, blas(gpu::gemm(d.blas, e, kGemmTile, kGemmTile, kGemmTile, d.a, d.b, d.c)));
+  void *a = d.a[static_cast<std::size_t>(e)], *b = d.b[static_cast<std::size_t>(e)];
+  for (double done = tile; done <= flop; done += tile) FLEETSIM_CUDA(where, blas(gpu::gemm(d.blas, e, kGemmTile, kGemmTile, kGemmTile, a, b, d.c)));
   const double rest = std::fmod(flop, tile);
-  if (rest >= gpu::gemm_flop(n, n, 1)) {
-    const auto k = static_cast<int>(std::llround(rest / gpu::gemm_flop(n, n, 1)));
-    FLEETSIM_CUDA(where, blas(gpu::gemm(d.blas, e, kGemmTile, kGemmTile, std::min(k, kGemmTile), d.a, d.b, d.c)));
+  if (rest >= gpu::gemm_flop(n, n, kGemmAlign)) {
+    const int k = std::min(aligned(rest / gpu::gemm_flop(n, n, 1)), kGemmTile);
+    FLEETSIM_CUDA(where, blas(gpu::gemm(d.blas, e, kGemmTile, kGemmTile, k, a, b, d.c)));
   } else {
-    const auto side = static_cast<int>(std::llround(std::cbrt(rest / 2)));
-    if (side > 0) FLEETSIM_CUDA(where, blas(gpu::gemm(d.blas, e, side, side, side, d.a, d.b, d.c)));
+    const int side = aligned(std::cbrt(rest / 2));
+    if (side > 0) FLEETSIM_CUDA(where, blas(gpu::gemm(d.blas, e, side, side, side, a, b, d.c)));
   }
 }
 
@@ -160,7 +171,11 @@ void release_device(Device& d) noexcept {
   (void)cudaSetDevice(d.gpu);
   for (cudaEvent_t e : d.steps) (void)cudaEventDestroy(e);
   d.steps.clear();
-  for (void* p : {d.workspace, d.a, d.b, d.c, static_cast<void*>(d.sa), static_cast<void*>(d.sb), static_cast<void*>(d.sc), d.outbox, d.inbox,
+  for (std::size_t e = 0; e < d.a.size(); ++e) {
+    if (d.a[e] != nullptr) (void)cudaFree(d.a[e]);
+    if (d.b[e] != nullptr) (void)cudaFree(d.b[e]);
+  }
+  for (void* p : {d.workspace, d.c, static_cast<void*>(d.sa), static_cast<void*>(d.sb), static_cast<void*>(d.sc), d.outbox, d.inbox,
                   d.weights, static_cast<void*>(d.collective)}) {
     if (p != nullptr) (void)cudaFree(p);
   }
@@ -184,11 +199,13 @@ void set_up_device(Device& d) {
     if (d.elements[e]) widest = std::max(widest, gpu::element_bytes(static_cast<gpu::Element>(e)));
   }
   const double tile_elements = static_cast<double>(kGemmTile) * kGemmTile;
-  if (widest > 0) {
-    d.a = device_alloc(tile_elements * static_cast<double>(widest), "GEMM operands", d);
-    d.b = device_alloc(tile_elements * static_cast<double>(widest), "GEMM operands", d);
-    d.c = device_alloc(tile_elements * static_cast<double>(widest), "GEMM operands", d);
+  for (std::size_t e = 0; e < d.elements.size(); ++e) {
+    if (!d.elements[e]) continue;
+    const double bytes = tile_elements * static_cast<double>(gpu::element_bytes(static_cast<gpu::Element>(e)));
+    d.a[e] = device_alloc(bytes, "GEMM operands", d);
+    d.b[e] = device_alloc(bytes, "GEMM operands", d);
   }
+  if (widest > 0) d.c = device_alloc(tile_elements * static_cast<double>(widest), "GEMM operands", d);
   const double stream_bytes = static_cast<double>(kStreamFloats * sizeof(float));
   d.sa = static_cast<float*>(device_alloc(stream_bytes, "triad arrays", d));
   d.sb = static_cast<float*>(device_alloc(stream_bytes, "triad arrays", d));
@@ -209,11 +226,11 @@ void set_up_device(Device& d) {
     if (!d.elements[e]) continue;
     const auto element = static_cast<gpu::Element>(e);
     const auto n = static_cast<std::size_t>(tile_elements);
-    FLEETSIM_CUDA(d.name, kernel(gpu::fill(d.a, element, 0.5, n, d.stream)));
-    FLEETSIM_CUDA(d.name, kernel(gpu::fill(d.b, element, 0.25, n, d.stream)));
-    FLEETSIM_CUDA(d.name, blas(gpu::gemm(d.blas, element, kGemmTile, kGemmTile, kGemmTile, d.a, d.b, d.c)));
-    FLEETSIM_CUDA(d.name, blas(gpu::gemm(d.blas, element, kGemmTile, kGemmTile, 64, d.a, d.b, d.c)));
-    FLEETSIM_CUDA(d.name, blas(gpu::gemm(d.blas, element, 64, 64, 64, d.a, d.b, d.c)));
+    FLEETSIM_CUDA(d.name, kernel(gpu::fill_random(d.a[e], element, 2 * e + 1, n, d.stream)));
+    FLEETSIM_CUDA(d.name, kernel(gpu::fill_random(d.b[e], element, 2 * e + 2, n, d.stream)));
+    FLEETSIM_CUDA(d.name, blas(gpu::gemm(d.blas, element, kGemmTile, kGemmTile, kGemmTile, d.a[e], d.b[e], d.c)));
+    FLEETSIM_CUDA(d.name, blas(gpu::gemm(d.blas, element, kGemmTile, kGemmTile, 64, d.a[e], d.b[e], d.c)));
+    FLEETSIM_CUDA(d.name, blas(gpu::gemm(d.blas, element, 64, 64, 64, d.a[e], d.b[e], d.c)));
   }
   FLEETSIM_CUDA(d.name, kernel(gpu::triad(d.sa, d.sb, d.sc, 3.0f, kStreamFloats, d.stream)));
   void* scratch = nullptr;  // the first stream-ordered allocation sets up the pool

@@ -26,6 +26,25 @@ std::size_t element_bytes(Element e);
 
 // x[i] = value for i < count, converted to the element type.
 int fill(void* x, Element e, double value, std::size_t count, Stream stream);
+// x[i] = random_value(seed, i) for i < count, converted to the element type. GEMMs are timed on such operands: a
+// tensor core's power, and so its clock under the power limit, depends on the bits it multiplies, and constants
+// (or zeros) run faster than the data of a real model.
+int fill_random(void* x, Element e, std::uint64_t seed, std::size_t count, Stream stream);
+
+#if defined(__CUDACC__)
+#define FLEETSIM_HOST_DEVICE __host__ __device__
+#else
+#define FLEETSIM_HOST_DEVICE
+#endif
+// Uniform in [-1, 1): the top 53 bits of splitmix64(seed + i).
+FLEETSIM_HOST_DEVICE inline double random_value(std::uint64_t seed, std::uint64_t i) {
+  std::uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0;
+}
+#undef FLEETSIM_HOST_DEVICE
 // STREAM triad a = b + scalar * c over count floats: 12 bytes of memory traffic per element.
 int triad(float* a, const float* b, const float* c, float scalar, std::size_t count, Stream stream);
 // dst[i] += src[i]: the reduction step of collectives done as copies (no NCCL).
