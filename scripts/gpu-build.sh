@@ -62,11 +62,11 @@ if ctest --test-dir "$build" -R '^gpu$' 2>&1 | grep -q "Skipped"; then
 fi
 # The CUDA calibration and a validation run with its profile, on this machine's GPUs.
 "$build/fleetsim" calibrate --backend cuda --out "$build/profiles/cuda.json" || { echo "gpu-build: fleetsim calibrate --backend cuda failed" >&2; [ "$status" -ne 0 ] || status=4; }
-# The validation graph on the calibrated node type, its work scaled up to milliseconds per task on a GPU.
+# The GPU validation graph (one GPU) on the calibrated node type.
 node=$(grep -o '"node type": "[^"]*"' "$build/profiles/cuda.json" 2>/dev/null | cut -d'"' -f4 || true)
 if [ -n "$node" ] && [ "$node" != none ]; then
-  "$build/fleetsim" validate scenarios/cpu-validate.json --backend cuda --profile "$build/profiles/cuda.json" \
-    --set "/cluster/nodes/0/type=$node" --work-scale 20 --out "$build/validation" ||
+  "$build/fleetsim" validate scenarios/gpu-validate.json --backend cuda --profile "$build/profiles/cuda.json" \
+    --set "/cluster/nodes/0/type=$node" --out "$build/validation" ||
     { echo "gpu-build: fleetsim validate --backend cuda failed" >&2; [ "$status" -ne 0 ] || status=5; }
 elif [ -f "$build/profiles/cuda.json" ]; then
   echo "gpu-build: the profile names no catalog node type; validation skipped (calibrate with --node-type)" >&2
