@@ -320,12 +320,13 @@ def others():
             except Exception as e:  # noqa: BLE001 - the convolution is still worth timing
                 report["errors"].append({"name": "replicate pad %d" % c, "error": "%s: %s" % (type(e).__name__, e)})
                 padded = F.pad(x, (1, 1, 1, 1, 2, 0))
-                pmed = float("nan")
+                pmed = None  # JSON null: not measured
             med, lo, hi, reps, how = graph_time_us(lambda a, b: F.conv3d(a, b), [(padded, wt)])
             gmed, glo, ghi, _, _ = graph_time_us(lambda a: F.group_norm(a, 32), [(x,)])
             flop = 2 * frames * h * w * c * 27 * c
             return {"time_us": med, "min_us": lo, "max_us": hi, "timed": how, "m": frames * h * w, "n": c, "k": 27 * c,
-                    "TFLOPs": flop / (med * 1e-6) / 1e12, "pad_us": pmed, "pad_TBps": (x.numel() + padded.numel()) * 2 / (pmed * 1e-6) / 1e12,
+                    "TFLOPs": flop / (med * 1e-6) / 1e12, "pad_us": pmed,
+                    "pad_TBps": (x.numel() + padded.numel()) * 2 / (pmed * 1e-6) / 1e12 if pmed else None,
                     "groupnorm_us": gmed, "groupnorm_TBps": 2 * x.numel() * 2 / (gmed * 1e-6) / 1e12}
         extra("hunyuan.vae.conv3d.%d.%dx%dx%d" % (c, frames, h, w),
               "F.pad replicate (2 frames before, 1 pixel around) then F.conv3d 3x3x3, bf16, %d channels, %d frames of %dx%d; "

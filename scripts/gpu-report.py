@@ -3,7 +3,8 @@
 tables of reports/gpu-validation.md.
 
 Usage: python3 scripts/gpu-report.py [FLEETSIM (build/fleetsim)] [DIR (reports/gpu)] [PREFIX (h200)] [GPU (h200-sxm)]
-Reads DIR/PREFIX-kernels-{bf16,fp32}[-cold].csv and DIR/PREFIX-probe.json; prints to stdout.
+Reads DIR/PREFIX-kernels-{bf16,fp32}[-cold].csv and DIR/PREFIX-probe.json (an empty PREFIX: the probe's own names,
+kernels-bf16.csv and probe.json); prints to stdout.
 """
 import json
 import os
@@ -17,8 +18,12 @@ prefix = sys.argv[3] if len(sys.argv) > 3 else "h200"
 gpu = sys.argv[4] if len(sys.argv) > 4 else "h200-sxm"
 
 
+def named(base):
+    return os.path.join(folder, "%s-%s" % (prefix, base) if prefix else base)
+
+
 def predicted(dtype, cold):
-    path = os.path.join(folder, "%s-kernels-%s%s.csv" % (prefix, dtype, "-cold" if cold else ""))
+    path = named("kernels-%s%s.csv" % (dtype, "-cold" if cold else ""))
     out = subprocess.run([fleetsim, "kernels", "--gpu", gpu, "--dtype", dtype, "--measured", path, "--json"],
                          check=True, capture_output=True, text=True).stdout
     return {r["name"]: r for r in json.loads(out)["rows"]}
@@ -42,7 +47,7 @@ def shape(r):
     return "%d x %d" % (r["m"], r["n"])
 
 
-probe = json.load(open(os.path.join(folder, "%s-probe.json" % prefix)))
+probe = json.load(open(named("probe.json")))
 batch = {r["name"]: r["batch"] for r in probe["rows"]}
 errors = {}
 print("| kernel | class | dtype | shape | measured | model | error | measured cold | error cold | model's bound |")
@@ -114,12 +119,12 @@ for name, x in extras.items():
 print()
 print("GEMMs of 4096^3 back to back (TFLOP/s per window of 16), from an idle start:")
 print()
-print("| operands | first window | after ~50 ms | last window | span |")
-print("|---|---:|---:|---:|---:|")
+print("| operands | first window | highest | lowest | last window | span |")
+print("|---|---:|---:|---:|---:|---:|")
 for name, x in extras.items():
     if name.startswith("sustained."):
         w = x["window_TFLOPs"]
-        print("| %s | %.0f | %.0f | %.0f | %.0f ms |" % (name.replace("sustained.gemm4096.", ""), w[0], w[len(w) // 4], w[-1], x["span_ms"]))
+        print("| %s | %.0f | %.0f | %.0f | %.0f | %.0f ms |" % (name.replace("sustained.gemm4096.", ""), w[0], max(w), min(w), w[-1], x["span_ms"]))
 print()
 for name in ("ceiling.copy", "ceiling.matmul"):
     if name in extras:

@@ -9,11 +9,12 @@
 #   4. scripts/gpu-kernel-probe.py: kernels timed through PyTorch at the shapes of FLUX, Llama 3 70B on TP 8 and the
 #      SDXL UNet, for `fleetsim kernels --measured` (where python3 has PyTorch with CUDA; FLEETSIM_GPU_PROBE=0 skips it).
 # Everything goes to OUT_DIR, and OUT_DIR.tar.gz holds it all. Missing CUDA libraries (cuBLAS, NCCL) are looked for
-# under /usr/local/cuda* and Python's nvidia packages.
+# under /usr/local/cuda*, /opt, /usr/lib and Python's nvidia packages. Run and validate use the node type the
+# calibration names (one with this GPU type), keeping the scenario's one GPU.
 # Usage: bash scripts/gpu-validate.sh [BUILD_DIR (build-gpu)] [OUT_DIR (gpu-results)]
 set -u
 cd "$(dirname "$0")/.."
-build=${1:-build-gpu}
+build=$(cd "${1:-build-gpu}" && pwd)
 out=${2:-gpu-results}
 mkdir -p "$out"
 status=0
@@ -30,20 +31,22 @@ step "the machine"
 
 # The loader finds what the build linked, or these: the CUDA toolkit's first, then Python's nvidia packages.
 if ldd "$build/libfleetsim_cuda.so" | grep -q "not found"; then
-  dirs=$(find -H /usr/local/cuda* /opt /usr/lib /usr/local/lib \
+  python_nvidia=$(python3 -c 'import nvidia; print(" ".join(nvidia.__path__))' 2>/dev/null || true)
+  dirs=$(find -H /usr/local/cuda* /opt /usr/lib /usr/local/lib $python_nvidia \
            \( -name 'libcudart.so.1*' -o -name 'libcublas.so.1*' -o -name 'libcublasLt.so.1*' -o -name 'libnccl.so.2' \) \
            -printf '%h\n' 2>/dev/null | awk '!seen[$0]++' | paste -sd:)
   export LD_LIBRARY_PATH="$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" | tee -a "$out/machine.txt"
 fi
 ldd "$build/libfleetsim_cuda.so" | grep -E "cudart|cublas|nccl|not found" | tee -a "$out/machine.txt"
-export FLEETSIM_CUDA_BACKEND=$PWD/$build/libfleetsim_cuda.so FLEETSIM_SOURCE_DIR=$PWD
+export FLEETSIM_CUDA_BACKEND=$build/libfleetsim_cuda.so FLEETSIM_SOURCE_DIR=$PWD
 # The GPU's clocks, power and temperature through it all, every 100 ms (and why clocks are held down, where the
 # driver names that field).
 nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv -lms 100 > "$out/clocks.csv" 2>&1 &
 sampler=$!
 nvidia-smi --query-gpu=timestamp,clocks_event_reasons.active --format=csv -lms 100 > "$out/clock-reasons.csv" 2>&1 &
 reasons=$!
+trap 'kill "$sampler" "$reasons" 2>/dev/null' EXIT
 
 step "1. the GPU tests"
 timeout 120 "$build/tests/fleetsim_gpu_tests" --durations yes 2>&1 | tee "$out/gpu-tests.log"
@@ -55,10 +58,13 @@ timeout 120 "$build/fleetsim" calibrate --backend cuda --out "$out/profile.json"
 [ "${PIPESTATUS[0]}" -eq 0 ] || fail "calibrate --backend cuda failed"
 
 step "3. run on scenarios/gpu-validate.json with the catalog's figures, validate with the profile"
-timeout 60 "$build/fleetsim" run scenarios/gpu-validate.json --backend cuda --out "$out/run-catalog" 2>&1 | tee "$out/run-catalog.log"
+node=$(grep -o '"node type": "[^"]*"' "$out/profile.json" 2>/dev/null | cut -d'"' -f4 || true)
+on_node=()
+[ -z "$node" ] || [ "$node" = none ] || on_node=(--set "/cluster/nodes/0/type=$node")
+timeout 60 "$build/fleetsim" run scenarios/gpu-validate.json --backend cuda "${on_node[@]}" --out "$out/run-catalog" 2>&1 | tee "$out/run-catalog.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || fail "run --backend cuda failed"
 if [ -f "$out/profile.json" ]; then
-  timeout 60 "$build/fleetsim" validate scenarios/gpu-validate.json --backend cuda --profile "$out/profile.json" \
+  timeout 60 "$build/fleetsim" validate scenarios/gpu-validate.json --backend cuda --profile "$out/profile.json" "${on_node[@]}" \
     --repeat 3 --out "$out/validate-profile" 2>&1 | tee "$out/validate-profile.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || fail "validate --backend cuda failed"
 fi
@@ -75,7 +81,6 @@ else
 fi
 
 step "done"
-kill "$sampler" "$reasons" 2>/dev/null
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee -a "$out/machine.txt"
 tar -czf "$out.tar.gz" -C "$(dirname "$out")" "$(basename "$out")"
 exit "$status"

@@ -291,8 +291,9 @@ class CudaCalibration {
       // Filled before each dtype's points run, in that dtype, with the random values the backend's operands hold.
       auto prepare = [g, a, b, t, elements] {
         g->select();
-        FLEETSIM_CUDA(g->name(), kernel(gpu::fill_random(a, t.element, 1, elements, g->stream())));
-        FLEETSIM_CUDA(g->name(), kernel(gpu::fill_random(b, t.element, 2, elements, g->stream())));
+        const auto seed = 2 * static_cast<std::uint64_t>(t.element);  // the backend's seeds (cuda_backend.cpp)
+        FLEETSIM_CUDA(g->name(), kernel(gpu::fill_random(a, t.element, seed + 1, elements, g->stream())));
+        FLEETSIM_CUDA(g->name(), kernel(gpu::fill_random(b, t.element, seed + 2, elements, g->stream())));
       };
       // 8 to 64 tiles a sample (1.5 to 12 ms of bf16 on an H200), with no pure-GEMM warm-up beyond kWarmups: under
       // its power limit an H200 ran bf16 tiles at 757 TFLOP/s so, and at 700 after a quarter second of nothing but

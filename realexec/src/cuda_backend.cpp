@@ -128,21 +128,25 @@ void* device_alloc(double bytes, const std::string& what, const Device& d) {
 // A multiple of kGemmAlign elements, the nearest to `x` (0 below half of one).
 int aligned(double x) { return kGemmAlign * static_cast<int>(std::llround(x / kGemmAlign)); }
 
-// GEMMs totalling `flop`: tiles of kGemmTile^3, then an n x n x k product for the remainder (or a cube when the
-// remainder is under one n x n x kGemmAlign product), k and the cube's side rounded to kGemmAlign.
-void gemm(Device& d, double flop, gpu::Element e, const std::string& where) {
-  if (!(flop > 0)) return;
+// GEMMs totalling about `flop`: tiles of kGemmTile^3, then an n x n x k product for the remainder (or a cube when the
+// remainder is under one n x n x kGemmAlign product), k and the cube's side rounded to kGemmAlign. Returns the FLOP
+// they do.
+double gemm(Device& d, double flop, gpu::Element e, const std::string& where) {
+  if (!(flop > 0)) return 0;
   const double n = kGemmTile, tile = gpu::gemm_flop(n, n, n);
   void *a = d.a[static_cast<std::size_t>(e)], *b = d.b[static_cast<std::size_t>(e)];
-  for (double done = tile; done <= flop; done += tile) FLEETSIM_CUDA(where, blas(gpu::gemm(d.blas, e, kGemmTile, kGemmTile, kGemmTile, a, b, d.c)));
-  const double rest = std::fmod(flop, tile);
+  double done = 0;
+  for (; done + tile <= flop; done += tile) FLEETSIM_CUDA(where, blas(gpu::gemm(d.blas, e, kGemmTile, kGemmTile, kGemmTile, a, b, d.c)));
+  const double rest = flop - done;
   if (rest >= gpu::gemm_flop(n, n, kGemmAlign)) {
     const int k = std::min(aligned(rest / gpu::gemm_flop(n, n, 1)), kGemmTile);
     FLEETSIM_CUDA(where, blas(gpu::gemm(d.blas, e, kGemmTile, kGemmTile, k, a, b, d.c)));
-  } else {
-    const int side = aligned(std::cbrt(rest / 2));
-    if (side > 0) FLEETSIM_CUDA(where, blas(gpu::gemm(d.blas, e, side, side, side, a, b, d.c)));
+    return done + gpu::gemm_flop(n, n, k);
   }
+  const int side = aligned(std::cbrt(rest / 2));
+  if (side == 0) return done;
+  FLEETSIM_CUDA(where, blas(gpu::gemm(d.blas, e, side, side, side, a, b, d.c)));
+  return done + gpu::gemm_flop(side, side, side);
 }
 
 // `bytes` of memory traffic as triads walking on through the arrays.
@@ -155,6 +159,18 @@ void stream(Device& d, double bytes, const std::string& where) {
     FLEETSIM_CUDA(where, kernel(gpu::triad(d.sa + d.cursor, d.sb + d.cursor, d.sc + d.cursor, 3.0f, n, d.stream)));
     d.cursor += n;
     left -= n;
+  }
+}
+
+// A task's FLOP and bytes as `launches` calls of GEMMs, then triads. Each call's GEMMs are rounded to kGemmAlign and
+// what one leaves out (or adds) is carried to the next, so the task's GEMMs do its FLOP to within half a rounding step.
+void run_work(Device& d, double flop, double bytes, gpu::Element e, std::uint32_t launches, const std::string& where) {
+  const std::uint32_t n = std::max<std::uint32_t>(launches, 1);
+  double carried = 0;
+  for (std::uint32_t l = 0; l < n; ++l) {
+    const double wanted = flop / n + carried;
+    carried = wanted - gemm(d, wanted, e, where);
+    stream(d, bytes / n, where);
   }
 }
 
@@ -692,12 +708,7 @@ class CudaRun {
     attempt([&] {
       const double share = trace_.tasks[rec].work_scale / s.gpus;
       const TaskWork w = work_on(s, plan_.cluster.gpu_type(gpu(rec, member)));
-      const std::uint32_t launches = std::max<std::uint32_t>(w.launches, 1);
-      const double per_launch = 1.0 / launches;
-      for (std::uint32_t l = 0; l < launches; ++l) {
-        gemm(d, w.flop * share * per_launch, element_of(s.dtype), where);
-        stream(d, w.bytes * share * per_launch, where);
-      }
+      run_work(d, w.flop * share, w.bytes * share, element_of(s.dtype), w.launches, where);
     });
     const bool communicates = replay::communicates(s) && gang != nullptr;
     if (communicates) pass(kComputed);
@@ -968,11 +979,7 @@ class CudaRankDevice final : public replay::RankDevice {
     wait();
   }
   void compute(double flop, double bytes, Dtype dtype, std::uint32_t launches) override {
-    const std::uint32_t n = std::max<std::uint32_t>(launches, 1);
-    for (std::uint32_t l = 0; l < n; ++l) {
-      gemm(d_, flop / n, element_of(dtype), d_.name);
-      stream(d_, bytes / n, d_.name);
-    }
+    run_work(d_, flop, bytes, element_of(dtype), launches, d_.name);
     wait();
   }
   void collective(std::size_t group, CollectiveOp op, std::size_t count) override {

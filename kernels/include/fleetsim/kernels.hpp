@@ -26,7 +26,8 @@ std::size_t element_bytes(Element e);
 
 // x[i] = value for i < count, converted to the element type.
 int fill(void* x, Element e, double value, std::size_t count, Stream stream);
-// x[i] = random_value(seed, i) for i < count, converted to the element type. GEMMs are timed on such operands: a
+// x[i] = random_value(seed, i) for i < count, converted to the element type (rounding can make a value just under 1
+// exactly 1 in fp32, fp16 or bf16). GEMMs are timed on such operands: a
 // tensor core's power, and so its clock under the power limit, depends on the bits it multiplies, and constants
 // (or zeros) run faster than the data of a real model.
 int fill_random(void* x, Element e, std::uint64_t seed, std::size_t count, Stream stream);
@@ -36,7 +37,7 @@ int fill_random(void* x, Element e, std::uint64_t seed, std::size_t count, Strea
 #else
 #define FLEETSIM_HOST_DEVICE
 #endif
-// Uniform in [-1, 1): the top 53 bits of splitmix64(seed + i).
+// Uniform in [-1, 1) in double: the top 53 bits of the (i + 1)-th output of splitmix64 seeded with `seed`.
 FLEETSIM_HOST_DEVICE inline double random_value(std::uint64_t seed, std::uint64_t i) {
   std::uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
