@@ -46,8 +46,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr int kGemmTile = 4096;                                  // square GEMMs of this side, then one for the remainder
-// GEMM dimensions in multiples of this: cuBLAS's tensor-core kernels want 16-byte aligned rows.
-constexpr int kGemmAlign = 16;
+constexpr int kGemmAlign = 16;  // GEMM dimensions in multiples of this (gpu::GemmPlan)
 // 256 MiB per triad array, far above any GPU's L2: each triad long enough that its launch and tail cost little, as
 // in the CUDA calibration's stream points (calibrate_cuda.cpp).
 constexpr std::size_t kStreamFloats = std::size_t{1} << 26;
@@ -125,28 +124,12 @@ void* device_alloc(double bytes, const std::string& what, const Device& d) {
   return p;
 }
 
-// A multiple of kGemmAlign elements, the nearest to `x` (0 below half of one).
-int aligned(double x) { return kGemmAlign * static_cast<int>(std::llround(x / kGemmAlign)); }
-
-// GEMMs totalling about `flop`: tiles of kGemmTile^3, then an n x n x k product for the remainder (or a cube when the
-// remainder is under one n x n x kGemmAlign product), k and the cube's side rounded to kGemmAlign. Returns the FLOP
-// they do.
-double gemm(Device& d, double flop, gpu::Element e, const std::string& where) {
-  if (!(flop > 0)) return 0;
-  const double n = kGemmTile, tile = gpu::gemm_flop(n, n, n);
+// The GEMMs of `plan` on the operands of element type `e`.
+void gemm(Device& d, const gpu::GemmPlan& plan, gpu::Element e, const std::string& where) {
   void *a = d.a[static_cast<std::size_t>(e)], *b = d.b[static_cast<std::size_t>(e)];
-  double done = 0;
-  for (; done + tile <= flop; done += tile) FLEETSIM_CUDA(where, blas(gpu::gemm(d.blas, e, kGemmTile, kGemmTile, kGemmTile, a, b, d.c)));
-  const double rest = flop - done;
-  if (rest >= gpu::gemm_flop(n, n, kGemmAlign)) {
-    const int k = std::min(aligned(rest / gpu::gemm_flop(n, n, 1)), kGemmTile);
-    FLEETSIM_CUDA(where, blas(gpu::gemm(d.blas, e, kGemmTile, kGemmTile, k, a, b, d.c)));
-    return done + gpu::gemm_flop(n, n, k);
-  }
-  const int side = aligned(std::cbrt(rest / 2));
-  if (side == 0) return done;
-  FLEETSIM_CUDA(where, blas(gpu::gemm(d.blas, e, side, side, side, a, b, d.c)));
-  return done + gpu::gemm_flop(side, side, side);
+  for (std::size_t t = 0; t < plan.tiles; ++t) FLEETSIM_CUDA(where, blas(gpu::gemm(d.blas, e, kGemmTile, kGemmTile, kGemmTile, a, b, d.c)));
+  if (plan.k > 0) FLEETSIM_CUDA(where, blas(gpu::gemm(d.blas, e, kGemmTile, kGemmTile, plan.k, a, b, d.c)));
+  if (plan.cube > 0) FLEETSIM_CUDA(where, blas(gpu::gemm(d.blas, e, plan.cube, plan.cube, plan.cube, a, b, d.c)));
 }
 
 // `bytes` of memory traffic as triads walking on through the arrays.
@@ -162,15 +145,12 @@ void stream(Device& d, double bytes, const std::string& where) {
   }
 }
 
-// A task's FLOP and bytes as `launches` calls of GEMMs, then triads. Each call's GEMMs are rounded to kGemmAlign and
-// what one leaves out (or adds) is carried to the next, so the task's GEMMs do its FLOP to within half a rounding step.
+// A task's FLOP and bytes as `launches` calls of GEMMs (gpu::plan_launches), each then a share of the triads.
 void run_work(Device& d, double flop, double bytes, gpu::Element e, std::uint32_t launches, const std::string& where) {
-  const std::uint32_t n = std::max<std::uint32_t>(launches, 1);
-  double carried = 0;
-  for (std::uint32_t l = 0; l < n; ++l) {
-    const double wanted = flop / n + carried;
-    carried = wanted - gemm(d, wanted, e, where);
-    stream(d, bytes / n, where);
+  const std::vector<gpu::GemmPlan> plans = gpu::plan_launches(flop, launches, kGemmTile, kGemmAlign);
+  for (const gpu::GemmPlan& plan : plans) {
+    gemm(d, plan, e, where);
+    stream(d, bytes / static_cast<double>(plans.size()), where);
   }
 }
 

@@ -8,8 +8,11 @@
 // into an error naming its task and device.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 struct CUstream_st;    // cudaStream_t is CUstream_st*
 struct cublasContext;  // cublasHandle_t is cublasContext*
@@ -59,6 +62,44 @@ int layernorm_rows(const float* in, float* out, int rows, int cols, float epsilo
 int gemm(Blas blas, Element e, int m, int n, int k, const void* a, const void* b, void* c);
 // 2 m n k: the FLOP of one gemm (one multiply-add is two).
 inline double gemm_flop(double m, double n, double k) { return 2 * m * n * k; }
+
+// How the backend runs some FLOP as GEMMs: `tiles` products of tile^3, then one tile x tile x k (k > 0), or, where
+// less than a tile x tile x align product is left, one cube of side `cube` (0: none). k and the cube's side are
+// multiples of `align`: cuBLAS's tensor-core kernels want 16-byte aligned rows, and on an H200 an odd k ran 3x
+// slower (reports/gpu-validation.md).
+struct GemmPlan {
+  std::size_t tiles = 0;
+  int k = 0, cube = 0;
+  double flop(int tile) const { return static_cast<double>(tiles) * gemm_flop(tile, tile, tile) + gemm_flop(tile, tile, k) + gemm_flop(cube, cube, cube); }
+};
+inline GemmPlan plan_gemms(double flop, int tile, int align) {
+  GemmPlan p;
+  if (!(flop > 0)) return p;
+  const double whole = gemm_flop(tile, tile, tile);
+  p.tiles = static_cast<std::size_t>(flop / whole);
+  const double rest = flop - static_cast<double>(p.tiles) * whole;
+  const auto multiple = [align](double x) { return align * static_cast<int>(std::llround(x / align)); };
+  if (rest >= gemm_flop(tile, tile, align)) {
+    p.k = std::min(multiple(rest / gemm_flop(tile, tile, 1)), tile);
+  } else {
+    p.cube = multiple(std::cbrt(rest / 2));
+  }
+  return p;
+}
+// A task's FLOP in `launches` calls, one plan each: what one call's rounding leaves out (or adds) is carried to the
+// next, so the calls together do the FLOP to within half of the last rounding step.
+inline std::vector<GemmPlan> plan_launches(double flop, std::uint32_t launches, int tile, int align) {
+  const std::uint32_t n = std::max<std::uint32_t>(launches, 1);
+  std::vector<GemmPlan> plans;
+  plans.reserve(n);
+  double carried = 0;
+  for (std::uint32_t l = 0; l < n; ++l) {
+    const double wanted = flop / n + carried;
+    plans.push_back(plan_gemms(wanted, tile, align));
+    carried = wanted - plans.back().flop(tile);
+  }
+  return plans;
+}
 
 // The same computations on the CPU, in double precision where it matters, for correctness tests.
 namespace reference {
