@@ -16,11 +16,14 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SETS = [  # (title, GPU type, file, fitted to it)
-    ("Vidur, A100 SXM 80GB, fp16", "a100-sxm-80gb", "calibrate/data/vidur/compute/a100.csv", True),
-    ("Vidur, H100 SXM, fp16", "h100-sxm", "calibrate/data/vidur/compute/h100.csv", True),
-    ("FlashAttention-2 and PyTorch SDPA (published), H100 SXM, fp16", "h100-sxm", "calibrate/data/attention/h100_fa2_sdpa.csv", True),
-    ("FlashAttention-2 forward and backward (published), A100 SXM 80GB, fp16", "a100-sxm-80gb", "calibrate/data/attention/a100_fa2_fwd_bwd.csv", True),
+SETS = [  # (title, GPU type, file, dtype, fitted to it)
+    ("Vidur, A100 SXM 80GB, fp16", "a100-sxm-80gb", "calibrate/data/vidur/compute/a100.csv", "fp16", True),
+    ("Vidur, H100 SXM, fp16", "h100-sxm", "calibrate/data/vidur/compute/h100.csv", "fp16", True),
+    ("FlashAttention-2 and PyTorch SDPA (published), H100 SXM, fp16", "h100-sxm", "calibrate/data/attention/h100_fa2_sdpa.csv", "fp16", True),
+    ("FlashAttention-2 forward and backward (published), A100 SXM 80GB, fp16", "a100-sxm-80gb", "calibrate/data/attention/a100_fa2_fwd_bwd.csv", "fp16", True),
+    # Measured by this project on one H200 (reports/gpu-validation.md): not fitted to.
+    ("PyTorch 2.11 on an H200 at model shapes (measured here), bf16", "h200-sxm", "reports/gpu/h200-kernels-bf16.csv", "bf16", False),
+    ("PyTorch 2.11 on an H200 at model shapes (measured here), fp32", "h200-sxm", "reports/gpu/h200-kernels-fp32.csv", "fp32", False),
 ]
 
 
@@ -179,15 +182,17 @@ def main():
     out = []
     w = out.append
     w("# Compute: the kernel-time model against measured kernels\n")
-    w("Made by `python3 scripts/compute-report.py` (%s). Each set is `fleetsim kernels --gpu GPU --dtype fp16 --measured FILE`: "
+    w("Made by `python3 scripts/compute-report.py` (%s). Each set is `fleetsim kernels --gpu GPU --dtype DTYPE --measured FILE`: "
       "every measured kernel predicted from its shape by the kernel-time model (`sim/src/compute/kernel_model.cpp`, constants "
       "in `models/kernels.json`). Error = (predicted - measured) / measured; bias is the median signed error.\n" % version)
     w("The A100 and H100 GEMM and memory-bound constants were fitted to the Vidur sets below (`python3 scripts/fit-kernels.py`, "
       "which runs `fleetsim kernels --fit`), and the A100 and H100 attention constants to the attention sets: these errors are "
       "in-sample. They show the model's shape can follow the measurements with a few constants per architecture; "
-      "end-to-end steps it was not fitted to are the test of it.\n")
-    for title, gpu, path, fitted in SETS:
-        doc = fleetsim(args.fleetsim, "kernels", "--gpu", gpu, "--dtype", "fp16", "--measured", path)
+      "end-to-end steps it was not fitted to are the test of it, and so are the H200 sets (kernels this project timed on "
+      "one H200 through PyTorch 2.11, `scripts/gpu-kernel-probe.py`; [gpu-validation.md](gpu-validation.md) has them "
+      "warm and cold, with convolutions and the attention backends).\n")
+    for title, gpu, path, dtype, fitted in SETS:
+        doc = fleetsim(args.fleetsim, "kernels", "--gpu", gpu, "--dtype", dtype, "--measured", path)
         rows = doc["rows"]
         w("## %s\n" % title)
         w("`%s`, %d kernels%s.\n" % (path, len(rows), ", fitted to" if fitted else ""))
@@ -209,6 +214,12 @@ def main():
                     e = [abs(r["error"]) for r in rs if lo < r["m"] <= hi]
                     cells.append("%s (%d)" % (pct(quantile(e, 0.5)), len(e)) if e else "-")
                 w("| %s | %s |" % (op, " | ".join(cells)))
+        elif path.startswith("reports/gpu/"):
+            w("\n| kernel | m | n | k | measured (us) | predicted (us) | error |")
+            w("|---|---:|---:|---:|---:|---:|---:|")
+            for r in rows:
+                w("| %s | %d | %d | %d | %.1f | %.1f | %s |" % (r["name"], r["m"], r["n"], r["k"], r["measured_s"] * 1e6, r["time_s"] * 1e6,
+                                                          spct(r["error"])))
         else:
             sources = {}
             for r in rows:
@@ -380,9 +391,16 @@ def main():
       "heuristics are not public; the model takes the fastest of its candidates, which the real pick is not always.")
     w("- The L2 term (the share of a memory-bound kernel's bytes that fits in the L2 cache moves faster) is a smooth "
       "stand-in for a sharp effect.")
-    w("- Convolutions run at the GEMM tiles' efficiency as implicit GEMMs; none was measured here. Published cuDNN 3x3x3 "
-      "figures on an A100 sit near the GEMM class's share (above), but the HunyuanVideo decodes take three times the "
-      "model's time. The NCHW transposes eager PyTorch adds around them are modelled as copies. One lead, not modelled: "
+    w("- Convolutions run at the GEMM tiles' efficiency as implicit GEMMs. Measured on an H200 with PyTorch 2.11 and "
+      "cuDNN 9.19 ([gpu-validation.md](gpu-validation.md)): HunyuanVideo's 3x3x3 decoder convolutions take 5-23% longer "
+      "than that GEMM, GroupNorm over a whole clip matches the model (6.59 ms measured, 6.63 ms modelled at "
+      "512 channels, 33 x 90 x 160), but its replicate pads move 0.5 TB/s, 4.3-5 times slower than the model's pad "
+      "(3% of its decode, so some 11% more): none of which makes the three times by which the published HunyuanVideo "
+      "decodes exceed the model. SDXL's NCHW 3x3 convolutions: the model's two transposes and GEMM give 145 us at 320 "
+      "channels and 128 x 128 (measured 146-149), 127 us at 640 and 64 x 64 (143-147) and 112 us at 1,280 and 32 x 32 "
+      "(174-179); channels-last they run as fast as the GEMM. Published cuDNN 3x3x3 "
+      "figures on an A100 sit near the GEMM class's share (above). The NCHW transposes eager PyTorch adds around them are "
+      "modelled as copies. One lead, not modelled: "
       "the PyTorch release a run used decides which code a 3D convolution runs. PyTorch 2.9.0 turned cuDNN off for "
       "half-precision 3D convolutions with kernels larger than 1 on cuDNN 9.8 and later (pytorch/pytorch pull request "
       "163581, a workaround for a wrong-result bug), so they fall back to vol2col and a GEMM, and 2.9.1 turns it back on "
@@ -390,8 +408,7 @@ def main():
       "about 17 times the memory). SGLang measured its LTX-2 decode on two H100s at 1,585 ms before and 925 ms after "
       "moving its 3D convolutions' weights to channels_last_3d, which took them off `slow_conv_dilated3d` and onto cuDNN "
       "(sgl-project/sglang pull request 23200, read as a search excerpt). The published HunyuanVideo decodes do not say "
-      "which PyTorch they ran, so the gap is not attributed: it needs a measured 3D convolution at these shapes (issue "
-      "47's GPU run).")
+      "which PyTorch they ran; with cuDNN's 3D convolutions (as measured here) the kernels do not explain the gap.")
     w("- GroupNorm's statistics (one CTA per sample and group) take a per-CTA pace derived from four published eager "
       "GroupNorm+SiLU timings on Hopper (sglang pull requests 26045 and 23938; see `models/kernels.json`); Ampere takes the "
       "same pace, a guess.")
@@ -401,7 +418,13 @@ def main():
     w("- Eager op lists are read from ComfyUI's and diffusers' code (`models/runtimes.json`), not from a profiler trace: "
       "where a count rests on PyTorch internals (RMSNorm a composite before PyTorch 2.9, cuDNN's layout transposes "
       "around each NCHW convolution) the entry says so. Broadcast and strided elementwise kernels on Hopper are fitted to "
-      "one eager RMSNorm chain; Ampere's are scaled from it (a guess).")
+      "one eager RMSNorm chain on an H100 (1.57 TB/s); Ampere's are scaled from it (a guess). On the H200 they moved 1.6 TB/s "
+      "(measured here, and sglang's 1.5), not the 2.2 the model's share of its faster HBM gives: their pace looks bound "
+      "by the SMs rather than by memory.")
+    w("- Attention: PyTorch 2.11 runs `scaled_dot_product_attention` on an H200 with cuDNN's kernel by default, 1.75-2 "
+      "times FlashAttention-2, whose time the model's Hopper constants give (the H200 sets above: +66% on the default, "
+      "1.3% off FlashAttention-2 forced at FLUX's shape). Which one a runtime gets depends on its PyTorch release; the "
+      "model has no such choice yet.")
     w("- Attention on A100: fitted to forward and backward passes timed together, so its forward level rests on the "
       "backward's rate measured on another Ampere GPU (an RTX A5000; `models/kernels.json`). Every constant for Volta, "
       "Ada and Blackwell GPUs: no measurement of them was fitted; `fleetsim kernels` says so where it applies them.\n")
