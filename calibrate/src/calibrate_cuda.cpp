@@ -296,7 +296,7 @@ class CudaCalibration {
         FLEETSIM_CUDA(g->name(), kernel(gpu::fill_random(b, t.element, seed + 2, elements, g->stream())));
       };
       // 8 to 64 tiles a sample (1.5 to 12 ms of bf16 on an H200), with no pure-GEMM warm-up beyond kWarmups: under
-      // its power limit an H200 ran bf16 tiles at 757 TFLOP/s so, and at 700 after a quarter second of nothing but
+      // its power limit an H200 ran bf16 tiles at 756-759 TFLOP/s so, and at 700 after a quarter second of nothing but
       // GEMMs, while the GEMMs of a graph that mixes them with other work ran nearer the first figure
       // (reports/gpu-validation.md).
       for (int tiles : {8, 16, 32, 64}) {

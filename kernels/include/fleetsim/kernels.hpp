@@ -30,9 +30,8 @@ std::size_t element_bytes(Element e);
 // x[i] = value for i < count, converted to the element type.
 int fill(void* x, Element e, double value, std::size_t count, Stream stream);
 // x[i] = random_value(seed, i) for i < count, converted to the element type (rounding can make a value just under 1
-// exactly 1 in fp32, fp16 or bf16). GEMMs are timed on such operands: a
-// tensor core's power, and so its clock under the power limit, depends on the bits it multiplies, and constants
-// (or zeros) run faster than the data of a real model.
+// exactly 1 in fp32, fp16 or bf16). GEMMs are timed on such operands: a tensor core's power, and so its clock under
+// the power limit, depends on the bits it multiplies, and constants (or zeros) run faster than a real model's data.
 int fill_random(void* x, Element e, std::uint64_t seed, std::size_t count, Stream stream);
 
 #if defined(__CUDACC__)
