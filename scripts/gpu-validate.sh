@@ -11,10 +11,11 @@
 # Everything goes to OUT_DIR, and OUT_DIR.tar.gz holds it all. Missing CUDA libraries (cuBLAS, NCCL) are looked for
 # under /usr/local/cuda*, /opt, /usr/lib and Python's nvidia packages. Run and validate use the node type the
 # calibration names (one with this GPU type), keeping the scenario's one GPU.
-# Usage: bash scripts/gpu-validate.sh [BUILD_DIR (build-gpu)] [OUT_DIR (gpu-results)]
+# Usage: bash scripts/gpu-validate.sh [BUILD_DIR (build-gpu)] [OUT_DIR (gpu-results)], relative paths from the
+# repository's root.
 set -u
 cd "$(dirname "$0")/.."
-build=$(cd "${1:-build-gpu}" && pwd)
+build=$(cd "${1:-build-gpu}" 2>/dev/null && pwd) || { echo "gpu-validate: no build folder ${1:-build-gpu}" >&2; exit 2; }
 out=${2:-gpu-results}
 mkdir -p "$out"
 status=0
