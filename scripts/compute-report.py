@@ -423,8 +423,10 @@ def main():
       "by the SMs rather than by memory.")
     w("- Attention: PyTorch 2.11 runs `scaled_dot_product_attention` on an H200 with cuDNN's kernel by default, 1.75-2 "
       "times FlashAttention-2, whose time the model's Hopper constants give (the H200 sets above: +66% on the default, "
-      "1.3% off FlashAttention-2 forced at FLUX's shape). Which one a runtime gets depends on its PyTorch release; the "
-      "model has no such choice yet.")
+      "1.3% off FlashAttention-2 forced at FLUX's shape). PyTorch puts cuDNN first on sm90 and sm100 where its cuDNN is "
+      "newer than 9.15, as the 2.11 wheels' is (`check_prefer_cudnn_attention`; huggingface/transformers pull request "
+      "48163); before, FlashAttention-2 (2.5.0 briefly preferred cuDNN; pytorch/pytorch pull request 138522). The model's "
+      "constants describe the latter and it has no such choice yet.")
     w("- Attention on A100: fitted to forward and backward passes timed together, so its forward level rests on the "
       "backward's rate measured on another Ampere GPU (an RTX A5000; `models/kernels.json`). Every constant for Volta, "
       "Ada and Blackwell GPUs: no measurement of them was fitted; `fleetsim kernels` says so where it applies them.\n")
