@@ -395,7 +395,7 @@ def main():
       "cuDNN 9.19 ([gpu-validation.md](gpu-validation.md)): HunyuanVideo's 3x3x3 decoder convolutions take 5-23% longer "
       "than that GEMM, GroupNorm over a whole clip matches the model (6.59 ms measured, 6.63 ms modelled at "
       "512 channels, 33 x 90 x 160), but its replicate pads move 0.5 TB/s, 4.3-5 times slower than the model's pad "
-      "(3% of its decode, so some 11% more): none of which makes the three times by which the published HunyuanVideo "
+      "(the pads are 3% of the modelled decode; at the measured pace they would add some 11%): none of which makes the three times by which the published HunyuanVideo "
       "decodes exceed the model. SDXL's NCHW 3x3 convolutions: the model's two transposes and GEMM give 145 us at 320 "
       "channels and 128 x 128 (measured 146-149), 127 us at 640 and 64 x 64 (143-147) and 112 us at 1,280 and 32 x 32 "
       "(174-179); channels-last they run as fast as the GEMM. Published cuDNN 3x3x3 "
