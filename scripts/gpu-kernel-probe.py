@@ -145,7 +145,6 @@ def extra(name, what, fn):
     torch.cuda.empty_cache()
 
 
-B16 = torch.bfloat16
 ESIZE = {"bf16": 2, "fp32": 4}
 TORCH_DTYPE = {"bf16": torch.bfloat16, "fp32": torch.float32}
 
@@ -349,7 +348,7 @@ def others():
 
 def launches():
     """The host's time per eager op, and the GPU's per tiny kernel launched back to back."""
-    def host(op_name, op, count=20000):
+    def host(op, count=20000):
         a = torch.ones(1, device=dev)
         b = torch.ones(1, device=dev)
         out = torch.empty(1, device=dev)
@@ -365,15 +364,15 @@ def launches():
         return {"per_op_us": (t1 - t0) / count * 1e6, "per_op_with_sync_us": (t2 - t0) / count * 1e6, "ops": count}
 
     extra("launch.eager.add_out", "torch.add(a, b, out=o) on 1 element, host time per call (the dispatcher and the launch)",
-          lambda: host("add_out", lambda a, b, o: torch.add(a, b, out=o)))
+          lambda: host(lambda a, b, o: torch.add(a, b, out=o)))
     extra("launch.eager.mul_alloc", "a * b on 1 element, allocating its output, host time per call",
-          lambda: host("mul", lambda a, b, o: a * b))
+          lambda: host(lambda a, b, o: a * b))
 
     def lin():
         x = rand(1, 64)
         w = rand(64, 64)
         layer = lambda a, b, o: F.linear(x, w)  # noqa: E731
-        return host("linear", layer)
+        return host(layer)
     extra("launch.eager.linear", "F.linear on a 1 x 64 input, host time per call", lin)
 
     def graph_burst():

@@ -47,11 +47,19 @@ def shape(r):
     return "%d x %d" % (r["m"], r["n"])
 
 
+def table(title, header, align):
+    """A Markdown table's opening: its title (if any) and a blank line, the header, the alignment row."""
+    if title:
+        print(title)
+        print()
+    print("| " + " | ".join(header) + " |")
+    print("|" + "|".join("---:" if a == "r" else "---" for a in align) + "|")
+
+
 probe = json.load(open(named("probe.json")))
 batch = {r["name"]: r["batch"] for r in probe["rows"]}
 errors = {}
-print("| kernel | class | dtype | shape | measured | model | error | measured cold | error cold | model's bound |")
-print("|---|---|---|---|---:|---:|---:|---:|---:|---|")
+table(None, ["kernel", "class", "dtype", "shape", "measured", "model", "error", "measured cold", "error cold", "model's bound"], "llllrrrrrl")
 for dtype in ("bf16", "fp32"):
     warm, cold = predicted(dtype, False), predicted(dtype, True)
     for name, r in warm.items():
@@ -65,18 +73,15 @@ for dtype in ("bf16", "fp32"):
             "%.1f us" % (c["measured_s"] * 1e6) if c else "", pct(ce) if c else "",
             "memory" if r["memory_bound"] else "compute"))
 print()
-print("| class | kernels | median error | median abs error | range |")
-print("|---|---:|---:|---:|---|")
+table(None, ["class", "kernels", "median error", "median abs error", "range"], "lrrrl")
 for cls, es in sorted(errors.items()):
     print("| %s | %d | %s | %.0f%% | %s to %s |" % (cls, len(es), pct(statistics.median(es)),
                                                    100 * statistics.median(abs(e) for e in es), pct(min(es)), pct(max(es))))
 print()
 
 extras = {x["name"]: x for x in probe["extras"]}
-print("Convolutions (cuDNN through `F.conv2d` / `F.conv3d`), against the model's GEMM of the same M, N, K (bf16):")
-print()
-print("| convolution | layout | dtype | measured | TFLOP/s | model (GEMM M x N x K) |")
-print("|---|---|---|---:|---:|---:|")
+table("Convolutions (cuDNN through `F.conv2d` / `F.conv3d`), against the model's GEMM of the same M, N, K (bf16):",
+      ["convolution", "layout", "dtype", "measured", "TFLOP/s", "model (GEMM M x N x K)"], "lllrrr")
 for name, x in extras.items():
     if not name.startswith(("sdxl.conv3x3", "hunyuan.vae.conv3d")):
         continue
@@ -87,10 +92,7 @@ for name, x in extras.items():
         ".".join(parts[:-2]) if name.startswith("sdxl") else name, layout, dt, x["time_us"], x["TFLOPs"],
         gemm_us(x["m"], x["n"], x["k"]), x["m"], x["n"], x["k"]))
 print()
-print("Memory-bound kernels with no class of their own in the measured-kernel files:")
-print()
-print("| kernel | measured | achieved |")
-print("|---|---:|---:|")
+table("Memory-bound kernels with no class of their own in the measured-kernel files:", ["kernel", "measured", "achieved"], "lrr")
 for name, x in extras.items():
     if name.startswith("hunyuan.vae.conv3d"):
         print("| %s: replicate pad | %.0f us | %.2f TB/s |" % (name, x["pad_us"], x["pad_TBps"]))
@@ -98,29 +100,22 @@ for name, x in extras.items():
     elif "TBps" in x and "time_us" in x:
         print("| %s (%s) | %.1f us | %.2f TB/s |" % (name, x["what"], x["time_us"], x["TBps"]))
 print()
-print("Attention backends (`torch.nn.attention.sdpa_kernel`), the default being PyTorch's own choice:")
-print()
-print("| case | default | flash (FA2) | cuDNN | memory-efficient |")
-print("|---|---|---:|---:|---:|")
+table("Attention backends (`torch.nn.attention.sdpa_kernel`), the default being PyTorch's own choice:",
+      ["case", "default", "flash (FA2)", "cuDNN", "memory-efficient"], "llrrr")
 for name, x in extras.items():
     if not name.startswith("sdpa.backends"):
         continue
     cell = lambda b: "%.0f us (%.0f TFLOP/s)" % (x[b]["time_us"], x[b]["TFLOPs"]) if isinstance(x.get(b), dict) else str(x.get(b))  # noqa: E731
     print("| %s | %s | %s | %s | %s |" % (name, x["default"], cell("FLASH_ATTENTION"), cell("CUDNN_ATTENTION"), cell("EFFICIENT_ATTENTION")))
 print()
-print("Launches and the host:")
-print()
-print("| what | per op |")
-print("|---|---:|")
+table("Launches and the host:", ["what", "per op"], "lr")
 for name, x in extras.items():
     if name.startswith("launch."):
         value = x.get("per_op_us", x.get("per_kernel_us"))
         print("| %s: %s | %.2f us |" % (name, x["what"], value))
 print()
-print("GEMMs of 4096^3 back to back (TFLOP/s per window of 16), from an idle start:")
-print()
-print("| operands | first window | highest | lowest | last window | span |")
-print("|---|---:|---:|---:|---:|---:|")
+table("GEMMs of 4096^3 back to back (TFLOP/s per window of 16), from an idle start:",
+      ["operands", "first window", "highest", "lowest", "last window", "span"], "lrrrrr")
 for name, x in extras.items():
     if name.startswith("sustained."):
         w = x["window_TFLOPs"]

@@ -106,16 +106,18 @@ __global__ void layernorm_kernel(const float* __restrict__ in, float* __restrict
   for (int j = threadIdx.x; j < cols; j += kThreads) dst[j] = (row[j] - mean) * inv;
 }
 
-template <typename T>
-int fill_as(void* x, double value, std::size_t count, Stream stream) {
-  fill_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(static_cast<T*>(x), value, count);
-  return launched();
-}
-
-template <typename T>
-int fill_random_as(void* x, std::uint64_t seed, std::size_t count, Stream stream) {
-  fill_random_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(static_cast<T*>(x), seed, count);
-  return launched();
+// Calls launch(T{}) with T the storage type of element type `e` (nothing for no elements); the launch's status.
+template <typename Launch>
+int by_element(Element e, std::size_t count, Launch launch) {
+  if (count == 0) return 0;
+  switch (e) {
+    case Element::f64: launch(double{}); return launched();
+    case Element::f32:
+    case Element::tf32: launch(float{}); return launched();
+    case Element::f16: launch(__half{}); return launched();
+    case Element::bf16: launch(__nv_bfloat16{}); return launched();
+  }
+  return static_cast<int>(cudaErrorInvalidValue);
 }
 
 }  // namespace
@@ -132,27 +134,17 @@ std::size_t element_bytes(Element e) {
 }
 
 int fill(void* x, Element e, double value, std::size_t count, Stream stream) {
-  if (count == 0) return 0;
-  switch (e) {
-    case Element::f64: return fill_as<double>(x, value, count, stream);
-    case Element::f32:
-    case Element::tf32: return fill_as<float>(x, value, count, stream);
-    case Element::f16: return fill_as<__half>(x, value, count, stream);
-    case Element::bf16: return fill_as<__nv_bfloat16>(x, value, count, stream);
-  }
-  return static_cast<int>(cudaErrorInvalidValue);
+  return by_element(e, count, [&](auto zero) {
+    using T = decltype(zero);
+    fill_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(static_cast<T*>(x), value, count);
+  });
 }
 
 int fill_random(void* x, Element e, std::uint64_t seed, std::size_t count, Stream stream) {
-  if (count == 0) return 0;
-  switch (e) {
-    case Element::f64: return fill_random_as<double>(x, seed, count, stream);
-    case Element::f32:
-    case Element::tf32: return fill_random_as<float>(x, seed, count, stream);
-    case Element::f16: return fill_random_as<__half>(x, seed, count, stream);
-    case Element::bf16: return fill_random_as<__nv_bfloat16>(x, seed, count, stream);
-  }
-  return static_cast<int>(cudaErrorInvalidValue);
+  return by_element(e, count, [&](auto zero) {
+    using T = decltype(zero);
+    fill_random_kernel<T><<<blocks_for(count), kThreads, 0, stream>>>(static_cast<T*>(x), seed, count);
+  });
 }
 
 int triad(float* a, const float* b, const float* c, float scalar, std::size_t count, Stream stream) {

@@ -190,16 +190,14 @@ void set_up_device(Device& d) {
   FLEETSIM_CUDA(d.name, cublasSetStream(d.blas, d.stream));
   d.workspace = device_alloc(static_cast<double>(kBlasWorkspace), "cuBLAS workspace", d);
   FLEETSIM_CUDA(d.name, cublasSetWorkspace(d.blas, d.workspace, kBlasWorkspace));
+  const double tile_elements = static_cast<double>(kGemmTile) * kGemmTile;
   std::size_t widest = 0;
   for (std::size_t e = 0; e < d.elements.size(); ++e) {
-    if (d.elements[e]) widest = std::max(widest, gpu::element_bytes(static_cast<gpu::Element>(e)));
-  }
-  const double tile_elements = static_cast<double>(kGemmTile) * kGemmTile;
-  for (std::size_t e = 0; e < d.elements.size(); ++e) {
     if (!d.elements[e]) continue;
-    const double bytes = tile_elements * static_cast<double>(gpu::element_bytes(static_cast<gpu::Element>(e)));
-    d.a[e] = device_alloc(bytes, "GEMM operands", d);
-    d.b[e] = device_alloc(bytes, "GEMM operands", d);
+    const std::size_t size = gpu::element_bytes(static_cast<gpu::Element>(e));
+    widest = std::max(widest, size);
+    d.a[e] = device_alloc(tile_elements * static_cast<double>(size), "GEMM operands", d);
+    d.b[e] = device_alloc(tile_elements * static_cast<double>(size), "GEMM operands", d);
   }
   if (widest > 0) d.c = device_alloc(tile_elements * static_cast<double>(widest), "GEMM operands", d);
   const double stream_bytes = static_cast<double>(kStreamFloats * sizeof(float));
