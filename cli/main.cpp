@@ -103,7 +103,7 @@ struct CollectiveArgs {
 };
 
 struct KernelsArgs {
-  std::string gpu, gemm, dtype = "bf16", measured, constants, fit, model, shape, runtime;
+  std::string gpu, gemm, dtype = "bf16", measured, constants, fit, model, shape, runtime, attention = "flash2";
   bool json = false;
 };
 
@@ -445,6 +445,16 @@ int run_kernels(const KernelsArgs& args) {
       shape.runtime = *runtime;
     } else {
       throw bad("--runtime", "expected " + fleetsim::runtime_choices() + ", found \"" + args.runtime + "\"");
+    }
+    if (const auto backend = fleetsim::parse_attention_backend(args.attention)) {
+      shape.attention = *backend;
+    } else {
+      throw bad("--attention", "expected flash2 or cudnn, found \"" + args.attention + "\"");
+    }
+    if (const std::string guess = model.attention_guess(shape.attention); !guess.empty()) {
+      notes.push_back("assumed: " + guess);
+    } else if (shape.attention == fleetsim::AttentionBackend::cudnn) {
+      notes.push_back("attention on cuDNN's kernels: " + std::string(fleetsim::gpu_arch_name(gpu->arch)) + "'s cudnn_attention in models/kernels.json, with its sources");
     }
     const fleetsim::StepEstimate step = fleetsim::estimate_step(*arch, shape, model, *dtype);
     if (args.json) {
@@ -1253,6 +1263,7 @@ void add_kernels(CLI::App& app, Commands& commands) {
   kernels->add_option("--model", kern->model, "An architecture (fleetsim catalog lists them): one step's kernels and their time");
   kernels->add_option("--shape", kern->shape, "The step's shape for --model: batch, width, height, frames, tokens, context, a VAE's tile, tile_overlap, tile_frames, tile_frame_overlap (latent units), and a parallel step's sequence, ring, cfg, pipefusion, patches (one GPU's kernels), as width=1024,height=1024,batch=2");
   kernels->add_option("--runtime", kern->runtime, "How --model runs: comfyui or diffusers (their eager PyTorch code, models/runtimes.json) or compiled (fused kernels, CUDA graphs); default by model");
+  kernels->add_option("--attention", kern->attention, "Whose kernels run --model's attention: flash2 (FlashAttention-2, PyTorch's choice up to 2.10) or cudnn (cuDNN's, PyTorch 2.11 on Hopper)")->capture_default_str();
   kernels->add_option("--fit", kern->fit, "Fit the GPU architecture's constants to --measured and write them (models/kernels.json's shape) here");
   kernels->add_flag("--json", kern->json, "Print JSON instead of text");
   commands.add(kernels, [kern] { return run_kernels(*kern); });

@@ -21,6 +21,10 @@ SETS = [  # (title, GPU type, file, dtype, fitted to it)
     ("Vidur, H100 SXM, fp16", "h100-sxm", "calibrate/data/vidur/compute/h100.csv", "fp16", True),
     ("FlashAttention-2 and PyTorch SDPA (published), H100 SXM, fp16", "h100-sxm", "calibrate/data/attention/h100_fa2_sdpa.csv", "fp16", True),
     ("FlashAttention-2 forward and backward (published), A100 SXM 80GB, fp16", "a100-sxm-80gb", "calibrate/data/attention/a100_fa2_fwd_bwd.csv", "fp16", True),
+    ("cuDNN attention (cudnn-frontend's published benchmark), H200, bf16", "h200-sxm", "calibrate/data/attention/h200_cudnn.csv", "bf16", True),
+    # Published attention timings the constants were not fitted to.
+    ("cuDNN attention through PyTorch (published, not fitted to), H100 SXM", "h100-sxm", "calibrate/data/attention/h100_cudnn_checks.csv", "bf16", False),
+    ("cuDNN and FlashAttention-2 on an H20 (published, not fitted to)", "h20", "calibrate/data/attention/h20_attention_checks.csv", "bf16", False),
     # Measured by this project on one H200 (reports/gpu-validation.md): not fitted to.
     ("PyTorch 2.11 on an H200 at model shapes (measured here), bf16", "h200-sxm", "reports/gpu/h200-kernels-bf16.csv", "bf16", False),
     ("PyTorch 2.11 on an H200 at model shapes (measured here), fp32", "h200-sxm", "reports/gpu/h200-kernels-fp32.csv", "fp32", False),
@@ -186,7 +190,8 @@ def main():
       "every measured kernel predicted from its shape by the kernel-time model (`sim/src/compute/kernel_model.cpp`, constants "
       "in `models/kernels.json`). Error = (predicted - measured) / measured; bias is the median signed error.\n" % version)
     w("The A100 and H100 GEMM and memory-bound constants were fitted to the Vidur sets below (`python3 scripts/fit-kernels.py`, "
-      "which runs `fleetsim kernels --fit`), and the A100 and H100 attention constants to the attention sets: these errors are "
+      "which runs `fleetsim kernels --fit`), and the A100 and H100 attention constants (and Hopper's cuDNN attention) to the "
+      "attention sets marked fitted: these errors are "
       "in-sample. They show the model's shape can follow the measurements with a few constants per architecture; "
       "end-to-end steps it was not fitted to are the test of it, and so are the H200 sets (kernels this project timed on "
       "one H200 through PyTorch 2.11, `scripts/gpu-kernel-probe.py`; [gpu-validation.md](gpu-validation.md) has them "
@@ -422,11 +427,17 @@ def main():
       "(measured here, and sglang's 1.5), not the 2.2 the model's share of its faster HBM gives: their pace looks bound "
       "by the SMs rather than by memory.")
     w("- Attention: PyTorch 2.11 runs `scaled_dot_product_attention` on an H200 with cuDNN's kernel by default, 1.75-2 "
-      "times FlashAttention-2, whose time the model's Hopper constants give (the H200 sets above: +66% on the default, "
-      "1.3% off FlashAttention-2 forced at FLUX's shape). PyTorch puts cuDNN first on sm90 and sm100 where its cuDNN is "
-      "newer than 9.15, as the 2.11 wheels' is (`check_prefer_cudnn_attention`; huggingface/transformers pull request "
-      "48163); before, FlashAttention-2 (2.5.0 briefly preferred cuDNN; pytorch/pytorch pull request 138522). The model's "
-      "constants describe the latter and it has no such choice yet.")
+      "times FlashAttention-2 (1.3% off the model's FlashAttention-2 constants forced at FLUX's shape). PyTorch puts cuDNN "
+      "first on sm90 and sm100 where its cuDNN is newer than 9.15, as the 2.11 wheels' is (`check_prefer_cudnn_attention`; "
+      "huggingface/transformers pull request 48163); before, FlashAttention-2 (2.5.0 briefly preferred cuDNN; pytorch/pytorch "
+      "pull request 138522). A model step takes either (`\"attention\": \"flash2\"` or `\"cudnn\"` in its work, `--attention` "
+      "for `fleetsim kernels`); FlashAttention-2 stays the default, as the runtimes' sources read PyTorch up to 2.8. Hopper's "
+      "cuDNN constants are fitted to cudnn-frontend's H200 benchmark (head dimension 128 only: head dimension 64 borrows "
+      "FlashAttention-2's per-key softmax work); not fitted to, FLUX's attention through PyTorch on an H100 is +0.9%, "
+      "PyTorch 2.11 on the H200 at FLUX's shapes -5% to -10%, and causal attention with 8 heads (a TP-8 Llama 3 70B "
+      "prefill) -19% to -35%: few query blocks run slower than the model's per-block rate, which no block size explains. "
+      "On an H20 cuDNN is +14% to +27% (the carried share is too low there) while FlashAttention-2 is within 3% but for "
+      "one causal row (-15%). Other architectures have no cuDNN constants and say so.")
     w("- Attention on A100: fitted to forward and backward passes timed together, so its forward level rests on the "
       "backward's rate measured on another Ampere GPU (an RTX A5000; `models/kernels.json`). Every constant for Volta, "
       "Ada and Blackwell GPUs: no measurement of them was fitted; `fleetsim kernels` says so where it applies them.\n")

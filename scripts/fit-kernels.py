@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Fits the A100 and H100 sections of models/kernels.json to Vidur's per-operation profiles, and their
-attention constants to published FlashAttention-2 and SDPA timings.
+"""Fits the A100 and H100 sections of models/kernels.json to Vidur's per-operation profiles, their
+attention constants to published FlashAttention-2 and SDPA timings, and Hopper's cuDNN attention to cuDNN's
+published H200 timings.
 
     python3 scripts/fit-kernels.py [--fleetsim build/fleetsim] [--write]
 
 Runs `fleetsim kernels --gpu G --measured FILE --fit OUT` (the fit is fleetsim's own, fit_kernel_constants)
-on calibrate/data/vidur/compute/G.csv and calibrate/data/attention/{a100_fa2_fwd_bwd,h100_fa2_sdpa}.csv, and prints
+on calibrate/data/vidur/compute/G.csv and calibrate/data/attention/{a100_fa2_fwd_bwd,h100_fa2_sdpa,h200_cudnn}.csv, and prints
 the fitted figures; --write puts the numbers into models/kernels.json, keeping its sources and layout
 (rebuild afterwards: the file is compiled in). Standard library only.
 """
@@ -25,12 +26,13 @@ FITS = [  # (architecture, GPU type, Vidur's set, attention set)
 ATTENTION = ("attention_efficiency", "attention_key_overhead", "attention_head_overhead")
 BACKWARD = ("attention_backward_rate", "attention_backward_rate_causal")  # fitted where a set times both passes
 BORROW_AMPERE = ("ada", "default")  # sections whose attention is Ampere's (models/kernels.json says so in each)
+CUDNN = ("hopper", "h200-sxm", "calibrate/data/attention/h200_cudnn.csv", "bf16")  # cuDNN's attention: its own constants
 
 
-def fit(fleetsim, gpu, data):
+def fit(fleetsim, gpu, data, dtype="fp16"):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "fit.json")
-        report = subprocess.run([fleetsim, "kernels", "--gpu", gpu, "--dtype", "fp16", "--measured", data, "--fit", out],
+        report = subprocess.run([fleetsim, "kernels", "--gpu", gpu, "--dtype", dtype, "--measured", data, "--fit", out],
                                 check=True, capture_output=True, text=True, cwd=ROOT).stdout
         return json.load(open(out)), report
 
@@ -74,6 +76,17 @@ def write_borrowed_attention(path, arch, section):
     open(path, "w").write(text[:start] + attention_numbers(text[start:end], section) + text[end:])
 
 
+def write_cudnn(path, arch, cudnn):
+    """Replaces the numbers of one architecture's cudnn_attention object, keeping its source."""
+    text = open(path).read()
+    start = text.index('"cudnn_attention": {', text.index('"%s": {' % arch, text.index('"architectures"')))
+    end = text.index("}", start)
+    block = text[start:end]
+    for key in ("efficiency", "key_overhead", "head_overhead"):
+        block = re.sub(r'"%s": [0-9.e+-]+' % key, '"%s": %s' % (key, json.dumps(cudnn[key])), block)
+    open(path, "w").write(text[:start] + block + text[end:])
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--fleetsim", default=os.path.join(ROOT, "build", "fleetsim"))
@@ -106,7 +119,13 @@ def main():
             if arch == "ampere":
                 for borrower in BORROW_AMPERE:
                     write_borrowed_attention(models, borrower, section)
+    arch, gpu, data, dtype = CUDNN
+    fitted, report = fit(args.fleetsim, gpu, data, dtype)
+    cudnn = round_all(fitted["architectures"][arch]["cudnn_attention"])
+    print("%s cuDNN attention (%s): %s" % (arch, gpu, ", ".join("%s %s" % (k, v) for k, v in cudnn.items() if k != "source")))
+    print("\n".join("  " + line for line in report.splitlines() if line and not line.startswith("#")))
     if args.write:
+        write_cudnn(models, arch, cudnn)
         print("wrote", models)
 
 

@@ -157,13 +157,25 @@ def gemm(name, m, n, k, dtype="bf16"):
             lambda x, w: F.linear(x, w), (m * k + n * k + m * n) * e, m <= 256)
 
 
+def sdpa_choice(q, k, v, causal):
+    """The backend SDPA picks for these tensors (torch._fused_sdp_choice, a private function: "unknown" without it)."""
+    from torch.nn.attention import SDPBackend
+    try:
+        return SDPBackend(torch._fused_sdp_choice(q, k, v, None, 0.0, causal)).name
+    except Exception as e:  # noqa: BLE001 - its absence is not a failure
+        return "unknown (%s)" % type(e).__name__
+
+
 def attention(name, tokens, heads, head_dim, causal):
     def make():
         return tuple(rand(1, heads, tokens, head_dim) for _ in range(3))
 
-    measure(name, "attention-causal" if causal else "attention", "bf16", tokens, tokens, head_dim, heads, make,
+    # The row's kind names the kernels that ran (fleetsim's measured-kernel kinds): cuDNN's or FlashAttention-2's.
+    backend = sdpa_choice(*make(), causal)
+    kind = "attention" + ("-cudnn" if backend == "CUDNN_ATTENTION" else "") + ("-causal" if causal else "")
+    measure(name, kind, "bf16", tokens, tokens, head_dim, heads, make,
             lambda q, k_, v: F.scaled_dot_product_attention(q, k_, v, is_causal=causal),
-            4 * heads * tokens * head_dim * 2, False, note="SDPA, the backend PyTorch picks")
+            4 * heads * tokens * head_dim * 2, False, note="SDPA, the backend PyTorch picks: " + backend)
 
 
 def elementwise(name, kernel, dtype, m, n, make, fn, bytes_per_call, note=""):
@@ -213,12 +225,7 @@ def attentions():
     for tokens, heads, causal in ((4608, 24, False), (8192, 8, True)):
         def backends(tokens=tokens, heads=heads, causal=causal):
             q, k_, v = (rand(1, heads, tokens, 128) for _ in range(3))
-            out = {}
-            try:
-                choice = torch._fused_sdp_choice(q, k_, v, None, 0.0, causal)
-                out["default"] = SDPBackend(choice).name
-            except Exception as e:  # noqa: BLE001 - a private function; its absence is not a failure
-                out["default"] = "unknown (%s)" % type(e).__name__
+            out = {"default": sdpa_choice(q, k_, v, causal)}
             flop = 4 * heads * tokens * tokens * 128 / (2 if causal else 1)
             for b in (SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBackend.EFFICIENT_ATTENTION):
                 try:

@@ -352,6 +352,13 @@ check "kernels --model lists each operation with its dtypes and source" bash -c 
 check "kernels --model --json carries the operations" grep -q '"source": "diffusers models/embeddings.py apply_rotary_emb' "$tmp/flux-diffusers.json"
 "$fleetsim" kernels --gpu h100-sxm --model flux-dit --shape width=1024,height=1024 --runtime eager >/dev/null 2>"$tmp/runtime.err"
 check "kernels --runtime names the runtimes it knows" bash -c "test $? -eq 2 && grep -q 'expected comfyui, diffusers or compiled' '$tmp/runtime.err'"
+# Attention on cuDNN's kernels: Hopper's own constants; elsewhere FlashAttention-2's, said beside the step.
+"$fleetsim" kernels --gpu h100-sxm --model flux-dit --shape width=1024,height=1024 --attention cudnn >"$tmp/flux-cudnn.txt"
+check "kernels --attention cudnn says whose kernels run the attention" bash -c "grep -q '; comfyui, cuDNN attention$' '$tmp/flux-cudnn.txt' && grep -q \"hopper's cudnn_attention in models/kernels.json\" '$tmp/flux-cudnn.txt'"
+"$fleetsim" kernels --gpu a100-sxm-80gb --model flux-dit --shape width=1024,height=1024 --attention cudnn >"$tmp/flux-cudnn-a100.txt"
+check "kernels --attention cudnn on a GPU without cuDNN constants says what stands in" grep -q "assumed: cuDNN attention was not measured on ampere GPUs: FlashAttention-2's constants stand in" "$tmp/flux-cudnn-a100.txt"
+"$fleetsim" kernels --gpu h100-sxm --model flux-dit --shape width=1024,height=1024 --attention fa3 >/dev/null 2>"$tmp/attention.err"
+check "kernels --attention names the backends it knows" bash -c "test $? -eq 2 && grep -q 'expected flash2 or cudnn, found \"fa3\"' '$tmp/attention.err'"
 # A video VAE's decode in tiles: every frame in each tile unless tile_frames says; an image VAE's in three passes,
 # without frames; not the video stand-in's; whole numbers.
 "$fleetsim" kernels --gpu h100-sxm --model hunyuan-video-vae-decoder --shape width=512,height=512,frames=33,tile=32,tile_overlap=8 --json >"$tmp/vae-tiles.json"

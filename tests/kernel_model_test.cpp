@@ -35,7 +35,7 @@ std::shared_ptr<KernelConstants> round_constants() {
   KernelArchConstants& a = k->hopper;
   a.tile_efficiency = {0.5};
   a.gemm_memory_efficiency = 1;
-  a.attention_efficiency = 0.5;
+  a.attention.efficiency = 0.5;
   return k;
 }
 
@@ -110,7 +110,7 @@ TEST_CASE("attention runs query blocks in waves at its share of peak, decoding r
   CHECK(causal.compute_s == Approx(4.0 * 128 * (2048 + 64) * 128 / 0.5e12));
   // Per-key softmax work worth 32 head-dimension units: head dimension 64 runs at 64 / 96 of the rate.
   auto softmax = round_constants();
-  softmax->hopper.attention_head_overhead = 32;
+  softmax->hopper.attention.head_overhead = 32;
   const KernelEstimate small_heads =
       KernelModel(gpu, softmax).estimate({.cls = KernelClass::attention, .m = 128, .n = 4096, .k = 64, .batch = 100}, Dtype::bf16);
   CHECK(small_heads.compute_s == Approx(4.0 * 128 * 4096 * (64 + 32) / 0.5e12));
@@ -152,9 +152,9 @@ TEST_CASE("the kernel fit finds the forward and the causal backward from passes 
   auto truth = round_constants();
   truth->attention_backward_rate = 0.8;
   truth->attention_backward_rate_causal = 1.0;
-  truth->hopper.attention_efficiency = 0.6;
-  truth->hopper.attention_key_overhead = 150;
-  truth->hopper.attention_head_overhead = 20;
+  truth->hopper.attention.efficiency = 0.6;
+  truth->hopper.attention.key_overhead = 150;
+  truth->hopper.attention.head_overhead = 20;
   truth->hopper.attention_backward_rate = 0.9;
   truth->hopper.attention_backward_rate_causal = 0.85;
   const KernelModel model(gpu, truth);
@@ -171,13 +171,13 @@ TEST_CASE("the kernel fit finds the forward and the causal backward from passes 
     }
   }
   KernelConstants start = *truth;
-  start.hopper.attention_efficiency = 0.3;
-  start.hopper.attention_key_overhead = 0;
-  start.hopper.attention_head_overhead = 0;
+  start.hopper.attention.efficiency = 0.3;
+  start.hopper.attention.key_overhead = 0;
+  start.hopper.attention.head_overhead = 0;
   start.hopper.attention_backward_rate_causal = 0;  // the shared 1.0 to start from
   const auto fitted = fit_kernel_constants(gpu, Dtype::bf16, measured, start, "test");
-  CHECK(fitted->hopper.attention_efficiency == Approx(0.6).epsilon(0.03));
-  CHECK(fitted->hopper.attention_head_overhead == Approx(20).epsilon(0.1));
+  CHECK(fitted->hopper.attention.efficiency == Approx(0.6).epsilon(0.03));
+  CHECK(fitted->hopper.attention.head_overhead == Approx(20).epsilon(0.1));
   CHECK(fitted->hopper.attention_backward_rate == 0.9);  // held: the passes together cannot tell it from the forward's level
   CHECK(fitted->hopper.attention_backward_rate_causal == Approx(0.85).epsilon(0.03));
   // Written and read back with the rest of a section; absent, the shared rates serve.
@@ -210,8 +210,8 @@ TEST_CASE("the kernel fit recovers the constants that made the measurements", "[
     }
   }
   // Attention at head dimensions 64 and 128 over 512 to 8k keys, causal and not.
-  truth->hopper.attention_key_overhead = 100;
-  truth->hopper.attention_head_overhead = 16;
+  truth->hopper.attention.key_overhead = 100;
+  truth->hopper.attention.head_overhead = 16;
   const KernelModel with_attention(gpu, truth);
   for (double d : {64.0, 128.0}) {
     for (double s : {512.0, 2048.0, 8192.0}) {
@@ -224,9 +224,9 @@ TEST_CASE("the kernel fit recovers the constants that made the measurements", "[
     }
   }
   KernelConstants start = *truth;
-  start.hopper.attention_efficiency = 0.3;
-  start.hopper.attention_key_overhead = 0;
-  start.hopper.attention_head_overhead = 0;
+  start.hopper.attention.efficiency = 0.3;
+  start.hopper.attention.key_overhead = 0;
+  start.hopper.attention.head_overhead = 0;
   start.hopper.tile_efficiency = {0.6, 0.6, 0.6};
   start.hopper.k_overhead = 0;
   start.hopper.gemm_memory_efficiency = 0.7;
@@ -235,9 +235,82 @@ TEST_CASE("the kernel fit recovers the constants that made the measurements", "[
   const KernelModel refit(gpu, fitted);
   for (const MeasuredKernel& row : measured) CHECK(refit.estimate(row.call, Dtype::bf16).time_s() == Approx(row.time_s).epsilon(0.03));
   CHECK(fitted->hopper.tile_efficiency[0] == Approx(0.8).epsilon(0.05));
-  CHECK(fitted->hopper.attention_efficiency == Approx(0.5).epsilon(0.05));
-  CHECK(fitted->hopper.attention_head_overhead == Approx(16).epsilon(0.1));
+  CHECK(fitted->hopper.attention.efficiency == Approx(0.5).epsilon(0.05));
+  CHECK(fitted->hopper.attention.head_overhead == Approx(16).epsilon(0.1));
   CHECK(fitted->hopper.source == "test");
+}
+
+TEST_CASE("attention runs on the backend's own constants and says where it borrows FlashAttention-2's", "[kernels]") {
+  const GpuType gpu = round_gpu();
+  auto k = round_constants();
+  k->hopper.cudnn_attention = AttentionConstants{.efficiency = 0.8};
+  // 100 heads of one 128-query block over 1024 keys: one wave; 2 x 128 x 1024 x (2 x 128) FLOP a block at 1 TFLOP/s an
+  // SM times the share.
+  KernelCall call{.cls = KernelClass::attention, .m = 128, .n = 1024, .k = 128, .batch = 100};
+  const double products = 2.0 * 128 * 1024 * 256 / 1e12;
+  CHECK(KernelModel(gpu, k).estimate(call, Dtype::bf16).compute_s == Approx(products / 0.5));
+  call.backend = AttentionBackend::cudnn;
+  CHECK(KernelModel(gpu, k).estimate(call, Dtype::bf16).compute_s == Approx(products / 0.8));
+  CHECK(KernelModel(gpu, k).attention_guess(AttentionBackend::cudnn).empty());
+  // An architecture without cuDNN constants runs cuDNN's attention at FlashAttention-2's, and says so.
+  GpuType ampere = gpu;
+  ampere.arch = GpuArch::ampere;
+  k->ampere = k->hopper;
+  k->ampere.cudnn_attention.reset();
+  CHECK(KernelModel(ampere, k).estimate(call, Dtype::bf16).compute_s == Approx(products / 0.5));
+  CHECK_THAT(KernelModel(ampere, k).attention_guess(AttentionBackend::cudnn), Catch::Contains("cuDNN attention was not measured on ampere"));
+  CHECK(KernelModel(ampere, k).attention_guess(AttentionBackend::flash2).empty());
+  // The built-in Hopper constants have cuDNN's, faster than FlashAttention-2's at FLUX's attention on an H100.
+  const GpuType& h100 = *Catalog::builtin().gpu("h100-sxm");
+  KernelCall flux{.cls = KernelClass::attention, .m = 4608, .n = 4608, .k = 128, .batch = 24};
+  const double flash2 = KernelModel(h100).estimate(flux, Dtype::bf16).time_s();
+  flux.backend = AttentionBackend::cudnn;
+  CHECK(KernelModel(h100).estimate(flux, Dtype::bf16).time_s() < 0.7 * flash2);
+  CHECK_FALSE(KernelModel(*Catalog::builtin().gpu("a100-sxm-80gb")).attention_guess(AttentionBackend::cudnn).empty());
+}
+
+TEST_CASE("the kernel fit finds cuDNN's attention from its rows and leaves the rest", "[kernels][calibrate]") {
+  const GpuType gpu = round_gpu();
+  auto truth = round_constants();
+  truth->hopper.attention.head_overhead = 12;
+  truth->hopper.cudnn_attention = AttentionConstants{.efficiency = 0.7, .key_overhead = 80, .head_overhead = 12};
+  truth->hopper.source = "the architecture's";
+  const KernelModel model(gpu, truth);
+  std::vector<MeasuredKernel> measured;
+  for (double s : {1024.0, 2048.0, 4096.0, 8192.0, 16384.0}) {
+    for (bool causal : {false, true}) {
+      MeasuredKernel row;  // head dimension 128 alone, as the published cuDNN sets
+      row.call = {.cls = KernelClass::attention, .m = s, .n = s, .k = 128, .batch = 64, .causal = causal, .backend = AttentionBackend::cudnn};
+      row.time_s = model.estimate(row.call, Dtype::bf16).time_s();
+      measured.push_back(row);
+    }
+  }
+  KernelConstants start = *truth;
+  start.hopper.cudnn_attention.reset();  // FlashAttention-2's to start from
+  const auto fitted = fit_kernel_constants(gpu, Dtype::bf16, measured, start, "cudnn rows");
+  REQUIRE(fitted->hopper.cudnn_attention);
+  CHECK(fitted->hopper.cudnn_attention->efficiency == Approx(0.7).epsilon(0.02));
+  CHECK(fitted->hopper.cudnn_attention->key_overhead == Approx(80).epsilon(0.1));
+  CHECK(fitted->hopper.cudnn_attention->head_overhead == 12);  // one head dimension: held at FlashAttention-2's
+  CHECK(fitted->hopper.cudnn_attention_source == "cudnn rows");
+  // FlashAttention-2's constants and the section's source are not what these rows measured.
+  CHECK(fitted->hopper.attention.efficiency == 0.5);
+  CHECK(fitted->hopper.source == "the architecture's");
+  // Written and read back with the rest of a section; the kinds of a measured file name the backend.
+  KernelConstants file = *builtin_kernel_constants();
+  file.hopper.cudnn_attention = fitted->hopper.cudnn_attention;
+  file.hopper.cudnn_attention_source = fitted->hopper.cudnn_attention_source;
+  const auto again = parse_kernel_constants(kernel_constants_json(file), "fit.json");
+  REQUIRE(again->hopper.cudnn_attention);
+  CHECK(again->hopper.cudnn_attention->efficiency == fitted->hopper.cudnn_attention->efficiency);
+  CHECK(again->hopper.cudnn_attention_source == "cudnn rows");
+  CHECK_FALSE(again->ampere.cudnn_attention);
+  const auto rows = parse_measured_kernels("name,kernel,m,n,k,batch,time_us\na,attention-cudnn-causal,4096,4096,128,16,100\nb,attention-cudnn,4096,4096,128,16,200\n", "k.csv");
+  REQUIRE(rows.size() == 2);
+  CHECK((rows[0].call.backend == AttentionBackend::cudnn && rows[0].call.causal && rows[1].call.backend == AttentionBackend::cudnn && !rows[1].call.causal));
+  CHECK_THROWS_WITH(parse_measured_kernels("name,kernel,m,n,k,batch,time_us\na,attention-causal-cudnn,4096,4096,128,16,100\n", "k.csv"),
+                    Catch::Contains("k.csv") && Catch::Contains("column kernel") && Catch::Contains("-cudnn (cuDNN's kernels), -causal and -fwd-bwd"));
+  CHECK_THROWS_WITH(parse_measured_kernels("name,kernel,m,n,k,batch,time_us\na,gemm-cudnn,4096,4096,128,16,100\n", "k.csv"), Catch::Contains("found \"gemm-cudnn\""));
 }
 
 TEST_CASE("the kernel model against Vidur's per-operation profiles (rows of reports/compute.md)", "[kernels][validation]") {
@@ -295,7 +368,7 @@ TEST_CASE("a share of peak fitted on one GPU carries to another as time lost bes
   const GpuType& h100 = *Catalog::builtin().gpu("h100-sxm");
   const GpuType& h20 = *Catalog::builtin().gpu("h20");
   const KernelCall call{.cls = KernelClass::attention, .m = 4096, .n = 4096, .k = 128, .batch = 429};
-  const double s = builtin_kernel_constants()->hopper.attention_efficiency, r = (148.0 / 78) / (989.4 / 132);
+  const double s = builtin_kernel_constants()->hopper.attention.efficiency, r = (148.0 / 78) / (989.4 / 132);
   const double on_h100 = KernelModel(h100).estimate(call, Dtype::bf16).compute_s, on_h20 = KernelModel(h20).estimate(call, Dtype::bf16).compute_s;
   CHECK(on_h20 / on_h100 == Approx((176.0 / 104) * (989.4 / 132 * s) / (148.0 / 78 / (1 + r * (1 / s - 1)))).epsilon(1e-9));
   // The GPU it was fitted on, and one of the same SMs (the H200), keep the share as fitted, to the bit.
@@ -364,7 +437,7 @@ TEST_CASE("measured kernels and kernel constants are read strictly", "[kernels][
   CHECK_THAT(error_of("name,kernel,m,n,k,time_us\na,gemm,1,2,0,4\n"), Catch::Contains("line 2, column k"));
   CHECK_THAT(error_of("name,kernel,m,n,k,time_us\na,attention,1,2,3,4\n"), Catch::Contains("batch column"));
   CHECK_THAT(error_of("name,kernel,m,n,k,time_us\na,conv,1,2,3,4\n"), Catch::Contains("column kernel"));
-  CHECK_THAT(error_of("name,kernel,m,n,k,batch,time_us\na,gemm-fwd-bwd,1,2,3,1,4\n"), Catch::Contains("attention-causal-fwd-bwd (with the batch column), found \"gemm-fwd-bwd\""));
+  CHECK_THAT(error_of("name,kernel,m,n,k,batch,time_us\na,gemm-fwd-bwd,1,2,3,1,4\n"), Catch::Contains("such as attention-causal-fwd-bwd, found \"gemm-fwd-bwd\""));
   CHECK_THAT(error_of("name,kernel,m,n,k,time_us\n"), Catch::Contains("found none"));
   std::string many = "name,kernel,m,n,k,time_us\n";
   for (int i = 0; i < 100001; ++i) many += "a,gemm,1,2,3,4\n";
@@ -387,6 +460,9 @@ TEST_CASE("measured kernels and kernel constants are read strictly", "[kernels][
   std::string broken = text;
   broken.replace(broken.find("\"attention_block\": 128"), 22, "\"attention_block\": 0");
   CHECK_THROWS_WITH(parse_kernel_constants(broken, "k.json"), Catch::Contains("/attention_block"));
+  broken = text;
+  broken.replace(broken.find("\"cudnn_attention\": {"), 20, "\"cudnn_attention\": {\"speed\": 2, ");
+  CHECK_THROWS_WITH(parse_kernel_constants(broken, "k.json"), Catch::Contains("/architectures/hopper/cudnn_attention/speed"));
   // What the constants writer writes, the reader reads back the same.
   const auto builtin = builtin_kernel_constants();
   const auto again = parse_kernel_constants(kernel_constants_json(*builtin), "again.json");

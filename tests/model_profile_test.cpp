@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "fleetsim/catalog.hpp"
+#include "fleetsim/compute.hpp"
 #include "fleetsim/error.hpp"
 #include "fleetsim/model_profile.hpp"
 #include "fleetsim/simulation.hpp"
@@ -418,6 +419,31 @@ TEST_CASE("a workflow task that names a model step runs its kernels, steps times
   CHECK(r.memory_bound_s > 0.1 * r.compute_bound_s);  // an eager UNet: GroupNorms, copies, elementwise
 }
 
+TEST_CASE("a model step's attention runs on the backend the task names, and a GPU without its constants says so", "[profiles][simulation]") {
+  const auto run_on = [](const std::string& node, const std::string& attention) {
+    const auto sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": ")" + node + R"(", "count": 1}]},
+        "workflows": {"w": {"tasks": [{"name": "denoise", "work": {"architecture": "flux-dit", "steps": 4, "width": 1024, "height": 1024)" +
+                                        attention + R"(}}]}},
+        "workload": [{"workflow": "w", "arrival": {"process": "once"}}])");
+    const TaskRecord r = simulate(sc).trace.tasks[0];
+    return std::pair{r.end_s - r.compute_start_s, borrowed_kernel_constants(sc.cluster, sc.workflows)};
+  };
+  const auto [flash2, flash2_guesses] = run_on("hgx-h100-8", "");
+  const auto [cudnn, cudnn_guesses] = run_on("hgx-h100-8", R"(, "attention": "cudnn")");
+  // FLUX's attention is a fifth of the step's FLOP; on cuDNN's kernels it runs ~1.8 times as fast on Hopper.
+  CHECK(cudnn < 0.95 * flash2);
+  CHECK(cudnn > 0.6 * flash2);
+  CHECK(flash2_guesses.empty());
+  CHECK(cudnn_guesses.empty());
+  // On an A100, where no cuDNN attention was measured, FlashAttention-2's constants time it, and the run says so.
+  const auto [a100_flash2, a100_flash2_guesses] = run_on("hgx-a100-8", "");
+  const auto [a100_cudnn, a100_guesses] = run_on("hgx-a100-8", R"(, "attention": "cudnn")");
+  CHECK(a100_cudnn == a100_flash2);
+  CHECK(a100_flash2_guesses.empty());
+  REQUIRE(a100_guesses.size() == 1);
+  CHECK_THAT(a100_guesses[0], Catch::Contains("(ampere): cuDNN attention was not measured on ampere GPUs"));
+}
+
 TEST_CASE("DeepSeek-V3's latent attention: a prompt up-projects the latents, a decode step attends over them absorbed", "[profiles][mla]") {
   const Architecture& ds = arch("deepseek-v3");
   const std::optional<LatentAttention> l = LatentAttention::of(ds);
@@ -462,6 +488,9 @@ TEST_CASE("model steps and architectures are read strictly", "[profiles][input]"
   CHECK_THAT(with_work(R"({"architecture": "llama-3-8b"})"), Catch::Contains("work/tokens"));
   CHECK_THAT(with_work(R"({"architecture": "flux-dit", "width": 1024, "height": 1024, "runtime": "jit"})"),
              Catch::Contains("work/runtime") && Catch::Contains("comfyui, diffusers or compiled"));
+  CHECK(with_work(R"({"architecture": "flux-dit", "width": 1024, "height": 1024, "attention": "cudnn"})").empty());
+  CHECK_THAT(with_work(R"({"architecture": "flux-dit", "width": 1024, "height": 1024, "attention": "fa3"})"),
+             Catch::Contains("work/attention") && Catch::Contains("expected flash2") && Catch::Contains("found \"fa3\""));
   CHECK_THAT(with_work(R"({"architecture": "flux-dit", "operator": "sdxl-text-encode", "width": 1, "height": 1})"),
              Catch::Contains("give one of"));
 

@@ -100,17 +100,20 @@ std::shared_ptr<const KernelConstants> fit_kernel_constants(const GpuType& gpu, 
                                                             const KernelConstants& base, const std::string& source) {
   auto fitted = std::make_shared<KernelConstants>(base);
   KernelArchConstants& arch = fitted->of(gpu.arch);
-  arch.source = source;
-  // Fitted on this GPU now: its shares are its own (carried to others of its architecture from it), no longer borrowed.
-  arch.borrowed.clear();
-  arch.fitted_on = Catalog::builtin().gpu(gpu.id) != nullptr ? gpu.id : "";
-  auto rows_of = [&](KernelClass cls) {
+  auto rows_of = [&](KernelClass cls, AttentionBackend backend = AttentionBackend::flash2) {
     std::vector<const MeasuredKernel*> rows;
     for (const MeasuredKernel& m : measured) {
-      if (m.call.cls == cls) rows.push_back(&m);
+      if (m.call.cls == cls && (cls != KernelClass::attention || m.call.backend == backend)) rows.push_back(&m);
     }
     return rows;
   };
+  const auto cudnn_rows = rows_of(KernelClass::attention, AttentionBackend::cudnn);
+  if (cudnn_rows.size() < measured.size()) {
+    arch.source = source;
+    // Fitted on this GPU now: its shares are its own (carried to others of its architecture from it), no longer borrowed.
+    arch.borrowed.clear();
+    arch.fitted_on = Catalog::builtin().gpu(gpu.id) != nullptr ? gpu.id : "";
+  }
   // GEMM: the tiles' efficiency falls with their area from the largest's (fewer operands reused per
   // byte loaded): e = e_max x (area / largest area)^g; then the K overhead, the memory efficiency
   // (0..1.5) and the fixed cost.
@@ -162,22 +165,32 @@ std::shared_ptr<const KernelConstants> fit_kernel_constants(const GpuType& gpu, 
         x0, 1500);
     apply(x, arch.memory[c]);
   }
-  // Attention: the share of peak (0..1), the key overhead of a query block and the softmax's per-key
-  // work in head-dimension units; the fixed cost stays. Rows that time a causal forward and backward
-  // together also fit the causal backward's rate, against the non-causal backward's held where it is:
-  // passes timed together cannot tell the forward's level from both backward rates at once.
-  if (const auto rows = rows_of(KernelClass::attention); !rows.empty()) {
-    const bool causal_backward = std::any_of(rows.begin(), rows.end(), [](const MeasuredKernel* m) { return m->with_backward && m->call.causal; });
+  // Attention, each backend's to its rows: the share of peak (0..1), the key overhead of a query block and the
+  // softmax's per-key work in head-dimension units (held where every row has one head dimension: the rows cannot
+  // tell it from the share); the fixed cost stays. FlashAttention-2's rows that time a causal forward and backward
+  // together also fit the causal backward's rate, against the non-causal backward's held where it is: passes timed
+  // together cannot tell the forward's level from both backward rates at once.
+  const auto fit_attention = [&](const std::vector<const MeasuredKernel*>& rows, AttentionBackend backend) {
+    const auto constants_of = [backend](KernelArchConstants& a) -> AttentionConstants& {
+      if (backend == AttentionBackend::flash2) return a.attention;
+      if (!a.cudnn_attention) a.cudnn_attention = a.attention;  // FlashAttention-2's as the start
+      return *a.cudnn_attention;
+    };
+    const bool causal_backward = backend == AttentionBackend::flash2 &&
+                                 std::any_of(rows.begin(), rows.end(), [](const MeasuredKernel* m) { return m->with_backward && m->call.causal; });
+    const bool one_head_dim = std::all_of(rows.begin(), rows.end(), [&](const MeasuredKernel* m) { return m->call.k == rows.front()->call.k; });
     if (causal_backward && arch.attention_backward_rate <= 0) arch.attention_backward_rate = fitted->attention_backward_rate;
     const double causal_rate = arch.attention_backward_rate_causal > 0 ? arch.attention_backward_rate_causal : fitted->attention_backward_rate_causal;
-    auto apply = [causal_backward](const std::vector<double>& x, KernelArchConstants& a) {
-      a.attention_efficiency = sigmoid(x[0]);
-      a.attention_key_overhead = std::exp(x[1]) - 1;
-      a.attention_head_overhead = std::exp(x[2]) - 1;
-      if (causal_backward) a.attention_backward_rate_causal = std::clamp(std::exp(x[3]), 1e-3, 10.0);  // what a constants file may hold
+    const AttentionConstants start = constants_of(arch);
+    auto apply = [&](const std::vector<double>& x, KernelArchConstants& a) {
+      AttentionConstants& c = constants_of(a);
+      c.efficiency = sigmoid(x[0]);
+      c.key_overhead = std::exp(x[1]) - 1;
+      if (!one_head_dim) c.head_overhead = std::exp(x[2]) - 1;
+      if (causal_backward) a.attention_backward_rate_causal = std::clamp(std::exp(x.back()), 1e-3, 10.0);  // what a constants file may hold
     };
-    std::vector<double> x0{logit(std::clamp(arch.attention_efficiency, 0.01, 0.99)), std::log(arch.attention_key_overhead + 1),
-                           std::log(arch.attention_head_overhead + 1)};
+    std::vector<double> x0{logit(std::clamp(start.efficiency, 0.01, 0.99)), std::log(start.key_overhead + 1)};
+    if (!one_head_dim) x0.push_back(std::log(start.head_overhead + 1));
     if (causal_backward) x0.push_back(std::log(causal_rate));
     const auto x = nelder_mead(
         [&](const std::vector<double>& v) {
@@ -187,6 +200,11 @@ std::shared_ptr<const KernelConstants> fit_kernel_constants(const GpuType& gpu, 
         },
         x0, 1500);
     apply(x, arch);
+  };
+  if (const auto rows = rows_of(KernelClass::attention); !rows.empty()) fit_attention(rows, AttentionBackend::flash2);
+  if (!cudnn_rows.empty()) {
+    fit_attention(cudnn_rows, AttentionBackend::cudnn);
+    arch.cudnn_attention_source = source;
   }
   return fitted;
 }

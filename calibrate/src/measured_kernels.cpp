@@ -57,20 +57,27 @@ std::vector<MeasuredKernel> parse_measured_kernels(std::string_view text, const 
     }
     MeasuredKernel m;
     m.name = cells[0];
-    // "attention-causal": attention under a causal mask; "-fwd-bwd": its forward and backward together.
+    // "attention-cudnn": on cuDNN's kernels; "-causal": under a causal mask; "-fwd-bwd": the forward and backward together.
     std::string_view kind = cells[1];
-    m.with_backward = kind.starts_with("attention") && kind.ends_with("-fwd-bwd");
-    if (m.with_backward) kind.remove_suffix(std::string_view("-fwd-bwd").size());
-    const bool causal = kind == "attention-causal";
-    const auto cls = causal ? std::optional{KernelClass::attention} : parse_kernel_class(kind);
+    const auto suffix = [&kind](std::string_view s) {
+      const bool has = kind.starts_with("attention-") && kind.ends_with(s);
+      if (has) kind.remove_suffix(s.size());
+      return has;
+    };
+    m.with_backward = suffix("-fwd-bwd");
+    const bool causal = suffix("-causal");
+    const bool cudnn = suffix("-cudnn");
+    const auto cls = parse_kernel_class(kind);
     if (!cls || *cls == KernelClass::memory || (*cls == KernelClass::attention && !batched)) {
       add({file, at + ", column kernel",
-                          "expected gemm, norm, add, activation, gated-activation, rope, softmax, embedding, or attention, attention-causal, "
-                          "attention-fwd-bwd or attention-causal-fwd-bwd (with the batch column), found \"" + cells[1] + "\""});
+                          "expected gemm, norm, add, activation, gated-activation, rope, softmax, embedding, or attention (with the batch column) "
+                          "followed by -cudnn (cuDNN's kernels), -causal and -fwd-bwd (the backward too) in that order where they apply, "
+                          "such as attention-causal-fwd-bwd, found \"" + cells[1] + "\""});
       continue;
     }
     m.call.cls = *cls;
     m.call.causal = causal;
+    m.call.backend = cudnn ? AttentionBackend::cudnn : AttentionBackend::flash2;
     m.call.name = m.name;
     const std::vector<const char*> names = batched ? std::vector<const char*>{"m", "n", "k", "batch", "time_us"} : std::vector<const char*>{"m", "n", "k", "time_us"};
     std::vector<double> values(names.size(), 0.0);

@@ -186,7 +186,7 @@ std::string shape_text(const StepShape& s) {
                   s.cfg_parallel, s.pipeline_stages, s.patches);
     out += text;
   }
-  return out + "; " + std::string(runtime_name(s.runtime));
+  return out + "; " + std::string(runtime_name(s.runtime)) + (s.attention == AttentionBackend::cudnn ? ", cuDNN attention" : "");
 }
 
 }  // namespace
@@ -255,6 +255,7 @@ std::string model_step_json(const GpuType& gpu, const Architecture& arch, const 
                              {"architecture", arch.id},
                              {"dtype", dtype_name(dtype)},
                              {"runtime", runtime_name(shape.runtime)},
+                             {"attention", attention_backend_name(shape.attention)},
                              {"shape", {{"batch", shape.batch}, {"width", shape.width}, {"height", shape.height}, {"frames", shape.frames}, {"tokens", shape.tokens}, {"context", shape.context},
                                         {"tiles", shape.tiles.size > 0 ? nlohmann::ordered_json{{"size", shape.tiles.size}, {"overlap", shape.tiles.overlap},
                                                                                               {"frames", shape.tiles.frames}, {"frame_overlap", shape.tiles.frame_overlap}}

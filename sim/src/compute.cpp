@@ -93,13 +93,17 @@ std::vector<std::string> borrowed_kernel_constants(const ClusterSpec& cluster, c
   const bool steps = serving || std::any_of(workflows.begin(), workflows.end(), [](const Workflow& w) {
     return std::any_of(w.tasks.begin(), w.tasks.end(), [](const TaskSpec& t) { return t.architecture != nullptr || t.training != nullptr; });
   });
+  const bool cudnn = std::any_of(workflows.begin(), workflows.end(), [](const Workflow& w) {
+    return std::any_of(w.tasks.begin(), w.tasks.end(), [](const TaskSpec& t) { return t.architecture != nullptr && t.shape.attention == AttentionBackend::cudnn; });
+  });
   std::vector<std::string> out;
   if (!steps) return out;
   for (const NodeGroup& g : cluster.groups) {
     const KernelModel model(g.gpu);
-    const std::string guess = model.guess();
-    const std::string line = g.gpu.id + " (" + std::string(gpu_arch_name(g.gpu.arch)) + "): " + guess;
-    if (!guess.empty() && std::find(out.begin(), out.end(), line) == out.end()) out.push_back(line);
+    for (const std::string& guess : {model.guess(), cudnn ? model.attention_guess(AttentionBackend::cudnn) : std::string()}) {
+      const std::string line = g.gpu.id + " (" + std::string(gpu_arch_name(g.gpu.arch)) + "): " + guess;
+      if (!guess.empty() && std::find(out.begin(), out.end(), line) == out.end()) out.push_back(line);
+    }
   }
   return out;
 }

@@ -118,7 +118,7 @@ void read_tiles(ObjectReader& w, StepShape& s, const Architecture& a) {
   }
 }
 
-// A model step: {"architecture", "steps", "runtime", "parallel", "tiles", and the shape: batch, width, height, frames, tokens, context}.
+// A model step: {"architecture", "steps", "runtime", "attention", "parallel", "tiles", and the shape: batch, width, height, frames, tokens, context}.
 void read_model_step(ObjectReader& w, TaskSpec& task, const Catalog& catalog) {
   const auto id = w.string("architecture", Need::required);
   const auto found = id ? catalog.architectures().find(*id) : catalog.architectures().end();
@@ -143,6 +143,12 @@ void read_model_step(ObjectReader& w, TaskSpec& task, const Catalog& catalog) {
   }
   const auto runtime = w.string("runtime", Need::optional);
   if (runtime && !parse_runtime(*runtime)) w.problem("runtime", "expected " + runtime_choices() + ", found \"" + *runtime + "\"");
+  const std::string attention = w.string_or("attention", "flash2");
+  if (const auto backend = parse_attention_backend(attention)) {
+    s.attention = *backend;
+  } else {
+    w.problem("attention", "expected flash2 (FlashAttention-2's kernels, PyTorch up to 2.10) or cudnn (cuDNN's, PyTorch 2.11 on Hopper), found \"" + attention + "\"");
+  }
   w.field("parallel");  // read once the architecture is known
   if (found == catalog.architectures().end()) return;
   const Architecture& a = *found->second;

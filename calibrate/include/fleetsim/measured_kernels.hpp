@@ -3,8 +3,9 @@
 // one kernel call per row. `name` is a free label ("Llama-2-7b/tp1/mlp_up_proj"); `kernel` a kernel
 // class (fleetsim/kernel_model.hpp) other than memory; m, n, k its dimensions as that class reads them
 // (k 0 for the memory-bound classes); batch a batched GEMM's count or attention's batch x heads
-// (attention needs the batch column). `attention-fwd-bwd` (and `attention-causal-fwd-bwd`) rows time a
-// forward and a backward pass together, as FlashAttention's benchmark reports them.
+// (attention needs the batch column). Attention's kind takes `-cudnn` (on cuDNN's kernels, not FlashAttention-2's),
+// `-causal` (under a causal mask) and `-fwd-bwd` (a forward and a backward pass together, as FlashAttention's
+// benchmark reports them) in that order: `attention-cudnn-causal`, `attention-causal-fwd-bwd`.
 #pragma once
 
 #include <memory>

@@ -41,6 +41,13 @@ enum class KernelClass : std::uint8_t {
 std::string_view kernel_class_name(KernelClass cls);
 std::optional<KernelClass> parse_kernel_class(std::string_view name);
 
+// The fused attention kernels a runtime's attention runs on: FlashAttention-2 (what PyTorch's
+// scaled_dot_product_attention picks up to 2.10, and flash-attn ships) or cuDNN's (what it picks from 2.11 on
+// Hopper and Blackwell, and what Transformer Engine runs).
+enum class AttentionBackend : std::uint8_t { flash2, cudnn };
+std::string_view attention_backend_name(AttentionBackend backend);
+std::optional<AttentionBackend> parse_attention_backend(std::string_view name);
+
 struct RuntimeKernel;
 
 // One kernel call (or `count` identical ones). Dimensions as KernelClass says.
@@ -51,6 +58,7 @@ struct KernelCall {
   double taps = 1;      // gemm: a convolution's kernel taps (k x k), each a column block of K over the one input
   double groups = 1;    // attention: query heads per key/value head (GQA)
   bool causal = false;  // attention
+  AttentionBackend backend = AttentionBackend::flash2;  // attention: whose kernels run it
   bool backward = false;  // attention: the backward pass (dQ, dK, dV), as FlashAttention-2 runs it
   bool weight_gradient = false;  // gemm: a backward's weight-gradient GEMM (what a zero-bubble pipeline defers)
   // gemm, fp8: scaled by blocks (1 x 128 activation tiles, 128 x 128 weight blocks, DeepSeek-V3's recipe), the
@@ -97,6 +105,14 @@ struct MemoryKernelConstants {
   double rows_per_sm = 1;
   double l2_speedup = 1;
 };
+// Attention on one backend's kernels: a share of the tensor peak, with a query block's fixed work and the
+// softmax's per-key work on top of the products.
+struct AttentionConstants {
+  double efficiency = 1;
+  double key_overhead = 0;   // a query block's prologue and epilogue, in keys
+  double head_overhead = 0;  // per-key softmax work, in head-dimension units
+  double fixed_us = 0;
+};
 struct KernelArchConstants {
   std::string source;
   std::string borrowed;  // what of it is borrowed from another architecture, not measured on this one ("": none)
@@ -108,10 +124,10 @@ struct KernelArchConstants {
   double gemm_fp8_efficiency = 1;       // fp8 GEMMs' tile efficiency as a share of the (bf16) figures above
   double gemm_fp8_blockwise_efficiency = 1;  // the same of fp8 GEMMs scaled by blocks (KernelCall::block_scaled)
   std::array<MemoryKernelConstants, kMemoryKernelClasses> memory{};
-  double attention_efficiency = 1;
-  double attention_key_overhead = 0;   // a query block's prologue and epilogue, in keys
-  double attention_head_overhead = 0;  // per-key softmax work, in head-dimension units
-  double attention_fixed_us = 0;
+  AttentionConstants attention;  // FlashAttention-2's
+  // cuDNN's fused attention where it was measured on this architecture, with where from.
+  std::optional<AttentionConstants> cudnn_attention;
+  std::string cudnn_attention_source;
   // The attention backward's achieved rate over the forward's, where this architecture has its own
   // (0: KernelConstants' figure).
   double attention_backward_rate = 0, attention_backward_rate_causal = 0;
@@ -158,6 +174,9 @@ class KernelModel {
   // borrowed from another architecture, or fitted on a GPU of its architecture whose tensor cores do half as much
   // again (or less) work an SM, as an H100's against an H20's, where the fitted shares of peak need not hold.
   std::string guess() const;
+  // The same for attention on `backend`'s kernels where this architecture has no constants of its own for them
+  // (FlashAttention-2's stand in); "" where it has.
+  std::string attention_guess(AttentionBackend backend) const;
   const KernelConstants& constants() const { return *k_; }
 
  private:

@@ -117,6 +117,9 @@ struct StepShape {
   double context = 0;            // text tokens of a diffusion model, cached tokens of an LLM
   bool training = false;         // logits for every token (a training step), not the last only
   Runtime runtime = Runtime::comfyui;
+  // Whose kernels run its attention: FlashAttention-2's (PyTorch up to 2.10, as the runtimes' sources read) or
+  // cuDNN's (PyTorch 2.11 on Hopper and Blackwell).
+  AttentionBackend attention = AttentionBackend::flash2;
   // Sequence parallelism over a gang of this many GPUs (a diffusion transformer, as xDiT's USP runs it):
   // each GPU's kernels on its share of the tokens; in attention, Ulysses' all-to-alls give each GPU of a
   // group its share of the heads over the group's tokens, and ring attention passes keys and values round

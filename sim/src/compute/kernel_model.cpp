@@ -52,6 +52,16 @@ std::vector<double> read_numbers(ObjectReader& r, std::string_view key, std::siz
   return out;
 }
 
+// An attention backend's constants, their names after `prefix`.
+AttentionConstants read_attention(ObjectReader& r, const std::string& prefix) {
+  AttentionConstants c;
+  c.efficiency = r.number(prefix + "efficiency", Need::required, 1e-6, 1).value_or(1);
+  c.key_overhead = r.number(prefix + "key_overhead", Need::required, 0, 1e6).value_or(0);
+  c.head_overhead = r.number(prefix + "head_overhead", Need::required, 0, 1e4).value_or(0);
+  c.fixed_us = r.number(prefix + "fixed_us", Need::required, 0, 1e6).value_or(0);
+  return c;
+}
+
 KernelArchConstants read_arch(ObjectReader& a, std::size_t tiles) {
   KernelArchConstants k;
   k.source = a.string("source", Need::required).value_or("");
@@ -89,10 +99,15 @@ KernelArchConstants read_arch(ObjectReader& a, std::size_t tiles) {
       m.finish();
     }
   }
-  k.attention_efficiency = a.number("attention_efficiency", Need::required, 1e-6, 1).value_or(1);
-  k.attention_key_overhead = a.number("attention_key_overhead", Need::required, 0, 1e6).value_or(0);
-  k.attention_head_overhead = a.number("attention_head_overhead", Need::required, 0, 1e4).value_or(0);
-  k.attention_fixed_us = a.number("attention_fixed_us", Need::required, 0, 1e6).value_or(0);
+  k.attention = read_attention(a, "attention_");
+  if (const Json* v = a.field("cudnn_attention", Need::optional)) {
+    ObjectReader c(*v, a.pointer("cudnn_attention"), a.problems());
+    if (c.ok()) {
+      k.cudnn_attention_source = c.string("source", Need::required).value_or("");
+      k.cudnn_attention = read_attention(c, "");
+      c.finish();
+    }
+  }
   k.attention_backward_rate = a.number("attention_backward_rate", Need::optional, 1e-3, 10).value_or(0);
   k.attention_backward_rate_causal = a.number("attention_backward_rate_causal", Need::optional, 1e-3, 10).value_or(0);
   a.finish();
@@ -212,10 +227,14 @@ std::string kernel_constants_json(const KernelConstants& k) {
                    {"gemm_memory_efficiency", a->gemm_memory_efficiency},
                    {"gemm_fixed_us", a->gemm_fixed_us},
                    {"memory_bound", memory},
-                   {"attention_efficiency", a->attention_efficiency},
-                   {"attention_key_overhead", a->attention_key_overhead},
-                   {"attention_head_overhead", a->attention_head_overhead},
-                   {"attention_fixed_us", a->attention_fixed_us}};
+                   {"attention_efficiency", a->attention.efficiency},
+                   {"attention_key_overhead", a->attention.key_overhead},
+                   {"attention_head_overhead", a->attention.head_overhead},
+                   {"attention_fixed_us", a->attention.fixed_us}};
+    if (const auto& c = a->cudnn_attention) {
+      archs[name]["cudnn_attention"] = {{"source", a->cudnn_attention_source}, {"efficiency", c->efficiency}, {"key_overhead", c->key_overhead},
+                                        {"head_overhead", c->head_overhead}, {"fixed_us", c->fixed_us}};
+    }
     if (a->gemm_fp8_efficiency != 1) archs[name]["gemm_fp8_efficiency"] = a->gemm_fp8_efficiency;
     if (a->gemm_fp8_blockwise_efficiency != a->gemm_fp8_efficiency) archs[name]["gemm_fp8_blockwise_efficiency"] = a->gemm_fp8_blockwise_efficiency;
     if (a->attention_backward_rate > 0) archs[name]["attention_backward_rate"] = a->attention_backward_rate;
@@ -228,6 +247,14 @@ std::string kernel_constants_json(const KernelConstants& k) {
 }
 
 std::string_view kernel_class_name(KernelClass cls) { return kClassNames[static_cast<std::size_t>(cls)]; }
+
+std::string_view attention_backend_name(AttentionBackend backend) { return backend == AttentionBackend::cudnn ? "cudnn" : "flash2"; }
+
+std::optional<AttentionBackend> parse_attention_backend(std::string_view name) {
+  if (name == "flash2") return AttentionBackend::flash2;
+  if (name == "cudnn") return AttentionBackend::cudnn;
+  return std::nullopt;
+}
 
 std::optional<KernelClass> parse_kernel_class(std::string_view name) {
   for (std::size_t i = 0; i < kClassNames.size(); ++i) {
@@ -300,6 +327,12 @@ std::string KernelModel::guess() const {
          " times this GPU's work an SM: its GEMMs and attention are a guess";
 }
 
+std::string KernelModel::attention_guess(AttentionBackend backend) const {
+  if (backend == AttentionBackend::flash2 || arch_->cudnn_attention) return "";
+  return "cuDNN attention was not measured on " + std::string(gpu_arch_name(gpu_.arch)) +
+         " GPUs: FlashAttention-2's constants stand in (PyTorch 2.11 picks cuDNN's only on Hopper and Blackwell)";
+}
+
 // Each candidate tile shape, and split-K where its tiles cannot fill the SMs: waves of one tile per SM,
 // a tile's work (its K plus the prologue and epilogue) at the SM's share of peak times the shape's
 // efficiency. The fastest candidate is cuBLAS's pick; operands through HBM bound it from below (a
@@ -366,12 +399,13 @@ KernelEstimate KernelModel::estimate(const KernelCall& c, Dtype dtype) const {
     // and, per key, softmax work that does not shrink with the head dimension (head_overhead, in
     // head-dimension units). Causal: a block sees the keys up to its last query, the diagonal key
     // block whole.
-    e.fixed_s = arch_->attention_fixed_us * 1e-6;
+    const AttentionConstants& a = c.backend == AttentionBackend::cudnn && arch_->cudnn_attention ? *arch_->cudnn_attention : arch_->attention;
+    e.fixed_s = a.fixed_us * 1e-6;
     const double sms = std::max(1, gpu_.sms);
     const double block = std::min(k_->attention_block, c.m);
     const double keys = c.causal ? std::min(c.n, c.n - c.m / 2 + block / 2) : c.n;
     const double waves = std::ceil(c.batch * std::ceil(c.m / block) / sms);
-    const double rate = gpu_.peak_for(dtype) * gpu_.kernel_compute_scale[static_cast<std::size_t>(dtype)] / sms * share(arch_->attention_efficiency, dtype);
+    const double rate = gpu_.peak_for(dtype) * gpu_.kernel_compute_scale[static_cast<std::size_t>(dtype)] / sms * share(a.efficiency, dtype);
     // A head dimension the kernels are not built for runs padded to the next one they are. QK^T at the
     // keys' dimension, PV at the values'.
     const auto padded = [&](double dim) {
@@ -379,7 +413,7 @@ KernelEstimate KernelModel::estimate(const KernelCall& c, Dtype dtype) const {
       return built == k_->attention_head_dims.end() ? dim : *built;
     };
     const double head_dims = padded(c.k) + padded(c.v > 0 ? c.v : c.k);
-    e.compute_s = waves * 2 * block * (keys + arch_->attention_key_overhead) * (head_dims + 2 * arch_->attention_head_overhead) / rate;
+    e.compute_s = waves * 2 * block * (keys + a.key_overhead) * (head_dims + 2 * a.head_overhead) / rate;
     e.memory_s = kernel_bytes(c, dtype) / bw;
     if (c.backward) {  // the same blocks, more products at their own rate; twice the tensors moved
       const double own = c.causal ? arch_->attention_backward_rate_causal : arch_->attention_backward_rate;

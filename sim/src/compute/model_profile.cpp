@@ -1258,6 +1258,9 @@ std::vector<KernelCall> step_kernels(const Architecture& a, const StepShape& who
   else if (a.family == "mochi-vae-decoder") mochi_vae_decoder(a, s, b);
   else if (a.family == "rrdb") rrdb(a, s, b);
   else FLEETSIM_CHECK(false, "unknown architecture family " + a.family + " (checked at load)");
+  for (KernelCall& c : calls) {
+    if (c.cls == KernelClass::attention) c.backend = s.attention;
+  }
   return calls;
 }
 

@@ -51,8 +51,9 @@ std::string Batching::work_identity(const TaskSpec& s) {
   const StepShape& a = s.shape;
   // A decode in tiles is other work than the same decode whole: the tiles are part of it.
   char text[320];
-  std::snprintf(text, sizeof text, "%s/%g/%g/%g/%g/%g/%g/%s/%s/%g %g %g %g %.17g", s.architecture->id.c_str(), a.width, a.height, a.frames, a.tokens,
-                a.context, s.steps, std::string(dtype_name(s.dtype)).c_str(), std::string(runtime_name(a.runtime)).c_str(), a.tiles.size,
+  std::snprintf(text, sizeof text, "%s/%g/%g/%g/%g/%g/%g/%s/%s/%s/%g %g %g %g %.17g", s.architecture->id.c_str(), a.width, a.height, a.frames, a.tokens,
+                a.context, s.steps, std::string(dtype_name(s.dtype)).c_str(), std::string(runtime_name(a.runtime)).c_str(),
+                std::string(attention_backend_name(a.attention)).c_str(), a.tiles.size,
                 a.tiles.overlap, a.tiles.frames, a.tiles.frame_overlap, a.tiles.vram_below);
   return text;
 }
