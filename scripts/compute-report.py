@@ -433,11 +433,16 @@ def main():
       "pull request 138522). A model step takes either (`\"attention\": \"flash2\"` or `\"cudnn\"` in its work, `--attention` "
       "for `fleetsim kernels`); FlashAttention-2 stays the default, as the runtimes' sources read PyTorch up to 2.8. Hopper's "
       "cuDNN constants are fitted to cudnn-frontend's H200 benchmark (head dimension 128 only: head dimension 64 borrows "
-      "FlashAttention-2's per-key softmax work); not fitted to, FLUX's attention through PyTorch on an H100 is +0.9%, "
-      "PyTorch 2.11 on the H200 at FLUX's shapes -5% to -10%, and causal attention with 8 heads (a TP-8 Llama 3 70B "
-      "prefill) -19% to -35%: few query blocks run slower than the model's per-block rate, which no block size explains. "
-      "On an H20 cuDNN is +14% to +27% (the carried share is too low there) while FlashAttention-2 is within 3% but for "
-      "one causal row (-15%). Other architectures have no cuDNN constants and say so.")
+      "FlashAttention-2's per-key softmax work); not fitted to, FLUX's attention through PyTorch on an H100 is -1.0%, "
+      "PyTorch 2.11 on the H200 at FLUX's shapes -7% to -11%, and causal attention with 8 heads (a TP-8 Llama 3 70B "
+      "prefill) -3% to -11%. On an H20 cuDNN is +15% to +22% (the share carried to its cut tensor cores is too low "
+      "there) while FlashAttention-2 is within 7%. Other architectures have no cuDNN constants and say so.")
+    w("- Causal attention's query blocks are timed as the GPU dispatches them (each head's blocks in order, their keys "
+      "growing, to the first SM that frees): where a few heads fill only a few waves, the longest blocks start last and "
+      "the kernel waits for them. Timed by their average instead, the model was 19-35% fast on PyTorch 2.11's cuDNN "
+      "causal attention with 8 heads on the H200 (now -3% to -11%) and 29% fast on FlashAttention-2 forced there (now "
+      "-10%); the H20's causal FlashAttention-2 row moved from -15% to -7%. The FlashAttention-2 constants were not "
+      "refitted for it (their in-sample median 6.1%, 4.0% refitted, which would move every diffusion step).")
     w("- Attention on A100: fitted to forward and backward passes timed together, so its forward level rests on the "
       "backward's rate measured on another Ampere GPU (an RTX A5000; `models/kernels.json`). Every constant for Volta, "
       "Ada and Blackwell GPUs: no measurement of them was fitted; `fleetsim kernels` says so where it applies them.\n")

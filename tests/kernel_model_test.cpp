@@ -2,6 +2,8 @@
 // known constants, and the validation against Vidur's per-operation profiles pinned (rows of
 // reports/compute.md).
 #include <catch2/catch.hpp>
+#include <array>
+#include <queue>
 
 #include "fleetsim/compute.hpp"
 #include "fleetsim/error.hpp"
@@ -103,11 +105,11 @@ TEST_CASE("attention runs query blocks in waves at its share of peak, decoding r
   // 4 x 128 x 4096 x 128 FLOP at 0.5 TFLOP/s.
   const KernelEstimate prefill = model.estimate({.cls = KernelClass::attention, .m = 128, .n = 4096, .k = 128, .batch = 100}, Dtype::bf16);
   CHECK(prefill.compute_s == Approx(4.0 * 128 * 4096 * 128 / 0.5e12));
-  // Causal over a square: a block sees the keys up to its last query, on average half of them and
-  // half a block more (the diagonal block is computed whole).
+  // Causal over a square: a block sees the keys up to its last query (the diagonal block is computed whole). One
+  // head's 32 blocks run at once on the 100 SMs, so the kernel ends with the last, which sees every key.
   const KernelEstimate causal =
       model.estimate({.cls = KernelClass::attention, .m = 4096, .n = 4096, .k = 128, .batch = 1, .causal = true}, Dtype::bf16);
-  CHECK(causal.compute_s == Approx(4.0 * 128 * (2048 + 64) * 128 / 0.5e12));
+  CHECK(causal.compute_s == Approx(4.0 * 128 * 4096 * 128 / 0.5e12));
   // Per-key softmax work worth 32 head-dimension units: head dimension 64 runs at 64 / 96 of the rate.
   auto softmax = round_constants();
   softmax->hopper.attention.head_overhead = 32;
@@ -136,7 +138,9 @@ TEST_CASE("the attention backward runs at the shared rates unless its architectu
   CHECK(KernelModel(gpu, constants).estimate(backward, Dtype::bf16).compute_s == Approx(f * 2.5 / 0.9));
   KernelCall causal = backward;
   causal.causal = true;
-  const double fc = KernelModel(gpu, constants).estimate({.cls = KernelClass::attention, .m = 4096, .n = 4096, .k = 128, .batch = 16, .causal = true}, Dtype::bf16).compute_s;
+  // A causal backward's blocks even out: the average block (half the keys and half a block) in waves, 16 heads of 32 blocks
+  // on 100 SMs.
+  const double fc = std::ceil(16 * 32 / 100.0) * (2048 + 64) * 2.0 * 128 * 256 / 0.5e12;
   CHECK(KernelModel(gpu, constants).estimate(causal, Dtype::bf16).compute_s == Approx(fc * 2.5 / 1.0));  // the shared causal rate still
   // A row that times both passes is predicted as their sum, and read back from its kind.
   const auto rows = parse_measured_kernels("name,kernel,m,n,k,batch,time_us\na,attention-fwd-bwd,4096,4096,128,16,1000\n"
@@ -238,6 +242,38 @@ TEST_CASE("the kernel fit recovers the constants that made the measurements", "[
   CHECK(fitted->hopper.attention.efficiency == Approx(0.5).epsilon(0.05));
   CHECK(fitted->hopper.attention.head_overhead == Approx(16).epsilon(0.1));
   CHECK(fitted->hopper.source == "test");
+}
+
+TEST_CASE("a causal forward's query blocks end when the GPU's in-order dispatch of them does", "[kernels]") {
+  // The exact list schedule: each head's blocks in order (keys growing), the heads one after another, each block to the
+  // SM that frees first. The model's fluid form of it is within 5% (and never below the longest block).
+  const GpuType gpu = round_gpu();  // 100 SMs
+  auto k = round_constants();
+  k->hopper.attention.key_overhead = 150;
+  const KernelModel model(gpu, k);
+  const double per_key = 2.0 * 128 * 256 / 0.5e12;  // a 128-row block's time a key at head dimension 128, 0.5 TFLOP/s an SM
+  for (const auto& [heads, m, n] : std::vector<std::array<double, 3>>{{8, 4096, 4096}, {8, 8192, 8192}, {64, 2048, 2048}, {64, 8192, 8192},
+                                                                      {1, 16384, 16384}, {8, 2048, 10240}, {3, 1000, 1000}, {200, 300, 300}}) {
+    std::priority_queue<double, std::vector<double>, std::greater<>> free_at;
+    for (int sm = 0; sm < 100; ++sm) free_at.push(0);
+    double end = 0;
+    const double blocks = std::ceil(m / 128);
+    for (int h = 0; h < heads; ++h) {
+      for (int i = 0; i < blocks; ++i) {
+        const double start = free_at.top();
+        free_at.pop();
+        const double done = start + (n - m + std::min(m, (i + 1) * 128.0) + 150) * per_key;
+        end = std::max(end, done);
+        free_at.push(done);
+      }
+    }
+    const double modelled = model.estimate({.cls = KernelClass::attention, .m = m, .n = n, .k = 128, .batch = heads, .causal = true}, Dtype::bf16).compute_s;
+    INFO(heads << " heads of " << m << " queries over " << n << " keys: list schedule " << end << " s, model " << modelled << " s");
+    CHECK(modelled == Approx(end).epsilon(0.05));
+  }
+  // Many heads even the blocks out: the average block's keys in waves, as the backward keeps them.
+  const KernelCall many{.cls = KernelClass::attention, .m = 8192, .n = 8192, .k = 128, .batch = 400, .causal = true};
+  CHECK(model.estimate(many, Dtype::bf16).compute_s == Approx(std::ceil(400 * 64 / 100.0) * (8192 - 4096 + 64 + 150) * per_key).epsilon(0.01));
 }
 
 TEST_CASE("attention runs on the backend's own constants and says where it borrows FlashAttention-2's", "[kernels]") {

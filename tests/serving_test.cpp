@@ -936,7 +936,10 @@ TEST_CASE("hot experts: the busiest GPU's experts take imbalance times the mean 
   // End to end: said in the text, the assumptions and the JSON; slower than an even router.
   const ServingResult r = simulate_serving(hot), base = simulate_serving(even);
   CHECK(r.completed == 200);
-  CHECK(r.ttft_s.p50 > base.ttft_s.p50);
+  // (The median TTFT moves with where arrivals fall between iterations; the means and the whole requests do not.)
+  CHECK(r.ttft_s.mean > base.ttft_s.mean);
+  CHECK(r.tpot_s.mean > base.tpot_s.mean);
+  CHECK(r.e2e_s.p50 > base.e2e_s.p50);
   std::ostringstream text;
   write_serving_text(text, hot, r);
   CHECK_THAT(text.str(), Catch::Contains("hot experts: the busiest GPU 2x the mean tokens") && Catch::Contains("reaching the busiest GPU's experts 2 times as often"));
