@@ -414,6 +414,8 @@ int run_kernels(const KernelsArgs& args) {
     fleetsim::write_output_file(args.fit, "the fitted constants", [&](std::ostream& o) { o << fleetsim::kernel_constants_json(*constants); });
   }
   const fleetsim::KernelModel model(*gpu, constants);
+  const auto attention = fleetsim::parse_attention_backend(args.attention);
+  if (!attention) throw bad("--attention", "expected flash2 or cudnn, found \"" + args.attention + "\"");
   std::vector<std::string> notes;
   if (const std::string guess = model.guess(); !guess.empty()) notes.push_back("assumed: " + gpu->id + " (" + std::string(fleetsim::gpu_arch_name(gpu->arch)) + "): " + guess);
   if (!args.model.empty()) {
@@ -446,11 +448,7 @@ int run_kernels(const KernelsArgs& args) {
     } else {
       throw bad("--runtime", "expected " + fleetsim::runtime_choices() + ", found \"" + args.runtime + "\"");
     }
-    if (const auto backend = fleetsim::parse_attention_backend(args.attention)) {
-      shape.attention = *backend;
-    } else {
-      throw bad("--attention", "expected flash2 or cudnn, found \"" + args.attention + "\"");
-    }
+    shape.attention = *attention;
     if (const std::string guess = model.attention_guess(shape.attention); !guess.empty()) {
       notes.push_back("assumed: " + guess);
     } else if (shape.attention == fleetsim::AttentionBackend::cudnn) {
@@ -488,6 +486,8 @@ int run_kernels(const KernelsArgs& args) {
     return kOk;
   }
   const auto measured = fleetsim::load_measured_kernels(args.measured);
+  const bool cudnn_rows = std::any_of(measured.begin(), measured.end(), [](const fleetsim::MeasuredKernel& m) { return m.call.backend == fleetsim::AttentionBackend::cudnn; });
+  if (const std::string guess = model.attention_guess(fleetsim::AttentionBackend::cudnn); cudnn_rows && !guess.empty()) notes.push_back("assumed: " + guess);
   std::vector<fleetsim::KernelEstimate> predicted;
   for (const auto& m : measured) predicted.push_back(fleetsim::estimate_measured(model, m, *dtype));
   if (args.json) {

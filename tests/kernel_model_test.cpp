@@ -253,7 +253,8 @@ TEST_CASE("a causal forward's query blocks end when the GPU's in-order dispatch 
   const KernelModel model(gpu, k);
   const double per_key = 2.0 * 128 * 256 / 0.5e12;  // a 128-row block's time a key at head dimension 128, 0.5 TFLOP/s an SM
   for (const auto& [heads, m, n] : std::vector<std::array<double, 3>>{{8, 4096, 4096}, {8, 8192, 8192}, {64, 2048, 2048}, {64, 8192, 8192},
-                                                                      {1, 16384, 16384}, {8, 2048, 10240}, {3, 1000, 1000}, {200, 300, 300}}) {
+                                                                      {1, 16384, 16384}, {8, 2048, 10240}, {3, 1000, 1000}, {200, 300, 300},
+                                                                      {1, 115200, 115200}, {9, 12800, 12800}}) {  // past 8 waves, few heads
     std::priority_queue<double, std::vector<double>, std::greater<>> free_at;
     for (int sm = 0; sm < 100; ++sm) free_at.push(0);
     double end = 0;
@@ -271,6 +272,8 @@ TEST_CASE("a causal forward's query blocks end when the GPU's in-order dispatch 
     INFO(heads << " heads of " << m << " queries over " << n << " keys: list schedule " << end << " s, model " << modelled << " s");
     CHECK(modelled == Approx(end).epsilon(0.05));
   }
+  // No heads: nothing to run.
+  CHECK(model.estimate({.cls = KernelClass::attention, .m = 4096, .n = 4096, .k = 128, .batch = 0, .causal = true}, Dtype::bf16).compute_s == 0);
   // Many heads even the blocks out: the average block's keys in waves, as the backward keeps them.
   const KernelCall many{.cls = KernelClass::attention, .m = 8192, .n = 8192, .k = 128, .batch = 400, .causal = true};
   CHECK(model.estimate(many, Dtype::bf16).compute_s == Approx(std::ceil(400 * 64 / 100.0) * (8192 - 4096 + 64 + 150) * per_key).epsilon(0.01));
@@ -347,6 +350,8 @@ TEST_CASE("the kernel fit finds cuDNN's attention from its rows and leaves the r
   CHECK_THROWS_WITH(parse_measured_kernels("name,kernel,m,n,k,batch,time_us\na,attention-causal-cudnn,4096,4096,128,16,100\n", "k.csv"),
                     Catch::Contains("k.csv") && Catch::Contains("column kernel") && Catch::Contains("-cudnn (cuDNN's kernels), -causal and -fwd-bwd"));
   CHECK_THROWS_WITH(parse_measured_kernels("name,kernel,m,n,k,batch,time_us\na,gemm-cudnn,4096,4096,128,16,100\n", "k.csv"), Catch::Contains("found \"gemm-cudnn\""));
+  CHECK_THROWS_WITH(parse_measured_kernels("name,kernel,m,n,k,batch,time_us\na,attention-cudnn-fwd-bwd,4096,4096,128,16,100\n", "k.csv"),
+                    Catch::Contains("k.csv: line 2, column kernel") && Catch::Contains("a forward pass alone"));
 }
 
 TEST_CASE("the kernel model against Vidur's per-operation profiles (rows of reports/compute.md)", "[kernels][validation]") {

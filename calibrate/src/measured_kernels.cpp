@@ -68,6 +68,10 @@ std::vector<MeasuredKernel> parse_measured_kernels(std::string_view text, const 
     const bool causal = suffix("-causal");
     const bool cudnn = suffix("-cudnn");
     const auto cls = parse_kernel_class(kind);
+    if (cudnn && m.with_backward) {  // the fit has no cuDNN backward rates to find: its forward constants would take the error
+      add({file, at + ", column kernel", "expected attention-cudnn rows of a forward pass alone (cuDNN's backward is not fitted), found \"" + cells[1] + "\""});
+      continue;
+    }
     if (!cls || *cls == KernelClass::memory || (*cls == KernelClass::attention && !batched)) {
       add({file, at + ", column kernel",
                           "expected gemm, norm, add, activation, gated-activation, rope, softmax, embedding, or attention (with the batch column) "

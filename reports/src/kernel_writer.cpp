@@ -104,6 +104,7 @@ std::string kernel_comparison_json(const GpuType& gpu, const std::vector<Measure
     rows.push_back({{"name", measured[i].name}, {"kernel", kernel_class_name(measured[i].call.cls)}, {"causal", measured[i].call.causal}, {"with_backward", measured[i].with_backward}, {"m", measured[i].call.m},
                     {"n", measured[i].call.n}, {"k", measured[i].call.k}, {"measured_s", measured[i].time_s},
                     {"time_s", predicted[i].time_s()}, {"memory_bound", predicted[i].memory_bound()}, {"error", e}});
+    if (measured[i].call.cls == KernelClass::attention) rows.back()["backend"] = attention_backend_name(measured[i].call.backend);
   }
   nlohmann::ordered_json classes = nlohmann::ordered_json::object();
   for (const auto& [key, errors] : by_class) {

@@ -5,7 +5,7 @@
 // (k 0 for the memory-bound classes); batch a batched GEMM's count or attention's batch x heads
 // (attention needs the batch column). Attention's kind takes `-cudnn` (on cuDNN's kernels, not FlashAttention-2's),
 // `-causal` (under a causal mask) and `-fwd-bwd` (a forward and a backward pass together, as FlashAttention's
-// benchmark reports them) in that order: `attention-cudnn-causal`, `attention-causal-fwd-bwd`.
+// benchmark reports them) in that order: `attention-cudnn-causal`, `attention-causal-fwd-bwd` (cuDNN's rows are forwards alone).
 #pragma once
 
 #include <memory>
