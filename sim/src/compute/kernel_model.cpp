@@ -26,8 +26,9 @@ std::size_t memory_index(KernelClass cls) { return static_cast<std::size_t>(cls)
 // to its last query (n - m + min(m, (i + 1) block), plus `overhead`), the heads one after another, each block to the
 // first SM that frees. The blocks' keys grow within a head, so the last to start are the longest, and where the heads
 // fill only a few waves the GPU waits for them. The keys the slowest SM sees: up to 8 waves of blocks of whole heads,
-// the list schedule itself; beyond (or for a share of a head), fluidly, block j starts once the blocks before it, less half of the `sms` in flight, are
-// done on `sms` SMs, and the last head's blocks end last (within 5% of the list schedule there, as the tests check).
+// the list schedule itself; beyond (or for a share of a head), fluidly, block j starts once the blocks before it,
+// less half of the `sms` in flight, are done on `sms` SMs, and the last head's blocks end last (within 5% of the list
+// schedule there, as the tests check).
 double causal_forward_keys(double heads, double blocks, double block, double m, double n, double overhead, double sms) {
   const double whole = std::floor(m / block);  // blocks whose last query is within m
   const auto keys = [&](double i) { return n - m + std::min(m, (i + 1) * block) + overhead; };
