@@ -1128,7 +1128,7 @@ void add_import(CLI::App& app, Commands& commands) {
   import->require_subcommand(1);
 
   struct ComfyArgs {
-    std::string file, costs, registry, out, gpu;
+    std::string file, costs, registry, out, gpu, attention = "flash2";
     bool strict = false;
   };
   auto comfy = std::make_shared<ComfyArgs>();
@@ -1141,14 +1141,17 @@ void add_import(CLI::App& app, Commands& commands) {
   import_comfy->add_flag("--strict", comfy->strict, "Refuse to guess: unknown node types, unknown model families, sizes no node sets");
   import_comfy->add_option("--gpu", comfy->gpu,
                            "Catalog GPU the graph runs on: a VAE decode its memory cannot hold falls back to tiles, as ComfyUI does (default: 80 GB)");
+  import_comfy->add_option("--attention", comfy->attention, "Whose kernels run the models' attention: flash2 (FlashAttention-2, PyTorch up to 2.10) or cudnn (cuDNN's, PyTorch 2.11 on Hopper)")->capture_default_str();
   commands.add(import_comfy, [comfy] {
     if (!comfy->out.empty()) fleetsim::check_output_file(comfy->out, "--out");  // a bad --out is bad input, as for every command
     const fleetsim::GpuType* gpu = comfy->gpu.empty() ? nullptr : &catalog_gpu("--gpu", comfy->gpu);
+    const auto attention = fleetsim::parse_attention_backend(comfy->attention);
+    if (!attention) throw fleetsim::InputError({fleetsim::Problem{"--attention", "", "expected flash2 or cudnn, found \"" + comfy->attention + "\""}});
     const std::string costs = comfy->costs.empty() ? "" : fleetsim::read_text_file(comfy->costs);
     const std::string registry = comfy->registry.empty() ? "" : fleetsim::read_text_file(comfy->registry);
     return emit_workflow(fleetsim::import_comfyui(fleetsim::read_text_file(comfy->file), comfy->file, fleetsim::Catalog::builtin(),
                                                   {.node_costs_json = costs, .node_costs_file = comfy->costs, .registry_json = registry,
-                                                   .registry_file = comfy->registry, .strict = comfy->strict, .gpu = gpu}),
+                                                   .registry_file = comfy->registry, .strict = comfy->strict, .gpu = gpu, .attention = *attention}),
                          comfy->out);
   });
 

@@ -236,6 +236,10 @@ EOF
 check "import comfyui --gpu: a decode the GPU cannot hold falls back to tiles, said" grep -q "past rtx-4090's 24 GB" "$tmp/hunyuan-4090.err"
 "$fleetsim" import comfyui "$tmp/hunyuan.json" --gpu nope >/dev/null 2>"$tmp/hunyuan-nope.err"
 check "import comfyui --gpu names the GPU types it knows" bash -c "test $? -eq 2 && grep -q -- '--gpu: unknown GPU type \"nope\" (expected one of' '$tmp/hunyuan-nope.err'"
+"$fleetsim" import comfyui "$tmp/hunyuan.json" --attention cudnn >"$tmp/hunyuan-cudnn.json" 2>/dev/null
+check "import comfyui --attention cudnn writes the backend into each model step" grep -q '"attention": "cudnn"' "$tmp/hunyuan-cudnn.json"
+"$fleetsim" import comfyui "$tmp/hunyuan.json" --attention fa3 >/dev/null 2>"$tmp/hunyuan-fa3.err"
+check "import comfyui --attention names the backends it knows" bash -c "test $? -eq 2 && grep -q 'expected flash2 or cudnn' '$tmp/hunyuan-fa3.err'"
 "$fleetsim" import nccl-tests "$src/tests/data/nccl-tests/all_reduce_8ranks.log" --node-type hgx-h100-8 --json >"$tmp/nccl.json"
 check "import nccl-tests --json prints a profile" grep -q '"fleetsim_profile"' "$tmp/nccl.json"
 check "validate prints the error table" grep -q "task error          median" "$tmp/val.txt"

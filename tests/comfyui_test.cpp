@@ -2,6 +2,7 @@
 // stages the catalog has, video latents and their sizes, a user's additions, --strict; and a corpus of
 // 65 real saved graphs (tests/data/comfyui-corpus, with their provenance) imported as ComfyUI runs them.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -651,4 +652,30 @@ TEST_CASE("every importer's output reads back through the workflow loader, the s
     const Workflow again = parse_workflow(written, file + " (as written)", Catalog::builtin());
     CHECK(workflow_json(again) == written);
   }
+}
+
+TEST_CASE("an imported graph's attention runs on the kernels the import names, written out and read back", "[import][comfyui]") {
+  const std::string graph = hunyuan_video_graph(848, 480, 65);
+  const Workflow flash = import_comfyui(graph, "g.json", Catalog::builtin());
+  const Workflow cudnn = import_comfyui(graph, "g.json", Catalog::builtin(), {.attention = AttentionBackend::cudnn});
+  REQUIRE(flash.tasks.size() == cudnn.tasks.size());
+  for (std::size_t i = 0; i < cudnn.tasks.size(); ++i) {
+    if (!cudnn.tasks[i].architecture) continue;
+    CHECK(flash.tasks[i].shape.attention == AttentionBackend::flash2);
+    CHECK(cudnn.tasks[i].shape.attention == AttentionBackend::cudnn);
+    CHECK(cudnn.tasks[i].flop == flash.tasks[i].flop);  // the same kernels, timed on other constants
+  }
+  CHECK(std::find(cudnn.assumptions.begin(), cudnn.assumptions.end(), "attention on cuDNN's kernels, as PyTorch 2.11 runs it on Hopper") != cudnn.assumptions.end());
+  const std::string text = workflow_json(cudnn);
+  CHECK_THAT(text, Contains(R"("attention": "cudnn")"));
+  CHECK_THAT(workflow_json(flash), !Contains(R"("attention")"));
+  const Workflow again = parse_workflow(text, "again.json", Catalog::builtin());
+  for (const TaskSpec& t : again.tasks) {
+    if (t.architecture) CHECK(t.shape.attention == AttentionBackend::cudnn);
+  }
+  // A scenario's ComfyUI entry names it too, checked like every field.
+  const std::string entry = R"({"comfyui": ")" + test::source_dir() + R"(/tests/data/comfyui/subgraphs.api.json", "attention": "fa3"})";
+  CHECK_THAT(test::scenario_error(R"({"name": "x", "cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]}, "workflows": {"w": )" + entry +
+                                  R"(}, "workload": [{"workflow": "w", "arrival": {"process": "once"}}]})"),
+             Contains("/workflows/w/attention") && Contains("expected flash2") && Contains("found \"fa3\""));
 }

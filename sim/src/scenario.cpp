@@ -256,12 +256,15 @@ std::vector<std::string> read_workflows(ObjectReader& top, const Catalog& catalo
         return parse_workflow(text, path, catalog);
       });
     } else if (entry.is_object() && entry.contains("comfyui")) {
-      // {"comfyui": "graph.json", "node_costs": "costs.json", "registry": "families.json"}: costs for node
-      // types fleetsim does not know, additions to the importer's registry.
+      // {"comfyui": "graph.json", "node_costs": "costs.json", "registry": "families.json", "attention": "cudnn"}: costs
+      // for node types fleetsim does not know, additions to the importer's registry, whose kernels run attention.
       ObjectReader r(entry, at, top.problems());
       const auto graph = r.string("comfyui", Need::required);
       const auto costs = r.string("node_costs", Need::optional);
       const auto registry = r.string("registry", Need::optional);
+      const std::string attention_name = r.string_or("attention", "flash2");
+      const auto attention = parse_attention_backend(attention_name);
+      if (!attention) r.problem("attention", "expected flash2 (FlashAttention-2's kernels) or cudnn (cuDNN's, as PyTorch 2.11 runs them on Hopper), found \"" + attention_name + "\"");
       r.finish();
       if (graph) {
         wf = absorbing(top.problems(), [&] {
@@ -274,7 +277,8 @@ std::vector<std::string> read_workflows(ObjectReader& top, const Catalog& catalo
           const std::string graph_path = resolve(base_dir, *graph);
           return import_comfyui(read_named_file(top.problems(), r.pointer("comfyui"), graph_path), graph_path, catalog,
                                 {.node_costs_json = costs_text, .node_costs_file = costs_path, .registry_json = registry_text,
-                                 .registry_file = registry_path, .gpu = smallest, .largest_gpu = largest});
+                                 .registry_file = registry_path, .gpu = smallest, .largest_gpu = largest,
+                                 .attention = attention.value_or(AttentionBackend::flash2)});
         });
       }
     } else if (entry.is_object()) {

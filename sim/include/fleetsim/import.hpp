@@ -42,6 +42,9 @@ struct ComfyUiOptions {
   // cannot hold whole runs whole. (The fallback tiles apply only below the whole decode's need on any GPU:
   // StepShape::Tiles::vram_below.)
   const GpuType* largest_gpu = nullptr;
+  // Whose kernels run the models' attention: FlashAttention-2's (the default: PyTorch up to 2.10) or cuDNN's (PyTorch
+  // 2.11 on Hopper).
+  AttentionBackend attention = AttentionBackend::flash2;
 };
 
 Workflow import_comfyui(std::string_view json_text, const std::string& file_name, const Catalog& catalog,

@@ -847,6 +847,12 @@ Workflow import_comfyui(std::string_view json_text, const std::string& file_name
     problems.add("", "the graph has no node that does GPU work (sampler, text encode, VAE, upscale)");
     problems.throw_if_any();
   }
+  if (options.attention != AttentionBackend::flash2) {  // the same kernels' FLOP and bytes: only their times change
+    for (TaskSpec& t : wf.tasks) {
+      if (t.architecture) t.shape.attention = options.attention;
+    }
+    wf.assumptions.push_back("attention on cuDNN's kernels, as PyTorch 2.11 runs it on Hopper");
+  }
   wf.finalize();
   return wf;
 }
@@ -881,6 +887,7 @@ std::string workflow_json(const Workflow& wf) {
       }
       work["dtype"] = dtype_name(t.dtype);
       work["runtime"] = runtime_name(s.runtime);
+      if (s.attention != AttentionBackend::flash2) work["attention"] = attention_backend_name(s.attention);
       task["work"] = std::move(work);
     } else {
       char flop[48];
