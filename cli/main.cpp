@@ -415,7 +415,7 @@ int run_kernels(const KernelsArgs& args) {
   }
   const fleetsim::KernelModel model(*gpu, constants);
   const auto attention = fleetsim::parse_attention_backend(args.attention);
-  if (!attention) throw bad("--attention", "expected flash2 or cudnn, found \"" + args.attention + "\"");
+  if (!attention) throw bad("--attention", "expected " + fleetsim::attention_backend_choices() + ", found \"" + args.attention + "\"");
   std::vector<std::string> notes;
   if (const std::string guess = model.guess(); !guess.empty()) notes.push_back("assumed: " + gpu->id + " (" + std::string(fleetsim::gpu_arch_name(gpu->arch)) + "): " + guess);
   if (!args.model.empty()) {
@@ -1146,7 +1146,7 @@ void add_import(CLI::App& app, Commands& commands) {
     if (!comfy->out.empty()) fleetsim::check_output_file(comfy->out, "--out");  // a bad --out is bad input, as for every command
     const fleetsim::GpuType* gpu = comfy->gpu.empty() ? nullptr : &catalog_gpu("--gpu", comfy->gpu);
     const auto attention = fleetsim::parse_attention_backend(comfy->attention);
-    if (!attention) throw fleetsim::InputError({fleetsim::Problem{"--attention", "", "expected flash2 or cudnn, found \"" + comfy->attention + "\""}});
+    if (!attention) throw fleetsim::InputError({fleetsim::Problem{"--attention", "", "expected " + fleetsim::attention_backend_choices() + ", found \"" + comfy->attention + "\""}});
     const std::string costs = comfy->costs.empty() ? "" : fleetsim::read_text_file(comfy->costs);
     const std::string registry = comfy->registry.empty() ? "" : fleetsim::read_text_file(comfy->registry);
     return emit_workflow(fleetsim::import_comfyui(fleetsim::read_text_file(comfy->file), comfy->file, fleetsim::Catalog::builtin(),

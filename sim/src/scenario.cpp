@@ -264,7 +264,7 @@ std::vector<std::string> read_workflows(ObjectReader& top, const Catalog& catalo
       const auto registry = r.string("registry", Need::optional);
       const std::string attention_name = r.string_or("attention", "flash2");
       const auto attention = parse_attention_backend(attention_name);
-      if (!attention) r.problem("attention", "expected flash2 (FlashAttention-2's kernels) or cudnn (cuDNN's, as PyTorch 2.11 runs them on Hopper), found \"" + attention_name + "\"");
+      if (!attention) r.problem("attention", "expected " + attention_backend_choices() + ", found \"" + attention_name + "\"");
       r.finish();
       if (graph) {
         wf = absorbing(top.problems(), [&] {

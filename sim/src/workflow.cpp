@@ -147,7 +147,7 @@ void read_model_step(ObjectReader& w, TaskSpec& task, const Catalog& catalog) {
   if (const auto backend = parse_attention_backend(attention)) {
     s.attention = *backend;
   } else {
-    w.problem("attention", "expected flash2 (FlashAttention-2's kernels, PyTorch up to 2.10) or cudnn (cuDNN's, PyTorch 2.11 on Hopper), found \"" + attention + "\"");
+    w.problem("attention", "expected " + attention_backend_choices() + ", found \"" + attention + "\"");
   }
   w.field("parallel");  // read once the architecture is known
   if (found == catalog.architectures().end()) return;

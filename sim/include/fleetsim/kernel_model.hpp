@@ -47,6 +47,8 @@ std::optional<KernelClass> parse_kernel_class(std::string_view name);
 enum class AttentionBackend : std::uint8_t { flash2, cudnn };
 std::string_view attention_backend_name(AttentionBackend backend);
 std::optional<AttentionBackend> parse_attention_backend(std::string_view name);
+// "flash2 or cudnn", for messages.
+std::string attention_backend_choices();
 
 struct RuntimeKernel;
 

@@ -320,6 +320,8 @@ std::optional<AttentionBackend> parse_attention_backend(std::string_view name) {
   return std::nullopt;
 }
 
+std::string attention_backend_choices() { return "flash2 or cudnn"; }
+
 std::optional<KernelClass> parse_kernel_class(std::string_view name) {
   for (std::size_t i = 0; i < kClassNames.size(); ++i) {
     if (kClassNames[i] == name) return static_cast<KernelClass>(i);
