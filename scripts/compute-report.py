@@ -83,14 +83,22 @@ DIFFUSION_CHECKS = [
     {"title": "HunyuanVideo VAE decode alone, 65 frames at 848x480, tiled", "gpu": "h100-sxm", "runtime": "diffusers", "dtype": "fp16",
      "parts": [("hunyuan-video-vae-decoder", "width=848,height=480,frames=65,tile=32,tile_overlap=8,tile_frames=5,tile_frame_overlap=2", 1)],
      "measured_s": 15.5146,
-     "source": "sgl-project/sglang pull request 22814, description: DecodingStage 15,514.60 ms on one H100 before its fused GroupNorm+SiLU "
-               "(14,548.95 ms after). SGLang's HunyuanVideo config runs the VAE in fp16 with tiling on: 256-pixel, 16-frame tiles at "
-               "strides of 192 and 12 (read from its config files, not the PR), timed here as ComfyUI places tiles (diffusers' "
-               "temporal tiling adds a sixth, 2-frame tile: the prediction is some 7% of the work short)"},
+     "source": "sgl-project/sglang pull request 22814 (2026-04-14), description: DecodingStage 15,514.60 ms on one H100 before its fused "
+               "GroupNorm+SiLU (14,548.95 ms after). SGLang's HunyuanVideo config runs the VAE in fp16 with tiling on: 256-pixel, "
+               "16-frame tiles at strides of 192 and 12 (read from its config files, not the PR), timed here as ComfyUI places tiles "
+               "(diffusers' temporal tiling adds a sixth, 2-frame tile: the prediction is some 7% of the work short). Likely on a slow "
+               "path (below)"},
     {"title": "HunyuanVideo VAE decode alone, 61 frames at 512x320", "gpu": "h100-sxm", "runtime": "diffusers", "dtype": "fp16",
      "parts": [("hunyuan-video-vae-decoder", "width=512,height=320,frames=61", 1)], "measured_s": 2.5,
      "source": "madebyollin/taehv README, the full HunyuanVideo VAE's \"Runtime (in fp16, on GH200)\": \"~2-3 s\", taken as 2.5; "
-               "a GH200 timed as an H100 SXM; whole or tiled not stated (whole here)"},
+               "a GH200 timed as an H100 SXM; whole or tiled not stated (whole here). Likely on a slow path (below)"},
+    {"title": "HunyuanVideo VAE decode alone, 77 frames at 848x480, tiled", "gpu": "h200-sxm", "runtime": "diffusers", "dtype": "fp16",
+     "parts": [("hunyuan-video-vae-decoder", "width=848,height=480,frames=77,tile=32,tile_overlap=8,tile_frames=5,tile_frame_overlap=2", 1)],
+     "measured_s": 5.713,
+     "source": "sgl-project/sglang pull request 36012 (2026-08-22), description: the mean decode of its main branch, a sequential tiled "
+               "decode on one of four H200s (the others idle), eager, 848x480x77, 'lossless', 5.713 s; SGLang's tiles as in pull "
+               "request 22814's row, its GroupNorm+SiLU fused by then (pull request 23148), which the model's diffusers runtime does "
+               "not fuse"},
 ]
 
 
@@ -155,26 +163,35 @@ def pipefusion_section(w, args):
       % (1e3 * clip_l, 1e3 * clip_g, 1e3 * t5, 1e3 * vae, once))
     w("| runtime | GPUs | steps s | image s | speed-up | xDiT s | xDiT speed-up | speed-up error | time error |")
     w("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    errors, time_errors, eight = {}, {}, {}
     for runtime in ("diffusers", "compiled"):
         one = steps_s(runtime, splits[1]) + once
         for k in (1, 2, 4, 8):
             steps = steps_s(runtime, splits[k])
+            if k == 8:
+                eight[runtime] = steps
             image = steps + once
             speedup, measured = one / image, xdit[1] / xdit[k]
+            errors[runtime, k] = speedup / measured - 1
+            time_errors[runtime, k] = image / xdit[k] - 1
             w("| %s | %d | %.3f | %.3f | %.2f | %.2f | %.2f | %s | %s |"
               % (runtime, k, steps, image, speedup, xdit[k], measured, spct(speedup / measured - 1), spct(image / xdit[k] - 1)))
     bands = [steps_s("diffusers", ["gpus=4", "work/parallel/pipefusion=2", "work/parallel/patches=%d" % p]) for p in (8, 16)]
-    w("\nUnder torch.compile the speed-ups are within 10%% at 2, 4 and 8 GPUs. Under diffusers' eager code the eight-GPU "
-      "one is 26%% short: four stages of six blocks, each step four bands of 1,024 image tokens with the 333 text tokens "
-      "each, launch about as many kernels a step as two stages of two bands do, and at the model's 30 us of host a kernel "
-      "(models/kernels.json, `eager_dispatch_us`, fitted on a host-bound ComfyUI case) both are bound by the host (0.34 s "
-      "of the 0.78 s at eight GPUs is fixed cost and host wait), where xDiT's eight-GPU run was not: its page says "
-      "torch.compile did not help there. xDiT's host may launch faster than ComfyUI's, or its eight-GPU row ran under "
+    compiled_worst = max(abs(errors["compiled", k]) for k in (2, 4, 8))
+    host_us = json.load(open(os.path.join(ROOT, "models", "kernels.json")))["host"]["eager_dispatch_us"]
+    w("\nUnder torch.compile the speed-ups are within %.0f%% at 2, 4 and 8 GPUs. Under diffusers' eager code the eight-GPU "
+      "one is %.0f%% short: four stages of six blocks, each step four bands of 1,024 image tokens with the 333 text tokens "
+      "each, launch about as many kernels a step as two stages of two bands do, and at the model's %g us of host a launch "
+      "(models/kernels.json, `eager_dispatch_us`, fitted on a host-bound diffusers case) both are bound by the host (%.2f s "
+      "of steps at eight GPUs eager, %.2f s compiled), where xDiT's eight-GPU run was not: its page says "
+      "torch.compile did not help there. xDiT's host may launch faster than the fitted one, or its eight-GPU row ran under "
       "different settings (its benchmark sweeps bands and warm-up steps); neither is known here. The one-GPU image is "
-      "20%% faster than xDiT's (30%% compiled), the same share as at two GPUs: the single-GPU step, not the parallelism, is "
-      "where that gap is (SD3 Medium's step is not checked against any other published figure here). Bands as many as 8 "
-      "or 16 make the eager runs slower still (two stages: %.2f and %.2f s of steps), which is what an eager host does "
-      "with small kernels; no published figure checks it.\n" % (bands[0], bands[1]))
+      "%.0f%% faster than xDiT's (%.0f%% compiled), about the same share as at two GPUs: the single-GPU step, not the "
+      "parallelism, is where that gap is (SD3 Medium's step is not checked against any other published figure here). "
+      "Bands as many as 8 or 16 make the eager runs slower still (two stages: %.2f and %.2f s of steps), which is what an "
+      "eager host does with small kernels; no published figure checks it.\n"
+      % (100 * compiled_worst, -100 * errors["diffusers", 8], host_us, eight["diffusers"], eight["compiled"],
+         -100 * time_errors["diffusers", 1], -100 * time_errors["compiled", 1], bands[0], bands[1]))
 
 
 def main():
@@ -246,7 +263,7 @@ def main():
     w("`fleetsim kernels --gpu GPU --model ARCHITECTURE --shape SHAPE --runtime comfyui|compiled`: one step's kernels "
       "(`sim/src/compute/model_profile.cpp`) timed by the model above. *ComfyUI* is its eager PyTorch code (a kernel per "
       "operator as `models/runtimes.json` lists them: fp32 upcasts in RMSNorm and rotary embeddings, broadcast "
-      "modulation, NCHW activations around cuDNN's convolutions, 30 us of host time per launch); *compiled* fuses the "
+      "modulation, NCHW activations and filters around cuDNN's convolutions, 29 us of host time per launch); *compiled* fuses the "
       "elementwise work and launches from a graph. LLM steps run compiled by default, as engines run them. Milliseconds "
       "per step; in brackets the achieved share of the dense peak. These are predictions: none of these steps was "
       "measured here or fitted to.\n")
@@ -294,6 +311,8 @@ def main():
                          "--dtype", check.get("part_dtype", {}).get(arch, check["dtype"]))
             total += times * e["time_s"]
         error = (total - check["measured_s"]) / check["measured_s"]
+        if "pull request 36012" in check["source"]:
+            hunyuan_recent_error = error
         w("| %s%s | %s%s | %s | %.3g | %.3g | %s | %s |" % (check["title"], " (fitted)" if check.get("fitted") else "", check["gpu"],
                                                          " (constants a guess)" if check.get("guess") else "",
                                                        check["runtime"], total, check["measured_s"], spct(error), check["source"]))
@@ -301,20 +320,32 @@ def main():
       "a call, the frames before it kept and padded in, as diffusers and ComfyUI run it) and HunyuanVideo's "
       "(`hunyuan-video-vae-decoder`: 3x3x3 convolutions over the whole clip or each tile), and Wan 2.2 5B's "
       "(`wan22-vae-decoder`, Wan 2.1's layout at 16x with residual upsamplings). Their 3x3x3 convolutions are "
-      "timed as implicit GEMMs at the GEMM class's rates (some 690 TFLOP/s in fp16 on an H100); no measured 3D "
-      "convolution has checked those, and they are the likeliest part of the gaps. The two HunyuanVideo figures, from "
-      "different code and sizes, both take about three times the model's time: the model is far too fast for this "
-      "decoder. They are not fitted to (kept as checks). GroupNorm over whole clips (a CTA per sample and group) is "
-      "already the model's largest share of the decode (about 40%); SGLang's fused kernel for it saved 1 s of the 15.5.\n")
-    w("What the 3D convolutions reach depends on the software path, which neither figure states. Published cuDNN 3x3x3 "
+      "timed as implicit GEMMs at the GEMM class's rates (some 690 TFLOP/s in fp16 on an H100; measured on an H200 since, "
+      "below). None of the rows is fitted to (kept as "
+      "checks). Of the three HunyuanVideo figures, the two older ones take about three times the model's time and the "
+      "newest, SGLang's of August 2026 on an H200, comes %s of it: what the code ran decides it, as below. GroupNorm over whole "
+      "clips (a CTA per sample and group) is already the model's largest share of the decode (about 40%%); SGLang's fused "
+      "kernel for it saved 1 s of the 15.5.\n" % ("within %.0f%%" % abs(100 * hunyuan_recent_error)))
+    w("What the 3D convolutions reach depends on the software path, which the two older figures do not state. Published cuDNN 3x3x3 "
       "convolutions at these widths (128-512 channels) ran at 146-219 TFLOP/s on an A100 in fp16, 47-70% of its peak, "
       "about the GEMM class's share (xwang233/code-snippet, conv3d-channels-last/a100, cuDNN 8.0.5; NCDHW the lower "
       "figures, channels-last the higher). But PyTorch 2.9.0 turned cuDNN off for fp16 and bf16 3D convolutions (a cuDNN "
       "9.8-9.10 wrong-result bug, pytorch/pytorch issue 163539), falling back to vol2col, reported about four times "
       "slower (pytorch/pytorch issue 166122), until cuDNN 9.15 (PyTorch 2.9.1 with it, 2.10); and on Hopper, NCDHW 3D "
       "convolutions ran 2.7-3.7 times slower than channels-last ones (sgl-project/sglang pull request 27431). Either "
-      "would account for a factor of three. A 3D convolution measured on a GPU (the conv class) settles it; until then "
-      "the model times cuDNN's good path.\n")
+      "would account for a factor of three. Measured here since, on an H200 with PyTorch 2.11 and cuDNN 9.19 "
+      "([gpu-validation.md](gpu-validation.md)), HunyuanVideo's 3x3x3 convolutions take 5-23% longer than the GEMM: the "
+      "model times cuDNN's good path, and SGLang's August 2026 decode agrees with it (SGLang's install script pins cuDNN "
+      "9.16, 'less than 9.16.0.29 will cause performance regression on Conv3D kernel': scripts/ci/ci_install_dependency.sh). Read "
+      "from the code and its history, not measured (so not modelled): SGLang's April 2026 decode (pull request 22814) "
+      "was most likely on the fallback, its main branch then on PyTorch 2.9.1 (its issue 18066) whose wheels ship cuDNN "
+      "9.10, below 9.15, and six days later its author found an LTX-Video decode spending much of its time in "
+      "`slow_conv_dilated3d` and vol2col (pull request 23200); its decode also ran under fp16 autocast, which runs "
+      "GroupNorm in fp32. The taehv figure (March 2025, 'fp16 Diffusers') predates diffusers 0.33: until then diffusers' "
+      "HunyuanVideo VAE built the mid-block attention's causal mask one row at a time, a kernel a row, some 41,000 rows "
+      "for that clip whole (huggingface/diffusers pull request 10764, 'multiple seconds per step for larger videos'; "
+      "Tencent-Hunyuan/HunyuanVideo pull request 208, the same fix, still open), which HunyuanVideo's own code, the one "
+      "xDiT ran (below), still does.\n")
 
     w("## One step across GPUs: sequence parallelism against xDiT\n")
     w("HunyuanVideo at 1280x720, 129 frames, 50 steps on one HGX node of eight H100s or eight H20s, the transformer's "
@@ -366,10 +397,13 @@ def main():
     w("\nxDiT's times fit a serial part beside the divided one (T = A / k + B gives B of about 110 s from its 1- and 8-GPU "
       "H100 rows, 127 s from its H20 rows), which its text encoders and VAE decode would be; the model's HunyuanVideo VAE, "
       "its 3D decoder in diffusers' tiles (256 pixels, 16 frames), takes %.1f s for this clip on one H100 (4.9 s as the 2D "
-      "decoder of every frame it replaced), itself some three times too fast against the published decodes above. With "
+      "decoder of every frame it replaced). The model's decodes take a third of the two older published ones above and come "
+      "within %.0f%% of SGLang's recent one. HunyuanVideo's own code, which xDiT ran, still builds its decoder's attention mask a row at a time (above), "
+      "some 17,000 rows a full tile of its own tiling (17 latent frames of 32 x 32 if its tiles are 256 pixels, as "
+      "diffusers' are), a kernel each: seconds a clip that the model does not count (it times today's code). With "
       "the parts run once added (that decode and the text encoders' %.2f s), the whole video's speed-ups are within %.1f%% "
       "of xDiT's on H20s and at 2 and 4 H100s, and the eight-H100 one is %s: the model's serial part is a fifth of what "
-      "xDiT's rows imply. With a decode three times the model's, as the published ones take, it would be %s (a what-if, "
+      "xDiT's rows imply. With a decode three times the model's, as the older published ones take, it would be %s (a what-if, "
       "not a prediction). Steps alone, the 8-GPU speed-up on H100s is overstated. On H20s, whose step takes three and a "
       "half times an H100's in xDiT's table, the same serial part is a smaller share, and the model's speed-ups are within "
       "%.1f%% of xDiT's at 2, 4 and 8 GPUs. One H20 takes %.0f s for the steps where xDiT took 6,639 s for the whole video (%s). xDiT's run reached "
@@ -380,7 +414,7 @@ def main():
       "did (2026-12-03), the H100's shares applied to the H20's peak gave 10,596 s (+59.6%%). Nothing was fitted to these "
       "rows, but they, and the FLUX.1-dev row on an H20 above, were known when that was written; the H20's constants stay "
       "a guess (no H20 kernel was measured), and fleetsim says so wherever it times work on one.\n"
-      % (vae_s, encoders["h100"], 100 * video_worst, spct(video_errors["h100", 8]), spct(slow_vae - 1), 100 * h20_worst,
+      % (vae_s, abs(100 * hunyuan_recent_error), encoders["h100"], 100 * video_worst, spct(video_errors["h100", 8]), spct(slow_vae - 1), 100 * h20_worst,
          times["h20", 1], spct(times["h20", 1] / xdit["h20"][1] - 1)))
 
     pipefusion_section(w, args)
@@ -401,11 +435,12 @@ def main():
       "than that GEMM, GroupNorm over a whole clip matches the model (6.59 ms measured, 6.63 ms modelled at "
       "512 channels, 33 x 90 x 160), but its replicate pads move 0.5 TB/s, 4.3-5 times slower than the model's pad "
       "(the pads are 3% of the modelled decode; at the measured pace they would add some 11%): none of which makes the three times by which the published HunyuanVideo "
-      "decodes exceed the model. SDXL's NCHW 3x3 convolutions: the model's two transposes and GEMM give 145 us at 320 "
-      "channels and 128 x 128 (measured 146-149), 127 us at 640 and 64 x 64 (143-147) and 112 us at 1,280 and 32 x 32 "
-      "(174-179); channels-last they run as fast as the GEMM. Published cuDNN 3x3x3 "
-      "figures on an A100 sit near the GEMM class's share (above). The NCHW transposes eager PyTorch adds around them are "
-      "modelled as copies. One lead, not modelled: "
+      "decodes exceed the model. SDXL's NCHW 3x3 convolutions: the model's transposes of the input, the "
+      "output and the filter (cuDNN reorders an NCHW filter on every call) and its GEMM give 147 us at 320 channels and "
+      "128 x 128 (measured 146-149), 135 us at 640 and 64 x 64 (143-147) and 139 us at 1,280 and 32 x 32 (174-179: the "
+      "filter's 29 MB are most of the transposes there); before the filter's transpose was counted, 145, 127 and 112 us. "
+      "Channels-last they run as fast as the GEMM. Published cuDNN 3x3x3 figures on an A100 sit near the GEMM class's "
+      "share (above). The NCHW transposes eager PyTorch adds around them are modelled as copies. One lead, not modelled: "
       "the PyTorch release a run used decides which code a 3D convolution runs. PyTorch 2.9.0 turned cuDNN off for "
       "half-precision 3D convolutions with kernels larger than 1 on cuDNN 9.8 and later (pytorch/pytorch pull request "
       "163581, a workaround for a wrong-result bug), so they fall back to vol2col and a GEMM, and 2.9.1 turns it back on "
@@ -417,9 +452,11 @@ def main():
     w("- GroupNorm's statistics (one CTA per sample and group) take a per-CTA pace derived from four published eager "
       "GroupNorm+SiLU timings on Hopper (sglang pull requests 26045 and 23938; see `models/kernels.json`); Ampere takes the "
       "same pace, a guess.")
-    w("- The host's 30 us per eager launch is fitted to one host-bound case (SD 1.5 in diffusers on A100) and taken for "
+    w("- The host's 29 us per eager launch is fitted to one host-bound case (SD 1.5 in diffusers on A100) and taken for "
       "ComfyUI too; it decides small steps (text encoders, SD 1.5, SDXL on H100) and hardly matters for large ones. A "
-      "faster host CPU, or PyTorch with less dispatch overhead, lowers it.")
+      "faster host CPU, or PyTorch with less dispatch overhead, lowers it. Kernels a library launches inside one call "
+      "(cuDNN's transposes) count as launches, which the fit absorbs; counting calls instead (40 us a call) was tried "
+      "and not kept (`models/kernels.json`, host, says how it moved the checks).")
     w("- Eager op lists are read from ComfyUI's and diffusers' code (`models/runtimes.json`), not from a profiler trace: "
       "where a count rests on PyTorch internals (RMSNorm a composite before PyTorch 2.9, cuDNN's layout transposes "
       "around each NCHW convolution) the entry says so. Broadcast and strided elementwise kernels on Hopper are fitted to "

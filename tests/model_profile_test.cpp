@@ -399,6 +399,30 @@ TEST_CASE("a step's kernels run back to back behind a host that launches them", 
   CHECK(slow.host_wait_s == Approx(slow.time_s - sum));
 }
 
+TEST_CASE("an eager convolution reorders its filter on every call", "[profiles]") {
+  const StepShape shape{.batch = 2, .width = 512, .height = 512};
+  const std::vector<KernelCall> eager = step_kernels(arch("sd15-unet"), shape, Dtype::fp16);
+  StepShape graph = shape;
+  graph.runtime = Runtime::compiled;
+  double filters = 0, larger = 0, filter_bytes = 0, weights = 0;
+  for (const KernelCall& c : eager) {
+    if (c.cls == KernelClass::gemm && c.taps > 1) {
+      larger += c.count;
+      weights += c.count * c.n * c.k;  // cout x cin x taps
+    }
+    if (c.origin != nullptr && c.origin->operation == "conv_weight_layout") {
+      filters += c.count;
+      filter_bytes += c.count * kernel_bytes(c, Dtype::fp16);
+    }
+  }
+  CHECK(larger > 10);
+  CHECK(filters == larger);                           // every 3x3 convolution's filter, none of the 1x1 ones'
+  CHECK(filter_bytes == Approx(2 * 2 * weights));     // read and written once, in fp16
+  for (const KernelCall& c : step_kernels(arch("sd15-unet"), graph, Dtype::fp16)) {
+    CHECK((c.origin == nullptr || c.origin->operation != "conv_weight_layout"));  // channels-last weights under a compiler
+  }
+}
+
 TEST_CASE("a workflow task that names a model step runs its kernels, steps times", "[profiles][simulation]") {
   const auto sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
       "workflows": {"w": {"tasks": [{"name": "denoise", "work": {"architecture": "sdxl-unet", "steps": 30, "batch": 2,

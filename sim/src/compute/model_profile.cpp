@@ -76,8 +76,10 @@ class Builder {
   // A k x k convolution (kt x k x k: over kt frames too, each of the b outputs reading its kt) with stride s
   // onto an output of b x h x w pixels, as an implicit GEMM, with the layout changes and the bias its runtime
   // adds around it; `input_pixels` where its input is not b x h x w x s^2 (a causal convolution's, padded).
+  // A 1 x 1 filter is laid out the same either way, so only larger ones have their weights reordered.
   void conv(const std::string& name, double b, double h, double w, double cin, double cout, double k, double s = 1, double kt = 1, double input_pixels = 0) {
     op("conv_layout", name + ".to_nhwc", input_pixels > 0 ? input_pixels : b * h * w * s * s, cin);
+    if (k * k * kt > 1) op("conv_weight_layout", name + ".weights_to_nhwc", cout, cin * k * k * kt);
     push({.cls = KernelClass::gemm, .m = b * h * w, .n = cout, .k = cin * k * k * kt, .taps = k * k * kt, .name = name});
     op("conv_layout", name + ".to_nchw", b * h * w, cout);
     op("conv_bias", name + ".bias", b * h * w, cout);

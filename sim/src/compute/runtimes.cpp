@@ -22,8 +22,8 @@ constexpr std::array<std::string_view, 3> kRuntimeNames{"comfyui", "diffusers", 
 constexpr std::array<std::string_view, 1> kTrainingRuntimeNames{"torchtitan"};
 
 // The operations model_profile.cpp calls: every runtime says what it launches for each.
-constexpr std::array<std::string_view, 39> kOperations{
-    "attention_out",   "channel_rms_norm", "concat",           "conv_bias",       "conv_layout",  "depth_to_space",
+constexpr std::array<std::string_view, 40> kOperations{
+    "attention_out",   "channel_rms_norm", "concat",           "conv_bias",       "conv_layout",  "conv_weight_layout", "depth_to_space",
     "depth_to_space_residual",             "dup_up",           "elementwise",     "frame_chunk_norm", "frames_to_batch", "gate_residual",
     "gated_activation", "gelu",            "group_norm",       "group_norm_silu", "layer_norm",   "modulate",
     "pad",             "patchify",         "pixel_norm",       "position_tables", "qkv_join",     "residual_add",
