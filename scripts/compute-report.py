@@ -22,6 +22,7 @@ SETS = [  # (title, GPU type, file, dtype, fitted to it)
     ("FlashAttention-2 and PyTorch SDPA (published), H100 SXM, fp16", "h100-sxm", "calibrate/data/attention/h100_fa2_sdpa.csv", "fp16", True),
     ("FlashAttention-2 forward and backward (published), A100 SXM 80GB, fp16", "a100-sxm-80gb", "calibrate/data/attention/a100_fa2_fwd_bwd.csv", "fp16", True),
     ("cuDNN attention (cudnn-frontend's published benchmark), H200, bf16", "h200-sxm", "calibrate/data/attention/h200_cudnn.csv", "bf16", True),
+    ("Replication pads at HunyuanVideo's VAE shapes (measured here), H200, bf16", "h200-sxm", "calibrate/data/kernels/h200_replication_pad.csv", "bf16", True),
     # Published attention timings the constants were not fitted to.
     ("cuDNN attention through PyTorch (published, not fitted to), H100 SXM", "h100-sxm", "calibrate/data/attention/h100_cudnn_checks.csv", "bf16", False),
     ("cuDNN and FlashAttention-2 on an H20 (published, not fitted to)", "h20", "calibrate/data/attention/h20_attention_checks.csv", "bf16", False),
@@ -35,6 +36,8 @@ SETS = [  # (title, GPU type, file, dtype, fitted to it)
 # times), the runtime and dtype it ran, the measured seconds and where they come from.
 SD15_DIFFUSERS = [("sd15-unet", "batch=2,width=512,height=512", 50), ("clip-l-text", "batch=2,tokens=77", 1),
                   ("sd-vae-decoder", "width=512,height=512", 1)]
+# SGLang's HunyuanVideo VAE tiles (256 pixels, 16 frames, at strides of 192 and 12) in latent units.
+SGLANG_HUNYUAN_TILES = "tile=32,tile_overlap=8,tile_frames=5,tile_frame_overlap=2"
 DIFFUSION_CHECKS = [
     {"title": "SD 1.5, 512x512, 50 steps", "gpu": "a100-sxm-80gb", "runtime": "diffusers", "dtype": "fp16", "parts": SD15_DIFFUSERS,
      "measured_s": 1.591, "fitted": True,
@@ -81,7 +84,7 @@ DIFFUSION_CHECKS = [
                "\"Diffusers bf16\" column, 4,024 ms; whether it ran tiled is not stated (whole here); Blackwell runs on Ampere's "
                "kernel constants here, a guess"},
     {"title": "HunyuanVideo VAE decode alone, 65 frames at 848x480, tiled", "gpu": "h100-sxm", "runtime": "diffusers", "dtype": "fp16",
-     "parts": [("hunyuan-video-vae-decoder", "width=848,height=480,frames=65,tile=32,tile_overlap=8,tile_frames=5,tile_frame_overlap=2", 1)],
+     "parts": [("hunyuan-video-vae-decoder", "width=848,height=480,frames=65," + SGLANG_HUNYUAN_TILES, 1)],
      "measured_s": 15.5146,
      "source": "sgl-project/sglang pull request 22814 (2026-04-14), description: DecodingStage 15,514.60 ms on one H100 before its fused "
                "GroupNorm+SiLU (14,548.95 ms after). SGLang's HunyuanVideo config runs the VAE in fp16 with tiling on: 256-pixel, "
@@ -93,7 +96,7 @@ DIFFUSION_CHECKS = [
      "source": "madebyollin/taehv README, the full HunyuanVideo VAE's \"Runtime (in fp16, on GH200)\": \"~2-3 s\", taken as 2.5; "
                "a GH200 timed as an H100 SXM; whole or tiled not stated (whole here). Likely on a slow path (below)"},
     {"title": "HunyuanVideo VAE decode alone, 77 frames at 848x480, tiled", "gpu": "h200-sxm", "runtime": "diffusers", "dtype": "fp16",
-     "parts": [("hunyuan-video-vae-decoder", "width=848,height=480,frames=77,tile=32,tile_overlap=8,tile_frames=5,tile_frame_overlap=2", 1)],
+     "parts": [("hunyuan-video-vae-decoder", "width=848,height=480,frames=77," + SGLANG_HUNYUAN_TILES, 1)],
      "measured_s": 5.713,
      "source": "sgl-project/sglang pull request 36012 (2026-08-22), description: the mean decode of its main branch, a sequential tiled "
                "decode on one of four H200s (the others idle), eager, 848x480x77, 'lossless', 5.713 s; SGLang's tiles as in pull "
@@ -322,9 +325,10 @@ def main():
       "(`wan22-vae-decoder`, Wan 2.1's layout at 16x with residual upsamplings). Their 3x3x3 convolutions are "
       "timed as implicit GEMMs at the GEMM class's rates (some 690 TFLOP/s in fp16 on an H100; measured on an H200 since, "
       "below). None of the rows is fitted to (kept as "
-      "checks). Of the three HunyuanVideo figures, the two older ones take about three times the model's time and the "
+      "checks). Of the three HunyuanVideo figures, the two older ones take about two and a half times the model's time and the "
       "newest, SGLang's of August 2026 on an H200, comes %s of it: what the code ran decides it, as below. GroupNorm over whole "
-      "clips (a CTA per sample and group) is already the model's largest share of the decode (about 40%%); SGLang's fused "
+      "clips (a CTA per sample and group) is the model's largest share of the decode (about a third; the replication pads "
+      "a fifth); SGLang's fused "
       "kernel for it saved 1 s of the 15.5.\n" % ("within %.0f%%" % abs(100 * hunyuan_recent_error)))
     w("What the 3D convolutions reach depends on the software path, which the two older figures do not state. Published cuDNN 3x3x3 "
       "convolutions at these widths (128-512 channels) ran at 146-219 TFLOP/s on an A100 in fp16, 47-70% of its peak, "
@@ -397,13 +401,13 @@ def main():
     w("\nxDiT's times fit a serial part beside the divided one (T = A / k + B gives B of about 110 s from its 1- and 8-GPU "
       "H100 rows, 127 s from its H20 rows), which its text encoders and VAE decode would be; the model's HunyuanVideo VAE, "
       "its 3D decoder in diffusers' tiles (256 pixels, 16 frames), takes %.1f s for this clip on one H100 (4.9 s as the 2D "
-      "decoder of every frame it replaced). The model's decodes take a third of the two older published ones above and come "
+      "decoder of every frame it replaced). The model's decodes take two fifths of the two older published ones above and come "
       "within %.0f%% of SGLang's recent one. HunyuanVideo's own code, which xDiT ran, still builds its decoder's attention mask a row at a time (above), "
       "some 17,000 rows a full tile of its own tiling (17 latent frames of 32 x 32 if its tiles are 256 pixels, as "
       "diffusers' are), a kernel each: seconds a clip that the model does not count (it times today's code). With "
       "the parts run once added (that decode and the text encoders' %.2f s), the whole video's speed-ups are within %.1f%% "
-      "of xDiT's on H20s and at 2 and 4 H100s, and the eight-H100 one is %s: the model's serial part is a fifth of what "
-      "xDiT's rows imply. With a decode three times the model's, as the older published ones take, it would be %s (a what-if, "
+      "of xDiT's on H20s and at 2 and 4 H100s, and the eight-H100 one is %s: the model's serial part is %.0f s of the 110 "
+      "s xDiT's H100 rows imply. With a decode three times the model's, about as the older published ones take, it would be %s (a what-if, "
       "not a prediction). Steps alone, the 8-GPU speed-up on H100s is overstated. On H20s, whose step takes three and a "
       "half times an H100's in xDiT's table, the same serial part is a smaller share, and the model's speed-ups are within "
       "%.1f%% of xDiT's at 2, 4 and 8 GPUs. One H20 takes %.0f s for the steps where xDiT took 6,639 s for the whole video (%s). xDiT's run reached "
@@ -414,7 +418,8 @@ def main():
       "did (2026-12-03), the H100's shares applied to the H20's peak gave 10,596 s (+59.6%%). Nothing was fitted to these "
       "rows, but they, and the FLUX.1-dev row on an H20 above, were known when that was written; the H20's constants stay "
       "a guess (no H20 kernel was measured), and fleetsim says so wherever it times work on one.\n"
-      % (vae_s, abs(100 * hunyuan_recent_error), encoders["h100"], 100 * video_worst, spct(video_errors["h100", 8]), spct(slow_vae - 1), 100 * h20_worst,
+      % (vae_s, abs(100 * hunyuan_recent_error), encoders["h100"], 100 * video_worst, spct(video_errors["h100", 8]), vae_s + encoders["h100"],
+         spct(slow_vae - 1), 100 * h20_worst,
          times["h20", 1], spct(times["h20", 1] / xdit["h20"][1] - 1)))
 
     pipefusion_section(w, args)
@@ -433,9 +438,9 @@ def main():
     w("- Convolutions run at the GEMM tiles' efficiency as implicit GEMMs. Measured on an H200 with PyTorch 2.11 and "
       "cuDNN 9.19 ([gpu-validation.md](gpu-validation.md)): HunyuanVideo's 3x3x3 decoder convolutions take 5-23% longer "
       "than that GEMM, GroupNorm over a whole clip matches the model (6.59 ms measured, 6.63 ms modelled at "
-      "512 channels, 33 x 90 x 160), but its replicate pads move 0.5 TB/s, 4.3-5 times slower than the model's pad "
-      "(the pads are 3% of the modelled decode; at the measured pace they would add some 11%): none of which makes the three times by which the published HunyuanVideo "
-      "decodes exceed the model. SDXL's NCHW 3x3 convolutions: the model's transposes of the input, the "
+      "512 channels, 33 x 90 x 160), and its replicate pads move 0.5 TB/s, six times slower than a plain copy: a class of "
+      "their own since 2026-12-04 (`indexed-copy`, fitted to those three rows), which made the decode some 18% slower. "
+      "None of which makes the three times by which the two older published HunyuanVideo decodes exceed the model. SDXL's NCHW 3x3 convolutions: the model's transposes of the input, the "
       "output and the filter (cuDNN reorders an NCHW filter on every call) and its GEMM give 147 us at 320 channels and "
       "128 x 128 (measured 146-149), 135 us at 640 and 64 x 64 (143-147) and 139 us at 1,280 and 32 x 32 (174-179: the "
       "filter's 29 MB are most of the transposes there); before the filter's transpose was counted, 145, 127 and 112 us. "

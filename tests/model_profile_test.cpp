@@ -423,6 +423,36 @@ TEST_CASE("an eager convolution reorders its filter on every call", "[profiles]"
   }
 }
 
+TEST_CASE("replication pads are timed as the indexed copies measured on an H200", "[profiles]") {
+  // The three rows measured at HunyuanVideo's VAE shapes (calibrate/data/kernels/h200_replication_pad.csv), each
+  // within 5% through the model: a tenth of the H200's bandwidth, where a plain copy would take a fifth of the time.
+  const KernelModel h200(*Catalog::builtin().gpu("h200-sxm"));
+  struct Row {
+    double voxels, channels, us;
+  };
+  for (const Row& r : {Row{521640, 512, 1974.23}, Row{4415676, 256, 8290.13}, Row{10181644, 128, 9493.0}}) {
+    const KernelCall pad{.cls = KernelClass::indexed_copy, .m = r.voxels, .n = r.channels};
+    CHECK(h200.estimate(pad, Dtype::bf16).time_s() == Approx(r.us * 1e-6).epsilon(0.05));
+    KernelCall copy = pad;
+    copy.cls = KernelClass::activation;
+    CHECK(h200.estimate(copy, Dtype::bf16).time_s() < 0.3 * r.us * 1e-6);
+  }
+  // Each 3x3x3 convolution of HunyuanVideo's decoder pads its input first: an indexed copy eagerly, a generated kernel compiled.
+  StepShape shape{.width = 848, .height = 480, .frames = 65};
+  for (const Runtime runtime : {Runtime::comfyui, Runtime::diffusers, Runtime::compiled}) {
+    shape.runtime = runtime;
+    double convs = 0, pads = 0;
+    for (const KernelCall& c : step_kernels(arch("hunyuan-video-vae-decoder"), shape, Dtype::fp16)) {
+      if (c.cls == KernelClass::gemm && c.taps == 27) convs += c.count;
+      if (c.origin == nullptr || c.origin->operation != "replicate_pad") continue;
+      pads += c.count;
+      CHECK(c.cls == (runtime == Runtime::compiled ? KernelClass::activation : KernelClass::indexed_copy));
+    }
+    CHECK(convs > 20);
+    CHECK(pads == convs);
+  }
+}
+
 TEST_CASE("a workflow task that names a model step runs its kernels, steps times", "[profiles][simulation]") {
   const auto sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
       "workflows": {"w": {"tasks": [{"name": "denoise", "work": {"architecture": "sdxl-unet", "steps": 30, "batch": 2,
@@ -633,7 +663,7 @@ TEST_CASE("broadcast elementwise kernels and padded attention heads are timed as
   // its fixed cost.
   const double rows = 65536, width = 4096;
   const KernelEstimate b = model.estimate({.cls = KernelClass::broadcast, .m = rows, .n = width}, Dtype::bf16);
-  const MemoryKernelConstants& mc = builtin_kernel_constants()->of(GpuArch::hopper).memory[kMemoryKernelClasses - 1];
+  const MemoryKernelConstants& mc = builtin_kernel_constants()->of(GpuArch::hopper).memory[static_cast<std::size_t>(KernelClass::broadcast) - static_cast<std::size_t>(KernelClass::norm)];
   const double bytes = 2 * 2 * rows * width, in_l2 = h100.l2_bytes / bytes;
   CHECK(b.time_s() == Approx(mc.fixed_us * 1e-6 + bytes / (h100.memory_bandwidth_Bps * h100.kernel_memory_scale * mc.efficiency) *
                                                       (1 - in_l2 + in_l2 / mc.l2_speedup)));

@@ -37,6 +37,7 @@ enum class KernelClass : std::uint8_t {
   memory,            // any other memory-bound kernel: m x n elements read and written in all (0: a launch)
   broadcast,         // elementwise with a broadcast, strided or mixed-dtype operand: m x n out (adaLN's modulation,
                      // a gate, a transpose made contiguous, an upcast to fp32)
+  indexed_copy,      // a copy whose every output element computes where it reads (a replication pad): m x n out
 };
 std::string_view kernel_class_name(KernelClass cls);
 std::optional<KernelClass> parse_kernel_class(std::string_view name);
@@ -95,7 +96,7 @@ struct KernelEstimate {
 };
 
 // The constants of models/kernels.json, per GPU architecture.
-inline constexpr std::size_t kMemoryKernelClasses = 10;  // norm .. broadcast, in KernelClass order
+inline constexpr std::size_t kMemoryKernelClasses = 11;  // norm .. indexed_copy, in KernelClass order
 // A memory-bound class: its bytes move at `efficiency` of HBM bandwidth (l2_speedup times faster for
 // the share that fits in the GPU's L2 cache, where the previous kernel left it), and no faster than
 // rows allow: each row is one CTA moving its bytes at row_GBps, rows_per_sm at once on each SM

@@ -18,8 +18,8 @@ std::string_view kernels_json();
 namespace fleetsim {
 
 namespace {
-constexpr std::array<std::string_view, 12> kClassNames{"gemm", "attention", "norm", "add", "activation", "gated-activation",
-                                                       "rope", "softmax", "embedding", "reduction", "memory", "broadcast"};
+constexpr std::array<std::string_view, 13> kClassNames{"gemm",    "attention", "norm",      "add",    "activation", "gated-activation", "rope",
+                                                       "softmax", "embedding", "reduction", "memory", "broadcast",  "indexed-copy"};
 std::size_t memory_index(KernelClass cls) { return static_cast<std::size_t>(cls) - static_cast<std::size_t>(KernelClass::norm); }
 
 // A causal forward's query blocks as the GPU dispatches them: each head's `blocks` in order, block i seeing the keys up
@@ -450,7 +450,8 @@ double kernel_bytes(const KernelCall& c, Dtype dtype) {
     case KernelClass::rope:
     case KernelClass::softmax:
     case KernelClass::embedding:
-    case KernelClass::broadcast: return element * 2 * c.m * c.n;  // a broadcast operand is small beside the tensor
+    case KernelClass::broadcast:  // a broadcast operand is small beside the tensor
+    case KernelClass::indexed_copy: return element * 2 * c.m * c.n;
   }
   return 0;
 }

@@ -702,7 +702,7 @@ void conv3d_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
     const auto voxels = [&] { return t * h * w; };
     const auto conv = [&](const std::string& name, double cin, double cout, double k) {
       const double padded = k > 1 ? (t + k - 1) * (h + k - 1) * (w + k - 1) : 0;
-      if (k > 1) b.op("pad", name + ".pad", padded, cin);
+      if (k > 1) b.op("replicate_pad", name + ".pad", padded, cin);
       b.conv(name, t, h, w, cin, cout, k, 1, k, padded);
     };
     const auto resnet = [&](double cin, double cout) {
@@ -861,7 +861,7 @@ void mochi_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
         if (rest > 0) b.op("frame_chunk_norm", name + ".norm", rest * h * w, c, 1, rest * 32);
         b.op("silu", name + ".silu", voxels(), c);
         const double padded = (t + 2) * h * w;
-        b.op("pad", name + ".pad", padded, c);
+        b.op("replicate_pad", name + ".pad", padded, c);
         b.conv(name + ".conv", t, h, w, c, c, 3, 1, 3, padded);
       }
       b.op("residual_add", "resblock.residual", voxels(), c);
