@@ -423,6 +423,36 @@ TEST_CASE("an eager convolution reorders its filter on every call", "[profiles]"
   }
 }
 
+TEST_CASE("a constant pad fills the padded tensor first and Wan's upsampling runs in fp32 under diffusers", "[profiles]") {
+  // Wan 2.1's decoder on two latent frames: the first call pads two zero frames in time, the second only pixels;
+  // F.pad fills before it copies wherever something is padded, and clones alone where nothing is (1x1x1, and the
+  // cached 3x1x1 time convolution).
+  StepShape shape{.width = 256, .height = 256, .frames = 5};
+  shape.runtime = Runtime::diffusers;
+  const std::vector<KernelCall> calls = step_kernels(arch("wan21-vae-decoder"), shape, Dtype::bf16);
+  double fills = 0, pads = 0, fp32_upsampling = 0;
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    const KernelCall& c = calls[i];
+    if (c.origin == nullptr) continue;
+    if (c.origin->operation == "pad") pads += c.count;
+    if (c.origin->operation == "pad_fill") {
+      fills += c.count;
+      REQUIRE(i + 1 < calls.size());  // the copy into it follows, over the same tensor
+      CHECK(calls[i + 1].origin->operation == "pad");
+      CHECK(calls[i + 1].m == c.m);
+      CHECK(kernel_bytes(c, Dtype::bf16) == Approx(0.5 * kernel_bytes(calls[i + 1], Dtype::bf16)));  // written, not read
+    }
+    if (c.origin->operation == "frame_upsample" && c.origin->writes == "fp32") fp32_upsampling += c.count;
+  }
+  CHECK(fills > 10);
+  CHECK(fills < pads);
+  CHECK(fp32_upsampling == 2 * 3);  // the decoder's three upsamplings, in each of the two calls (one a latent frame)
+  shape.runtime = Runtime::compiled;
+  for (const KernelCall& c : step_kernels(arch("wan21-vae-decoder"), shape, Dtype::bf16)) {
+    CHECK((c.origin == nullptr || c.origin->operation != "pad_fill"));  // the generated pad writes its zeros
+  }
+}
+
 TEST_CASE("replication pads are timed as the indexed copies measured on an H200", "[profiles]") {
   // The three rows measured at HunyuanVideo's VAE shapes (calibrate/data/kernels/h200_replication_pad.csv), each
   // within 5% through the model: a tenth of the H200's bandwidth, where a plain copy would take a fifth of the time.
