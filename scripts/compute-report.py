@@ -97,7 +97,7 @@ DIFFUSION_CHECKS = [
                "a GH200 timed as an H100 SXM; whole or tiled not stated (whole here). Likely on a slow path (below)"},
     {"title": "HunyuanVideo VAE decode alone, 77 frames at 848x480, tiled", "gpu": "h200-sxm", "runtime": "diffusers", "dtype": "fp16",
      "parts": [("hunyuan-video-vae-decoder", "width=848,height=480,frames=77," + SGLANG_HUNYUAN_TILES, 1)],
-     "measured_s": 5.713,
+     "measured_s": 5.713, "recent_hunyuan_decode": True,
      "source": "sgl-project/sglang pull request 36012 (2026-08-22), description: the mean decode of its main branch, a sequential tiled "
                "decode on one of four H200s (the others idle), eager, 848x480x77, 'lossless', 5.713 s; SGLang's tiles as in pull "
                "request 22814's row, its GroupNorm+SiLU fused by then (pull request 23148), which the model's diffusers runtime does "
@@ -186,7 +186,7 @@ def pipefusion_section(w, args):
       "one is %.0f%% short: four stages of six blocks, each step four bands of 1,024 image tokens with the 333 text tokens "
       "each, launch about as many kernels a step as two stages of two bands do, and at the model's %g us of host a launch "
       "(models/kernels.json, `eager_dispatch_us`, fitted on a host-bound diffusers case) both are bound by the host (%.2f s "
-      "of steps at eight GPUs eager, %.2f s compiled), where xDiT's eight-GPU run was not: its page says "
+      "of steps at eight GPUs eager against %.2f s compiled, the same kernels' work fused and launched from a graph), where xDiT's eight-GPU run was not: its page says "
       "torch.compile did not help there. xDiT's host may launch faster than the fitted one, or its eight-GPU row ran under "
       "different settings (its benchmark sweeps bands and warm-up steps); neither is known here. The one-GPU image is "
       "%.0f%% faster than xDiT's (%.0f%% compiled), about the same share as at two GPUs: the single-GPU step, not the "
@@ -314,7 +314,7 @@ def main():
                          "--dtype", check.get("part_dtype", {}).get(arch, check["dtype"]))
             total += times * e["time_s"]
         error = (total - check["measured_s"]) / check["measured_s"]
-        if "pull request 36012" in check["source"]:
+        if check.get("recent_hunyuan_decode"):
             hunyuan_recent_error = error
         w("| %s%s | %s%s | %s | %.3g | %.3g | %s | %s |" % (check["title"], " (fitted)" if check.get("fitted") else "", check["gpu"],
                                                          " (constants a guess)" if check.get("guess") else "",
@@ -329,13 +329,13 @@ def main():
       "newest, SGLang's of August 2026 on an H200, comes %s of it: what the code ran decides it, as below. GroupNorm over whole "
       "clips (a CTA per sample and group) is the model's largest share of the decode (about a third; the replication pads "
       "a fifth); SGLang's fused "
-      "kernel for it saved 1 s of the 15.5.\n" % ("within %.0f%%" % abs(100 * hunyuan_recent_error)))
+      "kernel for it saved 1 s of the 15.5.\n" % ("within %.1f%%" % abs(100 * hunyuan_recent_error)))
     w("What the 3D convolutions reach depends on the software path, which the two older figures do not state. Published cuDNN 3x3x3 "
       "convolutions at these widths (128-512 channels) ran at 146-219 TFLOP/s on an A100 in fp16, 47-70% of its peak, "
       "about the GEMM class's share (xwang233/code-snippet, conv3d-channels-last/a100, cuDNN 8.0.5; NCDHW the lower "
       "figures, channels-last the higher). But PyTorch 2.9.0 turned cuDNN off for fp16 and bf16 3D convolutions (a cuDNN "
       "9.8-9.10 wrong-result bug, pytorch/pytorch issue 163539), falling back to vol2col, reported about four times "
-      "slower (pytorch/pytorch issue 166122), until cuDNN 9.15 (PyTorch 2.9.1 with it, 2.10); and on Hopper, NCDHW 3D "
+      "slower (pytorch/pytorch issue 166122); 2.9.1 uses cuDNN again only where 9.15 or later is installed; and on Hopper, NCDHW 3D "
       "convolutions ran 2.7-3.7 times slower than channels-last ones (sgl-project/sglang pull request 27431). Either "
       "would account for a factor of three. Measured here since, on an H200 with PyTorch 2.11 and cuDNN 9.19 "
       "([gpu-validation.md](gpu-validation.md)), HunyuanVideo's 3x3x3 convolutions take 5-23% longer than the GEMM: the "
@@ -343,7 +343,7 @@ def main():
       "9.16, 'less than 9.16.0.29 will cause performance regression on Conv3D kernel': scripts/ci/ci_install_dependency.sh). Read "
       "from the code and its history, not measured (so not modelled): SGLang's April 2026 decode (pull request 22814) "
       "was most likely on the fallback, its main branch then on PyTorch 2.9.1 (its issue 18066) whose wheels ship cuDNN "
-      "9.10, below 9.15, and six days later its author found an LTX-Video decode spending much of its time in "
+      "9.10, below 9.15, and six days later its author found an LTX decode spending much of its time in "
       "`slow_conv_dilated3d` and vol2col (pull request 23200); its decode also ran under fp16 autocast, which runs "
       "GroupNorm in fp32. The taehv figure (March 2025, 'fp16 Diffusers') predates diffusers 0.33: until then diffusers' "
       "HunyuanVideo VAE built the mid-block attention's causal mask one row at a time, a kernel a row, some 41,000 rows "
@@ -402,12 +402,12 @@ def main():
       "H100 rows, 127 s from its H20 rows), which its text encoders and VAE decode would be; the model's HunyuanVideo VAE, "
       "its 3D decoder in diffusers' tiles (256 pixels, 16 frames), takes %.1f s for this clip on one H100 (4.9 s as the 2D "
       "decoder of every frame it replaced). The model's decodes take two fifths of the two older published ones above and come "
-      "within %.0f%% of SGLang's recent one. HunyuanVideo's own code, which xDiT ran, still builds its decoder's attention mask a row at a time (above), "
+      "within %.1f%% of SGLang's recent one. HunyuanVideo's own code, which xDiT ran, still builds its decoder's attention mask a row at a time (above), "
       "some 17,000 rows a full tile of its own tiling (17 latent frames of 32 x 32 if its tiles are 256 pixels, as "
       "diffusers' are), a kernel each: seconds a clip that the model does not count (it times today's code). With "
       "the parts run once added (that decode and the text encoders' %.2f s), the whole video's speed-ups are within %.1f%% "
       "of xDiT's on H20s and at 2 and 4 H100s, and the eight-H100 one is %s: the model's serial part is %.0f s of the 110 "
-      "s xDiT's H100 rows imply. With a decode three times the model's, about as the older published ones take, it would be %s (a what-if, "
+      "s xDiT's H100 rows imply. With a decode three times the model's, a little more than the older published ones take, it would be %s (a what-if, "
       "not a prediction). Steps alone, the 8-GPU speed-up on H100s is overstated. On H20s, whose step takes three and a "
       "half times an H100's in xDiT's table, the same serial part is a smaller share, and the model's speed-ups are within "
       "%.1f%% of xDiT's at 2, 4 and 8 GPUs. One H20 takes %.0f s for the steps where xDiT took 6,639 s for the whole video (%s). xDiT's run reached "
@@ -440,7 +440,7 @@ def main():
       "than that GEMM, GroupNorm over a whole clip matches the model (6.59 ms measured, 6.63 ms modelled at "
       "512 channels, 33 x 90 x 160), and its replicate pads move 0.5 TB/s, six times slower than a plain copy: a class of "
       "their own since 2026-12-04 (`indexed-copy`, fitted to those three rows), which made the decode some 18% slower. "
-      "None of which makes the three times by which the two older published HunyuanVideo decodes exceed the model. SDXL's NCHW 3x3 convolutions: the model's transposes of the input, the "
+      "None of which makes the two and a half times by which the two older published HunyuanVideo decodes exceed the model. SDXL's NCHW 3x3 convolutions: the model's transposes of the input, the "
       "output and the filter (cuDNN reorders an NCHW filter on every call) and its GEMM give 147 us at 320 channels and "
       "128 x 128 (measured 146-149), 135 us at 640 and 64 x 64 (143-147) and 139 us at 1,280 and 32 x 32 (174-179: the "
       "filter's 29 MB are most of the transposes there); before the filter's transpose was counted, 145, 127 and 112 us. "

@@ -74,7 +74,7 @@ std::vector<MeasuredKernel> parse_measured_kernels(std::string_view text, const 
     }
     if (!cls || *cls == KernelClass::memory || (*cls == KernelClass::attention && !batched)) {
       add({file, at + ", column kernel",
-                          "expected gemm, norm, add, activation, gated-activation, rope, softmax, embedding, or attention (with the batch column) "
+                          "expected gemm, norm, add, activation, gated-activation, rope, softmax, embedding, reduction, broadcast, indexed-copy, or attention (with the batch column) "
                           "followed by -cudnn (cuDNN's kernels), -causal and -fwd-bwd (the backward too) in that order where they apply, "
                           "such as attention-causal-fwd-bwd, found \"" + cells[1] + "\""});
       continue;

@@ -582,8 +582,10 @@ void causal_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
   // One decode (WanVAE.decode) of `batch` samples of `latent_frames` x h0 x w0, `height` x `width` pixels out, `decodes` times.
   const auto decode = [&](double batch, double latent_frames, double h0, double w0, double height, double width, double decodes) {
     const std::size_t decode_mark = b.size();
-    // One decoder call on one latent frame (the frames before it kept unless it is the first), `times` times.
-    const auto decoder_call = [&](bool cached, double times) {
+    // One decoder call on one latent frame (the frames before it kept unless it is the first), `times` times. In the
+    // second call a time upsampling's convolution has nothing kept yet (the first call only marked it) and pads two
+    // zero frames instead, as the first call's 3x3x3 ones do.
+    const auto decoder_call = [&](bool cached, double times, bool second = false) {
       const std::size_t mark = b.size();
       double n = 1, h = h0, w = w0;  // frames at this level, their pixels
       const auto rows = [&](double frames) { return batch * frames * h * w; };
@@ -596,10 +598,11 @@ void causal_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
       // the frames kept from the call before joined; the input padded.
       const auto conv = [&](const std::string& name, double cin, double cout, double kt, double k) {
         const double frames_in = n + kt - 1, pad = k - 1;
+        const bool kept = cached && !(second && k == 1);  // the frames this convolution's last call kept
         if (kt > 1) keep(name, cin);
-        if (cached && kt > 1) b.op("concat", name + ".with_kept", rows(frames_in), cin);
+        if (kept && kt > 1) b.op("concat", name + ".with_kept", rows(frames_in), cin);
         const double padded = batch * frames_in * (h + pad) * (w + pad);
-        if (pad > 0 || (kt > 1 && !cached)) b.op("pad_fill", name + ".pad", padded, cin);  // zero frames or pixels to write
+        if (pad > 0 || (kt > 1 && !kept)) b.op("pad_fill", name + ".pad", padded, cin);  // zero frames or pixels to write
         b.op("pad", name + ".pad", padded, cin);
         b.conv(name, batch * n, h, w, cin, cout, k, 1, kt, padded);
       };
@@ -660,7 +663,8 @@ void causal_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
     b.conv("post_quant", batch * latent_frames, h0, w0, latent, latent, 1);
     decoder_call(false, 1);
     if (latent_frames > 1) {
-      decoder_call(true, latent_frames - 1);
+      decoder_call(true, 1, true);
+      if (latent_frames > 2) decoder_call(true, latent_frames - 2);
       // Each later call's frames appended to the video so far: 1 + 4i frames copied at call i, (2T + 1) on average.
       b.op("concat", "frames.cat", batch * (2 * latent_frames + 1) * height * width, 3, latent_frames - 1);
     }
@@ -839,7 +843,8 @@ void ltx_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
 // contiguous. A ResBlock is two of (GroupNormSpatial, SiLU, a causal 3x3x3 convolution), then a residual add: the
 // norm runs over 8 frames at a time (each chunk of the frames-into-batch view made contiguous, normalized and
 // copied into the output), the SiLU in place on the permuted view, and each convolution first repeats the first
-// frame twice (F.pad replicate in time, a copy) and pads height and width itself. T latent frames become
+// frame twice (F.pad replicate in time, a copy), then pads height and width by replication too (nn.Conv3d with
+// padding_mode "replicate" pads with F.pad before it convolves: a second copy). T latent frames become
 // 6(T - 1) + 1 with expansions 3 and 2, each side 8 times. A batch's videos decode one a call; tiled, each tile is a
 // call of its own (as conv3d_vae_decoder's) whose pixels are cast to fp32 on the GPU.
 void mochi_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
@@ -861,9 +866,10 @@ void mochi_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
         if (chunks > 0) b.op("frame_chunk_norm", name + ".norm", 8 * h * w, c, chunks, 8 * 32);
         if (rest > 0) b.op("frame_chunk_norm", name + ".norm", rest * h * w, c, 1, rest * 32);
         b.op("silu", name + ".silu", voxels(), c);
-        const double padded = (t + 2) * h * w;
-        b.op("replicate_pad", name + ".pad", padded, c);
-        b.conv(name + ".conv", t, h, w, c, c, 3, 1, 3, padded);
+        const double padded = (t + 2) * h * w, padded_hw = (t + 2) * (h + 2) * (w + 2);
+        b.op("replicate_pad", name + ".pad", padded, c);        // PConv3d's causal pad in time
+        b.op("replicate_pad", name + ".pad_hw", padded_hw, c);  // nn.Conv3d's own, padding_mode "replicate"
+        b.conv(name + ".conv", t, h, w, c, c, 3, 1, 3, padded_hw);
       }
       b.op("residual_add", "resblock.residual", voxels(), c);
     };
