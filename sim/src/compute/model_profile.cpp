@@ -558,14 +558,15 @@ void vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
 // A causal 3D VAE decoder, as ComfyUI runs Wan 2.1's (comfy/ldm/wan/vae.py at a125cd8, Decoder3d and
 // WanVAE.decode, the Wan 2.1 code with ComfyUI's ops): one latent frame a call, each call's output appended to
 // the video so far (a torch.cat of all of it). Every causal convolution pads its input with F.pad, a fill of the
-// padded tensor and a copy into it (a clone alone where nothing is padded): the first call with two zero frames before its one, the others after a
-// torch.cat of the two input frames kept from the call before; each 3x3x3 one first keeps its input's last two
+// padded tensor and a copy into it (a clone alone where nothing is padded): the first call with two zero frames
+// before its one, the others after a torch.cat of the two input frames kept from the call before (but the second
+// call's time convolutions, which have none kept yet); each 3x3x3 one first keeps its input's last two
 // frames for the next call (a clone, joined to the frame before where the input has one). Norms are RMS over
 // the channels (F.normalize x sqrt(C) x gamma, no bias), each followed by a SiLU; the middle attends, one head,
 // within each frame. The first `temporal_upsamplings` upsamplings double the frames as well (after the first
 // call): a causal (3, 1, 1) convolution to twice the channels, its halves stacked as twice the frames. Every
-// upsampling then doubles the pixels (nearest-exact; diffusers' in fp32) and halves the channels with a 3x3 convolution a frame (the
-// frames moved into a batch of images: einops rearrange, a view the interpolation copies where there are
+// upsampling then doubles the pixels (nearest-exact; diffusers' in fp32) and halves the channels with a 3x3
+// convolution a frame (the frames moved into a batch of images: einops rearrange, a view the interpolation copies where there are
 // several; the way back stays a view), and the next level's first ResNet block starts from half. 4(T - 1) + 1 frames out of T latent ones.
 // Wan 2.2's (`up_residual`, comfy/ldm/wan/vae2_2.py at a125cd8: Decoder3d of Up_ResidualBlocks) keeps the width
 // through an upsampling (the next level's first ResNet block changes it, its 1x1x1 shortcut where it does) and
