@@ -47,6 +47,18 @@ def round_all(x):
     return x
 
 
+def scaled_from_hopper(path, memory_bound):
+    """The classes set by hand on Hopper (broadcast, indexed-copy) at Hopper's share of its activation efficiency
+    (their other figures as they were), so that a refit activation class carries them along."""
+    hopper = json.load(open(path))["architectures"]["hopper"]["memory_bound"]
+    out = {}
+    for cls in ("broadcast", "indexed-copy"):
+        out[cls] = dict(memory_bound[cls])
+        share = hopper[cls]["efficiency"] / hopper["activation"]["efficiency"]
+        out[cls]["efficiency"] = round_all(memory_bound["activation"]["efficiency"] * share)
+    return out
+
+
 def write_back(path, arch, section):
     """Replaces the numbers of one architecture's section, keeping its source and the file's layout."""
     text = open(path).read()
@@ -107,6 +119,8 @@ def main():
         for cls in ("softmax", "embedding", "memory"):
             section["memory_bound"][cls] = section["memory_bound"]["activation"]
         del section["memory_bound"]["reduction"]
+        if arch != "hopper":  # broadcast and indexed copies: Hopper's shares of its activation class, as the source says
+            section["memory_bound"].update(scaled_from_hopper(models, section["memory_bound"]))
         print("%s (%s):" % (arch, gpu))
         print("  gemm tiles %s, k overhead %s, memory efficiency %s, fixed %s us" %
               (section["gemm_tile_efficiency"], section["gemm_k_overhead"], section["gemm_memory_efficiency"], section["gemm_fixed_us"]))
