@@ -77,12 +77,14 @@ DIFFUSION_CHECKS = [
                "time\" (1.38 it/s), diffusers bf16 without compilation"},
     {"title": "Wan 2.1 VAE decode alone, 81 frames at 1280x720", "gpu": "a800-sxm-80gb", "runtime": "diffusers", "dtype": "bf16",
      "parts": [("wan21-vae-decoder", "width=1280,height=720,frames=81", 1)], "measured_s": 9.256,
-     "source": "nono-Sang/FastVAE README, Wan2_1 table, 1 process: diffusers AutoencoderKLWan, 5 s of 720p video, A800, bf16, after a warm-up"},
+     "source": "nono-Sang/FastVAE README, Wan2_1 table, 1 process: diffusers AutoencoderKLWan, 5 s of 720p video, A800, bf16, after a warm-up. "
+               "Its README (2026-03-16 to 03-20) predates diffusers' fp32 RMS norm (pull request 13316, 2026-03-24), which the "
+               "runtime's pinned code runs: with the bf16 norm FastVAE's diffusers ran, the model gave 7.98 s (-13.8%)"},
     {"title": "Wan 2.2 5B VAE decode alone, 121 frames at 1280x704", "gpu": "b200", "runtime": "diffusers", "dtype": "bf16",
      "parts": [("wan22-vae-decoder", "width=1280,height=704,frames=121", 1)], "measured_s": 4.024,
      "source": "NVIDIA/TensorRT-LLM pull request 17262, description: FastWan2.2 TI2V-5B's VAE decode alone on one B200, its "
                "\"Diffusers bf16\" column, 4,024 ms; whether it ran tiled is not stated (whole here); Blackwell runs on Ampere's "
-               "kernel constants here, a guess"},
+               "kernel constants here, a guess; which diffusers it ran (before or after its fp32 RMS norm) is not stated"},
     {"title": "HunyuanVideo VAE decode alone, 65 frames at 848x480, tiled", "gpu": "h100-sxm", "runtime": "diffusers", "dtype": "fp16",
      "parts": [("hunyuan-video-vae-decoder", "width=848,height=480,frames=65," + SGLANG_HUNYUAN_TILES, 1)],
      "measured_s": 15.5146,

@@ -470,6 +470,28 @@ TEST_CASE("a constant pad fills the padded tensor first and Wan's upsampling run
   }
 }
 
+TEST_CASE("diffusers normalizes Wan's VAE channels in fp32 and ComfyUI in the step's dtype", "[profiles]") {
+  // diffusers' WanRMS_norm since its pull request 13316: F.normalize(x.float()).to(x.dtype), then the scaling: the
+  // cast, the reduction's read, the divide and the cast back move fp32 where ComfyUI's norm moves the step's bf16.
+  StepShape shape{.width = 256, .height = 256, .frames = 1};
+  const auto norm_bytes = [&](Runtime runtime, double& fp32_reads) {
+    shape.runtime = runtime;
+    double bytes = 0;
+    fp32_reads = 0;
+    for (const KernelCall& c : step_kernels(arch("wan21-vae-decoder"), shape, Dtype::bf16)) {
+      if (c.origin == nullptr || c.origin->operation != "channel_rms_norm") continue;
+      bytes += c.count * kernel_bytes(c, Dtype::bf16);
+      fp32_reads += c.origin->reads == "fp32" ? c.count : 0;
+    }
+    return bytes;
+  };
+  double comfy_fp32 = 0, diffusers_fp32 = 0;
+  const double comfy = norm_bytes(Runtime::comfyui, comfy_fp32), diffusers = norm_bytes(Runtime::diffusers, diffusers_fp32);
+  CHECK(comfy_fp32 == 0);
+  CHECK(diffusers_fp32 > 0);
+  CHECK(diffusers > 1.5 * comfy);
+}
+
 TEST_CASE("replication pads are timed as the indexed copies measured on an H200", "[profiles]") {
   // The three rows measured at HunyuanVideo's VAE shapes (calibrate/data/kernels/h200_replication_pad.csv), each
   // within 5% through the model: a tenth of the H200's bandwidth, where a plain copy would take under a sixth of the time.
