@@ -850,6 +850,9 @@ TEST_CASE("routes from the fabric's structure are the ones the graph search walk
       {R"([{"type": "hgx-h100-8", "count": 3}, {"type": "l40s-pcie-8", "count": 2}])", R"({"topology": "rail-optimized", "nodes_per_leaf": 3, "link": "eth-25g"})"},
       {R"([{"type": "hgx-h100-8", "count": 3}, {"type": "l40s-pcie-8", "count": 2}])", R"({"topology": "fat-tree", "nodes_per_leaf": 2, "spines": 3})"},
       {R"([{"type": "hgx-h100-8", "count": 2}, {"type": "l40s-pcie-8", "count": 1}])", R"({"topology": "single-switch"}, "storage": {"bandwidth": "7 GB/s", "latency": "100 us"})"},
+      // One node type: a route's class spans the groups (the last of them partial).
+      {R"([{"type": "hgx-h100-8", "count": 5}])", R"({"topology": "rail-optimized", "nodes_per_leaf": 2})"},
+      {R"([{"type": "l40s-pcie-8", "count": 5}])", R"({"topology": "fat-tree", "nodes_per_leaf": 2, "spines": 2})"},
   };
   for (const auto& [nodes, fabric] : clusters) {
     INFO(nodes << " on " << fabric);
@@ -870,7 +873,41 @@ TEST_CASE("routes from the fabric's structure are the ones the graph search walk
       }
     }
     CHECK(pairs > 2000);
+    CHECK(structure.topology.routes_from_class() > 0);  // some written from their class's route
+    CHECK(graph.topology.routes_from_class() == 0);
   }
+}
+
+TEST_CASE("a DAG's GPU pairs on one switch are walked once a class", "[network][topology]") {
+  // Eight HGX nodes on one switch: a GPU's route to another is one of 8 x 7 pairs of places in one node or 8 x 8 in
+  // two, with no choice to make (a NIC a GPU), so 120 walks answer all 64 x 63 pairs, each the graph search's route.
+  const char* nodes = R"([{"type": "hgx-h100-8", "count": 8}])";
+  const char* fabric = R"({"topology": "single-switch"})";
+  Built structure = build(nodes, fabric), graph = build(nodes, fabric);
+  graph.topology.always_search_graph(true);
+  for (std::uint32_t from = 0; from < 64; ++from) {
+    for (std::uint32_t to = 0; to < 64; ++to) {
+      if (from == to) continue;
+      const std::uint32_t a = structure.topology.gpu_vertex(make_id<GpuId>(from)), b = structure.topology.gpu_vertex(make_id<GpuId>(to));
+      std::vector<std::uint32_t> written, walked;
+      REQUIRE(structure.topology.try_route(a, b, from * 64 + to, written, Topology::RouteMemo::skip));
+      REQUIRE(graph.topology.try_route(a, b, from * 64 + to, walked, Topology::RouteMemo::skip));
+      CHECK(written == walked);
+    }
+  }
+  CHECK(structure.topology.routes_from_class() == 64 * 63 - 120);
+  CHECK(structure.topology.routes_remembered() == 0);
+  // A cable down: routes come from searches again, and no class answers them.
+  const std::size_t before = structure.topology.routes_from_class();
+  structure.topology.set_link_down(*structure.topology.find_link("n1.nic0>switch"), true);
+  graph.topology.set_link_down(*graph.topology.find_link("n1.nic0>switch"), true);
+  for (std::uint32_t to = 0; to < 64; to += 3) {
+    const std::uint32_t a = structure.topology.gpu_vertex(make_id<GpuId>(8)), b = structure.topology.gpu_vertex(make_id<GpuId>(to));
+    std::vector<std::uint32_t> written, walked;
+    CHECK(structure.topology.try_route(a, b, to, written) == graph.topology.try_route(a, b, to, walked));
+    CHECK(written == walked);
+  }
+  CHECK(structure.topology.routes_from_class() == before);
 }
 
 TEST_CASE("a route walked without the memo is the one kept in it, and a large all-to-all plans the same either way", "[network][topology]") {

@@ -88,8 +88,10 @@ class Topology {
   void route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out, RouteMemo memo = RouteMemo::keep) const;
   // As route, but false (and nothing appended) when down links leave no path.
   bool try_route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out, RouteMemo memo = RouteMemo::keep) const;
-  // Routes the memo holds now (for tests and benchmarks).
+  // Routes the memo holds now, and routes written from another pair's of the same class rather than walked (for tests
+  // and benchmarks).
   std::size_t routes_remembered() const;
+  std::size_t routes_from_class() const;
   bool reachable(std::uint32_t from, std::uint32_t to) const;
   // Distances from searches of the graph even while every link is up, to check the structure's against.
   void always_search_graph(bool on) { always_search_graph_ = on; }
@@ -149,6 +151,17 @@ class Topology {
   void forget_routes() const;
   // `chose`: set when some hop had equal ways to pick from by the key (else the route is the same for every key).
   bool walk_route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out, bool& chose) const;
+  // Routes by class (all links up). Two pairs of vertices are of one class when their nodes are of the same types, in
+  // the same relation (one node, or two under one leaf group; the same group where the cluster has several node types)
+  // and the vertices at the same places inside them: some renumbering of that group's nodes of each type takes one pair
+  // to the other and leaves the graph as it was, so it takes the one pair's lowest-latency paths to the other's. A
+  // route with no choice to make, and every link of it its two nodes' own, is then the other pair's too, link for link
+  // at the same places among their nodes' links. So a class is walked once (a DAG's transfers between 64 GPUs on one
+  // switch walked each of ~4,000 pairs, a tenth of a run; they are 128 classes), and written out for every other pair.
+  struct RouteClass;
+  std::optional<RouteClass> route_class(std::uint32_t from, std::uint32_t to) const;
+  bool route_from_class(const RouteClass& cls, std::vector<std::uint32_t>& out) const;
+  void remember_class(const RouteClass& cls, std::span<const std::uint32_t> route) const;
 
   std::vector<std::string> vertex_names_;
   std::vector<std::uint8_t> is_gpu_;
@@ -168,6 +181,11 @@ class Topology {
   std::vector<std::uint32_t> node_type_;                   // per node: the first node of its group
   std::vector<std::uint32_t> exit_offsets_, exit_switch_;  // per node: the switches its ways out lead to
   std::vector<std::uint32_t> entry_offsets_, entry_links_; // per node: the links into it from switches
+  // Per node, where its links begin among the links inside nodes, and among those between a node and a switch (each
+  // node's in a row, in the same order for nodes of one type); per link, its node, or kNone between two switches.
+  std::vector<std::uint32_t> inside_links_at_, switch_links_at_, link_node_;
+  std::uint32_t first_switch_link_ = 0;  // the links inside nodes come first, those between nodes and switches from here
+  bool one_node_type_ = true;
   bool always_search_graph_ = false;
   std::vector<TopoLink> links_;
   std::vector<std::vector<std::uint32_t>> out_links_;  // per vertex, in creation order

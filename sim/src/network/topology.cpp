@@ -1,6 +1,7 @@
 #include "fleetsim/topology.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <unordered_map>
@@ -105,6 +106,20 @@ struct Topology::DistanceCache {
   std::vector<std::unique_ptr<NodeShape>> shapes;
   std::vector<std::uint64_t> crossing;  // [(group * rails + from rail) * rails + to rail]
   std::vector<std::uint32_t> hop_scratch;  // a walk's links worth looking at, hop by hop
+  // Routes by class (Topology::RouteClass): each class's links, as places among its pair's nodes' links (kSecondNode:
+  // the second node's; kToSwitch: among its links to and from switches, else among those inside it), once walked.
+  static constexpr std::uint32_t kSecondNode = 1u << 31, kToSwitch = 1u << 30;
+  struct ClassHash {
+    std::size_t operator()(const std::array<std::uint64_t, 3>& k) const { return hash_combine(hash_combine(k[0], k[1]), k[2]); }
+  };
+  std::unordered_map<std::array<std::uint64_t, 3>, std::pair<std::uint32_t, std::uint32_t>, ClassHash> classes;  // (first, count)
+  std::vector<std::uint32_t> class_links;
+  std::size_t routes_from_class = 0;
+};
+
+struct Topology::RouteClass {
+  std::array<std::uint64_t, 3> key;  // (from's type, its place), (to's type, its place), (the group or kNone, one node)
+  std::uint32_t from_node, to_node;
 };
 
 // Distances inside a node of one type, all links up: from each of its vertices to each (by local index),
@@ -166,6 +181,7 @@ Topology::Topology(const Cluster& cluster, const FabricSpec& fabric) : cache_(st
     const NodeId node = make_id<NodeId>(n);
     const NodeGroup& grp = cluster.group(node);
     const std::string prefix = "n" + std::to_string(n) + ".";
+    inside_links_at_.push_back(static_cast<std::uint32_t>(links_.size()));
     host_vertex_.push_back(add_vertex(prefix + "host", n));
     nvswitch_vertex_.push_back(kNone);
     storage_vertex_.push_back(kNone);
@@ -252,14 +268,21 @@ Topology::Topology(const Cluster& cluster, const FabricSpec& fabric) : cache_(st
       leaves.push_back(Leaf{add_vertex(std::move(name), kNone)});
     }
   }
+  first_switch_link_ = static_cast<std::uint32_t>(links_.size());
   for (std::uint32_t n = 0; n < nodes; ++n) {
     const NodeGroup& grp = cluster.group(make_id<NodeId>(n));
+    switch_links_at_.push_back(static_cast<std::uint32_t>(links_.size()));
     for (std::uint32_t j = 0; j < node_nics[n].size(); ++j) {
       Leaf& leaf = leaves[(n / per_leaf) * rail_count + (rails ? j : 0)];
       add_link_pair(node_nics[n][j], leaf.vertex, grp.nic.bandwidth_Bps, grp.nic.latency_s, LinkClass::nic, grp.nic.kind);
       leaf.down_Bps += grp.nic.bandwidth_Bps;
       ++leaf.ports;
     }
+  }
+  link_node_.assign(links_.size(), kNone);
+  for (std::uint32_t n = 0; n < nodes; ++n) {
+    std::fill(link_node_.begin() + inside_links_at_[n], link_node_.begin() + (n + 1 < nodes ? inside_links_at_[n + 1] : first_switch_link_), n);
+    std::fill(link_node_.begin() + switch_links_at_[n], n + 1 < nodes ? link_node_.begin() + switch_links_at_[n + 1] : link_node_.end(), n);
   }
   if (leaves.size() > 1) {
     const LinkType up = fabric.link.value_or(cluster.group(make_id<NodeId>(0)).nic);
@@ -319,6 +342,7 @@ Topology::Topology(const Cluster& cluster, const FabricSpec& fabric) : cache_(st
     auto type = std::find_if(types.begin(), types.end(), [&](const auto& t) { return t.first == grp; });
     if (type == types.end()) type = types.insert(types.end(), {grp, n});
     node_type_.push_back(type->second);
+    one_node_type_ = one_node_type_ && type->second == 0;
     exit_offsets_.push_back(static_cast<std::uint32_t>(exit_switch_.size()));
     ways_out(n, exits, seeds);
     exit_switch_.insert(exit_switch_.end(), exits.begin(), exits.end());
@@ -806,6 +830,7 @@ void Topology::route(std::uint32_t from, std::uint32_t to, std::uint64_t key, st
 }
 
 std::size_t Topology::routes_remembered() const { return cache_->routes; }
+std::size_t Topology::routes_from_class() const { return cache_->routes_from_class; }
 
 bool Topology::reachable(std::uint32_t from, std::uint32_t to) const {
   return from == to || distances_to(to).from(from) != kUnreachable;
@@ -821,13 +846,63 @@ bool Topology::try_route(std::uint32_t from, std::uint32_t to, std::uint64_t key
   }
   const std::size_t start = out.size();
   bool chose = false;
-  if (!walk_route(from, to, key, out, chose)) return false;
+  const std::optional<RouteClass> cls = route_class(from, to);
+  if (!cls || !route_from_class(*cls, out)) {
+    if (!walk_route(from, to, key, out, chose)) return false;
+    if (cls && !chose) remember_class(*cls, std::span<const std::uint32_t>(out).subspan(start));
+  }
   if (memo == RouteMemo::skip) return true;
   constexpr std::size_t kRouteMemoBytes = std::size_t{128} << 20;
   if (c.route_slots.size() * sizeof(DistanceCache::RouteSlot) + c.route_links.size() * sizeof(std::uint32_t) > kRouteMemoBytes) forget_routes();
   c.remember(from, to, key, !chose, static_cast<std::uint32_t>(c.route_links.size()), static_cast<std::uint32_t>(out.size() - start));
   c.route_links.insert(c.route_links.end(), out.begin() + static_cast<std::ptrdiff_t>(start), out.end());
   return true;
+}
+
+std::optional<Topology::RouteClass> Topology::route_class(std::uint32_t from, std::uint32_t to) const {
+  if (!by_structure()) return std::nullopt;
+  const std::uint32_t m = vertex_node_[from], n = vertex_node_[to];
+  if (m == kNone || n == kNone || m / nodes_per_leaf_ != n / nodes_per_leaf_) return std::nullopt;
+  // With one node type every group is alike where these routes go (a node and the leaves its links reach); with
+  // several, groups may differ in the types they hold, so a class stays in its group.
+  const std::uint64_t group = one_node_type_ ? kNone : m / nodes_per_leaf_;
+  return RouteClass{.key = {(std::uint64_t{node_type_[m]} << 32) | local_index_[from], (std::uint64_t{node_type_[n]} << 32) | local_index_[to],
+                            (group << 1) | (m == n ? 1u : 0u)},
+                    .from_node = m,
+                    .to_node = n};
+}
+
+bool Topology::route_from_class(const RouteClass& cls, std::vector<std::uint32_t>& out) const {
+  DistanceCache& c = *cache_;
+  const auto known = c.classes.find(cls.key);
+  if (known == c.classes.end()) return false;
+  const auto [first, count] = known->second;
+  for (std::uint32_t i = first; i < first + count; ++i) {
+    const std::uint32_t place = c.class_links[i];
+    const std::uint32_t node = (place & DistanceCache::kSecondNode) != 0 ? cls.to_node : cls.from_node;
+    const std::uint32_t base = (place & DistanceCache::kToSwitch) != 0 ? switch_links_at_[node] : inside_links_at_[node];
+    out.push_back(base + (place & ~(DistanceCache::kSecondNode | DistanceCache::kToSwitch)));
+  }
+  ++c.routes_from_class;
+  return true;
+}
+
+// Kept only where every link is one of the two nodes' own: a route through a third node (between rails) or over a
+// spine is walked for every pair.
+void Topology::remember_class(const RouteClass& cls, std::span<const std::uint32_t> route) const {
+  DistanceCache& c = *cache_;
+  const std::size_t first = c.class_links.size();
+  for (std::uint32_t l : route) {
+    const std::uint32_t node = link_node_[l];
+    if (node != cls.from_node && node != cls.to_node) {
+      c.class_links.resize(first);
+      return;
+    }
+    const bool to_switch = l >= first_switch_link_;
+    const std::uint32_t base = to_switch ? switch_links_at_[node] : inside_links_at_[node];
+    c.class_links.push_back((l - base) | (node != cls.from_node ? DistanceCache::kSecondNode : 0u) | (to_switch ? DistanceCache::kToSwitch : 0u));
+  }
+  c.classes.emplace(cls.key, std::pair{static_cast<std::uint32_t>(first), static_cast<std::uint32_t>(route.size())});
 }
 
 bool Topology::walk_route(std::uint32_t from, std::uint32_t to, std::uint64_t key, std::vector<std::uint32_t>& out, bool& chose) const {
