@@ -51,8 +51,8 @@ mkdir -p "$(dirname "$report")"
   echo "Written by \`scripts/simgrid-compare.sh ${args[*]}\`; see docs/simgrid.md for what is compared and timed."
   echo
   echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
-  echo "- machine: $(nproc) cores, $cpu"
-  echo "- SimGrid $(pkg-config --modversion simgrid) (Debian libsimgrid-dev), CM02 with latency factor 1, bandwidth factor 1, weight-S 0, TCP-gamma 0, no cross-traffic"
+  echo "- machine: $(nproc) cores, $cpu, Linux $(uname -r)"
+  echo "- SimGrid $(pkg-config --modversion simgrid) (Debian libsimgrid-dev $(dpkg-query -W -f='${Version}' libsimgrid-dev 2>/dev/null || echo '?')), CM02 with latency factor 1, bandwidth factor 1, weight-S 0, TCP-gamma 0, no cross-traffic"
   echo "- fleetsim $version, Release build; both single-threaded; wall times are each side's median over --reps rounds (3 unless given), a run of each a round, and the ratio the median of the rounds' ratios"
   echo "- platform: hgx-h100-8 nodes on one switch (2 nodes at 100 tasks, doubling per factor 10 of tasks); policy fifo"
   echo
