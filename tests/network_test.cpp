@@ -853,6 +853,12 @@ TEST_CASE("routes from the fabric's structure are the ones the graph search walk
       // One node type: a route's class spans the groups (the last of them partial).
       {R"([{"type": "hgx-h100-8", "count": 5}])", R"({"topology": "rail-optimized", "nodes_per_leaf": 2})"},
       {R"([{"type": "l40s-pcie-8", "count": 5}])", R"({"topology": "fat-tree", "nodes_per_leaf": 2, "spines": 2})"},
+      // One spine: a route between rails over it has no choice to make, and is not a class's (its spine links are no node's).
+      {R"([{"type": "hgx-h100-8", "count": 2}])", R"({"topology": "rail-optimized", "nodes_per_leaf": 1})"},
+      // Groups of two types where a GPU's way to another rail goes inside its node in one group and through the other
+      // node in the next: a class must stay in its group.
+      {R"([{"type": "l40s-pcie-8", "count": 3, "node_overrides": {"host_link": "eth-25g", "nic": "ib-ndr"}}, {"type": "hgx-h100-8", "count": 1, "node_overrides": {"host_link": "unit-nvlink"}}])",
+       R"({"topology": "rail-optimized", "nodes_per_leaf": 2, "link": "eth-25g"})"},
   };
   for (const auto& [nodes, fabric] : clusters) {
     INFO(nodes << " on " << fabric);

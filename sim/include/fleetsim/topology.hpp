@@ -157,7 +157,7 @@ class Topology {
   // to the other and leaves the graph as it was, so it takes the one pair's lowest-latency paths to the other's. A
   // route with no choice to make, and every link of it its two nodes' own, is then the other pair's too, link for link
   // at the same places among their nodes' links. So a class is walked once (a DAG's transfers between 64 GPUs on one
-  // switch walked each of ~4,000 pairs, a tenth of a run; they are 128 classes), and written out for every other pair.
+  // switch walked each of ~4,000 pairs, a tenth of a run; they are 120 classes), and written out for every other pair.
   struct RouteClass;
   std::optional<RouteClass> route_class(std::uint32_t from, std::uint32_t to) const;
   bool route_from_class(const RouteClass& cls, std::vector<std::uint32_t>& out) const;

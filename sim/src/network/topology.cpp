@@ -305,6 +305,7 @@ Topology::Topology(const Cluster& cluster, const FabricSpec& fabric) : cache_(st
     }
   }
 
+  link_node_.resize(links_.size(), kNone);  // the links between leaves and spines: no node's
   leaves_ = static_cast<std::uint32_t>(leaves.size());
   rails_ = rail_count;
   nodes_per_leaf_ = per_leaf;
