@@ -279,11 +279,7 @@ Topology::Topology(const Cluster& cluster, const FabricSpec& fabric) : cache_(st
       ++leaf.ports;
     }
   }
-  link_node_.assign(links_.size(), kNone);
-  for (std::uint32_t n = 0; n < nodes; ++n) {
-    std::fill(link_node_.begin() + inside_links_at_[n], link_node_.begin() + (n + 1 < nodes ? inside_links_at_[n + 1] : first_switch_link_), n);
-    std::fill(link_node_.begin() + switch_links_at_[n], n + 1 < nodes ? link_node_.begin() + switch_links_at_[n + 1] : link_node_.end(), n);
-  }
+  const auto switch_links_end = static_cast<std::uint32_t>(links_.size());
   if (leaves.size() > 1) {
     const LinkType up = fabric.link.value_or(cluster.group(make_id<NodeId>(0)).nic);
     // By default one spine per uplink port of the fabric link's speed.
@@ -305,7 +301,11 @@ Topology::Topology(const Cluster& cluster, const FabricSpec& fabric) : cache_(st
     }
   }
 
-  link_node_.resize(links_.size(), kNone);  // the links between leaves and spines: no node's
+  link_node_.assign(links_.size(), kNone);  // the links between leaves and spines stay no node's
+  for (std::uint32_t n = 0; n < nodes; ++n) {
+    std::fill(link_node_.begin() + inside_links_at_[n], link_node_.begin() + (n + 1 < nodes ? inside_links_at_[n + 1] : first_switch_link_), n);
+    std::fill(link_node_.begin() + switch_links_at_[n], link_node_.begin() + (n + 1 < nodes ? switch_links_at_[n + 1] : switch_links_end), n);
+  }
   leaves_ = static_cast<std::uint32_t>(leaves.size());
   rails_ = rail_count;
   nodes_per_leaf_ = per_leaf;
