@@ -448,6 +448,7 @@ int run_kernels(const KernelsArgs& args) {
     } else {
       throw bad("--runtime", "expected " + fleetsim::runtime_choices() + ", found \"" + args.runtime + "\"");
     }
+    if (const auto problem = fleetsim::runtime_problem(*arch, shape.runtime)) throw bad("--runtime", problem->message);
     shape.attention = *attention;
     if (const std::string guess = model.attention_guess(shape.attention); !guess.empty()) {
       notes.push_back("assumed: " + guess);
@@ -1265,7 +1266,7 @@ void add_kernels(CLI::App& app, Commands& commands) {
   kernels->add_option("--kernels", kern->constants, "Kernel-model constants in place of the built-in models/kernels.json (same shape)");
   kernels->add_option("--model", kern->model, "An architecture (fleetsim catalog lists them): one step's kernels and their time");
   kernels->add_option("--shape", kern->shape, "The step's shape for --model: batch, width, height, frames, tokens, context, a VAE's tile, tile_overlap, tile_frames, tile_frame_overlap (latent units), and a parallel step's sequence, ring, cfg, pipefusion, patches (one GPU's kernels), as width=1024,height=1024,batch=2");
-  kernels->add_option("--runtime", kern->runtime, "How --model runs: comfyui or diffusers (their eager PyTorch code, models/runtimes.json) or compiled (fused kernels, CUDA graphs); default by model");
+  kernels->add_option("--runtime", kern->runtime, "How --model runs: comfyui or diffusers (their eager PyTorch code, models/runtimes.json), compiled (fused kernels, CUDA graphs), or hunyuanvideo (Tencent's own code, its VAE decoder); default by model");
   kernels->add_option("--attention", kern->attention, "Whose kernels run --model's attention: flash2 (FlashAttention-2, PyTorch's choice up to 2.10) or cudnn (cuDNN's, PyTorch 2.11 on Hopper)")->capture_default_str();
   kernels->add_option("--fit", kern->fit, "Fit the GPU architecture's constants to --measured and write them (models/kernels.json's shape) here");
   kernels->add_flag("--json", kern->json, "Print JSON instead of text");

@@ -355,7 +355,9 @@ check "kernels --model lists each operation with its dtypes and source" bash -c 
 "$fleetsim" kernels --gpu h100-sxm --model flux-dit --shape width=1024,height=1024 --runtime diffusers --json >"$tmp/flux-diffusers.json"
 check "kernels --model --json carries the operations" grep -q '"source": "diffusers models/embeddings.py apply_rotary_emb' "$tmp/flux-diffusers.json"
 "$fleetsim" kernels --gpu h100-sxm --model flux-dit --shape width=1024,height=1024 --runtime eager >/dev/null 2>"$tmp/runtime.err"
-check "kernels --runtime names the runtimes it knows" bash -c "test $? -eq 2 && grep -q 'expected comfyui, diffusers or compiled' '$tmp/runtime.err'"
+check "kernels --runtime names the runtimes it knows" bash -c "test $? -eq 2 && grep -q 'expected comfyui, diffusers, compiled or hunyuanvideo' '$tmp/runtime.err'"
+"$fleetsim" kernels --gpu h100-sxm --model flux-dit --shape width=1024,height=1024 --runtime hunyuanvideo >/dev/null 2>"$tmp/own.err"
+check "kernels --runtime hunyuanvideo runs HunyuanVideo's VAE decoder only" bash -c "test $? -eq 2 && grep -q 'it runs conv3d-vae-decoder, not flux-dit' '$tmp/own.err'"
 # Attention on cuDNN's kernels: Hopper's own constants; elsewhere FlashAttention-2's, said beside the step.
 "$fleetsim" kernels --gpu h100-sxm --model flux-dit --shape width=1024,height=1024 --attention cudnn >"$tmp/flux-cudnn.txt"
 check "kernels --attention cudnn says whose kernels run the attention" bash -c "grep -q '; comfyui, cuDNN attention$' '$tmp/flux-cudnn.txt' && grep -q \"hopper's cudnn_attention in models/kernels.json\" '$tmp/flux-cudnn.txt'"

@@ -522,6 +522,53 @@ TEST_CASE("replication pads are timed as the indexed copies measured on an H200"
   }
 }
 
+TEST_CASE("HunyuanVideo's own code builds its decoder's attention mask a row at a time", "[profiles][vae]") {
+  // 1280x720, 129 frames: 33 latent frames of 90 x 160, in the official code's tiles: 32 latent pixels every 24
+  // (rows 32, 32, 32 and 18; columns six of 32 and one of 16) and 17 latent frames every 12 (17, 17 and 9).
+  const Architecture& vae = arch("hunyuan-video-vae-decoder");
+  StepShape shape{.width = 1280, .height = 720, .frames = 129};
+  shape.tiles = {.size = 32, .overlap = 8, .frames = 17, .frame_overlap = 5};
+  REQUIRE_FALSE(tiles_problem(vae, shape.tiles).has_value());
+  const auto named = [&](Runtime runtime, const std::string& name) {
+    shape.runtime = runtime;
+    std::vector<KernelCall> out;
+    for (const KernelCall& c : step_kernels(vae, shape, Dtype::fp16)) {
+      if (c.name == name) out.push_back(c);
+    }
+    return out;
+  };
+  const double tiles = 4 * 7 * 3, rows = (32 * 3 + 18) * (32 * 6 + 16) * (17 + 17 + 9);  // 1,019,616 rows: every tile's voxels
+  CHECK(count_kernels(named(Runtime::hunyuanvideo, "mid.attn.mask.row")) == rows);
+  CHECK(count_kernels(named(Runtime::hunyuanvideo, "mid.attn.mask")) == tiles);  // torch.full, a tile each
+  CHECK(count_kernels(named(Runtime::diffusers, "mid.attn.mask.row")) == 0);
+  CHECK(count_kernels(named(Runtime::diffusers, "mid.attn.mask")) == 5 * tiles);  // arange, repeat_interleave, compare, where, cast
+  CHECK(count_kernels(named(Runtime::comfyui, "mid.attn.mask")) == 0);            // ComfyUI passes no mask
+  // Row i of frame f opens (f + 1) h w keys: a tile of t frames of h x w fills (h w)^2 t (t + 1) / 2 fp16 elements,
+  // summed over the tiles (sum of h^2)(sum of w^2)(sum of t (t + 1) / 2).
+  const double filled = (3 * 32 * 32 + 18 * 18) * (6 * 32 * 32 + 16 * 16) * (17 * 18 / 2 + 17 * 18 / 2 + 9 * 10 / 2.0);
+  CHECK(kernels_bytes(named(Runtime::hunyuanvideo, "mid.attn.mask.row"), Dtype::fp16) == Approx(2 * filled).epsilon(1e-12));
+  // Each row is a launch the host makes for a few kilobytes: the decode takes no less than the host's launches,
+  // and nearly the rows' host time longer than diffusers' (its GroupNorm under autocast, in fp32, adds; the GPU
+  // works off the tile before's upper levels while the host loops over the next tile's rows, which takes some
+  // 2 s of the 30 back).
+  const KernelModel h100(*Catalog::builtin().gpu("h100-sxm"));
+  const double dispatch = builtin_kernel_constants()->eager_dispatch_us * 1e-6, host = rows * dispatch;
+  shape.runtime = Runtime::diffusers;
+  const double diffusers = estimate_step(vae, shape, h100, Dtype::fp16).time_s;
+  shape.runtime = Runtime::hunyuanvideo;
+  const StepEstimate own = estimate_step(vae, shape, h100, Dtype::fp16);
+  CHECK(own.time_s >= count_kernels(own.calls) * dispatch);
+  CHECK(own.time_s - diffusers > 0.9 * host);
+  CHECK(own.host_wait_s > 0.5 * host);
+  // The runtime is HunyuanVideo's decoder's code and no other model's.
+  CHECK_FALSE(runtime_problem(vae, Runtime::hunyuanvideo).has_value());
+  const auto problem = runtime_problem(arch("flux-dit"), Runtime::hunyuanvideo);
+  REQUIRE(problem.has_value());
+  CHECK(problem->field == "runtime");
+  CHECK_THAT(problem->message, Catch::Contains("conv3d-vae-decoder") && Catch::Contains("flux-dit"));
+  CHECK_FALSE(runtime_problem(arch("flux-dit"), Runtime::diffusers).has_value());
+}
+
 TEST_CASE("a workflow task that names a model step runs its kernels, steps times", "[profiles][simulation]") {
   const auto sc = test::unit_scenario(R"("cluster": {"nodes": [{"type": "hgx-h100-8", "count": 1}]},
       "workflows": {"w": {"tasks": [{"name": "denoise", "work": {"architecture": "sdxl-unet", "steps": 30, "batch": 2,
@@ -610,7 +657,7 @@ TEST_CASE("model steps and architectures are read strictly", "[profiles][input]"
   CHECK_THAT(with_work(R"({"architecture": "flux-dit", "width": 1024})"), Catch::Contains("work/height") && Catch::Contains("width and height"));
   CHECK_THAT(with_work(R"({"architecture": "llama-3-8b"})"), Catch::Contains("work/tokens"));
   CHECK_THAT(with_work(R"({"architecture": "flux-dit", "width": 1024, "height": 1024, "runtime": "jit"})"),
-             Catch::Contains("work/runtime") && Catch::Contains("comfyui, diffusers or compiled"));
+             Catch::Contains("work/runtime") && Catch::Contains(runtime_choices()));
   CHECK(with_work(R"({"architecture": "flux-dit", "width": 1024, "height": 1024, "attention": "cudnn"})").empty());
   CHECK_THAT(with_work(R"({"architecture": "flux-dit", "width": 1024, "height": 1024, "attention": "fa3"})"),
              Catch::Contains("work/attention") && Catch::Contains("expected flash2") && Catch::Contains("found \"fa3\""));
@@ -784,6 +831,17 @@ TEST_CASE("runtime op lists are read strictly", "[profiles][input]") {
                    R"(, "ops": {"layer_norm": {}}}}})"),
              Catch::Contains("/training/torchtitan/ops/layer_norm") && Catch::Contains("no model or layer calls") && Catch::Contains("/training/torchtitan/ops/rope"));
   CHECK_THAT(error(R"({"about": "a", "runtimes": {}})"), Catch::Contains("/training_about") && Catch::Contains("/training"));
+  // A runtime "like" another: only the operations it changes, the rest that one's; the families it runs, checked.
+  const std::string ops = R"("ops": {"group_norm": {"source": "s", "kernels": []}})";
+  CHECK_THAT(error(R"({"about": "a", "runtimes": {"comfyui": {"name": "n", "source": "s", "launch": "eager", "like": "diffusers", )" + ops + "}}}"),
+             Catch::Contains("/runtimes/comfyui/like") && Catch::Contains("a runtime listed before this one"));
+  CHECK_THAT(error(R"({"about": "a", "runtimes": {"comfyui": {"name": "n", "source": "s", "launch": "eager", "families": ["vae"], )" + ops + "}}}"),
+             Catch::Contains("/runtimes/comfyui/families") && Catch::Contains("conv3d-vae-decoder"));
+  const RuntimeProfile& own = runtime_profile(Runtime::hunyuanvideo);
+  CHECK(own.families == std::vector<std::string>{"conv3d-vae-decoder"});
+  CHECK(own.ops.size() == runtime_profile(Runtime::diffusers).ops.size());
+  CHECK(own.ops.at("replicate_pad").front().source == runtime_profile(Runtime::diffusers).ops.at("replicate_pad").front().source);
+  CHECK(own.ops.at("group_norm").size() == 5);  // autocast's fp32 casts around it
   CHECK(torchtitan_profile().separate_projections);
   CHECK(torchtitan_profile().ops.size() == 13);
   // How a diffusion transformer's projections are held, with the code it was read from.
@@ -1076,6 +1134,10 @@ TEST_CASE("sequence parallelism is checked against its model and gang", "[profil
   CHECK_THAT(with_task(R"({"name": "t", "work": {)" + flux_64 + R"(, "tiles": {"size": 16}}})"),
              Catch::Contains("work/tiles/size") && Catch::Contains("flux-dit is a dit"));
   CHECK_THAT(with_task(R"({"name": "t", "work": {)" + hunyuan_vae + R"(, "tiles": {"overlap": 4}}})"), Catch::Contains("work/tiles/size"));
+  // A model's own code runs only that model.
+  CHECK(with_task(R"({"name": "t", "work": {)" + hunyuan_vae + R"(, "runtime": "hunyuanvideo"}})").empty());
+  CHECK_THAT(with_task(R"({"name": "t", "work": {)" + flux_64 + R"(, "runtime": "hunyuanvideo"}})"),
+             Catch::Contains("work/runtime") && Catch::Contains("runs conv3d-vae-decoder"));
   CHECK_THAT(with_task(R"({"name": "t", "work": {)" + hunyuan_vae + R"(, "tiles": {"size": 16, "sise": 4}}})"), Catch::Contains("work/tiles/sise"));
 }
 

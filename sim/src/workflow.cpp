@@ -153,6 +153,7 @@ void read_model_step(ObjectReader& w, TaskSpec& task, const Catalog& catalog) {
   if (found == catalog.architectures().end()) return;
   const Architecture& a = *found->second;
   s.runtime = runtime && parse_runtime(*runtime) ? *parse_runtime(*runtime) : default_runtime(a);
+  if (const auto problem = runtime_problem(a, s.runtime)) w.problem("runtime", problem->message);
   if (works_on_pixels(a.family) && (s.width <= 0 || s.height <= 0)) w.problem(s.width <= 0 ? "width" : "height", "a " + a.family + " step needs the image's width and height in pixels");
   if (a.family == "transformer" && s.tokens <= 0) w.problem("tokens", "a transformer step needs the tokens it processes");
   read_parallel(w, task, a);

@@ -53,11 +53,13 @@ bool works_on_pixels(std::string_view family);
 bool decodes_video(std::string_view family);
 
 // How a step's code runs: ComfyUI's or diffusers' eager PyTorch (a kernel per operator, each launched
-// by the host), or compiled (torch.compile, TensorRT, an engine's fused kernels, launched from a graph).
-enum class Runtime : std::uint8_t { comfyui, diffusers, compiled };
+// by the host), compiled (torch.compile, TensorRT, an engine's fused kernels, launched from a graph), or
+// a model's own repository's eager code where it differs from both (hunyuanvideo: Tencent's HunyuanVideo,
+// its VAE decoder only).
+enum class Runtime : std::uint8_t { comfyui, diffusers, compiled, hunyuanvideo };
 std::string_view runtime_name(Runtime runtime);
 std::optional<Runtime> parse_runtime(std::string_view name);
-// "comfyui, diffusers or compiled", for messages.
+// "comfyui, diffusers, compiled or hunyuanvideo", for messages.
 std::string runtime_choices();
 // An LLM: a transformer with a vocabulary (what serving engines and `train` take).
 bool is_llm(const Architecture& architecture);
@@ -88,6 +90,8 @@ struct RuntimeProfile {
   bool separate_projections = false;
   std::string projections_source;
   std::map<std::string, std::vector<RuntimeKernel>, std::less<>> ops;
+  // The architecture families it runs (a model's own code runs that model's); empty: every family.
+  std::vector<std::string> families;
 };
 // The kernels `runtime` launches for one small operation over rows x width in `dtype`; `groups`: the rows
 // of a kernel that runs a CTA per (sample, group).
@@ -98,7 +102,8 @@ const RuntimeProfile& runtime_profile(Runtime runtime);
 // The eager training runtime `train`'s "runtime": "torchtitan" times a transformer layer by (models/runtimes.json
 // "training"): the small operations of its forward and backward, as sim/src/training.cpp calls them.
 const RuntimeProfile& torchtitan_profile();
-// Strict: every runtime defines exactly the operations the model code (or the training code) calls; errors name `file`.
+// Strict: every runtime defines exactly the operations the model code (or the training code) calls, or those
+// it changes of a runtime before it that it runs "like"; errors name `file`.
 struct RuntimeProfiles {
   std::vector<RuntimeProfile> inference;  // indexed by Runtime
   std::vector<RuntimeProfile> training;   // torchtitan
@@ -163,6 +168,9 @@ std::optional<ShapeProblem> tiles_problem(const Architecture& architecture, cons
 // What is wrong with the shape's split over GPUs (sequence, ring, cfg, pipefusion, patches) for `architecture`,
 // by the field at fault of a task's "parallel"; nullopt where nothing is.
 std::optional<ShapeProblem> parallel_problem(const Architecture& architecture, const StepShape& shape);
+// Where `runtime` is one model's own code and `architecture` is not of the families it runs: the problem, as
+// of the field "runtime"; nullopt where it runs it.
+std::optional<ShapeProblem> runtime_problem(const Architecture& architecture, Runtime runtime);
 // A 2D image VAE's decoder (a vae-decoder that is not a video VAE's stand-in), which ComfyUI tiles image by
 // image in three passes.
 bool decodes_images_in_tiles(const Architecture& architecture);

@@ -726,6 +726,10 @@ void conv3d_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
     b.group_norm("mid.attn.norm", 1, voxels(), c, false);
     for (const char* name : {"mid.attn.q", "mid.attn.k", "mid.attn.v"}) b.conv(name, t, h, w, c, c, 1);
     b.op("to_tokens", "mid.attn.to_tokens", voxels(), c, 3);
+    // The frame-causal mask some codes build for it each call (ComfyUI's passes none): voxels x voxels at once,
+    // or a row at a time, row i of frame f opening (f + 1) h w keys, (t + 1) h w / 2 on average.
+    b.op("causal_mask", "mid.attn.mask", voxels(), voxels());
+    b.op("causal_mask_row", "mid.attn.mask.row", 1, (t + 1) * h * w / 2, voxels());
     b.attention("mid.attn", 1, voxels(), t * h * w, c);
     b.op("to_pixels", "mid.attn.to_pixels", voxels(), c);
     b.conv("mid.attn.out", t, h, w, c, c, 1);
@@ -1040,6 +1044,15 @@ bool decodes_images_in_tiles(const Architecture& a) { return a.family == "vae-de
 bool decodes_video_in_tiles(const Architecture& a) { return decodes_video(a.family); }
 
 double default_tile_frames(const Architecture& a) { return decodes_video_in_tiles(a) ? 1e5 : 0; }
+
+std::optional<ShapeProblem> runtime_problem(const Architecture& a, Runtime runtime) {
+  const RuntimeProfile& r = runtime_profile(runtime);
+  if (r.families.empty() || std::find(r.families.begin(), r.families.end(), a.family) != r.families.end()) return std::nullopt;
+  std::string families;
+  for (const std::string& f : r.families) families += (families.empty() ? "" : ", ") + f;
+  return ShapeProblem{"runtime", std::string(runtime_name(runtime)) + " is " + r.name + ": it runs " + families + ", not " + a.id + " (a " + a.family +
+                                     "); expected comfyui, diffusers or compiled"};
+}
 
 std::optional<ShapeProblem> parallel_problem(const Architecture& a, const StepShape& s) {
   const auto whole = [](double x) { return std::to_string(static_cast<long long>(x)); };

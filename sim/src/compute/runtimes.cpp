@@ -18,12 +18,12 @@ using detail::Json;
 using detail::Need;
 using detail::ObjectReader;
 
-constexpr std::array<std::string_view, 3> kRuntimeNames{"comfyui", "diffusers", "compiled"};
+constexpr std::array<std::string_view, 4> kRuntimeNames{"comfyui", "diffusers", "compiled", "hunyuanvideo"};
 constexpr std::array<std::string_view, 1> kTrainingRuntimeNames{"torchtitan"};
 
 // The operations model_profile.cpp calls: every runtime says what it launches for each.
-constexpr std::array<std::string_view, 43> kOperations{
-    "attention_out",   "channel_rms_norm", "concat",           "conv_bias",       "conv_layout",  "conv_weight_layout", "depth_to_space",
+constexpr std::array<std::string_view, 45> kOperations{
+    "attention_out",   "causal_mask",      "causal_mask_row",  "channel_rms_norm", "concat",           "conv_bias",       "conv_layout",  "conv_weight_layout", "depth_to_space",
     "depth_to_space_residual",             "dup_up",           "elementwise",     "frame_chunk_norm", "frame_upsample", "frames_to_batch",
     "gate_residual",   "gated_activation", "gelu",             "group_norm",      "group_norm_silu", "layer_norm",   "modulate",
     "pad",             "pad_fill",         "patchify",         "pixel_norm",       "position_tables", "qkv_join",     "replicate_pad",   "residual_add",
@@ -110,15 +110,45 @@ RuntimeKernel read_kernel(ObjectReader& r, const std::string& operation, const s
   return k;
 }
 
-// One runtime's entry; `operations`: what the code that calls it asks for, each required and none other.
+// One runtime's entry; `operations`: what the code that calls it asks for, each required and none other,
+// but where it runs "like" one of `before` (a model's own code forked from a library's): then only those it
+// changes, the rest that runtime's.
 template <std::size_t N>
-RuntimeProfile read_runtime(ObjectReader& r, const std::array<std::string_view, N>& operations) {
+RuntimeProfile read_runtime(ObjectReader& r, const std::array<std::string_view, N>& operations, const std::vector<RuntimeProfile>& before,
+                            const std::vector<std::string_view>& before_names) {
   RuntimeProfile p;
+  const RuntimeProfile* like = nullptr;
+  if (const auto name = r.string("like", Need::optional)) {
+    std::string known;
+    for (std::size_t i = 0; i < before.size(); ++i) {
+      if (before_names[i] == *name) like = &before[i];
+      known += (known.empty() ? "" : ", ") + std::string(before_names[i]);
+    }
+    if (like == nullptr) r.problem("like", "expected a runtime listed before this one (" + (known.empty() ? "none is" : known) + "), found \"" + *name + "\"");
+  }
+  if (like != nullptr) {
+    p.ops = like->ops;
+    p.separate_projections = like->separate_projections;
+    p.projections_source = like->projections_source;
+  }
+  if (const Json* families = r.field("families", Need::optional)) {
+    const auto all = architecture_families();
+    bool good = families->is_array() && !families->empty();
+    for (std::size_t i = 0; good && i < families->size(); ++i) {
+      good = (*families)[i].is_string() && std::find(all.begin(), all.end(), (*families)[i].get<std::string>()) != all.end();
+      if (good) p.families.push_back((*families)[i].get<std::string>());
+    }
+    if (!good) {
+      std::string known;
+      for (std::string_view f : all) known += (known.empty() ? "" : ", ") + std::string(f);
+      r.problem("families", "expected a non-empty array of architecture families (" + known + ")");
+    }
+  }
   p.name = r.string("name", Need::required).value_or("");
   p.source = r.string("source", Need::required).value_or("");
   p.eager = r.choice("launch", {"eager", "graph"}, 0) == 0;
   r.field("launch", Need::required);
-  if (const Json* proj = r.field("projections", Need::required)) {  // {"layout": "fused" | "separate", "source": "..."}
+  if (const Json* proj = r.field("projections", like != nullptr ? Need::optional : Need::required)) {  // {"layout": "fused" | "separate", "source": "..."}
     ObjectReader pr(*proj, r.pointer("projections"), r.problems());
     if (pr.ok()) {
       p.separate_projections = pr.choice("layout", {"fused", "separate"}, 0) == 1;
@@ -132,12 +162,13 @@ RuntimeProfile read_runtime(ObjectReader& r, const std::array<std::string_view, 
   if (ops != nullptr && ops->is_object()) {
     ObjectReader o(*ops, r.pointer("ops"), r.problems());
     for (std::string_view name : operations) {
-      const Json* op = o.field(name, Need::required);
+      const Json* op = o.field(name, like != nullptr ? Need::optional : Need::required);
       if (op == nullptr) continue;
       ObjectReader opr(*op, o.pointer(name), r.problems());
       if (!opr.ok()) continue;
       const std::string source = opr.string("source", Need::required).value_or("");
       std::vector<RuntimeKernel>& kernels = p.ops[std::string(name)];
+      kernels.clear();
       const Json* list = opr.field("kernels", Need::required);
       if (list != nullptr && !list->is_array()) opr.problem("kernels", "expected an array of kernels (empty: the operation launches none)");
       for (std::size_t i = 0; list != nullptr && list->is_array() && i < list->size(); ++i) {
@@ -168,7 +199,7 @@ std::optional<Runtime> parse_runtime(std::string_view name) {
   return std::nullopt;
 }
 
-std::string runtime_choices() { return "comfyui, diffusers or compiled"; }
+std::string runtime_choices() { return "comfyui, diffusers, compiled or hunyuanvideo"; }
 
 RuntimeProfiles parse_runtimes(std::string_view text, const std::string& file) {
   detail::Problems problems(file);
@@ -183,11 +214,14 @@ RuntimeProfiles parse_runtimes(std::string_view text, const std::string& file) {
     const Json* section = top.field(key, Need::required);
     if (section == nullptr) return;
     ObjectReader r(*section, top.pointer(key), problems);
+    std::vector<std::string_view> read;  // the names of `into`'s entries
     for (std::size_t i = 0; r.ok() && i < names.size(); ++i) {
       const Json* v = r.field(names[i], Need::required);
       if (v == nullptr) continue;
       ObjectReader one(*v, r.pointer(names[i]), problems);
-      if (one.ok()) into.push_back(read_runtime(one, operations));
+      if (!one.ok()) continue;
+      into.push_back(read_runtime(one, operations, into, read));
+      read.push_back(names[i]);
     }
     r.finish();
   };
