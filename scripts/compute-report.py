@@ -423,7 +423,12 @@ def main():
       "(that decode and the text encoders' %.2f s), the whole video's speed-ups are within %.1f%% of xDiT's at 2, 4 and 8 "
       "GPUs on both (the eight-H100 one %s, %s with diffusers' decode): the model's serial part is %.0f s of the 110 s "
       "xDiT's H100 rows imply. The rest is not accounted for here (the tiles' blends, a Python loop over 64 rows and 64 "
-      "columns a tile on the GPU, are not modelled). "
+      "columns a tile on the GPU, are not modelled). The steps are timed as diffusers' code runs them; Tencent's, which "
+      "xDiT ran, differs in ways read from its code (hyvideo/modules/, fa14b00) and not modelled: the transformer runs "
+      "under bf16 autocast, so each LayerNorm and its modulation run in fp32 with casts around them; the rotary tables "
+      "live on the host and are copied to the GPU (pageable, so each copy waits) twice a block, some 7 GB a step on one "
+      "GPU; its attention runs FlashAttention's varlen kernel with the prompt's padding apart; and its sequence-parallel path "
+      "reads a token count back to the host six times a block. "
       % ("{:,}".format(mask_rows), mask_rows * 29e-6, vae_s, vae["h20"], vae_diffusers, abs(100 * hunyuan_recent_error), encoders["h100"],
          100 * video_worst, spct(video_errors["h100", 8]), spct(diffusers_error), vae_s + encoders["h100"]))
     w("Steps alone, the 8-GPU speed-up on H100s is overstated. On H20s, whose step takes three and a "
