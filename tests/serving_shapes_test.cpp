@@ -210,14 +210,17 @@ TEST_CASE("a serving plan searches the decode replicas' TP beside each split, on
       "requests": {"rate": "2 /s", "count": 60, "prompt_tokens": {"uniform": [500, 1500]}, "output_tokens": {"uniform": [50, 150]}},
       "slos": [{"metric": "ttft", "percentile": 95, "target": "2 s"}, {"metric": "tpot", "target": "60 ms"}]})";
   const std::string file = (dir / "plan.json").string();
-  const ServingPlan plan = parse_serving_plan(R"({"serving": "d.json", "search": {"node_types": ["hgx-h100-8"], "disaggregation": [0, 0.5], "decode_tp": [4, 8],
+  const ServingPlan plan = parse_serving_plan(R"({"serving": "d.json", "search": {"node_types": ["hgx-h100-8"], "disaggregation": [0, 0.5, 0.6], "decode_tp": [4, 8],
       "replicas": {"min": 2, "max": 3}}, "rates": ["2 /s"], "seeds": 1})", file);
   const ServingPlanResult r = plan_serving(plan, 2);
-  // Together; split at TP 4 both sides (decode_tp 4 is tp's own: one line, not two); split with TP 8 decodes.
-  REQUIRE(r.lines.size() == 3);
+  // Together; split at TP 4 both sides (decode_tp 4 is tp's own: one line, not two); split with TP 8 decodes; the
+  // same two at a share of 0.6, which rounds to the same splits of 2 and 3 replicas as 0.5.
+  REQUIRE(r.lines.size() == 5);
   CHECK(r.lines[0].prefill_share == 0);
   CHECK(r.lines[1].decode_tp == 0);
   CHECK(r.lines[2].decode_tp == 8);
+  CHECK(r.lines[3].prefill_replicas == r.lines[1].prefill_replicas);
+  CHECK(r.lines[3].replicas == r.lines[1].replicas);
   for (const ServingPoint& p : r.points) {
     CHECK(p.nodes == replica_nodes(4, 1, 8, p.replicas, p.prefill_replicas, p.decode_tp));
     CHECK(p.verdict != ServingPoint::Verdict::does_not_fit);
@@ -225,6 +228,11 @@ TEST_CASE("a serving plan searches the decode replicas' TP beside each split, on
   std::ostringstream text;
   write_serving_plan_text(text, plan, r);
   CHECK_THAT(text.str(), Catch::Contains("P+1D, D at TP 8"));
+  // The table lists each deployment once: three rows for five lines.
+  std::istringstream rows(text.str());
+  int listed = 0;
+  for (std::string row; std::getline(rows, row);) listed += row.rfind("  hgx-h100-8", 0) == 0 ? 1 : 0;
+  CHECK(listed == 3);
   // The points simulated TP 8 decodes: at 3 replicas (2 prefill, 1 decode) a token is faster than at TP 4.
   const auto tpot_at_three = [&](int decode_tp) {
     for (const ServingPoint& p : r.points) {

@@ -370,6 +370,7 @@ void write_serving_plan_text(std::ostream& out, const ServingPlan& plan, const S
     std::snprintf(line, sizeof line, "  %-16s %-14s %3s%s %9s %6s %6s %12s  %-10s %s\n", "node type", "engine", "tp", stages ? "  pp" : "", "replicas", "GPUs", "nodes", "$/month", "verdict",
                   ((setups ? std::string("setup") + std::string(static_cast<std::size_t>(setup_width - 5) + 2, ' ') : std::string()) + "SLOs (mean +- 95% CI over seeds)").c_str());
     out << line;
+    std::vector<std::string> rows;  // printed at this rate: two prefill shares that round to one split give the same row
     for (const ServingPoint& p : r.lines) {
       if (p.rate_per_s != rate) continue;
       std::string setup = setups ? point_setup(p) : std::string();
@@ -377,6 +378,8 @@ void write_serving_plan_text(std::ostream& out, const ServingPlan& plan, const S
       std::snprintf(line, sizeof line, "  %-16s %-14s %3d%s %9d %6d %6d %12s  %-10s %s%s\n", p.node_type.c_str(), p.engine.c_str(), p.tp, stages_cell(p).c_str(), p.replicas, p.gpus, p.nodes,
                     format_number(p.usd_per_month).c_str(), verdict_name(p.verdict), setup.c_str(),
                     p.verdict == ServingPoint::Verdict::does_not_fit ? p.why.c_str() : (point_slos(p) + (p.verdict == ServingPoint::Verdict::met ? "" : " (at the most replicas searched)")).c_str());
+      if (std::find(rows.begin(), rows.end(), line) != rows.end()) continue;
+      rows.emplace_back(line);
       out << line;
     }
     if (const auto& pick = r.recommended[k]) {
