@@ -417,7 +417,7 @@ def main():
       "decodes in tiles of 256 pixels and 64 frames (17 latent frames every 12: 84 tiles for this clip), and each tile's "
       "decoder call builds its attention mask a row at a time (above): %s rows, each a fill the host launches, %.1f s at "
       "the model's 29 us a launch (a guess for an indexed assignment; meanwhile the GPU works off the tile before's upper "
-      "levels); its GroupNorm runs in fp32 under fp16 autocast, twice the bytes. The model gives that decode %.1f s on one "
+      "levels); its GroupNorm runs in fp32 under fp16 autocast, and a ResNet block's convolution pads that fp32 output, twice the bytes of each. The model gives that decode %.1f s on one "
       "H100 (%.1f s on an H20), where diffusers' current code in its own tiles takes %.1f s (what this table used before "
       "2026-12-05; the model's decodes come within %.1f%% of SGLang's recent one, above). With the parts run once added "
       "(that decode and the text encoders' %.2f s), the whole video's speed-ups are within %.1f%% of xDiT's at 2, 4 and 8 "

@@ -513,7 +513,7 @@ TEST_CASE("replication pads are timed as the indexed copies measured on an H200"
     double convs = 0, pads = 0;
     for (const KernelCall& c : step_kernels(arch("hunyuan-video-vae-decoder"), shape, Dtype::fp16)) {
       if (c.cls == KernelClass::gemm && c.taps == 27) convs += c.count;
-      if (c.origin == nullptr || c.origin->operation != "replicate_pad") continue;
+      if (c.origin == nullptr || (c.origin->operation != "replicate_pad" && c.origin->operation != "norm_replicate_pad")) continue;
       pads += c.count;
       CHECK(c.cls == (runtime == Runtime::compiled ? KernelClass::activation : KernelClass::indexed_copy));
     }
@@ -559,7 +559,6 @@ TEST_CASE("HunyuanVideo's own code builds its decoder's attention mask a row at 
   const StepEstimate own = estimate_step(vae, shape, h100, Dtype::fp16);
   CHECK(own.time_s >= count_kernels(own.calls) * dispatch);
   CHECK(own.time_s - diffusers > 0.9 * host);
-  CHECK(own.host_wait_s > 0.5 * host);
   // The runtime is HunyuanVideo's decoder's code and no other model's.
   CHECK_FALSE(runtime_problem(vae, Runtime::hunyuanvideo).has_value());
   const auto problem = runtime_problem(arch("flux-dit"), Runtime::hunyuanvideo);

@@ -706,16 +706,17 @@ void conv3d_vae_decoder(const Architecture& a, const StepShape& s, Builder& b) {
     const std::size_t mark = b.size();
     double t = t0, h = h0, w = w0;
     const auto voxels = [&] { return t * h * w; };
-    const auto conv = [&](const std::string& name, double cin, double cout, double k) {
+    // `after_norm`: its input is a GroupNorm's and SiLU's output, which a runtime may leave in another dtype.
+    const auto conv = [&](const std::string& name, double cin, double cout, double k, bool after_norm = false) {
       const double padded = k > 1 ? (t + k - 1) * (h + k - 1) * (w + k - 1) : 0;
-      if (k > 1) b.op("replicate_pad", name + ".pad", padded, cin);
+      if (k > 1) b.op(after_norm ? "norm_replicate_pad" : "replicate_pad", name + ".pad", padded, cin);
       b.conv(name, t, h, w, cin, cout, k, 1, k, padded);
     };
     const auto resnet = [&](double cin, double cout) {
       b.group_norm("resnet.norm1", 1, voxels(), cin, true);
-      conv("resnet.conv1", cin, cout, 3);
+      conv("resnet.conv1", cin, cout, 3, true);
       b.group_norm("resnet.norm2", 1, voxels(), cout, true);
-      conv("resnet.conv2", cout, cout, 3);
+      conv("resnet.conv2", cout, cout, 3, true);
       if (cin != cout) conv("resnet.shortcut", cin, cout, 1);
       b.op("residual_add", "resnet.residual", voxels(), cout);
     };

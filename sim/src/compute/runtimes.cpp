@@ -22,10 +22,11 @@ constexpr std::array<std::string_view, 4> kRuntimeNames{"comfyui", "diffusers", 
 constexpr std::array<std::string_view, 1> kTrainingRuntimeNames{"torchtitan"};
 
 // The operations model_profile.cpp calls: every runtime says what it launches for each.
-constexpr std::array<std::string_view, 45> kOperations{
+constexpr std::array<std::string_view, 46> kOperations{
     "attention_out",   "causal_mask",      "causal_mask_row",  "channel_rms_norm", "concat",           "conv_bias",       "conv_layout",  "conv_weight_layout", "depth_to_space",
     "depth_to_space_residual",             "dup_up",           "elementwise",     "frame_chunk_norm", "frame_upsample", "frames_to_batch",
     "gate_residual",   "gated_activation", "gelu",             "group_norm",      "group_norm_silu", "layer_norm",   "modulate",
+    "norm_replicate_pad",
     "pad",             "pad_fill",         "patchify",         "pixel_norm",       "position_tables", "qkv_join",     "replicate_pad",   "residual_add",
     "rms_norm",        "rope",             "sampler",          "scale_shift",     "silu",         "spatial_pad",
     "stream_join",     "time_add",         "timestep_embedding", "to_pixels",     "to_tokens",    "unpatchify",
