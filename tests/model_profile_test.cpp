@@ -378,6 +378,32 @@ TEST_CASE("eager PyTorch launches more kernels than a compiled step and waits on
   CHECK(clip.host_wait_s > clip.compute_bound_s + clip.memory_bound_s);
 }
 
+TEST_CASE("a model step is estimated once a process and never answers for another GPU, model or constants", "[profiles][compute]") {
+  TaskSpec task;
+  task.dtype = Dtype::bf16;
+  const StepShape shape{.width = 512, .height = 512};
+  set_model_step(task, std::make_shared<const Architecture>(arch("flux-dit")), shape, 4);
+  const GpuType h100 = *Catalog::builtin().gpu("h100-sxm");
+  const double first = ComputeModel().of(task, h100).total_s();
+  // Another run (a new model of compute) with a copy of the GPU elsewhere in memory: the same estimate.
+  const GpuType copy = h100;
+  CHECK(ComputeModel().of(task, copy).total_s() == first);
+  // The same ids with other contents: each its own estimate.
+  GpuType slower = h100;
+  slower.memory_bandwidth_Bps /= 2;
+  CHECK(ComputeModel().of(task, slower).total_s() > first);
+  Architecture deeper = arch("flux-dit");
+  deeper.numbers["single_blocks"] *= 2;
+  TaskSpec other;
+  other.dtype = Dtype::bf16;
+  set_model_step(other, std::make_shared<const Architecture>(deeper), shape, 4);
+  CHECK(ComputeModel().of(other, h100).total_s() > first);
+  auto constants = std::make_shared<KernelConstants>(*builtin_kernel_constants());
+  constants->eager_dispatch_us *= 10;
+  CHECK(ComputeModel(constants).of(task, h100).total_s() > first);
+  CHECK(ComputeModel().of(task, h100).total_s() == first);
+}
+
 TEST_CASE("a step's kernels run back to back behind a host that launches them", "[profiles]") {
   const GpuType& gpu = *Catalog::builtin().gpu("a100-sxm-80gb");
   const StepShape shape{.batch = 2, .width = 512, .height = 512};

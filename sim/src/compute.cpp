@@ -1,6 +1,8 @@
 #include "fleetsim/compute.hpp"
 
 #include <algorithm>
+#include <mutex>
+#include <unordered_map>
 
 #include "fleetsim/kernel_model.hpp"
 #include "fleetsim/model_profile.hpp"
@@ -28,6 +30,63 @@ std::optional<double> recorded_time_factor(const TaskSpec& task, const GpuType& 
   return recorded / here;
 }
 
+namespace {
+
+// A model step's estimate for every run in this process (a plan's simulations, a benchmark's repetitions): what
+// ComputeModel::step works out from these, each kept by value (the constants by a pointer the entry keeps alive, as
+// they are not changed once a model of compute holds them), so no architecture, GPU or constants freed and made again
+// at the same address can answer for another.
+struct StepKey {
+  Architecture architecture;
+  StepShape shape;
+  Dtype dtype = Dtype::bf16;
+  double steps = 0;
+  GpuType gpu;
+  std::shared_ptr<const KernelConstants> kernels;
+  bool operator==(const StepKey&) const = default;
+};
+
+class SharedSteps {
+ public:
+  std::optional<ComputeEstimate> find(const StepKey& key) const {
+    const std::lock_guard lock(mutex_);
+    const auto bucket = entries_.find(hash(key));
+    if (bucket == entries_.end()) return std::nullopt;
+    for (const auto& [k, e] : bucket->second) {
+      if (k == key) return e;
+    }
+    return std::nullopt;
+  }
+  void add(StepKey key, const ComputeEstimate& e) {
+    const std::lock_guard lock(mutex_);
+    if (++size_ > kLimit) {  // a bound for a long-lived process; each entry is worked out again when asked
+      entries_.clear();
+      size_ = 1;
+    }
+    entries_[hash(key)].emplace_back(std::move(key), e);
+  }
+
+ private:
+  static constexpr std::size_t kLimit = 1 << 14;
+  static std::size_t hash(const StepKey& k) {
+    std::size_t h = std::hash<std::string>{}(k.architecture.id) ^ (std::hash<std::string>{}(k.gpu.id) << 1);
+    for (double x : {k.shape.batch, k.shape.width, k.shape.height, k.shape.frames, k.shape.tokens, k.shape.context, k.steps}) {
+      h = h * 1099511628211ull ^ std::hash<double>{}(x);
+    }
+    return h ^ static_cast<std::size_t>(k.dtype) ^ (static_cast<std::size_t>(k.shape.runtime) << 8);
+  }
+  mutable std::mutex mutex_;
+  std::unordered_map<std::size_t, std::vector<std::pair<StepKey, ComputeEstimate>>> entries_;
+  std::size_t size_ = 0;
+};
+
+SharedSteps& shared_steps() {
+  static SharedSteps steps;
+  return steps;
+}
+
+}  // namespace
+
 ComputeModel::ComputeModel(std::shared_ptr<const KernelConstants> kernels)
     : kernels_(kernels ? std::move(kernels) : builtin_kernel_constants()) {}
 
@@ -37,6 +96,8 @@ ComputeEstimate ComputeModel::step(const TaskSpec& task, const GpuType& gpu, dou
   StepShape shape = task.shape;
   shape.batch *= batch_factor;
   if (shape.tiles.vram_below > 0 && gpu.vram_bytes >= shape.tiles.vram_below) shape.tiles = {};  // this GPU holds the whole decode
+  StepKey shared{*task.architecture, shape, task.dtype, static_cast<double>(task.steps), gpu, kernels_};
+  if (const auto known = shared_steps().find(shared)) return steps_.emplace(key, *known).first->second;
   const KernelModel model(gpu, kernels_);
   const StepEstimate step = estimate_step(*task.architecture, shape, model, task.dtype);
   // A parallel step is its gang's work: each of its GPUs runs one GPU's share of it (the task's work is
@@ -55,6 +116,7 @@ ComputeEstimate ComputeModel::step(const TaskSpec& task, const GpuType& gpu, dou
   e.launch_s = gang * (step.fixed_s + step.host_wait_s);
   e.flop_s = gang * step.compute_bound_s;
   e.memory_s = gang * step.memory_bound_s;
+  shared_steps().add(std::move(shared), e);
   return steps_.emplace(key, e).first->second;
 }
 

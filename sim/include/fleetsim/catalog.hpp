@@ -38,6 +38,7 @@ struct TrainingThroughput {
   std::string source;
   double of(TrainingPrecision p) const { return relative[static_cast<std::size_t>(p)]; }
   bool estimated_in(TrainingPrecision p) const { return estimated[static_cast<std::size_t>(p)]; }
+  bool operator==(const TrainingThroughput&) const = default;
 };
 
 struct GpuType {
@@ -69,6 +70,7 @@ struct GpuType {
   // fp32 -> fp64 (bf16 and fp16 stand in for each other), as frameworks upcast where a format is
   // missing; 0 when none is supported.
   double peak_for(Dtype dtype) const;
+  bool operator==(const GpuType&) const = default;
 };
 
 // memory: a copy through host memory between CPU-backend workers.

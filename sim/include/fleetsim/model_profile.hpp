@@ -38,6 +38,7 @@ struct Architecture {
   std::map<std::string, std::vector<double>, std::less<>> lists;     // channels, transformer depths...
   double number(std::string_view key, double fallback) const;
   const std::vector<double>& list(std::string_view key) const;
+  bool operator==(const Architecture&) const = default;
 };
 
 // The numbers and lists a family needs, and the ones it may have (checked when the catalog is read).
@@ -156,6 +157,7 @@ struct StepShape {
     double vram_below = 0;
     bool operator==(const Tiles&) const = default;
   } tiles = {};
+  bool operator==(const StepShape&) const = default;
 };
 
 // What is wrong with `tiles` for `architecture`, by the Tiles field at fault; nullopt where nothing is
