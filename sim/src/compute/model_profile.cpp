@@ -1046,18 +1046,6 @@ bool decodes_video_in_tiles(const Architecture& a) { return decodes_video(a.fami
 
 double default_tile_frames(const Architecture& a) { return decodes_video_in_tiles(a) ? 1e5 : 0; }
 
-std::optional<ShapeProblem> runtime_problem(const Architecture& a, Runtime runtime) {
-  const RuntimeProfile& r = runtime_profile(runtime);
-  if (r.families.empty() || std::find(r.families.begin(), r.families.end(), a.family) != r.families.end()) return std::nullopt;
-  std::string families, general;
-  for (const std::string& f : r.families) families += (families.empty() ? "" : ", ") + f;
-  for (Runtime other : {Runtime::comfyui, Runtime::diffusers, Runtime::compiled, Runtime::hunyuanvideo}) {
-    if (runtime_profile(other).families.empty()) general += (general.empty() ? "" : ", ") + std::string(runtime_name(other));
-  }
-  return ShapeProblem{"runtime", std::string(runtime_name(runtime)) + " is " + r.name + ": it runs " + families + ", not " + a.id + " (a " + a.family +
-                                     "); expected one that runs every model (" + general + ")"};
-}
-
 std::optional<ShapeProblem> parallel_problem(const Architecture& a, const StepShape& s) {
   const auto whole = [](double x) { return std::to_string(static_cast<long long>(x)); };
   const double heads = a.number("heads", 0), ulysses = s.ulysses_degree(), stages = s.pipeline_stages;

@@ -37,6 +37,14 @@ constexpr std::array<std::string_view, 13> kTrainingOperations{
     "fsdp_copy_out", "fused_rms_norm", "fused_rms_norm_backward", "gradient_add", "repeat_kv", "repeat_kv_backward", "residual_add",
     "rms_norm",      "rms_norm_backward", "rope",          "rope_backward", "swiglu",   "swiglu_backward"};
 
+// "a, b, c" (or with `last` before the last: "a, b or c").
+template <typename Names>
+std::string listed(const Names& names, std::string_view last = ", ") {
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i) out += (i == 0 ? "" : i + 1 == names.size() ? std::string(last) : ", ") + std::string(names[i]);
+  return out;
+}
+
 // "act", "fp32", "fp32*0.5": a tensor of the operation's size (or a share of it) in a dtype.
 bool add_tensor(const Json& v, RuntimeKernel& k) {
   if (!v.is_string()) return false;
@@ -120,12 +128,10 @@ RuntimeProfile read_runtime(ObjectReader& r, const std::array<std::string_view, 
   RuntimeProfile p;
   const RuntimeProfile* like = nullptr;
   if (const auto name = r.string("like", Need::optional)) {
-    std::string known;
     for (std::size_t i = 0; i < before.size(); ++i) {
       if (before_names[i] == *name) like = &before[i];
-      known += (known.empty() ? "" : ", ") + std::string(before_names[i]);
     }
-    if (like == nullptr) r.problem("like", "expected a runtime listed before this one (" + (known.empty() ? "none is" : known) + "), found \"" + *name + "\"");
+    if (like == nullptr) r.problem("like", "expected a runtime listed before this one (" + (before.empty() ? "none is" : listed(before_names)) + "), found \"" + *name + "\"");
   }
   if (like != nullptr) {
     p.ops = like->ops;
@@ -139,11 +145,7 @@ RuntimeProfile read_runtime(ObjectReader& r, const std::array<std::string_view, 
       good = (*families)[i].is_string() && std::find(all.begin(), all.end(), (*families)[i].get<std::string>()) != all.end();
       if (good) p.families.push_back((*families)[i].get<std::string>());
     }
-    if (!good) {
-      std::string known;
-      for (std::string_view f : all) known += (known.empty() ? "" : ", ") + std::string(f);
-      r.problem("families", "expected a non-empty array of architecture families (" + known + ")");
-    }
+    if (!good) r.problem("families", "expected a non-empty array of architecture families (" + listed(all) + ")");
   }
   p.name = r.string("name", Need::required).value_or("");
   p.source = r.string("source", Need::required).value_or("");
@@ -200,7 +202,7 @@ std::optional<Runtime> parse_runtime(std::string_view name) {
   return std::nullopt;
 }
 
-std::string runtime_choices() { return "comfyui, diffusers, compiled or hunyuanvideo"; }
+std::string runtime_choices() { return listed(kRuntimeNames, " or "); }
 
 RuntimeProfiles parse_runtimes(std::string_view text, const std::string& file) {
   detail::Problems problems(file);
@@ -244,5 +246,16 @@ const RuntimeProfiles& builtin_runtimes() {
 const RuntimeProfile& runtime_profile(Runtime runtime) { return builtin_runtimes().inference[static_cast<std::size_t>(runtime)]; }
 
 const RuntimeProfile& torchtitan_profile() { return builtin_runtimes().training.front(); }
+
+std::optional<ShapeProblem> runtime_problem(const Architecture& a, Runtime runtime) {
+  const RuntimeProfile& r = runtime_profile(runtime);
+  if (r.families.empty() || std::find(r.families.begin(), r.families.end(), a.family) != r.families.end()) return std::nullopt;
+  std::vector<std::string_view> general;  // the runtimes that run every model
+  for (const RuntimeProfile& other : builtin_runtimes().inference) {
+    if (other.families.empty()) general.push_back(runtime_name(other.runtime));
+  }
+  return ShapeProblem{"runtime", std::string(runtime_name(runtime)) + " is " + r.name + ": it runs " + listed(r.families) + ", not " + a.id + " (a " +
+                                     a.family + "); expected one that runs every model (" + listed(general) + ")"};
+}
 
 }  // namespace fleetsim
