@@ -278,6 +278,48 @@ TEST_CASE("flows alone on their routes get the least their route or cap offers, 
   CHECK(net.solve_counts().component_solves == 0);
 }
 
+TEST_CASE("a fork's flows with links of their own end as a processor-sharing class, and a flow joining one dissolves it", "[network][maxmin]") {
+  // A 1 GB/s link shared by four flows of 1, 2, 3 and 4 GB, each going on over a 10 GB/s link of its own: a quarter
+  // each until 4 s, then a third until 7 s, a half until 9 s, the last alone until 10 s. The first end is the one-link
+  // division, which forms the class; the second is the class's; the third leaves one flow, for the growing set.
+  const std::vector<double> capacity{1e9, 10e9, 10e9, 10e9, 10e9, 10e9};
+  Network net(capacity);
+  std::vector<std::vector<std::uint32_t>> routes{{0, 1}, {0, 2}, {0, 3}, {0, 4}};
+  for (std::uint32_t i = 0; i < 4; ++i) net.start(routes[i], 1e9 * (i + 1), 0, i, 0.0);
+  std::vector<FlowDelivery> got;
+  std::vector<double> ends;
+  while (net.next_time() != std::numeric_limits<double>::infinity()) {
+    const double t = net.next_time();
+    got.clear();
+    net.advance(t, got);
+    for (std::size_t i = 0; i < got.size(); ++i) ends.push_back(t);
+  }
+  REQUIRE(ends.size() == 4);
+  CHECK(ends[0] == Approx(4.0));
+  CHECK(ends[1] == Approx(7.0));
+  CHECK(ends[2] == Approx(9.0));
+  CHECK(ends[3] == Approx(10.0));
+  CHECK(net.solve_counts().one_link == 2);
+  CHECK(net.solve_counts().by_class == 1);
+  CHECK(net.link_bytes()[0] == Approx(10e9));
+  CHECK(net.link_bytes()[3] == Approx(3e9));
+
+  // Again, with a fifth flow joining the third's own link at 5 s: the class dissolves, and the growing set shares
+  // the 1 GB/s link among four again (the newcomer too crosses it).
+  Network joined(capacity);
+  for (std::uint32_t i = 0; i < 4; ++i) joined.start(routes[i], 1e9 * (i + 1), 0, i, 0.0);
+  got.clear();
+  joined.advance(joined.next_time(), got);  // the first ends at 4 s, forming the class
+  REQUIRE(got.size() == 1);
+  CHECK(joined.solve_counts().by_class == 0);
+  const std::uint32_t third_own[] = {3, 0};
+  const std::uint32_t newcomer = joined.start(third_own, 1e9, 0, 9, 5.0);
+  CHECK(joined.rate(newcomer) == Approx(0.25e9));
+  // The second had 1 GB left at 4 s and sent 1/3 GB by 5 s; 2/3 GB at a quarter: 7 2/3 s.
+  CHECK(joined.next_time() == Approx(5.0 + (2.0 / 3.0) / 0.25));
+  CHECK(joined.solve_counts().by_class == 0);
+}
+
 TEST_CASE("a flow joining a full link where every flow has room elsewhere gets the link's division and one held elsewhere the growing set", "[network][maxmin]") {
   // Links of 3, 8, 8, 8 and 0.5 GB/s. A crosses links 0 and 1: alone, 3 GB/s. B (links 0 and 2) joins link 0, full
   // with A: link 0's 3 GB/s over two, 1.5 each, by the division, which solves A and B once each where the growing set
@@ -548,7 +590,7 @@ TEST_CASE("incremental re-levelling gives the from-scratch max-min allocation af
   random_changes_against_scratch(Network::kExactTolerance, 1e-9);
 }
 
-TEST_CASE("re-levellings answered by one full link's division or by lone flows' routes get the growing set's rates and due times, bit for bit", "[network][maxmin]") {
+TEST_CASE("re-levellings answered by one full link's division (a class's among them) or by lone flows' routes get the growing set's rates and due times, bit for bit", "[network][maxmin]") {
   // Forks: one sender's transfers of many sizes share its link (the first of their routes) and go on over a few of
   // many other links, some of them other forks' (so a shared link can fill, or leave too little room); background
   // flows cross random links; in a third of the cases some fork flows carry a cap or cross a link twice; now and
@@ -558,15 +600,21 @@ TEST_CASE("re-levellings answered by one full link's division or by lone flows' 
   // a tolerance, and the division must have answered a good share of the re-levellings, some of them flows joining a
   // full link (which the growing set solves twice). Sparse: many senders and links, forks of one to three flows, so
   // that most flows start alone on their routes (as a chain's transfers do) and some meet others; lone flows' routes
-  // must then answer a good share.
-  for (const bool sparse : {false, true})
+  // must then answer a good share. Wide: few senders and thousands of other links taken in turn, so that a fork's
+  // flows mostly have their other links to themselves and form a processor-sharing class, which must then answer
+  // most divisions.
+  enum Mode : std::uint64_t { dense, sparse, wide };
+  for (const Mode mode : {dense, sparse, wide})
   for (const double tolerance : {Network::kExactTolerance, 1e-4}) {
-    std::uint64_t shortcuts = 0, alone = 0, relevellings = 0, saved = 0;
+    std::uint64_t shortcuts = 0, alone = 0, by_class = 0, relevellings = 0, saved = 0;
     for (std::uint64_t seed = 1; seed <= 30; ++seed) {
-      Rng rng(seed, sparse ? 1 : 0, "one-link-relevel");
+      Rng rng(seed, mode, "one-link-relevel");
+      const bool sparse = mode == Mode::sparse;
       const double odd = seed % 3 == 0 ? 0.02 : 0.0;  // the share of fork flows with a cap, and crossing a link twice
       const std::uint32_t senders = sparse ? 100 + static_cast<std::uint32_t>(rng.next() % 100) : 2 + static_cast<std::uint32_t>(rng.next() % 6);
-      const std::uint32_t others = sparse ? 300 + static_cast<std::uint32_t>(rng.next() % 300) : 8 + static_cast<std::uint32_t>(rng.next() % 80);
+      const std::uint32_t others = sparse ? 300 + static_cast<std::uint32_t>(rng.next() % 300)
+                                   : mode == wide ? 2000 + static_cast<std::uint32_t>(rng.next() % 2000)
+                                                  : 8 + static_cast<std::uint32_t>(rng.next() % 80);
       // Most other links roomier than a sender's, as a fabric's are than one NIC; some as narrow.
       std::vector<double> capacity(senders + others);
       for (std::uint32_t l = 0; l < capacity.size(); ++l) {
@@ -599,7 +647,11 @@ TEST_CASE("re-levellings answered by one full link's division or by lone flows' 
         REQUIRE(drop_fast == drop_slow);
         for (std::uint64_t t : drop_fast) forget(t);
       };
-      const auto other_link = [&] { return senders + static_cast<std::uint32_t>(rng.next() % others); };
+      // Wide: the other links taken in turn, so that a link is taken again only after thousands of others.
+      std::uint32_t next_other = 0;
+      const auto other_link = [&] {
+        return senders + (mode == wide ? next_other++ % others : static_cast<std::uint32_t>(rng.next() % others));
+      };
       const auto fork_route = [&](std::uint32_t sender) {
         std::vector<std::uint32_t> route{sender};
         const std::size_t hops = 1 + rng.next() % 3;
@@ -681,20 +733,28 @@ TEST_CASE("re-levellings answered by one full link's division or by lone flows' 
       saved += slow.solve_counts().flows_solved - fast.solve_counts().flows_solved;
       alone += fast.solve_counts().alone;
       shortcuts += fast.solve_counts().one_link;
+      by_class += fast.solve_counts().by_class;
+      REQUIRE(slow.solve_counts().by_class == 0);
       relevellings += fast.solve_counts().relevellings;
     }
-    INFO("tolerance " << tolerance << (sparse ? ", sparse: " : ": ") << shortcuts << " of " << relevellings
-                      << " re-levellings by one link's division, " << alone << " by lone flows' routes, " << saved << " solves saved");
+    INFO("tolerance " << tolerance << (mode == sparse ? ", sparse: " : mode == wide ? ", wide: " : ": ") << shortcuts << " of " << relevellings
+                      << " re-levellings by one link's division (" << by_class << " a class's), " << alone
+                      << " by lone flows' routes, " << saved << " solves saved");
     // Only a flow joining a full link by the division saves a solve (under the exact tolerance only).
     if (tolerance == Network::kExactTolerance) CHECK(saved > 0);
     else CHECK(saved == 0);
-    if (sparse) {
+    if (mode == sparse) {
       CHECK(alone * 4 > relevellings);  // both ways taken often
       CHECK(alone * 4 < relevellings * 3);
-    } else {
+    } else if (mode == dense) {
       CHECK(shortcuts * 8 > relevellings);
       CHECK(shortcuts * 2 < relevellings);
     }
+    // Classes form only under the exact tolerance; where a fork's other links are its own, its flows' ends are mostly
+    // answered by theirs.
+    if (tolerance != Network::kExactTolerance) CHECK(by_class == 0);
+    else if (mode == wide) CHECK(by_class * 2 > shortcuts);
+    else CHECK(by_class > 0);
   }
 }
 

@@ -95,8 +95,9 @@ class Network {
   // fell back to a solve of the whole connected component.
   // Of the re-levellings, `one_link` were one full link's flows given its capacity over their number, and `alone` new
   // flows each alone on its route (or links left with no flow) given what their routes offer.
+  // Of the one-link divisions, `by_class` were a processor-sharing class's, answered without walking its flows' routes.
   struct SolveCounts {
-    std::uint64_t relevellings = 0, flows_solved = 0, component_solves = 0, one_link = 0, alone = 0;
+    std::uint64_t relevellings = 0, flows_solved = 0, component_solves = 0, one_link = 0, alone = 0, by_class = 0;
   };
   const SolveCounts& solve_counts() const { return solve_counts_; }
   // Counts every sending flow's bytes up to `now`, as at the end of a run.
@@ -137,8 +138,27 @@ class Network {
   void list_new_flows();                 // into set_, each once; checked_ marks them
   bool reshare_alone(double now);        // false: not that case, nothing changed
   bool reshare_one_link(double now);     // false: not that case, nothing changed that matters
+  bool reshare_class(double now);        // false: not that case, and every class a touched link belongs to dissolved
   bool reshare_incremental(double now);  // false: gave up, nothing scheduled
   void schedule_set(double now);         // due times of set_ after its new rates
+  // Processor-sharing classes. When the one-link division gives a full link's flows its level and each of their other
+  // links carries only flows of that link (a fork's transfers leaving one NIC for their own receivers), the flows form
+  // a class: while its links change only by its flows ending, each end is answered by the division again, which needs
+  // none of its checks over the flows' routes (every other link still offers a flow more than the level: the shares
+  // only grow as flows leave), and only the flow due first has an entry in the heap (the others keep their due times
+  // beside it), so an end costs the settling of the class's flows and no heap work. Anything else that touches a link
+  // of the class (a flow joining it, a cancel, a move) dissolves it first: its flows are queued at their due times and
+  // the re-levelling goes on as without it, so rates, due times and bytes are the same to the bit either way.
+  static constexpr std::uint32_t kNoClass = 0xFFFFFFFFu;
+  std::uint32_t class_to_divide();
+  void form_class(std::uint32_t link, double share_bound, double now);  // instead of schedule_set
+  void schedule_class(std::uint32_t link, double now);  // due times of set_, its flows; the first queued
+  void queue_first(std::uint32_t link);                 // the class's flow due first, in the heap
+  void leave_class(std::uint32_t flow);                 // a flow of a class that ended sending, detached
+  void dissolve(std::uint32_t link);
+  void dissolve_class_of(std::uint32_t flow) {
+    if (member_of_[flow] != kNoClass) dissolve(member_of_[flow]);
+  }
   void reshare_component(double now);    // recomputes the component(s) around links_touched_
   void add_cap_link(std::uint32_t flow);
   // Incremental re-levelling: the set of flows being re-solved, and the state of links under the
@@ -221,6 +241,13 @@ class Network {
   std::vector<std::uint8_t> was_full_;
   std::uint64_t batch_ = 1;
   std::uint64_t set_stamp_ = 0, check_stamp_ = 0, changed_stamp_ = 0;
+  // Processor-sharing classes.
+  std::vector<std::uint32_t> owner_;      // per link: the full link whose class its flows belong to, or kNoClass
+  std::vector<std::uint32_t> queued_;     // per class's link: the flow of it in the heap
+  std::vector<double> share_bound_;       // per class's link: each other link offers each flow at least this
+  std::vector<std::uint32_t> member_of_;  // per flow: its class's link, or kNoClass
+  std::vector<double> due_;               // per flow of a class: its due time
+  std::size_t classes_ = 0;
 
   std::vector<double> link_bytes_;
   SolveCounts solve_counts_;

@@ -27,6 +27,9 @@ Network::Network(std::vector<double> link_capacity_Bps, double tolerance)
       held_stamp_(capacity_.size(), 0),
       touched_(capacity_.size(), 0),
       was_full_(capacity_.size(), 0),
+      owner_(capacity_.size(), kNoClass),
+      queued_(capacity_.size(), kNoClass),
+      share_bound_(capacity_.size(), 0.0),
       link_bytes_(capacity_.size(), 0.0) {
   for (double c : capacity_) FLEETSIM_CHECK(c > 0, "link capacity must be positive");
   FLEETSIM_CHECK(tolerance_ >= kExactTolerance && tolerance_ < 1, "the max-min tolerance must be from 1e-10 and below 1");
@@ -69,6 +72,8 @@ std::uint32_t Network::new_slot() {
   checked_.push_back(0);
   rate_.push_back(0);
   bottleneck_hop_.push_back(0);
+  member_of_.push_back(kNoClass);
+  due_.push_back(0);
   return id;
 }
 
@@ -82,6 +87,8 @@ void Network::reserve(std::size_t flows) {
   checked_.reserve(flows);
   rate_.reserve(flows);
   bottleneck_hop_.reserve(flows);
+  member_of_.reserve(flows);
+  due_.reserve(flows);
 }
 
 std::uint32_t Network::start(std::span<const std::uint32_t> route, double bytes, double latency_s,
@@ -147,6 +154,7 @@ void Network::reroute(std::uint32_t flow, std::span<const std::uint32_t> route, 
   if (pending_ && now != pending_s_) flush();
   Flow& f = flows_[flow];
   FLEETSIM_CHECK(f.phase == Phase::sending && !route.empty(), "only a sending flow is rerouted, and over some link");
+  dissolve_class_of(flow);
   settle(flow, now);
   detach(flow);
   if (heap_pos_[flow] != kNotQueued) unschedule(flow);
@@ -160,6 +168,7 @@ void Network::strand(std::uint32_t flow, double now) {
   if (pending_ && now != pending_s_) flush();
   Flow& f = flows_[flow];
   FLEETSIM_CHECK(f.phase == Phase::sending, "only a sending flow is stranded");
+  dissolve_class_of(flow);
   settle(flow, now);
   detach(flow);
   if (heap_pos_[flow] != kNotQueued) unschedule(flow);
@@ -333,6 +342,7 @@ void Network::advance(double now, std::vector<FlowDelivery>& delivered) {
         settle(id, t);
         f.remaining_bytes = 0;  // its due time was computed for exactly this
         detach(id);  // at the rate it had, which the link's state before the change counts
+        if (member_of_[id] != kNoClass) leave_class(id);
         rate_[id] = 0;
         f.phase = Phase::delivering;
         schedule(id, t + f.latency_s);
@@ -354,6 +364,7 @@ void Network::cancel_if(const std::function<bool(std::uint64_t)>& drop, double n
     Flow& f = flows_[id];
     if (f.phase == Phase::free || !drop(f.tag)) continue;
     if (f.phase == Phase::sending) {
+      dissolve_class_of(id);
       settle(id, now);
       detach(id);
       rate_[id] = 0;
@@ -371,7 +382,7 @@ void Network::reshare(double now) {
   ++solve_counts_.relevellings;
   ++batch_;  // changes from here on are the next re-levelling's
   list_new_flows();  // for the two shortcuts, which leave it as it is when they decline
-  if (reshare_alone(now) || reshare_one_link(now)) {
+  if (reshare_class(now) || reshare_alone(now) || reshare_one_link(now)) {
     links_touched_.clear();
     new_flows_.clear();
     return;
@@ -495,7 +506,11 @@ bool Network::reshare_one_link(double now) {
   }
   // Their other links: not full (so none is bottlenecked there), with a share (what the other flows leave, over
   // their crossings) above the level, and every other flow on them bottlenecked (it stays so: its bottleneck is a
-  // full link, and none of these is). The checks only decline, so their order does not matter.
+  // full link, and none of these is). The checks only decline, so their order does not matter. Where no other flow
+  // crosses any of them, the flows form a processor-sharing class (under the exact tolerance: a coarser one could
+  // find a link full on a later end that the class would not look at).
+  bool pure = tolerance_ == kExactTolerance;
+  double share_bound = std::numeric_limits<double>::infinity();
   for (std::uint32_t l : component_links_) {
     // The link's state (as link_state sums it) and what the others leave, in one pass.
     LinkState state;
@@ -517,8 +532,11 @@ bool Network::reshare_one_link(double now) {
     // whatever their other bottlenecks.
     if (state.load_Bps + pad >= capacity_[l] * full_share && (others || !still_full)) return false;
     held_left_[l] = std::max(0.0, left);
-    if (!(held_left_[l] / local_link_[l] > level)) return false;
+    const double share = held_left_[l] / local_link_[l];
+    if (!(share > level)) return false;
+    share_bound = std::min(share_bound, share);
     if (!others) continue;
+    pure = false;
     for (std::uint32_t g : link_flows_[l]) {
       if (in_set_[g] != set_stamp_ && !has_bottleneck(g)) return false;
     }
@@ -550,8 +568,140 @@ bool Network::reshare_one_link(double now) {
   for (std::uint32_t l : component_links_) link_state_valid_[l] = 0;
   solve_counts_.flows_solved += set_.size();
   ++solve_counts_.one_link;
-  schedule_set(now);
+  if (pure) {
+    form_class(full, share_bound, now);
+  } else {
+    schedule_set(now);
+  }
   return true;
+}
+
+// Flows of one class ended, and nothing else changed on its links: reshare_one_link's division for flows leaving,
+// without its walk over their routes. Its checks there hold without looking: every flow of the link is uncapped and
+// crosses it once (a class's routes do not change), no other flow crosses their other links, and each of those links
+// offers each of its flows at least share_bound_, the least share when the class formed (its flows there only
+// leave since), above the new level; such a link then carries less than the (k + 1) / k of the level it carried
+// before times its flows' number, far from full. Any other change declines, and dissolves the classes it touched.
+bool Network::reshare_class(double now) {
+  if (classes_ == 0) return false;
+  const std::uint32_t full = class_to_divide();
+  if (full == kNoClass) {
+    for (std::uint32_t l : links_touched_) {
+      if (owner_[l] != kNoClass) dissolve(owner_[l]);
+    }
+    return false;
+  }
+  const std::vector<std::uint32_t>& flows = link_flows_[full];
+  const double level = capacity_[full] / static_cast<double>(flows.size());
+  set_.assign(flows.begin(), flows.end());
+  set_old_rate_.clear();
+  for (std::uint32_t g : set_) {
+    settle(g, now);
+    set_old_rate_.push_back(rate_[g]);
+    rate_[g] = level;
+  }
+  link_state_valid_[full] = 0;  // the other links' states are never kept while the class lives
+  solve_counts_.flows_solved += set_.size();
+  ++solve_counts_.one_link;
+  ++solve_counts_.by_class;
+  schedule_class(full, now);
+  return true;
+}
+
+// The class whose flows alone ended in this batch, the one full link it touched, where the division answers; else none.
+std::uint32_t Network::class_to_divide() {
+  if (!set_.empty() || always_relevel_ || recording_) return kNoClass;
+  std::uint32_t full = kNoClass;
+  for (std::uint32_t l : links_touched_) {
+    if (was_full_[l] == 0) continue;
+    if (full != kNoClass) return kNoClass;
+    full = l;
+  }
+  if (full == kNoClass || owner_[full] != full) return kNoClass;
+  for (std::uint32_t l : links_touched_) {  // the class's, or left with no flow
+    if (owner_[l] != full && !(owner_[l] == kNoClass && link_flows_[l].empty())) return kNoClass;
+  }
+  const std::size_t k = link_flows_[full].size();
+  const double level = capacity_[full] / static_cast<double>(k);
+  if (k < 2 || saturated(full, link_state(full)) || !(share_bound_[full] > level)) return kNoClass;
+  // Full again at the level, as reshare_one_link sums it (short of that by rounding: left to it, after dissolving).
+  double load = 0;
+  for (std::size_t i = 0; i < k; ++i) load += level;
+  return load >= capacity_[full] * (1 - 1e-12) ? full : kNoClass;
+}
+
+void Network::form_class(std::uint32_t link, double share_bound, double now) {
+  ++classes_;
+  owner_[link] = link;
+  for (std::uint32_t l : component_links_) owner_[l] = link;
+  share_bound_[link] = share_bound;
+  queued_[link] = kNoClass;
+  schedule_class(link, now);
+}
+
+// As schedule_set, but each due time kept beside its flow, and the first (by time, then flow, as the heap orders
+// them) alone in the heap.
+void Network::schedule_class(std::uint32_t link, double now) {
+  for (std::size_t i = 0; i < set_.size(); ++i) {
+    const std::uint32_t id = set_[i];
+    const Flow& f = flows_[id];
+    const bool member = member_of_[id] == link;
+    if (rate_[id] == set_old_rate_[i] && (member || heap_pos_[id] != kNotQueued)) {  // keeps its due time
+      if (!member) due_[id] = heap_[heap_pos_[id]].time_s;
+    } else {
+      const bool done = f.remaining_bytes <= 1e-9 * f.size_bytes;
+      due_[id] = done ? now : now + f.remaining_bytes / rate_[id];
+    }
+    if (!member) {
+      if (heap_pos_[id] != kNotQueued) unschedule(id);
+      member_of_[id] = link;
+    }
+  }
+  queue_first(link);
+}
+
+void Network::queue_first(std::uint32_t link) {
+  std::uint32_t first = kNoClass;
+  for (std::uint32_t g : link_flows_[link]) {
+    if (member_of_[g] != link) continue;
+    if (first == kNoClass || due_[g] < due_[first] || (due_[g] == due_[first] && g < first)) first = g;
+  }
+  const std::uint32_t was = queued_[link];
+  if (was != kNoClass && was != first) unschedule(was);
+  queued_[link] = first;
+  if (first != kNoClass) schedule(first, due_[first]);
+}
+
+// The flow due first ended sending (its heap entry goes on as its delivery's): the next in its place, at the due time
+// it has at the rates of now, so that flows due at the same instant end in the same pass.
+void Network::leave_class(std::uint32_t flow) {
+  const std::uint32_t link = member_of_[flow];
+  member_of_[flow] = kNoClass;
+  for (std::uint32_t l : route(flow)) {
+    if (link_flows_[l].empty()) owner_[l] = kNoClass;
+  }
+  if (queued_[link] == flow) queued_[link] = kNoClass;
+  if (link_flows_[link].empty()) {
+    --classes_;
+    return;
+  }
+  queue_first(link);
+}
+
+// Each flow of the class queued at its due time, and the marks on its links cleared, as if it had never formed.
+void Network::dissolve(std::uint32_t link) {
+  for (std::uint32_t g : link_flows_[link]) {
+    if (member_of_[g] != link) continue;  // joined in this batch
+    member_of_[g] = kNoClass;
+    if (g != queued_[link]) schedule(g, due_[g]);
+    for (std::uint32_t l : route(g)) {
+      owner_[l] = kNoClass;
+      link_state_valid_[l] = 0;
+    }
+  }
+  owner_[link] = kNoClass;
+  queued_[link] = kNoClass;
+  --classes_;
 }
 
 // A stamp no link or flow carries yet (all cleared when the counter wraps).
