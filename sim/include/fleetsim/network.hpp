@@ -146,11 +146,12 @@ class Network {
   // a class: while its links change only by its flows ending, each end is answered by the division again, which needs
   // none of its checks over the flows' routes (every other link still offers a flow more than the level: the shares
   // only grow as flows leave), and only the flow due first has an entry in the heap (the others keep their due times
-  // beside it), so an end costs the settling of the class's flows and no heap work. Anything else that touches a link
-  // of the class (a flow joining it, a cancel, a move) dissolves it first: its flows are queued at their due times and
-  // the re-levelling goes on as without it, so rates, due times and bytes are the same to the bit either way.
+  // beside it), so an end costs the settling of the class's flows and one heap entry moved. Anything else that
+  // touches a link of the class (a flow joining it, a cancel, a move) dissolves it first: its flows are queued at
+  // their due times and the re-levelling goes on as without it, so rates, due times and bytes are the same to the
+  // bit either way.
   static constexpr std::uint32_t kNoClass = 0xFFFFFFFFu;
-  std::uint32_t class_to_divide();
+  std::uint32_t class_to_divide();  // the class whose own ends alone make this batch, where its division answers
   void form_class(std::uint32_t link, double share_bound, double now);  // instead of schedule_set
   void schedule_class(std::uint32_t link, double now);  // due times of set_, its flows; the first queued
   void queue_first(std::uint32_t link);                 // the class's flow due first, in the heap
