@@ -609,10 +609,9 @@ TEST_CASE("re-levellings answered by one full link's division (a class's among t
     std::uint64_t shortcuts = 0, alone = 0, by_class = 0, relevellings = 0, saved = 0;
     for (std::uint64_t seed = 1; seed <= 30; ++seed) {
       Rng rng(seed, mode, "one-link-relevel");
-      const bool sparse = mode == Mode::sparse;
       const double odd = seed % 3 == 0 ? 0.02 : 0.0;  // the share of fork flows with a cap, and crossing a link twice
-      const std::uint32_t senders = sparse ? 100 + static_cast<std::uint32_t>(rng.next() % 100) : 2 + static_cast<std::uint32_t>(rng.next() % 6);
-      const std::uint32_t others = sparse ? 300 + static_cast<std::uint32_t>(rng.next() % 300)
+      const std::uint32_t senders = mode == sparse ? 100 + static_cast<std::uint32_t>(rng.next() % 100) : 2 + static_cast<std::uint32_t>(rng.next() % 6);
+      const std::uint32_t others = mode == sparse ? 300 + static_cast<std::uint32_t>(rng.next() % 300)
                                    : mode == wide ? 2000 + static_cast<std::uint32_t>(rng.next() % 2000)
                                                   : 8 + static_cast<std::uint32_t>(rng.next() % 80);
       // Most other links roomier than a sender's, as a fabric's are than one NIC; some as narrow.
@@ -666,7 +665,7 @@ TEST_CASE("re-levellings answered by one full link's division (a class's among t
         const double u = rng.uniform();
         if (u < 0.12 && live.size() < 200) {
           const auto sender = static_cast<std::uint32_t>(rng.next() % senders);
-          const std::size_t fan = sparse ? 1 + rng.next() % 3 : 2 + rng.next() % 40;
+          const std::size_t fan = mode == sparse ? 1 + rng.next() % 3 : 2 + rng.next() % 40;
           for (std::size_t k = 0; k < fan; ++k) {
             const std::vector<std::uint32_t> route = fork_route(sender);
             const double cap = rng.uniform() < odd ? 0.1e9 * static_cast<double>(1 + rng.next() % 8) : std::numeric_limits<double>::infinity();

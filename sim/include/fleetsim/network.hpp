@@ -139,6 +139,7 @@ class Network {
   bool reshare_alone(double now);        // false: not that case, nothing changed
   bool reshare_one_link(double now);     // false: not that case, nothing changed that matters
   bool reshare_class(double now);        // false: not that case, and every class a touched link belongs to dissolved
+  void give_level(std::uint32_t full, double level, double now);  // set_, the flows of `full`
   bool reshare_incremental(double now);  // false: gave up, nothing scheduled
   void schedule_set(double now);         // due times of set_ after its new rates
   // Processor-sharing classes. When the one-link division gives a full link's flows its level and each of their other

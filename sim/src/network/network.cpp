@@ -557,17 +557,8 @@ bool Network::reshare_one_link(double now) {
     if (demand < capacity_[full] * (1 - 1e-12)) return false;
   }
 
-  // As join would, but with no solve to come: settled at the rates they had, then given the level.
-  set_old_rate_.clear();
-  for (std::uint32_t g : set_) {
-    settle(g, now);
-    set_old_rate_.push_back(rate_[g]);
-    rate_[g] = level;
-  }
-  link_state_valid_[full] = 0;  // and their other links', each listed once
-  for (std::uint32_t l : component_links_) link_state_valid_[l] = 0;
-  solve_counts_.flows_solved += set_.size();
-  ++solve_counts_.one_link;
+  give_level(full, level, now);
+  for (std::uint32_t l : component_links_) link_state_valid_[l] = 0;  // their other links', each listed once
   if (pure) {
     form_class(full, share_bound, now);
   } else {
@@ -592,20 +583,26 @@ bool Network::reshare_class(double now) {
     return false;
   }
   const std::vector<std::uint32_t>& flows = link_flows_[full];
-  const double level = capacity_[full] / static_cast<double>(flows.size());
   set_.assign(flows.begin(), flows.end());
+  // The other links' states are never kept while the class lives: only the full link's to forget.
+  give_level(full, capacity_[full] / static_cast<double>(flows.size()), now);
+  ++solve_counts_.by_class;
+  schedule_class(full, now);
+  return true;
+}
+
+// The division's answer for the flows of set_, as join would but with no solve to come: each settled at the rate it
+// had, then given the level.
+void Network::give_level(std::uint32_t full, double level, double now) {
   set_old_rate_.clear();
   for (std::uint32_t g : set_) {
     settle(g, now);
     set_old_rate_.push_back(rate_[g]);
     rate_[g] = level;
   }
-  link_state_valid_[full] = 0;  // the other links' states are never kept while the class lives
+  link_state_valid_[full] = 0;
   solve_counts_.flows_solved += set_.size();
   ++solve_counts_.one_link;
-  ++solve_counts_.by_class;
-  schedule_class(full, now);
-  return true;
 }
 
 // The class whose flows alone ended in this batch, the one full link it touched, where the division answers; else none.
