@@ -280,8 +280,9 @@ TEST_CASE("flows alone on their routes get the least their route or cap offers, 
 
 TEST_CASE("a fork's flows with links of their own end as a processor-sharing class, and a flow joining one dissolves it", "[network][maxmin]") {
   // A 1 GB/s link shared by four flows of 1, 2, 3 and 4 GB, each going on over a 10 GB/s link of its own: a quarter
-  // each until 4 s, then a third until 7 s, a half until 9 s, the last alone until 10 s. The first end is the one-link
-  // division, which forms the class; the second is the class's; the third leaves one flow, for the growing set.
+  // each until 4 s, then a third until 7 s, a half until 9 s, the last alone until 10 s. The start is the division of
+  // the idle link among the new flows, which forms the class; the first and second ends are the class's; the third
+  // leaves one flow, for the growing set.
   const std::vector<double> capacity{1e9, 10e9, 10e9, 10e9, 10e9, 10e9};
   Network net(capacity);
   std::vector<std::vector<std::uint32_t>> routes{{0, 1}, {0, 2}, {0, 3}, {0, 4}};
@@ -299,8 +300,10 @@ TEST_CASE("a fork's flows with links of their own end as a processor-sharing cla
   CHECK(ends[1] == Approx(7.0));
   CHECK(ends[2] == Approx(9.0));
   CHECK(ends[3] == Approx(10.0));
-  CHECK(net.solve_counts().one_link == 2);
-  CHECK(net.solve_counts().by_class == 1);
+  CHECK(net.solve_counts().forks == 1);
+  CHECK(net.solve_counts().one_link == 3);
+  CHECK(net.solve_counts().by_class == 2);
+  CHECK(net.solve_counts().component_solves == 0);
   CHECK(net.link_bytes()[0] == Approx(10e9));
   CHECK(net.link_bytes()[3] == Approx(3e9));
 
@@ -309,15 +312,52 @@ TEST_CASE("a fork's flows with links of their own end as a processor-sharing cla
   Network joined(capacity);
   for (std::uint32_t i = 0; i < 4; ++i) joined.start(routes[i], 1e9 * (i + 1), 0, i, 0.0);
   got.clear();
-  joined.advance(joined.next_time(), got);  // the first ends at 4 s, forming the class
+  joined.advance(joined.next_time(), got);  // the first ends at 4 s, the class's division
   REQUIRE(got.size() == 1);
-  CHECK(joined.solve_counts().by_class == 0);
+  CHECK(joined.solve_counts().by_class == 1);
   const std::uint32_t third_own[] = {3, 0};
   const std::uint32_t newcomer = joined.start(third_own, 1e9, 0, 9, 5.0);
   CHECK(joined.rate(newcomer) == Approx(0.25e9));
   // The second had 1 GB left at 4 s and sent 1/3 GB by 5 s; 2/3 GB at a quarter: 7 2/3 s.
   CHECK(joined.next_time() == Approx(5.0 + (2.0 / 3.0) / 0.25));
-  CHECK(joined.solve_counts().by_class == 0);
+  CHECK(joined.solve_counts().by_class == 1);
+}
+
+TEST_CASE("a class whose other link's share the level reached divides on once that link's flows have left", "[network][maxmin]") {
+  // A 1 GB/s link shared by A (1 GB), B (4 GB), C (3 GB) and D (4 GB), each going on over a 10 GB/s link of its own;
+  // A and B also cross a 0.6 GB/s link, 0.3 GB/s each, above the level of a quarter: the class forms at the start
+  // with that bound. A ends at 4 s: a third each is above the bound, but B alone on that link now has 0.6 GB/s, so the
+  // class still divides. C ends at 10 s (2 GB at a third), B and D together at 12 s (1 GB each at a half).
+  Network fast({1e9, 10e9, 10e9, 10e9, 10e9, 0.6e9});
+  Network slow({1e9, 10e9, 10e9, 10e9, 10e9, 0.6e9});
+  slow.always_relevel(true);
+  const std::vector<std::vector<std::uint32_t>> routes{{0, 1, 5}, {0, 2, 5}, {0, 3}, {0, 4}};
+  const double bytes[] = {1e9, 4e9, 3e9, 4e9};
+  for (std::uint32_t i = 0; i < 4; ++i) {
+    fast.start(routes[i], bytes[i], 0, i, 0.0);
+    slow.start(routes[i], bytes[i], 0, i, 0.0);
+  }
+  std::vector<FlowDelivery> got, got_slow;
+  std::vector<double> ends;
+  while (fast.next_time() != std::numeric_limits<double>::infinity()) {
+    const double t = fast.next_time();
+    REQUIRE(t == slow.next_time());
+    got.clear();
+    got_slow.clear();
+    fast.advance(t, got);
+    slow.advance(t, got_slow);
+    REQUIRE(got.size() == got_slow.size());
+    for (std::size_t i = 0; i < got.size(); ++i) ends.push_back(t);
+  }
+  REQUIRE(ends.size() == 4);
+  CHECK(ends[0] == Approx(4.0));
+  CHECK(ends[1] == Approx(10.0));
+  CHECK(ends[2] == Approx(12.0));
+  CHECK(ends[3] == Approx(12.0));
+  CHECK(fast.solve_counts().forks == 1);
+  CHECK(fast.solve_counts().by_class == 2);
+  CHECK(fast.solve_counts().component_solves == 0);
+  CHECK(fast.link_bytes() == slow.link_bytes());
 }
 
 TEST_CASE("a flow joining a full link where every flow has room elsewhere gets the link's division and one held elsewhere the growing set", "[network][maxmin]") {
@@ -606,7 +646,7 @@ TEST_CASE("re-levellings answered by one full link's division (a class's among t
   enum Mode : std::uint64_t { dense, sparse, wide };
   for (const Mode mode : {dense, sparse, wide})
   for (const double tolerance : {Network::kExactTolerance, 1e-4}) {
-    std::uint64_t shortcuts = 0, alone = 0, by_class = 0, relevellings = 0, saved = 0;
+    std::uint64_t shortcuts = 0, alone = 0, by_class = 0, forks = 0, relevellings = 0, saved = 0;
     for (std::uint64_t seed = 1; seed <= 30; ++seed) {
       Rng rng(seed, mode, "one-link-relevel");
       const double odd = seed % 3 == 0 ? 0.02 : 0.0;  // the share of fork flows with a cap, and crossing a link twice
@@ -733,11 +773,13 @@ TEST_CASE("re-levellings answered by one full link's division (a class's among t
       alone += fast.solve_counts().alone;
       shortcuts += fast.solve_counts().one_link;
       by_class += fast.solve_counts().by_class;
+      forks += fast.solve_counts().forks;
       REQUIRE(slow.solve_counts().by_class == 0);
+      REQUIRE(slow.solve_counts().forks == 0);
       relevellings += fast.solve_counts().relevellings;
     }
     INFO("tolerance " << tolerance << (mode == sparse ? ", sparse: " : mode == wide ? ", wide: " : ": ") << shortcuts << " of " << relevellings
-                      << " re-levellings by one link's division (" << by_class << " a class's), " << alone
+                      << " re-levellings by one link's division (" << by_class << " a class's, " << forks << " a fork's start), " << alone
                       << " by lone flows' routes, " << saved << " solves saved");
     // Only a flow joining a full link by the division saves a solve (under the exact tolerance only).
     if (tolerance == Network::kExactTolerance) CHECK(saved > 0);
@@ -754,6 +796,9 @@ TEST_CASE("re-levellings answered by one full link's division (a class's among t
     if (tolerance != Network::kExactTolerance) CHECK(by_class == 0);
     else if (mode == wide) CHECK(by_class * 2 > shortcuts);
     else CHECK(by_class > 0);
+    // A fork leaving an idle sender is divided at its start, under the exact tolerance only (it may form a class).
+    if (tolerance != Network::kExactTolerance) CHECK(forks == 0);
+    else CHECK(forks > 0);
   }
 }
 

@@ -95,9 +95,10 @@ class Network {
   // fell back to a solve of the whole connected component.
   // Of the re-levellings, `one_link` were one full link's flows given its capacity over their number, and `alone` new
   // flows each alone on its route (or links left with no flow) given what their routes offer.
-  // Of the one-link divisions, `by_class` were a processor-sharing class's, answered without walking its flows' routes.
+  // Of the one-link divisions, `by_class` were a processor-sharing class's, answered without walking its flows' routes,
+  // and `forks` re-levellings new flows' alone, in groups that each fill one link of theirs (a fork leaving an idle GPU).
   struct SolveCounts {
-    std::uint64_t relevellings = 0, flows_solved = 0, component_solves = 0, one_link = 0, alone = 0, by_class = 0;
+    std::uint64_t relevellings = 0, flows_solved = 0, component_solves = 0, one_link = 0, alone = 0, by_class = 0, forks = 0;
   };
   const SolveCounts& solve_counts() const { return solve_counts_; }
   // Counts every sending flow's bytes up to `now`, as at the end of a run.
@@ -137,6 +138,7 @@ class Network {
   void reshare(double now);  // new rates after the changes on links_touched_ and new_flows_
   void list_new_flows();                 // into set_, each once; checked_ marks them
   bool reshare_alone(double now);        // false: not that case, nothing changed
+  bool reshare_fork(double now);         // false: not that case, nothing changed
   bool reshare_one_link(double now);     // false: not that case, nothing changed that matters
   bool reshare_class(double now);        // false: not that case, and every class a touched link belongs to dissolved
   void give_level(std::uint32_t full, double level, double now);  // set_, the flows of `full`
@@ -154,8 +156,10 @@ class Network {
   static constexpr std::uint32_t kNoClass = 0xFFFFFFFFu;
   std::uint32_t class_to_divide();  // the class whose own ends alone make this batch, where its division answers
   void form_class(std::uint32_t link, double share_bound, double now);  // instead of schedule_set
+  double class_share_bound(std::uint32_t link) const;  // what its other links offer each flow now, at least
   void schedule_class(std::uint32_t link, double now);  // due times of set_, its flows; the first queued
   void queue_first(std::uint32_t link);                 // the class's flow due first, in the heap
+  void queue(std::uint32_t link, std::uint32_t first);  // that flow the class's one in the heap
   void leave_class(std::uint32_t flow);                 // a flow of a class that ended sending, detached
   void dissolve(std::uint32_t link);
   void dissolve_class_of(std::uint32_t flow) {
@@ -225,6 +229,14 @@ class Network {
   std::uint32_t stamp_ = 0;
   void next_stamp();
   std::vector<std::uint32_t> component_links_, component_flows_, local_link_;
+  // reshare_fork's: per link, the group of new flows crossing it (named by a link of theirs); per new flow, its group;
+  // the new flows' places, by group; per group of two or more, where it begins there and its division.
+  struct ForkLevel {
+    std::uint32_t begin = 0, full = 0;
+    double level = 0, share_bound = 0;
+  };
+  std::vector<std::uint32_t> link_group_, fork_group_, fork_order_, fork_flows_;
+  std::vector<ForkLevel> fork_levels_;
   std::vector<double> local_capacity_, local_rates_, local_load_;
   std::vector<std::uint32_t> local_offsets_, local_route_links_;
   MaxMinSolver solver_;
@@ -246,6 +258,7 @@ class Network {
   // Processor-sharing classes.
   std::vector<std::uint32_t> owner_;      // per link: the full link whose class its flows belong to, or kNoClass
   std::vector<std::uint32_t> queued_;     // per class's link: the flow of it in the heap
+  std::vector<std::uint32_t> second_;     // per class's link: the flow due next after it, at the same due times
   std::vector<double> share_bound_;       // per class's link: each other link offers each flow at least this
   std::vector<std::uint32_t> member_of_;  // per flow: its class's link, or kNoClass
   std::vector<double> due_;               // per flow of a class: its due time

@@ -12,6 +12,24 @@ namespace {
 // The growing set's budget: it gives up, for a solve of the whole component, once the flows it has solved pass the
 // sending flows' number by this many (a change that spreads that far is cheaper solved whole).
 constexpr std::size_t kBudgetSlack = 16;
+
+// The two flows due first of those offered, by time, then flow: a total order, so the same two from any order of
+// offering (kNoClass, the largest flow number, at no time, where fewer were offered).
+struct FirstTwo {
+  double first_s = std::numeric_limits<double>::infinity(), second_s = std::numeric_limits<double>::infinity();
+  std::uint32_t first = 0xFFFFFFFFu, second = 0xFFFFFFFFu;
+  void offer(std::uint32_t flow, double due_s) {
+    if (due_s < first_s || (due_s == first_s && flow < first)) {
+      second = first;
+      second_s = first_s;
+      first = flow;
+      first_s = due_s;
+    } else if (due_s < second_s || (due_s == second_s && flow < second)) {
+      second = flow;
+      second_s = due_s;
+    }
+  }
+};
 }  // namespace
 
 Network::Network(std::vector<double> link_capacity_Bps, double tolerance)
@@ -29,6 +47,7 @@ Network::Network(std::vector<double> link_capacity_Bps, double tolerance)
       was_full_(capacity_.size(), 0),
       owner_(capacity_.size(), kNoClass),
       queued_(capacity_.size(), kNoClass),
+      second_(capacity_.size(), kNoClass),
       share_bound_(capacity_.size(), 0.0),
       link_bytes_(capacity_.size(), 0.0) {
   for (double c : capacity_) FLEETSIM_CHECK(c > 0, "link capacity must be positive");
@@ -320,11 +339,13 @@ void Network::detach(std::uint32_t flow) {
 }
 
 // Called before a link's flows change: the link is listed once for the next re-levelling, with whether it was
-// full at the rates the last one left (no flow had its bottleneck on a link that was not).
+// full at the rates the last one left (no flow had its bottleneck on a link that was not). A class's full link is full
+// without summing its flows: each is at the level, whose sum was found full when the level was given, and
+// link_state adds the same values in the same way.
 void Network::touch(std::uint32_t link) {
   if (touched_[link] != batch_) {
     touched_[link] = batch_;
-    was_full_[link] = saturated(link, link_state(link)) ? 1 : 0;
+    was_full_[link] = owner_[link] == link || saturated(link, link_state(link)) ? 1 : 0;
     links_touched_.push_back(link);
   }
   link_state_valid_[link] = 0;
@@ -382,7 +403,7 @@ void Network::reshare(double now) {
   ++solve_counts_.relevellings;
   ++batch_;  // changes from here on are the next re-levelling's
   list_new_flows();  // for the two shortcuts, which leave it as it is when they decline
-  if (reshare_class(now) || reshare_alone(now) || reshare_one_link(now)) {
+  if (reshare_class(now) || reshare_alone(now) || reshare_fork(now) || reshare_one_link(now)) {
     links_touched_.clear();
     new_flows_.clear();
     return;
@@ -432,6 +453,131 @@ bool Network::reshare_alone(double now) {
   solve_counts_.flows_solved += set_.size();
   ++solve_counts_.alone;
   schedule_set(now);
+  return true;
+}
+
+// New flows that share no link with an old flow, in groups that share none with each other, each group's flows
+// crossing one link that they fill at an equal share (a lone flow is a group of its own): a fork's transfers leaving
+// an idle GPU, some through its NIC for other nodes and some over NVLink to its own. The growing set below would join
+// just them (no old flow lost a bottleneck: every touched link carries new flows only), offer them every link whole,
+// solve them once and find each bottlenecked where it got its rate. The solver gives each group the link's capacity
+// over their number, as no link of the group offers less and those that offer as much are crossed once by each of
+// them: one_level does where the group is all the flows; else the heap, whose groups freeze apart, each first at
+// that link (its key fresh, the bounds' sum on it meeting its capacity). A lone flow gets the least of its route.
+// That is done here, with the same rates and due times to the bit, without the passes. Where every other link of a
+// group offers more than the level, its flows form a processor-sharing class at once, as reshare_one_link would form
+// it at their first end.
+bool Network::reshare_fork(double now) {
+  if (always_relevel_ || recording_ || tolerance_ != kExactTolerance || set_.size() < 2) return false;
+  for (std::uint32_t l : links_touched_) {
+    for (std::uint32_t g : link_flows_[l]) {
+      if (checked_[g] != check_stamp_) return false;  // an old flow shares it
+    }
+  }
+  // How many of them cross each link, numbered in the order the solver would number them.
+  next_stamp();
+  local_link_.resize(capacity_.size());
+  component_links_.clear();
+  for (std::uint32_t f : set_) {
+    if (flows_[f].cap_Bps != std::numeric_limits<double>::infinity()) return false;
+    const std::span<const std::uint32_t> hops = route(f);
+    for (std::size_t i = 0; i < hops.size(); ++i) {
+      if (std::find(hops.begin(), hops.begin() + i, hops[i]) != hops.begin() + i) return false;  // crossed twice
+      if (link_stamp_[hops[i]] != stamp_) {
+        link_stamp_[hops[i]] = stamp_;
+        local_link_[hops[i]] = 0;
+        component_links_.push_back(hops[i]);
+      }
+      ++local_link_[hops[i]];
+    }
+  }
+  // Each flow's group is named by the first link of its route that most of them cross; every link's flows must be
+  // of one group (else the groups share a link).
+  constexpr std::uint32_t kNoLink = 0xFFFFFFFFu;
+  link_group_.resize(capacity_.size());
+  for (std::uint32_t l : component_links_) link_group_[l] = kNoLink;
+  fork_group_.clear();
+  for (std::uint32_t f : set_) {
+    const std::span<const std::uint32_t> hops = route(f);
+    std::uint32_t hub = hops.front();
+    for (std::uint32_t l : hops) hub = local_link_[l] > local_link_[hub] ? l : hub;
+    for (std::uint32_t l : hops) {
+      if (link_group_[l] == kNoLink) link_group_[l] = hub;
+      if (link_group_[l] != hub) return false;
+    }
+    fork_group_.push_back(hub);
+  }
+  // The flows by group, each group's in their order (a link's flows are all of one group, the hub's, whose count is
+  // the group's size).
+  fork_order_.resize(set_.size());
+  for (std::uint32_t i = 0; i < fork_order_.size(); ++i) fork_order_[i] = i;
+  std::stable_sort(fork_order_.begin(), fork_order_.end(), [&](std::uint32_t a, std::uint32_t b) { return fork_group_[a] < fork_group_[b]; });
+  // Each group of two or more: its level, and the least share its other links offer.
+  fork_levels_.clear();
+  for (std::size_t begin = 0, end = 0; begin < fork_order_.size(); begin = end) {
+    const std::uint32_t hub = fork_group_[fork_order_[begin]], k = local_link_[hub];
+    end = begin + k;
+    if (k < 2) continue;  // a lone flow: the least its route offers
+    const auto group = std::span(fork_order_).subspan(begin, k);
+    // The first of the links they all cross at the least share, in the solver's order (only the group's flows cross
+    // its links, so it meets them in the same order as when walking all).
+    std::uint32_t full = kNoLink;
+    double level = 0;
+    for (std::uint32_t i : group) {
+      for (std::uint32_t l : route(set_[i])) {
+        const double share = capacity_[l] / local_link_[l];
+        if (local_link_[l] == k && (full == kNoLink || share < level)) {
+          full = l;
+          level = share;
+        }
+      }
+    }
+    double share_bound = std::numeric_limits<double>::infinity(), demand = 0;
+    for (std::uint32_t i : group) {
+      const std::span<const std::uint32_t> hops = route(set_[i]);
+      double bound = capacity_[hops.front()];
+      for (std::uint32_t l : hops) {
+        const double share = capacity_[l] / local_link_[l];
+        if (share < level || (share == level && local_link_[l] != k)) return false;
+        if (l != full) share_bound = std::min(share_bound, share);
+        bound = std::min(bound, capacity_[l]);
+      }
+      demand += bound;  // the solver's own test, in its order
+    }
+    if (demand < capacity_[full] * (1 - 1e-12)) return false;
+    double load = 0;  // as link_state will sum it: the link full, their bottleneck
+    for (std::uint32_t n = 0; n < k; ++n) load += level;
+    if (load < capacity_[full] * (1 - tolerance_)) return false;
+    fork_levels_.push_back(ForkLevel{static_cast<std::uint32_t>(begin), full, level, share_bound});
+  }
+
+  ++solve_counts_.forks;
+  for (std::uint32_t l : component_links_) link_state_valid_[l] = 0;
+  fork_flows_.assign(set_.begin(), set_.end());
+  for (std::uint32_t i : fork_order_) {  // the lone flows
+    if (local_link_[fork_group_[i]] != 1) continue;
+    set_.assign(1, fork_flows_[i]);
+    double rate = std::numeric_limits<double>::infinity();
+    for (std::uint32_t l : route(fork_flows_[i])) rate = std::min(rate, capacity_[l]);
+    give_level(fork_group_[i], rate, now);
+    schedule_set(now);
+  }
+  for (const ForkLevel& g : fork_levels_) {
+    set_.clear();
+    component_links_.clear();  // the group's other links
+    for (std::uint32_t i : std::span(fork_order_).subspan(g.begin, local_link_[g.full])) {
+      set_.push_back(fork_flows_[i]);
+      for (std::uint32_t l : route(fork_flows_[i])) {
+        if (l != g.full) component_links_.push_back(l);
+      }
+    }
+    give_level(g.full, g.level, now);
+    if (g.share_bound > g.level) {
+      form_class(g.full, g.share_bound, now);
+    } else {
+      schedule_set(now);
+    }
+  }
   return true;
 }
 
@@ -618,13 +764,33 @@ std::uint32_t Network::class_to_divide() {
   for (std::uint32_t l : links_touched_) {  // the class's, or left with no flow
     if (owner_[l] != full && !(owner_[l] == kNoClass && link_flows_[l].empty())) return kNoClass;
   }
+  // The link is not still full: its k flows are at the level of the k + 1 or more it had, so they carry at most
+  // k / (k + 1) of it.
   const std::size_t k = link_flows_[full].size();
   const double level = capacity_[full] / static_cast<double>(k);
-  if (k < 2 || saturated(full, link_state(full)) || !(share_bound_[full] > level)) return kNoClass;
+  if (k < 2) return kNoClass;
+  if (!(share_bound_[full] > level)) {  // the bound kept may have grown since: looked at anew
+    share_bound_[full] = class_share_bound(full);
+    if (!(share_bound_[full] > level)) return kNoClass;
+  }
   // Full again at the level, as reshare_one_link sums it (short of that by rounding: left to it, after dissolving).
   double load = 0;
   for (std::size_t i = 0; i < k; ++i) load += level;
   return load >= capacity_[full] * (1 - 1e-12) ? full : kNoClass;
+}
+
+// The least share the class's other links offer now, as reshare_one_link would find it: each carries the class's
+// flows only, so its capacity over their crossings. It only grows as flows leave, so the bound found when the class
+// formed holds until the level reaches it; then this tells whether the class can still divide, where dissolving it
+// would have the one-link division walk the same routes and form it again.
+double Network::class_share_bound(std::uint32_t full) const {
+  double bound = std::numeric_limits<double>::infinity();
+  for (std::uint32_t g : link_flows_[full]) {
+    for (std::uint32_t l : route(g)) {
+      if (l != full) bound = std::min(bound, capacity_[l] / static_cast<double>(link_flows_[l].size()));
+    }
+  }
+  return bound;
 }
 
 void Network::form_class(std::uint32_t link, double share_bound, double now) {
@@ -637,8 +803,10 @@ void Network::form_class(std::uint32_t link, double share_bound, double now) {
 }
 
 // As schedule_set, but each due time kept beside its flow, and the first (by time, then flow, as the heap orders
-// them) alone in the heap.
+// them) alone in the heap; the second is kept for when the first ends. After the loop every flow of set_ is of the
+// class, and set_ holds all its flows, so the two are found in the same pass.
 void Network::schedule_class(std::uint32_t link, double now) {
+  FirstTwo due;
   for (std::size_t i = 0; i < set_.size(); ++i) {
     const std::uint32_t id = set_[i];
     const Flow& f = flows_[id];
@@ -653,16 +821,22 @@ void Network::schedule_class(std::uint32_t link, double now) {
       if (heap_pos_[id] != kNotQueued) unschedule(id);
       member_of_[id] = link;
     }
+    due.offer(id, due_[id]);
   }
-  queue_first(link);
+  queue(link, due.first);
+  second_[link] = due.second;
 }
 
 void Network::queue_first(std::uint32_t link) {
-  std::uint32_t first = kNoClass;
+  FirstTwo due;
   for (std::uint32_t g : link_flows_[link]) {
-    if (member_of_[g] != link) continue;
-    if (first == kNoClass || due_[g] < due_[first] || (due_[g] == due_[first] && g < first)) first = g;
+    if (member_of_[g] == link) due.offer(g, due_[g]);
   }
+  queue(link, due.first);
+  second_[link] = due.second;
+}
+
+void Network::queue(std::uint32_t link, std::uint32_t first) {
   const std::uint32_t was = queued_[link];
   if (was != kNoClass && was != first) unschedule(was);
   queued_[link] = first;
@@ -670,19 +844,28 @@ void Network::queue_first(std::uint32_t link) {
 }
 
 // The flow due first ended sending (its heap entry goes on as its delivery's): the next in its place, at the due time
-// it has at the rates of now, so that flows due at the same instant end in the same pass.
+// it has at the rates of now, so that flows due at the same instant end in the same pass. The next is the second,
+// kept since the due times were set (none has changed), unless that one ended too in this pass: then they are looked
+// through again.
 void Network::leave_class(std::uint32_t flow) {
   const std::uint32_t link = member_of_[flow];
   member_of_[flow] = kNoClass;
   for (std::uint32_t l : route(flow)) {
     if (link_flows_[l].empty()) owner_[l] = kNoClass;
   }
-  if (queued_[link] == flow) queued_[link] = kNoClass;
+  const bool was_first = queued_[link] == flow;
+  if (was_first) queued_[link] = kNoClass;
   if (link_flows_[link].empty()) {
     --classes_;
     return;
   }
-  queue_first(link);
+  const std::uint32_t next = second_[link];
+  if (was_first && next != kNoClass && member_of_[next] == link) {
+    queue(link, next);
+    second_[link] = kNoClass;
+  } else {
+    queue_first(link);
+  }
 }
 
 // Each flow of the class queued at its due time, and the marks on its links cleared, as if it had never formed.
