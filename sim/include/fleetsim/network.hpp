@@ -124,6 +124,7 @@ class Network {
     double cap_Bps = std::numeric_limits<double>::infinity();
     std::uint64_t tag = 0;
     Phase phase = Phase::free;
+    bool crosses_twice = false;  // a link of its route (host memory it is staged in)
   };
 
   static constexpr std::uint32_t kHopRoom = 8;
@@ -134,6 +135,7 @@ class Network {
   void attach(std::uint32_t flow, double now);  // onto its route's links, to be solved with the flows of `now`
   void detach(std::uint32_t flow);
   void touch(std::uint32_t link);  // before its flows change
+  bool full_now(std::uint32_t link);  // at the rates the last re-levelling left
   void flush();              // solves the flows started at pending_s_
   void reshare(double now);  // new rates after the changes on links_touched_ and new_flows_
   void list_new_flows();                 // into set_, each once; checked_ marks them
