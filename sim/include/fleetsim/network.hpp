@@ -132,6 +132,7 @@ class Network {
   void set_route(Flow& f, std::span<const std::uint32_t> route);
   std::uint32_t new_slot();
   void settle(std::uint32_t flow, double now);
+  double due_at(std::uint32_t flow, double now) const;  // at its rate, residues snapped to now
   void attach(std::uint32_t flow, double now);  // onto its route's links, to be solved with the flows of `now`
   void detach(std::uint32_t flow);
   void touch(std::uint32_t link);  // before its flows change

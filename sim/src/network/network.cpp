@@ -292,6 +292,13 @@ void Network::unschedule(std::uint32_t flow) {
   sift_down(heap_pos_[last.flow]);
 }
 
+// When the flow ends at its rate. Residues snap: a flow with (almost) nothing left finishes now, not in a storm of tiny
+// events.
+double Network::due_at(std::uint32_t flow, double now) const {
+  const Flow& f = flows_[flow];
+  return f.remaining_bytes <= 1e-9 * f.size_bytes ? now : now + f.remaining_bytes / rate_[flow];
+}
+
 void Network::settle(std::uint32_t flow, double now) {
   Flow& f = flows_[flow];
   const double sent = std::min(f.remaining_bytes, rate_[flow] * (now - f.updated_s));
@@ -524,7 +531,9 @@ bool Network::reshare_fork(double now) {
   // the group's size).
   fork_order_.resize(set_.size());
   for (std::uint32_t i = 0; i < fork_order_.size(); ++i) fork_order_[i] = i;
-  std::stable_sort(fork_order_.begin(), fork_order_.end(), [&](std::uint32_t a, std::uint32_t b) { return fork_group_[a] < fork_group_[b]; });
+  std::sort(fork_order_.begin(), fork_order_.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return fork_group_[a] < fork_group_[b] || (fork_group_[a] == fork_group_[b] && a < b);
+  });
   // Each group of two or more: its level, and the least share its other links offer.
   fork_levels_.clear();
   for (std::size_t begin = 0, end = 0; begin < fork_order_.size(); begin = end) {
@@ -750,9 +759,7 @@ bool Network::reshare_class(double now) {
     settle(g, now);
     if (rate_[g] != level) {
       rate_[g] = level;
-      const Flow& f = flows_[g];
-      const bool done = f.remaining_bytes <= 1e-9 * f.size_bytes;
-      due_[g] = done ? now : now + f.remaining_bytes / level;
+      due_[g] = due_at(g, now);
     }
     due.offer(g, due_[g]);
   }
@@ -841,13 +848,11 @@ void Network::schedule_class(std::uint32_t link, double now) {
   FirstTwo due;
   for (std::size_t i = 0; i < set_.size(); ++i) {
     const std::uint32_t id = set_[i];
-    const Flow& f = flows_[id];
     const bool member = member_of_[id] == link;
     if (rate_[id] == set_old_rate_[i] && (member || heap_pos_[id] != kNotQueued)) {  // keeps its due time
       if (!member) due_[id] = heap_[heap_pos_[id]].time_s;
     } else {
-      const bool done = f.remaining_bytes <= 1e-9 * f.size_bytes;
-      due_[id] = done ? now : now + f.remaining_bytes / rate_[id];
+      due_[id] = due_at(id, now);
     }
     if (!member) {
       if (heap_pos_[id] != kNotQueued) unschedule(id);
@@ -1122,11 +1127,8 @@ void Network::schedule_set(double now) {
   const bool rebuild = rebuild_cheaper(set_.size());
   for (std::size_t i = 0; i < set_.size(); ++i) {
     const std::uint32_t id = set_[i];
-    Flow& f = flows_[id];
     if (rate_[id] == set_old_rate_[i] && heap_pos_[id] != kNotQueued) continue;  // keeps its due time
-    // Snap residues: a flow with (almost) nothing left finishes now, not in a storm of tiny events.
-    const bool done = f.remaining_bytes <= 1e-9 * f.size_bytes;
-    const double due_s = done ? now : now + f.remaining_bytes / rate_[id];
+    const double due_s = due_at(id, now);
     rebuild ? set_due(id, due_s) : schedule(id, due_s);
     if (recording_) {
       for (std::uint32_t l : route(id)) {
@@ -1216,11 +1218,8 @@ void Network::reshare_component(double now) {
   const bool rebuild = rebuild_cheaper(component_flows_.size());
   for (std::size_t i = 0; i < component_flows_.size(); ++i) {
     const std::uint32_t id = component_flows_[i];
-    Flow& f = flows_[id];
     rate_[id] = local_rates_[i];
-    // Snap residues: a flow with (almost) nothing left finishes now, not in a storm of tiny events.
-    const bool done = f.remaining_bytes <= 1e-9 * f.size_bytes;
-    const double due_s = done ? now : now + f.remaining_bytes / rate_[id];
+    const double due_s = due_at(id, now);
     rebuild ? set_due(id, due_s) : schedule(id, due_s);
   }
   if (rebuild) rebuild_heap();
