@@ -18,6 +18,19 @@ void Greedy::take(GpuId g, TenantId tenant) {
   taken_list_.push_back(g);
 }
 
+void Greedy::take_free(GpuId g, NodeId node, TenantId tenant) {
+  take(g, tenant);
+  if (node_round_[index(node)] != round_) {
+    node_round_[index(node)] = round_;
+    node_taken_[index(node)] = 0;
+  }
+  ++node_taken_[index(node)];
+}
+
+std::uint32_t Greedy::untaken_free(const ClusterView& view, NodeId node) const {
+  return view.free_gpus(node) - (node_round_[index(node)] == round_ ? node_taken_[index(node)] : 0);
+}
+
 std::size_t Greedy::slot_of(const Shape& s, std::size_t slots) {
   std::uint64_t h = 0x9E3779B97F4A7C15u;
   for (std::uint64_t v : {std::uint64_t{s.tenant}, std::uint64_t{s.gpus}, std::uint64_t{s.model},
@@ -110,6 +123,10 @@ void Greedy::schedule(const ClusterView& view, std::span<const ReadyTask> ready,
   if (taken_.size() != view.cluster().gpu_count()) {
     taken_.assign(view.cluster().gpu_count(), 0);
     taken_by_.assign(view.cluster().gpu_count(), -1);
+  }
+  if (node_round_.size() != view.cluster().node_count()) {
+    node_round_.assign(view.cluster().node_count(), 0);
+    node_taken_.assign(view.cluster().node_count(), 0);
   }
   for (GpuId g : taken_list_) taken_by_[index(g)] = -1;
   taken_list_.clear();
@@ -263,11 +280,17 @@ bool Greedy::place(const ClusterView& view, const ReadyTask& task, std::size_t r
   auto usable = [&](GpuId g) {
     return !taken(g) && (idle_only ? view.is_idle(g) : view.is_free(g)) && view.allowed(task.tenant, g, taken_by_) && view.fits(g, task);
   };
-  auto gather = [&](NodeId node) {
-    const std::uint32_t first = index(cluster.first_gpu(node));
-    for (std::uint32_t g = first; g < first + cluster.gpus_in(node); ++g) {
+  // Where the cost is the GPU's number, a node's GPUs come cheapest first: its first `enough` usable ones are the ones
+  // a sort would pick.
+  const bool by_number = cost_is_gpu_number();
+  auto gather = [&](NodeId node, std::size_t enough) {
+    const std::uint32_t first = index(cluster.first_gpu(node)), end = first + cluster.gpus_in(node);
+    for (std::uint32_t g = first; g < end; ++g) {
       const GpuId gpu = make_id<GpuId>(g);
-      if (usable(gpu)) candidates_.push_back(Candidate{cost(view, task, gpu), gpu});
+      if (usable(gpu)) {
+        candidates_.push_back(Candidate{cost(view, task, gpu), gpu});
+        if (by_number && candidates_.size() == enough) return;
+      }
     }
   };
   // The cheapest k GPUs of candidates_, and their total cost.
@@ -287,28 +310,32 @@ bool Greedy::place(const ClusterView& view, const ReadyTask& task, std::size_t r
   const std::uint32_t nodes = cluster.node_count();
   Cost best{inf, inf, inf};
   chosen_.clear();
+  // A node's free GPUs this round has taken are no candidates: one whose others cannot hold the gang is passed over
+  // without looking at its GPUs (a round placing a fork's tasks would otherwise walk every node it filled).
   for (std::uint32_t n = view.next_node_with_free(0); n < nodes; n = view.next_node_with_free(n + 1)) {
     const NodeId node = make_id<NodeId>(n);
-    if (view.free_gpus(node) < k) continue;
+    if (untaken_free(view, node) < k) continue;
     candidates_.clear();
-    gather(node);
+    gather(node, k);
     if (candidates_.size() < k) continue;
-    const Cost total = cheapest(k);
-    if (total < best) {
+    const Cost total = by_number ? Cost{} : cheapest(k);  // by number, the first node with room wins
+    if (by_number || total < best) {
       best = total;
       chosen_.clear();
       for (std::size_t i = 0; i < k; ++i) chosen_.push_back(candidates_[i].gpu);
-      if (cost_is_gpu_number()) break;
+      if (by_number) break;
     }
   }
   if (chosen_.empty()) {
     candidates_.clear();
-    for (std::uint32_t n = view.next_node_with_free(0); n < nodes; n = view.next_node_with_free(n + 1)) gather(make_id<NodeId>(n));
+    for (std::uint32_t n = view.next_node_with_free(0); n < nodes; n = view.next_node_with_free(n + 1)) {
+      if (untaken_free(view, make_id<NodeId>(n)) > 0) gather(make_id<NodeId>(n), SIZE_MAX);
+    }
     if (candidates_.size() < k) return false;
     cheapest(k);
     for (std::size_t i = 0; i < k; ++i) chosen_.push_back(candidates_[i].gpu);
   }
-  for (GpuId g : chosen_) take(g, task.tenant);
+  for (GpuId g : chosen_) take_free(g, cluster.node_of(g), task.tenant);
   out.place(ready_index, chosen_);
   return true;
 }
@@ -354,7 +381,8 @@ bool Greedy::make_room(const ClusterView& view, const ReadyTask& task, Decisions
   if (best.empty()) return false;
   const std::string reason = "for a task of priority " + std::to_string(task.priority) + (task.interactive ? ", interactive" : "");
   for (const Option& o : best) {
-    take(o.gpu, task.tenant);  // kept for this task: nothing else starts there this round
+    // Kept for this task: nothing else starts there this round.
+    o.victim ? take(o.gpu, task.tenant) : take_free(o.gpu, cluster.node_of(o.gpu), task.tenant);
     if (o.victim) out.preempt(o.gpu, reason);
   }
   return true;

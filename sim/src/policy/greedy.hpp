@@ -130,10 +130,15 @@ class Greedy : public Policy {
   std::uint64_t last_joined_ = 0;  // the last task added to kept_
   bool taken(GpuId g) const { return taken_[index(g)] == round_; }
   void take(GpuId g, TenantId tenant);
+  void take_free(GpuId g, NodeId node, TenantId tenant);  // a GPU free at the round's start, counted against its node
+  // The node's free GPUs (as the round's view has them) less those this round has taken.
+  std::uint32_t untaken_free(const ClusterView& view, NodeId node) const;
 
   std::vector<std::uint32_t> taken_;       // GPUs placed on earlier in this round: == round_
   std::vector<std::int32_t> taken_by_;     // and the tenant placed there (-1: none)
   std::vector<GpuId> taken_list_;          // to clear taken_by_ after the round
+  std::vector<std::uint32_t> node_round_;  // per node: the round node_taken_ counts for
+  std::vector<std::uint32_t> node_taken_;  // per node: its GPUs taken in that round
   std::uint32_t round_ = 0;
   std::vector<Candidate> candidates_;
   std::vector<GpuId> chosen_;
