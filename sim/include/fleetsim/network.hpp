@@ -88,7 +88,7 @@ class Network {
     flush();
     return rate_[flow];
   }
-  // Bytes each link has carried (settled at the last change of its flows, or by settle_all).
+  // Bytes each link has carried: the flows that have left it, and those still on it as far as settle_all took them.
   const std::vector<double>& link_bytes() const { return link_bytes_; }
   // The work of keeping rates max-min fair so far: re-levellings (one per batch of changes at an
   // instant), the flows they re-solved in all (a flow solved twice in one counts twice), and how many
@@ -119,6 +119,7 @@ class Network {
     std::uint32_t hop_at = 0, hops = 0, hop_room = 0;
     double remaining_bytes = 0;
     double size_bytes = 0;
+    double credited_bytes = 0;  // of what it sent, the bytes its links' totals hold
     double updated_s = 0;
     double latency_s = 0;
     double cap_Bps = std::numeric_limits<double>::infinity();
@@ -131,7 +132,8 @@ class Network {
   std::vector<std::uint32_t> hop_link_, hop_pos_;
   void set_route(Flow& f, std::span<const std::uint32_t> route);
   std::uint32_t new_slot();
-  void settle(std::uint32_t flow, double now);
+  void settle(std::uint32_t flow, double now);  // its remaining bytes, at the rate it had since last settled
+  void credit(std::uint32_t flow);              // its links' totals, with what it sent since last credited
   double due_at(std::uint32_t flow, double now) const;  // at its rate, residues snapped to now
   void attach(std::uint32_t flow, double now);  // onto its route's links, to be solved with the flows of `now`
   void detach(std::uint32_t flow);

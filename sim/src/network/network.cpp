@@ -122,6 +122,7 @@ std::uint32_t Network::start(std::span<const std::uint32_t> route, double bytes,
   set_route(f, route);
   f.remaining_bytes = bytes;
   f.size_bytes = bytes;
+  f.credited_bytes = 0;
   rate_[id] = 0;
   f.updated_s = now;
   f.latency_s = latency_s;
@@ -142,6 +143,7 @@ std::uint32_t Network::start_stranded(double bytes, double latency_s, std::uint6
   Flow& f = flows_[id];
   f.hops = 0;
   f.remaining_bytes = f.size_bytes = bytes;
+  f.credited_bytes = 0;
   rate_[id] = 0;
   f.updated_s = now;
   f.latency_s = latency_s;
@@ -301,16 +303,28 @@ double Network::due_at(std::uint32_t flow, double now) const {
 
 void Network::settle(std::uint32_t flow, double now) {
   Flow& f = flows_[flow];
-  const double sent = std::min(f.remaining_bytes, rate_[flow] * (now - f.updated_s));
-  f.remaining_bytes -= sent;
-  for (std::uint32_t l : route(flow)) link_bytes_[l] += sent;
+  f.remaining_bytes -= std::min(f.remaining_bytes, rate_[flow] * (now - f.updated_s));
   f.updated_s = now;
+}
+
+// A flow's links are credited with what it sent when it leaves them (a flow that ends, its whole size), not at each
+// change of its rate: a processor-sharing class settles all its flows at each division, and walking their routes
+// for the totals was a tenth of a fork-join run.
+void Network::credit(std::uint32_t flow) {
+  Flow& f = flows_[flow];
+  const double sent = f.size_bytes - f.remaining_bytes;
+  if (sent == f.credited_bytes) return;
+  const double bytes = sent - f.credited_bytes;
+  for (std::uint32_t l : route(flow)) link_bytes_[l] += bytes;
+  f.credited_bytes = sent;
 }
 
 void Network::settle_all(double now) {
   flush();
   for (std::uint32_t f = 0; f < flows_.size(); ++f) {
-    if (flows_[f].phase == Phase::sending) settle(f, now);
+    if (flows_[f].phase != Phase::sending) continue;
+    settle(f, now);
+    credit(f);
   }
 }
 
@@ -318,6 +332,7 @@ void Network::settle_all(double now) {
 // holds there (a link crossed twice holds it twice), so the lists keep the order they always had; the
 // places kept per hop spare a search through a link's flows, thousands on a busy one.
 void Network::detach(std::uint32_t flow) {
+  credit(flow);  // settled by the caller
   const Flow& f = flows_[flow];
   const std::uint32_t* links = hop_link_.data() + f.hop_at;
   std::uint32_t* link_pos = hop_pos_.data() + f.hop_at;
