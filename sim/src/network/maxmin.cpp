@@ -15,62 +15,64 @@ void MaxMinSolver::solve(std::span<const double> capacity, std::span<const std::
   const std::size_t flows = rates.size();
   const std::size_t links = capacity.size();
   FLEETSIM_CHECK(flow_offsets.size() == flows + 1, "flow_offsets must have one entry per flow plus one");
-  remaining_.assign(capacity.begin(), capacity.end());
+  // One pass over the flows: how many cross each link, each flow's bound, and each link's demand. A flow never gets
+  // more than the least capacity of its route (less where it crosses a link twice), so a link whose flows' bounds add
+  // up to less than its capacity can never saturate, never freezes a flow and needs no place among the candidates:
+  // on fabrics with headroom most links are such.
   unfrozen_on_link_.assign(links, 0);
-  frozen_.assign(flows, 0);
+  demand_.assign(links, 0.0);
+  bound_.resize(flows);
   for (std::size_t f = 0; f < flows; ++f) {
     FLEETSIM_CHECK(flow_offsets[f + 1] > flow_offsets[f], "a flow must cross at least one link");
-    for (std::uint32_t i = flow_offsets[f]; i < flow_offsets[f + 1]; ++i) ++unfrozen_on_link_[flow_links[i]];
+    const std::uint32_t* first = flow_links.data() + flow_offsets[f];
+    const std::uint32_t* last = flow_links.data() + flow_offsets[f + 1];
+    double b = capacity[*first];
+    for (const std::uint32_t* l = first; l != last; ++l) {
+      ++unfrozen_on_link_[*l];
+      b = std::min(b, capacity[*l]);
+    }
+    bound_[f] = b;
+    for (const std::uint32_t* l = first; l != last; ++l) demand_[*l] += b;
   }
   if (!always_fill_ && flows > 1 && one_level(capacity, flow_offsets, flow_links, rates)) return;
 
-  // A flow never gets more than the least capacity of its route (less where it crosses a link twice). A link whose
-  // flows' bounds add up to less than its capacity can never saturate, so it never freezes a flow
-  // and needs no place in the heap: on fabrics with headroom most links are such.
-  bound_.resize(flows);
-  for (std::size_t f = 0; f < flows; ++f) {
-    double b = capacity[flow_links[flow_offsets[f]]];
-    for (std::uint32_t i = flow_offsets[f] + 1; i < flow_offsets[f + 1]; ++i) b = std::min(b, capacity[flow_links[i]]);
-    bound_[f] = b;
-  }
-  demand_.assign(links, 0.0);
-  for (std::size_t f = 0; f < flows; ++f) {
-    for (std::uint32_t i = flow_offsets[f]; i < flow_offsets[f + 1]; ++i) demand_[flow_links[i]] += bound_[f];
-  }
-  // Where no link crossed more than once can saturate, no flow's freezing takes from another's links: each gets
-  // its bound, the capacity of its narrowest link (crossed once, by it alone), exactly as the filling below would
-  // give it, without the heap. Flows all at their caps (a collective shaped onto NCCL's estimate: a large
-  // all-to-all's million) take this way.
+  // The links that may saturate, each keyed by its share now (capacity over its crossings). Where none is crossed
+  // more than once, no flow's freezing takes from another's links: each gets its bound, the capacity of its
+  // narrowest link (crossed once, by it alone), exactly as the filling below would give it. Flows all at their caps
+  // (a collective shaped onto NCCL's estimate: a large all-to-all's million) take this way.
+  heap_.clear();
   bool shared_saturates = false;
-  for (std::uint32_t l = 0; l < links && !shared_saturates; ++l) {
-    shared_saturates = unfrozen_on_link_[l] > 1 && demand_[l] >= capacity[l] * (1 - 1e-12);
+  for (std::uint32_t l = 0; l < links; ++l) {
+    if (unfrozen_on_link_[l] == 0 || demand_[l] < capacity[l] * (1 - 1e-12)) continue;
+    heap_.push_back(Candidate{capacity[l] / unfrozen_on_link_[l], l});
+    shared_saturates = shared_saturates || unfrozen_on_link_[l] > 1;
   }
   if (!shared_saturates) {
     std::copy(bound_.begin(), bound_.end(), rates.begin());
     return;
   }
-
-  // The flows of each link, as offsets into one array.
-  link_offsets_.assign(links + 1, 0);
-  for (std::uint32_t l = 0; l < links; ++l) link_offsets_[l + 1] = link_offsets_[l] + unfrozen_on_link_[l];
-  link_flows_.resize(flow_links.size());
-  fill_.assign(link_offsets_.begin(), link_offsets_.end() - 1);
-  for (std::uint32_t f = 0; f < flows; ++f) {
-    for (std::uint32_t i = flow_offsets[f]; i < flow_offsets[f + 1]; ++i) link_flows_[fill_[flow_links[i]]++] = f;
-  }
+  remaining_.assign(capacity.begin(), capacity.end());
+  frozen_.assign(flows, 0);
 
   // Keys are lower bounds: a link's share only rises as flows elsewhere freeze, so a key on top that has gone stale
   // takes the current share and sinks; a fresh one is the true minimum. A link has one entry at most, so the order
   // of entries is total and the links come out in the same order from any heap.
-  heap_.clear();
-  for (std::uint32_t l = 0; l < links; ++l) {
-    if (unfrozen_on_link_[l] > 0 && demand_[l] >= capacity[l] * (1 - 1e-12)) heap_.push_back(Candidate{remaining_[l] / unfrozen_on_link_[l], l});
-  }
-  // A few candidates (a re-levelling's small set) are scanned for the least instead: the same entries, so the same
-  // order, without building and sifting a heap.
+  // A few candidates (a re-levelling's small set) are scanned for the least instead, and a saturating link's flows
+  // found by walking the flows left: the same entries in the same order, without building a heap or an index of
+  // each link's flows.
   const bool scan = heap_.size() <= kScanAtMost;
-  if (!scan && heap_.size() > 1) {
-    for (std::size_t i = (heap_.size() - 2) / kArity + 1; i-- > 0;) sift_down(i);
+  if (!scan) {
+    // The flows of each link, as offsets into one array.
+    link_offsets_.assign(links + 1, 0);
+    for (std::uint32_t l = 0; l < links; ++l) link_offsets_[l + 1] = link_offsets_[l] + unfrozen_on_link_[l];
+    link_flows_.resize(flow_links.size());
+    fill_.assign(link_offsets_.begin(), link_offsets_.end() - 1);
+    for (std::uint32_t f = 0; f < flows; ++f) {
+      for (std::uint32_t i = flow_offsets[f]; i < flow_offsets[f + 1]; ++i) link_flows_[fill_[flow_links[i]]++] = f;
+    }
+    if (heap_.size() > 1) {
+      for (std::size_t i = (heap_.size() - 2) / kArity + 1; i-- > 0;) sift_down(i);
+    }
   }
   const auto least = [&]() -> std::size_t {
     if (!scan) return 0;
@@ -85,8 +87,19 @@ void MaxMinSolver::solve(std::span<const double> capacity, std::span<const std::
     heap_[at] = heap_.back();
     heap_.pop_back();
   };
-  // Once every flow is frozen, the entries left hold links whose flows all froze elsewhere: nothing to pop for.
+  // A flow at the link's share: what it takes leaves each link of its route (the flows in order, as they are listed).
   std::size_t unfrozen = flows;
+  const auto freeze = [&](std::uint32_t f, double share) {
+    frozen_[f] = 1;
+    --unfrozen;
+    rates[f] = share;
+    for (std::uint32_t j = flow_offsets[f]; j < flow_offsets[f + 1]; ++j) {
+      const std::uint32_t l = flow_links[j];
+      remaining_[l] = std::max(0.0, remaining_[l] - share);
+      --unfrozen_on_link_[l];
+    }
+  };
+  // Once every flow is frozen, the entries left hold links whose flows all froze elsewhere: nothing to pop for.
   while (unfrozen > 0 && !heap_.empty()) {
     const std::size_t at = least();
     const Candidate c = heap_[at];
@@ -101,17 +114,17 @@ void MaxMinSolver::solve(std::span<const double> capacity, std::span<const std::
       continue;
     }
     remove(at);
-    for (std::uint32_t i = link_offsets_[c.link]; i < link_offsets_[c.link + 1]; ++i) {
-      const std::uint32_t f = link_flows_[i];
-      if (frozen_[f] != 0) continue;
-      frozen_[f] = 1;
-      --unfrozen;
-      rates[f] = share;
-      for (std::uint32_t j = flow_offsets[f]; j < flow_offsets[f + 1]; ++j) {
-        const std::uint32_t l = flow_links[j];
-        remaining_[l] = std::max(0.0, remaining_[l] - share);
-        --unfrozen_on_link_[l];
+    if (!scan) {
+      for (std::uint32_t i = link_offsets_[c.link]; i < link_offsets_[c.link + 1]; ++i) {
+        if (frozen_[link_flows_[i]] == 0) freeze(link_flows_[i], share);
       }
+      continue;
+    }
+    for (std::uint32_t f = 0; f < flows && unfrozen_on_link_[c.link] > 0; ++f) {
+      if (frozen_[f] != 0) continue;
+      const std::uint32_t* first = flow_links.data() + flow_offsets[f];
+      const std::uint32_t* last = flow_links.data() + flow_offsets[f + 1];
+      if (std::find(first, last, c.link) != last) freeze(f, share);
     }
   }
 }
