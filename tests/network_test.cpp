@@ -329,19 +329,12 @@ TEST_CASE("a fork's flows with links of their own end as a processor-sharing cla
   Network net(capacity);
   std::vector<std::vector<std::uint32_t>> routes{{0, 1}, {0, 2}, {0, 3}, {0, 4}};
   for (std::uint32_t i = 0; i < 4; ++i) net.start(routes[i], 1e9 * (i + 1), 0, i, 0.0);
-  std::vector<FlowDelivery> got;
-  std::vector<double> ends;
-  while (net.next_time() != std::numeric_limits<double>::infinity()) {
-    const double t = net.next_time();
-    got.clear();
-    net.advance(t, got);
-    for (std::size_t i = 0; i < got.size(); ++i) ends.push_back(t);
-  }
+  const auto ends = deliveries(net);  // no latency: each delivered as it ends
   REQUIRE(ends.size() == 4);
-  CHECK(ends[0] == Approx(4.0));
-  CHECK(ends[1] == Approx(7.0));
-  CHECK(ends[2] == Approx(9.0));
-  CHECK(ends[3] == Approx(10.0));
+  CHECK(ends[0].first == Approx(4.0));
+  CHECK(ends[1].first == Approx(7.0));
+  CHECK(ends[2].first == Approx(9.0));
+  CHECK(ends[3].first == Approx(10.0));
   CHECK(net.solve_counts().forks == 1);
   CHECK(net.solve_counts().one_link == 3);
   CHECK(net.solve_counts().by_class == 2);
@@ -353,7 +346,7 @@ TEST_CASE("a fork's flows with links of their own end as a processor-sharing cla
   // the 1 GB/s link among four again (the newcomer too crosses it).
   Network joined(capacity);
   for (std::uint32_t i = 0; i < 4; ++i) joined.start(routes[i], 1e9 * (i + 1), 0, i, 0.0);
-  got.clear();
+  std::vector<FlowDelivery> got;
   joined.advance(joined.next_time(), got);  // the first ends at 4 s, the class's division
   REQUIRE(got.size() == 1);
   CHECK(joined.solve_counts().by_class == 1);
